@@ -1,0 +1,36 @@
+package core
+
+// Events shared between layers. A layer defines its own events in its own
+// package when nobody else needs to name them; these are the ones that cross
+// package boundaries.
+
+// Suspected reports that the detector suspects Node has failed (it may
+// still be cleared, see [Unsuspected]).
+type Suspected struct{ Node NodeID }
+
+// Unsuspected withdraws an earlier suspicion of Node.
+type Unsuspected struct{ Node NodeID }
+
+// Failed reports that the detector has declared Node failed. Detectors
+// emit it once per failure of a node.
+type Failed struct{ Node NodeID }
+
+// Recovered reports that a node declared failed is heard from again (a
+// restarted process, or a false detection healed by a partition ending).
+type Recovered struct{ Node NodeID }
+
+// PeerHint reports a transport-level problem with Node (a refused or reset
+// connection). It is a hint, not a verdict: detectors may use it to probe
+// sooner, never to declare a failure by itself.
+type PeerHint struct {
+	Node   NodeID
+	Reason string
+}
+
+// MembersChanged tells lower layers (the detectors) which nodes to monitor:
+// the members of the view numbered Epoch, in view order. Members must not be
+// mutated after it is emitted.
+type MembersChanged struct {
+	Epoch   uint64
+	Members []NodeID
+}

@@ -1,0 +1,3 @@
+module github.com/cohort-mp/cohort
+
+go 1.26
