@@ -1,0 +1,51 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// Network decides how long a message takes from its sender to its receiver.
+// It is called once per message, in the deterministic order of the
+// simulation, with the network's own random source; it may keep state (link
+// queues). Returning ok=false drops the message.
+type Network interface {
+	Transit(from, to core.NodeID, size int, now time.Duration, rng *rand.Rand) (delay time.Duration, ok bool)
+}
+
+// inOrder is implemented by networks that never reorder messages between a
+// pair by themselves, so the world need not enforce FIFO order.
+type inOrder interface{ inOrder() }
+
+// Constant is a network in which every message takes the same time.
+type Constant time.Duration
+
+// Transit implements Network.
+func (c Constant) Transit(_, _ core.NodeID, _ int, _ time.Duration, _ *rand.Rand) (time.Duration, bool) {
+	return time.Duration(c), true
+}
+
+func (Constant) inOrder() {}
+
+func (c Constant) String() string { return fmt.Sprintf("constant(%v)", time.Duration(c)) }
+
+// UniformNet draws each message's latency uniformly from [Min, Max]. The
+// world keeps messages between a pair in FIFO order (a message never arrives
+// before one sent earlier on the same pair) unless Config.Reorder is set.
+type UniformNet struct{ Min, Max time.Duration }
+
+// Uniform returns a UniformNet over [min, max].
+func Uniform(min, max time.Duration) UniformNet { return UniformNet{Min: min, Max: max} }
+
+// Transit implements Network.
+func (u UniformNet) Transit(_, _ core.NodeID, _ int, _ time.Duration, rng *rand.Rand) (time.Duration, bool) {
+	if u.Max <= u.Min {
+		return u.Min, true
+	}
+	return u.Min + time.Duration(rng.Int64N(int64(u.Max-u.Min)+1)), true
+}
+
+func (u UniformNet) String() string { return fmt.Sprintf("uniform(%v,%v)", u.Min, u.Max) }
