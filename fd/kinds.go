@@ -1,0 +1,60 @@
+package fd
+
+import (
+	"fmt"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// The message kinds of package fd, in protocol [core.ProtoFD]. Append only:
+// the numbers are on the wire. Never renumber, never reuse a retired number.
+//
+// Numbers 1–15 belong to the heartbeat detector (Phoenix §4), 16–31 to the
+// gossip detector (P2P-MPI §5). A detector that needs a new kind takes the
+// next free number in its own range and adds it at the end of its block.
+//
+// Each value equals core.MakeKind(core.ProtoFD, n); they are spelled out as
+// constants (MakeKind is a function and cannot appear in a const
+// declaration) so that they can label switch cases, and TestKindNumbers
+// checks them against MakeKind.
+const (
+	// Heartbeat detector (Phoenix §4), numbers 1–15. Owned by heartbeat*.go;
+	// 4–15 are reserved for it.
+
+	// KindHeartbeat is a heartbeat sent by a node to its monitors.
+	KindHeartbeat = core.Kind(core.ProtoFD)<<8 | 1
+	// KindHeartbeatPing asks a suspect whether it is alive.
+	KindHeartbeatPing = core.Kind(core.ProtoFD)<<8 | 2
+	// KindHeartbeatPong answers a KindHeartbeatPing.
+	KindHeartbeatPong = core.Kind(core.ProtoFD)<<8 | 3
+
+	// Gossip detector (P2P-MPI §5), numbers 16–31. Owned by gossip*.go;
+	// 19–31 are reserved for it.
+
+	// KindGossip carries a heartbeat table ([GossipMsg]).
+	KindGossip = core.Kind(core.ProtoFD)<<8 | 16
+	// KindGossipPing is the consensus-phase probe of a suspect
+	// ([GossipPing]).
+	KindGossipPing = core.Kind(core.ProtoFD)<<8 | 17
+	// KindGossipPong answers a KindGossipPing ([GossipPong]).
+	KindGossipPong = core.Kind(core.ProtoFD)<<8 | 18
+)
+
+var kindNames = map[core.Kind]string{
+	KindHeartbeat:     "heartbeat",
+	KindHeartbeatPing: "heartbeat-ping",
+	KindHeartbeatPong: "heartbeat-pong",
+	KindGossip:        "gossip",
+	KindGossipPing:    "gossip-ping",
+	KindGossipPong:    "gossip-pong",
+}
+
+// KindName returns the name of an fd message kind ("gossip",
+// "heartbeat-ping", …), or the generic [core.Kind.String] form for a kind
+// that is not one of package fd's.
+func KindName(k core.Kind) string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprint(k)
+}

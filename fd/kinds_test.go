@@ -1,0 +1,34 @@
+package fd
+
+import (
+	"testing"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// TestKindNumbers pins the wire numbers of the fd kinds: they are append
+// only, and each must equal core.MakeKind(core.ProtoFD, n).
+func TestKindNumbers(t *testing.T) {
+	for _, c := range []struct {
+		k    core.Kind
+		n    uint8
+		name string
+	}{
+		{KindHeartbeat, 1, "heartbeat"},
+		{KindHeartbeatPing, 2, "heartbeat-ping"},
+		{KindHeartbeatPong, 3, "heartbeat-pong"},
+		{KindGossip, 16, "gossip"},
+		{KindGossipPing, 17, "gossip-ping"},
+		{KindGossipPong, 18, "gossip-pong"},
+	} {
+		if want := core.MakeKind(core.ProtoFD, c.n); c.k != want {
+			t.Errorf("%s = %v, want %v", c.name, c.k, want)
+		}
+		if got := KindName(c.k); got != c.name {
+			t.Errorf("KindName(%v) = %q, want %q", c.k, got, c.name)
+		}
+	}
+	if got := KindName(core.MakeKind(core.ProtoFD, 99)); got != "fd/99" {
+		t.Errorf("KindName(unknown) = %q, want fd/99", got)
+	}
+}
