@@ -42,6 +42,7 @@ func (b bitset) count() int {
 
 // wordUp returns word i of src shifted towards higher indices by k bits (bit
 // j of the result is bit j-k of src; bits shifted past the end are lost).
+//
 //go:norace
 func wordUp(src bitset, i, k int) uint64 {
 	ws, bs := k>>6, uint(k&63)
@@ -58,6 +59,7 @@ func wordUp(src bitset, i, k int) uint64 {
 
 // wordDown returns word i of src shifted towards lower indices by k bits
 // (bit j of the result is bit j+k of src).
+//
 //go:norace
 func wordDown(src bitset, i, k int) uint64 {
 	ws, bs := k>>6, uint(k&63)
@@ -74,6 +76,7 @@ func wordDown(src bitset, i, k int) uint64 {
 
 // rotate sets out (which must not share memory with src) to the n-bit set
 // src rotated by k, 0 ≤ k < n: bit (j+k) mod n of out is bit j of src.
+//
 //go:norace
 func rotate(out, src bitset, k, n int) {
 	for i := range out {
