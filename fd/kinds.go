@@ -19,7 +19,7 @@ import (
 // checks them against MakeKind.
 const (
 	// Heartbeat detector (Phoenix §4), numbers 1–15. Owned by heartbeat*.go;
-	// 4–15 are reserved for it.
+	// 5–15 are reserved for it.
 
 	// KindHeartbeat is a heartbeat sent by a node to its monitors.
 	KindHeartbeat = core.Kind(core.ProtoFD)<<8 | 1
@@ -27,6 +27,9 @@ const (
 	KindHeartbeatPing = core.Kind(core.ProtoFD)<<8 | 2
 	// KindHeartbeatPong answers a KindHeartbeatPing.
 	KindHeartbeatPong = core.Kind(core.ProtoFD)<<8 | 3
+	// KindHeartbeatNotice spreads a suspicion or its refutation to every
+	// member (the Phoenix §4.2 routing-table propagation).
+	KindHeartbeatNotice = core.Kind(core.ProtoFD)<<8 | 4
 
 	// Gossip detector (P2P-MPI §5), numbers 16–31. Owned by gossip*.go;
 	// 19–31 are reserved for it.
@@ -41,12 +44,13 @@ const (
 )
 
 var kindNames = map[core.Kind]string{
-	KindHeartbeat:     "heartbeat",
-	KindHeartbeatPing: "heartbeat-ping",
-	KindHeartbeatPong: "heartbeat-pong",
-	KindGossip:        "gossip",
-	KindGossipPing:    "gossip-ping",
-	KindGossipPong:    "gossip-pong",
+	KindHeartbeat:       "heartbeat",
+	KindHeartbeatPing:   "heartbeat-ping",
+	KindHeartbeatPong:   "heartbeat-pong",
+	KindHeartbeatNotice: "heartbeat-notice",
+	KindGossip:          "gossip",
+	KindGossipPing:      "gossip-ping",
+	KindGossipPong:      "gossip-pong",
 }
 
 // KindName returns the name of an fd message kind ("gossip",
