@@ -1,0 +1,247 @@
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// ErrEmptyFigure is returned for a figure with no point that can be drawn.
+var ErrEmptyFigure = errors.New("experiment: figure has nothing to draw")
+
+// Figure is a line/point plot with optional error bars, written as
+// Name.png and Name.svg.
+type Figure struct {
+	// Name is the file name without extension.
+	Name string
+	// Title is printed above the plot.
+	Title string
+	// XLabel and YLabel name the axes with their units, e.g.
+	// "nodes n" and "detection time (s)".
+	XLabel, YLabel string
+	// LogX and LogY select logarithmic axes. Points (and error-bar ends)
+	// that are not positive cannot be drawn on a log axis: points are
+	// left out and listed by [Figure.Dropped]; a lower error-bar end is
+	// cut at the bottom of the axis.
+	LogX, LogY bool
+	// XTicks, when set, are the only labelled ticks of the x axis (for
+	// example the powers of two of a sweep over n).
+	XTicks []float64
+	// YMin, when set (non-zero), is the bottom of the y axis.
+	YMin float64
+	// LegendBottom puts the legend at the bottom right instead of the top
+	// left.
+	LegendBottom bool
+	// Series are drawn in order; each gets its own color and mark.
+	Series []Series
+	// Width and Height of the picture; zero means 16 cm × 10 cm.
+	Width, Height vg.Length
+}
+
+// Style says how a series is drawn.
+type Style int
+
+const (
+	// LinesPoints joins the points with a line and marks each point.
+	LinesPoints Style = iota
+	// Points marks the points only.
+	Points
+	// Lines joins the points without marks (for theoretical curves).
+	Lines
+)
+
+// Series is one named curve of a figure.
+type Series struct {
+	// Label is the legend entry.
+	Label string
+	// Points in the order they are joined.
+	Points []Point
+	// Style of the series.
+	Style Style
+	// Dashed draws the line dashed (theory, bounds).
+	Dashed bool
+}
+
+// Point is one point with an optional vertical error bar from Lo to Hi
+// (drawn when Hi > Lo).
+type Point struct {
+	X, Y   float64
+	Lo, Hi float64
+}
+
+// drawable reports whether p can be drawn on the figure's axes.
+func (f *Figure) drawable(p Point) bool {
+	if math.IsNaN(p.X) || math.IsInf(p.X, 0) || math.IsNaN(p.Y) || math.IsInf(p.Y, 0) {
+		return false
+	}
+	return !(f.LogX && p.X <= 0) && !(f.LogY && p.Y <= 0)
+}
+
+// Dropped lists the points that cannot be drawn, as "label (x, y)".
+func (f *Figure) Dropped() []string {
+	var out []string
+	for _, s := range f.Series {
+		for _, p := range s.Points {
+			if !f.drawable(p) {
+				out = append(out, fmt.Sprintf("%s (%g, %g)", s.Label, p.X, p.Y))
+			}
+		}
+	}
+	return out
+}
+
+// yerrs adapts points to gonum's XYer and YErrorer.
+type yerrs []Point
+
+func (e yerrs) Len() int                    { return len(e) }
+func (e yerrs) XY(i int) (float64, float64) { return e[i].X, e[i].Y }
+func (e yerrs) YError(i int) (float64, float64) {
+	return e[i].Y - e[i].Lo, e[i].Hi - e[i].Y
+}
+
+// build makes the gonum plot.
+func (f *Figure) build() (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = f.Title
+	p.X.Label.Text = f.XLabel
+	p.Y.Label.Text = f.YLabel
+	p.Add(plotter.NewGrid())
+	if f.LogX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	if f.LogY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	if len(f.XTicks) > 0 {
+		ticks := make(plot.ConstantTicks, len(f.XTicks))
+		for i, x := range f.XTicks {
+			ticks[i] = plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'g', -1, 64)}
+		}
+		p.X.Tick.Marker = ticks
+	}
+	p.Legend.Top = !f.LegendBottom
+	p.Legend.Left = !f.LegendBottom
+	p.Legend.XOffs, p.Legend.YOffs = vg.Millimeter*2, -vg.Millimeter*2
+	if f.LegendBottom {
+		p.Legend.XOffs, p.Legend.YOffs = -vg.Millimeter*2, vg.Millimeter*2
+	}
+
+	// The lowest positive value, for cutting error bars on a log y axis.
+	floor := math.Inf(1)
+	for _, s := range f.Series {
+		for _, pt := range s.Points {
+			if f.drawable(pt) {
+				floor = math.Min(floor, pt.Y)
+			}
+		}
+	}
+	if f.YMin > 0 {
+		floor = math.Min(floor, f.YMin)
+	}
+	if math.IsInf(floor, 1) {
+		return nil, fmt.Errorf("%w: %s", ErrEmptyFigure, f.Name)
+	}
+
+	for i, s := range f.Series {
+		var pts []Point
+		for _, pt := range s.Points {
+			if !f.drawable(pt) {
+				continue
+			}
+			if pt.Hi > pt.Lo && f.LogY && pt.Lo <= 0 {
+				pt.Lo = floor / 2
+			}
+			pts = append(pts, pt)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(pts))
+		for j, pt := range pts {
+			xys[j].X, xys[j].Y = pt.X, pt.Y
+		}
+		c := seriesColor(i)
+		var thumbs []plot.Thumbnailer
+		if s.Style != Points {
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: figure %s, series %q: %w", f.Name, s.Label, err)
+			}
+			l.Color = c
+			l.Width = vg.Points(1.5)
+			if s.Dashed {
+				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
+			p.Add(l)
+			thumbs = append(thumbs, l)
+		}
+		if s.Style != Lines {
+			sc, err := plotter.NewScatter(xys)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: figure %s, series %q: %w", f.Name, s.Label, err)
+			}
+			sc.Color = c
+			sc.Shape = plotutil.Shape(i)
+			sc.Radius = vg.Points(3)
+			p.Add(sc)
+			thumbs = append(thumbs, sc)
+		}
+		var bars yerrs
+		for _, pt := range pts {
+			if pt.Hi > pt.Lo {
+				bars = append(bars, pt)
+			}
+		}
+		if len(bars) > 0 {
+			eb, err := plotter.NewYErrorBars(bars)
+			if err != nil {
+				return nil, fmt.Errorf("experiment: figure %s, series %q: %w", f.Name, s.Label, err)
+			}
+			eb.Color = c
+			eb.Width = vg.Points(1)
+			p.Add(eb)
+		}
+		if s.Label != "" {
+			p.Legend.Add(s.Label, thumbs...)
+		}
+	}
+	if f.YMin != 0 {
+		p.Y.Min = f.YMin
+	}
+	return p, nil
+}
+
+// seriesColor picks well-separated colors (plotutil's dark palette).
+func seriesColor(i int) color.Color {
+	return plotutil.DarkColors[i%len(plotutil.DarkColors)]
+}
+
+// Save writes the figure as path+".png" and path+".svg".
+func (f *Figure) Save(path string) error {
+	p, err := f.build()
+	if err != nil {
+		return err
+	}
+	w, h := f.Width, f.Height
+	if w == 0 {
+		w = 16 * vg.Centimeter
+	}
+	if h == 0 {
+		h = 10 * vg.Centimeter
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		if err := p.Save(w, h, path+ext); err != nil {
+			return fmt.Errorf("experiment: saving figure %s: %w", path+ext, err)
+		}
+	}
+	return nil
+}
