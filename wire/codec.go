@@ -471,22 +471,25 @@ func (c *Codec) Name(k core.Kind) string {
 // does not implement [Message] or its kind is not registered (a peer built
 // from the same code could not decode it).
 func (c *Codec) Marshal(m core.Msg) ([]byte, error) {
-	return c.Append(nil, m)
+	var e Encoder
+	if err := c.Encode(&e, m); err != nil {
+		return nil, err
+	}
+	return e.B, nil
 }
 
-// Append appends the payload encoding of m to b, checked as by Marshal. With
-// a reused b it does not allocate.
-func (c *Codec) Append(b []byte, m core.Msg) ([]byte, error) {
+// Encode appends the payload encoding of m to e.B, checked as by Marshal.
+// An Encoder reused across calls (e.B = e.B[:0]) makes it allocation-free.
+func (c *Codec) Encode(e *Encoder, m core.Msg) error {
 	wm, ok := m.(Message)
 	if !ok {
-		return b, fmt.Errorf("%w: %T (kind %v) has no MarshalWire", ErrNotMessage, m, kindOf(m))
+		return fmt.Errorf("%w: %T (kind %v) has no MarshalWire", ErrNotMessage, m, kindOf(m))
 	}
 	if _, ok := c.kinds[wm.Kind()]; !ok {
-		return b, fmt.Errorf("%w: %v (%T)", ErrUnknownKind, wm.Kind(), m)
+		return fmt.Errorf("%w: %v (%T)", ErrUnknownKind, wm.Kind(), m)
 	}
-	e := Encoder{B: b}
-	wm.MarshalWire(&e)
-	return e.B, nil
+	wm.MarshalWire(e)
+	return nil
 }
 
 func kindOf(m core.Msg) any {

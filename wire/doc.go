@@ -1,12 +1,17 @@
 // Package wire is the binary encoding of cohort: message payloads
-// ([Encoder], [Decoder], [Message], [Codec]), frames and the connection
-// handshake. It is pure (no I/O beyond io.Reader/io.Writer handed in, no
-// goroutines, no randomness), so the simulator and the host share it.
+// ([Encoder], [Decoder], [Message], [Codec]), frames ([Frame],
+// [AppendFrame], [DecodeFrame], [FrameReader], [FrameWriter]) and the
+// authenticated connection handshake ([Hello], [Proof]). It is pure: it does
+// no I/O except through the io.Reader and io.Writer handed to it, starts no
+// goroutine, and has no randomness (nonces come from the caller), so the
+// simulator and the host share it.
+//
+// # Messages
 //
 // A protocol message implements [Message]: MarshalWire appends its fields
 // with an [Encoder]; its package provides a [DecodeFunc] that reads them back
-// with a [Decoder] in the same order and the host registers it in its
-// [Codec]:
+// with a [Decoder] in the same order, and the host registers every protocol's
+// decoders in one [Codec] at start-up:
 //
 //	func (m Heartbeat) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Seq); e.NodeIDs(m.Suspects) }
 //
@@ -17,4 +22,110 @@
 //
 //	c := wire.NewCodec()
 //	err := c.Register(KindHeartbeat, "fd.Heartbeat", decodeHeartbeat)
+//
+// Integers are varints (unsigned, or zig-zag for signed), in their one
+// canonical (shortest) form: the decoder rejects padded varints, so every
+// value has exactly one encoding. Byte strings, strings and lists are a
+// uvarint count followed by the elements; a count larger than the bytes
+// left is rejected before anything is allocated. The [Decoder]'s error is
+// sticky, so a decoder reads every field and checks Err once. No input makes
+// a decoder panic; every decoder here is fuzzed.
+//
+// # Kind numbers
+//
+// A frame names its message with a [core.Kind]: the high byte is the
+// protocol ([core.Proto], itself an append-only list in core), the low byte
+// the protocol's own number. Each protocol numbers its kinds in one
+// append-only list: a number once released is never reused or renumbered,
+// because it is on the wire; a retired kind keeps its number, unused. Kind 0
+// (core/0) is reserved and never valid in a frame, so a zeroed buffer is not
+// mistaken for a frame. This package owns the kinds of protocol core:
+// core/1 is [Hello] and core/2 is [Proof].
+//
+// # Frames
+//
+// A frame is a big-endian uint32 length L followed by L bytes: a header of
+// four uvarints and the payload (the message's MarshalWire output):
+//
+//	 0       1       2       3       4
+//	+-------+-------+-------+-------+-------- ... ---+------------ ... ---+
+//	|  L (uint32, big-endian)       | header          | payload            |
+//	+-------+-------+-------+-------+-------- ... ---+------------ ... ---+
+//	                                 \______________ L bytes ______________/
+//
+//	header = kind   uvarint  (1-3 bytes, ≤ 0xffff, ≠ 0)
+//	         src    uvarint  (1-5 bytes, ≤ 2^32-1)
+//	         dst    uvarint  (1-5 bytes, ≤ 2^32-1)
+//	         epoch  uvarint  (1-10 bytes): the sender's view epoch
+//
+// The payload runs to the end of the frame, so it carries no length of its
+// own. There is no flags byte: nothing per-frame needs one today, and a
+// layout change bumps [Version], which the handshake checks.
+//
+// The length is a fixed 4-byte field rather than a uvarint for two reasons.
+// A reader learns the whole frame size from exactly 4 bytes, without
+// reading byte by byte. And a writer can encode a message of unknown size
+// straight into its buffer and fill the length in afterwards (as
+// [FrameWriter.WriteMessage] does), which a variable-width prefix would
+// prevent without a copy. The cost, 1 to 3 bytes per frame over a varint,
+// is small next to the 40 bytes of TCP/IP headers. L is checked against a
+// limit ([DefaultMaxFrameSize], 16 MiB; [MaxHandshakeFrameSize] before
+// authentication) before any buffer is grown.
+//
+// [DecodeFrame] distinguishes "need more bytes" ([ErrShortFrame]) from a
+// corrupt or hostile stream ([ErrFrameTooLarge], [ErrMalformedFrame]),
+// after which the connection must be closed. [FrameReader] and
+// [FrameWriter] wrap a stream: the reader reads in large chunks into one
+// reused buffer, the writer coalesces frames until Flush.
+//
+// # Handshake
+//
+// Every connection starts with this exchange, before any other frame is
+// accepted (DESIGN.md, "Security": every connection proves knowledge of the
+// job secret). The initiator is the side that opened the connection; the
+// other is the acceptor. Both sides know the job id and the job secret, a
+// random byte string created at launch.
+//
+//  1. Each side, as soon as the connection is open and without waiting for
+//     the other, sends a frame of kind [KindHello] (src = its node id, dst =
+//     the peer's id if known, else core.None; epoch 0) carrying
+//     Hello{Version, JobID, Node, Nonce}, with 16 fresh random bytes as
+//     Nonce (from crypto/rand in the host; never reused). Each side sets its
+//     [FrameReader]'s limit to [MaxHandshakeFrameSize] meanwhile.
+//  2. Each side reads the peer's Hello ([DecodeHello], which stops at a
+//     foreign version) and checks it with [CheckHello]: same version
+//     ([ErrVersion], reporting both), same job ([ErrJob]), a valid node id,
+//     and a nonce different from its own (a reflected Hello is [ErrAuth]).
+//     The host also checks that Node is a node it expects. On any failure it
+//     closes the connection.
+//  3. Each side sends a frame of kind [KindProof] carrying
+//     [ComputeProof](secret, its Hello, the peer's Hello, initiator?) =
+//     HMAC-SHA256(secret, "cohort-v1" || initiator's Hello || acceptor's
+//     Hello || direction label), the Hellos length-prefixed, the label
+//     "initiator->acceptor" or "acceptor->initiator" by who sends it.
+//  4. Each side reads the peer's Proof and checks it with [VerifyProof]
+//     (or [CheckProof], which returns [ErrAuth]); the comparison is
+//     constant-time. Only then does it raise its frame limit, send other
+//     frames and accept the peer's: a side never sends data to a peer that
+//     has not proved itself. From here on the host drops frames whose src is
+//     not the authenticated node or whose dst is not itself.
+//
+// Both Hellos cross in one flight and both Proofs in the next, so the
+// handshake costs one round trip after the connection opens.
+//
+// What a replay can and cannot do. A Hello carries no secret: anyone can
+// send one, or replay an old one, and obtain the other side's Hello and
+// Proof for that connection. That Proof is useless elsewhere: it covers
+// both nonces of this connection and its direction, so it convinces no
+// other connection (the peer's nonce there is fresh) and cannot be
+// reflected back on the same connection (the direction label differs, and
+// an echoed Hello is refused). Replaying a recorded Proof fails for the
+// same reason: it covers an old nonce of ours. So without the secret a peer
+// can make us spend one handshake (an HMAC) and learn our version, job id
+// and node id, but never complete a handshake. What the handshake does not
+// give: it authenticates the two ends at the start, nothing after. An
+// attacker on the path can relay a genuine handshake between two genuine
+// nodes and then read, drop or alter the frames that follow, which are
+// neither encrypted nor MACed; a job that crosses untrusted networks runs
+// over TLS or a VPN (DESIGN.md mentions certificates for that case).
 package wire

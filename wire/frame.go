@@ -1,0 +1,444 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// Frame layout constants.
+const (
+	// LengthSize is the size of a frame's length prefix: a big-endian
+	// uint32 (see the package doc for why it is fixed rather than a varint).
+	LengthSize = 4
+	// MinFrameBody is the smallest length a frame can declare: four
+	// one-byte varints (kind, source, destination, epoch) and no payload.
+	MinFrameBody = 4
+	// MaxHeaderSize is the largest header: kind (3 bytes), source and
+	// destination (5 each) and epoch (10) as varints.
+	MaxHeaderSize = 3 + 5 + 5 + 10
+	// DefaultMaxFrameSize is the default limit, in bytes, on a frame's
+	// declared length (header and payload, not counting the prefix).
+	DefaultMaxFrameSize = 16 << 20
+)
+
+// Frame errors. [ErrShortFrame] means "read more bytes"; every other frame
+// error means the stream is corrupt or hostile and the connection must be
+// closed, because the frame boundaries can no longer be trusted.
+var (
+	// ErrShortFrame: the buffer holds only part of a frame.
+	ErrShortFrame = errors.New("wire: incomplete frame")
+	// ErrFrameTooLarge: a frame's declared length exceeds the limit.
+	ErrFrameTooLarge = errors.New("wire: frame too large")
+	// ErrMalformedFrame: the length or header is invalid.
+	ErrMalformedFrame = errors.New("wire: malformed frame")
+)
+
+// Frame is one message on a stream: who sends it to whom, under which view
+// epoch, and the encoded message. Kind 0 (core/0) is reserved and never
+// valid, so a zeroed buffer is not a frame. Source and Dst are node ids up to
+// 2^32-1; core.None is allowed (the handshake frames are sent before the
+// acceptor knows its peer) and it is the host's job to check that, once a
+// connection is authenticated, Src is the peer and Dst is itself.
+type Frame struct {
+	Kind  core.Kind
+	Src   core.NodeID
+	Dst   core.NodeID
+	Epoch uint64 // view epoch the sender was in; 0 before any view
+	// Payload is the message encoding. Frames returned by DecodeFrame and
+	// FrameReader alias their input buffer: see their docs for how long.
+	Payload []byte
+}
+
+// String formats the header (not the payload) for logs.
+func (f Frame) String() string {
+	return fmt.Sprintf("%v %v→%v epoch %d, %d bytes", f.Kind, f.Src, f.Dst, f.Epoch, len(f.Payload))
+}
+
+// headerSize returns the encoded size of f's header.
+func headerSize(f *Frame) int {
+	return uvarintSize(uint64(f.Kind)) + uvarintSize(uint64(f.Src)) + uvarintSize(uint64(f.Dst)) + uvarintSize(f.Epoch)
+}
+
+func uvarintSize(u uint64) int {
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// EncodedSize returns the number of bytes AppendFrame appends for f.
+func EncodedSize(f Frame) int { return LengthSize + headerSize(&f) + len(f.Payload) }
+
+// appendHeader appends the length prefix for a body of bodyLen bytes and
+// f's header.
+func appendHeader(b []byte, f *Frame, bodyLen int) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(bodyLen))
+	b = binary.AppendUvarint(b, uint64(f.Kind))
+	b = binary.AppendUvarint(b, uint64(f.Src))
+	b = binary.AppendUvarint(b, uint64(f.Dst))
+	return binary.AppendUvarint(b, f.Epoch)
+}
+
+// AppendFrame appends f, length prefix included, to b and returns the
+// extended slice; with a b of sufficient capacity it does not allocate.
+// AppendFrame does not enforce a frame size limit (the writer and the reader
+// do); it panics if the frame cannot be represented at all (a body of 4 GiB
+// or more), which is a programming error.
+func AppendFrame(b []byte, f Frame) []byte {
+	body := headerSize(&f) + len(f.Payload)
+	if uint64(body) > math.MaxUint32 {
+		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
+	}
+	b = appendHeader(b, &f, body)
+	return append(b, f.Payload...)
+}
+
+// DecodeFrame decodes the frame at the start of b, with the default size
+// limit. It returns the frame (whose Payload aliases b) and the number of
+// bytes it took. If b holds only part of a frame the error is
+// [ErrShortFrame] and the int is the total buffer length needed to make
+// progress (LengthSize while the prefix is incomplete, then the whole
+// frame's size): read more and call again. Any other error is fatal to the
+// stream: [ErrFrameTooLarge] or [ErrMalformedFrame], the latter wrapping the
+// [*DecodeError] that says which header field is wrong.
+func DecodeFrame(b []byte) (Frame, int, error) {
+	return decodeFrame(b, DefaultMaxFrameSize)
+}
+
+// DecodeFrameMax is DecodeFrame with a limit of max bytes on the declared
+// length.
+func DecodeFrameMax(b []byte, max int) (Frame, int, error) {
+	return decodeFrame(b, max)
+}
+
+// frameLength checks the length prefix at the start of b (which must hold
+// LengthSize bytes) and returns the frame's total size.
+func frameLength(b []byte, max int) (int, error) {
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(max) {
+		return 0, fmt.Errorf("%w: declared length %d, limit %d", ErrFrameTooLarge, n, max)
+	}
+	if n < MinFrameBody {
+		return 0, fmt.Errorf("%w: declared length %d is shorter than any header", ErrMalformedFrame, n)
+	}
+	return LengthSize + int(n), nil
+}
+
+func decodeFrame(b []byte, max int) (Frame, int, error) {
+	if len(b) < LengthSize {
+		return Frame{}, LengthSize, ErrShortFrame
+	}
+	total, err := frameLength(b, max)
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	if len(b) < total {
+		return Frame{}, total, ErrShortFrame
+	}
+	f, err := decodeBody(b[LengthSize:total])
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	return f, total, nil
+}
+
+// decodeBody decodes a frame's header and payload (the bytes after the
+// length prefix). Errors carry offsets relative to the start of the body.
+func decodeBody(body []byte) (Frame, error) {
+	d := Decoder{b: body}
+	var f Frame
+	k := d.uvarint("frame kind")
+	if d.err == nil && k > math.MaxUint16 {
+		d.fail(0, "frame kind", fmt.Sprintf("%d", k), ErrOverflow)
+	}
+	if d.err == nil && k == 0 {
+		d.fail(0, "frame kind", "kind 0 is reserved", ErrInvalid)
+	}
+	f.Kind = core.Kind(k)
+	f.Src = d.frameNode("frame source")
+	f.Dst = d.frameNode("frame destination")
+	f.Epoch = d.uvarint("frame epoch")
+	if d.err != nil {
+		return Frame{}, fmt.Errorf("%w: %w", ErrMalformedFrame, d.err)
+	}
+	f.Payload = d.take(len(body) - d.off)
+	return f, nil
+}
+
+// frameNode reads a header node id: any uint32, core.None included.
+func (d *Decoder) frameNode(what string) core.NodeID {
+	off := d.off
+	u := d.uvarint(what)
+	if d.err == nil && u > math.MaxUint32 {
+		d.fail(off, what, fmt.Sprintf("%d", u), ErrOverflow)
+	}
+	return core.NodeID(u)
+}
+
+// FrameReader reads frames from a byte stream. It reads in large chunks
+// into one buffer that it reuses, so several small frames cost one Read, and
+// it never allocates for a frame whose declared length is over its limit.
+// It is not safe for concurrent use; the host runs one reader goroutine per
+// connection.
+type FrameReader struct {
+	r          io.Reader
+	buf        []byte
+	start, end int // unread bytes are buf[start:end]
+	max        int
+	err        error
+}
+
+// DefaultReadBufferSize is the initial buffer of a FrameReader, in bytes;
+// it grows to fit the largest frame read.
+const DefaultReadBufferSize = 64 << 10
+
+// NewFrameReader returns a reader of frames from r with the default
+// limit ([DefaultMaxFrameSize]).
+func NewFrameReader(r io.Reader) *FrameReader {
+	return &FrameReader{r: r, max: DefaultMaxFrameSize}
+}
+
+// SetMaxFrameSize sets the limit, in bytes, on a frame's declared length
+// (header and payload). A host sets a small limit until the handshake is
+// done, then raises it. Values below [MinFrameBody] are raised to it.
+func (fr *FrameReader) SetMaxFrameSize(n int) {
+	fr.max = max(n, MinFrameBody)
+}
+
+// MaxFrameSize returns the current limit.
+func (fr *FrameReader) MaxFrameSize() int { return fr.max }
+
+// Buffered returns the number of bytes read from the stream but not yet
+// returned as frames.
+func (fr *FrameReader) Buffered() int { return fr.end - fr.start }
+
+// ReadFrame returns the next frame. Its Payload aliases the reader's buffer
+// and is valid only until the next call to ReadFrame: a caller that keeps it
+// (or a message decoded from it that aliases it) must copy it.
+//
+// At a clean end of stream between frames it returns io.EOF; an end of
+// stream inside a frame is io.ErrUnexpectedEOF. A frame over the limit is
+// [ErrFrameTooLarge] and a bad header [ErrMalformedFrame]. Errors are
+// sticky: once ReadFrame has failed it keeps returning the same error, and
+// the connection should be closed.
+func (fr *FrameReader) ReadFrame() (Frame, error) {
+	if fr.err != nil {
+		return Frame{}, fr.err
+	}
+	f, err := fr.readFrame()
+	if err != nil {
+		fr.err = err
+	}
+	return f, err
+}
+
+func (fr *FrameReader) readFrame() (Frame, error) {
+	if err := fr.fill(LengthSize); err != nil {
+		if err == io.ErrUnexpectedEOF && fr.start == fr.end {
+			return Frame{}, io.EOF
+		}
+		return Frame{}, err
+	}
+	total, err := frameLength(fr.buf[fr.start:fr.end], fr.max)
+	if err != nil {
+		return Frame{}, err
+	}
+	if err := fr.fill(total); err != nil {
+		return Frame{}, err
+	}
+	f, err := decodeBody(fr.buf[fr.start+LengthSize : fr.start+total])
+	if err != nil {
+		return Frame{}, err
+	}
+	fr.start += total
+	if fr.start == fr.end {
+		fr.start, fr.end = 0, 0
+	}
+	return f, nil
+}
+
+// maxEmptyReads is how many consecutive (0, nil) results from the
+// underlying reader are tolerated before reporting io.ErrNoProgress, as
+// bufio does.
+const maxEmptyReads = 100
+
+// fill makes at least n bytes available in buf[start:end], reading as much
+// as the stream offers. n is at most the limit plus the prefix, so the
+// buffer never grows past that.
+func (fr *FrameReader) fill(n int) error {
+	if fr.end-fr.start >= n {
+		return nil
+	}
+	if len(fr.buf)-fr.start < n {
+		if len(fr.buf) < n {
+			size := max(n, DefaultReadBufferSize, 2*len(fr.buf))
+			size = min(size, max(n, fr.max+LengthSize))
+			nb := make([]byte, size)
+			fr.end = copy(nb, fr.buf[fr.start:fr.end])
+			fr.buf = nb
+		} else {
+			fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
+		}
+		fr.start = 0
+	}
+	empty := 0
+	for fr.end-fr.start < n {
+		m, err := fr.r.Read(fr.buf[fr.end:])
+		if m < 0 || m > len(fr.buf)-fr.end {
+			return fmt.Errorf("wire: reader returned an invalid count %d", m)
+		}
+		fr.end += m
+		if fr.end-fr.start >= n {
+			return nil
+		}
+		if err != nil {
+			if err == io.EOF {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if m == 0 {
+			empty++
+			if empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		} else {
+			empty = 0
+		}
+	}
+	return nil
+}
+
+// DefaultWriteBufferSize is the default coalescing buffer of a FrameWriter,
+// in bytes.
+const DefaultWriteBufferSize = 64 << 10
+
+// FrameWriter coalesces frames into a buffer and writes the buffer to the
+// stream when it fills or when Flush is called, so a burst of small frames
+// costs one Write (one system call, few packets with TCP_NODELAY). A frame
+// whose payload alone is at least the buffer size is written straight from
+// the caller's slice after the buffered bytes, without being copied.
+//
+// The host's writer goroutine calls WriteFrame for each queued frame and
+// Flush when its queue is empty. A FrameWriter is not safe for concurrent
+// use. Write errors are sticky.
+type FrameWriter struct {
+	w    io.Writer
+	buf  []byte
+	size int
+	max  int
+	enc  Encoder
+	err  error
+}
+
+// NewFrameWriter returns a writer to w whose buffer holds size bytes
+// ([DefaultWriteBufferSize] if size ≤ 0) and whose frame limit is
+// [DefaultMaxFrameSize].
+func NewFrameWriter(w io.Writer, size int) *FrameWriter {
+	if size <= 0 {
+		size = DefaultWriteBufferSize
+	}
+	return &FrameWriter{w: w, buf: make([]byte, 0, size), size: size, max: DefaultMaxFrameSize}
+}
+
+// SetMaxFrameSize sets the limit on the declared length of frames written;
+// larger ones are refused with [ErrFrameTooLarge] (and nothing is written).
+func (fw *FrameWriter) SetMaxFrameSize(n int) { fw.max = n }
+
+// Buffered returns the number of bytes waiting for Flush.
+func (fw *FrameWriter) Buffered() int { return len(fw.buf) }
+
+// Err returns the sticky write error, or nil.
+func (fw *FrameWriter) Err() error { return fw.err }
+
+// WriteFrame queues f, writing the buffer out if it is full. f.Payload is
+// copied (or written) before WriteFrame returns, so the caller may reuse it.
+func (fw *FrameWriter) WriteFrame(f Frame) error {
+	if fw.err != nil {
+		return fw.err
+	}
+	body := headerSize(&f) + len(f.Payload)
+	if body > fw.max {
+		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", ErrFrameTooLarge, f.Kind, body, fw.max)
+	}
+	if len(f.Payload) >= fw.size {
+		fw.buf = appendHeader(fw.buf, &f, body)
+		if err := fw.flush(); err != nil {
+			return err
+		}
+		return fw.write(f.Payload)
+	}
+	if len(fw.buf)+LengthSize+body > fw.size {
+		if err := fw.flush(); err != nil {
+			return err
+		}
+	}
+	fw.buf = appendHeader(fw.buf, &f, body)
+	fw.buf = append(fw.buf, f.Payload...)
+	return nil
+}
+
+// WriteMessage queues a frame with f's header and m's encoding as payload
+// (f.Kind and f.Payload are ignored: the kind is m.Kind()). m is encoded
+// straight into the buffer, with no intermediate slice.
+func (fw *FrameWriter) WriteMessage(f Frame, m Message) error {
+	if fw.err != nil {
+		return fw.err
+	}
+	f.Kind = m.Kind()
+	f.Payload = nil
+	start := len(fw.buf)
+	fw.buf = appendHeader(fw.buf, &f, 0)
+	fw.enc.B = fw.buf
+	m.MarshalWire(&fw.enc)
+	fw.buf, fw.enc.B = fw.enc.B, nil
+	body := len(fw.buf) - start - LengthSize
+	if body > fw.max || uint64(body) > math.MaxUint32 {
+		fw.buf = fw.buf[:start]
+		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", ErrFrameTooLarge, f.Kind, body, fw.max)
+	}
+	binary.BigEndian.PutUint32(fw.buf[start:], uint32(body))
+	if len(fw.buf) >= fw.size {
+		return fw.flush()
+	}
+	return nil
+}
+
+// Flush writes the buffered frames.
+func (fw *FrameWriter) Flush() error {
+	if fw.err != nil {
+		return fw.err
+	}
+	return fw.flush()
+}
+
+func (fw *FrameWriter) flush() error {
+	if len(fw.buf) == 0 {
+		return nil
+	}
+	err := fw.write(fw.buf)
+	fw.buf = fw.buf[:0]
+	if cap(fw.buf) > 4*fw.size {
+		// A large message was encoded in place; do not keep its memory.
+		fw.buf = make([]byte, 0, fw.size)
+	}
+	return err
+}
+
+func (fw *FrameWriter) write(b []byte) error {
+	n, err := fw.w.Write(b)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		fw.err = fmt.Errorf("wire: writing frames: %w", err)
+	}
+	return fw.err
+}
