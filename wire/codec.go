@@ -295,7 +295,9 @@ func (d *Decoder) Bytes() []byte {
 	return d.take(n)
 }
 
-// String reads a length-prefixed string (a copy).
+// String reads a length-prefixed string (a copy). Note that this makes
+// *Decoder look like a fmt.Stringer: formatting a Decoder with %v would
+// consume a value.
 func (d *Decoder) String() string {
 	n := d.length("string length", 1)
 	if d.err != nil {

@@ -276,16 +276,18 @@ func (fr *FrameReader) fill(n int) error {
 	if fr.end-fr.start >= n {
 		return nil
 	}
-	if len(fr.buf)-fr.start < n {
-		if len(fr.buf) < n {
-			size := max(n, DefaultReadBufferSize, 2*len(fr.buf))
-			size = min(size, max(n, fr.max+LengthSize))
-			nb := make([]byte, size)
-			fr.end = copy(nb, fr.buf[fr.start:fr.end])
-			fr.buf = nb
-		} else {
-			fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
-		}
+	// The buffer holds at least the default size (or a whole frame at the
+	// limit, if smaller: a handshake-sized limit keeps it small) and grows
+	// to fit the frame being read, doubling up to the limit so that a run of
+	// growing frames does not reallocate each time.
+	if want := max(n, min(DefaultReadBufferSize, fr.max+LengthSize)); len(fr.buf) < want {
+		size := max(want, min(2*len(fr.buf), fr.max+LengthSize))
+		nb := make([]byte, size)
+		fr.end = copy(nb, fr.buf[fr.start:fr.end])
+		fr.start = 0
+		fr.buf = nb
+	} else if len(fr.buf)-fr.start < n {
+		fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
 		fr.start = 0
 	}
 	empty := 0

@@ -277,6 +277,41 @@ func TestFrameReaderRefusesOversizeBeforeAllocating(t *testing.T) {
 	}
 }
 
+// TestFrameReaderBufferAfterHandshake checks that raising the limit after a
+// handshake lets the buffer grow back to its default size, so that small
+// frames are still read in large chunks.
+func TestFrameReaderBufferAfterHandshake(t *testing.T) {
+	_, stream := randomFrames(9, 40)
+	r := &countingReader{r: bytes.NewReader(stream)}
+	fr := NewFrameReader(r)
+	fr.SetMaxFrameSize(MaxHandshakeFrameSize)
+	if _, err := fr.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	fr.SetMaxFrameSize(DefaultMaxFrameSize)
+	for range 39 {
+		if _, err := fr.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(fr.buf) != DefaultReadBufferSize {
+		t.Errorf("buffer is %d bytes after the limit was raised, want %d", len(fr.buf), DefaultReadBufferSize)
+	}
+	if r.reads > 3 {
+		t.Errorf("%d reads for a %d-byte stream", r.reads, len(stream))
+	}
+}
+
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
 func TestFrameReaderLargeFrameAndReuse(t *testing.T) {
 	big := Frame{Kind: kindFD1, Src: 1, Dst: 2, Payload: bytes.Repeat([]byte("x"), 3*DefaultReadBufferSize+17)}
 	stream := AppendFrame(nil, Frame{Kind: kindFD1, Payload: []byte("small")})
