@@ -49,3 +49,26 @@ func (u UniformNet) Transit(_, _ core.NodeID, _ int, _ time.Duration, rng *rand.
 }
 
 func (u UniformNet) String() string { return fmt.Sprintf("uniform(%v,%v)", u.Min, u.Max) }
+
+// router is implemented by networks that carry a message themselves, link by
+// link, as events of the world (see [Graph]). The world calls route instead
+// of Transit once the message has passed the sender's overhead and the
+// world's reachability checks (crash, cut, partition, loss). The router must
+// eventually call w.deliverInc with the incarnation of to captured now, or
+// count the message in w.stats.Dropped. Routers keep each pair FIFO by
+// themselves (fixed routes over FIFO links), so the world does not reorder
+// or clamp their deliveries.
+type router interface {
+	Network
+	route(w *World, from, to core.NodeID, m core.Msg, size int, depart time.Duration)
+}
+
+// useNetwork installs n as the world's network and derives the per-send
+// dispatch: hop-by-hop routing, and whether the world must enforce FIFO
+// order per pair.
+func (w *World) useNetwork(n Network) {
+	w.cfg.Network = n
+	w.rt, _ = n.(router)
+	_, ordered := n.(inOrder)
+	w.fifo = !ordered && w.rt == nil && !w.cfg.Reorder
+}

@@ -67,6 +67,12 @@ type World struct {
 	onEmit    []func(at time.Duration, node core.NodeID, e core.Event)
 	onDeliver []func(at time.Duration, from, to core.NodeID, m core.Msg)
 	onSend    []func(at time.Duration, from, to core.NodeID, m core.Msg)
+	onLife    []func(at time.Duration, id core.NodeID, alive bool) // crash/recover hooks (check.go)
+
+	rt     router      // non-nil when the network carries messages hop by hop (network_graph.go)
+	faults *faultState // windows of loss, partitions, cuts and spikes applied by a Plan (fault.go)
+	checks *checkState // registered checkers (check.go)
+	halted bool        // a checker found a violation: Run and Step stop
 
 	trace   hash.Hash64
 	scratch [32]byte
@@ -94,8 +100,7 @@ func New(cfg Config) *World {
 		lastArr: map[uint64]time.Duration{},
 		cuts:    map[uint64]bool{},
 	}
-	_, w.fifo = cfg.Network.(inOrder)
-	w.fifo = !w.fifo && !cfg.Reorder
+	w.useNetwork(cfg.Network)
 	if !cfg.NoTrace {
 		w.trace = fnv.New64a()
 	}
@@ -190,6 +195,9 @@ func (w *World) Crash(id core.NodeID) {
 	n.alive = false
 	n.inc++
 	w.hash(0xC0, uint64(id), 0)
+	for _, f := range w.onLife {
+		f(w.now, id, false)
+	}
 }
 
 // CrashAt crashes id at time t.
@@ -209,6 +217,9 @@ func (w *World) Recover(id core.NodeID, m core.Machine) {
 	n.cpuFree, n.sendFree = w.now, w.now
 	w.hash(0xC1, uint64(id), 0)
 	w.push(event{at: w.now, kind: evStart, node: id, inc: n.inc})
+	for _, f := range w.onLife {
+		f(w.now, id, true)
+	}
 }
 
 // RecoverAt recovers id with machine m at time t.
@@ -258,10 +269,10 @@ func (w *World) HealAll() {
 // Run processes events until none is left or the world's time would pass
 // until; then the clock is set to until.
 func (w *World) RunUntil(until time.Duration) {
-	for w.q.len() > 0 && w.q.peek().at <= until {
+	for w.q.len() > 0 && w.q.peek().at <= until && !w.halted {
 		w.step()
 	}
-	if until > w.now {
+	if until > w.now && !w.halted {
 		w.now = until
 	}
 }
@@ -271,7 +282,7 @@ func (w *World) RunFor(d time.Duration) { w.RunUntil(w.now + d) }
 
 // Step processes one event; it reports false when the queue is empty.
 func (w *World) Step() bool {
-	if w.q.len() == 0 {
+	if w.q.len() == 0 || w.halted {
 		return false
 	}
 	w.step()
@@ -355,6 +366,10 @@ func (w *World) send(from, to core.NodeID, m core.Msg) {
 		w.stats.Dropped++
 		return
 	}
+	if w.rt != nil {
+		w.rt.route(w, from, to, m, size, depart)
+		return
+	}
 	delay, ok := w.cfg.Network.Transit(from, to, size, depart, w.netRand)
 	if !ok {
 		w.stats.Dropped++
@@ -374,11 +389,18 @@ func (w *World) send(from, to core.NodeID, m core.Msg) {
 // deliverAt schedules m to reach to at time at (network models that route
 // hop by hop call it when the last hop completes).
 func (w *World) deliverAt(at time.Duration, from, to core.NodeID, m core.Msg) {
+	w.deliverInc(at, from, to, w.nodes[to].inc, m)
+}
+
+// deliverInc is deliverAt for a message addressed to incarnation inc of to
+// (hop-by-hop networks capture it at send time, so a message still in the
+// network when its receiver restarts is lost, as with Transit networks).
+func (w *World) deliverInc(at time.Duration, from, to core.NodeID, inc uint32, m core.Msg) {
 	kind := evDeliver
 	if w.cfg.RecvOverhead > 0 {
 		kind = evArrive
 	}
-	w.push(event{at: at, kind: kind, node: to, from: from, inc: w.nodes[to].inc, payload: m})
+	w.push(event{at: at, kind: kind, node: to, from: from, inc: inc, payload: m})
 }
 
 func (w *World) reachable(from, to core.NodeID) bool {
