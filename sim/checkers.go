@@ -1,0 +1,157 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// CrashDetected checks completeness of failure detection: every crashed node
+// is reported [core.Failed] by every live node within Bound. Precisely, when
+// node x crashes at t and is still down at the deadline max(t, After) +
+// Bound, every node y ≠ x that is alive then, has been up since t or before
+// (a node restarted after the crash knows nothing of it) and passes
+// Observers must hold x failed: y emitted core.Failed{x} and no
+// core.Recovered{x} since. A deadline after the end of the run is not
+// checked: run until at least After + Bound past the last crash.
+//
+// Use one CrashDetected per World (it keeps state); build it with
+// [NewCrashDetected].
+type CrashDetected struct {
+	// Bound is the detection time allowed.
+	Bound time.Duration
+	// After, if set, starts the clock no earlier than this (the liveness
+	// phase, [Plan.HealedAt]): detection may legitimately wait for the
+	// network to heal.
+	After time.Duration
+	// Observers, if set, limits the nodes that must report (the members of
+	// a detector's view, say).
+	Observers func(id core.NodeID) bool
+
+	failed  map[core.NodeID]map[core.NodeID]bool // observer -> nodes it holds failed
+	upSince map[core.NodeID]time.Duration        // nodes restarted: their restart time
+	crashes map[core.NodeID]int                  // crash count, to tell a later crash from an earlier one
+}
+
+// NewCrashDetected returns a CrashDetected checker with the given bound.
+func NewCrashDetected(bound time.Duration) *CrashDetected {
+	return &CrashDetected{Bound: bound}
+}
+
+// Name implements Checker.
+func (c *CrashDetected) Name() string { return "crash-detected" }
+
+// Check implements Checker.
+func (c *CrashDetected) Check(w *World, o Obs) error {
+	if c.failed == nil {
+		c.failed = map[core.NodeID]map[core.NodeID]bool{}
+		c.upSince = map[core.NodeID]time.Duration{}
+		c.crashes = map[core.NodeID]int{}
+	}
+	switch o.Kind {
+	case ObsEmit:
+		switch e := o.Event.(type) {
+		case core.Failed:
+			if c.failed[o.Node] == nil {
+				c.failed[o.Node] = map[core.NodeID]bool{}
+			}
+			c.failed[o.Node][e.Node] = true
+		case core.Recovered:
+			delete(c.failed[o.Node], e.Node)
+		}
+	case ObsRecover:
+		delete(c.failed, o.Node)
+		c.upSince[o.Node] = o.At
+	case ObsCrash:
+		x, t := o.Node, o.At
+		c.crashes[x]++
+		gen := c.crashes[x]
+		w.At(max(t, c.After)+c.Bound, func() {
+			if w.Alive(x) || c.crashes[x] != gen {
+				return
+			}
+			if err := c.deadline(w, x, t); err != nil {
+				w.Violate(c.Name(), err)
+			}
+		})
+	}
+	return nil
+}
+
+func (c *CrashDetected) deadline(w *World, x core.NodeID, t time.Duration) error {
+	var missing []core.NodeID
+	for i := range w.Len() {
+		y := core.NodeID(i)
+		if y == x || !w.Alive(y) || c.upSince[y] > t || (c.Observers != nil && !c.Observers(y)) {
+			continue
+		}
+		if !c.failed[y][x] {
+			missing = append(missing, y)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return Violatef(missing[0], "%v crashed at %v but %d live node(s) %s had not reported it Failed %v later",
+		x, t, len(missing), nodeSet(missing), w.now-t)
+}
+
+// NoFalseFailure checks accuracy of failure detection: no node reports a
+// live, connected node [core.Failed]. A report by y of x at time t in
+// [From, Until) (Until 0: no end) is a violation if x is alive, has been up
+// for at least Grace (a report may concern the previous incarnation of a
+// node that just restarted), and the world has no loss, no cut between x
+// and y, and no partition between them at t. Set From after the last
+// network fault plus the detector's timeout, or use it in a run without
+// network faults; delay spikes are not disconnections, so runs with spikes
+// larger than a detector's margin must exclude their windows too.
+//
+// Use one NoFalseFailure per World; build it with [NewNoFalseFailure].
+type NoFalseFailure struct {
+	From, Until time.Duration
+	Grace       time.Duration
+
+	upSince map[core.NodeID]time.Duration
+}
+
+// NewNoFalseFailure returns a NoFalseFailure checker for [from, until).
+func NewNoFalseFailure(from, until, grace time.Duration) *NoFalseFailure {
+	return &NoFalseFailure{From: from, Until: until, Grace: grace}
+}
+
+// Name implements Checker.
+func (c *NoFalseFailure) Name() string { return "no-false-failure" }
+
+// Check implements Checker.
+func (c *NoFalseFailure) Check(w *World, o Obs) error {
+	if c.upSince == nil {
+		c.upSince = map[core.NodeID]time.Duration{}
+	}
+	switch o.Kind {
+	case ObsRecover:
+		c.upSince[o.Node] = o.At
+	case ObsEmit:
+		f, ok := o.Event.(core.Failed)
+		if !ok || o.At < c.From || (c.Until != 0 && o.At >= c.Until) {
+			return nil
+		}
+		x := f.Node
+		if !w.Alive(x) || o.At-c.upSince[x] < c.Grace || !w.connected(o.Node, x) {
+			return nil
+		}
+		return fmt.Errorf("reported %v Failed, but %v is alive (up since %v) and connected", x, x, c.upSince[x])
+	}
+	return nil
+}
+
+// connected reports whether a message from a to b (and back) can get
+// through right now: no loss, no cut, same partition side. It draws nothing
+// from the random sources.
+func (w *World) connected(a, b core.NodeID) bool {
+	if w.loss > 0 || w.cuts[pairKey(a, b)] || w.cuts[pairKey(b, a)] {
+		return false
+	}
+	g := w.group
+	return g == nil || int(a) >= len(g) || int(b) >= len(g) || g[a] == g[b]
+}
