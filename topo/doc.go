@@ -14,7 +14,8 @@
 //     Manor, Guo, §3.3): hypercube edges between present nodes plus one
 //     compensating edge per missing node, paired by the paper's rule.
 //     [CubeNeighbors] answers for one node; [Cube.Graph] builds the whole
-//     adjacency.
+//     adjacency; [ZeroNeighbors] lists node 0's neighbours, the nodes the
+//     paper crashes in its fault experiment (§4.2.5).
 //   - [Schedule]: the gossip schedules of P2P-MPI (Genaud, Rattanapoka,
 //     §5.1–5.2): random, round-robin (RR), binary round-robin (BRR) and
 //     double binary round-robin (DBRR), with their cycle lengths, targets,
