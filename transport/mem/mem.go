@@ -1,0 +1,411 @@
+// Package mem is an in-memory [transport.Transport] for tests: a [Hub]
+// connects endpoints in one process, with optional injected latency, jitter,
+// loss and cuts, and the same semantics as transport/tcp: FIFO per pair,
+// bounded send queues with back-pressure, a handler called from one
+// goroutine per sending peer, hints when a peer is not there.
+//
+//	hub, _ := mem.NewHub(mem.Config{Latency: time.Millisecond})
+//	a, _ := hub.Join(1)
+//	b, _ := hub.Join(2)
+//	a.SetPeer(2, b.Addr())
+//	b.SetHandler(h)
+//	err := a.Send(ctx, 2, wire.Frame{Kind: k, Payload: p})
+//
+// An endpoint's address is "mem:<id>". Closing an endpoint and joining the
+// same id again models a process restart: frames queued to the old one are
+// delivered to the new one, like a TCP transport that reconnects.
+//
+// Frames are not encoded: the frame value (with a copy of its payload) is
+// handed over. Time is real (delays are timers), so this package is for
+// tests of real concurrency (host, transports); deterministic protocol tests
+// use the simulator.
+package mem
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/internal/slot"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Config sets the behaviour of a [Hub]. The zero value is a perfect network
+// with the default queue length.
+type Config struct {
+	// QueueLen is the capacity, in frames, of the send queue of each
+	// (sender, receiver) pair. Default 1024.
+	QueueLen int
+	// Latency is added to every frame's delivery.
+	Latency time.Duration
+	// Jitter adds a uniform random delay in [0, Jitter) per frame; frames
+	// of a pair are still delivered in order (a frame never overtakes the
+	// one before it).
+	Jitter time.Duration
+	// Loss is the probability, in [0, 1], that a frame is dropped at Send.
+	Loss float64
+	// Seed seeds the random draws of loss and jitter.
+	Seed uint64
+	// MaxFrameSize is the limit, in bytes, on a frame's body (header and
+	// payload), as in transport/tcp. Default wire.DefaultMaxFrameSize.
+	MaxFrameSize int
+}
+
+// DefaultQueueLen is the default send queue length, in frames.
+const DefaultQueueLen = 1024
+
+// Validate reports an invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.QueueLen < 0:
+		return fmt.Errorf("%w: mem: QueueLen %d < 0", transport.ErrBadConfig, c.QueueLen)
+	case c.Latency < 0 || c.Jitter < 0:
+		return fmt.Errorf("%w: mem: negative Latency or Jitter", transport.ErrBadConfig)
+	case c.Loss < 0 || c.Loss > 1:
+		return fmt.Errorf("%w: mem: Loss %v outside [0, 1]", transport.ErrBadConfig, c.Loss)
+	case c.MaxFrameSize < 0:
+		return fmt.Errorf("%w: mem: MaxFrameSize %d < 0", transport.ErrBadConfig, c.MaxFrameSize)
+	}
+	return nil
+}
+
+// Hub connects the endpoints of one in-memory network. Its methods are safe
+// for concurrent use.
+type Hub struct {
+	cfg Config
+
+	mu        sync.Mutex
+	rng       *rand.Rand
+	loss      float64
+	endpoints map[string]*Endpoint
+	cuts      map[[2]core.NodeID]bool
+}
+
+// NewHub returns an empty hub.
+func NewHub(cfg Config) (*Hub, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.QueueLen == 0 {
+		cfg.QueueLen = DefaultQueueLen
+	}
+	if cfg.MaxFrameSize == 0 {
+		cfg.MaxFrameSize = wire.DefaultMaxFrameSize
+	}
+	return &Hub{
+		cfg:       cfg,
+		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x6d656d)),
+		loss:      cfg.Loss,
+		endpoints: map[string]*Endpoint{},
+		cuts:      map[[2]core.NodeID]bool{},
+	}, nil
+}
+
+// Addr returns the address of node id's endpoint.
+func Addr(id core.NodeID) string { return "mem:" + strconv.FormatUint(uint64(id), 10) }
+
+// Join creates the endpoint of node id. It fails with
+// transport.ErrAddrInUse if an open endpoint already has that id.
+func (h *Hub) Join(id core.NodeID) (*Endpoint, error) {
+	if id == core.None {
+		return nil, fmt.Errorf("%w: mem: node id none", transport.ErrBadConfig)
+	}
+	addr := Addr(id)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.endpoints[addr]; ok {
+		return nil, fmt.Errorf("%w: mem: %s", transport.ErrAddrInUse, addr)
+	}
+	e := &Endpoint{
+		hub:   h,
+		id:    id,
+		addr:  addr,
+		slot:  slot.New(),
+		book:  map[core.NodeID]string{},
+		links: map[core.NodeID]*link{},
+		done:  make(chan struct{}),
+	}
+	h.endpoints[addr] = e
+	return e, nil
+}
+
+// SetLoss changes the loss probability (clamped to [0, 1]).
+func (h *Hub) SetLoss(p float64) {
+	h.mu.Lock()
+	h.loss = min(max(p, 0), 1)
+	h.mu.Unlock()
+}
+
+// Cut drops every frame between a and b, both ways, from now until Heal.
+func (h *Hub) Cut(a, b core.NodeID) {
+	h.mu.Lock()
+	h.cuts[[2]core.NodeID{a, b}] = true
+	h.cuts[[2]core.NodeID{b, a}] = true
+	h.mu.Unlock()
+}
+
+// Heal ends a Cut between a and b.
+func (h *Hub) Heal(a, b core.NodeID) {
+	h.mu.Lock()
+	delete(h.cuts, [2]core.NodeID{a, b})
+	delete(h.cuts, [2]core.NodeID{b, a})
+	h.mu.Unlock()
+}
+
+// drops decides whether a frame from→to is lost.
+func (h *Hub) drops(from, to core.NodeID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cuts[[2]core.NodeID{from, to}] {
+		return true
+	}
+	return h.loss > 0 && h.rng.Float64() < h.loss
+}
+
+// jitter draws one frame's extra delay.
+func (h *Hub) jitter() time.Duration {
+	if h.cfg.Jitter <= 0 {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return time.Duration(h.rng.Int64N(int64(h.cfg.Jitter)))
+}
+
+func (h *Hub) lookup(addr string) *Endpoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.endpoints[addr]
+}
+
+func (h *Hub) remove(e *Endpoint) {
+	h.mu.Lock()
+	if h.endpoints[e.addr] == e {
+		delete(h.endpoints, e.addr)
+	}
+	h.mu.Unlock()
+}
+
+// Endpoint is one node's [transport.Transport] on a [Hub].
+type Endpoint struct {
+	hub  *Hub
+	id   core.NodeID
+	addr string
+	slot *slot.Slot
+
+	mu     sync.Mutex
+	book   map[core.NodeID]string // SetPeer entries
+	known  map[core.NodeID]string // nodes that sent to us, for replies
+	links  map[core.NodeID]*link
+	closed bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+var _ transport.Transport = (*Endpoint)(nil)
+
+// link is the queue and delivery goroutine of one (sender, receiver) pair.
+type link struct {
+	to   core.NodeID
+	q    chan item
+	stop chan struct{}
+}
+
+type item struct {
+	f      wire.Frame
+	queued time.Time
+}
+
+// Self returns the endpoint's node id.
+func (e *Endpoint) Self() core.NodeID { return e.id }
+
+// Addr returns "mem:<id>".
+func (e *Endpoint) Addr() string { return e.addr }
+
+// SetPeer records the address of node id.
+func (e *Endpoint) SetPeer(id core.NodeID, addr string) {
+	e.mu.Lock()
+	e.book[id] = addr
+	e.mu.Unlock()
+}
+
+// RemovePeer forgets node id and drops the frames queued for it.
+func (e *Endpoint) RemovePeer(id core.NodeID) {
+	e.mu.Lock()
+	delete(e.book, id)
+	delete(e.known, id)
+	if l := e.links[id]; l != nil {
+		close(l.stop)
+		delete(e.links, id)
+	}
+	e.mu.Unlock()
+}
+
+// SetHandler installs the inbound path.
+func (e *Endpoint) SetHandler(h transport.Handler) { e.slot.Set(h) }
+
+// addrOf returns the address frames to id go to, and whether there is one.
+func (e *Endpoint) addrOf(id core.NodeID) (string, bool) {
+	if a, ok := e.book[id]; ok {
+		return a, true
+	}
+	a, ok := e.known[id]
+	return a, ok
+}
+
+// Send queues f for node to; see [transport.Transport].
+func (e *Endpoint) Send(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	if to == e.id {
+		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
+	}
+	f.Src, f.Dst = e.id, to
+	if body := wire.EncodedSize(f) - wire.LengthSize; body > e.hub.cfg.MaxFrameSize {
+		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", transport.ErrFrameTooLarge, f.Kind, body, e.hub.cfg.MaxFrameSize)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return transport.ErrClosed
+	}
+	if _, ok := e.addrOf(to); !ok {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
+	}
+	l := e.links[to]
+	if l == nil {
+		l = &link{to: to, q: make(chan item, e.hub.cfg.QueueLen), stop: make(chan struct{})}
+		e.links[to] = l
+		e.wg.Add(1)
+		go e.run(l)
+	}
+	e.mu.Unlock()
+	if e.hub.drops(e.id, to) {
+		return nil
+	}
+	f.Payload = slices.Clone(f.Payload)
+	it := item{f: f, queued: time.Now()}
+	select {
+	case l.q <- it:
+		return nil
+	default:
+	}
+	select {
+	case l.q <- it:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: to %v: %w", transport.ErrQueueFull, to, ctx.Err())
+	case <-e.done:
+		return transport.ErrClosed
+	case <-l.stop:
+		return fmt.Errorf("%w: %v was removed", transport.ErrUnknownPeer, to)
+	}
+}
+
+// run delivers the frames of one link in order, each no earlier than its
+// queueing time plus the latency and its jitter, and no earlier than the
+// frame before it.
+func (e *Endpoint) run(l *link) {
+	defer e.wg.Done()
+	var prev time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	down := false
+	for {
+		var it item
+		select {
+		case it = <-l.q:
+		case <-l.stop:
+			return
+		case <-e.done:
+			return
+		}
+		at := it.queued.Add(e.hub.cfg.Latency + e.hub.jitter())
+		if at.Before(prev) {
+			at = prev
+		}
+		prev = at
+		if d := time.Until(at); d > 0 {
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-timer.C:
+			case <-l.stop:
+				return
+			case <-e.done:
+				return
+			}
+		}
+		e.mu.Lock()
+		addr, _ := e.addrOf(l.to)
+		e.mu.Unlock()
+		dst := e.hub.lookup(addr)
+		if dst == nil || dst.id != l.to {
+			if !down {
+				down = true
+				if h := e.slot.Get(); h != nil {
+					h.Hint(core.PeerHint{Node: l.to, Reason: "mem: no endpoint for " + l.to.String() + " at " + addr})
+				}
+			}
+			continue
+		}
+		down = false
+		dst.deliver(e, it.f, l.stop)
+	}
+}
+
+// deliver hands f from endpoint src to this endpoint's handler, waiting for
+// one to be installed.
+func (e *Endpoint) deliver(src *Endpoint, f wire.Frame, stop <-chan struct{}) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	if e.known == nil {
+		e.known = map[core.NodeID]string{}
+	}
+	e.known[src.id] = src.addr
+	e.mu.Unlock()
+	h := e.slot.Wait(e.done, src.done)
+	if h == nil {
+		return
+	}
+	select {
+	case <-stop:
+		return
+	default:
+	}
+	h.Deliver(f)
+}
+
+// Close stops the endpoint's goroutines and removes it from the hub. Frames
+// queued by it are dropped.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	close(e.done)
+	e.mu.Unlock()
+	e.hub.remove(e)
+	e.wg.Wait()
+	return nil
+}
+
+// String describes the endpoint for logs.
+func (e *Endpoint) String() string { return fmt.Sprintf("mem endpoint %v at %s", e.id, e.addr) }

@@ -1,0 +1,204 @@
+package mem_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/mem"
+	"github.com/cohort-mp/cohort/transport/transporttest"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+var seed = flag.Uint64("seed", 1, "seed of the random frame sizes, loss and jitter")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func factory(cfg mem.Config) transporttest.Factory {
+	return func(t *testing.T, n int, opt transporttest.Options) []transport.Transport {
+		c := cfg
+		c.QueueLen, c.MaxFrameSize = opt.QueueLen, opt.MaxFrameSize
+		hub, err := mem.NewHub(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := make([]transport.Transport, n)
+		for i := range ts {
+			e, err := hub.Join(core.NodeID(i + 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			ts[i] = e
+		}
+		for _, a := range ts {
+			for _, b := range ts {
+				if a != b {
+					a.SetPeer(b.Self(), b.Addr())
+				}
+			}
+		}
+		return ts
+	}
+}
+
+// TestContract runs the transport contract (package transport doc) on a
+// perfect hub and on one with latency and jitter, which must not reorder.
+func TestContract(t *testing.T) {
+	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
+	t.Run("perfect", func(t *testing.T) { transporttest.Run(t, factory(mem.Config{Seed: *seed}), *seed) })
+	t.Run("jitter", func(t *testing.T) {
+		transporttest.Run(t, factory(mem.Config{Seed: *seed, Latency: 50 * time.Microsecond, Jitter: 200 * time.Microsecond}), *seed)
+	})
+}
+
+func join(t *testing.T, hub *mem.Hub, id core.NodeID) (*mem.Endpoint, *transporttest.Recorder) {
+	t.Helper()
+	e, err := hub.Join(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	r := transporttest.NewRecorder()
+	e.SetHandler(r)
+	return e, r
+}
+
+func frame(seq uint64) wire.Frame {
+	return wire.Frame{Kind: transporttest.KindTest, Payload: transporttest.Payload(seq, 0)}
+}
+
+// TestLoss checks that injected loss drops about the configured share of
+// frames, never reorders the rest, and is reproducible from the seed.
+func TestLoss(t *testing.T) {
+	const n, p = 4000, 0.25
+	run := func() []uint64 {
+		hub, err := mem.NewHub(mem.Config{Loss: p, Seed: *seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := join(t, hub, 1)
+		_, rb := join(t, hub, 2)
+		a.SetPeer(2, mem.Addr(2))
+		for s := range uint64(n) {
+			if err := a.Send(context.Background(), 2, frame(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A marker sent after loss is turned off tells when all arrived.
+		hub.SetLoss(0)
+		if err := a.Send(context.Background(), 2, frame(n)); err != nil {
+			t.Fatal(err)
+		}
+		rb.Wait(t, transporttest.Timeout, "the marker", func(fs []wire.Frame, _ []core.PeerHint) bool {
+			return len(fs) > 0 && mustSeq(fs[len(fs)-1]) == n
+		})
+		var got []uint64
+		for _, f := range rb.Frames() {
+			got = append(got, mustSeq(f))
+		}
+		return got[:len(got)-1]
+	}
+	got := run()
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("reordered: seq %d after %d", got[i], got[i-1])
+		}
+	}
+	lost := float64(n-len(got)) / n
+	// Binomial(4000, 0.25): the standard deviation of the share is 0.007,
+	// so 0.05 is seven standard deviations.
+	if math.Abs(lost-p) > 0.05 {
+		t.Fatalf("lost %.3f of the frames, want about %.2f", lost, p)
+	}
+	again := run()
+	if len(again) != len(got) {
+		t.Fatalf("same seed, different loss: %d then %d frames delivered", len(got), len(again))
+	}
+}
+
+// TestRestartAndHint checks that frames to an absent endpoint are dropped
+// with a hint to the sender, and that an endpoint joining again under the
+// same id (a restarted process) receives what is sent afterwards.
+func TestRestartAndHint(t *testing.T) {
+	hub, err := mem.NewHub(mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ra := join(t, hub, 1)
+	b, rb := join(t, hub, 2)
+	a.SetPeer(2, b.Addr())
+	if err := a.Send(context.Background(), 2, frame(0)); err != nil {
+		t.Fatal(err)
+	}
+	rb.Wait(t, transporttest.Timeout, "the first frame", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 1 })
+	// b answers without a book entry: a is known because it sent to b.
+	if err := b.Send(context.Background(), 1, frame(0)); err != nil {
+		t.Fatalf("reply to a sender not in the book: %v", err)
+	}
+	ra.Wait(t, transporttest.Timeout, "the reply", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 1 })
+	b.Close()
+	if err := a.Send(context.Background(), 2, frame(1)); err != nil {
+		t.Fatal(err)
+	}
+	ra.Wait(t, transporttest.Timeout, "a hint about node 2", func(_ []wire.Frame, hs []core.PeerHint) bool {
+		return len(hs) == 1 && hs[0].Node == 2 && strings.Contains(hs[0].Reason, "no endpoint")
+	})
+	_, rb2 := join(t, hub, 2)
+	if err := a.Send(context.Background(), 2, frame(2)); err != nil {
+		t.Fatal(err)
+	}
+	rb2.Wait(t, transporttest.Timeout, "the frame at the restarted node", func(fs []wire.Frame, _ []core.PeerHint) bool {
+		return len(fs) == 1 && mustSeq(fs[0]) == 2
+	})
+	if _, err := hub.Join(2); !errors.Is(err, transport.ErrAddrInUse) {
+		t.Fatalf("joining an id twice: got %v, want ErrAddrInUse", err)
+	}
+}
+
+// TestCut checks that a cut drops frames both ways until healed.
+func TestCut(t *testing.T) {
+	hub, err := mem.NewHub(mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := join(t, hub, 1)
+	_, rb := join(t, hub, 2)
+	a.SetPeer(2, mem.Addr(2))
+	hub.Cut(2, 1)
+	if err := a.Send(context.Background(), 2, frame(0)); err != nil {
+		t.Fatal(err)
+	}
+	hub.Heal(1, 2)
+	if err := a.Send(context.Background(), 2, frame(1)); err != nil {
+		t.Fatal(err)
+	}
+	rb.Wait(t, transporttest.Timeout, "the frame after healing", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) > 0 })
+	if fs := rb.Frames(); len(fs) != 1 || mustSeq(fs[0]) != 1 {
+		t.Fatalf("got %d frames (first seq %d), want only seq 1", len(fs), mustSeq(fs[0]))
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []mem.Config{{QueueLen: -1}, {Loss: 1.5}, {Latency: -1}, {MaxFrameSize: -1}} {
+		if _, err := mem.NewHub(c); !errors.Is(err, transport.ErrBadConfig) {
+			t.Errorf("%+v: got %v, want ErrBadConfig", c, err)
+		}
+	}
+}
+
+func mustSeq(f wire.Frame) uint64 {
+	s, ok := transporttest.Seq(f.Payload)
+	if !ok {
+		panic("corrupted payload")
+	}
+	return s
+}
