@@ -96,7 +96,12 @@ type Violation struct {
 
 func (v *Violation) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sim: invariant %q violated at %v on %v: %v\n", v.Checker, v.At, v.Node, v.Err)
+	reason := v.Err
+	var ne *NodeError
+	if errors.As(reason, &ne) && ne.Node == v.Node {
+		reason = ne.Err // the node is already named
+	}
+	fmt.Fprintf(&b, "sim: invariant %q violated at %v on %v: %v\n", v.Checker, v.At, v.Node, reason)
 	fmt.Fprintf(&b, "  seed: %d\n", v.Seed)
 	b.WriteString("  plan:\n")
 	for _, line := range strings.Split(v.Plan.String(), "\n") {

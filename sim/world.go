@@ -81,7 +81,7 @@ type World struct {
 type node struct {
 	env      nodeEnv
 	m        core.Machine
-	rng      *rand.Rand
+	rng      *rand.Rand // created on first use (nodeRand), to keep idle nodes small
 	alive    bool
 	started  bool
 	inc      uint32
@@ -143,7 +143,7 @@ func (w *World) Add(m core.Machine) core.NodeID { return w.AddAt(w.now, m) }
 // AddAt adds a node running m that starts at time at.
 func (w *World) AddAt(at time.Duration, m core.Machine) core.NodeID {
 	id := core.NodeID(len(w.nodes))
-	n := &node{m: m, alive: true, rng: nodeRand(w.cfg.Seed, id, 0)}
+	n := &node{m: m, alive: true}
 	n.env = nodeEnv{w: w, id: id}
 	w.nodes = append(w.nodes, n)
 	w.push(event{at: at, kind: evStart, node: id, inc: 0})
@@ -213,7 +213,7 @@ func (w *World) Recover(id core.NodeID, m core.Machine) {
 	n.alive = true
 	n.started = false
 	n.m = m
-	n.rng = nodeRand(w.cfg.Seed, id, n.inc)
+	n.rng = nil // the new incarnation's source is derived on first use
 	n.cpuFree, n.sendFree = w.now, w.now
 	w.hash(0xC1, uint64(id), 0)
 	w.push(event{at: w.now, kind: evStart, node: id, inc: n.inc})
@@ -455,7 +455,13 @@ type nodeEnv struct {
 
 func (e *nodeEnv) Self() core.NodeID  { return e.id }
 func (e *nodeEnv) Now() time.Duration { return e.w.now }
-func (e *nodeEnv) Rand() *rand.Rand   { return e.w.nodes[e.id].rng }
+func (e *nodeEnv) Rand() *rand.Rand {
+	n := e.w.nodes[e.id]
+	if n.rng == nil {
+		n.rng = nodeRand(e.w.cfg.Seed, e.id, n.inc)
+	}
+	return n.rng
+}
 func (e *nodeEnv) Emit(ev core.Event) { e.w.emit(e.id, ev) }
 
 func (e *nodeEnv) Send(to core.NodeID, m core.Msg) { e.w.send(e.id, to, m) }

@@ -43,8 +43,8 @@ const (
 
 // Seeds returns the seeds a randomized test should run. With -seed=N (or
 // COHORT_SEED=N) it returns just N, to replay a failure. Otherwise it
-// returns n seeds derived from a base (-seedbase, COHORT_SEED_BASE, or 1)
-// and the test's name, so different tests explore different seeds while
+// returns n seeds (of 32 bits) derived from a base (-seedbase,
+// COHORT_SEED_BASE, or 1) and the test's name, so different tests explore different seeds while
 // each stays reproducible run after run. Every seed is logged. A malformed
 // seed is a test failure, not a silent default.
 func Seeds(t testing.TB, n int) []uint64 {
@@ -71,7 +71,7 @@ func Seeds(t testing.TB, n int) []uint64 {
 	seeds := make([]uint64, n)
 	for i := range seeds {
 		x += 0x9e3779b97f4a7c15
-		seeds[i] = Mix(x)
+		seeds[i] = Mix(x) >> 32 // short enough to type in a replay command
 	}
 	t.Logf("seeds (replay one with -seed=N or %s=N): %v", SeedEnv, seeds)
 	return seeds
