@@ -1,0 +1,925 @@
+package fd
+
+import (
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// HeartbeatDetector is the Phoenix heartbeat failure detector (Horita,
+// Taura, Chikayama §4). It is a [core.Machine] that owns [core.ProtoFD] and
+// a [core.TrafficObserver]: put it in a node's [core.Stack] (usually as the
+// lowest layer) so that it sees every message of every layer, because every
+// message counts as a heartbeat (§4.2.3).
+//
+// What each process does:
+//
+//   - It picks k = Monitors monitors at random among the members (from
+//     Env.Rand) and makes sure each receives a message from it at least
+//     every Interval: a [HeartbeatMsg] announcing Interval, unless some
+//     other message (of any layer) already went to that monitor within
+//     Interval (§4.2.1, §4.2.3). A monitor that leaves the member list or
+//     is suspected is replaced by a new random one, which is told at once;
+//     the old one is told to expect only insurance from now on.
+//   - It sends insurance heartbeats, announcing Insurance, to every other
+//     connection at least every Insurance (§4.2.2), again only when no
+//     other message went there.
+//   - For every peer that announced an interval, it suspects the peer
+//     ([core.Suspected]) when nothing arrived from it for the announced
+//     interval + Timeout. Any message from a suspected peer clears the
+//     suspicion ([core.Unsuspected]); a peer still suspected after Broken
+//     is declared failed ([core.Failed], once per failure, §4.3); a failed
+//     peer heard from again is [core.Recovered].
+//   - When its own timeout makes it suspect a peer, it broadcasts a
+//     [HeartbeatNotice] so that every member suspects it too (see
+//     Completeness).
+//
+// # Connections
+//
+// In Phoenix a connection is a direct link between two processes, opened
+// when they first talk. Here the connections of a process are: its
+// monitors, the processes that chose it as a monitor, its RingNeighbors on
+// each side in the member list, every member it sent a message to or
+// received a message from (any layer, except broadcast notices that merely
+// pass through), and, in a job of at most FullMeshMax members, every member
+// (the paper's setting, where all processes of the job were connected).
+// "Every other connection" of §4.2.2 is therefore every connection that is
+// not a monitor. Sending insurance to all n−1 peers would cost n²/T_insurance
+// messages per second in total, which outgrows the heartbeats themselves
+// (k·n/T_interval) beyond a few dozen processes (with the paper's values,
+// above n ≈ 80); so a large job keeps insurance on the connections a
+// process really has, which is what Phoenix did, since it only ever sent
+// heartbeats over established connections.
+//
+// A receiver waits for a peer only after the peer announced an interval in
+// a heartbeat (so a peer that does not consider the link a connection
+// causes no false suspicion); application messages then refresh the
+// deadline.
+//
+// # Completeness
+//
+// A process that crashes is suspected by each of its live monitors within
+// T_interval + T_timeout (plus one message latency) of the crash. Phoenix
+// then relies on its routing layer to tell everybody (§4.2: "it suffices
+// that one process notices"): here the detecting monitor broadcasts a
+// [HeartbeatNotice], which every process forwards once to the members at
+// distances 1, 2, 4, … after it in the member list, so that every live
+// member suspects the crashed process within ⌈log2 n⌉ further hops and
+// declares it failed T_broken later. If all k monitors crash together with
+// the process, its other connections (the processes that chose it as a
+// monitor, its ring neighbours, its application peers; everyone in a small
+// job) suspect it within T_insurance + T_timeout and broadcast the same
+// way. A failure escapes detection only if every connection of the process
+// fails at once.
+//
+// A suspicion is refuted the way Phoenix lets a reachable route come back
+// (§4.3): the suspect itself receives the notice (the detecting process
+// sends it directly too), raises its incarnation and broadcasts an Alive
+// notice; a process that hears from a suspect directly clears its own
+// suspicion and forwards the notice to the suspect. Within T_broken no
+// process declares the failure.
+//
+// # Memory
+//
+// Per peer the detector keeps one record of 80 bytes (times, flags, one
+// timer) only for the peers above: O(k + connections) records, plus one
+// for each peer a notice was received about. The member list itself is
+// shared with the caller, never copied (the nodes of a simulation can all
+// hold the same slice), and looked up in O(1) when member ids are dense
+// and in order, in O(log n) when sorted.
+//
+// # Time
+//
+// All deadlines of a peer share one timer, re-armed lazily: traffic only
+// moves timestamps, and the timer, when it fires early, re-arms itself.
+// A HeartbeatDetector must not be used by two goroutines at once (see
+// [core.Machine]).
+type HeartbeatDetector struct {
+	cfg     HeartbeatConfig
+	env     core.Env
+	self    core.NodeID
+	members []core.NodeID // shared with the caller, read only
+	epoch   uint64
+	pos     int // index of self in members, -1 if absent
+
+	sortedKnown, sorted bool // whether members is sorted, computed on first need
+
+	peers    []*hbPeer // sorted by id
+	monitors []core.NodeID
+	inc      uint64 // this process's incarnation (refutations raise it)
+
+	started  bool
+	selfSend bool // inside our own Env.Send: ObserveSend must ignore it
+
+	// A message observed from a peer that is not (yet) a connection makes
+	// it one unless the message turns out to be a notice passing through;
+	// the decision waits for the next call into the detector.
+	stashed bool
+	stash   core.NodeID
+	stashAt time.Duration
+
+	stats HeartbeatStats
+}
+
+// HeartbeatStats counts what a [HeartbeatDetector] did since it started.
+// Experiments read it with [HeartbeatDetector.Stats].
+type HeartbeatStats struct {
+	HeartbeatsSent     uint64 // heartbeats to monitors (every T_interval)
+	InsuranceSent      uint64 // insurance heartbeats to other connections (every T_insurance), and heartbeats that demote or drop a link
+	HeartbeatsReceived uint64 // heartbeats from processes that have this one as a monitor
+	InsuranceReceived  uint64 // other heartbeats received
+	Suppressed         uint64 // heartbeats that fell due but were not sent, because other traffic on the link had served as one (§4.2.3)
+	PingsSent          uint64 // pings sent on a core.PeerHint
+	PongsSent          uint64 // answers to pings
+	NoticesSent        uint64 // notice messages sent (originated or forwarded)
+	NoticesReceived    uint64 // notice messages received
+	Refutations        uint64 // times this process refuted a suspicion of itself
+	Suspicions         uint64 // core.Suspected emitted
+	Unsuspicions       uint64 // core.Unsuspected emitted
+	Failures           uint64 // core.Failed emitted
+	Recoveries         uint64 // core.Recovered emitted
+}
+
+// HeartbeatPeerState is what a [HeartbeatDetector] believes of a peer.
+type HeartbeatPeerState uint8
+
+// The states of a peer.
+const (
+	HeartbeatAlive     HeartbeatPeerState = iota // not suspected
+	HeartbeatSuspected                           // suspected, not yet for T_broken
+	HeartbeatFailed                              // declared failed
+)
+
+func (s HeartbeatPeerState) String() string {
+	switch s {
+	case HeartbeatAlive:
+		return "alive"
+	case HeartbeatSuspected:
+		return "suspected"
+	case HeartbeatFailed:
+		return "failed"
+	}
+	return "invalid"
+}
+
+// Record flags.
+const (
+	hbConn          uint8 = 1 << iota // a connection: owed insurance heartbeats
+	hbMonitor                         // one of our monitors: owed heartbeats every Interval
+	hbMonitoree                       // it announced us as one of its monitors
+	hbProbing                         // a ping is outstanding since mark
+	hbGossipSuspect                   // the newest notice about it (at gInc) is a suspicion
+)
+
+// hbPeer is what a process remembers of one peer (80 bytes).
+type hbPeer struct {
+	id       core.NodeID
+	flags    uint8
+	state    HeartbeatPeerState
+	lastSend time.Duration // last message of any layer sent to it
+	lastRecv time.Duration // last message of any layer received from it
+	expect   time.Duration // interval it last announced to us; 0: we wait for nothing
+	sentNext time.Duration // interval we last announced to it; 0: none
+	beatAt   time.Duration // last heartbeat sent, or last slot counted as suppressed
+	mark     time.Duration // suspected: start of the suspicion; probing: when the ping left
+	gInc     uint64        // incarnation of the newest notice about it
+	timer    core.TimerID  // 0: none pending
+	armedAt  time.Duration // when the pending timer fires
+}
+
+// hbTimer is the single timer of the record of a peer.
+type hbTimer core.NodeID
+
+// NewHeartbeat returns a detector with configuration cfg that monitors the
+// given members (in view order; the detector keeps the slice, which must
+// not be modified afterwards, and never modifies it). members may include
+// the detector's own node and may be nil until a [core.MembersChanged]
+// arrives. An invalid cfg is an error wrapping [ErrHeartbeatConfig].
+func NewHeartbeat(cfg HeartbeatConfig, members []core.NodeID) (*HeartbeatDetector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1}, nil
+}
+
+// Protos reports [core.ProtoFD].
+func (h *HeartbeatDetector) Protos() []core.Proto { return []core.Proto{core.ProtoFD} }
+
+// Config returns the configuration in use.
+func (h *HeartbeatDetector) Config() HeartbeatConfig { return h.cfg }
+
+// Stats returns the counters so far.
+func (h *HeartbeatDetector) Stats() HeartbeatStats { return h.stats }
+
+// Monitors returns the current monitors, in the order they were chosen (a
+// new slice).
+func (h *HeartbeatDetector) Monitors() []core.NodeID { return slices.Clone(h.monitors) }
+
+// Incarnation returns this process's incarnation: 0 at start, raised each
+// time it refutes a suspicion of itself.
+func (h *HeartbeatDetector) Incarnation() uint64 { return h.inc }
+
+// State returns what the detector believes of peer id (alive for a peer it
+// keeps no record of).
+func (h *HeartbeatDetector) State(id core.NodeID) HeartbeatPeerState {
+	if r := h.find(id); r != nil {
+		return r.state
+	}
+	return HeartbeatAlive
+}
+
+// Connections returns the number of connections (peers owed heartbeats or
+// insurance), monitors included.
+func (h *HeartbeatDetector) Connections() int {
+	c := 0
+	for _, r := range h.peers {
+		if r.flags&(hbConn|hbMonitor) != 0 {
+			c++
+		}
+	}
+	return c
+}
+
+// Tracked returns the number of peer records kept: connections and peers
+// that notices were about. It is the detector's memory, at about 80 bytes
+// a record.
+func (h *HeartbeatDetector) Tracked() int { return len(h.peers) }
+
+// Start implements [core.Machine]: it chooses the monitors and schedules
+// the first heartbeats, spread at random over one interval (and the first
+// insurance heartbeats over one T_insurance) so that processes started
+// together do not beat in step.
+func (h *HeartbeatDetector) Start(env core.Env) {
+	h.env = env
+	h.self = env.Self()
+	h.started = true
+	h.setMembers(h.epoch, h.members, true)
+}
+
+// SetConfig changes the parameters while running (the paper's
+// ph_set_parameter, §5.1). An invalid cfg is an error wrapping
+// [ErrHeartbeatConfig] and changes nothing. Monitors are added or demoted
+// to match the new k; every timer is re-armed for the new periods. A
+// longer Interval or Insurance takes effect after the next heartbeat on each
+// link, which announces it, so that no peer that still expects the old
+// period suspects this process.
+func (h *HeartbeatDetector) SetConfig(cfg HeartbeatConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	h.cfg = cfg
+	if !h.started {
+		return nil
+	}
+	h.flush()
+	for len(h.monitors) > cfg.Monitors {
+		h.demote(h.find(h.monitors[len(h.monitors)-1]))
+	}
+	h.addStructural()
+	h.chooseMonitors(false)
+	for _, r := range h.peers {
+		if r.timer != 0 {
+			h.env.CancelTimer(r.timer)
+			r.timer = 0
+		}
+		h.schedule(r)
+	}
+	return nil
+}
+
+// Receive implements [core.Machine].
+func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
+	if !h.started {
+		return
+	}
+	now := h.env.Now()
+	_, isNotice := m.(HeartbeatNotice)
+	if isNotice && h.stashed && h.stash == from {
+		h.stashed = false // a notice passing through makes no connection
+	}
+	h.flush()
+	r := h.find(from)
+	if !isNotice {
+		r = h.connect(from)
+	}
+	if r != nil {
+		h.touch(r, now)
+	}
+	switch m := m.(type) {
+	case HeartbeatMsg:
+		if r == nil {
+			return // not a member
+		}
+		if m.Monitor {
+			r.flags |= hbMonitoree
+			h.stats.HeartbeatsReceived++
+		} else {
+			r.flags &^= hbMonitoree
+			h.stats.InsuranceReceived++
+		}
+		r.expect = m.Next
+		h.schedule(r)
+	case HeartbeatPing:
+		h.stats.PongsSent++
+		h.send(from, HeartbeatPong{})
+	case HeartbeatPong:
+		// Its arrival was the point.
+	case HeartbeatNotice:
+		h.notice(from, m)
+	}
+}
+
+// Fire implements [core.Machine].
+func (h *HeartbeatDetector) Fire(t core.Timer) {
+	ht, ok := t.(hbTimer)
+	if !ok || !h.started {
+		return
+	}
+	h.flush()
+	r := h.find(core.NodeID(ht))
+	if r == nil || r.timer == 0 {
+		return
+	}
+	r.timer = 0
+	now := h.env.Now()
+	switch r.state {
+	case HeartbeatSuspected:
+		if now >= r.mark+h.cfg.Broken {
+			h.fail(r)
+		}
+	case HeartbeatAlive:
+		if d, ok := h.recvDue(r); ok && now >= d {
+			h.suspect(r, true)
+		}
+	}
+	if d, ok := h.sendDue(r); ok {
+		if now >= d {
+			h.beat(r)
+		} else if every := h.sendEvery(r); now-r.beatAt >= every {
+			// Other traffic went on the link: the heartbeats of the
+			// slots since the last one were not needed.
+			k := (now - r.beatAt) / every
+			h.stats.Suppressed += uint64(k)
+			r.beatAt += k * every
+		}
+	}
+	h.schedule(r)
+}
+
+// Handle implements [core.Machine]: it follows [core.MembersChanged] and
+// probes the peer of a [core.PeerHint] with a ping (a hint is never a
+// verdict: only the absence of any answer within T_timeout makes the peer
+// suspected).
+func (h *HeartbeatDetector) Handle(e core.Event) {
+	switch e := e.(type) {
+	case core.MembersChanged:
+		if !h.started {
+			h.members, h.epoch = e.Members, e.Epoch
+			return
+		}
+		h.flush()
+		h.setMembers(e.Epoch, e.Members, false)
+	case core.PeerHint:
+		if !h.started {
+			return
+		}
+		h.flush()
+		h.probe(e.Node)
+	}
+}
+
+// ObserveSend implements [core.TrafficObserver]: a message of any layer to
+// a member makes it a connection and counts as a heartbeat to it.
+func (h *HeartbeatDetector) ObserveSend(to core.NodeID) {
+	if h.selfSend || !h.started {
+		return
+	}
+	h.flush()
+	if r := h.connect(to); r != nil {
+		r.lastSend = h.env.Now()
+		h.schedule(r)
+	}
+}
+
+// ObserveReceive implements [core.TrafficObserver]: a message of any layer
+// from a peer is a sign of life and refreshes its deadline.
+func (h *HeartbeatDetector) ObserveReceive(from core.NodeID) {
+	if !h.started || from == h.self {
+		return
+	}
+	h.flush()
+	now := h.env.Now()
+	r := h.find(from)
+	if r != nil {
+		h.touch(r, now)
+		if r.flags&hbConn != 0 {
+			return
+		}
+	}
+	h.stashed, h.stash, h.stashAt = true, from, now
+}
+
+// flush settles a stashed observation: the message was not a notice, so
+// its sender is a connection.
+func (h *HeartbeatDetector) flush() {
+	if !h.stashed {
+		return
+	}
+	h.stashed = false
+	if r := h.connect(h.stash); r != nil {
+		h.touch(r, h.stashAt)
+		h.schedule(r)
+	}
+}
+
+// --- membership ---------------------------------------------------------
+
+// setMembers installs a member list: records of departed peers are
+// dropped (a departed peer we sent heartbeats to is told to stop expecting
+// them), departed monitors replaced, ring and mesh connections added.
+func (h *HeartbeatDetector) setMembers(epoch uint64, members []core.NodeID, initial bool) {
+	h.members, h.epoch = members, epoch
+	h.sortedKnown = false
+	h.pos = h.indexOf(h.self)
+	var gone []*hbPeer
+	kept := make([]*hbPeer, 0, len(h.peers))
+	for _, r := range h.peers {
+		if h.indexOf(r.id) >= 0 {
+			kept = append(kept, r)
+		} else {
+			gone = append(gone, r)
+		}
+	}
+	h.peers = kept
+	for _, r := range gone {
+		if r.timer != 0 {
+			h.env.CancelTimer(r.timer)
+		}
+		h.monitors = slices.DeleteFunc(h.monitors, func(id core.NodeID) bool { return id == r.id })
+		if r.sentNext > 0 && r.state != HeartbeatFailed {
+			h.stats.InsuranceSent++
+			h.send(r.id, HeartbeatMsg{Next: 0}) // stop expecting us
+		}
+	}
+	h.addStructural()
+	h.chooseMonitors(initial)
+}
+
+// addStructural makes the ring neighbours, and every member in a small
+// job, connections. The first insurance heartbeat to a new one is spread
+// at random over one T_insurance.
+func (h *HeartbeatDetector) addStructural() {
+	n := len(h.members)
+	if n == 0 {
+		return
+	}
+	if n <= h.cfg.FullMeshMax {
+		for _, id := range h.members {
+			h.addStructuralPeer(id)
+		}
+	}
+	if h.pos < 0 {
+		return
+	}
+	for d := 1; d <= h.cfg.RingNeighbors && d < n; d++ {
+		h.addStructuralPeer(h.members[(h.pos+d)%n])
+		h.addStructuralPeer(h.members[(h.pos-d%n+n)%n])
+	}
+}
+
+func (h *HeartbeatDetector) addStructuralPeer(id core.NodeID) {
+	if id == h.self || id == core.None {
+		return
+	}
+	r, created := h.findOrCreate(id)
+	if r.flags&hbConn != 0 {
+		return
+	}
+	r.flags |= hbConn
+	if created {
+		now := h.env.Now()
+		r.lastSend = now - h.cfg.Insurance + h.jitter(h.cfg.Insurance)
+		r.beatAt = r.lastSend
+	}
+	h.schedule(r)
+}
+
+// chooseMonitors tops the monitors up to k. Initial monitors get their
+// first heartbeat at a random point of the first interval; a replacement
+// gets one at once, so that it starts watching now.
+func (h *HeartbeatDetector) chooseMonitors(initial bool) {
+	for len(h.monitors) < h.cfg.Monitors {
+		id := h.pickMonitor()
+		if id == core.None {
+			return
+		}
+		r, _ := h.findOrCreate(id)
+		r.flags |= hbMonitor | hbConn
+		h.monitors = append(h.monitors, id)
+		if initial {
+			first := h.env.Now() - h.cfg.Interval + h.jitter(h.cfg.Interval)
+			r.lastSend = min(r.lastSend, first)
+			r.beatAt = r.lastSend
+		} else {
+			r.beatAt = h.env.Now()
+			h.beat(r)
+		}
+		h.schedule(r)
+	}
+}
+
+// pickMonitor draws a random live member that is not yet a monitor, or
+// returns core.None if there is none.
+func (h *HeartbeatDetector) pickMonitor() core.NodeID {
+	n := len(h.members)
+	if n == 0 {
+		return core.None
+	}
+	rng := h.env.Rand()
+	for range 16 {
+		if id := h.members[rng.IntN(n)]; h.eligibleMonitor(id) {
+			return id
+		}
+	}
+	// Most members are ineligible (a small or crippled job): scan.
+	start := rng.IntN(n)
+	for i := range n {
+		if id := h.members[(start+i)%n]; h.eligibleMonitor(id) {
+			return id
+		}
+	}
+	return core.None
+}
+
+func (h *HeartbeatDetector) eligibleMonitor(id core.NodeID) bool {
+	if id == h.self || id == core.None || slices.Contains(h.monitors, id) {
+		return false
+	}
+	r := h.find(id)
+	return r == nil || r.state == HeartbeatAlive
+}
+
+// demote makes monitor r an ordinary connection and tells it to expect
+// only insurance from now on.
+func (h *HeartbeatDetector) demote(r *hbPeer) {
+	r.flags &^= hbMonitor
+	h.monitors = slices.DeleteFunc(h.monitors, func(id core.NodeID) bool { return id == r.id })
+	if r.state != HeartbeatFailed {
+		h.beat(r)
+	}
+	h.schedule(r)
+}
+
+// --- per-peer deadlines -------------------------------------------------
+
+// sendEvery is the period of heartbeats owed to r (0: none).
+func (h *HeartbeatDetector) sendEvery(r *hbPeer) time.Duration {
+	switch {
+	case r.state == HeartbeatFailed:
+		return 0
+	case r.flags&hbMonitor != 0:
+		return h.cfg.Interval
+	case r.flags&hbConn != 0:
+		return h.cfg.Insurance
+	}
+	return 0
+}
+
+// sendDue is when the next message to r is owed: one period after the
+// last message of any layer, and never later than what we announced.
+func (h *HeartbeatDetector) sendDue(r *hbPeer) (time.Duration, bool) {
+	every := h.sendEvery(r)
+	if every == 0 {
+		return 0, false
+	}
+	if r.sentNext > 0 && r.sentNext < every {
+		every = r.sentNext
+	}
+	return r.lastSend + every, true
+}
+
+// recvDue is when r becomes suspected if nothing arrives from it: the
+// announced interval + T_timeout after its last message, or T_timeout after
+// an unanswered ping.
+func (h *HeartbeatDetector) recvDue(r *hbPeer) (time.Duration, bool) {
+	if r.state != HeartbeatAlive {
+		return 0, false
+	}
+	var due time.Duration
+	ok := false
+	if r.expect > 0 {
+		due, ok = r.lastRecv+r.expect+h.cfg.Timeout, true
+	}
+	if r.flags&hbProbing != 0 {
+		if p := r.mark + h.cfg.Timeout; !ok || p < due {
+			due, ok = p, true
+		}
+	}
+	return due, ok
+}
+
+// schedule makes sure r's timer fires no later than its earliest deadline.
+// A timer already due earlier is left alone (it re-arms when it fires).
+func (h *HeartbeatDetector) schedule(r *hbPeer) {
+	due, ok := h.sendDue(r)
+	if d, has := h.recvDue(r); has && (!ok || d < due) {
+		due, ok = d, true
+	}
+	if r.state == HeartbeatSuspected {
+		if d := r.mark + h.cfg.Broken; !ok || d < due {
+			due, ok = d, true
+		}
+	}
+	if !ok {
+		if r.timer != 0 {
+			h.env.CancelTimer(r.timer)
+			r.timer = 0
+		}
+		return
+	}
+	if r.timer != 0 {
+		if r.armedAt <= due {
+			return
+		}
+		h.env.CancelTimer(r.timer)
+	}
+	after := max(due-h.env.Now(), 0)
+	r.timer = h.env.SetTimer(after, hbTimer(r.id))
+	r.armedAt = due
+}
+
+// beat sends r the heartbeat it is owed, announcing the period to the
+// next one. The slots of that period skipped since the last heartbeat,
+// because other traffic served, are counted as suppressed.
+func (h *HeartbeatDetector) beat(r *hbPeer) {
+	every := h.sendEvery(r)
+	monitor := r.flags&hbMonitor != 0
+	now := h.env.Now()
+	if every > 0 && now-r.beatAt > every {
+		h.stats.Suppressed += uint64((now - r.beatAt - 1) / every) // slots strictly before now
+	}
+	h.send(r.id, HeartbeatMsg{Next: every, Monitor: monitor})
+	r.sentNext = every
+	r.beatAt = now
+	if monitor {
+		h.stats.HeartbeatsSent++
+	} else {
+		h.stats.InsuranceSent++
+	}
+}
+
+// --- suspicion, failure, recovery ---------------------------------------
+
+// touch records a message from r received at time at: it refreshes r's
+// deadline and clears a suspicion or failure.
+func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
+	if at > r.lastRecv {
+		r.lastRecv = at
+	}
+	r.flags &^= hbProbing
+	switch r.state {
+	case HeartbeatAlive:
+		return
+	case HeartbeatSuspected:
+		r.state = HeartbeatAlive
+		h.stats.Unsuspicions++
+		h.env.Emit(core.Unsuspected{Node: r.id})
+	case HeartbeatFailed:
+		r.state = HeartbeatAlive
+		h.stats.Recoveries++
+		h.env.Emit(core.Recovered{Node: r.id})
+	}
+	if r.flags&hbGossipSuspect != 0 {
+		// Others may still suspect it: make sure it hears of it and
+		// refutes (a restarted process learns here that it was failed).
+		h.send(r.id, HeartbeatNotice{Subject: r.id, Inc: r.gInc})
+		h.stats.NoticesSent++
+	}
+	h.schedule(r)
+	h.chooseMonitors(false)
+}
+
+// suspect starts suspecting r. A suspicion of our own (local) is
+// broadcast, and sent to r itself so that it refutes if it is alive.
+func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
+	if r.state != HeartbeatAlive {
+		return
+	}
+	r.state = HeartbeatSuspected
+	r.mark = h.env.Now()
+	r.flags &^= hbProbing
+	h.stats.Suspicions++
+	h.env.Emit(core.Suspected{Node: r.id})
+	if local {
+		n := HeartbeatNotice{Subject: r.id, Inc: r.gInc}
+		if r.flags&hbGossipSuspect == 0 {
+			r.flags |= hbGossipSuspect
+			h.forward(n, core.None)
+		}
+		h.send(r.id, n)
+		h.stats.NoticesSent++
+	}
+	if r.flags&hbMonitor != 0 {
+		h.demote(r)
+		h.chooseMonitors(false)
+	}
+	h.schedule(r)
+}
+
+// fail declares r failed: it stayed suspected for T_broken.
+func (h *HeartbeatDetector) fail(r *hbPeer) {
+	r.state = HeartbeatFailed
+	h.stats.Failures++
+	h.env.Emit(core.Failed{Node: r.id})
+}
+
+// notice handles a broadcast notice: applied and forwarded once if it is
+// newer than what we knew of its subject; a suspicion of ourselves is
+// refuted.
+func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
+	h.stats.NoticesReceived++
+	if n.Subject == h.self {
+		switch {
+		case !n.Alive && n.Inc >= h.inc:
+			h.inc = n.Inc + 1
+			h.stats.Refutations++
+			h.forward(HeartbeatNotice{Subject: h.self, Inc: h.inc, Alive: true}, core.None)
+		case n.Alive && n.Inc > h.inc:
+			h.inc = n.Inc
+		}
+		return
+	}
+	if h.indexOf(n.Subject) < 0 {
+		return
+	}
+	r := h.find(n.Subject)
+	var inc uint64
+	suspected := false
+	if r != nil {
+		inc, suspected = r.gInc, r.flags&hbGossipSuspect != 0
+	}
+	if n.Inc < inc || n.Inc == inc && (n.Alive || suspected) {
+		return // not newer
+	}
+	if r == nil {
+		r, _ = h.findOrCreate(n.Subject)
+	}
+	r.gInc = n.Inc
+	if n.Alive {
+		r.flags &^= hbGossipSuspect
+		// The subject spoke: as good as a message from it, except that
+		// there is nothing left to tell it.
+		r.lastRecv = max(r.lastRecv, h.env.Now())
+		r.flags &^= hbProbing
+		switch r.state {
+		case HeartbeatSuspected:
+			r.state = HeartbeatAlive
+			h.stats.Unsuspicions++
+			h.env.Emit(core.Unsuspected{Node: r.id})
+		case HeartbeatFailed:
+			r.state = HeartbeatAlive
+			h.stats.Recoveries++
+			h.env.Emit(core.Recovered{Node: r.id})
+		}
+		h.chooseMonitors(false)
+	} else {
+		r.flags |= hbGossipSuspect
+		h.suspect(r, false)
+	}
+	h.forward(n, from)
+	h.schedule(r)
+}
+
+// forward sends n to the members at distances 1, 2, 4, … after us in the
+// member list, except its subject and the peer it came from.
+func (h *HeartbeatDetector) forward(n HeartbeatNotice, from core.NodeID) {
+	cnt := len(h.members)
+	if cnt < 2 {
+		return
+	}
+	fan := h.cfg.NoticeFanout
+	if fan == 0 {
+		fan = bits.Len(uint(cnt - 1)) // ⌈log2 cnt⌉
+	}
+	base := h.pos
+	if base < 0 {
+		base = cnt - 1
+	}
+	for j, d := 0, 1; j < fan && d < cnt; j, d = j+1, d*2 {
+		to := h.members[(base+d)%cnt]
+		if to == h.self || to == from || to == n.Subject {
+			continue
+		}
+		h.send(to, n)
+		h.stats.NoticesSent++
+	}
+}
+
+// probe pings id on a transport hint.
+func (h *HeartbeatDetector) probe(id core.NodeID) {
+	r := h.connect(id)
+	if r == nil || r.flags&hbProbing != 0 {
+		return
+	}
+	h.send(id, HeartbeatPing{})
+	h.stats.PingsSent++
+	if r.state == HeartbeatAlive {
+		r.flags |= hbProbing
+		r.mark = h.env.Now()
+	}
+	h.schedule(r)
+}
+
+// --- records and sending ------------------------------------------------
+
+// send sends m to id, recording it as traffic on the link; our own sends
+// are hidden from ObserveSend.
+func (h *HeartbeatDetector) send(to core.NodeID, m core.Msg) {
+	h.selfSend = true
+	h.env.Send(to, m)
+	h.selfSend = false
+	if r := h.find(to); r != nil {
+		r.lastSend = h.env.Now()
+	}
+}
+
+// connect returns the record of member id as a connection, creating it;
+// nil for ourselves and for non-members.
+func (h *HeartbeatDetector) connect(id core.NodeID) *hbPeer {
+	if id == h.self {
+		return nil
+	}
+	r := h.find(id)
+	if r == nil {
+		if h.indexOf(id) < 0 {
+			return nil
+		}
+		r, _ = h.findOrCreate(id)
+	}
+	if r.flags&hbConn == 0 {
+		r.flags |= hbConn
+		h.schedule(r)
+	}
+	return r
+}
+
+func (h *HeartbeatDetector) find(id core.NodeID) *hbPeer {
+	i, ok := slices.BinarySearchFunc(h.peers, id, cmpPeer)
+	if !ok {
+		return nil
+	}
+	return h.peers[i]
+}
+
+// findOrCreate returns id's record, creating a fresh one (no flags, times
+// set to now) if needed.
+func (h *HeartbeatDetector) findOrCreate(id core.NodeID) (*hbPeer, bool) {
+	i, ok := slices.BinarySearchFunc(h.peers, id, cmpPeer)
+	if ok {
+		return h.peers[i], false
+	}
+	now := h.env.Now()
+	r := &hbPeer{id: id, lastSend: now, lastRecv: now, beatAt: now}
+	h.peers = slices.Insert(h.peers, i, r)
+	return r, true
+}
+
+func cmpPeer(r *hbPeer, id core.NodeID) int {
+	switch {
+	case r.id < id:
+		return -1
+	case r.id > id:
+		return 1
+	}
+	return 0
+}
+
+// indexOf returns the position of id in the member list, or -1: O(1) when
+// ids are dense and in order, O(log n) when the list is sorted, O(n) only
+// for an unsorted list.
+func (h *HeartbeatDetector) indexOf(id core.NodeID) int {
+	ms := h.members
+	if uint64(id) < uint64(len(ms)) && ms[id] == id {
+		return int(id)
+	}
+	if i, ok := slices.BinarySearch(ms, id); ok && ms[i] == id {
+		return i
+	}
+	if !h.sortedKnown {
+		h.sorted, h.sortedKnown = slices.IsSorted(ms), true
+	}
+	if h.sorted {
+		return -1
+	}
+	return slices.Index(ms, id)
+}
+
+// jitter draws a random duration in [0, d).
+func (h *HeartbeatDetector) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(h.env.Rand().Int64N(int64(d)))
+}

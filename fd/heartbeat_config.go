@@ -1,0 +1,185 @@
+package fd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrHeartbeatConfig is wrapped by every error of [HeartbeatConfig.Validate]
+// (and so of [NewHeartbeat] and [HeartbeatDetector.SetConfig]).
+var ErrHeartbeatConfig = errors.New("fd: invalid heartbeat config")
+
+// HeartbeatConfig holds the parameters of the Phoenix heartbeat detector
+// (Horita, Taura, Chikayama §4; the names follow the paper's T_interval,
+// T_timeout, T_insurance, T_broken and k). Every process may use its own
+// values (§4.2.1) and change them while running
+// ([HeartbeatDetector.SetConfig], the paper's ph_set_parameter, §5.1): a
+// heartbeat announces the interval to the next one, so a monitor never
+// assumes the sender's settings. Only Timeout and Broken are local: they
+// decide how long this process waits before it suspects and before it
+// declares a failure.
+//
+// Start from [DefaultHeartbeatConfig] or a preset derived from it and change
+// fields; check with Validate.
+type HeartbeatConfig struct {
+	// Monitors is k, the number of monitors: peers chosen at random among
+	// the members to which this process sends a heartbeat every Interval
+	// (§4.2.1). With fewer than k other live members, all of them are
+	// monitors. Must be ≥ 1. Paper: 2.
+	Monitors int
+
+	// Interval is T_interval: the longest time between two messages this
+	// process sends to each of its monitors. Any message counts (§4.2.3):
+	// a heartbeat is sent only when Interval has passed since the last
+	// message of any layer to that monitor. Each heartbeat announces it,
+	// and a monitor expects the next message within Interval + its own
+	// Timeout. Must be > 0. Paper: 5 s.
+	Interval time.Duration
+
+	// Timeout is T_timeout: the grace this process adds to the interval a
+	// peer announced before it suspects the peer. A monitor therefore
+	// suspects a process whose last message arrived more than
+	// Interval + Timeout ago (§4.2.1). It also bounds how long a ping sent
+	// on a [core.PeerHint] waits for any answer. Must be > 0. Paper: 5 s.
+	Timeout time.Duration
+
+	// Insurance is T_insurance: the longest time between two messages this
+	// process sends on every other connection, that is to every connected
+	// peer that is not one of its monitors (§4.2.2). It is meant to be
+	// much larger than Interval: insurance exists so that a process whose
+	// k monitors die with it is still detected, within Insurance + Timeout,
+	// by the peers it is connected to. Must be ≥ Interval. Paper: 200 s
+	// (100 s in the message count experiment, §6.2).
+	Insurance time.Duration
+
+	// Broken is T_broken: how long a peer stays suspected (unreachable,
+	// with no message from it) before this process declares it failed
+	// (§4.3). A suspicion that is refuted within Broken (the peer, or a
+	// message from it, reaches this process) never becomes a failure.
+	// Must be ≥ 0; 0 declares a failure as soon as it is suspected.
+	// Paper: 5 s.
+	Broken time.Duration
+
+	// FullMeshMax is the largest member count for which every other member
+	// is a connection, so that insurance heartbeats reach all of them, as
+	// in the paper's experiments where every process of the job had a
+	// connection to every other (Fig. 2: 63 insurance heartbeats per
+	// process with 64 processes). Larger jobs keep insurance on the
+	// connections the process really has (see [HeartbeatDetector]): its
+	// monitors, the processes that chose it as a monitor, its RingNeighbors
+	// and every peer it exchanged any message with. Full mesh costs
+	// (n−1−k)/Insurance messages per process per second against
+	// k/Interval for heartbeats, so the default keeps it for jobs where
+	// insurance stays below heartbeat traffic. 0 never uses full mesh.
+	// Must be ≥ 0. Default: 64.
+	FullMeshMax int
+
+	// RingNeighbors is the number of members on each side of this process
+	// in the member list (successors and predecessors, wrapping around)
+	// that are always connections. They guarantee that every process has
+	// insurance watchers even if it talks to nobody and its monitors die
+	// with it. Must be ≥ 0. Default: 1.
+	RingNeighbors int
+
+	// NoticeFanout is the number of peers a suspicion notice is forwarded
+	// to by each process: the members at distances 1, 2, 4, …,
+	// 2^(NoticeFanout−1) after it in the member list, so that a notice
+	// reaches every live member in at most ⌈log2 n⌉ hops without
+	// failures, with many disjoint paths. 0 means ⌈log2 n⌉ (each process
+	// forwards to log2 n peers, n·log2 n messages per notice). Must be
+	// between 0 and 32.
+	NoticeFanout int
+}
+
+// DefaultHeartbeatConfig returns the paper's parameters (Table 1, §6.1):
+// k = 2, T_interval = 5 s, T_timeout = 5 s, T_insurance = 200 s,
+// T_broken = 5 s; full mesh up to 64 members, one ring neighbour on each
+// side, notices forwarded to ⌈log2 n⌉ peers.
+func DefaultHeartbeatConfig() HeartbeatConfig {
+	return HeartbeatConfig{
+		Monitors:      2,
+		Interval:      5 * time.Second,
+		Timeout:       5 * time.Second,
+		Insurance:     200 * time.Second,
+		Broken:        5 * time.Second,
+		FullMeshMax:   64,
+		RingNeighbors: 1,
+		NoticeFanout:  0,
+	}
+}
+
+// LANHeartbeatConfig is the default tuned for one cluster network, where
+// latency is well under a millisecond and loss rare: every period is 5
+// times shorter (T_interval = T_timeout = 1 s, T_insurance = 40 s,
+// T_broken = 1 s), so a crash is known everywhere in about 3 s.
+func LANHeartbeatConfig() HeartbeatConfig {
+	c := DefaultHeartbeatConfig()
+	c.Interval /= 5
+	c.Timeout /= 5
+	c.Insurance /= 5
+	c.Broken /= 5
+	return c
+}
+
+// WANHeartbeatConfig is the default for a grid across wide-area links
+// (the paper's target, §3.1): T_timeout and T_broken are doubled and
+// tripled (10 s, 15 s) to absorb delay spikes, lost heartbeats and routes
+// that come back, at the price of slower detection; the message rate is
+// unchanged.
+func WANHeartbeatConfig() HeartbeatConfig {
+	c := DefaultHeartbeatConfig()
+	c.Timeout *= 2
+	c.Broken *= 3
+	return c
+}
+
+// SimHeartbeatConfig is the default with T_insurance = 100 s, the setting
+// of the paper's message-count experiment (§6.2, Fig. 2), which the
+// simulations reproduce.
+func SimHeartbeatConfig() HeartbeatConfig {
+	c := DefaultHeartbeatConfig()
+	c.Insurance = 100 * time.Second
+	return c
+}
+
+// AggressiveHeartbeatConfig detects a crash everywhere in about 300 ms on a
+// fast network: T_interval = T_timeout = 100 ms, T_broken = 100 ms, and
+// T_insurance = 4 s (the paper's 40:1 ratio to T_interval). It sends 50
+// times more heartbeats than the default and suspects a process whose
+// messages are delayed by more than 100 ms (a long GC pause is enough).
+func AggressiveHeartbeatConfig() HeartbeatConfig {
+	c := DefaultHeartbeatConfig()
+	c.Interval = 100 * time.Millisecond
+	c.Timeout = 100 * time.Millisecond
+	c.Broken = 100 * time.Millisecond
+	c.Insurance = 40 * c.Interval
+	return c
+}
+
+// Validate reports the first field out of its domain, as an error wrapping
+// [ErrHeartbeatConfig].
+func (c HeartbeatConfig) Validate() error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("%w: %s = %v, want %s", ErrHeartbeatConfig, field, v, want)
+	}
+	switch {
+	case c.Monitors < 1:
+		return bad("Monitors", c.Monitors, "≥ 1")
+	case c.Interval <= 0:
+		return bad("Interval", c.Interval, "> 0")
+	case c.Timeout <= 0:
+		return bad("Timeout", c.Timeout, "> 0")
+	case c.Insurance < c.Interval:
+		return bad("Insurance", c.Insurance, fmt.Sprintf("≥ Interval (%v)", c.Interval))
+	case c.Broken < 0:
+		return bad("Broken", c.Broken, "≥ 0")
+	case c.FullMeshMax < 0:
+		return bad("FullMeshMax", c.FullMeshMax, "≥ 0")
+	case c.RingNeighbors < 0:
+		return bad("RingNeighbors", c.RingNeighbors, "≥ 0")
+	case c.NoticeFanout < 0 || c.NoticeFanout > 32:
+		return bad("NoticeFanout", c.NoticeFanout, "between 0 and 32")
+	}
+	return nil
+}

@@ -1,0 +1,623 @@
+package fd
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/core/coretest"
+)
+
+// Scripted tests of the heartbeat detector (Phoenix §4) on a manual Env.
+
+func ids(n int) []core.NodeID {
+	out := make([]core.NodeID, n)
+	for i := range out {
+		out[i] = core.NodeID(i)
+	}
+	return out
+}
+
+// startHB starts a detector as node self of members on a fresh Env.
+func startHB(t *testing.T, cfg HeartbeatConfig, self core.NodeID, members []core.NodeID, seed uint64) (*HeartbeatDetector, *coretest.Env) {
+	t.Helper()
+	h, err := NewHeartbeat(cfg, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := coretest.NewEnv(self, seed)
+	h.Start(env)
+	return h, env
+}
+
+// beats returns the heartbeats among sent, by destination.
+func beats(sent []coretest.Sent) map[core.NodeID][]HeartbeatMsg {
+	out := map[core.NodeID][]HeartbeatMsg{}
+	for _, s := range sent {
+		if m, ok := s.Msg.(HeartbeatMsg); ok {
+			out[s.To] = append(out[s.To], m)
+		}
+	}
+	return out
+}
+
+func sentOf[M core.Msg](sent []coretest.Sent) []coretest.Sent {
+	var out []coretest.Sent
+	for _, s := range sent {
+		if _, ok := s.Msg.(M); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func eventsOf[E core.Event](evs []core.Event) []E {
+	var out []E
+	for _, e := range evs {
+		if x, ok := e.(E); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// bigCfg is the default without full mesh, so that only monitors, ring
+// neighbours and talkers are connections.
+func bigCfg() HeartbeatConfig {
+	c := DefaultHeartbeatConfig()
+	c.FullMeshMax = 0
+	return c
+}
+
+// §4.2.1: each process sends heartbeats to k distinct monitors chosen at
+// random, every T_interval, each announcing the interval.
+func TestHeartbeatKDistinctMonitors(t *testing.T) {
+	cfg := bigCfg()
+	cfg.Monitors = 3
+	cfg.RingNeighbors = 0
+	chosen := map[core.NodeID]int{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		h, env := startHB(t, cfg, 5, ids(20), seed)
+		ms := h.Monitors()
+		if len(ms) != 3 {
+			t.Fatalf("seed %d: %d monitors, want 3", seed, len(ms))
+		}
+		sorted := slices.Clone(ms)
+		slices.Sort(sorted)
+		if len(slices.Compact(sorted)) != 3 || slices.Contains(ms, 5) {
+			t.Fatalf("seed %d: monitors %v not 3 distinct peers", seed, ms)
+		}
+		for _, m := range ms {
+			chosen[m]++
+		}
+		// Over 10 intervals each monitor gets exactly 10 heartbeats, and
+		// nobody else gets any.
+		env.AdvanceTo(10*cfg.Interval-1, h)
+		b := beats(env.TakeSent())
+		if len(b) != 3 {
+			t.Fatalf("seed %d: heartbeats to %d peers, want the 3 monitors %v", seed, len(b), ms)
+		}
+		for _, m := range ms {
+			if len(b[m]) != 10 {
+				t.Errorf("seed %d: monitor %v got %d heartbeats in 10 intervals, want 10", seed, m, len(b[m]))
+			}
+			for _, hb := range b[m] {
+				if hb != (HeartbeatMsg{Next: cfg.Interval, Monitor: true}) {
+					t.Errorf("seed %d: heartbeat %v, want next %v monitor true", seed, hb, cfg.Interval)
+				}
+			}
+		}
+		if seed == 1 {
+			// The gap between two heartbeats to a monitor is T_interval.
+			var at []time.Duration
+			env2 := coretest.NewEnv(5, seed)
+			h2, _ := NewHeartbeat(cfg, ids(20))
+			h2.Start(env2)
+			env2.AdvanceTo(3*cfg.Interval, h2)
+			for _, s := range env2.Sent {
+				if s.To == h2.Monitors()[0] {
+					at = append(at, s.At)
+				}
+			}
+			if len(at) != 3 || at[0] >= cfg.Interval || at[1]-at[0] != cfg.Interval || at[2]-at[1] != cfg.Interval {
+				t.Errorf("heartbeat times %v: want the first within one interval, then every %v", at, cfg.Interval)
+			}
+		}
+	}
+	// Random choice: every one of the 19 peers is chosen by some seed.
+	if len(chosen) != 19 {
+		t.Errorf("over 200 seeds only %d of 19 peers were ever chosen: %v", len(chosen), chosen)
+	}
+}
+
+// §4.2.1: a monitor that received a heartbeat announcing I suspects the
+// sender when nothing more arrives within I + T_timeout; the announced
+// interval, not the monitor's own, counts; any message refreshes it.
+func TestHeartbeatTimeoutArithmetic(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(100), 1)
+	const p, q = core.NodeID(50), core.NodeID(60)
+	announced := 3 * time.Second
+	env.AdvanceTo(time.Second, h)
+	h.Receive(p, HeartbeatMsg{Next: announced, Monitor: true})
+	h.Receive(q, HeartbeatMsg{Next: announced, Monitor: true})
+	// An application message from p at 8 s (seen by the Stack) moves its
+	// deadline to 8 s + 3 s + 5 s = 16 s; q's stays at 1 + 3 + 5 = 9 s.
+	env.AdvanceTo(8*time.Second, h)
+	h.ObserveReceive(p)
+	deadline := time.Second + announced + cfg.Timeout
+	env.AdvanceTo(deadline-1, h)
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 0 {
+		t.Fatalf("suspected %v before the deadline %v", s, deadline)
+	}
+	env.AdvanceTo(deadline, h)
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 1 || s[0].Node != q {
+		t.Fatalf("at %v got suspicions %v, want exactly %v", deadline, s, q)
+	}
+	env.TakeSent()
+	env.AdvanceTo(16*time.Second-1, h)
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 0 {
+		t.Fatalf("suspected %v at %v despite traffic at 8 s", s, env.Now())
+	}
+	env.AdvanceTo(16*time.Second, h)
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 1 || s[0].Node != p {
+		t.Fatalf("at 16 s got suspicions %v, want exactly %v", s, p)
+	}
+	if st := h.State(p); st != HeartbeatSuspected {
+		t.Errorf("state %v, want suspected", st)
+	}
+	// The suspicion is broadcast (§4.2: one process noticing suffices) and
+	// sent to the suspect.
+	notices := sentOf[HeartbeatNotice](env.TakeSent())
+	var toP bool
+	for _, s := range notices {
+		if s.Msg.(HeartbeatNotice) != (HeartbeatNotice{Subject: p}) {
+			t.Errorf("notice %v, want a suspicion of %v at incarnation 0", s.Msg, p)
+		}
+		toP = toP || s.To == p
+	}
+	if !toP || len(notices) != 1+7 { // the suspect, and distances 1..64 of 100
+		t.Errorf("notice sent to %d peers (suspect told: %v), want the suspect and 7 fingers", len(notices), toP)
+	}
+}
+
+// §4.2.2: insurance heartbeats go to every other connection every
+// T_insurance; in a small job that is every non-monitor member.
+func TestHeartbeatInsuranceFullMesh(t *testing.T) {
+	cfg := DefaultHeartbeatConfig() // FullMeshMax 64
+	const n = 10
+	h, env := startHB(t, cfg, 3, ids(n), 7)
+	mons := h.Monitors()
+	env.AdvanceTo(cfg.Insurance*3-1, h)
+	b := beats(env.TakeSent())
+	for _, p := range ids(n) {
+		if p == 3 {
+			continue
+		}
+		got := b[p]
+		if slices.Contains(mons, p) {
+			if len(got) != int(3*cfg.Insurance/cfg.Interval) {
+				t.Errorf("monitor %v: %d heartbeats in 3 T_insurance, want %d", p, len(got), 3*cfg.Insurance/cfg.Interval)
+			}
+			continue
+		}
+		if len(got) != 3 {
+			t.Errorf("peer %v: %d insurance heartbeats in 3 T_insurance, want 3", p, len(got))
+		}
+		for _, hb := range got {
+			if hb != (HeartbeatMsg{Next: cfg.Insurance}) {
+				t.Errorf("peer %v: %v, want an insurance heartbeat announcing %v", p, hb, cfg.Insurance)
+			}
+		}
+	}
+	if st := h.Stats(); st.InsuranceSent != 3*(n-1-2) {
+		t.Errorf("InsuranceSent = %d, want %d", st.InsuranceSent, 3*(n-1-2))
+	}
+}
+
+// Above FullMeshMax, insurance goes only to the connections a process has:
+// its ring neighbours, the processes that chose it, and its talkers; the
+// memory stays O(k + connections) with 100,000 members.
+func TestHeartbeatInsuranceConnectionsAtScale(t *testing.T) {
+	cfg := DefaultHeartbeatConfig()
+	members := ids(100_000)
+	h, env := startHB(t, cfg, 500, members, 3)
+	if got := h.Tracked(); got > cfg.Monitors+2*cfg.RingNeighbors {
+		t.Fatalf("tracks %d peers at start, want ≤ k + 2 ring neighbours = %d", got, cfg.Monitors+2)
+	}
+	// A process that chose us (and then sends only application messages,
+	// which the Stack shows us), and an application peer.
+	h.Receive(77_000, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	h.ObserveSend(12_345)
+	// A notice passing through from a stranger creates no connection.
+	h.ObserveReceive(99_999)
+	h.Receive(99_999, HeartbeatNotice{Subject: 42_000, Inc: 0, Alive: true})
+	for at := time.Second; at < 2*cfg.Insurance; at += time.Second {
+		env.AdvanceTo(at, h)
+		h.ObserveReceive(77_000)
+	}
+	env.AdvanceTo(2*cfg.Insurance, h)
+	b := beats(env.TakeSent())
+	want := []core.NodeID{499, 501, 12_345, 77_000}
+	want = append(want, h.Monitors()...)
+	slices.Sort(want)
+	var got []core.NodeID
+	for p := range b {
+		got = append(got, p)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("heartbeats went to %v, want %v (ring, talkers, monitors)", got, want)
+	}
+	if len(b[77_000]) != 2 || len(b[499]) != 2 {
+		t.Errorf("insurance over 2 T_insurance: %d to the monitoree, %d to the ring neighbour; want 2 each", len(b[77_000]), len(b[499]))
+	}
+	if h.State(99_999) != HeartbeatAlive || h.Connections() != len(want) {
+		t.Errorf("%d connections, want %d", h.Connections(), len(want))
+	}
+}
+
+// §4.2.3: every message counts as a heartbeat: a link busy with
+// application traffic carries no heartbeat, and the skipped ones are
+// counted.
+func TestHeartbeatTrafficSuppresses(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(1000), 5)
+	mons := h.Monitors()
+	busy, idle := mons[0], mons[1]
+	for t0 := time.Duration(0); t0 < 60*time.Second; t0 += time.Second {
+		env.AdvanceTo(t0, h)
+		h.ObserveSend(busy)
+	}
+	env.AdvanceTo(60*time.Second, h)
+	b := beats(env.TakeSent())
+	if len(b[busy]) != 0 {
+		t.Errorf("%d heartbeats to a monitor that got a message every second, want 0", len(b[busy]))
+	}
+	if len(b[idle]) != 12 {
+		t.Errorf("%d heartbeats to the idle monitor in 60 s, want 12", len(b[idle]))
+	}
+	if s := h.Stats().Suppressed; s < 11 || s > 12 {
+		t.Errorf("Suppressed = %d, want 11 or 12 (one per interval of the busy link)", s)
+	}
+	// When the traffic stops, heartbeats resume T_interval after the last
+	// message.
+	env.AdvanceTo(59*time.Second+cfg.Interval, h)
+	if b := beats(env.TakeSent()); len(b[busy]) != 1 {
+		t.Errorf("%d heartbeats to the busy monitor T_interval after its last message, want 1", len(b[busy]))
+	}
+}
+
+// §4.3: a suspected peer is declared failed only after T_broken without a
+// message; once; a message before that clears the suspicion; a failed peer
+// heard again is recovered.
+func TestHeartbeatBrokenAndRecovery(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(100), 1)
+	const p = core.NodeID(30)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	suspectAt := cfg.Interval + cfg.Timeout
+	env.AdvanceTo(suspectAt, h)
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 1 {
+		t.Fatalf("suspicions %v at %v, want one", s, suspectAt)
+	}
+	// A message within T_broken: no failure.
+	env.AdvanceTo(suspectAt+cfg.Broken-1, h)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	env.AdvanceTo(suspectAt+cfg.Broken+time.Second, h)
+	evs := env.TakeEmitted()
+	if u := eventsOf[core.Unsuspected](evs); len(u) != 1 || len(eventsOf[core.Failed](evs)) != 0 {
+		t.Fatalf("events %v: want Unsuspected and no Failed", evs)
+	}
+	// Since we suspected it, p is told (so that it can refute elsewhere).
+	if n := sentOf[HeartbeatNotice](env.TakeSent()); !slices.ContainsFunc(n, func(s coretest.Sent) bool { return s.To == p }) {
+		t.Errorf("cleared suspect not told of the suspicion")
+	}
+	// Silence again: suspected at last+10 s, failed T_broken later, once.
+	last := suspectAt + cfg.Broken - 1
+	env.AdvanceTo(last+cfg.Interval+cfg.Timeout+cfg.Broken-1, h)
+	evs = env.TakeEmitted()
+	if len(eventsOf[core.Suspected](evs)) != 1 || len(eventsOf[core.Failed](evs)) != 0 {
+		t.Fatalf("events %v: want one Suspected and no Failed yet", evs)
+	}
+	env.AdvanceTo(last+cfg.Interval+cfg.Timeout+cfg.Broken, h)
+	if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 1 || f[0].Node != p {
+		t.Fatalf("want Failed{%v} exactly T_broken after the suspicion, got %v", p, f)
+	}
+	env.AdvanceTo(10*time.Minute, h)
+	if evs := env.TakeEmitted(); len(evs) != 0 {
+		t.Errorf("events after the failure: %v, want none (Failed once)", evs)
+	}
+	if b := beats(env.TakeSent()); len(b[p]) != 0 {
+		t.Errorf("%d heartbeats to a failed peer, want 0", len(b[p]))
+	}
+	// Heard again: recovered, and insurance resumes.
+	h.ObserveReceive(p)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Insurance})
+	if r := eventsOf[core.Recovered](env.TakeEmitted()); len(r) != 1 || r[0].Node != p {
+		t.Fatalf("want Recovered{%v}, got %v", p, r)
+	}
+	env.Advance(cfg.Insurance, h)
+	if b := beats(env.TakeSent()); len(b[p]) != 1 {
+		t.Errorf("%d insurance heartbeats to the recovered peer in T_insurance, want 1", len(b[p]))
+	}
+}
+
+// §4.2.1, §5.1: parameters change while running; timers follow.
+func TestHeartbeatSetConfig(t *testing.T) {
+	cfg := bigCfg()
+	cfg.RingNeighbors = 0
+	h, env := startHB(t, cfg, 0, ids(1000), 9)
+	env.AdvanceTo(20*time.Second, h)
+	mon := h.Monitors()[0]
+	env.TakeSent()
+
+	bad := cfg
+	bad.Interval = 0
+	if err := h.SetConfig(bad); !errors.Is(err, ErrHeartbeatConfig) {
+		t.Fatalf("SetConfig(Interval 0) = %v, want ErrHeartbeatConfig", err)
+	}
+	if h.Config() != cfg {
+		t.Fatalf("a rejected config changed the detector")
+	}
+
+	// Longer interval: the next heartbeat still comes within the old
+	// announced interval and announces the new one; then every 20 s.
+	longer := cfg
+	longer.Interval = 20 * time.Second
+	longer.Insurance = 400 * time.Second
+	if err := h.SetConfig(longer); err != nil {
+		t.Fatal(err)
+	}
+	env.AdvanceTo(20*time.Second+cfg.Interval, h)
+	sent := env.TakeSent()
+	b := beats(sent)
+	if len(b[mon]) != 1 || b[mon][0].Next != longer.Interval {
+		t.Fatalf("after raising T_interval: %v to the monitor within the old interval, want one heartbeat announcing %v", b[mon], longer.Interval)
+	}
+	i := slices.IndexFunc(sent, func(s coretest.Sent) bool { return s.To == mon })
+	env.AdvanceTo(sent[i].At+longer.Interval-1, h)
+	if b := beats(env.TakeSent()); len(b[mon]) != 0 {
+		t.Fatalf("heartbeat %v before the new interval elapsed", b[mon])
+	}
+	env.Advance(1, h)
+	if b := beats(env.TakeSent()); len(b[mon]) != 1 {
+		t.Fatalf("no heartbeat one new interval later")
+	}
+
+	// Shorter timeout: a pending deadline moves earlier.
+	const p = core.NodeID(700)
+	h.Receive(p, HeartbeatMsg{Next: 10 * time.Second, Monitor: true})
+	at := env.Now()
+	shorter := longer
+	shorter.Timeout = time.Second
+	if err := h.SetConfig(shorter); err != nil {
+		t.Fatal(err)
+	}
+	env.AdvanceTo(at+11*time.Second, h)
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 1 || s[0].Node != p {
+		t.Fatalf("with T_timeout 1 s, want %v suspected 11 s after its heartbeat, got %v", p, s)
+	}
+	// Longer T_broken re-arms the pending failure.
+	slow := shorter
+	slow.Broken = time.Minute
+	if err := h.SetConfig(slow); err != nil {
+		t.Fatal(err)
+	}
+	env.Advance(time.Minute-1, h)
+	if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 0 {
+		t.Fatalf("failed %v before the new T_broken", f)
+	}
+	env.Advance(1, h)
+	if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 1 {
+		t.Fatalf("not failed at the new T_broken")
+	}
+
+	// k = 2 → 3: a new monitor is told at once; 3 → 1: the demoted ones
+	// are told to expect insurance only.
+	env.TakeSent()
+	more := slow
+	more.Monitors = 3
+	if err := h.SetConfig(more); err != nil {
+		t.Fatal(err)
+	}
+	ms := h.Monitors()
+	b = beats(env.TakeSent())
+	if len(ms) != 3 || len(b[ms[2]]) != 1 || !b[ms[2]][0].Monitor {
+		t.Fatalf("after k=3: monitors %v, heartbeats %v; want a third monitor told at once", ms, b)
+	}
+	fewer := more
+	fewer.Monitors = 1
+	if err := h.SetConfig(fewer); err != nil {
+		t.Fatal(err)
+	}
+	b = beats(env.TakeSent())
+	if got := h.Monitors(); len(got) != 1 || got[0] != ms[0] {
+		t.Fatalf("after k=1 monitors %v, want [%v]", got, ms[0])
+	}
+	for _, d := range ms[1:] {
+		if len(b[d]) != 1 || b[d][0] != (HeartbeatMsg{Next: fewer.Insurance}) {
+			t.Errorf("demoted monitor %v got %v, want one heartbeat announcing insurance %v", d, b[d], fewer.Insurance)
+		}
+	}
+}
+
+// The detector follows the member list: a monitor that leaves is replaced
+// (the new one told at once), the departed peer told to stop expecting us.
+func TestHeartbeatMembershipChanges(t *testing.T) {
+	cfg := bigCfg()
+	members := ids(50)
+	h, env := startHB(t, cfg, 10, members, 4)
+	env.AdvanceTo(cfg.Interval, h) // every monitor got its first heartbeat
+	env.TakeSent()
+	old := h.Monitors()
+	gone := old[0]
+	next := slices.DeleteFunc(slices.Clone(members), func(id core.NodeID) bool { return id == gone })
+	h.Handle(core.MembersChanged{Epoch: 2, Members: next})
+	ms := h.Monitors()
+	if len(ms) != 2 || slices.Contains(ms, gone) || ms[0] != old[1] {
+		t.Fatalf("monitors %v after %v left (were %v)", ms, gone, old)
+	}
+	b := beats(env.TakeSent())
+	if len(b[ms[1]]) != 1 || !b[ms[1]][0].Monitor {
+		t.Errorf("new monitor %v got %v, want an immediate heartbeat", ms[1], b[ms[1]])
+	}
+	if len(b[gone]) != 1 || b[gone][0].Next != 0 {
+		t.Errorf("departed monitor got %v, want one heartbeat announcing 0 (stop expecting)", b[gone])
+	}
+	if h.State(gone) != HeartbeatAlive || slices.ContainsFunc(h.peers, func(r *hbPeer) bool { return r.id == gone }) {
+		t.Errorf("record of the departed peer kept")
+	}
+	env.Advance(time.Hour, h)
+	if b := beats(env.TakeSent()); len(b[gone]) != 0 {
+		t.Errorf("heartbeats to a departed peer")
+	}
+	// A joiner appended to the list is a candidate, and growing the list
+	// from 2 members tops the monitors up.
+	h2, env2 := startHB(t, cfg, 0, ids(2), 4)
+	if len(h2.Monitors()) != 1 {
+		t.Fatalf("with one peer, %d monitors, want 1", len(h2.Monitors()))
+	}
+	h2.Handle(core.MembersChanged{Epoch: 2, Members: ids(3)})
+	if ms := h2.Monitors(); len(ms) != 2 || !slices.Contains(ms, 2) {
+		t.Errorf("after a join monitors %v, want the joiner 2 added", ms)
+	}
+	_ = env2
+}
+
+// A suspected monitor is replaced, and is told to expect only insurance.
+func TestHeartbeatSuspectedMonitorReplaced(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(100), 8)
+	mon := h.Monitors()[0]
+	h.Receive(99, HeartbeatNotice{Subject: mon})
+	if slices.Contains(h.Monitors(), mon) || len(h.Monitors()) != 2 {
+		t.Fatalf("monitors %v still contain the suspect %v", h.Monitors(), mon)
+	}
+	b := beats(env.TakeSent())
+	if len(b[mon]) != 1 || b[mon][0].Monitor {
+		t.Errorf("suspected monitor got %v, want one demoting heartbeat", b[mon])
+	}
+}
+
+// core.PeerHint triggers a ping; only silence for T_timeout after it makes
+// the peer suspected; a pong clears the probe.
+func TestHeartbeatPeerHint(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(100), 2)
+	h.Handle(core.PeerHint{Node: 40, Reason: "connection reset"})
+	h.Handle(core.PeerHint{Node: 41, Reason: "connection reset"})
+	pings := sentOf[HeartbeatPing](env.TakeSent())
+	if len(pings) != 2 {
+		t.Fatalf("%d pings for two hints, want 2", len(pings))
+	}
+	if evs := env.TakeEmitted(); len(evs) != 0 {
+		t.Fatalf("a hint produced %v: a hint is not a verdict", evs)
+	}
+	env.Advance(time.Millisecond, h)
+	h.Receive(41, HeartbeatPong{})
+	env.Advance(cfg.Timeout, h)
+	s := eventsOf[core.Suspected](env.TakeEmitted())
+	if len(s) != 1 || s[0].Node != 40 {
+		t.Fatalf("suspicions %v, want only the silent 40", s)
+	}
+	// A ping is answered.
+	h.Receive(41, HeartbeatPing{})
+	if p := sentOf[HeartbeatPong](env.TakeSent()); len(p) != 1 || p[0].To != 41 {
+		t.Errorf("ping answered with %v", p)
+	}
+}
+
+// §4.2 (the routing-table propagation): a suspicion notice is applied and
+// forwarded once to distances 1, 2, 4, …; the suspect refutes with a
+// higher incarnation, which clears the suspicion everywhere.
+func TestHeartbeatNotices(t *testing.T) {
+	cfg := bigCfg()
+	members := ids(16)
+	h, env := startHB(t, cfg, 3, members, 6)
+	env.TakeSent()
+	h.Receive(1, HeartbeatNotice{Subject: 9})
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 1 || s[0].Node != 9 {
+		t.Fatalf("notice did not make 9 suspected: %v", s)
+	}
+	var to []core.NodeID
+	for _, s := range sentOf[HeartbeatNotice](env.TakeSent()) {
+		to = append(to, s.To)
+	}
+	slices.Sort(to)
+	if want := []core.NodeID{4, 5, 7, 11}; !slices.Equal(to, want) { // 3+1, 3+2, 3+4, 3+8
+		t.Fatalf("forwarded to %v, want %v", to, want)
+	}
+	// A duplicate is not forwarded again.
+	h.Receive(2, HeartbeatNotice{Subject: 9})
+	if n := sentOf[HeartbeatNotice](env.TakeSent()); len(n) != 0 {
+		t.Errorf("duplicate forwarded to %d peers", len(n))
+	}
+	// The refutation (incarnation 1) clears it before T_broken and is
+	// forwarded; a stale suspicion of incarnation 0 is then ignored.
+	env.Advance(cfg.Broken/2, h)
+	h.Receive(9, HeartbeatNotice{Subject: 9, Inc: 1, Alive: true})
+	if u := eventsOf[core.Unsuspected](env.TakeEmitted()); len(u) != 1 {
+		t.Fatalf("refutation did not clear the suspicion")
+	}
+	if n := sentOf[HeartbeatNotice](env.TakeSent()); len(n) == 0 {
+		t.Errorf("refutation not forwarded")
+	}
+	h.Receive(2, HeartbeatNotice{Subject: 9, Inc: 0})
+	env.Advance(time.Minute, h)
+	if evs := env.TakeEmitted(); len(evs) != 0 {
+		t.Errorf("stale suspicion produced %v", evs)
+	}
+
+	// The subject itself refutes a suspicion of its incarnation.
+	h.Receive(5, HeartbeatNotice{Subject: 3, Inc: 0})
+	if h.Incarnation() != 1 {
+		t.Fatalf("incarnation %d after a suspicion of itself, want 1", h.Incarnation())
+	}
+	for _, s := range sentOf[HeartbeatNotice](env.TakeSent()) {
+		if s.Msg != (HeartbeatNotice{Subject: 3, Inc: 1, Alive: true}) {
+			t.Errorf("refutation %v", s.Msg)
+		}
+	}
+	h.Receive(6, HeartbeatNotice{Subject: 3, Inc: 0})
+	if h.Incarnation() != 1 || len(env.TakeSent()) != 0 {
+		t.Errorf("a stale suspicion of itself was refuted again")
+	}
+}
+
+func TestHeartbeatConfigValidate(t *testing.T) {
+	for _, c := range []HeartbeatConfig{DefaultHeartbeatConfig(), LANHeartbeatConfig(), WANHeartbeatConfig(), SimHeartbeatConfig(), AggressiveHeartbeatConfig()} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("preset %+v: %v", c, err)
+		}
+	}
+	d := DefaultHeartbeatConfig()
+	if d.Monitors != 2 || d.Interval != 5*time.Second || d.Timeout != 5*time.Second || d.Insurance != 200*time.Second || d.Broken != 5*time.Second {
+		t.Errorf("default %+v is not the paper's Table 1", d)
+	}
+	if a := AggressiveHeartbeatConfig(); a.Interval != 100*time.Millisecond {
+		t.Errorf("aggressive interval %v, want 100ms", a.Interval)
+	}
+	for name, mut := range map[string]func(*HeartbeatConfig){
+		"Monitors":      func(c *HeartbeatConfig) { c.Monitors = 0 },
+		"Interval":      func(c *HeartbeatConfig) { c.Interval = -1 },
+		"Timeout":       func(c *HeartbeatConfig) { c.Timeout = 0 },
+		"Insurance":     func(c *HeartbeatConfig) { c.Insurance = c.Interval - 1 },
+		"Broken":        func(c *HeartbeatConfig) { c.Broken = -1 },
+		"FullMeshMax":   func(c *HeartbeatConfig) { c.FullMeshMax = -1 },
+		"RingNeighbors": func(c *HeartbeatConfig) { c.RingNeighbors = -1 },
+		"NoticeFanout":  func(c *HeartbeatConfig) { c.NoticeFanout = 33 },
+	} {
+		c := DefaultHeartbeatConfig()
+		mut(&c)
+		err := c.Validate()
+		if !errors.Is(err, ErrHeartbeatConfig) {
+			t.Errorf("%s: Validate = %v, want ErrHeartbeatConfig", name, err)
+		}
+		if _, err := NewHeartbeat(c, nil); !errors.Is(err, ErrHeartbeatConfig) {
+			t.Errorf("%s: NewHeartbeat accepted an invalid config", name)
+		}
+	}
+}
