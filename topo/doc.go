@@ -79,10 +79,10 @@ var (
 	ErrSchedule = errors.New("topo: unknown gossip schedule")
 )
 
-// MaxNodes is the largest node count any structure of this package accepts.
-// It keeps every intermediate product inside 64 bits and every position
-// inside a 32-bit int.
-const MaxNodes = 1<<31 - 1
+// MaxNodes is the largest node count any structure of this package accepts
+// (2^30). It keeps every label, sum and intermediate product inside an int
+// even where int has 32 bits.
+const MaxNodes = 1 << 30
 
 // ceilLog2 returns ⌈log2 n⌉ for n ≥ 1 (0 for n ≤ 1).
 func ceilLog2(n int) int {

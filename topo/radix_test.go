@@ -181,7 +181,7 @@ func TestRadixBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{-5, -1, 10, 11, 1 << 40} {
+	for _, i := range []int{-5, -1, 10, 11, MaxNodes} {
 		lo, hi := tree.Children(i)
 		if tree.Parent(i) != None || tree.FirstChild(i) != None || lo != hi || tree.IsLeaf(i) ||
 			tree.Depth(i) != None || tree.SubtreeSize(i) != 0 || tree.Ancestor(i, 0) != None ||

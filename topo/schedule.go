@@ -252,14 +252,15 @@ func (s Schedule) MinCleanupRounds(n int) (int, error) {
 // ⌈(√(1+8n)-1)/2⌉, exactly: the floating-point square root is only a first
 // guess that integer comparisons then correct.
 func triangularRoot(n int) int {
-	r := int(math.Sqrt(2 * float64(n)))
-	for r > 0 && (r-1)*r/2 >= n {
+	m := int64(n)
+	r := int64(math.Sqrt(2 * float64(n)))
+	for r > 0 && (r-1)*r/2 >= m {
 		r--
 	}
-	for r*(r+1)/2 < n {
+	for r*(r+1)/2 < m {
 		r++
 	}
-	return r
+	return int(r)
 }
 
 // mod returns x mod n in [0, n) for n > 0.

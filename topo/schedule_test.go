@@ -423,7 +423,8 @@ func TestMinCleanupRounds(t *testing.T) {
 	}
 	for n := MaxNodes - 5; n <= MaxNodes; n++ {
 		r, err := RoundRobin.MinCleanupRounds(n)
-		if err != nil || r*(r+1)/2 < n || (r-1)*r/2 >= n {
+		r64, n64 := int64(r), int64(n) // r(r+1) passes 2^31 here
+		if err != nil || r64*(r64+1)/2 < n64 || (r64-1)*r64/2 >= n64 {
 			t.Errorf("RR.MinCleanupRounds(%d) = %d, %v", n, r, err)
 		}
 	}
