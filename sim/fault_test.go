@@ -334,3 +334,22 @@ func TestSwarmPlans(t *testing.T) {
 		t.Error("no plan of 100 used CrashRandom")
 	}
 }
+
+// TestSwarmClampsOptions: out-of-range options still give valid plans, and
+// tiny worlds work.
+func TestSwarmClampsOptions(t *testing.T) {
+	opts := SwarmOptions{MaxCrashFraction: 5, RecoverProb: -1, MaxLoss: 7, MaxPartitions: 3, MaxCuts: 3, MaxLossWindows: 3, MaxSpikes: 3, MaxSpike: ms}
+	for n := 1; n <= 4; n++ {
+		for seed := range uint64(30) {
+			p := Swarm(seed, n, time.Second, opts)
+			w := New(Config{Seed: seed})
+			for range n {
+				w.Add(&script{})
+			}
+			if err := p.Apply(w, nil); err != nil {
+				t.Fatalf("n=%d seed %d: %v\n%v", n, seed, err, p)
+			}
+			w.RunUntil(2 * time.Second)
+		}
+	}
+}

@@ -69,6 +69,10 @@ func (c GraphConfig) Validate() error {
 // the FIFO queue of the outgoing link, is transmitted in size·8/BandwidthBits
 // and propagates for the link's delay. Every hop is one event of the world.
 //
+// A node's vertex keeps forwarding while the node is crashed: what fails is
+// the process, not the router. The world's faults (cuts, partitions, loss)
+// act end to end, when a message is sent.
+//
 // A Graph holds the state of one run (link queues, statistics): give each
 // World its own. Build it with [NewGraph].
 type Graph struct {

@@ -59,8 +59,13 @@ func DefaultSwarmOptions() SwarmOptions {
 // arguments always give the same plan; the plan does not draw from the
 // world's sources, so applying it does not shift the protocol's randomness
 // (only CrashRandom draws its victims at run time from [World.Rand]).
+// Fractions and probabilities in opts are clamped to [0, 1] and negative
+// counts mean none, so every plan Swarm returns is valid for n nodes.
 func Swarm(seed uint64, n int, horizon time.Duration, opts SwarmOptions) Plan {
 	r := rand.New(rand.NewPCG(seed, 0x737761726d))
+	opts.MaxCrashFraction = min(max(opts.MaxCrashFraction, 0), 1)
+	opts.RecoverProb = min(max(opts.RecoverProb, 0), 1)
+	opts.MaxLoss = min(max(opts.MaxLoss, 0), 1)
 	start := min(max(opts.Start, 0), horizon)
 	at := func() time.Duration {
 		if horizon <= start {
