@@ -57,6 +57,7 @@ type DecodeError struct {
 	Err    error  // one of the sentinel errors of this package, or the caller's
 }
 
+// Error formats the sentinel, the field and the offset.
 func (e *DecodeError) Error() string {
 	if e.Detail != "" {
 		return fmt.Sprintf("%v: %s at offset %d (%s)", e.Err, e.What, e.Offset, e.Detail)

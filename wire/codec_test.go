@@ -234,3 +234,44 @@ func TestCodec(t *testing.T) {
 		t.Errorf("decoder of the wrong kind: %v, want ErrKindMismatch", err)
 	}
 }
+
+func TestDecoderResetAndFail(t *testing.T) {
+	d := NewDecoder([]byte{5})
+	if d.Uvarint() != 5 || d.Uvarint() != 0 || !errors.Is(d.Err(), ErrTruncated) {
+		t.Fatalf("setup: %v", d.Err())
+	}
+	d.Reset([]byte{7, 0x80})
+	if d.Err() != nil || d.Offset() != 0 || d.Uvarint() != 7 {
+		t.Fatalf("Reset did not clear the decoder: %v", d.Err())
+	}
+	errRange := errors.New("fd: sequence out of range")
+	d.Fail("heartbeat seq", errRange)
+	d.Fail("later", ErrInvalid) // the first error sticks
+	var de *DecodeError
+	if !errors.Is(d.Err(), errRange) || !errors.As(d.Err(), &de) || de.Offset != 1 || de.What != "heartbeat seq" {
+		t.Errorf("Fail recorded %v", d.Err())
+	}
+}
+
+func TestCodecRegistry(t *testing.T) {
+	c := NewCodec()
+	for _, k := range []core.Kind{core.MakeKind(core.ProtoMember, 2), core.MakeKind(core.ProtoFD, 9), core.MakeKind(core.ProtoFD, 1)} {
+		if err := c.Register(k, k.String(), decodeTestMsg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []core.Kind{core.MakeKind(core.ProtoFD, 1), core.MakeKind(core.ProtoFD, 9), core.MakeKind(core.ProtoMember, 2)}
+	if got := c.Kinds(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Kinds = %v, want %v", got, want)
+	}
+	if err := c.Register(testKind, "nil", nil); err == nil {
+		t.Error("Register accepted a nil decoder")
+	}
+	var e Encoder
+	if err := c.Encode(&e, testMsg{}); !errors.Is(err, ErrUnknownKind) || len(e.B) != 0 {
+		t.Errorf("Encode of an unregistered kind: %v, %d bytes written", err, len(e.B))
+	}
+	if _, err := c.Marshal(nil); !errors.Is(err, ErrNotMessage) {
+		t.Errorf("Marshal(nil): %v", err)
+	}
+}

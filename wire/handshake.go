@@ -64,6 +64,7 @@ type VersionError struct {
 	Local, Remote uint16
 }
 
+// Error names both versions.
 func (e *VersionError) Error() string {
 	return fmt.Sprintf("%v: we speak %d, the peer speaks %d", ErrVersion, e.Local, e.Remote)
 }
