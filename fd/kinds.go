@@ -19,7 +19,7 @@ import (
 // checks them against MakeKind.
 const (
 	// Heartbeat detector (Phoenix §4), numbers 1–15. Owned by heartbeat*.go;
-	// 5–15 are reserved for it.
+	// 6–15 are reserved for it.
 
 	// KindHeartbeat is a heartbeat sent by a node to its monitors.
 	KindHeartbeat = core.Kind(core.ProtoFD)<<8 | 1
@@ -30,6 +30,9 @@ const (
 	// KindHeartbeatNotice spreads a suspicion or its refutation to every
 	// member (the Phoenix §4.2 routing-table propagation).
 	KindHeartbeatNotice = core.Kind(core.ProtoFD)<<8 | 4
+	// KindHeartbeatNoticeAck acknowledges a KindHeartbeatNotice (notices
+	// are retransmitted until acknowledged).
+	KindHeartbeatNoticeAck = core.Kind(core.ProtoFD)<<8 | 5
 
 	// Gossip detector (P2P-MPI §5), numbers 16–31. Owned by gossip*.go;
 	// 19–31 are reserved for it.
@@ -44,13 +47,14 @@ const (
 )
 
 var kindNames = map[core.Kind]string{
-	KindHeartbeat:       "heartbeat",
-	KindHeartbeatPing:   "heartbeat-ping",
-	KindHeartbeatPong:   "heartbeat-pong",
-	KindHeartbeatNotice: "heartbeat-notice",
-	KindGossip:          "gossip",
-	KindGossipPing:      "gossip-ping",
-	KindGossipPong:      "gossip-pong",
+	KindHeartbeat:          "heartbeat",
+	KindHeartbeatPing:      "heartbeat-ping",
+	KindHeartbeatPong:      "heartbeat-pong",
+	KindHeartbeatNotice:    "heartbeat-notice",
+	KindHeartbeatNoticeAck: "heartbeat-notice-ack",
+	KindGossip:             "gossip",
+	KindGossipPing:         "gossip-ping",
+	KindGossipPong:         "gossip-pong",
 }
 
 // KindName returns the name of an fd message kind ("gossip",
