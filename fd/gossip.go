@@ -1,0 +1,588 @@
+package fd
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/topo"
+)
+
+// ErrMembers reports an invalid member list: a duplicate id or core.None.
+var ErrMembers = errors.New("fd: invalid member list")
+
+// GossipStatus is what a gossip detector currently believes about a member.
+type GossipStatus uint8
+
+// The states of a monitored entry. See the package documentation for the
+// transitions and the events they emit.
+const (
+	// StatusUnknown: the node is not in the detector's member list.
+	StatusUnknown GossipStatus = iota
+	// StatusAlive: its heartbeat increased within T_cleanup (or its grace
+	// period has not ended).
+	StatusAlive
+	// StatusProbing: a core.PeerHint made the detector ping it; nothing has
+	// been emitted yet.
+	StatusProbing
+	// StatusSuspected: core.Suspected was emitted after a hinted probe got
+	// no pong; the consensus phase starts when T_cleanup also expires.
+	StatusSuspected
+	// StatusConsensus: core.Suspected was emitted and the detector is
+	// pinging the node (P2P-MPI §5.1's consensus phase).
+	StatusConsensus
+	// StatusFailed: core.Failed was emitted.
+	StatusFailed
+)
+
+var statusNames = [...]string{"unknown", "alive", "probing", "suspected", "consensus", "failed"}
+
+func (s GossipStatus) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Gossip is the gossip-style failure detector of P2P-MPI §5, after van
+// Renesse et al.: each node keeps a heartbeat table over the current member
+// list and, once per round, increments its own heartbeat and sends the whole
+// table to the node its schedule (random, RR, BRR or DBRR) names for that
+// round; tables are merged by maximum; an entry that has not increased for
+// T_cleanup makes its node suspected, and a direct ping then decides (the
+// consensus phase). See the package documentation for the protocol, the
+// detection-time bound and the memory figures.
+//
+// Gossip is a core.Machine and a core.ProtoOwner for core.ProtoFD; it is
+// single-threaded like every machine. Create it with [NewGossip].
+type Gossip struct {
+	cfg  GossipConfig
+	env  core.Env
+	self core.NodeID
+
+	// The view. members is read-only and may be shared with other nodes
+	// and with the messages this node sends.
+	epoch   uint64
+	members []core.NodeID
+	byID    []int32 // positions sorted by id; nil when members is increasing
+	idsSize int     // encoded size of the members column
+	me      int     // this node's position, -1 when it is not a member
+
+	// The table, indexed by position in members.
+	beats   []uint32 // heartbeat counters, merged by maximum
+	seen    []uint32 // the round (value of tick) in which beats[i] last increased
+	flagged []uint64 // bit i set: position i has an entry in watches
+
+	watches []gossipWatch // the few entries that are not simply alive
+
+	own      uint32 // this node's heartbeat; also its round counter
+	tick     uint32 // rounds started by this node (never adjusted)
+	cleanup  uint32 // T_cleanup in rounds for the current n
+	oldest   uint32 // a lower bound of seen[i] over unflagged i ≠ me
+	adjusted bool   // the initial heartbeat adjustment has been decided
+	tickID   core.TimerID
+	lastSeq  uint32
+	started  bool
+}
+
+// gossipWatch is the state of one entry that is probing, suspected, in
+// consensus or failed.
+type gossipWatch struct {
+	id       core.NodeID
+	pos      int32
+	status   GossipStatus
+	beat     uint32       // the entry's heartbeat when the watch began
+	attempts uint8        // pings sent in the current probe or consensus
+	seq      uint32       // the outstanding ping, 0 when none
+	timer    core.TimerID // its timeout
+}
+
+// Timers of the gossip detector.
+type (
+	gossipTick        struct{}
+	gossipPingTimeout struct{ seq uint32 }
+)
+
+// NewGossip returns a detector monitoring members (in view order; epoch 0)
+// with configuration cfg. It retains members without copying: the caller
+// must not modify the slice afterwards (the simulator can then share one
+// list among all its nodes). The node's own id, learnt at Start, need not
+// be in the list: a node outside its member list answers pings but neither
+// gossips nor suspects until a core.MembersChanged includes it.
+func NewGossip(cfg GossipConfig, members []core.NodeID) (*Gossip, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Gossip{cfg: cfg, me: -1}
+	if err := g.install(0, members); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Protos reports core.ProtoFD: a Stack routes the fd kinds to this
+// detector. (Only one fd detector can sit in a stack.)
+func (g *Gossip) Protos() []core.Proto { return []core.Proto{core.ProtoFD} }
+
+// Start begins the first round at once and schedules the next ones every
+// GossipInterval. Every entry's grace period starts now.
+func (g *Gossip) Start(env core.Env) {
+	g.env = env
+	g.self = env.Self()
+	g.me = g.pos(g.self)
+	g.started = true
+	g.round()
+}
+
+// Receive handles a gossip table, a ping or a pong. Other kinds are
+// ignored.
+func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
+	switch m := m.(type) {
+	case *GossipMsg:
+		g.receiveTable(from, m)
+	case GossipPing:
+		g.env.Send(from, GossipPong{Seq: m.Seq})
+	case GossipPong:
+		g.receivePong(from, m.Seq)
+	}
+}
+
+// Fire handles the round timer and ping timeouts.
+func (g *Gossip) Fire(t core.Timer) {
+	switch t := t.(type) {
+	case gossipTick:
+		g.round()
+	case gossipPingTimeout:
+		g.pingTimedOut(t.seq)
+	}
+}
+
+// Handle follows core.MembersChanged (a newer epoch, or the same epoch with
+// a different list) and probes the node of a core.PeerHint. Other events
+// are ignored.
+func (g *Gossip) Handle(e core.Event) {
+	switch e := e.(type) {
+	case core.MembersChanged:
+		if e.Epoch < g.epoch || (e.Epoch == g.epoch && slices.Equal(e.Members, g.members)) {
+			return
+		}
+		// The member layer guarantees a valid list; a broken one is
+		// ignored rather than half-installed.
+		_ = g.install(e.Epoch, e.Members)
+	case core.PeerHint:
+		g.hint(e.Node)
+	}
+}
+
+// round is one gossip period: increment the own heartbeat, send the table to
+// this round's target, look for expired entries, and schedule the next
+// round.
+func (g *Gossip) round() {
+	g.tick++
+	g.own++
+	n := len(g.members)
+	if g.me >= 0 {
+		g.beats[g.me] = g.own
+		if n > 1 {
+			s := g.cfg.Schedule
+			r := s.Round(int(g.own-1), n)
+			if to, err := s.TargetRand(g.env.Rand(), g.me, r, n); err == nil {
+				g.sendTable(to)
+			}
+			g.checkCleanup()
+		}
+	}
+	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})
+}
+
+// sendTable sends a copy of the table to the member at position to. The copy
+// is the price of the rule that a sent message is never mutated: the table
+// keeps changing, the message must not.
+func (g *Gossip) sendTable(to int) {
+	beats := make([]uint32, len(g.beats))
+	copy(beats, g.beats)
+	m := &GossipMsg{Epoch: g.epoch, Members: g.members, Beats: beats}
+	m.size = gossipHeaderSize(g.epoch, len(beats)) + g.idsSize + gossipBeatsSize(beats)
+	g.env.Send(g.members[to], m)
+}
+
+// checkCleanup suspects every unflagged entry that has not increased for
+// more than T_cleanup rounds, and starts the consensus of hinted suspects
+// whose T_cleanup has expired too. The full scan runs only when the oldest
+// possible stamp is old enough to expire.
+func (g *Gossip) checkCleanup() {
+	for i := range g.watches {
+		w := &g.watches[i]
+		if w.status == StatusSuspected && g.tick-g.seen[w.pos] > g.cleanup {
+			w.status = StatusConsensus
+			w.attempts = 0
+			g.ping(w)
+		}
+	}
+	if g.tick-g.oldest <= g.cleanup {
+		return
+	}
+	var maxAge uint32
+	for i, s := range g.seen {
+		if i == g.me || g.isFlagged(i) {
+			continue
+		}
+		age := g.tick - s
+		if age > g.cleanup {
+			g.suspect(i)
+			continue
+		}
+		maxAge = max(maxAge, age)
+	}
+	g.oldest = g.tick - maxAge
+}
+
+// suspect starts the consensus phase for position i (P2P-MPI §5.1).
+func (g *Gossip) suspect(i int) {
+	g.setFlag(i)
+	g.watches = append(g.watches, gossipWatch{id: g.members[i], pos: int32(i), beat: g.beats[i], status: StatusConsensus})
+	g.env.Emit(core.Suspected{Node: g.members[i]})
+	g.ping(&g.watches[len(g.watches)-1])
+}
+
+// hint probes a member named by a core.PeerHint, unless it is already
+// watched.
+func (g *Gossip) hint(id core.NodeID) {
+	i := g.pos(id)
+	if i < 0 || i == g.me || g.isFlagged(i) {
+		return
+	}
+	g.setFlag(i)
+	g.watches = append(g.watches, gossipWatch{id: id, pos: int32(i), beat: g.beats[i], status: StatusProbing})
+	g.ping(&g.watches[len(g.watches)-1])
+}
+
+// ping sends one ping of a probe or consensus and arms its timeout.
+func (g *Gossip) ping(w *gossipWatch) {
+	g.lastSeq++
+	if g.lastSeq == 0 {
+		g.lastSeq = 1
+	}
+	w.seq = g.lastSeq
+	w.attempts++
+	g.env.Send(w.id, GossipPing{Seq: w.seq})
+	w.timer = g.env.SetTimer(g.cfg.PingTimeout, gossipPingTimeout{seq: w.seq})
+}
+
+func (g *Gossip) pingTimedOut(seq uint32) {
+	k := g.watchBySeq(seq)
+	if k < 0 {
+		return // answered, or the entry left the view
+	}
+	w := &g.watches[k]
+	w.seq, w.timer = 0, 0
+	if int(w.attempts) < g.cfg.PingAttempts {
+		g.ping(w)
+		return
+	}
+	switch w.status {
+	case StatusProbing:
+		w.status = StatusSuspected
+		g.env.Emit(core.Suspected{Node: w.id})
+	case StatusConsensus:
+		w.status = StatusFailed
+		g.env.Emit(core.Failed{Node: w.id})
+	}
+}
+
+func (g *Gossip) receivePong(from core.NodeID, seq uint32) {
+	k := g.watchBySeq(seq)
+	if k < 0 || g.watches[k].id != from {
+		return // late, or not ours
+	}
+	i := int(g.watches[k].pos)
+	g.seen[i] = g.tick // a pong is evidence of life: a fresh grace period
+	g.clearWatch(k)
+}
+
+// clearWatch ends the watch at index k because its node showed it is alive
+// (a pong, or a heartbeat increase) and emits what that means.
+func (g *Gossip) clearWatch(k int) {
+	w := g.watches[k]
+	if w.seq != 0 {
+		g.env.CancelTimer(w.timer)
+	}
+	g.clearFlag(int(w.pos))
+	g.watches = slices.Delete(g.watches, k, k+1)
+	switch w.status {
+	case StatusSuspected, StatusConsensus:
+		g.env.Emit(core.Unsuspected{Node: w.id})
+	case StatusFailed:
+		g.env.Emit(core.Recovered{Node: w.id})
+	}
+}
+
+// receiveTable merges a received table by maximum, then performs the
+// initial heartbeat adjustment if this is the first table of this
+// incarnation.
+func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
+	if len(m.Beats) != len(m.Members) {
+		return // only a hand-built message can be malformed like this
+	}
+	if sameMembers(m.Members, g.members) {
+		mergeMax(g.beats, g.seen, m.Beats, g.tick)
+	} else {
+		for k, id := range m.Members {
+			if i := g.pos(id); i >= 0 && m.Beats[k] > g.beats[i] {
+				g.beats[i] = m.Beats[k]
+				g.seen[i] = g.tick
+			}
+		}
+	}
+	// A watched entry that increased belongs to a live node.
+	for k := 0; k < len(g.watches); {
+		if w := &g.watches[k]; g.beats[w.pos] != w.beat {
+			g.clearWatch(k)
+			continue
+		}
+		k++
+	}
+	// Others can hold a higher heartbeat of this node only from an earlier
+	// incarnation; continue above it so that they see this one as new.
+	if g.me >= 0 && g.beats[g.me] > g.own {
+		g.own = g.beats[g.me]
+	}
+	if !g.adjusted {
+		g.adjust(from, m)
+	}
+}
+
+// adjust is the initial heartbeat adjustment: the first table a node
+// receives tells it how far the others have counted. If the sender's own
+// heartbeat is more than one ahead — more than phase differences between
+// nodes started together explain — this node started late (it joined, or
+// restarted): it adopts the sender's count, so its round counter follows the
+// same schedule position as everyone's, and restarts its period T_gossip
+// after this arrival, so its rounds follow the sender's by the message
+// latency.
+func (g *Gossip) adjust(from core.NodeID, m *GossipMsg) {
+	g.adjusted = true
+	k := -1
+	if sameMembers(m.Members, g.members) {
+		k = g.pos(from)
+	} else {
+		k = slices.Index(m.Members, from)
+	}
+	if k < 0 || m.Beats[k] <= g.own+1 {
+		return
+	}
+	g.own = m.Beats[k]
+	if g.me >= 0 {
+		g.beats[g.me] = g.own
+	}
+	g.env.CancelTimer(g.tickID)
+	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})
+}
+
+// mergeMax sets beats[i] = max(beats[i], in[i]) and stamps seen[i] = tick
+// where beats[i] grew. It is the hot loop of the simulation (n entries per
+// received table), written without a data-dependent branch: whether an
+// entry grows is unpredictable, and a mispredicted branch per entry cost
+// more than the two stores.
+func mergeMax(beats, seen, in []uint32, tick uint32) {
+	beats = beats[:len(in)]
+	seen = seen[:len(in)]
+	for i, b := range in {
+		old := beats[i]
+		nb := max(b, old)
+		beats[i] = nb
+		s := seen[i]
+		if nb != old {
+			s = tick
+		}
+		seen[i] = s
+	}
+}
+
+func (g *Gossip) watchBySeq(seq uint32) int {
+	for k := range g.watches {
+		if g.watches[k].seq == seq {
+			return k
+		}
+	}
+	return -1
+}
+
+// install makes members (epoch) the view: it carries every entry of a
+// member that stays (heartbeat, stamp, watch) to its new position, gives new
+// members a zero heartbeat and a grace period starting now, drops the
+// watches of members that left, and recomputes n-dependent settings.
+func (g *Gossip) install(epoch uint64, members []core.NodeID) error {
+	byID, err := buildIndex(members)
+	if err != nil {
+		return err
+	}
+	n := len(members)
+	beats := make([]uint32, n)
+	seen := make([]uint32, n)
+	for i, id := range members {
+		if j := g.pos(id); j >= 0 {
+			beats[i], seen[i] = g.beats[j], g.seen[j]
+		} else {
+			seen[i] = g.tick
+		}
+	}
+	old := g.watches
+	g.epoch, g.members, g.byID = epoch, members, byID
+	g.beats, g.seen = beats, seen
+	g.flagged = make([]uint64, (n+63)/64)
+	g.watches = nil
+	for _, w := range old {
+		i := g.pos(w.id)
+		if i < 0 {
+			if w.seq != 0 {
+				g.env.CancelTimer(w.timer)
+			}
+			continue
+		}
+		w.pos = int32(i)
+		g.watches = append(g.watches, w)
+		g.setFlag(i)
+	}
+	g.idsSize = gossipIDsSize(members)
+	g.cleanup = uint32(g.cfg.CleanupRounds(n))
+	if g.started {
+		g.me = g.pos(g.self)
+	}
+	g.oldest = g.tick
+	for i, s := range g.seen {
+		if i != g.me && !g.isFlagged(i) && g.tick-s > g.tick-g.oldest {
+			g.oldest = s
+		}
+	}
+	return nil
+}
+
+// buildIndex checks members and returns the positions sorted by id, or nil
+// when the ids are strictly increasing (then members itself is searchable).
+func buildIndex(members []core.NodeID) ([]int32, error) {
+	if len(members) > topo.MaxNodes {
+		return nil, fmt.Errorf("%w: %d members", ErrMembers, len(members))
+	}
+	increasing := true
+	for i, id := range members {
+		if id == core.None {
+			return nil, fmt.Errorf("%w: position %d is core.None", ErrMembers, i)
+		}
+		if i > 0 && id <= members[i-1] {
+			increasing = false
+		}
+	}
+	if increasing {
+		return nil, nil
+	}
+	byID := make([]int32, len(members))
+	for i := range byID {
+		byID[i] = int32(i)
+	}
+	slices.SortFunc(byID, func(a, b int32) int {
+		return cmpID(members[a], members[b])
+	})
+	for k := 1; k < len(byID); k++ {
+		if members[byID[k]] == members[byID[k-1]] {
+			return nil, fmt.Errorf("%w: %v appears twice", ErrMembers, members[byID[k]])
+		}
+	}
+	return byID, nil
+}
+
+func cmpID(a, b core.NodeID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pos returns the position of id in the current view, or -1.
+func (g *Gossip) pos(id core.NodeID) int {
+	if g.byID == nil {
+		i, ok := slices.BinarySearch(g.members, id)
+		if !ok {
+			return -1
+		}
+		return i
+	}
+	k, ok := slices.BinarySearchFunc(g.byID, id, func(p int32, id core.NodeID) int {
+		return cmpID(g.members[p], id)
+	})
+	if !ok {
+		return -1
+	}
+	return int(g.byID[k])
+}
+
+// sameMembers reports whether a and b are the same list: the same backing
+// array (the common case in one process), or equal element by element.
+func sameMembers(a, b []core.NodeID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
+}
+
+func (g *Gossip) isFlagged(i int) bool { return g.flagged[i>>6]&(1<<(i&63)) != 0 }
+func (g *Gossip) setFlag(i int)        { g.flagged[i>>6] |= 1 << (i & 63) }
+func (g *Gossip) clearFlag(i int)      { g.flagged[i>>6] &^= 1 << (i & 63) }
+
+// Epoch returns the epoch of the current view (0 for the initial list).
+func (g *Gossip) Epoch() uint64 { return g.epoch }
+
+// Members returns the current member list. The caller must not modify it.
+func (g *Gossip) Members() []core.NodeID { return g.members }
+
+// Heartbeat returns the highest heartbeat known for id and whether id is a
+// member.
+func (g *Gossip) Heartbeat(id core.NodeID) (uint32, bool) {
+	if id == g.self && g.started {
+		return g.own, g.me >= 0
+	}
+	i := g.pos(id)
+	if i < 0 {
+		return 0, false
+	}
+	return g.beats[i], true
+}
+
+// Status returns what the detector believes about id.
+func (g *Gossip) Status(id core.NodeID) GossipStatus {
+	i := g.pos(id)
+	if i < 0 {
+		return StatusUnknown
+	}
+	if g.isFlagged(i) {
+		for _, w := range g.watches {
+			if int(w.pos) == i {
+				return w.status
+			}
+		}
+	}
+	return StatusAlive
+}
+
+// Rounds returns the number of rounds this node has started.
+func (g *Gossip) Rounds() uint32 { return g.tick }
+
+// CleanupRounds returns T_cleanup in rounds for the current view.
+func (g *Gossip) CleanupRounds() int { return int(g.cleanup) }
+
+// TableBytes returns the memory the detector's per-member state occupies:
+// 4 bytes of heartbeat and 4 bytes of stamp per member, one bit of flag,
+// 4 bytes of id index per member when the member ids are not increasing,
+// and the watches. The member list itself (4 bytes per member) is not
+// counted because it may be shared.
+func (g *Gossip) TableBytes() int {
+	return 4*len(g.beats) + 4*len(g.seen) + 8*len(g.flagged) + 4*len(g.byID) +
+		cap(g.watches)*24
+}

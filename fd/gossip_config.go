@@ -1,0 +1,162 @@
+package fd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cohort-mp/cohort/topo"
+)
+
+// ErrGossipConfig reports an invalid [GossipConfig]; Validate wraps it with
+// the offending field.
+var ErrGossipConfig = errors.New("fd: invalid gossip config")
+
+// GossipConfig configures the gossip failure detector of P2P-MPI §5
+// ([Gossip]). Build it from [DefaultGossipConfig] or one of the presets
+// derived from it, change fields, and check it with Validate.
+type GossipConfig struct {
+	// Schedule chooses the node a table is sent to in each round (P2P-MPI
+	// §5.1–5.2): topo.Random, topo.RoundRobin, topo.BinaryRoundRobin or
+	// topo.DoubleBinaryRoundRobin (the default, §5.2).
+	Schedule topo.Schedule
+
+	// GossipInterval is T_gossip, the time between two consecutive gossip
+	// messages of a node (one round). Each node increments its own heartbeat
+	// and sends its whole table once per interval. Paper default: 0.5 s
+	// (§5.3).
+	GossipInterval time.Duration
+
+	// Cleanup is T_cleanup, how long an entry's heartbeat must stay
+	// unchanged before the node is suspected. Zero (the default) derives it
+	// from the current member count n on every view change, see
+	// [GossipConfig.CleanupTime]:
+	//
+	//	BRR:    2⌈log2 n⌉·T_gossip  (= T_cleanup^min + ⌈log2 n⌉·T_gossip)
+	//	DBRR:   3⌈log2 n⌉·T_gossip  (P2P-MPI §5.2)
+	//	RR:     2⌈(√(1+8n)−1)/2⌉·T_gossip  (= 2·T_cleanup^min)
+	//	Random: 3⌈log2 n⌉·T_gossip
+	//
+	// A non-zero value fixes T_cleanup whatever n is. The check runs once
+	// per round, so the effective cleanup is ⌈Cleanup/GossipInterval⌉
+	// rounds; see the package documentation for the resulting detection
+	// bound.
+	Cleanup time.Duration
+
+	// PingTimeout is how long the consensus phase waits for the pong of one
+	// ping to a suspect before it tries again or gives up. It must exceed the
+	// round-trip time between any two nodes, or live nodes are declared
+	// failed. Default: 0.5 s.
+	PingTimeout time.Duration
+
+	// PingAttempts is how many pings (each waiting PingTimeout) a suspect
+	// gets before it is declared failed; T_consensus =
+	// PingAttempts·PingTimeout. More than one attempt tolerates the loss of
+	// a ping or a pong. Default: 2.
+	PingAttempts int
+}
+
+// DefaultGossipConfig returns the paper's settings (P2P-MPI §5.2–5.3):
+// DBRR, T_gossip = 0.5 s, T_cleanup = 3⌈log2 n⌉·T_gossip derived from the
+// current n, and a consensus phase of 2 pings of 0.5 s each.
+func DefaultGossipConfig() GossipConfig {
+	return GossipConfig{
+		Schedule:       topo.DoubleBinaryRoundRobin,
+		GossipInterval: 500 * time.Millisecond,
+		PingTimeout:    500 * time.Millisecond,
+		PingAttempts:   2,
+	}
+}
+
+// LANGossipConfig is the default tuned for a local network, where round
+// trips are well under a millisecond: gossip every 100 ms and wait 100 ms
+// for a pong (detection about 5× faster than the default, 5× the traffic).
+func LANGossipConfig() GossipConfig {
+	c := DefaultGossipConfig()
+	c.GossipInterval = 100 * time.Millisecond
+	c.PingTimeout = 100 * time.Millisecond
+	return c
+}
+
+// WANGossipConfig is the default tuned for wide-area links (round trips up
+// to several hundred milliseconds, occasional loss): gossip every second,
+// wait a second for a pong, three attempts.
+func WANGossipConfig() GossipConfig {
+	c := DefaultGossipConfig()
+	c.GossipInterval = time.Second
+	c.PingTimeout = time.Second
+	c.PingAttempts = 3
+	return c
+}
+
+// SimGossipConfig is the default for the simulator: the paper's timing (so
+// simulated detection times compare with §5.3) and a single ping, since the
+// simulated network loses nothing unless told to.
+func SimGossipConfig() GossipConfig {
+	c := DefaultGossipConfig()
+	c.PingAttempts = 1
+	return c
+}
+
+// Validate reports the first invalid field, wrapping [ErrGossipConfig].
+func (c GossipConfig) Validate() error {
+	switch {
+	case !c.Schedule.Valid():
+		return fmt.Errorf("%w: Schedule %v is not one of random, rr, brr, dbrr", ErrGossipConfig, c.Schedule)
+	case c.GossipInterval <= 0:
+		return fmt.Errorf("%w: GossipInterval %v must be positive", ErrGossipConfig, c.GossipInterval)
+	case c.Cleanup < 0:
+		return fmt.Errorf("%w: Cleanup %v is negative (0 derives it from n)", ErrGossipConfig, c.Cleanup)
+	case c.Cleanup > 0 && c.Cleanup < c.GossipInterval:
+		return fmt.Errorf("%w: Cleanup %v is shorter than one GossipInterval %v", ErrGossipConfig, c.Cleanup, c.GossipInterval)
+	case c.Cleanup > 0 && c.Cleanup/c.GossipInterval > maxCleanupTicks:
+		return fmt.Errorf("%w: Cleanup %v is more than %d GossipIntervals", ErrGossipConfig, c.Cleanup, maxCleanupTicks)
+	case c.PingTimeout <= 0:
+		return fmt.Errorf("%w: PingTimeout %v must be positive", ErrGossipConfig, c.PingTimeout)
+	case c.PingAttempts < 1 || c.PingAttempts > 255:
+		return fmt.Errorf("%w: PingAttempts %d must be in 1..255", ErrGossipConfig, c.PingAttempts)
+	}
+	return nil
+}
+
+// maxCleanupTicks bounds T_cleanup in rounds so that tick arithmetic on
+// uint32 counters never wraps within one cleanup period.
+const maxCleanupTicks = 1 << 30
+
+// CleanupRounds returns T_cleanup in gossip rounds for n members: the
+// formula of the Cleanup field when Cleanup is zero, else
+// ⌈Cleanup/GossipInterval⌉. It is 0 when n ≤ 1 (nobody to watch). The
+// detector suspects an entry at the first round that starts more than
+// CleanupRounds rounds after the round in which the entry last increased.
+func (c GossipConfig) CleanupRounds(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	if c.Cleanup > 0 {
+		return int((c.Cleanup + c.GossipInterval - 1) / c.GossipInterval)
+	}
+	l := topo.CeilLog2(n)
+	switch c.Schedule {
+	case topo.BinaryRoundRobin:
+		return 2 * l
+	case topo.RoundRobin:
+		m, err := c.Schedule.MinCleanupRounds(n)
+		if err != nil {
+			return 3 * l // n out of topo's range; unreachable for valid views
+		}
+		return 2 * m
+	default: // DBRR, Random
+		return 3 * l
+	}
+}
+
+// CleanupTime returns T_cleanup for n members: CleanupRounds(n)·GossipInterval.
+func (c GossipConfig) CleanupTime(n int) time.Duration {
+	return time.Duration(c.CleanupRounds(n)) * c.GossipInterval
+}
+
+// ConsensusTime returns T_consensus, the longest the consensus phase waits
+// before declaring a silent suspect failed: PingAttempts·PingTimeout.
+func (c GossipConfig) ConsensusTime() time.Duration {
+	return time.Duration(c.PingAttempts) * c.PingTimeout
+}

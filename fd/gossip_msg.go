@@ -1,0 +1,277 @@
+package fd
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// GossipMsg is one gossip message of the P2P-MPI detector (§5.1): the
+// sender's whole heartbeat table, with its own heartbeat just incremented.
+//
+// The table is keyed by node id, not by position, so that nodes whose views
+// differ (during a view change) still merge correctly: Beats[i] is the
+// heartbeat of Members[i]. A receiver whose member list equals Members
+// merges position by position; otherwise it merges id by id and ignores ids
+// it does not monitor.
+//
+// Ownership: Members is the sender's member list, shared read-only with the
+// sender (member lists are never mutated once installed); Beats is a copy
+// made for this message (copy-on-send) and belongs to the message. Neither
+// is mutated after Send, by the sender or by a receiver.
+//
+// Wire format (payload, after the frame's kind):
+//
+//	uvarint  epoch
+//	uvarint  n                      number of entries
+//	uvarint  Members[0], then n-1 × zig-zag varint Members[i]-Members[i-1]
+//	uvarint  Beats[0],   then n-1 × zig-zag varint Beats[i]-Beats[i-1]
+//
+// Delta coding keeps both columns at about one byte per entry in the common
+// case: ids are dense and mostly increasing in view order, and the live
+// nodes' heartbeats advance together (they all count rounds since the job
+// started), so neighbouring entries differ by a few units. A table of n
+// entries is therefore about 2n bytes plus a few bytes of header (a failed
+// node's frozen heartbeat costs up to 4 more bytes, on its entry and on the
+// next); [GossipMsg.WireSize] gives the exact size.
+type GossipMsg struct {
+	// Epoch is the epoch of the sender's view (0 for the initial list given
+	// to [NewGossip]). It is informational: merging goes by ids.
+	Epoch uint64
+	// Members is the sender's member list in view order. Read-only.
+	Members []core.NodeID
+	// Beats holds the heartbeat counter of each member; len(Beats) ==
+	// len(Members).
+	Beats []uint32
+
+	size int // encoded payload size, computed when the message is built
+}
+
+// GossipPing is the consensus-phase probe of a suspect (P2P-MPI §5.3: "a
+// ping of that host"). A node answers every ping with a [GossipPong]
+// carrying the same Seq.
+type GossipPing struct {
+	// Seq identifies the ping among those the sender has outstanding.
+	Seq uint32
+}
+
+// GossipPong answers a [GossipPing]; Seq echoes the ping's.
+type GossipPong struct {
+	Seq uint32
+}
+
+// Kind returns [KindGossip].
+func (*GossipMsg) Kind() core.Kind { return KindGossip }
+
+// Kind returns [KindGossipPing].
+func (GossipPing) Kind() core.Kind { return KindGossipPing }
+
+// Kind returns [KindGossipPong].
+func (GossipPong) Kind() core.Kind { return KindGossipPong }
+
+// NewGossipMsg builds a message from a member list (retained, read-only) and
+// a heartbeat column (retained: the caller hands ownership to the message).
+// It computes the wire size once. It reports an error if the lengths
+// differ.
+func NewGossipMsg(epoch uint64, members []core.NodeID, beats []uint32) (*GossipMsg, error) {
+	if len(members) != len(beats) {
+		return nil, fmt.Errorf("fd: gossip table has %d members but %d heartbeats", len(members), len(beats))
+	}
+	m := &GossipMsg{Epoch: epoch, Members: members, Beats: beats}
+	m.size = gossipHeaderSize(epoch, len(members)) + gossipIDsSize(members) + gossipBeatsSize(beats)
+	return m, nil
+}
+
+// MarshalWire appends the message in the wire format described on
+// [GossipMsg].
+func (m *GossipMsg) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(m.Epoch)
+	e.Uvarint(uint64(len(m.Members)))
+	for i, id := range m.Members {
+		if i == 0 {
+			e.Uvarint(uint64(id))
+		} else {
+			e.Varint(int64(id) - int64(m.Members[i-1]))
+		}
+	}
+	for i, b := range m.Beats {
+		if i == 0 {
+			e.Uvarint(uint64(b))
+		} else {
+			e.Varint(int64(b) - int64(m.Beats[i-1]))
+		}
+	}
+}
+
+// WireSize is the exact encoded payload size in bytes (core.Sizer). For a
+// message built by hand rather than by NewGossipMsg or the decoder it is
+// computed on each call.
+func (m *GossipMsg) WireSize() int {
+	if m.size > 0 {
+		return m.size
+	}
+	return gossipHeaderSize(m.Epoch, len(m.Members)) + gossipIDsSize(m.Members) + gossipBeatsSize(m.Beats)
+}
+
+func (m *GossipMsg) String() string {
+	return fmt.Sprintf("gossip{epoch %d, %d entries, %d bytes}", m.Epoch, len(m.Members), m.WireSize())
+}
+
+// MarshalWire appends Seq as a uvarint.
+func (m GossipPing) MarshalWire(e *wire.Encoder) { e.Uvarint(uint64(m.Seq)) }
+
+// MarshalWire appends Seq as a uvarint.
+func (m GossipPong) MarshalWire(e *wire.Encoder) { e.Uvarint(uint64(m.Seq)) }
+
+// WireSize is the encoded payload size in bytes.
+func (m GossipPing) WireSize() int { return gossipUvarintLen(uint64(m.Seq)) }
+
+// WireSize is the encoded payload size in bytes.
+func (m GossipPong) WireSize() int { return gossipUvarintLen(uint64(m.Seq)) }
+
+func gossipUvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
+
+func gossipVarintLen(i int64) int { return gossipUvarintLen(uint64(i<<1) ^ uint64(i>>63)) }
+
+func gossipHeaderSize(epoch uint64, n int) int {
+	return gossipUvarintLen(epoch) + gossipUvarintLen(uint64(n))
+}
+
+// gossipIDsSize is the encoded size of the id column.
+func gossipIDsSize(ids []core.NodeID) int {
+	if len(ids) == 0 {
+		return 0
+	}
+	s := gossipUvarintLen(uint64(ids[0]))
+	for i := 1; i < len(ids); i++ {
+		s += gossipVarintLen(int64(ids[i]) - int64(ids[i-1]))
+	}
+	return s
+}
+
+// gossipBeatsSize is the encoded size of the heartbeat column. Almost every
+// delta fits one byte; the loop only branches (predictably) on the others.
+func gossipBeatsSize(beats []uint32) int {
+	if len(beats) == 0 {
+		return 0
+	}
+	s := gossipUvarintLen(uint64(beats[0])) + len(beats) - 1
+	prev := beats[0]
+	for _, b := range beats[1:] {
+		d := int64(b) - int64(prev)
+		prev = b
+		if uint64(d+64) >= 128 {
+			s += gossipVarintLen(d) - 1
+		}
+	}
+	return s
+}
+
+// DecodeGossipMsg decodes a [GossipMsg] payload. It rejects an entry count
+// that the remaining bytes cannot hold (two bytes per entry at least), an id
+// or heartbeat outside uint32 (ids also must not be core.None), and never
+// allocates more than 4 bytes per input byte. Duplicate ids are accepted:
+// merging by maximum is idempotent, so they are harmless.
+func DecodeGossipMsg(d *wire.Decoder) (core.Msg, error) {
+	start := d.Offset()
+	m := &GossipMsg{Epoch: d.Uvarint()}
+	n64 := d.Uvarint()
+	if d.Err() != nil {
+		return nil, d.Err()
+	}
+	if n64 > uint64(d.Remaining()/2) {
+		d.Fail("gossip entry count", wire.ErrTooLong)
+		return nil, d.Err()
+	}
+	n := int(n64)
+	m.Members = make([]core.NodeID, n)
+	m.Beats = make([]uint32, n)
+	var prev int64
+	for i := range m.Members {
+		var v int64
+		if i == 0 {
+			u := d.Uvarint()
+			if u > math.MaxUint32 {
+				d.Fail("gossip member id", wire.ErrOverflow)
+			}
+			v = int64(u)
+		} else {
+			v = prev + d.Varint()
+		}
+		if d.Err() != nil {
+			return nil, d.Err()
+		}
+		if v < 0 || v >= int64(core.None) {
+			d.Fail("gossip member id", wire.ErrInvalid)
+			return nil, d.Err()
+		}
+		m.Members[i] = core.NodeID(v)
+		prev = v
+	}
+	for i := range m.Beats {
+		var v int64
+		if i == 0 {
+			u := d.Uvarint()
+			if u > math.MaxUint32 {
+				d.Fail("gossip heartbeat", wire.ErrOverflow)
+			}
+			v = int64(u)
+		} else {
+			v = prev + d.Varint()
+		}
+		if d.Err() != nil {
+			return nil, d.Err()
+		}
+		if v < 0 || v > math.MaxUint32 {
+			d.Fail("gossip heartbeat", wire.ErrOverflow)
+			return nil, d.Err()
+		}
+		m.Beats[i] = uint32(v)
+		prev = v
+	}
+	m.size = d.Offset() - start
+	return m, nil
+}
+
+// DecodeGossipPing decodes a [GossipPing] payload.
+func DecodeGossipPing(d *wire.Decoder) (core.Msg, error) {
+	s, err := decodeGossipSeq(d)
+	return GossipPing{Seq: s}, err
+}
+
+// DecodeGossipPong decodes a [GossipPong] payload.
+func DecodeGossipPong(d *wire.Decoder) (core.Msg, error) {
+	s, err := decodeGossipSeq(d)
+	return GossipPong{Seq: s}, err
+}
+
+func decodeGossipSeq(d *wire.Decoder) (uint32, error) {
+	u := d.Uvarint()
+	if d.Err() == nil && u > math.MaxUint32 {
+		d.Fail("gossip ping seq", wire.ErrOverflow)
+	}
+	return uint32(u), d.Err()
+}
+
+// RegisterGossipCodecs registers the decoders of the gossip detector's kinds
+// (KindGossip, KindGossipPing, KindGossipPong) in c. [RegisterCodecs]
+// registers every fd kind.
+func RegisterGossipCodecs(c *wire.Codec) error {
+	for _, k := range []struct {
+		kind core.Kind
+		name string
+		f    wire.DecodeFunc
+	}{
+		{KindGossip, "fd.GossipMsg", DecodeGossipMsg},
+		{KindGossipPing, "fd.GossipPing", DecodeGossipPing},
+		{KindGossipPong, "fd.GossipPong", DecodeGossipPong},
+	} {
+		if err := c.Register(k.kind, k.name, k.f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

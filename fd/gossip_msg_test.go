@@ -1,0 +1,224 @@
+package fd
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+func gossipWireLen(t *testing.T, m wire.Message) int {
+	t.Helper()
+	var e wire.Encoder
+	m.MarshalWire(&e)
+	return len(e.B)
+}
+
+func gossipCodec(t testing.TB) *wire.Codec {
+	t.Helper()
+	c := wire.NewCodec()
+	if err := RegisterGossipCodecs(c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestGossipMsgRoundTrip encodes random tables (increasing and shuffled
+// ids, heartbeats spread over the whole uint32 range or clustered as in a
+// live system) and checks decode(encode(m)) == m and WireSize.
+func TestGossipMsgRoundTrip(t *testing.T) {
+	seed := uint64(20261122)
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	c := gossipCodec(t)
+	for trial := range 300 {
+		n := rng.IntN(70)
+		members := make([]core.NodeID, n)
+		beats := make([]uint32, n)
+		for i := range members {
+			switch trial % 3 {
+			case 0:
+				members[i] = core.NodeID(i)
+			case 1:
+				members[i] = core.NodeID(rng.Uint32N(math.MaxUint32)) // anything but None
+			default:
+				members[i] = core.NodeID(rng.IntN(100000))
+			}
+			if trial%2 == 0 {
+				beats[i] = 1000 + rng.Uint32N(4)
+			} else {
+				beats[i] = rng.Uint32()
+			}
+		}
+		m, err := NewGossipMsg(rng.Uint64(), members, beats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.WireSize() != len(b) {
+			t.Fatalf("trial %d: WireSize %d, encoded %d", trial, m.WireSize(), len(b))
+		}
+		got, err := c.Unmarshal(KindGossip, b)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		g := got.(*GossipMsg)
+		if g.Epoch != m.Epoch || !slices.Equal(g.Members, m.Members) || !slices.Equal(g.Beats, m.Beats) {
+			t.Fatalf("trial %d: round trip changed the message", trial)
+		}
+		if g.WireSize() != len(b) {
+			t.Fatalf("trial %d: decoded WireSize %d, want %d", trial, g.WireSize(), len(b))
+		}
+	}
+	for _, m := range []wire.Message{GossipPing{Seq: 0}, GossipPing{Seq: math.MaxUint32}, GossipPong{Seq: 300}} {
+		b, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != core.MsgSize(m) {
+			t.Fatalf("%T: WireSize %d, encoded %d", m, core.MsgSize(m), len(b))
+		}
+		got, err := c.Unmarshal(m.Kind(), b)
+		if err != nil || got != m {
+			t.Fatalf("%T round trip: got %v, %v", m, got, err)
+		}
+	}
+}
+
+// TestGossipMsgWireSizeLive pins the size of a table in a live system: ids
+// 0..n-1 and heartbeats within a few units of each other cost one byte per
+// id and one per heartbeat.
+func TestGossipMsgWireSizeLive(t *testing.T) {
+	n := 1024
+	beats := make([]uint32, n)
+	for i := range beats {
+		beats[i] = 1200 + uint32(i%3)
+	}
+	m, err := NewGossipMsg(0, gfirst(n), beats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// header: epoch 1 byte + count 2 bytes; ids 1+1023; beats 2+1023.
+	if got, want := m.WireSize(), 3+1024+1025; got != want {
+		t.Fatalf("WireSize = %d, want %d", got, want)
+	}
+	if _, err := NewGossipMsg(0, gfirst(3), beats[:2]); err == nil {
+		t.Fatal("NewGossipMsg accepted 3 members with 2 heartbeats")
+	}
+}
+
+// TestGossipMsgDecodeErrors: malformed payloads are errors wrapping the
+// wire sentinels, never panics.
+func TestGossipMsgDecodeErrors(t *testing.T) {
+	c := gossipCodec(t)
+	enc := func(f func(e *wire.Encoder)) []byte {
+		var e wire.Encoder
+		f(&e)
+		return e.B
+	}
+	for _, tc := range []struct {
+		name string
+		kind core.Kind
+		b    []byte
+		want error
+	}{
+		{"empty", KindGossip, nil, wire.ErrTruncated},
+		{"count too large", KindGossip, enc(func(e *wire.Encoder) { e.Uvarint(0); e.Uvarint(10); e.Uvarint(1) }), wire.ErrTooLong},
+		{"truncated beats", KindGossip, enc(func(e *wire.Encoder) { e.Uvarint(0); e.Uvarint(2); e.Uvarint(1); e.Varint(1); e.Uvarint(300) }), wire.ErrTruncated},
+		{"first id above uint32", KindGossip, enc(func(e *wire.Encoder) { e.Uvarint(0); e.Uvarint(1); e.Uvarint(1 << 32); e.Uvarint(0) }), wire.ErrOverflow},
+		{"id None", KindGossip, enc(func(e *wire.Encoder) { e.Uvarint(0); e.Uvarint(1); e.Uvarint(uint64(core.None)); e.Uvarint(0) }), wire.ErrInvalid},
+		{"negative id", KindGossip, enc(func(e *wire.Encoder) {
+			e.Uvarint(0)
+			e.Uvarint(2)
+			e.Uvarint(1)
+			e.Varint(-2)
+			e.Uvarint(0)
+			e.Varint(0)
+		}), wire.ErrInvalid},
+		{"heartbeat above uint32", KindGossip, enc(func(e *wire.Encoder) {
+			e.Uvarint(0)
+			e.Uvarint(2)
+			e.Uvarint(1)
+			e.Varint(1)
+			e.Uvarint(math.MaxUint32)
+			e.Varint(1)
+		}), wire.ErrOverflow},
+		{"negative heartbeat", KindGossip, enc(func(e *wire.Encoder) {
+			e.Uvarint(0)
+			e.Uvarint(2)
+			e.Uvarint(1)
+			e.Varint(1)
+			e.Uvarint(0)
+			e.Varint(-1)
+		}), wire.ErrOverflow},
+		{"trailing", KindGossip, enc(func(e *wire.Encoder) { e.Uvarint(0); e.Uvarint(0); e.Uint8(0) }), wire.ErrTrailing},
+		{"ping seq above uint32", KindGossipPing, enc(func(e *wire.Encoder) { e.Uvarint(1 << 32) }), wire.ErrOverflow},
+		{"pong empty", KindGossipPong, nil, wire.ErrTruncated},
+	} {
+		m, err := c.Unmarshal(tc.kind, tc.b)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: Unmarshal = %v, %v; want %v", tc.name, m, err, tc.want)
+		}
+	}
+	if err := RegisterGossipCodecs(c); !errors.Is(err, wire.ErrDuplicateKind) {
+		t.Errorf("registering twice: %v, want ErrDuplicateKind", err)
+	}
+}
+
+// fuzzDecode is the property every gossip decoder must have: no panic, and
+// whatever decodes re-encodes to exactly the input (the encoding is
+// canonical) with WireSize equal to its length.
+func fuzzGossipDecode(t *testing.T, c *wire.Codec, kind core.Kind, b []byte) {
+	m, err := c.Unmarshal(kind, b)
+	if err != nil {
+		return
+	}
+	out, err := c.Marshal(m)
+	if err != nil {
+		t.Fatalf("re-encoding %v: %v", m, err)
+	}
+	if !bytes.Equal(out, b) {
+		t.Fatalf("decode→encode changed the bytes:\n in %x\nout %x", b, out)
+	}
+	if got := core.MsgSize(m); got != len(b) {
+		t.Fatalf("WireSize %d for %d bytes", got, len(b))
+	}
+}
+
+func FuzzDecodeGossipMsg(f *testing.F) {
+	c := gossipCodec(f)
+	for _, m := range []*GossipMsg{
+		{Epoch: 0},
+		{Epoch: 3, Members: gfirst(4), Beats: []uint32{10, 11, 10, 9}},
+		{Epoch: 1 << 40, Members: gids(7, 3, 2, 5), Beats: []uint32{0, math.MaxUint32, 1, 1 << 20}},
+	} {
+		b, err := c.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzGossipDecode(t, c, KindGossip, b) })
+}
+
+func FuzzDecodeGossipPing(f *testing.F) {
+	c := gossipCodec(f)
+	f.Add([]byte{0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzGossipDecode(t, c, KindGossipPing, b) })
+}
+
+func FuzzDecodeGossipPong(f *testing.F) {
+	c := gossipCodec(f)
+	f.Add([]byte{1})
+	f.Add([]byte{0x80, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzGossipDecode(t, c, KindGossipPong, b) })
+}
