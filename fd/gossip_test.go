@@ -357,7 +357,7 @@ func TestGossipMembersChanged(t *testing.T) {
 	old := gfirst(4)
 	g, env := startGossip(t, gossipTestConfig(topo.BinaryRoundRobin), 2, old)
 	g.Receive(0, gossipTable(t, old, 0, 5, 0, 9)) // the sender is not ahead: no adjustment
-	env.AdvanceTo(2*time.Second, g) // BRR n=4: c = 4 rounds; n0 suspected at 2 s
+	env.AdvanceTo(2*time.Second, g)               // BRR n=4: c = 4 rounds; n0 suspected at 2 s
 	if evs := env.TakeEmitted(); !slices.Equal(evs, []core.Event{core.Suspected{Node: 0}}) {
 		t.Fatalf("emitted %v, want [Suspected n0]", evs)
 	}
