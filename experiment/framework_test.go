@@ -103,6 +103,7 @@ func TestRunAllErrors(t *testing.T) {
 
 func TestRunAllCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var started atomic.Int32
 	var tasks []Task[int]
 	for i := range 100 {

@@ -34,16 +34,27 @@ type Figure struct {
 	// XTicks, when set, are the only labelled ticks of the x axis (for
 	// example the powers of two of a sweep over n).
 	XTicks []float64
-	// YMin, when set (non-zero), is the bottom of the y axis.
-	YMin float64
-	// LegendBottom puts the legend at the bottom right instead of the top
-	// left.
-	LegendBottom bool
+	// YRange, when YRange[1] > YRange[0], fixes the y axis (data outside
+	// it is clipped); otherwise the axis fits the data.
+	YRange [2]float64
+	// Legend is the corner of the legend; choose the emptiest one.
+	Legend Corner
 	// Series are drawn in order; each gets its own color and mark.
 	Series []Series
 	// Width and Height of the picture; zero means 16 cm × 10 cm.
 	Width, Height vg.Length
 }
+
+// Corner is a corner of the plotting area.
+type Corner int
+
+// The corners; TopLeft is the default.
+const (
+	TopLeft Corner = iota
+	TopRight
+	BottomLeft
+	BottomRight
+)
 
 // Style says how a series is drawn.
 type Style int
@@ -113,13 +124,15 @@ func (f *Figure) build() (*plot.Plot, error) {
 	p.X.Label.Text = f.XLabel
 	p.Y.Label.Text = f.YLabel
 	p.Add(plotter.NewGrid())
+	p.X.Tick.Marker = cleanTicks{}
+	p.Y.Tick.Marker = cleanTicks{}
 	if f.LogX {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = logTicks{}
 	}
 	if f.LogY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 	}
 	if len(f.XTicks) > 0 {
 		ticks := make(plot.ConstantTicks, len(f.XTicks))
@@ -128,11 +141,14 @@ func (f *Figure) build() (*plot.Plot, error) {
 		}
 		p.X.Tick.Marker = ticks
 	}
-	p.Legend.Top = !f.LegendBottom
-	p.Legend.Left = !f.LegendBottom
-	p.Legend.XOffs, p.Legend.YOffs = vg.Millimeter*2, -vg.Millimeter*2
-	if f.LegendBottom {
-		p.Legend.XOffs, p.Legend.YOffs = -vg.Millimeter*2, vg.Millimeter*2
+	p.Legend.Top = f.Legend == TopLeft || f.Legend == TopRight
+	p.Legend.Left = f.Legend == TopLeft || f.Legend == BottomLeft
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Millimeter*2, -vg.Millimeter*2
+	if p.Legend.Left {
+		p.Legend.XOffs = vg.Millimeter * 2
+	}
+	if !p.Legend.Top {
+		p.Legend.YOffs = vg.Millimeter * 2
 	}
 
 	// The lowest positive value, for cutting error bars on a log y axis.
@@ -144,8 +160,8 @@ func (f *Figure) build() (*plot.Plot, error) {
 			}
 		}
 	}
-	if f.YMin > 0 {
-		floor = math.Min(floor, f.YMin)
+	if f.YRange[1] > f.YRange[0] && f.YRange[0] > 0 {
+		floor = math.Min(floor, f.YRange[0])
 	}
 	if math.IsInf(floor, 1) {
 		return nil, fmt.Errorf("%w: %s", ErrEmptyFigure, f.Name)
@@ -214,10 +230,51 @@ func (f *Figure) build() (*plot.Plot, error) {
 			p.Legend.Add(s.Label, thumbs...)
 		}
 	}
-	if f.YMin != 0 {
-		p.Y.Min = f.YMin
+	if f.YRange[1] > f.YRange[0] {
+		p.Y.Min, p.Y.Max = f.YRange[0], f.YRange[1]
 	}
 	return p, nil
+}
+
+// logTicks labels the powers of ten of a log axis (gonum's LogTicks
+// accumulates rounding errors into labels like 9.999999e-05) and marks
+// 2…9 times each without a label.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi <= 0 || hi < lo {
+		return nil
+	}
+	var ticks []plot.Tick
+	for k := int(math.Floor(math.Log10(lo))); k <= int(math.Ceil(math.Log10(hi))); k++ {
+		base := math.Pow10(k)
+		for m := 1; m < 10; m++ {
+			v := base * float64(m)
+			if v < lo*(1-1e-9) || v > hi*(1+1e-9) {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 {
+				t.Label = strconv.FormatFloat(base, 'g', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
+}
+
+// cleanTicks are gonum's default ticks of a linear axis, labelled with the
+// shortest decimal form ("25", not "25.00").
+type cleanTicks struct{}
+
+func (cleanTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label != "" {
+			ticks[i].Label = strconv.FormatFloat(t.Value, 'g', 6, 64)
+		}
+	}
+	return ticks
 }
 
 // seriesColor picks well-separated colors (plotutil's dark palette).
