@@ -1,0 +1,147 @@
+package tcp
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Config configures a [Transport]. Start from [DefaultConfig] and set Node,
+// JobID and Secret; zero durations and sizes mean the defaults.
+type Config struct {
+	// Node is this process's node id (not core.None).
+	Node core.NodeID
+	// ListenAddr is the TCP address to listen on, "host:port"; port 0 picks
+	// a free port (see Transport.Addr). Default "127.0.0.1:0".
+	ListenAddr string
+	// JobID names the job; a peer of another job is refused. At most
+	// wire.MaxJobIDLen bytes.
+	JobID string
+	// Secret is the job secret every connection proves knowledge of
+	// (DESIGN.md, "Security"). Required; use at least 16 random bytes.
+	Secret []byte
+
+	// QueueLen is the capacity, in frames, of the send queue to each peer.
+	// Send blocks while it is full. Default 1024.
+	QueueLen int
+	// MaxFrameSize is the limit, in bytes, on a frame's body (header and
+	// payload) in both directions. Default wire.DefaultMaxFrameSize.
+	MaxFrameSize int
+	// WriteBufferSize is the size, in bytes, of a connection's coalescing
+	// write buffer. Default wire.DefaultWriteBufferSize.
+	WriteBufferSize int
+	// SocketBuffer sets the kernel send and receive buffers of every
+	// connection, in bytes; 0 keeps the operating system's default.
+	SocketBuffer int
+
+	// HandshakeTimeout bounds the handshake of a connection, from accept or
+	// dial to the verified proof. Default 5 s.
+	HandshakeTimeout time.Duration
+	// DialTimeout bounds one dial attempt. Default 3 s.
+	DialTimeout time.Duration
+	// BackoffMin and BackoffMax bound the delay between failed dial
+	// attempts to a peer: attempt k waits a random time in [d/2, d) with
+	// d = min(BackoffMax, BackoffMin·2^k). Defaults 20 ms and 2 s.
+	BackoffMin, BackoffMax time.Duration
+	// KeepAlive is the TCP keep-alive idle time and probe interval (three
+	// probes), which bounds how long a connection to a vanished host stays
+	// open when we do not write to it. Default 5 s; negative disables.
+	KeepAlive time.Duration
+
+	// Logger receives the transport's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Defaults of [Config].
+const (
+	DefaultListenAddr       = "127.0.0.1:0"
+	DefaultQueueLen         = 1024
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultDialTimeout      = 3 * time.Second
+	DefaultBackoffMin       = 20 * time.Millisecond
+	DefaultBackoffMax       = 2 * time.Second
+	DefaultKeepAlive        = 5 * time.Second
+)
+
+// DefaultConfig returns a Config with every default filled in; the caller
+// sets Node, JobID and Secret.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:       DefaultListenAddr,
+		QueueLen:         DefaultQueueLen,
+		MaxFrameSize:     wire.DefaultMaxFrameSize,
+		WriteBufferSize:  wire.DefaultWriteBufferSize,
+		HandshakeTimeout: DefaultHandshakeTimeout,
+		DialTimeout:      DefaultDialTimeout,
+		BackoffMin:       DefaultBackoffMin,
+		BackoffMax:       DefaultBackoffMax,
+		KeepAlive:        DefaultKeepAlive,
+	}
+}
+
+// withDefaults fills zero fields with the defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.ListenAddr == "" {
+		c.ListenAddr = d.ListenAddr
+	}
+	if c.QueueLen == 0 {
+		c.QueueLen = d.QueueLen
+	}
+	if c.MaxFrameSize == 0 {
+		c.MaxFrameSize = d.MaxFrameSize
+	}
+	if c.WriteBufferSize == 0 {
+		c.WriteBufferSize = d.WriteBufferSize
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = d.BackoffMin
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = max(d.BackoffMax, c.BackoffMin)
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = d.KeepAlive
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports the first invalid field (after defaults are applied).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: tcp: "+format, append([]any{transport.ErrBadConfig}, args...)...)
+	}
+	switch {
+	case c.Node == core.None:
+		return bad("Node is core.None")
+	case len(c.Secret) == 0:
+		return bad("Secret is empty: every connection must prove the job secret")
+	case len(c.JobID) > wire.MaxJobIDLen:
+		return bad("JobID of %d bytes, limit %d", len(c.JobID), wire.MaxJobIDLen)
+	case c.QueueLen < 0:
+		return bad("QueueLen %d < 0", c.QueueLen)
+	case c.MaxFrameSize < wire.MinFrameBody:
+		return bad("MaxFrameSize %d < %d", c.MaxFrameSize, wire.MinFrameBody)
+	case c.WriteBufferSize < 0 || c.SocketBuffer < 0:
+		return bad("negative WriteBufferSize or SocketBuffer")
+	case c.HandshakeTimeout < 0 || c.DialTimeout < 0 || c.BackoffMin < 0:
+		return bad("negative timeout or backoff")
+	case c.BackoffMax < c.BackoffMin:
+		return bad("BackoffMax %v < BackoffMin %v", c.BackoffMax, c.BackoffMin)
+	}
+	return nil
+}

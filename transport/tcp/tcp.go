@@ -1,0 +1,902 @@
+// Package tcp is the [transport.Transport] between the processes of a job:
+// length-prefixed frames (package wire) over TCP, one connection per pair of
+// nodes, authenticated by the job secret.
+//
+//	cfg := tcp.DefaultConfig()
+//	cfg.Node, cfg.JobID, cfg.Secret = 3, "job-42", secret
+//	t, err := tcp.Listen(cfg)      // listens on cfg.ListenAddr
+//	t.SetPeer(4, "10.0.0.4:7000")  // the address book
+//	t.SetHandler(h)                // inbound frames and hints
+//	err = t.Send(ctx, 4, wire.Frame{Kind: k, Payload: p})
+//	...
+//	t.Close()
+//
+// # Connections
+//
+// A connection is opened lazily, by the first Send to a peer that has none,
+// or by the peer. It starts with the handshake of package wire (version,
+// job id, node id and an HMAC proof of the job secret, both ways); a
+// connection that fails it (wrong secret, wrong job, wrong version, no
+// handshake at all, a timeout) is closed and logged with the remote address,
+// and no frame of it is delivered. After the handshake, a frame whose source
+// is not the authenticated peer, or whose destination is not this node, is
+// dropped and logged. A malformed frame (bad length or header) closes that
+// connection with a logged error; the others go on.
+//
+// There is at most one connection per pair in use. When both nodes dial
+// each other at once, the connection opened by the lower node id wins on
+// both sides (the higher node refuses nothing; the lower refuses the
+// higher's dial while its own is pending or established). A peer that dials
+// again while an earlier connection of its own still exists replaces it (it
+// only dials when it believes the old one dead, for instance after a
+// restart). The reader of a new connection waits until the reader of the
+// connection it replaced has finished, so frames of one sender are never
+// delivered out of order.
+//
+// # Sending
+//
+// Each peer has a bounded queue (Config.QueueLen frames) and one writer
+// goroutine that drains it into a coalescing buffer (wire.FrameWriter) and
+// flushes when the queue is empty: a burst of small frames costs one system
+// call, and TCP_NODELAY sends it at once. Send blocks while the queue is
+// full, until there is room, its context is done ([transport.ErrQueueFull])
+// or the transport is closed. While a peer is unreachable its frames stay
+// queued, and the writer redials with exponential back-off and jitter
+// (Config.BackoffMin, BackoffMax); each failed dial and each lost
+// connection is reported to the handler as a [core.PeerHint] (a hint for
+// the failure detector, not a verdict). Frames in flight when a connection
+// breaks are lost; later frames are not reordered.
+//
+// # Goroutines
+//
+// One accept loop; per peer, one writer (which also dials) and one reader
+// per connection (which calls the handler); per inbound connection, its
+// handshake runs on what becomes its reader. Close stops them all.
+//
+// # Limits
+//
+// A peer whose host vanished without closing its sockets keeps its old
+// connection open on our side until a write to it fails or TCP keep-alive
+// (Config.KeepAlive) gives up; meanwhile that peer's new dials (after its
+// restart) are refused if ours was the winning side of the old connection.
+// The handshake authenticates the ends at the start; frames are not
+// encrypted or MACed afterwards (see package wire).
+package tcp
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/internal/slot"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Errors of the TCP transport, beyond those of package transport.
+var (
+	// ErrHandshake: a connection failed the handshake. It wraps the cause
+	// (wire.ErrAuth, wire.ErrJob, wire.ErrVersion, a timeout, ...).
+	ErrHandshake = errors.New("tcp: handshake failed")
+	// errTieBreak: an inbound connection lost to ours (simultaneous dial).
+	errTieBreak = errors.New("tcp: our connection to the peer wins the tie-break")
+)
+
+// Transport is a TCP [transport.Transport]. Its methods are safe for
+// concurrent use.
+type Transport struct {
+	cfg     Config
+	self    core.NodeID
+	ln      net.Listener
+	log     *slog.Logger
+	slot    *slot.Slot
+	dialCtx context.Context
+	cancel  context.CancelFunc
+	closing chan struct{}
+	wg      sync.WaitGroup
+	stats   stats
+
+	mu     sync.Mutex
+	closed bool
+	peers  map[core.NodeID]*peer
+	live   map[net.Conn]struct{} // every open socket, closed by Close
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// peer is the state of one remote node. Fields below mu are guarded by the
+// transport's mu.
+type peer struct {
+	id      core.NodeID
+	q       chan wire.Frame
+	wake    chan struct{} // capacity 1: the connection or the address changed
+	removed chan struct{}
+
+	addr    string
+	cur     *conn // the connection in use, nil if none
+	dialing bool  // our writer is dialing
+	inbound int   // inbound handshakes admitted and not finished
+}
+
+func (p *peer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// conn is one authenticated connection.
+type conn struct {
+	nc         net.Conn
+	fr         *wire.FrameReader
+	peer       core.NodeID
+	initiator  bool // we dialed it
+	remote     string
+	dead       chan struct{}
+	once       sync.Once
+	byUs       bool  // closed on purpose (replaced, removed, closing); valid after dead
+	cause      error // why it died; valid after dead
+	readerDone chan struct{}
+	prev       *conn // the connection it replaced, whose reader must finish first
+}
+
+// close closes c once, recording whether it was on purpose and why.
+func (c *conn) close(byUs bool, cause error) {
+	c.once.Do(func() {
+		c.byUs, c.cause = byUs, cause
+		close(c.dead)
+		c.nc.Close()
+	})
+}
+
+// Listen starts a transport listening on cfg.ListenAddr.
+func Listen(cfg Config) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive(cfg)}
+	ln, err := lc.Listen(context.Background(), "tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: listen on %s: %w", cfg.ListenAddr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		cfg:     cfg,
+		self:    cfg.Node,
+		ln:      ln,
+		log:     cfg.Logger.With("node", uint32(cfg.Node)),
+		slot:    slot.New(),
+		dialCtx: ctx,
+		cancel:  cancel,
+		closing: make(chan struct{}),
+		peers:   map[core.NodeID]*peer{},
+		live:    map[net.Conn]struct{}{},
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	t.log.Info("tcp: listening", "addr", t.Addr())
+	return t, nil
+}
+
+func keepAlive(cfg Config) net.KeepAliveConfig {
+	if cfg.KeepAlive < 0 {
+		return net.KeepAliveConfig{Enable: false}
+	}
+	return net.KeepAliveConfig{Enable: true, Idle: cfg.KeepAlive, Interval: cfg.KeepAlive, Count: 3}
+}
+
+// Self returns this node's id.
+func (t *Transport) Self() core.NodeID { return t.self }
+
+// Addr returns the listening address, "ip:port".
+func (t *Transport) Addr() string { return t.ln.Addr().String() }
+
+// SetHandler installs the inbound path.
+func (t *Transport) SetHandler(h transport.Handler) { t.slot.Set(h) }
+
+// SetPeer records the address of node id; a writer waiting for it dials.
+func (t *Transport) SetPeer(id core.NodeID, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || id == t.self {
+		return
+	}
+	p := t.peerLocked(id)
+	p.addr = addr
+	p.signal()
+}
+
+// RemovePeer forgets node id, closes its connection and drops its queue.
+func (t *Transport) RemovePeer(id core.NodeID) {
+	t.mu.Lock()
+	p := t.peers[id]
+	if p == nil {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.peers, id)
+	close(p.removed)
+	c := p.cur
+	p.cur = nil
+	t.mu.Unlock()
+	if c != nil {
+		c.close(true, nil)
+	}
+}
+
+// peerLocked returns the state of node id, creating it (and its writer
+// goroutine) if needed. t.mu is held and the transport is open.
+func (t *Transport) peerLocked(id core.NodeID) *peer {
+	if p := t.peers[id]; p != nil {
+		return p
+	}
+	p := &peer{
+		id:      id,
+		q:       make(chan wire.Frame, t.cfg.QueueLen),
+		wake:    make(chan struct{}, 1),
+		removed: make(chan struct{}),
+	}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.manage(p)
+	return p
+}
+
+// Send queues f for node to; see [transport.Transport].
+func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	if to == t.self {
+		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
+	}
+	f.Src, f.Dst = t.self, to
+	if body := wire.EncodedSize(f) - wire.LengthSize; body > t.cfg.MaxFrameSize {
+		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", transport.ErrFrameTooLarge, f.Kind, body, t.cfg.MaxFrameSize)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return transport.ErrClosed
+	}
+	p := t.peers[to]
+	t.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
+	}
+	select {
+	case p.q <- f:
+		return nil
+	default:
+	}
+	select {
+	case p.q <- f:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: to %v: %w", transport.ErrQueueFull, to, ctx.Err())
+	case <-t.closing:
+		return transport.ErrClosed
+	case <-p.removed:
+		return fmt.Errorf("%w: %v was removed", transport.ErrUnknownPeer, to)
+	}
+}
+
+// Close closes every connection and the listener, and waits for every
+// goroutine of the transport to end (a handler blocked in Deliver delays
+// it). Frames still queued are dropped.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.closing)
+	live := make([]net.Conn, 0, len(t.live))
+	for nc := range t.live {
+		live = append(live, nc)
+	}
+	t.mu.Unlock()
+	t.cancel()
+	err := t.ln.Close()
+	for _, nc := range live {
+		nc.Close()
+	}
+	t.wg.Wait()
+	t.log.Info("tcp: closed")
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("tcp: closing the listener: %w", err)
+	}
+	return nil
+}
+
+// track registers an open socket so that Close closes it; it closes nc and
+// returns false if the transport is closed.
+func (t *Transport) track(nc net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		nc.Close()
+		return false
+	}
+	t.live[nc] = struct{}{}
+	return true
+}
+
+func (t *Transport) untrack(nc net.Conn) {
+	t.mu.Lock()
+	delete(t.live, nc)
+	t.mu.Unlock()
+	nc.Close()
+}
+
+func (t *Transport) setOptions(nc net.Conn) {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	tc.SetNoDelay(true)
+	if b := t.cfg.SocketBuffer; b > 0 {
+		tc.SetReadBuffer(b)
+		tc.SetWriteBuffer(b)
+	}
+}
+
+func (t *Transport) hint(id core.NodeID, reason string) {
+	if h := t.slot.Get(); h != nil {
+		h.Hint(core.PeerHint{Node: id, Reason: reason})
+	}
+}
+
+func (t *Transport) isClosing() bool {
+	select {
+	case <-t.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// acceptLoop accepts connections and hands each to its own goroutine, which
+// runs the handshake and then reads.
+func (t *Transport) acceptLoop() {
+	defer t.wg.Done()
+	for {
+		nc, err := t.ln.Accept()
+		if err != nil {
+			if t.isClosing() {
+				return
+			}
+			// Out of file descriptors and the like: wait a little rather
+			// than spin.
+			t.log.Warn("tcp: accept failed", "err", err)
+			tm := time.NewTimer(50 * time.Millisecond)
+			select {
+			case <-tm.C:
+			case <-t.closing:
+				tm.Stop()
+				return
+			}
+			continue
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			nc.Close()
+			return
+		}
+		t.live[nc] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.serve(nc)
+	}
+}
+
+// serve runs the acceptor's side of the handshake on nc, then reads it.
+func (t *Transport) serve(nc net.Conn) {
+	defer t.wg.Done()
+	defer t.untrack(nc)
+	t.setOptions(nc)
+	remote := nc.RemoteAddr().String()
+	c, err := t.accept(nc, remote)
+	if err != nil {
+		switch {
+		case errors.Is(err, errTieBreak):
+			t.stats.tieBreaks.Add(1)
+			t.log.Debug("tcp: inbound connection lost the tie-break", "remote", remote, "err", err)
+		case t.isClosing():
+		default:
+			t.stats.refused.Add(1)
+			t.log.Warn("tcp: refused connection", "remote", remote, "err", err)
+		}
+		return
+	}
+	t.read(c)
+}
+
+// newHello returns our Hello with a fresh nonce.
+func (t *Transport) newHello() wire.Hello {
+	h := wire.Hello{Version: wire.Version, JobID: t.cfg.JobID, Node: t.self}
+	rand.Read(h.Nonce[:])
+	return h
+}
+
+// accept runs the acceptor's handshake (package wire, steps 1 to 4) and
+// installs the connection. The tie-break is decided as soon as the peer's
+// Hello names it, before our proof is sent, so the initiator never
+// believes in a connection we refuse.
+func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
+	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	fr := wire.NewFrameReader(nc)
+	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
+	fw := wire.NewFrameWriter(nc, 512)
+	local := t.newHello()
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: core.None}, local); err != nil {
+		return nil, err
+	}
+	peerHello, err := readHello(fr, local)
+	if err != nil {
+		return nil, err
+	}
+	id := peerHello.Node
+	if id == t.self {
+		return nil, fmt.Errorf("%w: the peer claims our own node id %v", ErrHandshake, id)
+	}
+	p, err := t.admit(id)
+	if err != nil {
+		return nil, err
+	}
+	installed := false
+	defer func() {
+		if !installed {
+			t.mu.Lock()
+			p.inbound--
+			t.mu.Unlock()
+			p.signal()
+		}
+	}()
+	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, false)}
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
+		return nil, err
+	}
+	if err := readProof(fr, t.cfg.Secret, local, peerHello, false); err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	c := &conn{nc: nc, fr: fr, peer: id, remote: remote, dead: make(chan struct{}), readerDone: make(chan struct{})}
+	installed = true
+	if !t.install(p, c) {
+		return nil, transport.ErrClosed
+	}
+	t.stats.accepted.Add(1)
+	t.log.Debug("tcp: accepted connection", "peer", uint32(id), "remote", remote)
+	return c, nil
+}
+
+// admit decides the tie-break for an inbound connection from id and, if it
+// may proceed, counts it so that our writer does not dial meanwhile. The
+// connection opened by the lower node id wins: we refuse the peer's dial if
+// we are lower and our own dial is pending or established.
+func (t *Transport) admit(id core.NodeID) (*peer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, transport.ErrClosed
+	}
+	p := t.peerLocked(id)
+	if t.self < id && (p.dialing || (p.cur != nil && p.cur.initiator)) {
+		return nil, fmt.Errorf("%w (we are %v, the peer %v)", errTieBreak, t.self, id)
+	}
+	p.inbound++
+	return p, nil
+}
+
+// install makes c the connection to its peer, replacing (closing) the
+// previous one. It returns false if the transport or the peer is gone.
+func (t *Transport) install(p *peer, c *conn) bool {
+	t.mu.Lock()
+	if !c.initiator {
+		p.inbound--
+	}
+	if t.closed || t.peers[p.id] != p {
+		t.mu.Unlock()
+		c.close(true, nil)
+		return false
+	}
+	old := p.cur
+	p.cur, c.prev = c, old
+	t.mu.Unlock()
+	if old != nil {
+		old.close(true, nil)
+	}
+	p.signal()
+	t.stats.established.Add(1)
+	return true
+}
+
+// dial opens a connection to p at addr, runs the initiator's handshake,
+// installs the connection and starts its reader.
+func (t *Transport) dial(p *peer, addr string) (*conn, error) {
+	t.stats.dials.Add(1)
+	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAliveConfig: keepAlive(t.cfg)}
+	nc, err := d.DialContext(t.dialCtx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if !t.track(nc) {
+		return nil, transport.ErrClosed
+	}
+	t.setOptions(nc)
+	c, err := t.initiate(nc, p)
+	if err != nil {
+		t.untrack(nc)
+		return nil, err
+	}
+	t.wg.Add(1) // the calling writer goroutine holds a count, so Close cannot be past Wait
+	go func() {
+		defer t.wg.Done()
+		defer t.untrack(nc)
+		t.read(c)
+	}()
+	return c, nil
+}
+
+// initiate runs the initiator's handshake on nc and installs the
+// connection.
+func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, error) {
+	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	fr := wire.NewFrameReader(nc)
+	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
+	fw := wire.NewFrameWriter(nc, 512)
+	local := t.newHello()
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: p.id}, local); err != nil {
+		return nil, err
+	}
+	peerHello, err := readHello(fr, local)
+	if err != nil {
+		return nil, err
+	}
+	if peerHello.Node != p.id {
+		return nil, fmt.Errorf("%w: %s is node %v, not %v", ErrHandshake, nc.RemoteAddr(), peerHello.Node, p.id)
+	}
+	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, true)}
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: p.id}, proof); err != nil {
+		return nil, err
+	}
+	if err := readProof(fr, t.cfg.Secret, local, peerHello, true); err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	c := &conn{nc: nc, fr: fr, peer: p.id, initiator: true, remote: nc.RemoteAddr().String(),
+		dead: make(chan struct{}), readerDone: make(chan struct{})}
+	if !t.install(p, c) {
+		return nil, transport.ErrClosed
+	}
+	return c, nil
+}
+
+func writeFlush(fw *wire.FrameWriter, f wire.Frame, m wire.Message) error {
+	if err := fw.WriteMessage(f, m); err != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	if err := fw.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return nil
+}
+
+// readHello reads and checks the peer's Hello.
+func readHello(fr *wire.FrameReader, local wire.Hello) (wire.Hello, error) {
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return wire.Hello{}, fmt.Errorf("%w: reading the hello: %w", ErrHandshake, err)
+	}
+	if f.Kind != wire.KindHello {
+		return wire.Hello{}, fmt.Errorf("%w: the first frame is %v, not a hello", ErrHandshake, f.Kind)
+	}
+	h, err := wire.DecodeHello(f.Payload)
+	if err == nil {
+		err = wire.CheckHello(local, h)
+	}
+	if err != nil {
+		return wire.Hello{}, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return h, nil
+}
+
+// readProof reads the peer's Proof and verifies it.
+func readProof(fr *wire.FrameReader, secret []byte, local, remote wire.Hello, initiator bool) error {
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return fmt.Errorf("%w: reading the proof: %w", ErrHandshake, err)
+	}
+	if f.Kind != wire.KindProof {
+		return fmt.Errorf("%w: expected a proof, got %v", ErrHandshake, f.Kind)
+	}
+	p, err := wire.DecodeProof(f.Payload)
+	if err == nil {
+		err = wire.CheckProof(secret, local, remote, initiator, p)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return nil
+}
+
+// read delivers c's frames to the handler until c fails or is closed.
+func (t *Transport) read(c *conn) {
+	defer close(c.readerDone)
+	if c.prev != nil {
+		// FIFO across a replacement: the old reader may still hold frames.
+		<-c.prev.readerDone
+		c.prev = nil
+	}
+	if t.slot.Wait(c.dead, t.closing) == nil {
+		t.connDied(c, nil)
+		return
+	}
+	c.fr.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	warned := false
+	var err error
+	for {
+		var f wire.Frame
+		f, err = c.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof {
+			t.stats.misaddressed.Add(1)
+			if !warned {
+				warned = true
+				t.log.Warn("tcp: dropping frames not from the authenticated peer to us",
+					"peer", uint32(c.peer), "remote", c.remote, "frame", f.String())
+			}
+			continue
+		}
+		t.stats.framesIn.Add(1)
+		t.slot.Get().Deliver(f)
+	}
+	t.connDied(c, err)
+}
+
+// connDied closes c, clears it from its peer and, unless it was closed on
+// purpose, logs why and hints the handler.
+func (t *Transport) connDied(c *conn, readErr error) {
+	c.close(false, readErr)
+	t.mu.Lock()
+	if p := t.peers[c.peer]; p != nil && p.cur == c {
+		p.cur = nil
+		p.signal()
+	}
+	t.mu.Unlock()
+	if c.byUs || t.isClosing() {
+		return
+	}
+	t.stats.lost.Add(1)
+	cause := c.cause
+	switch {
+	case errors.Is(cause, wire.ErrMalformedFrame) || errors.Is(cause, wire.ErrFrameTooLarge):
+		t.stats.malformed.Add(1)
+		t.log.Error("tcp: malformed frame, closing the connection", "peer", uint32(c.peer), "remote", c.remote, "err", cause)
+	case errors.Is(cause, io.EOF):
+		t.log.Info("tcp: connection closed by the peer", "peer", uint32(c.peer), "remote", c.remote)
+	default:
+		t.log.Info("tcp: connection lost", "peer", uint32(c.peer), "remote", c.remote, "err", cause)
+	}
+	reason := "connection closed by the peer"
+	if !errors.Is(cause, io.EOF) {
+		reason = fmt.Sprintf("connection lost: %v", cause)
+	}
+	t.hint(c.peer, reason)
+}
+
+// manage is the writer goroutine of peer p: it waits for frames, dials when
+// there is no connection, and drains the queue into the connection.
+func (t *Transport) manage(p *peer) {
+	defer t.wg.Done()
+	var pending *wire.Frame // taken from the queue, not yet written
+	for {
+		t.mu.Lock()
+		c := p.cur
+		t.mu.Unlock()
+		if c == nil {
+			if pending == nil {
+				select {
+				case f := <-p.q:
+					pending = &f
+				case <-p.wake:
+					continue
+				case <-p.removed:
+					return
+				case <-t.closing:
+					return
+				}
+			}
+			if c = t.connect(p); c == nil {
+				return
+			}
+		}
+		t.writeLoop(p, c, pending)
+		pending = nil
+	}
+}
+
+// connect returns a connection to p: the one in use, one accepted
+// meanwhile, or one it dials, retrying with back-off. It returns nil when
+// the transport closes or p is removed.
+func (t *Transport) connect(p *peer) *conn {
+	for attempt := 0; ; {
+		t.mu.Lock()
+		if t.closed || t.peers[p.id] != p {
+			t.mu.Unlock()
+			return nil
+		}
+		if c := p.cur; c != nil {
+			t.mu.Unlock()
+			return c
+		}
+		addr := p.addr
+		if p.inbound > 0 || addr == "" {
+			// An inbound handshake will give us a connection, or we wait
+			// for an address.
+			t.mu.Unlock()
+			if !t.pause(p, nil) {
+				return nil
+			}
+			continue
+		}
+		p.dialing = true
+		t.mu.Unlock()
+
+		_, err := t.dial(p, addr)
+
+		t.mu.Lock()
+		p.dialing = false
+		settled := p.cur != nil || p.inbound > 0
+		t.mu.Unlock()
+		if err == nil || settled || t.isClosing() {
+			continue // the loop returns the connection now in use
+		}
+		t.stats.dialFailures.Add(1)
+		t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "attempt", attempt, "err", err)
+		t.hint(p.id, fmt.Sprintf("dial %s: %v", addr, err))
+		tm := time.NewTimer(t.backoff(attempt))
+		attempt++
+		if !t.pause(p, tm.C) {
+			tm.Stop()
+			return nil
+		}
+		tm.Stop()
+	}
+}
+
+// pause waits for p's wake signal or for timer (if not nil); it returns
+// false if the transport closes or p is removed.
+func (t *Transport) pause(p *peer, timer <-chan time.Time) bool {
+	select {
+	case <-p.wake:
+	case <-timer:
+	case <-p.removed:
+		return false
+	case <-t.closing:
+		return false
+	}
+	return true
+}
+
+// backoff returns the wait after the attempt-th consecutive failed dial: a
+// random duration in [d/2, d), d = min(BackoffMax, BackoffMin·2^attempt).
+func (t *Transport) backoff(attempt int) time.Duration {
+	d := t.cfg.BackoffMin
+	for i := 0; i < attempt && d < t.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, t.cfg.BackoffMax)
+	if d <= 1 {
+		return d
+	}
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)))
+}
+
+// writeLoop drains p's queue into c through a coalescing buffer, flushing
+// whenever the queue is empty, until c dies, p is removed or the transport
+// closes. pending, if not nil, is written first.
+func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) {
+	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
+	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	write := func(f wire.Frame) bool {
+		if err := fw.WriteFrame(f); err != nil {
+			c.close(false, err)
+			return false
+		}
+		t.stats.framesOut.Add(1)
+		return true
+	}
+	if pending != nil && !write(*pending) {
+		return
+	}
+	for {
+		select {
+		case f := <-p.q:
+			if !write(f) {
+				return
+			}
+			continue
+		default:
+		}
+		if fw.Buffered() > 0 {
+			if err := fw.Flush(); err != nil {
+				c.close(false, err)
+				return
+			}
+		}
+		select {
+		case f := <-p.q:
+			if !write(f) {
+				return
+			}
+		case <-c.dead:
+			return
+		case <-p.removed:
+			return
+		case <-t.closing:
+			return
+		}
+	}
+}
+
+// Stats counts what a transport has done since it started.
+type Stats struct {
+	Dials        uint64 // dial attempts
+	DialFailures uint64 // dial attempts that failed (not counting tie-breaks)
+	Accepted     uint64 // inbound connections authenticated
+	Refused      uint64 // inbound connections refused by the handshake
+	TieBreaks    uint64 // inbound connections refused because ours won
+	Established  uint64 // connections put in use (both directions)
+	Lost         uint64 // connections that died not on purpose
+	Malformed    uint64 // connections closed for a malformed frame
+	Misaddressed uint64 // frames dropped: wrong source or destination
+	FramesIn     uint64 // frames delivered to the handler
+	FramesOut    uint64 // frames handed to a connection's writer
+	Conns        int    // connections in use now
+}
+
+type stats struct {
+	dials, dialFailures, accepted, refused, tieBreaks, established, lost, malformed,
+	misaddressed, framesIn, framesOut atomic.Uint64
+}
+
+// Stats returns the current counters.
+func (t *Transport) Stats() Stats {
+	s := Stats{
+		Dials: t.stats.dials.Load(), DialFailures: t.stats.dialFailures.Load(),
+		Accepted: t.stats.accepted.Load(), Refused: t.stats.refused.Load(),
+		TieBreaks: t.stats.tieBreaks.Load(), Established: t.stats.established.Load(),
+		Lost: t.stats.lost.Load(), Malformed: t.stats.malformed.Load(),
+		Misaddressed: t.stats.misaddressed.Load(),
+		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
+	}
+	t.mu.Lock()
+	for _, p := range t.peers {
+		if p.cur != nil {
+			s.Conns++
+		}
+	}
+	t.mu.Unlock()
+	return s
+}
+
+// Connected reports whether a connection to node id is in use.
+func (t *Transport) Connected(id core.NodeID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	return p != nil && p.cur != nil
+}
