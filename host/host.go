@@ -1,0 +1,511 @@
+// Package host runs a [core.Machine] (usually a [core.Stack] of protocol
+// layers) for one real process: over a [transport.Transport], with real
+// timers, a monotonic clock, a seeded random source, structured logs and a
+// JSON-lines event stream. It is the real-world counterpart of the
+// simulator: the same machines run unchanged in both.
+//
+//	codec := wire.NewCodec()               // every layer registers its kinds
+//	tr, _ := tcp.Listen(tcpCfg)            // or a mem.Hub endpoint in tests
+//	tr.SetPeer(...)                        // the address book
+//	h, err := host.New(stack, host.Config{Transport: tr, Codec: codec,
+//		Seed: 42, Logger: logger, Events: eventsFile})
+//	err = h.Run(ctx)                       // until ctx is done
+//	tr.Close()                             // the host does not own the transport
+//
+// # The event loop
+//
+// Run starts one goroutine's worth of work: the caller's. That goroutine
+// is the event loop and the only one that ever calls the machine (a machine
+// is single-threaded by contract). It waits on channels for
+//
+//   - inbound messages: the transport's reader goroutines decode each frame
+//     with the codec and post the message (so decoding costs the loop
+//     nothing); a full inbox holds the readers back, and TCP flow control
+//     then slows the senders;
+//   - timer expirations: Env.SetTimer arms a time.AfterFunc that posts the
+//     timer's id; the loop fires it only if it is still pending, so a
+//     cancelled timer never reaches the machine, whatever the race;
+//   - transport hints ([core.PeerHint]), passed to the machine's Handle;
+//   - local requests from other goroutines: [Host.Handle] (inject an event)
+//     and [Host.Do] (run a function on the loop).
+//
+// Messages a machine sends to its own node are delivered through the loop
+// too, after the current call returns, without the transport.
+//
+// # Sending
+//
+// Env.Send encodes the message with the codec, stamps the frame with the
+// epoch of the last view the machine announced ([core.MembersChanged]) and
+// hands it to the transport. The loop must never block on one slow peer, so
+// when that peer's send queue is full the host waits at most
+// Config.SendWait (default 0: not at all) and then drops the message: it
+// counts the drop, logs it once per episode and gives the machine a
+// [core.PeerHint] for that peer (also once per episode; the episode ends at
+// the next successful send). Protocols above tolerate loss, and a peer that
+// cannot drain its queue is exactly what the failure detector should hear
+// about.
+//
+// # The application data path
+//
+// Config.DataPath, if set, sees every inbound frame first, on the
+// transport's reader goroutine; if it returns true the frame is consumed
+// there and never reaches the loop. This is where the communication layer
+// hands application messages straight to its matching engine, with no
+// goroutine hop (DESIGN.md, "Real host and transport").
+//
+// # Observability
+//
+// Every event the machine emits is written as one JSON line to
+// Config.Events (see [EventLine]), logged (suspicions, failures, recoveries
+// and views at Info, the rest at Debug) and passed to Config.OnEvent.
+package host
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Errors of the host.
+var (
+	// ErrStopped: the host's Run has returned (or the request was still
+	// queued when it did).
+	ErrStopped = errors.New("host: stopped")
+	// ErrRunning: Run was called twice.
+	ErrRunning = errors.New("host: Run called twice")
+	// ErrBadConfig: a Config field is missing or invalid.
+	ErrBadConfig = errors.New("host: invalid configuration")
+)
+
+// Config configures a [Host].
+type Config struct {
+	// Transport moves the frames. Required. The host installs its handler
+	// when Run starts and never closes it: the caller closes it after Run
+	// returns.
+	Transport transport.Transport
+	// Codec decodes inbound payloads and encodes outbound messages; every
+	// message kind the machine sends or receives must be registered.
+	// Required; it must not be modified once the host is built.
+	Codec *wire.Codec
+	// Seed seeds the machine's random source (Env.Rand); 0 draws a random
+	// seed. Either way the seed is logged when Run starts, so a run can be
+	// replayed as far as randomness goes.
+	Seed uint64
+	// Logger receives the host's structured logs; nil discards them.
+	Logger *slog.Logger
+	// Events receives one JSON line per event the machine emits; nil
+	// writes none. It is written from the loop goroutine only, one Write
+	// per line; hosts that share a writer need one that is safe for
+	// concurrent use (see [NewLockedWriter]).
+	Events io.Writer
+	// SendWait is how long Env.Send may wait for room in a peer's full
+	// send queue before dropping the message. Default 0: never wait.
+	SendWait time.Duration
+	// InboxLen is the capacity, in messages, of the inbound channel
+	// between the transport's readers and the loop. Default 4096.
+	InboxLen int
+	// DataPath, if not nil, is offered every inbound frame first, on the
+	// transport's reader goroutine (concurrently for different senders, in
+	// order for one). Returning true consumes the frame. f.Payload is valid
+	// only during the call.
+	DataPath func(f wire.Frame) bool
+	// OnEvent, if not nil, is called on the loop goroutine with every event
+	// the machine emits and the host's time. It must not block, and must
+	// not wait for the loop (Do from inside OnEvent deadlocks).
+	OnEvent func(at time.Duration, e core.Event)
+}
+
+// DefaultInboxLen is the default capacity of the inbound channel.
+const DefaultInboxLen = 4096
+
+// Host runs one machine. Build it with New, run it with Run.
+type Host struct {
+	cfg  Config
+	m    core.Machine
+	tr   transport.Transport
+	self core.NodeID
+	log  *slog.Logger
+	seed uint64
+	rng  *rand.Rand
+
+	inbox  chan inbound
+	timerC chan core.TimerID
+	hintC  chan core.PeerHint
+	reqC   chan func()
+	quit   chan struct{} // closed when the loop stops
+	ran    atomic.Bool
+	try    context.Context // a done context: Send without waiting
+
+	stats counters
+
+	// Owned by the loop goroutine.
+	start       time.Time
+	timers      map[core.TimerID]*time.Timer
+	timerValues map[core.TimerID]core.Timer
+	nextTimer   core.TimerID
+	timerWG     sync.WaitGroup
+	local       []func() // work queued for after the current machine call
+	epoch       uint64
+	failing     map[core.NodeID]bool // peers whose last send was dropped
+	events      *eventWriter
+}
+
+type inbound struct {
+	from core.NodeID
+	m    core.Msg
+}
+
+// New returns a host for machine m. It does not start anything.
+func New(m core.Machine, cfg Config) (*Host, error) {
+	switch {
+	case m == nil:
+		return nil, fmt.Errorf("%w: nil machine", ErrBadConfig)
+	case cfg.Transport == nil:
+		return nil, fmt.Errorf("%w: no Transport", ErrBadConfig)
+	case cfg.Codec == nil:
+		return nil, fmt.Errorf("%w: no Codec", ErrBadConfig)
+	case cfg.SendWait < 0 || cfg.InboxLen < 0:
+		return nil, fmt.Errorf("%w: negative SendWait or InboxLen", ErrBadConfig)
+	}
+	if cfg.InboxLen == 0 {
+		cfg.InboxLen = DefaultInboxLen
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	seed := cfg.Seed
+	for seed == 0 {
+		var b [8]byte
+		crand.Read(b[:])
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	self := cfg.Transport.Self()
+	try, cancel := context.WithCancel(context.Background())
+	cancel()
+	h := &Host{
+		cfg:         cfg,
+		m:           m,
+		tr:          cfg.Transport,
+		self:        self,
+		log:         logger.With("node", uint32(self)),
+		seed:        seed,
+		rng:         rand.New(rand.NewPCG(seed, uint64(self))),
+		inbox:       make(chan inbound, cfg.InboxLen),
+		timerC:      make(chan core.TimerID, 256),
+		hintC:       make(chan core.PeerHint, 256),
+		reqC:        make(chan func(), 64),
+		quit:        make(chan struct{}),
+		try:         try,
+		timers:      map[core.TimerID]*time.Timer{},
+		timerValues: map[core.TimerID]core.Timer{},
+		failing:     map[core.NodeID]bool{},
+	}
+	if cfg.Events != nil {
+		h.events = &eventWriter{w: cfg.Events}
+	}
+	return h, nil
+}
+
+// Self returns the node id (the transport's).
+func (h *Host) Self() core.NodeID { return h.self }
+
+// Seed returns the seed of the machine's random source.
+func (h *Host) Seed() uint64 { return h.seed }
+
+// Run starts the machine and runs the event loop on the calling goroutine
+// until ctx is done. When it returns, the machine is no longer called,
+// every timer is stopped and every goroutine the host started has ended;
+// it returns nil then. Run may be called once.
+func (h *Host) Run(ctx context.Context) error {
+	if !h.ran.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	h.start = time.Now()
+	h.log.Info("host: starting", "seed", h.seed, "addr", h.tr.Addr())
+	h.tr.SetHandler(handler{h})
+	env := hostEnv{h}
+	h.m.Start(env)
+	h.drain()
+	for {
+		select {
+		case <-ctx.Done():
+			h.stop()
+			return nil
+		case in := <-h.inbox:
+			h.stats.received.Add(1)
+			h.m.Receive(in.from, in.m)
+		case id := <-h.timerC:
+			v, ok := h.timerValues[id]
+			if !ok {
+				continue // cancelled after it expired
+			}
+			delete(h.timers, id)
+			delete(h.timerValues, id)
+			h.stats.timers.Add(1)
+			h.m.Fire(v)
+		case p := <-h.hintC:
+			h.log.Debug("host: transport hint", "peer", uint32(p.Node), "reason", p.Reason)
+			h.m.Handle(p)
+		case f := <-h.reqC:
+			f()
+		}
+		h.drain()
+	}
+}
+
+// drain runs the work queued during machine calls (self-sends, hints from
+// failed sends), in order, until none is left.
+func (h *Host) drain() {
+	for len(h.local) > 0 {
+		f := h.local[0]
+		h.local[0] = nil
+		h.local = h.local[1:]
+		f()
+	}
+	h.local = h.local[:0]
+}
+
+// stop ends the loop: no timer fires after it, no reader waits on the loop.
+func (h *Host) stop() {
+	close(h.quit)
+	for id, t := range h.timers {
+		if t.Stop() {
+			h.timerWG.Done()
+		}
+		delete(h.timers, id)
+		delete(h.timerValues, id)
+	}
+	h.timerWG.Wait()
+	h.local = nil
+	s := h.Stats()
+	h.log.Info("host: stopped", "received", s.Received, "sent", s.Sent, "dropped", s.SendDropped, "events", s.Events)
+}
+
+// Handle queues e for the machine's Handle, on the loop. It returns once e
+// is queued (not handled), or with ctx's error, or ErrStopped.
+func (h *Host) Handle(ctx context.Context, e core.Event) error {
+	return h.post(ctx, func() { h.m.Handle(e) })
+}
+
+// Do runs f on the loop, with the machine and its Env, and returns when f
+// has returned. It fails with ctx's error if f could not be queued before
+// ctx was done, and with ErrStopped if the loop stopped before running f.
+// f must not call Do or Handle.
+func (h *Host) Do(ctx context.Context, f func(m core.Machine, env core.Env)) error {
+	done := make(chan struct{})
+	if err := h.post(ctx, func() { f(h.m, hostEnv{h}); close(done) }); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-h.quit:
+		select {
+		case <-done:
+			return nil
+		default:
+			return ErrStopped
+		}
+	}
+}
+
+func (h *Host) post(ctx context.Context, f func()) error {
+	select {
+	case <-h.quit:
+		return ErrStopped
+	default:
+	}
+	select {
+	case h.reqC <- f:
+		return nil
+	case <-h.quit:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stats counts what a host has done.
+type Stats struct {
+	Received    uint64 // messages delivered to the machine from other nodes
+	Sent        uint64 // messages handed to the transport
+	SendDropped uint64 // messages dropped because the transport refused them
+	Undecodable uint64 // inbound frames the codec could not decode
+	Direct      uint64 // inbound frames consumed by Config.DataPath
+	Timers      uint64 // timers fired into the machine
+	Events      uint64 // events emitted by the machine
+	HintsLost   uint64 // transport hints dropped because the loop was behind
+}
+
+type counters struct {
+	received, sent, dropped, undecodable, direct, timers, events, hintsLost atomic.Uint64
+}
+
+// Stats returns the current counters; it is safe to call from any
+// goroutine.
+func (h *Host) Stats() Stats {
+	return Stats{
+		Received: h.stats.received.Load(), Sent: h.stats.sent.Load(),
+		SendDropped: h.stats.dropped.Load(), Undecodable: h.stats.undecodable.Load(),
+		Direct: h.stats.direct.Load(), Timers: h.stats.timers.Load(),
+		Events: h.stats.events.Load(), HintsLost: h.stats.hintsLost.Load(),
+	}
+}
+
+// handler is the host's transport.Handler; it runs on reader goroutines.
+type handler struct{ h *Host }
+
+func (hd handler) Deliver(f wire.Frame) {
+	h := hd.h
+	if d := h.cfg.DataPath; d != nil && d(f) {
+		h.stats.direct.Add(1)
+		return
+	}
+	// Messages may alias the payload, which the transport reuses.
+	m, err := h.cfg.Codec.Unmarshal(f.Kind, bytes.Clone(f.Payload))
+	if err != nil {
+		h.stats.undecodable.Add(1)
+		h.log.Warn("host: dropping an undecodable frame", "from", uint32(f.Src), "kind", f.Kind.String(), "err", err)
+		return
+	}
+	select {
+	case <-h.quit:
+		return
+	default:
+	}
+	select {
+	case h.inbox <- inbound{from: f.Src, m: m}:
+	case <-h.quit:
+	}
+}
+
+func (hd handler) Hint(p core.PeerHint) {
+	select {
+	case hd.h.hintC <- p:
+	default:
+		hd.h.stats.hintsLost.Add(1)
+	}
+}
+
+// hostEnv is the machine's Env; its methods run on the loop goroutine.
+type hostEnv struct{ h *Host }
+
+func (e hostEnv) Self() core.NodeID  { return e.h.self }
+func (e hostEnv) Now() time.Duration { return time.Since(e.h.start) }
+func (e hostEnv) Rand() *rand.Rand   { return e.h.rng }
+
+func (e hostEnv) Send(to core.NodeID, m core.Msg) {
+	h := e.h
+	if to == h.self {
+		h.local = append(h.local, func() { h.m.Receive(h.self, m) })
+		return
+	}
+	payload, err := h.cfg.Codec.Marshal(m)
+	if err != nil {
+		// A kind missing from the codec is a wiring error of the program;
+		// the peer could not decode it either.
+		h.stats.dropped.Add(1)
+		h.log.Error("host: cannot encode a message", "to", uint32(to), "kind", m.Kind().String(), "err", err)
+		return
+	}
+	ctx, cancel := h.try, context.CancelFunc(nil)
+	if h.cfg.SendWait > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), h.cfg.SendWait)
+	}
+	err = h.tr.Send(ctx, to, wire.Frame{Kind: m.Kind(), Epoch: h.epoch, Payload: payload})
+	if cancel != nil {
+		cancel()
+	}
+	if err == nil {
+		h.stats.sent.Add(1)
+		if h.failing[to] {
+			delete(h.failing, to)
+			h.log.Info("host: sending again", "to", uint32(to))
+		}
+		return
+	}
+	h.stats.dropped.Add(1)
+	if h.failing[to] {
+		return
+	}
+	h.failing[to] = true
+	h.log.Warn("host: dropping messages", "to", uint32(to), "kind", m.Kind().String(), "err", err)
+	hint := core.PeerHint{Node: to, Reason: "send: " + err.Error()}
+	h.local = append(h.local, func() { h.m.Handle(hint) })
+}
+
+func (e hostEnv) SetTimer(after time.Duration, t core.Timer) core.TimerID {
+	h := e.h
+	h.nextTimer++
+	id := h.nextTimer
+	h.timerWG.Add(1)
+	h.timerValues[id] = t
+	h.timers[id] = time.AfterFunc(after, func() {
+		defer h.timerWG.Done()
+		select {
+		case h.timerC <- id:
+		case <-h.quit:
+		}
+	})
+	return id
+}
+
+func (e hostEnv) CancelTimer(id core.TimerID) {
+	h := e.h
+	t, ok := h.timers[id]
+	if !ok {
+		return
+	}
+	delete(h.timers, id)
+	delete(h.timerValues, id)
+	if t.Stop() {
+		h.timerWG.Done() // its function will never run
+	}
+}
+
+func (e hostEnv) Emit(ev core.Event) {
+	h := e.h
+	h.stats.events.Add(1)
+	at := time.Since(h.start)
+	if mc, ok := ev.(core.MembersChanged); ok {
+		h.epoch = mc.Epoch
+	}
+	typ := eventType(ev)
+	switch ev := ev.(type) {
+	case core.Suspected:
+		h.log.Info("host: suspected", "peer", uint32(ev.Node))
+	case core.Unsuspected:
+		h.log.Info("host: unsuspected", "peer", uint32(ev.Node))
+	case core.Failed:
+		h.log.Info("host: failed", "peer", uint32(ev.Node))
+	case core.Recovered:
+		h.log.Info("host: recovered", "peer", uint32(ev.Node))
+	case core.MembersChanged:
+		h.log.Info("host: view", "epoch", ev.Epoch, "members", len(ev.Members))
+	default:
+		h.log.Debug("host: event", "type", typ)
+	}
+	if h.events != nil {
+		if err := h.events.write(time.Now(), at, h.self, typ, ev); err != nil {
+			h.log.Error("host: event stream failed; no more events will be written", "err", err)
+			h.events = nil
+		}
+	}
+	if h.cfg.OnEvent != nil {
+		h.cfg.OnEvent(at, ev)
+	}
+}
