@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
 )
 
 // The message kinds of package fd, in protocol [core.ProtoFD]. Append only:
@@ -65,4 +66,17 @@ func KindName(k core.Kind) string {
 		return s
 	}
 	return fmt.Sprint(k)
+}
+
+// RegisterCodecs registers the decoders of every fd message kind in c: the
+// heartbeat detector's ([RegisterHeartbeatCodecs]) and the gossip
+// detector's ([RegisterGossipCodecs]). A host that runs either detector
+// calls this once while building its codec. Each detector registers its own
+// kinds in its own function; a detector that adds kinds registers them
+// there, and this function needs no change.
+func RegisterCodecs(c *wire.Codec) error {
+	if err := RegisterHeartbeatCodecs(c); err != nil {
+		return err
+	}
+	return RegisterGossipCodecs(c)
 }

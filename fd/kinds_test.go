@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
 )
 
 // TestKindNumbers pins the wire numbers of the fd kinds: they are append
@@ -30,5 +31,18 @@ func TestKindNumbers(t *testing.T) {
 	}
 	if got := KindName(core.MakeKind(core.ProtoFD, 99)); got != "fd/99" {
 		t.Errorf("KindName(unknown) = %q, want fd/99", got)
+	}
+}
+
+// TestRegisterCodecs: every fd kind named in kinds.go has a decoder.
+func TestRegisterCodecs(t *testing.T) {
+	c := wire.NewCodec()
+	if err := RegisterCodecs(c); err != nil {
+		t.Fatal(err)
+	}
+	for k := range kindNames {
+		if c.Name(k) == k.String() {
+			t.Errorf("kind %v (%s) has no decoder", k, KindName(k))
+		}
 	}
 }
