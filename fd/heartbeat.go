@@ -67,35 +67,50 @@ import (
 // [HeartbeatNotice], which every process forwards once to the members at
 // distances 1, 2, 4, … after it in the member list, so that every live
 // member suspects the crashed process within ⌈log2 n⌉ further hops and
-// declares it failed T_broken later. If all k monitors crash together with
-// the process, its other connections (the processes that chose it as a
-// monitor, its ring neighbours, its application peers; everyone in a small
-// job) suspect it within T_insurance + T_timeout and broadcast the same
-// way. A failure escapes detection only if every connection of the process
-// fails at once.
+// declares it failed T_broken later. Each notice is acknowledged
+// ([HeartbeatNoticeAck]) and retransmitted with back-off until it is, or
+// until its recipient is declared failed or the notice is superseded: a
+// lost message delays a member's knowledge, it cannot deprive it of it.
+// The broadcast costs n·⌈log2 n⌉ notices and as many acknowledgements per
+// failure (NoticeFanout trades that against speed and redundancy).
+//
+// If all k monitors crash together with the process, its other connections
+// (the processes that chose it as a monitor, its ring neighbours, its
+// application peers; everyone in a small job) suspect it within
+// T_insurance + T_timeout and broadcast the same way. A failure escapes
+// detection only if every connection of the process fails at once.
+//
+// # Accuracy
 //
 // A suspicion is refuted the way Phoenix lets a reachable route come back
 // (§4.3): the suspect itself receives the notice (the detecting process
-// sends it directly too), raises its incarnation and broadcasts an Alive
-// notice; a process that hears from a suspect directly clears its own
-// suspicion and forwards the notice to the suspect. Within T_broken no
-// process declares the failure.
+// sends it directly), raises its incarnation and broadcasts an Alive
+// notice, which clears the suspicion everywhere; if that happens within
+// T_broken, nobody declares the failure. A process that hears from a
+// suspect directly clears its own suspicion at once and sends it the
+// notice. A restarted process learns the same way, from the first monitor
+// it beats to, that it had been declared failed; its refutation makes
+// every process report it [core.Recovered]. A failed connection still gets
+// insurance heartbeats, so that the two sides of a healed partition hear
+// from each other within T_insurance and recover.
 //
 // # Memory
 //
-// Per peer the detector keeps one record of 80 bytes (times, flags, one
-// timer) only for the peers above: O(k + connections) records, plus one
-// for each peer a notice was received about. The member list itself is
-// shared with the caller, never copied (the nodes of a simulation can all
-// hold the same slice), and looked up in O(1) when member ids are dense
-// and in order, in O(log n) when sorted.
+// Per peer the detector keeps one record of about 90 bytes (times, flags,
+// one timer) only for the peers above: O(k + connections) records, plus
+// one for each peer a notice was received about (it remembers the newest
+// notice, so that a late copy cannot revive a refuted suspicion). With
+// 1,024 processes and the defaults that is 6 records per process on
+// average. The member list itself is shared with the caller, never copied
+// (the nodes of a simulation can all hold the same slice), and looked up
+// in O(1) when member ids are dense and in order, in O(log n) when sorted.
 //
 // # Time
 //
 // All deadlines of a peer share one timer, re-armed lazily: traffic only
 // moves timestamps, and the timer, when it fires early, re-arms itself.
-// A HeartbeatDetector must not be used by two goroutines at once (see
-// [core.Machine]).
+// Notice retransmissions share one more timer. A HeartbeatDetector must
+// not be used by two goroutines at once (see [core.Machine]).
 type HeartbeatDetector struct {
 	cfg     HeartbeatConfig
 	env     core.Env
@@ -106,7 +121,8 @@ type HeartbeatDetector struct {
 
 	sortedKnown, sorted bool // whether members is sorted, computed on first need
 
-	peers    []*hbPeer // sorted by id
+	peers    []*hbPeer     // sorted by id
+	peerIDs  []core.NodeID // peers[i].id, searched without touching the records
 	monitors []core.NodeID
 	inc      uint64 // this process's incarnation (refutations raise it)
 
@@ -120,8 +136,24 @@ type HeartbeatDetector struct {
 	stash   core.NodeID
 	stashAt time.Duration
 
+	// Notices sent and not yet acknowledged, retransmitted with back-off.
+	pending    []hbPending
+	retryTimer core.TimerID
+	retryAt    time.Duration
+
 	stats HeartbeatStats
 }
+
+// hbPending is a notice awaiting its acknowledgement.
+type hbPending struct {
+	to    core.NodeID
+	tries uint8
+	n     HeartbeatNotice
+	due   time.Duration // next retransmission
+}
+
+// hbRetryTimer is the timer of the notice retransmissions.
+type hbRetryTimer struct{}
 
 // HeartbeatStats counts what a [HeartbeatDetector] did since it started.
 // Experiments read it with [HeartbeatDetector.Stats].
@@ -130,11 +162,13 @@ type HeartbeatStats struct {
 	InsuranceSent      uint64 // insurance heartbeats to other connections (every T_insurance), and heartbeats that demote or drop a link
 	HeartbeatsReceived uint64 // heartbeats from processes that have this one as a monitor
 	InsuranceReceived  uint64 // other heartbeats received
-	Suppressed         uint64 // heartbeats that fell due but were not sent, because other traffic on the link had served as one (§4.2.3)
+	Suppressed         uint64 // heartbeats that fell due but were not sent, because other traffic on the link had served as one (§4.2.3); counted when the link's timer next fires, so up to one period late
 	PingsSent          uint64 // pings sent on a core.PeerHint
 	PongsSent          uint64 // answers to pings
-	NoticesSent        uint64 // notice messages sent (originated or forwarded)
+	NoticesSent        uint64 // notice messages sent (originated or forwarded), retransmissions excluded
+	NoticesResent      uint64 // notice retransmissions (no acknowledgement in time)
 	NoticesReceived    uint64 // notice messages received
+	AcksSent           uint64 // acknowledgements of notices
 	Refutations        uint64 // times this process refuted a suspicion of itself
 	Suspicions         uint64 // core.Suspected emitted
 	Unsuspicions       uint64 // core.Unsuspected emitted
@@ -171,6 +205,7 @@ const (
 	hbMonitoree                       // it announced us as one of its monitors
 	hbProbing                         // a ping is outstanding since mark
 	hbGossipSuspect                   // the newest notice about it (at gInc) is a suspicion
+	hbTell                            // it was heard while suspected: tell it (see tell)
 )
 
 // hbPeer is what a process remembers of one peer (80 bytes).
@@ -243,7 +278,7 @@ func (h *HeartbeatDetector) Connections() int {
 }
 
 // Tracked returns the number of peer records kept: connections and peers
-// that notices were about. It is the detector's memory, at about 80 bytes
+// that notices were about. It is the detector's memory, at about 90 bytes
 // a record.
 func (h *HeartbeatDetector) Tracked() int { return len(h.peers) }
 
@@ -295,17 +330,33 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 		return
 	}
 	now := h.env.Now()
-	_, isNotice := m.(HeartbeatNotice)
-	if isNotice && h.stashed && h.stash == from {
-		h.stashed = false // a notice passing through makes no connection
+	if h.stashed && h.stash == from {
+		h.stashed = false // this is the message the Stack showed us
 	}
 	h.flush()
-	r := h.find(from)
-	if !isNotice {
-		r = h.connect(from)
+	k := m.Kind()
+	if k == KindHeartbeatNotice || k == KindHeartbeatNoticeAck {
+		// A notice passing through makes no connection. Its content
+		// comes first: a refutation from its subject must not be
+		// answered by telling the subject that it is suspected.
+		if r := h.find(from); r != nil {
+			h.touch(r, now)
+		}
+		switch m := m.(type) {
+		case HeartbeatNotice:
+			h.notice(from, m)
+		case HeartbeatNoticeAck:
+			h.acked(from, HeartbeatNotice(m))
+		}
+		if r := h.find(from); r != nil {
+			h.tell(r)
+		}
+		return
 	}
+	r := h.connect(from)
 	if r != nil {
 		h.touch(r, now)
+		h.tell(r)
 	}
 	switch m := m.(type) {
 	case HeartbeatMsg:
@@ -326,15 +377,22 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 		h.send(from, HeartbeatPong{})
 	case HeartbeatPong:
 		// Its arrival was the point.
-	case HeartbeatNotice:
-		h.notice(from, m)
 	}
 }
 
 // Fire implements [core.Machine].
 func (h *HeartbeatDetector) Fire(t core.Timer) {
+	if !h.started {
+		return
+	}
+	if _, ok := t.(hbRetryTimer); ok {
+		h.flush()
+		h.retryTimer = 0
+		h.retry()
+		return
+	}
 	ht, ok := t.(hbTimer)
-	if !ok || !h.started {
+	if !ok {
 		return
 	}
 	h.flush()
@@ -411,18 +469,15 @@ func (h *HeartbeatDetector) ObserveReceive(from core.NodeID) {
 	}
 	h.flush()
 	now := h.env.Now()
-	r := h.find(from)
-	if r != nil {
+	if r := h.find(from); r != nil {
 		h.touch(r, now)
-		if r.flags&hbConn != 0 {
-			return
-		}
 	}
 	h.stashed, h.stash, h.stashAt = true, from, now
 }
 
-// flush settles a stashed observation: the message was not a notice, so
-// its sender is a connection.
+// flush settles a stashed observation when the message went to another
+// layer: its sender is a connection, and is told if others suspect it.
+// (When the message is ours, Receive settles it, knowing what it is.)
 func (h *HeartbeatDetector) flush() {
 	if !h.stashed {
 		return
@@ -430,7 +485,7 @@ func (h *HeartbeatDetector) flush() {
 	h.stashed = false
 	if r := h.connect(h.stash); r != nil {
 		h.touch(r, h.stashAt)
-		h.schedule(r)
+		h.tell(r)
 	}
 }
 
@@ -445,14 +500,16 @@ func (h *HeartbeatDetector) setMembers(epoch uint64, members []core.NodeID, init
 	h.pos = h.indexOf(h.self)
 	var gone []*hbPeer
 	kept := make([]*hbPeer, 0, len(h.peers))
+	keptIDs := make([]core.NodeID, 0, len(h.peers))
 	for _, r := range h.peers {
 		if h.indexOf(r.id) >= 0 {
 			kept = append(kept, r)
+			keptIDs = append(keptIDs, r.id)
 		} else {
 			gone = append(gone, r)
 		}
 	}
-	h.peers = kept
+	h.peers, h.peerIDs = kept, keptIDs
 	for _, r := range gone {
 		if r.timer != 0 {
 			h.env.CancelTimer(r.timer)
@@ -519,9 +576,10 @@ func (h *HeartbeatDetector) chooseMonitors(initial bool) {
 		r.flags |= hbMonitor | hbConn
 		h.monitors = append(h.monitors, id)
 		if initial {
+			// At start nothing was sent yet: the first heartbeat goes at a
+			// random point of the first interval.
 			first := h.env.Now() - h.cfg.Interval + h.jitter(h.cfg.Interval)
-			r.lastSend = min(r.lastSend, first)
-			r.beatAt = r.lastSend
+			r.lastSend, r.beatAt = first, first
 		} else {
 			r.beatAt = h.env.Now()
 			h.beat(r)
@@ -574,11 +632,12 @@ func (h *HeartbeatDetector) demote(r *hbPeer) {
 
 // --- per-peer deadlines -------------------------------------------------
 
-// sendEvery is the period of heartbeats owed to r (0: none).
+// sendEvery is the period of heartbeats owed to r (0: none). A failed
+// connection still gets insurance: if it was cut off rather than dead (a
+// partition that healed), that is how it hears from us again, recovers us
+// and learns that it must refute its own suspicion.
 func (h *HeartbeatDetector) sendEvery(r *hbPeer) time.Duration {
 	switch {
-	case r.state == HeartbeatFailed:
-		return 0
 	case r.flags&hbMonitor != 0:
 		return h.cfg.Interval
 	case r.flags&hbConn != 0:
@@ -692,13 +751,23 @@ func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 		h.env.Emit(core.Recovered{Node: r.id})
 	}
 	if r.flags&hbGossipSuspect != 0 {
-		// Others may still suspect it: make sure it hears of it and
-		// refutes (a restarted process learns here that it was failed).
-		h.send(r.id, HeartbeatNotice{Subject: r.id, Inc: r.gInc})
-		h.stats.NoticesSent++
+		r.flags |= hbTell
 	}
 	h.schedule(r)
 	h.chooseMonitors(false)
+}
+
+// tell sends r the suspicion that others may still hold of it, if touch
+// found one, so that it refutes (a restarted process learns here that it
+// was declared failed). It is not sent if what r sent was its refutation.
+func (h *HeartbeatDetector) tell(r *hbPeer) {
+	if r.flags&hbTell == 0 {
+		return
+	}
+	r.flags &^= hbTell
+	if r.flags&hbGossipSuspect != 0 {
+		h.sendNotice(r.id, HeartbeatNotice{Subject: r.id, Inc: r.gInc})
+	}
 }
 
 // suspect starts suspecting r. A suspicion of our own (local) is
@@ -718,8 +787,7 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 			r.flags |= hbGossipSuspect
 			h.forward(n, core.None)
 		}
-		h.send(r.id, n)
-		h.stats.NoticesSent++
+		h.sendNotice(r.id, n)
 	}
 	if r.flags&hbMonitor != 0 {
 		h.demote(r)
@@ -740,6 +808,8 @@ func (h *HeartbeatDetector) fail(r *hbPeer) {
 // refuted.
 func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 	h.stats.NoticesReceived++
+	h.stats.AcksSent++
+	h.send(from, HeartbeatNoticeAck(n))
 	if n.Subject == h.self {
 		switch {
 		case !n.Alive && n.Inc >= h.inc:
@@ -748,6 +818,13 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 			h.forward(HeartbeatNotice{Subject: h.self, Inc: h.inc, Alive: true}, core.None)
 		case n.Alive && n.Inc > h.inc:
 			h.inc = n.Inc
+		}
+		if r := h.find(from); !n.Alive && r != nil && r.flags&(hbConn|hbMonitor) != 0 {
+			// A suspicion of us comes from the process that timed out
+			// (forwarders skip the subject): it may have missed the
+			// heartbeat announcing what to expect from us. Repeat it.
+			h.beat(r)
+			h.schedule(r)
 		}
 		return
 	}
@@ -812,9 +889,78 @@ func (h *HeartbeatDetector) forward(n HeartbeatNotice, from core.NodeID) {
 		if to == h.self || to == from || to == n.Subject {
 			continue
 		}
-		h.send(to, n)
-		h.stats.NoticesSent++
+		h.sendNotice(to, n)
 	}
+}
+
+// sendNotice sends n to to and keeps it until acknowledged.
+func (h *HeartbeatDetector) sendNotice(to core.NodeID, n HeartbeatNotice) {
+	h.send(to, n)
+	h.stats.NoticesSent++
+	due := h.env.Now() + h.cfg.Timeout
+	h.pending = append(h.pending, hbPending{to: to, n: n, due: due})
+	h.armRetry(due)
+}
+
+// acked forgets the pending notice n to from.
+func (h *HeartbeatDetector) acked(from core.NodeID, n HeartbeatNotice) {
+	h.pending = slices.DeleteFunc(h.pending, func(p hbPending) bool { return p.to == from && p.n == n })
+}
+
+// retry retransmits the notices whose acknowledgement is overdue, with
+// exponential back-off from T_timeout up to T_insurance, as long as they
+// are worth it: the recipient is a member not declared failed and the
+// notice is still the newest about its subject.
+func (h *HeartbeatDetector) retry() {
+	now := h.env.Now()
+	next := time.Duration(-1)
+	kept := h.pending[:0]
+	for _, p := range h.pending {
+		if p.due <= now {
+			if !h.stillPending(p) {
+				continue
+			}
+			h.send(p.to, p.n)
+			h.stats.NoticesResent++
+			p.tries = min(p.tries+1, 30)
+			p.due = now + min(h.cfg.Timeout<<p.tries, h.cfg.Insurance)
+		}
+		kept = append(kept, p)
+		if next < 0 || p.due < next {
+			next = p.due
+		}
+	}
+	clear(h.pending[len(kept):])
+	h.pending = kept
+	if next >= 0 {
+		h.armRetry(next)
+	}
+}
+
+func (h *HeartbeatDetector) stillPending(p hbPending) bool {
+	if h.indexOf(p.to) < 0 {
+		return false
+	}
+	if r := h.find(p.to); r != nil && r.state == HeartbeatFailed {
+		return false
+	}
+	if p.n.Subject == h.self {
+		return p.n.Alive && p.n.Inc == h.inc
+	}
+	r := h.find(p.n.Subject)
+	return r != nil && r.gInc == p.n.Inc && (r.flags&hbGossipSuspect != 0) == !p.n.Alive
+}
+
+// armRetry makes the retransmission timer fire no later than due.
+func (h *HeartbeatDetector) armRetry(due time.Duration) {
+	if h.retryTimer != 0 {
+		if h.retryAt <= due {
+			return
+		}
+		h.env.CancelTimer(h.retryTimer)
+	}
+	h.retryTimer = h.env.SetTimer(max(due-h.env.Now(), 0), hbRetryTimer{})
+	h.retryAt = due
 }
 
 // probe pings id on a transport hint.
@@ -846,7 +992,12 @@ func (h *HeartbeatDetector) send(to core.NodeID, m core.Msg) {
 }
 
 // connect returns the record of member id as a connection, creating it;
-// nil for ourselves and for non-members.
+// nil for ourselves and for non-members. The first insurance heartbeat to
+// a new connection is due at a random point of the next T_insurance, so
+// that connections opened together (every monitor hears from the
+// processes that chose it in the first interval) do not all get their
+// insurance in the same interval, T_insurance later (the burst of the
+// paper's Fig. 2).
 func (h *HeartbeatDetector) connect(id core.NodeID) *hbPeer {
 	if id == h.self {
 		return nil
@@ -860,13 +1011,17 @@ func (h *HeartbeatDetector) connect(id core.NodeID) *hbPeer {
 	}
 	if r.flags&hbConn == 0 {
 		r.flags |= hbConn
+		first := h.env.Now() - h.cfg.Insurance + h.jitter(h.cfg.Insurance)
+		if first < r.lastSend {
+			r.lastSend, r.beatAt = first, first
+		}
 		h.schedule(r)
 	}
 	return r
 }
 
 func (h *HeartbeatDetector) find(id core.NodeID) *hbPeer {
-	i, ok := slices.BinarySearchFunc(h.peers, id, cmpPeer)
+	i, ok := slices.BinarySearch(h.peerIDs, id)
 	if !ok {
 		return nil
 	}
@@ -876,24 +1031,15 @@ func (h *HeartbeatDetector) find(id core.NodeID) *hbPeer {
 // findOrCreate returns id's record, creating a fresh one (no flags, times
 // set to now) if needed.
 func (h *HeartbeatDetector) findOrCreate(id core.NodeID) (*hbPeer, bool) {
-	i, ok := slices.BinarySearchFunc(h.peers, id, cmpPeer)
+	i, ok := slices.BinarySearch(h.peerIDs, id)
 	if ok {
 		return h.peers[i], false
 	}
 	now := h.env.Now()
 	r := &hbPeer{id: id, lastSend: now, lastRecv: now, beatAt: now}
 	h.peers = slices.Insert(h.peers, i, r)
+	h.peerIDs = slices.Insert(h.peerIDs, i, id)
 	return r, true
-}
-
-func cmpPeer(r *hbPeer, id core.NodeID) int {
-	switch {
-	case r.id < id:
-		return -1
-	case r.id > id:
-		return 1
-	}
-	return 0
 }
 
 // indexOf returns the position of id in the member list, or -1: O(1) when

@@ -52,6 +52,17 @@ type HeartbeatNotice struct {
 	Alive bool
 }
 
+// HeartbeatNoticeAck (kind [KindHeartbeatNoticeAck]) acknowledges a
+// [HeartbeatNotice] with the same fields. A process retransmits a notice
+// to a peer until the peer acknowledges it, the peer is declared failed or
+// leaves, or the notice is superseded, so that message loss cannot keep a
+// live member from learning of a failure.
+type HeartbeatNoticeAck struct {
+	Subject core.NodeID
+	Inc     uint64
+	Alive   bool
+}
+
 // ErrHeartbeatNegativeInterval is the decoding error of a [HeartbeatMsg]
 // whose Next is negative.
 var ErrHeartbeatNegativeInterval = errors.New("fd: heartbeat announces a negative interval")
@@ -67,6 +78,9 @@ func (HeartbeatPong) Kind() core.Kind { return KindHeartbeatPong }
 
 // Kind is [KindHeartbeatNotice].
 func (HeartbeatNotice) Kind() core.Kind { return KindHeartbeatNotice }
+
+// Kind is [KindHeartbeatNoticeAck].
+func (HeartbeatNoticeAck) Kind() core.Kind { return KindHeartbeatNoticeAck }
 
 // MarshalWire appends Next (signed varint of nanoseconds) and Monitor.
 func (m HeartbeatMsg) MarshalWire(e *wire.Encoder) {
@@ -101,6 +115,12 @@ func (HeartbeatPong) WireSize() int { return 0 }
 func (m HeartbeatNotice) WireSize() int {
 	return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) + 1
 }
+
+// MarshalWire appends Subject, Inc and Alive.
+func (m HeartbeatNoticeAck) MarshalWire(e *wire.Encoder) { HeartbeatNotice(m).MarshalWire(e) }
+
+// WireSize is the payload size in bytes (equal to wire.Size(m)).
+func (m HeartbeatNoticeAck) WireSize() int { return HeartbeatNotice(m).WireSize() }
 
 func (m HeartbeatMsg) String() string {
 	return fmt.Sprintf("heartbeat{next %v monitor %v}", m.Next, m.Monitor)
@@ -157,8 +177,17 @@ func DecodeHeartbeatNotice(d *wire.Decoder) (core.Msg, error) {
 	return m, nil
 }
 
+// DecodeHeartbeatNoticeAck decodes the payload of a [HeartbeatNoticeAck].
+func DecodeHeartbeatNoticeAck(d *wire.Decoder) (core.Msg, error) {
+	m := HeartbeatNoticeAck{Subject: d.NodeID(), Inc: d.Uvarint(), Alive: d.Bool()}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // RegisterHeartbeatCodecs registers the decoders of the heartbeat
-// detector's four kinds in c. It fails (wrapping [wire.ErrDuplicateKind])
+// detector's five kinds in c. It fails (wrapping [wire.ErrDuplicateKind])
 // if one of them is already registered.
 func RegisterHeartbeatCodecs(c *wire.Codec) error {
 	for _, r := range []struct {
@@ -170,6 +199,7 @@ func RegisterHeartbeatCodecs(c *wire.Codec) error {
 		{KindHeartbeatPing, "fd.HeartbeatPing", DecodeHeartbeatPing},
 		{KindHeartbeatPong, "fd.HeartbeatPong", DecodeHeartbeatPong},
 		{KindHeartbeatNotice, "fd.HeartbeatNotice", DecodeHeartbeatNotice},
+		{KindHeartbeatNoticeAck, "fd.HeartbeatNoticeAck", DecodeHeartbeatNoticeAck},
 	} {
 		if err := c.Register(r.k, r.name, r.f); err != nil {
 			return err

@@ -30,6 +30,8 @@ var heartbeatSamples = []wire.Message{
 	HeartbeatNotice{},
 	HeartbeatNotice{Subject: 99_999, Inc: 3},
 	HeartbeatNotice{Subject: core.None - 1, Inc: math.MaxUint64, Alive: true},
+	HeartbeatNoticeAck{},
+	HeartbeatNoticeAck{Subject: 7, Inc: 1 << 40, Alive: true},
 }
 
 // Every message survives encode → decode, and WireSize is its encoded size.
@@ -77,6 +79,8 @@ func TestHeartbeatCodecRejects(t *testing.T) {
 		{"notice of None", KindHeartbeatNotice, []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0}, wire.ErrInvalid},
 		{"notice truncated", KindHeartbeatNotice, []byte{5}, wire.ErrTruncated},
 		{"padded varint", KindHeartbeatNotice, []byte{0x85, 0x00, 0, 0}, wire.ErrNonCanonical},
+		{"ack bool 3", KindHeartbeatNoticeAck, []byte{1, 1, 3}, wire.ErrInvalid},
+		{"ack trailing", KindHeartbeatNoticeAck, []byte{1, 1, 1, 0}, wire.ErrTrailing},
 	} {
 		_, err := c.Unmarshal(tc.k, tc.payload)
 		if !errors.Is(err, tc.want) {
@@ -118,3 +122,6 @@ func FuzzDecodeHeartbeatMsg(f *testing.F)    { fuzzHeartbeatDecoder(f, KindHeart
 func FuzzDecodeHeartbeatPing(f *testing.F)   { fuzzHeartbeatDecoder(f, KindHeartbeatPing) }
 func FuzzDecodeHeartbeatPong(f *testing.F)   { fuzzHeartbeatDecoder(f, KindHeartbeatPong) }
 func FuzzDecodeHeartbeatNotice(f *testing.F) { fuzzHeartbeatDecoder(f, KindHeartbeatNotice) }
+func FuzzDecodeHeartbeatNoticeAck(f *testing.F) {
+	fuzzHeartbeatDecoder(f, KindHeartbeatNoticeAck)
+}

@@ -170,7 +170,9 @@ func TestHeartbeatTimeoutArithmetic(t *testing.T) {
 	}
 	// The suspicion is broadcast (§4.2: one process noticing suffices) and
 	// sent to the suspect.
-	notices := sentOf[HeartbeatNotice](env.TakeSent())
+	notices := slices.DeleteFunc(sentOf[HeartbeatNotice](env.TakeSent()), func(s coretest.Sent) bool {
+		return s.Msg.(HeartbeatNotice).Subject == q // q's, retransmitted (nobody acknowledges here)
+	})
 	var toP bool
 	for _, s := range notices {
 		if s.Msg.(HeartbeatNotice) != (HeartbeatNotice{Subject: p}) {
@@ -330,8 +332,10 @@ func TestHeartbeatBrokenAndRecovery(t *testing.T) {
 	if evs := env.TakeEmitted(); len(evs) != 0 {
 		t.Errorf("events after the failure: %v, want none (Failed once)", evs)
 	}
-	if b := beats(env.TakeSent()); len(b[p]) != 0 {
-		t.Errorf("%d heartbeats to a failed peer, want 0", len(b[p]))
+	// A failed connection gets only insurance (so that a partitioned
+	// peer hears from us when the partition heals).
+	if b := beats(env.TakeSent()); len(b[p]) > int(10*time.Minute/cfg.Insurance) {
+		t.Errorf("%d heartbeats to a failed peer in 10 min, want insurance only", len(b[p]))
 	}
 	// Heard again: recovered, and insurance resumes.
 	h.ObserveReceive(p)
@@ -339,6 +343,12 @@ func TestHeartbeatBrokenAndRecovery(t *testing.T) {
 	if r := eventsOf[core.Recovered](env.TakeEmitted()); len(r) != 1 || r[0].Node != p {
 		t.Fatalf("want Recovered{%v}, got %v", p, r)
 	}
+	// It is told it was suspected (and acknowledges).
+	told := sentOf[HeartbeatNotice](env.TakeSent())
+	if len(told) != 1 || told[0].To != p {
+		t.Fatalf("recovered peer told %v, want one notice to %v", told, p)
+	}
+	h.Receive(p, HeartbeatNoticeAck(told[0].Msg.(HeartbeatNotice)))
 	env.Advance(cfg.Insurance, h)
 	if b := beats(env.TakeSent()); len(b[p]) != 1 {
 		t.Errorf("%d insurance heartbeats to the recovered peer in T_insurance, want 1", len(b[p]))
@@ -576,14 +586,77 @@ func TestHeartbeatNotices(t *testing.T) {
 	if h.Incarnation() != 1 {
 		t.Fatalf("incarnation %d after a suspicion of itself, want 1", h.Incarnation())
 	}
+	refutations := 0
 	for _, s := range sentOf[HeartbeatNotice](env.TakeSent()) {
-		if s.Msg != (HeartbeatNotice{Subject: 3, Inc: 1, Alive: true}) {
-			t.Errorf("refutation %v", s.Msg)
+		if n := s.Msg.(HeartbeatNotice); n.Subject == 3 {
+			refutations++
+			if n != (HeartbeatNotice{Subject: 3, Inc: 1, Alive: true}) {
+				t.Errorf("refutation %v", s.Msg)
+			}
 		}
 	}
+	if refutations != 4 {
+		t.Errorf("refutation sent to %d fingers, want 4", refutations)
+	}
 	h.Receive(6, HeartbeatNotice{Subject: 3, Inc: 0})
-	if h.Incarnation() != 1 || len(env.TakeSent()) != 0 {
+	if h.Incarnation() != 1 || slices.ContainsFunc(env.TakeSent(), func(s coretest.Sent) bool {
+		n, ok := s.Msg.(HeartbeatNotice)
+		return ok && n.Subject == 3
+	}) {
 		t.Errorf("a stale suspicion of itself was refuted again")
+	}
+}
+
+// Notices are retransmitted, with back-off, to the peers that did not
+// acknowledge them, until the peer is declared failed or the notice is
+// superseded; every notice received is acknowledged.
+func TestHeartbeatNoticeRetransmission(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(16), 6)
+	env.TakeSent()
+	h.Receive(15, HeartbeatNotice{Subject: 9})
+	sent := env.TakeSent()
+	if a := sentOf[HeartbeatNoticeAck](sent); len(a) != 1 || a[0].To != 15 || a[0].Msg != (HeartbeatNoticeAck{Subject: 9}) {
+		t.Fatalf("acknowledgements %v, want one to the sender", a)
+	}
+	fwd := sentOf[HeartbeatNotice](sent) // to 1, 2, 4, 8
+	if len(fwd) != 4 {
+		t.Fatalf("forwarded to %d, want 4", len(fwd))
+	}
+	h.Receive(1, HeartbeatNoticeAck{Subject: 9})
+	h.Receive(2, HeartbeatNoticeAck{Subject: 9})
+	resentTo := func() []core.NodeID {
+		var to []core.NodeID
+		for _, s := range sentOf[HeartbeatNotice](env.TakeSent()) {
+			to = append(to, s.To)
+		}
+		slices.Sort(to)
+		return to
+	}
+	env.Advance(cfg.Timeout, h)
+	if got := resentTo(); !slices.Equal(got, []core.NodeID{4, 8}) {
+		t.Fatalf("after T_timeout resent to %v, want the silent 4 and 8", got)
+	}
+	env.Advance(2*cfg.Timeout-1, h)
+	if got := resentTo(); len(got) != 0 {
+		t.Fatalf("resent to %v before the doubled back-off", got)
+	}
+	env.Advance(1, h)
+	if got := resentTo(); !slices.Equal(got, []core.NodeID{4, 8}) {
+		t.Fatalf("after 2·T_timeout more resent to %v, want 4 and 8", got)
+	}
+	// 8 acknowledges; 9 refutes, which supersedes the suspicion: nothing
+	// more about incarnation 0 is sent.
+	h.Receive(8, HeartbeatNoticeAck{Subject: 9})
+	h.Receive(9, HeartbeatNotice{Subject: 9, Inc: 1, Alive: true})
+	env.Advance(time.Hour, h)
+	for _, s := range sentOf[HeartbeatNotice](env.TakeSent()) {
+		if n := s.Msg.(HeartbeatNotice); n.Inc == 0 {
+			t.Fatalf("superseded suspicion resent to %v", s.To)
+		}
+	}
+	if st := h.Stats(); st.NoticesResent < 4 || st.AcksSent != 2 {
+		t.Errorf("stats %+v: want ≥ 4 retransmissions and 2 acknowledgements", st)
 	}
 }
 
