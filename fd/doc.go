@@ -2,36 +2,217 @@
 // [core.Machine] that owns protocol [core.ProtoFD] in a node's [core.Stack],
 // follows the member list it is told about ([core.MembersChanged]) and
 // reports what it concludes with the shared events [core.Suspected],
-// [core.Unsuspected], [core.Failed] and [core.Recovered].
+// [core.Unsuspected], [core.Failed] and [core.Recovered]. A stack holds one
+// detector (both claim core.ProtoFD). A host registers the decoders of every
+// fd message with [RegisterCodecs].
 //
 // # Gossip detector (P2P-MPI §5)
 //
-// (being written)
+// [Gossip] is the gossip-style detector of Genaud and Rattanapoka's P2P-MPI
+// (§5.1–5.3), after van Renesse et al. Use it like this:
+//
+//  1. cfg := fd.DefaultGossipConfig() (DBRR, T_gossip = 0.5 s, T_cleanup =
+//     3⌈log2 n⌉·T_gossip from the current n, a ping consensus); change
+//     fields, or start from LANGossipConfig, WANGossipConfig or
+//     SimGossipConfig.
+//  2. g, err := fd.NewGossip(cfg, members) with the initial member list in
+//     view order. The list is retained, not copied: never modify it (a
+//     simulation can hand the same slice to every node).
+//  3. Put g in the node's stack (or drive it alone) and Start it. Deliver
+//     core.MembersChanged when the view changes and core.PeerHint when the
+//     transport has trouble with a peer.
+//  4. Read core.Suspected / core.Unsuspected / core.Failed /
+//     core.Recovered from the events it emits.
+//
+// The protocol. Every node keeps a heartbeat table with one entry per
+// member: a uint32 counter, indexed by the member's position in the view.
+// Once per round (every T_gossip) a node increments its own counter and
+// sends its whole table ([GossipMsg]) to one node chosen by the schedule:
+//
+//	random  d drawn uniformly among the others               (§5.1)
+//	RR      d = (s + r) mod n,          1 ≤ r ≤ n−1          (§5.1, Eq. 3)
+//	BRR     d = (s + 2^(r−1)) mod n,    1 ≤ r ≤ ⌈log2 n⌉     (§5.1, Eq. 4)
+//	DBRR    BRR for r ≤ ⌈log2 n⌉, then d = (s − 2^(r−⌈log2 n⌉−1)) mod n
+//	        up to r = 2⌈log2 n⌉                               (§5.2, Eq. 5)
+//
+// (the formulas live in package topo). A receiver merges the table into its
+// own, entry by entry, keeping the maximum. An entry whose counter has not
+// increased for T_cleanup makes its node suspected; the detector then pings
+// it directly (the consensus phase, §5.1 and §5.3) and declares it failed
+// only if PingAttempts pings of PingTimeout each go unanswered.
+//
+// Rounds and the initial heartbeat adjustment. Nodes are not synchronized:
+// each counts its own rounds, starting when it starts. Its round counter is
+// its own heartbeat: the round of heartbeat h is ((h−1) mod C)+1 for a cycle
+// of C rounds (the paper's circular counter), so nodes started together
+// agree on the round number and differ only in phase. A node that starts
+// late (a joiner, a restarted process) is aligned by the paper's "initial
+// heartbeat adjustment" (§5.3), which this package implements so: when the
+// first table of its life arrives and the sender's own heartbeat is more
+// than one ahead of its own (more than a phase difference explains), it
+// adopts the sender's count and restarts its period T_gossip after that
+// arrival, so its rounds follow the sender's by one message latency. Nodes
+// started together never adjust (TestGossipInitialAdjustment). Every node
+// also keeps its own counter above any value others hold for it, so that a
+// restarted node's heartbeats are newer than its previous incarnation's.
+// Every entry starts with a grace period: its "last increase" is the start
+// of the detector (or the view change that added the member).
+//
+// States and events. An entry is alive, probing, suspected, in consensus or
+// failed ([GossipStatus]):
+//
+//	alive     --no increase for T_cleanup-->  consensus   emits Suspected, pings
+//	consensus --pong or increase-->           alive       emits Unsuspected
+//	consensus --PingAttempts timeouts-->      failed      emits Failed (once)
+//	failed    --heartbeat increase-->         alive       emits Recovered
+//	alive     --core.PeerHint-->              probing     pings at once, emits nothing
+//	probing   --pong or increase-->           alive       emits nothing
+//	probing   --PingAttempts timeouts-->      suspected   emits Suspected
+//	suspected --pong or increase-->           alive       emits Unsuspected
+//	suspected --T_cleanup expires-->          consensus   pings (no second Suspected)
+//	probing   --T_cleanup expires-->          consensus   emits Suspected; the probe goes on
+//
+// A hint is thus a reason to ask early and to report a suspicion early,
+// never a verdict: the failure itself still needs T_cleanup without a
+// heartbeat and unanswered pings. A probe that is still running when
+// T_cleanup expires counts as the consensus, so a hint can bring a failure
+// declaration forward by at most T_consensus (the lower bound below minus
+// T_consensus), never later than the upper bound. A pong gives the entry a fresh T_cleanup. Under
+// the bound's assumptions a crashed node's heartbeat never increases after
+// its failure is declared (every node already holds its last heartbeat when
+// c ≥ P+1, see below), so an increase after Failed proves a new
+// incarnation or a false detection that healed.
+//
+// View changes. The table follows the member list: on core.MembersChanged
+// (a newer epoch) every entry of a member that stays moves to its new
+// position with its counter, stamp and state; a new member gets a zero
+// counter and a grace period from now; the state (and pending ping) of a
+// member that left is dropped; T_cleanup and the schedule use the new n and
+// positions. A table carries the sender's member ids next to its counters,
+// so tables from another view merge id by id (ids this node does not monitor
+// are ignored); tables in the same view merge position by position.
+//
+// Wire format and size. A [GossipMsg] is the epoch, the entry count, the
+// ids delta-coded (first id, then signed differences) and the counters
+// delta-coded the same way. Ids are dense and live nodes' counters all count
+// rounds since the job started, so both differences almost always fit one
+// byte: a table of n members is about 2n bytes (2,052 bytes at n = 1,024,
+// measured in the simulator; a failed node's frozen counter costs a few
+// bytes more). [GossipPing] and [GossipPong] carry a uvarint sequence
+// number.
+//
+// Memory and allocation. Per node the detector holds 4 bytes of counter
+// and 4 bytes of "round of the last increase" per member plus a one-bit
+// flag (8.125 bytes per member; a view whose ids are not increasing adds a
+// 4-byte id index); the few entries that are not simply alive sit in a
+// short list. The member list (4 bytes per member) is shared with the view
+// and with outgoing messages. At n = 4,096 that is 33,280 bytes per node
+// ([Gossip.TableBytes]); BenchmarkGossipSim measures 34.8 KB of Go heap per
+// node in the simulator at n = 4,096. Since the protocol is n² in memory,
+// 4 GiB holds the tables of about 22,990 nodes (8.125·n² ≤ 2³²), and the
+// simulator's measured heap reaches 4 GiB at about 22,500 nodes; with Go's
+// default GOGC=100 the peak heap is up to twice the live heap, so without a
+// GOMEMLIMIT plan for about 15,900. Merging is in place and allocates
+// nothing. Sending allocates once per round: the message gets its own copy
+// of the counters (4n bytes), because a sent message must never change and
+// the table changes at the next merge (copy-on-send; the copy belongs to
+// the message, which nobody mutates afterwards).
+//
+// # Detection time of BRR and DBRR
+//
+// Because BRR and DBRR route deterministically, the time until a live node
+// declares a crashed node failed can be bounded (§5.3 compares the
+// observed time with T_cleanup). [DetectionBound] and [DetectionBoundSpread]
+// compute the bound derived here; [PropagationRounds] computes P. It holds
+// for RR too (with its own P), not for random gossip.
+//
+// Notation: T = T_gossip; c = CleanupRounds(n), T_cleanup in rounds; P =
+// PropagationRounds(schedule, n); L = the largest one-way latency; Φ = the
+// phase spread (below); T_cons = PingAttempts·PingTimeout; t_c = the time
+// node j crashes; t_x(k) = the start of node x's round k.
+//
+// Assumptions:
+//
+//   - A1: a stable view of n ≥ 2 members with the same configuration; j is
+//     the only failure in the window considered; no loss, no partition.
+//   - A2: aligned rounds. Every node's round k carries heartbeat k (it
+//     started with the others, or the initial adjustment aligned it), and
+//     round k of node x starts at t_x(k) = s_x + (k−1)T with all s_x within
+//     Φ of each other; clocks do not drift during the window.
+//   - A3: latencies are at most L, and (S): L + Φ < T. Then a table sent in
+//     round k reaches every receiver before the receiver's round k+1. This
+//     is the paper's pair of assumptions "the initial heartbeat adjustment
+//     is effective and message delays are less than T_gossip" (§5.3).
+//   - A4: steady state: j crashes more than P rounds after every node
+//     started.
+//
+// Step 1: the last heartbeat that left j. Let round K be j's last round
+// before t_c: t_j(K) ∈ (t_c−T, t_c]. Its table may be lost if j dies while
+// it is in transit (the simulator drops a crashed node's messages in
+// flight), and only if j dies within L of sending it (t_j(K) > t_c − L);
+// the table of round K−1 arrived by t_j(K)−T+L < t_c. So j's last
+// delivered heartbeat h left j at some t_h with t_c − T − L < t_h ≤ t_c,
+// in round K_h ∈ {K−1, K}.
+//
+// Step 2: propagation. By (S), a node that holds h before its round k
+// forwards it in round k, and its target holds h before its own round k+1.
+// j sent h once, in round K_h; with aligned rounds the holders then grow
+// exactly as the flood that PropagationRounds runs (the schedule is
+// circulant, j removed), so node i first receives h at a time a_i ≥ t_h,
+// before its round K_h + P.
+//
+// Step 3: suspicion. The detector stamps an increase with its current round
+// m (a_i falls in round m: t_i(m) ≤ a_i < t_i(m)+T) and suspects in the
+// first round q with q − m > c, i.e. at σ = t_i(m+c+1) = t_i(m) + (c+1)T.
+// Since a_i − T < t_i(m) ≤ a_i:
+//
+//	σ > a_i + cT ≥ t_h + cT > t_c + (c−1)T − L
+//	σ ≤ t_i(K_h+P+c) = s_i + (K_h+P+c−1)T ≤ t_j(K_h) + Φ + (P+c)T ≤ t_c + (c+P)T + Φ
+//
+// (the second line because m ≤ K_h+P−1 and s_i ≤ s_j + Φ).
+//
+// Step 4: consensus. j answers no ping and its counter never increases
+// again (h is the highest heartbeat that left j), so i declares j failed at
+// exactly σ + T_cons.
+//
+// Result: i declares j failed at t_c + D with
+//
+//	(c−1)·T − L + T_cons  <  D  ≤  (c+P)·T + Φ + T_cons
+//
+// DetectionBoundSpread returns [lo, hi] with these values;
+// DetectionBound uses the largest spread (S) allows, Φ → T − L:
+// hi = (c+P+1)·T − L + T_cons. In the paper's terms D runs from about
+// T_cleanup − T_gossip to T_cleanup + P·T_gossip, plus the consensus, and
+// P·T_gossip is the paper's T_cleanup^min give or take two rounds: with a
+// dead source, BRR needs P = ⌈log2 n⌉+1 or +2 rounds (the worked example
+// of §5.1, n = 4: 3 rounds, not 2); DBRR needs the same, less than its
+// cycle of 2⌈log2 n⌉ rounds because it can mix clockwise and
+// counter-clockwise hops (P = 9 at n = 256, 11 at n = 1,024, 13 at
+// n = 4,096); RR needs about 1.5·T_cleanup^min. The lower bound is reached
+// up to one round when phases differ; the upper bound within a few hundred
+// milliseconds for BRR and DBRR in the simulator
+// (TestGossipSimDetectionWithinBound). Example: DBRR at n = 256 with the
+// default configuration (c = 24, P = 9, T_cons = 1 s), L = 10 ms,
+// Φ = 100 ms: every node declares the crash between 12.49 s and 17.6 s.
+//
+// No false suspicion. For a live node j and any round q of node i, j's
+// heartbeat of round q−P has reached i before round q, and it left j after
+// i's round q−P−1 began (Φ < T), so i stamped an increase in round
+// q−P−1 or later: an entry's age never exceeds P+1 rounds. Hence c ≥ P+1
+// rules out false suspicions under A1–A3. The default T_cleanup satisfies
+// it for RR, BRR and DBRR (TestDefaultCleanupExceedsPropagation); the paper
+// sets 3⌈log2 n⌉ for DBRR (§5.2) and says BRR uses "the same assumptions",
+// read here as T_cleanup^min + ⌈log2 n⌉ rounds = 2⌈log2 n⌉; RR gets
+// 2·T_cleanup^min and random 3⌈log2 n⌉ rounds (the paper gives neither).
+// Random gossip has no such guarantee: over 8 nodes it suspects live nodes
+// now and then, and only the consensus ping keeps them from being declared
+// failed (TestGossipSimRandomSmallFalseSuspicion), which is §5.1's point.
+// Without (S) — latencies near T_gossip, phases spread over a whole round,
+// views in flux, several simultaneous failures — neither the bound nor the
+// accuracy argument holds; the ping consensus is what keeps live nodes
+// from being declared failed then.
 //
 // # Heartbeat detector (Phoenix §4)
 //
-// [HeartbeatDetector] is the detector of Horita, Taura and Chikayama's
-// Phoenix library. Each process sends a heartbeat every T_interval to k
-// monitors chosen at random, announcing when the next one is due; a monitor
-// suspects the process when nothing arrived for T_interval + T_timeout.
-// Every message counts as a heartbeat, application traffic included, so a
-// busy link carries none. Insurance heartbeats go every T_insurance on the
-// process's other connections, so that a process whose monitors die with
-// it is still detected. A suspicion is broadcast to every member; a member
-// still suspected after T_broken is declared failed, unless it refuted the
-// suspicion in time. Use:
-//
-//	members := []core.NodeID{0, 1, 2, 3} // shared, never modified
-//	det, err := fd.NewHeartbeat(fd.DefaultHeartbeatConfig(), members)
-//	if err != nil { ... }
-//	node := core.NewStack(det, membership, app) // lowest layer: it sees all traffic
-//
-// Register its wire codecs with [RegisterHeartbeatCodecs]. Presets:
-// [DefaultHeartbeatConfig] (the paper's Table 1), [LANHeartbeatConfig],
-// [WANHeartbeatConfig], [SimHeartbeatConfig] (§6.2) and
-// [AggressiveHeartbeatConfig]; change parameters while running with
-// [HeartbeatDetector.SetConfig]; read counters with
-// [HeartbeatDetector.Stats]. What a connection is in a large job, who
-// learns of a failure and how, and what the detector keeps in memory are
-// described on [HeartbeatDetector].
+// (placeholder: the heartbeat detector's author fills this section.)
 package fd

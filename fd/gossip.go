@@ -208,16 +208,25 @@ func (g *Gossip) sendTable(to int) {
 }
 
 // checkCleanup suspects every unflagged entry that has not increased for
-// more than T_cleanup rounds, and starts the consensus of hinted suspects
-// whose T_cleanup has expired too. The full scan runs only when the oldest
+// more than T_cleanup rounds, and moves watched entries whose T_cleanup has
+// expired to the consensus phase (a hinted suspect starts pinging again; a
+// probe in flight carries on as the consensus, so a hint can bring the
+// failure forward by at most T_consensus). The full scan runs only when the oldest
 // possible stamp is old enough to expire.
 func (g *Gossip) checkCleanup() {
 	for i := range g.watches {
 		w := &g.watches[i]
-		if w.status == StatusSuspected && g.tick-g.seen[w.pos] > g.cleanup {
+		if g.tick-g.seen[w.pos] <= g.cleanup {
+			continue
+		}
+		switch w.status {
+		case StatusSuspected: // a hinted probe failed earlier
 			w.status = StatusConsensus
 			w.attempts = 0
 			g.ping(w)
+		case StatusProbing: // the probe in flight becomes the consensus
+			w.status = StatusConsensus
+			g.env.Emit(core.Suspected{Node: w.id})
 		}
 	}
 	if g.tick-g.oldest <= g.cleanup {

@@ -643,3 +643,29 @@ func TestGossipTableBytes(t *testing.T) {
 		t.Fatalf("TableBytes = %d, want %d", got, want)
 	}
 }
+
+// TestGossipHintedProbeAtCleanup: a probe still running when T_cleanup
+// expires turns into the consensus: Suspected at the expiry, Failed when the
+// probe's last attempt times out (earlier than an unhinted failure, by at
+// most T_consensus).
+func TestGossipHintedProbeAtCleanup(t *testing.T) {
+	members := gfirst(2)
+	g, env := startGossip(t, gossipTestConfig(topo.BinaryRoundRobin), 0, members) // c = 2 rounds
+	env.AdvanceTo(800*time.Millisecond, g)
+	g.Handle(core.PeerHint{Node: 1, Reason: "reset"}) // probe: pings at 0.8 s and 1.3 s
+	env.AdvanceTo(time.Second, g)                     // round 3: T_cleanup expires
+	if evs := env.TakeEmitted(); !slices.Equal(evs, []core.Event{core.Suspected{Node: 1}}) {
+		t.Fatalf("emitted %v at 1s, want [Suspected n1]", evs)
+	}
+	if g.Status(1) != StatusConsensus {
+		t.Fatalf("status = %v, want consensus", g.Status(1))
+	}
+	env.AdvanceTo(1799*time.Millisecond, g)
+	if evs := env.TakeEmitted(); len(evs) != 0 {
+		t.Fatalf("emitted %v before the probe's last timeout", evs)
+	}
+	env.AdvanceTo(1800*time.Millisecond, g)
+	if evs := env.TakeEmitted(); !slices.Equal(evs, []core.Event{core.Failed{Node: 1}}) {
+		t.Fatalf("emitted %v at 1.8s, want [Failed n1]", evs)
+	}
+}
