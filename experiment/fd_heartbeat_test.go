@@ -10,8 +10,9 @@ import (
 // one and two workers: the outputs are identical.
 func TestFDHeartbeatTiny(t *testing.T) {
 	args := []string{"--max-n", "16", "--duration", "120s", "--seeds", "1"}
-	one := runTiny(t, "fd-heartbeat", 1, args...)
-	two := runTiny(t, "fd-heartbeat", 2, args...)
+	one, checks := runTiny(t, "fd-heartbeat", 1, args...)
+	mustPass(t, checks)
+	two, _ := runTiny(t, "fd-heartbeat", 2, args...)
 	sameFiles(t, one, two, "heartbeat-vs-n.csv", "app-traffic.csv", "report.md")
 }
 

@@ -78,6 +78,10 @@ type Series struct {
 	Style Style
 	// Dashed draws the line dashed (theory, bounds).
 	Dashed bool
+	// Color, when positive, picks the palette entry Color−1 (so that a
+	// measurement and its theory can share a color); 0 gives the series
+	// the entry of its position.
+	Color int
 }
 
 // Point is one point with an optional vertical error bar from Lo to Hi
@@ -186,6 +190,9 @@ func (f *Figure) build() (*plot.Plot, error) {
 			xys[j].X, xys[j].Y = pt.X, pt.Y
 		}
 		c := seriesColor(i)
+		if s.Color > 0 {
+			c = seriesColor(s.Color - 1)
+		}
 		var thumbs []plot.Thumbnailer
 		if s.Style != Points {
 			l, err := plotter.NewLine(xys)
