@@ -593,5 +593,5 @@ func (g *Gossip) CleanupRounds() int { return int(g.cleanup) }
 // counted because it may be shared.
 func (g *Gossip) TableBytes() int {
 	return 4*len(g.beats) + 4*len(g.seen) + 8*len(g.flagged) + 4*len(g.byID) +
-		cap(g.watches)*24
+		cap(g.watches)*32
 }
