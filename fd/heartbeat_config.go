@@ -41,7 +41,11 @@ type HeartbeatConfig struct {
 	// peer announced before it suspects the peer. A monitor therefore
 	// suspects a process whose last message arrived more than
 	// Interval + Timeout ago (§4.2.1). It also bounds how long a ping sent
-	// on a [core.PeerHint] waits for any answer. Must be > 0. Paper: 5 s.
+	// on a [core.PeerHint] waits for any answer. With Timeout ≤ Interval
+	// (the paper's values) one lost heartbeat is enough for a suspicion,
+	// which costs a broadcast and its refutation (but no failure, thanks
+	// to Broken); Timeout > Interval tolerates one loss (the WAN preset).
+	// Must be > 0. Paper: 5 s.
 	Timeout time.Duration
 
 	// Insurance is T_insurance: the longest time between two messages this
