@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -416,7 +415,7 @@ func orJoin(items []string, otherwise string) string {
 // judging the schedules marked active. It allocates only its scratch space.
 func relTrials(ctx context.Context, g [2]*gossipGraph, active [2]bool, dead bernoulliMask, seed uint64, trials int) (relChunkResult, error) {
 	var r relChunkResult
-	src := rand.NewPCG(seed, 0x72656c) // "rel"
+	src := &wyrand{s: seed}
 	sc := g[0].newScratch()
 	for t := range trials {
 		if t%4096 == 0 && ctx.Err() != nil {

@@ -66,7 +66,7 @@ func runDemoCommand(ctx context.Context, c *call) error {
 	fs := c.newFlags()
 	cfg := demoConfig{schedule: topo.BinaryRoundRobin}
 	fs.IntVar(&cfg.n, "n", 1024, "number of simulated `nodes`")
-	fs.IntVar(&cfg.crashes, "crashes", 5, "number of nodes that `crash`")
+	fs.IntVar(&cfg.crashes, "crashes", 5, "how many `nodes` crash")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "`seed` of the run (crash times, victims, network)")
 	fs.TextVar(&cfg.schedule, "schedule", topo.BinaryRoundRobin, "gossip `schedule`: brr, dbrr, rr or random")
 	fs.StringVar(&cfg.out, "out", filepath.Join("out", "demo"), "`directory` for the plot of detection times")
