@@ -455,7 +455,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	}
 	installed := false
 	defer func() {
-		if !installed {
+		if !installed && p != nil {
 			t.mu.Lock()
 			p.inbound--
 			t.mu.Unlock()
@@ -481,16 +481,21 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 }
 
 // admit decides the tie-break for an inbound connection from id and, if it
-// may proceed, counts it so that our writer does not dial meanwhile. The
-// connection opened by the lower node id wins: we refuse the peer's dial if
-// we are lower and our own dial is pending or established.
+// may proceed and we know id, counts it so that our writer does not dial
+// meanwhile. The connection opened by the lower node id wins: we refuse the
+// peer's dial if we are lower and our own dial is pending or established.
+// The peer's state is not created here, before the peer has proved the
+// secret, so that unauthenticated hellos cost no memory; p is nil then.
 func (t *Transport) admit(id core.NodeID) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil, transport.ErrClosed
 	}
-	p := t.peerLocked(id)
+	p := t.peers[id]
+	if p == nil {
+		return nil, nil
+	}
 	if t.self < id && (p.dialing || (p.cur != nil && p.cur.initiator)) {
 		return nil, fmt.Errorf("%w (we are %v, the peer %v)", errTieBreak, t.self, id)
 	}
@@ -499,14 +504,23 @@ func (t *Transport) admit(id core.NodeID) (*peer, error) {
 }
 
 // install makes c the connection to its peer, replacing (closing) the
-// previous one. It returns false if the transport or the peer is gone.
-func (t *Transport) install(p *peer, c *conn) bool {
+// previous one. admitted is the peer state admit returned for an inbound
+// connection (possibly nil), or the dialing peer's for an outbound one. It
+// returns false if the transport or the peer is gone.
+func (t *Transport) install(admitted *peer, c *conn) bool {
 	t.mu.Lock()
-	if !c.initiator {
-		p.inbound--
+	if admitted != nil && !c.initiator {
+		admitted.inbound--
 	}
-	if t.closed || t.peers[p.id] != p {
+	p := admitted
+	if p == nil && !t.closed {
+		p = t.peerLocked(c.peer) // an authenticated peer we did not know
+	}
+	if t.closed || t.peers[c.peer] != p {
 		t.mu.Unlock()
+		if admitted != nil {
+			admitted.signal()
+		}
 		c.close(true, nil)
 		return false
 	}

@@ -28,6 +28,7 @@ type Recorder struct {
 	hints   []core.PeerHint
 	changed chan struct{} // closed and replaced on every change
 	gate    chan struct{} // non-nil while held
+	waiting int           // deliveries waiting at the gate
 }
 
 // NewRecorder returns an empty recorder that does not hold.
@@ -36,14 +37,16 @@ func NewRecorder() *Recorder { return &Recorder{changed: make(chan struct{})} }
 // Deliver records f, after waiting while the recorder is held.
 func (r *Recorder) Deliver(f wire.Frame) {
 	r.mu.Lock()
-	g := r.gate
-	r.mu.Unlock()
-	if g != nil {
+	if g := r.gate; g != nil {
+		r.waiting++
+		r.notify()
+		r.mu.Unlock()
 		<-g
+		r.mu.Lock()
+		r.waiting--
 	}
-	f.Payload = slices.Clone(f.Payload)
-	r.mu.Lock()
 	r.frames = append(r.frames, f)
+	r.frames[len(r.frames)-1].Payload = slices.Clone(f.Payload)
 	r.notify()
 	r.mu.Unlock()
 }
@@ -78,6 +81,34 @@ func (r *Recorder) Release() {
 		r.gate = nil
 	}
 	r.mu.Unlock()
+}
+
+// Waiting returns the number of deliveries waiting for Release.
+func (r *Recorder) Waiting() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.waiting
+}
+
+// WaitHeld waits until n deliveries are waiting for Release, and fails the
+// test if they are not within timeout.
+func (r *Recorder) WaitHeld(t testing.TB, timeout time.Duration, n int) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		ok, ch := r.waiting >= n, r.changed
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("waiting for %d held deliveries: %d after %v", n, r.Waiting(), timeout)
+		}
+	}
 }
 
 // Frames returns a copy of the frames recorded so far, in delivery order.
