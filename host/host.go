@@ -14,9 +14,9 @@
 //
 // # The event loop
 //
-// Run starts one goroutine's worth of work: the caller's. That goroutine
-// is the event loop and the only one that ever calls the machine (a machine
-// is single-threaded by contract). It waits on channels for
+// Run is the event loop. It runs on the caller's goroutine, which is the
+// only one that ever calls the machine (a machine is single-threaded by
+// contract), and waits on channels for
 //
 //   - inbound messages: the transport's reader goroutines decode each frame
 //     with the codec and post the message (so decoding costs the loop

@@ -392,7 +392,9 @@ func (e *Endpoint) deliver(src *Endpoint, f wire.Frame, stop <-chan struct{}) {
 }
 
 // Close stops the endpoint's goroutines and removes it from the hub. Frames
-// queued by it are dropped.
+// queued by it are dropped. A frame of this endpoint blocked in a
+// receiver's handler delays Close until that Deliver returns, as with a TCP
+// reader.
 func (e *Endpoint) Close() error {
 	e.mu.Lock()
 	if e.closed {
