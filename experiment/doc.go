@@ -30,4 +30,17 @@
 // Nothing in the outputs depends on the wall clock or on the number of
 // workers: a test runs an experiment with one and with two workers and
 // compares the files byte for byte.
+//
+// The experiments:
+//
+//   - fd-detect: P2P-MPI §5.3, Fig. 13, detection time of the gossip
+//     detector against n (BRR, DBRR, RR, random), against
+//     model.DefaultCleanup and fd.DetectionBound. It runs a
+//     [GossipCluster], which `cohort demo` uses too.
+//   - fd-reliability: P2P-MPI §5.2, Fig. 12, a Monte-Carlo over failure
+//     patterns of the probability that BRR or DBRR gossip stops reaching
+//     some live node, with exact enumeration for n ≤ 16.
+//   - fd-heartbeat: Phoenix §6.2, Fig. 2, heartbeats per process per
+//     T_interval, detector messages against n, and heartbeats saved by
+//     application traffic.
 package experiment
