@@ -85,8 +85,8 @@
 //
 // View changes. The table follows the member list: on core.MembersChanged
 // (a newer epoch) every entry of a member that stays moves to its new
-// position with its counter, stamp and state; a new member gets a zero
-// counter and a grace period from now; the state (and pending ping) of a
+// position with its counter and state; a new member gets a zero
+// counter and a grace period of T_cleanup from now; the state (and pending ping) of a
 // member that left is dropped; T_cleanup and the schedule use the new n and
 // positions. A table carries the sender's member ids next to its counters,
 // so tables from another view merge id by id (ids this node does not monitor
@@ -101,18 +101,20 @@
 // bytes more). [GossipPing] and [GossipPong] carry a uvarint sequence
 // number.
 //
-// Memory and allocation. Per node the detector holds 4 bytes of counter
-// and 4 bytes of "round of the last increase" per member plus a one-bit
-// flag (8.125 bytes per member; a view whose ids are not increasing adds a
-// 4-byte id index); the few entries that are not simply alive sit in a
-// short list. The member list (4 bytes per member) is shared with the view
-// and with outgoing messages. At n = 4,096 that is 33,280 bytes per node
-// ([Gossip.TableBytes]); BenchmarkGossipSim measures 34.8 KB of Go heap per
+// Memory and allocation. Per node the detector holds a 4-byte counter per
+// member plus a one-bit flag (4.125 bytes per member; a view whose ids are
+// not increasing adds a 4-byte id index); the few entries that are not
+// simply alive (watched, or in a grace period) sit in a short list. The
+// member list (4 bytes per member) is shared with the view and with
+// outgoing messages. At n = 4,096 that is 16,896 bytes per node
+// ([Gossip.TableBytes]); BenchmarkGossipSim measures 18.4 KB of Go heap per
 // node in the simulator at n = 4,096. Since the protocol is n² in memory,
-// 4 GiB holds the tables of about 22,990 nodes (8.125·n² ≤ 2³²), and the
-// simulator's measured heap reaches 4 GiB at about 22,500 nodes; with Go's
-// default GOGC=100 the peak heap is up to twice the live heap, so without a
-// GOMEMLIMIT plan for about 15,900. Merging is in place and allocates
+// 4 GiB holds the tables of about 32,000 nodes (4.125·n² ≤ 2³²), and the
+// simulator's measured heap reaches 4 GiB at about 31,000 nodes; with Go's
+// default GOGC=100 the peak heap is up to twice the live heap, so set
+// GOMEMLIMIT near that size. 100,000 gossip nodes in one group would need
+// about 41 GB of tables alone: that is the protocol's own n² cost, not the
+// simulator's. Merging is in place and allocates
 // nothing. Sending allocates once per round: the message gets its own copy
 // of the counters (4n bytes), because a sent message must never change and
 // the table changes at the next merge (copy-on-send; the copy belongs to
@@ -161,15 +163,23 @@
 // circulant, j removed), so node i first receives h at a time a_i ≥ t_h,
 // before its round K_h + P.
 //
-// Step 3: suspicion. The detector stamps an increase with its current round
-// m (a_i falls in round m: t_i(m) ≤ a_i < t_i(m)+T) and suspects in the
-// first round q with q − m > c, i.e. at σ = t_i(m+c+1) = t_i(m) + (c+1)T.
-// Since a_i − T < t_i(m) ≤ a_i:
+// Step 3: suspicion. The detector does not time the arrival of a heartbeat;
+// it reads its age. Heartbeats are round counters aligned across nodes (A2,
+// kept aligned by the adjustment), so node i, in its round q, holds j's
+// entry b and computes its age q − b; it suspects j in the first round q
+// with q − b > c. This is "the heartbeat has not increased for T_cleanup"
+// measured from when the heartbeat left j rather than from when it reached
+// i, which is what makes the observed detection time of §5.3 track the
+// theoretical T_cleanup instead of T_cleanup plus a propagation delay.
+// While j lives, i holds in round q a heartbeat of round q−P or later
+// (Step 2), so ages stay ≤ P ≤ c. After the crash, i holds h from round
+// h+P ≤ h+c on, and suspects in round q = h+c+1, at
 //
-//	σ > a_i + cT ≥ t_h + cT > t_c + (c−1)T − L
-//	σ ≤ t_i(K_h+P+c) = s_i + (K_h+P+c−1)T ≤ t_j(K_h) + Φ + (P+c)T ≤ t_c + (c+P)T + Φ
+//	σ = t_i(h+c+1) = s_i + (h+c)·T = t_j(h) + (c+1)·T + (s_i − s_j)
 //
-// (the second line because m ≤ K_h+P−1 and s_i ≤ s_j + Φ).
+// with |s_i − s_j| ≤ Φ and t_h = t_j(h) ∈ (t_c − T − L, t_c]:
+//
+//	t_c + c·T − L − Φ  <  σ  ≤  t_c + (c+1)·T + Φ
 //
 // Step 4: consensus. j answers no ping and its counter never increases
 // again (h is the highest heartbeat that left j), so i declares j failed at
@@ -177,40 +187,46 @@
 //
 // Result: i declares j failed at t_c + D with
 //
-//	(c−1)·T − L + T_cons  <  D  ≤  (c+P)·T + Φ + T_cons
+//	c·T − L − Φ + T_cons  <  D  ≤  (c+1)·T + Φ + T_cons,   provided c ≥ P.
 //
-// DetectionBoundSpread returns [lo, hi] with these values;
-// DetectionBound uses the largest spread (S) allows, Φ → T − L:
-// hi = (c+P+1)·T − L + T_cons. In the paper's terms D runs from about
-// T_cleanup − T_gossip to T_cleanup + P·T_gossip, plus the consensus, and
-// P·T_gossip is the paper's T_cleanup^min give or take two rounds: with a
-// dead source, BRR needs P = ⌈log2 n⌉+1 or +2 rounds (the worked example
-// of §5.1, n = 4: 3 rounds, not 2); DBRR needs the same, less than its
-// cycle of 2⌈log2 n⌉ rounds because it can mix clockwise and
-// counter-clockwise hops (P = 9 at n = 256, 11 at n = 1,024, 13 at
-// n = 4,096); RR needs about 1.5·T_cleanup^min. The lower bound is reached
-// up to one round when phases differ; the upper bound within a few hundred
-// milliseconds for BRR and DBRR in the simulator
-// (TestGossipSimDetectionWithinBound). Example: DBRR at n = 256 with the
-// default configuration (c = 24, P = 9, T_cons = 1 s), L = 10 ms,
-// Φ = 100 ms: every node declares the crash between 12.49 s and 17.6 s.
+// DetectionBoundSpread returns [lo, hi] with these values (and ErrNoBound
+// when c < P); DetectionBound uses the largest spread (S) allows, Φ → T − L.
+// In the paper's terms D is T_cleanup, give or take one round and the phase
+// spread, plus the consensus: the window is 1·T + 2Φ + L wide whatever n,
+// and it lies inside [T_cleanup − T_gossip, T_cleanup + T_cleanup^min +
+// T_cons] whenever L + Φ < T and T + Φ ≤ T_cleanup^min (n ≥ 3 for BRR).
+// P itself — the rounds the dead node's last heartbeat needs to reach
+// everyone, computed by [PropagationRounds] — only enters through c ≥ P:
+// BRR needs P = ⌈log2 n⌉+1 or +2 (§5.1's example, n = 4: 3 rounds), DBRR
+// the same (P = 9 at n = 256, 13 at n = 4,096), RR about 1.5·T_cleanup^min.
+// The simulator finds detections within 70 ms of the upper bound for BRR
+// and DBRR at n = 9…256 (TestGossipSimDetectionWithinBound). Example:
+// DBRR at n = 256 with the default configuration (c = 24, T_cons = 1 s),
+// L = 10 ms, Φ = 100 ms: every node declares the crash between 12.79 s and
+// 13.6 s.
 //
-// No false suspicion. For a live node j and any round q of node i, j's
-// heartbeat of round q−P has reached i before round q, and it left j after
-// i's round q−P−1 began (Φ < T), so i stamped an increase in round
-// q−P−1 or later: an entry's age never exceeds P+1 rounds. Hence c ≥ P+1
-// rules out false suspicions under A1–A3. The default T_cleanup satisfies
-// it for RR, BRR and DBRR (TestDefaultCleanupExceedsPropagation); the paper
-// sets 3⌈log2 n⌉ for DBRR (§5.2) and says BRR uses "the same assumptions",
-// read here as T_cleanup^min + ⌈log2 n⌉ rounds = 2⌈log2 n⌉; RR gets
-// 2·T_cleanup^min and random 3⌈log2 n⌉ rounds (the paper gives neither).
-// Random gossip has no such guarantee: over 8 nodes it suspects live nodes
-// now and then, and only the consensus ping keeps them from being declared
-// failed (TestGossipSimRandomSmallFalseSuspicion), which is §5.1's point.
+// No false suspicion. By Step 2, a live node's entry at i is never more
+// than P rounds old, so c ≥ P rules out false suspicions under A1–A3. The
+// default T_cleanup satisfies it for RR, BRR and DBRR
+// (TestDefaultCleanupExceedsPropagation); the paper sets 3⌈log2 n⌉ for DBRR
+// (§5.2) and says BRR uses "the same assumptions", read here as
+// T_cleanup^min + ⌈log2 n⌉ rounds = 2⌈log2 n⌉; RR gets 2·T_cleanup^min and
+// random 3⌈log2 n⌉ rounds (the paper gives neither). Random gossip has no
+// such guarantee: over 8 nodes it suspects live nodes now and then, and only
+// the consensus ping keeps them from being declared failed
+// (TestGossipSimRandomSmallFalseSuspicion), which is §5.1's point.
+//
+// Drift. Real timers drift and processes stall. Every table carries its
+// sender's own counter; a node that finds a sender two or more rounds ahead
+// adopts that count (without re-phasing its period), so the counters stay
+// within about a round of the fastest node and ages stay meaningful. A node
+// that jumps ahead sees every other entry up to that many rounds older; the
+// margin c − P absorbs it. A new member, and a suspect that answered a ping,
+// get a grace period of T_cleanup from that round, kept beside the table
+// (the table only ever carries heartbeats that nodes really sent).
 // Without (S) — latencies near T_gossip, phases spread over a whole round,
-// views in flux, several simultaneous failures — neither the bound nor the
-// accuracy argument holds; the ping consensus is what keeps live nodes
-// from being declared failed then.
+// views in flux — neither the bound nor the accuracy argument holds; the
+// ping consensus is what keeps live nodes from being declared failed then.
 //
 // # Heartbeat detector (Phoenix §4)
 //

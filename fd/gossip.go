@@ -36,6 +36,14 @@ const (
 	StatusFailed
 )
 
+// statusGrace marks an entry that is alive by other evidence than its
+// heartbeat (it just joined the view, or answered a ping): its T_cleanup
+// runs from the round in which the grace began (gossipWatch.since) until
+// its heartbeat increases. It is kept apart from the table so that the
+// table only ever carries heartbeats the nodes really sent. Status reports
+// it as StatusAlive.
+const statusGrace GossipStatus = 200
+
 var statusNames = [...]string{"unknown", "alive", "probing", "suspected", "consensus", "failed"}
 
 func (s GossipStatus) String() string {
@@ -71,7 +79,6 @@ type Gossip struct {
 
 	// The table, indexed by position in members.
 	beats   []uint32 // heartbeat counters, merged by maximum
-	seen    []uint32 // the round (value of tick) in which beats[i] last increased
 	flagged []uint64 // bit i set: position i has an entry in watches
 
 	watches []gossipWatch // the few entries that are not simply alive
@@ -79,7 +86,7 @@ type Gossip struct {
 	own      uint32 // this node's heartbeat; also its round counter
 	tick     uint32 // rounds started by this node (never adjusted)
 	cleanup  uint32 // T_cleanup in rounds for the current n
-	oldest   uint32 // a lower bound of seen[i] over unflagged i ≠ me
+	lowest   uint32 // a lower bound of beats[i] over unflagged i ≠ me
 	adjusted bool   // the initial heartbeat adjustment has been decided
 	tickID   core.TimerID
 	lastSeq  uint32
@@ -93,6 +100,7 @@ type gossipWatch struct {
 	pos      int32
 	status   GossipStatus
 	beat     uint32       // the entry's heartbeat when the watch began
+	since    uint32       // statusGrace: this node's heartbeat when the grace began
 	attempts uint8        // pings sent in the current probe or consensus
 	seq      uint32       // the outstanding ping, 0 when none
 	timer    core.TimerID // its timeout
@@ -216,7 +224,16 @@ func (g *Gossip) sendTable(to int) {
 func (g *Gossip) checkCleanup() {
 	for i := range g.watches {
 		w := &g.watches[i]
-		if g.tick-g.seen[w.pos] <= g.cleanup {
+		if w.status == statusGrace {
+			if g.own-min(w.since, g.own) > g.cleanup {
+				w.status = StatusConsensus
+				w.attempts = 0
+				g.env.Emit(core.Suspected{Node: w.id})
+				g.ping(w)
+			}
+			continue
+		}
+		if g.age(int(w.pos)) <= g.cleanup {
 			continue
 		}
 		switch w.status {
@@ -229,23 +246,27 @@ func (g *Gossip) checkCleanup() {
 			g.env.Emit(core.Suspected{Node: w.id})
 		}
 	}
-	if g.tick-g.oldest <= g.cleanup {
+	if g.own-min(g.lowest, g.own) <= g.cleanup {
 		return
 	}
-	var maxAge uint32
-	for i, s := range g.seen {
+	lowest := g.own
+	for i, b := range g.beats {
 		if i == g.me || g.isFlagged(i) {
 			continue
 		}
-		age := g.tick - s
-		if age > g.cleanup {
+		if g.own-min(b, g.own) > g.cleanup {
 			g.suspect(i)
 			continue
 		}
-		maxAge = max(maxAge, age)
+		lowest = min(lowest, b)
 	}
-	g.oldest = g.tick - maxAge
+	g.lowest = lowest
 }
+
+// age is how many rounds old the heartbeat this node holds for position i
+// is: its own heartbeat (the round counter, aligned across nodes by the
+// heartbeat adjustment) minus the entry, or 0 when the entry is ahead.
+func (g *Gossip) age(i int) uint32 { return g.own - min(g.beats[i], g.own) }
 
 // suspect starts the consensus phase for position i (P2P-MPI §5.1).
 func (g *Gossip) suspect(i int) {
@@ -259,8 +280,15 @@ func (g *Gossip) suspect(i int) {
 // watched.
 func (g *Gossip) hint(id core.NodeID) {
 	i := g.pos(id)
-	if i < 0 || i == g.me || g.isFlagged(i) {
+	if i < 0 || i == g.me {
 		return
+	}
+	if g.isFlagged(i) {
+		k := g.watchAt(i)
+		if g.watches[k].status != statusGrace {
+			return
+		}
+		g.clearWatch(k) // the probe replaces the grace
 	}
 	g.setFlag(i)
 	g.watches = append(g.watches, gossipWatch{id: id, pos: int32(i), beat: g.beats[i], status: StatusProbing})
@@ -302,12 +330,29 @@ func (g *Gossip) pingTimedOut(seq uint32) {
 
 func (g *Gossip) receivePong(from core.NodeID, seq uint32) {
 	k := g.watchBySeq(seq)
-	if k < 0 || g.watches[k].id != from {
-		return // late, or not ours
+	if seq == 0 || k < 0 || g.watches[k].id != from {
+		return // late, forged, or not ours
 	}
 	i := int(g.watches[k].pos)
-	g.seen[i] = g.tick // a pong is evidence of life: a fresh grace period
 	g.clearWatch(k)
+	// A pong is evidence of life now: a fresh T_cleanup from this round.
+	g.grace(i)
+}
+
+// grace starts a grace period for position i (which must not be watched).
+func (g *Gossip) grace(i int) {
+	g.setFlag(i)
+	g.watches = append(g.watches, gossipWatch{id: g.members[i], pos: int32(i), beat: g.beats[i], since: g.own, status: statusGrace})
+}
+
+// watchAt returns the index of the watch of flagged position i.
+func (g *Gossip) watchAt(i int) int {
+	for k := range g.watches {
+		if int(g.watches[k].pos) == i {
+			return k
+		}
+	}
+	panic(fmt.Sprintf("fd: position %d flagged without a watch", i))
 }
 
 // clearWatch ends the watch at index k because its node showed it is alive
@@ -335,12 +380,11 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 		return // only a hand-built message can be malformed like this
 	}
 	if sameMembers(m.Members, g.members) {
-		mergeMax(g.beats, g.seen, m.Beats, g.tick)
+		mergeMax(g.beats, m.Beats)
 	} else {
 		for k, id := range m.Members {
 			if i := g.pos(id); i >= 0 && m.Beats[k] > g.beats[i] {
 				g.beats[i] = m.Beats[k]
-				g.seen[i] = g.tick
 			}
 		}
 	}
@@ -359,7 +403,24 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 	}
 	if !g.adjusted {
 		g.adjust(from, m)
+	} else if k := g.senderPos(from, m); k >= 0 && m.Beats[k] > g.own+1 {
+		// Keep counting with the others: a node whose rounds fell behind
+		// (a stalled process, a slow clock) would otherwise make every
+		// entry look older and every other node see its own heartbeat age.
+		// The period is not re-phased; only the count follows.
+		g.own = m.Beats[k]
+		if g.me >= 0 {
+			g.beats[g.me] = g.own
+		}
 	}
+}
+
+// senderPos is the position of the sender's own entry in m, or -1.
+func (g *Gossip) senderPos(from core.NodeID, m *GossipMsg) int {
+	if sameMembers(m.Members, g.members) {
+		return g.pos(from)
+	}
+	return slices.Index(m.Members, from)
 }
 
 // adjust is the initial heartbeat adjustment: the first table a node
@@ -372,12 +433,7 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 // latency.
 func (g *Gossip) adjust(from core.NodeID, m *GossipMsg) {
 	g.adjusted = true
-	k := -1
-	if sameMembers(m.Members, g.members) {
-		k = g.pos(from)
-	} else {
-		k = slices.Index(m.Members, from)
-	}
+	k := g.senderPos(from, m)
 	if k < 0 || m.Beats[k] <= g.own+1 {
 		return
 	}
@@ -389,23 +445,13 @@ func (g *Gossip) adjust(from core.NodeID, m *GossipMsg) {
 	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})
 }
 
-// mergeMax sets beats[i] = max(beats[i], in[i]) and stamps seen[i] = tick
-// where beats[i] grew. It is the hot loop of the simulation (n entries per
-// received table), written without a data-dependent branch: whether an
-// entry grows is unpredictable, and a mispredicted branch per entry cost
-// more than the two stores.
-func mergeMax(beats, seen, in []uint32, tick uint32) {
+// mergeMax sets beats[i] = max(beats[i], in[i]). It is the hot loop of the
+// simulation (n entries per received table), written without a
+// data-dependent branch.
+func mergeMax(beats, in []uint32) {
 	beats = beats[:len(in)]
-	seen = seen[:len(in)]
 	for i, b := range in {
-		old := beats[i]
-		nb := max(b, old)
-		beats[i] = nb
-		s := seen[i]
-		if nb != old {
-			s = tick
-		}
-		seen[i] = s
+		beats[i] = max(b, beats[i])
 	}
 }
 
@@ -429,17 +475,17 @@ func (g *Gossip) install(epoch uint64, members []core.NodeID) error {
 	}
 	n := len(members)
 	beats := make([]uint32, n)
-	seen := make([]uint32, n)
+	var fresh []int
 	for i, id := range members {
 		if j := g.pos(id); j >= 0 {
-			beats[i], seen[i] = g.beats[j], g.seen[j]
-		} else {
-			seen[i] = g.tick
+			beats[i] = g.beats[j]
+		} else if len(g.members) > 0 && !(g.started && id == g.self) {
+			fresh = append(fresh, i) // joined the view (not the first view)
 		}
 	}
 	old := g.watches
 	g.epoch, g.members, g.byID = epoch, members, byID
-	g.beats, g.seen = beats, seen
+	g.beats = beats
 	g.flagged = make([]uint64, (n+63)/64)
 	g.watches = nil
 	for _, w := range old {
@@ -454,15 +500,19 @@ func (g *Gossip) install(epoch uint64, members []core.NodeID) error {
 		g.watches = append(g.watches, w)
 		g.setFlag(i)
 	}
+	// A new member gets a grace period of T_cleanup from now.
+	for _, i := range fresh {
+		g.grace(i)
+	}
 	g.idsSize = gossipIDsSize(members)
 	g.cleanup = uint32(g.cfg.CleanupRounds(n))
 	if g.started {
 		g.me = g.pos(g.self)
 	}
-	g.oldest = g.tick
-	for i, s := range g.seen {
-		if i != g.me && !g.isFlagged(i) && g.tick-s > g.tick-g.oldest {
-			g.oldest = s
+	g.lowest = g.own
+	for i, b := range g.beats {
+		if i != g.me && !g.isFlagged(i) {
+			g.lowest = min(g.lowest, b)
 		}
 	}
 	return nil
@@ -571,10 +621,8 @@ func (g *Gossip) Status(id core.NodeID) GossipStatus {
 		return StatusUnknown
 	}
 	if g.isFlagged(i) {
-		for _, w := range g.watches {
-			if int(w.pos) == i {
-				return w.status
-			}
+		if st := g.watches[g.watchAt(i)].status; st != statusGrace {
+			return st
 		}
 	}
 	return StatusAlive
@@ -587,11 +635,11 @@ func (g *Gossip) Rounds() uint32 { return g.tick }
 func (g *Gossip) CleanupRounds() int { return int(g.cleanup) }
 
 // TableBytes returns the memory the detector's per-member state occupies:
-// 4 bytes of heartbeat and 4 bytes of stamp per member, one bit of flag,
+// 4 bytes of heartbeat per member, one bit of flag,
 // 4 bytes of id index per member when the member ids are not increasing,
 // and the watches. The member list itself (4 bytes per member) is not
 // counted because it may be shared.
 func (g *Gossip) TableBytes() int {
-	return 4*len(g.beats) + 4*len(g.seen) + 8*len(g.flagged) + 4*len(g.byID) +
+	return 4*len(g.beats) + 8*len(g.flagged) + 4*len(g.byID) +
 		cap(g.watches)*32
 }

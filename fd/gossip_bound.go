@@ -84,12 +84,14 @@ func PropagationRounds(s topo.Schedule, n int) (int, error) {
 // [DetectionBoundSpread] takes a known spread. The derivation is in the
 // package documentation:
 //
-//	lo = (c−1)·T_gossip − L + T_consensus
-//	hi = (c+P)·T_gossip + Φ + T_consensus
+//	lo = c·T_gossip − L − Φ + T_consensus
+//	hi = (c+1)·T_gossip + Φ + T_consensus
 //
-// with c = cfg.CleanupRounds(n), P = PropagationRounds(cfg.Schedule, n),
-// L = latency, Φ = T_gossip − L (the supremum; the bound is then not
-// attained), T_consensus = cfg.ConsensusTime().
+// with c = cfg.CleanupRounds(n), L = latency, Φ = T_gossip − L (the
+// supremum; the bound is then not attained), T_consensus =
+// cfg.ConsensusTime(). It requires c ≥ P = PropagationRounds(cfg.Schedule,
+// n) (every node holds the crashed node's last heartbeat before it can
+// expire) and returns ErrNoBound otherwise.
 func DetectionBound(cfg GossipConfig, n int, latency time.Duration) (lo, hi time.Duration, err error) {
 	return detectionBound(cfg, n, latency, cfg.GossipInterval-latency, false)
 }
@@ -113,8 +115,13 @@ func detectionBound(cfg GossipConfig, n int, latency, spread time.Duration, stri
 	if err != nil {
 		return 0, 0, err
 	}
-	c := time.Duration(cfg.CleanupRounds(n))
-	lo = (c-1)*tg - latency + cfg.ConsensusTime()
-	hi = (c+time.Duration(p))*tg + spread + cfg.ConsensusTime()
+	c := cfg.CleanupRounds(n)
+	if c < p {
+		return 0, 0, fmt.Errorf("%w: T_cleanup of %d rounds is shorter than the %d rounds a heartbeat needs to reach everyone under %v over %d nodes",
+			ErrNoBound, c, p, cfg.Schedule, n)
+	}
+	ct := time.Duration(c)
+	lo = ct*tg - latency - spread + cfg.ConsensusTime()
+	hi = (ct+1)*tg + spread + cfg.ConsensusTime()
 	return lo, hi, nil
 }

@@ -89,14 +89,15 @@ func TestDetectionBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLo := 23*500*time.Millisecond - 10*time.Millisecond + time.Second
-	wantHi := 33*500*time.Millisecond + 490*time.Millisecond + time.Second
+	// lo = c·T − L − Φ + T_cons, hi = (c+1)·T + Φ + T_cons, Φ = T − L.
+	wantLo := 24*500*time.Millisecond - 10*time.Millisecond - 490*time.Millisecond + time.Second
+	wantHi := 25*500*time.Millisecond + 490*time.Millisecond + time.Second
 	if lo != wantLo || hi != wantHi {
 		t.Fatalf("DetectionBound = [%v, %v], want [%v, %v]", lo, hi, wantLo, wantHi)
 	}
 	_, hi0, err := DetectionBoundSpread(cfg, 256, 10*time.Millisecond, 0)
-	if err != nil || hi0 != 33*500*time.Millisecond+time.Second {
-		t.Fatalf("DetectionBoundSpread(Φ=0) hi = %v, %v; want 17.5s", hi0, err)
+	if err != nil || hi0 != 25*500*time.Millisecond+time.Second {
+		t.Fatalf("DetectionBoundSpread(Φ=0) hi = %v, %v; want 13.5s", hi0, err)
 	}
 	for name, f := range map[string]func() error{
 		"random": func() error {
@@ -111,6 +112,12 @@ func TestDetectionBound(t *testing.T) {
 			return err
 		},
 		"one node": func() error { _, _, err := DetectionBound(cfg, 1, 0); return err },
+		"T_cleanup shorter than propagation": func() error {
+			c := cfg
+			c.Cleanup = 2 * cfg.GossipInterval // 2 rounds < P = 9
+			_, _, err := DetectionBound(c, 256, 0)
+			return err
+		},
 	} {
 		if err := f(); !errors.Is(err, ErrNoBound) {
 			t.Errorf("%s: err = %v, want ErrNoBound", name, err)

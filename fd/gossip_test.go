@@ -100,9 +100,11 @@ func TestGossipMergeByMaximum(t *testing.T) {
 			t.Errorf("heartbeat of %v = %d, want %d (max of the received tables)", id, got, want)
 		}
 	}
-	// Own heartbeat: one round has run.
-	if got, _ := g.Heartbeat(0); got != 1 {
-		t.Errorf("own heartbeat = %d, want 1", got)
+	// Own heartbeat: one round has run, then n2's table showed n2 counting
+	// 7 — more than one round ahead — so this node counts on from there
+	// (the heartbeat adjustment keeps the counters aligned).
+	if got, _ := g.Heartbeat(0); got != 7 {
+		t.Errorf("own heartbeat = %d, want 7", got)
 	}
 }
 
@@ -390,7 +392,7 @@ func TestGossipMembersChanged(t *testing.T) {
 	}
 	// A table in the old view merges by id: n3's entry (position 3 there)
 	// lands at position 1 here; n1 is ignored.
-	g.Receive(1, gossipTable(t, old, 0, 50, 0, 60))
+	g.Receive(1, gossipTable(t, old, 0, 6, 0, 60))
 	if hb, _ := g.Heartbeat(3); hb != 60 {
 		t.Fatalf("heartbeat of n3 = %d, want 60 merged by id", hb)
 	}
@@ -478,7 +480,10 @@ func TestGossipInitialAdjustment(t *testing.T) {
 	env.AdvanceTo(200*time.Millisecond, g)
 	env.TakeSent()
 	beats := make([]uint32, 8)
-	beats[4] = 100
+	for i := range beats {
+		beats[i] = 99 // the sender has heard from everyone lately
+	}
+	beats[4], beats[5] = 100, 0
 	g.Receive(4, gossipTable(t, members, beats...))
 	if hb, _ := g.Heartbeat(5); hb != 100 {
 		t.Fatalf("own heartbeat = %d, want 100 adopted from the sender", hb)
@@ -494,11 +499,21 @@ func TestGossipInitialAdjustment(t *testing.T) {
 	if len(sent) != 1 || sent[0].To != 3 || sent[0].Msg.(*GossipMsg).Beats[5] != 101 {
 		t.Fatalf("sent %+v, want heartbeat 101 to n3", sent)
 	}
-	// Only the first table adjusts.
-	beats[4] = 500
+	// Later tables keep the count with the others (a node that fell two
+	// or more rounds behind catches up) but do not re-phase the period.
+	beats[4] = 102
 	g.Receive(4, gossipTable(t, members, beats...))
 	if hb, _ := g.Heartbeat(5); hb != 101 {
-		t.Fatalf("own heartbeat = %d after a second table, want 101", hb)
+		t.Fatalf("own heartbeat = %d after a table one round ahead, want 101", hb)
+	}
+	beats[4] = 500
+	g.Receive(4, gossipTable(t, members, beats...))
+	if hb, _ := g.Heartbeat(5); hb != 500 {
+		t.Fatalf("own heartbeat = %d after a table far ahead, want 500", hb)
+	}
+	env.AdvanceTo(1100*time.Millisecond, g)
+	if sent := env.TakeSent(); len(sent) != 0 {
+		t.Fatalf("sent %+v before the next round at 1.2 s: the period moved", sent)
 	}
 
 	// A node started with the others (the sender one round ahead) keeps
@@ -639,7 +654,7 @@ func TestGossipTableBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := g.TableBytes(), 4096*8+4096/8; got != want {
+	if got, want := g.TableBytes(), 4096*4+4096/8; got != want {
 		t.Fatalf("TableBytes = %d, want %d", got, want)
 	}
 }
