@@ -108,10 +108,15 @@ func (gw *gossipWorld) install(epoch uint64, members []core.NodeID) {
 
 // noFaultSize is the world of the no-fault runs: 1,024 nodes for 10
 // simulated minutes in the default test run (about 4 s of CPU per schedule),
-// 128 nodes for 5 minutes under -race (the race detector slows the merges
-// about tenfold), 256 nodes for 2 minutes with -short.
-func noFaultSize() (n int, d time.Duration) {
+// the same for BRR and DBRR under -race, 128 nodes for 5 minutes for RR and
+// random under -race (the race detector slows the simulation about
+// tenfold), 256 nodes for 2 minutes with -short.
+func noFaultSize(s topo.Schedule) (n int, d time.Duration) {
 	switch {
+	case gossipRace && (s == topo.BinaryRoundRobin || s == topo.DoubleBinaryRoundRobin):
+		// The acceptance run, kept at full size in CI (-race):
+		// about 30 s of CPU each.
+		return 1024, 10 * time.Minute
 	case gossipRace:
 		return 128, 5 * time.Minute
 	case testing.Short():
@@ -132,7 +137,7 @@ func TestGossipSimNoFalseSuspicion(t *testing.T) {
 	for _, s := range topo.Schedules {
 		t.Run(s.String(), func(t *testing.T) {
 			t.Parallel()
-			n, d := noFaultSize()
+			n, d := noFaultSize(s)
 			cfg := SimGossipConfig()
 			cfg.Schedule = s
 			gw := newGossipWorld(t, cfg, n, simSeed(t, 11))
