@@ -22,9 +22,11 @@
 //     with the codec and post the message (so decoding costs the loop
 //     nothing); a full inbox holds the readers back, and TCP flow control
 //     then slows the senders;
-//   - timer expirations: Env.SetTimer arms a time.AfterFunc that posts the
-//     timer's id; the loop fires it only if it is still pending, so a
-//     cancelled timer never reaches the machine, whatever the race;
+//   - timer expirations: Env.SetTimer puts the deadline in a heap owned by
+//     the loop, and one time.Timer wakes the loop at the earliest deadline;
+//     timers then fire in deadline order (set order for ties) however
+//     loaded the process is, never early, and a cancelled timer never
+//     reaches the machine;
 //   - transport hints ([core.PeerHint]), passed to the machine's Handle;
 //   - local requests from other goroutines: [Host.Handle] (inject an event)
 //     and [Host.Do] (run a function on the loop).
@@ -62,6 +64,7 @@ package host
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -70,7 +73,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -141,23 +143,23 @@ type Host struct {
 	seed uint64
 	rng  *rand.Rand
 
-	inbox  chan inbound
-	timerC chan core.TimerID
-	hintC  chan core.PeerHint
-	reqC   chan func()
-	quit   chan struct{} // closed when the loop stops
-	ran    atomic.Bool
-	try    context.Context // a done context: Send without waiting
+	inbox chan inbound
+	hintC chan core.PeerHint
+	reqC  chan func()
+	quit  chan struct{} // closed when the loop stops
+	ran   atomic.Bool
+	try   context.Context // a done context: Send without waiting
 
 	stats counters
 
 	// Owned by the loop goroutine.
 	start       time.Time
-	timers      map[core.TimerID]*time.Timer
-	timerValues map[core.TimerID]core.Timer
+	timerQ      timerQueue                  // pending deadlines, earliest first (cancelled ones lazily)
+	timerValues map[core.TimerID]core.Timer // the timers still pending
 	nextTimer   core.TimerID
-	timerWG     sync.WaitGroup
-	local       []func() // work queued for after the current machine call
+	wake        *time.Timer   // fires at the earliest deadline
+	wakeAt      time.Duration // the deadline wake is armed for; -1 when idle
+	local       []func()      // work queued for after the current machine call
 	epoch       uint64
 	failing     map[core.NodeID]bool // peers whose last send was dropped
 	events      *eventWriter
@@ -205,12 +207,10 @@ func New(m core.Machine, cfg Config) (*Host, error) {
 		seed:        seed,
 		rng:         rand.New(rand.NewPCG(seed, uint64(self))),
 		inbox:       make(chan inbound, cfg.InboxLen),
-		timerC:      make(chan core.TimerID, 256),
 		hintC:       make(chan core.PeerHint, 256),
 		reqC:        make(chan func(), 64),
 		quit:        make(chan struct{}),
 		try:         try,
-		timers:      map[core.TimerID]*time.Timer{},
 		timerValues: map[core.TimerID]core.Timer{},
 		failing:     map[core.NodeID]bool{},
 	}
@@ -238,9 +238,13 @@ func (h *Host) Run(ctx context.Context) error {
 	h.log.Info("host: starting", "seed", h.seed, "addr", h.tr.Addr())
 	h.tr.SetHandler(handler{h})
 	env := hostEnv{h}
+	h.wake = time.NewTimer(time.Hour)
+	h.wake.Stop()
+	h.wakeAt = -1
 	h.m.Start(env)
 	h.drain()
 	for {
+		h.arm()
 		select {
 		case <-ctx.Done():
 			h.stop()
@@ -248,15 +252,9 @@ func (h *Host) Run(ctx context.Context) error {
 		case in := <-h.inbox:
 			h.stats.received.Add(1)
 			h.m.Receive(in.from, in.m)
-		case id := <-h.timerC:
-			v, ok := h.timerValues[id]
-			if !ok {
-				continue // cancelled after it expired
-			}
-			delete(h.timers, id)
-			delete(h.timerValues, id)
-			h.stats.timers.Add(1)
-			h.m.Fire(v)
+		case <-h.wake.C:
+			h.wakeAt = -1
+			h.fireDue()
 		case p := <-h.hintC:
 			h.log.Debug("host: transport hint", "peer", uint32(p.Node), "reason", p.Reason)
 			h.m.Handle(p)
@@ -282,14 +280,9 @@ func (h *Host) drain() {
 // stop ends the loop: no timer fires after it, no reader waits on the loop.
 func (h *Host) stop() {
 	close(h.quit)
-	for id, t := range h.timers {
-		if t.Stop() {
-			h.timerWG.Done()
-		}
-		delete(h.timers, id)
-		delete(h.timerValues, id)
-	}
-	h.timerWG.Wait()
+	h.wake.Stop()
+	h.timerQ = nil
+	clear(h.timerValues)
 	h.local = nil
 	s := h.Stats()
 	h.log.Info("host: stopped", "received", s.Received, "sent", s.Sent, "dropped", s.SendDropped, "events", s.Events)
@@ -452,28 +445,76 @@ func (e hostEnv) SetTimer(after time.Duration, t core.Timer) core.TimerID {
 	h := e.h
 	h.nextTimer++
 	id := h.nextTimer
-	h.timerWG.Add(1)
 	h.timerValues[id] = t
-	h.timers[id] = time.AfterFunc(after, func() {
-		defer h.timerWG.Done()
-		select {
-		case h.timerC <- id:
-		case <-h.quit:
-		}
-	})
+	heap.Push(&h.timerQ, timerEntry{at: time.Since(h.start) + max(after, 0), id: id})
 	return id
 }
 
-func (e hostEnv) CancelTimer(id core.TimerID) {
-	h := e.h
-	t, ok := h.timers[id]
-	if !ok {
+// CancelTimer forgets the timer; its queue entry is skipped when it comes
+// due. Cancelling a fired or unknown timer is a no-op.
+func (e hostEnv) CancelTimer(id core.TimerID) { delete(e.h.timerValues, id) }
+
+// The timers of a host live in one heap owned by the loop, with a single
+// time.Timer armed for the earliest deadline: timers fire in deadline
+// order (set order for equal deadlines) whatever the load, never early,
+// and a cancelled timer never reaches the machine.
+type timerEntry struct {
+	at time.Duration // deadline since h.start
+	id core.TimerID  // increasing: breaks ties in set order
+}
+
+type timerQueue []timerEntry
+
+func (q timerQueue) Len() int { return len(q) }
+func (q timerQueue) Less(i, j int) bool {
+	return q[i].at < q[j].at || (q[i].at == q[j].at && q[i].id < q[j].id)
+}
+func (q timerQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *timerQueue) Push(x any)   { *q = append(*q, x.(timerEntry)) }
+func (q *timerQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// arm points the wake timer at the earliest live deadline.
+func (h *Host) arm() {
+	for len(h.timerQ) > 0 {
+		if _, live := h.timerValues[h.timerQ[0].id]; live {
+			break
+		}
+		heap.Pop(&h.timerQ) // cancelled
+	}
+	if len(h.timerQ) == 0 {
+		if h.wakeAt >= 0 {
+			h.wake.Stop()
+			h.wakeAt = -1
+		}
 		return
 	}
-	delete(h.timers, id)
-	delete(h.timerValues, id)
-	if t.Stop() {
-		h.timerWG.Done() // its function will never run
+	at := h.timerQ[0].at
+	if at == h.wakeAt {
+		return
+	}
+	h.wake.Reset(max(at-time.Since(h.start), 0))
+	h.wakeAt = at
+}
+
+// fireDue fires, in deadline order, every live timer whose deadline has
+// passed, running the work each queues before the next.
+func (h *Host) fireDue() {
+	now := time.Since(h.start)
+	for len(h.timerQ) > 0 && h.timerQ[0].at <= now {
+		e := heap.Pop(&h.timerQ).(timerEntry)
+		v, live := h.timerValues[e.id]
+		if !live {
+			continue
+		}
+		delete(h.timerValues, e.id)
+		h.stats.timers.Add(1)
+		h.m.Fire(v)
+		h.drain()
 	}
 }
 

@@ -310,8 +310,7 @@ func (m *timerMachine) Start(env core.Env) {
 	m.set("c", 20*time.Millisecond)
 	m.set("d", 15*time.Millisecond)
 	env.CancelTimer(m.ids["d"])
-	// Cancelled in the same call that set them: none may fire, although
-	// their AfterFuncs may well run before the loop looks again.
+	// Cancelled in the same call that set them: none may fire.
 	for i := range 500 {
 		env.CancelTimer(env.SetTimer(0, fmt.Sprintf("x%d", i)))
 	}
@@ -344,8 +343,8 @@ func (m *timerMachine) Receive(core.NodeID, core.Msg) {}
 func (m *timerMachine) Handle(core.Event)             {}
 
 // TestTimers checks that timers fire in deadline order, never early, and
-// that a cancelled timer never fires, including when it is cancelled after
-// its AfterFunc has posted it.
+// that a cancelled timer never fires, including one cancelled by a timer
+// with the same deadline.
 func TestTimers(t *testing.T) {
 	type result struct{ fired, early []string }
 	done := make(chan result, 1)
