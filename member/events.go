@@ -1,0 +1,72 @@
+package member
+
+import (
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// ViewInstalled is emitted by a node each time it installs a view (after the
+// core.MembersChanged that tells the detectors). Joined and Departed are
+// relative to the view this node installed before (for a node's first view,
+// Joined is every member); a recovered process that re-joined under its id
+// appears in both. Epochs of the views one node installs only grow; every
+// node that installs epoch E installs the same Members.
+type ViewInstalled struct {
+	Epoch    uint64
+	Members  []core.NodeID
+	Joined   []core.NodeID
+	Departed []core.NodeID
+}
+
+// StabilizationStarted is emitted by a root when it sends a proposal down the
+// tree. Began is when the root received the first report or request that
+// this proposal handles (env.Now()); At is now. A proposal restarted because
+// of a failure found during stabilization (§3.5) keeps the first Began.
+type StabilizationStarted struct {
+	Epoch  uint64
+	Cause  Cause
+	Began  time.Duration
+	At     time.Duration
+	Failed []core.NodeID
+	Joined []core.NodeID
+}
+
+// Stabilized is emitted by the root when it holds every child's
+// acknowledgement: the tree is stable (§3.4) and the view commits. At−Began
+// is the paper's stabilization time T_s (root receiving the report → root
+// holding all ACKs).
+type Stabilized struct {
+	Epoch   uint64
+	Began   time.Duration
+	At      time.Duration
+	Members int
+}
+
+// StabilizationAborted is emitted by a root whose proposal will not commit:
+// a member of it failed meanwhile (it is restarted with a longer list of
+// failed nodes), or a member refused it (VIEW_NACK), or another root
+// superseded it.
+type StabilizationAborted struct {
+	Epoch  uint64
+	At     time.Duration
+	Reason string
+}
+
+// Evicted is emitted by a node that learns that a view newer than its own
+// (Epoch, proposed by Root) excludes it: it was declared failed while it was
+// alive (paper footnote 1) or it is on the losing side of a healed
+// partition. It then asks to be admitted again (NODE_ALIVE).
+type Evicted struct {
+	Epoch uint64
+	Root  core.NodeID
+}
+
+// Minority is emitted under PartitionMajority by every node of a side that
+// holds no strict majority of its view Epoch: Alive of the Size members are
+// reachable. That side installs no view until the partition heals.
+type Minority struct {
+	Epoch uint64
+	Alive int
+	Size  int
+}

@@ -1,0 +1,1036 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// Errors of the constructors.
+var (
+	// ErrNoMembers: the initial member list or the contact list is empty.
+	ErrNoMembers = errors.New("member: no members")
+	// ErrBadMember: a list names core.None or the same node twice.
+	ErrBadMember = errors.New("member: invalid member list")
+)
+
+// maxJoinHops bounds how often a join request is forwarded towards a root.
+const maxJoinHops = 8
+
+type timerKind uint8
+
+const (
+	tAck      timerKind = iota // waiting for the children's ACKs
+	tCommit                    // waiting for the commit of an accepted proposal
+	tReport                    // waiting for FAILURE_DET_ACK
+	tJoin                      // waiting to be admitted
+	tProbe                     // the root's probe period
+	tMinority                  // a root in a minority tries again
+	nTimers
+)
+
+// timer is the value a Member hands to Env.SetTimer. A timer whose gen is
+// not the current one of its kind was superseded and is ignored.
+type timer struct {
+	kind  timerKind
+	gen   uint32
+	epoch uint64
+}
+
+type pendingJoin struct {
+	Joiner
+	alive bool
+	at    time.Duration
+}
+
+// Member is the membership machine of one node (a core.Machine and
+// core.ProtoOwner for core.ProtoMember). Build it with [New] (an initial
+// member) or [NewJoiner] (a new or recovered node); it is single-threaded
+// like every machine.
+type Member struct {
+	cfg  Config
+	env  core.Env
+	self core.NodeID
+	inc  uint64 // 0 for initial members, random otherwise
+
+	initial  []core.NodeID
+	contacts []core.NodeID
+	alive    bool // join with NODE_ALIVE rather than NEW_NODE
+	floor    uint64
+
+	cur       *view       // installed view; nil while joining
+	acc       *view       // accepted (or adopted-as-known) proposal, epoch > cur's
+	accMsg    *Prepare    // the delta form of acc's Prepare (nil if acc came otherwise)
+	accFull   *Prepare    // the full form, built on demand
+	accParent core.NodeID // acc's sender, core.None if acc came otherwise
+	// adopted is the uncommitted proposal of a dead root that acc is based
+	// on (Prepare.Committed false): if acc is abandoned, adopted is what may
+	// have committed, and becomes acc again.
+	adopted  *view
+	acked    map[core.NodeID]bool
+	ackSent  bool
+	lastPrep *Prepare // the last accepted Prepare, for VIEW_NEED after commit
+	// ackedEpochs holds the proposals above the installed view that this
+	// node acknowledged; vetoed those known never to commit: their root
+	// abandoned them, or this node promised never to acknowledge them (it
+	// told a node holding one that it cannot have committed).
+	ackedEpochs map[uint64]bool
+	vetoed      map[uint64]bool
+	forwarded   uint64 // the last epoch whose commit this node forwarded
+
+	maxCounter uint32
+
+	failed   map[core.NodeID]bool // members declared failed (detector or reports)
+	failedAt map[core.NodeID]time.Duration
+	detected map[core.NodeID]bool // what this node's detector declares failed now
+	soft     map[core.NodeID]bool // failures known only from reports or ACK timeouts
+	// failedInc is the incarnation a failure was recorded for (as this
+	// node's newest view knew it): a re-joining process's new incarnation
+	// can fail too.
+	failedInc map[core.NodeID]uint64
+
+	// Root state.
+	driving  bool // acc is this node's own proposal, being stabilized
+	restart  bool // restart the proposal with a higher epoch
+	began    time.Duration
+	pjoins   []pendingJoin
+	minority uint64 // the epoch whose minority was announced
+
+	// Joining and merging.
+	joining     bool
+	nextContact int
+	mergeRoot   core.NodeID
+	mergeEpoch  uint64
+
+	departed   []core.NodeID // most recent last
+	lastNotice map[core.NodeID]time.Duration
+
+	timerIDs [nTimers]core.TimerID
+	gens     [nTimers]uint32
+}
+
+// New returns the machine of an initial member: the node computes the
+// default view from initial alone, without messages (§3.2): the members
+// sorted by id, the lowest id as root. A node started with a list that does
+// not contain it joins through that list as a new node.
+func New(cfg Config, initial []core.NodeID) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkList(initial); err != nil {
+		return nil, err
+	}
+	m := newMember(cfg)
+	m.initial = slices.Clone(initial)
+	slices.Sort(m.initial)
+	return m, nil
+}
+
+// JoinOptions describe how a node that is not an initial member joins.
+type JoinOptions struct {
+	// Contacts is the node's sequential list of nodes (§3.7): it sends its
+	// request to the first, and to the next one each time JoinRetry passes
+	// without being admitted. A node that receives a request and is not the
+	// root forwards it to the root.
+	Contacts []core.NodeID
+	// Recovered marks a process that restarts after a crash and re-joins
+	// under its id (NODE_ALIVE); otherwise the node is new (NEW_NODE).
+	Recovered bool
+	// EpochFloor is the highest epoch the node's previous incarnation saw,
+	// if the host kept it (0 otherwise). The node will not install a view
+	// numbered at or below it, and never proposes one: with it, epochs grow
+	// at a node across restarts and a recovered root can never reuse an
+	// epoch of its former self. Without it, under PartitionPaper, a
+	// recovered node that becomes root of the other side of a still open
+	// partition could in principle reuse such an epoch.
+	EpochFloor uint64
+}
+
+// NewJoiner returns the machine of a node that joins a running group.
+func NewJoiner(cfg Config, opts JoinOptions) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkList(opts.Contacts); err != nil {
+		return nil, err
+	}
+	m := newMember(cfg)
+	m.contacts = slices.Clone(opts.Contacts)
+	m.alive = opts.Recovered
+	m.floor = opts.EpochFloor
+	return m, nil
+}
+
+func checkList(ids []core.NodeID) error {
+	if len(ids) == 0 {
+		return ErrNoMembers
+	}
+	seen := make(map[core.NodeID]bool, len(ids))
+	for _, id := range ids {
+		if id == core.None {
+			return fmt.Errorf("%w: core.None listed", ErrBadMember)
+		}
+		if seen[id] {
+			return fmt.Errorf("%w: %v listed twice", ErrBadMember, id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+func newMember(cfg Config) *Member {
+	return &Member{
+		cfg:         cfg,
+		accParent:   core.None,
+		mergeRoot:   core.None,
+		failed:      map[core.NodeID]bool{},
+		failedAt:    map[core.NodeID]time.Duration{},
+		detected:    map[core.NodeID]bool{},
+		ackedEpochs: map[uint64]bool{},
+		vetoed:      map[uint64]bool{},
+		soft:        map[core.NodeID]bool{},
+		failedInc:   map[core.NodeID]uint64{},
+		lastNotice:  map[core.NodeID]time.Duration{},
+	}
+}
+
+// Protos implements core.ProtoOwner.
+func (m *Member) Protos() []core.Proto { return []core.Proto{core.ProtoMember} }
+
+// View returns the installed view (the zero View while the node is joining).
+func (m *Member) View() View {
+	if m.cur == nil {
+		return View{}
+	}
+	return m.cur.public()
+}
+
+// Joining reports whether the node has not installed a view yet.
+func (m *Member) Joining() bool { return m.cur == nil }
+
+// IsRoot reports whether the node believes it is the root of its newest
+// view.
+func (m *Member) IsRoot() bool { return m.cur != nil && m.rootOf(m.newest()) == m.self }
+
+// Stabilizing reports whether the node is a root with a proposal in flight.
+func (m *Member) Stabilizing() bool { return m.driving }
+
+// MaxEpoch returns the highest epoch this node has seen or proposed; a host
+// may keep it across restarts and pass it back as JoinOptions.EpochFloor.
+func (m *Member) MaxEpoch() uint64 { return uint64(m.maxCounter)<<32 | 1<<32 - 1 }
+
+// Incarnation returns the node's incarnation (0 for an initial member).
+func (m *Member) Incarnation() uint64 { return m.inc }
+
+// Start implements core.Machine.
+func (m *Member) Start(env core.Env) {
+	m.env = env
+	m.self = env.Self()
+	if m.cfg.ProbeInterval > 0 {
+		m.arm(tProbe, m.cfg.ProbeInterval, 0)
+	}
+	if m.initial != nil {
+		if slices.Contains(m.initial, m.self) {
+			v, err := initialView(m.initial, m.cfg.Fanout)
+			if err != nil {
+				panic(fmt.Sprintf("member: initial view: %v", err)) // checked by New
+			}
+			m.install(v)
+			return
+		}
+		m.contacts = m.initial
+	}
+	for m.inc == 0 {
+		m.inc = env.Rand().Uint64()
+	}
+	m.observe(m.floor)
+	m.joining = true
+	m.sendJoin()
+}
+
+// Receive implements core.Machine.
+func (m *Member) Receive(from core.NodeID, msg core.Msg) {
+	switch x := msg.(type) {
+	case *Report:
+		m.onReport(from, x)
+	case *ReportAck:
+		m.cancel(tReport)
+	case *Prepare:
+		m.onPrepare(from, x)
+	case *Ack:
+		m.onAck(from, x)
+	case *Commit:
+		m.onCommit(from, x.Epoch)
+	case *JoinRequest:
+		m.onJoinRequest(from, x)
+	case *JoinDetAck:
+		if from == EpochRoot(x.Epoch) {
+			m.onCommit(from, x.Epoch)
+		}
+	case *Nack:
+		m.onNack(from, x)
+	case *NeedView:
+		m.onNeedView(from, x)
+	case *Query:
+		m.onQuery(from, x)
+	case *Sync:
+		m.onSync(from, x)
+	case *Notice:
+		m.onNotice(from, x)
+	case *MinorityNotice:
+		m.onMinority(from, x)
+	}
+}
+
+// Handle implements core.Machine: core.Failed starts the paper's failure
+// handling; core.Recovered withdraws a failure not yet acted upon and tells
+// an excluded node that it is excluded. Suspicions are not acted upon.
+func (m *Member) Handle(e core.Event) {
+	switch x := e.(type) {
+	case core.Failed:
+		m.onLocalFailure(x.Node)
+	case core.Recovered:
+		m.onRecovered(x.Node)
+	}
+}
+
+// Fire implements core.Machine.
+func (m *Member) Fire(t core.Timer) {
+	tm, ok := t.(timer)
+	if !ok || tm.kind >= nTimers || tm.gen != m.gens[tm.kind] {
+		return
+	}
+	m.timerIDs[tm.kind] = 0
+	switch tm.kind {
+	case tAck:
+		m.onAckTimeout(tm.epoch)
+	case tCommit:
+		if m.acc != nil && m.acc.epoch == tm.epoch && !m.driving {
+			m.queryOutcome()
+			m.arm(tCommit, m.commitWait(m.acc), tm.epoch)
+		}
+	case tReport:
+		m.reportFailures()
+	case tJoin:
+		if m.joining || m.mergeRoot != core.None {
+			m.sendJoin()
+		}
+	case tProbe:
+		m.probe()
+		m.arm(tProbe, m.cfg.ProbeInterval, 0)
+	case tMinority:
+		m.retryMinority()
+	}
+}
+
+func (m *Member) arm(k timerKind, after time.Duration, epoch uint64) {
+	m.cancel(k)
+	m.gens[k]++
+	m.timerIDs[k] = m.env.SetTimer(after, timer{kind: k, gen: m.gens[k], epoch: epoch})
+}
+
+func (m *Member) cancel(k timerKind) {
+	if m.timerIDs[k] != 0 {
+		m.env.CancelTimer(m.timerIDs[k])
+		m.timerIDs[k] = 0
+	}
+	m.gens[k]++
+}
+
+func (m *Member) send(to core.NodeID, msg core.Msg) {
+	if to == m.self || to == core.None {
+		return
+	}
+	m.env.Send(to, msg)
+}
+
+func (m *Member) now() time.Duration { return m.env.Now() }
+
+func (m *Member) observe(e uint64) {
+	if c := EpochCounter(e); c > m.maxCounter {
+		m.maxCounter = c
+	}
+}
+
+// newest is the newest view this node knows that may be or become
+// installed: the accepted proposal if any, else the installed view.
+func (m *Member) newest() *view {
+	if m.acc != nil {
+		return m.acc
+	}
+	return m.cur
+}
+
+// rootOf returns the first member of v not known to have failed: the root,
+// or "the next live node in the linear list" (§3.6).
+func (m *Member) rootOf(v *view) core.NodeID {
+	if v == nil {
+		return core.None
+	}
+	for _, id := range v.members {
+		if !m.failed[id] {
+			return id
+		}
+	}
+	return core.None
+}
+
+// ackWait is how long a node waits for the ACKs of its subtree in v.
+func (m *Member) ackWait(v *view) time.Duration {
+	return time.Duration(max(1, v.levelsBelow(m.self))) * m.cfg.AckTimeout
+}
+
+// commitWait is how long a node that acknowledged v waits for its commit.
+func (m *Member) commitWait(v *view) time.Duration {
+	return m.cfg.CommitTimeout + time.Duration(v.tree.Height())*m.cfg.AckTimeout
+}
+
+// ---------------------------------------------------------------------------
+// Installing views.
+
+// install makes v the installed view and tells the other layers.
+func (m *Member) install(v *view) {
+	if !v.has(m.self) {
+		panic(fmt.Sprintf("member: %v installing view %s that does not contain it", m.self, FormatEpoch(v.epoch)))
+	}
+	if m.cur != nil && v.epoch <= m.cur.epoch {
+		panic(fmt.Sprintf("member: %v installing view %s after %s", m.self, FormatEpoch(v.epoch), FormatEpoch(m.cur.epoch)))
+	}
+	prev := m.cur
+	m.cur = v
+	m.observe(v.epoch)
+	if m.acc != nil && m.acc.epoch <= v.epoch {
+		m.dropAcc()
+	}
+	if m.joining {
+		m.joining = false
+	}
+	m.mergeRoot, m.mergeEpoch = core.None, 0
+	m.cancel(tJoin)
+	m.minority = 0
+	joined, departed := diff(prev, v)
+	for _, id := range departed {
+		if id != m.self && !v.has(id) {
+			m.departed = append(m.departed, id)
+		}
+	}
+	if prev != nil && !v.descends(prev.epoch) {
+		// This node moved to another lineage (a merge after a partition, or
+		// a jump over views it missed): the members it left behind may not
+		// know that the view they share with it is over.
+		for _, id := range departed {
+			if !v.has(id) && !m.failed[id] {
+				m.notice(id, true)
+			}
+		}
+	}
+	m.departed = slices.DeleteFunc(m.departed, v.has)
+	if over := len(m.departed) - m.cfg.MaxProbes; over > 0 {
+		m.departed = slices.Delete(m.departed, 0, over)
+	}
+	m.pruneFailed()
+	if m.adopted != nil && m.adopted.epoch <= v.epoch {
+		m.adopted = nil
+	}
+	for e := range m.ackedEpochs {
+		if e <= v.epoch {
+			delete(m.ackedEpochs, e)
+		}
+	}
+	for e := range m.vetoed {
+		if e <= v.epoch {
+			delete(m.vetoed, e)
+		}
+	}
+	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members})
+	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.members, Joined: joined, Departed: departed})
+}
+
+// dropAcc forgets the accepted proposal.
+func (m *Member) dropAcc() {
+	m.acc, m.accMsg, m.accFull, m.accParent = nil, nil, nil, core.None
+	m.acked = nil
+	m.ackSent = false
+	m.driving = false
+	m.cancel(tAck)
+	m.cancel(tCommit)
+}
+
+// restoreAdopted makes the adopted proposal the accepted one again after
+// the proposal based on it was abandoned: it may have committed.
+func (m *Member) restoreAdopted() {
+	a := m.adopted
+	m.adopted = nil
+	if a == nil || m.acc != nil || (m.cur != nil && a.epoch <= m.cur.epoch) || !a.has(m.self) {
+		return
+	}
+	m.acc, m.accParent = a, core.None
+	m.arm(tCommit, m.commitWait(a), a.epoch)
+}
+
+// pruneFailed forgets failures of nodes that are in no view this node holds,
+// and counts as failed the members of these views that its detector
+// declares failed (a detector reports a failure once, possibly before the
+// node was a member of this node's view).
+func (m *Member) pruneFailed() {
+	for id := range m.failed {
+		if !m.cur.has(id) && !m.acc.has(id) {
+			m.unmark(id)
+		}
+	}
+	for id := range m.detected {
+		if !m.failed[id] && (m.cur.has(id) || m.acc.has(id)) {
+			m.markFailed(id, false)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Failure detection and reports (§3.4–3.6, Figure 3(a)).
+
+func (m *Member) onLocalFailure(x core.NodeID) {
+	if x == m.self {
+		return
+	}
+	m.detected[x] = true
+	if m.cur == nil || (!m.cur.has(x) && !m.acc.has(x)) {
+		return
+	}
+	known := m.failed[x]
+	m.markFailed(x, false) // now the detector's own verdict
+	if !known {
+		m.reportFailures()
+	}
+}
+
+func (m *Member) onRecovered(x core.NodeID) {
+	delete(m.detected, x)
+	if m.cur == nil {
+		return
+	}
+	if m.failed[x] {
+		m.unmark(x)
+		if m.rootOf(m.newest()) == m.self {
+			m.rootStep()
+		}
+	}
+	if !m.cur.has(x) && !m.acc.has(x) {
+		m.notice(x, false)
+	}
+}
+
+// markFailed records that id failed; soft marks a failure this node's
+// detector did not declare (a report, an ACK timeout).
+func (m *Member) markFailed(id core.NodeID, soft bool) {
+	if !m.failed[id] {
+		m.failed[id] = true
+		m.failedAt[id] = m.now()
+	}
+	switch {
+	case m.acc.has(id):
+		m.failedInc[id] = m.acc.inc(id)
+	case m.cur.has(id):
+		m.failedInc[id] = m.cur.inc(id)
+	}
+	if soft && !m.detected[id] {
+		m.soft[id] = true
+	} else {
+		delete(m.soft, id)
+	}
+}
+
+// unmark forgets that id failed.
+func (m *Member) unmark(id core.NodeID) {
+	delete(m.failed, id)
+	delete(m.failedAt, id)
+	delete(m.soft, id)
+	delete(m.failedInc, id)
+}
+
+// failedIn returns the members of v known to have failed, in view order.
+func (m *Member) failedIn(v *view) []core.NodeID {
+	var out []core.NodeID
+	if len(m.failed) == 0 {
+		return nil
+	}
+	for _, id := range v.members {
+		if m.failed[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// reportFailures sends the failed members of the newest view to its root:
+// NODE_FAILURE, or ROOT_FAILURE when the root is among them (Figure 3(a),
+// "on failure of a node"). A root handles its own knowledge directly.
+func (m *Member) reportFailures() {
+	n := m.newest()
+	if n == nil {
+		return
+	}
+	list := m.failedIn(n)
+	if len(list) == 0 {
+		m.cancel(tReport)
+		return
+	}
+	r := m.rootOf(n)
+	if r == m.self {
+		m.cancel(tReport)
+		m.rootStep()
+		return
+	}
+	failed := make([]Joiner, len(list))
+	for i, id := range list {
+		failed[i] = Joiner{id, n.inc(id)}
+	}
+	m.send(r, &Report{Root: m.failed[n.root()], Epoch: n.epoch, Failed: failed})
+	m.arm(tReport, m.cfg.ReportRetry, 0)
+}
+
+func (m *Member) onReport(from core.NodeID, r *Report) {
+	if m.cur == nil {
+		return
+	}
+	n := m.newest()
+	if !n.has(from) && !m.cur.has(from) {
+		m.notice(from, false) // footnote 1: messages of excluded nodes are ignored
+		return
+	}
+	m.observe(r.Epoch)
+	m.send(from, &ReportAck{Epoch: n.epoch, Failed: r.Failed})
+	grew := false
+	for _, f := range r.Failed {
+		if f.ID == m.self || m.failed[f.ID] {
+			continue // duplicates are acknowledged and disregarded (§3.4)
+		}
+		if !(n.has(f.ID) && n.inc(f.ID) == f.Inc) && !(m.cur.has(f.ID) && m.cur.inc(f.ID) == f.Inc) {
+			continue // not a member, or a report about a former incarnation
+		}
+		m.markFailed(f.ID, true)
+		grew = true
+	}
+	switch {
+	case m.rootOf(n) == m.self && (grew || !m.driving):
+		m.rootStep()
+	case m.rootOf(n) != m.self && grew:
+		m.reportFailures() // not the root (any more): pass it on
+	}
+}
+
+// forgetRejoined forgets the failures of nodes that a view change admits
+// (again): the failure concerned their former incarnation.
+func (m *Member) forgetRejoined(joined []Joiner) {
+	for _, j := range joined {
+		m.unmark(j.ID)
+		delete(m.detected, j.ID)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// The first phase: Prepare down the tree, Ack up.
+
+type relation uint8
+
+const (
+	relNone       relation = iota
+	relExtends             // the proposal descends from this node's newest view
+	relSupersedes          // the proposal replaces the accepted one of the same root
+	relJoins               // the proposal admits this node
+)
+
+func (m *Member) listedJoiner(p *Prepare) bool {
+	for _, j := range p.Joined {
+		if j.ID == m.self {
+			return j.Inc == m.inc
+		}
+	}
+	return false
+}
+
+func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
+	m.observe(p.Epoch)
+	joiner := m.listedJoiner(p)
+	if joiner && m.cur != nil && m.mergeRoot == core.None && p.Ancestry[0] > m.cur.epoch {
+		// p's root installed a view newer than this node's that does not
+		// contain it (it is listed as a joiner): its lineage is over.
+		m.evicted(p.Ancestry[0], EpochRoot(p.Epoch))
+	}
+	n := m.newest()
+	if n != nil && p.Epoch <= n.epoch {
+		if EpochRoot(p.Epoch) == EpochRoot(n.epoch) {
+			return // a duplicate, or a proposal its root has replaced
+		}
+		m.nack(p.Epoch, n)
+		return
+	}
+	if p.Epoch <= m.floor {
+		return
+	}
+	if m.vetoed[p.Epoch] {
+		if n != nil {
+			m.nack(p.Epoch, n)
+		}
+		return
+	}
+	rel := relNone
+	switch {
+	case n != nil && slices.Contains(p.Ancestry, n.epoch):
+		rel = relExtends
+	case m.acc != nil && supersedes(p.Epoch, p.Ancestry, m.acc.epoch):
+		rel = relSupersedes
+	case joiner && (m.cur == nil || m.mergeRoot != core.None):
+		// Admitted: a joiner, or a member of a view that a newer one has
+		// excluded (it is merging). A member content with its view refuses
+		// to be taken into another lineage.
+		rel = relJoins
+	}
+	if rel == relNone {
+		if n != nil {
+			m.nack(p.Epoch, n)
+		}
+		return
+	}
+	v := m.viewOf(p)
+	if v == nil {
+		m.send(from, &NeedView{Epoch: p.Epoch})
+		return
+	}
+	if !v.has(m.self) || v.parent(m.self) != from || (rel == relJoins && v.inc(m.self) != m.inc) {
+		return
+	}
+	prev := m.acc
+	if m.driving {
+		m.abort(fmt.Sprintf("superseded by %s", FormatEpoch(p.Epoch)))
+		prev = m.acc // the adopted proposal the root's own was based on
+	}
+	adopted := m.adopted
+	switch {
+	case rel == relExtends && !p.Committed && prev != nil && prev.epoch == p.Ancestry[0]:
+		adopted = prev
+	case adopted != nil && adopted.epoch == p.Ancestry[0]:
+	default:
+		adopted = nil
+	}
+	m.dropAcc()
+	if rel == relExtends && p.Committed && prev != nil && prev.epoch == p.Ancestry[0] && prev.has(m.self) && (m.cur == nil || prev.epoch > m.cur.epoch) {
+		// p's root installed (committed) the proposal this node accepted:
+		// its commit did not reach this node; install it now.
+		m.install(prev)
+	}
+	m.accept(v, p, from)
+	m.adopted = adopted
+}
+
+// supersedes reports whether a proposal numbered epoch, with the given
+// ancestry, replaces the uncommitted proposal numbered old: a later proposal
+// of old's root is the proposal itself or one of its ancestors. A root
+// proposes anew only after abandoning (or committing, and then old is an
+// ancestor) its previous proposal, and nobody else commits it, so old never
+// committed.
+func supersedes(epoch uint64, ancestry []uint64, old uint64) bool {
+	r := EpochRoot(old)
+	if EpochRoot(epoch) == r && epoch > old {
+		return true
+	}
+	for _, e := range ancestry {
+		if EpochRoot(e) == r && e > old {
+			return true
+		}
+	}
+	return false
+}
+
+// viewOf returns the view p proposes, or nil if this node cannot compute it
+// (it lacks the base) or p is inconsistent.
+func (m *Member) viewOf(p *Prepare) *view {
+	base := p.Ancestry[0]
+	var bv *view
+	switch {
+	case m.cur != nil && m.cur.epoch == base:
+		bv = m.cur
+	case m.acc != nil && m.acc.epoch == base:
+		bv = m.acc
+	}
+	if p.v != nil && (p.Full || bv != nil) {
+		return p.v // what this node would compute, already built by the sender
+	}
+	if p.Full {
+		v, err := newView(p.Epoch, p.Members, p.Ancestry, incMap(p.Incs), m.cfg.Fanout)
+		if err != nil {
+			return nil
+		}
+		v.delta, v.failed, v.joined = true, p.Failed, p.Joined
+		return v
+	}
+	if bv == nil {
+		return nil
+	}
+	v, err := bv.apply(p.Epoch, p.Failed, p.Joined, m.cfg.Fanout)
+	if err != nil {
+		return nil
+	}
+	v.ancestry = p.Ancestry
+	return v
+}
+
+func incMap(js []Joiner) map[core.NodeID]uint64 {
+	if len(js) == 0 {
+		return nil
+	}
+	mp := make(map[core.NodeID]uint64, len(js))
+	for _, j := range js {
+		mp[j.ID] = j.Inc
+	}
+	return mp
+}
+
+// accept takes v (proposed by p, received from parent) as the accepted
+// proposal and passes p down to this node's children.
+func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
+	delta := p
+	if p.Full || p.v != v {
+		delta = &Prepare{Cause: p.Cause, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined, Committed: p.Committed, v: v}
+	}
+	m.forgetRejoined(p.Joined)
+	// Reports and ACK timeouts this node passed on concern the proposals
+	// before this one; the root has them. Only the detector's own verdicts
+	// stand (a lost report is found again: a dead child does not ACK).
+	for id := range m.soft {
+		m.unmark(id)
+	}
+	m.acc, m.accMsg, m.accFull, m.accParent = v, delta, nil, parent
+	m.lastPrep = delta
+	m.acked = map[core.NodeID]bool{}
+	m.ackSent = false
+	m.cancel(tAck)
+	m.sendDown(v, delta)
+	if len(v.children(m.self)) == 0 {
+		m.sendAck()
+	} else {
+		m.arm(tAck, m.ackWait(v), v.epoch)
+	}
+	m.arm(tCommit, m.commitWait(v), v.epoch)
+	m.pruneFailed()
+	if len(m.failedIn(v)) > 0 {
+		m.reportFailures()
+	}
+}
+
+// fullOf returns the full form of a delta Prepare.
+func fullOf(p *Prepare) *Prepare {
+	return &Prepare{Cause: p.Cause, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined,
+		Committed: p.Committed, Full: true, Members: p.v.members, Incs: p.v.incList(), v: p.v}
+}
+
+// sendDown sends p to this node's children in v; joiners get the full list.
+func (m *Member) sendDown(v *view, p *Prepare) {
+	for _, c := range v.children(m.self) {
+		if isJoiner(p, c) {
+			if m.accFull == nil || m.accFull.Epoch != p.Epoch {
+				m.accFull = fullOf(p)
+			}
+			m.send(c, m.accFull)
+		} else {
+			m.send(c, p)
+		}
+	}
+}
+
+func isJoiner(p *Prepare, id core.NodeID) bool {
+	for _, j := range p.Joined {
+		if j.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Member) sendAck() {
+	if m.ackSent || m.acc == nil {
+		return
+	}
+	m.ackSent = true
+	m.cancel(tAck)
+	if len(m.ackedEpochs) < 256 {
+		m.ackedEpochs[m.acc.epoch] = true
+	}
+	m.send(m.accParent, &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch})
+}
+
+func (m *Member) onAck(from core.NodeID, a *Ack) {
+	if m.acc == nil || a.Epoch != m.acc.epoch || m.acked == nil || m.acc.parent(from) != m.self {
+		return
+	}
+	m.acked[from] = true
+	if len(m.acked) < len(m.acc.children(m.self)) {
+		return
+	}
+	if m.driving {
+		m.stable()
+	} else {
+		m.sendAck()
+	}
+}
+
+// onAckTimeout reports the children that did not acknowledge as failed
+// (§3.5: "the node that fails to get an acknowledgment from the dead node
+// informs the root through a NODE_FAILURE").
+func (m *Member) onAckTimeout(epoch uint64) {
+	if m.acc == nil || m.acc.epoch != epoch || m.ackSent {
+		return
+	}
+	for _, c := range m.acc.children(m.self) {
+		if !m.acked[c] && !m.failed[c] {
+			m.markFailed(c, true)
+		}
+	}
+	if m.driving {
+		m.rootStep()
+	} else {
+		m.reportFailures()
+	}
+}
+
+func (m *Member) onNeedView(from core.NodeID, q *NeedView) {
+	var p *Prepare
+	switch {
+	case m.accMsg != nil && m.accMsg.Epoch == q.Epoch:
+		p = m.accMsg
+	case m.lastPrep != nil && m.lastPrep.Epoch == q.Epoch:
+		p = m.lastPrep
+	default:
+		return
+	}
+	if p.v.parent(from) != m.self {
+		return
+	}
+	m.send(from, fullOf(p))
+}
+
+// nack refuses proposal epoch, telling its root about n.
+func (m *Member) nack(epoch uint64, n *view) {
+	m.send(EpochRoot(epoch), &Nack{Epoch: epoch, Pending: n == m.acc, View: n.full(), v: n})
+}
+
+// ---------------------------------------------------------------------------
+// The second phase: commit.
+
+func (m *Member) onCommit(from core.NodeID, e uint64) {
+	m.observe(e)
+	switch {
+	case m.acc != nil && m.acc.epoch == e && !m.driving && m.acc.has(from):
+		m.install(m.acc)
+		m.forwardCommit()
+		m.afterChange()
+	case m.cur != nil && m.cur.epoch == e && m.forwarded != e:
+		m.forwardCommit()
+	}
+}
+
+func (m *Member) forwardCommit() {
+	m.forwarded = m.cur.epoch
+	c := &Commit{Epoch: m.cur.epoch}
+	for _, ch := range m.cur.children(m.self) {
+		m.send(ch, c)
+	}
+}
+
+// queryOutcome asks what became of the accepted proposal whose commit is
+// overdue: its root, or, when the root is known to have failed, its other
+// members, any of which can tell that it never acknowledged it (then it
+// cannot have committed).
+func (m *Member) queryOutcome() {
+	q := &Query{Epoch: m.acc.epoch}
+	r := EpochRoot(m.acc.epoch)
+	if !m.failed[r] {
+		m.send(r, q)
+		return
+	}
+	for _, id := range m.acc.members {
+		if !m.failed[id] {
+			m.send(id, q)
+		}
+	}
+}
+
+func (m *Member) onQuery(from core.NodeID, q *Query) {
+	if m.cur == nil {
+		return
+	}
+	switch {
+	case m.driving && m.acc.epoch == q.Epoch:
+		// still collecting acknowledgements
+	case m.cur.epoch >= q.Epoch:
+		if m.cur.has(from) {
+			m.send(from, &Sync{View: m.cur.full(), v: m.cur})
+		} else {
+			m.notice(from, false)
+		}
+	case EpochRoot(q.Epoch) == m.self:
+		// q.Epoch was this node's proposal and was abandoned: the querier
+		// must forget it (and learns this node's view).
+		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
+	case m.vetoed[q.Epoch]:
+		// known never to commit
+		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
+	case (m.acc != nil && m.acc.epoch == q.Epoch) || m.ackedEpochs[q.Epoch]:
+		// this node acknowledged it: it may commit
+	default:
+		// This node never acknowledged q.Epoch and promises it never will:
+		// if it is a member of it, q.Epoch cannot commit.
+		m.vetoed[q.Epoch] = true
+		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
+	}
+}
+
+func (m *Member) onSync(from core.NodeID, s *Sync) {
+	aborted := false
+	if s.Abort != 0 && m.acc != nil && m.acc.epoch == s.Abort && !m.driving && (EpochRoot(s.Abort) == from || m.acc.has(from)) {
+		m.vetoed[s.Abort] = true // dead: tell whoever else asks
+		m.dropAcc()
+		m.restoreAdopted()
+		aborted = true
+	}
+	if aborted {
+		defer m.afterChange()
+	}
+	v := s.v
+	if v == nil {
+		var err error
+		if v, err = newView(s.View.Epoch, s.View.Members, s.View.Ancestry, incMap(s.View.Incs), m.cfg.Fanout); err != nil {
+			return
+		}
+	}
+	m.observe(v.epoch)
+	if (m.cur != nil && v.epoch <= m.cur.epoch) || v.epoch <= m.floor {
+		return
+	}
+	if !v.has(m.self) {
+		if m.cur != nil {
+			m.evicted(v.epoch, m.rootOf(v))
+		}
+		return
+	}
+	if v.inc(m.self) != m.inc {
+		return // a view of another incarnation of this node
+	}
+	if m.driving {
+		m.abort(fmt.Sprintf("superseded by installed view %s", FormatEpoch(v.epoch)))
+	}
+	m.install(v)
+	m.afterChange()
+}
+
+// afterChange re-examines pending work after the views changed.
+func (m *Member) afterChange() {
+	if m.rootOf(m.newest()) == m.self {
+		m.rootStep()
+	} else {
+		m.reportFailures()
+		m.forwardJoins()
+	}
+}

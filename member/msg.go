@@ -1,0 +1,566 @@
+package member
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Messages are pointers to the structs below; a message is never modified
+// after it is sent (one value may go to several children). Every message
+// carries an epoch: the sender's newest view for reports, requests and
+// notices, the proposal's epoch for the messages of a view change.
+
+// Report is NODE_FAILURE (Root false) or ROOT_FAILURE (Root true): a node
+// whose failure detector declared members failed tells the root (§3.4), or,
+// when the root itself is among them, the next live node of the list (§3.6).
+// Failed holds every failed member the sender knows of (the paper's list of
+// failed nodes, §3.5), in view order.
+type Report struct {
+	Root   bool
+	Epoch  uint64   // the sender's newest view
+	Failed []Joiner // the failed members with the incarnation the sender knows
+}
+
+// ReportAck is FAILURE_DET_ACK: the root acknowledges a report (§3.4), even
+// a duplicate, which it otherwise ignores.
+type ReportAck struct {
+	Epoch  uint64 // the root's newest view
+	Failed []Joiner
+}
+
+// Prepare is the first phase of a view change, sent by the root to its
+// children in the tree of the new view and forwarded by every inner node to
+// its own children: FAILED_NODE, ROOT_DEAD, ROOT_AND_NODE_FAILURE,
+// NEW_NODE_JOIN or ALIVE_NODE_JOIN, according to Cause. The new view is
+// Ancestry[0] (the base, the view the root installed last) minus Failed plus
+// Joined appended; a receiver that holds the base recomputes it locally
+// (§3.4), one that does not asks its parent for the full list (VIEW_NEED),
+// and joiners always get the full list (Full).
+type Prepare struct {
+	Cause    Cause
+	Epoch    uint64        // the proposed view
+	Ancestry []uint64      // the base epoch, then older ancestors, newest first
+	Failed   []core.NodeID // members of the base that leave, in base order
+	Joined   []Joiner      // nodes appended, in order
+	// Committed says that the base is a view the root installed (it
+	// committed); otherwise the base is a dead root's proposal that the
+	// root adopted (§3.6 takeover), which nobody installs.
+	Committed bool
+	Full      bool          // Members and Incs are set and on the wire
+	Members   []core.NodeID // the full member list (Full only)
+	Incs      []Joiner      // non-zero incarnations of members, by id (Full only)
+
+	v *view // the proposed view, shared in memory; never on the wire
+}
+
+// Ack acknowledges a Prepare up the tree once the sender's whole subtree
+// has: FAILURE_ACK, NEW_NODE_JOIN_ACK or ALIVE_NODE_JOIN_ACK by Cause.
+type Ack struct {
+	Cause Cause
+	Epoch uint64 // the proposal acknowledged
+}
+
+// Commit is the second phase: the root holds every ACK, the view is stable
+// and every node installs it when the commit reaches it.
+type Commit struct {
+	Epoch uint64
+}
+
+// JoinRequest is NEW_NODE (Alive false) or NODE_ALIVE (Alive true): From asks
+// the root to admit Joiners (itself, or, when a whole side of a healed
+// partition merges, every member of its view). A node that is not the root
+// forwards it to the root it believes in; Hops bounds forwarding.
+type JoinRequest struct {
+	Alive   bool
+	From    core.NodeID
+	Epoch   uint64 // the newest epoch From has seen (0 for a new node)
+	Hops    uint8
+	Joiners []Joiner
+}
+
+// JoinDetAck is JOIN_DET_ACK: the root welcomes a joiner once the view that
+// admits it is stable (§3.7).
+type JoinDetAck struct {
+	Epoch uint64
+}
+
+// FullView is a view with everything a node needs to install it.
+type FullView struct {
+	Epoch    uint64
+	Ancestry []uint64
+	Members  []core.NodeID
+	Incs     []Joiner // non-zero incarnations, by id
+}
+
+// Nack refuses a Prepare: the receiver holds View (its newest, Pending if it
+// is an accepted but uncommitted proposal), which the proposal neither
+// descends from nor supersedes, or which is newer than the proposal. The
+// proposer adopts View, or learns that it was excluded.
+type Nack struct {
+	Epoch   uint64 // the proposal refused
+	Pending bool
+	View    FullView
+
+	v *view
+}
+
+// NeedView asks the parent for the full member list of proposal Epoch.
+type NeedView struct {
+	Epoch uint64
+}
+
+// Query asks the proposer of Epoch what became of it (sent when a commit
+// is overdue).
+type Query struct {
+	Epoch uint64
+}
+
+// Sync answers a Query (or a join request of a node that is already a
+// member) with the root's installed view. Abort, when not 0, is a proposal of
+// the sender that will never commit.
+type Sync struct {
+	View  FullView
+	Abort uint64
+
+	v *view
+}
+
+// Notice is EXCLUDED: the sender's view Epoch, whose root is Root, does not
+// contain the receiver. It answers messages of excluded nodes (paper
+// footnote 1: they are otherwise ignored) and probes departed nodes, so that
+// the excluded side of a healed partition merges (see the package doc).
+type Notice struct {
+	Epoch uint64
+	Root  core.NodeID
+}
+
+// MinorityNotice tells the members of a side that its root cannot install a
+// view: only Alive of the Size members of view Epoch are reachable
+// (PartitionMajority).
+type MinorityNotice struct {
+	Epoch uint64
+	Alive uint32
+	Size  uint32
+}
+
+// Kind implements core.Msg.
+func (m *Report) Kind() core.Kind {
+	if m.Root {
+		return KindRootFailure
+	}
+	return KindNodeFailure
+}
+func (m *ReportAck) Kind() core.Kind  { return KindFailureDetAck }
+func (m *Prepare) Kind() core.Kind    { return m.Cause.prepareKind() }
+func (m *Ack) Kind() core.Kind        { return m.Cause.ackKind() }
+func (m *Commit) Kind() core.Kind     { return KindViewCommit }
+func (m *JoinDetAck) Kind() core.Kind { return KindJoinDetAck }
+func (m *Nack) Kind() core.Kind       { return KindViewNack }
+func (m *NeedView) Kind() core.Kind   { return KindViewNeed }
+func (m *Query) Kind() core.Kind      { return KindViewQuery }
+func (m *Sync) Kind() core.Kind       { return KindViewSync }
+func (m *Notice) Kind() core.Kind     { return KindExcluded }
+func (m *JoinRequest) Kind() core.Kind {
+	if m.Alive {
+		return KindNodeAlive
+	}
+	return KindNewNode
+}
+func (m *MinorityNotice) Kind() core.Kind { return KindMinority }
+
+// MarshalWire implements wire.Message.
+func (m *Report) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch); encJoiners(e, m.Failed) }
+
+// MarshalWire implements wire.Message.
+func (m *ReportAck) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch); encJoiners(e, m.Failed) }
+
+// MarshalWire implements wire.Message.
+func (m *Prepare) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(m.Epoch)
+	e.Uvarints(m.Ancestry)
+	e.NodeIDs(m.Failed)
+	encJoiners(e, m.Joined)
+	e.Bool(m.Committed)
+	e.Bool(m.Full)
+	if m.Full {
+		e.NodeIDs(m.Members)
+		encJoiners(e, m.Incs)
+	}
+}
+
+// MarshalWire implements wire.Message.
+func (m *Ack) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch) }
+
+// MarshalWire implements wire.Message.
+func (m *Commit) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch) }
+
+// MarshalWire implements wire.Message.
+func (m *JoinRequest) MarshalWire(e *wire.Encoder) {
+	e.NodeID(m.From)
+	e.Uvarint(m.Epoch)
+	e.Uint8(m.Hops)
+	encJoiners(e, m.Joiners)
+}
+
+// MarshalWire implements wire.Message.
+func (m *JoinDetAck) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch) }
+
+// MarshalWire implements wire.Message.
+func (m *Nack) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(m.Epoch)
+	e.Bool(m.Pending)
+	encFullView(e, &m.View)
+}
+
+// MarshalWire implements wire.Message.
+func (m *NeedView) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch) }
+
+// MarshalWire implements wire.Message.
+func (m *Query) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch) }
+
+// MarshalWire implements wire.Message.
+func (m *Sync) MarshalWire(e *wire.Encoder) {
+	encFullView(e, &m.View)
+	e.Uvarint(m.Abort)
+}
+
+// MarshalWire implements wire.Message.
+func (m *Notice) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch); e.NodeID(m.Root) }
+
+// MarshalWire implements wire.Message.
+func (m *MinorityNotice) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(m.Epoch)
+	e.Uvarint(uint64(m.Alive))
+	e.Uvarint(uint64(m.Size))
+}
+
+// WireSize implements core.Sizer.
+func (m *Report) WireSize() int         { return wire.Size(m) }
+func (m *ReportAck) WireSize() int      { return wire.Size(m) }
+func (m *Prepare) WireSize() int        { return wire.Size(m) }
+func (m *Ack) WireSize() int            { return wire.Size(m) }
+func (m *Commit) WireSize() int         { return wire.Size(m) }
+func (m *JoinRequest) WireSize() int    { return wire.Size(m) }
+func (m *JoinDetAck) WireSize() int     { return wire.Size(m) }
+func (m *Nack) WireSize() int           { return wire.Size(m) }
+func (m *NeedView) WireSize() int       { return wire.Size(m) }
+func (m *Query) WireSize() int          { return wire.Size(m) }
+func (m *Sync) WireSize() int           { return wire.Size(m) }
+func (m *Notice) WireSize() int         { return wire.Size(m) }
+func (m *MinorityNotice) WireSize() int { return wire.Size(m) }
+
+func encJoiners(e *wire.Encoder, js []Joiner) {
+	e.Uvarint(uint64(len(js)))
+	for _, j := range js {
+		e.NodeID(j.ID)
+		e.Uvarint(j.Inc)
+	}
+}
+
+func encFullView(e *wire.Encoder, v *FullView) {
+	e.Uvarint(v.Epoch)
+	e.Uvarints(v.Ancestry)
+	e.NodeIDs(v.Members)
+	encJoiners(e, v.Incs)
+}
+
+// fullView renders v for the wire.
+func (v *view) full() FullView {
+	return FullView{Epoch: v.epoch, Ancestry: v.ancestry, Members: v.members, Incs: v.incList()}
+}
+
+// incList returns the non-zero incarnations sorted by id.
+func (v *view) incList() []Joiner {
+	if len(v.incs) == 0 {
+		return nil
+	}
+	js := make([]Joiner, 0, len(v.incs))
+	for id, inc := range v.incs {
+		js = append(js, Joiner{id, inc})
+	}
+	slices.SortFunc(js, func(a, b Joiner) int { return int64cmp(int64(a.ID), int64(b.ID)) })
+	return js
+}
+
+func int64cmp(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Errors of the decoders, wrapped in a *wire.DecodeError.
+var (
+	errEpoch    = fmt.Errorf("%w: epoch counter 0", wire.ErrInvalid)
+	errAncestry = fmt.Errorf("%w: ancestry not strictly decreasing below the epoch", wire.ErrInvalid)
+	errDup      = fmt.Errorf("%w: node listed twice", wire.ErrInvalid)
+	errRootPos  = fmt.Errorf("%w: first member is not the epoch's root", wire.ErrInvalid)
+	errEmpty    = fmt.Errorf("%w: empty list", wire.ErrInvalid)
+	errForeign  = fmt.Errorf("%w: node is not a member", wire.ErrInvalid)
+	errIncZero  = fmt.Errorf("%w: incarnation 0 listed", wire.ErrInvalid)
+)
+
+func decJoiners(d *wire.Decoder) []Joiner {
+	n := d.Uvarint()
+	if d.Err() != nil {
+		return nil
+	}
+	if n > uint64(d.Remaining())/2 { // each joiner takes at least 2 bytes
+		d.Fail("joiner count", wire.ErrTooLong)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	js := make([]Joiner, n)
+	for i := range js {
+		js[i] = Joiner{ID: d.NodeID(), Inc: d.Uvarint()}
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	return js
+}
+
+func checkEpoch(d *wire.Decoder, e uint64) {
+	if d.Err() == nil && EpochCounter(e) == 0 {
+		d.Fail("epoch", errEpoch)
+	}
+}
+
+func checkAncestry(d *wire.Decoder, epoch uint64, a []uint64, min int) {
+	if d.Err() != nil {
+		return
+	}
+	if len(a) < min || len(a) > maxAncestry {
+		d.Fail("ancestry length", wire.ErrInvalid)
+		return
+	}
+	prev := epoch
+	for _, e := range a {
+		if e >= prev || EpochCounter(e) == 0 {
+			d.Fail("ancestry", errAncestry)
+			return
+		}
+		prev = e
+	}
+}
+
+func checkNoDup(d *wire.Decoder, what string, ids []core.NodeID) map[core.NodeID]bool {
+	if d.Err() != nil {
+		return nil
+	}
+	seen := make(map[core.NodeID]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			d.Fail(what, errDup)
+			return nil
+		}
+		seen[id] = true
+	}
+	return seen
+}
+
+func joinerIDs(js []Joiner) []core.NodeID {
+	ids := make([]core.NodeID, len(js))
+	for i, j := range js {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+// checkMembers checks a full member list with its incarnations.
+func checkMembers(d *wire.Decoder, epoch uint64, members []core.NodeID, incs []Joiner) map[core.NodeID]bool {
+	if d.Err() != nil {
+		return nil
+	}
+	if len(members) == 0 {
+		d.Fail("members", errEmpty)
+		return nil
+	}
+	if members[0] != EpochRoot(epoch) {
+		d.Fail("members", errRootPos)
+		return nil
+	}
+	set := checkNoDup(d, "members", members)
+	checkNoDup(d, "incarnations", joinerIDs(incs))
+	for _, j := range incs {
+		if d.Err() != nil {
+			break
+		}
+		if !set[j.ID] {
+			d.Fail("incarnations", errForeign)
+		} else if j.Inc == 0 {
+			d.Fail("incarnations", errIncZero)
+		}
+	}
+	return set
+}
+
+func decFullView(d *wire.Decoder) FullView {
+	v := FullView{Epoch: d.Uvarint(), Ancestry: d.Uvarints(), Members: d.NodeIDs(), Incs: decJoiners(d)}
+	checkEpoch(d, v.Epoch)
+	checkAncestry(d, v.Epoch, v.Ancestry, 0)
+	checkMembers(d, v.Epoch, v.Members, v.Incs)
+	return v
+}
+
+func decReport(root bool) wire.DecodeFunc {
+	return func(d *wire.Decoder) (core.Msg, error) {
+		m := &Report{Root: root, Epoch: d.Uvarint(), Failed: decJoiners(d)}
+		checkEpoch(d, m.Epoch)
+		if d.Err() == nil && len(m.Failed) == 0 {
+			d.Fail("failed", errEmpty)
+		}
+		checkNoDup(d, "failed", joinerIDs(m.Failed))
+		return m, d.Err()
+	}
+}
+
+func decReportAck(d *wire.Decoder) (core.Msg, error) {
+	m := &ReportAck{Epoch: d.Uvarint(), Failed: decJoiners(d)}
+	checkEpoch(d, m.Epoch)
+	checkNoDup(d, "failed", joinerIDs(m.Failed))
+	return m, d.Err()
+}
+
+func decPrepare(c Cause) wire.DecodeFunc {
+	return func(d *wire.Decoder) (core.Msg, error) {
+		m := &Prepare{Cause: c, Epoch: d.Uvarint(), Ancestry: d.Uvarints(), Failed: d.NodeIDs(), Joined: decJoiners(d), Committed: d.Bool(), Full: d.Bool()}
+		if m.Full {
+			m.Members = d.NodeIDs()
+			m.Incs = decJoiners(d)
+		}
+		checkEpoch(d, m.Epoch)
+		checkAncestry(d, m.Epoch, m.Ancestry, 1)
+		checkNoDup(d, "failed", m.Failed)
+		checkNoDup(d, "joined", joinerIDs(m.Joined))
+		if d.Err() == nil && len(m.Failed) == 0 && len(m.Joined) == 0 {
+			d.Fail("change", errEmpty)
+		}
+		if m.Full {
+			set := checkMembers(d, m.Epoch, m.Members, m.Incs)
+			for _, j := range m.Joined {
+				if d.Err() == nil && !set[j.ID] {
+					d.Fail("joined", errForeign)
+				}
+			}
+		}
+		return m, d.Err()
+	}
+}
+
+func decAck(c Cause) wire.DecodeFunc {
+	return func(d *wire.Decoder) (core.Msg, error) {
+		m := &Ack{Cause: c, Epoch: d.Uvarint()}
+		checkEpoch(d, m.Epoch)
+		return m, d.Err()
+	}
+}
+
+func decCommit(d *wire.Decoder) (core.Msg, error) {
+	m := &Commit{Epoch: d.Uvarint()}
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
+func decJoinRequest(alive bool) wire.DecodeFunc {
+	return func(d *wire.Decoder) (core.Msg, error) {
+		m := &JoinRequest{Alive: alive, From: d.NodeID(), Epoch: d.Uvarint(), Hops: d.Uint8(), Joiners: decJoiners(d)}
+		if d.Err() == nil && len(m.Joiners) == 0 {
+			d.Fail("joiners", errEmpty)
+		}
+		checkNoDup(d, "joiners", joinerIDs(m.Joiners))
+		return m, d.Err()
+	}
+}
+
+func decJoinDetAck(d *wire.Decoder) (core.Msg, error) {
+	m := &JoinDetAck{Epoch: d.Uvarint()}
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
+func decNack(d *wire.Decoder) (core.Msg, error) {
+	m := &Nack{Epoch: d.Uvarint(), Pending: d.Bool(), View: decFullView(d)}
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
+func decNeedView(d *wire.Decoder) (core.Msg, error) {
+	m := &NeedView{Epoch: d.Uvarint()}
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
+func decQuery(d *wire.Decoder) (core.Msg, error) {
+	m := &Query{Epoch: d.Uvarint()}
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
+func decSync(d *wire.Decoder) (core.Msg, error) {
+	m := &Sync{View: decFullView(d), Abort: d.Uvarint()}
+	return m, d.Err()
+}
+
+func decNotice(d *wire.Decoder) (core.Msg, error) {
+	m := &Notice{Epoch: d.Uvarint(), Root: d.NodeID()}
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
+func decMinority(d *wire.Decoder) (core.Msg, error) {
+	m := &MinorityNotice{Epoch: d.Uvarint()}
+	alive, size := d.Uvarint(), d.Uvarint()
+	if d.Err() == nil && (size > 1<<32-1 || alive > size) {
+		d.Fail("minority counts", wire.ErrInvalid)
+	}
+	m.Alive, m.Size = uint32(alive), uint32(size)
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
+// decoders lists every kind of the package with its decoder.
+var decoders = []struct {
+	kind core.Kind
+	f    wire.DecodeFunc
+}{
+	{KindNodeFailure, decReport(false)},
+	{KindFailureDetAck, decReportAck},
+	{KindFailedNode, decPrepare(CauseFailedNode)},
+	{KindFailureAck, decAck(CauseFailedNode)},
+	{KindRootFailure, decReport(true)},
+	{KindRootDead, decPrepare(CauseRootDead)},
+	{KindRootAndNodeFailure, decPrepare(CauseRootAndNodeFailure)},
+	{KindNewNode, decJoinRequest(false)},
+	{KindNewNodeJoin, decPrepare(CauseNewNodeJoin)},
+	{KindNewNodeJoinAck, decAck(CauseNewNodeJoin)},
+	{KindJoinDetAck, decJoinDetAck},
+	{KindNodeAlive, decJoinRequest(true)},
+	{KindAliveNodeJoin, decPrepare(CauseAliveNodeJoin)},
+	{KindAliveNodeJoinAck, decAck(CauseAliveNodeJoin)},
+	{KindViewCommit, decCommit},
+	{KindViewNack, decNack},
+	{KindViewNeed, decNeedView},
+	{KindViewQuery, decQuery},
+	{KindViewSync, decSync},
+	{KindExcluded, decNotice},
+	{KindMinority, decMinority},
+}
+
+// RegisterCodecs registers the decoder of every member message kind in c.
+func RegisterCodecs(c *wire.Codec) error {
+	for _, k := range decoders {
+		if err := c.Register(k.kind, "member."+KindName(k.kind), k.f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,545 @@
+package member
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// rootStep is the root's decision procedure, run whenever its knowledge
+// changes: restart a proposal a failure made hopeless (§3.5), take over a
+// dead root's proposal (§3.6), check the partition policy, and propose the
+// next view with every failure and join known so far.
+func (m *Member) rootStep() {
+	if m.cur == nil {
+		return
+	}
+	if m.driving {
+		if !m.restart && !m.hopeless(m.acc) {
+			return // joins wait for the running proposal to finish
+		}
+		m.abort("failure during stabilization")
+	}
+	m.restart = false
+	// The base: a pending proposal of a root this node replaces, else the
+	// installed view.
+	base := m.cur
+	if m.acc != nil {
+		base = m.acc
+	}
+	if m.rootOf(base) != m.self {
+		m.reportFailures()
+		m.forwardJoins()
+		return
+	}
+	failed, joined := m.changes(base)
+	if len(failed) == 0 && len(joined) == 0 {
+		return
+	}
+	// When base is the proposal of a dead root, this root adopts it: it may
+	// have committed somewhere, so the new view descends from it; but as it
+	// may as well not have, nobody installs it (Prepare.Committed is false).
+	v, err := base.apply(MakeEpoch(m.maxCounter+1, m.self), failed, joined, m.cfg.Fanout)
+	if err != nil {
+		panic(fmt.Sprintf("member: %v cannot derive its proposal: %v", m.self, err))
+	}
+	if m.cfg.Partition == PartitionMajority {
+		// The new view must keep a strict majority of the last installed
+		// view, and at least half of an adopted proposal A: a view that
+		// descends from A and committed would hold a strict majority of A,
+		// so it would share a member with the new view, and that member,
+		// holding the newer view, refuses the new one.
+		if alive := kept(m.cur, v); 2*alive <= len(m.cur.members) {
+			m.enterMinority(m.cur, alive)
+			return
+		}
+		if alive := kept(base, v); 2*alive < len(base.members) {
+			m.enterMinority(base, alive)
+			return
+		}
+	}
+	m.propose(v, base == m.cur)
+}
+
+// kept counts the members of ref that stay in v with the same incarnation.
+func kept(ref, v *view) int {
+	n := 0
+	for _, id := range ref.members {
+		if v.has(id) && v.inc(id) == ref.inc(id) {
+			n++
+		}
+	}
+	return n
+}
+
+// hopeless reports whether proposal v can no longer commit: one of its
+// members failed or is re-joining with a new incarnation.
+func (m *Member) hopeless(v *view) bool {
+	if len(m.failedIn(v)) > 0 {
+		return true
+	}
+	for _, j := range m.pjoins {
+		if v.has(j.ID) && v.inc(j.ID) != j.Inc {
+			return true
+		}
+	}
+	return false
+}
+
+// changes returns what the next proposal on base does: the failed members
+// (in base order; a re-joining member is among them) and the joiners.
+func (m *Member) changes(base *view) ([]core.NodeID, []Joiner) {
+	failed := m.failedIn(base)
+	var joined []Joiner
+	kept := m.pjoins[:0]
+	for _, j := range m.pjoins {
+		switch {
+		case base.has(j.ID) && base.inc(j.ID) == j.Inc:
+			if !m.failed[j.ID] {
+				continue // already a member: nothing to do
+			}
+			// Excluded now, admitted again once the exclusion is installed.
+			kept = append(kept, j)
+			continue
+		case base.has(j.ID):
+			if m.failed[j.ID] && m.failedInc[j.ID] == j.Inc {
+				continue // the new incarnation failed too; it will ask again
+			}
+			if !m.failed[j.ID] {
+				failed = append(failed, j.ID) // a recovered process re-joins
+			}
+		case m.failed[j.ID]:
+			// A joiner that did not acknowledge: it will ask again.
+			m.unmark(j.ID)
+			continue
+		}
+		kept = append(kept, j)
+		joined = append(joined, j.Joiner)
+	}
+	m.pjoins = kept
+	if base != m.cur {
+		// The adopted proposal may have dropped members of the installed
+		// view that are alive as far as this node knows: take them back
+		// (they hold the installed view, which the new view descends from).
+		// Under PartitionMajority this keeps the majority of the installed
+		// view that the new view needs.
+		for _, id := range m.cur.members {
+			if !base.has(id) && !m.failed[id] && !slices.ContainsFunc(joined, func(j Joiner) bool { return j.ID == id }) {
+				joined = append(joined, Joiner{id, m.cur.inc(id)})
+			}
+		}
+	}
+	if len(failed) > 1 {
+		slices.SortFunc(failed, func(a, b core.NodeID) int { return base.pos(a) - base.pos(b) })
+	}
+	return failed, joined
+}
+
+// propose sends v (its base minus the failed members plus the joiners) down
+// its tree (Figure 3, Regroup). committed says whether the base is the
+// installed view.
+func (m *Member) propose(v *view, committed bool) {
+	m.maxCounter++
+	epoch := v.epoch
+	if EpochCounter(epoch) != m.maxCounter || v.root() != m.self {
+		panic(fmt.Sprintf("member: %v proposes view %s rooted at %v", m.self, FormatEpoch(epoch), v.root()))
+	}
+	failed, joined := v.failed, v.joined
+	m.forgetRejoined(joined)
+	base := m.cur
+	m.adopted = nil
+	if !committed {
+		base = m.acc
+		m.adopted = base
+	}
+	cause := causeOf(base, m.self, failed, joined)
+	p := &Prepare{Cause: cause, Epoch: epoch, Ancestry: v.ancestry, Failed: failed, Joined: joined, Committed: committed, v: v}
+	began := m.now()
+	for _, f := range failed {
+		if t, ok := m.failedAt[f]; ok && t < began {
+			began = t
+		}
+	}
+	for _, j := range m.pjoins {
+		if j.at < began {
+			began = j.at
+		}
+	}
+	m.began = began
+	m.acc, m.accMsg, m.accFull, m.accParent = v, p, nil, core.None
+	m.lastPrep = p
+	m.acked = map[core.NodeID]bool{}
+	m.ackSent = false
+	m.driving = true
+	m.env.Emit(StabilizationStarted{Epoch: epoch, Cause: cause, Began: began, At: m.now(), Failed: failed, Joined: joinerIDs(joined)})
+	m.sendDown(v, p)
+	if len(v.children(m.self)) == 0 {
+		m.stable()
+		return
+	}
+	m.arm(tAck, m.ackWait(v), epoch)
+}
+
+// causeOf picks the paper's message for a view change.
+func causeOf(base *view, root core.NodeID, failed []core.NodeID, joined []Joiner) Cause {
+	rejoin := func(id core.NodeID) bool {
+		return slices.ContainsFunc(joined, func(j Joiner) bool { return j.ID == id })
+	}
+	var before, after int // failed members before and after the new root
+	rootPos := base.pos(root)
+	for _, f := range failed {
+		if rejoin(f) {
+			continue
+		}
+		if base.pos(f) < rootPos {
+			before++
+		} else {
+			after++
+		}
+	}
+	switch {
+	case before > 0 && after > 0:
+		return CauseRootAndNodeFailure
+	case before > 0:
+		return CauseRootDead
+	case after > 0:
+		return CauseFailedNode
+	}
+	for _, j := range joined {
+		if !base.has(j.ID) {
+			return CauseNewNodeJoin
+		}
+	}
+	return CauseAliveNodeJoin
+}
+
+// stable is reached when the root holds every child's ACK: the view is
+// stable (§3.4), the root installs it and commits it down the tree, and
+// welcomes the joiners (JOIN_DET_ACK, §3.7).
+func (m *Member) stable() {
+	v := m.acc
+	m.env.Emit(Stabilized{Epoch: v.epoch, Began: m.began, At: m.now(), Members: len(v.members)})
+	joined := m.accMsg.Joined
+	m.pjoins = slices.DeleteFunc(m.pjoins, func(j pendingJoin) bool {
+		return v.has(j.ID) && v.inc(j.ID) == j.Inc
+	})
+	m.dropAcc()
+	m.install(v)
+	m.forwardCommit()
+	for _, j := range joined {
+		m.send(j.ID, &JoinDetAck{Epoch: v.epoch})
+	}
+	m.rootStep()
+}
+
+// abort abandons the root's running proposal.
+func (m *Member) abort(reason string) {
+	if !m.driving {
+		return
+	}
+	m.env.Emit(StabilizationAborted{Epoch: m.acc.epoch, At: m.now(), Reason: reason})
+	m.dropAcc()
+	m.restoreAdopted()
+}
+
+// enterMinority stops a root whose side holds no majority of base
+// (PartitionMajority) and tells the side.
+func (m *Member) enterMinority(base *view, alive int) {
+	if m.timerIDs[tMinority] == 0 {
+		m.arm(tMinority, m.cfg.ReportRetry, base.epoch)
+	}
+	if m.minority == base.epoch {
+		return
+	}
+	m.minority = base.epoch
+	m.env.Emit(Minority{Epoch: base.epoch, Alive: alive, Size: len(base.members)})
+	n := &MinorityNotice{Epoch: base.epoch, Alive: uint32(alive), Size: uint32(len(base.members))}
+	for _, id := range base.members {
+		if !m.failed[id] {
+			m.send(id, n)
+		}
+	}
+}
+
+// retryMinority is the minority root trying again: failures its own
+// detector does not vouch for (acknowledgements that timed out, other
+// nodes' reports) are forgiven, and the next proposal shows who is there;
+// true failures are found again (reports come back when members accept the
+// proposal, dead nodes do not acknowledge it).
+func (m *Member) retryMinority() {
+	if m.minority == 0 || m.cur == nil || m.driving {
+		return
+	}
+	for id := range m.soft {
+		if !m.detected[id] {
+			m.unmark(id)
+		}
+	}
+	m.rootStep()
+}
+
+func (m *Member) onMinority(from core.NodeID, x *MinorityNotice) {
+	if m.cur == nil || !m.newest().has(from) || m.minority == x.Epoch {
+		return
+	}
+	m.minority = x.Epoch
+	m.env.Emit(Minority{Epoch: x.Epoch, Alive: int(x.Alive), Size: int(x.Size)})
+}
+
+// onNack handles a member's refusal of this node's proposal.
+func (m *Member) onNack(from core.NodeID, k *Nack) {
+	m.observe(k.Epoch)
+	m.observe(k.View.Epoch)
+	if m.cur == nil {
+		return
+	}
+	v := k.v
+	if v == nil {
+		var err error
+		if v, err = newView(k.View.Epoch, k.View.Members, k.View.Ancestry, incMap(k.View.Incs), m.cfg.Fanout); err != nil {
+			return
+		}
+	}
+	mine := m.driving && m.acc.epoch == k.Epoch
+	if mine && isJoiner(m.accMsg, from) {
+		switch {
+		case !v.has(m.self) && v.epoch > m.cur.epoch:
+			// The joiner's lineage is ahead of this one: merge into it.
+			m.evicted(v.epoch, m.rootOf(v))
+		case k.Pending:
+			// The joiner is changing views in its old lineage, numbered at
+			// or above the proposal: propose again with a higher epoch
+			// (observe raised the counter).
+			m.restart = true
+			m.rootStep()
+		default:
+			// The joiner no longer wants to join: go on without it.
+			m.pjoins = slices.DeleteFunc(m.pjoins, func(j pendingJoin) bool { return j.ID == from })
+			m.restart = true
+			m.rootStep()
+		}
+		return
+	}
+	// A refusal of the running proposal matters if the refuser holds
+	// anything newer than the installed view; any other only if it tells of
+	// a view newer than everything this node knows.
+	known := m.cur.epoch
+	if m.acc != nil && !mine {
+		known = m.acc.epoch
+	}
+	if v.epoch <= known || (m.acc != nil && v.epoch == m.acc.epoch) || !v.has(from) {
+		return // stale: the refuser will time out and re-join
+	}
+	if !v.has(m.self) {
+		if !k.Pending {
+			m.evicted(v.epoch, m.rootOf(v)) // an installed view excludes this node
+		}
+		return
+	}
+	if v.inc(m.self) != m.inc {
+		return
+	}
+	if k.Pending && m.acc != nil && supersedes(m.acc.epoch, m.acc.ancestry, v.epoch) {
+		return // the refuser holds a proposal that this node's replaces
+	}
+	if k.Pending && !v.descends(m.cur.epoch) && !slices.Contains(v.ancestry, m.cur.base()) {
+		// An uncommitted proposal of another lineage: not this node's
+		// business; the refuser will time out and merge back.
+		return
+	}
+	if m.driving {
+		m.abort(fmt.Sprintf("refused by %v, which holds %s", from, FormatEpoch(v.epoch)))
+	}
+	if k.Pending {
+		// An uncommitted proposal this node did not know: it may have
+		// committed, so it becomes the base of whatever comes next.
+		m.dropAcc()
+		m.acc, m.accParent = v, core.None
+		m.arm(tCommit, m.commitWait(v), v.epoch)
+	} else {
+		m.dropAcc()
+		m.install(v)
+	}
+	m.afterChange()
+}
+
+// ---------------------------------------------------------------------------
+// Joins (§3.7, Figure 3(c)).
+
+// sendJoin asks to be admitted: NEW_NODE or NODE_ALIVE to the next node of
+// the list, or, when merging after a partition, to the root of the view that
+// excluded this node.
+func (m *Member) sendJoin() {
+	req := &JoinRequest{Alive: m.alive || m.cur != nil, From: m.self, Epoch: m.floor, Joiners: []Joiner{{m.self, m.inc}}}
+	if n := m.newest(); n != nil && n.epoch > req.Epoch {
+		req.Epoch = n.epoch
+	}
+	to := m.mergeRoot
+	if to == core.None {
+		for range m.contacts {
+			c := m.contacts[m.nextContact%len(m.contacts)]
+			m.nextContact++
+			if c != m.self {
+				to = c
+				break
+			}
+		}
+	} else if n := m.newest(); n != nil && m.rootOf(n) == m.self {
+		// The root of a losing side brings its whole side along.
+		for _, id := range n.members {
+			if id != m.self && !m.failed[id] {
+				req.Joiners = append(req.Joiners, Joiner{id, n.inc(id)})
+			}
+		}
+	}
+	m.send(to, req)
+	m.arm(tJoin, m.cfg.JoinRetry, 0)
+}
+
+func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
+	if m.cur == nil {
+		return
+	}
+	m.observe(r.Epoch)
+	n := m.newest()
+	for _, j := range r.Joiners {
+		if j.ID == r.From && n.has(j.ID) && n.inc(j.ID) != j.Inc && !m.failed[j.ID] && j.ID != m.self {
+			// A member asks to join under a new incarnation: its former
+			// self has crashed, whatever the detector says (it may have
+			// restarted too fast to be noticed). It may have been the root.
+			m.markFailed(j.ID, true)
+			if m.rootOf(n) != m.self {
+				m.reportFailures()
+			}
+		}
+	}
+	if root := m.rootOf(n); root != m.self {
+		if r.Hops < maxJoinHops {
+			fwd := *r
+			fwd.Hops++
+			m.send(root, &fwd)
+		}
+		return
+	}
+	for _, j := range r.Joiners {
+		if n.has(j.ID) {
+			if j.ID != r.From || j.ID == m.self {
+				continue // named by another node: only a node itself re-joins
+			}
+			if n.inc(j.ID) == j.Inc {
+				if m.cur.has(j.ID) && m.cur.inc(j.ID) == j.Inc {
+					// A member that believes it is not: send it the view.
+					m.send(j.ID, &Sync{View: m.cur.full(), v: m.cur})
+				}
+				continue
+			}
+		}
+		m.addJoin(j, r.Alive)
+	}
+	m.rootStep()
+}
+
+func (m *Member) addJoin(j Joiner, alive bool) {
+	for i := range m.pjoins {
+		if m.pjoins[i].ID == j.ID {
+			if m.pjoins[i].Inc != j.Inc {
+				m.pjoins[i] = pendingJoin{j, alive, m.now()}
+			}
+			return
+		}
+	}
+	m.pjoins = append(m.pjoins, pendingJoin{j, alive, m.now()})
+}
+
+// forwardJoins hands the pending joins of a node that is no longer the root
+// to the root.
+func (m *Member) forwardJoins() {
+	if len(m.pjoins) == 0 {
+		return
+	}
+	root := m.rootOf(m.newest())
+	for _, j := range m.pjoins {
+		m.send(root, &JoinRequest{Alive: j.alive, From: j.ID, Epoch: m.newest().epoch, Joiners: []Joiner{j.Joiner}})
+	}
+	m.pjoins = nil
+}
+
+// ---------------------------------------------------------------------------
+// Exclusion notices and merging after partitions.
+
+// notice tells an outsider that this node's view does not contain it, at
+// most once per NoticeInterval unless forced.
+func (m *Member) notice(to core.NodeID, force bool) {
+	if m.cur == nil || to == m.self || m.cur.has(to) || m.acc.has(to) {
+		return
+	}
+	if last, ok := m.lastNotice[to]; ok && m.now()-last < m.cfg.NoticeInterval && !force {
+		return
+	}
+	m.lastNotice[to] = m.now()
+	m.send(to, &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)})
+}
+
+// probe sends EXCLUDED to the departed nodes (root only).
+func (m *Member) probe() {
+	if m.cur == nil || m.rootOf(m.newest()) != m.self {
+		return
+	}
+	for i := len(m.departed) - 1; i >= 0; i-- {
+		d := m.departed[i]
+		if !m.cur.has(d) && !m.acc.has(d) {
+			m.lastNotice[d] = m.now()
+			m.send(d, &Notice{Epoch: m.cur.epoch, Root: m.self})
+		}
+	}
+}
+
+func (m *Member) onNotice(from core.NodeID, x *Notice) {
+	m.observe(x.Epoch)
+	if m.cur == nil {
+		if m.acc == nil && x.Root != m.self && x.Epoch > m.floor {
+			// A joiner learns where a root is.
+			m.mergeRoot = x.Root
+			m.sendJoin()
+			m.mergeRoot = core.None
+		}
+		return
+	}
+	n := m.newest()
+	switch {
+	case x.Epoch > n.epoch:
+		m.evicted(x.Epoch, x.Root)
+	case x.Epoch < n.epoch && !n.has(from) && !m.cur.has(from):
+		m.notice(from, false)
+	}
+}
+
+// evicted reacts to a view newer than this node's that does not contain it:
+// footnote 1's excluded node, or a side of a healed partition whose view is
+// older. The node asks that view's root to admit it (NODE_ALIVE); a root
+// brings its whole side, and a member tells its root.
+func (m *Member) evicted(epoch uint64, root core.NodeID) {
+	if root == core.None || root == m.self || epoch <= m.mergeEpoch {
+		return
+	}
+	m.env.Emit(Evicted{Epoch: epoch, Root: root})
+	m.mergeEpoch, m.mergeRoot = epoch, root
+	if m.driving {
+		m.abort(fmt.Sprintf("evicted by %s", FormatEpoch(epoch)))
+	}
+	n := m.newest()
+	if r := m.rootOf(n); r != m.self {
+		m.send(r, &Notice{Epoch: epoch, Root: root})
+	} else {
+		// The root takes its whole side along: every member learns that its
+		// view is over (and accepts being admitted by root's view).
+		x := &Notice{Epoch: epoch, Root: root}
+		for _, id := range n.members {
+			if !m.failed[id] {
+				m.send(id, x)
+			}
+		}
+	}
+	m.sendJoin()
+}

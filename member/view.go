@@ -1,0 +1,259 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/topo"
+)
+
+// maxAncestry is how many ancestor epochs a view remembers and a proposal
+// carries (newest first). A node accepts a proposal only if the view it
+// already holds is the proposal's base or one of these ancestors.
+const maxAncestry = 8
+
+// View is a numbered member list, as the layers above see it. Members are in
+// view order: the initial members by id, then joiners in the order they were
+// admitted. Members[0] is the root of the radix tree and EpochRoot(Epoch).
+// The slice is shared: never modify it.
+type View struct {
+	Epoch   uint64
+	Members []core.NodeID
+}
+
+// Joiner names a node being admitted: its id and its incarnation, a random
+// number it drew when it started, so that a recovered process (same id, new
+// incarnation) is told apart from a stale request of its former self.
+// Initial members have incarnation 0.
+type Joiner struct {
+	ID  core.NodeID
+	Inc uint64
+}
+
+var errView = errors.New("member: inconsistent view change")
+
+// view is the immutable internal form of a view: the members, the radix tree
+// over them and constant-time position lookups. Views are shared between the
+// messages that carry them and the nodes that install them (in the simulator
+// one proposal's view serves every node), so nothing here is ever modified
+// after newView or apply returns.
+type view struct {
+	epoch    uint64
+	members  []core.NodeID
+	ancestry []uint64               // ancestor epochs, newest first, at most maxAncestry
+	incs     map[core.NodeID]uint64 // incarnations that are not 0
+	tree     topo.Radix
+
+	// The change from ancestry[0], when the view was built by apply.
+	delta  bool
+	failed []core.NodeID
+	joined []Joiner
+
+	sorted int                   // members[:sorted] is strictly increasing
+	tail   map[core.NodeID]int32 // positions of members[sorted:]
+}
+
+// newView builds a view from a full member list. It checks the list (not
+// empty, no duplicates, the root is the epoch's proposer).
+func newView(epoch uint64, members []core.NodeID, ancestry []uint64, incs map[core.NodeID]uint64, fanout int) (*view, error) {
+	if len(members) == 0 {
+		return nil, fmt.Errorf("%w: empty member list", errView)
+	}
+	if members[0] != EpochRoot(epoch) {
+		return nil, fmt.Errorf("%w: epoch %s names root %v but the first member is %v", errView, FormatEpoch(epoch), EpochRoot(epoch), members[0])
+	}
+	t, err := topo.NewRadix(len(members), fanout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errView, err)
+	}
+	v := &view{epoch: epoch, members: members, ancestry: ancestry, incs: incs, tree: t}
+	v.index()
+	if len(v.tail) != len(members)-v.sorted {
+		return nil, fmt.Errorf("%w: duplicate member", errView)
+	}
+	for id := range v.tail {
+		if v.searchSorted(id) >= 0 {
+			return nil, fmt.Errorf("%w: duplicate member %v", errView, id)
+		}
+	}
+	return v, nil
+}
+
+func (v *view) index() {
+	v.sorted = 1
+	for v.sorted < len(v.members) && v.members[v.sorted] > v.members[v.sorted-1] {
+		v.sorted++
+	}
+	if v.sorted < len(v.members) {
+		v.tail = make(map[core.NodeID]int32, len(v.members)-v.sorted)
+		for i := v.sorted; i < len(v.members); i++ {
+			v.tail[v.members[i]] = int32(i)
+		}
+	}
+}
+
+func (v *view) searchSorted(id core.NodeID) int {
+	i, ok := slices.BinarySearch(v.members[:v.sorted], id)
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// pos returns the position of id in the view, or -1.
+func (v *view) pos(id core.NodeID) int {
+	if v == nil {
+		return -1
+	}
+	if i := v.searchSorted(id); i >= 0 {
+		return i
+	}
+	if p, ok := v.tail[id]; ok {
+		return int(p)
+	}
+	return -1
+}
+
+func (v *view) has(id core.NodeID) bool { return v.pos(id) >= 0 }
+
+func (v *view) root() core.NodeID { return v.members[0] }
+
+func (v *view) inc(id core.NodeID) uint64 { return v.incs[id] }
+
+// base is the epoch this view was derived from (0 for an initial view).
+func (v *view) base() uint64 {
+	if len(v.ancestry) == 0 {
+		return 0
+	}
+	return v.ancestry[0]
+}
+
+// descends reports whether e is this view's epoch or one of its remembered
+// ancestors.
+func (v *view) descends(e uint64) bool {
+	return v.epoch == e || slices.Contains(v.ancestry, e)
+}
+
+// parent returns the parent of id in the tree, or core.None.
+func (v *view) parent(id core.NodeID) core.NodeID {
+	p := v.tree.Parent(v.pos(id))
+	if p == topo.None {
+		return core.None
+	}
+	return v.members[p]
+}
+
+// children returns the children of id in the tree (a subslice of members).
+func (v *view) children(id core.NodeID) []core.NodeID {
+	lo, hi := v.tree.Children(v.pos(id))
+	return v.members[lo:hi]
+}
+
+// levelsBelow returns how many tree levels hang below id (0 for a leaf).
+func (v *view) levelsBelow(id core.NodeID) int {
+	p := v.pos(id)
+	if p < 0 {
+		return 0
+	}
+	return v.tree.Height() - 1 - v.tree.Depth(p)
+}
+
+func (v *view) public() View { return View{Epoch: v.epoch, Members: v.members} }
+
+// childAncestry returns the ancestry of a view derived from v.
+func (v *view) childAncestry() []uint64 {
+	a := make([]uint64, 0, maxAncestry)
+	a = append(a, v.epoch)
+	for _, e := range v.ancestry {
+		if len(a) == maxAncestry {
+			break
+		}
+		a = append(a, e)
+	}
+	return a
+}
+
+// apply derives the view numbered epoch from v: the failed members leave,
+// the joiners are appended in order (§3.4's recalculation and §3.7's "adds it
+// as a leaf to the bottom of the tree"). A member that is both failed and
+// joined is a recovered process re-joining under its id: it leaves its old
+// position and is appended with its new incarnation.
+func (v *view) apply(epoch uint64, failed []core.NodeID, joined []Joiner, fanout int) (*view, error) {
+	gone := make(map[core.NodeID]bool, len(failed))
+	for _, f := range failed {
+		if !v.has(f) {
+			return nil, fmt.Errorf("%w: failed node %v is not in view %s", errView, f, FormatEpoch(v.epoch))
+		}
+		if gone[f] {
+			return nil, fmt.Errorf("%w: failed node %v listed twice", errView, f)
+		}
+		gone[f] = true
+	}
+	members := make([]core.NodeID, 0, len(v.members)-len(failed)+len(joined))
+	for _, id := range v.members {
+		if !gone[id] {
+			members = append(members, id)
+		}
+	}
+	incs := v.incs
+	if len(failed) > 0 || len(joined) > 0 {
+		incs = make(map[core.NodeID]uint64, len(v.incs)+len(joined))
+		for id, inc := range v.incs {
+			if !gone[id] {
+				incs[id] = inc
+			}
+		}
+	}
+	for _, j := range joined {
+		if v.has(j.ID) && !gone[j.ID] {
+			return nil, fmt.Errorf("%w: joiner %v is already a member of %s", errView, j.ID, FormatEpoch(v.epoch))
+		}
+		members = append(members, j.ID)
+		if j.Inc != 0 {
+			incs[j.ID] = j.Inc
+		}
+	}
+	nv, err := newView(epoch, members, v.childAncestry(), incs, fanout)
+	if err != nil {
+		return nil, err
+	}
+	nv.delta, nv.failed, nv.joined = true, failed, joined
+	return nv, nil
+}
+
+// initialView is the default view every initial member computes alone
+// (§3.2): the members sorted by id, counter 1, the lowest id as root.
+func initialView(ids []core.NodeID, fanout int) (*view, error) {
+	members := slices.Clone(ids)
+	slices.Sort(members)
+	if len(members) == 0 {
+		return nil, fmt.Errorf("%w: empty initial member list", errView)
+	}
+	return newView(MakeEpoch(1, members[0]), members, nil, nil, fanout)
+}
+
+// diff returns who joined and who departed between prev (nil for none) and v.
+func diff(prev, v *view) (joined, departed []core.NodeID) {
+	if prev == nil {
+		return slices.Clone(v.members), nil
+	}
+	if v.delta && v.base() == prev.epoch {
+		for _, j := range v.joined {
+			joined = append(joined, j.ID)
+		}
+		return joined, slices.Clone(v.failed)
+	}
+	for _, id := range v.members {
+		if !prev.has(id) || prev.inc(id) != v.inc(id) {
+			joined = append(joined, id)
+		}
+	}
+	for _, id := range prev.members {
+		if !v.has(id) || prev.inc(id) != v.inc(id) {
+			departed = append(departed, id)
+		}
+	}
+	return joined, departed
+}
