@@ -105,7 +105,8 @@ type harness struct {
 	// checker state
 	views    map[uint64][]core.NodeID // agreement: one member set per epoch
 	ancestry map[uint64][]uint64      // the ancestry of each installed view
-	last     map[core.NodeID]uint64   // monotonic epochs per node (across restarts)
+	incs     map[uint64]map[core.NodeID]uint64
+	last     map[core.NodeID]uint64 // monotonic epochs per node (across restarts)
 	inflight map[[2]core.NodeID][]core.Msg
 	log      []string // recent events, printed on failure
 	installs int
@@ -119,6 +120,7 @@ func newHarness(t testing.TB, seed uint64, net sim.Network, cfg Config, delay ti
 		started:  map[core.NodeID]time.Duration{},
 		views:    map[uint64][]core.NodeID{},
 		ancestry: map[uint64][]uint64{},
+		incs:     map[uint64]map[core.NodeID]uint64{},
 		last:     map[core.NodeID]uint64{},
 		inflight: map[[2]core.NodeID][]core.Msg{},
 	}
@@ -314,6 +316,7 @@ func (h *harness) Check(w *sim.World, o sim.Obs) error {
 			h.views[e.Epoch] = e.Members
 			if cur := h.member(o.Node).cur; cur != nil && cur.epoch == e.Epoch {
 				h.ancestry[e.Epoch] = cur.ancestry
+				h.incs[e.Epoch] = cur.incs
 			}
 			if prev, ok := h.last[o.Node]; ok && e.Epoch <= prev {
 				return sim.Violatef(o.Node, "monotonic epochs: installed %s after %s", FormatEpoch(e.Epoch), FormatEpoch(prev))

@@ -20,6 +20,10 @@ var (
 // maxJoinHops bounds how often a join request is forwarded towards a root.
 const maxJoinHops = 8
 
+// maxMergeTries is how many join requests a member that learned of a newer
+// view sends before it gives up merging into it.
+const maxMergeTries = 4
+
 type timerKind uint8
 
 const (
@@ -103,6 +107,8 @@ type Member struct {
 	joining     bool
 	nextContact int
 	mergeRoot   core.NodeID
+	mergeVia    core.NodeID // a live member of the view to merge into, core.None if unknown
+	mergeTries  int
 	mergeEpoch  uint64
 
 	departed   []core.NodeID // most recent last
@@ -186,6 +192,7 @@ func newMember(cfg Config) *Member {
 		cfg:         cfg,
 		accParent:   core.None,
 		mergeRoot:   core.None,
+		mergeVia:    core.None,
 		failed:      map[core.NodeID]bool{},
 		failedAt:    map[core.NodeID]time.Duration{},
 		detected:    map[core.NodeID]bool{},
@@ -220,7 +227,7 @@ func (m *Member) Stabilizing() bool { return m.driving }
 
 // MaxEpoch returns the highest epoch this node has seen or proposed; a host
 // may keep it across restarts and pass it back as JoinOptions.EpochFloor.
-func (m *Member) MaxEpoch() uint64 { return uint64(m.maxCounter)<<32 | 1<<32 - 1 }
+func (m *Member) MaxEpoch() uint64 { return uint64(m.maxCounter)<<32 | (1<<32 - 1) }
 
 // Incarnation returns the node's incarnation (0 for an initial member).
 func (m *Member) Incarnation() uint64 { return m.inc }
@@ -315,7 +322,14 @@ func (m *Member) Fire(t core.Timer) {
 	case tReport:
 		m.reportFailures()
 	case tJoin:
-		if m.joining || m.mergeRoot != core.None {
+		if m.cur != nil && m.mergeEpoch != 0 && m.mergeTries >= maxMergeTries {
+			// The view to merge into does not answer (its members may all
+			// have failed since): stay in this view; a newer notice or
+			// probe starts another merge.
+			m.mergeRoot, m.mergeVia, m.mergeEpoch, m.mergeTries = core.None, core.None, 0, 0
+			return
+		}
+		if m.joining || m.mergeEpoch != 0 {
 			m.sendJoin()
 		}
 	case tProbe:
@@ -408,7 +422,7 @@ func (m *Member) install(v *view) {
 	if m.joining {
 		m.joining = false
 	}
-	m.mergeRoot, m.mergeEpoch = core.None, 0
+	m.mergeRoot, m.mergeVia, m.mergeEpoch, m.mergeTries = core.None, core.None, 0, 0
 	m.cancel(tJoin)
 	m.minority = 0
 	joined, departed := diff(prev, v)
@@ -654,10 +668,12 @@ func (m *Member) listedJoiner(p *Prepare) bool {
 func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	m.observe(p.Epoch)
 	joiner := m.listedJoiner(p)
-	if joiner && m.cur != nil && m.mergeRoot == core.None && p.Ancestry[0] > m.cur.epoch {
+	if joiner && p.Committed && m.cur != nil && m.mergeEpoch == 0 && p.Ancestry[0] > m.cur.epoch {
 		// p's root installed a view newer than this node's that does not
-		// contain it (it is listed as a joiner): its lineage is over.
-		m.evicted(p.Ancestry[0], EpochRoot(p.Epoch))
+		// contain it (it is listed as a joiner): its lineage is over. (An
+		// adopted base, never installed, proves nothing: then the node
+		// refuses, and p's root learns of this node's view.)
+		m.evicted(p.Ancestry[0], EpochRoot(p.Epoch), from)
 	}
 	n := m.newest()
 	if n != nil && p.Epoch <= n.epoch {
@@ -682,7 +698,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		rel = relExtends
 	case m.acc != nil && supersedes(p.Epoch, p.Ancestry, m.acc.epoch):
 		rel = relSupersedes
-	case joiner && (m.cur == nil || m.mergeRoot != core.None):
+	case joiner && (m.cur == nil || m.mergeEpoch != 0):
 		// Admitted: a joiner, or a member of a view that a newer one has
 		// excluded (it is merging). A member content with its view refuses
 		// to be taken into another lineage.
@@ -989,6 +1005,16 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 
 func (m *Member) onSync(from core.NodeID, s *Sync) {
 	aborted := false
+	if s.Abort != 0 && m.adopted != nil && m.adopted.epoch == s.Abort && (EpochRoot(s.Abort) == from || m.adopted.has(from)) {
+		// The dead root's proposal this node's proposal (or accepted one)
+		// is based on never committed: forget it.
+		m.vetoed[s.Abort] = true
+		m.adopted = nil
+		if m.driving && m.acc.base() == s.Abort {
+			m.abort(fmt.Sprintf("its base %s never committed", FormatEpoch(s.Abort)))
+		}
+		aborted = true
+	}
 	if s.Abort != 0 && m.acc != nil && m.acc.epoch == s.Abort && !m.driving && (EpochRoot(s.Abort) == from || m.acc.has(from)) {
 		m.vetoed[s.Abort] = true // dead: tell whoever else asks
 		m.dropAcc()
@@ -1011,7 +1037,7 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 	}
 	if !v.has(m.self) {
 		if m.cur != nil {
-			m.evicted(v.epoch, m.rootOf(v))
+			m.evicted(v.epoch, m.rootOf(v), from)
 		}
 		return
 	}

@@ -276,6 +276,11 @@ func (m *Member) retryMinority() {
 			m.unmark(id)
 		}
 	}
+	if m.acc != nil && m.failed[EpochRoot(m.acc.epoch)] {
+		// The base this root adopts may be what keeps it in a minority:
+		// ask the proposal's members whether it can have committed.
+		m.queryOutcome()
+	}
 	m.rootStep()
 }
 
@@ -302,11 +307,30 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		}
 	}
 	mine := m.driving && m.acc.epoch == k.Epoch
-	if mine && isJoiner(m.accMsg, from) {
+	if mine && k.Pending && EpochRoot(v.epoch) == from && v.has(m.self) && from != m.self && v.base() == m.acc.base() {
+		// Two roots compete with proposals on the same base (each believes
+		// the other failed); the refuser is driving v. The higher epoch
+		// wins: this root yields to v, or proposes again above the counter
+		// it just saw, and the other yields when it is refused. (Nothing is
+		// lost by yielding: both proposals replace the same view.)
+		if v.epoch < k.Epoch {
+			m.restart = true
+			m.rootStep()
+			return
+		}
+		m.abort(fmt.Sprintf("yields to %v's %s", from, FormatEpoch(v.epoch)))
+		m.unmark(from)
+		m.dropAcc()
+		m.acc, m.accParent = v, core.None
+		m.arm(tCommit, m.commitWait(v), v.epoch)
+		m.afterChange()
+		return
+	}
+	if mine && isJoiner(m.accMsg, from) && !m.cur.has(from) {
 		switch {
 		case !v.has(m.self) && v.epoch > m.cur.epoch:
 			// The joiner's lineage is ahead of this one: merge into it.
-			m.evicted(v.epoch, m.rootOf(v))
+			m.evicted(v.epoch, m.rootOf(v), from)
 		case k.Pending:
 			// The joiner is changing views in its old lineage, numbered at
 			// or above the proposal: propose again with a higher epoch
@@ -333,7 +357,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	}
 	if !v.has(m.self) {
 		if !k.Pending {
-			m.evicted(v.epoch, m.rootOf(v)) // an installed view excludes this node
+			m.evicted(v.epoch, m.rootOf(v), from) // an installed view excludes this node
 		}
 		return
 	}
@@ -343,10 +367,22 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	if k.Pending && m.acc != nil && supersedes(m.acc.epoch, m.acc.ancestry, v.epoch) {
 		return // the refuser holds a proposal that this node's replaces
 	}
-	if k.Pending && !v.descends(m.cur.epoch) && !slices.Contains(v.ancestry, m.cur.base()) {
-		// An uncommitted proposal of another lineage: not this node's
-		// business; the refuser will time out and merge back.
-		return
+	if k.Pending {
+		// Adopt an uncommitted proposal only if it descends from the newest
+		// view that may have committed as far as this node knows (its
+		// installed view, or the dead root's proposal it adopted or holds);
+		// otherwise the refuser holds a competing proposal: not this node's
+		// business, the refuser will time out or learn of this one.
+		known := m.cur
+		switch {
+		case m.driving && m.adopted != nil:
+			known = m.adopted
+		case !m.driving && m.acc != nil:
+			known = m.acc
+		}
+		if !v.descends(known.epoch) && !(known != m.cur && supersedes(v.epoch, v.ancestry, known.epoch)) {
+			return
+		}
 	}
 	if m.driving {
 		m.abort(fmt.Sprintf("refused by %v, which holds %s", from, FormatEpoch(v.epoch)))
@@ -376,7 +412,15 @@ func (m *Member) sendJoin() {
 		req.Epoch = n.epoch
 	}
 	to := m.mergeRoot
-	if to == core.None {
+	if m.mergeEpoch != 0 {
+		// Merging: ask the root of the newer view, or, every other try or
+		// when the root is dead or unknown, the live member that told.
+		m.mergeTries++
+		if m.mergeVia != core.None && (to == core.None || m.detected[to] || m.mergeTries%2 == 0) {
+			to = m.mergeVia
+		}
+	}
+	if m.mergeEpoch == 0 {
 		for range m.contacts {
 			c := m.contacts[m.nextContact%len(m.contacts)]
 			m.nextContact++
@@ -509,7 +553,11 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 	n := m.newest()
 	switch {
 	case x.Epoch > n.epoch:
-		m.evicted(x.Epoch, x.Root)
+		via := from // a member of the newer view, unless a fellow member forwards
+		if n.has(from) || m.cur.has(from) {
+			via = core.None
+		}
+		m.evicted(x.Epoch, x.Root, via)
 	case x.Epoch < n.epoch && !n.has(from) && !m.cur.has(from):
 		m.notice(from, false)
 	}
@@ -519,12 +567,18 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 // footnote 1's excluded node, or a side of a healed partition whose view is
 // older. The node asks that view's root to admit it (NODE_ALIVE); a root
 // brings its whole side, and a member tells its root.
-func (m *Member) evicted(epoch uint64, root core.NodeID) {
+func (m *Member) evicted(epoch uint64, root, via core.NodeID) {
+	if via == m.self {
+		via = core.None
+	}
+	if root == core.None {
+		root = via
+	}
 	if root == core.None || root == m.self || epoch <= m.mergeEpoch {
 		return
 	}
 	m.env.Emit(Evicted{Epoch: epoch, Root: root})
-	m.mergeEpoch, m.mergeRoot = epoch, root
+	m.mergeEpoch, m.mergeRoot, m.mergeVia, m.mergeTries = epoch, root, via, 0
 	if m.driving {
 		m.abort(fmt.Sprintf("evicted by %s", FormatEpoch(epoch)))
 	}
