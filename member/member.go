@@ -112,6 +112,7 @@ type Member struct {
 	mergeEpoch  uint64
 
 	departed   []core.NodeID // most recent last
+	probeNext  int           // rotation through the node list for probes
 	lastNotice map[core.NodeID]time.Duration
 
 	timerIDs [nTimers]core.TimerID
@@ -260,6 +261,9 @@ func (m *Member) Start(env core.Env) {
 
 // Receive implements core.Machine.
 func (m *Member) Receive(from core.NodeID, msg core.Msg) {
+	if m.env == nil {
+		return // not started: a caller that breaks the Machine contract
+	}
 	switch x := msg.(type) {
 	case *Report:
 		m.onReport(from, x)
@@ -296,6 +300,9 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 // handling; core.Recovered withdraws a failure not yet acted upon and tells
 // an excluded node that it is excluded. Suspicions are not acted upon.
 func (m *Member) Handle(e core.Event) {
+	if m.env == nil {
+		return
+	}
 	switch x := e.(type) {
 	case core.Failed:
 		m.onLocalFailure(x.Node)

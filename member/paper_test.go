@@ -617,3 +617,112 @@ func TestPartitionPaper(t *testing.T) {
 	)
 	s.expectView("5.n0", ids(0, 1, 2, 3, 4), ids(0, 1, 2, 3, 4)...)
 }
+
+// §4: T_s is the time from the root receiving the failure report to the
+// root holding all ACKs. The root's StabilizationStarted and Stabilized
+// events carry both instants (Began and At), taken from its clock.
+func TestStabilizationTimeEvents(t *testing.T) {
+	s := newScript(t, 2, 7)
+	s.fail(5, 1)
+	const hop = time.Millisecond
+	for {
+		s.now += hop // every delivery takes one millisecond
+		if !s.step() {
+			break
+		}
+	}
+	var began, at time.Duration
+	for _, r := range s.raw {
+		switch e := r.e.(type) {
+		case StabilizationStarted:
+			began = e.Began
+		case Stabilized:
+			at = e.At
+			if e.Began != began {
+				t.Errorf("Stabilized.Began = %v, StabilizationStarted.Began = %v", e.Began, began)
+			}
+		}
+	}
+	// The report arrives at 1 ms; FAILED_NODE goes down two levels and the
+	// ACKs come back: the root holds the last ACK when the 12th message is
+	// delivered (report, ack, 5 FAILED_NODE, 5 FAILURE_ACK).
+	if began != 1*hop || at != 12*hop {
+		t.Errorf("T_s measured from %v to %v, want 1ms to 12ms", began, at)
+	}
+}
+
+// The two-phase commit closes the paper's window (nodes installing at
+// FAILED_NODE, so that a failure during propagation leaves them on
+// different views): a node whose commit was lost holds the view accepted,
+// not installed, and installs it when the next proposal, based on it,
+// arrives.
+func TestLostCommitInstalledByNextProposal(t *testing.T) {
+	s := newScript(t, 2, 7)
+	s.fail(5, 1)
+	for s.step() {
+		s.drop(func(from, to core.NodeID, m core.Msg) bool { _, ok := m.(*Commit); return ok && to == 6 })
+	}
+	s.takeTrace()
+	s.expectView("1.n0", ids(0, 1, 2, 3, 4, 5, 6), 6)
+	s.expectView("2.n0", ids(0, 2, 3, 4, 5, 6), 0, 2, 3, 4, 5)
+	s.takeEvents()
+	s.fail(0, 4)
+	s.deliver()
+	s.takeTrace()
+	s.expectEvents(
+		"n0 starts 3.n0 FAILED_NODE -[n4] +[]",
+		"n6 installs 2.n0 [n0 n2 n3 n4 n5 n6]",
+		"n0 stable 3.n0",
+		"n0 installs 3.n0 [n0 n2 n3 n5 n6]",
+		"n2 installs 3.n0 [n0 n2 n3 n5 n6]",
+		"n3 installs 3.n0 [n0 n2 n3 n5 n6]",
+		"n5 installs 3.n0 [n0 n2 n3 n5 n6]",
+		"n6 installs 3.n0 [n0 n2 n3 n5 n6]",
+	)
+}
+
+// A node whose commit is lost and to which no further proposal comes asks
+// the root (VIEW_QUERY) once CommitTimeout passes and installs the view the
+// root answers with (VIEW_SYNC).
+func TestLostCommitQueried(t *testing.T) {
+	s := newScript(t, 2, 7)
+	s.fail(5, 1)
+	for s.step() {
+		s.drop(func(from, to core.NodeID, m core.Msg) bool { _, ok := m.(*Commit); return ok && to == 6 })
+	}
+	s.takeTrace()
+	s.advance(s.cfg.CommitTimeout + 3*s.cfg.AckTimeout)
+	s.deliver()
+	s.expectTrace(
+		"n6->n0 VIEW_QUERY 2.n0",
+		"n0->n6 VIEW_SYNC 2.n0 abort 0.n0",
+	)
+	s.expectView("2.n0", ids(0, 2, 3, 4, 5, 6), 6)
+}
+
+// A node asked to accept a proposal whose base it never held (here, a dead
+// root's proposal that never reached it, adopted by the next root) asks its
+// parent for the full member list (VIEW_NEED) instead of guessing.
+func TestNeedViewForUnknownBase(t *testing.T) {
+	s := newScript(t, 2, 7)
+	s.crash(1)
+	s.fail(5, 1)
+	s.fail(2, 1)
+	// 2.n0 reaches every node but n6 (its FAILED_NODE is lost), then n0
+	// crashes before the commit.
+	for s.step() {
+		s.drop(func(from, to core.NodeID, m core.Msg) bool { _, ok := m.(*Prepare); return ok && to == 6 })
+		s.drop(func(from, to core.NodeID, m core.Msg) bool { _, ok := m.(*Ack); return ok && to == 0 })
+	}
+	s.crash(0)
+	s.deliver()
+	s.takeTrace()
+	s.fail(4, 0)
+	s.fail(6, 0)
+	s.deliver()
+	got := s.takeTrace()
+	if !slices.Contains(got, "n6->n3 VIEW_NEED 3.n2") || !slices.Contains(got, "n3->n6 ROOT_DEAD 3.n2 -[n0] +[] full") {
+		t.Fatalf("no VIEW_NEED exchange in:\n  %s", strings.Join(got, "\n  "))
+	}
+	s.expectView("3.n2", ids(2, 3, 4, 5, 6), 2, 3, 4, 5, 6)
+}

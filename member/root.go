@@ -526,15 +526,38 @@ func (m *Member) notice(to core.NodeID, force bool) {
 }
 
 // probe sends EXCLUDED to the departed nodes (root only).
+//
+// Besides the departed nodes, it probes, in turn, the nodes of its list
+// (the initial members, or a joiner's contacts) that are not in its view:
+// two sides of a healed partition that share no member any more (every
+// common member crashed) find each other that way.
 func (m *Member) probe() {
 	if m.cur == nil || m.rootOf(m.newest()) != m.self {
 		return
 	}
-	for i := len(m.departed) - 1; i >= 0; i-- {
-		d := m.departed[i]
-		if !m.cur.has(d) && !m.acc.has(d) {
+	n := 0
+	x := &Notice{Epoch: m.cur.epoch, Root: m.self}
+	send := func(d core.NodeID) {
+		if d != m.self && !m.cur.has(d) && !m.acc.has(d) && n < m.cfg.MaxProbes {
+			n++
 			m.lastNotice[d] = m.now()
-			m.send(d, &Notice{Epoch: m.cur.epoch, Root: m.self})
+			m.send(d, x)
+		}
+	}
+	for i := len(m.departed) - 1; i >= 0; i-- {
+		send(m.departed[i])
+	}
+	list := m.contacts
+	if m.initial != nil {
+		list = m.initial
+	}
+	for range list {
+		if n >= m.cfg.MaxProbes {
+			break
+		}
+		m.probeNext = (m.probeNext + 1) % len(list)
+		if d := list[m.probeNext]; !slices.Contains(m.departed, d) {
+			send(d)
 		}
 	}
 }

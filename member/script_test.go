@@ -26,6 +26,12 @@ type script struct {
 	events []string // emitted member events, "n0 Stabilized 2.n0"
 	now    time.Duration
 	group  map[core.NodeID]int // partition side; nil when none
+	raw    []rawEvent          // every event emitted, in order
+}
+
+type rawEvent struct {
+	id core.NodeID
+	e  core.Event
 }
 
 type scriptNode struct {
@@ -87,6 +93,7 @@ func (s *script) collect(id core.NodeID) {
 		s.queue = append(s.queue, scriptMsg{id, x.To, x.Msg})
 	}
 	for _, e := range n.env.TakeEmitted() {
+		s.raw = append(s.raw, rawEvent{id, e})
 		switch e := e.(type) {
 		case ViewInstalled:
 			s.events = append(s.events, fmt.Sprintf("%v installs %s %v", id, FormatEpoch(e.Epoch), e.Members))

@@ -1,0 +1,292 @@
+package member
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/core/coretest"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+var updateCorpus = flag.Bool("update", false, "rewrite the fuzz seed corpus under testdata/fuzz")
+
+func TestKindNumbers(t *testing.T) {
+	for i, k := range decoders {
+		if want := core.MakeKind(core.ProtoMember, uint8(i+1)); k.kind != want {
+			t.Errorf("decoder %d has kind %v, want %v (append only)", i, k.kind, want)
+		}
+		if KindName(k.kind) == fmt.Sprint(k.kind) {
+			t.Errorf("kind %v has no name", k.kind)
+		}
+	}
+}
+
+// sampleMessages returns one message of every kind, for round trips and
+// the fuzz seed corpus.
+func sampleMessages() []core.Msg {
+	v, _ := initialView(ids(0, 1, 2, 3, 4, 5), 2)
+	joined := []Joiner{{6, 77}, {3, 99}}
+	p := &Prepare{Epoch: MakeEpoch(2, 0), Ancestry: []uint64{v.epoch}, Failed: ids(3), Joined: joined, Committed: true}
+	nv, _ := v.apply(p.Epoch, p.Failed, p.Joined, 2)
+	full := &Prepare{Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined, Committed: true,
+		Full: true, Members: nv.members, Incs: nv.incList()}
+	var msgs []core.Msg
+	for _, c := range []Cause{CauseFailedNode, CauseRootDead, CauseRootAndNodeFailure, CauseNewNodeJoin, CauseAliveNodeJoin} {
+		q, f := *p, *full
+		q.Cause, f.Cause = c, c
+		msgs = append(msgs, &q, &f, &Ack{Cause: c, Epoch: p.Epoch})
+	}
+	return append(msgs,
+		&Report{Epoch: v.epoch, Failed: []Joiner{{1, 0}, {4, 12}}},
+		&Report{Root: true, Epoch: v.epoch, Failed: []Joiner{{0, 0}}},
+		&ReportAck{Epoch: v.epoch, Failed: []Joiner{{1, 0}}},
+		&Commit{Epoch: p.Epoch},
+		&JoinRequest{From: 6, Epoch: 0, Joiners: []Joiner{{6, 77}}},
+		&JoinRequest{Alive: true, From: 3, Epoch: MakeEpoch(9, 2), Hops: 2, Joiners: []Joiner{{3, 99}, {5, 0}}},
+		&JoinDetAck{Epoch: p.Epoch},
+		&Nack{Epoch: p.Epoch, Pending: true, View: nv.full()},
+		&NeedView{Epoch: p.Epoch},
+		&Query{Epoch: p.Epoch},
+		&Sync{View: nv.full(), Abort: MakeEpoch(3, 1)},
+		&Notice{Epoch: p.Epoch, Root: 0},
+		&MinorityNotice{Epoch: v.epoch, Alive: 2, Size: 5},
+	)
+}
+
+func newCodec(t testing.TB) *wire.Codec {
+	c := wire.NewCodec()
+	if err := RegisterCodecs(c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Every message survives encoding and decoding, and its encoding is
+// canonical (decode then encode gives the same bytes).
+func TestCodecRoundTrip(t *testing.T) {
+	c := newCodec(t)
+	seen := map[core.Kind]bool{}
+	for _, m := range sampleMessages() {
+		b, err := c.Marshal(m)
+		if err != nil {
+			t.Fatalf("%v: %v", KindName(m.Kind()), err)
+		}
+		d, err := c.Unmarshal(m.Kind(), b)
+		if err != nil {
+			t.Fatalf("%v: %v", KindName(m.Kind()), err)
+		}
+		if !reflect.DeepEqual(stripView(m), stripView(d)) {
+			t.Errorf("%v: got %+v, want %+v", KindName(m.Kind()), d, m)
+		}
+		if s := core.MsgSize(m); s != len(b) {
+			t.Errorf("%v: WireSize %d, encoding %d bytes", KindName(m.Kind()), s, len(b))
+		}
+		seen[m.Kind()] = true
+	}
+	for _, k := range c.Kinds() {
+		if !seen[k] {
+			t.Errorf("no sample of %v", KindName(k))
+		}
+	}
+}
+
+// stripView drops the in-memory shortcuts, which never travel.
+func stripView(m core.Msg) core.Msg {
+	switch x := m.(type) {
+	case *Prepare:
+		y := *x
+		y.v = nil
+		if !y.Full {
+			y.Members, y.Incs = nil, nil
+		}
+		return &y
+	case *Nack:
+		y := *x
+		y.v = nil
+		return &y
+	case *Sync:
+		y := *x
+		y.v = nil
+		return &y
+	case *Ack:
+		// ROOT_DEAD and ROOT_AND_NODE_FAILURE are acknowledged by
+		// FAILURE_ACK: the cause travels as the kind.
+		y := *x
+		if y.Kind() == KindFailureAck {
+			y.Cause = CauseFailedNode
+		}
+		return &y
+	}
+	return m
+}
+
+// Malformed input is an error wrapping a wire sentinel, never a panic.
+func TestCodecRejects(t *testing.T) {
+	c := newCodec(t)
+	enc := func(f func(e *wire.Encoder)) []byte { var e wire.Encoder; f(&e); return e.B }
+	cases := []struct {
+		name string
+		kind core.Kind
+		b    []byte
+		want error
+	}{
+		{"empty report", KindNodeFailure, enc(func(e *wire.Encoder) { e.Uvarint(MakeEpoch(1, 0)); e.Uvarint(0) }), wire.ErrInvalid},
+		{"epoch counter 0", KindViewCommit, enc(func(e *wire.Encoder) { e.Uvarint(7) }), wire.ErrInvalid},
+		{"duplicate failed", KindNodeFailure, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(1, 0))
+			encJoiners(e, []Joiner{{1, 0}, {1, 0}})
+		}), wire.ErrInvalid},
+		{"no ancestry", KindFailedNode, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(2, 0))
+			e.Uvarints(nil)
+			e.NodeIDs(ids(1))
+			encJoiners(e, nil)
+			e.Bool(false)
+			e.Bool(false)
+		}), wire.ErrInvalid},
+		{"ancestry above epoch", KindFailedNode, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(2, 0))
+			e.Uvarints([]uint64{MakeEpoch(3, 0)})
+			e.NodeIDs(ids(1))
+			encJoiners(e, nil)
+			e.Bool(false)
+			e.Bool(false)
+		}), wire.ErrInvalid},
+		{"full list rooted elsewhere", KindFailedNode, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(2, 0))
+			e.Uvarints([]uint64{MakeEpoch(1, 0)})
+			e.NodeIDs(ids(1))
+			encJoiners(e, nil)
+			e.Bool(true)
+			e.Bool(true)
+			e.NodeIDs(ids(2, 0))
+			encJoiners(e, nil)
+		}), wire.ErrInvalid},
+		{"truncated", KindViewSync, []byte{0x80}, wire.ErrTruncated},
+		{"trailing", KindViewCommit, enc(func(e *wire.Encoder) { e.Uvarint(MakeEpoch(1, 0)); e.Uint8(0) }), wire.ErrTrailing},
+		{"joiner count too long", KindNewNode, enc(func(e *wire.Encoder) { e.NodeID(1); e.Uvarint(0); e.Uint8(0); e.Uvarint(1000) }), wire.ErrTooLong},
+		{"alive above size", KindMinority, enc(func(e *wire.Encoder) { e.Uvarint(MakeEpoch(1, 0)); e.Uvarint(5); e.Uvarint(3) }), wire.ErrInvalid},
+	}
+	for _, tc := range cases {
+		_, err := c.Unmarshal(tc.kind, tc.b)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// fuzzDecoder checks one decoder: any input either fails with an error or
+// decodes to a message whose encoding is the input (the encoding is
+// canonical); and a decoded message handed to a running member never makes
+// it panic or break an invariant (it is run with ordinary state).
+func fuzzDecoder(f *testing.F, kinds ...core.Kind) {
+	c := newCodec(f)
+	for _, m := range sampleMessages() {
+		for _, k := range kinds {
+			if m.Kind() == k {
+				b, _ := c.Marshal(m)
+				f.Add(uint8(0), b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, sel uint8, b []byte) {
+		k := kinds[int(sel)%len(kinds)]
+		m, err := c.Unmarshal(k, b)
+		if err != nil {
+			var de *wire.DecodeError
+			if !errors.As(err, &de) && !errors.Is(err, wire.ErrTrailing) {
+				t.Fatalf("error without a decode error: %v", err)
+			}
+			return
+		}
+		out, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, b) {
+			t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, out)
+		}
+		// Feed it to a member that is the root and to one that is not,
+		// from a member and from an outsider.
+		for _, self := range ids(0, 3) {
+			mb, _ := New(DefaultConfig(), ids(0, 1, 2, 3, 4, 5))
+			env := coretest.NewEnv(self, 1)
+			mb.Start(env)
+			for _, from := range ids(1, 6) {
+				mb.Receive(from, m)
+			}
+		}
+	})
+}
+
+func FuzzReport(f *testing.F)    { fuzzDecoder(f, KindNodeFailure, KindRootFailure) }
+func FuzzReportAck(f *testing.F) { fuzzDecoder(f, KindFailureDetAck) }
+func FuzzPrepare(f *testing.F) {
+	fuzzDecoder(f, KindFailedNode, KindRootDead, KindRootAndNodeFailure, KindNewNodeJoin, KindAliveNodeJoin)
+}
+func FuzzAck(f *testing.F)         { fuzzDecoder(f, KindFailureAck, KindNewNodeJoinAck, KindAliveNodeJoinAck) }
+func FuzzCommit(f *testing.F)      { fuzzDecoder(f, KindViewCommit) }
+func FuzzJoinRequest(f *testing.F) { fuzzDecoder(f, KindNewNode, KindNodeAlive) }
+func FuzzJoinDetAck(f *testing.F)  { fuzzDecoder(f, KindJoinDetAck) }
+func FuzzNack(f *testing.F)        { fuzzDecoder(f, KindViewNack) }
+func FuzzNeedView(f *testing.F)    { fuzzDecoder(f, KindViewNeed) }
+func FuzzQuery(f *testing.F)       { fuzzDecoder(f, KindViewQuery) }
+func FuzzSync(f *testing.F)        { fuzzDecoder(f, KindViewSync) }
+func FuzzNotice(f *testing.F)      { fuzzDecoder(f, KindExcluded) }
+func FuzzMinority(f *testing.F)    { fuzzDecoder(f, KindMinority) }
+
+// TestFuzzCorpus writes (with -update) and checks the seed corpus of every
+// fuzz target under testdata/fuzz: one file per sample message.
+func TestFuzzCorpus(t *testing.T) {
+	targets := map[string][]core.Kind{
+		"FuzzReport":      {KindNodeFailure, KindRootFailure},
+		"FuzzReportAck":   {KindFailureDetAck},
+		"FuzzPrepare":     {KindFailedNode, KindRootDead, KindRootAndNodeFailure, KindNewNodeJoin, KindAliveNodeJoin},
+		"FuzzAck":         {KindFailureAck, KindNewNodeJoinAck, KindAliveNodeJoinAck},
+		"FuzzCommit":      {KindViewCommit},
+		"FuzzJoinRequest": {KindNewNode, KindNodeAlive},
+		"FuzzJoinDetAck":  {KindJoinDetAck},
+		"FuzzNack":        {KindViewNack},
+		"FuzzNeedView":    {KindViewNeed},
+		"FuzzQuery":       {KindViewQuery},
+		"FuzzSync":        {KindViewSync},
+		"FuzzNotice":      {KindExcluded},
+		"FuzzMinority":    {KindMinority},
+	}
+	c := newCodec(t)
+	for name, kinds := range targets {
+		dir := filepath.Join("testdata", "fuzz", name)
+		n := 0
+		for _, m := range sampleMessages() {
+			for i, k := range kinds {
+				if m.Kind() != k {
+					continue
+				}
+				b, _ := c.Marshal(m)
+				body := fmt.Sprintf("go test fuzz v1\nbyte(%q)\n[]byte(%q)\n", byte(i), b)
+				path := filepath.Join(dir, fmt.Sprintf("seed-%02d", n))
+				n++
+				if *updateCorpus {
+					if err := os.MkdirAll(dir, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				got, err := os.ReadFile(path)
+				if err != nil || string(got) != body {
+					t.Errorf("%s is missing or stale; run go test ./member -run TestFuzzCorpus -update", path)
+				}
+			}
+		}
+	}
+}
