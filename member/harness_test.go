@@ -101,6 +101,9 @@ type harness struct {
 	started  map[core.NodeID]time.Duration
 	outages  []outage
 	healAt   time.Duration // HealAll time (0: none)
+	// detector builds the failure detector of a node (its stack's layer 0);
+	// nil means the oracle.
+	detector func(initial []core.NodeID) core.Machine
 
 	// checker state
 	views    map[uint64][]core.NodeID // agreement: one member set per epoch
@@ -141,7 +144,11 @@ func (h *harness) stack(m *Member) core.Machine {
 	if h.wireTrip {
 		layer = &wireTrip{Member: m, codec: h.codec, t: h.t}
 	}
-	return core.NewStack(newOracle(), layer)
+	var det core.Machine = newOracle()
+	if h.detector != nil {
+		det = h.detector(m.initial)
+	}
+	return core.NewStack(det, layer)
 }
 
 // member returns the membership machine of node id.
@@ -156,7 +163,8 @@ func (h *harness) member(id core.NodeID) *Member {
 }
 
 func (h *harness) oracleOf(id core.NodeID) *oracle {
-	return h.w.Node(id).(*core.Stack).Layer(0).(*oracle)
+	o, _ := h.w.Node(id).(*core.Stack).Layer(0).(*oracle)
+	return o
 }
 
 // addInitial adds n initial members 0..n-1.
@@ -247,6 +255,9 @@ func (h *harness) oracleNow() {
 			continue
 		}
 		o := h.oracleOf(a)
+		if o == nil {
+			return // a real detector
+		}
 		for _, x := range h.all {
 			if x == a {
 				continue
