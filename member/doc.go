@@ -1,4 +1,207 @@
 // Package member is cohort's consistent membership service: the radix-tree
-// view-change protocol of Varma et al. (ICS'06). The full documentation is
-// being written; see DESIGN.md, "Membership".
+// view-change protocol of Varma, Wang, Mueller, Engelmann and Scott,
+// "Scalable, Fault-Tolerant Membership for MPI Tasks on HPC Systems"
+// (ICS'06), as a pure [core.Machine]. Every node of a job runs one [Member];
+// the survivors of any failure agree on the same numbered view.
+//
+// # Use
+//
+//	cfg := member.DefaultConfig()        // or WANConfig(); set Fanout, Partition…
+//	m, err := member.New(cfg, ids)       // an initial member: ids is the job
+//	j, err := member.NewJoiner(cfg, member.JoinOptions{Contacts: ids})   // a new node
+//	r, err := member.NewJoiner(cfg, member.JoinOptions{Contacts: ids, Recovered: true, EpochFloor: saved})
+//	stack := core.NewStack(detector, m) // the failure detector below (package fd)
+//	codec := wire.NewCodec(); member.RegisterCodecs(codec)   // on a real host
+//
+// The machine reacts to [core.Failed] (a detector's verdict) and
+// [core.Recovered]; it emits [core.MembersChanged] (so that the detector
+// follows the view) and then [ViewInstalled] after every view it installs,
+// [StabilizationStarted], [Stabilized] and [StabilizationAborted] at roots
+// (T_s = Stabilized.At − Stabilized.Began), [Evicted] and [Minority].
+// [core.Suspected] is ignored on purpose: a suspicion may be withdrawn, and
+// an exclusion cannot (paper footnote 1), so only verdicts start a view
+// change. The member assumes, as package fd does, that its detector watches
+// afresh a node that enters the view again and reports it failed again if
+// it still is.
+//
+// # Views and the tree (§3.1–3.2)
+//
+// A view is an epoch and an ordered member list: the initial members by id,
+// then joiners in the order they were admitted; a recovered process leaves
+// its place and is appended again. The radix tree is the member list laid
+// out as an a-ary heap (package topo): the root is the first member, the
+// children of position i are a·i+1…a·i+a, so every node computes the same
+// tree from the view in constant time per query, and "the next live node in
+// the linear list" is the next position. The initial view needs no message:
+// every initial member computes it (epoch 1).
+//
+// An epoch is counter<<32 | root ([MakeEpoch]): every proposal raises the
+// counter above all it has seen, and the proposer's id makes two proposers'
+// epochs differ, so "one member set per epoch" holds even when both sides of
+// a partition install views. A recovered process passes the highest epoch
+// its former self saw ([Member.MaxEpoch], [JoinOptions.EpochFloor]) if its
+// host can keep it: epochs then only grow at a node across restarts too.
+//
+// # The protocol as implemented
+//
+// Failures (§3.4, Figure 3(a)). A node whose detector declares members
+// failed sends NODE_FAILURE with every failed member it knows (the list of
+// §3.5, with incarnations) to the root; when the root itself is among them,
+// ROOT_FAILURE to the first member not known to have failed (§3.6). The
+// receiver answers FAILURE_DET_ACK (duplicates are acknowledged and
+// ignored; reports about a former incarnation are ignored); without it the
+// reporter reports again after ReportRetry, to the root it believes in then.
+// A node that is not the root passes a report on.
+//
+// The root recalculates the view (§3.4: the failed nodes leave, their
+// successors move up) and sends it down the new tree. This is the first
+// phase of a two-phase commit: the Prepare message is FAILED_NODE,
+// ROOT_DEAD (the root changed), ROOT_AND_NODE_FAILURE (both),
+// NEW_NODE_JOIN or ALIVE_NODE_JOIN (§3.7). It carries the new epoch, the
+// base epoch and a few ancestors, and the change (failed list, joiners);
+// each node recomputes the view from its own copy of the base (§3.4, "the
+// tree recalculation occurs locally"). Joiners get the full list; a node
+// that lacks the base asks its parent for it (VIEW_NEED). Each node passes
+// the Prepare to its children in the new tree and acknowledges up
+// (FAILURE_ACK, NEW_NODE_JOIN_ACK or ALIVE_NODE_JOIN_ACK) once all its
+// children have. A parent whose subtree is h levels deep waits h×AckTimeout;
+// a child that stays silent is reported as failed (NODE_FAILURE, §3.4–3.5),
+// and the root restarts the proposal with the longer list (§3.5: "the root
+// propagates a list of failed nodes"); joins that arrive meanwhile wait for
+// the next proposal. The tree is stable when the root holds every child's
+// ACK (§3.4): the root emits [Stabilized], installs the view and sends
+// VIEW_COMMIT down the tree, and JOIN_DET_ACK to each joiner (§3.7).
+//
+// Choice: the paper's nodes adopt the new tree when FAILED_NODE reaches
+// them, so a failure during propagation can leave nodes on different views.
+// Here a node installs a view only once it is committed: on VIEW_COMMIT
+// (or JOIN_DET_ACK); or when the root's next proposal is based on it
+// (Prepare.Committed), if the commit was lost; or, with VIEW_QUERY and
+// VIEW_SYNC, when the commit is overdue by CommitTimeout. T_s is measured
+// exactly as the paper defines it, at the root, before the commit.
+//
+// Root failure (§3.6, §6). The first member not known to have failed
+// becomes the root when it learns that all before it failed (its detector,
+// or a ROOT_FAILURE listing them; chained root failures need no extra step).
+// If it holds the dead root's uncommitted proposal, that proposal may have
+// committed somewhere, so it adopts it: its own proposal is based on it
+// (Prepare.Committed false: nobody installs the adopted view) and takes
+// back, as joiners, the members of the installed view that the adopted one
+// dropped and that it does not know to have failed.
+//
+// Acceptance (the safety core; the paper is silent here). A node accepts a
+// proposal only if the proposal descends from the newest view the node holds
+// (installed or accepted), or replaces an accepted proposal of the same root
+// (a root proposes again only after abandoning its previous proposal), or
+// admits the node as a joiner while it joins or merges. Otherwise it
+// answers VIEW_NACK with its newest view. The proposer then adopts that view
+// (if it is an accepted proposal descending from what the proposer must
+// descend from, and contains it), installs it (if it is installed there and
+// contains it), learns that it was excluded, re-proposes above a joiner's
+// epoch, or, when two roots compete over the same base, the lower epoch
+// yields. A node holding an uncommitted proposal whose root failed asks its
+// members (VIEW_QUERY); a member that never acknowledged it promises never
+// to and answers VIEW_SYNC with Abort, and the holder drops it (a proposal
+// commits only with every member's ACK).
+//
+// Joins (§3.7, Figure 3(c)). A joiner sends NEW_NODE (a recovered process
+// NODE_ALIVE) to the first node of its list; a member that is not the root
+// forwards it to its root (at most 8 hops). After JoinRetry without
+// JOIN_DET_ACK the joiner asks the next node of its list. Every process has
+// an incarnation (0 for initial members, random otherwise): a join from a new
+// incarnation of a member proves the former crashed, even if no detector saw
+// it (it may have been the root), and the view replaces it (-[x] +[x]).
+//
+// Exclusions (paper footnote 1). Messages from nodes outside the view are
+// ignored, and answered by EXCLUDED (at most every NoticeInterval): a node
+// that learns that a newer view does not contain it emits [Evicted] and asks
+// to be admitted again (NODE_ALIVE).
+//
+// Partitions (§3.3). Under [PartitionPaper] each side reorganizes with its
+// own root. When the partition heals, the nodes learn of each other (a
+// detector's core.Recovered, EXCLUDED answers, and the root's probes of the
+// nodes that left its view and of its node list, every ProbeInterval), and
+// the side whose view has the lower epoch merges into the other: its root
+// asks to be admitted with its whole side, its members for themselves,
+// through the live member that told them. Under [PartitionMajority] a root
+// installs a view only if the view keeps a strict majority of the members of
+// the last installed view (and at least half of an adopted proposal); a
+// root without it announces MINORITY to its side, every node of which emits
+// [Minority], and tries again every ReportRetry, forgiving the failures its
+// own detector does not vouch for. The minority merges when the partition
+// heals.
+//
+// # Messages
+//
+// Append-only kinds of [core.ProtoMember] (see kinds.go); 1–14 are the
+// paper's, the rest are this implementation's additions:
+//
+//	 1 NODE_FAILURE           [Report]       detector → root
+//	 2 FAILURE_DET_ACK        [ReportAck]    root → detector
+//	 3 FAILED_NODE            [Prepare]      down the new tree
+//	 4 FAILURE_ACK            [Ack]          up the new tree
+//	 5 ROOT_FAILURE           [Report]       detector → next live node
+//	 6 ROOT_DEAD              [Prepare]      new root's tree
+//	 7 ROOT_AND_NODE_FAILURE  [Prepare]      new root's tree
+//	 8 NEW_NODE               [JoinRequest]  joiner → root
+//	 9 NEW_NODE_JOIN          [Prepare]
+//	10 NEW_NODE_JOIN_ACK      [Ack]
+//	11 JOIN_DET_ACK           [JoinDetAck]   root → joiner
+//	12 NODE_ALIVE             [JoinRequest]  recovered / excluded node → root
+//	13 ALIVE_NODE_JOIN        [Prepare]
+//	14 ALIVE_NODE_JOIN_ACK    [Ack]
+//	15 VIEW_COMMIT            [Commit]       second phase, down the tree
+//	16 VIEW_NACK              [Nack]         member → proposer
+//	17 VIEW_NEED              [NeedView]     child → parent
+//	18 VIEW_QUERY             [Query]        holder → proposer or its members
+//	19 VIEW_SYNC              [Sync]         answer: installed view, abort
+//	20 EXCLUDED               [Notice]       member → outsider
+//	21 MINORITY               [MinorityNotice] root → its side
+//
+// Every decoder rejects malformed input with an error wrapping a wire
+// sentinel (never a panic) and is fuzzed (FuzzPrepare … FuzzMinority, seed
+// corpus in testdata/fuzz); the fuzz targets also feed what decodes to
+// running members.
+//
+// # Safety properties and how they are checked
+//
+// The simulation tests (swarm_test.go, fdswarm_test.go) check on every
+// event: self inclusion (a node installs only views containing it); one
+// member set per epoch across all nodes (agreement); epochs only grow at
+// each node, across restarts; no message delivered twice or without a send
+// (each delivery is matched against the sender's queue). Under
+// PartitionMajority they also check that the installed views form a single
+// history (ordered by epoch, each descends from the previous one). After
+// the faults, a liveness phase heals everything and demands that every live
+// node installs the same view, which contains exactly the live nodes (so
+// excludes every crashed one), within 3 s of simulated time (40 s over the
+// gossip detector); under PartitionMajority, live nodes that hold no
+// majority of the newest installed view (or less than half of an adopted
+// proposal) must instead stay put. The scripted tests (paper_test.go)
+// replay each case of §3.2–3.7, Figure 3 and footnote 1 and compare the
+// exact messages exchanged.
+//
+// The swarm draws, per seed, 3–16 nodes, a fan-out of 2, 4 or 8, a uniform
+// latency, and up to 8 faults: crashes of random nodes, of the root, of
+// chained roots, of several nodes at once, crashes during a stabilization,
+// recoveries (NODE_ALIVE, with the epoch floor), joins, partitions, cut
+// links and delay spikes. The default run tries 1,000 seeds per partition
+// policy; a failure prints the seed and the command that replays it. To run
+// 100,000 seeds:
+//
+//	go test ./member -run 'TestSwarm(Paper|Majority)$' -swarm.seeds=50000 -timeout 2h
+//
+// (add -seedbase=N for another set, -seed=N to replay one).
+//
+// # Limits
+//
+// Under PartitionMajority, when a root dies during a stabilization, its
+// successor needs at least half of the members of the dead root's proposal
+// besides the strict majority of the installed view; if most of that
+// proposal's members died too, the survivors stay in a minority although
+// they hold a majority of the installed view (the proposal may have
+// committed among the dead, and nothing tells them otherwise). Without
+// JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
+// becomes root on the other side of a partition that is still open could
+// reuse an epoch of its former self.
 package member

@@ -730,6 +730,11 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.abort(fmt.Sprintf("superseded by %s", FormatEpoch(p.Epoch)))
 		prev = m.acc // the adopted proposal the root's own was based on
 	}
+	if rel == relSupersedes && prev != nil && !slices.Contains(p.Ancestry, prev.epoch) {
+		// Its root abandoned prev: prev never committed. Say so to whoever
+		// holds it and asks (VIEW_QUERY).
+		m.vetoed[prev.epoch] = true
+	}
 	adopted := m.adopted
 	switch {
 	case rel == relExtends && !p.Committed && prev != nil && prev.epoch == p.Ancestry[0]:
@@ -997,8 +1002,9 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 		// q.Epoch was this node's proposal and was abandoned: the querier
 		// must forget it (and learns this node's view).
 		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
-	case m.vetoed[q.Epoch]:
-		// known never to commit
+	case m.vetoed[q.Epoch] || (m.acc != nil && EpochRoot(m.acc.epoch) == EpochRoot(q.Epoch) && m.acc.epoch > q.Epoch && !m.acc.descends(q.Epoch)):
+		// known never to commit: vetoed, or abandoned by its root for a
+		// later proposal
 		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
 	case (m.acc != nil && m.acc.epoch == q.Epoch) || m.ackedEpochs[q.Epoch]:
 		// this node acknowledged it: it may commit

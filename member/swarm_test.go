@@ -251,8 +251,39 @@ func (s *swarmRun) runSafe() (err error) {
 // installed view (counting only members that have not restarted since: a
 // restarted process remembers nothing): under PartitionMajority they must
 // then stay put.
+//
+// The protocol is stricter in one case, which this mirrors: a new view must
+// also keep at least half of the members of a proposal that a dead root
+// left uncommitted (it may have committed just before the root died, and a
+// view descending from it may then exist among the dead). So the live nodes
+// are also stuck when one of them holds such a proposal of which fewer than
+// half of the members are alive.
 func (s *swarmRun) noMajority() bool {
-	return 2*s.tipAlive(nil) <= len(s.tip())
+	if 2*s.tipAlive(nil) <= len(s.tip()) {
+		return true
+	}
+	var best uint64
+	for e := range s.h.views {
+		best = max(best, e)
+	}
+	for _, id := range s.up() {
+		m := s.h.member(id)
+		for _, a := range []*view{m.acc, m.adopted} {
+			if a == nil || a.epoch <= best || s.h.isUp(EpochRoot(a.epoch)) {
+				continue
+			}
+			alive := 0
+			for _, x := range a.members {
+				if s.h.isUp(x) && s.h.member(x).Incarnation() == a.inc(x) {
+					alive++
+				}
+			}
+			if 2*alive < len(a.members) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // tipAlive counts the members of the newest installed view that are up in
