@@ -44,6 +44,9 @@ type command struct {
 	help string
 	// run executes the command with the arguments after its name.
 	run func(ctx context.Context, c *call) error
+	// hidden leaves the command out of the command list (it is run by
+	// other commands, not by people: `cohort node`).
+	hidden bool
 }
 
 // call is one invocation of a command.
@@ -161,7 +164,9 @@ Usage:
 Commands:
 `)
 	for _, c := range sortedCommands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		}
 	}
 	fmt.Fprint(w, `
 Run 'cohort help <command>' for the flags and examples of a command.

@@ -1,0 +1,336 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/model"
+)
+
+// BenchConfig configures [RunBench].
+type BenchConfig struct {
+	// Sizes are the job sizes n and Fanouts the fan-outs a; every pair is
+	// one point.
+	Sizes, Fanouts []int
+	// Samples is the number of failures measured per point (≥ 2 for a
+	// confidence interval).
+	Samples int
+	// Detector is the nodes' failure detector (0: DetectorBRR).
+	Detector Detector
+	// Seed chooses the victims and seeds the nodes.
+	Seed uint64
+	// PingCount is the number of round trips of the ping-pong that
+	// measures L (default 200).
+	PingCount int
+	// Command and Env are passed to [JobConfig].
+	Command []string
+	Env     []string
+	// SampleTimeout bounds one failure's handling, from the kill until
+	// the survivors agree (default 30 s).
+	SampleTimeout time.Duration
+	// Progress, if not nil, receives one line per sample.
+	Progress io.Writer
+}
+
+// BenchSample is one measured failure.
+type BenchSample struct {
+	Victim  core.NodeID
+	Epoch   uint64        // the view that excludes it
+	Ts      time.Duration // the root's T_s: report received → every ACK held
+	Ocp     time.Duration // median FAILED_NODE handling time over the nodes
+	Agreed  time.Duration // SIGKILL → the last survivor installed the view
+	Members int           // members of the new view
+	// Hop is the median delay of one tree hop of FAILED_NODE during this
+	// stabilization: from the parent having handled (and passed on) the
+	// proposal to the child starting to handle it, on the machine's wall
+	// clock. It is L as the stabilization met it, under the load of the
+	// other processes (the paper's contention model, §7.2, replaces L by
+	// such a latency).
+	Hop time.Duration
+}
+
+// BenchPoint is the result of one (n, a) pair.
+type BenchPoint struct {
+	N, Fanout int
+	// Height is H of the view the failures stabilize, n−1 members.
+	Height  int
+	Samples []BenchSample
+	// PingPong is the round trip measured between node 0 (the root) and
+	// node 1 (its first child); L is half its median.
+	PingPong PingPong
+	L        time.Duration
+	// Ts, Ocp, Agreed and Hop summarize the samples.
+	Ts, Ocp, Agreed, Hop Estimate
+	// Model is the base model T_s = 2·L·(H−1) + O_cp·H with the measured L
+	// and the median O_cp; LoadModel is the same with L replaced by the
+	// median hop delay measured during the stabilizations.
+	Model, LoadModel time.Duration
+	// DetectorTimeout is the detector's configured detection time for n
+	// members, and DetectorDesc its parts.
+	DetectorTimeout time.Duration
+	DetectorDesc    string
+}
+
+// RunBench runs the membership benchmark: for each point it starts a job
+// of n nodes, measures L by ping-pong, then Samples times kills a random
+// non-root node with SIGKILL, waits until the survivors agree on the view
+// without it, reads T_s from the root's member.Stabilized, and admits a
+// new node (NEW_NODE) so that the next failure again happens in n nodes.
+func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchPoint, error) {
+	if cfg.Samples < 1 {
+		return nil, fmt.Errorf("%w: %d samples", ErrJob, cfg.Samples)
+	}
+	if cfg.PingCount == 0 {
+		cfg.PingCount = 200
+	}
+	if cfg.SampleTimeout == 0 {
+		cfg.SampleTimeout = 30 * time.Second
+	}
+	var points []BenchPoint
+	for _, n := range cfg.Sizes {
+		for _, a := range cfg.Fanouts {
+			p, err := benchPoint(ctx, cfg, n, a)
+			if err != nil {
+				return points, fmt.Errorf("n = %d, a = %d: %w", n, a, err)
+			}
+			points = append(points, p)
+		}
+	}
+	return points, nil
+}
+
+func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, error) {
+	pt := BenchPoint{N: n, Fanout: a}
+	if n < 3 {
+		return pt, fmt.Errorf("%w: a point needs at least 3 nodes", ErrJob)
+	}
+	h, err := model.TreeHeight(n-1, a)
+	if err != nil {
+		return pt, err
+	}
+	pt.Height = h
+	pt.DetectorTimeout, pt.DetectorDesc = orDefault(cfg.Detector).Timeout(n)
+	seed := cfg.Seed ^ uint64(n)<<32 ^ uint64(a)
+	job, err := Start(ctx, JobConfig{
+		N: n, Fanout: a, Detector: cfg.Detector, Seed: seed,
+		Command: cfg.Command, Env: cfg.Env, PingCount: cfg.PingCount,
+	})
+	if err != nil {
+		return pt, err
+	}
+	defer job.Close()
+
+	rec, _, err := waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r Record) bool { _, ok := r.Event.(PingPong); return ok && r.Node == 0 })
+	if err != nil {
+		return pt, fmt.Errorf("waiting for the ping-pong: %w", err)
+	}
+	pt.PingPong = rec.Event.(PingPong)
+	pt.L = pt.PingPong.Median / 2
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)<<8|uint64(a)))
+	view, err := job.WaitAgreed(ctx, nil)
+	if err != nil {
+		return pt, err
+	}
+	next := core.NodeID(n)
+	for s := 0; s < cfg.Samples; s++ {
+		sample, err := benchSample(ctx, cfg, job, view, rng)
+		if err != nil {
+			return pt, fmt.Errorf("sample %d: %w", s+1, err)
+		}
+		pt.Samples = append(pt.Samples, sample)
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "n=%d a=%d sample %d/%d: killed %v, epoch %s: T_s %s, O_cp %s, hop %s, crash→agreed %s\n",
+				n, a, s+1, cfg.Samples, sample.Victim, member.FormatEpoch(sample.Epoch), us(sample.Ts), us(sample.Ocp), us(sample.Hop), ms(sample.Agreed))
+		}
+		if s == cfg.Samples-1 {
+			break
+		}
+		// Back to n members: a new node joins at the bottom of the tree.
+		sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
+		err = job.Spawn(sctx, SpawnOptions{ID: next})
+		if err == nil {
+			view, err = job.WaitAgreed(sctx, nil)
+		}
+		cancel()
+		if err != nil {
+			return pt, fmt.Errorf("re-admitting a node after sample %d: %w", s+1, err)
+		}
+		next++
+	}
+	var ts, ocp, agreed, hop []time.Duration
+	for _, s := range pt.Samples {
+		ts = append(ts, s.Ts)
+		ocp = append(ocp, s.Ocp)
+		agreed = append(agreed, s.Agreed)
+		hop = append(hop, s.Hop)
+	}
+	pt.Ts, pt.Ocp, pt.Agreed, pt.Hop = Estimate95(ts), Estimate95(ocp), Estimate95(agreed), Estimate95(hop)
+	if pt.Model, err = model.StabilizationTime(pt.L, pt.Ocp.Median, pt.Height); err != nil {
+		return pt, err
+	}
+	pt.LoadModel, err = model.StabilizationTime(max(pt.Hop.Median, 0), pt.Ocp.Median, pt.Height)
+	return pt, err
+}
+
+// benchSample kills one random non-root member of view and measures the
+// view change that excludes it.
+func benchSample(ctx context.Context, cfg BenchConfig, job *Job, view member.ViewInstalled, rng *rand.Rand) (BenchSample, error) {
+	victim := view.Members[1+rng.IntN(len(view.Members)-1)]
+	s := BenchSample{Victim: victim}
+	mark, _ := job.Records(0)
+	from := len(mark)
+	var killedAt time.Time
+	if err := job.Kill(victim); err != nil {
+		return s, err
+	}
+	job.Inspect(func(t *Tracker) { killedAt = t.Node(victim).KilledAt })
+	sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
+	defer cancel()
+	if _, err := job.WaitAgreed(sctx, nil); err != nil {
+		return s, err
+	}
+	recs, _ := job.Records(from)
+	// The view change of this failure: the first view installed after the
+	// kill that excludes the victim.
+	for _, r := range recs {
+		if v, ok := r.Event.(member.ViewInstalled); ok && !slices.Contains(v.Members, victim) {
+			s.Epoch = v.Epoch
+			break
+		}
+	}
+	if s.Epoch == 0 {
+		return s, fmt.Errorf("%w: no view excluding %v", ErrJob, victim)
+	}
+	want := slices.DeleteFunc(slices.Clone(view.Members), func(id core.NodeID) bool { return id == victim })
+	var es EpochState
+	job.Inspect(func(t *Tracker) { es = *t.Epoch(s.Epoch) })
+	if !slices.Equal(es.Members, want) {
+		return s, fmt.Errorf("%w: view %s has members [%s], want [%s] (a live node was excluded: the machine is too loaded for the detector's timing)",
+			ErrJob, member.FormatEpoch(s.Epoch), FormatIDs(es.Members), FormatIDs(want))
+	}
+	if es.Stabilized == nil {
+		return s, fmt.Errorf("%w: the root of view %s reported no stabilization", ErrJob, member.FormatEpoch(s.Epoch))
+	}
+	s.Ts = es.Stabilized.At - es.Stabilized.Began
+	s.Members = len(es.Members)
+	s.Agreed = es.Last.Sub(killedAt)
+	var took []time.Duration
+	done := map[core.NodeID]time.Time{} // when each node had passed the proposal on
+	var handled []Record
+	for _, r := range recs {
+		switch e := r.Event.(type) {
+		case ProcessTime:
+			if e.Epoch == s.Epoch && e.Kind == member.KindName(member.KindFailedNode) {
+				took = append(took, e.Took)
+				done[r.Node] = r.Time
+				handled = append(handled, r)
+			}
+		case member.StabilizationStarted:
+			if e.Epoch == s.Epoch && r.Node == member.EpochRoot(s.Epoch) {
+				done[r.Node] = r.Time // the root sends as it starts
+			}
+		}
+	}
+	if len(took) == 0 {
+		return s, fmt.Errorf("%w: no node reported handling FAILED_NODE of view %s", ErrJob, member.FormatEpoch(s.Epoch))
+	}
+	s.Ocp = Median(took)
+	var hops []time.Duration
+	for _, r := range handled {
+		e := r.Event.(ProcessTime)
+		if parent, ok := done[e.From]; ok {
+			hops = append(hops, r.Time.Add(-e.Took).Sub(parent))
+		}
+	}
+	s.Hop = Median(hops)
+	return s, nil
+}
+
+// waitRecord waits for the first record from index from on that match
+// accepts, for at most timeout.
+func waitRecord(ctx context.Context, job *Job, from int, timeout time.Duration, match func(Record) bool) (Record, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		recs, changed := job.Records(from)
+		for i, r := range recs {
+			if match(r) {
+				return r, from + i, nil
+			}
+		}
+		from += len(recs)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return Record{}, from, ctx.Err()
+		}
+	}
+}
+
+// WriteBenchTable writes the points as a table, followed by the check of
+// the goal T_s < 1 ms at the largest n.
+func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
+	if len(points) == 0 {
+		return
+	}
+	det := orDefault(cfg.Detector)
+	fmt.Fprintf(w, "Membership stabilization on loopback (real processes, TCP), detector %s, %d failure(s) per point, mean ± 95%% CI (Student t).\n", det, cfg.Samples)
+	fmt.Fprintf(w, "T_s: root receives the failure report → root holds every FAILURE_ACK (member.Stabilized, the root's monotonic clock).\n")
+	fmt.Fprintf(w, "Model: T_s = 2·L·(H−1) + O_cp·H (paper §4), H for the n−1 members left; L = ½ median ping-pong RTT root↔child in the same job,\n")
+	fmt.Fprintf(w, "O_cp = median FAILED_NODE handling per node. Load model: the same with L = the median tree hop measured during the stabilizations.\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\t")
+	for _, p := range points {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t\n",
+			p.N, p.Fanout, p.Height, pm(p.Ts, 1e6, "%.3f"), msf(p.Ts.Min), msf(p.Model),
+			float64(p.L)/1e3, float64(p.Ocp.Median)/1e3, float64(p.Hop.Median)/1e3, msf(p.LoadModel),
+			pm(p.Agreed, 1e6, "%.0f"), msf(p.DetectorTimeout))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, p := range points {
+		if p.N == points[0].N {
+			fmt.Fprintf(w, "detector timeout at n = %d: %s\n", p.N, p.DetectorDesc)
+			break
+		}
+	}
+	maxN := 0
+	for _, p := range points {
+		maxN = max(maxN, p.N)
+	}
+	var parts []string
+	met := true
+	for _, p := range points {
+		if p.N == maxN {
+			parts = append(parts, fmt.Sprintf("a = %d: %.3f ms", p.Fanout, msf(p.Ts.Mean)))
+			met = met && p.Ts.Mean < time.Millisecond
+		}
+	}
+	verdict := "met"
+	if !met {
+		verdict = "NOT met"
+	}
+	fmt.Fprintf(w, "goal T_s < 1 ms at n = %d: %s (%s)\n", maxN, verdict, strings.Join(parts, ", "))
+}
+
+// pm renders an estimate as "mean ± half" in the given unit.
+func pm(e Estimate, unit float64, format string) string {
+	if e.N < 2 || e.HalfCI == time.Duration(math.MaxInt64) {
+		return fmt.Sprintf(format, float64(e.Mean)/unit)
+	}
+	return fmt.Sprintf(format+" ± "+format, float64(e.Mean)/unit, float64(e.HalfCI)/unit)
+}
+
+func msf(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }

@@ -1,0 +1,71 @@
+// Package cluster runs a cohort job as real operating-system processes on
+// one machine: each process is `cohort node`, a host (package host) driving
+// a stack of a failure detector (package fd) and the membership service
+// (package member) over the authenticated TCP transport on 127.0.0.1, and an
+// orchestrator starts them, watches what they report, kills some of them and
+// checks that the survivors agree. It backs the commands `cohort node`,
+// `cohort cluster` and `cohort bench membership`.
+//
+// # One node
+//
+// A node learns its place in the job from the environment, never from the
+// command line (a secret on the command line is visible to every user of
+// the machine):
+//
+//	COHORT_JOB_ID   the job's name; peers of another job are refused
+//	COHORT_NODE_ID  this node's id, a decimal number listed in COHORT_NODES
+//	COHORT_NODES    "0=127.0.0.1:7000,1=127.0.0.1:7001,…" or the path of a
+//	                file with one id=address per line (# starts a comment)
+//	COHORT_SECRET   the job secret in hex, at least 16 bytes
+//
+// [LoadBootstrap] reads and checks them; [RunNode] builds the node
+// ([NewNodeStack], [NewCodec]) and runs it until its context ends:
+//
+//	boot, err := cluster.LoadBootstrap(os.Getenv)
+//	err = cluster.RunNode(ctx, boot, cluster.NodeOptions{Fanout: 4,
+//		Detector: cluster.DetectorBRR, Events: eventsFile})
+//
+// The node writes every event of its machines as one JSON line
+// ([host.EventLine]) to NodeOptions.Events: the views it installs
+// (member.ViewInstalled), the root's stabilization times (member.Stabilized),
+// suspicions and failures, and this package's own events ([PingPong],
+// [ProcessTime], [Hint], [Listening], [Exit]). [DecodeRecord] reads them
+// back.
+//
+// # A job
+//
+// [Start] launches n nodes as child processes (by default the running
+// executable with the argument "node"), each with its own free port on
+// 127.0.0.1 and a fresh random job secret in its environment. Ports are
+// chosen by listening on port 0 and closing; a node that then finds its port
+// taken exits before it starts, and Start launches the whole job again with
+// new ports (the only window in which another process can take a port is
+// before any node has started). Nodes run supervised: each announces
+// [Listening], waits for the word "start" on its standard input (so that
+// every node's detector starts watching peers that are already up), and
+// exits when its standard input closes, so a node never outlives its
+// orchestrator, even one killed with SIGKILL.
+//
+// The orchestrator reads every node's event stream from a pipe (and copies
+// it to a file per node when asked), merges them into one ordered list of
+// [Record] values together with its own records (kills, exits), and keeps a
+// [Tracker] that knows every node's current view and prints one line per
+// view change. [Job.Kill] sends SIGKILL; [Job.Spawn] adds a node that joins
+// the running group; [Job.WaitAgreed] waits until every live node has
+// installed the same view and that view holds exactly the live nodes;
+// [Job.Close] stops every process and reaps it.
+//
+// # The membership benchmark
+//
+// [RunBench] measures the stabilization time T_s of the membership paper
+// (Varma et al., ICS'06, §4 and §7) on real processes: for each job size n
+// and fan-out a it kills one non-root node, reads T_s from the root's
+// member.Stabilized event (both ends on the root's own monotonic clock),
+// admits a fresh node so that the next sample starts from n members again,
+// and sets the result beside the paper's base model
+// T_s = 2·L·(H−1) + O_cp·H (model.StabilizationTime) with L and O_cp
+// measured in the same run: L is half the median round trip of a ping-pong
+// between the root and its first child over the same transport and host
+// loop, O_cp the median time a node spends handling the FAILED_NODE
+// message (recomputing its tree and passing the message on).
+package cluster

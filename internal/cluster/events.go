@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/host"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/transport/tcp"
+)
+
+// Events a node writes to its stream besides those of its machines. In the
+// stream their type is "cluster.Name".
+
+// Listening is written by a supervised node once its transport listens,
+// before it waits for the word "start".
+type Listening struct {
+	Addr string
+	PID  int
+}
+
+// PingPong reports a ping-pong between this node and Peer over the job's
+// transport and host loop (the path every protocol message takes): Count
+// round trips after the warm-up ones, their minimum, median, mean and
+// maximum. Half the median is the point-to-point latency L of the
+// membership paper's base model (§4: "half the round-trip time in a
+// ping-pong experiment").
+type PingPong struct {
+	Peer   core.NodeID
+	Count  int
+	Min    time.Duration
+	Median time.Duration
+	Mean   time.Duration
+	Max    time.Duration
+}
+
+// ProcessTime reports how long the membership machine took to handle one
+// proposal, on the node's monotonic clock: Kind is its paper name
+// (FAILED_NODE, ROOT_DEAD, NEW_NODE_JOIN, …), Epoch the proposed view,
+// From its sender (the node's parent in the new tree). For FAILED_NODE it is the computation overhead O_cp of
+// the paper (§4: "the time for updating the tree structure on a local
+// node"), including handing the message to the children's send queues.
+type ProcessTime struct {
+	Kind  string
+	Epoch uint64
+	From  core.NodeID
+	Took  time.Duration
+}
+
+// Hint reports a transport-level problem with Node, as the host passed it
+// to the machines (a refused dial, a failed handshake, a lost connection):
+// the first hint of an episode, which ends when a message from Node
+// arrives.
+type Hint struct {
+	Node   core.NodeID
+	Reason string
+}
+
+// PeerAdded is written by a supervised node once it has added Peer's
+// address (told by its supervisor) to its address book.
+type PeerAdded struct {
+	Peer core.NodeID
+	Addr string
+}
+
+// Exit is the last line of a node that stopped on request: the counters of
+// its transport and host.
+type Exit struct {
+	Transport tcp.Stats
+	Host      host.Stats
+	Err       string `json:",omitempty"`
+}
+
+// Records the orchestrator adds to a job's record list.
+
+// Killed records that the orchestrator sent SIGKILL to the node.
+type Killed struct{}
+
+// Exited records that a node's process ended (ExitCode -1 when it died of a
+// signal).
+type Exited struct {
+	ExitCode int
+	Err      string `json:",omitempty"`
+}
+
+// Spawned records that the orchestrator started the node's process.
+type Spawned struct {
+	PID  int
+	Addr string
+	Join bool
+}
+
+// Record is one line of a node's event stream, decoded, or one record of
+// the orchestrator.
+type Record struct {
+	Node   core.NodeID
+	Time   time.Time     // wall clock of the node (or the orchestrator)
+	Uptime time.Duration // the node's monotonic clock; 0 for orchestrator records
+	Type   string        // "member.ViewInstalled", "cluster.Killed", …
+	// Event is the decoded event: a value of member.ViewInstalled,
+	// member.Stabilized, member.StabilizationStarted, member.Evicted,
+	// core.Suspected, core.Failed, Listening, PingPong, ProcessTime, Hint,
+	// PeerAdded,
+	// Exit, Killed, Exited or Spawned; a json.RawMessage for other types.
+	Event any
+}
+
+// ErrRecord is wrapped by the errors of [DecodeRecord].
+var ErrRecord = errors.New("cluster: bad event line")
+
+// DecodeRecord decodes one line of an event stream.
+func DecodeRecord(line []byte) (Record, error) {
+	var l host.EventLine
+	if err := json.Unmarshal(line, &l); err != nil {
+		return Record{}, fmt.Errorf("%w: %v", ErrRecord, err)
+	}
+	r := Record{Node: l.Node, Time: l.Time, Uptime: time.Duration(l.UptimeNs), Type: l.Type}
+	var err error
+	switch l.Type {
+	case "member.ViewInstalled":
+		r.Event, err = decodeAs[member.ViewInstalled](l.Fields)
+	case "member.Stabilized":
+		r.Event, err = decodeAs[member.Stabilized](l.Fields)
+	case "member.StabilizationStarted":
+		r.Event, err = decodeAs[member.StabilizationStarted](l.Fields)
+	case "member.Evicted":
+		r.Event, err = decodeAs[member.Evicted](l.Fields)
+	case "core.Suspected":
+		r.Event, err = decodeAs[core.Suspected](l.Fields)
+	case "core.Failed":
+		r.Event, err = decodeAs[core.Failed](l.Fields)
+	case "cluster.Listening":
+		r.Event, err = decodeAs[Listening](l.Fields)
+	case "cluster.PingPong":
+		r.Event, err = decodeAs[PingPong](l.Fields)
+	case "cluster.ProcessTime":
+		r.Event, err = decodeAs[ProcessTime](l.Fields)
+	case "cluster.Hint":
+		r.Event, err = decodeAs[Hint](l.Fields)
+	case "cluster.PeerAdded":
+		r.Event, err = decodeAs[PeerAdded](l.Fields)
+	case "cluster.Exit":
+		r.Event, err = decodeAs[Exit](l.Fields)
+	case "cluster.Killed":
+		r.Event, err = decodeAs[Killed](l.Fields)
+	case "cluster.Exited":
+		r.Event, err = decodeAs[Exited](l.Fields)
+	case "cluster.Spawned":
+		r.Event, err = decodeAs[Spawned](l.Fields)
+	default:
+		r.Event = l.Fields
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("%w: %s: %v", ErrRecord, l.Type, err)
+	}
+	return r, nil
+}
+
+func decodeAs[T any](raw json.RawMessage) (T, error) {
+	var v T
+	err := json.Unmarshal(raw, &v)
+	return v, err
+}
+
+// encodeLine renders a record in the event-stream format.
+func encodeLine(r Record) []byte {
+	fields, err := json.Marshal(r.Event)
+	if err != nil {
+		fields, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	b, err := json.Marshal(host.EventLine{Time: r.Time.UTC(), UptimeNs: int64(r.Uptime), Node: r.Node, Type: r.Type, Fields: fields})
+	if err != nil {
+		panic(fmt.Sprintf("cluster: encoding an event line: %v", err)) // fields is valid JSON
+	}
+	return append(b, '\n')
+}
+
+// writeLine writes one event line of this package's type name for e.
+func writeLine(w io.Writer, node core.NodeID, uptime time.Duration, typ string, e any) error {
+	_, err := w.Write(encodeLine(Record{Node: node, Time: time.Now(), Uptime: uptime, Type: "cluster." + typ, Event: e}))
+	return err
+}
