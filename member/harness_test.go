@@ -101,6 +101,8 @@ type harness struct {
 	started  map[core.NodeID]time.Duration
 	outages  []outage
 	healAt   time.Duration // HealAll time (0: none)
+	oracleAt map[time.Duration]bool
+	quiet    bool // no event log (benchmarks)
 	// detector builds the failure detector of a node (its stack's layer 0);
 	// nil means the oracle.
 	detector func(initial []core.NodeID) core.Machine
@@ -117,9 +119,13 @@ type harness struct {
 }
 
 func newHarness(t testing.TB, seed uint64, net sim.Network, cfg Config, delay time.Duration) *harness {
+	return newHarnessSim(t, sim.Config{Seed: seed, Network: net}, cfg, delay)
+}
+
+func newHarnessSim(t testing.TB, scfg sim.Config, cfg Config, delay time.Duration) *harness {
 	h := &harness{
 		t: t, cfg: cfg, delay: delay,
-		w:        sim.New(sim.Config{Seed: seed, Network: net}),
+		w:        sim.New(scfg),
 		started:  map[core.NodeID]time.Duration{},
 		views:    map[uint64][]core.NodeID{},
 		ancestry: map[uint64][]uint64{},
@@ -246,7 +252,20 @@ func side(groups [][]core.NodeID, x core.NodeID) int {
 
 // oracleSoon schedules the oracle detectors to look at the world after the
 // detection delay.
-func (h *harness) oracleSoon() { h.w.At(h.w.Now()+h.delay, h.oracleNow) }
+func (h *harness) oracleSoon() {
+	at := h.w.Now() + h.delay
+	if h.detector != nil || h.oracleAt[at] {
+		return // one look per instant is enough
+	}
+	if h.oracleAt == nil {
+		h.oracleAt = map[time.Duration]bool{}
+	}
+	h.oracleAt[at] = true
+	h.w.At(at, func() {
+		delete(h.oracleAt, at)
+		h.oracleNow()
+	})
+}
 
 // oracleNow makes every live node's detector agree with the world.
 func (h *harness) oracleNow() {
@@ -277,6 +296,9 @@ func (h *harness) isUp(id core.NodeID) bool {
 }
 
 func (h *harness) logf(format string, args ...any) {
+	if h.quiet {
+		return
+	}
 	line := fmt.Sprintf("%v: ", h.w.Now()) + fmt.Sprintf(format, args...)
 	if h.trace {
 		h.t.Log(line)

@@ -111,8 +111,9 @@ type Member struct {
 	mergeTries  int
 	mergeEpoch  uint64
 
-	departed   []core.NodeID // most recent last
-	probeNext  int           // rotation through the node list for probes
+	departed   []core.NodeID          // most recent last
+	goneInc    map[core.NodeID]uint64 // the incarnation of nodes that left this node's views
+	probeNext  int                    // rotation through the node list for probes
 	lastNotice map[core.NodeID]time.Duration
 
 	timerIDs [nTimers]core.TimerID
@@ -202,6 +203,7 @@ func newMember(cfg Config) *Member {
 		soft:        map[core.NodeID]bool{},
 		failedInc:   map[core.NodeID]uint64{},
 		lastNotice:  map[core.NodeID]time.Duration{},
+		goneInc:     map[core.NodeID]uint64{},
 	}
 }
 
@@ -436,6 +438,10 @@ func (m *Member) install(v *view) {
 	for _, id := range departed {
 		if id != m.self && !v.has(id) {
 			m.departed = append(m.departed, id)
+			m.goneInc[id] = prev.inc(id)
+			// The detector stops watching a node that leaves the view: its
+			// verdict goes stale (it is given afresh if the node returns).
+			delete(m.detected, id)
 		}
 	}
 	if prev != nil && !v.descends(prev.epoch) {
@@ -446,6 +452,16 @@ func (m *Member) install(v *view) {
 			if !v.has(id) && !m.failed[id] {
 				m.notice(id, true)
 			}
+		}
+	}
+	for _, id := range joined {
+		// The detector watches a node that enters the view afresh (it
+		// follows core.MembersChanged) and declares it failed again if it
+		// still is: its verdicts about the node's previous stay in (or
+		// absence from) the view are void.
+		if id != m.self {
+			m.unmark(id)
+			delete(m.detected, id)
 		}
 	}
 	m.departed = slices.DeleteFunc(m.departed, v.has)
@@ -490,6 +506,7 @@ func (m *Member) restoreAdopted() {
 	}
 	m.acc, m.accParent = a, core.None
 	m.arm(tCommit, m.commitWait(a), a.epoch)
+	m.pruneFailed()
 }
 
 // pruneFailed forgets failures of nodes that are in no view this node holds,
@@ -574,14 +591,12 @@ func (m *Member) unmark(id core.NodeID) {
 // failedIn returns the members of v known to have failed, in view order.
 func (m *Member) failedIn(v *view) []core.NodeID {
 	var out []core.NodeID
-	if len(m.failed) == 0 {
-		return nil
-	}
-	for _, id := range v.members {
-		if m.failed[id] {
+	for id := range m.failed {
+		if v.has(id) {
 			out = append(out, id)
 		}
 	}
+	slices.SortFunc(out, func(a, b core.NodeID) int { return v.pos(a) - v.pos(b) })
 	return out
 }
 
@@ -644,8 +659,19 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 
 // forgetRejoined forgets the failures of nodes that a view change admits
 // (again): the failure concerned their former incarnation.
+//
+// Only a new incarnation wipes the detector's verdict: a node re-admitted
+// under the same incarnation (an excluded node merging back) is still
+// failed if the detector says so.
 func (m *Member) forgetRejoined(joined []Joiner) {
 	for _, j := range joined {
+		old, known := m.cur.inc(j.ID), m.cur.has(j.ID)
+		if !known {
+			old, known = m.goneInc[j.ID]
+		}
+		if known && old == j.Inc {
+			continue
+		}
 		m.unmark(j.ID)
 		delete(m.detected, j.ID)
 	}
@@ -974,12 +1000,12 @@ func (m *Member) forwardCommit() {
 func (m *Member) queryOutcome() {
 	q := &Query{Epoch: m.acc.epoch}
 	r := EpochRoot(m.acc.epoch)
+	m.send(r, q) // a detector may be wrong: the root's word is final
 	if !m.failed[r] {
-		m.send(r, q)
 		return
 	}
 	for _, id := range m.acc.members {
-		if !m.failed[id] {
+		if !m.failed[id] && id != r {
 			m.send(id, q)
 		}
 	}

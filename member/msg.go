@@ -1,6 +1,7 @@
 package member
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -281,18 +282,8 @@ func (v *view) incList() []Joiner {
 	for id, inc := range v.incs {
 		js = append(js, Joiner{id, inc})
 	}
-	slices.SortFunc(js, func(a, b Joiner) int { return int64cmp(int64(a.ID), int64(b.ID)) })
+	slices.SortFunc(js, func(a, b Joiner) int { return cmp.Compare(a.ID, b.ID) })
 	return js
-}
-
-func int64cmp(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Errors of the decoders, wrapped in a *wire.DecodeError.

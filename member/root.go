@@ -323,6 +323,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		m.dropAcc()
 		m.acc, m.accParent = v, core.None
 		m.arm(tCommit, m.commitWait(v), v.epoch)
+		m.pruneFailed()
 		m.afterChange()
 		return
 	}
@@ -393,6 +394,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		m.dropAcc()
 		m.acc, m.accParent = v, core.None
 		m.arm(tCommit, m.commitWait(v), v.epoch)
+		m.pruneFailed()
 	} else {
 		m.dropAcc()
 		m.install(v)
@@ -572,6 +574,15 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 			m.mergeRoot = core.None
 		}
 		return
+	}
+	if m.acc != nil && !m.driving && from == EpochRoot(m.acc.epoch) && x.Epoch < m.acc.epoch {
+		// The root of the proposal this node holds has installed an older
+		// view that excludes this node: it abandoned the proposal (a root
+		// sends no notice to the members of its running proposal, and a
+		// committed one would be its view).
+		m.vetoed[m.acc.epoch] = true
+		m.dropAcc()
+		m.restoreAdopted()
 	}
 	n := m.newest()
 	switch {

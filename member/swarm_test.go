@@ -266,12 +266,16 @@ func (s *swarmRun) noMajority() bool {
 	for e := range s.h.views {
 		best = max(best, e)
 	}
+	// Uncommitted proposals of dead roots held by live nodes: the protocol
+	// cannot tell whether they committed.
+	var pending []*view
 	for _, id := range s.up() {
 		m := s.h.member(id)
 		for _, a := range []*view{m.acc, m.adopted} {
 			if a == nil || a.epoch <= best || s.h.isUp(EpochRoot(a.epoch)) {
 				continue
 			}
+			pending = append(pending, a)
 			alive := 0
 			for _, x := range a.members {
 				if s.h.isUp(x) && s.h.member(x).Incarnation() == a.inc(x) {
@@ -279,6 +283,16 @@ func (s *swarmRun) noMajority() bool {
 				}
 			}
 			if 2*alive < len(a.members) {
+				return true
+			}
+		}
+	}
+	// Two such proposals that do not descend from one another: at most one
+	// of them committed, but only their dead members could tell which (the
+	// blocking case of two-phase commit), so the live nodes must wait.
+	for _, a := range pending {
+		for _, b := range pending {
+			if !a.descends(b.epoch) && !b.descends(a.epoch) && !supersedes(a.epoch, a.ancestry, b.epoch) && !supersedes(b.epoch, b.ancestry, a.epoch) {
 				return true
 			}
 		}

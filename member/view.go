@@ -120,7 +120,12 @@ func (v *view) has(id core.NodeID) bool { return v.pos(id) >= 0 }
 
 func (v *view) root() core.NodeID { return v.members[0] }
 
-func (v *view) inc(id core.NodeID) uint64 { return v.incs[id] }
+func (v *view) inc(id core.NodeID) uint64 {
+	if v == nil {
+		return 0
+	}
+	return v.incs[id]
+}
 
 // base is the epoch this view was derived from (0 for an initial view).
 func (v *view) base() uint64 {
