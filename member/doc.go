@@ -20,9 +20,12 @@
 // (T_s = Stabilized.At − Stabilized.Began), [Evicted] and [Minority].
 // [core.Suspected] is ignored on purpose: a suspicion may be withdrawn, and
 // an exclusion cannot (paper footnote 1), so only verdicts start a view
-// change. The member assumes, as package fd does, that its detector watches
-// afresh a node that enters the view again and reports it failed again if
-// it still is.
+// change. A verdict is about a member of the installed view: the member
+// assumes, as package fd does, that its detector stops watching a node that
+// leaves the view and watches afresh a node that enters it (reporting it
+// failed again if it still is), so it forgets the verdicts about both.
+// core.Recovered withdraws a failure that no view change has acted on yet,
+// and tells a node outside the view that it is outside (EXCLUDED).
 //
 // # Views and the tree (§3.1–3.2)
 //

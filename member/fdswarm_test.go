@@ -21,7 +21,7 @@ import (
 // follows the views (core.MembersChanged), so nodes excluded by a partition
 // are found again by the member probes, not by the detector.
 func TestSwarmGossipDetector(t *testing.T) {
-	for _, seed := range simtest.Seeds(t, 24) {
+	for _, seed := range simtest.Seeds(t, 100) {
 		if err := gossipSwarm(t, seed); err != nil {
 			t.Fatal(err)
 		}

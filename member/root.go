@@ -575,15 +575,6 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 		}
 		return
 	}
-	if m.acc != nil && !m.driving && from == EpochRoot(m.acc.epoch) && x.Epoch < m.acc.epoch {
-		// The root of the proposal this node holds has installed an older
-		// view that excludes this node: it abandoned the proposal (a root
-		// sends no notice to the members of its running proposal, and a
-		// committed one would be its view).
-		m.vetoed[m.acc.epoch] = true
-		m.dropAcc()
-		m.restoreAdopted()
-	}
 	n := m.newest()
 	switch {
 	case x.Epoch > n.epoch:
