@@ -81,8 +81,8 @@ func TestHelpOutput(t *testing.T) {
 		t.Fatalf("help exited %d", code)
 	}
 	for _, c := range sortedCommands() {
-		if !strings.Contains(out, "  "+c.name+" ") {
-			t.Errorf("help does not list %q:\n%s", c.name, out)
+		if listed := strings.Contains(out, "  "+c.name+" "); listed == c.hidden {
+			t.Errorf("help lists %q: %v, hidden: %v:\n%s", c.name, listed, c.hidden, out)
 		}
 	}
 	for _, args := range [][]string{{"help", "sim"}, {"sim", "-h"}, {"sim", "--help"}} {

@@ -17,8 +17,8 @@ var t975 = [...]float64{
 // StudentT95 returns the 0.975 quantile of Student's t distribution with
 // df degrees of freedom: the factor of a two-sided 95% confidence interval
 // of a mean from df+1 samples. Beyond 30 degrees of freedom it uses the
-// first Cornish–Fisher correction to the normal quantile (error below
-// 0.001). df < 1 gives +Inf.
+// first two Cornish–Fisher corrections to the normal quantile (error
+// below 0.0005). df < 1 gives +Inf.
 func StudentT95(df int) float64 {
 	switch {
 	case df < 1:
@@ -27,7 +27,9 @@ func StudentT95(df int) float64 {
 		return t975[df-1]
 	}
 	const z = 1.959963984540054
-	return z + (z*z*z+z)/(4*float64(df))
+	v := float64(df)
+	z3, z5 := z*z*z, z*z*z*z*z
+	return z + (z3+z)/(4*v) + (5*z5+16*z3+3*z)/(96*v*v)
 }
 
 // Estimate is the mean of a sample of durations with the half-width of its
