@@ -36,24 +36,30 @@
 //
 // [Start] launches n nodes as child processes (by default the running
 // executable with the argument "node"), each with its own free port on
-// 127.0.0.1 and a fresh random job secret in its environment. Ports are
-// chosen by listening on port 0 and closing; a node that then finds its port
-// taken exits before it starts, and Start launches the whole job again with
-// new ports (the only window in which another process can take a port is
-// before any node has started). Nodes run supervised: each announces
-// [Listening], waits for the word "start" on its standard input (so that
-// every node's detector starts watching peers that are already up), and
-// exits when its standard input closes, so a node never outlives its
-// orchestrator, even one killed with SIGKILL.
+// 127.0.0.1 and a fresh random job secret in its environment, and
+// GOMAXPROCS=1 unless the caller set it (a node's loop is one goroutine, and
+// many nodes share a few cores). Ports are chosen by listening on port 0 and
+// closing; a node that then finds its port taken exits before it starts,
+// and Start launches the whole job again with new ports (the only window in
+// which another process can take a port is before any node has started).
+// Nodes run supervised: each announces [Listening], waits for the word
+// "start" on its standard input (so that every node's detector starts
+// watching peers that are already up), takes "peer <id>=<addr>" lines
+// there to learn where a joiner listens, and exits when its standard input
+// closes, so a node never outlives its orchestrator, even one killed with
+// SIGKILL.
 //
-// The orchestrator reads every node's event stream from a pipe (and copies
-// it to a file per node when asked), merges them into one ordered list of
-// [Record] values together with its own records (kills, exits), and keeps a
-// [Tracker] that knows every node's current view and prints one line per
-// view change. [Job.Kill] sends SIGKILL; [Job.Spawn] adds a node that joins
-// the running group; [Job.WaitAgreed] waits until every live node has
-// installed the same view and that view holds exactly the live nodes;
-// [Job.Close] stops every process and reaps it.
+// Each node writes its event stream to a file (n<id>.jsonl in
+// JobConfig.EventsDir, or in a temporary directory) and its logs to
+// n<id>.log; the orchestrator tails the files, never a pipe, so that a
+// slow orchestrator can never block a node's loop. It merges them into one
+// ordered list of [Record] values together with its own records (spawns,
+// kills, exits, also kept in job.jsonl), and keeps a [Tracker] that knows
+// every node's current view and prints one line per view change.
+// [Job.Kill] sends SIGKILL; [Job.Spawn] adds a node that joins the running
+// group; [Job.WaitAgreed] waits until every live node has installed the
+// same view and that view holds exactly the live nodes; [Job.Close] stops
+// every process and reaps it.
 //
 // # The membership benchmark
 //
@@ -67,5 +73,10 @@
 // measured in the same run: L is half the median round trip of a ping-pong
 // between the root and its first child over the same transport and host
 // loop, O_cp the median time a node spends handling the FAILED_NODE
-// message (recomputing its tree and passing the message on).
+// message (recomputing its tree and passing the message on). It also
+// measures the delay of each tree hop during the stabilization itself and
+// gives the model with that delay in place of L: on a machine with fewer
+// cores than nodes, every survivor's detector fires within the same few
+// milliseconds as the stabilization, and the hops wait for a core (the
+// analogue of the paper's contention model, §7.2).
 package cluster
