@@ -179,8 +179,9 @@
 // node installs the same view, which contains exactly the live nodes (so
 // excludes every crashed one), within 3 s of simulated time (40 s over the
 // gossip detector); under PartitionMajority, live nodes that hold no
-// majority of the newest installed view (or less than half of an adopted
-// proposal) must instead stay put. The scripted tests (paper_test.go)
+// majority of the newest view any of them installed (or less than half of
+// a dead root's uncommitted proposal one of them holds, or two such
+// proposals that conflict) must instead stay put. The scripted tests (paper_test.go)
 // replay each case of §3.2–3.7, Figure 3 and footnote 1 and compare the
 // exact messages exchanged.
 //
@@ -203,7 +204,11 @@
 // besides the strict majority of the installed view; if most of that
 // proposal's members died too, the survivors stay in a minority although
 // they hold a majority of the installed view (the proposal may have
-// committed among the dead, and nothing tells them otherwise). Without
+// committed among the dead, and nothing tells them otherwise). Likewise,
+// two conflicting proposals of dead roots, each acknowledged by every live
+// member it has, block the survivors (the blocking case of two-phase
+// commit: only the dead know which, if any, committed). The paper's policy
+// never blocks. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.

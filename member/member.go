@@ -20,6 +20,10 @@ var (
 // maxJoinHops bounds how often a join request is forwarded towards a root.
 const maxJoinHops = 8
 
+// maxReportTries is how many unacknowledged reports a node sends to a root
+// before it takes the root for failed.
+const maxReportTries = 3
+
 // maxMergeTries is how many join requests a member that learned of a newer
 // view sends before it gives up merging into it.
 const maxMergeTries = 4
@@ -90,7 +94,11 @@ type Member struct {
 	failed   map[core.NodeID]bool // members declared failed (detector or reports)
 	failedAt map[core.NodeID]time.Duration
 	detected map[core.NodeID]bool // what this node's detector declares failed now
-	soft     map[core.NodeID]bool // failures known only from reports or ACK timeouts
+	// reportTo is the root the last report went to, reportTries how many
+	// reports it has not acknowledged.
+	reportTo    core.NodeID
+	reportTries int
+	soft        map[core.NodeID]bool // failures known only from reports or ACK timeouts
 	// failedInc is the incarnation a failure was recorded for (as this
 	// node's newest view knew it): a re-joining process's new incarnation
 	// can fail too.
@@ -195,6 +203,7 @@ func newMember(cfg Config) *Member {
 		accParent:   core.None,
 		mergeRoot:   core.None,
 		mergeVia:    core.None,
+		reportTo:    core.None,
 		failed:      map[core.NodeID]bool{},
 		failedAt:    map[core.NodeID]time.Duration{},
 		detected:    map[core.NodeID]bool{},
@@ -271,6 +280,7 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 		m.onReport(from, x)
 	case *ReportAck:
 		m.cancel(tReport)
+		m.reportTries = 0
 	case *Prepare:
 		m.onPrepare(from, x)
 	case *Ack:
@@ -329,7 +339,7 @@ func (m *Member) Fire(t core.Timer) {
 			m.arm(tCommit, m.commitWait(m.acc), tm.epoch)
 		}
 	case tReport:
-		m.reportFailures()
+		m.onReportTimeout()
 	case tJoin:
 		if m.cur != nil && m.mergeEpoch != 0 && m.mergeTries >= maxMergeTries {
 			// The view to merge into does not answer (its members may all
@@ -623,8 +633,24 @@ func (m *Member) reportFailures() {
 	for i, id := range list {
 		failed[i] = Joiner{id, n.inc(id)}
 	}
+	if r != m.reportTo {
+		m.reportTo, m.reportTries = r, 0
+	}
+	m.reportTries++
 	m.send(r, &Report{Root: m.failed[n.root()], Epoch: n.epoch, Failed: failed})
 	m.arm(tReport, m.cfg.ReportRetry, 0)
+}
+
+// onReportTimeout reports again. A root that acknowledged none of
+// maxReportTries reports is taken for failed (the paper's timeout detection,
+// §2.2: "excessive delay in response ... leads to the assumption that the
+// process has failed"): this node's detector may not watch it (it may have
+// entered this node's views only through a proposal).
+func (m *Member) onReportTimeout() {
+	if m.reportTries >= maxReportTries && m.reportTo != core.None && m.reportTo != m.self {
+		m.markFailed(m.reportTo, true)
+	}
+	m.reportFailures()
 }
 
 func (m *Member) onReport(from core.NodeID, r *Report) {

@@ -259,12 +259,21 @@ func (s *swarmRun) runSafe() (err error) {
 // are also stuck when one of them holds such a proposal of which fewer than
 // half of the members are alive.
 func (s *swarmRun) noMajority() bool {
-	if 2*s.tipAlive(nil) <= len(s.tip()) {
-		return true
-	}
+	// The newest view a live node installed: a view installed only by
+	// nodes that died since is unknown to the survivors (they may hold it
+	// as an uncommitted proposal, see below).
 	var best uint64
-	for e := range s.h.views {
-		best = max(best, e)
+	for _, id := range s.up() {
+		best = max(best, s.h.member(id).View().Epoch)
+	}
+	alive := 0
+	for _, id := range s.h.views[best] {
+		if s.h.isUp(id) && s.h.member(id).Incarnation() == s.h.incs[best][id] {
+			alive++
+		}
+	}
+	if 2*alive <= len(s.h.views[best]) {
+		return true
 	}
 	// Uncommitted proposals of dead roots held by live nodes: the protocol
 	// cannot tell whether they committed.
