@@ -737,8 +737,7 @@ func (t *Transport) manage(p *peer) {
 				return
 			}
 		}
-		t.writeLoop(p, c, pending)
-		pending = nil
+		pending = t.writeLoop(p, c, pending)
 	}
 }
 
@@ -821,10 +820,21 @@ func (t *Transport) backoff(attempt int) time.Duration {
 
 // writeLoop drains p's queue into c through a coalescing buffer, flushing
 // whenever the queue is empty, until c dies, p is removed or the transport
-// closes. pending, if not nil, is written first.
-func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) {
+// closes. pending, if not nil, is written first. A frame taken from the
+// queue after c is known to be dead is not written but returned, so that it
+// goes out on the next connection (frames already handed to a connection
+// that then breaks are lost, see the package doc).
+func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten *wire.Frame) {
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	dead := func() bool {
+		select {
+		case <-c.dead:
+			return true
+		default:
+			return false
+		}
+	}
 	write := func(f wire.Frame) bool {
 		if err := fw.WriteFrame(f); err != nil {
 			c.close(false, err)
@@ -833,14 +843,22 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) {
 		t.stats.framesOut.Add(1)
 		return true
 	}
-	if pending != nil && !write(*pending) {
-		return
+	if pending != nil {
+		if dead() {
+			return pending
+		}
+		if !write(*pending) {
+			return nil
+		}
 	}
 	for {
 		select {
 		case f := <-p.q:
+			if dead() {
+				return &f
+			}
 			if !write(f) {
-				return
+				return nil
 			}
 			continue
 		default:
@@ -848,20 +866,23 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) {
 		if fw.Buffered() > 0 {
 			if err := fw.Flush(); err != nil {
 				c.close(false, err)
-				return
+				return nil
 			}
 		}
 		select {
 		case f := <-p.q:
+			if dead() {
+				return &f
+			}
 			if !write(f) {
-				return
+				return nil
 			}
 		case <-c.dead:
-			return
+			return nil
 		case <-p.removed:
-			return
+			return nil
 		case <-t.closing:
-			return
+			return nil
 		}
 	}
 }
