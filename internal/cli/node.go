@@ -34,7 +34,10 @@ A missing or malformed variable exits with status 2.
 --events writes one JSON line per event (views installed, stabilization
 times, suspicions, failures); "-" is standard output. --supervised (used by
 cohort cluster) announces the listening address on the event stream, waits
-for a line "start" on standard input, and stops when standard input closes.
+for a line "start" on standard input, and stops when standard input closes;
+its later lines "peer <id>=<addr>" add a node to the address book and
+"fail <id>" hands the machines a failure verdict about node id, as if the
+detector had declared it (with --quiet-detector, the only verdicts).
 
 Example:
   COHORT_JOB_ID=j1 COHORT_NODE_ID=0 COHORT_NODES=0=127.0.0.1:7000,1=127.0.0.1:7001 \
@@ -48,6 +51,7 @@ func runNode(ctx context.Context, c *call) error {
 	opts := cluster.NodeOptions{Detector: cluster.DetectorBRR}
 	fs.IntVar(&opts.Fanout, "fanout", cluster.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two (same on every node)")
 	fs.TextVar(&opts.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr (gossip every 50 ms) or heartbeat (100 ms, aggressive)")
+	fs.BoolVar(&opts.QuietDetector, "quiet-detector", false, "postpone the detector's verdicts by an hour: failures are reported only by \"fail <id>\" lines of the supervisor (cohort bench --report one)")
 	events := fs.String("events", "", "write the event stream (JSON lines) to `file`; - for standard output")
 	fs.BoolVar(&opts.Join, "join", false, "join the running group through the other listed nodes instead of being an initial member")
 	ping := fs.Int("ping", -1, "run a ping-pong with node `id` once the first view is installed (measures L)")

@@ -14,7 +14,62 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/model"
+	"github.com/cohort-mp/cohort/topo"
 )
+
+// ReportMode says who reports a benchmark's failures to the root.
+type ReportMode uint8
+
+// The report modes of [BenchConfig].
+const (
+	// ReportOne isolates the protocol as the paper's experiment does (its
+	// T_s is the stabilization after one detector reports the failure,
+	// §7): the nodes run quiet detectors ([Detector.NewQuiet]) and right
+	// after the SIGKILL the orchestrator tells one survivor, the victim's
+	// parent in the radix tree, to report it ([Job.InjectFailure]). The
+	// default.
+	ReportOne ReportMode = iota + 1
+	// ReportAll leaves the detection to the nodes' detectors: every
+	// survivor's detector declares the crash within a few milliseconds of
+	// the others' and reports it to the root, and all n processes run at
+	// once during the stabilization.
+	ReportAll
+)
+
+var reportNames = map[ReportMode]string{ReportOne: "one", ReportAll: "all"}
+
+func (m ReportMode) String() string {
+	if s, ok := reportNames[m]; ok {
+		return s
+	}
+	return fmt.Sprintf("report(%d)", uint8(m))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m ReportMode) MarshalText() ([]byte, error) {
+	if _, ok := reportNames[m]; !ok {
+		return nil, fmt.Errorf("cluster: unknown report mode %d", uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: "one" or "all".
+func (m *ReportMode) UnmarshalText(text []byte) error {
+	for k, name := range reportNames {
+		if string(text) == name {
+			*m = k
+			return nil
+		}
+	}
+	return fmt.Errorf("cluster: unknown report mode %q (want one or all)", text)
+}
+
+func (m ReportMode) orDefault() ReportMode {
+	if m == 0 {
+		return ReportOne
+	}
+	return m
+}
 
 // BenchConfig configures [RunBench].
 type BenchConfig struct {
@@ -26,6 +81,8 @@ type BenchConfig struct {
 	Samples int
 	// Detector is the nodes' failure detector (0: DetectorBRR).
 	Detector Detector
+	// Report says who reports each failure (0: ReportOne).
+	Report ReportMode
 	// Seed chooses the victims and seeds the nodes.
 	Seed uint64
 	// PingCount is the number of round trips of the ping-pong that
@@ -49,6 +106,18 @@ type BenchSample struct {
 	Ocp     time.Duration // median FAILED_NODE handling time over the nodes
 	Agreed  time.Duration // SIGKILL → the last survivor installed the view
 	Members int           // members of the new view
+	// Reporter is the node told to report the failure (ReportOne), or
+	// core.None (ReportAll).
+	Reporter core.NodeID
+	// ReportsFrom are the distinct senders of the failure reports the
+	// root received for this view (its [Reports] event); empty when the
+	// root itself was the only one to declare the failure.
+	ReportsFrom []core.NodeID
+	// Verdicts counts the core.Failed events about the victim that the
+	// nodes' detectors emitted from the kill until the survivors agreed
+	// (under ReportOne there must be none: the injected verdict is not a
+	// detector's and is not counted).
+	Verdicts int
 	// Hop is the median delay of one tree hop of FAILED_NODE during this
 	// stabilization: from the parent having handled (and passed on) the
 	// proposal to the child starting to handle it, on the machine's wall
@@ -70,6 +139,9 @@ type BenchPoint struct {
 	L        time.Duration
 	// Ts, Ocp, Agreed and Hop summarize the samples.
 	Ts, Ocp, Agreed, Hop Estimate
+	// Reporters is the mean number of distinct nodes whose reports
+	// reached the root per failure (len(BenchSample.ReportsFrom)).
+	Reporters float64
 	// Model is the base model T_s = 2·L·(H−1) + O_cp·H with the measured L
 	// and the median O_cp; LoadModel is the same with L replaced by the
 	// median hop delay measured during the stabilizations.
@@ -123,6 +195,7 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 	job, err := Start(ctx, JobConfig{
 		N: n, Fanout: a, Detector: cfg.Detector, Seed: seed,
 		Command: cfg.Command, Env: cfg.Env, PingCount: cfg.PingCount,
+		QuietDetector: cfg.Report.orDefault() == ReportOne,
 	})
 	if err != nil {
 		return pt, err
@@ -149,8 +222,12 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 		}
 		pt.Samples = append(pt.Samples, sample)
 		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "n=%d a=%d sample %d/%d: killed %v, epoch %s: T_s %s, O_cp %s, hop %s, crash→agreed %s\n",
-				n, a, s+1, cfg.Samples, sample.Victim, member.FormatEpoch(sample.Epoch), us(sample.Ts), us(sample.Ocp), us(sample.Hop), ms(sample.Agreed))
+			who := "detectors"
+			if sample.Reporter != core.None {
+				who = "told " + sample.Reporter.String()
+			}
+			fmt.Fprintf(cfg.Progress, "n=%d a=%d sample %d/%d: killed %v (%s), epoch %s: T_s %s, O_cp %s, hop %s, crash→agreed %s, reports from [%s]\n",
+				n, a, s+1, cfg.Samples, sample.Victim, who, member.FormatEpoch(sample.Epoch), us(sample.Ts), us(sample.Ocp), us(sample.Hop), ms(sample.Agreed), FormatIDs(sample.ReportsFrom))
 		}
 		if s == cfg.Samples-1 {
 			break
@@ -173,6 +250,7 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 		ocp = append(ocp, s.Ocp)
 		agreed = append(agreed, s.Agreed)
 		hop = append(hop, s.Hop)
+		pt.Reporters += float64(len(s.ReportsFrom)) / float64(len(pt.Samples))
 	}
 	pt.Ts, pt.Ocp, pt.Agreed, pt.Hop = Estimate95(ts), Estimate95(ocp), Estimate95(agreed), Estimate95(hop)
 	if pt.Model, err = model.StabilizationTime(pt.L, pt.Ocp.Median, pt.Height); err != nil {
@@ -185,13 +263,24 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 // benchSample kills one random non-root member of view and measures the
 // view change that excludes it.
 func benchSample(ctx context.Context, cfg BenchConfig, job *Job, view member.ViewInstalled, rng *rand.Rand) (BenchSample, error) {
-	victim := view.Members[1+rng.IntN(len(view.Members)-1)]
-	s := BenchSample{Victim: victim}
+	pos := 1 + rng.IntN(len(view.Members)-1)
+	victim := view.Members[pos]
+	s := BenchSample{Victim: victim, Reporter: core.None}
 	mark, _ := job.Records(0)
 	from := len(mark)
 	var killedAt time.Time
 	if err := job.Kill(victim); err != nil {
 		return s, err
+	}
+	if cfg.Report.orDefault() == ReportOne {
+		tree, err := topo.NewRadix(len(view.Members), MemberConfig(job.cfg.Fanout).Fanout)
+		if err != nil {
+			return s, err
+		}
+		s.Reporter = view.Members[tree.Parent(pos)]
+		if err := job.InjectFailure(s.Reporter, victim); err != nil {
+			return s, err
+		}
 	}
 	job.Inspect(func(t *Tracker) { killedAt = t.Node(victim).KilledAt })
 	sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
@@ -227,8 +316,17 @@ func benchSample(ctx context.Context, cfg BenchConfig, job *Job, view member.Vie
 	var took []time.Duration
 	done := map[core.NodeID]time.Time{} // when each node had passed the proposal on
 	var handled []Record
+	root := member.EpochRoot(s.Epoch)
 	for _, r := range recs {
 		switch e := r.Event.(type) {
+		case core.Failed:
+			if e.Node == victim {
+				s.Verdicts++
+			}
+		case Reports:
+			if e.Epoch == s.Epoch && r.Node == root {
+				s.ReportsFrom = e.From
+			}
 		case ProcessTime:
 			if e.Epoch == s.Epoch && e.Kind == member.KindName(member.KindFailedNode) {
 				took = append(took, e.Took)
@@ -240,6 +338,9 @@ func benchSample(ctx context.Context, cfg BenchConfig, job *Job, view member.Vie
 				done[r.Node] = r.Time // the root sends as it starts
 			}
 		}
+	}
+	if s.Reporter != core.None && s.Verdicts > 0 {
+		return s, fmt.Errorf("%w: %d detector verdict(s) about %v although the detectors are quiet (--report one)", ErrJob, s.Verdicts, victim)
 	}
 	if len(took) == 0 {
 		return s, fmt.Errorf("%w: no node reported handling FAILED_NODE of view %s", ErrJob, member.FormatEpoch(s.Epoch))
@@ -285,16 +386,22 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	}
 	det := orDefault(cfg.Detector)
 	fmt.Fprintf(w, "Membership stabilization on loopback (real processes, TCP), detector %s, %d failure(s) per point, mean ± 95%% CI (Student t).\n", det, cfg.Samples)
+	switch cfg.Report.orDefault() {
+	case ReportOne:
+		fmt.Fprintf(w, "Reports: one (--report one): quiet detectors; after each SIGKILL the victim's parent alone is told to declare it failed (the paper's experiment).\n")
+	default:
+		fmt.Fprintf(w, "Reports: all (--report all): every survivor's %s detector declares the crash and reports it; all n processes compete for the cores.\n", det)
+	}
 	fmt.Fprintf(w, "T_s: root receives the failure report → root holds every FAILURE_ACK (member.Stabilized, the root's monotonic clock).\n")
 	fmt.Fprintf(w, "Model: T_s = 2·L·(H−1) + O_cp·H (paper §4), H for the n−1 members left; L = ½ median ping-pong RTT root↔child in the same job,\n")
 	fmt.Fprintf(w, "O_cp = median FAILED_NODE handling per node. Load model: the same with L = the median tree hop measured during the stabilizations.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\t")
+	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\treporters\t")
 	for _, p := range points {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t%.1f\t\n",
 			p.N, p.Fanout, p.Height, pm(p.Ts, 1e6, "%.3f"), msf(p.Ts.Min), msf(p.Model),
 			float64(p.L)/1e3, float64(p.Ocp.Median)/1e3, float64(p.Hop.Median)/1e3, msf(p.LoadModel),
-			pm(p.Agreed, 1e6, "%.0f"), msf(p.DetectorTimeout))
+			pm(p.Agreed, 1e6, "%.0f"), msf(p.DetectorTimeout), p.Reporters)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -320,7 +427,7 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	if !met {
 		verdict = "NOT met"
 	}
-	fmt.Fprintf(w, "goal T_s < 1 ms at n = %d: %s (%s)\n", maxN, verdict, strings.Join(parts, ", "))
+	fmt.Fprintf(w, "goal T_s < 1 ms at n = %d (--report %s): %s (%s)\n", maxN, cfg.Report.orDefault(), verdict, strings.Join(parts, ", "))
 }
 
 // pm renders an estimate as "mean ± half" in the given unit.

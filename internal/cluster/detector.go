@@ -83,13 +83,42 @@ func LoopbackHeartbeatConfig() fd.HeartbeatConfig { return fd.AggressiveHeartbea
 // for a node that joins and learns its view later). members is kept by the
 // detector and must not be modified.
 func (d Detector) New(members []core.NodeID) (core.Machine, error) {
+	return d.newMachine(members, false)
+}
+
+// QuietDelay is how long a quiet detector ([Detector.NewQuiet]) waits before
+// it suspects or declares anything: longer than any benchmark runs.
+const QuietDelay = time.Hour
+
+// NewQuiet returns the detector machine with the same traffic as [New]
+// (gossip tables every 100 ms, or heartbeats every 100 ms to k monitors)
+// but whose verdicts wait [QuietDelay]: T_cleanup and the ping timeout of
+// gossip, T_timeout and T_broken of the heartbeat detector. It never
+// declares a crash of a benchmark's sample failed, so the only verdict is
+// the one the orchestrator injects (`cohort bench membership --report
+// one`, the paper's experiment: one detector reports the failure).
+func (d Detector) NewQuiet(members []core.NodeID) (core.Machine, error) {
+	return d.newMachine(members, true)
+}
+
+func (d Detector) newMachine(members []core.NodeID, quiet bool) (core.Machine, error) {
 	switch d {
-	case DetectorBRR:
-		return fd.NewGossip(LoopbackGossipConfig(topo.BinaryRoundRobin), members)
-	case DetectorDBRR:
-		return fd.NewGossip(LoopbackGossipConfig(topo.DoubleBinaryRoundRobin), members)
+	case DetectorBRR, DetectorDBRR:
+		s := topo.BinaryRoundRobin
+		if d == DetectorDBRR {
+			s = topo.DoubleBinaryRoundRobin
+		}
+		c := LoopbackGossipConfig(s)
+		if quiet {
+			c.Cleanup, c.PingTimeout = QuietDelay, QuietDelay
+		}
+		return fd.NewGossip(c, members)
 	case DetectorHeartbeat:
-		return fd.NewHeartbeat(LoopbackHeartbeatConfig(), members)
+		c := LoopbackHeartbeatConfig()
+		if quiet {
+			c.Timeout, c.Broken = QuietDelay, QuietDelay
+		}
+		return fd.NewHeartbeat(c, members)
 	}
 	return nil, fmt.Errorf("cluster: unknown detector %d", uint8(d))
 }

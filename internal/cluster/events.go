@@ -67,6 +67,24 @@ type PeerAdded struct {
 	Addr string
 }
 
+// FailureInjected is written by a supervised node just before it hands
+// core.Failed{Node} to its machines on its supervisor's "fail" line (the
+// benchmark's single reporter, `--report one`).
+type FailureInjected struct {
+	Node core.NodeID
+}
+
+// Reports is emitted by a root right after each member.Stabilized: the
+// failure reports (NODE_FAILURE and ROOT_FAILURE messages) this node
+// received since it last installed a view or stabilized one, and their
+// distinct senders in order of first arrival. It is written after the
+// stabilization, so it does not delay it.
+type Reports struct {
+	Epoch uint64 // the stabilized view
+	Count int
+	From  []core.NodeID
+}
+
 // Exit is the last line of a node that stopped on request: the counters of
 // its transport and host.
 type Exit struct {
@@ -104,7 +122,7 @@ type Record struct {
 	// Event is the decoded event: a value of member.ViewInstalled,
 	// member.Stabilized, member.StabilizationStarted, member.Evicted,
 	// core.Suspected, core.Failed, Listening, PingPong, ProcessTime, Hint,
-	// PeerAdded,
+	// PeerAdded, FailureInjected, Reports,
 	// Exit, Killed, Exited or Spawned; a json.RawMessage for other types.
 	Event any
 }
@@ -141,6 +159,10 @@ func DecodeRecord(line []byte) (Record, error) {
 		r.Event, err = decodeAs[ProcessTime](l.Fields)
 	case "cluster.Hint":
 		r.Event, err = decodeAs[Hint](l.Fields)
+	case "cluster.FailureInjected":
+		r.Event, err = decodeAs[FailureInjected](l.Fields)
+	case "cluster.Reports":
+		r.Event, err = decodeAs[Reports](l.Fields)
 	case "cluster.PeerAdded":
 		r.Event, err = decodeAs[PeerAdded](l.Fields)
 	case "cluster.Exit":

@@ -38,6 +38,10 @@ type JobConfig struct {
 	// Fanout and Detector are passed to every node (see NodeOptions).
 	Fanout   int
 	Detector Detector
+	// QuietDetector starts every node with a quiet detector (see
+	// NodeOptions.QuietDetector): failures are then declared only through
+	// [Job.InjectFailure].
+	QuietDetector bool
 	// Seed derives every node's seed; 0 lets each node draw its own.
 	Seed uint64
 	// Command starts one node: the program and its first arguments, to
@@ -305,6 +309,9 @@ func (j *Job) spawn(id core.NodeID, peers []Peer, secret []byte, join bool) erro
 	)
 	if join {
 		args = append(args, "--join")
+	}
+	if j.cfg.QuietDetector {
+		args = append(args, "--quiet-detector")
 	}
 	if j.cfg.PingCount > 0 && id == 0 && j.cfg.N > 1 {
 		args = append(args, "--ping=1", "--ping-count="+strconv.Itoa(j.cfg.PingCount))
@@ -616,6 +623,24 @@ func (j *Job) Kill(id core.NodeID) error {
 		return fmt.Errorf("%w: killing %v: %w", ErrJob, id, err)
 	}
 	j.addLocked(Record{Node: id, Time: at, Type: "cluster.Killed", Event: Killed{}})
+	return nil
+}
+
+// InjectFailure tells node reporter (through its supervisor stream) to
+// hand core.Failed{Node: failed} to its machines, as if its detector had
+// declared failed failed. The node writes a [FailureInjected] event first.
+// It returns once the line is written, not once the node acted on it.
+func (j *Job) InjectFailure(reporter, failed core.NodeID) error {
+	j.mu.Lock()
+	p := j.procs[reporter]
+	live := p != nil && j.tracker.Node(reporter).Live()
+	j.mu.Unlock()
+	if !live {
+		return fmt.Errorf("%w: %v is not running", ErrJob, reporter)
+	}
+	if _, err := io.WriteString(p.stdin, fmt.Sprintf("fail %d\n", uint32(failed))); err != nil {
+		return fmt.Errorf("%w: telling %v that %v failed: %w", ErrJob, reporter, failed, err)
+	}
 	return nil
 }
 

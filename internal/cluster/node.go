@@ -39,6 +39,10 @@ type NodeOptions struct {
 	Fanout int
 	// Detector is the failure detector; 0 means DetectorBRR.
 	Detector Detector
+	// QuietDetector runs the detector with its verdicts postponed by
+	// [QuietDelay] ([Detector.NewQuiet]): failures are then reported only
+	// by the supervisor's "fail" lines.
+	QuietDetector bool
 	// Join makes the node join the running group through the other listed
 	// nodes (NEW_NODE, paper §3.7), in the listed order, instead of being
 	// one of the initial members.
@@ -58,8 +62,10 @@ type NodeOptions struct {
 	// it writes a [Listening] event and waits for a line "start" on
 	// Supervisor before it starts its machines; later lines
 	// "peer <id>=<addr>" add nodes to its address book (each answered by
-	// a [PeerAdded] event); once Supervisor ends (EOF), the node stops as
-	// if its context were done.
+	// a [PeerAdded] event) and lines "fail <id>" hand core.Failed{Node: id}
+	// to the machines as if this node's detector had declared it (each
+	// preceded by a [FailureInjected] event); once Supervisor ends (EOF),
+	// the node stops as if its context were done.
 	Supervisor io.Reader
 }
 
@@ -111,7 +117,11 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 	if err != nil {
 		return nil, err
 	}
-	d, err := det.New(members)
+	newDetector := det.New
+	if opts.QuietDetector {
+		newDetector = det.NewQuiet
+	}
+	d, err := newDetector(members)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +181,7 @@ func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := opts.Events
+	var sv *supervisor
 	if opts.Supervisor != nil {
 		if events != nil {
 			// The supervisor's goroutine writes PeerAdded lines beside the
@@ -181,7 +192,7 @@ func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 			}
 		}
 		started := make(chan error, 1)
-		sv := &supervisor{self: boot.Self, tr: tr, events: events, log: logger}
+		sv = &supervisor{self: boot.Self, tr: tr, events: events, log: logger, ctx: ctx, ready: make(chan struct{})}
 		go sv.run(opts.Supervisor, started, cancel)
 		select {
 		case err := <-started:
@@ -206,6 +217,10 @@ func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 	if err != nil {
 		return err
 	}
+	if sv != nil {
+		sv.host = h
+		close(sv.ready)
+	}
 	runErr := h.Run(ctx)
 	tr.Close()
 	if events != nil {
@@ -223,6 +238,8 @@ func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 //	start           (first line) start the machines
 //	peer <id>=<addr> add a node to the address book (a joiner that is
 //	                about to start); answered by a PeerAdded event
+//	fail <id>       hand core.Failed{Node: id} to the machines, as a
+//	                detector's verdict; a FailureInjected event first
 //
 // The end of the stream stops the node.
 type supervisor struct {
@@ -230,6 +247,9 @@ type supervisor struct {
 	tr     *tcp.Transport
 	events io.Writer
 	log    *slog.Logger
+	ctx    context.Context // the node's
+	ready  chan struct{}   // closed once host is set
+	host   *host.Host
 }
 
 func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.CancelFunc) {
@@ -246,6 +266,10 @@ func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.Cance
 	started <- nil
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
+		if arg, ok := strings.CutPrefix(line, "fail "); ok {
+			s.fail(line, arg)
+			continue
+		}
 		entry, ok := strings.CutPrefix(line, "peer ")
 		if !ok {
 			s.log.Warn("cluster: ignoring a line from the supervisor", "line", line)
@@ -265,5 +289,25 @@ func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.Cance
 				writeLine(s.events, s.self, 0, "PeerAdded", PeerAdded{Peer: p.ID, Addr: p.Addr})
 			}
 		}
+	}
+}
+
+// fail hands core.Failed about the node named by arg to the machines.
+func (s *supervisor) fail(line, arg string) {
+	id, err := parseID(arg)
+	if err != nil {
+		s.log.Warn("cluster: ignoring a bad fail line from the supervisor", "line", line, "err", err)
+		return
+	}
+	select {
+	case <-s.ready:
+	case <-s.ctx.Done():
+		return
+	}
+	if s.events != nil {
+		writeLine(s.events, s.self, 0, "FailureInjected", FailureInjected{Node: id})
+	}
+	if err := s.host.Handle(s.ctx, core.Failed{Node: id}); err != nil {
+		s.log.Warn("cluster: could not inject a failure", "node", id, "err", err)
 	}
 }

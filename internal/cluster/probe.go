@@ -177,20 +177,48 @@ func (p *probe) report() {
 
 // timedMember wraps the membership machine and emits a [ProcessTime] for
 // every proposal (the first phase's FAILED_NODE, ROOT_DEAD, …) it handles:
-// the computation overhead O_cp of the benchmark.
+// the computation overhead O_cp of the benchmark. It also counts the
+// failure reports it receives and emits them as [Reports] after each
+// member.Stabilized.
 type timedMember struct {
-	m   *member.Member
-	env core.Env
+	m       *member.Member
+	env     core.Env
+	reports int
+	from    []core.NodeID
 }
 
 func (t *timedMember) Protos() []core.Proto { return t.m.Protos() }
 
 func (t *timedMember) Start(env core.Env) {
 	t.env = env
-	t.m.Start(env)
+	t.m.Start(reportEnv{Env: env, t: t})
+}
+
+// reportEnv is the member's Env: it follows the member's events to emit
+// [Reports] after a Stabilized and to reset the count on a new view.
+type reportEnv struct {
+	core.Env
+	t *timedMember
+}
+
+func (e reportEnv) Emit(ev core.Event) {
+	e.Env.Emit(ev)
+	switch ev := ev.(type) {
+	case member.Stabilized:
+		e.Env.Emit(Reports{Epoch: ev.Epoch, Count: e.t.reports, From: e.t.from})
+		e.t.reports, e.t.from = 0, nil
+	case member.ViewInstalled:
+		e.t.reports, e.t.from = 0, nil
+	}
 }
 
 func (t *timedMember) Receive(from core.NodeID, m core.Msg) {
+	if _, ok := m.(*member.Report); ok {
+		t.reports++
+		if !slices.Contains(t.from, from) {
+			t.from = append(t.from, from)
+		}
+	}
 	p, ok := m.(*member.Prepare)
 	if !ok {
 		t.m.Receive(from, m)
