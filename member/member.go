@@ -556,14 +556,14 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 
 func (m *Member) onRecovered(x core.NodeID) {
 	delete(m.detected, x)
-	if m.cur == nil {
-		return
-	}
 	if m.failed[x] {
 		m.unmark(x)
-		if m.rootOf(m.newest()) == m.self {
+		if m.cur != nil && m.rootOf(m.newest()) == m.self {
 			m.rootStep()
 		}
+	}
+	if m.cur == nil {
+		return
 	}
 	if !m.cur.has(x) && !m.acc.has(x) {
 		m.notice(x, false)
@@ -761,6 +761,11 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// Admitted: a joiner, or a member of a view that a newer one has
 		// excluded (it is merging). A member content with its view refuses
 		// to be taken into another lineage.
+		rel = relJoins
+	case n == nil:
+		// A joiner with nothing accepted: a proposal that lists it as a
+		// member with its incarnation (the dead root's proposal that
+		// admitted it was adopted) admits it too (checked below).
 		rel = relJoins
 	}
 	if rel == relNone {

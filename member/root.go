@@ -19,6 +19,13 @@ func (m *Member) rootStep() {
 		if !m.restart && !m.hopeless(m.acc) {
 			return // joins wait for the running proposal to finish
 		}
+		// A joiner that failed to acknowledge is dropped: it asks again if it
+		// lives (its failure is not remembered: it is no member).
+		for _, j := range m.accMsg.Joined {
+			if m.failed[j.ID] && !m.cur.has(j.ID) {
+				m.pjoins = slices.DeleteFunc(m.pjoins, func(p pendingJoin) bool { return p.Joiner == j })
+			}
+		}
 		m.abort("failure during stabilization")
 	}
 	m.restart = false
