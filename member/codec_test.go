@@ -55,6 +55,7 @@ func sampleMessages() []core.Msg {
 		&NeedView{Epoch: p.Epoch},
 		&Query{Epoch: p.Epoch},
 		&Sync{View: nv.full(), Abort: MakeEpoch(3, 1)},
+		&Sync{View: nv.full(), Abort: MakeEpoch(3, 1), Pending: true},
 		&Notice{Epoch: p.Epoch, Root: 0},
 		&MinorityNotice{Epoch: v.epoch, Alive: 2, Size: 5},
 	)

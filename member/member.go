@@ -1057,8 +1057,13 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 		}
 	case EpochRoot(q.Epoch) == m.self:
 		// q.Epoch was this node's proposal and was abandoned: the querier
-		// must forget it (and learns this node's view).
-		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
+		// must forget it, and learns this node's view, or the dead root's
+		// proposal this node adopted (which may have committed).
+		if a := m.adoptedBase(); a != nil {
+			m.send(from, &Sync{View: a.full(), Abort: q.Epoch, Pending: true, v: a})
+		} else {
+			m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
+		}
 	case m.vetoed[q.Epoch] || (m.acc != nil && EpochRoot(m.acc.epoch) == EpochRoot(q.Epoch) && m.acc.epoch > q.Epoch && !m.acc.descends(q.Epoch)):
 		// known never to commit: vetoed, or abandoned by its root for a
 		// later proposal
@@ -1105,6 +1110,24 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 	if (m.cur != nil && v.epoch <= m.cur.epoch) || v.epoch <= m.floor {
 		return
 	}
+	if s.Pending {
+		// A proposal that may have committed: hold it (like a VIEW_NACK's)
+		// if it follows what this node holds and contains it.
+		known := m.cur
+		if m.acc != nil {
+			known = m.acc
+		}
+		if !m.driving && m.cur != nil && EpochRoot(v.epoch) != m.self && v.has(m.self) && v.inc(m.self) == m.inc && v.epoch > known.epoch && v.descends(known.epoch) {
+			m.dropAcc()
+			m.acc, m.accParent = v, core.None
+			m.arm(tCommit, m.commitWait(v), v.epoch)
+			m.pruneFailed()
+			if !aborted {
+				m.afterChange()
+			}
+		}
+		return
+	}
 	if !v.has(m.self) {
 		if m.cur != nil {
 			m.evicted(v.epoch, m.rootOf(v), from)
@@ -1119,6 +1142,19 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 	}
 	m.install(v)
 	m.afterChange()
+}
+
+// adoptedBase returns the dead root's proposal this node builds on (its
+// driving proposal's base, or the one it holds again after an abort), or
+// nil.
+func (m *Member) adoptedBase() *view {
+	switch {
+	case m.driving && m.adopted != nil:
+		return m.adopted
+	case !m.driving && m.acc != nil && EpochRoot(m.acc.epoch) != m.self:
+		return m.acc
+	}
+	return nil
 }
 
 // afterChange re-examines pending work after the views changed.

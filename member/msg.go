@@ -125,6 +125,10 @@ type Query struct {
 type Sync struct {
 	View  FullView
 	Abort uint64
+	// Pending says that View is not installed at the sender but is the
+	// dead root's proposal it adopted (its proposal Abort was based on it):
+	// it may have committed, so the receiver holds on to it.
+	Pending bool
 
 	v *view
 }
@@ -226,6 +230,7 @@ func (m *Query) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch) }
 func (m *Sync) MarshalWire(e *wire.Encoder) {
 	encFullView(e, &m.View)
 	e.Uvarint(m.Abort)
+	e.Bool(m.Pending)
 }
 
 // MarshalWire implements wire.Message.
@@ -497,7 +502,7 @@ func decQuery(d *wire.Decoder) (core.Msg, error) {
 }
 
 func decSync(d *wire.Decoder) (core.Msg, error) {
-	m := &Sync{View: decFullView(d), Abort: d.Uvarint()}
+	m := &Sync{View: decFullView(d), Abort: d.Uvarint(), Pending: d.Bool()}
 	return m, d.Err()
 }
 

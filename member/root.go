@@ -29,6 +29,9 @@ func (m *Member) rootStep() {
 		m.abort("failure during stabilization")
 	}
 	m.restart = false
+	if m.acc != nil && EpochRoot(m.acc.epoch) == m.self {
+		m.dropAcc() // this node's own abandoned proposal: it never committed
+	}
 	// The base: a pending proposal of a root this node replaces, else the
 	// installed view.
 	base := m.cur
@@ -367,6 +370,14 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		if !k.Pending {
 			m.evicted(v.epoch, m.rootOf(v), from) // an installed view excludes this node
 		}
+		return
+	}
+	if k.Pending && EpochRoot(v.epoch) == m.self {
+		return // a proposal this node abandoned: it knows it never committed
+	}
+	if k.Pending && m.vetoed[v.epoch] {
+		// Known never to commit: pass the news on (as a member of it).
+		m.send(from, &Sync{View: m.cur.full(), Abort: v.epoch, v: m.cur})
 		return
 	}
 	if v.inc(m.self) != m.inc {
