@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -590,6 +591,18 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 		}
 	}
 
+	// The worlds' garbage (member.New's transient copies of the list) would
+	// let the heap grow to twice the live worlds before a collection: keep
+	// the process within the budget of the worlds that run at once, unless
+	// a lower limit (GOMEMLIMIT) is set already.
+	if e.maxN > calN {
+		limit := int64(budget * float64(s.Workers()))
+		if prev := debug.SetMemoryLimit(-1); limit < prev {
+			debug.SetMemoryLimit(limit)
+			defer debug.SetMemoryLimit(prev)
+		}
+	}
+
 	sizes := map[int][]int{}
 	for _, a := range fanouts {
 		sizes[a] = tsSizes(a, e.maxN)
@@ -813,14 +826,14 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 		}
 		ref, cr := "—", "—"
 		if !math.IsNaN(p.refined) {
-			ref = Fp(p.refined, 5)
+			ref = fmtUS(p.refined)
 		}
 		if p.critical.N > 0 {
-			cr = Fp(p.critical.Mean, 5)
+			cr = fmtUS(p.critical.Mean)
 		}
 		trows = append(trows, []string{p.net.String(), fmt.Sprint(p.a), fmt.Sprint(p.n), fmt.Sprint(p.height),
-			fmt.Sprintf("%s (%s–%s)", Fp(p.ts.Mean, 5), Fp(p.ts.Min, 5), Fp(p.ts.Max, 5)), Fp(p.base, 5), ref, cr,
-			Fp(p.installs.Mean, 5)})
+			fmt.Sprintf("%s (%s–%s)", fmtUS(p.ts.Mean), fmtUS(p.ts.Min), fmtUS(p.ts.Max)), fmtUS(p.base), ref, cr,
+			fmtUS(p.installs.Mean)})
 	}
 	s.Text("T_s at a few sizes (µs; every size is in ts.csv). \"network model\" is the distance model (torus) or the " +
 		"contention model (switch); \"installed\" is T_s plus the commit wave, until the last survivor installed the view.")
@@ -835,6 +848,16 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 // largest.
 func tsShown(n, maxN int) bool {
 	return n == 4 || n == 16 || n == 256 || n == 4096 || n == maxN
+}
+
+// fmtUS formats microseconds for the report: one decimal below 1,000 µs
+// (whole nanoseconds are 0.001 µs; the models are multiples of 0.1 µs at the
+// default parameters), whole microseconds above.
+func fmtUS(x float64) string {
+	if math.Abs(x) >= 1000 {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 1, 64)
 }
 
 func nanEmpty(x float64) string {
