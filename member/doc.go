@@ -102,10 +102,15 @@
 // descend from, and contains it), installs it (if it is installed there and
 // contains it), learns that it was excluded, re-proposes above a joiner's
 // epoch, or, when two roots compete over the same base, the lower epoch
-// yields. A node holding an uncommitted proposal whose root failed asks its
-// members (VIEW_QUERY); a member that never acknowledged it promises never
-// to and answers VIEW_SYNC with Abort, and the holder drops it (a proposal
-// commits only with every member's ACK).
+// yields. A node holding an uncommitted proposal asks its root what became
+// of it once its commit is overdue (VIEW_QUERY): the root answers VIEW_SYNC
+// with its view, or with Abort and, if its own proposal was based on a dead
+// root's one, that adopted proposal (Pending), which the holder keeps. When
+// the root is known to have failed the holder asks the proposal's members
+// too: a member that never acknowledged it promises never to and answers
+// with Abort, and the holder drops it (a proposal commits only with every
+// member's ACK). A root that acknowledges none of three reports is taken
+// for failed (the detector may not watch it).
 //
 // Joins (§3.7, Figure 3(c)). A joiner sends NEW_NODE (a recovered process
 // NODE_ALIVE) to the first node of its list; a member that is not the root
