@@ -43,4 +43,11 @@
 //   - fd-heartbeat: Phoenix §6.2, Fig. 2, heartbeats per process per
 //     T_interval, detector messages against n, and heartbeats saved by
 //     application traffic.
+//   - membership-ts: membership paper §4 and §7, Figs. 4–8, the
+//     stabilization time T_s of the real member machines after one crash
+//     against n for a = 2, 4, 8, on constant-latency (TCP and BG/L
+//     parameters), 3D-torus and switch-contention networks, beside the
+//     base, distance and contention models of package model. It stops at
+//     the largest n whose worlds fit --mem-budget (16,384 by default):
+//     member keeps one copy of the view per node.
 package experiment
