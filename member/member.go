@@ -87,7 +87,8 @@ type Member struct {
 	// told a node holding one that it cannot have committed).
 	ackedEpochs map[uint64]bool
 	vetoed      map[uint64]bool
-	forwarded   uint64 // the last epoch whose commit this node forwarded
+	held        map[uint64]*view // accepted proposals above the installed view
+	forwarded   uint64           // the last epoch whose commit this node forwarded
 
 	maxCounter uint32
 
@@ -209,6 +210,7 @@ func newMember(cfg Config) *Member {
 		detected:    map[core.NodeID]bool{},
 		ackedEpochs: map[uint64]bool{},
 		vetoed:      map[uint64]bool{},
+		held:        map[uint64]*view{},
 		soft:        map[core.NodeID]bool{},
 		failedInc:   map[core.NodeID]uint64{},
 		lastNotice:  map[core.NodeID]time.Duration{},
@@ -487,6 +489,11 @@ func (m *Member) install(v *view) {
 			delete(m.ackedEpochs, e)
 		}
 	}
+	for e := range m.held {
+		if e <= v.epoch {
+			delete(m.held, e)
+		}
+	}
 	for e := range m.vetoed {
 		if e <= v.epoch {
 			delete(m.vetoed, e)
@@ -508,15 +515,39 @@ func (m *Member) dropAcc() {
 
 // restoreAdopted makes the adopted proposal the accepted one again after
 // the proposal based on it was abandoned: it may have committed.
+//
+// More generally, when the proposal this node held is abandoned, the
+// newest proposal it accepted before (from another root) that is not known
+// to be dead may have committed: it becomes the accepted one again (a chain
+// of adoptions can be abandoned link by link).
 func (m *Member) restoreAdopted() {
-	a := m.adopted
 	m.adopted = nil
-	if a == nil || m.acc != nil || (m.cur != nil && a.epoch <= m.cur.epoch) || !a.has(m.self) {
+	if m.acc != nil {
 		return
 	}
-	m.acc, m.accParent = a, core.None
-	m.arm(tCommit, m.commitWait(a), a.epoch)
+	var best *view
+	for e, v := range m.held {
+		if m.vetoed[e] || (m.cur != nil && e <= m.cur.epoch) || EpochRoot(e) == m.self || !v.has(m.self) || v.inc(m.self) != m.inc {
+			continue
+		}
+		if best == nil || e > best.epoch {
+			best = v
+		}
+	}
+	if best == nil {
+		return
+	}
+	m.acc, m.accParent = best, core.None
+	m.arm(tCommit, m.commitWait(best), best.epoch)
 	m.pruneFailed()
+}
+
+// hold remembers an accepted proposal until a view at least as new is
+// installed (see restoreAdopted).
+func (m *Member) hold(v *view) {
+	if len(m.held) < 64 {
+		m.held[v.epoch] = v
+	}
 }
 
 // pruneFailed forgets failures of nodes that are in no view this node holds,
@@ -888,6 +919,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 		m.unmark(id)
 	}
 	m.acc, m.accMsg, m.accFull, m.accParent = v, delta, nil, parent
+	m.hold(v)
 	m.lastPrep = delta
 	m.acked = map[core.NodeID]bool{}
 	m.ackSent = false
@@ -1120,6 +1152,7 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 		if !m.driving && m.cur != nil && EpochRoot(v.epoch) != m.self && v.has(m.self) && v.inc(m.self) == m.inc && v.epoch > known.epoch && v.descends(known.epoch) {
 			m.dropAcc()
 			m.acc, m.accParent = v, core.None
+			m.hold(v)
 			m.arm(tCommit, m.commitWait(v), v.epoch)
 			m.pruneFailed()
 			if !aborted {

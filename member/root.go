@@ -332,6 +332,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		m.unmark(from)
 		m.dropAcc()
 		m.acc, m.accParent = v, core.None
+		m.hold(v)
 		m.arm(tCommit, m.commitWait(v), v.epoch)
 		m.pruneFailed()
 		m.afterChange()
@@ -411,6 +412,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		// committed, so it becomes the base of whatever comes next.
 		m.dropAcc()
 		m.acc, m.accParent = v, core.None
+		m.hold(v)
 		m.arm(tCommit, m.commitWait(v), v.epoch)
 		m.pruneFailed()
 	} else {
