@@ -198,9 +198,10 @@
 // policy; a failure prints the seed and the command that replays it. To run
 // 100,000 seeds:
 //
-//	go test ./member -run 'TestSwarm(Paper|Majority)$' -swarm.seeds=50000 -timeout 2h
+//	go test ./member -run 'TestSwarm(Paper|Majority)$' -swarm.seeds=50000 -swarm.keepgoing -timeout 2h
 //
-// (add -seedbase=N for another set, -seed=N to replay one).
+// (-swarm.keepgoing reports every failing seed instead of stopping at the
+// first; add -seedbase=N for another set, -seed=N to replay one).
 //
 // # Limits
 //

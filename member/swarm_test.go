@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -356,26 +357,36 @@ func formatEpochs(es []uint64) []string {
 }
 
 func swarm(t *testing.T, n int, policy PartitionPolicy) {
-	stuck := 0
-	installs := 0
+	stuck, installs, failed := 0, 0, 0
 	for _, seed := range simtest.Seeds(t, n) {
 		if os.Getenv("MEMBER_PROGRESS") != "" {
 			fmt.Fprintln(os.Stderr, "seed", seed)
 		}
 		s := newSwarmRun(t, seed, policy)
 		if err := s.runSafe(); err != nil {
-			t.Fatal(err)
+			if !*swarmKeepGoing {
+				t.Fatal(err)
+			}
+			failed++
+			msg := err.Error()
+			if i := strings.IndexByte(msg, '\n'); i > 0 {
+				msg = msg[:i]
+			}
+			t.Error(msg)
 		}
 		installs += s.h.installs
 		if s.stuck {
 			stuck++
 		}
 	}
-	t.Logf("%d seeds, %d views installed, %d runs legitimately stuck in a minority", n, installs, stuck)
+	t.Logf("%d seeds, %d views installed, %d runs legitimately stuck in a minority, %d failed", n, installs, stuck, failed)
 }
 
 // swarmSeeds is how many seeds each swarm test runs (per partition policy).
 var swarmSeeds = flag.Int("swarm.seeds", 1000, "seeds per swarm test (see the package doc for the 100,000-seed run)")
+
+// swarmKeepGoing reports every failing seed instead of stopping at the first.
+var swarmKeepGoing = flag.Bool("swarm.keepgoing", false, "run every seed and report each failure (one line) instead of stopping at the first")
 
 func TestSwarmPaper(t *testing.T)    { swarm(t, *swarmSeeds, PartitionPaper) }
 func TestSwarmMajority(t *testing.T) { swarm(t, *swarmSeeds, PartitionMajority) }
