@@ -94,16 +94,18 @@ type Member struct {
 
 	failed   map[core.NodeID]bool // members declared failed (detector or reports)
 	failedAt map[core.NodeID]time.Duration
-	detected map[core.NodeID]bool // what this node's detector declares failed now
+	// detected is what this node's detector declares failed now, with the
+	// incarnation the verdict is about (the one this node's views held).
+	detected map[core.NodeID]uint64
 	// reportTo is the root the last report went to, reportTries how many
 	// reports it has not acknowledged.
 	reportTo    core.NodeID
 	reportTries int
 	soft        map[core.NodeID]bool // failures known only from reports or ACK timeouts
-	// failedInc is the incarnation a failure was recorded for (as this
-	// node's newest view knew it): a re-joining process's new incarnation
-	// can fail too.
-	failedInc map[core.NodeID]uint64
+	// failedInc holds the incarnations a failure was recorded for: a
+	// re-joining process's new incarnation can fail too, and a verdict about
+	// a former incarnation does not concern the new one.
+	failedInc map[core.NodeID][]uint64
 
 	// Root state.
 	driving  bool // acc is this node's own proposal, being stabilized
@@ -207,12 +209,12 @@ func newMember(cfg Config) *Member {
 		reportTo:    core.None,
 		failed:      map[core.NodeID]bool{},
 		failedAt:    map[core.NodeID]time.Duration{},
-		detected:    map[core.NodeID]bool{},
+		detected:    map[core.NodeID]uint64{},
 		ackedEpochs: map[uint64]bool{},
 		vetoed:      map[uint64]bool{},
 		held:        map[uint64]*view{},
 		soft:        map[core.NodeID]bool{},
-		failedInc:   map[core.NodeID]uint64{},
+		failedInc:   map[core.NodeID][]uint64{},
 		lastNotice:  map[core.NodeID]time.Duration{},
 		goneInc:     map[core.NodeID]uint64{},
 	}
@@ -355,6 +357,9 @@ func (m *Member) Fire(t core.Timer) {
 		}
 	case tProbe:
 		m.probe()
+		if m.cur != nil && !m.driving && m.rootOf(m.newest()) == m.self {
+			m.rootStep() // anything left undone (a step cut short earlier)
+		}
 		m.arm(tProbe, m.cfg.ProbeInterval, 0)
 	case tMinority:
 		m.retryMinority()
@@ -406,7 +411,7 @@ func (m *Member) rootOf(v *view) core.NodeID {
 		return core.None
 	}
 	for _, id := range v.members {
-		if !m.failed[id] {
+		if !m.isFailed(v, id) {
 			return id
 		}
 	}
@@ -560,9 +565,9 @@ func (m *Member) pruneFailed() {
 			m.unmark(id)
 		}
 	}
-	for id := range m.detected {
-		if !m.failed[id] && (m.cur.has(id) || m.acc.has(id)) {
-			m.markFailed(id, false)
+	for id, inc := range m.detected {
+		if (m.cur.has(id) && m.cur.inc(id) == inc) || (m.acc.has(id) && m.acc.inc(id) == inc) {
+			m.markFailed(id, inc, false)
 		}
 	}
 }
@@ -574,12 +579,16 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 	if x == m.self {
 		return
 	}
-	m.detected[x] = true
+	inc := m.acc.inc(x)
+	if m.cur.has(x) {
+		inc = m.cur.inc(x)
+	}
+	m.detected[x] = inc
 	if m.cur == nil || (!m.cur.has(x) && !m.acc.has(x)) {
 		return
 	}
 	known := m.failed[x]
-	m.markFailed(x, false) // now the detector's own verdict
+	m.markFailed(x, inc, false) // now the detector's own verdict
 	if !known {
 		m.reportFailures()
 	}
@@ -603,18 +612,15 @@ func (m *Member) onRecovered(x core.NodeID) {
 
 // markFailed records that id failed; soft marks a failure this node's
 // detector did not declare (a report, an ACK timeout).
-func (m *Member) markFailed(id core.NodeID, soft bool) {
+func (m *Member) markFailed(id core.NodeID, inc uint64, soft bool) {
 	if !m.failed[id] {
 		m.failed[id] = true
 		m.failedAt[id] = m.now()
 	}
-	switch {
-	case m.acc.has(id):
-		m.failedInc[id] = m.acc.inc(id)
-	case m.cur.has(id):
-		m.failedInc[id] = m.cur.inc(id)
+	if !slices.Contains(m.failedInc[id], inc) {
+		m.failedInc[id] = append(m.failedInc[id], inc)
 	}
-	if soft && !m.detected[id] {
+	if _, det := m.detected[id]; soft && !det {
 		m.soft[id] = true
 	} else {
 		delete(m.soft, id)
@@ -633,12 +639,21 @@ func (m *Member) unmark(id core.NodeID) {
 func (m *Member) failedIn(v *view) []core.NodeID {
 	var out []core.NodeID
 	for id := range m.failed {
-		if v.has(id) {
+		if m.isFailed(v, id) {
 			out = append(out, id)
 		}
 	}
 	slices.SortFunc(out, func(a, b core.NodeID) int { return v.pos(a) - v.pos(b) })
 	return out
+}
+
+// isFailed reports whether member id of v is known to have failed in the
+// incarnation v holds.
+func (m *Member) isFailed(v *view, id core.NodeID) bool {
+	if !m.failed[id] || !v.has(id) {
+		return false
+	}
+	return slices.Contains(m.failedInc[id], v.inc(id))
 }
 
 // reportFailures sends the failed members of the newest view to its root:
@@ -679,7 +694,11 @@ func (m *Member) reportFailures() {
 // entered this node's views only through a proposal).
 func (m *Member) onReportTimeout() {
 	if m.reportTries >= maxReportTries && m.reportTo != core.None && m.reportTo != m.self {
-		m.markFailed(m.reportTo, true)
+		inc := m.acc.inc(m.reportTo)
+		if !m.acc.has(m.reportTo) {
+			inc = m.cur.inc(m.reportTo)
+		}
+		m.markFailed(m.reportTo, inc, true)
 	}
 	m.reportFailures()
 }
@@ -697,13 +716,13 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 	m.send(from, &ReportAck{Epoch: n.epoch, Failed: r.Failed})
 	grew := false
 	for _, f := range r.Failed {
-		if f.ID == m.self || m.failed[f.ID] {
+		if f.ID == m.self || (m.failed[f.ID] && slices.Contains(m.failedInc[f.ID], f.Inc)) {
 			continue // duplicates are acknowledged and disregarded (§3.4)
 		}
 		if !(n.has(f.ID) && n.inc(f.ID) == f.Inc) && !(m.cur.has(f.ID) && m.cur.inc(f.ID) == f.Inc) {
 			continue // not a member, or a report about a former incarnation
 		}
-		m.markFailed(f.ID, true)
+		m.markFailed(f.ID, f.Inc, true)
 		grew = true
 	}
 	switch {
@@ -729,8 +748,7 @@ func (m *Member) forgetRejoined(joined []Joiner) {
 		if known && old == j.Inc {
 			continue
 		}
-		m.unmark(j.ID)
-		delete(m.detected, j.ID)
+		m.unmark(j.ID) // the detector's verdict stays, about the former incarnation
 	}
 }
 
@@ -1001,8 +1019,8 @@ func (m *Member) onAckTimeout(epoch uint64) {
 		return
 	}
 	for _, c := range m.acc.children(m.self) {
-		if !m.acked[c] && !m.failed[c] {
-			m.markFailed(c, true)
+		if !m.acked[c] && !m.isFailed(m.acc, c) {
+			m.markFailed(c, m.acc.inc(c), true)
 		}
 	}
 	if m.driving {

@@ -106,17 +106,17 @@ func (m *Member) changes(base *view) ([]core.NodeID, []Joiner) {
 	for _, j := range m.pjoins {
 		switch {
 		case base.has(j.ID) && base.inc(j.ID) == j.Inc:
-			if !m.failed[j.ID] {
+			if !m.isFailed(base, j.ID) {
 				continue // already a member: nothing to do
 			}
 			// Excluded now, admitted again once the exclusion is installed.
 			kept = append(kept, j)
 			continue
 		case base.has(j.ID):
-			if m.failed[j.ID] && m.failedInc[j.ID] == j.Inc {
+			if m.failed[j.ID] && slices.Contains(m.failedInc[j.ID], j.Inc) {
 				continue // the new incarnation failed too; it will ask again
 			}
-			if !m.failed[j.ID] {
+			if !slices.Contains(failed, j.ID) {
 				failed = append(failed, j.ID) // a recovered process re-joins
 			}
 		case m.failed[j.ID]:
@@ -282,7 +282,7 @@ func (m *Member) retryMinority() {
 		return
 	}
 	for id := range m.soft {
-		if !m.detected[id] {
+		if _, det := m.detected[id]; !det {
 			m.unmark(id)
 		}
 	}
@@ -438,7 +438,7 @@ func (m *Member) sendJoin() {
 		// Merging: ask the root of the newer view, or, every other try or
 		// when the root is dead or unknown, the live member that told.
 		m.mergeTries++
-		if m.mergeVia != core.None && (to == core.None || m.detected[to] || m.mergeTries%2 == 0) {
+		if m.mergeVia != core.None && (to == core.None || m.failed[to] || m.mergeTries%2 == 0) {
 			to = m.mergeVia
 		}
 	}
@@ -470,11 +470,11 @@ func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
 	m.observe(r.Epoch)
 	n := m.newest()
 	for _, j := range r.Joiners {
-		if j.ID == r.From && n.has(j.ID) && n.inc(j.ID) != j.Inc && !m.failed[j.ID] && j.ID != m.self {
+		if j.ID == r.From && n.has(j.ID) && n.inc(j.ID) != j.Inc && !m.isFailed(n, j.ID) && j.ID != m.self {
 			// A member asks to join under a new incarnation: its former
 			// self has crashed, whatever the detector says (it may have
 			// restarted too fast to be noticed). It may have been the root.
-			m.markFailed(j.ID, true)
+			m.markFailed(j.ID, n.inc(j.ID), true)
 			if m.rootOf(n) != m.self {
 				m.reportFailures()
 			}
