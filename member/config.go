@@ -75,10 +75,12 @@ type Config struct {
 	CommitTimeout time.Duration
 
 	// ProbeInterval is how often the root sends an EXCLUDED notice to the
-	// nodes that left its view most recently, so that a node excluded by a
-	// partition (not crashed) learns it and re-joins once the partition
-	// heals even if its failure detector no longer watches it. Zero
-	// disables probing.
+	// nodes that left its view most recently and to the nodes of its list
+	// that are not in its view, so that a node excluded by a partition (not
+	// crashed) learns it and re-joins once the partition heals even if its
+	// failure detector no longer watches it. At the same period the root
+	// re-examines the failures and joins it has not acted on. Zero disables
+	// both.
 	ProbeInterval time.Duration
 
 	// MaxProbes bounds how many departed nodes the root remembers and
