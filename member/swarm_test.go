@@ -282,8 +282,11 @@ func (s *swarmRun) noMajority() bool {
 	for _, id := range s.up() {
 		m := s.h.member(id)
 		for _, a := range []*view{m.acc, m.adopted} {
-			if a == nil || a.epoch <= best || s.h.isUp(EpochRoot(a.epoch)) {
+			if a == nil || a.epoch <= best {
 				continue
+			}
+			if r := EpochRoot(a.epoch); s.h.isUp(r) && s.h.member(r).Incarnation() == a.inc(r) {
+				continue // its root lives (a restarted root is another process)
 			}
 			pending = append(pending, a)
 			alive := 0
