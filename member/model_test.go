@@ -17,7 +17,7 @@ import (
 func TestStabilizationTimeModel(t *testing.T) {
 	const latency = time.Millisecond
 	for _, fanout := range []int{2, 4, 8} {
-		for _, n := range []int{2, 7, 64, 500} {
+		for _, n := range []int{2, 7, 64, 300} {
 			cfg := DefaultConfig()
 			cfg.Fanout = fanout
 			h := newHarness(t, 1, sim.Constant(latency), cfg, 5*time.Millisecond)
