@@ -3,115 +3,83 @@ package cli
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/cohort-mp/cohort/internal/cluster"
 )
+
+// A benchmark is one `cohort bench <name>`: it parses its own flags from
+// c.args (the arguments after its name) and prints its table to c.stdout.
+// Each benchmark lives in its own file (bench_<name>.go) and registers itself
+// from an init function with registerBench.
+type benchmark struct {
+	name    string
+	summary string // one line for `cohort bench -h`
+	help    string // the long description, shown by `cohort bench <name> -h`
+	run     func(ctx context.Context, c *call) error
+}
+
+var benchmarks = map[string]*benchmark{}
+
+// registerBench adds a benchmark; a duplicate name is a programming error.
+func registerBench(b *benchmark) {
+	if _, dup := benchmarks[b.name]; dup {
+		panic("cli: benchmark " + b.name + " registered twice")
+	}
+	benchmarks[b.name] = b
+}
+
+// benchNames lists the benchmarks in name order.
+func benchNames() []string {
+	names := make([]string, 0, len(benchmarks))
+	for n := range benchmarks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
 
 func init() {
 	register(&command{
 		name:     "bench",
-		synopsis: "membership [flags]",
-		summary:  "measure the protocols on real processes of this machine",
-		help: `Bench runs a benchmark on real processes ('cohort node') over TCP on
-127.0.0.1. There is one benchmark, membership:
-
-For every job size n and fan-out a it starts n processes, measures the
-point-to-point latency L by a ping-pong between the root and its first child,
-then kills one random non-root process with SIGKILL --samples times (a fresh
-process joins after each kill, so every failure happens among n processes).
-Each time it reads the stabilization time T_s of the membership paper (the
-root receiving the failure report → the root holding every FAILURE_ACK, on
-the root's own monotonic clock) and O_cp (the median time a node spends on
-the FAILED_NODE message), and the time from the kill until every survivor
-installed the new view. The table gives the mean with a 95% confidence
-interval (Student t) beside the paper's base model
-T_s = 2·L·(H−1) + O_cp·H, and whether T_s stays under 1 ms at the largest n.
-
---report says who reports each failure to the root:
-  one  (the default) the paper's experiment, which isolates the protocol:
-       its T_s is the stabilization after ONE detector reports the failure.
-       The nodes' detectors keep their traffic but postpone every verdict
-       by an hour; right after the SIGKILL the orchestrator tells the
-       victim's parent in the radix tree (a "fail <id>" line on its
-       standard input) to declare the victim failed.
-  all  the detectors decide: every survivor declares the crash within a
-       few milliseconds and reports it to the root, so all n processes
-       compete for the cores during the stabilization.
-The table's header names the mode, and its last column counts the distinct
-nodes whose reports reached the root per failure.
-
-Examples:
-  cohort bench membership
-  cohort bench membership -n 8,16,32,64 --fanout 2,4 --samples 5
-  cohort bench membership -n 64 --fanout 4 --detector heartbeat --report all`,
-		run: runBench,
+		synopsis: "<benchmark> [flags]",
+		summary:  "measure cohort on real processes of this machine",
+		helpFunc: benchHelp, // benchmarks register from their own files, in any order
+		run:      runBench,
 	})
 }
 
-func runBench(ctx context.Context, c *call) error {
-	if len(c.args) == 0 {
-		return usagef("missing the benchmark name (membership)")
+// benchHelp is the bench command's long help: every benchmark with its summary.
+func benchHelp() string {
+	var b strings.Builder
+	b.WriteString("Bench runs a benchmark on real processes of this machine over TCP on\n127.0.0.1 and prints a table. `cohort bench <benchmark> -h` describes one.\n\nBenchmarks:\n")
+	for _, n := range benchNames() {
+		fmt.Fprintf(&b, "  %-12s %s\n", n, benchmarks[n].summary)
 	}
-	switch name := c.args[0]; {
+	b.WriteString("\nExamples:\n  cohort bench membership -n 32,64 --fanout 2,4")
+	return b.String()
+}
+
+func runBench(ctx context.Context, c *call) error {
+	want := strings.Join(benchNames(), ", ")
+	if len(c.args) == 0 {
+		return usagef("missing the benchmark name (%s)", want)
+	}
+	name := c.args[0]
+	switch {
 	case name == "-h" || name == "-help" || name == "--help":
 		writeCommandUsage(c.stdout, c.cmd, nil)
 		return nil
-	case name == "membership":
 	case strings.HasPrefix(name, "-"):
-		return usagef("missing the benchmark name before %s (cohort bench membership %s)", name, name)
-	default:
-		return usagef("unknown benchmark %q (want membership)", name)
+		return usagef("missing the benchmark name before %s (cohort bench <%s> %s)", name, want, name)
 	}
-	fs := c.newFlags()
-	cfg := cluster.BenchConfig{Sizes: []int{8, 16, 32, 64}, Fanouts: []int{2, 4}, Detector: cluster.DetectorBRR, Report: cluster.ReportOne}
-	fs.Var((*intList)(&cfg.Sizes), "n", "comma-separated job `sizes`")
-	fs.Var((*intList)(&cfg.Fanouts), "fanout", "comma-separated radix tree `fan-outs` (powers of two)")
-	fs.IntVar(&cfg.Samples, "samples", 5, "failures measured per point")
-	fs.TextVar(&cfg.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
-	fs.TextVar(&cfg.Report, "report", cluster.ReportOne, "who reports a failure: one (the victim's parent, told by the orchestrator; detectors quiet) or all (every survivor's detector)")
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "`seed` of the victims and of the nodes")
-	fs.IntVar(&cfg.PingCount, "ping-count", 200, "round `trips` of the ping-pong that measures L")
-	fs.DurationVar(&cfg.SampleTimeout, "timeout", 30*time.Second, "how long one failure may take to be handled")
-	sub := &call{cmd: &command{name: "bench membership", synopsis: "[flags]", help: c.cmd.help}, stdout: c.stdout, stderr: c.stderr}
-	if err := sub.parse(fs, c.args[1:], 0); err != nil {
-		return err
+	b, ok := benchmarks[name]
+	if !ok {
+		return usagef("unknown benchmark %q (want %s)", name, want)
 	}
-	for _, n := range cfg.Sizes {
-		if n < 3 || n > maxClusterNodes {
-			return usagef("-n %d: want 3 to %d processes", n, maxClusterNodes)
-		}
-	}
-	for _, a := range cfg.Fanouts {
-		if cluster.MemberConfig(a).Validate() != nil {
-			return usagef("--fanout %d: want a power of two from 2 to 65536", a)
-		}
-	}
-	switch {
-	case cfg.Samples < 2:
-		return usagef("--samples %d: want at least 2 (for a confidence interval)", cfg.Samples)
-	case cfg.PingCount < 1:
-		return usagef("--ping-count %d: want at least 1", cfg.PingCount)
-	case cfg.SampleTimeout <= 0:
-		return usagef("--timeout must be positive")
-	}
-	cfg.Progress = c.stderr
-	start := time.Now()
-	points, err := cluster.RunBench(ctx, cfg)
-	cluster.WriteBenchTable(c.stdout, cfg, points)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "(%d points in %.0f s; cohort bench membership %s)\n", len(points), time.Since(start).Seconds(), benchArgs(cfg))
-	return nil
-}
-
-// benchArgs renders the flags that reproduce a run.
-func benchArgs(cfg cluster.BenchConfig) string {
-	return fmt.Sprintf("-n %s --fanout %s --samples %d --detector %s --seed %d --report %s",
-		(*intList)(&cfg.Sizes), (*intList)(&cfg.Fanouts), cfg.Samples, cfg.Detector, cfg.Seed, cfg.Report)
+	sub := &call{cmd: &command{name: "bench " + b.name, synopsis: "[flags]", summary: b.summary, help: b.help},
+		args: c.args[1:], stdout: c.stdout, stderr: c.stderr}
+	return b.run(ctx, sub)
 }
 
 // intList is a flag.Value of comma-separated integers.

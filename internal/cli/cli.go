@@ -42,6 +42,9 @@ type command struct {
 	// help is the long description with examples, shown by
 	// `cohort help <name>` and -h.
 	help string
+	// helpFunc, if set, computes help at the time it is shown (for a
+	// command whose help lists things registered by other files).
+	helpFunc func() string
 	// run executes the command with the arguments after its name.
 	run func(ctx context.Context, c *call) error
 	// hidden leaves the command out of the command list (it is run by
@@ -179,7 +182,11 @@ Examples:
 }
 
 func writeCommandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: cohort %s %s\n\n%s\n", c.name, c.synopsis, strings.TrimSpace(c.help))
+	help := c.help
+	if c.helpFunc != nil {
+		help = c.helpFunc()
+	}
+	fmt.Fprintf(w, "Usage: cohort %s %s\n\n%s\n", c.name, c.synopsis, strings.TrimSpace(help))
 	if fs != nil && hasFlags(fs) {
 		fmt.Fprintf(w, "\nFlags:\n")
 		fs.SetOutput(w)

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cohort-mp/cohort/internal/cluster"
+)
+
+func init() {
+	registerBench(&benchmark{
+		name:    "membership",
+		summary: "stabilization time T_s of the radix-tree membership (Varma et al.) beside its model",
+		help: `Bench runs a benchmark on real processes ('cohort node') over TCP on
+127.0.0.1. The membership benchmark:
+
+For every job size n and fan-out a it starts n processes, measures the
+point-to-point latency L by a ping-pong between the root and its first child,
+then kills one random non-root process with SIGKILL --samples times (a fresh
+process joins after each kill, so every failure happens among n processes).
+Each time it reads the stabilization time T_s of the membership paper (the
+root receiving the failure report → the root holding every FAILURE_ACK, on
+the root's own monotonic clock) and O_cp (the median time a node spends on
+the FAILED_NODE message), and the time from the kill until every survivor
+installed the new view. The table gives the mean with a 95% confidence
+interval (Student t) beside the paper's base model
+T_s = 2·L·(H−1) + O_cp·H, and whether T_s stays under 1 ms at the largest n.
+
+--report says who reports each failure to the root:
+  one  (the default) the paper's experiment, which isolates the protocol:
+       its T_s is the stabilization after ONE detector reports the failure.
+       The nodes' detectors keep their traffic but postpone every verdict
+       by an hour; right after the SIGKILL the orchestrator tells the
+       victim's parent in the radix tree (a "fail <id>" line on its
+       standard input) to declare the victim failed.
+  all  the detectors decide: every survivor declares the crash within a
+       few milliseconds and reports it to the root, so all n processes
+       compete for the cores during the stabilization.
+The table's header names the mode, and its last column counts the distinct
+nodes whose reports reached the root per failure.
+
+Examples:
+  cohort bench membership
+  cohort bench membership -n 8,16,32,64 --fanout 2,4 --samples 5
+  cohort bench membership -n 64 --fanout 4 --detector heartbeat --report all`,
+		run: runBenchMembership,
+	})
+}
+
+func runBenchMembership(ctx context.Context, c *call) error {
+	fs := c.newFlags()
+	cfg := cluster.BenchConfig{Sizes: []int{8, 16, 32, 64}, Fanouts: []int{2, 4}, Detector: cluster.DetectorBRR, Report: cluster.ReportOne}
+	fs.Var((*intList)(&cfg.Sizes), "n", "comma-separated job `sizes`")
+	fs.Var((*intList)(&cfg.Fanouts), "fanout", "comma-separated radix tree `fan-outs` (powers of two)")
+	fs.IntVar(&cfg.Samples, "samples", 5, "failures measured per point")
+	fs.TextVar(&cfg.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.TextVar(&cfg.Report, "report", cluster.ReportOne, "who reports a failure: one (the victim's parent, told by the orchestrator; detectors quiet) or all (every survivor's detector)")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "`seed` of the victims and of the nodes")
+	fs.IntVar(&cfg.PingCount, "ping-count", 200, "round `trips` of the ping-pong that measures L")
+	fs.DurationVar(&cfg.SampleTimeout, "timeout", 30*time.Second, "how long one failure may take to be handled")
+	if err := c.parse(fs, c.args, 0); err != nil {
+		return err
+	}
+	for _, n := range cfg.Sizes {
+		if n < 3 || n > maxClusterNodes {
+			return usagef("-n %d: want 3 to %d processes", n, maxClusterNodes)
+		}
+	}
+	for _, a := range cfg.Fanouts {
+		if cluster.MemberConfig(a).Validate() != nil {
+			return usagef("--fanout %d: want a power of two from 2 to 65536", a)
+		}
+	}
+	switch {
+	case cfg.Samples < 2:
+		return usagef("--samples %d: want at least 2 (for a confidence interval)", cfg.Samples)
+	case cfg.PingCount < 1:
+		return usagef("--ping-count %d: want at least 1", cfg.PingCount)
+	case cfg.SampleTimeout <= 0:
+		return usagef("--timeout must be positive")
+	}
+	cfg.Progress = c.stderr
+	start := time.Now()
+	points, err := cluster.RunBench(ctx, cfg)
+	cluster.WriteBenchTable(c.stdout, cfg, points)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "(%d points in %.0f s; cohort bench membership %s)\n", len(points), time.Since(start).Seconds(), benchArgs(cfg))
+	return nil
+}
+
+// benchArgs renders the flags that reproduce a run.
+func benchArgs(cfg cluster.BenchConfig) string {
+	return fmt.Sprintf("-n %s --fanout %s --samples %d --detector %s --seed %d --report %s",
+		(*intList)(&cfg.Sizes), (*intList)(&cfg.Fanouts), cfg.Samples, cfg.Detector, cfg.Seed, cfg.Report)
+}
