@@ -33,10 +33,11 @@ const (
 	ProtoComm    Proto = 4
 	ProtoReplica Proto = 5
 	ProtoApp     Proto = 6
+	ProtoVsync   Proto = 7   // view-synchronous reliable multicast (package vsync)
 	ProtoTest    Proto = 255 // reserved for tests and benchmarks
 )
 
-var protoNames = [...]string{"core", "fd", "member", "stable", "comm", "replica", "app"}
+var protoNames = [...]string{"core", "fd", "member", "stable", "comm", "replica", "app", "vsync"}
 
 func (p Proto) String() string {
 	if int(p) < len(protoNames) {

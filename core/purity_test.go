@@ -14,7 +14,7 @@ import (
 // protocolPackages are the packages that must stay pure state machines or
 // pure functions (DESIGN.md, principle 1). A package listed here that does
 // not exist yet is skipped.
-var protocolPackages = []string{"core", "topo", "fd", "member", "stable", "replica", "model", "wire"}
+var protocolPackages = []string{"core", "topo", "fd", "member", "stable", "vsync", "replica", "model", "wire"}
 
 // forbiddenImports are packages whose mere import breaks purity.
 var forbiddenImports = map[string]string{
