@@ -1,0 +1,56 @@
+package coll
+
+import (
+	"context"
+	"errors"
+)
+
+// Transport is one communicator's private collective channel: messages on it
+// never match user point-to-point traffic. coll chooses the tags (see the
+// package doc: tag = seq·256 + phase, where seq comes from NextSeq), so a
+// Transport only has to deliver by (sender, tag).
+//
+// Concurrency: coll calls Send from at most one extra goroutine at a time
+// while the calling goroutine is inside Recv (an exchange with two peers), and
+// never issues two Sends to the same peer concurrently, so per-pair FIFO order
+// is the order coll sends in.
+type Transport interface {
+	// Rank is this process's rank in the communicator, 0 ≤ Rank < Size.
+	Rank() int
+	// Size is the number of ranks of the communicator, ≥ 1.
+	Size() int
+	// Send delivers data to rank `to` (FIFO per pair and tag). It may return
+	// before the receiver has the data. coll does not modify data until Send
+	// returns and may reuse it afterwards, so a Transport that still needs the
+	// bytes after returning must have copied them. Send must return once ctx
+	// is done.
+	Send(ctx context.Context, to, tag int, data []byte) error
+	// Recv returns the next message from rank `from` with tag `tag`. The
+	// returned slice belongs to coll (it may be modified and kept). Recv must
+	// return once ctx is done, and must fail (pending and later calls) once a
+	// member of the communicator is known to have failed.
+	Recv(ctx context.Context, from, tag int) ([]byte, error)
+	// NextSeq returns the next collective sequence number of this
+	// communicator: the same on every rank for the same call, because every
+	// rank calls collectives in the same order.
+	NextSeq() uint64
+}
+
+// Sentinel errors for bad input. They are returned wrapped (use errors.Is)
+// with the offending values in the message, before any message is sent when
+// the caller's own arguments are inconsistent, or after the collective when a
+// peer's message disagrees with this rank's arguments.
+var (
+	// ErrCount reports a buffer length or a count vector that does not fit
+	// the collective: a receive buffer of the wrong length, counts that do
+	// not add up, a negative count, or a peer that sent a different amount
+	// than this rank's arguments imply.
+	ErrCount = errors.New("coll: count mismatch")
+	// ErrRoot reports a root rank outside [0, Size).
+	ErrRoot = errors.New("coll: root out of range")
+	// ErrOp reports a zero Op (no function).
+	ErrOp = errors.New("coll: invalid reduction operator")
+	// ErrSize reports a byte slice whose length is not a multiple of the
+	// element size (FromBytes).
+	ErrSize = errors.New("coll: byte length not a multiple of the element size")
+)
