@@ -27,6 +27,12 @@ installed the new view. The table gives the mean with a 95% confidence
 interval (Student t) beside the paper's base model
 T_s = 2·L·(H−1) + O_cp·H, and whether T_s stays under 1 ms at the largest n.
 
+Baseline: in the same job, before the first kill, the root times a tree
+echo: a message down the radix tree of the view and every answer back up
+(the stabilization's messages along the same tree, with nothing computed).
+The "echo" column is that floor on this machine and T_s/echo the protocol's
+cost above it.
+
 --report says who reports each failure to the root:
   one  (the default) the paper's experiment, which isolates the protocol:
        its T_s is the stabilization after ONE detector reports the failure.
@@ -58,6 +64,7 @@ func runBenchMembership(ctx context.Context, c *call) error {
 	fs.TextVar(&cfg.Report, "report", cluster.ReportOne, "who reports a failure: one (the victim's parent, told by the orchestrator; detectors quiet) or all (every survivor's detector)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "`seed` of the victims and of the nodes")
 	fs.IntVar(&cfg.PingCount, "ping-count", 200, "round `trips` of the ping-pong that measures L")
+	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory` (one subdirectory per point)")
 	fs.DurationVar(&cfg.SampleTimeout, "timeout", 30*time.Second, "how long one failure may take to be handled")
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -96,6 +97,9 @@ type BenchConfig struct {
 	SampleTimeout time.Duration
 	// Progress, if not nil, receives one line per sample.
 	Progress io.Writer
+	// EventsDir, if not empty, keeps every node's event stream and log
+	// there, one subdirectory per point (n<n>-a<a>).
+	EventsDir string
 }
 
 // BenchSample is one measured failure.
@@ -137,6 +141,10 @@ type BenchPoint struct {
 	// node 1 (its first child); L is half its median.
 	PingPong PingPong
 	L        time.Duration
+	// Echo is the tree echo the root ran over the n-member view right
+	// after the ping-pong: the stabilization's messages along the same
+	// tree with nothing computed, the floor of T_s on this machine.
+	Echo TreeEchoTime
 	// Ts, Ocp, Agreed and Hop summarize the samples.
 	Ts, Ocp, Agreed, Hop Estimate
 	// Reporters is the mean number of distinct nodes whose reports
@@ -196,6 +204,7 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 		N: n, Fanout: a, Detector: cfg.Detector, Seed: seed,
 		Command: cfg.Command, Env: cfg.Env, PingCount: cfg.PingCount,
 		QuietDetector: cfg.Report.orDefault() == ReportOne,
+		EventsDir:     eventsSubdir(cfg.EventsDir, n, a),
 	})
 	if err != nil {
 		return pt, err
@@ -208,6 +217,11 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 	}
 	pt.PingPong = rec.Event.(PingPong)
 	pt.L = pt.PingPong.Median / 2
+	rec, _, err = waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r Record) bool { _, ok := r.Event.(TreeEchoTime); return ok && r.Node == 0 })
+	if err != nil {
+		return pt, fmt.Errorf("waiting for the tree echo: %w", err)
+	}
+	pt.Echo = rec.Event.(TreeEchoTime)
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)<<8|uint64(a)))
 	view, err := job.WaitAgreed(ctx, nil)
@@ -394,12 +408,18 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	}
 	fmt.Fprintf(w, "T_s: root receives the failure report → root holds every FAILURE_ACK (member.Stabilized, the root's monotonic clock).\n")
 	fmt.Fprintf(w, "Model: T_s = 2·L·(H−1) + O_cp·H (paper §4), H for the n−1 members left; L = ½ median ping-pong RTT root↔child in the same job,\n")
-	fmt.Fprintf(w, "O_cp = median FAILED_NODE handling per node. Load model: the same with L = the median tree hop measured during the stabilizations.\n\n")
+	fmt.Fprintf(w, "O_cp = median FAILED_NODE handling per node. Load model: the same with L = the median tree hop measured during the stabilizations.\n")
+	fmt.Fprintf(w, "Echo (baseline, same job): median time for a message to go down the radix tree of the n-member view and every answer to come back up\n")
+	fmt.Fprintf(w, "(cluster.TreeEcho: the stabilization's messages along the same tree, nothing computed); T_s/echo is the protocol's cost over that floor.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\treporters\t")
+	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\techo (ms)\tT_s/echo\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\treporters\t")
 	for _, p := range points {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t%.1f\t\n",
-			p.N, p.Fanout, p.Height, pm(p.Ts, 1e6, "%.3f"), msf(p.Ts.Min), msf(p.Model),
+		ratio := math.NaN()
+		if p.Echo.Median > 0 {
+			ratio = float64(p.Ts.Median) / float64(p.Echo.Median)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.1f\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t%.1f\t\n",
+			p.N, p.Fanout, p.Height, pm(p.Ts, 1e6, "%.3f"), msf(p.Ts.Min), msf(p.Echo.Median), ratio, msf(p.Model),
 			float64(p.L)/1e3, float64(p.Ocp.Median)/1e3, float64(p.Hop.Median)/1e3, msf(p.LoadModel),
 			pm(p.Agreed, 1e6, "%.0f"), msf(p.DetectorTimeout), p.Reporters)
 	}
@@ -441,3 +461,11 @@ func pm(e Estimate, unit float64, format string) string {
 func msf(d time.Duration) float64 { return float64(d) / 1e6 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }
+
+// eventsSubdir is where the point (n, a) keeps its event streams, or "".
+func eventsSubdir(dir string, n, a int) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, fmt.Sprintf("n%d-a%d", n, a))
+}

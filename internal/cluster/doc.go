@@ -79,4 +79,14 @@
 // cores than nodes, every survivor's detector fires within the same few
 // milliseconds as the stabilization, and the hops wait for a core (the
 // analogue of the paper's contention model, §7.2).
+//
+// Beside T_s it measures a baseline in the same job: the tree echo
+// ([TreeEcho], [TreeEchoTime]). Right after the ping-pong the root sends a
+// message down the radix tree of the whole view; every node forwards it to
+// its children and answers its parent once its subtree has answered. That is
+// the message pattern of a stabilization (FAILED_NODE down, FAILURE_ACK up)
+// with nothing computed, so the echo time is the floor of T_s on this machine
+// and T_s/echo is what the protocol itself costs above it. With n processes
+// on fewer cores than n, the floor is set by how fast the kernel wakes the n
+// processes one after another, not by L.
 package cluster

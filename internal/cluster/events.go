@@ -38,6 +38,19 @@ type PingPong struct {
 	Max    time.Duration
 }
 
+// TreeEchoTime reports the tree echoes the root ran over its view right
+// after its ping-pong (see [TreeEcho]): the time from sending an echo to
+// its children until every member's answer came back up, on the root's
+// monotonic clock. It is the floor of the stabilization time on this
+// machine: the same messages along the same tree, with nothing computed.
+type TreeEchoTime struct {
+	Fanout, Members int
+	Count           int
+	Min             time.Duration
+	Median          time.Duration
+	Max             time.Duration
+}
+
 // ProcessTime reports how long the membership machine took to handle one
 // proposal, on the node's monotonic clock: Kind is its paper name
 // (FAILED_NODE, ROOT_DEAD, NEW_NODE_JOIN, …), Epoch the proposed view,
@@ -155,6 +168,8 @@ func DecodeRecord(line []byte) (Record, error) {
 		r.Event, err = decodeAs[Listening](l.Fields)
 	case "cluster.PingPong":
 		r.Event, err = decodeAs[PingPong](l.Fields)
+	case "cluster.TreeEchoTime":
+		r.Event, err = decodeAs[TreeEchoTime](l.Fields)
 	case "cluster.ProcessTime":
 		r.Event, err = decodeAs[ProcessTime](l.Fields)
 	case "cluster.Hint":

@@ -126,7 +126,7 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 		return nil, err
 	}
 	return &Node{
-		Stack:    core.NewStack(d, &timedMember{m: m}, newProbe(opts.PingPeer, opts.PingCount)),
+		Stack:    core.NewStack(d, &timedMember{m: m}, newProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)),
 		Member:   m,
 		Detector: d,
 	}, nil

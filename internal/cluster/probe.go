@@ -6,6 +6,7 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/topo"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -14,7 +15,37 @@ import (
 const (
 	KindProbePing = core.Kind(core.ProtoTest)<<8 | 1 // [ProbePing]
 	KindProbePong = core.Kind(core.ProtoTest)<<8 | 2 // [ProbePong]
+	KindTreeEcho  = core.Kind(core.ProtoTest)<<8 | 3 // [TreeEcho]
+	KindTreeAck   = core.Kind(core.ProtoTest)<<8 | 4 // [TreeAck]
 )
+
+// TreeEcho travels down the radix tree of the sender's current view (fan-out
+// Fanout) from the root; a node forwards it to its children and answers its
+// parent with a [TreeAck] once every child has answered (a leaf answers at
+// once). It is the communication pattern of a stabilization (FAILED_NODE
+// down, FAILURE_ACK up) with nothing computed: the benchmark's floor.
+type TreeEcho struct {
+	Seq    uint32
+	Fanout uint32
+}
+
+// TreeAck answers a [TreeEcho] for the sender's whole subtree.
+type TreeAck struct{ Seq uint32 }
+
+// Kind implements core.Msg.
+func (TreeEcho) Kind() core.Kind { return KindTreeEcho }
+
+// Kind implements core.Msg.
+func (TreeAck) Kind() core.Kind { return KindTreeAck }
+
+// MarshalWire implements wire.Message.
+func (m TreeEcho) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(uint64(m.Seq))
+	e.Uvarint(uint64(m.Fanout))
+}
+
+// MarshalWire implements wire.Message.
+func (m TreeAck) MarshalWire(e *wire.Encoder) { e.Uvarint(uint64(m.Seq)) }
 
 // ProbePing asks the receiver for a [ProbePong] with the same Seq.
 type ProbePing struct{ Seq uint32 }
@@ -49,8 +80,24 @@ func RegisterProbeCodecs(c *wire.Codec) error {
 	}); err != nil {
 		return err
 	}
-	return c.Register(KindProbePong, "cluster.ProbePong", func(d *wire.Decoder) (core.Msg, error) {
+	if err := c.Register(KindProbePong, "cluster.ProbePong", func(d *wire.Decoder) (core.Msg, error) {
 		return ProbePong{Seq: decodeSeq(d)}, d.Err()
+	}); err != nil {
+		return err
+	}
+	if err := c.Register(KindTreeEcho, "cluster.TreeEcho", func(d *wire.Decoder) (core.Msg, error) {
+		m := TreeEcho{Seq: decodeSeq(d)}
+		a := d.Uvarint()
+		if a < 2 || a > 1<<16 || a&(a-1) != 0 {
+			d.Fail("tree echo fan-out", wire.ErrInvalid)
+		}
+		m.Fanout = uint32(a)
+		return m, d.Err()
+	}); err != nil {
+		return err
+	}
+	return c.Register(KindTreeAck, "cluster.TreeAck", func(d *wire.Decoder) (core.Msg, error) {
+		return TreeAck{Seq: decodeSeq(d)}, d.Err()
 	})
 }
 
@@ -64,11 +111,14 @@ const (
 type (
 	probeStart   struct{}
 	probeTimeout struct{ seq uint32 }
+	echoTimeout  struct{ seq uint32 }
 )
 
 // probe is the top layer of a node: it answers pings, runs the ping-pong
-// that measures L when told to, and turns transport hints into [Hint]
-// events so that they reach the event stream. It owns core.ProtoTest.
+// that measures L when told to and then the tree echo (see [TreeEcho]) over
+// the whole view, takes part in the echoes of others, and turns transport
+// hints into [Hint] events so that they reach the event stream. It owns
+// core.ProtoTest.
 type probe struct {
 	env   core.Env
 	peer  core.NodeID // core.None: no ping-pong
@@ -82,13 +132,38 @@ type probe struct {
 	timer core.TimerID
 	// hinted holds the peers whose hint episode was reported.
 	hinted map[core.NodeID]bool
+
+	// The tree echo: the view it runs over, and the echo in progress.
+	fanout  int
+	members []core.NodeID
+	pos     map[core.NodeID]int
+	echo    echoState
+	echoes  []time.Duration // the root's completed echoes, warm-up excluded
+	echoN   int             // echoes completed, warm-up included
+	echoTm  core.TimerID
+	echoEnd bool
 }
 
-func newProbe(peer core.NodeID, count int) *probe {
+// echoState is one node's part in the current echo.
+type echoState struct {
+	seq     uint32
+	parent  core.NodeID // core.None at the root
+	pending int         // children that have not answered
+	sent    time.Duration
+}
+
+// Tree echo timing: as many echoes as round trips of the ping-pong, at
+// least echoMin.
+const (
+	echoMin    = 20
+	echoWarmup = 5
+)
+
+func newProbe(peer core.NodeID, count, fanout int) *probe {
 	if count <= 0 {
 		peer = core.None
 	}
-	return &probe{peer: peer, count: count}
+	return &probe{peer: peer, count: count, fanout: fanout}
 }
 
 func (p *probe) Protos() []core.Proto { return []core.Proto{core.ProtoTest} }
@@ -99,6 +174,10 @@ func (p *probe) Receive(from core.NodeID, m core.Msg) {
 	switch m := m.(type) {
 	case ProbePing:
 		p.env.Send(from, ProbePong(m))
+	case TreeEcho:
+		p.forwardEcho(from, m)
+	case TreeAck:
+		p.echoAcked(m)
 	case ProbePong:
 		if from != p.peer || m.Seq != p.seq || p.over {
 			return
@@ -125,12 +204,21 @@ func (p *probe) Fire(t core.Timer) {
 		if t.seq == p.seq && !p.over {
 			p.ping()
 		}
+	case echoTimeout:
+		if t.seq == p.echo.seq && !p.echoEnd {
+			p.startEcho() // an echo lost in a reconnection: start another
+		}
 	}
 }
 
 func (p *probe) Handle(e core.Event) {
 	switch e := e.(type) {
 	case member.ViewInstalled:
+		p.members = e.Members
+		p.pos = make(map[core.NodeID]int, len(e.Members))
+		for i, id := range e.Members {
+			p.pos[id] = i
+		}
 		if p.peer != core.None && !p.armed {
 			p.armed = true
 			p.env.SetTimer(probeDelay, probeStart{})
@@ -173,6 +261,85 @@ func (p *probe) report() {
 	n := len(s)
 	p.env.Emit(PingPong{Peer: p.peer, Count: n, Min: s[0], Median: median(s), Mean: sum / time.Duration(n), Max: s[n-1]})
 	p.over = true
+	if p.fanout >= 2 {
+		p.startEcho()
+	}
+}
+
+// children returns the positions lo..hi-1 of self's children in the radix
+// tree of fan-out a over the current view, and whether self is in it.
+func (p *probe) children(a int) (lo, hi int, ok bool) {
+	me, in := p.pos[p.env.Self()]
+	if !in {
+		return 0, 0, false
+	}
+	t, err := topo.NewRadix(len(p.members), a)
+	if err != nil {
+		return 0, 0, false
+	}
+	lo, hi = t.Children(me)
+	return lo, hi, true
+}
+
+// startEcho sends a new echo down the tree from this node (the root).
+func (p *probe) startEcho() {
+	p.echo = echoState{seq: p.echo.seq + 1, parent: core.None, sent: p.env.Now()}
+	p.echoTm = p.env.SetTimer(probeRetry, echoTimeout{seq: p.echo.seq})
+	p.sendEcho(TreeEcho{Seq: p.echo.seq, Fanout: uint32(p.fanout)})
+}
+
+// forwardEcho takes part in an echo started by another node.
+func (p *probe) forwardEcho(from core.NodeID, m TreeEcho) {
+	p.echo = echoState{seq: m.Seq, parent: from}
+	p.sendEcho(m)
+}
+
+// sendEcho sends m to this node's children, or answers at once as a leaf.
+func (p *probe) sendEcho(m TreeEcho) {
+	lo, hi, ok := p.children(int(m.Fanout))
+	if !ok {
+		return
+	}
+	p.echo.pending = hi - lo
+	for c := lo; c < hi; c++ {
+		p.env.Send(p.members[c], m)
+	}
+	if p.echo.pending == 0 {
+		p.echoDone()
+	}
+}
+
+// echoAcked counts a child's answer.
+func (p *probe) echoAcked(m TreeAck) {
+	if m.Seq != p.echo.seq || p.echo.pending == 0 {
+		return
+	}
+	p.echo.pending--
+	if p.echo.pending == 0 {
+		p.echoDone()
+	}
+}
+
+// echoDone answers the parent, or at the root records the echo and starts
+// the next one (emitting a [TreeEchoTime] when enough are recorded).
+func (p *probe) echoDone() {
+	if p.echo.parent != core.None {
+		p.env.Send(p.echo.parent, TreeAck{Seq: p.echo.seq})
+		return
+	}
+	p.env.CancelTimer(p.echoTm)
+	p.echoN++
+	if p.echoN > echoWarmup {
+		p.echoes = append(p.echoes, p.env.Now()-p.echo.sent)
+	}
+	if len(p.echoes) < max(p.count, echoMin) {
+		p.startEcho()
+		return
+	}
+	p.echoEnd = true
+	s := slices.Clone(p.echoes)
+	slices.Sort(s)
+	p.env.Emit(TreeEchoTime{Fanout: p.fanout, Members: len(p.members), Count: len(s), Min: s[0], Median: median(s), Max: s[len(s)-1]})
 }
 
 // timedMember wraps the membership machine and emits a [ProcessTime] for
