@@ -1,0 +1,210 @@
+package launch
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/cohort-mp/cohort/topo"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// The environment variables of a rank's bootstrap. The launcher sets them
+// in each child's environment, never on its command line (a secret on the
+// command line is visible to every user of the machine).
+const (
+	EnvJobID      = "COHORT_JOB_ID"     // the job's name; peers of another job are refused
+	EnvRank       = "COHORT_RANK"       // this process's rank, 0 ≤ rank < size, decimal
+	EnvSize       = "COHORT_SIZE"       // the number of ranks, decimal
+	EnvRendezvous = "COHORT_RENDEZVOUS" // host:port of the launcher's rendezvous listener
+	EnvSecret     = "COHORT_SECRET"     // the job secret, hex, at least MinSecretLen bytes
+	EnvFanout     = "COHORT_FANOUT"     // optional: the membership radix tree's fan-out
+	EnvDetector   = "COHORT_DETECTOR"   // optional: brr, dbrr or heartbeat
+)
+
+// envNames lists every bootstrap variable, required ones first.
+var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector}
+
+// MinSecretLen is the shortest job secret accepted, in bytes.
+const MinSecretLen = 16
+
+// MaxSize is the largest number of ranks a job may have. Ranks are node
+// ids (rank r is core.NodeID(r)); the ids above MaxSize are left for the
+// launcher and for virtual nodes.
+const MaxSize = 1 << 20
+
+// Detectors lists the failure detectors a job may ask for in
+// COHORT_DETECTOR, the default first.
+var Detectors = []string{"brr", "dbrr", "heartbeat"}
+
+// Bootstrap errors.
+var (
+	// ErrNotLaunched: no COHORT_* variable is set at all; the program was
+	// started by hand rather than by a launcher. A program may then run
+	// alone (as a job of one rank) or say how to launch it.
+	ErrNotLaunched = errors.New("launch: not started by a launcher (no COHORT_* variable is set; use `cohort run`)")
+	// ErrBootstrap wraps every other error of FromEnv and Validate: the
+	// environment does not describe a valid place in a job. The message
+	// names the variable.
+	ErrBootstrap = errors.New("launch: bad bootstrap")
+)
+
+// Bootstrap is what a process needs to take its place in a job started by
+// a launcher: its rank among Size, the job's name and secret, where the
+// launcher's rendezvous listens, and the job's membership settings.
+type Bootstrap struct {
+	JobID      string // at most wire.MaxJobIDLen bytes
+	Rank, Size int    // 0 ≤ Rank < Size ≤ MaxSize
+	Rendezvous string // host:port
+	Secret     []byte // at least MinSecretLen bytes
+	Fanout     int    // the radix tree's fan-out; 0 = the membership default
+	Detector   string // one of Detectors; "" = the default (brr)
+}
+
+// FromEnv reads the bootstrap from the environment through getenv
+// (os.Getenv in a process). If no COHORT_* variable is set it returns
+// [ErrNotLaunched]; otherwise every variable is checked (see
+// [Bootstrap.Validate]) and an error wraps [ErrBootstrap] and names the
+// variable at fault.
+func FromEnv(getenv func(string) string) (Bootstrap, error) {
+	var b Bootstrap
+	any := false
+	for _, name := range envNames {
+		if getenv(name) != "" {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return b, ErrNotLaunched
+	}
+	get := func(name string) (string, error) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return "", fmt.Errorf("%w: %s is not set (but other COHORT_ variables are)", ErrBootstrap, name)
+		}
+		return v, nil
+	}
+	number := func(name string) (int, error) {
+		v, err := get(name)
+		if err != nil {
+			return 0, err
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s=%q is not a decimal integer", ErrBootstrap, name, v)
+		}
+		return int(n), nil
+	}
+	var err error
+	if b.JobID, err = get(EnvJobID); err != nil {
+		return b, err
+	}
+	if b.Size, err = number(EnvSize); err != nil {
+		return b, err
+	}
+	if b.Rank, err = number(EnvRank); err != nil {
+		return b, err
+	}
+	if b.Rendezvous, err = get(EnvRendezvous); err != nil {
+		return b, err
+	}
+	secretHex, err := get(EnvSecret)
+	if err != nil {
+		return b, err
+	}
+	if b.Secret, err = hex.DecodeString(secretHex); err != nil {
+		return b, fmt.Errorf("%w: %s is not hex: %v", ErrBootstrap, EnvSecret, err)
+	}
+	if getenv(EnvFanout) != "" {
+		if b.Fanout, err = number(EnvFanout); err != nil {
+			return b, err
+		}
+		if b.Fanout == 0 {
+			return b, fmt.Errorf("%w: %s=0: leave it unset for the default", ErrBootstrap, EnvFanout)
+		}
+	}
+	b.Detector = strings.TrimSpace(getenv(EnvDetector))
+	return b, b.Validate()
+}
+
+// Validate checks every field (as FromEnv does for the environment):
+// the job id is set and fits a handshake, 1 ≤ Size ≤ MaxSize, 0 ≤ Rank <
+// Size, Rendezvous is host:port with a port from 1 to 65535, the secret
+// has at least MinSecretLen bytes, Fanout is 0 or a fan-out the
+// membership's radix tree accepts (a power of two from 2), and Detector is
+// "" or one of Detectors. Errors wrap [ErrBootstrap] and name the
+// variable.
+func (b Bootstrap) Validate() error {
+	switch {
+	case b.JobID == "":
+		return fmt.Errorf("%w: %s is empty", ErrBootstrap, EnvJobID)
+	case len(b.JobID) > wire.MaxJobIDLen:
+		return fmt.Errorf("%w: %s is %d bytes long, the limit is %d", ErrBootstrap, EnvJobID, len(b.JobID), wire.MaxJobIDLen)
+	case b.Size < 1 || b.Size > MaxSize:
+		return fmt.Errorf("%w: %s=%d, want 1 to %d", ErrBootstrap, EnvSize, b.Size, MaxSize)
+	case b.Rank < 0 || b.Rank >= b.Size:
+		return fmt.Errorf("%w: %s=%d is out of range for %s=%d (want 0 to %d)", ErrBootstrap, EnvRank, b.Rank, EnvSize, b.Size, b.Size-1)
+	case len(b.Secret) < MinSecretLen:
+		return fmt.Errorf("%w: %s has %d bytes, want at least %d", ErrBootstrap, EnvSecret, len(b.Secret), MinSecretLen)
+	}
+	if err := checkAddr(b.Rendezvous); err != nil {
+		return fmt.Errorf("%w: %s=%q: %v", ErrBootstrap, EnvRendezvous, b.Rendezvous, err)
+	}
+	if b.Fanout != 0 {
+		if _, err := topo.NewRadix(1, b.Fanout); err != nil {
+			return fmt.Errorf("%w: %s=%d: %v", ErrBootstrap, EnvFanout, b.Fanout, err)
+		}
+	}
+	if b.Detector != "" && !isDetector(b.Detector) {
+		return fmt.Errorf("%w: %s=%q, want one of %s", ErrBootstrap, EnvDetector, b.Detector, strings.Join(Detectors, ", "))
+	}
+	return nil
+}
+
+// Environ returns the bootstrap as environment entries ("NAME=value") for
+// a child process; the optional variables only when set.
+func (b Bootstrap) Environ() []string {
+	env := []string{
+		EnvJobID + "=" + b.JobID,
+		EnvRank + "=" + strconv.Itoa(b.Rank),
+		EnvSize + "=" + strconv.Itoa(b.Size),
+		EnvRendezvous + "=" + b.Rendezvous,
+		EnvSecret + "=" + hex.EncodeToString(b.Secret),
+	}
+	if b.Fanout != 0 {
+		env = append(env, EnvFanout+"="+strconv.Itoa(b.Fanout))
+	}
+	if b.Detector != "" {
+		env = append(env, EnvDetector+"="+b.Detector)
+	}
+	return env
+}
+
+func isDetector(d string) bool {
+	for _, name := range Detectors {
+		if d == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAddr checks that addr is host:port with a non-empty host and a
+// port from 1 to 65535.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("no host")
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package launch
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func validEnv() map[string]string {
+	return map[string]string{
+		EnvJobID:      "job-1",
+		EnvRank:       "2",
+		EnvSize:       "4",
+		EnvRendezvous: "127.0.0.1:4000",
+		EnvSecret:     strings.Repeat("ab", 16),
+	}
+}
+
+func getter(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+func TestFromEnvNotLaunched(t *testing.T) {
+	_, err := FromEnv(getter(map[string]string{"HOME": "/root"}))
+	if !errors.Is(err, ErrNotLaunched) {
+		t.Fatalf("got %v, want ErrNotLaunched", err)
+	}
+}
+
+func TestFromEnvRoundTrip(t *testing.T) {
+	env := validEnv()
+	env[EnvFanout] = "8"
+	env[EnvDetector] = "dbrr"
+	b, err := FromEnv(getter(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.JobID != "job-1" || b.Rank != 2 || b.Size != 4 || b.Rendezvous != "127.0.0.1:4000" || len(b.Secret) != 16 || b.Fanout != 8 || b.Detector != "dbrr" {
+		t.Fatalf("got %+v", b)
+	}
+	back := map[string]string{}
+	for _, kv := range b.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		back[k] = v
+	}
+	b2, err := FromEnv(getter(back))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2.JobID != b.JobID || b2.Rank != b.Rank || b2.Size != b.Size || string(b2.Secret) != string(b.Secret) || b2.Fanout != 8 || b2.Detector != "dbrr" {
+		t.Fatalf("Environ does not round-trip: got %+v, want %+v", b2, b)
+	}
+}
+
+// Every malformed variable gets an error naming it.
+func TestFromEnvBad(t *testing.T) {
+	cases := []struct {
+		name, key, value, want string
+	}{
+		{"no job", EnvJobID, "", EnvJobID + " is not set"},
+		{"long job", EnvJobID, strings.Repeat("j", 200), "limit is 128"},
+		{"no rank", EnvRank, "", EnvRank + " is not set"},
+		{"rank not a number", EnvRank, "two", EnvRank + `="two" is not a decimal integer`},
+		{"rank too big", EnvRank, "4", EnvRank + "=4 is out of range for " + EnvSize + "=4"},
+		{"negative rank", EnvRank, "-1", EnvRank + "=-1 is out of range"},
+		{"size zero", EnvSize, "0", EnvSize + "=0, want 1 to"},
+		{"size huge", EnvSize, "99999999", EnvSize + "=99999999"},
+		{"size not a number", EnvSize, "4x", EnvSize + `="4x"`},
+		{"no rendezvous", EnvRendezvous, "", EnvRendezvous + " is not set"},
+		{"rendezvous no port", EnvRendezvous, "localhost", EnvRendezvous + `="localhost"`},
+		{"rendezvous port zero", EnvRendezvous, "127.0.0.1:0", "port \"0\""},
+		{"rendezvous no host", EnvRendezvous, ":80", "no host"},
+		{"secret not hex", EnvSecret, "zz" + strings.Repeat("ab", 16), EnvSecret + " is not hex"},
+		{"secret short", EnvSecret, "abcd", EnvSecret + " has 2 bytes, want at least 16"},
+		{"no secret", EnvSecret, "", EnvSecret + " is not set"},
+		{"fanout not a number", EnvFanout, "four", EnvFanout + `="four"`},
+		{"fanout zero", EnvFanout, "0", EnvFanout + "=0"},
+		{"fanout not power of two", EnvFanout, "3", EnvFanout + "=3"},
+		{"detector unknown", EnvDetector, "swim", EnvDetector + `="swim", want one of brr, dbrr, heartbeat`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := validEnv()
+			env[c.key] = c.value
+			_, err := FromEnv(getter(env))
+			if !errors.Is(err, ErrBootstrap) {
+				t.Fatalf("got %v, want an ErrBootstrap", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %q, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,583 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Job errors.
+var (
+	// ErrConfig: a Config is invalid (the message names the field).
+	ErrConfig = errors.New("launch: bad job")
+	// ErrStart: a rank's process could not be started.
+	ErrStart = errors.New("launch: cannot start the program")
+	// ErrTimeout: the job ran longer than Config.Timeout and was stopped.
+	ErrTimeout = errors.New("launch: the job timed out")
+	// ErrNotRunning: Kill or KillAt named a rank whose process has ended.
+	ErrNotRunning = errors.New("launch: the rank is not running")
+)
+
+// Kill is a crash to inject: SIGKILL to Rank, After the job's start.
+type Kill struct {
+	Rank  int
+	After time.Duration
+}
+
+// Config describes a job of N processes of one program on this machine.
+type Config struct {
+	// N is the number of ranks, 1 to MaxSize.
+	N int
+	// Program is the executable (a path, or a name looked up in PATH) and
+	// Args its arguments; every rank runs the same command line.
+	Program string
+	Args    []string
+	// Dir is the ranks' working directory ("" = the launcher's).
+	Dir string
+	// Env holds extra environment entries ("NAME=value"). Each rank's
+	// environment is the launcher's, without its COHORT_* variables, then
+	// Env, then the rank's bootstrap.
+	Env []string
+	// JobID names the job ("" = "cohort-" and 12 random hex digits).
+	JobID string
+	// Fanout and Detector are passed to the ranks (COHORT_FANOUT,
+	// COHORT_DETECTOR); zero values leave the ranks' defaults.
+	Fanout   int
+	Detector string
+	// Stdout and Stderr receive the ranks' standard output and error,
+	// line by line, never two lines mixed; nil discards.
+	Stdout, Stderr io.Writer
+	// Prefix starts every forwarded line with "[rank] ".
+	Prefix bool
+	// Kills are crashes to inject (see [Job.KillAt]).
+	Kills []Kill
+	// Grace is how long a stopping job lets its ranks end after SIGTERM
+	// before it sends SIGKILL. Default 3 s.
+	Grace time.Duration
+	// RendezvousTimeout bounds the rendezvous, from the first rank's
+	// registration to the last's. Default 30 s. (A program that never
+	// registers, such as a plain command, is not held to it.)
+	RendezvousTimeout time.Duration
+	// Timeout, if positive, stops the job that long after its start
+	// (its error then wraps ErrTimeout).
+	Timeout time.Duration
+	// AbortOnFailure stops the whole job as soon as one rank fails (a
+	// non-zero exit or a signal), as mpirun does. By default the other
+	// ranks keep running: cohort's ranks see a failure as an error and
+	// decide for themselves.
+	AbortOnFailure bool
+}
+
+// Exit is how one rank's process ended.
+type Exit struct {
+	Rank int
+	// Code is the exit code, or -1 if a signal ended the process.
+	Code int
+	// Signal is the signal that ended the process, or 0.
+	Signal syscall.Signal
+	// Killed: the launcher's crash injection (Kill, KillAt) sent SIGKILL.
+	Killed bool
+	// Stopped: the launcher was stopping the job (its context ended, a
+	// timeout, a failed rendezvous, AbortOnFailure) and sent SIGTERM, then
+	// SIGKILL after the grace period.
+	Stopped bool
+	// Registered: the rank took part in the rendezvous.
+	Registered bool
+	// Err is set when the process could not be started or waited for.
+	Err error
+	// Time is how long the process ran.
+	Time time.Duration
+}
+
+// OK reports whether the process exited with code 0.
+func (e Exit) OK() bool { return e.Err == nil && e.Code == 0 && e.Signal == 0 }
+
+// How says how the process ended: "exit code 1", "killed by the
+// launcher's crash injection (SIGKILL)", "stopped by the launcher
+// (SIGTERM)", "signal SIGSEGV".
+func (e Exit) How() string {
+	switch {
+	case e.Err != nil:
+		return e.Err.Error()
+	case e.Killed && e.Signal == syscall.SIGKILL:
+		return "killed by the launcher's crash injection (SIGKILL)"
+	case e.Stopped && e.Signal != 0:
+		return "stopped by the launcher (" + signalName(e.Signal) + ")"
+	case e.Signal != 0:
+		return "killed by " + signalName(e.Signal)
+	case e.Stopped:
+		return fmt.Sprintf("exit code %d after the launcher's SIGTERM", e.Code)
+	default:
+		return fmt.Sprintf("exit code %d", e.Code)
+	}
+}
+
+// FailedError is the error of a job in which some rank failed or that
+// the launcher had to stop. errors.As finds it; Unwrap returns Cause.
+type FailedError struct {
+	// Failed lists the ranks that did not exit with code 0, by rank.
+	Failed []Exit
+	// Cause is why the launcher stopped the job, if it did: ctx's error,
+	// ErrTimeout, ErrRendezvous, or the first failure under
+	// AbortOnFailure.
+	Cause error
+}
+
+// Ranks returns the failed ranks, in order.
+func (e *FailedError) Ranks() []int {
+	out := make([]int, len(e.Failed))
+	for i, x := range e.Failed {
+		out[i] = x.Rank
+	}
+	return out
+}
+
+// Error names the cause and every failed rank with how it ended; ranks
+// that ended the same way are grouped ("ranks 0, 1, 2: stopped by the
+// launcher (SIGTERM)").
+func (e *FailedError) Error() string {
+	var b strings.Builder
+	b.WriteString("launch: ")
+	if e.Cause != nil {
+		b.WriteString(strings.TrimPrefix(e.Cause.Error(), "launch: "))
+		if len(e.Failed) > 0 {
+			b.WriteString("; ")
+		}
+	}
+	if len(e.Failed) == 0 {
+		return b.String()
+	}
+	if len(e.Failed) == 1 {
+		fmt.Fprintf(&b, "rank %d failed: %s", e.Failed[0].Rank, e.Failed[0].How())
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d ranks failed: ", len(e.Failed))
+	var order []string
+	groups := map[string][]int{}
+	for _, x := range e.Failed {
+		h := x.How()
+		if groups[h] == nil {
+			order = append(order, h)
+		}
+		groups[h] = append(groups[h], x.Rank)
+	}
+	for i, h := range order {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		ranks := groups[h]
+		if len(ranks) == 1 {
+			fmt.Fprintf(&b, "rank %d: %s", ranks[0], h)
+		} else {
+			fmt.Fprintf(&b, "ranks %s: %s", formatRanks(ranks), h)
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *FailedError) Unwrap() error { return e.Cause }
+
+// Job is a running job: N processes of one program, each with its
+// bootstrap in its environment, and the rendezvous through which they
+// find each other. Its methods are safe for concurrent use.
+type Job struct {
+	ID string
+
+	cfg   Config
+	rz    *Rendezvous
+	start time.Time
+
+	outMu  sync.Mutex // shared by every lineWriter: lines never interleave
+	exitCh chan Exit
+	stopCh chan error // Stop's requests
+	done   chan struct{}
+
+	mu       sync.Mutex
+	procs    []*rankProc
+	timers   []*time.Timer
+	stopping bool
+	cause    error
+	exits    []Exit
+	err      error
+}
+
+type rankProc struct {
+	rank    int
+	cmd     *exec.Cmd
+	running bool
+	killed  bool
+	stopped bool
+}
+
+// Start checks cfg, opens the rendezvous, starts the N ranks and the
+// crashes of cfg.Kills, and returns the running job; [Job.Wait] waits
+// for its end. The job stops (SIGTERM, then SIGKILL after cfg.Grace) when
+// ctx ends, when cfg.Timeout passes, and when its rendezvous fails: a rank
+// died before registering while others had registered, or the ranks did
+// not all register within cfg.RendezvousTimeout of the first.
+//
+// If a process cannot be started, Start kills those it started, waits for
+// them and returns an error wrapping ErrStart.
+func Start(ctx context.Context, cfg Config) (*Job, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 3 * time.Second
+	}
+	if cfg.RendezvousTimeout <= 0 {
+		cfg.RendezvousTimeout = 30 * time.Second
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	path, err := exec.LookPath(cfg.Program)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrStart, cfg.Program, err)
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	if cfg.JobID == "" {
+		id := make([]byte, 6)
+		rand.Read(id)
+		cfg.JobID = "cohort-" + hex.EncodeToString(id)
+	}
+	rz, err := NewRendezvous(RendezvousConfig{JobID: cfg.JobID, Secret: secret, Size: cfg.N})
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{
+		ID:     cfg.JobID,
+		cfg:    cfg,
+		rz:     rz,
+		exitCh: make(chan Exit, cfg.N),
+		stopCh: make(chan error, 1),
+		done:   make(chan struct{}),
+		procs:  make([]*rankProc, cfg.N),
+	}
+	base := inheritedEnv()
+	j.start = time.Now()
+	for rank := range cfg.N {
+		boot := Bootstrap{JobID: cfg.JobID, Rank: rank, Size: cfg.N, Rendezvous: rz.Addr(),
+			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector}
+		cmd := exec.Command(path, cfg.Args...)
+		cmd.Dir = cfg.Dir
+		cmd.Env = append(append(slices.Clip(base), cfg.Env...), boot.Environ()...)
+		var prefix []byte
+		if cfg.Prefix {
+			prefix = fmt.Appendf(nil, "[%d] ", rank)
+		}
+		stdout := &lineWriter{mu: &j.outMu, w: cfg.Stdout, prefix: prefix}
+		stderr := &lineWriter{mu: &j.outMu, w: cfg.Stderr, prefix: prefix}
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		// A rank's children may hold its output open after it ends:
+		// Wait gives up on them after this delay.
+		cmd.WaitDelay = cfg.Grace
+		isolate(cmd)
+		if err := cmd.Start(); err != nil {
+			j.abortStart()
+			return nil, fmt.Errorf("%w %q (rank %d): %w", ErrStart, cfg.Program, rank, err)
+		}
+		p := &rankProc{rank: rank, cmd: cmd, running: true}
+		j.procs[rank] = p
+		go j.reap(p, stdout, stderr)
+	}
+	for _, k := range cfg.Kills {
+		j.KillAt(k.Rank, k.After)
+	}
+	go j.monitor(ctx)
+	return j, nil
+}
+
+// check validates a Config.
+func (cfg Config) check() error {
+	switch {
+	case cfg.N < 1 || cfg.N > MaxSize:
+		return fmt.Errorf("%w: %d ranks, want 1 to %d", ErrConfig, cfg.N, MaxSize)
+	case cfg.Program == "":
+		return fmt.Errorf("%w: no program", ErrConfig)
+	case cfg.Fanout < 0:
+		return fmt.Errorf("%w: fan-out %d", ErrConfig, cfg.Fanout)
+	case cfg.Grace < 0 || cfg.RendezvousTimeout < 0 || cfg.Timeout < 0:
+		return fmt.Errorf("%w: negative duration", ErrConfig)
+	}
+	boot := Bootstrap{JobID: "check", Size: cfg.N, Rendezvous: "127.0.0.1:1", Secret: make([]byte, MinSecretLen),
+		Fanout: cfg.Fanout, Detector: cfg.Detector}
+	if cfg.JobID != "" {
+		boot.JobID = cfg.JobID
+	}
+	if err := boot.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, k := range cfg.Kills {
+		if err := checkKill(cfg.N, k.Rank, k.After); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkKill(n, rank int, after time.Duration) error {
+	if rank < 0 || rank >= n {
+		return fmt.Errorf("%w: kill of rank %d, out of range for %d ranks (0 to %d)", ErrConfig, rank, n, n-1)
+	}
+	if after < 0 {
+		return fmt.Errorf("%w: kill of rank %d after a negative duration %v", ErrConfig, rank, after)
+	}
+	return nil
+}
+
+// inheritedEnv is the launcher's environment without its own bootstrap
+// (a job started from inside a rank must not inherit that rank's place).
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "COHORT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// abortStart kills and reaps the processes started so far.
+func (j *Job) abortStart() {
+	for _, p := range j.procs {
+		if p != nil {
+			signalGroup(p.cmd.Process, syscall.SIGKILL)
+		}
+	}
+	for _, p := range j.procs {
+		if p != nil {
+			p.cmd.Wait()
+		}
+	}
+	j.rz.Close()
+}
+
+// reap waits for one process and reports its exit to the monitor.
+func (j *Job) reap(p *rankProc, stdout, stderr *lineWriter) {
+	err := p.cmd.Wait()
+	stdout.flush()
+	stderr.flush()
+	ps := p.cmd.ProcessState
+	x := Exit{Rank: p.rank, Code: ps.ExitCode(), Signal: exitSignal(ps), Time: time.Since(j.start)}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		x.Err = err
+	}
+	j.mu.Lock()
+	p.running = false
+	x.Killed, x.Stopped = p.killed, p.stopped
+	j.mu.Unlock()
+	j.exitCh <- x
+}
+
+// monitor follows the job until every process has ended: exits,
+// registrations, the rendezvous timeout, the job's timeout, ctx and the
+// grace period of a stop.
+func (j *Job) monitor(ctx context.Context) {
+	exits := make([]Exit, j.cfg.N)
+	alive := j.cfg.N
+	var unregistered []Exit // ranks that ended before the rendezvous completed
+	var rzTimeout, jobTimeout, grace <-chan time.Time
+	var timers []*time.Timer
+	after := func(d time.Duration) <-chan time.Time {
+		t := time.NewTimer(d)
+		timers = append(timers, t)
+		return t.C
+	}
+	if j.cfg.Timeout > 0 {
+		jobTimeout = after(j.cfg.Timeout)
+	}
+	ctxDone, rzDone, notify := ctx.Done(), j.rz.Done(), j.rz.notify
+	stop := func(cause error) {
+		if j.stop(cause) && grace == nil {
+			grace = after(j.cfg.Grace)
+		}
+	}
+	// orphaned fails the rendezvous if a rank ended without registering
+	// while others wait for it.
+	orphaned := func() {
+		if rzDone == nil || len(unregistered) == 0 {
+			return
+		}
+		if ranks, _ := j.rz.Registered(); len(ranks) == 0 {
+			return
+		}
+		x := unregistered[0]
+		stop(fmt.Errorf("%w: rank %d ended before every rank registered (%s)", ErrRendezvous, x.Rank, x.How()))
+	}
+	for alive > 0 {
+		select {
+		case x := <-j.exitCh:
+			alive--
+			if rzDone != nil {
+				registered, _ := j.rz.Registered()
+				x.Registered = slices.Contains(registered, x.Rank)
+				if !x.Registered {
+					unregistered = append(unregistered, x)
+				}
+			} else {
+				x.Registered = true
+			}
+			exits[x.Rank] = x
+			if j.cfg.AbortOnFailure && !x.OK() && alive > 0 {
+				stop(fmt.Errorf("rank %d failed (%s) and the job aborts on a failure", x.Rank, x.How()))
+			}
+			orphaned()
+		case <-notify:
+			if rzTimeout == nil && rzDone != nil {
+				rzTimeout = after(j.cfg.RendezvousTimeout)
+			}
+			orphaned()
+		case <-rzDone:
+			rzDone, notify, rzTimeout = nil, nil, nil
+		case <-rzTimeout:
+			rzTimeout = nil
+			stop(fmt.Errorf("%w: ranks %s did not register within %v of the first", ErrRendezvous, formatRanks(j.rz.Missing()), j.cfg.RendezvousTimeout))
+		case <-jobTimeout:
+			jobTimeout = nil
+			stop(fmt.Errorf("%w after %v", ErrTimeout, j.cfg.Timeout))
+		case <-ctxDone:
+			ctxDone = nil
+			stop(ctx.Err())
+		case cause := <-j.stopCh:
+			stop(cause)
+		case <-grace:
+			grace = nil
+			j.signalAll(syscall.SIGKILL)
+		}
+	}
+	for _, t := range timers {
+		t.Stop()
+	}
+	j.mu.Lock()
+	for _, t := range j.timers {
+		t.Stop()
+	}
+	cause := j.cause
+	j.exits = exits
+	j.mu.Unlock()
+	j.rz.Close()
+	var failed []Exit
+	for _, x := range exits {
+		if !x.OK() {
+			failed = append(failed, x)
+		}
+	}
+	if cause != nil || len(failed) > 0 {
+		j.err = &FailedError{Failed: failed, Cause: cause}
+	}
+	close(j.done)
+}
+
+// stop begins the job's stop with its cause (the first cause wins): the
+// rendezvous is aborted with the cause as reason and every running rank
+// is sent SIGTERM. It reports whether this call began it.
+func (j *Job) stop(cause error) bool {
+	j.mu.Lock()
+	if j.stopping {
+		j.mu.Unlock()
+		return false
+	}
+	j.stopping, j.cause = true, cause
+	j.mu.Unlock()
+	j.rz.Abort("the job is stopping: " + strings.TrimPrefix(cause.Error(), "launch: "))
+	j.signalAll(syscall.SIGTERM)
+	return true
+}
+
+// signalAll sends sig to every running rank, marking them stopped.
+func (j *Job) signalAll(sig syscall.Signal) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, p := range j.procs {
+		if p.running {
+			p.stopped = true
+			signalGroup(p.cmd.Process, sig)
+		}
+	}
+}
+
+// Kill injects a crash: it sends SIGKILL to rank's process (and its
+// process group), now. Its Exit will say Killed.
+func (j *Job) Kill(rank int) error {
+	if err := checkKill(j.cfg.N, rank, 0); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p := j.procs[rank]
+	if !p.running {
+		return fmt.Errorf("%w: rank %d", ErrNotRunning, rank)
+	}
+	p.killed = true
+	return signalGroup(p.cmd.Process, syscall.SIGKILL)
+}
+
+// KillAt schedules a crash: SIGKILL to rank at the given time after the
+// job's start (at once if that is past). A rank that has already ended
+// by then is left alone.
+func (j *Job) KillAt(rank int, after time.Duration) error {
+	if err := checkKill(j.cfg.N, rank, after); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	select {
+	case <-j.done:
+		return fmt.Errorf("%w: rank %d (the job has ended)", ErrNotRunning, rank)
+	default:
+	}
+	d := max(0, after-time.Since(j.start))
+	j.timers = append(j.timers, time.AfterFunc(d, func() { j.Kill(rank) }))
+	return nil
+}
+
+// Stop stops the job as if its context had ended, with the given cause
+// (nil: context.Canceled); it does not wait (see Wait).
+func (j *Job) Stop(cause error) {
+	if cause == nil {
+		cause = context.Canceled
+	}
+	select {
+	case j.stopCh <- cause:
+	default: // a stop is already asked for
+	}
+}
+
+// RendezvousAddr returns the address of the job's rendezvous listener.
+func (j *Job) RendezvousAddr() string { return j.rz.Addr() }
+
+// Addrs waits for the rendezvous and returns every rank's registered
+// address, by rank.
+func (j *Job) Addrs(ctx context.Context) ([]string, error) { return j.rz.Wait(ctx) }
+
+// Started returns when the first rank was started.
+func (j *Job) Started() time.Time { return j.start }
+
+// Done is closed once every rank has ended and Wait's results are known.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Wait waits until every rank has ended and returns each rank's Exit,
+// by rank. The error is nil if every rank exited with code 0 and the
+// launcher did not have to stop the job; otherwise it is a
+// [*FailedError] naming the failed ranks and the cause.
+func (j *Job) Wait() ([]Exit, error) {
+	<-j.done
+	return slices.Clone(j.exits), j.err
+}

@@ -1,0 +1,96 @@
+// Command rank is the test program of package launch: a rank that reads
+// its bootstrap, listens, registers, prints what it got and exits as its
+// flags say.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cohort-mp/cohort/launch"
+)
+
+func main() {
+	code := flag.Int("code", 0, "exit code of every rank")
+	failRank := flag.Int("fail-rank", -1, "this rank exits with -fail-code")
+	failCode := flag.Int("fail-code", 7, "exit code of -fail-rank")
+	early := flag.Int("early-rank", -1, "this rank exits with code 3 before registering")
+	late := flag.Int("late-rank", -1, "this rank never registers and waits to be killed")
+	hold := flag.Bool("hold", false, "after registering, wait until the launcher's connection ends")
+	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
+	lines := flag.Int("lines", 0, "print this many lines after registering")
+	noRegister := flag.Bool("no-register", false, "do not register at all; print the rank and exit")
+	flag.Parse()
+	if *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	boot, err := launch.FromEnv(os.Getenv)
+	if errors.Is(err, launch.ErrNotLaunched) {
+		fmt.Println("not launched")
+		os.Exit(4)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(5)
+	}
+	if strings.Contains(strings.Join(os.Args, " "), fmt.Sprintf("%x", boot.Secret)) {
+		fmt.Fprintln(os.Stderr, "the secret is on the command line")
+		os.Exit(6)
+	}
+	if *noRegister {
+		fmt.Printf("rank %d of %d\n", boot.Rank, boot.Size)
+		os.Exit(*code)
+	}
+	if boot.Rank == *early {
+		os.Exit(3)
+	}
+	if boot.Rank == *late {
+		select {}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(5)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg, err := boot.Register(ctx, ln.Addr().String())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: %v\n", boot.Rank, err)
+		os.Exit(8)
+	}
+	if reg.Addrs[boot.Rank] != ln.Addr().String() {
+		fmt.Fprintf(os.Stderr, "rank %d: the table lists %s for me, I listen on %s\n", boot.Rank, reg.Addrs[boot.Rank], ln.Addr())
+		os.Exit(9)
+	}
+	sum := sha256.Sum256([]byte(strings.Join(reg.Addrs, ",")))
+	fmt.Printf("rank %d of %d job %s detector %q fanout %d table %x\n", boot.Rank, boot.Size, boot.JobID, boot.Detector, boot.Fanout, sum[:8])
+	pad := strings.Repeat("x", 100)
+	for i := range *lines {
+		fmt.Printf("rank %d line %d %s\n", boot.Rank, i, pad)
+	}
+	if *hold && *ignoreTerm {
+		select {} // deaf to the launcher: only SIGKILL ends it
+	}
+	if *hold {
+		select {
+		case <-reg.Lost():
+			fmt.Fprintf(os.Stderr, "rank %d: lost the launcher: %v\n", boot.Rank, reg.Err())
+		case <-time.After(time.Hour):
+		}
+	}
+	reg.Close()
+	if boot.Rank == *failRank {
+		os.Exit(*failCode)
+	}
+	os.Exit(*code)
+}
