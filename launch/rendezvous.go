@@ -68,7 +68,7 @@ func (m tableMsg) MarshalWire(e *wire.Encoder) {
 
 type abortMsg struct{ Reason string }
 
-func (abortMsg) Kind() core.Kind                 { return kindAbort }
+func (abortMsg) Kind() core.Kind               { return kindAbort }
 func (m abortMsg) MarshalWire(e *wire.Encoder) { e.String(m.Reason) }
 
 func decodeRegister(p []byte) (registerMsg, error) {
@@ -325,16 +325,16 @@ type Rendezvous struct {
 	cfg RendezvousConfig
 	ln  net.Listener
 
-	mu       sync.Mutex
-	conns    map[net.Conn]bool
-	ranks    map[int]*rankConn // the registered ranks
-	addrs    []string          // by rank, "" until registered
-	first    time.Time         // when the first rank registered
-	done     chan struct{}     // closed when the table went out or the rendezvous failed
-	err      error             // why it failed
-	notify   chan struct{}     // signalled (never blocking) when a rank registers or leaves before the table
-	closed   bool
-	wg       sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	ranks  map[int]*rankConn // the registered ranks
+	addrs  []string          // by rank, "" until registered
+	first  time.Time         // when the first rank registered
+	done   chan struct{}     // closed when the table went out or the rendezvous failed
+	err    error             // why it failed
+	notify chan struct{}     // signalled (never blocking) when a rank registers or leaves before the table
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // rankConn is one registered rank's connection.
@@ -371,13 +371,13 @@ func NewRendezvous(cfg RendezvousConfig) (*Rendezvous, error) {
 		return nil, fmt.Errorf("%w: cannot listen: %w", ErrRendezvous, err)
 	}
 	r := &Rendezvous{
-		cfg:      cfg,
-		ln:       ln,
-		conns:    map[net.Conn]bool{},
-		ranks:    map[int]*rankConn{},
-		addrs:    make([]string, cfg.Size),
-		done:     make(chan struct{}),
-		notify:   make(chan struct{}, 1),
+		cfg:    cfg,
+		ln:     ln,
+		conns:  map[net.Conn]bool{},
+		ranks:  map[int]*rankConn{},
+		addrs:  make([]string, cfg.Size),
+		done:   make(chan struct{}),
+		notify: make(chan struct{}, 1),
 	}
 	r.wg.Add(1)
 	go r.acceptLoop()
