@@ -246,11 +246,12 @@ func (e *membershipTS) runOne(ctx context.Context, seed uint64, r tsRun) (tsResu
 		ids[i] = core.NodeID(i)
 	}
 	w.CrashAt(tsFailAt, victim)
+	group, err := member.NewGroup(cfg, ids) // one initial view, shared by the n machines
+	if err != nil {
+		return res, err
+	}
 	for i := range r.n {
-		m, err := member.New(cfg, ids)
-		if err != nil {
-			return res, err
-		}
+		m := group.New()
 		if core.NodeID(i) == reporter {
 			w.Add(core.NewStack(&failOracle{at: tsFailAt, victim: victim}, m))
 		} else {
@@ -492,12 +493,12 @@ func tsCalibrate(n, a int) float64 {
 	for i := range ids {
 		ids[i] = core.NodeID(i)
 	}
+	group, err := member.NewGroup(tsMemberConfig(a), ids)
+	if err != nil {
+		return math.Inf(1)
+	}
 	for range n {
-		m, err := member.New(tsMemberConfig(a), ids)
-		if err != nil {
-			return math.Inf(1)
-		}
-		w.Add(m)
+		w.Add(group.New())
 	}
 	w.RunUntil(0)
 	runtime.GC()

@@ -8,6 +8,7 @@
 //
 //	cfg := member.DefaultConfig()        // or WANConfig(); set Fanout, Partition…
 //	m, err := member.New(cfg, ids)       // an initial member: ids is the job
+//	g, err := member.NewGroup(cfg, ids); m := g.New()   // many machines of one job in one process
 //	j, err := member.NewJoiner(cfg, member.JoinOptions{Contacts: ids})   // a new node
 //	r, err := member.NewJoiner(cfg, member.JoinOptions{Contacts: ids, Recovered: true, EpochFloor: saved})
 //	stack := core.NewStack(detector, m) // the failure detector below (package fd)
@@ -44,6 +45,31 @@
 // a partition install views. A recovered process passes the highest epoch
 // its former self saw ([Member.MaxEpoch], [JoinOptions.EpochFloor]) if its
 // host can keep it: epochs then only grow at a node across restarts too.
+//
+// # Views are immutable and shared
+//
+// A view (its epoch, member list, ancestry, incarnations and change lists)
+// is never modified after it is built. Nodes derive the next view copy on
+// write: the root's recalculation (§3.4) builds a new member list from the
+// base, it never edits the base. So views are shared, not copied: every
+// machine built from one [Group] shares the group's default view, and in
+// the simulator, where a message is a pointer, every node that receives a
+// proposal installs the very view its root built. The slices the package
+// hands out are these shared ones: [View].Members, [ViewInstalled]'s
+// Members, Joined and Departed, [core.MembersChanged].Members, and the
+// lists inside messages. Read them; copy before modifying.
+//
+// No node indexes a view on its own: a member's position is found by a
+// binary search over the initial members (kept sorted by id) and, for
+// joiners appended since, in a map built once per view and shared with it.
+// A machine holds only its own state (failures it knows of, timers, the
+// proposal in flight), so n machines of one job in one process hold O(n)
+// bytes. Measured with `cohort sim membership-ts` (its report lists the
+// figures; Go 1.26, linux/amd64): a simulated world of started members,
+// every member a Member under sim.World, holds 2.9 MB at n = 4,096, 11.8 MB
+// at 16,384 and 47 MB at 65,536, about 720 bytes per member; before views
+// were shared each machine held its own lists (8.7 bytes per n², 2.3 GB at
+// 16,384).
 //
 // # The protocol as implemented
 //

@@ -11,7 +11,8 @@ import (
 // relative to the view this node installed before (for a node's first view,
 // Joined is every member); a recovered process that re-joined under its id
 // appears in both. Epochs of the views one node installs only grow; every
-// node that installs epoch E installs the same Members.
+// node that installs epoch E installs the same Members. The slices are
+// shared with the view (and with other nodes' events): never modify them.
 type ViewInstalled struct {
 	Epoch    uint64
 	Members  []core.NodeID

@@ -64,6 +64,10 @@ type Member struct {
 	self core.NodeID
 	inc  uint64 // 0 for initial members, random otherwise
 
+	// initView is the default view of an initial member's job, shared by
+	// every machine of its Group; initial is its member list (nil for a
+	// node built by NewJoiner).
+	initView *view
 	initial  []core.NodeID
 	contacts []core.NodeID
 	alive    bool // join with NODE_ALIVE rather than NEW_NODE
@@ -135,17 +139,55 @@ type Member struct {
 // default view from initial alone, without messages (§3.2): the members
 // sorted by id, the lowest id as root. A node started with a list that does
 // not contain it joins through that list as a new node.
+//
+// New builds the initial view for this one machine. A process that runs
+// many machines of one job (the simulator) builds them with [NewGroup] and
+// [Group.New] instead, so that they share one initial view.
 func New(cfg Config, initial []core.NodeID) (*Member, error) {
+	g, err := NewGroup(cfg, initial)
+	if err != nil {
+		return nil, err
+	}
+	return g.New(), nil
+}
+
+// Group is the initial member list of a job, checked, sorted by id and laid
+// out as the default view (§3.2, epoch 1) once. Every machine built with
+// [Group.New] shares that one view (and the list it holds) instead of
+// holding its own copy, so that n machines of one job in one process hold
+// O(n) bytes of member lists, not O(n²). A Group is immutable after
+// NewGroup and safe for concurrent use; machines built from it behave
+// exactly as machines built with [New] from the same list.
+type Group struct {
+	cfg  Config
+	init *view
+}
+
+// NewGroup checks cfg and the initial member list of a job (not empty, no
+// core.None, no id twice) and builds the default view.
+func NewGroup(cfg Config, initial []core.NodeID) (*Group, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkList(initial); err != nil {
+	v, err := initialView(initial, cfg.Fanout)
+	if err != nil {
 		return nil, err
 	}
-	m := newMember(cfg)
-	m.initial = slices.Clone(initial)
-	slices.Sort(m.initial)
-	return m, nil
+	return &Group{cfg: cfg, init: v}, nil
+}
+
+// Members returns the initial members sorted by id (the default view's
+// order). The slice is shared: never modify it.
+func (g *Group) Members() []core.NodeID { return g.init.members }
+
+// New returns the machine of one node of the group (see [New]): an initial
+// member if the node's id, learnt at Start, is in the list; otherwise a new
+// node that joins through the list.
+func (g *Group) New() *Member {
+	m := newMember(g.cfg)
+	m.initView = g.init
+	m.initial = g.init.members
+	return m
 }
 
 // JoinOptions describe how a node that is not an initial member joins.
@@ -173,7 +215,7 @@ func NewJoiner(cfg Config, opts JoinOptions) (*Member, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkList(opts.Contacts); err != nil {
+	if _, err := sortedList(opts.Contacts); err != nil {
 		return nil, err
 	}
 	m := newMember(cfg)
@@ -183,41 +225,44 @@ func NewJoiner(cfg Config, opts JoinOptions) (*Member, error) {
 	return m, nil
 }
 
-func checkList(ids []core.NodeID) error {
+// sortedList checks a member or contact list (not empty, no core.None, no
+// id twice) and returns a sorted copy of it. Sorting finds the duplicates
+// without an n-entry map.
+func sortedList(ids []core.NodeID) ([]core.NodeID, error) {
 	if len(ids) == 0 {
-		return ErrNoMembers
+		return nil, ErrNoMembers
 	}
-	seen := make(map[core.NodeID]bool, len(ids))
-	for _, id := range ids {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	for i, id := range sorted {
 		if id == core.None {
-			return fmt.Errorf("%w: core.None listed", ErrBadMember)
+			return nil, fmt.Errorf("%w: core.None listed", ErrBadMember)
 		}
-		if seen[id] {
-			return fmt.Errorf("%w: %v listed twice", ErrBadMember, id)
+		if i > 0 && id == sorted[i-1] {
+			return nil, fmt.Errorf("%w: %v listed twice", ErrBadMember, id)
 		}
-		seen[id] = true
 	}
-	return nil
+	return sorted, nil
 }
 
 func newMember(cfg Config) *Member {
+	// The maps are made on first write (put): most machines of a large
+	// simulated job never write most of them.
 	return &Member{
-		cfg:         cfg,
-		accParent:   core.None,
-		mergeRoot:   core.None,
-		mergeVia:    core.None,
-		reportTo:    core.None,
-		failed:      map[core.NodeID]bool{},
-		failedAt:    map[core.NodeID]time.Duration{},
-		detected:    map[core.NodeID]uint64{},
-		ackedEpochs: map[uint64]bool{},
-		vetoed:      map[uint64]bool{},
-		held:        map[uint64]*view{},
-		soft:        map[core.NodeID]bool{},
-		failedInc:   map[core.NodeID][]uint64{},
-		lastNotice:  map[core.NodeID]time.Duration{},
-		goneInc:     map[core.NodeID]uint64{},
+		cfg:       cfg,
+		accParent: core.None,
+		mergeRoot: core.None,
+		mergeVia:  core.None,
+		reportTo:  core.None,
 	}
+}
+
+// put sets (*mp)[k] = v, making the map first if it is nil.
+func put[K comparable, V any](mp *map[K]V, k K, v V) {
+	if *mp == nil {
+		*mp = make(map[K]V)
+	}
+	(*mp)[k] = v
 }
 
 // Protos implements core.ProtoOwner.
@@ -255,13 +300,9 @@ func (m *Member) Start(env core.Env) {
 	if m.cfg.ProbeInterval > 0 {
 		m.arm(tProbe, m.cfg.ProbeInterval, 0)
 	}
-	if m.initial != nil {
-		if slices.Contains(m.initial, m.self) {
-			v, err := initialView(m.initial, m.cfg.Fanout)
-			if err != nil {
-				panic(fmt.Sprintf("member: initial view: %v", err)) // checked by New
-			}
-			m.install(v)
+	if m.initView != nil {
+		if m.initView.has(m.self) {
+			m.install(m.initView)
 			return
 		}
 		m.contacts = m.initial
@@ -455,7 +496,7 @@ func (m *Member) install(v *view) {
 	for _, id := range departed {
 		if id != m.self && !v.has(id) {
 			m.departed = append(m.departed, id)
-			m.goneInc[id] = prev.inc(id)
+			put(&m.goneInc, id, prev.inc(id))
 			// The detector stops watching a node that leaves the view: its
 			// verdict goes stale (it is given afresh if the node returns).
 			delete(m.detected, id)
@@ -471,14 +512,29 @@ func (m *Member) install(v *view) {
 			}
 		}
 	}
-	for _, id := range joined {
-		// The detector watches a node that enters the view afresh (it
-		// follows core.MembersChanged) and declares it failed again if it
-		// still is: its verdicts about the node's previous stay in (or
-		// absence from) the view are void.
-		if id != m.self {
-			m.unmark(id)
-			delete(m.detected, id)
+	// The detector watches a node that enters the view afresh (it follows
+	// core.MembersChanged) and declares it failed again if it still is: its
+	// verdicts about the node's previous stay in (or absence from) the view
+	// are void.
+	if prev == nil {
+		// Every member joined: visit the verdicts, not the n members
+		// (unmark only clears what m.failed holds).
+		for id := range m.failed {
+			if id != m.self && v.has(id) {
+				m.unmark(id)
+			}
+		}
+		for id := range m.detected {
+			if id != m.self && v.has(id) {
+				delete(m.detected, id)
+			}
+		}
+	} else {
+		for _, id := range joined {
+			if id != m.self {
+				m.unmark(id)
+				delete(m.detected, id)
+			}
 		}
 	}
 	m.departed = slices.DeleteFunc(m.departed, v.has)
@@ -551,7 +607,7 @@ func (m *Member) restoreAdopted() {
 // installed (see restoreAdopted).
 func (m *Member) hold(v *view) {
 	if len(m.held) < 64 {
-		m.held[v.epoch] = v
+		put(&m.held, v.epoch, v)
 	}
 }
 
@@ -583,7 +639,7 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 	if m.cur.has(x) {
 		inc = m.cur.inc(x)
 	}
-	m.detected[x] = inc
+	put(&m.detected, x, inc)
 	if m.cur == nil || (!m.cur.has(x) && !m.acc.has(x)) {
 		return
 	}
@@ -614,14 +670,14 @@ func (m *Member) onRecovered(x core.NodeID) {
 // detector did not declare (a report, an ACK timeout).
 func (m *Member) markFailed(id core.NodeID, inc uint64, soft bool) {
 	if !m.failed[id] {
-		m.failed[id] = true
-		m.failedAt[id] = m.now()
+		put(&m.failed, id, true)
+		put(&m.failedAt, id, m.now())
 	}
 	if !slices.Contains(m.failedInc[id], inc) {
-		m.failedInc[id] = append(m.failedInc[id], inc)
+		put(&m.failedInc, id, append(m.failedInc[id], inc))
 	}
 	if _, det := m.detected[id]; soft && !det {
-		m.soft[id] = true
+		put(&m.soft, id, true)
 	} else {
 		delete(m.soft, id)
 	}
@@ -839,7 +895,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	if rel == relSupersedes && prev != nil && !slices.Contains(p.Ancestry, prev.epoch) {
 		// Its root abandoned prev: prev never committed. Say so to whoever
 		// holds it and asks (VIEW_QUERY).
-		m.vetoed[prev.epoch] = true
+		put(&m.vetoed, prev.epoch, true)
 	}
 	adopted := m.adopted
 	switch {
@@ -991,7 +1047,7 @@ func (m *Member) sendAck() {
 	m.ackSent = true
 	m.cancel(tAck)
 	if len(m.ackedEpochs) < 256 {
-		m.ackedEpochs[m.acc.epoch] = true
+		put(&m.ackedEpochs, m.acc.epoch, true)
 	}
 	m.send(m.accParent, &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch})
 }
@@ -1123,7 +1179,7 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 	default:
 		// This node never acknowledged q.Epoch and promises it never will:
 		// if it is a member of it, q.Epoch cannot commit.
-		m.vetoed[q.Epoch] = true
+		put(&m.vetoed, q.Epoch, true)
 		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
 	}
 }
@@ -1133,7 +1189,7 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 	if s.Abort != 0 && m.adopted != nil && m.adopted.epoch == s.Abort && (EpochRoot(s.Abort) == from || m.adopted.has(from)) {
 		// The dead root's proposal this node's proposal (or accepted one)
 		// is based on never committed: forget it.
-		m.vetoed[s.Abort] = true
+		put(&m.vetoed, s.Abort, true)
 		m.adopted = nil
 		if m.driving && m.acc.base() == s.Abort {
 			m.abort(fmt.Sprintf("its base %s never committed", FormatEpoch(s.Abort)))
@@ -1141,7 +1197,7 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 		aborted = true
 	}
 	if s.Abort != 0 && m.acc != nil && m.acc.epoch == s.Abort && !m.driving && (EpochRoot(s.Abort) == from || m.acc.has(from)) {
-		m.vetoed[s.Abort] = true // dead: tell whoever else asks
+		put(&m.vetoed, s.Abort, true) // dead: tell whoever else asks
 		m.dropAcc()
 		m.restoreAdopted()
 		aborted = true

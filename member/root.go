@@ -543,7 +543,7 @@ func (m *Member) notice(to core.NodeID, force bool) {
 	if last, ok := m.lastNotice[to]; ok && m.now()-last < m.cfg.NoticeInterval && !force {
 		return
 	}
-	m.lastNotice[to] = m.now()
+	put(&m.lastNotice, to, m.now())
 	m.send(to, &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)})
 }
 
@@ -562,7 +562,7 @@ func (m *Member) probe() {
 	send := func(d core.NodeID) {
 		if d != m.self && !m.cur.has(d) && !m.acc.has(d) && n < m.cfg.MaxProbes {
 			n++
-			m.lastNotice[d] = m.now()
+			put(&m.lastNotice, d, m.now())
 			m.send(d, x)
 		}
 	}

@@ -229,20 +229,22 @@ func (v *view) apply(epoch uint64, failed []core.NodeID, joined []Joiner, fanout
 }
 
 // initialView is the default view every initial member computes alone
-// (§3.2): the members sorted by id, counter 1, the lowest id as root.
+// (§3.2): the members sorted by id, counter 1, the lowest id as root. It
+// checks the list (see sortedList) and keeps a sorted copy of it.
 func initialView(ids []core.NodeID, fanout int) (*view, error) {
-	members := slices.Clone(ids)
-	slices.Sort(members)
-	if len(members) == 0 {
-		return nil, fmt.Errorf("%w: empty initial member list", errView)
+	members, err := sortedList(ids)
+	if err != nil {
+		return nil, err
 	}
 	return newView(MakeEpoch(1, members[0]), members, nil, nil, fanout)
 }
 
-// diff returns who joined and who departed between prev (nil for none) and v.
+// diff returns who joined and who departed between prev (nil for none) and
+// v. For a first view, joined is v's member list itself (shared, like every
+// slice of a view).
 func diff(prev, v *view) (joined, departed []core.NodeID) {
 	if prev == nil {
-		return slices.Clone(v.members), nil
+		return v.members, nil
 	}
 	if v.delta && v.base() == prev.epoch {
 		for _, j := range v.joined {
