@@ -51,10 +51,10 @@ type Checker struct {
 }
 
 type nodeState struct {
-	epoch     uint64            // the view the node installed last
-	haveEpoch uint64            // epoch of have
-	have      []uint64          // last Progress
-	hasHave   bool              //
+	epoch     uint64   // the view the node installed last
+	haveEpoch uint64   // epoch of have
+	have      []uint64 // last Progress
+	hasHave   bool     //
 	failed    map[core.NodeID]bool
 	lastVec   []uint64
 	lastRound uint64
@@ -183,4 +183,6 @@ func (c *Checker) end(w *sim.World) error {
 }
 
 // String describes the checker's state briefly (for test logs).
-func (c *Checker) String() string { return fmt.Sprintf("stable checker: %d views, %d nodes", len(c.views), len(c.nodes)) }
+func (c *Checker) String() string {
+	return fmt.Sprintf("stable checker: %d views, %d nodes", len(c.views), len(c.nodes))
+}
