@@ -1,0 +1,222 @@
+package coll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Phases of a collective: the low 8 bits of a tag. Messages between one pair
+// within one phase are matched in FIFO order; distinct phases keep the parts
+// of an algorithm (fold-in, main loop, unfold, final hop) apart.
+const (
+	phaseMain = iota
+	phaseFold
+	phaseUnfold
+	phaseGather
+	phaseHop
+	phaseScatter
+	phaseAllgather
+)
+
+// call is one collective invocation on one rank.
+type call struct {
+	ctx        context.Context
+	t          Transport
+	name       string
+	rank, size int
+	base       int   // seq·256
+	mismatch   error // first size disagreement with a peer (sticky)
+}
+
+// begin takes the call's sequence number. It is called before any argument
+// check so that ranks stay in step on NextSeq even when a call fails early.
+func begin(ctx context.Context, t Transport, name string) *call {
+	seq := t.NextSeq()
+	return &call{ctx: ctx, t: t, name: name, rank: t.Rank(), size: t.Size(),
+		base: int(seq&(1<<54-1)) << 8}
+}
+
+// errorf returns a bad-input error for this call, wrapping sentinel.
+func (c *call) errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", sentinel, c.name, fmt.Sprintf(format, args...))
+}
+
+// done returns the call's result: err, or else a recorded size mismatch.
+func (c *call) done(err error) error {
+	if err != nil {
+		return err
+	}
+	return c.mismatch
+}
+
+func (c *call) send(to, phase int, data []byte) error {
+	if err := c.t.Send(c.ctx, to, c.base+phase, data); err != nil {
+		return fmt.Errorf("coll: %s: send to rank %d: %w", c.name, to, err)
+	}
+	return nil
+}
+
+func (c *call) recv(from, phase int) ([]byte, error) {
+	b, err := c.t.Recv(c.ctx, from, c.base+phase)
+	if err != nil {
+		return nil, fmt.Errorf("coll: %s: recv from rank %d: %w", c.name, from, err)
+	}
+	return b, nil
+}
+
+// fit records a mismatch when a message from `from` has n bytes instead of
+// want, and returns the message truncated or zero-padded to want bytes so the
+// algorithm can go on (every peer still gets its messages: a disagreement is
+// reported, not turned into a hang).
+func (c *call) fit(from int, b []byte, want int) []byte {
+	if len(b) == want {
+		return b
+	}
+	if c.mismatch == nil {
+		c.mismatch = fmt.Errorf("%w: %s: rank %d sent %d bytes, this rank expected %d",
+			ErrCount, c.name, from, len(b), want)
+	}
+	if len(b) > want {
+		return b[:want]
+	}
+	return append(b, make([]byte, want-len(b))...)
+}
+
+// recvInto receives a message from `from` into dst.
+func (c *call) recvInto(from, phase int, dst []byte) error {
+	b, err := c.recv(from, phase)
+	if err != nil {
+		return err
+	}
+	copy(dst, c.fit(from, b, len(dst)))
+	return nil
+}
+
+// sendrecv sends sdata to `to` while receiving the next message from `from`
+// (an exchange: with a Transport whose Send waits for the receiver, sending
+// first on both sides would deadlock). A failure of either half cancels the
+// other, so the call never waits on a half that cannot finish.
+func (c *call) sendrecv(to int, sdata []byte, from, phase int) ([]byte, error) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() {
+		err := c.t.Send(ctx, to, c.base+phase, sdata)
+		if err != nil {
+			cancel()
+		}
+		sent <- err
+	}()
+	b, rerr := c.t.Recv(ctx, from, c.base+phase)
+	if rerr != nil {
+		cancel()
+	}
+	serr := <-sent
+	// When one half fails, the other sees our cancel: report the half that
+	// failed on its own.
+	ownCancel := func(err error) bool { return errors.Is(err, context.Canceled) && c.ctx.Err() == nil }
+	switch {
+	case serr != nil && !ownCancel(serr):
+		return nil, fmt.Errorf("coll: %s: send to rank %d: %w", c.name, to, serr)
+	case rerr != nil:
+		return nil, fmt.Errorf("coll: %s: recv from rank %d: %w", c.name, from, rerr)
+	case serr != nil:
+		return nil, fmt.Errorf("coll: %s: send to rank %d: %w", c.name, to, serr)
+	}
+	return b, nil
+}
+
+// sendrecvInto is sendrecv receiving into dst.
+func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) error {
+	b, err := c.sendrecv(to, sdata, from, phase)
+	if err != nil {
+		return err
+	}
+	copy(dst, c.fit(from, b, len(dst)))
+	return nil
+}
+
+// recvElems receives n elements of T from `from`.
+func recvElems[T Elem](c *call, from, phase, n int) ([]T, error) {
+	b, err := c.recv(from, phase)
+	if err != nil {
+		return nil, err
+	}
+	return elems[T](c, from, b, n), nil
+}
+
+// sendrecvElems exchanges: sends s to `to`, receives n elements from `from`.
+func sendrecvElems[T Elem](c *call, to int, s []T, from, phase, n int) ([]T, error) {
+	b, err := c.sendrecv(to, AsBytes(s), from, phase)
+	if err != nil {
+		return nil, err
+	}
+	return elems[T](c, from, b, n), nil
+}
+
+func elems[T Elem](c *call, from int, b []byte, n int) []T {
+	b = c.fit(from, b, n*SizeOf[T]())
+	out, _ := FromBytes[T](b) // length is a multiple of the element size
+	return out
+}
+
+// realFromRel maps a rank relative to root back to a real rank.
+func (c *call) realFromRel(v, root int) int { return (v + root) % c.size }
+
+// relOf returns this rank relative to root.
+func (c *call) relOf(root int) int { return (c.rank - root + c.size) % c.size }
+
+// checkRoot validates a root.
+func (c *call) checkRoot(root int) error {
+	if root < 0 || root >= c.size {
+		return c.errorf(ErrRoot, "root %d with %d ranks", root, c.size)
+	}
+	return nil
+}
+
+// checkCounts validates a count vector of one entry per rank and returns its
+// packed displacements (len size+1, the last being the total).
+func (c *call) checkCounts(what string, counts []int) ([]int, error) {
+	if len(counts) != c.size {
+		return nil, c.errorf(ErrCount, "%s has %d entries for %d ranks", what, len(counts), c.size)
+	}
+	displs := make([]int, c.size+1)
+	for i, n := range counts {
+		if n < 0 {
+			return nil, c.errorf(ErrCount, "%s[%d] = %d is negative", what, i, n)
+		}
+		displs[i+1] = displs[i] + n
+	}
+	return displs, nil
+}
+
+// lowbit returns the lowest set bit of v > 0.
+func lowbit(v int) int { return v & -v }
+
+// pof2Floor returns the largest power of two ≤ n (n ≥ 1).
+func pof2Floor(n int) int {
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	return p
+}
+
+// pof2Ceil returns the smallest power of two ≥ n (n ≥ 1).
+func pof2Ceil(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// log2Ceil returns ⌈log₂ n⌉ (n ≥ 1).
+func log2Ceil(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}

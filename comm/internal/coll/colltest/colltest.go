@@ -1,0 +1,205 @@
+// Package colltest provides an in-memory coll.Transport for tests and
+// benchmarks of the collective algorithms: n endpoints in one process, one per
+// rank, each run by its own goroutine, with unbounded per-(sender, tag)
+// queues, so Send never blocks, and with injectable failures.
+//
+// Usage:
+//
+//	net := colltest.New(n)
+//	errs := net.Run(func(ep *colltest.Endpoint) error {
+//		return coll.Allreduce(ctx, ep, send[ep.Rank()], recv[ep.Rank()], coll.Sum[float64]())
+//	})
+//
+// Failures model what comm does after ULFM: once a rank is known failed, every
+// pending and later Recv of the communicator, on every rank, returns an error
+// naming it (*PeerFailedError); the failed rank's own calls return ErrCrashed.
+package colltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrCrashed is returned by every call of an endpoint that FailAt crashed.
+var ErrCrashed = errors.New("colltest: this rank crashed (injected)")
+
+// PeerFailedError is returned by Recv once rank Rank is known failed.
+type PeerFailedError struct{ Rank int }
+
+func (e *PeerFailedError) Error() string {
+	return fmt.Sprintf("colltest: rank %d failed", e.Rank)
+}
+
+// Net is an in-memory communicator of n ranks.
+type Net struct {
+	eps      []*Endpoint
+	failOnce sync.Once
+	failed   chan struct{} // closed when failErr is set
+	failErr  error
+}
+
+// New returns a communicator of n ≥ 1 ranks.
+func New(n int) *Net {
+	if n < 1 {
+		panic(fmt.Sprintf("colltest: New(%d): need at least one rank", n))
+	}
+	net := &Net{failed: make(chan struct{})}
+	net.eps = make([]*Endpoint, n)
+	for r := range net.eps {
+		net.eps[r] = &Endpoint{net: net, rank: r, queues: map[key][][]byte{},
+			wake: make(chan struct{}), failAt: -1}
+	}
+	return net
+}
+
+// Endpoint returns rank r's Transport.
+func (n *Net) Endpoint(r int) *Endpoint { return n.eps[r] }
+
+// Size returns the number of ranks.
+func (n *Net) Size() int { return len(n.eps) }
+
+// Fail marks the communicator failed with err: every pending and later Recv,
+// on every rank, returns err. Only the first call has an effect.
+func (n *Net) Fail(err error) {
+	n.failOnce.Do(func() {
+		n.failErr = err
+		close(n.failed)
+	})
+}
+
+// FailAt makes rank r crash at its k-th transport call (0-based, counting
+// Send and Recv): that call and every later call of r return ErrCrashed, and
+// the communicator is marked failed with &PeerFailedError{r} at that moment.
+// Call before Run.
+func (n *Net) FailAt(r int, k int64) { n.eps[r].failAt = k }
+
+// Run calls fn for every rank, each on its own goroutine, and returns their
+// errors indexed by rank once all have returned.
+func (n *Net) Run(fn func(ep *Endpoint) error) []error {
+	errs := make([]error, len(n.eps))
+	var wg sync.WaitGroup
+	for r, ep := range n.eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(ep)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+type key struct{ from, tag int }
+
+// Endpoint is one rank's view of a Net; it implements coll.Transport.
+type Endpoint struct {
+	net  *Net
+	rank int
+	seq  atomic.Uint64
+
+	calls  atomic.Int64
+	failAt int64 // -1: never
+
+	mu     sync.Mutex
+	queues map[key][][]byte
+	wake   chan struct{} // closed and replaced on every delivery
+}
+
+// Rank implements coll.Transport.
+func (e *Endpoint) Rank() int { return e.rank }
+
+// Size implements coll.Transport.
+func (e *Endpoint) Size() int { return len(e.net.eps) }
+
+// NextSeq implements coll.Transport.
+func (e *Endpoint) NextSeq() uint64 { return e.seq.Add(1) - 1 }
+
+// crashed counts a call and reports whether this endpoint has crashed.
+func (e *Endpoint) crashed() bool {
+	if e.failAt < 0 {
+		return false
+	}
+	if e.calls.Add(1)-1 >= e.failAt {
+		e.net.Fail(&PeerFailedError{Rank: e.rank})
+		return true
+	}
+	return false
+}
+
+// Send implements coll.Transport: it copies data into the receiver's queue
+// and never blocks.
+func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
+	if e.crashed() {
+		return ErrCrashed
+	}
+	if to < 0 || to >= len(e.net.eps) {
+		return fmt.Errorf("colltest: send to rank %d of %d", to, len(e.net.eps))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	msg := make([]byte, len(data))
+	copy(msg, data)
+	dst := e.net.eps[to]
+	dst.mu.Lock()
+	k := key{e.rank, tag}
+	dst.queues[k] = append(dst.queues[k], msg)
+	close(dst.wake)
+	dst.wake = make(chan struct{})
+	dst.mu.Unlock()
+	return nil
+}
+
+// Recv implements coll.Transport.
+func (e *Endpoint) Recv(ctx context.Context, from, tag int) ([]byte, error) {
+	if e.crashed() {
+		return nil, ErrCrashed
+	}
+	if from < 0 || from >= len(e.net.eps) {
+		return nil, fmt.Errorf("colltest: recv from rank %d of %d", from, len(e.net.eps))
+	}
+	k := key{from, tag}
+	for {
+		select {
+		case <-e.net.failed:
+			return nil, e.net.failErr
+		default:
+		}
+		e.mu.Lock()
+		if q := e.queues[k]; len(q) > 0 {
+			msg := q[0]
+			if len(q) == 1 {
+				delete(e.queues, k)
+			} else {
+				q[0] = nil
+				e.queues[k] = q[1:]
+			}
+			e.mu.Unlock()
+			return msg, nil
+		}
+		wake := e.wake
+		e.mu.Unlock()
+		select {
+		case <-wake:
+		case <-e.net.failed:
+			return nil, e.net.failErr
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Pending returns the number of messages delivered to this endpoint and not
+// yet received (a test can check that a collective left nothing behind).
+func (e *Endpoint) Pending() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, q := range e.queues {
+		n += len(q)
+	}
+	return n
+}

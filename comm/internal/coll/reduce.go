@@ -1,0 +1,250 @@
+package coll
+
+import "context"
+
+// ReduceLongBytes: at or above it (and with at least as many elements as the
+// largest power of two ≤ Size) Reduce and Allreduce use Rabenseifner's
+// reduce-scatter algorithms; below it, a binomial tree (Reduce) or recursive
+// doubling (Allreduce).
+const ReduceLongBytes = 2 << 10
+
+type reduceAlg int
+
+const (
+	reduceBinomial reduceAlg = iota
+	reduceRabenseifner
+)
+
+func pickReduce(n, bytes, p int) reduceAlg {
+	if bytes >= ReduceLongBytes && n >= pof2Floor(p) {
+		return reduceRabenseifner
+	}
+	return reduceBinomial
+}
+
+// Reduce combines every rank's send with op, in rank order, into recv on
+// root: recv = send₀ ⊕ send₁ ⊕ … ⊕ send_{p−1}. Every rank's send has the same
+// length; recv is used on root only (it must have len(send) elements there;
+// other ranks may pass nil). send is never modified.
+func Reduce[T Elem](ctx context.Context, t Transport, send, recv []T, op Op[T], root int) error {
+	c := begin(ctx, t, "reduce")
+	if err := c.checkRoot(root); err != nil {
+		return err
+	}
+	if !op.Valid() {
+		return c.errorf(ErrOp, "zero Op")
+	}
+	if c.rank == root && len(recv) != len(send) {
+		return c.errorf(ErrCount, "len(recv) = %d on root, want len(send) = %d", len(recv), len(send))
+	}
+	return c.done(reduce(c, send, recv, op, root, pickReduce(len(send), len(send)*SizeOf[T](), c.size)))
+}
+
+func reduce[T Elem](c *call, send, recv []T, op Op[T], root int, alg reduceAlg) error {
+	if c.size == 1 {
+		copy(recv, send)
+		return nil
+	}
+	if alg == reduceRabenseifner {
+		return rabenseifnerReduce(c, send, recv, op, root)
+	}
+	return binomialReduce(c, send, recv, op, root)
+}
+
+// binomialReduce: the mirror of the binomial broadcast, ⌈log₂ p⌉ rounds and
+// p − 1 messages of the whole vector. The subtree of the rank at distance v
+// covers distances [v, v + lowbit(v)), so partial results are combined in
+// distance order; for a non-commutative op the tree is rooted at rank 0
+// (distance = rank) and the result takes one more hop to root.
+func binomialReduce[T Elem](c *call, send, recv []T, op Op[T], root int) error {
+	p := c.size
+	treeRoot := root
+	if !op.commutative {
+		treeRoot = 0
+	}
+	v := c.relOf(treeRoot)
+	var acc []T
+	if c.rank == root {
+		acc = recv
+	} else {
+		acc = make([]T, len(send))
+	}
+	copy(acc, send)
+	for mask := 1; mask < p; mask <<= 1 {
+		if v&mask != 0 {
+			if err := c.send(c.realFromRel(v-mask, treeRoot), phaseMain, AsBytes(acc)); err != nil {
+				return err
+			}
+			break
+		}
+		if src := v | mask; src < p {
+			in, err := recvElems[T](c, c.realFromRel(src, treeRoot), phaseMain, len(acc))
+			if err != nil {
+				return err
+			}
+			op.left(acc, in)
+		}
+	}
+	if treeRoot != root {
+		switch c.rank {
+		case treeRoot:
+			return c.send(root, phaseHop, AsBytes(acc))
+		case root:
+			return c.recvInto(treeRoot, phaseHop, AsBytes(recv))
+		}
+	}
+	return nil
+}
+
+// rabenseifnerReduce: a reduce-scatter by recursive halving (see halving)
+// leaves each of pof2 ranks with one fully reduced block, then a binomial
+// gather that undoes the halving steps brings the blocks to root (through
+// root's odd neighbour when root was folded out). 2·log₂ pof2 (+2) rounds;
+// each rank sends about 2n·(pof2−1)/pof2 elements instead of n·log₂ p.
+func rabenseifnerReduce[T Elem](c *call, send, recv []T, op Op[T], root int) error {
+	buf := recv
+	if c.rank != root {
+		buf = make([]T, len(send))
+	}
+	copy(buf, send)
+	h, err := halving(c, buf, op)
+	if err != nil {
+		return err
+	}
+	newroot, proxy := root-h.rem, root
+	if root < 2*h.rem {
+		newroot, proxy = root/2, root|1
+	}
+	if h.newrank >= 0 {
+		for i := len(h.steps) - 1; i >= 0; i-- {
+			s := h.steps[i]
+			if h.newrank&s.mask != newroot&s.mask {
+				if err := c.send(s.partner, phaseGather, AsBytes(span(h, buf, s.keep))); err != nil {
+					return err
+				}
+				break
+			}
+			if err := c.recvInto(s.partner, phaseGather, AsBytes(span(h, buf, s.give))); err != nil {
+				return err
+			}
+		}
+	}
+	if proxy != root {
+		switch c.rank {
+		case proxy:
+			return c.send(root, phaseHop, AsBytes(buf))
+		case root:
+			return c.recvInto(proxy, phaseHop, AsBytes(recv))
+		}
+	}
+	return nil
+}
+
+// halvingState is what halving leaves: this rank's place among the pof2
+// ranks that take part (newrank, −1 if folded out) and the steps it took.
+type halvingState struct {
+	pof2, rem int
+	newrank   int
+	displs    []int // element offsets of the pof2 blocks (len pof2+1)
+	steps     []halvingStep
+}
+
+// halvingStep: at bit mask, the exchange with partner (a real rank) kept
+// blocks [keep[0], keep[1]) and gave away [give[0], give[1]).
+type halvingStep struct {
+	mask, partner int
+	keep, give    [2]int
+}
+
+// span returns blocks [r[0], r[1]) of buf.
+func span[T Elem](h *halvingState, buf []T, r [2]int) []T {
+	return buf[h.displs[r[0]]:h.displs[r[1]]]
+}
+
+// fold reduces the size to pof2, the largest power of two ≤ p: among the
+// first 2·rem ranks (rem = p − pof2) each even rank sends its vector to the
+// odd rank above it, which combines the two (even ⊕ odd, rank order kept)
+// and takes part as newrank = rank/2; the others take part as rank − rem. The
+// participants' newrank order is their rank order, so contiguous newrank
+// groups hold contiguous rank ranges. It returns −1 for a folded-out rank.
+func fold[T Elem](c *call, buf []T, op Op[T]) (newrank, pof2, rem int, err error) {
+	pof2 = pof2Floor(c.size)
+	rem = c.size - pof2
+	r := c.rank
+	if r >= 2*rem {
+		return r - rem, pof2, rem, nil
+	}
+	if r%2 == 0 {
+		return -1, pof2, rem, c.send(r+1, phaseFold, AsBytes(buf))
+	}
+	in, err := recvElems[T](c, r-1, phaseFold, len(buf))
+	if err != nil {
+		return 0, pof2, rem, err
+	}
+	op.right(in, buf)
+	return r / 2, pof2, rem, nil
+}
+
+// unfold hands the result back to the ranks fold left out.
+func unfold[T Elem](c *call, buf []T, rem int) error {
+	r := c.rank
+	switch {
+	case r >= 2*rem:
+		return nil
+	case r%2 == 1:
+		return c.send(r-1, phaseUnfold, AsBytes(buf))
+	default:
+		return c.recvInto(r+1, phaseUnfold, AsBytes(buf))
+	}
+}
+
+// rankOfNew maps a newrank of fold back to a rank.
+func rankOfNew(newrank, rem int) int {
+	if newrank < rem {
+		return 2*newrank + 1
+	}
+	return newrank + rem
+}
+
+// halving is the reduce-scatter half of Rabenseifner's algorithm: after fold,
+// the vector is cut into pof2 blocks; in step k (mask = 2^k) newranks v and
+// v xor mask split the range they share, each sending the half it gives up and
+// combining the half it keeps. After log₂ pof2 steps newrank v holds block
+// bitreverse(v) reduced over all ranks. Each step merges two aligned groups
+// of newranks, lower group on the left, so the result is in rank order even
+// for a non-commutative op.
+func halving[T Elem](c *call, buf []T, op Op[T]) (*halvingState, error) {
+	newrank, pof2, rem, err := fold(c, buf, op)
+	h := &halvingState{pof2: pof2, rem: rem, newrank: newrank}
+	if err != nil || newrank < 0 {
+		return h, err
+	}
+	n := len(buf)
+	h.displs = make([]int, pof2+1)
+	for i := range h.displs {
+		h.displs[i] = i*(n/pof2) + min(i, n%pof2)
+	}
+	lo, hi := 0, pof2
+	for mask := 1; mask < pof2; mask <<= 1 {
+		nr := newrank ^ mask
+		partner := rankOfNew(nr, rem)
+		mid := (lo + hi) / 2
+		s := halvingStep{mask: mask, partner: partner, keep: [2]int{lo, mid}, give: [2]int{mid, hi}}
+		if newrank&mask != 0 {
+			s.keep, s.give = s.give, s.keep
+		}
+		mine := span(h, buf, s.keep)
+		in, err := sendrecvElems(c, partner, span(h, buf, s.give), partner, phaseMain, len(mine))
+		if err != nil {
+			return h, err
+		}
+		if newrank < nr {
+			op.left(mine, in)
+		} else {
+			op.right(in, mine)
+		}
+		h.steps = append(h.steps, s)
+		lo, hi = s.keep[0], s.keep[1]
+	}
+	return h, nil
+}
