@@ -1,0 +1,480 @@
+// Package steal is the bookkeeping of fault-tolerant random work stealing
+// for N-Queens (Phoenix §5.2.2), as a deterministic state machine with no
+// I/O: messages and failure notices go in, messages come out.
+//
+// # Model
+//
+// Every rank runs one [Node]. Rank 0 starts with the whole search tree (the
+// empty [queens.Prefix]); the others start idle. An idle node sends a Steal
+// request to a random live peer; the victim gives away the shallowest unit of
+// its stack (a Grant) or answers NoWork. A node works on the top of its stack:
+// a prefix shallower than Config.LeafDepth is replaced by its children, a
+// deeper one is counted in one step.
+//
+// # Accounting (why the count is exact under crashes)
+//
+// Work a node received is a grant: (the giver's rank, the giver's gift id,
+// the prefix). A node keeps, for each grant it holds, the sum of what it has
+// counted for it, the units of it still on its stack, and the gifts it made
+// from it — each gift under a fresh, never reused id, with the thief's rank
+// and the prefix given. Results flow back along the gift chain only:
+//
+//   - when a grant has no unit left on the stack and no gift outstanding, its
+//     sum is sent to the giver as Result(gift id, sum) and the grant is
+//     forgotten;
+//   - a giver accepts a Result only while the gift record exists, and deletes
+//     the record as it adds the sum;
+//   - when a node learns that a thief died, it deletes every gift record to
+//     that thief and pushes the prefixes back on its own stack (the parent
+//     redoes what it gave away);
+//   - when a node learns that a giver died, it drops every grant received from
+//     it (the giver's own parent redoes the whole unit) and sends Cancel for
+//     the gifts made from those grants, so that its thieves stop too;
+//   - messages from ranks known to be dead are ignored.
+//
+// Invariant: for every grant of a live node, sum + counts of its stacked
+// units + counts of its outstanding gifts = count of the grant's prefix.
+// Expanding or counting a unit, giving a gift and taking a gift back keep it
+// (the count of a prefix is the sum of its children's, see package queens).
+// Accepting Result(g, s) keeps it because s is the sum of a completed grant,
+// which by the same invariant at the thief is the count of g's prefix. A gift
+// is settled exactly once: either its record is deleted by the one Result
+// accepted for it (a grant yields at most one Result and ids are never
+// reused) or it is deleted and its prefix re-stacked when the thief is known
+// dead — never both, since whichever comes first deletes the record and the
+// other then finds none. So when rank 0's root grant completes, its sum is
+// the number of solutions: no solution is lost or counted twice, whatever
+// ranks other than 0 die and whatever the order of deliveries.
+//
+// The root grant has no giver to report to: if rank 0 dies the job cannot
+// finish, and every node reports [ErrRootFailed].
+//
+// # Driving a node
+//
+//  1. New(cfg, rank, rng), then send the messages returned by Start.
+//  2. Loop until Result reports done or Err is non-nil: deliver each message
+//     received with Receive, each failure notice with Failed, and call Work
+//     to do one unit of local computation (or to send a steal request when the
+//     stack is empty). When Work reports that it did nothing, block until the
+//     next message or failure notice.
+//  3. Send every returned [Out]; messages to dead ranks may be dropped.
+//
+// A Node is not safe for concurrent use.
+package steal
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/cohort-mp/cohort/examples/nqueens/internal/queens"
+)
+
+// Kind is the type of a message. Append only: the numbers are on the wire.
+type Kind uint8
+
+// Message kinds.
+const (
+	KindSteal  Kind = iota + 1 // thief → victim: give me work
+	KindGrant                  // victim → thief: Prefix, under the victim's gift id Gift
+	KindNoWork                 // victim → thief: nothing to give
+	KindResult                 // thief → giver: the gift Gift is done, Count solutions
+	KindCancel                 // giver → thief: the gift Gift no longer counts, drop it
+	KindDone                   // rank 0 → all: the job is finished, Count solutions
+)
+
+var kindNames = [...]string{KindSteal: "Steal", KindGrant: "Grant", KindNoWork: "NoWork", KindResult: "Result", KindCancel: "Cancel", KindDone: "Done"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Msg is one message between nodes. Fields not used by a kind are zero.
+type Msg struct {
+	Kind   Kind
+	Gift   uint64        // Grant, Result, Cancel: the giver's id of the gift
+	Prefix queens.Prefix // Grant: the unit given
+	Count  uint64        // Result, Done: a number of solutions
+}
+
+// Out is a message to send to rank To.
+type Out struct {
+	To  int
+	Msg Msg
+}
+
+// Errors.
+var (
+	ErrConfig     = errors.New("steal: invalid configuration")
+	ErrRootFailed = errors.New("steal: rank 0, which holds the root of the search, failed")
+)
+
+// Config is what every node of a job must agree on.
+type Config struct {
+	N         int // board size
+	LeafDepth int // a prefix with at least this many queens is counted in one step
+	Ranks     int // number of ranks in the job
+}
+
+// Validate reports whether the configuration is usable.
+func (c Config) Validate() error {
+	if c.N < 1 || c.N > queens.MaxN {
+		return fmt.Errorf("%w: N = %d", ErrConfig, c.N)
+	}
+	if c.LeafDepth < 1 || c.LeafDepth > c.N {
+		return fmt.Errorf("%w: LeafDepth = %d, want 1 … N", ErrConfig, c.LeafDepth)
+	}
+	if c.Ranks < 1 {
+		return fmt.Errorf("%w: Ranks = %d", ErrConfig, c.Ranks)
+	}
+	return nil
+}
+
+// DefaultLeafDepth is a leaf depth that makes a leaf a few milliseconds of
+// work or less for the board sizes of the examples.
+func DefaultLeafDepth(n int) int {
+	d := n - 11
+	if d < 2 {
+		d = min(2, n)
+	}
+	return d
+}
+
+// Stats are counters of one node's activity.
+type Stats struct {
+	Units      int // units counted in one step (leaves)
+	Expanded   int // units split into their children
+	Steals     int // steal requests sent
+	Given      int // units given to thieves
+	Received   int // grants received
+	Requeued   int // gifts taken back because the thief died
+	Abandoned  int // grants dropped because their giver died (or cancelled them)
+	StaleDrops int // messages ignored: from dead ranks, or about settled gifts
+}
+
+type unit struct {
+	prefix queens.Prefix
+	grant  uint64
+}
+
+type grant struct {
+	parent     int    // giver's rank; -1 for the root
+	parentGift uint64 // giver's gift id
+	sum        uint64 // solutions counted so far
+	pending    int    // units on the stack + gifts outstanding
+}
+
+type gift struct {
+	to     int
+	prefix queens.Prefix
+	grant  uint64
+}
+
+// Node is one rank's state.
+type Node struct {
+	cfg  Config
+	rank int
+	rng  *rand.Rand
+
+	dead      []bool
+	stack     []unit // top is the end
+	grants    map[uint64]*grant
+	nextGrant uint64
+	gifts     map[uint64]gift
+	nextGift  uint64
+
+	stealFrom int // victim of the outstanding steal request, -1 if none
+
+	done  bool
+	total uint64
+	err   error
+	stats Stats
+}
+
+// New returns the node of the given rank. rng drives the choice of victims;
+// give each rank its own (seeded) source.
+func New(cfg Config, rank int, rng *rand.Rand) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if rank < 0 || rank >= cfg.Ranks {
+		return nil, fmt.Errorf("%w: rank %d of %d", ErrConfig, rank, cfg.Ranks)
+	}
+	if rng == nil {
+		return nil, fmt.Errorf("%w: nil random source", ErrConfig)
+	}
+	return &Node{
+		cfg:       cfg,
+		rank:      rank,
+		rng:       rng,
+		dead:      make([]bool, cfg.Ranks),
+		grants:    make(map[uint64]*grant),
+		gifts:     make(map[uint64]gift),
+		stealFrom: -1,
+	}, nil
+}
+
+// Start gives rank 0 the root of the search; other ranks send their first
+// steal request.
+func (nd *Node) Start() []Out {
+	if nd.rank == 0 {
+		id := nd.newGrant(-1, 0)
+		nd.grants[id].pending = 1
+		nd.stack = append(nd.stack, unit{prefix: queens.Prefix{}, grant: id})
+		return nil
+	}
+	return nd.maybeSteal(nil)
+}
+
+// Result returns the number of solutions once the job is finished.
+func (nd *Node) Result() (count uint64, done bool) { return nd.total, nd.done }
+
+// Err returns ErrRootFailed once rank 0 is known dead before the end.
+func (nd *Node) Err() error { return nd.err }
+
+// Stats returns the node's counters.
+func (nd *Node) Stats() Stats { return nd.stats }
+
+// Idle reports whether the node has no unit to work on.
+func (nd *Node) Idle() bool { return len(nd.stack) == 0 }
+
+// Outstanding returns the number of grants held and gifts not yet settled
+// (for tests and progress displays).
+func (nd *Node) Outstanding() (grants, gifts int) { return len(nd.grants), len(nd.gifts) }
+
+func (nd *Node) finished() bool { return nd.done || nd.err != nil }
+
+func (nd *Node) newGrant(parent int, parentGift uint64) uint64 {
+	nd.nextGrant++
+	nd.grants[nd.nextGrant] = &grant{parent: parent, parentGift: parentGift}
+	return nd.nextGrant
+}
+
+// Work does one step of local computation: it expands or counts the unit on
+// top of the stack. With an empty stack it sends a steal request if none is
+// outstanding. busy reports whether a unit was processed; when it is false
+// the caller should wait for the next message or failure notice.
+func (nd *Node) Work() (outs []Out, busy bool) {
+	if nd.finished() {
+		return nil, false
+	}
+	if len(nd.stack) == 0 {
+		return nd.maybeSteal(nil), false
+	}
+	u := nd.stack[len(nd.stack)-1]
+	nd.stack = nd.stack[:len(nd.stack)-1]
+	g := nd.grants[u.grant]
+	if len(u.prefix) >= nd.cfg.LeafDepth {
+		c, err := queens.CountPrefix(nd.cfg.N, u.prefix)
+		if err != nil {
+			panic(fmt.Sprintf("steal: unit %v of the search tree rejected: %v", u.prefix, err))
+		}
+		nd.stats.Units++
+		g.sum += c
+		g.pending--
+	} else {
+		children, err := queens.Children(nd.cfg.N, u.prefix)
+		if err != nil {
+			panic(fmt.Sprintf("steal: unit %v of the search tree rejected: %v", u.prefix, err))
+		}
+		nd.stats.Expanded++
+		// Push in reverse so that the smallest column is worked on first
+		// and the shallow siblings stay at the bottom for thieves.
+		for i := len(children) - 1; i >= 0; i-- {
+			nd.stack = append(nd.stack, unit{prefix: children[i], grant: u.grant})
+		}
+		g.pending += len(children) - 1
+	}
+	outs = nd.settle(u.grant, outs)
+	return nd.maybeSteal(outs), true
+}
+
+// settle reports grant id to its giver if it is complete.
+func (nd *Node) settle(id uint64, outs []Out) []Out {
+	g := nd.grants[id]
+	if g == nil || g.pending > 0 {
+		return outs
+	}
+	if g.pending < 0 {
+		panic(fmt.Sprintf("steal: grant %d has %d pending units", id, g.pending))
+	}
+	delete(nd.grants, id)
+	if g.parent < 0 {
+		nd.done, nd.total = true, g.sum
+		for r := range nd.cfg.Ranks {
+			if r != nd.rank && !nd.dead[r] {
+				outs = append(outs, Out{To: r, Msg: Msg{Kind: KindDone, Count: g.sum}})
+			}
+		}
+		return outs
+	}
+	return append(outs, Out{To: g.parent, Msg: Msg{Kind: KindResult, Gift: g.parentGift, Count: g.sum}})
+}
+
+// maybeSteal sends a steal request to a random live peer if the node is idle
+// and has none outstanding.
+func (nd *Node) maybeSteal(outs []Out) []Out {
+	if nd.finished() || len(nd.stack) > 0 || nd.stealFrom >= 0 {
+		return outs
+	}
+	var live []int
+	for r := range nd.cfg.Ranks {
+		if r != nd.rank && !nd.dead[r] {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return outs
+	}
+	v := live[nd.rng.IntN(len(live))]
+	nd.stealFrom = v
+	nd.stats.Steals++
+	return append(outs, Out{To: v, Msg: Msg{Kind: KindSteal}})
+}
+
+// Receive handles a message from rank from.
+func (nd *Node) Receive(from int, m Msg) []Out {
+	if from < 0 || from >= nd.cfg.Ranks || from == nd.rank || nd.dead[from] {
+		nd.stats.StaleDrops++
+		return nil
+	}
+	if nd.finished() {
+		return nil
+	}
+	var outs []Out
+	switch m.Kind {
+	case KindSteal:
+		outs = nd.give(from)
+	case KindGrant:
+		if from == nd.stealFrom {
+			nd.stealFrom = -1
+		}
+		id := nd.newGrant(from, m.Gift)
+		nd.grants[id].pending = 1
+		nd.stack = append(nd.stack, unit{prefix: m.Prefix.Clone(), grant: id})
+		nd.stats.Received++
+	case KindNoWork:
+		if from == nd.stealFrom {
+			nd.stealFrom = -1
+		}
+		// No immediate retry: the next Work call steals again, so that a
+		// driver can pace the requests of an idle node.
+		return nil
+	case KindResult:
+		gf, ok := nd.gifts[m.Gift]
+		if !ok || gf.to != from {
+			nd.stats.StaleDrops++
+			return nil
+		}
+		delete(nd.gifts, m.Gift)
+		g := nd.grants[gf.grant]
+		g.sum += m.Count
+		g.pending--
+		outs = nd.settle(gf.grant, outs)
+	case KindCancel:
+		for _, id := range nd.sortedGrants() {
+			if g := nd.grants[id]; g.parent == from && g.parentGift == m.Gift {
+				outs = nd.abandon(id, outs)
+			}
+		}
+	case KindDone:
+		nd.done, nd.total = true, m.Count
+		return nil
+	default:
+		nd.stats.StaleDrops++
+		return nil
+	}
+	return nd.maybeSteal(outs)
+}
+
+// give answers a steal request from thief.
+func (nd *Node) give(thief int) []Out {
+	var outs []Out
+	if len(nd.stack) == 1 && len(nd.stack[0].prefix) < nd.cfg.LeafDepth {
+		// Split the only unit so that there is something to share.
+		outs, _ = nd.Work()
+	}
+	if len(nd.stack) < 2 {
+		return append(outs, Out{To: thief, Msg: Msg{Kind: KindNoWork}})
+	}
+	u := nd.stack[0]
+	nd.stack = slices.Delete(nd.stack, 0, 1)
+	nd.nextGift++
+	nd.gifts[nd.nextGift] = gift{to: thief, prefix: u.prefix, grant: u.grant}
+	nd.stats.Given++
+	return append(outs, Out{To: thief, Msg: Msg{Kind: KindGrant, Gift: nd.nextGift, Prefix: u.prefix}})
+}
+
+// Failed handles the notice that rank r died. Notices may repeat.
+func (nd *Node) Failed(r int) []Out {
+	if r < 0 || r >= nd.cfg.Ranks || r == nd.rank || nd.dead[r] {
+		return nil
+	}
+	nd.dead[r] = true
+	if nd.finished() {
+		return nil
+	}
+	if r == 0 {
+		nd.err = ErrRootFailed
+		return nil
+	}
+	var outs []Out
+	// Grants received from r: r's own giver redoes them.
+	for _, id := range nd.sortedGrants() {
+		if g, ok := nd.grants[id]; ok && g.parent == r {
+			outs = nd.abandon(id, outs)
+		}
+	}
+	// Gifts held by r: redo them here.
+	for _, id := range nd.sortedGifts() {
+		gf := nd.gifts[id]
+		if gf.to != r {
+			continue
+		}
+		delete(nd.gifts, id)
+		nd.stack = slices.Insert(nd.stack, 0, unit{prefix: gf.prefix, grant: gf.grant})
+		nd.stats.Requeued++
+	}
+	if nd.stealFrom == r {
+		nd.stealFrom = -1
+	}
+	return nd.maybeSteal(outs)
+}
+
+// abandon drops grant id with its stacked units, and cancels its gifts.
+func (nd *Node) abandon(id uint64, outs []Out) []Out {
+	delete(nd.grants, id)
+	nd.stack = slices.DeleteFunc(nd.stack, func(u unit) bool { return u.grant == id })
+	for _, gid := range nd.sortedGifts() {
+		if gf := nd.gifts[gid]; gf.grant == id {
+			delete(nd.gifts, gid)
+			if !nd.dead[gf.to] {
+				outs = append(outs, Out{To: gf.to, Msg: Msg{Kind: KindCancel, Gift: gid}})
+			}
+		}
+	}
+	nd.stats.Abandoned++
+	return outs
+}
+
+func (nd *Node) sortedGrants() []uint64 {
+	ids := make([]uint64, 0, len(nd.grants))
+	for id := range nd.grants {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (nd *Node) sortedGifts() []uint64 {
+	ids := make([]uint64, 0, len(nd.gifts))
+	for id := range nd.gifts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
