@@ -124,7 +124,9 @@ func (d *Detector) treeReceive(p int, m any) {
 	t := d.tree
 	switch m := m.(type) {
 	case Start: // line 2, and the start of every other member's round
-		if d.me == 0 || p != 0 || m.Round < t.round {
+		// From the root, or passed down by the parent (a §3.5 pull): it is
+		// the root's start either way.
+		if d.me == 0 || m.Round < t.round {
 			return
 		}
 		if m.Round > t.round {

@@ -51,10 +51,8 @@ type Checker struct {
 }
 
 type nodeState struct {
-	epoch     uint64   // the view the node installed last
-	haveEpoch uint64   // epoch of have
-	have      []uint64 // last Progress
-	hasHave   bool     //
+	epoch     uint64              // the view the node installed last
+	have      map[uint64][]uint64 // last Progress, per view
 	failed    map[core.NodeID]bool
 	lastVec   []uint64
 	lastRound uint64
@@ -77,7 +75,7 @@ func (c *Checker) Name() string { return "stable" }
 func (c *Checker) node(id core.NodeID) *nodeState {
 	s := c.nodes[id]
 	if s == nil {
-		s = &nodeState{failed: map[core.NodeID]bool{}}
+		s = &nodeState{failed: map[core.NodeID]bool{}, have: map[uint64][]uint64{}}
 		c.nodes[id] = s
 	}
 	return s
@@ -114,14 +112,13 @@ func (c *Checker) Check(w *sim.World, o sim.Obs) error {
 	case core.Failed:
 		x.failed[e.Node] = true
 	case stable.Progress:
-		if x.hasHave && e.Epoch == x.haveEpoch {
-			for i := range min(len(e.Have), len(x.have)) {
-				if e.Have[i] < x.have[i] {
-					return sim.Violatef(o.Node, "Progress of view %d went down at sender %d: %d after %d (the multicast layer broke its contract)", e.Epoch, i, e.Have[i], x.have[i])
-				}
+		old := x.have[e.Epoch]
+		for i := range min(len(e.Have), len(old)) {
+			if e.Have[i] < old[i] {
+				return sim.Violatef(o.Node, "Progress of view %d went down at sender %d: %d after %d (the multicast layer broke its contract)", e.Epoch, i, e.Have[i], old[i])
 			}
 		}
-		x.have, x.haveEpoch, x.hasHave = slices.Clone(e.Have), e.Epoch, true
+		x.have[e.Epoch] = slices.Clone(e.Have)
 	case stable.Stable:
 		x.stables++
 		members, ok := c.views[e.Epoch]
@@ -135,8 +132,8 @@ func (c *Checker) Check(w *sim.World, o sim.Obs) error {
 			ys := c.nodes[y]
 			for i, v := range e.Vector {
 				var h uint64
-				if ys != nil && ys.hasHave && ys.haveEpoch == e.Epoch && i < len(ys.have) {
-					h = ys.have[i]
+				if ys != nil && i < len(ys.have[e.Epoch]) {
+					h = ys.have[e.Epoch][i]
 				}
 				if v > h {
 					return sim.Violatef(o.Node, "round %d of view %d declares %d messages of sender %d stable, but live member %v holds only %d", e.Round, e.Epoch, v, i, y, h)
