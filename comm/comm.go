@@ -1,0 +1,255 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/cohort-mp/cohort/comm/internal/coll"
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Comm is a communicator: a group of processes, each with a rank from 0 to
+// Size()-1, and a private context in which their messages travel (messages
+// of two communicators never match each other, even between the same
+// processes). Get the world communicator from [Session.World] and derive
+// others with [Comm.Dup] and [Comm.Shrink]. A Comm is safe for concurrent
+// use: several goroutines may send and receive on it at once.
+type Comm struct {
+	s  *Session
+	st *commState
+}
+
+// Rank returns this process's rank in the communicator.
+func (c *Comm) Rank() int { return c.st.self }
+
+// Size returns the number of ranks of the communicator (failed ones
+// included).
+func (c *Comm) Size() int { return len(c.st.members) }
+
+// WorldRank returns the world rank of rank r of this communicator, or -1 if
+// r is out of range.
+func (c *Comm) WorldRank(r int) int {
+	if r < 0 || r >= len(c.st.members) {
+		return -1
+	}
+	return int(c.st.members[r])
+}
+
+func (c *Comm) checkDest(dest, tag int) error {
+	if dest < 0 || dest >= c.Size() {
+		return fmt.Errorf("%w: destination %d, communicator of %d ranks", ErrRank, dest, c.Size())
+	}
+	if tag < 0 {
+		return fmt.Errorf("%w: tag %d (tags are ≥ 0; AnyTag is for receives)", ErrTag, tag)
+	}
+	return nil
+}
+
+func (c *Comm) checkSource(src, tag int) error {
+	if src != AnySource && (src < 0 || src >= c.Size()) {
+		return fmt.Errorf("%w: source %d, communicator of %d ranks", ErrRank, src, c.Size())
+	}
+	if tag < 0 && tag != AnyTag {
+		return fmt.Errorf("%w: tag %d (tags are ≥ 0, or AnyTag)", ErrTag, tag)
+	}
+	return nil
+}
+
+// Send sends buf to rank dest with the given tag (≥ 0) and returns when buf
+// may be reused: the message has been handed to the transport (MPI's
+// standard mode with an eager protocol: it does not wait for the matching
+// receive). Messages from one rank to another are received in the order
+// they were sent when they match the same receives (non-overtaking). If dest
+// has failed, Send returns a [*ProcFailedError] naming it; if the
+// communicator is revoked, [ErrRevoked]. ctx bounds the wait for room in
+// the transport's queue.
+func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
+	if err := c.checkDest(dest, tag); err != nil {
+		return err
+	}
+	_, err := c.s.isend(c.st, subP2P, dest, tag, 0, buf).Wait(ctx)
+	return err
+}
+
+// Isend starts sending buf to rank dest and returns its request at once.
+// buf must not be modified until the request completes. Errors (bad
+// arguments included) are reported by the request.
+func (c *Comm) Isend(buf []byte, dest, tag int) *Request {
+	if err := c.checkDest(dest, tag); err != nil {
+		return failedRequest(c, err)
+	}
+	return c.s.isend(c.st, subP2P, dest, tag, 0, buf)
+}
+
+// Recv receives a message from rank src (or AnySource) with tag tag (or
+// AnyTag) into buf and returns its status. A message longer than buf fills
+// buf and fails with a [*TruncateError] (the message is consumed). If src
+// has failed, Recv fails with a [*ProcFailedError] naming it once the
+// messages src sent before failing are received; an AnySource receive fails
+// while some failure of the communicator is not acknowledged
+// ([Comm.AckFailed]). When ctx is done the receive is withdrawn and ctx's
+// error returned.
+func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, error) {
+	if err := c.checkSource(src, tag); err != nil {
+		return Status{}, err
+	}
+	return waitRecv(ctx, c.s.irecv(c.st, subP2P, buf, false, src, tag, 0, true))
+}
+
+// Irecv posts a receive into buf and returns its request at once; buf must
+// not be touched until the request completes.
+func (c *Comm) Irecv(buf []byte, src, tag int) *Request {
+	if err := c.checkSource(src, tag); err != nil {
+		return failedRequest(c, err)
+	}
+	return c.s.irecv(c.st, subP2P, buf, false, src, tag, 0, true)
+}
+
+// Probe blocks until a message from src (or AnySource) with tag (or AnyTag)
+// can be received, and returns its status without receiving it. It fails as
+// Recv does when the source has failed.
+func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
+	if err := c.checkSource(src, tag); err != nil {
+		return Status{}, err
+	}
+	req := newRequest(c.s, c.st)
+	c.s.post(c.st, subP2P, &recvOp{src: c.node(src), tag: tag, anyV: true, probe: true, req: req})
+	return waitRecv(ctx, req)
+}
+
+// Iprobe reports whether a message from src with tag can be received now,
+// and its status, without waiting.
+func (c *Comm) Iprobe(src, tag int) (Status, bool, error) {
+	if err := c.checkSource(src, tag); err != nil {
+		return Status{}, false, err
+	}
+	return c.s.iprobe(c.st, subP2P, c.node(src), tag)
+}
+
+// Dup returns a new communicator with the same ranks and a new context
+// (MPI_Comm_dup). Every rank must call Dup (and Shrink) on a communicator in
+// the same order; no message is exchanged.
+func (c *Comm) Dup() (*Comm, error) {
+	if err := c.s.commErr(c.st); err != nil {
+		return nil, err
+	}
+	return c.s.newComm(childID(c.st.id, c.st.created.Add(1)), slices.Clone(c.st.members)), nil
+}
+
+// node returns the world node of rank r, or core.None for AnySource.
+func (c *Comm) node(r int) core.NodeID {
+	if r == AnySource {
+		return core.None
+	}
+	return c.st.members[r]
+}
+
+// commErr reports why no new operation may start on c: the session ended
+// or c is revoked.
+func (s *Session) commErr(c *commState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != nil {
+		return s.state
+	}
+	if c.revoked {
+		return ErrRevoked
+	}
+	return nil
+}
+
+func failedRequest(c *Comm, err error) *Request {
+	r := newRequest(c.s, c.st)
+	r.complete(Status{}, err)
+	return r
+}
+
+// waitRecv waits for a receive or probe; when ctx ends first the operation
+// is withdrawn (unless it completed meanwhile).
+func waitRecv(ctx context.Context, req *Request) (Status, error) {
+	st, err := req.Wait(ctx)
+	if err != nil && ctx.Err() != nil && err == ctx.Err() {
+		if !req.Cancel() {
+			return req.result()
+		}
+	}
+	return st, err
+}
+
+// isend sends data to rank dest of c in context c.id|sub.
+func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, data []byte) *Request {
+	req := newRequest(s, c)
+	node := c.members[dest]
+	s.mu.Lock()
+	err := s.state
+	if err == nil && c.revoked {
+		err = ErrRevoked
+	}
+	if err == nil && c.failed[dest] {
+		err = &ProcFailedError{Ranks: []int{dest}}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		req.complete(Status{}, err)
+		return req
+	}
+	virtual := sub == subVirt
+	if node == s.self {
+		s.deliver(int(node), c.id|sub, tag, vnode, slices.Clone(data), true)
+		req.complete(Status{}, nil)
+		return req
+	}
+	kind := kindData
+	if virtual {
+		kind = kindVData
+	}
+	payload := make([]byte, 0, maxDataHeader+len(data))
+	payload = appendDataHeader(payload, c.id|sub, tag, uint64(vnode), virtual)
+	payload = append(payload, data...)
+	s.sendFrame(int(node), wire.Frame{Kind: kind, Payload: payload}, req)
+	return req
+}
+
+// irecv posts a receive on context c.id|sub.
+func (s *Session) irecv(c *commState, sub uint64, buf []byte, alloc bool, src, tag int, vnode VNode, anyV bool) *Request {
+	req := newRequest(s, c)
+	node := core.None
+	if src != AnySource {
+		node = c.members[src]
+	}
+	s.post(c, sub, &recvOp{src: node, tag: tag, vnode: vnode, anyV: anyV, buf: buf, alloc: alloc, req: req})
+	return req
+}
+
+// collTransport is the communicator's private channel for the collectives
+// (package coll): its messages travel in their own context, so they never
+// match user point-to-point traffic, and every pending and later receive
+// fails once a member of the communicator is known failed.
+func (c *Comm) collTransport() coll.Transport { return collTransport{c} }
+
+type collTransport struct{ c *Comm }
+
+func (t collTransport) Rank() int       { return t.c.Rank() }
+func (t collTransport) Size() int       { return t.c.Size() }
+func (t collTransport) NextSeq() uint64 { return t.c.st.collSeq.Add(1) - 1 }
+
+func (t collTransport) Send(ctx context.Context, to, tag int, data []byte) error {
+	if to < 0 || to >= t.c.Size() {
+		return fmt.Errorf("%w: collective step to rank %d of %d", ErrRank, to, t.c.Size())
+	}
+	_, err := t.c.s.isend(t.c.st, subColl, to, tag, 0, data).Wait(ctx)
+	return err
+}
+
+func (t collTransport) Recv(ctx context.Context, from, tag int) ([]byte, error) {
+	if from < 0 || from >= t.c.Size() {
+		return nil, fmt.Errorf("%w: collective step from rank %d of %d", ErrRank, from, t.c.Size())
+	}
+	req := t.c.s.irecv(t.c.st, subColl, nil, true, from, tag, 0, true)
+	if _, err := waitRecv(ctx, req); err != nil {
+		return nil, err
+	}
+	return req.bytes(), nil
+}

@@ -1,0 +1,80 @@
+// Package comm is cohort's message-passing API: MPI semantics in Go shape,
+// with failures reported as errors instead of hangs (after ULFM, the MPI
+// fault-tolerance extension) and Phoenix virtual nodes.
+//
+// # Starting
+//
+// A program started by `cohort run -n N prog` joins its job with [Init] and
+// leaves it with [Session.Finalize]; tests and examples run a whole job in
+// one process with [Local]:
+//
+//	s, err := comm.Init(ctx)               // or: ss, err := comm.Local(ctx, 4)
+//	defer s.Finalize(ctx)
+//	w := s.World()                         // rank w.Rank() of w.Size()
+//
+// # Point-to-point
+//
+//	err := w.Send(ctx, buf, dest, tag)                 // returns when buf may be reused
+//	st, err := w.Recv(ctx, buf, comm.AnySource, comm.AnyTag) // st.Source, st.Tag, st.Count
+//	r := w.Isend(buf, dest, tag); st, err = r.Wait(ctx) // also Irecv, Test, WaitAll, WaitAny
+//	st, err = w.Probe(ctx, src, tag)                   // Iprobe does not wait
+//	err = comm.Send(ctx, w, []float64{1, 2}, dest, tag) // typed: any numeric element type
+//	err = comm.SendValue(ctx, w, anyGoValue, dest, tag) // encoding/gob, off the hot path
+//
+// Matching follows MPI: a receive matches by source and tag (wildcards
+// AnySource, AnyTag) within its communicator; messages between a pair never
+// overtake each other; a message longer than the buffer is a
+// [*TruncateError]. Sends are eager: Send returns once the message is handed
+// to the transport, without waiting for the receive. Every blocking call
+// takes a context.Context.
+//
+// # Communicators
+//
+// Each communicator has its own context id, so the traffic of two
+// communicators never mixes; each also has separate contexts for collective
+// steps and virtual-node messages. [Comm.Dup] and [Comm.Shrink] derive new
+// ones (every member calls them in the same order; the new id is computed,
+// not negotiated).
+//
+// # Failures
+//
+// Failures come from the membership service (package member) running under
+// each process: once a view excludes a rank, that rank is failed for good.
+// Then
+//
+//   - a send to it, a receive from it (once the messages it sent before
+//     failing are consumed) and every pending one return a
+//     [*ProcFailedError] naming it (errors.As; errors.Is ErrProcFailed);
+//   - AnySource receives and probes fail while some failure of the
+//     communicator is unacknowledged ([Comm.AckFailed]);
+//   - every pending and later collective step on a communicator with a
+//     failed member fails, so no collective hangs;
+//   - [Session.Failures] delivers a [Failure] per failed world rank.
+//
+// To repair a communicator the program uses [Comm.Revoke] (every operation
+// on it fails with [ErrRevoked] at every member), [Comm.Agree] (a
+// fault-tolerant agreement on the AND of an int, whose algorithm and proof
+// are in agree.go) and [Comm.Shrink] (a communicator of the survivors):
+//
+//	if errors.As(err, new(*comm.ProcFailedError)) {
+//		w.Revoke()
+//		w, err = w.Shrink(ctx)
+//	}
+//
+// # Virtual nodes
+//
+// [Comm.Virtual] maps a large space of Phoenix virtual nodes onto the ranks;
+// [Virtual.Send] and [Virtual.Recv] address virtual nodes, [Virtual.Remap]
+// moves them, a send to an unmapped (or broken) node is held until it is
+// mapped, and [Virtual.AnyBroken] / [Virtual.Broken] are the Phoenix failure
+// queries.
+//
+// # Data path
+//
+// Data frames (kinds of core.ProtoComm) do not go through the host's event
+// loop: a send is encoded and handed to the transport on the caller's
+// goroutine, and the transport's reader goroutine hands an arriving frame to
+// the matching engine (host.Config.DataPath), which copies it straight into
+// a posted receive's buffer or queues it. Only failure news comes from the
+// loop (member.ViewInstalled events).
+package comm

@@ -1,0 +1,621 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// Wildcards of a receive or a probe.
+const (
+	// AnySource matches a message from any rank (MPI_ANY_SOURCE).
+	AnySource = -1
+	// AnyTag matches a message with any tag (MPI_ANY_TAG).
+	AnyTag = -1
+)
+
+// Status describes a received (or probed) message.
+type Status struct {
+	Source int // the sender's rank in the communicator
+	Tag    int
+	// Count is the message's length: in bytes for the []byte API, in
+	// elements for the typed API.
+	Count int
+	// VNode is the virtual node the message was addressed to (receives of
+	// a [Virtual] layer only).
+	VNode VNode
+}
+
+// Context ids. Every communicator has an id whose low three bits are zero;
+// its traffic travels in contexts id|sub, one per kind of traffic, so that
+// point-to-point messages, collective steps and virtual-node messages of one
+// communicator, and the traffic of different communicators, never match each
+// other.
+const (
+	worldID  uint64 = 0
+	subP2P   uint64 = 0 // the user's point-to-point messages
+	subColl  uint64 = 1 // collective steps (coll.Transport)
+	subVirt  uint64 = 3 // messages to virtual nodes
+	subMask  uint64 = 7
+	idStride        = 8
+)
+
+// childID derives the id of the n-th communicator created from parent (n ≥
+// 1): every member computes the same id without talking, because members
+// create communicators in the same order. The ids are a 61-bit hash
+// (splitmix64), so two communicators of a job share an id with probability
+// about k²/2^62 for k communicators.
+func childID(parent, n uint64) uint64 {
+	z := parent + n*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	z &^= subMask
+	if z == worldID {
+		z = idStride
+	}
+	return z
+}
+
+// commState is a communicator's state inside the session. Fields marked
+// "under mu" are guarded by the session's mu.
+type commState struct {
+	id      uint64
+	members []core.NodeID       // by rank
+	ranks   map[core.NodeID]int // nil for the world (rank = node id)
+	self    int
+
+	failed  []bool // under mu: by rank
+	nfailed int    // under mu
+	acked   []bool // under mu: failures acknowledged by AckFailed (or Agree)
+	revoked bool   // under mu
+
+	agree      map[uint64]*agreeInst // under mu: by instance
+	agreeCalls uint64                // under mu: agreements called here
+	virt       *virtState            // under mu
+
+	collSeq atomic.Uint64 // collective calls (coll.Transport.NextSeq)
+	created atomic.Uint64 // communicators derived from this one
+}
+
+func (c *commState) rankOf(n core.NodeID) (int, bool) {
+	if c.ranks == nil {
+		r := int(n)
+		return r, r < len(c.members)
+	}
+	r, ok := c.ranks[n]
+	return r, ok
+}
+
+// failedRanks lists the failed ranks (under mu).
+func (c *commState) failedRanks() []int {
+	var rs []int
+	for r, f := range c.failed {
+		if f {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// unackedRanks lists the failed ranks not acknowledged (under mu).
+func (c *commState) unackedRanks() []int {
+	var rs []int
+	for r, f := range c.failed {
+		if f && !c.acked[r] {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// newComm registers a communicator of the given world ranks (in rank order).
+func (s *Session) newComm(id uint64, members []core.NodeID) *Comm {
+	c := &commState{
+		id:      id,
+		members: members,
+		failed:  make([]bool, len(members)),
+		acked:   make([]bool, len(members)),
+		agree:   map[uint64]*agreeInst{},
+		self:    -1,
+	}
+	world := id == worldID
+	if !world {
+		c.ranks = make(map[core.NodeID]int, len(members))
+	}
+	for r, n := range members {
+		if !world {
+			c.ranks[n] = r
+		}
+		if n == s.self {
+			c.self = r
+		}
+	}
+	if c.self < 0 {
+		panic("comm: a communicator without this process")
+	}
+	s.mu.Lock()
+	for r, n := range members {
+		if s.failed[n] {
+			c.failed[r] = true
+			c.nfailed++
+		}
+	}
+	if s.revokedID[id] {
+		c.revoked = true
+		delete(s.revokedID, id)
+	}
+	s.comms[id] = c
+	for _, sub := range []uint64{subP2P, subColl, subVirt} {
+		q := s.queueLocked(id | sub)
+		q.comm = c
+		// Drop what arrived from non-members before the communicator
+		// existed here (none should).
+		q.unexpected = slices.DeleteFunc(q.unexpected, func(m message) bool {
+			_, ok := c.rankOf(m.src)
+			return !ok
+		})
+	}
+	notes := s.agreeBuf[id]
+	delete(s.agreeBuf, id)
+	var sends []outgoing
+	for _, n := range notes {
+		sends = append(sends, s.agreeStepLocked(c, n.from, n.m)...)
+	}
+	s.mu.Unlock()
+	s.sendAll(sends)
+	return &Comm{s: s, st: c}
+}
+
+// queue is the matching state of one context: receives posted and not yet
+// matched (in post order), messages arrived and not yet received (in arrival
+// order), and blocked probes. MPI's matching rules follow: a message matches
+// the first posted receive it fits, a receive takes the first queued message
+// it fits, and since one sender's frames arrive in order, messages between a
+// pair never overtake each other.
+type queue struct {
+	id         uint64
+	sub        uint64
+	comm       *commState // nil until the communicator is created here
+	posted     []*recvOp
+	unexpected []message
+	probes     []*recvOp
+}
+
+type message struct {
+	src   core.NodeID
+	tag   int
+	vnode VNode
+	data  []byte // owned by the queue
+}
+
+// recvOp is a posted receive or probe.
+type recvOp struct {
+	src   core.NodeID // core.None: any source
+	tag   int         // AnyTag: any
+	vnode VNode
+	anyV  bool   // virtual context: any of this process's virtual nodes
+	buf   []byte // the receive buffer
+	alloc bool   // allocate a buffer of the message's size instead
+	probe bool
+	req   *Request
+}
+
+func (op *recvOp) matches(src core.NodeID, tag int, vnode VNode) bool {
+	return (op.src == core.None || op.src == src) &&
+		(op.tag == AnyTag || op.tag == tag) &&
+		(op.anyV || op.vnode == vnode)
+}
+
+func (s *Session) queueLocked(id uint64) *queue {
+	q := s.queues[id]
+	if q == nil {
+		q = &queue{id: id, sub: id & subMask}
+		if c := s.comms[id&^subMask]; c != nil {
+			q.comm = c
+		}
+		s.queues[id] = q
+	}
+	return q
+}
+
+// deliver hands an arrived message to the matching engine. data is owned by
+// the engine if owned is true; otherwise it is copied if it must be kept.
+func (s *Session) deliver(src int, ctxID uint64, tag int, vnode VNode, data []byte, owned bool) {
+	node := core.NodeID(src)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != nil || s.failed[src] {
+		s.stats.dropped.Add(1)
+		return
+	}
+	q := s.queueLocked(ctxID)
+	if c := q.comm; c != nil {
+		if c.revoked {
+			s.stats.dropped.Add(1)
+			return
+		}
+		if _, ok := c.rankOf(node); !ok {
+			s.stats.malformed.Add(1)
+			return
+		}
+	} else if s.revokedID[ctxID&^subMask] {
+		s.stats.dropped.Add(1)
+		return
+	}
+	for i, op := range q.posted {
+		if op.matches(node, tag, vnode) {
+			q.posted = slices.Delete(q.posted, i, i+1)
+			s.completeRecvLocked(q, op, message{src: node, tag: tag, vnode: vnode, data: data}, owned)
+			return
+		}
+	}
+	if !owned {
+		data = slices.Clone(data)
+		if data == nil {
+			data = []byte{}
+		}
+	}
+	m := message{src: node, tag: tag, vnode: vnode, data: data}
+	q.unexpected = append(q.unexpected, m)
+	if len(q.probes) > 0 {
+		q.probes = slices.DeleteFunc(q.probes, func(op *recvOp) bool {
+			if !op.matches(node, tag, vnode) {
+				return false
+			}
+			op.req.complete(s.statusLocked(q, m), nil)
+			return true
+		})
+	}
+}
+
+func (s *Session) statusLocked(q *queue, m message) Status {
+	r, _ := q.comm.rankOf(m.src)
+	return Status{Source: r, Tag: m.tag, Count: len(m.data), VNode: m.vnode}
+}
+
+// completeRecvLocked completes receive op with message m.
+func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool) {
+	st := s.statusLocked(q, m)
+	var err error
+	if op.alloc {
+		if owned {
+			op.req.data = m.data
+		} else {
+			op.req.data = slices.Clone(m.data)
+		}
+		if op.req.data == nil {
+			op.req.data = []byte{}
+		}
+	} else {
+		copy(op.buf, m.data)
+		if len(m.data) > len(op.buf) {
+			err = &TruncateError{Need: len(m.data), Have: len(op.buf), Source: st.Source, Tag: st.Tag}
+		}
+	}
+	op.req.complete(st, err)
+}
+
+// post matches op against the queued messages of context c.id|sub, or
+// leaves it posted, or fails it if it involves a failed rank.
+func (s *Session) post(c *commState, sub uint64, op *recvOp) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queueLocked(c.id | sub)
+	if err := s.opErrLocked(q, op.src, op.probe); err != nil {
+		op.req.complete(Status{}, err)
+		return
+	}
+	for i, m := range q.unexpected {
+		if op.matches(m.src, m.tag, m.vnode) {
+			if op.probe {
+				op.req.complete(s.statusLocked(q, m), nil)
+				return
+			}
+			q.unexpected = slices.Delete(q.unexpected, i, i+1)
+			s.completeRecvLocked(q, op, m, true)
+			return
+		}
+	}
+	if err := s.failErrLocked(q, op.src); err != nil {
+		op.req.complete(Status{}, err)
+		return
+	}
+	op.req.cancelFn = func() bool { return s.withdraw(q, op) }
+	if op.probe {
+		q.probes = append(q.probes, op)
+	} else {
+		q.posted = append(q.posted, op)
+	}
+}
+
+// iprobe looks for a matching queued message without waiting.
+func (s *Session) iprobe(c *commState, sub uint64, src core.NodeID, tag int) (Status, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queueLocked(c.id | sub)
+	if err := s.opErrLocked(q, src, true); err != nil {
+		return Status{}, false, err
+	}
+	op := recvOp{src: src, tag: tag, anyV: true}
+	for _, m := range q.unexpected {
+		if op.matches(m.src, m.tag, m.vnode) {
+			return s.statusLocked(q, m), true, nil
+		}
+	}
+	if err := s.failErrLocked(q, src); err != nil {
+		return Status{}, false, err
+	}
+	return Status{}, false, nil
+}
+
+// withdraw removes a posted receive or probe; it reports false if it had
+// completed already.
+func (s *Session) withdraw(q *queue, op *recvOp) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range []*[]*recvOp{&q.posted, &q.probes} {
+		if i := slices.Index(*l, op); i >= 0 {
+			*l = slices.Delete(*l, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// opErrLocked reports why no operation may start on q: the session ended,
+// the communicator is revoked, or (collective context, or a probe there)
+// a member failed.
+func (s *Session) opErrLocked(q *queue, src core.NodeID, probe bool) error {
+	if s.state != nil {
+		return s.state
+	}
+	c := q.comm
+	if c.revoked {
+		return ErrRevoked
+	}
+	if q.sub == subColl && c.nfailed > 0 {
+		return &ProcFailedError{Ranks: c.failedRanks()}
+	}
+	return nil
+}
+
+// failErrLocked reports the failure that a receive from src (core.None:
+// any) on q cannot wait through: src failed, or (any source) a failure of
+// the communicator is not acknowledged, or (collective context) any member
+// failed.
+func (s *Session) failErrLocked(q *queue, src core.NodeID) error {
+	c := q.comm
+	if c.nfailed == 0 {
+		return nil
+	}
+	if q.sub == subColl {
+		return &ProcFailedError{Ranks: c.failedRanks()}
+	}
+	if src != core.None {
+		if r, ok := c.rankOf(src); ok && c.failed[r] {
+			return &ProcFailedError{Ranks: []int{r}}
+		}
+		return nil
+	}
+	if un := c.unackedRanks(); len(un) > 0 {
+		return &ProcFailedError{Ranks: un}
+	}
+	return nil
+}
+
+// recheckLocked fails the posted operations of q that can no longer
+// complete (after a failure, a revocation or the end of the session).
+func (s *Session) recheckLocked(q *queue) {
+	if q.comm == nil {
+		return
+	}
+	check := func(op *recvOp) bool {
+		err := s.opErrLocked(q, op.src, op.probe)
+		if err == nil {
+			err = s.failErrLocked(q, op.src)
+		}
+		if err != nil {
+			op.req.complete(Status{}, err)
+			return true
+		}
+		return false
+	}
+	q.posted = slices.DeleteFunc(q.posted, check)
+	q.probes = slices.DeleteFunc(q.probes, check)
+}
+
+// failAllLocked fails every pending receive, probe and agreement with err.
+func (s *Session) failAllLocked(err error) {
+	for _, q := range s.queues {
+		for _, op := range q.posted {
+			op.req.complete(Status{}, err)
+		}
+		for _, op := range q.probes {
+			op.req.complete(Status{}, err)
+		}
+		q.posted, q.probes = nil, nil
+	}
+	for _, c := range s.comms {
+		for _, in := range c.agree {
+			in.fail(err)
+		}
+	}
+}
+
+// Request is a non-blocking operation in progress (MPI_Request). Wait for it
+// with [Request.Wait], poll it with [Request.Test], or wait for several with
+// [WaitAll] and [WaitAny]. A send request completes when the message has
+// been handed to the transport (its buffer may then be reused); a receive
+// request when the message is in the buffer. A request whose peer fails
+// completes with a [*ProcFailedError], so waiting never hangs on a dead
+// rank. Requests are safe for concurrent use.
+type Request struct {
+	done     chan struct{}
+	finished atomic.Bool
+	st       Status
+	err      error
+	data     []byte      // alloc receives: the message
+	comm     *commState  // for translating failures to its ranks
+	elem     int         // element size for typed Counts; 0 or 1 for bytes
+	cancelFn func() bool // withdraws a posted receive (set under mu)
+	s        *Session
+}
+
+func newRequest(s *Session, c *commState) *Request {
+	return &Request{done: make(chan struct{}), comm: c, s: s}
+}
+
+// complete records the outcome; only the first call counts.
+func (r *Request) complete(st Status, err error) {
+	if !r.finished.CompareAndSwap(false, true) {
+		return
+	}
+	r.st, r.err = st, err
+	close(r.done)
+}
+
+// result is the status and error to report, once done.
+func (r *Request) result() (Status, error) {
+	st, err := r.st, r.err
+	if pf, ok := err.(*peerFailedError); ok {
+		if r.comm != nil {
+			if cr, ok := r.comm.rankOf(core.NodeID(pf.world)); ok {
+				err = &ProcFailedError{Ranks: []int{cr}}
+			}
+		} else {
+			err = &ProcFailedError{Ranks: []int{pf.world}}
+		}
+	}
+	if r.elem > 1 && (err == nil || isTruncate(err)) {
+		if st.Count%r.elem != 0 && err == nil {
+			err = fmt.Errorf("%w: %d bytes from rank %d for %d-byte elements", ErrElemSize, st.Count, st.Source, r.elem)
+		}
+		st.Count /= r.elem
+	}
+	return st, err
+}
+
+func isTruncate(err error) bool {
+	_, ok := err.(*TruncateError)
+	return ok
+}
+
+// Wait blocks until the request completes or ctx is done, and returns its
+// status and error (ctx's error if ctx ended first; the request then stays
+// pending: wait again, or Cancel it).
+func (r *Request) Wait(ctx context.Context) (Status, error) {
+	select {
+	case <-r.done:
+		return r.result()
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.result()
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+// Test reports whether the request has completed and, if so, its status and
+// error; it never blocks.
+func (r *Request) Test() (Status, bool, error) {
+	select {
+	case <-r.done:
+		st, err := r.result()
+		return st, true, err
+	default:
+		return Status{}, false, nil
+	}
+}
+
+// Done returns a channel closed when the request completes.
+func (r *Request) Done() <-chan struct{} { return r.done }
+
+// Cancel withdraws a pending receive (it then completes with
+// context.Canceled). It reports whether it did: false if the request had
+// completed already or is a send (a send cannot be withdrawn).
+func (r *Request) Cancel() bool {
+	if r.s == nil {
+		return false
+	}
+	r.s.mu.Lock()
+	f := r.cancelFn
+	r.s.mu.Unlock()
+	if f == nil || !f() {
+		return false
+	}
+	r.complete(Status{}, context.Canceled)
+	return true
+}
+
+// data returns the received bytes of an allocating receive.
+func (r *Request) bytes() []byte { return r.data }
+
+// WaitAll waits for every request (or until ctx is done) and returns the
+// first error among them in order, or nil. nil requests are an error.
+func WaitAll(ctx context.Context, reqs ...*Request) error {
+	for i, r := range reqs {
+		if r == nil {
+			return fmt.Errorf("%w: request %d is nil", ErrBadArg, i)
+		}
+	}
+	var first error
+	for _, r := range reqs {
+		_, err := r.Wait(ctx)
+		if err != nil && first == nil {
+			first = err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return first
+}
+
+// WaitAny waits until one of the requests completes and returns its index,
+// status and error; the lowest index wins among requests already complete.
+// It returns -1 and ctx's error if ctx ends first.
+func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
+	if len(reqs) == 0 {
+		return -1, Status{}, fmt.Errorf("%w: WaitAny of no request", ErrBadArg)
+	}
+	for i, r := range reqs {
+		if r == nil {
+			return -1, Status{}, fmt.Errorf("%w: request %d is nil", ErrBadArg, i)
+		}
+		if st, ok, err := r.Test(); ok {
+			return i, st, err
+		}
+	}
+	// One goroutine per request would leak on ctx; instead, a shared
+	// channel fed by per-request waiters that stop with the call.
+	stop := make(chan struct{})
+	defer close(stop)
+	first := make(chan int, len(reqs))
+	for i, r := range reqs {
+		go func() {
+			select {
+			case <-r.done:
+				first <- i
+			case <-stop:
+			}
+		}()
+	}
+	select {
+	case <-first:
+		// The lowest index among those complete now.
+		for i, r := range reqs {
+			if st, ok, err := r.Test(); ok {
+				return i, st, err
+			}
+		}
+		panic("comm: WaitAny woke with no request complete")
+	case <-ctx.Done():
+		return -1, Status{}, ctx.Err()
+	}
+}

@@ -1,0 +1,102 @@
+package comm
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// Failed returns the ranks of the communicator known to have failed, in
+// increasing order (MPI_Comm_failure_get_acked's counterpart without the
+// acknowledgement: every failure the views report). A rank is failed once a
+// membership view excludes it; it never comes back.
+func (c *Comm) Failed() []int {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.st.failedRanks()
+}
+
+// AckFailed acknowledges every failure known now (MPI_Comm_failure_ack):
+// AnySource receives and probes stop failing because of them (they fail
+// again when another rank fails).
+func (c *Comm) AckFailed() {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	for r, f := range c.st.failed {
+		if f {
+			c.st.acked[r] = true
+		}
+	}
+}
+
+// Revoke revokes the communicator at every member (MPI_Comm_revoke): the
+// revocation is flooded (each member that learns it passes it to every
+// other live member), so it reaches every live member even if this process
+// dies while sending it. Every pending and later operation on the
+// communicator, at every member, then fails with [ErrRevoked], except
+// Agree, Shrink, Failed and AckFailed, which a program uses to repair it.
+// Revoking twice is harmless.
+func (c *Comm) Revoke() {
+	s := c.s
+	s.mu.Lock()
+	if c.st.revoked || s.state != nil {
+		s.mu.Unlock()
+		return
+	}
+	targets := s.revokeLocked(c.st, core.None)
+	s.mu.Unlock()
+	s.sendAll(targets)
+}
+
+// revokeLocked marks c revoked, fails its pending operations and returns
+// the frames that pass the revocation on to every live member but this
+// process and from.
+func (s *Session) revokeLocked(c *commState, from core.NodeID) []outgoing {
+	c.revoked = true
+	for _, sub := range []uint64{subP2P, subColl, subVirt} {
+		if q := s.queues[c.id|sub]; q != nil {
+			q.unexpected = nil
+			s.recheckLocked(q)
+		}
+	}
+	payload := binary.AppendUvarint(nil, c.id)
+	var out []outgoing
+	for r, n := range c.members {
+		if r != c.self && n != from && !c.failed[r] {
+			out = append(out, outgoing{to: int(n), kind: kindRevoke, payload: payload})
+		}
+	}
+	return out
+}
+
+// onRevoke handles a revocation from world rank src.
+func (s *Session) onRevoke(src int, p []byte) error {
+	id, n := binary.Uvarint(p)
+	if n <= 0 || n != len(p) || id&subMask != 0 {
+		return fmt.Errorf("%w: revocation", errMalformed)
+	}
+	s.mu.Lock()
+	if s.state != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	c := s.comms[id]
+	if c == nil {
+		s.revokedID[id] = true
+		s.mu.Unlock()
+		return nil
+	}
+	if c.revoked {
+		s.mu.Unlock()
+		return nil
+	}
+	if _, ok := c.rankOf(core.NodeID(src)); !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: revocation of a communicator by a non-member", errMalformed)
+	}
+	out := s.revokeLocked(c, core.NodeID(src))
+	s.mu.Unlock()
+	s.sendAll(out)
+	return nil
+}

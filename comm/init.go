@@ -1,0 +1,87 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/transport/tcp"
+)
+
+// Init joins the job this process was started in by `cohort run`: it reads
+// its bootstrap from the environment (package launch: job id, rank, size,
+// secret, the launcher's rendezvous address), listens with transport/tcp on
+// 127.0.0.1 (a free port), registers its address with the launcher, learns
+// every rank's address, and starts its node (failure detector and
+// membership, package host) and matching engine. ctx bounds the
+// rendezvous. A program started by hand gets an error wrapping
+// launch.ErrNotLaunched (run it with `cohort run -n N`).
+//
+// Call [Session.Finalize] before the process exits.
+func Init(ctx context.Context, opts ...Option) (*Session, error) {
+	boot, err := launch.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	o := options{fanout: boot.Fanout, detector: boot.Detector}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	det, err := detectorOf(o.detector)
+	if err != nil {
+		return nil, err
+	}
+	tcfg := tcp.DefaultConfig()
+	tcfg.Node = core.NodeID(boot.Rank)
+	tcfg.ListenAddr = "127.0.0.1:0"
+	tcfg.JobID = boot.JobID
+	tcfg.Secret = boot.Secret
+	tcfg.Logger = o.logger
+	tr, err := tcp.Listen(tcfg)
+	if err != nil {
+		return nil, fmt.Errorf("comm: %w", err)
+	}
+	reg, err := boot.Register(ctx, tr.Addr())
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	if len(reg.Addrs) != boot.Size {
+		reg.Close()
+		tr.Close()
+		return nil, fmt.Errorf("comm: the launcher sent %d addresses for %d ranks", len(reg.Addrs), boot.Size)
+	}
+	ids := make([]core.NodeID, boot.Size)
+	for r, addr := range reg.Addrs {
+		ids[r] = core.NodeID(r)
+		if r != boot.Rank {
+			tr.SetPeer(core.NodeID(r), addr)
+		}
+	}
+	node, err := cluster.NewNode(core.NodeID(boot.Rank), ids, cluster.NodeOptions{Fanout: o.fanout, Detector: det})
+	if err != nil {
+		reg.Close()
+		tr.Close()
+		return nil, err
+	}
+	codec, err := cluster.NewCodec()
+	if err != nil {
+		reg.Close()
+		tr.Close()
+		return nil, err
+	}
+	s := newSession(tr, boot.Size, o.logger)
+	s.onFinal = func() {
+		tr.Close()
+		reg.Close()
+	}
+	if err := s.run(node.Stack, codec, o, o.events); err != nil {
+		reg.Close()
+		tr.Close()
+		return nil, err
+	}
+	return s, nil
+}

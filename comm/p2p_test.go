@@ -1,0 +1,354 @@
+package comm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testTimeout bounds every test job: a hang is a failure, never a stuck CI.
+const testTimeout = 15 * time.Second
+
+// job starts an n-rank Local job that ends with the test.
+func job(t *testing.T, n int, opts ...Option) []*Session {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ss, err := Local(ctx, n, opts...)
+	if err != nil {
+		cancel()
+		t.Fatalf("Local(%d): %v", n, err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, s := range ss {
+			s.Finalize(context.Background())
+		}
+	})
+	return ss
+}
+
+// each runs f for every session concurrently and fails the test with every
+// rank's error.
+func each(t *testing.T, ss []*Session, f func(ctx context.Context, c *Comm) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ss))
+	for i, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(ctx, s.World())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", i, err)
+		}
+	}
+}
+
+// MPI-3.1 §3.5 "Semantics of point-to-point communication": messages between
+// a pair are non-overtaking, whatever their tags, when they match the same
+// receives.
+func TestOrderingBetweenPairs(t *testing.T) {
+	const n, msgs = 6, 200
+	ss := job(t, n)
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		// Every rank sends msgs numbered messages to every other rank,
+		// then receives from each with AnyTag and AnySource.
+		for i := range msgs {
+			for d := range c.Size() {
+				if d == c.Rank() {
+					continue
+				}
+				if err := c.Send(ctx, []byte(fmt.Sprint(i)), d, i%3); err != nil {
+					return err
+				}
+			}
+		}
+		next := make([]int, c.Size())
+		buf := make([]byte, 16)
+		for range msgs * (c.Size() - 1) {
+			st, err := c.Recv(ctx, buf, AnySource, AnyTag)
+			if err != nil {
+				return err
+			}
+			got := string(buf[:st.Count])
+			if want := fmt.Sprint(next[st.Source]); got != want || st.Tag != next[st.Source]%3 {
+				return fmt.Errorf("from %d: got %q tag %d, want %q tag %d", st.Source, got, st.Tag, want, next[st.Source]%3)
+			}
+			next[st.Source]++
+		}
+		return nil
+	})
+}
+
+// MPI-3.1 §3.5: a receive with a specific tag skips earlier messages of
+// other tags, which stay queued in order.
+func TestTagAndWildcardMatching(t *testing.T) {
+	ss := job(t, 3)
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		switch c.Rank() {
+		case 0:
+			for _, m := range []struct {
+				tag int
+				s   string
+			}{{1, "a"}, {2, "b"}, {1, "c"}, {3, "d"}} {
+				if err := c.Send(ctx, []byte(m.s), 2, m.tag); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if err := c.Send(ctx, []byte("x"), 2, 2); err != nil {
+				return err
+			}
+		case 2:
+			buf := make([]byte, 8)
+			// Wait until all five are here, so the order below is matching,
+			// not arrival.
+			for {
+				st, err := c.Probe(ctx, 0, 3)
+				if err != nil {
+					return err
+				}
+				if st.Count == 1 {
+					break
+				}
+			}
+			if _, err := c.Probe(ctx, 1, AnyTag); err != nil {
+				return err
+			}
+			expect := func(src, tag int, want string, wantSrc, wantTag int) error {
+				st, err := c.Recv(ctx, buf, src, tag)
+				if err != nil {
+					return err
+				}
+				if got := string(buf[:st.Count]); got != want || st.Source != wantSrc || st.Tag != wantTag {
+					return fmt.Errorf("Recv(%d, %d) = %q from %d tag %d, want %q from %d tag %d", src, tag, got, st.Source, st.Tag, want, wantSrc, wantTag)
+				}
+				return nil
+			}
+			for _, e := range []struct {
+				src, tag int
+				want     string
+				ws, wt   int
+			}{
+				{0, 2, "b", 0, 2},
+				{0, AnyTag, "a", 0, 1},
+				{AnySource, 3, "d", 0, 3},
+				{1, AnyTag, "x", 1, 2},
+				{AnySource, AnyTag, "c", 0, 1},
+			} {
+				if err := expect(e.src, e.tag, e.want, e.ws, e.wt); err != nil {
+					return err
+				}
+			}
+			if _, ok, err := c.Iprobe(AnySource, AnyTag); ok || err != nil {
+				return fmt.Errorf("Iprobe after all received: %v %v", ok, err)
+			}
+		}
+		return nil
+	})
+}
+
+// MPI-3.1 §3.7: non-blocking operations complete independently; WaitAny
+// returns the one that completed; Test does not block.
+func TestNonBlocking(t *testing.T) {
+	ss := job(t, 4)
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		if c.Rank() == 0 {
+			reqs := make([]*Request, 3)
+			bufs := make([][]byte, 3)
+			for i := range reqs {
+				bufs[i] = make([]byte, 4)
+				reqs[i] = c.Irecv(bufs[i], i+1, 7)
+			}
+			if _, done, _ := reqs[0].Test(); done {
+				return errors.New("Test: a receive completed before anything was sent")
+			}
+			// Release the ranks one by one, in the order 3, 1, 2, and
+			// check that WaitAny reports them in that order.
+			for _, r := range []int{3, 1, 2} {
+				if err := c.Send(ctx, nil, r, 1); err != nil {
+					return err
+				}
+				i, st, err := WaitAny(ctx, reqs...)
+				if err != nil {
+					return err
+				}
+				if i != r-1 || st.Source != r || string(bufs[i][:st.Count]) != fmt.Sprint("r", r) {
+					return fmt.Errorf("WaitAny = %d (%+v, %q), want %d", i, st, bufs[i][:st.Count], r-1)
+				}
+				reqs[i] = c.Irecv(make([]byte, 1), r, 99) // never sent: keeps WaitAny honest
+				defer reqs[i].Cancel()
+			}
+			return nil
+		}
+		if _, err := c.Recv(ctx, nil, 0, 1); err != nil {
+			return err
+		}
+		s1 := c.Isend([]byte(fmt.Sprint("r", c.Rank())), 0, 7)
+		return WaitAll(ctx, s1)
+	})
+}
+
+// Communicator isolation (MPI-3.1 §6.1): messages on a duplicate never match
+// receives on the original, even with wildcards.
+func TestCommunicatorIsolation(t *testing.T) {
+	ss := job(t, 2)
+	each(t, ss, func(ctx context.Context, w *Comm) error {
+		d, err := w.Dup()
+		if err != nil {
+			return err
+		}
+		if w.Rank() == 0 {
+			if err := d.Send(ctx, []byte("dup"), 1, 5); err != nil {
+				return err
+			}
+			if err := w.Send(ctx, []byte("world"), 1, 5); err != nil {
+				return err
+			}
+			return nil
+		}
+		buf := make([]byte, 8)
+		st, err := w.Recv(ctx, buf, AnySource, AnyTag)
+		if err != nil {
+			return err
+		}
+		if string(buf[:st.Count]) != "world" {
+			return fmt.Errorf("world received %q", buf[:st.Count])
+		}
+		st, err = d.Recv(ctx, buf, AnySource, AnyTag)
+		if err != nil {
+			return err
+		}
+		if string(buf[:st.Count]) != "dup" {
+			return fmt.Errorf("dup received %q", buf[:st.Count])
+		}
+		return nil
+	})
+}
+
+// Bad input gets a clear error, never a panic: ranks out of range, negative
+// tags, a buffer too small (MPI_ERR_TRUNCATE: the message is consumed).
+func TestBadInput(t *testing.T) {
+	ss := job(t, 2)
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		if err := c.Send(ctx, nil, 2, 0); !errors.Is(err, ErrRank) {
+			return fmt.Errorf("Send to rank 2 of 2: %v", err)
+		}
+		if err := c.Send(ctx, nil, -1, 0); !errors.Is(err, ErrRank) {
+			return fmt.Errorf("Send to rank -1: %v", err)
+		}
+		if err := c.Send(ctx, nil, 0, -3); !errors.Is(err, ErrTag) {
+			return fmt.Errorf("Send with tag -3: %v", err)
+		}
+		if _, err := c.Recv(ctx, nil, 5, 0); !errors.Is(err, ErrRank) {
+			return fmt.Errorf("Recv from 5: %v", err)
+		}
+		if _, err := c.Recv(ctx, nil, 0, -2); !errors.Is(err, ErrTag) {
+			return fmt.Errorf("Recv with tag -2: %v", err)
+		}
+		if _, err := c.Isend(nil, 9, 0).Wait(ctx); !errors.Is(err, ErrRank) {
+			return fmt.Errorf("Isend to 9: %v", err)
+		}
+		if err := WaitAll(ctx, nil); !errors.Is(err, ErrBadArg) {
+			return fmt.Errorf("WaitAll(nil): %v", err)
+		}
+		if c.Rank() == 0 {
+			if err := c.Send(ctx, []byte("0123456789"), 1, 1); err != nil {
+				return err
+			}
+			return c.Send(ctx, []byte("ok"), 1, 2)
+		}
+		buf := make([]byte, 4)
+		_, err := c.Recv(ctx, buf, 0, 1)
+		var te *TruncateError
+		if !errors.As(err, &te) || !errors.Is(err, ErrTruncated) || te.Need != 10 || te.Have != 4 || string(buf) != "0123" {
+			return fmt.Errorf("Recv of 10 bytes into 4: %v, buffer %q", err, buf)
+		}
+		st, err := c.Recv(ctx, buf, 0, AnyTag)
+		if err != nil || string(buf[:st.Count]) != "ok" {
+			return fmt.Errorf("the message after a truncated one: %v %q", err, buf[:st.Count])
+		}
+		return nil
+	})
+}
+
+// A receive whose context ends is withdrawn: a later message goes to the
+// next receive.
+func TestRecvContextWithdraws(t *testing.T) {
+	ss := job(t, 2)
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		if c.Rank() == 1 {
+			short, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, err := c.Recv(short, make([]byte, 4), 0, 0); !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("Recv with a done context: %v", err)
+			}
+			if err := c.Send(ctx, nil, 0, 1); err != nil {
+				return err
+			}
+			buf := make([]byte, 4)
+			st, err := c.Recv(ctx, buf, 0, 0)
+			if err != nil || !bytes.Equal(buf[:st.Count], []byte("m")) {
+				return fmt.Errorf("Recv after a withdrawn one: %v %q", err, buf[:st.Count])
+			}
+			return nil
+		}
+		if _, err := c.Recv(ctx, nil, 1, 1); err != nil {
+			return err
+		}
+		return c.Send(ctx, []byte("m"), 1, 0)
+	})
+}
+
+// The typed API moves elements without conversion and counts in elements;
+// Go values travel through gob.
+func TestTypedAndValues(t *testing.T) {
+	type point struct {
+		X, Y int
+		Name string
+	}
+	ss := job(t, 2)
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		if c.Rank() == 0 {
+			if err := Send(ctx, c, []float64{1.5, -2, 3e100}, 1, 1); err != nil {
+				return err
+			}
+			if err := WaitAll(ctx, Isend(c, []int32{7, 8}, 1, 2)); err != nil {
+				return err
+			}
+			if err := Send(ctx, c, []byte{1, 2, 3}, 1, 3); err != nil {
+				return err
+			}
+			return SendValue(ctx, c, map[string]point{"a": {1, 2, "p"}}, 1, 4)
+		}
+		f := make([]float64, 4)
+		st, err := Recv(ctx, c, f, 0, 1)
+		if err != nil || st.Count != 3 || f[0] != 1.5 || f[1] != -2 || f[2] != 3e100 {
+			return fmt.Errorf("float64s: %v %+v %v", err, st, f)
+		}
+		i := make([]int32, 2)
+		r := Irecv(c, i, 0, 2)
+		if st, err = r.Wait(ctx); err != nil || st.Count != 2 || i[0] != 7 || i[1] != 8 {
+			return fmt.Errorf("int32s: %v %+v %v", err, st, i)
+		}
+		u := make([]uint16, 4)
+		if _, err := Recv(ctx, c, u, 0, 3); !errors.Is(err, ErrElemSize) {
+			return fmt.Errorf("3 bytes into uint16s: %v", err)
+		}
+		var m map[string]point
+		if _, err := RecvValue(ctx, c, &m, 0, 4); err != nil || m["a"] != (point{1, 2, "p"}) {
+			return fmt.Errorf("value: %v %v", err, m)
+		}
+		return nil
+	})
+}

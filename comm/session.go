@@ -1,0 +1,541 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/host"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Failure is one notification of [Session.Failures]: rank Rank of the world
+// communicator failed, as the membership view numbered Epoch says.
+type Failure struct {
+	Rank  int
+	Epoch uint64
+}
+
+// Session is one process's place in a job: its world communicator, the
+// matching engine every communicator of the process shares, and the host
+// (failure detector and membership) that tells it which ranks failed. Build
+// one with [Init] (a process started by `cohort run`) or [Local] (a job
+// inside one process). Its methods are safe for concurrent use.
+type Session struct {
+	self core.NodeID
+	size int
+	tr   transport.Transport
+	host *host.Host
+	log  *slog.Logger
+	try  context.Context // already done: Send without waiting
+	base context.Context // cancelled by Finalize
+	stop context.CancelFunc
+
+	epoch atomic.Uint64 // the newest view's epoch, stamped on frames
+
+	// mu guards the matching engine and everything marked "under mu".
+	mu        sync.Mutex
+	queues    map[uint64]*queue      // by context id
+	comms     map[uint64]*commState  // by communicator id
+	revokedID map[uint64]bool        // revoked communicators not created here yet
+	failed    []bool                 // by world rank; never cleared
+	nfailed   int                    // count of true entries in failed
+	state     error                  // nil, ErrFinalized or ErrEvicted
+	out       []*outq                // by world rank, created lazily
+	agreeBuf  map[uint64][]agreeNote // agreement steps for communicators not created here yet
+	vmapBuf   map[uint64][]vmapMsg   // mapping updates for virtual layers not created here yet
+
+	failures chan Failure
+	world    *Comm
+
+	finalizeOnce sync.Once
+	hostDone     chan struct{} // closed when the host's Run returned
+	onFinal      func()        // closes the transport and the rest, after the host stopped
+	crash        func()        // closes the transport at once (kill)
+
+	stats sessionStats
+}
+
+type sessionStats struct {
+	malformed atomic.Uint64 // comm frames that did not decode
+	dropped   atomic.Uint64 // data frames from failed ranks or after Finalize
+}
+
+// Option configures a session ([Init], [Local]).
+type Option func(*options)
+
+type options struct {
+	fanout   int
+	detector string
+	logger   *slog.Logger
+	events   io.Writer
+	seed     uint64
+}
+
+// WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
+// it overrides COHORT_FANOUT in Init.
+func WithFanout(a int) Option { return func(o *options) { o.fanout = a } }
+
+// WithDetector selects the failure detector: "brr" (default), "dbrr" or
+// "heartbeat"; it overrides COHORT_DETECTOR in Init.
+func WithDetector(name string) Option { return func(o *options) { o.detector = name } }
+
+// WithLogger sends the host's and the transport's logs to l (default: none).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithEvents writes the node's event stream (JSON lines, see
+// host.EventLine) to w. In [Local], every rank writes to w, serialized.
+func WithEvents(w io.Writer) Option { return func(o *options) { o.events = w } }
+
+// WithSeed seeds the protocol machines' random source (0: random).
+func WithSeed(seed uint64) Option { return func(o *options) { o.seed = seed } }
+
+func newSession(tr transport.Transport, size int, logger *slog.Logger) *Session {
+	try, cancel := context.WithCancel(context.Background())
+	cancel()
+	base, stop := context.WithCancel(context.Background())
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Session{
+		self:      tr.Self(),
+		size:      size,
+		tr:        tr,
+		log:       logger,
+		try:       try,
+		base:      base,
+		stop:      stop,
+		queues:    map[uint64]*queue{},
+		comms:     map[uint64]*commState{},
+		revokedID: map[uint64]bool{},
+		failed:    make([]bool, size),
+		out:       make([]*outq, size),
+		agreeBuf:  map[uint64][]agreeNote{},
+		vmapBuf:   map[uint64][]vmapMsg{},
+		failures:  make(chan Failure, size),
+		hostDone:  make(chan struct{}),
+	}
+	members := make([]core.NodeID, size)
+	for i := range members {
+		members[i] = core.NodeID(i)
+	}
+	s.world = s.newComm(worldID, members)
+	return s
+}
+
+// run builds the host over the session's transport and starts it.
+func (s *Session) run(stack core.Machine, codec *wire.Codec, o options, events io.Writer) error {
+	h, err := host.New(stack, host.Config{
+		Transport: s.tr,
+		Codec:     codec,
+		Seed:      o.seed,
+		Logger:    s.log,
+		Events:    events,
+		DataPath:  s.dataPath,
+		OnEvent:   s.onEvent,
+	})
+	if err != nil {
+		return err
+	}
+	s.host = h
+	go func() {
+		defer close(s.hostDone)
+		h.Run(s.base)
+	}()
+	return nil
+}
+
+// World returns the communicator of every rank of the job (MPI_COMM_WORLD):
+// rank r is node core.NodeID(r).
+func (s *Session) World() *Comm { return s.world }
+
+// Failures returns a channel that receives one [Failure] for each rank of
+// the world communicator that the membership service declares failed, in
+// the order the views say. It has room for every rank, so it never holds the
+// session back; nobody has to read it.
+func (s *Session) Failures() <-chan Failure { return s.failures }
+
+// Finalize leaves the job: it waits (at most until ctx is done) for the
+// messages this process has sent to leave it, stops the host and the
+// transport, and fails every pending operation with [ErrFinalized]. It does
+// not talk to the other ranks (it is not collective): a rank that still
+// expects messages from this one will see it fail. Finalize is idempotent;
+// later calls return nil.
+func (s *Session) Finalize(ctx context.Context) error {
+	var err error
+	s.finalizeOnce.Do(func() {
+		err = s.flush(ctx)
+		s.shutdown(ErrFinalized)
+		<-s.hostDone
+		if s.onFinal != nil {
+			s.onFinal()
+		}
+	})
+	return err
+}
+
+// flush waits until the send backlogs are empty and, if the transport can
+// say so, until its queues are written.
+func (s *Session) flush(ctx context.Context) error {
+	s.mu.Lock()
+	qs := slices.Clone(s.out)
+	s.mu.Unlock()
+	for _, q := range qs {
+		if q == nil {
+			continue
+		}
+		if err := q.wait(ctx); err != nil {
+			return err
+		}
+	}
+	if f, ok := s.tr.(interface{ Flush(context.Context) error }); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+// kill stops the process's host and transport at once, as a crash would
+// (tests); pending operations fail with ErrFinalized.
+func (s *Session) kill() {
+	s.finalizeOnce.Do(func() {
+		if s.crash != nil {
+			s.crash()
+		} else {
+			s.tr.Close()
+		}
+		s.shutdown(ErrFinalized)
+		<-s.hostDone
+	})
+}
+
+// shutdown marks the session ended with err and fails everything pending.
+func (s *Session) shutdown(err error) {
+	s.mu.Lock()
+	if s.state == nil {
+		s.state = err
+	}
+	s.failAllLocked(s.state)
+	outs := slices.Clone(s.out)
+	s.mu.Unlock()
+	for _, q := range outs {
+		if q != nil {
+			q.cancel()
+		}
+	}
+	s.stop()
+}
+
+// onEvent follows the node's events on the host's loop: views tell which
+// ranks failed.
+func (s *Session) onEvent(_ time.Duration, e core.Event) {
+	switch e := e.(type) {
+	case core.MembersChanged:
+		s.epoch.Store(e.Epoch)
+	case member.ViewInstalled:
+		s.epoch.Store(e.Epoch)
+		in := make(map[core.NodeID]bool, len(e.Members))
+		for _, id := range e.Members {
+			in[id] = true
+		}
+		var gone []int
+		for r := 0; r < s.size; r++ {
+			if !in[core.NodeID(r)] {
+				gone = append(gone, r)
+			}
+		}
+		s.fail(gone, e.Epoch)
+	case member.Evicted:
+		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)
+		s.shutdown(ErrEvicted)
+	}
+}
+
+// fail records that the world ranks listed have failed (those already known
+// are skipped) and fails every operation that now involves a failed rank.
+func (s *Session) fail(ranks []int, epoch uint64) {
+	var sends []outgoing
+	var newly []int
+	s.mu.Lock()
+	for _, r := range ranks {
+		if r < 0 || r >= s.size || s.failed[r] || core.NodeID(r) == s.self {
+			continue
+		}
+		s.failed[r] = true
+		s.nfailed++
+		newly = append(newly, r)
+	}
+	if len(newly) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	for _, c := range s.comms {
+		for _, r := range newly {
+			if cr, ok := c.rankOf(core.NodeID(r)); ok {
+				c.failed[cr] = true
+				c.nfailed++
+			}
+		}
+	}
+	for _, q := range s.queues {
+		s.recheckLocked(q)
+	}
+	for _, c := range s.comms {
+		sends = append(sends, s.agreeOnFailureLocked(c)...)
+	}
+	var cancel []*outq
+	for _, r := range newly {
+		if q := s.out[r]; q != nil {
+			cancel = append(cancel, q)
+		}
+	}
+	s.mu.Unlock()
+	for _, q := range cancel {
+		q.cancel()
+	}
+	for _, r := range newly {
+		select {
+		case s.failures <- Failure{Rank: r, Epoch: epoch}:
+		default:
+		}
+	}
+	s.log.Info("comm: ranks failed", "ranks", newly, "epoch", epoch)
+	s.sendAll(sends)
+}
+
+// dataPath is the host's Config.DataPath: every comm frame is consumed here,
+// on the transport's reader goroutine.
+func (s *Session) dataPath(f wire.Frame) bool {
+	if f.Kind.Proto() != core.ProtoComm {
+		return false
+	}
+	src := int(f.Src)
+	if src >= s.size {
+		s.stats.malformed.Add(1)
+		return true
+	}
+	var err error
+	switch f.Kind {
+	case kindData, kindVData:
+		virtual := f.Kind == kindVData
+		ctxID, tag, vnode, data, perr := parseData(f.Payload, virtual)
+		if err = perr; err == nil {
+			s.deliver(src, ctxID, tag, VNode(vnode), data, false)
+		}
+	case kindRevoke:
+		err = s.onRevoke(src, f.Payload)
+	case kindAgree:
+		var m agreeMsg
+		if m, err = unmarshalAgree(f.Payload); err == nil {
+			s.onAgree(src, m)
+		}
+	case kindVMap:
+		var m vmapMsg
+		if m, err = unmarshalVMap(f.Payload); err == nil {
+			s.onVMap(src, m)
+		}
+	default:
+		err = fmt.Errorf("%w: unknown kind %v", errMalformed, f.Kind)
+	}
+	if err != nil {
+		s.stats.malformed.Add(1)
+		s.log.Warn("comm: dropping a frame", "from", src, "kind", f.Kind.String(), "err", err)
+	}
+	return true
+}
+
+// outgoing is one frame to send once the engine's lock is released.
+type outgoing struct {
+	to      int // world rank
+	kind    core.Kind
+	payload []byte
+}
+
+// sendAll sends control frames without waiting (a full queue goes to the
+// backlog); errors are ignored: the protocols above tolerate a peer that
+// fails.
+func (s *Session) sendAll(msgs []outgoing) {
+	for _, m := range msgs {
+		if core.NodeID(m.to) == s.self {
+			continue
+		}
+		s.sendFrame(m.to, wire.Frame{Kind: m.kind, Payload: m.payload}, nil)
+	}
+}
+
+// sendFrame hands f to the transport for world rank to, in order with every
+// earlier frame to the same rank. If the transport's queue is full the frame
+// waits in the rank's backlog; req, if not nil, completes when the frame has
+// been queued or has failed.
+func (s *Session) sendFrame(to int, f wire.Frame, req *Request) error {
+	q := s.outq(to)
+	if q == nil {
+		err := s.stateErr()
+		if req != nil {
+			req.complete(Status{}, err)
+		}
+		return err
+	}
+	f.Epoch = s.epoch.Load()
+	return q.send(f, req)
+}
+
+func (s *Session) stateErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != nil {
+		return s.state
+	}
+	return ErrFinalized
+}
+
+// outq returns the backlog of world rank r (nil once the session ended).
+func (s *Session) outq(r int) *outq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != nil {
+		return nil
+	}
+	q := s.out[r]
+	if q == nil {
+		ctx, cancel := context.WithCancel(s.base)
+		q = &outq{s: s, to: core.NodeID(r), ctx: ctx, stop: cancel}
+		if s.failed[r] {
+			cancel()
+		}
+		s.out[r] = q
+	}
+	return q
+}
+
+// outq orders the frames to one peer: a frame goes straight to the
+// transport when nothing waits before it, and to the backlog (drained by
+// one goroutine) when the transport's queue is full, so a non-blocking send
+// never waits and frames are never reordered.
+type outq struct {
+	s    *Session
+	to   core.NodeID
+	ctx  context.Context // cancelled when the peer fails or the session ends
+	stop context.CancelFunc
+
+	mu      sync.Mutex
+	backlog []sendOp
+	running bool
+	idle    chan struct{} // closed when the backlog empties; nil if never waited on
+}
+
+type sendOp struct {
+	f   wire.Frame
+	req *Request
+}
+
+func (q *outq) send(f wire.Frame, req *Request) error {
+	q.mu.Lock()
+	if len(q.backlog) == 0 {
+		err := q.s.tr.Send(q.s.try, q.to, f)
+		if !errors.Is(err, transport.ErrQueueFull) {
+			q.mu.Unlock()
+			err = q.s.sendErr(q.to, err)
+			if req != nil {
+				req.complete(Status{}, err)
+			}
+			return err
+		}
+	}
+	if q.ctx.Err() != nil {
+		q.mu.Unlock()
+		err := q.s.sendErr(q.to, q.ctx.Err())
+		if req != nil {
+			req.complete(Status{}, err)
+		}
+		return err
+	}
+	q.backlog = append(q.backlog, sendOp{f: f, req: req})
+	if !q.running {
+		q.running = true
+		go q.drain()
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+func (q *outq) drain() {
+	for {
+		q.mu.Lock()
+		if len(q.backlog) == 0 {
+			q.running = false
+			if q.idle != nil {
+				close(q.idle)
+				q.idle = nil
+			}
+			q.mu.Unlock()
+			return
+		}
+		op := q.backlog[0]
+		q.mu.Unlock()
+		err := q.s.tr.Send(q.ctx, q.to, op.f)
+		if err != nil {
+			err = q.s.sendErr(q.to, err)
+		}
+		q.mu.Lock()
+		q.backlog[0] = sendOp{}
+		q.backlog = q.backlog[1:]
+		q.mu.Unlock()
+		if op.req != nil {
+			op.req.complete(Status{}, err)
+		}
+	}
+}
+
+// wait returns when the backlog is empty or ctx is done.
+func (q *outq) wait(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.running {
+		q.mu.Unlock()
+		return nil
+	}
+	if q.idle == nil {
+		q.idle = make(chan struct{})
+	}
+	idle := q.idle
+	q.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (q *outq) cancel() { q.stop() }
+
+// peerFailedError is a send's failure because its destination, world rank
+// world, failed; a Request turns it into a [*ProcFailedError] in the ranks
+// of its communicator.
+type peerFailedError struct{ world int }
+
+func (e *peerFailedError) Error() string { return fmt.Sprintf("comm: world rank %d failed", e.world) }
+
+// sendErr translates a transport error about world rank `to`.
+func (s *Session) sendErr(to core.NodeID, err error) error {
+	if err == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed[to] {
+		return &peerFailedError{world: int(to)}
+	}
+	if s.state != nil {
+		return s.state
+	}
+	return fmt.Errorf("comm: sending to rank %d: %w", to, err)
+}

@@ -1,0 +1,173 @@
+package comm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// The frame kinds of package comm, in core.ProtoComm. Append only: the
+// numbers are on the wire. Every comm frame travels straight through the
+// transport (Session's data path), never through the host's event loop.
+const (
+	kindData   = core.Kind(core.ProtoComm)<<8 | 1 // point-to-point and collective data
+	kindVData  = core.Kind(core.ProtoComm)<<8 | 2 // data addressed to a virtual node
+	kindRevoke = core.Kind(core.ProtoComm)<<8 | 3 // a communicator is revoked (flooded)
+	kindAgree  = core.Kind(core.ProtoComm)<<8 | 4 // one step of the fault-tolerant agreement
+	kindVMap   = core.Kind(core.ProtoComm)<<8 | 5 // a virtual-node mapping update (flooded)
+)
+
+// errMalformed: a comm frame that does not decode. It is dropped and counted.
+var errMalformed = errors.New("comm: malformed frame")
+
+// A data frame's payload is a small header followed by the message bytes:
+//
+//	uvarint context id | varint tag | (kindVData only) uvarint virtual node | data
+//
+// The header is written by appendDataHeader and read by parseData.
+
+// maxDataHeader bounds the header: three 10-byte varints.
+const maxDataHeader = 30
+
+func appendDataHeader(b []byte, ctxID uint64, tag int, vnode uint64, virtual bool) []byte {
+	b = binary.AppendUvarint(b, ctxID)
+	b = binary.AppendVarint(b, int64(tag))
+	if virtual {
+		b = binary.AppendUvarint(b, vnode)
+	}
+	return b
+}
+
+// parseData splits a data payload into its header and its data (aliasing p).
+func parseData(p []byte, virtual bool) (ctxID uint64, tag int, vnode uint64, data []byte, err error) {
+	ctxID, n := binary.Uvarint(p)
+	if n <= 0 {
+		return 0, 0, 0, nil, fmt.Errorf("%w: context id", errMalformed)
+	}
+	p = p[n:]
+	t, n := binary.Varint(p)
+	if n <= 0 || t != int64(int(t)) {
+		return 0, 0, 0, nil, fmt.Errorf("%w: tag", errMalformed)
+	}
+	p = p[n:]
+	if virtual {
+		vnode, n = binary.Uvarint(p)
+		if n <= 0 {
+			return 0, 0, 0, nil, fmt.Errorf("%w: virtual node", errMalformed)
+		}
+		p = p[n:]
+	}
+	return ctxID, int(t), vnode, p, nil
+}
+
+// agreeMsg is one step of the agreement protocol (see agree.go). Ranks are
+// ranks of the communicator.
+type agreeMsg struct {
+	Comm     uint64 // the communicator's id
+	Instance uint64 // which agreement of that communicator (1, 2, …)
+	Type     agreeType
+	Ballot   int   // the coordinator's rank the message is about
+	Flag     int64 // contrib: the sender's flag
+	AccB     int   // contrib: ballot of the accepted value, -1 if none
+	Value    agreeValue
+}
+
+type agreeType uint8
+
+// The agreement steps. Append only.
+const (
+	agreeContrib  agreeType = 1 // participant → coordinator: flag, promise, accepted value
+	agreeAccept   agreeType = 2 // coordinator → all: accept this value at this ballot
+	agreeAccepted agreeType = 3 // participant → coordinator: accepted
+	agreeDecided  agreeType = 4 // anyone → anyone: the decision
+)
+
+// agreeValue is what an agreement decides: the AND of the survivors' flags
+// and the failed ranks it excluded.
+type agreeValue struct {
+	Flag   int64
+	Failed []int // increasing
+}
+
+func (m *agreeMsg) marshal() []byte {
+	var e wire.Encoder
+	e.Uvarint(m.Comm)
+	e.Uvarint(m.Instance)
+	e.Uint8(uint8(m.Type))
+	e.Varint(int64(m.Ballot))
+	e.Varint(m.Flag)
+	e.Varint(int64(m.AccB))
+	e.Varint(m.Value.Flag)
+	e.Uvarint(uint64(len(m.Value.Failed)))
+	for _, r := range m.Value.Failed {
+		e.Uvarint(uint64(r))
+	}
+	return e.B
+}
+
+func unmarshalAgree(p []byte) (agreeMsg, error) {
+	d := wire.NewDecoder(p)
+	var m agreeMsg
+	m.Comm = d.Uvarint()
+	m.Instance = d.Uvarint()
+	m.Type = agreeType(d.Uint8())
+	m.Ballot = int(int32(d.Varint()))
+	m.Flag = d.Varint()
+	m.AccB = int(int32(d.Varint()))
+	m.Value.Flag = d.Varint()
+	n := d.Uvarint()
+	if n > uint64(d.Remaining()) {
+		return m, fmt.Errorf("%w: agreement with %d failed ranks in %d bytes", errMalformed, n, d.Remaining())
+	}
+	if n > 0 {
+		m.Value.Failed = make([]int, n)
+		for i := range m.Value.Failed {
+			m.Value.Failed[i] = int(uint32(d.Uvarint()))
+		}
+	}
+	if err := d.Finish(); err != nil {
+		return m, fmt.Errorf("%w: agreement: %w", errMalformed, err)
+	}
+	if m.Type < agreeContrib || m.Type > agreeDecided {
+		return m, fmt.Errorf("%w: agreement step %d", errMalformed, m.Type)
+	}
+	return m, nil
+}
+
+// vmapMsg announces that the listed virtual nodes are mapped to Rank (-1:
+// unmapped) as of version (Counter, Origin): the newer version wins, so
+// concurrent remaps converge (a last-writer-wins register per virtual node).
+type vmapMsg struct {
+	Comm    uint64
+	Counter uint64
+	Origin  int // rank that made the change
+	Rank    int // new owner, -1 for none
+	VNodes  []uint64
+}
+
+func (m *vmapMsg) marshal() []byte {
+	var e wire.Encoder
+	e.Uvarint(m.Comm)
+	e.Uvarint(m.Counter)
+	e.Uvarint(uint64(m.Origin))
+	e.Varint(int64(m.Rank))
+	e.Uvarints(m.VNodes)
+	return e.B
+}
+
+func unmarshalVMap(p []byte) (vmapMsg, error) {
+	d := wire.NewDecoder(p)
+	var m vmapMsg
+	m.Comm = d.Uvarint()
+	m.Counter = d.Uvarint()
+	m.Origin = int(uint32(d.Uvarint()))
+	m.Rank = int(int32(d.Varint()))
+	m.VNodes = d.Uvarints()
+	if err := d.Finish(); err != nil {
+		return m, fmt.Errorf("%w: mapping: %w", errMalformed, err)
+	}
+	return m, nil
+}
