@@ -79,7 +79,7 @@ type agreeInst struct {
 	lastCoord int // the coordinator our contribution went to; -1: none
 
 	// Coordinator state.
-	contribs map[int]contrib
+	contribs  map[int]contrib
 	accepting bool
 	prop      agreeValue
 	acks      map[int]bool

@@ -66,7 +66,7 @@ func (e *ProcFailedError) Is(target error) bool { return target == ErrProcFailed
 // MPI_ERR_TRUNCATE). The receive consumed the message and filled the buffer
 // with its first Have bytes.
 type TruncateError struct {
-	Need, Have int // bytes of the message, bytes of the buffer
+	Need, Have  int // bytes of the message, bytes of the buffer
 	Source, Tag int
 }
 
