@@ -167,35 +167,30 @@ func (e *fdDetect) Run(ctx context.Context, s *Session) error {
 	s.Logf("fd-detect: T_gossip = %v, ping timeout %v × %d, latency %v–%v, start spread %v, crash after %v + U[0, T_gossip); n = %d…%d; %d crashes per point",
 		cfg0.GossipInterval, cfg0.PingTimeout, cfg0.PingAttempts, e.minLatency, e.maxLatency, e.spread, e.warmup, ns[0], ns[len(ns)-1], e.seeds)
 
-	var tasks []Task[detectResult]
-	var owners []int
 	var points []*detectPoint
 	for _, sch := range scheds {
 		for _, n := range ns {
 			points = append(points, &detectPoint{schedule: sch, n: n})
-			r := detectRun{schedule: sch, n: n}
-			cfg := e.gossipConfig(sch)
-			// Cost ~ n² table merging per round × simulated rounds.
-			rounds := e.warmup.Seconds()/cfg.GossipInterval.Seconds() + float64(cfg.CleanupRounds(n))
-			for sd := range e.seeds {
-				tasks = append(tasks, Task[detectResult]{
-					Key:  fmt.Sprintf("%v/n=%d/crash=%d", sch, n, sd),
-					Cost: float64(n) * float64(n) * rounds,
-					Run: func(ctx context.Context, seed uint64) (detectResult, error) {
-						return e.runOne(ctx, seed, r)
-					},
-				})
-				owners = append(owners, len(points)-1)
-			}
 		}
 	}
-	res, err := RunAll(ctx, s, "simulations", tasks)
+	runs, err := runSamples(ctx, s, "simulations", points, e.seeds,
+		func(p *detectPoint) string { return fmt.Sprintf("%v/n=%d", p.schedule, p.n) },
+		func(p *detectPoint) float64 {
+			// ~ n² table merging per round × simulated rounds.
+			cfg := e.gossipConfig(p.schedule)
+			rounds := e.warmup.Seconds()/cfg.GossipInterval.Seconds() + float64(cfg.CleanupRounds(p.n))
+			return float64(p.n) * float64(p.n) * rounds
+		},
+		func(ctx context.Context, seed uint64, p *detectPoint) (detectResult, error) {
+			return e.runOne(ctx, seed, detectRun{schedule: p.schedule, n: p.n})
+		})
 	if err != nil {
 		return err
 	}
-	for i, r := range res {
-		points[owners[i]].runs = append(points[owners[i]].runs, r)
+	for i, p := range points {
+		p.runs = runs[i]
 	}
+	simulations := len(points) * e.seeds
 
 	// Aggregate, with the theory of model and the bound of fd.
 	var runRows [][]string
@@ -377,8 +372,8 @@ func (e *fdDetect) Run(ctx context.Context, s *Session) error {
 	}
 	s.Check("every BRR and DBRR detection time lies inside fd.DetectionBound", len(outside) == 0 && checkedBound > 0,
 		orJoin(outside, fmt.Sprintf("%d points, every node of every crash inside", checkedBound)))
-	s.Check("every crash declared by every live node", len(missing) == 0, orJoin(missing, fmt.Sprintf("%d simulations", len(res))))
-	s.Check("no false failure (a live node declared failed)", len(falseFail) == 0, orJoin(falseFail, fmt.Sprintf("%d simulations", len(res))))
+	s.Check("every crash declared by every live node", len(missing) == 0, orJoin(missing, fmt.Sprintf("%d simulations", simulations)))
+	s.Check("no false failure (a live node declared failed)", len(falseFail) == 0, orJoin(falseFail, fmt.Sprintf("%d simulations", simulations)))
 	widthDetail := orJoin(widthBad, fmt.Sprintf("%d points", checkedBound))
 	if len(aboveCeiling) > 0 {
 		widthDetail += fmt.Sprintf(". Measured detection times exceed the upper end at %d of %d points (%s)",

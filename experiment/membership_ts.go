@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +52,7 @@ type membershipTS struct {
 }
 
 func (e *membershipTS) Flags(fs *flag.FlagSet) {
-	fs.IntVar(&e.maxN, "max-n", 0, "largest job size `n`, 4 to 65536 (0: 16384, or 4096 with --quick; see --mem-budget)")
+	fs.IntVar(&e.maxN, "max-n", 65536, "largest job size `n`, 4 to 65536")
 	fs.IntVar(&e.samples, "samples", 0, "crashes (simulations, each of a random non-root node) per point (0: 3, or 1 with --quick)")
 	fs.StringVar(&e.fanouts, "fanouts", "2,4,8", "comma-separated radix-tree `fan-outs` (powers of two)")
 	fs.StringVar(&e.networks, "networks", "base-tcp,base-bgl,torus,switch", "comma-separated `list` of networks: base-tcp, base-bgl, torus, switch")
@@ -61,7 +60,7 @@ func (e *membershipTS) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&e.tcp, "tcp-latency", sim.DefaultSwitchConfig().Base, "TCP point-to-point latency `L`: of the base-tcp network and of the switch without contention (paper §7.2: 118µs)")
 	fs.DurationVar(&e.ocp, "ocp", 2*time.Microsecond, "computation overhead `O_cp`, charged per received message (sim RecvOverhead; paper: 2µs)")
 	fs.DurationVar(&e.perNode, "switch-per-node", sim.DefaultSwitchConfig().PerNode, "switch latency added per communicating node beyond the knee (`time`; an assumption, the paper gives only a plot)")
-	fs.Float64Var(&e.memBudget, "mem-budget", 3, "largest heap one world may need, in `GiB`; sizes that would need more are refused before anything runs")
+	fs.Float64Var(&e.memBudget, "mem-budget", 3, "largest heap one world may need, in `GiB`; a --max-n whose world would need more (measured at n = 1024, scaled linearly) is refused before anything runs")
 }
 
 // tsNet is one of the networks of the sweep.
@@ -211,44 +210,57 @@ func (e *membershipTS) baseLatency(n tsNet) time.Duration {
 // isBase reports whether n is one of the two constant-latency networks.
 func (n tsNet) isBase() bool { return n == tsBaseTCP || n == tsBaseBGL }
 
-func (e *membershipTS) runOne(ctx context.Context, seed uint64, r tsRun) (tsResult, error) {
+// tsWorld is one simulation of the sweep, built and not yet run.
+type tsWorld struct {
+	w         *sim.World
+	sw        *sim.Switch // the switch network, nil otherwise
+	torus     sim.Torus   // the torus network, zero otherwise
+	ids       []core.NodeID
+	res       *tsResult
+	survivors int
+}
+
+// newWorld builds the simulation of run r: n members of one group (they
+// share its initial view, so the world holds O(n) bytes), the victim's
+// crash at tsFailAt and its parent's oracle, and the hooks that fill the
+// result.
+func (e *membershipTS) newWorld(seed uint64, r tsRun) (*tsWorld, error) {
 	pick := rand.New(rand.NewPCG(seed, 0x7473)) // "ts"
 	victim := core.NodeID(1 + pick.IntN(r.n-1))
 	// Node ids are tree positions in the initial view (ids sorted, §3.2):
 	// the victim's parent is the node that talks to it.
 	reporter := core.NodeID((int(victim) - 1) / r.a)
-	res := tsResult{victim: victim, reporter: reporter, ts: -1, installed: -1, critical: -1}
+	res := &tsResult{victim: victim, reporter: reporter, ts: -1, installed: -1, critical: -1}
+	tw := &tsWorld{res: res, survivors: r.n - 1}
 
 	var network sim.Network
-	var sw *sim.Switch
-	var torus sim.Torus
 	switch r.net {
 	case tsBaseTCP, tsBaseBGL:
 		network = sim.Constant(e.baseLatency(r.net))
 	case tsTorus:
-		torus = blueGeneTorus(r.n, e.latency)
-		if err := torus.Validate(); err != nil {
-			return res, err
+		tw.torus = blueGeneTorus(r.n, e.latency)
+		if err := tw.torus.Validate(); err != nil {
+			return nil, err
 		}
-		network = torus
-		res.torus = fmt.Sprintf("%d×%d×%d", torus.X, torus.Y, torus.Z)
+		network = tw.torus
+		res.torus = fmt.Sprintf("%d×%d×%d", tw.torus.X, tw.torus.Y, tw.torus.Z)
 	case tsSwitch:
 		var err error
-		if sw, err = sim.NewSwitch(e.switchConfig()); err != nil {
-			return res, err
+		if tw.sw, err = sim.NewSwitch(e.switchConfig()); err != nil {
+			return nil, err
 		}
-		network = sw
+		network = tw.sw
 	}
 	w := sim.New(sim.Config{Seed: seed, Network: network, RecvOverhead: e.ocp, NoTrace: true})
-	cfg := tsMemberConfig(r.a)
-	ids := make([]core.NodeID, r.n)
-	for i := range ids {
-		ids[i] = core.NodeID(i)
+	tw.w = w
+	tw.ids = make([]core.NodeID, r.n)
+	for i := range tw.ids {
+		tw.ids[i] = core.NodeID(i)
 	}
 	w.CrashAt(tsFailAt, victim)
-	group, err := member.NewGroup(cfg, ids) // one initial view, shared by the n machines
+	group, err := member.NewGroup(tsMemberConfig(r.a), tw.ids) // one initial view, shared by the n machines
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	for i := range r.n {
 		m := group.New()
@@ -258,7 +270,6 @@ func (e *membershipTS) runOne(ctx context.Context, seed uint64, r tsRun) (tsResu
 			w.Add(m)
 		}
 	}
-	survivors := r.n - 1
 	var epoch uint64
 	stabilized := false
 	w.OnEmit(func(at time.Duration, id core.NodeID, ev core.Event) {
@@ -276,7 +287,7 @@ func (e *membershipTS) runOne(ctx context.Context, seed uint64, r tsRun) (tsResu
 		case member.ViewInstalled:
 			if stabilized && x.Epoch == epoch {
 				res.installs++
-				if res.installs == survivors {
+				if res.installs == tw.survivors {
 					res.installed = at - res.began
 				}
 			}
@@ -298,23 +309,40 @@ func (e *membershipTS) runOne(ctx context.Context, seed uint64, r tsRun) (tsResu
 			res.other++
 		}
 	})
-	// Run until every survivor installed the view (or nothing is left to
-	// do, or an hour of virtual time: the protocol is stuck).
+	return tw, nil
+}
+
+// run runs the simulation until every survivor installed the view (or
+// nothing is left to do, or an hour of virtual time: the protocol is
+// stuck).
+func (tw *tsWorld) run(ctx context.Context) error {
 	limit := tsFailAt + time.Hour
-	for steps := 0; res.installs < survivors; steps++ {
+	for steps := 0; tw.res.installs < tw.survivors; steps++ {
 		if steps&(1<<14-1) == 0 {
 			if err := ctx.Err(); err != nil {
-				return res, err
+				return err
 			}
 		}
-		if !w.Step() || w.Now() > limit {
+		if !tw.w.Step() || tw.w.Now() > limit {
 			break
 		}
 	}
-	res.events = w.Stats().Events
-	if sw != nil {
-		res.maxContention = sw.MaxContention()
+	tw.res.events = tw.w.Stats().Events
+	if tw.sw != nil {
+		tw.res.maxContention = tw.sw.MaxContention()
 	}
+	return nil
+}
+
+func (e *membershipTS) runOne(ctx context.Context, seed uint64, r tsRun) (tsResult, error) {
+	tw, err := e.newWorld(seed, r)
+	if err != nil {
+		return tsResult{}, err
+	}
+	if err := tw.run(ctx); err != nil {
+		return *tw.res, err
+	}
+	res, ids, torus, victim, reporter := *tw.res, tw.ids, tw.torus, tw.res.victim, tw.res.reporter
 
 	// The survivors' view: the initial one without the victim (§3.4: its
 	// successors move up one position).
@@ -481,30 +509,41 @@ func tsSizes(a, maxN int) []int {
 	return slices.Compact(ns)
 }
 
-// tsCalibrate measures the heap that a world of n started members holds
-// (member machines and simulator), in bytes.
-func tsCalibrate(n, a int) float64 {
+// tsHeap is the heap one world holds, in bytes: started (every member
+// installed the initial view) and after the run (the crash handled, every
+// survivor in the new view, the world still referenced).
+type tsHeap struct {
+	n              int
+	started, after float64
+}
+
+// tsWorldHeap measures the heap of the world of run r (seed 1). It calls
+// runtime.GC, so it must not run beside other worlds.
+func (e *membershipTS) tsWorldHeap(ctx context.Context, r tsRun) (tsHeap, error) {
+	h := tsHeap{n: r.n}
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	before := ms.HeapAlloc
-	w := sim.New(sim.Config{Seed: 1, NoTrace: true})
-	ids := make([]core.NodeID, n)
-	for i := range ids {
-		ids[i] = core.NodeID(i)
-	}
-	group, err := member.NewGroup(tsMemberConfig(a), ids)
+	before := float64(ms.HeapAlloc)
+	tw, err := e.newWorld(1, r)
 	if err != nil {
-		return math.Inf(1)
+		return h, err
 	}
-	for range n {
-		w.Add(group.New())
-	}
-	w.RunUntil(0)
+	tw.w.RunUntil(0)
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	runtime.KeepAlive(w)
-	return float64(ms.HeapAlloc) - float64(before)
+	h.started = float64(ms.HeapAlloc) - before
+	if err := tw.run(ctx); err != nil {
+		return h, err
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	h.after = float64(ms.HeapAlloc) - before
+	runtime.KeepAlive(tw)
+	if tw.res.installs != tw.survivors {
+		return h, fmt.Errorf("experiment: heap measurement at n = %d: %d of %d survivors installed the view", r.n, tw.res.installs, tw.survivors)
+	}
+	return h, nil
 }
 
 // tsPoint aggregates the samples of one (network, a, n).
@@ -524,12 +563,6 @@ type tsPoint struct {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func (e *membershipTS) Run(ctx context.Context, s *Session) error {
-	if e.maxN == 0 {
-		e.maxN = 16384
-		if s.Quick() {
-			e.maxN = 4096
-		}
-	}
 	if e.samples == 0 {
 		e.samples = 3
 		if s.Quick() {
@@ -572,36 +605,31 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 		return fmt.Errorf("%w: %v", ErrBadOption, err)
 	}
 
-	// Memory: every member.Member keeps its own copy of the initial member
-	// list, so a world grows as n². Measure it before anything big runs.
-	const calN = 2048
-	budget := e.memBudget * (1 << 30)
-	if e.maxN > calN {
-		heap := tsCalibrate(calN, fanouts[0])
-		perPair := heap / (calN * calN)
-		need := perPair * float64(e.maxN) * float64(e.maxN)
-		fit := calN
-		for fit*2 <= 65536 && perPair*float64(fit*2)*float64(fit*2) <= budget {
-			fit *= 2
-		}
-		s.Logf("membership-ts: a world of %d started members holds %.1f MB (%.2f bytes per n²): %.2f GiB expected at n = %d, budget %.1f GiB per world",
-			calN, heap/1e6, perPair, need/(1<<30), e.maxN, e.memBudget)
-		if need > budget {
-			return fmt.Errorf("%w: --max-n %d would need about %.1f GiB per world (%.2f bytes per n², measured at n = %d), over --mem-budget %.1f GiB; the largest power of two that fits is %d",
-				ErrBadOption, e.maxN, need/(1<<30), perPair, calN, e.memBudget, fit)
-		}
+	// Memory: the machines of a world share their views (package member),
+	// so a world holds O(n) bytes. Measure a small one, refuse what would
+	// not fit, then measure the report's sizes.
+	calN := min(e.maxN, 1024)
+	cal, err := e.tsWorldHeap(ctx, tsRun{net: tsBaseTCP, a: fanouts[0], n: calN})
+	if err != nil {
+		return err
 	}
-
-	// The worlds' garbage (member.New's transient copies of the list) would
-	// let the heap grow to twice the live worlds before a collection: keep
-	// the process within the budget of the worlds that run at once, unless
-	// a lower limit (GOMEMLIMIT) is set already.
-	if e.maxN > calN {
-		limit := int64(budget * float64(s.Workers()))
-		if prev := debug.SetMemoryLimit(-1); limit < prev {
-			debug.SetMemoryLimit(limit)
-			defer debug.SetMemoryLimit(prev)
+	perMember := max(cal.started, cal.after) / float64(calN)
+	if need := perMember * float64(e.maxN); need > e.memBudget*(1<<30) {
+		return fmt.Errorf("%w: --max-n %d would need about %.2f GiB per world (%.0f bytes per member, measured at n = %d), over --mem-budget %.2f GiB",
+			ErrBadOption, e.maxN, need/(1<<30), perMember, calN, e.memBudget)
+	}
+	var heaps []tsHeap
+	for _, n := range []int{4096, 16384, 65536} {
+		if n > e.maxN {
+			break
 		}
+		h, err := e.tsWorldHeap(ctx, tsRun{net: tsBaseTCP, a: 2, n: n})
+		if err != nil {
+			return err
+		}
+		heaps = append(heaps, h)
+		s.Logf("membership-ts: a world of %d members holds %.1f MB started, %.1f MB after the crash is handled (%.0f bytes per member)",
+			n, h.started/1e6, h.after/1e6, h.after/float64(n))
 	}
 
 	sizes := map[int][]int{}
@@ -611,33 +639,27 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 	s.Logf("membership-ts: n = 4…%d, a = %v, networks %v, %d crash(es) per point; L = %v (BG/L), %v (TCP), O_cp = %v; switch +%v per node beyond %d",
 		e.maxN, fanouts, nets, e.samples, e.latency, e.tcp, e.ocp, swcfg.PerNode, swcfg.Knee)
 
-	var tasks []Task[tsResult]
-	var owners []int
 	var points []*tsPoint
 	for _, nt := range nets {
 		for _, a := range fanouts {
 			for _, n := range sizes[a] {
 				points = append(points, &tsPoint{net: nt, a: a, n: n})
-				r := tsRun{net: nt, a: a, n: n}
-				for sd := range e.samples {
-					tasks = append(tasks, Task[tsResult]{
-						Key:  fmt.Sprintf("%v/a=%d/n=%d/crash=%d", nt, a, n, sd),
-						Cost: float64(n) * float64(n), // the initial views
-						Run: func(ctx context.Context, seed uint64) (tsResult, error) {
-							return e.runOne(ctx, seed, r)
-						},
-					})
-					owners = append(owners, len(points)-1)
-				}
 			}
 		}
 	}
-	res, err := RunAll(ctx, s, "simulations", tasks)
+	runs, err := runSamples(ctx, s, "simulations", points, e.samples,
+		func(p *tsPoint) string { return fmt.Sprintf("%v/a=%d/n=%d", p.net, p.a, p.n) },
+		func(p *tsPoint) float64 { return float64(p.n) }, // events and heap grow as n
+		func(ctx context.Context, seed uint64, p *tsPoint) (tsResult, error) {
+			return e.runOne(ctx, seed, tsRun{net: p.net, a: p.a, n: p.n})
+		})
 	if err != nil {
 		return err
 	}
-	for i, r := range res {
-		points[owners[i]].runs = append(points[owners[i]].runs, r)
+	simulations := 0
+	for i, p := range points {
+		p.runs = runs[i]
+		simulations += len(p.runs)
 	}
 
 	// Aggregate beside the models.
@@ -748,13 +770,22 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 		"paper's own observation for TCP (Fig. 6: T_s \"increases linearly between any power-of-two node counts\"), " +
 		"there attributed to the switch.")
 	if e.maxN < 65536 {
-		s.Text("Sizes stop at n = %d (--max-n), not at the paper's extrapolation to 65,536: every member.Member keeps "+
-			"its own copy of the initial member list (member.New clones the list, and the initial view clones it "+
-			"again), so a world of n members holds about 8·n² bytes — 2.2 GB at 16,384, 8.6 GB at 32,768, 34 GB at "+
-			"65,536 — and --mem-budget (%.1f GiB per world) refuses sizes whose measured need exceeds it. Going "+
-			"further needs member to share immutable member slices between the nodes of one job (one initial view "+
-			"built once and handed to every machine, as proposals already share the view their message carries).",
-			e.maxN, e.memBudget)
+		s.Text("Sizes stop at n = %d (--max-n); the default sweep goes to the 65,536 nodes of the full BlueGene/L.", e.maxN)
+	}
+	if len(heaps) > 0 {
+		var rows [][]string
+		for _, h := range heaps {
+			rows = append(rows, []string{fmt.Sprint(h.n), fmt.Sprintf("%.1f", h.started/1e6), fmt.Sprintf("%.1f", h.after/1e6),
+				fmt.Sprintf("%.0f", h.after/float64(h.n))})
+		}
+		s.Text("Memory. The n member machines of a world share their views (package member: one immutable initial view " +
+			"per job, built by member.NewGroup; the root's next view is built once and installed by every survivor), so a " +
+			"world holds O(n) bytes: each machine keeps only its own state. Heap in use per world (base-tcp, a = 2, " +
+			"runtime.MemStats.HeapAlloc after a collection, the world still referenced): started, when every member has " +
+			"installed the initial view; after, when every survivor has installed the view without the crashed node. " +
+			"Before the views were shared every machine held its own copies of the list, 8.7 bytes per n² (2.3 GB at " +
+			"n = 16,384, 37 GB at 65,536).")
+		s.Table([]string{"n", "heap started (MB)", "heap after the crash (MB)", "bytes per member"}, rows)
 	}
 
 	// Figures, one per network and fan-out, as the paper's Figures 4–8.
@@ -841,7 +872,7 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 	s.Table([]string{"network", "a", "n", "H", "T_s simulated: mean (min–max)", "base model", "network model",
 		"critical path", "installed"}, trows)
 
-	e.checks(s, points, nets, fanouts, len(res))
+	e.checks(s, points, nets, fanouts, simulations)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -113,5 +114,44 @@ func TestMembershipTSBadOptions(t *testing.T) {
 		if !errors.Is(err, ErrBadOption) {
 			t.Errorf("%v: got %v, want ErrBadOption", args, err)
 		}
+	}
+}
+
+// TestMembershipTSWorldIsLinear checks that a world of n member machines
+// (package member: one shared initial view per job, one shared view per
+// proposal) holds O(n) bytes: the heap per member at n = 8,192 is within
+// 1.5× of that at 2,048 (when every machine held its own member list, the
+// ratio was 4). It also checks that the crash of §3.4 was handled.
+func TestMembershipTSWorldIsLinear(t *testing.T) {
+	e := &membershipTS{latency: 4600 * time.Nanosecond, tcp: 118 * time.Microsecond, ocp: 2 * time.Microsecond, perNode: 5 * time.Microsecond}
+	per := map[int]float64{}
+	for _, n := range []int{2048, 8192} {
+		h, err := e.tsWorldHeap(context.Background(), tsRun{net: tsBaseTCP, a: 2, n: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		per[n] = h.after / float64(n)
+		t.Logf("n = %d: %.1f MB started, %.1f MB after the crash, %.0f bytes per member", n, h.started/1e6, h.after/1e6, per[n])
+	}
+	if per[8192] > 1.5*per[2048] {
+		t.Errorf("heap per member %.0f B at n = 8192, %.0f B at n = 2048: the world grows faster than n", per[8192], per[2048])
+	}
+}
+
+// BenchmarkMembershipTSWorld runs one world of the sweep (base-tcp, a = 2:
+// n members start, one crashes, the survivors stabilize and install the
+// view) per iteration.
+func BenchmarkMembershipTSWorld(b *testing.B) {
+	e := &membershipTS{latency: 4600 * time.Nanosecond, tcp: 118 * time.Microsecond, ocp: 2 * time.Microsecond, perNode: 5 * time.Microsecond}
+	for _, n := range []int{4096, 16384, 65536} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				r, err := e.runOne(context.Background(), uint64(i), tsRun{net: tsBaseTCP, a: 2, n: n})
+				if err != nil || r.installs != n-1 {
+					b.Fatalf("%v, %d of %d installed", err, r.installs, n-1)
+				}
+			}
+		})
 	}
 }

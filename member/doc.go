@@ -60,16 +60,17 @@
 // lists inside messages. Read them; copy before modifying.
 //
 // No node indexes a view on its own: a member's position is found by a
-// binary search over the initial members (kept sorted by id) and, for
-// joiners appended since, in a map built once per view and shared with it.
+// binary search over the view's sorted prefix (the initial members, by id,
+// less those that left) and, for the joiners appended after it, in a map
+// built once per view and shared with it.
 // A machine holds only its own state (failures it knows of, timers, the
 // proposal in flight), so n machines of one job in one process hold O(n)
-// bytes. Measured with `cohort sim membership-ts` (its report lists the
-// figures; Go 1.26, linux/amd64): a simulated world of started members,
-// every member a Member under sim.World, holds 2.9 MB at n = 4,096, 11.8 MB
-// at 16,384 and 47 MB at 65,536, about 720 bytes per member; before views
-// were shared each machine held its own lists (8.7 bytes per n², 2.3 GB at
-// 16,384).
+// bytes. Measured by `cohort sim membership-ts` (its report has the table;
+// Go 1.26, linux/amd64; each member a Member under sim.World, one crash
+// handled): a world holds 2.9 MB at n = 4,096 once started and 4.2 MB after
+// the crash, 11.8 and 17.0 MB at 16,384, 47 and 68 MB at 65,536 — about
+// 1,040 bytes per member at every size. When every machine held its own
+// copies of the list, a world held 8.7 bytes per n² (2.3 GB at 16,384).
 //
 // # The protocol as implemented
 //

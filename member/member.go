@@ -560,6 +560,17 @@ func (m *Member) install(v *view) {
 			delete(m.vetoed, e)
 		}
 	}
+	// Emptied maps are dropped (put makes them again): a machine at rest
+	// holds no per-proposal state.
+	if len(m.ackedEpochs) == 0 {
+		m.ackedEpochs = nil
+	}
+	if len(m.held) == 0 {
+		m.held = nil
+	}
+	if len(m.vetoed) == 0 {
+		m.vetoed = nil
+	}
 	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members})
 	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.members, Joined: joined, Departed: departed})
 }
