@@ -220,3 +220,13 @@ func log2Ceil(n int) int {
 	}
 	return k
 }
+
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -31,13 +31,17 @@ func newRNG(t testing.TB) *rand.Rand {
 // fails (it is never how a run is expected to end).
 const safetyNet = 20 * time.Second
 
+// newNet makes the communicators of run (a test may switch it to
+// colltest.NewSync; tests do not run in parallel).
+var newNet = colltest.New
+
 // run runs fn on every rank of a fresh p-rank in-memory communicator and
 // fails the test if any rank hit the safety net or left messages unreceived.
 func run(t *testing.T, p int, what string, fn func(ctx context.Context, ep *colltest.Endpoint) error) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
 	defer cancel()
-	net := colltest.New(p)
+	net := newNet(p)
 	errs := net.Run(func(ep *colltest.Endpoint) error { return fn(ctx, ep) })
 	for r, err := range errs {
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -10,10 +10,13 @@ func Gather[T Elem](ctx context.Context, t Transport, send, recv []T, root int) 
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
+	var bad error
 	if c.rank == root && len(recv) != c.size*len(send) {
-		return c.errorf(ErrCount, "len(recv) = %d on root, want %d ranks × %d", len(recv), c.size, len(send))
+		// Take part with a scratch buffer so that the other ranks finish.
+		bad = c.errorf(ErrCount, "len(recv) = %d on root, want %d ranks × %d", len(recv), c.size, len(send))
+		recv = make([]T, c.size*len(send))
 	}
-	return c.done(binomialGather(c, AsBytes(send), AsBytes(recv), root))
+	return firstErr(bad, c.done(binomialGather(c, AsBytes(send), AsBytes(recv), root)))
 }
 
 // binomialGather: the mirror of the binomial broadcast. The rank at distance v
@@ -66,12 +69,20 @@ func Gatherv[T Elem](ctx context.Context, t Transport, send, recv []T, counts []
 		return c.done(c.send(root, phaseMain, AsBytes(send)))
 	}
 	displs, err := c.checkCounts("counts", counts)
-	if err != nil {
-		return err
-	}
-	if len(send) != counts[root] || len(recv) != displs[c.size] {
-		return c.errorf(ErrCount, "len(send) = %d, len(recv) = %d on root, want counts[%d] = %d and %d",
+	if err == nil && (len(send) != counts[root] || len(recv) != displs[c.size]) {
+		err = c.errorf(ErrCount, "len(send) = %d, len(recv) = %d on root, want counts[%d] = %d and %d",
 			len(send), len(recv), root, counts[root], displs[c.size])
+	}
+	if err != nil {
+		// Take the other ranks' messages so that they finish.
+		for r := 0; r < c.size; r++ {
+			if r != root {
+				if _, rerr := c.recv(r, phaseMain); rerr != nil {
+					return firstErr(err, rerr)
+				}
+			}
+		}
+		return err
 	}
 	// Linear: the root posts one receive per rank (p − 1 messages, one round
 	// of the root's link); with varying counts a tree would have to forward
@@ -95,10 +106,13 @@ func Scatter[T Elem](ctx context.Context, t Transport, send, recv []T, root int)
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
+	var bad error
 	if c.rank == root && len(send) != c.size*len(recv) {
-		return c.errorf(ErrCount, "len(send) = %d on root, want %d ranks × %d", len(send), c.size, len(recv))
+		// Take part with a zero buffer so that the other ranks finish.
+		bad = c.errorf(ErrCount, "len(send) = %d on root, want %d ranks × %d", len(send), c.size, len(recv))
+		send = make([]T, c.size*len(recv))
 	}
-	return c.done(binomialScatter(c, AsBytes(send), AsBytes(recv), root))
+	return firstErr(bad, c.done(binomialScatter(c, AsBytes(send), AsBytes(recv), root)))
 }
 
 // binomialScatter: the mirror of binomialGather: ⌈log₂ p⌉ rounds.
@@ -144,12 +158,21 @@ func Scatterv[T Elem](ctx context.Context, t Transport, send []T, counts []int, 
 		return c.done(c.recvInto(root, phaseMain, AsBytes(recv)))
 	}
 	displs, err := c.checkCounts("counts", counts)
-	if err != nil {
-		return err
-	}
-	if len(send) != displs[c.size] || len(recv) != counts[root] {
-		return c.errorf(ErrCount, "len(send) = %d, len(recv) = %d on root, want %d and counts[%d] = %d",
+	if err == nil && (len(send) != displs[c.size] || len(recv) != counts[root]) {
+		err = c.errorf(ErrCount, "len(send) = %d, len(recv) = %d on root, want %d and counts[%d] = %d",
 			len(send), len(recv), displs[c.size], root, counts[root])
+	}
+	if err != nil {
+		// Send every rank an empty message so that none waits forever (a
+		// rank expecting elements reports ErrCount).
+		for r := 0; r < c.size; r++ {
+			if r != root {
+				if serr := c.send(r, phaseMain, nil); serr != nil {
+					return firstErr(err, serr)
+				}
+			}
+		}
+		return err
 	}
 	// Linear, for the reason given in Gatherv.
 	for r := 0; r < c.size; r++ {

@@ -44,56 +44,60 @@ func suite[T Elem](t *testing.T, trials int, gen func(*rand.Rand) T, ops []opCas
 }
 
 func checkBcast[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, gen func(*rand.Rand) T) {
-	for _, alg := range []bcastAlg{bcastBinomial, bcastScatterDoubling, bcastScatterRing, -1} {
-		for root := 0; root < p; root++ {
-			want := randVec(rng, n, gen)
-			out := make([][]T, p)
-			what := fmt.Sprintf("%s: bcast alg %d root %d", name, alg, root)
-			runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
-				buf := make([]T, n)
-				if ep.Rank() == root {
-					copy(buf, want)
-				}
-				out[ep.Rank()] = buf
-				if alg < 0 {
-					return Bcast(ctx, ep, buf, root)
-				}
-				c := begin(ctx, ep, "bcast")
-				return c.done(bcastBytes(c, AsBytes(buf), root, alg))
-			})
-			for r := range out {
-				equal(t, what, r, out[r], want)
+	// Every root, each with one of the algorithms in turn (the entry point,
+	// -1, included), so that the cost stays linear in p.
+	algs := []bcastAlg{bcastBinomial, bcastScatterDoubling, bcastScatterRing, -1}
+	off := rng.IntN(len(algs))
+	for root := 0; root < p; root++ {
+		alg := algs[(root+off)%len(algs)]
+		want := randVec(rng, n, gen)
+		out := make([][]T, p)
+		what := fmt.Sprintf("%s: bcast alg %d root %d", name, alg, root)
+		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+			buf := make([]T, n)
+			if ep.Rank() == root {
+				copy(buf, want)
 			}
+			out[ep.Rank()] = buf
+			if alg < 0 {
+				return Bcast(ctx, ep, buf, root)
+			}
+			c := begin(ctx, ep, "bcast")
+			return c.done(bcastBytes(c, AsBytes(buf), root, alg))
+		})
+		for r := range out {
+			equal(t, what, r, out[r], want)
 		}
 	}
 }
 
 func checkReduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc opCase[T]) {
-	for _, alg := range []reduceAlg{reduceBinomial, reduceRabenseifner, -1} {
-		for root := 0; root < p; root++ {
-			data := make([][]T, p)
-			for r := range data {
-				data[r] = randVec(rng, n, oc.gen)
-			}
-			want := refReduce(data, 0, p, oc.op)
-			var got []T
-			what := fmt.Sprintf("%s: reduce alg %d root %d", name, alg, root)
-			runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
-				send := slices.Clone(data[ep.Rank()])
-				var recv []T
-				if ep.Rank() == root {
-					recv = make([]T, n)
-					got = recv
-				}
-				defer func() { equal(t, what+" (send modified)", ep.Rank(), send, data[ep.Rank()]) }()
-				if alg < 0 {
-					return Reduce(ctx, ep, send, recv, oc.op, root)
-				}
-				c := begin(ctx, ep, "reduce")
-				return c.done(reduce(c, send, recv, oc.op, root, alg))
-			})
-			equal(t, what, root, got, want)
+	algs := []reduceAlg{reduceBinomial, reduceRabenseifner, -1}
+	off := rng.IntN(len(algs))
+	for root := 0; root < p; root++ {
+		alg := algs[(root+off)%len(algs)]
+		data := make([][]T, p)
+		for r := range data {
+			data[r] = randVec(rng, n, oc.gen)
 		}
+		want := refReduce(data, 0, p, oc.op)
+		var got []T
+		what := fmt.Sprintf("%s: reduce alg %d root %d", name, alg, root)
+		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+			send := slices.Clone(data[ep.Rank()])
+			var recv []T
+			if ep.Rank() == root {
+				recv = make([]T, n)
+				got = recv
+			}
+			defer func() { equal(t, what+" (send modified)", ep.Rank(), send, data[ep.Rank()]) }()
+			if alg < 0 {
+				return Reduce(ctx, ep, send, recv, oc.op, root)
+			}
+			c := begin(ctx, ep, "reduce")
+			return c.done(reduce(c, send, recv, oc.op, root, alg))
+		})
+		equal(t, what, root, got, want)
 	}
 }
 
@@ -360,7 +364,7 @@ func unitOrTwo[T Elem](rng *rand.Rand) T { return T([]int{-2, -1, 1, 2}[rng.IntN
 // entries, against a naive reference).
 func TestCollectivesInt32(t *testing.T) {
 	g := smallInt[int32](-1000, 1000)
-	suite(t, 5, g, []opCase[int32]{
+	suite(t, 6, g, []opCase[int32]{
 		{Sum[int32](), g}, {Prod[int32](), g}, {Min[int32](), g}, {Max[int32](), g},
 		{BAnd[int32](), g}, {BOr[int32](), g}, {BXor[int32](), g},
 		{concat(), func(rng *rand.Rand) int32 { return 1<<24 | rng.Int32N(16) }},
@@ -369,7 +373,7 @@ func TestCollectivesInt32(t *testing.T) {
 
 func TestCollectivesInt64(t *testing.T) {
 	g := func(rng *rand.Rand) int64 { return rng.Int64() }
-	suite(t, 5, g, []opCase[int64]{{Sum[int64](), g}, {Max[int64](), g}, {BXor[int64](), g}, {matMul2x2(), g}})
+	suite(t, 6, g, []opCase[int64]{{Sum[int64](), g}, {Max[int64](), g}, {BXor[int64](), g}, {matMul2x2(), g}})
 }
 
 func TestCollectivesUint8(t *testing.T) {
@@ -385,4 +389,14 @@ func TestCollectivesFloat32(t *testing.T) {
 func TestCollectivesFloat64(t *testing.T) {
 	g := smallInt[float64](-8, 8)
 	suite(t, 4, g, []opCase[float64]{{Sum[float64](), g}, {Min[float64](), g}, {Prod[float64](), unitOrTwo[float64]}})
+}
+
+// TestCollectivesRendezvous runs a suite over a transport whose Send waits
+// for the receiver: no algorithm may rely on buffered sends (both sides of
+// every exchange send and receive at once).
+func TestCollectivesRendezvous(t *testing.T) {
+	newNet = colltest.NewSync
+	defer func() { newNet = colltest.New }()
+	g := smallInt[int64](-100, 100)
+	suite(t, 3, g, []opCase[int64]{{Sum[int64](), g}, {matMul2x2(), g}})
 }

@@ -1,7 +1,8 @@
 // Package colltest provides an in-memory coll.Transport for tests and
 // benchmarks of the collective algorithms: n endpoints in one process, one per
 // rank, each run by its own goroutine, with unbounded per-(sender, tag)
-// queues, so Send never blocks, and with injectable failures.
+// queues, so Send never blocks (New) or with rendezvous sends (NewSync), and
+// with injectable failures.
 //
 // Usage:
 //
@@ -36,6 +37,7 @@ func (e *PeerFailedError) Error() string {
 // Net is an in-memory communicator of n ranks.
 type Net struct {
 	eps      []*Endpoint
+	sync     bool // Send waits until the receiver has taken the message
 	failOnce sync.Once
 	failed   chan struct{} // closed when failErr is set
 	failErr  error
@@ -49,10 +51,30 @@ func New(n int) *Net {
 	net := &Net{failed: make(chan struct{})}
 	net.eps = make([]*Endpoint, n)
 	for r := range net.eps {
-		net.eps[r] = &Endpoint{net: net, rank: r, queues: map[key][][]byte{},
+		net.eps[r] = &Endpoint{net: net, rank: r, queues: map[key][]message{},
 			wake: make(chan struct{}), failAt: -1}
 	}
 	return net
+}
+
+// NewSync is New with rendezvous sends: Send returns only once the receiver
+// has taken the message (or ctx ends, or the communicator fails), as a
+// transport that sends large messages without buffering would. An algorithm
+// that sends before receiving on both sides of an exchange deadlocks here.
+func NewSync(n int) *Net {
+	net := New(n)
+	net.sync = true
+	return net
+}
+
+// Err returns the error the communicator failed with, or nil.
+func (n *Net) Err() error {
+	select {
+	case <-n.failed:
+		return n.failErr
+	default:
+		return nil
+	}
 }
 
 // Endpoint returns rank r's Transport.
@@ -94,6 +116,11 @@ func (n *Net) Run(fn func(ep *Endpoint) error) []error {
 
 type key struct{ from, tag int }
 
+type message struct {
+	data  []byte
+	taken chan struct{} // closed by Recv (sync nets only)
+}
+
 // Endpoint is one rank's view of a Net; it implements coll.Transport.
 type Endpoint struct {
 	net  *Net
@@ -104,7 +131,7 @@ type Endpoint struct {
 	failAt int64 // -1: never
 
 	mu     sync.Mutex
-	queues map[key][][]byte
+	queues map[key][]message
 	wake   chan struct{} // closed and replaced on every delivery
 }
 
@@ -130,7 +157,7 @@ func (e *Endpoint) crashed() bool {
 }
 
 // Send implements coll.Transport: it copies data into the receiver's queue
-// and never blocks.
+// and returns at once (New) or once the receiver has taken it (NewSync).
 func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	if e.crashed() {
 		return ErrCrashed
@@ -141,8 +168,11 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	msg := make([]byte, len(data))
-	copy(msg, data)
+	msg := message{data: make([]byte, len(data))}
+	copy(msg.data, data)
+	if e.net.sync {
+		msg.taken = make(chan struct{})
+	}
 	dst := e.net.eps[to]
 	dst.mu.Lock()
 	k := key{e.rank, tag}
@@ -150,7 +180,17 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	close(dst.wake)
 	dst.wake = make(chan struct{})
 	dst.mu.Unlock()
-	return nil
+	if msg.taken == nil {
+		return nil
+	}
+	select {
+	case <-msg.taken:
+		return nil
+	case <-e.net.failed:
+		return e.net.failErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Recv implements coll.Transport.
@@ -174,11 +214,14 @@ func (e *Endpoint) Recv(ctx context.Context, from, tag int) ([]byte, error) {
 			if len(q) == 1 {
 				delete(e.queues, k)
 			} else {
-				q[0] = nil
+				q[0] = message{}
 				e.queues[k] = q[1:]
 			}
 			e.mu.Unlock()
-			return msg, nil
+			if msg.taken != nil {
+				close(msg.taken)
+			}
+			return msg.data, nil
 		}
 		wake := e.wake
 		e.mu.Unlock()
