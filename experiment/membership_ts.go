@@ -104,8 +104,8 @@ func parseTSNet(s string) (tsNet, error) {
 const tsFailAt = time.Millisecond
 
 // tsMemberConfig is member.DefaultConfig with fan-out a and timeouts far
-// beyond any stabilization of the sweep (the largest, a binary tree of
-// 16,383 survivors behind a switch at 82 ms per message, takes about 2 s),
+// beyond any stabilization of the sweep (the longest, a binary tree of
+// 65,535 survivors behind the contended switch, takes about 1 s),
 // so that no live node is ever taken for failed; no probes (nothing is
 // excluded that could come back).
 func tsMemberConfig(a int) member.Config {
@@ -786,6 +786,12 @@ func (e *membershipTS) Run(ctx context.Context, s *Session) error {
 			"Before the views were shared every machine held its own copies of the list, 8.7 bytes per n² (2.3 GB at " +
 			"n = 16,384, 37 GB at 65,536).")
 		s.Table([]string{"n", "heap started (MB)", "heap after the crash (MB)", "bytes per member"}, rows)
+	}
+	if len(heaps) > 1 {
+		lo, hi := heaps[0], heaps[len(heaps)-1]
+		ratio := (hi.after / float64(hi.n)) / (lo.after / float64(lo.n))
+		s.Check(fmt.Sprintf("a world holds O(n) bytes: heap per member at n = %d within 1.5× of n = %d (a world of private member lists grows 16× per member over that range)", hi.n, lo.n),
+			ratio <= 1.5, fmt.Sprintf("%.0f and %.0f bytes per member after the crash, ratio %.2f", lo.after/float64(lo.n), hi.after/float64(hi.n), ratio))
 	}
 
 	// Figures, one per network and fan-out, as the paper's Figures 4–8.
