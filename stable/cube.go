@@ -15,6 +15,7 @@ type cubeState struct {
 	waiting bool   // round entered (line 9) but Step 1 not yet run (wait(Δ), line 14)
 	began   time.Duration
 	g       []byte   // G_i, bit p = position p
+	nG      int      // bits of G_i set for members not reported failed
 	m       []uint64 // M_i
 	iter    uint64   // iteration number (§3.5)
 	heard   []int64  // per neighbour index: highest iteration heard this round, -1 none
@@ -49,6 +50,7 @@ func (d *Detector) cubeEnter(round uint64) {
 	c.m = d.vec()
 	c.g = make([]byte, bitmapLen(len(d.members)))
 	setBit(c.g, d.me)
+	c.nG = 1
 	c.iter = 0
 	for i := range c.heard {
 		c.heard[i] = -1
@@ -117,15 +119,7 @@ func (d *Detector) cubeAllHeard() bool {
 }
 
 // cubeComplete reports whether G_i holds every live member (line 7).
-func (d *Detector) cubeComplete() bool {
-	c := d.cube
-	for p := range d.members {
-		if d.live(p) && !hasBit(c.g, p) {
-			return false
-		}
-	}
-	return true
-}
+func (d *Detector) cubeComplete() bool { return d.cube.nG >= d.nLive }
 
 // cubeCheck is lines 7–21 after a merge: end the round if G_i is full,
 // otherwise start another iteration if every neighbour was heard.
@@ -192,8 +186,18 @@ func (d *Detector) replayEarly() {
 // neighbour of index i.
 func (d *Detector) cubeMerge(i int, m Gossip) {
 	c := d.cube
+	n := len(d.members)
 	for k := range c.g {
-		c.g[k] |= m.G[k]
+		nw := m.G[k] &^ c.g[k]
+		if nw == 0 {
+			continue
+		}
+		c.g[k] |= nw
+		for b := range 8 {
+			if p := 8*k + b; nw&(1<<b) != 0 && p < n && d.live(p) {
+				c.nG++
+			}
+		}
 	}
 	arrayMin(c.m, m.M)
 	c.heard[i] = max(c.heard[i], int64(m.Iter))
@@ -262,8 +266,12 @@ func (d *Detector) cubeResend(round uint64) {
 
 // cubeFailed: the failed neighbour no longer counts in rank_i, and G_i no
 // longer needs its bit.
-func (d *Detector) cubeFailed(int) {
-	if d.cube.round > 0 {
+func (d *Detector) cubeFailed(p int) {
+	c := d.cube
+	if c.g != nil && hasBit(c.g, p) {
+		c.nG--
+	}
+	if c.round > 0 {
 		d.cubeCheck()
 	}
 }

@@ -25,7 +25,11 @@ type Detector struct {
 	me      int    // own position, -1 when not a member
 	senders int    // vector length L
 	failed  []bool // per position: reported core.Failed in this view
+	nLive   int    // members not reported failed
 	gen     uint64 // bumped at every install, so older timers are void
+
+	preFailed []core.NodeID // core.Failed handled before Start
+	started0  bool          // view 0 installed
 
 	have       []uint64  // R_i: the latest Progress of this view, length L
 	nextHave   *Progress // a Progress of a later epoch, kept for its install
@@ -171,9 +175,13 @@ func (d *Detector) Start(env core.Env) {
 // [core.MembersChanged] (a newer epoch, or the same epoch with another
 // member list) and [core.Failed] (a member of the current view reported
 // failed: no protocol waits for it any longer; see the package
-// documentation). Other events are ignored, as are events before Start.
+// documentation). Other events are ignored. Handle may be called before
+// Start (an experiment that sets a node's vector or its failed peers before
+// the first round): a Progress of view 0 and core.Failed about members of
+// view 0 are then kept for the initial view; other events are ignored.
 func (d *Detector) Handle(e core.Event) {
 	if !d.started {
+		d.preStart(e)
 		return
 	}
 	switch e := e.(type) {
@@ -193,7 +201,25 @@ func (d *Detector) Handle(e core.Event) {
 			return
 		}
 		d.failed[p] = true
+		d.nLive--
 		d.onFailed(p)
+	}
+}
+
+// preStart keeps what Handle receives before Start.
+func (d *Detector) preStart(e core.Event) {
+	if d.err != nil {
+		return
+	}
+	switch e := e.(type) {
+	case Progress:
+		if e.Epoch == 0 {
+			d.nextHave = &Progress{Epoch: 0, Have: slices.Clone(e.Have)}
+		}
+	case core.Failed:
+		if slices.Contains(d.members, e.Node) && !slices.Contains(d.preFailed, e.Node) {
+			d.preFailed = append(d.preFailed, e.Node)
+		}
 	}
 }
 
@@ -227,6 +253,17 @@ func (d *Detector) install(epoch uint64, members []core.NodeID) {
 	}
 	d.senders = d.cfg.SendersFor(n)
 	d.failed = make([]bool, n)
+	d.nLive = n
+	if epoch == 0 && !d.started0 {
+		d.started0 = true
+		for _, id := range d.preFailed {
+			if p := d.pos[id]; p != d.me && !d.failed[p] {
+				d.failed[p] = true
+				d.nLive--
+			}
+		}
+		d.preFailed = nil
+	}
 	d.have = make([]uint64, d.senders)
 	if d.nextHave != nil && d.nextHave.Epoch <= epoch {
 		if d.nextHave.Epoch == epoch {

@@ -21,6 +21,7 @@ type fullSlot struct {
 	began  time.Duration
 	row    []uint64 // own row of the round
 	got    []bool   // row of position p received (receive_from counts them)
+	nGot   int      // rows received from members not reported failed
 	min    []uint64 // element-wise minimum of the rows received
 	done   bool
 }
@@ -35,6 +36,7 @@ func record(s *fullSlot, p int, v []uint64) {
 		return
 	}
 	s.got[p] = true
+	s.nGot++ // p is live: rows from failed members are dropped on receipt
 	if s.min == nil {
 		s.min = slices.Clone(v)
 	} else {
@@ -72,13 +74,8 @@ func (d *Detector) fullCheck() {
 	f := d.full
 	for {
 		s := &f.cur
-		if !s.joined || s.done {
+		if !s.joined || s.done || s.nGot < d.nLive {
 			return
-		}
-		for p, ok := range s.got {
-			if !ok && d.live(p) {
-				return
-			}
 		}
 		s.done = true
 		d.learn(s.round, s.min, s.began)
@@ -166,4 +163,12 @@ func (d *Detector) fullResend(round uint64) {
 }
 
 // fullFailed: nobody waits for a failed member's row.
-func (d *Detector) fullFailed(int) { d.fullCheck() }
+func (d *Detector) fullFailed(p int) {
+	f := d.full
+	for _, s := range []*fullSlot{&f.cur, &f.next} {
+		if s.round > 0 && s.got[p] {
+			s.nGot--
+		}
+	}
+	d.fullCheck()
+}
