@@ -202,6 +202,9 @@ func (nd *Node) Stats() Stats { return nd.stats }
 // IsMaster reports whether the node currently acts as master.
 func (nd *Node) IsMaster() bool { return nd.isMaster }
 
+// Results returns the number of task results an acting master holds.
+func (nd *Node) Results() int { return len(nd.results) }
+
 // Master returns the rank this node believes is the master.
 func (nd *Node) Master() int { return nd.liveAfter(-1) }
 
@@ -270,6 +273,12 @@ func (nd *Node) count(t int) uint64 {
 
 // Receive handles a message from rank from.
 func (nd *Node) Receive(from int, m Msg) []Out {
+	if m.Kind == KindDone && !nd.done && from >= 0 && from < nd.cfg.Ranks && from != nd.rank {
+		// A master sends Done only with every task's result: final even
+		// if that master has died since.
+		nd.done, nd.total = true, m.Count
+		return nil
+	}
 	if from < 0 || from >= nd.cfg.Ranks || from == nd.rank || nd.dead[from] {
 		nd.stats.StaleDropped++
 		return nil
@@ -316,8 +325,6 @@ func (nd *Node) Receive(from int, m Msg) []Out {
 		for _, e := range m.Entries {
 			nd.keep(e)
 		}
-	case KindDone:
-		nd.done, nd.total = true, m.Count
 	}
 	return outs
 }

@@ -30,7 +30,9 @@
 //   - when a node learns that a giver died, it drops every grant received from
 //     it (the giver's own parent redoes the whole unit) and sends Cancel for
 //     the gifts made from those grants, so that its thieves stop too;
-//   - messages from ranks known to be dead are ignored.
+//   - messages from ranks known to be dead are ignored, except Done: rank 0
+//     sends it once its root grant is complete, so its total is final even
+//     if rank 0 died after sending it.
 //
 // Invariant: for every grant of a live node, sum + counts of its stacked
 // units + counts of its outstanding gifts = count of the grant's prefix.
@@ -338,6 +340,12 @@ func (nd *Node) maybeSteal(outs []Out) []Out {
 
 // Receive handles a message from rank from.
 func (nd *Node) Receive(from int, m Msg) []Out {
+	if m.Kind == KindDone && from == 0 && !nd.done {
+		// Rank 0 sent it when its root grant completed: the total is
+		// final even if rank 0 has died since.
+		nd.done, nd.total, nd.err = true, m.Count, nil
+		return nil
+	}
 	if from < 0 || from >= nd.cfg.Ranks || from == nd.rank || nd.dead[from] {
 		nd.stats.StaleDrops++
 		return nil
@@ -381,10 +389,8 @@ func (nd *Node) Receive(from int, m Msg) []Out {
 				outs = nd.abandon(id, outs)
 			}
 		}
-	case KindDone:
-		nd.done, nd.total = true, m.Count
-		return nil
-	default:
+	default: // Done from another rank than 0, or an unknown kind
+
 		nd.stats.StaleDrops++
 		return nil
 	}

@@ -1,0 +1,478 @@
+// Package job runs fault-tolerant N-Queens over package comm: one call of
+// [Run] per rank, driving the state machine of package steal (random work
+// stealing, Phoenix §5.2.2) or package master (master–worker with a
+// checkpointed master, §5.2.1) with the messages, failure notices and local
+// work of a real job.
+//
+// Each rank runs a receiver goroutine (Probe and Recv from any source on one
+// tag, acknowledging failures so that wildcard receives keep working) and a
+// main loop that hands the machine, in this order, every message received,
+// every [comm.Failure] of the session, and otherwise one unit of local work.
+// An idle rank waits for the next message; a rank refused work (steal mode)
+// waits a little longer each time before asking again, up to 16 ms.
+//
+// The rank that finishes the job (rank 0 in steal mode, the master in
+// master mode) gets an [Outcome] with Reporter set; the other ranks learn
+// the count from its Done message and answer it with Bye (tag TagBye); the
+// finishing rank returns once every other rank has said Bye or is known
+// failed (at most 10 s), so that it never leaves while its Done messages
+// are still queued.
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cohort-mp/cohort/comm"
+	"github.com/cohort-mp/cohort/examples/nqueens/internal/master"
+	"github.com/cohort-mp/cohort/examples/nqueens/internal/queens"
+	"github.com/cohort-mp/cohort/examples/nqueens/internal/steal"
+)
+
+// Mode selects the fault-tolerance model.
+type Mode string
+
+// Modes.
+const (
+	ModeSteal  Mode = "steal"  // random work stealing, Phoenix §5.2.2
+	ModeMaster Mode = "master" // master–worker with a checkpointed master, §5.2.1
+)
+
+// Tags of the N-Queens messages: the machines' messages, and the empty
+// message a rank sends to the sender of Done before it leaves.
+const (
+	Tag    = 41
+	TagBye = 42
+)
+
+// lingerMax bounds how long the finishing rank waits for the others' Bye.
+const lingerMax = 10 * time.Second
+
+// ErrConfig reports a bad configuration.
+var ErrConfig = errors.New("nqueens: invalid configuration")
+
+// Config is the same on every rank.
+type Config struct {
+	N    int
+	Mode Mode
+	// LeafDepth (steal mode): prefixes of this many queens are counted in
+	// one step; 0 chooses steal.DefaultLeafDepth(N).
+	LeafDepth int
+	// TaskDepth (master mode): queens placed in a task; 0 chooses 2 for
+	// N ≤ 12 and 3 above.
+	TaskDepth int
+	// CheckpointEvery (master mode): results between checkpoints; 0 = 8.
+	CheckpointEvery int
+	// Seed seeds the victims' choice (steal mode); rank r uses Seed+r.
+	Seed uint64
+	// Log, if set, receives one line per event worth watching: failures
+	// learned, work taken back, a master taking over.
+	Log io.Writer
+	// grace bounds how long a rank whose job cannot finish (rank 0 died in
+	// steal mode) waits for a Done that may already be on its way.
+	grace time.Duration
+	// crash (tests) is asked after every step whether this rank should stop
+	// dead now; Run then returns errCrashed.
+	crash func(rank int, p progress) bool
+}
+
+// progress is what a crash hook sees of a rank.
+type progress struct {
+	held     bool // steal: units on the stack; master: a task in hand
+	received int  // steal: grants received; master: tasks computed
+	master   bool // master mode: acting master
+	results  int  // master mode: results held by the acting master
+}
+
+var errCrashed = errors.New("nqueens: crashed by the test hook")
+
+// Outcome is what one rank knows at the end.
+type Outcome struct {
+	Count    uint64        // the number of solutions found
+	Reporter bool          // this rank finished the job (it should print it)
+	Known    uint64        // the published count, if HasKnown
+	HasKnown bool          // n is in the table of published counts
+	Elapsed  time.Duration // from the start of Run
+	Summary  string        // this rank's counters
+}
+
+// Correct reports whether the count is the published one.
+func (o Outcome) Correct() bool { return o.HasKnown && o.Count == o.Known }
+
+type outMsg struct {
+	to   int
+	data []byte
+}
+
+type inMsg struct {
+	from int
+	tag  int
+	data []byte
+}
+
+// machine is the part of steal.Node and master.Node the driver uses, with
+// messages as bytes.
+type machine interface {
+	start() []outMsg
+	work() ([]outMsg, bool)
+	receive(from int, data []byte) ([]outMsg, error)
+	failed(r int) []outMsg
+	result() (uint64, bool)
+	err() error
+	reporter() bool
+	idle() bool
+	refused(data []byte) bool // the message says "no work for you"
+	summary() string
+	progress() progress
+}
+
+// Run runs this rank's part of the job on s.World() and returns when the
+// job is finished (or cannot finish, or ctx ends).
+func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
+	begin := time.Now()
+	c := s.World()
+	m, err := newMachine(cfg, c.Rank(), c.Size())
+	if err != nil {
+		return Outcome{}, err
+	}
+	if cfg.grace == 0 {
+		cfg.grace = 2 * time.Second
+	}
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "rank %d: "+format+"\n", append([]any{c.Rank()}, args...)...)
+		}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan inMsg, 256)
+	go receive(rctx, c, msgs)
+
+	send := func(outs []outMsg) error {
+		for _, o := range outs {
+			err := c.Send(ctx, o.data, o.to, Tag)
+			if err != nil && !errors.Is(err, comm.ErrProcFailed) {
+				return fmt.Errorf("nqueens: send to rank %d: %w", o.to, err)
+			}
+		}
+		return nil
+	}
+	var refusals int
+	var pauseUntil time.Time
+	lastFrom := -1
+	byes := make([]bool, c.Size())
+	handle := func(in inMsg) error {
+		if in.tag == TagBye {
+			byes[in.from] = true
+			return nil
+		}
+		lastFrom = in.from
+		outs, err := m.receive(in.from, in.data)
+		if err != nil {
+			logf("dropped a malformed message from rank %d: %v", in.from, err)
+			return nil
+		}
+		if m.refused(in.data) {
+			refusals++
+			pauseUntil = time.Now().Add(time.Duration(min(1<<refusals, 16)) * time.Millisecond / 2)
+		} else {
+			refusals = 0
+		}
+		return send(outs)
+	}
+	fail := func(f comm.Failure) error {
+		logf("learned that rank %d failed (view %d)", f.Rank, f.Epoch)
+		return send(m.failed(f.Rank))
+	}
+
+	if err := send(m.start()); err != nil {
+		return Outcome{}, err
+	}
+	failures := s.Failures()
+	for {
+		if cfg.crash != nil && cfg.crash(c.Rank(), m.progress()) {
+			return Outcome{}, errCrashed
+		}
+		if count, done := m.result(); done {
+			out := m.outcome(cfg, count, begin)
+			if !out.Reporter {
+				// Tell the rank that sent Done that we have it, so that it
+				// does not leave while its Done messages are in flight.
+				if lastFrom >= 0 {
+					_ = c.Send(ctx, nil, lastFrom, TagBye)
+				}
+				return out, nil
+			}
+			linger(ctx, c, msgs, failures, byes)
+			return out, nil
+		}
+		if err := m.err(); err != nil {
+			// A Done may be on its way from a rank that died after
+			// sending it: wait for it a little.
+			timer := time.NewTimer(cfg.grace)
+			for m.err() != nil {
+				select {
+				case in := <-msgs:
+					_ = handle(in)
+					continue
+				case <-timer.C:
+				case <-ctx.Done():
+				}
+				break
+			}
+			timer.Stop()
+			if count, done := m.result(); done {
+				return m.outcome(cfg, count, begin), nil
+			}
+			return Outcome{}, fmt.Errorf("nqueens: rank %d: %w", c.Rank(), err)
+		}
+		// Messages and failure news first.
+		select {
+		case in := <-msgs:
+			if err := handle(in); err != nil {
+				return Outcome{}, err
+			}
+			continue
+		case f := <-failures:
+			if err := fail(f); err != nil {
+				return Outcome{}, err
+			}
+			continue
+		case <-ctx.Done():
+			return Outcome{}, ctx.Err()
+		default:
+		}
+		if m.idle() && time.Now().Before(pauseUntil) {
+			// Refused lately: wait before asking again.
+			timer := time.NewTimer(time.Until(pauseUntil))
+			select {
+			case in := <-msgs:
+				timer.Stop()
+				if err := handle(in); err != nil {
+					return Outcome{}, err
+				}
+			case f := <-failures:
+				timer.Stop()
+				if err := fail(f); err != nil {
+					return Outcome{}, err
+				}
+			case <-timer.C:
+				pauseUntil = time.Time{}
+			case <-ctx.Done():
+				timer.Stop()
+				return Outcome{}, ctx.Err()
+			}
+			continue
+		}
+		outs, busy := m.work()
+		if err := send(outs); err != nil {
+			return Outcome{}, err
+		}
+		if busy {
+			continue
+		}
+		// Nothing to compute: wait for news.
+		select {
+		case in := <-msgs:
+			if err := handle(in); err != nil {
+				return Outcome{}, err
+			}
+		case f := <-failures:
+			if err := fail(f); err != nil {
+				return Outcome{}, err
+			}
+		case <-ctx.Done():
+			return Outcome{}, ctx.Err()
+		}
+	}
+}
+
+// linger waits until every other rank has said Bye or is known failed, or
+// lingerMax has passed.
+func linger(ctx context.Context, c *comm.Comm, msgs <-chan inMsg, failures <-chan comm.Failure, byes []bool) {
+	gone := byes
+	gone[c.Rank()] = true
+	for _, r := range c.Failed() {
+		gone[r] = true
+	}
+	timer := time.NewTimer(lingerMax)
+	defer timer.Stop()
+	for slices.Contains(gone, false) {
+		select {
+		case in := <-msgs:
+			if in.tag == TagBye {
+				gone[in.from] = true
+			}
+		case f := <-failures:
+			if f.Rank >= 0 && f.Rank < len(gone) {
+				gone[f.Rank] = true
+			}
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// receive pulls every message into msgs until ctx ends or the session is
+// finalized.
+func receive(ctx context.Context, c *comm.Comm, msgs chan<- inMsg) {
+	for {
+		st, err := c.Probe(ctx, comm.AnySource, comm.AnyTag)
+		if err != nil {
+			if errors.Is(err, comm.ErrProcFailed) {
+				c.AckFailed()
+				continue
+			}
+			return
+		}
+		buf := make([]byte, st.Count)
+		if _, err := c.Recv(ctx, buf, st.Source, st.Tag); err != nil {
+			if errors.Is(err, comm.ErrProcFailed) {
+				continue
+			}
+			return
+		}
+		select {
+		case msgs <- inMsg{from: st.Source, tag: st.Tag, data: buf}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func newMachine(cfg Config, rank, size int) (interface {
+	machine
+	outcome(Config, uint64, time.Time) Outcome
+}, error) {
+	if cfg.N < 1 || cfg.N > queens.MaxN {
+		return nil, fmt.Errorf("%w: n = %d, want 1 … %d", ErrConfig, cfg.N, queens.MaxN)
+	}
+	switch cfg.Mode {
+	case ModeSteal, "":
+		leaf := cfg.LeafDepth
+		if leaf == 0 {
+			leaf = steal.DefaultLeafDepth(cfg.N)
+		}
+		nd, err := steal.New(steal.Config{N: cfg.N, LeafDepth: leaf, Ranks: size}, rank, rand.New(rand.NewPCG(cfg.Seed+uint64(rank), 0x9e3779b9)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		return &stealMachine{nd: nd, rank: rank}, nil
+	case ModeMaster:
+		depth := cfg.TaskDepth
+		if depth == 0 {
+			depth = 2
+			if cfg.N > 12 {
+				depth = 3
+			}
+		}
+		depth = min(depth, cfg.N)
+		every := cfg.CheckpointEvery
+		if every == 0 {
+			every = 8
+		}
+		nd, err := master.New(master.Config{N: cfg.N, TaskDepth: depth, Ranks: size, CheckpointEvery: every}, rank)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		return &masterMachine{nd: nd}, nil
+	}
+	return nil, fmt.Errorf("%w: mode %q (want steal or master)", ErrConfig, cfg.Mode)
+}
+
+func outcome(cfg Config, count uint64, begin time.Time, reporter bool, summary string) Outcome {
+	known, ok := queens.KnownCount(cfg.N)
+	return Outcome{Count: count, Reporter: reporter, Known: known, HasKnown: ok, Elapsed: time.Since(begin), Summary: summary}
+}
+
+type stealMachine struct {
+	nd   *steal.Node
+	rank int
+}
+
+func encodeSteal(outs []steal.Out) []outMsg {
+	res := make([]outMsg, len(outs))
+	for i, o := range outs {
+		res[i] = outMsg{to: o.To, data: o.Msg.AppendBinary(nil)}
+	}
+	return res
+}
+
+func (s *stealMachine) start() []outMsg { return encodeSteal(s.nd.Start()) }
+func (s *stealMachine) work() ([]outMsg, bool) {
+	outs, busy := s.nd.Work()
+	return encodeSteal(outs), busy
+}
+func (s *stealMachine) receive(from int, data []byte) ([]outMsg, error) {
+	m, err := steal.DecodeMsg(data)
+	if err != nil {
+		return nil, err
+	}
+	return encodeSteal(s.nd.Receive(from, m)), nil
+}
+func (s *stealMachine) failed(r int) []outMsg  { return encodeSteal(s.nd.Failed(r)) }
+func (s *stealMachine) result() (uint64, bool) { return s.nd.Result() }
+func (s *stealMachine) err() error             { return s.nd.Err() }
+func (s *stealMachine) reporter() bool         { return s.rank == 0 }
+func (s *stealMachine) idle() bool             { return s.nd.Idle() }
+func (s *stealMachine) refused(data []byte) bool {
+	return len(data) > 0 && steal.Kind(data[0]) == steal.KindNoWork
+}
+func (s *stealMachine) progress() progress {
+	return progress{held: !s.nd.Idle(), received: s.nd.Stats().Received}
+}
+func (s *stealMachine) summary() string {
+	st := s.nd.Stats()
+	return fmt.Sprintf("leaves %d, splits %d, steals %d, given %d, received %d, taken back %d, abandoned %d",
+		st.Units, st.Expanded, st.Steals, st.Given, st.Received, st.Requeued, st.Abandoned)
+}
+func (s *stealMachine) outcome(cfg Config, count uint64, begin time.Time) Outcome {
+	return outcome(cfg, count, begin, s.reporter(), s.summary())
+}
+
+type masterMachine struct{ nd *master.Node }
+
+func encodeMaster(outs []master.Out) []outMsg {
+	res := make([]outMsg, len(outs))
+	for i, o := range outs {
+		res[i] = outMsg{to: o.To, data: o.Msg.AppendBinary(nil)}
+	}
+	return res
+}
+
+func (m *masterMachine) start() []outMsg { return encodeMaster(m.nd.Start()) }
+func (m *masterMachine) work() ([]outMsg, bool) {
+	outs, busy := m.nd.Work()
+	return encodeMaster(outs), busy
+}
+func (m *masterMachine) receive(from int, data []byte) ([]outMsg, error) {
+	msg, err := master.DecodeMsg(data)
+	if err != nil {
+		return nil, err
+	}
+	return encodeMaster(m.nd.Receive(from, msg)), nil
+}
+func (m *masterMachine) failed(r int) []outMsg  { return encodeMaster(m.nd.Failed(r)) }
+func (m *masterMachine) result() (uint64, bool) { return m.nd.Result() }
+func (m *masterMachine) err() error             { return m.nd.Err() }
+func (m *masterMachine) reporter() bool         { return m.nd.IsMaster() }
+func (m *masterMachine) idle() bool             { return true }
+func (m *masterMachine) refused([]byte) bool    { return false }
+func (m *masterMachine) progress() progress {
+	return progress{received: m.nd.Stats().Computed, master: m.nd.IsMaster(), results: m.nd.Results()}
+}
+func (m *masterMachine) summary() string {
+	st := m.nd.Stats()
+	return fmt.Sprintf("tasks computed %d, takeovers %d (from %d checkpointed results), reassigned %d, duplicates %d, checkpoints sent %d",
+		st.Computed, st.Takeovers, st.FromBackup, st.Reassigned, st.Duplicates, st.Checkpoints)
+}
+func (m *masterMachine) outcome(cfg Config, count uint64, begin time.Time) Outcome {
+	return outcome(cfg, count, begin, m.reporter(), m.summary())
+}

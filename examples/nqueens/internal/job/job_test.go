@@ -1,0 +1,140 @@
+package job
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/comm"
+)
+
+// runLocal runs a whole job over comm.Local and returns every rank's
+// outcome and error. kill, if set, is called with the sessions once the job
+// runs and may finalize some of them (a crash as the others see it).
+func runLocal(t *testing.T, ranks int, cfg Config, kill func(ss []*comm.Session, cancel []context.CancelFunc)) ([]Outcome, []error) {
+	t.Helper()
+	ctx, cancelAll := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancelAll()
+	ss, err := comm.Local(ctx, ranks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := make([]Outcome, ranks)
+	errs := make([]error, ranks)
+	cancels := make([]context.CancelFunc, ranks)
+	var wg sync.WaitGroup
+	for r, s := range ss {
+		rctx, cancel := context.WithCancel(ctx)
+		cancels[r] = cancel
+		wg.Go(func() {
+			outs[r], errs[r] = Run(rctx, s, cfg)
+			if errs[r] == errCrashed {
+				// Stop dead: no flush of what is queued, as far as the
+				// session allows.
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				s.Finalize(ctx)
+				return
+			}
+			s.Finalize(context.Background())
+		})
+	}
+	if kill != nil {
+		kill(ss, cancels)
+	}
+	wg.Wait()
+	return outs, errs
+}
+
+func checkJob(t *testing.T, outs []Outcome, errs []error, dead map[int]bool) {
+	t.Helper()
+	reporters := 0
+	for r := range outs {
+		if dead[r] {
+			continue
+		}
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		if !outs[r].Correct() {
+			t.Fatalf("rank %d: count %d, want %d", r, outs[r].Count, outs[r].Known)
+		}
+		if outs[r].Reporter {
+			reporters++
+		}
+	}
+	if reporters == 0 {
+		t.Fatal("no surviving rank reported the result")
+	}
+}
+
+// The stealing and master–worker programs over a real (in-memory) comm job
+// count exactly with no failure (Phoenix §6's N-Queens).
+func TestNoFailure(t *testing.T) {
+	for _, mode := range []Mode{ModeSteal, ModeMaster} {
+		t.Run(string(mode), func(t *testing.T) {
+			outs, errs := runLocal(t, 4, Config{N: 10, Mode: mode, Seed: 1}, nil)
+			checkJob(t, outs, errs, nil)
+			for r, o := range outs {
+				t.Logf("rank %d: %s", r, o.Summary)
+			}
+		})
+	}
+}
+
+// crashWhen returns a kill hook: the rank for which pred first holds stops
+// dead, and its session is finalized (its peers see it fail).
+func crashWhen(pred func(rank int, p progress) bool, crashed *sync.Map) func(int, progress) bool {
+	return func(rank int, p progress) bool {
+		if _, done := crashed.Load(rank); done {
+			return false
+		}
+		if pred(rank, p) {
+			crashed.Store(rank, true)
+			return true
+		}
+		return false
+	}
+}
+
+// Phoenix §5.2.2: a thief dies holding stolen work; its victims redo it
+// and the count stays exact.
+func TestStealThiefCrashes(t *testing.T) {
+	var crashed sync.Map
+	cfg := Config{N: 12, Mode: ModeSteal, Seed: 3, LeafDepth: 4}
+	cfg.crash = crashWhen(func(rank int, p progress) bool {
+		return (rank == 2 || rank == 3) && p.received >= 2 && p.held
+	}, &crashed)
+	outs, errs := runLocal(t, 5, cfg, nil)
+	dead := map[int]bool{}
+	crashed.Range(func(k, _ any) bool { dead[k.(int)] = true; return true })
+	if len(dead) == 0 {
+		t.Fatal("no rank crashed: the test did not exercise recovery")
+	}
+	checkJob(t, outs, errs, dead)
+	for r, o := range outs {
+		if !dead[r] {
+			t.Logf("rank %d: %s", r, o.Summary)
+		}
+	}
+}
+
+// Phoenix §5.2.1: the master dies; its backup takes over from the
+// checkpoint and the count stays exact.
+func TestMasterCrashes(t *testing.T) {
+	var crashed sync.Map
+	cfg := Config{N: 12, Mode: ModeMaster, TaskDepth: 3, CheckpointEvery: 4}
+	cfg.crash = crashWhen(func(rank int, p progress) bool {
+		return rank == 0 && p.master && p.results >= 20
+	}, &crashed)
+	outs, errs := runLocal(t, 5, cfg, nil)
+	if _, ok := crashed.Load(0); !ok {
+		t.Fatal("the master did not crash")
+	}
+	checkJob(t, outs, errs, map[int]bool{0: true})
+	if !outs[1].Reporter {
+		t.Fatalf("rank 1 did not take over: %+v", outs[1])
+	}
+	t.Logf("new master: %s", outs[1].Summary)
+}
