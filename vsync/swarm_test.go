@@ -108,7 +108,9 @@ const (
 	layerVsync = 3 // position of the vsync layer in a node's stack
 )
 
-func nodeStack(t testing.TB, c swarmCfg, m *member.Member, initial []core.NodeID) *core.Stack {
+// nodeStack builds a node; a joiner (self set) has no initial view, and
+// its stability detector starts from a view of itself alone.
+func nodeStack(t testing.TB, c swarmCfg, m *member.Member, initial []core.NodeID, self core.NodeID) *core.Stack {
 	det, err := fd.NewGossip(gossipConfig(), initial)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +119,11 @@ func nodeStack(t testing.TB, c swarmCfg, m *member.Member, initial []core.NodeID
 	if err != nil {
 		t.Fatal(err)
 	}
-	return core.NewStack(det, m, HideFailures(c.stable(initial)), l, &app{interval: c.interval, stop: c.horizon})
+	sm := initial
+	if self != core.None {
+		sm = []core.NodeID{self}
+	}
+	return core.NewStack(det, m, HideFailures(c.stable(sm)), l, &app{interval: c.interval, stop: c.horizon})
 }
 
 func layerOf(w *sim.World, id core.NodeID) *Layer {
@@ -136,7 +142,7 @@ func runSwarm(t testing.TB, c swarmCfg) error {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Add(nodeStack(t, c, m, initial))
+		w.Add(nodeStack(t, c, m, initial, core.None))
 	}
 	r := rand.New(rand.NewPCG(c.seed, 0x5e))
 	all := slices.Clone(initial)
@@ -147,7 +153,11 @@ func runSwarm(t testing.TB, c swarmCfg) error {
 			t.Fatal(err)
 		}
 		at := time.Duration(100+r.IntN(int(c.horizon/time.Millisecond)-100)) * time.Millisecond
-		all = append(all, w.AddAt(at, nodeStack(t, c, m, nil)))
+		self := core.NodeID(len(all)) // the id the world gives the next node
+		if got := w.AddAt(at, nodeStack(t, c, m, nil, self)); got != self {
+			t.Fatalf("joiner is %v, want %v", got, self)
+		}
+		all = append(all, self)
 	}
 	opts := sim.DefaultSwarmOptions()
 	opts.Start = 100 * time.Millisecond
@@ -163,6 +173,19 @@ func runSwarm(t testing.TB, c swarmCfg) error {
 	if err := w.RunChecked(c.horizon + c.bound); err != nil {
 		return err
 	}
+	var tot Stats
+	for _, id := range all {
+		if w.Node(id) == nil {
+			continue
+		}
+		st := layerOf(w, id).Stats()
+		tot.Flushes += st.Flushes
+		tot.Resent += st.Resent
+		tot.Late += st.Late
+		tot.Delivered += st.Delivered
+		tot.Digests += st.Digests
+	}
+	t.Logf("seed %d: n=%d joins=%d: %d delivered, %d flushes, %d resent, %d late, %d digests", c.seed, c.n, c.joins, tot.Delivered, tot.Flushes, tot.Resent, tot.Late, tot.Digests)
 	if err := ck.converged(w, all, c.n+c.joins); err != nil {
 		return fmt.Errorf("seed %d (n=%d, %d joins): %w\nplan: %v\nreplay: go test ./vsync -run TestSwarm -seed=%d", c.seed, c.n, c.joins, err, plan, c.seed)
 	}
@@ -172,20 +195,46 @@ func runSwarm(t testing.TB, c swarmCfg) error {
 // TestSwarm runs the swarm over the test's stability detector (see
 // fakeStable) on a few hundred seeds.
 func TestSwarm(t *testing.T) {
-	seeds := simtest.Seeds(t, 150)
+	seeds := simtest.Seeds(t, 100)
 	for _, seed := range seeds {
 		r := rand.New(rand.NewPCG(seed, 0x5a))
 		c := swarmCfg{
 			seed:     seed,
 			n:        3 + r.IntN(5),
-			horizon:  time.Duration(600+r.IntN(900)) * time.Millisecond,
-			bound:    2 * time.Second,
-			interval: time.Duration(10+r.IntN(30)) * time.Millisecond,
+			horizon:  time.Duration(500+r.IntN(700)) * time.Millisecond,
+			bound:    1500 * time.Millisecond,
+			interval: time.Duration(12+r.IntN(30)) * time.Millisecond,
 			joins:    max(0, r.IntN(4)-2),
 			stable:   func(members []core.NodeID) core.Machine { return newFakeStable(25 * time.Millisecond) },
 		}
 		if err := runSwarm(t, c); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestSwarmStable runs the swarm over package stable's detectors (the
+// four protocols of Friedman, Manor and Guo, drawn per seed, with the
+// §3.5 retransmissions), so the checker also holds the real stability
+// vectors to "never ahead of a live member" and "only grow".
+func TestSwarmStable(t *testing.T) {
+	for _, seed := range simtest.Seeds(t, 80) {
+		r := rand.New(rand.NewPCG(seed, 0x5b))
+		scfg := stable.DefaultConfig()
+		scfg.Protocol = stable.Protocols()[r.IntN(4)]
+		scfg.Period = 20 * time.Millisecond
+		scfg.Resend = 20 * time.Millisecond
+		c := swarmCfg{
+			seed:     seed,
+			n:        3 + r.IntN(5),
+			horizon:  time.Duration(500+r.IntN(700)) * time.Millisecond,
+			bound:    1500 * time.Millisecond,
+			interval: time.Duration(12+r.IntN(30)) * time.Millisecond,
+			joins:    max(0, r.IntN(4)-2),
+			stable:   func(members []core.NodeID) core.Machine { return stable.New(scfg, members) },
+		}
+		if err := runSwarm(t, c); err != nil {
+			t.Fatalf("%v protocol: %v", scfg.Protocol, err)
 		}
 	}
 }
