@@ -37,7 +37,10 @@
 //	Allreduce   recursive doubling, log₂p' rounds of n (Table 1: butterfly);
 //	            n ≥ ReduceLongBytes: Rabenseifner — recursive halving then
 //	            recursive-doubling allgather, 2·log₂p' rounds, ≈ 2n·(p'−1)/p'
-//	            sent per rank.
+//	            sent per rank; for a commutative op, p not a power of two and
+//	            n ≥ (p−2−log₂p')·AllreduceRingUnitBytes (32 KiB): a ring
+//	            (reduce-scatter then allgather), 2(p−1) rounds, 2n·(p−1)/p
+//	            per rank and no fold-in.
 //	            p' is the largest power of two ≤ p. Other sizes fold in
 //	            first: among ranks 0…2(p−p')−1 each even rank hands its vector
 //	            to the odd rank above it and gets the result back at the end

@@ -54,6 +54,10 @@ func failCases() []failCase {
 			c := begin(ctx, ep, "allreduce")
 			return c.done(allreduce(c, make([]float64, n), sum, allreduceRabenseifner))
 		}, everyone},
+		{"allreduce-ring", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+			c := begin(ctx, ep, "allreduce")
+			return c.done(allreduce(c, make([]float64, n), sum, allreduceRing))
+		}, everyone},
 		{"gather", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
 			return Gather(ctx, ep, make([]float64, n), make([]float64, n*ep.Size()), root)
 		}, rootOnly},

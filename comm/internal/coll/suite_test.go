@@ -102,7 +102,7 @@ func checkReduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc
 }
 
 func checkAllreduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc opCase[T]) {
-	for _, alg := range []allreduceAlg{allreduceDoubling, allreduceRabenseifner, -1} {
+	for _, alg := range []allreduceAlg{allreduceDoubling, allreduceRabenseifner, allreduceRing, -1} {
 		data := make([][]T, p)
 		for r := range data {
 			data[r] = randVec(rng, n, oc.gen)
