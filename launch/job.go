@@ -142,9 +142,8 @@ func (e *FailedError) Ranks() []int {
 	return out
 }
 
-// Error names the cause and every failed rank with how it ended; ranks
-// that ended the same way are grouped ("ranks 0, 1, 2: stopped by the
-// launcher (SIGTERM)").
+// Error names the cause and every failed rank with how it ended (see
+// [FormatExits]).
 func (e *FailedError) Error() string {
 	var b strings.Builder
 	b.WriteString("launch: ")
@@ -154,18 +153,27 @@ func (e *FailedError) Error() string {
 			b.WriteString("; ")
 		}
 	}
-	if len(e.Failed) == 0 {
-		return b.String()
+	b.WriteString(FormatExits(e.Failed, Exit.How))
+	return b.String()
+}
+
+// FormatExits describes failed ranks in one line with how(x) for each
+// (Exit.How, or a caller's wording): "rank 2 failed: exit code 7", or
+// "3 ranks failed: rank 3: …; ranks 0, 1: …" where ranks that ended the
+// same way are grouped, in the order of their first rank.
+func FormatExits(failed []Exit, how func(Exit) string) string {
+	switch len(failed) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("rank %d failed: %s", failed[0].Rank, how(failed[0]))
 	}
-	if len(e.Failed) == 1 {
-		fmt.Fprintf(&b, "rank %d failed: %s", e.Failed[0].Rank, e.Failed[0].How())
-		return b.String()
-	}
-	fmt.Fprintf(&b, "%d ranks failed: ", len(e.Failed))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d ranks failed: ", len(failed))
 	var order []string
 	groups := map[string][]int{}
-	for _, x := range e.Failed {
-		h := x.How()
+	for _, x := range failed {
+		h := how(x)
 		if groups[h] == nil {
 			order = append(order, h)
 		}
@@ -175,8 +183,7 @@ func (e *FailedError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		ranks := groups[h]
-		if len(ranks) == 1 {
+		if ranks := groups[h]; len(ranks) == 1 {
 			fmt.Fprintf(&b, "rank %d: %s", ranks[0], h)
 		} else {
 			fmt.Fprintf(&b, "ranks %s: %s", formatRanks(ranks), h)

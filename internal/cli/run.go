@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cohort-mp/cohort/launch"
+)
+
+func init() {
+	register(&command{
+		name:     "run",
+		synopsis: "-n N [flags] PROGRAM [-- ARGS]",
+		summary:  "run a message-passing program as N processes on this machine",
+		help: `Run starts N processes of PROGRAM on this machine, ranks 0 to N−1 of one job,
+each with its place in the job in its environment (job id, rank, size, the
+address of this launcher's rendezvous, a fresh random job secret; never on
+the command line). Processes that use package comm find each other through
+the rendezvous. Their standard output and error are forwarded line by line
+(with --prefix, each line starts with "[rank] ").
+
+PROGRAM is an executable (a path, or a command in PATH) or a Go package (a
+directory with Go files, or an import path), which is built once with
+'go build' into a temporary directory first. ARGS are passed to every rank.
+
+Run exits with status 0 only if every rank exits with status 0; otherwise it
+names the ranks that failed and how (exit code, signal, killed by --kill).
+Ctrl-C stops the whole job (SIGTERM, then SIGKILL after 3 s). --kill
+injects crashes: SIGKILL to RANK at DURATION after the start. By default
+the other ranks keep running (a cohort program sees the failure as an error
+naming the rank); --abort-on-failure stops the job at the first failure, as
+mpirun does.
+
+Examples:
+  cohort run -n 8 ./examples/pi
+  cohort run -n 8 --prefix --kill 3@200ms ./examples/pi
+  cohort run -n 2 ./examples/pingpong -- -iters 1000
+  cohort run -n 4 --detector heartbeat --timeout 1m ./myprog`,
+		run: runRun,
+	})
+}
+
+// maxRunRanks bounds -n: every rank is a process.
+const maxRunRanks = 1024
+
+// killList is the repeatable --kill flag: RANK@DURATION.
+type killList []launch.Kill
+
+func (l *killList) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, k := range *l {
+		parts[i] = fmt.Sprintf("%d@%v", k.Rank, k.After)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *killList) Set(s string) error {
+	rankText, durText, ok := strings.Cut(s, "@")
+	if !ok {
+		return fmt.Errorf("%q: want RANK@DURATION, e.g. 3@200ms", s)
+	}
+	rank, err := strconv.Atoi(rankText)
+	if err != nil || rank < 0 {
+		return fmt.Errorf("%q: rank %q is not a number from 0", s, rankText)
+	}
+	after, err := time.ParseDuration(durText)
+	if err != nil {
+		return fmt.Errorf("%q: bad duration %q (e.g. 200ms, 1.5s)", s, durText)
+	}
+	if after < 0 {
+		return fmt.Errorf("%q: negative duration", s)
+	}
+	*l = append(*l, launch.Kill{Rank: rank, After: after})
+	return nil
+}
+
+func runRun(ctx context.Context, c *call) error {
+	fs := c.newFlags()
+	cfg := launch.Config{Stdout: c.stdout, Stderr: c.stderr}
+	var kills killList
+	fs.IntVar(&cfg.N, "n", 0, "number of `ranks` (processes), 1 to 1024")
+	fs.IntVar(&cfg.Fanout, "fanout", 0, "membership radix tree `fan-out`, a power of two (0: the default)")
+	fs.StringVar(&cfg.Detector, "detector", "", "failure `detector`: brr, dbrr or heartbeat (default brr)")
+	fs.Var(&kills, "kill", "inject a crash: SIGKILL to `RANK@DURATION` after the start (repeatable)")
+	fs.BoolVar(&cfg.Prefix, "prefix", false, `start each output line with "[rank] "`)
+	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop the job after this `duration` (0: no limit)")
+	fs.BoolVar(&cfg.AbortOnFailure, "abort-on-failure", false, "stop the whole job when a rank fails")
+	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	switch {
+	case cfg.N < 1 || cfg.N > maxRunRanks:
+		return usagef("-n %d: want 1 to %d ranks", cfg.N, maxRunRanks)
+	case cfg.Fanout != 0 && cfg.Fanout < 2 || cfg.Fanout&(cfg.Fanout-1) != 0:
+		return usagef("--fanout %d: want a power of two from 2", cfg.Fanout)
+	case cfg.Detector != "" && !slicesContains(launch.Detectors, cfg.Detector):
+		return usagef("--detector %q: want brr, dbrr or heartbeat", cfg.Detector)
+	case cfg.Timeout < 0:
+		return usagef("--timeout %v: negative", cfg.Timeout)
+	case len(rest) == 0 || rest[0] == "--" && len(rest) == 1:
+		return usagef("missing the PROGRAM to run")
+	}
+	for _, k := range kills {
+		if k.Rank >= cfg.N {
+			return usagef("--kill %d@%v: rank %d is out of range for -n %d (0 to %d)", k.Rank, k.After, k.Rank, cfg.N, cfg.N-1)
+		}
+	}
+	cfg.Kills = kills
+	if rest[0] == "--" {
+		rest = rest[1:]
+	}
+	program, args := rest[0], rest[1:]
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	cfg.Args = args
+	path, cleanup, err := resolveProgram(ctx, program, c.stderr)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cfg.Program = path
+	job, err := launch.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	_, err = job.Wait()
+	var fe *launch.FailedError
+	if errors.As(err, &fe) {
+		if errors.Is(fe.Cause, context.Canceled) {
+			return context.Canceled
+		}
+		return runFailure(cfg.N, fe)
+	}
+	return err
+}
+
+// runFailure says which ranks failed and how, in the command's terms.
+func runFailure(n int, fe *launch.FailedError) error {
+	how := func(x launch.Exit) string {
+		if x.Killed && x.Signal == syscall.SIGKILL {
+			return "killed by --kill (SIGKILL)"
+		}
+		return x.How()
+	}
+	msg := launch.FormatExits(fe.Failed, how)
+	if k := len(fe.Failed); k > 1 {
+		msg = fmt.Sprintf("%d of %d", k, n) + strings.TrimPrefix(msg, fmt.Sprint(k)) // "3 of 8 ranks failed: …"
+	}
+	if fe.Cause != nil {
+		cause := strings.TrimPrefix(fe.Cause.Error(), "launch: ")
+		if msg == "" {
+			return errors.New(cause)
+		}
+		return fmt.Errorf("%s; %s", cause, msg)
+	}
+	return errors.New(msg)
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// errBuild: the Go package of PROGRAM did not build.
+var errBuild = errors.New("the Go package did not build")
+
+// resolveProgram finds the executable of PROGRAM: an existing file is
+// run as it is; a directory must hold a Go package, built with 'go build'
+// into a temporary directory (removed by cleanup); a name without a slash
+// is looked up in PATH; any other path is taken for a Go import path and
+// built. The build's output goes to stderr.
+func resolveProgram(ctx context.Context, program string, stderr interface{ Write([]byte) (int, error) }) (path string, cleanup func(), err error) {
+	none := func() {}
+	info, statErr := os.Stat(program)
+	switch {
+	case statErr == nil && info.IsDir():
+		gofiles, _ := filepath.Glob(filepath.Join(program, "*.go"))
+		if len(gofiles) == 0 {
+			return "", none, usagef("%s is a directory without Go files, not a program", program)
+		}
+		// Built from inside the directory, so that its own module (if it
+		// is outside the current one) is found.
+		return buildProgram(ctx, program, ".", stderr)
+	case statErr == nil:
+		if info.Mode()&0o111 == 0 {
+			return "", none, usagef("%s is not executable", program)
+		}
+		abs, err := filepath.Abs(program)
+		if err != nil {
+			return "", none, err
+		}
+		return abs, none, nil
+	case !strings.ContainsRune(program, '/'):
+		p, err := exec.LookPath(program)
+		if err != nil {
+			return "", none, usagef("program %q: not a file, a directory or a command in PATH", program)
+		}
+		return p, none, nil
+	case filepath.IsAbs(program) || strings.HasPrefix(program, "."):
+		return "", none, usagef("program %s: no such file or directory", program)
+	default:
+		return buildProgram(ctx, "", program, stderr)
+	}
+}
+
+// buildProgram builds the Go package pkg (in directory dir, if not "")
+// into a temporary directory.
+func buildProgram(ctx context.Context, dir, pkg string, stderr interface{ Write([]byte) (int, error) }) (string, func(), error) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		if root := os.Getenv("GOROOT"); root != "" {
+			goTool = filepath.Join(root, "bin", "go")
+		} else {
+			return "", func() {}, fmt.Errorf("building %s: the go command is not in PATH", pkg)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "cohort-run-")
+	if err != nil {
+		return "", func() {}, err
+	}
+	cleanup := func() { os.RemoveAll(tmp) }
+	name := filepath.Base(filepath.Clean(filepath.Join(dir, pkg)))
+	if abs, err := filepath.Abs(filepath.Join(dir, pkg)); err == nil && dir != "" {
+		name = filepath.Base(abs)
+	}
+	out := filepath.Join(tmp, name)
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		cleanup()
+		if ctx.Err() != nil {
+			return "", func() {}, ctx.Err()
+		}
+		return "", func() {}, fmt.Errorf("%w: go build %s: %v", errBuild, filepath.Join(dir, pkg), err)
+	}
+	if info, err := os.Stat(out); err != nil || info.Mode()&0o111 == 0 {
+		cleanup()
+		return "", func() {}, usagef("%s is not a main package (no program to run)", filepath.Join(dir, pkg))
+	}
+	return out, cleanup, nil
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// rankPkg is the test program of package launch, run as a Go package
+// directory (so these tests also build it the way `cohort run` does).
+const rankPkg = "../../launch/testdata/rank"
+
+// TestRunJob: `cohort run` starts N ranks that find each other through the
+// rendezvous, forwards their output with the rank prefix and exits 0 when
+// every rank does (issue 5, item 2).
+func TestRunJob(t *testing.T) {
+	code, stdout, stderr := run(t, "run", "-n", "3", "--prefix", "--detector", "dbrr", "--fanout", "2", rankPkg)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	re := regexp.MustCompile(`(?m)^\[(\d)\] rank (\d) of 3 job \S+ detector "dbrr" fanout 2 table \S+$`)
+	m := re.FindAllStringSubmatch(stdout, -1)
+	if len(m) != 3 {
+		t.Fatalf("want 3 rank lines, got:\n%s", stdout)
+	}
+	for _, l := range m {
+		if l[1] != l[2] {
+			t.Fatalf("line of rank %s prefixed [%s]", l[2], l[1])
+		}
+	}
+}
+
+// TestRunFailedRanks: the exit status and message say which ranks failed
+// and how.
+func TestRunFailedRanks(t *testing.T) {
+	code, _, stderr := run(t, "run", "-n", "3", rankPkg, "--", "-fail-rank", "1", "-fail-code", "7")
+	if code != exitFailure || !strings.Contains(stderr, "cohort run: rank 1 failed: exit code 7") {
+		t.Fatalf("exit %d, stderr %q; want 1 and rank 1's exit code", code, stderr)
+	}
+	code, _, stderr = run(t, "run", "-n", "3", rankPkg, "-code", "2", "-fail-rank", "0", "-fail-code", "5")
+	if code != exitFailure || !strings.Contains(stderr, "3 of 3 ranks failed: rank 0: exit code 5; ranks 1, 2: exit code 2") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestRunKill: --kill crashes a rank with SIGKILL; the message names it as
+// killed by --kill, and with --abort-on-failure the job does not hang on
+// ranks that wait forever.
+func TestRunKill(t *testing.T) {
+	code, _, stderr := run(t, "run", "-n", "3", "--kill", "1@0s", "--abort-on-failure", rankPkg, "--", "-hold")
+	if code != exitFailure || !strings.Contains(stderr, "rank 1: killed by --kill (SIGKILL)") {
+		t.Fatalf("exit %d, stderr %q; want 1 and rank 1 killed by --kill", code, stderr)
+	}
+}
+
+// TestRunBadInput: every mistake is a clear error (issue 5, must show "bad
+// input"): status 2 for usage, 1 for a Go package that does not build.
+func TestRunBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--bogus", rankPkg}, exitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"run", rankPkg}, exitUsage, "-n 0: want 1 to 1024 ranks"},
+		{[]string{"run", "-n", "-2", rankPkg}, exitUsage, "-n -2"},
+		{[]string{"run", "-n", "2"}, exitUsage, "missing the PROGRAM"},
+		{[]string{"run", "-n", "2", "--"}, exitUsage, "missing the PROGRAM"},
+		{[]string{"run", "-n", "2", "./no/such/dir"}, exitUsage, "./no/such/dir: no such file or directory"},
+		{[]string{"run", "-n", "2", "no-such-command-anywhere"}, exitUsage, "not a file, a directory or a command in PATH"},
+		{[]string{"run", "-n", "2", "../../launch"}, exitUsage, "is not a main package"},
+		{[]string{"run", "-n", "2", "."}, exitUsage, "is not a main package"},
+		{[]string{"run", "-n", "2", "--kill", "2@1s", rankPkg}, exitUsage, "--kill 2@1s: rank 2 is out of range for -n 2 (0 to 1)"},
+		{[]string{"run", "-n", "2", "--kill", "1@soon", rankPkg}, exitUsage, `bad duration "soon"`},
+		{[]string{"run", "-n", "2", "--kill", "1", rankPkg}, exitUsage, "want RANK@DURATION"},
+		{[]string{"run", "-n", "2", "--kill", "x@1s", rankPkg}, exitUsage, `rank "x" is not a number`},
+		{[]string{"run", "-n", "2", "--kill", "1@-1s", rankPkg}, exitUsage, "negative duration"},
+		{[]string{"run", "-n", "2", "--detector", "swim", rankPkg}, exitUsage, `--detector "swim"`},
+		{[]string{"run", "-n", "2", "--fanout", "3", rankPkg}, exitUsage, "--fanout 3: want a power of two"},
+		{[]string{"run", "-n", "2", "../../launch/testdata/broken"}, exitFailure, "the Go package did not build"},
+	}
+	for _, c := range cases {
+		code, _, stderr := run(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	// The compiler's message is shown.
+	_, _, stderr := run(t, "run", "-n", "2", "../../launch/testdata/broken")
+	if !strings.Contains(stderr, `cannot use "not a number"`) {
+		t.Errorf("the build failure is not shown: %q", stderr)
+	}
+}
