@@ -68,10 +68,11 @@ func doublingAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 		return err
 	}
 	if newrank >= 0 {
+		scratch := make([]T, len(buf))
 		for mask := 1; mask < pof2; mask <<= 1 {
 			nr := newrank ^ mask
 			partner := rankOfNew(nr, rem)
-			in, err := sendrecvElems(c, partner, buf, partner, phaseMain, len(buf))
+			in, err := sendrecvElems(c, partner, buf, partner, phaseMain, scratch)
 			if err != nil {
 				return err
 			}
@@ -119,10 +120,11 @@ func ringAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 	}
 	blk := func(i int) []T { return buf[displs[i]:displs[i+1]] }
 	right, left := (r+1)%p, (r-1+p)%p
+	scratch := make([]T, displs[1]) // the largest block
 	for s := 0; s < p-1; s++ {
 		sb, rb := (r-s+p)%p, (r-s-1+p)%p
 		mine := blk(rb)
-		in, err := sendrecvElems(c, right, blk(sb), left, phaseMain, len(mine))
+		in, err := sendrecvElems(c, right, blk(sb), left, phaseMain, scratch[:len(mine)])
 		if err != nil {
 			return err
 		}

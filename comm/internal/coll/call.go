@@ -23,18 +23,26 @@ const (
 type call struct {
 	ctx        context.Context
 	t          Transport
+	eager      bool       // t's Send never waits for the receiver (EagerSender)
+	into       RecvIntoer // t receives into caller buffers, or nil
 	name       string
 	rank, size int
 	base       int   // seq·256
 	mismatch   error // first size disagreement with a peer (sticky)
+	tag        int   // tag of the exchange in progress
 }
 
 // begin takes the call's sequence number. It is called before any argument
 // check so that ranks stay in step on NextSeq even when a call fails early.
 func begin(ctx context.Context, t Transport, name string) *call {
 	seq := t.NextSeq()
-	return &call{ctx: ctx, t: t, name: name, rank: t.Rank(), size: t.Size(),
+	c := &call{ctx: ctx, t: t, name: name, rank: t.Rank(), size: t.Size(),
 		base: int(seq&(1<<54-1)) << 8}
+	if e, ok := t.(EagerSender); ok {
+		c.eager = e.EagerSend()
+	}
+	c.into, _ = t.(RecvIntoer)
+	return c
 }
 
 // errorf returns a bad-input error for this call, wrapping sentinel.
@@ -50,9 +58,17 @@ func (c *call) done(err error) error {
 	return c.mismatch
 }
 
+func (c *call) sendErr(to int, err error) error {
+	return fmt.Errorf("coll: %s: send to rank %d: %w", c.name, to, err)
+}
+
+func (c *call) recvErr(from int, err error) error {
+	return fmt.Errorf("coll: %s: recv from rank %d: %w", c.name, from, err)
+}
+
 func (c *call) send(to, phase int, data []byte) error {
 	if err := c.t.Send(c.ctx, to, c.base+phase, data); err != nil {
-		return fmt.Errorf("coll: %s: send to rank %d: %w", c.name, to, err)
+		return c.sendErr(to, err)
 	}
 	return nil
 }
@@ -60,31 +76,47 @@ func (c *call) send(to, phase int, data []byte) error {
 func (c *call) recv(from, phase int) ([]byte, error) {
 	b, err := c.t.Recv(c.ctx, from, c.base+phase)
 	if err != nil {
-		return nil, fmt.Errorf("coll: %s: recv from rank %d: %w", c.name, from, err)
+		return nil, c.recvErr(from, err)
 	}
 	return b, nil
 }
 
-// fit records a mismatch when a message from `from` has n bytes instead of
-// want, and returns the message truncated or zero-padded to want bytes so the
-// algorithm can go on (every peer still gets its messages: a disagreement is
-// reported, not turned into a hang).
-func (c *call) fit(from int, b []byte, want int) []byte {
-	if len(b) == want {
-		return b
-	}
-	if c.mismatch == nil {
+// note records a mismatch when a message from `from` has n bytes instead of
+// want. The algorithm goes on with the message trimmed or zero-padded, so
+// every peer still gets its messages: a disagreement is reported, not turned
+// into a hang.
+func (c *call) note(from, n, want int) {
+	if n != want && c.mismatch == nil {
 		c.mismatch = fmt.Errorf("%w: %s: rank %d sent %d bytes, this rank expected %d",
-			ErrCount, c.name, from, len(b), want)
+			ErrCount, c.name, from, n, want)
 	}
-	if len(b) > want {
+}
+
+// fit is note for a received slice, which it trims or pads to want bytes.
+func (c *call) fit(from int, b []byte, want int) []byte {
+	c.note(from, len(b), want)
+	switch {
+	case len(b) > want:
 		return b[:want]
+	case len(b) < want:
+		return append(b, make([]byte, want-len(b))...)
 	}
-	return append(b, make([]byte, want-len(b))...)
+	return b
 }
 
 // recvInto receives a message from `from` into dst.
 func (c *call) recvInto(from, phase int, dst []byte) error {
+	if c.into != nil {
+		n, err := c.into.RecvInto(c.ctx, from, c.base+phase, dst)
+		if err != nil {
+			return c.recvErr(from, err)
+		}
+		c.note(from, n, len(dst))
+		if n < len(dst) {
+			clear(dst[n:])
+		}
+		return nil
+	}
 	b, err := c.recv(from, phase)
 	if err != nil {
 		return err
@@ -93,22 +125,33 @@ func (c *call) recvInto(from, phase int, dst []byte) error {
 	return nil
 }
 
-// sendrecv sends sdata to `to` while receiving the next message from `from`
-// (an exchange: with a Transport whose Send waits for the receiver, sending
-// first on both sides would deadlock). A failure of either half cancels the
-// other, so the call never waits on a half that cannot finish.
-func (c *call) sendrecv(to int, sdata []byte, from, phase int) ([]byte, error) {
+// exchange sends sdata to `to` while receiving the next message from `from`
+// with recv. With an eager Transport it sends first; otherwise (a Send that
+// may wait for the receiver, where sending first on both sides would
+// deadlock) it sends from a second goroutine, and a failure of either half
+// cancels the other, so the call never waits on a half that cannot finish.
+// It returns only after the send has.
+func (c *call) exchange(to int, sdata []byte, from int, recv func(ctx context.Context) error) error {
+	if c.eager {
+		if err := c.t.Send(c.ctx, to, c.tagOf(), sdata); err != nil {
+			return c.sendErr(to, err)
+		}
+		if err := recv(c.ctx); err != nil {
+			return c.recvErr(from, err)
+		}
+		return nil
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	sent := make(chan error, 1)
 	go func() {
-		err := c.t.Send(ctx, to, c.base+phase, sdata)
+		err := c.t.Send(ctx, to, c.tagOf(), sdata)
 		if err != nil {
 			cancel()
 		}
 		sent <- err
 	}()
-	b, rerr := c.t.Recv(ctx, from, c.base+phase)
+	rerr := recv(ctx)
 	if rerr != nil {
 		cancel()
 	}
@@ -118,41 +161,82 @@ func (c *call) sendrecv(to int, sdata []byte, from, phase int) ([]byte, error) {
 	ownCancel := func(err error) bool { return errors.Is(err, context.Canceled) && c.ctx.Err() == nil }
 	switch {
 	case serr != nil && !ownCancel(serr):
-		return nil, fmt.Errorf("coll: %s: send to rank %d: %w", c.name, to, serr)
+		return c.sendErr(to, serr)
 	case rerr != nil:
-		return nil, fmt.Errorf("coll: %s: recv from rank %d: %w", c.name, from, rerr)
+		return c.recvErr(from, rerr)
 	case serr != nil:
-		return nil, fmt.Errorf("coll: %s: send to rank %d: %w", c.name, to, serr)
+		return c.sendErr(to, serr)
 	}
-	return b, nil
+	return nil
+}
+
+// tagOf is the tag of the exchange in progress (set by sendrecv*).
+func (c *call) tagOf() int { return c.tag }
+
+// sendrecv exchanges: sends sdata to `to`, returns the next message from
+// `from`.
+func (c *call) sendrecv(to int, sdata []byte, from, phase int) ([]byte, error) {
+	c.tag = c.base + phase
+	var b []byte
+	err := c.exchange(to, sdata, from, func(ctx context.Context) error {
+		var err error
+		b, err = c.t.Recv(ctx, from, c.tag)
+		return err
+	})
+	return b, err
 }
 
 // sendrecvInto is sendrecv receiving into dst.
 func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) error {
-	b, err := c.sendrecv(to, sdata, from, phase)
+	if c.into == nil {
+		b, err := c.sendrecv(to, sdata, from, phase)
+		if err != nil {
+			return err
+		}
+		copy(dst, c.fit(from, b, len(dst)))
+		return nil
+	}
+	c.tag = c.base + phase
+	n := 0
+	err := c.exchange(to, sdata, from, func(ctx context.Context) error {
+		var err error
+		n, err = c.into.RecvInto(ctx, from, c.tag, dst)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	copy(dst, c.fit(from, b, len(dst)))
+	c.note(from, n, len(dst))
+	if n < len(dst) {
+		clear(dst[n:])
+	}
 	return nil
 }
 
-// recvElems receives n elements of T from `from`.
-func recvElems[T Elem](c *call, from, phase, n int) ([]T, error) {
+// recvElems receives len(scratch) elements of T from `from`, into scratch
+// when the Transport can receive into a buffer.
+func recvElems[T Elem](c *call, from, phase int, scratch []T) ([]T, error) {
+	if c.into != nil {
+		return scratch, c.recvInto(from, phase, AsBytes(scratch))
+	}
 	b, err := c.recv(from, phase)
 	if err != nil {
 		return nil, err
 	}
-	return elems[T](c, from, b, n), nil
+	return elems[T](c, from, b, len(scratch)), nil
 }
 
-// sendrecvElems exchanges: sends s to `to`, receives n elements from `from`.
-func sendrecvElems[T Elem](c *call, to int, s []T, from, phase, n int) ([]T, error) {
+// sendrecvElems exchanges: sends s to `to`, receives len(scratch) elements
+// from `from` (into scratch when it can). s and scratch must not overlap.
+func sendrecvElems[T Elem](c *call, to int, s []T, from, phase int, scratch []T) ([]T, error) {
+	if c.into != nil {
+		return scratch, c.sendrecvInto(to, AsBytes(s), from, phase, AsBytes(scratch))
+	}
 	b, err := c.sendrecv(to, AsBytes(s), from, phase)
 	if err != nil {
 		return nil, err
 	}
-	return elems[T](c, from, b, n), nil
+	return elems[T](c, from, b, len(scratch)), nil
 }
 
 func elems[T Elem](c *call, from int, b []byte, n int) []T {

@@ -31,18 +31,40 @@ func newRNG(t testing.TB) *rand.Rand {
 // fails (it is never how a run is expected to end).
 const safetyNet = 20 * time.Second
 
+// plainTransport makes run hide the Endpoints' optional interfaces
+// (EagerSender, RecvIntoer), so that coll takes its fallback paths.
+var plainTransport bool
+
+// plain has only Transport's methods.
+type plain struct{ t Transport }
+
+func (p plain) Rank() int       { return p.t.Rank() }
+func (p plain) Size() int       { return p.t.Size() }
+func (p plain) NextSeq() uint64 { return p.t.NextSeq() }
+func (p plain) Send(ctx context.Context, to, tag int, data []byte) error {
+	return p.t.Send(ctx, to, tag, data)
+}
+func (p plain) Recv(ctx context.Context, from, tag int) ([]byte, error) {
+	return p.t.Recv(ctx, from, tag)
+}
+
 // newNet makes the communicators of run (a test may switch it to
 // colltest.NewSync; tests do not run in parallel).
 var newNet = colltest.New
 
 // run runs fn on every rank of a fresh p-rank in-memory communicator and
 // fails the test if any rank hit the safety net or left messages unreceived.
-func run(t *testing.T, p int, what string, fn func(ctx context.Context, ep *colltest.Endpoint) error) []error {
+func run(t *testing.T, p int, what string, fn func(ctx context.Context, ep Transport) error) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
 	defer cancel()
 	net := newNet(p)
-	errs := net.Run(func(ep *colltest.Endpoint) error { return fn(ctx, ep) })
+	errs := net.Run(func(ep *colltest.Endpoint) error {
+		if plainTransport {
+			return fn(ctx, plain{ep})
+		}
+		return fn(ctx, ep)
+	})
 	for r, err := range errs {
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s: rank %d hung until the safety net (%v): %v", what, r, safetyNet, err)
@@ -57,7 +79,7 @@ func run(t *testing.T, p int, what string, fn func(ctx context.Context, ep *coll
 }
 
 // runOK is run that also requires every rank to succeed.
-func runOK(t *testing.T, p int, what string, fn func(ctx context.Context, ep *colltest.Endpoint) error) {
+func runOK(t *testing.T, p int, what string, fn func(ctx context.Context, ep Transport) error) {
 	t.Helper()
 	for r, err := range run(t, p, what, fn) {
 		if err != nil {

@@ -181,45 +181,45 @@ func TestBadInput(t *testing.T) {
 	cases := []struct {
 		name string
 		want error
-		run  func(ctx context.Context, ep *colltest.Endpoint) error
+		run  func(ctx context.Context, ep Transport) error
 	}{
-		{"bcast root = size", ErrRoot, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"bcast root = size", ErrRoot, func(ctx context.Context, ep Transport) error {
 			return Bcast(ctx, ep, make([]int32, 3), p)
 		}},
-		{"reduce root < 0", ErrRoot, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"reduce root < 0", ErrRoot, func(ctx context.Context, ep Transport) error {
 			return Reduce(ctx, ep, make([]int32, 3), make([]int32, 3), sum, -1)
 		}},
-		{"gather root = size", ErrRoot, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"gather root = size", ErrRoot, func(ctx context.Context, ep Transport) error {
 			return Gather(ctx, ep, make([]int32, 3), make([]int32, 12), p)
 		}},
-		{"allreduce short recv", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"allreduce short recv", ErrCount, func(ctx context.Context, ep Transport) error {
 			return Allreduce(ctx, ep, make([]int32, 3), make([]int32, 2), sum)
 		}},
-		{"allreduce zero op", ErrOp, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"allreduce zero op", ErrOp, func(ctx context.Context, ep Transport) error {
 			return Allreduce(ctx, ep, make([]int32, 3), make([]int32, 3), zero)
 		}},
-		{"allgather recv not size × send", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"allgather recv not size × send", ErrCount, func(ctx context.Context, ep Transport) error {
 			return Allgather(ctx, ep, make([]int32, 3), make([]int32, 11))
 		}},
-		{"allgatherv counts too short", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"allgatherv counts too short", ErrCount, func(ctx context.Context, ep Transport) error {
 			return Allgatherv(ctx, ep, make([]int32, 1), make([]int32, 3), []int{1, 1, 1})
 		}},
-		{"allgatherv negative count", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"allgatherv negative count", ErrCount, func(ctx context.Context, ep Transport) error {
 			return Allgatherv(ctx, ep, make([]int32, 1), make([]int32, 1), []int{1, 1, 1, -2})
 		}},
-		{"alltoall not a multiple of size", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"alltoall not a multiple of size", ErrCount, func(ctx context.Context, ep Transport) error {
 			return Alltoall(ctx, ep, make([]int32, 6), make([]int32, 6))
 		}},
-		{"alltoallv counts do not add up", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"alltoallv counts do not add up", ErrCount, func(ctx context.Context, ep Transport) error {
 			return Alltoallv(ctx, ep, make([]int32, 5), []int{1, 1, 1, 1}, make([]int32, 4), []int{1, 1, 1, 1})
 		}},
-		{"reducescatter counts do not add up", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"reducescatter counts do not add up", ErrCount, func(ctx context.Context, ep Transport) error {
 			return ReduceScatter(ctx, ep, make([]int32, 7), make([]int32, 2), []int{2, 2, 2, 2}, sum)
 		}},
-		{"reducescatterblock send not size × recv", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"reducescatterblock send not size × recv", ErrCount, func(ctx context.Context, ep Transport) error {
 			return ReduceScatterBlock(ctx, ep, make([]int32, 7), make([]int32, 2), sum)
 		}},
-		{"scan short recv", ErrCount, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"scan short recv", ErrCount, func(ctx context.Context, ep Transport) error {
 			return Scan(ctx, ep, make([]int32, 2), make([]int32, 1), sum)
 		}},
 	}
@@ -236,21 +236,21 @@ func TestBadInput(t *testing.T) {
 	rootCases := []struct {
 		name      string
 		othersErr bool
-		run       func(ctx context.Context, ep *colltest.Endpoint) error
+		run       func(ctx context.Context, ep Transport) error
 	}{
-		{"gather short recv on root", false, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"gather short recv on root", false, func(ctx context.Context, ep Transport) error {
 			return Gather(ctx, ep, make([]int32, 2), make([]int32, 7), 1)
 		}},
-		{"gatherv counts do not add up on root", false, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"gatherv counts do not add up on root", false, func(ctx context.Context, ep Transport) error {
 			return Gatherv(ctx, ep, make([]int32, 1), make([]int32, 4), []int{1, 1, 1, 2}, 0)
 		}},
-		{"scatter long send on root", false, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"scatter long send on root", false, func(ctx context.Context, ep Transport) error {
 			return Scatter(ctx, ep, make([]int32, 9), make([]int32, 2), 3)
 		}},
-		{"scatterv bad counts on root", true, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"scatterv bad counts on root", true, func(ctx context.Context, ep Transport) error {
 			return Scatterv(ctx, ep, make([]int32, 4), []int{1, 1, -1, 3}, make([]int32, 1), 0)
 		}},
-		{"reduce short recv on root", false, func(ctx context.Context, ep *colltest.Endpoint) error {
+		{"reduce short recv on root", false, func(ctx context.Context, ep Transport) error {
 			return Reduce(ctx, ep, make([]int32, 3000), make([]int32, 2), sum, 2)
 		}},
 	}
@@ -279,7 +279,7 @@ func TestBadInput(t *testing.T) {
 // everywhere (no hang, no panic).
 func TestPeerDisagrees(t *testing.T) {
 	for _, p := range []int{2, 5, 8} {
-		errs := run(t, p, "bcast", func(ctx context.Context, ep *colltest.Endpoint) error {
+		errs := run(t, p, "bcast", func(ctx context.Context, ep Transport) error {
 			n := 10
 			if ep.Rank() == p-1 {
 				n = 7 // a leaf of every binomial tree rooted at 0
@@ -294,7 +294,7 @@ func TestPeerDisagrees(t *testing.T) {
 				t.Errorf("p=%d: rank %d: %v", p, r, err)
 			}
 		}
-		errs = run(t, p, "allgather", func(ctx context.Context, ep *colltest.Endpoint) error {
+		errs = run(t, p, "allgather", func(ctx context.Context, ep Transport) error {
 			n := 3
 			if ep.Rank() == 0 {
 				n = 4

@@ -79,6 +79,7 @@ func binomialReduce[T Elem](c *call, send, recv []T, op Op[T], root int) error {
 		acc = make([]T, len(send))
 	}
 	copy(acc, send)
+	scratch := make([]T, len(acc))
 	for mask := 1; mask < p; mask <<= 1 {
 		if v&mask != 0 {
 			if err := c.send(c.realFromRel(v-mask, treeRoot), phaseMain, AsBytes(acc)); err != nil {
@@ -87,7 +88,7 @@ func binomialReduce[T Elem](c *call, send, recv []T, op Op[T], root int) error {
 			break
 		}
 		if src := v | mask; src < p {
-			in, err := recvElems[T](c, c.realFromRel(src, treeRoot), phaseMain, len(acc))
+			in, err := recvElems(c, c.realFromRel(src, treeRoot), phaseMain, scratch)
 			if err != nil {
 				return err
 			}
@@ -186,7 +187,7 @@ func fold[T Elem](c *call, buf []T, op Op[T]) (newrank, pof2, rem int, err error
 	if r%2 == 0 {
 		return -1, pof2, rem, c.send(r+1, phaseFold, AsBytes(buf))
 	}
-	in, err := recvElems[T](c, r-1, phaseFold, len(buf))
+	in, err := recvElems(c, r-1, phaseFold, make([]T, len(buf)))
 	if err != nil {
 		return 0, pof2, rem, err
 	}
@@ -234,6 +235,7 @@ func halving[T Elem](c *call, buf []T, op Op[T]) (*halvingState, error) {
 		h.displs[i] = i*(n/pof2) + min(i, n%pof2)
 	}
 	lo, hi := 0, pof2
+	scratch := make([]T, h.displs[pof2/2]) // the largest half kept
 	for mask := 1; mask < pof2; mask <<= 1 {
 		nr := newrank ^ mask
 		partner := rankOfNew(nr, rem)
@@ -243,7 +245,7 @@ func halving[T Elem](c *call, buf []T, op Op[T]) (*halvingState, error) {
 			s.keep, s.give = s.give, s.keep
 		}
 		mine := span(h, buf, s.keep)
-		in, err := sendrecvElems(c, partner, span(h, buf, s.give), partner, phaseMain, len(mine))
+		in, err := sendrecvElems(c, partner, span(h, buf, s.give), partner, phaseMain, scratch[:len(mine)])
 		if err != nil {
 			return h, err
 		}

@@ -66,9 +66,10 @@ func reduceScatter[T Elem](c *call, send, recv []T, displs []int, op Op[T], alg 
 		// and combines the block rank − s sends it: p − 1 rounds, each rank
 		// sends n·(p−1)/p elements (the minimum).
 		copy(recv, send[displs[r]:displs[r+1]])
+		scratch := make([]T, len(recv))
 		for s := 1; s < p; s++ {
 			to, from := (r+s)%p, (r-s+p)%p
-			in, err := sendrecvElems(c, to, send[displs[to]:displs[to+1]], from, phaseMain, len(recv))
+			in, err := sendrecvElems(c, to, send[displs[to]:displs[to+1]], from, phaseMain, scratch)
 			if err != nil {
 				return err
 			}

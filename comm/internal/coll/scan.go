@@ -32,6 +32,7 @@ func scanChecked[T Elem](c *call, send, recv []T, op Op[T], inclusive bool) erro
 	partial := make([]T, n)
 	copy(partial, send)
 	have := inclusive // whether recv holds a value yet
+	scratch := make([]T, n)
 	if inclusive {
 		copy(recv, send)
 	}
@@ -40,7 +41,7 @@ func scanChecked[T Elem](c *call, send, recv []T, op Op[T], inclusive bool) erro
 		if dst >= c.size {
 			continue
 		}
-		in, err := sendrecvElems(c, dst, partial, dst, phaseMain, n)
+		in, err := sendrecvElems(c, dst, partial, dst, phaseMain, scratch)
 		if err != nil {
 			return err
 		}

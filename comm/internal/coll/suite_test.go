@@ -53,7 +53,7 @@ func checkBcast[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, gen
 		want := randVec(rng, n, gen)
 		out := make([][]T, p)
 		what := fmt.Sprintf("%s: bcast alg %d root %d", name, alg, root)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			buf := make([]T, n)
 			if ep.Rank() == root {
 				copy(buf, want)
@@ -83,7 +83,7 @@ func checkReduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc
 		want := refReduce(data, 0, p, oc.op)
 		var got []T
 		what := fmt.Sprintf("%s: reduce alg %d root %d", name, alg, root)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			send := slices.Clone(data[ep.Rank()])
 			var recv []T
 			if ep.Rank() == root {
@@ -110,7 +110,7 @@ func checkAllreduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int,
 		want := refReduce(data, 0, p, oc.op)
 		out := make([][]T, p)
 		what := fmt.Sprintf("%s: allreduce alg %d", name, alg)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			buf := slices.Clone(data[ep.Rank()])
 			out[ep.Rank()] = buf
 			if alg < 0 {
@@ -142,7 +142,7 @@ func checkGatherScatter[T Elem](t *testing.T, rng *rand.Rand, name string, p int
 		}
 		what := fmt.Sprintf("%s: gather k=%d root %d", name, k, root)
 		var got []T
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			var recv []T
 			if ep.Rank() == root {
 				recv = make([]T, p*k)
@@ -154,7 +154,7 @@ func checkGatherScatter[T Elem](t *testing.T, rng *rand.Rand, name string, p int
 
 		what = fmt.Sprintf("%s: scatter k=%d root %d", name, k, root)
 		out := make([][]T, p)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			var send []T
 			if ep.Rank() == root {
 				send = all
@@ -170,7 +170,7 @@ func checkGatherScatter[T Elem](t *testing.T, rng *rand.Rand, name string, p int
 		all = randVec(rng, displs[p], gen)
 		what = fmt.Sprintf("%s: gatherv counts=%v root %d", name, counts, root)
 		got = nil
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			r := ep.Rank()
 			var recv []T
 			var cs []int
@@ -184,7 +184,7 @@ func checkGatherScatter[T Elem](t *testing.T, rng *rand.Rand, name string, p int
 		equal(t, what, root, got, all)
 
 		what = fmt.Sprintf("%s: scatterv counts=%v root %d", name, counts, root)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			r := ep.Rank()
 			var send []T
 			var cs []int
@@ -217,7 +217,7 @@ func checkAllgather[T Elem](t *testing.T, rng *rand.Rand, name string, p int, ge
 			all := randVec(rng, displs[p], gen)
 			out := make([][]T, p)
 			what := fmt.Sprintf("%s: allgather alg %d counts %v", name, alg, counts)
-			runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+			runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 				r := ep.Rank()
 				send := all[displs[r]:displs[r+1]]
 				out[r] = make([]T, displs[p])
@@ -259,7 +259,7 @@ func checkAlltoall[T Elem](t *testing.T, rng *rand.Rand, name string, p int, gen
 		}
 		out := make([][]T, p)
 		what := fmt.Sprintf("%s: alltoall variable=%v k=%d", name, variable, k)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			r := ep.Rank()
 			var send []T
 			sc, rc := make([]int, p), make([]int, p)
@@ -303,7 +303,7 @@ func checkReduceScatter[T Elem](t *testing.T, rng *rand.Rand, name string, p int
 		want := refReduce(data, 0, p, oc.op)
 		out := make([][]T, p)
 		what := fmt.Sprintf("%s: reducescatter alg %d counts %v", name, alg, counts)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			r := ep.Rank()
 			out[r] = make([]T, counts[r])
 			switch alg {
@@ -330,7 +330,7 @@ func checkScan[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc o
 		sentinel := randVec(rng, n, oc.gen)
 		out := make([][]T, p)
 		what := fmt.Sprintf("%s: scan inclusive=%v", name, inclusive)
-		runOK(t, p, what, func(ctx context.Context, ep *colltest.Endpoint) error {
+		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			r := ep.Rank()
 			out[r] = slices.Clone(sentinel)
 			if inclusive {
@@ -399,4 +399,14 @@ func TestCollectivesRendezvous(t *testing.T) {
 	defer func() { newNet = colltest.New }()
 	g := smallInt[int64](-100, 100)
 	suite(t, 3, g, []opCase[int64]{{Sum[int64](), g}, {matMul2x2(), g}})
+}
+
+// TestCollectivesPlainTransport runs a suite over a Transport without the
+// optional interfaces: exchanges send from a second goroutine and messages
+// arrive through Recv (the fallback paths).
+func TestCollectivesPlainTransport(t *testing.T) {
+	plainTransport = true
+	defer func() { plainTransport = false }()
+	g := smallInt[float64](-8, 8)
+	suite(t, 3, g, []opCase[float64]{{Sum[float64](), g}, {Max[float64](), g}})
 }

@@ -36,6 +36,27 @@ type Transport interface {
 	NextSeq() uint64
 }
 
+// EagerSender is an optional interface of a Transport. EagerSend reports
+// true when Send never waits for the receiver to take part — it buffers the
+// message or hands it to a connection whose reader drains it whether or not
+// a receive is posted — though it may wait for room in a queue. coll then
+// does an exchange (both partners send and receive) by sending first and
+// receiving next, on the calling goroutine; otherwise it sends from a second
+// goroutine while receiving.
+type EagerSender interface {
+	EagerSend() bool
+}
+
+// RecvIntoer is an optional interface of a Transport that can receive into a
+// buffer the caller provides, saving the allocation and the copy of Recv.
+// RecvInto receives the next message from rank `from` with tag `tag` into
+// buf and returns the message's length n; a message longer than buf fills
+// buf and reports its full length (n > len(buf)) without an error (coll
+// reports the mismatch itself). Errors and cancellation are as for Recv.
+type RecvIntoer interface {
+	RecvInto(ctx context.Context, from, tag int, buf []byte) (n int, err error)
+}
+
 // Sentinel errors for bad input. They are returned wrapped (use errors.Is)
 // with the offending values in the message, before any message is sent when
 // the caller's own arguments are inconsistent, or after the collective when a

@@ -121,7 +121,10 @@ type message struct {
 	taken chan struct{} // closed by Recv (sync nets only)
 }
 
-// Endpoint is one rank's view of a Net; it implements coll.Transport.
+// Endpoint is one rank's view of a Net; it implements coll.Transport and its
+// optional interfaces coll.EagerSender and coll.RecvIntoer (hide them by
+// embedding the Endpoint in a struct that has only Transport's methods, to
+// test the fallbacks).
 type Endpoint struct {
 	net  *Net
 	rank int
@@ -191,6 +194,20 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// EagerSend implements coll.EagerSender: true unless the Net was made with
+// NewSync.
+func (e *Endpoint) EagerSend() bool { return !e.net.sync }
+
+// RecvInto implements coll.RecvIntoer.
+func (e *Endpoint) RecvInto(ctx context.Context, from, tag int, buf []byte) (int, error) {
+	msg, err := e.Recv(ctx, from, tag)
+	if err != nil {
+		return 0, err
+	}
+	copy(buf, msg)
+	return len(msg), nil
 }
 
 // Recv implements coll.Transport.
