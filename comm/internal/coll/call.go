@@ -29,7 +29,6 @@ type call struct {
 	rank, size int
 	base       int   // seq·256
 	mismatch   error // first size disagreement with a peer (sticky)
-	tag        int   // tag of the exchange in progress
 }
 
 // begin takes the call's sequence number. It is called before any argument
@@ -131,9 +130,9 @@ func (c *call) recvInto(from, phase int, dst []byte) error {
 // deadlock) it sends from a second goroutine, and a failure of either half
 // cancels the other, so the call never waits on a half that cannot finish.
 // It returns only after the send has.
-func (c *call) exchange(to int, sdata []byte, from int, recv func(ctx context.Context) error) error {
+func (c *call) exchange(to int, sdata []byte, from, tag int, recv func(ctx context.Context) error) error {
 	if c.eager {
-		if err := c.t.Send(c.ctx, to, c.tagOf(), sdata); err != nil {
+		if err := c.t.Send(c.ctx, to, tag, sdata); err != nil {
 			return c.sendErr(to, err)
 		}
 		if err := recv(c.ctx); err != nil {
@@ -145,7 +144,7 @@ func (c *call) exchange(to int, sdata []byte, from int, recv func(ctx context.Co
 	defer cancel()
 	sent := make(chan error, 1)
 	go func() {
-		err := c.t.Send(ctx, to, c.tagOf(), sdata)
+		err := c.t.Send(ctx, to, tag, sdata)
 		if err != nil {
 			cancel()
 		}
@@ -170,17 +169,14 @@ func (c *call) exchange(to int, sdata []byte, from int, recv func(ctx context.Co
 	return nil
 }
 
-// tagOf is the tag of the exchange in progress (set by sendrecv*).
-func (c *call) tagOf() int { return c.tag }
-
 // sendrecv exchanges: sends sdata to `to`, returns the next message from
 // `from`.
 func (c *call) sendrecv(to int, sdata []byte, from, phase int) ([]byte, error) {
-	c.tag = c.base + phase
+	tag := c.base + phase
 	var b []byte
-	err := c.exchange(to, sdata, from, func(ctx context.Context) error {
+	err := c.exchange(to, sdata, from, tag, func(ctx context.Context) error {
 		var err error
-		b, err = c.t.Recv(ctx, from, c.tag)
+		b, err = c.t.Recv(ctx, from, tag)
 		return err
 	})
 	return b, err
@@ -196,11 +192,11 @@ func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) e
 		copy(dst, c.fit(from, b, len(dst)))
 		return nil
 	}
-	c.tag = c.base + phase
+	tag := c.base + phase
 	n := 0
-	err := c.exchange(to, sdata, from, func(ctx context.Context) error {
+	err := c.exchange(to, sdata, from, tag, func(ctx context.Context) error {
 		var err error
-		n, err = c.into.RecvInto(ctx, from, c.tag, dst)
+		n, err = c.into.RecvInto(ctx, from, tag, dst)
 		return err
 	})
 	if err != nil {

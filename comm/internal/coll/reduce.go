@@ -95,13 +95,19 @@ func binomialReduce[T Elem](c *call, send, recv []T, op Op[T], root int) error {
 			op.left(acc, in)
 		}
 	}
-	if treeRoot != root {
-		switch c.rank {
-		case treeRoot:
-			return c.send(root, phaseHop, AsBytes(acc))
-		case root:
-			return c.recvInto(treeRoot, phaseHop, AsBytes(recv))
-		}
+	return hop(c, treeRoot, root, acc, recv)
+}
+
+// hop moves a reduction's result from the rank that holds it to root's recv.
+func hop[T Elem](c *call, holder, root int, result, recv []T) error {
+	if holder == root {
+		return nil
+	}
+	switch c.rank {
+	case holder:
+		return c.send(root, phaseHop, AsBytes(result))
+	case root:
+		return c.recvInto(holder, phaseHop, AsBytes(recv))
 	}
 	return nil
 }
@@ -139,15 +145,7 @@ func rabenseifnerReduce[T Elem](c *call, send, recv []T, op Op[T], root int) err
 			}
 		}
 	}
-	if proxy != root {
-		switch c.rank {
-		case proxy:
-			return c.send(root, phaseHop, AsBytes(buf))
-		case root:
-			return c.recvInto(proxy, phaseHop, AsBytes(recv))
-		}
-	}
-	return nil
+	return hop(c, proxy, root, buf, recv)
 }
 
 // halvingState is what halving leaves: this rank's place among the pof2
