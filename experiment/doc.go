@@ -47,7 +47,8 @@
 //     stabilization time T_s of the real member machines after one crash
 //     against n for a = 2, 4, 8, on constant-latency (TCP and BG/L
 //     parameters), 3D-torus and switch-contention networks, beside the
-//     base, distance and contention models of package model. It stops at
-//     the largest n whose worlds fit --mem-budget (16,384 by default):
-//     member keeps one copy of the view per node.
+//     base, distance and contention models of package model, from n = 4
+//     to 65,536 (a world is O(n): about 1 KB per member, the machines of
+//     a job share their views); --mem-budget caps n if a sweep would not
+//     fit.
 package experiment
