@@ -2,6 +2,28 @@ package coll
 
 import "context"
 
+// Alltoall's switch: blocks of at most AlltoallShortBytes with at least
+// AlltoallMinRanks ranks use Bruck's algorithm (⌈log₂p⌉ rounds of about
+// p/2 blocks each), others pairwise exchange (p − 1 rounds of one block).
+const (
+	AlltoallShortBytes = 256
+	AlltoallMinRanks   = 8
+)
+
+type alltoallAlg int
+
+const (
+	alltoallPairwise alltoallAlg = iota
+	alltoallBruck
+)
+
+func pickAlltoall(blockBytes, p int) alltoallAlg {
+	if blockBytes <= AlltoallShortBytes && p >= AlltoallMinRanks {
+		return alltoallBruck
+	}
+	return alltoallPairwise
+}
+
 // Alltoall sends block j of every rank i's send to block i of rank j's recv:
 // send and recv have Size·k elements on every rank, for one k.
 func Alltoall[T Elem](ctx context.Context, t Transport, send, recv []T) error {
@@ -11,11 +33,56 @@ func Alltoall[T Elem](ctx context.Context, t Transport, send, recv []T) error {
 			len(send), len(recv), c.size)
 	}
 	k := len(send) / c.size * SizeOf[T]()
+	return c.done(alltoallBytes(c, AsBytes(send), AsBytes(recv), k, pickAlltoall(k, c.size)))
+}
+
+func alltoallBytes(c *call, send, recv []byte, k int, alg alltoallAlg) error {
+	if alg == alltoallBruck {
+		return bruckAlltoall(c, send, recv, k)
+	}
 	displs := make([]int, c.size+1)
 	for i := range displs {
 		displs[i] = i * k
 	}
-	return c.done(pairwiseAlltoall(c, AsBytes(send), displs, AsBytes(recv), displs))
+	return pairwiseAlltoall(c, send, displs, recv, displs)
+}
+
+// bruckAlltoall is Bruck's all-to-all for blocks of k bytes: rotate the
+// blocks so that position j holds the block for rank + j; in step d = 2ᵏ
+// send every block whose position has bit d set to rank + d (packed in one
+// message) and put the ones from rank − d in the same positions; position j
+// then holds rank − j's block for this rank. ⌈log₂p⌉ rounds instead of
+// p − 1, at the price of moving each block up to ⌈log₂p⌉ times.
+func bruckAlltoall(c *call, send, recv []byte, k int) error {
+	p, r := c.size, c.rank
+	tmp := make([]byte, p*k)
+	copy(tmp, send[r*k:])
+	copy(tmp[(p-r)*k:], send[:r*k])
+	pack := make([]byte, 0, (p+1)/2*k)
+	in := make([]byte, (p+1)/2*k)
+	for d := 1; d < p; d <<= 1 {
+		pack = pack[:0]
+		for j := d; j < p; j++ {
+			if j&d != 0 {
+				pack = append(pack, tmp[j*k:(j+1)*k]...)
+			}
+		}
+		got := in[:len(pack)]
+		if err := c.sendrecvInto((r+d)%p, pack, (r-d+p)%p, phaseMain, got); err != nil {
+			return err
+		}
+		for j, o := d, 0; j < p; j++ {
+			if j&d != 0 {
+				copy(tmp[j*k:(j+1)*k], got[o:o+k])
+				o += k
+			}
+		}
+	}
+	for j := 0; j < p; j++ {
+		from := (r - j + p) % p
+		copy(recv[from*k:(from+1)*k], tmp[j*k:(j+1)*k])
+	}
+	return nil
 }
 
 // Alltoallv is Alltoall with per-pair lengths: this rank sends

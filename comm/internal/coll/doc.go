@@ -57,7 +57,9 @@
 //	            bcast, 2·⌈log₂p⌉ rounds and the whole vector through root).
 //	Alltoall,   pairwise exchange: in step s = 1…p−1 send to rank+s, receive
 //	Alltoallv   from rank−s: p−1 rounds, one message per link per round
-//	            (Table 1: asynchronous rotation).
+//	            (Table 1: asynchronous rotation). Alltoall with blocks of
+//	            ≤ AlltoallShortBytes (256 B) and p ≥ AlltoallMinRanks (8):
+//	            Bruck, ⌈log₂p⌉ rounds of ≈ p/2 blocks.
 //	ReduceScatter, ReduceScatterBlock
 //	            commutative op and total ≥ ReduceScatterLongBytes (64 KiB):
 //	            pairwise exchange, p−1 rounds, n·(p−1)/p sent per rank;

@@ -92,6 +92,10 @@ func failCases() []failCase {
 		{"alltoall", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
 			return Alltoall(ctx, ep, make([]float64, n*ep.Size()), make([]float64, n*ep.Size()))
 		}, everyone},
+		{"alltoall-bruck", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+			c := begin(ctx, ep, "alltoall")
+			return c.done(alltoallBytes(c, make([]byte, n*ep.Size()), make([]byte, n*ep.Size()), n, alltoallBruck))
+		}, everyone},
 		{"reducescatter-pairwise", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
 			c := begin(ctx, ep, "reducescatter")
 			displs := make([]int, ep.Size()+1)

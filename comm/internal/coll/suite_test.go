@@ -244,7 +244,8 @@ func checkAllgather[T Elem](t *testing.T, rng *rand.Rand, name string, p int, ge
 
 func checkAlltoall[T Elem](t *testing.T, rng *rand.Rand, name string, p int, gen func(*rand.Rand) T) {
 	// m[i][j]: the block rank i sends rank j.
-	for _, variable := range []bool{false, true} {
+	for _, alg := range []alltoallAlg{alltoallPairwise, alltoallBruck, -1, -2} {
+		variable := alg == -2
 		k := randCount(rng, p) % 20
 		m := make([][][]T, p)
 		for i := range m {
@@ -258,7 +259,7 @@ func checkAlltoall[T Elem](t *testing.T, rng *rand.Rand, name string, p int, gen
 			}
 		}
 		out := make([][]T, p)
-		what := fmt.Sprintf("%s: alltoall variable=%v k=%d", name, variable, k)
+		what := fmt.Sprintf("%s: alltoall alg %d k=%d", name, alg, k)
 		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
 			r := ep.Rank()
 			var send []T
@@ -268,10 +269,14 @@ func checkAlltoall[T Elem](t *testing.T, rng *rand.Rand, name string, p int, gen
 				sc[j], rc[j] = len(m[r][j]), len(m[j][r])
 			}
 			out[r] = make([]T, sum(rc))
-			if variable {
+			switch alg {
+			case -2:
 				return Alltoallv(ctx, ep, send, sc, out[r], rc)
+			case -1:
+				return Alltoall(ctx, ep, send, out[r])
 			}
-			return Alltoall(ctx, ep, send, out[r])
+			c := begin(ctx, ep, "alltoall")
+			return c.done(alltoallBytes(c, AsBytes(send), AsBytes(out[r]), k*SizeOf[T](), alg))
 		})
 		for r := range out {
 			var want []T
