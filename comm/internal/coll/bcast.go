@@ -5,7 +5,7 @@ import "context"
 // Thresholds of the algorithm choices, in bytes of one rank's buffer unless
 // said otherwise. They follow MPICH's defaults (Thakur, Rabenseifner and
 // Gropp, "Optimization of Collective Communication Operations in MPICH",
-// 2005), which P2P-MPI's Table 1 also cites; see the package doc.
+// 2005); see the package doc.
 const (
 	// BcastShortBytes: below it (or with fewer than BcastMinRanks ranks)
 	// Bcast uses a binomial tree.

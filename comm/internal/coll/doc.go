@@ -73,8 +73,11 @@
 //
 // Exchanges (both partners send and receive in the same round) send from a
 // second goroutine while receiving, so no algorithm relies on the Transport
-// buffering a Send; the tests run every algorithm over a rendezvous
-// transport too.
+// buffering a Send (the tests run every algorithm over a rendezvous
+// transport too); a Transport that says its sends never wait for the
+// receiver (EagerSender) gets the cheaper send-then-receive on one
+// goroutine, and one that receives into a given buffer (RecvIntoer) gets its
+// messages written in place, without an allocation and a copy per message.
 //
 // # Operators and order
 //
