@@ -16,7 +16,9 @@ import (
 	"github.com/cohort-mp/cohort/fd"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/stable"
 	"github.com/cohort-mp/cohort/transport/tcp"
+	"github.com/cohort-mp/cohort/vsync"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -58,6 +60,10 @@ type NodeOptions struct {
 	Events io.Writer
 	// Logger receives the host's and the transport's logs; nil discards.
 	Logger *slog.Logger
+	// Multicast, if not nil, adds the multicast workload layer (stability
+	// detection, view-synchronous multicast and a load generator; see
+	// [MulticastOptions]). RunNode reads it from [MulticastEnv] when nil.
+	Multicast *MulticastOptions
 	// Supervisor, if not nil, makes the node supervised: after it listens
 	// it writes a [Listening] event and waits for a line "start" on
 	// Supervisor before it starts its machines; later lines
@@ -125,18 +131,30 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 	if err != nil {
 		return nil, err
 	}
+	layers := []core.Machine{d, &timedMember{m: m}, newProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)}
+	if opts.Multicast != nil {
+		stableView := members
+		if opts.Join {
+			stableView = []core.NodeID{self} // until its first view
+		}
+		ml, err := newMulticastLayer(*opts.Multicast, stableView)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, ml)
+	}
 	return &Node{
-		Stack:    core.NewStack(d, &timedMember{m: m}, newProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)),
+		Stack:    core.NewStack(layers...),
 		Member:   m,
 		Detector: d,
 	}, nil
 }
 
-// NewCodec returns a codec with every kind a node sends: fd's, member's and
-// the probe layer's.
+// NewCodec returns a codec with every kind a node sends: fd's, member's,
+// the probe layer's, stable's and vsync's.
 func NewCodec() (*wire.Codec, error) {
 	c := wire.NewCodec()
-	for _, reg := range []func(*wire.Codec) error{fd.RegisterCodecs, member.RegisterCodecs, RegisterProbeCodecs} {
+	for _, reg := range []func(*wire.Codec) error{fd.RegisterCodecs, member.RegisterCodecs, RegisterProbeCodecs, stable.RegisterCodecs, vsync.RegisterCodecs} {
 		if err := reg(c); err != nil {
 			return nil, err
 		}
@@ -148,6 +166,13 @@ func NewCodec() (*wire.Codec, error) {
 // its supervisor's stream ends). It returns nil after an orderly stop, and
 // writes a final [Exit] event then.
 func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
+	if opts.Multicast == nil {
+		mo, err := MulticastFromEnv(os.Getenv)
+		if err != nil {
+			return err
+		}
+		opts.Multicast = mo
+	}
 	node, err := NewNode(boot.Self, boot.IDs(), opts)
 	if err != nil {
 		return err

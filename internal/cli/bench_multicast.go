@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/stable"
+)
+
+func init() {
+	registerBench(&benchmark{
+		name:    "multicast",
+		summary: "view-synchronous reliable multicast: throughput, latency and stability-driven buffers",
+		help: `Bench runs a benchmark on real processes ('cohort node') over TCP on
+127.0.0.1. The multicast benchmark:
+
+It starts -n processes, each running the failure detector, the membership
+service, a stability detector (package stable, --protocol) and the
+view-synchronous reliable multicast (package vsync) under a load generator
+that multicasts --rate messages of --size bytes per second. Every process
+delivers every message; a message is freed once the stability detector
+reports that every member holds it, and a sender stops while --window of
+its own messages are unstable.
+
+After --warmup, the steady phase runs for --duration with every process
+alive. Then --kill processes (random, never the membership root) get
+SIGKILL; the "kill" phase runs for --after from the kill and includes the
+detection, the membership view change and the flush, in which the
+survivors agree on what the dead delivered before they move on.
+
+For each phase the table gives the multicasts per second of the whole
+group, the messages (and payload MB) each process delivered per second,
+the delivery latency of other processes' messages (send time stamp in the
+payload → delivery, median and 99th percentile within 10%), the peak
+number of messages and bytes a process held (exact, since it started),
+the mean held at each report, and the retransmissions. The kill phase adds
+the time until every survivor's application had the new view, the longest
+flush, and whether every survivor delivered the same messages in the old
+view (count and digest of each view's deliveries, compared across
+survivors; the benchmark fails otherwise).
+
+Examples:
+  cohort bench multicast -n 16 --duration 60s --kill 1
+  cohort bench multicast -n 8 --rate 500 --size 1024 --duration 20s --kill 0`,
+		run: runBenchMulticast,
+	})
+}
+
+func runBenchMulticast(ctx context.Context, c *call) error {
+	fs := c.newFlags()
+	o := cluster.DefaultMulticastOptions()
+	cfg := cluster.MulticastBenchConfig{Detector: cluster.DetectorBRR}
+	fs.IntVar(&cfg.N, "n", 16, "number of `processes`")
+	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "length of the steady phase")
+	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "time before the steady phase is measured")
+	fs.IntVar(&cfg.Kill, "kill", 1, "processes to kill after the steady phase (0: none)")
+	fs.DurationVar(&cfg.After, "after", 0, "length of the kill phase, from the kill (default: --duration, at least 5s)")
+	fs.Float64Var(&o.Rate, "rate", o.Rate, "multicasts per second of each process")
+	fs.IntVar(&o.Size, "size", o.Size, "payload `bytes` of a message (at least 16)")
+	fs.IntVar(&o.Window, "window", o.Window, "flow-control window: unstable own `messages` a process may have")
+	fs.DurationVar(&o.Period, "period", o.Period, "stability round period and resend interval")
+	fs.TextVar(&o.Protocol, "protocol", stable.CubeFullDist, "stability `protocol`: coord, fulldist, scoord or cubefulldist")
+	fs.IntVar(&cfg.Fanout, "fanout", 4, "membership radix tree fan-out")
+	fs.TextVar(&cfg.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "`seed` of the victims and of the nodes")
+	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory`")
+	if err := c.parse(fs, c.args, 0); err != nil {
+		return err
+	}
+	cfg.Options = o
+	switch {
+	case cfg.N < 2 || cfg.N > maxClusterNodes:
+		return usagef("-n %d: want 2 to %d processes", cfg.N, maxClusterNodes)
+	case cfg.Kill < 0 || cfg.Kill > cfg.N-2:
+		return usagef("--kill %d: want 0 to %d (n-2)", cfg.Kill, cfg.N-2)
+	case cfg.Duration <= 0:
+		return usagef("--duration must be positive")
+	case cluster.MemberConfig(cfg.Fanout).Validate() != nil:
+		return usagef("--fanout %d: want a power of two", cfg.Fanout)
+	}
+	if err := o.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	cfg.Log = c.stderr
+	start := time.Now()
+	phases, err := cluster.RunMulticastBench(ctx, cfg)
+	writeMulticastTable(c.stdout, cfg, phases)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "(%.0f s; cohort bench multicast -n %d --duration %v --kill %d --rate %g --size %d --window %d --period %v --protocol %v --seed %d)\n",
+		time.Since(start).Seconds(), cfg.N, cfg.Duration, cfg.Kill, o.Rate, o.Size, o.Window, o.Period, o.Protocol, cfg.Seed)
+	return nil
+}
+
+func writeMulticastTable(w io.Writer, cfg cluster.MulticastBenchConfig, phases []cluster.MulticastPhase) {
+	if len(phases) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "multicast: %d processes, %g msg/s × %d B each, window %d, %v every %v\n",
+		cfg.N, cfg.Options.Rate, cfg.Options.Size, cfg.Options.Window, cfg.Options.Protocol, cfg.Options.Period)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tnodes\tspan\tgroup msg/s\tdeliv/s/node\tMB/s/node\tp50\tp99\tmax\tpeak msgs\tpeak KiB\tmean held\tresent\tthrottled\t")
+	for _, p := range phases {
+		fmt.Fprintf(tw, "%s\t%d\t%.1fs\t%.0f\t%.0f\t%.2f\t%v\t%v\t%v\t%d\t%.0f\t%.1f\t%d\t%d\t\n",
+			p.Name, p.Nodes, p.Duration.Seconds(), p.SentRate, p.DeliveredRate, p.DeliveredMBps,
+			round(p.P50), round(p.P99), round(p.Max), p.PeakBuffered, float64(p.PeakBytes)/1024, p.MeanBuffered, p.Resent, p.Throttled)
+	}
+	tw.Flush()
+	for _, p := range phases {
+		if p.Name != "kill" {
+			continue
+		}
+		same := "IDENTICAL"
+		if !p.Agreed {
+			same = "DIFFERENT"
+		}
+		ids := make([]string, len(p.Killed))
+		for i, id := range p.Killed {
+			ids[i] = id.String()
+		}
+		fmt.Fprintf(w, "killed %s: every survivor's application in the new view %v after the kill (longest flush %v); deliveries of the old view across %d view changes: %s\n",
+			strings.Join(ids, ","), round(p.ViewChange), round(p.Flush), p.Moves, same)
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= 10*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
+}

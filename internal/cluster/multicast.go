@@ -1,0 +1,345 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/stable"
+	"github.com/cohort-mp/cohort/vsync"
+)
+
+// The multicast workload of a node: the stability detector (package
+// stable) and the view-synchronous multicast (package vsync) run as one
+// more layer of the node's stack, under a load generator that multicasts
+// at a fixed rate and measures what it delivers. It backs `cohort bench
+// multicast` and its test.
+//
+// The layer is an inner core.Stack (stability detector behind
+// vsync.HideFailures, vsync, load generator) whose events stay inside:
+// only vsync.ViewChanged (with the count and digest of what the node
+// delivered in the view it left) and a periodic [MulticastReport] reach
+// the node's event stream, so the stream costs nothing per message.
+
+// MulticastEnv is the environment variable that turns a node's multicast
+// workload on (see [MulticastOptions.String] for its format). The
+// orchestrator sets it through JobConfig.Env, so `cohort node` needs no
+// flag for it.
+const MulticastEnv = "COHORT_MULTICAST"
+
+// ErrMulticast is wrapped by the errors of [ParseMulticastOptions] and
+// [MulticastOptions.Validate].
+var ErrMulticast = errors.New("cluster: bad multicast options")
+
+// MulticastOptions configure a node's multicast workload.
+type MulticastOptions struct {
+	// Rate is how many messages per second this node multicasts (0: it
+	// only receives). The generator offers them every millisecond or so;
+	// while more than Window of its messages wait for the flow-control
+	// window it skips its turn (counted in MulticastReport.Throttled)
+	// rather than queue without bound.
+	Rate float64
+	// Size is the payload size in bytes (at least 16: a send time stamp
+	// and a counter).
+	Size int
+	// Window is vsync's flow-control window (Config.Window), in messages.
+	Window int
+	// Period is the stability detector's round period and resend interval.
+	Period time.Duration
+	// Protocol is the stability-detection protocol.
+	Protocol stable.Protocol
+	// Report is the interval between two [MulticastReport] events.
+	Report time.Duration
+}
+
+// DefaultMulticastOptions: 100 messages of 256 bytes per second and node,
+// a window of 1,024 messages, CubeFullDist rounds every 50 ms, a report
+// every second.
+func DefaultMulticastOptions() MulticastOptions {
+	return MulticastOptions{Rate: 100, Size: 256, Window: 1024, Period: 50 * time.Millisecond, Protocol: stable.CubeFullDist, Report: time.Second}
+}
+
+// Validate reports the first invalid field, wrapping [ErrMulticast].
+func (o MulticastOptions) Validate() error {
+	switch {
+	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
+		return fmt.Errorf("%w: rate %v", ErrMulticast, o.Rate)
+	case o.Size < payloadHeader || o.Size > vsync.DefaultConfig().MaxPayload:
+		return fmt.Errorf("%w: size %d, want %d to %d bytes", ErrMulticast, o.Size, payloadHeader, vsync.DefaultConfig().MaxPayload)
+	case o.Window < 1:
+		return fmt.Errorf("%w: window %d", ErrMulticast, o.Window)
+	case o.Period <= 0:
+		return fmt.Errorf("%w: period %v", ErrMulticast, o.Period)
+	case !o.Protocol.Valid():
+		return fmt.Errorf("%w: protocol %d", ErrMulticast, int(o.Protocol))
+	case o.Report <= 0:
+		return fmt.Errorf("%w: report interval %v", ErrMulticast, o.Report)
+	}
+	return nil
+}
+
+// String renders o as ParseMulticastOptions reads it:
+// "rate=100,size=256,window=1024,period=50ms,protocol=cubefulldist,report=1s".
+func (o MulticastOptions) String() string {
+	return fmt.Sprintf("rate=%s,size=%d,window=%d,period=%v,protocol=%v,report=%v",
+		strconv.FormatFloat(o.Rate, 'g', -1, 64), o.Size, o.Window, o.Period, o.Protocol, o.Report)
+}
+
+// ParseMulticastOptions reads comma-separated key=value pairs (keys rate,
+// size, window, period, protocol, report) over the defaults.
+func ParseMulticastOptions(s string) (MulticastOptions, error) {
+	o := DefaultMulticastOptions()
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return o, fmt.Errorf("%w: %q is not key=value", ErrMulticast, kv)
+		}
+		var err error
+		switch k {
+		case "rate":
+			o.Rate, err = strconv.ParseFloat(v, 64)
+		case "size":
+			o.Size, err = strconv.Atoi(v)
+		case "window":
+			o.Window, err = strconv.Atoi(v)
+		case "period":
+			o.Period, err = time.ParseDuration(v)
+		case "protocol":
+			o.Protocol, err = stable.ParseProtocol(v)
+		case "report":
+			o.Report, err = time.ParseDuration(v)
+		default:
+			return o, fmt.Errorf("%w: unknown key %q", ErrMulticast, k)
+		}
+		if err != nil {
+			return o, fmt.Errorf("%w: %s: %w", ErrMulticast, k, err)
+		}
+	}
+	return o, o.Validate()
+}
+
+// MulticastFromEnv returns the options in [MulticastEnv], or nil if it is
+// unset.
+func MulticastFromEnv(getenv func(string) string) (*MulticastOptions, error) {
+	s := getenv(MulticastEnv)
+	if s == "" {
+		return nil, nil
+	}
+	o, err := ParseMulticastOptions(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", MulticastEnv, err)
+	}
+	return &o, nil
+}
+
+// MulticastReport is emitted by a node's multicast layer every
+// MulticastOptions.Report: cumulative counters since the layer started,
+// the buffers now and at their peak, and a histogram of the delivery
+// latency of other nodes' messages delivered since the previous report
+// (send time stamp in the payload to delivery, both on this machine's wall
+// clock). Epoch and Members describe the application's view.
+type MulticastReport struct {
+	Epoch          uint64
+	Members        int
+	Sent           uint64 // own messages multicast
+	Delivered      uint64 // messages delivered, own included
+	DeliveredBytes uint64 // their payload bytes
+	Throttled      uint64 // generator turns skipped: the send queue was full
+	Refused        uint64
+	Resent         uint64 // data messages sent again on a NACK
+	Nacks          uint64
+	Late           uint64 // messages of a view the node had left
+	Flushes        uint64
+	Buffered       int // messages held now (all views)
+	BufferedBytes  int
+	PeakBuffered   int
+	PeakBytes      int
+	Queued         int // multicasts waiting for the window
+	// LatFrom and Lat are the latency histogram: Lat[i] messages took
+	// between LatencyBucketStart(LatFrom+i) and LatencyBucketStart(LatFrom+i+1).
+	LatFrom int
+	Lat     []uint64
+}
+
+// latency histogram: bucket b holds [1 µs·r^b, 1 µs·r^(b+1)) with
+// r = 1.1, so percentiles are within 10%.
+const (
+	latRatio   = 1.1
+	latBuckets = 220 // up to 1 µs·1.1^220 ≈ 1.3·10^9 µs
+)
+
+// LatencyBucket returns the histogram bucket of latency d.
+func LatencyBucket(d time.Duration) int {
+	us := float64(d) / float64(time.Microsecond)
+	if us < 1 {
+		return 0
+	}
+	return min(int(math.Log(us)/math.Log(latRatio)), latBuckets-1)
+}
+
+// LatencyBucketStart returns the lower bound of bucket b.
+func LatencyBucketStart(b int) time.Duration {
+	return time.Duration(math.Pow(latRatio, float64(b)) * float64(time.Microsecond))
+}
+
+// payload layout: send time (Unix ns, 8 bytes) and counter (8 bytes),
+// then zeros.
+const payloadHeader = 16
+
+// multicastLayer is the node's multicast layer: an inner stack of the
+// stability detector, vsync and the load generator, whose events are
+// kept inside except ViewChanged and MulticastReport.
+type multicastLayer struct {
+	inner *core.Stack
+	vs    *vsync.Layer
+}
+
+func newMulticastLayer(o MulticastOptions, members []core.NodeID) (*multicastLayer, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	scfg := stable.DefaultConfig()
+	scfg.Protocol = o.Protocol
+	scfg.Period = o.Period
+	scfg.Resend = o.Period
+	vcfg := vsync.DefaultConfig()
+	vcfg.Window = o.Window
+	vcfg.MaxQueued = 2 * o.Window
+	vs, err := vsync.New(vcfg)
+	if err != nil {
+		return nil, err
+	}
+	det := stable.New(scfg, members)
+	if err := det.Err(); err != nil {
+		return nil, err
+	}
+	gen := &loadGen{o: o, vs: vs}
+	return &multicastLayer{inner: core.NewStack(vsync.HideFailures(det), vs, gen), vs: vs}, nil
+}
+
+func (m *multicastLayer) Start(env core.Env)                   { m.inner.Start(quietEnv{env}) }
+func (m *multicastLayer) Receive(from core.NodeID, x core.Msg) { m.inner.Receive(from, x) }
+func (m *multicastLayer) Fire(t core.Timer)                    { m.inner.Fire(t) }
+func (m *multicastLayer) Handle(e core.Event)                  { m.inner.Handle(e) }
+func (m *multicastLayer) Protos() []core.Proto                 { return m.inner.Protos() }
+
+// quietEnv passes on only the multicast layer's summary events.
+type quietEnv struct{ core.Env }
+
+func (q quietEnv) Emit(e core.Event) {
+	switch e.(type) {
+	case vsync.ViewChanged, MulticastReport:
+		q.Env.Emit(e)
+	}
+}
+
+// loadGen multicasts at the configured rate and measures deliveries.
+type loadGen struct {
+	o   MulticastOptions
+	vs  *vsync.Layer
+	env core.Env
+
+	last      time.Duration
+	due       float64
+	count     uint64
+	throttled uint64
+	refused   uint64
+	delivered uint64
+	bytes     uint64
+	lat       [latBuckets]uint64
+	epoch     uint64
+	members   int
+}
+
+type genTimer uint8
+
+const (
+	genTick genTimer = iota
+	genReport
+)
+
+// genInterval is the generator's tick.
+const genInterval = time.Millisecond
+
+func (g *loadGen) Start(env core.Env) {
+	g.env = env
+	g.last = env.Now()
+	if g.o.Rate > 0 {
+		env.SetTimer(genInterval, genTick)
+	}
+	env.SetTimer(g.o.Report, genReport)
+}
+
+func (g *loadGen) Fire(t core.Timer) {
+	switch t {
+	case genTick:
+		g.env.SetTimer(genInterval, genTick)
+		now := g.env.Now()
+		g.due += g.o.Rate * (now - g.last).Seconds()
+		g.last = now
+		for g.due >= 1 {
+			if g.vs.Stats().Queued >= g.o.Window {
+				g.throttled++
+				g.due = 0
+				break
+			}
+			g.due--
+			g.count++
+			p := make([]byte, g.o.Size)
+			binary.LittleEndian.PutUint64(p, uint64(time.Now().UnixNano()))
+			binary.LittleEndian.PutUint64(p[8:], g.count)
+			g.env.Emit(vsync.Multicast{Payload: p})
+		}
+	case genReport:
+		g.env.SetTimer(g.o.Report, genReport)
+		g.report()
+	}
+}
+
+func (g *loadGen) report() {
+	st := g.vs.Stats()
+	r := MulticastReport{
+		Epoch: g.epoch, Members: g.members,
+		Sent: st.Sent, Delivered: g.delivered, DeliveredBytes: g.bytes,
+		Throttled: g.throttled, Refused: g.refused, Resent: st.Resent, Nacks: st.Nacks, Late: st.Late, Flushes: st.Flushes,
+		Buffered: st.Buffered, BufferedBytes: st.BufferedBytes, PeakBuffered: st.PeakBuffered, PeakBytes: st.PeakBytes, Queued: st.Queued,
+	}
+	lo, hi := 0, latBuckets
+	for lo < hi && g.lat[lo] == 0 {
+		lo++
+	}
+	for hi > lo && g.lat[hi-1] == 0 {
+		hi--
+	}
+	r.LatFrom, r.Lat = lo, slices.Clone(g.lat[lo:hi])
+	clear(g.lat[:])
+	g.env.Emit(r)
+}
+
+func (g *loadGen) Handle(e core.Event) {
+	switch x := e.(type) {
+	case vsync.Delivered:
+		g.delivered++
+		g.bytes += uint64(len(x.Payload))
+		if x.Sender != g.env.Self() && len(x.Payload) >= payloadHeader {
+			sent := int64(binary.LittleEndian.Uint64(x.Payload))
+			g.lat[LatencyBucket(time.Duration(time.Now().UnixNano()-sent))]++
+		}
+	case vsync.ViewChanged:
+		g.epoch, g.members = x.Epoch, len(x.Members)
+	case vsync.Refused:
+		g.refused++
+	}
+}
+
+func (g *loadGen) Receive(core.NodeID, core.Msg) {}

@@ -1,0 +1,359 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/vsync"
+)
+
+// MulticastBenchConfig configures [RunMulticastBench].
+type MulticastBenchConfig struct {
+	// N is the number of processes (≥ 2).
+	N int
+	// Options is every node's multicast workload.
+	Options MulticastOptions
+	// Warmup runs before the steady phase is measured (default 3 s).
+	Warmup time.Duration
+	// Duration is the steady phase, measured with every node alive.
+	Duration time.Duration
+	// Kill processes are killed (SIGKILL) after the steady phase, chosen
+	// at random among the non-root nodes from Seed; the "kill" phase then
+	// runs for After (default: Duration, at least 5 s) and includes the
+	// view change.
+	Kill  int
+	After time.Duration
+	// Fanout and Detector of the membership layer (as JobConfig).
+	Fanout   int
+	Detector Detector
+	Seed     uint64
+	// EventsDir keeps the nodes' event streams and logs (see JobConfig).
+	EventsDir string
+	// Timeout bounds the view change after the kill (default 30 s).
+	Timeout time.Duration
+	// Log, if not nil, receives progress lines.
+	Log io.Writer
+}
+
+// MulticastPhase is what one phase of the benchmark measured over the
+// nodes that lived through it. Rates come from the nodes' own reports
+// (counter differences over the reports' time stamps).
+type MulticastPhase struct {
+	Name     string
+	Nodes    int
+	Duration time.Duration // covered by the reports used
+	// SentRate is the group's multicasts per second; DeliveredRate the
+	// mean, over nodes, of the messages each delivered per second (own
+	// included), and DeliveredMBps the same in payload megabytes.
+	SentRate      float64
+	DeliveredRate float64
+	DeliveredMBps float64
+	// Latency of other nodes' messages (send → delivery), over all nodes.
+	Samples       uint64
+	P50, P99, Max time.Duration
+	// PeakBuffered and PeakBytes are the largest, over nodes, of the
+	// buffered messages and payload bytes: the exact maximum since the
+	// node started (vsync.Stats), read at the end of the phase.
+	PeakBuffered, PeakBytes int
+	// MeanBuffered is the mean over nodes and reports of the messages
+	// buffered when the report was taken.
+	MeanBuffered float64
+	Resent       uint64
+	Throttled    uint64
+	// For the kill phase: the killed nodes; Flush the longest flush
+	// (membership view → vsync.ViewChanged) among the survivors; ViewChange
+	// the time from the kill until the last survivor announced the new
+	// view; Agreed whether every survivor moving between the same views
+	// delivered the same messages (count and digest) in the old one.
+	Killed     []core.NodeID
+	Flush      time.Duration
+	ViewChange time.Duration
+	Agreed     bool
+	Moves      int // view changes compared
+}
+
+// ErrMulticastDisagree is returned when survivors moving between the
+// same views delivered different messages in the old one.
+var ErrMulticastDisagree = errors.New("cluster: survivors delivered different messages in a view")
+
+// ReportOf decodes a record's [MulticastReport], if it is one.
+func ReportOf(r Record) (MulticastReport, bool) {
+	var m MulticastReport
+	if r.Type != "cluster.MulticastReport" {
+		return m, false
+	}
+	raw, ok := r.Event.(json.RawMessage)
+	if !ok || json.Unmarshal(raw, &m) != nil {
+		return m, false
+	}
+	return m, true
+}
+
+// ViewChangedOf decodes a record's vsync.ViewChanged, if it is one.
+func ViewChangedOf(r Record) (vsync.ViewChanged, bool) {
+	var v vsync.ViewChanged
+	if r.Type != "vsync.ViewChanged" {
+		return v, false
+	}
+	raw, ok := r.Event.(json.RawMessage)
+	if !ok || json.Unmarshal(raw, &v) != nil {
+		return v, false
+	}
+	return v, true
+}
+
+// CheckSameDelivery compares the vsync.ViewChanged records of a job: for
+// every pair (previous view, next view), every node that moved between
+// them must report the same count and digest. It returns the number of
+// (pair, node) moves compared and an error wrapping
+// [ErrMulticastDisagree] naming the first difference.
+func CheckSameDelivery(records []Record) (int, error) {
+	type move struct{ from, to uint64 }
+	type seen struct {
+		node          core.NodeID
+		count, digest uint64
+	}
+	first := map[move]seen{}
+	n := 0
+	for _, r := range records {
+		v, ok := ViewChangedOf(r)
+		if !ok || v.Previous == 0 {
+			continue
+		}
+		k := move{v.Previous, v.Epoch}
+		n++
+		if s, ok := first[k]; !ok {
+			first[k] = seen{r.Node, v.Count, v.Digest}
+		} else if s.count != v.Count || s.digest != v.Digest {
+			return n, fmt.Errorf("%w: moving %d→%d, %v delivered %d messages (digest %x), %v delivered %d (digest %x)",
+				ErrMulticastDisagree, v.Previous, v.Epoch, s.node, s.count, s.digest, r.Node, v.Count, v.Digest)
+		}
+	}
+	return n, nil
+}
+
+// RunMulticastBench starts cfg.N nodes with the multicast workload,
+// measures a steady phase and, if cfg.Kill > 0, a phase in which that many
+// nodes are killed.
+func RunMulticastBench(ctx context.Context, cfg MulticastBenchConfig) ([]MulticastPhase, error) {
+	if cfg.N < 2 || cfg.Kill < 0 || cfg.Kill >= cfg.N-1 {
+		return nil, fmt.Errorf("%w: %d nodes, %d to kill", ErrJob, cfg.N, cfg.Kill)
+	}
+	if err := cfg.Options.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Warmup == 0 {
+		cfg.Warmup = 3 * time.Second
+	}
+	if cfg.After == 0 {
+		cfg.After = max(cfg.Duration, 5*time.Second)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	logf := func(format string, args ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", args...)
+		}
+	}
+	job, err := Start(ctx, JobConfig{
+		N: cfg.N, Fanout: cfg.Fanout, Detector: cfg.Detector, Seed: cfg.Seed, EventsDir: cfg.EventsDir,
+		Env: []string{MulticastEnv + "=" + cfg.Options.String()},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer job.Close()
+	logf("%d nodes up; warming up for %v (%v)", cfg.N, cfg.Warmup, cfg.Options)
+	if err := sleep(ctx, cfg.Warmup); err != nil {
+		return nil, err
+	}
+	all := make([]core.NodeID, cfg.N)
+	for i := range all {
+		all[i] = core.NodeID(i)
+	}
+	t0 := time.Now()
+	logf("steady phase: %v", cfg.Duration)
+	if err := sleep(ctx, cfg.Duration); err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	recs, _ := job.Records(0)
+	steady := measurePhase("steady", recs, all, t0, t1)
+	phases := []MulticastPhase{steady}
+	if cfg.Kill == 0 {
+		return phases, nil
+	}
+
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x6b696c6c))
+	cands := all[1:]
+	r.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	victims := slices.Clone(cands[:cfg.Kill])
+	slices.Sort(victims)
+	outside := map[core.NodeID]bool{}
+	var survivors []core.NodeID
+	for _, id := range all {
+		if !slices.Contains(victims, id) {
+			survivors = append(survivors, id)
+		}
+	}
+	for _, v := range victims {
+		outside[v] = true
+	}
+	killAt := time.Now()
+	for _, v := range victims {
+		if err := job.Kill(v); err != nil {
+			return phases, err
+		}
+	}
+	logf("killed %v", victims)
+	wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	view, err := job.WaitAgreed(wctx, outside)
+	cancel()
+	if err != nil {
+		return phases, err
+	}
+	// Wait until every survivor's application has the new view.
+	var announced time.Time
+	wctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	done := map[core.NodeID]bool{}
+	for from := 0; len(done) < len(survivors); {
+		recs, ch := job.Records(from)
+		from += len(recs)
+		for _, rec := range recs {
+			if v, ok := ViewChangedOf(rec); ok && v.Epoch >= view.Epoch && slices.Contains(survivors, rec.Node) && !done[rec.Node] {
+				done[rec.Node] = true
+				announced = maxTime(announced, rec.Time)
+			}
+		}
+		if len(done) == len(survivors) {
+			break
+		}
+		select {
+		case <-ch:
+		case <-wctx.Done():
+			return phases, fmt.Errorf("%w: %d of %d survivors announced view %d to the application", ErrJob, len(done), len(survivors), view.Epoch)
+		}
+	}
+	logf("view %d: %d survivors, announced %v after the kill", view.Epoch, len(survivors), announced.Sub(killAt).Round(time.Millisecond))
+	if err := sleep(ctx, time.Until(killAt.Add(cfg.After))); err != nil {
+		return phases, err
+	}
+	recs, _ = job.Records(0)
+	kill := measurePhase("kill", recs, survivors, killAt, time.Now())
+	kill.Killed = victims
+	kill.ViewChange = announced.Sub(killAt)
+	for _, rec := range recs {
+		if v, ok := ViewChangedOf(rec); ok && v.Epoch >= view.Epoch && slices.Contains(survivors, rec.Node) {
+			kill.Flush = max(kill.Flush, v.Flush)
+		}
+	}
+	var derr error
+	kill.Moves, derr = CheckSameDelivery(recs)
+	kill.Agreed = derr == nil
+	phases = append(phases, kill)
+	return phases, derr
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// measurePhase computes a phase's figures from the reports of nodes whose
+// time stamps fall in [from, to]: for each node, the counters' difference
+// between its first and last report in the window.
+func measurePhase(name string, recs []Record, nodes []core.NodeID, from, to time.Time) MulticastPhase {
+	p := MulticastPhase{Name: name, Nodes: len(nodes)}
+	var hist [latBuckets]uint64
+	var bufSum, bufN float64
+	var span time.Duration
+	for _, id := range nodes {
+		var first, last *MulticastReport
+		var firstAt, lastAt time.Time
+		for _, r := range recs {
+			if r.Node != id || r.Time.Before(from) || r.Time.After(to) {
+				continue
+			}
+			m, ok := ReportOf(r)
+			if !ok {
+				continue
+			}
+			if first == nil {
+				first, firstAt = &m, r.Time
+				continue // its histogram covers the time before the window
+			}
+			last, lastAt = &m, r.Time
+			for i, c := range m.Lat {
+				hist[m.LatFrom+i] += c
+			}
+			bufSum += float64(m.Buffered)
+			bufN++
+		}
+		if first == nil || last == nil {
+			continue
+		}
+		dt := lastAt.Sub(firstAt)
+		span = max(span, dt)
+		s := dt.Seconds()
+		p.SentRate += float64(last.Sent-first.Sent) / s
+		p.DeliveredRate += float64(last.Delivered-first.Delivered) / s / float64(len(nodes))
+		p.DeliveredMBps += float64(last.DeliveredBytes-first.DeliveredBytes) / s / 1e6 / float64(len(nodes))
+		p.PeakBuffered = max(p.PeakBuffered, last.PeakBuffered)
+		p.PeakBytes = max(p.PeakBytes, last.PeakBytes)
+		p.Resent += last.Resent - first.Resent
+		p.Throttled += last.Throttled - first.Throttled
+	}
+	p.Duration = span
+	if bufN > 0 {
+		p.MeanBuffered = bufSum / bufN
+	}
+	for _, c := range hist {
+		p.Samples += c
+	}
+	p.P50 = percentile(hist[:], p.Samples, 0.50)
+	p.P99 = percentile(hist[:], p.Samples, 0.99)
+	p.Max = percentile(hist[:], p.Samples, 1)
+	return p
+}
+
+// percentile returns the upper bound of the bucket holding quantile q.
+func percentile(hist []uint64, total uint64, q float64) time.Duration {
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(total) + 0.5)
+	rank = max(rank, 1)
+	var seen uint64
+	for b, c := range hist {
+		seen += c
+		if seen >= rank {
+			return LatencyBucketStart(b + 1)
+		}
+	}
+	return LatencyBucketStart(len(hist))
+}
