@@ -14,7 +14,7 @@ import (
 // crashes before sending anything: their call has to return an error.
 type failCase struct {
 	name     string
-	run      func(ctx context.Context, ep *colltest.Endpoint, n, root int) error
+	run      func(ctx context.Context, ep Transport, n, root int) error
 	mustFail func(p, root, f, r int) bool
 }
 
@@ -27,61 +27,61 @@ func failCases() []failCase {
 	sum := Sum[float64]()
 	cat := matMul2x2()
 	return []failCase{
-		{"barrier", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"barrier", func(ctx context.Context, ep Transport, n, root int) error {
 			return Barrier(ctx, ep)
 		}, everyone},
-		{"bcast-binomial", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"bcast-binomial", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "bcast")
 			return c.done(bcastBytes(c, make([]byte, n), root, bcastBinomial))
 		}, allIfRoot},
-		{"bcast-scatter-ring", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"bcast-scatter-ring", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "bcast")
 			return c.done(bcastBytes(c, make([]byte, n), root, bcastScatterRing))
 		}, allIfRoot},
-		{"reduce-binomial", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"reduce-binomial", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "reduce")
 			return c.done(reduce(c, make([]int64, n), make([]int64, n), cat, root, reduceBinomial))
 		}, rootOnly},
-		{"reduce-rabenseifner", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"reduce-rabenseifner", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "reduce")
 			return c.done(reduce(c, make([]float64, n), make([]float64, n), sum, root, reduceRabenseifner))
 		}, rootOnly},
-		{"allreduce-doubling", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"allreduce-doubling", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allreduce")
 			return c.done(allreduce(c, make([]float64, n), sum, allreduceDoubling))
 		}, everyone},
-		{"allreduce-rabenseifner", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"allreduce-rabenseifner", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allreduce")
 			return c.done(allreduce(c, make([]float64, n), sum, allreduceRabenseifner))
 		}, everyone},
-		{"allreduce-ring", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"allreduce-ring", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allreduce")
 			return c.done(allreduce(c, make([]float64, n), sum, allreduceRing))
 		}, everyone},
-		{"gather", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"gather", func(ctx context.Context, ep Transport, n, root int) error {
 			return Gather(ctx, ep, make([]float64, n), make([]float64, n*ep.Size()), root)
 		}, rootOnly},
-		{"gatherv", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"gatherv", func(ctx context.Context, ep Transport, n, root int) error {
 			counts := make([]int, ep.Size())
 			for i := range counts {
 				counts[i] = n
 			}
 			return Gatherv(ctx, ep, make([]float64, n), make([]float64, n*ep.Size()), counts, root)
 		}, rootOnly},
-		{"scatter", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"scatter", func(ctx context.Context, ep Transport, n, root int) error {
 			return Scatter(ctx, ep, make([]float64, n*ep.Size()), make([]float64, n), root)
 		}, allIfRoot},
-		{"scatterv", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"scatterv", func(ctx context.Context, ep Transport, n, root int) error {
 			counts := make([]int, ep.Size())
 			for i := range counts {
 				counts[i] = n
 			}
 			return Scatterv(ctx, ep, make([]float64, n*ep.Size()), counts, make([]float64, n), root)
 		}, allIfRoot},
-		{"allgather-doubling-or-bruck", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"allgather-doubling-or-bruck", func(ctx context.Context, ep Transport, n, root int) error {
 			return Allgather(ctx, ep, make([]float64, n), make([]float64, n*ep.Size()))
 		}, everyone},
-		{"allgatherv-ring", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"allgatherv-ring", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allgatherv")
 			displs := make([]int, ep.Size()+1)
 			for i := range displs {
@@ -89,14 +89,14 @@ func failCases() []failCase {
 			}
 			return c.done(allgatherBytes(c, make([]byte, n*ep.Size()), displs, allgatherRing))
 		}, everyone},
-		{"alltoall", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"alltoall", func(ctx context.Context, ep Transport, n, root int) error {
 			return Alltoall(ctx, ep, make([]float64, n*ep.Size()), make([]float64, n*ep.Size()))
 		}, everyone},
-		{"alltoall-bruck", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"alltoall-bruck", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "alltoall")
 			return c.done(alltoallBytes(c, make([]byte, n*ep.Size()), make([]byte, n*ep.Size()), n, alltoallBruck))
 		}, everyone},
-		{"reducescatter-pairwise", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"reducescatter-pairwise", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "reducescatter")
 			displs := make([]int, ep.Size()+1)
 			for i := range displs {
@@ -104,13 +104,13 @@ func failCases() []failCase {
 			}
 			return c.done(reduceScatter(c, make([]float64, n*ep.Size()), make([]float64, n), displs, sum, reduceScatterPairwise))
 		}, everyone},
-		{"reducescatterblock", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"reducescatterblock", func(ctx context.Context, ep Transport, n, root int) error {
 			return ReduceScatterBlock(ctx, ep, make([]int64, n*ep.Size()), make([]int64, n), cat)
 		}, everyone},
-		{"scan", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"scan", func(ctx context.Context, ep Transport, n, root int) error {
 			return Scan(ctx, ep, make([]int64, n), make([]int64, n), cat)
 		}, aboveFailed},
-		{"exscan", func(ctx context.Context, ep *colltest.Endpoint, n, root int) error {
+		{"exscan", func(ctx context.Context, ep Transport, n, root int) error {
 			return Exscan(ctx, ep, make([]float64, n), make([]float64, n), sum)
 		}, aboveFailed},
 	}
@@ -123,7 +123,9 @@ func failCases() []failCase {
 // rank's call returns either nil (it completed before the failure) or an
 // error that wraps the Transport's failure report naming the crashed rank;
 // every rank that needed the crashed rank's contribution returns an error;
-// and no call hangs (the safety net of run fails the test if one does).
+// and no call hangs (the safety net fails the test if one does). Trials
+// alternate the transports: eager with receives in place, rendezvous sends,
+// and the plain Send/Recv fallbacks.
 func TestFailureNeverHangs(t *testing.T) {
 	rng := newRNG(t)
 	for _, fc := range failCases() {
@@ -142,7 +144,12 @@ func TestFailureNeverHangs(t *testing.T) {
 				net = colltest.NewSync(p)
 			}
 			net.FailAt(f, k)
-			errs := net.Run(func(ep *colltest.Endpoint) error { return fc.run(ctx, ep, n, root) })
+			errs := net.Run(func(ep *colltest.Endpoint) error {
+				if trial%4 == 3 { // fallback paths: no EagerSender, no RecvIntoer
+					return fc.run(ctx, plain{ep}, n, root)
+				}
+				return fc.run(ctx, ep, n, root)
+			})
 			cancel()
 			for r, err := range errs {
 				if errors.Is(err, context.DeadlineExceeded) {
