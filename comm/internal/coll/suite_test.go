@@ -132,70 +132,75 @@ func checkGatherScatter[T Elem](t *testing.T, rng *rand.Rand, name string, p int
 	for i, c := range counts {
 		displs[i+1] = displs[i] + c
 	}
+	// Every root, each with one of Gather, Scatter, Gatherv, Scatterv in
+	// turn, so that the cost stays linear in p.
+	off := rng.IntN(4)
 	for root := 0; root < p; root++ {
-		// Gather and Scatter: fixed block k.
+		// Gather and Scatter: fixed block k; Gatherv and Scatterv: counts
+		// per rank, some zero.
 		data := make([][]T, p)
 		var all []T
 		for r := range data {
 			data[r] = randVec(rng, k, gen)
 			all = append(all, data[r]...)
 		}
-		what := fmt.Sprintf("%s: gather k=%d root %d", name, k, root)
-		var got []T
-		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
-			var recv []T
-			if ep.Rank() == root {
-				recv = make([]T, p*k)
-				got = recv
-			}
-			return Gather(ctx, ep, data[ep.Rank()], recv, root)
-		})
-		equal(t, what, root, got, all)
-
-		what = fmt.Sprintf("%s: scatter k=%d root %d", name, k, root)
+		allv := randVec(rng, displs[p], gen)
 		out := make([][]T, p)
-		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
-			var send []T
-			if ep.Rank() == root {
-				send = all
+		var got []T
+		switch (root + off) % 4 {
+		case 0:
+			what := fmt.Sprintf("%s: gather k=%d root %d", name, k, root)
+			runOK(t, p, what, func(ctx context.Context, ep Transport) error {
+				var recv []T
+				if ep.Rank() == root {
+					recv = make([]T, p*k)
+					got = recv
+				}
+				return Gather(ctx, ep, data[ep.Rank()], recv, root)
+			})
+			equal(t, what, root, got, all)
+		case 1:
+			what := fmt.Sprintf("%s: scatter k=%d root %d", name, k, root)
+			runOK(t, p, what, func(ctx context.Context, ep Transport) error {
+				var send []T
+				if ep.Rank() == root {
+					send = all
+				}
+				out[ep.Rank()] = make([]T, k)
+				return Scatter(ctx, ep, send, out[ep.Rank()], root)
+			})
+			for r := range out {
+				equal(t, what, r, out[r], data[r])
 			}
-			out[ep.Rank()] = make([]T, k)
-			return Scatter(ctx, ep, send, out[ep.Rank()], root)
-		})
-		for r := range out {
-			equal(t, what, r, out[r], data[r])
-		}
-
-		// Gatherv and Scatterv: counts per rank, some zero.
-		all = randVec(rng, displs[p], gen)
-		what = fmt.Sprintf("%s: gatherv counts=%v root %d", name, counts, root)
-		got = nil
-		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
-			r := ep.Rank()
-			var recv []T
-			var cs []int
-			if r == root {
-				recv = make([]T, displs[p])
-				got = recv
-				cs = counts
+		case 2:
+			what := fmt.Sprintf("%s: gatherv counts=%v root %d", name, counts, root)
+			runOK(t, p, what, func(ctx context.Context, ep Transport) error {
+				r := ep.Rank()
+				var recv []T
+				var cs []int
+				if r == root {
+					recv = make([]T, displs[p])
+					got = recv
+					cs = counts
+				}
+				return Gatherv(ctx, ep, allv[displs[r]:displs[r+1]], recv, cs, root)
+			})
+			equal(t, what, root, got, allv)
+		case 3:
+			what := fmt.Sprintf("%s: scatterv counts=%v root %d", name, counts, root)
+			runOK(t, p, what, func(ctx context.Context, ep Transport) error {
+				r := ep.Rank()
+				var send []T
+				var cs []int
+				if r == root {
+					send, cs = allv, counts
+				}
+				out[r] = make([]T, counts[r])
+				return Scatterv(ctx, ep, send, cs, out[r], root)
+			})
+			for r := range out {
+				equal(t, what, r, out[r], allv[displs[r]:displs[r+1]])
 			}
-			return Gatherv(ctx, ep, all[displs[r]:displs[r+1]], recv, cs, root)
-		})
-		equal(t, what, root, got, all)
-
-		what = fmt.Sprintf("%s: scatterv counts=%v root %d", name, counts, root)
-		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
-			r := ep.Rank()
-			var send []T
-			var cs []int
-			if r == root {
-				send, cs = all, counts
-			}
-			out[r] = make([]T, counts[r])
-			return Scatterv(ctx, ep, send, cs, out[r], root)
-		})
-		for r := range out {
-			equal(t, what, r, out[r], all[displs[r]:displs[r+1]])
 		}
 	}
 }
