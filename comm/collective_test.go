@@ -452,3 +452,31 @@ func BenchmarkAllreduceLocal(b *testing.B) {
 		})
 	}
 }
+
+// Every rank contributes rank+1; Allreduce leaves the sum on every rank.
+func ExampleAllreduce() {
+	ctx := context.Background()
+	ss, err := Local(ctx, 4)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sums := make([]float64, len(ss))
+	var wg sync.WaitGroup
+	for r, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Finalize(ctx)
+			w := s.World()
+			v := []float64{float64(w.Rank() + 1)}
+			if err := Allreduce(ctx, w, v, v, Sum[float64]()); err != nil {
+				fmt.Println(err)
+			}
+			sums[r] = v[0]
+		}()
+	}
+	wg.Wait()
+	fmt.Println(sums)
+	// Output: [10 10 10 10]
+}
