@@ -274,3 +274,50 @@ func TestFlushRetransmits(t *testing.T) {
 	}
 	s.env.Advance(time.Second, s.l)
 }
+
+type recorder struct{ got []core.Event }
+
+func (r *recorder) Start(core.Env)                {}
+func (r *recorder) Receive(core.NodeID, core.Msg) {}
+func (r *recorder) Fire(core.Timer)               {}
+func (r *recorder) Handle(e core.Event)           { r.got = append(r.got, e) }
+func (r *recorder) Protos() []core.Proto          { return []core.Proto{core.ProtoStable} }
+
+// TestHideFailures: the wrapped machine sees views and progress but no
+// verdict of the failure detector, and keeps its protocols.
+func TestHideFailures(t *testing.T) {
+	r := &recorder{}
+	h := HideFailures(r)
+	for _, e := range []core.Event{
+		core.Failed{Node: 1}, core.Suspected{Node: 1}, core.Unsuspected{Node: 1}, core.Recovered{Node: 1}, core.PeerHint{Node: 1},
+		core.MembersChanged{Epoch: 2, Members: ids(0, 2)}, stable.Progress{Epoch: 2, Have: []uint64{1, 0}},
+	} {
+		h.Handle(e)
+	}
+	if len(r.got) != 2 {
+		t.Fatalf("wrapped machine saw %v, want only the view and the progress", r.got)
+	}
+	if ps := h.(core.ProtoOwner).Protos(); !slices.Equal(ps, []core.Proto{core.ProtoStable}) {
+		t.Fatalf("protos %v", ps)
+	}
+}
+
+// TestConfigValidate: every invalid field is an ErrConfig; New refuses it.
+func TestConfigValidate(t *testing.T) {
+	for _, mut := range []func(*Config){
+		func(c *Config) { c.Window = 0 },
+		func(c *Config) { c.MaxQueued = -1 },
+		func(c *Config) { c.MaxPayload = -1 },
+		func(c *Config) { c.Retransmit = 0 },
+		func(c *Config) { c.MaxResend = 0 },
+	} {
+		c := DefaultConfig()
+		mut(&c)
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: got %v, want ErrConfig", c, err)
+		}
+	}
+	if err := SimConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -127,3 +127,27 @@ func waitRecords(t *testing.T, ctx context.Context, job *cluster.Job, f func(clu
 		}
 	}
 }
+
+// TestMulticastOptions: the environment format round-trips, bad values are
+// errors wrapping ErrMulticast, and an unset variable means no workload.
+func TestMulticastOptions(t *testing.T) {
+	o := cluster.DefaultMulticastOptions()
+	o.Rate, o.Size, o.Window, o.Period, o.Report = 12.5, 100, 7, 3*time.Millisecond, 2*time.Second
+	got, err := cluster.ParseMulticastOptions(o.String())
+	if err != nil || got != o {
+		t.Fatalf("round trip of %q: %+v, %v", o.String(), got, err)
+	}
+	for _, bad := range []string{"rate=-1", "size=3", "window=0", "period=0s", "protocol=paxos", "report=x", "speed=1", "rate"} {
+		if _, err := cluster.ParseMulticastOptions(bad); !errors.Is(err, cluster.ErrMulticast) {
+			t.Errorf("%q: got %v, want ErrMulticast", bad, err)
+		}
+	}
+	env := map[string]string{}
+	if mo, err := cluster.MulticastFromEnv(func(k string) string { return env[k] }); mo != nil || err != nil {
+		t.Fatalf("unset: %v, %v", mo, err)
+	}
+	env[cluster.MulticastEnv] = "rate=5"
+	if mo, err := cluster.MulticastFromEnv(func(k string) string { return env[k] }); err != nil || mo.Rate != 5 {
+		t.Fatalf("rate=5: %+v, %v", mo, err)
+	}
+}
