@@ -28,7 +28,10 @@ func BenchmarkAllreduce(b *testing.B) {
 
 func benchAllreduce(b *testing.B, p, n int, alg allreduceAlg) {
 	ctx := context.Background()
-	net := colltest.New(p)
+	net, err := colltest.New(p)
+	if err != nil {
+		b.Fatal(err)
+	}
 	bufs := make([][]float64, p)
 	for r := range bufs {
 		bufs[r] = make([]float64, n)

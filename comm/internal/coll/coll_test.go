@@ -58,7 +58,10 @@ func run(t *testing.T, p int, what string, fn func(ctx context.Context, ep Trans
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
 	defer cancel()
-	net := newNet(p)
+	net, err := newNet(p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	errs := net.Run(func(ep *colltest.Endpoint) error {
 		if plainTransport {
 			return fn(ctx, plain{ep})

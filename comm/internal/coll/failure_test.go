@@ -139,9 +139,13 @@ func TestFailureNeverHangs(t *testing.T) {
 			n := rng.IntN(3) * (1 + rng.IntN(300))
 			what := fmt.Sprintf("%s p=%d n=%d root=%d: rank %d crashes at call %d", fc.name, p, n, root, f, k)
 			ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
-			net := colltest.New(p)
+			newNet := colltest.New
 			if trial%3 == 2 {
-				net = colltest.NewSync(p)
+				newNet = colltest.NewSync
+			}
+			net, err := newNet(p)
+			if err != nil {
+				t.Fatal(err)
 			}
 			net.FailAt(f, k)
 			errs := net.Run(func(ep *colltest.Endpoint) error {

@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	net := colltest.New(n)
+//	net, err := colltest.New(n)
 //	errs := net.Run(func(ep *colltest.Endpoint) error {
 //		return coll.Allreduce(ctx, ep, send[ep.Rank()], recv[ep.Rank()], coll.Sum[float64]())
 //	})
@@ -43,10 +43,13 @@ type Net struct {
 	failErr  error
 }
 
+// ErrSize is returned by New and NewSync for fewer than one rank.
+var ErrSize = errors.New("colltest: a communicator needs at least one rank")
+
 // New returns a communicator of n ≥ 1 ranks.
-func New(n int) *Net {
+func New(n int) (*Net, error) {
 	if n < 1 {
-		panic(fmt.Sprintf("colltest: New(%d): need at least one rank", n))
+		return nil, fmt.Errorf("%w: New(%d)", ErrSize, n)
 	}
 	net := &Net{failed: make(chan struct{})}
 	net.eps = make([]*Endpoint, n)
@@ -54,17 +57,20 @@ func New(n int) *Net {
 		net.eps[r] = &Endpoint{net: net, rank: r, queues: map[key][]message{},
 			wake: make(chan struct{}), failAt: -1}
 	}
-	return net
+	return net, nil
 }
 
 // NewSync is New with rendezvous sends: Send returns only once the receiver
 // has taken the message (or ctx ends, or the communicator fails), as a
 // transport that sends large messages without buffering would. An algorithm
 // that sends before receiving on both sides of an exchange deadlocks here.
-func NewSync(n int) *Net {
-	net := New(n)
+func NewSync(n int) (*Net, error) {
+	net, err := New(n)
+	if err != nil {
+		return nil, err
+	}
 	net.sync = true
-	return net
+	return net, nil
 }
 
 // Err returns the error the communicator failed with, or nil.
