@@ -150,7 +150,10 @@
 // sent payload, same-view delivery, stability never ahead of a live
 // member, stability vectors that only grow; and after healing, one view,
 // the same deliveries in it, empty buffers and a peak within the bound.
-// Replay a seed with
+// (When the membership layer itself has not converged — its views do not
+// hold exactly the live nodes — the multicast's liveness is not judged for
+// that seed, which is logged; more than a tenth of such seeds fails the
+// test.) Replay a seed with
 //
 //	go test ./vsync -run TestSwarm -seed=N
 package vsync
