@@ -27,6 +27,13 @@ delivers every message; a message is freed once the stability detector
 reports that every member holds it, and a sender stops while --window of
 its own messages are unstable.
 
+Baseline: first (unless --baseline 0) a separate job of the same size and
+load runs for --baseline with plain sends instead (each message sent once
+to every other member and delivered on arrival: no order, no
+retransmission, no stability detection, no buffer, no flush), on the same
+transport and host loop. Its row, "raw", is the floor the multicast is
+compared with.
+
 After --warmup, the steady phase runs for --duration with every process
 alive. Then --kill processes (random, never the membership root) get
 SIGKILL; the "kill" phase runs for --after from the kill and includes the
@@ -59,6 +66,7 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "length of the steady phase")
 	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "time before the steady phase is measured")
 	fs.IntVar(&cfg.Kill, "kill", 1, "processes to kill after the steady phase (0: none)")
+	fs.DurationVar(&cfg.Baseline, "baseline", 10*time.Second, "length of the baseline run with plain sends (0: none)")
 	fs.DurationVar(&cfg.After, "after", 0, "length of the kill phase, from the kill (default: --duration, at least 5s)")
 	fs.Float64Var(&o.Rate, "rate", o.Rate, "multicasts per second of each process")
 	fs.IntVar(&o.Size, "size", o.Size, "payload `bytes` of a message (at least 16)")
@@ -80,6 +88,8 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 		return usagef("--kill %d: want 0 to %d (n-2)", cfg.Kill, cfg.N-2)
 	case cfg.Duration <= 0:
 		return usagef("--duration must be positive")
+	case cfg.Baseline < 0:
+		return usagef("--baseline must not be negative")
 	case cluster.MemberConfig(cfg.Fanout).Validate() != nil:
 		return usagef("--fanout %d: want a power of two", cfg.Fanout)
 	}
@@ -93,8 +103,8 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "(%.0f s; cohort bench multicast -n %d --duration %v --kill %d --rate %g --size %d --window %d --period %v --protocol %v --seed %d)\n",
-		time.Since(start).Seconds(), cfg.N, cfg.Duration, cfg.Kill, o.Rate, o.Size, o.Window, o.Period, o.Protocol, cfg.Seed)
+	fmt.Fprintf(c.stdout, "(%.0f s; cohort bench multicast -n %d --duration %v --kill %d --baseline %v --rate %g --size %d --window %d --period %v --protocol %v --seed %d)\n",
+		time.Since(start).Seconds(), cfg.N, cfg.Duration, cfg.Kill, cfg.Baseline, o.Rate, o.Size, o.Window, o.Period, o.Protocol, cfg.Seed)
 	return nil
 }
 
@@ -112,6 +122,19 @@ func writeMulticastTable(w io.Writer, cfg cluster.MulticastBenchConfig, phases [
 			round(p.P50), round(p.P99), round(p.Max), p.PeakBuffered, float64(p.PeakBytes)/1024, p.MeanBuffered, p.Resent, p.Throttled)
 	}
 	tw.Flush()
+	var raw, steady *cluster.MulticastPhase
+	for i := range phases {
+		switch phases[i].Name {
+		case "raw":
+			raw = &phases[i]
+		case "steady":
+			steady = &phases[i]
+		}
+	}
+	if raw != nil && steady != nil && raw.DeliveredRate > 0 && raw.P50 > 0 && raw.P99 > 0 {
+		fmt.Fprintf(w, "steady vs raw: delivered/s ×%.2f, p50 ×%.1f, p99 ×%.1f\n",
+			steady.DeliveredRate/raw.DeliveredRate, float64(steady.P50)/float64(raw.P50), float64(steady.P99)/float64(raw.P99))
+	}
 	for _, p := range phases {
 		if p.Name != "kill" {
 			continue

@@ -56,6 +56,11 @@ type MulticastOptions struct {
 	Protocol stable.Protocol
 	// Report is the interval between two [MulticastReport] events.
 	Report time.Duration
+	// Raw replaces stability detection and vsync by plain sends (each
+	// message sent once to every other member of the membership view and
+	// delivered on arrival: no order, no retransmission, no buffer, no
+	// flush): the baseline the benchmark compares vsync with.
+	Raw bool
 }
 
 // DefaultMulticastOptions: 100 messages of 256 bytes per second and node,
@@ -85,14 +90,19 @@ func (o MulticastOptions) Validate() error {
 }
 
 // String renders o as ParseMulticastOptions reads it:
-// "rate=100,size=256,window=1024,period=50ms,protocol=cubefulldist,report=1s".
+// "rate=100,size=256,window=1024,period=50ms,protocol=cubefulldist,report=1s"
+// (and ",raw=true" for the baseline).
 func (o MulticastOptions) String() string {
-	return fmt.Sprintf("rate=%s,size=%d,window=%d,period=%v,protocol=%v,report=%v",
+	s := fmt.Sprintf("rate=%s,size=%d,window=%d,period=%v,protocol=%v,report=%v",
 		strconv.FormatFloat(o.Rate, 'g', -1, 64), o.Size, o.Window, o.Period, o.Protocol, o.Report)
+	if o.Raw {
+		s += ",raw=true"
+	}
+	return s
 }
 
 // ParseMulticastOptions reads comma-separated key=value pairs (keys rate,
-// size, window, period, protocol, report) over the defaults.
+// size, window, period, protocol, report, raw) over the defaults.
 func ParseMulticastOptions(s string) (MulticastOptions, error) {
 	o := DefaultMulticastOptions()
 	for _, kv := range strings.Split(s, ",") {
@@ -118,6 +128,8 @@ func ParseMulticastOptions(s string) (MulticastOptions, error) {
 			o.Protocol, err = stable.ParseProtocol(v)
 		case "report":
 			o.Report, err = time.ParseDuration(v)
+		case "raw":
+			o.Raw, err = strconv.ParseBool(v)
 		default:
 			return o, fmt.Errorf("%w: unknown key %q", ErrMulticast, k)
 		}
@@ -201,12 +213,15 @@ const payloadHeader = 16
 // kept inside except ViewChanged and MulticastReport.
 type multicastLayer struct {
 	inner *core.Stack
-	vs    *vsync.Layer
 }
 
 func newMulticastLayer(o MulticastOptions, members []core.NodeID) (*multicastLayer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if o.Raw {
+		raw := &rawCast{}
+		return &multicastLayer{inner: core.NewStack(raw, &loadGen{o: o, vs: raw})}, nil
 	}
 	scfg := stable.DefaultConfig()
 	scfg.Protocol = o.Protocol
@@ -224,7 +239,7 @@ func newMulticastLayer(o MulticastOptions, members []core.NodeID) (*multicastLay
 		return nil, err
 	}
 	gen := &loadGen{o: o, vs: vs}
-	return &multicastLayer{inner: core.NewStack(vsync.HideFailures(det), vs, gen), vs: vs}, nil
+	return &multicastLayer{inner: core.NewStack(vsync.HideFailures(det), vs, gen)}, nil
 }
 
 func (m *multicastLayer) Start(env core.Env)                   { m.inner.Start(quietEnv{env}) }
@@ -246,7 +261,7 @@ func (q quietEnv) Emit(e core.Event) {
 // loadGen multicasts at the configured rate and measures deliveries.
 type loadGen struct {
 	o   MulticastOptions
-	vs  *vsync.Layer
+	vs  interface{ Stats() vsync.Stats }
 	env core.Env
 
 	last      time.Duration
@@ -343,3 +358,44 @@ func (g *loadGen) Handle(e core.Event) {
 }
 
 func (g *loadGen) Receive(core.NodeID, core.Msg) {}
+
+// rawCast is the baseline of the benchmark: a multicast is one plain send
+// to every other member of the membership view, delivered on arrival.
+type rawCast struct {
+	env     core.Env
+	epoch   uint64
+	members []core.NodeID
+	seq     uint64
+	stats   vsync.Stats
+}
+
+func (r *rawCast) Start(env core.Env)   { r.env = env }
+func (r *rawCast) Fire(core.Timer)      {}
+func (r *rawCast) Protos() []core.Proto { return []core.Proto{core.ProtoVsync} }
+func (r *rawCast) Stats() vsync.Stats   { return r.stats }
+
+func (r *rawCast) Handle(e core.Event) {
+	switch x := e.(type) {
+	case core.MembersChanged:
+		r.epoch, r.members = x.Epoch, x.Members
+	case vsync.Multicast:
+		r.seq++
+		m := &vsync.Data{Epoch: r.epoch, Sender: r.env.Self(), Seq: r.seq, Payload: x.Payload}
+		for _, q := range r.members {
+			if q != r.env.Self() {
+				r.env.Send(q, m)
+			}
+		}
+		r.stats.Sent++
+		r.stats.Delivered++
+		r.env.Emit(vsync.Delivered{Epoch: m.Epoch, Sender: m.Sender, Seq: m.Seq, Payload: m.Payload})
+	}
+}
+
+func (r *rawCast) Receive(from core.NodeID, m core.Msg) {
+	if d, ok := m.(*vsync.Data); ok {
+		r.stats.Received++
+		r.stats.Delivered++
+		r.env.Emit(vsync.Delivered{Epoch: d.Epoch, Sender: d.Sender, Seq: d.Seq, Payload: d.Payload})
+	}
+}

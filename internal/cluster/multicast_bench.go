@@ -38,6 +38,10 @@ type MulticastBenchConfig struct {
 	EventsDir string
 	// Timeout bounds the view change after the kill (default 30 s).
 	Timeout time.Duration
+	// Baseline > 0 first runs a separate job of the same size and load
+	// with Options.Raw (plain sends: no order, no stability, no buffers)
+	// and measures its steady phase for Baseline: the "raw" phase.
+	Baseline time.Duration
 	// Log, if not nil, receives progress lines.
 	Log io.Writer
 }
@@ -163,31 +167,37 @@ func RunMulticastBench(ctx context.Context, cfg MulticastBenchConfig) ([]Multica
 			fmt.Fprintf(cfg.Log, format+"\n", args...)
 		}
 	}
-	job, err := Start(ctx, JobConfig{
-		N: cfg.N, Fanout: cfg.Fanout, Detector: cfg.Detector, Seed: cfg.Seed, EventsDir: cfg.EventsDir,
-		Env: []string{MulticastEnv + "=" + cfg.Options.String()},
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer job.Close()
-	logf("%d nodes up; warming up for %v (%v)", cfg.N, cfg.Warmup, cfg.Options)
-	if err := sleep(ctx, cfg.Warmup); err != nil {
-		return nil, err
-	}
 	all := make([]core.NodeID, cfg.N)
 	for i := range all {
 		all[i] = core.NodeID(i)
 	}
-	t0 := time.Now()
-	logf("steady phase: %v", cfg.Duration)
-	if err := sleep(ctx, cfg.Duration); err != nil {
-		return nil, err
+	var phases []MulticastPhase
+	if cfg.Baseline > 0 {
+		raw := cfg.Options
+		raw.Raw = true
+		job, err := startMulticastJob(ctx, cfg, raw)
+		if err != nil {
+			return nil, err
+		}
+		logf("baseline job (plain sends): warming up for %v, then %v", cfg.Warmup, cfg.Baseline)
+		p, err := steadyPhase(ctx, job, "raw", all, cfg.Warmup, cfg.Baseline)
+		job.Close()
+		if err != nil {
+			return nil, err
+		}
+		phases = append(phases, p)
 	}
-	t1 := time.Now()
-	recs, _ := job.Records(0)
-	steady := measurePhase("steady", recs, all, t0, t1)
-	phases := []MulticastPhase{steady}
+	job, err := startMulticastJob(ctx, cfg, cfg.Options)
+	if err != nil {
+		return phases, err
+	}
+	defer job.Close()
+	logf("%d nodes up; warming up for %v (%v), then the steady phase: %v", cfg.N, cfg.Warmup, cfg.Options, cfg.Duration)
+	steady, err := steadyPhase(ctx, job, "steady", all, cfg.Warmup, cfg.Duration)
+	if err != nil {
+		return phases, err
+	}
+	phases = append(phases, steady)
 	if cfg.Kill == 0 {
 		return phases, nil
 	}
@@ -247,7 +257,7 @@ func RunMulticastBench(ctx context.Context, cfg MulticastBenchConfig) ([]Multica
 	if err := sleep(ctx, time.Until(killAt.Add(cfg.After))); err != nil {
 		return phases, err
 	}
-	recs, _ = job.Records(0)
+	recs, _ := job.Records(0)
 	kill := measurePhase("kill", recs, survivors, killAt, time.Now())
 	kill.Killed = victims
 	kill.ViewChange = announced.Sub(killAt)
@@ -261,6 +271,26 @@ func RunMulticastBench(ctx context.Context, cfg MulticastBenchConfig) ([]Multica
 	kill.Agreed = derr == nil
 	phases = append(phases, kill)
 	return phases, derr
+}
+
+func startMulticastJob(ctx context.Context, cfg MulticastBenchConfig, o MulticastOptions) (*Job, error) {
+	return Start(ctx, JobConfig{
+		N: cfg.N, Fanout: cfg.Fanout, Detector: cfg.Detector, Seed: cfg.Seed, EventsDir: cfg.EventsDir,
+		Env: []string{MulticastEnv + "=" + o.String()},
+	})
+}
+
+// steadyPhase waits warmup, then measures a phase of length d.
+func steadyPhase(ctx context.Context, job *Job, name string, nodes []core.NodeID, warmup, d time.Duration) (MulticastPhase, error) {
+	if err := sleep(ctx, warmup); err != nil {
+		return MulticastPhase{}, err
+	}
+	t0 := time.Now()
+	if err := sleep(ctx, d); err != nil {
+		return MulticastPhase{}, err
+	}
+	recs, _ := job.Records(0)
+	return measurePhase(name, recs, nodes, t0, time.Now()), nil
 }
 
 func maxTime(a, b time.Time) time.Time {
