@@ -142,6 +142,15 @@ type Config struct {
 	// tracked (the paper's §4.1: all nodes below 50). 0 means every member;
 	// a value larger than the view counts every member.
 	Senders int
+	// ExcludeFailed makes the detector follow [core.Failed]: a member
+	// reported failed is no longer waited for until the next view (the
+	// model of the paper's fault experiment, §4.2.5). Off by default:
+	// then every member of the view is waited for until the membership
+	// layer installs a view without it, which is what a reliable multicast
+	// needs. A failure verdict can be withdrawn (core.Recovered) while the
+	// member stays in the view, and a message declared stable without it
+	// may already have been freed everywhere.
+	ExcludeFailed bool
 }
 
 // DefaultConfig returns CubeFullDist with a round every 100 ms and §3.5

@@ -115,7 +115,7 @@ func TestCoordLoss(t *testing.T) {
 func TestCoordFailedMember(t *testing.T) {
 	const n = 4
 	h := haves(3, n, n)
-	nw := newNet(t, stable.Config{Protocol: stable.Coord, Period: time.Second}, h)
+	nw := newNet(t, stable.Config{Protocol: stable.Coord, Period: time.Second, ExcludeFailed: true}, h)
 	nw.run(func(p pkt) bool { return p.from == 2 || p.to == 2 })
 	if len(nw.stables(0)) != 0 {
 		t.Fatal("ended without node 2")
@@ -128,6 +128,27 @@ func TestCoordFailedMember(t *testing.T) {
 		st := nw.stables(i)
 		if len(st) != 1 || !slices.Equal(st[0].Vector, want) {
 			t.Fatalf("node %d: %v, want %v", i, st, want)
+		}
+	}
+}
+
+// Without Config.ExcludeFailed a failure verdict changes nothing: the
+// coordinator keeps waiting for the member until a view without it.
+func TestFailedIgnoredByDefault(t *testing.T) {
+	for _, p := range stable.Protocols() {
+		const n = 4
+		h := haves(3, n, n)
+		nw := newNet(t, stable.Config{Protocol: p, Period: time.Second}, h)
+		nw.run(func(p pkt) bool { return p.from == 2 || p.to == 2 })
+		for i := range n {
+			nw.dets[i].Handle(core.Failed{Node: 2})
+		}
+		nw.collect()
+		nw.run(func(p pkt) bool { return p.from == 2 || p.to == 2 })
+		for _, i := range []int{0, 1, 3} {
+			if st := nw.stables(i); len(st) != 0 {
+				t.Fatalf("%v: node %d learned %v while member 2 was silent", p, i, st)
+			}
 		}
 	}
 }

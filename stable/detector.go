@@ -173,9 +173,9 @@ func (d *Detector) Start(env core.Env) {
 
 // Handle implements [core.Machine]: it takes [Progress],
 // [core.MembersChanged] (a newer epoch, or the same epoch with another
-// member list) and [core.Failed] (a member of the current view reported
-// failed: no protocol waits for it any longer; see the package
-// documentation). Other events are ignored. Handle may be called before
+// member list) and, with Config.ExcludeFailed, [core.Failed] (a member of
+// the current view reported failed: no protocol waits for it any longer;
+// see the package documentation). Other events are ignored. Handle may be called before
 // Start (an experiment that sets a node's vector or its failed peers before
 // the first round): a Progress of view 0 and core.Failed about members of
 // view 0 are then kept for the initial view; other events are ignored.
@@ -196,6 +196,9 @@ func (d *Detector) Handle(e core.Event) {
 		}
 		d.install(e.Epoch, e.Members)
 	case core.Failed:
+		if !d.cfg.ExcludeFailed {
+			return
+		}
 		p, ok := d.pos[e.Node]
 		if !ok || p == d.me || d.failed[p] {
 			return
@@ -217,7 +220,7 @@ func (d *Detector) preStart(e core.Event) {
 			d.nextHave = &Progress{Epoch: 0, Have: slices.Clone(e.Have)}
 		}
 	case core.Failed:
-		if slices.Contains(d.members, e.Node) && !slices.Contains(d.preFailed, e.Node) {
+		if d.cfg.ExcludeFailed && slices.Contains(d.members, e.Node) && !slices.Contains(d.preFailed, e.Node) {
 			d.preFailed = append(d.preFailed, e.Node)
 		}
 	}

@@ -37,8 +37,8 @@
 //
 // The detector also follows [core.MembersChanged] (a new view: the running
 // round ends without a result and round 1 of the new view starts at once
-// over the new member list and, for CubeFullDist, its new hypercube) and
-// [core.Failed] (see "Failures" below).
+// over the new member list and, for CubeFullDist, its new hypercube) and,
+// if Config.ExcludeFailed is set, [core.Failed] (see "Failures" below).
 //
 // Every message carries the view epoch and the round, numbered from 1 in
 // each view. Messages of an older view are dropped; messages of a later view
@@ -108,8 +108,14 @@
 //
 // # Failures
 //
-// A [core.Failed] about a member of the current view removes it from every
-// wait until the next view: Coord's coordinator and FullDist's members no
+// By default the detector ignores the failure detector: every member of
+// the view is waited for, and a crashed member stalls stability until the
+// membership layer installs a view without it. That is what a reliable
+// multicast needs (a verdict can be withdrawn by core.Recovered while the
+// member stays in the view, and what was declared stable without it may
+// already be freed). With Config.ExcludeFailed a [core.Failed] about a
+// member of the current view removes it from every wait until the next
+// view: Coord's coordinator and FullDist's members no
 // longer wait for its ack or row, CubeFullDist no longer counts it in
 // rank_i nor needs its bit in G_i (the paper's fault experiment, §4.2.5,
 // runs CubeFullDist with failed neighbours of node 0 this way), and an

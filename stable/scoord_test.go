@@ -102,7 +102,7 @@ func TestSCoordDefaultDegree(t *testing.T) {
 func TestSCoordFailureRebuildsTree(t *testing.T) {
 	const n = 7
 	h := haves(7, n, n)
-	nw := newNet(t, stable.Config{Protocol: stable.SCoord, Degree: 2, Period: time.Second}, h)
+	nw := newNet(t, stable.Config{Protocol: stable.SCoord, Degree: 2, Period: time.Second, ExcludeFailed: true}, h)
 	nw.run(func(p pkt) bool { return p.from == 1 || p.to == 1 }) // node 1 is dead
 	if len(nw.stables(0)) != 0 {
 		t.Fatal("round ended without node 1's subtree")
