@@ -58,7 +58,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nqueens: %v\n", err)
 		return 1
 	}
-	defer s.Finalize(context.Background())
+	defer func() {
+		// Bounded: a peer that is gone must not keep this rank from exiting.
+		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer fcancel()
+		s.Finalize(fctx)
+	}()
 	rank, size := s.World().Rank(), s.World().Size()
 	cfg := job.Config{N: *n, Mode: job.Mode(*mode), LeafDepth: *leaf, TaskDepth: *depth, CheckpointEvery: *every, Seed: *seed}
 	if *verbose {

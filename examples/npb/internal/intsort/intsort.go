@@ -114,11 +114,15 @@ func (c Class) ExpectedRank(i, it int) int {
 func GenerateKeys(c Class, lo int, keys []int32) {
 	x := nasrand.Skip(seed, nasrand.A, uint64(4*lo))
 	k := float64(c.MaxKey() / 4)
+	next := func() float64 {
+		x = nasrand.Mul(x, nasrand.A)
+		return nasrand.Float(x)
+	}
 	for i := range keys {
-		v := nasrand.Randlc(&x, nasrand.A)
-		v += nasrand.Randlc(&x, nasrand.A)
-		v += nasrand.Randlc(&x, nasrand.A)
-		v += nasrand.Randlc(&x, nasrand.A)
+		v := next()
+		v += next()
+		v += next()
+		v += next()
 		keys[i] = int32(k * v)
 	}
 }

@@ -42,6 +42,9 @@ func Vranlc(y []float64, x *uint64, a uint64) {
 	*x = s
 }
 
+// Float returns the state x scaled to (0, 1), as Randlc returns it.
+func Float(x uint64) float64 { return float64(x) * r46 }
+
 // Mul returns a·b mod 2^46.
 func Mul(a, b uint64) uint64 { return (a * b) & mask46 }
 

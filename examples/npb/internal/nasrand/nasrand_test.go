@@ -56,7 +56,7 @@ func TestVranlcAndSkip(t *testing.T) {
 	Vranlc(y, &x, A)
 	z := uint64(seed)
 	for i := range y {
-		if v := Randlc(&z, A); v != y[i] {
+		if v := Randlc(&z, A); v != y[i] || Float(z) != v {
 			t.Fatalf("number %d: vranlc %v, randlc %v", i, y[i], v)
 		}
 		if s := Skip(seed, A, uint64(i+1)); s != z {
