@@ -40,10 +40,10 @@ type stabilityExp struct {
 }
 
 func (e *stabilityExp) Flags(fs *flag.FlagSet) {
-	fs.IntVar(&e.topologies, "topologies", 0, "random topologies per point (0: 6, the paper's, or 3 with --quick)")
+	fs.IntVar(&e.topologies, "topologies", 0, "random topologies per point (0: 6, the paper's)")
 	fs.StringVar(&e.sizes, "sizes", "", "comma-separated system `sizes` (default: 10 … 1900, or 10 … 1024 with --quick)")
-	fs.IntVar(&e.fullDistMax, "fulldist-max", 0, "largest `n` FullDist is run at (0: 500, or 300 with --quick)")
-	fs.StringVar(&e.faultSizes, "fault-sizes", "", "comma-separated `sizes` of the CubeFullDist failure runs (default: 100,256,512,1000,1900, or 128,512 with --quick)")
+	fs.IntVar(&e.fullDistMax, "fulldist-max", 0, "largest `n` FullDist is run at (0: 500, or 400 with --quick)")
+	fs.StringVar(&e.faultSizes, "fault-sizes", "", "comma-separated `sizes` of the CubeFullDist failure runs (default: 100,256,512,1000,1900, or 128,512,1024 with --quick)")
 	fs.IntVar(&e.maxFaults, "max-faults", 5, "largest `number` of failed hypercube neighbours of node 0 (the paper: 5)")
 	fs.DurationVar(&e.recvOver, "recv-overhead", stabRecvOverhead, "CPU `time` a node spends on each message it receives (LogP o_r); messages queue at a busy node")
 	fs.DurationVar(&e.sendOver, "send-overhead", 0, "CPU `time` a node spends on each message it sends (LogP o_s)")
@@ -238,21 +238,18 @@ func (e *stabilityExp) Run(ctx context.Context, s *Session) error {
 	quick := s.Quick()
 	if e.topologies == 0 {
 		e.topologies = 6
-		if quick {
-			e.topologies = 3
-		}
 	}
 	if e.fullDistMax == 0 {
 		e.fullDistMax = 500
 		if quick {
-			e.fullDistMax = 300
+			e.fullDistMax = 400 // where the paper stopped
 		}
 	}
 	defSizes := []int{10, 50, 100, 128, 150, 200, 256, 300, 400, 500, 512, 700, 1000, 1024, 1300, 1600, 1900}
 	defFault := []int{100, 256, 512, 1000, 1900}
 	if quick {
-		defSizes = []int{10, 50, 100, 128, 200, 256, 300, 500, 512, 1000, 1024}
-		defFault = []int{128, 512}
+		defSizes = []int{10, 50, 100, 128, 150, 200, 256, 300, 400, 500, 512, 1000, 1024}
+		defFault = []int{128, 512, 1024}
 	}
 	sizes, err := parseSizes(e.sizes, defSizes)
 	if err != nil {

@@ -131,6 +131,16 @@
 // the hypercube of the live members in two. [core.Recovered] is ignored: a
 // restarted member comes back through a view change.
 //
+// # Checking
+//
+// Package stable/stabletest has the simulator checker (sim.Checker) of
+// these guarantees: no Stable vector exceeds what a live member of its view
+// last reported in Progress, a node's vectors only grow within a view, and
+// every live member keeps finishing rounds once faults heal. The swarm test
+// (go test ./stable -run TestSwarm, replay one run with -seed=N) runs it
+// under crashes, partitions, loss, delay spikes, reordering and view
+// changes.
+//
 // # Where the paper is ambiguous
 //
 //   - Figure 3 initializes M_i := R_i once and never again, which would pin
