@@ -242,6 +242,11 @@ func (e *stabilityExp) report(s *Session, points []*stabPoint, sizes, faultSizes
 		return nil
 	}
 	var fr, fm []Series
+	top := 0.0
+	var fticks []float64
+	for f := 0; f <= e.maxFaults; f++ {
+		fticks = append(fticks, float64(f))
+	}
 	for i, n := range faultSizes {
 		var first, last, m []Point
 		for f := 0; f <= e.maxFaults; f++ {
@@ -251,6 +256,7 @@ func (e *stabilityExp) report(s *Session, points []*stabPoint, sizes, faultSizes
 			}
 			first = append(first, Point{X: float64(f), Y: pt.rttFirst.Mean, Lo: pt.rttFirst.Min, Hi: pt.rttFirst.Max})
 			last = append(last, Point{X: float64(f), Y: pt.rttLast.Mean})
+			top = max(top, pt.rttLast.Mean, pt.rttFirst.Max)
 			m = append(m, Point{X: float64(f), Y: pt.messages.Mean})
 		}
 		fr = append(fr, Series{Label: fmt.Sprintf("n = %d first", n), Points: first, Color: i + 1},
@@ -258,13 +264,13 @@ func (e *stabilityExp) report(s *Session, points []*stabPoint, sizes, faultSizes
 		fm = append(fm, Series{Label: fmt.Sprintf("n = %d", n), Points: m, Color: i + 1})
 	}
 	if err := s.Figure(Figure{Name: "faults-rtt", Title: "CubeFullDist RTT with failed neighbours of node 0 (Fig. 13)", XLabel: "failed nodes",
-		YLabel: "RTT (ms)", Series: fr, Height: h, Legend: BottomRight},
+		YLabel: "RTT (ms)", Series: fr, Height: h, Legend: TopLeft, XTicks: fticks, YRange: [2]float64{0, 1.6 * top}},
 		"Figs. 13–14: CubeFullDist with 0–5 failed nodes, chosen at random among node 0's hypercube neighbours (a worst case): "+
 			"\"its performance is hardly affected by a small number of failures\"."); err != nil {
 		return err
 	}
 	if err := s.Figure(Figure{Name: "faults-messages", Title: "CubeFullDist messages with failed neighbours of node 0 (Fig. 14)", XLabel: "failed nodes",
-		YLabel: "messages per round", LogY: true, Series: fm, Height: h, Legend: BottomRight},
+		YLabel: "messages per round", LogY: true, Series: fm, Height: h, Legend: BottomRight, XTicks: fticks},
 		"Figs. 13–14: the other indices of the same runs; failed nodes send nothing and their neighbours stop waiting for them."); err != nil {
 		return err
 	}
