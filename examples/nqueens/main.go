@@ -60,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer func() {
 		// Bounded: a peer that is gone must not keep this rank from exiting.
-		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer fcancel()
 		s.Finalize(fctx)
 	}()

@@ -12,11 +12,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +35,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	class := fs.String("class", "S", "problem class: S, W, A, B or C")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
+	var crash crashFlag
+	fs.Var(&crash, "crash", "fault injection: RANK@K makes world rank RANK exit abruptly (status 3, no goodbye) after computing K batches; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,11 +56,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer func() {
 		// Bounded: a peer that is gone must not keep this rank from exiting.
-		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer fcancel()
 		s.Finalize(fctx)
 	}()
-	res, err := epjob.Run(ctx, s, epjob.Config{Class: c})
+	cfg := epjob.Config{Class: c}
+	if len(crash) > 0 {
+		cfg.Crash = func(rank, computed int) bool { return crash[rank] == computed }
+	}
+	res, err := epjob.Run(ctx, s, cfg)
+	if errors.Is(err, epjob.ErrCrashed) {
+		fmt.Fprintf(stderr, "ep: rank %d: crashing as asked by -crash\n", s.World().Rank())
+		os.Exit(3) // no Finalize: the others must detect the death
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ep: rank %d: %v\n", s.World().Rank(), err)
 		return 1
@@ -82,4 +95,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, " Relative errors: %.1e %.1e %.1e %.1e (tolerance %.0e)\n VERIFICATION SUCCESSFUL\n",
 		v.ErrSX, v.ErrSY, v.ErrAX, v.ErrAY, ep.Epsilon)
 	return 0
+}
+
+// crashFlag is the repeatable -crash RANK@K flag: rank → batches before the
+// crash.
+type crashFlag map[int]int
+
+func (c *crashFlag) String() string { return fmt.Sprint(map[int]int(*c)) }
+
+func (c *crashFlag) Set(v string) error {
+	r, k, ok := strings.Cut(v, "@")
+	rank, err1 := strconv.Atoi(r)
+	after, err2 := strconv.Atoi(k)
+	if !ok || err1 != nil || err2 != nil || rank < 0 || after < 1 {
+		return fmt.Errorf("%q: want RANK@BATCHES, e.g. 2@10", v)
+	}
+	if *c == nil {
+		*c = map[int]int{}
+	}
+	(*c)[rank] = after
+	return nil
 }

@@ -51,12 +51,15 @@ type Result struct {
 // Config is the same on every rank.
 type Config struct {
 	Class ep.Class
-	// crash (tests): asked after every batch this rank computes; true stops
-	// the rank dead (Run returns errCrashed).
-	crash func(worldRank, computed int) bool
+	// Crash, if set, is asked after every batch this rank computes, with
+	// the rank's world rank and the number of batches it has computed; when
+	// it returns true, Run returns ErrCrashed at once and the caller should
+	// die without finalizing (fault injection for tests and demos).
+	Crash func(worldRank, computed int) bool
 }
 
-var errCrashed = errors.New("epjob: crashed by the test hook")
+// ErrCrashed is returned by Run when Config.Crash asked for a crash.
+var ErrCrashed = errors.New("epjob: crash injected")
 
 // Run runs this rank's part of EP on s.World().
 func Run(ctx context.Context, s *comm.Session, cfg Config) (Result, error) {
@@ -85,8 +88,8 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Result, error) {
 			}
 			done[k] = ep.Batch(k)
 			res.MyBatches++
-			if cfg.crash != nil && cfg.crash(me, res.MyBatches) {
-				return Result{}, errCrashed
+			if cfg.Crash != nil && cfg.Crash(me, res.MyBatches) {
+				return Result{}, ErrCrashed
 			}
 		}
 		// Exchange.

@@ -31,7 +31,7 @@ func runLocal(t *testing.T, ranks int, cfg Config) ([]Result, []error) {
 		wg.Go(func() {
 			res[r], errs[r] = Run(ctx, s, cfg)
 			fctx, fcancel := context.WithCancel(context.Background())
-			if errs[r] == errCrashed {
+			if errs[r] == ErrCrashed {
 				fcancel() // stop dead, no flush
 			}
 			s.Finalize(fctx)
@@ -69,9 +69,9 @@ func TestClassS(t *testing.T) {
 func TestRankDies(t *testing.T) {
 	c, _ := ep.ClassByName("S")
 	serial := serialS()
-	cfg := Config{Class: c, crash: func(world, computed int) bool { return world == 2 && computed == 30 }}
+	cfg := Config{Class: c, Crash: func(world, computed int) bool { return world == 2 && computed == 30 }}
 	res, errs := runLocal(t, 4, cfg)
-	if errs[2] != errCrashed {
+	if errs[2] != ErrCrashed {
 		t.Fatalf("rank 2 did not crash: %v", errs[2])
 	}
 	for _, r := range []int{0, 1, 3} {

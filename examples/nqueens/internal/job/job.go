@@ -85,6 +85,7 @@ type Config struct {
 type progress struct {
 	held     bool // steal: units on the stack; master: a task in hand
 	received int  // steal: grants received; master: tasks computed
+	given    int  // steal: units given to thieves
 	master   bool // master mode: acting master
 	results  int  // master mode: results held by the acting master
 }
@@ -426,7 +427,8 @@ func (s *stealMachine) refused(data []byte) bool {
 	return len(data) > 0 && steal.Kind(data[0]) == steal.KindNoWork
 }
 func (s *stealMachine) progress() progress {
-	return progress{held: !s.nd.Idle(), received: s.nd.Stats().Received}
+	st := s.nd.Stats()
+	return progress{held: !s.nd.Idle(), received: st.Received, given: st.Given}
 }
 func (s *stealMachine) summary() string {
 	st := s.nd.Stats()

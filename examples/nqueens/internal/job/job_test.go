@@ -98,19 +98,39 @@ func crashWhen(pred func(rank int, p progress) bool, crashed *sync.Map) func(int
 	}
 }
 
-// Phoenix §5.2.2: a thief dies holding stolen work; its victims redo it
-// and the count stays exact.
+// Phoenix §5.2.2: a thief dies holding stolen work; its victim redoes it
+// and the count stays exact. Rank 0 waits, once it has given two units
+// away, until the first thief holding work has crashed, so that the crash
+// always happens mid-job.
 func TestStealThiefCrashes(t *testing.T) {
 	var crashed sync.Map
-	cfg := Config{N: 12, Mode: ModeSteal, Seed: 3, LeafDepth: 4}
-	cfg.crash = crashWhen(func(rank int, p progress) bool {
-		return (rank == 2 || rank == 3) && p.received >= 2 && p.held
+	crashedCh := make(chan struct{})
+	var once sync.Once
+	cfg := Config{N: 13, Mode: ModeSteal, Seed: 3, LeafDepth: 4}
+	victim := crashWhen(func(rank int, p progress) bool {
+		if rank == 0 || p.received < 1 || !p.held {
+			return false
+		}
+		first := false
+		once.Do(func() { first = true; close(crashedCh) })
+		return first
 	}, &crashed)
+	cfg.crash = func(rank int, p progress) bool {
+		if rank == 0 && p.given >= 2 {
+			select {
+			case <-crashedCh:
+			case <-time.After(30 * time.Second):
+				t.Error("no thief crashed within 30 s")
+			}
+			return false
+		}
+		return victim(rank, p)
+	}
 	outs, errs := runLocal(t, 5, cfg, nil)
 	dead := map[int]bool{}
 	crashed.Range(func(k, _ any) bool { dead[k.(int)] = true; return true })
-	if len(dead) == 0 {
-		t.Fatal("no rank crashed: the test did not exercise recovery")
+	if len(dead) != 1 {
+		t.Fatalf("%d ranks crashed, want 1", len(dead))
 	}
 	checkJob(t, outs, errs, dead)
 	for r, o := range outs {
