@@ -45,8 +45,8 @@ type Config struct {
 	// Dir is the ranks' working directory ("" = the launcher's).
 	Dir string
 	// Env holds extra environment entries ("NAME=value"). Each rank's
-	// environment is the launcher's, without its COHORT_* variables, then
-	// Env, then the rank's bootstrap.
+	// environment is the launcher's without its bootstrap variables (the
+	// Env* constants), then Env, then the rank's bootstrap.
 	Env []string
 	// JobID names the job ("" = "cohort-" and 12 random hex digits).
 	JobID string
@@ -348,12 +348,14 @@ func checkKill(n, rank int, after time.Duration) error {
 	return nil
 }
 
-// inheritedEnv is the launcher's environment without its own bootstrap
-// (a job started from inside a rank must not inherit that rank's place).
+// inheritedEnv is the launcher's environment without the bootstrap
+// variables (a job started from inside a rank must not inherit that
+// rank's place).
 func inheritedEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "COHORT_") {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(envNames, name) {
 			env = append(env, kv)
 		}
 	}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestBenchOSU runs each OSU-style benchmark with tiny sizes and
+// iterations over cohort and raw TCP (issue 5, item 4): a row per size,
+// every figure positive, the ratio column present.
+func TestBenchOSU(t *testing.T) {
+	cases := []struct {
+		bench string
+		sizes []int
+	}{
+		{"p2p", []int{0, 1, 2, 4, 8, 16}},
+		{"bw", []int{1, 2, 4, 8, 16}},
+		{"allreduce", []int{8, 16, 32, 64}},
+	}
+	for _, c := range cases {
+		t.Run(c.bench, func(t *testing.T) {
+			args := []string{"bench", c.bench, "--max", strconv.Itoa(c.sizes[len(c.sizes)-1]), "--iters", "5", "--skip", "1", "--impl", "ours,tcp"}
+			if c.bench == "allreduce" {
+				args = append(args, "-n", "3")
+			}
+			code, stdout, stderr := run(t, args...)
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, "÷raw TCP") {
+				t.Fatalf("no ratio column:\n%s", stdout)
+			}
+			row := regexp.MustCompile(`(?m)^\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$`)
+			rows := row.FindAllStringSubmatch(stdout, -1)
+			if len(rows) != len(c.sizes) {
+				t.Fatalf("want %d rows, got:\n%s", len(c.sizes), stdout)
+			}
+			for i, r := range rows {
+				if r[1] != strconv.Itoa(c.sizes[i]) {
+					t.Fatalf("row %d is size %s, want %d", i, r[1], c.sizes[i])
+				}
+				for _, f := range r[2:] {
+					if v, _ := strconv.ParseFloat(f, 64); v <= 0 {
+						t.Fatalf("figure %s in row %q", f, r[0])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBenchOSUWithoutMPI: without mpicc and mpirun in PATH the Open MPI
+// columns are left out with the reason, and the rest runs.
+func TestBenchOSUWithoutMPI(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, stdout, stderr := run(t, "bench", "p2p", "--max", "8", "--iters", "3", "--skip", "0", "--impl", "ours,mpi-tcp,mpi-vader")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"# OMPI tcp: not run (mpicc or mpirun is not in PATH", "# OMPI vader: not run", "cohort µs"} {
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("missing %q in:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestBenchOSUBadFlags(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "p2p", "--max", "0"}, "--max 0: want 1 bytes to 64M"},
+		{[]string{"bench", "p2p", "--max", "lots"}, "not a size in bytes"},
+		{[]string{"bench", "bw", "--impl", "ours,udp"}, `unknown implementation "udp"`},
+		{[]string{"bench", "p2p", "--iters", "-1"}, "--iters -1"},
+		{[]string{"bench", "p2p", "--skip", "-2"}, "--skip -2"},
+		{[]string{"bench", "allreduce", "-n", "0"}, "-n 0: want 1 to 64 ranks"},
+		{[]string{"bench", "allreduce", "--max", "4"}, "--max 4: want 8 bytes"},
+		{[]string{"osu-worker", "latency"}, "want latency|bw|allreduce"},
+	}
+	for _, c := range cases {
+		code, _, stderr := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package cli
+
+import "context"
+
+func init() {
+	registerBench(&benchmark{
+		name:    "p2p",
+		summary: "OSU-style one-way latency, 0 B … 4 MiB: cohort, raw TCP, Open MPI tcp and vader",
+		help: `The p2p benchmark is osu_latency (OSU micro-benchmarks) run side by side over
+cohort's comm (two processes started by package launch, over transport/tcp),
+raw Go TCP sockets between two processes, and — when mpicc and mpirun are in
+PATH — Open MPI with --mca btl self,tcp (on the loopback interface) and with
+shared memory (--mca btl self,vader), from a small C program embedded in
+cohort and built with mpicc into a temporary directory.
+
+Rank 0 sends a message of each size to rank 1, which sends it back, 10,000
+times after 100 warm-up round trips (1,000 and 10 above 8 KiB), and reports
+half the mean round trip in µs. The table gives every figure and cohort's
+figure divided by each baseline's (below 1: cohort is faster).
+
+Examples:
+  cohort bench p2p
+  cohort bench p2p --max 64K --impl ours,tcp
+  cohort bench p2p --iters 1000`,
+		run: func(ctx context.Context, c *call) error {
+			b := &osuBench{mode: "latency", ranks: 2, minSize: 0, unit: "µs", loop: 10000, skip: 100, loopL: 1000, skipL: 10, window: 1}
+			if err := b.parseFlags(c, nil); err != nil {
+				return err
+			}
+			return b.run(ctx, c, "one-way latency (µs), osu_latency loops")
+		},
+	})
+	registerBench(&benchmark{
+		name:    "bw",
+		summary: "OSU-style bandwidth, 1 B … 4 MiB: cohort, raw TCP, Open MPI tcp and vader",
+		help: `The bw benchmark is osu_bw (OSU micro-benchmarks) run side by side over the
+same implementations as p2p (see 'cohort bench p2p -h').
+
+Rank 0 posts a window of 64 non-blocking sends of each size to rank 1, waits
+for them, then for a 4-byte acknowledgement from rank 1 (which posts 64
+receives); 100 times after 10 warm-up windows (20 and 2 above 8 KiB). The
+figure is the bandwidth in MB/s (10^6 bytes per second). The table gives
+cohort's figure divided by each baseline's (above 1: cohort is faster).
+
+Examples:
+  cohort bench bw
+  cohort bench bw --max 1M --impl ours,mpi-tcp`,
+		run: func(ctx context.Context, c *call) error {
+			b := &osuBench{mode: "bw", ranks: 2, minSize: 1, unit: "MB/s", higher: true, loop: 100, skip: 10, loopL: 20, skipL: 2, window: 64}
+			if err := b.parseFlags(c, nil); err != nil {
+				return err
+			}
+			return b.run(ctx, c, "bandwidth (MB/s), osu_bw loops, window 64")
+		},
+	})
+}
