@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -126,10 +127,10 @@ func (b *osuBench) parseFlags(c *call, extra func(fs *flag.FlagSet)) error {
 	b.impls = nil
 	for _, f := range strings.Split(implText, ",") {
 		f = strings.TrimSpace(f)
-		if !slicesContains(osuImpls, f) {
+		if !slices.Contains(osuImpls, f) {
 			return usagef("--impl %q: unknown implementation %q (want %s)", implText, f, strings.Join(osuImpls, ", "))
 		}
-		if !slicesContains(b.impls, f) {
+		if !slices.Contains(b.impls, f) {
 			b.impls = append(b.impls, f)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,7 +107,7 @@ func runRun(ctx context.Context, c *call) error {
 		return usagef("-n %d: want 1 to %d ranks", cfg.N, maxRunRanks)
 	case cfg.Fanout != 0 && cfg.Fanout < 2 || cfg.Fanout&(cfg.Fanout-1) != 0:
 		return usagef("--fanout %d: want a power of two from 2", cfg.Fanout)
-	case cfg.Detector != "" && !slicesContains(launch.Detectors, cfg.Detector):
+	case cfg.Detector != "" && !slices.Contains(launch.Detectors, cfg.Detector):
 		return usagef("--detector %q: want brr, dbrr or heartbeat", cfg.Detector)
 	case cfg.Timeout < 0:
 		return usagef("--timeout %v: negative", cfg.Timeout)
@@ -156,7 +157,18 @@ func runFailure(n int, fe *launch.FailedError) error {
 		}
 		return x.How()
 	}
-	msg := launch.FormatExits(fe.Failed, how)
+	// The crashes injected first: they are usually the cause of the rest.
+	failed := slices.Clone(fe.Failed)
+	slices.SortStableFunc(failed, func(a, b launch.Exit) int {
+		switch {
+		case a.Killed == b.Killed:
+			return 0
+		case a.Killed:
+			return -1
+		}
+		return 1
+	})
+	msg := launch.FormatExits(failed, how)
 	if k := len(fe.Failed); k > 1 {
 		msg = fmt.Sprintf("%d of %d", k, n) + strings.TrimPrefix(msg, fmt.Sprint(k)) // "3 of 8 ranks failed: …"
 	}
@@ -170,14 +182,6 @@ func runFailure(n int, fe *launch.FailedError) error {
 	return errors.New(msg)
 }
 
-func slicesContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // errBuild: the Go package of PROGRAM did not build.
 var errBuild = errors.New("the Go package did not build")

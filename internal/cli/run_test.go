@@ -91,3 +91,20 @@ func TestRunBadInput(t *testing.T) {
 		t.Errorf("the build failure is not shown: %q", stderr)
 	}
 }
+
+// TestRunPiKilled: with --kill 3@200ms, pi (which does not handle
+// failures) exits non-zero naming rank 3 as killed by --kill, without
+// hanging: the survivors get errors from comm and exit, so the job ends
+// before its --timeout guard.
+func TestRunPiKilled(t *testing.T) {
+	code, stdout, stderr := run(t, "run", "-n", "8", "--kill", "3@200ms", "--timeout", "2m", "../../examples/pi", "--", "-rounds", "100000000")
+	if code != exitFailure {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !regexp.MustCompile(`rank 3(: | failed: )killed by --kill \(SIGKILL\)`).MatchString(stderr) {
+		t.Fatalf("the error does not name rank 3 as killed by --kill:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "timed out") {
+		t.Fatalf("the job hung until its timeout:\n%s", stderr)
+	}
+}
