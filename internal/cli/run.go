@@ -182,7 +182,6 @@ func runFailure(n int, fe *launch.FailedError) error {
 	return errors.New(msg)
 }
 
-
 // errBuild: the Go package of PROGRAM did not build.
 var errBuild = errors.New("the Go package did not build")
 
