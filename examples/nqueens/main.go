@@ -1,8 +1,9 @@
 // Command nqueens counts the solutions of the N-Queens problem in parallel
 // over cohort, surviving the death of processes: with random work stealing
-// (Phoenix §5.2.2; rank 0 holds the root of the search and must survive) or
-// master–worker with a checkpointed master that a backup replaces (§5.2.1;
-// any rank may die as long as one survives).
+// (Phoenix §5.2.2; the root of the search is checkpointed to the next rank,
+// which takes it over) or master–worker with a checkpointed master that a
+// backup replaces (§5.2.1). In both modes any ranks may die as long as one
+// survives.
 //
 // Run it with cohort run:
 //
@@ -38,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	mode := fs.String("mode", "steal", "fault-tolerance model: steal (random work stealing) or master (master–worker)")
 	leaf := fs.Int("leaf", 0, "steal mode: queens placed before a unit is counted in one step (0: n-11, at least 2)")
 	depth := fs.Int("depth", 0, "master mode: queens placed in a task (0: 2 up to n=12, 3 above)")
-	every := fs.Int("checkpoint", 8, "master mode: results between checkpoints to the backup")
+	every := fs.Int("checkpoint", 0, "steps between checkpoints to the backup (master mode: results, default 8; steal mode: root holder's steps, default 32)")
 	seed := fs.Uint64("seed", 0, "seed of the victims' choice (0: from the clock)")
 	verbose := fs.Bool("v", false, "log failures, recoveries and each rank's counters to stderr")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")

@@ -90,15 +90,15 @@ func TestProcessesMasterKilled(t *testing.T) {
 	checkProcesses(t, out, exits, map[int]bool{0: true, 3: true})
 }
 
-// The same with random stealing, killing two thieves (rank 0 holds the
-// root and is spared, §5.2.2).
+// The same with random stealing (§5.2.2), killing the root holder (rank 0,
+// whose root is checkpointed to rank 1) and a thief.
 func TestProcessesStealKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes for seconds")
 	}
-	out, exits := launchJob(t, 5, []launch.Kill{{Rank: 2, After: 400 * time.Millisecond}, {Rank: 4, After: 600 * time.Millisecond}},
+	out, exits := launchJob(t, 5, []launch.Kill{{Rank: 0, After: 400 * time.Millisecond}, {Rank: 3, After: 600 * time.Millisecond}},
 		"-n", "16", "-v")
-	checkProcesses(t, out, exits, map[int]bool{2: true, 4: true})
+	checkProcesses(t, out, exits, map[int]bool{0: true, 3: true})
 }
 
 func checkProcesses(t *testing.T, out string, exits []launch.Exit, killed map[int]bool) {

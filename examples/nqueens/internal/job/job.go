@@ -11,8 +11,8 @@
 // An idle rank waits for the next message; a rank refused work (steal mode)
 // waits a little longer each time before asking again, up to 16 ms.
 //
-// The rank that finishes the job (rank 0 in steal mode, the master in
-// master mode) gets an [Outcome] with Reporter set; the other ranks learn
+// The rank that finishes the job (the root holder in steal mode, the
+// master in master mode) gets an [Outcome] with Reporter set; the other ranks learn
 // the count from its Done message and answer it with Bye (tag TagBye); the
 // finishing rank returns once every other rank has said Bye or is known
 // failed (at most 10 s), so that it never leaves while its Done messages
@@ -66,15 +66,17 @@ type Config struct {
 	// TaskDepth (master mode): queens placed in a task; 0 chooses 2 for
 	// N ≤ 12 and 3 above.
 	TaskDepth int
-	// CheckpointEvery (master mode): results between checkpoints; 0 = 8.
+	// CheckpointEvery: master mode, results between checkpoints of the
+	// master (0: 8); steal mode, steps of the root holder between snapshots
+	// of the root (0: 32).
 	CheckpointEvery int
 	// Seed seeds the victims' choice (steal mode); rank r uses Seed+r.
 	Seed uint64
 	// Log, if set, receives one line per event worth watching: failures
 	// learned, work taken back, a master taking over.
 	Log io.Writer
-	// grace bounds how long a rank whose job cannot finish (rank 0 died in
-	// steal mode) waits for a Done that may already be on its way.
+	// grace bounds how long a rank whose machine gives up waits for a Done
+	// that may already be on its way.
 	grace time.Duration
 	// crash (tests) is asked after every step whether this rank should stop
 	// dead now; Run then returns errCrashed.
@@ -86,6 +88,7 @@ type progress struct {
 	held     bool // steal: units on the stack; master: a task in hand
 	received int  // steal: grants received; master: tasks computed
 	given    int  // steal: units given to thieves
+	leaves   int  // steal: units counted
 	master   bool // master mode: acting master
 	results  int  // master mode: results held by the acting master
 }
@@ -361,7 +364,11 @@ func newMachine(cfg Config, rank, size int) (interface {
 		if leaf == 0 {
 			leaf = steal.DefaultLeafDepth(cfg.N)
 		}
-		nd, err := steal.New(steal.Config{N: cfg.N, LeafDepth: leaf, Ranks: size}, rank, rand.New(rand.NewPCG(cfg.Seed+uint64(rank), 0x9e3779b9)))
+		every := cfg.CheckpointEvery
+		if every == 0 {
+			every = 32
+		}
+		nd, err := steal.New(steal.Config{N: cfg.N, LeafDepth: leaf, Ranks: size, CheckpointEvery: every}, rank, rand.New(rand.NewPCG(cfg.Seed+uint64(rank), 0x9e3779b9)))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -421,19 +428,19 @@ func (s *stealMachine) receive(from int, data []byte) ([]outMsg, error) {
 func (s *stealMachine) failed(r int) []outMsg  { return encodeSteal(s.nd.Failed(r)) }
 func (s *stealMachine) result() (uint64, bool) { return s.nd.Result() }
 func (s *stealMachine) err() error             { return s.nd.Err() }
-func (s *stealMachine) reporter() bool         { return s.rank == 0 }
+func (s *stealMachine) reporter() bool         { return s.nd.FinishedRoot() }
 func (s *stealMachine) idle() bool             { return s.nd.Idle() }
 func (s *stealMachine) refused(data []byte) bool {
 	return len(data) > 0 && steal.Kind(data[0]) == steal.KindNoWork
 }
 func (s *stealMachine) progress() progress {
 	st := s.nd.Stats()
-	return progress{held: !s.nd.Idle(), received: st.Received, given: st.Given}
+	return progress{held: !s.nd.Idle(), received: st.Received, given: st.Given, leaves: st.Units}
 }
 func (s *stealMachine) summary() string {
 	st := s.nd.Stats()
-	return fmt.Sprintf("leaves %d, splits %d, steals %d, given %d, received %d, taken back %d, abandoned %d",
-		st.Units, st.Expanded, st.Steals, st.Given, st.Received, st.Requeued, st.Abandoned)
+	return fmt.Sprintf("leaves %d, splits %d, steals %d, given %d, received %d, taken back %d, abandoned %d, root snapshots %d, root takeovers %d (from %d checkpointed units)",
+		st.Units, st.Expanded, st.Steals, st.Given, st.Received, st.Requeued, st.Abandoned, st.Snapshots, st.Takeovers, st.FromCkpt)
 }
 func (s *stealMachine) outcome(cfg Config, count uint64, begin time.Time) Outcome {
 	return outcome(cfg, count, begin, s.reporter(), s.summary())

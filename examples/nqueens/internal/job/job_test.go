@@ -140,6 +140,25 @@ func TestStealThiefCrashes(t *testing.T) {
 	}
 }
 
+// Steal mode with the root protected: the root holder (rank 0) dies after
+// some snapshots; rank 1 takes over and the count stays exact.
+func TestStealRootCrashes(t *testing.T) {
+	var crashed sync.Map
+	cfg := Config{N: 13, Mode: ModeSteal, Seed: 5, LeafDepth: 4, CheckpointEvery: 16}
+	cfg.crash = crashWhen(func(rank int, p progress) bool {
+		return rank == 0 && p.given >= 1 && p.leaves >= 100
+	}, &crashed)
+	outs, errs := runLocal(t, 4, cfg, nil)
+	if _, ok := crashed.Load(0); !ok {
+		t.Fatal("rank 0 did not crash")
+	}
+	checkJob(t, outs, errs, map[int]bool{0: true})
+	if !outs[1].Reporter {
+		t.Fatalf("rank 1 did not take the root over: %+v", outs[1])
+	}
+	t.Logf("rank 1: %s", outs[1].Summary)
+}
+
 // Phoenix §5.2.1: the master dies; its backup takes over from the
 // checkpoint and the count stays exact.
 func TestMasterCrashes(t *testing.T) {

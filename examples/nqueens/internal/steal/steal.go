@@ -48,8 +48,26 @@
 // the number of solutions: no solution is lost or counted twice, whatever
 // ranks other than 0 die and whatever the order of deliveries.
 //
-// The root grant has no giver to report to: if rank 0 dies the job cannot
-// finish, and every node reports [ErrRootFailed].
+// # Protecting the root
+//
+// The root grant has no giver to report to, so its holder's state is
+// checkpointed: the root holder is the lowest rank a node believes alive
+// (rank 0 at the start), the backup the next one. Every
+// Config.CheckpointEvery steps the holder sends the backup a snapshot of the
+// root grant — its sum, its stacked units and the prefixes of its
+// outstanding gifts — numbered by (holder rank, sequence). A snapshot taken
+// by a single-threaded machine satisfies the invariant above, with the gifts
+// counted as units. When a node learns that every lower rank is dead it
+// becomes the holder: it starts a new root grant from the newest snapshot it
+// has (or from the empty prefix if it has none) and checkpoints to its own
+// backup. Everything below the dead holder's grants is dropped by the rule
+// for dead givers, and everything it had given away is in the snapshot as a
+// unit, so the new root grant again satisfies the invariant: the count stays
+// exact, only the work since the snapshot is redone. So any ranks may die as
+// long as one survives (and every survivor eventually learns of every death).
+//
+// A node that knows the result answers Steal with Done, so that a rank the
+// dying holder's Done never reached still ends.
 //
 // # Driving a node
 //
@@ -78,15 +96,16 @@ type Kind uint8
 
 // Message kinds.
 const (
-	KindSteal  Kind = iota + 1 // thief → victim: give me work
-	KindGrant                  // victim → thief: Prefix, under the victim's gift id Gift
-	KindNoWork                 // victim → thief: nothing to give
-	KindResult                 // thief → giver: the gift Gift is done, Count solutions
-	KindCancel                 // giver → thief: the gift Gift no longer counts, drop it
-	KindDone                   // rank 0 → all: the job is finished, Count solutions
+	KindSteal      Kind = iota + 1 // thief → victim: give me work
+	KindGrant                      // victim → thief: Prefix, under the victim's gift id Gift
+	KindNoWork                     // victim → thief: nothing to give
+	KindResult                     // thief → giver: the gift Gift is done, Count solutions
+	KindCancel                     // giver → thief: the gift Gift no longer counts, drop it
+	KindDone                       // root holder → all: the job is finished, Count solutions
+	KindCheckpoint                 // root holder → backup: Count is the root sum, Units the root's units, Gift the sequence
 )
 
-var kindNames = [...]string{KindSteal: "Steal", KindGrant: "Grant", KindNoWork: "NoWork", KindResult: "Result", KindCancel: "Cancel", KindDone: "Done"}
+var kindNames = [...]string{KindSteal: "Steal", KindGrant: "Grant", KindNoWork: "NoWork", KindResult: "Result", KindCancel: "Cancel", KindDone: "Done", KindCheckpoint: "Checkpoint"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
@@ -100,7 +119,8 @@ type Msg struct {
 	Kind   Kind
 	Gift   uint64        // Grant, Result, Cancel: the giver's id of the gift
 	Prefix queens.Prefix // Grant: the unit given
-	Count  uint64        // Result, Done: a number of solutions
+	Count  uint64        // Result, Done, Checkpoint: a number of solutions
+	Units  []queens.Prefix
 }
 
 // Out is a message to send to rank To.
@@ -109,17 +129,18 @@ type Out struct {
 	Msg Msg
 }
 
-// Errors.
-var (
-	ErrConfig     = errors.New("steal: invalid configuration")
-	ErrRootFailed = errors.New("steal: rank 0, which holds the root of the search, failed")
-)
+// ErrConfig reports an unusable configuration.
+var ErrConfig = errors.New("steal: invalid configuration")
 
 // Config is what every node of a job must agree on.
 type Config struct {
 	N         int // board size
 	LeafDepth int // a prefix with at least this many queens is counted in one step
 	Ranks     int // number of ranks in the job
+	// CheckpointEvery is the number of steps (units processed, results
+	// received) of the root holder between two snapshots of the root grant
+	// to the backup; 0 sends none, and a new holder then starts over.
+	CheckpointEvery int
 }
 
 // Validate reports whether the configuration is usable.
@@ -132,6 +153,9 @@ func (c Config) Validate() error {
 	}
 	if c.Ranks < 1 {
 		return fmt.Errorf("%w: Ranks = %d", ErrConfig, c.Ranks)
+	}
+	if c.CheckpointEvery < 0 {
+		return fmt.Errorf("%w: CheckpointEvery = %d", ErrConfig, c.CheckpointEvery)
 	}
 	return nil
 }
@@ -156,6 +180,21 @@ type Stats struct {
 	Requeued   int // gifts taken back because the thief died
 	Abandoned  int // grants dropped because their giver died (or cancelled them)
 	StaleDrops int // messages ignored: from dead ranks, or about settled gifts
+	Takeovers  int // times this node became the root holder after a death
+	FromCkpt   int // units the last takeover started from (0: from scratch)
+	Snapshots  int // root snapshots sent
+}
+
+// snapshot is a checkpoint of the root grant.
+type snapshot struct {
+	holder int
+	seq    uint64
+	sum    uint64
+	units  []queens.Prefix
+}
+
+func (a snapshot) newer(b snapshot) bool {
+	return a.holder > b.holder || (a.holder == b.holder && a.seq > b.seq)
 }
 
 type unit struct {
@@ -191,9 +230,17 @@ type Node struct {
 
 	stealFrom int // victim of the outstanding steal request, -1 if none
 
+	root      uint64 // id of the root grant while this node holds it, else 0
+	backup    int    // rank the root snapshots go to, -1 if none
+	seq       uint64 // sequence of the last snapshot sent
+	sinceCkpt int    // root holder's steps since the last snapshot
+	ckpt      snapshot
+	hasCkpt   bool
+
+	finishedRoot bool // this node completed the root grant
+
 	done  bool
 	total uint64
-	err   error
 	stats Stats
 }
 
@@ -217,6 +264,7 @@ func New(cfg Config, rank int, rng *rand.Rand) (*Node, error) {
 		grants:    make(map[uint64]*grant),
 		gifts:     make(map[uint64]gift),
 		stealFrom: -1,
+		backup:    -1,
 	}, nil
 }
 
@@ -224,19 +272,113 @@ func New(cfg Config, rank int, rng *rand.Rand) (*Node, error) {
 // steal request.
 func (nd *Node) Start() []Out {
 	if nd.rank == 0 {
-		id := nd.newGrant(-1, 0)
-		nd.grants[id].pending = 1
-		nd.stack = append(nd.stack, unit{prefix: queens.Prefix{}, grant: id})
-		return nil
+		return nd.becomeRoot(nil)
 	}
 	return nd.maybeSteal(nil)
+}
+
+// lowestLive returns the lowest rank this node believes alive.
+func (nd *Node) lowestLive() int {
+	for r, d := range nd.dead {
+		if !d {
+			return r
+		}
+	}
+	return -1
+}
+
+// IsRoot reports whether this node holds the root of the search (and will
+// report the result).
+func (nd *Node) IsRoot() bool { return nd.root != 0 }
+
+// FinishedRoot reports whether this node completed the root grant: it is
+// the one to report the result.
+func (nd *Node) FinishedRoot() bool { return nd.finishedRoot }
+
+// becomeRoot starts the root grant here: from the newest snapshot, or
+// from the empty prefix.
+func (nd *Node) becomeRoot(outs []Out) []Out {
+	id := nd.newGrant(-1, 0)
+	g := nd.grants[id]
+	units := []queens.Prefix{{}}
+	if nd.hasCkpt {
+		units = nd.ckpt.units
+		g.sum = nd.ckpt.sum
+		nd.stats.FromCkpt = len(units)
+	}
+	if nd.rank != 0 {
+		nd.stats.Takeovers++
+	}
+	nd.root = id
+	g.pending = len(units)
+	for i := len(units) - 1; i >= 0; i-- {
+		nd.stack = append(nd.stack, unit{prefix: units[i].Clone(), grant: id})
+	}
+	outs = nd.settle(id, outs)
+	return nd.chooseBackup(outs)
+}
+
+// chooseBackup picks the next live rank as backup and, if it changed,
+// sends it a snapshot.
+func (nd *Node) chooseBackup(outs []Out) []Out {
+	if nd.root == 0 || nd.finished() {
+		return outs
+	}
+	b := -1
+	for r := nd.rank + 1; r < nd.cfg.Ranks; r++ {
+		if !nd.dead[r] {
+			b = r
+			break
+		}
+	}
+	if b == nd.backup {
+		return outs
+	}
+	nd.backup = b
+	return nd.checkpoint(outs)
+}
+
+// checkpoint sends a snapshot of the root grant to the backup.
+func (nd *Node) checkpoint(outs []Out) []Out {
+	nd.sinceCkpt = 0
+	g := nd.grants[nd.root]
+	if nd.backup < 0 || g == nil || nd.cfg.CheckpointEvery == 0 {
+		return outs
+	}
+	var units []queens.Prefix
+	for _, u := range nd.stack {
+		if u.grant == nd.root {
+			units = append(units, u.prefix)
+		}
+	}
+	for _, id := range nd.sortedGifts() {
+		if gf := nd.gifts[id]; gf.grant == nd.root {
+			units = append(units, gf.prefix)
+		}
+	}
+	nd.seq++
+	nd.stats.Snapshots++
+	return append(outs, Out{To: nd.backup, Msg: Msg{Kind: KindCheckpoint, Gift: nd.seq, Count: g.sum, Units: units}})
+}
+
+// tick counts a step of the root holder and checkpoints when due.
+func (nd *Node) tick(outs []Out) []Out {
+	if nd.root == 0 || nd.cfg.CheckpointEvery == 0 || nd.finished() {
+		return outs
+	}
+	nd.sinceCkpt++
+	if nd.sinceCkpt >= nd.cfg.CheckpointEvery {
+		return nd.checkpoint(outs)
+	}
+	return outs
 }
 
 // Result returns the number of solutions once the job is finished.
 func (nd *Node) Result() (count uint64, done bool) { return nd.total, nd.done }
 
-// Err returns ErrRootFailed once rank 0 is known dead before the end.
-func (nd *Node) Err() error { return nd.err }
+// Err is always nil: the job survives any failures that leave one rank. It
+// is here for drivers shared with package master.
+func (nd *Node) Err() error { return nil }
 
 // Stats returns the node's counters.
 func (nd *Node) Stats() Stats { return nd.stats }
@@ -248,7 +390,7 @@ func (nd *Node) Idle() bool { return len(nd.stack) == 0 }
 // (for tests and progress displays).
 func (nd *Node) Outstanding() (grants, gifts int) { return len(nd.grants), len(nd.gifts) }
 
-func (nd *Node) finished() bool { return nd.done || nd.err != nil }
+func (nd *Node) finished() bool { return nd.done }
 
 func (nd *Node) newGrant(parent int, parentGift uint64) uint64 {
 	nd.nextGrant++
@@ -292,6 +434,7 @@ func (nd *Node) Work() (outs []Out, busy bool) {
 		g.pending += len(children) - 1
 	}
 	outs = nd.settle(u.grant, outs)
+	outs = nd.tick(outs)
 	return nd.maybeSteal(outs), true
 }
 
@@ -307,6 +450,7 @@ func (nd *Node) settle(id uint64, outs []Out) []Out {
 	delete(nd.grants, id)
 	if g.parent < 0 {
 		nd.done, nd.total = true, g.sum
+		nd.root, nd.finishedRoot = 0, true
 		for r := range nd.cfg.Ranks {
 			if r != nd.rank && !nd.dead[r] {
 				outs = append(outs, Out{To: r, Msg: Msg{Kind: KindDone, Count: g.sum}})
@@ -340,17 +484,26 @@ func (nd *Node) maybeSteal(outs []Out) []Out {
 
 // Receive handles a message from rank from.
 func (nd *Node) Receive(from int, m Msg) []Out {
-	if m.Kind == KindDone && from == 0 && !nd.done {
-		// Rank 0 sent it when its root grant completed: the total is
-		// final even if rank 0 has died since.
-		nd.done, nd.total, nd.err = true, m.Count, nil
-		return nil
-	}
-	if from < 0 || from >= nd.cfg.Ranks || from == nd.rank || nd.dead[from] {
+	if from < 0 || from >= nd.cfg.Ranks || from == nd.rank {
 		nd.stats.StaleDrops++
 		return nil
 	}
-	if nd.finished() {
+	if m.Kind == KindDone {
+		// A root holder sent it when its root grant completed: the
+		// total is final even if the sender has died since.
+		if !nd.done {
+			nd.done, nd.total, nd.root = true, m.Count, 0
+		}
+		return nil
+	}
+	if nd.dead[from] {
+		nd.stats.StaleDrops++
+		return nil
+	}
+	if nd.done {
+		if m.Kind == KindSteal {
+			return []Out{{To: from, Msg: Msg{Kind: KindDone, Count: nd.total}}}
+		}
 		return nil
 	}
 	var outs []Out
@@ -383,13 +536,22 @@ func (nd *Node) Receive(from int, m Msg) []Out {
 		g.sum += m.Count
 		g.pending--
 		outs = nd.settle(gf.grant, outs)
+		if gf.grant == nd.root {
+			outs = nd.tick(outs)
+		}
 	case KindCancel:
 		for _, id := range nd.sortedGrants() {
 			if g := nd.grants[id]; g.parent == from && g.parentGift == m.Gift {
 				outs = nd.abandon(id, outs)
 			}
 		}
-	default: // Done from another rank than 0, or an unknown kind
+	case KindCheckpoint:
+		sn := snapshot{holder: from, seq: m.Gift, sum: m.Count, units: m.Units}
+		if !nd.hasCkpt || sn.newer(nd.ckpt) {
+			nd.ckpt, nd.hasCkpt = sn, true
+		}
+		return nil
+	default:
 
 		nd.stats.StaleDrops++
 		return nil
@@ -424,10 +586,6 @@ func (nd *Node) Failed(r int) []Out {
 	if nd.finished() {
 		return nil
 	}
-	if r == 0 {
-		nd.err = ErrRootFailed
-		return nil
-	}
 	var outs []Out
 	// Grants received from r: r's own giver redoes them.
 	for _, id := range nd.sortedGrants() {
@@ -447,6 +605,12 @@ func (nd *Node) Failed(r int) []Out {
 	}
 	if nd.stealFrom == r {
 		nd.stealFrom = -1
+	}
+	if nd.root == 0 && nd.lowestLive() == nd.rank {
+		// Every lower rank is dead: the root is ours now.
+		outs = nd.becomeRoot(outs)
+	} else {
+		outs = nd.chooseBackup(outs)
 	}
 	return nd.maybeSteal(outs)
 }

@@ -82,8 +82,8 @@ func TestNoFailuresExact(t *testing.T) {
 }
 
 // Random stealing under crashes (Phoenix §5.2.2): up to a quarter of the
-// ranks, rank 0 spared, are killed at random steps while messages are
-// delivered in random order; the count is always exact.
+// ranks, the root holder included, are killed at random steps while
+// messages are delivered in random order; the count is always exact.
 func TestChaosExact(t *testing.T) {
 	count := 150
 	if testing.Short() {
@@ -96,7 +96,8 @@ func TestChaosExact(t *testing.T) {
 		ranks := 2 + rng.IntN(7) // 2 … 8
 		n := 8 + rng.IntN(4)     // 8 … 11
 		cfg := Config{N: n, LeafDepth: 3 + rng.IntN(3), Ranks: ranks}
-		sc := chaos.Config{Seed: seed, MaxKills: max(1, ranks/4), KillChance: 0.003, Protected: []int{0}, Wire: wire}
+		cfg.CheckpointEvery = rng.IntN(10) // 0: a new root holder starts over
+		sc := chaos.Config{Seed: seed, MaxKills: max(1, ranks/4), KillChance: 0.003, Wire: wire}
 		job := newJob(t, cfg, seed)
 		rep, err := chaos.Run(sc, job)
 		for _, nd := range job {
@@ -105,6 +106,8 @@ func TestChaosExact(t *testing.T) {
 			sum.Abandoned += st.Abandoned
 			sum.Given += st.Given
 			sum.StaleDrops += st.StaleDrops
+			sum.Takeovers += st.Takeovers
+			sum.FromCkpt += st.FromCkpt
 		}
 		steps += rep.Steps
 		if err != nil {
@@ -115,9 +118,9 @@ func TestChaosExact(t *testing.T) {
 		}
 		kills += len(rep.Killed)
 	}
-	t.Logf("%d runs, %d steps, %d ranks killed, %d units stolen, %d taken back from dead thieves, %d grants of dead givers dropped, %d stale messages ignored; every count exact",
-		count, steps, kills, sum.Given, sum.Requeued, sum.Abandoned, sum.StaleDrops)
-	if *seedFlag == 0 && (kills == 0 || sum.Requeued == 0 || sum.Abandoned == 0 || sum.StaleDrops == 0) {
+	t.Logf("%d runs, %d steps, %d ranks killed, %d units stolen, %d taken back from dead thieves, %d grants of dead givers dropped, %d stale messages ignored, %d root takeovers (restarting from %d checkpointed units); every count exact",
+		count, steps, kills, sum.Given, sum.Requeued, sum.Abandoned, sum.StaleDrops, sum.Takeovers, sum.FromCkpt)
+	if *seedFlag == 0 && (kills == 0 || sum.Requeued == 0 || sum.Abandoned == 0 || sum.StaleDrops == 0 || sum.Takeovers == 0 || sum.FromCkpt == 0) {
 		t.Fatal("the runs did not exercise every recovery path (kills, requeues, abandons, stale messages)")
 	}
 }
@@ -256,12 +259,50 @@ func TestGiverDiesGrantAbandoned(t *testing.T) {
 	}
 }
 
-func TestRootFailure(t *testing.T) {
-	s := newScript(t, Config{N: 8, LeafDepth: 2, Ranks: 2})
-	s.nodes[1].Start()
-	s.nodes[1].Failed(0)
-	if err := s.nodes[1].Err(); !errors.Is(err, ErrRootFailed) {
-		t.Fatalf("Err() = %v, want ErrRootFailed", err)
+// The root holder dies (protecting the root, see the package doc): the
+// next rank takes over from the newest snapshot, or from scratch without
+// one, and the count is exact.
+func TestRootTakeover(t *testing.T) {
+	for _, every := range []int{0, 1, 5} {
+		s := newScript(t, Config{N: 8, LeafDepth: 2, Ranks: 3, CheckpointEvery: every})
+		root, heir := s.nodes[0], s.nodes[1]
+		for _, o := range root.Start() {
+			s.nodes[o.To].Receive(0, o.Msg)
+		}
+		// Rank 2 steals a unit; rank 0 works a while, checkpointing.
+		g := only(t, root.Receive(2, Msg{Kind: KindSteal}), KindGrant)
+		s.nodes[2].Receive(0, g.Msg)
+		for range 12 {
+			outs, _ := root.Work()
+			for _, o := range outs {
+				s.nodes[o.To].Receive(0, o.Msg)
+			}
+		}
+		// Rank 0 dies. Rank 2 drops the grant it got from it; rank 1
+		// becomes the holder.
+		s.nodes[2].Failed(0)
+		if gr, _ := s.nodes[2].Outstanding(); gr != 0 {
+			t.Fatalf("every=%d: rank 2 kept %d grants of the dead root", every, gr)
+		}
+		heir.Failed(0)
+		if !heir.IsRoot() || heir.Stats().Takeovers != 1 {
+			t.Fatalf("every=%d: rank 1 did not take over: %+v", every, heir.Stats())
+		}
+		if every > 0 && heir.Stats().FromCkpt == 0 {
+			t.Fatalf("every=%d: rank 1 started from scratch despite snapshots", every)
+		}
+		for {
+			if _, busy := heir.Work(); !busy {
+				break
+			}
+		}
+		if got, done := heir.Result(); !done || got != 92 {
+			t.Fatalf("every=%d: result %d (done %v), want 92", every, got, done)
+		}
+		// A done node answers a late steal with Done.
+		if o := only(t, heir.Receive(2, Msg{Kind: KindSteal}), KindDone); o.Msg.Count != 92 {
+			t.Fatalf("late steal answered with %+v", o)
+		}
 	}
 }
 
@@ -284,6 +325,7 @@ func TestWireRoundTrip(t *testing.T) {
 		{Kind: KindResult, Gift: 1 << 40, Count: 14772512},
 		{Kind: KindCancel, Gift: 9},
 		{Kind: KindDone, Count: 92},
+		{Kind: KindCheckpoint, Gift: 4, Count: 10, Units: []queens.Prefix{nil, {1, 3}, {0}}},
 	}
 	for _, m := range msgs {
 		got, err := DecodeMsg(m.AppendBinary(nil))
@@ -291,7 +333,7 @@ func TestWireRoundTrip(t *testing.T) {
 			t.Errorf("round trip of %+v: %+v, %v", m, got, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {0}, {99, 0, 0, 0}, {1}, {1, 0}, {1, 0, 0}, {1, 0, 0, 0, 7}} {
+	for _, bad := range [][]byte{nil, {0}, {99, 0, 0, 0, 0}, {1}, {1, 0}, {1, 0, 0}, {1, 0, 0, 0}, {1, 0, 0, 0, 0, 7}, {7, 0, 0, 0, 2, 0}} {
 		if _, err := DecodeMsg(bad); !errors.Is(err, ErrDecode) {
 			t.Errorf("DecodeMsg(%v) error %v, want ErrDecode", bad, err)
 		}
