@@ -51,4 +51,10 @@
 //     to 65,536 (a world is O(n): about 1 KB per member, the machines of
 //     a job share their views); --mem-budget caps n if a sweep would not
 //     fit.
+//   - stability: the stability paper §4, Figs. 8–14: Coord, FullDist,
+//     S_Coord and CubeFullDist (package stable) on random topologies of
+//     100 Mbit/s links (sim.NewGraph), n = 10 … 1,900 with 50 senders:
+//     RTT of the first and last node to finish a round, network load,
+//     maximum queue, hop and message counts, topology sensitivity, and
+//     CubeFullDist with 0–5 failed neighbours of the coordinator.
 package experiment
