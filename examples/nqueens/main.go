@@ -15,16 +15,13 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/cohort-mp/cohort/comm"
+	"github.com/cohort-mp/cohort/examples/internal/appmain"
 	"github.com/cohort-mp/cohort/examples/nqueens/internal/job"
 )
 
@@ -49,22 +46,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-
-	s, err := comm.Init(ctx)
+	ctx, s, done, err := appmain.Start("nqueens", *timeout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "nqueens: %v\n", err)
 		return 1
 	}
-	defer func() {
-		// Bounded: a peer that is gone must not keep this rank from exiting.
-		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer fcancel()
-		s.Finalize(fctx)
-	}()
+	defer done()
 	rank, size := s.World().Rank(), s.World().Size()
 	cfg := job.Config{N: *n, Mode: job.Mode(*mode), LeafDepth: *leaf, TaskDepth: *depth, CheckpointEvery: *every, Seed: *seed}
 	if *verbose {

@@ -11,19 +11,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/cohort-mp/cohort/comm"
+	"github.com/cohort-mp/cohort/examples/internal/appmain"
 	"github.com/cohort-mp/cohort/examples/npb/internal/ep"
 	"github.com/cohort-mp/cohort/examples/npb/internal/epjob"
 )
@@ -45,21 +42,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	s, err := comm.Init(ctx)
+	ctx, s, done, err := appmain.Start("ep", *timeout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "ep: %v\n", err)
 		return 1
 	}
-	defer func() {
-		// Bounded: a peer that is gone must not keep this rank from exiting.
-		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer fcancel()
-		s.Finalize(fctx)
-	}()
+	defer done()
 	cfg := epjob.Config{Class: c}
 	if len(crash) > 0 {
 		cfg.Crash = func(rank, computed int) bool { return crash[rank] == computed }

@@ -7,16 +7,13 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/cohort-mp/cohort/comm"
+	"github.com/cohort-mp/cohort/examples/internal/appmain"
 	"github.com/cohort-mp/cohort/examples/npb/internal/intsort"
 	"github.com/cohort-mp/cohort/examples/npb/internal/isjob"
 )
@@ -36,21 +33,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	s, err := comm.Init(ctx)
+	ctx, s, done, err := appmain.Start("is", *timeout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "is: %v\n", err)
 		return 1
 	}
-	defer func() {
-		// Bounded: a peer that is gone must not keep this rank from exiting.
-		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer fcancel()
-		s.Finalize(fctx)
-	}()
+	defer done()
 	res, err := isjob.Run(ctx, s, c)
 	if err != nil {
 		fmt.Fprintf(stderr, "is: rank %d: %v\n", s.World().Rank(), err)

@@ -211,3 +211,58 @@ func liveCount(dead []bool) int {
 	}
 	return c
 }
+
+// Machine is the shape of the state machines of packages steal and master:
+// the methods of Node, with messages to send in the machine's own type O.
+type Machine[M, O any] interface {
+	Start() []O
+	Work() ([]O, bool)
+	Receive(from int, m M) []O
+	Failed(rank int) []O
+	Result() (uint64, bool)
+	Err() error
+}
+
+// Adapt makes a Node of a Machine; route says where an O goes and what it
+// carries.
+func Adapt[M, O any](m Machine[M, O], route func(O) (to int, msg M)) Node[M] {
+	return adapted[M, O]{m: m, route: route}
+}
+
+type adapted[M, O any] struct {
+	m     Machine[M, O]
+	route func(O) (int, M)
+}
+
+func (a adapted[M, O]) wrap(outs []O) []Envelope[M] {
+	env := make([]Envelope[M], len(outs))
+	for i, o := range outs {
+		env[i].To, env[i].Msg = a.route(o)
+	}
+	return env
+}
+
+func (a adapted[M, O]) Start() []Envelope[M] { return a.wrap(a.m.Start()) }
+func (a adapted[M, O]) Work() ([]Envelope[M], bool) {
+	outs, busy := a.m.Work()
+	return a.wrap(outs), busy
+}
+func (a adapted[M, O]) Receive(from int, m M) []Envelope[M] { return a.wrap(a.m.Receive(from, m)) }
+func (a adapted[M, O]) Failed(r int) []Envelope[M]          { return a.wrap(a.m.Failed(r)) }
+func (a adapted[M, O]) Result() (uint64, bool)              { return a.m.Result() }
+func (a adapted[M, O]) Err() error                          { return a.m.Err() }
+
+// Seeds returns the seeds of count runs: replay alone if it is not 0, else
+// consecutive seeds from a random base, which it logs.
+func Seeds(tb interface{ Logf(string, ...any) }, replay uint64, count int) []uint64 {
+	if replay != 0 {
+		return []uint64{replay}
+	}
+	base := rand.Uint64()
+	tb.Logf("base seed %d; replay one run with -seed <seed>", base)
+	out := make([]uint64, count)
+	for i := range out {
+		out[i] = base + uint64(i)
+	}
+	return out
+}

@@ -14,60 +14,31 @@ import (
 
 var seedFlag = flag.Uint64("seed", 0, "replay one chaos seed (0: random seeds)")
 
-type simNode struct{ *Node }
-
-func wrap(outs []Out) []chaos.Envelope[Msg] {
-	env := make([]chaos.Envelope[Msg], len(outs))
-	for i, o := range outs {
-		env[i] = chaos.Envelope[Msg]{To: o.To, Msg: o.Msg}
-	}
-	return env
-}
-
-func (s simNode) Start() []chaos.Envelope[Msg] { return wrap(s.Node.Start()) }
-func (s simNode) Work() ([]chaos.Envelope[Msg], bool) {
-	outs, busy := s.Node.Work()
-	return wrap(outs), busy
-}
-func (s simNode) Receive(from int, m Msg) []chaos.Envelope[Msg] {
-	return wrap(s.Node.Receive(from, m))
-}
-func (s simNode) Failed(r int) []chaos.Envelope[Msg] { return wrap(s.Node.Failed(r)) }
-
 func wire(v any) (any, error) { return DecodeMsg(v.(Msg).AppendBinary(nil)) }
 
-func newJob(t testing.TB, cfg Config) []chaos.Node[Msg] {
+func newJob(t testing.TB, cfg Config) ([]chaos.Node[Msg], []*Node) {
 	t.Helper()
 	nodes := make([]chaos.Node[Msg], cfg.Ranks)
+	raw := make([]*Node, cfg.Ranks)
 	for r := range nodes {
 		nd, err := New(cfg, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[r] = simNode{nd}
+		raw[r] = nd
+		nodes[r] = chaos.Adapt(nd, func(o Out) (int, Msg) { return o.To, o.Msg })
 	}
-	return nodes
+	return nodes, raw
 }
 
-func seeds(t *testing.T, count int) []uint64 {
-	if *seedFlag != 0 {
-		return []uint64{*seedFlag}
-	}
-	base := rand.Uint64()
-	t.Logf("base seed %d; replay one run with -seed <seed>", base)
-	out := make([]uint64, count)
-	for i := range out {
-		out[i] = base + uint64(i)
-	}
-	return out
-}
+func seeds(t *testing.T, count int) []uint64 { return chaos.Seeds(t, *seedFlag, count) }
 
 func TestNoFailuresExact(t *testing.T) {
 	for _, seed := range seeds(t, 2) {
 		for _, ranks := range []int{1, 2, 5} {
 			for n := 6; n <= 10; n++ {
 				cfg := Config{N: n, TaskDepth: 2, Ranks: ranks, CheckpointEvery: 3}
-				rep, err := chaos.Run(chaos.Config{Seed: seed}, newJob(t, cfg))
+				rep, err := chaos.Run(chaos.Config{Seed: seed}, nodesOf(newJob(t, cfg)))
 				if err != nil {
 					t.Fatalf("seed %d %+v: %v", seed, cfg, err)
 				}
@@ -94,7 +65,7 @@ func TestChaosExact(t *testing.T) {
 		n := 8 + rng.IntN(4)
 		cfg := Config{N: n, TaskDepth: 2 + rng.IntN(3), Ranks: ranks, CheckpointEvery: 1 + rng.IntN(8)}
 		sc := chaos.Config{Seed: seed, MaxKills: max(1, ranks/4), KillChance: 0.01, Wire: wire}
-		job := newJob(t, cfg)
+		job, raw := newJob(t, cfg)
 		rep, err := chaos.Run(sc, job)
 		if err != nil {
 			t.Fatalf("seed %d (%+v): %v after %d steps, killed %v", seed, cfg, err, rep.Steps, rep.Killed)
@@ -109,8 +80,8 @@ func TestChaosExact(t *testing.T) {
 				masterKills++
 			}
 		}
-		for _, nd := range job {
-			st := nd.(simNode).Stats()
+		for _, nd := range raw {
+			st := nd.Stats()
 			sum.Takeovers += st.Takeovers
 			sum.Reassigned += st.Reassigned
 			sum.Duplicates += st.Duplicates
@@ -140,8 +111,8 @@ func lowestAlive(killed []int, ranks int) int {
 func TestChaosDeterministic(t *testing.T) {
 	cfg := Config{N: 9, TaskDepth: 3, Ranks: 6, CheckpointEvery: 2}
 	sc := chaos.Config{Seed: 7, MaxKills: 2, KillChance: 0.01}
-	a, errA := chaos.Run(sc, newJob(t, cfg))
-	b, errB := chaos.Run(sc, newJob(t, cfg))
+	a, errA := chaos.Run(sc, nodesOf(newJob(t, cfg)))
+	b, errB := chaos.Run(sc, nodesOf(newJob(t, cfg)))
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}
@@ -258,3 +229,5 @@ func FuzzDecodeMsg(f *testing.F) {
 		}
 	})
 }
+
+func nodesOf(nodes []chaos.Node[Msg], _ []*Node) []chaos.Node[Msg] { return nodes }

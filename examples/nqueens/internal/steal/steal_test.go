@@ -14,54 +14,24 @@ import (
 
 var seedFlag = flag.Uint64("seed", 0, "replay one chaos seed (0: random seeds)")
 
-// simNode adapts a Node to the chaos simulation.
-type simNode struct{ *Node }
-
-func wrap(outs []Out) []chaos.Envelope[Msg] {
-	env := make([]chaos.Envelope[Msg], len(outs))
-	for i, o := range outs {
-		env[i] = chaos.Envelope[Msg]{To: o.To, Msg: o.Msg}
-	}
-	return env
-}
-
-func (s simNode) Start() []chaos.Envelope[Msg] { return wrap(s.Node.Start()) }
-func (s simNode) Work() ([]chaos.Envelope[Msg], bool) {
-	outs, busy := s.Node.Work()
-	return wrap(outs), busy
-}
-func (s simNode) Receive(from int, m Msg) []chaos.Envelope[Msg] {
-	return wrap(s.Node.Receive(from, m))
-}
-func (s simNode) Failed(r int) []chaos.Envelope[Msg] { return wrap(s.Node.Failed(r)) }
-
 func wire(v any) (any, error) { return DecodeMsg(v.(Msg).AppendBinary(nil)) }
 
-func newJob(t testing.TB, cfg Config, seed uint64) []chaos.Node[Msg] {
+func newJob(t testing.TB, cfg Config, seed uint64) ([]chaos.Node[Msg], []*Node) {
 	t.Helper()
 	nodes := make([]chaos.Node[Msg], cfg.Ranks)
+	raw := make([]*Node, cfg.Ranks)
 	for r := range nodes {
 		nd, err := New(cfg, r, rand.New(rand.NewPCG(seed, uint64(r))))
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[r] = simNode{nd}
+		raw[r] = nd
+		nodes[r] = chaos.Adapt(nd, func(o Out) (int, Msg) { return o.To, o.Msg })
 	}
-	return nodes
+	return nodes, raw
 }
 
-func seeds(t *testing.T, count int) []uint64 {
-	if *seedFlag != 0 {
-		return []uint64{*seedFlag}
-	}
-	base := rand.Uint64()
-	t.Logf("base seed %d; replay one run with -seed <seed>", base)
-	out := make([]uint64, count)
-	for i := range out {
-		out[i] = base + uint64(i)
-	}
-	return out
-}
+func seeds(t *testing.T, count int) []uint64 { return chaos.Seeds(t, *seedFlag, count) }
 
 // Without failures every split of the tree adds up (Phoenix §5.2.2, §6).
 func TestNoFailuresExact(t *testing.T) {
@@ -69,7 +39,7 @@ func TestNoFailuresExact(t *testing.T) {
 		for _, ranks := range []int{1, 2, 3, 8} {
 			for n := 6; n <= 10; n++ {
 				cfg := Config{N: n, LeafDepth: 3, Ranks: ranks}
-				rep, err := chaos.Run(chaos.Config{Seed: seed}, newJob(t, cfg, seed))
+				rep, err := chaos.Run(chaos.Config{Seed: seed}, nodesOf(newJob(t, cfg, seed)))
 				if err != nil {
 					t.Fatalf("seed %d ranks %d n %d: %v", seed, ranks, n, err)
 				}
@@ -98,10 +68,10 @@ func TestChaosExact(t *testing.T) {
 		cfg := Config{N: n, LeafDepth: 3 + rng.IntN(3), Ranks: ranks}
 		cfg.CheckpointEvery = rng.IntN(10) // 0: a new root holder starts over
 		sc := chaos.Config{Seed: seed, MaxKills: max(1, ranks/4), KillChance: 0.003, Wire: wire}
-		job := newJob(t, cfg, seed)
+		job, raw := newJob(t, cfg, seed)
 		rep, err := chaos.Run(sc, job)
-		for _, nd := range job {
-			st := nd.(simNode).Stats()
+		for _, nd := range raw {
+			st := nd.Stats()
 			sum.Requeued += st.Requeued
 			sum.Abandoned += st.Abandoned
 			sum.Given += st.Given
@@ -130,8 +100,8 @@ func TestChaosDeterministic(t *testing.T) {
 	seed := uint64(42)
 	cfg := Config{N: 9, LeafDepth: 3, Ranks: 6}
 	sc := chaos.Config{Seed: seed, MaxKills: 2, KillChance: 0.005, Protected: []int{0}}
-	a, errA := chaos.Run(sc, newJob(t, cfg, seed))
-	b, errB := chaos.Run(sc, newJob(t, cfg, seed))
+	a, errA := chaos.Run(sc, nodesOf(newJob(t, cfg, seed)))
+	b, errB := chaos.Run(sc, nodesOf(newJob(t, cfg, seed)))
 	if errA != nil || errB != nil {
 		t.Fatal(errA, errB)
 	}
@@ -353,3 +323,5 @@ func FuzzDecodeMsg(f *testing.F) {
 		}
 	})
 }
+
+func nodesOf(nodes []chaos.Node[Msg], _ []*Node) []chaos.Node[Msg] { return nodes }

@@ -1,0 +1,83 @@
+// Package proctest runs an example program as a job of real processes over
+// TCP from its own tests, without building it first: the test binary is the
+// program. A test package does
+//
+//	func TestMain(m *testing.M) { proctest.Main(m, "EP_TEST_RANK", run) }
+//
+// where run is the program's func(args, stdout, stderr) int, and a test
+//
+//	res := proctest.Launch(t, "EP_TEST_RANK", 4, nil, "-class", "S")
+//
+// starts 4 ranks (package launch) running run with those arguments and
+// returns their output and exits.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/launch"
+)
+
+// Main runs the program instead of the tests when the environment variable
+// env is "1" (a rank started by Launch), else the tests.
+func Main(m *testing.M, env string, run func(args []string, stdout, stderr io.Writer) int) {
+	if os.Getenv(env) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// Result is what a job did.
+type Result struct {
+	Stdout, Stderr string // every rank's lines, prefixed "[rank] "
+	Exits          []launch.Exit
+	Err            error // the launcher's verdict (nil: every rank exited 0)
+}
+
+// Launch runs an n-rank job of this test binary as the program (see Main),
+// with the crashes kills, and waits for it (at most 2 minutes).
+func Launch(t testing.TB, env string, n int, kills []launch.Kill, args ...string) Result {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	job, err := launch.Start(ctx, launch.Config{
+		N: n, Program: exe, Args: args, Env: []string{env + "=1"},
+		Stdout: &stdout, Stderr: &stderr, Prefix: true, Kills: kills,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exits, err := job.Wait()
+	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), Exits: exits, Err: err}
+	t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	return res
+}
+
+// syncBuffer is a bytes.Buffer safe for the launcher's writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
