@@ -12,7 +12,10 @@ import (
 	"github.com/cohort-mp/cohort/examples/nqueens/internal/queens"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "replay one chaos seed (0: random seeds)")
+var (
+	seedFlag = flag.Uint64("seed", 0, "replay one chaos seed (0: random seeds)")
+	manyFlag = flag.Int("runs", 0, "number of chaos runs (0: 150, 40 with -short)")
+)
 
 func wire(v any) (any, error) { return DecodeMsg(v.(Msg).AppendBinary(nil)) }
 
@@ -57,6 +60,9 @@ func TestChaosExact(t *testing.T) {
 	if testing.Short() {
 		count = 40
 	}
+	if *manyFlag > 0 {
+		count = *manyFlag
+	}
 	kills, steps, masterKills := 0, 0, 0
 	var sum Stats
 	for _, seed := range seeds(t, count) {
@@ -64,7 +70,13 @@ func TestChaosExact(t *testing.T) {
 		ranks := 2 + rng.IntN(7)
 		n := 8 + rng.IntN(4)
 		cfg := Config{N: n, TaskDepth: 2 + rng.IntN(3), Ranks: ranks, CheckpointEvery: 1 + rng.IntN(8)}
-		sc := chaos.Config{Seed: seed, MaxKills: max(1, ranks/4), KillChance: 0.01, Wire: wire}
+		// A quarter of the ranks (the chaos runs), or in one run
+		// of three every rank but one.
+		maxKills := max(1, ranks/4)
+		if rng.IntN(3) == 0 {
+			maxKills = ranks - 1
+		}
+		sc := chaos.Config{Seed: seed, MaxKills: maxKills, KillChance: 0.01, Wire: wire}
 		job, raw := newJob(t, cfg)
 		rep, err := chaos.Run(sc, job)
 		if err != nil {
