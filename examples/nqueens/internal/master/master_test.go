@@ -53,8 +53,9 @@ func TestNoFailuresExact(t *testing.T) {
 	}
 }
 
-// Master–worker under crashes (Phoenix §5.2.1): any rank, the master and its
-// backup included, may die at any step; the count is always exact.
+// Master–worker under crashes (Phoenix §5.2.1): up to a quarter of the ranks
+// (or all but one), the master and its backup included, die at random
+// steps; the count is always exact.
 func TestChaosExact(t *testing.T) {
 	count := 150
 	if testing.Short() {

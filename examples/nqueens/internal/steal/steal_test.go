@@ -55,8 +55,9 @@ func TestNoFailuresExact(t *testing.T) {
 }
 
 // Random stealing under crashes (Phoenix §5.2.2): up to a quarter of the
-// ranks, the root holder included, are killed at random steps while
-// messages are delivered in random order; the count is always exact.
+// ranks (or all but one), the root holder included, are killed at random
+// steps while messages are delivered in random order; the count is always
+// exact.
 func TestChaosExact(t *testing.T) {
 	count := 150
 	if testing.Short() {
