@@ -4,15 +4,15 @@
 // checkpointed master, §5.2.1) with the messages, failure notices and local
 // work of a real job.
 //
-// Each rank runs a receiver goroutine (Probe and Recv from any source on one
+// Each rank runs a receiver goroutine (Probe and Recv from any source and
 // tag, acknowledging failures so that wildcard receives keep working) and a
 // main loop that hands the machine, in this order, every message received,
 // every [comm.Failure] of the session, and otherwise one unit of local work.
 // An idle rank waits for the next message; a rank refused work (steal mode)
-// waits a little longer each time before asking again, up to 16 ms.
+// waits a little longer each time before asking again, up to 8 ms.
 //
-// The rank that finishes the job (the root holder in steal mode, the
-// master in master mode) gets an [Outcome] with Reporter set; the other ranks learn
+// The rank that finishes the job (the root holder in steal mode, the master
+// in master mode) gets an [Outcome] with Reporter set; the other ranks learn
 // the count from its Done message and answer it with Bye (tag TagBye); the
 // finishing rank returns once every other rank has said Bye or is known
 // failed (at most 10 s), so that it never leaves while its Done messages
@@ -75,9 +75,6 @@ type Config struct {
 	// Log, if set, receives one line per event worth watching: failures
 	// learned, work taken back, a master taking over.
 	Log io.Writer
-	// grace bounds how long a rank whose machine gives up waits for a Done
-	// that may already be on its way.
-	grace time.Duration
 	// crash (tests) is asked after every step whether this rank should stop
 	// dead now; Run then returns errCrashed.
 	crash func(rank int, p progress) bool
@@ -143,9 +140,6 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 	m, err := newMachine(cfg, c.Rank(), c.Size())
 	if err != nil {
 		return Outcome{}, err
-	}
-	if cfg.grace == 0 {
-		cfg.grace = 2 * time.Second
 	}
 	logf := func(format string, args ...any) {
 		if cfg.Log != nil {
@@ -216,23 +210,6 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 			return out, nil
 		}
 		if err := m.err(); err != nil {
-			// A Done may be on its way from a rank that died after
-			// sending it: wait for it a little.
-			timer := time.NewTimer(cfg.grace)
-			for m.err() != nil {
-				select {
-				case in := <-msgs:
-					_ = handle(in)
-					continue
-				case <-timer.C:
-				case <-ctx.Done():
-				}
-				break
-			}
-			timer.Stop()
-			if count, done := m.result(); done {
-				return m.outcome(cfg, count, begin), nil
-			}
 			return Outcome{}, fmt.Errorf("nqueens: rank %d: %w", c.Rank(), err)
 		}
 		// Messages and failure news first.
