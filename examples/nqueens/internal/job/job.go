@@ -130,6 +130,9 @@ type machine interface {
 	refused(data []byte) bool // the message says "no work for you"
 	summary() string
 	progress() progress
+	// news describes what the machine did about failures since the last
+	// call (units taken back, grants dropped, takeovers).
+	news() []string
 }
 
 // Run runs this rank's part of the job on s.World() and returns when the
@@ -185,7 +188,11 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 	}
 	fail := func(f comm.Failure) error {
 		logf("learned that rank %d failed (view %d)", f.Rank, f.Epoch)
-		return send(m.failed(f.Rank))
+		err := send(m.failed(f.Rank))
+		for _, n := range m.news() {
+			logf("%s", n)
+		}
+		return err
 	}
 
 	if err := send(m.start()); err != nil {
@@ -380,6 +387,27 @@ func outcome(cfg Config, count uint64, begin time.Time, reporter bool, summary s
 type stealMachine struct {
 	nd   *steal.Node
 	rank int
+	seen steal.Stats
+}
+
+func (s *stealMachine) news() []string {
+	st, old := s.nd.Stats(), s.seen
+	s.seen = st
+	var out []string
+	if d := st.Requeued - old.Requeued; d > 0 {
+		out = append(out, fmt.Sprintf("took back %d unit(s) a dead thief held", d))
+	}
+	if d := st.Abandoned - old.Abandoned; d > 0 {
+		out = append(out, fmt.Sprintf("dropped %d grant(s) of a dead giver (its giver redoes them)", d))
+	}
+	if st.Takeovers > old.Takeovers {
+		if st.FromCkpt > 0 {
+			out = append(out, fmt.Sprintf("took over the root of the search from a snapshot of %d unit(s)", st.FromCkpt))
+		} else {
+			out = append(out, "took over the root of the search with no snapshot: starting over")
+		}
+	}
+	return out
 }
 
 func encodeSteal(outs []steal.Out) []outMsg {
@@ -423,7 +451,23 @@ func (s *stealMachine) outcome(cfg Config, count uint64, begin time.Time) Outcom
 	return outcome(cfg, count, begin, s.reporter(), s.summary())
 }
 
-type masterMachine struct{ nd *master.Node }
+type masterMachine struct {
+	nd   *master.Node
+	seen master.Stats
+}
+
+func (m *masterMachine) news() []string {
+	st, old := m.nd.Stats(), m.seen
+	m.seen = st
+	var out []string
+	if st.Takeovers > old.Takeovers {
+		out = append(out, fmt.Sprintf("became the master with %d checkpointed result(s) of %d tasks", st.FromBackup, m.nd.Tasks()))
+	}
+	if d := st.Reassigned - old.Reassigned; d > 0 {
+		out = append(out, fmt.Sprintf("put %d task(s) of a dead worker back in the queue", d))
+	}
+	return out
+}
 
 func encodeMaster(outs []master.Out) []outMsg {
 	res := make([]outMsg, len(outs))

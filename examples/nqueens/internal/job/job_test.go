@@ -1,7 +1,9 @@
 package job
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,7 +146,8 @@ func TestStealThiefCrashes(t *testing.T) {
 // some snapshots; rank 1 takes over and the count stays exact.
 func TestStealRootCrashes(t *testing.T) {
 	var crashed sync.Map
-	cfg := Config{N: 13, Mode: ModeSteal, Seed: 5, LeafDepth: 4, CheckpointEvery: 16}
+	var log lockedBuffer
+	cfg := Config{N: 13, Mode: ModeSteal, Seed: 5, LeafDepth: 4, CheckpointEvery: 16, Log: &log}
 	cfg.crash = crashWhen(func(rank int, p progress) bool {
 		return rank == 0 && p.given >= 1 && p.leaves >= 100
 	}, &crashed)
@@ -156,6 +159,9 @@ func TestStealRootCrashes(t *testing.T) {
 	if !outs[1].Reporter {
 		t.Fatalf("rank 1 did not take the root over: %+v", outs[1])
 	}
+	if !strings.Contains(log.String(), "rank 1: took over the root of the search from a snapshot") {
+		t.Fatalf("no takeover in the log:\n%s", log.String())
+	}
 	t.Logf("rank 1: %s", outs[1].Summary)
 }
 
@@ -163,7 +169,8 @@ func TestStealRootCrashes(t *testing.T) {
 // checkpoint and the count stays exact.
 func TestMasterCrashes(t *testing.T) {
 	var crashed sync.Map
-	cfg := Config{N: 12, Mode: ModeMaster, TaskDepth: 3, CheckpointEvery: 4}
+	var log lockedBuffer
+	cfg := Config{N: 12, Mode: ModeMaster, TaskDepth: 3, CheckpointEvery: 4, Log: &log}
 	cfg.crash = crashWhen(func(rank int, p progress) bool {
 		return rank == 0 && p.master && p.results >= 20
 	}, &crashed)
@@ -175,5 +182,26 @@ func TestMasterCrashes(t *testing.T) {
 	if !outs[1].Reporter {
 		t.Fatalf("rank 1 did not take over: %+v", outs[1])
 	}
+	if !strings.Contains(log.String(), "rank 1: became the master with") {
+		t.Fatalf("no takeover in the log:\n%s", log.String())
+	}
 	t.Logf("new master: %s", outs[1].Summary)
+}
+
+// lockedBuffer collects the log lines of every rank.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
