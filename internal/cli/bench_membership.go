@@ -13,7 +13,8 @@ func init() {
 		name:    "membership",
 		summary: "stabilization time T_s of the radix-tree membership (Varma et al.) beside its model",
 		help: `Bench runs a benchmark on real processes ('cohort node') over TCP on
-127.0.0.1. The membership benchmark:
+127.0.0.1 (or, with --in-process, on hosts inside one process). The
+membership benchmark:
 
 For every job size n and fan-out a it starts n processes, measures the
 point-to-point latency L by a ping-pong between the root and its first child,
@@ -46,10 +47,23 @@ cost above it.
 The table's header names the mode, and its last column counts the distinct
 nodes whose reports reached the root per failure.
 
+--in-process runs the n nodes of each point as n hosts inside the benchmark's
+own process instead of n processes: each has its own event loop goroutine,
+its own TCP transport listening on 127.0.0.1 (the same authenticated TCP
+through the kernel's loopback), and the stack, codecs and seed 'cohort node'
+would have. A kill stops the node's loop and closes its sockets without a
+word (its peers see the connections drop, as after a SIGKILL); "fail <id>"
+becomes a verdict handed to the parent's loop. This measures the protocol
+and the TCP stack without the kernel waking n processes one after another,
+which sets the floor (the echo column) of the process mode on a machine with
+fewer cores than nodes. The header says which mode ran and with what
+GOMAXPROCS.
+
 Examples:
   cohort bench membership
   cohort bench membership -n 8,16,32,64 --fanout 2,4 --samples 5
-  cohort bench membership -n 64 --fanout 4 --detector heartbeat --report all`,
+  cohort bench membership -n 64 --fanout 4 --detector heartbeat --report all
+  cohort bench membership -n 8,16,32,64 --fanout 2,4 --samples 5 --in-process`,
 		run: runBenchMembership,
 	})
 }
@@ -66,6 +80,7 @@ func runBenchMembership(ctx context.Context, c *call) error {
 	fs.IntVar(&cfg.PingCount, "ping-count", 200, "round `trips` of the ping-pong that measures L")
 	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory` (one subdirectory per point)")
 	fs.DurationVar(&cfg.SampleTimeout, "timeout", 30*time.Second, "how long one failure may take to be handled")
+	fs.BoolVar(&cfg.InProcess, "in-process", false, "run the n nodes as hosts (one loop goroutine and one TCP transport each) inside this process instead of n processes")
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
@@ -100,6 +115,10 @@ func runBenchMembership(ctx context.Context, c *call) error {
 
 // benchArgs renders the flags that reproduce a run.
 func benchArgs(cfg cluster.BenchConfig) string {
-	return fmt.Sprintf("-n %s --fanout %s --samples %d --detector %s --seed %d --report %s",
+	args := fmt.Sprintf("-n %s --fanout %s --samples %d --detector %s --seed %d --report %s",
 		(*intList)(&cfg.Sizes), (*intList)(&cfg.Fanouts), cfg.Samples, cfg.Detector, cfg.Seed, cfg.Report)
+	if cfg.InProcess {
+		args += " --in-process"
+	}
+	return args
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -100,6 +102,51 @@ type BenchConfig struct {
 	// EventsDir, if not empty, keeps every node's event stream and log
 	// there, one subdirectory per point (n<n>-a<a>).
 	EventsDir string
+	// InProcess runs each point's n nodes as hosts inside this process
+	// ([StartInProcess]: one event loop goroutine and one TCP transport on
+	// 127.0.0.1 per node, the same stacks, codecs and seeds) instead of
+	// n `cohort node` processes ([Start]): the protocol and the TCP stack
+	// are measured without waking one process per node. A kill then
+	// stops the node's loop and closes its sockets ([InProcessJob.Kill]).
+	// Command and Env are not used.
+	InProcess bool
+}
+
+// benchJob is a running job as the membership benchmark drives it: a [Job]
+// of processes or an [InProcessJob] of hosts.
+type benchJob interface {
+	// Records returns the records from index from on and a channel closed
+	// when the next one arrives.
+	Records(from int) ([]Record, <-chan struct{})
+	// Inspect calls f with the job's tracker under the job's lock.
+	Inspect(f func(t *Tracker))
+	// WaitAgreed waits until the live nodes agree on a view of exactly
+	// themselves.
+	WaitAgreed(ctx context.Context, outside map[core.NodeID]bool) (member.ViewInstalled, error)
+	// Kill stops a node abruptly (its peers see their connections drop).
+	Kill(id core.NodeID) error
+	// InjectFailure makes reporter declare failed failed, as its detector
+	// would.
+	InjectFailure(reporter, failed core.NodeID) error
+	// Spawn adds a node that joins the running group.
+	Spawn(ctx context.Context, o SpawnOptions) error
+	Close() error
+}
+
+// startBenchJob starts a point's job in the mode cfg asks for.
+func startBenchJob(ctx context.Context, cfg BenchConfig, jc JobConfig) (benchJob, error) {
+	if cfg.InProcess {
+		j, err := StartInProcess(ctx, jc)
+		if err != nil {
+			return nil, err
+		}
+		return j, nil
+	}
+	j, err := Start(ctx, jc)
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // BenchSample is one measured failure.
@@ -161,10 +208,12 @@ type BenchPoint struct {
 }
 
 // RunBench runs the membership benchmark: for each point it starts a job
-// of n nodes, measures L by ping-pong, then Samples times kills a random
-// non-root node with SIGKILL, waits until the survivors agree on the view
-// without it, reads T_s from the root's member.Stabilized, and admits a
-// new node (NEW_NODE) so that the next failure again happens in n nodes.
+// of n nodes (processes, or hosts in this process with cfg.InProcess),
+// measures L by ping-pong, then Samples times kills a random non-root node
+// (SIGKILL, or its in-process equivalent), waits until the survivors agree
+// on the view without it, reads T_s from the root's member.Stabilized, and
+// admits a new node (NEW_NODE) so that the next failure again happens in n
+// nodes. Both modes share every step but the job's start.
 func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchPoint, error) {
 	if cfg.Samples < 1 {
 		return nil, fmt.Errorf("%w: %d samples", ErrJob, cfg.Samples)
@@ -200,7 +249,7 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 	pt.Height = h
 	pt.DetectorTimeout, pt.DetectorDesc = orDefault(cfg.Detector).Timeout(n)
 	seed := cfg.Seed ^ uint64(n)<<32 ^ uint64(a)
-	job, err := Start(ctx, JobConfig{
+	job, err := startBenchJob(ctx, cfg, JobConfig{
 		N: n, Fanout: a, Detector: cfg.Detector, Seed: seed,
 		Command: cfg.Command, Env: cfg.Env, PingCount: cfg.PingCount,
 		QuietDetector: cfg.Report.orDefault() == ReportOne,
@@ -230,7 +279,7 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 	}
 	next := core.NodeID(n)
 	for s := 0; s < cfg.Samples; s++ {
-		sample, err := benchSample(ctx, cfg, job, view, rng)
+		sample, err := benchSample(ctx, cfg, job, a, view, rng)
 		if err != nil {
 			return pt, fmt.Errorf("sample %d: %w", s+1, err)
 		}
@@ -274,9 +323,9 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 	return pt, err
 }
 
-// benchSample kills one random non-root member of view and measures the
-// view change that excludes it.
-func benchSample(ctx context.Context, cfg BenchConfig, job *Job, view member.ViewInstalled, rng *rand.Rand) (BenchSample, error) {
+// benchSample kills one random non-root member of view (a radix tree of
+// fan-out a) and measures the view change that excludes it.
+func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view member.ViewInstalled, rng *rand.Rand) (BenchSample, error) {
 	pos := 1 + rng.IntN(len(view.Members)-1)
 	victim := view.Members[pos]
 	s := BenchSample{Victim: victim, Reporter: core.None}
@@ -287,7 +336,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job *Job, view member.Vie
 		return s, err
 	}
 	if cfg.Report.orDefault() == ReportOne {
-		tree, err := topo.NewRadix(len(view.Members), MemberConfig(job.cfg.Fanout).Fanout)
+		tree, err := topo.NewRadix(len(view.Members), MemberConfig(a).Fanout)
 		if err != nil {
 			return s, err
 		}
@@ -373,7 +422,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job *Job, view member.Vie
 
 // waitRecord waits for the first record from index from on that match
 // accepts, for at most timeout.
-func waitRecord(ctx context.Context, job *Job, from int, timeout time.Duration, match func(Record) bool) (Record, int, error) {
+func waitRecord(ctx context.Context, job benchJob, from int, timeout time.Duration, match func(Record) bool) (Record, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
@@ -399,12 +448,16 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 		return
 	}
 	det := orDefault(cfg.Detector)
-	fmt.Fprintf(w, "Membership stabilization on loopback (real processes, TCP), detector %s, %d failure(s) per point, mean ± 95%% CI (Student t).\n", det, cfg.Samples)
+	fmt.Fprintf(w, "Membership stabilization, %s, detector %s, %d failure(s) per point, mean ± 95%% CI (Student t).\n", BenchMode(cfg), det, cfg.Samples)
+	kill, nodes := "SIGKILL", "processes"
+	if cfg.InProcess {
+		kill, nodes = "kill (loop stopped, sockets closed)", "hosts"
+	}
 	switch cfg.Report.orDefault() {
 	case ReportOne:
-		fmt.Fprintf(w, "Reports: one (--report one): quiet detectors; after each SIGKILL the victim's parent alone is told to declare it failed (the paper's experiment).\n")
+		fmt.Fprintf(w, "Reports: one (--report one): quiet detectors; after each %s the victim's parent alone is told to declare it failed (the paper's experiment).\n", kill)
 	default:
-		fmt.Fprintf(w, "Reports: all (--report all): every survivor's %s detector declares the crash and reports it; all n processes compete for the cores.\n", det)
+		fmt.Fprintf(w, "Reports: all (--report all): every survivor's %s detector declares the crash and reports it; all n %s compete for the cores.\n", det, nodes)
 	}
 	fmt.Fprintf(w, "T_s: root receives the failure report → root holds every FAILURE_ACK (member.Stabilized, the root's monotonic clock).\n")
 	fmt.Fprintf(w, "Model: T_s = 2·L·(H−1) + O_cp·H (paper §4), H for the n−1 members left; L = ½ median ping-pong RTT root↔child in the same job,\n")
@@ -447,7 +500,28 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	if !met {
 		verdict = "NOT met"
 	}
-	fmt.Fprintf(w, "goal T_s < 1 ms at n = %d (--report %s): %s (%s)\n", maxN, cfg.Report.orDefault(), verdict, strings.Join(parts, ", "))
+	mode := "processes"
+	if cfg.InProcess {
+		mode = "in-process"
+	}
+	fmt.Fprintf(w, "goal T_s < 1 ms at n = %d (--report %s, %s): %s (%s)\n", maxN, cfg.Report.orDefault(), mode, verdict, strings.Join(parts, ", "))
+}
+
+// BenchMode describes how cfg runs the nodes, for a table's header:
+// "in-process: n hosts in one OS process, GOMAXPROCS=2, real TCP on
+// loopback" or "n processes (cohort node, GOMAXPROCS=1 each), real TCP on
+// loopback".
+func BenchMode(cfg BenchConfig) string {
+	if cfg.InProcess {
+		return fmt.Sprintf("in-process: n hosts in one OS process, GOMAXPROCS=%d, real TCP on loopback", runtime.GOMAXPROCS(0))
+	}
+	procs := "GOMAXPROCS=1" // what Start gives every node unless told otherwise
+	for _, kv := range slices.Concat(os.Environ(), cfg.Env) {
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			procs = "GOMAXPROCS=" + v
+		}
+	}
+	return fmt.Sprintf("n processes (cohort node, %s each), real TCP on loopback", procs)
 }
 
 // pm renders an estimate as "mean ± half" in the given unit.
