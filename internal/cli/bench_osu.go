@@ -161,13 +161,34 @@ type osuResult struct {
 	absent  string // why it did not run ("" if it ran)
 }
 
-// run runs every implementation in turn and prints the table.
+// run measures every implementation and prints the table.
 func (b *osuBench) run(ctx context.Context, c *call, title string) error {
-	exe, err := os.Executable()
+	start := time.Now()
+	results, err := b.measure(ctx)
 	if err != nil {
 		return err
 	}
-	var mpiProg string
+	b.writeTable(c.stdout, title, results)
+	fmt.Fprintf(c.stdout, "(%.0f s; %s)\n", time.Since(start).Seconds(), b.loops())
+	return nil
+}
+
+// loops describes the iteration counts.
+func (b *osuBench) loops() string {
+	s := fmt.Sprintf("loops %d/%d, warm-up %d/%d for sizes ≤/> %d B", b.loop, b.loopL, b.skip, b.skipL, osuLargeMessage)
+	if b.mode == "bw" {
+		s += fmt.Sprintf(", window %d", b.window)
+	}
+	return s
+}
+
+// measure runs every implementation in turn.
+func (b *osuBench) measure(ctx context.Context) ([]osuResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var mpiProg, mpiAbsent string
 	var cleanup func()
 	defer func() {
 		if cleanup != nil {
@@ -175,7 +196,6 @@ func (b *osuBench) run(ctx context.Context, c *call, title string) error {
 		}
 	}()
 	var results []osuResult
-	start := time.Now()
 	for _, impl := range b.impls {
 		r := osuResult{impl: impl}
 		fmt.Fprintf(b.progress, "bench: %s %s on %d processes…\n", impl, b.mode, b.ranks)
@@ -183,25 +203,23 @@ func (b *osuBench) run(ctx context.Context, c *call, title string) error {
 		case "ours", "tcp":
 			r.figures, err = b.runWorkers(ctx, exe, impl)
 		default:
-			if mpiProg == "" && r.absent == "" {
-				mpiProg, cleanup, r.absent, err = buildOSU(ctx)
+			if mpiProg == "" && mpiAbsent == "" {
+				mpiProg, cleanup, mpiAbsent, err = buildOSU(ctx)
 			}
+			r.absent = mpiAbsent
 			if r.absent == "" && err == nil {
 				r.figures, err = b.runMPI(ctx, mpiProg, strings.TrimPrefix(impl, "mpi-"))
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", impl, err)
+			return nil, fmt.Errorf("%s: %w", impl, err)
 		}
 		if r.absent != "" {
 			fmt.Fprintf(b.progress, "bench: %s skipped: %s\n", impl, r.absent)
 		}
 		results = append(results, r)
 	}
-	b.writeTable(c.stdout, title, results)
-	fmt.Fprintf(c.stdout, "(%.0f s; loops %d/%d warm-up %d/%d for sizes ≤/> %d B%s)\n", time.Since(start).Seconds(),
-		b.loop, b.loopL, b.skip, b.skipL, osuLargeMessage, map[bool]string{true: fmt.Sprintf(", window %d", b.window), false: ""}[b.mode == "bw"])
-	return nil
+	return results, nil
 }
 
 // runWorkers runs a job of b.ranks workers of this executable and reads

@@ -21,6 +21,7 @@ func TestBenchOSU(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.bench, func(t *testing.T) {
+			t.Parallel()
 			args := []string{"bench", c.bench, "--max", strconv.Itoa(c.sizes[len(c.sizes)-1]), "--iters", "5", "--skip", "1", "--impl", "ours,tcp"}
 			if c.bench == "allreduce" {
 				args = append(args, "-n", "3")
@@ -51,21 +52,6 @@ func TestBenchOSU(t *testing.T) {
 	}
 }
 
-// TestBenchOSUWithoutMPI: without mpicc and mpirun in PATH the Open MPI
-// columns are left out with the reason, and the rest runs.
-func TestBenchOSUWithoutMPI(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	code, stdout, stderr := run(t, "bench", "p2p", "--max", "8", "--iters", "3", "--skip", "0", "--impl", "ours,mpi-tcp,mpi-vader")
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	for _, want := range []string{"# OMPI tcp: not run (mpicc or mpirun is not in PATH", "# OMPI vader: not run", "cohort µs"} {
-		if !strings.Contains(stdout, want) {
-			t.Fatalf("missing %q in:\n%s", want, stdout)
-		}
-	}
-}
-
 func TestBenchOSUBadFlags(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -84,6 +70,43 @@ func TestBenchOSUBadFlags(t *testing.T) {
 		code, _, stderr := run(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// TestBenchOSUAll: one command gives the three tables and the goals
+// section; without mpicc and mpirun in PATH the Open MPI columns are left
+// out with the reason, the rest runs, and the goals are "not measured".
+func TestBenchOSUAll(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, stdout, stderr := run(t, "bench", "osu", "--max", "16", "--iters", "3", "--skip", "0", "--impl", "ours,mpi-tcp")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"# one-way latency", "# bandwidth", "# Allreduce of float64", "# issue 5's goals",
+		"# OMPI tcp: not run (mpicc or mpirun is not in PATH", "cohort µs",
+		"8-byte one-way latency", "not measured (needs ours and mpi-tcp at 8 B)"} {
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("missing %q in:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestOSUGoals checks the verdicts against hand-made figures.
+func TestOSUGoals(t *testing.T) {
+	res := func(ours, mpi float64, size int) []osuResult {
+		return []osuResult{{impl: "ours", figures: map[int]float64{size: ours}}, {impl: "mpi-tcp", figures: map[int]float64{size: mpi}}}
+	}
+	var b strings.Builder
+	writeOSUGoals(&b, map[string][]osuResult{
+		"latency":   res(7, 5, 8),           // 1.4 ≤ 1.5: met
+		"bw":        res(800, 1000, 1<<20),  // 0.8 < 0.9: not met
+		"allreduce": res(1600, 1000, 1<<20), // 1.6 > 1.5: not met
+	})
+	out := b.String()
+	for _, want := range []string{"ratio 1.40 (goal ≤ 1.5) met", "ratio 0.80 (goal ≥ 0.9) NOT met", "ratio 1.60 (goal ≤ 1.5) NOT met"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("missing %q in:\n%s", want, out)
 		}
 	}
 }
