@@ -123,7 +123,8 @@ func (s *lineSink) take() (buf []byte, ends []int) {
 // Detector, QuietDetector, Seed, PingCount, EventsDir (where each node's
 // event stream, n<id>.jsonl, its warnings, n<id>.log, and the job's
 // records, job.jsonl, are copied) and StartTimeout; a node's GOMAXPROCS is
-// the process's. On error every node started is stopped.
+// the process's. ctx bounds the start only: the nodes run until Close.
+// On error every node started is stopped.
 func StartInProcess(ctx context.Context, cfg JobConfig) (_ *InProcessJob, err error) {
 	if cfg.N < 1 {
 		return nil, fmt.Errorf("%w: %d nodes", ErrJob, cfg.N)
@@ -233,7 +234,6 @@ func (j *InProcessJob) listen(id core.NodeID, secret []byte, join bool) (*inproc
 	}
 	j.nodes[id] = n
 	j.runs.Add(1) // done by run's goroutine, or by abandon
-
 	j.mu.Unlock()
 	j.log.add(Record{Node: id, Time: time.Now(), Type: "cluster.Spawned", Event: Spawned{Addr: tr.Addr(), Join: join}})
 	j.log.add(Record{Node: id, Time: time.Now(), Type: "cluster.Listening", Event: Listening{Addr: tr.Addr()}})
