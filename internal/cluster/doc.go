@@ -89,4 +89,12 @@
 // and T_s/echo is what the protocol itself costs above it. With n processes
 // on fewer cores than n, the floor is set by how fast the kernel wakes the n
 // processes one after another, not by L.
+//
+// With BenchConfig.InProcess (`cohort bench membership --in-process`) the n
+// nodes run as n hosts inside the benchmark's own process (StartInProcess):
+// each with its own event loop and its own authenticated TCP transport on
+// 127.0.0.1, built by NewNode exactly as `cohort node` builds it; a kill
+// cancels a node's loop and closes its sockets without a word. This measures
+// the protocol and the kernel's TCP stack without the cost of waking n
+// processes, and the same sample code computes every figure in both modes.
 package cluster
