@@ -504,6 +504,13 @@ func (j *Job) stop(cause error) bool {
 		return false
 	}
 	j.stopping, j.cause = true, cause
+	// Every rank still running is stopped by us from now on, even one that
+	// ends on the rendezvous's abort before it gets SIGTERM.
+	for _, p := range j.procs {
+		if p.running {
+			p.stopped = true
+		}
+	}
 	j.mu.Unlock()
 	j.rz.Abort("the job is stopping: " + strings.TrimPrefix(cause.Error(), "launch: "))
 	j.signalAll(syscall.SIGTERM)

@@ -325,16 +325,17 @@ type Rendezvous struct {
 	cfg RendezvousConfig
 	ln  net.Listener
 
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	ranks  map[int]*rankConn // the registered ranks
-	addrs  []string          // by rank, "" until registered
-	first  time.Time         // when the first rank registered
-	done   chan struct{}     // closed when the table went out or the rendezvous failed
-	err    error             // why it failed
-	notify chan struct{}     // signalled (never blocking) when a rank registers or leaves before the table
-	closed bool
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]bool
+	ranks    map[int]*rankConn // the registered ranks
+	addrs    []string          // by rank, "" until registered
+	first    time.Time         // when the first rank registered
+	complete bool              // every rank registered: the table is being (or was) sent
+	done     chan struct{}     // closed when the table went out or the rendezvous failed
+	err      error             // why it failed
+	notify   chan struct{}     // signalled (never blocking) when a rank registers or leaves before the table
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 // rankConn is one registered rank's connection.
@@ -461,15 +462,11 @@ func (r *Rendezvous) serve(nc net.Conn) {
 		}
 	}
 	r.mu.Lock()
-	if r.ranks[c.rank] == c {
-		select {
-		case <-r.done:
-		default:
-			// Gone before the table: its place is free again.
-			delete(r.ranks, c.rank)
-			r.addrs[c.rank] = ""
-			r.signal()
-		}
+	if r.ranks[c.rank] == c && !r.complete {
+		// Gone before the table: its place is free again.
+		delete(r.ranks, c.rank)
+		r.addrs[c.rank] = ""
+		r.signal()
 	}
 	r.mu.Unlock()
 }
@@ -478,8 +475,7 @@ func (r *Rendezvous) serve(nc net.Conn) {
 // It returns false if c was refused.
 func (r *Rendezvous) register(c *rankConn, addr string) bool {
 	r.mu.Lock()
-	select {
-	case <-r.done:
+	if r.complete || r.err != nil {
 		err := r.err
 		r.mu.Unlock()
 		if err != nil {
@@ -488,7 +484,6 @@ func (r *Rendezvous) register(c *rankConn, addr string) bool {
 			c.send(abortMsg{Reason: fmt.Sprintf("rank %d registered after the rendezvous completed", c.rank)}, r.cfg.HandshakeTimeout)
 		}
 		return false
-	default:
 	}
 	if r.ranks[c.rank] != nil {
 		r.mu.Unlock()
@@ -505,17 +500,30 @@ func (r *Rendezvous) register(c *rankConn, addr string) bool {
 		r.mu.Unlock()
 		return true
 	}
+	// Every rank gets the table before anything else the launcher may
+	// send (an Abort waits for each connection's lock): the locks are
+	// taken before r.mu is released.
 	table := tableMsg{Addrs: slices.Clone(r.addrs)}
 	conns := r.rankConnsLocked()
-	close(r.done)
+	for _, rc := range conns {
+		rc.wmu.Lock()
+	}
+	r.complete = true
 	r.mu.Unlock()
 	for _, rc := range conns {
-		if err := rc.send(table, r.cfg.HandshakeTimeout); err == nil {
+		rc.nc.SetWriteDeadline(time.Now().Add(r.cfg.HandshakeTimeout))
+		if err := send(rc.fw, LauncherNode, core.NodeID(rc.rank), table); err == nil {
 			rc.nc.SetWriteDeadline(time.Time{})
 		} else {
 			rc.nc.Close() // its rank sees the end of the connection
 		}
+		rc.wmu.Unlock()
 	}
+	r.mu.Lock()
+	if r.err == nil {
+		close(r.done)
+	}
+	r.mu.Unlock()
 	return true
 }
 
@@ -536,8 +544,18 @@ func (r *Rendezvous) rankConnsLocked() []*rankConn {
 	return conns
 }
 
+// failLocked fails a rendezvous that has not completed.
+func (r *Rendezvous) failLocked(err error) {
+	if r.complete || r.err != nil {
+		return
+	}
+	r.err = err
+	close(r.done)
+}
+
 // Done is closed when the rendezvous is over: every rank has been sent
-// the table, or it failed (Abort, Close).
+// the table (or its connection closed if it could not take it), or the
+// rendezvous failed (Abort, Close).
 func (r *Rendezvous) Done() <-chan struct{} { return r.done }
 
 // Wait blocks until every rank has registered and returns the table of
@@ -589,12 +607,7 @@ func (r *Rendezvous) Missing() []int {
 func (r *Rendezvous) Abort(reason string) {
 	r.mu.Lock()
 	conns := r.rankConnsLocked()
-	select {
-	case <-r.done:
-	default:
-		r.err = fmt.Errorf("%w: %s", ErrRendezvous, reason)
-		close(r.done)
-	}
+	r.failLocked(fmt.Errorf("%w: %s", ErrRendezvous, reason))
 	r.mu.Unlock()
 	for _, rc := range conns {
 		if rc.send(abortMsg{Reason: reason}, r.cfg.HandshakeTimeout) != nil {
@@ -609,12 +622,7 @@ func (r *Rendezvous) Close() error {
 	r.mu.Lock()
 	if !r.closed {
 		r.closed = true
-		select {
-		case <-r.done:
-		default:
-			r.err = fmt.Errorf("%w: the launcher closed the rendezvous", ErrRendezvous)
-			close(r.done)
-		}
+		r.failLocked(fmt.Errorf("%w: the launcher closed the rendezvous", ErrRendezvous))
 	}
 	r.ln.Close()
 	for nc := range r.conns {
