@@ -166,8 +166,23 @@ func osuOurs(ctx context.Context, out io.Writer, o *osuWork) error {
 			fmt.Fprintf(out, "%d %.3f\n", n, osuFigure(o, n, loop, elapsed))
 		}
 	}
+	// No rank leaves before rank 0 has every figure: the others wait for
+	// its word. What happens after that word is no longer the benchmark's
+	// business, so errors from here on (a rank leaving while another's
+	// last frames are in flight) are not failures.
+	release := make([]byte, 1)
+	if rank == 0 {
+		for r := 1; r < w.Size(); r++ {
+			w.Send(ctx, release, r, osuReleaseTag)
+		}
+	} else {
+		w.Recv(ctx, release, 0, osuReleaseTag)
+	}
 	return nil
 }
+
+// osuReleaseTag is the tag of rank 0's last word to the others.
+const osuReleaseTag = 999
 
 // osuFigure is rank 0's figure for a size: one-way latency in µs, or
 // bandwidth in MB/s (10^6 bytes per second), as OSU computes them.
