@@ -30,6 +30,10 @@ func TestVirtualHeldUntilMapped(t *testing.T) {
 		if r, ok := v.Owner(36); !ok || r != 2 {
 			return fmt.Errorf("Owner(36) = %d %v, want 2 (Figure 1's blocks)", r, ok)
 		}
+		// Every rank has checked the initial map before rank 1 changes it.
+		if err := Barrier(ctx, c); err != nil {
+			return err
+		}
 		buf := make([]byte, 16)
 		switch c.Rank() {
 		case 1:
