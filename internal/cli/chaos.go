@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cohort-mp/cohort/internal/chaos"
+	"github.com/cohort-mp/cohort/launch"
+)
+
+func init() {
+	register(&command{
+		name:     "chaos",
+		synopsis: "[flags] PROGRAM [-- ARGS]",
+		summary:  "run a program repeatedly while killing random ranks; check every result",
+		help: `Chaos runs PROGRAM (as 'cohort run' does: an executable or a Go package,
+built once) on --procs processes, first --baseline times without failures,
+then --runs times while killing random ranks with SIGKILL at random moments,
+and checks each run: every rank that was not killed must exit with status 0
+and the ranks' output must match --expect (the program's verified result:
+N-Queens prints CORRECT, the NPB programs VERIFICATION SUCCESSFUL).
+
+Each run draws from its own seed (printed) how many ranks die (1 to
+--kill of the processes, never all), which (rank 0 only with --kill-root)
+and when: uniformly within --window after the rendezvous (default: the
+baseline's median time to the result line). Replay one run with
+--run-seed SEED --window W (the values printed).
+
+Rank 0 is spared by default because a program that keeps its state on rank
+0 cannot survive its death. examples/nqueens (both -mode steal, whose root
+is checkpointed, and -mode master, whose master has a backup) and
+examples/npb/ep survive any kills that leave one rank: give them
+--kill-root.
+
+The table has, per run: the seed, the kills (rank@time after the
+rendezvous; in parentheses a kill whose rank had already ended), correct,
+the wall time, the result time (from the rendezvous to the first output
+line matching --expect) and the time to recover: the result time minus the
+baseline's median, i.e. what the failures cost, detection and redone work
+together (an estimate: a small negative value is noise). Chaos exits 0 only
+if every run was correct.
+
+Examples:
+  cohort chaos --runs 20 --kill 25% --kill-root ./examples/nqueens -- -n 16
+  cohort chaos --runs 20 --kill-root ./examples/nqueens -- -n 16 -mode master
+  cohort chaos --runs 20 --kill-root ./examples/npb/ep -- -class W`,
+		run: runChaos,
+	})
+}
+
+// fraction is the --kill flag: "25%" or "0.25".
+type fraction float64
+
+func (f *fraction) String() string { return fmt.Sprintf("%g%%", float64(*f)*100) }
+
+func (f *fraction) Set(s string) error {
+	var v float64
+	var err error
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err = strconv.ParseFloat(p, 64)
+		v /= 100
+	} else {
+		v, err = strconv.ParseFloat(s, 64)
+	}
+	if err != nil || !(v > 0 && v <= 1) || math.IsNaN(v) {
+		return fmt.Errorf("%q: want a fraction of the processes in (0, 1] or a percentage, e.g. 25%%", s)
+	}
+	*f = fraction(v)
+	return nil
+}
+
+// errChaosWrong: some chaos run did not produce its verified result.
+var errChaosWrong = errors.New("not every run was correct")
+
+func runChaos(ctx context.Context, c *call) error {
+	fs := c.newFlags()
+	cfg := chaos.Config{Fraction: 0.25}
+	kill := fraction(0.25)
+	var runSeed uint64
+	var expect string
+	var verbose bool
+	fs.IntVar(&cfg.Runs, "runs", 20, "number of chaos `runs`")
+	fs.Var(&kill, "kill", "kill up to this `fraction` of the processes per run (25% or 0.25; at least 1, never all)")
+	fs.IntVar(&cfg.Launch.N, "procs", 8, "number of `processes` (ranks)")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "campaign `seed` (0: from the clock; printed)")
+	fs.Uint64Var(&runSeed, "run-seed", 0, "replay the one run with this `seed` (with --window)")
+	fs.BoolVar(&cfg.KillRoot, "kill-root", false, "rank 0 may be killed too")
+	fs.StringVar(&expect, "expect", `\b(CORRECT|VERIFICATION SUCCESSFUL)\b`, "`regexp` the ranks' output must match")
+	fs.IntVar(&cfg.Baseline, "baseline", 3, "failure-free `runs` first")
+	fs.DurationVar(&cfg.Window, "window", 0, "kills fall within this `duration` after the rendezvous (0: the baseline's median result time)")
+	fs.DurationVar(&cfg.RunTimeout, "timeout", 0, "stop a run after this `duration` (0: 20× the slowest baseline + 30 s)")
+	fs.StringVar(&cfg.Launch.Detector, "detector", "", "failure `detector` of the ranks (default brr)")
+	fs.BoolVar(&verbose, "v", false, "print every run's line as it ends, and the output of incorrect runs")
+	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	switch {
+	case cfg.Launch.N < 2 || cfg.Launch.N > maxRunRanks:
+		return usagef("--procs %d: want 2 to %d (one rank must survive)", cfg.Launch.N, maxRunRanks)
+	case cfg.Runs < 1:
+		return usagef("--runs %d: want at least 1", cfg.Runs)
+	case cfg.Baseline < 1:
+		return usagef("--baseline %d: want at least 1 (the baseline sets the kill window and the recovery time)", cfg.Baseline)
+	case cfg.Window < 0 || cfg.RunTimeout < 0:
+		return usagef("--window and --timeout must not be negative")
+	case cfg.Launch.Detector != "" && !slices.Contains(launch.Detectors, cfg.Launch.Detector):
+		return usagef("--detector %q: want one of %s", cfg.Launch.Detector, strings.Join(launch.Detectors, ", "))
+	case len(rest) == 0 || rest[0] == "--" && len(rest) == 1:
+		return usagef("missing the PROGRAM to run")
+	}
+	re, err := regexp.Compile(expect)
+	if err != nil {
+		return usagef("--expect: %v", err)
+	}
+	cfg.Expect = re
+	cfg.Fraction = float64(kill)
+	if runSeed != 0 {
+		cfg.RunSeeds = []uint64{runSeed}
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano())
+	}
+	if rest[0] == "--" {
+		rest = rest[1:]
+	}
+	program, args := rest[0], rest[1:]
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	path, cleanup, err := resolveProgram(ctx, program, c.stderr)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cfg.Launch.Program, cfg.Launch.Args = path, args
+	if verbose {
+		cfg.Progress = c.stderr
+	}
+	root := "rank 0 spared"
+	if cfg.KillRoot {
+		root = "rank 0 may die"
+	}
+	fmt.Fprintf(c.stdout, "cohort chaos: %s %s on %d processes; %d runs, up to %d kills each (%s, %s); seed %d\n",
+		program, strings.Join(args, " "), cfg.Launch.N, max(cfg.Runs, len(cfg.RunSeeds)),
+		chaos.MaxKills(cfg.Launch.N, cfg.Fraction), kill.String(), root, cfg.Seed)
+	rep, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		if len(rep.Baseline) > 0 && !rep.Baseline[len(rep.Baseline)-1].Correct {
+			fmt.Fprintf(c.stderr, "output of the last baseline run:\n%s", rep.Baseline[len(rep.Baseline)-1].Output)
+		}
+		return err
+	}
+	rep.Print(c.stdout)
+	fmt.Fprintf(c.stdout, "replay a run: cohort chaos --procs %d --kill %s%s --window %v --run-seed SEED %s -- %s\n",
+		cfg.Launch.N, kill.String(), map[bool]string{true: " --kill-root", false: ""}[cfg.KillRoot], rep.Window, program, strings.Join(args, " "))
+	if rep.AllCorrect() {
+		return nil
+	}
+	for _, x := range rep.Runs {
+		if !x.Correct {
+			fmt.Fprintf(c.stderr, "run %d (seed %d): %s\n", x.Index, x.Seed, x.Why)
+			if verbose {
+				fmt.Fprintf(c.stderr, "%s", x.Output)
+			}
+		}
+	}
+	return errChaosWrong
+}

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestChaosNQueens: the issue 6 chaos runs (Phoenix §5.2, §6) in small:
+// two runs of the stealing N-Queens on 4 processes, each killing one
+// rank (rank 0 included) at a random moment, all exact; the table and the
+// totals are printed and the exit status is 0.
+func TestChaosNQueens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/nqueens and starts real processes")
+	}
+	code, stdout, stderr := run(t, "chaos", "--runs", "2", "--procs", "4", "--kill-root", "--baseline", "1",
+		"--seed", "7", "--timeout", "2m", "../../examples/nqueens", "--", "-n", "13")
+	t.Logf("seed 7\n%s", stdout)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	rows := regexp.MustCompile(`(?m)^\s+[12]\s+\d+\s+.*\byes\b`).FindAllString(stdout, -1)
+	if len(rows) != 2 || !strings.Contains(stdout, "total: 2 runs, 2 correct") {
+		t.Fatalf("want 2 correct rows and the totals:\n%s", stdout)
+	}
+}
+
+// TestChaosDetectsWrongResult: a program whose ranks all exit 0 but whose
+// result line says WRONG in the chaos runs (testdata/liar: right in the
+// baseline, wrong afterwards) fails the campaign with exit status 1 and
+// names the runs: chaos checks the verified output, not exit statuses
+// alone.
+func TestChaosDetectsWrongResult(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds testdata/liar and starts real processes")
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	code, stdout, stderr := run(t, "chaos", "--runs", "2", "--procs", "4", "--baseline", "1", "--seed", "3",
+		"--expect", `\bCORRECT\b`, "./testdata/liar", "--", state)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailure, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "total: 2 runs, 0 correct") ||
+		!regexp.MustCompile(`run 1 \(seed \d+\): no output line matches`).MatchString(stderr) {
+		t.Fatalf("the runs are not reported incorrect:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
