@@ -22,7 +22,7 @@ const (
 	EnvRendezvous = "COHORT_RENDEZVOUS" // host:port of the launcher's rendezvous listener
 	EnvSecret     = "COHORT_SECRET"     // the job secret, hex, at least MinSecretLen bytes
 	EnvFanout     = "COHORT_FANOUT"     // optional: the membership radix tree's fan-out
-	EnvDetector   = "COHORT_DETECTOR"   // optional: brr, dbrr or heartbeat
+	EnvDetector   = "COHORT_DETECTOR"   // optional: one of Detectors
 )
 
 // envNames lists every bootstrap variable, required ones first.
@@ -37,8 +37,12 @@ const MinSecretLen = 16
 const MaxSize = 1 << 20
 
 // Detectors lists the failure detectors a job may ask for in
-// COHORT_DETECTOR, the default first.
-var Detectors = []string{"brr", "dbrr", "heartbeat"}
+// COHORT_DETECTOR, the default first: gossip with the binary or double
+// binary round-robin schedule, the Phoenix heartbeat detector at 100 ms or
+// with the paper's 5 s intervals, and "off" (no detector at all: failures
+// are never detected; for measuring the detector's overhead, `cohort bench
+// overhead`).
+var Detectors = []string{"brr", "dbrr", "heartbeat", "heartbeat-paper", "off"}
 
 // Bootstrap errors.
 var (

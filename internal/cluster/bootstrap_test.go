@@ -135,7 +135,7 @@ func TestDetectorText(t *testing.T) {
 		}
 	}
 	var d Detector
-	if err := d.UnmarshalText([]byte("swim")); err == nil || !strings.Contains(err.Error(), "want brr, dbrr or heartbeat") {
+	if err := d.UnmarshalText([]byte("swim")); err == nil || !strings.Contains(err.Error(), "want brr, dbrr, heartbeat, heartbeat-paper or off") {
 		t.Fatalf("err = %v", err)
 	}
 }

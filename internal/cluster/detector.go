@@ -23,9 +23,22 @@ const (
 	// DetectorHeartbeat is the Phoenix heartbeat detector with k monitors,
 	// in its aggressive preset ([LoopbackHeartbeatConfig]).
 	DetectorHeartbeat
+	// DetectorHeartbeatPaper is the Phoenix heartbeat detector with the
+	// paper's parameters (Table 1: k = 2, T_interval = T_timeout =
+	// T_broken = 5 s, T_insurance = 200 s; fd.DefaultHeartbeatConfig), the
+	// "FT" setting of its overhead experiment (§6.1, Table 2).
+	DetectorHeartbeatPaper
+	// DetectorOff runs no failure detector at all: the node sends no
+	// detector traffic and its membership never hears of a failure (a
+	// crashed peer is never excluded, so a program waiting for it waits
+	// forever). It exists to measure the detector's overhead (`cohort bench
+	// overhead`, the "Normal" setting of Phoenix Table 2); [Detector.New]
+	// returns a nil machine and [NewNode] leaves the layer out.
+	DetectorOff
 )
 
-var detectorNames = map[Detector]string{DetectorBRR: "brr", DetectorDBRR: "dbrr", DetectorHeartbeat: "heartbeat"}
+var detectorNames = map[Detector]string{DetectorBRR: "brr", DetectorDBRR: "dbrr", DetectorHeartbeat: "heartbeat",
+	DetectorHeartbeatPaper: "heartbeat-paper", DetectorOff: "off"}
 
 func (d Detector) String() string {
 	if s, ok := detectorNames[d]; ok {
@@ -43,7 +56,7 @@ func (d Detector) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler: "brr", "dbrr" or
-// "heartbeat".
+// "heartbeat", "heartbeat-paper" or "off".
 func (d *Detector) UnmarshalText(text []byte) error {
 	for k, name := range detectorNames {
 		if string(text) == name {
@@ -51,7 +64,7 @@ func (d *Detector) UnmarshalText(text []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("cluster: unknown detector %q (want brr, dbrr or heartbeat)", text)
+	return fmt.Errorf("cluster: unknown detector %q (want brr, dbrr, heartbeat, heartbeat-paper or off)", text)
 }
 
 // Loopback timing of the detectors: round trips on 127.0.0.1 are tens of
@@ -81,7 +94,8 @@ func LoopbackHeartbeatConfig() fd.HeartbeatConfig { return fd.AggressiveHeartbea
 
 // New returns the detector machine, watching members (in view order; nil
 // for a node that joins and learns its view later). members is kept by the
-// detector and must not be modified.
+// detector and must not be modified. For DetectorOff it returns a nil
+// machine and no error.
 func (d Detector) New(members []core.NodeID) (core.Machine, error) {
 	return d.newMachine(members, false)
 }
@@ -119,6 +133,14 @@ func (d Detector) newMachine(members []core.NodeID, quiet bool) (core.Machine, e
 			c.Timeout, c.Broken = QuietDelay, QuietDelay
 		}
 		return fd.NewHeartbeat(c, members)
+	case DetectorHeartbeatPaper:
+		c := fd.DefaultHeartbeatConfig()
+		if quiet {
+			c.Timeout, c.Broken = QuietDelay, QuietDelay
+		}
+		return fd.NewHeartbeat(c, members)
+	case DetectorOff:
+		return nil, nil
 	}
 	return nil, fmt.Errorf("cluster: unknown detector %d", uint8(d))
 }
@@ -142,6 +164,12 @@ func (d Detector) Timeout(n int) (time.Duration, string) {
 		c := LoopbackHeartbeatConfig()
 		total := c.Interval + c.Timeout + c.Broken
 		return total, fmt.Sprintf("T_interval %v + T_timeout %v + T_broken %v", c.Interval, c.Timeout, c.Broken)
+	case DetectorHeartbeatPaper:
+		c := fd.DefaultHeartbeatConfig()
+		total := c.Interval + c.Timeout + c.Broken
+		return total, fmt.Sprintf("T_interval %v + T_timeout %v + T_broken %v", c.Interval, c.Timeout, c.Broken)
+	case DetectorOff:
+		return 0, "no detector: failures are never declared"
 	}
 	return 0, "unknown detector"
 }

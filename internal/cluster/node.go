@@ -94,7 +94,7 @@ func MemberConfig(fanout int) member.Config {
 type Node struct {
 	Stack    *core.Stack
 	Member   *member.Member
-	Detector core.Machine
+	Detector core.Machine // nil with DetectorOff
 }
 
 // NewNode builds the stack of node self in a job whose nodes are listed
@@ -132,6 +132,9 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 		return nil, err
 	}
 	layers := []core.Machine{d, &timedMember{m: m}, newProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)}
+	if d == nil { // DetectorOff: no detector layer
+		layers = layers[1:]
+	}
 	if opts.Multicast != nil {
 		stableView := members
 		if opts.Join {
