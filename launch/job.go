@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,11 @@ type Config struct {
 	// environment is the launcher's without its bootstrap variables (the
 	// Env* constants), then Env, then the rank's bootstrap.
 	Env []string
+	// EventsDir, if not "", asks every rank for its node's event stream:
+	// rank r gets EnvEvents=EventsDir/rank-r.jsonl (see [EventsPath]),
+	// which package comm creates and fills with JSON lines
+	// (host.EventLine). The directory must exist.
+	EventsDir string
 	// JobID names the job ("" = "cohort-" and 12 random hex digits).
 	JobID string
 	// Fanout and Detector are passed to the ranks (COHORT_FANOUT,
@@ -284,6 +290,9 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		cmd := exec.Command(path, cfg.Args...)
 		cmd.Dir = cfg.Dir
 		cmd.Env = append(append(slices.Clip(base), cfg.Env...), boot.Environ()...)
+		if cfg.EventsDir != "" {
+			cmd.Env = append(cmd.Env, EnvEvents+"="+EventsPath(cfg.EventsDir, rank))
+		}
 		var prefix []byte
 		if cfg.Prefix {
 			prefix = fmt.Appendf(nil, "[%d] ", rank)
@@ -348,14 +357,23 @@ func checkKill(n, rank int, after time.Duration) error {
 	return nil
 }
 
+// EnvEvents names the file where a rank writes its node's event stream
+// (optional; set by Config.EventsDir, read by comm.Init).
+const EnvEvents = "COHORT_EVENTS"
+
+// EventsPath is the event stream file of rank in dir (Config.EventsDir).
+func EventsPath(dir string, rank int) string {
+	return filepath.Join(dir, fmt.Sprintf("rank-%d.jsonl", rank))
+}
+
 // inheritedEnv is the launcher's environment without the bootstrap
-// variables (a job started from inside a rank must not inherit that
-// rank's place).
+// variables and EnvEvents (a job started from inside a rank must not
+// inherit that rank's place or write to its events file).
 func inheritedEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(envNames, name) {
+		if !slices.Contains(envNames, name) && name != EnvEvents {
 			env = append(env, kv)
 		}
 	}
