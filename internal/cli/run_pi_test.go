@@ -1,17 +1,7 @@
-//go:build e2e
-
-// These end-to-end runs of the examples under `cohort run` (issue 5's
-// must-show: `cohort run -n 8 ./examples/pi` prints π to 1e-10 and exits
-// 0) are built only with -tags e2e until package comm's Finalize lets a
-// job end cleanly over TCP: today every rank computes and prints the right
-// result, but a rank whose peers have already left waits in Finalize for
-// frames queued to them (transport/tcp Flush in the working tree), or, in
-// the committed comm, the last frames of a finalizing rank are lost and
-// its peers take it for failed. Run them with
-//
-//	go test -tags e2e -run 'TestRunPi$|TestRunExamples' ./internal/cli
-//
-// and drop the build tag once they pass.
+// End-to-end runs of the examples under `cohort run` (issue 5's must-show:
+// `cohort run -n 8 ./examples/pi` prints π to 1e-10 and exits 0). They
+// need a rank's last frames to reach its peers when it finalizes
+// (comm.Session.Finalize flushes the TCP transport before closing it).
 
 package cli
 

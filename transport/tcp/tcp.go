@@ -125,6 +125,17 @@ type peer struct {
 	cur     *conn // the connection in use, nil if none
 	dialing bool  // our writer is dialing
 	inbound int   // inbound handshakes admitted and not finished
+	// unreachable: the last dial failed or the last connection died, and
+	// no connection has been put in use since (see Flush).
+	unreachable bool
+
+	// accepted counts the frames Send has put in q; written counts those
+	// the writer has written to a connection (owned by the writer), and
+	// flushed the value written had when the writer last found q empty and
+	// its buffer flushed (see Flush).
+	accepted atomic.Uint64
+	written  uint64
+	flushed  atomic.Uint64
 }
 
 func (p *peer) signal() {
@@ -271,6 +282,7 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 	if p == nil {
 		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
 	}
+	p.accepted.Add(1) // before the writer can see f, so flushed ≤ accepted
 	select {
 	case p.q <- f:
 		return nil
@@ -280,10 +292,13 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 	case p.q <- f:
 		return nil
 	case <-ctx.Done():
+		p.accepted.Add(^uint64(0))
 		return fmt.Errorf("%w: to %v: %w", transport.ErrQueueFull, to, ctx.Err())
 	case <-t.closing:
+		p.accepted.Add(^uint64(0))
 		return transport.ErrClosed
 	case <-p.removed:
+		p.accepted.Add(^uint64(0))
 		return fmt.Errorf("%w: %v was removed", transport.ErrUnknownPeer, to)
 	}
 }
@@ -526,6 +541,7 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 	}
 	old := p.cur
 	p.cur, c.prev = c, old
+	p.unreachable = false
 	t.mu.Unlock()
 	if old != nil {
 		old.close(true, nil)
@@ -687,6 +703,7 @@ func (t *Transport) connDied(c *conn, readErr error) {
 	t.mu.Lock()
 	if p := t.peers[c.peer]; p != nil && p.cur == c {
 		p.cur = nil
+		p.unreachable = !c.byUs
 		p.signal()
 	}
 	t.mu.Unlock()
@@ -778,6 +795,9 @@ func (t *Transport) connect(p *peer) *conn {
 			continue // the loop returns the connection now in use
 		}
 		t.stats.dialFailures.Add(1)
+		t.mu.Lock()
+		p.unreachable = p.cur == nil
+		t.mu.Unlock()
 		t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "attempt", attempt, "err", err)
 		t.hint(p.id, fmt.Sprintf("dial %s: %v", addr, err))
 		tm := time.NewTimer(t.backoff(attempt))
@@ -836,6 +856,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		}
 	}
 	write := func(f wire.Frame) bool {
+		p.written++ // written or lost with c: either way no longer queued
 		if err := fw.WriteFrame(f); err != nil {
 			c.close(false, err)
 			return false
@@ -869,6 +890,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				return nil
 			}
 		}
+		p.flushed.Store(p.written)
 		select {
 		case f := <-p.q:
 			if dead() {
