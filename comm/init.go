@@ -18,12 +18,17 @@ import (
 // every rank's address, and starts its node (failure detector and
 // membership, package host) and matching engine. ctx bounds the
 // rendezvous. A program started by hand gets an error wrapping
-// launch.ErrNotLaunched (run it with `cohort run -n N`).
+// launch.ErrNotLaunched (run it with `cohort run -n N`). If the launcher
+// asked for the node's event stream (launch.EnvEvents), Init writes it to
+// that file.
 //
 // Call [Session.Finalize] before the process exits.
 func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	boot, err := launch.FromEnv(os.Getenv)
 	if err != nil {
+		return nil, err
+	}
+	if opts, err = eventsFromEnv(os.Getenv, opts); err != nil {
 		return nil, err
 	}
 	o := options{fanout: boot.Fanout, detector: boot.Detector}

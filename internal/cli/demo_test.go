@@ -51,7 +51,7 @@ func TestDemoSmallCluster(t *testing.T) {
 // another (what .ci/run checks with the binary).
 func TestDemoTraceHash(t *testing.T) {
 	hash := func(seed string) string {
-		code, out, stderr := run(t, "demo", "-n", "32", "--crashes", "2", "--seed", seed, "--trace-only")
+		code, out, stderr := run(t, "demo", "--sim", "-n", "32", "--crashes", "2", "--seed", seed, "--trace-only")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -71,11 +71,19 @@ func TestDemoTraceHash(t *testing.T) {
 
 func TestDemoBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"demo", "-n", "2"},
-		{"demo", "--crashes", "0"},
-		{"demo", "-n", "8", "--crashes", "5"},
-		{"demo", "--schedule", "star"},
+		{"demo", "--sim", "-n", "2"},
+		{"demo", "--sim", "--crashes", "0"},
+		{"demo", "--sim", "-n", "8", "--crashes", "5"},
+		{"demo", "--sim", "--schedule", "star"},
+		{"demo", "--sim", "--seed", "x"},
+		{"demo", "--sim", "extra"},
+		{"demo", "--n", "7"},
+		{"demo", "--n", "17"},
+		{"demo", "--procs", "1"},
+		{"demo", "--procs", "4", "--kill", "4"},
+		{"demo", "--kill", "-1"},
 		{"demo", "--seed", "x"},
+		{"demo", "--crashes", "3"},
 		{"demo", "extra"},
 	} {
 		code, _, stderr := run(t, args...)
