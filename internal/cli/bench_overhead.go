@@ -46,7 +46,7 @@ the N-Queens program keeps its fault-tolerance bookkeeping (what each rank
 gave away) in both settings: the ratio is the detector's cost.
 
 The full run (n = 17, 5 repetitions) takes tens of minutes on 2 cores;
---quick (n = 15, 3 repetitions) a minute or two.`,
+--quick (n = 16, 3 repetitions) a few minutes (each job also spends about 2 s starting and ending).`,
 		run: runOverheadBench,
 	})
 }
@@ -74,7 +74,7 @@ func runOverheadBench(ctx context.Context, c *call) error {
 	procs := intList{2, 4, 8, 16}
 	fs.Var(&procs, "procs", "comma-separated process `counts`")
 	reps := fs.Int("reps", 5, "`repetitions` of each configuration")
-	quick := fs.Bool("quick", false, "a short version: n = 15, 3 repetitions (unless given)")
+	quick := fs.Bool("quick", false, "a short version: n = 16, 3 repetitions (unless given)")
 	program := fs.String("program", "github.com/cohort-mp/cohort/examples/nqueens", "the N-Queens `program` (a path, or a Go package built first)")
 	mode := fs.String("mode", "steal", "N-Queens `mode`: steal or master")
 	if err := c.parse(fs, c.args, 0); err != nil {
@@ -84,7 +84,7 @@ func runOverheadBench(ctx context.Context, c *call) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *quick {
 		if !set["n"] {
-			*n = 15
+			*n = 16
 		}
 		if !set["reps"] {
 			*reps = 3
