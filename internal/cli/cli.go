@@ -175,7 +175,8 @@ Commands:
 Run 'cohort help <command>' for the flags and examples of a command.
 
 Examples:
-  cohort demo                    a simulated 1,024-node cluster, 5 crashes, BRR gossip detection
+  cohort demo                    16-queens on 8 processes, 2 killed: live detections, views, exact count
+  cohort demo --sim              a simulated 1,024-node cluster, 5 crashes, BRR gossip detection
   cohort sim list                the experiments that reproduce the papers' figures
   cohort sim fd-detect --quick   detection time against n, in a few seconds
 `)
