@@ -205,10 +205,12 @@ func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, da
 	if virtual {
 		kind = kindVData
 	}
-	payload := make([]byte, 0, maxDataHeader+len(data))
-	payload = appendDataHeader(payload, c.id|sub, tag, uint64(vnode), virtual)
-	payload = append(payload, data...)
-	s.sendFrame(int(node), wire.Frame{Kind: kind, Payload: payload}, req)
+	var hdr [maxDataHeader]byte
+	head := appendDataHeader(hdr[:0], c.id|sub, tag, uint64(vnode), virtual)
+	if data == nil {
+		data = []byte{}
+	}
+	s.sendFrame(int(node), wire.Frame{Kind: kind, Payload: head}, data, req)
 	return req
 }
 

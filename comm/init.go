@@ -31,6 +31,12 @@ func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	if opts, err = eventsFromEnv(os.Getenv, opts); err != nil {
 		return nil, err
 	}
+	return initBootstrap(ctx, boot, opts...)
+}
+
+// initBootstrap joins the job described by boot (Init without the
+// environment: tests start several ranks in one process this way).
+func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (*Session, error) {
 	o := options{fanout: boot.Fanout, detector: boot.Detector}
 	for _, opt := range opts {
 		opt(&o)

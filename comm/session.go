@@ -367,15 +367,20 @@ func (s *Session) sendAll(msgs []outgoing) {
 		if core.NodeID(m.to) == s.self {
 			continue
 		}
-		s.sendFrame(m.to, wire.Frame{Kind: m.kind, Payload: m.payload}, nil)
+		s.sendFrame(m.to, wire.Frame{Kind: m.kind, Payload: m.payload}, nil, nil)
 	}
 }
 
-// sendFrame hands f to the transport for world rank to, in order with every
-// earlier frame to the same rank. If the transport's queue is full the frame
-// waits in the rank's backlog; req, if not nil, completes when the frame has
-// been queued or has failed.
-func (s *Session) sendFrame(to int, f wire.Frame, req *Request) error {
+// sendFrame hands f, whose payload is f.Payload followed by body, to the
+// transport for world rank to, in order with every earlier frame to the
+// same rank. A data frame (body not nil) goes through the transport's
+// direct path if it has one (SendDirect: written on this goroutine without
+// concatenating body; no transport offers it yet, so today the payload is
+// concatenated and queued); control frames (body nil) are only queued, so
+// that a reader goroutine that sends one never blocks on a socket. If the
+// transport's queue is full the frame waits in the rank's backlog; req, if
+// not nil, completes when the frame has been handed over or has failed.
+func (s *Session) sendFrame(to int, f wire.Frame, body []byte, req *Request) error {
 	q := s.outq(to)
 	if q == nil {
 		err := s.stateErr()
@@ -385,7 +390,7 @@ func (s *Session) sendFrame(to int, f wire.Frame, req *Request) error {
 		return err
 	}
 	f.Epoch = s.epoch.Load()
-	return q.send(f, req)
+	return q.send(f, body, req)
 }
 
 func (s *Session) stateErr() error {
@@ -437,10 +442,24 @@ type sendOp struct {
 	req *Request
 }
 
-func (q *outq) send(f wire.Frame, req *Request) error {
+// directSender is a transport with a direct data path (transport/tcp).
+type directSender interface {
+	SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error
+}
+
+func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
 	q.mu.Lock()
 	if len(q.backlog) == 0 {
-		err := q.s.tr.Send(q.s.try, q.to, f)
+		var err error
+		if d, ok := q.s.tr.(directSender); ok && body != nil {
+			err = d.SendDirect(q.s.try, q.to, f, body)
+		} else {
+			if body != nil {
+				f.Payload = append(f.Payload, body...)
+				body = nil
+			}
+			err = q.s.tr.Send(q.s.try, q.to, f)
+		}
 		if !errors.Is(err, transport.ErrQueueFull) {
 			q.mu.Unlock()
 			err = q.s.sendErr(q.to, err)
@@ -457,6 +476,10 @@ func (q *outq) send(f wire.Frame, req *Request) error {
 			req.complete(Status{}, err)
 		}
 		return err
+	}
+	if body != nil {
+		// The caller may reuse body once it returns or gives up waiting.
+		f.Payload = append(f.Payload[:len(f.Payload):len(f.Payload)], body...)
 	}
 	q.backlog = append(q.backlog, sendOp{f: f, req: req})
 	if !q.running {

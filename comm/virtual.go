@@ -374,7 +374,10 @@ func (s *Session) onVMap(src int, m vmapMsg) {
 	s.mu.Unlock()
 	s.sendAll(out)
 	if out != nil {
-		s.flushHeld(c)
+		// Not on this reader goroutine: a data send may block on a socket.
+		// Sends to the remapped nodes meanwhile join the held queue, so
+		// order is kept.
+		go s.flushHeld(c)
 	}
 }
 

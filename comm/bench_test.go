@@ -1,0 +1,98 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+)
+
+// BenchmarkPingPong measures the round trip of a ping-pong between two ranks
+// over real TCP (two sessions in this process, each with its own transport):
+// ns/op is one round trip, so the one-way latency is half of it, and MB/s
+// counts both directions' payload (OSU's osu_latency pattern).
+func BenchmarkPingPong(b *testing.B) {
+	for _, size := range []int{8, 1 << 10, 64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			ss := tcpJob(b, 2)
+			ctx := context.Background()
+			w0, w1 := ss[0].World(), ss[1].World()
+			done := make(chan error, 1)
+			go func() {
+				buf := make([]byte, size)
+				for {
+					if _, err := w1.Recv(ctx, buf, 0, 1); err != nil {
+						done <- err
+						return
+					}
+					if err := w1.Send(ctx, buf, 0, 1); err != nil {
+						done <- err
+						return
+					}
+				}
+			}()
+			buf := make([]byte, size)
+			b.SetBytes(int64(2 * size))
+			b.ResetTimer()
+			for b.Loop() {
+				if err := w0.Send(ctx, buf, 1, 1); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w0.Recv(ctx, buf, 1, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			ss[1].kill()
+			<-done
+		})
+	}
+}
+
+// BenchmarkRawTCPPingPong is the baseline of BenchmarkPingPong: the same
+// ping-pong over a bare loopback TCP connection (TCP_NODELAY, io.ReadFull),
+// in the same process.
+func BenchmarkRawTCPPingPong(b *testing.B) {
+	for _, size := range []int{8, 1 << 10, 64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				buf := make([]byte, size)
+				for {
+					if _, err := io.ReadFull(c, buf); err != nil {
+						return
+					}
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := make([]byte, size)
+			b.SetBytes(int64(2 * size))
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := c.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

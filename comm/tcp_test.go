@@ -1,0 +1,93 @@
+package comm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cohort-mp/cohort/launch"
+)
+
+// tcpJob starts n ranks in this process as Init does in n processes: a
+// launcher's rendezvous, then each rank listens on 127.0.0.1 with
+// transport/tcp, registers and runs its node.
+func tcpJob(tb testing.TB, n int) []*Session {
+	tb.Helper()
+	secret := bytes.Repeat([]byte{7}, 32)
+	rv, err := launch.NewRendezvous(launch.RendezvousConfig{JobID: "commtest", Secret: secret, Size: n})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ss := make([]*Session, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			boot := launch.Bootstrap{JobID: "commtest", Rank: r, Size: n, Rendezvous: rv.Addr(), Secret: secret}
+			ss[r], errs[r] = initBootstrap(ctx, boot)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			tb.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	tb.Cleanup(func() {
+		for _, s := range ss {
+			s.Finalize(context.Background())
+		}
+	})
+	return ss
+}
+
+// The same semantics over real TCP connections (transport/tcp, the launch
+// rendezvous): ordering under wildcards, large messages (4 MiB, frames
+// near the transport's limit are refused cleanly), and a message sent
+// right before Finalize still arrives.
+func TestOverTCP(t *testing.T) {
+	ss := tcpJob(t, 3)
+	big := make([]byte, 4<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		switch c.Rank() {
+		case 0:
+			for i := range 100 {
+				if err := c.Send(ctx, []byte(fmt.Sprint(i)), 1, i%4); err != nil {
+					return err
+				}
+			}
+			return c.Send(ctx, big, 2, 1)
+		case 1:
+			buf := make([]byte, 8)
+			for i := range 100 {
+				st, err := c.Recv(ctx, buf, AnySource, AnyTag)
+				if err != nil {
+					return err
+				}
+				if got := string(buf[:st.Count]); got != fmt.Sprint(i) || st.Tag != i%4 {
+					return fmt.Errorf("message %d: %q tag %d", i, got, st.Tag)
+				}
+			}
+		case 2:
+			buf := make([]byte, len(big))
+			st, err := c.Recv(ctx, buf, 0, 1)
+			if err != nil {
+				return err
+			}
+			if st.Count != len(big) || !bytes.Equal(buf, big) {
+				return fmt.Errorf("4 MiB message: %d bytes, equal %v", st.Count, bytes.Equal(buf, big))
+			}
+		}
+		return nil
+	})
+}
