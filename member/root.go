@@ -603,6 +603,16 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 			via = core.None
 		}
 		m.evicted(x.Epoch, x.Root, via)
+	case x.Epoch > m.cur.epoch && n != m.cur && m.cur.has(from) && !n.has(from) && !m.cur.has(EpochRoot(n.epoch)):
+		// A member of the installed view installed a newer view without this
+		// node, while this node holds the accepted proposal of a root outside
+		// its installed view. The detector watches the installed view only:
+		// if that root crashed, no failure is ever declared and the proposal
+		// is held forever (it may have committed, so this node cannot take it
+		// over alone either). Merging into the newer view is what a node of
+		// a healed partition does; the proposal, if it committed, is a view
+		// this node skips, as after any merge.
+		m.evicted(x.Epoch, x.Root, core.None)
 	case x.Epoch < n.epoch && !n.has(from) && !m.cur.has(from):
 		m.notice(from, false)
 	}
