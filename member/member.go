@@ -28,6 +28,14 @@ const maxReportTries = 3
 // view sends before it gives up merging into it.
 const maxMergeTries = 4
 
+// maxSilentWaits is how many commit waits a node holding the proposal of a
+// root outside its installed view lets pass without a word from that root
+// before it counts the root as failed (softly, like a report). The detector
+// watches the installed view only: without this, the crash of such a root
+// (a merge after a partition, between its proposal and its commit) is never
+// declared, and the proposal is held for ever.
+const maxSilentWaits = 3
+
 type timerKind uint8
 
 const (
@@ -78,6 +86,10 @@ type Member struct {
 	accMsg    *Prepare    // the delta form of acc's Prepare (nil if acc came otherwise)
 	accFull   *Prepare    // the full form, built on demand
 	accParent core.NodeID // acc's sender, core.None if acc came otherwise
+	// silent counts the commit waits of acc that ended without a word from
+	// acc's root, when the detector does not watch that root (it is not in
+	// cur): see maxSilentWaits.
+	silent int
 	// adopted is the uncommitted proposal of a dead root that acc is based
 	// on (Prepare.Committed false): if acc is abandoned, adopted is what may
 	// have committed, and becomes acc again.
@@ -320,6 +332,9 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 	if m.env == nil {
 		return // not started: a caller that breaks the Machine contract
 	}
+	if m.acc != nil && from == EpochRoot(m.acc.epoch) {
+		m.silent = 0
+	}
 	switch x := msg.(type) {
 	case *Report:
 		m.onReport(from, x)
@@ -380,6 +395,10 @@ func (m *Member) Fire(t core.Timer) {
 		m.onAckTimeout(tm.epoch)
 	case tCommit:
 		if m.acc != nil && m.acc.epoch == tm.epoch && !m.driving {
+			m.suspectSilentRoot()
+			if m.acc == nil || m.acc.epoch != tm.epoch || m.driving {
+				return
+			}
 			m.queryOutcome()
 			m.arm(tCommit, m.commitWait(m.acc), tm.epoch)
 		}
@@ -1004,6 +1023,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 		m.unmark(id)
 	}
 	m.acc, m.accMsg, m.accFull, m.accParent = v, delta, nil, parent
+	m.silent = 0
 	m.hold(v)
 	m.lastPrep = delta
 	m.acked = map[core.NodeID]bool{}
@@ -1139,6 +1159,28 @@ func (m *Member) forwardCommit() {
 	for _, ch := range m.cur.children(m.self) {
 		m.send(ch, c)
 	}
+}
+
+// suspectSilentRoot counts a commit wait of acc that ended without a word
+// from acc's root r, when r is not in the installed view (so no detector
+// watches it); after maxSilentWaits of them, r is marked failed softly, and
+// the node proceeds as on a report of r's failure: the next live member of
+// acc takes over as root, adopting acc (it may have committed). A root
+// wrongly taken for failed answers the VIEW_QUERY sent all along; the soft
+// mark is forgiven with the next proposal accepted.
+func (m *Member) suspectSilentRoot() {
+	r := EpochRoot(m.acc.epoch)
+	if m.cur == nil || m.cur.has(r) || !m.acc.has(r) || m.isFailed(m.acc, r) {
+		m.silent = 0
+		return
+	}
+	m.silent++
+	if m.silent < maxSilentWaits {
+		return
+	}
+	m.silent = 0
+	m.markFailed(r, m.acc.inc(r), true)
+	m.afterChange()
 }
 
 // queryOutcome asks what became of the accepted proposal whose commit is
