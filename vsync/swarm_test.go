@@ -200,8 +200,8 @@ func runSwarm(t testing.TB, c swarmCfg) error {
 // errMembershipStuck: the membership layer itself did not converge after
 // the faults healed (the live nodes do not share one view of exactly the
 // live nodes), so the multicast's liveness cannot be judged. Safety was
-// checked all the same. Swarm tests tolerate a few such seeds and report
-// them (they are the membership service's to fix).
+// checked all the same. Swarm tests fail on such seeds (they are the
+// membership service's to fix).
 var errMembershipStuck = errors.New("membership did not converge")
 
 func membershipConverged(w *sim.World, all []core.NodeID) error {
@@ -221,8 +221,9 @@ func membershipConverged(w *sim.World, all []core.NodeID) error {
 }
 
 // swarmSeeds runs run on every seed, failing at the first error; seeds
-// whose membership did not converge are counted, and more than a tenth
-// of them fails the test.
+// whose membership did not converge are counted and fail the test too (no
+// tolerance: a membership that stays split after the faults healed is a
+// bug of package member).
 func swarmSeeds(t *testing.T, seeds []uint64, run func(seed uint64) error) {
 	stuck := 0
 	for _, seed := range seeds {
@@ -235,10 +236,7 @@ func swarmSeeds(t *testing.T, seeds []uint64, run func(seed uint64) error) {
 		}
 	}
 	if stuck > 0 {
-		t.Logf("%d of %d seeds: the membership did not converge (liveness not judged)", stuck, len(seeds))
-	}
-	if stuck*10 > len(seeds) {
-		t.Fatalf("%d of %d seeds without membership convergence", stuck, len(seeds))
+		t.Fatalf("%d of %d seeds without membership convergence (liveness not judged; replay each with -seed=N)", stuck, len(seeds))
 	}
 }
 
