@@ -492,3 +492,28 @@ func ExampleAllreduce() {
 	fmt.Println(sums)
 	// Output: [10 10 10 10]
 }
+
+// The same collectives over real TCP connections (transport/tcp and the
+// launch rendezvous, ranks in one process as Init runs them in many).
+func TestCollectivesOverTCP(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	ss := tcpJob(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
+	defer cancel()
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for r, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = collectiveWorkout(ctx, s.World(), seed)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
