@@ -150,10 +150,8 @@
 // sent payload, same-view delivery, stability never ahead of a live
 // member, stability vectors that only grow; and after healing, one view,
 // the same deliveries in it, empty buffers and a peak within the bound.
-// (When the membership layer itself has not converged — its views do not
-// hold exactly the live nodes — the multicast's liveness is not judged for
-// that seed, which is logged; more than a tenth of such seeds fails the
-// test.) Replay a seed with
+// A seed whose membership does not converge after healing (its views do
+// not hold exactly the live nodes) fails the test too. Replay a seed with
 //
 //	go test ./vsync -run TestSwarm -seed=N
 package vsync
