@@ -34,10 +34,11 @@ const (
 	ProtoReplica Proto = 5
 	ProtoApp     Proto = 6
 	ProtoVsync   Proto = 7   // view-synchronous reliable multicast (package vsync)
+	ProtoGroup   Proto = 8   // addresses and graceful leaves of package group
 	ProtoTest    Proto = 255 // reserved for tests and benchmarks
 )
 
-var protoNames = [...]string{"core", "fd", "member", "stable", "comm", "replica", "app", "vsync"}
+var protoNames = [...]string{"core", "fd", "member", "stable", "comm", "replica", "app", "vsync", "group"}
 
 func (p Proto) String() string {
 	if int(p) < len(protoNames) {

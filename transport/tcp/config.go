@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -51,6 +52,21 @@ type Config struct {
 	// probes), which bounds how long a connection to a vanished host stays
 	// open when we do not write to it. Default 5 s; negative disables.
 	KeepAlive time.Duration
+
+	// TLS, if not nil, wraps every connection in TLS before the handshake:
+	// accepted connections with tls.Server(conn, TLS), dialled ones with
+	// tls.Client(conn, TLS). Both ends of a job must agree (a TLS end and a
+	// plain end fail the handshake). For mutual authentication set
+	// ClientAuth and ClientCAs as well as Certificates and RootCAs. The
+	// job secret's proof still runs inside TLS.
+	TLS *tls.Config
+	// QueueUnknown lets Send accept frames for a node whose address is not
+	// known yet: they wait in that node's queue until SetPeer gives its
+	// address (or it connects to us), or until RemovePeer drops them. Off,
+	// Send to an unknown node fails with transport.ErrUnknownPeer. A
+	// membership service that learns addresses a moment after the ids
+	// (package group) turns it on.
+	QueueUnknown bool
 
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger

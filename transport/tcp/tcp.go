@@ -66,6 +66,7 @@ package tcp
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +75,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -278,6 +280,9 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 		return transport.ErrClosed
 	}
 	p := t.peers[to]
+	if p == nil && t.cfg.QueueUnknown {
+		p = t.peerLocked(to)
+	}
 	t.mu.Unlock()
 	if p == nil {
 		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
@@ -420,6 +425,9 @@ func (t *Transport) serve(nc net.Conn) {
 	defer t.untrack(nc)
 	t.setOptions(nc)
 	remote := nc.RemoteAddr().String()
+	if t.cfg.TLS != nil {
+		nc = tls.Server(nc, t.cfg.TLS)
+	}
 	c, err := t.accept(nc, remote)
 	if err != nil {
 		switch {
@@ -564,7 +572,7 @@ func (t *Transport) dial(p *peer, addr string) (*conn, error) {
 		return nil, transport.ErrClosed
 	}
 	t.setOptions(nc)
-	c, err := t.initiate(nc, p)
+	c, _, err := t.initiate(t.clientConn(nc), p)
 	if err != nil {
 		t.untrack(nc)
 		return nil, err
@@ -580,36 +588,116 @@ func (t *Transport) dial(p *peer, addr string) (*conn, error) {
 
 // initiate runs the initiator's handshake on nc and installs the
 // connection.
-func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, error) {
+// p may be nil (Introduce): the peer is then whoever answers, and its
+// state is created once its hello names it. The peer's id is returned as
+// soon as its hello is read, also with an error after that.
+func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	fr := wire.NewFrameReader(nc)
 	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
 	fw := wire.NewFrameWriter(nc, 512)
 	local := t.newHello()
-	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: p.id}, local); err != nil {
-		return nil, err
+	want := core.None
+	if p != nil {
+		want = p.id
+	}
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: want}, local); err != nil {
+		return nil, core.None, err
 	}
 	peerHello, err := readHello(fr, local)
 	if err != nil {
-		return nil, err
+		return nil, core.None, err
 	}
-	if peerHello.Node != p.id {
-		return nil, fmt.Errorf("%w: %s is node %v, not %v", ErrHandshake, nc.RemoteAddr(), peerHello.Node, p.id)
+	id := peerHello.Node
+	switch {
+	case p != nil && id != p.id:
+		return nil, core.None, fmt.Errorf("%w: %s is node %v, not %v", ErrHandshake, nc.RemoteAddr(), id, p.id)
+	case id == t.self:
+		return nil, id, fmt.Errorf("%w: %s claims our own node id %v", ErrHandshake, nc.RemoteAddr(), id)
 	}
 	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, true)}
-	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: p.id}, proof); err != nil {
-		return nil, err
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
+		return nil, id, err
 	}
 	if err := readProof(fr, t.cfg.Secret, local, peerHello, true); err != nil {
-		return nil, err
+		return nil, id, err
 	}
 	nc.SetDeadline(time.Time{})
-	c := &conn{nc: nc, fr: fr, peer: p.id, initiator: true, remote: nc.RemoteAddr().String(),
+	if p == nil {
+		t.mu.Lock()
+		if !t.closed {
+			p = t.peerLocked(id)
+		}
+		t.mu.Unlock()
+		if p == nil {
+			return nil, id, transport.ErrClosed
+		}
+	}
+	c := &conn{nc: nc, fr: fr, peer: id, initiator: true, remote: nc.RemoteAddr().String(),
 		dead: make(chan struct{}), readerDone: make(chan struct{})}
 	if !t.install(p, c) {
-		return nil, transport.ErrClosed
+		return nil, id, transport.ErrClosed
 	}
-	return c, nil
+	return c, id, nil
+}
+
+// clientConn wraps a dialled connection in TLS when the transport uses it.
+func (t *Transport) clientConn(nc net.Conn) net.Conn {
+	if t.cfg.TLS == nil {
+		return nc
+	}
+	return tls.Client(nc, t.cfg.TLS)
+}
+
+// Introduce dials addr, whose node id the caller does not know (a seed of
+// a group it joins), runs the handshake, records addr as that node's
+// address and returns its id. The connection is kept for later frames.
+// If the peer already has a connection with us that wins the tie-break,
+// the peer's id is still returned and recorded with addr.
+func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return core.None, transport.ErrClosed
+	}
+	t.wg.Add(1) // held for the call, so Close waits and the reader's Add below is safe
+	t.mu.Unlock()
+	defer t.wg.Done()
+	t.stats.dials.Add(1)
+	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAliveConfig: keepAlive(t.cfg)}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.stats.dialFailures.Add(1)
+		return core.None, fmt.Errorf("tcp: introduce %s: %w", addr, err)
+	}
+	if !t.track(nc) {
+		return core.None, transport.ErrClosed
+	}
+	t.setOptions(nc)
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	c, id, err := t.initiate(t.clientConn(nc), nil)
+	stop()
+	if err != nil {
+		t.untrack(nc)
+		refused := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+		if id == core.None || id == t.self || !refused {
+			t.stats.dialFailures.Add(1)
+			return core.None, fmt.Errorf("tcp: introduce %s: %w", addr, err)
+		}
+		// The peer answered with its id and closed this connection before
+		// its proof (the tie-break: it already has one with us); its
+		// address is all we need.
+		t.SetPeer(id, addr)
+		return id, nil
+	}
+	t.SetPeer(id, addr)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer t.untrack(nc)
+		t.read(c)
+	}()
+	return id, nil
 }
 
 func writeFlush(fw *wire.FrameWriter, f wire.Frame, m wire.Message) error {

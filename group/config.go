@@ -1,0 +1,265 @@
+package group
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// NodeID names a member of a group: a number the node chooses (or is
+// given), unique among the nodes that are ever members at the same time.
+type NodeID = core.NodeID
+
+// Errors of the package. Errors returned by its functions wrap one of
+// these (test with errors.Is) with the details.
+var (
+	// ErrConfig: a Config field is invalid; the message names it.
+	ErrConfig = errors.New("group: invalid configuration")
+	// ErrNoSeed: Join could reach none of its seeds.
+	ErrNoSeed = errors.New("group: no seed reachable")
+	// ErrClosed: the group has been closed (or left).
+	ErrClosed = errors.New("group: closed")
+	// ErrNoMulticast: Multicast on a group started without Config.Multicast.
+	ErrNoMulticast = errors.New("group: multicast is not enabled")
+	// ErrMulticastFull: the multicast queue is full (flow control); try
+	// again when deliveries catch up.
+	ErrMulticastFull = errors.New("group: multicast queue full")
+	// ErrTooLarge: a multicast payload exceeds Config.MaxMessageSize.
+	ErrTooLarge = errors.New("group: message too large")
+)
+
+// Config configures one node of a group. Start from a preset
+// ([DefaultLANConfig], [DefaultLocalConfig], [DefaultWANConfig]), set ID,
+// Cluster and Secret, and adjust; every node of a group must use the same
+// Cluster, Secret, Detector, Fanout and timings (and TLS, or none).
+type Config struct {
+	// ID is this node's id in the group, unique among its live members
+	// (core.None, 2^32−1, is not allowed). A node that restarts may reuse
+	// its id once the group has excluded its former self.
+	ID NodeID
+
+	// BindAddr is the TCP address the node listens on, "host:port"; port 0
+	// picks a free port.
+	BindAddr string
+	// AdvertiseAddr is the address other nodes dial to reach this one. Empty
+	// means the bound address, which must then be a specific IP (not
+	// 0.0.0.0 or ::): a node bound to every interface must say which
+	// address the others should use.
+	AdvertiseAddr string
+
+	// Cluster names the group: nodes of another cluster are refused at the
+	// handshake. At most 255 bytes.
+	Cluster string
+	// Secret is the group's shared secret: every connection proves that
+	// both ends know it (HMAC-SHA256 challenge–response) before any frame
+	// is accepted. At least 16 bytes, random.
+	Secret []byte
+	// TLS, if not nil, wraps every connection in TLS (the secret's proof
+	// then runs inside it). It is used both to accept (as a server) and to
+	// dial (as a client): give it Certificates, RootCAs and, for mutual
+	// authentication, ClientAuth and ClientCAs. Every node must set it.
+	TLS *tls.Config
+
+	// Detector is the failure detector, by name (see [Detector]); its
+	// worst-case detection time is [Config.DetectionBound].
+	Detector Detector
+	// GossipInterval is the gossip detectors' round (brr, dbrr): every
+	// GossipInterval each node sends its heartbeat table to one peer.
+	GossipInterval time.Duration
+	// PingTimeout is how long the gossip detectors wait for the answer to
+	// a ping before they count a suspect as unresponsive.
+	PingTimeout time.Duration
+	// HeartbeatMonitors is k, the number of monitors of each node for the
+	// heartbeat detector.
+	HeartbeatMonitors int
+	// HeartbeatInterval is how often a node sends heartbeats to its
+	// monitors (heartbeat detector).
+	HeartbeatInterval time.Duration
+	// SuspectTimeout is the heartbeat detector's silence before a monitor
+	// suspects a node (T_timeout).
+	SuspectTimeout time.Duration
+	// FailTimeout is the time a suspicion lasts before the heartbeat
+	// detector declares the node failed (T_broken).
+	FailTimeout time.Duration
+
+	// Fanout is the membership's radix-tree fan-out a (a power of two ≥ 2).
+	Fanout int
+	// AckTimeout is how long, per tree level below it, a node waits for its
+	// children's acknowledgements of a view change before it reports the
+	// silent ones failed.
+	AckTimeout time.Duration
+	// JoinRetry is how long a joiner waits to be admitted before it asks
+	// its next seed.
+	JoinRetry time.Duration
+	// Majority makes a side of a partition that does not hold a majority of
+	// the last view stop installing views (and say so) instead of
+	// reorganizing on its own; see package member, PartitionMajority.
+	Majority bool
+
+	// Multicast adds view-synchronous reliable multicast ([Group.Multicast],
+	// [Group.Deliveries]): every member that moves from one view to the
+	// next delivered the same messages in the first.
+	Multicast bool
+	// MulticastWindow is how many of its own multicasts a node may have in
+	// flight (not yet stable) before Multicast returns ErrMulticastFull.
+	MulticastWindow int
+	// MaxMessageSize bounds a multicast payload, in bytes.
+	MaxMessageSize int
+
+	// Logger receives the node's structured logs; nil discards them.
+	Logger *slog.Logger
+	// Events, if not nil, receives every event of the node's machines as
+	// one JSON line (views, suspicions, stabilizations, ...).
+	Events io.Writer
+	// Metrics, if not nil, receives the node's counters, gauges and
+	// durations (see [Metrics]).
+	Metrics Metrics
+	// Seed seeds the node's random source (monitor choice, gossip
+	// targets); 0 draws one.
+	Seed uint64
+}
+
+// DefaultLANConfig returns the configuration for a group on one local
+// network: listen on every interface at port 7950 (so AdvertiseAddr must be
+// set), the BRR gossip detector with a 200 ms round, 500 ms pings, fan-out
+// 4, 500 ms per tree level for acknowledgements.
+func DefaultLANConfig() Config {
+	return Config{
+		BindAddr:          "0.0.0.0:7950",
+		Detector:          DetectorBRR,
+		GossipInterval:    200 * time.Millisecond,
+		PingTimeout:       500 * time.Millisecond,
+		HeartbeatMonitors: 2,
+		HeartbeatInterval: 200 * time.Millisecond,
+		SuspectTimeout:    600 * time.Millisecond,
+		FailTimeout:       400 * time.Millisecond,
+		Fanout:            4,
+		AckTimeout:        500 * time.Millisecond,
+		JoinRetry:         2 * time.Second,
+		MulticastWindow:   256,
+		MaxMessageSize:    1 << 20,
+	}
+}
+
+// DefaultWANConfig is DefaultLANConfig with timings five times longer, for
+// groups whose round trips are tens of milliseconds.
+func DefaultWANConfig() Config {
+	c := DefaultLANConfig()
+	c.GossipInterval *= 5
+	c.PingTimeout *= 5
+	c.HeartbeatInterval *= 5
+	c.SuspectTimeout *= 5
+	c.FailTimeout *= 5
+	c.AckTimeout *= 5
+	c.JoinRetry *= 5
+	return c
+}
+
+// DefaultLocalConfig is for groups on one machine (tests, loopback
+// deployments): listen on 127.0.0.1 at a free port, a 100 ms gossip round,
+// 250 ms pings, heartbeats every 100 ms with a suspicion after 200 ms and a
+// failure 100 ms later, 200 ms per tree level for acknowledgements (a
+// loaded machine can stall a process for tens of milliseconds).
+func DefaultLocalConfig() Config {
+	c := DefaultLANConfig()
+	c.BindAddr = "127.0.0.1:0"
+	c.GossipInterval = 100 * time.Millisecond
+	c.PingTimeout = 250 * time.Millisecond
+	c.HeartbeatInterval = 100 * time.Millisecond
+	c.SuspectTimeout = 200 * time.Millisecond
+	c.FailTimeout = 100 * time.Millisecond
+	c.AckTimeout = 200 * time.Millisecond
+	c.JoinRetry = time.Second
+	return c
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	if err := c.Detector.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.ID == core.None:
+		return bad("ID %d is reserved", uint32(c.ID))
+	case len(c.Secret) < 16:
+		return bad("Secret has %d bytes, want at least 16", len(c.Secret))
+	case len(c.Cluster) > wire.MaxJobIDLen:
+		return bad("Cluster has %d bytes, at most %d", len(c.Cluster), wire.MaxJobIDLen)
+	case c.GossipInterval <= 0 || c.PingTimeout <= 0:
+		return bad("GossipInterval and PingTimeout must be positive (got %v, %v)", c.GossipInterval, c.PingTimeout)
+	case c.HeartbeatMonitors < 1:
+		return bad("HeartbeatMonitors must be at least 1 (got %d)", c.HeartbeatMonitors)
+	case c.HeartbeatInterval <= 0 || c.SuspectTimeout <= 0 || c.FailTimeout <= 0:
+		return bad("HeartbeatInterval, SuspectTimeout and FailTimeout must be positive (got %v, %v, %v)",
+			c.HeartbeatInterval, c.SuspectTimeout, c.FailTimeout)
+	case c.JoinRetry <= 0:
+		return bad("JoinRetry must be positive (got %v)", c.JoinRetry)
+	case c.Multicast && c.MulticastWindow < 1:
+		return bad("MulticastWindow must be at least 1 (got %d)", c.MulticastWindow)
+	case c.Multicast && c.MaxMessageSize < 1:
+		return bad("MaxMessageSize must be at least 1 (got %d)", c.MaxMessageSize)
+	}
+	if err := c.memberConfig().Validate(); err != nil {
+		return bad("%v", err)
+	}
+	if c.BindAddr == "" {
+		return bad("BindAddr is empty")
+	}
+	if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
+		return bad("BindAddr %q: %v", c.BindAddr, err)
+	}
+	if c.AdvertiseAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
+			return bad("AdvertiseAddr %q: %v", c.AdvertiseAddr, err)
+		}
+		if len(c.AdvertiseAddr) > maxAddrLen {
+			return bad("AdvertiseAddr is longer than %d bytes", maxAddrLen)
+		}
+	}
+	return nil
+}
+
+// memberConfig is the membership's configuration under c.
+func (c *Config) memberConfig() member.Config {
+	m := member.DefaultConfig()
+	if c.Fanout != 0 {
+		m.Fanout = c.Fanout
+	}
+	if c.AckTimeout != 0 {
+		m.AckTimeout = c.AckTimeout
+	}
+	if c.JoinRetry != 0 {
+		m.JoinRetry = c.JoinRetry
+	}
+	if c.Majority {
+		m.Partition = member.PartitionMajority
+	}
+	return m
+}
+
+// Metrics receives a node's measurements. Its methods are called on the
+// node's event loop: they must be quick and must not block (hand the value
+// to a Prometheus collector, expvar, an atomic). Names are fixed strings:
+//
+//	counters:  views_installed, suspicions, unsuspicions, failures_declared,
+//	           members_joined, members_departed, members_left,
+//	           multicasts_delivered
+//	gauges:    members (the size of the installed view), epoch_counter
+//	durations: stabilization (a root's view change, report to commit),
+//	           flush (view-synchronous multicast's flush)
+type Metrics interface {
+	Count(name string, delta int64)
+	Gauge(name string, value float64)
+	Duration(name string, d time.Duration)
+}

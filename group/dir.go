@@ -1,0 +1,292 @@
+package group
+
+import (
+	"slices"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/member"
+)
+
+// dir is the lowest layer of a group's stack: the address book and the
+// graceful leave. It is a deterministic machine like the others (no I/O:
+// what it learns it emits as events, which the runtime applies to the
+// transport).
+//
+// Addresses. The membership protocol speaks of node ids; the transport
+// needs their addresses. A joiner introduces itself to its seeds with an
+// [Addrs] message asking for a reply; a seed that is a member records the
+// joiner's address, floods it to the members of its view (before its
+// membership layer forwards the join request, so by FIFO order the root
+// has the address before it admits the joiner), and answers with its whole
+// book. Whenever a view is installed, each member sends the joiners of
+// that view its own address and those of the other joiners it knows, so
+// that joiners admitted together learn each other. A member that installs a
+// view with a member whose address it does not know asks the view's root
+// (which always knows: it admitted that member), and asks again every
+// queryEvery while any address is missing. Frames for a node whose address
+// is not yet known wait in the transport (tcp.Config.QueueUnknown).
+//
+// Leaves. A leaving node sends [Leave] to every member of its view and
+// stops its detector and membership layers (the runtime gates them). A
+// member that receives it hands core.Failed about the leaver to its
+// membership layer (the exclusion is the same view change as a failure)
+// but remembers the node as departed, not failed; when it installs a view
+// without the leaver it tells it so ([Left]), and the leaver's Leave
+// returns.
+type dir struct {
+	env     core.Env
+	self    core.NodeID
+	addr    string
+	seeds   []core.NodeID // a joiner's contacts
+	book    map[core.NodeID]string
+	view    []core.NodeID // the installed view; nil before the first
+	root    core.NodeID
+	lastEpoch uint64
+	leavers map[core.NodeID]bool // members that announced a leave
+	leaving bool
+	missing bool // some member of the view has no known address
+}
+
+type dirTimer uint8
+
+const (
+	dirHelloTimer dirTimer = iota + 1
+	dirQueryTimer
+	dirLeaveTimer
+)
+
+// Timings of the directory.
+const (
+	helloEvery = 500 * time.Millisecond // a joiner re-introduces itself until it has a view
+	queryEvery = time.Second            // missing addresses are asked for again
+	leaveEvery = 500 * time.Millisecond // a leaver repeats its notice to the members left
+)
+
+// maxAddrLen bounds an address on the wire.
+const maxAddrLen = 255
+
+// AddrLearned is emitted when the directory learns (or changes) the address
+// of a node; the runtime gives it to the transport.
+type AddrLearned struct {
+	Node core.NodeID
+	Addr string
+}
+
+// LeaveAnnounced is emitted when a member announces that it leaves.
+type LeaveAnnounced struct{ Node core.NodeID }
+
+// LeaveDone is emitted by a leaving node when a member tells it that a view
+// without it was installed (Epoch).
+type LeaveDone struct{ Epoch uint64 }
+
+func newDir(self core.NodeID, addr string, seeds []core.NodeID, book map[core.NodeID]string) *dir {
+	d := &dir{self: self, addr: addr, seeds: seeds, book: map[core.NodeID]string{}, leavers: map[core.NodeID]bool{}, root: core.None}
+	for id, a := range book {
+		d.book[id] = a
+	}
+	d.book[self] = addr
+	return d
+}
+
+func (d *dir) Protos() []core.Proto { return []core.Proto{core.ProtoGroup} }
+
+func (d *dir) Start(env core.Env) {
+	d.env = env
+	if len(d.seeds) > 0 {
+		d.hello()
+		env.SetTimer(helloEvery, dirHelloTimer)
+	}
+}
+
+// hello introduces a joiner to its seeds.
+func (d *dir) hello() {
+	for _, s := range d.seeds {
+		d.env.Send(s, &Addrs{Reply: true, Entries: []Entry{{d.self, d.addr}}})
+	}
+}
+
+func (d *dir) Fire(t core.Timer) {
+	switch t {
+	case dirHelloTimer:
+		if d.view == nil && !d.leaving {
+			d.hello()
+			d.env.SetTimer(helloEvery, dirHelloTimer)
+		}
+	case dirQueryTimer:
+		if d.missing {
+			d.queryMissing()
+		}
+	case dirLeaveTimer:
+		if d.leaving {
+			d.announceLeave()
+			d.env.SetTimer(leaveEvery, dirLeaveTimer)
+		}
+	}
+}
+
+func (d *dir) Receive(from core.NodeID, m core.Msg) {
+	switch m := m.(type) {
+	case *Addrs:
+		fresh := d.learn(m.Entries)
+		if d.view != nil && len(fresh) > 0 {
+			// Flood what is new to the view, so the root and the joiner's
+			// future parent know the address before the admission.
+			out := &Addrs{Entries: fresh}
+			for _, id := range d.view {
+				if id != d.self && id != from && !slices.ContainsFunc(fresh, func(e Entry) bool { return e.ID == id }) {
+					d.env.Send(id, out)
+				}
+			}
+		}
+		if m.Reply {
+			d.env.Send(from, &Addrs{Entries: d.entries(nil)})
+		}
+	case *AddrQuery:
+		var es []Entry
+		for _, id := range m.IDs {
+			if a, ok := d.book[id]; ok {
+				es = append(es, Entry{id, a})
+			}
+		}
+		if len(es) > 0 {
+			d.env.Send(from, &Addrs{Entries: es})
+		}
+	case *Leave:
+		if !d.leavers[from] && slices.Contains(d.view, from) {
+			d.leavers[from] = true
+			d.env.Emit(LeaveAnnounced{Node: from})
+			d.env.Emit(core.Failed{Node: from})
+		} else if d.view != nil && !slices.Contains(d.view, from) {
+			d.env.Send(from, &Left{Epoch: d.epoch()})
+		}
+	case *Left:
+		if d.leaving {
+			d.leaving = false
+			d.env.Emit(LeaveDone{Epoch: m.Epoch})
+		}
+	}
+}
+
+// epoch is the installed view's epoch as last seen (0 before the first).
+func (d *dir) epoch() uint64 { return d.lastEpoch }
+
+// learn records entries and returns those that were new or changed.
+func (d *dir) learn(es []Entry) []Entry {
+	var fresh []Entry
+	for _, e := range es {
+		if e.ID == d.self || e.Addr == "" {
+			continue
+		}
+		if d.book[e.ID] != e.Addr {
+			d.book[e.ID] = e.Addr
+			fresh = append(fresh, e)
+			d.env.Emit(AddrLearned{Node: e.ID, Addr: e.Addr})
+		}
+	}
+	return fresh
+}
+
+// entries lists the book (or only ids, if not nil) sorted by id.
+func (d *dir) entries(ids []core.NodeID) []Entry {
+	var es []Entry
+	if ids == nil {
+		for id, a := range d.book {
+			es = append(es, Entry{id, a})
+		}
+	} else {
+		for _, id := range ids {
+			if a, ok := d.book[id]; ok {
+				es = append(es, Entry{id, a})
+			}
+		}
+	}
+	slices.SortFunc(es, func(a, b Entry) int { return int(a.ID) - int(b.ID) })
+	return es
+}
+
+func (d *dir) Handle(e core.Event) {
+	if _, ok := e.(leaveRequest); ok {
+		d.leave()
+		return
+	}
+	v, ok := e.(member.ViewInstalled)
+	if !ok {
+		return
+	}
+	d.view = v.Members
+	d.lastEpoch = v.Epoch
+	if len(v.Members) > 0 {
+		d.root = v.Members[0]
+	}
+	for _, id := range v.Departed {
+		if d.leavers[id] {
+			d.env.Send(id, &Left{Epoch: v.Epoch})
+			delete(d.leavers, id)
+		}
+	}
+	if len(v.Joined) > 0 && len(v.Joined) < len(v.Members) {
+		// Tell the joiners where we and the other joiners are.
+		out := &Addrs{Entries: d.entries(append([]core.NodeID{d.self}, v.Joined...))}
+		for _, id := range v.Joined {
+			if id != d.self {
+				d.env.Send(id, out)
+			}
+		}
+	}
+	wasMissing := d.missing
+	d.missing = false
+	for _, id := range v.Members {
+		if _, ok := d.book[id]; !ok {
+			d.missing = true
+			break
+		}
+	}
+	if d.missing && !wasMissing {
+		d.queryMissing() // and every queryEvery while some are missing
+	}
+}
+
+// queryMissing asks the root (or, from the root, every member) for the
+// addresses this node lacks.
+func (d *dir) queryMissing() {
+	var ids []core.NodeID
+	for _, id := range d.view {
+		if _, ok := d.book[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		d.missing = false
+		return
+	}
+	q := &AddrQuery{IDs: ids}
+	if d.root != d.self && d.root != core.None {
+		d.env.Send(d.root, q)
+	} else {
+		for _, id := range d.view {
+			if id != d.self && !slices.Contains(ids, id) {
+				d.env.Send(id, q)
+			}
+		}
+	}
+	d.env.SetTimer(queryEvery, dirQueryTimer)
+}
+
+// leave starts a graceful leave (called on the loop by the runtime).
+func (d *dir) leave() {
+	if d.leaving || d.view == nil {
+		return
+	}
+	d.leaving = true
+	d.announceLeave()
+	d.env.SetTimer(leaveEvery, dirLeaveTimer)
+}
+
+func (d *dir) announceLeave() {
+	for _, id := range d.view {
+		if id != d.self {
+			d.env.Send(id, &Leave{})
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package group
+
+import "github.com/cohort-mp/cohort/core"
+
+// leaveRequest is the event the runtime hands the stack to start a
+// graceful leave: the directory announces it, and the gates close.
+type leaveRequest struct{}
+
+// gate stops the layers it wraps (detector, membership) once the node
+// leaves: a leaving node neither accuses others nor asks to be admitted
+// again when the others exclude it.
+type gate struct{ closed bool }
+
+type gated struct {
+	g *gate
+	m core.Machine
+}
+
+func (g *gate) wrap(m core.Machine) core.Machine {
+	if m == nil {
+		return nil
+	}
+	return &gated{g: g, m: m}
+}
+
+func (x *gated) Start(env core.Env) { x.m.Start(env) }
+
+func (x *gated) Receive(from core.NodeID, m core.Msg) {
+	if !x.g.closed {
+		x.m.Receive(from, m)
+	}
+}
+
+func (x *gated) Fire(t core.Timer) {
+	if !x.g.closed {
+		x.m.Fire(t)
+	}
+}
+
+func (x *gated) Handle(e core.Event) {
+	if _, ok := e.(leaveRequest); ok {
+		x.g.closed = true
+	}
+	if !x.g.closed {
+		x.m.Handle(e)
+	}
+}
+
+// Protos passes the wrapped machine's protocols on.
+func (x *gated) Protos() []core.Proto {
+	if po, ok := x.m.(core.ProtoOwner); ok {
+		return po.Protos()
+	}
+	return nil
+}
+
+// TrafficObserver is passed on too: the Phoenix detector counts traffic as
+// heartbeats.
+func (x *gated) ObserveSend(to core.NodeID) {
+	if o, ok := x.m.(core.TrafficObserver); ok && !x.g.closed {
+		o.ObserveSend(to)
+	}
+}
+
+func (x *gated) ObserveReceive(from core.NodeID) {
+	if o, ok := x.m.(core.TrafficObserver); ok && !x.g.closed {
+		o.ObserveReceive(from)
+	}
+}

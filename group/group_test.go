@@ -1,0 +1,268 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/group"
+)
+
+var testSecret = []byte("0123456789abcdef-group-test")
+
+func testConfig(id group.NodeID, det group.Detector) group.Config {
+	c := group.DefaultLocalConfig()
+	c.ID = id
+	c.Cluster = "group-test"
+	c.Secret = testSecret
+	c.Detector = det
+	return c
+}
+
+// waitView reads views from ch until one satisfies ok, or fails the test
+// after a deadline.
+func waitView(t *testing.T, ch <-chan group.View, what string, ok func(group.View) bool) group.View {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case v, open := <-ch:
+			if !open {
+				t.Fatalf("%s: views channel closed", what)
+			}
+			if ok(v) {
+				return v
+			}
+		case <-deadline:
+			t.Fatalf("%s: no such view within 30 s", what)
+		}
+	}
+}
+
+func members(ids ...group.NodeID) func(group.View) bool {
+	return func(v group.View) bool {
+		got := slices.Clone(v.Members)
+		slices.Sort(got)
+		return slices.Equal(got, ids)
+	}
+}
+
+// startGroup starts node 1 and has nodes 2…n join through it; it returns
+// them once every node has installed the view of all n.
+func startGroup(t *testing.T, n int, det group.Detector, tweak func(*group.Config)) []*group.Group {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := testConfig(1, det)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	first, err := group.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := []*group.Group{first}
+	t.Cleanup(func() {
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+	for id := 2; id <= n; id++ {
+		cfg := testConfig(group.NodeID(id), det)
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		g, err := group.Join(ctx, cfg, first.Addr())
+		if err != nil {
+			t.Fatalf("node %d: %v", id, err)
+		}
+		gs = append(gs, g)
+	}
+	var all []group.NodeID
+	for id := 1; id <= n; id++ {
+		all = append(all, group.NodeID(id))
+	}
+	for _, g := range gs {
+		waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(all...))
+	}
+	return gs
+}
+
+func TestJoinCrashAgree(t *testing.T) {
+	for _, det := range []group.Detector{group.DetectorBRR, group.DetectorHeartbeat} {
+		t.Run(string(det), func(t *testing.T) {
+			gs := startGroup(t, 4, det, nil)
+			// Crash node 3 (no leave): the survivors agree on one view
+			// without it, reported as departed, not as left.
+			gs[2].Close()
+			var views []group.View
+			for _, g := range []*group.Group{gs[0], gs[1], gs[3]} {
+				v := waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(1, 2, 4))
+				if !slices.Contains(v.Departed, 3) || len(v.Left) != 0 {
+					t.Errorf("node %v: %+v: want 3 departed and nobody left", g.ID(), v)
+				}
+				views = append(views, v)
+			}
+			for _, v := range views[1:] {
+				if v.Epoch != views[0].Epoch || !slices.Equal(v.Members, views[0].Members) {
+					t.Errorf("survivors disagree: %v vs %v", v, views[0])
+				}
+			}
+		})
+	}
+}
+
+func TestRootCrash(t *testing.T) {
+	gs := startGroup(t, 4, group.DetectorBRR, nil)
+	root := gs[0].View().Root
+	var rest []*group.Group
+	var ids []group.NodeID
+	for _, g := range gs {
+		if g.ID() == root {
+			g.Close()
+			continue
+		}
+		rest = append(rest, g)
+		ids = append(ids, g.ID())
+	}
+	slices.Sort(ids)
+	var epoch uint64
+	for _, g := range rest {
+		v := waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(ids...))
+		if epoch != 0 && v.Epoch != epoch {
+			t.Errorf("node %v installs %v, another %d", g.ID(), v, epoch)
+		}
+		epoch = v.Epoch
+	}
+}
+
+func TestLeaveIsNotAFailure(t *testing.T) {
+	gs := startGroup(t, 3, group.DetectorBRR, nil)
+	sus := gs[0].Suspicions()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := gs[1].Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	gs[1].Close()
+	for _, g := range []*group.Group{gs[0], gs[2]} {
+		v := waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(1, 3))
+		if !slices.Equal(v.Left, []group.NodeID{2}) {
+			t.Errorf("node %v: view %v has Left %v, want [2]", g.ID(), v, v.Left)
+		}
+	}
+	for {
+		select {
+		case s := <-sus:
+			if s.Node == 2 && s.Kind == group.Declared {
+				t.Errorf("the leaver was declared failed")
+			}
+			continue
+		default:
+		}
+		break
+	}
+}
+
+func TestRejoinAfterCrashUnderSameID(t *testing.T) {
+	gs := startGroup(t, 3, group.DetectorBRR, nil)
+	gs[2].Close()
+	waitView(t, gs[0].Views(), "node 1", members(1, 2))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := group.Join(ctx, testConfig(3, group.DetectorBRR), gs[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, x := range []*group.Group{gs[0], gs[1], g} {
+		waitView(t, x.Views(), fmt.Sprintf("node %v", x.ID()), members(1, 2, 3))
+	}
+}
+
+func TestMulticastSameDeliveries(t *testing.T) {
+	gs := startGroup(t, 3, group.DetectorBRR, func(c *group.Config) { c.Multicast = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const per = 20
+	for i := range per {
+		for _, g := range gs {
+			for {
+				err := g.Multicast(ctx, []byte(fmt.Sprintf("%v:%d", g.ID(), i)))
+				if errors.Is(err, group.ErrMulticastFull) {
+					time.Sleep(time.Millisecond) // back-pressure: wait for stability
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+	want := len(gs) * per
+	var first []string
+	for _, g := range gs {
+		got := map[group.NodeID][]string{}
+		n := 0
+		for n < want {
+			select {
+			case d := <-g.Deliveries():
+				got[d.Sender] = append(got[d.Sender], string(d.Payload))
+				n++
+			case <-ctx.Done():
+				t.Fatalf("node %v: %d of %d deliveries", g.ID(), n, want)
+			}
+		}
+		var flat []string
+		for _, s := range gs {
+			for i, p := range got[s.ID()] {
+				if w := fmt.Sprintf("%v:%d", s.ID(), i); p != w {
+					t.Fatalf("node %v: from %v got %q at %d, want %q (per-sender order)", g.ID(), s.ID(), p, i, w)
+				}
+			}
+			flat = append(flat, got[s.ID()]...)
+		}
+		if first == nil {
+			first = flat
+		} else if !slices.Equal(first, flat) {
+			t.Errorf("node %v delivered other messages than node 1", g.ID())
+		}
+	}
+}
+
+func TestBadConfigAndSeeds(t *testing.T) {
+	c := testConfig(1, group.DetectorBRR)
+	c.Secret = []byte("short")
+	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
+		t.Errorf("short secret: got %v, want ErrConfig", err)
+	}
+	c = testConfig(1, "gossip")
+	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
+		t.Errorf("unknown detector: got %v, want ErrConfig", err)
+	}
+	c = testConfig(1, group.DetectorBRR)
+	c.BindAddr = "0.0.0.0:0"
+	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
+		t.Errorf("unspecified bind without advertise: got %v, want ErrConfig", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := group.Join(ctx, testConfig(2, group.DetectorBRR), "127.0.0.1:1"); !errors.Is(err, group.ErrNoSeed) {
+		t.Errorf("unreachable seed: got %v, want ErrNoSeed", err)
+	}
+	// A seed of another cluster (other secret) refuses the handshake.
+	other := testConfig(1, group.DetectorBRR)
+	other.Secret = []byte("another secret, 16+ bytes")
+	g, err := group.Start(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := group.Join(ctx, testConfig(2, group.DetectorBRR), g.Addr()); !errors.Is(err, group.ErrNoSeed) {
+		t.Errorf("seed with another secret: got %v, want ErrNoSeed", err)
+	}
+}

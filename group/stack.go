@@ -1,0 +1,133 @@
+package group
+
+import (
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/fd"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/stable"
+	"github.com/cohort-mp/cohort/vsync"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// This file is the one place where a node's machines are put together:
+// [Start] and [Join] use it, and so do package comm (which drives its own
+// host with a data path beside the machines) and cohort's commands and
+// benchmarks. Most services want [Start] and [Join] instead.
+
+// StackOptions shape a node's stack beyond its Config.
+type StackOptions struct {
+	// Join makes the node a joiner: it asks Contacts, in order, to admit it
+	// (NEW_NODE, membership paper §3.7) instead of being one of the
+	// initial members.
+	Join     bool
+	Contacts []core.NodeID
+	// QuietDetector runs the detector with the same traffic but verdicts
+	// postponed by QuietDelay (benchmarks that inject the failure report
+	// themselves).
+	QuietDetector bool
+	// WrapMember, if not nil, wraps the membership machine (instrumentation;
+	// the wrapper must pass every call on).
+	WrapMember func(*member.Member) core.Machine
+	// Layers are machines stacked above the membership (and the multicast
+	// layers, with Config.Multicast), lowest first.
+	Layers []core.Machine
+	// Below are machines stacked below the detector, lowest first.
+	Below []core.Machine
+
+	gate *gate // the runtime's: detector and membership stop on a leave
+}
+
+// Stack is a node's machines.
+type Stack struct {
+	// Machine is the whole stack, lowest layer first: [Below...], the
+	// detector (absent with DetectorOff), the membership, with Multicast
+	// the stability detector and vsync, then [Layers...].
+	Machine *core.Stack
+	// Member is the membership machine.
+	Member *member.Member
+	// Detector is the failure detector machine, nil with DetectorOff.
+	Detector core.Machine
+	// VSync is the multicast layer, nil without Config.Multicast.
+	VSync *vsync.Layer
+}
+
+// NewStack builds the machines of node cfg.ID in a group whose initial
+// members are listed (cfg.ID among them; any order: the default view is
+// sorted by id, §3.2). A joiner (opts.Join) passes nil members.
+// Only the membership and detector fields of cfg matter here.
+func NewStack(cfg Config, members []core.NodeID, opts StackOptions) (*Stack, error) {
+	if err := cfg.Detector.Validate(); err != nil {
+		return nil, err
+	}
+	mcfg := cfg.memberConfig()
+	var (
+		m   *member.Member
+		err error
+	)
+	if opts.Join {
+		contacts := slices.DeleteFunc(slices.Clone(opts.Contacts), func(id core.NodeID) bool { return id == cfg.ID })
+		m, err = member.NewJoiner(mcfg, member.JoinOptions{Contacts: contacts})
+		members = nil
+	} else {
+		members = slices.Clone(members)
+		slices.Sort(members)
+		m, err = member.New(mcfg, members)
+	}
+	if err != nil {
+		return nil, err
+	}
+	det, err := cfg.newDetector(members, opts.QuietDetector)
+	if err != nil {
+		return nil, err
+	}
+	layers := slices.Clone(opts.Below)
+	var mm core.Machine = m
+	if opts.WrapMember != nil {
+		mm = opts.WrapMember(m)
+	}
+	dm := det
+	if opts.gate != nil {
+		dm, mm = opts.gate.wrap(det), opts.gate.wrap(mm)
+	}
+	if dm != nil {
+		layers = append(layers, dm)
+	}
+	layers = append(layers, mm)
+	var vs *vsync.Layer
+	if cfg.Multicast {
+		stableView := members
+		if opts.Join {
+			stableView = []core.NodeID{cfg.ID} // until its first view
+		}
+		vcfg := vsync.DefaultConfig()
+		vcfg.Window = cfg.MulticastWindow
+		vcfg.MaxQueued = 2 * cfg.MulticastWindow
+		vcfg.MaxPayload = cfg.MaxMessageSize
+		if vs, err = vsync.New(vcfg); err != nil {
+			return nil, err
+		}
+		sd := stable.New(stable.DefaultConfig(), stableView)
+		if err := sd.Err(); err != nil {
+			return nil, err
+		}
+		layers = append(layers, vsync.HideFailures(sd), vs)
+	}
+	layers = append(layers, opts.Layers...)
+	return &Stack{Machine: core.NewStack(layers...), Member: m, Detector: det, VSync: vs}, nil
+}
+
+// NewCodec returns a codec with every message kind a node's stack sends
+// (detectors, membership, stability, vsync, the directory), and those
+// registered by extra.
+func NewCodec(extra ...func(*wire.Codec) error) (*wire.Codec, error) {
+	c := wire.NewCodec()
+	regs := []func(*wire.Codec) error{fd.RegisterCodecs, member.RegisterCodecs, stable.RegisterCodecs, vsync.RegisterCodecs, RegisterCodecs}
+	for _, reg := range append(regs, extra...) {
+		if err := reg(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
