@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/group"
 	"github.com/cohort-mp/cohort/launch"
 	"github.com/cohort-mp/cohort/transport/tcp"
 )
@@ -72,13 +72,13 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 			tr.SetPeer(core.NodeID(r), addr)
 		}
 	}
-	node, err := cluster.NewNode(core.NodeID(boot.Rank), ids, cluster.NodeOptions{Fanout: o.fanout, Detector: det})
+	stack, err := newStack(core.NodeID(boot.Rank), ids, o, det)
 	if err != nil {
 		reg.Close()
 		tr.Close()
 		return nil, err
 	}
-	codec, err := cluster.NewCodec()
+	codec, err := group.NewCodec()
 	if err != nil {
 		reg.Close()
 		tr.Close()
@@ -89,7 +89,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		tr.Close()
 		reg.Close()
 	}
-	if err := s.run(node.Stack, codec, o, o.events); err != nil {
+	if err := s.run(stack, codec, o, o.events); err != nil {
 		reg.Close()
 		tr.Close()
 		return nil, err

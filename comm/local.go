@@ -7,7 +7,7 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/group"
 	"github.com/cohort-mp/cohort/transport/mem"
 )
 
@@ -50,7 +50,7 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 	for i := range ids {
 		ids[i] = core.NodeID(i)
 	}
-	codec, err := cluster.NewCodec()
+	codec, err := group.NewCodec()
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 		}
 	}
 	for r := range n {
-		node, err := cluster.NewNode(core.NodeID(r), ids, cluster.NodeOptions{Fanout: o.fanout, Detector: det})
+		stack, err := newStack(core.NodeID(r), ids, o, det)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -111,7 +111,7 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 		}
 		o2 := o
 		o2.seed = seed
-		if err := s.run(node.Stack, codec, o2, events); err != nil {
+		if err := s.run(stack, codec, o2, events); err != nil {
 			closeAll()
 			return nil, err
 		}
@@ -130,13 +130,27 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 }
 
 // detectorOf parses a detector name ("" is the default).
-func detectorOf(name string) (cluster.Detector, error) {
-	if name == "" {
-		return cluster.DetectorBRR, nil
-	}
-	var d cluster.Detector
-	if err := d.UnmarshalText([]byte(name)); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrBadArg, err)
+func detectorOf(name string) (group.Detector, error) {
+	d := group.Detector(name)
+	if err := d.Validate(); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadArg, err)
 	}
 	return d, nil
+}
+
+// newStack builds rank self's machines (detector and membership) in a job
+// of the listed ranks, as package group assembles every node, with the
+// loopback timings of group.DefaultLocalConfig.
+func newStack(self core.NodeID, ids []core.NodeID, o options, det group.Detector) (*core.Stack, error) {
+	cfg := group.DefaultLocalConfig()
+	cfg.ID = self
+	cfg.Detector = det
+	if o.fanout != 0 {
+		cfg.Fanout = o.fanout
+	}
+	st, err := group.NewStack(cfg, ids, group.StackOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return st.Machine, nil
 }

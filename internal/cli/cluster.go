@@ -103,7 +103,7 @@ func runCluster(ctx context.Context, cfg clusterConfig, c *call) (ok bool, err e
 		defer outMu.Unlock()
 		fmt.Fprintf(c.stdout, format+"\n", args...)
 	}
-	timeout, parts := cfg.detector.Timeout(cfg.n)
+	timeout, parts := cluster.LocalConfig(0, cfg.detector, cfg.fanout).DetectionBound(cfg.n)
 	say("starting %d processes on 127.0.0.1: fan-out %d, detector %s (declares a crash within about %v: %s)",
 		cfg.n, cfg.fanout, cfg.detector, timeout, parts)
 	job, err := cluster.Start(ctx, cluster.JobConfig{

@@ -247,7 +247,7 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 		return pt, err
 	}
 	pt.Height = h
-	pt.DetectorTimeout, pt.DetectorDesc = orDefault(cfg.Detector).Timeout(n)
+	pt.DetectorTimeout, pt.DetectorDesc = LocalConfig(0, cfg.Detector, a).DetectionBound(n)
 	seed := cfg.Seed ^ uint64(n)<<32 ^ uint64(a)
 	job, err := startBenchJob(ctx, cfg, JobConfig{
 		N: n, Fanout: a, Detector: cfg.Detector, Seed: seed,

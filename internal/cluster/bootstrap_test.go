@@ -117,25 +117,3 @@ func TestFormatIDs(t *testing.T) {
 	}
 }
 
-func TestDetectorText(t *testing.T) {
-	for _, d := range []Detector{DetectorBRR, DetectorDBRR, DetectorHeartbeat} {
-		b, err := d.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got Detector
-		if err := got.UnmarshalText(b); err != nil || got != d {
-			t.Fatalf("%s: got %v, %v", b, got, err)
-		}
-		if _, err := d.New(nil); err != nil {
-			t.Fatalf("%v.New: %v", d, err)
-		}
-		if to, desc := d.Timeout(16); to <= 0 || desc == "" {
-			t.Fatalf("%v.Timeout = %v %q", d, to, desc)
-		}
-	}
-	var d Detector
-	if err := d.UnmarshalText([]byte("swim")); err == nil || !strings.Contains(err.Error(), "want brr, dbrr, heartbeat, heartbeat-paper or off") {
-		t.Fatalf("err = %v", err)
-	}
-}

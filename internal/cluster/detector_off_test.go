@@ -32,7 +32,7 @@ func TestDetectorOff(t *testing.T) {
 	if n.Detector == nil {
 		t.Fatal("heartbeat-paper node has no detector")
 	}
-	if to, _ := DetectorHeartbeatPaper.Timeout(4); to != 15e9 {
+	if to, _ := LocalConfig(0, DetectorHeartbeatPaper, 0).DetectionBound(4); to != 15e9 {
 		t.Fatalf("paper heartbeat detection time %v, want 15s (5 s + 5 s + 5 s, Table 1)", to)
 	}
 }

@@ -383,7 +383,7 @@ func hasVar(env []string, name string) bool {
 }
 
 func orDefault(d Detector) Detector {
-	if d == 0 {
+	if d == "" {
 		return DetectorBRR
 	}
 	return d

@@ -10,15 +10,12 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/fd"
+	"github.com/cohort-mp/cohort/group"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
-	"github.com/cohort-mp/cohort/stable"
 	"github.com/cohort-mp/cohort/transport/tcp"
-	"github.com/cohort-mp/cohort/vsync"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -77,20 +74,21 @@ type NodeOptions struct {
 
 // MemberConfig returns the membership configuration of a node with the
 // given fan-out: member.DefaultConfig with 200 ms per tree level for
-// acknowledgements (loopback is fast, but a loaded machine can stall a
-// process for tens of milliseconds, and a late ACK excludes a live node).
+// acknowledgements (group.DefaultLocalConfig: loopback is fast, but a
+// loaded machine can stall a process for tens of milliseconds, and a late
+// ACK excludes a live node).
 func MemberConfig(fanout int) member.Config {
 	c := member.DefaultConfig()
 	if fanout != 0 {
 		c.Fanout = fanout
 	}
-	c.AckTimeout = 200 * time.Millisecond
+	c.AckTimeout = group.DefaultLocalConfig().AckTimeout
 	return c
 }
 
 // Node is the machine stack of one node: the failure detector, the
 // membership machine and the probe layer (ping-pong and hints), lowest
-// first.
+// first, as package group assembles them.
 type Node struct {
 	Stack    *core.Stack
 	Member   *member.Member
@@ -102,68 +100,36 @@ type Node struct {
 // listed nodes (§3.2); a joiner (opts.Join) asks the other listed nodes, in
 // order, to admit it.
 func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, error) {
-	cfg := MemberConfig(opts.Fanout)
-	det := opts.Detector
-	if det == 0 {
-		det = DetectorBRR
-	}
-	var (
-		m       *member.Member
-		members []core.NodeID
-		err     error
-	)
-	if opts.Join {
-		contacts := slices.DeleteFunc(slices.Clone(listed), func(id core.NodeID) bool { return id == self })
-		m, err = member.NewJoiner(cfg, member.JoinOptions{Contacts: contacts})
-	} else {
-		members = slices.Clone(listed)
-		slices.Sort(members) // the default view's order
-		m, err = member.New(cfg, members)
-	}
-	if err != nil {
-		return nil, err
-	}
-	newDetector := det.New
-	if opts.QuietDetector {
-		newDetector = det.NewQuiet
-	}
-	d, err := newDetector(members)
-	if err != nil {
-		return nil, err
-	}
-	layers := []core.Machine{d, &timedMember{m: m}, newProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)}
-	if d == nil { // DetectorOff: no detector layer
-		layers = layers[1:]
+	cfg := LocalConfig(self, opts.Detector, opts.Fanout)
+	so := group.StackOptions{
+		Join:          opts.Join,
+		Contacts:      listed,
+		QuietDetector: opts.QuietDetector,
+		WrapMember:    func(m *member.Member) core.Machine { return &timedMember{m: m} },
+		Layers:        []core.Machine{newProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)},
 	}
 	if opts.Multicast != nil {
-		stableView := members
+		stableView := listed
 		if opts.Join {
 			stableView = []core.NodeID{self} // until its first view
 		}
+		stableView = slices.Sorted(slices.Values(stableView))
 		ml, err := newMulticastLayer(*opts.Multicast, stableView)
 		if err != nil {
 			return nil, err
 		}
-		layers = append(layers, ml)
+		so.Layers = append(so.Layers, ml)
 	}
-	return &Node{
-		Stack:    core.NewStack(layers...),
-		Member:   m,
-		Detector: d,
-	}, nil
+	st, err := group.NewStack(cfg, listed, so)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{Stack: st.Machine, Member: st.Member, Detector: st.Detector}, nil
 }
 
-// NewCodec returns a codec with every kind a node sends: fd's, member's,
-// the probe layer's, stable's and vsync's.
-func NewCodec() (*wire.Codec, error) {
-	c := wire.NewCodec()
-	for _, reg := range []func(*wire.Codec) error{fd.RegisterCodecs, member.RegisterCodecs, RegisterProbeCodecs, stable.RegisterCodecs, vsync.RegisterCodecs} {
-		if err := reg(c); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
+// NewCodec returns a codec with every kind a node sends: group's (fd,
+// member, stable, vsync, the directory) and the probe layer's.
+func NewCodec() (*wire.Codec, error) { return group.NewCodec(RegisterProbeCodecs) }
 
 // RunNode runs one node of a job over TCP until ctx is done (or, supervised,
 // its supervisor's stream ends). It returns nil after an orderly stop, and
