@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/transport/mem"
 )
 

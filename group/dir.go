@@ -35,17 +35,17 @@ import (
 // without the leaver it tells it so ([Left]), and the leaver's Leave
 // returns.
 type dir struct {
-	env     core.Env
-	self    core.NodeID
-	addr    string
-	seeds   []core.NodeID // a joiner's contacts
-	book    map[core.NodeID]string
-	view    []core.NodeID // the installed view; nil before the first
-	root    core.NodeID
+	env       core.Env
+	self      core.NodeID
+	addr      string
+	seeds     []core.NodeID // a joiner's contacts
+	book      map[core.NodeID]string
+	view      []core.NodeID // the installed view; nil before the first
+	root      core.NodeID
 	lastEpoch uint64
-	leavers map[core.NodeID]bool // members that announced a leave
-	leaving bool
-	missing bool // some member of the view has no known address
+	leavers   map[core.NodeID]bool // members that announced a leave
+	leaving   bool
+	missing   bool // some member of the view has no known address
 }
 
 type dirTimer uint8

@@ -116,4 +116,3 @@ func TestFormatIDs(t *testing.T) {
 		}
 	}
 }
-
