@@ -29,11 +29,16 @@ import (
 //
 // Leaves. A leaving node sends [Leave] to every member of its view and
 // stops its detector and membership layers (the runtime gates them). A
-// member that receives it hands core.Failed about the leaver to its
-// membership layer (the exclusion is the same view change as a failure)
-// but remembers the node as departed, not failed; when it installs a view
-// without the leaver it tells it so ([Left]), and the leaver's Leave
-// returns.
+// member that hears of the leave first relays it to the members of its
+// view, then hands core.Failed about the leaver to its membership layer
+// (the exclusion is the same view change as a failure) but remembers the
+// node as departed, not failed. The relay comes first so that, by FIFO
+// order per pair, every node that hands on the view change excluding the
+// leaver (the reporting member, the root, each parent in the tree) knew
+// of the leave before; so every member reports the leaver in View.Left
+// (unless the view change excluding it was under way before the leave).
+// A member that installs a view without the leaver tells it so ([Left]),
+// and the leaver's Leave returns.
 type dir struct {
 	env       core.Env
 	self      core.NodeID
@@ -153,11 +158,24 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 			d.env.Send(from, &Addrs{Entries: es})
 		}
 	case *Leave:
-		if !d.leavers[from] && slices.Contains(d.view, from) {
-			d.leavers[from] = true
-			d.env.Emit(LeaveAnnounced{Node: from})
-			d.env.Emit(core.Failed{Node: from})
-		} else if d.view != nil && !slices.Contains(d.view, from) {
+		x := m.Node
+		switch {
+		case x == d.self:
+		case d.leavers[x]:
+		case slices.Contains(d.view, x):
+			// Relay before acting, so that by FIFO order every node on the
+			// path of the view change that excludes x (the reporter, the
+			// root, every parent of the tree) knows that x left before it
+			// hands on the new view.
+			d.leavers[x] = true
+			for _, id := range d.view {
+				if id != d.self && id != from && id != x {
+					d.env.Send(id, &Leave{Node: x})
+				}
+			}
+			d.env.Emit(LeaveAnnounced{Node: x})
+			d.env.Emit(core.Failed{Node: x})
+		case from == x && d.view != nil:
 			d.env.Send(from, &Left{Epoch: d.epoch()})
 		}
 	case *Left:
@@ -286,7 +304,7 @@ func (d *dir) leave() {
 func (d *dir) announceLeave() {
 	for _, id := range d.view {
 		if id != d.self {
-			d.env.Send(id, &Leave{})
+			d.env.Send(id, &Leave{Node: d.self})
 		}
 	}
 }
