@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/transport/tcp/tcptest"
 )
 
 var testSecret = []byte("0123456789abcdef-group-test")
@@ -264,5 +265,16 @@ func TestBadConfigAndSeeds(t *testing.T) {
 	defer g.Close()
 	if _, err := group.Join(ctx, testConfig(2, group.DetectorBRR), g.Addr()); !errors.Is(err, group.ErrNoSeed) {
 		t.Errorf("seed with another secret: got %v, want ErrNoSeed", err)
+	}
+}
+
+// A group whose connections are all mutual TLS forms, and agrees after a
+// crash, like a plain one.
+func TestTLSGroup(t *testing.T) {
+	tc := tcptest.SelfSignedTLS(t)
+	gs := startGroup(t, 3, group.DetectorBRR, func(c *group.Config) { c.TLS = tc })
+	gs[2].Close()
+	for _, g := range gs[:2] {
+		waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(1, 2))
 	}
 }
