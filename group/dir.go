@@ -78,6 +78,17 @@ type AddrLearned struct {
 	Addr string
 }
 
+// AddrForgotten is emitted forgetAfter after a node departed, unless it is
+// back: the runtime removes it from the transport, which stops dialling it.
+type AddrForgotten struct{ Node core.NodeID }
+
+// forgetTimer is the timer of a departed node's AddrForgotten.
+type forgetTimer struct{ node core.NodeID }
+
+// forgetAfter is how long the transport keeps a departed node (so that the
+// notice to a leaver goes out) before it stops dialling it.
+const forgetAfter = 2 * time.Second
+
 // LeaveAnnounced is emitted when a member announces that it leaves.
 type LeaveAnnounced struct{ Node core.NodeID }
 
@@ -112,6 +123,12 @@ func (d *dir) hello() {
 }
 
 func (d *dir) Fire(t core.Timer) {
+	if f, ok := t.(forgetTimer); ok {
+		if _, back := d.book[f.node]; !back && !slices.Contains(d.view, f.node) {
+			d.env.Emit(AddrForgotten{Node: f.node})
+		}
+		return
+	}
 	switch t {
 	case dirHelloTimer:
 		if d.view == nil && !d.leaving {
@@ -242,6 +259,11 @@ func (d *dir) Handle(e core.Event) {
 			d.env.Send(id, &Left{Epoch: v.Epoch})
 			delete(d.leavers, id)
 		}
+		// Forget the departed node's address: if it comes back (under its
+		// id, perhaps elsewhere) its address is learned afresh. The
+		// transport keeps it a little longer, for the Left just sent.
+		delete(d.book, id)
+		d.env.SetTimer(forgetAfter, forgetTimer{id})
 	}
 	if len(v.Joined) > 0 && len(v.Joined) < len(v.Members) {
 		// Tell the joiners where we and the other joiners are.
