@@ -8,7 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/bench"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/workload"
 	"github.com/cohort-mp/cohort/stable"
 )
 
@@ -60,8 +62,8 @@ Examples:
 
 func runBenchMulticast(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	o := cluster.DefaultMulticastOptions()
-	cfg := cluster.MulticastBenchConfig{Detector: cluster.DetectorBRR}
+	o := workload.DefaultMulticastOptions()
+	cfg := bench.MulticastBenchConfig{Detector: runner.DetectorBRR}
 	fs.IntVar(&cfg.N, "n", 16, "number of `processes`")
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "length of the steady phase")
 	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "time before the steady phase is measured")
@@ -74,7 +76,7 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 	fs.DurationVar(&o.Period, "period", o.Period, "stability round period and resend interval")
 	fs.TextVar(&o.Protocol, "protocol", stable.CubeFullDist, "stability `protocol`: coord, fulldist, scoord or cubefulldist")
 	fs.IntVar(&cfg.Fanout, "fanout", 4, "membership radix tree fan-out")
-	fs.TextVar(&cfg.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.TextVar(&cfg.Detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "`seed` of the victims and of the nodes")
 	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory`")
 	if err := c.parse(fs, c.args, 0); err != nil {
@@ -90,7 +92,7 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 		return usagef("--duration must be positive")
 	case cfg.Baseline < 0:
 		return usagef("--baseline must not be negative")
-	case cluster.MemberConfig(cfg.Fanout).Validate() != nil:
+	case runner.MemberConfig(cfg.Fanout).Validate() != nil:
 		return usagef("--fanout %d: want a power of two", cfg.Fanout)
 	}
 	if err := o.Validate(); err != nil {
@@ -98,7 +100,7 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 	}
 	cfg.Log = c.stderr
 	start := time.Now()
-	phases, err := cluster.RunMulticastBench(ctx, cfg)
+	phases, err := bench.RunMulticastBench(ctx, cfg)
 	writeMulticastTable(c.stdout, cfg, phases)
 	if err != nil {
 		return err
@@ -108,7 +110,7 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 	return nil
 }
 
-func writeMulticastTable(w io.Writer, cfg cluster.MulticastBenchConfig, phases []cluster.MulticastPhase) {
+func writeMulticastTable(w io.Writer, cfg bench.MulticastBenchConfig, phases []bench.MulticastPhase) {
 	if len(phases) == 0 {
 		return
 	}
@@ -122,7 +124,7 @@ func writeMulticastTable(w io.Writer, cfg cluster.MulticastBenchConfig, phases [
 			round(p.P50), round(p.P99), round(p.Max), p.PeakBuffered, float64(p.PeakBytes)/1024, p.MeanBuffered, p.Resent, p.Throttled)
 	}
 	tw.Flush()
-	var raw, steady *cluster.MulticastPhase
+	var raw, steady *bench.MulticastPhase
 	for i := range phases {
 		switch phases[i].Name {
 		case "raw":

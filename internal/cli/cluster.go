@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/tracker"
 	"github.com/cohort-mp/cohort/member"
 )
 
@@ -48,7 +49,7 @@ type clusterConfig struct {
 	n, kill   int
 	killRoot  bool
 	fanout    int
-	detector  cluster.Detector
+	detector  runner.Detector
 	seed      uint64
 	eventsDir string
 	window    time.Duration
@@ -60,12 +61,12 @@ const maxClusterNodes = 512
 
 func runClusterCommand(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	cfg := clusterConfig{detector: cluster.DetectorBRR}
+	cfg := clusterConfig{detector: runner.DetectorBRR}
 	fs.IntVar(&cfg.n, "n", 16, "number of `processes`")
 	fs.IntVar(&cfg.kill, "kill", 3, "how many `processes` to kill with SIGKILL")
 	fs.BoolVar(&cfg.killRoot, "kill-root", false, "kill the root (the first member of the current view) as one of them")
-	fs.IntVar(&cfg.fanout, "fanout", cluster.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two")
-	fs.TextVar(&cfg.detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.IntVar(&cfg.fanout, "fanout", runner.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two")
+	fs.TextVar(&cfg.detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "`seed` of the kill times and victims (and of the nodes)")
 	fs.StringVar(&cfg.eventsDir, "events-dir", "", "keep every node's event stream and logs in `directory`")
 	fs.DurationVar(&cfg.window, "window", 2*time.Second, "the kills happen at random times within this `duration` after the first view")
@@ -80,7 +81,7 @@ func runClusterCommand(ctx context.Context, c *call) error {
 		return usagef("--kill %d: want 0 to n−1 = %d (at least one process must survive)", cfg.kill, cfg.n-1)
 	case cfg.killRoot && cfg.kill == 0:
 		return usagef("--kill-root needs --kill ≥ 1")
-	case cluster.MemberConfig(cfg.fanout).Validate() != nil:
+	case runner.MemberConfig(cfg.fanout).Validate() != nil:
 		return usagef("--fanout %d: want a power of two from 2 to 65536", cfg.fanout)
 	case cfg.window < 0 || cfg.timeout <= 0:
 		return usagef("--window must not be negative and --timeout must be positive")
@@ -103,10 +104,10 @@ func runCluster(ctx context.Context, cfg clusterConfig, c *call) (ok bool, err e
 		defer outMu.Unlock()
 		fmt.Fprintf(c.stdout, format+"\n", args...)
 	}
-	timeout, parts := cluster.LocalConfig(0, cfg.detector, cfg.fanout).DetectionBound(cfg.n)
+	timeout, parts := runner.LocalConfig(0, cfg.detector, cfg.fanout).DetectionBound(cfg.n)
 	say("starting %d processes on 127.0.0.1: fan-out %d, detector %s (declares a crash within about %v: %s)",
 		cfg.n, cfg.fanout, cfg.detector, timeout, parts)
-	job, err := cluster.Start(ctx, cluster.JobConfig{
+	job, err := runner.Start(ctx, runner.JobConfig{
 		N: cfg.n, Fanout: cfg.fanout, Detector: cfg.detector, Seed: cfg.seed,
 		EventsDir: cfg.eventsDir,
 		OnLine:    func(line string) { say("%s", line) },
@@ -151,7 +152,7 @@ func runCluster(ctx context.Context, cfg clusterConfig, c *call) (ok bool, err e
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	job.Inspect(func(t *cluster.Tracker) {
+	job.Inspect(func(t *tracker.Tracker) {
 		for _, l := range t.Flush() {
 			say("%s", l)
 		}
@@ -162,16 +163,16 @@ func runCluster(ctx context.Context, cfg clusterConfig, c *call) (ok bool, err e
 	}
 	survivors := cfg.n - len(killed)
 	say("✔ all %d survivors hold epoch %s with members [%s]; it excludes every killed process [%s]",
-		survivors, member.FormatEpoch(view.Epoch), cluster.FormatIDs(view.Members), cluster.FormatIDs(killed))
+		survivors, member.FormatEpoch(view.Epoch), tracker.FormatIDs(view.Members), tracker.FormatIDs(killed))
 	return true, nil
 }
 
 // chooseVictim picks the next process to kill: the root of the newest view
 // (its first live member) if root, else a random live process other than
 // that root.
-func chooseVictim(job *cluster.Job, rng *rand.Rand, root bool) core.NodeID {
+func chooseVictim(job *runner.Job, rng *rand.Rand, root bool) core.NodeID {
 	victim := core.None
-	job.Inspect(func(t *cluster.Tracker) {
+	job.Inspect(func(t *tracker.Tracker) {
 		var newest member.ViewInstalled
 		var live []core.NodeID
 		for _, n := range t.Nodes() {

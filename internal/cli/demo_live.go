@@ -17,7 +17,8 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/tracker"
 	"github.com/cohort-mp/cohort/launch"
 	"github.com/cohort-mp/cohort/member"
 )
@@ -383,7 +384,7 @@ type liveWatch struct {
 	start time.Time
 	procs int
 	files []*eventFile
-	track *cluster.Tracker
+	track *tracker.Tracker
 	// What the summary needs: per victim, the first suspicion and
 	// declaration of it by any survivor; per rank, the views it installed.
 	killAt    map[core.NodeID]time.Time
@@ -411,7 +412,7 @@ type eventFile struct {
 
 func (w *liveWatch) begin(start time.Time, procs int) {
 	w.start, w.procs = start, procs
-	w.track = cluster.NewTracker(start)
+	w.track = tracker.NewTracker(start)
 	w.killAt = map[core.NodeID]time.Time{}
 	w.suspected = map[core.NodeID]time.Time{}
 	w.declared = map[core.NodeID]time.Time{}
@@ -425,13 +426,13 @@ func (w *liveWatch) killed(rank int, at time.Time) {
 	id := core.NodeID(rank)
 	w.killAt[id] = at
 	w.out.event(at.Sub(w.start), id.String(), "✗", "killed (SIGKILL)", bold+red)
-	lines := w.track.Add(cluster.Record{Node: id, Time: at, Type: "cluster.Killed", Event: cluster.Killed{}})
+	lines := w.track.Add(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}})
 	w.viewLines(lines[1:]) // the first is the Tracker's own kill line
 }
 
 // poll reads what the ranks wrote since the last call, in time order.
 func (w *liveWatch) poll() {
-	var recs []cluster.Record
+	var recs []record.Record
 	buf := make([]byte, 64<<10)
 	for _, ef := range w.files {
 		if ef.f == nil {
@@ -449,7 +450,7 @@ func (w *liveWatch) poll() {
 				if i < 0 {
 					break
 				}
-				if rec, err := cluster.DecodeRecord(data[:i]); err == nil {
+				if rec, err := record.DecodeRecord(data[:i]); err == nil {
 					recs = append(recs, rec)
 				}
 				data = data[i+1:]
@@ -460,13 +461,13 @@ func (w *liveWatch) poll() {
 			}
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b cluster.Record) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(recs, func(a, b record.Record) int { return a.Time.Compare(b.Time) })
 	for _, rec := range recs {
 		w.record(rec)
 	}
 }
 
-func (w *liveWatch) record(rec cluster.Record) {
+func (w *liveWatch) record(rec record.Record) {
 	at := rec.Time.Sub(w.start)
 	who := rec.Node.String()
 	switch e := rec.Event.(type) {

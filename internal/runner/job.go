@@ -1,4 +1,4 @@
-package cluster
+package runner
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/tracker"
 	"io"
 	"net"
 	"os"
@@ -25,10 +27,10 @@ import (
 // Errors of a job.
 var (
 	// ErrJob: a job could not be started or a request on it failed.
-	ErrJob = errors.New("cluster: job")
+	ErrJob = errors.New("runner: job")
 	// ErrPortTaken: a node found the port chosen for it taken (another
 	// process bound it between the choice and the node's start).
-	ErrPortTaken = errors.New("cluster: a node's port was taken before it could listen")
+	ErrPortTaken = errors.New("runner: a node's port was taken before it could listen")
 )
 
 // JobConfig describes a job of real processes on 127.0.0.1.
@@ -86,8 +88,8 @@ type Job struct {
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when a record arrives
-	tracker  *Tracker
-	records  []Record
+	tracker  *tracker.Tracker
+	records  []record.Record
 	procs    map[core.NodeID]*proc
 	jobLog   *os.File
 	closed   bool
@@ -150,7 +152,7 @@ func launch(ctx context.Context, cfg JobConfig) (_ *Job, err error) {
 		changed: make(chan struct{}),
 		procs:   map[core.NodeID]*proc{},
 	}
-	j.tracker = NewTracker(j.start)
+	j.tracker = tracker.NewTracker(j.start)
 	if cfg.EventsDir != "" {
 		if err := os.MkdirAll(cfg.EventsDir, 0o755); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrJob, err)
@@ -200,7 +202,7 @@ func launch(ctx context.Context, cfg JobConfig) (_ *Job, err error) {
 	for _, id := range ids {
 		j.tell(id, "start")
 	}
-	if err := j.Wait(ctx, func(t *Tracker) (bool, error) {
+	if err := j.Wait(ctx, func(t *tracker.Tracker) (bool, error) {
 		if dead := deadNodes(t, ids); dead != "" {
 			return false, fmt.Errorf("%w: %s before the first view", ErrJob, dead)
 		}
@@ -214,7 +216,7 @@ func launch(ctx context.Context, cfg JobConfig) (_ *Job, err error) {
 
 // awaitListening waits until every node of ids announced that it listens.
 func (j *Job) awaitListening(ctx context.Context, ids []core.NodeID) error {
-	err := j.Wait(ctx, func(t *Tracker) (bool, error) {
+	err := j.Wait(ctx, func(t *tracker.Tracker) (bool, error) {
 		all := true
 		for _, id := range ids {
 			n := t.Node(id)
@@ -252,7 +254,7 @@ func (j *Job) describe(err error, ids []core.NodeID) error {
 	return fmt.Errorf("%w%s", err, sb.String())
 }
 
-func deadNodes(t *Tracker, ids []core.NodeID) string {
+func deadNodes(t *tracker.Tracker, ids []core.NodeID) string {
 	var dead []string
 	for _, id := range ids {
 		if n := t.Node(id); n.Exited && !n.Killed {
@@ -304,7 +306,7 @@ func (j *Job) spawn(id core.NodeID, peers []Peer, secret []byte, join bool) erro
 	args = append(args,
 		"--supervised", "--events="+eventsPath,
 		"--fanout="+strconv.Itoa(MemberConfig(j.cfg.Fanout).Fanout),
-		"--detector="+orDefault(j.cfg.Detector).String(),
+		"--detector="+DetectorOrDefault(j.cfg.Detector).String(),
 		"--seed="+strconv.FormatUint(nodeSeed(j.cfg.Seed, id), 10),
 	)
 	if join {
@@ -355,7 +357,7 @@ func (j *Job) spawn(id core.NodeID, peers []Peer, secret []byte, join bool) erro
 	p := &proc{id: id, addr: boot.Addr(id), cmd: cmd, stdin: stdin, logPath: logPath,
 		tail: &tailer{id: id, f: events}, done: make(chan struct{})}
 	j.procs[id] = p
-	j.addLocked(Record{Node: id, Time: time.Now(), Type: "cluster.Spawned", Event: Spawned{PID: cmd.Process.Pid, Addr: p.addr, Join: join}})
+	j.addLocked(record.Record{Node: id, Time: time.Now(), Type: "record.Spawned", Event: record.Spawned{PID: cmd.Process.Pid, Addr: p.addr, Join: join}})
 	j.waiters.Add(1)
 	j.mu.Unlock()
 
@@ -363,11 +365,11 @@ func (j *Job) spawn(id core.NodeID, peers []Peer, secret []byte, join bool) erro
 		defer j.waiters.Done()
 		err := cmd.Wait()
 		p.tail.drain(j, true) // every line it wrote comes before its exit
-		ex := Exited{ExitCode: cmd.ProcessState.ExitCode()}
+		ex := record.Exited{ExitCode: cmd.ProcessState.ExitCode()}
 		if err != nil {
 			ex.Err = err.Error()
 		}
-		j.add(Record{Node: id, Time: time.Now(), Type: "cluster.Exited", Event: ex})
+		j.add(record.Record{Node: id, Time: time.Now(), Type: "record.Exited", Event: ex})
 		close(p.done)
 	}()
 	return nil
@@ -382,7 +384,8 @@ func hasVar(env []string, name string) bool {
 	return false
 }
 
-func orDefault(d Detector) Detector {
+// DetectorOrDefault returns d, or the default detector (brr) if d is empty.
+func DetectorOrDefault(d Detector) Detector {
 	if d == "" {
 		return DetectorBRR
 	}
@@ -486,10 +489,10 @@ func (t *tailer) drain(j *Job, final bool) bool {
 	return got
 }
 
-func decodeLine(id core.NodeID, line []byte) Record {
-	rec, err := DecodeRecord(line)
+func decodeLine(id core.NodeID, line []byte) record.Record {
+	rec, err := record.DecodeRecord(line)
 	if err != nil {
-		return Record{Node: id, Time: time.Now(), Type: "invalid", Event: string(bytes.TrimSpace(line))}
+		return record.Record{Node: id, Time: time.Now(), Type: "invalid", Event: string(bytes.TrimSpace(line))}
 	}
 	return rec
 }
@@ -510,18 +513,18 @@ func readTail(path string) string {
 }
 
 // add appends a record, updates the tracker and wakes the waiters.
-func (j *Job) add(r Record) {
+func (j *Job) add(r record.Record) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.addLocked(r)
 }
 
-func (j *Job) addLocked(r Record) {
+func (j *Job) addLocked(r record.Record) {
 	j.records = append(j.records, r)
 	if j.jobLog != nil {
 		switch r.Event.(type) {
-		case Spawned, Killed, Exited:
-			j.jobLog.Write(encodeLine(r))
+		case record.Spawned, record.Killed, record.Exited:
+			j.jobLog.Write(record.EncodeLine(r))
 		}
 	}
 	for _, line := range j.tracker.Add(r) {
@@ -546,7 +549,7 @@ func (j *Job) tell(id core.NodeID, line string) {
 // Wait waits until cond, called with the job's tracker under the job's
 // lock each time a record arrives, returns true or an error, or ctx is
 // done (ctx's error).
-func (j *Job) Wait(ctx context.Context, cond func(t *Tracker) (bool, error)) error {
+func (j *Job) Wait(ctx context.Context, cond func(t *tracker.Tracker) (bool, error)) error {
 	for {
 		j.mu.Lock()
 		ok, err := cond(j.tracker)
@@ -571,7 +574,7 @@ func (j *Job) Wait(ctx context.Context, cond func(t *Tracker) (bool, error)) err
 // ctx's end the error names who holds which view.
 func (j *Job) WaitAgreed(ctx context.Context, outside map[core.NodeID]bool) (member.ViewInstalled, error) {
 	var view member.ViewInstalled
-	err := j.Wait(ctx, func(t *Tracker) (bool, error) {
+	err := j.Wait(ctx, func(t *tracker.Tracker) (bool, error) {
 		v, ok := t.Agreement(outside)
 		view = v
 		return ok, nil
@@ -587,7 +590,7 @@ func (j *Job) WaitAgreed(ctx context.Context, outside map[core.NodeID]bool) (mem
 
 // Records returns the records from index from on (a copy), and a channel
 // closed when the next record arrives.
-func (j *Job) Records(from int) ([]Record, <-chan struct{}) {
+func (j *Job) Records(from int) ([]record.Record, <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if from > len(j.records) {
@@ -597,7 +600,7 @@ func (j *Job) Records(from int) ([]Record, <-chan struct{}) {
 }
 
 // Inspect calls f with the job's tracker under the job's lock.
-func (j *Job) Inspect(f func(t *Tracker)) {
+func (j *Job) Inspect(f func(t *tracker.Tracker)) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	f(j.tracker)
@@ -622,7 +625,7 @@ func (j *Job) Kill(id core.NodeID) error {
 	if err := p.cmd.Process.Kill(); err != nil {
 		return fmt.Errorf("%w: killing %v: %w", ErrJob, id, err)
 	}
-	j.addLocked(Record{Node: id, Time: at, Type: "cluster.Killed", Event: Killed{}})
+	j.addLocked(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}})
 	return nil
 }
 
@@ -676,7 +679,7 @@ func (j *Job) Spawn(ctx context.Context, o SpawnOptions) error {
 			contacts = j.liveViewLocked()
 		}
 		for _, c := range contacts {
-			if n := j.tracker.nodes[c]; n != nil && n.Addr != "" {
+			if n := j.tracker.Lookup(c); n != nil && n.Addr != "" {
 				peers = append(peers, Peer{ID: c, Addr: n.Addr})
 			}
 		}
@@ -715,7 +718,7 @@ func (j *Job) Spawn(ctx context.Context, o SpawnOptions) error {
 		j.mu.Unlock()
 		<-p.done // its Exited record is in
 		j.mu.Lock()
-		delete(j.tracker.nodes, o.ID)
+		j.tracker.Forget(o.ID)
 		j.mu.Unlock()
 	}
 }
@@ -735,7 +738,7 @@ func (j *Job) announce(ctx context.Context, p Peer) error {
 	for _, id := range told {
 		j.tell(id, "peer "+FormatNodes([]Peer{p}))
 	}
-	err := j.Wait(ctx, func(t *Tracker) (bool, error) {
+	err := j.Wait(ctx, func(t *tracker.Tracker) (bool, error) {
 		for _, id := range told {
 			if n := t.Node(id); n.Live() && n.Told[p.ID] != p.Addr {
 				return false, nil
@@ -753,14 +756,14 @@ func (j *Job) announce(ctx context.Context, p Peer) error {
 // holds, in view order.
 func (j *Job) liveViewLocked() []core.NodeID {
 	var newest member.ViewInstalled
-	for _, n := range j.tracker.nodes {
+	for _, n := range j.tracker.Nodes() {
 		if n.Live() && n.View.Epoch > newest.Epoch {
 			newest = n.View
 		}
 	}
 	var out []core.NodeID
 	for _, id := range newest.Members {
-		if n := j.tracker.nodes[id]; n != nil && n.Live() {
+		if n := j.tracker.Lookup(id); n != nil && n.Live() {
 			out = append(out, id)
 		}
 	}

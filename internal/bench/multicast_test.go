@@ -1,4 +1,4 @@
-package cluster_test
+package bench_test
 
 import (
 	"context"
@@ -8,8 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cohort-mp/cohort/internal/bench"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/runner/runnertest"
+	"github.com/cohort-mp/cohort/internal/workload"
+
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
 )
 
 // TestMulticastSameDeliveryAfterKill runs the multicast workload on 16 real
@@ -22,18 +27,18 @@ import (
 func TestMulticastSameDeliveryAfterKill(t *testing.T) {
 	seed := testSeed(t, 7)
 	const n = 16
-	opts := cluster.DefaultMulticastOptions()
+	opts := workload.DefaultMulticastOptions()
 	opts.Rate = 50
 	opts.Size = 64
 	opts.Report = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	job := startJob(t, ctx, cluster.JobConfig{N: n, Seed: seed, Env: []string{cluster.MulticastEnv + "=" + opts.String()}})
+	job := runnertest.StartJob(t, ctx, runner.JobConfig{N: n, Seed: seed, Env: []string{workload.MulticastEnv + "=" + opts.String()}})
 
 	// Wait until every node has delivered about two seconds of traffic.
 	delivered := map[core.NodeID]uint64{}
-	waitRecords(t, ctx, job, func(r cluster.Record) bool {
-		if m, ok := cluster.ReportOf(r); ok {
+	waitRecords(t, ctx, job, func(r record.Record) bool {
+		if m, ok := bench.ReportOf(r); ok {
 			delivered[r.Node] = m.Delivered
 		}
 		for id := range core.NodeID(n) {
@@ -58,14 +63,14 @@ func TestMulticastSameDeliveryAfterKill(t *testing.T) {
 	// delivers messages of the new view.
 	announced := map[core.NodeID]bool{}
 	after := map[core.NodeID]uint64{}
-	waitRecords(t, ctx, job, func(r cluster.Record) bool {
-		if v, ok := cluster.ViewChangedOf(r); ok && v.Epoch >= view.Epoch {
+	waitRecords(t, ctx, job, func(r record.Record) bool {
+		if v, ok := bench.ViewChangedOf(r); ok && v.Epoch >= view.Epoch {
 			announced[r.Node] = true
 			if v.Count < 100*n {
 				t.Errorf("%v moved %d→%d having delivered only %d messages", r.Node, v.Previous, v.Epoch, v.Count)
 			}
 		}
-		if m, ok := cluster.ReportOf(r); ok && m.Epoch >= view.Epoch {
+		if m, ok := bench.ReportOf(r); ok && m.Epoch >= view.Epoch {
 			after[r.Node] = max(after[r.Node], m.Delivered)
 		}
 		for _, id := range view.Members {
@@ -76,7 +81,7 @@ func TestMulticastSameDeliveryAfterKill(t *testing.T) {
 		return true
 	})
 	recs, _ := job.Records(0)
-	moves, err := cluster.CheckSameDelivery(recs)
+	moves, err := bench.CheckSameDelivery(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,19 +94,19 @@ func TestMulticastSameDeliveryAfterKill(t *testing.T) {
 // TestCheckSameDeliveryDetects feeds CheckSameDelivery two survivors that
 // disagree: it must say so.
 func TestCheckSameDeliveryDetects(t *testing.T) {
-	line := func(node int, count, digest uint64) cluster.Record {
-		r, err := cluster.DecodeRecord([]byte(`{"time":"2026-01-01T00:00:00Z","uptime_ns":1,"node":` + itoa(node) +
+	line := func(node int, count, digest uint64) record.Record {
+		r, err := record.DecodeRecord([]byte(`{"time":"2026-01-01T00:00:00Z","uptime_ns":1,"node":` + itoa(node) +
 			`,"type":"vsync.ViewChanged","fields":{"Epoch":9,"Members":[0,1],"Previous":5,"Count":` + itoa(int(count)) + `,"Digest":` + itoa(int(digest)) + `,"Flush":0}}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	if _, err := cluster.CheckSameDelivery([]cluster.Record{line(0, 10, 77), line(1, 10, 77)}); err != nil {
+	if _, err := bench.CheckSameDelivery([]record.Record{line(0, 10, 77), line(1, 10, 77)}); err != nil {
 		t.Fatalf("agreeing survivors: %v", err)
 	}
-	_, err := cluster.CheckSameDelivery([]cluster.Record{line(0, 10, 77), line(1, 10, 78)})
-	if !errors.Is(err, cluster.ErrMulticastDisagree) {
+	_, err := bench.CheckSameDelivery([]record.Record{line(0, 10, 77), line(1, 10, 78)})
+	if !errors.Is(err, bench.ErrMulticastDisagree) {
 		t.Fatalf("got %v, want ErrMulticastDisagree", err)
 	}
 }
@@ -110,7 +115,7 @@ func itoa(v int) string { return strconv.Itoa(v) }
 
 // waitRecords feeds every record of the job, in order, to f until f
 // returns true or ctx ends.
-func waitRecords(t *testing.T, ctx context.Context, job *cluster.Job, f func(cluster.Record) bool) {
+func waitRecords(t *testing.T, ctx context.Context, job *runner.Job, f func(record.Record) bool) {
 	t.Helper()
 	for from := 0; ; {
 		recs, ch := job.Records(from)
@@ -131,23 +136,23 @@ func waitRecords(t *testing.T, ctx context.Context, job *cluster.Job, f func(clu
 // TestMulticastOptions: the environment format round-trips, bad values are
 // errors wrapping ErrMulticast, and an unset variable means no workload.
 func TestMulticastOptions(t *testing.T) {
-	o := cluster.DefaultMulticastOptions()
+	o := workload.DefaultMulticastOptions()
 	o.Rate, o.Size, o.Window, o.Period, o.Report = 12.5, 100, 7, 3*time.Millisecond, 2*time.Second
-	got, err := cluster.ParseMulticastOptions(o.String())
+	got, err := workload.ParseMulticastOptions(o.String())
 	if err != nil || got != o {
 		t.Fatalf("round trip of %q: %+v, %v", o.String(), got, err)
 	}
 	for _, bad := range []string{"rate=-1", "size=3", "window=0", "period=0s", "protocol=paxos", "report=x", "speed=1", "rate"} {
-		if _, err := cluster.ParseMulticastOptions(bad); !errors.Is(err, cluster.ErrMulticast) {
+		if _, err := workload.ParseMulticastOptions(bad); !errors.Is(err, workload.ErrMulticast) {
 			t.Errorf("%q: got %v, want ErrMulticast", bad, err)
 		}
 	}
 	env := map[string]string{}
-	if mo, err := cluster.MulticastFromEnv(func(k string) string { return env[k] }); mo != nil || err != nil {
+	if mo, err := workload.MulticastFromEnv(func(k string) string { return env[k] }); mo != nil || err != nil {
 		t.Fatalf("unset: %v, %v", mo, err)
 	}
-	env[cluster.MulticastEnv] = "rate=5"
-	if mo, err := cluster.MulticastFromEnv(func(k string) string { return env[k] }); err != nil || mo.Rate != 5 {
+	env[workload.MulticastEnv] = "rate=5"
+	if mo, err := workload.MulticastFromEnv(func(k string) string { return env[k] }); err != nil || mo.Rate != 5 {
 		t.Fatalf("rate=5: %+v, %v", mo, err)
 	}
 }

@@ -1,8 +1,11 @@
-package cluster
+package bench
 
 import (
 	"context"
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/tracker"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -51,7 +54,7 @@ func (m ReportMode) String() string {
 // MarshalText implements encoding.TextMarshaler.
 func (m ReportMode) MarshalText() ([]byte, error) {
 	if _, ok := reportNames[m]; !ok {
-		return nil, fmt.Errorf("cluster: unknown report mode %d", uint8(m))
+		return nil, fmt.Errorf("bench: unknown report mode %d", uint8(m))
 	}
 	return []byte(m.String()), nil
 }
@@ -64,7 +67,7 @@ func (m *ReportMode) UnmarshalText(text []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("cluster: unknown report mode %q (want one or all)", text)
+	return fmt.Errorf("bench: unknown report mode %q (want one or all)", text)
 }
 
 func (m ReportMode) orDefault() ReportMode {
@@ -83,7 +86,7 @@ type BenchConfig struct {
 	// confidence interval).
 	Samples int
 	// Detector is the nodes' failure detector (0: DetectorBRR).
-	Detector Detector
+	Detector runner.Detector
 	// Report says who reports each failure (0: ReportOne).
 	Report ReportMode
 	// Seed chooses the victims and seeds the nodes.
@@ -117,9 +120,9 @@ type BenchConfig struct {
 type benchJob interface {
 	// Records returns the records from index from on and a channel closed
 	// when the next one arrives.
-	Records(from int) ([]Record, <-chan struct{})
+	Records(from int) ([]record.Record, <-chan struct{})
 	// Inspect calls f with the job's tracker under the job's lock.
-	Inspect(f func(t *Tracker))
+	Inspect(f func(t *tracker.Tracker))
 	// WaitAgreed waits until the live nodes agree on a view of exactly
 	// themselves.
 	WaitAgreed(ctx context.Context, outside map[core.NodeID]bool) (member.ViewInstalled, error)
@@ -129,20 +132,20 @@ type benchJob interface {
 	// would.
 	InjectFailure(reporter, failed core.NodeID) error
 	// Spawn adds a node that joins the running group.
-	Spawn(ctx context.Context, o SpawnOptions) error
+	Spawn(ctx context.Context, o runner.SpawnOptions) error
 	Close() error
 }
 
 // startBenchJob starts a point's job in the mode cfg asks for.
-func startBenchJob(ctx context.Context, cfg BenchConfig, jc JobConfig) (benchJob, error) {
+func startBenchJob(ctx context.Context, cfg BenchConfig, jc runner.JobConfig) (benchJob, error) {
 	if cfg.InProcess {
-		j, err := StartInProcess(ctx, jc)
+		j, err := runner.StartInProcess(ctx, jc)
 		if err != nil {
 			return nil, err
 		}
 		return j, nil
 	}
-	j, err := Start(ctx, jc)
+	j, err := runner.Start(ctx, jc)
 	if err != nil {
 		return nil, err
 	}
@@ -186,12 +189,12 @@ type BenchPoint struct {
 	Samples []BenchSample
 	// PingPong is the round trip measured between node 0 (the root) and
 	// node 1 (its first child); L is half its median.
-	PingPong PingPong
+	PingPong record.PingPong
 	L        time.Duration
 	// Echo is the tree echo the root ran over the n-member view right
 	// after the ping-pong: the stabilization's messages along the same
 	// tree with nothing computed, the floor of T_s on this machine.
-	Echo TreeEchoTime
+	Echo record.TreeEchoTime
 	// Ts, Ocp, Agreed and Hop summarize the samples.
 	Ts, Ocp, Agreed, Hop Estimate
 	// Reporters is the mean number of distinct nodes whose reports
@@ -216,7 +219,7 @@ type BenchPoint struct {
 // nodes. Both modes share every step but the job's start.
 func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchPoint, error) {
 	if cfg.Samples < 1 {
-		return nil, fmt.Errorf("%w: %d samples", ErrJob, cfg.Samples)
+		return nil, fmt.Errorf("%w: %d samples", runner.ErrJob, cfg.Samples)
 	}
 	if cfg.PingCount == 0 {
 		cfg.PingCount = 200
@@ -240,16 +243,16 @@ func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchPoint, error) {
 func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, error) {
 	pt := BenchPoint{N: n, Fanout: a}
 	if n < 3 {
-		return pt, fmt.Errorf("%w: a point needs at least 3 nodes", ErrJob)
+		return pt, fmt.Errorf("%w: a point needs at least 3 nodes", runner.ErrJob)
 	}
 	h, err := model.TreeHeight(n-1, a)
 	if err != nil {
 		return pt, err
 	}
 	pt.Height = h
-	pt.DetectorTimeout, pt.DetectorDesc = LocalConfig(0, cfg.Detector, a).DetectionBound(n)
+	pt.DetectorTimeout, pt.DetectorDesc = runner.LocalConfig(0, cfg.Detector, a).DetectionBound(n)
 	seed := cfg.Seed ^ uint64(n)<<32 ^ uint64(a)
-	job, err := startBenchJob(ctx, cfg, JobConfig{
+	job, err := startBenchJob(ctx, cfg, runner.JobConfig{
 		N: n, Fanout: a, Detector: cfg.Detector, Seed: seed,
 		Command: cfg.Command, Env: cfg.Env, PingCount: cfg.PingCount,
 		QuietDetector: cfg.Report.orDefault() == ReportOne,
@@ -260,17 +263,17 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 	}
 	defer job.Close()
 
-	rec, _, err := waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r Record) bool { _, ok := r.Event.(PingPong); return ok && r.Node == 0 })
+	rec, _, err := waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r record.Record) bool { _, ok := r.Event.(record.PingPong); return ok && r.Node == 0 })
 	if err != nil {
 		return pt, fmt.Errorf("waiting for the ping-pong: %w", err)
 	}
-	pt.PingPong = rec.Event.(PingPong)
+	pt.PingPong = rec.Event.(record.PingPong)
 	pt.L = pt.PingPong.Median / 2
-	rec, _, err = waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r Record) bool { _, ok := r.Event.(TreeEchoTime); return ok && r.Node == 0 })
+	rec, _, err = waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r record.Record) bool { _, ok := r.Event.(record.TreeEchoTime); return ok && r.Node == 0 })
 	if err != nil {
 		return pt, fmt.Errorf("waiting for the tree echo: %w", err)
 	}
-	pt.Echo = rec.Event.(TreeEchoTime)
+	pt.Echo = rec.Event.(record.TreeEchoTime)
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)<<8|uint64(a)))
 	view, err := job.WaitAgreed(ctx, nil)
@@ -290,14 +293,14 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 				who = "told " + sample.Reporter.String()
 			}
 			fmt.Fprintf(cfg.Progress, "n=%d a=%d sample %d/%d: killed %v (%s), epoch %s: T_s %s, O_cp %s, hop %s, crash→agreed %s, reports from [%s]\n",
-				n, a, s+1, cfg.Samples, sample.Victim, who, member.FormatEpoch(sample.Epoch), us(sample.Ts), us(sample.Ocp), us(sample.Hop), ms(sample.Agreed), FormatIDs(sample.ReportsFrom))
+				n, a, s+1, cfg.Samples, sample.Victim, who, member.FormatEpoch(sample.Epoch), us(sample.Ts), us(sample.Ocp), us(sample.Hop), ms(sample.Agreed), tracker.FormatIDs(sample.ReportsFrom))
 		}
 		if s == cfg.Samples-1 {
 			break
 		}
 		// Back to n members: a new node joins at the bottom of the tree.
 		sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
-		err = job.Spawn(sctx, SpawnOptions{ID: next})
+		err = job.Spawn(sctx, runner.SpawnOptions{ID: next})
 		if err == nil {
 			view, err = job.WaitAgreed(sctx, nil)
 		}
@@ -345,7 +348,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 		return s, err
 	}
 	if cfg.Report.orDefault() == ReportOne {
-		tree, err := topo.NewRadix(len(view.Members), MemberConfig(a).Fanout)
+		tree, err := topo.NewRadix(len(view.Members), runner.MemberConfig(a).Fanout)
 		if err != nil {
 			return s, err
 		}
@@ -354,7 +357,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 			return s, err
 		}
 	}
-	job.Inspect(func(t *Tracker) { killedAt = t.Node(victim).KilledAt })
+	job.Inspect(func(t *tracker.Tracker) { killedAt = t.Node(victim).KilledAt })
 	sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
 	defer cancel()
 	if _, err := job.WaitAgreed(sctx, nil); err != nil {
@@ -370,24 +373,24 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 		}
 	}
 	if s.Epoch == 0 {
-		return s, fmt.Errorf("%w: no view excluding %v", ErrJob, victim)
+		return s, fmt.Errorf("%w: no view excluding %v", runner.ErrJob, victim)
 	}
 	want := slices.DeleteFunc(slices.Clone(view.Members), func(id core.NodeID) bool { return id == victim })
-	var es EpochState
-	job.Inspect(func(t *Tracker) { es = *t.Epoch(s.Epoch) })
+	var es tracker.EpochState
+	job.Inspect(func(t *tracker.Tracker) { es = *t.Epoch(s.Epoch) })
 	if !slices.Equal(es.Members, want) {
 		return s, fmt.Errorf("%w: view %s has members [%s], want [%s] (a live node was excluded: the machine is too loaded for the detector's timing)",
-			ErrJob, member.FormatEpoch(s.Epoch), FormatIDs(es.Members), FormatIDs(want))
+			runner.ErrJob, member.FormatEpoch(s.Epoch), tracker.FormatIDs(es.Members), tracker.FormatIDs(want))
 	}
 	if es.Stabilized == nil {
-		return s, fmt.Errorf("%w: the root of view %s reported no stabilization", ErrJob, member.FormatEpoch(s.Epoch))
+		return s, fmt.Errorf("%w: the root of view %s reported no stabilization", runner.ErrJob, member.FormatEpoch(s.Epoch))
 	}
 	s.Ts = es.Stabilized.At - es.Stabilized.Began
 	s.Members = len(es.Members)
 	s.Agreed = es.Last.Sub(killedAt)
 	var took []time.Duration
 	done := map[core.NodeID]time.Time{} // when each node had passed the proposal on
-	var handled []Record
+	var handled []record.Record
 	root := member.EpochRoot(s.Epoch)
 	for _, r := range recs {
 		switch e := r.Event.(type) {
@@ -395,11 +398,11 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 			if e.Node == victim {
 				s.Verdicts++
 			}
-		case Reports:
+		case record.Reports:
 			if e.Epoch == s.Epoch && r.Node == root {
 				s.ReportsFrom = e.From
 			}
-		case ProcessTime:
+		case record.ProcessTime:
 			if e.Epoch == s.Epoch && e.Kind == member.KindName(member.KindFailedNode) {
 				took = append(took, e.Took)
 				done[r.Node] = r.Time
@@ -412,15 +415,15 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 		}
 	}
 	if s.Reporter != core.None && s.Verdicts > 0 {
-		return s, fmt.Errorf("%w: %d detector verdict(s) about %v although the detectors are quiet (--report one)", ErrJob, s.Verdicts, victim)
+		return s, fmt.Errorf("%w: %d detector verdict(s) about %v although the detectors are quiet (--report one)", runner.ErrJob, s.Verdicts, victim)
 	}
 	if len(took) == 0 {
-		return s, fmt.Errorf("%w: no node reported handling FAILED_NODE of view %s", ErrJob, member.FormatEpoch(s.Epoch))
+		return s, fmt.Errorf("%w: no node reported handling FAILED_NODE of view %s", runner.ErrJob, member.FormatEpoch(s.Epoch))
 	}
 	s.Ocp = Median(took)
 	var hops []time.Duration
 	for _, r := range handled {
-		e := r.Event.(ProcessTime)
+		e := r.Event.(record.ProcessTime)
 		if parent, ok := done[e.From]; ok {
 			hops = append(hops, r.Time.Add(-e.Took).Sub(parent))
 		}
@@ -431,7 +434,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 
 // waitRecord waits for the first record from index from on that match
 // accepts, for at most timeout.
-func waitRecord(ctx context.Context, job benchJob, from int, timeout time.Duration, match func(Record) bool) (Record, int, error) {
+func waitRecord(ctx context.Context, job benchJob, from int, timeout time.Duration, match func(record.Record) bool) (record.Record, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
@@ -445,7 +448,7 @@ func waitRecord(ctx context.Context, job benchJob, from int, timeout time.Durati
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return Record{}, from, ctx.Err()
+			return record.Record{}, from, ctx.Err()
 		}
 	}
 }
@@ -456,7 +459,7 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	if len(points) == 0 {
 		return
 	}
-	det := orDefault(cfg.Detector)
+	det := runner.DetectorOrDefault(cfg.Detector)
 	fmt.Fprintf(w, "Membership stabilization, %s, detector %s, %d failure(s) per point, mean ± 95%% CI (Student t).\n", BenchMode(cfg), det, cfg.Samples)
 	kill, nodes := "SIGKILL", "processes"
 	if cfg.InProcess {
@@ -473,7 +476,7 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	fmt.Fprintf(w, "Model: T_s = 2·L·(H−1) + O_cp·H (paper §4), H for the n−1 members left; L = ½ median ping-pong RTT root↔child in the same job,\n")
 	fmt.Fprintf(w, "O_cp = median FAILED_NODE handling per node. Load model: the same with L = the median tree hop measured during the stabilizations.\n")
 	fmt.Fprintf(w, "Echo (baseline, same job): median time for a message to go down the radix tree of the n-member view and every answer to come back up\n")
-	fmt.Fprintf(w, "(cluster.TreeEcho: the stabilization's messages along the same tree, nothing computed); T_s/echo is the protocol's cost over that floor.\n\n")
+	fmt.Fprintf(w, "(tree echo: the stabilization's messages along the same tree, nothing computed); T_s/echo is the protocol's cost over that floor.\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\techo (ms)\tT_s/echo\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\treporters\t")
 	for _, p := range points {

@@ -1,9 +1,10 @@
-package cluster
+package workload
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
 	"math"
 	"slices"
 	"strconv"
@@ -35,7 +36,7 @@ const MulticastEnv = "COHORT_MULTICAST"
 
 // ErrMulticast is wrapped by the errors of [ParseMulticastOptions] and
 // [MulticastOptions.Validate].
-var ErrMulticast = errors.New("cluster: bad multicast options")
+var ErrMulticast = errors.New("workload: bad multicast options")
 
 // MulticastOptions configure a node's multicast workload.
 type MulticastOptions struct {
@@ -154,56 +155,6 @@ func MulticastFromEnv(getenv func(string) string) (*MulticastOptions, error) {
 	return &o, nil
 }
 
-// MulticastReport is emitted by a node's multicast layer every
-// MulticastOptions.Report: cumulative counters since the layer started,
-// the buffers now and at their peak, and a histogram of the delivery
-// latency of other nodes' messages delivered since the previous report
-// (send time stamp in the payload to delivery, both on this machine's wall
-// clock). Epoch and Members describe the application's view.
-type MulticastReport struct {
-	Epoch          uint64
-	Members        int
-	Sent           uint64 // own messages multicast
-	Delivered      uint64 // messages delivered, own included
-	DeliveredBytes uint64 // their payload bytes
-	Throttled      uint64 // generator turns skipped: the send queue was full
-	Refused        uint64
-	Resent         uint64 // data messages sent again on a NACK
-	Nacks          uint64
-	Late           uint64 // messages of a view the node had left
-	Flushes        uint64
-	Buffered       int // messages held now (all views)
-	BufferedBytes  int
-	PeakBuffered   int
-	PeakBytes      int
-	Queued         int // multicasts waiting for the window
-	// LatFrom and Lat are the latency histogram: Lat[i] messages took
-	// between LatencyBucketStart(LatFrom+i) and LatencyBucketStart(LatFrom+i+1).
-	LatFrom int
-	Lat     []uint64
-}
-
-// latency histogram: bucket b holds [1 µs·r^b, 1 µs·r^(b+1)) with
-// r = 1.1, so percentiles are within 10%.
-const (
-	latRatio   = 1.1
-	latBuckets = 220 // up to 1 µs·1.1^220 ≈ 1.3·10^9 µs
-)
-
-// LatencyBucket returns the histogram bucket of latency d.
-func LatencyBucket(d time.Duration) int {
-	us := float64(d) / float64(time.Microsecond)
-	if us < 1 {
-		return 0
-	}
-	return min(int(math.Log(us)/math.Log(latRatio)), latBuckets-1)
-}
-
-// LatencyBucketStart returns the lower bound of bucket b.
-func LatencyBucketStart(b int) time.Duration {
-	return time.Duration(math.Pow(latRatio, float64(b)) * float64(time.Microsecond))
-}
-
 // payload layout: send time (Unix ns, 8 bytes) and counter (8 bytes),
 // then zeros.
 const payloadHeader = 16
@@ -215,7 +166,7 @@ type multicastLayer struct {
 	inner *core.Stack
 }
 
-func newMulticastLayer(o MulticastOptions, members []core.NodeID) (*multicastLayer, error) {
+func NewMulticastLayer(o MulticastOptions, members []core.NodeID) (*multicastLayer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -253,7 +204,7 @@ type quietEnv struct{ core.Env }
 
 func (q quietEnv) Emit(e core.Event) {
 	switch e.(type) {
-	case vsync.ViewChanged, MulticastReport:
+	case vsync.ViewChanged, record.MulticastReport:
 		q.Env.Emit(e)
 	}
 }
@@ -271,7 +222,7 @@ type loadGen struct {
 	refused   uint64
 	delivered uint64
 	bytes     uint64
-	lat       [latBuckets]uint64
+	lat       [record.LatencyBuckets]uint64
 	epoch     uint64
 	members   int
 }
@@ -323,13 +274,13 @@ func (g *loadGen) Fire(t core.Timer) {
 
 func (g *loadGen) report() {
 	st := g.vs.Stats()
-	r := MulticastReport{
+	r := record.MulticastReport{
 		Epoch: g.epoch, Members: g.members,
 		Sent: st.Sent, Delivered: g.delivered, DeliveredBytes: g.bytes,
 		Throttled: g.throttled, Refused: g.refused, Resent: st.Resent, Nacks: st.Nacks, Late: st.Late, Flushes: st.Flushes,
 		Buffered: st.Buffered, BufferedBytes: st.BufferedBytes, PeakBuffered: st.PeakBuffered, PeakBytes: st.PeakBytes, Queued: st.Queued,
 	}
-	lo, hi := 0, latBuckets
+	lo, hi := 0, record.LatencyBuckets
 	for lo < hi && g.lat[lo] == 0 {
 		lo++
 	}
@@ -348,7 +299,7 @@ func (g *loadGen) Handle(e core.Event) {
 		g.bytes += uint64(len(x.Payload))
 		if x.Sender != g.env.Self() && len(x.Payload) >= payloadHeader {
 			sent := int64(binary.LittleEndian.Uint64(x.Payload))
-			g.lat[LatencyBucket(time.Duration(time.Now().UnixNano()-sent))]++
+			g.lat[record.LatencyBucket(time.Duration(time.Now().UnixNano()-sent))]++
 		}
 	case vsync.ViewChanged:
 		g.epoch, g.members = x.Epoch, len(x.Members)

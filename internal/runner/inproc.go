@@ -1,10 +1,12 @@
-package cluster
+package runner
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/tracker"
 	"log/slog"
 	"maps"
 	"os"
@@ -142,7 +144,7 @@ func StartInProcess(ctx context.Context, cfg JobConfig) (_ *InProcessJob, err er
 		ID:     "cohort-" + hex.EncodeToString(idb),
 		secret: secret,
 		log: &Job{cfg: cfg, start: start, changed: make(chan struct{}),
-			tracker: NewTracker(start), procs: map[core.NodeID]*proc{}},
+			tracker: tracker.NewTracker(start), procs: map[core.NodeID]*proc{}},
 		nodes:       map[core.NodeID]*inprocNode{},
 		stopCollect: make(chan struct{}),
 		collectDone: make(chan struct{}),
@@ -235,8 +237,8 @@ func (j *InProcessJob) listen(id core.NodeID, secret []byte, join bool) (*inproc
 	j.nodes[id] = n
 	j.runs.Add(1) // done by run's goroutine, or by abandon
 	j.mu.Unlock()
-	j.log.add(Record{Node: id, Time: time.Now(), Type: "cluster.Spawned", Event: Spawned{Addr: tr.Addr(), Join: join}})
-	j.log.add(Record{Node: id, Time: time.Now(), Type: "cluster.Listening", Event: Listening{Addr: tr.Addr()}})
+	j.log.add(record.Record{Node: id, Time: time.Now(), Type: "record.Spawned", Event: record.Spawned{Addr: tr.Addr(), Join: join}})
+	j.log.add(record.Record{Node: id, Time: time.Now(), Type: "record.Listening", Event: record.Listening{Addr: tr.Addr()}})
 	return n, nil
 }
 
@@ -245,7 +247,7 @@ func (j *InProcessJob) listen(id core.NodeID, secret []byte, join bool) (*inproc
 func (j *InProcessJob) run(n *inprocNode, listed []core.NodeID) error {
 	opts := NodeOptions{
 		Fanout:        MemberConfig(j.cfg.Fanout).Fanout,
-		Detector:      orDefault(j.cfg.Detector),
+		Detector:      DetectorOrDefault(j.cfg.Detector),
 		QuietDetector: j.cfg.QuietDetector,
 		Join:          n.join,
 		Seed:          nodeSeed(j.cfg.Seed, n.id),
@@ -278,16 +280,16 @@ func (j *InProcessJob) run(n *inprocNode, listed []core.NodeID) error {
 		j.mu.Lock()
 		killed := n.killed
 		j.mu.Unlock()
-		ex := Exited{}
+		ex := record.Exited{}
 		switch {
 		case killed:
-			ex = Exited{ExitCode: -1, Err: "killed"}
+			ex = record.Exited{ExitCode: -1, Err: "killed"}
 		case runErr != nil:
-			ex = Exited{ExitCode: 1, Err: runErr.Error()}
+			ex = record.Exited{ExitCode: 1, Err: runErr.Error()}
 		}
 		// Its last lines come before its exit, as for a process.
 		j.collect(n)
-		j.log.add(Record{Node: n.id, Time: time.Now(), Type: "cluster.Exited", Event: ex})
+		j.log.add(record.Record{Node: n.id, Time: time.Now(), Type: "record.Exited", Event: ex})
 		close(n.done)
 	}()
 	return nil
@@ -315,7 +317,7 @@ func (j *InProcessJob) newHost(n *inprocNode, listed []core.NodeID, opts NodeOpt
 func (j *InProcessJob) abandon(n *inprocNode) {
 	n.cancel()
 	n.tr.Close()
-	j.log.add(Record{Node: n.id, Time: time.Now(), Type: "cluster.Exited", Event: Exited{ExitCode: 1, Err: "not started"}})
+	j.log.add(record.Record{Node: n.id, Time: time.Now(), Type: "record.Exited", Event: record.Exited{ExitCode: 1, Err: "not started"}})
 	close(n.done)
 	j.runs.Done()
 }
@@ -415,7 +417,7 @@ func (j *InProcessJob) Kill(id core.NodeID) error {
 	n.sink.silence()
 	n.cancel()
 	n.tr.Close()
-	j.log.add(Record{Node: id, Time: at, Type: "cluster.Killed", Event: Killed{}})
+	j.log.add(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}})
 	return nil
 }
 
@@ -429,7 +431,7 @@ func (j *InProcessJob) InjectFailure(reporter, failed core.NodeID) error {
 	if err != nil {
 		return err
 	}
-	if err := writeLine(n.sink, reporter, 0, "FailureInjected", FailureInjected{Node: failed}); err != nil {
+	if err := record.WriteLine(n.sink, reporter, 0, "FailureInjected", record.FailureInjected{Node: failed}); err != nil {
 		return err
 	}
 	if err := n.host.Handle(n.ctx, core.Failed{Node: failed}); err != nil {
@@ -493,14 +495,16 @@ func (j *InProcessJob) Spawn(ctx context.Context, o SpawnOptions) error {
 
 // Records returns the records from index from on (a copy), and a channel
 // closed when the next record arrives.
-func (j *InProcessJob) Records(from int) ([]Record, <-chan struct{}) { return j.log.Records(from) }
+func (j *InProcessJob) Records(from int) ([]record.Record, <-chan struct{}) {
+	return j.log.Records(from)
+}
 
 // Inspect calls f with the job's tracker under the job's lock.
-func (j *InProcessJob) Inspect(f func(t *Tracker)) { j.log.Inspect(f) }
+func (j *InProcessJob) Inspect(f func(t *tracker.Tracker)) { j.log.Inspect(f) }
 
 // Wait waits until cond, called with the job's tracker each time a record
 // arrives, returns true or an error, or ctx is done (see [Job.Wait]).
-func (j *InProcessJob) Wait(ctx context.Context, cond func(t *Tracker) (bool, error)) error {
+func (j *InProcessJob) Wait(ctx context.Context, cond func(t *tracker.Tracker) (bool, error)) error {
 	return j.log.Wait(ctx, cond)
 }
 

@@ -1,10 +1,11 @@
-package cluster
+package record
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -14,7 +15,7 @@ import (
 )
 
 // Events a node writes to its stream besides those of its machines. In the
-// stream their type is "cluster.Name".
+// stream their type is "record.Name".
 
 // Listening is written by a supervised node once its transport listens,
 // before it waits for the word "start".
@@ -131,7 +132,7 @@ type Record struct {
 	Node   core.NodeID
 	Time   time.Time     // wall clock of the node (or the orchestrator)
 	Uptime time.Duration // the node's monotonic clock; 0 for orchestrator records
-	Type   string        // "member.ViewInstalled", "cluster.Killed", …
+	Type   string        // "member.ViewInstalled", "record.Killed", …
 	// Event is the decoded event: a value of member.ViewInstalled,
 	// member.Stabilized, member.StabilizationStarted, member.Evicted,
 	// core.Suspected, core.Failed, Listening, PingPong, ProcessTime, Hint,
@@ -141,7 +142,7 @@ type Record struct {
 }
 
 // ErrRecord is wrapped by the errors of [DecodeRecord].
-var ErrRecord = errors.New("cluster: bad event line")
+var ErrRecord = errors.New("record: bad event line")
 
 // DecodeRecord decodes one line of an event stream.
 func DecodeRecord(line []byte) (Record, error) {
@@ -164,29 +165,29 @@ func DecodeRecord(line []byte) (Record, error) {
 		r.Event, err = decodeAs[core.Suspected](l.Fields)
 	case "core.Failed":
 		r.Event, err = decodeAs[core.Failed](l.Fields)
-	case "cluster.Listening":
+	case "record.Listening":
 		r.Event, err = decodeAs[Listening](l.Fields)
-	case "cluster.PingPong":
+	case "record.PingPong":
 		r.Event, err = decodeAs[PingPong](l.Fields)
-	case "cluster.TreeEchoTime":
+	case "record.TreeEchoTime":
 		r.Event, err = decodeAs[TreeEchoTime](l.Fields)
-	case "cluster.ProcessTime":
+	case "record.ProcessTime":
 		r.Event, err = decodeAs[ProcessTime](l.Fields)
-	case "cluster.Hint":
+	case "record.Hint":
 		r.Event, err = decodeAs[Hint](l.Fields)
-	case "cluster.FailureInjected":
+	case "record.FailureInjected":
 		r.Event, err = decodeAs[FailureInjected](l.Fields)
-	case "cluster.Reports":
+	case "record.Reports":
 		r.Event, err = decodeAs[Reports](l.Fields)
-	case "cluster.PeerAdded":
+	case "record.PeerAdded":
 		r.Event, err = decodeAs[PeerAdded](l.Fields)
-	case "cluster.Exit":
+	case "record.Exit":
 		r.Event, err = decodeAs[Exit](l.Fields)
-	case "cluster.Killed":
+	case "record.Killed":
 		r.Event, err = decodeAs[Killed](l.Fields)
-	case "cluster.Exited":
+	case "record.Exited":
 		r.Event, err = decodeAs[Exited](l.Fields)
-	case "cluster.Spawned":
+	case "record.Spawned":
 		r.Event, err = decodeAs[Spawned](l.Fields)
 	default:
 		r.Event = l.Fields
@@ -203,21 +204,71 @@ func decodeAs[T any](raw json.RawMessage) (T, error) {
 	return v, err
 }
 
-// encodeLine renders a record in the event-stream format.
-func encodeLine(r Record) []byte {
+// EncodeLine renders a record in the event-stream format.
+func EncodeLine(r Record) []byte {
 	fields, err := json.Marshal(r.Event)
 	if err != nil {
 		fields, _ = json.Marshal(map[string]string{"error": err.Error()})
 	}
 	b, err := json.Marshal(host.EventLine{Time: r.Time.UTC(), UptimeNs: int64(r.Uptime), Node: r.Node, Type: r.Type, Fields: fields})
 	if err != nil {
-		panic(fmt.Sprintf("cluster: encoding an event line: %v", err)) // fields is valid JSON
+		panic(fmt.Sprintf("record: encoding an event line: %v", err)) // fields is valid JSON
 	}
 	return append(b, '\n')
 }
 
-// writeLine writes one event line of this package's type name for e.
-func writeLine(w io.Writer, node core.NodeID, uptime time.Duration, typ string, e any) error {
-	_, err := w.Write(encodeLine(Record{Node: node, Time: time.Now(), Uptime: uptime, Type: "cluster." + typ, Event: e}))
+// WriteLine writes one event line of this package's type name for e.
+func WriteLine(w io.Writer, node core.NodeID, uptime time.Duration, typ string, e any) error {
+	_, err := w.Write(EncodeLine(Record{Node: node, Time: time.Now(), Uptime: uptime, Type: "record." + typ, Event: e}))
 	return err
+}
+
+// MulticastReport is emitted by a node's multicast layer every
+// MulticastOptions.Report: cumulative counters since the layer started,
+// the buffers now and at their peak, and a histogram of the delivery
+// latency of other nodes' messages delivered since the previous report
+// (send time stamp in the payload to delivery, both on this machine's wall
+// clock). Epoch and Members describe the application's view.
+type MulticastReport struct {
+	Epoch          uint64
+	Members        int
+	Sent           uint64 // own messages multicast
+	Delivered      uint64 // messages delivered, own included
+	DeliveredBytes uint64 // their payload bytes
+	Throttled      uint64 // generator turns skipped: the send queue was full
+	Refused        uint64
+	Resent         uint64 // data messages sent again on a NACK
+	Nacks          uint64
+	Late           uint64 // messages of a view the node had left
+	Flushes        uint64
+	Buffered       int // messages held now (all views)
+	BufferedBytes  int
+	PeakBuffered   int
+	PeakBytes      int
+	Queued         int // multicasts waiting for the window
+	// LatFrom and Lat are the latency histogram: Lat[i] messages took
+	// between LatencyBucketStart(LatFrom+i) and LatencyBucketStart(LatFrom+i+1).
+	LatFrom int
+	Lat     []uint64
+}
+
+// latency histogram: bucket b holds [1 µs·r^b, 1 µs·r^(b+1)) with
+// r = 1.1, so percentiles are within 10%.
+const (
+	latRatio       = 1.1
+	LatencyBuckets = 220 // up to 1 µs·1.1^220 ≈ 1.3·10^9 µs
+)
+
+// LatencyBucket returns the histogram bucket of latency d.
+func LatencyBucket(d time.Duration) int {
+	us := float64(d) / float64(time.Microsecond)
+	if us < 1 {
+		return 0
+	}
+	return min(int(math.Log(us)/math.Log(latRatio)), LatencyBuckets-1)
+}
+
+// LatencyBucketStart returns the lower bound of bucket b.
+func LatencyBucketStart(b int) time.Duration {
+	return time.Duration(math.Pow(latRatio, float64(b)) * float64(time.Microsecond))
 }

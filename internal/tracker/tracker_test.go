@@ -1,6 +1,7 @@
-package cluster
+package tracker
 
 import (
+	"github.com/cohort-mp/cohort/internal/record"
 	"strings"
 	"testing"
 	"time"
@@ -28,10 +29,10 @@ func TestTrackerLines(t *testing.T) {
 	tr := NewTracker(t0)
 	var lines []string
 	add := func(node, ms int, e any) {
-		lines = append(lines, tr.Add(Record{Node: core.NodeID(node), Time: at(ms), Event: e})...)
+		lines = append(lines, tr.Add(record.Record{Node: core.NodeID(node), Time: at(ms), Event: e})...)
 	}
 	for i := range 4 {
-		add(i, 0, Spawned{PID: 100 + i})
+		add(i, 0, record.Spawned{PID: 100 + i})
 	}
 	e1, e2, e3 := member.MakeEpoch(1, 0), member.MakeEpoch(2, 0), member.MakeEpoch(3, 1)
 	for i := range 4 {
@@ -47,7 +48,7 @@ func TestTrackerLines(t *testing.T) {
 		t.Fatal("no agreement on the first view")
 	}
 	lines = nil
-	add(3, 100, Killed{})
+	add(3, 100, record.Killed{})
 	add(0, 300, member.Stabilized{Epoch: e2, Began: 5 * time.Millisecond, At: 7 * time.Millisecond, Members: 3})
 	add(0, 301, member.ViewInstalled{Epoch: e2, Members: ids(0, 1, 2)})
 	add(1, 302, member.ViewInstalled{Epoch: e2, Members: ids(0, 1, 2)})
@@ -58,7 +59,7 @@ func TestTrackerLines(t *testing.T) {
 		t.Fatalf("lines %q", lines)
 	}
 	// n2 skips e2; n0 is killed and n1, n2 install e3.
-	add(0, 400, Killed{})
+	add(0, 400, record.Killed{})
 	add(1, 500, member.ViewInstalled{Epoch: e3, Members: ids(1, 2)})
 	add(2, 502, member.ViewInstalled{Epoch: e3, Members: ids(1, 2)})
 	want := []string{
@@ -79,7 +80,7 @@ func TestTrackerLines(t *testing.T) {
 		t.Fatalf("no agreement on %s", member.FormatEpoch(e3))
 	}
 	// A live node outside the view breaks agreement unless it is excluded.
-	add(9, 600, Spawned{PID: 109, Join: true})
+	add(9, 600, record.Spawned{PID: 109, Join: true})
 	if _, ok := tr.Agreement(nil); ok {
 		t.Fatal("agreement although n9 has no view")
 	}

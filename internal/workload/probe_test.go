@@ -1,7 +1,9 @@
-package cluster
+package workload
 
 import (
 	"errors"
+	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/internal/record"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 // the others' minimum, median, mean and maximum as one PingPong.
 func TestProbePingPong(t *testing.T) {
 	env := coretest.NewEnv(0, 1)
-	p := newProbe(1, 3, 0)
+	p := NewProbe(1, 3, 0)
 	p.Start(env)
 	p.Handle(member.ViewInstalled{Epoch: 1, Members: ids(0, 1)})
 	p.Handle(member.ViewInstalled{Epoch: 2, Members: ids(0, 1)}) // arms once
@@ -47,7 +49,7 @@ func TestProbePingPong(t *testing.T) {
 	if len(ev) != 1 {
 		t.Fatalf("emitted %v", ev)
 	}
-	want := PingPong{Peer: 1, Count: 3, Min: 2 * time.Microsecond, Median: 7 * time.Microsecond, Mean: 6 * time.Microsecond, Max: 9 * time.Microsecond}
+	want := record.PingPong{Peer: 1, Count: 3, Min: 2 * time.Microsecond, Median: 7 * time.Microsecond, Mean: 6 * time.Microsecond, Max: 9 * time.Microsecond}
 	if ev[0] != want {
 		t.Fatalf("got %+v, want %+v", ev[0], want)
 	}
@@ -57,7 +59,7 @@ func TestProbePingPong(t *testing.T) {
 // again with a new sequence number.
 func TestProbeRetry(t *testing.T) {
 	env := coretest.NewEnv(0, 1)
-	p := newProbe(1, 1, 0)
+	p := NewProbe(1, 1, 0)
 	p.Start(env)
 	p.Handle(member.ViewInstalled{Epoch: 1})
 	env.AdvanceTo(probeDelay, p)
@@ -73,7 +75,7 @@ func TestProbeRetry(t *testing.T) {
 // stream once per peer until the peer is heard from again.
 func TestProbeAnswersAndHints(t *testing.T) {
 	env := coretest.NewEnv(3, 1)
-	p := newProbe(core.None, 0, 0)
+	p := NewProbe(core.None, 0, 0)
 	p.Start(env)
 	p.Receive(5, ProbePing{Seq: 9})
 	if s := env.TakeSent(); len(s) != 1 || s[0].To != 5 || s[0].Msg != (ProbePong{Seq: 9}) {
@@ -88,7 +90,7 @@ func TestProbeAnswersAndHints(t *testing.T) {
 	p.Handle(h)
 	p.ObserveReceive(4)
 	p.Handle(h)
-	if ev := env.TakeEmitted(); len(ev) != 1 || ev[0] != (Hint{Node: 5, Reason: "dial: refused"}) {
+	if ev := env.TakeEmitted(); len(ev) != 1 || ev[0] != (record.Hint{Node: 5, Reason: "dial: refused"}) {
 		t.Fatalf("emitted %v", ev)
 	}
 	p.ObserveReceive(5)
@@ -101,7 +103,7 @@ func TestProbeAnswersAndHints(t *testing.T) {
 // TestProbeCodec: the probe kinds round-trip through a node's codec, and a
 // truncated payload is an error.
 func TestProbeCodec(t *testing.T) {
-	c, err := NewCodec()
+	c, err := group.NewCodec(RegisterProbeCodecs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestTreeEcho(t *testing.T) {
 		if i == 0 {
 			peer, count = view.Members[1], 1
 		}
-		probes[i] = newProbe(peer, count, a)
+		probes[i] = NewProbe(peer, count, a)
 		probes[i].Start(envs[i])
 		probes[i].Handle(view)
 		byID[id] = i
@@ -185,9 +187,9 @@ func TestTreeEcho(t *testing.T) {
 	if want := (echoWarmup + echoMin) * a; echoes != want {
 		t.Fatalf("the root sent %d echoes, want %d (%d echoes × %d children)", echoes, want, echoWarmup+echoMin, a)
 	}
-	var got []TreeEchoTime
+	var got []record.TreeEchoTime
 	for _, e := range envs[0].TakeEmitted() {
-		if e, ok := e.(TreeEchoTime); ok {
+		if e, ok := e.(record.TreeEchoTime); ok {
 			got = append(got, e)
 		}
 	}
@@ -226,4 +228,12 @@ func TestProbeCodecs(t *testing.T) {
 			t.Errorf("fan-out %d: err %v, want wire.ErrInvalid", a, err)
 		}
 	}
+}
+
+func ids(xs ...int) []core.NodeID {
+	out := make([]core.NodeID, len(xs))
+	for i, x := range xs {
+		out[i] = core.NodeID(x)
+	}
+	return out
 }

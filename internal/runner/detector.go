@@ -1,4 +1,4 @@
-package cluster
+package runner
 
 import (
 	"github.com/cohort-mp/cohort/core"

@@ -1,7 +1,8 @@
-package cluster
+package runner
 
 import (
 	"errors"
+	"github.com/cohort-mp/cohort/internal/tracker"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,8 +112,8 @@ func TestFormatIDs(t *testing.T) {
 		{[]core.NodeID{5, 4}, "n4 n5"},
 		{[]core.NodeID{9, 0, 1, 2, 3, 5, 7, 8}, "n0–n3 n5 n7–n9"},
 	} {
-		if got := FormatIDs(c.ids); got != c.want {
-			t.Errorf("FormatIDs(%v) = %q, want %q", c.ids, got, c.want)
+		if got := tracker.FormatIDs(c.ids); got != c.want {
+			t.Errorf("tracker.FormatIDs(%v) = %q, want %q", c.ids, got, c.want)
 		}
 	}
 }

@@ -1,7 +1,8 @@
-package cluster
+package tracker
 
 import (
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
 	"maps"
 	"slices"
 	"strings"
@@ -27,7 +28,7 @@ type NodeState struct {
 	View   member.ViewInstalled
 	ViewAt time.Time
 	// Exit is the node's final report, if it stopped on request.
-	Exit *Exit
+	Exit *record.Exit
 	// Told holds the addresses its supervisor added to its address book
 	// (PeerAdded), by node.
 	Told map[core.NodeID]string
@@ -80,6 +81,13 @@ func (t *Tracker) Node(id core.NodeID) *NodeState {
 	return n
 }
 
+// Lookup returns the state of node id, nil if no record named it.
+func (t *Tracker) Lookup(id core.NodeID) *NodeState { return t.nodes[id] }
+
+// Forget drops node id, as if no record had named it (a node whose start
+// failed and whose id is used again).
+func (t *Tracker) Forget(id core.NodeID) { delete(t.nodes, id) }
+
 // Nodes returns every known node, by id.
 func (t *Tracker) Nodes() []*NodeState {
 	ids := slices.Sorted(maps.Keys(t.nodes))
@@ -95,18 +103,18 @@ func (t *Tracker) Nodes() []*NodeState {
 func (t *Tracker) Epoch(e uint64) *EpochState { return t.epochs[e] }
 
 // Add takes one record into account and returns the lines it completes.
-func (t *Tracker) Add(r Record) []string {
+func (t *Tracker) Add(r record.Record) []string {
 	n := t.Node(r.Node)
 	var lines []string
 	switch e := r.Event.(type) {
-	case Spawned:
+	case record.Spawned:
 		n.PID, n.Addr, n.Join = e.PID, e.Addr, e.Join
-	case Listening:
+	case record.Listening:
 		n.Listening = true
-	case Killed:
+	case record.Killed:
 		n.Killed, n.KilledAt = true, r.Time
 		lines = append(lines, fmt.Sprintf("%s killed %v (SIGKILL, pid %d)", t.stamp(r.Time), r.Node, n.PID))
-	case Exited:
+	case record.Exited:
 		n.Exited, n.ExitCode = true, e.ExitCode
 		if !n.Killed && n.Exit == nil {
 			msg := fmt.Sprintf("%s %v exited on its own with status %d", t.stamp(r.Time), r.Node, e.ExitCode)
@@ -115,9 +123,9 @@ func (t *Tracker) Add(r Record) []string {
 			}
 			lines = append(lines, msg)
 		}
-	case Exit:
+	case record.Exit:
 		n.Exit = &e
-	case PeerAdded:
+	case record.PeerAdded:
 		if n.Told == nil {
 			n.Told = map[core.NodeID]string{}
 		}

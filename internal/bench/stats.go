@@ -1,6 +1,7 @@
-package cluster
+package bench
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -88,4 +89,16 @@ func Median(xs []time.Duration) time.Duration {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return median(s)
+}
+
+// ms renders d in milliseconds with a precision that suits it.
+func ms(d time.Duration) string {
+	m := float64(d) / float64(time.Millisecond)
+	switch {
+	case m < 10:
+		return fmt.Sprintf("%.2f ms", m)
+	case m < 1000:
+		return fmt.Sprintf("%.0f ms", m)
+	}
+	return fmt.Sprintf("%.2f s", m/1000)
 }

@@ -1,7 +1,8 @@
-package cluster
+package runner
 
 import (
 	"context"
+	"github.com/cohort-mp/cohort/internal/workload"
 	"slices"
 	"sync"
 	"testing"
@@ -188,8 +189,8 @@ func TestFrameFromEvictedNodeIgnored(t *testing.T) {
 		t.Helper()
 		rec.Wait(t, 20*time.Second, "the pong that follows the forged frame", func(frames []wire.Frame, _ []core.PeerHint) bool {
 			for _, f := range frames {
-				if f.Src == from && f.Kind == KindProbePong {
-					if m, err := codec.Unmarshal(f.Kind, f.Payload); err == nil && m == (ProbePong{Seq: seq}) {
+				if f.Src == from && f.Kind == workload.KindProbePong {
+					if m, err := codec.Unmarshal(f.Kind, f.Payload); err == nil && m == (workload.ProbePong{Seq: seq}) {
 						return true
 					}
 				}
@@ -198,13 +199,13 @@ func TestFrameFromEvictedNodeIgnored(t *testing.T) {
 		})
 	}
 	send(0, &member.Report{Epoch: e1, Failed: []member.Joiner{{ID: 1}}})
-	send(0, ProbePing{Seq: 1001})
+	send(0, workload.ProbePing{Seq: 1001})
 	pongFrom(0, 1001)
 	send(1, &member.Prepare{
 		Cause: member.CauseFailedNode, Epoch: member.MakeEpoch(member.EpochCounter(e2)+5, 3),
 		Ancestry: []uint64{e2}, Failed: []core.NodeID{2}, Committed: true,
 	})
-	send(1, ProbePing{Seq: 1002})
+	send(1, workload.ProbePing{Seq: 1002})
 	pongFrom(1, 1002)
 
 	for _, ne := range log.since(mark) {

@@ -1,6 +1,7 @@
-package cluster
+package workload
 
 import (
+	"github.com/cohort-mp/cohort/internal/record"
 	"slices"
 	"time"
 
@@ -75,17 +76,17 @@ func decodeSeq(d *wire.Decoder) uint32 {
 
 // RegisterProbeCodecs registers the probe layer's kinds in c.
 func RegisterProbeCodecs(c *wire.Codec) error {
-	if err := c.Register(KindProbePing, "cluster.ProbePing", func(d *wire.Decoder) (core.Msg, error) {
+	if err := c.Register(KindProbePing, "workload.ProbePing", func(d *wire.Decoder) (core.Msg, error) {
 		return ProbePing{Seq: decodeSeq(d)}, d.Err()
 	}); err != nil {
 		return err
 	}
-	if err := c.Register(KindProbePong, "cluster.ProbePong", func(d *wire.Decoder) (core.Msg, error) {
+	if err := c.Register(KindProbePong, "workload.ProbePong", func(d *wire.Decoder) (core.Msg, error) {
 		return ProbePong{Seq: decodeSeq(d)}, d.Err()
 	}); err != nil {
 		return err
 	}
-	if err := c.Register(KindTreeEcho, "cluster.TreeEcho", func(d *wire.Decoder) (core.Msg, error) {
+	if err := c.Register(KindTreeEcho, "workload.TreeEcho", func(d *wire.Decoder) (core.Msg, error) {
 		m := TreeEcho{Seq: decodeSeq(d)}
 		a := d.Uvarint()
 		if a < 2 || a > 1<<16 || a&(a-1) != 0 {
@@ -96,7 +97,7 @@ func RegisterProbeCodecs(c *wire.Codec) error {
 	}); err != nil {
 		return err
 	}
-	return c.Register(KindTreeAck, "cluster.TreeAck", func(d *wire.Decoder) (core.Msg, error) {
+	return c.Register(KindTreeAck, "workload.TreeAck", func(d *wire.Decoder) (core.Msg, error) {
 		return TreeAck{Seq: decodeSeq(d)}, d.Err()
 	})
 }
@@ -159,7 +160,7 @@ const (
 	echoWarmup = 5
 )
 
-func newProbe(peer core.NodeID, count, fanout int) *probe {
+func NewProbe(peer core.NodeID, count, fanout int) *probe {
 	if count <= 0 {
 		peer = core.None
 	}
@@ -232,7 +233,7 @@ func (p *probe) Handle(e core.Event) {
 				p.hinted = map[core.NodeID]bool{}
 			}
 			p.hinted[e.Node] = true
-			p.env.Emit(Hint(e))
+			p.env.Emit(record.Hint(e))
 		}
 	}
 }
@@ -259,7 +260,7 @@ func (p *probe) report() {
 		sum += d
 	}
 	n := len(s)
-	p.env.Emit(PingPong{Peer: p.peer, Count: n, Min: s[0], Median: median(s), Mean: sum / time.Duration(n), Max: s[n-1]})
+	p.env.Emit(record.PingPong{Peer: p.peer, Count: n, Min: s[0], Median: median(s), Mean: sum / time.Duration(n), Max: s[n-1]})
 	p.over = true
 	if p.fanout >= 2 {
 		p.startEcho()
@@ -339,7 +340,7 @@ func (p *probe) echoDone() {
 	p.echoEnd = true
 	s := slices.Clone(p.echoes)
 	slices.Sort(s)
-	p.env.Emit(TreeEchoTime{Fanout: p.fanout, Members: len(p.members), Count: len(s), Min: s[0], Median: median(s), Max: s[len(s)-1]})
+	p.env.Emit(record.TreeEchoTime{Fanout: p.fanout, Members: len(p.members), Count: len(s), Min: s[0], Median: median(s), Max: s[len(s)-1]})
 }
 
 // timedMember wraps the membership machine and emits a [ProcessTime] for
@@ -372,7 +373,7 @@ func (e reportEnv) Emit(ev core.Event) {
 	e.Env.Emit(ev)
 	switch ev := ev.(type) {
 	case member.Stabilized:
-		e.Env.Emit(Reports{Epoch: ev.Epoch, Count: e.t.reports, From: e.t.from})
+		e.Env.Emit(record.Reports{Epoch: ev.Epoch, Count: e.t.reports, From: e.t.from})
 		e.t.reports, e.t.from = 0, nil
 	case member.ViewInstalled:
 		e.t.reports, e.t.from = 0, nil
@@ -393,8 +394,24 @@ func (t *timedMember) Receive(from core.NodeID, m core.Msg) {
 	}
 	t0 := t.env.Now()
 	t.m.Receive(from, m)
-	t.env.Emit(ProcessTime{Kind: member.KindName(m.Kind()), Epoch: p.Epoch, From: from, Took: t.env.Now() - t0})
+	t.env.Emit(record.ProcessTime{Kind: member.KindName(m.Kind()), Epoch: p.Epoch, From: from, Took: t.env.Now() - t0})
 }
 
 func (t *timedMember) Fire(tm core.Timer)  { t.m.Fire(tm) }
 func (t *timedMember) Handle(e core.Event) { t.m.Handle(e) }
+
+// TimeMember wraps the membership machine m so that it emits a
+// [record.ProcessTime] for every failure notice it handles.
+func TimeMember(m *member.Member) core.Machine { return &timedMember{m: m} }
+
+// median returns the median of the sorted sample s, 0 if it is empty.
+func median(s []time.Duration) time.Duration {
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,4 +1,4 @@
-package cluster_test
+package bench_test
 
 import (
 	"context"
@@ -7,8 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cohort-mp/cohort/internal/bench"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/runner/runnertest"
+	"github.com/cohort-mp/cohort/internal/tracker"
+
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
 	"github.com/cohort-mp/cohort/member"
 )
 
@@ -29,7 +34,7 @@ func TestReportOneSingleReporter(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	const n, fanout = 8, 2
-	job := startJob(t, ctx, cluster.JobConfig{N: n, Fanout: fanout, Detector: cluster.DetectorBRR, Seed: seed, EventsDir: dir, QuietDetector: true})
+	job := runnertest.StartJob(t, ctx, runner.JobConfig{N: n, Fanout: fanout, Detector: runner.DetectorBRR, Seed: seed, EventsDir: dir, QuietDetector: true})
 	view, err := job.WaitAgreed(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +56,11 @@ func TestReportOneSingleReporter(t *testing.T) {
 	}
 	want := slices.DeleteFunc(slices.Clone(view.Members), func(id core.NodeID) bool { return id == victim })
 	if !slices.Equal(failed.Members, want) {
-		t.Fatalf("view %s after the kill: [%s], want [%s]", member.FormatEpoch(failed.Epoch), cluster.FormatIDs(failed.Members), cluster.FormatIDs(want))
+		t.Fatalf("view %s after the kill: [%s], want [%s]", member.FormatEpoch(failed.Epoch), tracker.FormatIDs(failed.Members), tracker.FormatIDs(want))
 	}
 	// The barrier: a joiner's admission, the next view change.
 	joiner := core.NodeID(n)
-	if err := job.Spawn(ctx, cluster.SpawnOptions{ID: joiner}); err != nil {
+	if err := job.Spawn(ctx, runner.SpawnOptions{ID: joiner}); err != nil {
 		t.Fatal(err)
 	}
 	joined, err := job.WaitAgreed(ctx, nil)
@@ -71,8 +76,8 @@ func TestReportOneSingleReporter(t *testing.T) {
 		t.Errorf("epochs %s → %s → %s: want consecutive counters (one proposal per change)",
 			member.FormatEpoch(view.Epoch), member.FormatEpoch(failed.Epoch), member.FormatEpoch(joined.Epoch))
 	}
-	all := streams(t, dir)
-	checkViewSafety(t, all)
+	all := runnertest.Streams(t, dir)
+	runnertest.CheckViewSafety(t, all)
 	var injected, stabilized int
 	for id, recs := range all {
 		var views []uint64
@@ -80,7 +85,7 @@ func TestReportOneSingleReporter(t *testing.T) {
 			switch e := r.Event.(type) {
 			case core.Failed:
 				t.Errorf("%v's detector declared %v failed although it is quiet", id, e.Node)
-			case cluster.FailureInjected:
+			case record.FailureInjected:
 				injected++
 				if id != reporter || e.Node != victim {
 					t.Errorf("%v was told that %v failed; want only %v told about %v", id, e.Node, reporter, victim)
@@ -96,9 +101,9 @@ func TestReportOneSingleReporter(t *testing.T) {
 					}
 					t.Logf("T_s of %s: %v", member.FormatEpoch(e.Epoch), e.At-e.Began)
 				}
-			case cluster.Reports:
+			case record.Reports:
 				if e.Epoch == failed.Epoch && !slices.Equal(e.From, []core.NodeID{reporter}) {
-					t.Errorf("the root's reports for %s came from [%s], want [%v] only", member.FormatEpoch(e.Epoch), cluster.FormatIDs(e.From), reporter)
+					t.Errorf("the root's reports for %s came from [%s], want [%v] only", member.FormatEpoch(e.Epoch), tracker.FormatIDs(e.From), reporter)
 				}
 			case member.ViewInstalled:
 				if e.Epoch > view.Epoch && e.Epoch < joined.Epoch {
@@ -122,8 +127,8 @@ func TestReportOneSingleReporter(t *testing.T) {
 func TestBenchReportOne(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	points, err := cluster.RunBench(ctx, cluster.BenchConfig{
-		Sizes: []int{6}, Fanouts: []int{2}, Samples: 2, Report: cluster.ReportOne, Seed: testSeed(t, 1), PingCount: 20,
+	points, err := bench.RunBench(ctx, bench.BenchConfig{
+		Sizes: []int{6}, Fanouts: []int{2}, Samples: 2, Report: bench.ReportOne, Seed: testSeed(t, 1), PingCount: 20,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +137,7 @@ func TestBenchReportOne(t *testing.T) {
 		t.Fatalf("got %d points, want 1 with 2 samples", len(points))
 	}
 	for i, s := range points[0].Samples {
-		t.Logf("sample %d: killed %v, %v told, reports from [%s], T_s %v", i+1, s.Victim, s.Reporter, cluster.FormatIDs(s.ReportsFrom), s.Ts)
+		t.Logf("sample %d: killed %v, %v told, reports from [%s], T_s %v", i+1, s.Victim, s.Reporter, tracker.FormatIDs(s.ReportsFrom), s.Ts)
 		if s.Reporter == core.None || s.Reporter == s.Victim {
 			t.Errorf("sample %d: reporter %v for victim %v", i+1, s.Reporter, s.Victim)
 		}
@@ -143,7 +148,7 @@ func TestBenchReportOne(t *testing.T) {
 			t.Errorf("sample %d: %d detector verdicts, want 0", i+1, s.Verdicts)
 		}
 		if len(s.ReportsFrom) > 1 || len(s.ReportsFrom) == 1 && s.ReportsFrom[0] != s.Reporter {
-			t.Errorf("sample %d: the root heard reports from [%s], want at most [%v]", i+1, cluster.FormatIDs(s.ReportsFrom), s.Reporter)
+			t.Errorf("sample %d: the root heard reports from [%s], want at most [%v]", i+1, tracker.FormatIDs(s.ReportsFrom), s.Reporter)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cluster_test
+package bench_test
 
 import (
 	"context"
@@ -7,10 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cohort-mp/cohort/internal/bench"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/runner/runnertest"
+	"github.com/cohort-mp/cohort/internal/tracker"
+
 	"go.uber.org/goleak"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
 	"github.com/cohort-mp/cohort/member"
 )
 
@@ -25,11 +30,11 @@ func TestInProcessBench(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cfg := cluster.BenchConfig{
-		Sizes: []int{8}, Fanouts: []int{2}, Samples: 2, Report: cluster.ReportOne,
+	cfg := bench.BenchConfig{
+		Sizes: []int{8}, Fanouts: []int{2}, Samples: 2, Report: bench.ReportOne,
 		Seed: testSeed(t, 3), PingCount: 20, InProcess: true,
 	}
-	points, err := cluster.RunBench(ctx, cfg)
+	points, err := bench.RunBench(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +50,7 @@ func TestInProcessBench(t *testing.T) {
 	}
 	victims := map[core.NodeID]bool{}
 	for i, s := range p.Samples {
-		t.Logf("sample %d: killed %v, %v told, reports from [%s], T_s %v, O_cp %v, hop %v", i+1, s.Victim, s.Reporter, cluster.FormatIDs(s.ReportsFrom), s.Ts, s.Ocp, s.Hop)
+		t.Logf("sample %d: killed %v, %v told, reports from [%s], T_s %v, O_cp %v, hop %v", i+1, s.Victim, s.Reporter, tracker.FormatIDs(s.ReportsFrom), s.Ts, s.Ocp, s.Hop)
 		if victims[s.Victim] {
 			t.Errorf("sample %d: %v killed twice", i+1, s.Victim)
 		}
@@ -63,11 +68,11 @@ func TestInProcessBench(t *testing.T) {
 			t.Errorf("sample %d: %d detector verdicts, want 0", i+1, s.Verdicts)
 		}
 		if len(s.ReportsFrom) > 1 || len(s.ReportsFrom) == 1 && s.ReportsFrom[0] != s.Reporter {
-			t.Errorf("sample %d: the root heard reports from [%s], want at most [%v]", i+1, cluster.FormatIDs(s.ReportsFrom), s.Reporter)
+			t.Errorf("sample %d: the root heard reports from [%s], want at most [%v]", i+1, tracker.FormatIDs(s.ReportsFrom), s.Reporter)
 		}
 	}
 	var out strings.Builder
-	cluster.WriteBenchTable(&out, cfg, points)
+	bench.WriteBenchTable(&out, cfg, points)
 	if !strings.Contains(out.String(), "in-process: n hosts in one OS process, GOMAXPROCS=") {
 		t.Errorf("the table's header does not name the in-process mode:\n%s", out.String())
 	}
@@ -85,7 +90,7 @@ func TestInProcessKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	job, err := cluster.StartInProcess(ctx, cluster.JobConfig{N: 5, Fanout: 2, Seed: testSeed(t, 7), EventsDir: dir})
+	job, err := runner.StartInProcess(ctx, runner.JobConfig{N: 5, Fanout: 2, Seed: testSeed(t, 7), EventsDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +115,10 @@ func TestInProcessKill(t *testing.T) {
 	}
 	want := slices.DeleteFunc(slices.Clone(view.Members), func(id core.NodeID) bool { return id == victim })
 	if !slices.Equal(failed.Members, want) {
-		t.Fatalf("view %s after the kill: [%s], want [%s]", member.FormatEpoch(failed.Epoch), cluster.FormatIDs(failed.Members), cluster.FormatIDs(want))
+		t.Fatalf("view %s after the kill: [%s], want [%s]", member.FormatEpoch(failed.Epoch), tracker.FormatIDs(failed.Members), tracker.FormatIDs(want))
 	}
 	joiner := core.NodeID(5)
-	if err := job.Spawn(ctx, cluster.SpawnOptions{ID: joiner}); err != nil {
+	if err := job.Spawn(ctx, runner.SpawnOptions{ID: joiner}); err != nil {
 		t.Fatal(err)
 	}
 	joined, err := job.WaitAgreed(ctx, nil)
@@ -121,7 +126,7 @@ func TestInProcessKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Contains(joined.Members, joiner) || joined.Epoch <= failed.Epoch {
-		t.Errorf("view %s after the join: [%s], want %v admitted after %s", member.FormatEpoch(joined.Epoch), cluster.FormatIDs(joined.Members), joiner, member.FormatEpoch(failed.Epoch))
+		t.Errorf("view %s after the join: [%s], want %v admitted after %s", member.FormatEpoch(joined.Epoch), tracker.FormatIDs(joined.Members), joiner, member.FormatEpoch(failed.Epoch))
 	}
 	recs, _ := job.Records(0)
 	if err := job.Close(); err != nil {
@@ -131,18 +136,18 @@ func TestInProcessKill(t *testing.T) {
 	var killed, verdicts, dropped int
 	for _, r := range recs {
 		switch e := r.Event.(type) {
-		case cluster.Killed:
+		case record.Killed:
 			killed++
 		case core.Failed:
 			if e.Node == victim {
 				verdicts++
 			}
-		case cluster.Hint:
+		case record.Hint:
 			if e.Node == victim {
 				dropped++
 			}
 		default:
-			if r.Node == victim && killed > 0 && r.Type != "cluster.Exited" {
+			if r.Node == victim && killed > 0 && r.Type != "record.Exited" {
 				t.Errorf("%v wrote %s after its kill", victim, r.Type)
 			}
 		}
@@ -150,16 +155,16 @@ func TestInProcessKill(t *testing.T) {
 	if killed != 1 || verdicts == 0 || dropped == 0 {
 		t.Errorf("%d kills, %d verdicts about %v, %d hints about it; want 1, > 0, > 0", killed, verdicts, victim, dropped)
 	}
-	checkViewSafety(t, streams(t, dir))
+	runnertest.CheckViewSafety(t, runnertest.Streams(t, dir))
 }
 
 // TestBenchModeHeader checks that the table's header says which mode ran.
 func TestBenchModeHeader(t *testing.T) {
-	got := cluster.BenchMode(cluster.BenchConfig{Env: []string{"GOMAXPROCS=3"}})
+	got := bench.BenchMode(bench.BenchConfig{Env: []string{"GOMAXPROCS=3"}})
 	if want := "n processes (cohort node, GOMAXPROCS=3 each), real TCP on loopback"; got != want {
 		t.Errorf("process mode: got %q, want %q", got, want)
 	}
-	got = cluster.BenchMode(cluster.BenchConfig{InProcess: true})
+	got = bench.BenchMode(bench.BenchConfig{InProcess: true})
 	if !strings.HasPrefix(got, "in-process: n hosts in one OS process, GOMAXPROCS=") || !strings.HasSuffix(got, ", real TCP on loopback") {
 		t.Errorf("in-process mode: got %q", got)
 	}

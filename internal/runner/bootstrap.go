@@ -1,9 +1,10 @@
-package cluster
+package runner
 
 import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/tracker"
 	"net"
 	"os"
 	"strconv"
@@ -26,7 +27,7 @@ const MinSecretLen = 16
 
 // ErrBootstrap is wrapped by every error of [LoadBootstrap] and
 // [ParseNodes]: the environment does not describe a valid place in a job.
-var ErrBootstrap = errors.New("cluster: bad bootstrap")
+var ErrBootstrap = errors.New("runner: bad bootstrap")
 
 // Peer is one node of a job's address book.
 type Peer struct {
@@ -121,7 +122,7 @@ func LoadBootstrap(getenv func(string) string) (Bootstrap, error) {
 		return b, fmt.Errorf("%w (in %s)", err, EnvNodes)
 	}
 	if b.Addr(b.Self) == "" {
-		return b, fmt.Errorf("%w: %s=%v is not listed in %s (listed: %s)", ErrBootstrap, EnvNodeID, uint32(b.Self), EnvNodes, FormatIDs(b.IDs()))
+		return b, fmt.Errorf("%w: %s=%v is not listed in %s (listed: %s)", ErrBootstrap, EnvNodeID, uint32(b.Self), EnvNodes, tracker.FormatIDs(b.IDs()))
 	}
 
 	secretHex, err := get(EnvSecret)

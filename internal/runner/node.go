@@ -1,10 +1,12 @@
-package cluster
+package runner
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/workload"
 	"io"
 	"log/slog"
 	"os"
@@ -23,12 +25,12 @@ import (
 var (
 	// ErrListen: the node could not listen on its address (typically
 	// "address already in use").
-	ErrListen = errors.New("cluster: cannot listen")
+	ErrListen = errors.New("runner: cannot listen")
 	// ErrSupervisor: a supervised node's standard input did not say
 	// "start".
-	ErrSupervisor = errors.New("cluster: supervisor")
+	ErrSupervisor = errors.New("runner: supervisor")
 
-	errSupervisorGone = errors.New("cluster: the supervisor's stream ended before \"start\"")
+	errSupervisorGone = errors.New("runner: the supervisor's stream ended before \"start\"")
 )
 
 // NodeOptions configure one node beyond its bootstrap.
@@ -60,7 +62,7 @@ type NodeOptions struct {
 	// Multicast, if not nil, adds the multicast workload layer (stability
 	// detection, view-synchronous multicast and a load generator; see
 	// [MulticastOptions]). RunNode reads it from [MulticastEnv] when nil.
-	Multicast *MulticastOptions
+	Multicast *workload.MulticastOptions
 	// Supervisor, if not nil, makes the node supervised: after it listens
 	// it writes a [Listening] event and waits for a line "start" on
 	// Supervisor before it starts its machines; later lines
@@ -105,8 +107,8 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 		Join:          opts.Join,
 		Contacts:      listed,
 		QuietDetector: opts.QuietDetector,
-		WrapMember:    func(m *member.Member) core.Machine { return &timedMember{m: m} },
-		Layers:        []core.Machine{newProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)},
+		WrapMember:    func(m *member.Member) core.Machine { return workload.TimeMember(m) },
+		Layers:        []core.Machine{workload.NewProbe(opts.PingPeer, opts.PingCount, cfg.Fanout)},
 	}
 	if opts.Multicast != nil {
 		stableView := listed
@@ -114,7 +116,7 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 			stableView = []core.NodeID{self} // until its first view
 		}
 		stableView = slices.Sorted(slices.Values(stableView))
-		ml, err := newMulticastLayer(*opts.Multicast, stableView)
+		ml, err := workload.NewMulticastLayer(*opts.Multicast, stableView)
 		if err != nil {
 			return nil, err
 		}
@@ -129,14 +131,14 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 
 // NewCodec returns a codec with every kind a node sends: group's (fd,
 // member, stable, vsync, the directory) and the probe layer's.
-func NewCodec() (*wire.Codec, error) { return group.NewCodec(RegisterProbeCodecs) }
+func NewCodec() (*wire.Codec, error) { return group.NewCodec(workload.RegisterProbeCodecs) }
 
 // RunNode runs one node of a job over TCP until ctx is done (or, supervised,
 // its supervisor's stream ends). It returns nil after an orderly stop, and
 // writes a final [Exit] event then.
 func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 	if opts.Multicast == nil {
-		mo, err := MulticastFromEnv(os.Getenv)
+		mo, err := workload.MulticastFromEnv(os.Getenv)
 		if err != nil {
 			return err
 		}
@@ -181,7 +183,7 @@ func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 			// The supervisor's goroutine writes PeerAdded lines beside the
 			// host's loop.
 			events = host.NewLockedWriter(events)
-			if err := writeLine(events, boot.Self, 0, "Listening", Listening{Addr: tr.Addr(), PID: os.Getpid()}); err != nil {
+			if err := record.WriteLine(events, boot.Self, 0, "Listening", record.Listening{Addr: tr.Addr(), PID: os.Getpid()}); err != nil {
 				return err
 			}
 		}
@@ -218,11 +220,11 @@ func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 	runErr := h.Run(ctx)
 	tr.Close()
 	if events != nil {
-		exit := Exit{Transport: tr.Stats(), Host: h.Stats()}
+		exit := record.Exit{Transport: tr.Stats(), Host: h.Stats()}
 		if runErr != nil {
 			exit.Err = runErr.Error()
 		}
-		writeLine(events, boot.Self, 0, "Exit", exit)
+		record.WriteLine(events, boot.Self, 0, "Exit", exit)
 	}
 	return runErr
 }
@@ -266,12 +268,12 @@ func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.Cance
 		}
 		entry, ok := strings.CutPrefix(line, "peer ")
 		if !ok {
-			s.log.Warn("cluster: ignoring a line from the supervisor", "line", line)
+			s.log.Warn("runner: ignoring a line from the supervisor", "line", line)
 			continue
 		}
 		peers, err := ParseNodes(entry)
 		if err != nil {
-			s.log.Warn("cluster: ignoring a bad peer line from the supervisor", "line", line, "err", err)
+			s.log.Warn("runner: ignoring a bad peer line from the supervisor", "line", line, "err", err)
 			continue
 		}
 		for _, p := range peers {
@@ -280,7 +282,7 @@ func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.Cance
 			}
 			s.tr.SetPeer(p.ID, p.Addr)
 			if s.events != nil {
-				writeLine(s.events, s.self, 0, "PeerAdded", PeerAdded{Peer: p.ID, Addr: p.Addr})
+				record.WriteLine(s.events, s.self, 0, "PeerAdded", record.PeerAdded{Peer: p.ID, Addr: p.Addr})
 			}
 		}
 	}
@@ -290,7 +292,7 @@ func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.Cance
 func (s *supervisor) fail(line, arg string) {
 	id, err := parseID(arg)
 	if err != nil {
-		s.log.Warn("cluster: ignoring a bad fail line from the supervisor", "line", line, "err", err)
+		s.log.Warn("runner: ignoring a bad fail line from the supervisor", "line", line, "err", err)
 		return
 	}
 	select {
@@ -299,9 +301,9 @@ func (s *supervisor) fail(line, arg string) {
 		return
 	}
 	if s.events != nil {
-		writeLine(s.events, s.self, 0, "FailureInjected", FailureInjected{Node: id})
+		record.WriteLine(s.events, s.self, 0, "FailureInjected", record.FailureInjected{Node: id})
 	}
 	if err := s.host.Handle(s.ctx, core.Failed{Node: id}); err != nil {
-		s.log.Warn("cluster: could not inject a failure", "node", id, "err", err)
+		s.log.Warn("runner: could not inject a failure", "node", id, "err", err)
 	}
 }

@@ -1,10 +1,13 @@
-package cluster
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/workload"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -19,7 +22,7 @@ type MulticastBenchConfig struct {
 	// N is the number of processes (≥ 2).
 	N int
 	// Options is every node's multicast workload.
-	Options MulticastOptions
+	Options workload.MulticastOptions
 	// Warmup runs before the steady phase is measured (default 3 s).
 	Warmup time.Duration
 	// Duration is the steady phase, measured with every node alive.
@@ -32,7 +35,7 @@ type MulticastBenchConfig struct {
 	After time.Duration
 	// Fanout and Detector of the membership layer (as JobConfig).
 	Fanout   int
-	Detector Detector
+	Detector runner.Detector
 	Seed     uint64
 	// EventsDir keeps the nodes' event streams and logs (see JobConfig).
 	EventsDir string
@@ -85,12 +88,12 @@ type MulticastPhase struct {
 
 // ErrMulticastDisagree is returned when survivors moving between the
 // same views delivered different messages in the old one.
-var ErrMulticastDisagree = errors.New("cluster: survivors delivered different messages in a view")
+var ErrMulticastDisagree = errors.New("bench: survivors delivered different messages in a view")
 
 // ReportOf decodes a record's [MulticastReport], if it is one.
-func ReportOf(r Record) (MulticastReport, bool) {
-	var m MulticastReport
-	if r.Type != "cluster.MulticastReport" {
+func ReportOf(r record.Record) (record.MulticastReport, bool) {
+	var m record.MulticastReport
+	if r.Type != "record.MulticastReport" {
 		return m, false
 	}
 	raw, ok := r.Event.(json.RawMessage)
@@ -101,7 +104,7 @@ func ReportOf(r Record) (MulticastReport, bool) {
 }
 
 // ViewChangedOf decodes a record's vsync.ViewChanged, if it is one.
-func ViewChangedOf(r Record) (vsync.ViewChanged, bool) {
+func ViewChangedOf(r record.Record) (vsync.ViewChanged, bool) {
 	var v vsync.ViewChanged
 	if r.Type != "vsync.ViewChanged" {
 		return v, false
@@ -118,7 +121,7 @@ func ViewChangedOf(r Record) (vsync.ViewChanged, bool) {
 // them must report the same count and digest. It returns the number of
 // (pair, node) moves compared and an error wrapping
 // [ErrMulticastDisagree] naming the first difference.
-func CheckSameDelivery(records []Record) (int, error) {
+func CheckSameDelivery(records []record.Record) (int, error) {
 	type move struct{ from, to uint64 }
 	type seen struct {
 		node          core.NodeID
@@ -148,7 +151,7 @@ func CheckSameDelivery(records []Record) (int, error) {
 // nodes are killed.
 func RunMulticastBench(ctx context.Context, cfg MulticastBenchConfig) ([]MulticastPhase, error) {
 	if cfg.N < 2 || cfg.Kill < 0 || cfg.Kill >= cfg.N-1 {
-		return nil, fmt.Errorf("%w: %d nodes, %d to kill", ErrJob, cfg.N, cfg.Kill)
+		return nil, fmt.Errorf("%w: %d nodes, %d to kill", runner.ErrJob, cfg.N, cfg.Kill)
 	}
 	if err := cfg.Options.Validate(); err != nil {
 		return nil, err
@@ -250,7 +253,7 @@ func RunMulticastBench(ctx context.Context, cfg MulticastBenchConfig) ([]Multica
 		select {
 		case <-ch:
 		case <-wctx.Done():
-			return phases, fmt.Errorf("%w: %d of %d survivors announced view %d to the application", ErrJob, len(done), len(survivors), view.Epoch)
+			return phases, fmt.Errorf("%w: %d of %d survivors announced view %d to the application", runner.ErrJob, len(done), len(survivors), view.Epoch)
 		}
 	}
 	logf("view %d: %d survivors, announced %v after the kill", view.Epoch, len(survivors), announced.Sub(killAt).Round(time.Millisecond))
@@ -273,15 +276,15 @@ func RunMulticastBench(ctx context.Context, cfg MulticastBenchConfig) ([]Multica
 	return phases, derr
 }
 
-func startMulticastJob(ctx context.Context, cfg MulticastBenchConfig, o MulticastOptions) (*Job, error) {
-	return Start(ctx, JobConfig{
+func startMulticastJob(ctx context.Context, cfg MulticastBenchConfig, o workload.MulticastOptions) (*runner.Job, error) {
+	return runner.Start(ctx, runner.JobConfig{
 		N: cfg.N, Fanout: cfg.Fanout, Detector: cfg.Detector, Seed: cfg.Seed, EventsDir: cfg.EventsDir,
-		Env: []string{MulticastEnv + "=" + o.String()},
+		Env: []string{workload.MulticastEnv + "=" + o.String()},
 	})
 }
 
 // steadyPhase waits warmup, then measures a phase of length d.
-func steadyPhase(ctx context.Context, job *Job, name string, nodes []core.NodeID, warmup, d time.Duration) (MulticastPhase, error) {
+func steadyPhase(ctx context.Context, job *runner.Job, name string, nodes []core.NodeID, warmup, d time.Duration) (MulticastPhase, error) {
 	if err := sleep(ctx, warmup); err != nil {
 		return MulticastPhase{}, err
 	}
@@ -317,13 +320,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 // measurePhase computes a phase's figures from the reports of nodes whose
 // time stamps fall in [from, to]: for each node, the counters' difference
 // between its first and last report in the window.
-func measurePhase(name string, recs []Record, nodes []core.NodeID, from, to time.Time) MulticastPhase {
+func measurePhase(name string, recs []record.Record, nodes []core.NodeID, from, to time.Time) MulticastPhase {
 	p := MulticastPhase{Name: name, Nodes: len(nodes)}
-	var hist [latBuckets]uint64
+	var hist [record.LatencyBuckets]uint64
 	var bufSum, bufN float64
 	var span time.Duration
 	for _, id := range nodes {
-		var first, last *MulticastReport
+		var first, last *record.MulticastReport
 		var firstAt, lastAt time.Time
 		for _, r := range recs {
 			if r.Node != id || r.Time.Before(from) || r.Time.After(to) {
@@ -382,8 +385,8 @@ func percentile(hist []uint64, total uint64, q float64) time.Duration {
 	for b, c := range hist {
 		seen += c
 		if seen >= rank {
-			return LatencyBucketStart(b + 1)
+			return record.LatencyBucketStart(b + 1)
 		}
 	}
-	return LatencyBucketStart(len(hist))
+	return record.LatencyBucketStart(len(hist))
 }

@@ -1,152 +1,28 @@
-package cluster_test
+package runner_test
 
 import (
-	"bufio"
 	"context"
 	crand "crypto/rand"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/cohort-mp/cohort/internal/runner/runnertest"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/internal/cli"
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
 	"github.com/cohort-mp/cohort/member"
 )
 
-// reexecVar makes the test binary act as the cohort command: the jobs of
-// these tests start it (their default command is the running executable
-// with the argument "node"), so the nodes run exactly `cohort node`.
-const reexecVar = "COHORT_TEST_REEXEC"
+func TestMain(m *testing.M) { runnertest.Main(m, cli.Run) }
 
-func TestMain(m *testing.M) {
-	if os.Getenv(reexecVar) == "cohort" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
-	os.Setenv(reexecVar, "cohort")
-	goleak.VerifyTestMain(m)
-}
-
-// testSeed returns the seed of a randomized test: COHORT_TEST_SEED if set,
-// else def; the test logs it so that a failure can be replayed.
-func testSeed(t *testing.T, def uint64) uint64 {
-	seed := def
-	if s := os.Getenv("COHORT_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("COHORT_TEST_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (replay: COHORT_TEST_SEED=%d go test -run '^%s$' ./internal/cluster)", seed, seed, t.Name())
-	return seed
-}
-
-// startJob starts a job whose processes are stopped and reaped when the
-// test ends, even if it fails.
-func startJob(t *testing.T, ctx context.Context, cfg cluster.JobConfig) *cluster.Job {
-	t.Helper()
-	job, err := cluster.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { job.Close() })
-	return job
-}
-
-// streams reads every node's event file in dir: the records of each node,
-// in the order it wrote them.
-func streams(t *testing.T, dir string) map[core.NodeID][]cluster.Record {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(dir, "n*.jsonl"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no event streams in %s: %v", dir, err)
-	}
-	out := map[core.NodeID][]cluster.Record{}
-	for _, path := range paths {
-		id, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "n"), ".jsonl"), 10, 32)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for line := 1; sc.Scan(); line++ {
-			r, err := cluster.DecodeRecord(sc.Bytes())
-			if err != nil {
-				t.Fatalf("%s:%d: %v", path, line, err)
-			}
-			if r.Node != core.NodeID(id) {
-				t.Fatalf("%s:%d: a record of %v", path, line, r.Node)
-			}
-			out[core.NodeID(id)] = append(out[core.NodeID(id)], r)
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-func viewsOf(recs []cluster.Record) []member.ViewInstalled {
-	var vs []member.ViewInstalled
-	for _, r := range recs {
-		if v, ok := r.Event.(member.ViewInstalled); ok {
-			vs = append(vs, v)
-		}
-	}
-	return vs
-}
-
-func exitOf(recs []cluster.Record) *cluster.Exit {
-	for _, r := range slices.Backward(recs) {
-		if e, ok := r.Event.(cluster.Exit); ok {
-			return &e
-		}
-	}
-	return nil
-}
-
-// checkViewSafety checks the membership properties the streams must show
-// whatever happened (paper §3; DESIGN.md, "Membership"): each node's epochs
-// only grow, each node belongs to every view it installs, and every node
-// that installs an epoch installs the same members.
-func checkViewSafety(t *testing.T, all map[core.NodeID][]cluster.Record) {
-	t.Helper()
-	byEpoch := map[uint64][]core.NodeID{}
-	for id, recs := range all {
-		var last uint64
-		for _, v := range viewsOf(recs) {
-			if v.Epoch <= last {
-				t.Errorf("%v installed %s after %s", id, member.FormatEpoch(v.Epoch), member.FormatEpoch(last))
-			}
-			last = v.Epoch
-			if !slices.Contains(v.Members, id) {
-				t.Errorf("%v installed %s without itself: %v", id, member.FormatEpoch(v.Epoch), v.Members)
-			}
-			if prev, ok := byEpoch[v.Epoch]; ok && !slices.Equal(prev, v.Members) {
-				t.Errorf("epoch %s: %v installed %v, another node %v", member.FormatEpoch(v.Epoch), id, v.Members, prev)
-			}
-			byEpoch[v.Epoch] = v.Members
-		}
-	}
-}
+func testSeed(t *testing.T, def uint64) uint64 { return runnertest.Seed(t, def, "./internal/runner") }
 
 // TestKillThreeIncludingRoot starts 16 real processes on loopback, kills
 // the root (§3.6: root failure) and two other nodes with SIGKILL in quick
@@ -159,7 +35,7 @@ func TestKillThreeIncludingRoot(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	job := startJob(t, ctx, cluster.JobConfig{N: 16, Fanout: 4, Detector: cluster.DetectorBRR, Seed: seed, EventsDir: dir})
+	job := runnertest.StartJob(t, ctx, runner.JobConfig{N: 16, Fanout: 4, Detector: runner.DetectorBRR, Seed: seed, EventsDir: dir})
 
 	victims := []core.NodeID{0} // the root of the first view
 	for len(victims) < 3 {
@@ -191,14 +67,14 @@ func TestKillThreeIncludingRoot(t *testing.T) {
 	}
 
 	// What the processes wrote, read back from their files.
-	all := streams(t, dir)
+	all := runnertest.Streams(t, dir)
 	if len(all) != 16 {
 		t.Fatalf("%d event streams, want 16", len(all))
 	}
-	checkViewSafety(t, all)
+	runnertest.CheckViewSafety(t, all)
 	var final uint64
 	for _, id := range survivors {
-		vs := viewsOf(all[id])
+		vs := runnertest.ViewsOf(all[id])
 		if len(vs) < 2 {
 			t.Fatalf("%v installed %d views", id, len(vs))
 		}
@@ -209,7 +85,7 @@ func TestKillThreeIncludingRoot(t *testing.T) {
 		if last.Epoch != final || !slices.Equal(slices.Sorted(slices.Values(last.Members)), survivors) {
 			t.Errorf("%v ends in %s with %v, want %s with %v", id, member.FormatEpoch(last.Epoch), last.Members, member.FormatEpoch(final), survivors)
 		}
-		if exitOf(all[id]) == nil {
+		if runnertest.ExitOf(all[id]) == nil {
 			t.Errorf("%v's stream does not end with its Exit record (it did not stop cleanly)", id)
 		}
 	}
@@ -217,16 +93,16 @@ func TestKillThreeIncludingRoot(t *testing.T) {
 		t.Errorf("the final view %s was proposed by the dead root", member.FormatEpoch(final))
 	}
 	for _, id := range victims {
-		if exitOf(all[id]) != nil {
+		if runnertest.ExitOf(all[id]) != nil {
 			t.Errorf("killed %v wrote an Exit record", id)
 		}
 	}
 	// The orchestrator's own records: three kills, sixteen exits.
 	job2 := streamsOfJob(t, dir)
-	if got := job2["cluster.Killed"]; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(victims))) {
+	if got := job2["record.Killed"]; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(victims))) {
 		t.Errorf("job.jsonl kills %v, want %v", got, victims)
 	}
-	if got := len(job2["cluster.Exited"]); got != 16 {
+	if got := len(job2["record.Exited"]); got != 16 {
 		t.Errorf("job.jsonl has %d exits, want 16", got)
 	}
 }
@@ -240,7 +116,7 @@ func streamsOfJob(t *testing.T, dir string) map[string][]core.NodeID {
 	}
 	out := map[string][]core.NodeID{}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		r, err := cluster.DecodeRecord([]byte(line))
+		r, err := record.DecodeRecord([]byte(line))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,12 +134,12 @@ func TestWrongSecretCannotJoin(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	job := startJob(t, ctx, cluster.JobConfig{N: 4, Fanout: 2, Detector: cluster.DetectorHeartbeat, Seed: 1, EventsDir: dir})
+	job := runnertest.StartJob(t, ctx, runner.JobConfig{N: 4, Fanout: 2, Detector: runner.DetectorHeartbeat, Seed: 1, EventsDir: dir})
 
 	const intruder, joiner = core.NodeID(10), core.NodeID(11)
 	wrong := make([]byte, 32)
 	crand.Read(wrong)
-	if err := job.Spawn(ctx, cluster.SpawnOptions{ID: intruder, Secret: wrong}); err != nil {
+	if err := job.Spawn(ctx, runner.SpawnOptions{ID: intruder, Secret: wrong}); err != nil {
 		t.Fatal(err)
 	}
 	// The intruder's first dial fails its handshake.
@@ -272,7 +148,7 @@ func TestWrongSecretCannotJoin(t *testing.T) {
 		recs, changed := job.Records(from)
 		from += len(recs)
 		for _, r := range recs {
-			if h, ok := r.Event.(cluster.Hint); ok && r.Node == intruder && strings.Contains(h.Reason, "handshake failed") {
+			if h, ok := r.Event.(record.Hint); ok && r.Node == intruder && strings.Contains(h.Reason, "handshake failed") {
 				refused = h.Reason
 			}
 		}
@@ -287,7 +163,7 @@ func TestWrongSecretCannotJoin(t *testing.T) {
 	}
 	t.Logf("intruder: %s", refused)
 
-	if err := job.Spawn(ctx, cluster.SpawnOptions{ID: joiner}); err != nil {
+	if err := job.Spawn(ctx, runner.SpawnOptions{ID: joiner}); err != nil {
 		t.Fatal(err)
 	}
 	view, err := job.WaitAgreed(ctx, map[core.NodeID]bool{intruder: true})
@@ -301,19 +177,19 @@ func TestWrongSecretCannotJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	all := streams(t, dir)
-	checkViewSafety(t, all)
+	all := runnertest.Streams(t, dir)
+	runnertest.CheckViewSafety(t, all)
 	for id, recs := range all {
-		for _, v := range viewsOf(recs) {
+		for _, v := range runnertest.ViewsOf(recs) {
 			if slices.Contains(v.Members, intruder) {
 				t.Errorf("%v installed %s, which holds the intruder", id, member.FormatEpoch(v.Epoch))
 			}
 		}
 	}
-	if vs := viewsOf(all[intruder]); len(vs) != 0 {
+	if vs := runnertest.ViewsOf(all[intruder]); len(vs) != 0 {
 		t.Errorf("the intruder installed %d views", len(vs))
 	}
-	ex := exitOf(all[intruder])
+	ex := runnertest.ExitOf(all[intruder])
 	if ex == nil {
 		t.Fatal("the intruder did not stop cleanly")
 	}
@@ -322,7 +198,7 @@ func TestWrongSecretCannotJoin(t *testing.T) {
 	}
 	var refusals uint64
 	for _, id := range []core.NodeID{0, 1, 2, 3, joiner} {
-		ex := exitOf(all[id])
+		ex := runnertest.ExitOf(all[id])
 		if ex == nil {
 			t.Fatalf("%v did not stop cleanly", id)
 		}
