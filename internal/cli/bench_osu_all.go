@@ -10,7 +10,7 @@ import (
 func init() {
 	registerBench(&benchmark{
 		name:    "osu",
-		summary: "p2p, bw and allreduce in one run, with issue 5's goals against Open MPI's TCP path",
+		summary: "p2p, bw and allreduce in one run, with the goals against Open MPI's TCP path",
 		help: `The osu benchmark runs p2p, bw and allreduce (see their -h) one after the other
 with the same flags, prints their three tables, and then where cohort stands
 against the goals set against Open MPI's TCP path (btl self,tcp):
@@ -28,7 +28,7 @@ Examples:
 	})
 }
 
-// osuGoal is one of issue 5's performance goals.
+// osuGoal is one of the performance goals.
 type osuGoal struct {
 	what   string
 	mode   string
@@ -82,7 +82,7 @@ func runBenchOSUAll(ctx context.Context, c *call) error {
 
 // writeOSUGoals says where cohort stands against each goal.
 func writeOSUGoals(w io.Writer, all map[string][]osuResult) {
-	fmt.Fprintln(w, "# issue 5's goals, cohort ÷ Open MPI tcp")
+	fmt.Fprintln(w, "# goals, cohort ÷ Open MPI tcp")
 	for _, g := range osuGoals {
 		var ours, mpi map[int]float64
 		for _, r := range all[g.mode] {

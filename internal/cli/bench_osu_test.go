@@ -8,7 +8,7 @@ import (
 )
 
 // TestBenchOSU runs each OSU-style benchmark with tiny sizes and
-// iterations over cohort and raw TCP (issue 5, item 4): a row per size,
+// iterations over cohort and raw TCP: a row per size,
 // every figure positive, the ratio column present.
 func TestBenchOSU(t *testing.T) {
 	cases := []struct {
@@ -83,7 +83,7 @@ func TestBenchOSUAll(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"# one-way latency", "# bandwidth", "# Allreduce of float64", "# issue 5's goals",
+	for _, want := range []string{"# one-way latency", "# bandwidth", "# Allreduce of float64", "# goals",
 		"# OMPI tcp: not run (mpicc or mpirun is not in PATH", "cohort µs",
 		"8-byte one-way latency", "not measured (needs ours and mpi-tcp at 8 B)"} {
 		if !strings.Contains(stdout, want) {
