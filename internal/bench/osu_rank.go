@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -16,65 +15,49 @@ import (
 	"github.com/cohort-mp/cohort/launch"
 )
 
-func init() {
-	register(&command{
-		name:     "osu-worker",
-		synopsis: "latency|bw|allreduce ours|tcp LOOP SKIP LOOP_LARGE SKIP_LARGE WINDOW SIZE...",
-		summary:  "one rank of an OSU-style benchmark (started by cohort bench)",
-		help:     "Osu-worker is one rank of `cohort bench p2p|bw|allreduce`, started by the benchmark through package launch. It runs the OSU loops over package comm (ours) or raw TCP sockets (tcp) and rank 0 prints one \"size figure\" line per size.",
-		hidden:   true,
-		run:      runOSUWorker,
-	})
+// OSUWork is what one rank of an OSU-style benchmark is asked to do.
+type OSUWork struct {
+	Mode, Impl               string // latency|bw|allreduce, ours|tcp
+	Loop, Skip, LoopL, SkipL int    // iterations and warm-up ones, small and large messages
+	Window                   int    // messages in flight per iteration (bw)
+	Sizes                    []int  // message sizes in bytes
+	MaxSize                  int    // the largest of Sizes (set by RunOSURank)
 }
 
-// osuWork is what an osu-worker is asked to do.
-type osuWork struct {
-	mode, impl               string
-	loop, skip, loopL, skipL int
-	window                   int
-	sizes                    []int
-	maxSize                  int
+// Counts returns the iterations and warm-up iterations for size n.
+func (o *OSUWork) Counts(n int) (loop, skip int) {
+	if n > OSULargeMessage {
+		return o.LoopL, o.SkipL
+	}
+	return o.Loop, o.Skip
 }
 
-// counts returns the iterations and warm-up iterations for size n.
-func (o *osuWork) counts(n int) (loop, skip int) {
-	if n > osuLargeMessage {
-		return o.loopL, o.skipL
+// RunOSURank runs one rank of the OSU loops o describes, over package comm
+// (o.Impl "ours") or raw TCP sockets ("tcp"); rank 0 writes one
+// "size figure" line per size to out. The rank must run under package
+// launch (it finds its peers through the launcher's environment).
+func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
+	for _, s := range o.Sizes {
+		o.MaxSize = max(o.MaxSize, s)
 	}
-	return o.loop, o.skip
-}
-
-func runOSUWorker(ctx context.Context, c *call) error {
-	if len(c.args) < 8 {
-		return usagef("want latency|bw|allreduce ours|tcp LOOP SKIP LOOP_LARGE SKIP_LARGE WINDOW SIZE...")
+	o.Window = max(1, o.Window)
+	if o.Mode != "latency" && o.Mode != "bw" && o.Mode != "allreduce" {
+		return fmt.Errorf("%w: unknown mode %q", ErrOSU, o.Mode)
 	}
-	o := &osuWork{mode: c.args[0], impl: c.args[1]}
-	var nums []int
-	for _, a := range c.args[2:] {
-		v, err := strconv.Atoi(a)
-		if err != nil || v < 0 {
-			return usagef("%q is not a count", a)
-		}
-		nums = append(nums, v)
-	}
-	o.loop, o.skip, o.loopL, o.skipL, o.window, o.sizes = nums[0], nums[1], nums[2], nums[3], max(1, nums[4]), nums[5:]
-	for _, s := range o.sizes {
-		o.maxSize = max(o.maxSize, s)
-	}
-	if o.mode != "latency" && o.mode != "bw" && o.mode != "allreduce" {
-		return usagef("unknown mode %q", o.mode)
-	}
-	switch o.impl {
+	switch o.Impl {
 	case "ours":
-		return osuOurs(ctx, c.stdout, o)
+		return osuOurs(ctx, out, o)
 	case "tcp":
-		return osuTCP(ctx, c.stdout, o)
+		return osuTCP(ctx, out, o)
 	}
-	return usagef("unknown implementation %q", o.impl)
+	return fmt.Errorf("%w: unknown implementation %q", ErrOSU, o.Impl)
 }
+
+// ErrOSU is wrapped by the errors of [RunOSURank] about what it is asked.
+var ErrOSU = errors.New("bench: bad OSU rank arguments")
 
 // osuOurs runs the loops over package comm.
-func osuOurs(ctx context.Context, out io.Writer, o *osuWork) error {
+func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 	s, err := comm.Init(ctx)
 	if err != nil {
 		return err
@@ -87,18 +70,18 @@ func osuOurs(ctx context.Context, out io.Writer, o *osuWork) error {
 		cancel()
 	}()
 	w := s.World()
-	if o.mode != "allreduce" && w.Size() != 2 {
-		return fmt.Errorf("%s needs 2 ranks, not %d", o.mode, w.Size())
+	if o.Mode != "allreduce" && w.Size() != 2 {
+		return fmt.Errorf("%s needs 2 ranks, not %d", o.Mode, w.Size())
 	}
-	sbuf, rbuf := make([]byte, o.maxSize+8), make([]byte, o.maxSize+8)
+	sbuf, rbuf := make([]byte, o.MaxSize+8), make([]byte, o.MaxSize+8)
 	for i := range sbuf {
 		sbuf[i] = 'a'
 	}
-	sendF, recvF := make([]float64, o.maxSize/8), make([]float64, o.maxSize/8)
-	reqs := make([]*comm.Request, o.window)
+	sendF, recvF := make([]float64, o.MaxSize/8), make([]float64, o.MaxSize/8)
+	reqs := make([]*comm.Request, o.Window)
 	rank, peer := w.Rank(), 1-w.Rank()
-	for _, n := range o.sizes {
-		loop, skip := o.counts(n)
+	for _, n := range o.Sizes {
+		loop, skip := o.Counts(n)
 		if err := comm.Barrier(ctx, w); err != nil {
 			return err
 		}
@@ -111,7 +94,7 @@ func osuOurs(ctx context.Context, out io.Writer, o *osuWork) error {
 				}
 				start = time.Now()
 			}
-			switch o.mode {
+			switch o.Mode {
 			case "latency":
 				if rank == 0 {
 					err = w.Send(ctx, sbuf[:n], peer, 1)
@@ -154,7 +137,7 @@ func osuOurs(ctx context.Context, out io.Writer, o *osuWork) error {
 			}
 		}
 		elapsed := time.Since(start)
-		if o.mode == "allreduce" {
+		if o.Mode == "allreduce" {
 			mine, sum := []float64{micros(total) / float64(loop)}, []float64{0}
 			if err := comm.Reduce(ctx, w, mine, sum, comm.Sum[float64](), 0); err != nil {
 				return err
@@ -186,11 +169,11 @@ const osuReleaseTag = 999
 
 // osuFigure is rank 0's figure for a size: one-way latency in µs, or
 // bandwidth in MB/s (10^6 bytes per second), as OSU computes them.
-func osuFigure(o *osuWork, n, loop int, elapsed time.Duration) float64 {
-	if o.mode == "latency" {
+func osuFigure(o *OSUWork, n, loop int, elapsed time.Duration) float64 {
+	if o.Mode == "latency" {
 		return micros(elapsed) / float64(2*loop)
 	}
-	return float64(n) / 1e6 * float64(loop*o.window) / elapsed.Seconds()
+	return float64(n) / 1e6 * float64(loop*o.Window) / elapsed.Seconds()
 }
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
@@ -200,7 +183,7 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 // (so that empty messages exist, as in MPI); for allreduce a ring of
 // connections and the ring algorithm (reduce-scatter, then allgather).
 // The ranks find each other through the launcher's rendezvous.
-func osuTCP(ctx context.Context, out io.Writer, o *osuWork) error {
+func osuTCP(ctx context.Context, out io.Writer, o *OSUWork) error {
 	boot, err := launch.FromEnv(os.Getenv)
 	if err != nil {
 		return err
@@ -216,8 +199,8 @@ func osuTCP(ctx context.Context, out io.Writer, o *osuWork) error {
 	}
 	defer reg.Close()
 	rank, p := boot.Rank, boot.Size
-	if o.mode != "allreduce" && p != 2 {
-		return fmt.Errorf("%s needs 2 ranks, not %d", o.mode, p)
+	if o.Mode != "allreduce" && p != 2 {
+		return fmt.Errorf("%s needs 2 ranks, not %d", o.Mode, p)
 	}
 	// Every rank dials its right neighbour and accepts its left one (for
 	// two ranks: rank 0 dials, rank 1 accepts; one connection).
@@ -255,16 +238,16 @@ func osuTCP(ctx context.Context, out io.Writer, o *osuWork) error {
 			c.(*net.TCPConn).SetNoDelay(true)
 		}
 	}
-	sbuf, rbuf := make([]byte, o.maxSize+8), make([]byte, o.maxSize+8)
+	sbuf, rbuf := make([]byte, o.MaxSize+8), make([]byte, o.MaxSize+8)
 	for i := range sbuf {
 		sbuf[i] = 'a'
 	}
-	sendF, recvF := make([]float64, o.maxSize/8), make([]float64, o.maxSize/8)
-	tmp := make([]byte, o.maxSize+8)
+	sendF, recvF := make([]float64, o.MaxSize/8), make([]float64, o.MaxSize/8)
+	tmp := make([]byte, o.MaxSize+8)
 	one := []float64{0}
-	for _, n := range o.sizes {
-		loop, skip := o.counts(n)
-		if o.mode == "allreduce" {
+	for _, n := range o.Sizes {
+		loop, skip := o.Counts(n)
+		if o.Mode == "allreduce" {
 			if err := ringAllreduce(left, right, rank, p, one, tmp); err != nil { // a barrier
 				return err
 			}
@@ -295,25 +278,25 @@ func osuTCP(ctx context.Context, out io.Writer, o *osuWork) error {
 				start = time.Now()
 			}
 			switch {
-			case o.mode == "latency" && rank == 0:
+			case o.Mode == "latency" && rank == 0:
 				err = sendMsg(conn, sbuf[:n])
 				if err == nil {
 					err = recvMsg(conn, rbuf)
 				}
-			case o.mode == "latency":
+			case o.Mode == "latency":
 				err = recvMsg(conn, rbuf)
 				if err == nil {
 					err = sendMsg(conn, sbuf[:n])
 				}
 			case rank == 0:
-				for j := 0; j < o.window && err == nil; j++ {
+				for j := 0; j < o.Window && err == nil; j++ {
 					err = sendMsg(conn, sbuf[:n])
 				}
 				if err == nil {
 					err = recvMsg(conn, rbuf)
 				}
 			default:
-				for j := 0; j < o.window && err == nil; j++ {
+				for j := 0; j < o.Window && err == nil; j++ {
 					err = recvMsg(conn, rbuf)
 				}
 				if err == nil {
