@@ -1,9 +1,10 @@
-package cli
+package livedemo
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -102,6 +103,15 @@ func (o *liveOut) clear() {
 func pad(s string, n int) string {
 	if k := utf8.RuneCountInString(s); k < n {
 		return s + strings.Repeat(" ", n-k)
+	}
+	return s
+}
+
+// commas renders n with thousands separators: 14772512 → "14,772,512".
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
 	}
 	return s
 }
