@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cohort-mp/cohort/internal/record"
-	"github.com/cohort-mp/cohort/internal/runner"
-	"github.com/cohort-mp/cohort/internal/workload"
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"text/tabwriter"
 	"time"
+
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/workload"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/vsync"
@@ -389,4 +392,61 @@ func percentile(hist []uint64, total uint64, q float64) time.Duration {
 		}
 	}
 	return record.LatencyBucketStart(len(hist))
+}
+
+// WriteMulticastTable prints the phases of a multicast benchmark: a row
+// per phase, steady against raw, and what each kill showed.
+func WriteMulticastTable(w io.Writer, cfg MulticastBenchConfig, phases []MulticastPhase) {
+	if len(phases) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "multicast: %d processes, %g msg/s × %d B each, window %d, %v every %v\n",
+		cfg.N, cfg.Options.Rate, cfg.Options.Size, cfg.Options.Window, cfg.Options.Protocol, cfg.Options.Period)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tnodes\tspan\tgroup msg/s\tdeliv/s/node\tMB/s/node\tp50\tp99\tmax\tpeak msgs\tpeak KiB\tmean held\tresent\tthrottled\t")
+	for _, p := range phases {
+		fmt.Fprintf(tw, "%s\t%d\t%.1fs\t%.0f\t%.0f\t%.2f\t%v\t%v\t%v\t%d\t%.0f\t%.1f\t%d\t%d\t\n",
+			p.Name, p.Nodes, p.Duration.Seconds(), p.SentRate, p.DeliveredRate, p.DeliveredMBps,
+			roundDuration(p.P50), roundDuration(p.P99), roundDuration(p.Max), p.PeakBuffered, float64(p.PeakBytes)/1024, p.MeanBuffered, p.Resent, p.Throttled)
+	}
+	tw.Flush()
+	var raw, steady *MulticastPhase
+	for i := range phases {
+		switch phases[i].Name {
+		case "raw":
+			raw = &phases[i]
+		case "steady":
+			steady = &phases[i]
+		}
+	}
+	if raw != nil && steady != nil && raw.DeliveredRate > 0 && raw.P50 > 0 && raw.P99 > 0 {
+		fmt.Fprintf(w, "steady vs raw: delivered/s ×%.2f, p50 ×%.1f, p99 ×%.1f\n",
+			steady.DeliveredRate/raw.DeliveredRate, float64(steady.P50)/float64(raw.P50), float64(steady.P99)/float64(raw.P99))
+	}
+	for _, p := range phases {
+		if p.Name != "kill" {
+			continue
+		}
+		same := "IDENTICAL"
+		if !p.Agreed {
+			same = "DIFFERENT"
+		}
+		ids := make([]string, len(p.Killed))
+		for i, id := range p.Killed {
+			ids[i] = id.String()
+		}
+		fmt.Fprintf(w, "killed %s: every survivor's application in the new view %v after the kill (longest flush %v); deliveries of the old view across %d view changes: %s\n",
+			strings.Join(ids, ","), roundDuration(p.ViewChange), roundDuration(p.Flush), p.Moves, same)
+	}
+}
+
+// roundDuration rounds d to a precision that suits its size.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= 10*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
 }

@@ -3,16 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/internal/runner"
-	"github.com/cohort-mp/cohort/internal/tracker"
-	"github.com/cohort-mp/cohort/member"
 )
 
 func init() {
@@ -86,7 +79,8 @@ func runClusterCommand(ctx context.Context, c *call) error {
 	case cfg.window < 0 || cfg.timeout <= 0:
 		return usagef("--window must not be negative and --timeout must be positive")
 	}
-	ok, err := runCluster(ctx, cfg, c)
+	ok, err := runner.RunKills(ctx, runner.KillConfig{N: cfg.n, Kill: cfg.kill, KillRoot: cfg.killRoot, Fanout: cfg.fanout,
+		Detector: cfg.detector, Seed: cfg.seed, EventsDir: cfg.eventsDir, Window: cfg.window, Timeout: cfg.timeout}, c.stdout)
 	if err != nil {
 		return err
 	}
@@ -94,126 +88,4 @@ func runClusterCommand(ctx context.Context, c *call) error {
 		return errors.New("the survivors did not agree")
 	}
 	return nil
-}
-
-// runCluster runs the job; ok reports whether the survivors agreed.
-func runCluster(ctx context.Context, cfg clusterConfig, c *call) (ok bool, err error) {
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(c.stdout, format+"\n", args...)
-	}
-	timeout, parts := runner.LocalConfig(0, cfg.detector, cfg.fanout).DetectionBound(cfg.n)
-	say("starting %d processes on 127.0.0.1: fan-out %d, detector %s (declares a crash within about %v: %s)",
-		cfg.n, cfg.fanout, cfg.detector, timeout, parts)
-	job, err := runner.Start(ctx, runner.JobConfig{
-		N: cfg.n, Fanout: cfg.fanout, Detector: cfg.detector, Seed: cfg.seed,
-		EventsDir: cfg.eventsDir,
-		OnLine:    func(line string) { say("%s", line) },
-	})
-	if err != nil {
-		return false, err
-	}
-	defer job.Close()
-	say("job %s: all %d processes hold the first view", job.ID, cfg.n)
-
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x6b696c6c))
-	at := make([]time.Duration, cfg.kill)
-	for i := range at {
-		if cfg.window > 0 {
-			at[i] = time.Duration(rng.Int64N(int64(cfg.window)))
-		}
-	}
-	slices.Sort(at)
-	rootKill := -1
-	if cfg.killRoot {
-		rootKill = rng.IntN(cfg.kill)
-	}
-	t0 := time.Now()
-	var killed []core.NodeID
-	for i, d := range at {
-		if err := sleepUntil(ctx, t0.Add(d)); err != nil {
-			return false, err
-		}
-		victim := chooseVictim(job, rng, i == rootKill)
-		if victim == core.None {
-			return false, fmt.Errorf("no process left to kill")
-		}
-		if err := job.Kill(victim); err != nil {
-			return false, err
-		}
-		killed = append(killed, victim)
-	}
-
-	wctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	view, err := job.WaitAgreed(wctx, nil)
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	job.Inspect(func(t *tracker.Tracker) {
-		for _, l := range t.Flush() {
-			say("%s", l)
-		}
-	})
-	if err != nil {
-		say("✘ no agreement %v after the last kill: %v", cfg.timeout, err)
-		return false, nil
-	}
-	survivors := cfg.n - len(killed)
-	say("✔ all %d survivors hold epoch %s with members [%s]; it excludes every killed process [%s]",
-		survivors, member.FormatEpoch(view.Epoch), tracker.FormatIDs(view.Members), tracker.FormatIDs(killed))
-	return true, nil
-}
-
-// chooseVictim picks the next process to kill: the root of the newest view
-// (its first live member) if root, else a random live process other than
-// that root.
-func chooseVictim(job *runner.Job, rng *rand.Rand, root bool) core.NodeID {
-	victim := core.None
-	job.Inspect(func(t *tracker.Tracker) {
-		var newest member.ViewInstalled
-		var live []core.NodeID
-		for _, n := range t.Nodes() {
-			if n.Live() {
-				live = append(live, n.ID)
-				if n.View.Epoch > newest.Epoch {
-					newest = n.View
-				}
-			}
-		}
-		cur := core.None
-		for _, id := range newest.Members {
-			if slices.Contains(live, id) {
-				cur = id
-				break
-			}
-		}
-		if root {
-			victim = cur
-			return
-		}
-		others := slices.DeleteFunc(live, func(id core.NodeID) bool { return id == cur })
-		if len(others) > 0 {
-			victim = others[rng.IntN(len(others))]
-		}
-	})
-	return victim
-}
-
-// sleepUntil waits until t or ctx's end.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

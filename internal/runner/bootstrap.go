@@ -4,11 +4,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/cohort-mp/cohort/internal/tracker"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cohort-mp/cohort/internal/tracker"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/wire"

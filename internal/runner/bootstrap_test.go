@@ -2,11 +2,12 @@ package runner
 
 import (
 	"errors"
-	"github.com/cohort-mp/cohort/internal/tracker"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cohort-mp/cohort/internal/tracker"
 
 	"github.com/cohort-mp/cohort/core"
 )

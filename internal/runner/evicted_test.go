@@ -2,11 +2,12 @@ package runner
 
 import (
 	"context"
-	"github.com/cohort-mp/cohort/internal/workload"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cohort-mp/cohort/internal/workload"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"

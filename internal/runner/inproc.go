@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/cohort-mp/cohort/internal/record"
-	"github.com/cohort-mp/cohort/internal/tracker"
 	"log/slog"
 	"maps"
 	"os"
@@ -14,6 +12,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/tracker"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"

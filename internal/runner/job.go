@@ -1,14 +1,11 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/cohort-mp/cohort/internal/record"
-	"github.com/cohort-mp/cohort/internal/tracker"
 	"io"
 	"net"
 	"os"
@@ -19,6 +16,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/tracker"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/member"
@@ -400,118 +400,6 @@ func closeAll(fs ...*os.File) {
 	}
 }
 
-// Tailing: the poll interval starts at tailMin after new lines and doubles
-// up to tailMax while the files stay quiet.
-const (
-	tailMin = 5 * time.Millisecond
-	tailMax = 40 * time.Millisecond
-)
-
-// tailLoop reads the nodes' event files until Close.
-func (j *Job) tailLoop() {
-	defer close(j.tailDone)
-	wait := tailMin
-	tm := time.NewTimer(wait)
-	defer tm.Stop()
-	for {
-		select {
-		case <-tm.C:
-		case <-j.stopTail:
-			return
-		}
-		j.mu.Lock()
-		tails := make([]*tailer, 0, len(j.procs))
-		for _, p := range j.procs {
-			tails = append(tails, p.tail)
-		}
-		j.mu.Unlock()
-		got := false
-		for _, t := range tails {
-			got = t.drain(j, false) || got
-		}
-		if got {
-			wait = tailMin
-		} else {
-			wait = min(2*wait, tailMax)
-		}
-		tm.Reset(wait)
-	}
-}
-
-// tailer reads one node's event file as it grows.
-type tailer struct {
-	mu      sync.Mutex
-	id      core.NodeID
-	f       *os.File // nil once finished
-	partial []byte   // the start of a line not yet complete
-	buf     []byte
-}
-
-// drain reads what the node has written since the last call and adds a
-// record per complete line; final closes the file (the node has exited).
-// It reports whether there was anything new.
-func (t *tailer) drain(j *Job, final bool) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.f == nil {
-		return false
-	}
-	if t.buf == nil {
-		t.buf = make([]byte, 64<<10)
-	}
-	got := false
-	for {
-		n, err := t.f.Read(t.buf)
-		if n > 0 {
-			got = true
-			data := append(t.partial, t.buf[:n]...)
-			for {
-				i := bytes.IndexByte(data, '\n')
-				if i < 0 {
-					break
-				}
-				j.add(decodeLine(t.id, data[:i+1]))
-				data = data[i+1:]
-			}
-			t.partial = append(t.partial[:0], data...)
-		}
-		if err != nil || n == 0 {
-			break
-		}
-	}
-	if final {
-		if len(bytes.TrimSpace(t.partial)) > 0 {
-			j.add(decodeLine(t.id, t.partial)) // a last line without its newline
-		}
-		t.f.Close()
-		t.f = nil
-	}
-	return got
-}
-
-func decodeLine(id core.NodeID, line []byte) record.Record {
-	rec, err := record.DecodeRecord(line)
-	if err != nil {
-		return record.Record{Node: id, Time: time.Now(), Type: "invalid", Event: string(bytes.TrimSpace(line))}
-	}
-	return rec
-}
-
-// readTail returns the last 16 KiB of a file ("" if it cannot be read).
-func readTail(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const max = 16 << 10
-	if st, err := f.Stat(); err == nil && st.Size() > max {
-		f.Seek(st.Size()-max, io.SeekStart)
-	}
-	b, _ := io.ReadAll(f)
-	return string(b)
-}
-
 // add appends a record, updates the tracker and wakes the waiters.
 func (j *Job) add(r record.Record) {
 	j.mu.Lock()
@@ -645,129 +533,6 @@ func (j *Job) InjectFailure(reporter, failed core.NodeID) error {
 		return fmt.Errorf("%w: telling %v that %v failed: %w", ErrJob, reporter, failed, err)
 	}
 	return nil
-}
-
-// SpawnOptions describe a node added to a running job.
-type SpawnOptions struct {
-	// ID is the new node's id; it must not be in use.
-	ID core.NodeID
-	// Secret, if not nil, replaces the job's secret (a node that cannot
-	// authenticate, for tests).
-	Secret []byte
-	// Contacts are the nodes the joiner asks, in order; nil means the live
-	// members of the newest view, in view order (the root first).
-	Contacts []core.NodeID
-}
-
-// Spawn starts a node that joins the running group (NEW_NODE, §3.7) and
-// returns once it listens and was told to start; it does not wait for its
-// admission.
-func (j *Job) Spawn(ctx context.Context, o SpawnOptions) error {
-	secret := o.Secret
-	if secret == nil {
-		secret = j.secret
-	}
-	for attempt := 1; ; attempt++ {
-		var peers []Peer
-		var err error
-		j.mu.Lock()
-		if _, used := j.procs[o.ID]; used && attempt == 1 {
-			err = fmt.Errorf("%w: node %v exists", ErrJob, o.ID)
-		}
-		contacts := o.Contacts
-		if contacts == nil {
-			contacts = j.liveViewLocked()
-		}
-		for _, c := range contacts {
-			if n := j.tracker.Lookup(c); n != nil && n.Addr != "" {
-				peers = append(peers, Peer{ID: c, Addr: n.Addr})
-			}
-		}
-		j.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		if len(peers) == 0 {
-			return fmt.Errorf("%w: no contact for joiner %v", ErrJob, o.ID)
-		}
-		addrs, err := freeAddrs(1)
-		if err != nil {
-			return err
-		}
-		self := Peer{ID: o.ID, Addr: addrs[0]}
-		peers = append(peers, self)
-		if err := j.announce(ctx, self); err != nil {
-			return err
-		}
-		j.mu.Lock()
-		delete(j.procs, o.ID)
-		j.mu.Unlock()
-		if err := j.spawn(o.ID, peers, secret, true); err != nil {
-			return err
-		}
-		err = j.awaitListening(ctx, []core.NodeID{o.ID})
-		if err == nil {
-			j.tell(o.ID, "start")
-			return nil
-		}
-		if !errors.Is(err, ErrPortTaken) || attempt == 3 {
-			return err
-		}
-		j.mu.Lock()
-		p := j.procs[o.ID]
-		j.mu.Unlock()
-		<-p.done // its Exited record is in
-		j.mu.Lock()
-		j.tracker.Forget(o.ID)
-		j.mu.Unlock()
-	}
-}
-
-// announce tells every live node the address of a node about to start,
-// and waits until each has added it to its address book: the members of
-// the view that will admit it must be able to send to it.
-func (j *Job) announce(ctx context.Context, p Peer) error {
-	j.mu.Lock()
-	var told []core.NodeID
-	for _, n := range j.tracker.Nodes() {
-		if n.Live() && n.Listening && n.ID != p.ID {
-			told = append(told, n.ID)
-		}
-	}
-	j.mu.Unlock()
-	for _, id := range told {
-		j.tell(id, "peer "+FormatNodes([]Peer{p}))
-	}
-	err := j.Wait(ctx, func(t *tracker.Tracker) (bool, error) {
-		for _, id := range told {
-			if n := t.Node(id); n.Live() && n.Told[p.ID] != p.Addr {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%w: telling the nodes where %v listens: %w", ErrJob, p.ID, err)
-	}
-	return nil
-}
-
-// liveViewLocked returns the live members of the newest view a live node
-// holds, in view order.
-func (j *Job) liveViewLocked() []core.NodeID {
-	var newest member.ViewInstalled
-	for _, n := range j.tracker.Nodes() {
-		if n.Live() && n.View.Epoch > newest.Epoch {
-			newest = n.View
-		}
-	}
-	var out []core.NodeID
-	for _, id := range newest.Members {
-		if n := j.tracker.Lookup(id); n != nil && n.Live() {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // Close stops every node: it closes their supervisor streams, lets them

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cohort-mp/cohort/internal/record"
-	"github.com/cohort-mp/cohort/internal/workload"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/workload"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/group"
