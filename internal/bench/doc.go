@@ -1,8 +1,21 @@
-// Package bench measures cohort on real processes (or hosts in one process)
-// started by package runner: the membership benchmark (stabilization time,
-// [RunBench]) and the multicast benchmark (throughput, latency and the
-// survivors' agreement across a kill, [RunMulticastBench]); both share the
-// statistics of stats.go and the job harness of package runner.
+// Package bench holds cohort's benchmarks, the work behind `cohort bench`:
+//
+//   - membership ([RunBench], [WriteBenchTable]): the stabilization time
+//     T_s on real processes (or hosts in one process), beside the model;
+//   - multicast ([RunMulticastBench], [WriteMulticastTable]): throughput,
+//     latency and the survivors' same-view delivery across a kill;
+//   - the OSU-style p2p, bw and allreduce ([OSU], [RunOSURank],
+//     [WriteOSUGoals]): package comm against raw TCP and Open MPI;
+//   - overhead ([RunOverhead]): what failure detection costs N-Queens
+//     (Phoenix §6.1, Table 2).
+//
+// The membership and multicast benchmarks start their jobs through package
+// runner, whose nodes run the probes and load of package workload; the
+// OSU-style ones and overhead start ranks through package launch. All of
+// them summarize samples with the statistics of stats.go (Student-t 95%
+// intervals, medians).
+//
+// # The membership benchmark
 //
 // [RunBench] measures the stabilization time T_s of the membership paper
 // (Varma et al., ICS'06, §4 and §7) on real processes: for each job size n

@@ -32,7 +32,7 @@ const (
 	// T_s is the stabilization after one detector reports the failure,
 	// §7): the nodes run quiet detectors ([Detector.NewQuiet]) and right
 	// after the SIGKILL the orchestrator tells one survivor, the victim's
-	// parent in the radix tree, to report it ([Job.InjectFailure]). The
+	// parent in the radix tree, to report it ([runner.Job.InjectFailure]). The
 	// default.
 	ReportOne ReportMode = iota + 1
 	// ReportAll leaves the detection to the nodes' detectors: every
@@ -94,7 +94,7 @@ type BenchConfig struct {
 	// PingCount is the number of round trips of the ping-pong that
 	// measures L (default 200).
 	PingCount int
-	// Command and Env are passed to [JobConfig].
+	// Command and Env are passed to [runner.JobConfig].
 	Command []string
 	Env     []string
 	// SampleTimeout bounds one failure's handling, from the kill until
@@ -106,17 +106,17 @@ type BenchConfig struct {
 	// there, one subdirectory per point (n<n>-a<a>).
 	EventsDir string
 	// InProcess runs each point's n nodes as hosts inside this process
-	// ([StartInProcess]: one event loop goroutine and one TCP transport on
+	// ([runner.StartInProcess]: one event loop goroutine and one TCP transport on
 	// 127.0.0.1 per node, the same stacks, codecs and seeds) instead of
-	// n `cohort node` processes ([Start]): the protocol and the TCP stack
+	// n `cohort node` processes ([runner.Start]): the protocol and the TCP stack
 	// are measured without waking one process per node. A kill then
-	// stops the node's loop and closes its sockets ([InProcessJob.Kill]).
+	// stops the node's loop and closes its sockets ([runner.InProcessJob.Kill]).
 	// Command and Env are not used.
 	InProcess bool
 }
 
-// benchJob is a running job as the membership benchmark drives it: a [Job]
-// of processes or an [InProcessJob] of hosts.
+// benchJob is a running job as the membership benchmark drives it: a [runner.Job]
+// of processes or an [runner.InProcessJob] of hosts.
 type benchJob interface {
 	// Records returns the records from index from on and a channel closed
 	// when the next one arrives.
@@ -164,7 +164,7 @@ type BenchSample struct {
 	// core.None (ReportAll).
 	Reporter core.NodeID
 	// ReportsFrom are the distinct senders of the failure reports the
-	// root received for this view (its [Reports] event); empty when the
+	// root received for this view (its [record.Reports] event); empty when the
 	// root itself was the only one to declare the failure.
 	ReportsFrom []core.NodeID
 	// Verdicts counts the core.Failed events about the victim that the

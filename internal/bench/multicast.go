@@ -93,7 +93,7 @@ type MulticastPhase struct {
 // same views delivered different messages in the old one.
 var ErrMulticastDisagree = errors.New("bench: survivors delivered different messages in a view")
 
-// ReportOf decodes a record's [MulticastReport], if it is one.
+// ReportOf decodes a record's [record.MulticastReport], if it is one.
 func ReportOf(r record.Record) (record.MulticastReport, bool) {
 	var m record.MulticastReport
 	if r.Type != "record.MulticastReport" {

@@ -1,3 +1,12 @@
+// Package record is the vocabulary of a job's event streams: the events a
+// node writes besides those of its machines ([Listening], [PingPong],
+// [TreeEchoTime], [ProcessTime], [Hint], [PeerAdded], [FailureInjected],
+// [Reports], [Exit], [MulticastReport]), the records an orchestrator adds
+// ([Spawned], [Killed], [Exited]), and [Record], one decoded line of a
+// stream ([DecodeRecord]; [EncodeLine] and [WriteLine] write them). In a
+// stream these events' type is "record.Name"; the streams' other lines are
+// the machines' events (member.ViewInstalled, core.Failed, …) as
+// host.EventLine writes them.
 package record
 
 import (
@@ -40,7 +49,7 @@ type PingPong struct {
 }
 
 // TreeEchoTime reports the tree echoes the root ran over its view right
-// after its ping-pong (see [TreeEcho]): the time from sending an echo to
+// after its ping-pong (see [workload.TreeEcho]): the time from sending an echo to
 // its children until every member's answer came back up, on the root's
 // monotonic clock. It is the floor of the stabilization time on this
 // machine: the same messages along the same tree, with nothing computed.

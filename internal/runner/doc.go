@@ -20,7 +20,7 @@
 //	COHORT_SECRET   the job secret in hex, at least 16 bytes
 //
 // [LoadBootstrap] reads and checks them; [RunNode] builds the node
-// ([NewNodeStack], [NewCodec]) and runs it until its context ends:
+// ([NewNode], [NewCodec]) and runs it until its context ends:
 //
 //	boot, err := runner.LoadBootstrap(os.Getenv)
 //	err = runner.RunNode(ctx, boot, runner.NodeOptions{Fanout: 4,
@@ -44,7 +44,7 @@
 // closing; a node that then finds its port taken exits before it starts,
 // and Start launches the whole job again with new ports (the only window in
 // which another process can take a port is before any node has started).
-// Nodes run supervised: each announces [Listening], waits for the word
+// Nodes run supervised: each announces [record.Listening], waits for the word
 // "start" on its standard input (so that every node's detector starts
 // watching peers that are already up), takes "peer <id>=<addr>" lines
 // there to learn where a joiner listens, and exits when its standard input

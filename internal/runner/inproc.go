@@ -34,8 +34,8 @@ import (
 //
 // Each node writes its event stream (JSON lines, exactly as `cohort node`)
 // to a buffer in memory; a collector goroutine reads the buffers at the pace
-// of [Job]'s file tailer and turns the lines into [Record] values with
-// [DecodeRecord], so the records and the [Tracker] are those of a job of
+// of [Job]'s file tailer and turns the lines into [record.Record] values with
+// [record.DecodeRecord], so the records and the [tracker.Tracker] are those of a job of
 // processes. A node's loop never waits for the collector.
 //
 // [InProcessJob.Kill] stops a node the way SIGKILL stops a process: its
@@ -424,7 +424,7 @@ func (j *InProcessJob) Kill(id core.NodeID) error {
 
 // InjectFailure hands core.Failed{Node: failed} to node reporter's
 // machines (host.Handle), as if its detector had declared failed failed,
-// after writing a [FailureInjected] event to its stream, as a supervised
+// after writing a [record.FailureInjected] event to its stream, as a supervised
 // node does on its supervisor's "fail" line. It returns once the verdict is
 // queued on the node's loop, not once the node acted on it.
 func (j *InProcessJob) InjectFailure(reporter, failed core.NodeID) error {

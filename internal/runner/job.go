@@ -55,7 +55,7 @@ type JobConfig struct {
 	// NodeArgs are extra flags for every node (e.g. "--log-level=info").
 	NodeArgs []string
 	// PingCount > 0 makes node 0 run a ping-pong of that many round trips
-	// with node 1 (see [PingPong]).
+	// with node 1 (see [record.PingPong]).
 	PingCount int
 	// EventsDir, if not empty, keeps every node's event stream
 	// (n<id>.jsonl), its standard output and error (n<id>.log) and the
@@ -519,7 +519,7 @@ func (j *Job) Kill(id core.NodeID) error {
 
 // InjectFailure tells node reporter (through its supervisor stream) to
 // hand core.Failed{Node: failed} to its machines, as if its detector had
-// declared failed failed. The node writes a [FailureInjected] event first.
+// declared failed failed. The node writes a [record.FailureInjected] event first.
 // It returns once the line is written, not once the node acted on it.
 func (j *Job) InjectFailure(reporter, failed core.NodeID) error {
 	j.mu.Lock()
@@ -536,7 +536,7 @@ func (j *Job) InjectFailure(reporter, failed core.NodeID) error {
 }
 
 // Close stops every node: it closes their supervisor streams, lets them
-// stop on their own for a few seconds (each writes its [Exit] record),
+// stop on their own for a few seconds (each writes its [record.Exit] record),
 // kills the rest with SIGKILL, and returns once every process is reaped
 // and its event file read to the end. It removes the temporary directory
 // of the files, if the job made one. It may be called more than once.

@@ -51,7 +51,7 @@ type NodeOptions struct {
 	Join bool
 	// PingCount > 0 makes the node run a ping-pong of that many round trips
 	// (after a warm-up) with PingPeer once it has a view, and emit a
-	// [PingPong].
+	// [record.PingPong].
 	PingPeer  core.NodeID
 	PingCount int
 	// Seed seeds the machines' random source; 0 draws one.
@@ -62,15 +62,15 @@ type NodeOptions struct {
 	Logger *slog.Logger
 	// Multicast, if not nil, adds the multicast workload layer (stability
 	// detection, view-synchronous multicast and a load generator; see
-	// [MulticastOptions]). RunNode reads it from [MulticastEnv] when nil.
+	// [workload.MulticastOptions]). RunNode reads it from [workload.MulticastEnv] when nil.
 	Multicast *workload.MulticastOptions
 	// Supervisor, if not nil, makes the node supervised: after it listens
-	// it writes a [Listening] event and waits for a line "start" on
+	// it writes a [record.Listening] event and waits for a line "start" on
 	// Supervisor before it starts its machines; later lines
 	// "peer <id>=<addr>" add nodes to its address book (each answered by
-	// a [PeerAdded] event) and lines "fail <id>" hand core.Failed{Node: id}
+	// a [record.PeerAdded] event) and lines "fail <id>" hand core.Failed{Node: id}
 	// to the machines as if this node's detector had declared it (each
-	// preceded by a [FailureInjected] event); once Supervisor ends (EOF),
+	// preceded by a [record.FailureInjected] event); once Supervisor ends (EOF),
 	// the node stops as if its context were done.
 	Supervisor io.Reader
 }
@@ -136,7 +136,7 @@ func NewCodec() (*wire.Codec, error) { return group.NewCodec(workload.RegisterPr
 
 // RunNode runs one node of a job over TCP until ctx is done (or, supervised,
 // its supervisor's stream ends). It returns nil after an orderly stop, and
-// writes a final [Exit] event then.
+// writes a final [record.Exit] event then.
 func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 	if opts.Multicast == nil {
 		mo, err := workload.MulticastFromEnv(os.Getenv)

@@ -1,3 +1,9 @@
+// Package tracker follows the records of a job (package record) and says
+// what they mean: each node's process state and current view, each view's
+// installations, one line per view change once every live member has
+// installed it, and whether the live nodes agree ([Tracker.Agreement]) or
+// who holds which view ([Tracker.Disagreement]). It does no I/O; its
+// owners (runner.Job, the live demo) feed it and guard it.
 package tracker
 
 import (
@@ -56,7 +62,7 @@ type EpochState struct {
 // reports. [Tracker.Add] returns the lines that describe what changed, one
 // per view once every live member has installed it, so that a reader sees
 // one line per view change rather than one per node. A Tracker is not safe
-// for concurrent use; [Job] guards its own.
+// for concurrent use; [runner.Job] guards its own.
 type Tracker struct {
 	start  time.Time
 	nodes  map[core.NodeID]*NodeState

@@ -25,7 +25,7 @@ import (
 // The layer is an inner core.Stack (stability detector behind
 // vsync.HideFailures, vsync, load generator) whose events stay inside:
 // only vsync.ViewChanged (with the count and digest of what the node
-// delivered in the view it left) and a periodic [MulticastReport] reach
+// delivered in the view it left) and a periodic [record.MulticastReport] reach
 // the node's event stream, so the stream costs nothing per message.
 
 // MulticastEnv is the environment variable that turns a node's multicast
@@ -55,7 +55,7 @@ type MulticastOptions struct {
 	Period time.Duration
 	// Protocol is the stability-detection protocol.
 	Protocol stable.Protocol
-	// Report is the interval between two [MulticastReport] events.
+	// Report is the interval between two [record.MulticastReport] events.
 	Report time.Duration
 	// Raw replaces stability detection and vsync by plain sends (each
 	// message sent once to every other member of the membership view and

@@ -1,3 +1,10 @@
+// Package workload holds the machines a benchmark node runs beside its
+// failure detector and membership service (package runner stacks them):
+// the probe that measures the ping-pong latency L and the tree echo, the
+// timed membership wrapper that reports O_cp ([TimeMember]), and the
+// multicast layer whose load generator multicasts at a set rate over vsync,
+// or over plain sends as a baseline ([NewMulticastLayer],
+// [MulticastOptions]). They report through the events of package record.
 package workload
 
 import (
@@ -118,7 +125,7 @@ type (
 // probe is the top layer of a node: it answers pings, runs the ping-pong
 // that measures L when told to and then the tree echo (see [TreeEcho]) over
 // the whole view, takes part in the echoes of others, and turns transport
-// hints into [Hint] events so that they reach the event stream. It owns
+// hints into [record.Hint] events so that they reach the event stream. It owns
 // core.ProtoTest.
 type probe struct {
 	env   core.Env
@@ -322,7 +329,7 @@ func (p *probe) echoAcked(m TreeAck) {
 }
 
 // echoDone answers the parent, or at the root records the echo and starts
-// the next one (emitting a [TreeEchoTime] when enough are recorded).
+// the next one (emitting a [record.TreeEchoTime] when enough are recorded).
 func (p *probe) echoDone() {
 	if p.echo.parent != core.None {
 		p.env.Send(p.echo.parent, TreeAck{Seq: p.echo.seq})
@@ -343,10 +350,10 @@ func (p *probe) echoDone() {
 	p.env.Emit(record.TreeEchoTime{Fanout: p.fanout, Members: len(p.members), Count: len(s), Min: s[0], Median: median(s), Max: s[len(s)-1]})
 }
 
-// timedMember wraps the membership machine and emits a [ProcessTime] for
+// timedMember wraps the membership machine and emits a [record.ProcessTime] for
 // every proposal (the first phase's FAILED_NODE, ROOT_DEAD, …) it handles:
 // the computation overhead O_cp of the benchmark. It also counts the
-// failure reports it receives and emits them as [Reports] after each
+// failure reports it receives and emits them as [record.Reports] after each
 // member.Stabilized.
 type timedMember struct {
 	m       *member.Member
@@ -363,7 +370,7 @@ func (t *timedMember) Start(env core.Env) {
 }
 
 // reportEnv is the member's Env: it follows the member's events to emit
-// [Reports] after a Stabilized and to reset the count on a new view.
+// [record.Reports] after a Stabilized and to reset the count on a new view.
 type reportEnv struct {
 	core.Env
 	t *timedMember
