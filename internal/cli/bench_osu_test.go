@@ -43,7 +43,12 @@ func TestBenchOSU(t *testing.T) {
 					t.Fatalf("row %d is size %s, want %d", i, r[1], c.sizes[i])
 				}
 				for _, f := range r[2:] {
-					if v, _ := strconv.ParseFloat(f, 64); v <= 0 {
+					v, err := strconv.ParseFloat(f, 64)
+					// The table rounds to 0.01: a bandwidth of 1-byte
+					// messages under load (the race detector, other test
+					// binaries) can print 0.00, so only the largest size's
+					// figures must be positive there.
+					if err != nil || v < 0 || (v == 0 && (c.bench != "bw" || i == len(rows)-1)) {
 						t.Fatalf("figure %s in row %q", f, r[0])
 					}
 				}
