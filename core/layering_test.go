@@ -15,7 +15,7 @@ import (
 // module: a public package (no "internal" element in its path) may import
 // an internal package only below itself (comm may use comm/internal/coll),
 // never one of another part of the tree (comm must not use
-// internal/cluster). Go's own rule allows any package of the module to
+// internal/runner). Go's own rule allows any package of the module to
 // import the module root's internal packages; cohort's layering does not
 // (ARCHITECTURE.md: what each layer may import). Tests count too: a test of
 // a public package shows how that package is used. Separate modules under
