@@ -100,6 +100,19 @@ func AppendFrame(b []byte, f Frame) []byte {
 	return append(b, f.Payload...)
 }
 
+// AppendFrameHead appends f, length prefix included, to b as if its payload
+// were f.Payload followed by extra more bytes, which the caller writes
+// right after (a vectored write of the head and the caller's buffer, with
+// no copy of the latter). It panics as AppendFrame does.
+func AppendFrameHead(b []byte, f Frame, extra int) []byte {
+	body := headerSize(&f) + len(f.Payload) + extra
+	if uint64(body) > math.MaxUint32 || extra < 0 {
+		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
+	}
+	b = appendHeader(b, &f, body)
+	return append(b, f.Payload...)
+}
+
 // DecodeFrame decodes the frame at the start of b, with the default size
 // limit. It returns the frame (whose Payload aliases b) and the number of
 // bytes it took. If b holds only part of a frame the error is

@@ -139,6 +139,13 @@ type peer struct {
 	accepted atomic.Uint64
 	written  uint64
 	flushed  atomic.Uint64
+
+	// wmu is held by whoever writes to the connection: the writer from the
+	// moment it takes a frame until its buffer is flushed, or SendDirect
+	// for its one vectored write. head and bufs are SendDirect's scratch.
+	wmu  sync.Mutex
+	head []byte
+	bufs net.Buffers
 }
 
 func (p *peer) signal() {
@@ -320,6 +327,56 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 		p.accepted.Add(^uint64(0))
 		return fmt.Errorf("%w: %v was removed", transport.ErrUnknownPeer, to)
 	}
+}
+
+// MaxDirect is the largest frame, in bytes, SendDirect writes on the
+// caller's goroutine; larger ones go through the writer (a large write may
+// block on a full socket buffer, and the caller should not).
+const MaxDirect = 64 << 10
+
+// SendDirect sends f with body appended to its payload. When the
+// connection to the peer is up, idle (nothing queued or buffered) and the
+// frame small (MaxDirect), it writes the frame on the caller's goroutine
+// with one vectored write of the header and body, with no copy and no
+// goroutine hop; otherwise it appends body to f.Payload and queues the
+// frame as Send does. Frames of one caller keep their order either way.
+// The transport does not keep body after SendDirect returns.
+func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
+	if to == t.self {
+		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
+	}
+	f.Src, f.Dst = t.self, to
+	size := wire.EncodedSize(f) + len(body)
+	t.mu.Lock()
+	p := t.peers[to]
+	var c *conn
+	if p != nil && !t.closed {
+		c = p.cur
+	}
+	t.mu.Unlock()
+	if c != nil && size <= MaxDirect && size-wire.LengthSize <= t.cfg.MaxFrameSize && len(p.q) == 0 && p.wmu.TryLock() {
+		// Every frame queued so far is written and flushed (the writer
+		// holds wmu while any is in its buffer, and accepted counts a
+		// frame before the writer can take it).
+		if p.accepted.Load() == p.flushed.Load() {
+			p.head = wire.AppendFrameHead(p.head[:0], f, len(body))
+			p.bufs = append(p.bufs[:0], p.head, body)
+			out := p.bufs // WriteTo consumes its receiver; p.bufs keeps the array
+			_, err := out.WriteTo(c.nc)
+			p.bufs[1] = nil // do not keep the caller's buffer
+			p.wmu.Unlock()
+			if err != nil {
+				c.close(false, err) // lost with the connection, as queued frames are
+			} else {
+				t.stats.framesOut.Add(1)
+				t.stats.direct.Add(1)
+			}
+			return nil
+		}
+		p.wmu.Unlock()
+	}
+	f.Payload = append(f.Payload, body...)
+	return t.Send(ctx, to, f)
 }
 
 // Close closes every connection and the listener, and waits for every
@@ -957,7 +1014,22 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 			return false
 		}
 	}
+	// The writer holds p.wmu while frames sit in its buffer, so that a
+	// direct write (SendDirect) never overtakes them.
+	locked := false
+	lock := func() {
+		if !locked {
+			p.wmu.Lock()
+			locked = true
+		}
+	}
+	defer func() {
+		if locked {
+			p.wmu.Unlock()
+		}
+	}()
 	write := func(f wire.Frame) bool {
+		lock()
 		p.written++ // written or lost with c: either way no longer queued
 		if err := fw.WriteFrame(f); err != nil {
 			c.close(false, err)
@@ -993,6 +1065,10 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 			}
 		}
 		p.flushed.Store(p.written)
+		if locked {
+			p.wmu.Unlock()
+			locked = false
+		}
 		select {
 		case f := <-p.q:
 			if dead() {
@@ -1024,12 +1100,13 @@ type Stats struct {
 	Misaddressed uint64 // frames dropped: wrong source or destination
 	FramesIn     uint64 // frames delivered to the handler
 	FramesOut    uint64 // frames handed to a connection's writer
+	Direct       uint64 // of those, frames SendDirect wrote on the caller's goroutine
 	Conns        int    // connections in use now
 }
 
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, lost, malformed,
-	misaddressed, framesIn, framesOut atomic.Uint64
+	misaddressed, framesIn, framesOut, direct atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -1040,7 +1117,7 @@ func (t *Transport) Stats() Stats {
 		TieBreaks: t.stats.tieBreaks.Load(), Established: t.stats.established.Load(),
 		Lost: t.stats.lost.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
-		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
+		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(), Direct: t.stats.direct.Load(),
 	}
 	t.mu.Lock()
 	for _, p := range t.peers {
