@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -294,7 +295,8 @@ func (c *PMIClient) ioErr(ctx context.Context, what string, err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("%w: %s: the server did not answer within %v: %w", ErrPMI, what, c.timeout, err)
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
 		return fmt.Errorf("%w: %s: the server closed the connection", ErrPMI, what)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrPMI, what, err)
