@@ -118,6 +118,11 @@ func (c Cluster) Command(ctx context.Context, name string, args ...string) *exec
 	return cmd
 }
 
+// upStates are the node states in which a node runs steps ("completing":
+// a job's end is being cleaned up; a state with a suffix such as "idle*"
+// means the node does not answer).
+var upStates = map[string]bool{"idle": true, "mixed": true, "allocated": true, "completing": true}
+
 // upNode asks the controller for a node that can run a step.
 func (c Cluster) upNode(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -128,7 +133,7 @@ func (c Cluster) upNode(ctx context.Context) (string, error) {
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 2 && (f[1] == "idle" || f[1] == "mixed" || f[1] == "allocated") {
+		if len(f) == 2 && upStates[f[1]] {
 			return f[0], nil
 		}
 	}
