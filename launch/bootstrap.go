@@ -71,6 +71,9 @@ type Bootstrap struct {
 	// Listen is the host (an IP address or a name) this rank listens on;
 	// "" means 127.0.0.1 (every rank on this machine). See [Bootstrap.ListenAddr].
 	Listen string
+	// ListenPort is the port to listen on; 0 means a free one (the
+	// addresses computed from SLURM's environment need a fixed one).
+	ListenPort int
 	// Exchange, when set, replaces the launcher's rendezvous: Register
 	// hands it this rank's address and gets every rank's from it (under
 	// SLURM: the PMI-2 key-value space). Rendezvous is then unused.
@@ -93,13 +96,13 @@ type Exchanger interface {
 }
 
 // ListenAddr is where the rank should listen: Listen (default 127.0.0.1)
-// with a free port.
+// and ListenPort (default a free port).
 func (b Bootstrap) ListenAddr() string {
 	host := b.Listen
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	return net.JoinHostPort(host, "0")
+	return net.JoinHostPort(host, strconv.Itoa(b.ListenPort))
 }
 
 // FromEnv reads the bootstrap from the environment through getenv

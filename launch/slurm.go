@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -76,7 +77,9 @@ func Detect(ctx context.Context, getenv func(string) string) (Bootstrap, error) 
 // FromSLURM builds the bootstrap of a task started by srun. With a PMI-2
 // descriptor (srun --mpi=pmi2, or MpiDefault=pmi2), rank and size come from
 // the PMI server, and Register exchanges the addresses through its
-// key-value space (put, fence, get). The job is named
+// key-value space (put, fence, get). Without one, rank, size and every
+// task's address are computed from SLURM's variables (see EnvPortBase),
+// and rank 0 says so on standard error. The job is named
 // "slurm-<cluster>-<job>.<step>"; its secret is HMAC-SHA256 of those ids
 // under the user's secret (EnvUserSecret or EnvSecretFile), so every task
 // of the step derives the same one and no other step's can. The rank
@@ -96,6 +99,7 @@ type system struct {
 	stat       func(path string) (os.FileInfo, error)
 	uid        int
 	openPMI    func(fd string, timeout time.Duration) (pmiServer, error)
+	notice     io.Writer // where rank 0 says that it computed the addresses (nil: nowhere)
 }
 
 // pmiServer is the part of PMIClient that FromSLURM uses.
@@ -123,6 +127,7 @@ func realSystem(getenv func(string) string) system {
 		openPMI: func(fd string, timeout time.Duration) (pmiServer, error) {
 			return PMIFromFD(fd, timeout)
 		},
+		notice: os.Stderr,
 	}
 }
 
@@ -191,7 +196,7 @@ func fromSLURM(ctx context.Context, sys system) (Bootstrap, error) {
 
 	fd := getenv("PMI_FD")
 	if fd == "" {
-		return bad("no PMI descriptor (PMI_FD is not set): start the program with `srun --mpi=pmi2` (or set MpiDefault=pmi2 in slurm.conf)")
+		return fromSLURMEnv(ctx, sys, b, cluster, job, step)
 	}
 	rankText := getenv("PMI_RANK")
 	pmiRank, err := strconv.Atoi(rankText)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -185,4 +186,100 @@ func TestDetect(t *testing.T) {
 	if UnderSLURM(func(k string) string { return env[k] }) {
 		t.Error("a batch script (no step) is not a task of a step")
 	}
+}
+
+func TestExpandHostList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{"vm", "vm"},
+		{"n[1-3,7]", "n1 n2 n3 n7"},
+		{"n[08-11]", "n08 n09 n10 n11"},
+		{"a1,b[2-3],c", "a1 b2 b3 c"},
+		{"r[1-2]n[1-2]", "r1n1 r1n2 r2n1 r2n2"},
+		{"x[3]-ib", "x3-ib"},
+	} {
+		got, err := expandHostList(tc.in)
+		if err != nil || strings.Join(got, " ") != tc.want {
+			t.Errorf("expandHostList(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "n[", "n[1-", "n[3-1]", "n]", "n[a]", ",", "n[1-2]]", "n[[1]]", "n[0-99999999999]"} {
+		if got, err := expandHostList(bad); err == nil {
+			t.Errorf("expandHostList(%q) = %q, want an error", bad, got)
+		}
+	}
+	got, err := expandTasksPerNode("2(x3),1")
+	if err != nil || fmt.Sprint(got) != "[2 2 2 1]" {
+		t.Errorf("expandTasksPerNode: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "2(x0)", "2(3)", "2(x3", "x", "1,,1"} {
+		if _, err := expandTasksPerNode(bad); err == nil {
+			t.Errorf("expandTasksPerNode(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestSlurmEnvLayout: without PMI, the addresses are computed from the
+// node list and tasks per node (block distribution); a task placed
+// otherwise refuses.
+func TestSlurmEnvLayout(t *testing.T) {
+	env := slurmEnv(4, 5)
+	delete(env, "PMI_FD")
+	for k, v := range map[string]string{
+		"SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "3,2", "SLURM_STEP_NUM_NODES": "2",
+		"SLURM_NODEID": "1", "SLURM_LOCALID": "1", EnvPortBase: "30000",
+	} {
+		env[k] = v
+	}
+	var notice strings.Builder
+	sys := fakeSystem(env, noPMI)
+	sys.notice = &notice
+	b, err := fromSLURM(context.Background(), sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Rank != 4 || b.Size != 5 || b.ListenAddr() != "0.0.0.0:30001" {
+		t.Errorf("rank %d size %d listen %s", b.Rank, b.Size, b.ListenAddr())
+	}
+	reg, err := b.Register(context.Background(), "0.0.0.0:30001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if got, want := strings.Join(reg.Addrs, " "), "n1:30000 n1:30001 n1:30002 n2:30000 n2:30001"; got != want {
+		t.Errorf("addresses %q, want %q", got, want)
+	}
+	if notice.Len() != 0 {
+		t.Errorf("rank 4 printed a notice: %q", notice.String())
+	}
+	env["SLURM_LOCALID"] = "0"
+	if _, err := fromSLURM(context.Background(), sys); err == nil || !strings.Contains(err.Error(), "block distribution") {
+		t.Errorf("a task off the block layout: %v", err)
+	}
+	env["SLURM_LOCALID"], env["SLURM_DISTRIBUTION"] = "1", "cyclic"
+	if _, err := fromSLURM(context.Background(), sys); err == nil || !strings.Contains(err.Error(), "SLURM_DISTRIBUTION=cyclic") {
+		t.Errorf("cyclic over two nodes: %v", err)
+	}
+	env["SLURM_DISTRIBUTION"], env["SLURM_STEP_TASKS_PER_NODE"] = "", "3,3"
+	if _, err := fromSLURM(context.Background(), sys); err == nil || !strings.Contains(err.Error(), "6 tasks in all") {
+		t.Errorf("tasks per node that do not add up: %v", err)
+	}
+}
+
+// FuzzExpandHostList: any host list expands or fails, never panics, and
+// stays within its bound.
+func FuzzExpandHostList(f *testing.F) {
+	for _, s := range []string{"vm", "n[1-3,7]", "r[1-2]n[01-02]", "a,b[2-3]", "n[", "n[9-1]", "2(x3),1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if hosts, err := expandHostList(s); err == nil && (len(hosts) == 0 || len(hosts) > maxHostList) {
+			t.Fatalf("%q expanded to %d hosts", s, len(hosts))
+		}
+		if n, err := expandTasksPerNode(s); err == nil && (len(n) == 0 || len(n) > maxHostList) {
+			t.Fatalf("%q expanded to %d entries", s, len(n))
+		}
+	})
 }
