@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -19,6 +20,43 @@ import (
 type Cluster struct {
 	Conf string // the slurm.conf to use ("" = SLURM's default)
 	Node string // a node that is idle (or in use but up)
+	// On, for the multi-node cluster of `scripts/slurm-up --nodes N`, is
+	// scripts/slurm-on: commands run on node Node through it.
+	On string
+	// Nodes is the number of nodes (1 for the one-machine cluster).
+	Nodes int
+}
+
+// MultiStateDir is the state directory of `scripts/slurm-up --nodes N`.
+func MultiStateDir() string {
+	if d := os.Getenv("COHORT_SLURM_MULTI_DIR"); d != "" {
+		return d
+	}
+	return "/tmp/cohort-slurm-multi"
+}
+
+// EnsureNodes returns the multi-node cluster of `scripts/slurm-up --nodes
+// nodes` under repoRoot, starting it (it needs root and network
+// namespaces) if it does not answer. It never installs packages.
+func EnsureNodes(ctx context.Context, repoRoot string, nodes int) (Cluster, error) {
+	on := filepath.Join(repoRoot, "scripts", "slurm-on")
+	c := Cluster{Conf: filepath.Join(MultiStateDir(), "slurm.conf"), Node: "n1", On: on, Nodes: nodes}
+	if _, err := exec.LookPath("srun"); err != nil {
+		return Cluster{}, fmt.Errorf("%w: srun is not installed (scripts/slurm-up installs SLURM from the system's packages)", ErrUnavailable)
+	}
+	if os.Geteuid() != 0 {
+		return Cluster{}, fmt.Errorf("%w: a cluster of network namespaces needs root", ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "slurm-up"), "--nodes", strconv.Itoa(nodes))
+	cmd.Env = append(os.Environ(), "COHORT_SLURM_NO_INSTALL=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return Cluster{}, fmt.Errorf("%w: scripts/slurm-up --nodes %d failed: %v: %s", ErrUnavailable, nodes, err, strings.TrimSpace(out.String()))
+	}
+	return c, nil
 }
 
 // ErrUnavailable wraps every reason why no cluster can be had: srun is not
@@ -45,7 +83,7 @@ func Find(ctx context.Context) (Cluster, error) {
 				continue
 			}
 		}
-		c := Cluster{Conf: conf}
+		c := Cluster{Conf: conf, Nodes: 1}
 		node, err := c.upNode(ctx)
 		if err == nil {
 			c.Node = node
@@ -111,9 +149,13 @@ func (c Cluster) Env(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// Command returns name (srun, sinfo, scancel, …) with args, to run on c.
+// Command returns name (srun, sinfo, scancel, …) with args, to run on c
+// (on node c.Node through c.On for the multi-node cluster).
 func (c Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
+	if c.On != "" {
+		cmd = exec.CommandContext(ctx, c.On, append([]string{c.Node, name}, args...)...)
+	}
 	cmd.Env = c.Env()
 	return cmd
 }
