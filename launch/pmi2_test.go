@@ -155,8 +155,17 @@ func fakeSystem(env map[string]string, conn func() (net.Conn, error)) system {
 // server: each learns its rank and size from PMI, the same job name and
 // secret, and after Register every task's address.
 func TestSlurmBootstrapExchange(t *testing.T) {
-	const size = 4
+	for _, size := range []int{1, 4, 150} { // 150 addresses take several 1 KiB table chunks
+		t.Run(strconv.Itoa(size), func(t *testing.T) { testExchange(t, size) })
+	}
+	if got := chunkTable([]string{"a:1", "b:2", "c:3"}, 7); strings.Join(got, "|") != "a:1,b:2|c:3" {
+		t.Errorf("chunkTable: %q", got)
+	}
+}
+
+func testExchange(t *testing.T, size int) {
 	srv := newFakePMI(size)
+	defer srv.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	type result struct {
@@ -180,7 +189,7 @@ func TestSlurmBootstrapExchange(t *testing.T) {
 				results[r].err = err
 				return
 			}
-			reg, err := b.Register(ctx, fmt.Sprintf("127.0.0.1:%d", 4000+r))
+			reg, err := b.Register(ctx, fmt.Sprintf("127.0.0.1:%d", 4000+b.Rank))
 			if err != nil {
 				results[r].err = err
 				return
@@ -209,6 +218,46 @@ func TestSlurmBootstrapExchange(t *testing.T) {
 			if want := fmt.Sprintf("127.0.0.1:%d", 4000+q); a != want {
 				t.Errorf("rank %d: address of rank %d is %q, want %q", r, q, a, want)
 			}
+		}
+	}
+}
+
+// TestSlurmExchangeStranger: a task of the step that is not a cohort
+// program (it fences but puts no address): task 0 cannot build the table,
+// and every task's error says why instead of waiting.
+func TestSlurmExchangeStranger(t *testing.T) {
+	srv := newFakePMI(3)
+	defer srv.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r := 0; r < 3; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, b := net.Pipe()
+			go srv.serve(b, r)
+			if r == 2 { // the stranger
+				c := NewPMIClient(a, time.Second)
+				defer c.Close()
+				if err := c.Init(ctx, r, "7.0"); err == nil {
+					c.Fence(ctx, 5*time.Second)
+					c.Fence(ctx, 5*time.Second)
+				}
+				return
+			}
+			boot, err := fromSLURM(ctx, fakeSystem(slurmEnv(r, 3), func() (net.Conn, error) { return a, nil }))
+			if err == nil {
+				_, err = boot.Register(ctx, fmt.Sprintf("127.0.0.1:%d", 4000+r))
+			}
+			errs[r] = err
+		}()
+	}
+	wg.Wait()
+	for r := 0; r < 2; r++ {
+		if errs[r] == nil || !strings.Contains(errs[r].Error(), "task 2 published no address") {
+			t.Errorf("task %d: %v, want an error naming task 2", r, errs[r])
 		}
 	}
 }

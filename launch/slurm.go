@@ -332,14 +332,24 @@ func listenHost(ctx context.Context, sys system) (string, error) {
 }
 
 // pmiExchange exchanges the ranks' addresses through the PMI-2 key-value
-// space: put, fence, a get per rank.
+// space in two rounds, so that the server answers O(n) gets instead of
+// one per pair of tasks: every task puts its address and fences; task 0
+// gets them all and puts the table (in values of at most 1 KiB); a second
+// fence; every other task gets the table.
 type pmiExchange struct {
 	srv        pmiServer
 	rank, size int
 	fence      time.Duration
 }
 
-func pmiAddrKey(rank int) string { return "cohort-addr-" + strconv.Itoa(rank) }
+// The keys of the exchange.
+const (
+	pmiTableCount = "cohort-table-n"     // how many table chunks, or absent
+	pmiTableError = "cohort-table-error" // why task 0 could not build the table
+)
+
+func pmiAddrKey(rank int) string   { return "cohort-addr-" + strconv.Itoa(rank) }
+func pmiTableKey(chunk int) string { return "cohort-table-" + strconv.Itoa(chunk) }
 
 func (e *pmiExchange) Exchange(ctx context.Context, addr string) ([]string, error) {
 	if err := e.srv.Put(ctx, pmiAddrKey(e.rank), addr); err != nil {
@@ -348,12 +358,45 @@ func (e *pmiExchange) Exchange(ctx context.Context, addr string) ([]string, erro
 	if err := e.srv.Fence(ctx, e.fence); err != nil {
 		return nil, err
 	}
-	addrs := make([]string, e.size)
-	for r := range addrs {
-		if r == e.rank {
-			addrs[r] = addr
-			continue
+	if e.rank == 0 {
+		addrs, err := e.collect(ctx, addr)
+		if err != nil {
+			// Tell the others why before the fence they wait in.
+			msg := strings.Map(func(r rune) rune {
+				if r == ';' || r == '\n' || r == 0 {
+					return ' '
+				}
+				return r
+			}, err.Error())
+			e.srv.Put(ctx, pmiTableError, clip(msg))
+			e.srv.Fence(ctx, e.fence)
+			return nil, err
 		}
+		chunks := chunkTable(addrs, pmiMaxValueLen)
+		for i, c := range chunks {
+			if err := e.srv.Put(ctx, pmiTableKey(i), c); err != nil {
+				return nil, err
+			}
+		}
+		if err := e.srv.Put(ctx, pmiTableCount, strconv.Itoa(len(chunks))); err != nil {
+			return nil, err
+		}
+		if err := e.srv.Fence(ctx, e.fence); err != nil {
+			return nil, err
+		}
+		return addrs, nil
+	}
+	if err := e.srv.Fence(ctx, e.fence); err != nil {
+		return nil, err
+	}
+	return e.readTable(ctx, addr)
+}
+
+// collect is task 0's gets of every task's address.
+func (e *pmiExchange) collect(ctx context.Context, addr string) ([]string, error) {
+	addrs := make([]string, e.size)
+	addrs[0] = addr
+	for r := 1; r < e.size; r++ {
 		v, ok, err := e.srv.Get(ctx, pmiAddrKey(r))
 		if err != nil {
 			return nil, err
@@ -361,12 +404,75 @@ func (e *pmiExchange) Exchange(ctx context.Context, addr string) ([]string, erro
 		if !ok {
 			return nil, fmt.Errorf("%w: task %d published no address (is every task of the step a cohort program?)", ErrPMI, r)
 		}
-		if err := checkAddr(v); err != nil {
-			return nil, fmt.Errorf("%w: task %d published the address %q: %v", ErrPMI, r, clip(v), err)
+		if err := checkAddr(v); err != nil || strings.Contains(v, ",") {
+			return nil, fmt.Errorf("%w: task %d published the address %q, not host:port", ErrPMI, r, clip(v))
 		}
 		addrs[r] = v
 	}
 	return addrs, nil
+}
+
+// readTable gets the table task 0 put.
+func (e *pmiExchange) readTable(ctx context.Context, addr string) ([]string, error) {
+	v, ok, err := e.srv.Get(ctx, pmiTableCount)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		why, found, _ := e.srv.Get(ctx, pmiTableError)
+		if !found {
+			why = "it put no table (it died, or is not a cohort program)"
+		}
+		return nil, fmt.Errorf("%w: task 0 could not gather the addresses: %s", ErrPMI, why)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > e.size {
+		return nil, fmt.Errorf("%w: task 0's table has %q chunks", ErrPMI, clip(v))
+	}
+	addrs := make([]string, 0, e.size)
+	for i := 0; i < n; i++ {
+		c, ok, err := e.srv.Get(ctx, pmiTableKey(i))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: chunk %d of task 0's table is missing", ErrPMI, i)
+		}
+		addrs = append(addrs, strings.Split(c, ",")...)
+		if len(addrs) > e.size {
+			break
+		}
+	}
+	if len(addrs) != e.size {
+		return nil, fmt.Errorf("%w: task 0's table lists %d addresses for %d tasks", ErrPMI, len(addrs), e.size)
+	}
+	for r, a := range addrs {
+		if err := checkAddr(a); err != nil {
+			return nil, fmt.Errorf("%w: task 0's table gives task %d the address %q: %v", ErrPMI, r, clip(a), err)
+		}
+	}
+	if addrs[e.rank] != addr {
+		return nil, fmt.Errorf("%w: task 0's table gives this task (%d) the address %q, it listens on %q", ErrPMI, e.rank, clip(addrs[e.rank]), addr)
+	}
+	return addrs, nil
+}
+
+// chunkTable joins addrs with commas into values of at most max bytes
+// (an address is at most maxAddrLen < max bytes).
+func chunkTable(addrs []string, max int) []string {
+	var chunks []string
+	var b strings.Builder
+	for _, a := range addrs {
+		if b.Len() > 0 && b.Len()+1+len(a) > max {
+			chunks = append(chunks, b.String())
+			b.Reset()
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(a)
+	}
+	return append(chunks, b.String())
 }
 
 // Close finalizes the PMI connection (bounded), as an MPI program does at
