@@ -50,7 +50,7 @@ var (
 	// ErrNotLaunched: no COHORT_* variable is set at all; the program was
 	// started by hand rather than by a launcher. A program may then run
 	// alone (as a job of one rank) or say how to launch it.
-	ErrNotLaunched = errors.New("launch: not started by a launcher (no COHORT_* variable is set; use `cohort run`)")
+	ErrNotLaunched = errors.New("launch: not started by a launcher (no COHORT_* variable is set; use `cohort run`, or srun --mpi=pmi2 under SLURM)")
 	// ErrBootstrap wraps every other error of FromEnv and Validate: the
 	// environment does not describe a valid place in a job. The message
 	// names the variable.

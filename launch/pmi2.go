@@ -65,7 +65,8 @@ type PMIClient struct {
 	r       *bufio.Reader
 	timeout time.Duration
 
-	mu     sync.Mutex // one request at a time
+	mu     sync.Mutex    // one request at a time
+	wait   time.Duration // the bound of the request under way (for errors)
 	rank   int
 	size   int
 	jobID  string
@@ -213,9 +214,9 @@ func (c *PMIClient) Fence(ctx context.Context, timeout time.Duration) error {
 	stop := c.bound(ctx, timeout)
 	defer stop()
 	_, err := c.call(ctx, "kvs-fence-response", pair{"cmd", "kvs-fence"})
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w: the fence did not complete within %v: not all %d tasks reached it (one died, was not started, or is stuck before it): %w",
-			ErrPMI, timeout, c.size, err)
+	if err != nil && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: the fence did not complete within %v (%s): not all %d tasks reached it (one died, was not started, or is stuck before it): %w",
+			ErrPMI, timeout, EnvSlurmTimeout, c.size, os.ErrDeadlineExceeded)
 	}
 	return err
 }
@@ -280,6 +281,7 @@ func (c *PMIClient) Close() error {
 // bound sets the connection's deadline to timeout from now and makes ctx's
 // end expire it at once; the returned function undoes both.
 func (c *PMIClient) bound(ctx context.Context, timeout time.Duration) func() {
+	c.wait = timeout
 	c.conn.SetDeadline(time.Now().Add(timeout))
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 	return func() {
@@ -293,7 +295,7 @@ func (c *PMIClient) ioErr(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrPMI, what, ctx.Err())
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("%w: %s: the server did not answer within %v: %w", ErrPMI, what, c.timeout, err)
+		return fmt.Errorf("%w: %s: the server did not answer within %v: %w", ErrPMI, what, c.wait, err)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {

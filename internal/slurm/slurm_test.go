@@ -152,6 +152,23 @@ func TestSrunWithoutSecretOrPMI(t *testing.T) {
 	}
 }
 
+// TestSrunTaskDiesBeforeExchange: a task of the step dies before it
+// publishes its address; the others give up after COHORT_SLURM_TIMEOUT
+// with an error that says the fence was not reached by every task.
+func TestSrunTaskDiesBeforeExchange(t *testing.T) {
+	need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := srun(t, ctx, []string{"COHORT_SLURM_SECRET=" + testSecret, "COHORT_SLURM_TIMEOUT=3s"},
+		"-J", jobName(t), "-O", "-n", "3", "--mpi=pmi2", "sh", "-c", `if [ "$SLURM_PROCID" = 2 ]; then exit 3; fi; exec ./pi`)
+	if err == nil {
+		t.Fatal("srun succeeded")
+	}
+	if n := strings.Count(out, "the fence did not complete within 3s"); n != 2 {
+		t.Errorf("%d tasks said the fence was not complete, want 2", n)
+	}
+}
+
 // TestSrunNQueensKill: fault-tolerant N-Queens (random stealing) on 8
 // tasks; once every task is in its first view, task 3 is SIGKILLed. The
 // survivors detect it, agree on a view without it, and the count is
