@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 			return m.Run()
 		}
 		defer os.RemoveAll(dir)
-		for _, p := range []string{"pi", "nqueens"} {
+		for _, p := range []string{"pi", "nqueens", "ulfm"} {
 			build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, p), "./examples/"+p)
 			build.Dir = root
 			out, err := build.CombinedOutput()
@@ -230,6 +230,61 @@ func TestSrunNQueensKill(t *testing.T) {
 		t.Errorf("task %d finished: it was killed too late to test anything", victim)
 	}
 	t.Logf("task %d SIGKILLed mid-run: %d survivors detected it; %s", victim, learned, regexp.MustCompile(`nqueens n=16.*`).FindString(text))
+}
+
+// TestSrunULFMKill: examples/ulfm on 5 tasks loops on an Allreduce; once
+// every task is in its first view, task 3 is SIGKILLed. Every survivor's
+// Allreduce fails with an error naming rank 3, and each revokes, shrinks,
+// agrees and checks an Allreduce on the 4 survivors (ULFM semantics under
+// SLURM, as under cohort run).
+func TestSrunULFMKill(t *testing.T) {
+	need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n, victim = 5, 3
+	name := jobName(t)
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	cmd := cluster.Command(ctx, "srun", "-J", name, "-O", "-n", strconv.Itoa(n), "--mpi=pmi2", "./ulfm", "-op", "allreduce")
+	cmd.Dir = bin
+	cmd.Env = append(cmd.Env, "COHORT_SLURM_SECRET="+testSecret, "COHORT_EVENTS="+events)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	if err := waitViews(ctx, events, n, 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	pids, err := TaskPIDs(name)
+	if err != nil || pids[victim] == 0 {
+		t.Fatalf("task %d's pid not found (%v, %v)", victim, pids, err)
+	}
+	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	waited = true
+	text := out.String()
+	t.Logf("srun output:\n%s", text)
+	for r := 0; r < n; r++ {
+		if r == victim {
+			continue
+		}
+		if !regexp.MustCompile(fmt.Sprintf(`rank %d: allreduce failed naming ranks \[%d\]`, r, victim)).MatchString(text) &&
+			!strings.Contains(text, fmt.Sprintf("rank %d: allreduce failed: communicator revoked by a peer", r)) {
+			t.Errorf("rank %d: no failure naming rank %d (or revocation)", r, victim)
+		}
+		if !regexp.MustCompile(fmt.Sprintf(`rank %d: recovered: rank \d of 4 survivors, failed \[%d\].*OK`, r, victim)).MatchString(text) {
+			t.Errorf("rank %d did not recover", r)
+		}
+	}
 }
 
 // waitViews waits until the events file holds a first view from n
