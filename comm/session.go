@@ -302,6 +302,11 @@ func (s *Session) fail(ranks []int, epoch uint64) {
 		q.cancel()
 	}
 	for _, r := range newly {
+		// A failed rank never comes back (comm has no recovery): stop
+		// dialling it and drop what is queued for it.
+		s.tr.RemovePeer(core.NodeID(r))
+	}
+	for _, r := range newly {
 		select {
 		case s.failures <- Failure{Rank: r, Epoch: epoch}:
 		default:

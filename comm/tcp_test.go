@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/transport/tcp"
 )
 
 // tcpJob starts n ranks in this process as Init does in n processes: a
@@ -90,4 +93,28 @@ func TestOverTCP(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A rank that failed is forgotten by the survivors' transports: they stop
+// dialling it (before, a dead rank was redialled with back-off for the rest
+// of the job). Fails without the RemovePeer in Session.fail.
+func TestFailedRankIsNotRedialled(t *testing.T) {
+	ss := tcpJob(t, 3)
+	ss[2].kill()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, s := range ss[:2] {
+		select {
+		case f := <-s.Failures():
+			if f.Rank != 2 {
+				t.Fatalf("failure of rank %d, want 2", f.Rank)
+			}
+		case <-ctx.Done():
+			t.Fatal("rank 2's failure was not reported")
+		}
+		peers := s.tr.(*tcp.Transport).Peers()
+		if slices.Contains(peers, core.NodeID(2)) {
+			t.Errorf("rank %v's transport still knows the failed rank 2: %v", s.self, peers)
+		}
+	}
 }

@@ -29,11 +29,16 @@ import (
 //
 // Leaves. A leaving node sends [Leave] to every member of its view and
 // stops its detector and membership layers (the runtime gates them). A
-// member that receives it hands core.Failed about the leaver to its
-// membership layer (the exclusion is the same view change as a failure)
-// but remembers the node as departed, not failed; when it installs a view
-// without the leaver it tells it so ([Left]), and the leaver's Leave
-// returns.
+// member that hears of the leave first relays it to the members of its
+// view, then hands core.Failed about the leaver to its membership layer
+// (the exclusion is the same view change as a failure) but remembers the
+// node as departed, not failed. The relay comes first so that, by FIFO
+// order per pair, every node that hands on the view change excluding the
+// leaver (the reporting member, the root, each parent in the tree) knew
+// of the leave before; so every member reports the leaver in View.Left
+// (unless the view change excluding it was under way before the leave).
+// A member that installs a view without the leaver tells it so ([Left]),
+// and the leaver's Leave returns.
 type dir struct {
 	env       core.Env
 	self      core.NodeID
@@ -73,6 +78,17 @@ type AddrLearned struct {
 	Addr string
 }
 
+// AddrForgotten is emitted forgetAfter after a node departed, unless it is
+// back: the runtime removes it from the transport, which stops dialling it.
+type AddrForgotten struct{ Node core.NodeID }
+
+// forgetTimer is the timer of a departed node's AddrForgotten.
+type forgetTimer struct{ node core.NodeID }
+
+// forgetAfter is how long the transport keeps a departed node (so that the
+// notice to a leaver goes out) before it stops dialling it.
+const forgetAfter = 2 * time.Second
+
 // LeaveAnnounced is emitted when a member announces that it leaves.
 type LeaveAnnounced struct{ Node core.NodeID }
 
@@ -107,6 +123,12 @@ func (d *dir) hello() {
 }
 
 func (d *dir) Fire(t core.Timer) {
+	if f, ok := t.(forgetTimer); ok {
+		if _, back := d.book[f.node]; !back && !slices.Contains(d.view, f.node) {
+			d.env.Emit(AddrForgotten{Node: f.node})
+		}
+		return
+	}
 	switch t {
 	case dirHelloTimer:
 		if d.view == nil && !d.leaving {
@@ -153,11 +175,24 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 			d.env.Send(from, &Addrs{Entries: es})
 		}
 	case *Leave:
-		if !d.leavers[from] && slices.Contains(d.view, from) {
-			d.leavers[from] = true
-			d.env.Emit(LeaveAnnounced{Node: from})
-			d.env.Emit(core.Failed{Node: from})
-		} else if d.view != nil && !slices.Contains(d.view, from) {
+		x := m.Node
+		switch {
+		case x == d.self:
+		case d.leavers[x]:
+		case slices.Contains(d.view, x):
+			// Relay before acting, so that by FIFO order every node on the
+			// path of the view change that excludes x (the reporter, the
+			// root, every parent of the tree) knows that x left before it
+			// hands on the new view.
+			d.leavers[x] = true
+			for _, id := range d.view {
+				if id != d.self && id != from && id != x {
+					d.env.Send(id, &Leave{Node: x})
+				}
+			}
+			d.env.Emit(LeaveAnnounced{Node: x})
+			d.env.Emit(core.Failed{Node: x})
+		case from == x && d.view != nil:
 			d.env.Send(from, &Left{Epoch: d.epoch()})
 		}
 	case *Left:
@@ -224,6 +259,11 @@ func (d *dir) Handle(e core.Event) {
 			d.env.Send(id, &Left{Epoch: v.Epoch})
 			delete(d.leavers, id)
 		}
+		// Forget the departed node's address: if it comes back (under its
+		// id, perhaps elsewhere) its address is learned afresh. The
+		// transport keeps it a little longer, for the Left just sent.
+		delete(d.book, id)
+		d.env.SetTimer(forgetAfter, forgetTimer{id})
 	}
 	if len(v.Joined) > 0 && len(v.Joined) < len(v.Members) {
 		// Tell the joiners where we and the other joiners are.
@@ -286,7 +326,7 @@ func (d *dir) leave() {
 func (d *dir) announceLeave() {
 	for _, id := range d.view {
 		if id != d.self {
-			d.env.Send(id, &Leave{})
+			d.env.Send(id, &Leave{Node: d.self})
 		}
 	}
 }

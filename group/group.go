@@ -279,6 +279,8 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 		g.installed(e)
 	case AddrLearned:
 		g.tr.SetPeer(e.Node, e.Addr)
+	case AddrForgotten:
+		g.tr.RemovePeer(e.Node)
 	case LeaveAnnounced:
 		g.mu.Lock()
 		g.leavers[e.Node] = true
@@ -331,10 +333,6 @@ func (g *Group) suspect(id NodeID, k SuspicionKind, metric string) {
 	}
 }
 
-// forgetAfter is how long the transport keeps a departed node's entry (so
-// that the notice to a leaver goes out) before it stops dialling it.
-const forgetAfter = 2 * time.Second
-
 func (g *Group) installed(e member.ViewInstalled) {
 	g.mu.Lock()
 	v := View{Epoch: e.Epoch, Prev: g.view.Epoch, Members: e.Members, Joined: e.Joined, Departed: e.Departed, Root: core.None}
@@ -357,14 +355,6 @@ func (g *Group) installed(e member.ViewInstalled) {
 	}
 	if p != nil {
 		p.push(v)
-	}
-	for _, id := range e.Departed {
-		// Stop dialling a departed node, unless it is back by then.
-		time.AfterFunc(forgetAfter, func() {
-			if !g.View().Has(id) {
-				g.tr.RemovePeer(id)
-			}
-		})
 	}
 	if m := g.cfg.Metrics; m != nil {
 		m.Count("views_installed", 1)

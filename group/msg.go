@@ -32,8 +32,9 @@ type Addrs struct {
 // AddrQuery asks for the addresses of IDs.
 type AddrQuery struct{ IDs []core.NodeID }
 
-// Leave announces that the sender leaves the group.
-type Leave struct{}
+// Leave announces that Node leaves the group (sent by Node itself, or
+// relayed by a member).
+type Leave struct{ Node core.NodeID }
 
 // Left tells a leaving node that the view numbered Epoch, without it, is
 // installed.
@@ -53,7 +54,7 @@ func (m *Addrs) MarshalWire(e *wire.Encoder) {
 	}
 }
 func (m *AddrQuery) MarshalWire(e *wire.Encoder) { e.NodeIDs(m.IDs) }
-func (m *Leave) MarshalWire(e *wire.Encoder)     {}
+func (m *Leave) MarshalWire(e *wire.Encoder)     { e.NodeID(m.Node) }
 func (m *Left) MarshalWire(e *wire.Encoder)      { e.Uvarint(m.Epoch) }
 
 func decAddrs(d *wire.Decoder) (core.Msg, error) {
@@ -80,10 +81,11 @@ func decAddrQuery(d *wire.Decoder) (core.Msg, error) {
 }
 
 func decLeave(d *wire.Decoder) (core.Msg, error) {
+	m := &Leave{Node: d.NodeID()}
 	if err := d.Finish(); err != nil {
 		return nil, err
 	}
-	return &Leave{}, nil
+	return m, nil
 }
 
 func decLeft(d *wire.Decoder) (core.Msg, error) {

@@ -65,6 +65,8 @@ func (b *syncBuffer) String() string {
 }
 
 // run starts a job of the rank program and waits for it.
+//
+//lint:ignore ST1008 the job's exits and error come first, its two output streams after
 func run(t *testing.T, ctx context.Context, cfg Config) ([]Exit, error, string, string) {
 	t.Helper()
 	var stdout, stderr syncBuffer

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+
+	"github.com/cohort-mp/cohort/internal/bench"
 )
 
 func init() {
@@ -26,14 +28,14 @@ Examples:
   cohort bench allreduce
   cohort bench allreduce -n 8 --max 1M`,
 		run: func(ctx context.Context, c *call) error {
-			b := &osuBench{mode: "allreduce", ranks: 4, minSize: 8, unit: "µs", loop: 1000, skip: 100, loopL: 100, skipL: 10, window: 1}
-			if err := b.parseFlags(c, func(fs *flag.FlagSet) { fs.IntVar(&b.ranks, "n", 4, "number of `ranks`") }); err != nil {
+			b := bench.OSUAllreduce(4)
+			if err := parseOSUFlags(c, b, func(fs *flag.FlagSet) { fs.IntVar(&b.Ranks, "n", 4, "number of `ranks`") }); err != nil {
 				return err
 			}
-			if b.ranks < 1 || b.ranks > 64 {
-				return usagef("-n %d: want 1 to 64 ranks", b.ranks)
+			if b.Ranks < 1 || b.Ranks > 64 {
+				return usagef("-n %d: want 1 to 64 ranks", b.Ranks)
 			}
-			return b.run(ctx, c, fmt.Sprintf("Allreduce of float64 with Sum on %d ranks (µs per call), osu_allreduce loops", b.ranks))
+			return runOSU(ctx, c, b, fmt.Sprintf("Allreduce of float64 with Sum on %d ranks (µs per call), osu_allreduce loops", b.Ranks))
 		},
 	})
 }

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/bench"
+	"github.com/cohort-mp/cohort/internal/runner"
 )
 
 func init() {
@@ -70,12 +71,12 @@ Examples:
 
 func runBenchMembership(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	cfg := cluster.BenchConfig{Sizes: []int{8, 16, 32, 64}, Fanouts: []int{2, 4}, Detector: cluster.DetectorBRR, Report: cluster.ReportOne}
+	cfg := bench.BenchConfig{Sizes: []int{8, 16, 32, 64}, Fanouts: []int{2, 4}, Detector: runner.DetectorBRR, Report: bench.ReportOne}
 	fs.Var((*intList)(&cfg.Sizes), "n", "comma-separated job `sizes`")
 	fs.Var((*intList)(&cfg.Fanouts), "fanout", "comma-separated radix tree `fan-outs` (powers of two)")
 	fs.IntVar(&cfg.Samples, "samples", 5, "failures measured per point")
-	fs.TextVar(&cfg.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
-	fs.TextVar(&cfg.Report, "report", cluster.ReportOne, "who reports a failure: one (the victim's parent, told by the orchestrator; detectors quiet) or all (every survivor's detector)")
+	fs.TextVar(&cfg.Detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.TextVar(&cfg.Report, "report", bench.ReportOne, "who reports a failure: one (the victim's parent, told by the orchestrator; detectors quiet) or all (every survivor's detector)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "`seed` of the victims and of the nodes")
 	fs.IntVar(&cfg.PingCount, "ping-count", 200, "round `trips` of the ping-pong that measures L")
 	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory` (one subdirectory per point)")
@@ -90,7 +91,7 @@ func runBenchMembership(ctx context.Context, c *call) error {
 		}
 	}
 	for _, a := range cfg.Fanouts {
-		if cluster.MemberConfig(a).Validate() != nil {
+		if runner.MemberConfig(a).Validate() != nil {
 			return usagef("--fanout %d: want a power of two from 2 to 65536", a)
 		}
 	}
@@ -104,8 +105,8 @@ func runBenchMembership(ctx context.Context, c *call) error {
 	}
 	cfg.Progress = c.stderr
 	start := time.Now()
-	points, err := cluster.RunBench(ctx, cfg)
-	cluster.WriteBenchTable(c.stdout, cfg, points)
+	points, err := bench.RunBench(ctx, cfg)
+	bench.WriteBenchTable(c.stdout, cfg, points)
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func runBenchMembership(ctx context.Context, c *call) error {
 }
 
 // benchArgs renders the flags that reproduce a run.
-func benchArgs(cfg cluster.BenchConfig) string {
+func benchArgs(cfg bench.BenchConfig) string {
 	args := fmt.Sprintf("-n %s --fanout %s --samples %d --detector %s --seed %d --report %s",
 		(*intList)(&cfg.Sizes), (*intList)(&cfg.Fanouts), cfg.Samples, cfg.Detector, cfg.Seed, cfg.Report)
 	if cfg.InProcess {

@@ -3,12 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/bench"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/workload"
 	"github.com/cohort-mp/cohort/stable"
 )
 
@@ -60,8 +59,8 @@ Examples:
 
 func runBenchMulticast(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	o := cluster.DefaultMulticastOptions()
-	cfg := cluster.MulticastBenchConfig{Detector: cluster.DetectorBRR}
+	o := workload.DefaultMulticastOptions()
+	cfg := bench.MulticastBenchConfig{Detector: runner.DetectorBRR}
 	fs.IntVar(&cfg.N, "n", 16, "number of `processes`")
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "length of the steady phase")
 	fs.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "time before the steady phase is measured")
@@ -74,7 +73,7 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 	fs.DurationVar(&o.Period, "period", o.Period, "stability round period and resend interval")
 	fs.TextVar(&o.Protocol, "protocol", stable.CubeFullDist, "stability `protocol`: coord, fulldist, scoord or cubefulldist")
 	fs.IntVar(&cfg.Fanout, "fanout", 4, "membership radix tree fan-out")
-	fs.TextVar(&cfg.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.TextVar(&cfg.Detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "`seed` of the victims and of the nodes")
 	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory`")
 	if err := c.parse(fs, c.args, 0); err != nil {
@@ -90,7 +89,7 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 		return usagef("--duration must be positive")
 	case cfg.Baseline < 0:
 		return usagef("--baseline must not be negative")
-	case cluster.MemberConfig(cfg.Fanout).Validate() != nil:
+	case runner.MemberConfig(cfg.Fanout).Validate() != nil:
 		return usagef("--fanout %d: want a power of two", cfg.Fanout)
 	}
 	if err := o.Validate(); err != nil {
@@ -98,66 +97,12 @@ func runBenchMulticast(ctx context.Context, c *call) error {
 	}
 	cfg.Log = c.stderr
 	start := time.Now()
-	phases, err := cluster.RunMulticastBench(ctx, cfg)
-	writeMulticastTable(c.stdout, cfg, phases)
+	phases, err := bench.RunMulticastBench(ctx, cfg)
+	bench.WriteMulticastTable(c.stdout, cfg, phases)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "(%.0f s; cohort bench multicast -n %d --duration %v --kill %d --baseline %v --rate %g --size %d --window %d --period %v --protocol %v --seed %d)\n",
 		time.Since(start).Seconds(), cfg.N, cfg.Duration, cfg.Kill, cfg.Baseline, o.Rate, o.Size, o.Window, o.Period, o.Protocol, cfg.Seed)
 	return nil
-}
-
-func writeMulticastTable(w io.Writer, cfg cluster.MulticastBenchConfig, phases []cluster.MulticastPhase) {
-	if len(phases) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "multicast: %d processes, %g msg/s × %d B each, window %d, %v every %v\n",
-		cfg.N, cfg.Options.Rate, cfg.Options.Size, cfg.Options.Window, cfg.Options.Protocol, cfg.Options.Period)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tnodes\tspan\tgroup msg/s\tdeliv/s/node\tMB/s/node\tp50\tp99\tmax\tpeak msgs\tpeak KiB\tmean held\tresent\tthrottled\t")
-	for _, p := range phases {
-		fmt.Fprintf(tw, "%s\t%d\t%.1fs\t%.0f\t%.0f\t%.2f\t%v\t%v\t%v\t%d\t%.0f\t%.1f\t%d\t%d\t\n",
-			p.Name, p.Nodes, p.Duration.Seconds(), p.SentRate, p.DeliveredRate, p.DeliveredMBps,
-			round(p.P50), round(p.P99), round(p.Max), p.PeakBuffered, float64(p.PeakBytes)/1024, p.MeanBuffered, p.Resent, p.Throttled)
-	}
-	tw.Flush()
-	var raw, steady *cluster.MulticastPhase
-	for i := range phases {
-		switch phases[i].Name {
-		case "raw":
-			raw = &phases[i]
-		case "steady":
-			steady = &phases[i]
-		}
-	}
-	if raw != nil && steady != nil && raw.DeliveredRate > 0 && raw.P50 > 0 && raw.P99 > 0 {
-		fmt.Fprintf(w, "steady vs raw: delivered/s ×%.2f, p50 ×%.1f, p99 ×%.1f\n",
-			steady.DeliveredRate/raw.DeliveredRate, float64(steady.P50)/float64(raw.P50), float64(steady.P99)/float64(raw.P99))
-	}
-	for _, p := range phases {
-		if p.Name != "kill" {
-			continue
-		}
-		same := "IDENTICAL"
-		if !p.Agreed {
-			same = "DIFFERENT"
-		}
-		ids := make([]string, len(p.Killed))
-		for i, id := range p.Killed {
-			ids[i] = id.String()
-		}
-		fmt.Fprintf(w, "killed %s: every survivor's application in the new view %v after the kill (longest flush %v); deliveries of the old view across %d view changes: %s\n",
-			strings.Join(ids, ","), round(p.ViewChange), round(p.Flush), p.Moves, same)
-	}
-}
-
-func round(d time.Duration) time.Duration {
-	switch {
-	case d >= 10*time.Millisecond:
-		return d.Round(time.Millisecond)
-	case d >= 10*time.Microsecond:
-		return d.Round(time.Microsecond)
-	}
-	return d
 }

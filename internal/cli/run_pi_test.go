@@ -1,5 +1,5 @@
-// End-to-end runs of the examples under `cohort run` (issue 5's must-show:
-// `cohort run -n 8 ./examples/pi` prints π to 1e-10 and exits 0). They
+// End-to-end runs of the examples under `cohort run`
+// (`cohort run -n 8 ./examples/pi` prints π to 1e-10 and exits 0). They
 // need a rank's last frames to reach its peers when it finalizes
 // (comm.Session.Finalize flushes the TCP transport before closing it).
 
@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// TestRunPi: the issue's must-show — `cohort run -n 8 ./examples/pi`
+// TestRunPi: `cohort run -n 8 ./examples/pi`
 // prints π to 1e-10 (the P2P-MPI chapter's Figure 1, §1) and exits 0.
 func TestRunPi(t *testing.T) {
 	code, stdout, stderr := run(t, "run", "-n", "8", "--timeout", "2m", "../../examples/pi")

@@ -12,7 +12,7 @@ const rankPkg = "../../launch/testdata/rank"
 
 // TestRunJob: `cohort run` starts N ranks that find each other through the
 // rendezvous, forwards their output with the rank prefix and exits 0 when
-// every rank does (issue 5, item 2).
+// every rank does.
 func TestRunJob(t *testing.T) {
 	code, stdout, stderr := run(t, "run", "-n", "3", "--prefix", "--detector", "dbrr", "--fanout", "2", rankPkg)
 	if code != exitOK {
@@ -53,7 +53,7 @@ func TestRunKill(t *testing.T) {
 	}
 }
 
-// TestRunBadInput: every mistake is a clear error (issue 5, must show "bad
+// TestRunBadInput: every mistake is a clear error ("bad
 // input"): status 2 for usage, 1 for a Go package that does not build.
 func TestRunBadInput(t *testing.T) {
 	cases := []struct {

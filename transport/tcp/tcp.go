@@ -73,6 +73,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -227,6 +228,19 @@ func (t *Transport) SetPeer(id core.NodeID, addr string) {
 	p := t.peerLocked(id)
 	p.addr = addr
 	p.signal()
+}
+
+// Peers returns the nodes the transport knows (an address, a connection or
+// a queue), sorted by id.
+func (t *Transport) Peers() []core.NodeID {
+	t.mu.Lock()
+	ids := make([]core.NodeID, 0, len(t.peers))
+	for id := range t.peers {
+		ids = append(ids, id)
+	}
+	t.mu.Unlock()
+	slices.Sort(ids)
+	return ids
 }
 
 // RemovePeer forgets node id, closes its connection and drops its queue.

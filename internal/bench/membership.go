@@ -1,0 +1,558 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"github.com/cohort-mp/cohort/internal/record"
+	"github.com/cohort-mp/cohort/internal/runner"
+	"github.com/cohort-mp/cohort/internal/tracker"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/model"
+	"github.com/cohort-mp/cohort/topo"
+)
+
+// ReportMode says who reports a benchmark's failures to the root.
+type ReportMode uint8
+
+// The report modes of [BenchConfig].
+const (
+	// ReportOne isolates the protocol as the paper's experiment does (its
+	// T_s is the stabilization after one detector reports the failure,
+	// §7): the nodes run quiet detectors ([Detector.NewQuiet]) and right
+	// after the SIGKILL the orchestrator tells one survivor, the victim's
+	// parent in the radix tree, to report it ([runner.Job.InjectFailure]). The
+	// default.
+	ReportOne ReportMode = iota + 1
+	// ReportAll leaves the detection to the nodes' detectors: every
+	// survivor's detector declares the crash within a few milliseconds of
+	// the others' and reports it to the root, and all n processes run at
+	// once during the stabilization.
+	ReportAll
+)
+
+var reportNames = map[ReportMode]string{ReportOne: "one", ReportAll: "all"}
+
+func (m ReportMode) String() string {
+	if s, ok := reportNames[m]; ok {
+		return s
+	}
+	return fmt.Sprintf("report(%d)", uint8(m))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m ReportMode) MarshalText() ([]byte, error) {
+	if _, ok := reportNames[m]; !ok {
+		return nil, fmt.Errorf("bench: unknown report mode %d", uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: "one" or "all".
+func (m *ReportMode) UnmarshalText(text []byte) error {
+	for k, name := range reportNames {
+		if string(text) == name {
+			*m = k
+			return nil
+		}
+	}
+	return fmt.Errorf("bench: unknown report mode %q (want one or all)", text)
+}
+
+func (m ReportMode) orDefault() ReportMode {
+	if m == 0 {
+		return ReportOne
+	}
+	return m
+}
+
+// BenchConfig configures [RunBench].
+type BenchConfig struct {
+	// Sizes are the job sizes n and Fanouts the fan-outs a; every pair is
+	// one point.
+	Sizes, Fanouts []int
+	// Samples is the number of failures measured per point (≥ 2 for a
+	// confidence interval).
+	Samples int
+	// Detector is the nodes' failure detector (0: DetectorBRR).
+	Detector runner.Detector
+	// Report says who reports each failure (0: ReportOne).
+	Report ReportMode
+	// Seed chooses the victims and seeds the nodes.
+	Seed uint64
+	// PingCount is the number of round trips of the ping-pong that
+	// measures L (default 200).
+	PingCount int
+	// Command and Env are passed to [runner.JobConfig].
+	Command []string
+	Env     []string
+	// SampleTimeout bounds one failure's handling, from the kill until
+	// the survivors agree (default 30 s).
+	SampleTimeout time.Duration
+	// Progress, if not nil, receives one line per sample.
+	Progress io.Writer
+	// EventsDir, if not empty, keeps every node's event stream and log
+	// there, one subdirectory per point (n<n>-a<a>).
+	EventsDir string
+	// InProcess runs each point's n nodes as hosts inside this process
+	// ([runner.StartInProcess]: one event loop goroutine and one TCP transport on
+	// 127.0.0.1 per node, the same stacks, codecs and seeds) instead of
+	// n `cohort node` processes ([runner.Start]): the protocol and the TCP stack
+	// are measured without waking one process per node. A kill then
+	// stops the node's loop and closes its sockets ([runner.InProcessJob.Kill]).
+	// Command and Env are not used.
+	InProcess bool
+}
+
+// benchJob is a running job as the membership benchmark drives it: a [runner.Job]
+// of processes or an [runner.InProcessJob] of hosts.
+type benchJob interface {
+	// Records returns the records from index from on and a channel closed
+	// when the next one arrives.
+	Records(from int) ([]record.Record, <-chan struct{})
+	// Inspect calls f with the job's tracker under the job's lock.
+	Inspect(f func(t *tracker.Tracker))
+	// WaitAgreed waits until the live nodes agree on a view of exactly
+	// themselves.
+	WaitAgreed(ctx context.Context, outside map[core.NodeID]bool) (member.ViewInstalled, error)
+	// Kill stops a node abruptly (its peers see their connections drop).
+	Kill(id core.NodeID) error
+	// InjectFailure makes reporter declare failed failed, as its detector
+	// would.
+	InjectFailure(reporter, failed core.NodeID) error
+	// Spawn adds a node that joins the running group.
+	Spawn(ctx context.Context, o runner.SpawnOptions) error
+	Close() error
+}
+
+// startBenchJob starts a point's job in the mode cfg asks for.
+func startBenchJob(ctx context.Context, cfg BenchConfig, jc runner.JobConfig) (benchJob, error) {
+	if cfg.InProcess {
+		j, err := runner.StartInProcess(ctx, jc)
+		if err != nil {
+			return nil, err
+		}
+		return j, nil
+	}
+	j, err := runner.Start(ctx, jc)
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// BenchSample is one measured failure.
+type BenchSample struct {
+	Victim  core.NodeID
+	Epoch   uint64        // the view that excludes it
+	Ts      time.Duration // the root's T_s: report received → every ACK held
+	Ocp     time.Duration // median FAILED_NODE handling time over the nodes
+	Agreed  time.Duration // SIGKILL → the last survivor installed the view
+	Members int           // members of the new view
+	// Reporter is the node told to report the failure (ReportOne), or
+	// core.None (ReportAll).
+	Reporter core.NodeID
+	// ReportsFrom are the distinct senders of the failure reports the
+	// root received for this view (its [record.Reports] event); empty when the
+	// root itself was the only one to declare the failure.
+	ReportsFrom []core.NodeID
+	// Verdicts counts the core.Failed events about the victim that the
+	// nodes' detectors emitted from the kill until the survivors agreed
+	// (under ReportOne there must be none: the injected verdict is not a
+	// detector's and is not counted).
+	Verdicts int
+	// Hop is the median delay of one tree hop of FAILED_NODE during this
+	// stabilization: from the parent having handled (and passed on) the
+	// proposal to the child starting to handle it, on the machine's wall
+	// clock. It is L as the stabilization met it, under the load of the
+	// other processes (the paper's contention model, §7.2, replaces L by
+	// such a latency).
+	Hop time.Duration
+}
+
+// BenchPoint is the result of one (n, a) pair.
+type BenchPoint struct {
+	N, Fanout int
+	// Height is H of the view the failures stabilize, n−1 members.
+	Height  int
+	Samples []BenchSample
+	// PingPong is the round trip measured between node 0 (the root) and
+	// node 1 (its first child); L is half its median.
+	PingPong record.PingPong
+	L        time.Duration
+	// Echo is the tree echo the root ran over the n-member view right
+	// after the ping-pong: the stabilization's messages along the same
+	// tree with nothing computed, the floor of T_s on this machine.
+	Echo record.TreeEchoTime
+	// Ts, Ocp, Agreed and Hop summarize the samples.
+	Ts, Ocp, Agreed, Hop Estimate
+	// Reporters is the mean number of distinct nodes whose reports
+	// reached the root per failure (len(BenchSample.ReportsFrom)).
+	Reporters float64
+	// Model is the base model T_s = 2·L·(H−1) + O_cp·H with the measured L
+	// and the median O_cp; LoadModel is the same with L replaced by the
+	// median hop delay measured during the stabilizations.
+	Model, LoadModel time.Duration
+	// DetectorTimeout is the detector's configured detection time for n
+	// members, and DetectorDesc its parts.
+	DetectorTimeout time.Duration
+	DetectorDesc    string
+}
+
+// RunBench runs the membership benchmark: for each point it starts a job
+// of n nodes (processes, or hosts in this process with cfg.InProcess),
+// measures L by ping-pong, then Samples times kills a random non-root node
+// (SIGKILL, or its in-process equivalent), waits until the survivors agree
+// on the view without it, reads T_s from the root's member.Stabilized, and
+// admits a new node (NEW_NODE) so that the next failure again happens in n
+// nodes. Both modes share every step but the job's start.
+func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchPoint, error) {
+	if cfg.Samples < 1 {
+		return nil, fmt.Errorf("%w: %d samples", runner.ErrJob, cfg.Samples)
+	}
+	if cfg.PingCount == 0 {
+		cfg.PingCount = 200
+	}
+	if cfg.SampleTimeout == 0 {
+		cfg.SampleTimeout = 30 * time.Second
+	}
+	var points []BenchPoint
+	for _, n := range cfg.Sizes {
+		for _, a := range cfg.Fanouts {
+			p, err := benchPoint(ctx, cfg, n, a)
+			if err != nil {
+				return points, fmt.Errorf("n = %d, a = %d: %w", n, a, err)
+			}
+			points = append(points, p)
+		}
+	}
+	return points, nil
+}
+
+func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, error) {
+	pt := BenchPoint{N: n, Fanout: a}
+	if n < 3 {
+		return pt, fmt.Errorf("%w: a point needs at least 3 nodes", runner.ErrJob)
+	}
+	h, err := model.TreeHeight(n-1, a)
+	if err != nil {
+		return pt, err
+	}
+	pt.Height = h
+	pt.DetectorTimeout, pt.DetectorDesc = runner.LocalConfig(0, cfg.Detector, a).DetectionBound(n)
+	seed := cfg.Seed ^ uint64(n)<<32 ^ uint64(a)
+	job, err := startBenchJob(ctx, cfg, runner.JobConfig{
+		N: n, Fanout: a, Detector: cfg.Detector, Seed: seed,
+		Command: cfg.Command, Env: cfg.Env, PingCount: cfg.PingCount,
+		QuietDetector: cfg.Report.orDefault() == ReportOne,
+		EventsDir:     eventsSubdir(cfg.EventsDir, n, a),
+	})
+	if err != nil {
+		return pt, err
+	}
+	defer job.Close()
+
+	rec, _, err := waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r record.Record) bool { _, ok := r.Event.(record.PingPong); return ok && r.Node == 0 })
+	if err != nil {
+		return pt, fmt.Errorf("waiting for the ping-pong: %w", err)
+	}
+	pt.PingPong = rec.Event.(record.PingPong)
+	pt.L = pt.PingPong.Median / 2
+	rec, _, err = waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r record.Record) bool { _, ok := r.Event.(record.TreeEchoTime); return ok && r.Node == 0 })
+	if err != nil {
+		return pt, fmt.Errorf("waiting for the tree echo: %w", err)
+	}
+	pt.Echo = rec.Event.(record.TreeEchoTime)
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)<<8|uint64(a)))
+	view, err := job.WaitAgreed(ctx, nil)
+	if err != nil {
+		return pt, err
+	}
+	next := core.NodeID(n)
+	for s := 0; s < cfg.Samples; s++ {
+		sample, err := benchSample(ctx, cfg, job, a, view, rng)
+		if err != nil {
+			return pt, fmt.Errorf("sample %d: %w", s+1, err)
+		}
+		pt.Samples = append(pt.Samples, sample)
+		if cfg.Progress != nil {
+			who := "detectors"
+			if sample.Reporter != core.None {
+				who = "told " + sample.Reporter.String()
+			}
+			fmt.Fprintf(cfg.Progress, "n=%d a=%d sample %d/%d: killed %v (%s), epoch %s: T_s %s, O_cp %s, hop %s, crash→agreed %s, reports from [%s]\n",
+				n, a, s+1, cfg.Samples, sample.Victim, who, member.FormatEpoch(sample.Epoch), us(sample.Ts), us(sample.Ocp), us(sample.Hop), ms(sample.Agreed), tracker.FormatIDs(sample.ReportsFrom))
+		}
+		if s == cfg.Samples-1 {
+			break
+		}
+		// Back to n members: a new node joins at the bottom of the tree.
+		sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
+		err = job.Spawn(sctx, runner.SpawnOptions{ID: next})
+		if err == nil {
+			view, err = job.WaitAgreed(sctx, nil)
+		}
+		cancel()
+		if err != nil {
+			return pt, fmt.Errorf("re-admitting a node after sample %d: %w", s+1, err)
+		}
+		next++
+	}
+	var ts, ocp, agreed, hop []time.Duration
+	for _, s := range pt.Samples {
+		ts = append(ts, s.Ts)
+		ocp = append(ocp, s.Ocp)
+		agreed = append(agreed, s.Agreed)
+		hop = append(hop, s.Hop)
+		pt.Reporters += float64(len(s.ReportsFrom)) / float64(len(pt.Samples))
+	}
+	pt.Ts, pt.Ocp, pt.Agreed, pt.Hop = Estimate95(ts), Estimate95(ocp), Estimate95(agreed), Estimate95(hop)
+	if pt.Model, err = model.StabilizationTime(pt.L, pt.Ocp.Median, pt.Height); err != nil {
+		return pt, err
+	}
+	pt.LoadModel, err = model.StabilizationTime(max(pt.Hop.Median, 0), pt.Ocp.Median, pt.Height)
+	return pt, err
+}
+
+// benchSample kills one random non-root member of view (a radix tree of
+// fan-out a) and measures the view change that excludes it.
+func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view member.ViewInstalled, rng *rand.Rand) (BenchSample, error) {
+	pos := 1 + rng.IntN(len(view.Members)-1)
+	victim := view.Members[pos]
+	s := BenchSample{Victim: victim, Reporter: core.None}
+	mark, _ := job.Records(0)
+	from := len(mark)
+	if cfg.InProcess {
+		// The n nodes share one heap, hundreds of megabytes at n = 64
+		// (every transport keeps a queue per peer): a collection that
+		// starts during the stabilization takes a quarter of the cores
+		// and assists from every loop, which n processes with their own
+		// small heaps do not suffer. A full cycle now leaves the heap
+		// far from its next trigger.
+		runtime.GC()
+	}
+	var killedAt time.Time
+	if err := job.Kill(victim); err != nil {
+		return s, err
+	}
+	if cfg.Report.orDefault() == ReportOne {
+		tree, err := topo.NewRadix(len(view.Members), runner.MemberConfig(a).Fanout)
+		if err != nil {
+			return s, err
+		}
+		s.Reporter = view.Members[tree.Parent(pos)]
+		if err := job.InjectFailure(s.Reporter, victim); err != nil {
+			return s, err
+		}
+	}
+	job.Inspect(func(t *tracker.Tracker) { killedAt = t.Node(victim).KilledAt })
+	sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
+	defer cancel()
+	if _, err := job.WaitAgreed(sctx, nil); err != nil {
+		return s, err
+	}
+	recs, _ := job.Records(from)
+	// The view change of this failure: the first view installed after the
+	// kill that excludes the victim.
+	for _, r := range recs {
+		if v, ok := r.Event.(member.ViewInstalled); ok && !slices.Contains(v.Members, victim) {
+			s.Epoch = v.Epoch
+			break
+		}
+	}
+	if s.Epoch == 0 {
+		return s, fmt.Errorf("%w: no view excluding %v", runner.ErrJob, victim)
+	}
+	want := slices.DeleteFunc(slices.Clone(view.Members), func(id core.NodeID) bool { return id == victim })
+	var es tracker.EpochState
+	job.Inspect(func(t *tracker.Tracker) { es = *t.Epoch(s.Epoch) })
+	if !slices.Equal(es.Members, want) {
+		return s, fmt.Errorf("%w: view %s has members [%s], want [%s] (a live node was excluded: the machine is too loaded for the detector's timing)",
+			runner.ErrJob, member.FormatEpoch(s.Epoch), tracker.FormatIDs(es.Members), tracker.FormatIDs(want))
+	}
+	if es.Stabilized == nil {
+		return s, fmt.Errorf("%w: the root of view %s reported no stabilization", runner.ErrJob, member.FormatEpoch(s.Epoch))
+	}
+	s.Ts = es.Stabilized.At - es.Stabilized.Began
+	s.Members = len(es.Members)
+	s.Agreed = es.Last.Sub(killedAt)
+	var took []time.Duration
+	done := map[core.NodeID]time.Time{} // when each node had passed the proposal on
+	var handled []record.Record
+	root := member.EpochRoot(s.Epoch)
+	for _, r := range recs {
+		switch e := r.Event.(type) {
+		case core.Failed:
+			if e.Node == victim {
+				s.Verdicts++
+			}
+		case record.Reports:
+			if e.Epoch == s.Epoch && r.Node == root {
+				s.ReportsFrom = e.From
+			}
+		case record.ProcessTime:
+			if e.Epoch == s.Epoch && e.Kind == member.KindName(member.KindFailedNode) {
+				took = append(took, e.Took)
+				done[r.Node] = r.Time
+				handled = append(handled, r)
+			}
+		case member.StabilizationStarted:
+			if e.Epoch == s.Epoch && r.Node == member.EpochRoot(s.Epoch) {
+				done[r.Node] = r.Time // the root sends as it starts
+			}
+		}
+	}
+	if s.Reporter != core.None && s.Verdicts > 0 {
+		return s, fmt.Errorf("%w: %d detector verdict(s) about %v although the detectors are quiet (--report one)", runner.ErrJob, s.Verdicts, victim)
+	}
+	if len(took) == 0 {
+		return s, fmt.Errorf("%w: no node reported handling FAILED_NODE of view %s", runner.ErrJob, member.FormatEpoch(s.Epoch))
+	}
+	s.Ocp = Median(took)
+	var hops []time.Duration
+	for _, r := range handled {
+		e := r.Event.(record.ProcessTime)
+		if parent, ok := done[e.From]; ok {
+			hops = append(hops, r.Time.Add(-e.Took).Sub(parent))
+		}
+	}
+	s.Hop = Median(hops)
+	return s, nil
+}
+
+// waitRecord waits for the first record from index from on that match
+// accepts, for at most timeout.
+func waitRecord(ctx context.Context, job benchJob, from int, timeout time.Duration, match func(record.Record) bool) (record.Record, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		recs, changed := job.Records(from)
+		for i, r := range recs {
+			if match(r) {
+				return r, from + i, nil
+			}
+		}
+		from += len(recs)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return record.Record{}, from, ctx.Err()
+		}
+	}
+}
+
+// WriteBenchTable writes the points as a table, followed by the check of
+// the goal T_s < 1 ms at the largest n.
+func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
+	if len(points) == 0 {
+		return
+	}
+	det := runner.DetectorOrDefault(cfg.Detector)
+	fmt.Fprintf(w, "Membership stabilization, %s, detector %s, %d failure(s) per point, mean ± 95%% CI (Student t).\n", BenchMode(cfg), det, cfg.Samples)
+	kill, nodes := "SIGKILL", "processes"
+	if cfg.InProcess {
+		kill, nodes = "kill (loop stopped, sockets closed)", "hosts"
+		fmt.Fprintf(w, "In-process: each node its own host loop goroutine and TCP transport (stack, codecs and seed of cohort node); a full GC cycle is forced before each kill (the nodes share one heap).\n")
+	}
+	switch cfg.Report.orDefault() {
+	case ReportOne:
+		fmt.Fprintf(w, "Reports: one (--report one): quiet detectors; after each %s the victim's parent alone is told to declare it failed (the paper's experiment).\n", kill)
+	default:
+		fmt.Fprintf(w, "Reports: all (--report all): every survivor's %s detector declares the crash and reports it; all n %s compete for the cores.\n", det, nodes)
+	}
+	fmt.Fprintf(w, "T_s: root receives the failure report → root holds every FAILURE_ACK (member.Stabilized, the root's monotonic clock).\n")
+	fmt.Fprintf(w, "Model: T_s = 2·L·(H−1) + O_cp·H (paper §4), H for the n−1 members left; L = ½ median ping-pong RTT root↔child in the same job,\n")
+	fmt.Fprintf(w, "O_cp = median FAILED_NODE handling per node. Load model: the same with L = the median tree hop measured during the stabilizations.\n")
+	fmt.Fprintf(w, "Echo (baseline, same job): median time for a message to go down the radix tree of the n-member view and every answer to come back up\n")
+	fmt.Fprintf(w, "(tree echo: the stabilization's messages along the same tree, nothing computed); T_s/echo is the protocol's cost over that floor.\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\techo (ms)\tT_s/echo\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\treporters\t")
+	for _, p := range points {
+		ratio := math.NaN()
+		if p.Echo.Median > 0 {
+			ratio = float64(p.Ts.Median) / float64(p.Echo.Median)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.1f\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t%.1f\t\n",
+			p.N, p.Fanout, p.Height, pm(p.Ts, 1e6, "%.3f"), msf(p.Ts.Min), msf(p.Echo.Median), ratio, msf(p.Model),
+			float64(p.L)/1e3, float64(p.Ocp.Median)/1e3, float64(p.Hop.Median)/1e3, msf(p.LoadModel),
+			pm(p.Agreed, 1e6, "%.0f"), msf(p.DetectorTimeout), p.Reporters)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, p := range points {
+		if p.N == points[0].N {
+			fmt.Fprintf(w, "detector timeout at n = %d: %s\n", p.N, p.DetectorDesc)
+			break
+		}
+	}
+	maxN := 0
+	for _, p := range points {
+		maxN = max(maxN, p.N)
+	}
+	var parts []string
+	met := true
+	for _, p := range points {
+		if p.N == maxN {
+			parts = append(parts, fmt.Sprintf("a = %d: %.3f ms", p.Fanout, msf(p.Ts.Mean)))
+			met = met && p.Ts.Mean < time.Millisecond
+		}
+	}
+	verdict := "met"
+	if !met {
+		verdict = "NOT met"
+	}
+	mode := "processes"
+	if cfg.InProcess {
+		mode = "in-process"
+	}
+	fmt.Fprintf(w, "goal T_s < 1 ms at n = %d (--report %s, %s): %s (%s)\n", maxN, cfg.Report.orDefault(), mode, verdict, strings.Join(parts, ", "))
+}
+
+// BenchMode describes how cfg runs the nodes, for a table's header:
+// "in-process: n hosts in one OS process, GOMAXPROCS=2, real TCP on
+// loopback" or "n processes (cohort node, GOMAXPROCS=1 each), real TCP on
+// loopback".
+func BenchMode(cfg BenchConfig) string {
+	if cfg.InProcess {
+		return fmt.Sprintf("in-process: n hosts in one OS process, GOMAXPROCS=%d, real TCP on loopback", runtime.GOMAXPROCS(0))
+	}
+	procs := "GOMAXPROCS=1" // what Start gives every node unless told otherwise
+	for _, kv := range slices.Concat(os.Environ(), cfg.Env) {
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			procs = "GOMAXPROCS=" + v
+		}
+	}
+	return fmt.Sprintf("n processes (cohort node, %s each), real TCP on loopback", procs)
+}
+
+// pm renders an estimate as "mean ± half" in the given unit.
+func pm(e Estimate, unit float64, format string) string {
+	if e.N < 2 || e.HalfCI == time.Duration(math.MaxInt64) {
+		return fmt.Sprintf(format, float64(e.Mean)/unit)
+	}
+	return fmt.Sprintf(format+" ± "+format, float64(e.Mean)/unit, float64(e.HalfCI)/unit)
+}
+
+func msf(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }
+
+// eventsSubdir is where the point (n, a) keeps its event streams, or "".
+func eventsSubdir(dir string, n, a int) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, fmt.Sprintf("n%d-a%d", n, a))
+}

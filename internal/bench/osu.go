@@ -1,0 +1,286 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cohort-mp/cohort/launch"
+)
+
+// The OSU-style benchmarks (p2p, bw, allreduce) run the loops of the OSU
+// micro-benchmarks (osu_latency, osu_bw, osu_allreduce) over several
+// implementations in one invocation and print them side by side:
+//
+//	ours       package comm over transport/tcp, ranks started by package launch
+//	tcp        raw Go TCP sockets between processes started the same way
+//	           (addresses exchanged through the launcher's rendezvous)
+//	mpi-tcp    Open MPI, --mca btl self,tcp on the loopback interface
+//	mpi-vader  Open MPI, --mca btl self,vader (shared memory)
+//
+// The Open MPI columns come from osu/osu.c, embedded here, built with mpicc
+// into a temporary directory; they are left out when mpicc or mpirun is
+// absent. Our and the raw TCP ranks are this executable started as the
+// hidden command `cohort osu-worker` (which calls [RunOSURank]), with the
+// same arguments as osu.c.
+
+//go:embed osu/osu.c
+var osuSource []byte
+
+// OSULargeMessage is OSU's LARGE_MESSAGE_SIZE: larger messages use the
+// "large" iteration counts.
+const OSULargeMessage = 8192
+
+// OSU describes one OSU-style benchmark.
+type OSU struct {
+	Mode     string    // latency, bw, allreduce (the first argument of osu.c)
+	Ranks    int       // processes per job
+	MinSize  int       // the first size (0, 1 or 8 bytes)
+	Unit     string    // µs or MB/s
+	Higher   bool      // a higher figure is better (bandwidth)
+	Loop     int       // iterations, small messages (OSU's defaults)
+	Skip     int       // warm-up iterations, small messages
+	LoopL    int       // iterations, large messages
+	SkipL    int       // warm-up iterations, large messages
+	Window   int       // messages in flight per iteration (bw)
+	MaxSize  int       // the largest size in bytes
+	Impls    []string  // implementations to run, in order (of OSUImpls)
+	Progress io.Writer // where progress lines go
+}
+
+// OSUImpls lists the implementations in table order.
+var OSUImpls = []string{"ours", "tcp", "mpi-tcp", "mpi-vader"}
+
+var osuImplTitle = map[string]string{"ours": "cohort", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
+
+// Sizes returns the message sizes: minSize (0 or a power of two), then
+// every power of two up to maxSize.
+func (b *OSU) Sizes() []int {
+	var out []int
+	if b.MinSize == 0 {
+		out = append(out, 0)
+	}
+	for s := max(1, b.MinSize); s <= b.MaxSize; s *= 2 {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Args are the arguments of osu.c and of the worker after the mode.
+func (b *OSU) Args() []string {
+	a := []string{strconv.Itoa(b.Loop), strconv.Itoa(b.Skip), strconv.Itoa(b.LoopL), strconv.Itoa(b.SkipL), strconv.Itoa(max(1, b.Window))}
+	for _, s := range b.Sizes() {
+		a = append(a, strconv.Itoa(s))
+	}
+	return a
+}
+
+// OSUResult is one implementation's figures by size, or why it is absent.
+type OSUResult struct {
+	Impl    string
+	Figures map[int]float64
+	Absent  string // why it did not run ("" if it ran)
+}
+
+// Loops describes the iteration counts.
+func (b *OSU) Loops() string {
+	s := fmt.Sprintf("loops %d/%d, warm-up %d/%d for sizes ≤/> %d B", b.Loop, b.LoopL, b.Skip, b.SkipL, OSULargeMessage)
+	if b.Mode == "bw" {
+		s += fmt.Sprintf(", window %d", b.Window)
+	}
+	return s
+}
+
+// Measure runs every implementation in turn.
+func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var mpiProg, mpiAbsent string
+	var cleanup func()
+	defer func() {
+		if cleanup != nil {
+			cleanup()
+		}
+	}()
+	var results []OSUResult
+	for _, impl := range b.Impls {
+		r := OSUResult{Impl: impl}
+		fmt.Fprintf(b.Progress, "bench: %s %s on %d processes…\n", impl, b.Mode, b.Ranks)
+		switch impl {
+		case "ours", "tcp":
+			r.Figures, err = b.runWorkers(ctx, exe, impl)
+		default:
+			if mpiProg == "" && mpiAbsent == "" {
+				mpiProg, cleanup, mpiAbsent, err = buildOSU(ctx)
+			}
+			r.Absent = mpiAbsent
+			if r.Absent == "" && err == nil {
+				r.Figures, err = b.runMPI(ctx, mpiProg, strings.TrimPrefix(impl, "mpi-"))
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", impl, err)
+		}
+		if r.Absent != "" {
+			fmt.Fprintf(b.Progress, "bench: %s skipped: %s\n", impl, r.Absent)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// runWorkers runs a job of b.Ranks workers of this executable and reads
+// rank 0's figures.
+func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (map[int]float64, error) {
+	var out bytes.Buffer
+	args := append([]string{"osu-worker", b.Mode, impl}, b.Args()...)
+	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args,
+		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := job.Wait(); err != nil {
+		return nil, err
+	}
+	return parseFigures(out.Bytes(), b.Sizes())
+}
+
+// buildOSU builds osu.c with mpicc. absent says why Open MPI is not
+// there (then err is nil).
+func buildOSU(ctx context.Context) (prog string, cleanup func(), absent string, err error) {
+	mpicc, err1 := exec.LookPath("mpicc")
+	_, err2 := exec.LookPath("mpirun")
+	if err1 != nil || err2 != nil {
+		return "", nil, "mpicc or mpirun is not in PATH (install Open MPI: openmpi-bin libopenmpi-dev)", nil
+	}
+	dir, err := os.MkdirTemp("", "cohort-osu-")
+	if err != nil {
+		return "", nil, "", err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	src := filepath.Join(dir, "osu.c")
+	if err := os.WriteFile(src, osuSource, 0o644); err != nil {
+		cleanup()
+		return "", nil, "", err
+	}
+	prog = filepath.Join(dir, "osu")
+	out, err := exec.CommandContext(ctx, mpicc, "-O2", "-o", prog, src).CombinedOutput()
+	if err != nil {
+		cleanup()
+		return "", nil, "", fmt.Errorf("mpicc osu.c: %v\n%s", err, out)
+	}
+	return prog, cleanup, "", nil
+}
+
+// runMPI runs osu.c under mpirun with the given byte transfer layer.
+func (b *OSU) runMPI(ctx context.Context, prog, btl string) (map[int]float64, error) {
+	args := []string{"-np", strconv.Itoa(b.Ranks), "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "self," + btl}
+	if btl == "tcp" {
+		// Open MPI leaves out the loopback interface by default; our
+		// ranks talk over 127.0.0.1 too.
+		args = append(args, "--mca", "btl_tcp_if_include", "lo")
+	}
+	args = append(args, prog, b.Mode)
+	args = append(args, b.Args()...)
+	cmd := exec.CommandContext(ctx, "mpirun", args...)
+	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, b.Progress
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("mpirun %s: %w", strings.Join(args, " "), err)
+	}
+	return parseFigures(out.Bytes(), b.Sizes())
+}
+
+// parseFigures reads "size value" lines and checks that every size is
+// there.
+func parseFigures(out []byte, sizes []int) (map[int]float64, error) {
+	figs := map[int]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		size, err1 := strconv.Atoi(f[0])
+		v, err2 := strconv.ParseFloat(f[1], 64)
+		if err1 == nil && err2 == nil {
+			figs[size] = v
+		}
+	}
+	for _, s := range sizes {
+		if _, ok := figs[s]; !ok {
+			return nil, fmt.Errorf("no figure for %d bytes in the output:\n%s", s, out)
+		}
+	}
+	return figs, nil
+}
+
+// WriteTable prints size, each implementation's figure, and ours ÷ each
+// baseline.
+func (b *OSU) WriteTable(w io.Writer, title string, results []OSUResult) {
+	fmt.Fprintf(w, "# %s\n", title)
+	var ran []OSUResult
+	for _, r := range results {
+		if r.Absent == "" {
+			ran = append(ran, r)
+		} else {
+			fmt.Fprintf(w, "# %s: not run (%s)\n", osuImplTitle[r.Impl], r.Absent)
+		}
+	}
+	var ours *OSUResult
+	for i := range ran {
+		if ran[i].Impl == "ours" {
+			ours = &ran[i]
+		}
+	}
+	fmt.Fprintf(w, "%10s", "size (B)")
+	for _, r := range ran {
+		fmt.Fprintf(w, " %14s", osuImplTitle[r.Impl]+" "+b.Unit)
+	}
+	if ours != nil {
+		for _, r := range ran {
+			if r.Impl != "ours" {
+				fmt.Fprintf(w, " %14s", "÷"+osuImplTitle[r.Impl])
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	for _, s := range b.Sizes() {
+		fmt.Fprintf(w, "%10d", s)
+		for _, r := range ran {
+			fmt.Fprintf(w, " %14.2f", r.Figures[s])
+		}
+		if ours != nil {
+			for _, r := range ran {
+				if r.Impl == "ours" {
+					continue
+				}
+				if r.Figures[s] > 0 {
+					fmt.Fprintf(w, " %14.2f", ours.Figures[s]/r.Figures[s])
+				} else {
+					fmt.Fprintf(w, " %14s", "—")
+				}
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if ours != nil && len(ran) > 1 {
+		if b.Higher {
+			fmt.Fprintln(w, "(÷X = cohort's figure over X's: above 1, cohort is faster)")
+		} else {
+			fmt.Fprintln(w, "(÷X = cohort's figure over X's: below 1, cohort is faster)")
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+)
+
+// OSULatency is osu_latency's configuration (2 ranks, 0 B up, 10,000
+// loops and 100 warm-up ones; 1,000 and 10 above OSULargeMessage); the
+// caller sets MaxSize, Impls and Progress.
+func OSULatency() *OSU {
+	return &OSU{Mode: "latency", Ranks: 2, MinSize: 0, Unit: "µs", Loop: 10000, Skip: 100, LoopL: 1000, SkipL: 10, Window: 1}
+}
+
+// OSUBandwidth is osu_bw's configuration (2 ranks, 1 B up, windows of 64).
+func OSUBandwidth() *OSU {
+	return &OSU{Mode: "bw", Ranks: 2, MinSize: 1, Unit: "MB/s", Higher: true, Loop: 100, Skip: 10, LoopL: 20, SkipL: 2, Window: 64}
+}
+
+// OSUAllreduce is osu_allreduce's configuration on the given number of
+// ranks (8 B up, float64 with Sum).
+func OSUAllreduce(ranks int) *OSU {
+	return &OSU{Mode: "allreduce", Ranks: ranks, MinSize: 8, Unit: "µs", Loop: 1000, Skip: 100, LoopL: 100, SkipL: 10, Window: 1}
+}
+
+// OSUGoal is one of the performance goals, against Open MPI's TCP path.
+type OSUGoal struct {
+	What   string
+	Mode   string
+	Size   int
+	Limit  float64 // the ratio ours ÷ Open MPI tcp must be ≤ limit (or ≥ for higher-is-better)
+	Higher bool
+}
+
+// OSUGoals are the goals [WriteOSUGoals] checks.
+var OSUGoals = []OSUGoal{
+	{"8-byte one-way latency", "latency", 8, 1.5, false},
+	{"1 MiB bandwidth", "bw", 1 << 20, 0.9, true},
+	{"1 MiB Allreduce of float64 on 4 ranks", "allreduce", 1 << 20, 1.5, false},
+}
+
+// WriteOSUGoals says where cohort stands against each goal.
+func WriteOSUGoals(w io.Writer, all map[string][]OSUResult) {
+	fmt.Fprintln(w, "# goals, cohort ÷ Open MPI tcp")
+	for _, g := range OSUGoals {
+		var ours, mpi map[int]float64
+		for _, r := range all[g.Mode] {
+			switch r.Impl {
+			case "ours":
+				ours = r.Figures
+			case "mpi-tcp":
+				mpi = r.Figures
+			}
+		}
+		cmp := "≤"
+		if g.Higher {
+			cmp = "≥"
+		}
+		o, ok1 := ours[g.Size]
+		m, ok2 := mpi[g.Size]
+		if !ok1 || !ok2 || m == 0 {
+			fmt.Fprintf(w, "  %-40s not measured (needs ours and mpi-tcp at %d B)\n", g.What, g.Size)
+			continue
+		}
+		ratio := o / m
+		met := ratio <= g.Limit
+		if g.Higher {
+			met = ratio >= g.Limit
+		}
+		verdict := map[bool]string{true: "met", false: "NOT met"}[met]
+		fmt.Fprintf(w, "  %-40s cohort %.2f, Open MPI %.2f %s: ratio %.2f (goal %s %.1f) %s\n",
+			g.What, o, m, map[bool]string{true: "MB/s", false: "µs"}[g.Higher], ratio, cmp, g.Limit, verdict)
+	}
+}

@@ -1,0 +1,27 @@
+package bench_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cohort-mp/cohort/internal/bench"
+)
+
+// TestOSUGoals checks the verdicts against hand-made figures.
+func TestOSUGoals(t *testing.T) {
+	res := func(ours, mpi float64, size int) []bench.OSUResult {
+		return []bench.OSUResult{{Impl: "ours", Figures: map[int]float64{size: ours}}, {Impl: "mpi-tcp", Figures: map[int]float64{size: mpi}}}
+	}
+	var b strings.Builder
+	bench.WriteOSUGoals(&b, map[string][]bench.OSUResult{
+		"latency":   res(7, 5, 8),           // 1.4 ≤ 1.5: met
+		"bw":        res(800, 1000, 1<<20),  // 0.8 < 0.9: not met
+		"allreduce": res(1600, 1000, 1<<20), // 1.6 > 1.5: not met
+	})
+	out := b.String()
+	for _, want := range []string{"ratio 1.40 (goal ≤ 1.5) met", "ratio 0.80 (goal ≥ 0.9) NOT met", "ratio 1.60 (goal ≤ 1.5) NOT met"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("missing %q in:\n%s", want, out)
+		}
+	}
+}
