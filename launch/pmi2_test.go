@@ -27,7 +27,6 @@ type fakePMI struct {
 	kv      map[string]string
 	pending map[string]string // put but not yet fenced
 	fenced  int
-	waiters []chan struct{}
 	gen     chan struct{} // closed when the current fence completes
 	quit    chan struct{} // closed by stop: waiting fences end
 	once    sync.Once
