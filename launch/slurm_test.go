@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func noPMI() (net.Conn, error) { return nil, errors.New("the test opens no PMI connection") }
@@ -280,6 +281,48 @@ func FuzzExpandHostList(f *testing.F) {
 		}
 		if n, err := expandTasksPerNode(s); err == nil && (len(n) == 0 || len(n) > maxHostList) {
 			t.Fatalf("%q expanded to %d entries", s, len(n))
+		}
+	})
+}
+
+// tableServer is a pmiServer whose key-value space is a map (for the
+// table decoder's fuzz test).
+type tableServer struct{ kv map[string]string }
+
+func (s *tableServer) Init(context.Context, int, string) error    { return nil }
+func (s *tableServer) Size() int                                  { return 0 }
+func (s *tableServer) Put(_ context.Context, k, v string) error   { s.kv[k] = v; return nil }
+func (s *tableServer) Fence(context.Context, time.Duration) error { return nil }
+func (s *tableServer) Finalize(context.Context) error             { return nil }
+func (s *tableServer) Close() error                               { return nil }
+func (s *tableServer) Get(_ context.Context, k string) (string, bool, error) {
+	v, ok := s.kv[k]
+	return v, ok, nil
+}
+
+// FuzzPMITable: whatever task 0's table holds (count and chunks), a task
+// reading it gets an error or exactly size valid addresses with its own
+// in its place; never a panic.
+func FuzzPMITable(f *testing.F) {
+	f.Add("1", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "")
+	f.Add("2", "127.0.0.1:1,127.0.0.1:2", "127.0.0.1:3")
+	f.Add("2", "127.0.0.1:1", "")
+	f.Add("x", "", "")
+	f.Add("3", ",,", "[::1]:5")
+	f.Fuzz(func(t *testing.T, count, c0, c1 string) {
+		srv := &tableServer{kv: map[string]string{pmiTableCount: count, pmiTableKey(0): c0, pmiTableKey(1): c1}}
+		e := &pmiExchange{srv: srv, rank: 1, size: 3, fence: time.Second}
+		addrs, err := e.readTable(context.Background(), "127.0.0.1:2")
+		if err != nil {
+			return
+		}
+		if len(addrs) != 3 || addrs[1] != "127.0.0.1:2" {
+			t.Fatalf("table %q %q %q gave %q", count, c0, c1, addrs)
+		}
+		for _, a := range addrs {
+			if checkAddr(a) != nil {
+				t.Fatalf("accepted the address %q", a)
+			}
 		}
 	})
 }
