@@ -92,6 +92,9 @@ func PMIFromFD(fdText string, timeout time.Duration) (*PMIClient, error) {
 	}
 	conn, err := net.FileConn(f) // dups the descriptor
 	f.Close()
+	if errors.Is(err, syscall.EBADF) {
+		return nil, fmt.Errorf("%w: PMI_FD=%d is not an open descriptor (was the program started by srun itself, not by a child of it?)", ErrPMI, fd)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: PMI_FD=%d is not a socket: %v", ErrPMI, fd, err)
 	}

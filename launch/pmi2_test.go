@@ -473,6 +473,9 @@ func TestPMIFromFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if _, err := PMIFromFD("1000", time.Second); err == nil || !strings.Contains(err.Error(), "not an open descriptor") {
+		t.Errorf("a closed descriptor: %v", err)
+	}
 	for _, fd := range []string{"x", "-1", strconv.Itoa(int(f.Fd()))} {
 		if _, err := PMIFromFD(fd, time.Second); err == nil || !errors.Is(err, ErrPMI) {
 			t.Errorf("PMIFromFD(%q) = %v, want an ErrPMI", fd, err)
