@@ -285,7 +285,7 @@ func fromSLURMEnv(ctx context.Context, sys system, b Bootstrap, cluster, job, st
 	}
 	b.Rank, b.Size = rank, size
 	b.ListenPort = base + localID
-	b.Exchange = fixedTable(addrs)
+	b.Exchange = &fixedTable{addrs}
 	b.Source = fmt.Sprintf("SLURM environment (no PMI): ports %d+local id on %s", base, clip(nodelist))
 	if rank == 0 && sys.notice != nil {
 		fmt.Fprintf(sys.notice, "cohort: no PMI (srun without --mpi=pmi2): the %d tasks' addresses are computed from SLURM's environment: nodes %s, port %d + local task id (set %s to choose another)\n",
@@ -297,12 +297,12 @@ func fromSLURMEnv(ctx context.Context, sys system, b Bootstrap, cluster, job, st
 	return b, nil
 }
 
-// fixedTable is an Exchanger whose table is known in advance: the rank's
-// own address must be the one computed for it.
-type fixedTable []string
+// fixedTable is an Exchanger whose table is known in advance (a pointer,
+// so that a Bootstrap holding it stays comparable).
+type fixedTable struct{ addrs []string }
 
-func (t fixedTable) Exchange(_ context.Context, addr string) ([]string, error) {
-	return append([]string(nil), t...), nil
+func (t *fixedTable) Exchange(_ context.Context, addr string) ([]string, error) {
+	return append([]string(nil), t.addrs...), nil
 }
 
-func (fixedTable) Close() error { return nil }
+func (*fixedTable) Close() error { return nil }
