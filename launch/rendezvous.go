@@ -286,7 +286,8 @@ func (r *Registration) shut() {
 
 // Lost is closed when the connection to the launcher ends: by Close, by
 // the end of Register's context, or because the launcher is gone or
-// stopped the job. [Registration.Err] then says which.
+// stopped the job. [Registration.Err] then says which. Under SLURM (an
+// [Exchanger], no launcher of ours) it is never closed.
 func (r *Registration) Lost() <-chan struct{} { return r.lost }
 
 // Err returns nil while the connection is open or if this process ended
