@@ -20,8 +20,10 @@ import (
 // membership layer forwards the join request, so by FIFO order the root
 // has the address before it admits the joiner), and answers with its whole
 // book. Whenever a view is installed, each member sends the joiners of
-// that view its own address and those of the other joiners it knows, so
-// that joiners admitted together learn each other. A member that installs a
+// that view its whole book: its own address, the other joiners' (so that
+// joiners admitted together learn each other), and those of nodes still
+// waiting to be admitted, whose parent in the next view the new member
+// may be. A member that installs a
 // view with a member whose address it does not know asks the view's root
 // (which always knows: it admitted that member), and asks again every
 // queryEvery while any address is missing. Frames for a node whose address
@@ -266,8 +268,11 @@ func (d *dir) Handle(e core.Event) {
 		d.env.SetTimer(forgetAfter, forgetTimer{id})
 	}
 	if len(v.Joined) > 0 && len(v.Joined) < len(v.Members) {
-		// Tell the joiners where we and the other joiners are.
-		out := &Addrs{Entries: d.entries(append([]core.NodeID{d.self}, v.Joined...))}
+		// Tell the joiners everything we know: where we and the other
+		// joiners are, and where the nodes still waiting to be admitted
+		// are (a joiner may become the parent of one in the next view,
+		// and must reach it).
+		out := &Addrs{Entries: d.entries(nil)}
 		for _, id := range v.Joined {
 			if id != d.self {
 				d.env.Send(id, out)

@@ -320,3 +320,40 @@ func TestTLSGroup(t *testing.T) {
 		waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(1, 2))
 	}
 }
+
+// Eight nodes join a group of one at once, through the same seed. A
+// member admitted in one view may be the parent, in the next, of a node
+// that was still waiting: it must know that node's address (fails without
+// the whole address book being sent to joiners: some joiners were never
+// admitted, their parent's frames waiting for an address for ever).
+func TestConcurrentJoins(t *testing.T) {
+	first, err := group.Start(testConfig(1, group.DetectorBRR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	gs := make([]*group.Group, 8)
+	errs := make([]error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			gs[i], errs[i] = group.Join(ctx, testConfig(group.NodeID(i+2), group.DetectorBRR), first.Addr())
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("node %d: %v", i+2, err)
+		} else {
+			defer gs[i].Close()
+		}
+	}
+	all := []group.NodeID{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	for i, g := range gs {
+		if g != nil {
+			waitView(t, g.Views(), fmt.Sprint("node ", i+2), members(all...))
+		}
+	}
+}
