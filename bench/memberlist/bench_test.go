@@ -46,9 +46,12 @@ func TestRunOutput(t *testing.T) {
 	csvPath := filepath.Join(t.TempDir(), "out.csv")
 	var out, log bytes.Buffer
 	err := run([]string{"--sizes", "3", "--rates", "20", "--trials", "1", "--quiet", "500ms",
-		"--systems", "heartbeat,memberlist", "--seed", "7", "--out", csvPath}, &out, &log)
+		"--systems", "heartbeat,memberlist", "--seed", "7", "--faults", "--out", csvPath}, &out, &log)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "with 5% loss and 200 ms delay on one member") {
+		t.Errorf("no faults window for memberlist:\n%s", log.String())
 	}
 	if !strings.Contains(log.String(), "seed 7") {
 		t.Errorf("seed not printed: %s", log.String())

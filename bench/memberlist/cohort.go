@@ -168,7 +168,7 @@ func (s *cohortSystem) join(seeds []string) error {
 // waitAll waits until every live node has installed one same view of
 // exactly the live nodes.
 func (s *cohortSystem) waitAll() error {
-	err := waitFor(s, 120*time.Second, func() bool {
+	err := waitFor(s, 60*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		var want []group.NodeID

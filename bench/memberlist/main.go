@@ -43,6 +43,7 @@ func run(args []string, out, log io.Writer) error {
 	outPath := fs.String("out", "mlbench.csv", "CSV output file (empty: none)")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock); printed, pass it to replay the victims' choice")
 	limit := fs.Duration("limit", 90*time.Second, "how long a crash may take to be agreed on before the trial counts as timed out")
+	faults := fs.Bool("faults", false, "after the crash trials, a quiet window with 5% loss and a 200 ms delay on one member's outgoing messages (memberlist only for now)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func run(args []string, out, log io.Writer) error {
 			*quiet = 10 * time.Second
 		}
 	}
-	p := params{trials: *trials, quiet: *quiet, limit: *limit, seed: *seed, warmup: 3 * time.Second}
+	p := params{trials: *trials, quiet: *quiet, limit: *limit, seed: *seed, warmup: 3 * time.Second, faults: *faults}
 	if *quick {
 		p.warmup = time.Second
 	}
@@ -143,15 +144,19 @@ func ms(d time.Duration) string {
 
 func printTable(out io.Writer, rs []result) {
 	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate\tn\tsystem\tmsgs/s/member\tB/s/member\tcpu cores\tdetect ms (med)\tagreed ms (med)\ttrials ok\tfalse deaths quiet\tfalse deaths all\t")
+	fmt.Fprintln(tw, "rate\tn\tsystem\tmsgs/s/member\tB/s/member\tcpu cores\tdetect ms (med)\tagreed ms (med)\ttrials ok\tfalse deaths quiet\tfalse deaths all\tfalse deaths faults\t")
 	for _, r := range rs {
 		if r.err != "" && len(r.agree) == 0 {
-			fmt.Fprintf(tw, "%g\t%d\t%s\tfailed: %s\t\t\t\t\t\t\t\t\n", r.rate, r.n, r.system, r.err)
+			fmt.Fprintf(tw, "%g\t%d\t%s\tfailed: %s\t\t\t\t\t\t\t\t\t\n", r.rate, r.n, r.system, r.err)
 			continue
 		}
-		fmt.Fprintf(tw, "%g\t%d\t%s\t%.2f\t%.0f\t%.2f\t%s\t%s\t%d/%d\t%d\t%d\t\n", r.rate, r.n, r.system,
+		faults := "-"
+		if r.faultsRun {
+			faults = strconv.Itoa(r.falseFaults)
+		}
+		fmt.Fprintf(tw, "%g\t%d\t%s\t%.2f\t%.0f\t%.2f\t%s\t%s\t%d/%d\t%d\t%d\t%s\t\n", r.rate, r.n, r.system,
 			r.msgsPerSec, r.bytesPerSec, r.cpuCores, ms(median(r.detect)), ms(median(r.agree)),
-			len(r.agree), len(r.agree)+r.timeouts, r.falseQuiet, r.falseTotal)
+			len(r.agree), len(r.agree)+r.timeouts, r.falseQuiet, r.falseTotal, faults)
 	}
 	tw.Flush()
 }
@@ -201,7 +206,7 @@ func writeCSV(path string, rs []result) error {
 	w := csv.NewWriter(f)
 	w.Write([]string{"system", "rate", "n", "msgs_per_member_s", "bytes_per_member_s", "cpu_cores",
 		"detect_median_ms", "agreed_median_ms", "detect_ms", "agreed_ms", "timeouts",
-		"false_deaths_quiet", "false_deaths_all", "error"})
+		"false_deaths_quiet", "false_deaths_all", "false_deaths_faults", "error"})
 	list := func(ds []time.Duration) string {
 		var s []string
 		for _, d := range ds {
@@ -210,13 +215,17 @@ func writeCSV(path string, rs []result) error {
 		return strings.Join(s, ";")
 	}
 	for _, r := range rs {
+		faults := ""
+		if r.faultsRun {
+			faults = strconv.Itoa(r.falseFaults)
+		}
 		w.Write([]string{r.system, strconv.FormatFloat(r.rate, 'g', -1, 64), strconv.Itoa(r.n),
 			strconv.FormatFloat(r.msgsPerSec, 'f', 3, 64), strconv.FormatFloat(r.bytesPerSec, 'f', 1, 64),
 			strconv.FormatFloat(r.cpuCores, 'f', 3, 64),
 			strconv.FormatFloat(median(r.detect).Seconds()*1000, 'f', 1, 64),
 			strconv.FormatFloat(median(r.agree).Seconds()*1000, 'f', 1, 64),
 			list(r.detect), list(r.agree), strconv.Itoa(r.timeouts),
-			strconv.Itoa(r.falseQuiet), strconv.Itoa(r.falseTotal), r.err})
+			strconv.Itoa(r.falseQuiet), strconv.Itoa(r.falseTotal), faults, r.err})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

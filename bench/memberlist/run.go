@@ -39,6 +39,11 @@ type result struct {
 	detect      []time.Duration
 	agree       []time.Duration
 	timeouts    int // trials whose crash was not agreed on within the limit
+
+	// The faults window (params.faults): one member loses 5% of its
+	// outgoing messages and delays the rest by 200 ms for a quiet window.
+	faultsRun   bool
+	falseFaults int // members declared failed while alive in that window
 }
 
 func newSystem(name string, rate float64, seed uint64) (system, error) {
@@ -124,6 +129,9 @@ func runOne(p params, name string, rate float64, n int, log io.Writer) result {
 		fmt.Fprintf(log, "  %s n=%d rate=%g trial %d: crash of %s: first detection %v, all agreed %v\n",
 			name, n, rate, t, victim, d.Round(time.Millisecond), a.Round(time.Millisecond))
 	}
+	if p.faults && r.err == "" {
+		faultWindow(p, s, &r, rng, log)
+	}
 	r.falseTotal = s.falseDeaths()
 	return r
 }
@@ -138,4 +146,27 @@ func median(ds []time.Duration) time.Duration {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// faultWindow makes one live member lose 5% of its outgoing messages and
+// delay the rest by 200 ms for a quiet window, and counts false deaths.
+func faultWindow(p params, s system, r *result, rng *rand.Rand, log io.Writer) {
+	if s.live() != r.n {
+		if err := s.replace(); err != nil {
+			r.err = fmt.Sprintf("faults: replace: %v", err)
+			return
+		}
+	}
+	i := rng.IntN(r.n)
+	if !s.inject(i, 0.05, 200*time.Millisecond) {
+		fmt.Fprintf(log, "  %s n=%d rate=%g: no fault injection for this system\n", r.system, r.n, r.rate)
+		return
+	}
+	f0 := s.falseDeaths()
+	time.Sleep(p.quiet) // a measurement window
+	s.inject(i, 0, 0)
+	r.faultsRun = true
+	r.falseFaults = s.falseDeaths() - f0
+	fmt.Fprintf(log, "  %s n=%d rate=%g: %v with 5%% loss and 200 ms delay on one member: %d false deaths\n",
+		r.system, r.n, r.rate, p.quiet, r.falseFaults)
 }
