@@ -35,7 +35,12 @@ type mlNode struct {
 // NotifyJoin, NotifyLeave and NotifyUpdate make mlNode a
 // memberlist.EventDelegate. NotifyLeave is called when this node marks a
 // member dead (or when it left).
-func (n *mlNode) NotifyJoin(*memberlist.Node)   { n.sys.ev.poke() }
+func (n *mlNode) NotifyJoin(node *memberlist.Node) {
+	n.mu.Lock()
+	delete(n.left, node.Name) // back alive (it refuted a false death)
+	n.mu.Unlock()
+	n.sys.ev.poke()
+}
 func (n *mlNode) NotifyUpdate(*memberlist.Node) {}
 func (n *mlNode) NotifyLeave(node *memberlist.Node) {
 	now := time.Now()

@@ -93,10 +93,14 @@ func (e *events) changed() <-chan struct{} {
 	return e.notify
 }
 
+// markCrashed records that victim is crashed from now on: its first
+// detection is the first declaration after this call (an earlier false
+// declaration, since refuted, does not count).
 func (e *events) markCrashed(victim string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.crashed[victim] = true
+	delete(e.declared, victim)
 }
 
 func (e *events) first(victim string) time.Time {
