@@ -46,10 +46,11 @@ func (f *faults) decide() (drop bool, delay time.Duration) {
 // writes are its own traffic) and can drop or delay outgoing packets.
 type countingTransport struct {
 	*memberlist.NetTransport
-	t      *traffic
-	f      *faults
-	stream chan net.Conn
-	done   chan struct{}
+	t       *traffic
+	f       *faults
+	stream  chan net.Conn
+	done    chan struct{} // Shutdown has begun
+	stopped chan struct{} // the inner transport has shut down
 }
 
 var _ memberlist.NodeAwareTransport = (*countingTransport)(nil)
@@ -65,13 +66,15 @@ func newCountingTransport(t *traffic, seed uint64) (*countingTransport, error) {
 	}
 	c := &countingTransport{NetTransport: nt, t: t,
 		f:      &faults{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))},
-		stream: make(chan net.Conn), done: make(chan struct{})}
+		stream: make(chan net.Conn), done: make(chan struct{}), stopped: make(chan struct{})}
 	go c.relay()
 	return c, nil
 }
 
 // relay wraps the inbound streams so that the answers written on them are
-// counted too.
+// counted too. It drains the inner channel until the inner transport has
+// shut down: its listener blocks on that channel and its Shutdown waits for
+// the listener.
 func (c *countingTransport) relay() {
 	in := c.NetTransport.StreamCh()
 	for {
@@ -81,9 +84,8 @@ func (c *countingTransport) relay() {
 			case c.stream <- &countingConn{Conn: conn, t: c.t}:
 			case <-c.done:
 				conn.Close()
-				return
 			}
-		case <-c.done:
+		case <-c.stopped:
 			return
 		}
 	}
@@ -126,10 +128,13 @@ func (c *countingTransport) DialAddressTimeout(a memberlist.Address, timeout tim
 func (c *countingTransport) Shutdown() error {
 	select {
 	case <-c.done:
+		return nil
 	default:
 		close(c.done)
 	}
-	return c.NetTransport.Shutdown()
+	err := c.NetTransport.Shutdown()
+	close(c.stopped)
+	return err
 }
 
 // countingConn counts the bytes written on a stream.
