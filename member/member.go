@@ -56,6 +56,17 @@ type timer struct {
 	epoch uint64
 }
 
+// maxLeftProbes is how many probes (one per ProbeInterval) tell a member
+// left behind by a view that skipped views that its view is over, after the
+// notice sent at once (see install).
+const maxLeftProbes = 5
+
+// leftNode is a member left behind and how often it was probed since.
+type leftNode struct {
+	id     core.NodeID
+	probes int
+}
+
 type pendingJoin struct {
 	Joiner
 	alive bool
@@ -138,7 +149,10 @@ type Member struct {
 	mergeTries  int
 	mergeEpoch  uint64
 
-	departed   []core.NodeID          // most recent last
+	departed []core.NodeID // most recent last
+	// left holds the members of a former view that a view skipping views
+	// dropped (see install): told again at each probe, maxLeftProbes times.
+	left       []leftNode
 	goneInc    map[core.NodeID]uint64 // the incarnation of nodes that left this node's views
 	probeNext  int                    // rotation through the node list for probes
 	lastNotice map[core.NodeID]time.Duration
@@ -512,6 +526,27 @@ func (m *Member) install(v *view) {
 	m.cancel(tJoin)
 	m.minority = 0
 	joined, departed := diff(prev, v)
+	if prev != nil && v.base() != prev.epoch && (!v.descends(prev.epoch) || !prev.has(EpochRoot(v.epoch))) {
+		// This node skipped views, to a view whose root may never have had
+		// the members it leaves behind in a view (so it never probes them):
+		// it moved to another lineage (a merge after a partition), or v
+		// descends from prev through proposals it never installed (a dead
+		// root's proposal adopted by a root from outside prev). The members
+		// of prev that v lacks may not know that the view they share with
+		// this node is over: tell them, whether this node believes them
+		// failed or not (a reporter's guess, an acknowledgement that timed
+		// out, a detector's verdict about a slow node may be wrong), and
+		// tell them again at the next probes, in case the notice is lost,
+		// unless this node's own detector declares them failed.
+		for _, id := range departed {
+			if id != m.self && !v.has(id) {
+				m.notice(id, true)
+				if _, dead := m.detected[id]; !dead {
+					m.leaveBehind(id)
+				}
+			}
+		}
+	}
 	for _, id := range departed {
 		if id != m.self && !v.has(id) {
 			m.departed = append(m.departed, id)
@@ -519,16 +554,6 @@ func (m *Member) install(v *view) {
 			// The detector stops watching a node that leaves the view: its
 			// verdict goes stale (it is given afresh if the node returns).
 			delete(m.detected, id)
-		}
-	}
-	if prev != nil && !v.descends(prev.epoch) {
-		// This node moved to another lineage (a merge after a partition, or
-		// a jump over views it missed): the members it left behind may not
-		// know that the view they share with it is over.
-		for _, id := range departed {
-			if !v.has(id) && !m.failed[id] {
-				m.notice(id, true)
-			}
 		}
 	}
 	// The detector watches a node that enters the view afresh (it follows

@@ -554,7 +554,11 @@ func (m *Member) notice(to core.NodeID, force bool) {
 // two sides of a healed partition that share no member any more (every
 // common member crashed) find each other that way.
 func (m *Member) probe() {
-	if m.cur == nil || m.rootOf(m.newest()) != m.self {
+	if m.cur == nil {
+		return
+	}
+	m.probeLeft()
+	if m.rootOf(m.newest()) != m.self {
 		return
 	}
 	n := 0
@@ -581,6 +585,37 @@ func (m *Member) probe() {
 		if d := list[m.probeNext]; !slices.Contains(m.departed, d) {
 			send(d)
 		}
+	}
+}
+
+// leaveBehind records a member of a former view that a view skipping views
+// dropped, to be probed maxLeftProbes times (the most recent MaxProbes).
+func (m *Member) leaveBehind(id core.NodeID) {
+	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return l.id == id })
+	m.left = append(m.left, leftNode{id: id})
+	if over := len(m.left) - m.cfg.MaxProbes; over > 0 {
+		m.left = slices.Delete(m.left, 0, over)
+	}
+}
+
+// probeLeft tells the members left behind (see leaveBehind) that their view
+// is over, once per probe, until they are back in a view this node holds
+// or were told maxLeftProbes times. Every node does it, not only the root:
+// the root of this node's view may never have had them in a view.
+func (m *Member) probeLeft() {
+	if len(m.left) == 0 {
+		return
+	}
+	x := &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)}
+	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return m.cur.has(l.id) || m.acc.has(l.id) })
+	for i := range m.left {
+		m.left[i].probes++
+		put(&m.lastNotice, m.left[i].id, m.now())
+		m.send(m.left[i].id, x)
+	}
+	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return l.probes >= maxLeftProbes })
+	if len(m.left) == 0 {
+		m.left = nil
 	}
 }
 
