@@ -1216,7 +1216,7 @@ func (m *Member) queryOutcome() {
 	q := &Query{Epoch: m.acc.epoch}
 	r := EpochRoot(m.acc.epoch)
 	m.send(r, q) // a detector may be wrong: the root's word is final
-	if !m.failed[r] {
+	if !m.rootGone(m.acc) {
 		return
 	}
 	for _, id := range m.acc.members {
@@ -1224,6 +1224,22 @@ func (m *Member) queryOutcome() {
 			m.send(id, q)
 		}
 	}
+}
+
+// rootGone reports whether the root of proposal v is known to have failed
+// in the incarnation v holds: it is marked failed, or a newer incarnation of
+// it asked to join (its restarted process cannot answer for the proposal).
+func (m *Member) rootGone(v *view) bool {
+	r := EpochRoot(v.epoch)
+	if m.failed[r] {
+		return true
+	}
+	for _, j := range m.pjoins {
+		if j.ID == r && j.Inc != v.inc(r) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Member) onQuery(from core.NodeID, q *Query) {

@@ -286,7 +286,7 @@ func (m *Member) retryMinority() {
 			m.unmark(id)
 		}
 	}
-	if m.acc != nil && m.failed[EpochRoot(m.acc.epoch)] {
+	if m.acc != nil && m.rootGone(m.acc) {
 		// The base this root adopts may be what keeps it in a minority:
 		// ask the proposal's members whether it can have committed.
 		m.queryOutcome()

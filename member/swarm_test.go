@@ -63,3 +63,25 @@ func TestSwarmDeterministic(t *testing.T) {
 		t.Fatalf("trace hashes differ: %x, %x", a, b)
 	}
 }
+
+// TestSwarmRegressionSeeds replays seeds that a 100,000-seed run found
+// failing, each fixed since (they fail without their fix):
+//
+//   - 8081, 68013 (majority): a dead root's proposal held by a live node,
+//     whose root restarted (a new incarnation asking to join): the holder
+//     asked only the restarted root what became of the proposal, never its
+//     other members, so it never learnt that one of them never acknowledged
+//     it; the two live roots refused each other's proposals for good.
+func TestSwarmRegressionSeeds(t *testing.T) {
+	for _, c := range []struct {
+		seed   uint64
+		policy member.PartitionPolicy
+	}{
+		{8081, member.PartitionMajority},
+		{68013, member.PartitionMajority},
+	} {
+		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
+			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
+		}
+	}
+}
