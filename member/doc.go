@@ -164,7 +164,11 @@
 // root without it announces MINORITY to its side, every node of which emits
 // [Minority], and tries again every ReportRetry, forgiving the failures its
 // own detector does not vouch for. The minority merges when the partition
-// heals.
+// heals. The merge goes toward the primary history only: a member never
+// joins (nor is evicted by) a proposal that cannot descend from the view it
+// installed (its ancestry, MaxAncestry epochs long, excludes that view): it
+// refuses it and tells the proposer about its view, into which the
+// proposer then merges.
 //
 // # Messages
 //

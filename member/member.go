@@ -928,6 +928,15 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// admitted it was adopted) admits it too (checked below).
 		rel = relJoins
 	}
+	if rel == relJoins && m.cur != nil && m.cfg.Partition == PartitionMajority && !mayDescend(p.Epoch, p.Ancestry, m.cur.epoch) {
+		// Under PartitionMajority the installed views form one history: a
+		// merging member refuses to be taken into a lineage that cannot
+		// descend from its installed view (a minority's proposal, built on
+		// a dead root's proposal that never committed), and tells the
+		// proposer about that view, which then merges into it.
+		m.send(EpochRoot(p.Epoch), &Nack{Epoch: p.Epoch, View: m.cur.full(), v: m.cur})
+		return
+	}
 	if rel == relNone {
 		if n != nil {
 			m.nack(p.Epoch, n)
@@ -968,6 +977,17 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	}
 	m.accept(v, p, from)
 	m.adopted = adopted
+}
+
+// mayDescend reports whether a view numbered epoch with the given ancestry
+// may descend from the view numbered e: e is the view or one of its
+// ancestors, or the ancestry is full (maxAncestry) and reaches back no
+// further than after e, so that e may be an older ancestor.
+func mayDescend(epoch uint64, ancestry []uint64, e uint64) bool {
+	if epoch == e || slices.Contains(ancestry, e) {
+		return true
+	}
+	return len(ancestry) == maxAncestry && ancestry[len(ancestry)-1] > e
 }
 
 // supersedes reports whether a proposal numbered epoch, with the given

@@ -340,8 +340,11 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	}
 	if mine && isJoiner(m.accMsg, from) && !m.cur.has(from) {
 		switch {
-		case !v.has(m.self) && v.epoch > m.cur.epoch:
+		case !v.has(m.self) && v.epoch > m.cur.epoch && (!k.Pending || m.cfg.Partition != PartitionMajority || mayDescend(v.epoch, v.ancestry, m.cur.epoch)):
 			// The joiner's lineage is ahead of this one: merge into it.
+			// (Under PartitionMajority not into a proposal that cannot
+			// descend from this node's installed view: a minority's, which
+			// must not take the primary's members.)
 			m.evicted(v.epoch, m.rootOf(v), from)
 		case k.Pending:
 			// The joiner is changing views in its old lineage, numbered at

@@ -72,6 +72,11 @@ func TestSwarmDeterministic(t *testing.T) {
 //     asked only the restarted root what became of the proposal, never its
 //     other members, so it never learnt that one of them never acknowledged
 //     it; the two live roots refused each other's proposals for good.
+//   - 33796 (majority, a safety violation): members of the primary view
+//     30.n0 merged into a minority's lineage built on a dead root's proposal
+//     that never committed (evicted by a pending proposal with a higher
+//     epoch, then admitted as joiners), so 38.n8 was installed without
+//     descending from 30.n0: two histories.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -79,6 +84,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 	}{
 		{8081, member.PartitionMajority},
 		{68013, member.PartitionMajority},
+		{33796, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
