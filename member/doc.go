@@ -244,8 +244,13 @@
 // committed among the dead, and nothing tells them otherwise). Likewise,
 // two conflicting proposals of dead roots, each acknowledged by every live
 // member it has, block the survivors (the blocking case of two-phase
-// commit: only the dead know which, if any, committed). The paper's policy
-// never blocks. Without
+// commit: only the dead know which, if any, committed).
+// TestMajorityBlocksOnDeadRootProposal shows both sides of the line: every
+// live member of the proposal acknowledged it (blocked, for good: restarted
+// processes are new incarnations that remember nothing), or one did not
+// (it promises never to, the proposal is dropped, the survivors go on). No
+// timeout lifts the block: going on could fork the history. The paper's
+// policy never blocks. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
