@@ -75,7 +75,7 @@ func runSwarm(ctx context.Context, c *call) error {
 	if errors.Is(err, swarm.ErrOption) {
 		return &usageError{msg: err.Error()}
 	}
-	writeSwarmSummary(c.stdout, sum, *from)
+	writeSwarmSummary(c.stdout, sum, *from, *seeds)
 	if err != nil {
 		return err
 	}
@@ -93,17 +93,21 @@ func writeSwarmFailure(w io.Writer, r swarm.Result) {
 	fmt.Fprintf(w, "seed %d %s (%s): %s\n  replay: %s\n", r.Seed, r.Outcome, r.Variant, msg, r.Replay)
 }
 
-func writeSwarmSummary(w io.Writer, s swarm.Summary, from uint64) {
+func writeSwarmSummary(w io.Writer, s swarm.Summary, from uint64, requested int) {
 	rate := 0.0
 	if s.Elapsed > 0 {
 		rate = float64(s.Seeds) / s.Elapsed.Seconds()
 	}
-	fmt.Fprintf(w, "swarm %s: seeds %d–%d: %d seeds, %d passed, %d violations, %d stuck",
-		s.Protocol, from, from+uint64(max(s.Seeds, 1))-1, s.Seeds, s.Passed, s.Failed, s.Stuck)
+	done := ""
+	if s.Seeds < requested {
+		done = fmt.Sprintf(" (interrupted: %d of the %d seeds finished)", s.Seeds, requested)
+	}
+	fmt.Fprintf(w, "swarm %s: seeds %d–%d%s: %d seeds, %d passed, %d violations, %d stuck",
+		s.Protocol, from, from+uint64(requested)-1, done, s.Seeds, s.Passed, s.Failed, s.Stuck)
 	if s.Minority > 0 {
 		fmt.Fprintf(w, " (%d runs rightly blocked in a minority)", s.Minority)
 	}
-	fmt.Fprintf(w, "; %.1f s, %.0f seeds/s\n", s.Elapsed.Seconds(), rate)
+	fmt.Fprintf(w, "; %.1f s, %.1f seeds/s\n", s.Elapsed.Seconds(), rate)
 }
 
 // swarmProgress is a progress bar on a terminal, and a line every 5 % of
