@@ -204,8 +204,9 @@
 //
 // # Safety properties and how they are checked
 //
-// The simulation tests (swarm_test.go, fdswarm_test.go) check on every
-// event: self inclusion (a node installs only views containing it); one
+// The simulation swarm (package membertest, run by swarm_test.go and
+// fdswarm_test.go and by `cohort sim swarm --protocol member`) checks on
+// every event: self inclusion (a node installs only views containing it); one
 // member set per epoch across all nodes (agreement); epochs only grow at
 // each node, across restarts; no message delivered twice or without a send
 // (each delivery is matched against the sender's queue). Under
@@ -227,12 +228,13 @@
 // recoveries (NODE_ALIVE, with the epoch floor), joins, partitions, cut
 // links and delay spikes. The default run tries 1,000 seeds per partition
 // policy; a failure prints the seed and the command that replays it. To run
-// 100,000 seeds:
+// 100,000 seeds (each under both policies), in parallel:
 //
-//	go test ./member -run 'TestSwarm(Paper|Majority)$' -swarm.seeds=50000 -swarm.keepgoing -timeout 2h
+//	cohort sim swarm --protocol member --seeds 100000
 //
-// (-swarm.keepgoing reports every failing seed instead of stopping at the
-// first; add -seedbase=N for another set, -seed=N to replay one).
+// (it prints every failing seed with its replay command; or, under go test,
+// -swarm.seeds=N -swarm.keepgoing, -seedbase=N for another set, -seed=N to
+// replay one).
 //
 // # Limits
 //
