@@ -849,7 +849,10 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 //
 // Only a new incarnation wipes the detector's verdict: a node re-admitted
 // under the same incarnation (an excluded node merging back) is still
-// failed if the detector says so.
+// failed if the detector says so now. A failure recorded earlier and not
+// vouched for by the detector any more (it stopped watching the node when
+// the node left the view) is forgotten: kept, it would be reported again
+// each time the node is admitted, and the node excluded again, for ever.
 func (m *Member) forgetRejoined(joined []Joiner) {
 	for _, j := range joined {
 		old, known := m.cur.inc(j.ID), m.cur.has(j.ID)
@@ -857,6 +860,12 @@ func (m *Member) forgetRejoined(joined []Joiner) {
 			old, known = m.goneInc[j.ID]
 		}
 		if known && old == j.Inc {
+			if inc, det := m.detected[j.ID]; det && inc == j.Inc {
+				continue
+			}
+			if !m.cur.has(j.ID) {
+				m.unmark(j.ID)
+			}
 			continue
 		}
 		m.unmark(j.ID) // the detector's verdict stays, about the former incarnation

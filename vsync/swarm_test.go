@@ -46,11 +46,25 @@ func TestSwarmStable(t *testing.T) {
 	swarmSeeds(t, simtest.Seeds(t, 80), vsynctest.RealStable)
 }
 
-// TestSwarmStuckSeed replays the seed whose membership stayed split before
-// member's left-behind fix (a joiner left alone in an old view that the new
-// lineage never probed).
-func TestSwarmStuckSeed(t *testing.T) {
-	if err := vsynctest.Swarm(3040358880, vsynctest.RealStable); err != nil {
-		t.Fatal(err)
+// TestSwarmStuckSeeds replays seeds whose membership stayed split before
+// a fix of package member (each fails without its fix):
+//
+//   - 3040358880 (over package stable): a joiner left alone in an old view
+//     that the new lineage never probed;
+//   - 12728 (100,000-seed run, stand-in stability): a member kept a failure
+//     mark of n4 from before n4 left its view (its detector no longer
+//     vouched for it) and reported n4 failed each time n4 was admitted
+//     again, so n4 was excluded again and again.
+func TestSwarmStuckSeeds(t *testing.T) {
+	for _, c := range []struct {
+		seed uint64
+		d    vsynctest.Detector
+	}{
+		{3040358880, vsynctest.RealStable},
+		{12728, vsynctest.FakeStable},
+	} {
+		if err := vsynctest.Swarm(c.seed, c.d); err != nil {
+			t.Error(err)
+		}
 	}
 }
