@@ -1204,6 +1204,23 @@ func (m *Member) onCommit(from core.NodeID, e uint64) {
 		m.afterChange()
 	case m.cur != nil && m.cur.epoch == e && m.forwarded != e:
 		m.forwardCommit()
+	case m.ackedEpochs[e] && m.held[e] != nil && (m.cur == nil || e > m.cur.epoch) && m.held[e].has(from):
+		// A proposal this node acknowledged, and has let go of since (it
+		// took over as root on a stale verdict, or installed an older view
+		// a member refused it with), committed: its other members hold it
+		// with this node in it, so this node installs it too. Without
+		// this, it stayed in the older view while the others counted it
+		// in theirs, for ever.
+		v := m.held[e]
+		if !v.has(m.self) || v.inc(m.self) != m.inc {
+			return
+		}
+		if m.driving {
+			m.abort(fmt.Sprintf("%s committed", FormatEpoch(e)))
+		}
+		m.install(v)
+		m.forwardCommit()
+		m.afterChange()
 	}
 }
 

@@ -54,7 +54,11 @@ func TestSwarmStable(t *testing.T) {
 //   - 12728 (100,000-seed run, stand-in stability): a member kept a failure
 //     mark of n4 from before n4 left its view (its detector no longer
 //     vouched for it) and reported n4 failed each time n4 was admitted
-//     again, so n4 was excluded again and again.
+//     again, so n4 was excluded again and again;
+//   - 34422 (100,000-seed run, over package stable): n2 acknowledged the
+//     view 5.n1 that admitted it, then let it go (it installed an older
+//     view a member refused it with) and ignored its commit, so it stayed
+//     in the older view while the others counted it in 5.n1.
 func TestSwarmStuckSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
@@ -62,6 +66,7 @@ func TestSwarmStuckSeeds(t *testing.T) {
 	}{
 		{3040358880, vsynctest.RealStable},
 		{12728, vsynctest.FakeStable},
+		{34422, vsynctest.RealStable},
 	} {
 		if err := vsynctest.Swarm(c.seed, c.d); err != nil {
 			t.Error(err)
