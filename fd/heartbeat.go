@@ -20,7 +20,11 @@ import (
 //     Env.Rand) and makes sure each receives a message from it at least
 //     every Interval: a [HeartbeatMsg] announcing Interval, unless some
 //     other message (of any layer) already went to that monitor within
-//     Interval (§4.2.1, §4.2.3). A monitor that leaves the member list or
+//     Interval (§4.2.1, §4.2.3). Other traffic replaces heartbeats only
+//     once a heartbeat has told the monitor the interval (a monitor waits
+//     for nothing it was not told to expect), and a monitor still gets one
+//     heartbeat every Insurance under traffic, in case that announcement
+//     was lost. A monitor that leaves the member list or
 //     is suspected is replaced by a new random one, which is told at once;
 //     the old one is told to expect only insurance from now on.
 //   - It sends insurance heartbeats, announcing Insurance, to every other
@@ -56,7 +60,9 @@ import (
 // A receiver waits for a peer only after the peer announced an interval in
 // a heartbeat (so a peer that does not consider the link a connection
 // causes no false suspicion); application messages then refresh the
-// deadline.
+// deadline. Only what a process receives from a peer refreshes the peer's
+// deadline: what it sends to the peer, whatever the layer, is no sign of
+// the peer's life.
 //
 // # Completeness
 //
@@ -218,6 +224,7 @@ type hbPeer struct {
 	expect   time.Duration // interval it last announced to us; 0: we wait for nothing
 	sentNext time.Duration // interval we last announced to it; 0: none
 	beatAt   time.Duration // last heartbeat sent, or last slot counted as suppressed
+	toldAt   time.Duration // last heartbeat really sent (an announcement of sentNext)
 	mark     time.Duration // suspected: start of the suspicion; probing: when the ping left
 	gInc     uint64        // incarnation of the newest notice about it
 	timer    core.TimerID  // 0: none pending
@@ -648,15 +655,32 @@ func (h *HeartbeatDetector) sendEvery(r *hbPeer) time.Duration {
 
 // sendDue is when the next message to r is owed: one period after the
 // last message of any layer, and never later than what we announced.
+//
+// Other traffic stands in for a heartbeat only once r knows what to
+// expect: r waits for nothing from us until a heartbeat announced the
+// period, so until the current period is announced a heartbeat is due one
+// period after the last one whatever else we sent (otherwise a layer that
+// talks to r from the start would keep r from ever watching us, and our
+// crash would go unnoticed by r). And a monitor gets a heartbeat at least
+// every T_insurance even under traffic, so that an announcement lost on
+// the way is repeated (k/T_insurance messages per process per second).
 func (h *HeartbeatDetector) sendDue(r *hbPeer) (time.Duration, bool) {
 	every := h.sendEvery(r)
 	if every == 0 {
 		return 0, false
 	}
+	announced := r.sentNext == every
 	if r.sentNext > 0 && r.sentNext < every {
 		every = r.sentNext
 	}
-	return r.lastSend + every, true
+	due := r.lastSend + every
+	if !announced {
+		due = min(due, r.beatAt+every)
+	}
+	if r.sentNext > 0 && r.flags&hbMonitor != 0 {
+		due = min(due, r.toldAt+h.cfg.Insurance)
+	}
+	return due, true
 }
 
 // recvDue is when r becomes suspected if nothing arrives from it: the
@@ -721,7 +745,7 @@ func (h *HeartbeatDetector) beat(r *hbPeer) {
 	}
 	h.send(r.id, HeartbeatMsg{Next: every, Monitor: monitor})
 	r.sentNext = every
-	r.beatAt = now
+	r.beatAt, r.toldAt = now, now
 	if monitor {
 		h.stats.HeartbeatsSent++
 	} else {
