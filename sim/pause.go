@@ -10,10 +10,15 @@ import (
 // Pause models a live process whose event loop stops for a while (a long
 // garbage-collection pause, a descheduled process on an overloaded host, a
 // SIGSTOP): from At for For, Node's machine is not called at all; the
-// messages that reach it and the timers that fall due meanwhile are held,
-// in order, and handed to it when the pause ends, at that time (so its
-// timers fire late and its Env.Now shows it). It sends nothing while
-// paused. Its peers see a silent node that then comes back.
+// messages that reach it and the timers that fall due meanwhile are held
+// and handed to it when the pause ends, at that time (so its timers fire
+// late and its Env.Now shows it): first every held timer, in deadline
+// order, then every held message, in arrival order. That is an order a
+// real host's loop may take after a stall (it fires every due timer when
+// it wakes, before it reads its inbox), and the harder one for a failure
+// detector, whose deadlines expire before it sees the messages that would
+// have met them. It sends nothing while paused. Its peers see a silent
+// node that then comes back.
 type Pause struct {
 	Node    core.NodeID
 	At, For time.Duration
@@ -76,19 +81,20 @@ func (w *World) Paused(id core.NodeID) bool {
 	return int(id) < len(w.nodes) && w.nodes[id].paused
 }
 
-// resume ends id's pause: the held events reach the machine now, in the
-// order they were queued, before anything that happens later.
+// resume ends id's pause: the held events reach the machine now, before
+// anything that happens later: timers (and a start) first, then messages,
+// each kind in the order it was queued.
 func (w *World) resume(id core.NodeID) {
 	n := w.nodes[id]
 	n.paused = false
 	held := n.held
 	n.held = nil
 	w.hash(0xB1, uint64(id), uint64(len(held)))
-	for _, e := range held {
-		if n.paused { // the machine cannot pause itself, but stay safe
-			n.held = append(n.held, e)
-			continue
+	for _, msgs := range []bool{false, true} {
+		for _, e := range held {
+			if isMsg := e.kind == evDeliver || e.kind == evArrive; isMsg == msgs {
+				w.dispatch(e)
+			}
 		}
-		w.dispatch(e)
 	}
 }

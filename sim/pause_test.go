@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ type ticker struct {
 	every time.Duration
 	fired [][2]time.Duration // {due, fired}
 	got   []arrival
+	order []string // "timer" and "msg", in the order handled
 }
 
 func (k *ticker) Start(env core.Env) {
@@ -23,18 +25,19 @@ func (k *ticker) Start(env core.Env) {
 func (k *ticker) Fire(t core.Timer) {
 	due := t.(time.Duration)
 	k.fired = append(k.fired, [2]time.Duration{due, k.env.Now()})
+	k.order = append(k.order, "timer")
 	k.env.SetTimer(k.every, k.env.Now()+k.every)
 }
 func (k *ticker) Receive(from core.NodeID, m core.Msg) {
 	if x, ok := m.(sized); ok {
 		k.got = append(k.got, arrival{from: from, seq: x.Seq, at: k.env.Now()})
+		k.order = append(k.order, "msg")
 	}
 }
 func (k *ticker) Handle(core.Event) {}
 
-// A paused node runs nothing for the pause; then its held messages arrive
-// in send order and its overdue timer fires, late, at the end of the pause;
-// its sends during the pause do not happen.
+// A paused node runs nothing for the pause; at its end the overdue timer
+// fires, late, and then the held messages arrive in send order.
 func TestPauseHoldsEventsInOrder(t *testing.T) {
 	w := New(Config{Seed: 1, Network: Constant(time.Millisecond)})
 	src := &script{}
@@ -71,6 +74,9 @@ func TestPauseHoldsEventsInOrder(t *testing.T) {
 		if k.fired[i] != wantFired[i] {
 			t.Errorf("timer %d: due %v fired %v, want due %v fired %v", i, k.fired[i][0], k.fired[i][1], wantFired[i][0], wantFired[i][1])
 		}
+	}
+	if want := []string{"msg", "timer", "msg", "msg", "msg", "msg"}; len(k.order) < len(want) || !slices.Equal(k.order[:len(want)], want) {
+		t.Errorf("handled %v, want %v first (held timer before held messages)", k.order, want)
 	}
 	if log := w.FaultLog(); len(log) != 1 {
 		t.Errorf("fault log %v, want the pause", log)
