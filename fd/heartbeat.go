@@ -80,6 +80,24 @@ import (
 // The broadcast costs n·⌈log2 n⌉ notices and as many acknowledgements per
 // failure (NoticeFanout trades that against speed and redundancy).
 //
+// With lateness awareness (LocalHealthMax = H > 0, the default) these
+// bounds stretch only where something was slow: a monitor waits
+// T_interval + T_timeout·(1 + score) for its own local health score
+// (0 while its timers fire on time), or twice the largest recent excess of
+// the crashed process's gaps over its announced interval if that is
+// longer, never more than T_interval + (1 + H)·T_timeout; and T_broken
+// becomes T_broken·(1 + score) ≤ (1 + H)·T_broken. A monitor that is
+// itself late (a timer more than LateTolerance past its deadline) counts
+// the silence from the moment it caught up, and a timer late by any
+// amount re-checks once, as late again, before it accuses. So every live
+// process declares a crash within
+//
+//	T_interval + (1 + H)·(T_timeout + T_broken) + ⌈log2 n⌉ hops + latency
+//
+// of it, plus, for a process whose own loop stalled during that time,
+// the stall: its clock restarts when the stall ends. With H = 0 every
+// factor is 1 and the bound is the paper's. See [HealthStats].
+//
 // If all k monitors crash together with the process, its other connections
 // (the processes that chose it as a monitor, its ring neighbours, its
 // application peers; everyone in a small job) suspect it within
@@ -147,6 +165,11 @@ type HeartbeatDetector struct {
 	retryTimer core.TimerID
 	retryAt    time.Duration
 
+	// Local health (health.go): nextDue is a lower bound of the earliest
+	// pending deadline (-1: none), exact after refreshDue.
+	health  health
+	nextDue time.Duration
+
 	stats HeartbeatStats
 }
 
@@ -176,6 +199,7 @@ type HeartbeatStats struct {
 	NoticesReceived    uint64 // notice messages received
 	AcksSent           uint64 // acknowledgements of notices
 	Refutations        uint64 // times this process refuted a suspicion of itself
+	Accusations        uint64 // suspicions that started here (a timeout of this process), broadcast to the others
 	Suspicions         uint64 // core.Suspected emitted
 	Unsuspicions       uint64 // core.Unsuspected emitted
 	Failures           uint64 // core.Failed emitted
@@ -225,6 +249,8 @@ type hbPeer struct {
 	sentNext time.Duration // interval we last announced to it; 0: none
 	beatAt   time.Duration // last heartbeat sent, or last slot counted as suppressed
 	toldAt   time.Duration // last heartbeat really sent (an announcement of sentNext)
+	slack    time.Duration // decayed largest excess of its gaps over expect (adaptive timeout)
+	hold     time.Duration // no accusation before this (a late timer's re-check)
 	mark     time.Duration // suspected: start of the suspicion; probing: when the ping left
 	gInc     uint64        // incarnation of the newest notice about it
 	timer    core.TimerID  // 0: none pending
@@ -243,7 +269,8 @@ func NewHeartbeat(cfg HeartbeatConfig, members []core.NodeID) (*HeartbeatDetecto
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1}, nil
+	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1,
+		health: newHealth(cfg.LocalHealthMax, cfg.lateTolerance(), cfg.Interval)}, nil
 }
 
 // Protos reports [core.ProtoFD].
@@ -254,6 +281,10 @@ func (h *HeartbeatDetector) Config() HeartbeatConfig { return h.cfg }
 
 // Stats returns the counters so far.
 func (h *HeartbeatDetector) Stats() HeartbeatStats { return h.stats }
+
+// Health returns what the local health measurement saw so far (see
+// [HeartbeatConfig.LocalHealthMax]).
+func (h *HeartbeatDetector) Health() HealthStats { return h.health.stats }
 
 // Monitors returns the current monitors, in the order they were chosen (a
 // new slice).
@@ -312,6 +343,8 @@ func (h *HeartbeatDetector) SetConfig(cfg HeartbeatConfig) error {
 		return err
 	}
 	h.cfg = cfg
+	h.health.max, h.health.tolerance, h.health.period = cfg.LocalHealthMax, cfg.lateTolerance(), cfg.Interval
+	h.health.score = min(h.health.score, cfg.LocalHealthMax)
 	if !h.started {
 		return nil
 	}
@@ -341,6 +374,7 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 		h.stashed = false // this is the message the Stack showed us
 	}
 	h.flush()
+	h.checkLate(now)
 	k := m.Kind()
 	if k == KindHeartbeatNotice || k == KindHeartbeatNoticeAck {
 		// A notice passing through makes no connection. Its content
@@ -394,6 +428,7 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	}
 	if _, ok := t.(hbRetryTimer); ok {
 		h.flush()
+		h.health.fired(h.retryAt, h.env.Now())
 		h.retryTimer = 0
 		h.retry()
 		return
@@ -409,14 +444,20 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	}
 	r.timer = 0
 	now := h.env.Now()
+	late := now - r.armedAt
+	h.health.fired(r.armedAt, now)
 	switch r.state {
 	case HeartbeatSuspected:
-		if now >= r.mark+h.cfg.Broken {
+		if now >= h.brokenDue(r) && !h.recheck(r, late) {
 			h.fail(r)
+		} else if now >= r.mark+h.cfg.Broken {
+			h.health.stats.Postponed++
 		}
 	case HeartbeatAlive:
-		if d, ok := h.recvDue(r); ok && now >= d {
+		if d, ok := h.recvDue(r); ok && now >= d && !h.recheck(r, late) {
 			h.suspect(r, true)
+		} else if r.expect > 0 && now >= r.lastRecv+r.expect+h.cfg.Timeout {
+			h.health.stats.Postponed++
 		}
 	}
 	if d, ok := h.sendDue(r); ok {
@@ -476,6 +517,7 @@ func (h *HeartbeatDetector) ObserveReceive(from core.NodeID) {
 	}
 	h.flush()
 	now := h.env.Now()
+	h.checkLate(now)
 	if r := h.find(from); r != nil {
 		h.touch(r, now)
 	}
@@ -693,14 +735,75 @@ func (h *HeartbeatDetector) recvDue(r *hbPeer) (time.Duration, bool) {
 	var due time.Duration
 	ok := false
 	if r.expect > 0 {
-		due, ok = r.lastRecv+r.expect+h.cfg.Timeout, true
+		due, ok = h.health.from(r.lastRecv)+r.expect+h.timeout(r), true
 	}
 	if r.flags&hbProbing != 0 {
-		if p := r.mark + h.cfg.Timeout; !ok || p < due {
+		if p := h.health.from(r.mark) + h.cfg.Timeout*h.health.scale(); !ok || p < due {
 			due, ok = p, true
 		}
 	}
-	return due, ok
+	return max(due, r.hold), ok
+}
+
+// timeout is the grace r gets after the interval it announced: T_timeout
+// times this process's local health factor, or twice r's measured slack
+// when r has been that irregular, at most (1 + LocalHealthMax)·T_timeout.
+func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
+	t := h.cfg.Timeout * h.health.scale()
+	if 2*r.slack > t {
+		t = min(2*r.slack, h.cfg.Timeout*time.Duration(1+h.cfg.LocalHealthMax))
+	}
+	return t
+}
+
+// brokenDue is when suspected r is declared failed: T_broken (times the
+// local health factor) after the suspicion, or after this process last
+// found itself late.
+func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
+	return max(h.health.from(r.mark)+h.cfg.Broken*h.health.scale(), r.hold)
+}
+
+// recheck postpones an accusation that a timer late by late would make:
+// messages that arrived while the timer was overdue may not have been
+// read yet (a loop that wakes up fires its due timers before it reads its
+// inbox), so the accusation waits as long again and is made only if the
+// silence still holds then. It reports whether it postponed.
+func (h *HeartbeatDetector) recheck(r *hbPeer, late time.Duration) bool {
+	if !h.health.on() || late <= 0 {
+		return false
+	}
+	r.hold = h.env.Now() + late
+	return true
+}
+
+// checkLate notices, when a message is handled, that a deadline is overdue
+// by more than the tolerance: the loop is lagging (see health.go).
+func (h *HeartbeatDetector) checkLate(now time.Duration) {
+	if !h.health.on() || h.nextDue < 0 || now-h.nextDue <= h.health.tolerance {
+		return
+	}
+	h.refreshDue()
+	h.health.overdue(h.nextDue, now)
+}
+
+// refreshDue recomputes the earliest pending deadline.
+func (h *HeartbeatDetector) refreshDue() {
+	h.nextDue = -1
+	if h.retryTimer != 0 {
+		h.nextDue = h.retryAt
+	}
+	for _, r := range h.peers {
+		if r.timer != 0 && (h.nextDue < 0 || r.armedAt < h.nextDue) {
+			h.nextDue = r.armedAt
+		}
+	}
+}
+
+// armed records a new deadline for the lateness check.
+func (h *HeartbeatDetector) armed(due time.Duration) {
+	if h.nextDue < 0 || due < h.nextDue {
+		h.nextDue = due
+	}
 }
 
 // schedule makes sure r's timer fires no later than its earliest deadline.
@@ -711,7 +814,7 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 		due, ok = d, true
 	}
 	if r.state == HeartbeatSuspected {
-		if d := r.mark + h.cfg.Broken; !ok || d < due {
+		if d := h.brokenDue(r); !ok || d < due {
 			due, ok = d, true
 		}
 	}
@@ -731,6 +834,7 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 	after := max(due-h.env.Now(), 0)
 	r.timer = h.env.SetTimer(after, hbTimer(r.id))
 	r.armedAt = due
+	h.armed(due)
 }
 
 // beat sends r the heartbeat it is owed, announcing the period to the
@@ -759,6 +863,7 @@ func (h *HeartbeatDetector) beat(r *hbPeer) {
 // deadline and clears a suspicion or failure.
 func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 	if at > r.lastRecv {
+		h.measure(r, at)
 		r.lastRecv = at
 	}
 	r.flags &^= hbProbing
@@ -779,6 +884,28 @@ func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 	}
 	h.schedule(r)
 	h.chooseMonitors(false)
+}
+
+// measure updates r's slack with the gap that ends at at: the excess of
+// the gap over the interval r announced, kept as a decayed maximum (it
+// halves in about 22 messages). A gap during which this process itself
+// was late says nothing about r and is skipped.
+func (h *HeartbeatDetector) measure(r *hbPeer, at time.Duration) {
+	if !h.health.on() || r.expect == 0 || r.state != HeartbeatAlive {
+		return
+	}
+	if h.health.lateAt >= r.lastRecv {
+		return
+	}
+	excess := at - r.lastRecv - r.expect
+	if excess > r.slack {
+		if 2*excess > h.cfg.Timeout && 2*r.slack <= h.cfg.Timeout {
+			h.health.stats.Adaptions++
+		}
+		r.slack = excess
+		return
+	}
+	r.slack -= r.slack / 32
 }
 
 // tell sends r the suspicion that others may still hold of it, if touch
@@ -806,6 +933,7 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 	h.stats.Suspicions++
 	h.env.Emit(core.Suspected{Node: r.id})
 	if local {
+		h.stats.Accusations++
 		n := HeartbeatNotice{Subject: r.id, Inc: r.gInc}
 		if r.flags&hbGossipSuspect == 0 {
 			r.flags |= hbGossipSuspect
@@ -985,6 +1113,7 @@ func (h *HeartbeatDetector) armRetry(due time.Duration) {
 	}
 	h.retryTimer = h.env.SetTimer(max(due-h.env.Now(), 0), hbRetryTimer{})
 	h.retryAt = due
+	h.armed(due)
 }
 
 // probe pings id on a transport hint.

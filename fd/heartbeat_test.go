@@ -137,6 +137,7 @@ func TestHeartbeatKDistinctMonitors(t *testing.T) {
 // interval, not the monitor's own, counts; any message refreshes it.
 func TestHeartbeatTimeoutArithmetic(t *testing.T) {
 	cfg := bigCfg()
+	cfg.LocalHealthMax = 0 // the paper's fixed timeouts (p's 7 s gap would otherwise lengthen its own)
 	h, env := startHB(t, cfg, 0, ids(100), 1)
 	const p, q = core.NodeID(50), core.NodeID(60)
 	announced := 3 * time.Second

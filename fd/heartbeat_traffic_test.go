@@ -101,3 +101,111 @@ func TestHeartbeatSendIsNoSignOfLife(t *testing.T) {
 		t.Errorf("peer silent since %v while we sent to it every millisecond: failed at %v, want once at %v", last, failedAt, want)
 	}
 }
+
+// Local health (health.go): a process whose loop stalled finds its timers
+// late; it does not suspect a peer whose messages wait behind those
+// timers, raises its score, and waits (1 + score)·T_timeout after it
+// caught up before it suspects a peer that really went silent; the score
+// decays once its timers are on time again.
+func TestHeartbeatLateTimersDoNotAccuse(t *testing.T) {
+	cfg := AggressiveHeartbeatConfig() // T_interval = T_timeout = 100 ms
+	cfg.FullMeshMax = 0
+	cfg.RingNeighbors = 0
+	h, env := startHB(t, cfg, 0, ids(10), 1)
+	const p, q = core.NodeID(5), core.NodeID(6)
+	env.AdvanceTo(time.Second, h)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	h.Receive(q, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	env.TakeEmitted()
+	// The loop stalls for 1 s: every deadline passes unseen. When it
+	// wakes, the timers fire first (late), then p's queued message is read.
+	env.T = 2 * time.Second
+	env.AdvanceTo(env.T, h)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) != 0 {
+		t.Fatalf("suspected %v right after a stall of 1 s, want nobody", s)
+	}
+	hs := h.Health()
+	if hs.Late == 0 || hs.Score != 1 || hs.MaxLate < 900*time.Millisecond {
+		t.Fatalf("health %+v after a stall of 1 s, want lateness seen, score 1", hs)
+	}
+	// q really is silent: it is suspected T_interval + 2·T_timeout after
+	// the stall, not at once.
+	woke := env.T
+	want := woke + cfg.Interval + 2*cfg.Timeout
+	for env.T < want+50*time.Millisecond {
+		env.Advance(10*time.Millisecond, h)
+		h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+		if s := eventsOf[core.Suspected](env.TakeEmitted()); len(s) > 0 {
+			if len(s) != 1 || s[0].Node != q || env.T < want || env.T > want+10*time.Millisecond {
+				t.Fatalf("suspected %v at %v after waking at %v; want %v alone, at %v", s, env.T, woke, q, want)
+			}
+			break
+		}
+	}
+	if h.State(q) != HeartbeatSuspected {
+		t.Fatalf("silent %v not suspected by %v", q, env.T)
+	}
+	// On time again: the score decays by one per T_interval.
+	for range 10 {
+		env.Advance(cfg.Interval, h)
+		h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	}
+	if hs := h.Health(); hs.Score != 0 || hs.MaxScore != 1 {
+		t.Errorf("health %+v after 1 s on time, want score back to 0 (max 1)", hs)
+	}
+	// With LocalHealthMax = 0 the same stall makes it suspect q and p at
+	// once (the papers' fixed timeouts).
+	cfg.LocalHealthMax = 0
+	h0, env0 := startHB(t, cfg, 0, ids(10), 1)
+	env0.AdvanceTo(time.Second, h0)
+	h0.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	h0.Receive(q, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	env0.TakeEmitted()
+	env0.T = 2 * time.Second
+	env0.AdvanceTo(env0.T, h0)
+	if s := eventsOf[core.Suspected](env0.TakeEmitted()); len(s) != 2 {
+		t.Errorf("fixed timeouts: suspected %v right after the stall, want both peers", s)
+	}
+}
+
+// A peer whose gaps exceed the interval it announced gets a longer
+// timeout: twice its largest recent excess, capped at
+// (1 + LocalHealthMax)·T_timeout.
+func TestHeartbeatAdaptiveTimeout(t *testing.T) {
+	cfg := AggressiveHeartbeatConfig()
+	cfg.FullMeshMax = 0
+	cfg.RingNeighbors = 0
+	h, env := startHB(t, cfg, 0, ids(10), 1)
+	const p = core.NodeID(5)
+	beat := func() { h.ObserveReceive(p); h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true}) }
+	env.AdvanceTo(time.Second, h)
+	beat()
+	// One gap of 180 ms (excess 80 ms over the 100 ms announced): the
+	// timeout becomes 160 ms.
+	env.AdvanceTo(env.T+180*time.Millisecond, h)
+	beat()
+	last := env.T
+	if got := h.find(p).slack; got != 80*time.Millisecond {
+		t.Fatalf("slack %v, want 80ms", got)
+	}
+	env.AdvanceTo(last+cfg.Interval+160*time.Millisecond-time.Millisecond, h)
+	if h.State(p) != HeartbeatAlive {
+		t.Fatalf("suspected at %v, before T_interval + 2·80 ms", env.T)
+	}
+	env.AdvanceTo(last+cfg.Interval+160*time.Millisecond, h)
+	if h.State(p) != HeartbeatSuspected {
+		t.Fatalf("not suspected at T_interval + 2·80 ms")
+	}
+	if h.Health().Adaptions != 1 {
+		t.Errorf("adaptions %d, want 1", h.Health().Adaptions)
+	}
+	// A huge gap is capped: (1+3)·T_timeout.
+	h2, env2 := startHB(t, cfg, 0, ids(10), 1)
+	env2.AdvanceTo(time.Second, h2)
+	h2.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	h2.find(p).slack = 10 * time.Second
+	if got := h2.timeout(h2.find(p)); got != 4*cfg.Timeout {
+		t.Errorf("timeout %v with a slack of 10 s, want the cap 4·T_timeout = %v", got, 4*cfg.Timeout)
+	}
+}

@@ -1,0 +1,234 @@
+package fd
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/sim"
+	"github.com/cohort-mp/cohort/sim/simtest"
+)
+
+// Simulations of detectors on an overloaded host: some nodes' loops stall
+// again and again (sim.Pause: a garbage-collection pause, a descheduled
+// process), while one node really crashes. A stalled node must not be
+// declared failed, must not accuse the others, and the crash must still be
+// detected within the documented bound. The false suspicions are counted
+// with and without lateness awareness (LocalHealthMax = 0 is the papers'
+// fixed timeouts).
+
+// loadModel describes the stalls of a run.
+type loadModel struct {
+	loaded   int           // nodes whose loops stall (ids 1..loaded; node 0 never stalls)
+	every    time.Duration // mean time between two stalls of a loaded node
+	minPause time.Duration
+	maxPause time.Duration
+	until    time.Duration // no stall starts after this
+}
+
+// plan draws the stalls of every loaded node from the world's source.
+func (m loadModel) plan(w *sim.World) sim.Plan {
+	var p sim.Plan
+	r := w.Rand()
+	for i := 1; i <= m.loaded; i++ {
+		at := time.Duration(r.ExpFloat64() * float64(m.every))
+		for at < m.until {
+			d := m.minPause + time.Duration(r.Int64N(int64(m.maxPause-m.minPause)))
+			p = append(p, sim.Pause{Node: core.NodeID(i), At: at, For: d})
+			at += d + time.Duration(r.ExpFloat64()*float64(m.every))
+		}
+	}
+	return p
+}
+
+// loadCounts is what a loaded run produced.
+type loadCounts struct {
+	falseAccusations int // suspicions of a live node that started at the suspecting node (its own timeout)
+	byStalled        int // of which by a node within 1 s after one of its own stalls, of a node that did not stall in that second
+	falseSuspicions  int // core.Suspected of a live node (accusations and the notices that spread them)
+	falseFailures    int // core.Failed of a live node
+	undetected       int // live nodes that did not declare the crashed node failed within the bound
+	lastDetection    time.Duration
+}
+
+func (c loadCounts) String() string {
+	return fmt.Sprintf("false accusations %d (%d by a node just after its own stall), false suspicions %d, false failures %d, crash undetected by %d, last detection %v after the crash",
+		c.falseAccusations, c.byStalled, c.falseSuspicions, c.falseFailures, c.undetected, c.lastDetection)
+}
+
+func (c *loadCounts) add(d loadCounts) {
+	c.falseAccusations += d.falseAccusations
+	c.byStalled += d.byStalled
+	c.falseSuspicions += d.falseSuspicions
+	c.falseFailures += d.falseFailures
+	c.undetected += d.undetected
+	c.lastDetection = max(c.lastDetection, d.lastDetection)
+}
+
+// countLoaded runs w with the load model and a crash of victim at crash,
+// until end, and counts. Every live node must declare the crash within
+// bound, or within restart after the end of its last stall that overlaps
+// that window (a node that stalls restarts its judgement clock). accusations(id) is node id's count of suspicions
+// that started there: a core.Suspected emitted while it grew is one.
+func countLoaded(t testing.TB, w *sim.World, m loadModel, victim core.NodeID, crash, bound, restart, end time.Duration, accusations func(core.NodeID) uint64, healthOf func(core.NodeID) HealthStats, debug bool) loadCounts {
+	t.Helper()
+	plan := append(m.plan(w), sim.Crash{Node: victim, At: crash})
+	if err := plan.Apply(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	resumed := map[core.NodeID][]time.Duration{}
+	stalls := map[core.NodeID][]sim.Pause{}
+	for _, f := range plan {
+		if p, ok := f.(sim.Pause); ok {
+			resumed[p.Node] = append(resumed[p.Node], p.At+p.For)
+			stalls[p.Node] = append(stalls[p.Node], p)
+		}
+	}
+	// An accusation is the accuser's own lateness speaking when the
+	// accuser resumed from a stall within the last second and the accused
+	// did not stall in that second.
+	justStalled := func(id, subject core.NodeID, at time.Duration) bool {
+		for _, p := range stalls[subject] {
+			if p.At < at && p.At+p.For > at-time.Second {
+				return false
+			}
+		}
+		for _, r := range resumed[id] {
+			if at >= r && at < r+time.Second {
+				return true
+			}
+		}
+		return false
+	}
+	var c loadCounts
+	failedAt := map[core.NodeID]time.Duration{}
+	seen := map[core.NodeID]uint64{}
+	w.OnEmit(func(at time.Duration, node core.NodeID, e core.Event) {
+		switch e := e.(type) {
+		case core.Suspected:
+			accused := false
+			if a := accusations(node); a > seen[node] {
+				seen[node]++
+				accused = true
+			}
+			if e.Node != victim || at < crash {
+				c.falseSuspicions++
+				if accused {
+					c.falseAccusations++
+					if justStalled(node, e.Node, at) {
+						c.byStalled++
+						if debug {
+							t.Logf("%v accused %v at %v; pauses of accuser %v, of subject %v", node, e.Node, at, resumed[node], resumed[e.Node])
+						}
+					}
+				}
+			}
+		case core.Failed:
+			if e.Node != victim || at < crash {
+				c.falseFailures++
+				t.Logf("%v declared live %v failed at %v", node, e.Node, at)
+			} else if _, ok := failedAt[node]; !ok {
+				failedAt[node] = at
+			}
+		}
+	})
+	w.RunUntil(end)
+	for i := range w.Len() {
+		id := core.NodeID(i)
+		if id == victim {
+			continue
+		}
+		// A stall during the detection window restarts the node's
+		// judgement clock: its deadline moves to restart after the stall.
+		deadline := crash + bound
+		for moved := true; moved; {
+			moved = false
+			for _, p := range stalls[id] {
+				if p.At < deadline && p.At+p.For > crash && p.At+p.For+restart > deadline {
+					deadline, moved = p.At+p.For+restart, true
+				}
+			}
+		}
+		at, ok := failedAt[id]
+		if !ok || at > deadline {
+			c.undetected++
+			if debug {
+				t.Logf("%v declared the crash at %v (declared: %v), bound %v; its stalls %v; health %+v", id, at-crash, ok, bound, stalls[id], healthOf(id))
+			}
+			continue
+		}
+		c.lastDetection = max(c.lastDetection, at-crash)
+	}
+	return c
+}
+
+// loadSeeds is the number of seeds of the loaded runs: COHORT_LOAD_SEEDS
+// raises it for the before/after measurement of the closing note.
+func loadSeeds(t *testing.T, def int) []uint64 {
+	if s := os.Getenv("COHORT_LOAD_SEEDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("COHORT_LOAD_SEEDS=%q: want a positive count", s)
+		}
+		def = n
+	}
+	return simtest.Seeds(t, def)
+}
+
+// The heartbeat detector (aggressive preset, 16 nodes) with 6 nodes whose
+// loops stall for 20..150 ms about every 400 ms: no live node is declared
+// failed, no node accuses anyone just after its own stall, and the crash
+// of a node at 5 s is declared by every live node within the bound of
+// [HeartbeatConfig.LocalHealthMax]; with LocalHealthMax = 0 the same runs
+// have stalled nodes accusing others.
+//
+//	COHORT_LOAD_SEEDS=200 go test ./fd -run TestHeartbeatSimLoaded -v
+//
+// prints the totals the closing note reports.
+func TestHeartbeatSimLoaded(t *testing.T) {
+	const n = 16
+	m := loadModel{loaded: 6, every: 400 * time.Millisecond, minPause: 20 * time.Millisecond, maxPause: 150 * time.Millisecond, until: 8 * time.Second}
+	crash, end := 5*time.Second, 9*time.Second
+	run := func(seed uint64, cfg HeartbeatConfig) loadCounts {
+		w := hbWorld(t, seed, n, cfg, nil)
+		h := time.Duration(1 + cfg.LocalHealthMax)
+		// The documented worst case: a monitor suspects within T_interval
+		// + (1+H)·T_timeout, the notice floods, everyone declares the
+		// failure (1+H)·T_broken later; a node that was stalled adds its
+		// stall.
+		bound := cfg.Interval + h*(cfg.Timeout+cfg.Broken) + floodBound(n) + m.maxPause + hbMaxLatency
+		victim := core.NodeID(n - 1) // never stalls
+		// After a stall, a node waits for a fresh T_interval + T_timeout,
+		// then T_broken, both scaled.
+		restart := cfg.Interval + h*(cfg.Timeout+cfg.Broken) + floodBound(n)
+		debug := os.Getenv("COHORT_LOAD_DEBUG") != "" && cfg.LocalHealthMax > 0
+		return countLoaded(t, w, m, victim, crash, bound, restart, end, func(id core.NodeID) uint64 { return hbOf(w, id).Stats().Accusations },
+			func(id core.NodeID) HealthStats { return hbOf(w, id).Health() }, debug)
+	}
+	var before, after loadCounts
+	seeds := loadSeeds(t, 4)
+	for _, seed := range seeds {
+		off := AggressiveHeartbeatConfig()
+		off.LocalHealthMax = 0
+		b := run(seed, off)
+		a := run(seed, AggressiveHeartbeatConfig())
+		t.Logf("seed %d: fixed timeouts: %v", seed, b)
+		t.Logf("seed %d: lateness aware: %v", seed, a)
+		if a.falseFailures != 0 || a.byStalled != 0 || a.undetected != 0 {
+			t.Errorf("seed %d: lateness aware: %v; want no false failure, no accusation by a node just after its stall, the crash detected by all", seed, a)
+		}
+		before.add(b)
+		after.add(a)
+	}
+	t.Logf("%d seeds, fixed timeouts: %v", len(seeds), before)
+	t.Logf("%d seeds, lateness aware: %v", len(seeds), after)
+	if before.byStalled == 0 {
+		t.Errorf("with fixed timeouts no stalled node accused anyone: the load model does not exercise the detector")
+	}
+	if after.falseAccusations >= before.falseAccusations {
+		t.Errorf("lateness awareness did not reduce false accusations: %d, fixed timeouts %d", after.falseAccusations, before.falseAccusations)
+	}
+}
