@@ -113,6 +113,7 @@ type gossipWatch struct {
 	since     uint32       // statusGrace: this node's heartbeat when the grace began
 	attempts  uint8        // pings sent in the current probe or consensus
 	seq       uint32       // the outstanding ping, 0 when none
+	first     uint32       // the first ping of the current probe or consensus
 	timer     core.TimerID // its timeout
 	due       time.Duration
 	rechecked bool // the timeout fired late and was re-armed once
@@ -333,6 +334,9 @@ func (g *Gossip) ping(w *gossipWatch) {
 		g.lastSeq = 1
 	}
 	w.seq = g.lastSeq
+	if w.attempts == 0 {
+		w.first = w.seq
+	}
 	w.attempts++
 	g.env.Send(w.id, GossipPing{Seq: w.seq})
 	after := g.pingTimeout()
@@ -365,9 +369,18 @@ func (g *Gossip) pingTimedOut(seq uint32) {
 }
 
 func (g *Gossip) receivePong(from core.NodeID, seq uint32) {
-	k := g.watchBySeq(seq)
-	if seq == 0 || k < 0 || g.watches[k].id != from {
-		return // late, forged, or not ours
+	// The pong of any ping of the current probe or consensus proves life:
+	// one that comes after its own timeout (a delay spike longer than
+	// PingTimeout) counts as well as the answer to the last ping.
+	k := -1
+	for j := range g.watches {
+		if w := &g.watches[j]; w.id == from && w.seq != 0 && seq >= w.first && seq <= w.seq {
+			k = j
+			break
+		}
+	}
+	if seq == 0 || k < 0 {
+		return // too late (the verdict is in), forged, or not ours
 	}
 	i := int(g.watches[k].pos)
 	g.clearWatch(k)
