@@ -236,6 +236,7 @@ const (
 	hbProbing                         // a ping is outstanding since mark
 	hbGossipSuspect                   // the newest notice about it (at gInc) is a suspicion
 	hbTell                            // it was heard while suspected: tell it (see tell)
+	hbAccused                         // the current suspicion is our own (a timeout here), not only heard
 )
 
 // hbPeer is what a process remembers of one peer (80 bytes).
@@ -448,6 +449,9 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	h.health.fired(r.armedAt, now)
 	switch r.state {
 	case HeartbeatSuspected:
+		if d, ok := h.evidenceDue(r); ok && now >= d {
+			r.flags |= hbAccused // our own timeout confirms what we heard
+		}
 		if now >= h.brokenDue(r) && !h.recheck(r, late) {
 			h.fail(r)
 		} else if now >= r.mark+h.cfg.Broken {
@@ -756,11 +760,21 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 	return t
 }
 
-// brokenDue is when suspected r is declared failed: T_broken (times the
-// local health factor) after the suspicion, or after this process last
-// found itself late.
+// brokenDue is when suspected r is declared failed: T_broken after the
+// suspicion, or after this process last found itself late, times the
+// local health factor for a suspicion of our own and times the largest
+// factor, 1 + LocalHealthMax, for one we only heard of. (As in Lifeguard,
+// a suspicion this process has no evidence of waits longest: the
+// suspect's refutation goes through the suspect's own links, which may be
+// the slow ones, while the notice went around them. The monitors that
+// timed out declare a real crash first, and one declaration is enough for
+// the membership above.)
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
-	return max(h.health.from(r.mark)+h.cfg.Broken*h.health.scale(), r.hold)
+	f := h.health.scale()
+	if r.flags&hbAccused == 0 && h.health.on() {
+		f = time.Duration(1 + h.cfg.LocalHealthMax)
+	}
+	return max(h.health.from(r.mark)+h.cfg.Broken*f, r.hold)
 }
 
 // recheck postpones an accusation that a timer late by late would make:
@@ -769,11 +783,20 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 // inbox), so the accusation waits as long again and is made only if the
 // silence still holds then. It reports whether it postponed.
 func (h *HeartbeatDetector) recheck(r *hbPeer, late time.Duration) bool {
-	if !h.health.on() || late <= 0 {
-		return false
+	if !h.health.on() || late <= 0 || r.armedAt == r.hold {
+		return false // on time, or this is the re-check: a real timer is always a little late
 	}
 	r.hold = h.env.Now() + late
 	return true
+}
+
+// evidenceDue is when a suspicion of r that we only heard of becomes our
+// own too: when r's deadline here passes as well.
+func (h *HeartbeatDetector) evidenceDue(r *hbPeer) (time.Duration, bool) {
+	if r.flags&hbAccused != 0 || r.expect == 0 || !h.health.on() {
+		return 0, false
+	}
+	return h.health.from(r.lastRecv) + r.expect + h.timeout(r), true
 }
 
 // checkLate notices, when a message is handled, that a deadline is overdue
@@ -815,6 +838,9 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 	}
 	if r.state == HeartbeatSuspected {
 		if d := h.brokenDue(r); !ok || d < due {
+			due, ok = d, true
+		}
+		if d, has := h.evidenceDue(r); has && (!ok || d < due) {
 			due, ok = d, true
 		}
 	}
@@ -929,7 +955,10 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 	}
 	r.state = HeartbeatSuspected
 	r.mark = h.env.Now()
-	r.flags &^= hbProbing
+	r.flags &^= hbProbing | hbAccused
+	if local {
+		r.flags |= hbAccused
+	}
 	h.stats.Suspicions++
 	h.env.Emit(core.Suspected{Node: r.id})
 	if local {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/core/coretest"
 	"github.com/cohort-mp/cohort/sim/simtest"
 )
 
@@ -207,5 +208,45 @@ func TestHeartbeatAdaptiveTimeout(t *testing.T) {
 	h2.find(p).slack = 10 * time.Second
 	if got := h2.timeout(h2.find(p)); got != 4*cfg.Timeout {
 		t.Errorf("timeout %v with a slack of 10 s, want the cap 4·T_timeout = %v", got, 4*cfg.Timeout)
+	}
+}
+
+// advanceLate moves env to until firing every timer a little late (by up
+// to step), as a real host does, never exactly on time.
+func advanceLate(env *coretest.Env, m core.Machine, until, step time.Duration) {
+	for {
+		next := time.Duration(-1)
+		for _, p := range env.Pending() {
+			if next < 0 || p.When < next {
+				next = p.When
+			}
+		}
+		if next < 0 || next+step > until {
+			break
+		}
+		env.T = max(env.T, next+step)
+		env.AdvanceTo(env.T, m)
+	}
+	env.AdvanceTo(until, m)
+}
+
+// Timers that always fire a little late (a real host) still let the
+// detector accuse: the re-check of a late deadline is made once, not
+// again and again. Before, every re-check was itself late and postponed
+// the accusation forever: a killed node was never suspected over TCP.
+func TestHeartbeatSlightlyLateTimersStillAccuse(t *testing.T) {
+	cfg := AggressiveHeartbeatConfig()
+	cfg.FullMeshMax, cfg.RingNeighbors = 0, 0
+	h, env := startHB(t, cfg, 0, ids(10), 1)
+	const p = core.NodeID(5)
+	advanceLate(env, h, time.Second, 50*time.Microsecond)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	last := env.T
+	advanceLate(env, h, last+time.Second, 50*time.Microsecond)
+	if got := h.State(p); got != HeartbeatFailed {
+		t.Fatalf("peer silent since %v: state %v at %v, want failed", last, got, env.T)
+	}
+	if hs := h.Health(); hs.Late != 0 || hs.Score != 0 {
+		t.Errorf("health %+v with timers 50 µs late, want no lateness noticed (tolerance %v)", hs, cfg.Timeout/2)
 	}
 }
