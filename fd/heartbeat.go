@@ -73,7 +73,9 @@ import (
 // [HeartbeatNotice], which every process forwards once to the members at
 // distances 1, 2, 4, … after it in the member list, so that every live
 // member suspects the crashed process within ⌈log2 n⌉ further hops and
-// declares it failed T_broken later. Each notice is acknowledged
+// declares it failed T_broken later (the monitors that timed out
+// themselves), or up to (1 + LocalHealthMax)·T_broken later (the members
+// that only heard the notice; see below). Each notice is acknowledged
 // ([HeartbeatNoticeAck]) and retransmitted with back-off until it is, or
 // until its recipient is declared failed or the notice is superseded: a
 // lost message delays a member's knowledge, it cannot deprive it of it.
@@ -86,7 +88,12 @@ import (
 // (0 while its timers fire on time), or twice the largest recent excess of
 // the crashed process's gaps over its announced interval if that is
 // longer, never more than T_interval + (1 + H)·T_timeout; and T_broken
-// becomes T_broken·(1 + score) ≤ (1 + H)·T_broken. A monitor that is
+// becomes T_broken·(1 + score) ≤ (1 + H)·T_broken for a suspicion of the
+// process's own, and (1 + H)·T_broken for one it only heard of by notice
+// (as in Lifeguard: the suspect's refutation crosses the suspect's own,
+// possibly slow, links while the notice went around them; the monitors
+// still declare first, and the membership needs one declaration). A
+// monitor that is
 // itself late (a timer more than LateTolerance past its deadline) counts
 // the silence from the moment it caught up, and a timer late by any
 // amount re-checks once, as late again, before it accuses. So every live
