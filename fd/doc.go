@@ -275,4 +275,15 @@
 // [HeartbeatDetector.Stats]. What a connection is in a large job, who
 // learns of a failure and how, and what the detector keeps in memory are
 // described on [HeartbeatDetector].
+//
+// # Under load
+//
+// Both detectors measure their own lateness from the deadlines of their
+// timers, after memberlist's Lifeguard: a process that finds itself late
+// (a long GC pause, an overloaded host) accuses nobody on the strength of
+// silence it did not watch, and waits longer while it keeps running late;
+// timeouts also adapt to what is measured of the peers. Everything stays
+// within (1 + LocalHealthMax) times the configured timeouts; the bounds
+// above state the worst case. LocalHealthMax = 0 restores the papers'
+// fixed timeouts. See health.go and [HealthStats].
 package fd

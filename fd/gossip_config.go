@@ -184,6 +184,9 @@ func (c GossipConfig) CleanupRounds(n int) int {
 }
 
 // CleanupTime returns T_cleanup for n members: CleanupRounds(n)·GossipInterval.
+// It is what a node on time applies; a node that ran late, or whose
+// suspicions were disproved, applies up to (1 + LocalHealthMax) times it
+// (see [GossipConfig.LocalHealthMax]).
 func (c GossipConfig) CleanupTime(n int) time.Duration {
 	return time.Duration(c.CleanupRounds(n)) * c.GossipInterval
 }
