@@ -315,3 +315,43 @@ func TestGossipSimLoaded(t *testing.T) {
 		}
 	}
 }
+
+// One node's loop stalls once, for longer than T_interval + T_timeout of
+// the heartbeat detector (aggressive preset) but shorter than the
+// silence that declares a failure; it then finds every deadline it set
+// long past and the messages that would have met them behind its timers.
+// Lateness aware, it accuses nobody and nobody declares it failed; with
+// fixed timeouts it accuses its peers as soon as it wakes.
+func TestHeartbeatSimStalledNode(t *testing.T) {
+	const n = 8
+	const stalled = core.NodeID(3)
+	run := func(seed uint64, cfg HeartbeatConfig) (accusations uint64, failures int) {
+		w := hbWorld(t, seed, n, cfg, nil)
+		w.OnEmit(func(at time.Duration, node core.NodeID, e core.Event) {
+			if _, ok := e.(core.Failed); ok {
+				failures++
+				t.Logf("seed %d, LocalHealthMax %d: %v declared %v failed at %v", seed, cfg.LocalHealthMax, node, e.(core.Failed).Node, at)
+			}
+		})
+		if err := (sim.Plan{sim.Pause{Node: stalled, At: 2 * time.Second, For: 190 * time.Millisecond}}).Apply(w, nil); err != nil {
+			t.Fatal(err)
+		}
+		w.RunUntil(4 * time.Second)
+		return hbOf(w, stalled).Stats().Accusations, failures
+	}
+	var fixedAccusations uint64
+	for _, seed := range simtest.Seeds(t, 8) {
+		a, f := run(seed, AggressiveHeartbeatConfig())
+		if a != 0 || f != 0 {
+			t.Errorf("seed %d: the stalled node accused %d peers and %d failures were declared; want none", seed, a, f)
+		}
+		off := AggressiveHeartbeatConfig()
+		off.LocalHealthMax = 0
+		a0, _ := run(seed, off)
+		fixedAccusations += a0
+	}
+	if fixedAccusations == 0 {
+		t.Errorf("with fixed timeouts the stalled node never accused anyone: the stall does not exercise the detector")
+	}
+	t.Logf("accusations by the stalled node over the seeds: %d with fixed timeouts, 0 lateness aware", fixedAccusations)
+}
