@@ -23,7 +23,6 @@ type nodeState struct {
 	next     map[core.NodeID]uint64 // next expected seq per sender in app
 	progress map[uint64][]uint64    // newest Progress per epoch
 	stable   map[uint64][]uint64    // newest Stable per epoch
-	final    map[core.NodeID]uint64 // delivered counts in app
 }
 
 type checker struct {
