@@ -39,7 +39,7 @@ type Config struct {
 	// on the caller's goroutine (header and payload in one vectored write,
 	// no copy) when the peer's connection is idle; larger payloads, and any
 	// frame sent while earlier ones wait in the queue, are copied and
-	// queued for the writer goroutine. Default 256 KiB; negative disables
+	// queued for the writer goroutine. Default 4 MiB; negative disables
 	// the direct path.
 	DirectMax int
 	// SocketBuffer sets the kernel send and receive buffers of every
@@ -88,7 +88,7 @@ const (
 	DefaultBackoffMin       = 20 * time.Millisecond
 	DefaultBackoffMax       = 2 * time.Second
 	DefaultKeepAlive        = 5 * time.Second
-	DefaultDirectMax        = 256 << 10
+	DefaultDirectMax        = 4 << 20
 )
 
 // DefaultConfig returns a Config with every default filled in; the caller
