@@ -11,11 +11,14 @@ import (
 	"github.com/cohort-mp/cohort/transport/tcp"
 )
 
-// Init joins the job this process was started in by `cohort run`: it reads
-// its bootstrap from the environment (package launch: job id, rank, size,
-// secret, the launcher's rendezvous address), listens with transport/tcp on
-// 127.0.0.1 (a free port), registers its address with the launcher, learns
-// every rank's address, and starts its node (failure detector and
+// Init joins the job this process was started in by `cohort run` or by
+// SLURM's `srun --mpi=pmi2`: it reads its bootstrap from the environment
+// (package launch, [launch.Detect]: job id, rank, size, secret, and the
+// launcher's rendezvous address or SLURM's PMI-2 server), listens with
+// transport/tcp on 127.0.0.1 (a free port; under SLURM on several nodes, an
+// address of this node the others reach), registers its address with the
+// launcher (or puts it in PMI's key-value space), learns every rank's
+// address, and starts its node (failure detector and
 // membership, package host) and matching engine. ctx bounds the
 // rendezvous. A program started by hand gets an error wrapping
 // launch.ErrNotLaunched (run it with `cohort run -n N`). If the launcher
@@ -24,7 +27,7 @@ import (
 //
 // Call [Session.Finalize] before the process exits.
 func Init(ctx context.Context, opts ...Option) (*Session, error) {
-	boot, err := launch.FromEnv(os.Getenv)
+	boot, err := launch.Detect(ctx, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +50,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	}
 	tcfg := tcp.DefaultConfig()
 	tcfg.Node = core.NodeID(boot.Rank)
-	tcfg.ListenAddr = "127.0.0.1:0"
+	tcfg.ListenAddr = boot.ListenAddr()
 	tcfg.JobID = boot.JobID
 	tcfg.Secret = boot.Secret
 	tcfg.Logger = o.logger

@@ -20,8 +20,10 @@ import (
 // membership layer forwards the join request, so by FIFO order the root
 // has the address before it admits the joiner), and answers with its whole
 // book. Whenever a view is installed, each member sends the joiners of
-// that view its own address and those of the other joiners it knows, so
-// that joiners admitted together learn each other. A member that installs a
+// that view its whole book: its own address, the other joiners' (so that
+// joiners admitted together learn each other), and those of nodes still
+// waiting to be admitted, whose parent in the next view the new member
+// may be. A member that installs a
 // view with a member whose address it does not know asks the view's root
 // (which always knows: it admitted that member), and asks again every
 // queryEvery while any address is missing. Frames for a node whose address
@@ -48,6 +50,8 @@ type dir struct {
 	view      []core.NodeID // the installed view; nil before the first
 	root      core.NodeID
 	lastEpoch uint64
+	departed  []core.NodeID        // departed nodes whose address is kept, oldest first
+	remember  int                  // how many departed nodes to keep
 	leavers   map[core.NodeID]bool // members that announced a leave
 	leaving   bool
 	missing   bool // some member of the view has no known address
@@ -78,16 +82,10 @@ type AddrLearned struct {
 	Addr string
 }
 
-// AddrForgotten is emitted forgetAfter after a node departed, unless it is
-// back: the runtime removes it from the transport, which stops dialling it.
+// AddrForgotten is emitted when the directory forgets a departed node (it
+// keeps the remember most recent ones): the runtime removes it from the
+// transport, which stops dialling it.
 type AddrForgotten struct{ Node core.NodeID }
-
-// forgetTimer is the timer of a departed node's AddrForgotten.
-type forgetTimer struct{ node core.NodeID }
-
-// forgetAfter is how long the transport keeps a departed node (so that the
-// notice to a leaver goes out) before it stops dialling it.
-const forgetAfter = 2 * time.Second
 
 // LeaveAnnounced is emitted when a member announces that it leaves.
 type LeaveAnnounced struct{ Node core.NodeID }
@@ -96,8 +94,8 @@ type LeaveAnnounced struct{ Node core.NodeID }
 // without it was installed (Epoch).
 type LeaveDone struct{ Epoch uint64 }
 
-func newDir(self core.NodeID, addr string, seeds []core.NodeID, book map[core.NodeID]string) *dir {
-	d := &dir{self: self, addr: addr, seeds: seeds, book: map[core.NodeID]string{}, leavers: map[core.NodeID]bool{}, root: core.None}
+func newDir(self core.NodeID, addr string, seeds []core.NodeID, book map[core.NodeID]string, remember int) *dir {
+	d := &dir{self: self, addr: addr, seeds: seeds, book: map[core.NodeID]string{}, leavers: map[core.NodeID]bool{}, root: core.None, remember: remember}
 	for id, a := range book {
 		d.book[id] = a
 	}
@@ -123,12 +121,6 @@ func (d *dir) hello() {
 }
 
 func (d *dir) Fire(t core.Timer) {
-	if f, ok := t.(forgetTimer); ok {
-		if _, back := d.book[f.node]; !back && !slices.Contains(d.view, f.node) {
-			d.env.Emit(AddrForgotten{Node: f.node})
-		}
-		return
-	}
 	switch t {
 	case dirHelloTimer:
 		if d.view == nil && !d.leaving {
@@ -259,15 +251,27 @@ func (d *dir) Handle(e core.Event) {
 			d.env.Send(id, &Left{Epoch: v.Epoch})
 			delete(d.leavers, id)
 		}
-		// Forget the departed node's address: if it comes back (under its
-		// id, perhaps elsewhere) its address is learned afresh. The
-		// transport keeps it a little longer, for the Left just sent.
-		delete(d.book, id)
-		d.env.SetTimer(forgetAfter, forgetTimer{id})
+		d.departed = append(d.departed, id)
+	}
+	// Keep the addresses of the most recently departed nodes: the
+	// membership probes them (member.Config.MaxProbes) so that the two
+	// sides of a healed partition, or a node excluded while alive, find
+	// each other again. Older ones are forgotten, and the transport stops
+	// dialling them.
+	d.departed = slices.DeleteFunc(d.departed, func(id core.NodeID) bool { return slices.Contains(v.Members, id) })
+	if over := len(d.departed) - d.remember; over > 0 {
+		for _, id := range d.departed[:over] {
+			delete(d.book, id)
+			d.env.Emit(AddrForgotten{Node: id})
+		}
+		d.departed = slices.Delete(d.departed, 0, over)
 	}
 	if len(v.Joined) > 0 && len(v.Joined) < len(v.Members) {
-		// Tell the joiners where we and the other joiners are.
-		out := &Addrs{Entries: d.entries(append([]core.NodeID{d.self}, v.Joined...))}
+		// Tell the joiners everything we know: where we and the other
+		// joiners are, and where the nodes still waiting to be admitted
+		// are (a joiner may become the parent of one in the next view,
+		// and must reach it).
+		out := &Addrs{Entries: d.entries(nil)}
 		for _, id := range v.Joined {
 			if id != d.self {
 				d.env.Send(id, out)

@@ -129,7 +129,7 @@ func Start(cfg Config) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := NewStack(cfg, []NodeID{cfg.ID}, StackOptions{Below: []core.Machine{newDir(cfg.ID, g.addr, nil, nil)}, gate: &gate{}})
+	st, err := NewStack(cfg, []NodeID{cfg.ID}, StackOptions{Below: []core.Machine{newDir(cfg.ID, g.addr, nil, nil, cfg.memberConfig().MaxProbes)}, gate: &gate{}})
 	if err != nil {
 		g.tr.Close()
 		return nil, err
@@ -182,7 +182,7 @@ func Join(ctx context.Context, cfg Config, seeds ...string) (*Group, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNoSeed, errors.Join(errs...))
 	}
 	st, err := NewStack(cfg, nil, StackOptions{Join: true, Contacts: contacts,
-		Below: []core.Machine{newDir(cfg.ID, g.addr, contacts, book)}, gate: &gate{}})
+		Below: []core.Machine{newDir(cfg.ID, g.addr, contacts, book, cfg.memberConfig().MaxProbes)}, gate: &gate{}})
 	if err != nil {
 		g.tr.Close()
 		return nil, err

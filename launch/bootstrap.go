@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -49,7 +50,7 @@ var (
 	// ErrNotLaunched: no COHORT_* variable is set at all; the program was
 	// started by hand rather than by a launcher. A program may then run
 	// alone (as a job of one rank) or say how to launch it.
-	ErrNotLaunched = errors.New("launch: not started by a launcher (no COHORT_* variable is set; use `cohort run`)")
+	ErrNotLaunched = errors.New("launch: not started by a launcher (no COHORT_* variable is set; use `cohort run`, or srun --mpi=pmi2 under SLURM)")
 	// ErrBootstrap wraps every other error of FromEnv and Validate: the
 	// environment does not describe a valid place in a job. The message
 	// names the variable.
@@ -66,6 +67,42 @@ type Bootstrap struct {
 	Secret     []byte // at least MinSecretLen bytes
 	Fanout     int    // the radix tree's fan-out; 0 = the membership default
 	Detector   string // one of Detectors; "" = the default (brr)
+
+	// Listen is the host (an IP address or a name) this rank listens on;
+	// "" means 127.0.0.1 (every rank on this machine). See [Bootstrap.ListenAddr].
+	Listen string
+	// ListenPort is the port to listen on; 0 means a free one (the
+	// addresses computed from SLURM's environment need a fixed one).
+	ListenPort int
+	// Exchange, when set, replaces the launcher's rendezvous: Register
+	// hands it this rank's address and gets every rank's from it (under
+	// SLURM: the PMI-2 key-value space). Rendezvous is then unused.
+	Exchange Exchanger
+	// Source says where the bootstrap came from, for messages: "cohort
+	// run", "SLURM PMI-2", "SLURM environment".
+	Source string
+}
+
+// Exchanger gives every rank of a job every other rank's listen address
+// without a launcher of ours (SLURM's PMI-2 key-value space, or addresses
+// computed from SLURM's environment).
+type Exchanger interface {
+	// Exchange publishes this rank's address and returns every rank's,
+	// indexed by rank, once all have published; it blocks at most until
+	// ctx ends or its own bound passes, and its errors say which.
+	Exchange(ctx context.Context, addr string) ([]string, error)
+	// Close releases the exchanger (the PMI connection); idempotent.
+	Close() error
+}
+
+// ListenAddr is where the rank should listen: Listen (default 127.0.0.1)
+// and ListenPort (default a free port).
+func (b Bootstrap) ListenAddr() string {
+	host := b.Listen
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(b.ListenPort))
 }
 
 // FromEnv reads the bootstrap from the environment through getenv
@@ -132,6 +169,7 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 		}
 	}
 	b.Detector = strings.TrimSpace(getenv(EnvDetector))
+	b.Source = "cohort run"
 	return b, b.Validate()
 }
 
@@ -155,8 +193,10 @@ func (b Bootstrap) Validate() error {
 	case len(b.Secret) < MinSecretLen:
 		return fmt.Errorf("%w: %s has %d bytes, want at least %d", ErrBootstrap, EnvSecret, len(b.Secret), MinSecretLen)
 	}
-	if err := checkAddr(b.Rendezvous); err != nil {
-		return fmt.Errorf("%w: %s=%q: %v", ErrBootstrap, EnvRendezvous, b.Rendezvous, err)
+	if b.Exchange == nil {
+		if err := checkAddr(b.Rendezvous); err != nil {
+			return fmt.Errorf("%w: %s=%q: %v", ErrBootstrap, EnvRendezvous, b.Rendezvous, err)
+		}
 	}
 	if b.Fanout != 0 {
 		if _, err := topo.NewRadix(1, b.Fanout); err != nil {

@@ -1,6 +1,6 @@
 // Package launch starts a cohort job on this machine and gives each of its
 // processes its place in the job: the local launcher behind `cohort run`,
-// with no daemon to start.
+// with no daemon to start, or SLURM's srun.
 //
 // # A process of a job
 //
@@ -44,6 +44,29 @@
 // the ranks did not all register in time) the launcher aborts it with a
 // reason, and every waiting Register returns an error that quotes it
 // (wrapping [ErrRendezvous]): no rank waits forever.
+//
+// # Under SLURM
+//
+// A program started by SLURM's `srun --mpi=pmi2` needs no launcher of
+// ours. [Detect] (which comm.Init calls) finds SLURM's variables when no
+// COHORT_* one is set, and [FromSLURM] speaks the PMI-2 wire protocol on
+// the descriptor in PMI_FD ([PMIClient]: version handshake, fullinit, then
+// a put of this rank's address, a fence, and a get of every other rank's;
+// each wait is bounded, the fence by COHORT_SLURM_TIMEOUT, default 60 s).
+// The job is named slurm-CLUSTER-JOB.STEP and its secret is HMAC-SHA256 of
+// those ids under the user's own secret, which the user gives in
+// COHORT_SLURM_SECRET or in a file only they can read (COHORT_SECRET_FILE,
+// default ~/.cohort/secret); a task without one refuses to start
+// ([ErrNoSecret]). A step on one node listens on 127.0.0.1; on several, on
+// an address of its node that the others can reach: COHORT_LISTEN_HOST,
+// else a non-loopback address of SLURMD_NODENAME or the host name, else of
+// an interface.
+//
+// Without PMI (srun --mpi=none) the addresses are computed from SLURM's
+// environment (the step's host list and tasks per node, block
+// distribution, port = a base derived from the job and step ids or
+// COHORT_SLURM_PORT_BASE, plus the local task id), and rank 0 says so on
+// standard error.
 //
 // # A job
 //

@@ -152,7 +152,8 @@ type Registration struct {
 	// is rank r's, this rank's included). The caller owns it.
 	Addrs []string
 
-	nc       net.Conn
+	nc       net.Conn  // nil when the addresses came from an Exchanger
+	ex       Exchanger // closed by Close; nil with a launcher
 	stopCtx  func() bool
 	lost     chan struct{}
 	reason   error // why the connection ended; set before lost is closed
@@ -175,6 +176,9 @@ type Registration struct {
 func (b Bootstrap) Register(ctx context.Context, listenAddr string) (*Registration, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
+	}
+	if b.Exchange != nil {
+		return b.exchange(ctx, listenAddr)
 	}
 	if len(listenAddr) > maxAddrLen {
 		return nil, fmt.Errorf("%w: listen address of %d bytes, limit %d", ErrRendezvous, len(listenAddr), maxAddrLen)
@@ -269,14 +273,21 @@ func (r *Registration) watch(fr *wire.FrameReader) {
 // shut closes the connection once, marking the end as ours.
 func (r *Registration) shut() {
 	r.closeMu.Lock()
+	first := !r.closed
 	r.closed = true
 	r.closeMu.Unlock()
-	r.nc.Close()
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	if first && r.ex != nil {
+		r.ex.Close()
+	}
 }
 
 // Lost is closed when the connection to the launcher ends: by Close, by
 // the end of Register's context, or because the launcher is gone or
-// stopped the job. [Registration.Err] then says which.
+// stopped the job. [Registration.Err] then says which. Under SLURM (an
+// [Exchanger], no launcher of ours) it is never closed.
 func (r *Registration) Lost() <-chan struct{} { return r.lost }
 
 // Err returns nil while the connection is open or if this process ended

@@ -86,20 +86,6 @@ func appendHeader(b []byte, f *Frame, bodyLen int) []byte {
 	return binary.AppendUvarint(b, f.Epoch)
 }
 
-// AppendFrameHeader appends the length prefix and header of a frame with
-// f's kind, addresses and epoch whose payload has payloadLen bytes (f.Payload
-// is ignored); the payload itself must follow it on the wire. A writer that
-// sends a large payload from the caller's buffer (one vectored write of
-// header and payload) uses it instead of copying the payload into a frame.
-// It panics, like AppendFrame, if the body cannot be represented.
-func AppendFrameHeader(b []byte, f Frame, payloadLen int) []byte {
-	body := headerSize(&f) + payloadLen
-	if payloadLen < 0 || uint64(body) > math.MaxUint32 {
-		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
-	}
-	return appendHeader(b, &f, body)
-}
-
 // AppendFrame appends f, length prefix included, to b and returns the
 // extended slice; with a b of sufficient capacity it does not allocate.
 // AppendFrame does not enforce a frame size limit (the writer and the reader
@@ -108,6 +94,19 @@ func AppendFrameHeader(b []byte, f Frame, payloadLen int) []byte {
 func AppendFrame(b []byte, f Frame) []byte {
 	body := headerSize(&f) + len(f.Payload)
 	if uint64(body) > math.MaxUint32 {
+		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
+	}
+	b = appendHeader(b, &f, body)
+	return append(b, f.Payload...)
+}
+
+// AppendFrameHead appends f, length prefix included, to b as if its payload
+// were f.Payload followed by extra more bytes, which the caller writes
+// right after (a vectored write of the head and the caller's buffer, with
+// no copy of the latter). It panics as AppendFrame does.
+func AppendFrameHead(b []byte, f Frame, extra int) []byte {
+	body := headerSize(&f) + len(f.Payload) + extra
+	if uint64(body) > math.MaxUint32 || extra < 0 {
 		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
 	}
 	b = appendHeader(b, &f, body)

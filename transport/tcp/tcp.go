@@ -388,8 +388,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	f.Src, f.Dst = t.self, p.id
 	p.accepted.Add(1)
 	p.written++
-	p.hdr = wire.AppendFrameHeader(p.hdr[:0], f, len(f.Payload)+len(body))
-	p.hdr = append(p.hdr, f.Payload...)
+	p.hdr = wire.AppendFrameHead(p.hdr[:0], f, len(body))
 	p.bufs = append(p.bufs[:0], p.hdr, body)
 	p.wbufs = p.bufs
 	if _, err := p.wbufs.WriteTo(c.nc); err != nil {

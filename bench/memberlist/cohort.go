@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cohort-mp/cohort/group"
+)
+
+var benchSecret = []byte("cohort-vs-memberlist-bench-secret")
+
+// cohortSystem runs cohort group nodes, each on its own 127.0.0.1 port, all
+// in this process.
+type cohortSystem struct {
+	det   group.Detector
+	rate  float64
+	seed  uint64
+	ev    *events
+	mu    sync.Mutex
+	nodes []*cohortNode // live nodes
+	dead  []*cohortNode
+	next  group.NodeID
+	wg    sync.WaitGroup
+
+	joinRetries atomic.Int64
+}
+
+type cohortNode struct {
+	g    *group.Group
+	name string
+
+	mu   sync.Mutex
+	view group.View
+	at   time.Time // when this node installed view
+}
+
+func newCohortSystem(det group.Detector, rate float64, seed uint64) *cohortSystem {
+	return &cohortSystem{det: det, rate: rate, seed: seed, ev: newEvents(), next: 1}
+}
+
+// config sets the detector's timings so that a quiet member sends rate
+// messages per second. The heartbeat detector sends one heartbeat to each
+// of its k = 2 monitors every T_interval, so T_interval = 2/rate; its
+// suspicion and failure timeouts keep DefaultLocalConfig's ratios (2 and 1
+// intervals). BRR sends its table to one peer per round, so T_gossip =
+// 1/rate, with pings timing out after 2.5 rounds as in DefaultLocalConfig.
+func (s *cohortSystem) config(id group.NodeID) group.Config {
+	c := group.DefaultLocalConfig()
+	c.ID = id
+	c.Cluster = "mlbench"
+	c.Secret = benchSecret
+	c.Detector = s.det
+	c.Seed = s.seed*1000003 + uint64(id)
+	hb := time.Duration(float64(time.Second) * 2 / s.rate)
+	c.HeartbeatMonitors = 2
+	c.HeartbeatInterval = hb
+	c.SuspectTimeout = 2 * hb
+	c.FailTimeout = hb
+	gi := time.Duration(float64(time.Second) / s.rate)
+	c.GossipInterval = gi
+	c.PingTimeout = gi * 5 / 2
+	return c
+}
+
+func (s *cohortSystem) add(g *group.Group) *cohortNode {
+	n := &cohortNode{g: g, name: fmt.Sprint(g.ID()), view: g.View(), at: time.Now()}
+	views, susp := g.Views(), g.Suspicions()
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		for v := range views {
+			now := time.Now()
+			n.mu.Lock()
+			n.view, n.at = v, now
+			n.mu.Unlock()
+			for _, d := range v.Departed {
+				s.ev.declare(fmt.Sprint(d), now)
+			}
+			s.ev.poke()
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		for x := range susp {
+			if x.Kind == group.Declared {
+				s.ev.declare(fmt.Sprint(x.Node), time.Now())
+			}
+		}
+	}()
+	s.mu.Lock()
+	s.nodes = append(s.nodes, n)
+	s.mu.Unlock()
+	return n
+}
+
+func (s *cohortSystem) newID() group.NodeID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.next
+	s.next++
+	return id
+}
+
+// seeds are up to three live nodes' addresses.
+func (s *cohortSystem) seeds() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, n := range s.nodes {
+		out = append(out, n.g.Addr())
+		if len(out) == 3 {
+			break
+		}
+	}
+	return out
+}
+
+func (s *cohortSystem) start(n int) error {
+	g, err := group.Start(s.config(s.newID()))
+	if err != nil {
+		return err
+	}
+	s.add(g)
+	// Join in small concurrent batches: the membership admits joiners
+	// that arrive together in one view change.
+	for s.live() < n {
+		k := min(joinBatch, n-s.live())
+		errs := make(chan error, k)
+		seeds := s.seeds()
+		for range k {
+			go func() { errs <- s.join(seeds) }()
+		}
+		for range k {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+	}
+	return s.waitAll()
+}
+
+// join adds one node through seeds. A joiner not admitted within
+// joinTimeout is closed and replaced by a fresh one with a new id, up to
+// joinAttempts times; the closed joiner counts as crashed (the group may
+// have admitted it just before) and the retry is counted.
+func (s *cohortSystem) join(seeds []string) error {
+	var err error
+	for range joinAttempts {
+		id := s.newID()
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		var g *group.Group
+		g, err = group.Join(ctx, s.config(id), seeds...)
+		cancel()
+		if err == nil {
+			s.add(g)
+			return nil
+		}
+		s.ev.markCrashed(fmt.Sprint(id))
+		s.joinRetries.Add(1)
+	}
+	return fmt.Errorf("cohort join: %w", err)
+}
+
+// waitAll waits until every live node has installed one same view of
+// exactly the live nodes.
+func (s *cohortSystem) waitAll() error {
+	err := waitFor(s, 60*time.Second, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var want []group.NodeID
+		for _, n := range s.nodes {
+			want = append(want, n.g.ID())
+		}
+		slices.Sort(want)
+		var epoch uint64
+		for i, n := range s.nodes {
+			n.mu.Lock()
+			v := n.view
+			n.mu.Unlock()
+			got := slices.Sorted(slices.Values(v.Members))
+			if !slices.Equal(got, want) || (i > 0 && v.Epoch != epoch) {
+				return false
+			}
+			epoch = v.Epoch
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("the %d live nodes do not agree on a view of them all: %w (%s)", s.live(), err, s.viewSummary())
+	}
+	return nil
+}
+
+// viewSummary counts the live nodes per installed view.
+func (s *cohortSystem) viewSummary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	count := map[string]int{}
+	for _, n := range s.nodes {
+		n.mu.Lock()
+		count[fmt.Sprintf("epoch %x with %d members", n.view.Epoch, len(n.view.Members))]++
+		n.mu.Unlock()
+	}
+	return fmt.Sprint(count)
+}
+
+// traffic: messages are transport frames sent (tcp.Stats FramesOut),
+// bytes are the process's write(2) bytes (/proc/self/io wchar), which while
+// only cohort runs are the frames written to its connections.
+func (s *cohortSystem) traffic() (uint64, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var msgs uint64
+	for _, n := range append(slices.Clone(s.nodes), s.dead...) {
+		ts, _ := n.g.Stats()
+		msgs += ts.FramesOut
+	}
+	return msgs, readUsage().wchar
+}
+
+func (s *cohortSystem) live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.nodes)
+}
+
+func (s *cohortSystem) crash(i int) string {
+	s.mu.Lock()
+	n := s.nodes[i]
+	s.nodes = append(s.nodes[:i:i], s.nodes[i+1:]...)
+	s.dead = append(s.dead, n)
+	s.mu.Unlock()
+	s.ev.markCrashed(n.name)
+	n.g.Close() // no Leave: the others must detect it
+	return n.name
+}
+
+func (s *cohortSystem) detected(victim string) time.Time { return s.ev.first(victim) }
+
+// agreed: every live node has installed one same view without victim.
+func (s *cohortSystem) agreed(victim string) (bool, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last time.Time
+	var first group.View
+	for i, n := range s.nodes {
+		n.mu.Lock()
+		v, at := n.view, n.at
+		n.mu.Unlock()
+		if slices.ContainsFunc(v.Members, func(id group.NodeID) bool { return fmt.Sprint(id) == victim }) {
+			return false, time.Time{}
+		}
+		if i == 0 {
+			first = v
+		} else if v.Epoch != first.Epoch || !slices.Equal(v.Members, first.Members) {
+			return false, time.Time{}
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return true, last
+}
+
+func (s *cohortSystem) replace() error {
+	if err := s.join(s.seeds()); err != nil {
+		return err
+	}
+	return s.waitAll()
+}
+
+func (s *cohortSystem) falseDeaths() int         { return s.ev.falseCount() }
+func (s *cohortSystem) changed() <-chan struct{} { return s.ev.changed() }
+
+// inject: group has no fault-injection hook for its transport yet.
+func (s *cohortSystem) inject(int, float64, time.Duration) bool { return false }
+
+func (s *cohortSystem) close() {
+	s.mu.Lock()
+	nodes := s.nodes
+	s.nodes = nil
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.g.Close() }()
+	}
+	wg.Wait()
+	s.wg.Wait()
+}
+
+// joinBatch is how many nodes join at once when a cohort group starts.
+var joinBatch = 8
+
+// joinTimeout bounds one attempt to join; joinAttempts bounds the attempts
+// for one new node.
+var (
+	joinTimeout  = 10 * time.Second
+	joinAttempts = 4
+)

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// traffic counts what a system's nodes send: messages (a UDP packet, or a
+// TCP stream opened, for memberlist; a frame for cohort) and payload bytes.
+type traffic struct {
+	msgs, bytes atomic.Uint64
+}
+
+// faults is an optional fault model for one memberlist node's outgoing
+// packets: drop each with probability loss, delay each by delay.
+type faults struct {
+	mu    sync.Mutex
+	loss  float64
+	delay time.Duration
+	rng   *rand.Rand
+}
+
+func (f *faults) set(loss float64, delay time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loss, f.delay = loss, delay
+}
+
+// decide says whether to drop a packet and how long to delay it.
+func (f *faults) decide() (drop bool, delay time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.loss > 0 && f.rng.Float64() < f.loss {
+		return true, 0
+	}
+	return false, f.delay
+}
+
+// countingTransport wraps memberlist's NetTransport: it counts every packet
+// and stream byte a node writes (both ends of a stream, since each end's
+// writes are its own traffic) and can drop or delay outgoing packets.
+type countingTransport struct {
+	*memberlist.NetTransport
+	t       *traffic
+	f       *faults
+	stream  chan net.Conn
+	done    chan struct{} // Shutdown has begun
+	stopped chan struct{} // the inner transport has shut down
+}
+
+var _ memberlist.NodeAwareTransport = (*countingTransport)(nil)
+
+func newCountingTransport(t *traffic, seed uint64) (*countingTransport, error) {
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{"127.0.0.1"},
+		BindPort:  0,
+		Logger:    discardLogger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &countingTransport{NetTransport: nt, t: t,
+		f:      &faults{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))},
+		stream: make(chan net.Conn), done: make(chan struct{}), stopped: make(chan struct{})}
+	go c.relay()
+	return c, nil
+}
+
+// relay wraps the inbound streams so that the answers written on them are
+// counted too. It drains the inner channel until the inner transport has
+// shut down: its listener blocks on that channel and its Shutdown waits for
+// the listener.
+func (c *countingTransport) relay() {
+	in := c.NetTransport.StreamCh()
+	for {
+		select {
+		case conn := <-in:
+			select {
+			case c.stream <- &countingConn{Conn: conn, t: c.t}:
+			case <-c.done:
+				conn.Close()
+			}
+		case <-c.stopped:
+			return
+		}
+	}
+}
+
+func (c *countingTransport) StreamCh() <-chan net.Conn { return c.stream }
+
+func (c *countingTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	return c.WriteToAddress(b, memberlist.Address{Addr: addr})
+}
+
+func (c *countingTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	drop, delay := c.f.decide()
+	if drop {
+		return time.Now(), nil // lost on the way: the sender cannot tell
+	}
+	c.t.msgs.Add(1)
+	c.t.bytes.Add(uint64(len(b)))
+	if delay > 0 {
+		buf := append([]byte(nil), b...)
+		time.AfterFunc(delay, func() { c.NetTransport.WriteToAddress(buf, a) })
+		return time.Now(), nil
+	}
+	return c.NetTransport.WriteToAddress(b, a)
+}
+
+func (c *countingTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return c.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}
+
+func (c *countingTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	conn, err := c.NetTransport.DialAddressTimeout(a, timeout)
+	if err != nil {
+		return nil, err
+	}
+	c.t.msgs.Add(1)
+	return &countingConn{Conn: conn, t: c.t}, nil
+}
+
+func (c *countingTransport) Shutdown() error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+		close(c.done)
+	}
+	err := c.NetTransport.Shutdown()
+	close(c.stopped)
+	return err
+}
+
+// countingConn counts the bytes written on a stream.
+type countingConn struct {
+	net.Conn
+	t *traffic
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.t.bytes.Add(uint64(n))
+	return n, err
+}

@@ -1,0 +1,155 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The multi-node tests run on the cluster of `scripts/slurm-up --nodes 2`:
+// two nodes, each a network namespace with its own address, host name and
+// slurmd. They skip when it cannot be built (not root, no namespaces).
+
+// twoNodes returns the two-node cluster or skips.
+func twoNodes(t *testing.T) Cluster {
+	t.Helper()
+	need(t)
+	c, err := EnsureNodes(context.Background(), root, 2)
+	if err != nil {
+		t.Skipf("SKIP (no two-node SLURM here): %v", err)
+	}
+	return c
+}
+
+// TestSrunTwoNodesPi: pi on 8 tasks over two nodes, with PMI-2 and
+// without PMI (addresses computed from the node list): the ranks listen on
+// their node's address, not on loopback.
+func TestSrunTwoNodesPi(t *testing.T) {
+	c := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, mpi := range []string{"pmi2", "none"} {
+		out, err := srunOn(t, ctx, c, []string{"COHORT_SLURM_SECRET=" + testSecret}, "-J", jobName(t), "-N", "2", "-n", "8", "-O", "--mpi="+mpi, "./pi")
+		if err != nil || !strings.Contains(out, "Pi is approximately 3.14159265358") {
+			t.Errorf("--mpi=%s: %v; want pi", mpi, err)
+		}
+	}
+}
+
+// TestSrunTwoNodesNodeFailure: FT N-Queens on 8 tasks over two nodes,
+// started with srun --no-kill; once every task is in its first view,
+// node n2 dies (its link goes down and every process in it is SIGKILLed:
+// slurmd, slurmstepd, tasks 4 to 7). The four survivors on n1 detect all
+// four failures and the count is exact.
+func TestSrunTwoNodesNodeFailure(t *testing.T) {
+	c := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		// n2 comes back: its link up, its slurmd restarted by slurm-up
+		// (ReturnToService=2 returns the node to service).
+		exec.Command("ip", "link", "set", "cslurm-v2", "up").Run()
+		if _, err := EnsureNodes(context.Background(), root, 2); err != nil {
+			t.Logf("restarting n2: %v", err)
+		}
+	})
+	const n = 8
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	cmd := c.Command(ctx, "srun", "--no-kill", "-J", jobName(t), "-N", "2", "-n", strconv.Itoa(n), "-O", "--mpi=pmi2", "./nqueens", "-n", "16", "-v", "-seed", "5")
+	cmd.Dir = bin
+	cmd.Env = append(cmd.Env, "COHORT_SLURM_SECRET="+testSecret, "COHORT_EVENTS="+events)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	if err := waitViews(ctx, events, n, 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if err := exec.Command("ip", "link", "set", "cslurm-v2", "down").Run(); err != nil {
+		t.Fatalf("taking n2's link down: %v", err)
+	}
+	pids, err := exec.Command("ip", "netns", "pids", "cslurm-n2").Output()
+	if err != nil {
+		t.Fatalf("ip netns pids: %v", err)
+	}
+	killed := 0
+	for _, f := range strings.Fields(string(pids)) {
+		if pid, err := strconv.Atoi(f); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	t.Logf("node n2 died: link down, %d processes SIGKILLed", killed)
+	// srun returns only once slurmctld has declared n2 dead (SlurmdTimeout
+	// and more): once the four survivors have finished, the step is
+	// cancelled instead of waited for.
+	deadline := time.Now().Add(3 * time.Minute)
+	for strings.Count(out.String(), ": leaves ") < n/2 && time.Now().Before(deadline) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c.Command(ctx, "scancel", "-n", jobName(t)).Run()
+	err = cmd.Wait()
+	waited = true
+	text := out.String()
+	t.Logf("srun output:\n%s", text)
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("srun: %v", err)
+	}
+	if !strings.Contains(text, "14772512 solutions") || !strings.Contains(text, "CORRECT") {
+		t.Fatal("no exact count (14772512 for n=16)")
+	}
+	learned := regexp.MustCompile(`rank (\d+): learned that rank (\d+) failed`).FindAllStringSubmatch(text, -1)
+	pairs := map[string]bool{}
+	for _, m := range learned {
+		pairs[m[1]+">"+m[2]] = true
+	}
+	for s := 0; s < 4; s++ {
+		for v := 4; v < 8; v++ {
+			if !pairs[fmt.Sprintf("%d>%d", s, v)] {
+				t.Errorf("survivor %d did not learn of rank %d's failure", s, v)
+			}
+		}
+	}
+	t.Logf("node n2 lost mid-run: %d (survivor, failed rank) pairs detected; %s", len(pairs), regexp.MustCompile(`nqueens n=16.*`).FindString(text))
+	_ = os.Remove(events)
+}
+
+// lockedBuffer is a bytes.Buffer that srun's two outputs and the test
+// may use at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
