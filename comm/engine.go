@@ -542,7 +542,7 @@ func isTruncate(err error) bool {
 // status and error (ctx's error if ctx ended first; the request then stays
 // pending: wait again, or Cancel it).
 func (r *Request) Wait(ctx context.Context) (Status, error) {
-	if r.finished.Load() {
+	if r.finished.Load() || r.poll() {
 		return r.result()
 	}
 	select {

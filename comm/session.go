@@ -63,6 +63,7 @@ type Session struct {
 	crash        func()        // closes the transport at once (kill)
 
 	stats sessionStats
+	spin  atomic.Int64 // ns a blocking wait polls before parking (spin.go)
 }
 
 type sessionStats struct {
@@ -129,6 +130,7 @@ func newSession(tr transport.Transport, size int, logger *slog.Logger) *Session 
 		members[i] = core.NodeID(i)
 	}
 	s.world = s.newComm(worldID, members)
+	s.spinFromEnv()
 	return s
 }
 
