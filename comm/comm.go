@@ -190,6 +190,14 @@ func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, da
 	if err == nil && c.failed[dest] {
 		err = &ProcFailedError{Ranks: []int{dest}}
 	}
+	if err == nil && sub == subColl && c.nfailed > 0 {
+		// ULFM: a collective step starts on no communicator with a known
+		// failed member, a send no more than a receive (opErrLocked) —
+		// otherwise a rank whose part is only sends (a Bcast root whose
+		// subtree is alive) completes collective after collective with
+		// eager sends while the others fail theirs.
+		err = &ProcFailedError{Ranks: c.failedRanks()}
+	}
 	s.mu.Unlock()
 	if err != nil {
 		req.complete(Status{}, err)
@@ -227,8 +235,9 @@ func (s *Session) irecv(c *commState, sub uint64, buf []byte, alloc bool, src, t
 
 // collTransport is the communicator's private channel for the collectives
 // (package coll): its messages travel in their own context, so they never
-// match user point-to-point traffic, and every pending and later receive
-// fails once a member of the communicator is known failed.
+// match user point-to-point traffic, and every pending and later receive,
+// and every later send, fails once a member of the communicator is known
+// failed.
 func (c *Comm) collTransport() coll.Transport { return collTransport{c} }
 
 type collTransport struct{ c *Comm }

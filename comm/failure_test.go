@@ -105,6 +105,46 @@ func TestRankDiesDuringPointToPoint(t *testing.T) {
 	}
 }
 
+// ULFM: once a member of a communicator is known failed, a collective
+// started on it fails at every rank, also at a rank whose part is only
+// sends: a Bcast root whose subtree is alive. (Before, the root's eager
+// sends went through, Bcast after Bcast, while the other survivors failed
+// theirs and waited for it in Agree: examples/ulfm's bcast case.)
+func TestCollectiveSendAfterKnownFailure(t *testing.T) {
+	ss := job(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	w0 := ss[0].World()
+	buf := []int64{7}
+	if err := Bcast(ctx, w0, buf, 0); err != nil {
+		t.Fatalf("Bcast before the failure: %v", err)
+	}
+	for r := 1; r < 4; r++ {
+		if err := Bcast(ctx, ss[r].World(), []int64{0}, 0); err != nil {
+			t.Fatalf("rank %d: Bcast before the failure: %v", r, err)
+		}
+	}
+	ss[3].kill()
+	select {
+	case f := <-ss[0].Failures():
+		if f.Rank != 3 {
+			t.Fatalf("Failures() gave rank %d, want 3", f.Rank)
+		}
+	case <-ctx.Done():
+		t.Fatal("rank 3's failure never reached rank 0")
+	}
+	// In a binomial broadcast over 4 ranks, root 0 sends to 1 and 2 only.
+	if err := Bcast(ctx, w0, buf, 0); !slices.Equal(failedRanks(err), []int{3}) {
+		t.Errorf("Bcast at the root after rank 3 failed: %v, want an error naming 3", err)
+	}
+	if err := w0.collTransport().Send(ctx, 1, 99, []byte{1}); !slices.Equal(failedRanks(err), []int{3}) {
+		t.Errorf("collective send to live rank 1: %v, want an error naming 3", err)
+	}
+	if err := w0.Send(ctx, []byte{1}, 1, 5); err != nil {
+		t.Errorf("point-to-point send to live rank 1: %v (only collectives fail)", err)
+	}
+}
+
 // ULFM's repair sequence: after a failure, one survivor revokes the world
 // (every survivor's pending operation fails with ErrRevoked or names the
 // dead rank), all shrink it to the survivors (ranks renumbered), agree on a

@@ -228,6 +228,27 @@
 // views in flux — neither the bound nor the accuracy argument holds; the
 // ping consensus is what keeps live nodes from being declared failed then.
 //
+// Lateness and adaptation (GossipConfig.LocalHealthMax = H, default 3; 0
+// is the paper's detector and the bound above). A node that finds its own
+// round timer more than LateTolerance late (its loop stalled) restarts
+// every entry's age from that round, and a round late by any amount runs
+// its cleanup check only after as long again, so that the tables waiting
+// behind the timer are merged first; a jump of its count by J rounds
+// credits every entry with J rounds for the next c rounds. Its score s
+// (raised per lateness, decaying one per round on time) multiplies c and
+// PingTimeout by 1 + s, and each suspicion the suspect disproves adds
+// ⌈c/4⌉ rounds to an adaptive margin on c (and a factor to PingTimeout),
+// all capped at (1 + H)·c rounds and (1 + H)·PingTimeout. With every
+// factor at its cap, Step 3 happens at the latest (1 + H)·c rounds after
+// h, and the result becomes
+//
+//	D ≤ ((1 + H)·c + 1)·T + Φ + (1 + H)·T_cons,
+//
+// plus, for a node whose loop stalled in that window, the time from the
+// crash to the end of its last stall (its judgement restarts then). A
+// node on time whose peers never disproved its suspicions keeps every
+// factor at 1 and the bound above. [HealthStats] counts what it saw.
+//
 // # Heartbeat detector (Phoenix §4)
 //
 // [HeartbeatDetector] is the detector of Horita, Taura and Chikayama's
@@ -254,4 +275,15 @@
 // [HeartbeatDetector.Stats]. What a connection is in a large job, who
 // learns of a failure and how, and what the detector keeps in memory are
 // described on [HeartbeatDetector].
+//
+// # Under load
+//
+// Both detectors measure their own lateness from the deadlines of their
+// timers, after memberlist's Lifeguard: a process that finds itself late
+// (a long GC pause, an overloaded host) accuses nobody on the strength of
+// silence it did not watch, and waits longer while it keeps running late;
+// timeouts also adapt to what is measured of the peers. Everything stays
+// within (1 + LocalHealthMax) times the configured timeouts; the bounds
+// above state the worst case. LocalHealthMax = 0 restores the papers'
+// fixed timeouts. See health.go and [HealthStats].
 package fd

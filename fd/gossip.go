@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/topo"
@@ -91,25 +92,38 @@ type Gossip struct {
 	tickID   core.TimerID
 	lastSeq  uint32
 	started  bool
+
+	// Local health (health.go, gossip_health.go).
+	health    health
+	tickDue   time.Duration // when the pending round timer is due
+	fresh     uint32        // ages count from this round at the earliest (judgement restarted)
+	margin    uint32        // adaptive rounds added to T_cleanup after false alarms
+	marginAt  uint32        // round of the last false alarm or margin decay
+	skew      uint32        // rounds credited to every entry after this node's count jumped
+	skewUntil uint32        // the credit ends at this round
 }
 
 // gossipWatch is the state of one entry that is probing, suspected, in
 // consensus or failed.
 type gossipWatch struct {
-	id       core.NodeID
-	pos      int32
-	status   GossipStatus
-	beat     uint32       // the entry's heartbeat when the watch began
-	since    uint32       // statusGrace: this node's heartbeat when the grace began
-	attempts uint8        // pings sent in the current probe or consensus
-	seq      uint32       // the outstanding ping, 0 when none
-	timer    core.TimerID // its timeout
+	id        core.NodeID
+	pos       int32
+	status    GossipStatus
+	beat      uint32       // the entry's heartbeat when the watch began
+	since     uint32       // statusGrace: this node's heartbeat when the grace began
+	attempts  uint8        // pings sent in the current probe or consensus
+	seq       uint32       // the outstanding ping, 0 when none
+	first     uint32       // the first ping of the current probe or consensus
+	timer     core.TimerID // its timeout
+	due       time.Duration
+	rechecked bool // the timeout fired late and was re-armed once
 }
 
 // Timers of the gossip detector.
 type (
 	gossipTick        struct{}
 	gossipPingTimeout struct{ seq uint32 }
+	gossipCheck       struct{} // a late round's cleanup check, re-armed as late again
 )
 
 // NewGossip returns a detector monitoring members (in view order; epoch 0)
@@ -122,7 +136,7 @@ func NewGossip(cfg GossipConfig, members []core.NodeID) (*Gossip, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Gossip{cfg: cfg, me: -1}
+	g := &Gossip{cfg: cfg, me: -1, health: newHealth(cfg.LocalHealthMax, cfg.lateTolerance(), cfg.GossipInterval)}
 	if err := g.install(0, members); err != nil {
 		return nil, err
 	}
@@ -140,6 +154,7 @@ func (g *Gossip) Start(env core.Env) {
 	g.self = env.Self()
 	g.me = g.pos(g.self)
 	g.started = true
+	g.tickDue = env.Now()
 	g.round()
 }
 
@@ -163,6 +178,8 @@ func (g *Gossip) Fire(t core.Timer) {
 		g.round()
 	case gossipPingTimeout:
 		g.pingTimedOut(t.seq)
+	case gossipCheck:
+		g.checkCleanup()
 	}
 }
 
@@ -187,6 +204,7 @@ func (g *Gossip) Handle(e core.Event) {
 // this round's target, look for expired entries, and schedule the next
 // round.
 func (g *Gossip) round() {
+	late := g.roundLate()
 	g.tick++
 	g.own++
 	n := len(g.members)
@@ -198,9 +216,10 @@ func (g *Gossip) round() {
 			if to, err := s.TargetRand(g.env.Rand(), g.me, r, n); err == nil {
 				g.sendTable(to)
 			}
-			g.checkCleanup()
+			g.lateCheck(late)
 		}
 	}
+	g.tickDue = g.env.Now() + g.cfg.GossipInterval
 	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})
 }
 
@@ -225,7 +244,7 @@ func (g *Gossip) checkCleanup() {
 	for i := range g.watches {
 		w := &g.watches[i]
 		if w.status == statusGrace {
-			if g.own-min(w.since, g.own) > g.cleanup {
+			if g.ageOf(w.since) > g.cleanupNow() {
 				w.status = StatusConsensus
 				w.attempts = 0
 				g.env.Emit(core.Suspected{Node: w.id})
@@ -233,7 +252,7 @@ func (g *Gossip) checkCleanup() {
 			}
 			continue
 		}
-		if g.age(int(w.pos)) <= g.cleanup {
+		if g.age(int(w.pos)) <= g.cleanupNow() {
 			continue
 		}
 		switch w.status {
@@ -246,7 +265,8 @@ func (g *Gossip) checkCleanup() {
 			g.env.Emit(core.Suspected{Node: w.id})
 		}
 	}
-	if g.own-min(g.lowest, g.own) <= g.cleanup {
+	c := g.cleanupNow()
+	if g.ageOf(g.lowest) <= c {
 		return
 	}
 	lowest := g.own
@@ -254,7 +274,7 @@ func (g *Gossip) checkCleanup() {
 		if i == g.me || g.isFlagged(i) {
 			continue
 		}
-		if g.own-min(b, g.own) > g.cleanup {
+		if g.ageOf(b) > c {
 			g.suspect(i)
 			continue
 		}
@@ -266,7 +286,19 @@ func (g *Gossip) checkCleanup() {
 // age is how many rounds old the heartbeat this node holds for position i
 // is: its own heartbeat (the round counter, aligned across nodes by the
 // heartbeat adjustment) minus the entry, or 0 when the entry is ahead.
-func (g *Gossip) age(i int) uint32 { return g.own - min(g.beats[i], g.own) }
+// Ages count from g.fresh at the earliest: the round in which this node
+// last found itself late (gossip_health.go).
+func (g *Gossip) age(i int) uint32 { return g.ageOf(g.beats[i]) }
+
+// ageOf is the age of a heartbeat b: rounds since b (or since g.fresh if
+// later), less the credit of a recent jump of this node's count.
+func (g *Gossip) ageOf(b uint32) uint32 {
+	b = max(b, g.fresh)
+	if g.skew > 0 && g.own < g.skewUntil {
+		b += g.skew
+	}
+	return g.own - min(b, g.own)
+}
 
 // suspect starts the consensus phase for position i (P2P-MPI §5.1).
 func (g *Gossip) suspect(i int) {
@@ -302,9 +334,14 @@ func (g *Gossip) ping(w *gossipWatch) {
 		g.lastSeq = 1
 	}
 	w.seq = g.lastSeq
+	if w.attempts == 0 {
+		w.first = w.seq
+	}
 	w.attempts++
 	g.env.Send(w.id, GossipPing{Seq: w.seq})
-	w.timer = g.env.SetTimer(g.cfg.PingTimeout, gossipPingTimeout{seq: w.seq})
+	after := g.pingTimeout()
+	w.due, w.rechecked = g.env.Now()+after, false
+	w.timer = g.env.SetTimer(after, gossipPingTimeout{seq: w.seq})
 }
 
 func (g *Gossip) pingTimedOut(seq uint32) {
@@ -313,6 +350,9 @@ func (g *Gossip) pingTimedOut(seq uint32) {
 		return // answered, or the entry left the view
 	}
 	w := &g.watches[k]
+	if g.pingLate(w) {
+		return
+	}
 	w.seq, w.timer = 0, 0
 	if int(w.attempts) < g.cfg.PingAttempts {
 		g.ping(w)
@@ -329,9 +369,18 @@ func (g *Gossip) pingTimedOut(seq uint32) {
 }
 
 func (g *Gossip) receivePong(from core.NodeID, seq uint32) {
-	k := g.watchBySeq(seq)
-	if seq == 0 || k < 0 || g.watches[k].id != from {
-		return // late, forged, or not ours
+	// The pong of any ping of the current probe or consensus proves life:
+	// one that comes after its own timeout (a delay spike longer than
+	// PingTimeout) counts as well as the answer to the last ping.
+	k := -1
+	for j := range g.watches {
+		if w := &g.watches[j]; w.id == from && w.seq != 0 && seq >= w.first && seq <= w.seq {
+			k = j
+			break
+		}
+	}
+	if seq == 0 || k < 0 {
+		return // too late (the verdict is in), forged, or not ours
 	}
 	i := int(g.watches[k].pos)
 	g.clearWatch(k)
@@ -366,6 +415,7 @@ func (g *Gossip) clearWatch(k int) {
 	g.watches = slices.Delete(g.watches, k, k+1)
 	switch w.status {
 	case StatusSuspected, StatusConsensus:
+		g.falseAlarm()
 		g.env.Emit(core.Unsuspected{Node: w.id})
 	case StatusFailed:
 		g.env.Emit(core.Recovered{Node: w.id})
@@ -379,6 +429,7 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 	if len(m.Beats) != len(m.Members) {
 		return // only a hand-built message can be malformed like this
 	}
+	g.tableLate()
 	if sameMembers(m.Members, g.members) {
 		mergeMax(g.beats, m.Beats)
 	} else {
@@ -408,10 +459,12 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 		// (a stalled process, a slow clock) would otherwise make every
 		// entry look older and every other node see its own heartbeat age.
 		// The period is not re-phased; only the count follows.
+		jump := m.Beats[k] - g.own
 		g.own = m.Beats[k]
 		if g.me >= 0 {
 			g.beats[g.me] = g.own
 		}
+		g.caughtUp(jump)
 	}
 }
 
@@ -442,6 +495,7 @@ func (g *Gossip) adjust(from core.NodeID, m *GossipMsg) {
 		g.beats[g.me] = g.own
 	}
 	g.env.CancelTimer(g.tickID)
+	g.tickDue = g.env.Now() + g.cfg.GossipInterval
 	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})
 }
 

@@ -89,7 +89,11 @@ func PropagationRounds(s topo.Schedule, n int) (int, error) {
 //
 // with c = cfg.CleanupRounds(n), L = latency, Φ = T_gossip − L (the
 // supremum; the bound is then not attained), T_consensus =
-// cfg.ConsensusTime(). It requires c ≥ P = PropagationRounds(cfg.Schedule,
+// cfg.ConsensusTime(). It is the bound of nodes whose timers run on time
+// and whose suspicions were never disproved; with lateness awareness
+// (cfg.LocalHealthMax = H > 0) a node that ran late or was proved wrong
+// waits up to ((1 + H)·c + 1)·T_gossip + Φ + (1 + H)·T_consensus (see the
+// package documentation). It requires c ≥ P = PropagationRounds(cfg.Schedule,
 // n) (every node holds the crashed node's last heartbeat before it can
 // expire) and returns ErrNoBound otherwise.
 func DetectionBound(cfg GossipConfig, n int, latency time.Duration) (lo, hi time.Duration, err error) {

@@ -54,17 +54,46 @@ type GossipConfig struct {
 	// PingAttempts·PingTimeout. More than one attempt tolerates the loss of
 	// a ping or a pong. Default: 2.
 	PingAttempts int
+
+	// LocalHealthMax is the ceiling of the local health score (Lifeguard's
+	// awareness multiplier, see [HealthStats]): a node whose own round
+	// timer fires more than LateTolerance late (or that handles a table
+	// while its round is that overdue) restarts every entry's T_cleanup
+	// from that round, raises its score by one and multiplies T_cleanup
+	// and PingTimeout by 1 + score; the score decays by one per round on
+	// time. Each of its suspicions that the suspect disproves (a pong, or
+	// its heartbeat increasing) adds ⌈c/4⌉ rounds to an adaptive margin on
+	// T_cleanup, which decays by one round per c rounds without such a
+	// false alarm. T_cleanup never exceeds (1 + LocalHealthMax)·c rounds
+	// and a ping never waits more than (1 + LocalHealthMax)·PingTimeout.
+	// 0 turns both off (the paper's fixed T_cleanup). Must be between 0
+	// and 64. Default: 3.
+	LocalHealthMax int
+
+	// LateTolerance is how late the round timer may fire and still count
+	// as on time. 0 means GossipInterval/2. Must be ≥ 0.
+	LateTolerance time.Duration
+}
+
+// lateTolerance is LateTolerance with its default applied.
+func (c GossipConfig) lateTolerance() time.Duration {
+	if c.LateTolerance > 0 {
+		return c.LateTolerance
+	}
+	return c.GossipInterval / 2
 }
 
 // DefaultGossipConfig returns the paper's settings (P2P-MPI §5.2–5.3):
 // DBRR, T_gossip = 0.5 s, T_cleanup = 3⌈log2 n⌉·T_gossip derived from the
-// current n, and a consensus phase of 2 pings of 0.5 s each.
+// current n, and a consensus phase of 2 pings of 0.5 s each; and lateness
+// awareness with a local health score of at most 3 (not in the paper).
 func DefaultGossipConfig() GossipConfig {
 	return GossipConfig{
 		Schedule:       topo.DoubleBinaryRoundRobin,
 		GossipInterval: 500 * time.Millisecond,
 		PingTimeout:    500 * time.Millisecond,
 		PingAttempts:   2,
+		LocalHealthMax: 3,
 	}
 }
 
@@ -115,6 +144,10 @@ func (c GossipConfig) Validate() error {
 		return fmt.Errorf("%w: PingTimeout %v must be positive", ErrGossipConfig, c.PingTimeout)
 	case c.PingAttempts < 1 || c.PingAttempts > 255:
 		return fmt.Errorf("%w: PingAttempts %d must be in 1..255", ErrGossipConfig, c.PingAttempts)
+	case c.LocalHealthMax < 0 || c.LocalHealthMax > 64:
+		return fmt.Errorf("%w: LocalHealthMax %d must be in 0..64", ErrGossipConfig, c.LocalHealthMax)
+	case c.LateTolerance < 0:
+		return fmt.Errorf("%w: LateTolerance %v is negative", ErrGossipConfig, c.LateTolerance)
 	}
 	return nil
 }
@@ -151,6 +184,9 @@ func (c GossipConfig) CleanupRounds(n int) int {
 }
 
 // CleanupTime returns T_cleanup for n members: CleanupRounds(n)·GossipInterval.
+// It is what a node on time applies; a node that ran late, or whose
+// suspicions were disproved, applies up to (1 + LocalHealthMax) times it
+// (see [GossipConfig.LocalHealthMax]).
 func (c GossipConfig) CleanupTime(n int) time.Duration {
 	return time.Duration(c.CleanupRounds(n)) * c.GossipInterval
 }

@@ -684,3 +684,32 @@ func TestGossipHintedProbeAtCleanup(t *testing.T) {
 		t.Fatalf("emitted %v at 1.8s, want [Failed n1]", evs)
 	}
 }
+
+// TestGossipLatePongCounts: the pong of the first consensus ping that
+// arrives after that ping timed out (a delay spike longer than
+// PingTimeout) still proves the suspect alive; before, only the pong of
+// the outstanding ping counted, and a suspect whose round trip exceeded
+// PingTimeout was declared failed although every pong came back.
+func TestGossipLatePongCounts(t *testing.T) {
+	members := gfirst(2)
+	cfg := gossipTestConfig(topo.BinaryRoundRobin) // n=2: c = 2 rounds = 1 s; 2 pings of 0.5 s
+	g, env := startGossip(t, cfg, 0, members)
+	env.AdvanceTo(time.Second, g)
+	if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Suspected{Node: 1}) {
+		t.Fatalf("emitted %v, want [Suspected n1] at 1s", evs)
+	}
+	first := gossipSentPings(env.TakeSent())[0].Msg.(GossipPing)
+	env.AdvanceTo(1500*time.Millisecond, g) // the first ping times out; a second goes
+	if p := gossipSentPings(env.TakeSent()); len(p) != 1 {
+		t.Fatalf("sent %v after the first timeout, want a second ping", p)
+	}
+	env.AdvanceTo(1700*time.Millisecond, g)
+	g.Receive(1, GossipPong{Seq: first.Seq}) // 700 ms round trip
+	if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Unsuspected{Node: 1}) {
+		t.Fatalf("late pong emitted %v, want [Unsuspected n1]", evs)
+	}
+	env.AdvanceTo(2100*time.Millisecond, g)
+	if evs := env.TakeEmitted(); len(evs) != 0 {
+		t.Fatalf("emitted %v after the late pong, want nothing (no failure)", evs)
+	}
+}

@@ -20,7 +20,11 @@ import (
 //     Env.Rand) and makes sure each receives a message from it at least
 //     every Interval: a [HeartbeatMsg] announcing Interval, unless some
 //     other message (of any layer) already went to that monitor within
-//     Interval (§4.2.1, §4.2.3). A monitor that leaves the member list or
+//     Interval (§4.2.1, §4.2.3). Other traffic replaces heartbeats only
+//     once a heartbeat has told the monitor the interval (a monitor waits
+//     for nothing it was not told to expect), and a monitor still gets one
+//     heartbeat every Insurance under traffic, in case that announcement
+//     was lost. A monitor that leaves the member list or
 //     is suspected is replaced by a new random one, which is told at once;
 //     the old one is told to expect only insurance from now on.
 //   - It sends insurance heartbeats, announcing Insurance, to every other
@@ -56,7 +60,9 @@ import (
 // A receiver waits for a peer only after the peer announced an interval in
 // a heartbeat (so a peer that does not consider the link a connection
 // causes no false suspicion); application messages then refresh the
-// deadline.
+// deadline. Only what a process receives from a peer refreshes the peer's
+// deadline: what it sends to the peer, whatever the layer, is no sign of
+// the peer's life.
 //
 // # Completeness
 //
@@ -67,12 +73,37 @@ import (
 // [HeartbeatNotice], which every process forwards once to the members at
 // distances 1, 2, 4, … after it in the member list, so that every live
 // member suspects the crashed process within ⌈log2 n⌉ further hops and
-// declares it failed T_broken later. Each notice is acknowledged
+// declares it failed T_broken later (the monitors that timed out
+// themselves), or up to (1 + LocalHealthMax)·T_broken later (the members
+// that only heard the notice; see below). Each notice is acknowledged
 // ([HeartbeatNoticeAck]) and retransmitted with back-off until it is, or
 // until its recipient is declared failed or the notice is superseded: a
 // lost message delays a member's knowledge, it cannot deprive it of it.
 // The broadcast costs n·⌈log2 n⌉ notices and as many acknowledgements per
 // failure (NoticeFanout trades that against speed and redundancy).
+//
+// With lateness awareness (LocalHealthMax = H > 0, the default) these
+// bounds stretch only where something was slow: a monitor waits
+// T_interval + T_timeout·(1 + score) for its own local health score
+// (0 while its timers fire on time), or twice the largest recent excess of
+// the crashed process's gaps over its announced interval if that is
+// longer, never more than T_interval + (1 + H)·T_timeout; and T_broken
+// becomes T_broken·(1 + score) ≤ (1 + H)·T_broken for a suspicion of the
+// process's own, and (1 + H)·T_broken for one it only heard of by notice
+// (as in Lifeguard: the suspect's refutation crosses the suspect's own,
+// possibly slow, links while the notice went around them; the monitors
+// still declare first, and the membership needs one declaration). A
+// monitor that is
+// itself late (a timer more than LateTolerance past its deadline) counts
+// the silence from the moment it caught up, and a timer late by any
+// amount re-checks once, as late again, before it accuses. So every live
+// process declares a crash within
+//
+//	T_interval + (1 + H)·(T_timeout + T_broken) + ⌈log2 n⌉ hops + latency
+//
+// of it, plus, for a process whose own loop stalled during that time,
+// the stall: its clock restarts when the stall ends. With H = 0 every
+// factor is 1 and the bound is the paper's. See [HealthStats].
 //
 // If all k monitors crash together with the process, its other connections
 // (the processes that chose it as a monitor, its ring neighbours, its
@@ -141,6 +172,11 @@ type HeartbeatDetector struct {
 	retryTimer core.TimerID
 	retryAt    time.Duration
 
+	// Local health (health.go): nextDue is a lower bound of the earliest
+	// pending deadline (-1: none), exact after refreshDue.
+	health  health
+	nextDue time.Duration
+
 	stats HeartbeatStats
 }
 
@@ -170,6 +206,7 @@ type HeartbeatStats struct {
 	NoticesReceived    uint64 // notice messages received
 	AcksSent           uint64 // acknowledgements of notices
 	Refutations        uint64 // times this process refuted a suspicion of itself
+	Accusations        uint64 // suspicions that started here (a timeout of this process), broadcast to the others
 	Suspicions         uint64 // core.Suspected emitted
 	Unsuspicions       uint64 // core.Unsuspected emitted
 	Failures           uint64 // core.Failed emitted
@@ -206,6 +243,7 @@ const (
 	hbProbing                         // a ping is outstanding since mark
 	hbGossipSuspect                   // the newest notice about it (at gInc) is a suspicion
 	hbTell                            // it was heard while suspected: tell it (see tell)
+	hbAccused                         // the current suspicion is our own (a timeout here), not only heard
 )
 
 // hbPeer is what a process remembers of one peer (80 bytes).
@@ -218,6 +256,9 @@ type hbPeer struct {
 	expect   time.Duration // interval it last announced to us; 0: we wait for nothing
 	sentNext time.Duration // interval we last announced to it; 0: none
 	beatAt   time.Duration // last heartbeat sent, or last slot counted as suppressed
+	toldAt   time.Duration // last heartbeat really sent (an announcement of sentNext)
+	slack    time.Duration // decayed largest excess of its gaps over expect (adaptive timeout)
+	hold     time.Duration // no accusation before this (a late timer's re-check)
 	mark     time.Duration // suspected: start of the suspicion; probing: when the ping left
 	gInc     uint64        // incarnation of the newest notice about it
 	timer    core.TimerID  // 0: none pending
@@ -236,7 +277,8 @@ func NewHeartbeat(cfg HeartbeatConfig, members []core.NodeID) (*HeartbeatDetecto
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1}, nil
+	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1,
+		health: newHealth(cfg.LocalHealthMax, cfg.lateTolerance(), cfg.Interval)}, nil
 }
 
 // Protos reports [core.ProtoFD].
@@ -247,6 +289,10 @@ func (h *HeartbeatDetector) Config() HeartbeatConfig { return h.cfg }
 
 // Stats returns the counters so far.
 func (h *HeartbeatDetector) Stats() HeartbeatStats { return h.stats }
+
+// Health returns what the local health measurement saw so far (see
+// [HeartbeatConfig.LocalHealthMax]).
+func (h *HeartbeatDetector) Health() HealthStats { return h.health.stats }
 
 // Monitors returns the current monitors, in the order they were chosen (a
 // new slice).
@@ -305,6 +351,8 @@ func (h *HeartbeatDetector) SetConfig(cfg HeartbeatConfig) error {
 		return err
 	}
 	h.cfg = cfg
+	h.health.max, h.health.tolerance, h.health.period = cfg.LocalHealthMax, cfg.lateTolerance(), cfg.Interval
+	h.health.score = min(h.health.score, cfg.LocalHealthMax)
 	if !h.started {
 		return nil
 	}
@@ -334,6 +382,7 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 		h.stashed = false // this is the message the Stack showed us
 	}
 	h.flush()
+	h.checkLate(now)
 	k := m.Kind()
 	if k == KindHeartbeatNotice || k == KindHeartbeatNoticeAck {
 		// A notice passing through makes no connection. Its content
@@ -387,6 +436,7 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	}
 	if _, ok := t.(hbRetryTimer); ok {
 		h.flush()
+		h.health.fired(h.retryAt, h.env.Now())
 		h.retryTimer = 0
 		h.retry()
 		return
@@ -402,14 +452,23 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	}
 	r.timer = 0
 	now := h.env.Now()
+	late := now - r.armedAt
+	h.health.fired(r.armedAt, now)
 	switch r.state {
 	case HeartbeatSuspected:
-		if now >= r.mark+h.cfg.Broken {
+		if d, ok := h.evidenceDue(r); ok && now >= d {
+			r.flags |= hbAccused // our own timeout confirms what we heard
+		}
+		if now >= h.brokenDue(r) && !h.recheck(r, late) {
 			h.fail(r)
+		} else if now >= r.mark+h.cfg.Broken {
+			h.health.stats.Postponed++
 		}
 	case HeartbeatAlive:
-		if d, ok := h.recvDue(r); ok && now >= d {
+		if d, ok := h.recvDue(r); ok && now >= d && !h.recheck(r, late) {
 			h.suspect(r, true)
+		} else if r.expect > 0 && now >= r.lastRecv+r.expect+h.cfg.Timeout {
+			h.health.stats.Postponed++
 		}
 	}
 	if d, ok := h.sendDue(r); ok {
@@ -469,6 +528,7 @@ func (h *HeartbeatDetector) ObserveReceive(from core.NodeID) {
 	}
 	h.flush()
 	now := h.env.Now()
+	h.checkLate(now)
 	if r := h.find(from); r != nil {
 		h.touch(r, now)
 	}
@@ -648,15 +708,32 @@ func (h *HeartbeatDetector) sendEvery(r *hbPeer) time.Duration {
 
 // sendDue is when the next message to r is owed: one period after the
 // last message of any layer, and never later than what we announced.
+//
+// Other traffic stands in for a heartbeat only once r knows what to
+// expect: r waits for nothing from us until a heartbeat announced the
+// period, so until the current period is announced a heartbeat is due one
+// period after the last one whatever else we sent (otherwise a layer that
+// talks to r from the start would keep r from ever watching us, and our
+// crash would go unnoticed by r). And a monitor gets a heartbeat at least
+// every T_insurance even under traffic, so that an announcement lost on
+// the way is repeated (k/T_insurance messages per process per second).
 func (h *HeartbeatDetector) sendDue(r *hbPeer) (time.Duration, bool) {
 	every := h.sendEvery(r)
 	if every == 0 {
 		return 0, false
 	}
+	announced := r.sentNext == every
 	if r.sentNext > 0 && r.sentNext < every {
 		every = r.sentNext
 	}
-	return r.lastSend + every, true
+	due := r.lastSend + every
+	if !announced {
+		due = min(due, r.beatAt+every)
+	}
+	if r.sentNext > 0 && r.flags&hbMonitor != 0 {
+		due = min(due, r.toldAt+h.cfg.Insurance)
+	}
+	return due, true
 }
 
 // recvDue is when r becomes suspected if nothing arrives from it: the
@@ -669,14 +746,14 @@ func (h *HeartbeatDetector) recvDue(r *hbPeer) (time.Duration, bool) {
 	var due time.Duration
 	ok := false
 	if r.expect > 0 {
-		due, ok = r.lastRecv+r.expect+h.cfg.Timeout, true
+		due, ok = h.health.from(r.lastRecv)+r.expect+h.timeout(r), true
 	}
 	if r.flags&hbProbing != 0 {
-		if p := r.mark + h.cfg.Timeout; !ok || p < due {
+		if p := h.health.from(r.mark) + h.cfg.Timeout*h.health.scale(); !ok || p < due {
 			due, ok = p, true
 		}
 	}
-	return due, ok
+	return max(due, r.hold), ok
 }
 
 // schedule makes sure r's timer fires no later than its earliest deadline.
@@ -687,7 +764,10 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 		due, ok = d, true
 	}
 	if r.state == HeartbeatSuspected {
-		if d := r.mark + h.cfg.Broken; !ok || d < due {
+		if d := h.brokenDue(r); !ok || d < due {
+			due, ok = d, true
+		}
+		if d, has := h.evidenceDue(r); has && (!ok || d < due) {
 			due, ok = d, true
 		}
 	}
@@ -707,6 +787,7 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 	after := max(due-h.env.Now(), 0)
 	r.timer = h.env.SetTimer(after, hbTimer(r.id))
 	r.armedAt = due
+	h.armed(due)
 }
 
 // beat sends r the heartbeat it is owed, announcing the period to the
@@ -721,7 +802,7 @@ func (h *HeartbeatDetector) beat(r *hbPeer) {
 	}
 	h.send(r.id, HeartbeatMsg{Next: every, Monitor: monitor})
 	r.sentNext = every
-	r.beatAt = now
+	r.beatAt, r.toldAt = now, now
 	if monitor {
 		h.stats.HeartbeatsSent++
 	} else {
@@ -735,6 +816,7 @@ func (h *HeartbeatDetector) beat(r *hbPeer) {
 // deadline and clears a suspicion or failure.
 func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 	if at > r.lastRecv {
+		h.measure(r, at)
 		r.lastRecv = at
 	}
 	r.flags &^= hbProbing
@@ -778,10 +860,14 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 	}
 	r.state = HeartbeatSuspected
 	r.mark = h.env.Now()
-	r.flags &^= hbProbing
+	r.flags &^= hbProbing | hbAccused
+	if local {
+		r.flags |= hbAccused
+	}
 	h.stats.Suspicions++
 	h.env.Emit(core.Suspected{Node: r.id})
 	if local {
+		h.stats.Accusations++
 		n := HeartbeatNotice{Subject: r.id, Inc: r.gInc}
 		if r.flags&hbGossipSuspect == 0 {
 			r.flags |= hbGossipSuspect
@@ -961,6 +1047,7 @@ func (h *HeartbeatDetector) armRetry(due time.Duration) {
 	}
 	h.retryTimer = h.env.SetTimer(max(due-h.env.Now(), 0), hbRetryTimer{})
 	h.retryAt = due
+	h.armed(due)
 }
 
 // probe pings id on a transport hint.

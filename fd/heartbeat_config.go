@@ -45,7 +45,10 @@ type HeartbeatConfig struct {
 	// (the paper's values) one lost heartbeat is enough for a suspicion,
 	// which costs a broadcast and its refutation (but no failure, thanks
 	// to Broken); Timeout > Interval tolerates one loss (the WAN preset).
-	// Must be > 0. Paper: 5 s.
+	// With LocalHealthMax = H > 0 the grace stretches up to (1 + H)·Timeout
+	// when this process runs late or the peer's messages arrive
+	// irregularly (see LocalHealthMax), so the worst case is
+	// Interval + (1 + H)·Timeout. Must be > 0. Paper: 5 s.
 	Timeout time.Duration
 
 	// Insurance is T_insurance: the longest time between two messages this
@@ -62,7 +65,8 @@ type HeartbeatConfig struct {
 	// (§4.3). A suspicion that is refuted within Broken (the peer, or a
 	// message from it, reaches this process) never becomes a failure.
 	// Must be ≥ 0; 0 declares a failure as soon as it is suspected.
-	// Paper: 5 s.
+	// A process that runs late waits Broken·(1 + score), at most
+	// (1 + LocalHealthMax)·Broken. Paper: 5 s.
 	Broken time.Duration
 
 	// FullMeshMax is the largest member count for which every other member
@@ -94,22 +98,50 @@ type HeartbeatConfig struct {
 	// forwards to log2 n peers, n·log2 n messages per notice). Must be
 	// between 0 and 32.
 	NoticeFanout int
+
+	// LocalHealthMax is the ceiling of the local health score (Lifeguard's
+	// awareness multiplier, see [HealthStats]): a process that finds its
+	// own timers firing more than LateTolerance late does not suspect or
+	// declare anyone failed on the strength of silence that began before
+	// it caught up, raises its score by one, and multiplies T_timeout and
+	// T_broken by 1 + score; the score decays by one per T_interval on
+	// time. The same ceiling caps the timeout a peer gets for its measured
+	// irregularity (twice the largest recent excess of its inter-arrival
+	// gaps over the interval it announced, when that exceeds T_timeout).
+	// So no accusation waits more than (1 + LocalHealthMax)·T_timeout, or
+	// (1 + LocalHealthMax)·T_broken, beyond its base. 0 turns both off (the
+	// paper's fixed timeouts). Must be between 0 and 64. Default: 3.
+	LocalHealthMax int
+
+	// LateTolerance is how late a timer may fire, after its deadline,
+	// and still count as on time. 0 means T_timeout/2. Must be ≥ 0.
+	LateTolerance time.Duration
+}
+
+// lateTolerance is LateTolerance with its default applied.
+func (c HeartbeatConfig) lateTolerance() time.Duration {
+	if c.LateTolerance > 0 {
+		return c.LateTolerance
+	}
+	return c.Timeout / 2
 }
 
 // DefaultHeartbeatConfig returns the paper's parameters (Table 1, §6.1):
 // k = 2, T_interval = 5 s, T_timeout = 5 s, T_insurance = 200 s,
 // T_broken = 5 s; full mesh up to 64 members, one ring neighbour on each
-// side, notices forwarded to ⌈log2 n⌉ peers.
+// side, notices forwarded to ⌈log2 n⌉ peers; and lateness awareness with a
+// local health score of at most 3 (not in the paper).
 func DefaultHeartbeatConfig() HeartbeatConfig {
 	return HeartbeatConfig{
-		Monitors:      2,
-		Interval:      5 * time.Second,
-		Timeout:       5 * time.Second,
-		Insurance:     200 * time.Second,
-		Broken:        5 * time.Second,
-		FullMeshMax:   64,
-		RingNeighbors: 1,
-		NoticeFanout:  0,
+		Monitors:       2,
+		Interval:       5 * time.Second,
+		Timeout:        5 * time.Second,
+		Insurance:      200 * time.Second,
+		Broken:         5 * time.Second,
+		FullMeshMax:    64,
+		RingNeighbors:  1,
+		NoticeFanout:   0,
+		LocalHealthMax: 3,
 	}
 }
 
@@ -184,6 +216,10 @@ func (c HeartbeatConfig) Validate() error {
 		return bad("RingNeighbors", c.RingNeighbors, "≥ 0")
 	case c.NoticeFanout < 0 || c.NoticeFanout > 32:
 		return bad("NoticeFanout", c.NoticeFanout, "between 0 and 32")
+	case c.LocalHealthMax < 0 || c.LocalHealthMax > 64:
+		return bad("LocalHealthMax", c.LocalHealthMax, "between 0 and 64")
+	case c.LateTolerance < 0:
+		return bad("LateTolerance", c.LateTolerance, "≥ 0")
 	}
 	return nil
 }

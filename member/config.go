@@ -79,8 +79,10 @@ type Config struct {
 	// that are not in its view, so that a node excluded by a partition (not
 	// crashed) learns it and re-joins once the partition heals even if its
 	// failure detector no longer watches it. At the same period the root
-	// re-examines the failures and joins it has not acted on. Zero disables
-	// both.
+	// re-examines the failures and joins it has not acted on, and any node
+	// that installed a view skipping views tells the members of its former
+	// view that the new view left out, again (a few times). Zero disables
+	// all three (the first such notice is still sent).
 	ProbeInterval time.Duration
 
 	// MaxProbes bounds how many departed nodes the root remembers and

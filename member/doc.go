@@ -164,7 +164,11 @@
 // root without it announces MINORITY to its side, every node of which emits
 // [Minority], and tries again every ReportRetry, forgiving the failures its
 // own detector does not vouch for. The minority merges when the partition
-// heals.
+// heals. The merge goes toward the primary history only: a member never
+// joins (nor is evicted by) a proposal that cannot descend from the view it
+// installed (its ancestry, MaxAncestry epochs long, excludes that view): it
+// refuses it and tells the proposer about its view, into which the
+// proposer then merges.
 //
 // # Messages
 //
@@ -200,8 +204,9 @@
 //
 // # Safety properties and how they are checked
 //
-// The simulation tests (swarm_test.go, fdswarm_test.go) check on every
-// event: self inclusion (a node installs only views containing it); one
+// The simulation swarm (package membertest, run by swarm_test.go and
+// fdswarm_test.go and by `cohort sim swarm --protocol member`) checks on
+// every event: self inclusion (a node installs only views containing it); one
 // member set per epoch across all nodes (agreement); epochs only grow at
 // each node, across restarts; no message delivered twice or without a send
 // (each delivery is matched against the sender's queue). Under
@@ -223,12 +228,13 @@
 // recoveries (NODE_ALIVE, with the epoch floor), joins, partitions, cut
 // links and delay spikes. The default run tries 1,000 seeds per partition
 // policy; a failure prints the seed and the command that replays it. To run
-// 100,000 seeds:
+// 100,000 seeds (each under both policies), in parallel:
 //
-//	go test ./member -run 'TestSwarm(Paper|Majority)$' -swarm.seeds=50000 -swarm.keepgoing -timeout 2h
+//	cohort sim swarm --protocol member --seeds 100000
 //
-// (-swarm.keepgoing reports every failing seed instead of stopping at the
-// first; add -seedbase=N for another set, -seed=N to replay one).
+// (it prints every failing seed with its replay command; or, under go test,
+// -swarm.seeds=N -swarm.keepgoing, -seedbase=N for another set, -seed=N to
+// replay one).
 //
 // # Limits
 //
@@ -240,8 +246,13 @@
 // committed among the dead, and nothing tells them otherwise). Likewise,
 // two conflicting proposals of dead roots, each acknowledged by every live
 // member it has, block the survivors (the blocking case of two-phase
-// commit: only the dead know which, if any, committed). The paper's policy
-// never blocks. Without
+// commit: only the dead know which, if any, committed).
+// TestMajorityBlocksOnDeadRootProposal shows both sides of the line: every
+// live member of the proposal acknowledged it (blocked, for good: restarted
+// processes are new incarnations that remember nothing), or one did not
+// (it promises never to, the proposal is dropped, the survivors go on). No
+// timeout lifts the block: going on could fork the history. The paper's
+// policy never blocks. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.

@@ -1,4 +1,4 @@
-package member
+package member_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/fd"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/member/membertest"
 	"github.com/cohort-mp/cohort/sim"
 	"github.com/cohort-mp/cohort/sim/simtest"
 )
@@ -30,7 +32,7 @@ func TestSwarmGossipDetector(t *testing.T) {
 
 func gossipSwarm(t *testing.T, seed uint64) (err error) {
 	r := rand.New(rand.NewPCG(seed, 0xfd))
-	cfg := DefaultConfig()
+	cfg := member.DefaultConfig()
 	cfg.Fanout = []int{2, 4}[r.IntN(2)]
 	cfg.AckTimeout = 50 * time.Millisecond
 	cfg.ReportRetry = 300 * time.Millisecond
@@ -39,45 +41,44 @@ func gossipSwarm(t *testing.T, seed uint64) (err error) {
 	cfg.ProbeInterval = 500 * time.Millisecond
 	cfg.NoticeInterval = 100 * time.Millisecond
 	if r.IntN(2) == 0 {
-		cfg.Partition = PartitionMajority
+		cfg.Partition = member.PartitionMajority
 	}
 	gcfg := fd.LANGossipConfig()
-	h := newHarness(t, seed, sim.Uniform(200*time.Microsecond, 2*time.Millisecond), cfg, 0)
-	h.detector = func(initial []core.NodeID) core.Machine {
+	h := membertest.NewHarness(seed, sim.Uniform(200*time.Microsecond, 2*time.Millisecond), cfg, 0)
+	h.Detector = func(initial []core.NodeID) core.Machine {
 		g, err := fd.NewGossip(gcfg, initial)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g
 	}
-	h.w.SetReplay("go test ./member -run TestSwarmGossipDetector -seed=%d")
+	h.W.SetReplay("go test ./member -run TestSwarmGossipDetector -seed=%d")
 	n := 3 + r.IntN(8)
-	h.addInitial(n)
-	s := &swarmRun{seed: seed, h: h, r: r, n: n}
+	h.AddInitial(n)
+	s := &membertest.SwarmRun{Seed: seed, H: h, R: r, N: n}
 	horizon := 10 * time.Second
 	var plan sim.Plan
 	for range 1 + r.IntN(4) {
 		at := time.Duration(1000+r.IntN(8000)) * time.Millisecond
 		switch r.IntN(6) {
 		case 0, 1:
-			s.crashAt(at, "random node", func() []core.NodeID { return s.pick(1) })
+			s.CrashAt(at, "random node", func() []core.NodeID { return s.Pick(1) })
 		case 2:
-			s.crashAt(at, "root", func() []core.NodeID { return s.roots(1 + h.w.Rand().IntN(2)) })
+			s.CrashAt(at, "root", func() []core.NodeID { return s.Roots(1 + h.W.Rand().IntN(2)) })
 		case 3:
-			contacts := slices.Clone(h.all)
-			h.addJoiner(at, contacts)
+			h.AddJoiner(at, slices.Clone(h.All))
 		case 4:
-			h.w.At(at, func() {
-				for _, id := range h.all {
-					if _, ok := h.started[id]; ok && !h.w.Alive(id) {
-						h.w.Recover(id, h.restart(id))
+			h.W.At(at, func() {
+				for _, id := range h.All {
+					if _, ok := h.Started[id]; ok && !h.W.Alive(id) {
+						h.W.Recover(id, h.Restart(id))
 						return
 					}
 				}
 			})
 		case 5:
 			var g []core.NodeID
-			for _, id := range h.all {
+			for _, id := range h.All {
 				if r.IntN(2) == 0 {
 					g = append(g, id)
 				}
@@ -86,28 +87,18 @@ func gossipSwarm(t *testing.T, seed uint64) (err error) {
 		}
 	}
 	plan = append(plan, sim.HealAll{At: horizon})
-	if err := plan.Apply(h.w, nil); err != nil {
+	if err := plan.Apply(h.W, nil); err != nil {
 		return err
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("seed %d: panic: %v\n%s", seed, r, h.dump())
+			err = fmt.Errorf("seed %d: panic: %v\n%s", seed, r, h.Dump())
 		}
 	}()
-	if err := h.w.RunChecked(horizon + 40*time.Second); err != nil {
-		return fmt.Errorf("%w\n%s", err, h.dump())
+	if err := h.W.RunChecked(horizon + 40*time.Second); err != nil {
+		return fmt.Errorf("%w\n%s", err, h.Dump())
 	}
-	if cfg.Partition == PartitionMajority {
-		if err := s.checkChain(); err != nil {
-			return fmt.Errorf("seed %d: %w\n%s", seed, err, h.dump())
-		}
-	}
-	t.Logf("seed %d: n=%d %v, %d views installed, %d events, %d messages", seed, n, cfg.Partition, h.installs, h.w.Stats().Events, h.w.Stats().Messages)
-	if d := h.converged(); d != "" {
-		if cfg.Partition == PartitionMajority && s.noMajority() {
-			return nil
-		}
-		return fmt.Errorf("seed %d: no convergence 40s after healing: %s\nplan:\n%v\n%s", seed, d, plan, h.dump())
-	}
-	return nil
+	t.Logf("seed %d: n=%d %v, %d views installed, %d events, %d messages", seed, n, cfg.Partition, h.Installs, h.W.Stats().Events, h.W.Stats().Messages)
+	s.Plan = plan
+	return s.Judge("40s")
 }

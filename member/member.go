@@ -56,6 +56,17 @@ type timer struct {
 	epoch uint64
 }
 
+// maxLeftProbes is how many probes (one per ProbeInterval) tell a member
+// left behind by a view that skipped views that its view is over, after the
+// notice sent at once (see install).
+const maxLeftProbes = 5
+
+// leftNode is a member left behind and how often it was probed since.
+type leftNode struct {
+	id     core.NodeID
+	probes int
+}
+
 type pendingJoin struct {
 	Joiner
 	alive bool
@@ -138,7 +149,10 @@ type Member struct {
 	mergeTries  int
 	mergeEpoch  uint64
 
-	departed   []core.NodeID          // most recent last
+	departed []core.NodeID // most recent last
+	// left holds the members of a former view that a view skipping views
+	// dropped (see install): told again at each probe, maxLeftProbes times.
+	left       []leftNode
 	goneInc    map[core.NodeID]uint64 // the incarnation of nodes that left this node's views
 	probeNext  int                    // rotation through the node list for probes
 	lastNotice map[core.NodeID]time.Duration
@@ -512,6 +526,27 @@ func (m *Member) install(v *view) {
 	m.cancel(tJoin)
 	m.minority = 0
 	joined, departed := diff(prev, v)
+	if prev != nil && v.base() != prev.epoch && (!v.descends(prev.epoch) || !prev.has(EpochRoot(v.epoch))) {
+		// This node skipped views, to a view whose root may never have had
+		// the members it leaves behind in a view (so it never probes them):
+		// it moved to another lineage (a merge after a partition), or v
+		// descends from prev through proposals it never installed (a dead
+		// root's proposal adopted by a root from outside prev). The members
+		// of prev that v lacks may not know that the view they share with
+		// this node is over: tell them, whether this node believes them
+		// failed or not (a reporter's guess, an acknowledgement that timed
+		// out, a detector's verdict about a slow node may be wrong), and
+		// tell them again at the next probes, in case the notice is lost,
+		// unless this node's own detector declares them failed.
+		for _, id := range departed {
+			if id != m.self && !v.has(id) {
+				m.notice(id, true)
+				if _, dead := m.detected[id]; !dead {
+					m.leaveBehind(id)
+				}
+			}
+		}
+	}
 	for _, id := range departed {
 		if id != m.self && !v.has(id) {
 			m.departed = append(m.departed, id)
@@ -519,16 +554,6 @@ func (m *Member) install(v *view) {
 			// The detector stops watching a node that leaves the view: its
 			// verdict goes stale (it is given afresh if the node returns).
 			delete(m.detected, id)
-		}
-	}
-	if prev != nil && !v.descends(prev.epoch) {
-		// This node moved to another lineage (a merge after a partition, or
-		// a jump over views it missed): the members it left behind may not
-		// know that the view they share with it is over.
-		for _, id := range departed {
-			if !v.has(id) && !m.failed[id] {
-				m.notice(id, true)
-			}
 		}
 	}
 	// The detector watches a node that enters the view afresh (it follows
@@ -824,7 +849,10 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 //
 // Only a new incarnation wipes the detector's verdict: a node re-admitted
 // under the same incarnation (an excluded node merging back) is still
-// failed if the detector says so.
+// failed if the detector says so now. A failure recorded earlier and not
+// vouched for by the detector any more (it stopped watching the node when
+// the node left the view) is forgotten: kept, it would be reported again
+// each time the node is admitted, and the node excluded again, for ever.
 func (m *Member) forgetRejoined(joined []Joiner) {
 	for _, j := range joined {
 		old, known := m.cur.inc(j.ID), m.cur.has(j.ID)
@@ -832,6 +860,12 @@ func (m *Member) forgetRejoined(joined []Joiner) {
 			old, known = m.goneInc[j.ID]
 		}
 		if known && old == j.Inc {
+			if inc, det := m.detected[j.ID]; det && inc == j.Inc {
+				continue
+			}
+			if !m.cur.has(j.ID) {
+				m.unmark(j.ID)
+			}
 			continue
 		}
 		m.unmark(j.ID) // the detector's verdict stays, about the former incarnation
@@ -903,6 +937,15 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// admitted it was adopted) admits it too (checked below).
 		rel = relJoins
 	}
+	if rel == relJoins && m.cur != nil && m.cfg.Partition == PartitionMajority && !mayDescend(p.Epoch, p.Ancestry, m.cur.epoch) {
+		// Under PartitionMajority the installed views form one history: a
+		// merging member refuses to be taken into a lineage that cannot
+		// descend from its installed view (a minority's proposal, built on
+		// a dead root's proposal that never committed), and tells the
+		// proposer about that view, which then merges into it.
+		m.send(EpochRoot(p.Epoch), &Nack{Epoch: p.Epoch, View: m.cur.full(), v: m.cur})
+		return
+	}
 	if rel == relNone {
 		if n != nil {
 			m.nack(p.Epoch, n)
@@ -943,6 +986,17 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	}
 	m.accept(v, p, from)
 	m.adopted = adopted
+}
+
+// mayDescend reports whether a view numbered epoch with the given ancestry
+// may descend from the view numbered e: e is the view or one of its
+// ancestors, or the ancestry is full (maxAncestry) and reaches back no
+// further than after e, so that e may be an older ancestor.
+func mayDescend(epoch uint64, ancestry []uint64, e uint64) bool {
+	if epoch == e || slices.Contains(ancestry, e) {
+		return true
+	}
+	return len(ancestry) == maxAncestry && ancestry[len(ancestry)-1] > e
 }
 
 // supersedes reports whether a proposal numbered epoch, with the given
@@ -1150,6 +1204,23 @@ func (m *Member) onCommit(from core.NodeID, e uint64) {
 		m.afterChange()
 	case m.cur != nil && m.cur.epoch == e && m.forwarded != e:
 		m.forwardCommit()
+	case m.ackedEpochs[e] && m.held[e] != nil && (m.cur == nil || e > m.cur.epoch) && m.held[e].has(from):
+		// A proposal this node acknowledged, and has let go of since (it
+		// took over as root on a stale verdict, or installed an older view
+		// a member refused it with), committed: its other members hold it
+		// with this node in it, so this node installs it too. Without
+		// this, it stayed in the older view while the others counted it
+		// in theirs, for ever.
+		v := m.held[e]
+		if !v.has(m.self) || v.inc(m.self) != m.inc {
+			return
+		}
+		if m.driving {
+			m.abort(fmt.Sprintf("%s committed", FormatEpoch(e)))
+		}
+		m.install(v)
+		m.forwardCommit()
+		m.afterChange()
 	}
 }
 
@@ -1191,7 +1262,7 @@ func (m *Member) queryOutcome() {
 	q := &Query{Epoch: m.acc.epoch}
 	r := EpochRoot(m.acc.epoch)
 	m.send(r, q) // a detector may be wrong: the root's word is final
-	if !m.failed[r] {
+	if !m.rootGone(m.acc) {
 		return
 	}
 	for _, id := range m.acc.members {
@@ -1199,6 +1270,22 @@ func (m *Member) queryOutcome() {
 			m.send(id, q)
 		}
 	}
+}
+
+// rootGone reports whether the root of proposal v is known to have failed
+// in the incarnation v holds: it is marked failed, or a newer incarnation of
+// it asked to join (its restarted process cannot answer for the proposal).
+func (m *Member) rootGone(v *view) bool {
+	r := EpochRoot(v.epoch)
+	if m.failed[r] {
+		return true
+	}
+	for _, j := range m.pjoins {
+		if j.ID == r && j.Inc != v.inc(r) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Member) onQuery(from core.NodeID, q *Query) {

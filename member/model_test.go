@@ -1,4 +1,4 @@
-package member
+package member_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/member/membertest"
 	"github.com/cohort-mp/cohort/sim"
 	"github.com/cohort-mp/cohort/topo"
 )
@@ -18,19 +20,19 @@ func TestStabilizationTimeModel(t *testing.T) {
 	const latency = time.Millisecond
 	for _, fanout := range []int{2, 4, 8} {
 		for _, n := range []int{2, 7, 64, 300} {
-			cfg := DefaultConfig()
+			cfg := member.DefaultConfig()
 			cfg.Fanout = fanout
-			h := newHarness(t, 1, sim.Constant(latency), cfg, 5*time.Millisecond)
-			h.addInitial(n)
+			h := membertest.NewHarness(1, sim.Constant(latency), cfg, 5*time.Millisecond)
+			h.AddInitial(n)
 			var ts []time.Duration
-			h.w.OnEmit(func(_ time.Duration, _ core.NodeID, e core.Event) {
-				if s, ok := e.(Stabilized); ok {
+			h.W.OnEmit(func(_ time.Duration, _ core.NodeID, e core.Event) {
+				if s, ok := e.(member.Stabilized); ok {
 					ts = append(ts, s.At-s.Began)
 				}
 			})
 			victim := core.NodeID(n - 1) // a leaf: the tree keeps its shape
-			h.w.CrashAt(10*time.Millisecond, victim)
-			if err := h.w.RunChecked(time.Second); err != nil {
+			h.W.CrashAt(10*time.Millisecond, victim)
+			if err := h.W.RunChecked(time.Second); err != nil {
 				t.Fatal(err)
 			}
 			tree, _ := topo.NewRadix(n-1, fanout)
@@ -48,12 +50,12 @@ func BenchmarkSingleFailure(b *testing.B) {
 	for _, n := range []int{64, 1024} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			for range b.N {
-				cfg := DefaultConfig()
-				h := newHarnessSim(b, sim.Config{Seed: 1, Network: sim.Constant(100 * time.Microsecond), NoTrace: true}, cfg, time.Millisecond)
-				h.quiet = true
-				h.addInitial(n)
-				h.w.CrashAt(time.Millisecond, core.NodeID(n/2))
-				if err := h.w.RunChecked(time.Second); err != nil {
+				cfg := member.DefaultConfig()
+				h := membertest.NewHarnessSim(sim.Config{Seed: 1, Network: sim.Constant(100 * time.Microsecond), NoTrace: true}, cfg, time.Millisecond)
+				h.Quiet = true
+				h.AddInitial(n)
+				h.W.CrashAt(time.Millisecond, core.NodeID(n/2))
+				if err := h.W.RunChecked(time.Second); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -286,7 +286,7 @@ func (m *Member) retryMinority() {
 			m.unmark(id)
 		}
 	}
-	if m.acc != nil && m.failed[EpochRoot(m.acc.epoch)] {
+	if m.acc != nil && m.rootGone(m.acc) {
 		// The base this root adopts may be what keeps it in a minority:
 		// ask the proposal's members whether it can have committed.
 		m.queryOutcome()
@@ -340,8 +340,11 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	}
 	if mine && isJoiner(m.accMsg, from) && !m.cur.has(from) {
 		switch {
-		case !v.has(m.self) && v.epoch > m.cur.epoch:
+		case !v.has(m.self) && v.epoch > m.cur.epoch && (!k.Pending || m.cfg.Partition != PartitionMajority || mayDescend(v.epoch, v.ancestry, m.cur.epoch)):
 			// The joiner's lineage is ahead of this one: merge into it.
+			// (Under PartitionMajority not into a proposal that cannot
+			// descend from this node's installed view: a minority's, which
+			// must not take the primary's members.)
 			m.evicted(v.epoch, m.rootOf(v), from)
 		case k.Pending:
 			// The joiner is changing views in its old lineage, numbered at
@@ -554,7 +557,11 @@ func (m *Member) notice(to core.NodeID, force bool) {
 // two sides of a healed partition that share no member any more (every
 // common member crashed) find each other that way.
 func (m *Member) probe() {
-	if m.cur == nil || m.rootOf(m.newest()) != m.self {
+	if m.cur == nil {
+		return
+	}
+	m.probeLeft()
+	if m.rootOf(m.newest()) != m.self {
 		return
 	}
 	n := 0
@@ -581,6 +588,37 @@ func (m *Member) probe() {
 		if d := list[m.probeNext]; !slices.Contains(m.departed, d) {
 			send(d)
 		}
+	}
+}
+
+// leaveBehind records a member of a former view that a view skipping views
+// dropped, to be probed maxLeftProbes times (the most recent MaxProbes).
+func (m *Member) leaveBehind(id core.NodeID) {
+	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return l.id == id })
+	m.left = append(m.left, leftNode{id: id})
+	if over := len(m.left) - m.cfg.MaxProbes; over > 0 {
+		m.left = slices.Delete(m.left, 0, over)
+	}
+}
+
+// probeLeft tells the members left behind (see leaveBehind) that their view
+// is over, once per probe, until they are back in a view this node holds
+// or were told maxLeftProbes times. Every node does it, not only the root:
+// the root of this node's view may never have had them in a view.
+func (m *Member) probeLeft() {
+	if len(m.left) == 0 {
+		return
+	}
+	x := &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)}
+	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return m.cur.has(l.id) || m.acc.has(l.id) })
+	for i := range m.left {
+		m.left[i].probes++
+		put(&m.lastNotice, m.left[i].id, m.now())
+		m.send(m.left[i].id, x)
+	}
+	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return l.probes >= maxLeftProbes })
+	if len(m.left) == 0 {
+		m.left = nil
 	}
 }
 

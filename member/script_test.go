@@ -49,6 +49,11 @@ func newScript(t *testing.T, fanout int, n int) *script {
 	cfg := DefaultConfig()
 	cfg.Fanout = fanout
 	cfg.ProbeInterval = 0
+	return newScriptCfg(t, cfg, n)
+}
+
+// newScriptCfg is newScript with a configuration of the test's choice.
+func newScriptCfg(t *testing.T, cfg Config, n int) *script {
 	s := &script{t: t, cfg: cfg, nodes: map[core.NodeID]*scriptNode{}}
 	ids := make([]core.NodeID, n)
 	for i := range ids {

@@ -169,17 +169,3 @@ func TestInitialEvents(t *testing.T) {
 		t.Fatal("n1 believes it is the root of a view rooted at n0")
 	}
 }
-
-// Same seed, same run: the trace hash of a swarm run does not change.
-func TestSwarmDeterministic(t *testing.T) {
-	hash := func() uint64 {
-		s := newSwarmRun(t, 12345, PartitionPaper)
-		if err := s.run(); err != nil {
-			t.Fatal(err)
-		}
-		return s.h.w.TraceHash()
-	}
-	if a, b := hash(), hash(); a != b {
-		t.Fatalf("trace hashes differ: %x, %x", a, b)
-	}
-}

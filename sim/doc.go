@@ -103,8 +103,10 @@
 //
 // # Faults as data
 //
-// A Plan is a list of Fault values — Crash, Recover, CrashRandom, Cut, Heal,
-// Partition, Loss, DelaySpike, HealAll — applied to a world with
+// A Plan is a list of Fault values — Crash, Recover, Pause (a live node's
+// loop stops for a while: what reaches it is held and handed over, late,
+// when it resumes), CrashRandom, Cut, Heal, Partition, Loss, DelaySpike,
+// HealAll — applied to a world with
 // Plan.Apply(w, factory) (factory builds the machines of restarting nodes).
 // Overlapping windows combine: the largest loss applies, partitions meet,
 // cuts count. Each fault prints itself, and World.FaultLog records what

@@ -19,7 +19,7 @@ var ErrBadFault = errors.New("sim: bad fault")
 // Factory builds the machine that runs as node id, for nodes that restart.
 type Factory func(id core.NodeID) core.Machine
 
-// Fault is one injected failure, as plain data: [Crash], [Recover],
+// Fault is one injected failure, as plain data: [Crash], [Recover], [Pause],
 // [CrashRandom], [Cut], [Heal], [Partition], [Loss], [DelaySpike] and
 // [HealAll]. Its String says what it does and when, so that a failing run
 // can print its whole [Plan].

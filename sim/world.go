@@ -87,6 +87,9 @@ type node struct {
 	inc      uint32
 	cpuFree  time.Duration // serial processing: when this node's CPU is next free
 	sendFree time.Duration
+	paused   bool          // a Pause holds its events (pause.go)
+	pauseEnd time.Duration // when the current pause ends
+	held     []event       // the events held while paused, in queue order
 }
 
 // New returns an empty world at time zero.
@@ -194,6 +197,7 @@ func (w *World) Crash(id core.NodeID) {
 	}
 	n.alive = false
 	n.inc++
+	n.paused, n.held = false, nil
 	w.hash(0xC0, uint64(id), 0)
 	for _, f := range w.onLife {
 		f(w.now, id, false)
@@ -212,6 +216,7 @@ func (w *World) Recover(id core.NodeID, m core.Machine) {
 	}
 	n.alive = true
 	n.started = false
+	n.paused, n.held = false, nil
 	n.m = m
 	n.rng = nil // the new incarnation's source is derived on first use
 	n.cpuFree, n.sendFree = w.now, w.now
@@ -301,7 +306,17 @@ func (w *World) step() {
 		e.payload.(func())()
 		return
 	}
+	w.dispatch(e)
+}
+
+// dispatch hands a node's event to its machine, or holds it while the node
+// is paused.
+func (w *World) dispatch(e event) {
 	n := w.nodes[e.node]
+	if n.paused && n.alive && n.inc == e.inc {
+		n.held = append(n.held, e)
+		return
+	}
 	if !n.alive || n.inc != e.inc {
 		switch e.kind {
 		case evDeliver, evArrive:

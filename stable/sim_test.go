@@ -18,7 +18,7 @@ func world(seed uint64, n int, cfg stable.Config, net sim.Network) (*sim.World, 
 	for range n {
 		d := stable.New(cfg, ids(n))
 		dets = append(dets, d)
-		w.Add(core.NewStack(newFeeder(cfg, ids(n), 3*time.Millisecond), d))
+		w.Add(core.NewStack(stabletest.NewFeeder(cfg, ids(n), 3*time.Millisecond), d))
 	}
 	return w, dets
 }

@@ -142,7 +142,8 @@
 //
 // script_test.go replays the cases by hand (FIFO and NACK, digest, window
 // and freeing, a flush after a crash, a flush restarted by a newer view,
-// joiners, retransmitted flush messages). swarm_test.go runs real stacks
+// joiners, retransmitted flush messages). The swarm (package vsynctest, run
+// by swarm_test.go and by `cohort sim swarm --protocol vsync`) runs real stacks
 // (gossip detector, membership, a stability detector, this layer, a
 // multicasting application) in the simulator with crashes, joins,
 // partitions, cut links, loss and delay spikes, and checks on every event:

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,17 +37,6 @@ func TestRankKilledMidOperation(t *testing.T) {
 	const n, victim = 5, 3
 	for _, op := range []string{"p2p", "bcast", "allreduce"} {
 		t.Run(op, func(t *testing.T) {
-			if op == "bcast" {
-				// Known problem, left open: with a non-root rank killed
-				// during a Bcast loop, the Bcast root (rank 0, also the
-				// membership root) installs no new view for tens of
-				// seconds while the other survivors exclude it, so its
-				// eager Bcast sends never fail. Reproduce with
-				// COHORT_ULFM_BCAST=1.
-				if os.Getenv("COHORT_ULFM_BCAST") == "" {
-					t.Skip("known problem: the Bcast root is excluded by the others and learns nothing (see the comment)")
-				}
-			}
 			// A live rank that the detector declares failed (a false
 			// suspicion: on a loaded 2-core machine a process can stall for
 			// longer than the loopback timeouts) disturbs the run; it

@@ -22,7 +22,8 @@ puts the results beside the paper's figure and lists which checks passed.
 The exit status is 1 if a check failed.
 
 Every experiment has the flags --seed, --out, --quick and --workers; some
-have more: see 'cohort sim <experiment> -h'.
+have more: see 'cohort sim <experiment> -h'. 'cohort sim swarm' runs a
+protocol's randomized swarm over many seeds instead: see 'cohort sim swarm -h'.
 
 Examples:
   cohort sim list
@@ -40,6 +41,8 @@ func runSim(ctx context.Context, c *call) error {
 	}
 	name := c.args[0]
 	switch {
+	case name == "swarm":
+		return runSwarm(ctx, c)
 	case name == "list":
 		if len(c.args) > 1 {
 			return usagef("unexpected argument %q", c.args[1])

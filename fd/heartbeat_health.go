@@ -1,0 +1,108 @@
+package fd
+
+import "time"
+
+// The heartbeat detector's local health and adaptive timeouts (see
+// health.go and [HeartbeatConfig.LocalHealthMax]).
+
+// timeout is the grace r gets after the interval it announced: T_timeout
+// times this process's local health factor, or twice r's measured slack
+// when r has been that irregular, at most (1 + LocalHealthMax)·T_timeout.
+func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
+	t := h.cfg.Timeout * h.health.scale()
+	if 2*r.slack > t {
+		t = min(2*r.slack, h.cfg.Timeout*time.Duration(1+h.cfg.LocalHealthMax))
+	}
+	return t
+}
+
+// brokenDue is when suspected r is declared failed: T_broken after the
+// suspicion, or after this process last found itself late, times the
+// local health factor for a suspicion of our own and times the largest
+// factor, 1 + LocalHealthMax, for one we only heard of. (As in Lifeguard,
+// a suspicion this process has no evidence of waits longest: the
+// suspect's refutation goes through the suspect's own links, which may be
+// the slow ones, while the notice went around them. The monitors that
+// timed out declare a real crash first, and one declaration is enough for
+// the membership above.)
+func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
+	f := h.health.scale()
+	if r.flags&hbAccused == 0 && h.health.on() {
+		f = time.Duration(1 + h.cfg.LocalHealthMax)
+	}
+	return max(h.health.from(r.mark)+h.cfg.Broken*f, r.hold)
+}
+
+// recheck postpones an accusation that a timer late by late would make:
+// messages that arrived while the timer was overdue may not have been
+// read yet (a loop that wakes up fires its due timers before it reads its
+// inbox), so the accusation waits as long again and is made only if the
+// silence still holds then. It reports whether it postponed.
+func (h *HeartbeatDetector) recheck(r *hbPeer, late time.Duration) bool {
+	if !h.health.on() || late <= 0 || r.armedAt == r.hold {
+		return false // on time, or this is the re-check: a real timer is always a little late
+	}
+	r.hold = h.env.Now() + late
+	return true
+}
+
+// evidenceDue is when a suspicion of r that we only heard of becomes our
+// own too: when r's deadline here passes as well.
+func (h *HeartbeatDetector) evidenceDue(r *hbPeer) (time.Duration, bool) {
+	if r.flags&hbAccused != 0 || r.expect == 0 || !h.health.on() {
+		return 0, false
+	}
+	return h.health.from(r.lastRecv) + r.expect + h.timeout(r), true
+}
+
+// checkLate notices, when a message is handled, that a deadline is overdue
+// by more than the tolerance: the loop is lagging (see health.go).
+func (h *HeartbeatDetector) checkLate(now time.Duration) {
+	if !h.health.on() || h.nextDue < 0 || now-h.nextDue <= h.health.tolerance {
+		return
+	}
+	h.refreshDue()
+	h.health.overdue(h.nextDue, now)
+}
+
+// refreshDue recomputes the earliest pending deadline.
+func (h *HeartbeatDetector) refreshDue() {
+	h.nextDue = -1
+	if h.retryTimer != 0 {
+		h.nextDue = h.retryAt
+	}
+	for _, r := range h.peers {
+		if r.timer != 0 && (h.nextDue < 0 || r.armedAt < h.nextDue) {
+			h.nextDue = r.armedAt
+		}
+	}
+}
+
+// armed records a new deadline for the lateness check.
+func (h *HeartbeatDetector) armed(due time.Duration) {
+	if h.nextDue < 0 || due < h.nextDue {
+		h.nextDue = due
+	}
+}
+
+// measure updates r's slack with the gap that ends at at: the excess of
+// the gap over the interval r announced, kept as a decayed maximum (it
+// halves in about 22 messages). A gap during which this process itself
+// was late says nothing about r and is skipped.
+func (h *HeartbeatDetector) measure(r *hbPeer, at time.Duration) {
+	if !h.health.on() || r.expect == 0 || r.state != HeartbeatAlive {
+		return
+	}
+	if h.health.lateAt >= r.lastRecv {
+		return
+	}
+	excess := at - r.lastRecv - r.expect
+	if excess > r.slack {
+		if 2*excess > h.cfg.Timeout && 2*r.slack <= h.cfg.Timeout {
+			h.health.stats.Adaptions++
+		}
+		r.slack = excess
+		return
+	}
+	r.slack -= r.slack / 32
+}
