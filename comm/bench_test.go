@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 // BenchmarkPingPong measures the round trip of a ping-pong between two ranks
@@ -13,9 +14,26 @@ import (
 // ns/op is one round trip, so the one-way latency is half of it, and MB/s
 // counts both directions' payload (OSU's osu_latency pattern).
 func BenchmarkPingPong(b *testing.B) {
-	for _, size := range []int{8, 1 << 10, 64 << 10, 1 << 20} {
+	benchPingPong(b, 0, []int{8, 1 << 10, 64 << 10, 1 << 20})
+}
+
+// BenchmarkPingPongSpin is BenchmarkPingPong of small messages with
+// polling before parking (Session.SetSpin) off and on, in the same run.
+func BenchmarkPingPongSpin(b *testing.B) {
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond} {
+		b.Run(fmt.Sprintf("spin=%v", spin), func(b *testing.B) { benchPingPong(b, spin, []int{8, 1 << 10}) })
+	}
+}
+
+func benchPingPong(b *testing.B, spin time.Duration, sizes []int) {
+	for _, size := range sizes {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
 			ss := tcpJob(b, 2)
+			for _, s := range ss {
+				if err := s.SetSpin(spin); err != nil {
+					b.Fatal(err)
+				}
+			}
 			ctx := context.Background()
 			w0, w1 := ss[0].World(), ss[1].World()
 			done := make(chan error, 1)

@@ -213,8 +213,7 @@ func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, da
 	if virtual {
 		kind = kindVData
 	}
-	var hdr [maxDataHeader]byte
-	head := appendDataHeader(hdr[:0], c.id|sub, tag, uint64(vnode), virtual)
+	head := appendDataHeader(req.hdr[:0], c.id|sub, tag, uint64(vnode), virtual)
 	if data == nil {
 		data = []byte{}
 	}
@@ -229,7 +228,8 @@ func (s *Session) irecv(c *commState, sub uint64, buf []byte, alloc bool, src, t
 	if src != AnySource {
 		node = c.members[src]
 	}
-	s.post(c, sub, &recvOp{src: node, tag: tag, vnode: vnode, anyV: anyV, buf: buf, alloc: alloc, req: req})
+	req.op = recvOp{src: node, tag: tag, vnode: vnode, anyV: anyV, buf: buf, alloc: alloc, req: req}
+	s.post(c, sub, &req.op)
 	return req
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cohort-mp/cohort/core"
@@ -324,7 +325,7 @@ func (s *Session) post(c *commState, sub uint64, op *recvOp) {
 		op.req.complete(Status{}, err)
 		return
 	}
-	op.req.cancelFn = func() bool { return s.withdraw(q, op) }
+	op.req.cancelQ, op.req.cancelOp = q, op
 	if op.probe {
 		q.probes = append(q.probes, op)
 	} else {
@@ -454,28 +455,61 @@ func (s *Session) failAllLocked(err error) {
 // completes with a [*ProcFailedError], so waiting never hangs on a dead
 // rank. Requests are safe for concurrent use.
 type Request struct {
-	done     chan struct{}
-	finished atomic.Bool
+	finished atomic.Bool // set (after st and err) when the request completes
+	dmu      sync.Mutex
+	done     chan struct{} // made by the first waiter that must block (dmu)
 	st       Status
 	err      error
-	data     []byte      // alloc receives: the message
-	comm     *commState  // for translating failures to its ranks
-	elem     int         // element size for typed Counts; 0 or 1 for bytes
-	cancelFn func() bool // withdraws a posted receive (set under mu)
+	data     []byte     // alloc receives: the message
+	comm     *commState // for translating failures to its ranks
+	elem     int        // element size for typed Counts; 0 or 1 for bytes
+	// cancelQ and cancelOp locate a posted receive for Cancel (set under
+	// the session's mu; a method value instead of a closure: no allocation).
+	cancelQ  *queue
+	cancelOp *recvOp
+	op       recvOp              // the receive's operation (no separate allocation)
+	hdr      [maxDataHeader]byte // a send's data header
 	s        *Session
 }
 
 func newRequest(s *Session, c *commState) *Request {
-	return &Request{done: make(chan struct{}), comm: c, s: s}
+	return &Request{comm: c, s: s}
 }
+
+// closedChan is the Done channel of a request completed before anyone
+// asked for one (most sends on the direct path, receives of messages that
+// had arrived): no channel is made for them.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // complete records the outcome; only the first call counts.
 func (r *Request) complete(st Status, err error) {
-	if !r.finished.CompareAndSwap(false, true) {
+	r.dmu.Lock()
+	if r.finished.Load() {
+		r.dmu.Unlock()
 		return
 	}
 	r.st, r.err = st, err
-	close(r.done)
+	r.finished.Store(true)
+	if r.done != nil {
+		close(r.done)
+	} else {
+		r.done = closedChan
+	}
+	r.dmu.Unlock()
+}
+
+// doneChan returns the channel closed on completion, making it if needed.
+func (r *Request) doneChan() chan struct{} {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	return r.done
 }
 
 // result is the status and error to report, once done.
@@ -508,13 +542,11 @@ func isTruncate(err error) bool {
 // status and error (ctx's error if ctx ended first; the request then stays
 // pending: wait again, or Cancel it).
 func (r *Request) Wait(ctx context.Context) (Status, error) {
-	select {
-	case <-r.done:
+	if r.finished.Load() || r.poll() {
 		return r.result()
-	default:
 	}
 	select {
-	case <-r.done:
+	case <-r.doneChan():
 		return r.result()
 	case <-ctx.Done():
 		return Status{}, ctx.Err()
@@ -524,17 +556,15 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 // Test reports whether the request has completed and, if so, its status and
 // error; it never blocks.
 func (r *Request) Test() (Status, bool, error) {
-	select {
-	case <-r.done:
-		st, err := r.result()
-		return st, true, err
-	default:
+	if !r.finished.Load() {
 		return Status{}, false, nil
 	}
+	st, err := r.result()
+	return st, true, err
 }
 
 // Done returns a channel closed when the request completes.
-func (r *Request) Done() <-chan struct{} { return r.done }
+func (r *Request) Done() <-chan struct{} { return r.doneChan() }
 
 // Cancel withdraws a pending receive (it then completes with
 // context.Canceled). It reports whether it did: false if the request had
@@ -544,9 +574,9 @@ func (r *Request) Cancel() bool {
 		return false
 	}
 	r.s.mu.Lock()
-	f := r.cancelFn
+	q, op := r.cancelQ, r.cancelOp
 	r.s.mu.Unlock()
-	if f == nil || !f() {
+	if q == nil || !r.s.withdraw(q, op) {
 		return false
 	}
 	r.complete(Status{}, context.Canceled)
@@ -600,7 +630,7 @@ func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
 	for i, r := range reqs {
 		go func() {
 			select {
-			case <-r.done:
+			case <-r.doneChan():
 				first <- i
 			case <-stop:
 			}

@@ -63,6 +63,7 @@ type Session struct {
 	crash        func()        // closes the transport at once (kill)
 
 	stats sessionStats
+	spin  atomic.Int64 // ns a blocking wait polls before parking (spin.go)
 }
 
 type sessionStats struct {
@@ -129,6 +130,7 @@ func newSession(tr transport.Transport, size int, logger *slog.Logger) *Session 
 		members[i] = core.NodeID(i)
 	}
 	s.world = s.newComm(worldID, members)
+	s.spinFromEnv()
 	return s
 }
 
@@ -379,9 +381,10 @@ func (s *Session) sendAll(msgs []outgoing) {
 // sendFrame hands f, whose payload is f.Payload followed by body, to the
 // transport for world rank to, in order with every earlier frame to the
 // same rank. A data frame (body not nil) goes through the transport's
-// direct path if it has one (SendDirect: written on this goroutine without
-// concatenating body; no transport offers it yet, so today the payload is
-// concatenated and queued); control frames (body nil) are only queued, so
+// direct path if it has one (transport/tcp's SendDirect: written on this
+// goroutine with one writev of header and body, without copying body, when
+// the connection is idle; otherwise copied and queued); control frames
+// (body nil) are only queued, so
 // that a reader goroutine that sends one never blocks on a socket. If the
 // transport's queue is full the frame waits in the rank's backlog; req, if
 // not nil, completes when the frame has been handed over or has failed.

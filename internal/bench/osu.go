@@ -88,7 +88,11 @@ func (b *OSU) Args() []string {
 type OSUResult struct {
 	Impl    string
 	Figures map[int]float64
-	Absent  string // why it did not run ("" if it ran)
+	// Allocs is, per size, the heap allocations of rank 0's process per
+	// message (per call for allreduce) in the timed loop; cohort's rows
+	// only, nil for the others.
+	Allocs map[int]float64
+	Absent string // why it did not run ("" if it ran)
 }
 
 // Loops describes the iteration counts.
@@ -119,7 +123,10 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 		fmt.Fprintf(b.Progress, "bench: %s %s on %d processes…\n", impl, b.Mode, b.Ranks)
 		switch impl {
 		case "ours", "tcp":
-			r.Figures, err = b.runWorkers(ctx, exe, impl)
+			r.Figures, r.Allocs, err = b.runWorkers(ctx, exe, impl)
+			if impl != "ours" {
+				r.Allocs = nil
+			}
 		default:
 			if mpiProg == "" && mpiAbsent == "" {
 				mpiProg, cleanup, mpiAbsent, err = buildOSU(ctx)
@@ -142,18 +149,38 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 
 // runWorkers runs a job of b.Ranks workers of this executable and reads
 // rank 0's figures.
-func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (map[int]float64, error) {
+func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (figs, allocs map[int]float64, err error) {
 	var out bytes.Buffer
 	args := append([]string{"osu-worker", b.Mode, impl}, b.Args()...)
 	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args,
 		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := job.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return parseFigures(out.Bytes(), b.Sizes())
+	figs, err = parseFigures(out.Bytes(), b.Sizes())
+	return figs, parseAllocs(out.Bytes()), err
+}
+
+// parseAllocs reads the third field of "size value allocs" lines (absent
+// from the baselines' output: then the map is empty).
+func parseAllocs(out []byte) map[int]float64 {
+	allocs := map[int]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 {
+			continue
+		}
+		size, err1 := strconv.Atoi(f[0])
+		v, err2 := strconv.ParseFloat(f[2], 64)
+		if err1 == nil && err2 == nil {
+			allocs[size] = v
+		}
+	}
+	return allocs
 }
 
 // buildOSU builds osu.c with mpicc. absent says why Open MPI is not
@@ -210,7 +237,7 @@ func parseFigures(out []byte, sizes []int) (map[int]float64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 2 {
+		if len(f) != 2 && len(f) != 3 {
 			continue
 		}
 		size, err1 := strconv.Atoi(f[0])
@@ -256,6 +283,10 @@ func (b *OSU) WriteTable(w io.Writer, title string, results []OSUResult) {
 			}
 		}
 	}
+	withAllocs := ours != nil && len(ours.Allocs) > 0
+	if withAllocs {
+		fmt.Fprintf(w, " %12s", "allocs/"+map[bool]string{true: "call", false: "msg"}[b.Mode == "allreduce"])
+	}
 	fmt.Fprintln(w)
 	for _, s := range b.Sizes() {
 		fmt.Fprintf(w, "%10d", s)
@@ -274,7 +305,17 @@ func (b *OSU) WriteTable(w io.Writer, title string, results []OSUResult) {
 				}
 			}
 		}
+		if withAllocs {
+			if a, ok := ours.Allocs[s]; ok {
+				fmt.Fprintf(w, " %12.2f", a)
+			} else {
+				fmt.Fprintf(w, " %12s", "—")
+			}
+		}
 		fmt.Fprintln(w)
+	}
+	if withAllocs {
+		fmt.Fprintln(w, "(allocs: cohort's heap allocations in rank 0's process per message, or per call for allreduce, in the timed loop)")
 	}
 	if ours != nil && len(ran) > 1 {
 		if b.Higher {

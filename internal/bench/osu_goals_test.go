@@ -19,6 +19,17 @@ func TestOSUGoals(t *testing.T) {
 		"allreduce": res(1600, 1000, 1<<20), // 1.6 > 1.5: not met
 	})
 	out := b.String()
+	if !strings.Contains(out, "same host (vs vader)     not measured (needs ours and mpi-vader at 8 B)") {
+		t.Fatalf("the same-host goal is not reported as unmeasured without vader:\n%s", out)
+	}
+	b.Reset()
+	bench.WriteOSUGoals(&b, map[string][]bench.OSUResult{"latency": {
+		{Impl: "ours", Figures: map[int]float64{8: 10}},
+		{Impl: "mpi-vader", Figures: map[int]float64{8: 0.5}},
+	}})
+	if !strings.Contains(b.String(), "ratio 20.00 (goal ≤ 3.0) NOT met") {
+		t.Fatalf("same-host goal against vader:\n%s", b.String())
+	}
 	for _, want := range []string{"ratio 1.40 (goal ≤ 1.5) met", "ratio 0.80 (goal ≥ 0.9) NOT met", "ratio 1.60 (goal ≤ 1.5) NOT met"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("missing %q in:\n%s", want, out)

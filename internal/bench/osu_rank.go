@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -53,6 +54,19 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 	return fmt.Errorf("%w: unknown implementation %q", ErrOSU, o.Impl)
 }
 
+// osuMessages is what rank 0's allocations are counted per, in one
+// iteration: the messages it sends and receives (latency: one each way;
+// bw: a window of sends and the acknowledgement), or one Allreduce call.
+func osuMessages(o *OSUWork) int {
+	switch o.Mode {
+	case "latency":
+		return 2
+	case "bw":
+		return o.Window + 1
+	}
+	return 1
+}
+
 // ErrOSU is wrapped by the errors of [RunOSURank] about what it is asked.
 var ErrOSU = errors.New("bench: bad OSU rank arguments")
 
@@ -87,11 +101,15 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 		}
 		var start time.Time
 		var total time.Duration
+		var ms runtime.MemStats
+		var mallocs uint64
 		for i := range loop + skip {
 			if i == skip {
 				if err := comm.Barrier(ctx, w); err != nil {
 					return err
 				}
+				runtime.ReadMemStats(&ms)
+				mallocs = ms.Mallocs
 				start = time.Now()
 			}
 			switch o.Mode {
@@ -137,16 +155,18 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 			}
 		}
 		elapsed := time.Since(start)
+		runtime.ReadMemStats(&ms)
+		allocs := float64(ms.Mallocs-mallocs) / float64(loop*osuMessages(o))
 		if o.Mode == "allreduce" {
 			mine, sum := []float64{micros(total) / float64(loop)}, []float64{0}
 			if err := comm.Reduce(ctx, w, mine, sum, comm.Sum[float64](), 0); err != nil {
 				return err
 			}
 			if rank == 0 {
-				fmt.Fprintf(out, "%d %.3f\n", n, sum[0]/float64(w.Size()))
+				fmt.Fprintf(out, "%d %.3f %.2f\n", n, sum[0]/float64(w.Size()), allocs)
 			}
 		} else if rank == 0 {
-			fmt.Fprintf(out, "%d %.3f\n", n, osuFigure(o, n, loop, elapsed))
+			fmt.Fprintf(out, "%d %.3f %.2f\n", n, osuFigure(o, n, loop, elapsed), allocs)
 		}
 	}
 	// No rank leaves before rank 0 has every figure: the others wait for

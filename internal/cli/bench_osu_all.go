@@ -17,6 +17,7 @@ with the same flags, prints their three tables, and then where cohort stands
 against the goals set against Open MPI's TCP path (btl self,tcp):
 
   8-byte one-way latency             within 1.5× of Open MPI tcp
+  8-byte latency, same host          within 3× of Open MPI vader (shared memory)
   1 MiB bandwidth                    at least 0.9× Open MPI tcp
   1 MiB Allreduce of float64, 4 ranks within 1.5× of Open MPI tcp
 

@@ -33,7 +33,11 @@ func TestBenchOSU(t *testing.T) {
 			if !strings.Contains(stdout, "÷raw TCP") {
 				t.Fatalf("no ratio column:\n%s", stdout)
 			}
-			row := regexp.MustCompile(`(?m)^\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$`)
+			if !strings.Contains(stdout, "allocs/") {
+				t.Fatalf("no allocation column:\n%s", stdout)
+			}
+			// size, cohort, raw TCP, ratio, then cohort's allocations.
+			row := regexp.MustCompile(`(?m)^\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+$`)
 			rows := row.FindAllStringSubmatch(stdout, -1)
 			if len(rows) != len(c.sizes) {
 				t.Fatalf("want %d rows, got:\n%s", len(c.sizes), stdout)

@@ -35,6 +35,13 @@ type Config struct {
 	// WriteBufferSize is the size, in bytes, of a connection's coalescing
 	// write buffer. Default wire.DefaultWriteBufferSize.
 	WriteBufferSize int
+	// DirectMax is the largest payload, in bytes, that SendDirect writes
+	// on the caller's goroutine (header and payload in one vectored write,
+	// no copy) when the peer's connection is idle; larger payloads, and any
+	// frame sent while earlier ones wait in the queue, are copied and
+	// queued for the writer goroutine. Default 4 MiB; negative disables
+	// the direct path.
+	DirectMax int
 	// SocketBuffer sets the kernel send and receive buffers of every
 	// connection, in bytes; 0 keeps the operating system's default.
 	SocketBuffer int
@@ -81,6 +88,7 @@ const (
 	DefaultBackoffMin       = 20 * time.Millisecond
 	DefaultBackoffMax       = 2 * time.Second
 	DefaultKeepAlive        = 5 * time.Second
+	DefaultDirectMax        = 4 << 20
 )
 
 // DefaultConfig returns a Config with every default filled in; the caller
@@ -96,6 +104,7 @@ func DefaultConfig() Config {
 		BackoffMin:       DefaultBackoffMin,
 		BackoffMax:       DefaultBackoffMax,
 		KeepAlive:        DefaultKeepAlive,
+		DirectMax:        DefaultDirectMax,
 	}
 }
 
@@ -128,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAlive == 0 {
 		c.KeepAlive = d.KeepAlive
+	}
+	if c.DirectMax == 0 {
+		c.DirectMax = d.DirectMax
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

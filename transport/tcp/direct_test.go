@@ -1,20 +1,261 @@
 package tcp_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/transport/transporttest"
 	"github.com/cohort-mp/cohort/wire"
 )
 
+// The tests in this file check SendDirect: frames written on the caller's
+// goroutine stay in order with queued ones, the caller's buffer is not kept,
+// Flush counts them, the steady state allocates nothing, and a peer that
+// dies mid-stream neither hangs the sender nor goes unreported.
+
+var (
+	seqKind   = core.MakeKind(core.ProtoTest, 20)
+	noiseKind = core.MakeKind(core.ProtoTest, 21)
+)
+
+// directPair returns two connected transports (a → c) with cfg's DirectMax.
+func directPair(t *testing.T, directMax int) (a, c *tcp.Transport) {
+	t.Helper()
+	ca, cc := config(1, nil), config(2, nil)
+	ca.DirectMax, cc.DirectMax = directMax, directMax
+	ca.QueueLen = 8 // a small queue: back-pressure mixes both paths
+	a, c = listen(t, ca), listen(t, cc)
+	a.SetPeer(2, c.Addr())
+	c.SetPeer(1, a.Addr())
+	return a, c
+}
+
+// seqBody fills a body of n ≥ 8 bytes: the sequence number then a pattern
+// derived from it.
+func seqBody(b []byte, seq uint64) {
+	binary.BigEndian.PutUint64(b, seq)
+	for i := 8; i < len(b); i++ {
+		b[i] = byte(seq) ^ byte(i)
+	}
+}
+
+// TestSendDirectOrder interleaves SendDirect of small bodies (direct when
+// the connection is idle), of bodies above DirectMax (queued) and plain
+// Sends, with another goroutine sending control frames meanwhile; every
+// frame of the first goroutine arrives once, in order and intact although
+// the caller overwrites its buffer as soon as SendDirect returns.
+func TestSendDirectOrder(t *testing.T) {
+	t.Logf("seed %d (replay: go test -run TestSendDirectOrder -seed %d)", *seed, *seed)
+	rng := rand.New(rand.NewPCG(*seed, 20))
+	const directMax = 4 << 10
+	a, c := directPair(t, directMax)
+
+	const n = 3000
+	var mu sync.Mutex
+	var got []uint64
+	var bad []string
+	done := make(chan struct{})
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		if f.Kind != seqKind {
+			return
+		}
+		p := f.Payload
+		mu.Lock()
+		defer mu.Unlock()
+		if len(p) < 9 {
+			bad = append(bad, "short payload")
+			return
+		}
+		seq := binary.BigEndian.Uint64(p[1:])
+		want := make([]byte, len(p)-1)
+		seqBody(want, seq)
+		if p[0] != 0xAB || !bytes.Equal(p[1:], want) {
+			bad = append(bad, "corrupt payload")
+		}
+		got = append(got, seq)
+		if len(got) == n {
+			close(done)
+		}
+	}})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // control traffic on the same connection
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := a.Send(ctx, 2, wire.Frame{Kind: noiseKind, Payload: []byte{1, 2, 3}}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 3*directMax)
+	hdr := []byte{0xAB}
+	for seq := range uint64(n) {
+		var size int
+		switch rng.IntN(10) {
+		case 0:
+			size = directMax + 1 + rng.IntN(directMax) // queued
+		default:
+			size = 8 + rng.IntN(200)
+		}
+		body := buf[:size]
+		seqBody(body, seq)
+		var err error
+		if rng.IntN(8) == 0 {
+			err = a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: append([]byte{0xAB}, body...)})
+		} else {
+			err = a.SendDirect(ctx, 2, wire.Frame{Kind: seqKind, Payload: hdr}, body)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(body) // the transport must not read it after return
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("not every frame arrived")
+	}
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("%d bad frames, first: %s", len(bad), bad[0])
+	}
+	// Both paths were taken: direct writes, and queued frames written by
+	// the writer (the plain Sends, the large bodies, the control frames).
+	st := a.Stats()
+	t.Logf("%d frames out, %d written directly", st.FramesOut, st.Direct)
+	if st.Direct == 0 || st.Direct >= st.FramesOut {
+		t.Fatalf("%d of %d frames written directly: want both paths", st.Direct, st.FramesOut)
+	}
+	for i, seq := range got {
+		if seq != uint64(i) {
+			t.Fatalf("frame %d has sequence number %d: reordered", i, seq)
+		}
+	}
+}
+
+// TestSendDirectAllocs: a ping-pong of SendDirect (idle connection) and a
+// reader that hands the frame to a channel allocates nothing per message.
+func TestSendDirectAllocs(t *testing.T) {
+	a, c := directPair(t, 0)
+	pong := make(chan struct{}, 1)
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { pong <- struct{}{} }})
+	ctx := context.Background()
+	hdr, body := []byte{1, 2, 3, 4}, make([]byte, 1024)
+	f := wire.Frame{Kind: seqKind, Payload: hdr}
+	for range 10 { // warm up: dial, handshake, buffers
+		if err := a.SendDirect(ctx, 2, f, body); err != nil {
+			t.Fatal(err)
+		}
+		<-pong
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := a.SendDirect(ctx, 2, f, body); err != nil {
+			t.Fatal(err)
+		}
+		<-pong
+	})
+	if allocs > 0 {
+		t.Fatalf("%.2f allocations per message, want 0", allocs)
+	}
+}
+
+// TestSendDirectPeerDies: the receiving transport closes in the middle of
+// a stream of SendDirect; the sender neither hangs nor goes without a hint
+// naming the peer, and Flush does not wait for the lost frames.
+func TestSendDirectPeerDies(t *testing.T) {
+	a, c := directPair(t, 0)
+	hints := make(chan core.PeerHint, 64)
+	a.SetHandler(transport.HandlerFuncs{OnHint: func(h core.PeerHint) {
+		select {
+		case hints <- h:
+		default:
+		}
+	}})
+	var received sync.WaitGroup
+	received.Add(100)
+	var count int
+	var mu sync.Mutex
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) {
+		mu.Lock()
+		count++
+		if count <= 100 {
+			received.Done()
+		}
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body := make([]byte, 16<<10)
+	for i := range 100 {
+		if err := a.SendDirect(ctx, 2, wire.Frame{Kind: seqKind}, body); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	received.Wait()
+	c.Close()
+	// Frames after the death go to the dead connection (lost) or, once
+	// the transport knows, to the queue, which fills while the redials
+	// fail: the send then gives up with its context instead of hanging.
+	full := 0
+	for i := range 40 {
+		sctx, scancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		err := a.SendDirect(sctx, 2, wire.Frame{Kind: seqKind}, body)
+		scancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, transport.ErrQueueFull):
+			full++
+		default:
+			t.Fatalf("send %d after the death: %v", i, err)
+		}
+	}
+	t.Logf("%d of 40 sends after the death found the queue full", full)
+	select {
+	case h := <-hints:
+		if h.Node != 2 {
+			t.Fatalf("hint names %v, want 2", h.Node)
+		}
+	case <-ctx.Done():
+		t.Fatal("no hint about the dead peer")
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+}
+
 // SendDirect and Send mixed by one sender keep its order, whatever path
 // each frame takes (direct when the connection is idle, queued otherwise),
-// with bodies of every size around MaxDirect; the body is not kept.
+// with bodies of every size around DirectMax; the body is not kept.
 func TestSendDirectKeepsOrder(t *testing.T) {
-	a := listen(t, config(1, nil))
+	const limit = 64 << 10 // DirectMax of this test: bodies on both sides of it
+	ca := config(1, nil)
+	ca.DirectMax = limit
+	a := listen(t, ca)
 	b := listen(t, config(2, nil))
 	rb := transporttest.NewRecorder()
 	b.SetHandler(rb)
@@ -32,7 +273,7 @@ func TestSendDirectKeepsOrder(t *testing.T) {
 			// The header part in the frame's payload, the rest as body.
 			pad := 0
 			if rng.IntN(10) == 0 {
-				pad = tcp.MaxDirect - 64 + rng.IntN(128) // both sides of the limit
+				pad = limit - 64 + rng.IntN(128) // both sides of the limit
 			}
 			full := transporttest.Payload(i, pad)
 			body := append([]byte(nil), full[len(p)/2:]...)

@@ -132,20 +132,21 @@ type peer struct {
 	// no connection has been put in use since (see Flush).
 	unreachable bool
 
-	// accepted counts the frames Send has put in q; written counts those
-	// the writer has written to a connection (owned by the writer), and
-	// flushed the value written had when the writer last found q empty and
-	// its buffer flushed (see Flush).
+	// accepted counts the frames Send has put in q (and SendDirect has
+	// taken); written counts those written to a connection, and flushed
+	// the value written had when the writer last found q empty and its
+	// buffer flushed, or when SendDirect last wrote (see Flush).
 	accepted atomic.Uint64
-	written  uint64
 	flushed  atomic.Uint64
 
-	// wmu is held by whoever writes to the connection: the writer from the
-	// moment it takes a frame until its buffer is flushed, or SendDirect
-	// for its one vectored write. head and bufs are SendDirect's scratch.
-	wmu  sync.Mutex
-	head []byte
-	bufs net.Buffers
+	// wmu is held by whoever writes to the connection: the writer while it
+	// drains q into its buffer and flushes it, SendDirect for its one
+	// vectored write. It guards written and the scratch buffers.
+	wmu     sync.Mutex
+	written uint64
+	hdr     []byte      // SendDirect's length prefix, header and small payload
+	bufs    net.Buffers // SendDirect's vectored write (its two slices)
+	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
 }
 
 func (p *peer) signal() {
@@ -168,6 +169,16 @@ type conn struct {
 	cause      error // why it died; valid after dead
 	readerDone chan struct{}
 	prev       *conn // the connection it replaced, whose reader must finish first
+}
+
+// isDead reports whether c has been closed.
+func (c *conn) isDead() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
 }
 
 // close closes c once, recording whether it was on purpose and why.
@@ -329,55 +340,71 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 	}
 }
 
-// MaxDirect is the largest frame, in bytes, SendDirect writes on the
-// caller's goroutine; larger ones go through the writer (a large write may
-// block on a full socket buffer, and the caller should not).
-const MaxDirect = 64 << 10
-
-// SendDirect sends f with body appended to its payload. When the
-// connection to the peer is up, idle (nothing queued or buffered) and the
-// frame small (MaxDirect), it writes the frame on the caller's goroutine
-// with one vectored write of the header and body, with no copy and no
-// goroutine hop; otherwise it appends body to f.Payload and queues the
-// frame as Send does. Frames of one caller keep their order either way.
-// The transport does not keep body after SendDirect returns.
+// SendDirect sends a frame whose payload is f.Payload followed by body
+// (a data message: a small header and the user's buffer). When the peer
+// has a connection in use, nothing waits in its queue, no one is writing
+// to it and the payload is at most Config.DirectMax bytes, the frame is
+// written on the caller's goroutine with one vectored write (writev) of
+// length prefix, header and payload, without copying body and without a
+// hand-off to the writer goroutine; the call then returns once the kernel
+// has taken the bytes, which can wait while the peer's receive buffer is
+// full. Otherwise the payload is copied and queued as by Send. Either way
+// the caller may reuse body when SendDirect returns. A frame written to a
+// connection that then fails is lost, as one queued is (see the package
+// doc); the error is returned only when the frame cannot be queued.
 func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
-	if to == t.self {
-		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
-	}
-	f.Src, f.Dst = t.self, to
-	size := wire.EncodedSize(f) + len(body)
-	t.mu.Lock()
-	p := t.peers[to]
-	var c *conn
-	if p != nil && !t.closed {
-		c = p.cur
-	}
-	t.mu.Unlock()
-	if c != nil && size <= MaxDirect && size-wire.LengthSize <= t.cfg.MaxFrameSize && len(p.q) == 0 && p.wmu.TryLock() {
-		// Every frame queued so far is written and flushed (the writer
-		// holds wmu while any is in its buffer, and accepted counts a
-		// frame before the writer can take it).
-		if p.accepted.Load() == p.flushed.Load() {
-			p.head = wire.AppendFrameHead(p.head[:0], f, len(body))
-			p.bufs = append(p.bufs[:0], p.head, body)
-			out := p.bufs // WriteTo consumes its receiver; p.bufs keeps the array
-			_, err := out.WriteTo(c.nc)
-			p.bufs[1] = nil // do not keep the caller's buffer
-			p.wmu.Unlock()
-			if err != nil {
-				c.close(false, err) // lost with the connection, as queued frames are
-			} else {
-				t.stats.framesOut.Add(1)
-				t.stats.direct.Add(1)
-			}
+	n := len(f.Payload) + len(body)
+	if n <= t.cfg.DirectMax && to != t.self {
+		t.mu.Lock()
+		var c *conn
+		p := t.peers[to]
+		if p != nil && !t.closed {
+			c = p.cur
+		}
+		t.mu.Unlock()
+		if c != nil && t.writeDirect(p, c, f, body) {
 			return nil
 		}
-		p.wmu.Unlock()
 	}
-	f.Payload = append(f.Payload, body...)
+	payload := make([]byte, 0, n)
+	f.Payload = append(append(payload, f.Payload...), body...)
 	return t.Send(ctx, to, f)
 }
+
+// writeDirect writes f (payload f.Payload then body) to c if p's queue is
+// drained and flushed and no one holds p.wmu; it reports whether it did
+// (a write that fails closes c and counts as done: the frame is lost).
+func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) bool {
+	if body := wire.LengthSize + len(f.Payload) + len(body) + 4*binaryMaxVarint; body > t.cfg.MaxFrameSize {
+		return false // let Send report the exact size
+	}
+	if !p.wmu.TryLock() {
+		return false
+	}
+	if p.flushed.Load() != p.accepted.Load() || c.isDead() {
+		p.wmu.Unlock()
+		return false
+	}
+	f.Src, f.Dst = t.self, p.id
+	p.accepted.Add(1)
+	p.written++
+	p.hdr = wire.AppendFrameHead(p.hdr[:0], f, len(body))
+	p.bufs = append(p.bufs[:0], p.hdr, body)
+	p.wbufs = p.bufs
+	if _, err := p.wbufs.WriteTo(c.nc); err != nil {
+		c.close(false, err)
+	} else {
+		t.stats.framesOut.Add(1)
+		t.stats.direct.Add(1)
+	}
+	p.bufs[0], p.bufs[1], p.wbufs = nil, nil, nil // do not keep the caller's buffer
+	p.flushed.Store(p.written)
+	p.wmu.Unlock()
+	return true
+}
+
+// binaryMaxVarint is the longest encoding of a header field.
+const binaryMaxVarint = 10
 
 // Close closes every connection and the listener, and waits for every
 // goroutine of the transport to end (a handler blocked in Deliver delays
@@ -1002,34 +1029,13 @@ func (t *Transport) backoff(attempt int) time.Duration {
 // closes. pending, if not nil, is written first. A frame taken from the
 // queue after c is known to be dead is not written but returned, so that it
 // goes out on the next connection (frames already handed to a connection
-// that then breaks are lost, see the package doc).
+// that then breaks are lost, see the package doc). The writer holds p.wmu
+// from the first frame it takes until the queue is empty and its buffer
+// flushed, so that SendDirect never writes between queued frames.
 func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten *wire.Frame) {
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
-	dead := func() bool {
-		select {
-		case <-c.dead:
-			return true
-		default:
-			return false
-		}
-	}
-	// The writer holds p.wmu while frames sit in its buffer, so that a
-	// direct write (SendDirect) never overtakes them.
-	locked := false
-	lock := func() {
-		if !locked {
-			p.wmu.Lock()
-			locked = true
-		}
-	}
-	defer func() {
-		if locked {
-			p.wmu.Unlock()
-		}
-	}()
 	write := func(f wire.Frame) bool {
-		lock()
 		p.written++ // written or lost with c: either way no longer queued
 		if err := fw.WriteFrame(f); err != nil {
 			c.close(false, err)
@@ -1038,50 +1044,56 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		t.stats.framesOut.Add(1)
 		return true
 	}
-	if pending != nil {
-		if dead() {
-			return pending
-		}
-		if !write(*pending) {
-			return nil
-		}
+	if pending == nil {
+		// Frames lost with the previous connection count as written.
+		p.wmu.Lock()
+		p.flushed.Store(p.written)
+		p.wmu.Unlock()
 	}
+	next := pending
 	for {
-		select {
-		case f := <-p.q:
-			if dead() {
-				return &f
-			}
-			if !write(f) {
+		if next == nil {
+			select {
+			case f := <-p.q:
+				next = &f
+			case <-c.dead:
+				return nil
+			case <-p.removed:
+				return nil
+			case <-t.closing:
 				return nil
 			}
-			continue
-		default:
 		}
-		if fw.Buffered() > 0 {
+		if c.isDead() {
+			return next
+		}
+		p.wmu.Lock()
+		ok := write(*next)
+		next = nil
+	drain:
+		for ok {
+			select {
+			case f := <-p.q:
+				if c.isDead() {
+					p.wmu.Unlock()
+					return &f
+				}
+				ok = write(f)
+			default:
+				break drain
+			}
+		}
+		if ok && fw.Buffered() > 0 {
 			if err := fw.Flush(); err != nil {
 				c.close(false, err)
-				return nil
+				ok = false
 			}
 		}
-		p.flushed.Store(p.written)
-		if locked {
-			p.wmu.Unlock()
-			locked = false
+		if ok {
+			p.flushed.Store(p.written)
 		}
-		select {
-		case f := <-p.q:
-			if dead() {
-				return &f
-			}
-			if !write(f) {
-				return nil
-			}
-		case <-c.dead:
-			return nil
-		case <-p.removed:
-			return nil
-		case <-t.closing:
+		p.wmu.Unlock()
+		if !ok {
 			return nil
 		}
 	}
@@ -1100,7 +1112,7 @@ type Stats struct {
 	Misaddressed uint64 // frames dropped: wrong source or destination
 	FramesIn     uint64 // frames delivered to the handler
 	FramesOut    uint64 // frames handed to a connection's writer
-	Direct       uint64 // of those, frames SendDirect wrote on the caller's goroutine
+	Direct       uint64 // of FramesOut, those SendDirect wrote itself
 	Conns        int    // connections in use now
 }
 
@@ -1117,7 +1129,8 @@ func (t *Transport) Stats() Stats {
 		TieBreaks: t.stats.tieBreaks.Load(), Established: t.stats.established.Load(),
 		Lost: t.stats.lost.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
-		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(), Direct: t.stats.direct.Load(),
+		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
+		Direct: t.stats.direct.Load(),
 	}
 	t.mu.Lock()
 	for _, p := range t.peers {
