@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -588,23 +589,60 @@ func (r *Request) bytes() []byte { return r.data }
 
 // WaitAll waits for every request (or until ctx is done) and returns the
 // first error among them in order, or nil. nil requests are an error.
+//
+// A failure does not wait for the rest: as soon as one request has failed
+// because a process failed (a [*ProcFailedError]) or the communicator was
+// revoked, WaitAll returns that error, even if other requests are still
+// pending — they may involve ranks that will never send again (a rank that
+// saw the failure one step earlier and left its loop), and waiting for them
+// would hang. Those requests stay pending: Wait for them or Cancel them
+// before reusing their buffers.
 func WaitAll(ctx context.Context, reqs ...*Request) error {
 	for i, r := range reqs {
 		if r == nil {
 			return fmt.Errorf("%w: request %d is nil", ErrBadArg, i)
 		}
 	}
-	var first error
-	for _, r := range reqs {
-		_, err := r.Wait(ctx)
-		if err != nil && first == nil {
-			first = err
+	if len(reqs) == 0 {
+		return nil
+	}
+	pending := make([]*Request, 0, len(reqs))
+	for {
+		// Take the wake channel before looking, so that a failure after
+		// the look wakes us.
+		var wake chan struct{}
+		if s := reqs[0].s; s != nil {
+			s.mu.Lock()
+			wake = s.failWake
+			s.mu.Unlock()
 		}
-		if ctx.Err() != nil {
+		var first error
+		pending = pending[:0]
+		for _, r := range reqs {
+			if !r.finished.Load() {
+				pending = append(pending, r)
+				continue
+			}
+			if _, err := r.result(); err != nil && first == nil {
+				first = err
+			}
+		}
+		if len(pending) == 0 {
+			return first
+		}
+		var pf *ProcFailedError
+		if errors.As(first, &pf) || errors.Is(first, ErrRevoked) {
+			return first
+		}
+		// Wait for the first pending request, or for a failure that may
+		// have failed another one.
+		select {
+		case <-pending[0].doneChan():
+		case <-wake:
+		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return first
 }
 
 // WaitAny waits until one of the requests completes and returns its index,

@@ -295,3 +295,35 @@ func TestFinalizedSession(t *testing.T) {
 		t.Errorf("Shrink after Finalize: %v", err)
 	}
 }
+
+// WaitAll does not hang on a request of a live rank that will never be
+// matched once another of its requests failed with the death of a rank:
+// rank 0 waits for a message from rank 1 (alive, but it will never send:
+// it left its loop a step earlier, as in examples/ulfm's all-pairs
+// exchange) and one from rank 2, which dies. Before, WaitAll waited for the
+// requests in order and hung on rank 1's until its deadline.
+func TestWaitAllReturnsOnFailure(t *testing.T) {
+	ss := job(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	w0 := ss[0].World()
+	r1 := Irecv(w0, make([]byte, 8), 1, 3) // never sent
+	r2 := Irecv(w0, make([]byte, 8), 2, 3)
+	done := make(chan error, 1)
+	go func() { done <- WaitAll(ctx, r1, r2) }()
+	ss[2].kill()
+	select {
+	case err := <-done:
+		if !slices.Equal(failedRanks(err), []int{2}) {
+			t.Fatalf("WaitAll = %v, want an error naming rank 2", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("WaitAll hung on the live rank's request after rank 2 died")
+	}
+	if _, ok, _ := r1.Test(); ok {
+		t.Error("the live rank's receive completed; it should still be pending")
+	}
+	if !r1.Cancel() {
+		t.Error("the pending receive could not be cancelled")
+	}
+}

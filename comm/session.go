@@ -55,6 +55,10 @@ type Session struct {
 	vmapBuf   map[uint64][]vmapMsg   // mapping updates for virtual layers not created here yet
 
 	failures chan Failure
+	// failWake is closed (and replaced, under mu) each time requests are
+	// failed because ranks failed: WaitAll blocked on a request of a live
+	// rank wakes up and looks for the failed ones.
+	failWake chan struct{}
 	world    *Comm
 
 	finalizeOnce sync.Once
@@ -123,6 +127,7 @@ func newSession(tr transport.Transport, size int, logger *slog.Logger) *Session 
 		agreeBuf:  map[uint64][]agreeNote{},
 		vmapBuf:   map[uint64][]vmapMsg{},
 		failures:  make(chan Failure, size),
+		failWake:  make(chan struct{}),
 		hostDone:  make(chan struct{}),
 	}
 	members := make([]core.NodeID, size)
@@ -290,6 +295,8 @@ func (s *Session) fail(ranks []int, epoch uint64) {
 	for _, q := range s.queues {
 		s.recheckLocked(q)
 	}
+	close(s.failWake)
+	s.failWake = make(chan struct{})
 	for _, c := range s.comms {
 		sends = append(sends, s.agreeOnFailureLocked(c)...)
 	}
