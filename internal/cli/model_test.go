@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cohort model replication writes Figure 10's CSV, plot and report, and
+// its checks pass; an unknown model is a usage error.
+func TestModelReplication(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := run(t, "model", "replication", "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "replication.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(csv), "\n"); lines != 41 {
+		t.Errorf("replication.csv has %d lines, want a header and 40 rows", lines)
+	}
+	for _, f := range []string{"replication.png", "replication.svg", "report.md"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if code, _, _ := run(t, "model", "weather"); code != exitUsage {
+		t.Errorf("unknown model: exit %d, want %d", code, exitUsage)
+	}
+}
