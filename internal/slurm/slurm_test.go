@@ -178,41 +178,7 @@ func TestSrunNQueensKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const n, victim = 8, 3
-	name := jobName(t)
-	events := filepath.Join(t.TempDir(), "events.jsonl")
-	cmd := cluster.Command(ctx, "srun", "-J", name, "-O", "-n", strconv.Itoa(n), "--mpi=pmi2", "./nqueens", "-n", "16", "-v", "-seed", "13")
-	cmd.Dir = bin
-	cmd.Env = append(cmd.Env, "COHORT_SLURM_SECRET="+testSecret, "COHORT_EVENTS="+events)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	defer func() {
-		if !waited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-
-	// Every task writes its events to the one file (appends of whole
-	// lines); wait until each has installed its first view.
-	if err := waitViews(ctx, events, n, 2*time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	pids, err := TaskPIDs(name)
-	if err != nil || pids[victim] == 0 {
-		t.Fatalf("task %d's pid not found (%v, %v)", victim, pids, err)
-	}
-	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("SIGKILLed task %d (pid %d)", victim, pids[victim])
-	err = cmd.Wait()
-	waited = true
-	text := out.String()
-	t.Logf("srun output:\n%s", text)
+	text, err := srunAndKill(t, ctx, n, victim, "./nqueens", "-n", "16", "-v", "-seed", "13")
 	// srun's status is the killed task's (137); the survivors' results are
 	// in the output.
 	var ee *exec.ExitError
@@ -242,9 +208,31 @@ func TestSrunULFMKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n, victim = 5, 3
+	text, _ := srunAndKill(t, ctx, n, victim, "./ulfm", "-op", "allreduce")
+	for r := 0; r < n; r++ {
+		if r == victim {
+			continue
+		}
+		if !regexp.MustCompile(fmt.Sprintf(`rank %d: allreduce failed naming ranks \[%d\]`, r, victim)).MatchString(text) &&
+			!strings.Contains(text, fmt.Sprintf("rank %d: allreduce failed: communicator revoked by a peer", r)) {
+			t.Errorf("rank %d: no failure naming rank %d (or revocation)", r, victim)
+		}
+		if !regexp.MustCompile(fmt.Sprintf(`rank %d: recovered: rank \d of 4 survivors, failed \[%d\].*OK`, r, victim)).MatchString(text) {
+			t.Errorf("rank %d did not recover", r)
+		}
+	}
+}
+
+// srunAndKill runs the program (in the test binaries' directory) on n
+// tasks with srun, waits until every task has installed its first view
+// (their events go to one file), SIGKILLs task victim, waits for srun and
+// returns its output (logged) and its error.
+func srunAndKill(t *testing.T, ctx context.Context, n, victim int, prog ...string) (string, error) {
+	t.Helper()
 	name := jobName(t)
 	events := filepath.Join(t.TempDir(), "events.jsonl")
-	cmd := cluster.Command(ctx, "srun", "-J", name, "-O", "-n", strconv.Itoa(n), "--mpi=pmi2", "./ulfm", "-op", "allreduce")
+	args := append([]string{"-J", name, "-O", "-n", strconv.Itoa(n), "--mpi=pmi2"}, prog...)
+	cmd := cluster.Command(ctx, "srun", args...)
 	cmd.Dir = bin
 	cmd.Env = append(cmd.Env, "COHORT_SLURM_SECRET="+testSecret, "COHORT_EVENTS="+events)
 	var out bytes.Buffer
@@ -259,6 +247,8 @@ func TestSrunULFMKill(t *testing.T) {
 			cmd.Wait()
 		}
 	}()
+	// Every task writes its events to the one file (appends of whole
+	// lines); wait until each has installed its first view.
 	if err := waitViews(ctx, events, n, 2*time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -269,22 +259,11 @@ func TestSrunULFMKill(t *testing.T) {
 	if err := syscall.Kill(pids[victim], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	t.Logf("SIGKILLed task %d (pid %d)", victim, pids[victim])
+	err = cmd.Wait()
 	waited = true
-	text := out.String()
-	t.Logf("srun output:\n%s", text)
-	for r := 0; r < n; r++ {
-		if r == victim {
-			continue
-		}
-		if !regexp.MustCompile(fmt.Sprintf(`rank %d: allreduce failed naming ranks \[%d\]`, r, victim)).MatchString(text) &&
-			!strings.Contains(text, fmt.Sprintf("rank %d: allreduce failed: communicator revoked by a peer", r)) {
-			t.Errorf("rank %d: no failure naming rank %d (or revocation)", r, victim)
-		}
-		if !regexp.MustCompile(fmt.Sprintf(`rank %d: recovered: rank \d of 4 survivors, failed \[%d\].*OK`, r, victim)).MatchString(text) {
-			t.Errorf("rank %d did not recover", r)
-		}
-	}
+	t.Logf("srun output:\n%s", out.String())
+	return out.String(), err
 }
 
 // waitViews waits until the events file holds a first view from n
