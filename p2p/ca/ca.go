@@ -1,0 +1,254 @@
+// Package ca is the cluster's certificate authority for the peer-to-peer
+// middleware: supernodes, peer daemons and submitters speak mutual TLS with
+// certificates issued by one CA, and a daemon accepts a job only from a
+// submitter whose certificate chains to that CA and whose name (the
+// certificate's common name) its configuration allows.
+//
+// Files: a CA is a directory holding ca.crt (PEM, public) and ca.key (PEM,
+// 0600); Issue writes NAME.crt and NAME.key (0600) for a member. Keys are
+// ECDSA P-256; certificates carry the name as common name and as a DNS
+// name (and as an IP address when it is one), for client and server use.
+package ca
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Errors of the package.
+var (
+	// ErrExists: Init or Issue would overwrite files.
+	ErrExists = errors.New("ca: already exists")
+	// ErrBadName: a name that is not a host name, an address or a user
+	// name made of letters, digits, '.', '-' and '_'.
+	ErrBadName = errors.New("ca: bad name")
+	// ErrNotAllowed: a peer's certificate is valid but its name is not
+	// in the allowed list.
+	ErrNotAllowed = errors.New("ca: name not allowed")
+	// ErrFiles: a CA directory or credential file that cannot be used
+	// (missing, unreadable, bad PEM, a key readable by others).
+	ErrFiles = errors.New("ca: bad files")
+)
+
+// Validity of what Init and Issue make.
+const (
+	CAValidity     = 10 * 365 * 24 * time.Hour
+	MemberValidity = 2 * 365 * 24 * time.Hour
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$`)
+
+// Init creates a CA in dir (created 0700 if missing): ca.crt and ca.key
+// (0600). It refuses to overwrite an existing CA.
+func Init(dir, name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w: %q", ErrBadName, name)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	for _, f := range []string{"ca.crt", "ca.key"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return fmt.Errorf("%w: %s", ErrExists, filepath.Join(dir, f))
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: name, Organization: []string{"cohort"}},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(CAValidity),
+		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	return writePair(dir, "ca", der, key)
+}
+
+// Issue writes NAME.crt and NAME.key (0600) into out, signed by the CA in
+// dir, for name (a daemon's host name or address, or a submitter's user
+// name). It refuses to overwrite.
+func Issue(dir, out, name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w: %q (letters, digits, '.', '-', '_'; at most 63)", ErrBadName, name)
+	}
+	caCert, caKey, err := load(dir, "ca")
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{name + ".crt", name + ".key"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			return fmt.Errorf("%w: %s", ErrExists, filepath.Join(out, f))
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: name, Organization: []string{"cohort"}},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(MemberValidity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    []string{name},
+	}
+	if ip := net.ParseIP(name); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	return writePair(out, name, der, key)
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return n
+}
+
+func writePair(dir, base string, der []byte, key *ecdsa.PrivateKey) error {
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, base+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, base+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	return nil
+}
+
+// load reads base.crt and base.key from dir; the key must not be readable
+// by group or others.
+func load(dir, base string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	crtPath, keyPath := filepath.Join(dir, base+".crt"), filepath.Join(dir, base+".key")
+	cb, err := os.ReadFile(crtPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	st, err := os.Stat(keyPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, nil, fmt.Errorf("%w: %s is readable by others (mode %v): chmod 600 it", ErrFiles, keyPath, st.Mode().Perm())
+	}
+	kb, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	cblk, _ := pem.Decode(cb)
+	kblk, _ := pem.Decode(kb)
+	if cblk == nil || cblk.Type != "CERTIFICATE" || kblk == nil {
+		return nil, nil, fmt.Errorf("%w: %s or %s is not PEM", ErrFiles, crtPath, keyPath)
+	}
+	cert, err := x509.ParseCertificate(cblk.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrFiles, crtPath, err)
+	}
+	key, err := x509.ParseECPrivateKey(kblk.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrFiles, keyPath, err)
+	}
+	return cert, key, nil
+}
+
+// Credentials are what a member needs for mutual TLS: the CA's pool and
+// its own certificate.
+type Credentials struct {
+	Pool *x509.CertPool
+	Cert tls.Certificate
+	Name string
+}
+
+// Load reads the CA certificate from caFile and the member's NAME.crt and
+// NAME.key from dir.
+func Load(caFile, dir, name string) (*Credentials, error) {
+	pb, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pb) {
+		return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrFiles, caFile)
+	}
+	cert, key, err := load(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Credentials{Pool: pool, Cert: tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}, Name: name}, nil
+}
+
+// ServerConfig is the TLS configuration of a daemon or supernode: TLS 1.3,
+// its own certificate, and clients required to present a certificate of
+// the CA. allowed, if not nil, also requires the client's name to be in it
+// (the handshake then fails with an error wrapping ErrNotAllowed).
+func (c *Credentials) ServerConfig(allowed []string) *tls.Config {
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.Cert},
+		ClientCAs:    c.Pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+	}
+	if allowed != nil {
+		allowed = slices.Clone(allowed)
+		cfg.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
+			if len(chains) == 0 || len(chains[0]) == 0 {
+				return fmt.Errorf("%w: no verified certificate", ErrNotAllowed)
+			}
+			name := chains[0][0].Subject.CommonName
+			if !slices.Contains(allowed, name) {
+				return fmt.Errorf("%w: %q", ErrNotAllowed, name)
+			}
+			return nil
+		}
+	}
+	return cfg
+}
+
+// ClientConfig is the TLS configuration to reach the server named server
+// (its certificate's name): TLS 1.3, the CA's pool, and this member's
+// certificate for the server to check.
+func (c *Credentials) ClientConfig(server string) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.Cert},
+		RootCAs:      c.Pool,
+		ServerName:   server,
+	}
+}
+
+// PeerName returns the verified common name of the peer of a TLS
+// connection whose handshake is done ("" if none).
+func PeerName(cs tls.ConnectionState) string {
+	if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return cs.VerifiedChains[0][0].Subject.CommonName
+}
