@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/cohort-mp/cohort/p2p/ca"
+	"github.com/cohort-mp/cohort/p2p/supernode"
+)
+
+func init() {
+	register(&command{
+		name:     "supernode",
+		synopsis: "--name NAME [--listen ADDR] [--ca FILE] [--certs DIR] [--expiry D]",
+		summary:  "the bootstrap registry of the peer-to-peer middleware",
+		help: `Supernode runs the registry that peer daemons register with and that
+submitters ask for the list of live peers (HTTP/JSON over mutual TLS: every
+client needs a certificate of the cluster's CA, see 'cohort ca'). A daemon
+registers under its certificate's name; a registration not renewed within
+--expiry is dropped. Logs are JSON lines on standard error; SIGTERM or
+Ctrl-C shuts it down gracefully.
+
+Examples:
+  cohort ca issue sn1.example.org
+  cohort supernode --name sn1.example.org --listen :7940`,
+		run: runSupernode,
+	})
+}
+
+func runSupernode(ctx context.Context, c *call) error {
+	home, _ := os.UserHomeDir()
+	fs := c.newFlags()
+	name := fs.String("name", "", "this supernode's `name` (its certificate NAME.crt/NAME.key)")
+	listen := fs.String("listen", ":7940", "`address` to serve on")
+	caFile := fs.String("ca", filepath.Join(home, ".cohort", "ca", "ca.crt"), "the cluster CA's certificate `file`")
+	certs := fs.String("certs", filepath.Join(home, ".cohort", "ca"), "`directory` holding NAME.crt and NAME.key")
+	expiry := fs.Duration("expiry", supernode.DefaultExpiry, "how long a registration lives without renewal")
+	if err := c.parse(fs, c.args, 0); err != nil {
+		return err
+	}
+	if *name == "" {
+		return usagef("--name is required (the name of this supernode's certificate)")
+	}
+	if *expiry <= 0 {
+		return usagef("--expiry must be positive")
+	}
+	creds, err := ca.Load(*caFile, *certs, *name)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(c.stderr, nil))
+	return supernode.Serve(ctx, supernode.Config{Listen: *listen, Creds: creds, Expiry: *expiry, Logger: log,
+		Ready: func(addr string) { fmt.Fprintf(c.stdout, "supernode %s serving on %s\n", *name, addr) }})
+}
