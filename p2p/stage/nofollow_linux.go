@@ -1,0 +1,5 @@
+package stage
+
+import "syscall"
+
+const noFollow = syscall.O_NOFOLLOW

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package stage
+
+const noFollow = 0
