@@ -132,7 +132,7 @@ func (g *Gate) Confirm(submitter, id string) (Token, error) {
 	g.expireLocked()
 	t := g.tokens[id]
 	if t == nil || t.Submitter != submitter {
-		return Token{}, fmt.Errorf("%w: %.8s…", ErrUnknown, id)
+		return Token{}, fmt.Errorf("%w: token %.8s", ErrUnknown, id)
 	}
 	t.Confirmed = true
 	return *t, nil
@@ -145,7 +145,7 @@ func (g *Gate) Release(submitter, id string) error {
 	defer g.mu.Unlock()
 	t := g.tokens[id]
 	if t == nil || t.Submitter != submitter {
-		return fmt.Errorf("%w: %.8s…", ErrUnknown, id)
+		return fmt.Errorf("%w: token %.8s", ErrUnknown, id)
 	}
 	delete(g.tokens, id)
 	return nil

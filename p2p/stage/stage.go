@@ -60,7 +60,7 @@ func (d *Dir) Clean(p string) (string, error) {
 	}
 	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
 		if part == ".." {
-			return "", fmt.Errorf("%w: %q climbs with ..", ErrPath, p)
+			return "", fmt.Errorf("%w: %q has a \"..\" element", ErrPath, p)
 		}
 	}
 	full := filepath.Join(d.Root, clean)
