@@ -21,19 +21,13 @@ type replica struct {
 	lines chan string
 }
 
-func freeAddr(t *testing.T) string {
+// startReplica starts replica id listening on a port the kernel chooses
+// (a port picked by the test and freed before the replica binds it could be
+// taken by another test in between) and returns it with its group address,
+// read from the line it prints once it runs.
+func startReplica(t *testing.T, bin string, id int, join string) (*replica, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func startReplica(t *testing.T, bin string, id int, bind, join string) *replica {
-	t.Helper()
-	args := []string{"-id", fmt.Sprint(id), "-http", "127.0.0.1:0", "-bind", bind}
+	args := []string{"-id", fmt.Sprint(id), "-http", "127.0.0.1:0", "-bind", "127.0.0.1:0"}
 	if join != "" {
 		args = append(args, "-join", join)
 	}
@@ -57,7 +51,32 @@ func startReplica(t *testing.T, bin string, id int, bind, join string) *replica 
 		io.Copy(io.Discard, out)
 	}()
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return r
+	return r, r.groupAddr(t, id)
+}
+
+// groupAddr reads lines up to "replica nN: group ADDR, HTTP …" and returns
+// ADDR.
+func (r *replica) groupAddr(t *testing.T, id int) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	prefix := fmt.Sprintf("replica n%d: group ", id)
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				t.Fatalf("replica %d exited before printing its group address", id)
+			}
+			if rest, found := strings.CutPrefix(l, prefix); found {
+				addr, _, _ := strings.Cut(rest, ",")
+				if _, _, err := net.SplitHostPort(addr); err != nil {
+					t.Fatalf("replica %d: bad group address in %q: %v", id, l, err)
+				}
+				return addr
+			}
+		case <-deadline:
+			t.Fatalf("replica %d printed no group address within 30 s", id)
+		}
+	}
 }
 
 // viewMembers returns the sorted member list of a "view …" line, or nil.
@@ -104,11 +123,12 @@ func TestThreeReplicasKillOne(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	rs := []*replica{startReplica(t, bin, 1, addrs[0], "")}
+	first, seed := startReplica(t, bin, 1, "")
+	rs := []*replica{first}
 	rs[0].waitView(t, 1, "n1")
 	for i := 1; i < 3; i++ {
-		rs = append(rs, startReplica(t, bin, i+1, addrs[i], addrs[0]))
+		r, _ := startReplica(t, bin, i+1, seed)
+		rs = append(rs, r)
 	}
 	for i, r := range rs {
 		r.waitView(t, i+1, "n1", "n2", "n3")
