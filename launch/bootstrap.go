@@ -169,6 +169,9 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 		}
 	}
 	b.Detector = strings.TrimSpace(getenv(EnvDetector))
+	// Optional: the host to listen on (a launcher on several hosts sets
+	// the address of the rank's host; default 127.0.0.1).
+	b.Listen = strings.TrimSpace(getenv(EnvListenHost))
 	b.Source = "cohort run"
 	return b, b.Validate()
 }
@@ -224,6 +227,9 @@ func (b Bootstrap) Environ() []string {
 	}
 	if b.Detector != "" {
 		env = append(env, EnvDetector+"="+b.Detector)
+	}
+	if b.Listen != "" {
+		env = append(env, EnvListenHost+"="+b.Listen)
 	}
 	return env
 }

@@ -21,7 +21,7 @@ func init() {
 	register(&command{
 		name:     "run",
 		synopsis: "-n N [flags] PROGRAM [-- ARGS]",
-		summary:  "run a message-passing program as N processes on this machine",
+		summary:  "run a message-passing program as N processes, on this machine or on peers",
 		help: `Run starts N processes of PROGRAM on this machine, ranks 0 to N−1 of one job,
 each with its place in the job in its environment (job id, rank, size, the
 address of this launcher's rendezvous, a fresh random job secret; never on
@@ -41,8 +41,18 @@ the other ranks keep running (a cohort program sees the failure as an error
 naming the rank); --abort-on-failure stops the job at the first failure, as
 mpirun does.
 
+With --hosts the job runs on the peers of the peer-to-peer middleware
+instead: the supernodes give the live peer daemons ('cohort boot'), ranked by
+the latency of a ping; N slots are reserved with overbooking, the ranks
+placed by --alloc (spread: as few per host as possible, closest hosts
+first; concentrate: fill the closest hosts first), the program staged and
+launched, and the output forwarded. A host lost during the job is reported
+with its ranks, as a killed local rank is. Credentials: --name (default
+$USER), --ca and --certs (see 'cohort ca').
+
 Examples:
   cohort run -n 8 ./examples/pi
+  cohort run -n 12 --hosts supernode:sn1@10.0.0.2:7940 --alloc concentrate --name alice ./nqueens -- -n 14
   cohort run -n 8 --prefix --kill 3@200ms ./examples/pi
   cohort run -n 2 ./examples/pingpong -- -iters 1000
   cohort run -n 4 --detector heartbeat --timeout 1m ./myprog`,
@@ -98,6 +108,7 @@ func runRun(ctx context.Context, c *call) error {
 	fs.BoolVar(&cfg.Prefix, "prefix", false, `start each output line with "[rank] "`)
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop the job after this `duration` (0: no limit)")
 	fs.BoolVar(&cfg.AbortOnFailure, "abort-on-failure", false, "stop the whole job when a rank fails")
+	hf := addHostsFlags(fs)
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
 		return err
 	}
@@ -120,6 +131,9 @@ func runRun(ctx context.Context, c *call) error {
 		}
 	}
 	cfg.Kills = kills
+	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
+		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts")
+	}
 	if rest[0] == "--" {
 		rest = rest[1:]
 	}
@@ -134,6 +148,9 @@ func runRun(ctx context.Context, c *call) error {
 	}
 	defer cleanup()
 	cfg.Program = path
+	if *hf.hosts != "" {
+		return runOnHosts(ctx, c, hf, cfg)
+	}
 	job, err := launch.Start(ctx, cfg)
 	if err != nil {
 		return err

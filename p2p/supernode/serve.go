@@ -1,7 +1,11 @@
 package supernode
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"strings"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,4 +66,66 @@ func Serve(ctx context.Context, cfg Config) error {
 	defer cancel()
 	log.Info("supernode: shutting down")
 	return srv.Shutdown(sctx)
+}
+
+// Client speaks to a supernode: a daemon registers through it, a
+// submitter asks it for peers.
+type Client struct {
+	// Addr is the supernode's host:port.
+	Addr string
+	hc   *http.Client
+}
+
+// NewClient returns a client of the supernode at addr, authenticated with
+// creds. name is the name the supernode's certificate must carry; "" takes
+// any certificate of the cluster's CA.
+func NewClient(creds *ca.Credentials, name, addr string) *Client {
+	tcfg := creds.ClientConfig(name)
+	if name == "" {
+		tcfg = creds.AnyMemberConfig()
+	}
+	tr := &http.Transport{TLSClientConfig: tcfg, TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 1}
+	return &Client{Addr: addr, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+}
+
+// Close releases the client's idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Register registers (or renews) the caller, under its certificate's name,
+// at addr.
+func (c *Client) Register(ctx context.Context, addr string) error {
+	body, _ := json.Marshal(map[string]string{"addr": addr})
+	req, err := http.NewRequestWithContext(ctx, "POST", "https://"+c.Addr+"/v1/register", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("supernode %s: %w", c.Addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("supernode %s refused the registration: %s (%s)", c.Addr, strings.TrimSpace(string(msg)), resp.Status)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	return nil
+}
+
+// Peers returns the supernode's list of live peers.
+func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "https://"+c.Addr+"/v1/peers", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("supernode %s: %w", c.Addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return nil, fmt.Errorf("supernode %s: %s (%s)", c.Addr, strings.TrimSpace(string(msg)), resp.Status)
+	}
+	return DecodePeers(resp.Body)
 }

@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/p2p/ca"
+	"github.com/cohort-mp/cohort/p2p/daemon"
+	"github.com/cohort-mp/cohort/p2p/place"
+	"github.com/cohort-mp/cohort/p2p/submit"
+)
+
+func init() {
+	register(&command{
+		name:     "boot",
+		synopsis: "--config FILE",
+		summary:  "run the peer daemon: register with supernodes, reserve, stage and launch jobs",
+		help: `Boot runs this machine's peer daemon. It registers with the supernodes of its
+configuration and keeps their merged list of peers (with the latency of an
+application-level ping to each), and serves submitters over mutual TLS:
+reservations (at most 'jobs' jobs and 'procs_per_job' processes per job,
+from the submitters in 'allowed'), staging of a job's files (SHA-256 checked,
+size-limited, never outside the job's directory) and the launch of its
+processes, whose output goes back to the submitter. A job's processes are
+stopped when its submitter goes away. Logs are JSON lines on standard error;
+SIGTERM, Ctrl-C or 'cohort halt' stop it gracefully (running jobs are told,
+their processes stopped).
+
+The configuration is a TOML file; every key but name has a default:
+
+  name          = "node1"               # the daemon's certificate: NAME.crt, NAME.key
+  listen        = ":7950"
+  advertise     = "10.0.0.5:7950"       # the address the others dial
+  supernodes    = ["sn1@10.0.0.2:7940"] # NAME@ADDR, or ADDR
+  ca            = "~/.cohort/ca/ca.crt"
+  certs         = "~/.cohort/ca"
+  work_dir      = "/tmp/cohort-daemon"
+  jobs          = 1                     # J
+  procs_per_job = 1                     # P
+  allowed       = ["alice"]             # empty: every member of the cluster
+  admins        = []                    # who may halt it, besides itself
+  hold          = "30s"                 # an unconfirmed reservation's life
+  max_file_mb   = 256
+  max_job_mb    = 1024
+  refresh       = "10s"                 # registration and peer-list refresh
+  ping          = "10s"                 # latency measurement
+  metrics       = "127.0.0.1:9150"      # Prometheus /metrics (plain HTTP); empty: none
+
+Examples:
+  cohort boot --config /etc/cohort/daemon.toml`,
+		run: runBoot,
+	})
+	for _, c := range []struct{ name, summary, help string }{
+		{"peers", "list the peers a daemon knows, with their latencies", `Peers asks a daemon for its cached list of peers and the round trip it
+last measured to each.`},
+		{"ps", "list the jobs and processes on a daemon", `Ps asks a daemon for its reservations and the processes of its running jobs.`},
+		{"halt", "stop a daemon (its running jobs are told and stopped)", `Halt asks a daemon to shut down. Only the daemon's own certificate and the
+names in its 'admins' may.`},
+	} {
+		register(&command{
+			name:     c.name,
+			synopsis: "--daemon NAME@HOST:PORT [--name NAME] [--ca FILE] [--certs DIR]",
+			summary:  c.summary,
+			help: c.help + `
+
+--name is the certificate this command presents (NAME.crt and NAME.key in
+--certs); it defaults to $USER.
+
+Example:
+  cohort ` + c.name + ` --daemon node1@10.0.0.5:7950 --name alice`,
+			run: runDaemonQuery,
+		})
+	}
+}
+
+// credFlags are the flags naming a member's credentials.
+type credFlags struct{ name, caFile, certs *string }
+
+func addCredFlags(fs *flag.FlagSet, defName string) credFlags {
+	home, _ := os.UserHomeDir()
+	return credFlags{
+		name:   fs.String("name", defName, "the `name` of the certificate to present (NAME.crt, NAME.key)"),
+		caFile: fs.String("ca", filepath.Join(home, ".cohort", "ca", "ca.crt"), "the cluster CA's certificate `file`"),
+		certs:  fs.String("certs", filepath.Join(home, ".cohort", "ca"), "`directory` holding NAME.crt and NAME.key"),
+	}
+}
+
+func (f credFlags) load() (*ca.Credentials, error) {
+	if *f.name == "" {
+		return nil, usagef("--name is required (the name of your certificate)")
+	}
+	return ca.Load(*f.caFile, *f.certs, *f.name)
+}
+
+func runBoot(ctx context.Context, c *call) error {
+	fs := c.newFlags()
+	path := fs.String("config", "", "the daemon's TOML configuration `file`")
+	if err := c.parse(fs, c.args, 0); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("--config is required")
+	}
+	cfg, err := daemon.Load(*path)
+	if err != nil {
+		return err
+	}
+	d, err := daemon.New(cfg, slog.New(slog.NewJSONHandler(c.stderr, nil)))
+	if err != nil {
+		return err
+	}
+	return d.Serve(ctx, func(addr string) {
+		fmt.Fprintf(c.stdout, "daemon %s serving on %s (%d jobs, %d processes per job)\n", cfg.Name, addr, cfg.Jobs, cfg.ProcsPerJob)
+	})
+}
+
+func runDaemonQuery(ctx context.Context, c *call) error {
+	fs := c.newFlags()
+	target := fs.String("daemon", "", "the daemon: `NAME@HOST:PORT` (NAME: its certificate's name)")
+	creds := addCredFlags(fs, os.Getenv("USER"))
+	if err := c.parse(fs, c.args, 0); err != nil {
+		return err
+	}
+	name, addr, found := strings.Cut(*target, "@")
+	if !found || name == "" {
+		return usagef("--daemon %q: want NAME@HOST:PORT", *target)
+	}
+	cr, err := creds.load()
+	if err != nil {
+		return err
+	}
+	cl := daemon.NewClient(cr, name, addr)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch c.cmd.name {
+	case "peers":
+		peers, err := cl.Peers(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "NAME\tADDRESS\tLATENCY")
+		for _, p := range peers {
+			lat := "-"
+			switch {
+			case p.RTTMicros > 0:
+				lat = (time.Duration(p.RTTMicros) * time.Microsecond).String()
+			case p.RTTMicros < 0:
+				lat = "unreachable"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, p.Addr, lat)
+		}
+	case "ps":
+		jobs, err := cl.PS(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, "JOB\tSUBMITTER\tPROCS\tSTATE\tRANK\tPID\tPROCESS")
+		for _, j := range jobs {
+			state := "reserved"
+			if j.Confirmed {
+				state = "running"
+			}
+			if len(j.Ranks) == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t-\t-\t-\n", j.Job, j.Submitter, j.Procs, state)
+			}
+			for _, p := range j.Ranks {
+				ps := "running"
+				if !p.Running {
+					ps = p.Exit
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", j.Job, j.Submitter, j.Procs, state, p.Rank, p.PID, ps)
+			}
+		}
+	case "halt":
+		if err := cl.Halt(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "daemon %s is shutting down\n", name)
+	}
+	return nil
+}
+
+// hostsFlags are cohort run's flags for a job on the peers.
+type hostsFlags struct {
+	hosts, alloc *string
+	creds        credFlags
+}
+
+func addHostsFlags(fs *flag.FlagSet) hostsFlags {
+	return hostsFlags{
+		hosts: fs.String("hosts", "", "run on the peers known to the supernodes: `supernode:[NAME@]HOST:PORT`, comma-separated"),
+		alloc: fs.String("alloc", "spread", "with --hosts, the allocation `strategy`: spread or concentrate"),
+		creds: addCredFlags(fs, os.Getenv("USER")),
+	}
+}
+
+// parseHosts turns --hosts into supernode specifications.
+func parseHosts(s string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		spec, ok := strings.CutPrefix(strings.TrimSpace(part), "supernode:")
+		if !ok {
+			return nil, usagef("--hosts %q: want supernode:[NAME@]HOST:PORT (comma-separated)", part)
+		}
+		if _, _, err := daemon.ParseSupernode(spec); err != nil {
+			return nil, usagef("--hosts: %v", err)
+		}
+		out = append(out, spec)
+	}
+	return out, nil
+}
+
+// runOnHosts runs cohort run's job on the peers.
+func runOnHosts(ctx context.Context, c *call, hf hostsFlags, cfg launch.Config) error {
+	sns, err := parseHosts(*hf.hosts)
+	if err != nil {
+		return err
+	}
+	strategy, err := place.ParseStrategy(*hf.alloc)
+	if err != nil {
+		return usagef("--alloc %q: want spread or concentrate", *hf.alloc)
+	}
+	creds, err := hf.creds.load()
+	if err != nil {
+		return err
+	}
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	_, err = submit.Run(ctx, submit.Config{
+		N: cfg.N, Strategy: strategy, Supernodes: sns, Creds: creds,
+		Program: cfg.Program, Args: cfg.Args, Fanout: cfg.Fanout, Detector: cfg.Detector,
+		Stdout: c.stdout, Stderr: c.stderr, Prefix: cfg.Prefix,
+		Log: func(format string, args ...any) { fmt.Fprintf(c.stderr, "cohort run: "+format+"\n", args...) },
+	})
+	if errors.Is(err, submit.ErrFailed) {
+		return errors.New(strings.TrimPrefix(err.Error(), "ranks failed: "))
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is a daemon's configuration, read from a TOML file by [Load]
+// (every key optional but name):
+//
+//	name          = "node1"             # its certificate's name (NAME.crt, NAME.key)
+//	listen        = ":7950"             # where it serves
+//	advertise     = "10.0.0.5:7950"     # the address it registers (default: listen, if it names a host)
+//	supernodes    = ["sn1@10.0.0.2:7940"]  # NAME@ADDR, or ADDR (any certificate of the CA is then taken)
+//	ca            = "~/.cohort/ca/ca.crt"
+//	certs         = "~/.cohort/ca"      # the directory of NAME.crt and NAME.key
+//	work_dir      = "/var/tmp/cohort"   # jobs' directories are made below it (0700)
+//	jobs          = 1                   # J: jobs at once
+//	procs_per_job = 1                   # P: processes of one job
+//	allowed       = ["alice"]           # submitters allowed (empty: every member of the cluster)
+//	admins        = []                  # names that may halt it, besides its own
+//	hold          = "30s"               # how long an unconfirmed reservation holds its slots
+//	max_file_mb   = 256                 # per staged file
+//	max_job_mb    = 1024                # per job
+//	refresh       = "10s"               # registration renewal and peer-list refresh
+//	ping          = "10s"               # latency measurement of the cached peers
+//	metrics       = ""                  # host:port for Prometheus metrics (plain HTTP), empty: none
+type Config struct {
+	Name        string   `toml:"name"`
+	Listen      string   `toml:"listen"`
+	Advertise   string   `toml:"advertise"`
+	Supernodes  []string `toml:"supernodes"`
+	CA          string   `toml:"ca"`
+	Certs       string   `toml:"certs"`
+	WorkDir     string   `toml:"work_dir"`
+	Jobs        int      `toml:"jobs"`
+	ProcsPerJob int      `toml:"procs_per_job"`
+	Allowed     []string `toml:"allowed"`
+	Admins      []string `toml:"admins"`
+	Hold        Duration `toml:"hold"`
+	MaxFileMB   int64    `toml:"max_file_mb"`
+	MaxJobMB    int64    `toml:"max_job_mb"`
+	Refresh     Duration `toml:"refresh"`
+	Ping        Duration `toml:"ping"`
+	Metrics     string   `toml:"metrics"`
+}
+
+// Duration is a time.Duration written as a Go duration string in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses "30s", "1m30s", …
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as Go does.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// DefaultConfig is the configuration of a key left out.
+func DefaultConfig() Config {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "."
+	}
+	return Config{
+		Listen:      ":7950",
+		CA:          filepath.Join(home, ".cohort", "ca", "ca.crt"),
+		Certs:       filepath.Join(home, ".cohort", "ca"),
+		WorkDir:     filepath.Join(os.TempDir(), "cohort-daemon"),
+		Jobs:        1,
+		ProcsPerJob: 1,
+		Hold:        Duration{30 * time.Second},
+		MaxFileMB:   256,
+		MaxJobMB:    1024,
+		Refresh:     Duration{10 * time.Second},
+		Ping:        Duration{10 * time.Second},
+	}
+}
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("daemon: bad configuration")
+
+// Load reads a TOML configuration over the defaults; unknown keys are
+// errors (a misspelt key would otherwise be silently ignored).
+func Load(path string) (Config, error) {
+	cfg := DefaultConfig()
+	md, err := toml.DecodeFile(path, &cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return cfg, fmt.Errorf("%w: %s: unknown keys %s", ErrConfig, path, strings.Join(keys, ", "))
+	}
+	cfg.CA, cfg.Certs, cfg.WorkDir = expand(cfg.CA), expand(cfg.Certs), expand(cfg.WorkDir)
+	return cfg, cfg.Validate()
+}
+
+func expand(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
+// Validate reports the first bad field, by its TOML key.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Name == "":
+		return bad("name is required (the name of the daemon's certificate)")
+	case c.Jobs < 1:
+		return bad("jobs = %d, want at least 1", c.Jobs)
+	case c.ProcsPerJob < 1:
+		return bad("procs_per_job = %d, want at least 1", c.ProcsPerJob)
+	case c.Hold.Duration <= 0:
+		return bad("hold = %v, want a positive duration", c.Hold.Duration)
+	case c.MaxFileMB < 1 || c.MaxJobMB < c.MaxFileMB:
+		return bad("max_file_mb = %d, max_job_mb = %d: want 1 ≤ max_file_mb ≤ max_job_mb", c.MaxFileMB, c.MaxJobMB)
+	case c.Refresh.Duration <= 0 || c.Ping.Duration <= 0:
+		return bad("refresh = %v, ping = %v: want positive durations", c.Refresh.Duration, c.Ping.Duration)
+	case c.WorkDir == "":
+		return bad("work_dir is empty")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return bad("listen = %q: %v", c.Listen, err)
+	}
+	if c.Advertise != "" {
+		if h, _, err := net.SplitHostPort(c.Advertise); err != nil || h == "" {
+			return bad("advertise = %q: want host:port", c.Advertise)
+		}
+	} else if h, _, _ := net.SplitHostPort(c.Listen); h == "" || h == "0.0.0.0" || h == "::" {
+		if len(c.Supernodes) > 0 {
+			return bad("advertise is required when listen (%q) names no host: the address the others dial", c.Listen)
+		}
+	}
+	for _, s := range c.Supernodes {
+		if _, _, err := ParseSupernode(s); err != nil {
+			return bad("supernodes: %v", err)
+		}
+	}
+	return nil
+}
+
+// ParseSupernode splits "NAME@HOST:PORT" (or "HOST:PORT") into the name
+// its certificate must carry ("" = any certificate of the cluster's CA)
+// and its address.
+func ParseSupernode(s string) (name, addr string, err error) {
+	name, addr, found := strings.Cut(s, "@")
+	if !found {
+		name, addr = "", s
+	}
+	if h, _, err := net.SplitHostPort(addr); err != nil || h == "" {
+		return "", "", fmt.Errorf("supernode %q: want NAME@HOST:PORT or HOST:PORT", s)
+	}
+	return name, addr, nil
+}

@@ -1,0 +1,411 @@
+// Package daemon is the peer daemon of the peer-to-peer middleware
+// (P2P-MPI §2–3: MPD, started by mpiboot; here `cohort boot`): it registers
+// with the supernodes and keeps their merged peer list (cached when they
+// are down, refreshed with back-off), measures its latency to the peers
+// with application-level pings, and serves submitters over mutual TLS:
+// reservations (at most J jobs and P processes per job, from allowed
+// submitters: package p2p/reserve), staging of a job's files (package
+// p2p/stage), and the launch of its processes, whose output and exits
+// stream back to the submitter with a keep-alive every second.
+//
+// A job's processes live as long as its launch stream: when the submitter
+// goes away (or cannot be reached: a write times out), the daemon kills
+// them, removes the job's directory and frees its slots. On SIGTERM
+// (Serve's context done) running jobs are told on their streams, their
+// processes get SIGTERM, then SIGKILL after a grace period.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cohort-mp/cohort/p2p/ca"
+	"github.com/cohort-mp/cohort/p2p/reserve"
+	"github.com/cohort-mp/cohort/p2p/stage"
+)
+
+const (
+	// maxBody bounds a JSON request body.
+	maxBody = 1 << 20
+	// maxLine bounds a line of a rank's output sent on the stream (longer
+	// lines are cut).
+	maxLine = 64 << 10
+	// keepAlive is the period of a launch stream's keep-alive events.
+	keepAlive = time.Second
+	// writeTimeout bounds a write on a launch stream: a submitter that
+	// cannot be reached for that long is gone, and its job is stopped.
+	writeTimeout = 10 * time.Second
+	// grace is how long processes have between SIGTERM and SIGKILL.
+	grace = 3 * time.Second
+)
+
+// Daemon is a running peer daemon.
+type Daemon struct {
+	cfg   Config
+	creds *ca.Credentials
+	log   *slog.Logger
+	gate  *reserve.Gate
+	m     *metrics
+
+	mu    sync.Mutex
+	jobs  map[string]*job // by token
+	peers []PeerInfo      // the cached list
+	halt  chan struct{}   // closed by a halt request
+	once  sync.Once
+}
+
+// New checks cfg and loads the credentials.
+func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	creds, err := ca.Load(cfg.CA, cfg.Certs, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	gate, err := reserve.New(reserve.Config{Jobs: cfg.Jobs, ProcsPerJob: cfg.ProcsPerJob, Allowed: cfg.Allowed, Hold: cfg.Hold.Duration}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("daemon: work_dir: %w", err)
+	}
+	return &Daemon{cfg: cfg, creds: creds, log: log.With("daemon", cfg.Name), gate: gate, m: newMetrics(),
+		jobs: map[string]*job{}, halt: make(chan struct{})}, nil
+}
+
+// Serve runs the daemon until ctx is done or a halt request comes, then
+// shuts down: running jobs are told and stopped. ready, if not nil,
+// receives the address served on.
+func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
+	inner, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	ln := timeoutListener{inner}
+	srv := &http.Server{
+		Handler:           d.Handler(),
+		TLSConfig:         d.creds.ServerConfig(nil),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn), // refused handshakes, with their reason
+	}
+	advertise := d.cfg.Advertise
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if d.cfg.Metrics != "" {
+		mln, err := net.Listen("tcp", d.cfg.Metrics)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("daemon: metrics: %w", err)
+		}
+		msrv := &http.Server{Handler: d.m.handler(d), ReadHeaderTimeout: 5 * time.Second}
+		go msrv.Serve(mln)
+		defer msrv.Close()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); d.registerLoop(ctx, advertise) }()
+	go func() { defer wg.Done(); d.pingLoop(ctx) }()
+	d.log.Info("daemon: serving", "addr", ln.Addr().String(), "advertise", advertise,
+		"jobs", d.cfg.Jobs, "procs_per_job", d.cfg.ProcsPerJob)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-done:
+		cancel()
+		wg.Wait()
+		return err
+	case <-ctx.Done():
+	case <-d.halt:
+		d.log.Info("daemon: halt requested")
+	}
+	cancel()
+	d.log.Info("daemon: shutting down", "running_jobs", d.running())
+	d.stopAll("the daemon is shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), grace+2*time.Second)
+	defer scancel()
+	err = srv.Shutdown(sctx)
+	wg.Wait()
+	return err
+}
+
+// timeoutListener sets TCP_USER_TIMEOUT on every accepted connection.
+type timeoutListener struct{ net.Listener }
+
+func (l timeoutListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		setUserTimeout(c)
+	}
+	return c, err
+}
+
+// running counts the jobs with processes.
+func (d *Daemon) running() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, j := range d.jobs {
+		if j.launched() {
+			n++
+		}
+	}
+	return n
+}
+
+// stopAll tells every job why and stops its processes.
+func (d *Daemon) stopAll(why string) {
+	d.mu.Lock()
+	jobs := make([]*job, 0, len(d.jobs))
+	for _, j := range d.jobs {
+		jobs = append(jobs, j)
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() { defer wg.Done(); j.stop(why) }()
+	}
+	wg.Wait()
+}
+
+// caller is the verified name of a request's client certificate.
+func caller(r *http.Request) string {
+	if r.TLS == nil {
+		return ""
+	}
+	return ca.PeerName(*r.TLS)
+}
+
+// refuse answers a refusal and logs it with its reason.
+func (d *Daemon) refuse(w http.ResponseWriter, r *http.Request, status int, what string, err error) {
+	d.log.Warn("daemon: "+what+" refused", "caller", caller(r), "remote", r.RemoteAddr, "reason", err.Error())
+	http.Error(w, err.Error(), status)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// decode reads a bounded JSON body with no unknown fields.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed request: %w", err)
+	}
+	return nil
+}
+
+// Handler serves the daemon's API (see the package's API comment in
+// api.go); it must be served over TLS with client certificates.
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	authed := func(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			name := caller(r)
+			if name == "" {
+				d.refuse(w, r, http.StatusUnauthorized, r.URL.Path, errors.New("a client certificate of the cluster's CA is required"))
+				return
+			}
+			h(w, r, name)
+		}
+	}
+	mux.HandleFunc("GET /v1/ping", authed(func(w http.ResponseWriter, r *http.Request, _ string) {
+		writeJSON(w, Info{Name: d.cfg.Name, ProcsPerJob: d.cfg.ProcsPerJob, FreeJobs: d.cfg.Jobs - len(d.gate.Tokens())})
+	}))
+	mux.HandleFunc("GET /v1/peers", authed(func(w http.ResponseWriter, r *http.Request, _ string) {
+		d.mu.Lock()
+		peers := slices.Clone(d.peers)
+		d.mu.Unlock()
+		writeJSON(w, map[string][]PeerInfo{"peers": peers})
+	}))
+	mux.HandleFunc("GET /v1/ps", authed(func(w http.ResponseWriter, r *http.Request, _ string) {
+		writeJSON(w, map[string][]JobInfo{"jobs": d.ps()})
+	}))
+	mux.HandleFunc("POST /v1/reserve", authed(d.reserve))
+	mux.HandleFunc("POST /v1/release", authed(d.release))
+	mux.HandleFunc("PUT /v1/jobs/{token}/files", authed(d.stageFile))
+	mux.HandleFunc("POST /v1/jobs/{token}/launch", authed(d.launch))
+	mux.HandleFunc("POST /v1/halt", authed(func(w http.ResponseWriter, r *http.Request, name string) {
+		if name != d.cfg.Name && !slices.Contains(d.cfg.Admins, name) {
+			d.refuse(w, r, http.StatusForbidden, "halt", fmt.Errorf("%q may not halt this daemon (only %q and its admins)", name, d.cfg.Name))
+			return
+		}
+		d.log.Info("daemon: halt", "caller", name)
+		writeJSON(w, struct{}{})
+		d.once.Do(func() { close(d.halt) })
+	}))
+	return mux
+}
+
+func (d *Daemon) ps() []JobInfo {
+	var out []JobInfo
+	d.mu.Lock()
+	byToken := map[string]*job{}
+	for t, j := range d.jobs {
+		byToken[t] = j
+	}
+	d.mu.Unlock()
+	for _, t := range d.gate.Tokens() {
+		ji := JobInfo{Job: t.Job, Submitter: t.Submitter, Procs: t.Procs, Confirmed: t.Confirmed}
+		if j := byToken[t.ID]; j != nil {
+			ji.Ranks = j.info()
+		}
+		out = append(out, ji)
+	}
+	return out
+}
+
+func (d *Daemon) reserve(w http.ResponseWriter, r *http.Request, name string) {
+	var req ReserveRequest
+	if err := decode(r, &req); err != nil {
+		d.refuse(w, r, http.StatusBadRequest, "reservation", err)
+		return
+	}
+	if req.Job == "" || len(req.Job) > 64 {
+		d.refuse(w, r, http.StatusBadRequest, "reservation", fmt.Errorf("job name %q: want 1 to 64 bytes", req.Job))
+		return
+	}
+	t, err := d.gate.Reserve(name, req.Job, req.Procs)
+	if err != nil {
+		d.m.add(&d.m.reservationsRefused, 1)
+		status := http.StatusConflict
+		if errors.Is(err, reserve.ErrNotAllowed) {
+			status = http.StatusForbidden
+		}
+		d.refuse(w, r, status, "reservation", err)
+		return
+	}
+	dir := filepath.Join(d.cfg.WorkDir, "job-"+t.ID[:16])
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		d.gate.Release(name, t.ID)
+		d.refuse(w, r, http.StatusInternalServerError, "reservation", fmt.Errorf("job directory: %w", err))
+		return
+	}
+	j := &job{d: d, token: t.ID, submitter: name, name: req.Job,
+		dir: stage.Dir{Root: dir, MaxFile: d.cfg.MaxFileMB << 20, MaxTotal: d.cfg.MaxJobMB << 20}}
+	d.mu.Lock()
+	d.jobs[t.ID] = j
+	d.mu.Unlock()
+	d.m.add(&d.m.reservationsGranted, 1)
+	d.log.Info("daemon: reserved", "submitter", name, "job", req.Job, "procs", req.Procs, "token", t.ID[:8])
+	// An unconfirmed token expires in the gate; its directory goes with it.
+	time.AfterFunc(d.cfg.Hold.Duration+time.Second, func() { d.dropIfExpired(t.ID) })
+	writeJSON(w, ReserveReply{Token: t.ID, Procs: t.Procs})
+}
+
+// dropIfExpired forgets a job whose token the gate no longer holds and
+// that has no processes.
+func (d *Daemon) dropIfExpired(token string) {
+	for _, t := range d.gate.Tokens() {
+		if t.ID == token {
+			return
+		}
+	}
+	d.mu.Lock()
+	j := d.jobs[token]
+	if j != nil && !j.launched() {
+		delete(d.jobs, token)
+	}
+	d.mu.Unlock()
+	if j != nil && !j.launched() {
+		os.RemoveAll(j.dir.Root)
+		d.log.Info("daemon: reservation expired", "job", j.name, "token", token[:8])
+	}
+}
+
+// lookup returns the job of a token held by name.
+func (d *Daemon) lookup(token, name string) (*job, error) {
+	d.mu.Lock()
+	j := d.jobs[token]
+	d.mu.Unlock()
+	if j == nil || j.submitter != name {
+		return nil, fmt.Errorf("%w: token %.8s", reserve.ErrUnknown, token)
+	}
+	return j, nil
+}
+
+func (d *Daemon) release(w http.ResponseWriter, r *http.Request, name string) {
+	var req struct {
+		Token string `json:"token"`
+	}
+	if err := decode(r, &req); err != nil {
+		d.refuse(w, r, http.StatusBadRequest, "release", err)
+		return
+	}
+	j, err := d.lookup(req.Token, name)
+	if err != nil {
+		d.refuse(w, r, http.StatusNotFound, "release", err)
+		return
+	}
+	j.stop("released by its submitter")
+	d.log.Info("daemon: released", "submitter", name, "job", j.name)
+	writeJSON(w, struct{}{})
+}
+
+// forget removes a job's token, directory and entry (its processes have
+// ended).
+func (d *Daemon) forget(j *job) {
+	d.mu.Lock()
+	delete(d.jobs, j.token)
+	d.mu.Unlock()
+	d.gate.Release(j.submitter, j.token)
+	os.RemoveAll(j.dir.Root)
+}
+
+func (d *Daemon) stageFile(w http.ResponseWriter, r *http.Request, name string) {
+	j, err := d.lookup(r.PathValue("token"), name)
+	if err != nil {
+		d.refuse(w, r, http.StatusNotFound, "staging", err)
+		return
+	}
+	q := r.URL.Query()
+	size, err := strconv.ParseInt(q.Get("size"), 10, 64)
+	if err != nil {
+		d.refuse(w, r, http.StatusBadRequest, "staging", fmt.Errorf("size %q is not a number", q.Get("size")))
+		return
+	}
+	f := stage.File{Path: q.Get("path"), Size: size, SHA256: q.Get("sha256"), Exec: q.Get("exec") == "1"}
+	j.mu.Lock()
+	if j.procs != nil {
+		j.mu.Unlock()
+		d.refuse(w, r, http.StatusConflict, "staging", errors.New("the job is already launched"))
+		return
+	}
+	err = j.dir.Receive(f, r.Body)
+	j.mu.Unlock()
+	if err != nil {
+		status := http.StatusBadRequest
+		if errors.Is(err, stage.ErrTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		d.refuse(w, r, status, "staging", err)
+		return
+	}
+	d.m.add(&d.m.stagedBytes, size)
+	d.log.Info("daemon: staged", "job", j.name, "path", f.Path, "bytes", size)
+	writeJSON(w, struct{}{})
+}

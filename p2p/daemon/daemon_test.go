@@ -1,0 +1,360 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/p2p/ca"
+	"github.com/cohort-mp/cohort/p2p/stage"
+	"github.com/cohort-mp/cohort/p2p/supernode"
+)
+
+// syncBuf is a log sink safe for the daemon's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type rig struct {
+	dir, addr string
+	log       *syncBuf
+	creds     func(name string) *ca.Credentials
+	stop      func()
+}
+
+// startDaemon runs a daemon named "d1" on loopback with a fresh CA, P = 2,
+// J = 1, allowing only alice.
+func startDaemon(t *testing.T, edit func(*Config)) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	if err := ca.Init(dir, "cluster"); err != nil {
+		t.Fatal(err)
+	}
+	issued := map[string]*ca.Credentials{}
+	creds := func(name string) *ca.Credentials {
+		if c := issued[name]; c != nil {
+			return c
+		}
+		if err := ca.Issue(dir, dir, name); err != nil {
+			t.Fatal(err)
+		}
+		c, err := ca.Load(filepath.Join(dir, "ca.crt"), dir, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued[name] = c
+		return c
+	}
+	creds("d1")
+	cfg := DefaultConfig()
+	cfg.Name, cfg.Listen, cfg.CA, cfg.Certs = "d1", "127.0.0.1:0", filepath.Join(dir, "ca.crt"), dir
+	cfg.WorkDir = filepath.Join(dir, "work")
+	cfg.ProcsPerJob, cfg.Allowed = 2, []string{"alice"}
+	cfg.MaxFileMB, cfg.MaxJobMB = 1, 2
+	if edit != nil {
+		edit(&cfg)
+	}
+	log := &syncBuf{}
+	d, err := New(cfg, slog.New(slog.NewJSONHandler(log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx, func(a string) { ready <- a }) }()
+	r := &rig{dir: dir, log: log, creds: creds}
+	select {
+	case r.addr = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	r.stop = func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			r.stop()
+		}
+	})
+	return r
+}
+
+func fileOf(path string, body []byte, exec bool) stage.File {
+	s := sha256.Sum256(body)
+	return stage.File{Path: path, Size: int64(len(body)), SHA256: hex.EncodeToString(s[:]), Exec: exec}
+}
+
+// A whole job on one daemon: reserve, stage a script, launch two ranks,
+// their output and exits come back on the stream, the slots are free
+// again afterwards.
+func TestReserveStageLaunch(t *testing.T) {
+	r := startDaemon(t, nil)
+	c := NewClient(r.creds("alice"), "d1", r.addr)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, _, err := c.Ping(ctx)
+	if err != nil || info.Name != "d1" || info.ProcsPerJob != 2 || info.FreeJobs != 1 {
+		t.Fatalf("ping: %+v %v", info, err)
+	}
+	tok, err := c.Reserve(ctx, "job1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reserve(ctx, "job2", 1); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no free job slot") {
+		t.Fatalf("a second job with J = 1: %v", err)
+	}
+	script := []byte("#!/bin/sh\necho \"rank $RANK of $SECRETISH says $1\"\necho oops >&2\nexit $RANK\n")
+	if err := c.Stage(ctx, tok.Token, fileOf("prog.sh", script, true), bytes.NewReader(script)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	exits := map[int]int{}
+	err = c.Launch(ctx, tok.Token, LaunchRequest{Program: "prog.sh", Args: []string{"hi"}, Env: []string{"SECRETISH=2"},
+		Ranks: []LaunchRank{{Rank: 0, Env: []string{"RANK=0"}}, {Rank: 1, Env: []string{"RANK=1"}}}}, 5*time.Second,
+		func(ev Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case ev.Exited:
+				exits[ev.Rank] = ev.Code
+			case ev.Out != "":
+				lines = append(lines, ev.Out)
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(lines, "\n")
+	for _, want := range []string{"rank 0 of 2 says hi", "rank 1 of 2 says hi", "oops"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("output %q lacks %q", joined, want)
+		}
+	}
+	if exits[0] != 0 || exits[1] != 1 || len(exits) != 2 {
+		t.Errorf("exits %v, want 0:0 1:1", exits)
+	}
+	// The job is over: its token, directory and slot are gone.
+	if info, _, _ := c.Ping(ctx); info.FreeJobs != 1 {
+		t.Errorf("after the job, %d free job slots, want 1", info.FreeJobs)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(r.dir, "work")); len(ents) != 0 {
+		t.Errorf("job directories left: %v", ents)
+	}
+}
+
+// Every refusal is answered with its reason and logged: a submitter
+// without a certificate, with another CA's, or not allowed; too many
+// processes; staging that escapes the directory, is too large or has the
+// wrong checksum; a launch of a program never staged; a token of another
+// submitter; halting by someone else.
+func TestRefusals(t *testing.T) {
+	r := startDaemon(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// No certificate: the handshake fails.
+	pool := r.creds("alice").Pool
+	bare := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "d1"}}}
+	if resp, err := bare.Get("https://" + r.addr + "/v1/ping"); err == nil {
+		resp.Body.Close()
+		t.Fatal("a client without a certificate was served")
+	}
+	// Another CA's certificate: the handshake fails too.
+	other := t.TempDir()
+	ca.Init(other, "other")
+	ca.Issue(other, other, "alice")
+	evil, err := ca.Load(filepath.Join(other, "ca.crt"), other, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil.Pool = pool // it trusts the daemon; the daemon does not trust it
+	if _, _, err := NewClient(evil, "d1", r.addr).Ping(ctx); err == nil {
+		t.Fatal("a certificate of another CA was accepted")
+	}
+	// A member of the cluster not allowed to submit.
+	mallory := NewClient(r.creds("mallory"), "d1", r.addr)
+	if _, err := mallory.Reserve(ctx, "j", 1); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not allowed") {
+		t.Fatalf("mallory's reservation: %v", err)
+	}
+	alice := NewClient(r.creds("alice"), "d1", r.addr)
+	if _, err := alice.Reserve(ctx, "j", 3); err == nil || !strings.Contains(err.Error(), "accepts 2 per job") {
+		t.Fatalf("3 processes with P = 2: %v", err)
+	}
+	tok, err := alice.Reserve(ctx, "j", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("data")
+	for _, c := range []struct {
+		f    stage.File
+		want string
+	}{
+		{fileOf("../escape", body, false), "outside"},
+		{fileOf("/etc/passwd", body, false), "outside"},
+		{fileOf("big", make([]byte, 2<<20), false), "too large"},
+		{stage.File{Path: "bad", Size: 4, SHA256: strings.Repeat("0", 64)}, "checksum"},
+	} {
+		var rd bytes.Reader
+		if c.f.Size == 4 {
+			rd.Reset(body)
+		} else {
+			rd.Reset(make([]byte, c.f.Size))
+		}
+		if err := alice.Stage(ctx, tok.Token, c.f, &rd); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("staging %q: %v, want %q", c.f.Path, err, c.want)
+		}
+	}
+	// A symbolic link planted in the job's directory is not followed.
+	jobDirs, _ := filepath.Glob(filepath.Join(r.dir, "work", "job-*"))
+	if len(jobDirs) != 1 {
+		t.Fatalf("job directories %v", jobDirs)
+	}
+	os.Symlink("/tmp", filepath.Join(jobDirs[0], "link"))
+	if err := alice.Stage(ctx, tok.Token, fileOf("link/x", body, false), bytes.NewReader(body)); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("staging through a link: %v", err)
+	}
+	if err := mallory.Stage(ctx, tok.Token, fileOf("x", body, false), bytes.NewReader(body)); err == nil || !strings.Contains(err.Error(), "unknown") {
+		t.Errorf("staging on alice's token by mallory: %v", err)
+	}
+	err = alice.Launch(ctx, tok.Token, LaunchRequest{Program: "never", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(Event) {})
+	if err == nil || !strings.Contains(err.Error(), "not staged") {
+		t.Errorf("launching a program never staged: %v", err)
+	}
+	if err := alice.Halt(ctx); err == nil || !strings.Contains(err.Error(), "may not halt") {
+		t.Errorf("halt by alice: %v", err)
+	}
+	logs := r.log.String()
+	for _, want := range []string{"not allowed", "outside the job", "too large", "checksum", "may not halt", "certificate"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log does not give the reason %q:\n%s", want, logs)
+		}
+	}
+	// The daemon itself may halt it.
+	if err := NewClient(r.creds("d1"), "d1", r.addr).Halt(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A submitter that goes away mid-job: its processes are stopped and the
+// slots freed.
+func TestSubmitterGoneStopsJob(t *testing.T) {
+	r := startDaemon(t, nil)
+	alice := NewClient(r.creds("alice"), "d1", r.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := alice.Reserve(ctx, "j", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := []byte("#!/bin/sh\necho started\nexec sleep 60\n")
+	if err := alice.Stage(ctx, tok.Token, fileOf("p", script, true), bytes.NewReader(script)); err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	go alice.Launch(lctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
+		if ev.Out == "started" {
+			lcancel()
+		}
+	})
+	for {
+		if info, _, err := alice.Ping(ctx); err == nil && info.FreeJobs == 1 {
+			jobs, _ := alice.PS(ctx)
+			if len(jobs) == 0 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the job of a submitter gone was not stopped:\n%s", r.log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(r.log.String(), "the submitter went away") {
+		t.Errorf("the log does not say why the job stopped:\n%s", r.log.String())
+	}
+}
+
+// The daemon registers with a supernode and lists the peers it learns,
+// with a measured latency to the other daemon; a supernode given by a
+// wrong name is refused (the daemon keeps going and says so).
+func TestRegistersAndPings(t *testing.T) {
+	dir := t.TempDir()
+	ca.Init(dir, "cluster")
+	for _, n := range []string{"sn", "d1", "d2"} {
+		ca.Issue(dir, dir, n)
+	}
+	snCreds, err := ca.Load(filepath.Join(dir, "ca.crt"), dir, "sn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	snAddr := make(chan string, 1)
+	go supernode.Serve(ctx, supernode.Config{Listen: "127.0.0.1:0", Creds: snCreds, Ready: func(a string) { snAddr <- a }})
+	sa := <-snAddr
+	// Both daemons need the supernode's CA: build them on dir's CA.
+	mk := func(name string, sns ...string) *rig {
+		cfg := DefaultConfig()
+		cfg.Name, cfg.Listen, cfg.CA, cfg.Certs = name, "127.0.0.1:0", filepath.Join(dir, "ca.crt"), dir
+		cfg.WorkDir = filepath.Join(t.TempDir(), "w")
+		cfg.Supernodes = sns
+		cfg.Refresh, cfg.Ping = Duration{100 * time.Millisecond}, Duration{100 * time.Millisecond}
+		log := &syncBuf{}
+		d, err := New(cfg, slog.New(slog.NewJSONHandler(log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := make(chan string, 1)
+		go d.Serve(ctx, func(a string) { ready <- a })
+		return &rig{addr: <-ready, log: log}
+	}
+	a := mk("d1", "sn@"+sa)
+	b := mk("d2", sa, "wrongname@"+sa)
+	creds, _ := ca.Load(filepath.Join(dir, "ca.crt"), dir, "d1")
+	c := NewClient(creds, "d1", a.addr)
+	defer c.Close()
+	for {
+		peers, err := c.Peers(ctx)
+		if err == nil && len(peers) == 2 && peers[1].Name == "d2" && peers[1].RTTMicros > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("d1 never listed d2 with a latency: %+v %v", peers, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(b.log.String(), "supernode unreachable") {
+		t.Errorf("d2 does not say that the supernode with the wrong name was refused:\n%s", b.log.String())
+	}
+}

@@ -1,0 +1,316 @@
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cohort-mp/cohort/p2p/stage"
+)
+
+// job is a reservation of this daemon, and once launched its processes.
+type job struct {
+	d         *Daemon
+	token     string
+	submitter string
+	name      string
+
+	mu    sync.Mutex
+	dir   stage.Dir
+	procs []*proc // nil until launched
+	why   string  // set when stopped: the reason, told on the stream
+	stopC chan struct{}
+	once  sync.Once
+}
+
+// proc is one rank's process.
+type proc struct {
+	rank int
+	cmd  *exec.Cmd
+	done chan struct{}
+	exit string // set when done
+}
+
+func (j *job) launched() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.procs != nil
+}
+
+func (j *job) info() []ProcInfo {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []ProcInfo
+	for _, p := range j.procs {
+		pi := ProcInfo{Rank: p.rank}
+		if p.cmd.Process != nil {
+			pi.PID = p.cmd.Process.Pid
+		}
+		select {
+		case <-p.done:
+			pi.Exit = p.exit
+		default:
+			pi.Running = true
+		}
+		out = append(out, pi)
+	}
+	return out
+}
+
+// stop ends the job: told why on its stream (if launched), its processes
+// stopped (SIGTERM, then SIGKILL after the grace period), its token,
+// directory and entry dropped. Idempotent.
+func (j *job) stop(why string) {
+	j.once.Do(func() {
+		j.mu.Lock()
+		j.why = why
+		procs := j.procs
+		if j.stopC != nil {
+			close(j.stopC)
+		}
+		j.mu.Unlock()
+		for _, p := range procs {
+			signalGroup(p, syscall.SIGTERM)
+		}
+		deadline := time.After(grace)
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			case <-deadline:
+				signalGroup(p, syscall.SIGKILL)
+				<-p.done
+			}
+		}
+		j.d.forget(j)
+		if len(procs) > 0 {
+			j.d.log.Info("daemon: job stopped", "job", j.name, "reason", why)
+		}
+	})
+}
+
+func signalGroup(p *proc, sig syscall.Signal) {
+	if p.cmd.Process != nil {
+		syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
+
+// checkLaunch validates a launch request against the job.
+func (j *job) checkLaunch(lr *LaunchRequest, procs int) (string, error) {
+	if len(lr.Ranks) < 1 || len(lr.Ranks) > procs {
+		return "", fmt.Errorf("%d processes asked, the reservation holds %d", len(lr.Ranks), procs)
+	}
+	seen := map[int]bool{}
+	for _, r := range lr.Ranks {
+		if r.Rank < 0 || seen[r.Rank] {
+			return "", fmt.Errorf("rank %d is negative or given twice", r.Rank)
+		}
+		seen[r.Rank] = true
+		if err := checkEnv(r.Env); err != nil {
+			return "", err
+		}
+	}
+	if err := checkEnv(lr.Env); err != nil {
+		return "", err
+	}
+	full, err := j.dir.Clean(lr.Program)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Lstat(full)
+	if err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("program %q was not staged", lr.Program)
+	}
+	return full, nil
+}
+
+func checkEnv(env []string) error {
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") || strings.ContainsRune(kv, 0) {
+			return fmt.Errorf("environment entry %q is not NAME=value", kv)
+		}
+	}
+	return nil
+}
+
+// baseEnv is what every rank inherits from the daemon's environment.
+func baseEnv(dir string) []string {
+	env := []string{"HOME=" + dir, "TMPDIR=" + dir}
+	for _, k := range []string{"PATH", "LANG", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// launch starts the job's processes and streams their events until all
+// have ended, the submitter goes away, or the job is stopped.
+func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
+	j, err := d.lookup(r.PathValue("token"), name)
+	if err != nil {
+		d.refuse(w, r, http.StatusNotFound, "launch", err)
+		return
+	}
+	var lr LaunchRequest
+	if err := decode(r, &lr); err != nil {
+		d.refuse(w, r, http.StatusBadRequest, "launch", err)
+		return
+	}
+	tok, err := d.gate.Confirm(name, j.token)
+	if err != nil {
+		d.refuse(w, r, http.StatusNotFound, "launch", err)
+		return
+	}
+	j.mu.Lock()
+	if j.procs != nil || j.why != "" {
+		j.mu.Unlock()
+		d.refuse(w, r, http.StatusConflict, "launch", errors.New("the job is already launched or stopped"))
+		return
+	}
+	path, err := j.checkLaunch(&lr, tok.Procs)
+	if err != nil {
+		j.mu.Unlock()
+		d.refuse(w, r, http.StatusBadRequest, "launch", err)
+		return
+	}
+	events := make(chan Event, 256)
+	j.stopC = make(chan struct{})
+	j.procs = []*proc{}
+	var exits sync.WaitGroup // the exit reporters: events is closed after them
+	var startErr error
+	for _, rk := range lr.Ranks {
+		cmd := exec.Command(path, lr.Args...)
+		cmd.Dir = j.dir.Root
+		cmd.Env = append(append(baseEnv(j.dir.Root), lr.Env...), rk.Env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		p := &proc{rank: rk.Rank, cmd: cmd, done: make(chan struct{})}
+		stdout, err1 := cmd.StdoutPipe()
+		stderr, err2 := cmd.StderrPipe()
+		if err := errors.Join(err1, err2); err != nil {
+			startErr = err
+			break
+		}
+		if err := cmd.Start(); err != nil {
+			startErr = fmt.Errorf("rank %d: %w", rk.Rank, err)
+			break
+		}
+		j.procs = append(j.procs, p)
+		var pumps sync.WaitGroup
+		pumps.Add(2)
+		go pump(p.rank, stdout, false, events, &pumps)
+		go pump(p.rank, stderr, true, events, &pumps)
+		exits.Add(1)
+		go func() {
+			defer exits.Done()
+			pumps.Wait() // every line read before the exit is reported
+			err := cmd.Wait()
+			ev := Event{Rank: p.rank, Exited: true}
+			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+				ev.Signal = st.Signal().String()
+				p.exit = "killed by " + ev.Signal
+			} else {
+				ev.Code = cmd.ProcessState.ExitCode()
+				p.exit = fmt.Sprintf("exit %d", ev.Code)
+				if err != nil && ev.Code == 0 {
+					ev.Code, p.exit = -1, err.Error()
+				}
+			}
+			close(p.done)
+			d.m.add(&d.m.exited, 1)
+			events <- ev
+		}()
+	}
+	procs := j.procs
+	j.mu.Unlock()
+	go func() { exits.Wait(); close(events) }()
+	if startErr != nil {
+		go drain(events)
+		d.refuse(w, r, http.StatusInternalServerError, "launch", startErr)
+		j.stop("a process could not start")
+		return
+	}
+	d.m.add(&d.m.launches, 1)
+	d.log.Info("daemon: launched", "submitter", name, "job", j.name, "procs", len(procs))
+
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	send := func(ev Event) bool {
+		rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if err := enc.Encode(ev); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	left := len(procs)
+	ok := send(Event{Alive: true})
+	for ok && left > 0 {
+		select {
+		case ev := <-events:
+			if ev.Exited {
+				left--
+			}
+			ok = send(ev)
+		case <-tick.C:
+			ok = send(Event{Alive: true})
+		case <-r.Context().Done():
+			ok = false
+		case <-j.stopC:
+			j.mu.Lock()
+			why := j.why
+			j.mu.Unlock()
+			send(Event{Error: why})
+			ok = false
+		}
+	}
+	if !ok {
+		// The submitter is gone (or the job was stopped): stop the
+		// processes; their last events go nowhere.
+		go drain(events)
+		j.stop("the submitter went away")
+		return
+	}
+	send(Event{Done: true})
+	j.stop("finished")
+}
+
+// drain discards the events nobody will read, until the last process's.
+func drain(events <-chan Event) {
+	for range events {
+	}
+}
+
+// pump sends each line of a rank's stream as an event.
+func pump(rank int, rd io.Reader, stderr bool, events chan<- Event, wg *sync.WaitGroup) {
+	defer wg.Done()
+	br := bufio.NewReaderSize(rd, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			s := strings.TrimSuffix(string(line), "\n")
+			if len(s) > maxLine {
+				s = s[:maxLine]
+			}
+			events <- Event{Rank: rank, Out: s, Stderr: stderr}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,534 @@
+// Package submit runs a job on the peers of the peer-to-peer middleware
+// (P2P-MPI §3, what `cohort run --hosts` does): it asks the supernodes for
+// the live peer daemons, ranks them by the latency of an application-level
+// ping, reserves slots with overbooking (more hosts than needed are asked;
+// the tokens the placement does not use are released), places the ranks
+// with the spread or concentrate strategy (package p2p/place), stages the
+// program (SHA-256 checked by each daemon), starts a rendezvous, launches
+// each host's ranks and forwards their output. The ranks then exchange the
+// rank table through the rendezvous and run their detectors and membership
+// over the hosts, exactly as a local job does.
+//
+// A host whose launch stream stays silent for Config.Silence (its daemon
+// sends a keep-alive every second) is lost: its ranks are reported so, as
+// a killed local rank is, and the job goes on with the others (a cohort
+// program sees their failure through its detectors). Cancelling the
+// context closes every stream, and the daemons kill the job's processes.
+package submit
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/p2p/ca"
+	"github.com/cohort-mp/cohort/p2p/daemon"
+	"github.com/cohort-mp/cohort/p2p/place"
+	"github.com/cohort-mp/cohort/p2p/stage"
+	"github.com/cohort-mp/cohort/p2p/supernode"
+)
+
+// Config describes a job to run on the peers.
+type Config struct {
+	// N is the number of ranks.
+	N int
+	// Strategy places them (spread or concentrate).
+	Strategy place.Strategy
+	// Supernodes are NAME@HOST:PORT or HOST:PORT (see daemon.ParseSupernode).
+	Supernodes []string
+	// Creds are the submitter's credentials.
+	Creds *ca.Credentials
+	// Program is a local executable, staged to every host used; Args are
+	// passed to every rank.
+	Program string
+	Args    []string
+	// Fanout and Detector are the job's membership settings (0, "": the
+	// defaults).
+	Fanout   int
+	Detector string
+	// Stdout and Stderr receive the ranks' output, line by line ("[rank] "
+	// first with Prefix); nil discards it.
+	Stdout, Stderr io.Writer
+	Prefix         bool
+	// Log, if not nil, receives progress lines: the ranked hosts, the
+	// placement, the hosts lost.
+	Log func(format string, args ...any)
+	// Silence is how long a launch stream may stay silent before its host
+	// is taken as lost (default 5 s).
+	Silence time.Duration
+	// PingTimeout bounds a peer's latency measurement (default 3 s).
+	PingTimeout time.Duration
+	// RendezvousTimeout bounds the wait for every rank to register its
+	// address (default 30 s); the ranks are then told the job failed.
+	RendezvousTimeout time.Duration
+}
+
+// Host is a peer that answered: its daemon's name and address, measured
+// latency and what it offers.
+type Host struct {
+	Name, Addr string
+	Latency    time.Duration
+	Info       daemon.Info
+}
+
+// Exit is how a rank ended.
+type Exit struct {
+	Rank   int
+	Host   string
+	Code   int
+	Signal string
+	// Lost: its host was lost before the rank's end was known.
+	Lost bool
+	// Err is a daemon's error about this rank's host.
+	Err string
+}
+
+// OK says the rank exited with status 0.
+func (e Exit) OK() bool { return !e.Lost && e.Err == "" && e.Signal == "" && e.Code == 0 }
+
+// How says how the rank ended, for messages.
+func (e Exit) How() string {
+	switch {
+	case e.Lost:
+		return "lost with host " + e.Host
+	case e.Err != "":
+		return e.Err
+	case e.Signal != "":
+		return "killed by " + e.Signal + " on " + e.Host
+	}
+	return fmt.Sprintf("exit status %d on %s", e.Code, e.Host)
+}
+
+// Result is what a job did.
+type Result struct {
+	// Ranked are the hosts that answered, by increasing latency.
+	Ranked []Host
+	// Placement is where the ranks ran.
+	Placement place.Placement
+	// Exits, by rank.
+	Exits []Exit
+}
+
+// ErrFailed: the job ran but a rank did not exit with status 0 (or was
+// lost); the error names them.
+var ErrFailed = errors.New("ranks failed")
+
+// ErrNoPeers: no supernode answered, or no peer could take the job.
+var ErrNoPeers = errors.New("no peers")
+
+func (cfg *Config) check() error {
+	switch {
+	case cfg.N < 1 || cfg.N > launch.MaxSize:
+		return fmt.Errorf("submit: %d ranks, want 1 to %d", cfg.N, launch.MaxSize)
+	case cfg.Strategy != place.Spread && cfg.Strategy != place.Concentrate:
+		return fmt.Errorf("submit: strategy %v", cfg.Strategy)
+	case len(cfg.Supernodes) == 0:
+		return errors.New("submit: no supernode given")
+	case cfg.Creds == nil:
+		return errors.New("submit: no credentials")
+	case cfg.Program == "":
+		return errors.New("submit: no program")
+	}
+	for _, s := range cfg.Supernodes {
+		if _, _, err := daemon.ParseSupernode(s); err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+	}
+	if cfg.Silence <= 0 {
+		cfg.Silence = 5 * time.Second
+	}
+	if cfg.RendezvousTimeout <= 0 {
+		cfg.RendezvousTimeout = 30 * time.Second
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = 3 * time.Second
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	return nil
+}
+
+// Peers asks every supernode for its list and merges them; it fails only
+// if none answered.
+func Peers(ctx context.Context, creds *ca.Credentials, supernodes []string) ([]supernode.Peer, error) {
+	lists := make([][]supernode.Peer, len(supernodes))
+	errs := make([]error, len(supernodes))
+	var wg sync.WaitGroup
+	for i, s := range supernodes {
+		name, addr, err := daemon.ParseSupernode(s)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := supernode.NewClient(creds, name, addr)
+			defer c.Close()
+			lists[i], errs[i] = c.Peers(ctx)
+		}()
+	}
+	wg.Wait()
+	answered := false
+	for _, e := range errs {
+		answered = answered || e == nil
+	}
+	if !answered {
+		return nil, fmt.Errorf("%w: no supernode answered: %w", ErrNoPeers, errors.Join(errs...))
+	}
+	return supernode.Merge(lists...), nil
+}
+
+// Rank pings every peer (three times; the median counts) and returns those
+// that answered, by increasing latency (then name), with one client each.
+func Rank(ctx context.Context, creds *ca.Credentials, peers []supernode.Peer, timeout time.Duration) ([]Host, map[string]*daemon.Client) {
+	hosts := make([]*Host, len(peers))
+	clients := make([]*daemon.Client, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := daemon.NewClient(creds, p.Name, p.Addr)
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			var rtts []time.Duration
+			var info daemon.Info
+			for range 3 {
+				in, rtt, err := c.Ping(pctx)
+				if err != nil {
+					c.Close()
+					return
+				}
+				info = in
+				rtts = append(rtts, rtt)
+			}
+			slices.Sort(rtts)
+			hosts[i] = &Host{Name: p.Name, Addr: p.Addr, Latency: rtts[1], Info: info}
+			clients[i] = c
+		}()
+	}
+	wg.Wait()
+	var out []Host
+	byName := map[string]*daemon.Client{}
+	for i, h := range hosts {
+		if h != nil {
+			out = append(out, *h)
+			byName[h.Name] = clients[i]
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Host) int {
+		if c := cmp.Compare(a.Latency, b.Latency); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return out, byName
+}
+
+// grant is a reservation held on a host.
+type grant struct {
+	host  Host
+	token string
+	procs int
+}
+
+// Run runs the job and returns once every rank has ended or was lost. The
+// error wraps ErrFailed if a rank did not exit with status 0.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	var res Result
+	if err := cfg.check(); err != nil {
+		return res, err
+	}
+	prog, err := os.Open(cfg.Program)
+	if err != nil {
+		return res, fmt.Errorf("submit: program: %w", err)
+	}
+	defer prog.Close()
+	sum, size, err := digest(prog)
+	if err != nil {
+		return res, fmt.Errorf("submit: program: %w", err)
+	}
+	peers, err := Peers(ctx, cfg.Creds, cfg.Supernodes)
+	if err != nil {
+		return res, err
+	}
+	if len(peers) == 0 {
+		return res, fmt.Errorf("%w: no peer daemon is registered with the supernodes", ErrNoPeers)
+	}
+	ranked, clients := Rank(ctx, cfg.Creds, peers, cfg.PingTimeout)
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	res.Ranked = ranked
+	if len(ranked) < len(peers) {
+		cfg.Log("%d of %d peers answered the ping", len(ranked), len(peers))
+	}
+	for _, h := range ranked {
+		cfg.Log("host %s (%s): latency %v, %d processes per job, %d free job slots", h.Name, h.Addr, h.Latency.Round(time.Microsecond), h.Info.ProcsPerJob, h.Info.FreeJobs)
+	}
+	idb := make([]byte, 6)
+	rand.Read(idb)
+	jobID := "cohort-" + hex.EncodeToString(idb)
+
+	grants, refusals := reserve(ctx, cfg, jobID, ranked, clients)
+	releaseAll := func(gs []grant) {
+		for _, g := range gs {
+			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			clients[g.host.Name].Release(rctx, g.token)
+			cancel()
+		}
+	}
+	offered := make([]place.Host, len(grants))
+	byName := map[string]grant{}
+	for i, g := range grants {
+		offered[i] = place.Host{Name: g.host.Name, Latency: g.host.Latency, Capacity: g.procs}
+		byName[g.host.Name] = g
+	}
+	pl, release, err := place.Plan(offered, cfg.N, 1, cfg.Strategy)
+	if err != nil {
+		releaseAll(grants)
+		msg := err.Error()
+		if len(refusals) > 0 {
+			msg += "; refused: " + strings.Join(refusals, "; ")
+		}
+		return res, fmt.Errorf("%w: %s", ErrNoPeers, msg)
+	}
+	res.Placement = pl
+	var unused []grant
+	for _, name := range release {
+		unused = append(unused, byName[name])
+	}
+	releaseAll(unused)
+	per := pl.PerHost()
+	var desc []string
+	for _, h := range pl.Hosts() {
+		desc = append(desc, fmt.Sprintf("%s:%d", h, per[h]))
+	}
+	cfg.Log("placement (%v): %s", cfg.Strategy, strings.Join(desc, " "))
+	used := make([]grant, 0, len(per))
+	for _, h := range pl.Hosts() {
+		used = append(used, byName[h])
+	}
+
+	// Stage the program on every host used.
+	file := stage.File{Path: filepath.Base(cfg.Program), Size: size, SHA256: sum, Exec: true}
+	if err := forEach(used, func(g grant) error {
+		f, err := os.Open(cfg.Program)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return clients[g.host.Name].Stage(ctx, g.token, file, f)
+	}); err != nil {
+		releaseAll(used)
+		return res, fmt.Errorf("submit: staging: %w", err)
+	}
+
+	// The rendezvous listens on the address this machine reaches the
+	// first host from.
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	local, err := localAddrToward(used[0].host.Addr)
+	if err != nil {
+		releaseAll(used)
+		return res, fmt.Errorf("submit: %w", err)
+	}
+	rz, err := launch.NewRendezvous(launch.RendezvousConfig{JobID: jobID, Secret: secret, Size: cfg.N, Addr: net.JoinHostPort(local, "0")})
+	if err != nil {
+		releaseAll(used)
+		return res, err
+	}
+	defer rz.Close()
+	// A rank that never registers (its host lost, its process dead before
+	// it could) would leave the others waiting for the table: give up.
+	rzCtx, rzStop := context.WithCancel(ctx)
+	defer rzStop()
+	go func() {
+		select {
+		case <-rz.Done():
+		case <-rzCtx.Done():
+		case <-time.After(cfg.RendezvousTimeout):
+			rz.Abort(fmt.Sprintf("not every rank registered within %v (missing %v)", cfg.RendezvousTimeout, rz.Missing()))
+		}
+	}()
+
+	res.Exits = make([]Exit, cfg.N)
+	for _, s := range pl.Slots {
+		res.Exits[s.Rank] = Exit{Rank: s.Rank, Host: s.Host, Lost: true}
+	}
+	var outMu sync.Mutex
+	write := func(rank int, line string, stderr bool) {
+		w := cfg.Stdout
+		if stderr {
+			w = cfg.Stderr
+		}
+		outMu.Lock()
+		defer outMu.Unlock()
+		if cfg.Prefix {
+			fmt.Fprintf(w, "[%d] %s\n", rank, line)
+		} else {
+			fmt.Fprintln(w, line)
+		}
+	}
+	var exitMu sync.Mutex
+	var wg sync.WaitGroup
+	for _, g := range used {
+		host, _, _ := net.SplitHostPort(g.host.Addr)
+		var lr daemon.LaunchRequest
+		lr.Program, lr.Args = file.Path, cfg.Args
+		for _, s := range pl.Slots {
+			if s.Host != g.host.Name {
+				continue
+			}
+			boot := launch.Bootstrap{JobID: jobID, Rank: s.Rank, Size: cfg.N, Rendezvous: rz.Addr(), Secret: secret,
+				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host}
+			lr.Ranks = append(lr.Ranks, daemon.LaunchRank{Rank: s.Rank, Env: boot.Environ()})
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := clients[g.host.Name].Launch(ctx, g.token, lr, cfg.Silence, func(ev daemon.Event) {
+				switch {
+				case ev.Exited:
+					exitMu.Lock()
+					if ev.Rank >= 0 && ev.Rank < cfg.N && res.Exits[ev.Rank].Host == g.host.Name {
+						res.Exits[ev.Rank] = Exit{Rank: ev.Rank, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal}
+					}
+					exitMu.Unlock()
+				case ev.Error != "":
+					cfg.Log("host %s: %s", g.host.Name, ev.Error)
+				case !ev.Alive && ev.Rank >= 0 && ev.Rank < cfg.N:
+					write(ev.Rank, ev.Out, ev.Stderr)
+				}
+			})
+			if err != nil && ctx.Err() == nil {
+				cfg.Log("host %s lost: %v", g.host.Name, err)
+				if !errors.Is(err, daemon.ErrSilent) {
+					exitMu.Lock()
+					for i := range res.Exits {
+						if res.Exits[i].Host == g.host.Name && res.Exits[i].Lost {
+							res.Exits[i].Err = err.Error()
+						}
+					}
+					exitMu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	var bad []string
+	for _, e := range res.Exits {
+		if !e.OK() {
+			bad = append(bad, fmt.Sprintf("rank %d (%s)", e.Rank, e.How()))
+		}
+	}
+	if len(bad) > 0 {
+		return res, fmt.Errorf("%w: %d of %d: %s", ErrFailed, len(bad), cfg.N, strings.Join(bad, ", "))
+	}
+	return res, nil
+}
+
+// reserve asks the ranked hosts for slots, a batch at a time
+// (overbooking: place.Overbook hosts for what is still missing), until the
+// grants cover N or no host is left; it returns the grants (ranked) and
+// every refusal's reason.
+func reserve(ctx context.Context, cfg Config, jobID string, ranked []Host, clients map[string]*daemon.Client) ([]grant, []string) {
+	var grants []grant
+	var refusals []string
+	next, have := 0, 0
+	for have < cfg.N && next < len(ranked) {
+		perHost := 1
+		for _, h := range ranked[next:] {
+			perHost = max(perHost, min(h.Info.ProcsPerJob, cfg.N))
+		}
+		k := min(place.Overbook(cfg.N-have, perHost), len(ranked)-next)
+		batch := ranked[next : next+k]
+		next += k
+		got := make([]*grant, len(batch))
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, h := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				procs := max(1, min(h.Info.ProcsPerJob, cfg.N))
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				rep, err := clients[h.Name].Reserve(rctx, jobID, procs)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				got[i] = &grant{host: h, token: rep.Token, procs: rep.Procs}
+			}()
+		}
+		wg.Wait()
+		for i, g := range got {
+			if g != nil {
+				grants = append(grants, *g)
+				have += g.procs
+			} else {
+				refusals = append(refusals, errs[i].Error())
+				cfg.Log("host %s refused: %v", batch[i].Name, errs[i])
+			}
+		}
+	}
+	return grants, refusals
+}
+
+// forEach runs f for every grant at once and joins the errors.
+func forEach(gs []grant, f func(grant) error) error {
+	errs := make([]error, len(gs))
+	var wg sync.WaitGroup
+	for i, g := range gs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f(g) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// digest returns the SHA-256 (hex) and size of r's contents.
+func digest(r io.Reader) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// localAddrToward returns this machine's address on the route to addr
+// (no packet is sent: a UDP socket is only connected).
+func localAddrToward(addr string) (string, error) {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return "", fmt.Errorf("no route to %s: %w", addr, err)
+	}
+	defer c.Close()
+	host, _, err := net.SplitHostPort(c.LocalAddr().String())
+	return host, err
+}
