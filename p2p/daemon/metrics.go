@@ -9,7 +9,7 @@ import (
 // metrics are the daemon's counters, served in Prometheus's text format.
 type metrics struct {
 	registrations, reservationsGranted, reservationsRefused atomic.Int64
-	launches, exited, stagedBytes                            atomic.Int64
+	launches, exited, stagedBytes                           atomic.Int64
 }
 
 func newMetrics() *metrics { return &metrics{} }
