@@ -1,0 +1,313 @@
+package multihost
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/internal/netlab"
+	"github.com/cohort-mp/cohort/p2p/ca"
+	"github.com/cohort-mp/cohort/p2p/submit"
+)
+
+// cluster is a supernode and daemons, each on its own host of a lab.
+type cluster struct {
+	lab       *netlab.Lab
+	bin, dir  string // the binaries; the CA and configurations
+	snSpec    string // sn@IP:PORT
+	daemons   []*netlab.Host
+	creds     *ca.Credentials
+	daemonLog []*syncBuf
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func goBuild(t *testing.T, out, pkg string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = "../.."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+}
+
+// start builds cohort and the N-Queens example, a CA with certificates for
+// the supernode, k daemons and the submitter alice, and starts the
+// supernode on the lab's first host and a daemon (P = 3, J = 2, only alice
+// allowed) on each of the k others; it returns once the supernode lists
+// all k.
+func start(t *testing.T, k int) *cluster {
+	t.Helper()
+	lab := netlab.New(t, k+1)
+	c := &cluster{lab: lab, bin: t.TempDir(), dir: t.TempDir()}
+	goBuild(t, filepath.Join(c.bin, "cohort"), "./cmd/cohort")
+	goBuild(t, filepath.Join(c.bin, "nqueens"), "./examples/nqueens")
+	if err := ca.Init(c.dir, "test-cluster"); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"sn", "alice"}
+	for i := 1; i <= k; i++ {
+		names = append(names, fmt.Sprintf("d%d", i))
+	}
+	for _, n := range names {
+		if err := ca.Issue(c.dir, c.dir, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	if c.creds, err = ca.Load(filepath.Join(c.dir, "ca.crt"), c.dir, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var procs []*exec.Cmd
+	t.Cleanup(func() {
+		cancel()
+		for _, p := range procs {
+			p.Wait()
+		}
+	})
+	run := func(h *netlab.Host, log *syncBuf, args ...string) {
+		cmd := h.Command(ctx, filepath.Join(c.bin, "cohort"), args...)
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.WaitDelay = 5 * time.Second
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, cmd)
+	}
+	sn := lab.Hosts[0]
+	c.snSpec = "sn@" + sn.Addr + ":7940"
+	snLog := &syncBuf{}
+	run(sn, snLog, "supernode", "--name", "sn", "--listen", sn.Addr+":7940", "--expiry", "5s",
+		"--ca", filepath.Join(c.dir, "ca.crt"), "--certs", c.dir)
+	for i, h := range lab.Hosts[1:] {
+		name := fmt.Sprintf("d%d", i+1)
+		conf := filepath.Join(c.dir, name+".toml")
+		os.WriteFile(conf, fmt.Appendf(nil, `name = %q
+listen = "%s:7950"
+advertise = "%s:7950"
+supernodes = [%q]
+ca = %q
+certs = %q
+work_dir = %q
+jobs = 2
+procs_per_job = 3
+allowed = ["alice"]
+refresh = "500ms"
+ping = "1s"
+`, name, h.Addr, h.Addr, c.snSpec, filepath.Join(c.dir, "ca.crt"), c.dir, filepath.Join(c.dir, "work-"+name)), 0o600)
+		log := &syncBuf{}
+		c.daemonLog = append(c.daemonLog, log)
+		c.daemons = append(c.daemons, h)
+		run(h, log, "boot", "--config", conf)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		peers, err := submit.Peers(pctx, c.creds, []string{c.snSpec})
+		pcancel()
+		if err == nil && len(peers) == k {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the supernode lists %d of %d daemons after 60 s (%v)\nsupernode: %s\nd1: %s", len(peers), k, err, snLog.String(), c.daemonLog[0].String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return c
+}
+
+// job is a `cohort run --hosts` in progress.
+type job struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuf
+	placed         chan struct{}
+}
+
+func (c *cluster) run(t *testing.T, ctx context.Context, n int, alloc string, args ...string) *job {
+	t.Helper()
+	all := append([]string{"run", "-n", strconv.Itoa(n), "--prefix", "--hosts", "supernode:" + c.snSpec, "--alloc", alloc,
+		"--name", "alice", "--ca", filepath.Join(c.dir, "ca.crt"), "--certs", c.dir,
+		filepath.Join(c.bin, "nqueens"), "--"}, args...)
+	j := &job{cmd: exec.CommandContext(ctx, filepath.Join(c.bin, "cohort"), all...), stdout: &syncBuf{}, placed: make(chan struct{})}
+	j.cmd.Stdout = j.stdout
+	pr, pw, _ := os.Pipe()
+	j.cmd.Stderr = pw
+	j.stderr = &syncBuf{}
+	if err := j.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		once := sync.Once{}
+		for sc.Scan() {
+			fmt.Fprintln(j.stderr, sc.Text())
+			if strings.HasPrefix(sc.Text(), "cohort run: placement") {
+				once.Do(func() { close(j.placed) })
+			}
+		}
+		pr.Close()
+	}()
+	return j
+}
+
+var (
+	hostRE  = regexp.MustCompile(`(?m)^cohort run: host (d\d+) \(`)
+	placeRE = regexp.MustCompile(`(?m)^cohort run: placement \((\w+)\): (.*)$`)
+)
+
+// placement returns the hosts in latency order, as the submitter printed
+// them, and how many ranks it placed on each.
+func placement(t *testing.T, stderr string) ([]string, map[string]int) {
+	t.Helper()
+	var ranked []string
+	for _, m := range hostRE.FindAllStringSubmatch(stderr, -1) {
+		ranked = append(ranked, m[1])
+	}
+	m := placeRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no placement line in:\n%s", stderr)
+	}
+	per := map[string]int{}
+	for _, f := range strings.Fields(m[2]) {
+		name, count, _ := strings.Cut(f, ":")
+		per[name], _ = strconv.Atoi(count)
+	}
+	return ranked, per
+}
+
+// The rules of P2P-MPI §3.2 on 5 hosts of capacity 3 and 12 ranks, in the
+// latency order the submitter measured: spread puts 3,3,2,2,2 (as few per
+// host as possible, the closest hosts first); concentrate 3,3,3,3,0 (fill
+// the closest first).
+func checkRule(t *testing.T, alloc string, ranked []string, per map[string]int) {
+	t.Helper()
+	want := map[string][]int{"spread": {3, 3, 2, 2, 2}, "concentrate": {3, 3, 3, 3, 0}}[alloc]
+	var got []int
+	for _, h := range ranked {
+		got = append(got, per[h])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: ranks per host in latency order %v = %v, want %v", alloc, ranked, got, want)
+	}
+}
+
+// TestJobsOnFiveHosts: a supernode and 5 daemon hosts (network
+// namespaces); a 12-process FT N-Queens job with --alloc spread and one
+// with --alloc concentrate, each placement checked against the rules and
+// each count exact; then a job whose farthest host is cut off mid-run: the
+// survivors learn of each of its ranks' failure in the same view, the
+// count is still exact, and cohort run names the ranks lost with the host.
+func TestJobsOnFiveHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a lab of 6 hosts and runs three jobs")
+	}
+	c := start(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	for _, alloc := range []string{"spread", "concentrate"} {
+		j := c.run(t, ctx, 12, alloc, "-n", "13")
+		err := j.cmd.Wait()
+		out, errs := j.stdout.String(), j.stderr.String()
+		if err != nil || !strings.Contains(out, "73712 solutions") || !strings.Contains(out, "CORRECT") {
+			t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", alloc, err, out, errs)
+		}
+		ranked, per := placement(t, errs)
+		checkRule(t, alloc, ranked, per)
+		t.Logf("%s: hosts by latency %v, ranks per host %v: %s", alloc, ranked, per, strings.TrimSpace(regexp.MustCompile(`nqueens n=13.*`).FindString(out)))
+	}
+
+	// The cut: the farthest host of a spread job (2 ranks).
+	j := c.run(t, ctx, 12, "spread", "-n", "16", "-v", "-seed", "7")
+	select {
+	case <-j.placed:
+	case <-ctx.Done():
+		t.Fatalf("no placement:\n%s", j.stderr.String())
+	}
+	ranked, per := placement(t, j.stderr.String())
+	victim := ranked[len(ranked)-1]
+	var host *netlab.Host
+	for i, h := range c.daemons {
+		if fmt.Sprintf("d%d", i+1) == victim {
+			host = h
+		}
+	}
+	// Once the ranks run (their first view takes well under a second),
+	// cut the host's link.
+	time.Sleep(2 * time.Second)
+	if err := c.lab.Cut(host); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cut %s (%d ranks) off", victim, per[victim])
+	err := j.cmd.Wait()
+	out, errs := j.stdout.String(), j.stderr.String()
+	t.Logf("stdout:\n%s\nstderr (tail):\n%s", out, tail(errs, 40))
+	if err == nil {
+		t.Fatal("cohort run exited 0 although a host was lost")
+	}
+	if !strings.Contains(out, "14772512 solutions") || !strings.Contains(out, "CORRECT") {
+		t.Fatal("no exact count (14772512 for n=16) after the cut")
+	}
+	lost := regexp.MustCompile(`rank (\d+) \(lost with host ` + victim + `\)`).FindAllStringSubmatch(errs, -1)
+	if len(lost) != per[victim] {
+		t.Fatalf("cohort run names %d ranks lost with %s, want %d", len(lost), victim, per[victim])
+	}
+	// Every survivor learned of each lost rank's failure, in the same view.
+	learned := regexp.MustCompile(`rank (\d+): learned that rank (\d+) failed \(view (\d+)\)`).FindAllStringSubmatch(errs, -1)
+	views := map[string]map[string]string{} // lost rank → survivor → view
+	for _, m := range learned {
+		if views[m[2]] == nil {
+			views[m[2]] = map[string]string{}
+		}
+		views[m[2]][m[1]] = m[3]
+	}
+	for _, l := range lost {
+		r := l[1]
+		if len(views[r]) != 12-per[victim] {
+			t.Errorf("%d survivors learned of rank %s's failure, want %d", len(views[r]), r, 12-per[victim])
+		}
+		epochs := map[string]bool{}
+		for _, v := range views[r] {
+			epochs[v] = true
+		}
+		if len(epochs) > 1 {
+			t.Errorf("the survivors learned of rank %s's failure in different views: %v", r, views[r])
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
