@@ -276,7 +276,7 @@ func TestJobsOnFiveHosts(t *testing.T) {
 	if !strings.Contains(out, "14772512 solutions") || !strings.Contains(out, "CORRECT") {
 		t.Fatal("no exact count (14772512 for n=16) after the cut")
 	}
-	lost := regexp.MustCompile(`rank (\d+) \(lost with host ` + victim + `\)`).FindAllStringSubmatch(errs, -1)
+	lost := regexp.MustCompile(`rank (\d+) \(lost with host `+victim+`\)`).FindAllStringSubmatch(errs, -1)
 	if len(lost) != per[victim] {
 		t.Fatalf("cohort run names %d ranks lost with %s, want %d", len(lost), victim, per[victim])
 	}
