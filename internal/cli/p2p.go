@@ -154,6 +154,8 @@ func runDaemonQuery(ctx context.Context, c *call) error {
 		for _, p := range peers {
 			lat := "-"
 			switch {
+			case p.Name == name:
+				lat = "(this daemon)"
 			case p.RTTMicros > 0:
 				lat = (time.Duration(p.RTTMicros) * time.Microsecond).String()
 			case p.RTTMicros < 0:

@@ -100,12 +100,14 @@ func (d *Daemon) pingLoop(ctx context.Context) {
 			c.Close()
 		}
 	}()
+	wait := min(time.Second, d.cfg.Ping.Duration) // the first measurement soon after the start
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d.cfg.Ping.Duration):
+		case <-time.After(wait):
 		}
+		wait = d.cfg.Ping.Duration
 		d.mu.Lock()
 		peers := slices.Clone(d.peers)
 		d.mu.Unlock()
