@@ -54,6 +54,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	tcfg.JobID = boot.JobID
 	tcfg.Secret = boot.Secret
 	tcfg.Logger = o.logger
+	if tcfg.TLS, err = boot.TLSConfig(); err != nil {
+		return nil, err
+	}
 	tr, err := tcp.Listen(tcfg)
 	if err != nil {
 		return nil, fmt.Errorf("comm: %w", err)

@@ -16,7 +16,7 @@ import (
 // tcpJob starts n ranks in this process as Init does in n processes: a
 // launcher's rendezvous, then each rank listens on 127.0.0.1 with
 // transport/tcp, registers and runs its node.
-func tcpJob(tb testing.TB, n int) []*Session {
+func tcpJob(tb testing.TB, n int, edit ...func(*launch.Bootstrap)) []*Session {
 	tb.Helper()
 	secret := bytes.Repeat([]byte{7}, 32)
 	rv, err := launch.NewRendezvous(launch.RendezvousConfig{JobID: "commtest", Secret: secret, Size: n})
@@ -34,6 +34,9 @@ func tcpJob(tb testing.TB, n int) []*Session {
 		go func() {
 			defer wg.Done()
 			boot := launch.Bootstrap{JobID: "commtest", Rank: r, Size: n, Rendezvous: rv.Addr(), Secret: secret}
+			for _, e := range edit {
+				e(&boot)
+			}
 			ss[r], errs[r] = initBootstrap(ctx, boot)
 		}()
 	}
@@ -55,8 +58,18 @@ func tcpJob(tb testing.TB, n int) []*Session {
 // rendezvous): ordering under wildcards, large messages (4 MiB, frames
 // near the transport's limit are refused cleanly), and a message sent
 // right before Finalize still arrives.
-func TestOverTCP(t *testing.T) {
-	ss := tcpJob(t, 3)
+func TestOverTCP(t *testing.T) { overTCP(t, tcpJob(t, 3)) }
+
+// The same over connections encrypted with the job's certificate.
+func TestEncryptedOverTCP(t *testing.T) {
+	cert, key, err := launch.NewJobTLS("commtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overTCP(t, tcpJob(t, 3, func(b *launch.Bootstrap) { b.TLSCert, b.TLSKey = cert, key }))
+}
+
+func overTCP(t *testing.T, ss []*Session) {
 	big := make([]byte, 4<<20)
 	for i := range big {
 		big[i] = byte(i * 7)

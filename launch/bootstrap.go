@@ -81,6 +81,9 @@ type Bootstrap struct {
 	// Source says where the bootstrap came from, for messages: "cohort
 	// run", "SLURM PMI-2", "SLURM environment".
 	Source string
+	// TLSCert and TLSKey (PEM), when set, encrypt the job's connections
+	// with the job's certificate (see [NewJobTLS], [Bootstrap.TLSConfig]).
+	TLSCert, TLSKey []byte
 }
 
 // Exchanger gives every rank of a job every other rank's listen address
@@ -172,6 +175,7 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 	// Optional: the host to listen on (a launcher on several hosts sets
 	// the address of the rank's host; default 127.0.0.1).
 	b.Listen = strings.TrimSpace(getenv(EnvListenHost))
+	b.TLSCert, b.TLSKey = []byte(getenv(EnvTLSCert)), []byte(getenv(EnvTLSKey))
 	b.Source = "cohort run"
 	return b, b.Validate()
 }
@@ -209,6 +213,12 @@ func (b Bootstrap) Validate() error {
 	if b.Detector != "" && !isDetector(b.Detector) {
 		return fmt.Errorf("%w: %s=%q, want one of %s", ErrBootstrap, EnvDetector, b.Detector, strings.Join(Detectors, ", "))
 	}
+	if (len(b.TLSCert) == 0) != (len(b.TLSKey) == 0) {
+		return fmt.Errorf("%w: %s and %s go together (an encrypted job needs both)", ErrBootstrap, EnvTLSCert, EnvTLSKey)
+	}
+	if _, err := b.TLSConfig(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -230,6 +240,9 @@ func (b Bootstrap) Environ() []string {
 	}
 	if b.Listen != "" {
 		env = append(env, EnvListenHost+"="+b.Listen)
+	}
+	if len(b.TLSCert) > 0 {
+		env = append(env, EnvTLSCert+"="+string(b.TLSCert), EnvTLSKey+"="+string(b.TLSKey))
 	}
 	return env
 }

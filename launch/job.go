@@ -82,6 +82,10 @@ type Config struct {
 	// ranks keep running: cohort's ranks see a failure as an error and
 	// decide for themselves.
 	AbortOnFailure bool
+	// Encrypt runs the ranks' connections over TLS 1.3 with a certificate
+	// made for the job (NewJobTLS), handed to the ranks in their
+	// environment.
+	Encrypt bool
 }
 
 // Exit is how one rank's process ended.
@@ -282,11 +286,18 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		done:   make(chan struct{}),
 		procs:  make([]*rankProc, cfg.N),
 	}
+	var certPEM, keyPEM []byte
+	if cfg.Encrypt {
+		if certPEM, keyPEM, err = NewJobTLS(cfg.JobID); err != nil {
+			rz.Close()
+			return nil, fmt.Errorf("%w: the job's certificate: %w", ErrStart, err)
+		}
+	}
 	base := inheritedEnv()
 	j.start = time.Now()
 	for rank := range cfg.N {
 		boot := Bootstrap{JobID: cfg.JobID, Rank: rank, Size: cfg.N, Rendezvous: rz.Addr(),
-			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector}
+			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM}
 		cmd := exec.Command(path, cfg.Args...)
 		cmd.Dir = cfg.Dir
 		cmd.Env = append(append(slices.Clip(base), cfg.Env...), boot.Environ()...)
@@ -367,13 +378,13 @@ func EventsPath(dir string, rank int) string {
 }
 
 // inheritedEnv is the launcher's environment without the bootstrap
-// variables and EnvEvents (a job started from inside a rank must not
+// variables (the optional ones too: listen host, job certificate) and EnvEvents (a job started from inside a rank must not
 // inherit that rank's place or write to its events file).
 func inheritedEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(envNames, name) && name != EnvEvents {
+		if !slices.Contains(envNames, name) && !slices.Contains([]string{EnvEvents, EnvListenHost, EnvTLSCert, EnvTLSKey}, name) {
 			env = append(env, kv)
 		}
 	}

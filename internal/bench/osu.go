@@ -58,9 +58,9 @@ type OSU struct {
 }
 
 // OSUImpls lists the implementations in table order.
-var OSUImpls = []string{"ours", "tcp", "mpi-tcp", "mpi-vader"}
+var OSUImpls = []string{"ours", "ours-tls", "tcp", "mpi-tcp", "mpi-vader"}
 
-var osuImplTitle = map[string]string{"ours": "cohort", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
+var osuImplTitle = map[string]string{"ours": "cohort", "ours-tls": "cohort TLS", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
 
 // Sizes returns the message sizes: minSize (0 or a power of two), then
 // every power of two up to maxSize.
@@ -122,7 +122,7 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 		r := OSUResult{Impl: impl}
 		fmt.Fprintf(b.Progress, "bench: %s %s on %d processes…\n", impl, b.Mode, b.Ranks)
 		switch impl {
-		case "ours", "tcp":
+		case "ours", "ours-tls", "tcp":
 			r.Figures, r.Allocs, err = b.runWorkers(ctx, exe, impl)
 			if impl != "ours" {
 				r.Allocs = nil
@@ -152,7 +152,7 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (figs, allocs map[int]float64, err error) {
 	var out bytes.Buffer
 	args := append([]string{"osu-worker", b.Mode, impl}, b.Args()...)
-	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args,
+	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Encrypt: impl == "ours-tls",
 		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute})
 	if err != nil {
 		return nil, nil, err

@@ -46,7 +46,7 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 		return fmt.Errorf("%w: unknown mode %q", ErrOSU, o.Mode)
 	}
 	switch o.Impl {
-	case "ours":
+	case "ours", "ours-tls": // the launcher encrypts the ours-tls job
 		return osuOurs(ctx, out, o)
 	case "tcp":
 		return osuTCP(ctx, out, o)

@@ -47,7 +47,11 @@ the latency of a ping; N slots are reserved with overbooking, the ranks
 placed by --alloc (spread: as few per host as possible, closest hosts
 first; concentrate: fill the closest hosts first), the program staged and
 launched, and the output forwarded. A host lost during the job is reported
-with its ranks, as a killed local rank is. Credentials: --name (default
+with its ranks, as a killed local rank is.
+
+The ranks' connections are authenticated by the job's secret; --encrypt
+also encrypts them, with TLS 1.3 and a certificate made for the job (its
+key reaches the ranks in their environment, as the secret does). Credentials: --name (default
 $USER), --ca and --certs (see 'cohort ca').
 
 Examples:
@@ -108,6 +112,7 @@ func runRun(ctx context.Context, c *call) error {
 	fs.BoolVar(&cfg.Prefix, "prefix", false, `start each output line with "[rank] "`)
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop the job after this `duration` (0: no limit)")
 	fs.BoolVar(&cfg.AbortOnFailure, "abort-on-failure", false, "stop the whole job when a rank fails")
+	fs.BoolVar(&cfg.Encrypt, "encrypt", false, "encrypt the ranks' connections (TLS 1.3 with a certificate made for the job)")
 	hf := addHostsFlags(fs)
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
 		return err

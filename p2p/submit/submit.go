@@ -55,6 +55,16 @@ type Config struct {
 	// passed to every rank.
 	Program string
 	Args    []string
+	// Env holds extra environment entries ("NAME=value", no NUL byte)
+	// given to every rank. A rank's environment is what its daemon gives
+	// (PATH, LANG, TZ, HOME, TMPDIR: nothing of the submitter's), then
+	// Env, then the rank's bootstrap variables, which win over an entry of
+	// the same name (the last of a name counts), as with package launch.
+	Env []string
+	// Encrypt runs the ranks' connections over TLS 1.3 with a certificate
+	// made for the job (launch.NewJobTLS); its key travels to the daemons
+	// inside their TLS and reaches the ranks in their environment.
+	Encrypt bool
 	// Fanout and Detector are the job's membership settings (0, "": the
 	// defaults).
 	Fanout   int
@@ -145,6 +155,11 @@ func (cfg *Config) check() error {
 	for _, s := range cfg.Supernodes {
 		if _, _, err := daemon.ParseSupernode(s); err != nil {
 			return fmt.Errorf("submit: %w", err)
+		}
+	}
+	for _, kv := range cfg.Env {
+		if err := checkEnv(kv); err != nil {
+			return err
 		}
 	}
 	if cfg.Silence <= 0 {
@@ -310,11 +325,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	pl, release, err := place.Plan(offered, cfg.N, 1, cfg.Strategy)
 	if err != nil {
 		releaseAll(grants)
-		msg := err.Error()
 		if len(refusals) > 0 {
-			msg += "; refused: " + strings.Join(refusals, "; ")
+			return res, fmt.Errorf("%w; refused: %s", err, strings.Join(refusals, "; "))
 		}
-		return res, fmt.Errorf("%w: %s", ErrNoPeers, msg)
+		return res, err
 	}
 	res.Placement = pl
 	var unused []grant
@@ -375,6 +389,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}()
 
+	var certPEM, keyPEM []byte
+	if cfg.Encrypt {
+		if certPEM, keyPEM, err = launch.NewJobTLS(jobID); err != nil {
+			releaseAll(used)
+			return res, fmt.Errorf("submit: the job's certificate: %w", err)
+		}
+	}
 	res.Exits = make([]Exit, cfg.N)
 	for _, s := range pl.Slots {
 		res.Exits[s.Rank] = Exit{Rank: s.Rank, Host: s.Host, Lost: true}
@@ -398,13 +419,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for _, g := range used {
 		host, _, _ := net.SplitHostPort(g.host.Addr)
 		var lr daemon.LaunchRequest
-		lr.Program, lr.Args = file.Path, cfg.Args
+		lr.Program, lr.Args, lr.Env = file.Path, cfg.Args, cfg.Env
 		for _, s := range pl.Slots {
 			if s.Host != g.host.Name {
 				continue
 			}
 			boot := launch.Bootstrap{JobID: jobID, Rank: s.Rank, Size: cfg.N, Rendezvous: rz.Addr(), Secret: secret,
-				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host}
+				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host, TLSCert: certPEM, TLSKey: keyPEM}
 			lr.Ranks = append(lr.Ranks, daemon.LaunchRank{Rank: s.Rank, Env: boot.Environ()})
 		}
 		wg.Add(1)
@@ -500,6 +521,19 @@ func reserve(ctx context.Context, cfg Config, jobID string, ranked []Host, clien
 		}
 	}
 	return grants, refusals
+}
+
+// checkEnv says whether kv is a NAME=value environment entry (a
+// non-empty name without '=', no NUL byte anywhere).
+func checkEnv(kv string) error {
+	name, _, ok := strings.Cut(kv, "=")
+	switch {
+	case !ok || name == "":
+		return fmt.Errorf("submit: environment entry %q: want NAME=value", kv)
+	case strings.ContainsRune(kv, 0):
+		return fmt.Errorf("submit: environment entry %q: contains a NUL byte", kv)
+	}
+	return nil
 }
 
 // forEach runs f for every grant at once and joins the errors.
