@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,7 +19,7 @@ import (
 func init() {
 	registerBench(&benchmark{
 		name:    "launch",
-		summary: "time from a launcher's start to every rank in its first view: cohort run, srun",
+		summary: "time from a launcher's start to every rank in its first view: cohort run, srun, the peer-to-peer middleware",
 		help: `The launch benchmark starts jobs of -n ranks with each launcher and
 measures the time from the launcher's start to the moment the last rank
 installed its first membership view (it can then communicate), and to the
@@ -31,6 +34,16 @@ Launchers:
          (SLURM_CONF, /etc/slurm, or scripts/slurm-up's); the ranks find
          each other through SLURM's PMI-2 key-value space. The time
          includes slurmctld's allocation of the job.
+  hosts  the peer-to-peer middleware, as 'cohort run --hosts … --alloc
+         spread' starts a job: a supernode and 5 peer daemons (16
+         processes of a job each, so at most 80 ranks), each on its own
+         host, a network namespace of this machine, started once for the
+         whole benchmark with this executable and removed at its end;
+         the job is submitted from this process. The time includes the
+         submission: the supernode's peer list, the pings, the
+         reservations, the staging of the program on every host used, and
+         the rendezvous over the hosts' links. Needs root (network
+         namespaces, the ip command).
 
 The table gives the median over --runs runs with the minimum and maximum;
 launchers are alternated within each repetition. The baseline, "empty job",
@@ -40,6 +53,7 @@ end): what the launcher itself costs, before any cohort code runs.
 Examples:
   cohort bench launch
   cohort bench launch --slurm
+  cohort bench launch --hosts          (local and hosts, 4, 16 and 64 ranks)
   cohort bench launch --launchers local,slurm -n 8,32 --runs 5`,
 		run: runBenchLaunch,
 	})
@@ -61,32 +75,60 @@ func runBenchLaunch(ctx context.Context, c *call) error {
 	fs.Var((*intList)(&sizes), "n", "comma-separated numbers of `ranks`")
 	runs := fs.Int("runs", 5, "launches per launcher and size")
 	withSlurm := fs.Bool("slurm", false, "add the slurm launcher (same as --launchers local,slurm)")
+	withHosts := fs.Bool("hosts", false, "add the hosts launcher, the middleware on 5 hosts of this machine (needs root); -n defaults to 4,16,64")
 	names := fs.String("launchers", "local", "comma-separated `launchers`: "+launcherNames())
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
 	list := strings.Split(*names, ",")
-	if *withSlurm && !strings.Contains(","+*names+",", ",slurm,") {
+	for i := range list {
+		list[i] = strings.TrimSpace(list[i])
+	}
+	if *withSlurm && !slices.Contains(list, "slurm") {
 		list = append(list, "slurm")
 	}
-	var ls []launchbench.Launcher
-	for _, n := range list {
-		l, ok := launchbench.Lookup(strings.TrimSpace(n))
-		if !ok {
-			return usagef("--launchers: %q is not one of %s", n, launcherNames())
-		}
-		if err := l.Check(ctx); err != nil {
-			return fmt.Errorf("launcher %s cannot run here: %w", l.Name(), err)
-		}
-		ls = append(ls, l)
+	if *withHosts && !slices.Contains(list, "hosts") {
+		list = append(list, "hosts")
+	}
+	sizesGiven := false
+	fs.Visit(func(f *flag.Flag) { sizesGiven = sizesGiven || f.Name == "n" })
+	if slices.Contains(list, "hosts") && !sizesGiven {
+		sizes = []int{4, 16, 64}
 	}
 	for _, n := range sizes {
 		if n < 1 || n > 1024 {
 			return usagef("-n %d: want 1 to 1024 ranks", n)
 		}
+		if n > launchbench.MaxHostsRanks && slices.Contains(list, "hosts") {
+			return usagef("-n %d: the hosts launcher takes at most %d ranks", n, launchbench.MaxHostsRanks)
+		}
 	}
 	if *runs < 1 {
 		return usagef("--runs %d: want at least 1", *runs)
+	}
+	var ls []launchbench.Launcher
+	for _, n := range list {
+		l, ok := launchbench.Lookup(n)
+		if !ok {
+			return usagef("--launchers: %q is not one of %s", n, launcherNames())
+		}
+		ls = append(ls, l)
+	}
+	// A launcher that holds something across runs (the hosts' rig) is
+	// closed at the end, whatever happened.
+	defer func() {
+		for _, l := range ls {
+			if cl, ok := l.(io.Closer); ok {
+				if err := cl.Close(); err != nil {
+					fmt.Fprintf(c.stderr, "launcher %s: closing: %v\n", l.Name(), err)
+				}
+			}
+		}
+	}()
+	for _, l := range ls {
+		if err := l.Check(ctx); err != nil {
+			return fmt.Errorf("launcher %s cannot run here: %w", l.Name(), err)
+		}
 	}
 	prog, err := os.Executable()
 	if err != nil {

@@ -2,8 +2,11 @@
 // job: from the moment the launcher is started to the moment every rank
 // has installed its first membership view (and so can communicate), and to
 // the end of the job. Each launcher is a [Launcher] in a list ([Register],
-// [Launchers]); the local launcher of `cohort run` and SLURM's srun are
-// built in, and others (a multi-host launcher) register the same way.
+// [Launchers]); the local launcher of `cohort run`, SLURM's srun and the
+// peer-to-peer middleware on several hosts of this machine ([Hosts]) are
+// built in, and others register the same way. A launcher that holds
+// something across runs (the hosts' rig) is also an io.Closer, closed by
+// the caller when the benchmark is done.
 //
 // The ranks run a worker ([Worker]) that joins the job with comm.Init,
 // waits for its first view, prints the wall-clock time of it on one line,
@@ -20,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,8 +31,12 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/comm"
+	"github.com/cohort-mp/cohort/internal/multihost"
+	"github.com/cohort-mp/cohort/internal/netlab"
 	"github.com/cohort-mp/cohort/internal/slurm"
 	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/p2p/place"
+	"github.com/cohort-mp/cohort/p2p/submit"
 )
 
 // Launcher starts the n ranks of a program and waits for their end.
@@ -80,6 +88,7 @@ func Lookup(name string) (Launcher, bool) {
 func init() {
 	Register(Local{})
 	Register(&Slurm{})
+	Register(&Hosts{})
 }
 
 // Local is the launcher of `cohort run` (package launch), on this machine.
@@ -141,6 +150,95 @@ func (s *Slurm) Run(ctx context.Context, n int, prog string, args, env []string,
 		return fmt.Errorf("srun: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// HostsDaemons is how many daemon hosts the hosts launcher's rig has;
+// HostsProcsPerJob how many processes of one job each runs, enough for
+// MaxHostsRanks ranks spread over them.
+const (
+	HostsDaemons     = 5
+	HostsProcsPerJob = 16
+	MaxHostsRanks    = HostsDaemons * HostsProcsPerJob
+)
+
+// Hosts runs the ranks over the peer-to-peer middleware, as `cohort run
+// --hosts … --alloc spread` does: a rig (package multihost) of a
+// supernode and HostsDaemons peer daemons, each in its own network
+// namespace of this machine, built by Check or the first Run and reused
+// by every run until Close. The submitter runs in this process. The time
+// of a run includes what a submission costs: asking the supernode for the
+// peers, pinging them, reserving, staging the program on every host used
+// (SHA-256 checked) and the rendezvous over the hosts' links.
+type Hosts struct {
+	// Cohort is the cohort executable the supernode and the daemons run
+	// ("": this process's executable).
+	Cohort string
+
+	mu  sync.Mutex
+	rig *multihost.Rig
+}
+
+func (*Hosts) Name() string { return "hosts" }
+
+func (h *Hosts) Check(ctx context.Context) error {
+	_, err := h.start(ctx)
+	return err
+}
+
+// start builds the rig once.
+func (h *Hosts) start(ctx context.Context) (*multihost.Rig, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rig != nil {
+		return h.rig, nil
+	}
+	bin := h.Cohort
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("the cohort executable for the daemons: %w", err)
+		}
+	}
+	rig, err := multihost.Start(ctx, HostsDaemons, HostsProcsPerJob, bin)
+	if errors.Is(err, netlab.ErrUnavailable) {
+		return nil, fmt.Errorf("needs root and network namespaces: %w", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.rig = rig
+	return rig, nil
+}
+
+func (h *Hosts) Run(ctx context.Context, n int, prog string, args, env []string, out io.Writer) error {
+	if n > MaxHostsRanks {
+		return fmt.Errorf("%d ranks: the rig takes at most %d (%d hosts of %d)", n, MaxHostsRanks, HostsDaemons, HostsProcsPerJob)
+	}
+	rig, err := h.start(ctx)
+	if err != nil {
+		return err
+	}
+	var stderr syncBuffer
+	_, err = submit.Run(ctx, submit.Config{
+		N: n, Strategy: place.Spread, Supernodes: []string{rig.Supernode}, Creds: rig.Creds,
+		Program: prog, Args: args, Env: env, Stdout: out, Stderr: &stderr,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// Close stops the rig, if one was built, and removes it.
+func (h *Hosts) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.rig == nil {
+		return nil
+	}
+	err := h.rig.Close()
+	h.rig = nil
+	return err
 }
 
 // ViewLine starts the line a worker prints: "first-view RANK UNIXNANO".

@@ -1,6 +1,11 @@
-// Package multihost holds the end-to-end tests of the peer-to-peer
-// middleware on several hosts: a supernode and peer daemons, each in its
-// own network namespace of an internal/netlab rig, and `cohort run
-// --hosts` submitting jobs to them from the machine itself. They need root
-// (network namespaces) and skip, saying so, without it.
+// Package multihost runs the peer-to-peer middleware on several hosts of
+// one machine: [Start] builds a rig, a supernode and peer daemons each in
+// its own network namespace of an internal/netlab lab, with a CA and the
+// credentials of a submitter, alice; jobs are then submitted from the
+// machine itself (`cohort run --hosts`, or package p2p/submit with
+// [Rig.Supernode] and [Rig.Creds]); [Rig.Close] removes it all. The
+// end-to-end tests of the middleware and the hosts launcher of `cohort
+// bench launch` use it. It needs root (network namespaces): Start fails
+// with an error wrapping netlab.ErrUnavailable without it, and the tests
+// skip, saying so.
 package multihost
