@@ -14,7 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:     "supernode",
-		synopsis: "--name NAME [--listen ADDR] [--ca FILE] [--certs DIR] [--expiry D]",
+		synopsis: "--name NAME [--listen ADDR] [--ca FILE] [--certs DIR] [--expiry D] [--metrics ADDR]",
 		summary:  "the bootstrap registry of the peer-to-peer middleware",
 		help: `Supernode runs the registry that peer daemons register with and that
 submitters ask for the list of live peers (HTTP/JSON over mutual TLS: every
@@ -38,6 +38,7 @@ func runSupernode(ctx context.Context, c *call) error {
 	caFile := fs.String("ca", filepath.Join(home, ".cohort", "ca", "ca.crt"), "the cluster CA's certificate `file`")
 	certs := fs.String("certs", filepath.Join(home, ".cohort", "ca"), "`directory` holding NAME.crt and NAME.key")
 	expiry := fs.Duration("expiry", supernode.DefaultExpiry, "how long a registration lives without renewal")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this `address` (plain HTTP, /metrics); empty: none")
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
@@ -52,6 +53,6 @@ func runSupernode(ctx context.Context, c *call) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(c.stderr, nil))
-	return supernode.Serve(ctx, supernode.Config{Listen: *listen, Creds: creds, Expiry: *expiry, Logger: log,
+	return supernode.Serve(ctx, supernode.Config{Listen: *listen, Creds: creds, Expiry: *expiry, Logger: log, Metrics: *metricsAddr,
 		Ready: func(addr string) { fmt.Fprintf(c.stdout, "supernode %s serving on %s\n", *name, addr) }})
 }

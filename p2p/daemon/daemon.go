@@ -57,7 +57,7 @@ type Daemon struct {
 	creds *ca.Credentials
 	log   *slog.Logger
 	gate  *reserve.Gate
-	m     *metrics
+	m     *daemonMetrics
 
 	mu    sync.Mutex
 	jobs  map[string]*job // by token
@@ -85,8 +85,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("daemon: work_dir: %w", err)
 	}
-	return &Daemon{cfg: cfg, creds: creds, log: log.With("daemon", cfg.Name), gate: gate, m: newMetrics(),
-		jobs: map[string]*job{}, halt: make(chan struct{})}, nil
+	d := &Daemon{cfg: cfg, creds: creds, log: log.With("daemon", cfg.Name), gate: gate,
+		jobs: map[string]*job{}, halt: make(chan struct{})}
+	d.m = newMetrics(d)
+	return d, nil
 }
 
 // Serve runs the daemon until ctx is done or a halt request comes, then
@@ -117,7 +119,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 			ln.Close()
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
-		msrv := &http.Server{Handler: d.m.handler(d), ReadHeaderTimeout: 5 * time.Second}
+		msrv := &http.Server{Handler: d.m.set.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go msrv.Serve(mln)
 		defer msrv.Close()
 	}
@@ -291,7 +293,7 @@ func (d *Daemon) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	t, err := d.gate.Reserve(name, req.Job, req.Procs)
 	if err != nil {
-		d.m.add(&d.m.reservationsRefused, 1)
+		d.m.reservationsRefused.Add(1)
 		status := http.StatusConflict
 		if errors.Is(err, reserve.ErrNotAllowed) {
 			status = http.StatusForbidden
@@ -310,7 +312,7 @@ func (d *Daemon) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	d.mu.Lock()
 	d.jobs[t.ID] = j
 	d.mu.Unlock()
-	d.m.add(&d.m.reservationsGranted, 1)
+	d.m.reservationsGranted.Add(1)
 	d.log.Info("daemon: reserved", "submitter", name, "job", req.Job, "procs", req.Procs, "token", t.ID[:8])
 	// An unconfirmed token expires in the gate; its directory goes with it.
 	time.AfterFunc(d.cfg.Hold.Duration+time.Second, func() { d.dropIfExpired(t.ID) })
@@ -405,7 +407,7 @@ func (d *Daemon) stageFile(w http.ResponseWriter, r *http.Request, name string) 
 		d.refuse(w, r, status, "staging", err)
 		return
 	}
-	d.m.add(&d.m.stagedBytes, size)
+	d.m.stagedBytes.Add(size)
 	d.log.Info("daemon: staged", "job", j.name, "path", f.Path, "bytes", size)
 	writeJSON(w, struct{}{})
 }

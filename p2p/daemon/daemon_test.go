@@ -7,8 +7,10 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +42,7 @@ func (s *syncBuf) String() string {
 }
 
 type rig struct {
+	d         *Daemon
 	dir, addr string
 	log       *syncBuf
 	creds     func(name string) *ca.Credentials
@@ -87,7 +90,7 @@ func startDaemon(t *testing.T, edit func(*Config)) *rig {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(ctx, func(a string) { ready <- a }) }()
-	r := &rig{dir: dir, log: log, creds: creds}
+	r := &rig{d: d, dir: dir, log: log, creds: creds}
 	select {
 	case r.addr = <-ready:
 	case err := <-done:
@@ -169,6 +172,15 @@ func TestReserveStageLaunch(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(r.dir, "work")); len(ents) != 0 {
 		t.Errorf("job directories left: %v", ents)
+	}
+	rec := httptest.NewRecorder()
+	r.d.m.set.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{"cohort_daemon_reservations_granted_total 1\n", "cohort_daemon_reservations_refused_total 1\n",
+		"cohort_daemon_launches_total 1\n", "cohort_daemon_processes_exited_total 2\n", fmt.Sprintf("cohort_daemon_staged_bytes_total %d\n", len(script)),
+		"cohort_daemon_running_jobs 0\n"} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, rec.Body.String())
+		}
 	}
 }
 

@@ -226,7 +226,7 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 				}
 			}
 			close(p.done)
-			d.m.add(&d.m.exited, 1)
+			d.m.exited.Add(1)
 			events <- ev
 		}()
 	}
@@ -239,7 +239,7 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 		j.stop("a process could not start")
 		return
 	}
-	d.m.add(&d.m.launches, 1)
+	d.m.launches.Add(1)
 	d.log.Info("daemon: launched", "submitter", name, "job", j.name, "procs", len(procs))
 
 	rc := http.NewResponseController(w)

@@ -58,7 +58,7 @@ func (d *Daemon) registerLoop(ctx context.Context, advertise string) {
 					d.log.Info("daemon: supernode reachable again", "supernode", s.c.Addr)
 				}
 				s.backoff, s.next, s.list = 0, time.Time{}, peers
-				d.m.add(&d.m.registrations, 1)
+				d.m.registrations.Add(1)
 			}
 			lists = append(lists, s.list)
 		}

@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cohort-mp/cohort/p2p/ca"
+	"github.com/cohort-mp/cohort/p2p/metrics"
 )
 
 // Config configures a running supernode.
@@ -29,6 +31,25 @@ type Config struct {
 	Logger *slog.Logger
 	// Ready, if not nil, receives the address served on once listening.
 	Ready func(addr string)
+	// Metrics, if not empty, is a host:port where Prometheus metrics are
+	// served (plain HTTP, /metrics): registrations, refusals, peer lists
+	// served, live peers.
+	Metrics string
+}
+
+// snMetrics are a supernode's counters.
+type snMetrics struct {
+	set                               metrics.Set
+	registrations, refused, peerLists *atomic.Int64
+}
+
+func newMetrics(r *Registry) *snMetrics {
+	m := &snMetrics{}
+	m.registrations = m.set.Counter("cohort_supernode_registrations_total", "Registrations and renewals accepted.")
+	m.refused = m.set.Counter("cohort_supernode_registrations_refused_total", "Registrations refused.")
+	m.peerLists = m.set.Counter("cohort_supernode_peer_lists_total", "Peer lists served.")
+	m.set.Gauge("cohort_supernode_peers", "Live registrations.", func() int64 { return int64(len(r.Peers())) })
+	return m
 }
 
 // Serve runs a supernode until ctx is done, then shuts down gracefully
@@ -45,8 +66,20 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("supernode: %w", err)
 	}
+	reg := NewRegistry(cfg.Expiry, nil)
+	m := newMetrics(reg)
+	if cfg.Metrics != "" {
+		mln, err := net.Listen("tcp", cfg.Metrics)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("supernode: metrics: %w", err)
+		}
+		msrv := &http.Server{Handler: m.set.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go msrv.Serve(mln)
+		defer msrv.Close()
+	}
 	srv := &http.Server{
-		Handler:           Handler(NewRegistry(cfg.Expiry, nil), log),
+		Handler:           handler(reg, log, m),
 		TLSConfig:         cfg.Creds.ServerConfig(nil),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // refused handshakes, with their reason

@@ -130,6 +130,14 @@ func Merge(lists ...[]Peer) []Peer {
 // client certificates (ca.Credentials.ServerConfig): the registering name
 // is the client certificate's.
 func Handler(r *Registry, log *slog.Logger) http.Handler {
+	return handler(r, log, nil)
+}
+
+// handler is Handler counting into m (nil: no counting).
+func handler(r *Registry, log *slog.Logger, m *snMetrics) http.Handler {
+	if m == nil {
+		m = newMetrics(r)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -140,6 +148,7 @@ func Handler(r *Registry, log *slog.Logger) http.Handler {
 			name = ca.PeerName(*req.TLS)
 		}
 		if name == "" {
+			m.refused.Add(1)
 			log.Warn("supernode: registration refused", "remote", req.RemoteAddr, "reason", "no verified client certificate")
 			http.Error(w, "a client certificate of the cluster's CA is required", http.StatusUnauthorized)
 			return
@@ -150,19 +159,23 @@ func Handler(r *Registry, log *slog.Logger) http.Handler {
 		dec := json.NewDecoder(io.LimitReader(req.Body, maxBody+1))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil {
+			m.refused.Add(1)
 			log.Warn("supernode: registration refused", "peer", name, "reason", "malformed request", "err", err)
 			http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		if err := r.Register(name, body.Addr); err != nil {
+			m.refused.Add(1)
 			log.Warn("supernode: registration refused", "peer", name, "reason", err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		m.registrations.Add(1)
 		log.Info("supernode: registered", "peer", name, "addr", body.Addr)
 		writeJSON(w, map[string]int64{"expires_in_ms": r.expiry.Milliseconds()})
 	})
 	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, req *http.Request) {
+		m.peerLists.Add(1)
 		writeJSON(w, map[string][]Peer{"peers": r.Peers()})
 	})
 	return mux
