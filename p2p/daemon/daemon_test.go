@@ -13,8 +13,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -368,5 +370,51 @@ func TestRegistersAndPings(t *testing.T) {
 	}
 	if !strings.Contains(b.log.String(), "supernode unreachable") {
 		t.Errorf("d2 does not say that the supernode with the wrong name was refused:\n%s", b.log.String())
+	}
+}
+
+// A daemon shutting down (SIGTERM: Serve's context done) tells its running
+// jobs on their streams and stops their processes: none is orphaned.
+func TestShutdownTellsJobs(t *testing.T) {
+	r := startDaemon(t, nil)
+	alice := NewClient(r.creds("alice"), "d1", r.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := alice.Reserve(ctx, "j", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(r.dir, "pid")
+	script := []byte("#!/bin/sh\necho $$ > " + pidFile + "\necho started\nexec sleep 60\n")
+	if err := alice.Stage(ctx, tok.Token, fileOf("p", script, true), bytes.NewReader(script)); err != nil {
+		t.Fatal(err)
+	}
+	var told string
+	done, stopped := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- alice.Launch(ctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
+			switch {
+			case ev.Out == "started":
+				go func() { r.stop(); close(stopped) }()
+			case ev.Error != "":
+				told = ev.Error
+			}
+		})
+	}()
+	err = <-done
+	<-stopped
+	if err == nil {
+		t.Fatal("the stream ended as if the job had finished")
+	}
+	if !strings.Contains(told, "shutting down") {
+		t.Errorf("the job was told %q, want that the daemon is shutting down", told)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("no pid written (%q)", b)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("process %d of the job still runs after the daemon's shutdown", pid)
 	}
 }
