@@ -149,8 +149,25 @@ func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.C
 // Cut takes h's link down: h can reach nobody, nobody can reach h.
 func (l *Lab) Cut(h *Host) error { return ip("link", "set", h.veth, "down") }
 
-// Heal brings h's link up again.
-func (l *Lab) Heal(h *Host) error { return ip("link", "set", h.veth, "up") }
+// Heal brings h's link up again and waits (at most 5 s) until the kernel
+// reports it operational, so traffic may flow when it returns (the first
+// packets may still wait for address resolution).
+func (l *Lab) Heal(h *Host) error {
+	if err := ip("link", "set", h.veth, "up"); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		state, err := os.ReadFile("/sys/class/net/" + h.veth + "/operstate")
+		if err == nil && strings.TrimSpace(string(state)) == "up" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netlab: %s's link is not up 5 s after the heal (operstate %q, %v)", h.Name, strings.TrimSpace(string(state)), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // Kill SIGKILLs every process in h's namespace (a host that dies).
 func (l *Lab) Kill(h *Host) error {
