@@ -1,3 +1,7 @@
+// The matching engine in one file, a little under 700 lines: matching,
+// the unexpected queue and request completion share one lock and its
+// invariants.
+
 package comm
 
 import (

@@ -1,3 +1,6 @@
+// The stabilization-time study in one file (about 1,150 lines): its sweep,
+// its three models and its report are one experiment read top to bottom.
+
 package experiment
 
 import (

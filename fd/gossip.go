@@ -1,3 +1,6 @@
+// The gossip detector in one file, a little over 700 lines: the table,
+// the schedule's rounds and the ping consensus share one state.
+
 package fd
 
 import (

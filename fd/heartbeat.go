@@ -1,3 +1,8 @@
+// The Phoenix heartbeat detector in one file (about 1,150 lines): its
+// state, messages, monitor choice and per-peer deadlines are one protocol
+// whose invariants (who monitors whom, which deadline is armed) would be
+// split by cutting it; local health is in health.go.
+
 package fd
 
 import (

@@ -1,3 +1,7 @@
+// Both sides of the rendezvous (a rank's Register, the launcher's
+// Rendezvous) and their messages are in this file, a little over 600
+// lines: they are one protocol and change together.
+
 package launch
 
 import (

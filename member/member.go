@@ -1,3 +1,9 @@
+// The membership machine's state and the handlers of every role (member,
+// joiner, root taking over) are in this one file, about 1,400 lines: they
+// share the state the protocol's invariants are about, and split by role
+// each invariant would be spread over files. The root's proposals are in
+// root.go, the views in view.go.
+
 package member
 
 import (

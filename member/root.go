@@ -1,3 +1,6 @@
+// The root's side of the protocol (proposals, acknowledgements, commits,
+// joins) in one file, a little under 700 lines: it is one state machine.
+
 package member
 
 import (

@@ -61,6 +61,10 @@
 // restart) are refused if ours was the winning side of the old connection.
 // The handshake authenticates the ends at the start; frames are not
 // encrypted or MACed afterwards (see package wire).
+//
+// This file (about 1,150 lines) keeps a peer's connection, reader, writer
+// and direct path together: they share the peer's state and its lock
+// discipline, which would be split by splitting the file.
 package tcp
 
 import (
