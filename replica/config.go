@@ -1,0 +1,86 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// Sentinel errors of package replica.
+var (
+	// ErrConfig reports an invalid Config field.
+	ErrConfig = errors.New("replica: invalid config")
+	// ErrMessage is wrapped by the decoding errors of messages whose fields
+	// are inconsistent.
+	ErrMessage = errors.New("replica: malformed message")
+)
+
+// Layout maps a job of Ranks logical ranks, each run as Replicas
+// replicas, onto physical process ids. Physical ids are replica-major, the
+// order package p2p/place uses: p = replica·Ranks + rank, so replica 0 of
+// every rank comes first (ids 0…Ranks−1), then replica 1, and so on. The
+// membership service runs over the physical ids 0…Ranks·Replicas−1.
+type Layout struct {
+	Ranks    int // logical ranks N, ≥ 1
+	Replicas int // replication degree R, ≥ 1
+}
+
+// Size is the number of physical processes, Ranks·Replicas.
+func (l Layout) Size() int { return l.Ranks * l.Replicas }
+
+// Phys returns the physical id of replica j of logical rank r.
+func (l Layout) Phys(r, j int) core.NodeID { return core.NodeID(j*l.Ranks + r) }
+
+// Rank returns the logical rank that physical process p runs.
+func (l Layout) Rank(p core.NodeID) int { return int(p) % l.Ranks }
+
+// Replica returns which replica of its rank physical process p is.
+func (l Layout) Replica(p core.NodeID) int { return int(p) / l.Ranks }
+
+// Contains reports whether p is a physical id of the layout.
+func (l Layout) Contains(p core.NodeID) bool { return p != core.None && int64(p) < int64(l.Size()) }
+
+// Validate reports an empty layout as an error wrapping [ErrConfig].
+func (l Layout) Validate() error {
+	if l.Ranks < 1 || l.Replicas < 1 || l.Ranks > 1<<24 || l.Replicas > 64 {
+		return fmt.Errorf("%w: layout %d ranks × %d replicas (want 1–2^24 ranks, 1–64 replicas)", ErrConfig, l.Ranks, l.Replicas)
+	}
+	return nil
+}
+
+// Config configures a [Layer]. Layout must be the same at every process of
+// a job; the acknowledgement settings may differ.
+type Config struct {
+	Layout Layout
+	// AckEvery and AckDelay bound the batching of acknowledgements: a
+	// receiving replica acknowledges a channel (cumulatively, to the
+	// sender's master) at the latest after AckEvery more deliveries on it,
+	// or AckDelay after the first delivery not yet acknowledged, whichever
+	// comes first. So a commit waits at most AckDelay plus a round trip
+	// after the last acknowledgement it needs was delivered.
+	AckEvery int
+	AckDelay time.Duration
+}
+
+// DefaultConfig returns a configuration for layout: acknowledgements after
+// 32 deliveries or 2 ms.
+func DefaultConfig(layout Layout) Config {
+	return Config{Layout: layout, AckEvery: 32, AckDelay: 2 * time.Millisecond}
+}
+
+// Validate reports the first invalid field as an error wrapping
+// [ErrConfig].
+func (c Config) Validate() error {
+	if err := c.Layout.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.AckEvery < 1:
+		return fmt.Errorf("%w: AckEvery %d, want ≥ 1", ErrConfig, c.AckEvery)
+	case c.AckDelay <= 0:
+		return fmt.Errorf("%w: AckDelay %v must be positive", ErrConfig, c.AckDelay)
+	}
+	return nil
+}

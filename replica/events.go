@@ -1,0 +1,60 @@
+package replica
+
+import "github.com/cohort-mp/cohort/core"
+
+// Send is the request an application (the layer above) hands the layer to
+// send Payload to logical rank Dst on communicator Comm with Tag. Every
+// replica of a rank issues the same Sends in the same order (they run the
+// same deterministic program); the layer numbers them per channel
+// (Comm, own rank, Dst). The layer keeps Payload: do not modify it after.
+type Send struct {
+	Comm    uint64
+	Dst     int
+	Tag     int64
+	Payload []byte
+}
+
+// Decide is the request for the K-th decision of this logical rank (K = 1,
+// 2, 3, … in program order): a value every replica of the rank must agree
+// on (a wildcard receive's match, the outcome of a WaitAny, a random
+// seed). Value is this replica's proposal; the master's proposal wins. The
+// answer is a [Decided] event.
+type Decide struct {
+	K     uint64
+	Value []byte
+}
+
+// Delivered is the Seq-th message of channel (Comm, Src → this rank),
+// delivered to the application. Every replica of a rank delivers each
+// channel's messages in Seq order 1, 2, 3, …, each once, with the same
+// payloads. Payload must not be modified.
+type Delivered struct {
+	Comm    uint64
+	Src     int
+	Tag     int64
+	Seq     uint64
+	Payload []byte
+}
+
+// Decided answers [Decide]: the value of this rank's K-th decision, final
+// (every replica of the rank acts on the same value). Decisions are
+// announced in K order.
+type Decided struct {
+	K     uint64
+	Value []byte
+}
+
+// RankFailed reports that every replica of logical rank Rank has left the
+// view: the rank is gone (comm turns it into its ULFM error). It is
+// emitted once per rank, by every process.
+type RankFailed struct {
+	Rank int
+}
+
+// ReplicaLost reports that replica Phys of logical rank Rank left the view
+// while the rank still has a live replica: informational only, the
+// application sees no difference.
+type ReplicaLost struct {
+	Phys core.NodeID
+	Rank int
+}

@@ -1,0 +1,678 @@
+package replica
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/member"
+)
+
+// Stats counts what a [Layer] did. Backup is the number of sends held in
+// the backup table now, PeakBackup its maximum since Start.
+type Stats struct {
+	Sent        uint64 // data messages sent by this process as master (one per destination replica)
+	Resent      uint64 // data messages sent again from the backup table by a new master
+	Backed      uint64 // sends kept in the backup table by a non-master
+	Skipped     uint64 // sends not kept: already committed when the program reached them
+	ToFailed    uint64 // sends to a failed rank, dropped
+	Delivered   uint64 // messages delivered to the application
+	Duplicates  uint64 // data messages already delivered, dropped
+	Early       uint64 // data messages held because an earlier one was missing
+	Acks        uint64 // acknowledgements sent (or, to itself, applied)
+	Commits     uint64 // commit messages sent
+	Decisions   uint64 // decisions whose value this process chose as master
+	Takeovers   uint64 // times this process became the master of its rank
+	BadRequests uint64 // Send or Decide requests refused (bad rank, decision out of order)
+	BadMessages uint64 // messages dropped for naming the wrong rank or sender
+	Backup      int
+	PeakBackup  int
+}
+
+type chanKey struct {
+	Comm     uint64
+	Src, Dst int
+}
+
+func (k chanKey) String() string { return fmt.Sprintf("c%d %d→%d", k.Comm, k.Src, k.Dst) }
+
+// entry is one send of the program kept in the backup table.
+type entry struct {
+	seq     uint64
+	tag     int64
+	payload []byte
+}
+
+// outChan is a channel this process's rank sends on.
+type outChan struct {
+	key       chanKey
+	next      uint64                 // sequence number of the program's last send
+	committed uint64                 // sends ≤ committed are held by every live destination replica
+	backup    []entry                // the program's sends beyond committed, by seq
+	acked     map[core.NodeID]uint64 // destination replica → cumulative ack
+}
+
+// inChan is a channel this process's rank receives on.
+type inChan struct {
+	key       chanKey
+	delivered uint64
+	held      map[uint64]*Data // arrived before their predecessor
+	acked     uint64           // last acknowledged
+	dirty     bool             // an acknowledgement is due
+}
+
+type ackTick struct{}
+
+// decVal is the value of one decision held by a replica, and the ballot
+// (master index) it came from.
+type decVal struct {
+	value  []byte
+	ballot int
+}
+
+// decisions is a replica's state of its rank's decisions.
+type decisions struct {
+	base      uint64   // decisions ≤ base are forgotten (final everywhere, consumed)
+	vals      []decVal // vals[i] is decision base+1+i
+	ballot    int      // highest master index heard from (own index while master)
+	final     uint64   // decisions ≤ final are final here
+	allFinal  uint64   // decisions ≤ allFinal are final at every live replica
+	consumed  uint64   // Decided emitted up to here
+	requested uint64   // the application asked up to here
+	proposal  []byte   // the application's proposal for decision requested
+	acks      map[core.NodeID]DecisionAck
+}
+
+func (d *decisions) top() uint64          { return d.base + uint64(len(d.vals)) }
+func (d *decisions) get(k uint64) *decVal { return &d.vals[k-d.base-1] }
+func (d *decisions) has(k uint64) bool    { return k > d.base && k <= d.top() }
+func (d *decisions) set(k uint64, v decVal) bool {
+	switch {
+	case k == d.top()+1:
+		d.vals = append(d.vals, v)
+	case d.has(k):
+		*d.get(k) = v
+	default:
+		return false
+	}
+	return true
+}
+
+// Layer is the replication machine of one physical process. Build it with
+// [New] and place it in a core.Stack above the membership layer.
+type Layer struct {
+	cfg         Config
+	lay         Layout
+	env         core.Env
+	self        core.NodeID
+	rank, index int
+	started     bool
+
+	epoch   uint64
+	alive   []bool        // by physical id
+	masters []core.NodeID // by rank; core.None once the rank failed
+	failed  []bool        // by rank
+
+	outs     map[chanKey]*outChan
+	outOrder []*outChan
+	ins      map[chanKey]*inChan
+	inOrder  []*inChan
+	dirty    []*inChan
+	ackArmed bool
+
+	dec   decisions
+	stats Stats
+}
+
+// New returns a layer for a process of cfg.Layout; the process learns its
+// physical id at Start. Until the first view every process of the layout
+// counts as alive.
+func New(cfg Config) (*Layer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Layer{
+		cfg:  cfg,
+		lay:  cfg.Layout,
+		outs: map[chanKey]*outChan{},
+		ins:  map[chanKey]*inChan{},
+	}
+	l.alive = make([]bool, l.lay.Size())
+	for i := range l.alive {
+		l.alive[i] = true
+	}
+	l.failed = make([]bool, l.lay.Ranks)
+	l.masters = make([]core.NodeID, l.lay.Ranks)
+	for r := range l.masters {
+		l.masters[r] = l.lay.Phys(r, 0)
+	}
+	return l, nil
+}
+
+// Protos implements core.ProtoOwner.
+func (l *Layer) Protos() []core.Proto { return []core.Proto{core.ProtoReplica} }
+
+// Stats returns the counters. Call it from the goroutine that drives the
+// machine.
+func (l *Layer) Stats() Stats { return l.stats }
+
+// Master returns the physical id of logical rank r's master in this
+// process's view, or core.None if the rank failed.
+func (l *Layer) Master(r int) core.NodeID { return l.masters[r] }
+
+// IsMaster reports whether this process is its rank's master.
+func (l *Layer) IsMaster() bool { return l.masters[l.rank] == l.self }
+
+// Start implements core.Machine. It panics if the process's id is not in
+// the layout: the job was assembled wrongly.
+func (l *Layer) Start(env core.Env) {
+	l.env = env
+	l.self = env.Self()
+	if !l.lay.Contains(l.self) {
+		panic(fmt.Sprintf("replica: process %v outside a layout of %d×%d", l.self, l.lay.Ranks, l.lay.Replicas))
+	}
+	l.rank, l.index = l.lay.Rank(l.self), l.lay.Replica(l.self)
+	l.dec.ballot = 0
+	l.started = true
+}
+
+// SendMsg hands the layer an application send, as [Send] through Handle.
+func (l *Layer) SendMsg(comm uint64, dst int, tag int64, payload []byte) {
+	l.Handle(Send{Comm: comm, Dst: dst, Tag: tag, Payload: payload})
+}
+
+// Decide asks for the k-th decision with this replica's proposal, as
+// [Decide] through Handle; the answer is a [Decided] event.
+func (l *Layer) Decide(k uint64, value []byte) { l.Handle(Decide{K: k, Value: value}) }
+
+// Handle implements core.Machine.
+func (l *Layer) Handle(e core.Event) {
+	if !l.started {
+		return
+	}
+	switch x := e.(type) {
+	case core.MembersChanged:
+		l.onView(x.Epoch, x.Members)
+	case member.ViewInstalled:
+		l.onView(x.Epoch, x.Members)
+	case Send:
+		l.onSend(x)
+	case Decide:
+		l.onDecide(x)
+	}
+}
+
+// Fire implements core.Machine.
+func (l *Layer) Fire(t core.Timer) {
+	if _, ok := t.(ackTick); !ok {
+		return
+	}
+	l.ackArmed = false
+	dirty := l.dirty
+	l.dirty = nil
+	for _, ic := range dirty {
+		if ic.dirty {
+			l.ackNow(ic)
+		}
+	}
+}
+
+// Receive implements core.Machine.
+func (l *Layer) Receive(from core.NodeID, m core.Msg) {
+	if !l.started {
+		return
+	}
+	if !l.lay.Contains(from) {
+		l.stats.BadMessages++
+		return
+	}
+	switch x := m.(type) {
+	case *Data:
+		l.onData(x)
+	case *Ack:
+		l.onAck(from, x)
+	case *Commit:
+		l.onCommit(from, x)
+	case *Decision:
+		l.onDecision(from, x)
+	case *DecisionAck:
+		l.onDecisionAck(from, x)
+	case *DecisionCommit:
+		l.onDecisionCommit(from, x)
+	}
+}
+
+func (l *Layer) validRank(r int) bool { return r >= 0 && r < l.lay.Ranks }
+
+// live returns the live replicas of rank r, by replica index.
+func (l *Layer) live(r int) []core.NodeID {
+	var out []core.NodeID
+	for j := range l.lay.Replicas {
+		if p := l.lay.Phys(r, j); l.alive[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// fellows returns the live replicas of this process's rank but itself.
+func (l *Layer) fellows() []core.NodeID {
+	out := l.live(l.rank)
+	return slices.DeleteFunc(out, func(p core.NodeID) bool { return p == l.self })
+}
+
+func (l *Layer) out(k chanKey) *outChan {
+	oc := l.outs[k]
+	if oc == nil {
+		oc = &outChan{key: k, acked: map[core.NodeID]uint64{}}
+		l.outs[k] = oc
+		l.outOrder = append(l.outOrder, oc)
+	}
+	return oc
+}
+
+func (l *Layer) in(k chanKey) *inChan {
+	ic := l.ins[k]
+	if ic == nil {
+		ic = &inChan{key: k}
+		l.ins[k] = ic
+		l.inOrder = append(l.inOrder, ic)
+	}
+	return ic
+}
+
+// ---- views ----
+
+func (l *Layer) onView(epoch uint64, members []core.NodeID) {
+	if epoch <= l.epoch || !slices.Contains(members, l.self) {
+		return
+	}
+	l.epoch = epoch
+	in := make([]bool, len(l.alive))
+	for _, p := range members {
+		if l.lay.Contains(p) {
+			in[p] = true
+		}
+	}
+	var died []core.NodeID
+	for p := range l.alive {
+		// A process that left never comes back: it lost its state.
+		if l.alive[p] && !in[p] {
+			l.alive[p] = false
+			died = append(died, core.NodeID(p))
+		}
+	}
+	if len(died) == 0 {
+		return
+	}
+	old := slices.Clone(l.masters)
+	for r := range l.masters {
+		l.masters[r] = core.None
+		if live := l.live(r); len(live) > 0 {
+			l.masters[r] = live[0]
+		}
+	}
+	for _, p := range died {
+		if r := l.lay.Rank(p); l.masters[r] != core.None {
+			l.env.Emit(ReplicaLost{Phys: p, Rank: r})
+		}
+	}
+	for r, m := range l.masters {
+		if m == core.None && !l.failed[r] {
+			l.failed[r] = true
+			l.env.Emit(RankFailed{Rank: r})
+			l.rankFailed(r)
+		}
+	}
+	if old[l.rank] != l.self && l.IsMaster() {
+		l.takeover()
+	}
+	// Acknowledge again to every new master: it needs the receivers'
+	// levels to commit, and the acks sent to its predecessor are lost.
+	for _, ic := range l.inOrder {
+		if s := ic.key.Src; l.masters[s] != old[s] && l.masters[s] != core.None && ic.delivered > 0 {
+			l.ackNow(ic)
+		}
+	}
+	if l.IsMaster() {
+		for _, oc := range l.outOrder {
+			l.tryCommit(oc)
+		}
+	}
+	l.decProgress()
+}
+
+// rankFailed forgets the sends to a rank that failed: nobody is left to
+// receive them.
+func (l *Layer) rankFailed(r int) {
+	for _, oc := range l.outOrder {
+		if oc.key.Dst == r {
+			l.backup(-len(oc.backup))
+			oc.backup = nil
+		}
+	}
+}
+
+// takeover makes this process the master of its rank: it sends again
+// every send of its backup table, per channel in seq order, to every live
+// destination replica (receivers drop what they already have), and
+// proposes again every decision not known to be final everywhere.
+func (l *Layer) takeover() {
+	l.stats.Takeovers++
+	for _, oc := range l.outOrder {
+		if l.failed[oc.key.Dst] {
+			continue
+		}
+		for _, e := range slices.Clone(oc.backup) {
+			n := l.transmit(oc.key, e)
+			l.stats.Resent += uint64(n)
+		}
+	}
+	d := &l.dec
+	d.ballot = l.index
+	d.acks = map[core.NodeID]DecisionAck{}
+	fellows := l.fellows()
+	for k := max(d.allFinal, d.base) + 1; k <= d.top(); k++ {
+		v := d.get(k)
+		v.ballot = l.index
+		for _, q := range fellows {
+			l.env.Send(q, &Decision{Ballot: l.index, K: k, Value: v.value})
+		}
+	}
+	if d.final > 0 {
+		for _, q := range fellows {
+			l.env.Send(q, &DecisionCommit{Upto: d.final, AllFinal: d.allFinal})
+		}
+	}
+}
+
+// ---- sending ----
+
+func (l *Layer) backup(n int) {
+	l.stats.Backup += n
+	l.stats.PeakBackup = max(l.stats.PeakBackup, l.stats.Backup)
+}
+
+func (l *Layer) onSend(s Send) {
+	if !l.validRank(s.Dst) {
+		l.stats.BadRequests++
+		return
+	}
+	oc := l.out(chanKey{Comm: s.Comm, Src: l.rank, Dst: s.Dst})
+	oc.next++
+	e := entry{seq: oc.next, tag: s.Tag, payload: s.Payload}
+	switch {
+	case l.failed[s.Dst]:
+		l.stats.ToFailed++
+		return
+	case e.seq <= oc.committed:
+		l.stats.Skipped++
+		return
+	}
+	oc.backup = append(oc.backup, e)
+	l.backup(1)
+	if l.IsMaster() {
+		l.stats.Sent += uint64(l.transmit(oc.key, e))
+	} else {
+		l.stats.Backed++
+	}
+}
+
+// transmit sends one message to every live replica of its destination
+// (delivering it at once if this process is one) and returns how many
+// were sent.
+func (l *Layer) transmit(k chanKey, e entry) int {
+	m := &Data{Comm: k.Comm, Src: k.Src, Dst: k.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload}
+	n := 0
+	for _, q := range l.live(k.Dst) {
+		if q == l.self {
+			l.onData(m)
+			continue
+		}
+		l.env.Send(q, m)
+		n++
+	}
+	return n
+}
+
+func (l *Layer) onAck(from core.NodeID, a *Ack) {
+	if a.Src != l.rank || !l.validRank(a.Dst) || l.lay.Rank(from) != a.Dst {
+		l.stats.BadMessages++
+		return
+	}
+	oc := l.out(chanKey{Comm: a.Comm, Src: a.Src, Dst: a.Dst})
+	oc.acked[from] = max(oc.acked[from], a.Upto)
+	l.tryCommit(oc)
+}
+
+// tryCommit commits, at the master, what every live destination replica
+// has acknowledged, and tells the fellow replicas.
+func (l *Layer) tryCommit(oc *outChan) {
+	if !l.IsMaster() || l.failed[oc.key.Dst] {
+		return
+	}
+	level := ^uint64(0)
+	for _, q := range l.live(oc.key.Dst) {
+		level = min(level, oc.acked[q])
+	}
+	if level <= oc.committed {
+		return
+	}
+	l.commit(oc, level)
+	for _, q := range l.fellows() {
+		l.env.Send(q, &Commit{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Upto: level})
+		l.stats.Commits++
+	}
+}
+
+// commit records that sends ≤ upto are committed and drops them from the
+// backup table.
+func (l *Layer) commit(oc *outChan, upto uint64) {
+	if upto <= oc.committed {
+		return
+	}
+	oc.committed = upto
+	i := 0
+	for i < len(oc.backup) && oc.backup[i].seq <= upto {
+		i++
+	}
+	if i > 0 {
+		l.backup(-i)
+		oc.backup = slices.Delete(oc.backup, 0, i)
+		if len(oc.backup) == 0 {
+			oc.backup = nil
+		}
+	}
+}
+
+func (l *Layer) onCommit(from core.NodeID, c *Commit) {
+	if c.Src != l.rank || l.lay.Rank(from) != l.rank || !l.validRank(c.Dst) {
+		l.stats.BadMessages++
+		return
+	}
+	l.commit(l.out(chanKey{Comm: c.Comm, Src: c.Src, Dst: c.Dst}), c.Upto)
+}
+
+// ---- receiving ----
+
+func (l *Layer) onData(m *Data) {
+	if m.Dst != l.rank || !l.validRank(m.Src) || m.Seq == 0 {
+		l.stats.BadMessages++
+		return
+	}
+	ic := l.in(chanKey{Comm: m.Comm, Src: m.Src, Dst: m.Dst})
+	switch {
+	case m.Seq <= ic.delivered:
+		l.stats.Duplicates++
+		l.markDirty(ic) // a new master resends: it needs the level
+		return
+	case m.Seq > ic.delivered+1:
+		if ic.held == nil {
+			ic.held = map[uint64]*Data{}
+		}
+		if _, ok := ic.held[m.Seq]; !ok {
+			ic.held[m.Seq] = m
+			l.stats.Early++
+		}
+		return
+	}
+	l.deliver(ic, m)
+	for {
+		next, ok := ic.held[ic.delivered+1]
+		if !ok {
+			break
+		}
+		delete(ic.held, next.Seq)
+		l.deliver(ic, next)
+	}
+	for seq := range ic.held {
+		if seq <= ic.delivered {
+			delete(ic.held, seq)
+		}
+	}
+	if ic.delivered-ic.acked >= uint64(l.cfg.AckEvery) {
+		l.ackNow(ic)
+	} else {
+		l.markDirty(ic)
+	}
+}
+
+func (l *Layer) deliver(ic *inChan, m *Data) {
+	ic.delivered++
+	l.stats.Delivered++
+	l.env.Emit(Delivered{Comm: m.Comm, Src: m.Src, Tag: m.Tag, Seq: m.Seq, Payload: m.Payload})
+}
+
+func (l *Layer) markDirty(ic *inChan) {
+	if !ic.dirty {
+		ic.dirty = true
+		l.dirty = append(l.dirty, ic)
+	}
+	if !l.ackArmed {
+		l.ackArmed = true
+		l.env.SetTimer(l.cfg.AckDelay, ackTick{})
+	}
+}
+
+// ackNow acknowledges ic to the sender rank's master.
+func (l *Layer) ackNow(ic *inChan) {
+	ic.dirty = false
+	to := l.masters[ic.key.Src]
+	if to == core.None {
+		return
+	}
+	ic.acked = ic.delivered
+	a := &Ack{Comm: ic.key.Comm, Src: ic.key.Src, Dst: ic.key.Dst, Upto: ic.delivered}
+	l.stats.Acks++
+	if to == l.self {
+		l.onAck(l.self, a)
+		return
+	}
+	l.env.Send(to, a)
+}
+
+// ---- decisions ----
+
+func (l *Layer) onDecide(x Decide) {
+	d := &l.dec
+	if x.K != d.requested+1 {
+		l.stats.BadRequests++
+		return
+	}
+	d.requested, d.proposal = x.K, x.Value
+	l.decProgress()
+}
+
+func (l *Layer) onDecision(from core.NodeID, m *Decision) {
+	d := &l.dec
+	if l.lay.Rank(from) != l.rank || from == l.self || m.Ballot != l.lay.Replica(from) {
+		l.stats.BadMessages++
+		return
+	}
+	if m.Ballot < d.ballot {
+		return // an earlier master's, overtaken
+	}
+	d.ballot = m.Ballot
+	if m.K > d.final {
+		d.set(m.K, decVal{value: m.Value, ballot: m.Ballot})
+	}
+	// Upto: the decisions that are final here or hold this master's value.
+	upto := d.final
+	for upto < d.top() && d.get(upto+1).ballot == m.Ballot {
+		upto++
+	}
+	l.env.Send(from, &DecisionAck{Ballot: m.Ballot, Upto: upto, Final: d.final})
+}
+
+func (l *Layer) onDecisionAck(from core.NodeID, a *DecisionAck) {
+	d := &l.dec
+	if l.lay.Rank(from) != l.rank || from == l.self {
+		l.stats.BadMessages++
+		return
+	}
+	if !l.IsMaster() || a.Ballot != l.index {
+		return
+	}
+	if d.acks == nil {
+		d.acks = map[core.NodeID]DecisionAck{}
+	}
+	old := d.acks[from]
+	d.acks[from] = DecisionAck{Ballot: a.Ballot, Upto: max(old.Upto, a.Upto), Final: max(old.Final, a.Final)}
+	l.decProgress()
+}
+
+func (l *Layer) onDecisionCommit(from core.NodeID, c *DecisionCommit) {
+	d := &l.dec
+	if l.lay.Rank(from) != l.rank || from == l.self {
+		l.stats.BadMessages++
+		return
+	}
+	if l.lay.Replica(from) < d.ballot {
+		return // an earlier master's, overtaken
+	}
+	d.final = max(d.final, min(c.Upto, d.top()))
+	d.allFinal = max(d.allFinal, min(c.AllFinal, d.final))
+	l.decProgress()
+}
+
+// decProgress starts, commits and announces decisions: the master
+// proposes the application's value for a new decision, and makes final
+// what every live fellow replica holds; every replica announces the final
+// decisions its application asked for, in order.
+func (l *Layer) decProgress() {
+	d := &l.dec
+	if l.IsMaster() {
+		fellows := l.fellows()
+		if d.requested > d.consumed && d.requested == d.top()+1 {
+			d.set(d.requested, decVal{value: d.proposal, ballot: l.index})
+			l.stats.Decisions++
+			for _, q := range fellows {
+				l.env.Send(q, &Decision{Ballot: l.index, K: d.requested, Value: d.proposal})
+			}
+		}
+		f := d.top()
+		for _, q := range fellows {
+			f = min(f, d.acks[q].Upto)
+		}
+		if f > d.final {
+			d.final = f
+			all := d.final
+			for _, q := range fellows {
+				all = min(all, d.acks[q].Final)
+			}
+			d.allFinal = max(d.allFinal, all)
+			for _, q := range fellows {
+				l.env.Send(q, &DecisionCommit{Upto: d.final, AllFinal: d.allFinal})
+			}
+		}
+	}
+	for d.consumed < d.requested && d.consumed < d.final {
+		d.consumed++
+		l.env.Emit(Decided{K: d.consumed, Value: d.get(d.consumed).value})
+	}
+	// Forget what every live replica holds as final and this one consumed.
+	if lim := min(d.allFinal, d.consumed); lim > d.base {
+		d.vals = slices.Clone(d.vals[lim-d.base:])
+		d.base = lim
+	}
+}
