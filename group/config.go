@@ -11,6 +11,7 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -67,6 +68,12 @@ type Config struct {
 	// dial (as a client): give it Certificates, RootCAs and, for mutual
 	// authentication, ClientAuth and ClientCAs. Every node must set it.
 	TLS *tls.Config
+	// WrapTransport, if not nil, wraps the node's TCP transport before the
+	// node's protocols use it: a test or a benchmark injects faults this
+	// way (transport/fault) or counts frames. The wrapper must pass
+	// SetPeer, RemovePeer, SetHandler and Close through; joining
+	// (introductions to the seeds) uses the TCP transport directly.
+	WrapTransport func(transport.Transport) transport.Transport
 
 	// Detector is the failure detector, by name (see [Detector]); its
 	// worst-case detection time is [Config.DetectionBound].

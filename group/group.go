@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/vsync"
 )
@@ -246,8 +247,15 @@ func (g *Group) run(st *Stack) error {
 		g.tr.Close()
 		return err
 	}
+	var tr transport.Transport = g.tr
+	if g.cfg.WrapTransport != nil {
+		if tr = g.cfg.WrapTransport(g.tr); tr == nil {
+			g.tr.Close()
+			return fmt.Errorf("%w: WrapTransport returned nil", ErrConfig)
+		}
+	}
 	h, err := host.New(st.Machine, host.Config{
-		Transport: g.tr,
+		Transport: tr,
 		Codec:     codec,
 		Seed:      g.cfg.Seed,
 		Logger:    g.log,

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/tcp/tcptest"
+	"github.com/cohort-mp/cohort/wire"
 )
 
 var testSecret = []byte("0123456789abcdef-group-test")
@@ -323,4 +326,59 @@ func TestConcurrentJoins(t *testing.T) {
 			waitView(t, g.Views(), fmt.Sprint("node ", i+2), members(all...))
 		}
 	}
+}
+
+// WrapTransport puts a wrapper under the node's protocols: a wrapper that
+// drops everything one node sends makes the others exclude it (it is cut
+// off), and a wrapper that returns nil is refused.
+func TestWrapTransport(t *testing.T) {
+	var mu sync.Mutex
+	var mute bool
+	var muted int
+	gs := startGroup(t, 3, group.DetectorBRR, func(c *group.Config) {
+		if c.ID != 3 {
+			return
+		}
+		c.WrapTransport = func(tr transport.Transport) transport.Transport {
+			return dropping{Transport: tr, drop: func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if mute {
+					muted++
+				}
+				return mute
+			}}
+		}
+	})
+	mu.Lock()
+	mute = true
+	mu.Unlock()
+	waitView(t, gs[0].Views(), "node 3 excluded", members(1, 2))
+	mu.Lock()
+	if muted == 0 {
+		t.Error("the wrapper saw none of node 3's frames")
+	}
+	mu.Unlock()
+
+	c := testConfig(9, group.DetectorBRR)
+	c.WrapTransport = func(transport.Transport) transport.Transport { return nil }
+	if g, err := group.Start(c); err == nil {
+		g.Close()
+		t.Fatal("a WrapTransport returning nil was accepted")
+	} else if !errors.Is(err, group.ErrConfig) {
+		t.Errorf("error %v, want one wrapping ErrConfig", err)
+	}
+}
+
+// dropping drops every frame while drop says so.
+type dropping struct {
+	transport.Transport
+	drop func() bool
+}
+
+func (d dropping) Send(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	if d.drop() {
+		return nil
+	}
+	return d.Transport.Send(ctx, to, f)
 }

@@ -50,8 +50,8 @@ func TestRunOutput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if !strings.Contains(log.String(), "with 5% loss and 200 ms delay on one member") {
-		t.Errorf("no faults window for memberlist:\n%s", log.String())
+	if n := strings.Count(log.String(), "with 5% loss and 200 ms delay on one member"); n != 2 {
+		t.Errorf("%d faults windows, want one for cohort's heartbeat and one for memberlist:\n%s", n, log.String())
 	}
 	if !strings.Contains(log.String(), "seed 7") {
 		t.Errorf("seed not printed: %s", log.String())

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/fault"
 )
 
 var benchSecret = []byte("cohort-vs-memberlist-bench-secret")
@@ -25,6 +27,9 @@ type cohortSystem struct {
 	dead  []*cohortNode
 	next  group.NodeID
 	wg    sync.WaitGroup
+	// faults holds each node's fault-injecting wrapper of its transport
+	// (no rules but during the faults window), by node id.
+	faults map[group.NodeID]*fault.Transport
 
 	joinRetries atomic.Int64
 }
@@ -63,6 +68,19 @@ func (s *cohortSystem) config(id group.NodeID) group.Config {
 	gi := time.Duration(float64(time.Second) / s.rate)
 	c.GossipInterval = gi
 	c.PingTimeout = gi * 5 / 2
+	c.WrapTransport = func(tr transport.Transport) transport.Transport {
+		ft, err := fault.New(tr, fault.Config{Seed: c.Seed})
+		if err != nil {
+			return nil // group refuses to start, saying why
+		}
+		s.mu.Lock()
+		if s.faults == nil {
+			s.faults = map[group.NodeID]*fault.Transport{}
+		}
+		s.faults[id] = ft
+		s.mu.Unlock()
+		return ft
+	}
 	return c
 }
 
@@ -276,8 +294,26 @@ func (s *cohortSystem) replace() error {
 func (s *cohortSystem) falseDeaths() int         { return s.ev.falseCount() }
 func (s *cohortSystem) changed() <-chan struct{} { return s.ev.changed() }
 
-// inject: group has no fault-injection hook for its transport yet.
-func (s *cohortSystem) inject(int, float64, time.Duration) bool { return false }
+// inject sets the fault model on the outgoing frames of the node at live
+// index i, through the transport wrapper every node runs over (group's
+// WrapTransport with transport/fault): loss 0 and delay 0 clear it.
+func (s *cohortSystem) inject(i int, loss float64, delay time.Duration) bool {
+	s.mu.Lock()
+	if i < 0 || i >= len(s.nodes) {
+		s.mu.Unlock()
+		return false
+	}
+	ft := s.faults[s.nodes[i].g.ID()]
+	s.mu.Unlock()
+	if ft == nil {
+		return false
+	}
+	var rules []fault.Rule
+	if loss > 0 || delay > 0 {
+		rules = []fault.Rule{{Drop: loss, Delay: delay}}
+	}
+	return ft.SetRules(rules) == nil
+}
 
 func (s *cohortSystem) close() {
 	s.mu.Lock()

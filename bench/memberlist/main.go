@@ -43,7 +43,7 @@ func run(args []string, out, log io.Writer) error {
 	outPath := fs.String("out", "mlbench.csv", "CSV output file (empty: none)")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock); printed, pass it to replay the victims' choice")
 	limit := fs.Duration("limit", 90*time.Second, "how long a crash may take to be agreed on before the trial counts as timed out")
-	faults := fs.Bool("faults", false, "after the crash trials, a quiet window with 5% loss and a 200 ms delay on one member's outgoing messages (memberlist only for now)")
+	faults := fs.Bool("faults", false, "after the crash trials, a quiet window with 5% loss and a 200 ms delay on one member's outgoing messages")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
