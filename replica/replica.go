@@ -353,15 +353,25 @@ func (l *Layer) rankFailed(r int) {
 	}
 }
 
-// takeover makes this process the master of its rank: it sends again
-// every send of its backup table, per channel in seq order, to every live
-// destination replica (receivers drop what they already have), and
-// proposes again every decision not known to be final everywhere.
+// takeover makes this process the master of its rank: it repeats its
+// commit levels to its fellows, sends again every send of its backup
+// table, per channel in seq order, to every live destination replica
+// (receivers drop what they already have), and proposes again every
+// decision not known to be final everywhere.
 func (l *Layer) takeover() {
 	l.stats.Takeovers++
+	fellows := l.fellows()
 	for _, oc := range l.outOrder {
 		if l.failed[oc.key.Dst] {
 			continue
+		}
+		// The old master's last commits may have died with it: a fellow
+		// would keep those sends in its backup table for ever.
+		if oc.committed > 0 {
+			for _, q := range fellows {
+				l.env.Send(q, &Commit{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Upto: oc.committed})
+				l.stats.Commits++
+			}
 		}
 		for _, e := range slices.Clone(oc.backup) {
 			n := l.transmit(oc.key, e)
@@ -371,7 +381,6 @@ func (l *Layer) takeover() {
 	d := &l.dec
 	d.ballot = l.index
 	d.acks = map[core.NodeID]DecisionAck{}
-	fellows := l.fellows()
 	for k := max(d.allFinal, d.base) + 1; k <= d.top(); k++ {
 		v := d.get(k)
 		v.ballot = l.index
@@ -675,4 +684,17 @@ func (l *Layer) decProgress() {
 		d.vals = slices.Clone(d.vals[lim-d.base:])
 		d.base = lim
 	}
+}
+
+// Describe summarises the layer's state for failure reports: the masters,
+// the decisions, and every channel with something in its backup table.
+func (l *Layer) Describe() string {
+	s := fmt.Sprintf("%v rank %d: masters %v, decisions base %d top %d final %d all %d consumed %d requested %d ballot %d",
+		l.self, l.rank, l.masters, l.dec.base, l.dec.top(), l.dec.final, l.dec.allFinal, l.dec.consumed, l.dec.requested, l.dec.ballot)
+	for _, oc := range l.outOrder {
+		if len(oc.backup) > 0 {
+			s += fmt.Sprintf("; %v next %d committed %d backup %d…%d acked %v", oc.key, oc.next, oc.committed, oc.backup[0].seq, oc.backup[len(oc.backup)-1].seq, oc.acked)
+		}
+	}
+	return s
 }

@@ -348,3 +348,23 @@ func TestAckBound(t *testing.T) {
 	c.advance(time.Millisecond)
 	c.want("after AckDelay", c.pending(), "n1→n0 ack{c7 0→1 ≤4}")
 }
+
+// TestCommitLostWithMaster: the master's commit reached one fellow, not
+// the other, when the master died; the new master held the commit and
+// repeats it, so the other fellow does not keep the send for ever (found
+// by the swarm, seed 1387, once a dead host's unsent messages were lost).
+func TestCommitLostWithMaster(t *testing.T) {
+	c := newCluster(t, 2, 3, 1) // rank 0: n0 (master), n2, n4
+	for _, p := range []int{0, 2, 4} {
+		c.send(p, 1, "a")
+	}
+	c.deliver(func(f flight) bool { return !(f.m.Kind() == KindCommit && f.to == 4) })
+	if c.backup(2) != 0 || c.backup(4) != 1 {
+		t.Fatalf("backups n2 %d n4 %d, want 0 1", c.backup(2), c.backup(4))
+	}
+	c.crash(0)
+	c.all()
+	if c.backup(4) != 0 {
+		t.Fatalf("n4 still holds %d sends", c.backup(4))
+	}
+}
