@@ -2,11 +2,12 @@
 // over many seeds in parallel: the membership (package member's swarm, both
 // partition policies), view-synchronous multicast (package vsync's, over the
 // stand-in and the real stability detectors), stability detection (package
-// stable's four protocols) and the fault-tolerant agreement (package comm's
-// random schedules). Each seed is one deterministic run in its own world
-// (or set of in-process sessions); the swarm code is the one the packages'
-// tests run (membertest, vsynctest, stabletest, comm.AgreeSchedule), so a
-// seed that fails here fails the same way under go test, with the replay
+// stable's four protocols), transparent replication (package replica's)
+// and the fault-tolerant agreement (package comm's random schedules). Each
+// seed is one deterministic run in its own world (or set of in-process
+// sessions); the swarm code is the one the packages' tests run
+// (membertest, vsynctest, stabletest, replicatest, comm.AgreeSchedule), so
+// a seed that fails here fails the same way under go test, with the replay
 // command each failure carries.
 //
 // `cohort sim swarm` is the command over this package:
@@ -27,6 +28,7 @@ import (
 	"github.com/cohort-mp/cohort/comm"
 	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/member/membertest"
+	"github.com/cohort-mp/cohort/replica/replicatest"
 	"github.com/cohort-mp/cohort/stable/stabletest"
 	"github.com/cohort-mp/cohort/vsync/vsynctest"
 )
@@ -109,6 +111,12 @@ var protocols = []Protocol{
 			name:   "stable",
 			run:    func(seed uint64) ran { return ran{err: stabletest.SwarmSeed(seed)} },
 			replay: func(seed uint64) string { return fmt.Sprintf("go test ./stable -run 'TestSwarm$' -seed=%d", seed) },
+		}}},
+	{Name: "replica", Summary: "transparent replication: 2–5 ranks × 1–4 replicas under crashes (invisible ones, and whole ranks), real membership",
+		variants: []variant{{
+			name:   "replica",
+			run:    func(seed uint64) ran { return ran{err: replicatest.Swarm(seed)} },
+			replay: func(seed uint64) string { return fmt.Sprintf("go test ./replica -run 'TestSwarm$' -seed=%d", seed) },
 		}}},
 	{Name: "agree", Summary: "fault-tolerant agreement (Agree) under random schedules with crashes in every phase",
 		variants: []variant{{
