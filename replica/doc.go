@@ -149,7 +149,13 @@
 // unacknowledged master died, and kept after a final one. The swarm
 // (package replicatest, run by swarm_test.go and by
 // `cohort sim swarm --protocol replica`) runs real membership stacks in
-// the simulator with crashes and random delays. Replay a seed with
+// the simulator (an oracle detector) under a random program with
+// decisions, with crashes — invisible ones, and whole ranks — in which a
+// dead host's unsent messages are lost, and random delays. It does not
+// cover wrongly excluded live masters (it has no false suspicions; a
+// process the membership excluded while alive, which cascading crashes
+// can cause, is counted dead like a crashed one), partitions, or joins.
+// Replay a seed with
 //
 //	go test ./replica -run 'TestSwarm$' -seed=N
 package replica
