@@ -51,7 +51,9 @@
 // Config.MaxQueued (beyond it, [Refused] with [ErrQueueFull]). Receivers
 // refuse messages more than 4·Window beyond a stream's freed prefix (a
 // correct sender never gets there; retransmission fetches them later), and
-// at most 4·Window messages of views not yet installed are held, so a
+// at most 4·Window messages of views not yet installed are held (each
+// view's for at most 20 Retransmit periods: the view may never be installed
+// here, and its senders send again what is needed if it is), so a
 // node's buffers stay within about (2n+1)·4·Window messages whatever
 // happens, and within about n·Window while the group is healthy.
 //

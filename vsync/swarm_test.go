@@ -58,7 +58,12 @@ func TestSwarmStable(t *testing.T) {
 //   - 34422 (100,000-seed run, over package stable): n2 acknowledged the
 //     view 5.n1 that admitted it, then let it go (it installed an older
 //     view a member refused it with) and ignored its commit, so it stayed
-//     in the older view while the others counted it in 5.n1.
+//     in the older view while the others counted it in 5.n1;
+//   - 14969 (100,000-seed run, CubeFullDist): a root that was cut off and
+//     then crashed multicast in its proposal 4.n2, which the survivors
+//     never installed (they settled in 2.n0, an epoch below it, of another
+//     lineage); n1 held those messages as data of a future view for good
+//     (fixed: such data expires, vsync.Layer.expireEarly).
 func TestSwarmStuckSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
@@ -67,6 +72,7 @@ func TestSwarmStuckSeeds(t *testing.T) {
 		{3040358880, vsynctest.RealStable},
 		{12728, vsynctest.FakeStable},
 		{34422, vsynctest.RealStable},
+		{14969, vsynctest.RealStable},
 	} {
 		if err := vsynctest.Swarm(c.seed, c.d); err != nil {
 			t.Error(err)

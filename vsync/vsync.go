@@ -22,6 +22,7 @@ type Stats struct {
 	Received      uint64 // data messages received that were new
 	Duplicates    uint64 // data messages received that were already held (or too far ahead)
 	Late          uint64 // data messages of a view this node has left
+	Expired       uint64 // data messages of a view not installed here in time, dropped (see expireEarly)
 	Resent        uint64 // data messages sent in answer to a NACK
 	Nacks         uint64 // NACKs sent
 	Digests       uint64 // digests sent
@@ -48,7 +49,8 @@ type Layer struct {
 	fl   *flush
 	done *record // the last flush completed (answers stragglers)
 
-	early   map[uint64][]*Data // data of views newer than cur
+	early   map[uint64][]*Data       // data of views newer than cur
+	earlyAt map[uint64]time.Duration // when the first of each early view's data arrived
 	earlyN  int
 	pending map[uint64]map[core.NodeID]*Flush // reports for targets newer than cur
 
@@ -93,6 +95,7 @@ func New(cfg Config) (*Layer, error) {
 	return &Layer{
 		cfg:     cfg,
 		early:   map[uint64][]*Data{},
+		earlyAt: map[uint64]time.Duration{},
 		pending: map[uint64]map[core.NodeID]*Flush{},
 	}, nil
 }
@@ -234,6 +237,7 @@ func (l *Layer) onView(mc core.MembersChanged) {
 	for e, ms := range l.early {
 		if e <= mc.Epoch {
 			delete(l.early, e)
+			delete(l.earlyAt, e)
 			l.earlyN -= len(ms)
 			for _, m := range ms {
 				l.buffer(-1, -len(m.Payload))
@@ -523,6 +527,9 @@ func (l *Layer) onData(m *Data) {
 			if l.earlyN >= int(l.maxAhead()) {
 				return // a bound: retransmission fetches it later
 			}
+			if len(l.early[m.Epoch]) == 0 {
+				l.earlyAt[m.Epoch] = l.env.Now()
+			}
 			l.early[m.Epoch] = append(l.early[m.Epoch], m)
 			l.earlyN++
 			l.buffer(1, len(m.Payload))
@@ -669,5 +676,33 @@ func (l *Layer) onTick() {
 		for i := range vs.streams {
 			l.nackGap(vs, i)
 		}
+	}
+	l.expireEarly(now)
+}
+
+// earlyHold is how long, in Retransmit periods, data of a view not yet
+// installed here is kept.
+const earlyHold = 20
+
+// expireEarly drops the data of views not installed here within
+// earlyHold·Retransmit of their first message. Such a view may never be
+// installed here: a proposal of a root that died or was cut off before
+// committing it (its epoch can even exceed every view the survivors
+// install later, epochs of different lineages being unordered), whose data
+// would otherwise be held for good. Dropping is safe: if the view is
+// installed after all, its senders still hold the data until it is stable
+// and send it again on request (a gap, or their digest).
+func (l *Layer) expireEarly(now time.Duration) {
+	for e, at := range l.earlyAt {
+		if now-at < earlyHold*l.cfg.Retransmit {
+			continue
+		}
+		for _, m := range l.early[e] {
+			l.buffer(-1, -len(m.Payload))
+		}
+		l.earlyN -= len(l.early[e])
+		l.stats.Expired += uint64(len(l.early[e]))
+		delete(l.early, e)
+		delete(l.earlyAt, e)
 	}
 }
