@@ -88,7 +88,10 @@ type Config struct {
 	// heartbeat detector.
 	HeartbeatMonitors int
 	// HeartbeatInterval is how often a node sends heartbeats to its
-	// monitors (heartbeat detector).
+	// monitors (heartbeat detector). Every other connection of the node
+	// gets an insurance heartbeat every 40 intervals (Phoenix's ratio), so
+	// in a group of n ≤ 64 a quiet node sends about k/T + (n−1)/(40·T)
+	// messages per second.
 	HeartbeatInterval time.Duration
 	// SuspectTimeout is the heartbeat detector's silence before a monitor
 	// suspects a node (T_timeout).

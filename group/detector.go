@@ -105,6 +105,7 @@ func (c *Config) heartbeatConfig() fd.HeartbeatConfig {
 	h := fd.AggressiveHeartbeatConfig()
 	h.Monitors = c.HeartbeatMonitors
 	h.Interval = c.HeartbeatInterval
+	h.Insurance = 40 * c.HeartbeatInterval // the paper's ratio, kept whatever the interval
 	h.Timeout = c.SuspectTimeout
 	h.Broken = c.FailTimeout
 	return h
