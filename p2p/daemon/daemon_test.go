@@ -112,6 +112,20 @@ func startDaemon(t *testing.T, edit func(*Config)) *rig {
 	return r
 }
 
+// stagedJob reserves one slot as alice and stages script as program "p".
+func (r *rig) stagedJob(t *testing.T, ctx context.Context, script string) (*Client, ReserveReply) {
+	t.Helper()
+	alice := NewClient(r.creds("alice"), "d1", r.addr)
+	tok, err := alice.Reserve(ctx, "j", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Stage(ctx, tok.Token, fileOf("p", []byte(script), true), strings.NewReader(script)); err != nil {
+		t.Fatal(err)
+	}
+	return alice, tok
+}
+
 func fileOf(path string, body []byte, exec bool) stage.File {
 	s := sha256.Sum256(body)
 	return stage.File{Path: path, Size: int64(len(body)), SHA256: hex.EncodeToString(s[:]), Exec: exec}
@@ -283,17 +297,9 @@ func TestRefusals(t *testing.T) {
 // slots freed.
 func TestSubmitterGoneStopsJob(t *testing.T) {
 	r := startDaemon(t, nil)
-	alice := NewClient(r.creds("alice"), "d1", r.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tok, err := alice.Reserve(ctx, "j", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := []byte("#!/bin/sh\necho started\nexec sleep 60\n")
-	if err := alice.Stage(ctx, tok.Token, fileOf("p", script, true), bytes.NewReader(script)); err != nil {
-		t.Fatal(err)
-	}
+	alice, tok := r.stagedJob(t, ctx, "#!/bin/sh\necho started\nexec sleep 60\n")
 	lctx, lcancel := context.WithCancel(ctx)
 	go alice.Launch(lctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
 		if ev.Out == "started" {
@@ -377,18 +383,10 @@ func TestRegistersAndPings(t *testing.T) {
 // jobs on their streams and stops their processes: none is orphaned.
 func TestShutdownTellsJobs(t *testing.T) {
 	r := startDaemon(t, nil)
-	alice := NewClient(r.creds("alice"), "d1", r.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tok, err := alice.Reserve(ctx, "j", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pidFile := filepath.Join(r.dir, "pid")
-	script := []byte("#!/bin/sh\necho $$ > " + pidFile + "\necho started\nexec sleep 60\n")
-	if err := alice.Stage(ctx, tok.Token, fileOf("p", script, true), bytes.NewReader(script)); err != nil {
-		t.Fatal(err)
-	}
+	alice, tok := r.stagedJob(t, ctx, "#!/bin/sh\necho $$ > "+pidFile+"\necho started\nexec sleep 60\n")
 	var told string
 	done, stopped := make(chan error, 1), make(chan struct{})
 	go func() {
@@ -401,7 +399,7 @@ func TestShutdownTellsJobs(t *testing.T) {
 			}
 		})
 	}()
-	err = <-done
+	err := <-done
 	<-stopped
 	if err == nil {
 		t.Fatal("the stream ended as if the job had finished")
