@@ -26,7 +26,7 @@ func TestSimSwarm(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
 	}
-	if code, out, _ := run(t, "sim", "swarm", "-h"); code != exitOK || !strings.Contains(out, "--protocol member|vsync|stable|agree") {
+	if code, out, _ := run(t, "sim", "swarm", "-h"); code != exitOK || !strings.Contains(out, "--protocol member|vsync|stable|replica|agree") {
 		t.Errorf("help: exit %d:\n%s", code, out)
 	}
 }
