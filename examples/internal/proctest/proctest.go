@@ -15,8 +15,10 @@ package proctest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,9 +53,15 @@ func Launch(t testing.TB, env string, n int, kills []launch.Kill, args ...string
 	var stdout, stderr syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	events := t.TempDir()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("membership and failure events of each rank (from %s):\n%s", events, eventDigest(events, n))
+		}
+	})
 	job, err := launch.Start(ctx, launch.Config{
 		N: n, Program: exe, Args: args, Env: []string{env + "=1"},
-		Stdout: &stdout, Stderr: &stderr, Prefix: true, Kills: kills,
+		Stdout: &stdout, Stderr: &stderr, Prefix: true, Kills: kills, EventsDir: events,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +70,37 @@ func Launch(t testing.TB, env string, n int, kills []launch.Kill, args ...string
 	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), Exits: exits, Err: err}
 	t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
 	return res
+}
+
+// digestTypes are the event types a failed test shows: what the ranks'
+// detectors and membership said.
+var digestTypes = []string{"Suspected", "Unsuspected", "Failed", "Recovered", "ViewInstalled", "Evicted"}
+
+// eventDigest returns, per rank, its events of digestTypes (the last 30),
+// from the event files the job wrote in dir.
+func eventDigest(dir string, n int) string {
+	var b strings.Builder
+	for r := range n {
+		data, err := os.ReadFile(launch.EventsPath(dir, r))
+		if err != nil {
+			fmt.Fprintf(&b, "rank %d: %v\n", r, err)
+			continue
+		}
+		var keep []string
+		for _, line := range strings.Split(string(data), "\n") {
+			for _, ty := range digestTypes {
+				if strings.Contains(line, "."+ty+`"`) {
+					keep = append(keep, line)
+					break
+				}
+			}
+		}
+		if len(keep) > 30 {
+			keep = keep[len(keep)-30:]
+		}
+		fmt.Fprintf(&b, "rank %d:\n  %s\n", r, strings.Join(keep, "\n  "))
+	}
+	return b.String()
 }
 
 // syncBuffer is a bytes.Buffer safe for the launcher's writers.
