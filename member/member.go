@@ -156,6 +156,10 @@ type Member struct {
 	mergeEpoch  uint64
 
 	departed []core.NodeID // most recent last
+	// dropped holds the nodes this node excluded as the root of a view
+	// (most recent last, at most MaxProbes): it keeps probing them after
+	// another node became root, since that root may never have known them.
+	dropped []core.NodeID
 	// left holds the members of a former view that a view skipping views
 	// dropped (see install): told again at each probe, maxLeftProbes times.
 	left       []leftNode
@@ -552,6 +556,15 @@ func (m *Member) install(v *view) {
 				}
 			}
 		}
+	}
+	for _, id := range departed {
+		if id != m.self && !v.has(id) && EpochRoot(v.epoch) == m.self {
+			m.dropped = append(slices.DeleteFunc(m.dropped, func(d core.NodeID) bool { return d == id }), id)
+		}
+	}
+	m.dropped = slices.DeleteFunc(m.dropped, v.has)
+	if over := len(m.dropped) - m.cfg.MaxProbes; over > 0 {
+		m.dropped = slices.Delete(m.dropped, 0, over)
 	}
 	for _, id := range departed {
 		if id != m.self && !v.has(id) {

@@ -565,6 +565,7 @@ func (m *Member) probe() {
 	}
 	m.probeLeft()
 	if m.rootOf(m.newest()) != m.self {
+		m.probeDropped()
 		return
 	}
 	n := 0
@@ -590,6 +591,28 @@ func (m *Member) probe() {
 		m.probeNext = (m.probeNext + 1) % len(list)
 		if d := list[m.probeNext]; !slices.Contains(m.departed, d) {
 			send(d)
+		}
+	}
+}
+
+// probeDropped tells the nodes this node excluded as a root, while another
+// node is root, that their view is over. The root probes the nodes that
+// left its own views; a node that became root later (a merge, a root
+// taking over) may never have had these in a view, and a node excluded
+// while alive (an acknowledgement that timed out under loss) whose
+// detector still hears from a former fellow member would otherwise stay in
+// its old view for good: its pings are answered, nobody tells it. One
+// node probes each such node (the root that excluded it), as when it was
+// root, and at most MaxProbes of them.
+func (m *Member) probeDropped() {
+	if len(m.dropped) == 0 {
+		return
+	}
+	x := &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)}
+	for _, id := range m.dropped {
+		if !m.cur.has(id) && !m.acc.has(id) {
+			put(&m.lastNotice, id, m.now())
+			m.send(id, x)
 		}
 	}
 }
