@@ -155,7 +155,9 @@
 // Partitions (§3.3). Under [PartitionPaper] each side reorganizes with its
 // own root. When the partition heals, the nodes learn of each other (a
 // detector's core.Recovered, EXCLUDED answers, and the root's probes of the
-// nodes that left its view and of its node list, every ProbeInterval), and
+// nodes that left its view and of its node list, every ProbeInterval; a
+// node that excluded nodes as root keeps probing them when another node
+// becomes root, which may never have known them), and
 // the side whose view has the lower epoch merges into the other: its root
 // asks to be admitted with its whole side, its members for themselves,
 // through the live member that told them. Under [PartitionMajority] a root
