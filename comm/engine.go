@@ -379,6 +379,9 @@ func (s *Session) opErrLocked(q *queue, src core.NodeID, probe bool) error {
 	if s.state != nil {
 		return s.state
 	}
+	if s.rep != nil && src == core.None {
+		return ErrReplicatedWildcard
+	}
 	c := q.comm
 	if c.revoked {
 		return ErrRevoked

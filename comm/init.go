@@ -8,6 +8,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/group"
 	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/transport/tcp"
 )
 
@@ -78,19 +79,38 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 			tr.SetPeer(core.NodeID(r), addr)
 		}
 	}
-	stack, err := newStack(core.NodeID(boot.Rank), ids, o, det)
+	// With replicas, the replication layer sits above the membership and
+	// the session is the logical rank's (see replicated.go).
+	var rep *replicated
+	var layers []core.Machine
+	rank, size, _ := boot.Logical()
+	if boot.Replicas > 1 {
+		layout := replica.Layout{Ranks: size, Replicas: boot.Replicas}
+		l, err := replica.New(replica.DefaultConfig(layout))
+		if err != nil {
+			reg.Close()
+			tr.Close()
+			return nil, fmt.Errorf("comm: %w", err)
+		}
+		rep, layers = newReplicated(layout, core.NodeID(boot.Rank)), []core.Machine{l}
+	}
+	stack, err := newStack(core.NodeID(boot.Rank), ids, o, det, layers...)
 	if err != nil {
 		reg.Close()
 		tr.Close()
 		return nil, err
 	}
 	codec, err := group.NewCodec()
+	if err == nil && rep != nil {
+		err = replica.RegisterCodecs(codec)
+	}
 	if err != nil {
 		reg.Close()
 		tr.Close()
 		return nil, err
 	}
-	s := newSession(tr, boot.Size, o.logger)
+	s := newSessionAs(tr, core.NodeID(rank), size, o.logger)
+	s.rep = rep
 	s.onFinal = func() {
 		tr.Close()
 		reg.Close()
@@ -99,6 +119,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		reg.Close()
 		tr.Close()
 		return nil, err
+	}
+	if rep != nil {
+		go rep.run(s)
 	}
 	return s, nil
 }

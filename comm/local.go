@@ -141,14 +141,14 @@ func detectorOf(name string) (group.Detector, error) {
 // newStack builds rank self's machines (detector and membership) in a job
 // of the listed ranks, as package group assembles every node, with the
 // loopback timings of group.DefaultLocalConfig.
-func newStack(self core.NodeID, ids []core.NodeID, o options, det group.Detector) (*core.Stack, error) {
+func newStack(self core.NodeID, ids []core.NodeID, o options, det group.Detector, layers ...core.Machine) (*core.Stack, error) {
 	cfg := group.DefaultLocalConfig()
 	cfg.ID = self
 	cfg.Detector = det
 	if o.fanout != 0 {
 		cfg.Fanout = o.fanout
 	}
-	st, err := group.NewStack(cfg, ids, group.StackOptions{})
+	st, err := group.NewStack(cfg, ids, group.StackOptions{Layers: layers})
 	if err != nil {
 		return nil, err
 	}

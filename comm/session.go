@@ -14,6 +14,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/wire"
 )
@@ -68,6 +69,11 @@ type Session struct {
 
 	stats sessionStats
 	spin  atomic.Int64 // ns a blocking wait polls before parking (spin.go)
+
+	// rep is set when each rank runs as several replicas (replicated.go):
+	// frames then travel through package replica's layer, and failures
+	// are the layer's RankFailed, not the membership's views.
+	rep *replicated
 }
 
 type sessionStats struct {
@@ -105,6 +111,12 @@ func WithEvents(w io.Writer) Option { return func(o *options) { o.events = w } }
 func WithSeed(seed uint64) Option { return func(o *options) { o.seed = seed } }
 
 func newSession(tr transport.Transport, size int, logger *slog.Logger) *Session {
+	return newSessionAs(tr, tr.Self(), size, logger)
+}
+
+// newSessionAs is newSession for a process that is rank self of size in the
+// job's world (not its transport id: a replica).
+func newSessionAs(tr transport.Transport, self core.NodeID, size int, logger *slog.Logger) *Session {
 	try, cancel := context.WithCancel(context.Background())
 	cancel()
 	base, stop := context.WithCancel(context.Background())
@@ -112,7 +124,7 @@ func newSession(tr transport.Transport, size int, logger *slog.Logger) *Session 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Session{
-		self:      tr.Self(),
+		self:      self,
 		size:      size,
 		tr:        tr,
 		log:       logger,
@@ -193,6 +205,11 @@ func (s *Session) Finalize(ctx context.Context) error {
 // flush waits until the send backlogs are empty and, if the transport can
 // say so, until its queues are written.
 func (s *Session) flush(ctx context.Context) error {
+	if s.rep != nil {
+		if err := s.rep.wait(ctx, s); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	qs := slices.Clone(s.out)
 	s.mu.Unlock()
@@ -249,6 +266,9 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 		s.epoch.Store(e.Epoch)
 	case member.ViewInstalled:
 		s.epoch.Store(e.Epoch)
+		if s.rep != nil {
+			return // failures of ranks come from the replication layer
+		}
 		in := make(map[core.NodeID]bool, len(e.Members))
 		for _, id := range e.Members {
 			in[id] = true
@@ -260,6 +280,8 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 			}
 		}
 		s.fail(gone, e.Epoch)
+	case replica.Delivered, replica.RankFailed, replica.ReplicaLost:
+		s.onReplicaEvent(e)
 	case member.Evicted:
 		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)
 		s.shutdown(ErrEvicted)
@@ -313,7 +335,9 @@ func (s *Session) fail(ranks []int, epoch uint64) {
 	for _, r := range newly {
 		// A failed rank never comes back (comm has no recovery): stop
 		// dialling it and drop what is queued for it.
-		s.tr.RemovePeer(core.NodeID(r))
+		for _, p := range s.processesOf(r) {
+			s.tr.RemovePeer(p)
+		}
 	}
 	for _, r := range newly {
 		select {
@@ -396,6 +420,9 @@ func (s *Session) sendAll(msgs []outgoing) {
 // transport's queue is full the frame waits in the rank's backlog; req, if
 // not nil, completes when the frame has been handed over or has failed.
 func (s *Session) sendFrame(to int, f wire.Frame, body []byte, req *Request) error {
+	if s.rep != nil {
+		return s.replicaSend(to, f, body, req)
+	}
 	q := s.outq(to)
 	if q == nil {
 		err := s.stateErr()

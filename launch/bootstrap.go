@@ -24,13 +24,25 @@ const (
 	EnvSecret     = "COHORT_SECRET"     // the job secret, hex, at least MinSecretLen bytes
 	EnvFanout     = "COHORT_FANOUT"     // optional: the membership radix tree's fan-out
 	EnvDetector   = "COHORT_DETECTOR"   // optional: one of Detectors
+	EnvReplicas   = "COHORT_REPLICAS"   // optional: R, the replicas of each logical rank (rank and size are then physical)
 )
 
 // envNames lists every bootstrap variable, required ones first.
-var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector}
+var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas}
 
 // MinSecretLen is the shortest job secret accepted, in bytes.
 const MinSecretLen = 16
+
+// MaxReplicas is the largest replication degree.
+const MaxReplicas = 16
+
+// Logical returns the logical rank, the number of logical ranks and the
+// replica index of the process (R = 1: Rank, Size and 0).
+func (b Bootstrap) Logical() (rank, size, replica int) {
+	r := max(b.Replicas, 1)
+	n := b.Size / r
+	return b.Rank % n, n, b.Rank / n
+}
 
 // MaxSize is the largest number of ranks a job may have. Ranks are node
 // ids (rank r is core.NodeID(r)); the ids above MaxSize are left for the
@@ -81,6 +93,12 @@ type Bootstrap struct {
 	// Source says where the bootstrap came from, for messages: "cohort
 	// run", "SLURM PMI-2", "SLURM environment".
 	Source string
+	// Replicas is R, the number of replicas of each logical rank (0 or 1:
+	// no replication). With R > 1, Rank and Size are the physical process's
+	// id and the number of processes: the job has Size/R logical ranks and
+	// process p is replica p/(Size/R) of logical rank p mod (Size/R)
+	// (package replica's layout).
+	Replicas int
 	// TLSCert and TLSKey (PEM), when set, encrypt the job's connections
 	// with the job's certificate (see [NewJobTLS], [Bootstrap.TLSConfig]).
 	TLSCert, TLSKey []byte
@@ -172,6 +190,11 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 		}
 	}
 	b.Detector = strings.TrimSpace(getenv(EnvDetector))
+	if getenv(EnvReplicas) != "" {
+		if b.Replicas, err = number(EnvReplicas); err != nil {
+			return b, err
+		}
+	}
 	// Optional: the host to listen on (a launcher on several hosts sets
 	// the address of the rank's host; default 127.0.0.1).
 	b.Listen = strings.TrimSpace(getenv(EnvListenHost))
@@ -213,6 +236,9 @@ func (b Bootstrap) Validate() error {
 	if b.Detector != "" && !isDetector(b.Detector) {
 		return fmt.Errorf("%w: %s=%q, want one of %s", ErrBootstrap, EnvDetector, b.Detector, strings.Join(Detectors, ", "))
 	}
+	if b.Replicas < 0 || b.Replicas > MaxReplicas || (b.Replicas > 1 && b.Size%b.Replicas != 0) {
+		return fmt.Errorf("%w: %s=%d with %s=%d: want 1 to %d replicas dividing the size", ErrBootstrap, EnvReplicas, b.Replicas, EnvSize, b.Size, MaxReplicas)
+	}
 	if (len(b.TLSCert) == 0) != (len(b.TLSKey) == 0) {
 		return fmt.Errorf("%w: %s and %s go together (an encrypted job needs both)", ErrBootstrap, EnvTLSCert, EnvTLSKey)
 	}
@@ -240,6 +266,9 @@ func (b Bootstrap) Environ() []string {
 	}
 	if b.Listen != "" {
 		env = append(env, EnvListenHost+"="+b.Listen)
+	}
+	if b.Replicas > 1 {
+		env = append(env, EnvReplicas+"="+strconv.Itoa(b.Replicas))
 	}
 	if len(b.TLSCert) > 0 {
 		env = append(env, EnvTLSCert+"="+string(b.TLSCert), EnvTLSKey+"="+string(b.TLSKey))
