@@ -82,6 +82,13 @@ type Config struct {
 	// ranks keep running: cohort's ranks see a failure as an error and
 	// decide for themselves.
 	AbortOnFailure bool
+	// Replicas, if above 1, runs each of the N ranks as that many
+	// processes (replicas, see Bootstrap.Replicas): N·Replicas processes,
+	// process p being replica p/N of rank p mod N. The ranks' output is
+	// forwarded once: a line of a rank is written when its first replica
+	// writes it (the replicas run the same program). Kills, exits and
+	// errors name processes.
+	Replicas int
 	// Encrypt runs the ranks' connections over TLS 1.3 with a certificate
 	// made for the job (NewJobTLS), handed to the ranks in their
 	// environment.
@@ -250,6 +257,8 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	logicalN, replicas := cfg.N, max(cfg.Replicas, 1)
+	cfg.N *= replicas // from here on the job's "ranks" are its processes
 	if cfg.Grace <= 0 {
 		cfg.Grace = 3 * time.Second
 	}
@@ -295,9 +304,14 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	base := inheritedEnv()
 	j.start = time.Now()
+	// The replicas of a rank share their output streams' line counters.
+	outs, errs := make([]*dedup, logicalN), make([]*dedup, logicalN)
+	for r := range logicalN {
+		outs[r], errs[r] = &dedup{}, &dedup{}
+	}
 	for rank := range cfg.N {
 		boot := Bootstrap{JobID: cfg.JobID, Rank: rank, Size: cfg.N, Rendezvous: rz.Addr(),
-			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM}
+			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM, Replicas: cfg.Replicas}
 		cmd := exec.Command(path, cfg.Args...)
 		cmd.Dir = cfg.Dir
 		cmd.Env = append(append(slices.Clip(base), cfg.Env...), boot.Environ()...)
@@ -306,10 +320,13 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		var prefix []byte
 		if cfg.Prefix {
-			prefix = fmt.Appendf(nil, "[%d] ", rank)
+			prefix = fmt.Appendf(nil, "[%d] ", rank%logicalN)
 		}
 		stdout := &lineWriter{mu: &j.outMu, w: cfg.Stdout, prefix: prefix}
 		stderr := &lineWriter{mu: &j.outMu, w: cfg.Stderr, prefix: prefix}
+		if replicas > 1 {
+			stdout.dedup, stderr.dedup = outs[rank%logicalN], errs[rank%logicalN]
+		}
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		// A rank's children may hold its output open after it ends:
 		// Wait gives up on them after this delay.
@@ -341,9 +358,12 @@ func (cfg Config) check() error {
 		return fmt.Errorf("%w: fan-out %d", ErrConfig, cfg.Fanout)
 	case cfg.Grace < 0 || cfg.RendezvousTimeout < 0 || cfg.Timeout < 0:
 		return fmt.Errorf("%w: negative duration", ErrConfig)
+	case cfg.Replicas < 0 || cfg.Replicas > MaxReplicas || cfg.N*max(cfg.Replicas, 1) > MaxSize:
+		return fmt.Errorf("%w: %d replicas of %d ranks (want 0 to %d replicas, at most %d processes)", ErrConfig, cfg.Replicas, cfg.N, MaxReplicas, MaxSize)
 	}
-	boot := Bootstrap{JobID: "check", Size: cfg.N, Rendezvous: "127.0.0.1:1", Secret: make([]byte, MinSecretLen),
-		Fanout: cfg.Fanout, Detector: cfg.Detector}
+	procs := cfg.N * max(cfg.Replicas, 1)
+	boot := Bootstrap{JobID: "check", Size: procs, Rendezvous: "127.0.0.1:1", Secret: make([]byte, MinSecretLen),
+		Fanout: cfg.Fanout, Detector: cfg.Detector, Replicas: cfg.Replicas}
 	if cfg.JobID != "" {
 		boot.JobID = cfg.JobID
 	}
@@ -351,7 +371,7 @@ func (cfg Config) check() error {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	for _, k := range cfg.Kills {
-		if err := checkKill(cfg.N, k.Rank, k.After); err != nil {
+		if err := checkKill(procs, k.Rank, k.After); err != nil {
 			return err
 		}
 	}

@@ -20,7 +20,14 @@ type lineWriter struct {
 	w      io.Writer
 	prefix []byte
 	buf    []byte
+	// dedup, if not nil, is shared by the replicas of one rank (under
+	// mu): a line is written only by the first replica to reach it.
+	dedup *dedup
+	lines int // lines emitted by this stream
 }
+
+// dedup counts the lines written of one rank's stream.
+type dedup struct{ written int }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
@@ -61,7 +68,13 @@ func (l *lineWriter) emit(cut bool) {
 		line = l.buf
 	}
 	l.mu.Lock()
-	l.w.Write(line)
+	l.lines++
+	if l.dedup == nil || l.lines > l.dedup.written {
+		if l.dedup != nil {
+			l.dedup.written = l.lines
+		}
+		l.w.Write(line)
+	}
 	l.mu.Unlock()
 	l.buf = l.buf[:0]
 }

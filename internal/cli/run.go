@@ -49,6 +49,14 @@ first; concentrate: fill the closest hosts first), the program staged and
 launched, and the output forwarded. A host lost during the job is reported
 with its ranks, as a killed local rank is.
 
+With -r R every rank runs as R processes (replicas) that execute the same
+program: a rank lives, and the program sees nothing, while one of its
+replicas does (P2P-MPI's transparent replication); when the last replica of
+a rank dies, the others see the ordinary error naming the rank. Each line of
+a rank's output is printed once. Replicated programs must be deterministic
+(the same sends in the same order) and must not receive from AnySource.
+--kill then names processes: replica j of rank r is process j·N+r.
+
 The ranks' connections are authenticated by the job's secret; --encrypt
 also encrypts them, with TLS 1.3 and a certificate made for the job (its
 key reaches the ranks in their environment, as the secret does). Credentials: --name (default
@@ -58,6 +66,7 @@ Examples:
   cohort run -n 8 ./examples/pi
   cohort run -n 12 --hosts supernode:sn1@10.0.0.2:7940 --alloc concentrate --name alice ./nqueens -- -n 14
   cohort run -n 8 --prefix --kill 3@200ms ./examples/pi
+  cohort run -n 4 -r 2 --kill 5@300ms ./examples/allreduce
   cohort run -n 2 ./examples/pingpong -- -iters 1000
   cohort run -n 4 --detector heartbeat --timeout 1m ./myprog`,
 		run: runRun,
@@ -112,6 +121,7 @@ func runRun(ctx context.Context, c *call) error {
 	fs.BoolVar(&cfg.Prefix, "prefix", false, `start each output line with "[rank] "`)
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop the job after this `duration` (0: no limit)")
 	fs.BoolVar(&cfg.AbortOnFailure, "abort-on-failure", false, "stop the whole job when a rank fails")
+	fs.IntVar(&cfg.Replicas, "r", 1, "`replicas` of each rank (transparent replication: a rank lives while one of its replicas does)")
 	fs.BoolVar(&cfg.Encrypt, "encrypt", false, "encrypt the ranks' connections (TLS 1.3 with a certificate made for the job)")
 	hf := addHostsFlags(fs)
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
@@ -127,17 +137,22 @@ func runRun(ctx context.Context, c *call) error {
 		return usagef("--detector %q: want brr, dbrr or heartbeat", cfg.Detector)
 	case cfg.Timeout < 0:
 		return usagef("--timeout %v: negative", cfg.Timeout)
+	case cfg.Replicas < 1 || cfg.Replicas > launch.MaxReplicas:
+		return usagef("-r %d: want 1 to %d replicas", cfg.Replicas, launch.MaxReplicas)
 	case len(rest) == 0 || rest[0] == "--" && len(rest) == 1:
 		return usagef("missing the PROGRAM to run")
 	}
 	for _, k := range kills {
-		if k.Rank >= cfg.N {
+		if procs := cfg.N * cfg.Replicas; k.Rank >= procs {
+			if cfg.Replicas > 1 {
+				return usagef("--kill %d@%v: process %d is out of range for -n %d -r %d (0 to %d; replica j of rank r is process j·%d+r)", k.Rank, k.After, k.Rank, cfg.N, cfg.Replicas, procs-1, cfg.N)
+			}
 			return usagef("--kill %d@%v: rank %d is out of range for -n %d (0 to %d)", k.Rank, k.After, k.Rank, cfg.N, cfg.N-1)
 		}
 	}
 	cfg.Kills = kills
-	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
-		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts")
+	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure || cfg.Replicas > 1) {
+		return usagef("--kill, --abort-on-failure and -r are for jobs on this machine, not with --hosts yet")
 	}
 	if rest[0] == "--" {
 		rest = rest[1:]
@@ -160,7 +175,10 @@ func runRun(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	_, err = job.Wait()
+	exits, err := job.Wait()
+	if cfg.Replicas > 1 && err != nil {
+		err = replicaOutcome(c, cfg, exits, err)
+	}
 	var fe *launch.FailedError
 	if errors.As(err, &fe) {
 		if errors.Is(fe.Cause, context.Canceled) {
@@ -172,6 +190,32 @@ func runRun(ctx context.Context, c *call) error {
 }
 
 // runFailure says which ranks failed and how, in the command's terms.
+// replicaOutcome judges a replicated job by its logical ranks: a rank
+// succeeded if one of its replicas exited with status 0. The replicas lost
+// meanwhile are reported; the error stands only if some rank has no
+// successful replica (or the launcher stopped the job).
+func replicaOutcome(c *call, cfg launch.Config, exits []launch.Exit, err error) error {
+	var fe *launch.FailedError
+	if !errors.As(err, &fe) || fe.Cause != nil {
+		return err
+	}
+	okRank := make([]bool, cfg.N)
+	for _, x := range exits {
+		if x.OK() {
+			okRank[x.Rank%cfg.N] = true
+		}
+	}
+	for _, x := range fe.Failed {
+		if okRank[x.Rank%cfg.N] {
+			fmt.Fprintf(c.stderr, "cohort run: replica %d of rank %d (process %d) lost: %s; the rank lived on\n", x.Rank/cfg.N, x.Rank%cfg.N, x.Rank, x.How())
+		}
+	}
+	if !slices.Contains(okRank, false) {
+		return nil
+	}
+	return err
+}
+
 func runFailure(n int, fe *launch.FailedError) error {
 	how := func(x launch.Exit) string {
 		if x.Killed && x.Signal == syscall.SIGKILL {

@@ -41,3 +41,27 @@ func TestRunExamples(t *testing.T) {
 		t.Fatalf("allreduce: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
+
+// TestRunReplicated: `cohort run -n 4 -r 2` runs each rank of
+// examples/allreduce as two processes; killing one replica of two ranks
+// (a master and a non-master) mid-run changes nothing: the sums are
+// checked on every rank, the result is printed once, the exit status is 0
+// and the lost replicas are reported. Killing both replicas of a rank fails
+// the job.
+func TestRunReplicated(t *testing.T) {
+	args := []string{"run", "-n", "4", "-r", "2", "--timeout", "2m"}
+	prog := []string{"../../examples/allreduce", "--", "-len", "131072", "-iters", "60"}
+	code, stdout, stderr := run(t, append(append(args, "--kill", "1@800ms", "--kill", "6@1200ms"), prog...)...)
+	if code != exitOK || len(regexp.MustCompile(`results checked on every rank`).FindAllString(stdout, -1)) != 1 {
+		t.Fatalf("one replica of ranks 1 and 2 killed: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"replica 0 of rank 1 (process 1) lost", "replica 1 of rank 2 (process 6) lost"} {
+		if !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(stderr) {
+			t.Errorf("stderr does not report %q (was the job over before the kill?):\n%s", want, stderr)
+		}
+	}
+	code, stdout, stderr = run(t, append(append(args, "--kill", "2@800ms", "--kill", "6@800ms"), prog...)...)
+	if code == exitOK {
+		t.Fatalf("both replicas of rank 2 killed, exit 0\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}
