@@ -54,6 +54,7 @@ type OSU struct {
 	Window   int       // messages in flight per iteration (bw)
 	MaxSize  int       // the largest size in bytes
 	Impls    []string  // implementations to run, in order (of OSUImpls)
+	Replicas int       // cohort's ranks each run as this many replicas (0, 1: none)
 	Progress io.Writer // where progress lines go
 }
 
@@ -152,7 +153,7 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (figs, allocs map[int]float64, err error) {
 	var out bytes.Buffer
 	args := append([]string{"osu-worker", b.Mode, impl}, b.Args()...)
-	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Encrypt: impl == "ours-tls",
+	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Encrypt: impl == "ours-tls", Replicas: b.Replicas,
 		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute})
 	if err != nil {
 		return nil, nil, err

@@ -100,3 +100,17 @@ func TestBenchOSUAll(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchReplication runs the replication benchmark at a tiny size: every
+// degree measured, overheads and the table printed; bad flags refused.
+func TestBenchReplication(t *testing.T) {
+	code, stdout, stderr := run(t, "bench", "replication", "--max-r", "2", "--reps", "2", "--max", "8", "--trips", "5")
+	if code != exitOK || !strings.Contains(stdout, "r=2 overhead") || !regexp.MustCompile(`(?m)^\s+8\s+[0-9.]+\s+[0-9.]+\s+[+-][0-9.]+% ±`).MatchString(stdout) {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, args := range [][]string{{"--max-r", "0"}, {"--max-r", "99"}, {"--reps", "0"}, {"--max", "x"}} {
+		if code, _, _ := run(t, append([]string{"bench", "replication"}, args...)...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}

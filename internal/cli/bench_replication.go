@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cohort-mp/cohort/internal/bench"
+	"github.com/cohort-mp/cohort/launch"
+)
+
+func init() {
+	registerBench(&benchmark{
+		name:    "replication",
+		summary: "ping-pong latency with each rank replicated r = 1 … 4 times (P2P-MPI Fig. 9)",
+		help: `The replication benchmark is P2P-MPI's Figure 9: two ranks ping-pong 1,000
+round trips at each size up to 128 KiB, each rank running as r replicas
+(cohort run -r), for r = 1 to --max-r in one invocation, the degrees
+alternated within each repetition. It prints the one-way latency per degree
+and the overhead of each degree over r = 1 (mean of the repetitions' paired
+ratios, with a Student-t 95% interval), and the goals at 64 KiB.
+
+Examples:
+  cohort bench replication
+  cohort bench replication --max-r 2 --reps 3 --max 64K`,
+		run: func(ctx context.Context, c *call) error {
+			fs := c.newFlags()
+			cfg := bench.ReplicationConfig{MaxReplicas: 4, Trips: 1000, Reps: 5, Progress: c.stderr}
+			maxText := "128K"
+			fs.IntVar(&cfg.MaxReplicas, "max-r", cfg.MaxReplicas, "the highest replication `degree`")
+			fs.IntVar(&cfg.Trips, "trips", cfg.Trips, "round `trips` per size")
+			fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "`repetitions` (the intervals come from them)")
+			fs.StringVar(&maxText, "max", maxText, "largest message `size` in bytes (suffix K or M allowed)")
+			if err := c.parse(fs, c.args, 0); err != nil {
+				return err
+			}
+			size, err := parseSize(maxText)
+			switch {
+			case err != nil:
+				return usagef("--max %q: %v", maxText, err)
+			case size < 1 || size > 16<<20:
+				return usagef("--max %s: want 1 byte to 16M", maxText)
+			case cfg.MaxReplicas < 1 || cfg.MaxReplicas > launch.MaxReplicas:
+				return usagef("--max-r %d: want 1 to %d", cfg.MaxReplicas, launch.MaxReplicas)
+			case cfg.Trips < 1 || cfg.Reps < 1:
+				return usagef("--trips %d, --reps %d: want at least 1", cfg.Trips, cfg.Reps)
+			}
+			cfg.MaxSize = size
+			start := time.Now()
+			res, err := bench.RunReplication(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			res.WriteTable(c.stdout)
+			fmt.Fprintf(c.stdout, "(%.0f s)\n", time.Since(start).Seconds())
+			return nil
+		},
+	})
+}
