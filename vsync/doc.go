@@ -93,8 +93,10 @@
 // with the vector delivered by then; reports for T are ignored
 // afterwards. Lost flush messages are resent every Retransmit to the
 // members whose report or OK is missing, and a node answers a report it
-// has already received (or one for the flush it completed last) with its
-// own report and, if it holds the cut, its FlushOK.
+// has already received, one from a member of the target it does not wait
+// for (a member that was not in its old view may wait for its report), or
+// one for the flush it completed last, with its own report and, if it
+// holds the cut, its FlushOK.
 //
 // # Why it is correct
 //

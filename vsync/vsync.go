@@ -293,11 +293,17 @@ func (l *Layer) onFlush(from core.NodeID, m *Flush) {
 	switch {
 	case fl != nil && m.Target == fl.target.epoch:
 		_, dup := fl.reports[from]
-		if !dup && slices.Contains(fl.wait, from) {
+		waited := slices.Contains(fl.wait, from)
+		if !dup && waited {
 			fl.reports[from] = m
 		}
-		if dup {
-			// The peer sends again: it lacks this node's report or OK.
+		if dup || !waited {
+			// The peer sends again: it lacks this node's report or OK. Or
+			// this node does not wait for the peer (the peer was not in
+			// its old view) while the peer, whose old view holds this
+			// node, waits for this node's report: this node's first
+			// report to it may have been lost, and this node resends only
+			// to the members it waits for, so it answers.
 			l.env.Send(from, fl.report)
 			if fl.reached && m.Old == fl.old.epoch {
 				l.env.Send(from, &FlushOK{Target: m.Target, Old: m.Old})
