@@ -20,14 +20,27 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
 
 func main() {
+	raiseFileLimit()
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "memberlist bench:", err)
 		os.Exit(1)
+	}
+}
+
+// raiseFileLimit lifts the soft limit on open files to the hard one: a
+// process holding hundreds of nodes, each with a TCP connection to many
+// others, needs thousands of descriptors (the usual soft limit is 1,024).
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 	}
 }
 
