@@ -79,6 +79,7 @@ type job struct {
 	cmd            *exec.Cmd
 	stdout, stderr *syncBuf
 	placed         chan struct{}
+	scanned        chan struct{} // closed when all of stderr was read
 }
 
 func (c *cluster) run(t *testing.T, ctx context.Context, n int, alloc string, args ...string) *job {
@@ -86,7 +87,7 @@ func (c *cluster) run(t *testing.T, ctx context.Context, n int, alloc string, ar
 	all := append([]string{"run", "-n", strconv.Itoa(n), "--prefix", "--hosts", "supernode:" + c.Supernode, "--alloc", alloc,
 		"--name", Submitter, "--ca", c.CAFile(), "--certs", c.Dir,
 		filepath.Join(c.bin, "nqueens"), "--"}, args...)
-	j := &job{cmd: exec.CommandContext(ctx, filepath.Join(c.bin, "cohort"), all...), stdout: &syncBuf{}, placed: make(chan struct{})}
+	j := &job{cmd: exec.CommandContext(ctx, filepath.Join(c.bin, "cohort"), all...), stdout: &syncBuf{}, placed: make(chan struct{}), scanned: make(chan struct{})}
 	j.cmd.Stdout = j.stdout
 	pr, pw, _ := os.Pipe()
 	j.cmd.Stderr = pw
@@ -105,8 +106,17 @@ func (c *cluster) run(t *testing.T, ctx context.Context, n int, alloc string, ar
 			}
 		}
 		pr.Close()
+		close(j.scanned)
 	}()
 	return j
+}
+
+// wait waits for the command and for the last of its standard error to be
+// read (the command's exit does not wait for the reader of the pipe).
+func (j *job) wait() error {
+	err := j.cmd.Wait()
+	<-j.scanned
+	return err
 }
 
 var (
@@ -166,7 +176,7 @@ func TestJobsOnFiveHosts(t *testing.T) {
 
 	for _, alloc := range []string{"spread", "concentrate"} {
 		j := c.run(t, ctx, 12, alloc, "-n", "13")
-		err := j.cmd.Wait()
+		err := j.wait()
 		out, errs := j.stdout.String(), j.stderr.String()
 		if err != nil || !strings.Contains(out, "73712 solutions") || !strings.Contains(out, "CORRECT") {
 			t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", alloc, err, out, errs)
@@ -198,7 +208,7 @@ func TestJobsOnFiveHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("cut %s (%d ranks) off", victim, per[victim])
-	err := j.cmd.Wait()
+	err := j.wait()
 	out, errs := j.stdout.String(), j.stderr.String()
 	t.Logf("stdout:\n%s\nstderr (tail):\n%s", out, tail(errs, 40))
 	if err == nil {
