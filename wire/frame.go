@@ -205,17 +205,23 @@ type FrameReader struct {
 	buf        []byte
 	start, end int // unread bytes are buf[start:end]
 	max        int
+	grow       int // the buffer's size for the next refill (initialBufferSize doubling up to DefaultReadBufferSize)
 	err        error
 }
 
-// DefaultReadBufferSize is the initial buffer of a FrameReader, in bytes;
-// it grows to fit the largest frame read.
+// DefaultReadBufferSize is the buffer a busy FrameReader reads into, in
+// bytes; it grows beyond it to fit the largest frame read. A reader starts
+// with initialBufferSize and doubles up to it when a read fills its buffer
+// (a stream with data waiting), so that a quiet connection holds little.
 const DefaultReadBufferSize = 64 << 10
+
+// initialBufferSize is the first buffer of a FrameReader or FrameWriter.
+const initialBufferSize = 4 << 10
 
 // NewFrameReader returns a reader of frames from r with the default
 // limit ([DefaultMaxFrameSize]).
 func NewFrameReader(r io.Reader) *FrameReader {
-	return &FrameReader{r: r, max: DefaultMaxFrameSize}
+	return &FrameReader{r: r, max: DefaultMaxFrameSize, grow: initialBufferSize}
 }
 
 // SetMaxFrameSize sets the limit, in bytes, on a frame's declared length
@@ -293,7 +299,7 @@ func (fr *FrameReader) fill(n int) error {
 	// limit, if smaller: a handshake-sized limit keeps it small) and grows
 	// to fit the frame being read, doubling up to the limit so that a run of
 	// growing frames does not reallocate each time.
-	if want := max(n, min(DefaultReadBufferSize, fr.max+LengthSize)); len(fr.buf) < want {
+	if want := max(n, min(fr.grow, fr.max+LengthSize)); len(fr.buf) < want {
 		size := max(want, min(2*len(fr.buf), fr.max+LengthSize))
 		nb := make([]byte, size)
 		fr.end = copy(nb, fr.buf[fr.start:fr.end])
@@ -310,6 +316,9 @@ func (fr *FrameReader) fill(n int) error {
 			return fmt.Errorf("wire: reader returned an invalid count %d", m)
 		}
 		fr.end += m
+		if fr.end == len(fr.buf) && fr.grow < DefaultReadBufferSize {
+			fr.grow *= 2 // the read filled the buffer: more may be waiting
+		}
 		if fr.end-fr.start >= n {
 			return nil
 		}
@@ -360,7 +369,10 @@ func NewFrameWriter(w io.Writer, size int) *FrameWriter {
 	if size <= 0 {
 		size = DefaultWriteBufferSize
 	}
-	return &FrameWriter{w: w, buf: make([]byte, 0, size), size: size, max: DefaultMaxFrameSize}
+	// The buffer starts small and grows (by append) to size as bursts
+	// need it: a process with connections to hundreds of peers, most of
+	// them quiet, must not hold size bytes for each.
+	return &FrameWriter{w: w, buf: make([]byte, 0, min(size, initialBufferSize)), size: size, max: DefaultMaxFrameSize}
 }
 
 // SetMaxFrameSize sets the limit on the declared length of frames written;

@@ -278,10 +278,11 @@ func TestFrameReaderRefusesOversizeBeforeAllocating(t *testing.T) {
 }
 
 // TestFrameReaderBufferAfterHandshake checks that raising the limit after a
-// handshake lets the buffer grow back to its default size, so that small
-// frames are still read in large chunks.
+// handshake lets the buffer grow to its default size on a busy stream, so
+// that small frames are still read in large chunks, while a quiet
+// connection keeps a small buffer.
 func TestFrameReaderBufferAfterHandshake(t *testing.T) {
-	_, stream := randomFrames(9, 40)
+	_, stream := randomFrames(9, 8000)
 	r := &countingReader{r: bytes.NewReader(stream)}
 	fr := NewFrameReader(r)
 	fr.SetMaxFrameSize(MaxHandshakeFrameSize)
@@ -289,16 +290,26 @@ func TestFrameReaderBufferAfterHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr.SetMaxFrameSize(DefaultMaxFrameSize)
-	for range 39 {
+	for range 7999 {
 		if _, err := fr.ReadFrame(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if len(fr.buf) != DefaultReadBufferSize {
-		t.Errorf("buffer is %d bytes after the limit was raised, want %d", len(fr.buf), DefaultReadBufferSize)
+		t.Errorf("buffer is %d bytes after a busy stream, want %d", len(fr.buf), DefaultReadBufferSize)
 	}
-	if r.reads > 3 {
-		t.Errorf("%d reads for a %d-byte stream", r.reads, len(stream))
+	// A few reads while the buffer grows, then one per full buffer.
+	if limit := len(stream)/(DefaultReadBufferSize/2) + 8; r.reads > limit {
+		t.Errorf("%d reads for a %d-byte stream, want at most %d", r.reads, len(stream), limit)
+	}
+
+	_, quiet := randomFrames(10, 1)
+	fq := NewFrameReader(bytes.NewReader(quiet))
+	if _, err := fq.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if len(fq.buf) > initialBufferSize {
+		t.Errorf("a quiet connection's buffer is %d bytes, want at most %d", len(fq.buf), initialBufferSize)
 	}
 }
 
