@@ -283,6 +283,19 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 		j.stop("the submitter went away")
 		return
 	}
+	// The processes may all have ended because the job was being stopped
+	// (their exits can win the race with the stop's notice): say so
+	// rather than report a finished job.
+	select {
+	case <-j.stopC:
+		j.mu.Lock()
+		why := j.why
+		j.mu.Unlock()
+		send(Event{Error: why})
+		j.stop(why)
+		return
+	default:
+	}
 	send(Event{Done: true})
 	j.stop("finished")
 }
