@@ -56,6 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		cfg.Log = stderr
 	}
+	// The reporter prints the result as soon as it has it (job.Config.Report),
+	// before the others are told the job is over.
+	code := 0
+	cfg.Report = func(out job.Outcome) { code = report(stdout, *n, cfg.Mode, size, out) }
 	out, err := job.Run(ctx, s, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "nqueens: rank %d: %v\n", rank, err)
@@ -64,21 +68,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		fmt.Fprintf(stderr, "rank %d: %s\n", rank, out.Summary)
 	}
-	if !out.Reporter {
-		return 0
-	}
+	return code
+}
+
+// report prints the reporter's result line and returns the exit status.
+func report(stdout io.Writer, n int, mode job.Mode, size int, out job.Outcome) int {
 	switch {
 	case !out.HasKnown:
 		fmt.Fprintf(stdout, "nqueens n=%d mode=%s ranks=%d: %d solutions in %.3fs (no published value to compare)\n",
-			*n, cfg.Mode, size, out.Count, out.Elapsed.Seconds())
+			n, mode, size, out.Count, out.Elapsed.Seconds())
 		return 0
 	case out.Correct():
 		fmt.Fprintf(stdout, "nqueens n=%d mode=%s ranks=%d: %d solutions in %.3fs (known %d): CORRECT\n",
-			*n, cfg.Mode, size, out.Count, out.Elapsed.Seconds(), out.Known)
+			n, mode, size, out.Count, out.Elapsed.Seconds(), out.Known)
 		return 0
 	default:
 		fmt.Fprintf(stdout, "nqueens n=%d mode=%s ranks=%d: %d solutions in %.3fs (known %d): WRONG\n",
-			*n, cfg.Mode, size, out.Count, out.Elapsed.Seconds(), out.Known)
+			n, mode, size, out.Count, out.Elapsed.Seconds(), out.Known)
 		return 1
 	}
 }

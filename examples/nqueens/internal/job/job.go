@@ -16,7 +16,9 @@
 // the count from its Done message and answer it with Bye (tag TagBye); the
 // finishing rank returns once every other rank has said Bye or is known
 // failed (at most 10 s), so that it never leaves while its Done messages
-// are still queued.
+// are still queued. It reports the result (Config.Report) before its Done
+// messages leave: the others leave once told, so a reporter that died
+// while waiting for their Byes would otherwise take the result with it.
 package job
 
 import (
@@ -75,6 +77,11 @@ type Config struct {
 	// Log, if set, receives one line per event worth watching: failures
 	// learned, work taken back, a master taking over.
 	Log io.Writer
+	// Report, if set, is called once with the outcome by the rank that
+	// finished the job, before the messages that tell the others the job
+	// is over leave it: the result is out even if the reporter dies while
+	// it waits for their answers (the others leave once told).
+	Report func(Outcome)
 	// crash (tests) is asked after every step whether this rank should stop
 	// dead now; Run then returns errCrashed.
 	crash func(rank int, p progress) bool
@@ -154,7 +161,14 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 	msgs := make(chan inMsg, 256)
 	go receive(rctx, c, msgs)
 
+	reported := false
 	send := func(outs []outMsg) error {
+		if count, done := m.result(); done && !reported && cfg.Report != nil {
+			if out := m.outcome(cfg, count, begin); out.Reporter {
+				reported = true
+				cfg.Report(out)
+			}
+		}
 		for _, o := range outs {
 			err := c.Send(ctx, o.data, o.to, Tag)
 			if err != nil && !errors.Is(err, comm.ErrProcFailed) {
@@ -205,6 +219,10 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 		}
 		if count, done := m.result(); done {
 			out := m.outcome(cfg, count, begin)
+			if out.Reporter && !reported && cfg.Report != nil {
+				reported = true
+				cfg.Report(out)
+			}
 			if !out.Reporter {
 				// Tell the rank that sent Done that we have it, so that it
 				// does not leave while its Done messages are in flight.
