@@ -58,15 +58,19 @@ func newReplicated(layout replica.Layout, phys core.NodeID) *replicated {
 // rank to. The frame is copied: the caller may reuse body at once. req, if
 // not nil, completes when the frame is queued (sends are eager).
 func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) error {
+	// A send to a failed rank does not fail here: a replica behind its
+	// master may reach a send its master made while the destination lived
+	// (the destination has since finished or died), and failing it would
+	// make the replicas' programs diverge on timing. The layer drops sends
+	// to a failed rank; the failure shows on receives and collectives,
+	// which every replica meets at the same point of its program.
 	s.mu.Lock()
-	state, failed := s.state, to >= 0 && to < s.size && s.failed[to]
+	state := s.state
 	s.mu.Unlock()
 	var err error
 	switch {
 	case state != nil:
 		err = state
-	case failed:
-		err = &peerFailedError{world: to}
 	default:
 		payload := make([]byte, 0, len(f.Payload)+len(body))
 		payload = append(append(payload, f.Payload...), body...)
