@@ -57,19 +57,27 @@ func policyTest(p member.PartitionPolicy) string {
 	return "Paper"
 }
 
-// NewSwarmRun draws the run's configuration from the seed: 3–16 nodes, a
-// fan-out of 2, 4 or 8, a uniform latency, an oracle detector with a delay,
-// and timers at simulation speed.
-func NewSwarmRun(seed uint64, policy member.PartitionPolicy) *SwarmRun {
-	r := rand.New(rand.NewPCG(seed, 0x5157a4))
+// SimConfig is the membership at simulation speed, with fan-out a, as the
+// swarms (member's, vsync's, replica's) run it: acknowledgements wait 20
+// ms per tree level, reports and commits 100 ms, joins 150 ms.
+func SimConfig(a int) member.Config {
 	cfg := member.DefaultConfig()
-	cfg.Fanout = []int{2, 4, 8}[r.IntN(3)]
+	cfg.Fanout = a
 	cfg.AckTimeout = 20 * time.Millisecond
 	cfg.ReportRetry = 100 * time.Millisecond
 	cfg.JoinRetry = 150 * time.Millisecond
 	cfg.CommitTimeout = 100 * time.Millisecond
 	cfg.ProbeInterval = 100 * time.Millisecond
 	cfg.NoticeInterval = 20 * time.Millisecond
+	return cfg
+}
+
+// NewSwarmRun draws the run's configuration from the seed: 3–16 nodes, a
+// fan-out of 2, 4 or 8, a uniform latency, an oracle detector with a delay,
+// and timers at simulation speed.
+func NewSwarmRun(seed uint64, policy member.PartitionPolicy) *SwarmRun {
+	r := rand.New(rand.NewPCG(seed, 0x5157a4))
+	cfg := SimConfig([]int{2, 4, 8}[r.IntN(3)])
 	cfg.Partition = policy
 	lo := time.Duration(100+r.IntN(400)) * time.Microsecond
 	hi := lo + time.Duration(r.IntN(3000))*time.Microsecond

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/member/membertest"
 	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/sim"
 )
@@ -82,17 +83,7 @@ func Swarm(seed uint64) (err error) {
 	return Run(ConfigFor(seed))
 }
 
-func memberConfig() member.Config {
-	cfg := member.DefaultConfig()
-	cfg.Fanout = 2
-	cfg.AckTimeout = 20 * time.Millisecond
-	cfg.ReportRetry = 100 * time.Millisecond
-	cfg.JoinRetry = 150 * time.Millisecond
-	cfg.CommitTimeout = 100 * time.Millisecond
-	cfg.ProbeInterval = 100 * time.Millisecond
-	cfg.NoticeInterval = 20 * time.Millisecond
-	return cfg
-}
+func memberConfig() member.Config { return membertest.SimConfig(2) }
 
 // The layers of a process's stack.
 const (

@@ -11,6 +11,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/fd"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/member/membertest"
 	"github.com/cohort-mp/cohort/sim"
 	"github.com/cohort-mp/cohort/stable"
 	"github.com/cohort-mp/cohort/topo"
@@ -120,17 +121,7 @@ func gossipConfig() fd.GossipConfig {
 	return c
 }
 
-func memberConfig() member.Config {
-	cfg := member.DefaultConfig()
-	cfg.Fanout = 2
-	cfg.AckTimeout = 20 * time.Millisecond
-	cfg.ReportRetry = 100 * time.Millisecond
-	cfg.JoinRetry = 150 * time.Millisecond
-	cfg.CommitTimeout = 100 * time.Millisecond
-	cfg.ProbeInterval = 100 * time.Millisecond
-	cfg.NoticeInterval = 20 * time.Millisecond
-	return cfg
-}
+func memberConfig() member.Config { return membertest.SimConfig(2) }
 
 // app multicasts a payload every interval (jittered) until stop.
 type app struct {
