@@ -95,6 +95,10 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 	if err := c.checkSource(src, tag); err != nil {
 		return Status{}, err
 	}
+	src, err := c.resolveSource(ctx, src, tag)
+	if err != nil {
+		return Status{}, err
+	}
 	return waitRecv(ctx, c.s.irecv(c.st, subP2P, buf, false, src, tag, 0, true))
 }
 
@@ -114,6 +118,13 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 	if err := c.checkSource(src, tag); err != nil {
 		return Status{}, err
 	}
+	if c.s.rep != nil && src == AnySource {
+		return c.probeAny(ctx, tag)
+	}
+	return c.probeLocal(ctx, src, tag)
+}
+
+func (c *Comm) probeLocal(ctx context.Context, src, tag int) (Status, error) {
 	req := newRequest(c.s, c.st)
 	c.s.post(c.st, subP2P, &recvOp{src: c.node(src), tag: tag, anyV: true, probe: true, req: req})
 	return waitRecv(ctx, req)
@@ -125,7 +136,9 @@ func (c *Comm) Iprobe(src, tag int) (Status, bool, error) {
 	if err := c.checkSource(src, tag); err != nil {
 		return Status{}, false, err
 	}
-	return c.s.iprobe(c.st, subP2P, c.node(src), tag)
+	st, ok, err := c.s.iprobe(c.st, subP2P, c.node(src), tag)
+	_, ok, st, err = c.s.decideOutcome(c.s.base, 0, ok, st, err)
+	return st, ok, err
 }
 
 // Dup returns a new communicator with the same ranks and a new context

@@ -379,7 +379,7 @@ func (s *Session) opErrLocked(q *queue, src core.NodeID, probe bool) error {
 	if s.state != nil {
 		return s.state
 	}
-	if s.rep != nil && src == core.None {
+	if s.rep != nil && src == core.None && !probe {
 		return ErrReplicatedWildcard
 	}
 	c := q.comm
@@ -563,7 +563,36 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 
 // Test reports whether the request has completed and, if so, its status and
 // error; it never blocks.
+//
+// On a replicated rank the outcome is the master replica's (a replica
+// told "complete" waits for its own copy of the request to complete).
 func (r *Request) Test() (Status, bool, error) {
+	if r.s != nil && r.s.rep != nil {
+		st, done, err := r.test()
+		_, done, _, derr := r.s.decideOutcome(r.s.base, 0, done, st, err)
+		if derr != nil && !done {
+			return Status{}, false, derr
+		}
+		if !done {
+			return Status{}, false, nil
+		}
+		return r.waitDecided()
+	}
+	return r.test()
+}
+
+// waitDecided waits for a request that the master replica saw complete.
+func (r *Request) waitDecided() (Status, bool, error) {
+	select {
+	case <-r.doneChan():
+	case <-r.s.base.Done():
+		return Status{}, true, r.s.stateErr()
+	}
+	st, err := r.result()
+	return st, true, err
+}
+
+func (r *Request) test() (Status, bool, error) {
 	if !r.finished.Load() {
 		return Status{}, false, nil
 	}
@@ -663,7 +692,36 @@ func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
 		if r == nil {
 			return -1, Status{}, fmt.Errorf("%w: request %d is nil", ErrBadArg, i)
 		}
-		if st, ok, err := r.Test(); ok {
+	}
+	i, st, err := waitAny(ctx, reqs)
+	if s := sessionOf(reqs); s != nil && s.rep != nil {
+		// The master replica's index; this replica waits for its request.
+		i, _, _, derr := s.decideOutcome(ctx, i, i >= 0, st, err)
+		if i < 0 || i >= len(reqs) {
+			if derr == nil {
+				derr = fmt.Errorf("comm: WaitAny: the master replica's index %d is out of range", i)
+			}
+			return -1, Status{}, derr
+		}
+		st, _, err := reqs[i].waitDecided()
+		return i, st, err
+	}
+	return i, st, err
+}
+
+// sessionOf returns the session of the first request that has one.
+func sessionOf(reqs []*Request) *Session {
+	for _, r := range reqs {
+		if r.s != nil {
+			return r.s
+		}
+	}
+	return nil
+}
+
+func waitAny(ctx context.Context, reqs []*Request) (int, Status, error) {
+	for i, r := range reqs {
+		if st, ok, err := r.test(); ok {
 			return i, st, err
 		}
 	}
@@ -685,7 +743,7 @@ func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
 	case <-first:
 		// The lowest index among those complete now.
 		for i, r := range reqs {
-			if st, ok, err := r.Test(); ok {
+			if st, ok, err := r.test(); ok {
 				return i, st, err
 			}
 		}

@@ -26,17 +26,14 @@ import (
 // (replica.RankFailed).
 //
 // Every replica must run the same deterministic program: the same sends in
-// the same order. What is not deterministic is refused rather than left to
-// diverge: a receive or probe from AnySource on a replicated rank fails
-// with [ErrReplicatedWildcard].
+// the same order. What depends on timing (wildcard receives and probes,
+// Iprobe, Test, WaitAny, Session.Seed and Session.Decide) is decided by the
+// rank's master replica (decide.go); a nonblocking receive from AnySource
+// is refused with [ErrReplicatedWildcard].
 //
 // The path is slower than the unreplicated one: a send is handed to the
 // process's event loop (the replication layer is a protocol machine), and
 // each message costs acknowledgements and commits.
-
-// ErrReplicatedWildcard: a receive or probe from AnySource on a replicated
-// rank (its replicas could match different messages).
-var ErrReplicatedWildcard = errors.New("comm: AnySource receives and probes are not supported when ranks are replicated")
 
 // replicated is a session's replication state.
 type replicated struct {
@@ -48,6 +45,10 @@ type replicated struct {
 	busy  bool           // the pusher is handing a batch over
 	wake  chan struct{}  // signalled (never blocking) when queue grows
 	idle  chan struct{}  // closed when queue and batch are done; nil if nobody waits
+
+	decMu   sync.Mutex             // one decision at a time, in program order
+	decK    uint64                 // the last decision requested
+	decided map[uint64]chan []byte // decision → its waiter (under mu)
 }
 
 func newReplicated(layout replica.Layout, phys core.NodeID) *replicated {
@@ -160,6 +161,8 @@ func (s *Session) onReplicaEvent(e core.Event) {
 			return
 		}
 		s.dataPath(wire.Frame{Kind: core.Kind(e.Comm), Src: core.NodeID(e.Src), Payload: e.Payload})
+	case replica.Decided:
+		s.rep.onDecided(e)
 	case replica.RankFailed:
 		s.fail([]int{e.Rank}, s.epoch.Load())
 	case replica.ReplicaLost:

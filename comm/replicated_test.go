@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,17 +156,182 @@ func allPairsStep(ctx context.Context, c *Comm, i int) error {
 	return WaitAll(ctx, reqs...)
 }
 
-// A wildcard receive on a replicated rank is refused (its replicas could
-// match different messages), with an error that says so.
-func TestReplicatedWildcardRefused(t *testing.T) {
+// A nonblocking wildcard receive on a replicated rank is refused (its
+// match would be decided out of the program's order), with an error that
+// says so.
+func TestReplicatedWildcardIrecvRefused(t *testing.T) {
 	ss := replicatedJob(t, 2, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := ss[0].World().Recv(ctx, make([]byte, 1), AnySource, 0)
+	_, err := ss[0].World().Irecv(make([]byte, 1), AnySource, 0).Wait(ctx)
 	if !errors.Is(err, ErrReplicatedWildcard) {
-		t.Fatalf("AnySource receive: %v", err)
+		t.Fatalf("AnySource Irecv: %v", err)
 	}
-	if _, _, err := ss[0].World().Iprobe(AnySource, AnyTag); !errors.Is(err, ErrReplicatedWildcard) {
-		t.Fatalf("AnySource probe: %v", err)
+}
+
+// wildcardProgram: ranks 1…n−1 send iters messages each to rank 0, pausing
+// at random; rank 0 takes them with every operation whose outcome depends
+// on timing — Recv from AnySource, Iprobe polled until it finds one (the
+// number of polls is logged), Test polled, WaitAny over two sources — and
+// draws from a Session.Seed random source. It returns its log, which rank
+// 0 also sends to everyone: with decisions, every replica of rank 0 writes
+// the same log even though each runs at its own pace.
+func wildcardProgram(ss []*Session, iters int, kill func(p, step int)) func(ctx context.Context, c *Comm) (string, error) {
+	return func(ctx context.Context, c *Comm) (string, error) {
+		p := slices.IndexFunc(ss, func(s *Session) bool { return s.World() == c })
+		jitter := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
+		pause := func() { time.Sleep(time.Duration(jitter.IntN(300)) * time.Microsecond) }
+		me, n := c.Rank(), c.Size()
+		if me != 0 {
+			for i := range iters {
+				kill(p, i)
+				pause()
+				if err := Send(ctx, c, []int64{int64(me*1000 + i)}, 0, i%5); err != nil {
+					return "", err
+				}
+			}
+			buf := make([]byte, 1<<16)
+			st, err := c.Recv(ctx, buf, 0, 99)
+			return string(buf[:st.Count]), err
+		}
+		seed, err := ss[p].Seed(ctx)
+		if err != nil {
+			return "", err
+		}
+		draws := rand.New(rand.NewPCG(seed, 0))
+		remaining := make([]int, n)
+		for r := 1; r < n; r++ {
+			remaining[r] = iters
+		}
+		var log strings.Builder
+		got := func(st Status, v int64) {
+			remaining[st.Source]--
+			fmt.Fprintf(&log, "%d:%d ", st.Source, v)
+		}
+		left := func() int { return slices.Index(remaining[1:], slices.Max(remaining[1:])) + 1 }
+		for step := 0; slices.Max(remaining) > 0; step++ {
+			kill(p, step)
+			pause()
+			in := []int64{0}
+			switch step % 4 {
+			case 0:
+				st, err := Recv(ctx, c, in, AnySource, AnyTag)
+				if err != nil {
+					return "", err
+				}
+				got(st, in[0])
+			case 1:
+				polls := 0
+				for {
+					st, ok, err := c.Iprobe(AnySource, AnyTag)
+					if err != nil {
+						return "", err
+					}
+					if ok {
+						fmt.Fprintf(&log, "probe%d ", polls)
+						st, err := Recv(ctx, c, in, st.Source, st.Tag)
+						if err != nil {
+							return "", err
+						}
+						got(st, in[0])
+						break
+					}
+					polls++
+					pause()
+				}
+			case 2:
+				req := Irecv(c, in, left(), AnyTag)
+				polls := 0
+				for {
+					st, done, err := req.Test()
+					if err != nil {
+						return "", err
+					}
+					if done {
+						fmt.Fprintf(&log, "test%d ", polls)
+						got(st, in[0])
+						break
+					}
+					polls++
+					pause()
+				}
+			case 3:
+				var reqs []*Request
+				var bufs [][]int64
+				for r := 1; r < n; r++ {
+					if remaining[r] > 0 {
+						bufs = append(bufs, []int64{0})
+						reqs = append(reqs, Irecv(c, bufs[len(bufs)-1], r, AnyTag))
+					}
+				}
+				i, st, err := WaitAny(ctx, reqs...)
+				if err != nil {
+					return "", err
+				}
+				fmt.Fprintf(&log, "any%d ", i)
+				got(st, bufs[i][0])
+				for j, req := range reqs {
+					if j != i {
+						st, err := req.Wait(ctx)
+						if err != nil {
+							return "", err
+						}
+						got(st, bufs[j][0])
+					}
+				}
+			}
+			fmt.Fprintf(&log, "rand%d\n", draws.IntN(1000))
+		}
+		for r := 1; r < n; r++ {
+			if err := c.Send(ctx, []byte(log.String()), r, 99); err != nil {
+				return "", err
+			}
+		}
+		return log.String(), nil
+	}
+}
+
+// Every operation whose outcome depends on timing gives every replica of
+// a rank the same outcome, even when replicas die (rank 0's master half
+// way through, a replica of rank 1 early on).
+func TestReplicatedDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		victims map[int]int // process → step
+	}{
+		{"no deaths", nil},
+		{"master of rank 0 and a replica of rank 1 die", map[int]int{0: 25, 4: 5}},
+		{"the other replica of rank 0 dies", map[int]int{3: 12}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n, r, iters = 3, 2, 30
+			ss := replicatedJob(t, n, r)
+			var once sync.Map
+			kill := func(p, step int) {
+				if at, ok := tc.victims[p]; ok && step == at {
+					if _, done := once.LoadOrStore(p, true); !done {
+						ss[p].kill()
+					}
+				}
+			}
+			outs, errs := replicatedRun(ss, wildcardProgram(ss, iters, kill))
+			var want string
+			for p := range ss {
+				if _, dead := tc.victims[p]; dead {
+					continue
+				}
+				if errs[p] != nil {
+					t.Fatalf("process %d (rank %d): %v", p, p%n, errs[p])
+				}
+				if want == "" {
+					want = outs[p]
+				} else if outs[p] != want {
+					t.Errorf("process %d (rank %d) has another log than its peers:\n%s\nwant\n%s", p, p%n, outs[p], want)
+				}
+			}
+			if lines := strings.Count(want, "\n"); lines < iters/2 {
+				t.Errorf("the log has %d steps: %q", lines, want)
+			}
+		})
 	}
 }

@@ -280,7 +280,7 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 			}
 		}
 		s.fail(gone, e.Epoch)
-	case replica.Delivered, replica.RankFailed, replica.ReplicaLost:
+	case replica.Delivered, replica.Decided, replica.RankFailed, replica.ReplicaLost:
 		s.onReplicaEvent(e)
 	case member.Evicted:
 		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)

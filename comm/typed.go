@@ -28,6 +28,10 @@ func Recv[T Elem](ctx context.Context, c *Comm, buf []T, src, tag int) (Status, 
 	if err := c.checkSource(src, tag); err != nil {
 		return Status{}, err
 	}
+	src, err := c.resolveSource(ctx, src, tag)
+	if err != nil {
+		return Status{}, err
+	}
 	req := c.s.irecv(c.st, subP2P, coll.AsBytes(buf), false, src, tag, 0, true)
 	req.elem = coll.SizeOf[T]()
 	return waitRecv(ctx, req)
@@ -67,6 +71,10 @@ func SendValue(ctx context.Context, c *Comm, v any, dest, tag int) error {
 // to (as gob.Decoder.Decode). Status.Count is the encoded size in bytes.
 func RecvValue(ctx context.Context, c *Comm, ptr any, src, tag int) (Status, error) {
 	if err := c.checkSource(src, tag); err != nil {
+		return Status{}, err
+	}
+	src, err := c.resolveSource(ctx, src, tag)
+	if err != nil {
 		return Status{}, err
 	}
 	req := c.s.irecv(c.st, subP2P, nil, true, src, tag, 0, true)
