@@ -183,6 +183,15 @@ func (s *Session) World() *Comm { return s.world }
 // session back; nobody has to read it.
 func (s *Session) Failures() <-chan Failure { return s.failures }
 
+// Replicas returns how many replicas each rank of the job runs as (1: the
+// job is not replicated; see replicated.go).
+func (s *Session) Replicas() int {
+	if s.rep == nil {
+		return 1
+	}
+	return s.rep.layout.Replicas
+}
+
 // Finalize leaves the job: it waits (at most until ctx is done) for the
 // messages this process has sent to leave it, stops the host and the
 // transport, and fails every pending operation with [ErrFinalized]. It does

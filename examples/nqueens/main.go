@@ -37,20 +37,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	leaf := fs.Int("leaf", 0, "steal mode: queens placed before a unit is counted in one step (0: n-11, at least 2)")
 	depth := fs.Int("depth", 0, "master mode: queens placed in a task (0: 2 up to n=12, 3 above)")
 	every := fs.Int("checkpoint", 0, "steps between checkpoints to the backup (master mode: results, default 8; steal mode: root holder's steps, default 32)")
-	seed := fs.Uint64("seed", 0, "seed of the victims' choice (0: from the clock)")
+	seed := fs.Uint64("seed", 0, "seed of the victims' choice (0: random, the same for every replica of a rank)")
 	verbose := fs.Bool("v", false, "log failures, recoveries and each rank's counters to stderr")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return 2
-	}
-	if *seed == 0 {
-		*seed = uint64(time.Now().UnixNano())
 	}
 	ctx, s, done, err := appmain.Start("nqueens", *timeout, stderr)
 	if err != nil {
 		return 1
 	}
 	defer done()
+	if *seed == 0 {
+		if *seed, err = s.Seed(ctx); err != nil {
+			fmt.Fprintf(stderr, "nqueens: %v\n", err)
+			return 1
+		}
+	}
 	rank, size := s.World().Rank(), s.World().Size()
 	cfg := job.Config{N: *n, Mode: job.Mode(*mode), LeafDepth: *leaf, TaskDepth: *depth, CheckpointEvery: *every, Seed: *seed}
 	if *verbose {

@@ -82,6 +82,13 @@ type Config struct {
 	Progress io.Writer
 }
 
+// With replicated ranks (Launch.Replicas = R > 1) a run kills exactly one
+// replica of every logical rank, each at its own random moment of the
+// window: process j·N + r for a random replica j of rank r, rank 0
+// included. Fraction and KillRoot do not apply: no rank may lose every
+// replica, and the program (any deterministic one, not only a
+// fault-tolerant one) must not notice.
+
 // Kill is one injected crash: SIGKILL to Rank At after the rendezvous.
 type Kill struct {
 	Rank int
@@ -151,6 +158,12 @@ func Plan(seed uint64, n int, fraction float64, killRoot bool, window time.Durat
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	at := func() time.Duration {
+		if window > 0 {
+			return time.Duration(rng.Int64N(int64(window)))
+		}
+		return 0
+	}
 	count := 1 + rng.IntN(MaxKills(n, fraction))
 	first := 1
 	if killRoot {
@@ -163,20 +176,45 @@ func Plan(seed uint64, n int, fraction float64, killRoot bool, window time.Durat
 	rng.Shuffle(len(ranks), func(i, j int) { ranks[i], ranks[j] = ranks[j], ranks[i] })
 	kills := make([]Kill, count)
 	for i := range kills {
-		var at time.Duration
-		if window > 0 {
-			at = time.Duration(rng.Int64N(int64(window)))
-		}
-		kills[i] = Kill{Rank: ranks[i], At: at}
+		kills[i] = Kill{Rank: ranks[i], At: at()}
 	}
 	slices.SortFunc(kills, func(a, b Kill) int { return int(a.At - b.At) })
 	return kills
 }
 
+// PlanReplicas draws the kills of a run of n logical ranks of r replicas
+// each from its seed: one replica of every rank (process j·n + rank for a
+// uniform j), each at a uniform time in [0, window), in time order.
+func PlanReplicas(seed uint64, n, r int, window time.Duration) []Kill {
+	if r < 2 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	kills := make([]Kill, n)
+	for rank := range kills {
+		kills[rank].Rank = rng.IntN(r)*n + rank
+		if window > 0 {
+			kills[rank].At = time.Duration(rng.Int64N(int64(window)))
+		}
+	}
+	slices.SortFunc(kills, func(a, b Kill) int { return int(a.At - b.At) })
+	return kills
+}
+
+// plan is the run's kills under cfg.
+func (c *Config) plan(seed uint64, window time.Duration) []Kill {
+	if c.Launch.Replicas > 1 {
+		return PlanReplicas(seed, c.Launch.N, c.Launch.Replicas, window)
+	}
+	return Plan(seed, c.Launch.N, c.Fraction, c.KillRoot, window)
+}
+
 func (c *Config) check() error {
 	switch {
-	case c.Launch.N < 2:
+	case c.Launch.N < 2 && c.Launch.Replicas < 2:
 		return fmt.Errorf("%w: %d ranks: want at least 2 (one must survive)", ErrConfig, c.Launch.N)
+	case c.Launch.N < 1:
+		return fmt.Errorf("%w: %d ranks", ErrConfig, c.Launch.N)
 	case c.Runs < 1 && len(c.RunSeeds) == 0:
 		return fmt.Errorf("%w: %d runs", ErrConfig, c.Runs)
 	case !(c.Fraction > 0 && c.Fraction <= 1):
@@ -240,7 +278,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	for i, seed := range seeds {
 		x := Result{Index: i + 1, Seed: seed,
-			Planned: Plan(seed, cfg.Launch.N, cfg.Fraction, cfg.KillRoot, rep.Window)}
+			Planned: cfg.plan(seed, rep.Window)}
 		x, err := runOnce(ctx, cfg, x, timeout)
 		if err != nil {
 			return rep, err

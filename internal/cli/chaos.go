@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"regexp"
@@ -39,6 +40,13 @@ is checkpointed, and -mode master, whose master has a backup) and
 examples/npb/ep survive any kills that leave one rank: give them
 --kill-root.
 
+With --replicas R every rank runs as R processes (transparent replication,
+as 'cohort run -r R'), and each run kills exactly one replica of every rank
+(rank 0 included), each at its own random moment: a replica's death must be
+invisible, so any deterministic program, fault-tolerant or not, must give
+its exact result every time. --kill and --kill-root do not apply. Process
+j·N + r is replica j of rank r.
+
 The table has, per run: the seed, the kills (rank@time after the
 rendezvous; in parentheses a kill whose rank had already ended), correct,
 the wall time, the result time (from the rendezvous to the first output
@@ -50,7 +58,8 @@ if every run was correct.
 Examples:
   cohort chaos --runs 20 --kill 25% --kill-root ./examples/nqueens -- -n 16
   cohort chaos --runs 20 --kill-root ./examples/nqueens -- -n 16 -mode master
-  cohort chaos --runs 20 --kill-root ./examples/npb/ep -- -class W`,
+  cohort chaos --runs 20 --kill-root ./examples/npb/ep -- -class W
+  cohort chaos --runs 20 --replicas 2 --procs 4 ./examples/nqueens -- -n 14`,
 		run: runChaos,
 	})
 }
@@ -97,13 +106,23 @@ func runChaos(ctx context.Context, c *call) error {
 	fs.DurationVar(&cfg.Window, "window", 0, "kills fall within this `duration` after the rendezvous (0: the baseline's median result time)")
 	fs.DurationVar(&cfg.RunTimeout, "timeout", 0, "stop a run after this `duration` (0: 20× the slowest baseline + 30 s)")
 	fs.StringVar(&cfg.Launch.Detector, "detector", "", "failure `detector` of the ranks (default brr)")
+	fs.IntVar(&cfg.Launch.Replicas, "replicas", 1, "run each rank as this many `replicas` and kill one replica of every rank per run")
 	fs.BoolVar(&verbose, "v", false, "print every run's line as it ends, and the output of incorrect runs")
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
 		return err
 	}
 	rest := fs.Args()
+	replicated := cfg.Launch.Replicas > 1
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	switch {
-	case cfg.Launch.N < 2 || cfg.Launch.N > maxRunRanks:
+	case cfg.Launch.Replicas < 1 || cfg.Launch.Replicas > launch.MaxReplicas:
+		return usagef("--replicas %d: want 1 to %d", cfg.Launch.Replicas, launch.MaxReplicas)
+	case replicated && (explicit["kill"] || explicit["kill-root"]):
+		return usagef("--kill and --kill-root do not apply with --replicas: every run kills one replica of each rank")
+	case replicated && (cfg.Launch.N < 1 || cfg.Launch.N*cfg.Launch.Replicas > maxRunRanks):
+		return usagef("--procs %d with --replicas %d: want 1 to %d processes in all", cfg.Launch.N, cfg.Launch.Replicas, maxRunRanks)
+	case !replicated && (cfg.Launch.N < 2 || cfg.Launch.N > maxRunRanks):
 		return usagef("--procs %d: want 2 to %d (one rank must survive)", cfg.Launch.N, maxRunRanks)
 	case cfg.Runs < 1:
 		return usagef("--runs %d: want at least 1", cfg.Runs)
@@ -148,9 +167,14 @@ func runChaos(ctx context.Context, c *call) error {
 	if cfg.KillRoot {
 		root = "rank 0 may die"
 	}
-	fmt.Fprintf(c.stdout, "cohort chaos: %s %s on %d processes; %d runs, up to %d kills each (%s, %s); seed %d\n",
-		program, strings.Join(args, " "), cfg.Launch.N, max(cfg.Runs, len(cfg.RunSeeds)),
-		chaos.MaxKills(cfg.Launch.N, cfg.Fraction), kill.String(), root, cfg.Seed)
+	if replicated {
+		fmt.Fprintf(c.stdout, "cohort chaos: %s %s on %d ranks × %d replicas (process j·%d + r is replica j of rank r); %d runs, one replica of every rank killed in each; seed %d\n",
+			program, strings.Join(args, " "), cfg.Launch.N, cfg.Launch.Replicas, cfg.Launch.N, max(cfg.Runs, len(cfg.RunSeeds)), cfg.Seed)
+	} else {
+		fmt.Fprintf(c.stdout, "cohort chaos: %s %s on %d processes; %d runs, up to %d kills each (%s, %s); seed %d\n",
+			program, strings.Join(args, " "), cfg.Launch.N, max(cfg.Runs, len(cfg.RunSeeds)),
+			chaos.MaxKills(cfg.Launch.N, cfg.Fraction), kill.String(), root, cfg.Seed)
+	}
 	rep, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		if len(rep.Baseline) > 0 && !rep.Baseline[len(rep.Baseline)-1].Correct {
@@ -159,8 +183,18 @@ func runChaos(ctx context.Context, c *call) error {
 		return err
 	}
 	rep.Print(c.stdout)
-	fmt.Fprintf(c.stdout, "replay a run: cohort chaos --procs %d --kill %s%s --window %v --run-seed SEED %s -- %s\n",
-		cfg.Launch.N, kill.String(), map[bool]string{true: " --kill-root", false: ""}[cfg.KillRoot], rep.Window, program, strings.Join(args, " "))
+	how := fmt.Sprintf("--kill %s%s", kill.String(), map[bool]string{true: " --kill-root", false: ""}[cfg.KillRoot])
+	if replicated {
+		how = fmt.Sprintf("--replicas %d", cfg.Launch.Replicas)
+	}
+	if cfg.Launch.Detector != "" {
+		how += " --detector " + cfg.Launch.Detector
+	}
+	if explicit["expect"] {
+		how += fmt.Sprintf(" --expect %q", expect)
+	}
+	fmt.Fprintf(c.stdout, "replay a run: cohort chaos --procs %d %s --window %v --run-seed SEED %s -- %s\n",
+		cfg.Launch.N, how, rep.Window, program, strings.Join(args, " "))
 	if rep.AllCorrect() {
 		return nil
 	}

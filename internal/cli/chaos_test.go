@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,6 +27,43 @@ func TestChaosNQueens(t *testing.T) {
 	if len(rows) != 2 || !strings.Contains(stdout, "total: 2 runs, 2 correct") {
 		t.Fatalf("want 2 correct rows and the totals:\n%s", stdout)
 	}
+}
+
+// TestChaosReplicas: with replicated ranks, one replica of every rank
+// (rank 0 included) dies at a random moment of each run, and neither a
+// program that knows nothing of failures (examples/allreduce) nor the
+// N-Queens notices: 20 of 20 runs exact, then 3 of N-Queens.
+func TestChaosReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the examples and starts real processes")
+	}
+	for _, tc := range []struct {
+		runs string
+		args []string
+	}{
+		{"20", []string{"--expect", "results checked on every rank", "../../examples/allreduce", "--", "-len", "1024", "-iters", "300"}},
+		{"3", []string{"../../examples/nqueens", "--", "-n", "12"}},
+	} {
+		args := append([]string{"chaos", "--runs", tc.runs, "--replicas", "2", "--procs", "3", "--baseline", "1",
+			"--detector", "heartbeat", "--seed", "11", "--timeout", "2m"}, tc.args...)
+		code, stdout, stderr := run(t, args...)
+		t.Logf("%s\n%s", strings.Join(args, " "), stdout)
+		if code != exitOK {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		want := fmt.Sprintf("total: %s runs, %s correct; %d kills planned", tc.runs, tc.runs, 3*atoi(t, tc.runs))
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("want %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestChaosDetectsWrongResult: a program whose ranks all exit 0 but whose

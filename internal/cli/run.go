@@ -213,7 +213,32 @@ func replicaOutcome(c *call, cfg launch.Config, exits []launch.Exit, err error) 
 	if !slices.Contains(okRank, false) {
 		return nil
 	}
-	return err
+	// The failure in the program's terms: the logical ranks that lost
+	// every replica, each with how its first replica ended.
+	logical := &launch.FailedError{Cause: fe.Cause}
+	for r, ok := range okRank {
+		if ok {
+			continue
+		}
+		var procs []string
+		var first *launch.Exit
+		for _, x := range fe.Failed {
+			if x.Rank%cfg.N == r {
+				procs = append(procs, fmt.Sprint(x.Rank))
+				if first == nil {
+					first = &x
+				}
+			}
+		}
+		if first == nil {
+			continue
+		}
+		fmt.Fprintf(c.stderr, "cohort run: rank %d lost every replica (processes %s)\n", r, strings.Join(procs, ", "))
+		x := *first
+		x.Rank = r
+		logical.Failed = append(logical.Failed, x)
+	}
+	return logical
 }
 
 func runFailure(n int, fe *launch.FailedError) error {

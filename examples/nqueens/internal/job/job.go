@@ -23,6 +23,7 @@ package job
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -143,99 +144,145 @@ type machine interface {
 }
 
 // Run runs this rank's part of the job on s.World() and returns when the
-// job is finished (or cannot finish, or ctx ends).
+// job is finished (or cannot finish, or ctx ends). On replicated ranks
+// (cohort run -r) it runs the decided loop (runDecided).
 func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
-	begin := time.Now()
 	c := s.World()
 	m, err := newMachine(cfg, c.Rank(), c.Size())
 	if err != nil {
 		return Outcome{}, err
 	}
-	logf := func(format string, args ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, "rank %d: "+format+"\n", append([]any{c.Rank()}, args...)...)
+	d := &driver{cfg: cfg, s: s, c: c, m: m, begin: time.Now(), lastFrom: -1, byes: make([]bool, c.Size())}
+	if err := d.send(ctx, m.start()); err != nil {
+		return Outcome{}, err
+	}
+	if s.Replicas() > 1 {
+		return d.runDecided(ctx)
+	}
+	return d.run(ctx)
+}
+
+// driver feeds a rank's machine.
+type driver struct {
+	cfg Config
+	s   *comm.Session
+	c   *comm.Comm
+	m   interface {
+		machine
+		outcome(Config, uint64, time.Time) Outcome
+	}
+	begin    time.Time
+	reported bool
+	refusals int
+	pause    time.Duration // how long to wait before asking again after a refusal
+	lastFrom int           // the sender of the last machine message
+	byes     []bool
+}
+
+func (d *driver) logf(format string, args ...any) {
+	if d.cfg.Log != nil {
+		fmt.Fprintf(d.cfg.Log, "rank %d: "+format+"\n", append([]any{d.c.Rank()}, args...)...)
+	}
+}
+
+// report hands the outcome to Config.Report once, if this rank finished
+// the job.
+func (d *driver) report() {
+	if count, done := d.m.result(); done && !d.reported && d.cfg.Report != nil {
+		if out := d.m.outcome(d.cfg, count, d.begin); out.Reporter {
+			d.reported = true
+			d.cfg.Report(out)
 		}
 	}
+}
+
+func (d *driver) send(ctx context.Context, outs []outMsg) error {
+	d.report()
+	for _, o := range outs {
+		err := d.c.Send(ctx, o.data, o.to, Tag)
+		if err != nil && !errors.Is(err, comm.ErrProcFailed) {
+			return fmt.Errorf("nqueens: send to rank %d: %w", o.to, err)
+		}
+	}
+	return nil
+}
+
+func (d *driver) handle(ctx context.Context, in inMsg) error {
+	if in.tag == TagBye {
+		d.byes[in.from] = true
+		return nil
+	}
+	d.lastFrom = in.from
+	outs, err := d.m.receive(in.from, in.data)
+	if err != nil {
+		d.logf("dropped a malformed message from rank %d: %v", in.from, err)
+		return nil
+	}
+	if d.m.refused(in.data) {
+		d.refusals++
+		d.pause = time.Duration(min(1<<d.refusals, 16)) * time.Millisecond / 2
+	} else {
+		d.refusals, d.pause = 0, 0
+	}
+	return d.send(ctx, outs)
+}
+
+func (d *driver) fail(ctx context.Context, f comm.Failure) error {
+	d.logf("learned that rank %d failed (view %d)", f.Rank, f.Epoch)
+	err := d.send(ctx, d.m.failed(f.Rank))
+	for _, n := range d.m.news() {
+		d.logf("%s", n)
+	}
+	return err
+}
+
+// step does what comes before each step of both loops: the test's crash
+// hook, the end of the job, the machine's error. done reports that the
+// loop is over, with out and err.
+func (d *driver) step(ctx context.Context, linger func()) (out Outcome, done bool, err error) {
+	if d.cfg.crash != nil && d.cfg.crash(d.c.Rank(), d.m.progress()) {
+		return Outcome{}, true, errCrashed
+	}
+	if count, finished := d.m.result(); finished {
+		out := d.m.outcome(d.cfg, count, d.begin)
+		d.report()
+		if !out.Reporter {
+			// Tell the rank that sent Done that we have it, so that it
+			// does not leave while its Done messages are in flight.
+			if d.lastFrom >= 0 {
+				_ = d.c.Send(ctx, nil, d.lastFrom, TagBye)
+			}
+			return out, true, nil
+		}
+		linger()
+		return out, true, nil
+	}
+	if err := d.m.err(); err != nil {
+		return Outcome{}, true, fmt.Errorf("nqueens: rank %d: %w", d.c.Rank(), err)
+	}
+	return Outcome{}, false, nil
+}
+
+// run is the loop of an unreplicated rank: a receiver goroutine feeds it
+// messages, the session its failures, and it selects among them.
+func (d *driver) run(ctx context.Context) (Outcome, error) {
+	m := d.m
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs := make(chan inMsg, 256)
-	go receive(rctx, c, msgs)
-
-	reported := false
-	send := func(outs []outMsg) error {
-		if count, done := m.result(); done && !reported && cfg.Report != nil {
-			if out := m.outcome(cfg, count, begin); out.Reporter {
-				reported = true
-				cfg.Report(out)
-			}
-		}
-		for _, o := range outs {
-			err := c.Send(ctx, o.data, o.to, Tag)
-			if err != nil && !errors.Is(err, comm.ErrProcFailed) {
-				return fmt.Errorf("nqueens: send to rank %d: %w", o.to, err)
-			}
-		}
-		return nil
-	}
-	var refusals int
+	go receive(rctx, d.c, msgs)
 	var pauseUntil time.Time
-	lastFrom := -1
-	byes := make([]bool, c.Size())
 	handle := func(in inMsg) error {
-		if in.tag == TagBye {
-			byes[in.from] = true
-			return nil
-		}
-		lastFrom = in.from
-		outs, err := m.receive(in.from, in.data)
-		if err != nil {
-			logf("dropped a malformed message from rank %d: %v", in.from, err)
-			return nil
-		}
-		if m.refused(in.data) {
-			refusals++
-			pauseUntil = time.Now().Add(time.Duration(min(1<<refusals, 16)) * time.Millisecond / 2)
-		} else {
-			refusals = 0
-		}
-		return send(outs)
-	}
-	fail := func(f comm.Failure) error {
-		logf("learned that rank %d failed (view %d)", f.Rank, f.Epoch)
-		err := send(m.failed(f.Rank))
-		for _, n := range m.news() {
-			logf("%s", n)
+		err := d.handle(ctx, in)
+		if d.pause > 0 {
+			pauseUntil = time.Now().Add(d.pause)
 		}
 		return err
 	}
-
-	if err := send(m.start()); err != nil {
-		return Outcome{}, err
-	}
-	failures := s.Failures()
+	failures := d.s.Failures()
 	for {
-		if cfg.crash != nil && cfg.crash(c.Rank(), m.progress()) {
-			return Outcome{}, errCrashed
-		}
-		if count, done := m.result(); done {
-			out := m.outcome(cfg, count, begin)
-			if out.Reporter && !reported && cfg.Report != nil {
-				reported = true
-				cfg.Report(out)
-			}
-			if !out.Reporter {
-				// Tell the rank that sent Done that we have it, so that it
-				// does not leave while its Done messages are in flight.
-				if lastFrom >= 0 {
-					_ = c.Send(ctx, nil, lastFrom, TagBye)
-				}
-				return out, nil
-			}
-			linger(ctx, c, msgs, failures, byes)
-			return out, nil
-		}
-		if err := m.err(); err != nil {
-			return Outcome{}, fmt.Errorf("nqueens: rank %d: %w", c.Rank(), err)
+		if out, done, err := d.step(ctx, func() { linger(ctx, d.c, msgs, failures, d.byes) }); done {
+			return out, err
 		}
 		// Messages and failure news first.
 		select {
@@ -245,7 +292,7 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 			}
 			continue
 		case f := <-failures:
-			if err := fail(f); err != nil {
+			if err := d.fail(ctx, f); err != nil {
 				return Outcome{}, err
 			}
 			continue
@@ -264,7 +311,7 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 				}
 			case f := <-failures:
 				timer.Stop()
-				if err := fail(f); err != nil {
+				if err := d.fail(ctx, f); err != nil {
 					return Outcome{}, err
 				}
 			case <-timer.C:
@@ -276,7 +323,7 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 			continue
 		}
 		outs, busy := m.work()
-		if err := send(outs); err != nil {
+		if err := d.send(ctx, outs); err != nil {
 			return Outcome{}, err
 		}
 		if busy {
@@ -289,11 +336,169 @@ func Run(ctx context.Context, s *comm.Session, cfg Config) (Outcome, error) {
 				return Outcome{}, err
 			}
 		case f := <-failures:
-			if err := fail(f); err != nil {
+			if err := d.fail(ctx, f); err != nil {
 				return Outcome{}, err
 			}
 		case <-ctx.Done():
 			return Outcome{}, ctx.Err()
+		}
+	}
+}
+
+// Replicated ranks: every replica of a rank must feed its machine the same
+// inputs in the same order, whatever the timing it sees. The decided loop
+// has no receiver goroutine and no select: it looks for news with
+// operations whose outcome the rank's master replica decides — a
+// Session.Decide naming the next failure to handle, then an Iprobe from
+// any source — every newsEvery steps of work and whenever it waits, and
+// it waits by sleeping (the time slept changes no outcome: the next
+// decided probe does). Failures reach every replica at different times;
+// a replica handles one when the master's decision names it.
+const (
+	newsEvery = 4                      // steps of work between looks for news
+	pollWait  = 200 * time.Microsecond // sleep between looks for news while waiting
+)
+
+func (d *driver) runDecided(ctx context.Context) (Outcome, error) {
+	news := &decidedNews{handled: map[int]bool{}}
+	waiting, sinceNews := false, 0
+	for {
+		out, done, err := d.step(ctx, func() { d.lingerDecided(ctx, news) })
+		if done {
+			return out, err
+		}
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		if waiting || sinceNews >= newsEvery {
+			sinceNews = 0
+			got, err := d.news(ctx, news)
+			if err != nil {
+				return Outcome{}, err
+			}
+			if got {
+				waiting = false
+				continue
+			}
+			if waiting {
+				time.Sleep(pollWait)
+				continue
+			}
+		}
+		if d.m.idle() && d.pause > 0 {
+			// Refused lately: wait before asking again.
+			time.Sleep(d.pause)
+			d.pause, sinceNews = 0, newsEvery
+			continue
+		}
+		outs, busy := d.m.work()
+		if err := d.send(ctx, outs); err != nil {
+			return Outcome{}, err
+		}
+		sinceNews++
+		waiting = !busy
+	}
+}
+
+// decidedNews is what a replica knows of failures: those its session
+// reported and the loop has not handled, and those handled.
+type decidedNews struct {
+	pending []comm.Failure
+	handled map[int]bool
+}
+
+// news handles the next failure or message, as the master replica decides,
+// and reports whether there was one.
+func (d *driver) news(ctx context.Context, n *decidedNews) (bool, error) {
+	// Failures this replica learned, in order.
+	for {
+		select {
+		case f := <-d.s.Failures():
+			if !n.handled[f.Rank] {
+				n.pending = append(n.pending, f)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	prop := comm.Failure{Rank: -1}
+	if len(n.pending) > 0 {
+		prop = n.pending[0]
+	}
+	v, err := d.s.Decide(ctx, binary.AppendVarint(binary.AppendUvarint(nil, prop.Epoch), int64(prop.Rank)))
+	if err != nil {
+		return false, err
+	}
+	epoch, k := binary.Uvarint(v)
+	rank, k2 := binary.Varint(v[max(k, 0):])
+	if k <= 0 || k2 <= 0 {
+		return false, fmt.Errorf("nqueens: a malformed failure decision")
+	}
+	if rank >= 0 && int(rank) < d.c.Size() && !n.handled[int(rank)] {
+		n.handled[int(rank)] = true
+		n.pending = slices.DeleteFunc(n.pending, func(f comm.Failure) bool { return f.Rank == int(rank) })
+		return true, d.fail(ctx, comm.Failure{Rank: int(rank), Epoch: epoch})
+	}
+	in, ok, err := d.probe(ctx)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, d.handle(ctx, in)
+}
+
+// probe receives the next message if the master replica's Iprobe found
+// one.
+func (d *driver) probe(ctx context.Context) (inMsg, bool, error) {
+	st, ok, err := d.c.Iprobe(comm.AnySource, comm.AnyTag)
+	if errors.Is(err, comm.ErrProcFailed) {
+		// An AnySource probe fails while a failure is not acknowledged;
+		// the failure itself comes through the decided failure news.
+		d.c.AckFailed()
+		return inMsg{}, false, nil
+	}
+	if err != nil || !ok {
+		return inMsg{}, false, err
+	}
+	buf := make([]byte, st.Count)
+	if _, err := d.c.Recv(ctx, buf, st.Source, st.Tag); err != nil {
+		if errors.Is(err, comm.ErrProcFailed) {
+			return inMsg{}, false, nil
+		}
+		return inMsg{}, false, err
+	}
+	return inMsg{from: st.Source, tag: st.Tag, data: buf}, true, nil
+}
+
+// lingerDecided is linger for replicated ranks: decided probes until every
+// other rank has said Bye or is known failed, or lingerMax has passed.
+func (d *driver) lingerDecided(ctx context.Context, n *decidedNews) {
+	gone := d.byes
+	gone[d.c.Rank()] = true
+	for _, r := range d.c.Failed() {
+		gone[r] = true
+	}
+	deadline := time.Now().Add(lingerMax)
+	for slices.Contains(gone, false) && time.Now().Before(deadline) && ctx.Err() == nil {
+		for {
+			select {
+			case f := <-d.s.Failures():
+				if f.Rank >= 0 && f.Rank < len(gone) {
+					gone[f.Rank] = true
+				}
+				continue
+			default:
+			}
+			break
+		}
+		in, ok, err := d.probe(ctx)
+		switch {
+		case err != nil:
+			return
+		case ok && in.tag == TagBye:
+			gone[in.from] = true
+		case !ok:
+			time.Sleep(pollWait)
 		}
 	}
 }
