@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -32,7 +32,8 @@ func TestChaosNQueens(t *testing.T) {
 // TestChaosReplicas: with replicated ranks, one replica of every rank
 // (rank 0 included) dies at a random moment of each run, and neither a
 // program that knows nothing of failures (examples/allreduce) nor the
-// N-Queens notices: 20 of 20 runs exact, then 3 of N-Queens.
+// N-Queens notices: 20 of 20 runs exact, then 5 of the ping-pong (which
+// checks every message it gets back) and 3 of N-Queens.
 func TestChaosReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the examples and starts real processes")
@@ -42,6 +43,7 @@ func TestChaosReplicas(t *testing.T) {
 		args []string
 	}{
 		{"20", []string{"--expect", "results checked on every rank", "../../examples/allreduce", "--", "-len", "1024", "-iters", "300"}},
+		{"5", []string{"--expect", `\b65536\s+[0-9.]+`, "../../examples/pingpong", "--", "-sizes", "8,65536", "-iters", "300"}},
 		{"3", []string{"../../examples/nqueens", "--", "-n", "12"}},
 	} {
 		args := append([]string{"chaos", "--runs", tc.runs, "--replicas", "2", "--procs", "3", "--baseline", "1",

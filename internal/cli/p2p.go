@@ -244,7 +244,7 @@ func runOnHosts(ctx context.Context, c *call, hf hostsFlags, cfg launch.Config) 
 		defer cancel()
 	}
 	_, err = submit.Run(ctx, submit.Config{
-		N: cfg.N, Strategy: strategy, Supernodes: sns, Creds: creds,
+		N: cfg.N, Replicas: cfg.Replicas, Strategy: strategy, Supernodes: sns, Creds: creds,
 		Program: cfg.Program, Args: cfg.Args, Env: cfg.Env, Fanout: cfg.Fanout, Detector: cfg.Detector,
 		Stdout: c.stdout, Stderr: c.stderr, Prefix: cfg.Prefix,
 		Log: func(format string, args ...any) { fmt.Fprintf(c.stderr, "cohort run: "+format+"\n", args...) },

@@ -151,8 +151,8 @@ func runRun(ctx context.Context, c *call) error {
 		}
 	}
 	cfg.Kills = kills
-	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure || cfg.Replicas > 1) {
-		return usagef("--kill, --abort-on-failure and -r are for jobs on this machine, not with --hosts yet")
+	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
+		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
 	}
 	if rest[0] == "--" {
 		rest = rest[1:]
@@ -184,7 +184,11 @@ func runRun(ctx context.Context, c *call) error {
 		if errors.Is(fe.Cause, context.Canceled) {
 			return context.Canceled
 		}
-		return runFailure(cfg.N, fe)
+		n := cfg.N
+		if cfg.Replicas > 1 && fe.Cause != nil {
+			n *= cfg.Replicas // the launcher's failure: counted in processes
+		}
+		return runFailure(n, fe)
 	}
 	return err
 }

@@ -84,9 +84,15 @@ type job struct {
 
 func (c *cluster) run(t *testing.T, ctx context.Context, n int, alloc string, args ...string) *job {
 	t.Helper()
-	all := append([]string{"run", "-n", strconv.Itoa(n), "--prefix", "--hosts", "supernode:" + c.Supernode, "--alloc", alloc,
-		"--name", Submitter, "--ca", c.CAFile(), "--certs", c.Dir,
-		filepath.Join(c.bin, "nqueens"), "--"}, args...)
+	return c.runWith(t, ctx, []string{"-n", strconv.Itoa(n), "--alloc", alloc}, args...)
+}
+
+// runWith runs the N-Queens with cohort run's flags and the program's args.
+func (c *cluster) runWith(t *testing.T, ctx context.Context, flags []string, args ...string) *job {
+	t.Helper()
+	all := append([]string{"run", "--prefix", "--hosts", "supernode:" + c.Supernode}, flags...)
+	all = append(all, "--name", Submitter, "--ca", c.CAFile(), "--certs", c.Dir, filepath.Join(c.bin, "nqueens"), "--")
+	all = append(all, args...)
 	j := &job{cmd: exec.CommandContext(ctx, filepath.Join(c.bin, "cohort"), all...), stdout: &syncBuf{}, placed: make(chan struct{}), scanned: make(chan struct{})}
 	j.cmd.Stdout = j.stdout
 	pr, pw, _ := os.Pipe()
@@ -242,6 +248,62 @@ func TestJobsOnFiveHosts(t *testing.T) {
 		if len(epochs) > 1 {
 			t.Errorf("the survivors learned of rank %s's failure in different views: %v", r, views[r])
 		}
+	}
+}
+
+// TestReplicasOnThreeHosts: 3 ranks × 2 replicas on 3 hosts: the
+// placement never puts two replicas of a rank on one host, and when a
+// host is cut off mid-run every rank lives on through its other replica:
+// the job exits 0 with the exact count, and cohort run reports the
+// replicas lost. Then 2 ranks × 3 replicas on the 2 hosts left: the job
+// runs, and cohort run says that replicas share a host.
+func TestReplicasOnThreeHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a lab of 4 hosts and runs two jobs")
+	}
+	c := start(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	j := c.runWith(t, ctx, []string{"-n", "3", "-r", "2", "--alloc", "spread", "--detector", "heartbeat"}, "-n", "16", "-seed", "5")
+	select {
+	case <-j.placed:
+	case <-ctx.Done():
+		t.Fatalf("no placement:\n%s", j.stderr.String())
+	}
+	_, per := placement(t, j.stderr.String())
+	if len(per) != 3 {
+		t.Fatalf("6 processes on %d hosts, want 3 (2 each): %v", len(per), per)
+	}
+	if strings.Contains(j.stderr.String(), "too few hosts") {
+		t.Fatalf("replicas share a host although 3 hosts were free:\n%s", j.stderr.String())
+	}
+	time.Sleep(2 * time.Second)
+	victim := c.Daemons[1]
+	if err := c.Lab.Cut(victim); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cut %s (%d processes) off", DaemonName(1), per[DaemonName(1)])
+	err := j.wait()
+	out, errs := j.stdout.String(), j.stderr.String()
+	t.Logf("stdout:\n%s\nstderr (tail):\n%s", out, tail(errs, 20))
+	if err != nil || !strings.Contains(out, "14772512 solutions") || !strings.Contains(out, "CORRECT") {
+		t.Fatalf("a host lost, every rank with a replica elsewhere: %v", err)
+	}
+	if n := strings.Count(out, "CORRECT"); n != 1 {
+		t.Errorf("the result line is printed %d times, want once (the replicas' copies are merged)", n)
+	}
+	if lost := regexp.MustCompile(`replica \d of rank \d lost \(lost with host d2\); the rank lived on`).FindAllString(errs, -1); len(lost) != per[DaemonName(1)] {
+		t.Errorf("cohort run reports %d replicas lost with d2, want %d", len(lost), per[DaemonName(1)])
+	}
+
+	// Too few hosts (d2 is still cut off): 2 ranks × 3 replicas on the two
+	// others (3 slots each).
+	j = c.runWith(t, ctx, []string{"-n", "2", "-r", "3", "--alloc", "concentrate"}, "-n", "10")
+	if err := j.wait(); err != nil {
+		t.Fatalf("%v\nstderr:\n%s", err, j.stderr.String())
+	}
+	if !strings.Contains(j.stderr.String(), "too few hosts to keep the replicas of every rank apart") {
+		t.Errorf("no word of replicas sharing a host:\n%s", j.stderr.String())
 	}
 }
 

@@ -153,8 +153,21 @@ func Place(hosts []Host, n, r int, s Strategy) (Placement, error) {
 	if need > total {
 		return Placement{}, fmt.Errorf("%w: %d processes (%d ranks × %d replicas) asked, %d slots on %d hosts available", ErrTooFew, need, n, r, total, len(hosts))
 	}
-	order := slots(Rank(hosts), need, s)
-	return assign(order, n, r), nil
+	ranked := Rank(hosts)
+	if r > 1 {
+		// A host can hold one replica of each rank: take at most n slots
+		// of each when that is enough, so that the strategy does not pile
+		// a rank's replicas on one host while others have room.
+		capped, room := slices.Clone(ranked), 0
+		for i := range capped {
+			capped[i].Capacity = min(capped[i].Capacity, n)
+			room += capped[i].Capacity
+		}
+		if room >= need {
+			ranked = capped
+		}
+	}
+	return assign(slots(ranked, need, s), n, r), nil
 }
 
 // slots returns the hosts of need slots in the strategy's order.
@@ -180,36 +193,56 @@ func slots(ranked []Host, need int, s Strategy) []string {
 	return out
 }
 
-// assign lays replica k of rank i on the slots, in replica-major order:
-// each process takes the first free slot whose host holds no other replica
-// of its rank, or, if there is none, the first free slot (the rank is then
-// Shared).
+// assign lays the n·r processes on the slots. Unreplicated (r = 1), rank
+// i takes slot i. Replicated, the slots are grouped by host (hosts in the
+// order of their first slot, at most n slots of a host in its group, the
+// rest set aside), and the j-th grouped slot goes to replica ⌊j/n⌋ of rank
+// j mod n: the slots of one rank are n apart in the grouped list and a
+// group holds at most n of them, so no host holds two replicas of a rank.
+// The grouped list is long enough — no rank shares a host — whenever any
+// placement on these slots can keep every rank's replicas apart (each host
+// can hold at most one replica of each rank: n slots). Otherwise the
+// set-aside slots take the last processes, and the ranks that then have
+// two replicas on one host are Shared.
 func assign(order []string, n, r int) Placement {
-	free := slices.Clone(order)
-	taken := make([]bool, len(free))
-	on := make([]map[string]bool, n) // hosts holding a replica of rank i
 	var p Placement
-	shared := map[int]bool{}
-	for k := range r {
-		for i := range n {
-			if on[i] == nil {
-				on[i] = map[string]bool{}
-			}
-			pick := -1
-			for j, h := range free {
-				if !taken[j] && !on[i][h] {
-					pick = j
-					break
-				}
-			}
-			if pick < 0 {
-				pick = slices.Index(taken, false)
-				shared[i] = true
-			}
-			taken[pick] = true
-			on[i][free[pick]] = true
-			p.Slots = append(p.Slots, Slot{Rank: i, Replica: k, Host: free[pick]})
+	if r == 1 {
+		for i, h := range order {
+			p.Slots = append(p.Slots, Slot{Rank: i, Host: h})
 		}
+		return p
+	}
+	count := map[string]int{}
+	var hosts []string
+	for _, h := range order {
+		if count[h] == 0 {
+			hosts = append(hosts, h)
+		}
+		count[h]++
+	}
+	var grouped, aside []string
+	for _, h := range hosts {
+		for k := range count[h] {
+			if k < n {
+				grouped = append(grouped, h)
+			} else {
+				aside = append(aside, h)
+			}
+		}
+	}
+	all := append(grouped, aside...)
+	on := make([]map[string]bool, n)
+	shared := map[int]bool{}
+	for j, h := range all[:n*r] {
+		i := j % n
+		if on[i] == nil {
+			on[i] = map[string]bool{}
+		}
+		if on[i][h] {
+			shared[i] = true
+		}
+		on[i][h] = true
+		p.Slots = append(p.Slots, Slot{Rank: i, Replica: j / n, Host: h})
 	}
 	for i := range n {
 		if shared[i] {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -197,6 +198,76 @@ func TestReplicasOnDistinctHosts(t *testing.T) {
 	}
 	if !slices.Equal(p.Shared, []int{0, 1}) {
 		t.Errorf("one host: Shared = %v, want [0 1]", p.Shared)
+	}
+}
+
+// Over random hosts, capacities, ranks and replicas, under both
+// strategies: every process has a slot of a host that offered it, and
+// the replicas of a rank share a host only when no placement could keep
+// them apart (a host holds at most one replica of each rank:
+// Σ min(capacity of h, n) < n·r); the placement of 3
+// ranks × 2 replicas on 3 hosts of 2 slots is one that a greedy choice
+// gets wrong.
+func TestReplicasApartWhenPossible(t *testing.T) {
+	p, err := Place([]Host{{Name: "a", Capacity: 2}, {Name: "b", Capacity: 2}, {Name: "c", Capacity: 2}}, 3, 2, Spread)
+	if err != nil || len(p.Shared) != 0 {
+		t.Fatalf("3 × 2 on 3 hosts of 2: %v, shared %v", err, p.Shared)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for trial := range 2000 {
+		var hs []Host
+		for h := range 1 + rng.IntN(6) {
+			hs = append(hs, Host{Name: fmt.Sprintf("h%d", h), Latency: time.Duration(rng.IntN(5)), Capacity: rng.IntN(6)})
+		}
+		n, r := 1+rng.IntN(6), 1+rng.IntN(4)
+		for _, s := range []Strategy{Spread, Concentrate} {
+			p, err := Place(hs, n, r, s)
+			if errors.Is(err, ErrTooFew) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("trial %d: %v", trial, err)
+			}
+			capacity, room := map[string]int{}, 0
+			for _, h := range hs {
+				capacity[h.Name] = h.Capacity
+				room += min(h.Capacity, n)
+			}
+			for h, c := range p.PerHost() {
+				if c > capacity[h] {
+					t.Fatalf("trial %d %v: %d processes on %s, its capacity %d", trial, s, c, h, capacity[h])
+				}
+			}
+			hostsOf := map[int]map[string]bool{}
+			sharing := map[int]bool{}
+			seen := map[[2]int]bool{}
+			for _, sl := range p.Slots {
+				if seen[[2]int{sl.Rank, sl.Replica}] {
+					t.Fatalf("trial %d: replica %d of rank %d placed twice", trial, sl.Replica, sl.Rank)
+				}
+				seen[[2]int{sl.Rank, sl.Replica}] = true
+				if hostsOf[sl.Rank] == nil {
+					hostsOf[sl.Rank] = map[string]bool{}
+				}
+				if hostsOf[sl.Rank][sl.Host] {
+					sharing[sl.Rank] = true
+				}
+				hostsOf[sl.Rank][sl.Host] = true
+			}
+			if len(seen) != n*r {
+				t.Fatalf("trial %d: %d processes placed, want %d", trial, len(seen), n*r)
+			}
+			if room >= n*r && len(p.Shared) > 0 {
+				t.Fatalf("trial %d %v: hosts %v, %d × %d: ranks %v share a host though they need not", trial, s, hs, n, r, p.Shared)
+			}
+			for i := range n {
+				if sharing[i] != slices.Contains(p.Shared, i) {
+					t.Fatalf("trial %d: rank %d shares a host: %v, listed in Shared %v", trial, i, sharing[i], p.Shared)
+				}
+			}
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,14 @@ import (
 type Config struct {
 	// N is the number of ranks.
 	N int
+	// Replicas (0 or 1: none) runs each rank as this many processes
+	// (transparent replication, package comm): N·Replicas processes,
+	// process j·N + r being replica j of rank r, replicas of a rank on
+	// distinct hosts when there are enough (Log says when there are not).
+	// A rank succeeds when one of its replicas exits with status 0; a lost
+	// replica is logged; the output of a rank is written once (the first
+	// replica to reach each line writes it).
+	Replicas int
 	// Strategy places them (spread or concentrate).
 	Strategy place.Strategy
 	// Supernodes are NAME@HOST:PORT or HOST:PORT (see daemon.ParseSupernode).
@@ -94,12 +103,13 @@ type Host struct {
 	Info       daemon.Info
 }
 
-// Exit is how a rank ended.
+// Exit is how a process ended: replica Replica of rank Rank.
 type Exit struct {
-	Rank   int
-	Host   string
-	Code   int
-	Signal string
+	Rank    int
+	Replica int
+	Host    string
+	Code    int
+	Signal  string
 	// Lost: its host was lost before the rank's end was known.
 	Lost bool
 	// Err is a daemon's error about this rank's host.
@@ -128,7 +138,7 @@ type Result struct {
 	Ranked []Host
 	// Placement is where the ranks ran.
 	Placement place.Placement
-	// Exits, by rank.
+	// Exits, by process (replica·N + rank).
 	Exits []Exit
 }
 
@@ -143,6 +153,8 @@ func (cfg *Config) check() error {
 	switch {
 	case cfg.N < 1 || cfg.N > launch.MaxSize:
 		return fmt.Errorf("submit: %d ranks, want 1 to %d", cfg.N, launch.MaxSize)
+	case cfg.Replicas < 0 || cfg.Replicas > launch.MaxReplicas || cfg.N*max(cfg.Replicas, 1) > launch.MaxSize:
+		return fmt.Errorf("submit: %d replicas of %d ranks, want 0 to %d replicas and at most %d processes", cfg.Replicas, cfg.N, launch.MaxReplicas, launch.MaxSize)
 	case cfg.Strategy != place.Spread && cfg.Strategy != place.Concentrate:
 		return fmt.Errorf("submit: strategy %v", cfg.Strategy)
 	case len(cfg.Supernodes) == 0:
@@ -322,7 +334,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		offered[i] = place.Host{Name: g.host.Name, Latency: g.host.Latency, Capacity: g.procs}
 		byName[g.host.Name] = g
 	}
-	pl, release, err := place.Plan(offered, cfg.N, 1, cfg.Strategy)
+	reps := max(cfg.Replicas, 1)
+	procs := cfg.N * reps
+	pl, release, err := place.Plan(offered, cfg.N, reps, cfg.Strategy)
 	if err != nil {
 		releaseAll(grants)
 		if len(refusals) > 0 {
@@ -342,6 +356,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		desc = append(desc, fmt.Sprintf("%s:%d", h, per[h]))
 	}
 	cfg.Log("placement (%v): %s", cfg.Strategy, strings.Join(desc, " "))
+	if len(pl.Shared) > 0 {
+		ranks := make([]string, len(pl.Shared))
+		for i, r := range pl.Shared {
+			ranks[i] = strconv.Itoa(r)
+		}
+		cfg.Log("too few hosts to keep the replicas of every rank apart: rank(s) %s have two replicas on one host (its loss takes both)", strings.Join(ranks, ", "))
+	}
 	used := make([]grant, 0, len(per))
 	for _, h := range pl.Hosts() {
 		used = append(used, byName[h])
@@ -370,7 +391,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		releaseAll(used)
 		return res, fmt.Errorf("submit: %w", err)
 	}
-	rz, err := launch.NewRendezvous(launch.RendezvousConfig{JobID: jobID, Secret: secret, Size: cfg.N, Addr: net.JoinHostPort(local, "0")})
+	rz, err := launch.NewRendezvous(launch.RendezvousConfig{JobID: jobID, Secret: secret, Size: procs, Addr: net.JoinHostPort(local, "0")})
 	if err != nil {
 		releaseAll(used)
 		return res, err
@@ -396,18 +417,29 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, fmt.Errorf("submit: the job's certificate: %w", err)
 		}
 	}
-	res.Exits = make([]Exit, cfg.N)
+	res.Exits = make([]Exit, procs)
 	for _, s := range pl.Slots {
-		res.Exits[s.Rank] = Exit{Rank: s.Rank, Host: s.Host, Lost: true}
+		res.Exits[s.Replica*cfg.N+s.Rank] = Exit{Rank: s.Rank, Replica: s.Replica, Host: s.Host, Lost: true}
 	}
 	var outMu sync.Mutex
-	write := func(rank int, line string, stderr bool) {
-		w := cfg.Stdout
+	lines := make([][2]int, procs)   // lines of each process's stdout, stderr
+	written := make([][2]int, cfg.N) // lines of each rank's streams written
+	write := func(p int, line string, stderr bool) {
+		w, k := cfg.Stdout, 0
 		if stderr {
-			w = cfg.Stderr
+			w, k = cfg.Stderr, 1
 		}
+		rank := p % cfg.N
 		outMu.Lock()
 		defer outMu.Unlock()
+		lines[p][k]++
+		if lines[p][k] <= written[rank][k] {
+			return // a replica's copy of a line written already
+		}
+		written[rank][k] = lines[p][k]
+		if w == nil {
+			return
+		}
 		if cfg.Prefix {
 			fmt.Fprintf(w, "[%d] %s\n", rank, line)
 		} else {
@@ -424,9 +456,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			if s.Host != g.host.Name {
 				continue
 			}
-			boot := launch.Bootstrap{JobID: jobID, Rank: s.Rank, Size: cfg.N, Rendezvous: rz.Addr(), Secret: secret,
+			p := s.Replica*cfg.N + s.Rank
+			boot := launch.Bootstrap{JobID: jobID, Rank: p, Size: procs, Rendezvous: rz.Addr(), Secret: secret,
 				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host, TLSCert: certPEM, TLSKey: keyPEM}
-			lr.Ranks = append(lr.Ranks, daemon.LaunchRank{Rank: s.Rank, Env: boot.Environ()})
+			if reps > 1 {
+				boot.Replicas = reps
+			}
+			lr.Ranks = append(lr.Ranks, daemon.LaunchRank{Rank: p, Env: boot.Environ()})
 		}
 		wg.Add(1)
 		go func() {
@@ -435,13 +471,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				switch {
 				case ev.Exited:
 					exitMu.Lock()
-					if ev.Rank >= 0 && ev.Rank < cfg.N && res.Exits[ev.Rank].Host == g.host.Name {
-						res.Exits[ev.Rank] = Exit{Rank: ev.Rank, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal}
+					if ev.Rank >= 0 && ev.Rank < procs && res.Exits[ev.Rank].Host == g.host.Name {
+						x := &res.Exits[ev.Rank]
+						*x = Exit{Rank: x.Rank, Replica: x.Replica, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal}
 					}
 					exitMu.Unlock()
 				case ev.Error != "":
 					cfg.Log("host %s: %s", g.host.Name, ev.Error)
-				case !ev.Alive && ev.Rank >= 0 && ev.Rank < cfg.N:
+				case !ev.Alive && ev.Rank >= 0 && ev.Rank < procs:
 					write(ev.Rank, ev.Out, ev.Stderr)
 				}
 			})
@@ -463,9 +500,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	// A rank succeeded if one of its replicas did.
+	okRank := make([]bool, cfg.N)
+	for _, e := range res.Exits {
+		okRank[e.Rank] = okRank[e.Rank] || e.OK()
+	}
 	var bad []string
 	for _, e := range res.Exits {
-		if !e.OK() {
+		switch {
+		case e.OK():
+		case okRank[e.Rank]:
+			cfg.Log("replica %d of rank %d lost (%s); the rank lived on", e.Replica, e.Rank, e.How())
+		case e.Replica == 0:
 			bad = append(bad, fmt.Sprintf("rank %d (%s)", e.Rank, e.How()))
 		}
 	}
@@ -482,13 +528,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 func reserve(ctx context.Context, cfg Config, jobID string, ranked []Host, clients map[string]*daemon.Client) ([]grant, []string) {
 	var grants []grant
 	var refusals []string
+	// With replicas, a host counts for at most N processes (one replica of
+	// each rank) until the grants cover the job that way, so that the
+	// replicas of a rank can go to distinct hosts; when the hosts run out
+	// first, place.Place uses all their slots and says which ranks share.
+	need := cfg.N * max(cfg.Replicas, 1)
+	counts := need
+	if cfg.Replicas > 1 {
+		counts = cfg.N
+	}
 	next, have := 0, 0
-	for have < cfg.N && next < len(ranked) {
+	for have < need && next < len(ranked) {
 		perHost := 1
 		for _, h := range ranked[next:] {
-			perHost = max(perHost, min(h.Info.ProcsPerJob, cfg.N))
+			perHost = max(perHost, min(h.Info.ProcsPerJob, counts))
 		}
-		k := min(place.Overbook(cfg.N-have, perHost), len(ranked)-next)
+		k := min(place.Overbook(need-have, perHost), len(ranked)-next)
 		batch := ranked[next : next+k]
 		next += k
 		got := make([]*grant, len(batch))
@@ -498,7 +553,7 @@ func reserve(ctx context.Context, cfg Config, jobID string, ranked []Host, clien
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				procs := max(1, min(h.Info.ProcsPerJob, cfg.N))
+				procs := max(1, min(h.Info.ProcsPerJob, need))
 				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
 				rep, err := clients[h.Name].Reserve(rctx, jobID, procs)
@@ -513,7 +568,7 @@ func reserve(ctx context.Context, cfg Config, jobID string, ranked []Host, clien
 		for i, g := range got {
 			if g != nil {
 				grants = append(grants, *g)
-				have += g.procs
+				have += min(g.procs, counts)
 			} else {
 				refusals = append(refusals, errs[i].Error())
 				cfg.Log("host %s refused: %v", batch[i].Name, errs[i])
