@@ -109,10 +109,16 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, w io.Writer) error {
 // falsely suspected and excluded, which an aggressive detector does on an
 // overloaded machine) is counted, and falsePositive says what happened.
 func overheadRun(ctx context.Context, path string, procs int, detector string, n int, mode string) (secs float64, falsePositive string, err error) {
+	return queensRun(ctx, launch.Config{N: procs, Program: path, Detector: detector, Args: []string{"-n", strconv.Itoa(n), "-mode", mode}})
+}
+
+// queensRun runs the N-Queens job of cfg (its N, Program, Args, Detector,
+// Replicas) once and returns the program's own time in seconds, as
+// overheadRun says.
+func queensRun(ctx context.Context, cfg launch.Config) (secs float64, falsePositive string, err error) {
 	var out, errb bytes.Buffer
-	job, err := launch.Start(ctx, launch.Config{N: procs, Program: path, Detector: detector,
-		Args:   []string{"-n", strconv.Itoa(n), "-mode", mode},
-		Stdout: &out, Stderr: &errb, Prefix: true, Timeout: time.Hour})
+	cfg.Stdout, cfg.Stderr, cfg.Prefix, cfg.Timeout = &out, &errb, true, time.Hour
+	job, err := launch.Start(ctx, cfg)
 	if err != nil {
 		return 0, "", err
 	}

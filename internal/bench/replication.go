@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
+	"strconv"
 	"text/tabwriter"
+
+	"github.com/cohort-mp/cohort/launch"
 )
 
 // The replication benchmark is P2P-MPI's Figure 9: a ping-pong of 1,000
@@ -21,6 +25,13 @@ type ReplicationConfig struct {
 	MaxSize     int // the largest message (bytes)
 	Trips       int // round trips per size (the paper: 1,000)
 	Reps        int // repetitions (for the intervals)
+	// Queens, if not empty, is the N-Queens executable (examples/nqueens,
+	// built): each repetition also runs it at r = 1 and r = 2 on
+	// QueensProcs ranks with board QueensN, for the cost of replication on
+	// a real program.
+	Queens      string
+	QueensN     int
+	QueensProcs int
 	Progress    io.Writer
 }
 
@@ -30,6 +41,8 @@ type ReplicationResult struct {
 	Cfg   ReplicationConfig
 	Sizes []int
 	Lat   [][]map[int]float64 // [r-1][rep][size]
+	// Queens[r-1][rep] is the N-Queens program's own time (s) at r = 1, 2.
+	Queens [2][]float64
 }
 
 // ReplicationGoals are the goals of the overhead at 64 KiB.
@@ -64,6 +77,18 @@ func RunReplication(ctx context.Context, cfg ReplicationConfig) (*ReplicationRes
 				return nil, fmt.Errorf("r=%d: %w", r, err)
 			}
 			res.Lat[r-1] = append(res.Lat[r-1], out[0].Figures)
+		}
+		if cfg.Queens == "" {
+			continue
+		}
+		for i := range 2 {
+			r := 1 + (i+rep)%2 // alternate the order
+			fmt.Fprintf(cfg.Progress, "bench: replication, N-Queens n=%d on %d ranks, r=%d, repetition %d of %d…\n", cfg.QueensN, cfg.QueensProcs, r, rep+1, cfg.Reps)
+			secs, _, err := queensRun(ctx, launch.Config{N: cfg.QueensProcs, Replicas: r, Program: cfg.Queens, Args: []string{"-n", strconv.Itoa(cfg.QueensN)}})
+			if err != nil {
+				return nil, fmt.Errorf("N-Queens r=%d: %w", r, err)
+			}
+			res.Queens[r-1] = append(res.Queens[r-1], secs)
 		}
 	}
 	return res, nil
@@ -115,6 +140,15 @@ func (res *ReplicationResult) WriteTable(w io.Writer) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if q := res.Queens; len(q[0]) > 0 && len(q[0]) == len(q[1]) && !slices.Contains(q[0], 0) {
+		ratios := make([]float64, len(q[0]))
+		for i := range ratios {
+			ratios[i] = q[1][i] / q[0][i]
+		}
+		m, h := meanCI(ratios)
+		fmt.Fprintf(w, "# N-Queens n=%d on %d ranks (the program's own time, mean of %d): r=1 %.3f s, r=2 %.3f s (%d processes on %d cores): ratio %.2f ±%.2f\n",
+			cfg.QueensN, cfg.QueensProcs, len(q[0]), first(meanCI(q[0])), first(meanCI(q[1])), 2*cfg.QueensProcs, runtime.NumCPU(), m, h)
+	}
 	goalSize := 64 << 10
 	if !slices.Contains(res.Sizes, goalSize) {
 		return
@@ -132,3 +166,5 @@ func (res *ReplicationResult) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "  r = %d: overhead %+.1f%% ±%.1f (goal ≤ %.0f%%) %s\n", g.R, 100*o, 100*h, 100*g.Max, verdict)
 	}
 }
+
+func first(a, _ float64) float64 { return a }

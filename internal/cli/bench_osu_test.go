@@ -104,11 +104,13 @@ func TestBenchOSUAll(t *testing.T) {
 // TestBenchReplication runs the replication benchmark at a tiny size: every
 // degree measured, overheads and the table printed; bad flags refused.
 func TestBenchReplication(t *testing.T) {
-	code, stdout, stderr := run(t, "bench", "replication", "--max-r", "2", "--reps", "2", "--max", "8", "--trips", "5")
-	if code != exitOK || !strings.Contains(stdout, "r=2 overhead") || !regexp.MustCompile(`(?m)^\s+8\s+[0-9.]+\s+[0-9.]+\s+[+-][0-9.]+% ±`).MatchString(stdout) {
+	code, stdout, stderr := run(t, "bench", "replication", "--max-r", "2", "--reps", "2", "--max", "8", "--trips", "5",
+		"--queens", "../../examples/nqueens", "--queens-n", "12", "--queens-procs", "2")
+	if code != exitOK || !strings.Contains(stdout, "r=2 overhead") || !regexp.MustCompile(`(?m)^\s+8\s+[0-9.]+\s+[0-9.]+\s+[+-][0-9.]+% ±`).MatchString(stdout) ||
+		!regexp.MustCompile(`N-Queens n=12 on 2 ranks .*: r=1 [0-9.]+ s, r=2 [0-9.]+ s .*ratio [0-9.]+`).MatchString(stdout) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, args := range [][]string{{"--max-r", "0"}, {"--max-r", "99"}, {"--reps", "0"}, {"--max", "x"}} {
+	for _, args := range [][]string{{"--max-r", "0"}, {"--max-r", "99"}, {"--reps", "0"}, {"--max", "x"}, {"--queens-procs", "-1"}} {
 		if code, _, _ := run(t, append([]string{"bench", "replication"}, args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}

@@ -31,6 +31,9 @@ Examples:
 			fs.IntVar(&cfg.Trips, "trips", cfg.Trips, "round `trips` per size")
 			fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "`repetitions` (the intervals come from them)")
 			fs.StringVar(&maxText, "max", maxText, "largest message `size` in bytes (suffix K or M allowed)")
+			queensProcs := fs.Int("queens-procs", 4, "N-Queens `ranks` (0: skip the N-Queens runs)")
+			queens := fs.String("queens", "github.com/cohort-mp/cohort/examples/nqueens", "the N-Queens `program` (a Go package or an executable)")
+			fs.IntVar(&cfg.QueensN, "queens-n", 14, "N-Queens board `size`")
 			if err := c.parse(fs, c.args, 0); err != nil {
 				return err
 			}
@@ -46,6 +49,17 @@ Examples:
 				return usagef("--trips %d, --reps %d: want at least 1", cfg.Trips, cfg.Reps)
 			}
 			cfg.MaxSize = size
+			if *queensProcs < 0 || *queensProcs > maxRunRanks/2 || cfg.QueensN < 4 || cfg.QueensN > 18 {
+				return usagef("--queens-procs %d, --queens-n %d: want 0 to %d ranks and a board of 4 to 18", *queensProcs, cfg.QueensN, maxRunRanks/2)
+			}
+			if *queensProcs > 0 {
+				path, cleanup, err := resolveProgram(ctx, *queens, c.stderr)
+				if err != nil {
+					return fmt.Errorf("the N-Queens runs need the program (--queens; --queens-procs 0 skips them): %w", err)
+				}
+				defer cleanup()
+				cfg.Queens, cfg.QueensProcs = path, *queensProcs
+			}
 			start := time.Now()
 			res, err := bench.RunReplication(ctx, cfg)
 			if err != nil {
