@@ -69,6 +69,21 @@
 // mapped, and [Virtual.AnyBroken] / [Virtual.Broken] are the Phoenix failure
 // queries.
 //
+// # Replicated ranks
+//
+// With `cohort run -r R` (launch.Bootstrap.Replicas) every rank runs as R
+// processes and the program sees no difference: [Session.Replicas] says R,
+// a replica's death is invisible, and the last replica's death is the
+// ordinary [*ProcFailedError] naming the rank (replicated.go). Replicas
+// must run the same deterministic program. What depends on timing —
+// receives and probes from AnySource, Iprobe, [Request.Test], [WaitAny] —
+// gets the outcome the rank's master replica saw, and a program decides
+// anything else from timing through [Session.Decide] or seeds its random
+// source with [Session.Seed] (decide.go). Irecv from AnySource is refused
+// ([ErrReplicatedWildcard]), and Session.Failures delivers a failure at a
+// different moment at each replica: a program that acts on it decides the
+// moment through Decide (examples/nqueens does).
+//
 // # Data path
 //
 // Data frames (kinds of core.ProtoComm) do not go through the host's event

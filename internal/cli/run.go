@@ -54,8 +54,12 @@ program: a rank lives, and the program sees nothing, while one of its
 replicas does (P2P-MPI's transparent replication); when the last replica of
 a rank dies, the others see the ordinary error naming the rank. Each line of
 a rank's output is printed once. Replicated programs must be deterministic
-(the same sends in the same order) and must not receive from AnySource.
---kill then names processes: replica j of rank r is process j·N+r.
+(the same sends in the same order); what depends on timing (receives and
+probes from AnySource, Iprobe, Test, WaitAny) is decided by each rank's
+master replica, and Irecv from AnySource is refused. --kill then names
+processes: replica j of rank r is process j·N+r. With --hosts the replicas
+of a rank go to distinct hosts whenever the hosts allow it (cohort run says
+which ranks share a host otherwise).
 
 The ranks' connections are authenticated by the job's secret; --encrypt
 also encrypts them, with TLS 1.3 and a certificate made for the job (its
@@ -67,6 +71,7 @@ Examples:
   cohort run -n 12 --hosts supernode:sn1@10.0.0.2:7940 --alloc concentrate --name alice ./nqueens -- -n 14
   cohort run -n 8 --prefix --kill 3@200ms ./examples/pi
   cohort run -n 4 -r 2 --kill 5@300ms ./examples/allreduce
+  cohort run -n 4 -r 2 --hosts supernode:sn1@10.0.0.2:7940 ./nqueens -- -n 16
   cohort run -n 2 ./examples/pingpong -- -iters 1000
   cohort run -n 4 --detector heartbeat --timeout 1m ./myprog`,
 		run: runRun,
