@@ -46,13 +46,15 @@ type replicated struct {
 	wake  chan struct{}  // signalled (never blocking) when queue grows
 	idle  chan struct{}  // closed when queue and batch are done; nil if nobody waits
 
+	finished chan struct{} // closed on replica.Finished
+
 	decMu   sync.Mutex             // one decision at a time, in program order
 	decK    uint64                 // the last decision requested
 	decided map[uint64]chan []byte // decision → its waiter (under mu)
 }
 
 func newReplicated(layout replica.Layout, phys core.NodeID) *replicated {
-	return &replicated{layout: layout, phys: phys, wake: make(chan struct{}, 1)}
+	return &replicated{layout: layout, phys: phys, wake: make(chan struct{}, 1), finished: make(chan struct{})}
 }
 
 // replicaSend queues frame f (payload f.Payload then body) for logical
@@ -152,6 +154,24 @@ func (r *replicated) wait(ctx context.Context, s *Session) error {
 	return nil
 }
 
+// finish waits, at Finalize, until every process of the job has finished
+// its program or left (replica.Finish): a replica behind its peers may
+// still need messages and collective steps of ranks whose replicas would
+// otherwise be gone, and so failed for it.
+func (r *replicated) finish(ctx context.Context, s *Session) error {
+	if err := s.host.Handle(ctx, replica.Finish{}); err != nil {
+		return s.endErr(err)
+	}
+	select {
+	case <-r.finished:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.base.Done():
+		return s.stateErr()
+	}
+}
+
 // onReplicaEvent takes the replication layer's events (on the loop).
 func (s *Session) onReplicaEvent(e core.Event) {
 	switch e := e.(type) {
@@ -165,6 +185,8 @@ func (s *Session) onReplicaEvent(e core.Event) {
 		s.rep.onDecided(e)
 	case replica.RankFailed:
 		s.fail([]int{e.Rank}, s.epoch.Load())
+	case replica.Finished:
+		close(s.rep.finished)
 	case replica.ReplicaLost:
 		s.log.Info("comm: a replica was lost; its rank lives on", "rank", e.Rank, "process", uint32(e.Phys))
 	}

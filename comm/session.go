@@ -218,6 +218,9 @@ func (s *Session) flush(ctx context.Context) error {
 		if err := s.rep.wait(ctx, s); err != nil {
 			return err
 		}
+		if err := s.rep.finish(ctx, s); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	qs := slices.Clone(s.out)
@@ -289,7 +292,7 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 			}
 		}
 		s.fail(gone, e.Epoch)
-	case replica.Delivered, replica.Decided, replica.RankFailed, replica.ReplicaLost:
+	case replica.Delivered, replica.Decided, replica.RankFailed, replica.ReplicaLost, replica.Finished:
 		s.onReplicaEvent(e)
 	case member.Evicted:
 		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)

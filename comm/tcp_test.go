@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/launch"
@@ -47,9 +48,14 @@ func tcpJob(tb testing.TB, n int, edit ...func(*launch.Bootstrap)) []*Session {
 		}
 	}
 	tb.Cleanup(func() {
+		// Together: Finalize waits for every process on replicated ranks.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
 		for _, s := range ss {
-			s.Finalize(context.Background())
+			wg.Go(func() { s.Finalize(ctx) })
 		}
+		wg.Wait()
 	})
 	return ss
 }

@@ -26,11 +26,12 @@ var samples = []core.Msg{
 	&Decision{Ballot: 0, K: 1},
 	&DecisionAck{Ballot: 1, Upto: 9, Final: 7},
 	&DecisionCommit{Upto: 9, AllFinal: 3},
+	&Fin{},
 }
 
-// TestKindNumbers: the kinds are ProtoReplica's 1–6, on the wire.
+// TestKindNumbers: the kinds are ProtoReplica's 1–7, on the wire.
 func TestKindNumbers(t *testing.T) {
-	for i, k := range []core.Kind{KindData, KindAck, KindCommit, KindDecision, KindDecisionAck, KindDecisionCommit} {
+	for i, k := range []core.Kind{KindData, KindAck, KindCommit, KindDecision, KindDecisionAck, KindDecisionCommit, KindFin} {
 		if k != core.MakeKind(core.ProtoReplica, uint8(i+1)) {
 			t.Fatalf("%s is %v, want replica/%d", KindName(k), k, i+1)
 		}

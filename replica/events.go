@@ -58,3 +58,16 @@ type ReplicaLost struct {
 	Phys core.NodeID
 	Rank int
 }
+
+// Finish is the request of a process whose program has finished (comm's
+// Finalize): the layer tells every live process ([Fin]) and answers
+// [Finished] once every process of the job has finished or left the view.
+// A replica behind its peers may still need the others: a rank whose every
+// replica left would be failed for it, and its remaining receives and
+// collectives would fail where its peers' succeeded. Waiting for Finished
+// before leaving keeps every process in the view until all are done.
+type Finish struct{}
+
+// Finished answers [Finish]: every process of the job has finished or
+// left the view.
+type Finished struct{}

@@ -30,6 +30,9 @@ const (
 	// KindDecisionCommit makes decisions final, master → its fellow
 	// replicas ([DecisionCommit]).
 	KindDecisionCommit = core.Kind(core.ProtoReplica)<<8 | 6
+	// KindFin says that its sender's program has finished, process →
+	// every live process ([Fin]).
+	KindFin = core.Kind(core.ProtoReplica)<<8 | 7
 )
 
 var kindNames = map[core.Kind]string{
@@ -39,6 +42,7 @@ var kindNames = map[core.Kind]string{
 	KindDecision:       "replica.Decision",
 	KindDecisionAck:    "replica.DecisionAck",
 	KindDecisionCommit: "replica.DecisionCommit",
+	KindFin:            "replica.Fin",
 }
 
 // KindName returns the name of a replica message kind ("replica.Data", …),
@@ -105,7 +109,11 @@ type DecisionCommit struct {
 	AllFinal uint64
 }
 
+// Fin says that its sender's program has finished (see [Finish]).
+type Fin struct{}
+
 // Kind implements core.Msg.
+func (*Fin) Kind() core.Kind            { return KindFin }
 func (*Data) Kind() core.Kind           { return KindData }
 func (*Ack) Kind() core.Kind            { return KindAck }
 func (*Commit) Kind() core.Kind         { return KindCommit }
@@ -159,7 +167,11 @@ func (m *DecisionCommit) MarshalWire(e *wire.Encoder) {
 	e.Uvarint(m.AllFinal)
 }
 
+// MarshalWire implements wire.Message.
+func (m *Fin) MarshalWire(*wire.Encoder) {}
+
 // WireSize implements core.Sizer.
+func (m *Fin) WireSize() int            { return 0 }
 func (m *Data) WireSize() int           { return wire.Size(m) }
 func (m *Ack) WireSize() int            { return wire.Size(m) }
 func (m *Commit) WireSize() int         { return wire.Size(m) }
@@ -167,6 +179,7 @@ func (m *Decision) WireSize() int       { return wire.Size(m) }
 func (m *DecisionAck) WireSize() int    { return wire.Size(m) }
 func (m *DecisionCommit) WireSize() int { return wire.Size(m) }
 
+func (m *Fin) String() string { return "fin" }
 func (m *Data) String() string {
 	return fmt.Sprintf("data{c%d %d→%d tag %d #%d %dB}", m.Comm, m.Src, m.Dst, m.Tag, m.Seq, len(m.Payload))
 }
@@ -253,6 +266,9 @@ func DecodeDecisionCommit(d *wire.Decoder) (core.Msg, error) {
 	return m, nil
 }
 
+// DecodeFin decodes a [Fin] (no body).
+func DecodeFin(d *wire.Decoder) (core.Msg, error) { return &Fin{}, d.Err() }
+
 var decoders = []struct {
 	kind core.Kind
 	f    wire.DecodeFunc
@@ -263,6 +279,7 @@ var decoders = []struct {
 	{KindDecision, DecodeDecision},
 	{KindDecisionAck, DecodeDecisionAck},
 	{KindDecisionCommit, DecodeDecisionCommit},
+	{KindFin, DecodeFin},
 }
 
 // RegisterCodecs registers every replica message kind with c.

@@ -122,6 +122,10 @@ type Layer struct {
 
 	dec   decisions
 	stats Stats
+
+	fin       []bool // by physical id: its program finished (Fin received)
+	finishing bool   // this process's program finished (Finish)
+	finished  bool   // Finished was emitted
 }
 
 // New returns a layer for a process of cfg.Layout; the process learns its
@@ -142,6 +146,7 @@ func New(cfg Config) (*Layer, error) {
 		l.alive[i] = true
 	}
 	l.failed = make([]bool, l.lay.Ranks)
+	l.fin = make([]bool, l.lay.Size())
 	l.masters = make([]core.NodeID, l.lay.Ranks)
 	for r := range l.masters {
 		l.masters[r] = l.lay.Phys(r, 0)
@@ -199,6 +204,8 @@ func (l *Layer) Handle(e core.Event) {
 		l.onSend(x)
 	case Decide:
 		l.onDecide(x)
+	case Finish:
+		l.onFinish()
 	}
 }
 
@@ -239,6 +246,9 @@ func (l *Layer) Receive(from core.NodeID, m core.Msg) {
 		l.onDecisionAck(from, x)
 	case *DecisionCommit:
 		l.onDecisionCommit(from, x)
+	case *Fin:
+		l.fin[from] = true
+		l.finProgress()
 	}
 }
 
@@ -305,6 +315,7 @@ func (l *Layer) onView(epoch uint64, members []core.NodeID) {
 	if len(died) == 0 {
 		return
 	}
+	defer l.finProgress()
 	old := slices.Clone(l.masters)
 	for r := range l.masters {
 		l.masters[r] = core.None
@@ -578,6 +589,37 @@ func (l *Layer) ackNow(ic *inChan) {
 		return
 	}
 	l.env.Send(to, a)
+}
+
+// ---- the end ----
+
+func (l *Layer) onFinish() {
+	if l.finishing {
+		return
+	}
+	l.finishing = true
+	l.fin[l.self] = true
+	for p, alive := range l.alive {
+		if alive && core.NodeID(p) != l.self {
+			l.env.Send(core.NodeID(p), &Fin{})
+		}
+	}
+	l.finProgress()
+}
+
+// finProgress emits Finished once this process finished and every live
+// process did too.
+func (l *Layer) finProgress() {
+	if !l.finishing || l.finished {
+		return
+	}
+	for p, alive := range l.alive {
+		if alive && !l.fin[p] {
+			return
+		}
+	}
+	l.finished = true
+	l.env.Emit(Finished{})
 }
 
 // ---- decisions ----

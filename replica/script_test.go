@@ -368,3 +368,31 @@ func TestCommitLostWithMaster(t *testing.T) {
 		t.Fatalf("n4 still holds %d sends", c.backup(4))
 	}
 }
+
+// TestFinish: a finished process answers Finished only once every other
+// live process finished too (a Fin that comes before its own Finish
+// counts), and a process that left the view counts as done.
+func TestFinish(t *testing.T) {
+	c := newCluster(t, 2, 2, 32)
+	finish := func(p int) {
+		c.ls[p].Handle(Finish{})
+		c.collect()
+	}
+	finish(0)
+	c.want("n0 tells the others", c.pending(), "n0→n1 fin", "n0→n2 fin", "n0→n3 fin")
+	c.all()
+	c.want("n0 waits", c.take(0))
+	finish(1)
+	finish(3)
+	c.all()
+	c.want("n0 still waits for n2", c.take(0))
+	c.want("n1 waits for n2", c.take(1))
+	c.crash(2)
+	for _, p := range []int{0, 1, 3} {
+		if got := c.take(p); !slices.Contains(got, "replica.Finished") {
+			t.Fatalf("n%d after n2 left: %q, want Finished", p, got)
+		}
+	}
+	finish(0)
+	c.want("Finished only once", c.take(0))
+}
