@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/cohort-mp/cohort/experiment"
 	"github.com/cohort-mp/cohort/launch"
 )
 
@@ -168,3 +172,56 @@ func (res *ReplicationResult) WriteTable(w io.Writer) {
 }
 
 func first(a, _ float64) float64 { return a }
+
+// WriteFiles writes replication.csv (one row per degree and size: mean
+// latency, overhead over r = 1 and its 95% half-interval) and the figure
+// replication.png/.svg (overhead against size, one curve per degree ≥ 2,
+// with the paper's values at 64 KiB) into dir, and returns the figure's
+// path.
+func (res *ReplicationResult) WriteFiles(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("replicas,size_bytes,latency_us,overhead_pct,overhead_ci95_pct,repetitions\n")
+	fig := experiment.Figure{
+		Name:   "replication",
+		Title:  fmt.Sprintf("Ping-pong under replication (P2P-MPI Fig. 9), %d round trips, %d repetitions", res.Cfg.Trips, res.Cfg.Reps),
+		XLabel: "message size (bytes)", YLabel: "overhead over r = 1 (%)",
+		LogX: true, Legend: experiment.TopRight,
+	}
+	for r := 1; r <= res.Cfg.MaxReplicas; r++ {
+		var pts []experiment.Point
+		for _, size := range res.Sizes {
+			var xs []float64
+			for _, m := range res.Lat[r-1] {
+				xs = append(xs, m[size])
+			}
+			lat, _ := meanCI(xs)
+			o, h := 0.0, 0.0
+			if r > 1 {
+				o, h = res.Overhead(r, size)
+			}
+			fmt.Fprintf(&b, "%d,%d,%.3f,%.2f,%.2f,%d\n", r, size, lat, 100*o, 100*h, len(xs))
+			if r > 1 && size > 0 {
+				pts = append(pts, experiment.Point{X: float64(size), Y: 100 * o, Lo: 100 * (o - h), Hi: 100 * (o + h)})
+			}
+		}
+		if r > 1 {
+			fig.Series = append(fig.Series, experiment.Series{Label: fmt.Sprintf("cohort, r = %d", r), Points: pts, Color: r - 1})
+		}
+	}
+	paper := map[int]float64{2: 0, 3: 17}
+	for r := 2; r <= min(res.Cfg.MaxReplicas, 3); r++ {
+		fig.Series = append(fig.Series, experiment.Series{Label: fmt.Sprintf("the paper at 64 KiB, r = %d", r),
+			Points: []experiment.Point{{X: 64 << 10, Y: paper[r]}}, Style: experiment.Points, Color: r - 1})
+	}
+	if err := os.WriteFile(filepath.Join(dir, "replication.csv"), []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	path := filepath.Join(dir, fig.Name)
+	if err := fig.Save(path); err != nil {
+		return "", err
+	}
+	return path + ".png", nil
+}

@@ -105,8 +105,9 @@ func TestBenchOSUAll(t *testing.T) {
 // degree measured, overheads and the table printed; bad flags refused.
 func TestBenchReplication(t *testing.T) {
 	code, stdout, stderr := run(t, "bench", "replication", "--max-r", "2", "--reps", "2", "--max", "8", "--trips", "5",
-		"--queens", "../../examples/nqueens", "--queens-n", "12", "--queens-procs", "2")
+		"--queens", "../../examples/nqueens", "--queens-n", "12", "--queens-procs", "2", "--out", t.TempDir())
 	if code != exitOK || !strings.Contains(stdout, "r=2 overhead") || !regexp.MustCompile(`(?m)^\s+8\s+[0-9.]+\s+[0-9.]+\s+[+-][0-9.]+% ±`).MatchString(stdout) ||
+		!strings.Contains(stdout, "replication.png") ||
 		!regexp.MustCompile(`N-Queens n=12 on 2 ranks .*: r=1 [0-9.]+ s, r=2 [0-9.]+ s .*ratio [0-9.]+`).MatchString(stdout) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/cohort-mp/cohort/internal/bench"
@@ -31,6 +32,7 @@ Examples:
 			fs.IntVar(&cfg.Trips, "trips", cfg.Trips, "round `trips` per size")
 			fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "`repetitions` (the intervals come from them)")
 			fs.StringVar(&maxText, "max", maxText, "largest message `size` in bytes (suffix K or M allowed)")
+			out := fs.String("out", filepath.Join("out", "bench-replication"), "`directory` for replication.csv and the figure replication.png/.svg")
 			queensProcs := fs.Int("queens-procs", 4, "N-Queens `ranks` (0: skip the N-Queens runs)")
 			queens := fs.String("queens", "github.com/cohort-mp/cohort/examples/nqueens", "the N-Queens `program` (a Go package or an executable)")
 			fs.IntVar(&cfg.QueensN, "queens-n", 14, "N-Queens board `size`")
@@ -66,6 +68,13 @@ Examples:
 				return err
 			}
 			res.WriteTable(c.stdout)
+			if *out != "" {
+				fig, err := res.WriteFiles(*out)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.stdout, "wrote %s and %s\n", filepath.Join(*out, "replication.csv"), fig)
+			}
 			fmt.Fprintf(c.stdout, "(%.0f s)\n", time.Since(start).Seconds())
 			return nil
 		},
