@@ -45,9 +45,9 @@ const (
 	// Failed: a safety violation, a panic, or no convergence after the
 	// faults healed.
 	Failed
-	// Stuck: the seed did not finish within the time limit (a livelock
-	// or an endless loop), or the membership under the multicast stayed
-	// split (vsync).
+	// Stuck: the seed did not finish within the hard time limit (a
+	// livelock or an endless loop: five times Options.SeedTimeout), or the
+	// membership under the multicast stayed split (vsync).
 	Stuck
 )
 
@@ -77,6 +77,10 @@ type Result struct {
 	// minority: no failure.
 	Minority int
 	Elapsed  time.Duration
+	// Slow: the seed ran over Options.SeedTimeout of wall-clock time but
+	// finished within the hard limit; Outcome is its own (a loaded or
+	// paused machine, not a verdict).
+	Slow bool
 }
 
 // variant is one run of a seed.
@@ -217,9 +221,12 @@ type Options struct {
 	From     uint64 // the first seed
 	// Workers is how many seeds run at once (default: GOMAXPROCS).
 	Workers int
-	// SeedTimeout bounds the wall-clock time of one seed (default 2
-	// minutes); a seed over it is reported Stuck. Its goroutine cannot be
-	// stopped and keeps running until the process exits.
+	// SeedTimeout is the wall-clock time a seed is expected to take at
+	// most (default 2 minutes). A seed over it is waited for up to five
+	// times as long and then counts with its own outcome, marked Slow: a
+	// busy or paused machine must not make a passing seed a failure. A
+	// seed over five times SeedTimeout is reported Stuck; its goroutine
+	// cannot be stopped and keeps running until the process exits.
 	SeedTimeout time.Duration
 	// OnResult, if set, is called with every result, in completion order,
 	// from one goroutine.
@@ -236,7 +243,10 @@ type Summary struct {
 	Minority int // PartitionMajority runs rightly stuck in a minority
 	// Failures holds every failed or stuck seed, by seed.
 	Failures []Result
-	Elapsed  time.Duration
+	// Slow lists the seeds that went over SeedTimeout but finished, by
+	// seed (replay them alone to time them).
+	Slow    []uint64
+	Elapsed time.Duration
 }
 
 // OK reports whether no seed failed or stuck.
@@ -319,6 +329,9 @@ func (p Protocol) run(ctx context.Context, opts Options) (Summary, error) {
 		if r.Outcome != Passed {
 			sum.Failures = append(sum.Failures, r)
 		}
+		if r.Slow {
+			sum.Slow = append(sum.Slow, r.Seed)
+		}
 		if opts.OnResult != nil {
 			opts.OnResult(r)
 		}
@@ -332,24 +345,34 @@ func (p Protocol) run(ctx context.Context, opts Options) (Summary, error) {
 		}
 		return 0
 	})
+	slices.Sort(sum.Slow)
 	sum.Elapsed = time.Since(start)
 	return sum, ctx.Err()
 }
 
-// runWithin runs one seed, giving up (Stuck) after timeout.
+// runWithin runs one seed: past timeout it is marked slow and waited for
+// up to five times timeout, then given up (Stuck).
 func runWithin(ctx context.Context, p Protocol, seed uint64, timeout time.Duration) Result {
 	done := make(chan Result, 1)
 	go func() { done <- p.RunSeed(seed) }()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-done:
-		return r
-	case <-t.C:
-		v := p.variants[0]
-		return Result{Seed: seed, Outcome: Stuck, Err: fmt.Errorf("seed %d did not finish within %v", seed, timeout),
-			Replay: v.replay(seed), Elapsed: timeout}
-	case <-ctx.Done():
-		return Result{Seed: seed, Outcome: Stuck, Err: ctx.Err()}
+	soft := time.NewTimer(timeout)
+	defer soft.Stop()
+	hard := time.NewTimer(5 * timeout)
+	defer hard.Stop()
+	slow := false
+	for {
+		select {
+		case r := <-done:
+			r.Slow = slow
+			return r
+		case <-soft.C:
+			slow = true
+		case <-hard.C:
+			v := p.variants[0]
+			return Result{Seed: seed, Outcome: Stuck, Err: fmt.Errorf("seed %d did not finish within %v", seed, 5*timeout),
+				Replay: v.replay(seed), Elapsed: 5 * timeout, Slow: true}
+		case <-ctx.Done():
+			return Result{Seed: seed, Outcome: Stuck, Err: ctx.Err()}
+		}
 	}
 }

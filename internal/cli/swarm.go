@@ -51,7 +51,7 @@ func runSwarm(ctx context.Context, c *call) error {
 	seeds := fs.Int("seeds", 1000, "how many seeds")
 	from := fs.Uint64("from", 1, "the first seed")
 	workers := fs.Int("workers", 0, "seeds run at once (default: GOMAXPROCS)")
-	timeout := fs.Duration("seed-timeout", 2*time.Minute, "wall-clock limit of one seed; a seed over it is reported stuck")
+	timeout := fs.Duration("seed-timeout", 2*time.Minute, "wall-clock time a seed should take at most; one over it is marked slow and waited for up to five times as long before it is reported stuck")
 	if err := sub.parse(fs, c.args[1:], 0); err != nil {
 		return err
 	}
@@ -108,6 +108,9 @@ func writeSwarmSummary(w io.Writer, s swarm.Summary, from uint64, requested int)
 		fmt.Fprintf(w, " (%d runs rightly blocked in a minority)", s.Minority)
 	}
 	fmt.Fprintf(w, "; %.1f s, %.1f seeds/s\n", s.Elapsed.Seconds(), rate)
+	if len(s.Slow) > 0 {
+		fmt.Fprintf(w, "slow seeds (over --seed-timeout of wall-clock time, then finished; replay one alone to time it): %v\n", s.Slow)
+	}
 }
 
 // swarmProgress is a progress bar on a terminal, and a line every 5 % of
