@@ -78,8 +78,13 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 	}
 	defer func() {
 		// The figures are printed: a slow Finalize must not hold the
-		// benchmark up.
-		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// benchmark up. Replicated, Finalize waits for every replica, and
+		// one far behind its peers still needs them.
+		wait := 2 * time.Second
+		if s.Replicas() > 1 {
+			wait = 5 * time.Minute
+		}
+		fctx, cancel := context.WithTimeout(ctx, wait)
 		s.Finalize(fctx)
 		cancel()
 	}()
