@@ -114,3 +114,45 @@ func BenchmarkRawTCPPingPong(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReplicatedPingPong is BenchmarkPingPong with each of the two
+// ranks run as r replicas (the processes in this one process, over TCP):
+// ns/op is one round trip as every replica of rank 0 does it.
+func BenchmarkReplicatedPingPong(b *testing.B) {
+	for _, r := range []int{1, 2} {
+		for _, size := range []int{8, 64 << 10} {
+			b.Run(fmt.Sprintf("r=%d/size=%d", r, size), func(b *testing.B) {
+				ss := replicatedJob(b, 2, r)
+				ctx := context.Background()
+				b.SetBytes(int64(2 * size))
+				errs := make(chan error, len(ss))
+				b.ResetTimer()
+				for p, s := range ss {
+					go func() {
+						w, buf := s.World(), make([]byte, size)
+						var err error
+						for range b.N {
+							if p%2 == 0 {
+								if err = w.Send(ctx, buf, 1, 1); err == nil {
+									_, err = w.Recv(ctx, buf, 1, 1)
+								}
+							} else if _, err = w.Recv(ctx, buf, 0, 1); err == nil {
+								err = w.Send(ctx, buf, 0, 1)
+							}
+							if err != nil {
+								break
+							}
+						}
+						errs <- err
+					}()
+				}
+				for range ss {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+			})
+		}
+	}
+}

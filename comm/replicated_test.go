@@ -17,7 +17,7 @@ import (
 // replicatedJob starts n logical ranks × r replicas in this process over
 // TCP, as Init does in n·r processes with COHORT_REPLICAS=r; ss[p] is
 // process p (replica p/n of rank p mod n).
-func replicatedJob(t *testing.T, n, r int) []*Session {
+func replicatedJob(t testing.TB, n, r int) []*Session {
 	t.Helper()
 	return tcpJob(t, n*r, func(b *launch.Bootstrap) { b.Replicas = r })
 }
