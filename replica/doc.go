@@ -123,6 +123,12 @@
 //     channel. A flush among them (as in package vsync) would fix it.
 //   - Early arrivals are held without a bound; they arise only when two
 //     processes act as master of one rank at once (a wrong exclusion).
+//   - The end (Finish, Fin, Finished): a process whose program finished
+//     tells every live process and hears Finished once all of them
+//     finished or left the view; comm's Finalize waits for it, so that a
+//     replica behind its peers never finds a rank failed only because its
+//     replicas all finished and left. Finalize is therefore collective on
+//     replicated ranks, as MPI_Finalize is.
 //   - Decisions values are kept until final at every live replica and
 //     consumed here; the per-channel state (a few counters) lives for the
 //     life of the job.
@@ -137,6 +143,7 @@
 //	4 DECISION         [Decision]        the master's value for decision K
 //	5 DECISION_ACK     [DecisionAck]     a fellow holds the master's values
 //	6 DECISION_COMMIT  [DecisionCommit]  decisions up to K are final
+//	7 FIN              [Fin]             this process's program finished
 //
 // Every decoder rejects malformed input with an error (never a panic) and
 // is fuzzed (FuzzDecode; FuzzReceive feeds decoded messages to a layer).
@@ -150,7 +157,9 @@
 // (package replicatest, run by swarm_test.go and by
 // `cohort sim swarm --protocol replica`) runs real membership stacks in
 // the simulator (an oracle detector) under a random program with
-// decisions, with crashes — invisible ones, and whole ranks — in which a
+// decisions and an end (Finish: every live process must hear Finished, and
+// none before every process in the views finished), with crashes —
+// invisible ones, and whole ranks — in which a
 // dead host's unsent messages are lost, and random delays. It does not
 // cover wrongly excluded live masters (it has no false suspicions; a
 // process the membership excluded while alive, which cascading crashes

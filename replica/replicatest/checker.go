@@ -158,6 +158,14 @@ func (ck *checker) Check(w *sim.World, o sim.Obs) error {
 		if ck.failedAt[p][e.Rank] > 1 {
 			return sim.Violatef(p, "RankFailed once: rank %d reported twice", e.Rank)
 		}
+	case replica.Finished:
+		// Every process still in the views has finished its program (its
+		// Fin was needed).
+		for q := range ck.lay.Size() {
+			if !ck.out[q] && !appOf(w, core.NodeID(q)).done {
+				return sim.Violatef(p, "Finished while %v, in the views, has not finished its program", core.NodeID(q))
+			}
+		}
 	case replica.ReplicaLost:
 		ck.logf(w, "%v: lost %v", p, e.Phys)
 		if !ck.gone(w, e.Phys) {
@@ -202,6 +210,8 @@ func (ck *checker) end(w *sim.World) error {
 		if !a.done {
 			errs = append(errs, fmt.Sprintf("%v (rank %d) stuck at step %d of %d (%+v), blocked %v, delivered %v, decisions %d",
 				p, rank, a.pc, len(a.prog), a.prog[min(a.pc, len(a.prog)-1)], a.blocked, a.delivered, a.decisions))
+		} else if !a.finished {
+			errs = append(errs, fmt.Sprintf("%v (rank %d) finished its program but never got Finished: %s", p, rank, LayerOf(w, p).Describe()))
 		}
 		for s := range ck.lay.Ranks {
 			dead := ck.allDead(w, s)

@@ -295,6 +295,7 @@ type app struct {
 	digest    uint64 // folds in every decided value
 	done      bool
 	doneAt    time.Duration
+	finished  bool // replica.Finished came (after Finish at the end)
 }
 
 type stepTimer struct{}
@@ -310,6 +311,7 @@ func (a *app) next() {
 	if a.pc >= len(a.prog) {
 		if !a.done {
 			a.done, a.doneAt = true, a.env.Now()
+			a.env.Emit(replica.Finish{})
 		}
 		return
 	}
@@ -350,6 +352,9 @@ func (a *app) Handle(e core.Event) {
 		a.delivered[x.Src] = x.Seq
 	case replica.RankFailed:
 		a.failed[x.Rank] = true
+	case replica.Finished:
+		a.finished = true
+		return
 	case replica.Decided:
 		if x.K != a.decisions+1 || a.pc >= len(a.prog) || a.prog[a.pc].op != opDecide {
 			panic(fmt.Sprintf("replicatest: %v: decision %d announced at step %d, want decision %d", a.env.Self(), x.K, a.pc, a.decisions+1))
