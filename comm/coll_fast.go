@@ -30,7 +30,7 @@ func (t collTransport) RecvInto(ctx context.Context, from, tag int, buf []byte) 
 	if from < 0 || from >= t.c.Size() {
 		return 0, fmt.Errorf("%w: collective step from rank %d of %d", ErrRank, from, t.c.Size())
 	}
-	st, err := waitRecv(ctx, t.c.s.irecv(t.c.st, subColl, buf, false, from, tag, 0, true))
+	st, err := t.c.s.recv(ctx, t.c.st, subColl, buf, from, tag, 0)
 	var te *TruncateError
 	if errors.As(err, &te) {
 		return te.Need, nil

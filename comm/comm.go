@@ -69,8 +69,7 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err
 	}
-	_, err := c.s.isend(c.st, subP2P, dest, tag, 0, buf).Wait(ctx)
-	return err
+	return c.s.send(ctx, c.st, subP2P, dest, tag, buf)
 }
 
 // Isend starts sending buf to rank dest and returns its request at once.
@@ -99,7 +98,7 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 	if err != nil {
 		return Status{}, err
 	}
-	return waitRecv(ctx, c.s.irecv(c.st, subP2P, buf, false, src, tag, 0, true))
+	return c.s.recv(ctx, c.st, subP2P, buf, src, tag, 0)
 }
 
 // Irecv posts a receive into buf and returns its request at once; buf must
@@ -191,9 +190,33 @@ func waitRecv(ctx context.Context, req *Request) (Status, error) {
 	return st, err
 }
 
+// send is a blocking send (a pooled request).
+func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag int, data []byte) error {
+	req := s.isendReq(pooledRequest(s, c), c, sub, dest, tag, 0, data)
+	_, err := req.block(ctx)
+	req.release()
+	return err
+}
+
+// recv is a blocking receive into buf (a pooled request); elem is the
+// element size of a typed receive (0: bytes).
+func (s *Session) recv(ctx context.Context, c *commState, sub uint64, buf []byte, src, tag, elem int) (Status, error) {
+	req := s.irecvReq(pooledRequest(s, c), c, sub, buf, false, src, tag, 0, true)
+	req.elem = elem
+	st, err := req.block(ctx)
+	if err != nil && ctx.Err() != nil && err == ctx.Err() && !req.Cancel() {
+		st, err = req.result()
+	}
+	req.release()
+	return st, err
+}
+
 // isend sends data to rank dest of c in context c.id|sub.
 func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, data []byte) *Request {
-	req := newRequest(s, c)
+	return s.isendReq(newRequest(s, c), c, sub, dest, tag, vnode, data)
+}
+
+func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int, vnode VNode, data []byte) *Request {
 	node := c.members[dest]
 	s.mu.Lock()
 	err := s.state
@@ -236,7 +259,10 @@ func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, da
 
 // irecv posts a receive on context c.id|sub.
 func (s *Session) irecv(c *commState, sub uint64, buf []byte, alloc bool, src, tag int, vnode VNode, anyV bool) *Request {
-	req := newRequest(s, c)
+	return s.irecvReq(newRequest(s, c), c, sub, buf, alloc, src, tag, vnode, anyV)
+}
+
+func (s *Session) irecvReq(req *Request, c *commState, sub uint64, buf []byte, alloc bool, src, tag int, vnode VNode, anyV bool) *Request {
 	node := core.None
 	if src != AnySource {
 		node = c.members[src]
@@ -263,7 +289,7 @@ func (t collTransport) Send(ctx context.Context, to, tag int, data []byte) error
 	if to < 0 || to >= t.c.Size() {
 		return fmt.Errorf("%w: collective step to rank %d of %d", ErrRank, to, t.c.Size())
 	}
-	_, err := t.c.s.isend(t.c.st, subColl, to, tag, 0, data).Wait(ctx)
+	err := t.c.s.send(ctx, t.c.st, subColl, to, tag, data)
 	return err
 }
 

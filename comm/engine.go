@@ -478,10 +478,61 @@ type Request struct {
 	op       recvOp              // the receive's operation (no separate allocation)
 	hdr      [maxDataHeader]byte // a send's data header
 	s        *Session
+	// wake, on the requests of blocking calls (pooled), is signalled
+	// instead of done: the request never leaves the call, so nobody else
+	// waits on it, and a buffered channel can be used again.
+	wake chan struct{}
 }
 
 func newRequest(s *Session, c *commState) *Request {
 	return &Request{comm: c, s: s}
+}
+
+// The requests of blocking calls (Send, Recv and their typed forms, the
+// collectives' steps) come from a pool and go back once the call has read
+// their outcome: a message costs no allocation in the steady state.
+var requestPool = sync.Pool{New: func() any { return &Request{wake: make(chan struct{}, 1)} }}
+
+func pooledRequest(s *Session, c *commState) *Request {
+	r := requestPool.Get().(*Request)
+	r.s, r.comm = s, c
+	return r
+}
+
+// block waits for a pooled request as Wait does.
+func (r *Request) block(ctx context.Context) (Status, error) {
+	if r.finished.Load() || r.poll() {
+		return r.result()
+	}
+	for {
+		select {
+		case <-r.wake:
+			if r.finished.Load() {
+				return r.result()
+			}
+		case <-ctx.Done():
+			return Status{}, ctx.Err()
+		}
+	}
+}
+
+// release returns a pooled request once it completed and its outcome was
+// read; a request still pending (a send in a backlog when ctx ended) is
+// left to the garbage collector.
+func (r *Request) release() {
+	if r.wake == nil || !r.finished.Load() {
+		return
+	}
+	r.dmu.Lock() // complete has returned
+	r.dmu.Unlock()
+	select {
+	case <-r.wake:
+	default:
+	}
+	r.finished.Store(false)
+	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
+	r.cancelQ, r.cancelOp, r.op = nil, nil, recvOp{}
+	requestPool.Put(r)
 }
 
 // closedChan is the Done channel of a request completed before anyone
@@ -502,9 +553,15 @@ func (r *Request) complete(st Status, err error) {
 	}
 	r.st, r.err = st, err
 	r.finished.Store(true)
-	if r.done != nil {
+	switch {
+	case r.done != nil:
 		close(r.done)
-	} else {
+	case r.wake != nil:
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	default:
 		r.done = closedChan
 	}
 	r.dmu.Unlock()

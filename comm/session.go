@@ -509,7 +509,9 @@ func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
 			err = d.SendDirect(q.s.try, q.to, f, body)
 		} else {
 			if body != nil {
-				f.Payload = append(f.Payload, body...)
+				// A new array: f.Payload may be a pooled request's header
+				// array, used again once the send returns.
+				f.Payload = append(f.Payload[:len(f.Payload):len(f.Payload)], body...)
 				body = nil
 			}
 			err = q.s.tr.Send(q.s.try, q.to, f)

@@ -32,9 +32,7 @@ func Recv[T Elem](ctx context.Context, c *Comm, buf []T, src, tag int) (Status, 
 	if err != nil {
 		return Status{}, err
 	}
-	req := c.s.irecv(c.st, subP2P, coll.AsBytes(buf), false, src, tag, 0, true)
-	req.elem = coll.SizeOf[T]()
-	return waitRecv(ctx, req)
+	return c.s.recv(ctx, c.st, subP2P, coll.AsBytes(buf), src, tag, coll.SizeOf[T]())
 }
 
 // Isend starts sending the elements of buf, as [Comm.Isend].
