@@ -195,7 +195,49 @@ type message struct {
 	src   core.NodeID
 	tag   int
 	vnode VNode
-	data  []byte // owned by the queue
+	data  []byte  // owned by the queue
+	buf   *[]byte // data's array, from unexpectedBufs (nil: not pooled)
+}
+
+// Messages that arrive before their receive is posted are copied into
+// buffers of size classes 64 B … 64 KiB taken from pools, and the buffer
+// goes back once a receive has copied the message out: an unexpected
+// message costs no allocation in the steady state.
+const (
+	minBufClass = 6  // 64 B
+	maxBufClass = 16 // 64 KiB
+)
+
+var unexpectedBufs [maxBufClass + 1]sync.Pool
+
+// bufClass returns the size class of n bytes (≥ minBufClass).
+func bufClass(n int) int {
+	c := minBufClass
+	for 1<<c < n {
+		c++
+	}
+	return c
+}
+
+// keepCopy copies data into a pooled buffer (a new slice above 64 KiB).
+func keepCopy(data []byte) ([]byte, *[]byte) {
+	if len(data) > 1<<maxBufClass {
+		return slices.Clone(data), nil
+	}
+	c := bufClass(len(data))
+	b, _ := unexpectedBufs[c].Get().(*[]byte)
+	if b == nil {
+		nb := make([]byte, 1<<c)
+		b = &nb
+	}
+	return append((*b)[:0], data...), b
+}
+
+// recycle returns a message's pooled buffer once its data was copied out.
+func (m message) recycle() {
+	if m.buf != nil {
+		unexpectedBufs[bufClass(cap(*m.buf))].Put(m.buf)
+	}
 }
 
 // recvOp is a posted receive or probe.
@@ -259,13 +301,11 @@ func (s *Session) deliver(src int, ctxID uint64, tag int, vnode VNode, data []by
 			return
 		}
 	}
+	var buf *[]byte
 	if !owned {
-		data = slices.Clone(data)
-		if data == nil {
-			data = []byte{}
-		}
+		data, buf = keepCopy(data)
 	}
-	m := message{src: node, tag: tag, vnode: vnode, data: data}
+	m := message{src: node, tag: tag, vnode: vnode, data: data, buf: buf}
 	q.unexpected = append(q.unexpected, m)
 	if len(q.probes) > 0 {
 		q.probes = slices.DeleteFunc(q.probes, func(op *recvOp) bool {
@@ -288,10 +328,11 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool
 	st := s.statusLocked(q, m)
 	var err error
 	if op.alloc {
-		if owned {
+		if owned && m.buf == nil {
 			op.req.data = m.data
 		} else {
 			op.req.data = slices.Clone(m.data)
+			m.recycle()
 		}
 		if op.req.data == nil {
 			op.req.data = []byte{}
@@ -301,6 +342,7 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool
 		if len(m.data) > len(op.buf) {
 			err = &TruncateError{Need: len(m.data), Have: len(op.buf), Source: st.Source, Tag: st.Tag}
 		}
+		m.recycle()
 	}
 	op.req.complete(st, err)
 }

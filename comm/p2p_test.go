@@ -352,3 +352,85 @@ func TestTypedAndValues(t *testing.T) {
 		return nil
 	})
 }
+
+// Messages that arrive before their receive (kept in pooled buffers of
+// size classes) come out whole and in order, of every size from 0 to past
+// the largest class, twice over so that buffers are used again; and a
+// steady ping-pong of blocking calls over TCP allocates nothing.
+func TestUnexpectedBuffersAndNoAllocations(t *testing.T) {
+	ss := tcpJob(t, 2)
+	sizes := []int{0, 1, 63, 64, 65, 1000, 4096, 65535, 65536, 65537, 200000}
+	payload := func(round, i, n int) []byte {
+		b := make([]byte, n)
+		for k := range b {
+			b[k] = byte(round*31 + i*7 + k)
+		}
+		return b
+	}
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		for round := range 2 {
+			if c.Rank() == 0 {
+				for i, n := range sizes {
+					if err := c.Send(ctx, payload(round, i, n), 1, i); err != nil {
+						return err
+					}
+				}
+				if _, err := c.Recv(ctx, nil, 1, 99); err != nil { // all sent before rank 1 receives
+					return err
+				}
+				continue
+			}
+			if _, err := c.Probe(ctx, 0, len(sizes)-1); err != nil { // the last one is in
+				return err
+			}
+			if err := c.Send(ctx, nil, 0, 99); err != nil {
+				return err
+			}
+			for i, n := range sizes {
+				buf := make([]byte, n)
+				st, err := c.Recv(ctx, buf, 0, i)
+				if err != nil {
+					return err
+				}
+				if st.Count != n || !bytes.Equal(buf, payload(round, i, n)) {
+					return fmt.Errorf("round %d message %d: %d bytes, not the %d sent", round, i, st.Count, n)
+				}
+			}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	w0, w1 := ss[0].World(), ss[1].World()
+	buf0, buf1 := make([]byte, 64), make([]byte, 64)
+	echo := make(chan error, 1)
+	const rounds = 200
+	go func() {
+		for range rounds + 2 { // AllocsPerRun calls once more than rounds, and one warm-up here
+			if _, err := w1.Recv(ctx, buf1, 0, 1); err != nil {
+				echo <- err
+				return
+			}
+			if err := w1.Send(ctx, buf1, 0, 1); err != nil {
+				echo <- err
+				return
+			}
+		}
+		echo <- nil
+	}()
+	pingPong := func() {
+		if err := w0.Send(ctx, buf0, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w0.Recv(ctx, buf0, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pingPong() // warm the pools
+	if a := testing.AllocsPerRun(rounds, pingPong); a > 0.5 && !raceEnabled {
+		t.Errorf("%.2f allocations per round trip of blocking Send and Recv, want 0", a)
+	}
+	if err := <-echo; err != nil {
+		t.Fatal(err)
+	}
+}
