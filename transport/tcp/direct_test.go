@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -306,5 +307,65 @@ func TestSendDirectFallsBack(t *testing.T) {
 	}
 	if err := a.SendDirect(ctx, 9, wire.Frame{Kind: transporttest.KindTest}, []byte{1}); err == nil {
 		t.Error("SendDirect to an unknown node succeeded")
+	}
+}
+
+// TestDetectorLaneOvertakesData: with a backlog of large data frames
+// queued to a peer that does not read (its handler is blocked), a failure
+// detector frame sent afterwards is written before the queued data: it
+// arrives before the last frames of the backlog, not after all of it.
+func TestDetectorLaneOvertakesData(t *testing.T) {
+	ca, cc := config(1, nil), config(2, nil)
+	ca.QueueLen = 256
+	a, c := listen(t, ca), listen(t, cc)
+	a.SetPeer(2, c.Addr())
+	c.SetPeer(1, a.Addr())
+	dataKind, hbKind := core.MakeKind(core.ProtoComm, 99), core.MakeKind(core.ProtoFD, 99)
+	const n = 200
+	release := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	var order []core.Kind
+	got := make(chan struct{})
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		if f.Kind == dataKind {
+			once.Do(func() { <-release }) // the first data frame blocks the reader
+		}
+		mu.Lock()
+		order = append(order, f.Kind)
+		if len(order) == n+1 {
+			close(got)
+		}
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := make([]byte, 256<<10)
+	for i := range n {
+		if err := a.Send(ctx, core.NodeID(2), wire.Frame{Kind: dataKind, Payload: body}); err != nil {
+			t.Fatalf("data frame %d: %v", i, err)
+		}
+	}
+	// Let the writer fill the socket buffers and block on the rest.
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Stats().FramesOut < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := a.Send(ctx, core.NodeID(2), wire.Frame{Kind: hbKind, Payload: []byte("alive")}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case <-got:
+	case <-ctx.Done():
+		t.Fatalf("only %d of %d frames arrived", len(order), n+1)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	at := slices.Index(order, hbKind)
+	t.Logf("the detector's frame arrived %d-th of %d (%d data frames were queued before it)", at+1, n+1, n)
+	if at < 0 || at >= n-50 {
+		t.Fatalf("the detector's frame arrived %d-th of %d: behind the data backlog", at+1, n+1)
 	}
 }

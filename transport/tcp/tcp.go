@@ -123,8 +123,14 @@ var _ transport.Transport = (*Transport)(nil)
 // peer is the state of one remote node. Fields below mu are guarded by the
 // transport's mu.
 type peer struct {
-	id      core.NodeID
-	q       chan wire.Frame
+	id core.NodeID
+	q  chan wire.Frame
+	// hq is the failure detector's lane (frames of core.ProtoFD): the
+	// writer takes it before q, so a heartbeat never waits behind a
+	// backlog of data frames (only behind the frame being written and what
+	// the kernel holds). The detector's frames need no order with the
+	// other protocols'.
+	hq      chan wire.Frame
 	wake    chan struct{} // capacity 1: the connection or the address changed
 	removed chan struct{}
 
@@ -151,6 +157,21 @@ type peer struct {
 	hdr     []byte      // SendDirect's length prefix, header and small payload
 	bufs    net.Buffers // SendDirect's vectored write (its two slices)
 	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
+}
+
+// take returns a queued frame without waiting: the detector's lane first.
+func (p *peer) take() (wire.Frame, bool) {
+	select {
+	case f := <-p.hq:
+		return f, true
+	default:
+	}
+	select {
+	case f := <-p.q:
+		return f, true
+	default:
+	}
+	return wire.Frame{}, false
 }
 
 func (p *peer) signal() {
@@ -292,6 +313,7 @@ func (t *Transport) peerLocked(id core.NodeID) *peer {
 	p := &peer{
 		id:      id,
 		q:       make(chan wire.Frame, t.cfg.QueueLen),
+		hq:      make(chan wire.Frame, t.cfg.QueueLen),
 		wake:    make(chan struct{}, 1),
 		removed: make(chan struct{}),
 	}
@@ -323,14 +345,18 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 	if p == nil {
 		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
 	}
+	q := p.q
+	if f.Kind.Proto() == core.ProtoFD {
+		q = p.hq
+	}
 	p.accepted.Add(1) // before the writer can see f, so flushed ≤ accepted
 	select {
-	case p.q <- f:
+	case q <- f:
 		return nil
 	default:
 	}
 	select {
-	case p.q <- f:
+	case q <- f:
 		return nil
 	case <-ctx.Done():
 		p.accepted.Add(^uint64(0))
@@ -930,6 +956,8 @@ func (t *Transport) manage(p *peer) {
 		if c == nil {
 			if pending == nil {
 				select {
+				case f := <-p.hq:
+					pending = &f
 				case f := <-p.q:
 					pending = &f
 				case <-p.wake:
@@ -1058,6 +1086,8 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 	for {
 		if next == nil {
 			select {
+			case f := <-p.hq:
+				next = &f
 			case f := <-p.q:
 				next = &f
 			case <-c.dead:
@@ -1074,18 +1104,16 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		p.wmu.Lock()
 		ok := write(*next)
 		next = nil
-	drain:
 		for ok {
-			select {
-			case f := <-p.q:
-				if c.isDead() {
-					p.wmu.Unlock()
-					return &f
-				}
-				ok = write(f)
-			default:
-				break drain
+			f, more := p.take()
+			if !more {
+				break
 			}
+			if c.isDead() {
+				p.wmu.Unlock()
+				return &f
+			}
+			ok = write(f)
 		}
 		if ok && fw.Buffered() > 0 {
 			if err := fw.Flush(); err != nil {
