@@ -565,12 +565,12 @@ func (r *Request) release() {
 	if r.wake == nil || !r.finished.Load() {
 		return
 	}
-	r.dmu.Lock() // complete has returned
-	r.dmu.Unlock()
+	r.dmu.Lock() // complete has returned: its token, if any, is in wake
 	select {
 	case <-r.wake:
 	default:
 	}
+	r.dmu.Unlock()
 	r.finished.Store(false)
 	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
 	r.cancelQ, r.cancelOp, r.op = nil, nil, recvOp{}
