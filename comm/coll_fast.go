@@ -31,12 +31,14 @@ func (t collTransport) RecvInto(ctx context.Context, from, tag int, buf []byte) 
 		return 0, fmt.Errorf("%w: collective step from rank %d of %d", ErrRank, from, t.c.Size())
 	}
 	st, err := t.c.s.recv(ctx, t.c.st, subColl, buf, from, tag, 0)
+	if err == nil {
+		return st.Count, nil
+	}
+	// Declared here: its address escapes, and the common path must not
+	// allocate it.
 	var te *TruncateError
 	if errors.As(err, &te) {
 		return te.Need, nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	return st.Count, nil
+	return 0, err
 }
