@@ -62,12 +62,17 @@ type Config struct {
 	// after the last acknowledgement it needs was delivered.
 	AckEvery int
 	AckDelay time.Duration
+	// Retransmit is how long the master waits for a destination replica
+	// to acknowledge more before it sends it again what it lacks (a
+	// message dropped by a full queue, or lost with a broken connection);
+	// 0 turns retransmission off.
+	Retransmit time.Duration
 }
 
 // DefaultConfig returns a configuration for layout: acknowledgements after
-// 32 deliveries or 2 ms.
+// 32 deliveries or 2 ms, retransmission after 200 ms without progress.
 func DefaultConfig(layout Layout) Config {
-	return Config{Layout: layout, AckEvery: 32, AckDelay: 2 * time.Millisecond}
+	return Config{Layout: layout, AckEvery: 32, AckDelay: 2 * time.Millisecond, Retransmit: 200 * time.Millisecond}
 }
 
 // Validate reports the first invalid field as an error wrapping
@@ -81,6 +86,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: AckEvery %d, want ≥ 1", ErrConfig, c.AckEvery)
 	case c.AckDelay <= 0:
 		return fmt.Errorf("%w: AckDelay %v must be positive", ErrConfig, c.AckDelay)
+	case c.Retransmit < 0:
+		return fmt.Errorf("%w: Retransmit %v must not be negative", ErrConfig, c.Retransmit)
 	}
 	return nil
 }

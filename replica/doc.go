@@ -59,6 +59,16 @@
 // committed message is held by every live destination replica, so nothing
 // a backup table forgets can be missing anywhere.
 //
+// Retransmission (beyond the paper). The links under the layer are FIFO
+// while a connection lives, but not reliable: a host drops a message when
+// the peer's queue is full, and a connection that breaks loses what it
+// held. The master therefore sends again, to a live destination replica
+// that acknowledged nothing new for Config.Retransmit (200 ms) while it
+// lacks sends of the backup table, every such send above its level (at
+// most 64 a tick); receivers drop duplicates and acknowledge them. A lost
+// message otherwise left its receiver waiting for ever (a replicated
+// Allreduce hung, now and then, when replicas died under load).
+//
 // Master failure (§4.2, recovery). When a view excludes the master, the new
 // master (the lowest live replica) resends every backup entry, per channel
 // in sequence order, to every live destination replica, then goes on as

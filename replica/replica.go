@@ -13,6 +13,7 @@ import (
 type Stats struct {
 	Sent        uint64 // data messages sent by this process as master (one per destination replica)
 	Resent      uint64 // data messages sent again from the backup table by a new master
+	Retransmits uint64 // data messages sent again to a destination replica that acknowledged nothing new for Config.Retransmit
 	Backed      uint64 // sends kept in the backup table by a non-master
 	Skipped     uint64 // sends not kept: already committed when the program reached them
 	ToFailed    uint64 // sends to a failed rank, dropped
@@ -50,6 +51,7 @@ type outChan struct {
 	committed uint64                 // sends ≤ committed are held by every live destination replica
 	backup    []entry                // the program's sends beyond committed, by seq
 	acked     map[core.NodeID]uint64 // destination replica → cumulative ack
+	seen      map[core.NodeID]uint64 // acked at the last retransmission tick
 }
 
 // inChan is a channel this process's rank receives on.
@@ -62,6 +64,9 @@ type inChan struct {
 }
 
 type ackTick struct{}
+
+// resendTick is the master's retransmission timer.
+type resendTick struct{}
 
 // decVal is the value of one decision held by a replica, and the ballot
 // (master index) it came from.
@@ -119,6 +124,9 @@ type Layer struct {
 	inOrder  []*inChan
 	dirty    []*inChan
 	ackArmed bool
+	// resendArmed: the retransmission timer is set (master, something in
+	// the backup table).
+	resendArmed bool
 
 	dec   decisions
 	stats Stats
@@ -211,6 +219,11 @@ func (l *Layer) Handle(e core.Event) {
 
 // Fire implements core.Machine.
 func (l *Layer) Fire(t core.Timer) {
+	if _, ok := t.(resendTick); ok {
+		l.resendArmed = false
+		l.retransmit()
+		return
+	}
 	if _, ok := t.(ackTick); !ok {
 		return
 	}
@@ -389,6 +402,7 @@ func (l *Layer) takeover() {
 			l.stats.Resent += uint64(n)
 		}
 	}
+	l.armResend()
 	d := &l.dec
 	d.ballot = l.index
 	d.acks = map[core.NodeID]DecisionAck{}
@@ -433,6 +447,7 @@ func (l *Layer) onSend(s Send) {
 	l.backup(1)
 	if l.IsMaster() {
 		l.stats.Sent += uint64(l.transmit(oc.key, e))
+		l.armResend()
 	} else {
 		l.stats.Backed++
 	}
@@ -589,6 +604,69 @@ func (l *Layer) ackNow(ic *inChan) {
 		return
 	}
 	l.env.Send(to, a)
+}
+
+// ---- retransmission ----
+
+// The links under the layer are reliable FIFO while a connection lives,
+// but a host may drop a message (a peer's queue full) and a connection
+// that breaks loses what it held. So the master sends again, to a live
+// destination replica that acknowledged nothing new for
+// Config.Retransmit while sends to it wait for its acknowledgement, every
+// send of the backup table above its level (at most retransmitBurst of
+// them per tick). A receiver drops duplicates and acknowledges them.
+
+// retransmitBurst bounds the messages sent again to one replica per tick.
+const retransmitBurst = 64
+
+func (l *Layer) armResend() {
+	if l.resendArmed || l.cfg.Retransmit <= 0 || !l.IsMaster() {
+		return
+	}
+	l.resendArmed = true
+	l.env.SetTimer(l.cfg.Retransmit, resendTick{})
+}
+
+func (l *Layer) retransmit() {
+	if !l.IsMaster() {
+		return
+	}
+	pending := false
+	for _, oc := range l.outOrder {
+		if len(oc.backup) == 0 || l.failed[oc.key.Dst] {
+			continue
+		}
+		pending = true
+		if oc.seen == nil {
+			oc.seen = map[core.NodeID]uint64{}
+		}
+		top := oc.backup[len(oc.backup)-1].seq
+		for _, q := range l.live(oc.key.Dst) {
+			if q == l.self {
+				continue
+			}
+			level, was := oc.acked[q], oc.seen[q]
+			oc.seen[q] = level
+			if level >= top || level > was {
+				continue // holds everything, or made progress since the last tick
+			}
+			n := 0
+			for _, e := range oc.backup {
+				if e.seq <= level {
+					continue
+				}
+				if n == retransmitBurst {
+					break
+				}
+				l.env.Send(q, &Data{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload})
+				l.stats.Retransmits++
+				n++
+			}
+		}
+	}
+	if pending {
+		l.armResend()
+	}
 }
 
 // ---- the end ----

@@ -396,3 +396,33 @@ func TestFinish(t *testing.T) {
 	finish(0)
 	c.want("Finished only once", c.take(0))
 }
+
+// TestRetransmit: a data message dropped on its way to one destination
+// replica (a full queue, a broken connection) is sent again by the master
+// once that replica has acknowledged nothing new for Config.Retransmit;
+// the replica delivers it once, and the master commits.
+func TestRetransmit(t *testing.T) {
+	c := newCluster(t, 2, 2, 32) // rank 0: n0 (master), n2; rank 1: n1, n3
+	c.send(0, 1, "m1")
+	c.send(2, 1, "m1")
+	c.wire = slices.DeleteFunc(c.wire, func(f flight) bool { return f.to == 1 }) // lost to n1
+	c.all()
+	c.want("n3 delivers", c.take(3), `deliver c7 0#1 "m1"`)
+	c.want("n1 has nothing", c.take(1))
+	c.advance(2 * time.Millisecond)
+	c.all()
+	if c.backup(0) != 1 {
+		t.Fatalf("the master committed without n1's acknowledgement")
+	}
+	c.advance(200 * time.Millisecond)
+	c.want("sent again to n1 only", c.pending(), "n0→n1 data{c7 0→1 tag 3 #1 2B}")
+	c.all()
+	c.want("n1 delivers once", c.take(1), `deliver c7 0#1 "m1"`)
+	c.advance(2 * time.Millisecond)
+	c.all()
+	if c.backup(0) != 0 || c.backup(2) != 0 || c.ls[0].Stats().Retransmits != 1 {
+		t.Fatalf("backups %d %d, retransmits %d: want 0 0 1", c.backup(0), c.backup(2), c.ls[0].Stats().Retransmits)
+	}
+	c.advance(time.Second)
+	c.want("nothing more once committed", c.pending())
+}
