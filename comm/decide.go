@@ -134,6 +134,16 @@ func (s *Session) decideOutcome(ctx context.Context, index int, found bool, st S
 	if s.rep == nil {
 		return index, found, st, err
 	}
+	v, derr := s.rep.decide(ctx, s, encodeOutcome(index, found, st, err))
+	if derr != nil {
+		return -1, false, Status{}, derr
+	}
+	return decodeOutcome(v)
+}
+
+// encodeOutcome is the decision value of an outcome (decodeOutcome reads
+// it back).
+func encodeOutcome(index int, found bool, st Status, err error) []byte {
 	var e wire.Encoder
 	e.Varint(int64(index))
 	e.Bool(found)
@@ -157,11 +167,7 @@ func (s *Session) decideOutcome(ctx context.Context, index int, found bool, st S
 		e.Uint8(outcomeOther)
 		e.String(err.Error())
 	}
-	v, derr := s.rep.decide(ctx, s, e.B)
-	if derr != nil {
-		return -1, false, Status{}, derr
-	}
-	return decodeOutcome(v)
+	return e.B
 }
 
 func decodeOutcome(v []byte) (int, bool, Status, error) {

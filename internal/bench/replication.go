@@ -150,8 +150,10 @@ func (res *ReplicationResult) WriteTable(w io.Writer) {
 			ratios[i] = q[1][i] / q[0][i]
 		}
 		m, h := meanCI(ratios)
+		t1, _ := meanCI(q[0])
+		t2, _ := meanCI(q[1])
 		fmt.Fprintf(w, "# N-Queens n=%d on %d ranks (the program's own time, mean of %d): r=1 %.3f s, r=2 %.3f s (%d processes on %d cores): ratio %.2f ±%.2f\n",
-			cfg.QueensN, cfg.QueensProcs, len(q[0]), first(meanCI(q[0])), first(meanCI(q[1])), 2*cfg.QueensProcs, runtime.NumCPU(), m, h)
+			cfg.QueensN, cfg.QueensProcs, len(q[0]), t1, t2, 2*cfg.QueensProcs, runtime.NumCPU(), m, h)
 	}
 	goalSize := 64 << 10
 	if !slices.Contains(res.Sizes, goalSize) {
@@ -170,8 +172,6 @@ func (res *ReplicationResult) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "  r = %d: overhead %+.1f%% ±%.1f (goal ≤ %.0f%%) %s\n", g.R, 100*o, 100*h, 100*g.Max, verdict)
 	}
 }
-
-func first(a, _ float64) float64 { return a }
 
 // WriteFiles writes replication.csv (one row per degree and size: mean
 // latency, overhead over r = 1 and its 95% half-interval) and the figure

@@ -158,12 +158,6 @@ func Plan(seed uint64, n int, fraction float64, killRoot bool, window time.Durat
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	at := func() time.Duration {
-		if window > 0 {
-			return time.Duration(rng.Int64N(int64(window)))
-		}
-		return 0
-	}
 	count := 1 + rng.IntN(MaxKills(n, fraction))
 	first := 1
 	if killRoot {
@@ -176,10 +170,18 @@ func Plan(seed uint64, n int, fraction float64, killRoot bool, window time.Durat
 	rng.Shuffle(len(ranks), func(i, j int) { ranks[i], ranks[j] = ranks[j], ranks[i] })
 	kills := make([]Kill, count)
 	for i := range kills {
-		kills[i] = Kill{Rank: ranks[i], At: at()}
+		kills[i] = Kill{Rank: ranks[i], At: killTime(rng, window)}
 	}
 	slices.SortFunc(kills, func(a, b Kill) int { return int(a.At - b.At) })
 	return kills
+}
+
+// killTime draws a kill's moment, uniform in [0, window).
+func killTime(rng *rand.Rand, window time.Duration) time.Duration {
+	if window <= 0 {
+		return 0
+	}
+	return time.Duration(rng.Int64N(int64(window)))
 }
 
 // PlanReplicas draws the kills of a run of n logical ranks of r replicas
@@ -192,10 +194,7 @@ func PlanReplicas(seed uint64, n, r int, window time.Duration) []Kill {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	kills := make([]Kill, n)
 	for rank := range kills {
-		kills[rank].Rank = rng.IntN(r)*n + rank
-		if window > 0 {
-			kills[rank].At = time.Duration(rng.Int64N(int64(window)))
-		}
+		kills[rank] = Kill{Rank: rng.IntN(r)*n + rank, At: killTime(rng, window)}
 	}
 	slices.SortFunc(kills, func(a, b Kill) int { return int(a.At - b.At) })
 	return kills

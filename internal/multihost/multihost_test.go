@@ -117,6 +117,18 @@ func (c *cluster) runWith(t *testing.T, ctx context.Context, flags []string, arg
 	return j
 }
 
+// placement waits until the submitter printed its placement and returns
+// it (see placement).
+func (j *job) placement(t *testing.T, ctx context.Context) ([]string, map[string]int) {
+	t.Helper()
+	select {
+	case <-j.placed:
+	case <-ctx.Done():
+		t.Fatalf("no placement:\n%s", j.stderr.String())
+	}
+	return placement(t, j.stderr.String())
+}
+
 // wait waits for the command and for the last of its standard error to be
 // read (the command's exit does not wait for the reader of the pipe).
 func (j *job) wait() error {
@@ -199,7 +211,7 @@ func TestJobsOnFiveHosts(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("no placement:\n%s", j.stderr.String())
 	}
-	ranked, per := placement(t, j.stderr.String())
+	ranked, per := j.placement(t, ctx)
 	victim := ranked[len(ranked)-1]
 	var host *netlab.Host
 	for i, h := range c.Daemons {
@@ -265,12 +277,7 @@ func TestReplicasOnThreeHosts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	j := c.runWith(t, ctx, []string{"-n", "3", "-r", "2", "--alloc", "spread", "--detector", "heartbeat"}, "-n", "16", "-seed", "5")
-	select {
-	case <-j.placed:
-	case <-ctx.Done():
-		t.Fatalf("no placement:\n%s", j.stderr.String())
-	}
-	_, per := placement(t, j.stderr.String())
+	_, per := j.placement(t, ctx)
 	if len(per) != 3 {
 		t.Fatalf("6 processes on %d hosts, want 3 (2 each): %v", len(per), per)
 	}
