@@ -55,7 +55,23 @@ import (
 // pass through), and, in a job of at most FullMeshMax members, every member
 // (the paper's setting, where all processes of the job were connected).
 // "Every other connection" of §4.2.2 is therefore every connection that is
-// not a monitor. Sending insurance to all n−1 peers would cost n²/T_insurance
+// not a monitor.
+//
+// A connection made by traffic closes when it falls idle, as an idle link
+// would: when its insurance heartbeat falls due and no message of another
+// layer went either way for T_insurance, and the peer is neither a
+// monitor, nor a process that chose this one as its monitor, nor a ring
+// neighbour (nor, in a full-mesh job, a member), the process sends it a
+// heartbeat announcing nothing (which tells it to stop waiting) instead of
+// insurance, and owes it nothing more until they talk again. Without this
+// every peer a process ever talked to would get insurance for ever: a
+// membership's tree changes with every view, so after n joins each node
+// had talked to nearly every other and sent n−1 insurance heartbeats per
+// T_insurance. Only the processes' own choices make connections: a
+// monitor's heartbeat makes its sender one, an insurance heartbeat or a
+// ping does not (the receiver watches the sender as told, but owes it
+// nothing back; otherwise a connection closed on one side would be
+// reopened by its own last heartbeat). Sending insurance to all n−1 peers would cost n²/T_insurance
 // messages per second in total, which outgrows the heartbeats themselves
 // (k·n/T_interval) beyond a few dozen processes (with the paper's values,
 // above n ≈ 80); so a large job keeps insurance on the connections a
@@ -201,6 +217,7 @@ type hbRetryTimer struct{}
 type HeartbeatStats struct {
 	HeartbeatsSent     uint64 // heartbeats to monitors (every T_interval)
 	InsuranceSent      uint64 // insurance heartbeats to other connections (every T_insurance), and heartbeats that demote or drop a link
+	Closed             uint64 // idle connections closed (see Connections in the type's doc)
 	HeartbeatsReceived uint64 // heartbeats from processes that have this one as a monitor
 	InsuranceReceived  uint64 // other heartbeats received
 	Suppressed         uint64 // heartbeats that fell due but were not sent, because other traffic on the link had served as one (§4.2.3); counted when the link's timer next fires, so up to one period late
@@ -251,13 +268,14 @@ const (
 	hbAccused                         // the current suspicion is our own (a timeout here), not only heard
 )
 
-// hbPeer is what a process remembers of one peer (80 bytes).
+// hbPeer is what a process remembers of one peer (88 bytes).
 type hbPeer struct {
 	id       core.NodeID
 	flags    uint8
 	state    HeartbeatPeerState
 	lastSend time.Duration // last message of any layer sent to it
 	lastRecv time.Duration // last message of any layer received from it
+	talkAt   time.Duration // last message of another layer, either way (see idle)
 	expect   time.Duration // interval it last announced to us; 0: we wait for nothing
 	sentNext time.Duration // interval we last announced to it; 0: none
 	beatAt   time.Duration // last heartbeat sent, or last slot counted as suppressed
@@ -407,7 +425,12 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 		}
 		return
 	}
-	r := h.connect(from)
+	var r *hbPeer
+	if hb, ok := m.(HeartbeatMsg); ok && hb.Monitor {
+		r = h.connect(from) // it chose us: we owe it insurance
+	} else {
+		r = h.member(from)
+	}
 	if r != nil {
 		h.touch(r, now)
 		h.tell(r)
@@ -477,7 +500,9 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 		}
 	}
 	if d, ok := h.sendDue(r); ok {
-		if now >= d {
+		if now >= d && h.idle(r, now) {
+			h.close(r)
+		} else if now >= d {
 			h.beat(r)
 		} else if every := h.sendEvery(r); now-r.beatAt >= every {
 			// Other traffic went on the link: the heartbeats of the
@@ -521,6 +546,7 @@ func (h *HeartbeatDetector) ObserveSend(to core.NodeID) {
 	h.flush()
 	if r := h.connect(to); r != nil {
 		r.lastSend = h.env.Now()
+		r.talkAt = r.lastSend
 		h.schedule(r)
 	}
 }
@@ -549,6 +575,7 @@ func (h *HeartbeatDetector) flush() {
 	}
 	h.stashed = false
 	if r := h.connect(h.stash); r != nil {
+		r.talkAt = max(r.talkAt, h.stashAt)
 		h.touch(r, h.stashAt)
 		h.tell(r)
 	}
@@ -609,6 +636,44 @@ func (h *HeartbeatDetector) addStructural() {
 		h.addStructuralPeer(h.members[(h.pos+d)%n])
 		h.addStructuralPeer(h.members[(h.pos-d%n+n)%n])
 	}
+}
+
+// structural reports whether member id is a connection by position: a
+// ring neighbour, or any member in a full-mesh job.
+func (h *HeartbeatDetector) structural(id core.NodeID) bool {
+	n, i := len(h.members), h.indexOf(id)
+	if i < 0 {
+		return false
+	}
+	if n <= h.cfg.FullMeshMax {
+		return true
+	}
+	if h.pos < 0 {
+		return false
+	}
+	d := (i - h.pos + n) % n
+	return d <= h.cfg.RingNeighbors || n-d <= h.cfg.RingNeighbors
+}
+
+// idle reports whether connection r has fallen idle at now and may close:
+// made only by traffic, and no message of another layer either way for
+// T_insurance.
+func (h *HeartbeatDetector) idle(r *hbPeer, now time.Duration) bool {
+	return r.flags&hbConn != 0 && r.flags&(hbMonitor|hbMonitoree) == 0 &&
+		r.state == HeartbeatAlive && now-r.talkAt >= h.cfg.Insurance &&
+		!h.structural(r.id)
+}
+
+// close ends idle connection r: r is told to stop waiting for us (if we
+// ever announced a period to it) and is owed nothing more.
+func (h *HeartbeatDetector) close(r *hbPeer) {
+	r.flags &^= hbConn
+	if r.sentNext > 0 {
+		h.stats.InsuranceSent++
+		h.send(r.id, HeartbeatMsg{Next: 0})
+		r.sentNext = 0
+	}
+	h.stats.Closed++
 }
 
 func (h *HeartbeatDetector) addStructuralPeer(id core.NodeID) {
@@ -1083,6 +1148,22 @@ func (h *HeartbeatDetector) send(to core.NodeID, m core.Msg) {
 	}
 }
 
+// member returns the record of member id, creating it without making it a
+// connection; nil for ourselves and for non-members.
+func (h *HeartbeatDetector) member(id core.NodeID) *hbPeer {
+	if id == h.self {
+		return nil
+	}
+	if r := h.find(id); r != nil {
+		return r
+	}
+	if h.indexOf(id) < 0 {
+		return nil
+	}
+	r, _ := h.findOrCreate(id)
+	return r
+}
+
 // connect returns the record of member id as a connection, creating it;
 // nil for ourselves and for non-members. The first insurance heartbeat to
 // a new connection is due at a random point of the next T_insurance, so
@@ -1091,15 +1172,9 @@ func (h *HeartbeatDetector) send(to core.NodeID, m core.Msg) {
 // insurance in the same interval, T_insurance later (the burst of the
 // paper's Fig. 2).
 func (h *HeartbeatDetector) connect(id core.NodeID) *hbPeer {
-	if id == h.self {
-		return nil
-	}
-	r := h.find(id)
+	r := h.member(id)
 	if r == nil {
-		if h.indexOf(id) < 0 {
-			return nil
-		}
-		r, _ = h.findOrCreate(id)
+		return nil
 	}
 	if r.flags&hbConn == 0 {
 		r.flags |= hbConn

@@ -257,8 +257,76 @@ func TestHeartbeatInsuranceConnectionsAtScale(t *testing.T) {
 	if len(b[77_000]) != 2 || len(b[499]) != 2 {
 		t.Errorf("insurance over 2 T_insurance: %d to the monitoree, %d to the ring neighbour; want 2 each", len(b[77_000]), len(b[499]))
 	}
-	if h.State(99_999) != HeartbeatAlive || h.Connections() != len(want) {
-		t.Errorf("%d connections, want %d", h.Connections(), len(want))
+	// The application peer talked once, at the start: its connection
+	// fell idle and closed, with a heartbeat announcing nothing.
+	if tb := b[12_345]; len(tb) == 0 || tb[len(tb)-1] != (HeartbeatMsg{}) {
+		t.Errorf("heartbeats to the peer talked to once: %v, want the last to announce nothing", tb)
+	}
+	if h.State(99_999) != HeartbeatAlive || h.Connections() != len(want)-1 || h.Stats().Closed != 1 {
+		t.Errorf("%d connections, %d closed; want %d, 1", h.Connections(), h.Stats().Closed, len(want)-1)
+	}
+}
+
+// A connection made by traffic closes when it falls idle: a process that
+// talked once to many peers (a membership's tree changes with every view)
+// owes them nothing after T_insurance of silence, tells each once to stop
+// waiting, and opens the connection again when they talk again. Its ring
+// neighbours, its monitors and the process that chose it keep theirs.
+func TestHeartbeatIdleConnectionsClose(t *testing.T) {
+	cfg := AggressiveHeartbeatConfig() // T_insurance = 4 s
+	cfg.FullMeshMax = 0
+	const n = 200
+	h, env := startHB(t, cfg, 100, ids(n), 11)
+	h.Receive(7, HeartbeatMsg{Next: cfg.Interval, Monitor: true}) // 7 chose us
+	var talked []core.NodeID
+	for p := core.NodeID(20); p < 80; p++ {
+		if !slices.Contains(h.Monitors(), p) {
+			h.ObserveSend(p)
+			talked = append(talked, p)
+		}
+	}
+	for at := time.Duration(0); at <= 5*cfg.Insurance; at += cfg.Interval {
+		env.AdvanceTo(at, h)
+		h.ObserveReceive(7)
+		h.Receive(7, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	}
+	late := 2 * cfg.Insurance
+	b := map[core.NodeID][]HeartbeatMsg{}
+	for _, s := range env.TakeSent() {
+		if hb, ok := s.Msg.(HeartbeatMsg); ok && s.At > late {
+			b[s.To] = append(b[s.To], hb)
+		}
+	}
+	for _, p := range talked {
+		if len(b[p]) != 0 {
+			t.Errorf("peer %v, talked to once at 0: heartbeats %v after %v, want none", p, b[p], late)
+		}
+	}
+	for _, p := range []core.NodeID{7, 99, 101} {
+		if len(b[p]) == 0 {
+			t.Errorf("%v (chose us, or ring neighbour): no insurance after %v", p, late)
+		}
+	}
+	if c := h.Connections(); c != cfg.Monitors+3 || h.Stats().Closed != uint64(len(talked)) {
+		t.Errorf("%d connections, %d closed; want k + 3 = %d, %d", c, h.Stats().Closed, cfg.Monitors+3, len(talked))
+	}
+	// The peer's side: a heartbeat announcing nothing ends its wait, and
+	// makes no connection (it would reopen the one just closed).
+	h.Receive(150, HeartbeatMsg{Next: cfg.Insurance})
+	h.Receive(150, HeartbeatMsg{})
+	env.Advance(3*cfg.Insurance, h)
+	if got := h.State(150); got != HeartbeatAlive {
+		t.Errorf("peer that stopped its insurance is %v, want alive", got)
+	}
+	for _, s := range env.TakeSent() {
+		if s.To == 150 {
+			t.Errorf("sent %v to a peer whose only messages were insurance", s.Msg)
+		}
+	}
+	// Talking again reopens the connection.
+	h.ObserveSend(talked[0])
+	if c := h.Connections(); c != cfg.Monitors+4 {
+		t.Errorf("%d connections after talking again, want %d", c, cfg.Monitors+4)
 	}
 }
 

@@ -89,9 +89,10 @@ type Config struct {
 	HeartbeatMonitors int
 	// HeartbeatInterval is how often a node sends heartbeats to its
 	// monitors (heartbeat detector). Every other connection of the node
-	// gets an insurance heartbeat every 40 intervals (Phoenix's ratio), so
-	// in a group of n ≤ 64 a quiet node sends about k/T + (n−1)/(40·T)
-	// messages per second.
+	// (its ring neighbours on each side, the nodes that chose it as a
+	// monitor, the peers it talks to) gets an insurance heartbeat every 40
+	// intervals (Phoenix's ratio), so a quiet node sends about
+	// (k + (k+2)/40)/T messages per second, whatever the group's size.
 	HeartbeatInterval time.Duration
 	// SuspectTimeout is the heartbeat detector's silence before a monitor
 	// suspects a node (T_timeout).

@@ -106,6 +106,14 @@ func (c *Config) heartbeatConfig() fd.HeartbeatConfig {
 	h.Monitors = c.HeartbeatMonitors
 	h.Interval = c.HeartbeatInterval
 	h.Insurance = 40 * c.HeartbeatInterval // the paper's ratio, kept whatever the interval
+	// No full mesh: a group may be of any size and its nodes talk to few
+	// others, so insurance goes to the connections a node really has (its
+	// ring neighbours, the nodes that chose it as a monitor, the peers it
+	// talks to). At n = 64 the full mesh cost 61 insurance heartbeats per
+	// 40 intervals, three quarters of the heartbeat traffic, to cover a
+	// node whose k monitors crash with it, which its ring neighbours
+	// already cover.
+	h.FullMeshMax = 0
 	h.Timeout = c.SuspectTimeout
 	h.Broken = c.FailTimeout
 	return h

@@ -49,9 +49,11 @@ func newCohortSystem(det group.Detector, rate float64, seed uint64) *cohortSyste
 
 // config sets the detector's timings so that a quiet member sends rate
 // messages per second. The heartbeat detector sends one heartbeat to each
-// of its k = 2 monitors every T_interval, so T_interval = 2/rate; its
-// suspicion and failure timeouts keep DefaultLocalConfig's ratios (2 and 1
-// intervals). BRR sends its table to one peer per round, so T_gossip =
+// of its k = 2 monitors every T_interval and an insurance heartbeat to each
+// of its other connections (two ring neighbours and, on average, the k
+// nodes that chose it as a monitor) every 40 T_interval, so
+// T_interval = (2 + 4/40)/rate; its suspicion and failure timeouts keep
+// DefaultLocalConfig's ratios (2 and 1 intervals). BRR sends its table to one peer per round, so T_gossip =
 // 1/rate, with pings timing out after 2.5 rounds as in DefaultLocalConfig.
 func (s *cohortSystem) config(id group.NodeID) group.Config {
 	c := group.DefaultLocalConfig()
@@ -60,7 +62,7 @@ func (s *cohortSystem) config(id group.NodeID) group.Config {
 	c.Secret = benchSecret
 	c.Detector = s.det
 	c.Seed = s.seed*1000003 + uint64(id)
-	hb := time.Duration(float64(time.Second) * 2 / s.rate)
+	hb := s.heartbeatInterval()
 	c.HeartbeatMonitors = 2
 	c.HeartbeatInterval = hb
 	c.SuspectTimeout = 2 * hb
@@ -82,6 +84,21 @@ func (s *cohortSystem) config(id group.NodeID) group.Config {
 		return ft
 	}
 	return c
+}
+
+// settle: the heartbeat detector's connections opened by the joins (each
+// node talked to many others while the tree grew) close after at most two
+// T_insurance of silence; until then they get insurance heartbeats.
+func (s *cohortSystem) settle() time.Duration {
+	if s.det != group.DetectorHeartbeat {
+		return 0
+	}
+	return 2 * 40 * s.heartbeatInterval()
+}
+
+// heartbeatInterval is T_interval at s.rate (see config).
+func (s *cohortSystem) heartbeatInterval() time.Duration {
+	return time.Duration(float64(time.Second) * (2 + 4.0/40) / s.rate)
 }
 
 func (s *cohortSystem) add(g *group.Group) *cohortNode {

@@ -78,7 +78,7 @@ func runOne(p params, name string, rate float64, n int, log io.Writer) result {
 		return r
 	}
 	fmt.Fprintf(log, "  %s n=%d rate=%g: %d nodes agreed in %v\n", name, n, rate, n, time.Since(t0).Round(time.Millisecond))
-	time.Sleep(p.warmup) // a measurement window, not a wait for a condition
+	time.Sleep(max(p.warmup, s.settle())) // a measurement window, not a wait for a condition
 
 	// The quiet window: traffic, CPU and false deaths with nothing failing.
 	u0, f0 := readUsage(), s.falseDeaths()

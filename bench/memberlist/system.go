@@ -45,6 +45,9 @@ type system interface {
 	// probability and a delay on its outgoing messages); false if the
 	// system cannot.
 	inject(i int, loss float64, delay time.Duration) bool
+	// settle is how long the system needs after it formed to reach its
+	// steady traffic (the quiet window starts after it).
+	settle() time.Duration
 	close()
 }
 
