@@ -114,6 +114,9 @@ type Exit struct {
 	Err error
 	// Time is how long the process ran.
 	Time time.Duration
+	// CPU is the processor time the process used, user and system, as the
+	// kernel accounted it (rusage); 0 if it could not be waited for.
+	CPU time.Duration
 }
 
 // OK reports whether the process exited with code 0.
@@ -433,6 +436,9 @@ func (j *Job) reap(p *rankProc, stdout, stderr *lineWriter) {
 	stderr.flush()
 	ps := p.cmd.ProcessState
 	x := Exit{Rank: p.rank, Code: ps.ExitCode(), Signal: exitSignal(ps), Time: time.Since(j.start)}
+	if ps != nil {
+		x.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
 		x.Err = err

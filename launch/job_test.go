@@ -116,6 +116,25 @@ func TestJobRuns(t *testing.T) {
 	}
 }
 
+// Every exit carries the processor time the kernel accounted to the rank:
+// rank 0 computes until it has used 300 ms, the others only start and
+// register.
+func TestJobCPU(t *testing.T) {
+	const spin = 300 * time.Millisecond
+	exits, err, _, errOut := run(t, context.Background(), Config{N: 3, Args: []string{"-spin", spin.String()}})
+	if err != nil {
+		t.Fatalf("job failed: %v\nstderr:\n%s", err, errOut)
+	}
+	for _, x := range exits {
+		if x.Rank == 0 && x.CPU < spin {
+			t.Errorf("rank 0 computed until it had used %v: CPU %v", spin, x.CPU)
+		}
+		if x.Rank != 0 && x.CPU >= spin {
+			t.Errorf("rank %d only registered: CPU %v", x.Rank, x.CPU)
+		}
+	}
+}
+
 // Under load, lines of different ranks never mix: every line is one
 // whole line of one rank, and each rank's lines arrive in order.
 func TestJobOutputLines(t *testing.T) {

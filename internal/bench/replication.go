@@ -88,11 +88,11 @@ func RunReplication(ctx context.Context, cfg ReplicationConfig) (*ReplicationRes
 		for i := range 2 {
 			r := 1 + (i+rep)%2 // alternate the order
 			fmt.Fprintf(cfg.Progress, "bench: replication, N-Queens n=%d on %d ranks, r=%d, repetition %d of %d…\n", cfg.QueensN, cfg.QueensProcs, r, rep+1, cfg.Reps)
-			secs, _, err := queensRun(ctx, launch.Config{N: cfg.QueensProcs, Replicas: r, Program: cfg.Queens, Args: []string{"-n", strconv.Itoa(cfg.QueensN)}})
+			run, err := queensRun(ctx, launch.Config{N: cfg.QueensProcs, Replicas: r, Program: cfg.Queens, Args: []string{"-n", strconv.Itoa(cfg.QueensN)}})
 			if err != nil {
 				return nil, fmt.Errorf("N-Queens r=%d: %w", r, err)
 			}
-			res.Queens[r-1] = append(res.Queens[r-1], secs)
+			res.Queens[r-1] = append(res.Queens[r-1], run.secs)
 		}
 	}
 	return res, nil
