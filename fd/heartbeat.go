@@ -109,13 +109,14 @@ import (
 // (0 while its timers fire on time), or twice the largest recent excess of
 // the crashed process's gaps over its announced interval if that is
 // longer, never more than T_interval + (1 + H)·T_timeout; and T_broken
-// becomes T_broken·(1 + score) ≤ (1 + H)·T_broken for a suspicion of the
-// process's own, and (1 + H)·T_broken for one it only heard of by notice
-// (as in Lifeguard: the suspect's refutation crosses the suspect's own,
-// possibly slow, links while the notice went around them; the monitors
-// still declare first, and the membership needs one declaration). A
-// monitor that is
-// itself late (a timer more than LateTolerance past its deadline) counts
+// becomes T_broken·(1 + score) ≤ (1 + H)·T_broken for a suspicion a
+// monitor made itself, and (1 + H)·T_broken for one a process only heard
+// of by notice or made from a peer's insurance alone (as in Lifeguard: the
+// suspect's refutation crosses the suspect's own, possibly slow, links
+// while the notice went around them, and one lost insurance heartbeat is
+// a silence of T_insurance, not of a few intervals; the monitors still
+// declare first, and the membership needs one declaration). A monitor
+// that is itself late (a timer more than LateTolerance past its deadline) counts
 // the silence from the moment it caught up, and a timer late by any
 // amount re-checks once, as late again, before it accuses. So every live
 // process declares a crash within
@@ -217,7 +218,7 @@ type hbRetryTimer struct{}
 type HeartbeatStats struct {
 	HeartbeatsSent     uint64 // heartbeats to monitors (every T_interval)
 	InsuranceSent      uint64 // insurance heartbeats to other connections (every T_insurance), and heartbeats that demote or drop a link
-	Closed             uint64 // idle connections closed (see Connections in the type's doc)
+	Closed             uint64 // idle links closed: connections this process closed, and waits for a peer's insurance dropped on a link idle on our side (see Connections in the type's doc)
 	HeartbeatsReceived uint64 // heartbeats from processes that have this one as a monitor
 	InsuranceReceived  uint64 // other heartbeats received
 	Suppressed         uint64 // heartbeats that fell due but were not sent, because other traffic on the link had served as one (§4.2.3); counted when the link's timer next fires, so up to one period late
@@ -494,7 +495,12 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 		}
 	case HeartbeatAlive:
 		if d, ok := h.recvDue(r); ok && now >= d && !h.recheck(r, late) {
-			h.suspect(r, true)
+			if r.flags&hbProbing == 0 && h.idleLink(r, now) {
+				r.expect = 0 // see idleLink
+				h.stats.Closed++
+			} else {
+				h.suspect(r, true)
+			}
 		} else if r.expect > 0 && now >= r.lastRecv+r.expect+h.cfg.Timeout {
 			h.health.stats.Postponed++
 		}
@@ -659,9 +665,19 @@ func (h *HeartbeatDetector) structural(id core.NodeID) bool {
 // made only by traffic, and no message of another layer either way for
 // T_insurance.
 func (h *HeartbeatDetector) idle(r *hbPeer, now time.Duration) bool {
-	return r.flags&hbConn != 0 && r.flags&(hbMonitor|hbMonitoree) == 0 &&
-		r.state == HeartbeatAlive && now-r.talkAt >= h.cfg.Insurance &&
-		!h.structural(r.id)
+	return r.flags&hbConn != 0 && h.idleLink(r, now)
+}
+
+// idleLink reports whether the link to r is one that either side closes
+// when it falls idle, and has: neither side chose the other as a monitor,
+// r is no ring neighbour, and no message of another layer went either way
+// for T_insurance. Both sides see the same traffic (up to one latency), so
+// a process whose deadline for r's insurance passes on an idle link does
+// not suspect r: r closed the link, and the heartbeat that said so may
+// have been lost.
+func (h *HeartbeatDetector) idleLink(r *hbPeer, now time.Duration) bool {
+	return r.flags&(hbMonitor|hbMonitoree) == 0 && r.state == HeartbeatAlive &&
+		now-r.talkAt >= h.cfg.Insurance && !h.structural(r.id)
 }
 
 // close ends idle connection r: r is told to stop waiting for us (if we

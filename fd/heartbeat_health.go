@@ -18,16 +18,17 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 
 // brokenDue is when suspected r is declared failed: T_broken after the
 // suspicion, or after this process last found itself late, times the
-// local health factor for a suspicion of our own and times the largest
-// factor, 1 + LocalHealthMax, for one we only heard of. (As in Lifeguard,
-// a suspicion this process has no evidence of waits longest: the
-// suspect's refutation goes through the suspect's own links, which may be
-// the slow ones, while the notice went around them. The monitors that
-// timed out declare a real crash first, and one declaration is enough for
-// the membership above.)
+// local health factor for a suspicion of our own as r's monitor, and times
+// the largest factor, 1 + LocalHealthMax, for one we only heard of or made
+// from r's insurance alone. (As in Lifeguard, a suspicion this process has
+// little evidence of waits longest: the suspect's refutation goes through
+// the suspect's own links, which may be the slow ones, while the notice
+// went around them; and one lost insurance heartbeat is a silence of
+// T_insurance. The monitors that timed out declare a real crash first,
+// and one declaration is enough for the membership above.)
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
-	if r.flags&hbAccused == 0 && h.health.on() {
+	if (r.flags&hbAccused == 0 || r.flags&hbMonitoree == 0) && h.health.on() {
 		f = time.Duration(1 + h.cfg.LocalHealthMax)
 	}
 	return max(h.health.from(r.mark)+h.cfg.Broken*f, r.hold)

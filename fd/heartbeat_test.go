@@ -770,3 +770,62 @@ func TestHeartbeatConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// An idle link's closing heartbeat can be lost. The peer that waited for
+// the insurance does not suspect the silence of a link idle on its own
+// side too (no traffic either way for T_insurance, neither side a monitor
+// of the other, no ring neighbour); it stops waiting. On a link that is
+// not idle (a ring neighbour) the silence is suspected as before.
+func TestHeartbeatLostCloseNoSuspicion(t *testing.T) {
+	cfg := AggressiveHeartbeatConfig()
+	cfg.FullMeshMax = 0
+	h, env := startHB(t, cfg, 100, ids(200), 13)
+	const far, ring = core.NodeID(150), core.NodeID(101)
+	h.ObserveReceive(far) // it talked to us once, then announced insurance
+	h.Receive(far, HeartbeatMsg{Next: cfg.Insurance})
+	h.Receive(ring, HeartbeatMsg{Next: cfg.Insurance})
+	env.Advance(3*cfg.Insurance, h)
+	if got := h.State(far); got != HeartbeatAlive {
+		t.Errorf("peer whose closing heartbeat was lost is %v, want alive", got)
+	}
+	for _, s := range env.TakeSent() {
+		if n, ok := s.Msg.(HeartbeatNotice); ok && n.Subject == far {
+			t.Errorf("notice %v about the peer of an idle link, want none", n)
+		}
+	}
+	if got := h.State(ring); got != HeartbeatFailed {
+		t.Errorf("silent ring neighbour is %v after 3 T_insurance, want failed", got)
+	}
+}
+
+// A suspicion made from a peer's insurance alone (one lost insurance
+// heartbeat is a silence of T_insurance) waits (1 + H)·T_broken before it
+// becomes a failure, as one heard by notice does; a monitor's own
+// suspicion of a process that chose it waits T_broken.
+func TestHeartbeatInsuranceSuspicionWaitsLonger(t *testing.T) {
+	cfg := AggressiveHeartbeatConfig()
+	cfg.FullMeshMax = 0
+	h, env := startHB(t, cfg, 100, ids(200), 17)
+	const ring, chose = core.NodeID(101), core.NodeID(150)
+	h.Receive(ring, HeartbeatMsg{Next: cfg.Insurance})
+	h.Receive(chose, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	start := env.T
+	var suspected, failed = map[core.NodeID]time.Duration{}, map[core.NodeID]time.Duration{}
+	for env.T < start+2*cfg.Insurance {
+		env.Advance(time.Millisecond, h)
+		for _, e := range env.TakeEmitted() {
+			switch e := e.(type) {
+			case core.Suspected:
+				suspected[e.Node] = env.T
+			case core.Failed:
+				failed[e.Node] = env.T
+			}
+		}
+	}
+	if d, want := failed[ring]-suspected[ring], cfg.Broken*time.Duration(1+cfg.LocalHealthMax); suspected[ring] == 0 || d != want {
+		t.Errorf("ring neighbour silent after insurance: suspected at %v, failed %v later; want (1 + H)·T_broken = %v later", suspected[ring], d, want)
+	}
+	if d := failed[chose] - suspected[chose]; suspected[chose] == 0 || d != cfg.Broken {
+		t.Errorf("process that chose us silent: suspected at %v, failed %v later; want T_broken = %v later", suspected[chose], d, cfg.Broken)
+	}
+}
