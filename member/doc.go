@@ -94,8 +94,12 @@
 // that lacks the base asks its parent for it (VIEW_NEED). Each node passes
 // the Prepare to its children in the new tree and acknowledges up
 // (FAILURE_ACK, NEW_NODE_JOIN_ACK or ALIVE_NODE_JOIN_ACK) once all its
-// children have. A parent whose subtree is h levels deep waits h×AckTimeout;
-// a child that stays silent is reported as failed (NODE_FAILURE, §3.4–3.5),
+// children have. A parent whose subtree is h levels deep waits h×AckTimeout,
+// sends the Prepare again to the children that stayed silent (a child that
+// had acknowledged repeats its ACK) and waits as long again, so that one
+// lost message or a slow child does not exclude a live subtree (under
+// PartitionMajority it does not retry, see onAckTimeout); a child still
+// silent is reported as failed (NODE_FAILURE, §3.4–3.5),
 // and the root restarts the proposal with the longer list (§3.5: "the root
 // propagates a list of failed nodes"); joins that arrive meanwhile wait for
 // the next proposal. The tree is stable when the root holds every child's

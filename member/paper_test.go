@@ -1,6 +1,7 @@
 package member
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -111,7 +112,8 @@ func TestDuplicateFailureReports(t *testing.T) {
 
 // §3.5: failures found while a stabilization runs. Nodes n1 and n5 fail; n6
 // detects n1 only. The root sends FAILED_NODE(n1); n5 never acknowledges,
-// so its parent n2 times out and reports NODE_FAILURE(n5); the root
+// so its parent n2 times out, sends the proposal to n5 again, times out
+// again and reports NODE_FAILURE(n5); the root
 // propagates the list of failed nodes [n1 n5] in a new proposal.
 func TestFailureFoundDuringStabilization(t *testing.T) {
 	s := newScript(t, 2, 7)
@@ -131,10 +133,16 @@ func TestFailureFoundDuringStabilization(t *testing.T) {
 		"n6->n3 FAILURE_ACK 2.n0",
 		"n3->n0 FAILURE_ACK 2.n0",
 	)
-	s.advance(s.cfg.AckTimeout) // n2 (one level above the leaves) gives up on n5
+	s.advance(s.cfg.AckTimeout) // n2 (one level above the leaves) tries n5 again
 	s.deliver()
-	// New view [n0 n2 n3 n4 n6]: n0 → n2 n3; n2 → n4 n6.
+	s.expectTrace("n2->n5 FAILED_NODE 2.n0 -[n1] +[] (lost)")
+	s.advance(s.cfg.AckTimeout) // and gives up on n5
+	s.deliver()
+	// The root's first wait (two levels) ends too: it tries n2 again, which
+	// has not acknowledged yet and ignores the copy. New view [n0 n2 n3 n4
+	// n6]: n0 → n2 n3; n2 → n4 n6.
 	s.expectTrace(
+		"n0->n2 FAILED_NODE 2.n0 -[n1] +[]",
 		"n2->n0 NODE_FAILURE [n5]",
 		"n0->n2 FAILURE_DET_ACK [n5]",
 		"n0->n2 FAILED_NODE 3.n0 -[n1 n5] +[]",
@@ -474,7 +482,10 @@ func TestExcludedNodeIgnoredUntilRejoin(t *testing.T) {
 		"n0->n2 NEW_NODE_JOIN 3.n0 -[] +[n3]",
 		"n2->n0 NEW_NODE_JOIN_ACK 3.n0",
 	)
-	s.advance(2 * s.cfg.AckTimeout) // n1 does not acknowledge
+	s.advance(2 * s.cfg.AckTimeout) // n1 does not acknowledge: the root tries again
+	s.deliver()
+	s.expectTrace("n0->n1 NEW_NODE_JOIN 3.n0 -[] +[n3] (lost)")
+	s.advance(2 * s.cfg.AckTimeout) // and gives up on n1
 	s.deliver()
 	s.takeTrace()
 	s.expectView("4.n0", ids(0, 2, 4, 3), ids(0, 2, 3, 4)...)
@@ -691,7 +702,7 @@ func TestLostCommitQueried(t *testing.T) {
 		s.drop(func(from, to core.NodeID, m core.Msg) bool { _, ok := m.(*Commit); return ok && to == 6 })
 	}
 	s.takeTrace()
-	s.advance(s.cfg.CommitTimeout + 3*s.cfg.AckTimeout)
+	s.advance(s.cfg.CommitTimeout + 2*3*s.cfg.AckTimeout)
 	s.deliver()
 	s.expectTrace(
 		"n6->n0 VIEW_QUERY 2.n0",
@@ -725,4 +736,52 @@ func TestNeedViewForUnknownBase(t *testing.T) {
 		t.Fatalf("no VIEW_NEED exchange in:\n  %s", strings.Join(got, "\n  "))
 	}
 	s.expectView("3.n2", ids(2, 3, 4, 5, 6), 2, 3, 4, 5, 6)
+}
+
+// A lost proposal or a lost ACK no longer excludes a live node. n2's
+// FAILED_NODE to its live child n5 is lost, and so is n6's FAILURE_ACK to
+// n3: at their first ACK timeout n2 and n3 send the proposal again, n5
+// acknowledges it, n6 repeats its ACK, and the view excludes only the
+// crashed n1. (Before, n5 and n6 were reported failed at the first
+// timeout and excluded, alive.)
+func TestLostProposalOrAckRetried(t *testing.T) {
+	s := newScript(t, 2, 7)
+	s.crash(1)
+	s.fail(6, 1)
+	lost := map[string]bool{}
+	for s.step() {
+		s.drop(func(from, to core.NodeID, m core.Msg) bool {
+			key := fmt.Sprintf("%v->%v %T", from, to, m)
+			if lost[key] {
+				return false
+			}
+			_, prep := m.(*Prepare)
+			_, ack := m.(*Ack)
+			if (prep && from == 2 && to == 5) || (ack && from == 6 && to == 3) {
+				lost[key] = true
+				return true
+			}
+			return false
+		})
+	}
+	if len(lost) != 2 {
+		t.Fatalf("dropped %v, want the proposal to n5 and n6's ACK", lost)
+	}
+	s.takeTrace()
+	s.advance(s.cfg.AckTimeout)
+	s.deliver()
+	s.expectTrace(
+		"n2->n5 FAILED_NODE 2.n0 -[n1] +[]",
+		"n3->n6 FAILED_NODE 2.n0 -[n1] +[]",
+		"n5->n2 FAILURE_ACK 2.n0",
+		"n6->n3 FAILURE_ACK 2.n0",
+		"n2->n0 FAILURE_ACK 2.n0",
+		"n3->n0 FAILURE_ACK 2.n0",
+		"n0->n2 VIEW_COMMIT 2.n0",
+		"n0->n3 VIEW_COMMIT 2.n0",
+		"n2->n4 VIEW_COMMIT 2.n0",
+		"n2->n5 VIEW_COMMIT 2.n0",
+		"n3->n6 VIEW_COMMIT 2.n0",
+	)
+	s.expectView("2.n0", ids(0, 2, 3, 4, 5, 6), ids(0, 2, 3, 4, 5, 6)...)
 }
