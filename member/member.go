@@ -113,7 +113,7 @@ type Member struct {
 	adopted  *view
 	acked    map[core.NodeID]bool
 	ackSent  bool
-	ackRetry bool // the ACK wait of acc timed out once: the proposal went again to the silent children
+	ackRetry bool     // the ACK wait of acc timed out once: the proposal went again to the silent children
 	lastPrep *Prepare // the last accepted Prepare, for VIEW_NEED after commit
 	// ackedEpochs holds the proposals above the installed view that this
 	// node acknowledged; vetoed those known never to commit: their root
