@@ -258,7 +258,12 @@
 // processes are new incarnations that remember nothing), or one did not
 // (it promises never to, the proposal is dropped, the survivors go on). No
 // timeout lifts the block: going on could fork the history. The paper's
-// policy never blocks. Without
+// policy never blocks. Under PartitionMajority a view change also does not
+// send its proposal again to a silent child before it reports it (see
+// onAckTimeout), so a member whose messages are lost or slower than
+// AckTimeout is excluded there: with the retry, one swarm seed in 100,000
+// left a member holding a newer view whose next root never learned of it,
+// while that root stayed in a minority of its older view. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
