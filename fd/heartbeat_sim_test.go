@@ -3,7 +3,6 @@ package fd
 import (
 	"fmt"
 	"math/bits"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -471,25 +470,6 @@ func BenchmarkHeartbeatSim(b *testing.B) {
 	}
 }
 
-// slowNet is hbNet with one slow, lossy member: every message it sends is
-// lost with probability loss and otherwise delayed by delay more.
-type slowNet struct {
-	slow  core.NodeID
-	loss  float64
-	delay time.Duration
-}
-
-func (s slowNet) Transit(from, to core.NodeID, size int, now time.Duration, rng *rand.Rand) (time.Duration, bool) {
-	d, _ := hbNet.Transit(from, to, size, now, rng)
-	if from != s.slow {
-		return d, true
-	}
-	if rng.Float64() < s.loss {
-		return 0, false
-	}
-	return d + s.delay, true
-}
-
 // A live member whose messages are lost 5% of the time and all arrive 200
 // ms late (twice T_interval, twice T_broken) may be suspected, but is
 // rarely declared failed: a suspicion from its insurance alone, or heard
@@ -507,7 +487,7 @@ func TestHeartbeatSimSlowLossyMember(t *testing.T) {
 	seeds := simtest.Seeds(t, minutes)
 	failures := 0
 	for _, seed := range seeds {
-		w := sim.New(sim.Config{Seed: seed, Network: slowNet{slow: slow, loss: 0.05, delay: 200 * time.Millisecond}})
+		w := sim.New(sim.Config{Seed: seed, Network: sim.SlowNode{Net: hbNet, Node: slow, Loss: 0.05, Delay: 200 * time.Millisecond}})
 		for range n {
 			w.Add(hbStack(t, cfg, ids(n)))
 		}

@@ -1,7 +1,6 @@
 package group_test
 
 import (
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -12,21 +11,6 @@ import (
 	"github.com/cohort-mp/cohort/sim"
 	"github.com/cohort-mp/cohort/sim/simtest"
 )
-
-// slowNet is a LAN (0.2–2 ms) with one slow, lossy member: every message
-// it sends is lost with probability 5% and otherwise arrives 200 ms late.
-type slowNet struct{ slow core.NodeID }
-
-func (s slowNet) Transit(from, _ core.NodeID, _ int, _ time.Duration, rng *rand.Rand) (time.Duration, bool) {
-	d := 200*time.Microsecond + time.Duration(rng.Int64N(int64(1800*time.Microsecond)))
-	if from != s.slow {
-		return d, true
-	}
-	if rng.Float64() < 0.05 {
-		return 0, false
-	}
-	return d + 200*time.Millisecond, true
-}
 
 // The whole stack of 128 nodes (heartbeat detector at 105 ms, membership
 // with DefaultLocalConfig's 200 ms per tree level) with one slow, lossy
@@ -48,7 +32,8 @@ func TestSlowLossyMemberNotExcluded(t *testing.T) {
 		if i >= 4 {
 			slow = core.NodeID(8 + seed%(n-16))
 		}
-		w := sim.New(sim.Config{Seed: seed, Network: slowNet{slow: slow}})
+		w := sim.New(sim.Config{Seed: seed, Network: sim.SlowNode{
+			Net: sim.Uniform(200*time.Microsecond, 2*time.Millisecond), Node: slow, Loss: 0.05, Delay: 200 * time.Millisecond}})
 		for _, id := range members {
 			c := group.DefaultLocalConfig()
 			c.ID = id

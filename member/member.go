@@ -512,13 +512,19 @@ func (m *Member) ackWait(v *view) time.Duration {
 	return time.Duration(max(1, v.levelsBelow(m.self))) * m.cfg.AckTimeout
 }
 
+// ackWaits is how many ACK waits a node lets pass before it reports a
+// silent child: 2 (the proposal goes again at the first, see
+// onAckTimeout), 1 under PartitionMajority.
+func (m *Member) ackWaits() int {
+	if m.cfg.Partition == PartitionMajority {
+		return 1
+	}
+	return 2
+}
+
 // commitWait is how long a node that acknowledged v waits for its commit.
 func (m *Member) commitWait(v *view) time.Duration {
-	waits := time.Duration(2) // the ACK waits (see onAckTimeout)
-	if m.cfg.Partition == PartitionMajority {
-		waits = 1
-	}
-	return m.cfg.CommitTimeout + waits*time.Duration(v.tree.Height())*m.cfg.AckTimeout
+	return m.cfg.CommitTimeout + time.Duration(m.ackWaits()*v.tree.Height())*m.cfg.AckTimeout
 }
 
 // ---------------------------------------------------------------------------
@@ -938,7 +944,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 			// sends the proposal again when this node's ACK did not reach
 			// it in time (see onAckTimeout): the ACK is repeated.
 			if m.acc != nil && p.Epoch == m.acc.epoch && from == m.accParent && m.ackSent {
-				m.send(m.accParent, &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch})
+				m.send(m.accParent, m.ackMsg())
 			}
 			return
 		}
@@ -1172,8 +1178,11 @@ func (m *Member) sendAck() {
 	if len(m.ackedEpochs) < 256 {
 		put(&m.ackedEpochs, m.acc.epoch, true)
 	}
-	m.send(m.accParent, &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch})
+	m.send(m.accParent, m.ackMsg())
 }
+
+// ackMsg is this node's ACK of acc.
+func (m *Member) ackMsg() *Ack { return &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch} }
 
 func (m *Member) onAck(from core.NodeID, a *Ack) {
 	if m.acc == nil || a.Epoch != m.acc.epoch || m.acked == nil || m.acc.parent(from) != m.self {
@@ -1209,7 +1218,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 	if m.acc == nil || m.acc.epoch != epoch || m.ackSent {
 		return
 	}
-	if !m.ackRetry && m.cfg.Partition != PartitionMajority {
+	if !m.ackRetry && m.ackWaits() == 2 {
 		m.ackRetry = true
 		again := false
 		for _, c := range m.acc.children(m.self) {

@@ -50,6 +50,32 @@ func (u UniformNet) Transit(_, _ core.NodeID, _ int, _ time.Duration, rng *rand.
 
 func (u UniformNet) String() string { return fmt.Sprintf("uniform(%v,%v)", u.Min, u.Max) }
 
+// SlowNode is network Net with one slow, lossy node: every message Node
+// sends is lost with probability Loss and otherwise arrives Delay later
+// than Net says. Messages of other nodes are Net's.
+type SlowNode struct {
+	Net   Network
+	Node  core.NodeID
+	Loss  float64
+	Delay time.Duration
+}
+
+// Transit implements Network.
+func (s SlowNode) Transit(from, to core.NodeID, size int, now time.Duration, rng *rand.Rand) (time.Duration, bool) {
+	d, ok := s.Net.Transit(from, to, size, now, rng)
+	if !ok || from != s.Node {
+		return d, ok
+	}
+	if rng.Float64() < s.Loss {
+		return 0, false
+	}
+	return d + s.Delay, true
+}
+
+func (s SlowNode) String() string {
+	return fmt.Sprintf("%v, %v slow (loss %.3g, +%v)", s.Net, s.Node, s.Loss, s.Delay)
+}
+
 // router is implemented by networks that carry a message themselves, link by
 // link, as events of the world (see [Graph]). The world calls route instead
 // of Transit once the message has passed the sender's overhead and the

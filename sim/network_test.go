@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -489,5 +490,32 @@ func TestSpikeOnGraph(t *testing.T) {
 	want := []arrival{{0, 1, 13 * ms}, {0, 2, 14 * ms}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("arrivals %v, want %v", got, want)
+	}
+}
+
+// SlowNode: only the slow node's messages are delayed and lost, at about
+// the given rate; the others take the inner network's time.
+func TestSlowNode(t *testing.T) {
+	n := SlowNode{Net: Constant(time.Millisecond), Node: 3, Loss: 0.1, Delay: 200 * time.Millisecond}
+	rng := rand.New(rand.NewPCG(1, 2))
+	lost := 0
+	const k = 10000
+	for range k {
+		d, ok := n.Transit(3, 1, 10, 0, rng)
+		if !ok {
+			lost++
+			continue
+		}
+		if d != 201*time.Millisecond {
+			t.Fatalf("the slow node's message took %v, want 201ms", d)
+		}
+	}
+	if lost < k*8/100 || lost > k*12/100 {
+		t.Errorf("%d of %d of the slow node's messages lost, want about 10%%", lost, k)
+	}
+	for range 100 {
+		if d, ok := n.Transit(1, 3, 10, 0, rng); !ok || d != time.Millisecond {
+			t.Fatalf("another node's message: %v %v, want 1ms, delivered", d, ok)
+		}
 	}
 }
