@@ -64,7 +64,8 @@
 //
 // Without PMI (srun --mpi=none) the addresses are computed from SLURM's
 // environment (the step's host list and tasks per node, block
-// distribution, port = a base derived from the job and step ids or
+// distribution, port = a base derived from the job and step ids, between
+// 10000 and 32767 (below Linux's default ephemeral ports), or
 // COHORT_SLURM_PORT_BASE, plus the local task id), and rank 0 says so on
 // standard error.
 //

@@ -29,10 +29,12 @@ const EnvPortBase = "COHORT_SLURM_PORT_BASE"
 // maxHostList bounds the expansion of a host list or a tasks-per-node list.
 const maxHostList = MaxSize
 
-// The range ports are derived from when EnvPortBase is not set.
+// The range ports are derived from when EnvPortBase is not set: 10000 to
+// 32767, below Linux's default ephemeral range (32768–60999), so that a
+// connection's source port on a busy node does not hold a rank's port.
 const (
-	portLow   = 20000
-	portRange = 30000
+	portLow   = 10000
+	portRange = 32768 - portLow
 )
 
 // expandHostList expands a SLURM host list: comma-separated names, each
