@@ -15,6 +15,13 @@ import (
 var (
 	KindHello = core.MakeKind(core.ProtoCore, 1)
 	KindProof = core.MakeKind(core.ProtoCore, 2)
+	// KindGoodbye, with an empty payload, tells the peer that the sender
+	// closes an idle connection: it writes nothing more on it and shuts
+	// its writing side; the peer stops writing to it too, shuts its own
+	// side, and both read until the end of stream, so no frame is lost and
+	// neither end mistakes the close for a failure (transport/tcp,
+	// Config.IdleTimeout).
+	KindGoodbye = core.MakeKind(core.ProtoCore, 3)
 )
 
 // Version is the version of the wire format this package speaks. Peers must

@@ -26,8 +26,10 @@ type Config struct {
 	// (DESIGN.md, "Security"). Required; use at least 16 random bytes.
 	Secret []byte
 
-	// QueueLen is the capacity, in frames, of the send queue to each peer.
-	// Send blocks while it is full. Default 1024.
+	// QueueLen is the capacity, in frames, of the send queue to each peer
+	// (the failure detector's frames have a lane of their own of at most
+	// 64). Send blocks while it is full. The queues are made by the first
+	// Send to the peer. Default 1024.
 	QueueLen int
 	// MaxFrameSize is the limit, in bytes, on a frame's body (header and
 	// payload) in both directions. Default wire.DefaultMaxFrameSize.
@@ -59,6 +61,11 @@ type Config struct {
 	// probes), which bounds how long a connection to a vanished host stays
 	// open when we do not write to it. Default 5 s; negative disables.
 	KeepAlive time.Duration
+	// IdleTimeout closes a connection on which nothing was read or written
+	// for this long (checked every quarter of it), without losing a frame
+	// and without a hint to the failure detector; the next frame to the
+	// peer dials again. Default 30 s; negative keeps connections for ever.
+	IdleTimeout time.Duration
 
 	// TLS, if not nil, wraps every connection in TLS before the handshake:
 	// accepted connections with tls.Server(conn, TLS), dialled ones with
@@ -88,6 +95,7 @@ const (
 	DefaultBackoffMin       = 20 * time.Millisecond
 	DefaultBackoffMax       = 2 * time.Second
 	DefaultKeepAlive        = 5 * time.Second
+	DefaultIdleTimeout      = 30 * time.Second
 	DefaultDirectMax        = 4 << 20
 )
 
@@ -104,6 +112,7 @@ func DefaultConfig() Config {
 		BackoffMin:       DefaultBackoffMin,
 		BackoffMax:       DefaultBackoffMax,
 		KeepAlive:        DefaultKeepAlive,
+		IdleTimeout:      DefaultIdleTimeout,
 		DirectMax:        DefaultDirectMax,
 	}
 }
@@ -137,6 +146,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAlive == 0 {
 		c.KeepAlive = d.KeepAlive
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = d.IdleTimeout
 	}
 	if c.DirectMax == 0 {
 		c.DirectMax = d.DirectMax

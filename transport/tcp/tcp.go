@@ -28,9 +28,11 @@
 // both sides (the higher node refuses nothing; the lower refuses the
 // higher's dial while its own is pending or established). A peer that dials
 // again while an earlier connection of its own still exists replaces it (it
-// only dials when it believes the old one dead, for instance after a
-// restart). The reader of a new connection waits until the reader of the
-// connection it replaced has finished, so frames of one sender are never
+// only dials when it retired the old one or believes it dead, for instance
+// after a restart): the old one is written no more and shut on our side,
+// and its reader reads on to its end (at most HandshakeTimeout). The reader
+// of a new connection waits until the reader of the connection it replaced
+// has finished, so frames of one sender are never lost to the change nor
 // delivered out of order.
 //
 // # Sending
@@ -47,10 +49,21 @@
 // the failure detector, not a verdict). Frames in flight when a connection
 // breaks are lost; later frames are not reordered.
 //
+// # Idle connections
+//
+// A connection on which nothing was read or written for Config.IdleTimeout
+// (default 30 s) is closed by a goodbye and a half-close from each side in
+// turn, so that every frame written to it is still delivered and neither
+// side reports a failure (see idle.go); the next frame to that peer dials
+// again. A process that has talked to many nodes over time (a membership
+// whose tree changed shape many times) thus keeps connections, readers and
+// their buffers only for the nodes it still talks to.
+//
 // # Goroutines
 //
-// One accept loop; per peer, one writer (which also dials) and one reader
-// per connection (which calls the handler); per inbound connection, its
+// One accept loop and one idle sweeper; per peer we have sent to, one
+// writer (which also dials), started by the first Send; one reader per
+// connection (which calls the handler); per inbound connection, its
 // handshake runs on what becomes its reader. Close stops them all.
 //
 // # Limits
@@ -96,6 +109,10 @@ var (
 	ErrHandshake = errors.New("tcp: handshake failed")
 	// errTieBreak: an inbound connection lost to ours (simultaneous dial).
 	errTieBreak = errors.New("tcp: our connection to the peer wins the tie-break")
+	// errRefusedAfterHello: the peer named itself, then closed our dial
+	// before its proof: the tie-break, its own connection to us wins (or
+	// it died at that moment).
+	errRefusedAfterHello = errors.New("tcp: the peer closed the connection after its hello (tie-break)")
 )
 
 // Transport is a TCP [transport.Transport]. Its methods are safe for
@@ -118,13 +135,19 @@ type Transport struct {
 	live   map[net.Conn]struct{} // every open socket, closed by Close
 }
 
+// A peer's writer goroutine and queues are made by the first Send to it
+// (activateLocked): a peer that only ever sends to us, or whose address we
+// merely know, costs neither.
+
 var _ transport.Transport = (*Transport)(nil)
 
 // peer is the state of one remote node. Fields below mu are guarded by the
 // transport's mu.
 type peer struct {
 	id core.NodeID
-	q  chan wire.Frame
+	// q and hq exist once active: the first Send creates them (under
+	// t.mu) and starts the writer, which alone receives from them.
+	q chan wire.Frame
 	// hq is the failure detector's lane (frames of core.ProtoFD): the
 	// writer takes it before q, so a heartbeat never waits behind a
 	// backlog of data frames (only behind the frame being written and what
@@ -134,10 +157,15 @@ type peer struct {
 	wake    chan struct{} // capacity 1: the connection or the address changed
 	removed chan struct{}
 
-	addr    string
-	cur     *conn // the connection in use, nil if none
-	dialing bool  // our writer is dialing
-	inbound int   // inbound handshakes admitted and not finished
+	addr string
+	cur  *conn // the connection in use, nil if none
+	// draining is the connection most recently retired (closed for being
+	// idle) whose reader may still deliver frames; a new connection's
+	// reader waits for it, so frames of one sender stay in order.
+	draining *conn
+	active   bool // the writer goroutine was started (and q, hq exist)
+	dialing  bool // our writer is dialing
+	inbound  int  // inbound handshakes admitted and not finished
 	// unreachable: the last dial failed or the last connection died, and
 	// no connection has been put in use since (see Flush).
 	unreachable bool
@@ -194,6 +222,57 @@ type conn struct {
 	cause      error // why it died; valid after dead
 	readerDone chan struct{}
 	prev       *conn // the connection it replaced, whose reader must finish first
+
+	// retiring is closed when the connection is retired for being idle
+	// (by us or by the peer's goodbye): nothing more is written to it, its
+	// reader goes on to the end of stream, and its end is no failure.
+	retiring   chan struct{}
+	retireOnce sync.Once
+	shutOnce   sync.Once // our writing side is shut once (closeWrite)
+	// activity counts the frames read and the batches written; the idle
+	// sweeper compares it with what it saw before (idleSeen, idleTicks:
+	// the sweeper's own).
+	activity  atomic.Uint64
+	idleSeen  uint64
+	idleTicks int
+}
+
+func newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, initiator bool, remote string) *conn {
+	return &conn{nc: nc, fr: fr, peer: id, initiator: initiator, remote: remote,
+		dead: make(chan struct{}), readerDone: make(chan struct{}), retiring: make(chan struct{})}
+}
+
+// stopped reports whether nothing more may be written to c: it is closed
+// or retired.
+func (c *conn) stopped() bool {
+	select {
+	case <-c.dead:
+		return true
+	case <-c.retiring:
+		return true
+	default:
+		return false
+	}
+}
+
+// isRetired reports whether c was retired for being idle.
+func (c *conn) isRetired() bool {
+	select {
+	case <-c.retiring:
+		return true
+	default:
+		return false
+	}
+}
+
+// retire marks c retired; it reports whether this call did.
+func (c *conn) retire() bool {
+	first := false
+	c.retireOnce.Do(func() {
+		first = true
+		close(c.retiring)
+	})
+	return first
 }
 
 // isDead reports whether c has been closed.
@@ -241,6 +320,10 @@ func Listen(cfg Config) (*Transport, error) {
 	}
 	t.wg.Add(1)
 	go t.acceptLoop()
+	if cfg.IdleTimeout > 0 {
+		t.wg.Add(1)
+		go t.sweepIdle()
+	}
 	t.log.Info("tcp: listening", "addr", t.Addr())
 	return t, nil
 }
@@ -296,31 +379,50 @@ func (t *Transport) RemovePeer(id core.NodeID) {
 	}
 	delete(t.peers, id)
 	close(p.removed)
-	c := p.cur
-	p.cur = nil
+	c, d := p.cur, p.draining
+	p.cur, p.draining = nil, nil
 	t.mu.Unlock()
-	if c != nil {
-		c.close(true, nil)
+	for _, c := range []*conn{c, d} {
+		if c != nil {
+			c.close(true, nil)
+		}
 	}
 }
 
-// peerLocked returns the state of node id, creating it (and its writer
-// goroutine) if needed. t.mu is held and the transport is open.
+// peerLocked returns the state of node id, creating it if needed (without
+// queues or writer: Send starts them). t.mu is held and the transport is
+// open.
 func (t *Transport) peerLocked(id core.NodeID) *peer {
 	if p := t.peers[id]; p != nil {
 		return p
 	}
 	p := &peer{
 		id:      id,
-		q:       make(chan wire.Frame, t.cfg.QueueLen),
-		hq:      make(chan wire.Frame, t.cfg.QueueLen),
 		wake:    make(chan struct{}, 1),
 		removed: make(chan struct{}),
 	}
 	t.peers[id] = p
+	return p
+}
+
+// detectorLaneLen bounds the failure detector's lane (peer.hq), in frames:
+// its frames are small and few per peer and interval, so a backlog of this
+// many means the peer has not been writable for that many intervals, and
+// the memory of a process with connections to hundreds of peers stays
+// small.
+const detectorLaneLen = 64
+
+// activateLocked gives p its queues and starts its writer if it has none.
+// t.mu is held and the transport is open.
+func (t *Transport) activateLocked(p *peer) {
+	if p.active {
+		return
+	}
+	p.active = true
+	p.q = make(chan wire.Frame, t.cfg.QueueLen)
+	p.hq = make(chan wire.Frame, min(t.cfg.QueueLen, detectorLaneLen))
 	t.wg.Add(1)
 	go t.manage(p)
-	return p
 }
 
 // Send queues f for node to; see [transport.Transport].
@@ -341,14 +443,16 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 	if p == nil && t.cfg.QueueUnknown {
 		p = t.peerLocked(to)
 	}
-	t.mu.Unlock()
 	if p == nil {
+		t.mu.Unlock()
 		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
 	}
+	t.activateLocked(p)
 	q := p.q
 	if f.Kind.Proto() == core.ProtoFD {
 		q = p.hq
 	}
+	t.mu.Unlock()
 	p.accepted.Add(1) // before the writer can see f, so flushed ≤ accepted
 	select {
 	case q <- f:
@@ -411,7 +515,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	if !p.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || c.isDead() {
+	if p.flushed.Load() != p.accepted.Load() || c.stopped() {
 		p.wmu.Unlock()
 		return false
 	}
@@ -424,6 +528,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	if _, err := p.wbufs.WriteTo(c.nc); err != nil {
 		c.close(false, err)
 	} else {
+		c.activity.Add(1)
 		t.stats.framesOut.Add(1)
 		t.stats.direct.Add(1)
 	}
@@ -621,7 +726,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	c := &conn{nc: nc, fr: fr, peer: id, remote: remote, dead: make(chan struct{}), readerDone: make(chan struct{})}
+	c := newConn(nc, fr, id, false, remote)
 	installed = true
 	if !t.install(p, c) {
 		return nil, transport.ErrClosed
@@ -677,11 +782,14 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 	}
 	old := p.cur
 	p.cur, c.prev = c, old
-	p.unreachable = false
-	t.mu.Unlock()
-	if old != nil {
-		old.close(true, nil)
+	if old == nil {
+		c.prev = p.draining
 	}
+	p.unreachable = false
+	if old != nil {
+		t.retireReplaced(p, old) // under t.mu: wg.Add cannot race Close's Wait
+	}
+	t.mu.Unlock()
 	p.signal()
 	t.stats.established.Add(1)
 	return true
@@ -744,10 +852,14 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 		return nil, id, fmt.Errorf("%w: %s claims our own node id %v", ErrHandshake, nc.RemoteAddr(), id)
 	}
 	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, true)}
-	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
-		return nil, id, err
+	err = writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof)
+	if err == nil {
+		err = readProof(fr, t.cfg.Secret, local, peerHello, true)
 	}
-	if err := readProof(fr, t.cfg.Secret, local, peerHello, true); err != nil {
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			err = fmt.Errorf("%w: %w", errRefusedAfterHello, err)
+		}
 		return nil, id, err
 	}
 	nc.SetDeadline(time.Time{})
@@ -761,8 +873,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 			return nil, id, transport.ErrClosed
 		}
 	}
-	c := &conn{nc: nc, fr: fr, peer: id, initiator: true, remote: nc.RemoteAddr().String(),
-		dead: make(chan struct{}), readerDone: make(chan struct{})}
+	c := newConn(nc, fr, id, true, nc.RemoteAddr().String())
 	if !t.install(p, c) {
 		return nil, id, transport.ErrClosed
 	}
@@ -807,8 +918,7 @@ func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, er
 	stop()
 	if err != nil {
 		t.untrack(nc)
-		refused := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
-		if id == core.None || id == t.self || !refused {
+		if id == core.None || id == t.self || !errors.Is(err, errRefusedAfterHello) {
 			t.stats.dialFailures.Add(1)
 			return core.None, fmt.Errorf("tcp: introduce %s: %w", addr, err)
 		}
@@ -897,7 +1007,12 @@ func (t *Transport) read(c *conn) {
 		if err != nil {
 			break
 		}
-		if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof {
+		c.activity.Add(1)
+		if f.Kind == wire.KindGoodbye && f.Src == c.peer && f.Dst == t.self {
+			t.peerRetired(c)
+			continue
+		}
+		if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye {
 			t.stats.misaddressed.Add(1)
 			if !warned {
 				warned = true
@@ -916,14 +1031,22 @@ func (t *Transport) read(c *conn) {
 // purpose, logs why and hints the handler.
 func (t *Transport) connDied(c *conn, readErr error) {
 	c.close(false, readErr)
+	retired := c.isRetired()
 	t.mu.Lock()
-	if p := t.peers[c.peer]; p != nil && p.cur == c {
-		p.cur = nil
-		p.unreachable = !c.byUs
-		p.signal()
+	if p := t.peers[c.peer]; p != nil {
+		if p.cur == c {
+			p.cur = nil
+			p.unreachable = !c.byUs
+			p.signal()
+		}
+		if p.draining == c {
+			// retireIdle sets draining before it sends the goodbye and
+			// marks c retired, and the peer may answer in between.
+			p.draining, retired = nil, true
+		}
 	}
 	t.mu.Unlock()
-	if c.byUs || t.isClosing() {
+	if c.byUs || retired || t.isClosing() {
 		return
 	}
 	t.stats.lost.Add(1)
@@ -980,6 +1103,7 @@ func (t *Transport) manage(p *peer) {
 // meanwhile, or one it dials, retrying with back-off. It returns nil when
 // the transport closes or p is removed.
 func (t *Transport) connect(p *peer) *conn {
+	refusals := 0
 	for attempt := 0; ; {
 		t.mu.Lock()
 		if t.closed || t.peers[p.id] != p {
@@ -1012,12 +1136,28 @@ func (t *Transport) connect(p *peer) *conn {
 		if err == nil || settled || t.isClosing() {
 			continue // the loop returns the connection now in use
 		}
+		if errors.Is(err, errRefusedAfterHello) && refusals < maxQuietRefusals {
+			// The peer's own dial to us wins the tie-break: its
+			// connection is on its way (install wakes us). Not a failure,
+			// unless it keeps happening.
+			refusals++
+			tm := time.NewTimer(t.backoff(refusals))
+			ok := t.pause(p, tm.C)
+			tm.Stop()
+			if !ok {
+				return nil
+			}
+			continue
+		}
+		refusals = 0
 		t.stats.dialFailures.Add(1)
+		t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "attempt", attempt, "err", err)
+		t.hint(p.id, fmt.Sprintf("dial %s: %v", addr, err))
+		// After the hint: whoever sees the peer unreachable (Flush) may
+		// count on the detector having heard of it.
 		t.mu.Lock()
 		p.unreachable = p.cur == nil
 		t.mu.Unlock()
-		t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "attempt", attempt, "err", err)
-		t.hint(p.id, fmt.Sprintf("dial %s: %v", addr, err))
 		tm := time.NewTimer(t.backoff(attempt))
 		attempt++
 		if !t.pause(p, tm.C) {
@@ -1027,6 +1167,12 @@ func (t *Transport) connect(p *peer) *conn {
 		tm.Stop()
 	}
 }
+
+// maxQuietRefusals is how many dials in a row the peer may close after its
+// hello (the tie-break) before connect reports them as failures: a peer
+// whose winning connection to us is in fact gone keeps refusing until it
+// notices (see the package doc's limits).
+const maxQuietRefusals = 3
 
 // pause waits for p's wake signal or for timer (if not nil); it returns
 // false if the transport closes or p is removed.
@@ -1068,6 +1214,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
 	write := func(f wire.Frame) bool {
+		c.activity.Add(1)
 		p.written++ // written or lost with c: either way no longer queued
 		if err := fw.WriteFrame(f); err != nil {
 			c.close(false, err)
@@ -1092,16 +1239,19 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				next = &f
 			case <-c.dead:
 				return nil
+			case <-c.retiring:
+				return nil
 			case <-p.removed:
 				return nil
 			case <-t.closing:
 				return nil
 			}
 		}
-		if c.isDead() {
+		p.wmu.Lock()
+		if c.stopped() {
+			p.wmu.Unlock()
 			return next
 		}
-		p.wmu.Lock()
 		ok := write(*next)
 		next = nil
 		for ok {
@@ -1109,7 +1259,14 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 			if !more {
 				break
 			}
-			if c.isDead() {
+			if c.stopped() {
+				// Retired by the peer's goodbye meanwhile (a dead c fails
+				// the flush): what is buffered still goes out on c, f on
+				// the next connection.
+				if fw.Buffered() > 0 && fw.Flush() != nil {
+					c.close(false, fw.Err())
+				}
+				p.flushed.Store(p.written)
 				p.wmu.Unlock()
 				return &f
 			}
@@ -1140,16 +1297,18 @@ type Stats struct {
 	TieBreaks    uint64 // inbound connections refused because ours won
 	Established  uint64 // connections put in use (both directions)
 	Lost         uint64 // connections that died not on purpose
+	Retired      uint64 // connections closed for being idle, by either side (Config.IdleTimeout)
 	Malformed    uint64 // connections closed for a malformed frame
 	Misaddressed uint64 // frames dropped: wrong source or destination
 	FramesIn     uint64 // frames delivered to the handler
 	FramesOut    uint64 // frames handed to a connection's writer
 	Direct       uint64 // of FramesOut, those SendDirect wrote itself
 	Conns        int    // connections in use now
+	Writers      int    // peers with a writer goroutine and queues (those sent to)
 }
 
 type stats struct {
-	dials, dialFailures, accepted, refused, tieBreaks, established, lost, malformed,
+	dials, dialFailures, accepted, refused, tieBreaks, established, lost, retired, malformed,
 	misaddressed, framesIn, framesOut, direct atomic.Uint64
 }
 
@@ -1159,7 +1318,7 @@ func (t *Transport) Stats() Stats {
 		Dials: t.stats.dials.Load(), DialFailures: t.stats.dialFailures.Load(),
 		Accepted: t.stats.accepted.Load(), Refused: t.stats.refused.Load(),
 		TieBreaks: t.stats.tieBreaks.Load(), Established: t.stats.established.Load(),
-		Lost: t.stats.lost.Load(), Malformed: t.stats.malformed.Load(),
+		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
 		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
 		Direct: t.stats.direct.Load(),
@@ -1168,6 +1327,9 @@ func (t *Transport) Stats() Stats {
 	for _, p := range t.peers {
 		if p.cur != nil {
 			s.Conns++
+		}
+		if p.active {
+			s.Writers++
 		}
 	}
 	t.mu.Unlock()

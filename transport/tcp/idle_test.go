@@ -1,0 +1,179 @@
+package tcp_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport/tcp"
+	"github.com/cohort-mp/cohort/transport/tcp/tcptest"
+	"github.com/cohort-mp/cohort/transport/transporttest"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// waitStats waits until cond holds for tr's counters (a bound for a hung
+// test, not a measurement).
+func waitStats(t *testing.T, tr *tcp.Transport, what string, cond func(tcp.Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(transporttest.Timeout)
+	for !cond(tr.Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %v: %s not reached: %+v", tr.Self(), what, tr.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// An idle connection is closed on both sides, with no hint to the failure
+// detector and no connection counted as lost, and the next frame dials
+// again.
+func TestIdleConnectionRetiredQuietly(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			ca, cb := config(1, nil), config(2, nil)
+			ca.IdleTimeout, cb.IdleTimeout = 40*time.Millisecond, 40*time.Millisecond
+			if useTLS {
+				tc := tcptest.SelfSignedTLS(t)
+				ca.TLS, cb.TLS = tc, tc
+			}
+			a, b := listen(t, ca), listen(t, cb)
+			ra, rb := transporttest.NewRecorder(), transporttest.NewRecorder()
+			a.SetHandler(ra)
+			b.SetHandler(rb)
+			a.SetPeer(2, b.Addr())
+			b.SetPeer(1, a.Addr())
+			ctx := context.Background()
+			for i := range uint64(3) {
+				if err := a.Send(ctx, 2, frame(i)); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Send(ctx, 1, frame(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rb.Wait(t, transporttest.Timeout, "a's frames", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 3 })
+			ra.Wait(t, transporttest.Timeout, "b's frames", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 3 })
+			for _, tr := range []*tcp.Transport{a, b} {
+				waitStats(t, tr, "the connection retired", func(s tcp.Stats) bool { return s.Conns == 0 && s.Retired > 0 })
+			}
+			sa, sb := a.Stats(), b.Stats()
+			if sa.Retired != 1 || sb.Retired != 1 || sa.Lost != 0 || sb.Lost != 0 {
+				t.Fatalf("stats a %+v, b %+v: want one connection retired and none lost on each side", sa, sb)
+			}
+			if h := append(ra.Hints(), rb.Hints()...); len(h) != 0 {
+				t.Fatalf("hints %v: an idle close is no sign of failure", h)
+			}
+			if err := a.Send(ctx, 2, frame(3)); err != nil {
+				t.Fatal(err)
+			}
+			rb.Wait(t, transporttest.Timeout, "the frame after the close", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 4 })
+			if s := a.Stats(); s.Established != 2 {
+				t.Fatalf("a's stats %+v: want a second connection", s)
+			}
+		})
+	}
+}
+
+// Connections retired while both sides send in bursts separated by idle
+// gaps, through the queue and the direct path, lose, duplicate and reorder
+// nothing, and report nothing to the detector.
+func TestIdleRetireLosesNothing(t *testing.T) {
+	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
+	const frames = 600
+	var logs logBuffer
+	cfgs := []tcp.Config{config(1, &logs), config(2, &logs)}
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	trs := make([]*tcp.Transport, 2)
+	recs := make([]*transporttest.Recorder, 2)
+	for i := range cfgs {
+		cfgs[i].IdleTimeout = 4 * time.Millisecond
+		trs[i] = listen(t, cfgs[i])
+		recs[i] = transporttest.NewRecorder()
+		trs[i].SetHandler(recs[i])
+	}
+	trs[0].SetPeer(2, trs[1].Addr())
+	trs[1].SetPeer(1, trs[0].Addr())
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i, tr := range trs {
+		to := trs[1-i].Self()
+		rng := rand.New(rand.NewPCG(*seed, uint64(i)))
+		wg.Go(func() {
+			ctx := context.Background()
+			for seq := range uint64(frames) {
+				if seq%150 == 149 {
+					// Wait for a retirement, which the peer's traffic may
+					// put off until its own burst ends.
+					n := tr.Stats().Retired
+					deadline := time.Now().Add(transporttest.Timeout)
+					for tr.Stats().Retired == n && time.Now().Before(deadline) {
+						time.Sleep(time.Millisecond)
+					}
+				} else if rng.IntN(20) == 0 {
+					time.Sleep(time.Duration(rng.IntN(8000)) * time.Microsecond)
+				}
+				f := frame(seq)
+				var err error
+				if rng.IntN(2) == 0 {
+					err = tr.Send(ctx, to, f)
+				} else {
+					err = tr.SendDirect(ctx, to, wire.Frame{Kind: f.Kind}, f.Payload)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, rec := range recs {
+		from := trs[1-i].Self()
+		err := rec.WaitErr(transporttest.Timeout, func(fs []wire.Frame, _ []core.PeerHint) bool {
+			return transporttest.CountFrom(fs, from) >= frames
+		})
+		fs := rec.Frames()
+		if err != nil {
+			missing := []uint64{}
+			seen := map[uint64]bool{}
+			for _, f := range fs {
+				s, _ := transporttest.Seq(f.Payload)
+				seen[s] = true
+			}
+			for s := range uint64(frames) {
+				if !seen[s] {
+					missing = append(missing, s)
+				}
+			}
+			t.Fatalf("node %v: %v; missing %v; stats here %+v, at the sender %+v", trs[i].Self(), err, missing, trs[i].Stats(), trs[1-i].Stats())
+		}
+		if len(fs) != frames {
+			t.Fatalf("node %v received %d frames, want %d", trs[i].Self(), len(fs), frames)
+		}
+		for k, f := range fs {
+			if s, ok := transporttest.Seq(f.Payload); !ok || s != uint64(k) {
+				t.Fatalf("node %v: frame %d carries %d (ok %v): lost, duplicated or reordered", trs[i].Self(), k, s, ok)
+			}
+		}
+		if h := rec.Hints(); len(h) != 0 {
+			t.Fatalf("node %v got hints %v", trs[i].Self(), h)
+		}
+	}
+	for _, tr := range trs {
+		if s := tr.Stats(); s.Retired < frames/150 || s.Lost != 0 {
+			t.Fatalf("node %v stats %+v: want at least %d retirements and no connection lost", tr.Self(), s, frames/150)
+		}
+	}
+}
