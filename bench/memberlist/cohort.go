@@ -171,7 +171,7 @@ func (s *cohortSystem) start(n int) error {
 		}
 		for range k {
 			if err := <-errs; err != nil {
-				return err
+				return fmt.Errorf("with %d of %d nodes in: %w", s.live(), n, err)
 			}
 		}
 	}
