@@ -358,12 +358,7 @@ func (g *Group) installed(e member.ViewInstalled) {
 	first := !g.firstClosed
 	g.firstClosed = true
 	g.mu.Unlock()
-	if first {
-		close(g.first)
-	}
-	if p != nil {
-		p.push(v)
-	}
+	// The metrics first: whoever has seen the view sees them too.
 	if m := g.cfg.Metrics; m != nil {
 		m.Count("views_installed", 1)
 		m.Count("members_joined", int64(len(e.Joined)))
@@ -371,6 +366,12 @@ func (g *Group) installed(e member.ViewInstalled) {
 		m.Count("members_left", int64(len(v.Left)))
 		m.Gauge("members", float64(len(e.Members)))
 		m.Gauge("epoch_counter", float64(member.EpochCounter(e.Epoch)))
+	}
+	if first {
+		close(g.first)
+	}
+	if p != nil {
+		p.push(v)
 	}
 }
 
