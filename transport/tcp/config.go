@@ -28,8 +28,8 @@ type Config struct {
 
 	// QueueLen is the capacity, in frames, of the send queue to each peer
 	// (the failure detector's frames have a lane of their own of at most
-	// 64). Send blocks while it is full. The queues are made by the first
-	// Send to the peer. Default 1024.
+	// 64). Send blocks while it is full. The queues exist only while the
+	// peer has a connection in use or frames waiting. Default 1024.
 	QueueLen int
 	// MaxFrameSize is the limit, in bytes, on a frame's body (header and
 	// payload) in both directions. Default wire.DefaultMaxFrameSize.

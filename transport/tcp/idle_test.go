@@ -29,8 +29,8 @@ func waitStats(t *testing.T, tr *tcp.Transport, what string, cond func(tcp.Stats
 }
 
 // An idle connection is closed on both sides, with no hint to the failure
-// detector and no connection counted as lost, and the next frame dials
-// again.
+// detector and no connection counted as lost; the peers' writers and queues
+// are released, and the next frame dials again.
 func TestIdleConnectionRetiredQuietly(t *testing.T) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
@@ -58,7 +58,9 @@ func TestIdleConnectionRetiredQuietly(t *testing.T) {
 			rb.Wait(t, transporttest.Timeout, "a's frames", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 3 })
 			ra.Wait(t, transporttest.Timeout, "b's frames", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 3 })
 			for _, tr := range []*tcp.Transport{a, b} {
-				waitStats(t, tr, "the connection retired", func(s tcp.Stats) bool { return s.Conns == 0 && s.Retired > 0 })
+				waitStats(t, tr, "the connection retired and the writer ended", func(s tcp.Stats) bool {
+					return s.Conns == 0 && s.Retired > 0 && s.Writers == 0
+				})
 			}
 			sa, sb := a.Stats(), b.Stats()
 			if sa.Retired != 1 || sb.Retired != 1 || sa.Lost != 0 || sb.Lost != 0 {

@@ -56,15 +56,16 @@
 // turn, so that every frame written to it is still delivered and neither
 // side reports a failure (see idle.go); the next frame to that peer dials
 // again. A process that has talked to many nodes over time (a membership
-// whose tree changed shape many times) thus keeps connections, readers and
-// their buffers only for the nodes it still talks to.
+// whose tree changed shape many times) thus keeps connections, readers,
+// writers and queues only for the nodes it still talks to.
 //
 // # Goroutines
 //
-// One accept loop and one idle sweeper; per peer we have sent to, one
-// writer (which also dials), started by the first Send; one reader per
-// connection (which calls the handler); per inbound connection, its
-// handshake runs on what becomes its reader. Close stops them all.
+// One accept loop and one idle sweeper; per peer with frames to write or a
+// connection in use, one writer (which also dials; it ends when the peer
+// has neither, and Send starts it again); one reader per connection (which
+// calls the handler); per inbound connection, its handshake runs on what
+// becomes its reader. Close stops them all.
 //
 // # Limits
 //
@@ -135,9 +136,12 @@ type Transport struct {
 	live   map[net.Conn]struct{} // every open socket, closed by Close
 }
 
-// A peer's writer goroutine and queues are made by the first Send to it
-// (activateLocked): a peer that only ever sends to us, or whose address we
-// merely know, costs neither.
+// A peer's writer goroutine and queues exist only while it has something to
+// do: Send starts them (activateLocked) and the writer ends, releasing its
+// queues, once the peer has no connection in use and nothing queued
+// (manage). With idle connections closed (Config.IdleTimeout), a process
+// that has talked to many nodes over time keeps a goroutine and queues only
+// for those it still talks to.
 
 var _ transport.Transport = (*Transport)(nil)
 
@@ -145,8 +149,9 @@ var _ transport.Transport = (*Transport)(nil)
 // transport's mu.
 type peer struct {
 	id core.NodeID
-	// q and hq exist once active: the first Send creates them (under
-	// t.mu) and starts the writer, which alone receives from them.
+	// q and hq exist while active: Send creates them (under t.mu) and
+	// starts the writer, which alone receives from them and drops them
+	// (under t.mu) as it ends.
 	q chan wire.Frame
 	// hq is the failure detector's lane (frames of core.ProtoFD): the
 	// writer takes it before q, so a heartbeat never waits behind a
@@ -163,7 +168,7 @@ type peer struct {
 	// idle) whose reader may still deliver frames; a new connection's
 	// reader waits for it, so frames of one sender stay in order.
 	draining *conn
-	active   bool // the writer goroutine was started (and q, hq exist)
+	active   bool // the writer goroutine runs (and q, hq exist)
 	dialing  bool // our writer is dialing
 	inbound  int  // inbound handshakes admitted and not finished
 	// unreachable: the last dial failed or the last connection died, and
@@ -176,6 +181,9 @@ type peer struct {
 	// buffer flushed, or when SendDirect last wrote (see Flush).
 	accepted atomic.Uint64
 	flushed  atomic.Uint64
+	// senders counts the Sends that hold q or hq (taken under t.mu): the
+	// writer does not drop the queues while one may still put a frame in.
+	senders atomic.Int32
 
 	// wmu is held by whoever writes to the connection: the writer while it
 	// drains q into its buffer and flushes it, SendDirect for its one
@@ -452,8 +460,10 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 	if f.Kind.Proto() == core.ProtoFD {
 		q = p.hq
 	}
+	p.senders.Add(1)
 	t.mu.Unlock()
-	p.accepted.Add(1) // before the writer can see f, so flushed ≤ accepted
+	defer p.senders.Add(-1) // after the push: see manage
+	p.accepted.Add(1)       // before the writer can see f, so flushed ≤ accepted
 	select {
 	case q <- f:
 		return nil
@@ -1075,6 +1085,19 @@ func (t *Transport) manage(p *peer) {
 	for {
 		t.mu.Lock()
 		c := p.cur
+		// senders first: once it reads 0, every Send that took the queues
+		// has put its frame in (the push precedes the decrement) and no
+		// other can take them while we hold t.mu, so the lengths below
+		// are final. (Read after them, a Send could push and leave between
+		// the two reads.)
+		if c == nil && pending == nil && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 {
+			// Nothing to write and no connection: end, releasing the
+			// queues; the next Send starts a writer again.
+			p.active = false
+			p.q, p.hq = nil, nil
+			t.mu.Unlock()
+			return
+		}
 		t.mu.Unlock()
 		if c == nil {
 			if pending == nil {
@@ -1304,7 +1327,7 @@ type Stats struct {
 	FramesOut    uint64 // frames handed to a connection's writer
 	Direct       uint64 // of FramesOut, those SendDirect wrote itself
 	Conns        int    // connections in use now
-	Writers      int    // peers with a writer goroutine and queues (those sent to)
+	Writers      int    // peers with a writer goroutine and queues now
 }
 
 type stats struct {
