@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"net"
 	"time"
 
 	"github.com/cohort-mp/cohort/wire"
@@ -164,5 +163,3 @@ func (t *Transport) closeWrite(c *conn) {
 		c.close(true, nil)
 	})
 }
-
-var _ interface{ CloseWrite() error } = (*net.TCPConn)(nil)

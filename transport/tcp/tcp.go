@@ -252,21 +252,15 @@ func newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, initiator bool, 
 
 // stopped reports whether nothing more may be written to c: it is closed
 // or retired.
-func (c *conn) stopped() bool {
-	select {
-	case <-c.dead:
-		return true
-	case <-c.retiring:
-		return true
-	default:
-		return false
-	}
-}
+func (c *conn) stopped() bool { return c.isDead() || c.isRetired() }
 
 // isRetired reports whether c was retired for being idle.
-func (c *conn) isRetired() bool {
+func (c *conn) isRetired() bool { return isClosed(c.retiring) }
+
+// isClosed reports whether ch, a channel that is only ever closed, is.
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-c.retiring:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -284,14 +278,7 @@ func (c *conn) retire() bool {
 }
 
 // isDead reports whether c has been closed.
-func (c *conn) isDead() bool {
-	select {
-	case <-c.dead:
-		return true
-	default:
-		return false
-	}
-}
+func (c *conn) isDead() bool { return isClosed(c.dead) }
 
 // close closes c once, recording whether it was on purpose and why.
 func (c *conn) close(byUs bool, cause error) {
@@ -618,14 +605,7 @@ func (t *Transport) hint(id core.NodeID, reason string) {
 	}
 }
 
-func (t *Transport) isClosing() bool {
-	select {
-	case <-t.closing:
-		return true
-	default:
-		return false
-	}
-}
+func (t *Transport) isClosing() bool { return isClosed(t.closing) }
 
 // acceptLoop accepts connections and hands each to its own goroutine, which
 // runs the handshake and then reads.
