@@ -90,6 +90,9 @@
 // loop: a send is encoded and handed to the transport on the caller's
 // goroutine, and the transport's reader goroutine hands an arriving frame to
 // the matching engine (host.Config.DataPath), which copies it straight into
-// a posted receive's buffer or queues it. Only failure news comes from the
+// a posted receive's buffer or queues it. A message of 16 KiB or more
+// (wire.PlaceMin) whose receive is already posted is not even copied: over
+// TCP the reader reads it from the kernel directly into the receive's
+// buffer (host.Config.Placer, place.go). Only failure news comes from the
 // loop (member.ViewInstalled events).
 package comm

@@ -250,6 +250,7 @@ type recvOp struct {
 	alloc bool   // allocate a buffer of the message's size instead
 	probe bool
 	req   *Request
+	seq   uint64 // post order (Session.posts), to put it back in place
 }
 
 func (op *recvOp) matches(src core.NodeID, tag int, vnode VNode) bool {
@@ -373,6 +374,8 @@ func (s *Session) post(c *commState, sub uint64, op *recvOp) {
 		return
 	}
 	op.req.cancelQ, op.req.cancelOp = q, op
+	s.posts++
+	op.seq = s.posts
 	if op.probe {
 		q.probes = append(q.probes, op)
 	} else {
@@ -614,6 +617,9 @@ func (r *Request) doneChan() chan struct{} {
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
 	if r.done == nil {
+		if r.finished.Load() {
+			return closedChan // a pooled request signalled its wake instead
+		}
 		r.done = make(chan struct{})
 	}
 	return r.done
@@ -713,6 +719,12 @@ func (r *Request) Cancel() bool {
 	q, op := r.cancelQ, r.cancelOp
 	r.s.mu.Unlock()
 	if q == nil || !r.s.withdraw(q, op) {
+		if op != nil {
+			// Completed, or its message is being read into its buffer
+			// (place.go): wait for that, so that the buffer is no longer
+			// written once Cancel returns.
+			<-r.doneChan()
+		}
 		return false
 	}
 	r.complete(Status{}, context.Canceled)

@@ -45,15 +45,17 @@ type Session struct {
 
 	// mu guards the matching engine and everything marked "under mu".
 	mu        sync.Mutex
-	queues    map[uint64]*queue      // by context id
-	comms     map[uint64]*commState  // by communicator id
-	revokedID map[uint64]bool        // revoked communicators not created here yet
-	failed    []bool                 // by world rank; never cleared
-	nfailed   int                    // count of true entries in failed
-	state     error                  // nil, ErrFinalized or ErrEvicted
-	out       []*outq                // by world rank, created lazily
-	agreeBuf  map[uint64][]agreeNote // agreement steps for communicators not created here yet
-	vmapBuf   map[uint64][]vmapMsg   // mapping updates for virtual layers not created here yet
+	queues    map[uint64]*queue         // by context id
+	comms     map[uint64]*commState     // by communicator id
+	revokedID map[uint64]bool           // revoked communicators not created here yet
+	failed    []bool                    // by world rank; never cleared
+	nfailed   int                       // count of true entries in failed
+	state     error                     // nil, ErrFinalized or ErrEvicted
+	out       []*outq                   // by world rank, created lazily
+	agreeBuf  map[uint64][]agreeNote    // agreement steps for communicators not created here yet
+	vmapBuf   map[uint64][]vmapMsg      // mapping updates for virtual layers not created here yet
+	placing   map[core.NodeID]placement // receives being filled straight from a sender's stream (place.go)
+	posts     uint64                    // receives posted (recvOp.seq)
 
 	failures chan Failure
 	// failWake is closed (and replaced, under mu) each time requests are
@@ -79,6 +81,7 @@ type Session struct {
 type sessionStats struct {
 	malformed atomic.Uint64 // comm frames that did not decode
 	dropped   atomic.Uint64 // data frames from failed ranks or after Finalize
+	placed    atomic.Uint64 // messages read straight into their receive's buffer (place.go)
 }
 
 // Option configures a session ([Init], [Local]).
@@ -160,6 +163,7 @@ func (s *Session) run(stack core.Machine, codec *wire.Codec, o options, events i
 		Logger:    s.log,
 		Events:    events,
 		DataPath:  s.dataPath,
+		Placer:    placer{s},
 		OnEvent:   s.onEvent,
 	})
 	if err != nil {

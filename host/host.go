@@ -124,6 +124,11 @@ type Config struct {
 	// order for one). Returning true consumes the frame. f.Payload is valid
 	// only during the call.
 	DataPath func(f wire.Frame) bool
+	// Placer, if not nil, is offered the large frames of a stream
+	// transport before their payload is read (see transport.Placer): the
+	// data path's way to receive a message straight into its buffer.
+	// Frames it takes are counted as the DataPath's.
+	Placer transport.Placer
 	// OnEvent, if not nil, is called on the loop goroutine with every event
 	// the machine emits and the host's time. It must not block, and must
 	// not wait for the loop (Do from inside OnEvent deadlocks).
@@ -384,6 +389,20 @@ func (hd handler) Deliver(f wire.Frame) {
 	case h.inbox <- inbound{from: f.Src, m: m}:
 	case <-h.quit:
 	}
+}
+
+// Place offers a large frame to Config.Placer (transport.Placer).
+func (hd handler) Place(f wire.Frame, n int) (int, []byte) {
+	if p := hd.h.cfg.Placer; p != nil {
+		return p.Place(f, n)
+	}
+	return 0, nil
+}
+
+// Placed ends a frame that Config.Placer took.
+func (hd handler) Placed(f wire.Frame, ok bool) {
+	hd.h.stats.direct.Add(1)
+	hd.h.cfg.Placer.Placed(f, ok)
 }
 
 func (hd handler) Hint(p core.PeerHint) {

@@ -90,6 +90,29 @@ type Handler interface {
 	Hint(h core.PeerHint)
 }
 
+// Placer is implemented by a [Handler] that can take the payload of a
+// large frame straight into its own memory (a posted receive's buffer), so
+// that the bytes are copied once, from the kernel, instead of into the
+// reader's buffer and then out of it. A transport that reads streams
+// (transport/tcp) offers it every frame of at least wire.PlaceMin bytes;
+// others never call it.
+type Placer interface {
+	// Place is called on the reader goroutine before the rest of a large
+	// frame is read. f is authenticated as Deliver's would be, and its
+	// Payload holds the payload's first bytes (at least min(n, 64)); n is
+	// the payload's length. Place returns how many first bytes it wants in
+	// Payload (skip) and where the other n−skip go (dst, of exactly that
+	// length), or a nil dst to have the frame delivered by Deliver as
+	// usual. After a non-nil dst the transport calls Placed for that frame
+	// before any other call for that sender.
+	Place(f wire.Frame, n int) (skip int, dst []byte)
+	// Placed ends a Place that returned a destination: ok when dst holds
+	// the rest of the payload (f.Payload is the first skip bytes, valid
+	// until Placed returns), false when the connection failed first (dst
+	// holds part of it, and the frame is lost like any frame in flight).
+	Placed(f wire.Frame, ok bool)
+}
+
 // Transport moves frames to and from the other nodes of a job. All methods
 // are safe for concurrent use.
 type Transport interface {

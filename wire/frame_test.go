@@ -511,3 +511,33 @@ func TestFrameString(t *testing.T) {
 	}
 	_ = fmt.Sprint(got)
 }
+
+// A pad frame has exactly the size asked for, decodes as KindPad, and puts
+// what follows it at the stream offset PadFor promises, for every address
+// residue and head length.
+func TestPadFor(t *testing.T) {
+	for _, ids := range [][2]core.NodeID{{1, 2}, {core.None, core.None}, {300, 70000}} {
+		for headLen := range 40 {
+			for addr := uintptr(0); addr < 128; addr++ {
+				n := PadFor(headLen, addr+4096)
+				if n != 0 && (n < padMin || n > PadMax) {
+					t.Fatalf("PadFor(%d, %d) = %d, outside 0 or [%d, %d]", headLen, addr, n, padMin, PadMax)
+				}
+				if (uintptr(n+headLen)-addr)%64 != 0 {
+					t.Fatalf("PadFor(%d, %d) = %d: the payload starts at %d, not ≡ %d mod 64", headLen, addr, n, n+headLen, addr%64)
+				}
+				b := AppendPad([]byte("x"), ids[0], ids[1], n)
+				if len(b) != 1+n {
+					t.Fatalf("AppendPad(%d) appended %d bytes", n, len(b)-1)
+				}
+				if n == 0 {
+					continue
+				}
+				f, m, err := DecodeFrame(b[1:])
+				if err != nil || m != n || f.Kind != KindPad || f.Src != ids[0] || f.Dst != ids[1] {
+					t.Fatalf("pad of %d bytes decodes as %v, %d bytes, %v", n, f, m, err)
+				}
+			}
+		}
+	}
+}

@@ -236,7 +236,50 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// readAllFrames reads frames until an error; with placing, through
+// ReadFramePlaced with a place function that takes every payload whose
+// first byte is even into a buffer of its own, keeping a few of its first
+// bytes in Payload, and the frames returned are put back together.
+func readAllFrames(r *FrameReader, placing bool) ([]Frame, error) {
+	var got []Frame
+	for {
+		var dst []byte
+		place := func(f Frame, n int) (int, []byte) {
+			if len(f.Payload) < min(n, 64) {
+				panic(fmt.Sprintf("place given %d of %d payload bytes", len(f.Payload), n))
+			}
+			if n == 0 || f.Payload[0]%2 != 0 {
+				return 0, nil
+			}
+			skip := min(int(f.Payload[0]%16), len(f.Payload))
+			dst = make([]byte, n-skip)
+			return skip, dst
+		}
+		var fr Frame
+		var err error
+		placed := false
+		if placing {
+			fr, placed, err = r.ReadFramePlaced(place)
+		} else {
+			fr, err = r.ReadFrame()
+		}
+		if err != nil {
+			return got, err
+		}
+		fr.Payload = bytes.Clone(fr.Payload)
+		if placed {
+			fr.Payload = append(fr.Payload, dst...)
+		}
+		got = append(got, fr)
+	}
+}
+
 func FuzzFrameReader(f *testing.F) {
+	big := AppendFrame(nil, Frame{Kind: kindFD1, Src: 1, Dst: 2, Payload: bytes.Repeat([]byte{2, 7, 1}, PlaceMin/3+5)})
+	f.Add(big, uint8(63), uint16(0))
+	f.Add(append(append(big[:len(big):len(big)], big...), big[:PlaceMin/2]...), uint8(17), uint16(0))
+	odd := AppendFrame(nil, Frame{Kind: kindFD1, Src: 1, Dst: 2, Payload: bytes.Repeat([]byte{3}, PlaceMin)})
+	f.Add(append(odd, big...), uint8(5), uint16(0))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8, limit uint16) {
 		lim := int(limit)
 		if lim == 0 {
@@ -264,35 +307,29 @@ func FuzzFrameReader(f *testing.F) {
 			want = append(want, fr)
 			consumed += n
 		}
-		r := NewFrameReader(&chunkReader{data: data, size: int(chunk)%64 + 1})
-		r.SetMaxFrameSize(int(limit))
-		if limit == 0 {
-			r.SetMaxFrameSize(DefaultMaxFrameSize)
-		}
 		var got []Frame
-		var err error
-		for {
-			var fr Frame
-			fr, err = r.ReadFrame()
-			if err != nil {
-				break
+		for _, placing := range []bool{false, true} {
+			r := NewFrameReader(&chunkReader{data: data, size: int(chunk)%64 + 1})
+			r.SetMaxFrameSize(int(limit))
+			if limit == 0 {
+				r.SetMaxFrameSize(DefaultMaxFrameSize)
 			}
-			fr.Payload = bytes.Clone(fr.Payload)
-			got = append(got, fr)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("reader got %d frames, DecodeFrame %d", len(got), len(want))
-		}
-		for i := range got {
-			if !reflect.DeepEqual(got[i], want[i]) {
-				t.Fatalf("frame %d: reader %v, DecodeFrame %v", i, got[i], want[i])
+			var err error
+			got, err = readAllFrames(r, placing)
+			if len(got) != len(want) {
+				t.Fatalf("reader (placing %v) got %d frames, DecodeFrame %d", placing, len(got), len(want))
 			}
-		}
-		if err.Error() != wantErr.Error() {
-			t.Fatalf("reader ends with %v, DecodeFrame with %v", err, wantErr)
-		}
-		if _, again := r.ReadFrame(); again != err {
-			t.Fatalf("error not sticky: %v then %v", err, again)
+			for i := range got {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("frame %d: reader (placing %v) %v, DecodeFrame %v", i, placing, got[i], want[i])
+				}
+			}
+			if err.Error() != wantErr.Error() {
+				t.Fatalf("reader (placing %v) ends with %v, DecodeFrame with %v", placing, err, wantErr)
+			}
+			if _, again := r.ReadFrame(); again != err {
+				t.Fatalf("error not sticky: %v then %v", err, again)
+			}
 		}
 		// Writing the frames back gives the bytes they were read from.
 		var out bytes.Buffer

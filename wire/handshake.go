@@ -22,6 +22,11 @@ var (
 	// neither end mistakes the close for a failure (transport/tcp,
 	// Config.IdleTimeout).
 	KindGoodbye = core.MakeKind(core.ProtoCore, 3)
+	// KindPad is padding: a frame whose payload means nothing, written
+	// before a large frame so that the large payload starts on the stream
+	// at the same offset modulo 64 as it sits in memory, which lets the
+	// kernel copy it at full speed (see AppendPad). Readers skip it.
+	KindPad = core.MakeKind(core.ProtoCore, 4)
 )
 
 // Version is the version of the wire format this package speaks. Peers must

@@ -57,7 +57,7 @@ func seqBody(b []byte, seq uint64) {
 func TestSendDirectOrder(t *testing.T) {
 	t.Logf("seed %d (replay: go test -run TestSendDirectOrder -seed %d)", *seed, *seed)
 	rng := rand.New(rand.NewPCG(*seed, 20))
-	const directMax = 4 << 10
+	const directMax = 16 << 10
 	a, c := directPair(t, directMax)
 
 	const n = 3000
@@ -66,6 +66,11 @@ func TestSendDirectOrder(t *testing.T) {
 	var bad []string
 	done := make(chan struct{})
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		if f.Kind == wire.KindPad {
+			mu.Lock()
+			bad = append(bad, "a pad frame delivered")
+			mu.Unlock()
+		}
 		if f.Kind != seqKind {
 			return
 		}
@@ -110,14 +115,18 @@ func TestSendDirectOrder(t *testing.T) {
 	buf := make([]byte, 3*directMax)
 	hdr := []byte{0xAB}
 	for seq := range uint64(n) {
-		var size int
+		var size, off int
 		switch rng.IntN(10) {
 		case 0:
 			size = directMax + 1 + rng.IntN(directMax) // queued
+		case 1:
+			// Direct, large enough to be aligned by a pad frame, from
+			// any address.
+			size, off = 4<<10+rng.IntN(directMax-4<<10), rng.IntN(64)
 		default:
 			size = 8 + rng.IntN(200)
 		}
-		body := buf[:size]
+		body := buf[off : off+size]
 		seqBody(body, seq)
 		var err error
 		if rng.IntN(8) == 0 {

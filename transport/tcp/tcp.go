@@ -49,6 +49,17 @@
 // the failure detector, not a verdict). Frames in flight when a connection
 // breaks are lost; later frames are not reordered.
 //
+// # Large frames
+//
+// A frame of 16 KiB or more (wire.PlaceMin) is offered, once its header
+// and first bytes are read, to a handler that implements
+// [transport.Placer]: if it gives a buffer, the rest of the payload is read
+// from the socket straight into it (comm reads a message into its posted
+// receive this way). SendDirect writes a payload of 4 KiB or more after a
+// small pad frame (wire.KindPad, skipped by the reader) that puts it on the
+// stream at its alignment in memory: the kernel copies aligned data two to
+// three times faster.
+//
 // # Idle connections
 //
 // A connection on which nothing was read or written for Config.IdleTimeout
@@ -96,6 +107,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
@@ -190,7 +202,8 @@ type peer struct {
 	// vectored write. It guards written and the scratch buffers.
 	wmu     sync.Mutex
 	written uint64
-	hdr     []byte      // SendDirect's length prefix, header and small payload
+	hdr     []byte      // SendDirect's padding, length prefix, header and small payload
+	head    []byte      // SendDirect's scratch while it pads
 	bufs    net.Buffers // SendDirect's vectored write (its two slices)
 	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
 }
@@ -520,6 +533,14 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	p.accepted.Add(1)
 	p.written++
 	p.hdr = wire.AppendFrameHead(p.hdr[:0], f, len(body))
+	if len(body) >= padFrom {
+		// Start body on the stream at its alignment in memory.
+		pad := wire.PadFor(len(p.hdr), uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+		if pad > 0 {
+			p.head = append(p.head[:0], p.hdr...)
+			p.hdr = append(wire.AppendPad(p.hdr[:0], t.self, p.id, pad), p.head...)
+		}
+	}
 	p.bufs = append(p.bufs[:0], p.hdr, body)
 	p.wbufs = p.bufs
 	if _, err := p.wbufs.WriteTo(c.nc); err != nil {
@@ -534,6 +555,10 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	p.wmu.Unlock()
 	return true
 }
+
+// padFrom is the smallest payload SendDirect aligns on the stream with a
+// pad frame (wire.PadFor): below it the copy is too short to gain.
+const padFrom = 4 << 10
 
 // binaryMaxVarint is the longest encoding of a header field.
 const binaryMaxVarint = 10
@@ -991,15 +1016,46 @@ func (t *Transport) read(c *conn) {
 	c.fr.SetMaxFrameSize(t.cfg.MaxFrameSize)
 	warned := false
 	var err error
+	// placer is the handler a large frame's payload was offered to and
+	// accepted by (see transport.Placer); place is made once per
+	// connection.
+	var placer transport.Placer
+	place := func(f wire.Frame, n int) (int, []byte) {
+		pl, ok := t.slot.Get().(transport.Placer)
+		if !ok || f.Src != c.peer || f.Dst != t.self || f.Kind.Proto() == core.ProtoCore {
+			return 0, nil
+		}
+		skip, dst := pl.Place(f, n)
+		if dst != nil {
+			placer = pl
+		}
+		return skip, dst
+	}
 	for {
 		var f wire.Frame
-		f, err = c.fr.ReadFrame()
+		var placed bool
+		placer = nil
+		f, placed, err = c.fr.ReadFramePlaced(place)
+		if placed {
+			if err == nil {
+				c.activity.Add(1)
+				t.stats.framesIn.Add(1)
+				t.stats.placed.Add(1)
+			}
+			placer.Placed(f, err == nil)
+		}
 		if err != nil {
 			break
+		}
+		if placed {
+			continue
 		}
 		c.activity.Add(1)
 		if f.Kind == wire.KindGoodbye && f.Src == c.peer && f.Dst == t.self {
 			t.peerRetired(c)
+			continue
+		}
+		if f.Kind == wire.KindPad && f.Src == c.peer && f.Dst == t.self {
 			continue
 		}
 		if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye {
@@ -1306,13 +1362,14 @@ type Stats struct {
 	FramesIn     uint64 // frames delivered to the handler
 	FramesOut    uint64 // frames handed to a connection's writer
 	Direct       uint64 // of FramesOut, those SendDirect wrote itself
+	Placed       uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
 	Conns        int    // connections in use now
 	Writers      int    // peers with a writer goroutine and queues now
 }
 
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, lost, retired, malformed,
-	misaddressed, framesIn, framesOut, direct atomic.Uint64
+	misaddressed, framesIn, framesOut, direct, placed atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -1324,7 +1381,7 @@ func (t *Transport) Stats() Stats {
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
 		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
-		Direct: t.stats.direct.Load(),
+		Direct: t.stats.direct.Load(), Placed: t.stats.placed.Load(),
 	}
 	t.mu.Lock()
 	for _, p := range t.peers {

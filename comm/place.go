@@ -1,0 +1,113 @@
+package comm
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Receiving straight into the user's buffer. A stream transport offers the
+// session every large frame before reading its payload (transport.Placer).
+// If the frame is a message whose receive is already posted, the receive is
+// taken off the posted list and the transport reads the rest of the message
+// from the kernel directly into the receive's buffer: one copy instead of
+// two, and the reader's own buffer never grows to the message's size. The
+// receive completes when the last byte is in (Placed ok).
+//
+// While its message is being read, the receive is on no list: a failure,
+// a revocation or the end of the session does not complete it, and Cancel
+// waits for it, so its buffer is never written after the caller got it
+// back. The read ends either way: a sender that fails is removed from the
+// transport (its connection closed), which fails the read, and the
+// receive is then put back among the posted ones in its place and failed
+// or matched as if the frame had never begun (a frame cut off in the
+// middle is lost, as any frame in flight on a broken connection).
+
+// placement is a receive being filled from one sender's stream.
+type placement struct {
+	q  *queue
+	op *recvOp
+	st Status
+}
+
+// placer is the session's transport.Placer (host.Config.Placer).
+type placer struct{ s *Session }
+
+// Place takes a data message whose receive is posted.
+func (p placer) Place(f wire.Frame, n int) (int, []byte) {
+	s := p.s
+	if f.Kind != kindData || s.rep != nil || int(f.Src) >= s.size {
+		return 0, nil
+	}
+	ctxID, tag, _, data, err := parseData(f.Payload, false)
+	if err != nil {
+		return 0, nil // delivered as usual, and refused there
+	}
+	skip := len(f.Payload) - len(data)
+	size := n - skip
+	src := f.Src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != nil || s.failed[src] {
+		return 0, nil
+	}
+	q := s.queues[ctxID]
+	if q == nil || q.comm == nil || q.comm.revoked {
+		return 0, nil
+	}
+	for i, op := range q.posted {
+		if !op.matches(src, tag, 0) {
+			continue
+		}
+		if !op.alloc && len(op.buf) < size {
+			return 0, nil // truncated: the usual path says so
+		}
+		var dst []byte
+		if op.alloc {
+			dst = make([]byte, size)
+			op.req.data = dst
+		} else {
+			dst = op.buf[:size]
+		}
+		q.posted = slices.Delete(q.posted, i, i+1)
+		r, _ := q.comm.rankOf(src)
+		if s.placing == nil {
+			s.placing = make(map[core.NodeID]placement)
+		}
+		s.placing[src] = placement{q: q, op: op, st: Status{Source: r, Tag: tag, Count: size}}
+		s.stats.placed.Add(1)
+		return skip, dst
+	}
+	return 0, nil
+}
+
+// Placed completes the receive that Place took, or puts it back.
+func (p placer) Placed(f wire.Frame, ok bool) {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl, found := s.placing[f.Src]
+	if !found {
+		return
+	}
+	delete(s.placing, f.Src)
+	op := pl.op
+	switch {
+	case ok:
+		op.req.complete(pl.st, nil)
+	case s.state != nil:
+		op.req.complete(Status{}, s.state)
+	default:
+		if op.alloc {
+			op.req.data = nil
+		}
+		q := pl.q
+		i, _ := slices.BinarySearchFunc(q.posted, op.seq, func(o *recvOp, seq uint64) int {
+			return cmp.Compare(o.seq, seq)
+		})
+		q.posted = slices.Insert(q.posted, i, op)
+		s.recheckLocked(q)
+	}
+}
