@@ -58,13 +58,19 @@ func (c *Comm) checkSource(src, tag int) error {
 }
 
 // Send sends buf to rank dest with the given tag (≥ 0) and returns when buf
-// may be reused: the message has been handed to the transport (MPI's
-// standard mode with an eager protocol: it does not wait for the matching
-// receive). Messages from one rank to another are received in the order
+// may be reused (MPI's standard mode). A message of at most [EagerMax]
+// bytes is handed to the transport at once, without waiting for the
+// matching receive; a larger one waits until dest has posted a receive
+// that takes it (the rendezvous protocol: rendezvous.go), so a program
+// where two ranks both Send a large message to each other before either
+// receives blocks, as it may under MPI (use Isend, or Sendrecv-style
+// ordering). Messages from one rank to another are received in the order
 // they were sent when they match the same receives (non-overtaking). If dest
 // has failed, Send returns a [*ProcFailedError] naming it; if the
-// communicator is revoked, [ErrRevoked]. ctx bounds the wait for room in
-// the transport's queue.
+// communicator is revoked, [ErrRevoked]. ctx bounds the wait (for room in
+// the transport's queue, or for the receive); a large message whose wait
+// ctx ended is still delivered when dest asks for it (it was copied, and
+// buf is free).
 func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err
@@ -73,8 +79,10 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 }
 
 // Isend starts sending buf to rank dest and returns its request at once.
-// buf must not be modified until the request completes. Errors (bad
-// arguments included) are reported by the request.
+// buf must not be modified until the request completes: at once for a
+// message of at most [EagerMax] bytes, once dest posted its receive for a
+// larger one (which is never copied: it stays in buf until then). Errors
+// (bad arguments included) are reported by the request.
 func (c *Comm) Isend(buf []byte, dest, tag int) *Request {
 	if err := c.checkDest(dest, tag); err != nil {
 		return failedRequest(c, err)
@@ -194,6 +202,9 @@ func waitRecv(ctx context.Context, req *Request) (Status, error) {
 func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag int, data []byte) error {
 	req := s.isendReq(pooledRequest(s, c), c, sub, dest, tag, 0, data)
 	_, err := req.block(ctx)
+	if err != nil && req.rdv && !req.finished.Load() {
+		s.rdvDetach(req) // the caller's buffer is free once Send returns
+	}
 	req.release()
 	return err
 }
@@ -243,6 +254,11 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 	if node == s.self {
 		s.deliver(int(node), c.id|sub, tag, vnode, slices.Clone(data), true)
 		req.complete(Status{}, nil)
+		return req
+	}
+	if sub == subP2P && s.rep == nil && len(data) > EagerMax {
+		req.rdv = true
+		s.rdvStart(req, c, c.id|sub, node, tag, data)
 		return req
 	}
 	kind := kindData

@@ -197,6 +197,10 @@ type message struct {
 	vnode VNode
 	data  []byte  // owned by the queue
 	buf   *[]byte // data's array, from unexpectedBufs (nil: not pooled)
+	// rdv, if not 0, is the id of a ready-to-send (rendezvous.go): the
+	// message is size bytes that the sender writes once a receive takes it.
+	rdv  uint64
+	size int
 }
 
 // Messages that arrive before their receive is posted are copied into
@@ -274,39 +278,46 @@ func (s *Session) queueLocked(id uint64) *queue {
 // deliver hands an arrived message to the matching engine. data is owned by
 // the engine if owned is true; otherwise it is copied if it must be kept.
 func (s *Session) deliver(src int, ctxID uint64, tag int, vnode VNode, data []byte, owned bool) {
-	node := core.NodeID(src)
+	s.deliverMsg(src, ctxID, message{src: core.NodeID(src), tag: tag, vnode: vnode, data: data}, owned)
+}
+
+// deliverMsg is deliver of a message (its data, or a ready-to-send), and
+// sends the answers the matching calls for once the lock is released.
+func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
+	s.sendAll(s.deliverLocked(src, ctxID, m, owned))
+}
+
+func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) []outgoing {
+	node, tag, vnode := m.src, m.tag, m.vnode
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != nil || s.failed[src] {
 		s.stats.dropped.Add(1)
-		return
+		return nil
 	}
 	q := s.queueLocked(ctxID)
 	if c := q.comm; c != nil {
 		if c.revoked {
 			s.stats.dropped.Add(1)
-			return
+			return nil
 		}
 		if _, ok := c.rankOf(node); !ok {
 			s.stats.malformed.Add(1)
-			return
+			return nil
 		}
 	} else if s.revokedID[ctxID&^subMask] {
 		s.stats.dropped.Add(1)
-		return
+		return nil
 	}
 	for i, op := range q.posted {
 		if op.matches(node, tag, vnode) {
 			q.posted = slices.Delete(q.posted, i, i+1)
-			s.completeRecvLocked(q, op, message{src: node, tag: tag, vnode: vnode, data: data}, owned)
-			return
+			return s.completeRecvLocked(q, op, m, owned)
 		}
 	}
-	var buf *[]byte
-	if !owned {
-		data, buf = keepCopy(data)
+	if !owned && m.rdv == 0 {
+		m.data, m.buf = keepCopy(m.data)
 	}
-	m := message{src: node, tag: tag, vnode: vnode, data: data, buf: buf}
 	q.unexpected = append(q.unexpected, m)
 	if len(q.probes) > 0 {
 		q.probes = slices.DeleteFunc(q.probes, func(op *recvOp) bool {
@@ -317,15 +328,25 @@ func (s *Session) deliver(src int, ctxID uint64, tag int, vnode VNode, data []by
 			return true
 		})
 	}
+	return nil
 }
 
 func (s *Session) statusLocked(q *queue, m message) Status {
 	r, _ := q.comm.rankOf(m.src)
-	return Status{Source: r, Tag: m.tag, Count: len(m.data), VNode: m.vnode}
+	n := len(m.data)
+	if m.rdv != 0 {
+		n = m.size
+	}
+	return Status{Source: r, Tag: m.tag, Count: n, VNode: m.vnode}
 }
 
-// completeRecvLocked completes receive op with message m.
-func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool) {
+// completeRecvLocked completes receive op with message m, or (a
+// ready-to-send) makes it wait for the data and returns the answer to the
+// sender.
+func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool) []outgoing {
+	if m.rdv != 0 {
+		return s.rdvMatchLocked(q, op, m)
+	}
 	st := s.statusLocked(q, m)
 	var err error
 	if op.alloc {
@@ -346,32 +367,36 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool
 		m.recycle()
 	}
 	op.req.complete(st, err)
+	return nil
 }
 
 // post matches op against the queued messages of context c.id|sub, or
 // leaves it posted, or fails it if it involves a failed rank.
 func (s *Session) post(c *commState, sub uint64, op *recvOp) {
+	s.sendAll(s.postLocked(c, sub, op))
+}
+
+func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) []outgoing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.queueLocked(c.id | sub)
 	if err := s.opErrLocked(q, op.src, op.probe); err != nil {
 		op.req.complete(Status{}, err)
-		return
+		return nil
 	}
 	for i, m := range q.unexpected {
 		if op.matches(m.src, m.tag, m.vnode) {
 			if op.probe {
 				op.req.complete(s.statusLocked(q, m), nil)
-				return
+				return nil
 			}
 			q.unexpected = slices.Delete(q.unexpected, i, i+1)
-			s.completeRecvLocked(q, op, m, true)
-			return
+			return s.completeRecvLocked(q, op, m, true)
 		}
 	}
 	if err := s.failErrLocked(q, op.src); err != nil {
 		op.req.complete(Status{}, err)
-		return
+		return nil
 	}
 	op.req.cancelQ, op.req.cancelOp = q, op
 	s.posts++
@@ -381,6 +406,7 @@ func (s *Session) post(c *commState, sub uint64, op *recvOp) {
 	} else {
 		q.posted = append(q.posted, op)
 	}
+	return nil
 }
 
 // iprobe looks for a matching queued message without waiting.
@@ -493,6 +519,7 @@ func (s *Session) failAllLocked(err error) {
 		}
 		q.posted, q.probes = nil, nil
 	}
+	s.rdvRecheckLocked() // s.state is err
 	for _, c := range s.comms {
 		for _, in := range c.agree {
 			in.fail(err)
@@ -521,6 +548,7 @@ type Request struct {
 	cancelQ  *queue
 	cancelOp *recvOp
 	op       recvOp              // the receive's operation (no separate allocation)
+	rdv      bool                // a large send through the rendezvous (rendezvous.go)
 	hdr      [maxDataHeader]byte // a send's data header
 	s        *Session
 	// wake, on the requests of blocking calls (pooled), is signalled
@@ -576,7 +604,7 @@ func (r *Request) release() {
 	r.dmu.Unlock()
 	r.finished.Store(false)
 	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
-	r.cancelQ, r.cancelOp, r.op = nil, nil, recvOp{}
+	r.cancelQ, r.cancelOp, r.op, r.rdv = nil, nil, recvOp{}, false
 	requestPool.Put(r)
 }
 

@@ -60,6 +60,7 @@ func (s *Session) revokeLocked(c *commState, from core.NodeID) []outgoing {
 			s.recheckLocked(q)
 		}
 	}
+	s.rdvRecheckLocked()
 	payload := binary.AppendUvarint(nil, c.id)
 	var out []outgoing
 	for r, n := range c.members {

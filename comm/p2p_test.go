@@ -354,9 +354,10 @@ func TestTypedAndValues(t *testing.T) {
 }
 
 // Messages that arrive before their receive (kept in pooled buffers of
-// size classes) come out whole and in order, of every size from 0 to past
-// the largest class, twice over so that buffers are used again; and a
-// steady ping-pong of blocking calls over TCP allocates nothing.
+// size classes up to EagerMax, announced by a ready-to-send above it) come
+// out whole and in order, of every size from 0 to past the largest class,
+// twice over so that buffers are used again; and a steady ping-pong of
+// blocking calls over TCP allocates nothing.
 func TestUnexpectedBuffersAndNoAllocations(t *testing.T) {
 	ss := tcpJob(t, 2)
 	sizes := []int{0, 1, 63, 64, 65, 1000, 4096, 65535, 65536, 65537, 200000}
@@ -370,12 +371,14 @@ func TestUnexpectedBuffersAndNoAllocations(t *testing.T) {
 	each(t, ss, func(ctx context.Context, c *Comm) error {
 		for round := range 2 {
 			if c.Rank() == 0 {
+				reqs := make([]*Request, len(sizes))
 				for i, n := range sizes {
-					if err := c.Send(ctx, payload(round, i, n), 1, i); err != nil {
-						return err
-					}
+					reqs[i] = c.Isend(payload(round, i, n), 1, i)
 				}
 				if _, err := c.Recv(ctx, nil, 1, 99); err != nil { // all sent before rank 1 receives
+					return err
+				}
+				if err := WaitAll(ctx, reqs...); err != nil {
 					return err
 				}
 				continue

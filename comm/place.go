@@ -2,6 +2,7 @@ package comm
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
 
 	"github.com/cohort-mp/cohort/core"
@@ -30,6 +31,8 @@ type placement struct {
 	q  *queue
 	op *recvOp
 	st Status
+	// rdv: the data of a rendezvous (rendezvous.go), not a posted receive.
+	rdv *rdvKey
 }
 
 // placer is the session's transport.Placer (host.Config.Placer).
@@ -38,6 +41,9 @@ type placer struct{ s *Session }
 // Place takes a data message whose receive is posted.
 func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 	s := p.s
+	if f.Kind == kindRData && int(f.Src) < s.size {
+		return s.placeRData(f, n)
+	}
 	if f.Kind != kindData || s.rep != nil || int(f.Src) >= s.size {
 		return 0, nil
 	}
@@ -73,14 +79,41 @@ func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 		}
 		q.posted = slices.Delete(q.posted, i, i+1)
 		r, _ := q.comm.rankOf(src)
-		if s.placing == nil {
-			s.placing = make(map[core.NodeID]placement)
-		}
-		s.placing[src] = placement{q: q, op: op, st: Status{Source: r, Tag: tag, Count: size}}
-		s.stats.placed.Add(1)
+		s.startPlacingLocked(src, placement{q: q, op: op, st: Status{Source: r, Tag: tag, Count: size}})
 		return skip, dst
 	}
 	return 0, nil
+}
+
+// placeRData takes the data of a rendezvous whose receive waits for it.
+func (s *Session) placeRData(f wire.Frame, n int) (int, []byte) {
+	id, skip := binary.Uvarint(f.Payload)
+	if skip <= 0 {
+		return 0, nil
+	}
+	key := rdvKey{f.Src, id}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.rdvIn[key]
+	if !ok || e.st.Count != n-skip {
+		return 0, nil // dropped or refused by onRData
+	}
+	delete(s.rdvIn, key)
+	dst := e.op.buf[:e.st.Count:e.st.Count]
+	if e.op.alloc {
+		dst = make([]byte, e.st.Count)
+		e.op.req.data = dst
+	}
+	s.startPlacingLocked(f.Src, placement{q: e.q, op: e.op, st: e.st, rdv: &key})
+	return skip, dst
+}
+
+func (s *Session) startPlacingLocked(src core.NodeID, pl placement) {
+	if s.placing == nil {
+		s.placing = make(map[core.NodeID]placement)
+	}
+	s.placing[src] = pl
+	s.stats.placed.Add(1)
 }
 
 // Placed completes the receive that Place took, or puts it back.
@@ -99,6 +132,14 @@ func (p placer) Placed(f wire.Frame, ok bool) {
 		op.req.complete(pl.st, nil)
 	case s.state != nil:
 		op.req.complete(Status{}, s.state)
+	case pl.rdv != nil:
+		// The data was cut off: the receive waits on, and fails if the
+		// sender did (the connection of a failed rank is closed).
+		if op.alloc {
+			op.req.data = nil
+		}
+		s.rdvIn[*pl.rdv] = rdvRecv{q: pl.q, op: op, st: pl.st}
+		s.rdvRecheckLocked()
 	default:
 		if op.alloc {
 			op.req.data = nil

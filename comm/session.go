@@ -55,7 +55,10 @@ type Session struct {
 	agreeBuf  map[uint64][]agreeNote    // agreement steps for communicators not created here yet
 	vmapBuf   map[uint64][]vmapMsg      // mapping updates for virtual layers not created here yet
 	placing   map[core.NodeID]placement // receives being filled straight from a sender's stream (place.go)
-	posts     uint64                    // receives posted (recvOp.seq)
+	posts     uint64                 // receives posted (recvOp.seq)
+	rdvOut    map[uint64]*rdvSend    // large sends waiting for their clear-to-send (rendezvous.go)
+	rdvIn     map[rdvKey]rdvRecv     // receives matched to a ready-to-send, waiting for the data
+	rdvSeq    uint64                 // rendezvous ids given
 
 	failures chan Failure
 	// failWake is closed (and replaced, under mu) each time requests are
@@ -333,6 +336,7 @@ func (s *Session) fail(ranks []int, epoch uint64) {
 	for _, q := range s.queues {
 		s.recheckLocked(q)
 	}
+	s.rdvRecheckLocked()
 	close(s.failWake)
 	s.failWake = make(chan struct{})
 	for _, c := range s.comms {
@@ -384,6 +388,12 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		if err = perr; err == nil {
 			s.deliver(src, ctxID, tag, VNode(vnode), data, false)
 		}
+	case kindRTS:
+		err = s.onRTS(src, f.Payload)
+	case kindCTS:
+		err = s.onCTS(src, f.Payload)
+	case kindRData:
+		err = s.onRData(src, f.Payload)
 	case kindRevoke:
 		err = s.onRevoke(src, f.Payload)
 	case kindAgree:

@@ -1,0 +1,272 @@
+package comm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// The rendezvous protocol for large point-to-point messages. A message of
+// more than EagerMax bytes is not sent at once: the sender sends a
+// ready-to-send (kindRTS: an id, the context, the tag and the size) and
+// keeps the message in the caller's buffer; the receiver matches the RTS as
+// it would the message (in order with the sender's other messages), and
+// once a receive takes it, answers clear-to-send (kindCTS); only then does
+// the sender write the data (kindRData), which the receiver reads straight
+// into the receive's buffer (place.go). So:
+//
+//   - an unexpected large message costs the receiver a small record, not
+//     its size: what a process holds for others is bounded by EagerMax per
+//     unexpected message, whatever the senders do;
+//   - a sender that posts many large Isends ahead of the receiver holds
+//     them in its own buffers (it may not touch them before the requests
+//     complete, as in MPI) and copies none into a queue;
+//   - the request of a large send completes once its data was handed to
+//     the transport after the clear-to-send, which can wait for the
+//     receiver to post its receive (as MPI_Send may).
+//
+// A blocking Send whose context ends before the clear-to-send returns the
+// context's error after copying the message, which is sent when the
+// receiver asks for it (the caller's buffer is free on return, as for an
+// eager message left in the backlog). A receive matched to an RTS whose
+// sender fails, a send whose destination fails, and both on a revoked
+// communicator or an ended session, fail as their eager forms do.
+//
+// Collective steps (their own context) stay eager: their algorithms bound
+// what is in flight, and an extra round trip per step would cost more than
+// it saves. Replicated ranks stay eager too (package replica orders and
+// acknowledges every frame).
+
+// EagerMax is the largest point-to-point message sent eagerly; larger ones
+// go through the rendezvous.
+const EagerMax = 64 << 10
+
+// The rendezvous frames' payloads:
+//
+//	kindRTS:   uvarint id | uvarint context id | varint tag | uvarint size
+//	kindCTS:   uvarint id | byte 0 (send the data) or 1 (truncated: do not)
+//	kindRData: uvarint id | data
+const (
+	kindRTS   = core.Kind(core.ProtoComm)<<8 | 6
+	kindCTS   = core.Kind(core.ProtoComm)<<8 | 7
+	kindRData = core.Kind(core.ProtoComm)<<8 | 8
+)
+
+// rdvSend is a large send waiting for its clear-to-send.
+type rdvSend struct {
+	to    core.NodeID // world rank
+	comm  *commState
+	tag   int
+	body  []byte
+	req   *Request
+	owned bool // body is a copy (the blocking caller gave up waiting)
+}
+
+// rdvKey names a matched RTS at the receiver.
+type rdvKey struct {
+	src core.NodeID
+	id  uint64
+}
+
+// rdvRecv is a receive matched to an RTS, waiting for the data.
+type rdvRecv struct {
+	q  *queue
+	op *recvOp
+	st Status
+}
+
+// rdvStart sends the RTS of a large message (the send's checks are done).
+func (s *Session) rdvStart(req *Request, c *commState, ctxID uint64, to core.NodeID, tag int, data []byte) {
+	s.mu.Lock()
+	if s.rdvOut == nil {
+		s.rdvOut = make(map[uint64]*rdvSend)
+	}
+	s.rdvSeq++
+	id := s.rdvSeq
+	s.rdvOut[id] = &rdvSend{to: to, comm: c, tag: tag, body: data, req: req}
+	s.mu.Unlock()
+	p := binary.AppendUvarint(nil, id)
+	p = binary.AppendUvarint(p, ctxID)
+	p = binary.AppendVarint(p, int64(tag))
+	p = binary.AppendUvarint(p, uint64(len(data)))
+	if err := s.sendFrame(int(to), wire.Frame{Kind: kindRTS, Payload: p}, nil, nil); err != nil {
+		s.mu.Lock()
+		e := s.rdvOut[id]
+		delete(s.rdvOut, id)
+		s.mu.Unlock()
+		if e != nil {
+			req.complete(Status{}, err)
+		}
+	}
+}
+
+// rdvDetach is called when a blocking Send gives up waiting: a message
+// still waiting for its clear-to-send is copied, so that the caller's
+// buffer is free; one being written is waited for.
+func (s *Session) rdvDetach(req *Request) {
+	s.mu.Lock()
+	for _, e := range s.rdvOut {
+		if e.req == req {
+			if !e.owned {
+				e.body, e.owned = slices.Clone(e.body), true
+			}
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	<-req.doneChan()
+}
+
+// onRTS handles a ready-to-send: the message, without its data, goes to
+// the matching engine.
+func (s *Session) onRTS(src int, p []byte) error {
+	id, ctxID, tag, size, err := parseRTS(p)
+	if err != nil {
+		return err
+	}
+	s.deliverMsg(src, ctxID, message{src: core.NodeID(src), tag: tag, rdv: id, size: size}, true)
+	return nil
+}
+
+func parseRTS(p []byte) (id, ctxID uint64, tag, size int, err error) {
+	d := wire.NewDecoder(p)
+	id = d.Uvarint()
+	ctxID = d.Uvarint()
+	t := d.Varint()
+	sz := d.Uvarint()
+	if err = d.Finish(); err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	if t != int64(int(t)) || sz > wire.DefaultMaxFrameSize<<8 {
+		return 0, 0, 0, 0, fmt.Errorf("%w: rts tag %d, size %d", errMalformed, t, sz)
+	}
+	return id, ctxID, int(t), int(sz), nil
+}
+
+// rdvMatchLocked gives the receive op the RTS message m: the receive waits
+// for the data (or fails at once if the buffer is too small, or the
+// sender failed), and the returned frame is the answer to the sender.
+func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) []outgoing {
+	st := s.statusLocked(q, m)
+	cts := func(flag byte) []outgoing {
+		p := append(binary.AppendUvarint(nil, m.rdv), flag)
+		return []outgoing{{to: int(m.src), kind: kindCTS, payload: p}}
+	}
+	if !op.alloc && len(op.buf) < m.size {
+		op.req.complete(st, &TruncateError{Need: m.size, Have: len(op.buf), Source: st.Source, Tag: st.Tag})
+		return cts(1)
+	}
+	if err := s.failErrLocked(q, m.src); err != nil {
+		op.req.complete(Status{}, err)
+		return nil
+	}
+	if s.rdvIn == nil {
+		s.rdvIn = make(map[rdvKey]rdvRecv)
+	}
+	s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st}
+	return cts(0)
+}
+
+// onCTS handles a clear-to-send: the data is written from a goroutine of
+// its own (this is a reader goroutine, which must not block on a write).
+func (s *Session) onCTS(src int, p []byte) error {
+	id, flag, err := parseCTS(p)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	e := s.rdvOut[id]
+	if e == nil || e.to != core.NodeID(src) {
+		s.mu.Unlock()
+		s.stats.dropped.Add(1)
+		return nil
+	}
+	delete(s.rdvOut, id)
+	s.mu.Unlock()
+	if flag == 1 {
+		e.req.complete(Status{}, nil) // the receiver's buffer was too small: its error
+		return nil
+	}
+	go func() {
+		head := binary.AppendUvarint(nil, id)
+		s.sendFrame(int(e.to), wire.Frame{Kind: kindRData, Payload: head}, e.body, e.req)
+	}()
+	return nil
+}
+
+func parseCTS(p []byte) (id uint64, flag byte, err error) {
+	d := wire.NewDecoder(p)
+	id = d.Uvarint()
+	flag = d.Uint8()
+	if err := d.Finish(); err != nil {
+		return 0, 0, fmt.Errorf("%w: cts: %w", errMalformed, err)
+	}
+	if flag > 1 {
+		return 0, 0, fmt.Errorf("%w: cts flag %d", errMalformed, flag)
+	}
+	return id, flag, nil
+}
+
+// onRData handles the data of a matched RTS that was not placed.
+func (s *Session) onRData(src int, p []byte) error {
+	id, n := binary.Uvarint(p)
+	if n <= 0 {
+		return fmt.Errorf("%w: rdata id", errMalformed)
+	}
+	data := p[n:]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := rdvKey{core.NodeID(src), id}
+	e, ok := s.rdvIn[key]
+	if !ok {
+		s.stats.dropped.Add(1)
+		return nil
+	}
+	delete(s.rdvIn, key)
+	if len(data) != e.st.Count {
+		e.op.req.complete(Status{}, fmt.Errorf("%w: %d bytes of data for a message of %d", errMalformed, len(data), e.st.Count))
+		return nil
+	}
+	if e.op.alloc {
+		e.op.req.data = slices.Clone(data)
+	} else {
+		copy(e.op.buf, data)
+	}
+	e.op.req.complete(e.st, nil)
+	return nil
+}
+
+// rdvRecheckLocked fails the rendezvous in progress that can no longer
+// complete: the session ended, the communicator was revoked, the peer
+// failed.
+func (s *Session) rdvRecheckLocked() {
+	for id, e := range s.rdvOut {
+		err := s.state
+		if err == nil && e.comm.revoked {
+			err = ErrRevoked
+		}
+		if err == nil && s.failed[e.to] {
+			err = &peerFailedError{world: int(e.to)}
+		}
+		if err != nil {
+			delete(s.rdvOut, id)
+			e.req.complete(Status{}, err)
+		}
+	}
+	for _, key := range slices.Collect(maps.Keys(s.rdvIn)) {
+		e := s.rdvIn[key]
+		err := s.opErrLocked(e.q, key.src, false)
+		if err == nil {
+			err = s.failErrLocked(e.q, key.src)
+		}
+		if err != nil {
+			delete(s.rdvIn, key)
+			e.op.req.complete(Status{}, err)
+		}
+	}
+}

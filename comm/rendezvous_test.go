@@ -1,0 +1,214 @@
+package comm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func rdvPayload(i, n int) []byte {
+	b := make([]byte, n)
+	for k := range b {
+		b[k] = byte(i*37 + k*11)
+	}
+	return b
+}
+
+// Large messages sent ahead of their receives wait at the sender: the
+// receiver holds only their ready-to-sends (no data), the sends complete
+// only once the receives are posted, a probe sees the size, receives in
+// any tag order and from AnySource get the right messages, and a receive
+// too small fails with a TruncateError while its send completes. In
+// process and over TCP.
+func TestRendezvous(t *testing.T) {
+	for _, transport := range []string{"mem", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			var ss []*Session
+			if transport == "tcp" {
+				ss = tcpJob(t, 2)
+			} else {
+				ss = job(t, 2)
+			}
+			rendezvous(t, ss)
+		})
+	}
+}
+
+func rendezvous(t *testing.T, ss []*Session) {
+	const k = 12
+	size := func(i int) int { return EagerMax + 1 + i*(EagerMax/3) }
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		if c.Rank() == 0 {
+			reqs := make([]*Request, k+1)
+			for i := range k {
+				reqs[i] = c.Isend(rdvPayload(i, size(i)), 1, i)
+			}
+			reqs[k] = c.Isend(rdvPayload(k, 4*EagerMax), 1, k) // will not fit
+			if _, err := c.Recv(ctx, nil, 1, 99); err != nil {
+				return err
+			}
+			for i, r := range reqs {
+				if _, done, _ := r.Test(); done {
+					return fmt.Errorf("send %d completed before its receive was posted", i)
+				}
+			}
+			if err := c.Send(ctx, nil, 1, 98); err != nil {
+				return err
+			}
+			return WaitAll(ctx, reqs...)
+		}
+		st, err := c.Probe(ctx, 0, k)
+		if err != nil {
+			return err
+		}
+		if st.Count != 4*EagerMax {
+			return fmt.Errorf("probe of a ready-to-send: count %d, want %d", st.Count, 4*EagerMax)
+		}
+		s := c.s
+		s.mu.Lock()
+		held, n := 0, 0
+		for _, q := range s.queues {
+			for _, m := range q.unexpected {
+				held += len(m.data)
+				n++
+			}
+		}
+		s.mu.Unlock()
+		if n != k+1 || held != 0 {
+			return fmt.Errorf("%d messages and %d bytes held before any receive, want %d and 0", n, held, k+1)
+		}
+		if err := c.Send(ctx, nil, 0, 99); err != nil {
+			return err
+		}
+		if _, err := c.Recv(ctx, nil, 0, 98); err != nil { // the sends are still pending
+			return err
+		}
+		for i := k - 1; i >= 0; i-- {
+			buf := make([]byte, size(i)+5)
+			src := 0
+			if i%3 == 0 {
+				src = AnySource
+			}
+			st, err := c.Recv(ctx, buf, src, i)
+			if err != nil {
+				return err
+			}
+			if st.Count != size(i) || st.Source != 0 || !bytes.Equal(buf[:st.Count], rdvPayload(i, size(i))) {
+				return fmt.Errorf("message %d: %+v, contents equal %v", i, st, bytes.Equal(buf[:st.Count], rdvPayload(i, size(i))))
+			}
+		}
+		var te *TruncateError
+		if _, err := c.Recv(ctx, make([]byte, EagerMax), 0, k); !errors.As(err, &te) || te.Need != 4*EagerMax {
+			return fmt.Errorf("a message too large for its buffer: %v", err)
+		}
+		return nil
+	})
+}
+
+// A blocking Send that gives up waiting for its receive leaves the
+// caller's buffer free (the message was copied) and the receive posted
+// later gets the message as it was sent.
+func TestRendezvousSendDeadline(t *testing.T) {
+	ss := job(t, 2)
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		want := rdvPayload(5, 3*EagerMax)
+		if c.Rank() == 0 {
+			buf := bytes.Clone(want)
+			short, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := c.Send(short, buf, 1, 1); !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("Send with a done context: %v", err)
+			}
+			clear(buf) // free once Send returned
+			return c.Send(ctx, nil, 1, 2)
+		}
+		if _, err := c.Recv(ctx, nil, 0, 2); err != nil {
+			return err
+		}
+		got := make([]byte, len(want))
+		if st, err := c.Recv(ctx, got, 0, 1); err != nil || st.Count != len(want) || !bytes.Equal(got, want) {
+			return fmt.Errorf("the message of a Send that gave up: %+v, %v, equal %v", st, err, bytes.Equal(got, want))
+		}
+		return nil
+	})
+}
+
+// A large send whose receiver fails before taking it fails naming the
+// receiver; a ready-to-send whose sender failed fails the receive that
+// takes it (its data can never come); a revoked communicator fails a send
+// waiting for its clear-to-send.
+func TestRendezvousFailures(t *testing.T) {
+	ss := tcpJob(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	w := func(r int) *Comm { return ss[r].World() }
+
+	toDead := w(0).Isend(rdvPayload(1, 2*EagerMax), 3, 1)
+	w(3).Isend(rdvPayload(2, 2*EagerMax), 1, 2)
+	if _, err := w(1).Probe(ctx, 3, 2); err != nil { // rank 3's ready-to-send is in
+		t.Fatal(err)
+	}
+	ss[3].kill()
+	var pf *ProcFailedError
+	if _, err := toDead.Wait(ctx); !errors.As(err, &pf) || pf.Ranks[0] != 3 {
+		t.Fatalf("send to a rank that failed: %v", err)
+	}
+	for _, s := range ss[:3] {
+		waitFailure(t, ctx, s, 3)
+	}
+	if _, err := w(1).Recv(ctx, make([]byte, 2*EagerMax), 3, 2); !errors.As(err, &pf) || pf.Ranks[0] != 3 {
+		t.Fatalf("receive of a failed rank's ready-to-send: %v", err)
+	}
+
+	// Revoked while waiting for its receive.
+	pending := w(0).Isend(rdvPayload(3, 2*EagerMax), 1, 7)
+	w(0).Revoke()
+	if _, err := pending.Wait(ctx); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("send on a revoked communicator: %v", err)
+	}
+}
+
+func waitFailure(t *testing.T, ctx context.Context, s *Session, rank int) {
+	t.Helper()
+	for {
+		select {
+		case f := <-s.Failures():
+			if f.Rank == rank {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("rank %d's failure not reported", rank)
+		}
+	}
+}
+
+// The rendezvous frames from a peer are parsed or refused with
+// errMalformed, never a panic, and what parses encodes back the same way.
+func FuzzRendezvousFrames(f *testing.F) {
+	f.Add(binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, 7), 8), -3), 1<<20))
+	f.Add([]byte{7, 0})
+	f.Add([]byte{7, 2})
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if id, ctxID, tag, size, err := parseRTS(p); err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("parseRTS: %v", err)
+			}
+		} else {
+			again := binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, id), ctxID), int64(tag)), uint64(size))
+			if a, b, c, d, err := parseRTS(again); err != nil || a != id || b != ctxID || c != tag || d != size {
+				t.Fatalf("RTS %d %d %d %d re-encoded parses as %d %d %d %d, %v", id, ctxID, tag, size, a, b, c, d, err)
+			}
+		}
+		if _, flag, err := parseCTS(p); err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("parseCTS: %v", err)
+			}
+		} else if flag > 1 {
+			t.Fatalf("CTS flag %d accepted", flag)
+		}
+	})
+}
