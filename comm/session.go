@@ -55,10 +55,10 @@ type Session struct {
 	agreeBuf  map[uint64][]agreeNote    // agreement steps for communicators not created here yet
 	vmapBuf   map[uint64][]vmapMsg      // mapping updates for virtual layers not created here yet
 	placing   map[core.NodeID]placement // receives being filled straight from a sender's stream (place.go)
-	posts     uint64                 // receives posted (recvOp.seq)
-	rdvOut    map[uint64]*rdvSend    // large sends waiting for their clear-to-send (rendezvous.go)
-	rdvIn     map[rdvKey]rdvRecv     // receives matched to a ready-to-send, waiting for the data
-	rdvSeq    uint64                 // rendezvous ids given
+	posts     uint64                    // receives posted (recvOp.seq)
+	rdvOut    map[uint64]*rdvSend       // large sends waiting for their clear-to-send (rendezvous.go)
+	rdvIn     map[rdvKey]rdvRecv        // receives matched to a ready-to-send, waiting for the data
+	rdvSeq    uint64                    // rendezvous ids given
 
 	failures chan Failure
 	// failWake is closed (and replaced, under mu) each time requests are
