@@ -26,6 +26,10 @@ import (
 // asked for the node's event stream (launch.EnvEvents), Init writes it to
 // that file.
 //
+// Init sets GOMAXPROCS to this host's CPUs divided by the ranks it runs
+// (at least 1), unless the GOMAXPROCS environment variable is set: see
+// procs.go.
+//
 // Call [Session.Finalize] before the process exits.
 func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	boot, err := launch.Detect(ctx, os.Getenv)
@@ -35,7 +39,11 @@ func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	if opts, err = eventsFromEnv(os.Getenv, opts); err != nil {
 		return nil, err
 	}
-	return initBootstrap(ctx, boot, opts...)
+	s, err := initBootstrap(ctx, boot, opts...)
+	if err == nil {
+		shareCPUs(s.addrs, boot.Rank)
+	}
+	return s, err
 }
 
 // initBootstrap joins the job described by boot (Init without the
@@ -111,6 +119,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	}
 	s := newSessionAs(tr, core.NodeID(rank), size, o.logger)
 	s.rep = rep
+	s.addrs = reg.Addrs
 	s.onFinal = func() {
 		tr.Close()
 		reg.Close()

@@ -79,6 +79,8 @@ type Session struct {
 	// frames then travel through package replica's layer, and failures
 	// are the layer's RankFailed, not the membership's views.
 	rep *replicated
+	// addrs are the job's processes' addresses, by process (Init's).
+	addrs []string
 }
 
 type sessionStats struct {
