@@ -212,3 +212,81 @@ func FuzzRendezvousFrames(f *testing.F) {
 		}
 	})
 }
+
+// Streams of large messages (rendezvous, read into the receive's buffer)
+// with a rank killed in the middle: the survivor's pending send to it, and
+// its pending receive from the other one, fail naming the dead rank
+// instead of hanging.
+func TestLargeStreamPeerKilled(t *testing.T) {
+	ss := tcpJob(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	msg := rdvPayload(9, 1<<20)
+	stream := func(c *Comm, to int, stop <-chan struct{}) {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if c.Send(ctx, msg, to, 1) != nil {
+				return
+			}
+		}
+	}
+	drain := func(c *Comm, from int, stop <-chan struct{}) {
+		buf := make([]byte, len(msg))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Recv(ctx, buf, from, 1); err != nil {
+				return
+			}
+		}
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go drain(ss[1].World(), 0, stop)  // rank 1 receives from 0, then dies
+	go stream(ss[2].World(), 0, stop) // rank 2 sends to 0, then dies
+	sendErr, recvErr := make(chan error, 1), make(chan error, 1)
+	w0 := ss[0].World()
+	go func() {
+		n := 0
+		for {
+			if err := w0.Send(ctx, msg, 1, 1); err != nil {
+				sendErr <- fmt.Errorf("after %d messages: %w", n, err)
+				return
+			}
+			n++
+		}
+	}()
+	go func() {
+		buf := make([]byte, len(msg))
+		n := 0
+		for {
+			if _, err := w0.Recv(ctx, buf, 2, 1); err != nil {
+				recvErr <- fmt.Errorf("after %d messages: %w", n, err)
+				return
+			}
+			if n++; n == 5 {
+				ss[1].kill()
+				ss[2].kill()
+			}
+		}
+	}()
+	var pf *ProcFailedError
+	for what, ch := range map[string]chan error{"send to rank 1": sendErr, "receive from rank 2": recvErr} {
+		select {
+		case err := <-ch:
+			if !errors.As(err, &pf) {
+				t.Errorf("%s: %v, want a ProcFailedError", what, err)
+			}
+			t.Logf("%s: %v", what, err)
+		case <-ctx.Done():
+			t.Fatalf("%s still waiting", what)
+		}
+	}
+}
