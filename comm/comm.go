@@ -202,7 +202,7 @@ func waitRecv(ctx context.Context, req *Request) (Status, error) {
 func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag int, data []byte) error {
 	req := s.isendReq(pooledRequest(s, c), c, sub, dest, tag, 0, data)
 	_, err := req.block(ctx)
-	if err != nil && req.rdv && !req.finished.Load() {
+	if err != nil && req.rdv.body != nil && !req.finished.Load() {
 		s.rdvDetach(req) // the caller's buffer is free once Send returns
 	}
 	req.release()
@@ -257,8 +257,7 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 		return req
 	}
 	if sub == subP2P && s.rep == nil && len(data) > EagerMax {
-		req.rdv = true
-		s.rdvStart(req, c, c.id|sub, node, tag, data)
+		s.rdvStart(req, c.id|sub, node, tag, data)
 		return req
 	}
 	kind := kindData

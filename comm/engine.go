@@ -284,30 +284,30 @@ func (s *Session) deliver(src int, ctxID uint64, tag int, vnode VNode, data []by
 // deliverMsg is deliver of a message (its data, or a ready-to-send), and
 // sends the answers the matching calls for once the lock is released.
 func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
-	s.sendAll(s.deliverLocked(src, ctxID, m, owned))
+	s.sendOne(s.deliverLocked(src, ctxID, m, owned))
 }
 
-func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) []outgoing {
+func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) outgoing {
 	node, tag, vnode := m.src, m.tag, m.vnode
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != nil || s.failed[src] {
 		s.stats.dropped.Add(1)
-		return nil
+		return outgoing{}
 	}
 	q := s.queueLocked(ctxID)
 	if c := q.comm; c != nil {
 		if c.revoked {
 			s.stats.dropped.Add(1)
-			return nil
+			return outgoing{}
 		}
 		if _, ok := c.rankOf(node); !ok {
 			s.stats.malformed.Add(1)
-			return nil
+			return outgoing{}
 		}
 	} else if s.revokedID[ctxID&^subMask] {
 		s.stats.dropped.Add(1)
-		return nil
+		return outgoing{}
 	}
 	for i, op := range q.posted {
 		if op.matches(node, tag, vnode) {
@@ -328,7 +328,7 @@ func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) []
 			return true
 		})
 	}
-	return nil
+	return outgoing{}
 }
 
 func (s *Session) statusLocked(q *queue, m message) Status {
@@ -343,7 +343,7 @@ func (s *Session) statusLocked(q *queue, m message) Status {
 // completeRecvLocked completes receive op with message m, or (a
 // ready-to-send) makes it wait for the data and returns the answer to the
 // sender.
-func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool) []outgoing {
+func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool) outgoing {
 	if m.rdv != 0 {
 		return s.rdvMatchLocked(q, op, m)
 	}
@@ -367,28 +367,28 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool
 		m.recycle()
 	}
 	op.req.complete(st, err)
-	return nil
+	return outgoing{}
 }
 
 // post matches op against the queued messages of context c.id|sub, or
 // leaves it posted, or fails it if it involves a failed rank.
 func (s *Session) post(c *commState, sub uint64, op *recvOp) {
-	s.sendAll(s.postLocked(c, sub, op))
+	s.sendOne(s.postLocked(c, sub, op))
 }
 
-func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) []outgoing {
+func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) outgoing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.queueLocked(c.id | sub)
 	if err := s.opErrLocked(q, op.src, op.probe); err != nil {
 		op.req.complete(Status{}, err)
-		return nil
+		return outgoing{}
 	}
 	for i, m := range q.unexpected {
 		if op.matches(m.src, m.tag, m.vnode) {
 			if op.probe {
 				op.req.complete(s.statusLocked(q, m), nil)
-				return nil
+				return outgoing{}
 			}
 			q.unexpected = slices.Delete(q.unexpected, i, i+1)
 			return s.completeRecvLocked(q, op, m, true)
@@ -396,7 +396,7 @@ func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) []outgoing {
 	}
 	if err := s.failErrLocked(q, op.src); err != nil {
 		op.req.complete(Status{}, err)
-		return nil
+		return outgoing{}
 	}
 	op.req.cancelQ, op.req.cancelOp = q, op
 	s.posts++
@@ -406,7 +406,7 @@ func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) []outgoing {
 	} else {
 		q.posted = append(q.posted, op)
 	}
-	return nil
+	return outgoing{}
 }
 
 // iprobe looks for a matching queued message without waiting.
@@ -547,9 +547,13 @@ type Request struct {
 	// the session's mu; a method value instead of a closure: no allocation).
 	cancelQ  *queue
 	cancelOp *recvOp
-	op       recvOp              // the receive's operation (no separate allocation)
-	rdv      bool                // a large send through the rendezvous (rendezvous.go)
-	hdr      [maxDataHeader]byte // a send's data header
+	op       recvOp  // the receive's operation (no separate allocation)
+	rdv      rdvSend // a large send through the rendezvous (rendezvous.go)
+	// unpooled: a frame still queued in the transport may point into hdr
+	// (a rendezvous failed before its answer came), so the request never
+	// goes back to the pool.
+	unpooled atomic.Bool
+	hdr      [maxRTS]byte // a send's data header or ready-to-send; a receive's clear-to-send
 	s        *Session
 	// wake, on the requests of blocking calls (pooled), is signalled
 	// instead of done: the request never leaves the call, so nobody else
@@ -593,7 +597,7 @@ func (r *Request) block(ctx context.Context) (Status, error) {
 // read; a request still pending (a send in a backlog when ctx ended) is
 // left to the garbage collector.
 func (r *Request) release() {
-	if r.wake == nil || !r.finished.Load() {
+	if r.wake == nil || !r.finished.Load() || r.unpooled.Load() {
 		return
 	}
 	r.dmu.Lock() // complete has returned: its token, if any, is in wake
@@ -604,7 +608,7 @@ func (r *Request) release() {
 	r.dmu.Unlock()
 	r.finished.Store(false)
 	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
-	r.cancelQ, r.cancelOp, r.op, r.rdv = nil, nil, recvOp{}, false
+	r.cancelQ, r.cancelOp, r.op, r.rdv = nil, nil, recvOp{}, rdvSend{}
 	requestPool.Put(r)
 }
 

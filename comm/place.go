@@ -31,8 +31,10 @@ type placement struct {
 	q  *queue
 	op *recvOp
 	st Status
-	// rdv: the data of a rendezvous (rendezvous.go), not a posted receive.
-	rdv *rdvKey
+	// rdv: the data of a rendezvous (rendezvous.go), not a posted
+	// receive (isRdv).
+	rdv   rdvKey
+	isRdv bool
 }
 
 // placer is the session's transport.Placer (host.Config.Placer).
@@ -104,7 +106,7 @@ func (s *Session) placeRData(f wire.Frame, n int) (int, []byte) {
 		dst = make([]byte, e.st.Count)
 		e.op.req.data = dst
 	}
-	s.startPlacingLocked(f.Src, placement{q: e.q, op: e.op, st: e.st, rdv: &key})
+	s.startPlacingLocked(f.Src, placement{q: e.q, op: e.op, st: e.st, rdv: key, isRdv: true})
 	return skip, dst
 }
 
@@ -132,13 +134,13 @@ func (p placer) Placed(f wire.Frame, ok bool) {
 		op.req.complete(pl.st, nil)
 	case s.state != nil:
 		op.req.complete(Status{}, s.state)
-	case pl.rdv != nil:
+	case pl.isRdv:
 		// The data was cut off: the receive waits on, and fails if the
 		// sender did (the connection of a failed rank is closed).
 		if op.alloc {
 			op.req.data = nil
 		}
-		s.rdvIn[*pl.rdv] = rdvRecv{q: pl.q, op: op, st: pl.st}
+		s.rdvIn[pl.rdv] = rdvRecv{q: pl.q, op: op, st: pl.st}
 		s.rdvRecheckLocked()
 	default:
 		if op.alloc {

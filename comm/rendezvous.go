@@ -56,15 +56,21 @@ const (
 	kindRData = core.Kind(core.ProtoComm)<<8 | 8
 )
 
-// rdvSend is a large send waiting for its clear-to-send.
+// rdvSend is a large send waiting for its clear-to-send; it lives in the
+// send's Request (no allocation per message).
 type rdvSend struct {
 	to    core.NodeID // world rank
-	comm  *commState
-	tag   int
 	body  []byte
-	req   *Request
 	owned bool // body is a copy (the blocking caller gave up waiting)
 }
+
+// maxRTS bounds a ready-to-send's payload: four 10-byte varints. The
+// request's header array holds it, then the data frame's header: the
+// ready-to-send has been written by the time its clear-to-send comes
+// back, and a receive's array holds its clear-to-send, written before the
+// data it asks for can arrive; a rendezvous that fails before its answer
+// leaves its request out of the pool (Request.unpooled).
+const maxRTS = 40
 
 // rdvKey names a matched RTS at the receiver.
 type rdvKey struct {
@@ -80,25 +86,26 @@ type rdvRecv struct {
 }
 
 // rdvStart sends the RTS of a large message (the send's checks are done).
-func (s *Session) rdvStart(req *Request, c *commState, ctxID uint64, to core.NodeID, tag int, data []byte) {
+func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, data []byte) {
 	s.mu.Lock()
 	if s.rdvOut == nil {
-		s.rdvOut = make(map[uint64]*rdvSend)
+		s.rdvOut = make(map[uint64]*Request)
 	}
 	s.rdvSeq++
 	id := s.rdvSeq
-	s.rdvOut[id] = &rdvSend{to: to, comm: c, tag: tag, body: data, req: req}
+	req.rdv = rdvSend{to: to, body: data}
+	s.rdvOut[id] = req
 	s.mu.Unlock()
-	p := binary.AppendUvarint(nil, id)
+	p := binary.AppendUvarint(req.hdr[:0], id)
 	p = binary.AppendUvarint(p, ctxID)
 	p = binary.AppendVarint(p, int64(tag))
 	p = binary.AppendUvarint(p, uint64(len(data)))
 	if err := s.sendFrame(int(to), wire.Frame{Kind: kindRTS, Payload: p}, nil, nil); err != nil {
 		s.mu.Lock()
-		e := s.rdvOut[id]
+		_, waiting := s.rdvOut[id]
 		delete(s.rdvOut, id)
 		s.mu.Unlock()
-		if e != nil {
+		if waiting {
 			req.complete(Status{}, err)
 		}
 	}
@@ -109,10 +116,10 @@ func (s *Session) rdvStart(req *Request, c *commState, ctxID uint64, to core.Nod
 // buffer is free; one being written is waited for.
 func (s *Session) rdvDetach(req *Request) {
 	s.mu.Lock()
-	for _, e := range s.rdvOut {
-		if e.req == req {
-			if !e.owned {
-				e.body, e.owned = slices.Clone(e.body), true
+	for _, r := range s.rdvOut {
+		if r == req {
+			if !r.rdv.owned {
+				r.rdv.body, r.rdv.owned = slices.Clone(r.rdv.body), true
 			}
 			s.mu.Unlock()
 			return
@@ -151,25 +158,25 @@ func parseRTS(p []byte) (id, ctxID uint64, tag, size int, err error) {
 // rdvMatchLocked gives the receive op the RTS message m: the receive waits
 // for the data (or fails at once if the buffer is too small, or the
 // sender failed), and the returned frame is the answer to the sender.
-func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) []outgoing {
+func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) outgoing {
 	st := s.statusLocked(q, m)
-	cts := func(flag byte) []outgoing {
-		p := append(binary.AppendUvarint(nil, m.rdv), flag)
-		return []outgoing{{to: int(m.src), kind: kindCTS, payload: p}}
-	}
 	if !op.alloc && len(op.buf) < m.size {
+		// The receive completes now: its array may be used again before
+		// the answer is written.
+		p := append(binary.AppendUvarint(nil, m.rdv), 1)
 		op.req.complete(st, &TruncateError{Need: m.size, Have: len(op.buf), Source: st.Source, Tag: st.Tag})
-		return cts(1)
+		return outgoing{to: int(m.src), kind: kindCTS, payload: p}
 	}
 	if err := s.failErrLocked(q, m.src); err != nil {
 		op.req.complete(Status{}, err)
-		return nil
+		return outgoing{}
 	}
 	if s.rdvIn == nil {
 		s.rdvIn = make(map[rdvKey]rdvRecv)
 	}
 	s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st}
-	return cts(0)
+	p := append(binary.AppendUvarint(op.req.hdr[:0], m.rdv), 0)
+	return outgoing{to: int(m.src), kind: kindCTS, payload: p}
 }
 
 // onCTS handles a clear-to-send: the data is written from a goroutine of
@@ -180,8 +187,8 @@ func (s *Session) onCTS(src int, p []byte) error {
 		return err
 	}
 	s.mu.Lock()
-	e := s.rdvOut[id]
-	if e == nil || e.to != core.NodeID(src) {
+	req := s.rdvOut[id]
+	if req == nil || req.rdv.to != core.NodeID(src) {
 		s.mu.Unlock()
 		s.stats.dropped.Add(1)
 		return nil
@@ -189,14 +196,43 @@ func (s *Session) onCTS(src int, p []byte) error {
 	delete(s.rdvOut, id)
 	s.mu.Unlock()
 	if flag == 1 {
-		e.req.complete(Status{}, nil) // the receiver's buffer was too small: its error
+		req.complete(Status{}, nil) // the receiver's buffer was too small: its error
 		return nil
 	}
-	go func() {
-		head := binary.AppendUvarint(nil, id)
-		s.sendFrame(int(e.to), wire.Frame{Kind: kindRData, Payload: head}, e.body, e.req)
-	}()
+	s.rdvDispatch(rdvJob{req: req, id: id})
 	return nil
+}
+
+// rdvJob is the data of a large message to write.
+type rdvJob struct {
+	req *Request
+	id  uint64
+}
+
+// rdvDispatch hands j to an idle writer goroutine, or starts one: the
+// data is written off the reader goroutine (which must not block on a
+// write: two readers writing to each other would wait for ever), and in
+// the steady state without a goroutine start per message. Writers end
+// with the session; there are as many as writes were ever in progress at
+// once.
+func (s *Session) rdvDispatch(j rdvJob) {
+	select {
+	case s.rdvJobs <- j:
+	default:
+		go s.rdvWriter(j)
+	}
+}
+
+func (s *Session) rdvWriter(j rdvJob) {
+	for {
+		head := binary.AppendUvarint(j.req.hdr[:0], j.id)
+		s.sendFrame(int(j.req.rdv.to), wire.Frame{Kind: kindRData, Payload: head}, j.req.rdv.body, j.req)
+		select {
+		case j = <-s.rdvJobs:
+		case <-s.base.Done():
+			return
+		}
+	}
 }
 
 func parseCTS(p []byte) (id uint64, flag byte, err error) {
@@ -245,17 +281,18 @@ func (s *Session) onRData(src int, p []byte) error {
 // complete: the session ended, the communicator was revoked, the peer
 // failed.
 func (s *Session) rdvRecheckLocked() {
-	for id, e := range s.rdvOut {
+	for id, req := range s.rdvOut {
 		err := s.state
-		if err == nil && e.comm.revoked {
+		if err == nil && req.comm.revoked {
 			err = ErrRevoked
 		}
-		if err == nil && s.failed[e.to] {
-			err = &peerFailedError{world: int(e.to)}
+		if err == nil && s.failed[req.rdv.to] {
+			err = &peerFailedError{world: int(req.rdv.to)}
 		}
 		if err != nil {
 			delete(s.rdvOut, id)
-			e.req.complete(Status{}, err)
+			req.unpooled.Store(true) // its ready-to-send may still be queued
+			req.complete(Status{}, err)
 		}
 	}
 	for _, key := range slices.Collect(maps.Keys(s.rdvIn)) {
@@ -266,6 +303,7 @@ func (s *Session) rdvRecheckLocked() {
 		}
 		if err != nil {
 			delete(s.rdvIn, key)
+			e.op.req.unpooled.Store(true) // its clear-to-send may still be queued
 			e.op.req.complete(Status{}, err)
 		}
 	}

@@ -56,9 +56,10 @@ type Session struct {
 	vmapBuf   map[uint64][]vmapMsg      // mapping updates for virtual layers not created here yet
 	placing   map[core.NodeID]placement // receives being filled straight from a sender's stream (place.go)
 	posts     uint64                    // receives posted (recvOp.seq)
-	rdvOut    map[uint64]*rdvSend       // large sends waiting for their clear-to-send (rendezvous.go)
+	rdvOut    map[uint64]*Request       // large sends waiting for their clear-to-send (rendezvous.go)
 	rdvIn     map[rdvKey]rdvRecv        // receives matched to a ready-to-send, waiting for the data
 	rdvSeq    uint64                    // rendezvous ids given
+	rdvJobs   chan rdvJob               // to idle rendezvous writers (unbuffered; rendezvous.go)
 
 	failures chan Failure
 	// failWake is closed (and replaced, under mu) each time requests are
@@ -148,6 +149,7 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, logger *sl
 		vmapBuf:   map[uint64][]vmapMsg{},
 		failures:  make(chan Failure, size),
 		failWake:  make(chan struct{}),
+		rdvJobs:   make(chan rdvJob),
 		hostDone:  make(chan struct{}),
 	}
 	members := make([]core.NodeID, size)
@@ -433,6 +435,13 @@ func (s *Session) sendAll(msgs []outgoing) {
 		if core.NodeID(m.to) == s.self {
 			continue
 		}
+		s.sendFrame(m.to, wire.Frame{Kind: m.kind, Payload: m.payload}, nil, nil)
+	}
+}
+
+// sendOne is sendAll of one frame (none if m has no kind), without a slice.
+func (s *Session) sendOne(m outgoing) {
+	if m.kind != 0 && core.NodeID(m.to) != s.self {
 		s.sendFrame(m.to, wire.Frame{Kind: m.kind, Payload: m.payload}, nil, nil)
 	}
 }

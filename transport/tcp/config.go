@@ -41,7 +41,8 @@ type Config struct {
 	// on the caller's goroutine (header and payload in one vectored write,
 	// no copy) when the peer's connection is idle; larger payloads, and any
 	// frame sent while earlier ones wait in the queue, are copied and
-	// queued for the writer goroutine. Default 4 MiB; negative disables
+	// queued for the writer goroutine. Default wire.DefaultMaxFrameSize
+	// (16 MiB: every frame the default limit allows); negative disables
 	// the direct path.
 	DirectMax int
 	// SocketBuffer sets the kernel send and receive buffers of every
@@ -96,7 +97,7 @@ const (
 	DefaultBackoffMax       = 2 * time.Second
 	DefaultKeepAlive        = 5 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
-	DefaultDirectMax        = 4 << 20
+	DefaultDirectMax        = wire.DefaultMaxFrameSize
 )
 
 // DefaultConfig returns a Config with every default filled in; the caller

@@ -1261,6 +1261,9 @@ func (t *Transport) backoff(attempt int) time.Duration {
 	return d/2 + time.Duration(mrand.Int64N(int64(d/2)))
 }
 
+// frameRef returns a pointer to a copy of f (only this call allocates).
+func frameRef(f wire.Frame) *wire.Frame { return &f }
+
 // writeLoop drains p's queue into c through a coalescing buffer, flushing
 // whenever the queue is empty, until c dies, p is removed or the transport
 // closes. pending, if not nil, is written first. A frame taken from the
@@ -1288,14 +1291,18 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		p.flushed.Store(p.written)
 		p.wmu.Unlock()
 	}
-	next := pending
+	// next is a frame to write (have); a value, not a pointer, so that a
+	// frame taken from the queue is not moved to the heap.
+	var next wire.Frame
+	have := pending != nil
+	if have {
+		next = *pending
+	}
 	for {
-		if next == nil {
+		if !have {
 			select {
-			case f := <-p.hq:
-				next = &f
-			case f := <-p.q:
-				next = &f
+			case next = <-p.hq:
+			case next = <-p.q:
 			case <-c.dead:
 				return nil
 			case <-c.retiring:
@@ -1306,13 +1313,14 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				return nil
 			}
 		}
+		have = true
 		p.wmu.Lock()
 		if c.stopped() {
 			p.wmu.Unlock()
-			return next
+			return frameRef(next)
 		}
-		ok := write(*next)
-		next = nil
+		ok := write(next)
+		have = false
 		for ok {
 			f, more := p.take()
 			if !more {
@@ -1327,7 +1335,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				}
 				p.flushed.Store(p.written)
 				p.wmu.Unlock()
-				return &f
+				return frameRef(f)
 			}
 			ok = write(f)
 		}
