@@ -25,6 +25,13 @@ type Recovered struct{ Node NodeID }
 type PeerHint struct {
 	Node   NodeID
 	Reason string
+	// Refused: the peer's host answered that nothing listens at the
+	// peer's address (a TCP connection refused), which a crashed process
+	// leaves behind and a slow or partitioned one does not. The heartbeat
+	// detector suspects the peer at once instead of pinging it first (the
+	// suspicion still has to stand for T_broken, and a live peer refutes
+	// it).
+	Refused bool
 }
 
 // MembersChanged tells lower layers (the detectors) which nodes to monitor:

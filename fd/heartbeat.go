@@ -267,6 +267,7 @@ const (
 	hbGossipSuspect                   // the newest notice about it (at gInc) is a suspicion
 	hbTell                            // it was heard while suspected: tell it (see tell)
 	hbAccused                         // the current suspicion is our own (a timeout here), not only heard
+	hbRefused                         // the current suspicion is our own from a refused connection
 )
 
 // hbPeer is what a process remembers of one peer (88 bytes).
@@ -524,7 +525,10 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 // Handle implements [core.Machine]: it follows [core.MembersChanged] and
 // probes the peer of a [core.PeerHint] with a ping (a hint is never a
 // verdict: only the absence of any answer within T_timeout makes the peer
-// suspected).
+// suspected). A hint that the peer's connection was refused (nothing
+// listens at its address: a crashed process) makes it suspected at once;
+// it is declared failed only after T_broken, as any suspicion, and a live
+// peer refutes it meanwhile.
 func (h *HeartbeatDetector) Handle(e core.Event) {
 	switch e := e.(type) {
 	case core.MembersChanged:
@@ -539,6 +543,16 @@ func (h *HeartbeatDetector) Handle(e core.Event) {
 			return
 		}
 		h.flush()
+		if e.Refused {
+			// Nothing listens at its address: suspect it now rather
+			// than after a ping's T_timeout (T_broken still applies).
+			if r := h.connect(e.Node); r != nil && r.state == HeartbeatAlive {
+				h.suspect(r, true)
+				r.flags |= hbRefused
+				h.schedule(r)
+			}
+			return
+		}
 		h.probe(e.Node)
 	}
 }
@@ -946,7 +960,7 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 	}
 	r.state = HeartbeatSuspected
 	r.mark = h.env.Now()
-	r.flags &^= hbProbing | hbAccused
+	r.flags &^= hbProbing | hbAccused | hbRefused
 	if local {
 		r.flags |= hbAccused
 	}

@@ -25,10 +25,13 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 // the suspect's own links, which may be the slow ones, while the notice
 // went around them; and one lost insurance heartbeat is a silence of
 // T_insurance. The monitors that timed out declare a real crash first,
-// and one declaration is enough for the membership above.)
+// and one declaration is enough for the membership above.) A suspicion
+// from a refused connection is first-hand evidence too (nothing listens
+// at the peer's address) and waits as a monitor's does.
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
-	if (r.flags&hbAccused == 0 || r.flags&hbMonitoree == 0) && h.health.on() {
+	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 || r.flags&hbRefused != 0)
+	if !own && h.health.on() {
 		f = time.Duration(1 + h.cfg.LocalHealthMax)
 	}
 	return max(h.health.from(r.mark)+h.cfg.Broken*f, r.hold)

@@ -616,6 +616,36 @@ func TestHeartbeatPeerHint(t *testing.T) {
 	}
 }
 
+// A hint that the peer's connection was refused (nothing listens at its
+// address) makes it suspected at once, with the suspicion broadcast; it is
+// declared failed only after T_broken, and a live peer's message clears it
+// before that. A refusal of a non-member is ignored.
+func TestHeartbeatRefusedHint(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(100), 2)
+	env.TakeSent()
+	h.Handle(core.PeerHint{Node: 40, Reason: "dial: connection refused", Refused: true})
+	h.Handle(core.PeerHint{Node: 41, Reason: "dial: connection refused", Refused: true})
+	h.Handle(core.PeerHint{Node: 500, Reason: "dial: connection refused", Refused: true})
+	s := eventsOf[core.Suspected](env.TakeEmitted())
+	if len(s) != 2 || s[0].Node != 40 || s[1].Node != 41 {
+		t.Fatalf("suspicions %v on refusals, want 40 and 41 at once", s)
+	}
+	if n := sentOf[HeartbeatNotice](env.TakeSent()); len(n) == 0 {
+		t.Fatal("the suspicion was not broadcast")
+	}
+	env.Advance(cfg.Broken/2, h)
+	h.Receive(41, HeartbeatMsg{Next: cfg.Interval}) // alive after all
+	if u := eventsOf[core.Unsuspected](env.TakeEmitted()); len(u) != 1 || u[0].Node != 41 {
+		t.Fatalf("a message from 41 gave %v, want it unsuspected", u)
+	}
+	env.Advance(cfg.Broken, h)
+	f := eventsOf[core.Failed](env.TakeEmitted())
+	if len(f) != 1 || f[0].Node != 40 {
+		t.Fatalf("failures %v, want 40 only, after T_broken", f)
+	}
+}
+
 // §4.2 (the routing-table propagation): a suspicion notice is applied and
 // forwarded once to distances 1, 2, 4, …; the suspect refutes with a
 // higher incarnation, which clears the suspicion everywhere.

@@ -240,7 +240,7 @@ func (p *probe) Handle(e core.Event) {
 				p.hinted = map[core.NodeID]bool{}
 			}
 			p.hinted[e.Node] = true
-			p.env.Emit(record.Hint(e))
+			p.env.Emit(record.Hint{Node: e.Node, Reason: e.Reason})
 		}
 	}
 }

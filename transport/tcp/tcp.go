@@ -625,8 +625,12 @@ func (t *Transport) setOptions(nc net.Conn) {
 }
 
 func (t *Transport) hint(id core.NodeID, reason string) {
-	if h := t.slot.Get(); h != nil {
-		h.Hint(core.PeerHint{Node: id, Reason: reason})
+	t.hintOf(core.PeerHint{Node: id, Reason: reason})
+}
+
+func (t *Transport) hintOf(h core.PeerHint) {
+	if hd := t.slot.Get(); hd != nil {
+		hd.Hint(h)
 	}
 }
 
@@ -1211,7 +1215,8 @@ func (t *Transport) connect(p *peer) *conn {
 		refusals = 0
 		t.stats.dialFailures.Add(1)
 		t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "attempt", attempt, "err", err)
-		t.hint(p.id, fmt.Sprintf("dial %s: %v", addr, err))
+		t.hintOf(core.PeerHint{Node: p.id, Reason: fmt.Sprintf("dial %s: %v", addr, err),
+			Refused: errors.Is(err, syscall.ECONNREFUSED)})
 		// After the hint: whoever sees the peer unreachable (Flush) may
 		// count on the detector having heard of it.
 		t.mu.Lock()
