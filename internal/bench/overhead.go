@@ -43,6 +43,10 @@ type OverheadConfig struct {
 	Procs    []int     // process counts
 	Reps     int       // repetitions of each configuration, at least 2
 	Progress io.Writer // one line per run, and every false exclusion
+	// Idle, if positive, adds the idle job (overhead_idle.go): ranks that
+	// wait Idle, whose processor time with the detector on beyond off is
+	// the detector's alone.
+	Idle time.Duration
 }
 
 // RunOverhead runs the benchmark and writes its table to w, one block of
@@ -92,6 +96,11 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, w io.Writer) error {
 			cr, co := onOff(on, off, cpuOf)
 			fmt.Fprintf(w, "%5d  %-22s  %8.3fs  %8.3fs  %24s  %9s  %24s  %9s  %d\n", p, overheadLabel(d),
 				medianOf(on, wallOf), medianOf(on, cpuOf), wr, wo, cr, co, excluded[d])
+		}
+	}
+	if cfg.Idle > 0 {
+		if err := idleOverhead(ctx, w, cfg.Progress, cfg.Procs, cfg.Idle, cfg.Reps); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(w, "load average at end: %s; %.0f s in all\n", loadavg(), time.Since(start).Seconds())

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"time"
 
 	"github.com/cohort-mp/cohort/internal/bench"
 )
@@ -46,7 +47,14 @@ the N-Queens program keeps its fault-tolerance bookkeeping (what each rank
 gave away) in both settings: the ratio is the detector's cost.
 
 The full run (n = 17, 5 repetitions) takes tens of minutes on 2 cores;
---quick (n = 16, 3 repetitions) a few minutes (each job also spends about 2 s starting and ending).`,
+--quick (n = 16, 3 repetitions) a few minutes (each job also spends about 2 s starting and ending).
+
+Then (unless --idle 0) the same configurations run a job of idle ranks:
+each joins, waits --idle between two barriers and leaves. Their processor
+time with the detector on beyond off is the detector's (and the
+membership's) own work, which N-Queens' processor time, moving by several
+per cent between runs, cannot resolve; the table gives it as a share of
+one core per rank, the figure to hold against the half-per-cent goal.`,
 		run: runOverheadBench,
 	})
 }
@@ -60,6 +68,7 @@ func runOverheadBench(ctx context.Context, c *call) error {
 	quick := fs.Bool("quick", false, "a short version: n = 16, 3 repetitions (unless given)")
 	program := fs.String("program", "github.com/cohort-mp/cohort/examples/nqueens", "the N-Queens `program` (a path, or a Go package built first)")
 	mode := fs.String("mode", "steal", "N-Queens `mode`: steal or master")
+	idle := fs.Duration("idle", 10*time.Second, "how long the ranks of the idle job wait (the detectors' own processor time); 0 skips it")
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
@@ -72,6 +81,9 @@ func runOverheadBench(ctx context.Context, c *call) error {
 		if !set["reps"] {
 			*reps = 3
 		}
+		if !set["idle"] {
+			*idle = 5 * time.Second
+		}
 	}
 	switch {
 	case *n < 8 || *n > 20:
@@ -80,6 +92,8 @@ func runOverheadBench(ctx context.Context, c *call) error {
 		return usagef("--reps %d: want at least 2 (for a confidence interval)", *reps)
 	case *mode != "steal" && *mode != "master":
 		return usagef("--mode %q: want steal or master", *mode)
+	case *idle < 0 || *idle > time.Hour:
+		return usagef("--idle %v: want 0 to 1h", *idle)
 	}
 	for _, p := range procs {
 		if p < 2 || p > maxRunRanks {
@@ -91,5 +105,5 @@ func runOverheadBench(ctx context.Context, c *call) error {
 		return err
 	}
 	defer cleanup()
-	return bench.RunOverhead(ctx, bench.OverheadConfig{Program: path, N: *n, Mode: *mode, Procs: procs, Reps: *reps, Progress: c.stderr}, c.stdout)
+	return bench.RunOverhead(ctx, bench.OverheadConfig{Program: path, N: *n, Mode: *mode, Procs: procs, Reps: *reps, Progress: c.stderr, Idle: *idle}, c.stdout)
 }
