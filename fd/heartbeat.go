@@ -511,12 +511,8 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 			h.close(r)
 		} else if now >= d {
 			h.beat(r)
-		} else if every := h.sendEvery(r); now-r.beatAt >= every {
-			// Other traffic went on the link: the heartbeats of the
-			// slots since the last one were not needed.
-			k := (now - r.beatAt) / every
-			h.stats.Suppressed += uint64(k)
-			r.beatAt += k * every
+		} else {
+			h.suppressed(r, now)
 		}
 	}
 	h.schedule(r)
@@ -567,8 +563,23 @@ func (h *HeartbeatDetector) ObserveSend(to core.NodeID) {
 	if r := h.connect(to); r != nil {
 		r.lastSend = h.env.Now()
 		r.talkAt = r.lastSend
+		h.suppressed(r, r.lastSend)
 		h.schedule(r)
 	}
+}
+
+// suppressed counts the heartbeat slots of r that ended since its last
+// heartbeat while other traffic went on the link: those heartbeats were
+// not needed. (Counted as traffic goes, not when a timer fires: r's timer
+// moves with the traffic and may never fire while it lasts.)
+func (h *HeartbeatDetector) suppressed(r *hbPeer, now time.Duration) {
+	every := h.sendEvery(r)
+	if every <= 0 || now-r.beatAt < every {
+		return
+	}
+	k := (now - r.beatAt) / every
+	h.stats.Suppressed += uint64(k)
+	r.beatAt += k * every
 }
 
 // ObserveReceive implements [core.TrafficObserver]: a message of any layer
@@ -856,8 +867,10 @@ func (h *HeartbeatDetector) recvDue(r *hbPeer) (time.Duration, bool) {
 	return max(due, r.hold), ok
 }
 
-// schedule makes sure r's timer fires no later than its earliest deadline.
-// A timer already due earlier is left alone (it re-arms when it fires).
+// schedule arms r's timer for its earliest deadline. A timer armed for an
+// earlier time is moved too: left alone, it would fire for nothing once per
+// heartbeat received (each one pushes the deadline on by an interval), and
+// in a real process every firing is a wake-up of an otherwise idle loop.
 func (h *HeartbeatDetector) schedule(r *hbPeer) {
 	due, ok := h.sendDue(r)
 	if d, has := h.recvDue(r); has && (!ok || d < due) {
@@ -879,7 +892,7 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 		return
 	}
 	if r.timer != 0 {
-		if r.armedAt <= due {
+		if r.armedAt == due {
 			return
 		}
 		h.env.CancelTimer(r.timer)
