@@ -28,11 +28,13 @@ var (
 	noiseKind = core.MakeKind(core.ProtoTest, 21)
 )
 
-// directPair returns two connected transports (a → c) with cfg's DirectMax.
-func directPair(t *testing.T, directMax int) (a, c *tcp.Transport) {
+// directPair returns two connected transports (a → c) with cfg's DirectMax,
+// over loopback TCP if noUnix, else over the same-host Unix socket.
+func directPair(t *testing.T, directMax int, noUnix bool) (a, c *tcp.Transport) {
 	t.Helper()
 	ca, cc := config(1, nil), config(2, nil)
 	ca.DirectMax, cc.DirectMax = directMax, directMax
+	ca.NoUnix, cc.NoUnix = noUnix, noUnix
 	ca.QueueLen = 8 // a small queue: back-pressure mixes both paths
 	a, c = listen(t, ca), listen(t, cc)
 	a.SetPeer(2, c.Addr())
@@ -53,12 +55,17 @@ func seqBody(b []byte, seq uint64) {
 // the connection is idle), of bodies above DirectMax (queued) and plain
 // Sends, with another goroutine sending control frames meanwhile; every
 // frame of the first goroutine arrives once, in order and intact although
-// the caller overwrites its buffer as soon as SendDirect returns.
+// the caller overwrites its buffer as soon as SendDirect returns. Over the
+// same-host Unix socket and over TCP.
 func TestSendDirectOrder(t *testing.T) {
 	t.Logf("seed %d (replay: go test -run TestSendDirectOrder -seed %d)", *seed, *seed)
+	forPaths(t, testSendDirectOrder)
+}
+
+func testSendDirectOrder(t *testing.T, noUnix bool) {
 	rng := rand.New(rand.NewPCG(*seed, 20))
 	const directMax = 4 << 10
-	a, c := directPair(t, directMax)
+	a, c := directPair(t, directMax, noUnix)
 
 	const n = 3000
 	var mu sync.Mutex
@@ -157,12 +164,13 @@ func TestSendDirectOrder(t *testing.T) {
 			t.Fatalf("frame %d has sequence number %d: reordered", i, seq)
 		}
 	}
+	checkPath(t, a, noUnix)
 }
 
 // TestSendDirectAllocs: a ping-pong of SendDirect (idle connection) and a
 // reader that hands the frame to a channel allocates nothing per message.
 func TestSendDirectAllocs(t *testing.T) {
-	a, c := directPair(t, 0)
+	a, c := directPair(t, 0, false)
 	pong := make(chan struct{}, 1)
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { pong <- struct{}{} }})
 	ctx := context.Background()
@@ -187,9 +195,15 @@ func TestSendDirectAllocs(t *testing.T) {
 
 // TestSendDirectPeerDies: the receiving transport closes in the middle of
 // a stream of SendDirect; the sender neither hangs nor goes without a hint
-// naming the peer, and Flush does not wait for the lost frames.
+// naming the peer, and Flush does not wait for the lost frames. Over the
+// same-host Unix socket (whose redials then fall back to TCP, refused too)
+// and over TCP.
 func TestSendDirectPeerDies(t *testing.T) {
-	a, c := directPair(t, 0)
+	forPaths(t, testSendDirectPeerDies)
+}
+
+func testSendDirectPeerDies(t *testing.T, noUnix bool) {
+	a, c := directPair(t, 0, noUnix)
 	hints := make(chan core.PeerHint, 64)
 	a.SetHandler(transport.HandlerFuncs{OnHint: func(h core.PeerHint) {
 		select {
@@ -218,6 +232,7 @@ func TestSendDirectPeerDies(t *testing.T) {
 		}
 	}
 	received.Wait()
+	checkPath(t, a, noUnix)
 	c.Close()
 	// Frames after the death go to the dead connection (lost) or, once
 	// the transport knows, to the queue, which fills while the redials

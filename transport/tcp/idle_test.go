@@ -30,12 +30,19 @@ func waitStats(t *testing.T, tr *tcp.Transport, what string, cond func(tcp.Stats
 
 // An idle connection is closed on both sides, with no hint to the failure
 // detector and no connection counted as lost; the peers' writers and queues
-// are released, and the next frame dials again.
+// are released, and the next frame dials again. Over the same-host Unix
+// socket (whose half-close is shutdown(2) as on TCP) and over TCP, plain
+// and TLS.
 func TestIdleConnectionRetiredQuietly(t *testing.T) {
+	forPaths(t, testIdleConnectionRetiredQuietly)
+}
+
+func testIdleConnectionRetiredQuietly(t *testing.T, noUnix bool) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
 			ca, cb := config(1, nil), config(2, nil)
 			ca.IdleTimeout, cb.IdleTimeout = 40*time.Millisecond, 40*time.Millisecond
+			ca.NoUnix, cb.NoUnix = noUnix, noUnix
 			if useTLS {
 				tc := tcptest.SelfSignedTLS(t)
 				ca.TLS, cb.TLS = tc, tc
@@ -76,15 +83,22 @@ func TestIdleConnectionRetiredQuietly(t *testing.T) {
 			if s := a.Stats(); s.Established != 2 {
 				t.Fatalf("a's stats %+v: want a second connection", s)
 			}
+			checkPath(t, a, noUnix)
+			checkPath(t, b, noUnix)
 		})
 	}
 }
 
 // Connections retired while both sides send in bursts separated by idle
 // gaps, through the queue and the direct path, lose, duplicate and reorder
-// nothing, and report nothing to the detector.
+// nothing, and report nothing to the detector; over the same-host Unix
+// socket and over TCP.
 func TestIdleRetireLosesNothing(t *testing.T) {
 	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
+	forPaths(t, testIdleRetireLosesNothing)
+}
+
+func testIdleRetireLosesNothing(t *testing.T, noUnix bool) {
 	const frames = 600
 	var logs logBuffer
 	cfgs := []tcp.Config{config(1, &logs), config(2, &logs)}
@@ -97,6 +111,7 @@ func TestIdleRetireLosesNothing(t *testing.T) {
 	recs := make([]*transporttest.Recorder, 2)
 	for i := range cfgs {
 		cfgs[i].IdleTimeout = 4 * time.Millisecond
+		cfgs[i].NoUnix = noUnix
 		trs[i] = listen(t, cfgs[i])
 		recs[i] = transporttest.NewRecorder()
 		trs[i].SetHandler(recs[i])
@@ -177,5 +192,6 @@ func TestIdleRetireLosesNothing(t *testing.T) {
 		if s := tr.Stats(); s.Retired < frames/150 || s.Lost != 0 {
 			t.Fatalf("node %v stats %+v: want at least %d retirements and no connection lost", tr.Self(), s, frames/150)
 		}
+		checkPath(t, tr, noUnix)
 	}
 }

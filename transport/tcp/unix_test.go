@@ -1,0 +1,198 @@
+package tcp_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport/tcp"
+	"github.com/cohort-mp/cohort/transport/tcp/tcptest"
+	"github.com/cohort-mp/cohort/transport/transporttest"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// The tests in this file check the same-host path (package doc,
+// "Connections"): transports of one host connect over their Unix sockets,
+// fall back to TCP when the peer has none, and authenticate exactly as over
+// TCP. The tests of idle retirement, the direct path, refused connections
+// and the transport contract run over both kinds of connection (forPaths).
+
+// exchange sends n frames each way between a and b at once, each frame by
+// Send or SendDirect at random, and checks that both receive every frame
+// once and in order, and that no hint was given.
+func exchange(t *testing.T, a, b *tcp.Transport, n int) {
+	t.Helper()
+	recs := []*transporttest.Recorder{transporttest.NewRecorder(), transporttest.NewRecorder()}
+	trs := []*tcp.Transport{a, b}
+	for i, tr := range trs {
+		tr.SetHandler(recs[i])
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i, tr := range trs {
+		to := trs[1-i].Self()
+		rng := rand.New(rand.NewPCG(*seed, uint64(10+i)))
+		wg.Go(func() {
+			ctx := context.Background()
+			for seq := range uint64(n) {
+				f := frame(seq)
+				var err error
+				if rng.IntN(2) == 0 {
+					err = tr.Send(ctx, to, f)
+				} else {
+					err = tr.SendDirect(ctx, to, wire.Frame{Kind: f.Kind}, f.Payload)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, rec := range recs {
+		rec.Wait(t, transporttest.Timeout, "every frame", gotFrames(n))
+		for k, f := range rec.Frames() {
+			if s, ok := transporttest.Seq(f.Payload); !ok || s != uint64(k) || f.Src != trs[1-i].Self() {
+				t.Fatalf("node %v: frame %d carries %d from %v (ok %v): lost, duplicated or reordered", trs[i].Self(), k, s, f.Src, ok)
+			}
+		}
+		if h := rec.Hints(); len(h) != 0 {
+			t.Fatalf("node %v got hints %v", trs[i].Self(), h)
+		}
+	}
+}
+
+// Two transports on 127.0.0.1 connect over their Unix sockets, plain and
+// TLS, and frames flow both ways in order.
+func TestUnixPath(t *testing.T) {
+	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			ca, cb := config(1, nil), config(2, nil)
+			if useTLS {
+				tc := tcptest.SelfSignedTLS(t)
+				ca.TLS, cb.TLS = tc, tc
+			}
+			a, b := listen(t, ca), listen(t, cb)
+			for _, tr := range []*tcp.Transport{a, b} {
+				if !strings.HasPrefix(tr.UnixAddr(), "@cohort/") {
+					t.Fatalf("node %v listens on Unix socket %q, want an abstract @cohort/ name", tr.Self(), tr.UnixAddr())
+				}
+			}
+			a.SetPeer(2, b.Addr())
+			b.SetPeer(1, a.Addr())
+			exchange(t, a, b, 500)
+			checkPath(t, a, false)
+			checkPath(t, b, false)
+		})
+	}
+}
+
+// A peer with the path off (Config.NoUnix) has no Unix socket: a dialer
+// with the path on falls back to TCP at once, with no failed dial and no
+// hint, and the peer itself dials TCP only.
+func TestUnixFallbackToTCP(t *testing.T) {
+	for _, offDials := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dialer off=%v", offDials), func(t *testing.T) {
+			on, off := config(1, nil), config(2, nil)
+			off.NoUnix = true
+			a, b := listen(t, on), listen(t, off)
+			if b.UnixAddr() != "" {
+				t.Fatalf("a transport with NoUnix listens on %q", b.UnixAddr())
+			}
+			dialer, acceptor := a, b
+			if offDials {
+				dialer, acceptor = b, a
+			}
+			rd, racc := transporttest.NewRecorder(), transporttest.NewRecorder()
+			dialer.SetHandler(rd)
+			acceptor.SetHandler(racc)
+			dialer.SetPeer(acceptor.Self(), acceptor.Addr())
+			ctx := context.Background()
+			if err := dialer.Send(ctx, acceptor.Self(), frame(0)); err != nil {
+				t.Fatal(err)
+			}
+			racc.Wait(t, transporttest.Timeout, "the frame", gotFrames(1))
+			if err := acceptor.Send(ctx, dialer.Self(), frame(1)); err != nil {
+				t.Fatal(err)
+			}
+			rd.Wait(t, transporttest.Timeout, "the reply", gotFrames(1))
+			for _, tr := range []*tcp.Transport{a, b} {
+				checkPath(t, tr, true)
+			}
+			if s := dialer.Stats(); s.Dials != 1 || s.DialFailures != 0 || s.Established != 1 {
+				t.Fatalf("dialer's stats %+v: want one dial, not failed, one connection", s)
+			}
+			if h := append(rd.Hints(), racc.Hints()...); len(h) != 0 {
+				t.Fatalf("hints %v: a peer without the Unix path is no failure", h)
+			}
+		})
+	}
+}
+
+// A peer of the same job with another secret is found on its Unix socket
+// and refused there by the handshake, as over TCP: the dialer gets a hint
+// naming it, no frame is delivered, and no Unix connection is put in use.
+func TestUnixWrongSecretRefused(t *testing.T) {
+	var logs logBuffer
+	other := config(2, &logs)
+	other.Secret = []byte("another secret of sixteen+ bytes")
+	a, b := listen(t, config(1, nil)), listen(t, other)
+	ra, rb := transporttest.NewRecorder(), transporttest.NewRecorder()
+	a.SetHandler(ra)
+	b.SetHandler(rb)
+	a.SetPeer(2, b.Addr())
+	if err := a.Send(context.Background(), 2, frame(0)); err != nil {
+		t.Fatal(err)
+	}
+	ra.Wait(t, transporttest.Timeout, "a hint about node 2", func(_ []wire.Frame, hs []core.PeerHint) bool {
+		return len(hs) > 0 && hs[0].Node == 2
+	})
+	waitStats(t, b, "the refusal", func(s tcp.Stats) bool { return s.Refused > 0 })
+	if sa, sb := a.Stats(), b.Stats(); sa.Established != 0 || sb.Established != 0 || sb.FramesIn != 0 || sa.DialFailures == 0 {
+		t.Fatalf("stats a %+v, b %+v: want failed dials, no connection and no frame", sa, sb)
+	}
+	if len(rb.Frames()) != 0 {
+		t.Fatalf("node 2 delivered %v from a node without the secret", rb.Frames())
+	}
+	if log := logs.String(); !strings.Contains(log, "refused connection") || !strings.Contains(log, fmt.Sprintf("unix pid %d", os.Getpid())) {
+		t.Fatalf("node 2 did not log a refusal over its Unix socket:\n%s", log)
+	}
+}
+
+// The transports of two jobs on one host do not find each other's Unix
+// sockets (the name carries the job), and a dial between them is refused
+// over TCP as before.
+func TestUnixOtherJob(t *testing.T) {
+	other := config(2, nil)
+	other.JobID = "another-job"
+	a, b := listen(t, config(1, nil)), listen(t, other)
+	if a.UnixAddr() == "" || b.UnixAddr() == "" || a.UnixAddr() == b.UnixAddr() {
+		t.Fatalf("Unix sockets %q and %q: want two distinct names", a.UnixAddr(), b.UnixAddr())
+	}
+	if strings.Contains(a.UnixAddr(), jobID) {
+		t.Fatalf("name %q shows the job id", a.UnixAddr())
+	}
+	ra := transporttest.NewRecorder()
+	a.SetHandler(ra)
+	b.SetHandler(transporttest.NewRecorder())
+	a.SetPeer(2, b.Addr())
+	if err := a.Send(context.Background(), 2, frame(0)); err != nil {
+		t.Fatal(err)
+	}
+	ra.Wait(t, transporttest.Timeout, "a hint about node 2", func(_ []wire.Frame, hs []core.PeerHint) bool { return len(hs) > 0 })
+	waitStats(t, b, "the refusal", func(s tcp.Stats) bool { return s.Refused > 0 })
+	if s := b.Stats(); s.Established != 0 || s.Unix != 0 {
+		t.Fatalf("stats of the other job's node %+v: want no connection", s)
+	}
+}
