@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport/tcp"
@@ -158,8 +159,12 @@ func TestUnixWrongSecretRefused(t *testing.T) {
 	ra.Wait(t, transporttest.Timeout, "a hint about node 2", func(_ []wire.Frame, hs []core.PeerHint) bool {
 		return len(hs) > 0 && hs[0].Node == 2
 	})
-	waitStats(t, b, "the refusal", func(s tcp.Stats) bool { return s.Refused > 0 })
-	if sa, sb := a.Stats(), b.Stats(); sa.Established != 0 || sb.Established != 0 || sb.FramesIn != 0 || sa.DialFailures == 0 {
+	// The refusal is counted, then logged: wait for the log.
+	deadline := time.Now().Add(transporttest.Timeout)
+	for !strings.Contains(logs.String(), "refused connection") && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if sa, sb := a.Stats(), b.Stats(); sb.Refused == 0 || sa.Established != 0 || sb.Established != 0 || sb.FramesIn != 0 || sa.DialFailures == 0 {
 		t.Fatalf("stats a %+v, b %+v: want failed dials, no connection and no frame", sa, sb)
 	}
 	if len(rb.Frames()) != 0 {
