@@ -82,11 +82,12 @@
 //
 // # Goroutines
 //
-// One accept loop and one idle sweeper; per peer with frames to write or a
-// connection in use, one writer (which also dials; it ends when the peer
-// has neither, and Send starts it again); one reader per connection (which
-// calls the handler); per inbound connection, its handshake runs on what
-// becomes its reader. Close stops them all.
+// One accept loop per listener (TCP, and the Unix socket unless off) and
+// one idle sweeper; per peer with frames to write or a connection in use,
+// one writer (which also dials; it ends when the peer has neither, and
+// Send starts it again); one reader per connection (which calls the
+// handler); per inbound connection, its handshake runs on what becomes its
+// reader. Close stops them all.
 //
 // # Limits
 //
