@@ -69,9 +69,16 @@ func testIdleConnectionRetiredQuietly(t *testing.T, noUnix bool) {
 					return s.Conns == 0 && s.Retired > 0 && s.Writers == 0
 				})
 			}
+			// Usually one connection; a second one when a writer was kept
+			// from the first for IdleTimeout (a loaded machine under -race)
+			// and the peer retired it meanwhile. Either way every one of
+			// them is retired, none lost.
 			sa, sb := a.Stats(), b.Stats()
-			if sa.Retired != 1 || sb.Retired != 1 || sa.Lost != 0 || sb.Lost != 0 {
-				t.Fatalf("stats a %+v, b %+v: want one connection retired and none lost on each side", sa, sb)
+			if sa.Retired != sa.Established || sb.Retired != sb.Established || sa.Lost != 0 || sb.Lost != 0 {
+				t.Fatalf("stats a %+v, b %+v: want every connection retired and none lost on each side", sa, sb)
+			}
+			if sa.Established > 1 {
+				t.Logf("%d connections before the idle close (stats a %+v)", sa.Established, sa)
 			}
 			if h := append(ra.Hints(), rb.Hints()...); len(h) != 0 {
 				t.Fatalf("hints %v: an idle close is no sign of failure", h)
@@ -80,8 +87,8 @@ func testIdleConnectionRetiredQuietly(t *testing.T, noUnix bool) {
 				t.Fatal(err)
 			}
 			rb.Wait(t, transporttest.Timeout, "the frame after the close", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 4 })
-			if s := a.Stats(); s.Established != 2 {
-				t.Fatalf("a's stats %+v: want a second connection", s)
+			if s := a.Stats(); s.Established != sa.Established+1 {
+				t.Fatalf("a's stats %+v: want one more connection than the %d before", s, sa.Established)
 			}
 			checkPath(t, a, noUnix)
 			checkPath(t, b, noUnix)
