@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -125,44 +124,19 @@ func testIdleRetireLosesNothing(t *testing.T, noUnix bool) {
 	}
 	trs[0].SetPeer(2, trs[1].Addr())
 	trs[1].SetPeer(1, trs[0].Addr())
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for i, tr := range trs {
-		to := trs[1-i].Self()
-		rng := rand.New(rand.NewPCG(*seed, uint64(i)))
-		wg.Go(func() {
-			ctx := context.Background()
-			for seq := range uint64(frames) {
-				if seq%150 == 149 {
-					// Wait for a retirement, which the peer's traffic may
-					// put off until its own burst ends.
-					n := tr.Stats().Retired
-					deadline := time.Now().Add(transporttest.Timeout)
-					for tr.Stats().Retired == n && time.Now().Before(deadline) {
-						time.Sleep(time.Millisecond)
-					}
-				} else if rng.IntN(20) == 0 {
-					time.Sleep(time.Duration(rng.IntN(8000)) * time.Microsecond)
-				}
-				f := frame(seq)
-				var err error
-				if rng.IntN(2) == 0 {
-					err = tr.Send(ctx, to, f)
-				} else {
-					err = tr.SendDirect(ctx, to, wire.Frame{Kind: f.Kind}, f.Payload)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	sendBothWays(t, trs, frames, 0, func(tr *tcp.Transport, rng *rand.Rand, seq uint64) {
+		if seq%150 == 149 {
+			// Wait for a retirement, which the peer's traffic may put off
+			// until its own burst ends.
+			n := tr.Stats().Retired
+			deadline := time.Now().Add(transporttest.Timeout)
+			for tr.Stats().Retired == n && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		} else if rng.IntN(20) == 0 {
+			time.Sleep(time.Duration(rng.IntN(8000)) * time.Microsecond)
+		}
+	})
 	for i, rec := range recs {
 		from := trs[1-i].Self()
 		err := rec.WaitErr(transporttest.Timeout, func(fs []wire.Frame, _ []core.PeerHint) bool {

@@ -37,6 +37,9 @@ func TestUnixNames(t *testing.T) {
 	if a, b := unixName("a", "127.0.0.1:1"), unixName("b", "127.0.0.1:1"); a == b {
 		t.Errorf("two jobs share the name %q", a)
 	}
+	if n := name("127.0.0.1:1"); strings.Contains(n, job) {
+		t.Errorf("name %q shows the job id", n)
+	}
 	long := unixName(strings.Repeat("j", 255), "[fe80::1%"+strings.Repeat("z", 120)+"]:65535")
 	if len(long) > maxUnixName || !strings.HasPrefix(long, "@cohort/") {
 		t.Errorf("name %q: %d bytes, limit %d", long, len(long), maxUnixName)

@@ -23,24 +23,23 @@ import (
 // TCP. The tests of idle retirement, the direct path, refused connections
 // and the transport contract run over both kinds of connection (forPaths).
 
-// exchange sends n frames each way between a and b at once, each frame by
-// Send or SendDirect at random, and checks that both receive every frame
-// once and in order, and that no hint was given.
-func exchange(t *testing.T, a, b *tcp.Transport, n int) {
+// sendBothWays sends frames 0 to n-1 (frame(seq)) from each of trs to the
+// other at once, each by Send or SendDirect at random; side i draws from
+// rand.NewPCG(*seed, stream+i), and calls pause, if not nil, before each
+// frame with its transport, random source and the frame's number.
+func sendBothWays(t *testing.T, trs []*tcp.Transport, n int, stream uint64, pause func(tr *tcp.Transport, rng *rand.Rand, seq uint64)) {
 	t.Helper()
-	recs := []*transporttest.Recorder{transporttest.NewRecorder(), transporttest.NewRecorder()}
-	trs := []*tcp.Transport{a, b}
-	for i, tr := range trs {
-		tr.SetHandler(recs[i])
-	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	errs := make(chan error, len(trs))
 	for i, tr := range trs {
 		to := trs[1-i].Self()
-		rng := rand.New(rand.NewPCG(*seed, uint64(10+i)))
+		rng := rand.New(rand.NewPCG(*seed, stream+uint64(i)))
 		wg.Go(func() {
 			ctx := context.Background()
 			for seq := range uint64(n) {
+				if pause != nil {
+					pause(tr, rng, seq)
+				}
 				f := frame(seq)
 				var err error
 				if rng.IntN(2) == 0 {
@@ -60,6 +59,19 @@ func exchange(t *testing.T, a, b *tcp.Transport, n int) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// exchange sends n frames each way between a and b at once (sendBothWays)
+// and checks that both receive every frame once and in order, and that no
+// hint was given.
+func exchange(t *testing.T, a, b *tcp.Transport, n int) {
+	t.Helper()
+	recs := []*transporttest.Recorder{transporttest.NewRecorder(), transporttest.NewRecorder()}
+	trs := []*tcp.Transport{a, b}
+	for i, tr := range trs {
+		tr.SetHandler(recs[i])
+	}
+	sendBothWays(t, trs, n, 10, nil)
 	for i, rec := range recs {
 		rec.Wait(t, transporttest.Timeout, "every frame", gotFrames(n))
 		for k, f := range rec.Frames() {
@@ -142,62 +154,52 @@ func TestUnixFallbackToTCP(t *testing.T) {
 }
 
 // A peer of the same job with another secret is found on its Unix socket
-// and refused there by the handshake, as over TCP: the dialer gets a hint
-// naming it, no frame is delivered, and no Unix connection is put in use.
-func TestUnixWrongSecretRefused(t *testing.T) {
-	var logs logBuffer
-	other := config(2, &logs)
-	other.Secret = []byte("another secret of sixteen+ bytes")
-	a, b := listen(t, config(1, nil)), listen(t, other)
-	ra, rb := transporttest.NewRecorder(), transporttest.NewRecorder()
-	a.SetHandler(ra)
-	b.SetHandler(rb)
-	a.SetPeer(2, b.Addr())
-	if err := a.Send(context.Background(), 2, frame(0)); err != nil {
-		t.Fatal(err)
-	}
-	ra.Wait(t, transporttest.Timeout, "a hint about node 2", func(_ []wire.Frame, hs []core.PeerHint) bool {
-		return len(hs) > 0 && hs[0].Node == 2
-	})
-	// The refusal is counted, then logged: wait for the log.
-	deadline := time.Now().Add(transporttest.Timeout)
-	for !strings.Contains(logs.String(), "refused connection") && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if sa, sb := a.Stats(), b.Stats(); sb.Refused == 0 || sa.Established != 0 || sb.Established != 0 || sb.FramesIn != 0 || sa.DialFailures == 0 {
-		t.Fatalf("stats a %+v, b %+v: want failed dials, no connection and no frame", sa, sb)
-	}
-	if len(rb.Frames()) != 0 {
-		t.Fatalf("node 2 delivered %v from a node without the secret", rb.Frames())
-	}
-	if log := logs.String(); !strings.Contains(log, "refused connection") || !strings.Contains(log, fmt.Sprintf("unix pid %d", os.Getpid())) {
-		t.Fatalf("node 2 did not log a refusal over its Unix socket:\n%s", log)
-	}
-}
-
-// The transports of two jobs on one host do not find each other's Unix
-// sockets (the name carries the job), and a dial between them is refused
-// over TCP as before.
-func TestUnixOtherJob(t *testing.T) {
-	other := config(2, nil)
-	other.JobID = "another-job"
-	a, b := listen(t, config(1, nil)), listen(t, other)
-	if a.UnixAddr() == "" || b.UnixAddr() == "" || a.UnixAddr() == b.UnixAddr() {
-		t.Fatalf("Unix sockets %q and %q: want two distinct names", a.UnixAddr(), b.UnixAddr())
-	}
-	if strings.Contains(a.UnixAddr(), jobID) {
-		t.Fatalf("name %q shows the job id", a.UnixAddr())
-	}
-	ra := transporttest.NewRecorder()
-	a.SetHandler(ra)
-	b.SetHandler(transporttest.NewRecorder())
-	a.SetPeer(2, b.Addr())
-	if err := a.Send(context.Background(), 2, frame(0)); err != nil {
-		t.Fatal(err)
-	}
-	ra.Wait(t, transporttest.Timeout, "a hint about node 2", func(_ []wire.Frame, hs []core.PeerHint) bool { return len(hs) > 0 })
-	waitStats(t, b, "the refusal", func(s tcp.Stats) bool { return s.Refused > 0 })
-	if s := b.Stats(); s.Established != 0 || s.Unix != 0 {
-		t.Fatalf("stats of the other job's node %+v: want no connection", s)
+// and refused there by the handshake, as over TCP would; a peer of another
+// job has a Unix socket of another name, is not found there, and refuses
+// the dial over TCP. Either way the dialer gets a hint naming it, no
+// frame is delivered and no connection is put in use.
+func TestUnixRefusedPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		edit     func(*tcp.Config)
+		overUnix bool // refused on its Unix socket (else over TCP)
+	}{
+		{"another secret", func(c *tcp.Config) { c.Secret = []byte("another secret of sixteen+ bytes") }, true},
+		{"another job", func(c *tcp.Config) { c.JobID = "another-job" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs logBuffer
+			other := config(2, &logs)
+			tc.edit(&other)
+			a, b := listen(t, config(1, nil)), listen(t, other)
+			if a.UnixAddr() == "" || b.UnixAddr() == "" {
+				t.Fatalf("Unix sockets %q and %q: want both", a.UnixAddr(), b.UnixAddr())
+			}
+			ra, rb := transporttest.NewRecorder(), transporttest.NewRecorder()
+			a.SetHandler(ra)
+			b.SetHandler(rb)
+			a.SetPeer(2, b.Addr())
+			if err := a.Send(context.Background(), 2, frame(0)); err != nil {
+				t.Fatal(err)
+			}
+			ra.Wait(t, transporttest.Timeout, "a hint about node 2", func(_ []wire.Frame, hs []core.PeerHint) bool {
+				return len(hs) > 0 && hs[0].Node == 2
+			})
+			// The refusal is counted, then logged: wait for the log.
+			deadline := time.Now().Add(transporttest.Timeout)
+			for !strings.Contains(logs.String(), "refused connection") && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if sa, sb := a.Stats(), b.Stats(); sb.Refused == 0 || sa.Established != 0 || sb.Established != 0 || sb.FramesIn != 0 || sa.DialFailures == 0 {
+				t.Fatalf("stats a %+v, b %+v: want failed dials, a refusal, no connection and no frame", sa, sb)
+			}
+			if len(rb.Frames()) != 0 {
+				t.Fatalf("node 2 delivered %v from a node it refused", rb.Frames())
+			}
+			log := logs.String()
+			if unix := strings.Contains(log, fmt.Sprintf("unix pid %d", os.Getpid())); !strings.Contains(log, "refused connection") || unix != tc.overUnix {
+				t.Fatalf("node 2's log (want a refusal, over its Unix socket: %v):\n%s", tc.overUnix, log)
+			}
+		})
 	}
 }
