@@ -416,16 +416,23 @@ func TestReconnectAfterRestart(t *testing.T) {
 
 // TestSimultaneousDial checks the tie-break: two nodes that start sending
 // to each other at the same instant end with one connection, and no frame
-// is lost or reordered on the way.
+// is lost or reordered on the way; over the same-host Unix socket and over
+// TCP.
 func TestSimultaneousDial(t *testing.T) {
+	forPaths(t, testSimultaneousDial)
+}
+
+func testSimultaneousDial(t *testing.T, noUnix bool) {
 	const rounds, per = 8, 200
 	tieBreaks := uint64(0)
 	for round := range rounds {
-		a, err := tcp.Listen(config(1, nil))
+		ca, cb := config(1, nil), config(2, nil)
+		ca.NoUnix, cb.NoUnix = noUnix, noUnix
+		a, err := tcp.Listen(ca)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := tcp.Listen(config(2, nil))
+		b, err := tcp.Listen(cb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,6 +470,8 @@ func TestSimultaneousDial(t *testing.T) {
 		if sa.Conns != 1 || sb.Conns != 1 {
 			t.Fatalf("round %d: connections in use a=%d b=%d, want 1 each", round, sa.Conns, sb.Conns)
 		}
+		checkPath(t, a, noUnix)
+		checkPath(t, b, noUnix)
 		tieBreaks += sa.TieBreaks + sb.TieBreaks
 		a.Close()
 		b.Close()

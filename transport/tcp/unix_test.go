@@ -102,7 +102,16 @@ func TestUnixPath(t *testing.T) {
 					t.Fatalf("node %v listens on Unix socket %q, want an abstract @cohort/ name", tr.Self(), tr.UnixAddr())
 				}
 			}
-			a.SetPeer(2, b.Addr())
+			// Connect first (over a's Unix socket dial, Introduce): two
+			// first frames sent at once dial both ways, and on a loaded
+			// machine the tie-break's loser may give up waiting for the
+			// winner's connection and hint, which is not what this test is
+			// about (TestSimultaneousDial is).
+			ctx, cancel := context.WithTimeout(context.Background(), transporttest.Timeout)
+			defer cancel()
+			if id, err := a.Introduce(ctx, b.Addr()); err != nil || id != 2 {
+				t.Fatalf("Introduce = %v, %v; want n2", id, err)
+			}
 			b.SetPeer(1, a.Addr())
 			exchange(t, a, b, 500)
 			checkPath(t, a, false)
