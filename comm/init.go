@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/group"
@@ -17,7 +18,8 @@ import (
 // (package launch, [launch.Detect]: job id, rank, size, secret, and the
 // launcher's rendezvous address or SLURM's PMI-2 server), listens with
 // transport/tcp on 127.0.0.1 (a free port; under SLURM on several nodes, an
-// address of this node the others reach), registers its address with the
+// address of this node the others reach; ranks on one host connect over
+// Unix sockets unless COHORT_UNIX=off, see unixEnv), registers its address with the
 // launcher (or puts it in PMI's key-value space), learns every rank's
 // address, and starts its node (failure detector and
 // membership, package host) and matching engine. ctx bounds the
@@ -63,6 +65,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	tcfg.JobID = boot.JobID
 	tcfg.Secret = boot.Secret
 	tcfg.Logger = o.logger
+	if tcfg.NoUnix, err = parseUnix(os.Getenv(unixEnv)); err != nil {
+		return nil, err
+	}
 	if tcfg.TLS, err = boot.TLSConfig(); err != nil {
 		return nil, err
 	}
@@ -133,4 +138,24 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		go rep.run(s)
 	}
 	return s, nil
+}
+
+// unixEnv names the environment variable Init reads to choose how ranks on
+// one host connect: "on" (the default, also when unset) over transport/tcp's
+// same-host Unix sockets, "off" over loopback TCP, as ranks on different
+// hosts do (tcp.Config.NoUnix). Benchmarks compare the two (`cohort bench
+// p2p --impl ours,ours-tcp`).
+const unixEnv = "COHORT_UNIX"
+
+// parseUnix reads COHORT_UNIX's value and reports whether the same-host path
+// is off. A value it does not know is an error rather than a silent default,
+// so that a benchmark never measures the other path than the one it names.
+func parseUnix(v string) (noUnix bool, err error) {
+	switch strings.ToLower(v) {
+	case "", "on", "1", "true", "yes":
+		return false, nil
+	case "off", "0", "false", "no":
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: %s=%q: want on or off", ErrBadArg, unixEnv, v)
 }

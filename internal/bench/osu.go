@@ -22,6 +22,9 @@ import (
 // implementations in one invocation and print them side by side:
 //
 //	ours       package comm over transport/tcp, ranks started by package launch
+//	           (on one host over its same-host Unix sockets, the default)
+//	ours-tcp   the same with COHORT_UNIX=off: over loopback TCP, as between hosts
+//	ours-tls   the same as ours with the job encrypted (launch's Encrypt)
 //	tcp        raw Go TCP sockets between processes started the same way
 //	           (addresses exchanged through the launcher's rendezvous)
 //	mpi-tcp    Open MPI, --mca btl self,tcp on the loopback interface
@@ -59,9 +62,14 @@ type OSU struct {
 }
 
 // OSUImpls lists the implementations in table order.
-var OSUImpls = []string{"ours", "ours-tls", "tcp", "mpi-tcp", "mpi-vader"}
+var OSUImpls = []string{"ours", "ours-tcp", "ours-tls", "tcp", "mpi-tcp", "mpi-vader"}
 
-var osuImplTitle = map[string]string{"ours": "cohort", "ours-tls": "cohort TLS", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
+var osuImplTitle = map[string]string{"ours": "cohort", "ours-tcp": "cohort TCP", "ours-tls": "cohort TLS", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
+
+// osuUnixEnv is the environment of cohort's ranks per implementation:
+// the same-host path on for ours and ours-tls (whatever the caller's
+// environment says), off for ours-tcp (comm's COHORT_UNIX).
+var osuUnixEnv = map[string][]string{"ours": {"COHORT_UNIX=on"}, "ours-tls": {"COHORT_UNIX=on"}, "ours-tcp": {"COHORT_UNIX=off"}}
 
 // Sizes returns the message sizes: minSize (0 or a power of two), then
 // every power of two up to maxSize.
@@ -123,7 +131,7 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 		r := OSUResult{Impl: impl}
 		fmt.Fprintf(b.Progress, "bench: %s %s on %d processes…\n", impl, b.Mode, b.Ranks)
 		switch impl {
-		case "ours", "ours-tls", "tcp":
+		case "ours", "ours-tcp", "ours-tls", "tcp":
 			r.Figures, r.Allocs, err = b.runWorkers(ctx, exe, impl)
 			if impl != "ours" {
 				r.Allocs = nil
@@ -153,7 +161,7 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (figs, allocs map[int]float64, err error) {
 	var out bytes.Buffer
 	args := append([]string{"osu-worker", b.Mode, impl}, b.Args()...)
-	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Encrypt: impl == "ours-tls", Replicas: b.Replicas,
+	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Env: osuUnixEnv[impl], Encrypt: impl == "ours-tls", Replicas: b.Replicas,
 		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute})
 	if err != nil {
 		return nil, nil, err

@@ -35,4 +35,18 @@ func TestOSUGoals(t *testing.T) {
 			t.Fatalf("missing %q in:\n%s", want, out)
 		}
 	}
+	// With cohort measured over both paths, the goal against Open MPI's
+	// TCP takes cohort over TCP, the same-host goal cohort's default path.
+	b.Reset()
+	bench.WriteOSUGoals(&b, map[string][]bench.OSUResult{"latency": {
+		{Impl: "ours", Figures: map[int]float64{8: 4}},
+		{Impl: "ours-tcp", Figures: map[int]float64{8: 8}},
+		{Impl: "mpi-tcp", Figures: map[int]float64{8: 5}},
+		{Impl: "mpi-vader", Figures: map[int]float64{8: 2}},
+	}})
+	for _, want := range []string{"cohort TCP 8.00, Open MPI 5.00 µs: ratio 1.60", "cohort 4.00, Open MPI 2.00 µs: ratio 2.00"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("missing %q in:\n%s", want, b.String())
+		}
+	}
 }

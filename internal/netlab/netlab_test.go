@@ -13,8 +13,12 @@ import (
 
 // TestMain lets the test binary act, inside a lab host, as a TCP echo
 // server (NETLAB_ECHO=addr) or as a client that checks one echo
-// (NETLAB_DIAL=addr).
+// (NETLAB_DIAL=addr), or as a node of transport/tcp (NETLAB_TRANSPORT, see
+// transportNode).
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("NETLAB_TRANSPORT"); mode != "" {
+		os.Exit(transportNode(mode))
+	}
 	if addr := os.Getenv("NETLAB_ECHO"); addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,14 +24,21 @@ import (
 // machines are shared and noisy). The raw baseline moves the same bytes
 // (a 4-byte length and the payload) with one Write per message for
 // latency and a bufio.Writer for throughput, and does nothing else: no
-// handshake, no queue, no header, no handler.
+// handshake, no queue, no header, no handler. Each benchmark runs per
+// kind of connection (path=unix: the transport's same-host Unix socket
+// against a raw abstract Unix socket; path=tcp: Config.NoUnix against raw
+// loopback TCP).
 //
 //	go test -run '^$' -bench . -benchtime 20000x ./transport/tcp
 
-// rawPair returns the two ends of a loopback TCP connection with
-// TCP_NODELAY set.
-func rawPair(b *testing.B) (client, server net.Conn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// rawPair returns the two ends of a connection over loopback TCP (with
+// TCP_NODELAY set) or, unless overTCP, an abstract Unix socket.
+func rawPair(b *testing.B, overTCP bool) (client, server net.Conn) {
+	network, addr := "tcp", "127.0.0.1:0"
+	if !overTCP {
+		network, addr = "unix", fmt.Sprintf("@cohort-bench/%d/%d", os.Getpid(), time.Now().UnixNano())
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +52,7 @@ func rawPair(b *testing.B) (client, server net.Conn) {
 		}
 		accepted <- c
 	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
+	client, err = net.Dial(network, ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,16 +60,18 @@ func rawPair(b *testing.B) (client, server net.Conn) {
 	if server == nil {
 		b.Fatal("accept failed")
 	}
-	client.(*net.TCPConn).SetNoDelay(true)
-	server.(*net.TCPConn).SetNoDelay(true)
+	if overTCP {
+		client.(*net.TCPConn).SetNoDelay(true)
+		server.(*net.TCPConn).SetNoDelay(true)
+	}
 	b.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
 }
 
 // rawRoundTrips runs n ping-pongs of size-byte messages and returns the
 // elapsed time.
-func rawRoundTrips(b *testing.B, n, size int) time.Duration {
-	client, server := rawPair(b)
+func rawRoundTrips(b *testing.B, n, size int, overTCP bool) time.Duration {
+	client, server := rawPair(b, overTCP)
 	go func() { // echo
 		buf := make([]byte, 4+size)
 		for {
@@ -88,12 +98,13 @@ func rawRoundTrips(b *testing.B, n, size int) time.Duration {
 	return time.Since(start)
 }
 
-// pair returns two connected transports whose handlers are set by the
-// caller.
-func benchPair(b *testing.B) (a, c *tcp.Transport) {
+// benchPair returns two connected transports whose handlers are set by
+// the caller, over TCP if noUnix, else over the same-host Unix socket.
+func benchPair(b *testing.B, noUnix bool) (a, c *tcp.Transport) {
 	mk := func(id core.NodeID) *tcp.Transport {
 		cfg := tcp.DefaultConfig()
 		cfg.Node, cfg.JobID, cfg.Secret = id, jobID, secret
+		cfg.NoUnix = noUnix
 		t, err := tcp.Listen(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -109,10 +120,18 @@ func benchPair(b *testing.B) (a, c *tcp.Transport) {
 
 var benchKind = core.MakeKind(core.ProtoTest, 9)
 
+// benchPaths runs f as the sub-benchmarks name/path=unix and name/path=tcp
+// (pathKinds).
+func benchPaths(b *testing.B, name string, f func(b *testing.B, overTCP bool)) {
+	for _, k := range pathKinds {
+		b.Run(name+"/path="+k.name, func(b *testing.B) { f(b, k.noUnix) })
+	}
+}
+
 // cohortRoundTrips runs n ping-pongs of size-byte payloads through two
 // transports; the echo is sent from the reader goroutine's handler.
-func cohortRoundTrips(b *testing.B, n, size int) time.Duration {
-	a, c := benchPair(b)
+func cohortRoundTrips(b *testing.B, n, size int, noUnix bool) time.Duration {
+	a, c := benchPair(b, noUnix)
 	payload := make([]byte, size)
 	pong := make(chan struct{}, 1)
 	a.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { pong <- struct{}{} }})
@@ -141,9 +160,9 @@ func cohortRoundTrips(b *testing.B, n, size int) time.Duration {
 // in ns, for raw sockets and for the transport, and their ratio.
 func BenchmarkOneWayLatency(b *testing.B) {
 	for _, size := range []int{64, 4096} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			raw := rawRoundTrips(b, b.N, size)
-			coh := cohortRoundTrips(b, b.N, size)
+		benchPaths(b, fmt.Sprintf("size=%d", size), func(b *testing.B, overTCP bool) {
+			raw := rawRoundTrips(b, b.N, size, overTCP)
+			coh := cohortRoundTrips(b, b.N, size, overTCP)
 			rawNs := float64(raw.Nanoseconds()) / float64(b.N) / 2
 			cohNs := float64(coh.Nanoseconds()) / float64(b.N) / 2
 			b.ReportMetric(cohNs, "ns/op")
@@ -156,8 +175,8 @@ func BenchmarkOneWayLatency(b *testing.B) {
 
 // rawStream sends n size-byte messages one way through a bufio.Writer and
 // returns the time until the receiver has read them all.
-func rawStream(b *testing.B, n, size int) time.Duration {
-	client, server := rawPair(b)
+func rawStream(b *testing.B, n, size int, overTCP bool) time.Duration {
+	client, server := rawPair(b, overTCP)
 	done := make(chan error, 1)
 	go func() {
 		r := bufio.NewReaderSize(server, 64<<10)
@@ -190,8 +209,8 @@ func rawStream(b *testing.B, n, size int) time.Duration {
 
 // cohortStream sends n frames of size bytes one way and returns the time
 // until the receiver's handler has seen them all.
-func cohortStream(b *testing.B, n, size int) time.Duration {
-	a, c := benchPair(b)
+func cohortStream(b *testing.B, n, size int, noUnix bool) time.Duration {
+	a, c := benchPair(b, noUnix)
 	var mu sync.Mutex
 	got := 0
 	all := make(chan struct{})
@@ -230,9 +249,9 @@ func cohortStream(b *testing.B, n, size int) time.Duration {
 // raw; below 1 means slower).
 func BenchmarkThroughput(b *testing.B) {
 	for _, size := range []int{64, 4096} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			raw := rawStream(b, b.N, size)
-			coh := cohortStream(b, b.N, size)
+		benchPaths(b, fmt.Sprintf("size=%d", size), func(b *testing.B, overTCP bool) {
+			raw := rawStream(b, b.N, size, overTCP)
+			coh := cohortStream(b, b.N, size, overTCP)
 			rawRate := float64(b.N) / raw.Seconds()
 			cohRate := float64(b.N) / coh.Seconds()
 			b.ReportMetric(float64(coh.Nanoseconds())/float64(b.N), "ns/op")

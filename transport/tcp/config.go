@@ -82,6 +82,14 @@ type Config struct {
 	// membership service that learns addresses a moment after the ids
 	// (package group) turns it on.
 	QueueUnknown bool
+	// NoUnix turns off the same-host path: by default (false) Listen also
+	// listens on a Linux abstract Unix socket named after JobID and the
+	// TCP address, and a dial to an address of this host (loopback or an
+	// interface's) tries that socket before TCP, falling back to TCP at
+	// once when it is not there (see the package doc, "Same host"). Set it
+	// to listen and dial over TCP only. Elsewhere than on Linux the path
+	// does not exist and NoUnix changes nothing.
+	NoUnix bool
 
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger

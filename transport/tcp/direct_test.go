@@ -28,11 +28,13 @@ var (
 	noiseKind = core.MakeKind(core.ProtoTest, 21)
 )
 
-// directPair returns two connected transports (a → c) with cfg's DirectMax.
-func directPair(t *testing.T, directMax int) (a, c *tcp.Transport) {
+// directPair returns two connected transports (a → c) with cfg's DirectMax,
+// over loopback TCP if noUnix, else over the same-host Unix socket.
+func directPair(t *testing.T, directMax int, noUnix bool) (a, c *tcp.Transport) {
 	t.Helper()
 	ca, cc := config(1, nil), config(2, nil)
 	ca.DirectMax, cc.DirectMax = directMax, directMax
+	ca.NoUnix, cc.NoUnix = noUnix, noUnix
 	ca.QueueLen = 8 // a small queue: back-pressure mixes both paths
 	a, c = listen(t, ca), listen(t, cc)
 	a.SetPeer(2, c.Addr())
@@ -53,12 +55,17 @@ func seqBody(b []byte, seq uint64) {
 // the connection is idle), of bodies above DirectMax (queued) and plain
 // Sends, with another goroutine sending control frames meanwhile; every
 // frame of the first goroutine arrives once, in order and intact although
-// the caller overwrites its buffer as soon as SendDirect returns.
+// the caller overwrites its buffer as soon as SendDirect returns. Over the
+// same-host Unix socket and over TCP.
 func TestSendDirectOrder(t *testing.T) {
 	t.Logf("seed %d (replay: go test -run TestSendDirectOrder -seed %d)", *seed, *seed)
+	forPaths(t, testSendDirectOrder)
+}
+
+func testSendDirectOrder(t *testing.T, noUnix bool) {
 	rng := rand.New(rand.NewPCG(*seed, 20))
 	const directMax = 16 << 10
-	a, c := directPair(t, directMax)
+	a, c := directPair(t, directMax, noUnix)
 
 	const n = 3000
 	var mu sync.Mutex
@@ -166,12 +173,13 @@ func TestSendDirectOrder(t *testing.T) {
 			t.Fatalf("frame %d has sequence number %d: reordered", i, seq)
 		}
 	}
+	checkPath(t, a, noUnix)
 }
 
 // TestSendDirectAllocs: a ping-pong of SendDirect (idle connection) and a
 // reader that hands the frame to a channel allocates nothing per message.
 func TestSendDirectAllocs(t *testing.T) {
-	a, c := directPair(t, 0)
+	a, c := directPair(t, 0, false)
 	pong := make(chan struct{}, 1)
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { pong <- struct{}{} }})
 	ctx := context.Background()
@@ -196,9 +204,15 @@ func TestSendDirectAllocs(t *testing.T) {
 
 // TestSendDirectPeerDies: the receiving transport closes in the middle of
 // a stream of SendDirect; the sender neither hangs nor goes without a hint
-// naming the peer, and Flush does not wait for the lost frames.
+// naming the peer, and Flush does not wait for the lost frames. Over the
+// same-host Unix socket (whose redials then fall back to TCP, refused too)
+// and over TCP.
 func TestSendDirectPeerDies(t *testing.T) {
-	a, c := directPair(t, 0)
+	forPaths(t, testSendDirectPeerDies)
+}
+
+func testSendDirectPeerDies(t *testing.T, noUnix bool) {
+	a, c := directPair(t, 0, noUnix)
 	hints := make(chan core.PeerHint, 64)
 	a.SetHandler(transport.HandlerFuncs{OnHint: func(h core.PeerHint) {
 		select {
@@ -227,6 +241,7 @@ func TestSendDirectPeerDies(t *testing.T) {
 		}
 	}
 	received.Wait()
+	checkPath(t, a, noUnix)
 	c.Close()
 	// Frames after the death go to the dead connection (lost) or, once
 	// the transport knows, to the queue, which fills while the redials
@@ -260,13 +275,19 @@ func TestSendDirectPeerDies(t *testing.T) {
 
 // SendDirect and Send mixed by one sender keep its order, whatever path
 // each frame takes (direct when the connection is idle, queued otherwise),
-// with bodies of every size around DirectMax; the body is not kept.
+// with bodies of every size around DirectMax; the body is not kept. Over
+// the same-host Unix socket and over TCP.
 func TestSendDirectKeepsOrder(t *testing.T) {
+	forPaths(t, testSendDirectKeepsOrder)
+}
+
+func testSendDirectKeepsOrder(t *testing.T, noUnix bool) {
 	const limit = 64 << 10 // DirectMax of this test: bodies on both sides of it
-	ca := config(1, nil)
+	ca, cb := config(1, nil), config(2, nil)
 	ca.DirectMax = limit
+	ca.NoUnix, cb.NoUnix = noUnix, noUnix
 	a := listen(t, ca)
-	b := listen(t, config(2, nil))
+	b := listen(t, cb)
 	rb := transporttest.NewRecorder()
 	b.SetHandler(rb)
 	a.SetPeer(2, b.Addr())
@@ -275,6 +296,15 @@ func TestSendDirectKeepsOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(*seed, 2))
 	const n = 2000
 	for i := range uint64(n) {
+		if i%100 == 99 {
+			// Let the writer catch up now and then: a sender that always
+			// runs ahead of it (a loaded machine; a Unix socket's smaller
+			// buffer, full of 64 KiB bodies) would otherwise find frames
+			// queued before every SendDirect and never take the direct path.
+			if err := a.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 		p := transporttest.Payload(i, 0)
 		var err error
 		if rng.IntN(3) == 0 {
@@ -304,6 +334,7 @@ func TestSendDirectKeepsOrder(t *testing.T) {
 	if st := a.Stats(); st.Direct == 0 || st.Direct == st.FramesOut {
 		t.Errorf("stats %+v: want some frames written directly and some queued", st)
 	}
+	checkPath(t, a, noUnix)
 }
 
 // SendDirect to a node without a connection queues the frame (and fails

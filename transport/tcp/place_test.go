@@ -69,7 +69,7 @@ func TestPlacedFrames(t *testing.T) {
 	}
 	big := payload('P', 3*wire.PlaceMin+11)
 	plain := payload('x', 2*wire.PlaceMin)
-	c := dialRaw(t, srv.Addr())
+	c := dialRaw(t, "tcp", srv.Addr())
 	c.handshake(t, hello(3), secret)
 	c.send(t, wire.Frame{Kind: transporttest.KindTest, Src: 3, Dst: 1, Payload: []byte("small")})
 	c.send(t, wire.Frame{Kind: transporttest.KindTest, Src: 3, Dst: 1, Payload: big})

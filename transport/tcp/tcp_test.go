@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -74,28 +76,62 @@ func listen(t *testing.T, cfg tcp.Config) *tcp.Transport {
 	return tr
 }
 
-func factory(t *testing.T, n int, opt transporttest.Options) []transport.Transport {
-	ts := make([]transport.Transport, n)
-	for i := range ts {
-		cfg := config(core.NodeID(i+1), nil)
-		cfg.QueueLen, cfg.MaxFrameSize, cfg.SocketBuffer = opt.QueueLen, opt.MaxFrameSize, opt.SocketBuffer
-		ts[i] = listen(t, cfg)
+// pathKinds are the two kinds of connection between transports of one
+// host: the same-host Unix socket (the default) and loopback TCP
+// (Config.NoUnix). Tests of behaviour that must not depend on the kind
+// run over both (forPaths).
+var pathKinds = []struct {
+	name   string
+	noUnix bool
+}{{"unix", false}, {"tcp", true}}
+
+// forPaths runs f as a subtest per kind of connection.
+func forPaths(t *testing.T, f func(t *testing.T, noUnix bool)) {
+	for _, k := range pathKinds {
+		t.Run(k.name, func(t *testing.T) { f(t, k.noUnix) })
 	}
-	for _, a := range ts {
-		for _, b := range ts {
-			if a != b {
-				a.SetPeer(b.Self(), b.Addr())
+}
+
+// checkPath fails unless every connection tr put in use ran over the kind
+// of socket noUnix asks for (and there was one).
+func checkPath(t *testing.T, tr *tcp.Transport, noUnix bool) {
+	t.Helper()
+	s := tr.Stats()
+	want := s.Established
+	if noUnix {
+		want = 0
+	}
+	if s.Established == 0 || s.Unix != want {
+		t.Fatalf("node %v: %d of %d connections over Unix, want %d (noUnix %v)", tr.Self(), s.Unix, s.Established, want, noUnix)
+	}
+}
+
+func factory(noUnix bool) transporttest.Factory {
+	return func(t *testing.T, n int, opt transporttest.Options) []transport.Transport {
+		ts := make([]transport.Transport, n)
+		for i := range ts {
+			cfg := config(core.NodeID(i+1), nil)
+			cfg.QueueLen, cfg.MaxFrameSize, cfg.SocketBuffer = opt.QueueLen, opt.MaxFrameSize, opt.SocketBuffer
+			cfg.NoUnix = noUnix
+			ts[i] = listen(t, cfg)
+		}
+		for _, a := range ts {
+			for _, b := range ts {
+				if a != b {
+					a.SetPeer(b.Self(), b.Addr())
+				}
 			}
 		}
+		return ts
 	}
-	return ts
 }
 
 // TestContract runs the transport contract (package transport doc):
-// exchange, FIFO under load, back-pressure, errors, a late handler.
+// exchange, FIFO under load, back-pressure, errors, a late handler; over
+// the same-host Unix socket and over loopback TCP.
 func TestContract(t *testing.T) {
 	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
-	transporttest.Run(t, factory, *seed)
+	forPaths(t, func(t *testing.T, noUnix bool) { transporttest.Run(t, factory(noUnix), *seed) })
 }
 
 func frame(seq uint64) wire.Frame {
@@ -109,9 +145,9 @@ type rawClient struct {
 	fw *wire.FrameWriter
 }
 
-func dialRaw(t *testing.T, addr string) *rawClient {
+func dialRaw(t *testing.T, network, addr string) *rawClient {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	nc, err := net.Dial(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,9 +223,14 @@ func hello(node core.NodeID) wire.Hello {
 
 // TestRefusedConnections checks DESIGN.md "Security": a connection that
 // does not prove the job secret (or has no handshake, another job, another
-// version) is refused, logged with its remote address, and none of its
-// frames is delivered; then a proper peer is served.
+// version) is refused, logged with its remote address (over the same-host
+// Unix socket: its process), and none of its frames is delivered; then a
+// proper peer is served. Over TCP and over the Unix socket alike.
 func TestRefusedConnections(t *testing.T) {
+	forPaths(t, testRefusedConnections)
+}
+
+func testRefusedConnections(t *testing.T, overTCP bool) {
 	otherJob := hello(7)
 	otherJob.JobID = "another-job"
 	otherVersion := hello(7)
@@ -211,7 +252,15 @@ func TestRefusedConnections(t *testing.T) {
 			srv := listen(t, config(1, &logs))
 			rec := transporttest.NewRecorder()
 			srv.SetHandler(rec)
-			c := dialRaw(t, srv.Addr())
+			network, addr := "unix", srv.UnixAddr()
+			if overTCP {
+				network, addr = "tcp", srv.Addr()
+			}
+			c := dialRaw(t, network, addr)
+			remote := c.nc.LocalAddr().String()
+			if !overTCP {
+				remote = fmt.Sprintf("unix pid %d", os.Getpid())
+			}
 			data := wire.Frame{Kind: transporttest.KindTest, Src: 7, Dst: 1, Payload: transporttest.Payload(0, 0)}
 			if tc.hello != nil {
 				c.handshake(t, *tc.hello, tc.secret)
@@ -227,8 +276,8 @@ func TestRefusedConnections(t *testing.T) {
 				t.Fatalf("stats %+v: want 1 refused connection and no frame in", st)
 			}
 			log := logs.String()
-			if !strings.Contains(log, "refused connection") || !strings.Contains(log, c.nc.LocalAddr().String()) || !strings.Contains(log, tc.wantLog) {
-				t.Fatalf("log does not report the refusal of %s with %q:\n%s", c.nc.LocalAddr(), tc.wantLog, log)
+			if !strings.Contains(log, "refused connection") || !strings.Contains(log, remote) || !strings.Contains(log, tc.wantLog) {
+				t.Fatalf("log does not report the refusal of %s with %q:\n%s", remote, tc.wantLog, log)
 			}
 			// A proper peer is served afterwards (the check above can fail).
 			peer := listen(t, config(2, nil))
@@ -265,7 +314,7 @@ func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := dialRaw(t, srv.Addr())
+	c := dialRaw(t, "tcp", srv.Addr())
 	c.handshake(t, hello(3), secret)
 	c.send(t, wire.Frame{Kind: transporttest.KindTest, Src: 3, Dst: 1, Payload: transporttest.Payload(100, 0)}) // valid
 	c.send(t, wire.Frame{Kind: transporttest.KindTest, Src: 2, Dst: 1, Payload: transporttest.Payload(101, 0)}) // claims to be node 2
@@ -367,16 +416,23 @@ func TestReconnectAfterRestart(t *testing.T) {
 
 // TestSimultaneousDial checks the tie-break: two nodes that start sending
 // to each other at the same instant end with one connection, and no frame
-// is lost or reordered on the way.
+// is lost or reordered on the way; over the same-host Unix socket and over
+// TCP.
 func TestSimultaneousDial(t *testing.T) {
+	forPaths(t, testSimultaneousDial)
+}
+
+func testSimultaneousDial(t *testing.T, noUnix bool) {
 	const rounds, per = 8, 200
 	tieBreaks := uint64(0)
 	for round := range rounds {
-		a, err := tcp.Listen(config(1, nil))
+		ca, cb := config(1, nil), config(2, nil)
+		ca.NoUnix, cb.NoUnix = noUnix, noUnix
+		a, err := tcp.Listen(ca)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := tcp.Listen(config(2, nil))
+		b, err := tcp.Listen(cb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,6 +470,8 @@ func TestSimultaneousDial(t *testing.T) {
 		if sa.Conns != 1 || sb.Conns != 1 {
 			t.Fatalf("round %d: connections in use a=%d b=%d, want 1 each", round, sa.Conns, sb.Conns)
 		}
+		checkPath(t, a, noUnix)
+		checkPath(t, b, noUnix)
 		tieBreaks += sa.TieBreaks + sb.TieBreaks
 		a.Close()
 		b.Close()

@@ -1,0 +1,60 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/cohort-mp/cohort/transport/tcp"
+)
+
+func TestParseUnix(t *testing.T) {
+	for _, c := range []struct {
+		v      string
+		noUnix bool
+		bad    bool
+	}{
+		{"", false, false}, {"on", false, false}, {"1", false, false},
+		{"off", true, false}, {"OFF", true, false}, {"0", true, false}, {"no", true, false},
+		{"maybe", false, true},
+	} {
+		off, err := parseUnix(c.v)
+		if off != c.noUnix || c.bad != (err != nil) || (err != nil && !errors.Is(err, ErrBadArg)) {
+			t.Errorf("parseUnix(%q) = %v, %v; want %v, error %v", c.v, off, err, c.noUnix, c.bad)
+		}
+	}
+}
+
+// COHORT_UNIX chooses how ranks of one host connect: by default every
+// connection of the job runs over the transport's Unix sockets, with "off"
+// none does (loopback TCP); messages flow either way.
+func TestUnixEnv(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		unix bool
+	}{{"", true}, {"off", false}} {
+		t.Run(unixEnv+"="+c.env, func(t *testing.T) {
+			t.Setenv(unixEnv, c.env)
+			ss := tcpJob(t, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			if err := ss[0].World().Send(ctx, []byte("ping"), 1, 5); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 8)
+			if st, err := ss[1].World().Recv(ctx, buf, 0, 5); err != nil || string(buf[:st.Count]) != "ping" {
+				t.Fatalf("Recv = %v, %v (%q)", st, err, buf)
+			}
+			for r, s := range ss {
+				st := s.tr.(*tcp.Transport).Stats()
+				want := st.Established
+				if !c.unix {
+					want = 0
+				}
+				if st.Established == 0 || st.Unix != want {
+					t.Fatalf("rank %d: %d of %d connections over Unix, want %d", r, st.Unix, st.Established, want)
+				}
+			}
+		})
+	}
+}
