@@ -11,8 +11,9 @@ import (
 // The optional interfaces of coll.Transport that let the collectives skip
 // a goroutine and a copy per step.
 var (
-	_ coll.EagerSender = collTransport{}
-	_ coll.RecvIntoer  = collTransport{}
+	_ coll.EagerSender    = collTransport{}
+	_ coll.RecvIntoer     = collTransport{}
+	_ coll.ExchangeIntoer = collTransport{}
 )
 
 // EagerSend is true: a send completes once the transport has the message
@@ -31,6 +32,12 @@ func (t collTransport) RecvInto(ctx context.Context, from, tag int, buf []byte) 
 		return 0, fmt.Errorf("%w: collective step from rank %d of %d", ErrRank, from, t.c.Size())
 	}
 	st, err := t.c.s.recv(ctx, t.c.st, subColl, buf, from, tag, 0)
+	return intoCount(st, err)
+}
+
+// intoCount turns a receive's outcome into RecvInto's: a truncated message
+// reports its full length without an error.
+func intoCount(st Status, err error) (int, error) {
 	if err == nil {
 		return st.Count, nil
 	}
@@ -41,4 +48,28 @@ func (t collTransport) RecvInto(ctx context.Context, from, tag int, buf []byte) 
 		return te.Need, nil
 	}
 	return 0, err
+}
+
+// ExchangeInto posts the receive into buf, then sends sdata, then waits
+// for the receive: a large step from the peer finds its receive posted and
+// is read from the socket straight into buf (place.go), with no copy and
+// no buffer of comm's own.
+func (t collTransport) ExchangeInto(ctx context.Context, to int, sdata []byte, from, tag int, buf []byte) (int, error, error) {
+	if to < 0 || to >= t.c.Size() || from < 0 || from >= t.c.Size() {
+		return 0, fmt.Errorf("%w: collective step to rank %d and from rank %d of %d", ErrRank, to, from, t.c.Size()), nil
+	}
+	s, c := t.c.s, t.c.st
+	req := s.irecvReq(pooledRequest(s, c), c, subColl, buf, false, from, tag, 0, true)
+	if serr := s.send(ctx, c, subColl, to, tag, sdata); serr != nil {
+		req.Cancel() // or it completed: its outcome no longer matters
+		req.release()
+		return 0, serr, nil
+	}
+	st, err := req.block(ctx)
+	if err != nil && ctx.Err() != nil && err == ctx.Err() && !req.Cancel() {
+		st, err = req.result()
+	}
+	req.release()
+	n, err := intoCount(st, err)
+	return n, nil, err
 }

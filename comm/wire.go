@@ -29,8 +29,8 @@ var errMalformed = errors.New("comm: malformed frame")
 //
 // The header is written by appendDataHeader and read by parseData.
 
-// maxDataHeader bounds the header: three 10-byte varints.
-const maxDataHeader = 30
+// The header is at most three 10-byte varints: it fits in a Request's
+// header array (maxRTS, rendezvous.go).
 
 func appendDataHeader(b []byte, ctxID uint64, tag int, vnode uint64, virtual bool) []byte {
 	b = binary.AppendUvarint(b, ctxID)

@@ -68,7 +68,8 @@ func doublingAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 		return err
 	}
 	if newrank >= 0 {
-		scratch := make([]T, len(buf))
+		scratch, tok := getScratch[T](len(buf))
+		defer putScratch(tok)
 		for mask := 1; mask < pof2; mask <<= 1 {
 			nr := newrank ^ mask
 			partner := rankOfNew(nr, rem)
@@ -120,7 +121,8 @@ func ringAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 	}
 	blk := func(i int) []T { return buf[displs[i]:displs[i+1]] }
 	right, left := (r+1)%p, (r-1+p)%p
-	scratch := make([]T, displs[1]) // the largest block
+	scratch, tok := getScratch[T](displs[1]) // the largest block
+	defer putScratch(tok)
 	for s := 0; s < p-1; s++ {
 		sb, rb := (r-s+p)%p, (r-s-1+p)%p
 		mine := blk(rb)

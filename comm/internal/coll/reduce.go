@@ -233,7 +233,8 @@ func halving[T Elem](c *call, buf []T, op Op[T]) (*halvingState, error) {
 		h.displs[i] = i*(n/pof2) + min(i, n%pof2)
 	}
 	lo, hi := 0, pof2
-	scratch := make([]T, h.displs[pof2/2]) // the largest half kept
+	scratch, tok := getScratch[T](h.displs[pof2/2]) // the largest half kept
+	defer putScratch(tok)
 	for mask := 1; mask < pof2; mask <<= 1 {
 		nr := newrank ^ mask
 		partner := rankOfNew(nr, rem)

@@ -57,6 +57,17 @@ type RecvIntoer interface {
 	RecvInto(ctx context.Context, from, tag int, buf []byte) (n int, err error)
 }
 
+// ExchangeIntoer is a RecvIntoer that can also run an exchange's two
+// halves itself: post the receive into buf first, then send sdata, then
+// wait for the receive. With the receive posted before the peer's message
+// can arrive, a transport that reads large messages straight into a
+// posted buffer (comm over TCP) needs no copy and no buffer of its own.
+// serr and rerr are the send's and the receive's errors (a failed send
+// withdraws the receive); n is as for RecvInto.
+type ExchangeIntoer interface {
+	ExchangeInto(ctx context.Context, to int, sdata []byte, from, tag int, buf []byte) (n int, serr, rerr error)
+}
+
 // Sentinel errors for bad input. They are returned wrapped (use errors.Is)
 // with the offending values in the message, before any message is sent when
 // the caller's own arguments are inconsistent, or after the collective when a

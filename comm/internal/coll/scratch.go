@@ -1,0 +1,46 @@
+package coll
+
+import "sync"
+
+// The collectives' scratch buffers (a half or a block of the vector, kept
+// for one call) come from pools of power-of-two size classes and go back
+// when the call ends: a large Allreduce in a loop then costs the garbage
+// collector nothing per call (it was a new half-vector each time).
+var scratchPools [48]sync.Pool
+
+// scratchClass is the smallest power of two ≥ n bytes.
+func scratchClass(n int) int {
+	c := 0
+	for 1<<c < n {
+		c++
+	}
+	return c
+}
+
+// getScratch returns n elements of scratch and the token that puts them
+// back (putScratch). Small or odd requests are plain allocations (nil
+// token).
+func getScratch[T Elem](n int) ([]T, *[]byte) {
+	size := n * SizeOf[T]()
+	c := scratchClass(size)
+	if size < 4<<10 || c >= len(scratchPools) {
+		return make([]T, n), nil
+	}
+	b, _ := scratchPools[c].Get().(*[]byte)
+	if b == nil {
+		nb := make([]byte, 1<<c)
+		b = &nb
+	}
+	out, err := FromBytes[T]((*b)[:size])
+	if err != nil || &AsBytes(out)[0] != &(*b)[0] { // misaligned: FromBytes copied
+		return make([]T, n), nil
+	}
+	return out, b
+}
+
+// putScratch returns a buffer of getScratch; the caller no longer uses it.
+func putScratch(b *[]byte) {
+	if b != nil {
+		scratchPools[scratchClass(cap(*b))].Put(b)
+	}
+}
