@@ -147,7 +147,10 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 		if m.Reply && d.view != nil && len(fresh) > 0 {
 			// A joiner introduces itself: flood its address to the view,
 			// so the root and the joiner's future parent know it before
-			// the admission. Only an introduction is flooded, by the seed
+			// the admission, and to the other nodes whose addresses this
+			// node knows and that have not departed (nodes admitted since
+			// this node's view, or still waiting, which may be that
+			// parent). Only an introduction is flooded, by the seed
 			// that receives it: the members that learn the address from
 			// the flood, or from a book, pass nothing on (when each one
 			// did, an address cost n² messages, and a joiner, learning
@@ -156,8 +159,8 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 			// 69,000 of them, and the floods held up the heartbeats behind
 			// them long enough for live members to be declared failed).
 			out := &Addrs{Entries: fresh}
-			for _, id := range d.view {
-				if id != d.self && id != from && !slices.ContainsFunc(fresh, func(e Entry) bool { return e.ID == id }) {
+			for _, id := range d.floodTargets() {
+				if id != from && !slices.ContainsFunc(fresh, func(e Entry) bool { return e.ID == id }) {
 					d.env.Send(id, out)
 				}
 			}
@@ -202,6 +205,20 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 			d.env.Emit(LeaveDone{Epoch: m.Epoch})
 		}
 	}
+}
+
+// floodTargets lists, sorted, the members of the view and the other nodes
+// in the book that have not departed, less this node.
+func (d *dir) floodTargets() []core.NodeID {
+	ids := slices.Clone(d.view)
+	for id := range d.book {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	return slices.DeleteFunc(ids, func(id core.NodeID) bool {
+		return id == d.self || slices.Contains(d.departed, id) && !slices.Contains(d.view, id)
+	})
 }
 
 // epoch is the installed view's epoch as last seen (0 before the first).

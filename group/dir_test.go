@@ -76,16 +76,19 @@ func TestDirFloodsOnlyIntroductions(t *testing.T) {
 		return d, env
 	}
 
-	// The seed floods the introduction to the view and answers the joiner.
+	// The seed floods the introduction to the view and to the nodes it
+	// knows of beyond it (n9: admitted in a view the seed has not
+	// installed yet, or waiting), and answers the joiner.
 	seed, env := node(1)
+	seed.Receive(9, &Addrs{Entries: []Entry{{9, "a9"}}})
 	seed.Receive(100, &Addrs{Reply: true, Entries: []Entry{{100, "a100"}}})
 	var to []core.NodeID
 	for _, s := range env.TakeSent() {
 		to = append(to, s.To)
 	}
 	slices.Sort(to)
-	if want := []core.NodeID{2, 3, 4, 5, 6, 7, 8, 100}; !slices.Equal(to, want) {
-		t.Errorf("the seed sent to %v, want every other member and the joiner %v", to, want)
+	if want := []core.NodeID{2, 3, 4, 5, 6, 7, 8, 9, 100}; !slices.Equal(to, want) {
+		t.Errorf("the seed sent to %v, want every other member, n9 and the joiner %v", to, want)
 	}
 
 	// A member that learns the address from the flood, or several new
