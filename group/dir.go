@@ -16,7 +16,8 @@ import (
 // Addresses. The membership protocol speaks of node ids; the transport
 // needs their addresses. A joiner introduces itself to its seeds with an
 // [Addrs] message asking for a reply; a seed that is a member records the
-// joiner's address, floods it to the members of its view (before its
+// joiner's address, floods it to the members of its view and the other
+// nodes it knows of that have not departed (before its
 // membership layer forwards the join request, so by FIFO order the root
 // has the address before it admits the joiner), and answers with its whole
 // book; the members that learn the address from the flood pass nothing
