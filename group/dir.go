@@ -16,14 +16,16 @@ import (
 // Addresses. The membership protocol speaks of node ids; the transport
 // needs their addresses. A joiner introduces itself to its seeds with an
 // [Addrs] message asking for a reply; a seed that is a member records the
-// joiner's address, floods it to the members of its view (before its
+// joiner's address, floods it to the members of its view and the other
+// nodes it knows of that have not departed (before its
 // membership layer forwards the join request, so by FIFO order the root
 // has the address before it admits the joiner), and answers with its whole
-// book. Whenever a view is installed, each member sends the joiners of
-// that view its whole book: its own address, the other joiners' (so that
-// joiners admitted together learn each other), and those of nodes still
-// waiting to be admitted, whose parent in the next view the new member
-// may be. A member that installs a
+// book; the members that learn the address from the flood pass nothing
+// on. Whenever a view is installed, its root sends the joiners of that
+// view its whole book: the members' addresses, the other joiners' (so
+// that joiners admitted together learn each other), and those of nodes
+// still waiting to be admitted, whose parent in the next view the new
+// member may be. A member that installs a
 // view with a member whose address it does not know asks the view's root
 // (which always knows: it admitted that member), and asks again every
 // queryEvery while any address is missing. Frames for a node whose address
@@ -143,12 +145,23 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 	switch m := m.(type) {
 	case *Addrs:
 		fresh := d.learn(m.Entries)
-		if d.view != nil && len(fresh) > 0 {
-			// Flood what is new to the view, so the root and the joiner's
-			// future parent know the address before the admission.
+		if m.Reply && d.view != nil && len(fresh) > 0 {
+			// A joiner introduces itself: flood its address to the view,
+			// so the root and the joiner's future parent know it before
+			// the admission, and to the other nodes whose addresses this
+			// node knows and that have not departed (nodes admitted since
+			// this node's view, or still waiting, which may be that
+			// parent). Only an introduction is flooded, by the seed
+			// that receives it: the members that learn the address from
+			// the flood, or from a book, pass nothing on (when each one
+			// did, an address cost n² messages, and a joiner, learning
+			// everybody's address at once from the books, sent n of n
+			// entries each; the joins of n = 64 nodes in one process sent
+			// 69,000 of them, and the floods held up the heartbeats behind
+			// them long enough for live members to be declared failed).
 			out := &Addrs{Entries: fresh}
-			for _, id := range d.view {
-				if id != d.self && id != from && !slices.ContainsFunc(fresh, func(e Entry) bool { return e.ID == id }) {
+			for _, id := range d.floodTargets() {
+				if id != from && !slices.ContainsFunc(fresh, func(e Entry) bool { return e.ID == id }) {
 					d.env.Send(id, out)
 				}
 			}
@@ -193,6 +206,20 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 			d.env.Emit(LeaveDone{Epoch: m.Epoch})
 		}
 	}
+}
+
+// floodTargets lists, sorted, the members of the view and the other nodes
+// in the book that have not departed, less this node.
+func (d *dir) floodTargets() []core.NodeID {
+	ids := slices.Clone(d.view)
+	for id := range d.book {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	return slices.DeleteFunc(ids, func(id core.NodeID) bool {
+		return id == d.self || slices.Contains(d.departed, id) && !slices.Contains(d.view, id)
+	})
 }
 
 // epoch is the installed view's epoch as last seen (0 before the first).
@@ -266,11 +293,17 @@ func (d *dir) Handle(e core.Event) {
 		}
 		d.departed = slices.Delete(d.departed, 0, over)
 	}
-	if len(v.Joined) > 0 && len(v.Joined) < len(v.Members) {
-		// Tell the joiners everything we know: where we and the other
-		// joiners are, and where the nodes still waiting to be admitted
-		// are (a joiner may become the parent of one in the next view,
-		// and must reach it).
+	if len(v.Joined) > 0 && len(v.Joined) < len(v.Members) && d.root == d.self {
+		// The root tells the joiners everything it knows: where the
+		// members and the other joiners are, and where the nodes still
+		// waiting to be admitted are (a joiner may become the parent of
+		// one in the next view, and must reach it). The root knows them
+		// all: it admitted them. Only the root: when every member sent
+		// its book, each joiner got n books of n entries and a
+		// connection from every member, and the joins of a large group
+		// in one process spent their time on that. A joiner that misses
+		// an address (the root died before telling) asks the root of its
+		// view, as any member does.
 		out := &Addrs{Entries: d.entries(nil)}
 		for _, id := range v.Joined {
 			if id != d.self {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -48,5 +49,99 @@ func TestDirRemembersRecentDeparted(t *testing.T) {
 	install(6, []core.NodeID{1, 3}, []core.NodeID{5})
 	if got := forgotten(); !slices.Equal(got, []core.NodeID{2}) {
 		t.Fatalf("forgot %v, want only n2 (n3 is back; n4 and n5 are the 2 kept)", got)
+	}
+}
+
+// A joiner's address is flooded once, by the seed the joiner introduces
+// itself to; the members that learn it from that flood, and a joiner that
+// learns everybody's address from the books, pass nothing on. When every
+// member passed on whatever was new to it, one address cost n² messages
+// and each joiner sent its n-entry book to all n members: the joins of 64
+// nodes in one process sent 69,000 address messages, and the heartbeats
+// queued behind them got live members declared failed.
+func TestDirFloodsOnlyIntroductions(t *testing.T) {
+	const n = 8
+	var members []core.NodeID
+	book := map[core.NodeID]string{}
+	for id := core.NodeID(1); id <= n; id++ {
+		members = append(members, id)
+		book[id] = fmt.Sprintf("a%d", id)
+	}
+	node := func(id core.NodeID) (*dir, *coretest.Env) {
+		env := coretest.NewEnv(id, 1)
+		d := newDir(id, book[id], nil, book, 64)
+		d.Start(env)
+		d.Handle(member.ViewInstalled{Epoch: 1, Members: members})
+		env.TakeSent()
+		return d, env
+	}
+
+	// The seed floods the introduction to the view and to the nodes it
+	// knows of beyond it (n9: admitted in a view the seed has not
+	// installed yet, or waiting), and answers the joiner.
+	seed, env := node(1)
+	seed.Receive(9, &Addrs{Entries: []Entry{{9, "a9"}}})
+	seed.Receive(100, &Addrs{Reply: true, Entries: []Entry{{100, "a100"}}})
+	var to []core.NodeID
+	for _, s := range env.TakeSent() {
+		to = append(to, s.To)
+	}
+	slices.Sort(to)
+	if want := []core.NodeID{2, 3, 4, 5, 6, 7, 8, 9, 100}; !slices.Equal(to, want) {
+		t.Errorf("the seed sent to %v, want every other member, n9 and the joiner %v", to, want)
+	}
+
+	// A member that learns the address from the flood, or several new
+	// ones from a book, sends nothing.
+	m, env := node(2)
+	m.Receive(1, &Addrs{Entries: []Entry{{100, "a100"}}})
+	m.Receive(3, &Addrs{Entries: []Entry{{101, "a101"}, {102, "a102"}, {103, "a103"}}})
+	if sent := env.TakeSent(); len(sent) != 0 {
+		t.Errorf("a member passed on addresses it learnt: %d messages, first to %v", len(sent), sent[0].To)
+	}
+	if m.book[100] != "a100" || m.book[103] != "a103" {
+		t.Errorf("the member did not learn the addresses: %v", m.book)
+	}
+}
+
+// When a view with joiners is installed, the root alone tells them the
+// addresses (its whole book: it admitted every member); the other members
+// send them nothing. When every member sent its book, a joiner got n books
+// of n entries and a connection from every member, and the joins of a
+// group of 128 in one process were slowed down until live members were
+// declared failed.
+func TestDirOnlyRootTellsJoiners(t *testing.T) {
+	old := []core.NodeID{1, 2, 3, 4, 5, 6}
+	joiners := []core.NodeID{7, 8}
+	members := append(slices.Clone(old), joiners...)
+	book := map[core.NodeID]string{}
+	for _, id := range members {
+		book[id] = fmt.Sprintf("a%d", id)
+	}
+	for _, self := range old {
+		env := coretest.NewEnv(self, 1)
+		d := newDir(self, book[self], nil, book, 64)
+		d.Start(env)
+		d.Handle(member.ViewInstalled{Epoch: 1, Members: old})
+		env.TakeSent()
+		d.Handle(member.ViewInstalled{Epoch: 2, Members: members, Joined: joiners})
+		sent := env.TakeSent()
+		if self != 1 {
+			if len(sent) != 0 {
+				t.Errorf("n%d, not the root, sent %d messages to the joiners, first to %v", self, len(sent), sent[0].To)
+			}
+			continue
+		}
+		var to []core.NodeID
+		for _, s := range sent {
+			a, ok := s.Msg.(*Addrs)
+			if !ok || len(a.Entries) != len(members) {
+				t.Errorf("the root sent %v to %v, want its whole book (%d entries)", s.Msg, s.To, len(members))
+			}
+			to = append(to, s.To)
+		}
+		if !slices.Equal(to, joiners) {
+			t.Errorf("the root told %v, want the joiners %v", to, joiners)
+		}
 	}
 }

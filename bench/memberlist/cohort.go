@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,10 @@ import (
 )
 
 var benchSecret = []byte("cohort-vs-memberlist-bench-secret")
+
+// cohortEvents, if not nil, receives every cohort node's events as JSON
+// lines (--events).
+var cohortEvents io.Writer
 
 // cohortSystem runs cohort group nodes, each on its own 127.0.0.1 port, all
 // in this process.
@@ -62,6 +67,9 @@ func (s *cohortSystem) config(id group.NodeID) group.Config {
 	c.Secret = benchSecret
 	c.Detector = s.det
 	c.Seed = s.seed*1000003 + uint64(id)
+	if cohortEvents != nil {
+		c.Events = cohortEvents
+	}
 	hb := s.heartbeatInterval()
 	c.HeartbeatMonitors = 2
 	c.HeartbeatInterval = hb

@@ -12,17 +12,21 @@
 package main
 
 import (
+	"bufio"
 	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cohort-mp/cohort/host"
 )
 
 func main() {
@@ -57,6 +61,8 @@ func run(args []string, out, log io.Writer) error {
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock); printed, pass it to replay the victims' choice")
 	limit := fs.Duration("limit", 90*time.Second, "how long a crash may take to be agreed on before the trial counts as timed out")
 	faults := fs.Bool("faults", false, "after the crash trials, a quiet window with 5% loss and a 200 ms delay on one member's outgoing messages")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	eventsPath := fs.String("events", "", "write every cohort node's events (views, suspicions, stabilizations) to this file as JSON lines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,6 +104,32 @@ func run(args []string, out, log io.Writer) error {
 	}
 	if p.trials < 1 || p.quiet <= 0 {
 		return errors.New("--trials must be at least 1 and --quiet positive")
+	}
+	if *eventsPath != "" {
+		f, err := os.Create(*eventsPath)
+		if err != nil {
+			return err
+		}
+		bw := bufio.NewWriterSize(f, 1<<20)
+		cohortEvents = host.NewLockedWriter(bw)
+		defer func() {
+			bw.Flush()
+			f.Close()
+		}()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	fmt.Fprintf(log, "seed %d; sizes %v, rates %v msgs/s per member, %d trials, quiet window %v\n",
 		p.seed, p.sizes, p.rates, p.trials, p.quiet)

@@ -169,6 +169,10 @@ type Transport struct {
 	closing chan struct{}
 	wg      sync.WaitGroup
 	stats   stats
+	// writerRuns counts the writers' runs over a connection (writeLoop
+	// calls): the tests check that a writer waits, rather than spins, while
+	// its connection is closed but not yet cleared, or the transport closes.
+	writerRuns atomic.Uint64
 
 	mu     sync.Mutex
 	closed bool
@@ -1180,6 +1184,9 @@ func (t *Transport) manage(p *peer) {
 	defer t.wg.Done()
 	var pending *wire.Frame // taken from the queue, not yet written
 	for {
+		if t.isClosing() || isClosed(p.removed) {
+			return // writeLoop would return at once, with c still in place
+		}
 		t.mu.Lock()
 		c := p.cur
 		// senders first: once it reads 0, every Send that took the queues
@@ -1196,6 +1203,16 @@ func (t *Transport) manage(p *peer) {
 			return
 		}
 		t.mu.Unlock()
+		if c != nil && c.stopped() {
+			// c is closed but its reader has not cleared it yet (connDied
+			// does, and signals), or the transport is closing: writeLoop
+			// would return at once, and calling it again and again
+			// would spin. Wait for the change instead.
+			if !t.pause(p, nil) {
+				return
+			}
+			continue
+		}
 		if c == nil {
 			if pending == nil {
 				select {
@@ -1335,6 +1352,7 @@ func frameRef(f wire.Frame) *wire.Frame { return &f }
 // from the first frame it takes until the queue is empty and its buffer
 // flushed, so that SendDirect never writes between queued frames.
 func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten *wire.Frame) {
+	t.writerRuns.Add(1)
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
 	write := func(f wire.Frame) bool {

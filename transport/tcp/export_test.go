@@ -1,0 +1,16 @@
+package tcp
+
+import "github.com/cohort-mp/cohort/core"
+
+// WriterRuns returns how many times t's writers started a run over a
+// connection.
+func WriterRuns(t *Transport) uint64 { return t.writerRuns.Load() }
+
+// ConnDead reports whether t's connection in use to id is closed (its
+// reader has not cleared it yet).
+func ConnDead(t *Transport, id core.NodeID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	return p != nil && p.cur != nil && p.cur.isDead()
+}
