@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Phases of a collective: the low 8 bits of a tag. Messages between one pair
@@ -29,14 +30,18 @@ type call struct {
 	rank, size int
 	base       int   // seq·256
 	mismatch   error // first size disagreement with a peer (sticky)
+	// hs is halving's state (reduce.go), kept in the call so that its
+	// slices are used again by the next call from the pool.
+	hs halvingState
 }
 
 // begin takes the call's sequence number. It is called before any argument
 // check so that ranks stay in step on NextSeq even when a call fails early.
 func begin(ctx context.Context, t Transport, name string) *call {
 	seq := t.NextSeq()
-	c := &call{ctx: ctx, t: t, name: name, rank: t.Rank(), size: t.Size(),
-		base: int(seq&(1<<54-1)) << 8}
+	c := callPool.Get().(*call) // cleared by done, but for hs's arrays
+	c.ctx, c.t, c.name, c.rank, c.size = ctx, t, name, t.Rank(), t.Size()
+	c.base = int(seq&(1<<54-1)) << 8
 	if e, ok := t.(EagerSender); ok {
 		c.eager = e.EagerSend()
 	}
@@ -49,12 +54,22 @@ func (c *call) errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", sentinel, c.name, fmt.Sprintf(format, args...))
 }
 
-// done returns the call's result: err, or else a recorded size mismatch.
+// callPool recycles the calls: a collective costs no allocation for its
+// state. A call goes back in done, which every collective calls last; one
+// that returns early with an error leaves its call to the collector.
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// done returns the call's result: err, or else a recorded size mismatch;
+// c must not be used afterwards.
 func (c *call) done(err error) error {
-	if err != nil {
-		return err
+	if err == nil {
+		err = c.mismatch
 	}
-	return c.mismatch
+	displs, steps := c.hs.displs[:0], c.hs.steps[:0]
+	*c = call{}
+	c.hs.displs, c.hs.steps = displs, steps
+	callPool.Put(c)
+	return err
 }
 
 func (c *call) sendErr(to int, err error) error {

@@ -1,6 +1,9 @@
 package coll
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // ReduceLongBytes: at or above it (and with at least as many elements as the
 // largest power of two ≤ Size) Reduce and Allreduce use Rabenseifner's
@@ -223,12 +226,13 @@ func rankOfNew(newrank, rem int) int {
 // for a non-commutative op.
 func halving[T Elem](c *call, buf []T, op Op[T]) (*halvingState, error) {
 	newrank, pof2, rem, err := fold(c, buf, op)
-	h := &halvingState{pof2: pof2, rem: rem, newrank: newrank}
+	h := &c.hs
+	h.pof2, h.rem, h.newrank, h.steps = pof2, rem, newrank, h.steps[:0]
 	if err != nil || newrank < 0 {
 		return h, err
 	}
 	n := len(buf)
-	h.displs = make([]int, pof2+1)
+	h.displs = slices.Grow(h.displs[:0], pof2+1)[:pof2+1]
 	for i := range h.displs {
 		h.displs[i] = i*(n/pof2) + min(i, n%pof2)
 	}

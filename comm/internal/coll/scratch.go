@@ -5,7 +5,8 @@ import "sync"
 // The collectives' scratch buffers (a half or a block of the vector, kept
 // for one call) come from pools of power-of-two size classes and go back
 // when the call ends: a large Allreduce in a loop then costs the garbage
-// collector nothing per call (it was a new half-vector each time).
+// collector nothing per call (it was a new half-vector each time), and a
+// small one no allocation.
 var scratchPools [48]sync.Pool
 
 // scratchClass is the smallest power of two ≥ n bytes.
@@ -18,12 +19,12 @@ func scratchClass(n int) int {
 }
 
 // getScratch returns n elements of scratch and the token that puts them
-// back (putScratch). Small or odd requests are plain allocations (nil
-// token).
+// back (putScratch). An empty, huge or misaligned request is a plain
+// allocation (nil token).
 func getScratch[T Elem](n int) ([]T, *[]byte) {
 	size := n * SizeOf[T]()
 	c := scratchClass(size)
-	if size < 4<<10 || c >= len(scratchPools) {
+	if size == 0 || c >= len(scratchPools) {
 		return make([]T, n), nil
 	}
 	b, _ := scratchPools[c].Get().(*[]byte)
