@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -87,6 +88,16 @@ type rdvRecv struct {
 
 // rdvStart sends the RTS of a large message (the send's checks are done).
 func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, data []byte) {
+	// The data frame is written only once the receiver asked for it, too
+	// late to refuse it: refuse it now, as the eager path's transport
+	// would (the receiver's receive would wait for data that never comes).
+	if l, ok := s.tr.(transport.Limited); ok {
+		if body := wire.MaxHeaderSize + binary.MaxVarintLen64 + len(data); body > l.MaxFrameSize() {
+			req.complete(Status{}, s.sendErr(to, fmt.Errorf("%w: a message of %d bytes, limit %d with its headers",
+				transport.ErrFrameTooLarge, len(data), l.MaxFrameSize())))
+			return
+		}
+	}
 	s.mu.Lock()
 	if s.rdvOut == nil {
 		s.rdvOut = make(map[uint64]*Request)

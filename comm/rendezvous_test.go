@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
 )
 
 func rdvPayload(i, n int) []byte {
@@ -288,5 +291,35 @@ func TestLargeStreamPeerKilled(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("%s still waiting", what)
 		}
+	}
+}
+
+// A message too large for any frame is refused at once with the
+// transport's error, as an eager one is, and never announced: the
+// receiver's receive does not match it (it would wait for data that can
+// never be written). In process and over TCP.
+func TestRendezvousTooLarge(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			var ss []*Session
+			if tr == "tcp" {
+				ss = tcpJob(t, 2)
+			} else {
+				ss = job(t, 2)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			huge := make([]byte, wire.DefaultMaxFrameSize+1)
+			if err := ss[0].World().Send(ctx, huge, 1, 1); !errors.Is(err, transport.ErrFrameTooLarge) {
+				t.Fatalf("Send of %d bytes: %v, want ErrFrameTooLarge", len(huge), err)
+			}
+			if err := ss[0].World().Send(ctx, []byte("next"), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 8)
+			if st, err := ss[1].World().Recv(ctx, buf, 0, 1); err != nil || string(buf[:st.Count]) != "next" {
+				t.Fatalf("the receiver got %q, %v; want the next message", buf[:st.Count], err)
+			}
+		})
 	}
 }

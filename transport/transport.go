@@ -113,6 +113,15 @@ type Placer interface {
 	Placed(f wire.Frame, ok bool)
 }
 
+// Limited is implemented by a Transport that refuses frames above a size
+// (transport/tcp, transport/mem): a caller that writes a frame long after
+// it decided to (comm's rendezvous) can check the size first.
+type Limited interface {
+	// MaxFrameSize is the limit, in bytes, on a frame's body (header and
+	// payload); a larger frame is refused with ErrFrameTooLarge.
+	MaxFrameSize() int
+}
+
 // Transport moves frames to and from the other nodes of a job. All methods
 // are safe for concurrent use.
 type Transport interface {

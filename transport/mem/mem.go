@@ -208,7 +208,10 @@ type Endpoint struct {
 	wg     sync.WaitGroup
 }
 
-var _ transport.Transport = (*Endpoint)(nil)
+var (
+	_ transport.Transport = (*Endpoint)(nil)
+	_ transport.Limited   = (*Endpoint)(nil)
+)
 
 // link is the queue and delivery goroutine of one (sender, receiver) pair.
 type link struct {
@@ -227,6 +230,9 @@ func (e *Endpoint) Self() core.NodeID { return e.id }
 
 // Addr returns "mem:<id>".
 func (e *Endpoint) Addr() string { return e.addr }
+
+// MaxFrameSize is Config.MaxFrameSize (see [transport.Limited]).
+func (e *Endpoint) MaxFrameSize() int { return e.hub.cfg.MaxFrameSize }
 
 // SetPeer records the address of node id.
 func (e *Endpoint) SetPeer(id core.NodeID, addr string) {

@@ -187,7 +187,10 @@ type Transport struct {
 // that has talked to many nodes over time keeps a goroutine and queues only
 // for those it still talks to.
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Limited   = (*Transport)(nil)
+)
 
 // peer is the state of one remote node. Fields below mu are guarded by the
 // transport's mu.
@@ -386,6 +389,9 @@ func (t *Transport) Self() core.NodeID { return t.self }
 
 // Addr returns the listening address, "ip:port".
 func (t *Transport) Addr() string { return t.ln.Addr().String() }
+
+// MaxFrameSize is Config.MaxFrameSize (see [transport.Limited]).
+func (t *Transport) MaxFrameSize() int { return t.cfg.MaxFrameSize }
 
 // UnixAddr returns the name of the same-host Unix socket the transport
 // listens on ("@cohort/…", an abstract name), or "" if it has none
