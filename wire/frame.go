@@ -394,7 +394,10 @@ func (fr *FrameReader) readFramePlaced(place PlaceFunc) (Frame, bool, error) {
 	avail := min(fr.end, fr.start+total) // this frame's bytes in the buffer
 	f, err := decodeBody(fr.buf[fr.start+LengthSize : avail])
 	if err != nil {
-		return Frame{}, false, err
+		// Read it whole and fail as ReadFrame does (a stream that ends
+		// first is cut off, not malformed).
+		f, err := fr.readFrame()
+		return f, false, err
 	}
 	head := f.Payload
 	n := total - (avail - fr.start) + len(head) // the payload's whole length
