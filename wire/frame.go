@@ -415,31 +415,8 @@ func (fr *FrameReader) readFramePlaced(place PlaceFunc) (Frame, bool, error) {
 	if fr.start == fr.end {
 		fr.start, fr.end = 0, 0
 	}
-	empty := 0
-	for got < len(dst) {
-		m, err := fr.r.Read(dst[got:])
-		if m < 0 || m > len(dst)-got {
-			return f, true, fmt.Errorf("wire: reader returned an invalid count %d", m)
-		}
-		got += m
-		if got == len(dst) {
-			break
-		}
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return f, true, err
-		}
-		if m == 0 {
-			if empty++; empty >= maxEmptyReads {
-				return f, true, io.ErrNoProgress
-			}
-		} else {
-			empty = 0
-		}
-	}
-	return f, true, nil
+	_, err = readAtLeast(fr.r, dst[got:], len(dst)-got)
+	return f, true, err
 }
 
 // maxEmptyReads is how many consecutive (0, nil) results from the
@@ -468,35 +445,44 @@ func (fr *FrameReader) fill(n int) error {
 		fr.end = copy(fr.buf, fr.buf[fr.start:fr.end])
 		fr.start = 0
 	}
-	empty := 0
-	for fr.end-fr.start < n {
-		m, err := fr.r.Read(fr.buf[fr.end:])
-		if m < 0 || m > len(fr.buf)-fr.end {
-			return fmt.Errorf("wire: reader returned an invalid count %d", m)
+	m, err := readAtLeast(fr.r, fr.buf[fr.end:], n-(fr.end-fr.start))
+	fr.end += m
+	if fr.end == len(fr.buf) && fr.grow < DefaultReadBufferSize {
+		fr.grow *= 2 // a read filled the buffer: more may be waiting
+	}
+	return err
+}
+
+// readAtLeast reads from r into p until it holds at least min bytes, as
+// much as r offers, and returns how many it read. An end of stream before
+// min is io.ErrUnexpectedEOF; maxEmptyReads reads in a row of nothing are
+// io.ErrNoProgress; a count r should not return is an error.
+func readAtLeast(r io.Reader, p []byte, min int) (int, error) {
+	got, empty := 0, 0
+	for got < min {
+		m, err := r.Read(p[got:])
+		if m < 0 || m > len(p)-got {
+			return got, fmt.Errorf("wire: reader returned an invalid count %d", m)
 		}
-		fr.end += m
-		if fr.end == len(fr.buf) && fr.grow < DefaultReadBufferSize {
-			fr.grow *= 2 // the read filled the buffer: more may be waiting
-		}
-		if fr.end-fr.start >= n {
-			return nil
+		got += m
+		if got >= min {
+			return got, nil
 		}
 		if err != nil {
 			if err == io.EOF {
-				return io.ErrUnexpectedEOF
+				return got, io.ErrUnexpectedEOF
 			}
-			return err
+			return got, err
 		}
 		if m == 0 {
-			empty++
-			if empty >= maxEmptyReads {
-				return io.ErrNoProgress
+			if empty++; empty >= maxEmptyReads {
+				return got, io.ErrNoProgress
 			}
 		} else {
 			empty = 0
 		}
 	}
-	return nil
+	return got, nil
 }
 
 // DefaultWriteBufferSize is the default coalescing buffer of a FrameWriter,
