@@ -65,11 +65,6 @@ func (t collTransport) ExchangeInto(ctx context.Context, to int, sdata []byte, f
 		req.release()
 		return 0, serr, nil
 	}
-	st, err := req.block(ctx)
-	if err != nil && ctx.Err() != nil && err == ctx.Err() && !req.Cancel() {
-		st, err = req.result()
-	}
-	req.release()
-	n, err := intoCount(st, err)
+	n, err := intoCount(req.awaitRecv(ctx))
 	return n, nil, err
 }

@@ -214,6 +214,14 @@ func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag 
 func (s *Session) recv(ctx context.Context, c *commState, sub uint64, buf []byte, src, tag, elem int) (Status, error) {
 	req := s.irecvReq(pooledRequest(s, c), c, sub, buf, false, src, tag, 0, true)
 	req.elem = elem
+	return req.awaitRecv(ctx)
+}
+
+// awaitRecv waits for a pooled receive request as a blocking call does:
+// when ctx ends first the receive is withdrawn (or, if it completed or is
+// being filled meanwhile, its outcome is taken), and the request goes back
+// to the pool.
+func (req *Request) awaitRecv(ctx context.Context) (Status, error) {
 	st, err := req.block(ctx)
 	if err != nil && ctx.Err() != nil && err == ctx.Err() && !req.Cancel() {
 		st, err = req.result()

@@ -2,7 +2,6 @@ package comm
 
 import (
 	"cmp"
-	"encoding/binary"
 	"slices"
 
 	"github.com/cohort-mp/cohort/core"
@@ -89,10 +88,11 @@ func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 
 // placeRData takes the data of a rendezvous whose receive waits for it.
 func (s *Session) placeRData(f wire.Frame, n int) (int, []byte) {
-	id, skip := binary.Uvarint(f.Payload)
-	if skip <= 0 {
+	id, rest, ok := parseRData(f.Payload)
+	if !ok {
 		return 0, nil
 	}
+	skip := len(f.Payload) - len(rest)
 	key := rdvKey{f.Src, id}
 	s.mu.Lock()
 	defer s.mu.Unlock()

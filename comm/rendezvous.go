@@ -259,13 +259,22 @@ func parseCTS(p []byte) (id uint64, flag byte, err error) {
 	return id, flag, nil
 }
 
-// onRData handles the data of a matched RTS that was not placed.
-func (s *Session) onRData(src int, p []byte) error {
+// parseRData splits a data frame's payload (the first bytes of it, when it
+// is placed) into its rendezvous id and the data.
+func parseRData(p []byte) (id uint64, data []byte, ok bool) {
 	id, n := binary.Uvarint(p)
 	if n <= 0 {
+		return 0, nil, false
+	}
+	return id, p[n:], true
+}
+
+// onRData handles the data of a matched RTS that was not placed.
+func (s *Session) onRData(src int, p []byte) error {
+	id, data, ok := parseRData(p)
+	if !ok {
 		return fmt.Errorf("%w: rdata id", errMalformed)
 	}
-	data := p[n:]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := rdvKey{core.NodeID(src), id}

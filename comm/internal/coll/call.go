@@ -208,27 +208,24 @@ func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) e
 		return nil
 	}
 	tag := c.base + phase
-	n := 0
+	var n int
+	var err error
 	if x, ok := c.into.(ExchangeIntoer); ok {
 		var serr, rerr error
 		n, serr, rerr = x.ExchangeInto(c.ctx, to, sdata, from, tag, dst)
 		switch {
 		case serr != nil:
-			return c.sendErr(to, serr)
+			err = c.sendErr(to, serr)
 		case rerr != nil:
-			return c.recvErr(from, rerr)
+			err = c.recvErr(from, rerr)
 		}
-		c.note(from, n, len(dst))
-		if n < len(dst) {
-			clear(dst[n:])
-		}
-		return nil
+	} else {
+		err = c.exchange(to, sdata, from, tag, func(ctx context.Context) error {
+			var err error
+			n, err = c.into.RecvInto(ctx, from, tag, dst)
+			return err
+		})
 	}
-	err := c.exchange(to, sdata, from, tag, func(ctx context.Context) error {
-		var err error
-		n, err = c.into.RecvInto(ctx, from, tag, dst)
-		return err
-	})
 	if err != nil {
 		return err
 	}
