@@ -188,8 +188,9 @@ func waitFailure(t *testing.T, ctx context.Context, s *Session, rank int) {
 	}
 }
 
-// The rendezvous frames from a peer are parsed or refused with
-// errMalformed, never a panic, and what parses encodes back the same way.
+// The rendezvous frames from a peer (ready-to-send, clear-to-send, the
+// data's id) are parsed or refused with errMalformed, never a panic, and
+// what parses encodes back the same way.
 func FuzzRendezvousFrames(f *testing.F) {
 	f.Add(binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, 7), 8), -3), 1<<20))
 	f.Add([]byte{7, 0})
@@ -204,6 +205,11 @@ func FuzzRendezvousFrames(f *testing.F) {
 			again := binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, id), ctxID), int64(tag)), uint64(size))
 			if a, b, c, d, err := parseRTS(again); err != nil || a != id || b != ctxID || c != tag || d != size {
 				t.Fatalf("RTS %d %d %d %d re-encoded parses as %d %d %d %d, %v", id, ctxID, tag, size, a, b, c, d, err)
+			}
+		}
+		if id, data, ok := parseRData(p); ok {
+			if again, d2, ok2 := parseRData(append(binary.AppendUvarint(nil, id), data...)); !ok2 || again != id || !bytes.Equal(d2, data) {
+				t.Fatalf("RData %d with %d bytes re-encoded parses as %d with %d bytes", id, len(data), again, len(d2))
 			}
 		}
 		if _, flag, err := parseCTS(p); err != nil {
