@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -662,4 +663,61 @@ func TestSeedCorpus(t *testing.T) {
 			}
 		}
 	}
+}
+
+func FuzzRing(f *testing.F) {
+	for _, r := range []Ring{{}, {Size: 256 << 10}, {Answer: true}, {Answer: true, Size: 1}} {
+		var e Encoder
+		r.MarshalWire(&e)
+		f.Add(e.B)
+	}
+	f.Add([]byte{3, 0})
+	f.Add([]byte{2, 2})
+	f.Add([]byte{1, 0x80, 0x80, 0x80, 0x80, 0x08})
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		r, err := DecodeRing(payload)
+		if err != nil {
+			return
+		}
+		if !r.Answer && r.Size > MaxRingSize || r.Answer && r.Size > 1 {
+			t.Fatalf("decoded an invalid ring message %+v", r)
+		}
+		var e Encoder
+		r.MarshalWire(&e)
+		back, err := DecodeRing(e.B)
+		if err != nil || back != r {
+			t.Fatalf("round trip of %+v: %+v, %v", r, back, err)
+		}
+	})
+}
+
+func FuzzRingTag(f *testing.F) {
+	f.Add([]byte("secret"), "job", uint32(1), uint32(2), []byte("0123456789abcdef0123456789abcdef"))
+	f.Fuzz(func(t *testing.T, secret []byte, job string, nodeA, nodeB uint32, nonces []byte) {
+		if len(job) > MaxJobIDLen {
+			job = job[:MaxJobIDLen]
+		}
+		ha := Hello{Version: Version, JobID: job, Node: core.NodeID(nodeA)}
+		hb := Hello{Version: Version, JobID: job, Node: core.NodeID(nodeB)}
+		copy(ha.Nonce[:], nonces)
+		if len(nonces) > NonceSize {
+			copy(hb.Nonce[:], nonces[NonceSize:])
+		}
+		// a initiates; each side checks the ring the other writes.
+		ofA := RingTag(secret, ha, hb, true, true)
+		ofB := RingTag(secret, hb, ha, false, true)
+		if !CheckRingTag(secret, hb, ha, false, false, ofA[:]) || !CheckRingTag(secret, ha, hb, true, false, ofB[:]) {
+			t.Fatal("a ring's tag does not check at its reader")
+		}
+		if ofA == ofB {
+			t.Fatal("both directions' rings have the same tag")
+		}
+		if ofA == ComputeProof(secret, ha, hb, true) {
+			t.Fatal("a ring's tag equals a proof")
+		}
+		other := RingTag(append(slices.Clone(secret), 'x'), ha, hb, true, true)
+		if CheckRingTag(secret, hb, ha, false, false, other[:]) {
+			t.Fatal("a ring tagged with another secret checks")
+		}
+	})
 }

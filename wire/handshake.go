@@ -27,6 +27,12 @@ var (
 	// at the same offset modulo 64 as it sits in memory, which lets the
 	// kernel copy it at full speed (see AppendPad). Readers skip it.
 	KindPad = core.MakeKind(core.ProtoCore, 4)
+	// KindRing ends the handshake of a connection between two processes of
+	// one host that may move its frames to shared memory (transport/tcp's
+	// shared-memory path): each side first sends a [Ring] offer (with the
+	// memory passed beside the frame, or none), then a [Ring] answer to the
+	// peer's offer.
+	KindRing = core.MakeKind(core.ProtoCore, 5)
 )
 
 // Version is the version of the wire format this package speaks. Peers must
@@ -223,13 +229,22 @@ const (
 	labelFromAcceptor  = "acceptor->initiator"
 )
 
-// proofMAC computes HMAC-SHA256(secret, "cohort-v1" || len(Hi) || Hi ||
-// len(Ha) || Ha || label), where Hi and Ha are the encodings of the
-// initiator's and the acceptor's Hello, each preceded by its length as a
-// uvarint, and the label names the direction. The lengths keep the
-// concatenation unambiguous; the encodings are canonical, so both sides
-// compute the same bytes from the decoded values.
+// proofMAC computes the proof of one direction: helloMAC with the
+// direction's label. Hi and Ha are the encodings of the initiator's and the
+// acceptor's Hello, each preceded by its length as a uvarint; the lengths
+// keep the concatenation unambiguous, and the encodings are canonical, so
+// both sides compute the same bytes from the decoded values.
 func proofMAC(secret []byte, initiator, acceptor Hello, fromInitiator bool) [ProofSize]byte {
+	label := labelFromAcceptor
+	if fromInitiator {
+		label = labelFromInitiator
+	}
+	return helloMAC(secret, initiator, acceptor, label)
+}
+
+// helloMAC computes HMAC-SHA256(secret, "cohort-v1" || len(Hi) || Hi ||
+// len(Ha) || Ha || label): proofMAC's construction with any label.
+func helloMAC(secret []byte, initiator, acceptor Hello, label string) [ProofSize]byte {
 	var buf [128 + 2*(2+len(helloMagic)+2+2+MaxJobIDLen+5+NonceSize)]byte
 	e := Encoder{B: buf[:0]}
 	e.B = append(e.B, proofLabel...)
@@ -237,11 +252,7 @@ func proofMAC(secret []byte, initiator, acceptor Hello, fromInitiator bool) [Pro
 		e.Uvarint(uint64(helloSize(&h)))
 		h.MarshalWire(&e)
 	}
-	if fromInitiator {
-		e.B = append(e.B, labelFromInitiator...)
-	} else {
-		e.B = append(e.B, labelFromAcceptor...)
-	}
+	e.B = append(e.B, label...)
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(e.B)
 	var out [ProofSize]byte

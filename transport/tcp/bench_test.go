@@ -99,14 +99,17 @@ func rawRoundTrips(b *testing.B, n, size int, overTCP bool) time.Duration {
 }
 
 // benchPair returns two connected transports whose handlers are set by
-// the caller, over TCP if noUnix, else over the same-host Unix socket.
-func benchPair(b *testing.B, noUnix bool) (a, c *tcp.Transport) {
+// the caller, over the kind of connection path names.
+func benchPair(b *testing.B, path pathKind) (a, c *tcp.Transport) {
 	mk := func(id core.NodeID) *tcp.Transport {
 		cfg := tcp.DefaultConfig()
 		cfg.Node, cfg.JobID, cfg.Secret = id, jobID, secret
-		cfg.NoUnix = noUnix
+		path.set(&cfg)
 		t, err := tcp.Listen(cfg)
 		if err != nil {
+			b.Fatal(err)
+		}
+		if err := t.SetShmSpin(path.spin); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { t.Close() })
@@ -120,18 +123,18 @@ func benchPair(b *testing.B, noUnix bool) (a, c *tcp.Transport) {
 
 var benchKind = core.MakeKind(core.ProtoTest, 9)
 
-// benchPaths runs f as the sub-benchmarks name/path=unix and name/path=tcp
+// benchPaths runs f as the sub-benchmarks name/path=unix, shm and tcp
 // (pathKinds).
-func benchPaths(b *testing.B, name string, f func(b *testing.B, overTCP bool)) {
-	for _, k := range pathKinds {
-		b.Run(name+"/path="+k.name, func(b *testing.B) { f(b, k.noUnix) })
+func benchPaths(b *testing.B, name string, f func(b *testing.B, path pathKind)) {
+	for _, k := range benchPathKinds {
+		b.Run(name+"/path="+k.name, func(b *testing.B) { f(b, k) })
 	}
 }
 
 // cohortRoundTrips runs n ping-pongs of size-byte payloads through two
 // transports; the echo is sent from the reader goroutine's handler.
-func cohortRoundTrips(b *testing.B, n, size int, noUnix bool) time.Duration {
-	a, c := benchPair(b, noUnix)
+func cohortRoundTrips(b *testing.B, n, size int, path pathKind) time.Duration {
+	a, c := benchPair(b, path)
 	payload := make([]byte, size)
 	pong := make(chan struct{}, 1)
 	a.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { pong <- struct{}{} }})
@@ -160,9 +163,9 @@ func cohortRoundTrips(b *testing.B, n, size int, noUnix bool) time.Duration {
 // in ns, for raw sockets and for the transport, and their ratio.
 func BenchmarkOneWayLatency(b *testing.B) {
 	for _, size := range []int{64, 4096} {
-		benchPaths(b, fmt.Sprintf("size=%d", size), func(b *testing.B, overTCP bool) {
-			raw := rawRoundTrips(b, b.N, size, overTCP)
-			coh := cohortRoundTrips(b, b.N, size, overTCP)
+		benchPaths(b, fmt.Sprintf("size=%d", size), func(b *testing.B, path pathKind) {
+			raw := rawRoundTrips(b, b.N, size, path.noUnix)
+			coh := cohortRoundTrips(b, b.N, size, path)
 			rawNs := float64(raw.Nanoseconds()) / float64(b.N) / 2
 			cohNs := float64(coh.Nanoseconds()) / float64(b.N) / 2
 			b.ReportMetric(cohNs, "ns/op")
@@ -209,8 +212,8 @@ func rawStream(b *testing.B, n, size int, overTCP bool) time.Duration {
 
 // cohortStream sends n frames of size bytes one way and returns the time
 // until the receiver's handler has seen them all.
-func cohortStream(b *testing.B, n, size int, noUnix bool) time.Duration {
-	a, c := benchPair(b, noUnix)
+func cohortStream(b *testing.B, n, size int, path pathKind) time.Duration {
+	a, c := benchPair(b, path)
 	var mu sync.Mutex
 	got := 0
 	all := make(chan struct{})
@@ -249,9 +252,9 @@ func cohortStream(b *testing.B, n, size int, noUnix bool) time.Duration {
 // raw; below 1 means slower).
 func BenchmarkThroughput(b *testing.B) {
 	for _, size := range []int{64, 4096} {
-		benchPaths(b, fmt.Sprintf("size=%d", size), func(b *testing.B, overTCP bool) {
-			raw := rawStream(b, b.N, size, overTCP)
-			coh := cohortStream(b, b.N, size, overTCP)
+		benchPaths(b, fmt.Sprintf("size=%d", size), func(b *testing.B, path pathKind) {
+			raw := rawStream(b, b.N, size, path.noUnix)
+			coh := cohortStream(b, b.N, size, path)
 			rawRate := float64(b.N) / raw.Seconds()
 			cohRate := float64(b.N) / coh.Seconds()
 			b.ReportMetric(float64(coh.Nanoseconds())/float64(b.N), "ns/op")

@@ -90,6 +90,20 @@ type Config struct {
 	// to listen and dial over TCP only. Elsewhere than on Linux the path
 	// does not exist and NoUnix changes nothing.
 	NoUnix bool
+	// NoShm keeps a same-host connection on its Unix socket: by default
+	// (false) two processes of one host connected over the Unix socket
+	// without TLS move the connection's frames to shared memory, one ring
+	// per direction, if both ends agree (see shm.go). Elsewhere than on
+	// Linux the path does not exist and NoShm changes nothing.
+	NoShm bool
+	// ShmRingSize is the data size, in bytes, of each ring of a
+	// shared-memory connection (two per connection, plus a 4 KiB header
+	// each): a power of two from 4 KiB to 1 GiB. A frame larger than the
+	// ring streams through it. Default DefaultShmRingSize (256 KiB).
+	ShmRingSize int
+	// shmSameProcess lets two transports of one process use shared memory
+	// between them (tests); otherwise they stay on the Unix socket.
+	shmSameProcess bool
 
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger
@@ -123,6 +137,7 @@ func DefaultConfig() Config {
 		KeepAlive:        DefaultKeepAlive,
 		IdleTimeout:      DefaultIdleTimeout,
 		DirectMax:        DefaultDirectMax,
+		ShmRingSize:      DefaultShmRingSize,
 	}
 }
 
@@ -162,6 +177,9 @@ func (c Config) withDefaults() Config {
 	if c.DirectMax == 0 {
 		c.DirectMax = d.DirectMax
 	}
+	if c.ShmRingSize == 0 {
+		c.ShmRingSize = d.ShmRingSize
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -191,6 +209,8 @@ func (c Config) Validate() error {
 		return bad("negative timeout or backoff")
 	case c.BackoffMax < c.BackoffMin:
 		return bad("BackoffMax %v < BackoffMin %v", c.BackoffMax, c.BackoffMin)
+	case c.ShmRingSize < minShmRingSize || c.ShmRingSize > wire.MaxRingSize || c.ShmRingSize&(c.ShmRingSize-1) != 0:
+		return bad("ShmRingSize %d: want a power of two from %d to %d", c.ShmRingSize, minShmRingSize, wire.MaxRingSize)
 	}
 	return nil
 }

@@ -30,11 +30,12 @@ var (
 
 // directPair returns two connected transports (a → c) with cfg's DirectMax,
 // over loopback TCP if noUnix, else over the same-host Unix socket.
-func directPair(t *testing.T, directMax int, noUnix bool) (a, c *tcp.Transport) {
+func directPair(t *testing.T, directMax int, path pathKind) (a, c *tcp.Transport) {
 	t.Helper()
 	ca, cc := config(1, nil), config(2, nil)
 	ca.DirectMax, cc.DirectMax = directMax, directMax
-	ca.NoUnix, cc.NoUnix = noUnix, noUnix
+	path.set(&ca)
+	path.set(&cc)
 	ca.QueueLen = 8 // a small queue: back-pressure mixes both paths
 	a, c = listen(t, ca), listen(t, cc)
 	a.SetPeer(2, c.Addr())
@@ -62,10 +63,10 @@ func TestSendDirectOrder(t *testing.T) {
 	forPaths(t, testSendDirectOrder)
 }
 
-func testSendDirectOrder(t *testing.T, noUnix bool) {
+func testSendDirectOrder(t *testing.T, path pathKind) {
 	rng := rand.New(rand.NewPCG(*seed, 20))
 	const directMax = 16 << 10
-	a, c := directPair(t, directMax, noUnix)
+	a, c := directPair(t, directMax, path)
 
 	const n = 3000
 	var mu sync.Mutex
@@ -173,13 +174,13 @@ func testSendDirectOrder(t *testing.T, noUnix bool) {
 			t.Fatalf("frame %d has sequence number %d: reordered", i, seq)
 		}
 	}
-	checkPath(t, a, noUnix)
+	checkPath(t, a, path)
 }
 
 // TestSendDirectAllocs: a ping-pong of SendDirect (idle connection) and a
 // reader that hands the frame to a channel allocates nothing per message.
 func TestSendDirectAllocs(t *testing.T) {
-	a, c := directPair(t, 0, false)
+	a, c := directPair(t, 0, pathKinds[0])
 	pong := make(chan struct{}, 1)
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { pong <- struct{}{} }})
 	ctx := context.Background()
@@ -211,8 +212,8 @@ func TestSendDirectPeerDies(t *testing.T) {
 	forPaths(t, testSendDirectPeerDies)
 }
 
-func testSendDirectPeerDies(t *testing.T, noUnix bool) {
-	a, c := directPair(t, 0, noUnix)
+func testSendDirectPeerDies(t *testing.T, path pathKind) {
+	a, c := directPair(t, 0, path)
 	hints := make(chan core.PeerHint, 64)
 	a.SetHandler(transport.HandlerFuncs{OnHint: func(h core.PeerHint) {
 		select {
@@ -241,7 +242,7 @@ func testSendDirectPeerDies(t *testing.T, noUnix bool) {
 		}
 	}
 	received.Wait()
-	checkPath(t, a, noUnix)
+	checkPath(t, a, path)
 	c.Close()
 	// Frames after the death go to the dead connection (lost) or, once
 	// the transport knows, to the queue, which fills while the redials
@@ -281,11 +282,12 @@ func TestSendDirectKeepsOrder(t *testing.T) {
 	forPaths(t, testSendDirectKeepsOrder)
 }
 
-func testSendDirectKeepsOrder(t *testing.T, noUnix bool) {
+func testSendDirectKeepsOrder(t *testing.T, path pathKind) {
 	const limit = 64 << 10 // DirectMax of this test: bodies on both sides of it
 	ca, cb := config(1, nil), config(2, nil)
 	ca.DirectMax = limit
-	ca.NoUnix, cb.NoUnix = noUnix, noUnix
+	path.set(&ca)
+	path.set(&cb)
 	a := listen(t, ca)
 	b := listen(t, cb)
 	rb := transporttest.NewRecorder()
@@ -334,7 +336,7 @@ func testSendDirectKeepsOrder(t *testing.T, noUnix bool) {
 	if st := a.Stats(); st.Direct == 0 || st.Direct == st.FramesOut {
 		t.Errorf("stats %+v: want some frames written directly and some queued", st)
 	}
-	checkPath(t, a, noUnix)
+	checkPath(t, a, path)
 }
 
 // SendDirect to a node without a connection queues the frame (and fails

@@ -14,3 +14,7 @@ func ConnDead(t *Transport, id core.NodeID) bool {
 	p := t.peers[id]
 	return p != nil && p.cur != nil && p.cur.isDead()
 }
+
+// ShmInProcess lets transports of this process use shared memory between
+// them (by default they keep to the Unix socket).
+func ShmInProcess(c *Config) { c.shmSameProcess = true }

@@ -36,12 +36,13 @@ func TestIdleConnectionRetiredQuietly(t *testing.T) {
 	forPaths(t, testIdleConnectionRetiredQuietly)
 }
 
-func testIdleConnectionRetiredQuietly(t *testing.T, noUnix bool) {
+func testIdleConnectionRetiredQuietly(t *testing.T, path pathKind) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
 			ca, cb := config(1, nil), config(2, nil)
 			ca.IdleTimeout, cb.IdleTimeout = 40*time.Millisecond, 40*time.Millisecond
-			ca.NoUnix, cb.NoUnix = noUnix, noUnix
+			path.set(&ca)
+			path.set(&cb)
 			if useTLS {
 				tc := tcptest.SelfSignedTLS(t)
 				ca.TLS, cb.TLS = tc, tc
@@ -89,8 +90,12 @@ func testIdleConnectionRetiredQuietly(t *testing.T, noUnix bool) {
 			if s := a.Stats(); s.Established != sa.Established+1 {
 				t.Fatalf("a's stats %+v: want one more connection than the %d before", s, sa.Established)
 			}
-			checkPath(t, a, noUnix)
-			checkPath(t, b, noUnix)
+			want := path
+			if useTLS && path.shm {
+				want = pathKinds[0] // TLS keeps a connection on its socket
+			}
+			checkPath(t, a, want)
+			checkPath(t, b, want)
 		})
 	}
 }
@@ -104,7 +109,7 @@ func TestIdleRetireLosesNothing(t *testing.T) {
 	forPaths(t, testIdleRetireLosesNothing)
 }
 
-func testIdleRetireLosesNothing(t *testing.T, noUnix bool) {
+func testIdleRetireLosesNothing(t *testing.T, path pathKind) {
 	const frames = 600
 	var logs logBuffer
 	cfgs := []tcp.Config{config(1, &logs), config(2, &logs)}
@@ -117,7 +122,7 @@ func testIdleRetireLosesNothing(t *testing.T, noUnix bool) {
 	recs := make([]*transporttest.Recorder, 2)
 	for i := range cfgs {
 		cfgs[i].IdleTimeout = 4 * time.Millisecond
-		cfgs[i].NoUnix = noUnix
+		path.set(&cfgs[i])
 		trs[i] = listen(t, cfgs[i])
 		recs[i] = transporttest.NewRecorder()
 		trs[i].SetHandler(recs[i])
@@ -173,6 +178,6 @@ func testIdleRetireLosesNothing(t *testing.T, noUnix bool) {
 		if s := tr.Stats(); s.Retired < frames/150 || s.Lost != 0 {
 			t.Fatalf("node %v stats %+v: want at least %d retirements and no connection lost", tr.Self(), s, frames/150)
 		}
-		checkPath(t, tr, noUnix)
+		checkPath(t, tr, path)
 	}
 }

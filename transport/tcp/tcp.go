@@ -173,6 +173,9 @@ type Transport struct {
 	// calls): the tests check that a writer waits, rather than spins, while
 	// its connection is closed but not yet cleared, or the transport closes.
 	writerRuns atomic.Uint64
+	// shmSpin is the polling time of shared-memory connections, in ns
+	// (SetShmSpin).
+	shmSpin atomic.Int64
 
 	mu     sync.Mutex
 	closed bool
@@ -775,9 +778,10 @@ func (t *Transport) newHello() wire.Hello {
 // believes in a connection we refuse.
 func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
-	fr := wire.NewFrameReader(nc)
+	hc := handshakeConn(nc)
+	fr := wire.NewFrameReader(hc)
 	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
-	fw := wire.NewFrameWriter(nc, 512)
+	fw := wire.NewFrameWriter(hc, 512)
 	local := t.newHello()
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: core.None}, local); err != nil {
 		return nil, err
@@ -810,8 +814,12 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	if err := readProof(fr, t.cfg.Secret, local, peerHello, false); err != nil {
 		return nil, err
 	}
+	cc, fr, err := t.ringStep(hc, fr, local, peerHello, false)
+	if err != nil {
+		return nil, err
+	}
 	nc.SetDeadline(time.Time{})
-	c := newConn(nc, fr, id, false, remote)
+	c := newConn(cc, fr, id, false, remote)
 	installed = true
 	if !t.install(p, c) {
 		return nil, transport.ErrClosed
@@ -880,6 +888,9 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 	if c.unix {
 		t.stats.unix.Add(1)
 	}
+	if _, ok := c.nc.(*shmConn); ok {
+		t.stats.shm.Add(1)
+	}
 	return true
 }
 
@@ -916,9 +927,10 @@ func (t *Transport) dial(p *peer, addr string) (*conn, error) {
 // soon as its hello is read, also with an error after that.
 func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
-	fr := wire.NewFrameReader(nc)
+	hc := handshakeConn(nc)
+	fr := wire.NewFrameReader(hc)
 	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
-	fw := wire.NewFrameWriter(nc, 512)
+	fw := wire.NewFrameWriter(hc, 512)
 	local := t.newHello()
 	want := core.None
 	if p != nil {
@@ -949,6 +961,10 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 		}
 		return nil, id, err
 	}
+	cc, fr, err := t.ringStep(hc, fr, local, peerHello, true)
+	if err != nil {
+		return nil, id, err
+	}
 	nc.SetDeadline(time.Time{})
 	if p == nil {
 		t.mu.Lock()
@@ -960,7 +976,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 			return nil, id, transport.ErrClosed
 		}
 	}
-	c := newConn(nc, fr, id, true, nc.RemoteAddr().String())
+	c := newConn(cc, fr, id, true, nc.RemoteAddr().String())
 	if !t.install(p, c) {
 		return nil, id, transport.ErrClosed
 	}
@@ -1450,6 +1466,8 @@ type Stats struct {
 	TieBreaks    uint64 // inbound connections refused because ours won
 	Established  uint64 // connections put in use (both directions)
 	Unix         uint64 // of Established, those over the same-host Unix socket
+	Shm          uint64 // of Unix, those whose frames run over shared memory
+	ShmRefused   uint64 // rings offered by peers and refused by our checks
 	Lost         uint64 // connections that died not on purpose
 	Retired      uint64 // connections closed for being idle, by either side (Config.IdleTimeout)
 	Malformed    uint64 // connections closed for a malformed frame
@@ -1464,7 +1482,7 @@ type Stats struct {
 
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
-	misaddressed, framesIn, framesOut, direct, placed atomic.Uint64
+	misaddressed, framesIn, framesOut, direct, placed, shm, shmRefused atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -1473,7 +1491,7 @@ func (t *Transport) Stats() Stats {
 		Dials: t.stats.dials.Load(), DialFailures: t.stats.dialFailures.Load(),
 		Accepted: t.stats.accepted.Load(), Refused: t.stats.refused.Load(),
 		TieBreaks: t.stats.tieBreaks.Load(), Established: t.stats.established.Load(),
-		Unix: t.stats.unix.Load(),
+		Unix: t.stats.unix.Load(), Shm: t.stats.shm.Load(), ShmRefused: t.stats.shmRefused.Load(),
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
 		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),

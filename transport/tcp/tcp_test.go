@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,43 +77,63 @@ func listen(t *testing.T, cfg tcp.Config) *tcp.Transport {
 	return tr
 }
 
-// pathKinds are the two kinds of connection between transports of one
-// host: the same-host Unix socket (the default) and loopback TCP
-// (Config.NoUnix). Tests of behaviour that must not depend on the kind
-// run over both (forPaths).
-var pathKinds = []struct {
+// pathKinds are the kinds of connection between transports of one host:
+// the same-host Unix socket (the default between transports of one
+// process), shared memory over it (the default between processes; allowed
+// in process here) and loopback TCP (Config.NoUnix). Tests of behaviour
+// that must not depend on the kind run over all (forPaths).
+var pathKinds = []pathKind{{name: "unix"}, {name: "shm", shm: true}, {name: "tcp", noUnix: true}}
+
+// benchPathKinds adds shared memory with polling (Transport.SetShmSpin).
+var benchPathKinds = append(slices.Clone(pathKinds), pathKind{name: "shm-poll", shm: true, spin: 50 * time.Microsecond})
+
+type pathKind struct {
 	name   string
 	noUnix bool
-}{{"unix", false}, {"tcp", true}}
+	shm    bool
+	spin   time.Duration // the shared-memory polling time (benchmarks)
+}
+
+// set makes cfg take the path.
+func (k pathKind) set(cfg *tcp.Config) {
+	cfg.NoUnix = k.noUnix
+	if k.shm {
+		tcp.ShmInProcess(cfg)
+	}
+}
 
 // forPaths runs f as a subtest per kind of connection.
-func forPaths(t *testing.T, f func(t *testing.T, noUnix bool)) {
+func forPaths(t *testing.T, f func(t *testing.T, path pathKind)) {
 	for _, k := range pathKinds {
-		t.Run(k.name, func(t *testing.T) { f(t, k.noUnix) })
+		t.Run(k.name, func(t *testing.T) { f(t, k) })
 	}
 }
 
 // checkPath fails unless every connection tr put in use ran over the kind
-// of socket noUnix asks for (and there was one).
-func checkPath(t *testing.T, tr *tcp.Transport, noUnix bool) {
+// path asks for (and there was one).
+func checkPath(t *testing.T, tr *tcp.Transport, path pathKind) {
 	t.Helper()
 	s := tr.Stats()
-	want := s.Established
-	if noUnix {
-		want = 0
+	wantUnix, wantShm := s.Established, uint64(0)
+	switch {
+	case path.noUnix:
+		wantUnix = 0
+	case path.shm:
+		wantShm = s.Established
 	}
-	if s.Established == 0 || s.Unix != want {
-		t.Fatalf("node %v: %d of %d connections over Unix, want %d (noUnix %v)", tr.Self(), s.Unix, s.Established, want, noUnix)
+	if s.Established == 0 || s.Unix != wantUnix || s.Shm != wantShm {
+		t.Fatalf("node %v: of %d connections, %d over Unix and %d over shared memory; want %d and %d (path %s)",
+			tr.Self(), s.Established, s.Unix, s.Shm, wantUnix, wantShm, path.name)
 	}
 }
 
-func factory(noUnix bool) transporttest.Factory {
+func factory(path pathKind) transporttest.Factory {
 	return func(t *testing.T, n int, opt transporttest.Options) []transport.Transport {
 		ts := make([]transport.Transport, n)
 		for i := range ts {
 			cfg := config(core.NodeID(i+1), nil)
 			cfg.QueueLen, cfg.MaxFrameSize, cfg.SocketBuffer = opt.QueueLen, opt.MaxFrameSize, opt.SocketBuffer
-			cfg.NoUnix = noUnix
+			path.set(&cfg)
 			ts[i] = listen(t, cfg)
 		}
 		for _, a := range ts {
@@ -131,7 +152,7 @@ func factory(noUnix bool) transporttest.Factory {
 // the same-host Unix socket and over loopback TCP.
 func TestContract(t *testing.T) {
 	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
-	forPaths(t, func(t *testing.T, noUnix bool) { transporttest.Run(t, factory(noUnix), *seed) })
+	forPaths(t, func(t *testing.T, path pathKind) { transporttest.Run(t, factory(path), *seed) })
 }
 
 func frame(seq uint64) wire.Frame {
@@ -230,7 +251,8 @@ func TestRefusedConnections(t *testing.T) {
 	forPaths(t, testRefusedConnections)
 }
 
-func testRefusedConnections(t *testing.T, overTCP bool) {
+func testRefusedConnections(t *testing.T, path pathKind) {
+	overTCP := path.noUnix
 	otherJob := hello(7)
 	otherJob.JobID = "another-job"
 	otherVersion := hello(7)
@@ -422,12 +444,13 @@ func TestSimultaneousDial(t *testing.T) {
 	forPaths(t, testSimultaneousDial)
 }
 
-func testSimultaneousDial(t *testing.T, noUnix bool) {
+func testSimultaneousDial(t *testing.T, path pathKind) {
 	const rounds, per = 8, 200
 	tieBreaks := uint64(0)
 	for round := range rounds {
 		ca, cb := config(1, nil), config(2, nil)
-		ca.NoUnix, cb.NoUnix = noUnix, noUnix
+		path.set(&ca)
+		path.set(&cb)
 		a, err := tcp.Listen(ca)
 		if err != nil {
 			t.Fatal(err)
@@ -470,8 +493,8 @@ func testSimultaneousDial(t *testing.T, noUnix bool) {
 		if sa.Conns != 1 || sb.Conns != 1 {
 			t.Fatalf("round %d: connections in use a=%d b=%d, want 1 each", round, sa.Conns, sb.Conns)
 		}
-		checkPath(t, a, noUnix)
-		checkPath(t, b, noUnix)
+		checkPath(t, a, path)
+		checkPath(t, b, path)
 		tieBreaks += sa.TieBreaks + sb.TieBreaks
 		a.Close()
 		b.Close()

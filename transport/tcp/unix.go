@@ -197,6 +197,9 @@ func isUnix(nc net.Conn) bool {
 	if u, ok := nc.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 		nc = u.NetConn()
 	}
-	_, ok := nc.(*net.UnixConn)
-	return ok
+	switch nc.(type) {
+	case *net.UnixConn, *rightsConn, *shmConn:
+		return true
+	}
+	return false
 }

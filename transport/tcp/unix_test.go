@@ -114,8 +114,8 @@ func TestUnixPath(t *testing.T) {
 			}
 			b.SetPeer(1, a.Addr())
 			exchange(t, a, b, 500)
-			checkPath(t, a, false)
-			checkPath(t, b, false)
+			checkPath(t, a, pathKinds[0])
+			checkPath(t, b, pathKinds[0])
 		})
 	}
 }
@@ -150,7 +150,7 @@ func TestUnixFallbackToTCP(t *testing.T) {
 			}
 			rd.Wait(t, transporttest.Timeout, "the reply", gotFrames(1))
 			for _, tr := range []*tcp.Transport{a, b} {
-				checkPath(t, tr, true)
+				checkPath(t, tr, pathKinds[2])
 			}
 			if s := dialer.Stats(); s.Dials != 1 || s.DialFailures != 0 || s.Established != 1 {
 				t.Fatalf("dialer's stats %+v: want one dial, not failed, one connection", s)

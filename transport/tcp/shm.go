@@ -1,0 +1,624 @@
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// The shared-memory path (Config.NoShm, the package doc's "Same host").
+//
+// Two processes of one host that connected over the Unix socket, without
+// TLS, end their handshake by offering each other a ring: a region of
+// shared memory (a sealed memfd, passed beside the offer over the socket)
+// that the offering side writes the connection's byte stream into and the
+// other reads it from. If both accept both rings, the stream leaves the
+// socket: frames are copied into the ring by the writer and out of it by
+// the reader, with no system call while the reader is polling; the socket
+// stays open for two things only, wake-ups and death:
+//
+//   - Wake-ups are futex-style: a side that finds its ring empty (or the
+//     peer's full) and stops polling raises a flag in the ring's header,
+//     checks the ring once more, and sleeps; the other side, after it
+//     publishes data (or frees space), looks at the flag and, only if it is
+//     raised, clears it and writes one byte to the socket. The wait itself
+//     is a read of the socket by a watcher goroutine, which Go's netpoller
+//     parks without holding a thread (a futex wait would hold one thread
+//     per sleeping connection).
+//   - Death: when the peer process ends, however it ends, the kernel closes
+//     its socket; the watcher reads the end of stream, and the reader, once
+//     it has read everything the peer published, returns it as the end of
+//     the stream, so the connection dies and the failure detector is hinted
+//     as over TCP. A peer killed in the middle of a write never published
+//     that write (the ring's tail moves only after the bytes are copied), so
+//     no torn frame is read: the reader sees a frame cut at a published
+//     boundary, which the frame reader reports as cut off.
+//
+// A ring is trusted only after checks: its memfd must be sealed against
+// shrinking (so the peer cannot make our reads fault), of exactly the
+// offered size, and its header must name the two nodes of this connection
+// and carry wire.RingTag, an HMAC of the job secret over both hellos of
+// this very handshake and the direction: a ring of another job, another
+// connection or the other direction is refused, and the connection goes on
+// over the socket. The indices in the header are read from memory the peer
+// can write: every value is checked (no more than the ring's size between
+// them), and a bad one closes the connection as a malformed frame would.
+//
+// Polling: a reader that found data keeps polling its ring for
+// Transport.SetShmSpin after the last byte it read (yielding to the other
+// goroutines of the process between looks) before it sleeps; 0 (the
+// default) sleeps at once. comm turns it on when every rank of the host
+// has a core of its own.
+
+// DefaultShmRingSize is the data size of a ring (one per direction of a
+// connection) unless Config.ShmRingSize sets it.
+const DefaultShmRingSize = 256 << 10
+
+// minShmRingSize is the smallest ring's data size.
+const minShmRingSize = 4 << 10
+
+// MaxShmSpin bounds SetShmSpin.
+const MaxShmSpin = 10 * time.Millisecond
+
+// The ring's header: one page, fields at fixed offsets, each index on a
+// cache line of its own (the writer's tail, the reader's head).
+const (
+	ringHeader  = 4096
+	ringMagic   = "cohortR1"
+	offMagic    = 0   // 8 bytes
+	offSize     = 8   // uint64: the data size
+	offFrom     = 16  // uint32: the writer's node id
+	offTo       = 20  // uint32: the reader's node id
+	offTag      = 32  // wire.ProofSize bytes
+	offTail     = 128 // uint64, written by the writer: bytes published
+	offClosed   = 136 // uint32, written by the writer: 1 = no more data (half-close)
+	offRWaiting = 140 // uint32: the reader sleeps (set by it, cleared by the writer)
+	offHead     = 192 // uint64, written by the reader: bytes consumed
+	offWWaiting = 200 // uint32: the writer sleeps (set by it, cleared by the reader)
+)
+
+// errRingCorrupt: the ring's indices are impossible; the peer wrote its
+// header wrongly. It closes the connection like a malformed frame.
+var errRingCorrupt = fmt.Errorf("%w: the shared-memory ring's indices are inconsistent", wire.ErrMalformedFrame)
+
+// ring is one direction of a shared-memory connection: mem is the whole
+// mapping, header then data.
+type ring struct {
+	mem  []byte
+	data []byte
+	size uint64
+	// pos is this side's own index (the tail for the writer, the head for
+	// the reader): only this side writes it, so it is kept here too.
+	pos uint64
+}
+
+func newRing(mem []byte) *ring {
+	return &ring{mem: mem, data: mem[ringHeader:], size: uint64(len(mem) - ringHeader)}
+}
+
+func (r *ring) u64(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&r.mem[off])) }
+func (r *ring) u32(off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&r.mem[off])) }
+
+// writeHeader initialises the header of a ring we write to node to.
+func (r *ring) writeHeader(from, to uint32, tag [wire.ProofSize]byte) {
+	copy(r.mem[offMagic:], ringMagic)
+	*(*uint64)(unsafe.Pointer(&r.mem[offSize])) = r.size
+	*(*uint32)(unsafe.Pointer(&r.mem[offFrom])) = from
+	*(*uint32)(unsafe.Pointer(&r.mem[offTo])) = to
+	copy(r.mem[offTag:], tag[:])
+}
+
+// checkHeader checks the header of a ring the peer offered us; check
+// verifies its tag.
+func (r *ring) checkHeader(from, to uint32, check func(tag []byte) bool) error {
+	switch {
+	case string(r.mem[offMagic:offMagic+len(ringMagic)]) != ringMagic:
+		return errors.New("not a cohort ring")
+	case *(*uint64)(unsafe.Pointer(&r.mem[offSize])) != r.size:
+		return errors.New("its header states another size")
+	case *(*uint32)(unsafe.Pointer(&r.mem[offFrom])) != from || *(*uint32)(unsafe.Pointer(&r.mem[offTo])) != to:
+		return errors.New("it is for another pair of nodes")
+	case !check(r.mem[offTag : offTag+wire.ProofSize]):
+		return errors.New("its tag does not match this connection and job secret (a ring of another job or connection)")
+	case r.u64(offTail).Load() != 0 || r.u64(offHead).Load() != 0:
+		return errors.New("it is not empty")
+	}
+	return nil
+}
+
+// read copies published bytes into b and consumes them; 0 if none.
+func (r *ring) read(b []byte) (int, error) {
+	tail := r.u64(offTail).Load()
+	avail := tail - r.pos
+	if avail > r.size { // also catches tail < pos
+		return 0, errRingCorrupt
+	}
+	if avail == 0 {
+		return 0, nil
+	}
+	n := min(uint64(len(b)), avail)
+	r.copyOut(b[:n])
+	r.pos += n
+	r.u64(offHead).Store(r.pos)
+	return int(n), nil
+}
+
+// write copies as much of b as there is room for and publishes it; 0 if
+// the ring is full.
+func (r *ring) write(b []byte) (int, error) {
+	used := r.pos - r.u64(offHead).Load()
+	if used > r.size {
+		return 0, errRingCorrupt
+	}
+	n := min(uint64(len(b)), r.size-used)
+	if n == 0 {
+		return 0, nil
+	}
+	r.copyIn(b[:n])
+	r.pos += n
+	r.u64(offTail).Store(r.pos)
+	return int(n), nil
+}
+
+func (r *ring) copyOut(b []byte) {
+	at := r.pos % r.size
+	k := copy(b, r.data[at:])
+	copy(b[k:], r.data)
+}
+
+func (r *ring) copyIn(b []byte) {
+	at := r.pos % r.size
+	k := copy(r.data[at:], b)
+	copy(r.data, b[k:])
+}
+
+// empty reports whether the reader has consumed everything published.
+func (r *ring) empty() bool { return r.u64(offTail).Load() == r.pos }
+
+// full reports whether the writer has no room.
+func (r *ring) full() bool { return r.pos-r.u64(offHead).Load() >= r.size }
+
+// shmConn is a connection whose byte stream runs over two rings; sock is
+// the Unix socket it was set up on, which now carries wake-ups and tells
+// of the peer's death. It implements net.Conn (and CloseWrite), so that
+// everything above it is the socket's code.
+type shmConn struct {
+	sock    net.Conn
+	in, out *ring
+	spin    *atomic.Int64 // the transport's polling time, in ns
+	// wakeR and wakeW (capacity 1) tell the reader and the writer that a
+	// wake-up byte came (the byte does not say for whom: both look).
+	wakeR, wakeW chan struct{}
+	gone         chan struct{} // closed when the peer's socket ended
+	watched      chan struct{} // closed when the watcher ended
+	closed       chan struct{} // closed by Close
+	closeOnce    sync.Once
+	rmu, wmu     sync.Mutex   // one reader, one writer at a time
+	use          sync.RWMutex // held shared by Read and Write, exclusively to unmap
+	unmap        func()
+	wshut        atomic.Bool
+	readDL       atomic.Int64 // deadlines, Unix ns; 0 none
+	writeDL      atomic.Int64
+	lastData     time.Time // the reader's: when it last read
+	doorbell     [1]byte
+	doorbellMu   sync.Mutex
+}
+
+var _ net.Conn = (*shmConn)(nil)
+
+// newShmConn starts the watcher of sock; pending says the handshake's
+// reader already read bytes past the handshake (wake-ups).
+func newShmConn(sock net.Conn, in, out *ring, spin *atomic.Int64, unmap func(), pending bool) *shmConn {
+	c := &shmConn{sock: sock, in: in, out: out, spin: spin, unmap: unmap,
+		wakeR: make(chan struct{}, 1), wakeW: make(chan struct{}, 1),
+		gone: make(chan struct{}), watched: make(chan struct{}), closed: make(chan struct{})}
+	if pending {
+		c.poke()
+	}
+	go c.watch()
+	return c
+}
+
+// watch reads wake-up bytes from the socket until it ends.
+func (c *shmConn) watch() {
+	defer close(c.watched)
+	var buf [64]byte
+	for {
+		if _, err := c.sock.Read(buf[:]); err != nil {
+			close(c.gone)
+			return
+		}
+		c.poke()
+	}
+}
+
+// ring rings the peer's doorbell if flag (in r's header) is raised.
+func (c *shmConn) ring(r *ring, flag int) {
+	if r.u32(flag).Load() == 0 || !r.u32(flag).CompareAndSwap(1, 0) {
+		return
+	}
+	c.doorbellMu.Lock()
+	c.sock.Write(c.doorbell[:]) // a failure shows as the socket's end
+	c.doorbellMu.Unlock()
+}
+
+// wait sleeps until a wake-up, the peer's death, Close or deadline dl
+// (Unix ns, 0 none), after raising flag in r's header and checking ready
+// once more (the futex pattern: the peer either sees the flag or we see
+// its change). It returns an error for the ends.
+func (c *shmConn) wait(r *ring, flag int, wake <-chan struct{}, ready func() bool, dl int64) error {
+	r.u32(flag).Store(1)
+	if ready() {
+		r.u32(flag).Store(0)
+		return nil
+	}
+	var timeout <-chan time.Time
+	if dl != 0 {
+		d := time.Until(time.Unix(0, dl))
+		if d <= 0 {
+			r.u32(flag).Store(0)
+			return os.ErrDeadlineExceeded
+		}
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		timeout = tm.C
+	}
+	select {
+	case <-wake:
+	case <-c.gone:
+	case <-c.closed:
+	case <-timeout:
+	}
+	r.u32(flag).Store(0)
+	return nil
+}
+
+// polling reports whether a side that last made progress at last should
+// still poll rather than sleep.
+func (c *shmConn) polling(last time.Time) bool {
+	d := c.spin.Load()
+	return d > 0 && time.Since(last) < time.Duration(d)
+}
+
+func (c *shmConn) isClosed() bool { return isClosed(c.closed) }
+
+// Read reads the peer's stream from the ring.
+func (c *shmConn) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.use.RLock()
+	defer c.use.RUnlock()
+	if c.isClosed() {
+		return 0, net.ErrClosed
+	}
+	r := c.in
+	for {
+		n, err := r.read(b)
+		if err != nil {
+			return 0, err
+		}
+		if n > 0 {
+			c.lastData = time.Now()
+			c.ring(r, offWWaiting)
+			return n, nil
+		}
+		// Nothing published: the end of the stream, the end of the
+		// connection, or wait. The flags are read before the ring is
+		// looked at again: what the peer published before it half-closed
+		// or died is read first.
+		if r.u32(offClosed).Load() != 0 || isClosed(c.gone) {
+			if r.empty() {
+				return 0, io.EOF
+			}
+			continue
+		}
+		if c.isClosed() {
+			return 0, net.ErrClosed
+		}
+		dl := c.readDL.Load()
+		if dl != 0 && time.Now().UnixNano() >= dl {
+			return 0, os.ErrDeadlineExceeded
+		}
+		if c.polling(c.lastData) {
+			runtime.Gosched()
+			continue
+		}
+		if err := c.wait(r, offRWaiting, c.wakeR, func() bool {
+			return !r.empty() || r.u32(offClosed).Load() != 0
+		}, dl); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Write copies b into the ring, waiting for room as the peer reads.
+func (c *shmConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.use.RLock()
+	defer c.use.RUnlock()
+	r := c.out
+	done := 0
+	last := time.Now()
+	for done < len(b) {
+		if c.isClosed() {
+			return done, net.ErrClosed
+		}
+		if c.wshut.Load() || isClosed(c.gone) {
+			return done, fmt.Errorf("tcp: shared-memory connection: %w", io.ErrClosedPipe)
+		}
+		n, err := r.write(b[done:])
+		if err != nil {
+			return done, err
+		}
+		if n > 0 {
+			done += n
+			last = time.Now()
+			c.ring(r, offRWaiting)
+			continue
+		}
+		dl := c.writeDL.Load()
+		if dl != 0 && time.Now().UnixNano() >= dl {
+			return done, os.ErrDeadlineExceeded
+		}
+		if c.polling(last) {
+			runtime.Gosched()
+			continue
+		}
+		if err := c.wait(r, offWWaiting, c.wakeW, func() bool { return !r.full() }, dl); err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// CloseWrite ends our stream: the peer reads what was written, then the
+// end of stream.
+func (c *shmConn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.use.RLock()
+	defer c.use.RUnlock()
+	if c.isClosed() || !c.wshut.CompareAndSwap(false, true) {
+		return nil
+	}
+	c.out.u32(offClosed).Store(1)
+	c.out.u32(offRWaiting).Store(1) // ring even if the reader polls
+	c.ring(c.out, offRWaiting)
+	return nil
+}
+
+// Close closes the socket (the peer sees our end), wakes our reader and
+// writer, waits until they are out and the watcher has ended, and unmaps
+// both rings. It must not be called from inside Read or Write.
+func (c *shmConn) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		close(c.closed)
+	})
+	if !first {
+		return nil
+	}
+	err := c.sock.Close()
+	c.use.Lock() // Read and Write return on closed
+	c.unmap()
+	c.use.Unlock()
+	<-c.watched
+	return err
+}
+
+func (c *shmConn) LocalAddr() net.Addr  { return c.sock.LocalAddr() }
+func (c *shmConn) RemoteAddr() net.Addr { return c.sock.RemoteAddr() }
+
+func (c *shmConn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+func (c *shmConn) SetReadDeadline(t time.Time) error {
+	c.readDL.Store(deadlineNS(t))
+	c.poke()
+	return nil
+}
+
+func (c *shmConn) SetWriteDeadline(t time.Time) error {
+	c.writeDL.Store(deadlineNS(t))
+	c.poke()
+	return nil
+}
+
+// poke wakes a sleeping Read and Write (a wake-up byte came, or a
+// deadline changed).
+func (c *shmConn) poke() {
+	for _, ch := range [2]chan struct{}{c.wakeR, c.wakeW} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func deadlineNS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.UnixNano(), 1)
+}
+
+// SetShmSpin sets how long the reader of a shared-memory connection polls
+// its ring after the last bytes it read before it sleeps (and a writer
+// polls a full ring): 0, the default, sleeps at once. Polling saves the
+// wake-up (a system call on each side) when messages follow each other
+// within that time, at the price of a core kept busy meanwhile: use it
+// only when every process of the host has a core of its own. It returns an
+// error outside [0, MaxShmSpin].
+func (t *Transport) SetShmSpin(d time.Duration) error {
+	if d < 0 || d > MaxShmSpin {
+		return fmt.Errorf("tcp: shared-memory polling time %v outside [0, %v]", d, MaxShmSpin)
+	}
+	t.shmSpin.Store(int64(d))
+	return nil
+}
+
+// shmRefusal says why this connection (a plain Unix socket) offers no
+// ring, or "" if it does.
+func (t *Transport) shmRefusal(rc *rightsConn) string {
+	switch {
+	case !shmSupported:
+		return "not supported here"
+	case t.cfg.NoShm:
+		return "turned off"
+	}
+	_, pid, ok := peerCred(rc.UnixConn)
+	switch {
+	case !ok:
+		return "the peer's process is unknown"
+	case pid == os.Getpid() && !t.cfg.shmSameProcess:
+		return "the peer is this process" // nothing to gain, memory to lose
+	}
+	return ""
+}
+
+// ringStep ends the handshake of a connection: on a plain Unix socket (hc
+// is then the rightsConn the handshake read through), each side offers a
+// ring and answers the peer's offer (wire.Ring); if both accept both, the
+// connection returned runs over shared memory, with its own frame reader.
+// Any other connection has no ring step and is returned as is, and so is
+// a Unix one when either side offers nothing or refuses.
+func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wire.Hello, initiator bool) (net.Conn, *wire.FrameReader, error) {
+	rc, ok := hc.(*rightsConn)
+	if !ok {
+		return hc, fr, nil
+	}
+	defer rc.stopCollecting()
+	peer := remote.Node
+	var in, out *ring
+	release := func() {
+		for _, r := range [2]*ring{in, out} {
+			if r != nil {
+				unmapRing(r.mem)
+			}
+		}
+	}
+	fd := -1
+	if why := t.shmRefusal(rc); why != "" {
+		t.log.Debug("tcp: no shared-memory ring offered", "peer", uint32(peer), "why", why)
+	} else {
+		var mem []byte
+		var err error
+		if fd, mem, err = createRing(t.cfg.ShmRingSize); err != nil {
+			t.log.Warn("tcp: cannot make a shared-memory ring; the connection stays on its Unix socket", "peer", uint32(peer), "err", err)
+		} else {
+			out = newRing(mem)
+			out.writeHeader(uint32(t.self), uint32(peer), wire.RingTag(t.cfg.Secret, local, remote, initiator, true))
+		}
+	}
+	var offer wire.Ring
+	if out != nil {
+		offer.Size = out.size
+	}
+	msg := ringFrame(t.self, peer, offer)
+	var err error
+	if fd >= 0 {
+		err = writeWithFD(rc.UnixConn, msg, fd)
+		closeFD(fd) // the mapping keeps the memory; the peer has its own descriptor
+	} else {
+		_, err = rc.Write(msg)
+	}
+	var theirs wire.Ring
+	if err == nil {
+		theirs, err = readRing(fr, peer, t.self, false)
+	}
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("%w: the ring offers: %w", ErrHandshake, err)
+	}
+	fds := rc.take()
+	if theirs.Size > 0 && out != nil {
+		var mem []byte
+		var err error
+		switch {
+		case len(fds) != 1:
+			err = fmt.Errorf("the offer came with %d descriptors, not 1", len(fds))
+		case theirs.Size < minShmRingSize:
+			err = fmt.Errorf("a ring of %d bytes is too small", theirs.Size)
+		default:
+			mem, err = mapRing(fds[0], theirs.Size)
+		}
+		if err == nil {
+			in = newRing(mem)
+			if err = in.checkHeader(uint32(peer), uint32(t.self), func(tag []byte) bool {
+				return wire.CheckRingTag(t.cfg.Secret, local, remote, initiator, false, tag)
+			}); err != nil {
+				unmapRing(mem)
+				in = nil
+			}
+		}
+		if err != nil {
+			t.stats.shmRefused.Add(1)
+			t.log.Warn("tcp: refusing the peer's shared-memory ring; the connection stays on its Unix socket", "peer", uint32(peer), "err", err)
+		}
+	}
+	for _, fd := range fds {
+		closeFD(fd)
+	}
+	var answer wire.Ring
+	if in != nil {
+		answer = wire.Ring{Answer: true, Size: 1}
+	} else {
+		answer = wire.Ring{Answer: true}
+	}
+	_, err = rc.Write(ringFrame(t.self, peer, answer))
+	var theirAnswer wire.Ring
+	if err == nil {
+		theirAnswer, err = readRing(fr, peer, t.self, true)
+	}
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("%w: the ring answers: %w", ErrHandshake, err)
+	}
+	if in == nil || out == nil || theirAnswer.Size == 0 {
+		release()
+		return rc, fr, nil
+	}
+	rc.SetDeadline(time.Time{}) // the watcher reads the socket from now on
+	sc := newShmConn(rc, in, out, &t.shmSpin, release, fr.Buffered() > 0)
+	return sc, wire.NewFrameReader(sc), nil
+}
+
+// ringFrame encodes a KindRing frame.
+func ringFrame(src, dst core.NodeID, r wire.Ring) []byte {
+	var e wire.Encoder
+	r.MarshalWire(&e)
+	return wire.AppendFrame(nil, wire.Frame{Kind: wire.KindRing, Src: src, Dst: dst, Payload: e.B})
+}
+
+// readRing reads the peer's ring offer (answer false) or answer.
+func readRing(fr *wire.FrameReader, from, to core.NodeID, answer bool) (wire.Ring, error) {
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return wire.Ring{}, err
+	}
+	if f.Kind != wire.KindRing || f.Src != from || f.Dst != to {
+		return wire.Ring{}, fmt.Errorf("expected a ring message from %v, got %v", from, f)
+	}
+	r, err := wire.DecodeRing(f.Payload)
+	if err == nil && r.Answer != answer {
+		err = fmt.Errorf("%w: a ring message out of order", wire.ErrInvalid)
+	}
+	return r, err
+}

@@ -1,0 +1,163 @@
+package tcp
+
+import (
+	"fmt"
+	"net"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// shmSupported: sealed memfds exist on Linux.
+const shmSupported = true
+
+// ringSeals are the seals a ring's memfd must carry: its size can no
+// longer change (a shrink would make the other side's reads fault) and no
+// seal can be removed or added.
+const ringSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// createRing returns a sealed memfd of a ring with size data bytes and its
+// mapping.
+func createRing(size int) (fd int, mem []byte, err error) {
+	fd, err = unix.MemfdCreate("cohort-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	fail := func(what string, err error) (int, []byte, error) {
+		if mem != nil {
+			unix.Munmap(mem)
+		}
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := unix.Ftruncate(fd, int64(ringHeader+size)); err != nil {
+		return fail("ftruncate", err)
+	}
+	if mem, err = unix.Mmap(fd, 0, ringHeader+size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail("mmap", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, ringSeals); err != nil {
+		return fail("sealing", err)
+	}
+	return fd, mem, nil
+}
+
+// mapRing maps the ring the peer passed as fd, whose offer stated size
+// data bytes, after checking that the memfd is sealed and of that size.
+func mapRing(fd int, size uint64) ([]byte, error) {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("not a sealable memory file: %w", err)
+	}
+	if seals&ringSeals != ringSeals {
+		return nil, fmt.Errorf("its memory is not sealed against resizing (seals %#x)", seals)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("fstat: %w", err)
+	}
+	if uint64(st.Size) != ringHeader+size {
+		return nil, fmt.Errorf("its memory has %d bytes, the offer says %d", st.Size, ringHeader+size)
+	}
+	mem, err := unix.Mmap(fd, 0, int(ringHeader+size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	return mem, nil
+}
+
+func unmapRing(mem []byte) {
+	if mem != nil {
+		unix.Munmap(mem)
+	}
+}
+
+func closeFD(fd int) { unix.Close(fd) }
+
+// writeWithFD writes b on uc with fd passed beside it (SCM_RIGHTS).
+func writeWithFD(uc *net.UnixConn, b []byte, fd int) error {
+	n, _, err := uc.WriteMsgUnix(b, unix.UnixRights(fd), nil)
+	if err == nil && n < len(b) {
+		_, err = uc.Write(b[n:])
+	}
+	return err
+}
+
+// rightsConn is a plain Unix socket whose reads also take the file
+// descriptors passed beside the bytes: a ring's memfd may come with any
+// read of the handshake (the frame reader reads ahead). While collecting,
+// they are kept for take; afterwards any that come are closed at once.
+type rightsConn struct {
+	*net.UnixConn
+	oob []byte
+
+	mu         sync.Mutex
+	collecting bool
+	fds        []int
+}
+
+func newRightsConn(uc *net.UnixConn) *rightsConn {
+	return &rightsConn{UnixConn: uc, oob: make([]byte, unix.CmsgSpace(4*4)), collecting: true}
+}
+
+// Read reads like the socket's Read and collects the descriptors.
+func (r *rightsConn) Read(b []byte) (int, error) {
+	n, oobn, _, _, err := r.UnixConn.ReadMsgUnix(b, r.oob)
+	if oobn > 0 {
+		r.collect(r.oob[:oobn])
+	}
+	return n, err
+}
+
+func (r *rightsConn) collect(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range msgs {
+		fds, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		if r.collecting {
+			r.fds = append(r.fds, fds...)
+			continue
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+}
+
+// take returns the descriptors collected so far and forgets them.
+func (r *rightsConn) take() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fds := r.fds
+	r.fds = nil
+	return fds
+}
+
+// stopCollecting closes any descriptor collected and not taken, and any
+// that comes later.
+func (r *rightsConn) stopCollecting() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.collecting = false
+	for _, fd := range r.fds {
+		unix.Close(fd)
+	}
+	r.fds = nil
+}
+
+// handshakeConn returns the connection a handshake reads from: a plain
+// Unix socket as a rightsConn (it may end with a ring), anything else as
+// is.
+func handshakeConn(nc net.Conn) net.Conn {
+	if uc, ok := nc.(*net.UnixConn); ok {
+		return newRightsConn(uc)
+	}
+	return nc
+}
