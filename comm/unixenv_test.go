@@ -3,12 +3,14 @@ package comm
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cohort-mp/cohort/transport/tcp"
 )
 
-func TestParseUnix(t *testing.T) {
+func TestParseOff(t *testing.T) {
 	for _, c := range []struct {
 		v      string
 		noUnix bool
@@ -18,9 +20,12 @@ func TestParseUnix(t *testing.T) {
 		{"off", true, false}, {"OFF", true, false}, {"0", true, false}, {"no", true, false},
 		{"maybe", false, true},
 	} {
-		off, err := parseUnix(c.v)
+		off, err := parseOff(shmEnv, c.v)
 		if off != c.noUnix || c.bad != (err != nil) || (err != nil && !errors.Is(err, ErrBadArg)) {
-			t.Errorf("parseUnix(%q) = %v, %v; want %v, error %v", c.v, off, err, c.noUnix, c.bad)
+			t.Errorf("parseOff(%q) = %v, %v; want %v, error %v", c.v, off, err, c.noUnix, c.bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), shmEnv) {
+			t.Errorf("parseOff's error %q does not name %s", err, shmEnv)
 		}
 	}
 }
@@ -56,5 +61,18 @@ func TestUnixEnv(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A shared-memory reader polls only when every rank of the host has a
+// core: otherwise it would take the core another rank needs.
+func TestShmSpinFor(t *testing.T) {
+	for _, c := range []struct {
+		cpus, local int
+		want        time.Duration
+	}{{2, 1, shmSpin}, {2, 2, shmSpin}, {2, 3, 0}, {8, 16, 0}, {16, 16, shmSpin}} {
+		if got := shmSpinFor(c.cpus, c.local); got != c.want {
+			t.Errorf("shmSpinFor(%d cpus, %d ranks) = %v, want %v", c.cpus, c.local, got, c.want)
+		}
 	}
 }

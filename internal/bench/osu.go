@@ -22,7 +22,9 @@ import (
 // implementations in one invocation and print them side by side:
 //
 //	ours       package comm over transport/tcp, ranks started by package launch
-//	           (on one host over its same-host Unix sockets, the default)
+//	           (on one host over shared memory set up on its same-host Unix
+//	           sockets, the default)
+//	ours-unix  the same with COHORT_SHM=off: over the Unix sockets themselves
 //	ours-tcp   the same with COHORT_UNIX=off: over loopback TCP, as between hosts
 //	ours-tls   the same as ours with the job encrypted (launch's Encrypt)
 //	tcp        raw Go TCP sockets between processes started the same way
@@ -62,14 +64,21 @@ type OSU struct {
 }
 
 // OSUImpls lists the implementations in table order.
-var OSUImpls = []string{"ours", "ours-tcp", "ours-tls", "tcp", "mpi-tcp", "mpi-vader"}
+var OSUImpls = []string{"ours", "ours-unix", "ours-tcp", "ours-tls", "tcp", "mpi-tcp", "mpi-vader"}
 
-var osuImplTitle = map[string]string{"ours": "cohort", "ours-tcp": "cohort TCP", "ours-tls": "cohort TLS", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
+var osuImplTitle = map[string]string{"ours": "cohort", "ours-unix": "cohort Unix", "ours-tcp": "cohort TCP", "ours-tls": "cohort TLS", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
 
 // osuUnixEnv is the environment of cohort's ranks per implementation:
-// the same-host path on for ours and ours-tls (whatever the caller's
-// environment says), off for ours-tcp (comm's COHORT_UNIX).
-var osuUnixEnv = map[string][]string{"ours": {"COHORT_UNIX=on"}, "ours-tls": {"COHORT_UNIX=on"}, "ours-tcp": {"COHORT_UNIX=off"}}
+// the same-host paths on for ours (whatever the caller's environment
+// says), shared memory off for ours-unix (comm's COHORT_SHM), the Unix
+// socket off for ours-tcp (COHORT_UNIX); ours-tls keeps to the socket (TLS
+// does not move to shared memory).
+var osuUnixEnv = map[string][]string{
+	"ours":      {"COHORT_UNIX=on", "COHORT_SHM=on"},
+	"ours-unix": {"COHORT_UNIX=on", "COHORT_SHM=off"},
+	"ours-tls":  {"COHORT_UNIX=on"},
+	"ours-tcp":  {"COHORT_UNIX=off"},
+}
 
 // Sizes returns the message sizes: minSize (0 or a power of two), then
 // every power of two up to maxSize.
@@ -131,7 +140,7 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 		r := OSUResult{Impl: impl}
 		fmt.Fprintf(b.Progress, "bench: %s %s on %d processes…\n", impl, b.Mode, b.Ranks)
 		switch impl {
-		case "ours", "ours-tcp", "ours-tls", "tcp":
+		case "ours", "ours-unix", "ours-tcp", "ours-tls", "tcp":
 			r.Figures, r.Allocs, err = b.runWorkers(ctx, exe, impl)
 			if impl != "ours" {
 				r.Allocs = nil

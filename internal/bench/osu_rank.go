@@ -18,7 +18,7 @@ import (
 
 // OSUWork is what one rank of an OSU-style benchmark is asked to do.
 type OSUWork struct {
-	Mode, Impl               string // latency|bw|allreduce, ours|ours-tcp|ours-tls|tcp
+	Mode, Impl               string // latency|bw|allreduce, ours|ours-unix|ours-tcp|ours-tls|tcp
 	Loop, Skip, LoopL, SkipL int    // iterations and warm-up ones, small and large messages
 	Window                   int    // messages in flight per iteration (bw)
 	Sizes                    []int  // message sizes in bytes
@@ -34,7 +34,7 @@ func (o *OSUWork) Counts(n int) (loop, skip int) {
 }
 
 // RunOSURank runs one rank of the OSU loops o describes, over package comm
-// (o.Impl "ours", "ours-tcp", "ours-tls") or raw TCP sockets ("tcp"); rank 0 writes one
+// (o.Impl "ours", "ours-unix", "ours-tcp", "ours-tls") or raw TCP sockets ("tcp"); rank 0 writes one
 // "size figure" line per size to out. The rank must run under package
 // launch (it finds its peers through the launcher's environment).
 func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
@@ -46,7 +46,7 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 		return fmt.Errorf("%w: unknown mode %q", ErrOSU, o.Mode)
 	}
 	switch o.Impl {
-	case "ours", "ours-tcp", "ours-tls": // the launcher sets COHORT_UNIX, and encrypts the ours-tls job
+	case "ours", "ours-unix", "ours-tcp", "ours-tls": // the launcher sets COHORT_UNIX, and encrypts the ours-tls job
 		return osuOurs(ctx, out, o)
 	case "tcp":
 		return osuTCP(ctx, out, o)

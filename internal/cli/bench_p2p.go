@@ -12,8 +12,9 @@ func init() {
 		summary: "OSU-style one-way latency, 0 B … 4 MiB: cohort, raw TCP, Open MPI tcp and vader",
 		help: `The p2p benchmark is osu_latency (OSU micro-benchmarks) run side by side over
 cohort's comm (two processes started by package launch, over transport/tcp:
-"ours" over its same-host Unix sockets, the default between processes of one
-host, "ours-tcp" over loopback TCP as between hosts, "ours-tls" encrypted),
+"ours" over shared memory set up on its same-host Unix sockets, the default
+between processes of one host, "ours-unix" over the Unix sockets themselves,
+"ours-tcp" over loopback TCP as between hosts, "ours-tls" encrypted),
 raw Go TCP sockets between two processes, and — when mpicc and mpirun are in
 PATH — Open MPI with --mca btl self,tcp (on the loopback interface) and with
 shared memory (--mca btl self,vader), from a small C program embedded in
@@ -27,7 +28,7 @@ figure divided by each baseline's (below 1: cohort is faster).
 Examples:
   cohort bench p2p
   cohort bench p2p --max 64K --impl ours,tcp
-  cohort bench p2p --max 64K --impl ours,ours-tcp,tcp   # Unix sockets vs loopback TCP
+  cohort bench p2p --max 64K --impl ours,ours-unix,ours-tcp,tcp   # shared memory, Unix sockets, loopback TCP
   cohort bench p2p --iters 1000`,
 		run: func(ctx context.Context, c *call) error {
 			b := bench.OSULatency()

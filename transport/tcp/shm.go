@@ -253,12 +253,17 @@ func (c *shmConn) ring(r *ring, flag int) {
 }
 
 // wait sleeps until a wake-up, the peer's death, Close or deadline dl
-// (Unix ns, 0 none), after raising flag in r's header and checking ready
-// once more (the futex pattern: the peer either sees the flag or we see
-// its change). It returns an error for the ends.
-func (c *shmConn) wait(r *ring, flag int, wake <-chan struct{}, ready func() bool, dl int64) error {
+// (Unix ns, 0 none). The reader (reading) waits for data in c.in, the
+// writer for room in c.out: each first raises its flag in that ring's
+// header and checks the ring once more (the futex pattern: the peer
+// either sees the flag or we see its change).
+func (c *shmConn) wait(reading bool, dl int64) error {
+	r, flag, wake := c.out, offWWaiting, c.wakeW
+	if reading {
+		r, flag, wake = c.in, offRWaiting, c.wakeR
+	}
 	r.u32(flag).Store(1)
-	if ready() {
+	if reading && (!r.empty() || r.u32(offClosed).Load() != 0) || !reading && !r.full() {
 		r.u32(flag).Store(0)
 		return nil
 	}
@@ -290,6 +295,18 @@ func (c *shmConn) polling(last time.Time) bool {
 	return d > 0 && time.Since(last) < time.Duration(d)
 }
 
+// pollYield lets others run between two looks at a ring: the goroutines
+// of this process (one may be the very one the data is for), and every
+// 16th look the other threads of the system, so that a poller does not
+// keep a core from a descheduled peer on a loaded host.
+func pollYield(polls int) {
+	if polls%16 == 0 {
+		osYield()
+		return
+	}
+	runtime.Gosched()
+}
+
 func (c *shmConn) isClosed() bool { return isClosed(c.closed) }
 
 // Read reads the peer's stream from the ring.
@@ -305,6 +322,7 @@ func (c *shmConn) Read(b []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	r := c.in
+	polls := 0
 	for {
 		n, err := r.read(b)
 		if err != nil {
@@ -333,12 +351,11 @@ func (c *shmConn) Read(b []byte) (int, error) {
 			return 0, os.ErrDeadlineExceeded
 		}
 		if c.polling(c.lastData) {
-			runtime.Gosched()
+			polls++
+			pollYield(polls)
 			continue
 		}
-		if err := c.wait(r, offRWaiting, c.wakeR, func() bool {
-			return !r.empty() || r.u32(offClosed).Load() != 0
-		}, dl); err != nil {
+		if err := c.wait(true, dl); err != nil {
 			return 0, err
 		}
 	}
@@ -351,7 +368,7 @@ func (c *shmConn) Write(b []byte) (int, error) {
 	c.use.RLock()
 	defer c.use.RUnlock()
 	r := c.out
-	done := 0
+	done, polls := 0, 0
 	last := time.Now()
 	for done < len(b) {
 		if c.isClosed() {
@@ -375,10 +392,11 @@ func (c *shmConn) Write(b []byte) (int, error) {
 			return done, os.ErrDeadlineExceeded
 		}
 		if c.polling(last) {
-			runtime.Gosched()
+			polls++
+			pollYield(polls)
 			continue
 		}
-		if err := c.wait(r, offWWaiting, c.wakeW, func() bool { return !r.full() }, dl); err != nil {
+		if err := c.wait(false, dl); err != nil {
 			return done, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -92,16 +93,23 @@ type rightsConn struct {
 	oob []byte
 
 	mu         sync.Mutex
-	collecting bool
+	collecting atomic.Bool // (written under mu)
 	fds        []int
 }
 
 func newRightsConn(uc *net.UnixConn) *rightsConn {
-	return &rightsConn{UnixConn: uc, oob: make([]byte, unix.CmsgSpace(4*4)), collecting: true}
+	r := &rightsConn{UnixConn: uc, oob: make([]byte, unix.CmsgSpace(4*4))}
+	r.collecting.Store(true)
+	return r
 }
 
-// Read reads like the socket's Read and collects the descriptors.
+// Read reads like the socket's Read and, during the handshake, collects
+// the descriptors. Afterwards it is the socket's Read: the kernel closes
+// descriptors sent beside bytes read without room for them.
 func (r *rightsConn) Read(b []byte) (int, error) {
+	if !r.collecting.Load() {
+		return r.UnixConn.Read(b)
+	}
 	n, oobn, _, _, err := r.UnixConn.ReadMsgUnix(b, r.oob)
 	if oobn > 0 {
 		r.collect(r.oob[:oobn])
@@ -121,7 +129,7 @@ func (r *rightsConn) collect(oob []byte) {
 		if err != nil {
 			continue
 		}
-		if r.collecting {
+		if r.collecting.Load() {
 			r.fds = append(r.fds, fds...)
 			continue
 		}
@@ -145,7 +153,7 @@ func (r *rightsConn) take() []int {
 func (r *rightsConn) stopCollecting() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.collecting = false
+	r.collecting.Store(false)
 	for _, fd := range r.fds {
 		unix.Close(fd)
 	}
@@ -161,3 +169,7 @@ func handshakeConn(nc net.Conn) net.Conn {
 	}
 	return nc
 }
+
+// osYield gives the processor to another thread of the system if one
+// waits (a poller must not hold a core that a descheduled peer needs).
+func osYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
