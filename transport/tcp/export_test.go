@@ -18,3 +18,30 @@ func ConnDead(t *Transport, id core.NodeID) bool {
 // ShmInProcess lets transports of this process use shared memory between
 // them (by default they keep to the Unix socket).
 func ShmInProcess(c *Config) { c.shmSameProcess = true }
+
+// ShmSupported reports whether this system has the shared-memory path.
+const ShmSupported = shmSupported
+
+// ShmInboundFull reports whether t's connection in use to id runs over
+// shared memory and the ring from id is full.
+func ShmInboundFull(t *Transport, id core.NodeID) bool {
+	t.mu.Lock()
+	var c *conn
+	if p := t.peers[id]; p != nil {
+		c = p.cur
+	}
+	t.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	sc, ok := c.nc.(*shmConn)
+	if !ok {
+		return false
+	}
+	sc.use.RLock()
+	defer sc.use.RUnlock()
+	if sc.isClosed() {
+		return false
+	}
+	return sc.in.u64(offTail).Load()-sc.in.u64(offHead).Load() >= sc.in.size
+}

@@ -33,7 +33,12 @@ import (
 
 var seed = flag.Uint64("seed", 1, "seed of the random frame sizes")
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(shmPeerEnv); addr != "" {
+		runShmPeer(addr) // never returns
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var secret = []byte("test job secret, 32 bytes long!!")
 

@@ -1,0 +1,229 @@
+//go:build linux
+
+package tcp
+
+import (
+	"context"
+	"crypto/rand"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport/transporttest"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+var (
+	shmTestSecret = []byte("shm test secret, 32 bytes long!!")
+	shmTestJob    = "job-shm"
+)
+
+// shmTransport returns a transport of node id that uses shared memory
+// with peers of this process.
+func shmTransport(t *testing.T, id core.NodeID) *Transport {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Node, cfg.JobID, cfg.Secret = id, shmTestJob, shmTestSecret
+	cfg.shmSameProcess = true
+	tr, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// ringOffer is what a fake peer offers: the ring it made (mem, whose
+// descriptor fd is sent unless noFD) and the size its offer states.
+type ringOffer struct {
+	fd   int
+	mem  []byte
+	size uint64
+	noFD bool
+}
+
+// A ring is used only if its reader's checks pass: a peer that knows the
+// job secret but offers a ring made for another job, another connection
+// or direction, other nodes, or memory that it could resize or that is not
+// what the offer says, is refused (the transport answers 0 and counts it),
+// and the connection goes on over its Unix socket. The first case, a
+// correct ring, is accepted: it shows the fake peer does the rest right.
+func TestShmRefusesForeignRings(t *testing.T) {
+	const peer = core.NodeID(3)
+	good := func(t *testing.T, local, remote wire.Hello) ringOffer {
+		fd, mem, err := createRing(DefaultShmRingSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newRing(mem).writeHeader(uint32(peer), 1, wire.RingTag(shmTestSecret, local, remote, true, true))
+		return ringOffer{fd: fd, mem: mem, size: DefaultShmRingSize}
+	}
+	retag := func(tag func(local, remote wire.Hello) [wire.ProofSize]byte) func(*testing.T, wire.Hello, wire.Hello) ringOffer {
+		return func(t *testing.T, local, remote wire.Hello) ringOffer {
+			o := good(t, local, remote)
+			newRing(o.mem).writeHeader(uint32(peer), 1, tag(local, remote))
+			return o
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		offer  func(t *testing.T, local, remote wire.Hello) ringOffer
+		accept bool
+	}{
+		{"a correct ring", good, true},
+		{"a ring of another job", retag(func(l, r wire.Hello) [wire.ProofSize]byte {
+			l.JobID, r.JobID = "another-job", "another-job"
+			return wire.RingTag(shmTestSecret, l, r, true, true)
+		}), false},
+		{"a ring made with another secret", retag(func(l, r wire.Hello) [wire.ProofSize]byte {
+			return wire.RingTag([]byte("another secret"), l, r, true, true)
+		}), false},
+		{"a ring of another connection", retag(func(l, r wire.Hello) [wire.ProofSize]byte {
+			l.Nonce[0]++
+			return wire.RingTag(shmTestSecret, l, r, true, true)
+		}), false},
+		{"a ring tagged for the other direction", retag(func(l, r wire.Hello) [wire.ProofSize]byte {
+			return wire.RingTag(shmTestSecret, l, r, true, false)
+		}), false},
+		{"a ring for other nodes", func(t *testing.T, l, r wire.Hello) ringOffer {
+			o := good(t, l, r)
+			newRing(o.mem).writeHeader(uint32(peer), 9, wire.RingTag(shmTestSecret, l, r, true, true))
+			return o
+		}, false},
+		{"a ring that is not empty", func(t *testing.T, l, r wire.Hello) ringOffer {
+			o := good(t, l, r)
+			newRing(o.mem).u64(offTail).Store(5)
+			return o
+		}, false},
+		{"an offer larger than its memory", func(t *testing.T, l, r wire.Hello) ringOffer {
+			o := good(t, l, r)
+			o.size *= 2
+			return o
+		}, false},
+		{"an offer without its memory", func(t *testing.T, l, r wire.Hello) ringOffer {
+			o := good(t, l, r)
+			o.noFD = true
+			return o
+		}, false},
+		{"memory that can be resized", func(t *testing.T, l, r wire.Hello) ringOffer {
+			fd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Ftruncate(fd, ringHeader+DefaultShmRingSize); err != nil {
+				t.Fatal(err)
+			}
+			mem, err := unix.Mmap(fd, 0, ringHeader+DefaultShmRingSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newRing(mem).writeHeader(uint32(peer), 1, wire.RingTag(shmTestSecret, l, r, true, true))
+			return ringOffer{fd: fd, mem: mem, size: DefaultShmRingSize}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := shmTransport(t, 1)
+			rec := transporttest.NewRecorder()
+			tr.SetHandler(rec)
+			nc, err := net.Dial("unix", tr.UnixAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(transporttest.Timeout))
+			rc := newRightsConn(nc.(*net.UnixConn))
+			defer rc.stopCollecting()
+			fr := wire.NewFrameReader(rc)
+			fw := wire.NewFrameWriter(rc, 512)
+			local := wire.Hello{Version: wire.Version, JobID: shmTestJob, Node: peer}
+			rand.Read(local.Nonce[:])
+			if err := writeFlush(fw, wire.Frame{Src: peer, Dst: core.None}, local); err != nil {
+				t.Fatal(err)
+			}
+			remote, err := readHello(fr, local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := writeFlush(fw, wire.Frame{Src: peer, Dst: 1}, wire.Proof{MAC: wire.ComputeProof(shmTestSecret, local, remote, true)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := readProof(fr, shmTestSecret, local, remote, true); err != nil {
+				t.Fatal(err)
+			}
+
+			o := tc.offer(t, local, remote)
+			defer unmapRing(o.mem)
+			msg := ringFrame(peer, 1, wire.Ring{Size: o.size})
+			if o.noFD {
+				_, err = rc.Write(msg)
+			} else {
+				err = writeWithFD(rc.UnixConn, msg, o.fd)
+			}
+			closeFD(o.fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs, err := readRing(fr, 1, peer, false)
+			if err != nil || theirs.Size == 0 {
+				t.Fatalf("the transport's offer: %+v, %v; want a ring", theirs, err)
+			}
+			for _, fd := range rc.take() {
+				closeFD(fd)
+			}
+			// Refuse the transport's ring, so that the connection stays on
+			// the socket whatever it answers.
+			if _, err := rc.Write(ringFrame(peer, 1, wire.Ring{Answer: true})); err != nil {
+				t.Fatal(err)
+			}
+			answer, err := readRing(fr, 1, peer, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := answer.Size == 1; got != tc.accept {
+				t.Fatalf("the transport accepted the ring: %v, want %v", got, tc.accept)
+			}
+			if st := tr.Stats(); st.ShmRefused != map[bool]uint64{true: 0, false: 1}[tc.accept] || st.Shm != 0 {
+				t.Fatalf("stats %+v: want %v refused rings, no shared-memory connection", st, !tc.accept)
+			}
+			// The connection works over its socket.
+			if _, err := rc.Write(wire.AppendFrame(nil, wire.Frame{Kind: transporttest.KindTest, Src: peer, Dst: 1, Payload: transporttest.Payload(7, 100)})); err != nil {
+				t.Fatal(err)
+			}
+			rec.Wait(t, transporttest.Timeout, "the frame over the socket", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 1 })
+		})
+	}
+}
+
+// Indices in shared memory that cannot be (more published than the ring
+// holds) close the connection as a malformed frame: they are never used to
+// read.
+func TestShmCorruptIndicesCloseTheConnection(t *testing.T) {
+	a, b := shmTransport(t, 1), shmTransport(t, 2)
+	ra, rb := transporttest.NewRecorder(), transporttest.NewRecorder()
+	a.SetHandler(ra)
+	b.SetHandler(rb)
+	a.SetPeer(2, b.Addr())
+	b.SetPeer(1, a.Addr())
+	if err := a.Send(context.Background(), 2, wire.Frame{Kind: transporttest.KindTest, Payload: transporttest.Payload(0, 10)}); err != nil {
+		t.Fatal(err)
+	}
+	rb.Wait(t, transporttest.Timeout, "the first frame", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 1 })
+	if st := b.Stats(); st.Shm != 1 {
+		t.Fatalf("stats %+v: want a shared-memory connection", st)
+	}
+	b.mu.Lock()
+	sc := b.peers[1].cur.nc.(*shmConn)
+	b.mu.Unlock()
+	sc.use.RLock()
+	in := sc.in
+	in.u64(offTail).Store(in.u64(offHead).Load() + in.size + 1)
+	sc.use.RUnlock()
+	sc.poke()
+	rb.Wait(t, transporttest.Timeout, "a hint about node 1", func(_ []wire.Frame, hs []core.PeerHint) bool { return len(hs) > 0 })
+	if st := b.Stats(); st.Malformed != 1 {
+		t.Fatalf("stats %+v: want the connection closed as malformed", st)
+	}
+}
