@@ -92,17 +92,20 @@
 //     Hello{Version, JobID, Node, Nonce}, with 16 fresh random bytes as
 //     Nonce (from crypto/rand in the host; never reused). Each side sets its
 //     [FrameReader]'s limit to [MaxHandshakeFrameSize] meanwhile.
+//
 //  2. Each side reads the peer's Hello ([DecodeHello], which stops at a
 //     foreign version) and checks it with [CheckHello]: same version
 //     ([ErrVersion], reporting both), same job ([ErrJob]), a valid node id,
 //     and a nonce different from its own (a reflected Hello is [ErrAuth]).
 //     The host also checks that Node is a node it expects. On any failure it
 //     closes the connection.
+//
 //  3. Each side sends a frame of kind [KindProof] carrying
 //     [ComputeProof](secret, its Hello, the peer's Hello, initiator?) =
 //     HMAC-SHA256(secret, "cohort-v1" || initiator's Hello || acceptor's
 //     Hello || direction label), the Hellos length-prefixed, the label
 //     "initiator->acceptor" or "acceptor->initiator" by who sends it.
+//
 //  4. Each side reads the peer's Proof and checks it with [VerifyProof]
 //     (or [CheckProof], which returns [ErrAuth]); the comparison is
 //     constant-time. Only then does it raise its frame limit, send other
@@ -110,8 +113,17 @@
 //     has not proved itself. From here on the host drops frames whose src is
 //     not the authenticated node or whose dst is not itself.
 //
+//  5. Only on a plain (not TLS) Unix socket between processes of one host:
+//     each side sends a [KindRing] offer ([Ring]: the size of the ring it
+//     will write, its memory passed beside the frame, or 0 for none), reads
+//     the peer's, then sends and reads the answers (1: the peer's ring was
+//     mapped and its header checked, including [RingTag]; 0: refused). If
+//     both offered and both accepted, each side's frames go into its ring
+//     from then on; otherwise both stay on the socket.
+//
 // Both Hellos cross in one flight and both Proofs in the next, so the
-// handshake costs one round trip after the connection opens.
+// handshake costs one round trip after the connection opens (two more on a
+// Unix socket, for the ring offers and answers).
 //
 // What a replay can and cannot do. A Hello carries no secret: anyone can
 // send one, or replay an old one, and obtain the other side's Hello and

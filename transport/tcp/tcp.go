@@ -44,6 +44,14 @@
 // same on both kinds; only TCP_NODELAY and keep-alive are TCP's. Stats.Unix
 // counts the connections that took the path.
 //
+// Between two processes (not two transports of one process), a Unix
+// connection without TLS then moves its byte stream to shared memory: the
+// handshake ends with ring offers (wire.Ring), a sealed memfd per
+// direction passed over the socket and checked against the job secret
+// (wire.RingTag), and the socket is left with wake-ups and the peer's death
+// (see shm.go). Config.NoShm turns it off; Stats.Shm counts those
+// connections, Stats.ShmRefused the rings refused by the checks.
+//
 // There is at most one connection per pair in use. When both nodes dial
 // each other at once, the connection opened by the lower node id wins on
 // both sides (the higher node refuses nothing; the lower refuses the
@@ -94,7 +102,8 @@
 // # Goroutines
 //
 // One accept loop per listener (TCP, and the Unix socket unless off) and
-// one idle sweeper; per peer with frames to write or a connection in use,
+// one idle sweeper; per shared-memory connection, a watcher of its socket
+// (wake-ups, the peer's end); per peer with frames to write or a connection in use,
 // one writer (which also dials; it ends when the peer has neither, and
 // Send starts it again); one reader per connection (which calls the
 // handler); per inbound connection, its handshake runs on what becomes its
