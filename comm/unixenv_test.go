@@ -64,15 +64,15 @@ func TestUnixEnv(t *testing.T) {
 	}
 }
 
-// A shared-memory reader polls only when every rank of the host has a
+// A connection's reader polls only when every rank of the host has a
 // core: otherwise it would take the core another rank needs.
-func TestShmSpinFor(t *testing.T) {
+func TestReaderSpinFor(t *testing.T) {
 	for _, c := range []struct {
 		cpus, local int
 		want        time.Duration
-	}{{2, 1, shmSpin}, {2, 2, shmSpin}, {2, 3, 0}, {8, 16, 0}, {16, 16, shmSpin}} {
-		if got := shmSpinFor(c.cpus, c.local); got != c.want {
-			t.Errorf("shmSpinFor(%d cpus, %d ranks) = %v, want %v", c.cpus, c.local, got, c.want)
+	}{{2, 1, readerSpin}, {2, 2, readerSpin}, {2, 3, 0}, {8, 16, 0}, {16, 16, readerSpin}} {
+		if got := readerSpinFor(c.cpus, c.local); got != c.want {
+			t.Errorf("readerSpinFor(%d cpus, %d ranks) = %v, want %v", c.cpus, c.local, got, c.want)
 		}
 	}
 }

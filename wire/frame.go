@@ -278,6 +278,10 @@ func (fr *FrameReader) SetMaxFrameSize(n int) {
 // MaxFrameSize returns the current limit.
 func (fr *FrameReader) MaxFrameSize() int { return fr.max }
 
+// SetReader makes fr read the rest of the stream from r (the same stream,
+// read another way): bytes already buffered are returned first.
+func (fr *FrameReader) SetReader(r io.Reader) { fr.r = r }
+
 // Buffered returns the number of bytes read from the stream but not yet
 // returned as frames.
 func (fr *FrameReader) Buffered() int { return fr.end - fr.start }

@@ -109,7 +109,7 @@ func benchPair(b *testing.B, path pathKind) (a, c *tcp.Transport) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := t.SetShmSpin(path.spin); err != nil {
+		if err := t.SetSpin(path.spin); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { t.Close() })

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,11 +53,9 @@ import (
 // can write: every value is checked (no more than the ring's size between
 // them), and a bad one closes the connection as a malformed frame would.
 //
-// Polling: a reader that found data keeps polling its ring for
-// Transport.SetShmSpin after the last byte it read (yielding to the other
-// goroutines of the process between looks) before it sleeps; 0 (the
-// default) sleeps at once. comm turns it on when every rank of the host
-// has a core of its own.
+// Polling (poll.go): while its connection's polling time runs, a reader
+// looks at its ring again instead of sleeping, and a writer at a full
+// ring; a look is a load of an index, no system call.
 
 // DefaultShmRingSize is the data size of a ring (one per direction of a
 // connection) unless Config.ShmRingSize sets it.
@@ -66,9 +63,6 @@ const DefaultShmRingSize = 256 << 10
 
 // minShmRingSize is the smallest ring's data size.
 const minShmRingSize = 4 << 10
-
-// MaxShmSpin bounds SetShmSpin.
-const MaxShmSpin = 10 * time.Millisecond
 
 // The ring's header: one page, fields at fixed offsets, each index on a
 // cache line of its own (the writer's tail, the reader's head).
@@ -195,7 +189,7 @@ func (r *ring) full() bool { return r.pos-r.u64(offHead).Load() >= r.size }
 type shmConn struct {
 	sock    net.Conn
 	in, out *ring
-	spin    *atomic.Int64 // the transport's polling time, in ns
+	poll    *pollState // the connection's (set by newConn before any Read or Write)
 	// wakeR and wakeW (capacity 1) tell the reader and the writer that a
 	// wake-up byte came (the byte does not say for whom: both look).
 	wakeR, wakeW chan struct{}
@@ -218,8 +212,8 @@ var _ net.Conn = (*shmConn)(nil)
 
 // newShmConn starts the watcher of sock; pending says the handshake's
 // reader already read bytes past the handshake (wake-ups).
-func newShmConn(sock net.Conn, in, out *ring, spin *atomic.Int64, unmap func(), pending bool) *shmConn {
-	c := &shmConn{sock: sock, in: in, out: out, spin: spin, unmap: unmap,
+func newShmConn(sock net.Conn, in, out *ring, unmap func(), pending bool) *shmConn {
+	c := &shmConn{sock: sock, in: in, out: out, unmap: unmap,
 		wakeR: make(chan struct{}, 1), wakeW: make(chan struct{}, 1),
 		gone: make(chan struct{}), watched: make(chan struct{}), closed: make(chan struct{})}
 	if pending {
@@ -288,25 +282,6 @@ func (c *shmConn) wait(reading bool, dl int64) error {
 	return nil
 }
 
-// polling reports whether a side that last made progress at last should
-// still poll rather than sleep.
-func (c *shmConn) polling(last time.Time) bool {
-	d := c.spin.Load()
-	return d > 0 && time.Since(last) < time.Duration(d)
-}
-
-// pollYield lets others run between two looks at a ring: the goroutines
-// of this process (one may be the very one the data is for), and every
-// 16th look the other threads of the system, so that a poller does not
-// keep a core from a descheduled peer on a loaded host.
-func pollYield(polls int) {
-	if polls%16 == 0 {
-		osYield()
-		return
-	}
-	runtime.Gosched()
-}
-
 func (c *shmConn) isClosed() bool { return isClosed(c.closed) }
 
 // Read reads the peer's stream from the ring.
@@ -329,7 +304,6 @@ func (c *shmConn) Read(b []byte) (int, error) {
 			return 0, err
 		}
 		if n > 0 {
-			c.lastData = time.Now()
 			c.ring(r, offWWaiting)
 			return n, nil
 		}
@@ -350,7 +324,7 @@ func (c *shmConn) Read(b []byte) (int, error) {
 		if dl != 0 && time.Now().UnixNano() >= dl {
 			return 0, os.ErrDeadlineExceeded
 		}
-		if c.polling(c.lastData) {
+		if c.poll.active() {
 			polls++
 			pollYield(polls)
 			continue
@@ -391,7 +365,7 @@ func (c *shmConn) Write(b []byte) (int, error) {
 		if dl != 0 && time.Now().UnixNano() >= dl {
 			return done, os.ErrDeadlineExceeded
 		}
-		if c.polling(last) {
+		if c.poll.since(last) {
 			polls++
 			pollYield(polls)
 			continue
@@ -475,21 +449,6 @@ func deadlineNS(t time.Time) int64 {
 		return 0
 	}
 	return max(t.UnixNano(), 1)
-}
-
-// SetShmSpin sets how long the reader of a shared-memory connection polls
-// its ring after the last bytes it read before it sleeps (and a writer
-// polls a full ring): 0, the default, sleeps at once. Polling saves the
-// wake-up (a system call on each side) when messages follow each other
-// within that time, at the price of a core kept busy meanwhile: use it
-// only when every process of the host has a core of its own. It returns an
-// error outside [0, MaxShmSpin].
-func (t *Transport) SetShmSpin(d time.Duration) error {
-	if d < 0 || d > MaxShmSpin {
-		return fmt.Errorf("tcp: shared-memory polling time %v outside [0, %v]", d, MaxShmSpin)
-	}
-	t.shmSpin.Store(int64(d))
-	return nil
 }
 
 // shmRefusal says why this connection (a plain Unix socket) offers no
@@ -614,7 +573,7 @@ func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wi
 		return rc, fr, nil
 	}
 	rc.SetDeadline(time.Time{}) // the watcher reads the socket from now on
-	sc := newShmConn(rc, in, out, &t.shmSpin, release, fr.Buffered() > 0)
+	sc := newShmConn(rc, in, out, release, fr.Buffered() > 0)
 	return sc, wire.NewFrameReader(sc), nil
 }
 

@@ -182,9 +182,8 @@ type Transport struct {
 	// calls): the tests check that a writer waits, rather than spins, while
 	// its connection is closed but not yet cleared, or the transport closes.
 	writerRuns atomic.Uint64
-	// shmSpin is the polling time of shared-memory connections, in ns
-	// (SetShmSpin).
-	shmSpin atomic.Int64
+	// spin is the connections' polling time, in ns (SetSpin, poll.go).
+	spin atomic.Int64
 
 	mu     sync.Mutex
 	closed bool
@@ -291,6 +290,7 @@ type conn struct {
 	readerDone chan struct{}
 	prev       *conn // the connection it replaced, whose reader must finish first
 	unix       bool  // over the same-host Unix socket
+	poll       pollState
 
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its
@@ -306,9 +306,18 @@ type conn struct {
 	idleTicks int
 }
 
-func newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, initiator bool, remote string) *conn {
-	return &conn{nc: nc, fr: fr, peer: id, initiator: initiator, remote: remote, unix: isUnix(nc),
+// newConn makes the connection of a finished handshake; spin is the
+// transport's polling time (poll.go).
+func newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, initiator bool, remote string, spin *atomic.Int64) *conn {
+	c := &conn{nc: nc, fr: fr, peer: id, initiator: initiator, remote: remote, unix: isUnix(nc),
 		dead: make(chan struct{}), readerDone: make(chan struct{}), retiring: make(chan struct{})}
+	c.poll.spin = spin
+	if sc, ok := nc.(*shmConn); ok {
+		sc.poll = &c.poll
+	} else if pr := newPollReader(nc, &c.poll); pr != nil {
+		fr.SetReader(pr)
+	}
+	return c
 }
 
 // stopped reports whether nothing more may be written to c: it is closed
@@ -828,7 +837,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	c := newConn(cc, fr, id, false, remote)
+	c := newConn(cc, fr, id, false, remote, &t.spin)
 	installed = true
 	if !t.install(p, c) {
 		return nil, transport.ErrClosed
@@ -985,7 +994,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 			return nil, id, transport.ErrClosed
 		}
 	}
-	c := newConn(cc, fr, id, true, nc.RemoteAddr().String())
+	c := newConn(cc, fr, id, true, nc.RemoteAddr().String(), &t.spin)
 	if !t.install(p, c) {
 		return nil, id, transport.ErrClosed
 	}
@@ -1137,6 +1146,7 @@ func (t *Transport) read(c *conn) {
 				c.activity.Add(1)
 				t.stats.framesIn.Add(1)
 				t.stats.placed.Add(1)
+				c.poll.mark()
 			}
 			placer.Placed(f, err == nil)
 		}
@@ -1165,6 +1175,9 @@ func (t *Transport) read(c *conn) {
 		}
 		t.stats.framesIn.Add(1)
 		t.slot.Get().Deliver(f)
+		if f.Kind.Proto() != core.ProtoFD {
+			c.poll.mark() // a data frame: the next may follow soon
+		}
 	}
 	t.connDied(c, err)
 }

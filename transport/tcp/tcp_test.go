@@ -89,8 +89,11 @@ func listen(t *testing.T, cfg tcp.Config) *tcp.Transport {
 // that must not depend on the kind run over all (forPaths).
 var pathKinds = []pathKind{{name: "unix"}, {name: "shm", shm: true}, {name: "tcp", noUnix: true}}
 
-// benchPathKinds adds shared memory with polling (Transport.SetShmSpin).
-var benchPathKinds = append(slices.Clone(pathKinds), pathKind{name: "shm-poll", shm: true, spin: 50 * time.Microsecond})
+// benchPathKinds adds each with polling (Transport.SetSpin).
+var benchPathKinds = append(slices.Clone(pathKinds),
+	pathKind{name: "unix-poll", spin: 50 * time.Microsecond},
+	pathKind{name: "shm-poll", shm: true, spin: 50 * time.Microsecond},
+	pathKind{name: "tcp-poll", noUnix: true, spin: 50 * time.Microsecond})
 
 type pathKind struct {
 	name   string

@@ -1,0 +1,135 @@
+package tcp
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Polling before parking (Transport.SetSpin). A reader that has just
+// delivered a data frame expects the next one soon (a reply, the next
+// step of a collective): for the polling time it looks for more without
+// parking, so that the next frame costs neither the netpoller's wake-up
+// nor a thread's. On a socket a look is a non-blocking read; on a
+// shared-memory ring it is a load of the ring's tail, with no system call
+// at all. Only frames of the protocols above the failure detector start a
+// polling time: heartbeats never make an idle process poll. Between looks
+// the poller yields to the process's other goroutines (one of them may be
+// the one the data is for, on the same processor) and, every 16th look,
+// to the other threads of the system (a poller must not keep a core from
+// a descheduled peer on a loaded host).
+
+// MaxSpin bounds SetSpin.
+const MaxSpin = 10 * time.Millisecond
+
+// SetSpin sets how long a connection's reader polls after the last data
+// frame it delivered before it parks (and a writer polls a full
+// shared-memory ring): 0, the default, parks at once. Polling keeps a core
+// busy meanwhile: use it only when every process of the host has a core
+// of its own. TLS connections do not poll. It returns an error outside
+// [0, MaxSpin].
+func (t *Transport) SetSpin(d time.Duration) error {
+	if d < 0 || d > MaxSpin {
+		return fmt.Errorf("tcp: polling time %v outside [0, %v]", d, MaxSpin)
+	}
+	t.spin.Store(int64(d))
+	return nil
+}
+
+// pollState is a connection's polling clock: the transport's polling time
+// and when its reader last delivered a data frame (written and read by
+// the reader goroutine only).
+type pollState struct {
+	spin *atomic.Int64
+	last time.Time
+}
+
+// active reports whether the reader should still poll.
+func (p *pollState) active() bool { return p.since(p.last) }
+
+// since reports whether a poller whose last progress was at last should
+// still poll.
+func (p *pollState) since(last time.Time) bool {
+	d := p.spin.Load()
+	return d > 0 && time.Since(last) < time.Duration(d)
+}
+
+// mark starts a polling time (a data frame was delivered).
+func (p *pollState) mark() {
+	if p.spin.Load() > 0 {
+		p.last = time.Now()
+	}
+}
+
+// pollYield lets others run between two looks (see above).
+func pollYield(polls int) {
+	if polls%16 == 0 {
+		osYield()
+		return
+	}
+	runtime.Gosched()
+}
+
+// pollReader reads a plain socket (TCP or Unix), polling it with
+// non-blocking reads while its connection's polling time runs, then as
+// the socket's own Read (parked in the netpoller).
+type pollReader struct {
+	nc   net.Conn
+	raw  syscall.RawConn
+	poll *pollState
+}
+
+// newPollReader returns a pollReader of nc, or nil if nc is not a plain
+// socket.
+func newPollReader(nc net.Conn, poll *pollState) *pollReader {
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *rightsConn:
+		sc = c.UnixConn
+	default:
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return &pollReader{nc: nc, raw: raw, poll: poll}
+}
+
+func (r *pollReader) Read(b []byte) (int, error) {
+	if len(b) == 0 || !r.poll.active() {
+		return r.nc.Read(b)
+	}
+	var n int
+	var rerr error
+	err := r.raw.Read(func(fd uintptr) bool {
+		for polls := 1; ; polls++ {
+			n, rerr = syscall.Read(int(fd), b)
+			switch {
+			case rerr == syscall.EINTR:
+				continue
+			case rerr != syscall.EAGAIN:
+				return true
+			case !r.poll.active():
+				return false // park until readable, then read once more
+			}
+			pollYield(polls)
+		}
+	})
+	switch {
+	case err != nil: // closed, or a deadline
+		return 0, err
+	case rerr != nil:
+		return 0, os.NewSyscallError("read", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
