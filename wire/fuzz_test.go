@@ -377,17 +377,23 @@ func FuzzHello(f *testing.F) {
 	})
 }
 
+// fuzzHellos makes the two Hellos of a connection from fuzzed inputs.
+func fuzzHellos(job string, nodeA, nodeB uint32, nonces []byte) (ha, hb Hello) {
+	if len(job) > MaxJobIDLen {
+		job = job[:MaxJobIDLen]
+	}
+	ha = Hello{Version: Version, JobID: job, Node: core.NodeID(nodeA)}
+	hb = Hello{Version: Version, JobID: job, Node: core.NodeID(nodeB)}
+	copy(ha.Nonce[:], nonces)
+	if len(nonces) > NonceSize {
+		copy(hb.Nonce[:], nonces[NonceSize:])
+	}
+	return ha, hb
+}
+
 func FuzzProof(f *testing.F) {
 	f.Fuzz(func(t *testing.T, secret []byte, job string, nodeA, nodeB uint32, nonces, proof []byte) {
-		if len(job) > MaxJobIDLen {
-			job = job[:MaxJobIDLen]
-		}
-		ha := Hello{Version: Version, JobID: job, Node: core.NodeID(nodeA)}
-		hb := Hello{Version: Version, JobID: job, Node: core.NodeID(nodeB)}
-		copy(ha.Nonce[:], nonces)
-		if len(nonces) > NonceSize {
-			copy(hb.Nonce[:], nonces[NonceSize:])
-		}
+		ha, hb := fuzzHellos(job, nodeA, nodeB, nonces)
 		fromA := ComputeProof(secret, ha, hb, true)
 		fromB := ComputeProof(secret, hb, ha, false)
 		if !VerifyProof(secret, hb, ha, false, fromA) || !VerifyProof(secret, ha, hb, true, fromB) {
@@ -694,15 +700,7 @@ func FuzzRing(f *testing.F) {
 func FuzzRingTag(f *testing.F) {
 	f.Add([]byte("secret"), "job", uint32(1), uint32(2), []byte("0123456789abcdef0123456789abcdef"))
 	f.Fuzz(func(t *testing.T, secret []byte, job string, nodeA, nodeB uint32, nonces []byte) {
-		if len(job) > MaxJobIDLen {
-			job = job[:MaxJobIDLen]
-		}
-		ha := Hello{Version: Version, JobID: job, Node: core.NodeID(nodeA)}
-		hb := Hello{Version: Version, JobID: job, Node: core.NodeID(nodeB)}
-		copy(ha.Nonce[:], nonces)
-		if len(nonces) > NonceSize {
-			copy(hb.Nonce[:], nonces[NonceSize:])
-		}
+		ha, hb := fuzzHellos(job, nodeA, nodeB, nonces)
 		// a initiates; each side checks the ring the other writes.
 		ofA := RingTag(secret, ha, hb, true, true)
 		ofB := RingTag(secret, hb, ha, false, true)

@@ -508,17 +508,9 @@ func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wi
 	if out != nil {
 		offer.Size = out.size
 	}
-	msg := ringFrame(t.self, peer, offer)
-	var err error
+	theirs, err := t.exchangeRing(rc, fr, peer, offer, fd)
 	if fd >= 0 {
-		err = writeWithFD(rc.UnixConn, msg, fd)
 		closeFD(fd) // the mapping keeps the memory; the peer has its own descriptor
-	} else {
-		_, err = rc.Write(msg)
-	}
-	var theirs wire.Ring
-	if err == nil {
-		theirs, err = readRing(fr, peer, t.self, false)
 	}
 	if err != nil {
 		release()
@@ -553,17 +545,11 @@ func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wi
 	for _, fd := range fds {
 		closeFD(fd)
 	}
-	var answer wire.Ring
+	answer := wire.Ring{Answer: true}
 	if in != nil {
-		answer = wire.Ring{Answer: true, Size: 1}
-	} else {
-		answer = wire.Ring{Answer: true}
+		answer.Size = 1
 	}
-	_, err = rc.Write(ringFrame(t.self, peer, answer))
-	var theirAnswer wire.Ring
-	if err == nil {
-		theirAnswer, err = readRing(fr, peer, t.self, true)
-	}
+	theirAnswer, err := t.exchangeRing(rc, fr, peer, answer, -1)
 	if err != nil {
 		release()
 		return nil, nil, fmt.Errorf("%w: the ring answers: %w", ErrHandshake, err)
@@ -575,6 +561,22 @@ func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wi
 	rc.SetDeadline(time.Time{}) // the watcher reads the socket from now on
 	sc := newShmConn(rc, in, out, release, fr.Buffered() > 0)
 	return sc, wire.NewFrameReader(sc), nil
+}
+
+// exchangeRing sends our ring message (with fd beside it unless fd < 0)
+// and reads the peer's of the same step.
+func (t *Transport) exchangeRing(rc *rightsConn, fr *wire.FrameReader, peer core.NodeID, ours wire.Ring, fd int) (wire.Ring, error) {
+	msg := ringFrame(t.self, peer, ours)
+	var err error
+	if fd >= 0 {
+		err = writeWithFD(rc.UnixConn, msg, fd)
+	} else {
+		_, err = rc.Write(msg)
+	}
+	if err != nil {
+		return wire.Ring{}, err
+	}
+	return readRing(fr, peer, t.self, ours.Answer)
 }
 
 // ringFrame encodes a KindRing frame.
