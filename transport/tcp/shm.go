@@ -147,22 +147,24 @@ func (r *ring) read(b []byte) (int, error) {
 	return int(n), nil
 }
 
-// write copies as much of b as there is room for and publishes it; 0 if
-// the ring is full.
-func (r *ring) write(b []byte) (int, error) {
+// room returns how many bytes the writer may put.
+func (r *ring) room() (uint64, error) {
 	used := r.pos - r.u64(offHead).Load()
 	if used > r.size {
 		return 0, errRingCorrupt
 	}
-	n := min(uint64(len(b)), r.size-used)
-	if n == 0 {
-		return 0, nil
-	}
-	r.copyIn(b[:n])
-	r.pos += n
-	r.u64(offTail).Store(r.pos)
-	return int(n), nil
+	return r.size - used, nil
 }
+
+// put copies b (at most room bytes) after what the writer has put, without
+// publishing it.
+func (r *ring) put(b []byte) {
+	r.copyIn(b)
+	r.pos += uint64(len(b))
+}
+
+// publish makes what the writer has put readable.
+func (r *ring) publish() { r.u64(offTail).Store(r.pos) }
 
 func (r *ring) copyOut(b []byte) {
 	at := r.pos % r.size
@@ -337,43 +339,63 @@ func (c *shmConn) Read(b []byte) (int, error) {
 
 // Write copies b into the ring, waiting for room as the peer reads.
 func (c *shmConn) Write(b []byte) (int, error) {
+	n, err := c.writev([][]byte{b})
+	return int(n), err
+}
+
+// writev copies bufs into the ring one after the other and publishes them
+// together (or as the ring fills, waiting for room as the peer reads): the
+// direct path's header and payload cost one publication and at most one
+// wake-up.
+func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.use.RLock()
 	defer c.use.RUnlock()
 	r := c.out
-	done, polls := 0, 0
-	last := time.Now()
-	for done < len(b) {
-		if c.isClosed() {
-			return done, net.ErrClosed
-		}
-		if c.wshut.Load() || isClosed(c.gone) {
-			return done, fmt.Errorf("tcp: shared-memory connection: %w", io.ErrClosedPipe)
-		}
-		n, err := r.write(b[done:])
-		if err != nil {
-			return done, err
-		}
-		if n > 0 {
-			done += n
-			last = time.Now()
+	var done int64
+	var last time.Time // of the last progress while the ring was full; zero: not full
+	polls := 0
+	for _, b := range bufs {
+		for len(b) > 0 {
+			if c.isClosed() {
+				return done, net.ErrClosed
+			}
+			if c.wshut.Load() || isClosed(c.gone) {
+				return done, fmt.Errorf("tcp: shared-memory connection: %w", io.ErrClosedPipe)
+			}
+			room, err := r.room()
+			if err != nil {
+				return done, err
+			}
+			if room > 0 {
+				n := min(room, uint64(len(b)))
+				r.put(b[:n])
+				b, done, last = b[n:], done+int64(n), time.Time{}
+				continue
+			}
+			// Full: let the reader have what is put, then wait for room.
+			r.publish()
 			c.ring(r, offRWaiting)
-			continue
-		}
-		dl := c.writeDL.Load()
-		if dl != 0 && time.Now().UnixNano() >= dl {
-			return done, os.ErrDeadlineExceeded
-		}
-		if c.poll.since(last) {
-			polls++
-			pollYield(polls)
-			continue
-		}
-		if err := c.wait(false, dl); err != nil {
-			return done, err
+			if last.IsZero() {
+				last = time.Now()
+			}
+			dl := c.writeDL.Load()
+			if dl != 0 && time.Now().UnixNano() >= dl {
+				return done, os.ErrDeadlineExceeded
+			}
+			if c.poll.since(last) {
+				polls++
+				pollYield(polls)
+				continue
+			}
+			if err := c.wait(false, dl); err != nil {
+				return done, err
+			}
 		}
 	}
+	r.publish()
+	c.ring(r, offRWaiting)
 	return done, nil
 }
 

@@ -618,7 +618,13 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	}
 	p.bufs = append(p.bufs[:0], p.hdr, body)
 	p.wbufs = p.bufs
-	if _, err := p.wbufs.WriteTo(c.nc); err != nil {
+	var err error
+	if sc, ok := c.nc.(*shmConn); ok {
+		_, err = sc.writev(p.bufs)
+	} else {
+		_, err = p.wbufs.WriteTo(c.nc)
+	}
+	if err != nil {
 		c.close(false, err)
 	} else {
 		c.activity.Add(1)
