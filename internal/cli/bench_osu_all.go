@@ -22,7 +22,7 @@ against the goals set against Open MPI's TCP path (btl self,tcp):
   1 MiB Allreduce of float64, 4 ranks within 1.5× of Open MPI tcp
 
 Against Open MPI tcp, cohort's figure is the one over loopback TCP (ours-tcp)
-when it ran, its default path (ours: Unix sockets on one host) otherwise; the
+when it ran, its default path (ours: shared memory on one host) otherwise; the
 same-host goal takes the default path. Each goal line names the one it took.
 A goal is "not measured" when Open MPI is absent or --max leaves the size out.
 
