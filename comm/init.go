@@ -90,7 +90,15 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		tr.Close()
 		return nil, fmt.Errorf("comm: the launcher sent %d addresses for %d ranks", len(reg.Addrs), boot.Size)
 	}
-	tr.SetSpin(readerSpinFor(runtime.NumCPU(), localRanks(reg.Addrs, boot.Rank)))
+	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), localRanks(reg.Addrs, boot.Rank))
+	if err == nil {
+		err = tr.SetSpin(poll)
+	}
+	if err != nil {
+		reg.Close()
+		tr.Close()
+		return nil, err
+	}
 	ids := make([]core.NodeID, boot.Size)
 	for r, addr := range reg.Addrs {
 		ids[r] = core.NodeID(r)
@@ -176,6 +184,27 @@ func readerSpinFor(cpus, local int) time.Duration {
 		return 0
 	}
 	return readerSpin
+}
+
+// pollEnv names the environment variable Init reads for the polling time
+// of the rank's connections: "auto" (the default, also when unset:
+// readerSpinFor), "off" or "0", or a duration up to tcp.MaxSpin.
+const pollEnv = "COHORT_POLL"
+
+// parsePoll reads COHORT_POLL's value v for a rank with local ranks on a
+// host of cpus cores.
+func parsePoll(v string, cpus, local int) (time.Duration, error) {
+	switch strings.ToLower(v) {
+	case "", "auto":
+		return readerSpinFor(cpus, local), nil
+	case "off", "0":
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > tcp.MaxSpin {
+		return 0, fmt.Errorf("%w: %s=%q: want auto, off or a duration up to %v", ErrBadArg, pollEnv, v, tcp.MaxSpin)
+	}
+	return d, nil
 }
 
 // parseOff reads an on/off environment variable (name's value v) and

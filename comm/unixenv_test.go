@@ -76,3 +76,26 @@ func TestReaderSpinFor(t *testing.T) {
 		}
 	}
 }
+
+// COHORT_POLL: auto (the default) follows readerSpinFor, off and
+// durations are taken as they are, anything else is refused with a clear
+// error.
+func TestParsePoll(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+		bad  bool
+	}{
+		{"", readerSpin, false}, {"auto", readerSpin, false}, {"off", 0, false}, {"0", 0, false},
+		{"200us", 200 * time.Microsecond, false}, {"10ms", 10 * time.Millisecond, false},
+		{"11ms", 0, true}, {"-1us", 0, true}, {"soon", 0, true},
+	} {
+		got, err := parsePoll(c.v, 2, 2)
+		if got != c.want || c.bad != (err != nil) || (err != nil && (!errors.Is(err, ErrBadArg) || !strings.Contains(err.Error(), pollEnv))) {
+			t.Errorf("parsePoll(%q) = %v, %v; want %v, error %v", c.v, got, err, c.want, c.bad)
+		}
+	}
+	if got, _ := parsePoll("", 2, 3); got != 0 {
+		t.Errorf("parsePoll auto with 3 ranks on 2 cores = %v, want 0", got)
+	}
+}

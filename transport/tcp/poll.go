@@ -66,6 +66,19 @@ func (p *pollState) mark() {
 	}
 }
 
+// again decides, after a look that found nothing (the polls-th), whether
+// to look again, after yielding, or to park: a poller whose last progress
+// was at last reads the clock at its first look and every 8th only (a
+// clock read costs more than a look at a ring).
+func (p *pollState) again(polls *int, last time.Time) bool {
+	*polls++
+	if *polls%8 == 1 && !p.since(last) {
+		return false
+	}
+	pollYield(*polls)
+	return true
+}
+
 // pollYield lets others run between two looks (see above).
 func pollYield(polls int) {
 	if polls%16 == 0 {
@@ -110,17 +123,16 @@ func (r *pollReader) Read(b []byte) (int, error) {
 	var n int
 	var rerr error
 	err := r.raw.Read(func(fd uintptr) bool {
-		for polls := 1; ; polls++ {
+		for polls := 0; ; {
 			n, rerr = syscall.Read(int(fd), b)
 			switch {
 			case rerr == syscall.EINTR:
 				continue
 			case rerr != syscall.EAGAIN:
 				return true
-			case !r.poll.active():
+			case !r.poll.again(&polls, r.poll.last):
 				return false // park until readable, then read once more
 			}
-			pollYield(polls)
 		}
 	})
 	switch {

@@ -326,9 +326,7 @@ func (c *shmConn) Read(b []byte) (int, error) {
 		if dl != 0 && time.Now().UnixNano() >= dl {
 			return 0, os.ErrDeadlineExceeded
 		}
-		if c.poll.active() {
-			polls++
-			pollYield(polls)
+		if c.poll.again(&polls, c.poll.last) {
 			continue
 		}
 		if err := c.wait(true, dl); err != nil {
@@ -384,9 +382,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 			if dl != 0 && time.Now().UnixNano() >= dl {
 				return done, os.ErrDeadlineExceeded
 			}
-			if c.poll.since(last) {
-				polls++
-				pollYield(polls)
+			if c.poll.again(&polls, last) {
 				continue
 			}
 			if err := c.wait(false, dl); err != nil {
