@@ -18,6 +18,8 @@ const (
 	kindRevoke = core.Kind(core.ProtoComm)<<8 | 3 // a communicator is revoked (flooded)
 	kindAgree  = core.Kind(core.ProtoComm)<<8 | 4 // one step of the fault-tolerant agreement
 	kindVMap   = core.Kind(core.ProtoComm)<<8 | 5 // a virtual-node mapping update (flooded)
+	// 6, 7, 8: the rendezvous's kindRTS, kindCTS, kindRData (rendezvous.go)
+	kindCredit = core.Kind(core.ProtoComm)<<8 | 9 // eager credit returned to a sender (credit.go)
 )
 
 // errMalformed: a comm frame that does not decode. It is dropped and counted.
