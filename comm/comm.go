@@ -65,13 +65,13 @@ func (c *Comm) checkSource(src, tag int) error {
 // has posted a receive that takes it (the rendezvous protocol:
 // rendezvous.go), so a program where two ranks both Send to each other
 // before either receives may block, as it may under MPI (use Isend, or
-// Sendrecv-style ordering). Messages from one rank to another are received in the order
-// they were sent when they match the same receives (non-overtaking). If dest
-// has failed, Send returns a [*ProcFailedError] naming it; if the
-// communicator is revoked, [ErrRevoked]. ctx bounds the wait (for room in
-// the transport's queue, or for the receive); a large message whose wait
-// ctx ended is still delivered when dest asks for it (it was copied, and
-// buf is free).
+// Sendrecv-style ordering). Messages from one rank to another are received
+// in the order they were sent when they match the same receives
+// (non-overtaking), whichever way each went. If dest has failed, Send
+// returns a [*ProcFailedError] naming it; if the communicator is revoked,
+// [ErrRevoked]. ctx bounds the wait (for room in the transport's queue, or
+// for the receive); a message whose wait for its receive ctx ended is
+// still delivered when dest asks for it (it was copied, and buf is free).
 func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err
@@ -256,10 +256,16 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 		// eager sends while the others fail theirs.
 		err = &ProcFailedError{Ranks: c.failedRanks()}
 	}
-	if err == nil && sub == subP2P && s.rep == nil && node != s.self {
-		// A point-to-point message is eager if it is small and fits in
-		// the credit toward dest (credit.go).
-		eager = len(data) <= EagerMax && s.spendCreditLocked(node, len(data))
+	credit := 0
+	if err == nil && s.rep == nil && node != s.self {
+		if sub == subP2P {
+			// A point-to-point message is eager if it is small and fits
+			// in the credit toward dest (credit.go).
+			eager = len(data) <= EagerMax && s.spendCreditLocked(node, len(data))
+		}
+		if eager && sub != subVirt {
+			credit = s.owedLocked(node) // returned with the data
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -277,10 +283,13 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 		return req
 	}
 	kind := kindData
-	if virtual {
+	switch {
+	case virtual:
 		kind = kindVData
+	case credit > 0:
+		kind = kindCData
 	}
-	head := appendDataHeader(req.hdr[:0], c.id|sub, tag, uint64(vnode), virtual)
+	head := appendDataHeader(req.hdr[:0], kind, dataHeader{credit: uint64(credit), ctxID: c.id | sub, tag: tag, vnode: uint64(vnode)})
 	if data == nil {
 		data = []byte{}
 	}

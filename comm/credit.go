@@ -22,9 +22,11 @@ import (
 //
 // The receiver returns what a message cost once a receive consumed it (at
 // once if a receive was posted when it arrived), and also when it drops it
-// (a revoked communicator): a credit frame (kindCredit) as soon as a
-// quarter of the budget is owed to the sender, never one per message, and
-// whatever is owed with every clear-to-send it answers the sender with.
+// (a revoked communicator): whatever is owed rides on every data frame
+// (kindCData instead of kindData) and every clear-to-send the receiver
+// sends to the sender, so traffic both ways (a ping-pong) needs no frame
+// of its own; and a credit frame (kindCredit) goes as soon as a quarter of
+// the budget is owed, never one per message.
 // Credit is per pair of world ranks, shared by all their communicators. So,
 // counting a message's charge:
 //
@@ -153,8 +155,8 @@ func (s *Session) returnCreditLocked(src core.NodeID, n int) outgoing {
 	return outgoing{to: int(src), kind: kindCredit, payload: p}
 }
 
-// owedLocked returns and clears what is owed to src (piggybacked on a
-// clear-to-send).
+// owedLocked returns and clears what is owed to src (returned with a
+// clear-to-send or a data frame to src).
 func (s *Session) owedLocked(src core.NodeID) int {
 	n := s.credit[src].owed
 	s.credit[src].owed = 0
@@ -200,10 +202,15 @@ func (s *Session) onCredit(src int, p []byte) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.addCreditLocked(core.NodeID(src), n)
-	s.mu.Unlock()
+	s.creditIn(core.NodeID(src), n)
 	return nil
+}
+
+// creditIn takes back n bytes of credit toward src.
+func (s *Session) creditIn(src core.NodeID, n uint64) {
+	s.mu.Lock()
+	s.addCreditLocked(src, n)
+	s.mu.Unlock()
 }
 
 func parseCredit(p []byte) (uint64, error) {

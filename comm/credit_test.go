@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/cohort-mp/cohort/core"
 )
 
 // creditJob starts n ranks with the given eager credit, in process or over
@@ -315,24 +317,36 @@ func TestCreditRevoke(t *testing.T) {
 	})
 }
 
-// A credit frame from a peer (and the credit a clear-to-send carries: see
-// FuzzRendezvousFrames) is parsed or refused with errMalformed, never a
+// A credit frame from a peer, and a data frame of each kind (kindCData
+// returns credit; the credit a clear-to-send carries: see
+// FuzzRendezvousFrames), is parsed or refused with errMalformed, never a
 // panic, and what parses encodes back the same way.
 func FuzzCreditFrame(f *testing.F) {
 	f.Add(binary.AppendUvarint(nil, DefaultEagerCredit/creditReturnDiv))
+	f.Add(append(appendDataHeader(nil, kindCData, dataHeader{credit: 300, ctxID: 8, tag: -2}), "data"...))
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
 	f.Add([]byte{1, 2})
 	f.Fuzz(func(t *testing.T, p []byte) {
-		n, err := parseCredit(p)
-		if err != nil {
+		if n, err := parseCredit(p); err != nil {
 			if !errors.Is(err, errMalformed) {
 				t.Fatalf("parseCredit: %v", err)
 			}
-			return
-		}
-		if again, err := parseCredit(binary.AppendUvarint(nil, n)); err != nil || again != n {
+		} else if again, err := parseCredit(binary.AppendUvarint(nil, n)); err != nil || again != n {
 			t.Fatalf("credit %d re-encoded parses as %d, %v", n, again, err)
+		}
+		for _, kind := range []core.Kind{kindData, kindCData, kindVData} {
+			h, data, err := parseData(p, kind)
+			if err != nil {
+				if !errors.Is(err, errMalformed) {
+					t.Fatalf("parseData(%v): %v", kind, err)
+				}
+				continue
+			}
+			again := append(appendDataHeader(nil, kind, h), data...)
+			if h2, d2, err := parseData(again, kind); err != nil || h2 != h || !bytes.Equal(d2, data) {
+				t.Fatalf("%v frame %+v with %d bytes re-encoded parses as %+v with %d bytes, %v", kind, h, len(data), h2, len(d2), err)
+			}
 		}
 	})
 }

@@ -45,7 +45,7 @@ func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 	if f.Kind == kindRData && int(f.Src) < s.size {
 		return s.placeRData(f, n)
 	}
-	if f.Kind != kindData || s.rep != nil || int(f.Src) >= s.size {
+	if (f.Kind != kindData && f.Kind != kindCData) || s.rep != nil || int(f.Src) >= s.size {
 		return 0, nil
 	}
 	skip, dst, credit := s.placeData(f, n)
@@ -56,7 +56,8 @@ func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 // placeData is Place of a data frame; it also returns the credit frame the
 // sender may be owed for it (its receive has taken it).
 func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
-	ctxID, tag, _, data, err := parseData(f.Payload, false)
+	h, data, err := parseData(f.Payload, f.Kind)
+	ctxID, tag := h.ctxID, h.tag
 	if err != nil {
 		return 0, nil, outgoing{} // delivered as usual, and refused there
 	}
@@ -89,6 +90,7 @@ func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
 		q.posted = slices.Delete(q.posted, i, i+1)
 		r, _ := q.comm.rankOf(src)
 		s.startPlacingLocked(src, placement{q: q, op: op, st: Status{Source: r, Tag: tag, Count: size}})
+		s.addCreditLocked(src, h.credit) // not delivered: nobody else will
 		return skip, dst, s.returnCreditLocked(src, s.chargeOf(src, ctxID, size))
 	}
 	return 0, nil, outgoing{}

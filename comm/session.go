@@ -411,11 +411,13 @@ func (s *Session) dataPath(f wire.Frame) bool {
 	}
 	var err error
 	switch f.Kind {
-	case kindData, kindVData:
-		virtual := f.Kind == kindVData
-		ctxID, tag, vnode, data, perr := parseData(f.Payload, virtual)
+	case kindData, kindCData, kindVData:
+		h, data, perr := parseData(f.Payload, f.Kind)
 		if err = perr; err == nil {
-			s.deliver(src, ctxID, tag, VNode(vnode), data, false)
+			if h.credit > 0 {
+				s.creditIn(core.NodeID(src), h.credit)
+			}
+			s.deliver(src, h.ctxID, h.tag, VNode(h.vnode), data, false)
 		}
 	case kindRTS:
 		err = s.onRTS(src, f.Payload)
