@@ -27,8 +27,9 @@ import (
 // sends to the sender, so traffic both ways (a ping-pong) needs no frame
 // of its own; and a credit frame (kindCredit) goes as soon as a quarter of
 // the budget is owed, never one per message.
-// Credit is per pair of world ranks, shared by all their communicators. So,
-// counting a message's charge:
+//
+// Credit is per pair of world ranks, shared by all their communicators.
+// So, counting a message's charge:
 //
 //   - the eager messages of one sender waiting in this process's
 //     unexpected queues never exceed the budget (peerCredit.held); the
@@ -48,15 +49,18 @@ import (
 // receive (coll.EagerSender: an exchange sends before it receives), and
 // stepping through a rendezvous would cost every step a round trip; but a
 // rank that runs ahead by many collective calls (a Bcast root in a loop)
-// is not held back. Messages to virtual nodes are outside too
-// (the rendezvous does not carry a virtual node). Replicated ranks
+// is not held back. Messages to virtual nodes are outside too (the
+// rendezvous does not carry a virtual node). Replicated ranks
 // (replicated.go) send every frame eagerly through package replica's
 // layer, which keeps each frame until every destination replica
 // acknowledged it: their memory is not bounded by this credit.
 //
 // A failed rank owes and is owed nothing that anyone waits for: a send to
-// it fails as before, whatever its credit, and credit frames to it are not
-// sent.
+// it fails as before, whatever its credit; the eager messages it sent
+// before failing stay receivable; credit is not returned to it. A data
+// frame lost with a broken connection between two live processes (not a
+// failure: comm does not resend it either) keeps its credit spent, and the
+// sender's later messages to that peer go through the rendezvous sooner.
 
 // DefaultEagerCredit is the budget of eager bytes each process grants each
 // other process of its job unless [WithEagerCredit] sets another.
