@@ -115,7 +115,7 @@ func AgreeSchedule(seed uint64) error {
 	net := &scriptNet{links: map[[2]core.NodeID][]wire.Frame{}, dead: map[core.NodeID]bool{}, sent: map[core.NodeID]int{}, slow: map[[2]core.NodeID]bool{}}
 	ss := make([]*Session, n)
 	for r := range n {
-		ss[r] = newSession(&netTransport{self: core.NodeID(r), net: net}, n, nil)
+		ss[r] = newSession(&netTransport{self: core.NodeID(r), net: net}, n, options{})
 	}
 	flags := make([]int64, n)
 	for r := range flags {

@@ -60,17 +60,18 @@ func (c *Comm) checkSource(src, tag int) error {
 // Send sends buf to rank dest with the given tag (≥ 0) and returns when buf
 // may be reused (MPI's standard mode). A message of at most [EagerMax]
 // bytes is handed to the transport at once, without waiting for the
-// matching receive; a larger one waits until dest has posted a receive
-// that takes it (the rendezvous protocol: rendezvous.go), so a program
-// where two ranks both Send a large message to each other before either
-// receives blocks, as it may under MPI (use Isend, or Sendrecv-style
-// ordering). Messages from one rank to another are received in the order
-// they were sent when they match the same receives (non-overtaking). If dest
-// has failed, Send returns a [*ProcFailedError] naming it; if the
-// communicator is revoked, [ErrRevoked]. ctx bounds the wait (for room in
-// the transport's queue, or for the receive); a large message whose wait
-// ctx ended is still delivered when dest asks for it (it was copied, and
-// buf is free).
+// matching receive, while it fits in dest's credit toward this process
+// (credit.go); a larger one, or one beyond the credit, waits until dest
+// has posted a receive that takes it (the rendezvous protocol:
+// rendezvous.go), so a program where two ranks both Send to each other
+// before either receives may block, as it may under MPI (use Isend, or
+// Sendrecv-style ordering). Messages from one rank to another are received
+// in the order they were sent when they match the same receives
+// (non-overtaking), whichever way each went. If dest has failed, Send
+// returns a [*ProcFailedError] naming it; if the communicator is revoked,
+// [ErrRevoked]. ctx bounds the wait (for room in the transport's queue, or
+// for the receive); a message whose wait for its receive ctx ended is
+// still delivered when dest asks for it (it was copied, and buf is free).
 func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err
@@ -80,9 +81,10 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 
 // Isend starts sending buf to rank dest and returns its request at once.
 // buf must not be modified until the request completes: at once for a
-// message of at most [EagerMax] bytes, once dest posted its receive for a
-// larger one (which is never copied: it stays in buf until then). Errors
-// (bad arguments included) are reported by the request.
+// message sent eagerly (at most [EagerMax] bytes, within dest's credit),
+// once dest posted its receive for another (which is never copied: it
+// stays in buf until then). Errors (bad arguments included) are reported
+// by the request.
 func (c *Comm) Isend(buf []byte, dest, tag int) *Request {
 	if err := c.checkDest(dest, tag); err != nil {
 		return failedRequest(c, err)
@@ -237,6 +239,7 @@ func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, da
 
 func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int, vnode VNode, data []byte) *Request {
 	node := c.members[dest]
+	eager := true
 	s.mu.Lock()
 	err := s.state
 	if err == nil && c.revoked {
@@ -253,6 +256,17 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 		// eager sends while the others fail theirs.
 		err = &ProcFailedError{Ranks: c.failedRanks()}
 	}
+	credit := 0
+	if err == nil && s.rep == nil && node != s.self {
+		if sub == subP2P {
+			// A point-to-point message is eager if it is small and fits
+			// in the credit toward dest (credit.go).
+			eager = len(data) <= EagerMax && s.spendCreditLocked(node, len(data))
+		}
+		if eager && sub != subVirt {
+			credit = s.owedLocked(node) // returned with the data
+		}
+	}
 	s.mu.Unlock()
 	if err != nil {
 		req.complete(Status{}, err)
@@ -264,15 +278,18 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 		req.complete(Status{}, nil)
 		return req
 	}
-	if sub == subP2P && s.rep == nil && len(data) > EagerMax {
+	if !eager {
 		s.rdvStart(req, c.id|sub, node, tag, data)
 		return req
 	}
 	kind := kindData
-	if virtual {
+	switch {
+	case virtual:
 		kind = kindVData
+	case credit > 0:
+		kind = kindCData
 	}
-	head := appendDataHeader(req.hdr[:0], c.id|sub, tag, uint64(vnode), virtual)
+	head := appendDataHeader(req.hdr[:0], kind, dataHeader{credit: uint64(credit), ctxID: c.id | sub, tag: tag, vnode: uint64(vnode)})
 	if data == nil {
 		data = []byte{}
 	}

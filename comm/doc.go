@@ -24,9 +24,36 @@
 // Matching follows MPI: a receive matches by source and tag (wildcards
 // AnySource, AnyTag) within its communicator; messages between a pair never
 // overtake each other; a message longer than the buffer is a
-// [*TruncateError]. Sends are eager: Send returns once the message is handed
-// to the transport, without waiting for the receive. Every blocking call
-// takes a context.Context.
+// [*TruncateError]. Every blocking call takes a context.Context.
+//
+// A message of at most [EagerMax] bytes is sent eagerly — Send returns once
+// it is handed to the transport, without waiting for the receive — as long
+// as it fits in the credit the receiver grants this process; a larger
+// message, or one beyond the credit, goes through a rendezvous: the
+// receiver learns of it, and the data stays in the sender's buffer until a
+// receive takes it. So Send may wait for the matching receive, as MPI_Send
+// may: a program in which two ranks each Send to the other before either
+// receives needs Isend (or a Sendrecv-style order).
+//
+// # Memory
+//
+// Each process grants each other process a budget of eager bytes
+// ([DefaultEagerCredit], 1 MiB; [WithEagerCredit]), counted as a
+// message's length plus 64 bytes. A sender spends it as it sends eager
+// point-to-point messages and gets it back, in batches, as the receiver's
+// receives consume them (credit.go). Therefore, per pair of processes:
+//
+//   - the receiver holds at most the budget of the sender's unexpected
+//     eager messages (in pooled buffers of power-of-two sizes: at most
+//     twice that in memory); what else the sender sends ahead costs a
+//     small record per message, its data staying in the sender's buffers;
+//   - the sender's backlog toward a slow receiver (comm's queue and the
+//     transport's) holds at most the budget of eager data, plus
+//     rendezvous records that point into the callers' buffers.
+//
+// Collective steps, messages to virtual nodes and the frames of
+// replicated ranks are outside the credit (see credit.go for why and how
+// they are bounded).
 //
 // # Communicators
 //

@@ -155,19 +155,19 @@ func (s *Session) newComm(id uint64, members []core.NodeID) *Comm {
 		delete(s.revokedID, id)
 	}
 	s.comms[id] = c
+	var sends []outgoing
 	for _, sub := range []uint64{subP2P, subColl, subVirt} {
 		q := s.queueLocked(id | sub)
 		q.comm = c
 		// Drop what arrived from non-members before the communicator
 		// existed here (none should).
-		q.unexpected = slices.DeleteFunc(q.unexpected, func(m message) bool {
+		sends = append(sends, s.dropUnexpectedLocked(q, func(m message) bool {
 			_, ok := c.rankOf(m.src)
 			return !ok
-		})
+		})...)
 	}
 	notes := s.agreeBuf[id]
 	delete(s.agreeBuf, id)
-	var sends []outgoing
 	for _, n := range notes {
 		sends = append(sends, s.agreeStepLocked(c, n.from, n.m)...)
 	}
@@ -299,15 +299,15 @@ func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) ou
 	if c := q.comm; c != nil {
 		if c.revoked {
 			s.stats.dropped.Add(1)
-			return outgoing{}
+			return s.returnCreditLocked(node, s.msgCharge(q, m))
 		}
 		if _, ok := c.rankOf(node); !ok {
 			s.stats.malformed.Add(1)
-			return outgoing{}
+			return s.returnCreditLocked(node, s.msgCharge(q, m))
 		}
 	} else if s.revokedID[ctxID&^subMask] {
 		s.stats.dropped.Add(1)
-		return outgoing{}
+		return s.returnCreditLocked(node, s.msgCharge(q, m))
 	}
 	for i, op := range q.posted {
 		if op.matches(node, tag, vnode) {
@@ -319,6 +319,7 @@ func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) ou
 		m.data, m.buf = keepCopy(m.data)
 	}
 	q.unexpected = append(q.unexpected, m)
+	s.credit[node].held += s.msgCharge(q, m)
 	if len(q.probes) > 0 {
 		q.probes = slices.DeleteFunc(q.probes, func(op *recvOp) bool {
 			if !op.matches(node, tag, vnode) {
@@ -340,9 +341,9 @@ func (s *Session) statusLocked(q *queue, m message) Status {
 	return Status{Source: r, Tag: m.tag, Count: n, VNode: m.vnode}
 }
 
-// completeRecvLocked completes receive op with message m, or (a
-// ready-to-send) makes it wait for the data and returns the answer to the
-// sender.
+// completeRecvLocked completes receive op with message m and returns the
+// credit frame its sender may be owed, or (a ready-to-send) makes it wait
+// for the data and returns the answer to the sender.
 func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool) outgoing {
 	if m.rdv != 0 {
 		return s.rdvMatchLocked(q, op, m)
@@ -367,7 +368,7 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool
 		m.recycle()
 	}
 	op.req.complete(st, err)
-	return outgoing{}
+	return s.returnCreditLocked(m.src, s.msgCharge(q, m))
 }
 
 // post matches op against the queued messages of context c.id|sub, or
@@ -390,8 +391,7 @@ func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) outgoing {
 				op.req.complete(s.statusLocked(q, m), nil)
 				return outgoing{}
 			}
-			q.unexpected = slices.Delete(q.unexpected, i, i+1)
-			return s.completeRecvLocked(q, op, m, true)
+			return s.completeRecvLocked(q, op, s.unqueueLocked(q, i), true)
 		}
 	}
 	if err := s.failErrLocked(q, op.src); err != nil {

@@ -49,20 +49,21 @@ func (c *Comm) Revoke() {
 	s.sendAll(targets)
 }
 
-// revokeLocked marks c revoked, fails its pending operations and returns
-// the frames that pass the revocation on to every live member but this
-// process and from.
+// revokeLocked marks c revoked, drops its queued messages, fails its
+// pending operations and returns the frames that pass the revocation on to
+// every live member but this process and from, and the credit owed for
+// what it dropped.
 func (s *Session) revokeLocked(c *commState, from core.NodeID) []outgoing {
 	c.revoked = true
+	var out []outgoing
 	for _, sub := range []uint64{subP2P, subColl, subVirt} {
 		if q := s.queues[c.id|sub]; q != nil {
-			q.unexpected = nil
+			out = append(out, s.dropUnexpectedLocked(q, func(message) bool { return true })...)
 			s.recheckLocked(q)
 		}
 	}
 	s.rdvRecheckLocked()
 	payload := binary.AppendUvarint(nil, c.id)
-	var out []outgoing
 	for r, n := range c.members {
 		if r != c.self && n != from && !c.failed[r] {
 			out = append(out, outgoing{to: int(n), kind: kindRevoke, payload: payload})

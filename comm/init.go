@@ -61,6 +61,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
+	if _, err := o.creditBudget(); err != nil {
+		return nil, err
+	}
 	tcfg := tcp.DefaultConfig()
 	tcfg.Node = core.NodeID(boot.Rank)
 	tcfg.ListenAddr = boot.ListenAddr()
@@ -136,7 +139,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		tr.Close()
 		return nil, err
 	}
-	s := newSessionAs(tr, core.NodeID(rank), size, o.logger)
+	s := newSessionAs(tr, core.NodeID(rank), size, o)
 	s.rep = rep
 	s.addrs = reg.Addrs
 	s.onFinal = func() {

@@ -35,6 +35,9 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := o.creditBudget(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -89,7 +92,7 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 			closeAll()
 			return nil, err
 		}
-		s := newSession(eps[r], n, o.logger)
+		s := newSession(eps[r], n, o)
 		ep := eps[r]
 		s.onFinal = func() {
 			mu.Lock()

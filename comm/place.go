@@ -45,12 +45,21 @@ func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 	if f.Kind == kindRData && int(f.Src) < s.size {
 		return s.placeRData(f, n)
 	}
-	if f.Kind != kindData || s.rep != nil || int(f.Src) >= s.size {
+	if (f.Kind != kindData && f.Kind != kindCData) || s.rep != nil || int(f.Src) >= s.size {
 		return 0, nil
 	}
-	ctxID, tag, _, data, err := parseData(f.Payload, false)
+	skip, dst, credit := s.placeData(f, n)
+	s.sendOne(credit)
+	return skip, dst
+}
+
+// placeData is Place of a data frame; it also returns the credit frame the
+// sender may be owed for it (its receive has taken it).
+func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
+	h, data, err := parseData(f.Payload, f.Kind)
+	ctxID, tag := h.ctxID, h.tag
 	if err != nil {
-		return 0, nil // delivered as usual, and refused there
+		return 0, nil, outgoing{} // delivered as usual, and refused there
 	}
 	skip := len(f.Payload) - len(data)
 	size := n - skip
@@ -58,18 +67,18 @@ func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != nil || s.failed[src] {
-		return 0, nil
+		return 0, nil, outgoing{}
 	}
 	q := s.queues[ctxID]
 	if q == nil || q.comm == nil || q.comm.revoked {
-		return 0, nil
+		return 0, nil, outgoing{}
 	}
 	for i, op := range q.posted {
 		if !op.matches(src, tag, 0) {
 			continue
 		}
 		if !op.alloc && len(op.buf) < size {
-			return 0, nil // truncated: the usual path says so
+			return 0, nil, outgoing{} // truncated: the usual path says so
 		}
 		var dst []byte
 		if op.alloc {
@@ -81,9 +90,10 @@ func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 		q.posted = slices.Delete(q.posted, i, i+1)
 		r, _ := q.comm.rankOf(src)
 		s.startPlacingLocked(src, placement{q: q, op: op, st: Status{Source: r, Tag: tag, Count: size}})
-		return skip, dst
+		s.addCreditLocked(src, h.credit) // not delivered: nobody else will
+		return skip, dst, s.returnCreditLocked(src, s.chargeOf(src, ctxID, size))
 	}
-	return 0, nil
+	return 0, nil, outgoing{}
 }
 
 // placeRData takes the data of a rendezvous whose receive waits for it.

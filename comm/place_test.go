@@ -100,7 +100,7 @@ func TestPlacedReceiveFailure(t *testing.T) {
 	s := ss[1]
 	w := s.World()
 	frame := func(tag, n int) (wire.Frame, int) {
-		p := appendDataHeader(nil, worldID|subP2P, tag, 0, false)
+		p := appendDataHeader(nil, kindData, dataHeader{ctxID: worldID | subP2P, tag: tag})
 		return wire.Frame{Kind: kindData, Src: 0, Dst: 1, Payload: p}, len(p) + n
 	}
 	pl := placer{s}

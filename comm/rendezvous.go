@@ -12,17 +12,20 @@ import (
 )
 
 // The rendezvous protocol for large point-to-point messages. A message of
-// more than EagerMax bytes is not sent at once: the sender sends a
-// ready-to-send (kindRTS: an id, the context, the tag and the size) and
-// keeps the message in the caller's buffer; the receiver matches the RTS as
-// it would the message (in order with the sender's other messages), and
-// once a receive takes it, answers clear-to-send (kindCTS); only then does
-// the sender write the data (kindRData), which the receiver reads straight
-// into the receive's buffer (place.go). So:
+// more than EagerMax bytes, or one that does not fit in the sender's
+// credit toward the receiver (credit.go), is not sent at once: the sender
+// sends a ready-to-send (kindRTS: an id, the context, the tag and the
+// size) and keeps the message in the caller's buffer; the receiver matches
+// the RTS as it would the message (in order with the sender's other
+// messages, eager or not), and once a receive takes it, answers
+// clear-to-send (kindCTS); only then does the sender write the data
+// (kindRData), which the receiver reads straight into the receive's buffer
+// (place.go). So:
 //
 //   - an unexpected large message costs the receiver a small record, not
-//     its size: what a process holds for others is bounded by EagerMax per
-//     unexpected message, whatever the senders do;
+//     its size: with the credit, what a process holds for another is
+//     bounded by the budget plus a record per message sent ahead of its
+//     receive, whatever the senders do;
 //   - a sender that posts many large Isends ahead of the receiver holds
 //     them in its own buffers (it may not touch them before the requests
 //     complete, as in MPI) and copies none into a queue;
@@ -37,10 +40,10 @@ import (
 // sender fails, a send whose destination fails, and both on a revoked
 // communicator or an ended session, fail as their eager forms do.
 //
-// Collective steps (their own context) stay eager: their algorithms bound
-// what is in flight, and an extra round trip per step would cost more than
-// it saves. Replicated ranks stay eager too (package replica orders and
-// acknowledges every frame).
+// Collective steps (their own context) stay eager and outside the credit:
+// their algorithms bound what is in flight, and an extra round trip per
+// step would cost more than it saves. Replicated ranks stay eager too
+// (package replica orders and acknowledges every frame).
 
 // EagerMax is the largest point-to-point message sent eagerly; larger ones
 // go through the rendezvous.
@@ -49,7 +52,7 @@ const EagerMax = 64 << 10
 // The rendezvous frames' payloads:
 //
 //	kindRTS:   uvarint id | uvarint context id | varint tag | uvarint size
-//	kindCTS:   uvarint id | byte 0 (send the data) or 1 (truncated: do not)
+//	kindCTS:   uvarint id | byte 0 (send the data) or 1 (truncated: do not) | uvarint credit returned (credit.go)
 //	kindRData: uvarint id | data
 const (
 	kindRTS   = core.Kind(core.ProtoComm)<<8 | 6
@@ -174,7 +177,7 @@ func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) outgoing {
 	if !op.alloc && len(op.buf) < m.size {
 		// The receive completes now: its array may be used again before
 		// the answer is written.
-		p := append(binary.AppendUvarint(nil, m.rdv), 1)
+		p := binary.AppendUvarint(append(binary.AppendUvarint(nil, m.rdv), 1), uint64(s.owedLocked(m.src)))
 		op.req.complete(st, &TruncateError{Need: m.size, Have: len(op.buf), Source: st.Source, Tag: st.Tag})
 		return outgoing{to: int(m.src), kind: kindCTS, payload: p}
 	}
@@ -187,17 +190,19 @@ func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) outgoing {
 	}
 	s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st}
 	p := append(binary.AppendUvarint(op.req.hdr[:0], m.rdv), 0)
+	p = binary.AppendUvarint(p, uint64(s.owedLocked(m.src)))
 	return outgoing{to: int(m.src), kind: kindCTS, payload: p}
 }
 
 // onCTS handles a clear-to-send: the data is written from a goroutine of
 // its own (this is a reader goroutine, which must not block on a write).
 func (s *Session) onCTS(src int, p []byte) error {
-	id, flag, err := parseCTS(p)
+	id, flag, credit, err := parseCTS(p)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
+	s.addCreditLocked(core.NodeID(src), credit)
 	req := s.rdvOut[id]
 	if req == nil || req.rdv.to != core.NodeID(src) {
 		s.mu.Unlock()
@@ -246,17 +251,18 @@ func (s *Session) rdvWriter(j rdvJob) {
 	}
 }
 
-func parseCTS(p []byte) (id uint64, flag byte, err error) {
+func parseCTS(p []byte) (id uint64, flag byte, credit uint64, err error) {
 	d := wire.NewDecoder(p)
 	id = d.Uvarint()
 	flag = d.Uint8()
+	credit = d.Uvarint()
 	if err := d.Finish(); err != nil {
-		return 0, 0, fmt.Errorf("%w: cts: %w", errMalformed, err)
+		return 0, 0, 0, fmt.Errorf("%w: cts: %w", errMalformed, err)
 	}
 	if flag > 1 {
-		return 0, 0, fmt.Errorf("%w: cts flag %d", errMalformed, flag)
+		return 0, 0, 0, fmt.Errorf("%w: cts flag %d", errMalformed, flag)
 	}
-	return id, flag, nil
+	return id, flag, credit, nil
 }
 
 // parseRData splits a data frame's payload (the first bytes of it, when it

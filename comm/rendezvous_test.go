@@ -193,8 +193,9 @@ func waitFailure(t *testing.T, ctx context.Context, s *Session, rank int) {
 // what parses encodes back the same way.
 func FuzzRendezvousFrames(f *testing.F) {
 	f.Add(binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, 7), 8), -3), 1<<20))
-	f.Add([]byte{7, 0})
-	f.Add([]byte{7, 2})
+	f.Add([]byte{7, 0, 0})
+	f.Add([]byte{7, 1, 0x80, 0x40})
+	f.Add([]byte{7, 2, 0})
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if id, ctxID, tag, size, err := parseRTS(p); err != nil {
@@ -212,12 +213,17 @@ func FuzzRendezvousFrames(f *testing.F) {
 				t.Fatalf("RData %d with %d bytes re-encoded parses as %d with %d bytes", id, len(data), again, len(d2))
 			}
 		}
-		if _, flag, err := parseCTS(p); err != nil {
+		if id, flag, credit, err := parseCTS(p); err != nil {
 			if !errors.Is(err, errMalformed) {
 				t.Fatalf("parseCTS: %v", err)
 			}
 		} else if flag > 1 {
 			t.Fatalf("CTS flag %d accepted", flag)
+		} else {
+			again := binary.AppendUvarint(append(binary.AppendUvarint(nil, id), flag), credit)
+			if a, b, c, err := parseCTS(again); err != nil || a != id || b != flag || c != credit {
+				t.Fatalf("CTS %d %d %d re-encoded parses as %d %d %d, %v", id, flag, credit, a, b, c, err)
+			}
 		}
 	})
 }

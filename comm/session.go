@@ -60,6 +60,11 @@ type Session struct {
 	rdvIn     map[rdvKey]rdvRecv        // receives matched to a ready-to-send, waiting for the data
 	rdvSeq    uint64                    // rendezvous ids given
 	rdvJobs   chan rdvJob               // to idle rendezvous writers (unbuffered; rendezvous.go)
+	credit    []peerCredit              // eager credit by world rank (credit.go)
+
+	// eagerCredit is the budget of eager bytes granted to each peer and
+	// assumed from each (credit.go); set before the session runs.
+	eagerCredit int
 
 	failures chan Failure
 	// failWake is closed (and replaced, under mu) each time requests are
@@ -88,6 +93,11 @@ type sessionStats struct {
 	malformed atomic.Uint64 // comm frames that did not decode
 	dropped   atomic.Uint64 // data frames from failed ranks or after Finalize
 	placed    atomic.Uint64 // messages read straight into their receive's buffer (place.go)
+	// creditFallbacks counts messages of at most EagerMax bytes sent
+	// through the rendezvous for want of credit; creditFrames the credit
+	// frames sent (credit.go).
+	creditFallbacks atomic.Uint64
+	creditFrames    atomic.Uint64
 }
 
 // Option configures a session ([Init], [Local]).
@@ -99,6 +109,8 @@ type options struct {
 	logger   *slog.Logger
 	events   io.Writer
 	seed     uint64
+	// eagerCredit: bytes (0: DefaultEagerCredit; see WithEagerCredit)
+	eagerCredit int
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
@@ -119,18 +131,25 @@ func WithEvents(w io.Writer) Option { return func(o *options) { o.events = w } }
 // WithSeed seeds the protocol machines' random source (0: random).
 func WithSeed(seed uint64) Option { return func(o *options) { o.seed = seed } }
 
-func newSession(tr transport.Transport, size int, logger *slog.Logger) *Session {
-	return newSessionAs(tr, tr.Self(), size, logger)
+// newSession builds the session of transport tr's process in a job of size
+// ranks, with options o already validated (its logger and credit).
+func newSession(tr transport.Transport, size int, o options) *Session {
+	return newSessionAs(tr, tr.Self(), size, o)
 }
 
 // newSessionAs is newSession for a process that is rank self of size in the
 // job's world (not its transport id: a replica).
-func newSessionAs(tr transport.Transport, self core.NodeID, size int, logger *slog.Logger) *Session {
+func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options) *Session {
 	try, cancel := context.WithCancel(context.Background())
 	cancel()
 	base, stop := context.WithCancel(context.Background())
+	logger := o.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	budget, err := o.creditBudget()
+	if err != nil {
+		panic("comm: unvalidated options: " + err.Error())
 	}
 	s := &Session{
 		self:      self,
@@ -150,7 +169,13 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, logger *sl
 		failures:  make(chan Failure, size),
 		failWake:  make(chan struct{}),
 		rdvJobs:   make(chan rdvJob),
+		credit:    make([]peerCredit, size),
 		hostDone:  make(chan struct{}),
+
+		eagerCredit: budget,
+	}
+	for r := range s.credit {
+		s.credit[r].avail = budget
 	}
 	members := make([]core.NodeID, size)
 	for i := range members {
@@ -386,11 +411,13 @@ func (s *Session) dataPath(f wire.Frame) bool {
 	}
 	var err error
 	switch f.Kind {
-	case kindData, kindVData:
-		virtual := f.Kind == kindVData
-		ctxID, tag, vnode, data, perr := parseData(f.Payload, virtual)
+	case kindData, kindCData, kindVData:
+		h, data, perr := parseData(f.Payload, f.Kind)
 		if err = perr; err == nil {
-			s.deliver(src, ctxID, tag, VNode(vnode), data, false)
+			if h.credit > 0 {
+				s.creditIn(core.NodeID(src), h.credit)
+			}
+			s.deliver(src, h.ctxID, h.tag, VNode(h.vnode), data, false)
 		}
 	case kindRTS:
 		err = s.onRTS(src, f.Payload)
@@ -398,6 +425,8 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		err = s.onCTS(src, f.Payload)
 	case kindRData:
 		err = s.onRData(src, f.Payload)
+	case kindCredit:
+		err = s.onCredit(src, f.Payload)
 	case kindRevoke:
 		err = s.onRevoke(src, f.Payload)
 	case kindAgree:

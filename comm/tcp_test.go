@@ -19,6 +19,12 @@ import (
 // transport/tcp, registers and runs its node.
 func tcpJob(tb testing.TB, n int, edit ...func(*launch.Bootstrap)) []*Session {
 	tb.Helper()
+	return tcpJobWith(tb, n, nil, edit...)
+}
+
+// tcpJobWith is tcpJob with options for every rank.
+func tcpJobWith(tb testing.TB, n int, opts []Option, edit ...func(*launch.Bootstrap)) []*Session {
+	tb.Helper()
 	secret := bytes.Repeat([]byte{7}, 32)
 	rv, err := launch.NewRendezvous(launch.RendezvousConfig{JobID: "commtest", Secret: secret, Size: n})
 	if err != nil {
@@ -38,7 +44,7 @@ func tcpJob(tb testing.TB, n int, edit ...func(*launch.Bootstrap)) []*Session {
 			for _, e := range edit {
 				e(&boot)
 			}
-			ss[r], errs[r] = initBootstrap(ctx, boot)
+			ss[r], errs[r] = initBootstrap(ctx, boot, opts...)
 		}()
 	}
 	wg.Wait()

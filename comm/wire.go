@@ -18,6 +18,9 @@ const (
 	kindRevoke = core.Kind(core.ProtoComm)<<8 | 3 // a communicator is revoked (flooded)
 	kindAgree  = core.Kind(core.ProtoComm)<<8 | 4 // one step of the fault-tolerant agreement
 	kindVMap   = core.Kind(core.ProtoComm)<<8 | 5 // a virtual-node mapping update (flooded)
+	// 6, 7, 8: the rendezvous's kindRTS, kindCTS, kindRData (rendezvous.go)
+	kindCredit = core.Kind(core.ProtoComm)<<8 | 9  // eager credit returned to a sender (credit.go)
+	kindCData  = core.Kind(core.ProtoComm)<<8 | 10 // kindData that also returns credit (credit.go)
 )
 
 // errMalformed: a comm frame that does not decode. It is dropped and counted.
@@ -25,42 +28,60 @@ var errMalformed = errors.New("comm: malformed frame")
 
 // A data frame's payload is a small header followed by the message bytes:
 //
-//	uvarint context id | varint tag | (kindVData only) uvarint virtual node | data
+//	(kindCData only) uvarint credit | uvarint context id | varint tag | (kindVData only) uvarint virtual node | data
 //
-// The header is written by appendDataHeader and read by parseData.
+// A kindCData frame is a kindData frame that also returns credit to the
+// destination (credit.go). The header is written by appendDataHeader and
+// read by parseData; it is at most three 10-byte varints, so it fits in a
+// Request's header array (maxRTS, rendezvous.go).
 
-// The header is at most three 10-byte varints: it fits in a Request's
-// header array (maxRTS, rendezvous.go).
+// dataHeader is a data frame's header.
+type dataHeader struct {
+	credit uint64 // kindCData: bytes of credit returned
+	ctxID  uint64
+	tag    int
+	vnode  uint64 // kindVData: the virtual node
+}
 
-func appendDataHeader(b []byte, ctxID uint64, tag int, vnode uint64, virtual bool) []byte {
-	b = binary.AppendUvarint(b, ctxID)
-	b = binary.AppendVarint(b, int64(tag))
-	if virtual {
-		b = binary.AppendUvarint(b, vnode)
+func appendDataHeader(b []byte, kind core.Kind, h dataHeader) []byte {
+	if kind == kindCData {
+		b = binary.AppendUvarint(b, h.credit)
+	}
+	b = binary.AppendUvarint(b, h.ctxID)
+	b = binary.AppendVarint(b, int64(h.tag))
+	if kind == kindVData {
+		b = binary.AppendUvarint(b, h.vnode)
 	}
 	return b
 }
 
-// parseData splits a data payload into its header and its data (aliasing p).
-func parseData(p []byte, virtual bool) (ctxID uint64, tag int, vnode uint64, data []byte, err error) {
-	ctxID, n := binary.Uvarint(p)
-	if n <= 0 {
-		return 0, 0, 0, nil, fmt.Errorf("%w: context id", errMalformed)
+// parseData splits the payload of a data frame of the given kind into its
+// header and its data (aliasing p).
+func parseData(p []byte, kind core.Kind) (h dataHeader, data []byte, err error) {
+	var n int
+	if kind == kindCData {
+		if h.credit, n = binary.Uvarint(p); n <= 0 {
+			return dataHeader{}, nil, fmt.Errorf("%w: credit", errMalformed)
+		}
+		p = p[n:]
+	}
+	if h.ctxID, n = binary.Uvarint(p); n <= 0 {
+		return dataHeader{}, nil, fmt.Errorf("%w: context id", errMalformed)
 	}
 	p = p[n:]
 	t, n := binary.Varint(p)
 	if n <= 0 || t != int64(int(t)) {
-		return 0, 0, 0, nil, fmt.Errorf("%w: tag", errMalformed)
+		return dataHeader{}, nil, fmt.Errorf("%w: tag", errMalformed)
 	}
+	h.tag = int(t)
 	p = p[n:]
-	if virtual {
-		vnode, n = binary.Uvarint(p)
-		if n <= 0 {
-			return 0, 0, 0, nil, fmt.Errorf("%w: virtual node", errMalformed)
+	if kind == kindVData {
+		if h.vnode, n = binary.Uvarint(p); n <= 0 {
+			return dataHeader{}, nil, fmt.Errorf("%w: virtual node", errMalformed)
 		}
 		p = p[n:]
 	}
-	return ctxID, int(t), vnode, p, nil
+	return h, p, nil
 }
 
 // agreeMsg is one step of the agreement protocol (see agree.go). Ranks are
