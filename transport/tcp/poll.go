@@ -95,6 +95,12 @@ type pollReader struct {
 	nc   net.Conn
 	raw  syscall.RawConn
 	poll *pollState
+	// One Read's state for readFD, which RawConn.Read calls: the method
+	// value is made once (a closure per Read would allocate).
+	fn   func(fd uintptr) bool
+	b    []byte
+	n    int
+	rerr error
 }
 
 // newPollReader returns a pollReader of nc, or nil if nc is not a plain
@@ -113,28 +119,19 @@ func newPollReader(nc net.Conn, poll *pollState) *pollReader {
 	if err != nil {
 		return nil
 	}
-	return &pollReader{nc: nc, raw: raw, poll: poll}
+	r := &pollReader{nc: nc, raw: raw, poll: poll}
+	r.fn = r.readFD
+	return r
 }
 
 func (r *pollReader) Read(b []byte) (int, error) {
 	if len(b) == 0 || !r.poll.active() {
 		return r.nc.Read(b)
 	}
-	var n int
-	var rerr error
-	err := r.raw.Read(func(fd uintptr) bool {
-		for polls := 0; ; {
-			n, rerr = syscall.Read(int(fd), b)
-			switch {
-			case rerr == syscall.EINTR:
-				continue
-			case rerr != syscall.EAGAIN:
-				return true
-			case !r.poll.again(&polls, r.poll.last):
-				return false // park until readable, then read once more
-			}
-		}
-	})
+	r.b = b
+	err := r.raw.Read(r.fn)
+	n, rerr := r.n, r.rerr
+	r.b, r.rerr = nil, nil
 	switch {
 	case err != nil: // closed, or a deadline
 		return 0, err
@@ -144,4 +141,20 @@ func (r *pollReader) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// readFD reads r.b from fd without blocking, looking again while the
+// polling time runs; false parks the caller until fd is readable.
+func (r *pollReader) readFD(fd uintptr) bool {
+	for polls := 0; ; {
+		r.n, r.rerr = syscall.Read(int(fd), r.b)
+		switch {
+		case r.rerr == syscall.EINTR:
+			continue
+		case r.rerr != syscall.EAGAIN:
+			return true
+		case !r.poll.again(&polls, r.poll.last):
+			return false // park until readable, then read once more
+		}
+	}
 }

@@ -89,7 +89,8 @@ func listen(t *testing.T, cfg tcp.Config) *tcp.Transport {
 // that must not depend on the kind run over all (forPaths).
 var pathKinds = []pathKind{{name: "unix"}, {name: "shm", shm: true}, {name: "tcp", noUnix: true}}
 
-// benchPathKinds adds each with polling (Transport.SetSpin).
+// benchPathKinds adds each with polling (Transport.SetSpin); the
+// benchmarks and TestContractPolling run over them.
 var benchPathKinds = append(slices.Clone(pathKinds),
 	pathKind{name: "unix-poll", spin: 50 * time.Microsecond},
 	pathKind{name: "shm-poll", shm: true, spin: 50 * time.Microsecond},
@@ -142,7 +143,11 @@ func factory(path pathKind) transporttest.Factory {
 			cfg := config(core.NodeID(i+1), nil)
 			cfg.QueueLen, cfg.MaxFrameSize, cfg.SocketBuffer = opt.QueueLen, opt.MaxFrameSize, opt.SocketBuffer
 			path.set(&cfg)
-			ts[i] = listen(t, cfg)
+			tr := listen(t, cfg)
+			if err := tr.SetSpin(path.spin); err != nil {
+				t.Fatal(err)
+			}
+			ts[i] = tr
 		}
 		for _, a := range ts {
 			for _, b := range ts {
@@ -161,6 +166,15 @@ func factory(path pathKind) transporttest.Factory {
 func TestContract(t *testing.T) {
 	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
 	forPaths(t, func(t *testing.T, path pathKind) { transporttest.Run(t, factory(path), *seed) })
+}
+
+// TestContractPolling runs the contract with the readers polling
+// (Transport.SetSpin) on every kind of connection.
+func TestContractPolling(t *testing.T) {
+	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
+	for _, k := range benchPathKinds[len(pathKinds):] {
+		t.Run(k.name, func(t *testing.T) { transporttest.Run(t, factory(k), *seed) })
+	}
 }
 
 func frame(seq uint64) wire.Frame {
