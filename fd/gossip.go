@@ -187,8 +187,8 @@ func (g *Gossip) Fire(t core.Timer) {
 }
 
 // Handle follows core.MembersChanged (a newer epoch, or the same epoch with
-// a different list) and probes the node of a core.PeerHint. Other events
-// are ignored.
+// a different list) and probes the node of a core.PeerHint (unless
+// IgnoreHints). Other events are ignored.
 func (g *Gossip) Handle(e core.Event) {
 	switch e := e.(type) {
 	case core.MembersChanged:
@@ -199,7 +199,9 @@ func (g *Gossip) Handle(e core.Event) {
 		// ignored rather than half-installed.
 		_ = g.install(e.Epoch, e.Members)
 	case core.PeerHint:
-		g.hint(e.Node)
+		if !g.cfg.IgnoreHints {
+			g.hint(e.Node)
+		}
 	}
 }
 

@@ -73,6 +73,16 @@ type GossipConfig struct {
 	// LateTolerance is how late the round timer may fire and still count
 	// as on time. 0 means GossipInterval/2. Must be ≥ 0.
 	LateTolerance time.Duration
+
+	// IgnoreHints makes the detector ignore transport hints
+	// (core.PeerHint): it starts no probe when a connection to a member
+	// drops or is refused, and a crash is found by T_cleanup alone. For
+	// a detector whose verdicts are postponed beyond any measurement
+	// (package group's quiet detector): there a probe cannot lead to a
+	// verdict, and its ping only makes the transport dial the crashed node
+	// again and again, beside the view change being measured. Default
+	// false.
+	IgnoreHints bool
 }
 
 // lateTolerance is LateTolerance with its default applied.

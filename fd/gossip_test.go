@@ -659,6 +659,32 @@ func TestGossipTableBytes(t *testing.T) {
 	}
 }
 
+// TestGossipIgnoreHints: with IgnoreHints a transport hint starts no probe
+// (no ping, the entry stays alive); the crash is still found by T_cleanup
+// and the consensus.
+func TestGossipIgnoreHints(t *testing.T) {
+	members := gfirst(2)
+	cfg := gossipTestConfig(topo.BinaryRoundRobin) // n=2: c = 2 rounds = 1 s; 2 pings of 0.5 s
+	cfg.IgnoreHints = true
+	g, env := startGossip(t, cfg, 0, members)
+	env.TakeSent()
+	g.Handle(core.PeerHint{Node: 1, Reason: "connection refused", Refused: true})
+	if pings := gossipSentPings(env.TakeSent()); len(pings) != 0 {
+		t.Fatalf("pings %+v after a hint, want none", pings)
+	}
+	if g.Status(1) != StatusAlive {
+		t.Fatalf("status n1 = %v, want alive", g.Status(1))
+	}
+	env.AdvanceTo(time.Second, g)
+	if evs := env.TakeEmitted(); !slices.Equal(evs, []core.Event{core.Suspected{Node: 1}}) {
+		t.Fatalf("emitted %v at 1s, want [Suspected n1]", evs)
+	}
+	env.AdvanceTo(2*time.Second, g)
+	if evs := env.TakeEmitted(); !slices.Equal(evs, []core.Event{core.Failed{Node: 1}}) {
+		t.Fatalf("emitted %v at 2s, want [Failed n1]", evs)
+	}
+}
+
 // TestGossipHintedProbeAtCleanup: a probe still running when T_cleanup
 // expires turns into the consensus: Suspected at the expiry, Failed when the
 // probe's last attempt times out (earlier than an unhinted failure, by at

@@ -82,7 +82,8 @@ func (d Detector) Validate() error {
 
 // QuietDelay is how long a quiet detector (StackOptions.QuietDetector)
 // waits before it suspects or declares anything: longer than any benchmark
-// runs.
+// runs. A quiet gossip detector also ignores transport hints
+// (fd.GossipConfig.IgnoreHints).
 const QuietDelay = time.Hour
 
 // gossipConfig is the gossip detector's configuration under c.
@@ -127,6 +128,9 @@ func (c *Config) newDetector(members []core.NodeID, quiet bool) (core.Machine, e
 		g := c.gossipConfig()
 		if quiet {
 			g.Cleanup, g.PingTimeout = QuietDelay, QuietDelay
+			// A probe could not conclude before QuietDelay: its ping
+			// would only have the transport dial the crashed node.
+			g.IgnoreHints = true
 		}
 		return fd.NewGossip(g, members)
 	case DetectorHeartbeat, DetectorHeartbeatPaper:

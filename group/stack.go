@@ -23,9 +23,11 @@ type StackOptions struct {
 	// initial members.
 	Join     bool
 	Contacts []core.NodeID
-	// QuietDetector runs the detector with the same traffic but verdicts
-	// postponed by QuietDelay (benchmarks that inject the failure report
-	// themselves).
+	// QuietDetector runs the detector with the same periodic traffic but
+	// verdicts postponed by QuietDelay (benchmarks that inject the failure
+	// report themselves); a quiet gossip detector does not probe the peers
+	// whose connection drops (fd.GossipConfig.IgnoreHints), so that a
+	// crash is not followed by every neighbour of the victim dialling it.
 	QuietDetector bool
 	// WrapMember, if not nil, wraps the membership machine (instrumentation;
 	// the wrapper must pass every call on).

@@ -39,7 +39,7 @@ type eventWriter struct {
 }
 
 func (ew *eventWriter) write(now time.Time, uptime time.Duration, node core.NodeID, typ string, ev core.Event) error {
-	line := EventLine{Time: now.UTC(), UptimeNs: int64(uptime), Node: node, Type: typ, Fields: eventFields(ev)}
+	line := EventLine{Time: now.UTC(), UptimeNs: int64(uptime), Node: node, Type: typ, Fields: EventFields(ev)}
 	b, err := json.Marshal(line)
 	if err != nil {
 		// Fields is valid JSON by construction; this is a bug.
@@ -50,8 +50,8 @@ func (ew *eventWriter) write(now time.Time, uptime time.Duration, node core.Node
 	return err
 }
 
-// eventFields encodes ev for the "fields" member.
-func eventFields(ev core.Event) json.RawMessage {
+// EventFields encodes ev as the "fields" member of its [EventLine].
+func EventFields(ev core.Event) json.RawMessage {
 	v := reflect.ValueOf(ev)
 	for v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem()
@@ -67,8 +67,9 @@ func eventFields(ev core.Event) json.RawMessage {
 	return b
 }
 
-// eventType names ev's type as package.Name.
-func eventType(ev core.Event) string {
+// EventType names ev's type as the "type" member of its [EventLine] does:
+// package.Name, a pointer's element type.
+func EventType(ev core.Event) string {
 	if ev == nil {
 		return "nil"
 	}

@@ -544,7 +544,7 @@ func (e hostEnv) Emit(ev core.Event) {
 	if mc, ok := ev.(core.MembersChanged); ok {
 		h.epoch = mc.Epoch
 	}
-	typ := eventType(ev)
+	typ := EventType(ev)
 	switch ev := ev.(type) {
 	case core.Suspected:
 		h.log.Info("host: suspected", "peer", uint32(ev.Node))

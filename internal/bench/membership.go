@@ -468,7 +468,7 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	}
 	switch cfg.Report.orDefault() {
 	case ReportOne:
-		fmt.Fprintf(w, "Reports: one (--report one): quiet detectors; after each %s the victim's parent alone is told to declare it failed (the paper's experiment).\n", kill)
+		fmt.Fprintf(w, "Reports: one (--report one): quiet detectors (no verdicts, no probes on dropped connections); after each %s the victim's parent alone is told to declare it failed (the paper's experiment).\n", kill)
 	default:
 		fmt.Fprintf(w, "Reports: all (--report all): every survivor's %s detector declares the crash and reports it; all n %s compete for the cores.\n", det, nodes)
 	}

@@ -38,10 +38,12 @@ cost above it.
 --report says who reports each failure to the root:
   one  (the default) the paper's experiment, which isolates the protocol:
        its T_s is the stabilization after ONE detector reports the failure.
-       The nodes' detectors keep their traffic but postpone every verdict
-       by an hour; right after the SIGKILL the orchestrator tells the
-       victim's parent in the radix tree (a "fail <id>" line on its
-       standard input) to declare the victim failed.
+       The nodes' detectors keep their periodic traffic but postpone every
+       verdict by an hour and do not probe a peer whose connection drops
+       (so the victim's neighbours do not redial it); right after the
+       SIGKILL the orchestrator tells the victim's parent in the radix
+       tree (a "fail <id>" line on its standard input) to declare the
+       victim failed.
   all  the detectors decide: every survivor declares the crash within a
        few milliseconds and reports it to the root, so all n processes
        compete for the cores during the stabilization.

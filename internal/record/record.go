@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -160,51 +161,79 @@ func DecodeRecord(line []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: %v", ErrRecord, err)
 	}
 	r := Record{Node: l.Node, Time: l.Time, Uptime: time.Duration(l.UptimeNs), Type: l.Type}
-	var err error
-	switch l.Type {
-	case "member.ViewInstalled":
-		r.Event, err = decodeAs[member.ViewInstalled](l.Fields)
-	case "member.Stabilized":
-		r.Event, err = decodeAs[member.Stabilized](l.Fields)
-	case "member.StabilizationStarted":
-		r.Event, err = decodeAs[member.StabilizationStarted](l.Fields)
-	case "member.Evicted":
-		r.Event, err = decodeAs[member.Evicted](l.Fields)
-	case "core.Suspected":
-		r.Event, err = decodeAs[core.Suspected](l.Fields)
-	case "core.Failed":
-		r.Event, err = decodeAs[core.Failed](l.Fields)
-	case "record.Listening":
-		r.Event, err = decodeAs[Listening](l.Fields)
-	case "record.PingPong":
-		r.Event, err = decodeAs[PingPong](l.Fields)
-	case "record.TreeEchoTime":
-		r.Event, err = decodeAs[TreeEchoTime](l.Fields)
-	case "record.ProcessTime":
-		r.Event, err = decodeAs[ProcessTime](l.Fields)
-	case "record.Hint":
-		r.Event, err = decodeAs[Hint](l.Fields)
-	case "record.FailureInjected":
-		r.Event, err = decodeAs[FailureInjected](l.Fields)
-	case "record.Reports":
-		r.Event, err = decodeAs[Reports](l.Fields)
-	case "record.PeerAdded":
-		r.Event, err = decodeAs[PeerAdded](l.Fields)
-	case "record.Exit":
-		r.Event, err = decodeAs[Exit](l.Fields)
-	case "record.Killed":
-		r.Event, err = decodeAs[Killed](l.Fields)
-	case "record.Exited":
-		r.Event, err = decodeAs[Exited](l.Fields)
-	case "record.Spawned":
-		r.Event, err = decodeAs[Spawned](l.Fields)
-	default:
+	k, ok := known[l.Type]
+	if !ok {
 		r.Event = l.Fields
+		return r, nil
 	}
-	if err != nil {
+	var err error
+	if r.Event, err = k.decode(l.Fields); err != nil {
 		return Record{}, fmt.Errorf("%w: %s: %v", ErrRecord, l.Type, err)
 	}
 	return r, nil
+}
+
+// FromEvent returns the record of event ev, emitted by node at wall-clock
+// time at and uptime, as [DecodeRecord] returns it from the line a host
+// writes for ev (host.Config.Events), without encoding and decoding the
+// line: a value of a type Record.Event lists is kept as it is (a pointer
+// to one is read), any other event becomes its encoded fields (a
+// json.RawMessage). This is how a
+// process that runs the hosts itself (host.Config.OnEvent) takes their
+// records off their loops at the cost of a copy. The value shares ev's
+// slices, which the emitting machine no longer modifies (member's views
+// are immutable); readers must not modify them either.
+func FromEvent(node core.NodeID, at time.Time, uptime time.Duration, ev core.Event) Record {
+	r := Record{Node: node, Time: at, Uptime: uptime, Type: host.EventType(ev), Event: ev}
+	k, ok := known[r.Type]
+	v := reflect.ValueOf(ev)
+	for ok && v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem() // the line holds the pointed-to value
+	}
+	if !ok || !v.IsValid() || v.Type() != k.typ {
+		r.Event = host.EventFields(ev)
+		return r
+	}
+	r.Event = v.Interface()
+	return r
+}
+
+// knownType is an event type that records hold as values: its Go type and
+// its decoder.
+type knownType struct {
+	typ    reflect.Type
+	decode func(json.RawMessage) (any, error)
+}
+
+// known maps the event-stream name of each type Record.Event lists to it.
+var known = map[string]knownType{}
+
+func init() {
+	register[member.ViewInstalled]()
+	register[member.Stabilized]()
+	register[member.StabilizationStarted]()
+	register[member.Evicted]()
+	register[core.Suspected]()
+	register[core.Failed]()
+	register[Listening]()
+	register[PingPong]()
+	register[TreeEchoTime]()
+	register[ProcessTime]()
+	register[Hint]()
+	register[FailureInjected]()
+	register[Reports]()
+	register[PeerAdded]()
+	register[Exit]()
+	register[Killed]()
+	register[Exited]()
+	register[Spawned]()
+}
+
+func register[T any]() {
+	var zero T
+	known[host.EventType(zero)] = knownType{typ: reflect.TypeOf(zero), decode: func(raw json.RawMessage) (any, error) {
+		return decodeAs[T](raw)
+	}}
 }
 
 func decodeAs[T any](raw json.RawMessage) (T, error) {

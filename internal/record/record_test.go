@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
 )
 
@@ -78,4 +80,58 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("round trip changed %v %q into %v %q", r.Node, r.Type, again.Node, again.Type)
 		}
 	})
+}
+
+// TestFromEvent: for an event of every type a record holds as a value, and
+// for events of other types, FromEvent gives the record that DecodeRecord
+// reads from the line a host writes for the event.
+func TestFromEvent(t *testing.T) {
+	samples := []core.Event{
+		member.ViewInstalled{Epoch: 4, Members: []core.NodeID{0, 1, 3}, Joined: []core.NodeID{3}, Departed: []core.NodeID{2}},
+		member.Stabilized{Epoch: 4, Began: time.Millisecond, At: 3 * time.Millisecond, Members: 3},
+		member.StabilizationStarted{Epoch: 4, Cause: member.CauseFailedNode, Began: time.Millisecond, At: 2 * time.Millisecond, Failed: []core.NodeID{2}, Joined: []core.NodeID{3}},
+		member.Evicted{Epoch: 4, Root: 1},
+		core.Suspected{Node: 2},
+		core.Failed{Node: 2},
+		Listening{Addr: "127.0.0.1:1", PID: 7},
+		PingPong{Peer: 1, Count: 2, Min: 1, Median: 2, Mean: 3, Max: 4},
+		TreeEchoTime{Fanout: 4, Members: 64, Count: 20, Min: 1, Median: 2, Max: 3},
+		ProcessTime{Kind: "FAILED_NODE", Epoch: 4, From: 1, Took: 5},
+		Hint{Node: 2, Reason: "dial: refused"},
+		FailureInjected{Node: 2},
+		Reports{Epoch: 4, Count: 2, From: []core.NodeID{1, 5}},
+		PeerAdded{Peer: 9, Addr: "127.0.0.1:2"},
+		Exit{Err: "x"},
+		Killed{},
+		Exited{ExitCode: -1, Err: "killed"},
+		Spawned{PID: 3, Addr: "127.0.0.1:3", Join: true},
+		// Types records do not hold as values.
+		core.MembersChanged{Epoch: 4, Members: []core.NodeID{0, 1}},
+		&core.Failed{Node: 2},
+		7,
+	}
+	covered := map[string]bool{}
+	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)
+	for _, ev := range samples {
+		b, err := json.Marshal(host.EventLine{Time: at, UptimeNs: 9, Node: 3, Type: host.EventType(ev), Fields: host.EventFields(ev)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := DecodeRecord(b)
+		if err != nil {
+			t.Fatalf("%T: %v", ev, err)
+		}
+		got := FromEvent(3, at, 9, ev)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("FromEvent(%#v)\n got %#v\nwant %#v", ev, got, want)
+		}
+		if _, raw := got.Event.(json.RawMessage); !raw {
+			covered[got.Type] = true
+		}
+	}
+	for name := range known {
+		if !covered[name] {
+			t.Errorf("no sample of %s", name)
+		}
+	}
 }

@@ -32,11 +32,14 @@ import (
 // process per node, and it offers the methods of [Job] that the membership
 // benchmark uses.
 //
-// Each node writes its event stream (JSON lines, exactly as `cohort node`)
-// to a buffer in memory; a collector goroutine reads the buffers at the pace
-// of [Job]'s file tailer and turns the lines into [record.Record] values with
-// [record.DecodeRecord], so the records and the [tracker.Tracker] are those of a job of
-// processes. A node's loop never waits for the collector.
+// Each node's loop hands every event it emits to a buffer in memory as the
+// [record.Record] that a job of processes decodes from the node's JSON
+// line ([record.FromEvent]: nothing is encoded or decoded on the way, so the
+// loops spend no time on the stream); a collector goroutine takes the
+// buffers at the pace of [Job]'s file tailer, so the records and the
+// [tracker.Tracker] are those of a job of processes. A node's loop never
+// waits for the collector. With JobConfig.EventsDir the collector writes
+// the JSON lines `cohort node` would have written.
 //
 // [InProcessJob.Kill] stops a node the way SIGKILL stops a process: its
 // loop is cancelled and its transport closed at once (every socket closed,
@@ -73,49 +76,45 @@ type inprocNode struct {
 	// abandoned before (whoever claims it owns its share of runs).
 	killed, claimed bool
 	done            chan struct{} // closed once its loop returned and its transport closed
-	sink            *lineSink
-	// collecting serializes the collection of its lines, so that they
-	// reach the records in the order it wrote them.
+	sink            *eventSink
+	// collecting serializes the collection of its records, so that they
+	// reach the job's in the order it emitted them.
 	collecting sync.Mutex
 	events     *os.File // the copy of its stream in JobConfig.EventsDir, or nil
 	logs       *os.File // its logs in JobConfig.EventsDir, or nil
 }
 
-// lineSink is a node's event stream: the host writes one line per Write
-// on its loop, the collector takes them.
-type lineSink struct {
+// eventSink is a node's event stream: the host's loop adds one record per
+// event (host.Config.OnEvent), the collector takes them.
+type eventSink struct {
 	mu     sync.Mutex
-	buf    []byte
-	ends   []int // the end of each line in buf
-	silent bool  // killed: further lines are dropped
+	recs   []record.Record
+	silent bool // killed: further records are dropped
 }
 
-// Write implements io.Writer: it keeps a copy of the line.
-func (s *lineSink) Write(p []byte) (int, error) {
+// add keeps r.
+func (s *eventSink) add(r record.Record) {
 	s.mu.Lock()
 	if !s.silent {
-		s.buf = append(s.buf, p...)
-		s.ends = append(s.ends, len(s.buf))
+		s.recs = append(s.recs, r)
 	}
 	s.mu.Unlock()
-	return len(p), nil
 }
 
-// silence drops every later line, as a killed process writes nothing more.
-func (s *lineSink) silence() {
+// silence drops every later record, as a killed process writes nothing more.
+func (s *eventSink) silence() {
 	s.mu.Lock()
 	s.silent = true
 	s.mu.Unlock()
 }
 
-// take returns the lines written since the last call: buf holds them,
-// line i ending at ends[i].
-func (s *lineSink) take() (buf []byte, ends []int) {
+// take returns the records added since the last call, in order.
+func (s *eventSink) take() []record.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buf, ends = s.buf, s.ends
-	s.buf, s.ends = nil, nil
-	return buf, ends
+	recs := s.recs
+	s.recs = nil
+	return recs
 }
 
 // StartInProcess starts the job's N nodes as hosts in this process (see
@@ -197,7 +196,7 @@ func StartInProcess(ctx context.Context, cfg JobConfig) (_ *InProcessJob, err er
 
 // listen opens node id's transport and registers the node.
 func (j *InProcessJob) listen(id core.NodeID, secret []byte, join bool) (*inprocNode, error) {
-	n := &inprocNode{id: id, join: join, sink: &lineSink{}, done: make(chan struct{})}
+	n := &inprocNode{id: id, join: join, sink: &eventSink{}, done: make(chan struct{})}
 	n.logger = slog.New(slog.DiscardHandler)
 	if dir := j.cfg.EventsDir; dir != "" {
 		var err error
@@ -252,7 +251,6 @@ func (j *InProcessJob) run(n *inprocNode, listed []core.NodeID) error {
 		QuietDetector: j.cfg.QuietDetector,
 		Join:          n.join,
 		Seed:          nodeSeed(j.cfg.Seed, n.id),
-		Events:        n.sink,
 	}
 	if j.cfg.PingCount > 0 && n.id == 0 && j.cfg.N > 1 {
 		opts.PingPeer, opts.PingCount = 1, j.cfg.PingCount
@@ -288,7 +286,7 @@ func (j *InProcessJob) run(n *inprocNode, listed []core.NodeID) error {
 		case runErr != nil:
 			ex = record.Exited{ExitCode: 1, Err: runErr.Error()}
 		}
-		// Its last lines come before its exit, as for a process.
+		// Its last records come before its exit, as for a process.
 		j.collect(n)
 		j.log.add(record.Record{Node: n.id, Time: time.Now(), Type: "record.Exited", Event: ex})
 		close(n.done)
@@ -310,7 +308,12 @@ func (j *InProcessJob) newHost(n *inprocNode, listed []core.NodeID, opts NodeOpt
 		Codec:     codec,
 		Seed:      opts.Seed,
 		Logger:    n.logger,
-		Events:    opts.Events,
+		// The records a node of a job of processes writes as JSON lines
+		// and its job decodes, taken as they are: the loop encodes
+		// nothing the records hold as values (see record.FromEvent).
+		OnEvent: func(at time.Duration, ev core.Event) {
+			n.sink.add(record.FromEvent(n.id, time.Now(), at, ev))
+		},
 	})
 }
 
@@ -324,7 +327,7 @@ func (j *InProcessJob) abandon(n *inprocNode) {
 }
 
 // collectLoop reads the nodes' event streams until Close, polling like
-// [Job]'s file tailer: every tailMin after new lines, backing off to tailMax
+// [Job]'s file tailer: every tailMin after new records, backing off to tailMax
 // while the streams stay quiet.
 func (j *InProcessJob) collectLoop() {
 	defer close(j.collectDone)
@@ -356,22 +359,25 @@ func (j *InProcessJob) collectLoop() {
 	}
 }
 
-// collect turns the lines node n wrote since the last call into records,
-// copies them to its events file if any, and reports whether there were any.
+// collect adds the records node n emitted since the last call to the
+// job's, writes them to its events file if any, and reports whether there
+// were any.
 func (j *InProcessJob) collect(n *inprocNode) bool {
 	n.collecting.Lock()
 	defer n.collecting.Unlock()
-	buf, ends := n.sink.take()
-	if len(ends) == 0 {
+	recs := n.sink.take()
+	if len(recs) == 0 {
 		return false
 	}
 	if n.events != nil {
+		var buf []byte
+		for _, r := range recs {
+			buf = append(buf, record.EncodeLine(r)...)
+		}
 		n.events.Write(buf)
 	}
-	start := 0
-	for _, end := range ends {
-		j.log.add(decodeLine(n.id, buf[start:end]))
-		start = end
+	for _, r := range recs {
+		j.log.add(r)
 	}
 	return true
 }
@@ -432,9 +438,7 @@ func (j *InProcessJob) InjectFailure(reporter, failed core.NodeID) error {
 	if err != nil {
 		return err
 	}
-	if err := record.WriteLine(n.sink, reporter, 0, "FailureInjected", record.FailureInjected{Node: failed}); err != nil {
-		return err
-	}
+	n.sink.add(record.Record{Node: reporter, Time: time.Now(), Type: "record.FailureInjected", Event: record.FailureInjected{Node: failed}})
 	if err := n.host.Handle(n.ctx, core.Failed{Node: failed}); err != nil {
 		return fmt.Errorf("%w: telling %v that %v failed: %w", ErrJob, reporter, failed, err)
 	}
@@ -521,7 +525,7 @@ func (j *InProcessJob) WaitAgreed(ctx context.Context, outside map[core.NodeID]b
 func (j *InProcessJob) Started() time.Time { return j.log.start }
 
 // Close stops every node (its loop, then its transport), collects the
-// last lines of their streams, and returns once every goroutine of the job
+// last records of their streams, and returns once every goroutine of the job
 // has ended. It may be called more than once.
 func (j *InProcessJob) Close() error {
 	j.mu.Lock()
