@@ -188,7 +188,12 @@ type Transport struct {
 	mu     sync.Mutex
 	closed bool
 	peers  map[core.NodeID]*peer
-	live   map[net.Conn]struct{} // every open socket, closed by Close
+	// spareQueues are the empty queues of writers that ended, kept for
+	// the next peer to become active: making them (QueueLen frames, about
+	// 50 KiB) on the sending goroutine, often an event loop, cost
+	// zeroed pages on the critical path of a membership's view change.
+	spareQueues []peerQueues
+	live        map[net.Conn]struct{} // every open socket, closed by Close
 }
 
 // A peer's writer goroutine and queues exist only while it has something to
@@ -253,6 +258,12 @@ type peer struct {
 	bufs    net.Buffers // SendDirect's vectored write (its two slices)
 	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
 }
+
+// peerQueues are a peer's two queues (see peer.q and hq).
+type peerQueues struct{ q, hq chan wire.Frame }
+
+// maxSpareQueues bounds Transport.spareQueues.
+const maxSpareQueues = 16
 
 // take returns a queued frame without waiting: the detector's lane first.
 func (p *peer) take() (wire.Frame, bool) {
@@ -502,8 +513,15 @@ func (t *Transport) activateLocked(p *peer) {
 		return
 	}
 	p.active = true
-	p.q = make(chan wire.Frame, t.cfg.QueueLen)
-	p.hq = make(chan wire.Frame, min(t.cfg.QueueLen, detectorLaneLen))
+	if n := len(t.spareQueues); n > 0 {
+		q := t.spareQueues[n-1]
+		t.spareQueues[n-1] = peerQueues{}
+		t.spareQueues = t.spareQueues[:n-1]
+		p.q, p.hq = q.q, q.hq
+	} else {
+		p.q = make(chan wire.Frame, t.cfg.QueueLen)
+		p.hq = make(chan wire.Frame, min(t.cfg.QueueLen, detectorLaneLen))
+	}
 	t.wg.Add(1)
 	go t.manage(p)
 }
@@ -1248,6 +1266,9 @@ func (t *Transport) manage(p *peer) {
 			// Nothing to write and no connection: end, releasing the
 			// queues; the next Send starts a writer again.
 			p.active = false
+			if len(t.spareQueues) < maxSpareQueues {
+				t.spareQueues = append(t.spareQueues, peerQueues{p.q, p.hq})
+			}
 			p.q, p.hq = nil, nil
 			t.mu.Unlock()
 			return
