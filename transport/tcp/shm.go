@@ -205,7 +205,6 @@ type shmConn struct {
 	wshut        atomic.Bool
 	readDL       atomic.Int64 // deadlines, Unix ns; 0 none
 	writeDL      atomic.Int64
-	lastData     time.Time // the reader's: when it last read
 	doorbell     [1]byte
 	doorbellMu   sync.Mutex
 }
