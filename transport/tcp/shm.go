@@ -81,6 +81,11 @@ const (
 	offWWaiting = 200 // uint32: the writer sleeps (set by it, cleared by the reader)
 )
 
+// ringSlices: a reader consumes, and a writer publishes, at most a
+// ringSlices-th of the ring at a time, so that a large frame streams
+// through it with both sides copying at once rather than in turn.
+const ringSlices = 4
+
 // errRingCorrupt: the ring's indices are impossible; the peer wrote its
 // header wrongly. It closes the connection like a malformed frame.
 var errRingCorrupt = fmt.Errorf("%w: the shared-memory ring's indices are inconsistent", wire.ErrMalformedFrame)
@@ -140,7 +145,7 @@ func (r *ring) read(b []byte) (int, error) {
 	if avail == 0 {
 		return 0, nil
 	}
-	n := min(uint64(len(b)), avail)
+	n := min(uint64(len(b)), avail, r.size/ringSlices)
 	r.copyOut(b[:n])
 	r.pos += n
 	r.u64(offHead).Store(r.pos)
@@ -352,6 +357,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	r := c.out
 	var done int64
 	var last time.Time // of the last progress while the ring was full; zero: not full
+	var unpublished uint64
 	polls := 0
 	for _, b := range bufs {
 		for len(b) > 0 {
@@ -366,9 +372,14 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 				return done, err
 			}
 			if room > 0 {
-				n := min(room, uint64(len(b)))
+				n := min(room, uint64(len(b)), r.size/ringSlices)
 				r.put(b[:n])
 				b, done, last = b[n:], done+int64(n), time.Time{}
+				if unpublished += n; unpublished >= r.size/ringSlices {
+					r.publish()
+					c.ring(r, offRWaiting)
+					unpublished = 0
+				}
 				continue
 			}
 			// Full: let the reader have what is put, then wait for room.
