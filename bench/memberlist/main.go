@@ -37,16 +37,30 @@ func main() {
 	}
 }
 
-// raiseFileLimit lifts the soft limit on open files to the hard one: a
-// process holding hundreds of nodes, each with a TCP connection to many
-// others, needs thousands of descriptors (the usual soft limit is 1,024).
+// raiseFileLimit lifts the limit on open files as far as the process may:
+// the hard limit too when it is allowed to (root), up to wantFiles, else
+// the soft limit to the hard one. A process holding hundreds of nodes, each
+// with a TCP connection to many others, needs tens of thousands of
+// descriptors (256 nodes talking to nearly every other: about 130,000).
 func raiseFileLimit() {
 	var l syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return
+	}
+	if l.Max < wantFiles {
+		raised := syscall.Rlimit{Cur: wantFiles, Max: wantFiles}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
+			return
+		}
+	}
+	if l.Cur < l.Max {
 		l.Cur = l.Max
 		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 	}
 }
+
+// wantFiles is the open-files limit raiseFileLimit asks for.
+const wantFiles = 1 << 20
 
 func run(args []string, out, log io.Writer) error {
 	fs := flag.NewFlagSet("memberlist", flag.ContinueOnError)
