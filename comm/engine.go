@@ -204,12 +204,15 @@ type message struct {
 }
 
 // Messages that arrive before their receive is posted are copied into
-// buffers of size classes 64 B … 64 KiB taken from pools, and the buffer
-// goes back once a receive has copied the message out: an unexpected
-// message costs no allocation in the steady state.
+// buffers of size classes 64 B … 16 MiB (the largest frame) taken from
+// pools, and the buffer goes back once a receive has copied the message
+// out: an unexpected message costs no allocation in the steady state.
+// Point-to-point messages above EagerMax come by rendezvous and are never
+// unexpected; the large classes serve the collectives' steps, which stay
+// eager (a 1 MiB Allreduce on 4 ranks sends steps of 256 KiB).
 const (
 	minBufClass = 6  // 64 B
-	maxBufClass = 16 // 64 KiB
+	maxBufClass = 24 // 16 MiB
 )
 
 var unexpectedBufs [maxBufClass + 1]sync.Pool
@@ -223,7 +226,8 @@ func bufClass(n int) int {
 	return c
 }
 
-// keepCopy copies data into a pooled buffer (a new slice above 64 KiB).
+// keepCopy copies data into a pooled buffer (a new slice above the largest
+// class).
 func keepCopy(data []byte) ([]byte, *[]byte) {
 	if len(data) > 1<<maxBufClass {
 		return slices.Clone(data), nil
