@@ -227,3 +227,35 @@ func TestShmCorruptIndicesCloseTheConnection(t *testing.T) {
 		t.Fatalf("stats %+v: want the connection closed as malformed", st)
 	}
 }
+
+// A handshake read of a Unix socket that the peer reset (it closed with
+// our bytes unread: the tie-break's refusal) reports 0 bytes and the
+// error, as an io.Reader must; ReadMsgUnix itself reports -1, which the
+// frame reader took for a broken reader rather than the peer's close.
+func TestRightsConnReadAfterReset(t *testing.T) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "@cohort-test-reset-" + t.Name(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	nc, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write([]byte("unread by the peer")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // let the bytes reach the peer's queue
+	peer.Close()
+	rc := newRightsConn(nc.(*net.UnixConn))
+	defer rc.stopCollecting()
+	n, err := rc.Read(make([]byte, 16))
+	if n != 0 || err == nil {
+		t.Fatalf("Read after a reset = %d, %v; want 0 and an error", n, err)
+	}
+}

@@ -114,6 +114,12 @@ func (r *rightsConn) Read(b []byte) (int, error) {
 	if oobn > 0 {
 		r.collect(r.oob[:oobn])
 	}
+	if n < 0 {
+		// ReadMsgUnix reports -1 with an error (a reset by the peer); an
+		// io.Reader reports 0, and the frame reader takes -1 for a broken
+		// reader instead of the peer's close (the tie-break's refusal).
+		n = 0
+	}
 	return n, err
 }
 
