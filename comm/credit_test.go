@@ -16,11 +16,7 @@ import (
 // TCP.
 func creditJob(t *testing.T, tr string, n, budget int) []*Session {
 	t.Helper()
-	opts := []Option{WithEagerCredit(budget)}
-	if tr == "tcp" {
-		return tcpJobWith(t, n, opts)
-	}
-	return job(t, n, opts...)
+	return jobOver(t, tr, n, WithEagerCredit(budget))
 }
 
 // unexpectedCount returns how many messages wait unexpected in s.
@@ -45,7 +41,7 @@ func TestCreditBoundsUnexpected(t *testing.T) {
 	sizes := []int{0, 100, 4 << 10, 60 << 10, EagerMax, EagerMax + 1, 30 << 10, 1}
 	const k = 240 // 11 MiB, 45 times the budget
 	size := func(i int) int { return sizes[i%len(sizes)] }
-	for _, tr := range []string{"mem", "tcp"} {
+	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			ss := creditJob(t, tr, 2, budget)
 			each(t, ss, func(ctx context.Context, c *Comm) error {
@@ -124,7 +120,7 @@ func TestCreditReturns(t *testing.T) {
 		per    = 8
 		size   = 48 << 10 // a round is 3/8 of the budget
 	)
-	for _, tr := range []string{"mem", "tcp"} {
+	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			ss := creditJob(t, tr, 2, budget)
 			each(t, ss, func(ctx context.Context, c *Comm) error {
@@ -212,7 +208,7 @@ func TestCreditBlockingSend(t *testing.T) {
 // and fails only what can no longer come. In process and over TCP.
 func TestCreditPeerFails(t *testing.T) {
 	const k = 40 // 60 KiB each: 2.3 MiB, beyond the default credit
-	for _, tr := range []string{"mem", "tcp"} {
+	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			ss := creditJob(t, tr, 4, 0)
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

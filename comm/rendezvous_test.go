@@ -27,15 +27,9 @@ func rdvPayload(i, n int) []byte {
 // too small fails with a TruncateError while its send completes. In
 // process and over TCP.
 func TestRendezvous(t *testing.T) {
-	for _, transport := range []string{"mem", "tcp"} {
-		t.Run(transport, func(t *testing.T) {
-			var ss []*Session
-			if transport == "tcp" {
-				ss = tcpJob(t, 2)
-			} else {
-				ss = job(t, 2)
-			}
-			rendezvous(t, ss)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			rendezvous(t, jobOver(t, tr, 2))
 		})
 	}
 }
@@ -311,14 +305,9 @@ func TestLargeStreamPeerKilled(t *testing.T) {
 // receiver's receive does not match it (it would wait for data that can
 // never be written). In process and over TCP.
 func TestRendezvousTooLarge(t *testing.T) {
-	for _, tr := range []string{"mem", "tcp"} {
+	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			var ss []*Session
-			if tr == "tcp" {
-				ss = tcpJob(t, 2)
-			} else {
-				ss = job(t, 2)
-			}
+			ss := jobOver(t, tr, 2)
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			huge := make([]byte, wire.DefaultMaxFrameSize+1)

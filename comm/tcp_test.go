@@ -22,6 +22,20 @@ func tcpJob(tb testing.TB, n int, edit ...func(*launch.Bootstrap)) []*Session {
 	return tcpJobWith(tb, n, nil, edit...)
 }
 
+// transports are the two ways tests run a job: in process (mem) and over
+// the TCP transport.
+var transports = []string{"mem", "tcp"}
+
+// jobOver starts a job of n ranks over transport tr ("mem" or "tcp"), with
+// opts for every rank.
+func jobOver(t *testing.T, tr string, n int, opts ...Option) []*Session {
+	t.Helper()
+	if tr == "tcp" {
+		return tcpJobWith(t, n, opts)
+	}
+	return job(t, n, opts...)
+}
+
 // tcpJobWith is tcpJob with options for every rank.
 func tcpJobWith(tb testing.TB, n int, opts []Option, edit ...func(*launch.Bootstrap)) []*Session {
 	tb.Helper()

@@ -210,9 +210,10 @@ type shmConn struct {
 	wshut        atomic.Bool
 	readDL       atomic.Int64 // deadlines, Unix ns; 0 none
 	writeDL      atomic.Int64
-	doorbell     [1]byte
-	doorbellMu   sync.Mutex
 }
+
+// doorbell is the wake-up byte (its value means nothing).
+var doorbell = []byte{0}
 
 var _ net.Conn = (*shmConn)(nil)
 
@@ -247,9 +248,7 @@ func (c *shmConn) ring(r *ring, flag int) {
 	if r.u32(flag).Load() == 0 || !r.u32(flag).CompareAndSwap(1, 0) {
 		return
 	}
-	c.doorbellMu.Lock()
-	c.sock.Write(c.doorbell[:]) // a failure shows as the socket's end
-	c.doorbellMu.Unlock()
+	c.sock.Write(doorbell) // a failure shows as the socket's end
 }
 
 // wait sleeps until a wake-up, the peer's death, Close or deadline dl
@@ -425,12 +424,7 @@ func (c *shmConn) CloseWrite() error {
 // writer, waits until they are out and the watcher has ended, and unmaps
 // both rings. It must not be called from inside Read or Write.
 func (c *shmConn) Close() error {
-	first := false
-	c.closeOnce.Do(func() {
-		first = true
-		close(c.closed)
-	})
-	if !first {
+	if !closeFirst(&c.closeOnce, c.closed) {
 		return nil
 	}
 	err := c.sock.Close()
@@ -546,26 +540,9 @@ func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wi
 	}
 	fds := rc.take()
 	if theirs.Size > 0 && out != nil {
-		var mem []byte
-		var err error
-		switch {
-		case len(fds) != 1:
-			err = fmt.Errorf("the offer came with %d descriptors, not 1", len(fds))
-		case theirs.Size < minShmRingSize:
-			err = fmt.Errorf("a ring of %d bytes is too small", theirs.Size)
-		default:
-			mem, err = mapRing(fds[0], theirs.Size)
-		}
-		if err == nil {
-			in = newRing(mem)
-			if err = in.checkHeader(uint32(peer), uint32(t.self), func(tag []byte) bool {
-				return wire.CheckRingTag(t.cfg.Secret, local, remote, initiator, false, tag)
-			}); err != nil {
-				unmapRing(mem)
-				in = nil
-			}
-		}
-		if err != nil {
+		if in, err = mapPeerRing(fds, theirs.Size, uint32(peer), uint32(t.self), func(tag []byte) bool {
+			return wire.CheckRingTag(t.cfg.Secret, local, remote, initiator, false, tag)
+		}); err != nil {
 			t.stats.shmRefused.Add(1)
 			t.log.Warn("tcp: refusing the peer's shared-memory ring; the connection stays on its Unix socket", "peer", uint32(peer), "err", err)
 		}
@@ -589,6 +566,28 @@ func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wi
 	rc.SetDeadline(time.Time{}) // the watcher reads the socket from now on
 	sc := newShmConn(rc, in, out, release, fr.Buffered() > 0)
 	return sc, wire.NewFrameReader(sc), nil
+}
+
+// mapPeerRing maps and checks the ring a peer offered (size data bytes,
+// fds the descriptors that came with the offer), written by node from for
+// node to; check verifies its tag.
+func mapPeerRing(fds []int, size uint64, from, to uint32, check func(tag []byte) bool) (*ring, error) {
+	switch {
+	case len(fds) != 1:
+		return nil, fmt.Errorf("the offer came with %d descriptors, not 1", len(fds))
+	case size < minShmRingSize:
+		return nil, fmt.Errorf("a ring of %d bytes is too small", size)
+	}
+	mem, err := mapRing(fds[0], size)
+	if err != nil {
+		return nil, err
+	}
+	r := newRing(mem)
+	if err := r.checkHeader(from, to, check); err != nil {
+		unmapRing(mem)
+		return nil, err
+	}
+	return r, nil
 }
 
 // exchangeRing sends our ring message (with fd beside it unless fd < 0)

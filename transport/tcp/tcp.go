@@ -348,15 +348,18 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// retire marks c retired; it reports whether this call did.
-func (c *conn) retire() bool {
+// closeFirst closes ch through once and reports whether this call did.
+func closeFirst(once *sync.Once, ch chan struct{}) bool {
 	first := false
-	c.retireOnce.Do(func() {
+	once.Do(func() {
 		first = true
-		close(c.retiring)
+		close(ch)
 	})
 	return first
 }
+
+// retire marks c retired; it reports whether this call did.
+func (c *conn) retire() bool { return closeFirst(&c.retireOnce, c.retiring) }
 
 // isDead reports whether c has been closed.
 func (c *conn) isDead() bool { return isClosed(c.dead) }
