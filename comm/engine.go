@@ -819,6 +819,9 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 		}
 		// Wait for the first pending request, or for a failure that may
 		// have failed another one.
+		if pending[0].poll() {
+			continue
+		}
 		select {
 		case <-pending[0].doneChan():
 		case <-wake:

@@ -142,6 +142,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	s := newSessionAs(tr, core.NodeID(rank), size, o)
 	s.rep = rep
 	s.addrs = reg.Addrs
+	if rep == nil {
+		s.prog, s.progTime = tr, poll
+	}
 	s.onFinal = func() {
 		tr.Close()
 		reg.Close()
@@ -174,9 +177,12 @@ const shmEnv = "COHORT_SHM"
 // ring, or a socket with non-blocking reads) after a message before they
 // park, when every rank of the host has a core (readerSpinFor; the
 // transport's SetSpin). Messages of the failure detector do not start
-// polling, so an idle rank does not poll. Measured on 2 cores with 2 ranks
+// polling, so an idle rank does not poll. A blocking wait polls the
+// shared-memory rings itself for as long (spin.go), reading the message
+// it waits for on its own goroutine. Measured on 2 cores with 2 ranks
 // (cohort bench p2p): 8 B one-way latency over shared memory about 3 µs
-// against 25 µs over the Unix socket without polling.
+// with the readers polling, against 25 µs over the Unix socket without
+// polling; about 1 µs with the waits polling too.
 const readerSpin = 50 * time.Microsecond
 
 // readerSpinFor returns the polling time of a rank with local ranks on a

@@ -80,6 +80,10 @@ type Session struct {
 
 	stats sessionStats
 	spin  atomic.Int64 // ns a blocking wait polls before parking (spin.go)
+	// prog, if set, lets a blocking wait poll the transport's
+	// shared-memory rings itself for up to progTime (spin.go).
+	prog     progresser
+	progTime time.Duration
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures

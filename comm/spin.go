@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,6 +15,17 @@ import (
 // running. It only pays when every rank has a core to itself: on an
 // oversubscribed host the spinner takes the core the sender or the reader
 // needs. So it is off by default.
+
+// A blocking wait polls the transport too, where it can: a rank whose
+// peers on its host talk to it over shared memory reads their frames on
+// the waiting goroutine (transport/tcp's PollUntil) for the readers'
+// polling time (COHORT_POLL, init.go), so that the message it waits for
+// is not handed over by the connection's reader goroutine. It is not
+// done on a replicated rank, whose frames go through the replication
+// layer's own goroutine anyway.
+type progresser interface {
+	PollUntil(done *atomic.Bool, d time.Duration) bool
+}
 
 // MaxSpin bounds [Session.SetSpin].
 const MaxSpin = 10 * time.Millisecond
@@ -80,6 +92,9 @@ func (s *Session) spinFromEnv() {
 func (r *Request) poll() bool {
 	if r.s == nil {
 		return false
+	}
+	if r.s.prog != nil && r.s.prog.PollUntil(&r.finished, r.s.progTime) {
+		return true
 	}
 	d := time.Duration(r.s.spin.Load())
 	if d <= 0 {

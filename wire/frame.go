@@ -36,6 +36,10 @@ var (
 	ErrFrameTooLarge = errors.New("wire: frame too large")
 	// ErrMalformedFrame: the length or header is invalid.
 	ErrMalformedFrame = errors.New("wire: malformed frame")
+	// ErrWouldBlock: what a reader given to [FrameReader.TryReadFrame]
+	// returns when it has no more bytes at hand, and what TryReadFrame
+	// returns when the next frame is not whole at hand (or is large).
+	ErrWouldBlock = errors.New("wire: no whole frame at hand")
 )
 
 // Frame is one message on a stream: who sends it to whom, under which view
@@ -306,7 +310,33 @@ func (fr *FrameReader) ReadFrame() (Frame, error) {
 	return f, err
 }
 
-func (fr *FrameReader) readFrame() (Frame, error) {
+// TryReadFrame is ReadFrame for a caller that must not wait: it reads
+// from r, which returns ErrWouldBlock when it has no byte at hand (instead
+// of waiting), rather than from the stream's own reader. It returns the
+// next frame if it is smaller than limit bytes (length prefix included)
+// and r yields it whole; otherwise ErrWouldBlock, and what was read stays
+// buffered for the next call of either method, so the two can alternate
+// on one stream. Any other error is sticky, as for ReadFrame. r must read
+// the same stream as the reader's own.
+func (fr *FrameReader) TryReadFrame(r io.Reader, limit int) (Frame, error) {
+	if fr.err != nil {
+		return Frame{}, fr.err
+	}
+	own := fr.r
+	fr.r = r
+	f, err := fr.readFrameUnder(limit)
+	fr.r = own
+	if err != nil && err != ErrWouldBlock {
+		fr.err = err
+	}
+	return f, err
+}
+
+func (fr *FrameReader) readFrame() (Frame, error) { return fr.readFrameUnder(0) }
+
+// readFrameUnder reads the next frame; with a limit > 0, a frame of at
+// least limit bytes is left unread (ErrWouldBlock).
+func (fr *FrameReader) readFrameUnder(limit int) (Frame, error) {
 	if err := fr.fill(LengthSize); err != nil {
 		if err == io.ErrUnexpectedEOF && fr.start == fr.end {
 			return Frame{}, io.EOF
@@ -316,6 +346,9 @@ func (fr *FrameReader) readFrame() (Frame, error) {
 	total, err := frameLength(fr.buf[fr.start:fr.end], fr.max)
 	if err != nil {
 		return Frame{}, err
+	}
+	if limit > 0 && total >= limit {
+		return Frame{}, ErrWouldBlock
 	}
 	if err := fr.fill(total); err != nil {
 		return Frame{}, err

@@ -237,6 +237,71 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// tryChunks is a chunkReader's view for TryReadFrame: every other Read
+// has nothing at hand (ErrWouldBlock), as has every Read at the end.
+type tryChunks struct {
+	r    *chunkReader
+	gaps int
+}
+
+func (t *tryChunks) Read(p []byte) (int, error) {
+	if t.gaps++; t.gaps%2 == 0 || len(t.r.data) == 0 {
+		return 0, ErrWouldBlock
+	}
+	return t.r.Read(p)
+}
+
+// readAllFramesTrying reads frames until an error as readAllFrames does
+// with placing, but through TryReadFrame while it has frames whole at
+// hand, taking a frame TryReadFrame leaves (at hand in part, large, or
+// after the stream's end) with ReadFramePlaced, or every third time it
+// would block.
+func readAllFramesTrying(r *FrameReader, c *chunkReader) ([]Frame, error) {
+	try := &tryChunks{r: c}
+	var got []Frame
+	for blocked := 0; ; {
+		f, err := r.TryReadFrame(try, PlaceMin)
+		if err == nil {
+			f.Payload = bytes.Clone(f.Payload)
+			got = append(got, f)
+			continue
+		}
+		if err != ErrWouldBlock {
+			return got, err
+		}
+		if blocked++; blocked%3 != 0 && len(c.data) > 0 {
+			continue
+		}
+		more, err := readAllFramesOnce(r)
+		got = append(got, more...)
+		if err != nil {
+			return got, err
+		}
+	}
+}
+
+// readAllFramesOnce reads one frame as readAllFrames does with placing.
+func readAllFramesOnce(r *FrameReader) ([]Frame, error) {
+	var dst []byte
+	place := func(f Frame, n int) (int, []byte) {
+		if n == 0 || f.Payload[0]%2 != 0 {
+			return 0, nil
+		}
+		skip := min(int(f.Payload[0]%16), len(f.Payload))
+		dst = make([]byte, n-skip)
+		return skip, dst
+	}
+	f, placed, err := r.ReadFramePlaced(place)
+	if err != nil {
+		return nil, err
+	}
+	f.Payload = bytes.Clone(f.Payload)
+	if placed {
+		f.Payload = append(f.Payload, dst...)
+	}
+	return []Frame{f}, nil
+}
+
 // readAllFrames reads frames until an error; with placing, through
 // ReadFramePlaced with a place function that takes every payload whose
 // first byte is even into a buffer of its own, keeping a few of its first
@@ -309,24 +374,29 @@ func FuzzFrameReader(f *testing.F) {
 			consumed += n
 		}
 		var got []Frame
-		for _, placing := range []bool{false, true} {
-			r := NewFrameReader(&chunkReader{data: data, size: int(chunk)%64 + 1})
+		for _, mode := range []string{"plain", "placing", "trying"} {
+			cr := &chunkReader{data: data, size: int(chunk)%64 + 1}
+			r := NewFrameReader(cr)
 			r.SetMaxFrameSize(int(limit))
 			if limit == 0 {
 				r.SetMaxFrameSize(DefaultMaxFrameSize)
 			}
 			var err error
-			got, err = readAllFrames(r, placing)
+			if mode == "trying" {
+				got, err = readAllFramesTrying(r, cr)
+			} else {
+				got, err = readAllFrames(r, mode == "placing")
+			}
 			if len(got) != len(want) {
-				t.Fatalf("reader (placing %v) got %d frames, DecodeFrame %d", placing, len(got), len(want))
+				t.Fatalf("reader (%s) got %d frames, DecodeFrame %d", mode, len(got), len(want))
 			}
 			for i := range got {
 				if !reflect.DeepEqual(got[i], want[i]) {
-					t.Fatalf("frame %d: reader (placing %v) %v, DecodeFrame %v", i, placing, got[i], want[i])
+					t.Fatalf("frame %d: reader (%s) %v, DecodeFrame %v", i, mode, got[i], want[i])
 				}
 			}
 			if err.Error() != wantErr.Error() {
-				t.Fatalf("reader (placing %v) ends with %v, DecodeFrame with %v", placing, err, wantErr)
+				t.Fatalf("reader (%s) ends with %v, DecodeFrame with %v", mode, err, wantErr)
 			}
 			if _, again := r.ReadFrame(); again != err {
 				t.Fatalf("error not sticky: %v then %v", err, again)

@@ -42,27 +42,33 @@ func (t *Transport) SetSpin(d time.Duration) error {
 }
 
 // pollState is a connection's polling clock: the transport's polling time
-// and when its reader last delivered a data frame (written and read by
-// the reader goroutine only).
+// and when a data frame was last delivered (by the reader goroutine or a
+// caller's progress, progress.go), in monoNow's clock.
 type pollState struct {
 	spin *atomic.Int64
-	last time.Time
+	last atomic.Int64
 }
 
-// active reports whether the reader should still poll.
-func (p *pollState) active() bool { return p.since(p.last) }
+// monoEpoch and monoNow: a monotonic clock in ns, cheap to store
+// atomically.
+var monoEpoch = time.Now()
 
-// since reports whether a poller whose last progress was at last should
-// still poll.
-func (p *pollState) since(last time.Time) bool {
+func monoNow() int64 { return int64(time.Since(monoEpoch)) }
+
+// active reports whether the reader should still poll.
+func (p *pollState) active() bool { return p.since(p.last.Load()) }
+
+// since reports whether a poller whose last progress was at last
+// (monoNow's clock) should still poll.
+func (p *pollState) since(last int64) bool {
 	d := p.spin.Load()
-	return d > 0 && time.Since(last) < time.Duration(d)
+	return d > 0 && monoNow()-last < d
 }
 
 // mark starts a polling time (a data frame was delivered).
 func (p *pollState) mark() {
 	if p.spin.Load() > 0 {
-		p.last = time.Now()
+		p.last.Store(monoNow())
 	}
 }
 
@@ -70,7 +76,7 @@ func (p *pollState) mark() {
 // to look again, after yielding, or to park: a poller whose last progress
 // was at last reads the clock at its first look and every 8th only (a
 // clock read costs more than a look at a ring).
-func (p *pollState) again(polls *int, last time.Time) bool {
+func (p *pollState) again(polls *int, last int64) bool {
 	*polls++
 	if *polls%8 == 1 && !p.since(last) {
 		return false
@@ -153,7 +159,7 @@ func (r *pollReader) readFD(fd uintptr) bool {
 			continue
 		case r.rerr != syscall.EAGAIN:
 			return true
-		case !r.poll.again(&polls, r.poll.last):
+		case !r.poll.again(&polls, r.poll.last.Load()):
 			return false // park until readable, then read once more
 		}
 	}

@@ -183,8 +183,10 @@ func (r *ring) copyIn(b []byte) {
 	copy(r.data, b[k:])
 }
 
-// empty reports whether the reader has consumed everything published.
-func (r *ring) empty() bool { return r.u64(offTail).Load() == r.pos }
+// empty reports whether the reader has consumed everything published. It
+// reads the head from the header (always pos, stored by read), so that
+// a goroutine other than the one reading may ask.
+func (r *ring) empty() bool { return r.u64(offTail).Load() == r.u64(offHead).Load() }
 
 // full reports whether the writer has no room.
 func (r *ring) full() bool { return r.pos-r.u64(offHead).Load() >= r.size }
@@ -197,12 +199,20 @@ type shmConn struct {
 	sock    net.Conn
 	in, out *ring
 	poll    *pollState // the connection's (set by newConn before any Read or Write)
+	// pollers is the transport's count of callers polling its rings
+	// (progress.go; set by newConn).
+	pollers *atomic.Int32
+	// handoff is raised by a caller that left the reader goroutine
+	// something beyond the ring (bytes in the frame reader, or its error).
+	handoff atomic.Bool
+	try     io.Reader // tryReader of this connection, made once
 	// wakeR and wakeW (capacity 1) tell the reader and the writer that a
 	// wake-up byte came (the byte does not say for whom: both look).
 	wakeR, wakeW chan struct{}
 	gone         chan struct{} // closed when the peer's socket ended
 	watched      chan struct{} // closed when the watcher ended
 	closed       chan struct{} // closed by Close
+	closing      atomic.Bool   // set by Close, before closed is closed
 	closeOnce    sync.Once
 	rmu, wmu     sync.Mutex   // one reader, one writer at a time
 	use          sync.RWMutex // held shared by Read and Write, exclusively to unmap
@@ -223,6 +233,7 @@ func newShmConn(sock net.Conn, in, out *ring, unmap func(), pending bool) *shmCo
 	c := &shmConn{sock: sock, in: in, out: out, unmap: unmap,
 		wakeR: make(chan struct{}, 1), wakeW: make(chan struct{}, 1),
 		gone: make(chan struct{}), watched: make(chan struct{}), closed: make(chan struct{})}
+	c.try = tryReader{c}
 	if pending {
 		c.poke()
 	}
@@ -255,22 +266,31 @@ func (c *shmConn) ring(r *ring, flag int) {
 // (Unix ns, 0 none). The reader (reading) waits for data in c.in, the
 // writer for room in c.out: each first raises its flag in that ring's
 // header and checks the ring once more (the futex pattern: the peer
-// either sees the flag or we see its change).
-func (c *shmConn) wait(reading bool, dl int64) error {
+// either sees the flag or we see its change). A reader that callers are
+// polling for waits without its flag (unarmed): the peer need not ring,
+// and the last caller to stop wakes it (progress.go).
+func (c *shmConn) wait(reading, arm bool, dl int64) error {
 	r, flag, wake := c.out, offWWaiting, c.wakeW
 	if reading {
 		r, flag, wake = c.in, offRWaiting, c.wakeR
 	}
-	r.u32(flag).Store(1)
+	if arm {
+		r.u32(flag).Store(1)
+	}
+	disarm := func() {
+		if arm {
+			r.u32(flag).Store(0)
+		}
+	}
 	if reading && (!r.empty() || r.u32(offClosed).Load() != 0) || !reading && !r.full() {
-		r.u32(flag).Store(0)
+		disarm()
 		return nil
 	}
 	var timeout <-chan time.Time
 	if dl != 0 {
 		d := time.Until(time.Unix(0, dl))
 		if d <= 0 {
-			r.u32(flag).Store(0)
+			disarm()
 			return os.ErrDeadlineExceeded
 		}
 		tm := time.NewTimer(d)
@@ -283,11 +303,94 @@ func (c *shmConn) wait(reading bool, dl int64) error {
 	case <-c.closed:
 	case <-timeout:
 	}
-	r.u32(flag).Store(0)
+	disarm()
 	return nil
 }
 
-func (c *shmConn) isClosed() bool { return isClosed(c.closed) }
+// unarmedWait is how long a reader parked unarmed sleeps before it looks
+// whether callers still poll (await).
+const unarmedWait = time.Millisecond
+
+// await is the reader goroutine's wait between two frames: it returns
+// once c.in has bytes or the stream may have ended (or a deadline passed),
+// without reading, so that a caller's progress may take the bytes first
+// (progress.go). While callers poll it parks at once and unarmed, for
+// unarmedWait at most: when the callers stop, it raises its flag within
+// that time (what arrives meanwhile waits as long), rather than being
+// woken by every caller that stops, a hand-off per message.
+func (c *shmConn) await() {
+	c.use.RLock()
+	defer c.use.RUnlock()
+	polls := 0
+	for !c.handoff.Load() && !c.readableLocked() {
+		dl := c.readDL.Load()
+		if dl != 0 && time.Now().UnixNano() >= dl {
+			return // Read reports it
+		}
+		if c.pollers.Load() == 0 && c.poll.again(&polls, c.poll.last.Load()) {
+			continue
+		}
+		arm := c.pollers.Load() == 0
+		if !arm {
+			// Look again in a while, in case the callers stopped
+			// meanwhile: then the flag is raised.
+			if until := time.Now().Add(unarmedWait).UnixNano(); dl == 0 || until < dl {
+				dl = until
+			}
+		}
+		c.wait(true, arm, dl)
+	}
+}
+
+// readable reports whether a Read would not wait: c.in has bytes, or the
+// stream or the connection ended.
+func (c *shmConn) readable() bool {
+	c.use.RLock()
+	defer c.use.RUnlock()
+	return c.readableLocked()
+}
+
+func (c *shmConn) readableLocked() bool {
+	return c.isClosed() || !c.in.empty() || c.in.u32(offClosed).Load() != 0 || isClosed(c.gone)
+}
+
+// tryReader reads c's stream without waiting: wire.ErrWouldBlock when
+// nothing is published, or when the connection closed (Read reports
+// the ends).
+type tryReader struct{ c *shmConn }
+
+func (t tryReader) Read(b []byte) (int, error) {
+	c := t.c
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.use.RLock()
+	defer c.use.RUnlock()
+	if c.isClosed() {
+		return 0, wire.ErrWouldBlock
+	}
+	n, err := c.in.read(b)
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, wire.ErrWouldBlock
+	}
+	c.ring(c.in, offWWaiting)
+	return n, nil
+}
+
+// pending reports whether c.in holds bytes not yet read (false once
+// closed).
+func (c *shmConn) pending() bool {
+	c.use.RLock()
+	p := !c.isClosed() && !c.in.empty()
+	c.use.RUnlock()
+	return p
+}
+
+// isClosed reports whether Close was called (a load, not a channel
+// select: the callers' progress asks at every look).
+func (c *shmConn) isClosed() bool { return c.closing.Load() }
 
 // Read reads the peer's stream from the ring.
 func (c *shmConn) Read(b []byte) (int, error) {
@@ -329,10 +432,10 @@ func (c *shmConn) Read(b []byte) (int, error) {
 		if dl != 0 && time.Now().UnixNano() >= dl {
 			return 0, os.ErrDeadlineExceeded
 		}
-		if c.poll.again(&polls, c.poll.last) {
+		if c.poll.again(&polls, c.poll.last.Load()) {
 			continue
 		}
-		if err := c.wait(true, dl); err != nil {
+		if err := c.wait(true, true, dl); err != nil {
 			return 0, err
 		}
 	}
@@ -355,7 +458,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	defer c.use.RUnlock()
 	r := c.out
 	var done int64
-	var last time.Time // of the last progress while the ring was full; zero: not full
+	var last int64 // monoNow of the last progress while the ring was full; 0: not full
 	var unpublished uint64
 	polls := 0
 	for _, b := range bufs {
@@ -373,7 +476,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 			if room > 0 {
 				n := min(room, uint64(len(b)), r.size/ringSlices)
 				r.put(b[:n])
-				b, done, last = b[n:], done+int64(n), time.Time{}
+				b, done, last = b[n:], done+int64(n), 0
 				if unpublished += n; unpublished >= r.size/ringSlices {
 					r.publish()
 					c.ring(r, offRWaiting)
@@ -384,8 +487,8 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 			// Full: let the reader have what is put, then wait for room.
 			r.publish()
 			c.ring(r, offRWaiting)
-			if last.IsZero() {
-				last = time.Now()
+			if last == 0 {
+				last = monoNow()
 			}
 			dl := c.writeDL.Load()
 			if dl != 0 && time.Now().UnixNano() >= dl {
@@ -394,7 +497,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 			if c.poll.again(&polls, last) {
 				continue
 			}
-			if err := c.wait(false, dl); err != nil {
+			if err := c.wait(false, true, dl); err != nil {
 				return done, err
 			}
 		}
@@ -424,6 +527,7 @@ func (c *shmConn) CloseWrite() error {
 // writer, waits until they are out and the watcher has ended, and unmaps
 // both rings. It must not be called from inside Read or Write.
 func (c *shmConn) Close() error {
+	c.closing.Store(true)
 	if !closeFirst(&c.closeOnce, c.closed) {
 		return nil
 	}

@@ -184,6 +184,10 @@ type Transport struct {
 	writerRuns atomic.Uint64
 	// spin is the connections' polling time, in ns (SetSpin, poll.go).
 	spin atomic.Int64
+	// pollers counts the callers polling the shared-memory connections,
+	// which are listed in rings (progress.go).
+	pollers atomic.Int32
+	rings   atomic.Pointer[[]*conn]
 
 	mu     sync.Mutex
 	closed bool
@@ -303,6 +307,15 @@ type conn struct {
 	unix       bool  // over the same-host Unix socket
 	poll       pollState
 
+	// rd is held by whoever reads frames from fr and delivers them: the
+	// reader goroutine or, on a shared-memory connection (shm, else nil),
+	// a caller's progress (progress.go). warned and placer are its.
+	rd     sync.Mutex
+	shm    *shmConn
+	warned bool
+	place  wire.PlaceFunc // placeWith's, made once
+	placer transport.Placer
+
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its
 	// reader goes on to the end of stream, and its end is no failure.
@@ -319,12 +332,13 @@ type conn struct {
 
 // newConn makes the connection of a finished handshake; spin is the
 // transport's polling time (poll.go).
-func newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, initiator bool, remote string, spin *atomic.Int64) *conn {
+func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, initiator bool, remote string) *conn {
 	c := &conn{nc: nc, fr: fr, peer: id, initiator: initiator, remote: remote, unix: isUnix(nc),
 		dead: make(chan struct{}), readerDone: make(chan struct{}), retiring: make(chan struct{})}
-	c.poll.spin = spin
+	c.poll.spin = &t.spin
+	c.place = c.placeWith(t)
 	if sc, ok := nc.(*shmConn); ok {
-		sc.poll = &c.poll
+		sc.poll, sc.pollers, c.shm = &c.poll, &t.pollers, sc
 	} else if pr := newPollReader(nc, &c.poll); pr != nil {
 		fr.SetReader(pr)
 	}
@@ -864,7 +878,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	c := newConn(cc, fr, id, false, remote, &t.spin)
+	c := t.newConn(cc, fr, id, false, remote)
 	installed = true
 	if !t.install(p, c) {
 		return nil, transport.ErrClosed
@@ -1021,7 +1035,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 			return nil, id, transport.ErrClosed
 		}
 	}
-	c := newConn(cc, fr, id, true, nc.RemoteAddr().String(), &t.spin)
+	c := t.newConn(cc, fr, id, true, nc.RemoteAddr().String())
 	if !t.install(p, c) {
 		return nil, id, transport.ErrClosed
 	}
@@ -1146,67 +1160,101 @@ func (t *Transport) read(c *conn) {
 		return
 	}
 	c.fr.SetMaxFrameSize(t.cfg.MaxFrameSize)
-	warned := false
 	var err error
-	// placer is the handler a large frame's payload was offered to and
-	// accepted by (see transport.Placer); place is made once per
-	// connection.
-	var placer transport.Placer
-	place := func(f wire.Frame, n int) (int, []byte) {
+	if c.shm == nil {
+		for err == nil {
+			err = t.readFrame(c, false)
+		}
+		t.connDied(c, err)
+		return
+	}
+	// A shared-memory connection: frames are read under rd, which a
+	// caller's progress may take between two frames (progress.go).
+	t.addRing(c)
+	// Under rd it reads only while there is something to read: a caller
+	// may have taken the bytes that ended await, and a reader waiting in
+	// Read under rd would keep callers out.
+	for err == nil {
+		c.shm.await()
+		c.rd.Lock()
+		c.shm.handoff.Store(false)
+		for err == nil && (c.fr.Buffered() > 0 || c.shm.readable()) {
+			err = t.readFrame(c, false)
+		}
+		c.rd.Unlock()
+	}
+	t.removeRing(c)
+	t.connDied(c, err)
+}
+
+// readFrame reads c's next frame and delivers it (under c.rd on a
+// shared-memory connection). try is a caller's progress: it reads only a
+// frame the ring holds whole and smaller than wire.PlaceMin, and returns
+// wire.ErrWouldBlock otherwise, having read nothing.
+func (t *Transport) readFrame(c *conn, try bool) error {
+	var f wire.Frame
+	var placed bool
+	var err error
+	if try {
+		f, err = c.fr.TryReadFrame(c.shm.try, wire.PlaceMin)
+	} else {
+		c.placer = nil
+		f, placed, err = c.fr.ReadFramePlaced(c.place)
+	}
+	if placed {
+		if err == nil {
+			c.activity.Add(1)
+			t.stats.framesIn.Add(1)
+			t.stats.placed.Add(1)
+			c.poll.mark()
+		}
+		c.placer.Placed(f, err == nil)
+	}
+	if err != nil || placed {
+		return err
+	}
+	c.activity.Add(1)
+	if f.Kind == wire.KindGoodbye && f.Src == c.peer && f.Dst == t.self {
+		t.peerRetired(c)
+		return nil
+	}
+	if f.Kind == wire.KindPad && f.Src == c.peer && f.Dst == t.self {
+		return nil
+	}
+	if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye {
+		t.stats.misaddressed.Add(1)
+		if !c.warned {
+			c.warned = true
+			t.log.Warn("tcp: dropping frames not from the authenticated peer to us",
+				"peer", uint32(c.peer), "remote", c.remote, "frame", f.String())
+		}
+		return nil
+	}
+	t.stats.framesIn.Add(1)
+	if try {
+		t.stats.polled.Add(1)
+	}
+	t.slot.Get().Deliver(f)
+	if f.Kind.Proto() != core.ProtoFD {
+		c.poll.mark() // a data frame: the next may follow soon
+	}
+	return nil
+}
+
+// placeWith returns c's wire.PlaceFunc: a large frame's payload is offered to the
+// handler (see transport.Placer); c.placer is the one that took it.
+func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
+	return func(f wire.Frame, n int) (int, []byte) {
 		pl, ok := t.slot.Get().(transport.Placer)
 		if !ok || f.Src != c.peer || f.Dst != t.self || f.Kind.Proto() == core.ProtoCore {
 			return 0, nil
 		}
 		skip, dst := pl.Place(f, n)
 		if dst != nil {
-			placer = pl
+			c.placer = pl
 		}
 		return skip, dst
 	}
-	for {
-		var f wire.Frame
-		var placed bool
-		placer = nil
-		f, placed, err = c.fr.ReadFramePlaced(place)
-		if placed {
-			if err == nil {
-				c.activity.Add(1)
-				t.stats.framesIn.Add(1)
-				t.stats.placed.Add(1)
-				c.poll.mark()
-			}
-			placer.Placed(f, err == nil)
-		}
-		if err != nil {
-			break
-		}
-		if placed {
-			continue
-		}
-		c.activity.Add(1)
-		if f.Kind == wire.KindGoodbye && f.Src == c.peer && f.Dst == t.self {
-			t.peerRetired(c)
-			continue
-		}
-		if f.Kind == wire.KindPad && f.Src == c.peer && f.Dst == t.self {
-			continue
-		}
-		if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye {
-			t.stats.misaddressed.Add(1)
-			if !warned {
-				warned = true
-				t.log.Warn("tcp: dropping frames not from the authenticated peer to us",
-					"peer", uint32(c.peer), "remote", c.remote, "frame", f.String())
-			}
-			continue
-		}
-		t.stats.framesIn.Add(1)
-		t.slot.Get().Deliver(f)
-		if f.Kind.Proto() != core.ProtoFD {
-			c.poll.mark() // a data frame: the next may follow soon
-		}
-	}
-	t.connDied(c, err)
 }
 
 // connDied closes c, clears it from its peer and, unless it was closed on
@@ -1528,13 +1576,14 @@ type Stats struct {
 	FramesOut    uint64 // frames handed to a connection's writer
 	Direct       uint64 // of FramesOut, those SendDirect wrote itself
 	Placed       uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
+	Polled       uint64 // of FramesIn, those read and delivered by a caller's PollUntil
 	Conns        int    // connections in use now
 	Writers      int    // peers with a writer goroutine and queues now
 }
 
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
-	misaddressed, framesIn, framesOut, direct, placed, shm, shmRefused atomic.Uint64
+	misaddressed, framesIn, framesOut, direct, placed, polled, shm, shmRefused atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -1547,7 +1596,7 @@ func (t *Transport) Stats() Stats {
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
 		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
-		Direct: t.stats.direct.Load(), Placed: t.stats.placed.Load(),
+		Direct: t.stats.direct.Load(), Placed: t.stats.placed.Load(), Polled: t.stats.polled.Load(),
 	}
 	t.mu.Lock()
 	for _, p := range t.peers {

@@ -101,6 +101,9 @@ type pathKind struct {
 	noUnix bool
 	shm    bool
 	spin   time.Duration // the shared-memory polling time (benchmarks)
+	// callers: goroutines poll each transport (PollUntil) while the test
+	// runs, taking frames from its readers.
+	callers bool
 }
 
 // set makes cfg take the path.
@@ -147,6 +150,9 @@ func factory(path pathKind) transporttest.Factory {
 			if err := tr.SetSpin(path.spin); err != nil {
 				t.Fatal(err)
 			}
+			if path.callers {
+				pollWhileTesting(t, tr, path.spin, uint64(i))
+			}
 			ts[i] = tr
 		}
 		for _, a := range ts {
@@ -169,10 +175,13 @@ func TestContract(t *testing.T) {
 }
 
 // TestContractPolling runs the contract with the readers polling
-// (Transport.SetSpin) on every kind of connection.
+// (Transport.SetSpin) on every kind of connection, and over shared memory
+// with callers polling the rings too (PollUntil), so that frames are
+// delivered by callers and readers in turn.
 func TestContractPolling(t *testing.T) {
 	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
-	for _, k := range benchPathKinds[len(pathKinds):] {
+	kinds := append(benchPathKinds[len(pathKinds):], pathKind{name: "shm-callers", shm: true, spin: 50 * time.Microsecond, callers: true})
+	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) { transporttest.Run(t, factory(k), *seed) })
 	}
 }
