@@ -97,7 +97,7 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 			t.pollers.Add(-1)
 			return true
 		}
-		if looks%16 == 0 {
+		if looks%64 == 0 { // a clock read costs several looks
 			now := monoNow()
 			if now-start >= int64(d) {
 				// Polled in vain: about to park, the caller leaves the

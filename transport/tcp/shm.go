@@ -99,6 +99,8 @@ type ring struct {
 	// pos is this side's own index (the tail for the writer, the head for
 	// the reader): only this side writes it, so it is kept here too.
 	pos uint64
+	// seen is the writer's copy of the reader's head (room).
+	seen uint64
 }
 
 func newRing(mem []byte) *ring {
@@ -152,12 +154,20 @@ func (r *ring) read(b []byte) (int, error) {
 	return int(n), nil
 }
 
-// room returns how many bytes the writer may put.
-func (r *ring) room() (uint64, error) {
-	used := r.pos - r.u64(offHead).Load()
+// room returns how many bytes the writer may put, from the head it saw
+// last, reloaded only when that leaves less than want: the head's cache
+// line, written by the reader at every read, then crosses between the
+// cores only when the ring fills, not at every message.
+func (r *ring) room(want uint64) (uint64, error) {
+	if free := r.size - (r.pos - r.seen); free >= want {
+		return free, nil
+	}
+	head := r.u64(offHead).Load()
+	used := r.pos - head
 	if used > r.size {
 		return 0, errRingCorrupt
 	}
+	r.seen = head
 	return r.size - used, nil
 }
 
@@ -469,7 +479,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 			if c.wshut.Load() || isClosed(c.gone) {
 				return done, fmt.Errorf("tcp: shared-memory connection: %w", io.ErrClosedPipe)
 			}
-			room, err := r.room()
+			room, err := r.room(min(uint64(len(b)), r.size/ringSlices))
 			if err != nil {
 				return done, err
 			}
