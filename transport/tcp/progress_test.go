@@ -295,3 +295,36 @@ func inSequence(t *testing.T, frames []wire.Frame) {
 		}
 	}
 }
+
+// TestPollUntilAllocs: a caller that polls for each frame of a stream of
+// small frames (which it reads itself) and large ones (which it leaves
+// to the reader goroutine, parked unarmed with a deadline meanwhile)
+// allocates nothing per frame, nor does the reader.
+func TestPollUntilAllocs(t *testing.T) {
+	a, c := shmPollPair(t)
+	var arrived atomic.Bool
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { arrived.Store(true) }})
+	ctx := context.Background()
+	hdr := []byte{1, 2, 3, 4}
+	f := wire.Frame{Kind: seqKind, Payload: hdr}
+	bodies := [][]byte{make([]byte, 100), make([]byte, 64<<10), make([]byte, 1000), make([]byte, tcp.DefaultShmRingSize+100)}
+	i := 0
+	one := func() {
+		arrived.Store(false)
+		if err := a.SendDirect(ctx, 2, f, bodies[i%len(bodies)]); err != nil {
+			t.Fatal(err)
+		}
+		i++
+		for !c.PollUntil(&arrived, time.Millisecond) {
+		}
+	}
+	for range 20 { // warm up: dial, handshake, buffers
+		one()
+	}
+	if allocs := testing.AllocsPerRun(200, one); allocs > 0 {
+		t.Fatalf("%.2f allocations per frame, want 0", allocs)
+	}
+	if st := c.Stats(); st.Polled == 0 || st.Polled == st.FramesIn {
+		t.Fatalf("stats %+v: want frames delivered by the caller and by the reader", st)
+	}
+}

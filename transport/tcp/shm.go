@@ -223,6 +223,9 @@ type shmConn struct {
 	watched      chan struct{} // closed when the watcher ended
 	closed       chan struct{} // closed by Close
 	closing      atomic.Bool   // set by Close, before closed is closed
+	// timers are wait's, the writer's and the reader's (each used by one
+	// goroutine at a time: under wmu, and by the reader goroutine).
+	timers [2]*time.Timer
 	closeOnce    sync.Once
 	rmu, wmu     sync.Mutex   // one reader, one writer at a time
 	use          sync.RWMutex // held shared by Read and Write, exclusively to unmap
@@ -303,9 +306,19 @@ func (c *shmConn) wait(reading, arm bool, dl int64) error {
 			disarm()
 			return os.ErrDeadlineExceeded
 		}
-		tm := time.NewTimer(d)
-		defer tm.Stop()
-		timeout = tm.C
+		// One timer per side, made once: the reader parks with a
+		// deadline at every frame while callers poll (await).
+		tm := &c.timers[0]
+		if reading {
+			tm = &c.timers[1]
+		}
+		if *tm == nil {
+			*tm = time.NewTimer(d)
+		} else {
+			(*tm).Reset(d)
+		}
+		defer (*tm).Stop()
+		timeout = (*tm).C
 	}
 	select {
 	case <-wake:
