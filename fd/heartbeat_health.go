@@ -24,17 +24,33 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 // little evidence of waits longest: the suspect's refutation goes through
 // the suspect's own links, which may be the slow ones, while the notice
 // went around them; and one lost insurance heartbeat is a silence of
-// T_insurance. The monitors that timed out declare a real crash first,
+// T_insurance. A monitor's own suspicion waits as long when the link lost
+// a message lately (lossy). The monitors that timed out declare a real
+// crash first,
 // and one declaration is enough for the membership above.) A suspicion
 // from a refused connection is first-hand evidence too (nothing listens
 // at the peer's address) and waits as a monitor's does.
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
-	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 || r.flags&hbRefused != 0)
+	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 && !h.lossy(r) || r.flags&hbRefused != 0)
 	if !own && h.health.on() {
 		f = time.Duration(1 + h.cfg.LocalHealthMax)
 	}
 	return max(h.health.from(r.mark)+h.cfg.Broken*f, r.hold)
+}
+
+// lossMemory is how many of a peer's announced intervals a gap that
+// looked like a lost message counts against its link (lossy).
+const lossMemory = 64
+
+// lossy reports whether r's link lost a message (a gap of at least 1.75
+// announced intervals) within the last lossMemory intervals. A monitor's
+// own suspicion of a peer on such a link waits for its refutation as long
+// as one heard of does: silence there is as likely a run of losses as a
+// crash (three in a row, at 5% loss, about once a minute at 10 heartbeats
+// a second), and the refutation crosses the same link.
+func (h *HeartbeatDetector) lossy(r *hbPeer) bool {
+	return r.lossAt >= 0 && r.expect > 0 && h.env.Now()-r.lossAt < lossMemory*r.expect
 }
 
 // recheck postpones an accusation that a timer late by late would make:
@@ -91,16 +107,20 @@ func (h *HeartbeatDetector) armed(due time.Duration) {
 
 // measure updates r's slack with the gap that ends at at: the excess of
 // the gap over the interval r announced, kept as a decayed maximum (it
-// halves in about 22 messages). A gap during which this process itself
-// was late says nothing about r and is skipped.
+// halves in about 22 messages); and notes when a gap looked like a lost
+// message (lossy), even one that made r suspected. A gap during which
+// this process itself was late says nothing about r and is skipped.
 func (h *HeartbeatDetector) measure(r *hbPeer, at time.Duration) {
-	if !h.health.on() || r.expect == 0 || r.state != HeartbeatAlive {
-		return
-	}
-	if h.health.lateAt >= r.lastRecv {
+	if !h.health.on() || r.expect == 0 || h.health.lateAt >= r.lastRecv {
 		return
 	}
 	excess := at - r.lastRecv - r.expect
+	if 4*excess >= 3*r.expect {
+		r.lossAt = at // three quarters of an interval late: most likely a lost message
+	}
+	if r.state != HeartbeatAlive {
+		return // the gap made a suspicion: not a measure of the link's jitter
+	}
 	if excess > r.slack {
 		if 2*excess > h.cfg.Timeout && 2*r.slack <= h.cfg.Timeout {
 			h.health.stats.Adaptions++

@@ -89,7 +89,7 @@ func deadRootProposal(t *testing.T) *script {
 	}
 	// n2 gives up on n1 (no ACK) and proposes without it; n0 accepts, n2
 	// commits and crashes before its commit leaves.
-	for range 10 {
+	for range 20 {
 		s.advance(10 * time.Millisecond)
 		for s.drop(lose); s.step(); s.drop(lose) {
 		}

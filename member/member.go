@@ -512,15 +512,24 @@ func (m *Member) ackWait(v *view) time.Duration {
 	return time.Duration(max(1, v.levelsBelow(m.self))) * m.cfg.AckTimeout
 }
 
-// ackWaits is how many ACK waits a node lets pass before it reports a
-// silent child: 2 (the proposal goes again at the first, see
-// onAckTimeout), 1 under PartitionMajority.
+// ackWaits is how many ACK waits pass before a node reports a silent
+// child: 3, the first and, after the proposal goes again, two more (see
+// onAckTimeout); 1 under PartitionMajority.
 func (m *Member) ackWaits() int {
 	if m.cfg.Partition == PartitionMajority {
 		return 1
 	}
-	return 2
+	return 1 + ackRetryWaits
 }
+
+// ackRetryWaits is the length of the wait after the proposal goes again,
+// in ACK waits: the repeated ACK of a child whose first ACK was lost
+// leaves only when the repeated proposal arrives, and then crosses the
+// child's link, which may be the slow one, so it comes about one wait
+// after the first wait's end (a leaf whose messages take 200 ms answers
+// at 400 ms a proposal sent again at 200 ms). Two waits leave it that
+// margin.
+const ackRetryWaits = 2
 
 // commitWait is how long a node that acknowledged v waits for its commit.
 func (m *Member) commitWait(v *view) time.Duration {
@@ -1202,8 +1211,8 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // onAckTimeout reports the children that did not acknowledge as failed
 // (§3.5: "the node that fails to get an acknowledgment from the dead node
 // informs the root through a NODE_FAILURE"), at the second timeout: at the
-// first, the proposal goes again to the silent children and the wait
-// starts again. One lost message (the proposal, or an ACK, which a child
+// first, the proposal goes again to the silent children and a wait twice
+// as long starts (ackRetryWaits). One lost message (the proposal, or an ACK, which a child
 // repeats when the proposal comes again), or a child whose messages are
 // slow, therefore no longer excludes a live child and its subtree; a
 // crashed child is excluded one wait later, unless its failure detector's
@@ -1218,7 +1227,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 	if m.acc == nil || m.acc.epoch != epoch || m.ackSent {
 		return
 	}
-	if !m.ackRetry && m.ackWaits() == 2 {
+	if !m.ackRetry && m.ackWaits() > 1 {
 		m.ackRetry = true
 		again := false
 		for _, c := range m.acc.children(m.self) {
@@ -1228,7 +1237,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 			}
 		}
 		if again {
-			m.arm(tAck, m.ackWait(m.acc), epoch)
+			m.arm(tAck, ackRetryWaits*m.ackWait(m.acc), epoch)
 			return
 		}
 	}

@@ -136,13 +136,15 @@ func TestFailureFoundDuringStabilization(t *testing.T) {
 	s.advance(s.cfg.AckTimeout) // n2 (one level above the leaves) tries n5 again
 	s.deliver()
 	s.expectTrace("n2->n5 FAILED_NODE 2.n0 -[n1] +[] (lost)")
-	s.advance(s.cfg.AckTimeout) // and gives up on n5
+	s.advance(s.cfg.AckTimeout)
 	s.deliver()
-	// The root's first wait (two levels) ends too: it tries n2 again, which
-	// has not acknowledged yet and ignores the copy. New view [n0 n2 n3 n4
-	// n6]: n0 → n2 n3; n2 → n4 n6.
+	// The root's first wait (two levels) ends: it tries n2 again, which
+	// has not acknowledged yet and ignores the copy.
+	s.expectTrace("n0->n2 FAILED_NODE 2.n0 -[n1] +[]")
+	s.advance(s.cfg.AckTimeout) // n2's second wait, twice as long, ends: it gives up on n5
+	s.deliver()
+	// New view [n0 n2 n3 n4 n6]: n0 → n2 n3; n2 → n4 n6.
 	s.expectTrace(
-		"n0->n2 FAILED_NODE 2.n0 -[n1] +[]",
 		"n2->n0 NODE_FAILURE [n5]",
 		"n0->n2 FAILURE_DET_ACK [n5]",
 		"n0->n2 FAILED_NODE 3.n0 -[n1 n5] +[]",
@@ -485,7 +487,7 @@ func TestExcludedNodeIgnoredUntilRejoin(t *testing.T) {
 	s.advance(2 * s.cfg.AckTimeout) // n1 does not acknowledge: the root tries again
 	s.deliver()
 	s.expectTrace("n0->n1 NEW_NODE_JOIN 3.n0 -[] +[n3] (lost)")
-	s.advance(2 * s.cfg.AckTimeout) // and gives up on n1
+	s.advance(2 * ackRetryWaits * s.cfg.AckTimeout) // and, after a wait twice as long, gives up on n1
 	s.deliver()
 	s.takeTrace()
 	s.expectView("4.n0", ids(0, 2, 4, 3), ids(0, 2, 3, 4)...)
@@ -702,7 +704,7 @@ func TestLostCommitQueried(t *testing.T) {
 		s.drop(func(from, to core.NodeID, m core.Msg) bool { _, ok := m.(*Commit); return ok && to == 6 })
 	}
 	s.takeTrace()
-	s.advance(s.cfg.CommitTimeout + 2*3*s.cfg.AckTimeout)
+	s.advance(s.cfg.CommitTimeout + (1+ackRetryWaits)*3*s.cfg.AckTimeout) // commitWait of a 3-level tree
 	s.deliver()
 	s.expectTrace(
 		"n6->n0 VIEW_QUERY 2.n0",

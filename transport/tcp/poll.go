@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Polling before parking (Transport.SetSpin). A reader that has just
@@ -153,14 +154,53 @@ func (r *pollReader) Read(b []byte) (int, error) {
 // polling time runs; false parks the caller until fd is readable.
 func (r *pollReader) readFD(fd uintptr) bool {
 	for polls := 0; ; {
-		r.n, r.rerr = syscall.Read(int(fd), r.b)
+		n, errno := rawRead(fd, r.b)
+		r.n, r.rerr = n, nil
+		if errno != 0 {
+			r.n, r.rerr = 0, errno
+		}
 		switch {
-		case r.rerr == syscall.EINTR:
+		case errno == syscall.EINTR:
 			continue
-		case r.rerr != syscall.EAGAIN:
+		case errno != syscall.EAGAIN:
 			return true
 		case !r.poll.again(&polls, r.poll.last.Load()):
 			return false // park until readable, then read once more
 		}
 	}
+}
+
+// Raw reads and writes of a socket, which is non-blocking (Go's netpoller
+// makes it so): the system call cannot block, so it need not tell the Go
+// scheduler, as syscall.Read and Write (and net.Conn's) do. Entering the
+// scheduler's system-call state wakes the runtime's monitor thread
+// (sysmon) when it sleeps, which is always in an idle process; woken so,
+// it polls in 20 µs sleeps until the process is idle again. An idle rank
+// of a 16-rank job with the 100 ms heartbeat detector made about 320
+// context switches a second that way, most of its processor time (perf
+// stat). The doorbells and wake-up reads of shared-memory connections and
+// the polling reads use these.
+
+// rawRead reads b from fd with one read(2); errno is 0 on success.
+func rawRead(fd uintptr, b []byte) (int, syscall.Errno) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), 0
+}
+
+// rawWrite writes b to fd with one write(2); errno is 0 on success.
+func rawWrite(fd uintptr, b []byte) (int, syscall.Errno) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), 0
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -215,7 +216,8 @@ type shmConn struct {
 	// handoff is raised by a caller that left the reader goroutine
 	// something beyond the ring (bytes in the frame reader, or its error).
 	handoff atomic.Bool
-	try     io.Reader // tryReader of this connection, made once
+	try     io.Reader       // tryReader of this connection, made once
+	raw     syscall.RawConn // sock's, for raw reads and writes; nil: sock's own
 	// wakeR and wakeW (capacity 1) tell the reader and the writer that a
 	// wake-up byte came (the byte does not say for whom: both look).
 	wakeR, wakeW chan struct{}
@@ -225,14 +227,14 @@ type shmConn struct {
 	closing      atomic.Bool   // set by Close, before closed is closed
 	// timers are wait's, the writer's and the reader's (each used by one
 	// goroutine at a time: under wmu, and by the reader goroutine).
-	timers [2]*time.Timer
-	closeOnce    sync.Once
-	rmu, wmu     sync.Mutex   // one reader, one writer at a time
-	use          sync.RWMutex // held shared by Read and Write, exclusively to unmap
-	unmap        func()
-	wshut        atomic.Bool
-	readDL       atomic.Int64 // deadlines, Unix ns; 0 none
-	writeDL      atomic.Int64
+	timers    [2]*time.Timer
+	closeOnce sync.Once
+	rmu, wmu  sync.Mutex   // one reader, one writer at a time
+	use       sync.RWMutex // held shared by Read and Write, exclusively to unmap
+	unmap     func()
+	wshut     atomic.Bool
+	readDL    atomic.Int64 // deadlines, Unix ns; 0 none
+	writeDL   atomic.Int64
 }
 
 // doorbell is the wake-up byte (its value means nothing).
@@ -247,6 +249,11 @@ func newShmConn(sock net.Conn, in, out *ring, unmap func(), pending bool) *shmCo
 		wakeR: make(chan struct{}, 1), wakeW: make(chan struct{}, 1),
 		gone: make(chan struct{}), watched: make(chan struct{}), closed: make(chan struct{})}
 	c.try = tryReader{c}
+	if sc, ok := sock.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
 	if pending {
 		c.poke()
 	}
@@ -257,13 +264,74 @@ func newShmConn(sock net.Conn, in, out *ring, unmap func(), pending bool) *shmCo
 // watch reads wake-up bytes from the socket until it ends.
 func (c *shmConn) watch() {
 	defer close(c.watched)
-	var buf [64]byte
+	read := c.sockReader()
 	for {
-		if _, err := c.sock.Read(buf[:]); err != nil {
+		if err := read(); err != nil {
 			close(c.gone)
 			return
 		}
 		c.poke()
+	}
+}
+
+// sockReader returns the watcher's read of wake-up bytes from the socket:
+// raw reads (see rawRead) when it can, the socket's Read otherwise; its
+// error is io.EOF at the socket's end. The function is made once.
+func (c *shmConn) sockReader() func() error {
+	var buf [64]byte
+	if c.raw == nil {
+		return func() error {
+			_, err := c.sock.Read(buf[:])
+			return err
+		}
+	}
+	var rerr error
+	readFD := func(fd uintptr) bool {
+		for {
+			n, errno := rawRead(fd, buf[:])
+			switch {
+			case errno == syscall.EINTR:
+				continue
+			case errno == syscall.EAGAIN:
+				return false // park until readable
+			case errno != 0:
+				rerr = errno
+			case n == 0:
+				rerr = io.EOF
+			}
+			return true
+		}
+	}
+	return func() error {
+		rerr = nil
+		if err := c.raw.Read(readFD); err != nil {
+			return err
+		}
+		return rerr
+	}
+}
+
+// writeDoorbell writes the wake-up byte, with a raw write (see rawRead)
+// when it can. A failure shows as the socket's end, to the watcher.
+func (c *shmConn) writeDoorbell() {
+	if c.raw == nil {
+		c.sock.Write(doorbell)
+		return
+	}
+	c.raw.Write(writeDoorbellFD)
+}
+
+// writeDoorbellFD is writeDoorbell's RawConn function (a closure per
+// write would allocate): false waits until the socket is writable.
+func writeDoorbellFD(fd uintptr) bool {
+	for {
+		switch _, errno := rawWrite(fd, doorbell); errno {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		return true
 	}
 }
 
@@ -272,7 +340,7 @@ func (c *shmConn) ring(r *ring, flag int) {
 	if r.u32(flag).Load() == 0 || !r.u32(flag).CompareAndSwap(1, 0) {
 		return
 	}
-	c.sock.Write(doorbell) // a failure shows as the socket's end
+	c.writeDoorbell()
 }
 
 // wait sleeps until a wake-up, the peer's death, Close or deadline dl
