@@ -25,7 +25,9 @@ import (
 //     Env.Rand) and makes sure each receives a message from it at least
 //     every Interval: a [HeartbeatMsg] announcing Interval, unless some
 //     other message (of any layer) already went to that monitor within
-//     Interval (§4.2.1, §4.2.3). Other traffic replaces heartbeats only
+//     Interval (§4.2.1, §4.2.3). Heartbeats owed to several monitors
+//     within half an Interval go together, the later ones early, so
+//     that a process wakes once per Interval for all of them. Other traffic replaces heartbeats only
 //     once a heartbeat has told the monitor the interval (a monitor waits
 //     for nothing it was not told to expect), and a monitor still gets one
 //     heartbeat every Insurance under traffic, in case that announcement
@@ -111,11 +113,14 @@ import (
 // longer, never more than T_interval + (1 + H)·T_timeout; and T_broken
 // becomes T_broken·(1 + score) ≤ (1 + H)·T_broken for a suspicion a
 // monitor made itself, and (1 + H)·T_broken for one a process only heard
-// of by notice or made from a peer's insurance alone (as in Lifeguard: the
-// suspect's refutation crosses the suspect's own, possibly slow, links
-// while the notice went around them, and one lost insurance heartbeat is
-// a silence of T_insurance, not of a few intervals; the monitors still
-// declare first, and the membership needs one declaration). A monitor
+// of by notice, made from a peer's insurance alone, or made as a monitor
+// of a peer whose link lost a heartbeat within the last 64 intervals (as
+// in Lifeguard: the suspect's refutation crosses the suspect's own,
+// possibly slow, links while the notice went around them; one lost
+// insurance heartbeat is a silence of T_insurance, not of a few
+// intervals; and on a link that loses messages a run of losses looks like
+// a crash; the monitors of a clean link still declare first, and the
+// membership needs one declaration). A monitor
 // that is itself late (a timer more than LateTolerance past its deadline) counts
 // the silence from the moment it caught up, and a timer late by any
 // amount re-checks once, as late again, before it accuses. So every live

@@ -96,8 +96,11 @@
 // (FAILURE_ACK, NEW_NODE_JOIN_ACK or ALIVE_NODE_JOIN_ACK) once all its
 // children have. A parent whose subtree is h levels deep waits h×AckTimeout,
 // sends the Prepare again to the children that stayed silent (a child that
-// had acknowledged repeats its ACK) and waits as long again, so that one
-// lost message or a slow child does not exclude a live subtree (under
+// had acknowledged repeats its ACK) and waits twice as long again (the
+// repeated ACK of a child whose first was lost leaves only when the
+// repeated Prepare arrives, then crosses the child's own, maybe slow,
+// link), so that one lost message or a slow child does not exclude a
+// live subtree (under
 // PartitionMajority it does not retry, see onAckTimeout); a child still
 // silent is reported as failed (NODE_FAILURE, §3.4–3.5),
 // and the root restarts the proposal with the longer list (§3.5: "the root
