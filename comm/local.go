@@ -148,6 +148,7 @@ func newStack(self core.NodeID, ids []core.NodeID, o options, det group.Detector
 	cfg := group.DefaultLocalConfig()
 	cfg.ID = self
 	cfg.Detector = det
+	cfg.AlignHeartbeats = true
 	if o.fanout != 0 {
 		cfg.Fanout = o.fanout
 	}

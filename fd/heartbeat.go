@@ -204,6 +204,11 @@ type HeartbeatDetector struct {
 	health  health
 	nextDue time.Duration
 
+	// With HeartbeatConfig.SharedClock, heartbeats fall due at the
+	// times t of Env's clock where t − gridOff is a multiple of Interval.
+	aligned bool
+	gridOff time.Duration
+
 	stats HeartbeatStats
 }
 
@@ -367,7 +372,24 @@ func (h *HeartbeatDetector) Start(env core.Env) {
 	h.env = env
 	h.self = env.Self()
 	h.started = true
+	if h.cfg.SharedClock != nil {
+		h.aligned, h.gridOff = true, posMod(env.Now()-h.cfg.SharedClock.Now(), h.cfg.Interval)
+	}
 	h.setMembers(h.epoch, h.members, true)
+}
+
+// gridFloor is the latest time at most t where the shared clock is a
+// multiple of Interval (SharedClock).
+func (h *HeartbeatDetector) gridFloor(t time.Duration) time.Duration {
+	return t - posMod(t-h.gridOff, h.cfg.Interval)
+}
+
+// posMod is a mod m in [0, m).
+func posMod(a, m time.Duration) time.Duration {
+	if a %= m; a < 0 {
+		a += m
+	}
+	return a
 }
 
 // SetConfig changes the parameters while running (the paper's
@@ -781,6 +803,9 @@ func (h *HeartbeatDetector) chooseMonitors(initial bool) {
 			// At start nothing was sent yet: the first heartbeat goes at a
 			// random point of the first interval.
 			first := h.env.Now() - h.cfg.Interval + h.jitter(h.cfg.Interval)
+			if h.aligned { // at the next point of the shared grid
+				first = h.gridFloor(h.env.Now()+h.cfg.Interval-1) - h.cfg.Interval
+			}
 			r.lastSend, r.beatAt = first, first
 		} else {
 			r.beatAt = h.env.Now()
@@ -874,6 +899,9 @@ func (h *HeartbeatDetector) sendDue(r *hbPeer) (time.Duration, bool) {
 	}
 	if r.sentNext > 0 && r.flags&hbMonitor != 0 {
 		due = min(due, r.toldAt+h.cfg.Insurance)
+	}
+	if h.aligned && r.lastSend == r.beatAt {
+		due = h.gridFloor(due) // only heartbeats on this link: keep them on the grid
 	}
 	return due, true
 }

@@ -116,6 +116,24 @@ type HeartbeatConfig struct {
 	// LateTolerance is how late a timer may fire, after its deadline,
 	// and still count as on time. 0 means T_timeout/2. Must be ≥ 0.
 	LateTolerance time.Duration
+
+	// SharedClock, if set, tells the time of a clock that the job's
+	// processes share (a runtime gives the wall clock; only its value
+	// modulo Interval matters). It is read once, at Start. Heartbeats
+	// then fall due where that clock is a multiple of Interval, in every
+	// process alike (never later than owed: the first one comes early),
+	// so that the processes of a host send theirs, and receive each
+	// other's, in one wake-up per Interval rather than one per message.
+	// A link that carries other traffic is not aligned (its traffic
+	// stands in for heartbeats as usual). Nil (the default, and in the
+	// simulator): each process picks a random point of its first
+	// interval.
+	SharedClock Clock
+}
+
+// A Clock tells the time (HeartbeatConfig.SharedClock).
+type Clock interface {
+	Now() time.Duration
 }
 
 // lateTolerance is LateTolerance with its default applied.

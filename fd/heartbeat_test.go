@@ -938,3 +938,54 @@ func TestHeartbeatLossyLinkSuspicionWaitsLonger(t *testing.T) {
 		})
 	}
 }
+
+// fixedClock is a shared clock that reads its own value plus the
+// detector's environment's time: processes whose environments started at
+// different moments of it (offsets) share it.
+type fixedClock struct {
+	env    *coretest.Env
+	offset time.Duration
+}
+
+func (c fixedClock) Now() time.Duration { return c.env.T + c.offset }
+
+// With a shared clock, every process sends its heartbeats when that clock
+// is a multiple of the interval, whenever it started: the first one comes
+// at the first such point (early, never late), then one every interval,
+// to all its monitors at once.
+func TestHeartbeatSharedClockAligns(t *testing.T) {
+	cfg := bigCfg()
+	cfg.Monitors = 3
+	cfg.RingNeighbors = 0
+	for i, offset := range []time.Duration{0, 37 * time.Millisecond, 4*time.Second + 999*time.Millisecond, -1234 * time.Millisecond} {
+		env := coretest.NewEnv(5, uint64(i+1))
+		c := cfg
+		c.SharedClock = fixedClock{env, offset}
+		h, err := NewHeartbeat(c, ids(20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.AdvanceTo(time.Duration(i)*time.Second, h) // start at another time of the env's clock
+		h.Start(env)
+		start := env.T
+		env.AdvanceTo(start+10*cfg.Interval-1, h)
+		at := map[core.NodeID][]time.Duration{}
+		for _, s := range sentOf[HeartbeatMsg](env.TakeSent()) {
+			at[s.To] = append(at[s.To], s.At)
+		}
+		ms := h.Monitors()
+		for _, m := range ms {
+			if len(at[m]) != 10 || !slices.Equal(at[m], at[ms[0]]) {
+				t.Fatalf("offset %v: heartbeats at %v to %v and at %v to %v: want 10 each, together", offset, at[m], m, at[ms[0]], ms[0])
+			}
+			for k, a := range at[m] {
+				if shared := a + offset; shared%cfg.Interval != 0 {
+					t.Fatalf("offset %v: heartbeat at %v (shared clock %v): not a multiple of %v", offset, a, shared, cfg.Interval)
+				}
+				if k == 0 && a-start >= cfg.Interval {
+					t.Fatalf("offset %v: first heartbeat %v after the start, want within one interval", offset, a-start)
+				}
+			}
+		}
+	}
+}

@@ -94,6 +94,13 @@ type Config struct {
 	// intervals (Phoenix's ratio), so a quiet node sends about
 	// (k + (k+2)/40)/T messages per second, whatever the group's size.
 	HeartbeatInterval time.Duration
+	// AlignHeartbeats makes the heartbeat detector send its heartbeats
+	// when the wall clock is a multiple of HeartbeatInterval, as every
+	// node that sets it does (fd.HeartbeatConfig.SharedClock): the nodes
+	// of a host then wake together once per interval, rather than once
+	// per heartbeat sent or received. For real processes (package comm
+	// sets it); a simulation leaves it off.
+	AlignHeartbeats bool
 	// SuspectTimeout is the heartbeat detector's silence before a monitor
 	// suspects a node (T_timeout).
 	SuspectTimeout time.Duration

@@ -117,8 +117,17 @@ func (c *Config) heartbeatConfig() fd.HeartbeatConfig {
 	h.FullMeshMax = 0
 	h.Timeout = c.SuspectTimeout
 	h.Broken = c.FailTimeout
+	if c.AlignHeartbeats {
+		h.SharedClock = wallClock{}
+	}
 	return h
 }
+
+// wallClock is the system's wall clock, which the processes of a host
+// share (fd.HeartbeatConfig.SharedClock).
+type wallClock struct{}
+
+func (wallClock) Now() time.Duration { return time.Duration(time.Now().UnixNano()) }
 
 // newDetector returns the detector machine of c watching members (nil for
 // a joiner that learns its view later). For DetectorOff it returns nil.
