@@ -28,31 +28,38 @@ import (
 // ends, for up to d at a time, with pauses of random length between
 // (so that the readers also park, armed or not, and take over).
 func pollWhileTesting(t *testing.T, tr *tcp.Transport, d time.Duration, stream uint64) {
-	stop := make(chan struct{})
+	t.Cleanup(startPollers(tr, 2, d, stream))
+}
+
+// startPollers starts n goroutines that poll tr for up to d at a time
+// until the returned function, which waits for them, is called; with a
+// stream (> 0), each pauses for random times between polls.
+func startPollers(tr *tcp.Transport, n int, d time.Duration, stream uint64) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for g := range uint64(2) {
+	for g := range uint64(n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(*seed, 100+2*stream+g))
+			rng := rand.New(rand.NewPCG(*seed, 100+uint64(n)*stream+g))
 			var never atomic.Bool
 			for {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
 				tr.PollUntil(&never, d)
-				if rng.IntN(4) == 0 {
+				if stream > 0 && rng.IntN(4) == 0 {
 					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 				}
 			}
 		}()
 	}
-	t.Cleanup(func() {
-		close(stop)
+	return func() {
+		close(done)
 		wg.Wait()
-	})
+	}
 }
 
 // shmPollPair returns transports a → c over shared memory, polling for
@@ -248,23 +255,7 @@ func TestPollUntilPeerDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Wait(t, transporttest.Timeout, "the first frame", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 1 })
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var never atomic.Bool
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c.PollUntil(&never, time.Millisecond)
-			}
-		}()
-	}
+	stop := startPollers(c, 3, time.Millisecond, 0)
 	go func() {
 		for i := uint64(1); ; i++ {
 			if a.Send(ctx, 2, wire.Frame{Kind: transporttest.KindTest, Payload: transporttest.Payload(i, 100)}) != nil {
@@ -275,8 +266,7 @@ func TestPollUntilPeerDies(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	a.Close()
 	rec.Wait(t, transporttest.Timeout, "a hint about node 1", func(_ []wire.Frame, hs []core.PeerHint) bool { return len(hs) > 0 })
-	close(stop)
-	wg.Wait()
+	stop()
 	inSequence(t, rec.Frames())
 	var never atomic.Bool
 	if c.PollUntil(&never, time.Hour) {

@@ -151,7 +151,7 @@ func factory(path pathKind) transporttest.Factory {
 				t.Fatal(err)
 			}
 			if path.callers {
-				pollWhileTesting(t, tr, path.spin, uint64(i))
+				pollWhileTesting(t, tr, path.spin, uint64(i+1))
 			}
 			ts[i] = tr
 		}
