@@ -31,7 +31,8 @@ import (
 // without raising its ring's flag, so the peer does not ring a doorbell
 // (a system call on its side, a wake-up on ours) for every frame that a
 // caller will read anyway; it looks again every millisecond and raises
-// its flag once no caller polls (shmConn.await).
+// its flag once no caller polls (shmConn.await), and a caller that polled
+// in vain wakes it before it goes to wait for the reader's delivery.
 
 // progressYield is how often a polling caller yields to the process's
 // other goroutines (and every 16th time to the system's threads): a
