@@ -27,13 +27,14 @@ import (
 //     other message (of any layer) already went to that monitor within
 //     Interval (§4.2.1, §4.2.3). Heartbeats owed to several monitors
 //     within half an Interval go together, the later ones early, so
-//     that a process wakes once per Interval for all of them. Other traffic replaces heartbeats only
-//     once a heartbeat has told the monitor the interval (a monitor waits
-//     for nothing it was not told to expect), and a monitor still gets one
-//     heartbeat every Insurance under traffic, in case that announcement
-//     was lost. A monitor that leaves the member list or
-//     is suspected is replaced by a new random one, which is told at once;
-//     the old one is told to expect only insurance from now on.
+//     that a process wakes once per Interval for all of them. Other
+//     traffic replaces heartbeats only once a heartbeat has told the
+//     monitor the interval (a monitor waits for nothing it was not told
+//     to expect), and a monitor still gets one heartbeat every Insurance
+//     under traffic, in case that announcement was lost. A monitor that
+//     leaves the member list or is suspected is replaced by a new random
+//     one, which is told at once; the old one is told to expect only
+//     insurance from now on.
 //   - It sends insurance heartbeats, announcing Insurance, to every other
 //     connection at least every Insurance (§4.2.2), again only when no
 //     other message went there.

@@ -26,10 +26,9 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 // went around them; and one lost insurance heartbeat is a silence of
 // T_insurance. A monitor's own suspicion waits as long when the link lost
 // a message lately (lossy). The monitors that timed out declare a real
-// crash first,
-// and one declaration is enough for the membership above.) A suspicion
-// from a refused connection is first-hand evidence too (nothing listens
-// at the peer's address) and waits as a monitor's does.
+// crash first, and one declaration is enough for the membership above.)
+// A suspicion from a refused connection is first-hand evidence too
+// (nothing listens at the peer's address) and waits as a monitor's does.
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
 	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 && !h.lossy(r) || r.flags&hbRefused != 0)

@@ -154,10 +154,10 @@ func (r *pollReader) Read(b []byte) (int, error) {
 // polling time runs; false parks the caller until fd is readable.
 func (r *pollReader) readFD(fd uintptr) bool {
 	for polls := 0; ; {
-		n, errno := rawRead(fd, r.b)
+		n, errno := rawRead(fd, r.b) // n is 0 on an error
 		r.n, r.rerr = n, nil
 		if errno != 0 {
-			r.n, r.rerr = 0, errno
+			r.rerr = errno
 		}
 		switch {
 		case errno == syscall.EINTR:

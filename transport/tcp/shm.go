@@ -349,7 +349,7 @@ func (c *shmConn) ring(r *ring, flag int) {
 // header and checks the ring once more (the futex pattern: the peer
 // either sees the flag or we see its change). A reader that callers are
 // polling for waits without its flag (unarmed): the peer need not ring,
-// and the last caller to stop wakes it (progress.go).
+// and the reader looks again soon (await).
 func (c *shmConn) wait(reading, arm bool, dl int64) error {
 	r, flag, wake := c.out, offWWaiting, c.wakeW
 	if reading {
@@ -450,25 +450,7 @@ func (c *shmConn) readableLocked() bool {
 // the ends).
 type tryReader struct{ c *shmConn }
 
-func (t tryReader) Read(b []byte) (int, error) {
-	c := t.c
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	c.use.RLock()
-	defer c.use.RUnlock()
-	if c.isClosed() {
-		return 0, wire.ErrWouldBlock
-	}
-	n, err := c.in.read(b)
-	switch {
-	case err != nil:
-		return 0, err
-	case n == 0:
-		return 0, wire.ErrWouldBlock
-	}
-	c.ring(c.in, offWWaiting)
-	return n, nil
-}
+func (t tryReader) Read(b []byte) (int, error) { return t.c.readRing(b, false) }
 
 // pending reports whether c.in holds bytes not yet read (false once
 // closed).
@@ -484,7 +466,11 @@ func (c *shmConn) pending() bool {
 func (c *shmConn) isClosed() bool { return c.closing.Load() }
 
 // Read reads the peer's stream from the ring.
-func (c *shmConn) Read(b []byte) (int, error) {
+func (c *shmConn) Read(b []byte) (int, error) { return c.readRing(b, true) }
+
+// readRing is Read (block) and tryReader's Read (!block: whatever would
+// wait, or report the connection's end, is wire.ErrWouldBlock instead).
+func (c *shmConn) readRing(b []byte, block bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -493,6 +479,9 @@ func (c *shmConn) Read(b []byte) (int, error) {
 	c.use.RLock()
 	defer c.use.RUnlock()
 	if c.isClosed() {
+		if !block {
+			return 0, wire.ErrWouldBlock
+		}
 		return 0, net.ErrClosed
 	}
 	r := c.in
@@ -505,6 +494,9 @@ func (c *shmConn) Read(b []byte) (int, error) {
 		if n > 0 {
 			c.ring(r, offWWaiting)
 			return n, nil
+		}
+		if !block {
+			return 0, wire.ErrWouldBlock
 		}
 		// Nothing published: the end of the stream, the end of the
 		// connection, or wait. The flags are read before the ring is

@@ -330,7 +330,7 @@ type conn struct {
 	idleTicks int
 }
 
-// newConn makes the connection of a finished handshake; spin is the
+// newConn makes the connection of a finished handshake, polling for the
 // transport's polling time (poll.go).
 func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, initiator bool, remote string) *conn {
 	c := &conn{nc: nc, fr: fr, peer: id, initiator: initiator, remote: remote, unix: isUnix(nc),
