@@ -145,7 +145,11 @@ import (
 // (§4.3): the suspect itself receives the notice (the detecting process
 // sends it directly), raises its incarnation and broadcasts an Alive
 // notice, which clears the suspicion everywhere; if that happens within
-// T_broken, nobody declares the failure. A process that hears from a
+// T_broken, nobody declares the failure. A suspicion of an older
+// incarnation than the suspect's is refuted too, at the current one (not
+// within T_broken of its last refutation): processes that saw the suspect
+// leave the view and come back forgot its incarnation and would believe
+// it. A process that hears from a
 // suspect directly clears its own suspicion at once and sends it the
 // notice. A restarted process learns the same way, from the first monitor
 // it beats to, that it had been declared failed; its refutation makes
@@ -184,6 +188,8 @@ type HeartbeatDetector struct {
 	peerIDs  []core.NodeID // peers[i].id, searched without touching the records
 	monitors []core.NodeID
 	inc      uint64 // this process's incarnation (refutations raise it)
+	// refutedAt is when this process last broadcast a refutation (-1 never).
+	refutedAt time.Duration
 
 	started  bool
 	selfSend bool // inside our own Env.Send: ObserveSend must ignore it
@@ -314,7 +320,7 @@ func NewHeartbeat(cfg HeartbeatConfig, members []core.NodeID) (*HeartbeatDetecto
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1,
+	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1, refutedAt: -1,
 		health: newHealth(cfg.LocalHealthMax, cfg.lateTolerance(), cfg.Interval)}, nil
 }
 
@@ -1073,8 +1079,17 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 		switch {
 		case !n.Alive && n.Inc >= h.inc:
 			h.inc = n.Inc + 1
-			h.stats.Refutations++
-			h.forward(HeartbeatNotice{Subject: h.self, Inc: h.inc, Alive: true}, core.None)
+			h.refute()
+		case !n.Alive && (h.refutedAt < 0 || h.env.Now()-h.refutedAt >= h.cfg.Broken):
+			// A suspicion of an older incarnation. Whoever sent it
+			// never learnt the newer one, and neither may others: the
+			// processes that saw this process leave the view and come
+			// back forgot what they knew of it. Refute it with the
+			// current incarnation, which every process that already
+			// has it drops unforwarded. Copies within T_broken of a
+			// refutation (the other monitors' notices of the same
+			// silence) are covered by it.
+			h.refute()
 		case n.Alive && n.Inc > h.inc:
 			h.inc = n.Inc
 		}
@@ -1126,6 +1141,13 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 	}
 	h.forward(n, from)
 	h.schedule(r)
+}
+
+// refute broadcasts that this process is alive at its incarnation.
+func (h *HeartbeatDetector) refute() {
+	h.stats.Refutations++
+	h.refutedAt = h.env.Now()
+	h.forward(HeartbeatNotice{Subject: h.self, Inc: h.inc, Alive: true}, core.None)
 }
 
 // forward sends n to the members at distances 1, 2, 4, … after us in the

@@ -728,7 +728,26 @@ func TestHeartbeatNotices(t *testing.T) {
 		n, ok := s.Msg.(HeartbeatNotice)
 		return ok && n.Subject == 3
 	}) {
-		t.Errorf("a stale suspicion of itself was refuted again")
+		t.Errorf("a stale suspicion of itself was refuted again within T_broken of its refutation")
+	}
+	// Later, a suspicion of the older incarnation is refuted again, at the
+	// current one: its sender (a process that saw this one leave the view
+	// and come back forgets its incarnation) and those it told would
+	// otherwise declare this live process failed.
+	env.Advance(cfg.Broken, h)
+	env.TakeSent()
+	h.Receive(6, HeartbeatNotice{Subject: 3, Inc: 0})
+	refutations = 0
+	for _, s := range sentOf[HeartbeatNotice](env.TakeSent()) {
+		if n := s.Msg.(HeartbeatNotice); n.Subject == 3 {
+			refutations++
+			if n != (HeartbeatNotice{Subject: 3, Inc: 1, Alive: true}) {
+				t.Errorf("second refutation %v, want incarnation 1 kept", s.Msg)
+			}
+		}
+	}
+	if refutations != 4 || h.Incarnation() != 1 {
+		t.Errorf("a stale suspicion of itself after T_broken: refutation sent to %d fingers (want 4), incarnation %d (want 1)", refutations, h.Incarnation())
 	}
 }
 

@@ -138,13 +138,20 @@ func TestFailureFoundDuringStabilization(t *testing.T) {
 	s.expectTrace("n2->n5 FAILED_NODE 2.n0 -[n1] +[] (lost)")
 	s.advance(s.cfg.AckTimeout)
 	s.deliver()
-	// The root's first wait (two levels) ends: it tries n2 again, which
-	// has not acknowledged yet and ignores the copy.
-	s.expectTrace("n0->n2 FAILED_NODE 2.n0 -[n1] +[]")
-	s.advance(s.cfg.AckTimeout) // n2's second wait, twice as long, ends: it gives up on n5
+	// n2 tries n5 every half wait. The root's first wait (two levels)
+	// ends: it tries n2 again, which has not acknowledged yet and ignores
+	// the copy.
+	s.expectTrace(
+		"n0->n2 FAILED_NODE 2.n0 -[n1] +[]",
+		"n2->n5 FAILED_NODE 2.n0 -[n1] +[] (lost)",
+		"n2->n5 FAILED_NODE 2.n0 -[n1] +[] (lost)",
+	)
+	s.advance(s.cfg.AckTimeout) // n2's retry waits, twice the first, end: it gives up on n5
 	s.deliver()
 	// New view [n0 n2 n3 n4 n6]: n0 → n2 n3; n2 → n4 n6.
 	s.expectTrace(
+		"n0->n2 FAILED_NODE 2.n0 -[n1] +[]",
+		"n2->n5 FAILED_NODE 2.n0 -[n1] +[] (lost)",
 		"n2->n0 NODE_FAILURE [n5]",
 		"n0->n2 FAILURE_DET_ACK [n5]",
 		"n0->n2 FAILED_NODE 3.n0 -[n1 n5] +[]",
