@@ -74,6 +74,15 @@ type Config struct {
 	// SetPeer, RemovePeer, SetHandler and Close through; joining
 	// (introductions to the seeds) uses the TCP transport directly.
 	WrapTransport func(transport.Transport) transport.Transport
+	// IdleTimeout closes a connection on which nothing was read or written
+	// for this long, without loss; it is dialled again when needed. 0
+	// means 30 s. Shorter frees the file descriptors of connections used
+	// for a moment (joins, view changes) sooner, which matters to a
+	// process that hosts many nodes; keep it well above the detector's
+	// period (HeartbeatInterval·40 for the heartbeat detector, whose
+	// insurance heartbeats keep a node's other connections, GossipInterval
+	// times ⌈log2 n⌉ for brr), or connections in use close and reopen.
+	IdleTimeout time.Duration
 
 	// Detector is the failure detector, by name (see [Detector]); its
 	// worst-case detection time is [Config.DetectionBound].
@@ -221,6 +230,8 @@ func (c Config) Validate() error {
 	case c.HeartbeatInterval <= 0 || c.SuspectTimeout <= 0 || c.FailTimeout <= 0:
 		return bad("HeartbeatInterval, SuspectTimeout and FailTimeout must be positive (got %v, %v, %v)",
 			c.HeartbeatInterval, c.SuspectTimeout, c.FailTimeout)
+	case c.IdleTimeout < 0:
+		return bad("IdleTimeout must not be negative (got %v)", c.IdleTimeout)
 	case c.JoinRetry <= 0:
 		return bad("JoinRetry must be positive (got %v)", c.JoinRetry)
 	case c.Multicast && c.MulticastWindow < 1:

@@ -219,6 +219,7 @@ func newGroup(cfg Config) (*Group, error) {
 	tcfg.Secret = cfg.Secret
 	tcfg.TLS = cfg.TLS
 	tcfg.QueueUnknown = true
+	tcfg.IdleTimeout = cfg.IdleTimeout // 0: the transport's default
 	tcfg.Logger = logger
 	tr, err := tcp.Listen(tcfg)
 	if err != nil {

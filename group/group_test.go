@@ -258,6 +258,11 @@ func TestBadConfigAndSeeds(t *testing.T) {
 		t.Errorf("unknown detector: got %v, want ErrConfig", err)
 	}
 	c = testConfig(1, group.DetectorBRR)
+	c.IdleTimeout = -time.Second
+	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
+		t.Errorf("negative idle timeout: got %v, want ErrConfig", err)
+	}
+	c = testConfig(1, group.DetectorBRR)
 	c.BindAddr = "0.0.0.0:0"
 	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
 		t.Errorf("unspecified bind without advertise: got %v, want ErrConfig", err)

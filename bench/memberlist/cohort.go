@@ -78,6 +78,15 @@ func (s *cohortSystem) config(id group.NodeID) group.Config {
 	gi := time.Duration(float64(time.Second) / s.rate)
 	c.GossipInterval = gi
 	c.PingTimeout = gi * 5 / 2
+	if s.det != group.DetectorHeartbeat {
+		// The joins open connections between many pairs of nodes (the
+		// gossip targets move as the group grows), and this one process
+		// holds both ends of each: at n = 256 the default 30 s idle
+		// timeout ran it out of file descriptors before the group formed.
+		// A BRR node talks to each of its targets every ⌈log2 n⌉ rounds,
+		// far more often than this.
+		c.IdleTimeout = 2 * time.Second
+	}
 	c.WrapTransport = func(tr transport.Transport) transport.Transport {
 		ft, err := fault.New(tr, fault.Config{Seed: c.Seed})
 		if err != nil {
