@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ type cohortSystem struct {
 	faults map[group.NodeID]*fault.Transport
 
 	joinRetries atomic.Int64
+	size        int // the group's size, set by start
 }
 
 type cohortNode struct {
@@ -79,13 +81,15 @@ func (s *cohortSystem) config(id group.NodeID) group.Config {
 	c.GossipInterval = gi
 	c.PingTimeout = gi * 5 / 2
 	if s.det != group.DetectorHeartbeat {
-		// The joins open connections between many pairs of nodes (the
-		// gossip targets move as the group grows), and this one process
-		// holds both ends of each: at n = 256 the default 30 s idle
-		// timeout ran it out of file descriptors before the group formed.
-		// A BRR node talks to each of its targets every ⌈log2 n⌉ rounds,
-		// far more often than this.
-		c.IdleTimeout = 2 * time.Second
+		// The gossip targets are view positions: every view change
+		// moves them (a departure shifts every later member), and the
+		// membership tree with them, so each opens new connections
+		// while the old ones wait out the idle timeout. This one process
+		// holds both ends of every connection: at n = 256 the default
+		// 30 s ran it out of file descriptors. A BRR node talks to each
+		// of its targets every ⌈log2 n⌉ rounds; the idle timeout is 2.5
+		// such cycles.
+		c.IdleTimeout = time.Duration(2.5 * float64(bits.Len(uint(max(s.size, 2)-1))) * float64(gi))
 	}
 	c.WrapTransport = func(tr transport.Transport) transport.Transport {
 		ft, err := fault.New(tr, fault.Config{Seed: c.Seed})
@@ -172,6 +176,7 @@ func (s *cohortSystem) seeds() []string {
 }
 
 func (s *cohortSystem) start(n int) error {
+	s.size = n
 	g, err := group.Start(s.config(s.newID()))
 	if err != nil {
 		return err
