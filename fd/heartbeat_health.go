@@ -29,13 +29,24 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 // crash first, and one declaration is enough for the membership above.)
 // A suspicion from a refused connection is first-hand evidence too
 // (nothing listens at the peer's address) and waits as a monitor's does.
+//
+// With the default timings (T_timeout and T_broken whole intervals) a
+// monitor's own deadline falls when r's next heartbeat but three is due,
+// so after three lost heartbeats in a row the fourth raced the
+// declaration and lost by less than a millisecond about half the time; a
+// link that never lost a message before is not lossy yet. A monitor's own
+// suspicion therefore waits twice r's measured slack (the link's jitter)
+// more, within the same bound (TestHeartbeatDeadlineLeavesJitter).
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
 	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 && !h.lossy(r) || r.flags&hbRefused != 0)
+	wait := h.cfg.Broken * f
 	if !own && h.health.on() {
-		f = time.Duration(1 + h.cfg.LocalHealthMax)
+		wait = h.cfg.Broken * time.Duration(1+h.cfg.LocalHealthMax)
+	} else if h.health.on() {
+		wait = min(wait+2*r.slack, h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax))
 	}
-	return max(h.health.from(r.mark)+h.cfg.Broken*f, r.hold)
+	return max(h.health.from(r.mark)+wait, r.hold)
 }
 
 // lossMemory is how many of a peer's announced intervals a gap that

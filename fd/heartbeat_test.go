@@ -958,6 +958,73 @@ func TestHeartbeatLossyLinkSuspicionWaitsLonger(t *testing.T) {
 	}
 }
 
+// With T_timeout and T_broken whole intervals (group's presets), a
+// monitor's own deadline falls when the peer's fourth heartbeat after the
+// last one it got is due. After three lost in a row, that heartbeat must
+// not lose the race by its jitter: the monitor waits twice the link's
+// measured jitter more. A peer that crashed is declared within that too.
+func TestHeartbeatDeadlineLeavesJitter(t *testing.T) {
+	cfg := AggressiveHeartbeatConfig()
+	cfg.FullMeshMax = 0
+	cfg.Timeout = 2 * cfg.Interval
+	const jitter = 2 * time.Millisecond
+	for _, crashed := range []bool{false, true} {
+		h, env := startHB(t, cfg, 100, ids(200), 17)
+		const peer = core.NodeID(150) // it chose us as a monitor
+		beat := func() {
+			h.ObserveReceive(peer)
+			h.Receive(peer, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+		}
+		// Heartbeats every interval, every other one late by jitter; the
+		// last one on time.
+		beat()
+		for i := range 31 {
+			env.Advance(cfg.Interval+jitter*time.Duration(1-2*(i%2)), h)
+			beat()
+		}
+		env.Advance(cfg.Interval-jitter, h)
+		beat()
+		env.TakeEmitted()
+		var suspected, failed time.Duration
+		for end := env.T + 4*cfg.Interval + jitter; env.T < end; {
+			env.Advance(jitter/4, h)
+			for _, e := range env.TakeEmitted() {
+				switch e.(type) {
+				case core.Suspected:
+					suspected = env.T
+				case core.Failed:
+					failed = env.T
+				}
+			}
+		}
+		if suspected == 0 {
+			t.Fatalf("crashed %v: three heartbeats lost, and no suspicion", crashed)
+		}
+		if failed != 0 {
+			t.Errorf("crashed %v: declared failed %v after the suspicion, before the fourth heartbeat (due %v after the last, late by the jitter %v)", crashed, failed-suspected, 4*cfg.Interval, jitter)
+		}
+		if crashed {
+			env.Advance(3*jitter, h)
+			if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 1 {
+				t.Errorf("crashed peer not declared failed within T_broken and twice the jitter (%v after the suspicion)", env.T-suspected)
+			}
+			continue
+		}
+		beat() // the fourth heartbeat, late by the jitter
+		for range 10 {
+			env.Advance(cfg.Interval, h)
+			beat()
+		}
+		evs := env.TakeEmitted()
+		if f := eventsOf[core.Failed](evs); len(f) != 0 {
+			t.Errorf("declared a live peer failed")
+		}
+		if u := eventsOf[core.Unsuspected](evs); len(u) != 1 {
+			t.Errorf("the fourth heartbeat did not clear the suspicion")
+		}
+	}
+}
+
 // fixedClock is a shared clock that reads its own value plus the
 // detector's environment's time: processes whose environments started at
 // different moments of it (offsets) share it.
