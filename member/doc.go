@@ -99,8 +99,8 @@
 // had acknowledged repeats its ACK) and waits twice as long again (the
 // repeated ACK of a child whose first was lost leaves only when the
 // repeated Prepare arrives, then crosses the child's own, maybe slow,
-// link), so that one lost message or a slow child does not exclude a
-// live subtree (under
+// link), sending it again every half wait meanwhile, so that lost
+// messages or a slow child do not exclude a live subtree (under
 // PartitionMajority it does not retry, see onAckTimeout); a child still
 // silent is reported as failed (NODE_FAILURE, §3.4–3.5),
 // and the root restarts the proposal with the longer list (§3.5: "the root
