@@ -898,6 +898,18 @@ func TestHeartbeatInsuranceSuspicionWaitsLonger(t *testing.T) {
 	}
 }
 
+// monitorOf starts process 100 of 200 and returns it with peer 150,
+// which chose it as a monitor, and a function that delivers a heartbeat
+// of the peer.
+func monitorOf(t *testing.T, cfg HeartbeatConfig) (*HeartbeatDetector, *coretest.Env, core.NodeID, func()) {
+	h, env := startHB(t, cfg, 100, ids(200), 17)
+	const peer = core.NodeID(150)
+	return h, env, peer, func() {
+		h.ObserveReceive(peer)
+		h.Receive(peer, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	}
+}
+
 // A monitor's own suspicion of a peer whose link lost a heartbeat lately
 // (a gap of at least 1.75 intervals within the last lossMemory intervals)
 // waits (1 + H)·T_broken for the refutation, as one heard of does: a run
@@ -917,12 +929,7 @@ func TestHeartbeatLossyLinkSuspicionWaitsLonger(t *testing.T) {
 		{"a loss long ago", true, (lossMemory + 5) * cfg.Interval, cfg.Broken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, env := startHB(t, cfg, 100, ids(200), 17)
-			const peer = core.NodeID(150) // it chose us as a monitor
-			beat := func() {
-				h.ObserveReceive(peer)
-				h.Receive(peer, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
-			}
+			h, env, peer, beat := monitorOf(t, cfg)
 			beat()
 			for i := range 10 {
 				env.Advance(cfg.Interval, h)
@@ -969,12 +976,7 @@ func TestHeartbeatDeadlineLeavesJitter(t *testing.T) {
 	cfg.Timeout = 2 * cfg.Interval
 	const jitter = 2 * time.Millisecond
 	for _, crashed := range []bool{false, true} {
-		h, env := startHB(t, cfg, 100, ids(200), 17)
-		const peer = core.NodeID(150) // it chose us as a monitor
-		beat := func() {
-			h.ObserveReceive(peer)
-			h.Receive(peer, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
-		}
+		h, env, _, beat := monitorOf(t, cfg)
 		// Heartbeats every interval, every other one late by jitter; the
 		// last one on time.
 		beat()
