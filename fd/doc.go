@@ -51,12 +51,25 @@
 // first table of its life arrives and the sender's own heartbeat is more
 // than one ahead of its own (more than a phase difference explains), it
 // adopts the sender's count and restarts its period T_gossip after that
-// arrival, so its rounds follow the sender's by one message latency. Nodes
-// started together never adjust (TestGossipInitialAdjustment). Every node
+// arrival, so its rounds follow the sender's by one message latency, and
+// judges every entry's age from that round on (what its view gave it
+// says nothing of how old a heartbeat is on the others' count). Nodes
+// started together never adjust (TestGossipInitialAdjustment). A node
+// that later finds a sender two or more ahead (it stalled, or its first
+// table came from another newcomer) takes the count the sender had a
+// round before, without re-phasing: taking the sender's own count, a node
+// whose rounds come earlier than the sender's would lead it until the
+// sender's next round, and newcomers catching up from each other carried
+// a growing group's count ahead of its rounds, which aged every entry of
+// the nodes that had not caught up (TestBRRJoinsNoSuspicion in package
+// group). Every node
 // also keeps its own counter above any value others hold for it, so that a
 // restarted node's heartbeats are newer than its previous incarnation's.
 // Every entry starts with a grace period: its "last increase" is the start
-// of the detector (or the view change that added the member).
+// of the detector (or the view change that added the member). A new
+// member's grace ends only with a heartbeat at least as high as this
+// node's count when the grace began: a joiner's first heartbeats, counted
+// from 0 before its adjustment, are not news of the group's present.
 //
 // States and events. An entry is alive, probing, suspected, in consensus or
 // failed ([GossipStatus]):

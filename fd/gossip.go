@@ -444,9 +444,14 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 			}
 		}
 	}
-	// A watched entry that increased belongs to a live node.
+	// A watched entry that increased belongs to a live node. A new
+	// member's grace ends only with a heartbeat counted since the grace
+	// began: a joiner counts from 0 until the first table it receives
+	// aligns it with the others (adjust), and those first heartbeats, far
+	// below everyone's count, would otherwise end its grace and be aged
+	// as heartbeats of long ago.
 	for k := 0; k < len(g.watches); {
-		if w := &g.watches[k]; g.beats[w.pos] != w.beat {
+		if w := &g.watches[k]; g.beats[w.pos] != w.beat && (w.status != statusGrace || g.beats[w.pos] >= w.since) {
 			g.clearWatch(k)
 			continue
 		}
@@ -463,11 +468,25 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 		// Keep counting with the others: a node whose rounds fell behind
 		// (a stalled process, a slow clock) would otherwise make every
 		// entry look older and every other node see its own heartbeat age.
-		// The period is not re-phased; only the count follows.
-		jump := m.Beats[k] - g.own
-		g.own = m.Beats[k]
+		// The period is not re-phased, so the count taken is the one the
+		// sender had a round ago: taking the sender's own, a node whose
+		// rounds start earlier than the sender's would lead it by one
+		// until the sender's next round, and a chain of newcomers catching
+		// up from each other carried the whole group's count ahead of its
+		// rounds (30 rounds in 6 s with 255 joins in simulation), which
+		// aged every entry held by a node that had not caught up.
+		target := m.Beats[k] - 1
+		jump := target - g.own
+		g.own = target
 		if g.me >= 0 {
 			g.beats[g.me] = g.own
+		}
+		if g.tick <= g.cleanup {
+			// A node that started less than T_cleanup ago and whose
+			// first table came from another newcomer (so adjust did
+			// not move it): this is its adjustment, ages count from
+			// here.
+			g.fresh = max(g.fresh, g.own)
 		}
 		g.caughtUp(jump)
 	}
@@ -499,6 +518,11 @@ func (g *Gossip) adjust(from core.NodeID, m *GossipMsg) {
 	if g.me >= 0 {
 		g.beats[g.me] = g.own
 	}
+	// Ages count from here: an entry this node knows nothing newer of
+	// than its view gave it (a member that joined just before it, whose
+	// heartbeat has not reached the sender yet) would otherwise be as old
+	// as the jump and suspected at the next check.
+	g.fresh = max(g.fresh, g.own)
 	g.env.CancelTimer(g.tickID)
 	g.tickDue = g.env.Now() + g.cfg.GossipInterval
 	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})

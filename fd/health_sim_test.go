@@ -252,9 +252,14 @@ func TestHeartbeatSimLoaded(t *testing.T) {
 // node within (c·(1+H)+1)·T_gossip + (1+H)·T_consensus + Φ of it, or of
 // the end of the node's last stall in that window. Under the heavy model
 // (stalls of 100..400 ms: nodes away 40% of the time, heartbeats of
-// others held up in them) lateness awareness still cuts false suspicions
-// and failures by an order of magnitude, but does not remove them: a node
-// away longer than its peers' consensus is declared failed.
+// others held up in them) lateness awareness cuts false failures by 3×
+// and false suspicions by 2× at least, but does not remove them: a node
+// away longer than its peers' consensus is declared failed. (It cut both
+// by 5× when a node catching up took the sender's count, not the one a
+// round before: that carried the counts ahead of the rounds and made the
+// fixed timeouts six times worse under heavy load, 3,399 false
+// suspicions on these 4 seeds against 516 now, and under moderate load a
+// stalled node no longer accuses anyone even with fixed timeouts.)
 //
 //	COHORT_LOAD_SEEDS=200 go test ./fd -run TestGossipSimLoaded -v
 func TestGossipSimLoaded(t *testing.T) {
@@ -306,11 +311,18 @@ func TestGossipSimLoaded(t *testing.T) {
 		}
 		t.Logf("%s load, %d seeds, fixed timeouts: %v", md.name, len(seeds), before)
 		t.Logf("%s load, %d seeds, lateness aware: %v", md.name, len(seeds), after)
+		if after.falseAccusations > before.falseAccusations || after.falseFailures > before.falseFailures {
+			t.Errorf("%s load: lateness awareness made things worse: false suspicions %d → %d, false failures %d → %d",
+				md.name, before.falseAccusations, after.falseAccusations, before.falseFailures, after.falseFailures)
+		}
+		if md.exact {
+			continue
+		}
 		if before.byStalled == 0 {
 			t.Errorf("%s load: with fixed timeouts no stalled node suspected anyone: the load model does not exercise the detector", md.name)
 		}
-		if 5*after.falseAccusations >= before.falseAccusations || after.falseFailures*5 > before.falseFailures {
-			t.Errorf("%s load: lateness awareness cut false suspicions %d → %d and false failures %d → %d; want both by 5× at least",
+		if 2*after.falseAccusations > before.falseAccusations || after.falseFailures*3 > before.falseFailures {
+			t.Errorf("%s load: lateness awareness cut false suspicions %d → %d and false failures %d → %d; want by 2× and 3× at least",
 				md.name, before.falseAccusations, after.falseAccusations, before.falseFailures, after.falseFailures)
 		}
 	}
