@@ -542,6 +542,7 @@ type Request struct {
 	finished atomic.Bool // set (after st and err) when the request completes
 	dmu      sync.Mutex
 	done     chan struct{} // made by the first waiter that must block (dmu)
+	waiter   chan struct{} // the pooled channel of the goroutine in await, if any (dmu)
 	st       Status
 	err      error
 	data     []byte     // alloc receives: the message
@@ -565,8 +566,41 @@ type Request struct {
 	wake chan struct{}
 }
 
+// newRequest returns a request of a non-blocking call: the caller gets it,
+// and may give it back with Free once it completed.
 func newRequest(s *Session, c *commState) *Request {
-	return &Request{comm: c, s: s}
+	r := userRequests.Get().(*Request)
+	r.comm, r.s = c, s
+	return r
+}
+
+// userRequests holds the requests given back by Free.
+var userRequests = sync.Pool{New: func() any { return new(Request) }}
+
+// Free gives a completed request back for reuse by a later Isend, Irecv
+// or other non-blocking call, as MPI_Request_free does after MPI_Wait: a
+// loop of non-blocking calls that frees its requests allocates nothing
+// per message. Free a request only once its outcome was read (Wait, Test,
+// WaitAll or WaitAny reported it complete), and use it no more
+// afterwards, nor let another goroutine wait on it. Free of a request not
+// yet complete, of nil, or of one of the requests that cohort keeps (a
+// large send whose announcement may still be queued) does nothing: the
+// garbage collector reclaims it.
+func (r *Request) Free() {
+	if r == nil || r.wake != nil || !r.finished.Load() || r.unpooled.Load() {
+		return
+	}
+	r.dmu.Lock() // complete has returned
+	r.dmu.Unlock()
+	r.reset()
+	userRequests.Put(r)
+}
+
+// reset clears a completed request for reuse.
+func (r *Request) reset() {
+	r.finished.Store(false)
+	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
+	r.cancelQ, r.cancelOp, r.op, r.rdv, r.waiter = nil, nil, recvOp{}, rdvSend{}, nil
 }
 
 // The requests of blocking calls (Send, Recv and their typed forms, the
@@ -610,9 +644,7 @@ func (r *Request) release() {
 	default:
 	}
 	r.dmu.Unlock()
-	r.finished.Store(false)
-	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
-	r.cancelQ, r.cancelOp, r.op, r.rdv = nil, nil, recvOp{}, rdvSend{}
+	r.reset()
 	requestPool.Put(r)
 }
 
@@ -644,6 +676,9 @@ func (r *Request) complete(st Status, err error) {
 		}
 	default:
 		r.done = closedChan
+	}
+	if r.waiter != nil {
+		r.waiter <- struct{}{} // buffered, and signalled once: never blocks
 	}
 	r.dmu.Unlock()
 }
@@ -694,12 +729,56 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 	if r.finished.Load() || r.poll() {
 		return r.result()
 	}
-	select {
-	case <-r.doneChan():
-		return r.result()
-	case <-ctx.Done():
-		return Status{}, ctx.Err()
+	if err := r.await(ctx, nil); err != nil {
+		return Status{}, err
 	}
+	return r.result()
+}
+
+// waiters are the wake-up channels of goroutines blocked in Wait or
+// WaitAll on a request, pooled: waiting allocates nothing, where a Done
+// channel made for each request waited on did.
+var waiters = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
+
+// await blocks until r completes, wake (nil: never) is signalled, or ctx
+// ends; it returns ctx's error in the last case. One goroutine at a time
+// waits on a pooled channel (Request.waiter); others, and the requests of
+// blocking calls, wait on the Done channel.
+func (r *Request) await(ctx context.Context, wake <-chan struct{}) error {
+	r.dmu.Lock()
+	if r.finished.Load() {
+		r.dmu.Unlock()
+		return nil
+	}
+	if r.waiter != nil || r.wake != nil {
+		r.dmu.Unlock()
+		select {
+		case <-r.doneChan():
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	w := waiters.Get().(chan struct{})
+	r.waiter = w
+	r.dmu.Unlock()
+	var err error
+	select {
+	case <-w:
+	case <-wake:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	r.dmu.Lock()
+	r.waiter = nil
+	r.dmu.Unlock()
+	select { // complete signalled it before we left
+	case <-w:
+	default:
+	}
+	waiters.Put(w)
+	return err
 }
 
 // Test reports whether the request has completed and, if so, its status and
@@ -789,7 +868,6 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	pending := make([]*Request, 0, len(reqs))
 	for {
 		// Take the wake channel before looking, so that a failure after
 		// the look wakes us.
@@ -800,35 +878,42 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 			s.mu.Unlock()
 		}
 		var first error
-		pending = pending[:0]
+		var pending *Request // the first request not complete
 		for _, r := range reqs {
 			if !r.finished.Load() {
-				pending = append(pending, r)
+				if pending == nil {
+					pending = r
+				}
 				continue
 			}
 			if _, err := r.result(); err != nil && first == nil {
 				first = err
 			}
 		}
-		if len(pending) == 0 {
+		if pending == nil {
 			return first
 		}
-		var pf *ProcFailedError
-		if errors.As(first, &pf) || errors.Is(first, ErrRevoked) {
+		if first != nil && stopsWaitAll(first) {
 			return first
 		}
 		// Wait for the first pending request, or for a failure that may
 		// have failed another one.
-		if pending[0].poll() {
+		if pending.poll() {
 			continue
 		}
-		select {
-		case <-pending[0].doneChan():
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := pending.await(ctx, wake); err != nil {
+			return err
 		}
 	}
+}
+
+// stopsWaitAll reports whether err, the outcome of a completed request,
+// ends WaitAll before the others complete: a failed process or a revoked
+// communicator. (A function of its own: the pointer errors.As fills
+// escapes, and WaitAll allocates nothing on its way.)
+func stopsWaitAll(err error) bool {
+	var pf *ProcFailedError
+	return errors.As(err, &pf) || errors.Is(err, ErrRevoked)
 }
 
 // WaitAny waits until one of the requests completes and returns its index,

@@ -437,3 +437,83 @@ func TestUnexpectedBuffersAndNoAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Non-blocking sends and receives whose requests are given back with Free
+// once complete allocate nothing per message, and a freed request used
+// again reports its own message: every status and payload checked. Free
+// of a request not yet complete does nothing (it still completes).
+func TestFreedRequestsNoAllocations(t *testing.T) {
+	ss := tcpJob(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	w0, w1 := ss[0].World(), ss[1].World()
+	const window, rounds = 8, 100
+	sbuf := make([][]byte, window)
+	rbuf := make([][]byte, window)
+	for j := range window {
+		sbuf[j], rbuf[j] = make([]byte, 64), make([]byte, 64)
+	}
+	sreqs, rreqs := make([]*Request, window), make([]*Request, window)
+	ack := make([]byte, 1)
+	echo := make(chan error, 1)
+	go func() {
+		for round := range rounds + 2 { // AllocsPerRun runs once more than rounds, and one warm-up
+			for j := range rreqs {
+				rreqs[j] = w1.Irecv(rbuf[j], 0, j)
+			}
+			if err := WaitAll(ctx, rreqs...); err != nil {
+				echo <- err
+				return
+			}
+			for j, r := range rreqs {
+				st, err := r.Wait(ctx)
+				if err != nil || st.Source != 0 || st.Tag != j || st.Count != 64 || rbuf[j][0] != byte(round) || rbuf[j][63] != byte(j) {
+					echo <- fmt.Errorf("round %d message %d: %+v %v, payload %d %d", round, j, st, err, rbuf[j][0], rbuf[j][63])
+					return
+				}
+				r.Free()
+			}
+			if err := w1.Send(ctx, ack, 0, 99); err != nil {
+				echo <- err
+				return
+			}
+		}
+		echo <- nil
+	}()
+	round := 0
+	burst := func() {
+		for j := range sreqs {
+			sbuf[j][0], sbuf[j][63] = byte(round), byte(j)
+			sreqs[j] = w0.Isend(sbuf[j], 1, j)
+		}
+		if err := WaitAll(ctx, sreqs...); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range sreqs {
+			r.Free()
+		}
+		if _, err := w0.Recv(ctx, ack, 1, 99); err != nil {
+			t.Fatal(err)
+		}
+		round++
+	}
+	burst() // warm the pools
+	if a := testing.AllocsPerRun(rounds, burst) / window; a > 0.05 && !raceEnabled {
+		t.Errorf("%.2f allocations per message of Isend and Irecv with freed requests, want 0", a)
+	}
+	if err := <-echo; err != nil {
+		t.Fatal(err)
+	}
+
+	// Free before completion does nothing: the receive still completes.
+	r := w1.Irecv(rbuf[0], 0, 5)
+	r.Free()
+	if err := w0.Send(ctx, sbuf[0], 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Wait(ctx); err != nil || st.Tag != 5 || st.Count != 64 {
+		t.Fatalf("a receive freed before it completed: %+v %v", st, err)
+	}
+	var nilReq *Request
+	nilReq.Free()
+}

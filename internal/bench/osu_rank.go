@@ -136,6 +136,7 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 						reqs[j] = w.Isend(sbuf[:n], peer, 100)
 					}
 					err = comm.WaitAll(ctx, reqs...)
+					freeAll(reqs)
 					if err == nil {
 						_, err = w.Recv(ctx, rbuf[:4], peer, 101)
 					}
@@ -144,6 +145,7 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 						reqs[j] = w.Irecv(rbuf[:n], peer, 100)
 					}
 					err = comm.WaitAll(ctx, reqs...)
+					freeAll(reqs)
 					if err == nil {
 						err = w.Send(ctx, sbuf[:4], peer, 101)
 					}
@@ -412,4 +414,12 @@ func floatBytes(f []float64) []byte {
 
 func floatFrom(b []byte, i int) float64 {
 	return *(*float64)(unsafe.Pointer(&b[8*i]))
+}
+
+// freeAll gives the window's completed requests back for reuse, as an
+// MPI bandwidth loop frees its requests (Request.Free).
+func freeAll(reqs []*comm.Request) {
+	for _, r := range reqs {
+		r.Free()
+	}
 }
