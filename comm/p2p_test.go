@@ -505,7 +505,38 @@ func TestFreedRequestsNoAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Requests of large messages (through the rendezvous) freed and used
+	// again carry their own messages too.
+	big := func(round, j int) []byte {
+		b := make([]byte, 3*EagerMax/2)
+		for k := range b {
+			b[k] = byte(round*7 + j*13 + k)
+		}
+		return b
+	}
+	for round := range 6 {
+		for j := range 4 {
+			sreqs[j] = w0.Isend(big(round, j), 1, j)
+			rbuf[j] = make([]byte, 3*EagerMax/2)
+			rreqs[j] = w1.Irecv(rbuf[j], 0, j)
+		}
+		if err := WaitAll(ctx, rreqs[:4]...); err != nil {
+			t.Fatal(err)
+		}
+		if err := WaitAll(ctx, sreqs[:4]...); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 4 {
+			if !bytes.Equal(rbuf[j], big(round, j)) {
+				t.Fatalf("large message %d of round %d differs", j, round)
+			}
+			sreqs[j].Free()
+			rreqs[j].Free()
+		}
+	}
+
 	// Free before completion does nothing: the receive still completes.
+	rbuf[0] = make([]byte, 64)
 	r := w1.Irecv(rbuf[0], 0, 5)
 	r.Free()
 	if err := w0.Send(ctx, sbuf[0], 1, 5); err != nil {
