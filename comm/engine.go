@@ -591,6 +591,7 @@ func (r *Request) Free() {
 		return
 	}
 	r.dmu.Lock() // complete has returned
+	r.done, r.waiter = nil, nil
 	r.dmu.Unlock()
 	r.reset()
 	userRequests.Put(r)
