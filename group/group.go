@@ -359,6 +359,7 @@ func (g *Group) installed(e member.ViewInstalled) {
 	first := !g.firstClosed
 	g.firstClosed = true
 	g.mu.Unlock()
+	KeepTreeLinks(g.tr, e.Members, g.cfg.ID, g.cfg.Fanout)
 	// The metrics first: whoever has seen the view sees them too.
 	if m := g.cfg.Metrics; m != nil {
 		m.Count("views_installed", 1)

@@ -303,6 +303,7 @@ func (j *InProcessJob) newHost(n *inprocNode, listed []core.NodeID, opts NodeOpt
 	if err != nil {
 		return nil, err
 	}
+	keep := node.keepLinks(n.tr)
 	return host.New(node.Stack, host.Config{
 		Transport: n.tr,
 		Codec:     codec,
@@ -313,6 +314,7 @@ func (j *InProcessJob) newHost(n *inprocNode, listed []core.NodeID, opts NodeOpt
 		// nothing the records hold as values (see record.FromEvent).
 		OnEvent: func(at time.Duration, ev core.Event) {
 			n.sink.add(record.FromEvent(n.id, time.Now(), at, ev))
+			keep(at, ev)
 		},
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cohort-mp/cohort/internal/record"
 	"github.com/cohort-mp/cohort/internal/workload"
@@ -96,6 +97,19 @@ type Node struct {
 	Stack    *core.Stack
 	Member   *member.Member
 	Detector core.Machine // nil with DetectorOff
+	Self     core.NodeID
+	Fanout   int // the radix tree's fan-out in use
+}
+
+// keepLinks is a host's OnEvent for node: with every view it installs, tr
+// keeps the connections of the view's tree open, and those of the next
+// one's after a departure (group.TreeLinks).
+func (node *Node) keepLinks(tr any) func(time.Duration, core.Event) {
+	return func(_ time.Duration, e core.Event) {
+		if v, ok := e.(member.ViewInstalled); ok {
+			group.KeepTreeLinks(tr, v.Members, node.Self, node.Fanout)
+		}
+	}
 }
 
 // NewNode builds the stack of node self in a job whose nodes are listed
@@ -127,7 +141,7 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 	if err != nil {
 		return nil, err
 	}
-	return &Node{Stack: st.Machine, Member: st.Member, Detector: st.Detector}, nil
+	return &Node{Stack: st.Machine, Member: st.Member, Detector: st.Detector, Self: self, Fanout: cfg.Fanout}, nil
 }
 
 // NewCodec returns a codec with every kind a node sends: group's (fd,
@@ -210,6 +224,7 @@ func RunNode(ctx context.Context, boot Bootstrap, opts NodeOptions) error {
 		Seed:      opts.Seed,
 		Logger:    logger,
 		Events:    events,
+		OnEvent:   node.keepLinks(tr),
 	})
 	if err != nil {
 		return err

@@ -181,3 +181,38 @@ func testIdleRetireLosesNothing(t *testing.T, path pathKind) {
 		checkPath(t, tr, path)
 	}
 }
+
+// Keep dials the kept peers with nothing to send, and their connections
+// are never retired for being idle while a connection to another peer is;
+// once the set no longer holds a peer, its connection is retired as any.
+func TestKeepConnections(t *testing.T) {
+	cfg := func(id core.NodeID) tcp.Config {
+		c := config(id, nil)
+		c.IdleTimeout = 30 * time.Millisecond
+		return c
+	}
+	a, b, c := listen(t, cfg(1)), listen(t, cfg(2)), listen(t, cfg(3))
+	rc := transporttest.NewRecorder()
+	for _, tr := range []*tcp.Transport{a, b, c} {
+		tr.SetHandler(transporttest.NewRecorder())
+	}
+	c.SetHandler(rc)
+	a.SetPeer(2, b.Addr())
+	a.SetPeer(3, c.Addr())
+	b.SetPeer(1, a.Addr())
+	c.SetPeer(1, a.Addr())
+	a.Keep([]core.NodeID{2, 1, 99}) // itself and an unknown node are ignored
+	b.Keep([]core.NodeID{1})
+	waitStats(t, a, "a connection to the kept peer", func(tcp.Stats) bool { return a.Connected(2) })
+	if err := a.Send(context.Background(), 3, frame(0)); err != nil {
+		t.Fatal(err)
+	}
+	rc.Wait(t, transporttest.Timeout, "the frame to c", func(f []wire.Frame, _ []core.PeerHint) bool { return len(f) == 1 })
+	waitStats(t, a, "the connection to the peer not kept retired", func(s tcp.Stats) bool { return s.Retired >= 1 && !a.Connected(3) })
+	if !a.Connected(2) || a.Stats().Retired != 1 {
+		t.Fatalf("after an idle period: kept connection in use %v, %d retired (want only the other one)", a.Connected(2), a.Stats().Retired)
+	}
+	a.Keep(nil)
+	b.Keep(nil)
+	waitStats(t, a, "the connection no longer kept retired", func(s tcp.Stats) bool { return s.Retired >= 2 && !a.Connected(2) })
+}

@@ -97,7 +97,10 @@
 // side reports a failure (see idle.go); the next frame to that peer dials
 // again. A process that has talked to many nodes over time (a membership
 // whose tree changed shape many times) thus keeps connections, readers,
-// writers and queues only for the nodes it still talks to.
+// writers and queues only for the nodes it still talks to. The
+// connections to the nodes given to Keep are the exception: dialled at
+// once, with nothing to send, and never retired for being idle (a
+// membership's tree links, so that a view change waits for no dial).
 //
 // # Goroutines
 //
@@ -236,8 +239,11 @@ type peer struct {
 	// reader waits for it, so frames of one sender stay in order.
 	draining *conn
 	active   bool // the writer goroutine runs (and q, hq exist)
-	dialing  bool // our writer is dialing
-	inbound  int  // inbound handshakes admitted and not finished
+	// kept: a connection to the peer is kept open (Keep): dialled with
+	// nothing to send, never retired for being idle.
+	kept    bool
+	dialing bool // our writer is dialing
+	inbound int  // inbound handshakes admitted and not finished
 	// unreachable: the last dial failed or the last connection died, and
 	// no connection has been put in use since (see Flush).
 	unreachable bool
@@ -1313,7 +1319,7 @@ func (t *Transport) manage(p *peer) {
 		// other can take them while we hold t.mu, so the lengths below
 		// are final. (Read after them, a Send could push and leave between
 		// the two reads.)
-		if c == nil && pending == nil && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 {
+		if c == nil && pending == nil && !p.kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 {
 			// Nothing to write and no connection: end, releasing the
 			// queues; the next Send starts a writer again.
 			p.active = false
@@ -1336,7 +1342,10 @@ func (t *Transport) manage(p *peer) {
 			continue
 		}
 		if c == nil {
-			if pending == nil {
+			t.mu.Lock()
+			kept := p.kept
+			t.mu.Unlock()
+			if pending == nil && !kept {
 				select {
 				case f := <-p.hq:
 					pending = &f
@@ -1609,6 +1618,35 @@ func (t *Transport) Stats() Stats {
 	}
 	t.mu.Unlock()
 	return s
+}
+
+// Keep makes the transport keep a connection open to each node of ids
+// whose address it knows: it dials one now if there is none, with nothing
+// to send, and does not retire it for being idle (Config.IdleTimeout), so
+// that a frame sent later does not wait for a dial and a handshake. The
+// set replaces the previous one: the connections to nodes no longer in it
+// become ordinary ones again. A membership keeps its tree's links this way
+// (package group).
+func (t *Transport) Keep(ids []core.NodeID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	for _, p := range t.peers {
+		p.kept = false
+	}
+	for _, id := range ids {
+		p := t.peers[id]
+		if id == t.self || p == nil || p.addr == "" {
+			continue
+		}
+		p.kept = true
+		if p.cur == nil {
+			t.activateLocked(p)
+			p.signal()
+		}
+	}
 }
 
 // Connected reports whether a connection to node id is in use.
