@@ -98,8 +98,9 @@ import (
 // distances 1, 2, 4, … after it in the member list, so that every live
 // member suspects the crashed process within ⌈log2 n⌉ further hops and
 // declares it failed T_broken later (the monitors that timed out
-// themselves, plus twice the link's measured jitter so that a heartbeat
-// due at that moment is not out-raced), or up to (1 + LocalHealthMax)·
+// themselves, plus a quarter of the process's interval, or twice the
+// link's measured jitter if longer, so that a heartbeat due at that moment
+// is not out-raced), or up to (1 + LocalHealthMax)·
 // T_broken later (the members that only heard the notice; see below). Each notice is acknowledged
 // ([HeartbeatNoticeAck]) and retransmitted with back-off until it is, or
 // until its recipient is declared failed or the notice is superseded: a

@@ -35,8 +35,12 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 // so after three lost heartbeats in a row the fourth raced the
 // declaration and lost by less than a millisecond about half the time; a
 // link that never lost a message before is not lossy yet. A monitor's own
-// suspicion therefore waits twice r's measured slack (the link's jitter)
-// more, within the same bound (TestHeartbeatDeadlineLeavesJitter).
+// suspicion therefore waits a quarter of r's announced interval more, or
+// twice r's measured slack (the link's jitter) if that is longer, within
+// the same bound (TestHeartbeatDeadlineLeavesJitter): the deadline falls
+// between two of r's heartbeats, not on one. (Twice the slack alone was
+// not enough: on a link a few heartbeats old the measured slack was a
+// tenth of the jitter, and the fourth heartbeat came 0.2 ms late.)
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
 	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 && !h.lossy(r) || r.flags&hbRefused != 0)
@@ -44,7 +48,7 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	if !own && h.health.on() {
 		wait = h.cfg.Broken * time.Duration(1+h.cfg.LocalHealthMax)
 	} else if h.health.on() {
-		wait = min(wait+2*r.slack, h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax))
+		wait = min(wait+max(2*r.slack, r.expect/4), h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax))
 	}
 	return max(h.health.from(r.mark)+wait, r.hold)
 }

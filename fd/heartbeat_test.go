@@ -494,7 +494,8 @@ func TestHeartbeatSetConfig(t *testing.T) {
 
 	// Shorter timeout: a pending deadline moves earlier.
 	const p = core.NodeID(700)
-	h.Receive(p, HeartbeatMsg{Next: 10 * time.Second, Monitor: true})
+	const pNext = 10 * time.Second
+	h.Receive(p, HeartbeatMsg{Next: pNext, Monitor: true})
 	at := env.Now()
 	shorter := longer
 	shorter.Timeout = time.Second
@@ -511,7 +512,9 @@ func TestHeartbeatSetConfig(t *testing.T) {
 	if err := h.SetConfig(slow); err != nil {
 		t.Fatal(err)
 	}
-	env.Advance(time.Minute-1, h)
+	// (A monitor's own suspicion waits a quarter of the peer's interval
+	// more: see monitorBroken.)
+	env.Advance(time.Minute+pNext/4-1, h)
 	if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 0 {
 		t.Fatalf("failed %v before the new T_broken", f)
 	}
@@ -893,10 +896,16 @@ func TestHeartbeatInsuranceSuspicionWaitsLonger(t *testing.T) {
 	if d, want := failed[ring]-suspected[ring], cfg.Broken*time.Duration(1+cfg.LocalHealthMax); suspected[ring] == 0 || d != want {
 		t.Errorf("ring neighbour silent after insurance: suspected at %v, failed %v later; want (1 + H)·T_broken = %v later", suspected[ring], d, want)
 	}
-	if d := failed[chose] - suspected[chose]; suspected[chose] == 0 || d != cfg.Broken {
-		t.Errorf("process that chose us silent: suspected at %v, failed %v later; want T_broken = %v later", suspected[chose], d, cfg.Broken)
+	if d, want := failed[chose]-suspected[chose], monitorBroken(cfg); suspected[chose] == 0 || d != want {
+		t.Errorf("process that chose us silent: suspected at %v, failed %v later; want T_broken and a quarter interval = %v later", suspected[chose], d, want)
 	}
 }
+
+// monitorBroken is how long a monitor's own suspicion of a peer on a
+// clean link lasts before it declares the peer failed, when the peer
+// announced cfg.Interval and its jitter is below an eighth of it: T_broken
+// and a quarter interval (brokenDue).
+func monitorBroken(cfg HeartbeatConfig) time.Duration { return cfg.Broken + cfg.Interval/4 }
 
 // monitorOf starts process 100 of 200 and returns it with peer 150,
 // which chose it as a monitor, and a function that delivers a heartbeat
@@ -924,9 +933,9 @@ func TestHeartbeatLossyLinkSuspicionWaitsLonger(t *testing.T) {
 		after time.Duration // how long the peer then beats before it falls silent
 		want  time.Duration
 	}{
-		{"clean link", false, 20 * cfg.Interval, cfg.Broken},
+		{"clean link", false, 20 * cfg.Interval, monitorBroken(cfg)},
 		{"a loss lately", true, 20 * cfg.Interval, cfg.Broken * time.Duration(1+cfg.LocalHealthMax)},
-		{"a loss long ago", true, (lossMemory + 5) * cfg.Interval, cfg.Broken},
+		{"a loss long ago", true, (lossMemory + 5) * cfg.Interval, monitorBroken(cfg)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, env, peer, beat := monitorOf(t, cfg)
@@ -968,8 +977,9 @@ func TestHeartbeatLossyLinkSuspicionWaitsLonger(t *testing.T) {
 // With T_timeout and T_broken whole intervals (group's presets), a
 // monitor's own deadline falls when the peer's fourth heartbeat after the
 // last one it got is due. After three lost in a row, that heartbeat must
-// not lose the race by its jitter: the monitor waits twice the link's
-// measured jitter more. A peer that crashed is declared within that too.
+// not lose the race by its jitter: the monitor waits a quarter interval
+// more (or twice the link's measured jitter, if longer). A peer that
+// crashed is declared then.
 func TestHeartbeatDeadlineLeavesJitter(t *testing.T) {
 	cfg := AggressiveHeartbeatConfig()
 	cfg.FullMeshMax = 0
@@ -1006,9 +1016,9 @@ func TestHeartbeatDeadlineLeavesJitter(t *testing.T) {
 			t.Errorf("crashed %v: declared failed %v after the suspicion, before the fourth heartbeat (due %v after the last, late by the jitter %v)", crashed, failed-suspected, 4*cfg.Interval, jitter)
 		}
 		if crashed {
-			env.Advance(3*jitter, h)
+			env.Advance(monitorBroken(cfg)-(env.T-suspected), h)
 			if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 1 {
-				t.Errorf("crashed peer not declared failed within T_broken and twice the jitter (%v after the suspicion)", env.T-suspected)
+				t.Errorf("crashed peer not declared failed T_broken and a quarter interval after the suspicion (%v after it)", env.T-suspected)
 			}
 			continue
 		}

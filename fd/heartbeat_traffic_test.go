@@ -21,7 +21,7 @@ import (
 func TestHeartbeatSimTrafficToCrashed(t *testing.T) {
 	cfg := AggressiveHeartbeatConfig()
 	const n = 3
-	bound := cfg.Interval + cfg.Timeout + cfg.Broken + 2*hbMaxLatency
+	bound := cfg.Interval + cfg.Timeout + monitorBroken(cfg) + 2*hbMaxLatency
 	for _, seed := range simtest.Seeds(t, 8) {
 		w := hbWorld(t, seed, n, cfg, func(core.NodeID) []core.Machine {
 			return []core.Machine{&appChatter{n: n, period: 25 * time.Millisecond, until: time.Hour}}
@@ -78,7 +78,7 @@ func TestHeartbeatSendIsNoSignOfLife(t *testing.T) {
 	h.ObserveReceive(1)
 	h.Receive(1, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
 	var suspectedAt, failedAt []time.Duration
-	for at := last + cfg.Interval + cfg.Timeout + cfg.Broken + step; env.T < at; {
+	for at := last + cfg.Interval + cfg.Timeout + monitorBroken(cfg) + step; env.T < at; {
 		env.Advance(time.Millisecond, h)
 		for _, e := range env.TakeEmitted() {
 			switch e := e.(type) {
@@ -98,7 +98,7 @@ func TestHeartbeatSendIsNoSignOfLife(t *testing.T) {
 	if want := last + cfg.Interval + cfg.Timeout; len(suspectedAt) != 1 || suspectedAt[0] != want {
 		t.Errorf("peer silent since %v while we sent to it every millisecond: suspected at %v, want once at %v", last, suspectedAt, want)
 	}
-	if want := last + cfg.Interval + cfg.Timeout + cfg.Broken; len(failedAt) != 1 || failedAt[0] != want {
+	if want := last + cfg.Interval + cfg.Timeout + monitorBroken(cfg); len(failedAt) != 1 || failedAt[0] != want {
 		t.Errorf("peer silent since %v while we sent to it every millisecond: failed at %v, want once at %v", last, failedAt, want)
 	}
 }
