@@ -591,9 +591,8 @@ func (r *Request) Free() {
 		return
 	}
 	r.dmu.Lock() // complete has returned
-	r.done, r.waiter = nil, nil
-	r.dmu.Unlock()
 	r.reset()
+	r.dmu.Unlock()
 	userRequests.Put(r)
 }
 

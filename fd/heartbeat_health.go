@@ -44,11 +44,11 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
 	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 && !h.lossy(r) || r.flags&hbRefused != 0)
-	wait := h.cfg.Broken * f
+	wait, longest := h.cfg.Broken*f, h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax)
 	if !own && h.health.on() {
-		wait = h.cfg.Broken * time.Duration(1+h.cfg.LocalHealthMax)
+		wait = longest
 	} else if h.health.on() {
-		wait = min(wait+max(2*r.slack, r.expect/4), h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax))
+		wait = min(wait+max(2*r.slack, r.expect/4), longest)
 	}
 	return max(h.health.from(r.mark)+wait, r.hold)
 }

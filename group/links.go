@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/topo"
 )
 
 // TreeLinks returns the members of a view (members, in view order) to
@@ -19,11 +20,12 @@ import (
 // Joins need nothing: a joiner takes the next place at the end, where it
 // dials its parent itself.
 func TreeLinks(members []NodeID, self NodeID, fanout int) []NodeID {
+	n := len(members)
+	tree, err := topo.NewRadix(n, fanout)
 	i := slices.Index(members, self)
-	if i < 0 || fanout < 2 || fanout&(fanout-1) != 0 {
+	if i < 0 || err != nil {
 		return nil
 	}
-	n := len(members)
 	var pos []int
 	add := func(lo, hi int) { // positions lo..hi of the current view
 		for p := max(lo, 0); p <= hi && p < n; p++ {
@@ -33,8 +35,8 @@ func TreeLinks(members []NodeID, self NodeID, fanout int) []NodeID {
 		}
 	}
 	// This view: parent and children.
-	if i > 0 {
-		add((i-1)/fanout, (i-1)/fanout)
+	if p := tree.Parent(i); p != topo.None {
+		add(p, p)
 	}
 	// A member after self leaves: self keeps its place, its children are
 	// the next fanout+1 places' members at most.

@@ -1313,13 +1313,13 @@ func (t *Transport) manage(p *peer) {
 			return // writeLoop would return at once, with c still in place
 		}
 		t.mu.Lock()
-		c := p.cur
+		c, kept := p.cur, p.kept
 		// senders first: once it reads 0, every Send that took the queues
 		// has put its frame in (the push precedes the decrement) and no
 		// other can take them while we hold t.mu, so the lengths below
 		// are final. (Read after them, a Send could push and leave between
 		// the two reads.)
-		if c == nil && pending == nil && !p.kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 {
+		if c == nil && pending == nil && !kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 {
 			// Nothing to write and no connection: end, releasing the
 			// queues; the next Send starts a writer again.
 			p.active = false
@@ -1342,9 +1342,6 @@ func (t *Transport) manage(p *peer) {
 			continue
 		}
 		if c == nil {
-			t.mu.Lock()
-			kept := p.kept
-			t.mu.Unlock()
 			if pending == nil && !kept {
 				select {
 				case f := <-p.hq:
