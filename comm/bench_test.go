@@ -156,3 +156,45 @@ func BenchmarkReplicatedPingPong(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSameHostCPU is the software cost of a same-host round trip of
+// small messages, without the waits: both ranks of a two-rank job in this
+// process over shared memory (COHORT_POLL on), and one goroutine doing
+// both sides in turn (rank 0 sends, rank 1 receives and answers, rank 0
+// receives), so that every message is at hand when its receive polls. An
+// operation is one round trip: two sends, two receives.
+func BenchmarkSameHostCPU(b *testing.B) {
+	for _, size := range []int{8, 1 << 10} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			b.Setenv("COHORT_POLL", "1ms")
+			b.Setenv("COHORT_SHM", "on")
+			b.Setenv("COHORT_UNIX", "on")
+			ss := tcpJobWith(b, 2, []Option{func(o *options) { o.shmInProcess = true }})
+			ctx := context.Background()
+			w0, w1 := ss[0].World(), ss[1].World()
+			buf := make([]byte, size)
+			rt := func() {
+				if err := w0.Send(ctx, buf, 1, 1); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w1.Recv(ctx, buf, 0, 1); err != nil {
+					b.Fatal(err)
+				}
+				if err := w1.Send(ctx, buf, 0, 1); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w0.Recv(ctx, buf, 1, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 1000 {
+				rt()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				rt()
+			}
+		})
+	}
+}

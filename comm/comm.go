@@ -257,7 +257,9 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 		err = &ProcFailedError{Ranks: c.failedRanks()}
 	}
 	credit := 0
+	var q *outq // the backlog toward node, looked up under this lock
 	if err == nil && s.rep == nil && node != s.self {
+		q = s.outqLocked(int(node))
 		if sub == subP2P {
 			// A point-to-point message is eager if it is small and fits
 			// in the credit toward dest (credit.go).
@@ -293,7 +295,11 @@ func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int
 	if data == nil {
 		data = []byte{}
 	}
-	s.sendFrame(int(node), wire.Frame{Kind: kind, Payload: head}, data, req)
+	if q != nil {
+		q.sendEpoch(wire.Frame{Kind: kind, Payload: head}, data, req)
+	} else {
+		s.sendFrame(int(node), wire.Frame{Kind: kind, Payload: head}, data, req)
+	}
 	return req
 }
 

@@ -562,8 +562,11 @@ type Request struct {
 	s        *Session
 	// wake, on the requests of blocking calls (pooled), is signalled
 	// instead of done: the request never leaves the call, so nobody else
-	// waits on it, and a buffered channel can be used again.
-	wake chan struct{}
+	// waits on it, and a buffered channel can be used again. It is
+	// signalled only if the call parked on it (parked, under dmu): a call
+	// that polled its request to completion costs no channel operation.
+	wake   chan struct{}
+	parked bool
 }
 
 // newRequest returns a request of a non-blocking call: the caller gets it,
@@ -619,6 +622,13 @@ func (r *Request) block(ctx context.Context) (Status, error) {
 	if r.finished.Load() || r.poll() {
 		return r.result()
 	}
+	r.dmu.Lock()
+	if r.finished.Load() {
+		r.dmu.Unlock()
+		return r.result()
+	}
+	r.parked = true
+	r.dmu.Unlock()
 	for {
 		select {
 		case <-r.wake:
@@ -639,9 +649,12 @@ func (r *Request) release() {
 		return
 	}
 	r.dmu.Lock() // complete has returned: its token, if any, is in wake
-	select {
-	case <-r.wake:
-	default:
+	if r.parked {
+		select {
+		case <-r.wake:
+		default:
+		}
+		r.parked = false
 	}
 	r.dmu.Unlock()
 	r.reset()
@@ -670,9 +683,11 @@ func (r *Request) complete(st Status, err error) {
 	case r.done != nil:
 		close(r.done)
 	case r.wake != nil:
-		select {
-		case r.wake <- struct{}{}:
-		default:
+		if r.parked {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
 		}
 	default:
 		r.done = closedChan

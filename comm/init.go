@@ -76,6 +76,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if tcfg.NoShm, err = parseOff(shmEnv, os.Getenv(shmEnv)); err != nil {
 		return nil, err
 	}
+	tcfg.ShmInProcess = o.shmInProcess
 	if tcfg.TLS, err = boot.TLSConfig(); err != nil {
 		return nil, err
 	}

@@ -115,6 +115,9 @@ type options struct {
 	seed     uint64
 	// eagerCredit: bytes (0: DefaultEagerCredit; see WithEagerCredit)
 	eagerCredit int
+	// shmInProcess: ranks of one process (tests) still connect over
+	// shared memory (tcp.Config.ShmInProcess)
+	shmInProcess bool
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
@@ -501,7 +504,12 @@ func (s *Session) sendFrame(to int, f wire.Frame, body []byte, req *Request) err
 		}
 		return err
 	}
-	f.Epoch = s.epoch.Load()
+	return q.sendEpoch(f, body, req)
+}
+
+// sendEpoch is send of a frame of the session's current epoch.
+func (q *outq) sendEpoch(f wire.Frame, body []byte, req *Request) error {
+	f.Epoch = q.s.epoch.Load()
 	return q.send(f, body, req)
 }
 
@@ -518,6 +526,10 @@ func (s *Session) stateErr() error {
 func (s *Session) outq(r int) *outq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.outqLocked(r)
+}
+
+func (s *Session) outqLocked(r int) *outq {
 	if s.state != nil {
 		return nil
 	}

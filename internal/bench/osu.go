@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,7 +62,15 @@ type OSU struct {
 	Impls    []string  // implementations to run, in order (of OSUImpls)
 	Replicas int       // cohort's ranks each run as this many replicas (0, 1: none)
 	Progress io.Writer // where progress lines go
+	// CPUProfile, when set, is a directory where each rank of cohort's and
+	// the raw TCP jobs writes a CPU profile of its run (go tool pprof):
+	// IMPL-MODE-rankN.pprof.
+	CPUProfile string
 }
+
+// osuProfileEnv names the profile a rank writes (a path without the rank
+// and extension); set by [OSU.Measure] when CPUProfile is.
+const osuProfileEnv = "COHORT_BENCH_CPUPROFILE"
 
 // OSUImpls lists the implementations in table order.
 var OSUImpls = []string{"ours", "ours-unix", "ours-tcp", "ours-tls", "tcp", "mpi-tcp", "mpi-vader"}
@@ -170,7 +179,11 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (figs, allocs map[int]float64, err error) {
 	var out bytes.Buffer
 	args := append([]string{"osu-worker", b.Mode, impl}, b.Args()...)
-	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Env: osuUnixEnv[impl], Encrypt: impl == "ours-tls", Replicas: b.Replicas,
+	env := osuUnixEnv[impl]
+	if b.CPUProfile != "" {
+		env = append(slices.Clip(env), osuProfileEnv+"="+filepath.Join(b.CPUProfile, impl+"-"+b.Mode))
+	}
+	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Env: env, Encrypt: impl == "ours-tls", Replicas: b.Replicas,
 		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute})
 	if err != nil {
 		return nil, nil, err

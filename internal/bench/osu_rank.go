@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 	"unsafe"
 
@@ -45,6 +46,13 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 	if o.Mode != "latency" && o.Mode != "bw" && o.Mode != "allreduce" {
 		return fmt.Errorf("%w: unknown mode %q", ErrOSU, o.Mode)
 	}
+	if path := os.Getenv(osuProfileEnv); path != "" {
+		stop, err := startProfile(path)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	switch o.Impl {
 	case "ours", "ours-unix", "ours-tcp", "ours-tls": // the launcher sets COHORT_UNIX, and encrypts the ours-tls job
 		return osuOurs(ctx, out, o)
@@ -52,6 +60,27 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 		return osuTCP(ctx, out, o)
 	}
 	return fmt.Errorf("%w: unknown implementation %q", ErrOSU, o.Impl)
+}
+
+// startProfile starts this rank's CPU profile, written to
+// path-rankN.pprof (N from the launcher's environment) when stop is called.
+func startProfile(path string) (stop func(), err error) {
+	boot, err := launch.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Create(fmt.Sprintf("%s-rank%d.pprof", path, boot.Rank))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // osuMessages is what rank 0's allocations are counted per, in one

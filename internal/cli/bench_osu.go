@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 	fs.IntVar(&iters, "iters", 0, "timed `iterations` for small messages (0: OSU's default); large ones get OSU's proportion of it")
 	fs.IntVar(&skip, "skip", -1, "warm-up `iterations` for small messages (-1: OSU's default)")
 	fs.StringVar(&implText, "impl", implText, "comma-separated `implementations` to run: ours (cohort; on one host over shared memory), ours-unix (cohort over Unix sockets, COHORT_SHM=off), ours-tcp (cohort over loopback TCP, COHORT_UNIX=off), ours-tls (cohort with --encrypt), tcp, mpi-tcp, mpi-vader (Open MPI ones are skipped when absent)")
+	fs.StringVar(&b.CPUProfile, "cpuprofile", "", "write each rank's CPU profile of cohort's and the raw TCP runs into this `directory` (IMPL-MODE-rankN.pprof, for go tool pprof)")
 	if extra != nil {
 		extra(fs)
 	}
@@ -53,6 +56,14 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 	if skip >= 0 {
 		b.SkipL = skip * b.SkipL / max(1, b.Skip)
 		b.Skip = skip
+	}
+	if b.CPUProfile != "" {
+		if err := os.MkdirAll(b.CPUProfile, 0o755); err != nil {
+			return usagef("--cpuprofile: %v", err)
+		}
+		if b.CPUProfile, err = filepath.Abs(b.CPUProfile); err != nil {
+			return usagef("--cpuprofile: %v", err)
+		}
 	}
 	b.Impls = nil
 	for _, f := range strings.Split(implText, ",") {

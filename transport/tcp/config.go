@@ -101,9 +101,12 @@ type Config struct {
 	// each): a power of two from 4 KiB to 1 GiB. A frame larger than the
 	// ring streams through it. Default DefaultShmRingSize (256 KiB).
 	ShmRingSize int
-	// shmSameProcess lets two transports of one process use shared memory
-	// between them (tests); otherwise they stay on the Unix socket.
-	shmSameProcess bool
+	// ShmInProcess lets two transports of one process move their
+	// connection to shared memory too, as two processes do; by default
+	// they stay on the Unix socket (one process gains nothing from it).
+	// Tests and benchmarks set it to measure the shared-memory path in one
+	// process.
+	ShmInProcess bool
 
 	// Logger receives the transport's logs; nil discards them.
 	Logger *slog.Logger

@@ -17,7 +17,7 @@ func ConnDead(t *Transport, id core.NodeID) bool {
 
 // ShmInProcess lets transports of this process use shared memory between
 // them (by default they keep to the Unix socket).
-func ShmInProcess(c *Config) { c.shmSameProcess = true }
+func ShmInProcess(c *Config) { c.ShmInProcess = true }
 
 // ShmSupported reports whether this system has the shared-memory path.
 const ShmSupported = shmSupported

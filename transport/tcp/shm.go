@@ -222,6 +222,7 @@ type shmConn struct {
 	// wake-up byte came (the byte does not say for whom: both look).
 	wakeR, wakeW chan struct{}
 	gone         chan struct{} // closed when the peer's socket ended
+	goneSet      atomic.Bool   // set as gone is closed: a load, for every frame
 	watched      chan struct{} // closed when the watcher ended
 	closed       chan struct{} // closed by Close
 	closing      atomic.Bool   // set by Close, before closed is closed
@@ -267,6 +268,7 @@ func (c *shmConn) watch() {
 	read := c.sockReader()
 	for {
 		if err := read(); err != nil {
+			c.goneSet.Store(true)
 			close(c.gone)
 			return
 		}
@@ -442,7 +444,7 @@ func (c *shmConn) readable() bool {
 }
 
 func (c *shmConn) readableLocked() bool {
-	return c.isClosed() || !c.in.empty() || c.in.u32(offClosed).Load() != 0 || isClosed(c.gone)
+	return c.isClosed() || !c.in.empty() || c.in.u32(offClosed).Load() != 0 || c.goneSet.Load()
 }
 
 // tryReader reads c's stream without waiting: wire.ErrWouldBlock when
@@ -474,10 +476,17 @@ func (c *shmConn) readRing(b []byte, block bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	// The locks are released by defers in this function of one return
+	// (open-coded, nearly free); readRingLocked has many.
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	c.use.RLock()
 	defer c.use.RUnlock()
+	return c.readRingLocked(b, block)
+}
+
+// readRingLocked is readRing under c.rmu and c.use (read).
+func (c *shmConn) readRingLocked(b []byte, block bool) (int, error) {
 	if c.isClosed() {
 		if !block {
 			return 0, wire.ErrWouldBlock
@@ -502,7 +511,7 @@ func (c *shmConn) readRing(b []byte, block bool) (int, error) {
 		// connection, or wait. The flags are read before the ring is
 		// looked at again: what the peer published before it half-closed
 		// or died is read first.
-		if r.u32(offClosed).Load() != 0 || isClosed(c.gone) {
+		if r.u32(offClosed).Load() != 0 || c.goneSet.Load() {
 			if r.empty() {
 				return 0, io.EOF
 			}
@@ -539,6 +548,11 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	defer c.wmu.Unlock()
 	c.use.RLock()
 	defer c.use.RUnlock()
+	return c.writevLocked(bufs)
+}
+
+// writevLocked is writev under c.wmu and c.use (read).
+func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 	r := c.out
 	var done int64
 	var last int64 // monoNow of the last progress while the ring was full; 0: not full
@@ -549,7 +563,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 			if c.isClosed() {
 				return done, net.ErrClosed
 			}
-			if c.wshut.Load() || isClosed(c.gone) {
+			if c.wshut.Load() || c.goneSet.Load() {
 				return done, fmt.Errorf("tcp: shared-memory connection: %w", io.ErrClosedPipe)
 			}
 			room, err := r.room(min(uint64(len(b)), r.size/ringSlices))
@@ -673,7 +687,7 @@ func (t *Transport) shmRefusal(rc *rightsConn) string {
 	switch {
 	case !ok:
 		return "the peer's process is unknown"
-	case pid == os.Getpid() && !t.cfg.shmSameProcess:
+	case pid == os.Getpid() && !t.cfg.ShmInProcess:
 		return "the peer is this process" // nothing to gain, memory to lose
 	}
 	return ""

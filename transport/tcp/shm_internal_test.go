@@ -27,7 +27,7 @@ func shmTransport(t *testing.T, id core.NodeID) *Transport {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Node, cfg.JobID, cfg.Secret = id, shmTestJob, shmTestSecret
-	cfg.shmSameProcess = true
+	cfg.ShmInProcess = true
 	tr, err := Listen(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -305,6 +305,7 @@ type conn struct {
 	initiator  bool // we dialed it
 	remote     string
 	dead       chan struct{}
+	deadSet    atomic.Bool // set as dead is closed: a load, for the write path's every frame
 	once       sync.Once
 	byUs       bool  // closed on purpose (replaced, removed, closing); valid after dead
 	cause      error // why it died; valid after dead
@@ -326,6 +327,7 @@ type conn struct {
 	// (by us or by the peer's goodbye): nothing more is written to it, its
 	// reader goes on to the end of stream, and its end is no failure.
 	retiring   chan struct{}
+	retiredSet atomic.Bool // set as retiring is closed (see deadSet)
 	retireOnce sync.Once
 	shutOnce   sync.Once // our writing side is shut once (closeWrite)
 	// activity counts the frames read and the batches written; the idle
@@ -356,7 +358,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 func (c *conn) stopped() bool { return c.isDead() || c.isRetired() }
 
 // isRetired reports whether c was retired for being idle.
-func (c *conn) isRetired() bool { return isClosed(c.retiring) }
+func (c *conn) isRetired() bool { return c.retiredSet.Load() }
 
 // isClosed reports whether ch, a channel that is only ever closed, is.
 func isClosed(ch <-chan struct{}) bool {
@@ -379,15 +381,24 @@ func closeFirst(once *sync.Once, ch chan struct{}) bool {
 }
 
 // retire marks c retired; it reports whether this call did.
-func (c *conn) retire() bool { return closeFirst(&c.retireOnce, c.retiring) }
+func (c *conn) retire() bool {
+	first := false
+	c.retireOnce.Do(func() {
+		first = true
+		c.retiredSet.Store(true)
+		close(c.retiring)
+	})
+	return first
+}
 
 // isDead reports whether c has been closed.
-func (c *conn) isDead() bool { return isClosed(c.dead) }
+func (c *conn) isDead() bool { return c.deadSet.Load() }
 
 // close closes c once, recording whether it was on purpose and why.
 func (c *conn) close(byUs bool, cause error) {
 	c.once.Do(func() {
 		c.byUs, c.cause = byUs, cause
+		c.deadSet.Store(true) // after byUs and cause: whoever sees it may read them
 		close(c.dead)
 		c.nc.Close()
 	})
@@ -1241,8 +1252,12 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		t.stats.polled.Add(1)
 	}
 	t.slot.Get().Deliver(f)
-	if f.Kind.Proto() != core.ProtoFD {
-		c.poll.mark() // a data frame: the next may follow soon
+	if !try && f.Kind.Proto() != core.ProtoFD {
+		// A data frame: the next may follow soon. A caller's progress
+		// (try) does not mark: the caller polls for the next itself, and
+		// the reader goroutine, parked meanwhile, need not poll after it
+		// (nor the caller pay a clock read per frame).
+		c.poll.mark()
 	}
 	return nil
 }
