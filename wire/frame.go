@@ -290,6 +290,10 @@ func (fr *FrameReader) SetReader(r io.Reader) { fr.r = r }
 // returned as frames.
 func (fr *FrameReader) Buffered() int { return fr.end - fr.start }
 
+// Err returns the error that stopped the reader (sticky, see ReadFrame),
+// or nil.
+func (fr *FrameReader) Err() error { return fr.err }
+
 // ReadFrame returns the next frame. Its Payload aliases the reader's buffer
 // and is valid only until the next call to ReadFrame: a caller that keeps it
 // (or a message decoded from it that aliases it) must copy it.

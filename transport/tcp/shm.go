@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -445,6 +446,48 @@ func (c *shmConn) readable() bool {
 
 func (c *shmConn) readableLocked() bool {
 	return c.isClosed() || !c.in.empty() || c.in.u32(offClosed).Load() != 0 || c.goneSet.Load()
+}
+
+// nextFrame reads the frame at the head of c.in, if the ring holds it
+// whole and in one piece (not across the ring's end) and it fits buf: it
+// copies the frame into buf, decodes it (a limit of max bytes on its
+// declared length) and consumes it, and the frame's payload aliases buf.
+// Otherwise, or if the frame does not decode, it reads nothing and
+// returns false (and empty true if the ring holds nothing): the frame
+// reader's path (TryReadFrame, or the reader
+// goroutine) takes the frame and reports what is wrong with it. The
+// caller holds the connection's read lock (conn.rd), and the frame
+// reader holds no byte of the stream. This is a caller's progress's
+// common case, a small frame, with one copy and none of the frame
+// reader's buffering.
+func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) {
+	c.use.RLock()
+	defer c.use.RUnlock()
+	if c.isClosed() {
+		return wire.Frame{}, false, false
+	}
+	r := c.in
+	avail := r.u64(offTail).Load() - r.pos
+	if avail == 0 {
+		return wire.Frame{}, false, true
+	}
+	at := r.pos % r.size
+	if avail < wire.LengthSize || avail > r.size || r.size-at < wire.LengthSize {
+		return wire.Frame{}, false, false
+	}
+	n := wire.LengthSize + uint64(binary.BigEndian.Uint32(r.data[at:]))
+	if n > avail || n > uint64(len(buf)) || n > r.size-at {
+		return wire.Frame{}, false, false
+	}
+	b := buf[:copy(buf, r.data[at:at+n])]
+	f, used, err := wire.DecodeFrameMax(b, max)
+	if err != nil || used != len(b) {
+		return wire.Frame{}, false, false
+	}
+	r.pos += n
+	r.u64(offHead).Store(r.pos)
+	c.ring(r, offWWaiting)
+	return f, true, false
 }
 
 // tryReader reads c's stream without waiting: wire.ErrWouldBlock when

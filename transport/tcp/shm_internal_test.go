@@ -259,3 +259,61 @@ func TestRightsConnReadAfterReset(t *testing.T) {
 		t.Fatalf("Read after a reset = %d, %v; want 0 and an error", n, err)
 	}
 }
+
+// A caller's progress reads a small frame straight from the ring
+// (nextFrame) only when the ring holds it whole and in one piece, it fits
+// the buffer and it decodes; otherwise it reads nothing, so that the frame
+// reader takes the frame (across the ring's end) or reports it (malformed).
+func TestShmNextFrame(t *testing.T) {
+	mem := make([]byte, ringHeader+minShmRingSize)
+	w, r := newRing(mem), newRing(mem)
+	c := &shmConn{in: r}
+	buf := make([]byte, 256)
+	frame := func(n int) []byte {
+		return wire.AppendFrame(nil, wire.Frame{Kind: core.Kind(0x0301), Src: 2, Dst: 1, Epoch: 7, Payload: make([]byte, n)})
+	}
+	if _, ok, empty := c.nextFrame(buf, wire.DefaultMaxFrameSize); ok || !empty {
+		t.Fatalf("an empty ring: ok %v, empty %v; want false, true", ok, empty)
+	}
+	// Two whole frames: read one at a time, each consumed.
+	w.put(frame(10))
+	w.put(frame(20))
+	w.publish()
+	for _, n := range []int{10, 20} {
+		f, ok, _ := c.nextFrame(buf, wire.DefaultMaxFrameSize)
+		if !ok || len(f.Payload) != n || f.Src != 2 || f.Dst != 1 || f.Epoch != 7 {
+			t.Fatalf("frame of %d: got %v ok %v", n, f, ok)
+		}
+	}
+	if r.pos != w.pos || r.u64(offHead).Load() != w.pos {
+		t.Fatalf("head %d (stored %d), want %d", r.pos, r.u64(offHead).Load(), w.pos)
+	}
+	cases := []struct {
+		name  string
+		bytes []byte
+	}{
+		{"too large for the buffer", frame(300)},
+		{"malformed (kind 0)", wire.AppendFrame(nil, wire.Frame{Kind: 0, Src: 2, Dst: 1})},
+		{"not yet whole", frame(50)[:30]},
+	}
+	for _, tc := range cases {
+		before := r.pos
+		w.put(tc.bytes)
+		w.publish()
+		if f, ok, empty := c.nextFrame(buf, wire.DefaultMaxFrameSize); ok || empty || r.pos != before {
+			t.Fatalf("%s: got %v ok %v empty %v, head moved %d; want nothing read", tc.name, f, ok, empty, r.pos-before)
+		}
+		r.pos = w.pos // as if the frame reader had taken it
+		r.u64(offHead).Store(r.pos)
+	}
+	// A frame across the ring's end is left to the frame reader.
+	gap := int(r.size - r.pos%r.size)
+	w.put(make([]byte, gap-8))
+	w.publish()
+	r.pos = w.pos
+	w.put(frame(20))
+	w.publish()
+	if _, ok, empty := c.nextFrame(buf, wire.DefaultMaxFrameSize); ok || empty {
+		t.Fatalf("a frame across the ring's end: ok %v empty %v; want neither", ok, empty)
+	}
+}

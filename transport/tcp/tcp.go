@@ -320,8 +320,11 @@ type conn struct {
 	rd     sync.Mutex
 	shm    *shmConn
 	warned bool
-	place  wire.PlaceFunc // placeWith's, made once
-	placer transport.Placer
+	// scratch holds the frame a caller's progress read straight from the
+	// ring (shmConn.nextFrame), until the next; made at the first.
+	scratch []byte
+	place   wire.PlaceFunc // placeWith's, made once
+	placer  transport.Placer
 
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its
@@ -1213,7 +1216,19 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	var placed bool
 	var err error
 	if try {
-		f, err = c.fr.TryReadFrame(c.shm.try, wire.PlaceMin)
+		var ok, empty bool
+		if c.fr.Buffered() == 0 && c.fr.Err() == nil {
+			if c.scratch == nil {
+				c.scratch = make([]byte, wire.PlaceMin-1)
+			}
+			f, ok, empty = c.shm.nextFrame(c.scratch, t.cfg.MaxFrameSize)
+		}
+		switch {
+		case empty:
+			err = wire.ErrWouldBlock
+		case !ok:
+			f, err = c.fr.TryReadFrame(c.shm.try, wire.PlaceMin)
+		}
 	} else {
 		c.placer = nil
 		f, placed, err = c.fr.ReadFramePlaced(c.place)
