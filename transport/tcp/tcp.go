@@ -683,8 +683,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 		c.close(false, err)
 	} else {
 		c.activity.Add(1)
-		t.stats.framesOut.Add(1)
-		t.stats.direct.Add(1)
+		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
 	}
 	p.bufs[0], p.bufs[1], p.wbufs = nil, nil, nil // do not keep the caller's buffer
 	p.flushed.Store(p.written)
@@ -1262,9 +1261,10 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		}
 		return nil
 	}
-	t.stats.framesIn.Add(1)
 	if try {
-		t.stats.polled.Add(1)
+		t.stats.polled.Add(1) // counted in FramesIn too (Stats)
+	} else {
+		t.stats.framesIn.Add(1)
 	}
 	t.slot.Get().Deliver(f)
 	if !try && f.Kind.Proto() != core.ProtoFD {
@@ -1617,6 +1617,11 @@ type Stats struct {
 	Writers      int    // peers with a writer goroutine and queues now
 }
 
+// stats are the transport's counters. A frame is counted once on the
+// data path: framesIn counts the frames the reader goroutines delivered,
+// polled those callers' progress did (Stats.FramesIn is their sum);
+// framesOut counts the frames the writer goroutines wrote, direct those
+// written on the caller's goroutine (Stats.FramesOut is their sum).
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
 	misaddressed, framesIn, framesOut, direct, placed, polled, shm, shmRefused atomic.Uint64
@@ -1631,7 +1636,7 @@ func (t *Transport) Stats() Stats {
 		Unix: t.stats.unix.Load(), Shm: t.stats.shm.Load(), ShmRefused: t.stats.shmRefused.Load(),
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
-		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
+		FramesIn:     t.stats.framesIn.Load() + t.stats.polled.Load(), FramesOut: t.stats.framesOut.Load() + t.stats.direct.Load(),
 		Direct: t.stats.direct.Load(), Placed: t.stats.placed.Load(), Polled: t.stats.polled.Load(),
 	}
 	t.mu.Lock()
