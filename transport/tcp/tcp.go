@@ -242,6 +242,7 @@ type peer struct {
 	// kept: a connection to the peer is kept open (Keep): dialled with
 	// nothing to send, never retired for being idle.
 	kept    bool
+	wasKept bool // Keep's scratch: kept before the call
 	dialing bool // our writer is dialing
 	inbound int  // inbound handshakes admitted and not finished
 	// unreachable: the last dial failed or the last connection died, and
@@ -1342,32 +1343,74 @@ func (t *Transport) manage(p *peer) {
 			continue
 		}
 		if c == nil {
-			if pending == nil && !kept {
-				select {
-				case f := <-p.hq:
-					pending = &f
-				case f := <-p.q:
-					pending = &f
-				case <-p.wake:
+			if pending == nil {
+				// Nothing to write: wait for a frame. A kept peer is
+				// dialled without one, at once when it is new, after the
+				// first back-off when its last connection died or its
+				// last dial failed: a peer that has just crashed is
+				// typically a kept one (a tree neighbour), and dialling
+				// it in the first milliseconds after its crash takes
+				// the processor from the view change that excludes it.
+				wait := !kept
+				var backoff *time.Timer
+				if kept {
+					t.mu.Lock()
+					unreachable := p.unreachable
+					t.mu.Unlock()
+					if unreachable {
+						backoff = time.NewTimer(t.backoff(0))
+						wait = true
+					}
+				}
+				if wait && !t.waitFrame(p, &pending, backoff) {
 					continue
-				case <-p.removed:
-					return
-				case <-t.closing:
-					return
 				}
 			}
-			if c = t.connect(p); c == nil {
-				return
+			if c = t.connect(p, pending != nil); c == nil {
+				// Closed, removed, or nothing left to dial for: the
+				// top of the loop ends the writer.
+				continue
 			}
 		}
 		pending = t.writeLoop(p, c, pending)
 	}
 }
 
+// waitFrame waits for a frame of p's queues, which it puts in *pending,
+// or for backoff (if not nil) to fire, which it then stops; it returns
+// false if p's wake signal came first, or the transport closes, or p is
+// removed (the caller's loop then sees why).
+func (t *Transport) waitFrame(p *peer, pending **wire.Frame, backoff *time.Timer) bool {
+	var fired <-chan time.Time
+	if backoff != nil {
+		fired = backoff.C
+		defer backoff.Stop()
+	}
+	select {
+	case f := <-p.hq:
+		*pending = &f
+	case f := <-p.q:
+		*pending = &f
+	case <-fired:
+	case <-p.wake:
+		return false
+	case <-p.removed:
+		return false
+	case <-t.closing:
+		return false
+	}
+	return true
+}
+
 // connect returns a connection to p: the one in use, one accepted
 // meanwhile, or one it dials, retrying with back-off. It returns nil when
-// the transport closes or p is removed.
-func (t *Transport) connect(p *peer) *conn {
+// the transport closes or p is removed, and, after a failed dial, when
+// there is nothing to dial for any more: the caller holds no frame
+// (holding is false), none is queued and p is not kept. A peer that is
+// gone for good (a crashed node a view has excluded) is then no longer
+// dialled for ever, every BackoffMax, by every writer that once had a
+// connection to it; the next Send starts a writer that dials again.
+func (t *Transport) connect(p *peer, holding bool) *conn {
 	refusals := 0
 	for attempt := 0; ; {
 		t.mu.Lock()
@@ -1431,6 +1474,12 @@ func (t *Transport) connect(p *peer) *conn {
 			return nil
 		}
 		tm.Stop()
+		t.mu.Lock()
+		idle := !holding && !p.kept && p.cur == nil && len(p.q) == 0 && len(p.hq) == 0
+		t.mu.Unlock()
+		if idle {
+			return nil
+		}
 	}
 }
 
@@ -1631,7 +1680,7 @@ func (t *Transport) Keep(ids []core.NodeID) {
 		return
 	}
 	for _, p := range t.peers {
-		p.kept = false
+		p.wasKept, p.kept = p.kept, false
 	}
 	for _, id := range ids {
 		p := t.peers[id]
@@ -1641,6 +1690,13 @@ func (t *Transport) Keep(ids []core.NodeID) {
 		p.kept = true
 		if p.cur == nil {
 			t.activateLocked(p)
+			p.signal()
+		}
+	}
+	for _, p := range t.peers {
+		if p.wasKept && !p.kept && p.cur == nil && p.active {
+			// Its writer may be waiting to dial it again: with nothing
+			// to send, it ends instead.
 			p.signal()
 		}
 	}
