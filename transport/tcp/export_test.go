@@ -54,3 +54,7 @@ func WriterActive(t *Transport, id core.NodeID) bool {
 	p := t.peers[id]
 	return p != nil && p.active
 }
+
+// NowPartial returns how many frames SendNow wrote in part, leaving the
+// rest to the writer.
+func NowPartial(t *Transport) uint64 { return t.nowPartial.Load() }

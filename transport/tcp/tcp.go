@@ -78,6 +78,13 @@
 // the failure detector, not a verdict). Frames in flight when a connection
 // breaks are lost; later frames are not reordered.
 //
+// SendNow writes a frame on the caller's goroutine instead, with one
+// non-blocking write, when the peer's connection is idle (nothing queued,
+// nobody writing): no wake-up of the writer for a protocol that sends one
+// frame per peer and event. It never waits; what the socket does not take
+// of the frame the writer writes before anything else, and it declines a
+// frame the socket takes nothing of (see now.go).
+//
 // # Large frames
 //
 // A frame of 16 KiB or more (wire.PlaceMin) is offered, once its header
@@ -185,6 +192,8 @@ type Transport struct {
 	// calls): the tests check that a writer waits, rather than spins, while
 	// its connection is closed but not yet cleared, or the transport closes.
 	writerRuns atomic.Uint64
+	// nowPartial counts the frames SendNow wrote in part (tests).
+	nowPartial atomic.Uint64
 	// spin is the connections' polling time, in ns (SetSpin, poll.go).
 	spin atomic.Int64
 	// pollers counts the callers polling the shared-memory connections,
@@ -268,6 +277,13 @@ type peer struct {
 	head    []byte      // SendDirect's scratch while it pads
 	bufs    net.Buffers // SendDirect's vectored write (its two slices)
 	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
+	// now is SendNow's encoded frame; rest is what the socket of
+	// connection restConn did not take of it, which the writer writes
+	// first (woken by kick, capacity 1). See now.go.
+	now      []byte
+	rest     []byte
+	restConn *conn
+	kick     chan struct{}
 }
 
 // peerQueues are a peer's two queues (see peer.q and hq).
@@ -313,6 +329,7 @@ type conn struct {
 	prev       *conn // the connection it replaced, whose reader must finish first
 	unix       bool  // over the same-host Unix socket
 	poll       pollState
+	raw        syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
 
 	// rd is held by whoever reads frames from fr and delivers them: the
 	// reader goroutine or, on a shared-memory connection (shm, else nil),
@@ -348,6 +365,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 		sc.poll, sc.pollers, c.shm = &c.poll, &t.pollers, sc
 	} else if pr := newPollReader(nc, &c.poll); pr != nil {
 		fr.SetReader(pr)
+		c.raw = pr.raw
 	}
 	return c
 }
@@ -517,6 +535,7 @@ func (t *Transport) peerLocked(id core.NodeID) *peer {
 	p := &peer{
 		id:      id,
 		wake:    make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
 		removed: make(chan struct{}),
 	}
 	t.peers[id] = p
@@ -642,7 +661,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	if !p.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || c.stopped() {
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
 		p.wmu.Unlock()
 		return false
 	}
@@ -1542,12 +1561,18 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		t.stats.framesOut.Add(1)
 		return true
 	}
-	if pending == nil {
-		// Frames lost with the previous connection count as written.
-		p.wmu.Lock()
-		p.flushed.Store(p.written)
-		p.wmu.Unlock()
+	p.wmu.Lock()
+	if p.restConn != nil && p.restConn != c {
+		// The rest of a frame SendNow wrote to an earlier connection,
+		// retired since (and read to its end) or dead.
+		t.writeRest(p)
 	}
+	rest := len(p.rest) > 0
+	if pending == nil && !rest {
+		// Frames lost with the previous connection count as written.
+		p.flushed.Store(p.written)
+	}
+	p.wmu.Unlock()
 	// next is a frame to write (have); a value, not a pointer, so that a
 	// frame taken from the queue is not moved to the heap.
 	var next wire.Frame
@@ -1556,10 +1581,13 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		next = *pending
 	}
 	for {
-		if !have {
+		if !have && !rest {
 			select {
 			case next = <-p.hq:
+				have = true
 			case next = <-p.q:
+				have = true
+			case <-p.kick: // SendNow left the rest of a frame
 			case <-c.dead:
 				return nil
 			case <-c.retiring:
@@ -1570,13 +1598,21 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				return nil
 			}
 		}
-		have = true
+		rest = false
 		p.wmu.Lock()
 		if c.stopped() {
+			t.writeRest(p) // a retired c is read to its end
 			p.wmu.Unlock()
+			if !have {
+				return nil
+			}
 			return frameRef(next)
 		}
-		ok := write(next)
+		// What SendNow left goes first, before the buffer's frames.
+		ok := t.writeRest(p)
+		if ok && have {
+			ok = write(next)
+		}
 		have = false
 		for ok {
 			f, more := p.take()
@@ -1630,6 +1666,7 @@ type Stats struct {
 	FramesIn     uint64 // frames delivered to the handler
 	FramesOut    uint64 // frames handed to a connection's writer
 	Direct       uint64 // of FramesOut, those SendDirect wrote itself
+	Now          uint64 // of FramesOut, those SendNow wrote itself (now.go)
 	Placed       uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
 	Polled       uint64 // of FramesIn, those read and delivered by a caller's PollUntil
 	Conns        int    // connections in use now
@@ -1638,7 +1675,7 @@ type Stats struct {
 
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
-	misaddressed, framesIn, framesOut, direct, placed, polled, shm, shmRefused atomic.Uint64
+	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -1651,7 +1688,7 @@ func (t *Transport) Stats() Stats {
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
 		FramesIn:     t.stats.framesIn.Load(), FramesOut: t.stats.framesOut.Load(),
-		Direct: t.stats.direct.Load(), Placed: t.stats.placed.Load(), Polled: t.stats.polled.Load(),
+		Direct: t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(), Polled: t.stats.polled.Load(),
 	}
 	t.mu.Lock()
 	for _, p := range t.peers {
