@@ -584,7 +584,6 @@ func (e hostEnv) Emit(ev core.Event) {
 	if mc, ok := ev.(core.MembersChanged); ok {
 		h.epoch = mc.Epoch
 	}
-	typ := EventType(ev)
 	switch ev := ev.(type) {
 	case core.Suspected:
 		h.log.Info("host: suspected", "peer", uint32(ev.Node))
@@ -597,10 +596,13 @@ func (e hostEnv) Emit(ev core.Event) {
 	case core.MembersChanged:
 		h.log.Info("host: view", "epoch", ev.Epoch, "members", len(ev.Members))
 	default:
-		h.log.Debug("host: event", "type", typ)
+		// EventType allocates its name: only for a logger that keeps it.
+		if h.log.Enabled(context.Background(), slog.LevelDebug) {
+			h.log.Debug("host: event", "type", EventType(ev))
+		}
 	}
 	if h.events != nil {
-		if err := h.events.write(time.Now(), at, h.self, typ, ev); err != nil {
+		if err := h.events.write(time.Now(), at, h.self, EventType(ev), ev); err != nil {
 			h.log.Error("host: event stream failed; no more events will be written", "err", err)
 			h.events = nil
 		}
