@@ -69,7 +69,9 @@ whole run to FILE, for 'go tool pprof': every node's loop, transport and
 protocol runs in this process, so the profile shows where the
 stabilizations' processor time goes. It covers the start of the hosts,
 the ping-pong, the tree echo, every kill and stabilization and every
-re-admission; more --samples weigh the stabilizations more.
+re-admission, and the full GC cycle forced before each kill (a large
+share of the profile: the n nodes share one heap); more --samples weigh
+the stabilizations more.
 
 Examples:
   cohort bench membership
