@@ -38,7 +38,13 @@
 //
 // Env.Send encodes the message with the codec, stamps the frame with the
 // epoch of the last view the machine announced ([core.MembersChanged]) and
-// hands it to the transport. The loop must never block on one slow peer, so
+// hands it to the transport. A transport that can write a frame on the
+// loop without waiting (transport/tcp's SendNow, when nothing is queued
+// for the peer) is offered the first frame of each loop turn to each peer
+// (of at most 16 peers) that way: a view change's message to each child
+// then costs one system call on the loop rather than a wake-up of the
+// peer's writer goroutine; later frames of the turn to the same peer are
+// queued, for the writer to coalesce. The loop must never block on one slow peer, so
 // when that peer's send queue is full the host waits at most
 // Config.SendWait (default 0: not at all) and then drops the message: it
 // counts the drop, logs it once per episode and gives the machine a
@@ -73,6 +79,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -165,6 +172,8 @@ type Host struct {
 	wake        *time.Timer   // fires at the earliest deadline
 	wakeAt      time.Duration // the deadline wake is armed for; -1 when idle
 	local       []func()      // work queued for after the current machine call
+	now         nowSender     // the transport's SendNow, or nil
+	nowTo       []core.NodeID // the peers this loop turn offered a frame to SendNow
 	epoch       uint64
 	failing     map[core.NodeID]bool // peers whose last send was dropped
 	events      *eventWriter
@@ -222,6 +231,7 @@ func New(m core.Machine, cfg Config) (*Host, error) {
 	if cfg.Events != nil {
 		h.events = &eventWriter{w: cfg.Events}
 	}
+	h.now, _ = cfg.Transport.(nowSender)
 	return h, nil
 }
 
@@ -267,6 +277,7 @@ func (h *Host) Run(ctx context.Context) error {
 			f()
 		}
 		h.drain()
+		h.nowTo = h.nowTo[:0]
 	}
 }
 
@@ -413,6 +424,30 @@ func (hd handler) Hint(p core.PeerHint) {
 	}
 }
 
+// nowSender is a transport that can write a frame on the calling
+// goroutine without ever waiting (transport/tcp's SendNow): it reports
+// false, having written nothing, when it cannot, and the frame then goes
+// through Send.
+type nowSender interface {
+	SendNow(to core.NodeID, f wire.Frame) bool
+}
+
+// maxNowPeers bounds the peers a loop turn writes to with SendNow.
+const maxNowPeers = 16
+
+// sendNow offers f to the transport's SendNow if it is the turn's first
+// frame to peer to: a protocol that sends one message per peer and event
+// (a proposal to each child) then costs no wake-up of a writer goroutine
+// per message, and the frames of a burst to one peer after the first are
+// queued, for the writer to write together.
+func (h *Host) sendNow(to core.NodeID, f wire.Frame) bool {
+	if len(h.nowTo) >= maxNowPeers || slices.Contains(h.nowTo, to) {
+		return false
+	}
+	h.nowTo = append(h.nowTo, to)
+	return h.now.SendNow(to, f)
+}
+
 // hostEnv is the machine's Env; its methods run on the loop goroutine.
 type hostEnv struct{ h *Host }
 
@@ -438,7 +473,12 @@ func (e hostEnv) Send(to core.NodeID, m core.Msg) {
 	if h.cfg.SendWait > 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), h.cfg.SendWait)
 	}
-	err = h.tr.Send(ctx, to, wire.Frame{Kind: m.Kind(), Epoch: h.epoch, Payload: payload})
+	f := wire.Frame{Kind: m.Kind(), Epoch: h.epoch, Payload: payload}
+	if h.now != nil && h.sendNow(to, f) {
+		err = nil
+	} else {
+		err = h.tr.Send(ctx, to, f)
+	}
 	if cancel != nil {
 		cancel()
 	}
@@ -544,7 +584,6 @@ func (e hostEnv) Emit(ev core.Event) {
 	if mc, ok := ev.(core.MembersChanged); ok {
 		h.epoch = mc.Epoch
 	}
-	typ := EventType(ev)
 	switch ev := ev.(type) {
 	case core.Suspected:
 		h.log.Info("host: suspected", "peer", uint32(ev.Node))
@@ -557,10 +596,13 @@ func (e hostEnv) Emit(ev core.Event) {
 	case core.MembersChanged:
 		h.log.Info("host: view", "epoch", ev.Epoch, "members", len(ev.Members))
 	default:
-		h.log.Debug("host: event", "type", typ)
+		// EventType allocates its name: only for a logger that keeps it.
+		if h.log.Enabled(context.Background(), slog.LevelDebug) {
+			h.log.Debug("host: event", "type", EventType(ev))
+		}
 	}
 	if h.events != nil {
-		if err := h.events.write(time.Now(), at, h.self, typ, ev); err != nil {
+		if err := h.events.write(time.Now(), at, h.self, EventType(ev), ev); err != nil {
 			h.log.Error("host: event stream failed; no more events will be written", "err", err)
 			h.events = nil
 		}

@@ -742,3 +742,83 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// nowTransport is a transport with SendNow (as transport/tcp has): it
+// records the frames offered to it and takes those that accept says it
+// may, passing them on with Send.
+type nowTransport struct {
+	transport.Transport
+	accept func(wire.Frame) bool
+	mu     sync.Mutex
+	offers []wire.Frame
+}
+
+func (n *nowTransport) SendNow(to core.NodeID, f wire.Frame) bool {
+	n.mu.Lock()
+	f.Dst = to // as the transport stamps it
+	n.offers = append(n.offers, f)
+	n.mu.Unlock()
+	if !n.accept(f) {
+		return false
+	}
+	if err := n.Send(context.Background(), to, f); err != nil {
+		panic(err)
+	}
+	return true
+}
+
+func (n *nowTransport) offered() []wire.Frame {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.offers)
+}
+
+// TestSendNowFirstOfTurn checks the package doc's "Sending": a transport
+// that can write on the loop is offered the first frame of a loop turn to
+// each peer, the later frames of the turn to that peer are queued, a
+// frame it declines is queued too, and every frame arrives in order.
+func TestSendNowFirstOfTurn(t *testing.T) {
+	trs := memTransports(t, 3, mem.Config{})
+	recs := []*transporttest.Recorder{transporttest.NewRecorder(), transporttest.NewRecorder()}
+	trs[1].SetHandler(recs[0])
+	trs[2].SetHandler(recs[1])
+	nt := &nowTransport{Transport: trs[0], accept: func(f wire.Frame) bool {
+		return f.Payload[0]%2 == 0 // even sequence numbers (one-byte varints)
+	}}
+	fl := &flooder{}
+	c := startCluster(t, []transport.Transport{nt}, func(int) core.Machine { return fl }, nil)
+	h := c.hosts[0]
+	turn := func(sends ...[2]uint64) {
+		if err := h.Do(context.Background(), func(_ core.Machine, env core.Env) {
+			for _, s := range sends {
+				env.Send(core.NodeID(s[0]), Ping{s[1]})
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn([2]uint64{2, 0}, [2]uint64{2, 1}, [2]uint64{3, 2}, [2]uint64{2, 3})
+	turn([2]uint64{2, 5}, [2]uint64{3, 6})
+	var got []string
+	for _, f := range nt.offered() {
+		got = append(got, fmt.Sprintf("%v:%d", f.Dst, f.Payload[0]))
+	}
+	if want := []string{"n2:0", "n3:2", "n2:5", "n3:6"}; !slices.Equal(got, want) {
+		t.Errorf("offered to SendNow %v, want %v (the first frame of each turn to each peer)", got, want)
+	}
+	seqs := func(fs []wire.Frame) []byte {
+		var b []byte
+		for _, f := range fs {
+			b = append(b, f.Payload[0])
+		}
+		return b
+	}
+	recs[0].Wait(t, timeout, "node 2's frames", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 4 })
+	recs[1].Wait(t, timeout, "node 3's frames", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 2 })
+	recs[0].Wait(t, timeout, "node 2's frames in order", func(fs []wire.Frame, _ []core.PeerHint) bool {
+		return bytes.Equal(seqs(fs), []byte{0, 1, 3, 5})
+	})
+	if s := h.Stats(); s.Sent != 6 || s.SendDropped != 0 {
+		t.Errorf("stats %+v, want 6 sent, none dropped", s)
+	}
+}

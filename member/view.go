@@ -186,33 +186,58 @@ func (v *view) childAncestry() []uint64 {
 // joined is a recovered process re-joining under its id: it leaves its old
 // position and is appended with its new incarnation.
 func (v *view) apply(epoch uint64, failed []core.NodeID, joined []Joiner, fanout int) (*view, error) {
-	gone := make(map[core.NodeID]bool, len(failed))
-	for _, f := range failed {
+	// A view change usually removes one or two members: a linear search
+	// of failed costs less than a set, which only a long list gets.
+	var goneSet map[core.NodeID]bool
+	if len(failed) > smallList {
+		goneSet = make(map[core.NodeID]bool, len(failed))
+	}
+	gone := func(id core.NodeID) bool {
+		if goneSet != nil {
+			return goneSet[id]
+		}
+		return slices.Contains(failed, id)
+	}
+	for i, f := range failed {
 		if !v.has(f) {
 			return nil, fmt.Errorf("%w: failed node %v is not in view %s", errView, f, FormatEpoch(v.epoch))
 		}
-		if gone[f] {
+		if goneSet != nil && goneSet[f] || goneSet == nil && slices.Contains(failed[:i], f) {
 			return nil, fmt.Errorf("%w: failed node %v listed twice", errView, f)
 		}
-		gone[f] = true
+		if goneSet != nil {
+			goneSet[f] = true
+		}
 	}
 	members := make([]core.NodeID, 0, len(v.members)-len(failed)+len(joined))
 	for _, id := range v.members {
-		if !gone[id] {
+		if !gone(id) {
 			members = append(members, id)
 		}
 	}
+	// The incarnations: v's map, shared (views never modify theirs),
+	// unless a departing member or a joiner has one.
 	incs := v.incs
-	if len(failed) > 0 || len(joined) > 0 {
+	newIncs := false
+	for _, f := range failed {
+		if _, ok := v.incs[f]; ok {
+			newIncs = true
+			break
+		}
+	}
+	for _, j := range joined {
+		newIncs = newIncs || j.Inc != 0
+	}
+	if newIncs {
 		incs = make(map[core.NodeID]uint64, len(v.incs)+len(joined))
 		for id, inc := range v.incs {
-			if !gone[id] {
+			if !gone(id) {
 				incs[id] = inc
 			}
 		}
 	}
 	for _, j := range joined {
-		if v.has(j.ID) && !gone[j.ID] {
+		if v.has(j.ID) && !gone(j.ID) {
 			return nil, fmt.Errorf("%w: joiner %v is already a member of %s", errView, j.ID, FormatEpoch(v.epoch))
 		}
 		members = append(members, j.ID)
@@ -227,6 +252,10 @@ func (v *view) apply(epoch uint64, failed []core.NodeID, joined []Joiner, fanout
 	nv.delta, nv.failed, nv.joined = true, failed, joined
 	return nv, nil
 }
+
+// smallList is the longest list of failed members apply searches rather
+// than indexes.
+const smallList = 8
 
 // initialView is the default view every initial member computes alone
 // (§3.2): the members sorted by id, counter 1, the lowest id as root. It

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/cohort-mp/cohort/internal/bench"
@@ -62,16 +64,26 @@ which sets the floor (the echo column) of the process mode on a machine with
 fewer cores than nodes. The header says which mode ran and with what
 GOMAXPROCS.
 
+--cpuprofile FILE (with --in-process only) writes a CPU profile of the
+whole run to FILE, for 'go tool pprof': every node's loop, transport and
+protocol runs in this process, so the profile shows where the
+stabilizations' processor time goes. It covers the start of the hosts,
+the ping-pong, the tree echo, every kill and stabilization and every
+re-admission, and the full GC cycle forced before each kill (a large
+share of the profile: the n nodes share one heap); more --samples weigh
+the stabilizations more.
+
 Examples:
   cohort bench membership
   cohort bench membership -n 8,16,32,64 --fanout 2,4 --samples 5
   cohort bench membership -n 64 --fanout 4 --detector heartbeat --report all
-  cohort bench membership -n 8,16,32,64 --fanout 2,4 --samples 5 --in-process`,
+  cohort bench membership -n 8,16,32,64 --fanout 2,4 --samples 5 --in-process
+  cohort bench membership -n 64 --fanout 4 --samples 50 --in-process --cpuprofile ts.prof`,
 		run: runBenchMembership,
 	})
 }
 
-func runBenchMembership(ctx context.Context, c *call) error {
+func runBenchMembership(ctx context.Context, c *call) (err error) {
 	fs := c.newFlags()
 	cfg := bench.BenchConfig{Sizes: []int{8, 16, 32, 64}, Fanouts: []int{2, 4}, Detector: runner.DetectorBRR, Report: bench.ReportOne}
 	fs.Var((*intList)(&cfg.Sizes), "n", "comma-separated job `sizes`")
@@ -84,8 +96,12 @@ func runBenchMembership(ctx context.Context, c *call) error {
 	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory` (one subdirectory per point)")
 	fs.DurationVar(&cfg.SampleTimeout, "timeout", 30*time.Second, "how long one failure may take to be handled")
 	fs.BoolVar(&cfg.InProcess, "in-process", false, "run the n nodes as hosts (one loop goroutine and one TCP transport each) inside this process instead of n processes")
+	cpuProfile := fs.String("cpuprofile", "", "with --in-process, write a CPU profile of the whole run to this `file` (go tool pprof)")
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
+	}
+	if *cpuProfile != "" && !cfg.InProcess {
+		return usagef("--cpuprofile needs --in-process (the nodes run in other processes otherwise)")
 	}
 	for _, n := range cfg.Sizes {
 		if n < 3 || n > maxClusterNodes {
@@ -106,6 +122,17 @@ func runBenchMembership(ctx context.Context, c *call) error {
 		return usagef("--timeout must be positive")
 	}
 	cfg.Progress = c.stderr
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if perr := stop(); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
 	start := time.Now()
 	points, err := bench.RunBench(ctx, cfg)
 	bench.WriteBenchTable(c.stdout, cfg, points)
@@ -124,4 +151,24 @@ func benchArgs(cfg bench.BenchConfig) string {
 		args += " --in-process"
 	}
 	return args
+}
+
+// startCPUProfile starts writing this process's CPU profile to the file
+// path (created or truncated); stop ends the profile and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }

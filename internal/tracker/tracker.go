@@ -67,6 +67,10 @@ type Tracker struct {
 	start  time.Time
 	nodes  map[core.NodeID]*NodeState
 	epochs map[uint64]*EpochState
+	// open holds the epochs of the views with a member list whose line is
+	// not printed yet, the only ones complete looks at: a job that ran
+	// for long has many views, and complete runs with every record.
+	open map[uint64]struct{}
 	// prev is the member list of the last view printed, for the "departed"
 	// and "joined" of the next line.
 	prev []core.NodeID
@@ -74,7 +78,7 @@ type Tracker struct {
 
 // NewTracker returns a tracker whose lines give times relative to start.
 func NewTracker(start time.Time) *Tracker {
-	return &Tracker{start: start, nodes: map[core.NodeID]*NodeState{}, epochs: map[uint64]*EpochState{}}
+	return &Tracker{start: start, nodes: map[core.NodeID]*NodeState{}, epochs: map[uint64]*EpochState{}, open: map[uint64]struct{}{}}
 }
 
 // Node returns the state of node id, creating it if needed.
@@ -163,6 +167,9 @@ func (t *Tracker) epoch(e uint64, members []core.NodeID) *EpochState {
 	}
 	if es.Members == nil && members != nil {
 		es.Members = members
+		if !es.printed {
+			t.open[e] = struct{}{}
+		}
 	}
 	return es
 }
@@ -171,8 +178,13 @@ func (t *Tracker) epoch(e uint64, members []core.NodeID) *EpochState {
 // installed, each preceded by the lines of older views that will never be
 // complete (some member went on to a newer view without them).
 func (t *Tracker) complete() []string {
+	if len(t.open) == 0 {
+		return nil
+	}
 	var lines []string
-	epochs := slices.Sorted(maps.Keys(t.epochs))
+	// The epochs printed or without members are passed over below: open
+	// holds the others.
+	epochs := slices.Sorted(maps.Keys(t.open))
 	for i, e := range epochs {
 		es := t.epochs[e]
 		if es.printed || es.Members == nil || !t.full(es) {
@@ -221,6 +233,7 @@ func (t *Tracker) stamp(at time.Time) string {
 // installed.
 func (t *Tracker) line(es *EpochState, partial bool) string {
 	es.printed = true
+	delete(t.open, es.Epoch)
 	live, got := 0, 0
 	for _, id := range es.Members {
 		if n := t.nodes[id]; n == nil || n.Live() {

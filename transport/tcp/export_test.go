@@ -45,3 +45,16 @@ func ShmInboundFull(t *Transport, id core.NodeID) bool {
 	}
 	return sc.in.u64(offTail).Load()-sc.in.u64(offHead).Load() >= sc.in.size
 }
+
+// WriterActive reports whether t has a writer goroutine (and queues) for
+// node id.
+func WriterActive(t *Transport, id core.NodeID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	return p != nil && p.active
+}
+
+// NowPartial returns how many frames SendNow wrote in part, leaving the
+// rest to the writer.
+func NowPartial(t *Transport) uint64 { return t.nowPartial.Load() }

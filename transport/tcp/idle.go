@@ -121,6 +121,9 @@ func (t *Transport) retireReplaced(p *peer, old *conn) {
 	go func() {
 		defer t.wg.Done()
 		p.wmu.Lock()
+		if p.restConn == old {
+			t.writeRest(p)
+		}
 		t.closeWrite(old)
 		p.wmu.Unlock()
 	}()
@@ -145,6 +148,9 @@ func (t *Transport) peerRetired(c *conn) {
 		return
 	}
 	p.wmu.Lock() // the writer's batch in hand is flushed before our end of stream
+	if p.restConn == c {
+		t.writeRest(p)
+	}
 	t.closeWrite(c)
 	p.wmu.Unlock()
 	p.signal()

@@ -216,3 +216,31 @@ func TestKeepConnections(t *testing.T) {
 	b.Keep(nil)
 	waitStats(t, a, "the connection no longer kept retired", func(s tcp.Stats) bool { return s.Retired >= 2 && !a.Connected(2) })
 }
+
+// A kept peer whose connection drops is not dialled again at once (it
+// has typically just crashed) but after the first back-off, and a writer
+// with nothing to send stops dialling a peer that is no longer kept: a
+// crashed node is not dialled for ever by the nodes that once kept it.
+func TestKeptPeerLostNotRedialled(t *testing.T) {
+	cfg := config(1, nil)
+	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
+	a, b := listen(t, cfg), listen(t, config(2, nil))
+	a.SetHandler(transporttest.NewRecorder())
+	b.SetHandler(transporttest.NewRecorder())
+	a.SetPeer(2, b.Addr())
+	a.Keep([]core.NodeID{2})
+	waitStats(t, a, "a connection to the kept peer", func(tcp.Stats) bool { return a.Connected(2) })
+	b.Close()
+	waitStats(t, a, "the connection lost", func(s tcp.Stats) bool { return s.Lost == 1 && !a.Connected(2) })
+	a.Keep(nil)
+	deadline := time.Now().Add(transporttest.Timeout)
+	for tcp.WriterActive(a, 2) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer to the peer no longer kept still runs: %+v", a.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if s := a.Stats(); s.Dials != 1 {
+		t.Fatalf("%d dials, want 1 (the kept link's; none after the peer closed it): %+v", s.Dials, s)
+	}
+}

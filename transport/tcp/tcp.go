@@ -78,6 +78,13 @@
 // the failure detector, not a verdict). Frames in flight when a connection
 // breaks are lost; later frames are not reordered.
 //
+// SendNow writes a frame on the caller's goroutine instead, with one
+// non-blocking write, when the peer's connection is idle (nothing queued,
+// nobody writing): no wake-up of the writer for a protocol that sends one
+// frame per peer and event. It never waits; what the socket does not take
+// of the frame the writer writes before anything else, and it declines a
+// frame the socket takes nothing of (see now.go).
+//
 // # Large frames
 //
 // A frame of 16 KiB or more (wire.PlaceMin) is offered, once its header
@@ -185,6 +192,8 @@ type Transport struct {
 	// calls): the tests check that a writer waits, rather than spins, while
 	// its connection is closed but not yet cleared, or the transport closes.
 	writerRuns atomic.Uint64
+	// nowPartial counts the frames SendNow wrote in part (tests).
+	nowPartial atomic.Uint64
 	// spin is the connections' polling time, in ns (SetSpin, poll.go).
 	spin atomic.Int64
 	// pollers counts the callers polling the shared-memory connections,
@@ -242,6 +251,7 @@ type peer struct {
 	// kept: a connection to the peer is kept open (Keep): dialled with
 	// nothing to send, never retired for being idle.
 	kept    bool
+	wasKept bool // Keep's scratch: kept before the call
 	dialing bool // our writer is dialing
 	inbound int  // inbound handshakes admitted and not finished
 	// unreachable: the last dial failed or the last connection died, and
@@ -267,6 +277,13 @@ type peer struct {
 	head    []byte      // SendDirect's scratch while it pads
 	bufs    net.Buffers // SendDirect's vectored write (its two slices)
 	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
+	// now is SendNow's encoded frame; rest is what the socket of
+	// connection restConn did not take of it, which the writer writes
+	// first (woken by kick, capacity 1). See now.go.
+	now      []byte
+	rest     []byte
+	restConn *conn
+	kick     chan struct{}
 }
 
 // peerQueues are a peer's two queues (see peer.q and hq).
@@ -313,6 +330,7 @@ type conn struct {
 	prev       *conn // the connection it replaced, whose reader must finish first
 	unix       bool  // over the same-host Unix socket
 	poll       pollState
+	raw        syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
 
 	// rd is held by whoever reads frames from fr and delivers them: the
 	// reader goroutine or, on a shared-memory connection (shm, else nil),
@@ -352,6 +370,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 		sc.poll, sc.pollers, c.shm = &c.poll, &t.pollers, sc
 	} else if pr := newPollReader(nc, &c.poll); pr != nil {
 		fr.SetReader(pr)
+		c.raw = pr.raw
 	}
 	return c
 }
@@ -530,6 +549,7 @@ func (t *Transport) peerLocked(id core.NodeID) *peer {
 	p := &peer{
 		id:      id,
 		wake:    make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
 		removed: make(chan struct{}),
 	}
 	t.peers[id] = p
@@ -655,7 +675,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	if !p.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || c.stopped() {
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
 		p.wmu.Unlock()
 		return false
 	}
@@ -1372,32 +1392,74 @@ func (t *Transport) manage(p *peer) {
 			continue
 		}
 		if c == nil {
-			if pending == nil && !kept {
-				select {
-				case f := <-p.hq:
-					pending = &f
-				case f := <-p.q:
-					pending = &f
-				case <-p.wake:
+			if pending == nil {
+				// Nothing to write: wait for a frame. A kept peer is
+				// dialled without one, at once when it is new, after the
+				// first back-off when its last connection died or its
+				// last dial failed: a peer that has just crashed is
+				// typically a kept one (a tree neighbour), and dialling
+				// it in the first milliseconds after its crash takes
+				// the processor from the view change that excludes it.
+				wait := !kept
+				var backoff *time.Timer
+				if kept {
+					t.mu.Lock()
+					unreachable := p.unreachable
+					t.mu.Unlock()
+					if unreachable {
+						backoff = time.NewTimer(t.backoff(0))
+						wait = true
+					}
+				}
+				if wait && !t.waitFrame(p, &pending, backoff) {
 					continue
-				case <-p.removed:
-					return
-				case <-t.closing:
-					return
 				}
 			}
-			if c = t.connect(p); c == nil {
-				return
+			if c = t.connect(p, pending != nil); c == nil {
+				// Closed, removed, or nothing left to dial for: the
+				// top of the loop ends the writer.
+				continue
 			}
 		}
 		pending = t.writeLoop(p, c, pending)
 	}
 }
 
+// waitFrame waits for a frame of p's queues, which it puts in *pending,
+// or for backoff (if not nil) to fire, which it then stops; it returns
+// false if p's wake signal came first, or the transport closes, or p is
+// removed (the caller's loop then sees why).
+func (t *Transport) waitFrame(p *peer, pending **wire.Frame, backoff *time.Timer) bool {
+	var fired <-chan time.Time
+	if backoff != nil {
+		fired = backoff.C
+		defer backoff.Stop()
+	}
+	select {
+	case f := <-p.hq:
+		*pending = &f
+	case f := <-p.q:
+		*pending = &f
+	case <-fired:
+	case <-p.wake:
+		return false
+	case <-p.removed:
+		return false
+	case <-t.closing:
+		return false
+	}
+	return true
+}
+
 // connect returns a connection to p: the one in use, one accepted
 // meanwhile, or one it dials, retrying with back-off. It returns nil when
-// the transport closes or p is removed.
-func (t *Transport) connect(p *peer) *conn {
+// the transport closes or p is removed, and, after a failed dial, when
+// there is nothing to dial for any more: the caller holds no frame
+// (holding is false), none is queued and p is not kept. A peer that is
+// gone for good (a crashed node a view has excluded) is then no longer
+// dialled for ever, every BackoffMax, by every writer that once had a
+// connection to it; the next Send starts a writer that dials again.
+func (t *Transport) connect(p *peer, holding bool) *conn {
 	refusals := 0
 	for attempt := 0; ; {
 		t.mu.Lock()
@@ -1461,6 +1523,12 @@ func (t *Transport) connect(p *peer) *conn {
 			return nil
 		}
 		tm.Stop()
+		t.mu.Lock()
+		idle := !holding && !p.kept && p.cur == nil && len(p.q) == 0 && len(p.hq) == 0
+		t.mu.Unlock()
+		if idle {
+			return nil
+		}
 	}
 }
 
@@ -1523,12 +1591,18 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		t.stats.framesOut.Add(1)
 		return true
 	}
-	if pending == nil {
-		// Frames lost with the previous connection count as written.
-		p.wmu.Lock()
-		p.flushed.Store(p.written)
-		p.wmu.Unlock()
+	p.wmu.Lock()
+	if p.restConn != nil && p.restConn != c {
+		// The rest of a frame SendNow wrote to an earlier connection,
+		// retired since (and read to its end) or dead.
+		t.writeRest(p)
 	}
+	rest := len(p.rest) > 0
+	if pending == nil && !rest {
+		// Frames lost with the previous connection count as written.
+		p.flushed.Store(p.written)
+	}
+	p.wmu.Unlock()
 	// next is a frame to write (have); a value, not a pointer, so that a
 	// frame taken from the queue is not moved to the heap.
 	var next wire.Frame
@@ -1537,10 +1611,13 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		next = *pending
 	}
 	for {
-		if !have {
+		if !have && !rest {
 			select {
 			case next = <-p.hq:
+				have = true
 			case next = <-p.q:
+				have = true
+			case <-p.kick: // SendNow left the rest of a frame
 			case <-c.dead:
 				return nil
 			case <-c.retiring:
@@ -1551,13 +1628,21 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				return nil
 			}
 		}
-		have = true
+		rest = false
 		p.wmu.Lock()
 		if c.stopped() {
+			t.writeRest(p) // a retired c is read to its end
 			p.wmu.Unlock()
+			if !have {
+				return nil
+			}
 			return frameRef(next)
 		}
-		ok := write(next)
+		// What SendNow left goes first, before the buffer's frames.
+		ok := t.writeRest(p)
+		if ok && have {
+			ok = write(next)
+		}
 		have = false
 		for ok {
 			f, more := p.take()
@@ -1611,6 +1696,7 @@ type Stats struct {
 	FramesIn     uint64 // frames delivered to the handler
 	FramesOut    uint64 // frames handed to a connection's writer
 	Direct       uint64 // of FramesOut, those SendDirect wrote itself
+	Now          uint64 // of FramesOut, those SendNow wrote itself (now.go)
 	Placed       uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
 	Polled       uint64 // of FramesIn, those read and delivered by a caller's PollUntil
 	Conns        int    // connections in use now
@@ -1621,10 +1707,11 @@ type Stats struct {
 // data path: framesIn counts the frames the reader goroutines delivered,
 // polled those callers' progress did (Stats.FramesIn is their sum);
 // framesOut counts the frames the writer goroutines wrote, direct those
-// written on the caller's goroutine (Stats.FramesOut is their sum).
+// written on the caller's goroutine, now those SendNow wrote (Stats.FramesOut
+// is their sum).
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
-	misaddressed, framesIn, framesOut, direct, placed, polled, shm, shmRefused atomic.Uint64
+	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused atomic.Uint64
 }
 
 // Stats returns the current counters.
@@ -1636,8 +1723,8 @@ func (t *Transport) Stats() Stats {
 		Unix: t.stats.unix.Load(), Shm: t.stats.shm.Load(), ShmRefused: t.stats.shmRefused.Load(),
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
-		FramesIn:     t.stats.framesIn.Load() + t.stats.polled.Load(), FramesOut: t.stats.framesOut.Load() + t.stats.direct.Load(),
-		Direct: t.stats.direct.Load(), Placed: t.stats.placed.Load(), Polled: t.stats.polled.Load(),
+		FramesIn:     t.stats.framesIn.Load() + t.stats.polled.Load(), FramesOut: t.stats.framesOut.Load() + t.stats.direct.Load() + t.stats.now.Load(),
+		Direct: t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(), Polled: t.stats.polled.Load(),
 	}
 	t.mu.Lock()
 	for _, p := range t.peers {
@@ -1666,7 +1753,7 @@ func (t *Transport) Keep(ids []core.NodeID) {
 		return
 	}
 	for _, p := range t.peers {
-		p.kept = false
+		p.wasKept, p.kept = p.kept, false
 	}
 	for _, id := range ids {
 		p := t.peers[id]
@@ -1676,6 +1763,13 @@ func (t *Transport) Keep(ids []core.NodeID) {
 		p.kept = true
 		if p.cur == nil {
 			t.activateLocked(p)
+			p.signal()
+		}
+	}
+	for _, p := range t.peers {
+		if p.wasKept && !p.kept && p.cur == nil && p.active {
+			// Its writer may be waiting to dial it again: with nothing
+			// to send, it ends instead.
 			p.signal()
 		}
 	}

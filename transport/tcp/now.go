@@ -1,0 +1,131 @@
+package tcp
+
+import (
+	"net"
+	"syscall"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Writing on the caller's goroutine without waiting (SendNow). A frame
+// handed to Send goes through the peer's queue to its writer goroutine:
+// one wake-up of that goroutine per frame that finds the writer idle,
+// which is every frame of a protocol that sends one message per peer and
+// event (a membership's proposal down its tree, the acknowledgements
+// up). SendNow writes such a frame with one non-blocking system call
+// instead, when nothing is queued before it. The socket may take only
+// part of it (its buffer is nearly full): the rest is kept (peer.rest,
+// for that connection only) and the writer, woken by peer.kick, writes
+// it before anything else; frames sent meanwhile are queued behind it.
+// If the socket takes nothing, SendNow reports false and the caller
+// queues the frame with Send.
+
+// SendNow writes f to node to on the calling goroutine, without ever
+// waiting, if the peer has a connection in use over a plain socket (TCP
+// or the same-host Unix socket; not TLS, not shared memory) and nothing
+// of it is queued or being written; the frame is then delivered as a
+// frame queued by Send would be (a connection that breaks loses it as it
+// loses queued frames). It reports whether it took the frame; when it
+// did not, nothing was written and the caller sends it with Send (which
+// reports the errors). Frames sent to one peer with SendNow and Send
+// keep their order.
+func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
+	if to == t.self || f.Kind.Proto() == core.ProtoFD {
+		// The detector's frames have their own lane (peer.hq), which
+		// the writer drains first: they are left to it.
+		return false
+	}
+	f.Src, f.Dst = t.self, to
+	if wire.EncodedSize(f)-wire.LengthSize > t.cfg.MaxFrameSize {
+		return false // Send reports the size
+	}
+	t.mu.Lock()
+	var c *conn
+	p := t.peers[to]
+	if p != nil && !t.closed {
+		c = p.cur
+	}
+	t.mu.Unlock()
+	if c == nil || c.raw == nil || !p.wmu.TryLock() {
+		return false
+	}
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
+		p.wmu.Unlock()
+		return false
+	}
+	p.now = wire.AppendFrame(p.now[:0], f)
+	n, errno := c.writeNow(p.now)
+	if errno == syscall.EAGAIN || errno == syscall.EINTR {
+		p.wmu.Unlock()
+		return false
+	}
+	if errno != 0 {
+		// Nothing written: c is broken. Send queues the frame for the
+		// next connection.
+		p.wmu.Unlock()
+		c.close(false, &net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: errno})
+		return false
+	}
+	p.accepted.Add(1)
+	p.written++
+	kick := n < len(p.now)
+	if kick {
+		p.rest, p.restConn = append(p.rest[:0], p.now[n:]...), c
+		t.nowPartial.Add(1)
+	} else {
+		p.flushed.Store(p.written)
+	}
+	c.activity.Add(1)
+	t.stats.now.Add(1) // counted in FramesOut too (Stats)
+	p.wmu.Unlock()
+	if kick {
+		t.mu.Lock()
+		if !t.closed && t.peers[to] == p {
+			t.activateLocked(p) // a connection the peer opened may have no writer yet
+		}
+		t.mu.Unlock()
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// writeNow writes b to c's socket with one non-blocking write(2); errno
+// is 0 on success (n may be short of len(b)), EAGAIN if the socket took
+// nothing, another error if it is broken (nothing written).
+func (c *conn) writeNow(b []byte) (n int, errno syscall.Errno) {
+	errno = syscall.EAGAIN
+	err := c.raw.Write(func(fd uintptr) bool {
+		n, errno = rawWrite(fd, b)
+		return true // never wait for the socket to become writable
+	})
+	if err != nil {
+		return 0, syscall.EBADF // closed meanwhile
+	}
+	return n, errno
+}
+
+// writeRest writes what SendNow left of a frame to the connection it
+// began on, restConn, before anything else is written to it or its
+// writing side is shut (even retired, it is read to its end); the caller
+// holds p.wmu and may wait. It reports false if that connection failed.
+// On a connection closed meanwhile the frame is lost, as queued frames
+// written to it are.
+func (t *Transport) writeRest(p *peer) bool {
+	if len(p.rest) == 0 {
+		return true
+	}
+	rest, rc := p.rest, p.restConn
+	p.rest, p.restConn = p.rest[:0], nil
+	if rc.isDead() {
+		return true
+	}
+	if _, err := rc.nc.Write(rest); err != nil {
+		rc.close(false, err)
+		return false
+	}
+	return true
+}
