@@ -52,6 +52,74 @@ func seqBody(b []byte, seq uint64) {
 	}
 }
 
+// seqLog is what a test's handler received of the bodies seqBody made:
+// their sequence numbers in order of arrival, and what was wrong with
+// any; done is closed when the n-th arrives.
+type seqLog struct {
+	n    int
+	done chan struct{}
+	mu   sync.Mutex
+	got  []uint64
+	bad  []string
+}
+
+func newSeqLog(n int) *seqLog { return &seqLog{n: n, done: make(chan struct{})} }
+
+// add records body b; intact false records it as corrupt whatever it
+// holds (the caller found its frame wrong). It returns b's sequence
+// number, and false if b is too short to have one.
+func (l *seqLog) add(b []byte, intact bool) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(b) < 8 {
+		l.bad = append(l.bad, "short payload")
+		return 0, false
+	}
+	seq := binary.BigEndian.Uint64(b)
+	want := make([]byte, len(b))
+	seqBody(want, seq)
+	if !intact || !bytes.Equal(b, want) {
+		l.bad = append(l.bad, "corrupt payload")
+	}
+	l.got = append(l.got, seq)
+	if len(l.got) == l.n {
+		close(l.done)
+	}
+	return seq, true
+}
+
+// fail records a problem with a frame that is not one of the sequence.
+func (l *seqLog) fail(problem string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bad = append(l.bad, problem)
+}
+
+// arrived is how many bodies arrived so far.
+func (l *seqLog) arrived() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.got)
+}
+
+// check fails t unless every body arrived intact, once and in order.
+func (l *seqLog) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bad) > 0 {
+		t.Fatalf("%d bad frames, first: %s", len(l.bad), l.bad[0])
+	}
+	if len(l.got) != l.n {
+		t.Fatalf("%d of %d frames arrived", len(l.got), l.n)
+	}
+	for i, seq := range l.got {
+		if seq != uint64(i) {
+			t.Fatalf("frame %d has sequence number %d: reordered or repeated", i, seq)
+		}
+	}
+}
+
 // TestSendDirectOrder interleaves SendDirect of small bodies (direct when
 // the connection is idle), of bodies above DirectMax (queued) and plain
 // Sends, with another goroutine sending control frames meanwhile; every
@@ -69,35 +137,15 @@ func testSendDirectOrder(t *testing.T, path pathKind) {
 	a, c := directPair(t, directMax, path)
 
 	const n = 3000
-	var mu sync.Mutex
-	var got []uint64
-	var bad []string
-	done := make(chan struct{})
+	log := newSeqLog(n)
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
 		if f.Kind == wire.KindPad {
-			mu.Lock()
-			bad = append(bad, "a pad frame delivered")
-			mu.Unlock()
+			log.fail("a pad frame delivered")
 		}
-		if f.Kind != seqKind {
-			return
-		}
-		p := f.Payload
-		mu.Lock()
-		defer mu.Unlock()
-		if len(p) < 9 {
-			bad = append(bad, "short payload")
-			return
-		}
-		seq := binary.BigEndian.Uint64(p[1:])
-		want := make([]byte, len(p)-1)
-		seqBody(want, seq)
-		if p[0] != 0xAB || !bytes.Equal(p[1:], want) {
-			bad = append(bad, "corrupt payload")
-		}
-		got = append(got, seq)
-		if len(got) == n {
-			close(done)
+		if f.Kind == seqKind && len(f.Payload) > 0 {
+			log.add(f.Payload[1:], f.Payload[0] == 0xAB)
+		} else if f.Kind == seqKind {
+			log.fail("short payload")
 		}
 	}})
 
@@ -151,28 +199,19 @@ func testSendDirectOrder(t *testing.T, path pathKind) {
 		t.Fatal(err)
 	}
 	select {
-	case <-done:
+	case <-log.done:
 	case <-ctx.Done():
-		t.Fatal("not every frame arrived")
+		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
 	}
 	close(stop)
 	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bad) > 0 {
-		t.Fatalf("%d bad frames, first: %s", len(bad), bad[0])
-	}
+	log.check(t)
 	// Both paths were taken: direct writes, and queued frames written by
 	// the writer (the plain Sends, the large bodies, the control frames).
 	st := a.Stats()
 	t.Logf("%d frames out, %d written directly", st.FramesOut, st.Direct)
 	if st.Direct == 0 || st.Direct >= st.FramesOut {
 		t.Fatalf("%d of %d frames written directly: want both paths", st.Direct, st.FramesOut)
-	}
-	for i, seq := range got {
-		if seq != uint64(i) {
-			t.Fatalf("frame %d has sequence number %d: reordered", i, seq)
-		}
 	}
 	checkPath(t, a, path)
 }

@@ -40,13 +40,7 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 	if wire.EncodedSize(f)-wire.LengthSize > t.cfg.MaxFrameSize {
 		return false // Send reports the size
 	}
-	t.mu.Lock()
-	var c *conn
-	p := t.peers[to]
-	if p != nil && !t.closed {
-		c = p.cur
-	}
-	t.mu.Unlock()
+	p, c := t.current(to)
 	if c == nil || c.raw == nil || !p.wmu.TryLock() {
 		return false
 	}

@@ -1,10 +1,7 @@
 package tcp_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,30 +44,11 @@ func testSendNowOrder(t *testing.T, path pathKind, sockBuf int) {
 
 	const n, size = 200, 20 << 10
 	gate := make(chan struct{})
-	var mu sync.Mutex
-	var got []uint64
-	var bad []string
-	done := make(chan struct{})
+	log := newSeqLog(n)
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
 		<-gate
-		if f.Kind != seqKind {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(f.Payload) < 8 {
-			bad = append(bad, "short payload")
-			return
-		}
-		seq := binary.BigEndian.Uint64(f.Payload)
-		want := make([]byte, len(f.Payload))
-		seqBody(want, seq)
-		if !bytes.Equal(f.Payload, want) {
-			bad = append(bad, "corrupt payload")
-		}
-		got = append(got, seq)
-		if len(got) == n {
-			close(done)
+		if f.Kind == seqKind {
+			log.add(f.Payload, true)
 		}
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -108,21 +86,11 @@ func testSendNowOrder(t *testing.T, path pathKind, sockBuf int) {
 	}
 	close(gate)
 	select {
-	case <-done:
+	case <-log.done:
 	case <-ctx.Done():
-		mu.Lock()
-		t.Fatalf("%d of %d frames arrived", len(got), n)
+		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for i, seq := range got {
-		if seq != uint64(i) {
-			t.Fatalf("frame %d is %d: out of order", i, seq)
-		}
-	}
-	if len(bad) > 0 {
-		t.Fatalf("bad frames: %v", bad[:min(len(bad), 5)])
-	}
+	log.check(t)
 }
 
 // TestSendNowDeclines: without a connection, to itself and for the

@@ -3,7 +3,6 @@ package tcp_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -91,34 +90,14 @@ func TestPollUntilOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(*seed, 30))
 	a, c := shmPollPair(t)
 	const n = 2000
-	var mu sync.Mutex
-	var got []uint64
-	var bad []string
-	var count atomic.Int64
+	log := newSeqLog(n)
 	var waits [n]atomic.Bool // waits[seq] is set when seq arrives
-	done := make(chan struct{})
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
 		if f.Kind != seqKind {
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(f.Payload) < 8 {
-			bad = append(bad, "short payload")
-			return
-		}
-		seq := binary.BigEndian.Uint64(f.Payload)
-		want := make([]byte, len(f.Payload))
-		seqBody(want, seq)
-		if !bytes.Equal(f.Payload, want) {
-			bad = append(bad, "corrupt payload")
-		}
-		got = append(got, seq)
-		if seq < n {
+		if seq, ok := log.add(f.Payload, true); ok && seq < n {
 			waits[seq].Store(true)
-		}
-		if count.Add(1) == n {
-			close(done)
 		}
 	}})
 	var wg sync.WaitGroup
@@ -130,7 +109,7 @@ func TestPollUntilOrder(t *testing.T) {
 			for next := g; next < n; next += 2 {
 				for !c.PollUntil(&waits[next], 200*time.Microsecond) {
 					select {
-					case <-done:
+					case <-log.done:
 					default:
 						continue
 					}
@@ -168,21 +147,12 @@ func TestPollUntilOrder(t *testing.T) {
 		}
 	}
 	select {
-	case <-done:
+	case <-log.done:
 	case <-ctx.Done():
-		t.Fatalf("%d of %d frames arrived", count.Load(), n)
+		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
 	}
 	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bad) > 0 {
-		t.Fatalf("%d bad frames, first: %s", len(bad), bad[0])
-	}
-	for i, seq := range got {
-		if seq != uint64(i) {
-			t.Fatalf("frame %d has sequence number %d: reordered or repeated", i, seq)
-		}
-	}
+	log.check(t)
 	st := c.Stats()
 	t.Logf("%d frames in, %d by callers; %d waits ended by their frame", st.FramesIn, st.Polled, pollsDone.Load())
 	if st.Polled == 0 || st.Polled >= st.FramesIn {

@@ -649,13 +649,7 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
 	n := len(f.Payload) + len(body)
 	if n <= t.cfg.DirectMax && to != t.self {
-		t.mu.Lock()
-		var c *conn
-		p := t.peers[to]
-		if p != nil && !t.closed {
-			c = p.cur
-		}
-		t.mu.Unlock()
+		p, c := t.current(to)
 		if c != nil && t.writeDirect(p, c, f, body) {
 			return nil
 		}
@@ -663,6 +657,18 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 	payload := make([]byte, 0, n)
 	f.Payload = append(append(payload, f.Payload...), body...)
 	return t.Send(ctx, to, f)
+}
+
+// current returns peer to and its connection in use (nil: none, or the
+// transport is closed).
+func (t *Transport) current(to core.NodeID) (*peer, *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[to]
+	if p == nil || t.closed {
+		return p, nil
+	}
+	return p, p.cur
 }
 
 // writeDirect writes f (payload f.Payload then body) to c if p's queue is
