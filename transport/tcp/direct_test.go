@@ -450,3 +450,73 @@ func TestDetectorLaneOvertakesData(t *testing.T) {
 		t.Fatalf("the detector's frame arrived %d-th of %d: behind the data backlog", at+1, n+1)
 	}
 }
+
+// A peer's last frames before it ends survive a write of ours that fails
+// because it ended: they wait unread (our reader is busy) when the peer's
+// process closes its end, and our next write fails; the connection then
+// stops taking frames but its reader still delivers every frame the peer
+// sent, in order, before it meets the end of the stream. Over the
+// same-host Unix socket and shared memory (over TCP the kernel itself
+// drops unread data when the peer's close resets the connection).
+func TestPeerLastFramesSurviveFailedWrite(t *testing.T) {
+	for _, path := range pathKinds[:2] {
+		t.Run(path.name, func(t *testing.T) {
+			ca, cc := config(1, nil), config(2, nil)
+			path.set(&ca)
+			path.set(&cc)
+			a, c := listen(t, ca), listen(t, cc)
+			a.SetPeer(2, c.Addr())
+			c.SetPeer(1, a.Addr())
+			const n = 50
+			log := newSeqLog(n)
+			held, gate := make(chan struct{}), make(chan struct{})
+			c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+				if f.Kind == seqKind {
+					if log.arrived() == 0 {
+						close(held)
+						<-gate
+					}
+					log.add(f.Payload, true)
+				}
+			}})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			send := func(seq uint64) {
+				body := make([]byte, 64)
+				seqBody(body, seq)
+				if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: body}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Frame 0 holds c's reader; the others then wait unread in
+			// the socket's buffer or the ring.
+			send(0)
+			<-held
+			for seq := uint64(1); seq < n; seq++ {
+				send(seq)
+			}
+			if err := a.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			checkPath(t, a, path)
+			a.Close() // the peer's process ends; c's reader is held at frame 0
+			// c writes to the ended peer until a write fails.
+			for !tcp.ConnStopped(c, 1) {
+				if ctx.Err() != nil {
+					t.Fatal("no write to the ended peer failed")
+				}
+				if err := c.Send(ctx, 1, wire.Frame{Kind: seqKind, Payload: make([]byte, 8)}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(gate)
+			select {
+			case <-log.done:
+			case <-ctx.Done():
+				t.Fatalf("%d of the peer's %d frames arrived", log.arrived(), n)
+			}
+			log.check(t)
+		})
+	}
+}

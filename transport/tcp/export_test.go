@@ -6,15 +6,6 @@ import "github.com/cohort-mp/cohort/core"
 // connection.
 func WriterRuns(t *Transport) uint64 { return t.writerRuns.Load() }
 
-// ConnDead reports whether t's connection in use to id is closed (its
-// reader has not cleared it yet).
-func ConnDead(t *Transport, id core.NodeID) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.peers[id]
-	return p != nil && p.cur != nil && p.cur.isDead()
-}
-
 // ShmInProcess lets transports of this process use shared memory between
 // them (by default they keep to the Unix socket).
 func ShmInProcess(c *Config) { c.ShmInProcess = true }
@@ -58,3 +49,12 @@ func WriterActive(t *Transport, id core.NodeID) bool {
 // NowPartial returns how many frames SendNow wrote in part, leaving the
 // rest to the writer.
 func NowPartial(t *Transport) uint64 { return t.nowPartial.Load() }
+
+// ConnStopped reports whether t's connection in use to id takes no more
+// frames (closed, retired, or its writes failed) while still in use.
+func ConnStopped(t *Transport, id core.NodeID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	return p != nil && p.cur != nil && p.cur.stopped()
+}

@@ -58,7 +58,7 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 		// Nothing written: c is broken. Send queues the frame for the
 		// next connection.
 		p.wmu.Unlock()
-		c.close(false, &net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: errno})
+		c.writeFailed(&net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: errno})
 		return false
 	}
 	p.accepted.Add(1)
@@ -118,7 +118,7 @@ func (t *Transport) writeRest(p *peer) bool {
 		return true
 	}
 	if _, err := rc.nc.Write(rest); err != nil {
-		rc.close(false, err)
+		rc.writeFailed(err)
 		return false
 	}
 	return true

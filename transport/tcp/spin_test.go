@@ -113,7 +113,7 @@ func TestBrokenConnectionWriterDoesNotSpin(t *testing.T) {
 	// b writes until a write fails (the first ones may still be accepted
 	// by the socket).
 	deadline := time.Now().Add(transporttest.Timeout)
-	for seq := uint64(1); !tcp.ConnDead(b, 1); seq++ {
+	for seq := uint64(1); !tcp.ConnStopped(b, 1); seq++ {
 		if time.Now().After(deadline) {
 			t.Fatal("b's connection to the closed a never broke")
 		}

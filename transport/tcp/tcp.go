@@ -316,21 +316,25 @@ func (p *peer) signal() {
 
 // conn is one authenticated connection.
 type conn struct {
-	nc         net.Conn
-	fr         *wire.FrameReader
-	peer       core.NodeID
-	initiator  bool // we dialed it
-	remote     string
-	dead       chan struct{}
-	deadSet    atomic.Bool // set as dead is closed: a load, for the write path's every frame
-	once       sync.Once
-	byUs       bool  // closed on purpose (replaced, removed, closing); valid after dead
-	cause      error // why it died; valid after dead
-	readerDone chan struct{}
-	prev       *conn // the connection it replaced, whose reader must finish first
-	unix       bool  // over the same-host Unix socket
-	poll       pollState
-	raw        syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
+	nc        net.Conn
+	fr        *wire.FrameReader
+	peer      core.NodeID
+	initiator bool // we dialed it
+	remote    string
+	dead      chan struct{}
+	deadSet   atomic.Bool // set as dead is closed: a load, for the write path's every frame
+	// writeBroken: a write failed because the peer closed its end; c
+	// takes no more frames, and its reader reads it to its end
+	// (writeFailed).
+	writeBroken atomic.Bool
+	once        sync.Once
+	byUs        bool  // closed on purpose (replaced, removed, closing); valid after dead
+	cause       error // why it died; valid after dead
+	readerDone  chan struct{}
+	prev        *conn // the connection it replaced, whose reader must finish first
+	unix        bool  // over the same-host Unix socket
+	poll        pollState
+	raw         syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
 
 	// rd is held by whoever reads frames from fr and delivers them: the
 	// reader goroutine or, on a shared-memory connection (shm, else nil),
@@ -377,7 +381,31 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 
 // stopped reports whether nothing more may be written to c: it is closed
 // or retired.
-func (c *conn) stopped() bool { return c.isDead() || c.isRetired() }
+func (c *conn) stopped() bool { return c.isDead() || c.isRetired() || c.writeBroken.Load() }
+
+// writeFailed handles a failed write to c. A peer that closed its end
+// (its process ended: a broken pipe, a shared-memory peer gone) may have
+// sent frames that c's reader has not read yet: closing c now would drop
+// them with the socket's buffer or the ring's mapping (a peer's last
+// message before it exits, lost). So c is only stopped for writing, and
+// its reader delivers what is left, meets the end of the stream and
+// closes c (connDied). Any other failure closes c at once.
+func (c *conn) writeFailed(err error) {
+	if peerClosed(err) {
+		c.writeBroken.Store(true)
+		if c.shm != nil {
+			c.shm.poke() // the reader looks at the ring and the peer's end
+		}
+		return
+	}
+	c.close(false, err)
+}
+
+// peerClosed reports whether a write failed because the peer closed its
+// end of the connection.
+func peerClosed(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrClosedPipe)
+}
 
 // isRetired reports whether c was retired for being idle.
 func (c *conn) isRetired() bool { return c.retiredSet.Load() }
@@ -706,7 +734,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 		_, err = p.wbufs.WriteTo(c.nc)
 	}
 	if err != nil {
-		c.close(false, err)
+		c.writeFailed(err)
 	} else {
 		c.activity.Add(1)
 		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
@@ -1591,7 +1619,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		c.activity.Add(1)
 		p.written++ // written or lost with c: either way no longer queued
 		if err := fw.WriteFrame(f); err != nil {
-			c.close(false, err)
+			c.writeFailed(err)
 			return false
 		}
 		t.stats.framesOut.Add(1)
@@ -1660,7 +1688,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				// the flush): what is buffered still goes out on c, f on
 				// the next connection.
 				if fw.Buffered() > 0 && fw.Flush() != nil {
-					c.close(false, fw.Err())
+					c.writeFailed(fw.Err())
 				}
 				p.flushed.Store(p.written)
 				p.wmu.Unlock()
@@ -1670,7 +1698,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		}
 		if ok && fw.Buffered() > 0 {
 			if err := fw.Flush(); err != nil {
-				c.close(false, err)
+				c.writeFailed(err)
 				ok = false
 			}
 		}
