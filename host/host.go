@@ -249,15 +249,7 @@ func (h *Host) Run(ctx context.Context) error {
 	if !h.ran.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	h.start = time.Now()
-	h.log.Info("host: starting", "seed", h.seed, "addr", h.tr.Addr())
-	h.tr.SetHandler(handler{h})
-	env := hostEnv{h}
-	h.wake = time.NewTimer(time.Hour)
-	h.wake.Stop()
-	h.wakeAt = -1
-	h.m.Start(env)
-	h.drain()
+	h.begin()
 	for {
 		h.arm()
 		select {
@@ -265,8 +257,7 @@ func (h *Host) Run(ctx context.Context) error {
 			h.stop()
 			return nil
 		case in := <-h.inbox:
-			h.stats.received.Add(1)
-			h.m.Receive(in.from, in.m)
+			h.receive(in)
 		case <-h.wake.C:
 			h.wakeAt = -1
 			h.fireDue()
@@ -279,6 +270,24 @@ func (h *Host) Run(ctx context.Context) error {
 		h.drain()
 		h.nowTo = h.nowTo[:0]
 	}
+}
+
+// begin installs the handler and starts the machine: Run's first step.
+func (h *Host) begin() {
+	h.start = time.Now()
+	h.log.Info("host: starting", "seed", h.seed, "addr", h.tr.Addr())
+	h.tr.SetHandler(handler{h})
+	h.wake = time.NewTimer(time.Hour)
+	h.wake.Stop()
+	h.wakeAt = -1
+	h.m.Start(hostEnv{h})
+	h.drain()
+}
+
+// receive hands an inbound message to the machine.
+func (h *Host) receive(in inbound) {
+	h.stats.received.Add(1)
+	h.m.Receive(in.from, in.m)
 }
 
 // drain runs the work queued during machine calls (self-sends, hints from
