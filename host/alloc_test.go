@@ -188,3 +188,48 @@ func TestSteadyStateAllocations(t *testing.T) {
 		}
 	}
 }
+
+// recycler is a machine that hands back every message it receives, and
+// also another one it holds.
+type recycler struct {
+	env   core.Env
+	other core.Msg
+}
+
+func (r *recycler) Start(env core.Env) { r.env = env }
+func (r *recycler) Fire(core.Timer)    {}
+func (r *recycler) Handle(core.Event)  {}
+func (r *recycler) Receive(_ core.NodeID, m core.Msg) {
+	rc := r.env.(core.Recycler)
+	rc.Recycle(m)
+	rc.Recycle(r.other) // not the message delivered: ignored
+}
+
+// TestRecycleTakesOnlyDecoded checks that the host keeps for reuse only
+// the message it is delivering from the readers, of a reusable kind: not
+// a message handed to the machine otherwise (by Do, or sent to itself),
+// which may still be its sender's, nor a second one in the same call.
+func TestRecycleTakesOnlyDecoded(t *testing.T) {
+	codec := wire.NewCodec()
+	if err := fd.RegisterCodecs(codec); err != nil {
+		t.Fatal(err)
+	}
+	r := &recycler{other: &fd.GossipMsg{}}
+	h, err := New(r, Config{Transport: &syncTransport{self: 0}, Codec: codec, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.begin()
+	defer h.stop()
+	kept := func() int { return len(h.spares.msgs[fd.KindGossip]) }
+	hostEnv{h}.Recycle(&fd.GossipMsg{}) // not delivering
+	h.m.Receive(1, &fd.GossipMsg{})     // as Do or a self-send would
+	if kept() != 0 {
+		t.Fatalf("%d messages kept that the readers did not decode", kept())
+	}
+	h.receive(inbound{from: 1, m: &fd.GossipMsg{}})
+	h.receive(inbound{from: 1, m: fd.GossipPing{Seq: 1}}) // not reusable
+	if kept() != 1 {
+		t.Errorf("%d messages kept after delivering one reusable message, want 1", kept())
+	}
+}

@@ -178,7 +178,7 @@ type Host struct {
 	wake      *time.Timer      // fires at the earliest deadline
 	wakeAt    time.Duration    // the deadline wake is armed for; -1 when idle
 	local     []func()         // work queued for after the current machine call
-	selfMsg   bool             // the machine is receiving a message it sent itself
+	decoded   bool             // the machine is receiving a message the readers decoded
 	enc       wire.Encoder     // Env.Send's encoding buffer, reused
 	now       nowSender        // the transport's SendNow, or nil
 	copier    transport.Copier // the transport's SendCopy, or nil
@@ -299,7 +299,9 @@ func (h *Host) begin() {
 // receive hands an inbound message to the machine.
 func (h *Host) receive(in inbound) {
 	h.stats.received.Add(1)
+	h.decoded = true
 	h.m.Receive(in.from, in.m)
+	h.decoded = false
 }
 
 // drain runs the work queued during machine calls (self-sends, hints from
@@ -561,11 +563,7 @@ func (e hostEnv) Rand() *rand.Rand   { return e.h.rng }
 func (e hostEnv) Send(to core.NodeID, m core.Msg) {
 	h := e.h
 	if to == h.self {
-		h.local = append(h.local, func() {
-			h.selfMsg = true
-			h.m.Receive(h.self, m)
-			h.selfMsg = false
-		})
+		h.local = append(h.local, func() { h.m.Receive(h.self, m) })
 		return
 	}
 	h.enc.B = h.enc.B[:0]
@@ -623,11 +621,17 @@ func (e hostEnv) SendCopies() bool { return true }
 
 // Recycle keeps a received message of a reusable kind
 // (wire.Codec.RegisterReusable) for the readers to decode the next one of
-// its kind into. A message the node sent itself was not decoded here,
-// and stays with its sender.
+// its kind into. It heeds only the first call made while a message from
+// the readers is delivered, which hands back that message: a message the
+// node sent itself, or one handed to the machine by Do, was not decoded
+// here and may be its sender's still.
 func (e hostEnv) Recycle(m core.Msg) {
 	h := e.h
-	if m != nil && !h.selfMsg && h.cfg.Codec.Reusable(m.Kind()) {
+	if !h.decoded {
+		return
+	}
+	h.decoded = false
+	if m != nil && h.cfg.Codec.Reusable(m.Kind()) {
 		h.spares.putMsg(m.Kind(), m)
 	}
 }
