@@ -111,6 +111,9 @@ type Env interface {
 	// both ends live, unless the world injects loss.
 	Send(to NodeID, m Msg)
 	// SetTimer arranges for Fire(t) to be called after the duration.
+	// Once it has called Fire(t), the Env holds no reference to t, so a
+	// machine may reuse the memory behind a pointer timer then (a timer
+	// that was cancelled instead may still be held).
 	SetTimer(after time.Duration, t Timer) TimerID
 	// CancelTimer stops a pending timer; cancelling a fired or unknown timer
 	// is a no-op.
@@ -120,6 +123,43 @@ type Env interface {
 	// Emit passes e to the other layers of the node and to observers. It is
 	// delivered after the current call into the machine returns.
 	Emit(e Event)
+}
+
+// SendCopier is implemented by an Env whose Send is done with a message
+// for another node when it returns (the real host encodes it there): the
+// machine may then reuse that message, a scratch value it refills for
+// every send, instead of building a new one. Every other Env (the
+// simulator delivers the value itself), and any Env for a message a node
+// sends to itself, keeps the rule of [Msg]: a sent message is never
+// mutated. Ask with [SendCopies].
+type SendCopier interface {
+	// SendCopies reports whether Send is done with a message for another
+	// node when it returns.
+	SendCopies() bool
+}
+
+// SendCopies reports whether env is a [SendCopier] that copies.
+func SendCopies(env Env) bool {
+	c, ok := env.(SendCopier)
+	return ok && c.SendCopies()
+}
+
+// Recycler is implemented by an Env that can reuse the memory of the
+// messages it delivers (the real host decodes some kinds into messages
+// handed back this way). A machine that is done with a message it
+// received calls Recycle(m), once, when it keeps no reference to m or to
+// anything m references: m may be overwritten afterwards. Not calling it
+// costs only the reuse. Find it with [RecyclerOf].
+type Recycler interface {
+	Recycle(m Msg)
+}
+
+// RecyclerOf returns env's Recycler, or nil if it has none.
+func RecyclerOf(env Env) Recycler {
+	if r, ok := env.(Recycler); ok {
+		return r
+	}
+	return nil
 }
 
 // Machine is a deterministic protocol state machine.

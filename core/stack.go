@@ -29,6 +29,12 @@ type Stack struct {
 	env       Env
 	queue     []queuedEvent
 	draining  bool
+	// spare holds wrappers of timers that fired, for SetTimer to reuse: a
+	// wrapper handed to the outer Env is boxed in a core.Timer, and taking
+	// it from here keeps a layer's periodic timer from allocating one per
+	// period. A fired timer is no longer held by the Env (Env.SetTimer);
+	// a cancelled one may be, so only fired ones come back.
+	spare []*stackTimer
 	// Unrouted counts messages dropped because no layer owns their protocol.
 	Unrouted uint64
 }
@@ -39,6 +45,7 @@ type queuedEvent struct {
 }
 
 // stackTimer wraps a layer's timer so that it comes back to that layer.
+// The outer Env gets a pointer, taken from Stack.spare when one is there.
 type stackTimer struct {
 	layer int
 	t     Timer
@@ -108,10 +115,13 @@ func (s *Stack) Receive(from NodeID, m Msg) {
 
 // Fire routes a timer back to the layer that set it.
 func (s *Stack) Fire(t Timer) {
-	st, ok := t.(stackTimer)
+	sp, ok := t.(*stackTimer)
 	if !ok {
 		panic(fmt.Sprintf("core: stack fired a foreign timer %T", t))
 	}
+	st := *sp
+	*sp = stackTimer{}
+	s.spare = append(s.spare, sp)
 	s.run(func() { s.layers[st.layer].Fire(st.t) })
 }
 
@@ -164,10 +174,31 @@ func (e *layerEnv) Send(to NodeID, m Msg) {
 }
 
 func (e *layerEnv) SetTimer(after time.Duration, t Timer) TimerID {
-	return e.s.env.SetTimer(after, stackTimer{layer: e.layer, t: t})
+	s := e.s
+	var sp *stackTimer
+	if n := len(s.spare); n > 0 {
+		sp = s.spare[n-1]
+		s.spare[n-1] = nil
+		s.spare = s.spare[:n-1]
+	} else {
+		sp = new(stackTimer)
+	}
+	*sp = stackTimer{layer: e.layer, t: t}
+	return s.env.SetTimer(after, sp)
 }
 
 func (e *layerEnv) CancelTimer(id TimerID) { e.s.env.CancelTimer(id) }
+
+// SendCopies passes on the outer Env's answer (see [SendCopier]).
+func (e *layerEnv) SendCopies() bool { return SendCopies(e.s.env) }
+
+// Recycle passes m on to the outer Env's Recycler, if it has one: a
+// message is routed to one layer only, so that layer's word is final.
+func (e *layerEnv) Recycle(m Msg) {
+	if r := RecyclerOf(e.s.env); r != nil {
+		r.Recycle(m)
+	}
+}
 
 func (e *layerEnv) Emit(ev Event) {
 	e.s.queue = append(e.s.queue, queuedEvent{from: e.layer, e: ev})

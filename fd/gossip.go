@@ -96,6 +96,14 @@ type Gossip struct {
 	lastSeq  uint32
 	started  bool
 
+	// Reuse of messages, where the Env allows it (the real host): with
+	// copies, a table for another node is sent as scratch, pointing at the
+	// live table, since the Env is done with it when Send returns; with a
+	// recycler, a received table goes back to it once merged.
+	copies   bool
+	scratch  GossipMsg
+	recycler core.Recycler
+
 	// Local health (health.go, gossip_health.go).
 	health    health
 	tickDue   time.Duration // when the pending round timer is due
@@ -157,6 +165,8 @@ func (g *Gossip) Start(env core.Env) {
 	g.self = env.Self()
 	g.me = g.pos(g.self)
 	g.started = true
+	g.copies = core.SendCopies(env)
+	g.recycler = core.RecyclerOf(env)
 	g.tickDue = env.Now()
 	g.round()
 }
@@ -167,6 +177,9 @@ func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
 	switch m := m.(type) {
 	case *GossipMsg:
 		g.receiveTable(from, m)
+		if g.recycler != nil {
+			g.recycler.Recycle(m) // receiveTable keeps nothing of m
+		}
 	case GossipPing:
 		g.env.Send(from, GossipPong{Seq: m.Seq})
 	case GossipPong:
@@ -228,15 +241,22 @@ func (g *Gossip) round() {
 	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})
 }
 
-// sendTable sends a copy of the table to the member at position to. The copy
-// is the price of the rule that a sent message is never mutated: the table
-// keeps changing, the message must not.
+// sendTable sends the table to the member at position to. Unless the Env
+// is done with the message when Send returns (core.SendCopier), the
+// message holds a copy of the table: the price of the rule that a sent
+// message is never mutated, as the table keeps changing.
 func (g *Gossip) sendTable(to int) {
+	id := g.members[to]
+	size := gossipHeaderSize(g.epoch, len(g.beats)) + g.idsSize + gossipBeatsSize(g.beats)
+	if g.copies && id != g.self {
+		g.scratch = GossipMsg{Epoch: g.epoch, Members: g.members, Beats: g.beats, size: size}
+		g.env.Send(id, &g.scratch)
+		g.scratch = GossipMsg{} // keep no old table alive
+		return
+	}
 	beats := make([]uint32, len(g.beats))
 	copy(beats, g.beats)
-	m := &GossipMsg{Epoch: g.epoch, Members: g.members, Beats: beats}
-	m.size = gossipHeaderSize(g.epoch, len(beats)) + g.idsSize + gossipBeatsSize(beats)
-	g.env.Send(g.members[to], m)
+	g.env.Send(id, &GossipMsg{Epoch: g.epoch, Members: g.members, Beats: beats, size: size})
 }
 
 // checkCleanup suspects every unflagged entry that has not increased for

@@ -21,7 +21,12 @@ import (
 // Ownership: Members is the sender's member list, shared read-only with the
 // sender (member lists are never mutated once installed); Beats is a copy
 // made for this message (copy-on-send) and belongs to the message. Neither
-// is mutated after Send, by the sender or by a receiver.
+// is mutated after Send, by the sender or by a receiver. Where the Env is
+// done with a message when Send returns (core.SendCopier: the real host
+// encodes it there), the detector sends a message of its own instead,
+// refilled for every table and pointing at its live table; and a table
+// decoded by the host goes back to it once merged (core.Recycler), for the
+// next table to be decoded into.
 //
 // Wire format (payload, after the frame's kind):
 //
@@ -176,8 +181,20 @@ func gossipBeatsSize(beats []uint32) int {
 // allocates more than 4 bytes per input byte. Duplicate ids are accepted:
 // merging by maximum is idempotent, so they are harmless.
 func DecodeGossipMsg(d *wire.Decoder) (core.Msg, error) {
+	return DecodeGossipMsgInto(d, nil)
+}
+
+// DecodeGossipMsgInto decodes a [GossipMsg] payload as [DecodeGossipMsg]
+// does, into old if it is a *GossipMsg that its receiver handed back (a
+// wire.ReuseFunc: see [wire.Codec.RegisterReusable]), whose columns it
+// reuses when they are long enough. The message never aliases the payload.
+func DecodeGossipMsgInto(d *wire.Decoder, old core.Msg) (core.Msg, error) {
 	start := d.Offset()
-	m := &GossipMsg{Epoch: d.Uvarint()}
+	m, _ := old.(*GossipMsg)
+	if m == nil {
+		m = new(GossipMsg)
+	}
+	m.Epoch = d.Uvarint()
 	n64 := d.Uvarint()
 	if d.Err() != nil {
 		return nil, d.Err()
@@ -187,8 +204,8 @@ func DecodeGossipMsg(d *wire.Decoder) (core.Msg, error) {
 		return nil, d.Err()
 	}
 	n := int(n64)
-	m.Members = make([]core.NodeID, n)
-	m.Beats = make([]uint32, n)
+	m.Members = resize(m.Members, n)
+	m.Beats = resize(m.Beats, n)
 	var prev int64
 	for i := range m.Members {
 		var v int64
@@ -236,6 +253,15 @@ func DecodeGossipMsg(d *wire.Decoder) (core.Msg, error) {
 	return m, nil
 }
 
+// resize returns s with length n, reusing its array when it is large
+// enough (the caller overwrites every element).
+func resize[T any](s []T, n int) []T {
+	if s != nil && cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
 // DecodeGossipPing decodes a [GossipPing] payload.
 func DecodeGossipPing(d *wire.Decoder) (core.Msg, error) {
 	s, err := decodeGossipSeq(d)
@@ -259,17 +285,23 @@ func decodeGossipSeq(d *wire.Decoder) (uint32, error) {
 // RegisterGossipCodecs registers the decoders of the gossip detector's kinds
 // (KindGossip, KindGossipPing, KindGossipPong) in c. [RegisterCodecs]
 // registers every fd kind.
+//
+// The tables are decoded into the messages the detector hands back
+// through core.Recycler (wire.Codec.RegisterReusable), and no kind's
+// message aliases its payload (wire.Codec.RegisterDetached).
 func RegisterGossipCodecs(c *wire.Codec) error {
+	if err := c.RegisterReusable(KindGossip, "fd.GossipMsg", DecodeGossipMsgInto); err != nil {
+		return err
+	}
 	for _, k := range []struct {
 		kind core.Kind
 		name string
 		f    wire.DecodeFunc
 	}{
-		{KindGossip, "fd.GossipMsg", DecodeGossipMsg},
 		{KindGossipPing, "fd.GossipPing", DecodeGossipPing},
 		{KindGossipPong, "fd.GossipPong", DecodeGossipPong},
 	} {
-		if err := c.Register(k.kind, k.name, k.f); err != nil {
+		if err := c.RegisterDetached(k.kind, k.name, k.f); err != nil {
 			return err
 		}
 	}

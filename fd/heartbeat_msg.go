@@ -188,7 +188,8 @@ func DecodeHeartbeatNoticeAck(d *wire.Decoder) (core.Msg, error) {
 
 // RegisterHeartbeatCodecs registers the decoders of the heartbeat
 // detector's five kinds in c. It fails (wrapping [wire.ErrDuplicateKind])
-// if one of them is already registered.
+// if one of them is already registered. No kind's message aliases its
+// payload (wire.Codec.RegisterDetached).
 func RegisterHeartbeatCodecs(c *wire.Codec) error {
 	for _, r := range []struct {
 		k    core.Kind
@@ -201,7 +202,7 @@ func RegisterHeartbeatCodecs(c *wire.Codec) error {
 		{KindHeartbeatNotice, "fd.HeartbeatNotice", DecodeHeartbeatNotice},
 		{KindHeartbeatNoticeAck, "fd.HeartbeatNoticeAck", DecodeHeartbeatNoticeAck},
 	} {
-		if err := c.Register(r.k, r.name, r.f); err != nil {
+		if err := c.RegisterDetached(r.k, r.name, r.f); err != nil {
 			return err
 		}
 	}

@@ -38,7 +38,13 @@
 //
 // Env.Send encodes the message with the codec, stamps the frame with the
 // epoch of the last view the machine announced ([core.MembersChanged]) and
-// hands it to the transport. A transport that can write a frame on the
+// hands it to the transport. The encoding goes into one buffer the loop
+// reuses: a transport that copies it ([transport.Copier]) or writes it at
+// once (SendNow, below) takes it as it is, others get a copy. Send is done
+// with the message when it returns (the Env is a [core.SendCopier]), and
+// a machine may hand back a received message for the readers to decode
+// the next one of its kind into ([core.Recycler], [wire.Codec.Decode]):
+// the gossip detector's period then allocates nothing. A transport that can write a frame on the
 // loop without waiting (transport/tcp's SendNow, when nothing is queued
 // for the peer) is offered the first frame of each loop turn to each peer
 // (of at most 16 peers) that way: a view change's message to each child
@@ -70,7 +76,6 @@ package host
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -80,6 +85,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -162,21 +168,24 @@ type Host struct {
 	ran   atomic.Bool
 	try   context.Context // a done context: Send without waiting
 
-	stats counters
+	stats  counters
+	spares spares // decoders and released messages, for the readers
 
 	// Owned by the loop goroutine.
-	start       time.Time
-	timerQ      timerQueue                  // pending deadlines, earliest first (cancelled ones lazily)
-	timerValues map[core.TimerID]core.Timer // the timers still pending
-	nextTimer   core.TimerID
-	wake        *time.Timer   // fires at the earliest deadline
-	wakeAt      time.Duration // the deadline wake is armed for; -1 when idle
-	local       []func()      // work queued for after the current machine call
-	now         nowSender     // the transport's SendNow, or nil
-	nowTo       []core.NodeID // the peers this loop turn offered a frame to SendNow
-	epoch       uint64
-	failing     map[core.NodeID]bool // peers whose last send was dropped
-	events      *eventWriter
+	start     time.Time
+	timerQ    timerQueue // the pending timers, earliest first
+	nextTimer core.TimerID
+	wake      *time.Timer      // fires at the earliest deadline
+	wakeAt    time.Duration    // the deadline wake is armed for; -1 when idle
+	local     []func()         // work queued for after the current machine call
+	decoded   bool             // the machine is receiving a message the readers decoded
+	enc       wire.Encoder     // Env.Send's encoding buffer, reused
+	now       nowSender        // the transport's SendNow, or nil
+	copier    transport.Copier // the transport's SendCopy, or nil
+	nowTo     []core.NodeID    // the peers this loop turn offered a frame to SendNow
+	epoch     uint64
+	failing   map[core.NodeID]bool // peers whose last send was dropped
+	events    *eventWriter
 }
 
 type inbound struct {
@@ -213,25 +222,28 @@ func New(m core.Machine, cfg Config) (*Host, error) {
 	try, cancel := context.WithCancel(context.Background())
 	cancel()
 	h := &Host{
-		cfg:         cfg,
-		m:           m,
-		tr:          cfg.Transport,
-		self:        self,
-		log:         logger.With("node", uint32(self)),
-		seed:        seed,
-		rng:         rand.New(rand.NewPCG(seed, uint64(self))),
-		inbox:       make(chan inbound, cfg.InboxLen),
-		hintC:       make(chan core.PeerHint, 256),
-		reqC:        make(chan func(), 64),
-		quit:        make(chan struct{}),
-		try:         try,
-		timerValues: map[core.TimerID]core.Timer{},
-		failing:     map[core.NodeID]bool{},
+		cfg:     cfg,
+		m:       m,
+		tr:      cfg.Transport,
+		self:    self,
+		log:     logger.With("node", uint32(self)),
+		seed:    seed,
+		rng:     rand.New(rand.NewPCG(seed, uint64(self))),
+		inbox:   make(chan inbound, cfg.InboxLen),
+		hintC:   make(chan core.PeerHint, 256),
+		reqC:    make(chan func(), 64),
+		quit:    make(chan struct{}),
+		try:     try,
+		failing: map[core.NodeID]bool{},
 	}
 	if cfg.Events != nil {
 		h.events = &eventWriter{w: cfg.Events}
 	}
+	// Room for the usual control message from the start: growing the
+	// buffer message by message as a job's counters grow costs allocations.
+	h.enc.B = make([]byte, 0, 512)
 	h.now, _ = cfg.Transport.(nowSender)
+	h.copier, _ = cfg.Transport.(transport.Copier)
 	return h, nil
 }
 
@@ -249,15 +261,7 @@ func (h *Host) Run(ctx context.Context) error {
 	if !h.ran.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	h.start = time.Now()
-	h.log.Info("host: starting", "seed", h.seed, "addr", h.tr.Addr())
-	h.tr.SetHandler(handler{h})
-	env := hostEnv{h}
-	h.wake = time.NewTimer(time.Hour)
-	h.wake.Stop()
-	h.wakeAt = -1
-	h.m.Start(env)
-	h.drain()
+	h.begin()
 	for {
 		h.arm()
 		select {
@@ -265,8 +269,7 @@ func (h *Host) Run(ctx context.Context) error {
 			h.stop()
 			return nil
 		case in := <-h.inbox:
-			h.stats.received.Add(1)
-			h.m.Receive(in.from, in.m)
+			h.receive(in)
 		case <-h.wake.C:
 			h.wakeAt = -1
 			h.fireDue()
@@ -279,6 +282,26 @@ func (h *Host) Run(ctx context.Context) error {
 		h.drain()
 		h.nowTo = h.nowTo[:0]
 	}
+}
+
+// begin installs the handler and starts the machine: Run's first step.
+func (h *Host) begin() {
+	h.start = time.Now()
+	h.log.Info("host: starting", "seed", h.seed, "addr", h.tr.Addr())
+	h.tr.SetHandler(handler{h})
+	h.wake = time.NewTimer(time.Hour)
+	h.wake.Stop()
+	h.wakeAt = -1
+	h.m.Start(hostEnv{h})
+	h.drain()
+}
+
+// receive hands an inbound message to the machine.
+func (h *Host) receive(in inbound) {
+	h.stats.received.Add(1)
+	h.decoded = true
+	h.m.Receive(in.from, in.m)
+	h.decoded = false
 }
 
 // drain runs the work queued during machine calls (self-sends, hints from
@@ -298,7 +321,6 @@ func (h *Host) stop() {
 	close(h.quit)
 	h.wake.Stop()
 	h.timerQ = nil
-	clear(h.timerValues)
 	h.local = nil
 	s := h.Stats()
 	h.log.Info("host: stopped", "received", s.Received, "sent", s.Sent, "dropped", s.SendDropped, "events", s.Events)
@@ -384,9 +406,24 @@ func (hd handler) Deliver(f wire.Frame) {
 		h.stats.direct.Add(1)
 		return
 	}
-	// Messages may alias the payload, which the transport reuses.
-	m, err := h.cfg.Codec.Unmarshal(f.Kind, bytes.Clone(f.Payload))
+	// Messages may alias the payload, which the transport reuses, unless
+	// their kind's decoder copies what it keeps.
+	codec := h.cfg.Codec
+	payload := f.Payload
+	if !codec.Detached(f.Kind) {
+		payload = bytes.Clone(payload)
+	}
+	var old core.Msg
+	if codec.Reusable(f.Kind) {
+		old = h.spares.msg(f.Kind)
+	}
+	d := h.spares.decoder()
+	m, err := codec.Decode(d, f.Kind, payload, old)
+	h.spares.putDecoder(d)
 	if err != nil {
+		if old != nil {
+			h.spares.putMsg(f.Kind, old)
+		}
 		h.stats.undecodable.Add(1)
 		h.log.Warn("host: dropping an undecodable frame", "from", uint32(f.Src), "kind", f.Kind.String(), "err", err)
 		return
@@ -400,6 +437,69 @@ func (hd handler) Deliver(f wire.Frame) {
 	case h.inbox <- inbound{from: f.Src, m: m}:
 	case <-h.quit:
 	}
+}
+
+// spares keeps what the reader goroutines reuse: decoders, and the
+// messages of reusable kinds (wire.Codec.RegisterReusable) that the
+// machine handed back (core.Recycler), to decode the next ones into. A
+// mutex, not a sync.Pool: every garbage collection empties a pool, and
+// the job's background would allocate again after each.
+type spares struct {
+	mu       sync.Mutex
+	decoders []*wire.Decoder
+	msgs     map[core.Kind][]core.Msg
+}
+
+// maxSpares bounds the decoders and the messages of each kind kept: the
+// readers decode one frame each at a time, and the loop hands a message
+// back once it has handled it.
+const maxSpares = 16
+
+func (s *spares) decoder() *wire.Decoder {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.decoders)
+	if n == 0 {
+		return new(wire.Decoder)
+	}
+	d := s.decoders[n-1]
+	s.decoders[n-1] = nil
+	s.decoders = s.decoders[:n-1]
+	return d
+}
+
+func (s *spares) putDecoder(d *wire.Decoder) {
+	s.mu.Lock()
+	if len(s.decoders) < maxSpares {
+		s.decoders = append(s.decoders, d)
+	}
+	s.mu.Unlock()
+}
+
+// msg returns a kept message of kind k, or nil.
+func (s *spares) msg(k core.Kind) core.Msg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := s.msgs[k]
+	n := len(ms)
+	if n == 0 {
+		return nil
+	}
+	m := ms[n-1]
+	ms[n-1] = nil
+	s.msgs[k] = ms[:n-1]
+	return m
+}
+
+func (s *spares) putMsg(k core.Kind, m core.Msg) {
+	s.mu.Lock()
+	if s.msgs == nil {
+		s.msgs = map[core.Kind][]core.Msg{}
+	}
+	if ms := s.msgs[k]; len(ms) < maxSpares {
+		s.msgs[k] = append(ms, m)
+	}
+	s.mu.Unlock()
 }
 
 // Place offers a large frame to Config.Placer (transport.Placer).
@@ -424,10 +524,15 @@ func (hd handler) Hint(p core.PeerHint) {
 	}
 }
 
+// maxKeptEncoding bounds the encoding buffer Env.Send keeps for the next
+// message: a rare large message does not hold its memory for good.
+const maxKeptEncoding = 64 << 10
+
 // nowSender is a transport that can write a frame on the calling
 // goroutine without ever waiting (transport/tcp's SendNow): it reports
 // false, having written nothing, when it cannot, and the frame then goes
-// through Send.
+// through Send. Either way it is done with f.Payload when it returns (it
+// has written it, or copied what the socket did not take).
 type nowSender interface {
 	SendNow(to core.NodeID, f wire.Frame) bool
 }
@@ -461,7 +566,8 @@ func (e hostEnv) Send(to core.NodeID, m core.Msg) {
 		h.local = append(h.local, func() { h.m.Receive(h.self, m) })
 		return
 	}
-	payload, err := h.cfg.Codec.Marshal(m)
+	h.enc.B = h.enc.B[:0]
+	err := h.cfg.Codec.Encode(&h.enc, m)
 	if err != nil {
 		// A kind missing from the codec is a wiring error of the program;
 		// the peer could not decode it either.
@@ -473,11 +579,20 @@ func (e hostEnv) Send(to core.NodeID, m core.Msg) {
 	if h.cfg.SendWait > 0 {
 		ctx, cancel = context.WithTimeout(context.Background(), h.cfg.SendWait)
 	}
-	f := wire.Frame{Kind: m.Kind(), Epoch: h.epoch, Payload: payload}
-	if h.now != nil && h.sendNow(to, f) {
+	// SendNow and SendCopy are done with the payload when they return;
+	// Send keeps it until its writer has written it.
+	f := wire.Frame{Kind: m.Kind(), Epoch: h.epoch, Payload: h.enc.B}
+	switch {
+	case h.now != nil && h.sendNow(to, f):
 		err = nil
-	} else {
+	case h.copier != nil:
+		err = h.copier.SendCopy(ctx, to, f)
+	default:
+		f.Payload = bytes.Clone(f.Payload)
 		err = h.tr.Send(ctx, to, f)
+	}
+	if cap(h.enc.B) > maxKeptEncoding {
+		h.enc.B = nil
 	}
 	if cancel != nil {
 		cancel()
@@ -500,51 +615,134 @@ func (e hostEnv) Send(to core.NodeID, m core.Msg) {
 	h.local = append(h.local, func() { h.m.Handle(hint) })
 }
 
+// SendCopies reports true: Send encodes a message for another node before
+// it returns (core.SendCopier).
+func (e hostEnv) SendCopies() bool { return true }
+
+// Recycle keeps a received message of a reusable kind
+// (wire.Codec.RegisterReusable) for the readers to decode the next one of
+// its kind into. It heeds only the first call made while a message from
+// the readers is delivered, which hands back that message: a message the
+// node sent itself, or one handed to the machine by Do, was not decoded
+// here and may be its sender's still.
+func (e hostEnv) Recycle(m core.Msg) {
+	h := e.h
+	if !h.decoded {
+		return
+	}
+	h.decoded = false
+	if m != nil && h.cfg.Codec.Reusable(m.Kind()) {
+		h.spares.putMsg(m.Kind(), m)
+	}
+}
+
 func (e hostEnv) SetTimer(after time.Duration, t core.Timer) core.TimerID {
 	h := e.h
 	h.nextTimer++
 	id := h.nextTimer
-	h.timerValues[id] = t
-	heap.Push(&h.timerQ, timerEntry{at: time.Since(h.start) + max(after, 0), id: id})
+	h.timerQ.push(timerEntry{at: time.Since(h.start) + max(after, 0), id: id, t: t})
 	return id
 }
 
-// CancelTimer forgets the timer; its queue entry is skipped when it comes
-// due. Cancelling a fired or unknown timer is a no-op.
-func (e hostEnv) CancelTimer(id core.TimerID) { delete(e.h.timerValues, id) }
+// CancelTimer removes the timer from the queue. Cancelling a fired or
+// unknown timer is a no-op.
+func (e hostEnv) CancelTimer(id core.TimerID) { e.h.timerQ.remove(id) }
 
 // The timers of a host live in one heap owned by the loop, with a single
 // time.Timer armed for the earliest deadline: timers fire in deadline
 // order (set order for equal deadlines) whatever the load, never early,
-// and a cancelled timer never reaches the machine.
+// and a cancelled timer never reaches the machine. The heap is written
+// out for its one element type (container/heap would box every entry
+// pushed and popped: an allocation each, for every timer of every
+// period), and an entry carries its timer, so that setting and firing a
+// timer allocates nothing once the slice has grown to the machine's
+// usual number of pending timers.
 type timerEntry struct {
 	at time.Duration // deadline since h.start
 	id core.TimerID  // increasing: breaks ties in set order
+	t  core.Timer
 }
 
+func (a *timerEntry) before(b *timerEntry) bool {
+	return a.at < b.at || (a.at == b.at && a.id < b.id)
+}
+
+// timerQueue is a binary min-heap of timer entries by (at, id).
 type timerQueue []timerEntry
 
-func (q timerQueue) Len() int { return len(q) }
-func (q timerQueue) Less(i, j int) bool {
-	return q[i].at < q[j].at || (q[i].at == q[j].at && q[i].id < q[j].id)
+func (q *timerQueue) push(e timerEntry) {
+	*q = append(*q, e)
+	q.up(len(*q) - 1)
 }
-func (q timerQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *timerQueue) Push(x any)   { *q = append(*q, x.(timerEntry)) }
-func (q *timerQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
+
+// pop removes and returns the earliest entry; q must not be empty.
+func (q *timerQueue) pop() timerEntry {
+	e := (*q)[0]
+	q.removeAt(0)
 	return e
 }
 
-// arm points the wake timer at the earliest live deadline.
-func (h *Host) arm() {
-	for len(h.timerQ) > 0 {
-		if _, live := h.timerValues[h.timerQ[0].id]; live {
+// remove removes the entry of timer id, if it is queued. Machines keep
+// few timers pending, so a scan is cheaper than an index kept up to date
+// on every move.
+func (q *timerQueue) remove(id core.TimerID) {
+	for i := range *q {
+		if (*q)[i].id == id {
+			q.removeAt(i)
+			return
+		}
+	}
+}
+
+func (q *timerQueue) removeAt(i int) {
+	h := *q
+	n := len(h) - 1
+	if i != n {
+		h[i] = h[n]
+	}
+	h[n] = timerEntry{} // drop the timer value
+	*q = h[:n]
+	if i < n {
+		if !q.down(i) {
+			q.up(i)
+		}
+	}
+}
+
+func (q timerQueue) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q[i].before(&q[p]) {
+			return
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+// down sifts entry i down and reports whether it moved.
+func (q timerQueue) down(i int) bool {
+	start := i
+	for {
+		l := 2*i + 1
+		if l >= len(q) {
 			break
 		}
-		heap.Pop(&h.timerQ) // cancelled
+		c := l
+		if r := l + 1; r < len(q) && q[r].before(&q[l]) {
+			c = r
+		}
+		if !q[c].before(&q[i]) {
+			break
+		}
+		q[i], q[c] = q[c], q[i]
+		i = c
 	}
+	return i > start
+}
+
+// arm points the wake timer at the earliest deadline.
+func (h *Host) arm() {
 	if len(h.timerQ) == 0 {
 		if h.wakeAt >= 0 {
 			h.wake.Stop()
@@ -565,14 +763,9 @@ func (h *Host) arm() {
 func (h *Host) fireDue() {
 	now := time.Since(h.start)
 	for len(h.timerQ) > 0 && h.timerQ[0].at <= now {
-		e := heap.Pop(&h.timerQ).(timerEntry)
-		v, live := h.timerValues[e.id]
-		if !live {
-			continue
-		}
-		delete(h.timerValues, e.id)
+		e := h.timerQ.pop()
 		h.stats.timers.Add(1)
-		h.m.Fire(v)
+		h.m.Fire(e.t)
 		h.drain()
 	}
 }

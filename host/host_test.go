@@ -745,7 +745,8 @@ func TestNewValidates(t *testing.T) {
 
 // nowTransport is a transport with SendNow (as transport/tcp has): it
 // records the frames offered to it and takes those that accept says it
-// may, passing them on with Send.
+// may, passing them on with Send (which copies: mem's Send copies the
+// payload).
 type nowTransport struct {
 	transport.Transport
 	accept func(wire.Frame) bool
@@ -756,6 +757,9 @@ type nowTransport struct {
 func (n *nowTransport) SendNow(to core.NodeID, f wire.Frame) bool {
 	n.mu.Lock()
 	f.Dst = to // as the transport stamps it
+	// SendNow is done with the payload when it returns (the host reuses
+	// its encoding buffer): a record of it is a copy.
+	f.Payload = bytes.Clone(f.Payload)
 	n.offers = append(n.offers, f)
 	n.mu.Unlock()
 	if !n.accept(f) {

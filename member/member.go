@@ -54,8 +54,9 @@ const (
 	nTimers
 )
 
-// timer is the value a Member hands to Env.SetTimer. A timer whose gen is
-// not the current one of its kind was superseded and is ignored.
+// timer is the value a Member hands to Env.SetTimer, by pointer (see
+// Member.spareTimers). A timer whose gen is not the current one of its
+// kind was superseded and is ignored.
 type timer struct {
 	kind  timerKind
 	gen   uint32
@@ -170,6 +171,12 @@ type Member struct {
 
 	timerIDs [nTimers]core.TimerID
 	gens     [nTimers]uint32
+	// spareTimers are timer values that fired, for arm to reuse: a timer
+	// boxed in a core.Timer would otherwise cost an allocation per arm
+	// (the probe's every ProbeInterval). The Env keeps no reference to a
+	// timer it fired; a cancelled one it may keep, so only fired ones
+	// come back here, and a cancelled one keeps its stale gen for good.
+	spareTimers []*timer
 }
 
 // New returns the machine of an initial member: the node computes the
@@ -410,8 +417,13 @@ func (m *Member) Handle(e core.Event) {
 
 // Fire implements core.Machine.
 func (m *Member) Fire(t core.Timer) {
-	tm, ok := t.(timer)
-	if !ok || tm.kind >= nTimers || tm.gen != m.gens[tm.kind] {
+	tp, ok := t.(*timer)
+	if !ok {
+		return
+	}
+	tm := *tp
+	m.spareTimers = append(m.spareTimers, tp)
+	if tm.kind >= nTimers || tm.gen != m.gens[tm.kind] {
 		return
 	}
 	m.timerIDs[tm.kind] = 0
@@ -454,7 +466,15 @@ func (m *Member) Fire(t core.Timer) {
 func (m *Member) arm(k timerKind, after time.Duration, epoch uint64) {
 	m.cancel(k)
 	m.gens[k]++
-	m.timerIDs[k] = m.env.SetTimer(after, timer{kind: k, gen: m.gens[k], epoch: epoch})
+	var tp *timer
+	if n := len(m.spareTimers); n > 0 {
+		tp = m.spareTimers[n-1]
+		m.spareTimers = m.spareTimers[:n-1]
+	} else {
+		tp = new(timer)
+	}
+	*tp = timer{kind: k, gen: m.gens[k], epoch: epoch}
+	m.timerIDs[k] = m.env.SetTimer(after, tp)
 }
 
 func (m *Member) cancel(k timerKind) {

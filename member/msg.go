@@ -552,9 +552,10 @@ var decoders = []struct {
 }
 
 // RegisterCodecs registers the decoder of every member message kind in c.
+// No kind's message aliases its payload (wire.Codec.RegisterDetached).
 func RegisterCodecs(c *wire.Codec) error {
 	for _, k := range decoders {
-		if err := c.Register(k.kind, "member."+KindName(k.kind), k.f); err != nil {
+		if err := c.RegisterDetached(k.kind, "member."+KindName(k.kind), k.f); err != nil {
 			return err
 		}
 	}

@@ -569,11 +569,14 @@ func (m *Member) probe() {
 		return
 	}
 	n := 0
-	x := &Notice{Epoch: m.cur.epoch, Root: m.self}
+	var x *Notice // built for the first node probed: most probes find none
 	send := func(d core.NodeID) {
 		if d != m.self && !m.cur.has(d) && !m.acc.has(d) && n < m.cfg.MaxProbes {
 			n++
 			put(&m.lastNotice, d, m.now())
+			if x == nil {
+				x = &Notice{Epoch: m.cur.epoch, Root: m.self}
+			}
 			m.send(d, x)
 		}
 	}

@@ -122,6 +122,14 @@ type Limited interface {
 	MaxFrameSize() int
 }
 
+// Copier is implemented by a Transport that can take a frame whose
+// payload the caller reuses (an encoding buffer): SendCopy is Send, except
+// that the caller may modify f.Payload as soon as it returns, because the
+// transport has copied it (into memory of its own, which it may reuse).
+type Copier interface {
+	SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) error
+}
+
 // Transport moves frames to and from the other nodes of a job. All methods
 // are safe for concurrent use.
 type Transport interface {

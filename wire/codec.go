@@ -419,12 +419,23 @@ type Message interface {
 
 // DecodeFunc decodes the fields of one message kind. It reads with d and
 // may return d.Err(); the [Codec] checks the sticky error and the trailing
-// bytes afterwards anyway, so a DecodeFunc need not call Finish.
+// bytes afterwards anyway, so a DecodeFunc need not call Finish. It must
+// not keep d: callers of [Codec.Decode] reuse decoders.
 type DecodeFunc func(d *Decoder) (core.Msg, error)
 
+// ReuseFunc decodes the fields of one message kind like a [DecodeFunc],
+// into old when old is not nil: a message of that kind that its receiver
+// handed back (see [Codec.Decode]), whose memory the function may
+// overwrite and keep (its slices' capacity). It returns the message it
+// filled. Its messages must never alias the payload (see
+// [Codec.RegisterDetached]).
+type ReuseFunc func(d *Decoder, old core.Msg) (core.Msg, error)
+
 type codecEntry struct {
-	name   string
-	decode DecodeFunc
+	name     string
+	decode   DecodeFunc
+	reuse    ReuseFunc
+	detached bool
 }
 
 // Codec maps message kinds to their decoders. The host builds one
@@ -451,6 +462,46 @@ func (c *Codec) Register(k core.Kind, name string, f DecodeFunc) error {
 	c.kinds[k] = codecEntry{name: name, decode: f}
 	return nil
 }
+
+// RegisterDetached is Register for a decoder whose messages never alias
+// the payload: they copy every byte they keep (no [Decoder.Bytes] or
+// [Decoder.Fixed] slice), so that the caller of Unmarshal may reuse the
+// payload as soon as it returns (see [Codec.Detached]).
+func (c *Codec) RegisterDetached(k core.Kind, name string, f DecodeFunc) error {
+	if err := c.Register(k, name, f); err != nil {
+		return err
+	}
+	e := c.kinds[k]
+	e.detached = true
+	c.kinds[k] = e
+	return nil
+}
+
+// RegisterReusable registers a detached decoder (see RegisterDetached)
+// that can decode into a message its receiver handed back (see
+// [Codec.Decode]; the host keeps such messages): a kind received every
+// period then costs no allocation once a message has gone round.
+func (c *Codec) RegisterReusable(k core.Kind, name string, f ReuseFunc) error {
+	if f == nil {
+		return fmt.Errorf("wire: nil decoder for kind %v (%s)", k, name)
+	}
+	if err := c.Register(k, name, func(d *Decoder) (core.Msg, error) { return f(d, nil) }); err != nil {
+		return err
+	}
+	e := c.kinds[k]
+	e.reuse, e.detached = f, true
+	c.kinds[k] = e
+	return nil
+}
+
+// Detached reports whether the messages of kind k never alias the payload
+// they were decoded from: the kind was registered with RegisterDetached or
+// RegisterReusable.
+func (c *Codec) Detached(k core.Kind) bool { return c.kinds[k].detached }
+
+// Reusable reports whether kind k was registered with RegisterReusable:
+// [Codec.Decode] can decode it into a message its receiver handed back.
+func (c *Codec) Reusable(k core.Kind) bool { return c.kinds[k].reuse != nil }
 
 // Kinds returns the registered kinds in increasing order.
 func (c *Codec) Kinds() []core.Kind {
@@ -505,17 +556,35 @@ func kindOf(m core.Msg) any {
 // Unmarshal decodes payload as a message of kind k: an unknown kind is an
 // [ErrUnknownKind] error; the decoder's error, its sticky error and unread
 // trailing bytes are errors too. Byte slices in the message may alias
-// payload.
+// payload, unless the kind is [Codec.Detached].
 func (c *Codec) Unmarshal(k core.Kind, payload []byte) (core.Msg, error) {
+	return c.Decode(new(Decoder), k, payload, nil)
+}
+
+// Decode is Unmarshal with the caller's decoder d, which it resets to
+// payload and leaves reset to nothing (so that a caller can keep one
+// decoder, or a few, for every message: a decoder handed to a message's
+// decode function escapes to the heap), and, for a kind registered with
+// RegisterReusable, old: nil, or a message of that kind that its receiver
+// handed back, which is decoded into. When Decode fails, old is still the
+// caller's.
+func (c *Codec) Decode(d *Decoder, k core.Kind, payload []byte, old core.Msg) (core.Msg, error) {
 	e, ok := c.kinds[k]
 	if !ok {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownKind, k)
 	}
-	d := NewDecoder(payload)
-	m, err := e.decode(d)
+	d.Reset(payload)
+	var m core.Msg
+	var err error
+	if e.reuse != nil {
+		m, err = e.reuse(d, old)
+	} else {
+		m, err = e.decode(d)
+	}
 	if err == nil {
 		err = d.Finish()
 	}
+	d.Reset(nil)
 	if err != nil {
 		return nil, fmt.Errorf("wire: decoding %s (%v): %w", e.name, k, err)
 	}

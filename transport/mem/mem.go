@@ -313,6 +313,12 @@ func (e *Endpoint) Send(ctx context.Context, to core.NodeID, f wire.Frame) error
 	}
 }
 
+// SendCopy is Send (transport.Copier): Send copies the payload anyway,
+// as a network would.
+func (e *Endpoint) SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	return e.Send(ctx, to, f)
+}
+
 // run delivers the frames of one link in order, each no earlier than its
 // queueing time plus the latency and its jitter, and no earlier than the
 // frame before it.

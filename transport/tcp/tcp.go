@@ -139,6 +139,7 @@
 package tcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -231,13 +232,13 @@ type peer struct {
 	// q and hq exist while active: Send creates them (under t.mu) and
 	// starts the writer, which alone receives from them and drops them
 	// (under t.mu) as it ends.
-	q chan wire.Frame
+	q chan queued
 	// hq is the failure detector's lane (frames of core.ProtoFD): the
 	// writer takes it before q, so a heartbeat never waits behind a
 	// backlog of data frames (only behind the frame being written and what
 	// the kernel holds). The detector's frames need no order with the
 	// other protocols'.
-	hq      chan wire.Frame
+	hq      chan queued
 	wake    chan struct{} // capacity 1: the connection or the address changed
 	removed chan struct{}
 
@@ -287,13 +288,68 @@ type peer struct {
 }
 
 // peerQueues are a peer's two queues (see peer.q and hq).
-type peerQueues struct{ q, hq chan wire.Frame }
+type peerQueues struct{ q, hq chan queued }
+
+// queued is a frame in a peer's queue. buf, if not nil, holds its payload:
+// the transport's copy of the payload of a SendCopy, which the writer
+// puts back in copyBufs once the frame is written. (A frame lost with its
+// connection, or handed to the next one, leaves its buffer to the
+// collector.)
+type queued struct {
+	f   wire.Frame
+	buf *[]byte
+}
+
+// copyBufs are the payload buffers of SendCopy, for frames of at most
+// maxCopyBuf bytes (the host's control and detector frames), which then
+// cost no allocation each. Not a sync.Pool, which every garbage
+// collection empties: a job's background would allocate again after each.
+var copyBufs struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+// maxCopyBuf bounds the payloads SendCopy copies into copyBufs; larger
+// ones get a buffer of their own, so that no large array is kept.
+// maxCopyBufs bounds the buffers kept: a process has that many small
+// frames queued only in a burst, which may then allocate.
+const (
+	maxCopyBuf  = 4 << 10
+	maxCopyBufs = 64
+)
+
+func getCopyBuf() *[]byte {
+	copyBufs.mu.Lock()
+	defer copyBufs.mu.Unlock()
+	n := len(copyBufs.free)
+	if n == 0 {
+		return new([]byte)
+	}
+	b := copyBufs.free[n-1]
+	copyBufs.free[n-1] = nil
+	copyBufs.free = copyBufs.free[:n-1]
+	return b
+}
+
+func putCopyBuf(b *[]byte) {
+	if b == nil {
+		return
+	}
+	copyBufs.mu.Lock()
+	if len(copyBufs.free) < maxCopyBufs {
+		if copyBufs.free == nil {
+			copyBufs.free = make([]*[]byte, 0, maxCopyBufs)
+		}
+		copyBufs.free = append(copyBufs.free, b)
+	}
+	copyBufs.mu.Unlock()
+}
 
 // maxSpareQueues bounds Transport.spareQueues.
 const maxSpareQueues = 16
 
 // take returns a queued frame without waiting: the detector's lane first.
-func (p *peer) take() (wire.Frame, bool) {
+func (p *peer) take() (queued, bool) {
 	select {
 	case f := <-p.hq:
 		return f, true
@@ -304,7 +360,7 @@ func (p *peer) take() (wire.Frame, bool) {
 		return f, true
 	default:
 	}
-	return wire.Frame{}, false
+	return queued{}, false
 }
 
 func (p *peer) signal() {
@@ -604,8 +660,8 @@ func (t *Transport) activateLocked(p *peer) {
 		t.spareQueues = t.spareQueues[:n-1]
 		p.q, p.hq = q.q, q.hq
 	} else {
-		p.q = make(chan wire.Frame, t.cfg.QueueLen)
-		p.hq = make(chan wire.Frame, min(t.cfg.QueueLen, detectorLaneLen))
+		p.q = make(chan queued, t.cfg.QueueLen)
+		p.hq = make(chan queued, min(t.cfg.QueueLen, detectorLaneLen))
 	}
 	t.wg.Add(1)
 	go t.manage(p)
@@ -613,6 +669,29 @@ func (t *Transport) activateLocked(p *peer) {
 
 // Send queues f for node to; see [transport.Transport].
 func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	return t.send(ctx, to, f, nil)
+}
+
+// SendCopy is Send, except that the caller may reuse f.Payload when it
+// returns (transport.Copier): the payload is copied, into a buffer the
+// transport reuses once the frame is written when it is small.
+func (t *Transport) SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	if len(f.Payload) > maxCopyBuf {
+		f.Payload = bytes.Clone(f.Payload)
+		return t.send(ctx, to, f, nil)
+	}
+	b := getCopyBuf()
+	*b = append((*b)[:0], f.Payload...)
+	f.Payload = *b
+	err := t.send(ctx, to, f, b)
+	if err != nil {
+		putCopyBuf(b) // not queued: still ours
+	}
+	return err
+}
+
+// send queues f (whose payload is buf's, if buf is not nil) for node to.
+func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf *[]byte) error {
 	if to == t.self {
 		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
 	}
@@ -642,13 +721,14 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 	t.mu.Unlock()
 	defer p.senders.Add(-1) // after the push: see manage
 	p.accepted.Add(1)       // before the writer can see f, so flushed ≤ accepted
+	x := queued{f: f, buf: buf}
 	select {
-	case q <- f:
+	case q <- x:
 		return nil
 	default:
 	}
 	select {
-	case q <- f:
+	case q <- x:
 		return nil
 	case <-ctx.Done():
 		p.accepted.Add(^uint64(0))
@@ -1470,10 +1550,10 @@ func (t *Transport) waitFrame(p *peer, pending **wire.Frame, backoff *time.Timer
 		defer backoff.Stop()
 	}
 	select {
-	case f := <-p.hq:
-		*pending = &f
-	case f := <-p.q:
-		*pending = &f
+	case x := <-p.hq:
+		*pending = &x.f
+	case x := <-p.q:
+		*pending = &x.f
 	case <-fired:
 	case <-p.wake:
 		return false
@@ -1639,10 +1719,10 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 	p.wmu.Unlock()
 	// next is a frame to write (have); a value, not a pointer, so that a
 	// frame taken from the queue is not moved to the heap.
-	var next wire.Frame
+	var next queued
 	have := pending != nil
 	if have {
-		next = *pending
+		next.f = *pending
 	}
 	for {
 		if !have && !rest {
@@ -1670,13 +1750,15 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 			if !have {
 				return nil
 			}
-			return frameRef(next)
+			return frameRef(next.f)
 		}
 		// What SendNow left goes first, before the buffer's frames.
 		ok := t.writeRest(p)
 		if ok && have {
-			ok = write(next)
+			ok = write(next.f)
+			putCopyBuf(next.buf) // written into fw's buffer, or lost with c
 		}
+		next = queued{}
 		have = false
 		for ok {
 			f, more := p.take()
@@ -1692,9 +1774,10 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				}
 				p.flushed.Store(p.written)
 				p.wmu.Unlock()
-				return frameRef(f)
+				return frameRef(f.f)
 			}
-			ok = write(f)
+			ok = write(f.f)
+			putCopyBuf(f.buf)
 		}
 		if ok && fw.Buffered() > 0 {
 			if err := fw.Flush(); err != nil {
