@@ -629,12 +629,10 @@ func (r *Request) block(ctx context.Context) (Status, error) {
 	}
 	r.parked = true
 	r.dmu.Unlock()
-	parked := r.s.parkClock()
 	for {
 		select {
 		case <-r.wake:
 			if r.finished.Load() {
-				r.s.unparked(parked)
 				return r.result()
 			}
 		case <-ctx.Done():
@@ -746,11 +744,9 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 	if r.finished.Load() || r.poll() {
 		return r.result()
 	}
-	parked := r.s.parkClock()
 	if err := r.await(ctx, nil); err != nil {
 		return Status{}, err
 	}
-	r.s.unparked(parked)
 	return r.result()
 }
 
@@ -920,12 +916,8 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 		if pending.poll() {
 			continue
 		}
-		parked := pending.s.parkClock()
 		if err := pending.await(ctx, wake); err != nil {
 			return err
-		}
-		if pending.finished.Load() {
-			pending.s.unparked(parked)
 		}
 	}
 }

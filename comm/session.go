@@ -84,9 +84,6 @@ type Session struct {
 	// shared-memory rings itself for up to progTime (spin.go).
 	prog     progresser
 	progTime time.Duration
-	// progWin is the window a wait polls for now (ns; 0: progTime),
-	// stretched while replies come just after it (spin.go).
-	progWin atomic.Int64
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures

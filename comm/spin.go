@@ -87,80 +87,14 @@ func (s *Session) spinFromEnv() {
 	s.spin.Store(int64(d))
 }
 
-// The polling window stretches. Two ranks that wait for each other's
-// replies have two steady states: both poll, and a reply comes within
-// microseconds; or both park, and a reply needs the peer's wake-up (a
-// doorbell, the netpoller, the reader goroutine's hand-off), which on a
-// loaded host can take longer than the polling time itself, so each
-// side's poll ends in vain before the other's reply comes and both stay
-// parked: measured here, a two-rank ping-pong held at 70 µs per message
-// for seconds after a moment of contention, against 1 µs. So a wait that
-// polled in vain and whose message then came soon (within
-// maxPollWindow/2 of parking) sets the window to twice the whole
-// wait, up to maxPollWindow: the next wait outlasts the peer's wake-up,
-// gets its reply by polling, and the peer then does too. Each wait that
-// polls its message in time shrinks the window by a sixteenth, back to
-// the polling time. A peer that is merely slow (computing) answers later
-// than maxPollWindow/2 and leaves the window as it is.
-
-// maxPollWindow bounds the stretched polling window (or the polling time
-// itself, if longer): ten times the default polling time.
-const maxPollWindow = 500 * time.Microsecond
-
-// pollWindow is how long a wait polls now.
-func (s *Session) pollWindow() time.Duration {
-	if w := s.progWin.Load(); w > 0 {
-		return time.Duration(w)
-	}
-	return s.progTime
-}
-
-// polledInTime shrinks the window after a wait that polled its message
-// within win.
-func (s *Session) polledInTime(win time.Duration) {
-	if win > s.progTime {
-		s.progWin.Store(int64(max(s.progTime, win-win/16)))
-	}
-}
-
-// parkClock returns the time a wait parks after polling in vain (zero if
-// the session polls no transport: then nothing is stretched).
-func (s *Session) parkClock() time.Time {
-	if s == nil || s.prog == nil || s.progTime <= 0 {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
-// unparked stretches the window after a wait that parked at parked
-// (parkClock) and whose request has completed.
-func (s *Session) unparked(parked time.Time) {
-	if !parked.IsZero() {
-		s.cameLate(time.Since(parked))
-	}
-}
-
-// cameLate stretches the window after a wait whose message came late
-// after the wait parked.
-func (s *Session) cameLate(late time.Duration) {
-	limit := max(maxPollWindow, s.progTime)
-	if late < limit/2 {
-		s.progWin.Store(int64(min(limit, 2*(s.pollWindow()+late))))
-	}
-}
-
 // poll spins on r for up to the session's spin time and reports whether r
 // completed meanwhile.
 func (r *Request) poll() bool {
 	if r.s == nil {
 		return false
 	}
-	if r.s.prog != nil {
-		win := r.s.pollWindow()
-		if r.s.prog.PollUntil(&r.finished, win) {
-			r.s.polledInTime(win)
-			return true
-		}
+	if r.s.prog != nil && r.s.prog.PollUntil(&r.finished, r.s.progTime) {
+		return true
 	}
 	d := time.Duration(r.s.spin.Load())
 	if d <= 0 {

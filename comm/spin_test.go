@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -86,48 +85,3 @@ func TestSpinKeepsSemantics(t *testing.T) {
 		t.Fatalf("unmatched Recv with polling on = %v, want the deadline", err)
 	}
 }
-
-// The polling window stretches after a wait whose message came soon after
-// it parked (the peer's wake-up outlasted the window), to twice the whole
-// wait and at most maxPollWindow; a message that came much later (a peer
-// computing) changes nothing; each wait that polls its message in time
-// shrinks the window by a sixteenth, down to the polling time and no
-// further. Without a polling time nothing is stretched.
-func TestPollWindowStretches(t *testing.T) {
-	s := &Session{progTime: 50 * time.Microsecond, prog: noProgress{}}
-	if got := s.pollWindow(); got != 50*time.Microsecond {
-		t.Fatalf("window %v, want the polling time 50µs", got)
-	}
-	s.cameLate(70 * time.Microsecond) // a slow wake-up: 50 µs polled, 70 µs more
-	if got := s.pollWindow(); got != 240*time.Microsecond {
-		t.Fatalf("after a reply 70µs late: window %v, want 2×(50+70)µs = 240µs", got)
-	}
-	s.cameLate(200 * time.Microsecond)
-	if got := s.pollWindow(); got != maxPollWindow {
-		t.Fatalf("after a reply 200µs late: window %v, want the bound %v", got, maxPollWindow)
-	}
-	s.cameLate(time.Second) // a peer that computed: no stretch, no shrink
-	if got := s.pollWindow(); got != maxPollWindow {
-		t.Fatalf("after a reply 1s late: window %v, want it unchanged (%v)", got, maxPollWindow)
-	}
-	win := s.pollWindow()
-	for i := 0; i < 200; i++ {
-		s.polledInTime(win)
-		next := s.pollWindow()
-		if next > win || next < s.progTime {
-			t.Fatalf("shrink %d: %v after %v (polling time %v)", i, next, win, s.progTime)
-		}
-		win = next
-	}
-	if win != s.progTime {
-		t.Fatalf("after 200 waits polled in time: window %v, want the polling time %v", win, s.progTime)
-	}
-	var off Session
-	if !off.parkClock().IsZero() {
-		t.Fatal("a session that polls no transport timed its park")
-	}
-}
-
-type noProgress struct{}
-
-func (noProgress) PollUntil(*atomic.Bool, time.Duration) bool { return false }
