@@ -520,3 +520,46 @@ func TestPeerLastFramesSurviveFailedWrite(t *testing.T) {
 		})
 	}
 }
+
+// A connection whose read deadline passes with nothing to read ends (its
+// reader reports the deadline and the connection is given up), rather
+// than its reader looking again and again at an empty stream: a replaced
+// connection whose peer never ends its stream must end so that the reader
+// of the connection that replaced it, which waits for it, can start. Over
+// each same-host path.
+func TestReadDeadlineEndsIdleConnection(t *testing.T) {
+	for _, path := range pathKinds[:2] {
+		t.Run(path.name, func(t *testing.T) {
+			ca, cc := config(1, nil), config(2, nil)
+			path.set(&ca)
+			path.set(&cc)
+			a, c := listen(t, ca), listen(t, cc)
+			a.SetPeer(2, c.Addr())
+			c.SetPeer(1, a.Addr())
+			rc := transporttest.NewRecorder()
+			c.SetHandler(rc)
+			a.SetHandler(transporttest.NewRecorder())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: make([]byte, 8)}); err != nil {
+				t.Fatal(err)
+			}
+			for !c.Connected(1) {
+				if ctx.Err() != nil {
+					t.Fatal("no connection")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			checkPath(t, a, path)
+			if !tcp.ExpireRead(c, 1) {
+				t.Fatal("no connection to expire")
+			}
+			for c.Connected(1) {
+				if ctx.Err() != nil {
+					t.Fatal("the connection outlived its read deadline")
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+}

@@ -1,6 +1,10 @@
 package tcp
 
-import "github.com/cohort-mp/cohort/core"
+import (
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
 
 // WriterRuns returns how many times t's writers started a run over a
 // connection.
@@ -57,4 +61,18 @@ func ConnStopped(t *Transport, id core.NodeID) bool {
 	defer t.mu.Unlock()
 	p := t.peers[id]
 	return p != nil && p.cur != nil && p.cur.stopped()
+}
+
+// ExpireRead sets the read deadline of t's connection in use to id to now
+// (as the replacement of a connection does, after a while, to one whose
+// peer does not end its stream); false if there is none.
+func ExpireRead(t *Transport, id core.NodeID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	if p == nil || p.cur == nil {
+		return false
+	}
+	p.cur.nc.SetReadDeadline(time.Now())
+	return true
 }

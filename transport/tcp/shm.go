@@ -700,6 +700,12 @@ func (c *shmConn) SetDeadline(t time.Time) error {
 	return c.SetWriteDeadline(t)
 }
 
+// readExpired reports whether the read deadline has passed.
+func (c *shmConn) readExpired() bool {
+	dl := c.readDL.Load()
+	return dl != 0 && time.Now().UnixNano() >= dl
+}
+
 func (c *shmConn) SetReadDeadline(t time.Time) error {
 	c.readDL.Store(deadlineNS(t))
 	c.poke()

@@ -1331,7 +1331,9 @@ func (t *Transport) read(c *conn) {
 		c.shm.await()
 		c.rd.Lock()
 		c.shm.handoff.Store(false)
-		for err == nil && (c.fr.Buffered() > 0 || c.shm.readable()) {
+		// A read deadline that passed (a replaced connection whose peer
+		// never ended its stream) also ends await: Read reports it.
+		for err == nil && (c.fr.Buffered() > 0 || c.shm.readable() || c.shm.readExpired()) {
 			err = t.readFrame(c, false)
 		}
 		c.rd.Unlock()
