@@ -544,13 +544,12 @@ func TestReadDeadlineEndsIdleConnection(t *testing.T) {
 			if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: make([]byte, 8)}); err != nil {
 				t.Fatal(err)
 			}
-			for !c.Connected(1) {
+			for !c.Connected(1) || !a.Connected(2) {
 				if ctx.Err() != nil {
 					t.Fatal("no connection")
 				}
 				time.Sleep(time.Millisecond)
 			}
-			checkPath(t, a, path)
 			if !tcp.ExpireRead(c, 1) {
 				t.Fatal("no connection to expire")
 			}
@@ -560,6 +559,7 @@ func TestReadDeadlineEndsIdleConnection(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
+			checkPath(t, a, path)
 		})
 	}
 }
