@@ -64,12 +64,18 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 
 // startProfile starts this rank's CPU profile, written to
 // path-rankN.pprof (N from the launcher's environment) when stop is called.
-func startProfile(path string) (stop func(), err error) {
+func startProfile(path string) (stop func() error, err error) {
 	boot, err := launch.FromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Create(fmt.Sprintf("%s-rank%d.pprof", path, boot.Rank))
+	return StartCPUProfile(fmt.Sprintf("%s-rank%d.pprof", path, boot.Rank))
+}
+
+// StartCPUProfile starts a CPU profile of this process into the file at
+// path (runtime/pprof); stop ends it and closes the file.
+func StartCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +83,9 @@ func startProfile(path string) (stop func(), err error) {
 		f.Close()
 		return nil, err
 	}
-	return func() {
+	return func() error {
 		pprof.StopCPUProfile()
-		f.Close()
+		return f.Close()
 	}, nil
 }
 

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/cohort-mp/cohort/internal/bench"
@@ -156,17 +154,12 @@ func benchArgs(cfg bench.BenchConfig) string {
 // startCPUProfile starts writing this process's CPU profile to the file
 // path (created or truncated); stop ends the profile and closes the file.
 func startCPUProfile(path string) (stop func() error, err error) {
-	f, err := os.Create(path)
+	stop, err = bench.StartCPUProfile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
 	return func() error {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
+		if err := stop(); err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		return nil

@@ -32,11 +32,23 @@ var (
 // over loopback TCP if noUnix, else over the same-host Unix socket.
 func directPair(t *testing.T, directMax int, path pathKind) (a, c *tcp.Transport) {
 	t.Helper()
+	return pathPair(t, path, func(ca, cc *tcp.Config) {
+		ca.DirectMax, cc.DirectMax = directMax, directMax
+		ca.QueueLen = 8 // a small queue: back-pressure mixes both paths
+	})
+}
+
+// pathPair returns two transports of this process, a (node 1) and c
+// (node 2), that know each other's address and connect over path; edit,
+// if not nil, changes their configurations first.
+func pathPair(t *testing.T, path pathKind, edit func(ca, cc *tcp.Config)) (a, c *tcp.Transport) {
+	t.Helper()
 	ca, cc := config(1, nil), config(2, nil)
-	ca.DirectMax, cc.DirectMax = directMax, directMax
 	path.set(&ca)
 	path.set(&cc)
-	ca.QueueLen = 8 // a small queue: back-pressure mixes both paths
+	if edit != nil {
+		edit(&ca, &cc)
+	}
 	a, c = listen(t, ca), listen(t, cc)
 	a.SetPeer(2, c.Addr())
 	c.SetPeer(1, a.Addr())
@@ -461,12 +473,7 @@ func TestDetectorLaneOvertakesData(t *testing.T) {
 func TestPeerLastFramesSurviveFailedWrite(t *testing.T) {
 	for _, path := range pathKinds[:2] {
 		t.Run(path.name, func(t *testing.T) {
-			ca, cc := config(1, nil), config(2, nil)
-			path.set(&ca)
-			path.set(&cc)
-			a, c := listen(t, ca), listen(t, cc)
-			a.SetPeer(2, c.Addr())
-			c.SetPeer(1, a.Addr())
+			a, c := pathPair(t, path, nil)
 			const n = 50
 			log := newSeqLog(n)
 			held, gate := make(chan struct{}), make(chan struct{})
@@ -530,12 +537,7 @@ func TestPeerLastFramesSurviveFailedWrite(t *testing.T) {
 func TestReadDeadlineEndsIdleConnection(t *testing.T) {
 	for _, path := range pathKinds[:2] {
 		t.Run(path.name, func(t *testing.T) {
-			ca, cc := config(1, nil), config(2, nil)
-			path.set(&ca)
-			path.set(&cc)
-			a, c := listen(t, ca), listen(t, cc)
-			a.SetPeer(2, c.Addr())
-			c.SetPeer(1, a.Addr())
+			a, c := pathPair(t, path, nil)
 			rc := transporttest.NewRecorder()
 			c.SetHandler(rc)
 			a.SetHandler(transporttest.NewRecorder())
