@@ -67,14 +67,57 @@ func (t *Transport) removeRing(c *conn) {
 	t.rings.Store(&next)
 }
 
+// The window stretches. Two ranks that wait for each other's replies
+// have two steady states: both poll, and a reply comes within
+// microseconds; or both park, and each reply needs the peer's wake-up
+// (its doorbell, the netpoller, a thread of a loaded host to run on),
+// which can take longer than the polling time: each side's poll then ends
+// in vain just before the other's reply, and both stay parked (measured
+// here with one busy process beside a two-rank ping-pong: 20–100 µs per
+// message, for as long as the load lasts, against 1 µs). So a poll that
+// follows one that ended in vain looks at how soon its caller came back
+// (parked, woken, and called again): within half the longest window
+// (stretchMax polling times), the window becomes twice the vain poll and
+// that gap together, so that the next wait outlasts the peer's wake-up,
+// gets its reply by polling, and the peer then does too; later, the peer
+// was merely busy, and the window goes back to the polling time. Each
+// wait whose frame came in its first looks shrinks the window by a
+// sixty-fourth. A stretched poll costs a processor only while its peer is
+// as slow to answer as its wake-up would be, and at most the longest
+// window once when the job turns from talking to computing.
+//
+// A stretched poll ends at the polling time (as an unstretched one) while
+// another goroutine of the transport moves frames (Transport.working): a
+// reader goroutine reading (a frame the callers leave to it: a large one),
+// a writer writing a large frame, or a Read or Write waiting for its
+// peer's doorbell (a writer for room, a
+// reader for the rest of a large frame). On a rank with one processor the
+// polling caller takes turns with the first, and the second's wake-up
+// comes through the netpoller, which the Go scheduler does not consult
+// while a goroutine yields on the only processor: a long poll would slow
+// both (large messages' bandwidth fell fivefold when it did).
+
+// stretchMax bounds the window, in polling times (and by MaxSpin).
+const stretchMax = 20
+
+// stretched returns the window of a poll whose polling time is d, after
+// one that ended in vain with window win (0: d) gap ns before.
+func stretched(d, win, gap int64) int64 {
+	longest := min(stretchMax*d, int64(MaxSpin))
+	if gap < 0 || gap > longest/2 {
+		return d
+	}
+	return max(d, min(longest, 2*(max(win, d)+gap)))
+}
+
 // PollUntil polls this transport's shared-memory connections on the
 // calling goroutine, delivering the frames it finds to the handler as the
 // reader goroutines would, until done is set (by the handler, or by
-// anyone) or d has passed, and reports whether done was set. It yields to
-// the process's goroutines every progressYield. The handler must not call
-// PollUntil itself (a frame is delivered under its connection's read
-// lock). Without shared-memory connections, or with d <= 0, it only
-// reports done.
+// anyone) or the polling window has passed (d, stretched as above), and
+// reports whether done was set. It yields to the process's goroutines
+// every progressYield. The handler must not call PollUntil itself (a
+// frame is delivered under its connection's read lock). Without
+// shared-memory connections, or with d <= 0, it only reports done.
 func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 	if done.Load() {
 		return true
@@ -83,10 +126,14 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 	if d <= 0 || rings == nil || len(*rings) == 0 {
 		return false
 	}
+	if v := t.vainAt.Load(); v != 0 && t.vainAt.CompareAndSwap(v, 0) {
+		t.window.Store(stretched(int64(d), t.window.Load(), monoNow()-v))
+	}
+	win := max(int64(d), t.window.Load())
 	t.pollers.Add(1)
 	// The clock is first read at the 64th look, so that a frame at hand
 	// (a reply that came while the caller sent) costs no clock read: the
-	// poll lasts d plus those first looks.
+	// poll lasts its window plus those first looks.
 	var start, lastYield int64
 	yields := 0
 	for looks := 1; ; looks++ {
@@ -99,6 +146,9 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 			// a caller that got what it polled for is likely to poll
 			// again sooner.
 			t.pollers.Add(-1)
+			if looks < 64 && win > int64(d) {
+				t.window.Store(max(int64(d), win-win/64))
+			}
 			return true
 		}
 		if looks%64 == 0 { // a clock read costs several looks
@@ -106,7 +156,7 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 			if start == 0 {
 				start, lastYield = now, now
 			}
-			if now-start >= int64(d) {
+			if el := now - start; el >= int64(d) && (el >= win || t.working.Load() > 0) {
 				// Polled in vain: about to park, the caller leaves the
 				// next frame to the reader goroutines, which must raise
 				// their flags now.
@@ -114,6 +164,7 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 				for _, c := range *t.rings.Load() {
 					c.shm.poke()
 				}
+				t.vainAt.Store(max(now, 1))
 				return false
 			}
 			if now-lastYield >= int64(progressYield) {

@@ -214,6 +214,9 @@ type shmConn struct {
 	// pollers is the transport's count of callers polling its rings
 	// (progress.go; set by newConn).
 	pollers *atomic.Int32
+	// working is the transport's count of goroutines moving frames (it
+	// counts a Read's or Write's wait; set by newConn).
+	working *atomic.Int32
 	// handoff is raised by a caller that left the reader goroutine
 	// something beyond the ring (bytes in the frame reader, or its error).
 	handoff atomic.Bool
@@ -352,14 +355,22 @@ func (c *shmConn) ring(r *ring, flag int) {
 // header and checks the ring once more (the futex pattern: the peer
 // either sees the flag or we see its change). A reader that callers are
 // polling for waits without its flag (unarmed): the peer need not ring,
-// and the reader looks again soon (await).
-func (c *shmConn) wait(reading, arm bool, dl int64) error {
+// and the reader looks again soon (await). count: the wait is a Read's or
+// a Write's, which a caller's stretched poll must not delay (it is
+// counted in working while it lasts: its doorbell comes through the
+// netpoller, which a caller polling on the process's only processor keeps
+// waiting, progress.go).
+func (c *shmConn) wait(reading, arm, count bool, dl int64) error {
 	r, flag, wake := c.out, offWWaiting, c.wakeW
 	if reading {
 		r, flag, wake = c.in, offRWaiting, c.wakeR
 	}
 	if arm {
 		r.u32(flag).Store(1)
+		if count && c.working != nil {
+			c.working.Add(1)
+			defer c.working.Add(-1)
+		}
 	}
 	disarm := func() {
 		if arm {
@@ -432,7 +443,7 @@ func (c *shmConn) await() {
 				dl = until
 			}
 		}
-		c.wait(true, arm, dl)
+		c.wait(true, arm, false, dl)
 	}
 }
 
@@ -583,7 +594,7 @@ func (c *shmConn) readRingLocked(b []byte, block bool) (int, error) {
 		if c.poll.again(&polls, c.poll.last.Load()) {
 			continue
 		}
-		if err := c.wait(true, true, dl); err != nil {
+		if err := c.wait(true, true, true, dl); err != nil {
 			return 0, err
 		}
 	}
@@ -610,6 +621,18 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 // writevLocked is writev under c.wmu and c.use (read).
 func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 	r := c.out
+	if c.working != nil {
+		total := 0
+		for _, b := range bufs {
+			total += len(b)
+		}
+		if uint64(total) >= r.size/ringSlices {
+			// A long write (a large frame, on a writer goroutine): a
+			// caller's stretched poll ends for it (progress.go).
+			c.working.Add(1)
+			defer c.working.Add(-1)
+		}
+	}
 	var done int64
 	var last int64 // monoNow of the last progress while the ring was full; 0: not full
 	var unpublished uint64
@@ -650,7 +673,7 @@ func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 			if c.poll.again(&polls, last) {
 				continue
 			}
-			if err := c.wait(false, true, dl); err != nil {
+			if err := c.wait(false, true, true, dl); err != nil {
 				return done, err
 			}
 		}

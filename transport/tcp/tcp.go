@@ -201,6 +201,16 @@ type Transport struct {
 	// which are listed in rings (progress.go).
 	pollers atomic.Int32
 	rings   atomic.Pointer[[]*conn]
+	// working counts the goroutines of this transport that move frames
+	// of shared-memory connections besides the callers' progress: reader
+	// goroutines reading, writes of a ring's slice or more, and Reads and
+	// Writes waiting for the peer's doorbell. A stretched poll ends for them (progress.go). window is
+	// the callers' stretched polling window (ns; 0: the polling time
+	// asked for), vainAt when a poll last ended in vain (monoNow; 0: none
+	// since).
+	working atomic.Int32
+	window  atomic.Int64
+	vainAt  atomic.Int64
 
 	mu     sync.Mutex
 	closed bool
@@ -427,7 +437,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 	c.poll.spin = &t.spin
 	c.place = c.placeWith(t)
 	if sc, ok := nc.(*shmConn); ok {
-		sc.poll, sc.pollers, c.shm = &c.poll, &t.pollers, sc
+		sc.poll, sc.pollers, sc.working, c.shm = &c.poll, &t.pollers, &t.working, sc
 	} else if pr := newPollReader(nc, &c.poll); pr != nil {
 		fr.SetReader(pr)
 		c.raw = pr.raw
@@ -1331,11 +1341,13 @@ func (t *Transport) read(c *conn) {
 		c.shm.await()
 		c.rd.Lock()
 		c.shm.handoff.Store(false)
+		t.working.Add(1)
 		// A read deadline that passed (a replaced connection whose peer
 		// never ended its stream) also ends await: Read reports it.
 		for err == nil && (c.fr.Buffered() > 0 || c.shm.readable() || c.shm.readExpired()) {
 			err = t.readFrame(c, false)
 		}
+		t.working.Add(-1)
 		c.rd.Unlock()
 	}
 	t.removeRing(c)
