@@ -46,7 +46,10 @@ type Config struct {
 	// the direct path.
 	DirectMax int
 	// SocketBuffer sets the kernel send and receive buffers of every
-	// connection, in bytes; 0 keeps the operating system's default.
+	// connection, in bytes; 0 keeps the operating system's default. TCP
+	// sockets take them before their handshake (the listener's, which
+	// accepted ones inherit, and the dialer's), so that the window they
+	// announce is the one they offer.
 	SocketBuffer int
 
 	// HandshakeTimeout bounds the handshake of a connection, from accept or

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"syscall"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -75,4 +76,26 @@ func ExpireRead(t *Transport, id core.NodeID) bool {
 	}
 	p.cur.nc.SetReadDeadline(time.Now())
 	return true
+}
+
+// SocketBuffers returns the kernel's receive and send buffer sizes of
+// t's connection in use to id, as getsockopt reports them (Linux reports
+// twice what was set); ok is false without a connection over a plain
+// socket.
+func SocketBuffers(t *Transport, id core.NodeID) (rcv, snd int, ok bool) {
+	t.mu.Lock()
+	var c *conn
+	if p := t.peers[id]; p != nil {
+		c = p.cur
+	}
+	t.mu.Unlock()
+	if c == nil || c.raw == nil {
+		return 0, 0, false
+	}
+	var rerr, serr error
+	err := c.raw.Control(func(fd uintptr) {
+		rcv, rerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+		snd, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF)
+	})
+	return rcv, snd, err == nil && rerr == nil && serr == nil
 }

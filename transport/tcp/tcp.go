@@ -149,6 +149,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -526,7 +527,7 @@ func Listen(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	lc := net.ListenConfig{KeepAliveConfig: keepAlive(cfg)}
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive(cfg), Control: bufferControl(cfg)}
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen on %s: %w", cfg.ListenAddr, err)
@@ -897,20 +898,52 @@ func (t *Transport) untrack(nc net.Conn) {
 }
 
 // setOptions sets a new socket's options: TCP_NODELAY on TCP, and the
-// kernel buffers (Config.SocketBuffer) on TCP and Unix sockets alike.
-// (Keep-alive is the dialer's and listener's, TCP only: a Unix peer's
-// end is always seen.)
+// kernel buffers (Config.SocketBuffer) on a Unix socket, which has no
+// window to announce and whose accepted end does not inherit its
+// listener's buffers; a TCP socket has had them since before its
+// handshake (bufferControl). (Keep-alive is the dialer's and listener's,
+// TCP only: a Unix peer's end is always seen.)
 func (t *Transport) setOptions(nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		c.SetNoDelay(true)
+	case *net.UnixConn:
+		if b := t.cfg.SocketBuffer; b > 0 {
+			c.SetReadBuffer(b)
+			c.SetWriteBuffer(b)
+		}
 	}
-	sb, ok := nc.(interface {
-		SetReadBuffer(int) error
-		SetWriteBuffer(int) error
-	})
-	if b := t.cfg.SocketBuffer; b > 0 && ok {
-		sb.SetReadBuffer(b)
-		sb.SetWriteBuffer(b)
+}
+
+// bufferControl returns the Control of the TCP listener and dialer, which
+// sets the kernel buffers (Config.SocketBuffer) on the socket before it
+// listens or connects; an accepted socket inherits its listener's.
+//
+// They must be set before the handshake: TCP chooses its window scale
+// and announces its first window then, from the receive buffer, and the
+// peer bounds its segments by half the largest window it has seen (32 KiB
+// on loopback with the default buffers). A buffer shrunk afterwards
+// offers a window smaller than such a segment, into which Linux sends
+// nothing but its persist timer's probes, one window per probe: a stream
+// of frames as large as the buffer or more crawled at tens of KB/s and
+// looked stalled (TestSmallSocketBuffers).
+func bufferControl(cfg Config) func(network, address string, rc syscall.RawConn) error {
+	b := cfg.SocketBuffer
+	if b <= 0 {
+		return nil
+	}
+	return func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, b)
+			if err == nil {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, b)
+			}
+		})
+		if cerr != nil {
+			return cerr
+		}
+		return os.NewSyscallError("setsockopt", err)
 	}
 }
 

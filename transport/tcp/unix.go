@@ -174,7 +174,7 @@ func (t *Transport) dialSocket(ctx context.Context, addr string) (net.Conn, erro
 			return nc, nil
 		}
 	}
-	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAliveConfig: keepAlive(t.cfg)}
+	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAliveConfig: keepAlive(t.cfg), Control: bufferControl(t.cfg)}
 	return d.DialContext(ctx, "tcp", addr)
 }
 
