@@ -66,16 +66,19 @@ func ConnStopped(t *Transport, id core.NodeID) bool {
 
 // ExpireRead sets the read deadline of t's connection in use to id to now
 // (as the replacement of a connection does, after a while, to one whose
-// peer does not end its stream); false if there is none.
-func ExpireRead(t *Transport, id core.NodeID) bool {
+// peer does not end its stream) and returns a report of whether that
+// connection ended (another may have replaced it meanwhile); nil if
+// there is none.
+func ExpireRead(t *Transport, id core.NodeID) (ended func() bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.peers[id]
 	if p == nil || p.cur == nil {
-		return false
+		return nil
 	}
-	p.cur.nc.SetReadDeadline(time.Now())
-	return true
+	c := p.cur
+	c.nc.SetReadDeadline(time.Now())
+	return c.isDead
 }
 
 // SocketBuffers returns the kernel's receive and send buffer sizes of
