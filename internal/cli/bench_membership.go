@@ -154,12 +154,12 @@ func benchArgs(cfg bench.BenchConfig) string {
 // startCPUProfile starts writing this process's CPU profile to the file
 // path (created or truncated); stop ends the profile and closes the file.
 func startCPUProfile(path string) (stop func() error, err error) {
-	stop, err = bench.StartCPUProfile(path)
+	stopProfile, err := bench.StartCPUProfile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() error {
-		if err := stop(); err != nil {
+		if err := stopProfile(); err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		return nil
