@@ -406,6 +406,53 @@ func (hd handler) Deliver(f wire.Frame) {
 		h.stats.direct.Add(1)
 		return
 	}
+	m, ok := hd.decode(f)
+	if !ok {
+		return
+	}
+	select {
+	case <-h.quit:
+		return
+	default:
+	}
+	select {
+	case h.inbox <- inbound{from: f.Src, m: m}:
+	case <-h.quit:
+	}
+}
+
+// TryDeliver is Deliver on the sender's goroutine (transport.Taker): it
+// posts the message to the loop unless the inbox is full. A host with a
+// data path or a placer declines: those run on the transport's goroutines.
+func (hd handler) TryDeliver(f wire.Frame) bool {
+	h := hd.h
+	if h.cfg.DataPath != nil || h.cfg.Placer != nil {
+		return false
+	}
+	select {
+	case <-h.quit:
+		return true // dropped, as Deliver drops it
+	default:
+	}
+	m, ok := hd.decode(f)
+	if !ok {
+		return true
+	}
+	select {
+	case h.inbox <- inbound{from: f.Src, m: m}:
+		return true
+	default:
+	}
+	if h.cfg.Codec.Reusable(f.Kind) {
+		h.spares.putMsg(f.Kind, m)
+	}
+	return false
+}
+
+// decode decodes an inbound frame's message, or counts and logs it as
+// undecodable and reports false.
+func (hd handler) decode(f wire.Frame) (core.Msg, bool) {
+	h := hd.h
 	// Messages may alias the payload, which the transport reuses, unless
 	// their kind's decoder copies what it keeps.
 	codec := h.cfg.Codec
@@ -426,17 +473,9 @@ func (hd handler) Deliver(f wire.Frame) {
 		}
 		h.stats.undecodable.Add(1)
 		h.log.Warn("host: dropping an undecodable frame", "from", uint32(f.Src), "kind", f.Kind.String(), "err", err)
-		return
+		return nil, false
 	}
-	select {
-	case <-h.quit:
-		return
-	default:
-	}
-	select {
-	case h.inbox <- inbound{from: f.Src, m: m}:
-	case <-h.quit:
-	}
+	return m, true
 }
 
 // spares keeps what the reader goroutines reuse: decoders, and the

@@ -113,6 +113,23 @@ type Placer interface {
 	Placed(f wire.Frame, ok bool)
 }
 
+// Taker is implemented by a [Handler] that can take a frame on the
+// sender's goroutine without ever waiting. An in-process transport
+// (transport/mem) then hands a frame straight to its receiver instead of
+// through a goroutine of its own: one goroutine hop per message (the
+// receiver's) instead of two.
+type Taker interface {
+	// TryDeliver is Deliver when it can be done at once: it reports false,
+	// having kept nothing, when taking the frame would mean waiting (the
+	// receiver's queue is full) or the handler wants the frame on a
+	// goroutine of the transport (a data path), and the transport then
+	// delivers it with Deliver, from a goroutine of its own. It never
+	// blocks. f.Payload is valid only until it returns. A transport calls
+	// it for one sender sequentially, and never while an earlier frame of
+	// that sender still waits for Deliver, so the order per sender holds.
+	TryDeliver(f wire.Frame) bool
+}
+
 // Limited is implemented by a Transport that refuses frames above a size
 // (transport/tcp, transport/mem): a caller that writes a frame long after
 // it decided to (comm's rendezvous) can check the size first.

@@ -17,8 +17,18 @@
 //
 // Frames are not encoded: the frame value (with a copy of its payload) is
 // handed over. Time is real (delays are timers), so this package is for
-// tests of real concurrency (host, transports); deterministic protocol tests
-// use the simulator.
+// tests of real concurrency (host, transports) and for hosts that share a
+// process (the in-process membership benchmark); deterministic protocol
+// tests use the simulator.
+//
+// The direct path: on a hub without latency or jitter, a receiver whose
+// handler is a [transport.Taker] (package host's is) gets a frame from
+// Send itself, on the sender's goroutine, when no earlier frame of the pair
+// is still queued and the handler takes it without waiting; nothing is
+// copied and no goroutine of the transport is woken. Otherwise the frame is
+// copied and queued for the pair's delivery goroutine (started with the
+// pair's first queued frame), and later frames queue behind it, so the
+// order per pair holds either way.
 package mem
 
 import (
@@ -28,6 +38,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -85,6 +96,9 @@ type Hub struct {
 	loss      float64
 	endpoints map[string]*Endpoint
 	cuts      map[[2]core.NodeID]bool
+	// faulty is set while frames may be lost (a loss probability or a
+	// cut): Send then asks drops; otherwise it skips the hub's lock.
+	faulty atomic.Bool
 }
 
 // NewHub returns an empty hub.
@@ -98,13 +112,15 @@ func NewHub(cfg Config) (*Hub, error) {
 	if cfg.MaxFrameSize == 0 {
 		cfg.MaxFrameSize = wire.DefaultMaxFrameSize
 	}
-	return &Hub{
+	h := &Hub{
 		cfg:       cfg,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x6d656d)),
 		loss:      cfg.Loss,
 		endpoints: map[string]*Endpoint{},
 		cuts:      map[[2]core.NodeID]bool{},
-	}, nil
+	}
+	h.faulty.Store(cfg.Loss > 0)
+	return h, nil
 }
 
 // Addr returns the address of node id's endpoint.
@@ -139,6 +155,7 @@ func (h *Hub) Join(id core.NodeID) (*Endpoint, error) {
 func (h *Hub) SetLoss(p float64) {
 	h.mu.Lock()
 	h.loss = min(max(p, 0), 1)
+	h.faulty.Store(h.loss > 0 || len(h.cuts) > 0)
 	h.mu.Unlock()
 }
 
@@ -147,6 +164,7 @@ func (h *Hub) Cut(a, b core.NodeID) {
 	h.mu.Lock()
 	h.cuts[[2]core.NodeID{a, b}] = true
 	h.cuts[[2]core.NodeID{b, a}] = true
+	h.faulty.Store(true)
 	h.mu.Unlock()
 }
 
@@ -155,11 +173,15 @@ func (h *Hub) Heal(a, b core.NodeID) {
 	h.mu.Lock()
 	delete(h.cuts, [2]core.NodeID{a, b})
 	delete(h.cuts, [2]core.NodeID{b, a})
+	h.faulty.Store(h.loss > 0 || len(h.cuts) > 0)
 	h.mu.Unlock()
 }
 
 // drops decides whether a frame from→to is lost.
 func (h *Hub) drops(from, to core.NodeID) bool {
+	if !h.faulty.Load() {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cuts[[2]core.NodeID{from, to}] {
@@ -204,8 +226,11 @@ type Endpoint struct {
 	known  map[core.NodeID]string // nodes that sent to us, for replies
 	links  map[core.NodeID]*link
 	closed bool
-	done   chan struct{}
-	wg     sync.WaitGroup
+	// gone mirrors closed for senders on the direct path, which do not
+	// take this endpoint's lock.
+	gone atomic.Bool
+	done chan struct{}
+	wg   sync.WaitGroup
 }
 
 var (
@@ -213,11 +238,21 @@ var (
 	_ transport.Limited   = (*Endpoint)(nil)
 )
 
-// link is the queue and delivery goroutine of one (sender, receiver) pair.
+// link is one (sender, receiver) pair: its queue and delivery goroutine,
+// started at the first frame that cannot take the direct path (see
+// [Endpoint.Send]), and the state of that path.
 type link struct {
 	to   core.NodeID
-	q    chan item
 	stop chan struct{}
+
+	// mu orders the pair's frames: a frame takes the direct path, or is
+	// counted in backlog and queued, under it.
+	mu sync.Mutex
+	q  chan item // nil until the first queued frame
+	// backlog counts the frames queued and not yet delivered; the direct
+	// path is closed while it is not 0, so no frame overtakes another.
+	backlog atomic.Int64
+	dst     *Endpoint // the receiver the direct path last found, or nil
 }
 
 type item struct {
@@ -285,31 +320,114 @@ func (e *Endpoint) Send(ctx context.Context, to core.NodeID, f wire.Frame) error
 	}
 	l := e.links[to]
 	if l == nil {
-		l = &link{to: to, q: make(chan item, e.hub.cfg.QueueLen), stop: make(chan struct{})}
+		l = &link{to: to, stop: make(chan struct{})}
 		e.links[to] = l
-		e.wg.Add(1)
-		go e.run(l)
 	}
 	e.mu.Unlock()
 	if e.hub.drops(e.id, to) {
 		return nil
 	}
+	if e.direct(l, f) {
+		return nil
+	}
 	f.Payload = slices.Clone(f.Payload)
-	it := item{f: f, queued: time.Now()}
+	return e.enqueue(ctx, l, item{f: f, queued: time.Now()})
+}
+
+// direct hands f to its receiver's handler on the caller's goroutine when
+// nothing delays it: no latency or jitter is configured, no earlier frame
+// of the pair waits, and the receiver is there and takes it at once
+// (transport.Taker). It reports whether it did; f.Payload is not kept.
+func (e *Endpoint) direct(l *link, f wire.Frame) bool {
+	if e.hub.cfg.Latency > 0 || e.hub.cfg.Jitter > 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.backlog.Load() != 0 {
+		return false
+	}
+	dst := l.dst
+	if dst == nil || dst.gone.Load() {
+		e.mu.Lock()
+		addr, _ := e.addrOf(l.to)
+		e.mu.Unlock()
+		dst = e.hub.lookup(addr)
+		if dst == nil || dst.id != l.to {
+			return false // the queued path hints
+		}
+		if !dst.introduce(e) {
+			return false
+		}
+		l.dst = dst
+	}
+	t, ok := dst.slot.Get().(transport.Taker)
+	if !ok {
+		return false
+	}
+	select {
+	case <-l.stop:
+		return true // removed meanwhile: dropped, as the queue would drop it
+	default:
+	}
+	return t.TryDeliver(f)
+}
+
+// introduce records that src sends to this endpoint, so that it can
+// answer src without an address book entry; it reports false if this
+// endpoint is closed.
+func (e *Endpoint) introduce(src *Endpoint) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	if e.known == nil {
+		e.known = map[core.NodeID]string{}
+	}
+	e.known[src.id] = src.addr
+	return true
+}
+
+// enqueue queues it on link l for its delivery goroutine, starting the
+// goroutine with the pair's first queued frame.
+func (e *Endpoint) enqueue(ctx context.Context, l *link, it item) error {
+	l.mu.Lock()
+	if l.q == nil {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			l.mu.Unlock()
+			return transport.ErrClosed
+		}
+		l.q = make(chan item, e.hub.cfg.QueueLen)
+		e.wg.Add(1)
+		go e.run(l)
+		e.mu.Unlock()
+	}
+	l.backlog.Add(1)
 	select {
 	case l.q <- it:
+		l.mu.Unlock()
 		return nil
 	default:
 	}
+	l.mu.Unlock()
+	// Full: wait for room outside the pair's lock (the goroutine does not
+	// need it to drain). A frame queued meanwhile by another sender of the
+	// pair may go first, as with two concurrent Sends.
 	select {
 	case l.q <- it:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w: to %v: %w", transport.ErrQueueFull, to, ctx.Err())
+		l.backlog.Add(-1)
+		return fmt.Errorf("%w: to %v: %w", transport.ErrQueueFull, l.to, ctx.Err())
 	case <-e.done:
+		l.backlog.Add(-1)
 		return transport.ErrClosed
 	case <-l.stop:
-		return fmt.Errorf("%w: %v was removed", transport.ErrUnknownPeer, to)
+		l.backlog.Add(-1)
+		return fmt.Errorf("%w: %v was removed", transport.ErrUnknownPeer, l.to)
 	}
 }
 
@@ -371,10 +489,13 @@ func (e *Endpoint) run(l *link) {
 					h.Hint(core.PeerHint{Node: l.to, Reason: "mem: no endpoint for " + l.to.String() + " at " + addr})
 				}
 			}
+			l.backlog.Add(-1)
 			continue
 		}
 		down = false
 		dst.deliver(e, it.f, l.stop)
+		// Only now may a frame take the direct path: it comes after this one.
+		l.backlog.Add(-1)
 	}
 }
 
@@ -414,6 +535,7 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.gone.Store(true)
 	close(e.done)
 	e.mu.Unlock()
 	e.hub.remove(e)

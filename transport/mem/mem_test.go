@@ -6,6 +6,7 @@ import (
 	"flag"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,4 +202,93 @@ func mustSeq(f wire.Frame) uint64 {
 		panic("corrupted payload")
 	}
 	return s
+}
+
+// taker is a transport.Taker that declines the TryDeliver calls its
+// decline function picks (as a full inbox would) and records every frame
+// it takes, by either path, in order.
+type taker struct {
+	*transporttest.Recorder
+	mu      sync.Mutex
+	tries   int
+	direct  int
+	decline func(try int) bool
+}
+
+func (k *taker) TryDeliver(f wire.Frame) bool {
+	k.mu.Lock()
+	k.tries++
+	no := k.decline(k.tries)
+	if !no {
+		k.direct++
+	}
+	k.mu.Unlock()
+	if no {
+		return false
+	}
+	k.Recorder.Deliver(f)
+	return true
+}
+
+// TestDirectPathKeepsOrder checks the direct path (transport.Taker): a
+// frame is handed over by Send itself when nothing waits before it, and
+// queued behind the frames that wait otherwise, so that the frames
+// of a pair arrive in order however the receiver declines.
+func TestDirectPathKeepsOrder(t *testing.T) {
+	hub, err := mem.NewHub(mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := hub.Join(1)
+	b, _ := hub.Join(2)
+	defer a.Close()
+	defer b.Close()
+	a.SetPeer(2, b.Addr())
+	k := &taker{Recorder: transporttest.NewRecorder(), decline: func(try int) bool { return try%7 < 2 }}
+	b.SetHandler(k)
+	const n = 3000
+	for i := range n {
+		if err := a.Send(context.Background(), 2, wire.Frame{Kind: 1, Payload: transporttest.Payload(uint64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.Wait(t, transporttest.Timeout, "every frame", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == n })
+	for i, f := range k.Frames() {
+		if s, ok := transporttest.Seq(f.Payload); !ok || s != uint64(i) {
+			t.Fatalf("frame %d carries seq %d (ok %v): the order broke", i, s, ok)
+		}
+	}
+	k.mu.Lock()
+	direct := k.direct
+	k.mu.Unlock()
+	if direct == 0 || direct == n {
+		t.Fatalf("%d of %d frames took the direct path, want some but not all (the receiver declines some)", direct, n)
+	}
+}
+
+// TestDirectPathNotWithLatency checks that a hub with latency never hands
+// a frame over on the sender's goroutine.
+func TestDirectPathNotWithLatency(t *testing.T) {
+	hub, err := mem.NewHub(mem.Config{Latency: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := hub.Join(1)
+	b, _ := hub.Join(2)
+	defer a.Close()
+	defer b.Close()
+	a.SetPeer(2, b.Addr())
+	k := &taker{Recorder: transporttest.NewRecorder(), decline: func(int) bool { return false }}
+	b.SetHandler(k)
+	for i := range 10 {
+		if err := a.Send(context.Background(), 2, wire.Frame{Kind: 1, Payload: transporttest.Payload(uint64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.Wait(t, transporttest.Timeout, "every frame", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 10 })
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.tries != 0 {
+		t.Errorf("TryDeliver called %d times on a hub with latency, want 0", k.tries)
+	}
 }
