@@ -24,15 +24,23 @@ import (
 // root, a joiner after each failure): every sample has a positive T_s and
 // O_cp, its reporter is the victim's parent, no quiet detector declared the
 // crash, the root heard from nobody else, the echo baseline ran over the
-// 8-member view, and the table's header names the mode. Every goroutine
-// of the job has ended afterwards.
+// 8-member view, the processor time per node of the stabilizations and
+// of the echoes was measured, and the table's header names the mode and
+// the transport. Every goroutine of the job has ended afterwards. It runs
+// over both transports of the in-process mode.
 func TestInProcessBench(t *testing.T) {
+	for _, tr := range []string{runner.TransportTCP, runner.TransportMem} {
+		t.Run(tr, func(t *testing.T) { testInProcessBench(t, tr) })
+	}
+}
+
+func testInProcessBench(t *testing.T, transport string) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := bench.BenchConfig{
 		Sizes: []int{8}, Fanouts: []int{2}, Samples: 2, Report: bench.ReportOne,
-		Seed: testSeed(t, 3), PingCount: 20, InProcess: true,
+		Seed: testSeed(t, 3), PingCount: 20, InProcess: true, Transport: transport,
 	}
 	points, err := bench.RunBench(ctx, cfg)
 	if err != nil {
@@ -71,10 +79,14 @@ func TestInProcessBench(t *testing.T) {
 			t.Errorf("sample %d: the root heard reports from [%s], want at most [%v]", i+1, tracker.FormatIDs(s.ReportsFrom), s.Reporter)
 		}
 	}
+	if p.CPUPerNode <= 0 || p.EchoCPUPerNode <= 0 {
+		t.Errorf("processor time per node: %v per stabilization, %v per echo; want both > 0", p.CPUPerNode, p.EchoCPUPerNode)
+	}
 	var out strings.Builder
 	bench.WriteBenchTable(&out, cfg, points)
-	if !strings.Contains(out.String(), "in-process: n hosts in one OS process, GOMAXPROCS=") {
-		t.Errorf("the table's header does not name the in-process mode:\n%s", out.String())
+	want := map[string]string{runner.TransportTCP: "real TCP on loopback", runner.TransportMem: "in-memory transport"}[transport]
+	if !strings.Contains(out.String(), "in-process: n hosts in one OS process, GOMAXPROCS=") || !strings.Contains(out.String(), want) {
+		t.Errorf("the table's header does not name the in-process mode over %s:\n%s", want, out.String())
 	}
 }
 
@@ -167,5 +179,9 @@ func TestBenchModeHeader(t *testing.T) {
 	got = bench.BenchMode(bench.BenchConfig{InProcess: true})
 	if !strings.HasPrefix(got, "in-process: n hosts in one OS process, GOMAXPROCS=") || !strings.HasSuffix(got, ", real TCP on loopback") {
 		t.Errorf("in-process mode: got %q", got)
+	}
+	got = bench.BenchMode(bench.BenchConfig{InProcess: true, Transport: runner.TransportMem})
+	if !strings.HasPrefix(got, "in-process: n hosts in one OS process, GOMAXPROCS=") || !strings.HasSuffix(got, ", in-memory transport") {
+		t.Errorf("in-process mode over mem: got %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/cohort-mp/cohort/internal/record"
 	"github.com/cohort-mp/cohort/internal/runner"
 	"github.com/cohort-mp/cohort/internal/tracker"
+	"github.com/cohort-mp/cohort/internal/workload"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -113,6 +114,19 @@ type BenchConfig struct {
 	// stops the node's loop and closes its sockets ([runner.InProcessJob.Kill]).
 	// Command and Env are not used.
 	InProcess bool
+	// Transport is what in-process hosts talk over: runner.TransportTCP
+	// (also the zero value) or runner.TransportMem (one in-memory hub, its
+	// direct path from loop to loop). The echo baseline runs over the
+	// same transport in the same job.
+	Transport string
+}
+
+// transport is the transport cfg's nodes use, for headers.
+func (cfg BenchConfig) transport() string {
+	if cfg.InProcess && cfg.Transport == runner.TransportMem {
+		return runner.TransportMem
+	}
+	return runner.TransportTCP
 }
 
 // benchJob is a running job as the membership benchmark drives it: a [runner.Job]
@@ -172,6 +186,11 @@ type BenchSample struct {
 	// (under ReportOne there must be none: the injected verdict is not a
 	// detector's and is not counted).
 	Verdicts int
+	// CPU is the processor time the whole process used from the kill to
+	// the root's Stabilized (in-process only; 0 otherwise): every host's
+	// share of the report, the proposal and the ACKs, and whatever else
+	// ran meanwhile (the collector, the detectors' periodic traffic).
+	CPU time.Duration
 	// Hop is the median delay of one tree hop of FAILED_NODE during this
 	// stabilization: from the parent having handled (and passed on) the
 	// proposal to the child starting to handle it, on the machine's wall
@@ -197,6 +216,10 @@ type BenchPoint struct {
 	Echo record.TreeEchoTime
 	// Ts, Ocp, Agreed and Hop summarize the samples.
 	Ts, Ocp, Agreed, Hop Estimate
+	// CPUPerNode is the median over the samples of BenchSample.CPU per
+	// member of the new view, and EchoCPUPerNode the processor time of the
+	// tree echoes per echo and member (in-process only; 0 otherwise).
+	CPUPerNode, EchoCPUPerNode time.Duration
 	// Reporters is the mean number of distinct nodes whose reports
 	// reached the root per failure (len(BenchSample.ReportsFrom)).
 	Reporters float64
@@ -257,6 +280,7 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 		Command: cfg.Command, Env: cfg.Env, PingCount: cfg.PingCount,
 		QuietDetector: cfg.Report.orDefault() == ReportOne,
 		EventsDir:     eventsSubdir(cfg.EventsDir, n, a),
+		Transport:     cfg.transport(),
 	})
 	if err != nil {
 		return pt, err
@@ -269,11 +293,16 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 	}
 	pt.PingPong = rec.Event.(record.PingPong)
 	pt.L = pt.PingPong.Median / 2
+	pingCPU := rec.CPU
 	rec, _, err = waitRecord(ctx, job, 0, cfg.SampleTimeout, func(r record.Record) bool { _, ok := r.Event.(record.TreeEchoTime); return ok && r.Node == 0 })
 	if err != nil {
 		return pt, fmt.Errorf("waiting for the tree echo: %w", err)
 	}
 	pt.Echo = rec.Event.(record.TreeEchoTime)
+	if echoes := pt.Echo.Count + workload.EchoWarmup; pingCPU > 0 && rec.CPU > pingCPU {
+		// The root starts the echoes as it reports the ping-pong.
+		pt.EchoCPUPerNode = (rec.CPU - pingCPU) / time.Duration(echoes*pt.Echo.Members)
+	}
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(n)<<8|uint64(a)))
 	view, err := job.WaitAgreed(ctx, nil)
@@ -310,8 +339,11 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 		}
 		next++
 	}
-	var ts, ocp, agreed, hop []time.Duration
+	var ts, ocp, agreed, hop, cpu []time.Duration
 	for _, s := range pt.Samples {
+		if s.CPU > 0 {
+			cpu = append(cpu, s.CPU/time.Duration(s.Members))
+		}
 		ts = append(ts, s.Ts)
 		ocp = append(ocp, s.Ocp)
 		agreed = append(agreed, s.Agreed)
@@ -319,6 +351,9 @@ func benchPoint(ctx context.Context, cfg BenchConfig, n, a int) (BenchPoint, err
 		pt.Reporters += float64(len(s.ReportsFrom)) / float64(len(pt.Samples))
 	}
 	pt.Ts, pt.Ocp, pt.Agreed, pt.Hop = Estimate95(ts), Estimate95(ocp), Estimate95(agreed), Estimate95(hop)
+	if len(cpu) > 0 {
+		pt.CPUPerNode = Median(cpu)
+	}
 	if pt.Model, err = model.StabilizationTime(pt.L, pt.Ocp.Median, pt.Height); err != nil {
 		return pt, err
 	}
@@ -392,8 +427,17 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 	done := map[core.NodeID]time.Time{} // when each node had passed the proposal on
 	var handled []record.Record
 	root := member.EpochRoot(s.Epoch)
+	var killCPU time.Duration
 	for _, r := range recs {
 		switch e := r.Event.(type) {
+		case record.Killed:
+			if r.Node == victim {
+				killCPU = r.CPU
+			}
+		case member.Stabilized:
+			if e.Epoch == s.Epoch && r.Node == root && killCPU > 0 && r.CPU > killCPU {
+				s.CPU = r.CPU - killCPU
+			}
 		case core.Failed:
 			if e.Node == victim {
 				s.Verdicts++
@@ -464,7 +508,12 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	kill, nodes := "SIGKILL", "processes"
 	if cfg.InProcess {
 		kill, nodes = "kill (loop stopped, sockets closed)", "hosts"
-		fmt.Fprintf(w, "In-process: each node its own host loop goroutine and TCP transport (stack, codecs and seed of cohort node); a full GC cycle is forced before each kill (the nodes share one heap).\n")
+		tr := "its own TCP transport on 127.0.0.1"
+		if cfg.transport() == runner.TransportMem {
+			kill = "kill (loop stopped, endpoint closed)"
+			tr = "an endpoint of one in-memory hub (transport/mem: a frame goes from the sender's loop to the receiver's, no system call)"
+		}
+		fmt.Fprintf(w, "In-process: each node its own host loop goroutine and %s (stack, codecs and seed of cohort node); a full GC cycle is forced before each kill (the nodes share one heap).\n", tr)
 	}
 	switch cfg.Report.orDefault() {
 	case ReportOne:
@@ -476,16 +525,20 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	fmt.Fprintf(w, "Model: T_s = 2·L·(H−1) + O_cp·H (paper §4), H for the n−1 members left; L = ½ median ping-pong RTT root↔child in the same job,\n")
 	fmt.Fprintf(w, "O_cp = median FAILED_NODE handling per node. Load model: the same with L = the median tree hop measured during the stabilizations.\n")
 	fmt.Fprintf(w, "Echo (baseline, same job): median time for a message to go down the radix tree of the n-member view and every answer to come back up\n")
-	fmt.Fprintf(w, "(tree echo: the stabilization's messages along the same tree, nothing computed); T_s/echo is the protocol's cost over that floor.\n\n")
+	fmt.Fprintf(w, "(tree echo: the stabilization's messages along the same tree, nothing computed); T_s/echo is the protocol's cost over that floor.\n")
+	if cfg.InProcess {
+		fmt.Fprintf(w, "CPU/node: the process's processor time from the kill to the root's Stabilized per member of the new view (median), and per echo and member.\n")
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\techo (ms)\tT_s/echo\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\treporters\t")
+	fmt.Fprintln(tw, "n\ta\tH\tT_s (ms)\tmin\techo (ms)\tT_s/echo\tCPU/node (µs)\techo CPU/node (µs)\tmodel (ms)\tL (µs)\tO_cp (µs)\thop (µs)\tload model (ms)\tcrash→agreed (ms)\tdetector timeout (ms)\treporters\t")
 	for _, p := range points {
 		ratio := math.NaN()
 		if p.Echo.Median > 0 {
 			ratio = float64(p.Ts.Median) / float64(p.Echo.Median)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.1f\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t%.1f\t\n",
-			p.N, p.Fanout, p.Height, pm(p.Ts, 1e6, "%.3f"), msf(p.Ts.Min), msf(p.Echo.Median), ratio, msf(p.Model),
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.3f\t%.3f\t%.2f\t%s\t%s\t%.3f\t%.1f\t%.1f\t%.0f\t%.3f\t%s\t%.0f\t%.1f\t\n",
+			p.N, p.Fanout, p.Height, pm(p.Ts, 1e6, "%.3f"), msf(p.Ts.Min), msf(p.Echo.Median), ratio, usOrDash(p.CPUPerNode), usOrDash(p.EchoCPUPerNode), msf(p.Model),
 			float64(p.L)/1e3, float64(p.Ocp.Median)/1e3, float64(p.Hop.Median)/1e3, msf(p.LoadModel),
 			pm(p.Agreed, 1e6, "%.0f"), msf(p.DetectorTimeout), p.Reporters)
 	}
@@ -515,7 +568,7 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 	}
 	mode := "processes"
 	if cfg.InProcess {
-		mode = "in-process"
+		mode = "in-process, " + cfg.transport()
 	}
 	fmt.Fprintf(w, "goal T_s < 1 ms at n = %d (--report %s, %s): %s (%s)\n", maxN, cfg.Report.orDefault(), mode, verdict, strings.Join(parts, ", "))
 }
@@ -526,6 +579,9 @@ func WriteBenchTable(w io.Writer, cfg BenchConfig, points []BenchPoint) {
 // loopback".
 func BenchMode(cfg BenchConfig) string {
 	if cfg.InProcess {
+		if cfg.transport() == runner.TransportMem {
+			return fmt.Sprintf("in-process: n hosts in one OS process, GOMAXPROCS=%d, in-memory transport", runtime.GOMAXPROCS(0))
+		}
 		return fmt.Sprintf("in-process: n hosts in one OS process, GOMAXPROCS=%d, real TCP on loopback", runtime.GOMAXPROCS(0))
 	}
 	procs := "GOMAXPROCS=1" // what Start gives every node unless told otherwise
@@ -546,6 +602,14 @@ func pm(e Estimate, unit float64, format string) string {
 }
 
 func msf(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// usOrDash renders d in µs, or "–" when it was not measured (0).
+func usOrDash(d time.Duration) string {
+	if d <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", float64(d)/1e3)
+}
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }
 

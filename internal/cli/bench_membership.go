@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 
@@ -51,15 +52,26 @@ The table's header names the mode, and its last column counts the distinct
 nodes whose reports reached the root per failure.
 
 --in-process runs the n nodes of each point as n hosts inside the benchmark's
-own process instead of n processes: each has its own event loop goroutine,
-its own TCP transport listening on 127.0.0.1 (the same authenticated TCP
-through the kernel's loopback), and the stack, codecs and seed 'cohort node'
-would have. A kill stops the node's loop and closes its sockets without a
-word (its peers see the connections drop, as after a SIGKILL); "fail <id>"
-becomes a verdict handed to the parent's loop. This measures the protocol
-and the TCP stack without the kernel waking n processes one after another,
-which sets the floor (the echo column) of the process mode on a machine with
-fewer cores than nodes. The header says which mode ran and with what
+own process instead of n processes: each has its own event loop goroutine
+and the stack, codecs and seed 'cohort node' would have, and --transport
+says what they talk over:
+  mem  (the default) an endpoint each of one in-memory hub (package
+       transport/mem): a message is handed from the sender's loop to the
+       receiver's, with no system call and no goroutine in between. This
+       measures the protocol itself.
+  tcp  its own TCP transport listening on 127.0.0.1 (the same
+       authenticated TCP through the kernel's loopback, over Unix sockets
+       as between the processes of a host). This measures the protocol and
+       the kernel's socket path without the kernel waking n processes one
+       after another, which sets the floor (the echo column) of the process
+       mode on a machine with fewer cores than nodes.
+The echo baseline runs over the same transport in the same job. A kill
+stops the node's loop and closes its transport without a word (over TCP
+its peers see the connections drop, as after a SIGKILL); "fail <id>"
+becomes a verdict handed to the parent's loop. In-process runs also give
+the processor time per node of a stabilization (from the kill to the
+root's Stabilized, the whole process's, per member of the new view) and
+of one echo. The header says which mode and transport ran and with what
 GOMAXPROCS.
 
 --cpuprofile FILE (with --in-process only) writes a CPU profile of the
@@ -93,13 +105,22 @@ func runBenchMembership(ctx context.Context, c *call) (err error) {
 	fs.IntVar(&cfg.PingCount, "ping-count", 200, "round `trips` of the ping-pong that measures L")
 	fs.StringVar(&cfg.EventsDir, "events-dir", "", "keep every node's event stream and log in this `directory` (one subdirectory per point)")
 	fs.DurationVar(&cfg.SampleTimeout, "timeout", 30*time.Second, "how long one failure may take to be handled")
-	fs.BoolVar(&cfg.InProcess, "in-process", false, "run the n nodes as hosts (one loop goroutine and one TCP transport each) inside this process instead of n processes")
+	fs.BoolVar(&cfg.InProcess, "in-process", false, "run the n nodes as hosts (one loop goroutine each) inside this process instead of n processes")
+	fs.StringVar(&cfg.Transport, "transport", runner.TransportMem, "with --in-process, what the hosts talk over: `mem` (one in-memory hub) or tcp (TCP on 127.0.0.1)")
 	cpuProfile := fs.String("cpuprofile", "", "with --in-process, write a CPU profile of the whole run to this `file` (go tool pprof)")
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
 	if *cpuProfile != "" && !cfg.InProcess {
 		return usagef("--cpuprofile needs --in-process (the nodes run in other processes otherwise)")
+	}
+	if cfg.Transport != runner.TransportMem && cfg.Transport != runner.TransportTCP {
+		return usagef("--transport %q: want mem or tcp", cfg.Transport)
+	}
+	transportSet := false
+	fs.Visit(func(f *flag.Flag) { transportSet = transportSet || f.Name == "transport" })
+	if transportSet && !cfg.InProcess {
+		return usagef("--transport needs --in-process (processes talk over TCP)")
 	}
 	for _, n := range cfg.Sizes {
 		if n < 3 || n > maxClusterNodes {
@@ -146,7 +167,7 @@ func benchArgs(cfg bench.BenchConfig) string {
 	args := fmt.Sprintf("-n %s --fanout %s --samples %d --detector %s --seed %d --report %s",
 		(*intList)(&cfg.Sizes), (*intList)(&cfg.Fanouts), cfg.Samples, cfg.Detector, cfg.Seed, cfg.Report)
 	if cfg.InProcess {
-		args += " --in-process"
+		args += " --in-process --transport " + cfg.Transport
 	}
 	return args
 }

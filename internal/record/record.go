@@ -149,6 +149,11 @@ type Record struct {
 	// PeerAdded, FailureInjected, Reports,
 	// Exit, Killed, Exited or Spawned; a json.RawMessage for other types.
 	Event any
+	// CPU is the processor time the whole process had used when the
+	// record was taken (user and system, all threads), set by in-process
+	// jobs on the records whose intervals the benchmarks measure (Killed,
+	// PingPong, TreeEchoTime, member.Stabilized); 0 otherwise.
+	CPU time.Duration
 }
 
 // ErrRecord is wrapped by the errors of [DecodeRecord].

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cohort-mp/cohort/internal/record"
@@ -19,18 +20,24 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/mem"
 	"github.com/cohort-mp/cohort/transport/tcp"
 )
 
 // InProcessJob is a job whose nodes are hosts inside the calling process
 // rather than `cohort node` processes: each node is a [host.Host] running
-// its own event loop on its own goroutine, over its own [tcp.Transport]
-// listening on 127.0.0.1 (the authenticated TCP of a real job, through the
-// kernel's loopback), with the machine stack [NewNode] builds for `cohort
-// node`, the same codecs ([NewCodec]) and the same seeds. It measures the
-// protocol and the TCP stack without the cost of waking one operating-system
-// process per node, and it offers the methods of [Job] that the membership
-// benchmark uses.
+// its own event loop on its own goroutine, with the machine stack [NewNode]
+// builds for `cohort node`, the same codecs ([NewCodec]) and the same
+// seeds, over the transport JobConfig.Transport names: its own
+// [tcp.Transport] listening on 127.0.0.1 (TransportTCP: the authenticated
+// TCP of a real job, through the kernel's loopback), or an endpoint of one
+// in-memory hub shared by the job's nodes (TransportMem: package
+// transport/mem, whose direct path hands a frame to the receiver's loop
+// from the sender's, with no system call). It measures the protocol
+// (and, over TCP, the TCP stack) without the cost of waking one
+// operating-system process per node, and it offers the methods of [Job]
+// that the membership benchmark uses.
 //
 // Each node's loop hands every event it emits to a buffer in memory as the
 // [record.Record] that a job of processes decodes from the node's JSON
@@ -61,13 +68,15 @@ type InProcessJob struct {
 
 	stopCollect chan struct{}
 	collectDone chan struct{}
+
+	hub *mem.Hub // the nodes' in-memory network (JobConfig.Transport mem), or nil
 }
 
 // inprocNode is one node of an InProcessJob.
 type inprocNode struct {
 	id     core.NodeID
 	join   bool
-	tr     *tcp.Transport
+	tr     transport.Transport
 	host   *host.Host
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -150,6 +159,15 @@ func StartInProcess(ctx context.Context, cfg JobConfig) (_ *InProcessJob, err er
 		collectDone: make(chan struct{}),
 	}
 	j.log.ID = j.ID
+	switch cfg.Transport {
+	case TransportTCP, "":
+	case TransportMem:
+		if j.hub, err = mem.NewHub(mem.Config{}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrJob, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown transport %q", ErrJob, cfg.Transport)
+	}
 	if cfg.EventsDir != "" {
 		if err := os.MkdirAll(cfg.EventsDir, 0o755); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrJob, err)
@@ -210,13 +228,7 @@ func (j *InProcessJob) listen(id core.NodeID, secret []byte, join bool) (*inproc
 		// `cohort node`'s default level.
 		n.logger = slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	tcfg := tcp.DefaultConfig()
-	tcfg.Node = id
-	tcfg.ListenAddr = "127.0.0.1:0" // the kernel's choice: no port can be taken under us
-	tcfg.JobID = j.ID
-	tcfg.Secret = secret
-	tcfg.Logger = n.logger
-	tr, err := tcp.Listen(tcfg)
+	tr, err := j.openTransport(id, secret, n.logger)
 	if err != nil {
 		closeAll(n.events, n.logs)
 		return nil, fmt.Errorf("%w: %v: %w", ErrListen, id, err)
@@ -240,6 +252,21 @@ func (j *InProcessJob) listen(id core.NodeID, secret []byte, join bool) (*inproc
 	j.log.add(record.Record{Node: id, Time: time.Now(), Type: "record.Spawned", Event: record.Spawned{Addr: tr.Addr(), Join: join}})
 	j.log.add(record.Record{Node: id, Time: time.Now(), Type: "record.Listening", Event: record.Listening{Addr: tr.Addr()}})
 	return n, nil
+}
+
+// openTransport opens node id's transport: a TCP transport on 127.0.0.1
+// (JobConfig.Transport tcp), or an endpoint of the job's hub (mem).
+func (j *InProcessJob) openTransport(id core.NodeID, secret []byte, logger *slog.Logger) (transport.Transport, error) {
+	if j.hub != nil {
+		return j.hub.Join(id)
+	}
+	tcfg := tcp.DefaultConfig()
+	tcfg.Node = id
+	tcfg.ListenAddr = "127.0.0.1:0" // the kernel's choice: no port can be taken under us
+	tcfg.JobID = j.ID
+	tcfg.Secret = secret
+	tcfg.Logger = logger
+	return tcp.Listen(tcfg)
 }
 
 // run builds node n's stack as `cohort node` does (listed: the nodes it
@@ -313,7 +340,12 @@ func (j *InProcessJob) newHost(n *inprocNode, listed []core.NodeID, opts NodeOpt
 		// and its job decodes, taken as they are: the loop encodes
 		// nothing the records hold as values (see record.FromEvent).
 		OnEvent: func(at time.Duration, ev core.Event) {
-			n.sink.add(record.FromEvent(n.id, time.Now(), at, ev))
+			r := record.FromEvent(n.id, time.Now(), at, ev)
+			switch ev.(type) {
+			case record.PingPong, record.TreeEchoTime, member.Stabilized:
+				r.CPU = ProcessCPU()
+			}
+			n.sink.add(r)
 			keep(at, ev)
 		},
 	})
@@ -422,12 +454,22 @@ func (j *InProcessJob) Kill(id core.NodeID) error {
 	}
 	n.killed = true
 	j.mu.Unlock()
-	at := time.Now()
+	at, cpu := time.Now(), ProcessCPU()
 	n.sink.silence()
 	n.cancel()
 	n.tr.Close()
-	j.log.add(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}})
+	j.log.add(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}, CPU: cpu})
 	return nil
+}
+
+// ProcessCPU returns the processor time this process has used so far
+// (user and system, every thread), or 0 if the system does not say.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // InjectFailure hands core.Failed{Node: failed} to node reporter's

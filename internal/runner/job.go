@@ -65,11 +65,21 @@ type JobConfig struct {
 	// StartTimeout bounds the start: every node listening and then
 	// holding its first view. Default 60 s.
 	StartTimeout time.Duration
+	// Transport is what the nodes of [StartInProcess] talk over:
+	// TransportTCP (the default) or TransportMem. Jobs of processes always
+	// use TCP (over Unix sockets between processes of this host).
+	Transport string
 	// OnLine, if not nil, receives the tracker's lines as records arrive,
 	// in order. It is called with the job's lock held and must not call
 	// the job's methods.
 	OnLine func(line string)
 }
+
+// The transports of [JobConfig].Transport.
+const (
+	TransportTCP = "tcp"
+	TransportMem = "mem"
+)
 
 // stopGrace is how long Close lets nodes stop on their own (their
 // supervisor's stream closed) before it kills them.

@@ -161,11 +161,15 @@ type echoState struct {
 }
 
 // Tree echo timing: as many echoes as round trips of the ping-pong, at
-// least echoMin.
+// least echoMin, after EchoWarmup echoes that are not counted.
 const (
 	echoMin    = 20
-	echoWarmup = 5
+	echoWarmup = EchoWarmup
 )
+
+// EchoWarmup is how many tree echoes the root runs, right after its
+// [record.PingPong], before those it counts in its [record.TreeEchoTime].
+const EchoWarmup = 5
 
 func NewProbe(peer core.NodeID, count, fanout int) *probe {
 	if count <= 0 {
