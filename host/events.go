@@ -74,6 +74,19 @@ func EventType(ev core.Event) string {
 		return "nil"
 	}
 	t := reflect.TypeOf(ev)
+	if name, ok := eventTypes.Load(t); ok {
+		return name.(string)
+	}
+	name := typeName(t)
+	eventTypes.Store(t, name)
+	return name
+}
+
+// eventTypes caches EventType's names by dynamic type: every event a host
+// records is named, on its loop (a view change names one per node).
+var eventTypes sync.Map // reflect.Type → string
+
+func typeName(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
