@@ -117,6 +117,18 @@
 // VIEW_SYNC, when the commit is overdue by CommitTimeout. T_s is measured
 // exactly as the paper defines it, at the root, before the commit.
 //
+// The critical path of T_s is one tree echo: the proposal goes down the
+// H−1 levels of the new tree and the ACKs come back up, 2(H−1) hops and
+// 2(m−1) messages for m members, the pattern the membership benchmark
+// times as its baseline (`cohort bench membership`, "echo"); the report
+// before it and the commit after it lie outside T_s. No phase can go: a
+// node installs only a committed view, so the root commits only once it
+// holds every ACK, and an interior node's ACK speaks for its whole
+// subtree, so it waits for its children's. What T_s costs above the echo
+// is each node's work on the proposal (decoding it, deriving the view,
+// O(m), the timers and the bookkeeping of accept), which the benchmark
+// reports as processor time per node.
+//
 // Root failure (§3.6, §6). The first member not known to have failed
 // becomes the root when it learns that all before it failed (its detector,
 // or a ROOT_FAILURE listing them; chained root failures need no extra step).
