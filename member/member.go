@@ -112,7 +112,7 @@ type Member struct {
 	// on (Prepare.Committed false): if acc is abandoned, adopted is what may
 	// have committed, and becomes acc again.
 	adopted   *view
-	acked     map[core.NodeID]bool
+	acked     ackSet // the children of this node in acc that acknowledged acc
 	ackSent   bool
 	ackResent int      // how many times the proposal acc went again to the silent children (see onAckTimeout)
 	lastPrep  *Prepare // the last accepted Prepare, for VIEW_NEED after commit
@@ -694,7 +694,7 @@ func (m *Member) install(v *view) {
 // dropAcc forgets the accepted proposal.
 func (m *Member) dropAcc() {
 	m.acc, m.accMsg, m.accFull, m.accParent = nil, nil, nil, core.None
-	m.acked = nil
+	m.acked.off()
 	m.ackSent = false
 	m.driving = false
 	m.cancel(tAck)
@@ -1158,7 +1158,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 	m.silent = 0
 	m.hold(v)
 	m.lastPrep = delta
-	m.acked = map[core.NodeID]bool{}
+	m.acked.reset(v, m.self)
 	m.ackSent, m.ackResent = false, 0
 	m.cancel(tAck)
 	m.sendDown(v, delta)
@@ -1223,11 +1223,10 @@ func (m *Member) sendAck() {
 func (m *Member) ackMsg() *Ack { return &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch} }
 
 func (m *Member) onAck(from core.NodeID, a *Ack) {
-	if m.acc == nil || a.Epoch != m.acc.epoch || m.acked == nil || m.acc.parent(from) != m.self {
+	if m.acc == nil || a.Epoch != m.acc.epoch || !m.acked.on || m.acc.parent(from) != m.self {
 		return
 	}
-	m.acked[from] = true
-	if len(m.acked) < len(m.acc.children(m.self)) {
+	if m.acked.add(m.acc, from) < len(m.acked.flags) {
 		return
 	}
 	if m.driving {
@@ -1262,7 +1261,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 		m.ackResent++
 		again := false
 		for _, c := range m.acc.children(m.self) {
-			if !m.acked[c] && !m.isFailed(m.acc, c) {
+			if !m.acked.has(m.acc, c) && !m.isFailed(m.acc, c) {
 				m.send(c, m.downTo(m.acc, m.accMsg, c))
 				again = true
 			}
@@ -1273,7 +1272,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 		}
 	}
 	for _, c := range m.acc.children(m.self) {
-		if !m.acked[c] && !m.isFailed(m.acc, c) {
+		if !m.acked.has(m.acc, c) && !m.isFailed(m.acc, c) {
 			m.markFailed(c, m.acc.inc(c), true)
 		}
 	}
@@ -1282,6 +1281,44 @@ func (m *Member) onAckTimeout(epoch uint64) {
 	} else {
 		m.reportFailures()
 	}
+}
+
+// ackSet records which of a node's children in the proposal it holds
+// acknowledged it: a flag per child, by the child's offset among them (the
+// children of a position are contiguous positions of the tree), in memory
+// reused from one proposal to the next, where a map would be made anew.
+type ackSet struct {
+	on    bool // a proposal is being acknowledged
+	lo    int  // the position of the first child
+	n     int  // flags set
+	flags []bool
+}
+
+// reset starts the acknowledgement of v by self's children in v.
+func (s *ackSet) reset(v *view, self core.NodeID) {
+	lo, hi := v.tree.Children(v.pos(self))
+	s.on, s.lo, s.n = true, lo, 0
+	s.flags = slices.Grow(s.flags[:0], hi-lo)[:hi-lo]
+	clear(s.flags)
+}
+
+// off ends it: no ACK counts until the next reset.
+func (s *ackSet) off() { s.on = false }
+
+// add records the ACK of child c of v and returns how many children have
+// acknowledged; a repeated ACK counts once.
+func (s *ackSet) add(v *view, c core.NodeID) int {
+	if i := v.pos(c) - s.lo; i >= 0 && i < len(s.flags) && !s.flags[i] {
+		s.flags[i] = true
+		s.n++
+	}
+	return s.n
+}
+
+// has reports whether child c of v acknowledged.
+func (s *ackSet) has(v *view, c core.NodeID) bool {
+	i := v.pos(c) - s.lo
+	return s.on && i >= 0 && i < len(s.flags) && s.flags[i]
 }
 
 func (m *Member) onNeedView(from core.NodeID, q *NeedView) {

@@ -182,7 +182,7 @@ func (m *Member) propose(v *view, committed bool) {
 	m.began = began
 	m.acc, m.accMsg, m.accFull, m.accParent = v, p, nil, core.None
 	m.lastPrep = p
-	m.acked = map[core.NodeID]bool{}
+	m.acked.reset(v, m.self)
 	m.ackSent, m.ackResent = false, 0
 	m.driving = true
 	m.env.Emit(StabilizationStarted{Epoch: epoch, Cause: cause, Began: began, At: m.now(), Failed: failed, Joined: joinerIDs(joined)})
