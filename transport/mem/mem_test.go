@@ -246,13 +246,18 @@ func TestDirectPathKeepsOrder(t *testing.T) {
 	a.SetPeer(2, b.Addr())
 	k := &taker{Recorder: transporttest.NewRecorder(), decline: func(try int) bool { return try%7 < 2 }}
 	b.SetHandler(k)
-	const n = 3000
+	// Rounds of frames, each sent once the one before has arrived, so that
+	// every round starts with nothing queued: its first frame is offered
+	// to TryDeliver, and a declined one makes the rest of the round queue.
+	const n, round = 3000, 10
 	for i := range n {
 		if err := a.Send(context.Background(), 2, wire.Frame{Kind: 1, Payload: transporttest.Payload(uint64(i), 0)}); err != nil {
 			t.Fatal(err)
 		}
+		if (i+1)%round == 0 {
+			k.Wait(t, transporttest.Timeout, "the round", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == i+1 })
+		}
 	}
-	k.Wait(t, transporttest.Timeout, "every frame", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == n })
 	for i, f := range k.Frames() {
 		if s, ok := transporttest.Seq(f.Payload); !ok || s != uint64(i) {
 			t.Fatalf("frame %d carries seq %d (ok %v): the order broke", i, s, ok)
