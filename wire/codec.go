@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -444,11 +443,24 @@ type codecEntry struct {
 // hold different codecs). Register before use; after that a Codec is only
 // read, so it may be shared by several goroutines of the host.
 type Codec struct {
-	kinds map[core.Kind]codecEntry
+	// protos holds the entries by a kind's two bytes, protocol then
+	// number: two indexations per message instead of a hash of the kind,
+	// which every frame a host sends or receives looks up.
+	protos [256]*[256]*codecEntry
+	n      int // registered kinds
 }
 
 // NewCodec returns an empty codec.
-func NewCodec() *Codec { return &Codec{kinds: map[core.Kind]codecEntry{}} }
+func NewCodec() *Codec { return &Codec{} }
+
+// entry returns kind k's entry, or nil if k is not registered.
+func (c *Codec) entry(k core.Kind) *codecEntry {
+	t := c.protos[k>>8]
+	if t == nil {
+		return nil
+	}
+	return t[k&0xff]
+}
 
 // Register adds the decoder of kind k, named name in errors and traces.
 // Registering a kind twice is an [ErrDuplicateKind] error.
@@ -456,10 +468,16 @@ func (c *Codec) Register(k core.Kind, name string, f DecodeFunc) error {
 	if f == nil {
 		return fmt.Errorf("wire: nil decoder for kind %v (%s)", k, name)
 	}
-	if old, ok := c.kinds[k]; ok {
+	if old := c.entry(k); old != nil {
 		return fmt.Errorf("%w: %v is %q, cannot also be %q", ErrDuplicateKind, k, old.name, name)
 	}
-	c.kinds[k] = codecEntry{name: name, decode: f}
+	t := c.protos[k>>8]
+	if t == nil {
+		t = new([256]*codecEntry)
+		c.protos[k>>8] = t
+	}
+	t[k&0xff] = &codecEntry{name: name, decode: f}
+	c.n++
 	return nil
 }
 
@@ -471,9 +489,7 @@ func (c *Codec) RegisterDetached(k core.Kind, name string, f DecodeFunc) error {
 	if err := c.Register(k, name, f); err != nil {
 		return err
 	}
-	e := c.kinds[k]
-	e.detached = true
-	c.kinds[k] = e
+	c.entry(k).detached = true
 	return nil
 }
 
@@ -488,34 +504,45 @@ func (c *Codec) RegisterReusable(k core.Kind, name string, f ReuseFunc) error {
 	if err := c.Register(k, name, func(d *Decoder) (core.Msg, error) { return f(d, nil) }); err != nil {
 		return err
 	}
-	e := c.kinds[k]
+	e := c.entry(k)
 	e.reuse, e.detached = f, true
-	c.kinds[k] = e
 	return nil
 }
 
 // Detached reports whether the messages of kind k never alias the payload
 // they were decoded from: the kind was registered with RegisterDetached or
 // RegisterReusable.
-func (c *Codec) Detached(k core.Kind) bool { return c.kinds[k].detached }
+func (c *Codec) Detached(k core.Kind) bool {
+	e := c.entry(k)
+	return e != nil && e.detached
+}
 
 // Reusable reports whether kind k was registered with RegisterReusable:
 // [Codec.Decode] can decode it into a message its receiver handed back.
-func (c *Codec) Reusable(k core.Kind) bool { return c.kinds[k].reuse != nil }
+func (c *Codec) Reusable(k core.Kind) bool {
+	e := c.entry(k)
+	return e != nil && e.reuse != nil
+}
 
 // Kinds returns the registered kinds in increasing order.
 func (c *Codec) Kinds() []core.Kind {
-	ks := make([]core.Kind, 0, len(c.kinds))
-	for k := range c.kinds {
-		ks = append(ks, k)
+	ks := make([]core.Kind, 0, c.n)
+	for p, t := range c.protos {
+		if t == nil {
+			continue
+		}
+		for n, e := range t {
+			if e != nil {
+				ks = append(ks, core.Kind(p)<<8|core.Kind(n))
+			}
+		}
 	}
-	slices.Sort(ks)
 	return ks
 }
 
 // Name returns the name k was registered with, or k's numeric form.
 func (c *Codec) Name(k core.Kind) string {
-	if e, ok := c.kinds[k]; ok {
+	if e := c.entry(k); e != nil {
 		return e.name
 	}
 	return k.String()
@@ -539,7 +566,7 @@ func (c *Codec) Encode(e *Encoder, m core.Msg) error {
 	if !ok {
 		return fmt.Errorf("%w: %T (kind %v) has no MarshalWire", ErrNotMessage, m, kindOf(m))
 	}
-	if _, ok := c.kinds[wm.Kind()]; !ok {
+	if c.entry(wm.Kind()) == nil {
 		return fmt.Errorf("%w: %v (%T)", ErrUnknownKind, wm.Kind(), m)
 	}
 	wm.MarshalWire(e)
@@ -569,8 +596,8 @@ func (c *Codec) Unmarshal(k core.Kind, payload []byte) (core.Msg, error) {
 // handed back, which is decoded into. When Decode fails, old is still the
 // caller's.
 func (c *Codec) Decode(d *Decoder, k core.Kind, payload []byte, old core.Msg) (core.Msg, error) {
-	e, ok := c.kinds[k]
-	if !ok {
+	e := c.entry(k)
+	if e == nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownKind, k)
 	}
 	d.Reset(payload)
