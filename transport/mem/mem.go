@@ -314,12 +314,14 @@ func (e *Endpoint) Send(ctx context.Context, to core.NodeID, f wire.Frame) error
 		e.mu.Unlock()
 		return transport.ErrClosed
 	}
-	if _, ok := e.addrOf(to); !ok {
-		e.mu.Unlock()
-		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
-	}
+	// A pair's link exists only while its peer has an address (RemovePeer
+	// removes both), so only a new link needs the address book.
 	l := e.links[to]
 	if l == nil {
+		if _, ok := e.addrOf(to); !ok {
+			e.mu.Unlock()
+			return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
+		}
 		l = &link{to: to, stop: make(chan struct{})}
 		e.links[to] = l
 	}
