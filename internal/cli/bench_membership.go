@@ -79,9 +79,11 @@ whole run to FILE, for 'go tool pprof': every node's loop, transport and
 protocol runs in this process, so the profile shows where the
 stabilizations' processor time goes. It covers the start of the hosts,
 the ping-pong, the tree echo, every kill and stabilization and every
-re-admission, and the full GC cycle forced before each kill (a large
-share of the profile: the n nodes share one heap); more --samples weigh
-the stabilizations more.
+re-admission; more --samples weigh the stabilizations more. The garbage
+collector is off during an in-process run (the n nodes share one heap: a
+collection would land in stabilizations, and one forced before each kill
+made every idle loop grow its stack again during the stabilization); a
+full cycle is forced before a kill only once the heap passes 1 GiB.
 
 Examples:
   cohort bench membership
