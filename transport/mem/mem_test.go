@@ -230,22 +230,30 @@ func (k *taker) TryDeliver(f wire.Frame) bool {
 	return true
 }
 
-// TestDirectPathKeepsOrder checks the direct path (transport.Taker): a
-// frame is handed over by Send itself when nothing waits before it, and
-// queued behind the frames that wait otherwise, so that the frames
-// of a pair arrive in order however the receiver declines.
-func TestDirectPathKeepsOrder(t *testing.T) {
-	hub, err := mem.NewHub(mem.Config{})
+// takerPair joins nodes 1 and 2 to a hub of cfg and returns node 1's
+// transport, which knows node 2, and node 2's handler, a taker that
+// declines the offers decline says to.
+func takerPair(t *testing.T, cfg mem.Config, decline func(try int) bool) (*mem.Endpoint, *taker) {
+	t.Helper()
+	hub, err := mem.NewHub(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := hub.Join(1)
 	b, _ := hub.Join(2)
-	defer a.Close()
-	defer b.Close()
+	t.Cleanup(func() { a.Close(); b.Close() })
 	a.SetPeer(2, b.Addr())
-	k := &taker{Recorder: transporttest.NewRecorder(), decline: func(try int) bool { return try%7 < 2 }}
+	k := &taker{Recorder: transporttest.NewRecorder(), decline: decline}
 	b.SetHandler(k)
+	return a, k
+}
+
+// TestDirectPathKeepsOrder checks the direct path (transport.Taker): a
+// frame is handed over by Send itself when nothing waits before it, and
+// queued behind the frames that wait otherwise, so that the frames
+// of a pair arrive in order however the receiver declines.
+func TestDirectPathKeepsOrder(t *testing.T) {
+	a, k := takerPair(t, mem.Config{}, func(try int) bool { return try%7 < 2 })
 	// Rounds of frames, each sent once the one before has arrived, so that
 	// every round starts with nothing queued: its first frame is offered
 	// to TryDeliver, and a declined one makes the rest of the round queue.
@@ -274,17 +282,7 @@ func TestDirectPathKeepsOrder(t *testing.T) {
 // TestDirectPathNotWithLatency checks that a hub with latency never hands
 // a frame over on the sender's goroutine.
 func TestDirectPathNotWithLatency(t *testing.T) {
-	hub, err := mem.NewHub(mem.Config{Latency: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := hub.Join(1)
-	b, _ := hub.Join(2)
-	defer a.Close()
-	defer b.Close()
-	a.SetPeer(2, b.Addr())
-	k := &taker{Recorder: transporttest.NewRecorder(), decline: func(int) bool { return false }}
-	b.SetHandler(k)
+	a, k := takerPair(t, mem.Config{Latency: time.Millisecond}, func(int) bool { return false })
 	for i := range 10 {
 		if err := a.Send(context.Background(), 2, wire.Frame{Kind: 1, Payload: transporttest.Payload(uint64(i), 0)}); err != nil {
 			t.Fatal(err)
