@@ -232,13 +232,74 @@ func (g *Gossip) round() {
 			s := g.cfg.Schedule
 			r := s.Round(int(g.own-1), n)
 			if to, err := s.TargetRand(g.env.Rand(), g.me, r, n); err == nil {
-				g.sendTable(to)
+				g.sendRound(to)
 			}
 			g.lateCheck(late)
 		}
 	}
 	g.tickDue = g.env.Now() + g.cfg.GossipInterval
 	g.tickID = g.env.SetTimer(g.cfg.GossipInterval, gossipTick{})
+}
+
+// sendRound sends this round's table to the scheduled target at position
+// to, or past it when this node doubts the target (it is probing it,
+// suspects it, is in consensus about it or has declared it failed): then
+// the table goes to the first member after this node in view order that it
+// does not doubt, so that a node whose scheduled targets all died keeps
+// its heartbeat spreading. A failed target gets the table as well, so a
+// member that comes back (restarted, or falsely declared across a healed
+// partition) still hears from the group: at most two tables a round. With
+// no member left undoubted, the scheduled target gets it. See the package
+// documentation ("Doubted targets").
+func (g *Gossip) sendRound(to int) {
+	st := g.statusAt(to)
+	if !doubted(st) {
+		g.sendTable(to)
+		return
+	}
+	alt := g.undoubtedAfterSelf()
+	if alt < 0 || st == StatusFailed {
+		g.sendTable(to)
+	}
+	if alt >= 0 && alt != to {
+		g.sendTable(alt)
+	}
+}
+
+// doubted reports whether a target in state st gets the table only by way
+// of a replacement (see sendRound): this node has a reason of its own to
+// think it may be dead. An entry in its grace period is alive by evidence.
+func doubted(st GossipStatus) bool {
+	switch st {
+	case StatusProbing, StatusSuspected, StatusConsensus, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// statusAt is the state of the entry at position i (statusGrace included).
+func (g *Gossip) statusAt(i int) GossipStatus {
+	if !g.isFlagged(i) {
+		return StatusAlive
+	}
+	return g.watches[g.watchAt(i)].status
+}
+
+// undoubtedAfterSelf returns the first position after this node's in view
+// order (me+1, me+2, … wrapping) whose member it does not doubt, or -1.
+// Starting from this node rather than from the doubted target spreads the
+// replacements: each live member is the first undoubted successor of one
+// live member only, whereas starting from the target would send every
+// table aimed at a dead block of the view to the one member after it.
+func (g *Gossip) undoubtedAfterSelf() int {
+	n := len(g.members)
+	for k := 1; k < n; k++ {
+		i := (g.me + k) % n
+		if !g.isFlagged(i) || !doubted(g.statusAt(i)) {
+			return i
+		}
+	}
+	return -1
 }
 
 // sendTable sends the table to the member at position to. Unless the Env
