@@ -525,14 +525,22 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 			}
 		}
 	}
-	// A watched entry that increased belongs to a live node. A new
-	// member's grace ends only with a heartbeat counted since the grace
-	// began: a joiner counts from 0 until the first table it receives
-	// aligns it with the others (adjust), and those first heartbeats, far
-	// below everyone's count, would otherwise end its grace and be aged
-	// as heartbeats of long ago.
+	// A watched entry that increased belongs to a live node, provided the
+	// new heartbeat is itself younger than T_cleanup (proofOfLife): one
+	// that is not would be suspected on its own, and it is what a node
+	// that had no news from the others for a while (its senders died in
+	// the same crash) receives of a dead node once tables reach it again
+	// by way of a replacement target (sendRound); taken as life, it would
+	// undo a correct verdict with Unsuspected or Recovered. A new member's
+	// grace ends only with a heartbeat counted since the grace began: a
+	// joiner counts from 0 until the first table it receives aligns it
+	// with the others (adjust), and those first heartbeats, far below
+	// everyone's count, would otherwise end its grace and be aged as
+	// heartbeats of long ago.
 	for k := 0; k < len(g.watches); {
-		if w := &g.watches[k]; g.beats[w.pos] != w.beat && (w.status != statusGrace || g.beats[w.pos] >= w.since) {
+		w := &g.watches[k]
+		b := g.beats[w.pos]
+		if b != w.beat && g.proofOfLife(w, b) {
 			g.clearWatch(k)
 			continue
 		}
@@ -571,6 +579,25 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 		}
 		g.caughtUp(jump)
 	}
+}
+
+// proofOfLife reports whether heartbeat b, higher than the one watch w
+// began with, shows w's node alive. A grace ends with a heartbeat counted
+// since the grace began. A suspicion ends with a heartbeat younger than
+// T_cleanup as this node applies it now; a failure verdict only with one
+// younger than the plain T_cleanup, c rounds: after a crash of many nodes,
+// a node whose senders died with them can hold a dead node's heartbeat a
+// little older than the others do, and the fresher one, arriving after the
+// verdict, is no sign of a new incarnation (a restarted node adopts the
+// group's count, so its heartbeat is young).
+func (g *Gossip) proofOfLife(w *gossipWatch, b uint32) bool {
+	switch w.status {
+	case statusGrace:
+		return b >= w.since
+	case StatusFailed:
+		return g.ageOf(b) <= g.cleanup
+	}
+	return g.ageOf(b) <= g.cleanupNow()
 }
 
 // senderPos is the position of the sender's own entry in m, or -1.

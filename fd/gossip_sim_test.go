@@ -369,3 +369,107 @@ func TestGossipSimDeterministic(t *testing.T) {
 		t.Fatalf("seeds 7 and 8 gave the same trace hash %x", a)
 	}
 }
+
+// TestGossipSimNodeCrash crashes a block of consecutive ranks at once, as
+// when a compute node dies with every rank it ran, and lets the detector
+// alone deal with it (no view change follows). Every live node must
+// declare every crashed one failed, once, with no Recovered afterwards, and
+// no live node may be declared failed. For BRR at n = 8 with ranks 4-7
+// dead, rank 3's three targets (4, 5, 7) are all dead, and rank 0's three
+// senders (7, 6, 4) too: the first T_cleanup after the crash finds live
+// nodes suspected beside the dead ones (rank 0 has heard from nobody), and
+// only the consensus ping clears them; no rule that acts on suspicion can
+// avoid that. What the doubted-target rule (Gossip.sendRound) must
+// guarantee is that it does not happen again: once the crash has been
+// declared, live heartbeats spread through the replacement targets and no
+// live node is suspected over the next several T_cleanup. Without that
+// rule rank 3 was suspected by the survivors every T_cleanup. The other
+// cases: the targets only partly dead (rank 3 keeps 7), BRR at n = 16
+// with half the ranks dead (some ranks lose all their targets again), and
+// DBRR and RR, whose schedules reach back and never suspect a live node
+// here.
+func TestGossipSimNodeCrash(t *testing.T) {
+	type tc struct {
+		s          topo.Schedule
+		n          int
+		dead       []core.NodeID // crashed at once
+		anySuspect bool          // the first T_cleanup may suspect live nodes
+	}
+	block := func(from, to int) []core.NodeID {
+		var out []core.NodeID
+		for i := from; i < to; i++ {
+			out = append(out, core.NodeID(i))
+		}
+		return out
+	}
+	cases := []tc{
+		{topo.BinaryRoundRobin, 8, block(4, 8), true},
+		{topo.BinaryRoundRobin, 8, block(4, 6), false},
+		{topo.BinaryRoundRobin, 8, block(5, 8), true},
+		{topo.BinaryRoundRobin, 16, block(8, 16), true},
+		{topo.DoubleBinaryRoundRobin, 8, block(4, 8), false},
+		{topo.DoubleBinaryRoundRobin, 16, block(8, 16), false},
+		{topo.RoundRobin, 8, block(4, 8), false},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%v/n=%d/dead=%v", c.s, c.n, c.dead), func(t *testing.T) {
+			t.Parallel()
+			seed := simSeed(t, 43)
+			cfg := SimGossipConfig()
+			cfg.Schedule = c.s
+			c0 := cfg.CleanupTime(c.n)
+			// The crash falls at three phases of the schedule's cycle and
+			// at different points of a round.
+			for k := range 6 {
+				gw := newGossipWorld(t, cfg, c.n, seed+uint64(k))
+				crash := 20*time.Second + time.Duration(k)*(cfg.GossipInterval+cfg.GossipInterval/7)
+				dead := func(id core.NodeID) bool { return slices.Contains(c.dead, id) }
+				var declared time.Duration // the last Failed of a crashed node
+				var liveSuspects []string
+				gw.w.OnEmit(func(at time.Duration, obs core.NodeID, e core.Event) {
+					switch e := e.(type) {
+					case core.Suspected:
+						if !dead(e.Node) {
+							liveSuspects = append(liveSuspects, fmt.Sprintf("%v suspected %v at crash+%v", obs, e.Node, at-crash))
+						}
+					case core.Failed:
+						if dead(e.Node) {
+							declared = max(declared, at)
+						}
+					}
+				})
+				for _, v := range c.dead {
+					gw.w.CrashAt(crash, v)
+				}
+				gw.w.RunUntil(crash + 2*c0)
+				firstWave := len(liveSuspects)
+				if !c.anySuspect && firstWave > 0 {
+					t.Fatalf("crash %d at %v: %v", k, crash, liveSuspects)
+				}
+				if declared == 0 || declared > crash+2*c0 {
+					t.Fatalf("crash %d at %v: the crash was not declared within 2·T_cleanup (last at %v)", k, crash, declared-crash)
+				}
+				gw.w.RunUntil(crash + 6*c0)
+				if later := liveSuspects[firstWave:]; len(later) > 0 {
+					t.Fatalf("crash %d at %v, declared by crash+%v: live nodes suspected again: %v", k, crash, declared-crash, later)
+				}
+				for _, obs := range gw.live() {
+					for _, v := range c.dead {
+						if got := len(gw.failed[[2]core.NodeID{obs, v}]); got != 1 {
+							t.Fatalf("crash %d: %v declared %v failed %d times, want once", k, obs, v, got)
+						}
+						if gw.recov[[2]core.NodeID{obs, v}] != 0 {
+							t.Fatalf("crash %d: %v emitted Recovered(%v) for a crashed node", k, obs, v)
+						}
+					}
+				}
+				if got, want := gw.total["failed"], len(gw.live())*len(c.dead); got != want {
+					t.Fatalf("crash %d: %d failure declarations, want %d (a live node was declared failed)", k, got, want)
+				}
+				if k == 0 {
+					t.Logf("crash declared by crash+%v; %d suspicions of live nodes in the first 2·T_cleanup", declared-crash, firstWave)
+				}
+			}
+		})
+	}
+}

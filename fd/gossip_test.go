@@ -321,8 +321,10 @@ func TestGossipHeartbeatClearsSuspicion(t *testing.T) {
 }
 
 // TestGossipRecovery: after core.Failed, a genuinely newer heartbeat
-// (higher than any seen before the failure) produces core.Recovered; a
-// stale one does not.
+// (higher than any seen before the failure, and younger than T_cleanup,
+// as a restarted node's adjusted count is) produces core.Recovered; a
+// stale one does not, nor does a higher one that is itself older than
+// T_cleanup (a dead node's last heartbeat reaching this node late).
 func TestGossipRecovery(t *testing.T) {
 	members := gfirst(3)
 	g, env := startGossip(t, gossipTestConfig(topo.BinaryRoundRobin), 0, members)
@@ -338,6 +340,11 @@ func TestGossipRecovery(t *testing.T) {
 		t.Fatalf("a stale heartbeat emitted %v", evs)
 	}
 	g.Receive(2, gossipTable(t, members, 0, 8, 7))
+	if evs := env.TakeEmitted(); len(evs) != 0 {
+		t.Fatalf("a higher heartbeat older than T_cleanup emitted %v", evs)
+	}
+	own, _ := g.Heartbeat(0)
+	g.Receive(2, gossipTable(t, members, 0, own-1, 7))
 	if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Recovered{Node: 1}) {
 		t.Fatalf("emitted %v, want [Recovered n1]", evs)
 	}
@@ -350,6 +357,61 @@ func TestGossipRecovery(t *testing.T) {
 	evs := env.TakeEmitted()
 	if !slices.Equal(evs, []core.Event{core.Suspected{Node: 1}, core.Failed{Node: 1}}) {
 		t.Fatalf("emitted %v, want [Suspected n1, Failed n1]", evs)
+	}
+}
+
+// TestGossipDoubtedTarget: a round whose scheduled target is doubted
+// (probing, suspected, in consensus or failed) sends the table to the
+// first undoubted member after this node instead; a failed target still
+// gets it as well; with every other member doubted, the scheduled target
+// alone gets it. BRR at n = 4: node 0 sends to n1 in odd rounds and to n2
+// in even ones.
+func TestGossipDoubtedTarget(t *testing.T) {
+	members := gfirst(4)
+	g, env := startGossip(t, gossipTestConfig(topo.BinaryRoundRobin), 0, members)
+	if to := gossipSentTables(env.TakeSent()); !slices.Equal(to, gids(1)) {
+		t.Fatalf("round 1 sent to %v, want [n1]", to)
+	}
+	g.Handle(core.PeerHint{Node: 1, Reason: "connection reset"})
+	g.Handle(core.PeerHint{Node: 2, Reason: "connection reset"})
+	env.TakeSent()
+	round := func(want []core.NodeID, st GossipStatus) {
+		t.Helper()
+		// n3 keeps the others' news coming; n1 and n2 stay silent.
+		own, _ := g.Heartbeat(0)
+		g.Receive(3, gossipTable(t, members, 0, 0, 0, own))
+		env.Advance(500*time.Millisecond, g)
+		if to := gossipSentTables(env.TakeSent()); !slices.Equal(to, want) {
+			t.Fatalf("at %v (n1 %v) sent to %v, want %v", env.Now(), g.Status(1), to, want)
+		}
+		if g.Status(1) != st {
+			t.Fatalf("at %v n1 is %v, want %v", env.Now(), g.Status(1), st)
+		}
+	}
+	round(gids(3), StatusProbing) // round 2: n2 probing, replaced by n3
+	// Both pings (2 × 0.5 s) unanswered: suspected at 1 s; still n3.
+	for env.Now() < 1500*time.Millisecond {
+		round(gids(3), StatusSuspected)
+	}
+	// T_cleanup (4 rounds) expires at 2 s: consensus, then failed at 3 s.
+	for env.Now() < 2500*time.Millisecond {
+		round(gids(3), StatusConsensus)
+	}
+	// Failed: n1 and n2 get their tables again, and n3 one too.
+	if own, _ := g.Heartbeat(0); own%2 == 0 { // the next round is odd
+		round(gids(1, 3), StatusFailed)
+	} else {
+		round(gids(2, 3), StatusFailed)
+	}
+	// n3 falls silent too: once it is failed, nobody is left undoubted and
+	// the scheduled target alone gets the table.
+	for k := 0; k < 20 && g.Status(3) != StatusFailed; k++ {
+		env.Advance(500*time.Millisecond, g)
+	}
+	env.TakeSent()
+	env.Advance(500*time.Millisecond, g)
+	if to := gossipSentTables(env.TakeSent()); len(to) != 1 || to[0] == 3 {
+		t.Fatalf("with everyone failed, sent to %v, want the scheduled n1 or n2 alone", to)
 	}
 }
 
