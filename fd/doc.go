@@ -77,7 +77,7 @@
 //	alive     --no increase for T_cleanup-->  consensus   emits Suspected, pings
 //	consensus --pong or increase-->           alive       emits Unsuspected
 //	consensus --PingAttempts timeouts-->      failed      emits Failed (once)
-//	failed    --heartbeat increase-->         alive       emits Recovered
+//	failed    --young heartbeat increase-->   alive       emits Recovered
 //	alive     --core.PeerHint-->              probing     pings at once, emits nothing
 //	probing   --pong or increase-->           alive       emits nothing
 //	probing   --PingAttempts timeouts-->      suspected   emits Suspected
@@ -94,7 +94,10 @@
 // the bound's assumptions a crashed node's heartbeat never increases after
 // its failure is declared (every node already holds its last heartbeat when
 // c ≥ P+1, see below), so an increase after Failed proves a new
-// incarnation or a false detection that healed.
+// incarnation or a false detection that healed. When many nodes crash at
+// once this no longer holds, and an increase counts as one in these
+// transitions only if the new heartbeat is young (see "Late news of the
+// dead" below).
 //
 // View changes. The table follows the member list: on core.MembersChanged
 // (a newer epoch) every entry of a member that stays moves to its new
@@ -132,6 +135,47 @@
 // of the counters (4n bytes), because a sent message must never change and
 // the table changes at the next merge (copy-on-send; the copy belongs to
 // the message, which nobody mutates afterwards).
+//
+// Doubted targets. The paper does not say what a node does when the
+// schedule names a member it suspects; this package's rule: a round whose
+// target is probing, suspected, in consensus or failed sends the table to
+// the first member after this node in view order (me+1, me+2, …
+// wrapping) that is none of these, and a failed target gets the table as
+// well; with no such member left, the scheduled target alone gets it.
+// Why: under BRR a node's targets are s+1, s+2, s+4, …, so when a block
+// of consecutive ranks dies with its compute node, a rank just before the
+// block can lose every target at once (n = 8, ranks 4–7 dead: rank 3's
+// targets are 4, 5 and 7), and its heartbeat then reaches nobody: without
+// the rule the survivors suspected it every T_cleanup until the view
+// changed, and only a timely pong saved it each time. Why a successor of
+// this node rather than of the target: each live member is the first
+// undoubted successor of one live member only, whereas every table aimed
+// at a dead block would go to the one member after it. Why a failed
+// target still gets its table: a member that comes back (restarted, or
+// falsely declared across a healed partition) hears from the group only
+// so, and its recovery needs it (TestGossipSimRecovery). A round thus
+// sends at most two tables, two only while the schedule names a member
+// declared failed (in cohort, until the membership removes it). The rule
+// changes nothing under the assumptions of the bound below: there no live
+// member is ever doubted, and tables that would have gone to the crashed
+// node alone are sent elsewhere as well, which only spreads heartbeats
+// sooner. It cannot keep live nodes from being suspected in the first
+// T_cleanup after such a crash: at n = 8 under BRR, rank 0's senders (7,
+// 6, 4) die too, so it hears from nobody and suspects everyone at once;
+// the consensus ping clears the live ones, and the rule keeps them from
+// being suspected again (TestGossipSimNodeCrash). DBRR, whose targets
+// also run backwards (s−1, s−2, …), and RR do not suspect live nodes in
+// that case.
+//
+// Late news of the dead. After such a crash a node that heard from nobody
+// for a while gets tables again through the replacements, and they can
+// carry a dead node's heartbeat a round or two fresher than the one it
+// held. So an increase proves life only if the new heartbeat is itself
+// younger than T_cleanup (as this node applies it) for a suspect, and
+// younger than the plain T_cleanup, c rounds, for a node declared failed;
+// otherwise it is merged and the entry stays watched. A restarted node
+// adopts the group's count when its first table arrives, so its heartbeat
+// is young and its recovery is seen.
 //
 // # Detection time of BRR and DBRR
 //
