@@ -39,7 +39,9 @@ func ShmInboundFull(t *Transport, id core.NodeID) bool {
 	if sc.isClosed() {
 		return false
 	}
-	return sc.in.u64(offTail).Load()-sc.in.u64(offHead).Load() >= sc.in.size
+	// The writer waits once no room for a record's header, a byte and its
+	// padding is left.
+	return sc.in.size-(sc.in.u64(offTail).Load()-sc.in.u64(offHead).Load()) < recHead+recAlign
 }
 
 // WriterActive reports whether t has a writer goroutine (and queues) for

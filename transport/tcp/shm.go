@@ -41,9 +41,10 @@ import (
 //     it has read everything the peer published, returns it as the end of
 //     the stream, so the connection dies and the failure detector is hinted
 //     as over TCP. A peer killed in the middle of a write never published
-//     that write (the ring's tail moves only after the bytes are copied), so
-//     no torn frame is read: the reader sees a frame cut at a published
-//     boundary, which the frame reader reports as cut off.
+//     that write (a record is committed, and the tail moved, only after its
+//     bytes are copied: see Records below), so no torn frame is read: the
+//     reader sees a frame cut at a published boundary, which the frame
+//     reader reports as cut off.
 //
 // A ring is trusted only after checks: its memfd must be sealed against
 // shrinking (so the peer cannot make our reads fault), of exactly the
@@ -51,13 +52,16 @@ import (
 // and carry wire.RingTag, an HMAC of the job secret over both hellos of
 // this very handshake and the direction: a ring of another job, another
 // connection or the other direction is refused, and the connection goes on
-// over the socket. The indices in the header are read from memory the peer
-// can write: every value is checked (no more than the ring's size between
-// them), and a bad one closes the connection as a malformed frame would.
+// over the socket. The indices in the header and the records' headers are
+// read from memory the peer can write: every value is checked (no more
+// than the ring's size between the indices, a record's length within its
+// bound, no tail ahead of a missing commit), and a bad one closes the
+// connection as a malformed frame would.
 //
 // Polling (poll.go): while its connection's polling time runs, a reader
 // looks at its ring again instead of sleeping, and a writer at a full
-// ring; a look is a load of an index, no system call.
+// ring; a look is a load of a word (the next record's commit, or an
+// index), no system call.
 
 // DefaultShmRingSize is the data size of a ring (one per direction of a
 // connection) unless Config.ShmRingSize sets it.
@@ -70,7 +74,7 @@ const minShmRingSize = 4 << 10
 // cache line of its own (the writer's tail, the reader's head).
 const (
 	ringHeader  = 4096
-	ringMagic   = "cohortR1"
+	ringMagic   = "cohortR2"
 	offMagic    = 0   // 8 bytes
 	offSize     = 8   // uint64: the data size
 	offFrom     = 16  // uint32: the writer's node id
@@ -83,10 +87,32 @@ const (
 	offWWaiting = 200 // uint32: the writer sleeps (set by it, cleared by the reader)
 )
 
-// ringSlices: a reader consumes, and a writer publishes, at most a
-// ringSlices-th of the ring at a time, so that a large frame streams
-// through it with both sides copying at once rather than in turn.
+// ringSlices: a writer publishes at most a ringSlices-th of the ring at a
+// time (a record, below), so that a large frame streams through it with
+// both sides copying at once rather than in turn.
 const ringSlices = 4
+
+// Records. The byte stream runs through the ring in records, each of
+// which starts on a cache line with a header of two words: the commit
+// word, ^p for a record at stream position p, and the length of the bytes
+// that follow it; the next record starts on the next cache line after
+// them. The writer copies a record's bytes, stores its length, then its
+// commit word (an atomic store: everything before it is visible first),
+// then the tail as before. A reader that polls looks at the commit word
+// where the next record will start, the line in which a small frame also
+// lies: one line crosses between the cores per message, where a separate
+// tail index took a second line, fetched after the first. A stale word (a
+// record of an earlier lap, or a byte of its data) names another position
+// and is not a commit: the ring's size is a multiple of the line, so a
+// record's header never spans its end (the data may wrap). The tail,
+// stored after the commit, still says how far the stream is published:
+// it is what the wake-up flags and a half-close are checked against, and
+// a reader that finds a tail ahead of a missing commit knows the peer
+// wrote its ring wrongly.
+const (
+	recHead  = 16 // the commit word and the length
+	recAlign = 64 // a record starts on a cache line
+)
 
 // errRingCorrupt: the ring's indices are impossible; the peer wrote its
 // header wrongly. It closes the connection like a malformed frame.
@@ -99,10 +125,17 @@ type ring struct {
 	data []byte
 	size uint64
 	// pos is this side's own index (the tail for the writer, the head for
-	// the reader): only this side writes it, so it is kept here too.
+	// the reader): only this side writes it, so it is kept here too. It
+	// counts records' headers and padding as the stream's bytes.
 	pos uint64
 	// seen is the writer's copy of the reader's head (room).
 	seen uint64
+	// rec is the position of the writer's open record (open: one is);
+	// left is what the reader has still to read of its current record
+	// (0: pos is at a record's header).
+	rec  uint64
+	open bool
+	left uint64
 }
 
 func newRing(mem []byte) *ring {
@@ -139,20 +172,74 @@ func (r *ring) checkHeader(from, to uint32, check func(tag []byte) bool) error {
 	return nil
 }
 
-// read copies published bytes into b and consumes them; 0 if none.
-func (r *ring) read(b []byte) (int, error) {
-	tail := r.u64(offTail).Load()
-	avail := tail - r.pos
-	if avail > r.size { // also catches tail < pos
+// word is the i-th word of the record header at stream position p.
+func (r *ring) word(p uint64, i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&r.data[p%r.size+uint64(8*i)]))
+}
+
+// recMax is the most a record carries: with its header and padding, a
+// ringSlices-th of the ring.
+func (r *ring) recMax() uint64 { return r.size/ringSlices - recHead - recAlign }
+
+// record reports the length of the committed record at the reader's
+// position (0: none yet). A length out of bounds is the peer's
+// corruption; so is, when strict, a tail ahead of a missing commit. A
+// caller's progress is not strict: a look that finds no commit costs it
+// no load of the tail's line, which the writer stores at every message;
+// the reader goroutine, which reads only once the tail moved (readable),
+// is, and a ring whose tail runs ahead of its records ends there.
+func (r *ring) record(strict bool) (uint64, error) {
+	if r.word(r.pos, 0).Load() != ^r.pos {
+		if !strict {
+			return 0, nil
+		}
+		// The tail is stored after the commit: it may still be behind
+		// a record the reader has already read. Loaded first, a tail
+		// past pos proves the commit is there.
+		ahead := int64(r.u64(offTail).Load() - r.pos)
+		if ahead <= 0 {
+			return 0, nil
+		}
+		if uint64(ahead) > r.size || r.word(r.pos, 0).Load() != ^r.pos {
+			return 0, errRingCorrupt
+		}
+	}
+	n := r.word(r.pos, 1).Load()
+	if n == 0 || n > r.recMax() {
 		return 0, errRingCorrupt
 	}
-	if avail == 0 {
+	return n, nil
+}
+
+// consume moves the reader n bytes on in its current record; at the
+// record's end, to the next record, which it then publishes as its head.
+func (r *ring) consume(n uint64) {
+	r.pos += n
+	r.left -= n
+	if r.left == 0 {
+		r.pos = alignUp(r.pos, recAlign)
+		r.u64(offHead).Store(r.pos)
+	}
+}
+
+func alignUp(p, a uint64) uint64 { return (p + a - 1) &^ (a - 1) }
+
+// read copies published bytes into b and consumes them; 0 if none.
+func (r *ring) read(b []byte) (int, error) {
+	if len(b) == 0 {
 		return 0, nil
 	}
-	n := min(uint64(len(b)), avail, r.size/ringSlices)
+	if r.left == 0 {
+		n, err := r.record(true)
+		if n == 0 {
+			return 0, err
+		}
+		r.pos += recHead
+		r.left = n
+	}
+	n := min(uint64(len(b)), r.left)
 	r.copyOut(b[:n])
-	r.pos += n
-	r.u64(offHead).Store(r.pos)
+	r.consume(n)
 	return int(n), nil
 }
 
@@ -173,15 +260,47 @@ func (r *ring) room(want uint64) (uint64, error) {
 	return r.size - used, nil
 }
 
-// put copies b (at most room bytes) after what the writer has put, without
-// publishing it.
+// overhead is the room a writer needs beyond its bytes: a header unless a
+// record is open, and the padding at its end.
+func (r *ring) overhead() uint64 {
+	if r.open {
+		return recAlign - 1
+	}
+	return recHead + recAlign - 1
+}
+
+// put copies b after what the writer has put, in the open record (opened
+// here if none is), without publishing it. The caller checked the room
+// (b and overhead) and the record's bound (recMax).
 func (r *ring) put(b []byte) {
+	if !r.open {
+		r.rec, r.open = r.pos, true
+		r.pos += recHead
+	}
 	r.copyIn(b)
 	r.pos += uint64(len(b))
 }
 
-// publish makes what the writer has put readable.
-func (r *ring) publish() { r.u64(offTail).Store(r.pos) }
+// recLen is the length of the open record's bytes.
+func (r *ring) recLen() uint64 {
+	if !r.open {
+		return 0
+	}
+	return r.pos - r.rec - recHead
+}
+
+// publish makes what the writer has put readable: it commits the open
+// record (see Records), then stores the tail.
+func (r *ring) publish() {
+	if !r.open {
+		return
+	}
+	r.open = false
+	r.word(r.rec, 1).Store(r.pos - r.rec - recHead)
+	r.word(r.rec, 0).Store(^r.rec)
+	r.pos = alignUp(r.pos, recAlign)
+	r.u64(offTail).Store(r.pos)
+}
 
 func (r *ring) copyOut(b []byte) {
 	at := r.pos % r.size
@@ -196,12 +315,14 @@ func (r *ring) copyIn(b []byte) {
 }
 
 // empty reports whether the reader has consumed everything published. It
-// reads the head from the header (always pos, stored by read), so that
-// a goroutine other than the one reading may ask.
-func (r *ring) empty() bool { return r.u64(offTail).Load() == r.u64(offHead).Load() }
+// reads the head from the header (stored at the end of each record), so
+// that a goroutine other than the one reading may ask. The head may pass
+// the tail for a moment: the reader can read a record between its commit
+// and the tail's store.
+func (r *ring) empty() bool { return int64(r.u64(offTail).Load()-r.u64(offHead).Load()) <= 0 }
 
-// full reports whether the writer has no room.
-func (r *ring) full() bool { return r.pos-r.u64(offHead).Load() >= r.size }
+// full reports whether the writer has no room for a byte more.
+func (r *ring) full() bool { return r.size-(r.pos-r.u64(offHead).Load()) <= r.overhead() }
 
 // shmConn is a connection whose byte stream runs over two rings; sock is
 // the Unix socket it was set up on, which now carries wake-ups and tells
@@ -478,12 +599,18 @@ func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) 
 		return wire.Frame{}, false, false
 	}
 	r := c.in
-	avail := r.u64(offTail).Load() - r.pos
+	// The frame starts at pos, in the current record, or after the
+	// header of the next one (entered only if the frame is taken).
+	pos, avail := r.pos, r.left
 	if avail == 0 {
-		return wire.Frame{}, false, true
+		n, err := r.record(false)
+		if n == 0 {
+			return wire.Frame{}, false, err == nil
+		}
+		pos, avail = pos+recHead, n
 	}
-	at := r.pos % r.size
-	if avail < wire.LengthSize || avail > r.size || r.size-at < wire.LengthSize {
+	at := pos % r.size
+	if avail < wire.LengthSize || r.size-at < wire.LengthSize {
 		return wire.Frame{}, false, false
 	}
 	n := wire.LengthSize + uint64(binary.BigEndian.Uint32(r.data[at:]))
@@ -495,8 +622,8 @@ func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) 
 	if err != nil || used != len(b) {
 		return wire.Frame{}, false, false
 	}
-	r.pos += n
-	r.u64(offHead).Store(r.pos)
+	r.pos, r.left = pos, avail
+	r.consume(n)
 	c.ring(r, offWWaiting)
 	return f, true, false
 }
@@ -509,22 +636,20 @@ type tryReader struct{ c *shmConn }
 func (t tryReader) Read(b []byte) (int, error) { return t.c.readRing(b, false) }
 
 // pending reports whether c.in holds bytes not yet read (false once
-// closed).
-//
-// It also loads the ring's word where the next frame will start: while
-// nothing is published, that line is fetched again beside the tail's
-// each time the writer invalidates it, so that when a frame comes its
-// first bytes are already on their way (or here), rather than fetched
-// only once the tail says they are published: one transfer between the
-// cores on a message's path instead of two in a row.
+// closed): whether the record at the reader's head (the one it is
+// reading, or the next) is committed. A caller's progress asks it at
+// every look without the read lock, so it reads the head the reader
+// published, not the reader's own position. The commit word lies in the
+// line where the record's bytes start: while nothing is published, that
+// line is fetched again each time the writer invalidates it, and when a
+// small frame comes, it comes in the same transfer.
 func (c *shmConn) pending() bool {
 	c.use.RLock()
 	p := false
 	if !c.isClosed() {
 		r := c.in
 		head := r.u64(offHead).Load()
-		(*atomic.Uint64)(unsafe.Pointer(&r.data[head%r.size&^7])).Load() // the touch (an atomic load is never left out)
-		p = r.u64(offTail).Load() != head
+		p = r.word(head, 0).Load() == ^head
 	}
 	c.use.RUnlock()
 	return p
@@ -635,7 +760,6 @@ func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 	}
 	var done int64
 	var last int64 // monoNow of the last progress while the ring was full; 0: not full
-	var unpublished uint64
 	polls := 0
 	for _, b := range bufs {
 		for len(b) > 0 {
@@ -645,18 +769,18 @@ func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 			if c.wshut.Load() || c.goneSet.Load() {
 				return done, fmt.Errorf("tcp: shared-memory connection: %w", io.ErrClosedPipe)
 			}
-			room, err := r.room(min(uint64(len(b)), r.size/ringSlices))
+			over, bound := r.overhead(), r.recMax()-r.recLen()
+			room, err := r.room(min(uint64(len(b)), bound) + over)
 			if err != nil {
 				return done, err
 			}
-			if room > 0 {
-				n := min(room, uint64(len(b)), r.size/ringSlices)
+			if room > over {
+				n := min(room-over, uint64(len(b)), bound)
 				r.put(b[:n])
 				b, done, last = b[n:], done+int64(n), 0
-				if unpublished += n; unpublished >= r.size/ringSlices {
+				if n == bound { // the record is full
 					r.publish()
 					c.ring(r, offRWaiting)
-					unpublished = 0
 				}
 				continue
 			}

@@ -3,8 +3,10 @@
 package tcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -306,14 +308,73 @@ func TestShmNextFrame(t *testing.T) {
 		r.pos = w.pos // as if the frame reader had taken it
 		r.u64(offHead).Store(r.pos)
 	}
-	// A frame across the ring's end is left to the frame reader.
-	gap := int(r.size - r.pos%r.size)
-	w.put(make([]byte, gap-8))
-	w.publish()
+	// A frame across the ring's end is left to the frame reader: records
+	// of one line each bring the next to the ring's last line, where a
+	// frame longer than the line's rest after the record's header wraps.
+	for w.pos%w.size != w.size-recAlign {
+		w.put(make([]byte, recAlign-recHead))
+		w.publish()
+	}
 	r.pos = w.pos
-	w.put(frame(20))
+	r.u64(offHead).Store(r.pos)
+	w.put(frame(60))
 	w.publish()
 	if _, ok, empty := c.nextFrame(buf, wire.DefaultMaxFrameSize); ok || empty {
 		t.Fatalf("a frame across the ring's end: ok %v empty %v; want neither", ok, empty)
+	}
+	// The frame reader's path reads it whole across the end.
+	got := make([]byte, 200)
+	n, err := r.read(got)
+	if want := frame(60); err != nil || !bytes.Equal(got[:n], want) {
+		t.Fatalf("read across the ring's end: %d bytes, %v; want the frame's %d", n, err, len(want))
+	}
+	if r.pos != w.pos || r.left != 0 || r.u64(offHead).Load() != w.pos {
+		t.Fatalf("after the record: reader at %d (left %d, head %d), writer at %d", r.pos, r.left, r.u64(offHead).Load(), w.pos)
+	}
+}
+
+// A record's commit word names its own position: what an earlier lap left
+// in the ring (a stale commit, or data) is not taken for a record, and a
+// tail ahead of a missing commit or a length out of bounds closes the
+// connection as corrupt.
+func TestShmRecordCommit(t *testing.T) {
+	mem := make([]byte, ringHeader+minShmRingSize)
+	w, r := newRing(mem), newRing(mem)
+	c := &shmConn{in: r}
+	b := make([]byte, 64)
+	if n, err := r.read(b); n != 0 || err != nil || c.pending() {
+		t.Fatalf("a zeroed ring: read %d, %v, pending %v; want nothing", n, err, c.pending())
+	}
+	// Laps of records of one line each: the word at every line then holds
+	// the commit of the lap before.
+	for lap := 0; lap < 3; lap++ {
+		for i := uint64(0); i < w.size/recAlign; i++ {
+			if c.pending() {
+				t.Fatalf("lap %d, line %d: pending before the record is committed", lap, i)
+			}
+			w.put([]byte{byte(lap), byte(i)})
+			if c.pending() {
+				t.Fatalf("lap %d, line %d: pending before publish", lap, i)
+			}
+			w.publish()
+			if !c.pending() {
+				t.Fatalf("lap %d, line %d: not pending once published", lap, i)
+			}
+			if n, err := r.read(b); n != 2 || err != nil || b[0] != byte(lap) || b[1] != byte(i) {
+				t.Fatalf("lap %d, line %d: read %d %v %v", lap, i, n, err, b[:2])
+			}
+		}
+	}
+	// Data that looks like a length but no commit, with the tail ahead.
+	r.word(r.pos, 1).Store(8)
+	r.u64(offTail).Store(r.pos + recAlign)
+	if _, err := r.read(b); !errors.Is(err, errRingCorrupt) {
+		t.Fatalf("a tail ahead of a missing commit: %v; want corrupt", err)
+	}
+	// A committed record whose length is out of bounds.
+	r.word(r.pos, 0).Store(^r.pos)
+	r.word(r.pos, 1).Store(r.recMax() + 1)
+	if _, err := r.read(b); !errors.Is(err, errRingCorrupt) {
+		t.Fatalf("a record longer than the bound: %v; want corrupt", err)
 	}
 }
