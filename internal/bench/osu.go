@@ -73,9 +73,9 @@ type OSU struct {
 const osuProfileEnv = "COHORT_BENCH_CPUPROFILE"
 
 // OSUImpls lists the implementations in table order.
-var OSUImpls = []string{"ours", "ours-unix", "ours-tcp", "ours-tls", "tcp", "mpi-tcp", "mpi-vader"}
+var OSUImpls = []string{"ours", "ours-unix", "ours-tcp", "ours-tls", "tcp", "shm", "mpi-tcp", "mpi-vader"}
 
-var osuImplTitle = map[string]string{"ours": "cohort", "ours-unix": "cohort Unix", "ours-tcp": "cohort TCP", "ours-tls": "cohort TLS", "tcp": "raw TCP", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
+var osuImplTitle = map[string]string{"ours": "cohort", "ours-unix": "cohort Unix", "ours-tcp": "cohort TCP", "ours-tls": "cohort TLS", "tcp": "raw TCP", "shm": "raw shm", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
 
 // osuUnixEnv is the environment of cohort's ranks per implementation:
 // the same-host paths on for ours (whatever the caller's environment
@@ -149,6 +149,12 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 		r := OSUResult{Impl: impl}
 		fmt.Fprintf(b.Progress, "bench: %s %s on %d processes…\n", impl, b.Mode, b.Ranks)
 		switch impl {
+		case "shm":
+			if b.Mode != "latency" {
+				r.Absent = "latency only"
+				break
+			}
+			r.Figures, _, err = b.runWorkers(ctx, exe, impl)
 		case "ours", "ours-unix", "ours-tcp", "ours-tls", "tcp":
 			r.Figures, r.Allocs, err = b.runWorkers(ctx, exe, impl)
 			if impl != "ours" {

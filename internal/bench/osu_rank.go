@@ -35,7 +35,8 @@ func (o *OSUWork) Counts(n int) (loop, skip int) {
 }
 
 // RunOSURank runs one rank of the OSU loops o describes, over package comm
-// (o.Impl "ours", "ours-unix", "ours-tcp", "ours-tls") or raw TCP sockets ("tcp"); rank 0 writes one
+// (o.Impl "ours", "ours-unix", "ours-tcp", "ours-tls"), raw TCP sockets ("tcp") or raw shared memory
+// ("shm", latency only); rank 0 writes one
 // "size figure" line per size to out. The rank must run under package
 // launch (it finds its peers through the launcher's environment).
 func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
@@ -58,6 +59,8 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 		return osuOurs(ctx, out, o)
 	case "tcp":
 		return osuTCP(ctx, out, o)
+	case "shm":
+		return osuShm(ctx, out, o)
 	}
 	return fmt.Errorf("%w: unknown implementation %q", ErrOSU, o.Impl)
 }

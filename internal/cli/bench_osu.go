@@ -27,7 +27,7 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 	fs.StringVar(&maxText, "max", maxText, "largest message `size` in bytes (suffix K or M allowed)")
 	fs.IntVar(&iters, "iters", 0, "timed `iterations` for small messages (0: OSU's default); large ones get OSU's proportion of it")
 	fs.IntVar(&skip, "skip", -1, "warm-up `iterations` for small messages (-1: OSU's default)")
-	fs.StringVar(&implText, "impl", implText, "comma-separated `implementations` to run: ours (cohort; on one host over shared memory), ours-unix (cohort over Unix sockets, COHORT_SHM=off), ours-tcp (cohort over loopback TCP, COHORT_UNIX=off), ours-tls (cohort with --encrypt), tcp, mpi-tcp, mpi-vader (Open MPI ones are skipped when absent)")
+	fs.StringVar(&implText, "impl", implText, "comma-separated `implementations` to run: ours (cohort; on one host over shared memory), ours-unix (cohort over Unix sockets, COHORT_SHM=off), ours-tcp (cohort over loopback TCP, COHORT_UNIX=off), ours-tls (cohort with --encrypt), tcp, shm (raw shared memory, latency only), mpi-tcp, mpi-vader (Open MPI ones are skipped when absent)")
 	fs.StringVar(&b.CPUProfile, "cpuprofile", "", "write each rank's CPU profile of cohort's and the raw TCP runs into this `directory` (IMPL-MODE-rankN.pprof, for go tool pprof)")
 	if extra != nil {
 		extra(fs)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,5 +116,35 @@ func TestBenchReplication(t *testing.T) {
 		if code, _, _ := run(t, append([]string{"bench", "replication"}, args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
+	}
+}
+
+// TestBenchRawShm: the raw shared-memory baseline runs the latency loop
+// beside cohort (a ratio column, positive figures at every size) and is
+// reported as not run by the other benchmarks.
+func TestBenchRawShm(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw shared memory runs on Linux only")
+	}
+	code, stdout, stderr := run(t, "bench", "p2p", "--max", "64", "--iters", "5", "--skip", "1", "--impl", "ours,shm")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "raw shm µs") || !strings.Contains(stdout, "÷raw shm") {
+		t.Fatalf("no raw shm columns:\n%s", stdout)
+	}
+	// size, cohort, raw shm, ratio, allocations.
+	rows := regexp.MustCompile(`(?m)^\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+$`).FindAllStringSubmatch(stdout, -1)
+	if len(rows) != 8 { // 0, 1, 2, … 64
+		t.Fatalf("want 8 rows, got:\n%s", stdout)
+	}
+	for _, r := range rows {
+		if v, err := strconv.ParseFloat(r[3], 64); err != nil || v <= 0 {
+			t.Fatalf("raw shm figure %s in row %q", r[3], r[0])
+		}
+	}
+	code, stdout, stderr = run(t, "bench", "bw", "--max", "8", "--iters", "3", "--skip", "0", "--impl", "ours,shm")
+	if code != exitOK || !strings.Contains(stdout, "# raw shm: not run (latency only)") {
+		t.Fatalf("bw with shm: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }

@@ -9,13 +9,16 @@ import (
 func init() {
 	registerBench(&benchmark{
 		name:    "p2p",
-		summary: "OSU-style one-way latency, 0 B … 4 MiB: cohort, raw TCP, Open MPI tcp and vader",
+		summary: "OSU-style one-way latency, 0 B … 4 MiB: cohort, raw TCP, raw shared memory, Open MPI tcp and vader",
 		help: `The p2p benchmark is osu_latency (OSU micro-benchmarks) run side by side over
 cohort's comm (two processes started by package launch, over transport/tcp:
 "ours" over shared memory set up on its same-host Unix sockets, the default
 between processes of one host, "ours-unix" over the Unix sockets themselves,
 "ours-tcp" over loopback TCP as between hosts, "ours-tls" encrypted),
-raw Go TCP sockets between two processes, and — when mpicc and mpirun are in
+raw Go TCP sockets between two processes, raw shared memory between two
+processes ("shm": a file of /dev/shm mapped by both, each message copied in
+and out beside a polled sequence number; the floor of a same-host path on
+this machine in this run), and — when mpicc and mpirun are in
 PATH — Open MPI with --mca btl self,tcp (on the loopback interface) and with
 shared memory (--mca btl self,vader), from a small C program embedded in
 cohort and built with mpicc into a temporary directory.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"github.com/cohort-mp/cohort/internal/bench"
@@ -35,7 +36,7 @@ func runOSUWorker(ctx context.Context, c *call) error {
 	if o.Mode != "latency" && o.Mode != "bw" && o.Mode != "allreduce" {
 		return usagef("unknown mode %q", o.Mode)
 	}
-	if o.Impl != "ours" && o.Impl != "ours-unix" && o.Impl != "ours-tcp" && o.Impl != "ours-tls" && o.Impl != "tcp" {
+	if !slices.Contains([]string{"ours", "ours-unix", "ours-tcp", "ours-tls", "tcp", "shm"}, o.Impl) {
 		return usagef("unknown implementation %q", o.Impl)
 	}
 	return bench.RunOSURank(ctx, c.stdout, o)
