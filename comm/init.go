@@ -32,7 +32,9 @@ import (
 //
 // Init sets GOMAXPROCS to this host's CPUs divided by the ranks it runs
 // (at least 1), unless the GOMAXPROCS environment variable is set: see
-// procs.go.
+// procs.go. When this host runs from 2 ranks to as many as it has CPUs,
+// Init binds the process to its share of them, as Open MPI does, unless
+// COHORT_BIND=off: see bind.go.
 //
 // Call [Session.Finalize] before the process exits.
 func Init(ctx context.Context, opts ...Option) (*Session, error) {
@@ -43,9 +45,16 @@ func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	if opts, err = eventsFromEnv(os.Getenv, opts); err != nil {
 		return nil, err
 	}
+	bind, err := parseBind(os.Getenv(bindEnv))
+	if err != nil {
+		return nil, err
+	}
 	s, err := initBootstrap(ctx, boot, opts...)
 	if err == nil {
 		shareCPUs(s.addrs, boot.Rank)
+		if bind {
+			bindCPUs(s.addrs, boot.Rank)
+		}
 	}
 	return s, err
 }

@@ -21,18 +21,8 @@ import (
 // localRanks counts the addresses of addrs on the host of self's (the
 // same IP, or both loopback).
 func localRanks(addrs []string, self int) int {
-	if self < 0 || self >= len(addrs) {
-		return 1
-	}
-	mine := hostIP(addrs[self])
-	n := 0
-	for _, a := range addrs {
-		ip := hostIP(a)
-		if ip != nil && mine != nil && (ip.Equal(mine) || ip.IsLoopback() && mine.IsLoopback()) {
-			n++
-		}
-	}
-	return max(n, 1)
+	_, n := localIndex(addrs, self)
+	return n
 }
 
 func hostIP(addr string) net.IP {

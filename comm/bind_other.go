@@ -1,0 +1,6 @@
+//go:build !linux
+
+package comm
+
+// bindCPUs does nothing here: binding is implemented on Linux.
+func bindCPUs(addrs []string, self int) []int { return nil }
