@@ -253,15 +253,11 @@ func osuTCP(ctx context.Context, out io.Writer, o *OSUWork) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, reg, err := listenRegister(ctx, boot)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	reg, err := boot.Register(ctx, ln.Addr().String())
-	if err != nil {
-		return err
-	}
 	defer reg.Close()
 	rank, p := boot.Rank, boot.Size
 	if o.Mode != "allreduce" && p != 2 {
@@ -377,6 +373,22 @@ func osuTCP(ctx context.Context, out io.Writer, o *OSUWork) error {
 		}
 	}
 	return nil
+}
+
+// listenRegister listens on a loopback port and registers it with the
+// launcher's rendezvous, which returns once every rank has: a barrier,
+// and the ranks' addresses.
+func listenRegister(ctx context.Context, boot launch.Bootstrap) (net.Listener, *launch.Registration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := boot.Register(ctx, ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return ln, reg, nil
 }
 
 // sendMsg writes a 4-byte length and the payload in one writev.

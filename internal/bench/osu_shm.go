@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -60,15 +59,11 @@ func osuShm(ctx context.Context, out io.Writer, o *OSUWork) error {
 	}
 	// The registration is the barrier after which rank 1 finds the file;
 	// the listener only gives it an address to register.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, reg, err := listenRegister(ctx, boot)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	reg, err := boot.Register(ctx, ln.Addr().String())
-	if err != nil {
-		return err
-	}
 	defer reg.Close()
 	if boot.Rank == 1 {
 		if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {

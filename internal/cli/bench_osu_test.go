@@ -47,13 +47,16 @@ func TestBenchOSU(t *testing.T) {
 				if r[1] != strconv.Itoa(c.sizes[i]) {
 					t.Fatalf("row %d is size %s, want %d", i, r[1], c.sizes[i])
 				}
-				for _, f := range r[2:] {
+				for j, f := range r[2:] {
 					v, err := strconv.ParseFloat(f, 64)
 					// The table rounds to 0.01: a bandwidth of 1-byte
 					// messages under load (the race detector, other test
 					// binaries) can print 0.00, so only the largest size's
-					// figures must be positive there.
-					if err != nil || v < 0 || (v == 0 && (c.bench != "bw" || i == len(rows)-1)) {
+					// figures must be positive there; so can the ratio,
+					// when a loaded machine slows the baseline's wake-ups
+					// two hundredfold (raw TCP at 313 µs against 0.87).
+					ratio := j == 2
+					if err != nil || v < 0 || (v == 0 && !ratio && (c.bench != "bw" || i == len(rows)-1)) {
 						t.Fatalf("figure %s in row %q", f, r[0])
 					}
 				}
