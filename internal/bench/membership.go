@@ -136,6 +136,8 @@ type benchJob interface {
 	// Records returns the records from index from on and a channel closed
 	// when the next one arrives.
 	Records(from int) ([]record.Record, <-chan struct{})
+	// NumRecords returns the index the next record will have.
+	NumRecords() int
 	// Inspect calls f with the job's tracker under the job's lock.
 	Inspect(f func(t *tracker.Tracker))
 	// WaitAgreed waits until the live nodes agree on a view of exactly
@@ -388,8 +390,6 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 	pos := 1 + rng.IntN(len(view.Members)-1)
 	victim := view.Members[pos]
 	s := BenchSample{Victim: victim, Reporter: core.None}
-	mark, _ := job.Records(0)
-	from := len(mark)
 	if cfg.InProcess {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -397,6 +397,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 			runtime.GC()
 		}
 	}
+	from := job.NumRecords()
 	var killedAt time.Time
 	if err := job.Kill(victim); err != nil {
 		return s, err

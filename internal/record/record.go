@@ -145,7 +145,8 @@ type Record struct {
 	Type   string        // "member.ViewInstalled", "record.Killed", …
 	// Event is the decoded event: a value of member.ViewInstalled,
 	// member.Stabilized, member.StabilizationStarted, member.Evicted,
-	// core.Suspected, core.Failed, Listening, PingPong, ProcessTime, Hint,
+	// core.MembersChanged, core.Suspected, core.Failed, Listening,
+	// PingPong, ProcessTime, Hint,
 	// PeerAdded, FailureInjected, Reports,
 	// Exit, Killed, Exited or Spawned; a json.RawMessage for other types.
 	Event any
@@ -218,6 +219,10 @@ func init() {
 	register[member.Stabilized]()
 	register[member.StabilizationStarted]()
 	register[member.Evicted]()
+	// Every member emits one at every view change, with the whole member
+	// list: encoded, it was a twelfth of an in-process benchmark's
+	// processor time at n = 256, on the nodes' own loops.
+	register[core.MembersChanged]()
 	register[core.Suspected]()
 	register[core.Failed]()
 	register[Listening]()

@@ -548,6 +548,9 @@ func (j *InProcessJob) Records(from int) ([]record.Record, <-chan struct{}) {
 	return j.log.Records(from)
 }
 
+// NumRecords is Job.NumRecords.
+func (j *InProcessJob) NumRecords() int { return j.log.NumRecords() }
+
 // Inspect calls f with the job's tracker under the job's lock.
 func (j *InProcessJob) Inspect(f func(t *tracker.Tracker)) { j.log.Inspect(f) }
 

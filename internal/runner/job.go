@@ -497,6 +497,14 @@ func (j *Job) Records(from int) ([]record.Record, <-chan struct{}) {
 	return slices.Clone(j.records[from:]), j.changed
 }
 
+// NumRecords returns how many records the job has: the index the next
+// one will have (Records clones, this does not).
+func (j *Job) NumRecords() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.records)
+}
+
 // Inspect calls f with the job's tracker under the job's lock.
 func (j *Job) Inspect(f func(t *tracker.Tracker)) {
 	j.mu.Lock()
