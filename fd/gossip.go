@@ -672,9 +672,25 @@ func (g *Gossip) install(epoch uint64, members []core.NodeID) error {
 	n := len(members)
 	beats := make([]uint32, n)
 	var fresh []int
+	// Both lists increasing (the common case: members join at the end of
+	// a view with ids above the others'), the old positions are found by
+	// one merge rather than a search per member.
+	merge := byID == nil && g.byID == nil
+	j := 0
 	for i, id := range members {
-		if j := g.pos(id); j >= 0 {
-			beats[i] = g.beats[j]
+		k := -1
+		if merge {
+			for j < len(g.members) && g.members[j] < id {
+				j++
+			}
+			if j < len(g.members) && g.members[j] == id {
+				k = j
+			}
+		} else {
+			k = g.pos(id)
+		}
+		if k >= 0 {
+			beats[i] = g.beats[k]
 		} else if len(g.members) > 0 && !(g.started && id == g.self) {
 			fresh = append(fresh, i) // joined the view (not the first view)
 		}

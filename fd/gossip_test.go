@@ -804,3 +804,27 @@ func TestGossipLatePongCounts(t *testing.T) {
 		t.Fatalf("emitted %v after the late pong, want nothing (no failure)", evs)
 	}
 }
+
+// TestGossipMembersChangedIncreasing: a view change between two lists of
+// increasing ids (found by one merge) keeps the heartbeats of members that
+// stay, wherever they move, and monitors those that joined.
+func TestGossipMembersChangedIncreasing(t *testing.T) {
+	old := gfirst(4)
+	g, _ := startGossip(t, gossipTestConfig(topo.BinaryRoundRobin), 2, old)
+	g.Receive(0, gossipTable(t, old, 0, 5, 0, 9))
+	view := gids(1, 2, 3, 6, 8)
+	g.Handle(core.MembersChanged{Epoch: 1, Members: view})
+	for id, want := range map[core.NodeID]uint32{1: 5, 3: 9} {
+		if hb, ok := g.Heartbeat(id); !ok || hb != want {
+			t.Errorf("heartbeat of %v = %d,%v, want %d carried over", id, hb, ok, want)
+		}
+	}
+	for _, id := range []core.NodeID{6, 8} {
+		if hb, ok := g.Heartbeat(id); !ok || hb != 0 || g.Status(id) != StatusAlive {
+			t.Errorf("joiner %v: heartbeat %d,%v status %v, want 0 and alive", id, hb, ok, g.Status(id))
+		}
+	}
+	if g.Status(0) != StatusUnknown {
+		t.Errorf("n0 left the view but is %v", g.Status(0))
+	}
+}
