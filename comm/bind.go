@@ -20,7 +20,9 @@ import (
 // thread of the process is bound to them (threads started later inherit
 // it). More ranks than CPUs are left to the OS (they cannot all poll:
 // readerSpinFor turns polling off), and so is a single rank.
-// COHORT_BIND=off never binds.
+// COHORT_BIND=off never binds. Each job binds as if it had the host to
+// itself, as Open MPI does: two jobs on one host put their ranks on the
+// same CPUs, so run one at a time there, or turn binding off.
 
 // bindEnv names the environment variable Init reads for binding: "auto"
 // (the default, also when unset) or "off".
