@@ -257,8 +257,7 @@ func osuTCP(ctx context.Context, out io.Writer, o *OSUWork) error {
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
-	defer reg.Close()
+	defer closeBoth(ln, reg)
 	rank, p := boot.Rank, boot.Size
 	if o.Mode != "allreduce" && p != 2 {
 		return fmt.Errorf("%s needs 2 ranks, not %d", o.Mode, p)
@@ -389,6 +388,12 @@ func listenRegister(ctx context.Context, boot launch.Bootstrap) (net.Listener, *
 		return nil, nil, err
 	}
 	return ln, reg, nil
+}
+
+// closeBoth closes what listenRegister returned.
+func closeBoth(ln net.Listener, reg *launch.Registration) {
+	reg.Close()
+	ln.Close()
 }
 
 // sendMsg writes a 4-byte length and the payload in one writev.

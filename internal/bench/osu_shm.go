@@ -63,8 +63,7 @@ func osuShm(ctx context.Context, out io.Writer, o *OSUWork) error {
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
-	defer reg.Close()
+	defer closeBoth(ln, reg)
 	if boot.Rank == 1 {
 		if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
 			return err
