@@ -170,12 +170,17 @@
 // Late news of the dead. After such a crash a node that heard from nobody
 // for a while gets tables again through the replacements, and they can
 // carry a dead node's heartbeat a round or two fresher than the one it
-// held. So an increase proves life only if the new heartbeat is itself
-// younger than T_cleanup (as this node applies it) for a suspect, and
-// younger than the plain T_cleanup, c rounds, for a node declared failed;
-// otherwise it is merged and the entry stays watched. A restarted node
-// adopts the group's count when its first table arrives, so its heartbeat
-// is young and its recovery is seen.
+// held. So, for a node declared failed, an increase proves life only if
+// the new heartbeat is itself younger than the plain T_cleanup, c rounds;
+// otherwise it is merged and the verdict stands. A restarted node adopts
+// the group's count when its first table arrives, so its heartbeat is
+// young and its recovery is seen. For a suspect, any increase still ends
+// the suspicion (P2P-MPI's rule): a live node that its host starved for a
+// while sends heartbeats as old as the rounds it missed, and taking them
+// for a dead node's left its life to the pings alone, which the same
+// starvation delays (a live rank of a loaded SLURM test was excluded so);
+// a dead node's late heartbeat costs at most a second T_cleanup before it
+// is suspected again.
 //
 // # Detection time of BRR and DBRR
 //

@@ -583,13 +583,14 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 
 // proofOfLife reports whether heartbeat b, higher than the one watch w
 // began with, shows w's node alive. A grace ends with a heartbeat counted
-// since the grace began. A suspicion ends with a heartbeat younger than
-// T_cleanup as this node applies it now; a failure verdict only with one
-// younger than the plain T_cleanup, c rounds: after a crash of many nodes,
-// a node whose senders died with them can hold a dead node's heartbeat a
-// little older than the others do, and the fresher one, arriving after the
-// verdict, is no sign of a new incarnation (a restarted node adopts the
-// group's count, so its heartbeat is young).
+// since the grace began. A suspicion ends with any increase (a starved
+// live node's heartbeats are old; see the package documentation, "Late
+// news of the dead"); a failure verdict only with one younger than the
+// plain T_cleanup, c rounds: after a crash of many nodes, a node whose
+// senders died with them can hold a dead node's heartbeat a little older
+// than the others do, and the fresher one, arriving after the verdict, is
+// no sign of a new incarnation (a restarted node adopts the group's count,
+// so its heartbeat is young).
 func (g *Gossip) proofOfLife(w *gossipWatch, b uint32) bool {
 	switch w.status {
 	case statusGrace:
@@ -597,7 +598,7 @@ func (g *Gossip) proofOfLife(w *gossipWatch, b uint32) bool {
 	case StatusFailed:
 		return g.ageOf(b) <= g.cleanup
 	}
-	return g.ageOf(b) <= g.cleanupNow()
+	return true
 }
 
 // senderPos is the position of the sender's own entry in m, or -1.

@@ -828,3 +828,28 @@ func TestGossipMembersChangedIncreasing(t *testing.T) {
 		t.Errorf("n0 left the view but is %v", g.Status(0))
 	}
 }
+
+// TestGossipStarvedSuspectClears: a suspect whose heartbeat increases is
+// no longer suspected even when the new heartbeat is older than T_cleanup
+// (a live node that its host starved sends heartbeats as old as the rounds
+// it missed): its life does not rest on the pings alone.
+func TestGossipStarvedSuspectClears(t *testing.T) {
+	cfg := gossipTestConfig(topo.BinaryRoundRobin)
+	cfg.PingTimeout, cfg.PingAttempts = time.Second, 2 // the pings go unanswered for 2 s
+	members := gfirst(4)
+	g, env := startGossip(t, cfg, 2, members)
+	g.Receive(0, gossipTable(t, members, 0, 5, 0, 9))
+	env.AdvanceTo(2*time.Second, g) // BRR n=4: c = 4 rounds; n0 suspected at 2 s
+	if evs := env.TakeEmitted(); !slices.Equal(evs, []core.Event{core.Suspected{Node: 0}}) {
+		t.Fatalf("emitted %v, want [Suspected n0]", evs)
+	}
+	env.AdvanceTo(3*time.Second, g) // own heartbeat 7
+	g.Receive(1, gossipTable(t, members, 2, 7, 0, 10))
+	if evs := env.TakeEmitted(); !slices.Equal(evs, []core.Event{core.Unsuspected{Node: 0}}) || g.Status(0) != StatusAlive {
+		t.Fatalf("after n0's heartbeat rose to 2 (5 rounds old): emitted %v, status %v; want Unsuspected and alive", evs, g.Status(0))
+	}
+	env.AdvanceTo(4500*time.Millisecond, g)
+	if fs := gossipEvents[core.Failed](env.TakeEmitted()); len(fs) != 0 {
+		t.Fatalf("declared %v failed after the suspicion ended", fs)
+	}
+}
