@@ -295,7 +295,7 @@ func (g *Gossip) undoubtedAfterSelf() int {
 	n := len(g.members)
 	for k := 1; k < n; k++ {
 		i := (g.me + k) % n
-		if !g.isFlagged(i) || !doubted(g.statusAt(i)) {
+		if !doubted(g.statusAt(i)) {
 			return i
 		}
 	}

@@ -295,8 +295,8 @@ func (r *ring) publish() {
 	if !r.open {
 		return
 	}
+	r.word(r.rec, 1).Store(r.recLen())
 	r.open = false
-	r.word(r.rec, 1).Store(r.pos - r.rec - recHead)
 	r.word(r.rec, 0).Store(^r.rec)
 	r.pos = alignUp(r.pos, recAlign)
 	r.u64(offTail).Store(r.pos)
