@@ -202,6 +202,9 @@ func waitRecv(ctx context.Context, req *Request) (Status, error) {
 
 // send is a blocking send (a pooled request).
 func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag int, data []byte) error {
+	if done, err := s.sendEager(c, sub, dest, tag, data); done {
+		return err
+	}
 	req := s.isendReq(pooledRequest(s, c), c, sub, dest, tag, 0, data)
 	_, err := req.block(ctx)
 	if err != nil && req.rdv.body != nil && !req.finished.Load() {
@@ -230,6 +233,39 @@ func (req *Request) awaitRecv(ctx context.Context) (Status, error) {
 	}
 	req.release()
 	return st, err
+}
+
+// sendEager is a blocking send's common case, a message to another
+// process that goes eagerly (see isendReq), without a request: nothing
+// waits for it once the transport has it. It reports false, having done
+// nothing, for every other case (an error to report included), which the
+// general path then takes.
+func (s *Session) sendEager(c *commState, sub uint64, dest, tag int, data []byte) (bool, error) {
+	if sub == subVirt || len(data) > EagerMax {
+		return false, nil
+	}
+	node := c.members[dest]
+	s.mu.Lock()
+	if s.state != nil || c.revoked || c.failed[dest] || s.rep != nil || node == s.self || sub == subColl && c.nfailed > 0 {
+		s.mu.Unlock()
+		return false, nil
+	}
+	q := s.outqLocked(int(node))
+	if sub == subP2P && !s.spendCreditLocked(node, len(data)) {
+		s.mu.Unlock()
+		return false, nil
+	}
+	credit := s.owedLocked(node)
+	s.mu.Unlock()
+	kind := kindData
+	if credit > 0 {
+		kind = kindCData
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	err := q.sendData(kind, dataHeader{credit: uint64(credit), ctxID: c.id | sub, tag: tag}, data)
+	return true, c.translate(err)
 }
 
 // isend sends data to rank dest of c in context c.id|sub.

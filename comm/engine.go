@@ -96,6 +96,22 @@ func (c *commState) rankOf(n core.NodeID) (int, bool) {
 	return r, ok
 }
 
+// translate turns a send's failure toward a failed world rank into a
+// [*ProcFailedError] in c's ranks (c may be nil: world ranks).
+func (c *commState) translate(err error) error {
+	pf, ok := err.(*peerFailedError)
+	if !ok {
+		return err
+	}
+	if c == nil {
+		return &ProcFailedError{Ranks: []int{pf.world}}
+	}
+	if cr, ok := c.rankOf(core.NodeID(pf.world)); ok {
+		return &ProcFailedError{Ranks: []int{cr}}
+	}
+	return err
+}
+
 // failedRanks lists the failed ranks (under mu).
 func (c *commState) failedRanks() []int {
 	var rs []int
@@ -292,9 +308,14 @@ func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
 }
 
 func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) outgoing {
-	node, tag, vnode := m.src, m.tag, m.vnode
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.matchLocked(src, ctxID, m, owned)
+}
+
+// matchLocked is deliverLocked under s.mu.
+func (s *Session) matchLocked(src int, ctxID uint64, m message, owned bool) outgoing {
+	node, tag, vnode := m.src, m.tag, m.vnode
 	if s.state != nil || s.failed[src] {
 		s.stats.dropped.Add(1)
 		return outgoing{}
@@ -713,16 +734,7 @@ func (r *Request) doneChan() chan struct{} {
 
 // result is the status and error to report, once done.
 func (r *Request) result() (Status, error) {
-	st, err := r.st, r.err
-	if pf, ok := err.(*peerFailedError); ok {
-		if r.comm != nil {
-			if cr, ok := r.comm.rankOf(core.NodeID(pf.world)); ok {
-				err = &ProcFailedError{Ranks: []int{cr}}
-			}
-		} else {
-			err = &ProcFailedError{Ranks: []int{pf.world}}
-		}
-	}
+	st, err := r.st, r.comm.translate(r.err)
 	if r.elem > 1 && (err == nil || isTruncate(err)) {
 		if st.Count%r.elem != 0 && err == nil {
 			err = fmt.Errorf("%w: %d bytes from rank %d for %d-byte elements", ErrElemSize, st.Count, st.Source, r.elem)

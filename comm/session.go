@@ -421,10 +421,16 @@ func (s *Session) dataPath(f wire.Frame) bool {
 	case kindData, kindCData, kindVData:
 		h, data, perr := parseData(f.Payload, f.Kind)
 		if err = perr; err == nil {
+			// The credit the frame returns, and the message, under one
+			// lock.
+			m := message{src: core.NodeID(src), tag: h.tag, vnode: VNode(h.vnode), data: data}
+			s.mu.Lock()
 			if h.credit > 0 {
-				s.creditIn(core.NodeID(src), h.credit)
+				s.addCreditLocked(m.src, h.credit)
 			}
-			s.deliver(src, h.ctxID, h.tag, VNode(h.vnode), data, false)
+			out := s.matchLocked(src, h.ctxID, m, false)
+			s.mu.Unlock()
+			s.sendOne(out)
 		}
 	case kindRTS:
 		err = s.onRTS(src, f.Payload)
@@ -556,6 +562,7 @@ type outq struct {
 	stop context.CancelFunc
 
 	mu      sync.Mutex
+	hdr     []byte // sendData's frame header (mu)
 	backlog []sendOp
 	running bool
 	idle    chan struct{} // closed when the backlog empties; nil if never waited on
@@ -573,6 +580,21 @@ type directSender interface {
 
 func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
 	q.mu.Lock()
+	return q.sendLocked(f, body, req)
+}
+
+// sendData sends a data frame of the session's current epoch, its header
+// (kind and h) built in q's own array: under q.mu, which the frame leaves
+// before the lock is released (written, or copied into the transport's
+// queue or the backlog).
+func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
+	q.mu.Lock()
+	q.hdr = appendDataHeader(q.hdr[:0], kind, h)
+	return q.sendLocked(wire.Frame{Kind: kind, Epoch: q.s.epoch.Load(), Payload: q.hdr}, body, nil)
+}
+
+// sendLocked is send with q.mu held; it releases it.
+func (q *outq) sendLocked(f wire.Frame, body []byte, req *Request) error {
 	if len(q.backlog) == 0 {
 		var err error
 		if d, ok := q.s.tr.(directSender); ok && body != nil {

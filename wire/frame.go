@@ -213,6 +213,14 @@ func decodeFrame(b []byte, max int) (Frame, int, error) {
 // decodeBody decodes a frame's header and payload (the bytes after the
 // length prefix). Errors carry offsets relative to the start of the body.
 func decodeBody(body []byte) (Frame, error) {
+	if f, ok := decodeHeaderFast(body); ok {
+		return f, nil
+	}
+	return decodeBodyFull(body)
+}
+
+// decodeBodyFull is decodeBody by the Decoder, which says what is wrong.
+func decodeBodyFull(body []byte) (Frame, error) {
 	d := Decoder{b: body}
 	var f Frame
 	k := d.uvarint("frame kind")
@@ -231,6 +239,46 @@ func decodeBody(body []byte) (Frame, error) {
 	}
 	f.Payload = d.take(len(body) - d.off)
 	return f, nil
+}
+
+// decodeHeaderFast is decodeBody for a well-formed header, without the
+// Decoder's error bookkeeping: every frame pays for its header, and most
+// are small. It reports false for anything the full decoder must judge
+// (which then also finds the error to report).
+func decodeHeaderFast(body []byte) (f Frame, ok bool) {
+	k, off := headerUvarint(body, 0)
+	src, off := headerUvarint(body, off)
+	dst, off := headerUvarint(body, off)
+	epoch, off := headerUvarint(body, off)
+	if off < 0 || k == 0 || k > math.MaxUint16 || src > math.MaxUint32 || dst > math.MaxUint32 {
+		return Frame{}, false
+	}
+	f = Frame{Kind: core.Kind(k), Src: core.NodeID(src), Dst: core.NodeID(dst), Epoch: epoch}
+	if off < len(body) {
+		f.Payload = body[off:len(body):len(body)]
+	}
+	return f, true
+}
+
+// headerUvarint reads the canonical unsigned varint at b[off:] and returns
+// it with the offset after it; off < 0 (given or returned) means none:
+// truncated, too long or not canonical.
+func headerUvarint(b []byte, off int) (uint64, int) {
+	if off < 0 {
+		return 0, -1
+	}
+	var u uint64
+	for i := 0; i < binary.MaxVarintLen64 && off+i < len(b); i++ {
+		c := b[off+i]
+		if c < 0x80 {
+			if i > 0 && c == 0 || i == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, -1
+			}
+			return u | uint64(c)<<(7*i), off + i + 1
+		}
+		u |= uint64(c&0x7f) << (7 * i)
+	}
+	return 0, -1
 }
 
 // frameNode reads a header node id: any uint32, core.None included.

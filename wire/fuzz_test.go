@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -220,6 +221,45 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzHeaderFast checks the header's fast decoder against the full one:
+// whatever it accepts, the full decoder decodes to the same frame, and it
+// accepts nothing that the full decoder refuses.
+func FuzzHeaderFast(f *testing.F) {
+	f.Add([]byte{0x81, 0x02, 1, 2, 0, 'x'})
+	f.Add([]byte{0x81, 0x02, 1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Add([]byte{0x81, 0x02, 1, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02})
+	f.Add([]byte{0x80, 0x00, 1, 2, 3})
+	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x10, 2, 3})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok := decodeHeaderFast(body)
+		full, err := decodeBodyFull(body)
+		switch {
+		case ok && err != nil:
+			t.Fatalf("fast decoder accepts %x, full one says %v", body, err)
+		case ok && !reflect.DeepEqual(fast, full):
+			t.Fatalf("%x: fast decoder gives %+v, full one %+v", body, fast, full)
+		}
+		if _, _, err := headerUvarintCheck(body); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// headerUvarintCheck compares headerUvarint with binary.Uvarint and the
+// canonical rule at the start of b.
+func headerUvarintCheck(b []byte) (uint64, int, error) {
+	u, off := headerUvarint(b, 0)
+	want, n := binary.Uvarint(b)
+	canonical := n > 0 && (n == 1 || b[n-1] != 0)
+	switch {
+	case off < 0 && canonical:
+		return 0, 0, fmt.Errorf("%x: headerUvarint refuses a canonical varint %d", b, want)
+	case off >= 0 && (!canonical || u != want || off != n):
+		return 0, 0, fmt.Errorf("%x: headerUvarint = %d, %d; binary.Uvarint = %d, %d", b, u, off, want, n)
+	}
+	return u, off, nil
 }
 
 // chunkReader returns data in chunks of at most size bytes.

@@ -138,7 +138,9 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 	yields := 0
 	for looks := 1; ; looks++ {
 		for _, c := range *t.rings.Load() {
-			t.progress(c)
+			if t.progress(c, done) {
+				break
+			}
 		}
 		if done.Load() {
 			// A reader goroutine that parked unarmed meanwhile raises
@@ -177,21 +179,27 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 }
 
 // progress delivers the frames c's ring holds whole, if no one else is
-// reading c.
-func (t *Transport) progress(c *conn) {
+// reading c, and reports whether done is set. It stops at the frame that
+// sets done: the caller's wait is over, and its return is what the peer
+// waits for; the frames after it go to the reader goroutine.
+func (t *Transport) progress(c *conn, done *atomic.Bool) bool {
 	if !c.shm.pending() || !c.rd.TryLock() {
-		return
+		return false
 	}
 	defer c.rd.Unlock()
 	var err error
 	for n := 0; n < progressBatch && err == nil; n++ {
-		err = t.readFrame(c, true)
+		if err = t.readFrame(c, true); err == nil && done.Load() {
+			break
+		}
 	}
 	// What is left beyond the ring (a large or torn frame read into the
-	// frame reader, the rest of a batch, or an error, which is sticky and
-	// ends c when the reader meets it) is the reader goroutine's: wake it.
-	if c.fr.Buffered() > 0 || err != nil && err != wire.ErrWouldBlock {
+	// frame reader, the rest of a batch or what followed the frame the
+	// caller waited for, or an error, which is sticky and ends c when the
+	// reader meets it) is the reader goroutine's: wake it.
+	if c.fr.Buffered() > 0 || err != nil && err != wire.ErrWouldBlock || err == nil && c.shm.pending() {
 		c.shm.handoff.Store(true)
 		c.shm.poke()
 	}
+	return done.Load()
 }
