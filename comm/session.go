@@ -83,6 +83,7 @@ type Session struct {
 	// prog, if set, lets a blocking wait poll the transport's
 	// shared-memory rings itself for up to progTime (spin.go).
 	prog     progresser
+	direct   directSender // tr, if it has a direct data path
 	progTime time.Duration
 
 	// rep is set when each rank runs as several replicas (replicated.go):
@@ -181,6 +182,7 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 
 		eagerCredit: budget,
 	}
+	s.direct, _ = tr.(directSender)
 	for r := range s.credit {
 		s.credit[r].avail = budget
 	}
@@ -597,7 +599,7 @@ func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
 func (q *outq) sendLocked(f wire.Frame, body []byte, req *Request) error {
 	if len(q.backlog) == 0 {
 		var err error
-		if d, ok := q.s.tr.(directSender); ok && body != nil {
+		if d := q.s.direct; d != nil && body != nil {
 			err = d.SendDirect(q.s.try, q.to, f, body)
 		} else {
 			if body != nil {

@@ -295,9 +295,9 @@ func (r *ring) publish() {
 	if !r.open {
 		return
 	}
-	r.word(r.rec, 1).Store(r.recLen())
+	storeOrdered(r.word(r.rec, 1), r.recLen())
 	r.open = false
-	r.word(r.rec, 0).Store(^r.rec)
+	storeOrdered(r.word(r.rec, 0), ^r.rec)
 	r.pos = alignUp(r.pos, recAlign)
 	r.u64(offTail).Store(r.pos)
 }
