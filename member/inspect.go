@@ -18,7 +18,7 @@ type ViewState struct {
 	Epoch    uint64
 	Members  []core.NodeID
 	Ancestry []uint64
-	incs     map[core.NodeID]uint64
+	incs     []uint64 // by position in Members; nil: all 0
 }
 
 // Inc returns the incarnation v holds for member id (0 for an initial member,
@@ -27,7 +27,13 @@ func (v *ViewState) Inc(id core.NodeID) uint64 {
 	if v == nil {
 		return 0
 	}
-	return v.incs[id]
+	if v.incs == nil {
+		return 0
+	}
+	if i := slices.Index(v.Members, id); i >= 0 {
+		return v.incs[i]
+	}
+	return 0
 }
 
 // Descends reports whether v is the view numbered e or descends from it (e is

@@ -1111,7 +1111,7 @@ func (m *Member) viewOf(p *Prepare) *view {
 		return p.v // what this node would compute, already built by the sender
 	}
 	if p.Full {
-		v, err := newView(p.Epoch, p.Members, p.Ancestry, incMap(p.Incs), m.cfg.Fanout)
+		v, err := newView(p.Epoch, p.Members, p.Ancestry, p.Incs, m.cfg.Fanout)
 		if err != nil {
 			return nil
 		}
@@ -1127,17 +1127,6 @@ func (m *Member) viewOf(p *Prepare) *view {
 	}
 	v.ancestry = p.Ancestry
 	return v
-}
-
-func incMap(js []Joiner) map[core.NodeID]uint64 {
-	if len(js) == 0 {
-		return nil
-	}
-	mp := make(map[core.NodeID]uint64, len(js))
-	for _, j := range js {
-		mp[j.ID] = j.Inc
-	}
-	return mp
 }
 
 // accept takes v (proposed by p, received from parent) as the accepted
@@ -1498,7 +1487,7 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 	v := s.v
 	if v == nil {
 		var err error
-		if v, err = newView(s.View.Epoch, s.View.Members, s.View.Ancestry, incMap(s.View.Incs), m.cfg.Fanout); err != nil {
+		if v, err = newView(s.View.Epoch, s.View.Members, s.View.Ancestry, s.View.Incs, m.cfg.Fanout); err != nil {
 			return
 		}
 	}

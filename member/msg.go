@@ -280,12 +280,11 @@ func (v *view) full() FullView {
 
 // incList returns the non-zero incarnations sorted by id.
 func (v *view) incList() []Joiner {
-	if len(v.incs) == 0 {
-		return nil
-	}
-	js := make([]Joiner, 0, len(v.incs))
-	for id, inc := range v.incs {
-		js = append(js, Joiner{id, inc})
+	var js []Joiner
+	for i, inc := range v.incs {
+		if inc != 0 {
+			js = append(js, Joiner{v.members[i], inc})
+		}
 	}
 	slices.SortFunc(js, func(a, b Joiner) int { return cmp.Compare(a.ID, b.ID) })
 	return js

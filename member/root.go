@@ -315,7 +315,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	v := k.v
 	if v == nil {
 		var err error
-		if v, err = newView(k.View.Epoch, k.View.Members, k.View.Ancestry, incMap(k.View.Incs), m.cfg.Fanout); err != nil {
+		if v, err = newView(k.View.Epoch, k.View.Members, k.View.Ancestry, k.View.Incs, m.cfg.Fanout); err != nil {
 			return
 		}
 	}

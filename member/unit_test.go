@@ -2,7 +2,10 @@ package member
 
 import (
 	"errors"
+	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -113,6 +116,56 @@ func TestViewApply(t *testing.T) {
 	}
 	if _, err := v.apply(MakeEpoch(2, 3), ids(7), nil, 2); err == nil {
 		t.Error("a view whose root is not the epoch's root accepted")
+	}
+}
+
+// A view's positions, against a linear search: member lists with a sorted
+// prefix and an unsorted tail (joiners), and the duplicates newView must
+// refuse (within the tail, and between the tail and the prefix).
+func TestViewPositionsAndDuplicates(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("COHORT_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (replay: COHORT_SEED=%d go test ./member -run TestViewPositionsAndDuplicates)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for range 2000 {
+		n := 1 + rng.IntN(40)
+		members := make([]core.NodeID, 0, n)
+		used := map[core.NodeID]bool{}
+		for len(members) < n {
+			id := core.NodeID(rng.IntN(3 * n))
+			if !used[id] {
+				used[id] = true
+				members = append(members, id)
+			}
+		}
+		// A sorted prefix of random length, the rest in random order.
+		k := rng.IntN(n + 1)
+		slices.Sort(members[:k])
+		dup := rng.IntN(4) == 0 && n > 1
+		if dup {
+			i, j := rng.IntN(n), rng.IntN(n)
+			if i == j {
+				j = (i + 1) % n
+			}
+			members[j] = members[i]
+		}
+		v, err := newView(MakeEpoch(1, members[0]), members, nil, nil, 2)
+		if dup {
+			if err == nil {
+				t.Fatalf("members %v with a duplicate accepted", members)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("members %v: %v", members, err)
+		}
+		for id := core.NodeID(0); id < core.NodeID(3*n+2); id++ {
+			if got, want := v.pos(id), slices.Index(members, id); got != want {
+				t.Fatalf("members %v: pos(%v) = %d, want %d", members, id, got, want)
+			}
+		}
 	}
 }
 

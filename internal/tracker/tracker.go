@@ -55,6 +55,10 @@ type EpochState struct {
 	// Stabilized is the root's report for this view, if it sent one.
 	Stabilized *member.Stabilized
 	printed    bool
+	// settled counts the leading members known to have installed the
+	// view or died: both last, so full resumes there (it runs with every
+	// record, and a view of n members gets n installations).
+	settled int
 }
 
 // Tracker follows the records of a job: every node's process state and
@@ -202,11 +206,12 @@ func (t *Tracker) complete() []string {
 
 // full reports whether every live member of es installed it.
 func (t *Tracker) full(es *EpochState) bool {
-	for _, id := range es.Members {
-		if n := t.nodes[id]; n != nil && !n.Live() {
+	for ; es.settled < len(es.Members); es.settled++ {
+		id := es.Members[es.settled]
+		if _, ok := es.Installed[id]; ok {
 			continue
 		}
-		if _, ok := es.Installed[id]; !ok {
+		if n := t.nodes[id]; n == nil || n.Live() {
 			return false
 		}
 	}

@@ -144,7 +144,7 @@ type probe struct {
 	// The tree echo: the view it runs over, and the echo in progress.
 	fanout  int
 	members []core.NodeID
-	pos     map[core.NodeID]int
+	me      int // this node's position in members (-1: not in it)
 	echo    echoState
 	echoes  []time.Duration // the root's completed echoes, warm-up excluded
 	echoN   int             // echoes completed, warm-up included
@@ -175,7 +175,7 @@ func NewProbe(peer core.NodeID, count, fanout int) *probe {
 	if count <= 0 {
 		peer = core.None
 	}
-	return &probe{peer: peer, count: count, fanout: fanout}
+	return &probe{peer: peer, count: count, fanout: fanout, me: -1}
 }
 
 func (p *probe) Protos() []core.Proto { return []core.Proto{core.ProtoTest} }
@@ -227,10 +227,7 @@ func (p *probe) Handle(e core.Event) {
 	switch e := e.(type) {
 	case member.ViewInstalled:
 		p.members = e.Members
-		p.pos = make(map[core.NodeID]int, len(e.Members))
-		for i, id := range e.Members {
-			p.pos[id] = i
-		}
+		p.me = slices.Index(e.Members, p.env.Self())
 		if p.peer != core.None && !p.armed {
 			p.armed = true
 			p.env.SetTimer(probeDelay, probeStart{})
@@ -281,8 +278,8 @@ func (p *probe) report() {
 // children returns the positions lo..hi-1 of self's children in the radix
 // tree of fan-out a over the current view, and whether self is in it.
 func (p *probe) children(a int) (lo, hi int, ok bool) {
-	me, in := p.pos[p.env.Self()]
-	if !in {
+	me := p.me
+	if me < 0 {
 		return 0, 0, false
 	}
 	t, err := topo.NewRadix(len(p.members), a)
