@@ -284,6 +284,11 @@ func (op *recvOp) matches(src core.NodeID, tag int, vnode VNode) bool {
 }
 
 func (s *Session) queueLocked(id uint64) *queue {
+	// The last queue used: a program's messages mostly go to one context
+	// at a time, and a queue, once made, stays.
+	if q := s.lastQ; q != nil && q.id == id {
+		return q
+	}
 	q := s.queues[id]
 	if q == nil {
 		q = &queue{id: id, sub: id & subMask}
@@ -292,6 +297,7 @@ func (s *Session) queueLocked(id uint64) *queue {
 		}
 		s.queues[id] = q
 	}
+	s.lastQ = q
 	return q
 }
 

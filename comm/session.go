@@ -46,6 +46,7 @@ type Session struct {
 	// mu guards the matching engine and everything marked "under mu".
 	mu        sync.Mutex
 	queues    map[uint64]*queue         // by context id
+	lastQ     *queue                    // the last queue queueLocked returned (mu)
 	comms     map[uint64]*commState     // by communicator id
 	revokedID map[uint64]bool           // revoked communicators not created here yet
 	failed    []bool                    // by world rank; never cleared

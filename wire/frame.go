@@ -264,19 +264,31 @@ func decodeHeaderFast(body []byte) (f Frame, ok bool) {
 // it with the offset after it; off < 0 (given or returned) means none:
 // truncated, too long or not canonical.
 func headerUvarint(b []byte, off int) (uint64, int) {
-	if off < 0 {
+	if off >= 0 && off < len(b) && b[off] < 0x80 {
+		return uint64(b[off]), off + 1 // one byte: node ids, most kinds
+	}
+	return headerUvarintLong(b, off)
+}
+
+// headerUvarintLong is headerUvarint of a varint of several bytes.
+func headerUvarintLong(b []byte, off int) (uint64, int) {
+	if off < 0 || off >= len(b) {
 		return 0, -1
 	}
 	var u uint64
-	for i := 0; i < binary.MaxVarintLen64 && off+i < len(b); i++ {
-		c := b[off+i]
+	var shift uint
+	for i, c := range b[off:] {
 		if c < 0x80 {
-			if i > 0 && c == 0 || i == binary.MaxVarintLen64-1 && c > 1 {
+			if c == 0 && i > 0 || i == binary.MaxVarintLen64-1 && c > 1 {
 				return 0, -1
 			}
-			return u | uint64(c)<<(7*i), off + i + 1
+			return u | uint64(c)<<shift, off + i + 1
 		}
-		u |= uint64(c&0x7f) << (7 * i)
+		if i == binary.MaxVarintLen64-1 {
+			return 0, -1
+		}
+		u |= uint64(c&0x7f) << shift
+		shift += 7
 	}
 	return 0, -1
 }

@@ -123,7 +123,8 @@ var errRingCorrupt = fmt.Errorf("%w: the shared-memory ring's indices are incons
 type ring struct {
 	mem  []byte
 	data []byte
-	size uint64
+	size uint64 // a power of two (Config.Validate, mapPeerRing)
+	mask uint64 // size-1: a position's offset in data is pos&mask
 	// pos is this side's own index (the tail for the writer, the head for
 	// the reader): only this side writes it, so it is kept here too. It
 	// counts records' headers and padding as the stream's bytes.
@@ -139,7 +140,8 @@ type ring struct {
 }
 
 func newRing(mem []byte) *ring {
-	return &ring{mem: mem, data: mem[ringHeader:], size: uint64(len(mem) - ringHeader)}
+	size := uint64(len(mem) - ringHeader)
+	return &ring{mem: mem, data: mem[ringHeader:], size: size, mask: size - 1}
 }
 
 func (r *ring) u64(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&r.mem[off])) }
@@ -174,7 +176,7 @@ func (r *ring) checkHeader(from, to uint32, check func(tag []byte) bool) error {
 
 // word is the i-th word of the record header at stream position p.
 func (r *ring) word(p uint64, i int) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Pointer(&r.data[p%r.size+uint64(8*i)]))
+	return (*atomic.Uint64)(unsafe.Pointer(&r.data[p&r.mask+uint64(8*i)]))
 }
 
 // recMax is the most a record carries: with its header and padding, a
@@ -303,13 +305,13 @@ func (r *ring) publish() {
 }
 
 func (r *ring) copyOut(b []byte) {
-	at := r.pos % r.size
+	at := r.pos & r.mask
 	k := copy(b, r.data[at:])
 	copy(b[k:], r.data)
 }
 
 func (r *ring) copyIn(b []byte) {
-	at := r.pos % r.size
+	at := r.pos & r.mask
 	k := copy(r.data[at:], b)
 	copy(r.data, b[k:])
 }
@@ -609,7 +611,7 @@ func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) 
 		}
 		pos, avail = pos+recHead, n
 	}
-	at := pos % r.size
+	at := pos & r.mask
 	if avail < wire.LengthSize || r.size-at < wire.LengthSize {
 		return wire.Frame{}, false, false
 	}
@@ -741,6 +743,30 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	c.use.RLock()
 	defer c.use.RUnlock()
 	return c.writevLocked(bufs)
+}
+
+// write2 is writev of a and b (a frame's head and payload). The common
+// case, both in one record of a ring with room, goes without writev's
+// loop.
+func (c *shmConn) write2(a, b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.use.RLock()
+	defer c.use.RUnlock()
+	r := c.out
+	n := uint64(len(a) + len(b))
+	if !r.open && n+recHead+recAlign <= r.size/ringSlices && !c.isClosed() && !c.wshut.Load() && !c.goneSet.Load() {
+		if room, err := r.room(n + r.overhead()); err == nil && room >= n+r.overhead() {
+			r.put(a)
+			r.put(b)
+			r.publish()
+			c.ring(r, offRWaiting)
+			return nil
+		}
+	}
+	bufs := [2][]byte{a, b}
+	_, err := c.writevLocked(bufs[:])
+	return err
 }
 
 // writevLocked is writev under c.wmu and c.use (read).
@@ -987,6 +1013,8 @@ func mapPeerRing(fds []int, size uint64, from, to uint32, check func(tag []byte)
 		return nil, fmt.Errorf("the offer came with %d descriptors, not 1", len(fds))
 	case size < minShmRingSize:
 		return nil, fmt.Errorf("a ring of %d bytes is too small", size)
+	case size&(size-1) != 0:
+		return nil, fmt.Errorf("a ring of %d bytes: its size is not a power of two", size)
 	}
 	mem, err := mapRing(fds[0], size)
 	if err != nil {

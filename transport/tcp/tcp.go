@@ -816,13 +816,14 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 			p.hdr = append(wire.AppendPad(p.hdr[:0], t.self, p.id, pad), p.head...)
 		}
 	}
-	p.bufs = append(p.bufs[:0], p.hdr, body)
-	p.wbufs = p.bufs
 	var err error
 	if sc, ok := c.nc.(*shmConn); ok {
-		_, err = sc.writev(p.bufs)
+		err = sc.write2(p.hdr, body)
 	} else {
+		p.bufs = append(p.bufs[:0], p.hdr, body)
+		p.wbufs = p.bufs
 		_, err = p.wbufs.WriteTo(c.nc)
+		p.bufs[0], p.bufs[1], p.wbufs = nil, nil, nil // do not keep the caller's buffer
 	}
 	if err != nil {
 		c.writeFailed(err)
@@ -830,7 +831,6 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 		c.activity.Add(1)
 		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
 	}
-	p.bufs[0], p.bufs[1], p.wbufs = nil, nil, nil // do not keep the caller's buffer
 	p.flushed.Store(p.written)
 	p.wmu.Unlock()
 	return true
