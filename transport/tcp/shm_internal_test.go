@@ -105,6 +105,15 @@ func TestShmRefusesForeignRings(t *testing.T) {
 			o.size *= 2
 			return o
 		}, false},
+		{"a ring whose size is not a power of two", func(t *testing.T, l, r wire.Hello) ringOffer {
+			const size = DefaultShmRingSize - 64
+			fd, mem, err := createRing(size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newRing(mem).writeHeader(uint32(peer), 1, wire.RingTag(shmTestSecret, l, r, true, true))
+			return ringOffer{fd: fd, mem: mem, size: size}
+		}, false},
 		{"an offer without its memory", func(t *testing.T, l, r wire.Hello) ringOffer {
 			o := good(t, l, r)
 			o.noFD = true
