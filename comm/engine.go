@@ -410,7 +410,13 @@ func (s *Session) post(c *commState, sub uint64, op *recvOp) {
 
 func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) outgoing {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	out := s.postHeldLocked(c, sub, op)
+	s.mu.Unlock()
+	return out
+}
+
+// postHeldLocked is postLocked under s.mu.
+func (s *Session) postHeldLocked(c *commState, sub uint64, op *recvOp) outgoing {
 	q := s.queueLocked(c.id | sub)
 	if err := s.opErrLocked(q, op.src, op.probe); err != nil {
 		op.req.complete(Status{}, err)
@@ -639,7 +645,13 @@ func (r *Request) reset() {
 var requestPool = sync.Pool{New: func() any { return &Request{wake: make(chan struct{}, 1)} }}
 
 func pooledRequest(s *Session, c *commState) *Request {
-	r := requestPool.Get().(*Request)
+	// The session keeps one request of its own beside the pool: a rank
+	// that makes one blocking call at a time (most do) takes it back
+	// with one swap, for less than the pool's bookkeeping.
+	r := s.spare.Swap(nil)
+	if r == nil {
+		r = requestPool.Get().(*Request)
+	}
 	r.s, r.comm = s, c
 	return r
 }
@@ -684,8 +696,11 @@ func (r *Request) release() {
 		r.parked = false
 	}
 	r.dmu.Unlock()
+	s := r.s
 	r.reset()
-	requestPool.Put(r)
+	if s == nil || !s.spare.CompareAndSwap(nil, r) {
+		requestPool.Put(r)
+	}
 }
 
 // closedChan is the Done channel of a request completed before anyone

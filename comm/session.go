@@ -47,6 +47,7 @@ type Session struct {
 	mu        sync.Mutex
 	queues    map[uint64]*queue         // by context id
 	lastQ     *queue                    // the last queue queueLocked returned (mu)
+	spare     atomic.Pointer[Request]   // a pooled request, reset (pooledRequest)
 	comms     map[uint64]*commState     // by communicator id
 	revokedID map[uint64]bool           // revoked communicators not created here yet
 	failed    []bool                    // by world rank; never cleared

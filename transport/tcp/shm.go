@@ -750,9 +750,7 @@ func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 // loop.
 func (c *shmConn) write2(a, b []byte) error {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	c.use.RLock()
-	defer c.use.RUnlock()
 	r := c.out
 	n := uint64(len(a) + len(b))
 	if !r.open && n+recHead+recAlign <= r.size/ringSlices && !c.isClosed() && !c.wshut.Load() && !c.goneSet.Load() {
@@ -761,11 +759,15 @@ func (c *shmConn) write2(a, b []byte) error {
 			r.put(b)
 			r.publish()
 			c.ring(r, offRWaiting)
+			c.use.RUnlock()
+			c.wmu.Unlock()
 			return nil
 		}
 	}
 	bufs := [2][]byte{a, b}
 	_, err := c.writevLocked(bufs[:])
+	c.use.RUnlock()
+	c.wmu.Unlock()
 	return err
 }
 

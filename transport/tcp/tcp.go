@@ -782,12 +782,13 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 // transport is closed).
 func (t *Transport) current(to core.NodeID) (*peer, *conn) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	p := t.peers[to]
-	if p == nil || t.closed {
-		return p, nil
+	var c *conn
+	if p != nil && !t.closed {
+		c = p.cur
 	}
-	return p, p.cur
+	t.mu.Unlock()
+	return p, c
 }
 
 // writeDirect writes f (payload f.Payload then body) to c if p's queue is
