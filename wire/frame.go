@@ -109,11 +109,15 @@ func AppendFrame(b []byte, f Frame) []byte {
 // right after (a vectored write of the head and the caller's buffer, with
 // no copy of the latter). It panics as AppendFrame does.
 func AppendFrameHead(b []byte, f Frame, extra int) []byte {
-	body := headerSize(&f) + len(f.Payload) + extra
+	// The header first, then its length in front of it: the varints are
+	// measured by writing them.
+	start := len(b)
+	b = appendHeader(b, &f, 0)
+	body := len(b) - start - LengthSize + len(f.Payload) + extra
 	if uint64(body) > math.MaxUint32 || extra < 0 {
 		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
 	}
-	b = appendHeader(b, &f, body)
+	binary.BigEndian.PutUint32(b[start:], uint32(body))
 	return append(b, f.Payload...)
 }
 
