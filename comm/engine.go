@@ -99,6 +99,9 @@ func (c *commState) rankOf(n core.NodeID) (int, bool) {
 // translate turns a send's failure toward a failed world rank into a
 // [*ProcFailedError] in c's ranks (c may be nil: world ranks).
 func (c *commState) translate(err error) error {
+	if err == nil {
+		return nil
+	}
 	pf, ok := err.(*peerFailedError)
 	if !ok {
 		return err

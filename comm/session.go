@@ -612,9 +612,11 @@ func (q *outq) sendLocked(f wire.Frame, body []byte, req *Request) error {
 			}
 			err = q.s.tr.Send(q.s.try, q.to, f)
 		}
-		if !errors.Is(err, transport.ErrQueueFull) {
+		if err == nil || !errors.Is(err, transport.ErrQueueFull) {
 			q.mu.Unlock()
-			err = q.s.sendErr(q.to, err)
+			if err != nil {
+				err = q.s.sendErr(q.to, err)
+			}
 			if req != nil {
 				req.complete(Status{}, err)
 			}
