@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 
 	"github.com/cohort-mp/cohort/core"
 )
@@ -197,6 +198,14 @@ func frameLength(b []byte, max int) (int, error) {
 }
 
 func decodeFrame(b []byte, max int) (Frame, int, error) {
+	if len(b) >= LengthSize {
+		// A whole frame of a well-formed header: no error to describe.
+		if n := binary.BigEndian.Uint32(b); uint64(n) <= uint64(max) && n >= MinFrameBody && uint64(len(b)) >= LengthSize+uint64(n) {
+			if f, ok := decodeHeaderFast(b[LengthSize : LengthSize+int(n)]); ok {
+				return f, LengthSize + int(n), nil
+			}
+		}
+	}
 	if len(b) < LengthSize {
 		return Frame{}, LengthSize, ErrShortFrame
 	}
@@ -246,55 +255,79 @@ func decodeBodyFull(body []byte) (Frame, error) {
 }
 
 // decodeHeaderFast is decodeBody for a well-formed header, without the
-// Decoder's error bookkeeping: every frame pays for its header, and most
-// are small. It reports false for anything the full decoder must judge
-// (which then also finds the error to report).
+// Decoder's error bookkeeping (every frame pays for its header, and most
+// are small). It reports false for anything the full decoder must judge
+// (which then also finds the error to report): a truncated, too long or
+// non-canonical varint, kind 0 or above 16 bits, a node id above 32 bits.
 func decodeHeaderFast(body []byte) (f Frame, ok bool) {
-	k, off := headerUvarint(body, 0)
-	src, off := headerUvarint(body, off)
-	dst, off := headerUvarint(body, off)
-	epoch, off := headerUvarint(body, off)
-	if off < 0 || k == 0 || k > math.MaxUint16 || src > math.MaxUint32 || dst > math.MaxUint32 {
+	var v [4]uint64
+	off := 0
+	for k := range v {
+		b := body[off:]
+		var u uint64
+		var n int
+		switch {
+		case len(b) >= 1 && b[0] < 0x80: // node ids, most kinds
+			u, n = uint64(b[0]), 1
+		case len(b) >= 2 && b[1] < 0x80 && b[1] != 0: // kinds of two bytes
+			u, n = uint64(b[0]&0x7f)|uint64(b[1])<<7, 2
+		default: // epochs: a view counter above 32 bits
+			if u, n = uvarint8(b); n == 0 {
+				if u, n = uvarintSlow(b); n == 0 {
+					return Frame{}, false
+				}
+			}
+		}
+		v[k], off = u, off+n
+	}
+	if v[0] == 0 || v[0] > math.MaxUint16 || v[1] > math.MaxUint32 || v[2] > math.MaxUint32 {
 		return Frame{}, false
 	}
-	f = Frame{Kind: core.Kind(k), Src: core.NodeID(src), Dst: core.NodeID(dst), Epoch: epoch}
+	f = Frame{Kind: core.Kind(v[0]), Src: core.NodeID(v[1]), Dst: core.NodeID(v[2]), Epoch: v[3]}
 	if off < len(body) {
 		f.Payload = body[off:len(body):len(body)]
 	}
 	return f, true
 }
 
-// headerUvarint reads the canonical unsigned varint at b[off:] and returns
-// it with the offset after it; off < 0 (given or returned) means none:
-// truncated, too long or not canonical.
-func headerUvarint(b []byte, off int) (uint64, int) {
-	if off >= 0 && off < len(b) && b[off] < 0x80 {
-		return uint64(b[off]), off + 1 // one byte: node ids, most kinds
+// uvarint8 reads the canonical varint at the start of b when it is at
+// most 8 bytes long and b holds 8 bytes: one load, the end found by the
+// first byte without its high bit, the 7-bit groups gathered by shifts.
+// n is 0 otherwise (uvarintSlow then decides).
+func uvarint8(b []byte) (u uint64, n int) {
+	if len(b) < 8 {
+		return 0, 0
 	}
-	return headerUvarintLong(b, off)
+	x := binary.LittleEndian.Uint64(b)
+	stop := ^x & 0x8080808080808080
+	if stop == 0 {
+		return 0, 0
+	}
+	n = bits.TrailingZeros64(stop)/8 + 1
+	if n > 1 && b[n-1] == 0 {
+		return 0, 0 // not canonical: a shorter encoding exists
+	}
+	x &= ^uint64(0) >> (64 - 8*n)
+	u = x&0x7f | x>>1&(0x7f<<7) | x>>2&(0x7f<<14) | x>>3&(0x7f<<21) |
+		x>>4&(0x7f<<28) | x>>5&(0x7f<<35) | x>>6&(0x7f<<42) | x>>7&(0x7f<<49)
+	return u, n
 }
 
-// headerUvarintLong is headerUvarint of a varint of several bytes.
-func headerUvarintLong(b []byte, off int) (uint64, int) {
-	if off < 0 || off >= len(b) {
-		return 0, -1
-	}
-	var u uint64
-	var shift uint
-	for i, c := range b[off:] {
+// uvarintSlow reads the canonical varint at the start of b a byte at a
+// time; n is 0 if there is none (truncated, over 64 bits, not canonical).
+func uvarintSlow(b []byte) (u uint64, n int) {
+	for shift := uint(0); n < len(b) && shift <= 63; shift += 7 {
+		c := b[n]
+		n++
 		if c < 0x80 {
-			if c == 0 && i > 0 || i == binary.MaxVarintLen64-1 && c > 1 {
-				return 0, -1
+			if c == 0 && shift > 0 || shift == 63 && c > 1 {
+				return 0, 0
 			}
-			return u | uint64(c)<<shift, off + i + 1
-		}
-		if i == binary.MaxVarintLen64-1 {
-			return 0, -1
+			return u | uint64(c)<<shift, n
 		}
 		u |= uint64(c&0x7f) << shift
-		shift += 7
 	}
-	return 0, -1
+	return 0, 0
 }
 
 // frameNode reads a header node id: any uint32, core.None included.

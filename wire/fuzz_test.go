@@ -241,25 +241,33 @@ func FuzzHeaderFast(f *testing.F) {
 		case ok && !reflect.DeepEqual(fast, full):
 			t.Fatalf("%x: fast decoder gives %+v, full one %+v", body, fast, full)
 		}
-		if _, _, err := headerUvarintCheck(body); err != nil {
-			t.Fatal(err)
-		}
 	})
 }
 
-// headerUvarintCheck compares headerUvarint with binary.Uvarint and the
-// canonical rule at the start of b.
-func headerUvarintCheck(b []byte) (uint64, int, error) {
-	u, off := headerUvarint(b, 0)
-	want, n := binary.Uvarint(b)
-	canonical := n > 0 && (n == 1 || b[n-1] != 0)
-	switch {
-	case off < 0 && canonical:
-		return 0, 0, fmt.Errorf("%x: headerUvarint refuses a canonical varint %d", b, want)
-	case off >= 0 && (!canonical || u != want || off != n):
-		return 0, 0, fmt.Errorf("%x: headerUvarint = %d, %d; binary.Uvarint = %d, %d", b, u, off, want, n)
-	}
-	return u, off, nil
+// FuzzUvarint8 checks the header's varint readers against binary.Uvarint
+// and the canonical rule.
+func FuzzUvarint8(f *testing.F) {
+	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Add([]byte{0x81, 0x00, 1, 2, 3, 4, 5, 6})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, wn := binary.Uvarint(b)
+		if wn > 1 && b[wn-1] == 0 {
+			wn = 0 // not canonical
+		}
+		if wn <= 0 {
+			want, wn = 0, 0
+		}
+		if u, n := uvarintSlow(b); u != want || n != wn {
+			t.Fatalf("%x: uvarintSlow = %d, %d; want %d, %d", b, u, n, want, wn)
+		}
+		if u, n := uvarint8(b); n != 0 && (u != want || n != wn) {
+			t.Fatalf("%x: uvarint8 = %d, %d; want %d, %d", b, u, n, want, wn)
+		} else if n == 0 && len(b) >= 8 && wn > 0 && wn <= 8 {
+			t.Fatalf("%x: uvarint8 declines a canonical varint of %d bytes", b, wn)
+		}
+	})
 }
 
 // chunkReader returns data in chunks of at most size bytes.
