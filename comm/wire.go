@@ -58,30 +58,46 @@ func appendDataHeader(b []byte, kind core.Kind, h dataHeader) []byte {
 // parseData splits the payload of a data frame of the given kind into its
 // header and its data (aliasing p).
 func parseData(p []byte, kind core.Kind) (h dataHeader, data []byte, err error) {
-	var n int
+	var ok bool
 	if kind == kindCData {
-		if h.credit, n = binary.Uvarint(p); n <= 0 {
+		if h.credit, p, ok = dataUvarint(p); !ok {
 			return dataHeader{}, nil, fmt.Errorf("%w: credit", errMalformed)
 		}
-		p = p[n:]
 	}
-	if h.ctxID, n = binary.Uvarint(p); n <= 0 {
+	if h.ctxID, p, ok = dataUvarint(p); !ok {
 		return dataHeader{}, nil, fmt.Errorf("%w: context id", errMalformed)
 	}
-	p = p[n:]
-	t, n := binary.Varint(p)
-	if n <= 0 || t != int64(int(t)) {
+	var zt uint64
+	if zt, p, ok = dataUvarint(p); !ok {
+		return dataHeader{}, nil, fmt.Errorf("%w: tag", errMalformed)
+	}
+	t := int64(zt >> 1) // zig-zag, as binary.AppendVarint writes it
+	if zt&1 != 0 {
+		t = ^t
+	}
+	if t != int64(int(t)) {
 		return dataHeader{}, nil, fmt.Errorf("%w: tag", errMalformed)
 	}
 	h.tag = int(t)
-	p = p[n:]
 	if kind == kindVData {
-		if h.vnode, n = binary.Uvarint(p); n <= 0 {
+		if h.vnode, p, ok = dataUvarint(p); !ok {
 			return dataHeader{}, nil, fmt.Errorf("%w: virtual node", errMalformed)
 		}
-		p = p[n:]
 	}
 	return h, p, nil
+}
+
+// dataUvarint reads a varint at the start of p and returns the rest; a
+// one-byte varint (most fields of a small message's header) inline.
+func dataUvarint(p []byte) (uint64, []byte, bool) {
+	if len(p) > 0 && p[0] < 0x80 {
+		return uint64(p[0]), p[1:], true
+	}
+	u, n := binary.Uvarint(p)
+	if n <= 0 {
+		return 0, nil, false
+	}
+	return u, p[n:], true
 }
 
 // agreeMsg is one step of the agreement protocol (see agree.go). Ranks are
