@@ -85,9 +85,15 @@ func EncodedSize(f Frame) int { return LengthSize + headerSize(&f) + len(f.Paylo
 // f's header.
 func appendHeader(b []byte, f *Frame, bodyLen int) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(bodyLen))
-	b = binary.AppendUvarint(b, uint64(f.Kind))
-	b = binary.AppendUvarint(b, uint64(f.Src))
-	b = binary.AppendUvarint(b, uint64(f.Dst))
+	if f.Src < 0x80 && f.Dst < 0x80 && f.Kind >= 0x80 && f.Kind < 0x4000 {
+		// The common header: a kind of two bytes (a protocol's kinds
+		// start at 256) and node ids of one.
+		b = append(b, byte(f.Kind)|0x80, byte(f.Kind>>7), byte(f.Src), byte(f.Dst))
+	} else {
+		b = binary.AppendUvarint(b, uint64(f.Kind))
+		b = binary.AppendUvarint(b, uint64(f.Src))
+		b = binary.AppendUvarint(b, uint64(f.Dst))
+	}
 	return binary.AppendUvarint(b, f.Epoch)
 }
 
