@@ -165,6 +165,17 @@ func (e *Endpoint) crashed() bool {
 	return false
 }
 
+// failure is what a call of e that the net's failure interrupted returns:
+// ErrCrashed when e is the rank that crashed (a call of it on another
+// goroutine did: a collective may send and receive at once), the failure
+// otherwise. failErr is set before failed is closed.
+func (e *Endpoint) failure() error {
+	if pf, ok := e.net.failErr.(*PeerFailedError); ok && pf.Rank == e.rank {
+		return ErrCrashed
+	}
+	return e.net.failErr
+}
+
 // Send implements coll.Transport: it copies data into the receiver's queue
 // and returns at once (New) or once the receiver has taken it (NewSync).
 func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
@@ -196,7 +207,7 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	case <-msg.taken:
 		return nil
 	case <-e.net.failed:
-		return e.net.failErr
+		return e.failure()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -228,7 +239,7 @@ func (e *Endpoint) Recv(ctx context.Context, from, tag int) ([]byte, error) {
 	for {
 		select {
 		case <-e.net.failed:
-			return nil, e.net.failErr
+			return nil, e.failure()
 		default:
 		}
 		e.mu.Lock()
@@ -251,7 +262,7 @@ func (e *Endpoint) Recv(ctx context.Context, from, tag int) ([]byte, error) {
 		select {
 		case <-wake:
 		case <-e.net.failed:
-			return nil, e.net.failErr
+			return nil, e.failure()
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
