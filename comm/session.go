@@ -434,7 +434,9 @@ func (s *Session) dataPath(f wire.Frame) bool {
 			}
 			out := s.matchLocked(src, h.ctxID, m, false)
 			s.mu.Unlock()
-			s.sendOne(out)
+			if out.kind != 0 { // a credit frame is due
+				s.sendOne(out)
+			}
 		}
 	case kindRTS:
 		err = s.onRTS(src, f.Payload)
