@@ -202,10 +202,18 @@ func waitRecv(ctx context.Context, req *Request) (Status, error) {
 
 // send is a blocking send (a pooled request).
 func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag int, data []byte) error {
-	if done, err := s.sendEager(c, sub, dest, tag, data); done {
-		return err
+	var p sendPlan
+	s.mu.Lock()
+	s.sendPlanLocked(&p, c, sub, dest, len(data))
+	s.mu.Unlock()
+	if p.err == nil && p.eager && p.q != nil && sub != subVirt {
+		// The common case: nothing waits for an eager message once the
+		// transport has it, so it needs no request; its header is built
+		// in the queue's own array (outq.sendData).
+		err := p.q.sendData(p.kind(false), dataHeader{credit: uint64(p.credit), ctxID: c.id | sub, tag: tag}, nonNil(data))
+		return c.translate(err)
 	}
-	req := s.isendReq(pooledRequest(s, c), c, sub, dest, tag, 0, data)
+	req := s.isendPlanned(pooledRequest(s, c), c, sub, dest, tag, 0, data, &p)
 	_, err := req.block(ctx)
 	if err != nil && req.rdv.body != nil && !req.finished.Load() {
 		s.rdvDetach(req) // the caller's buffer is free once Send returns
@@ -235,108 +243,104 @@ func (req *Request) awaitRecv(ctx context.Context) (Status, error) {
 	return st, err
 }
 
-// sendEager is a blocking send's common case, a message to another
-// process that goes eagerly (see isendReq), without a request: nothing
-// waits for it once the transport has it. It reports false, having done
-// nothing, for every other case (an error to report included), which the
-// general path then takes.
-func (s *Session) sendEager(c *commState, sub uint64, dest, tag int, data []byte) (bool, error) {
-	if sub == subVirt || len(data) > EagerMax {
-		return false, nil
-	}
-	node := c.members[dest]
-	s.mu.Lock()
-	if s.state != nil || c.revoked || c.failed[dest] || s.rep != nil || node == s.self || sub == subColl && c.nfailed > 0 {
-		s.mu.Unlock()
-		return false, nil
-	}
-	q := s.outqLocked(int(node))
-	if sub == subP2P && !s.spendCreditLocked(node, len(data)) {
-		s.mu.Unlock()
-		return false, nil
-	}
-	credit := s.owedLocked(node)
-	s.mu.Unlock()
-	kind := kindData
-	if credit > 0 {
-		kind = kindCData
-	}
-	if data == nil {
-		data = []byte{}
-	}
-	err := q.sendData(kind, dataHeader{credit: uint64(credit), ctxID: c.id | sub, tag: tag}, data)
-	return true, c.translate(err)
-}
-
 // isend sends data to rank dest of c in context c.id|sub.
 func (s *Session) isend(c *commState, sub uint64, dest, tag int, vnode VNode, data []byte) *Request {
 	return s.isendReq(newRequest(s, c), c, sub, dest, tag, vnode, data)
 }
 
 func (s *Session) isendReq(req *Request, c *commState, sub uint64, dest, tag int, vnode VNode, data []byte) *Request {
-	node := c.members[dest]
-	eager := true
+	var p sendPlan
 	s.mu.Lock()
-	err := s.state
-	if err == nil && c.revoked {
-		err = ErrRevoked
+	s.sendPlanLocked(&p, c, sub, dest, len(data))
+	s.mu.Unlock()
+	return s.isendPlanned(req, c, sub, dest, tag, vnode, data, &p)
+}
+
+// sendPlan is how a send goes, decided under the session's lock.
+type sendPlan struct {
+	err    error // the send fails with it
+	q      *outq // the backlog toward the destination; nil for this process, or a replicated job
+	eager  bool  // false: through the rendezvous (rendezvous.go)
+	credit int   // the credit the data frame returns to the destination
+}
+
+// kind is the data frame's kind.
+func (p *sendPlan) kind(virtual bool) core.Kind {
+	switch {
+	case virtual:
+		return kindVData
+	case p.credit > 0:
+		return kindCData
 	}
-	if err == nil && c.failed[dest] {
-		err = &ProcFailedError{Ranks: []int{dest}}
+	return kindData
+}
+
+// sendPlanLocked decides how a send of n bytes to rank dest of c, in
+// context c.id|sub, goes (under s.mu: it spends the destination's credit
+// and takes what it is owed).
+func (s *Session) sendPlanLocked(p *sendPlan, c *commState, sub uint64, dest, n int) {
+	node := c.members[dest]
+	*p = sendPlan{eager: true, err: s.state}
+	if p.err == nil && c.revoked {
+		p.err = ErrRevoked
 	}
-	if err == nil && sub == subColl && c.nfailed > 0 {
+	if p.err == nil && c.failed[dest] {
+		p.err = &ProcFailedError{Ranks: []int{dest}}
+	}
+	if p.err == nil && sub == subColl && c.nfailed > 0 {
 		// ULFM: a collective step starts on no communicator with a known
 		// failed member, a send no more than a receive (opErrLocked) —
 		// otherwise a rank whose part is only sends (a Bcast root whose
 		// subtree is alive) completes collective after collective with
 		// eager sends while the others fail theirs.
-		err = &ProcFailedError{Ranks: c.failedRanks()}
+		p.err = &ProcFailedError{Ranks: c.failedRanks()}
 	}
-	credit := 0
-	var q *outq // the backlog toward node, looked up under this lock
-	if err == nil && s.rep == nil && node != s.self {
-		q = s.outqLocked(int(node))
+	if p.err == nil && s.rep == nil && node != s.self {
+		p.q = s.outqLocked(int(node))
 		if sub == subP2P {
 			// A point-to-point message is eager if it is small and fits
 			// in the credit toward dest (credit.go).
-			eager = len(data) <= EagerMax && s.spendCreditLocked(node, len(data))
+			p.eager = n <= EagerMax && s.spendCreditLocked(node, n)
 		}
-		if eager && sub != subVirt {
-			credit = s.owedLocked(node) // returned with the data
+		if p.eager && sub != subVirt {
+			p.credit = s.owedLocked(node) // returned with the data
 		}
 	}
-	s.mu.Unlock()
-	if err != nil {
-		req.complete(Status{}, err)
+}
+
+// isendPlanned is isendReq once its plan is made.
+func (s *Session) isendPlanned(req *Request, c *commState, sub uint64, dest, tag int, vnode VNode, data []byte, p *sendPlan) *Request {
+	node := c.members[dest]
+	if p.err != nil {
+		req.complete(Status{}, p.err)
 		return req
 	}
-	virtual := sub == subVirt
 	if node == s.self {
 		s.deliver(int(node), c.id|sub, tag, vnode, slices.Clone(data), true)
 		req.complete(Status{}, nil)
 		return req
 	}
-	if !eager {
+	if !p.eager {
 		s.rdvStart(req, c.id|sub, node, tag, data)
 		return req
 	}
-	kind := kindData
-	switch {
-	case virtual:
-		kind = kindVData
-	case credit > 0:
-		kind = kindCData
-	}
-	head := appendDataHeader(req.hdr[:0], kind, dataHeader{credit: uint64(credit), ctxID: c.id | sub, tag: tag, vnode: uint64(vnode)})
-	if data == nil {
-		data = []byte{}
-	}
-	if q != nil {
-		q.sendEpoch(wire.Frame{Kind: kind, Payload: head}, data, req)
+	kind := p.kind(sub == subVirt)
+	head := appendDataHeader(req.hdr[:0], kind, dataHeader{credit: uint64(p.credit), ctxID: c.id | sub, tag: tag, vnode: uint64(vnode)})
+	if p.q != nil {
+		p.q.sendEpoch(wire.Frame{Kind: kind, Payload: head}, nonNil(data), req)
 	} else {
-		s.sendFrame(int(node), wire.Frame{Kind: kind, Payload: head}, data, req)
+		s.sendFrame(int(node), wire.Frame{Kind: kind, Payload: head}, nonNil(data), req)
 	}
 	return req
+}
+
+// nonNil is data, or an empty slice for nil: the transport's direct path
+// takes a nil body for "no body" (outq.send).
+func nonNil(data []byte) []byte {
+	if data == nil {
+		return []byte{}
+	}
+	return data
 }
 
 // irecv posts a receive on context c.id|sub.

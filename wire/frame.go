@@ -102,14 +102,7 @@ func appendHeader(b []byte, f *Frame, bodyLen int) []byte {
 // AppendFrame does not enforce a frame size limit (the writer and the reader
 // do); it panics if the frame cannot be represented at all (a body of 4 GiB
 // or more), which is a programming error.
-func AppendFrame(b []byte, f Frame) []byte {
-	body := headerSize(&f) + len(f.Payload)
-	if uint64(body) > math.MaxUint32 {
-		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
-	}
-	b = appendHeader(b, &f, body)
-	return append(b, f.Payload...)
-}
+func AppendFrame(b []byte, f Frame) []byte { return AppendFrameHead(b, f, 0) }
 
 // AppendFrameHead appends f, length prefix included, to b as if its payload
 // were f.Payload followed by extra more bytes, which the caller writes
@@ -204,14 +197,6 @@ func frameLength(b []byte, max int) (int, error) {
 }
 
 func decodeFrame(b []byte, max int) (Frame, int, error) {
-	if len(b) >= LengthSize {
-		// A whole frame of a well-formed header: no error to describe.
-		if n := binary.BigEndian.Uint32(b); uint64(n) <= uint64(max) && n >= MinFrameBody && uint64(len(b)) >= LengthSize+uint64(n) {
-			if f, ok := decodeHeaderFast(b[LengthSize : LengthSize+int(n)]); ok {
-				return f, LengthSize + int(n), nil
-			}
-		}
-	}
 	if len(b) < LengthSize {
 		return Frame{}, LengthSize, ErrShortFrame
 	}
@@ -222,7 +207,10 @@ func decodeFrame(b []byte, max int) (Frame, int, error) {
 	if len(b) < total {
 		return Frame{}, total, ErrShortFrame
 	}
-	f, err := decodeBody(b[LengthSize:total])
+	if f, ok := decodeHeaderFast(b[LengthSize:total]); ok {
+		return f, total, nil
+	}
+	f, err := decodeBodyFull(b[LengthSize:total])
 	if err != nil {
 		return Frame{}, 0, err
 	}

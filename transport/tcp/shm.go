@@ -739,36 +739,39 @@ func (c *shmConn) Write(b []byte) (int, error) {
 // wake-up.
 func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	c.use.RLock()
-	defer c.use.RUnlock()
-	return c.writevLocked(bufs)
-}
-
-// write2 is writev of a and b (a frame's head and payload). The common
-// case, both in one record of a ring with room, goes without writev's
-// loop.
-func (c *shmConn) write2(a, b []byte) error {
-	c.wmu.Lock()
-	c.use.RLock()
-	r := c.out
-	n := uint64(len(a) + len(b))
-	if !r.open && n+recHead+recAlign <= r.size/ringSlices && !c.isClosed() && !c.wshut.Load() && !c.goneSet.Load() {
-		if room, err := r.room(n + r.overhead()); err == nil && room >= n+r.overhead() {
-			r.put(a)
-			r.put(b)
-			r.publish()
-			c.ring(r, offRWaiting)
-			c.use.RUnlock()
-			c.wmu.Unlock()
-			return nil
-		}
+	n, ok := c.writeRecord(bufs)
+	var err error
+	if !ok {
+		n, err = c.writevLocked(bufs)
 	}
-	bufs := [2][]byte{a, b}
-	_, err := c.writevLocked(bufs[:])
 	c.use.RUnlock()
 	c.wmu.Unlock()
-	return err
+	return n, err
+}
+
+// writeRecord is writevLocked's common case, a small frame (the direct
+// path's head and payload) into a ring with room for it: one record,
+// without the loop. It reports false, having written nothing, otherwise.
+func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
+	r := c.out
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	n := uint64(total)
+	if r.open || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
+		return 0, false
+	}
+	if room, err := r.room(n + r.overhead()); err != nil || room < n+r.overhead() {
+		return 0, false
+	}
+	for _, b := range bufs {
+		r.put(b)
+	}
+	r.publish()
+	c.ring(r, offRWaiting)
+	return int64(total), true
 }
 
 // writevLocked is writev under c.wmu and c.use (read).

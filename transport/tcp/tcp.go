@@ -819,7 +819,8 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	}
 	var err error
 	if sc, ok := c.nc.(*shmConn); ok {
-		err = sc.write2(p.hdr, body)
+		bufs := [2][]byte{p.hdr, body}
+		_, err = sc.writev(bufs[:])
 	} else {
 		p.bufs = append(p.bufs[:0], p.hdr, body)
 		p.wbufs = p.bufs
