@@ -44,6 +44,17 @@
 // on fewer cores than n, the floor is set by how fast the kernel wakes the n
 // processes one after another, not by L.
 //
+// The echo is timed two ways. The series ([record.TreeEchoTime]) runs
+// echoes back to back, each finding the threads awake and the caches
+// warm from the one before. A failure finds the job idle: its threads
+// asleep, its processors halted, its caches taken by other work. So
+// before every failure, after the same idle wait (BenchConfig.Gap), the
+// root runs one echo alone ([workload.StartEcho], [record.EchoOnce]), and
+// the goal compares T_s to that floor. On the 2-core machine this was
+// built on, an echo alone after 20 ms of idleness took three to four times
+// the series' median and three times its processor time per node, and a
+// stabilization a third longer than one started right after other work.
+//
 // With BenchConfig.InProcess (`cohort bench membership --in-process`) the n
 // nodes run as n hosts inside the benchmark's own process
 // ([runner.StartInProcess]):

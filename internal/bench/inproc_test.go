@@ -24,8 +24,8 @@ import (
 // root, a joiner after each failure): every sample has a positive T_s and
 // O_cp, its reporter is the victim's parent, no quiet detector declared the
 // crash, the root heard from nobody else, the echo baseline ran over the
-// 8-member view, the processor time per node of the stabilizations and
-// of the echoes was measured, and the table's header names the mode and
+// 8-member view, an echo ran alone before every failure, the processor
+// time per node of the stabilizations and of both kinds of echo was measured, and the table's header names the mode and
 // the transport. Every goroutine of the job has ended afterwards. It runs
 // over both transports of the in-process mode.
 func TestInProcessBench(t *testing.T) {
@@ -75,12 +75,18 @@ func testInProcessBench(t *testing.T, transport string) {
 		if s.Verdicts != 0 {
 			t.Errorf("sample %d: %d detector verdicts, want 0", i+1, s.Verdicts)
 		}
+		if s.EchoOnce <= 0 || s.EchoOnceCPU <= 0 {
+			t.Errorf("sample %d: echo once %v using %v of processor time, want both > 0", i+1, s.EchoOnce, s.EchoOnceCPU)
+		}
 		if len(s.ReportsFrom) > 1 || len(s.ReportsFrom) == 1 && s.ReportsFrom[0] != s.Reporter {
 			t.Errorf("sample %d: the root heard reports from [%s], want at most [%v]", i+1, tracker.FormatIDs(s.ReportsFrom), s.Reporter)
 		}
 	}
-	if p.CPUPerNode <= 0 || p.EchoCPUPerNode <= 0 {
-		t.Errorf("processor time per node: %v per stabilization, %v per echo; want both > 0", p.CPUPerNode, p.EchoCPUPerNode)
+	if p.CPUPerNode <= 0 || p.EchoCPUPerNode <= 0 || p.EchoOnceCPUPerNode <= 0 {
+		t.Errorf("processor time per node: %v per stabilization, %v per echo of the series, %v per echo once; want all > 0", p.CPUPerNode, p.EchoCPUPerNode, p.EchoOnceCPUPerNode)
+	}
+	if p.EchoOnce.N != 2 || p.EchoOnce.Median <= 0 {
+		t.Errorf("echo once summarized over %d samples, median %v; want 2, > 0", p.EchoOnce.N, p.EchoOnce.Median)
 	}
 	var out strings.Builder
 	bench.WriteBenchTable(&out, cfg, points)

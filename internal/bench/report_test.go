@@ -141,8 +141,8 @@ func TestBenchReportOne(t *testing.T) {
 		if s.Reporter == core.None || s.Reporter == s.Victim {
 			t.Errorf("sample %d: reporter %v for victim %v", i+1, s.Reporter, s.Victim)
 		}
-		if s.Ts <= 0 {
-			t.Errorf("sample %d: T_s %v, want > 0", i+1, s.Ts)
+		if s.Ts <= 0 || s.EchoOnce <= 0 {
+			t.Errorf("sample %d: T_s %v, echo once %v (asked through the supervisor stream); want both > 0", i+1, s.Ts, s.EchoOnce)
 		}
 		if s.Verdicts != 0 {
 			t.Errorf("sample %d: %d detector verdicts, want 0", i+1, s.Verdicts)

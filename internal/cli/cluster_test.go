@@ -130,7 +130,7 @@ func TestBenchCommand(t *testing.T) {
 	if row == nil || row[2] != "2" {
 		t.Fatalf("no row for n=4, a=2 with H=2:\n%s", out)
 	}
-	for _, want := range []string{"T_s (ms)", "model (ms)", "goal T_s < 1 ms at n = 4", "cohort bench membership -n 4 --fanout 2 --samples 2 --detector heartbeat"} {
+	for _, want := range []string{"T_s (ms)", "model (ms)", "goal T_s < 1 ms and ≤ 1.3× the echo once at n = 4", "echo once (ms)", "cohort bench membership -n 4 --fanout 2 --samples 2 --detector heartbeat"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -1,6 +1,6 @@
 // Package record is the vocabulary of a job's event streams: the events a
 // node writes besides those of its machines ([Listening], [PingPong],
-// [TreeEchoTime], [ProcessTime], [Hint], [PeerAdded], [FailureInjected],
+// [TreeEchoTime], [EchoOnce], [ProcessTime], [Hint], [PeerAdded], [FailureInjected],
 // [Reports], [Exit], [MulticastReport]), the records an orchestrator adds
 // ([Spawned], [Killed], [Exited]), and [Record], one decoded line of a
 // stream ([DecodeRecord]; [EncodeLine] and [WriteLine] write them). In a
@@ -60,6 +60,20 @@ type TreeEchoTime struct {
 	Min             time.Duration
 	Median          time.Duration
 	Max             time.Duration
+}
+
+// EchoOnce reports one tree echo the root ran alone, when its
+// supervisor asked for it ([workload.StartEcho]): the time from sending it
+// to its children until every member's answer came back up, on the root's
+// monotonic clock. Unlike [TreeEchoTime], whose echoes follow one another
+// with the nodes' loops, caches and threads kept busy, it starts from
+// whatever idle state the job is in, as a stabilization does: it is the
+// floor of one stabilization after the same wait. Err says why no echo
+// ran (this node is not its view's root, or an echo is under way).
+type EchoOnce struct {
+	Fanout, Members int
+	Took            time.Duration
+	Err             string `json:",omitempty"`
 }
 
 // ProcessTime reports how long the membership machine took to handle one
@@ -146,14 +160,14 @@ type Record struct {
 	// Event is the decoded event: a value of member.ViewInstalled,
 	// member.Stabilized, member.StabilizationStarted, member.Evicted,
 	// core.MembersChanged, core.Suspected, core.Failed, Listening,
-	// PingPong, ProcessTime, Hint,
+	// PingPong, TreeEchoTime, EchoOnce, ProcessTime, Hint,
 	// PeerAdded, FailureInjected, Reports,
 	// Exit, Killed, Exited or Spawned; a json.RawMessage for other types.
 	Event any
 	// CPU is the processor time the whole process had used when the
 	// record was taken (user and system, all threads), set by in-process
 	// jobs on the records whose intervals the benchmarks measure (Killed,
-	// PingPong, TreeEchoTime, member.Stabilized); 0 otherwise.
+	// PingPong, TreeEchoTime, EchoOnce, member.Stabilized); 0 otherwise.
 	CPU time.Duration
 }
 
@@ -228,6 +242,7 @@ func init() {
 	register[Listening]()
 	register[PingPong]()
 	register[TreeEchoTime]()
+	register[EchoOnce]()
 	register[ProcessTime]()
 	register[Hint]()
 	register[FailureInjected]()

@@ -96,6 +96,8 @@ func TestFromEvent(t *testing.T) {
 		Listening{Addr: "127.0.0.1:1", PID: 7},
 		PingPong{Peer: 1, Count: 2, Min: 1, Median: 2, Mean: 3, Max: 4},
 		TreeEchoTime{Fanout: 4, Members: 64, Count: 20, Min: 1, Median: 2, Max: 3},
+		EchoOnce{Fanout: 4, Members: 64, Took: 7},
+		EchoOnce{Fanout: 4, Members: 64, Err: "not the root"},
 		ProcessTime{Kind: "FAILED_NODE", Epoch: 4, From: 1, Took: 5},
 		Hint{Node: 2, Reason: "dial: refused"},
 		FailureInjected{Node: 2},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cohort-mp/cohort/internal/record"
 	"github.com/cohort-mp/cohort/internal/tracker"
+	"github.com/cohort-mp/cohort/internal/workload"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
@@ -342,7 +343,7 @@ func (j *InProcessJob) newHost(n *inprocNode, listed []core.NodeID, opts NodeOpt
 		OnEvent: func(at time.Duration, ev core.Event) {
 			r := record.FromEvent(n.id, time.Now(), at, ev)
 			switch ev.(type) {
-			case record.PingPong, record.TreeEchoTime, member.Stabilized:
+			case record.PingPong, record.TreeEchoTime, record.EchoOnce, member.Stabilized:
 				r.CPU = ProcessCPU()
 			}
 			n.sink.add(r)
@@ -470,6 +471,20 @@ func ProcessCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// StartEcho hands [workload.StartEcho] to node id's machines, as a
+// supervised node does on its supervisor's "echo" line. It returns once
+// the request is queued on the node's loop.
+func (j *InProcessJob) StartEcho(id core.NodeID) error {
+	n, err := j.liveNode(id)
+	if err != nil {
+		return err
+	}
+	if err := n.host.Handle(n.ctx, workload.StartEcho{}); err != nil {
+		return fmt.Errorf("%w: asking %v for a tree echo: %w", ErrJob, id, err)
+	}
+	return nil
 }
 
 // InjectFailure hands core.Failed{Node: failed} to node reporter's

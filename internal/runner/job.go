@@ -535,6 +535,23 @@ func (j *Job) Kill(id core.NodeID) error {
 	return nil
 }
 
+// StartEcho tells node id (through its supervisor stream) to run one tree
+// echo over its view, reported as a [record.EchoOnce] ([workload.StartEcho]).
+// It returns once the line is written.
+func (j *Job) StartEcho(id core.NodeID) error {
+	j.mu.Lock()
+	p := j.procs[id]
+	live := p != nil && j.tracker.Node(id).Live()
+	j.mu.Unlock()
+	if !live {
+		return fmt.Errorf("%w: %v is not running", ErrJob, id)
+	}
+	if _, err := io.WriteString(p.stdin, "echo\n"); err != nil {
+		return fmt.Errorf("%w: asking %v for a tree echo: %w", ErrJob, id, err)
+	}
+	return nil
+}
+
 // InjectFailure tells node reporter (through its supervisor stream) to
 // hand core.Failed{Node: failed} to its machines, as if its detector had
 // declared failed failed. The node writes a [record.FailureInjected] event first.

@@ -71,7 +71,9 @@ type NodeOptions struct {
 	// "peer <id>=<addr>" add nodes to its address book (each answered by
 	// a [record.PeerAdded] event) and lines "fail <id>" hand core.Failed{Node: id}
 	// to the machines as if this node's detector had declared it (each
-	// preceded by a [record.FailureInjected] event); once Supervisor ends (EOF),
+	// preceded by a [record.FailureInjected] event), and a line "echo" hands
+	// it [workload.StartEcho] (the root answers with a [record.EchoOnce]
+	// event); once Supervisor ends (EOF),
 	// the node stops as if its context were done.
 	Supervisor io.Reader
 }
@@ -282,6 +284,10 @@ func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.Cance
 			s.fail(line, arg)
 			continue
 		}
+		if line == "echo" {
+			s.handle(workload.StartEcho{})
+			continue
+		}
 		entry, ok := strings.CutPrefix(line, "peer ")
 		if !ok {
 			s.log.Warn("runner: ignoring a line from the supervisor", "line", line)
@@ -319,7 +325,17 @@ func (s *supervisor) fail(line, arg string) {
 	if s.events != nil {
 		record.WriteLine(s.events, s.self, 0, "FailureInjected", record.FailureInjected{Node: id})
 	}
-	if err := s.host.Handle(s.ctx, core.Failed{Node: id}); err != nil {
-		s.log.Warn("runner: could not inject a failure", "node", id, "err", err)
+	s.handle(core.Failed{Node: id})
+}
+
+// handle hands e to the machines once the host runs.
+func (s *supervisor) handle(e core.Event) {
+	select {
+	case <-s.ready:
+	case <-s.ctx.Done():
+		return
+	}
+	if err := s.host.Handle(s.ctx, e); err != nil {
+		s.log.Warn("runner: could not hand an event to the machines", "event", host.EventType(e), "err", err)
 	}
 }

@@ -150,7 +150,17 @@ type probe struct {
 	echoN   int             // echoes completed, warm-up included
 	echoTm  core.TimerID
 	echoEnd bool
+	// once: the echo in progress is one StartEcho asked for, reported
+	// alone as a record.EchoOnce.
+	once bool
 }
+
+// StartEcho asks the probe of its view's root for one tree echo over that
+// view, reported alone as a [record.EchoOnce] (a supervisor's "echo" line,
+// [runner.Job.StartEcho]). A node that is not its view's root, or whose
+// echo series or a previous StartEcho's echo is still under way, reports
+// why in the record's Err instead.
+type StartEcho struct{}
 
 // echoState is one node's part in the current echo.
 type echoState struct {
@@ -217,7 +227,7 @@ func (p *probe) Fire(t core.Timer) {
 			p.ping()
 		}
 	case echoTimeout:
-		if t.seq == p.echo.seq && !p.echoEnd {
+		if t.seq == p.echo.seq && (!p.echoEnd || p.once) {
 			p.startEcho() // an echo lost in a reconnection: start another
 		}
 	}
@@ -225,6 +235,8 @@ func (p *probe) Fire(t core.Timer) {
 
 func (p *probe) Handle(e core.Event) {
 	switch e := e.(type) {
+	case StartEcho:
+		p.startOnce()
 	case member.ViewInstalled:
 		p.members = e.Members
 		p.me = slices.Index(e.Members, p.env.Self())
@@ -297,6 +309,25 @@ func (p *probe) startEcho() {
 	p.sendEcho(TreeEcho{Seq: p.echo.seq, Fanout: uint32(p.fanout)})
 }
 
+// startOnce starts the echo StartEcho asks for, or reports why it cannot.
+func (p *probe) startOnce() {
+	var why string
+	switch {
+	case p.me != 0:
+		why = "not the root of its view"
+	case p.fanout < 2:
+		why = "no tree echo without a fan-out"
+	case p.once || p.peer != core.None && !p.echoEnd:
+		why = "an echo is under way" // or the ping-pong and echo series, still to come
+	}
+	if why != "" {
+		p.env.Emit(record.EchoOnce{Fanout: p.fanout, Members: len(p.members), Err: why})
+		return
+	}
+	p.once = true
+	p.startEcho()
+}
+
 // forwardEcho takes part in an echo started by another node.
 func (p *probe) forwardEcho(from core.NodeID, m TreeEcho) {
 	p.echo = echoState{seq: m.Seq, parent: from}
@@ -337,6 +368,11 @@ func (p *probe) echoDone() {
 		return
 	}
 	p.env.CancelTimer(p.echoTm)
+	if p.once {
+		p.once = false
+		p.env.Emit(record.EchoOnce{Fanout: p.fanout, Members: len(p.members), Took: p.env.Now() - p.echo.sent})
+		return
+	}
 	p.echoN++
 	if p.echoN > echoWarmup {
 		p.echoes = append(p.echoes, p.env.Now()-p.echo.sent)

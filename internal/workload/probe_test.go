@@ -156,34 +156,43 @@ func TestTreeEcho(t *testing.T) {
 		ping := envs[0].TakeSent()[0].Msg.(ProbePing)
 		probes[0].Receive(view.Members[1], ProbePong(ping))
 	}
-	// Pump messages until quiet, checking that each echo goes to children.
-	echoes := 0
-	for busy := true; busy; {
-		busy = false
-		for i := range n {
-			for _, s := range envs[i].TakeSent() {
-				busy = true
-				j := byID[s.To]
-				switch m := s.Msg.(type) {
-				case TreeEcho:
-					if p := (j - 1) / a; p != i {
-						t.Fatalf("n%d (position %d) sent an echo to position %d, whose parent is %d", view.Members[i], i, j, p)
+	// Pump messages until quiet, checking that each echo goes to children;
+	// it returns the echoes the root sent.
+	pump := func() (echoes int) {
+		for busy := true; busy; {
+			busy = false
+			for i := range n {
+				for _, s := range envs[i].TakeSent() {
+					busy = true
+					j := byID[s.To]
+					switch m := s.Msg.(type) {
+					case TreeEcho:
+						if p := (j - 1) / a; p != i {
+							t.Fatalf("n%d (position %d) sent an echo to position %d, whose parent is %d", view.Members[i], i, j, p)
+						}
+						if i == 0 {
+							echoes++
+						}
+						envs[j].T += 3 * time.Microsecond
+						probes[j].Receive(view.Members[i], m)
+					case TreeAck:
+						if p := (i - 1) / a; p != j {
+							t.Fatalf("position %d answered position %d, not its parent %d", i, j, p)
+						}
+						envs[0].T += time.Microsecond
+						probes[j].Receive(view.Members[i], m)
 					}
-					if i == 0 {
-						echoes++
-					}
-					envs[j].T += 3 * time.Microsecond
-					probes[j].Receive(view.Members[i], m)
-				case TreeAck:
-					if p := (i - 1) / a; p != j {
-						t.Fatalf("position %d answered position %d, not its parent %d", i, j, p)
-					}
-					envs[0].T += time.Microsecond
-					probes[j].Receive(view.Members[i], m)
 				}
 			}
 		}
+		return echoes
 	}
+	// An echo asked for while the series runs is refused.
+	probes[0].Handle(StartEcho{})
+	if got := onceReports(envs[0]); len(got) != 1 || got[0].Err == "" {
+		t.Fatalf("StartEcho during the series reported %+v, want one refusal", got)
+	}
+	echoes := pump()
 	if want := (echoWarmup + echoMin) * a; echoes != want {
 		t.Fatalf("the root sent %d echoes, want %d (%d echoes × %d children)", echoes, want, echoWarmup+echoMin, a)
 	}
@@ -201,6 +210,45 @@ func TestTreeEcho(t *testing.T) {
 			t.Fatalf("position %d emitted %v; only the root reports", i, ev)
 		}
 	}
+
+	// After the series, StartEcho runs exactly one echo, reported alone;
+	// a second one asked for before it ends, and one asked of a node that
+	// is not the root, are refused.
+	envs[0].T = time.Second
+	probes[0].Handle(StartEcho{})
+	probes[0].Handle(StartEcho{})
+	probes[3].Handle(StartEcho{})
+	if got := onceReports(envs[3]); len(got) != 1 || got[0].Err != "not the root of its view" {
+		t.Fatalf("StartEcho at a non-root reported %+v", got)
+	}
+	if got := onceReports(envs[0]); len(got) != 1 || got[0].Err != "an echo is under way" {
+		t.Fatalf("a second StartEcho reported %+v, want a refusal", got)
+	}
+	if echoes := pump(); echoes != a {
+		t.Fatalf("StartEcho made the root send %d echoes, want one to each of its %d children", echoes, a)
+	}
+	ev := envs[0].TakeEmitted()
+	if len(ev) != 1 {
+		t.Fatalf("after StartEcho's echo the root emitted %v, want one EchoOnce", ev)
+	}
+	if e, ok := ev[0].(record.EchoOnce); !ok || e.Err != "" || e.Took <= 0 || e.Members != n || e.Fanout != a {
+		t.Fatalf("after StartEcho's echo the root emitted %#v", ev[0])
+	}
+	probes[0].Handle(StartEcho{}) // over: another may start
+	if echoes := pump(); echoes != a {
+		t.Fatalf("a second StartEcho made the root send %d echoes, want %d", echoes, a)
+	}
+}
+
+// onceReports takes the EchoOnce events env's machine emitted.
+func onceReports(env *coretest.Env) []record.EchoOnce {
+	var got []record.EchoOnce
+	for _, e := range env.TakeEmitted() {
+		if e, ok := e.(record.EchoOnce); ok {
+			got = append(got, e)
+		}
+	}
+	return got
 }
 
 // TestProbeCodecs: the probe kinds round-trip, and a tree echo whose
