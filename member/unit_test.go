@@ -169,6 +169,143 @@ func TestViewPositionsAndDuplicates(t *testing.T) {
 	}
 }
 
+// apply, against building the same view afresh (newViewAt): random views
+// with a sorted prefix and a tail, incarnations or none, random departures
+// (the root's too) and joiners (new ids, and departed ones re-joining),
+// give the same members, incarnations, tree and index; the changes newView
+// or the old apply refused (a failed non-member, a failure or a joiner
+// listed twice, a joiner already a member, a wrong root) are refused.
+func TestViewApplyMatchesRebuild(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("COHORT_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (replay: COHORT_SEED=%d go test ./member -run TestViewApplyMatchesRebuild)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	for trial := range 5000 {
+		n := 1 + rng.IntN(40)
+		members := make([]core.NodeID, 0, n)
+		used := map[core.NodeID]bool{}
+		for len(members) < n {
+			id := core.NodeID(rng.IntN(3 * n))
+			if !used[id] {
+				used[id] = true
+				members = append(members, id)
+			}
+		}
+		slices.Sort(members[:rng.IntN(n+1)])
+		var incs []uint64
+		if rng.IntN(2) == 0 {
+			incs = make([]uint64, n)
+			for i := range incs {
+				incs[i] = uint64(rng.IntN(3))
+			}
+		}
+		base, err := newViewAt(MakeEpoch(1, members[0]), members, nil, incs, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Departures and joiners.
+		var failed []core.NodeID
+		for _, id := range members {
+			if rng.IntN(4) == 0 {
+				failed = append(failed, id)
+			}
+		}
+		rng.Shuffle(len(failed), func(i, j int) { failed[i], failed[j] = failed[j], failed[i] })
+		var joined []Joiner
+		for range rng.IntN(12) {
+			id := core.NodeID(rng.IntN(4 * n))
+			if len(failed) > 0 && rng.IntN(3) == 0 {
+				id = failed[rng.IntN(len(failed))]
+			}
+			survivor := used[id] && !slices.Contains(failed, id)
+			if !survivor && !slices.ContainsFunc(joined, func(j Joiner) bool { return j.ID == id }) {
+				joined = append(joined, Joiner{ID: id, Inc: uint64(rng.IntN(3))})
+			}
+		}
+		bad := ""
+		switch rng.IntN(8) {
+		case 0:
+			failed = append(failed, core.NodeID(4*n+1))
+			bad = "a failed non-member"
+		case 1:
+			if len(failed) > 0 {
+				failed = append(failed, failed[0])
+				bad = "a failure listed twice"
+			}
+		case 2:
+			if len(joined) > 0 {
+				joined = append(joined, joined[rng.IntN(len(joined))])
+				bad = "a joiner listed twice"
+			}
+		case 3:
+			for _, id := range members {
+				if !slices.Contains(failed, id) && !slices.ContainsFunc(joined, func(j Joiner) bool { return j.ID == id }) {
+					joined = append(joined, Joiner{ID: id})
+					bad = "a joiner already a member"
+					break
+				}
+			}
+		}
+		// What the view should hold.
+		var want []core.NodeID
+		var wantIncs []uint64
+		anyInc := incs != nil || slices.ContainsFunc(joined, func(j Joiner) bool { return j.Inc != 0 })
+		for i, id := range members {
+			if !slices.Contains(failed, id) {
+				want = append(want, id)
+				if anyInc {
+					inc := uint64(0)
+					if incs != nil {
+						inc = incs[i]
+					}
+					wantIncs = append(wantIncs, inc)
+				}
+			}
+		}
+		for _, j := range joined {
+			want = append(want, j.ID)
+			if anyInc {
+				wantIncs = append(wantIncs, j.Inc)
+			}
+		}
+		if len(want) == 0 && bad == "" {
+			bad = "an empty view"
+		}
+		root := core.NodeID(0)
+		if len(want) > 0 {
+			root = want[0]
+		}
+		if bad == "" && rng.IntN(10) == 0 {
+			root = want[0] + 1000
+			bad = "a root that is not the first member"
+		}
+		got, err := base.apply(MakeEpoch(2, root), failed, joined, 2)
+		if bad != "" {
+			if err == nil {
+				t.Fatalf("trial %d: %s accepted: members %v failed %v joined %v", trial, bad, members, failed, joined)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("trial %d: members %v failed %v joined %v: %v", trial, members, failed, joined, err)
+		}
+		ref, err := newViewAt(MakeEpoch(2, root), want, base.childAncestry(), wantIncs, 2)
+		if err != nil {
+			t.Fatalf("trial %d: the reference refused %v: %v", trial, want, err)
+		}
+		if !slices.Equal(got.members, ref.members) || !slices.Equal(got.incs, ref.incs) || (got.incs == nil) != (ref.incs == nil) ||
+			got.sorted != ref.sorted || !slices.Equal(got.tail, ref.tail) || got.tree != ref.tree || !slices.Equal(got.ancestry, ref.ancestry) {
+			t.Fatalf("trial %d: members %v incs %v, failed %v, joined %v:\n got members %v incs %v sorted %d tail %v\nwant members %v incs %v sorted %d tail %v",
+				trial, members, incs, failed, joined, got.members, got.incs, got.sorted, got.tail, ref.members, ref.incs, ref.sorted, ref.tail)
+		}
+		if !got.delta || !slices.Equal(got.failed, failed) || !slices.Equal(got.joined, joined) {
+			t.Fatalf("trial %d: the change is not recorded in the view", trial)
+		}
+	}
+}
+
 // Paper footnote on re-joining under the original id with a new process:
 // a member whose new incarnation joins leaves its position and is appended.
 func TestViewRejoin(t *testing.T) {

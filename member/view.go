@@ -216,66 +216,148 @@ func (v *view) childAncestry() []uint64 {
 // as a leaf to the bottom of the tree"). A member that is both failed and
 // joined is a recovered process re-joining under its id: it leaves its old
 // position and is appended with its new incarnation.
+//
+// Every member derives every view, so this is the work of a view change
+// at each node: it copies the survivors between the departed positions
+// and derives the new view's index from v's (the survivors of v's sorted
+// prefix stay sorted, v's tail keeps its order by id with its positions
+// shifted), where building the view afresh would search for duplicates
+// and sort the tail again. v's members are distinct, so only the joiners
+// are checked.
 func (v *view) apply(epoch uint64, failed []core.NodeID, joined []Joiner, fanout int) (*view, error) {
-	// A view change usually removes one or two members: a linear search
-	// of failed costs less than a set, which only a long list gets.
-	var goneSet map[core.NodeID]bool
-	if len(failed) > smallList {
-		goneSet = make(map[core.NodeID]bool, len(failed))
+	t, err := topo.NewRadix(len(v.members)-len(failed)+len(joined), fanout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errView, err)
 	}
-	gone := func(id core.NodeID) bool {
-		if goneSet != nil {
-			return goneSet[id]
-		}
-		return slices.Contains(failed, id)
-	}
-	for i, f := range failed {
-		if !v.has(f) {
+	// The departed positions, in increasing order.
+	var buf [smallList]int32
+	gone := buf[:0]
+	for _, f := range failed {
+		p := v.pos(f)
+		if p < 0 {
 			return nil, fmt.Errorf("%w: failed node %v is not in view %s", errView, f, FormatEpoch(v.epoch))
 		}
-		if goneSet != nil && goneSet[f] || goneSet == nil && slices.Contains(failed[:i], f) {
-			return nil, fmt.Errorf("%w: failed node %v listed twice", errView, f)
-		}
-		if goneSet != nil {
-			goneSet[f] = true
+		gone = append(gone, int32(p))
+	}
+	slices.Sort(gone)
+	for i := 1; i < len(gone); i++ {
+		if gone[i] == gone[i-1] {
+			return nil, fmt.Errorf("%w: failed node %v listed twice", errView, v.members[gone[i]])
 		}
 	}
-	members := make([]core.NodeID, 0, len(v.members)-len(failed)+len(joined))
-	for _, id := range v.members {
-		if !gone(id) {
-			members = append(members, id)
-		}
-	}
-	// The incarnations, by position: the survivors' in their order, then
-	// the joiners'; none (nil) while every one is 0.
-	var incs []uint64
-	if v.incs != nil || slices.ContainsFunc(joined, func(j Joiner) bool { return j.Inc != 0 }) {
-		incs = make([]uint64, 0, cap(members))
-		for i, id := range v.members {
-			if !gone(id) {
-				inc := uint64(0)
-				if v.incs != nil {
-					inc = v.incs[i]
-				}
-				incs = append(incs, inc)
+	for i, j := range joined {
+		if p := v.pos(j.ID); p >= 0 {
+			if _, left := slices.BinarySearch(gone, int32(p)); !left {
+				return nil, fmt.Errorf("%w: joiner %v is already a member of %s", errView, j.ID, FormatEpoch(v.epoch))
 			}
 		}
-	}
-	for _, j := range joined {
-		if v.has(j.ID) && !gone(j.ID) {
-			return nil, fmt.Errorf("%w: joiner %v is already a member of %s", errView, j.ID, FormatEpoch(v.epoch))
+		if i < smallList && slices.ContainsFunc(joined[:i], func(k Joiner) bool { return k.ID == j.ID }) {
+			return nil, fmt.Errorf("%w: joiner %v listed twice", errView, j.ID)
 		}
-		members = append(members, j.ID)
+	}
+	if len(joined) > smallList && hasDuplicateJoiner(joined) {
+		return nil, fmt.Errorf("%w: a joiner listed twice", errView)
+	}
+	n := t.Len()
+	if n == 0 {
+		return nil, fmt.Errorf("%w: empty member list", errView)
+	}
+	survivors := len(v.members) - len(gone)
+	members := make([]core.NodeID, n)
+	// The incarnations, by position: none (nil) while every one is 0.
+	var incs []uint64
+	if v.incs != nil || slices.ContainsFunc(joined, func(j Joiner) bool { return j.Inc != 0 }) {
+		incs = make([]uint64, n)
+	}
+	at, from := 0, 0
+	for i := 0; i <= len(gone); i++ {
+		to := len(v.members)
+		if i < len(gone) {
+			to = int(gone[i])
+		}
+		copy(members[at:], v.members[from:to])
+		if v.incs != nil {
+			copy(incs[at:], v.incs[from:to])
+		}
+		at += to - from
+		from = to + 1
+	}
+	for i, j := range joined {
+		members[survivors+i] = j.ID
 		if incs != nil {
-			incs = append(incs, j.Inc)
+			incs[survivors+i] = j.Inc
 		}
 	}
-	nv, err := newViewAt(epoch, members, v.childAncestry(), incs, fanout)
-	if err != nil {
-		return nil, err
+	if members[0] != EpochRoot(epoch) {
+		return nil, fmt.Errorf("%w: epoch %s names root %v but the first member is %v", errView, FormatEpoch(epoch), EpochRoot(epoch), members[0])
 	}
-	nv.delta, nv.failed, nv.joined = true, failed, joined
+	nv := &view{epoch: epoch, members: members, ancestry: v.childAncestry(), incs: incs, tree: t,
+		delta: true, failed: failed, joined: joined}
+	nv.indexFrom(v, gone, survivors)
 	return nv, nil
+}
+
+// indexFrom sets the sorted prefix and the tail of v, derived by apply
+// from base with the members at positions gone (increasing) departed and
+// the joiners appended at position survivors on: the same index
+// [view.index] finds.
+func (v *view) indexFrom(base *view, gone []int32, survivors int) {
+	// shift is how many departed positions precede position p of base.
+	shift := func(p int32) int32 {
+		k, _ := slices.BinarySearch(gone, p)
+		return int32(k)
+	}
+	// The survivors of base's sorted prefix are still in order; the
+	// prefix may now reach further.
+	v.sorted = base.sorted - int(shift(int32(base.sorted)))
+	if v.sorted == 0 {
+		v.sorted = 1
+	}
+	for v.sorted < len(v.members) && v.members[v.sorted] > v.members[v.sorted-1] {
+		v.sorted++
+	}
+	if v.sorted == len(v.members) {
+		return
+	}
+	// base's tail, without the departed and the members the prefix took,
+	// merged by id with the joiners beyond the prefix.
+	var jbuf [smallList]tailEntry
+	js := jbuf[:0]
+	for p := max(survivors, v.sorted); p < len(v.members); p++ {
+		js = append(js, tailEntry{v.members[p], int32(p)})
+	}
+	slices.SortFunc(js, func(a, b tailEntry) int { return cmp.Compare(a.id, b.id) })
+	v.tail = make([]tailEntry, 0, len(v.members)-v.sorted)
+	for _, e := range base.tail {
+		if _, left := slices.BinarySearch(gone, e.pos); left {
+			continue
+		}
+		e.pos -= shift(e.pos)
+		if int(e.pos) < v.sorted {
+			continue
+		}
+		for len(js) > 0 && js[0].id < e.id {
+			v.tail = append(v.tail, js[0])
+			js = js[1:]
+		}
+		v.tail = append(v.tail, e)
+	}
+	v.tail = append(v.tail, js...)
+}
+
+// hasDuplicateJoiner reports whether an id is listed twice in joined.
+func hasDuplicateJoiner(joined []Joiner) bool {
+	ids := make([]core.NodeID, len(joined))
+	for i, j := range joined {
+		ids[i] = j.ID
+	}
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			return true
+		}
+	}
+	return false
 }
 
 // smallList is the longest list of failed members apply searches rather

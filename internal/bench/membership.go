@@ -466,6 +466,15 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 	job.Inspect(func(t *tracker.Tracker) { killedAt = t.Node(victim).KilledAt })
 	sctx, cancel := context.WithTimeout(ctx, cfg.SampleTimeout)
 	defer cancel()
+	// The survivors cannot agree before they have written a record since
+	// the kill: the orchestrator checks nothing until then, so that its
+	// check does not take a core from the stabilization.
+	if _, changed := job.Records(job.NumRecords()); changed != nil {
+		select {
+		case <-changed:
+		case <-sctx.Done():
+		}
+	}
 	if _, err := job.WaitAgreed(sctx, nil); err != nil {
 		return s, err
 	}
