@@ -144,6 +144,54 @@ func TestCodecRejects(t *testing.T) {
 			e.Uvarint(MakeEpoch(1, 0))
 			encJoiners(e, []Joiner{{1, 0}, {1, 0}})
 		}), wire.ErrInvalid},
+		{"duplicate failed in a long report", KindNodeFailure, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(1, 0))
+			js := make([]Joiner, 40)
+			for i := range js {
+				js[i] = Joiner{core.NodeID(i + 1), 0}
+			}
+			js[39].ID = 7
+			encJoiners(e, js)
+		}), wire.ErrInvalid},
+		{"duplicate failed in a proposal", KindFailedNode, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(2, 0))
+			e.Uvarints([]uint64{MakeEpoch(1, 0)})
+			e.NodeIDs(ids(3, 1, 3))
+			encJoiners(e, nil)
+			e.Bool(false)
+			e.Bool(false)
+		}), wire.ErrInvalid},
+		{"duplicate failed in a long proposal", KindFailedNode, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(2, 0))
+			e.Uvarints([]uint64{MakeEpoch(1, 0)})
+			failed := make([]core.NodeID, 30)
+			for i := range failed {
+				failed[i] = core.NodeID(100 - i)
+			}
+			failed[29] = 100
+			e.NodeIDs(failed)
+			encJoiners(e, nil)
+			e.Bool(false)
+			e.Bool(false)
+		}), wire.ErrInvalid},
+		{"duplicate joiner in a proposal", KindNewNodeJoin, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(2, 0))
+			e.Uvarints([]uint64{MakeEpoch(1, 0)})
+			e.NodeIDs(nil)
+			encJoiners(e, []Joiner{{5, 1}, {6, 2}, {5, 3}})
+			e.Bool(false)
+			e.Bool(false)
+		}), wire.ErrInvalid},
+		{"duplicate member in a full list", KindNewNodeJoin, enc(func(e *wire.Encoder) {
+			e.Uvarint(MakeEpoch(2, 0))
+			e.Uvarints([]uint64{MakeEpoch(1, 0)})
+			e.NodeIDs(nil)
+			encJoiners(e, []Joiner{{5, 1}})
+			e.Bool(false)
+			e.Bool(true)
+			e.NodeIDs(ids(0, 5, 2, 5))
+			encJoiners(e, []Joiner{{5, 1}})
+		}), wire.ErrInvalid},
 		{"no ancestry", KindFailedNode, enc(func(e *wire.Encoder) {
 			e.Uvarint(MakeEpoch(2, 0))
 			e.Uvarints(nil)

@@ -81,7 +81,7 @@ func TestMajorityBlocksOnDeadRootProposal(t *testing.T) {
 			}
 			for _, id := range holders {
 				m := s.nodes[id].m
-				if m.acc == nil || m.acc.epoch != p.epoch || (acked && !m.ackedEpochs[p.epoch]) {
+				if m.acc == nil || m.acc.epoch != p.epoch || (acked && !slices.Contains(m.ackedEpochs, p.epoch)) {
 					t.Fatalf("%v does not hold P (acknowledged)", id)
 				}
 			}

@@ -119,10 +119,13 @@ type Member struct {
 	// ackedEpochs holds the proposals above the installed view that this
 	// node acknowledged; vetoed those known never to commit: their root
 	// abandoned them, or this node promised never to acknowledge them (it
-	// told a node holding one that it cannot have committed).
-	ackedEpochs map[uint64]bool
+	// told a node holding one that it cannot have committed). A node holds
+	// one or two proposals at a time: ackedEpochs and held are short
+	// slices, which every view change at every node empties and refills
+	// without allocating (maps were made and dropped each time).
+	ackedEpochs []uint64
 	vetoed      map[uint64]bool
-	held        map[uint64]*view // accepted proposals above the installed view
+	held        []*view // accepted proposals above the installed view
 	forwarded   uint64           // the last epoch whose commit this node forwarded
 
 	maxCounter uint32
@@ -661,29 +664,15 @@ func (m *Member) install(v *view) {
 	if m.adopted != nil && m.adopted.epoch <= v.epoch {
 		m.adopted = nil
 	}
-	for e := range m.ackedEpochs {
-		if e <= v.epoch {
-			delete(m.ackedEpochs, e)
-		}
-	}
-	for e := range m.held {
-		if e <= v.epoch {
-			delete(m.held, e)
-		}
-	}
+	m.ackedEpochs = slices.DeleteFunc(m.ackedEpochs, func(e uint64) bool { return e <= v.epoch })
+	m.held = slices.DeleteFunc(m.held, func(h *view) bool { return h.epoch <= v.epoch })
 	for e := range m.vetoed {
 		if e <= v.epoch {
 			delete(m.vetoed, e)
 		}
 	}
-	// Emptied maps are dropped (put makes them again): a machine at rest
-	// holds no per-proposal state.
-	if len(m.ackedEpochs) == 0 {
-		m.ackedEpochs = nil
-	}
-	if len(m.held) == 0 {
-		m.held = nil
-	}
+	// An emptied map is dropped (put makes it again): a machine at rest
+	// holds no per-proposal state (the slices keep their few words).
 	if len(m.vetoed) == 0 {
 		m.vetoed = nil
 	}
@@ -714,7 +703,8 @@ func (m *Member) restoreAdopted() {
 		return
 	}
 	var best *view
-	for e, v := range m.held {
+	for _, v := range m.held {
+		e := v.epoch
 		if m.vetoed[e] || (m.cur != nil && e <= m.cur.epoch) || EpochRoot(e) == m.self || !v.has(m.self) || v.inc(m.self) != m.inc {
 			continue
 		}
@@ -733,9 +723,25 @@ func (m *Member) restoreAdopted() {
 // hold remembers an accepted proposal until a view at least as new is
 // installed (see restoreAdopted).
 func (m *Member) hold(v *view) {
-	if len(m.held) < 64 {
-		put(&m.held, v.epoch, v)
+	for i, h := range m.held {
+		if h.epoch == v.epoch {
+			m.held[i] = v
+			return
+		}
 	}
+	if len(m.held) < 64 {
+		m.held = append(m.held, v)
+	}
+}
+
+// heldView returns the held proposal numbered e, or nil.
+func (m *Member) heldView(e uint64) *view {
+	for _, v := range m.held {
+		if v.epoch == e {
+			return v
+		}
+	}
+	return nil
 }
 
 // pruneFailed forgets failures of nodes that are in no view this node holds,
@@ -1202,8 +1208,8 @@ func (m *Member) sendAck() {
 	}
 	m.ackSent = true
 	m.cancel(tAck)
-	if len(m.ackedEpochs) < 256 {
-		put(&m.ackedEpochs, m.acc.epoch, true)
+	if len(m.ackedEpochs) < 256 && !slices.Contains(m.ackedEpochs, m.acc.epoch) {
+		m.ackedEpochs = append(m.ackedEpochs, m.acc.epoch)
 	}
 	m.send(m.accParent, m.ackMsg())
 }
@@ -1343,14 +1349,14 @@ func (m *Member) onCommit(from core.NodeID, e uint64) {
 		m.afterChange()
 	case m.cur != nil && m.cur.epoch == e && m.forwarded != e:
 		m.forwardCommit()
-	case m.ackedEpochs[e] && m.held[e] != nil && (m.cur == nil || e > m.cur.epoch) && m.held[e].has(from):
+	case slices.Contains(m.ackedEpochs, e) && m.heldView(e) != nil && (m.cur == nil || e > m.cur.epoch) && m.heldView(e).has(from):
 		// A proposal this node acknowledged, and has let go of since (it
 		// took over as root on a stale verdict, or installed an older view
 		// a member refused it with), committed: its other members hold it
 		// with this node in it, so this node installs it too. Without
 		// this, it stayed in the older view while the others counted it
 		// in theirs, for ever.
-		v := m.held[e]
+		v := m.heldView(e)
 		if !v.has(m.self) || v.inc(m.self) != m.inc {
 			return
 		}
@@ -1453,7 +1459,7 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 		// known never to commit: vetoed, or abandoned by its root for a
 		// later proposal
 		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
-	case (m.acc != nil && m.acc.epoch == q.Epoch) || m.ackedEpochs[q.Epoch]:
+	case (m.acc != nil && m.acc.epoch == q.Epoch) || slices.Contains(m.ackedEpochs, q.Epoch):
 		// this node acknowledged it: it may commit
 	default:
 		// This node never acknowledged q.Epoch and promises it never will:

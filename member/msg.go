@@ -347,20 +347,36 @@ func checkAncestry(d *wire.Decoder, epoch uint64, a []uint64, min int) {
 	}
 }
 
-func checkNoDup(d *wire.Decoder, what string, ids []core.NodeID) map[core.NodeID]bool {
+// checkNoDup fails d if two of xs have the same id. A proposal or a
+// report usually names one or two nodes, compared pairwise at no
+// allocation; longer lists go through a set.
+func checkNoDup[T any](d *wire.Decoder, what string, xs []T, id func(T) core.NodeID) {
 	if d.Err() != nil {
-		return nil
+		return
 	}
-	seen := make(map[core.NodeID]bool, len(ids))
-	for _, id := range ids {
-		if seen[id] {
-			d.Fail(what, errDup)
-			return nil
+	if len(xs) <= pairwiseDup {
+		for i := 1; i < len(xs); i++ {
+			for j := range i {
+				if id(xs[i]) == id(xs[j]) {
+					d.Fail(what, errDup)
+					return
+				}
+			}
 		}
-		seen[id] = true
+		return
 	}
-	return seen
+	seen := make(map[core.NodeID]bool, len(xs))
+	for _, x := range xs {
+		if seen[id(x)] {
+			d.Fail(what, errDup)
+			return
+		}
+		seen[id(x)] = true
+	}
 }
+
+// pairwiseDup is the longest list checkNoDup compares pairwise.
+const pairwiseDup = 16
 
 func joinerIDs(js []Joiner) []core.NodeID {
 	ids := make([]core.NodeID, len(js))
@@ -369,6 +385,9 @@ func joinerIDs(js []Joiner) []core.NodeID {
 	}
 	return ids
 }
+
+func nodeID(id core.NodeID) core.NodeID { return id }
+func joinerID(j Joiner) core.NodeID     { return j.ID }
 
 // checkMembers checks a full member list with its incarnations.
 func checkMembers(d *wire.Decoder, epoch uint64, members []core.NodeID, incs []Joiner) map[core.NodeID]bool {
@@ -383,8 +402,15 @@ func checkMembers(d *wire.Decoder, epoch uint64, members []core.NodeID, incs []J
 		d.Fail("members", errRootPos)
 		return nil
 	}
-	set := checkNoDup(d, "members", members)
-	checkNoDup(d, "incarnations", joinerIDs(incs))
+	set := make(map[core.NodeID]bool, len(members))
+	for _, id := range members {
+		if set[id] {
+			d.Fail("members", errDup)
+			return nil
+		}
+		set[id] = true
+	}
+	checkNoDup(d, "incarnations", incs, joinerID)
 	for _, j := range incs {
 		if d.Err() != nil {
 			break
@@ -413,7 +439,7 @@ func decReport(root bool) wire.DecodeFunc {
 		if d.Err() == nil && len(m.Failed) == 0 {
 			d.Fail("failed", errEmpty)
 		}
-		checkNoDup(d, "failed", joinerIDs(m.Failed))
+		checkNoDup(d, "failed", m.Failed, joinerID)
 		return m, d.Err()
 	}
 }
@@ -421,7 +447,7 @@ func decReport(root bool) wire.DecodeFunc {
 func decReportAck(d *wire.Decoder) (core.Msg, error) {
 	m := &ReportAck{Epoch: d.Uvarint(), Failed: decJoiners(d)}
 	checkEpoch(d, m.Epoch)
-	checkNoDup(d, "failed", joinerIDs(m.Failed))
+	checkNoDup(d, "failed", m.Failed, joinerID)
 	return m, d.Err()
 }
 
@@ -434,8 +460,8 @@ func decPrepare(c Cause) wire.DecodeFunc {
 		}
 		checkEpoch(d, m.Epoch)
 		checkAncestry(d, m.Epoch, m.Ancestry, 1)
-		checkNoDup(d, "failed", m.Failed)
-		checkNoDup(d, "joined", joinerIDs(m.Joined))
+		checkNoDup(d, "failed", m.Failed, nodeID)
+		checkNoDup(d, "joined", m.Joined, joinerID)
 		if d.Err() == nil && len(m.Failed) == 0 && len(m.Joined) == 0 {
 			d.Fail("change", errEmpty)
 		}
@@ -471,7 +497,7 @@ func decJoinRequest(alive bool) wire.DecodeFunc {
 		if d.Err() == nil && len(m.Joiners) == 0 {
 			d.Fail("joiners", errEmpty)
 		}
-		checkNoDup(d, "joiners", joinerIDs(m.Joiners))
+		checkNoDup(d, "joiners", m.Joiners, joinerID)
 		return m, d.Err()
 	}
 }

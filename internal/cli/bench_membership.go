@@ -93,6 +93,9 @@ collector is off during an in-process run (the n nodes share one heap: a
 collection would land in stabilizations, and one forced before each kill
 made every idle loop grow its stack again during the stabilization); a
 full cycle is forced before a kill only once the heap passes 1 GiB.
+Before the first job the heap is grown by 256 MiB, touched and collected,
+so that the run's allocations reuse pages the process already has, as a
+node's own process, whose collector recycles its heap, does.
 
 Examples:
   cohort bench membership

@@ -99,13 +99,19 @@ type inprocNode struct {
 type eventSink struct {
 	mu     sync.Mutex
 	recs   []record.Record
-	silent bool // killed: further records are dropped
+	spare  []record.Record // the buffer the collector gave back, for recs
+	silent bool            // killed: further records are dropped
 }
 
-// add keeps r.
+// add keeps r. The loop writes into a buffer the collector gave back
+// (giveBack): growing a fresh one, record by record, would touch new
+// memory on every loop during a stabilization.
 func (s *eventSink) add(r record.Record) {
 	s.mu.Lock()
 	if !s.silent {
+		if s.recs == nil {
+			s.recs, s.spare = s.spare, nil
+		}
 		s.recs = append(s.recs, r)
 	}
 	s.mu.Unlock()
@@ -126,6 +132,21 @@ func (s *eventSink) take() []record.Record {
 	s.recs = nil
 	return recs
 }
+
+// giveBack returns a buffer take returned, once its records are copied,
+// for add to reuse (a small one only).
+func (s *eventSink) giveBack(recs []record.Record) {
+	if cap(recs) > maxSpareRecords {
+		return
+	}
+	clear(recs)
+	s.mu.Lock()
+	s.spare = recs[:0]
+	s.mu.Unlock()
+}
+
+// maxSpareRecords bounds the buffer a sink keeps between collections.
+const maxSpareRecords = 64
 
 // StartInProcess starts the job's N nodes as hosts in this process (see
 // [InProcessJob]): every node listens on its own port of 127.0.0.1 and
@@ -414,6 +435,7 @@ func (j *InProcessJob) collect(n *inprocNode) bool {
 	for _, r := range recs {
 		j.log.add(r)
 	}
+	n.sink.giveBack(recs)
 	return true
 }
 
