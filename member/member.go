@@ -126,7 +126,7 @@ type Member struct {
 	ackedEpochs []uint64
 	vetoed      map[uint64]bool
 	held        []*view // accepted proposals above the installed view
-	forwarded   uint64           // the last epoch whose commit this node forwarded
+	forwarded   uint64  // the last epoch whose commit this node forwarded
 
 	maxCounter uint32
 
