@@ -206,6 +206,9 @@ func DecodeRecord(line []byte) (Record, error) {
 func FromEvent(node core.NodeID, at time.Time, uptime time.Duration, ev core.Event) Record {
 	r := Record{Node: node, Time: at, Uptime: uptime, Type: host.EventType(ev), Event: ev}
 	k, ok := known[r.Type]
+	if ok && reflect.TypeOf(ev) == k.typ {
+		return r // already the value a record holds: kept as it is, not copied
+	}
 	v := reflect.ValueOf(ev)
 	for ok && v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem() // the line holds the pointed-to value
