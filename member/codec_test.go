@@ -34,7 +34,7 @@ func sampleMessages() []core.Msg {
 	v, _ := initialView(ids(0, 1, 2, 3, 4, 5), 2)
 	joined := []Joiner{{6, 77}, {3, 99}}
 	p := &Prepare{Epoch: MakeEpoch(2, 0), Ancestry: []uint64{v.epoch}, Failed: ids(3), Joined: joined, Committed: true}
-	nv, _ := v.apply(p.Epoch, p.Failed, p.Joined, 2)
+	nv, _ := v.apply(p.Epoch, nil, p.Failed, p.Joined, 2)
 	full := &Prepare{Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined, Committed: true,
 		Full: true, Members: nv.members, Incs: nv.incList()}
 	var msgs []core.Msg

@@ -1127,11 +1127,10 @@ func (m *Member) viewOf(p *Prepare) *view {
 	if bv == nil {
 		return nil
 	}
-	v, err := bv.apply(p.Epoch, p.Failed, p.Joined, m.cfg.Fanout)
+	v, err := bv.apply(p.Epoch, p.Ancestry, p.Failed, p.Joined, m.cfg.Fanout)
 	if err != nil {
 		return nil
 	}
-	v.ancestry = p.Ancestry
 	return v
 }
 

@@ -53,7 +53,7 @@ func (m *Member) rootStep() {
 	// When base is the proposal of a dead root, this root adopts it: it may
 	// have committed somewhere, so the new view descends from it; but as it
 	// may as well not have, nobody installs it (Prepare.Committed is false).
-	v, err := base.apply(MakeEpoch(m.maxCounter+1, m.self), failed, joined, m.cfg.Fanout)
+	v, err := base.apply(MakeEpoch(m.maxCounter+1, m.self), nil, failed, joined, m.cfg.Fanout)
 	if err != nil {
 		panic(fmt.Sprintf("member: %v cannot derive its proposal: %v", m.self, err))
 	}

@@ -78,7 +78,7 @@ func TestViewApply(t *testing.T) {
 	if !slices.Equal(v.members, ids(1, 3, 5, 7, 9)) || v.epoch != MakeEpoch(1, 1) {
 		t.Fatalf("initial view %s %v", FormatEpoch(v.epoch), v.members)
 	}
-	w, err := v.apply(MakeEpoch(2, 1), ids(3), []Joiner{{2, 11}, {4, 12}}, 2)
+	w, err := v.apply(MakeEpoch(2, 1), nil, ids(3), []Joiner{{2, 11}, {4, 12}}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +108,13 @@ func TestViewApply(t *testing.T) {
 	if !slices.Equal(j, ids(2, 4)) || !slices.Equal(d, ids(3)) {
 		t.Errorf("diff = +%v -%v", j, d)
 	}
-	if _, err := v.apply(MakeEpoch(2, 1), ids(8), nil, 2); err == nil {
+	if _, err := v.apply(MakeEpoch(2, 1), nil, ids(8), nil, 2); err == nil {
 		t.Error("failing a non-member accepted")
 	}
-	if _, err := v.apply(MakeEpoch(2, 1), nil, []Joiner{{5, 0}}, 2); err == nil {
+	if _, err := v.apply(MakeEpoch(2, 1), nil, nil, []Joiner{{5, 0}}, 2); err == nil {
 		t.Error("joining a member accepted")
 	}
-	if _, err := v.apply(MakeEpoch(2, 3), ids(7), nil, 2); err == nil {
+	if _, err := v.apply(MakeEpoch(2, 3), nil, ids(7), nil, 2); err == nil {
 		t.Error("a view whose root is not the epoch's root accepted")
 	}
 }
@@ -281,7 +281,7 @@ func TestViewApplyMatchesRebuild(t *testing.T) {
 			root = want[0] + 1000
 			bad = "a root that is not the first member"
 		}
-		got, err := base.apply(MakeEpoch(2, root), failed, joined, 2)
+		got, err := base.apply(MakeEpoch(2, root), nil, failed, joined, 2)
 		if bad != "" {
 			if err == nil {
 				t.Fatalf("trial %d: %s accepted: members %v failed %v joined %v", trial, bad, members, failed, joined)
@@ -310,7 +310,7 @@ func TestViewApplyMatchesRebuild(t *testing.T) {
 // a member whose new incarnation joins leaves its position and is appended.
 func TestViewRejoin(t *testing.T) {
 	v, _ := initialView(ids(0, 1, 2), 4)
-	w, err := v.apply(MakeEpoch(2, 0), ids(1), []Joiner{{1, 99}}, 4)
+	w, err := v.apply(MakeEpoch(2, 0), nil, ids(1), []Joiner{{1, 99}}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

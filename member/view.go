@@ -224,7 +224,10 @@ func (v *view) childAncestry() []uint64 {
 // shifted), where building the view afresh would search for duplicates
 // and sort the tail again. v's members are distinct, so only the joiners
 // are checked.
-func (v *view) apply(epoch uint64, failed []core.NodeID, joined []Joiner, fanout int) (*view, error) {
+//
+// The new view's ancestry is the given one (a proposal carries it), or,
+// when nil, v's epoch followed by v's ancestry.
+func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, joined []Joiner, fanout int) (*view, error) {
 	t, err := topo.NewRadix(len(v.members)-len(failed)+len(joined), fanout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errView, err)
@@ -291,7 +294,10 @@ func (v *view) apply(epoch uint64, failed []core.NodeID, joined []Joiner, fanout
 	if members[0] != EpochRoot(epoch) {
 		return nil, fmt.Errorf("%w: epoch %s names root %v but the first member is %v", errView, FormatEpoch(epoch), EpochRoot(epoch), members[0])
 	}
-	nv := &view{epoch: epoch, members: members, ancestry: v.childAncestry(), incs: incs, tree: t,
+	if ancestry == nil {
+		ancestry = v.childAncestry()
+	}
+	nv := &view{epoch: epoch, members: members, ancestry: ancestry, incs: incs, tree: t,
 		delta: true, failed: failed, joined: joined}
 	nv.indexFrom(v, gone, survivors)
 	return nv, nil
