@@ -551,7 +551,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 		case record.ProcessTime:
 			if e.Epoch == s.Epoch && e.Kind == member.KindName(member.KindFailedNode) {
 				took = append(took, e.Took)
-				done[r.Node] = r.Time
+				done[r.Node] = e.Began(r).Add(e.Took)
 				handled = append(handled, r)
 			}
 		case member.StabilizationStarted:
@@ -571,7 +571,7 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 	for _, r := range handled {
 		e := r.Event.(record.ProcessTime)
 		if parent, ok := done[e.From]; ok {
-			hops = append(hops, r.Time.Add(-e.Took).Sub(parent))
+			hops = append(hops, e.Began(r).Sub(parent))
 		}
 	}
 	s.Hop = Median(hops)

@@ -82,12 +82,23 @@ type EchoOnce struct {
 // From its sender (the node's parent in the new tree). For FAILED_NODE it is the computation overhead O_cp of
 // the paper (§4: "the time for updating the tree structure on a local
 // node"), including handing the message to the children's send queues.
+//
+// At is when the node began handling it, on the node's monotonic clock
+// (the clock of Record.Uptime). The record is written once the node has
+// installed the view or stabilized it, after the stabilization it times,
+// so that writing it takes nothing from the stabilization.
 type ProcessTime struct {
 	Kind  string
 	Epoch uint64
 	From  core.NodeID
+	At    time.Duration
 	Took  time.Duration
 }
+
+// Began returns when the node whose record r is began handling the
+// proposal e (r.Event): r's wall clock, moved back by the time on the
+// node's monotonic clock from e.At to when r was written.
+func (e ProcessTime) Began(r Record) time.Time { return r.Time.Add(e.At - r.Uptime) }
 
 // Hint reports a transport-level problem with Node, as the host passed it
 // to the machines (a refused dial, a failed handshake, a lost connection):

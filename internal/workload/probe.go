@@ -397,6 +397,24 @@ type timedMember struct {
 	env     core.Env
 	reports int
 	from    []core.NodeID
+	// timed holds the ProcessTime records of the proposals handled since
+	// the node last installed or stabilized a view: they are emitted then
+	// (before the view's events), after the stabilization they time, so
+	// that recording them takes nothing from it.
+	timed []record.ProcessTime
+}
+
+// maxTimed bounds the ProcessTime records a node holds back: more are
+// emitted at once.
+const maxTimed = 64
+
+// flushTimed emits the records held back.
+func (t *timedMember) flushTimed() {
+	for _, pt := range t.timed {
+		t.env.Emit(pt)
+	}
+	clear(t.timed)
+	t.timed = t.timed[:0]
 }
 
 func (t *timedMember) Protos() []core.Proto { return t.m.Protos() }
@@ -414,6 +432,10 @@ type reportEnv struct {
 }
 
 func (e reportEnv) Emit(ev core.Event) {
+	switch ev.(type) {
+	case member.Stabilized, core.MembersChanged, member.ViewInstalled:
+		e.t.flushTimed()
+	}
 	e.Env.Emit(ev)
 	switch ev := ev.(type) {
 	case member.Stabilized:
@@ -438,7 +460,10 @@ func (t *timedMember) Receive(from core.NodeID, m core.Msg) {
 	}
 	t0 := t.env.Now()
 	t.m.Receive(from, m)
-	t.env.Emit(record.ProcessTime{Kind: member.KindName(m.Kind()), Epoch: p.Epoch, From: from, Took: t.env.Now() - t0})
+	if len(t.timed) == maxTimed {
+		t.flushTimed()
+	}
+	t.timed = append(t.timed, record.ProcessTime{Kind: member.KindName(m.Kind()), Epoch: p.Epoch, From: from, At: t0, Took: t.env.Now() - t0})
 }
 
 func (t *timedMember) Fire(tm core.Timer)  { t.m.Fire(tm) }

@@ -285,3 +285,42 @@ func ids(xs ...int) []core.NodeID {
 	}
 	return out
 }
+
+// TestTimedMemberHoldsRecords: the wrapped member's handling of a
+// proposal is timed (At: when it began, Took: how long), and its
+// record.ProcessTime is emitted only when the node installs the view,
+// right before the view's events, so that recording it takes nothing
+// from the stabilization.
+func TestTimedMemberHoldsRecords(t *testing.T) {
+	m, err := member.New(member.DefaultConfig(), ids(0, 1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := coretest.NewEnv(1, 1)
+	tm := TimeMember(m)
+	tm.Start(env)
+	env.TakeEmitted()
+	env.T = 5 * time.Millisecond
+	epoch := member.MakeEpoch(2, 0)
+	tm.Receive(0, &member.Prepare{Cause: member.CauseFailedNode, Epoch: epoch, Ancestry: []uint64{member.MakeEpoch(1, 0)}, Failed: ids(2)})
+	if ev := env.TakeEmitted(); len(ev) != 0 {
+		t.Fatalf("emitted %v while the view is not installed; want nothing yet", ev)
+	}
+	if sent := env.TakeSent(); len(sent) != 1 || sent[0].To != 0 || sent[0].Msg.Kind() != member.KindFailureAck {
+		t.Fatalf("sent %v, want the leaf's FAILURE_ACK to the root", sent)
+	}
+	env.T = 7 * time.Millisecond
+	tm.Receive(0, &member.Commit{Epoch: epoch})
+	ev := env.TakeEmitted()
+	if len(ev) < 2 {
+		t.Fatalf("emitted %v after the commit", ev)
+	}
+	pt, ok := ev[0].(record.ProcessTime)
+	want := record.ProcessTime{Kind: "FAILED_NODE", Epoch: epoch, From: 0, At: 5 * time.Millisecond}
+	if !ok || pt != want {
+		t.Fatalf("first event after the commit %#v, want %#v", ev[0], want)
+	}
+	if _, ok := ev[len(ev)-1].(member.ViewInstalled); !ok {
+		t.Fatalf("last event %#v, want the ViewInstalled after the held record", ev[len(ev)-1])
+	}
+}
