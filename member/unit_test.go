@@ -123,26 +123,10 @@ func TestViewApply(t *testing.T) {
 // prefix and an unsorted tail (joiners), and the duplicates newView must
 // refuse (within the tail, and between the tail and the prefix).
 func TestViewPositionsAndDuplicates(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("COHORT_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (replay: COHORT_SEED=%d go test ./member -run TestViewPositionsAndDuplicates)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	rng := seededRand(t, 7)
 	for range 2000 {
 		n := 1 + rng.IntN(40)
-		members := make([]core.NodeID, 0, n)
-		used := map[core.NodeID]bool{}
-		for len(members) < n {
-			id := core.NodeID(rng.IntN(3 * n))
-			if !used[id] {
-				used[id] = true
-				members = append(members, id)
-			}
-		}
-		// A sorted prefix of random length, the rest in random order.
-		k := rng.IntN(n + 1)
-		slices.Sort(members[:k])
+		members, _ := randomMembers(rng, n)
 		dup := rng.IntN(4) == 0 && n > 1
 		if dup {
 			i, j := rng.IntN(n), rng.IntN(n)
@@ -176,24 +160,10 @@ func TestViewPositionsAndDuplicates(t *testing.T) {
 // or the old apply refused (a failed non-member, a failure or a joiner
 // listed twice, a joiner already a member, a wrong root) are refused.
 func TestViewApplyMatchesRebuild(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("COHORT_SEED"); v != "" {
-		seed, _ = strconv.ParseUint(v, 10, 64)
-	}
-	t.Logf("seed %d (replay: COHORT_SEED=%d go test ./member -run TestViewApplyMatchesRebuild)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 11))
+	rng := seededRand(t, 11)
 	for trial := range 5000 {
 		n := 1 + rng.IntN(40)
-		members := make([]core.NodeID, 0, n)
-		used := map[core.NodeID]bool{}
-		for len(members) < n {
-			id := core.NodeID(rng.IntN(3 * n))
-			if !used[id] {
-				used[id] = true
-				members = append(members, id)
-			}
-		}
-		slices.Sort(members[:rng.IntN(n+1)])
+		members, used := randomMembers(rng, n)
 		var incs []uint64
 		if rng.IntN(2) == 0 {
 			incs = make([]uint64, n)
@@ -304,6 +274,34 @@ func TestViewApplyMatchesRebuild(t *testing.T) {
 			t.Fatalf("trial %d: the change is not recorded in the view", trial)
 		}
 	}
+}
+
+// seededRand returns a random source seeded from the clock, or from
+// COHORT_SEED to replay a run; the test logs the seed.
+func seededRand(t *testing.T, stream uint64) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("COHORT_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (replay: COHORT_SEED=%d go test ./member -run %s)", seed, seed, t.Name())
+	return rand.New(rand.NewPCG(seed, stream))
+}
+
+// randomMembers returns n distinct ids below 3n, a sorted prefix of random
+// length followed by the rest in random order (the joiners of a view), and
+// the set of them.
+func randomMembers(rng *rand.Rand, n int) ([]core.NodeID, map[core.NodeID]bool) {
+	members := make([]core.NodeID, 0, n)
+	used := map[core.NodeID]bool{}
+	for len(members) < n {
+		id := core.NodeID(rng.IntN(3 * n))
+		if !used[id] {
+			used[id] = true
+			members = append(members, id)
+		}
+	}
+	slices.Sort(members[:rng.IntN(n+1)])
+	return members, used
 }
 
 // Paper footnote on re-joining under the original id with a new process:

@@ -460,14 +460,14 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 		}
 	}
 	// This failure's floor: one tree echo from the same idle state.
-	if err := idle(ctx, cfg.gap()); err != nil {
+	if err := sleep(ctx, cfg.gap()); err != nil {
 		return s, err
 	}
 	var err error
 	if s.EchoOnce, s.EchoOnceCPU, err = echoOnce(ctx, cfg, job, view); err != nil {
 		return s, err
 	}
-	if err := idle(ctx, cfg.gap()); err != nil {
+	if err := sleep(ctx, cfg.gap()); err != nil {
 		return s, err
 	}
 	from := job.NumRecords()
@@ -576,18 +576,6 @@ func benchSample(ctx context.Context, cfg BenchConfig, job benchJob, a int, view
 	}
 	s.Hop = Median(hops)
 	return s, nil
-}
-
-// idle waits d, or until ctx is done.
-func idle(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // echoOnce has the root of view run one tree echo over it and returns its
