@@ -267,6 +267,23 @@ func FuzzUvarint8(f *testing.F) {
 		} else if n == 0 && len(b) >= 8 && wn > 0 && wn <= 8 {
 			t.Fatalf("%x: uvarint8 declines a canonical varint of %d bytes", b, wn)
 		}
+		// The codec's reader, at every offset (its one-byte, 8-byte-load
+		// and byte-by-byte cases): the same value and length, or an error.
+		for off := range len(b) {
+			want, wn := binary.Uvarint(b[off:])
+			if wn > 1 && b[off+wn-1] == 0 || wn <= 0 {
+				want, wn = 0, 0
+			}
+			d := NewDecoder(b)
+			d.off = off
+			u := d.Uvarint()
+			switch {
+			case wn == 0 && d.Err() == nil:
+				t.Fatalf("%x at %d: Decoder.Uvarint = %d, want an error", b, off, u)
+			case wn > 0 && (d.Err() != nil || u != want || d.off != off+wn):
+				t.Fatalf("%x at %d: Decoder.Uvarint = %d (%v), ends at %d; want %d ending at %d", b, off, u, d.Err(), d.off, want, off+wn)
+			}
+		}
 	})
 }
 
