@@ -228,10 +228,6 @@ func (v *view) childAncestry() []uint64 {
 // The new view's ancestry is the given one (a proposal carries it), or,
 // when nil, v's epoch followed by v's ancestry.
 func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, joined []Joiner, fanout int) (*view, error) {
-	t, err := topo.NewRadix(len(v.members)-len(failed)+len(joined), fanout)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errView, err)
-	}
 	// The departed positions, in increasing order.
 	var buf [smallList]int32
 	gone := buf[:0]
@@ -261,11 +257,15 @@ func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, join
 	if len(joined) > smallList && hasDuplicateJoiner(joined) {
 		return nil, fmt.Errorf("%w: a joiner listed twice", errView)
 	}
-	n := t.Len()
+	survivors := len(v.members) - len(gone)
+	n := survivors + len(joined)
 	if n == 0 {
 		return nil, fmt.Errorf("%w: empty member list", errView)
 	}
-	survivors := len(v.members) - len(gone)
+	t, err := topo.NewRadix(n, fanout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errView, err)
+	}
 	members := make([]core.NodeID, n)
 	// The incarnations, by position: none (nil) while every one is 0.
 	var incs []uint64
