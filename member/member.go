@@ -180,6 +180,11 @@ type Member struct {
 	// timer it fired; a cancelled one it may keep, so only fired ones
 	// come back here, and a cancelled one keeps its stale gen for good.
 	spareTimers []*timer
+
+	// atView and atPos remember this node's position in the last view
+	// asked about (see at).
+	atView *view
+	atPos  int
 }
 
 // New returns the machine of an initial member: the node computes the
@@ -532,7 +537,21 @@ func (m *Member) rootOf(v *view) core.NodeID {
 // leaves gives up after 3l·AckTimeout, 3·AckTimeout after its children
 // gave up on theirs.
 func (m *Member) ackWait(v *view) time.Duration {
-	return time.Duration(max(1, v.levelsBelow(m.self))) * m.cfg.AckTimeout
+	return time.Duration(max(1, v.levelsBelowAt(m.at(v)))) * m.cfg.AckTimeout
+}
+
+// at returns this node's position in v (-1 if it is not a member). It
+// remembers the answer for the last view asked about: a view change asks
+// it of the proposed view several times, and in a view whose members
+// joined over time a position is two binary searches.
+func (m *Member) at(v *view) int {
+	if v == nil {
+		return -1
+	}
+	if v != m.atView {
+		m.atView, m.atPos = v, v.pos(m.self)
+	}
+	return m.atPos
 }
 
 // ackWaits is how many ACK waits pass before a node reports a silent
@@ -1041,7 +1060,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.send(from, &NeedView{Epoch: p.Epoch})
 		return
 	}
-	if !v.has(m.self) || v.parent(m.self) != from || (rel == relJoins && v.inc(m.self) != m.inc) {
+	if me := m.at(v); me < 0 || v.parentAt(me) != from || (rel == relJoins && v.incAt(me) != m.inc) {
 		return
 	}
 	prev := m.acc
@@ -1152,11 +1171,11 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 	m.silent = 0
 	m.hold(v)
 	m.lastPrep = delta
-	m.acked.reset(v, m.self)
+	m.acked.reset(v, m.at(v))
 	m.ackSent, m.ackResent = false, 0
 	m.cancel(tAck)
 	m.sendDown(v, delta)
-	if len(v.children(m.self)) == 0 {
+	if len(v.childrenAt(m.at(v))) == 0 {
 		m.sendAck()
 	} else {
 		m.arm(tAck, m.ackWait(v), v.epoch)
@@ -1176,7 +1195,7 @@ func fullOf(p *Prepare) *Prepare {
 
 // sendDown sends p to this node's children in v; joiners get the full list.
 func (m *Member) sendDown(v *view, p *Prepare) {
-	for _, c := range v.children(m.self) {
+	for _, c := range v.childrenAt(m.at(v)) {
 		m.send(c, m.downTo(v, p, c))
 	}
 }
@@ -1217,10 +1236,14 @@ func (m *Member) sendAck() {
 func (m *Member) ackMsg() *Ack { return &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch} }
 
 func (m *Member) onAck(from core.NodeID, a *Ack) {
-	if m.acc == nil || a.Epoch != m.acc.epoch || !m.acked.on || m.acc.parent(from) != m.self {
+	if m.acc == nil || a.Epoch != m.acc.epoch || !m.acked.on {
 		return
 	}
-	if m.acked.add(m.acc, from) < len(m.acked.flags) {
+	p := m.acc.pos(from)
+	if m.acc.parentAt(p) != m.self {
+		return
+	}
+	if m.acked.add(p) < len(m.acked.flags) {
 		return
 	}
 	if m.driving {
@@ -1288,9 +1311,10 @@ type ackSet struct {
 	flags []bool
 }
 
-// reset starts the acknowledgement of v by self's children in v.
-func (s *ackSet) reset(v *view, self core.NodeID) {
-	lo, hi := v.tree.Children(v.pos(self))
+// reset starts the acknowledgement of v by the children of the member at
+// position self of v.
+func (s *ackSet) reset(v *view, self int) {
+	lo, hi := v.tree.Children(self)
 	s.on, s.lo, s.n = true, lo, 0
 	s.flags = slices.Grow(s.flags[:0], hi-lo)[:hi-lo]
 	clear(s.flags)
@@ -1299,10 +1323,10 @@ func (s *ackSet) reset(v *view, self core.NodeID) {
 // off ends it: no ACK counts until the next reset.
 func (s *ackSet) off() { s.on = false }
 
-// add records the ACK of child c of v and returns how many children have
-// acknowledged; a repeated ACK counts once.
-func (s *ackSet) add(v *view, c core.NodeID) int {
-	if i := v.pos(c) - s.lo; i >= 0 && i < len(s.flags) && !s.flags[i] {
+// add records the ACK of the child at position c of the view and returns
+// how many children have acknowledged; a repeated ACK counts once.
+func (s *ackSet) add(c int) int {
+	if i := c - s.lo; c >= 0 && i >= 0 && i < len(s.flags) && !s.flags[i] {
 		s.flags[i] = true
 		s.n++
 	}

@@ -182,12 +182,12 @@ func (m *Member) propose(v *view, committed bool) {
 	m.began = began
 	m.acc, m.accMsg, m.accFull, m.accParent = v, p, nil, core.None
 	m.lastPrep = p
-	m.acked.reset(v, m.self)
+	m.acked.reset(v, m.at(v))
 	m.ackSent, m.ackResent = false, 0
 	m.driving = true
 	m.env.Emit(StabilizationStarted{Epoch: epoch, Cause: cause, Began: began, At: m.now(), Failed: failed, Joined: joinerIDs(joined)})
 	m.sendDown(v, p)
-	if len(v.children(m.self)) == 0 {
+	if len(v.childrenAt(m.at(v))) == 0 {
 		m.stable()
 		return
 	}

@@ -146,16 +146,18 @@ func (v *view) has(id core.NodeID) bool { return v.pos(id) >= 0 }
 func (v *view) root() core.NodeID { return v.members[0] }
 
 func (v *view) inc(id core.NodeID) uint64 {
-	if v == nil {
+	if v == nil || v.incs == nil {
 		return 0
 	}
-	if v.incs == nil {
+	return v.incAt(v.pos(id))
+}
+
+// incAt is the incarnation of the member at position p (0 for -1).
+func (v *view) incAt(p int) uint64 {
+	if v.incs == nil || p < 0 {
 		return 0
 	}
-	if p := v.pos(id); p >= 0 {
-		return v.incs[p]
-	}
-	return 0
+	return v.incs[p]
 }
 
 // base is the epoch this view was derived from (0 for an initial view).
@@ -173,8 +175,11 @@ func (v *view) descends(e uint64) bool {
 }
 
 // parent returns the parent of id in the tree, or core.None.
-func (v *view) parent(id core.NodeID) core.NodeID {
-	p := v.tree.Parent(v.pos(id))
+func (v *view) parent(id core.NodeID) core.NodeID { return v.parentAt(v.pos(id)) }
+
+// parentAt is parent by position (-1: not a member).
+func (v *view) parentAt(p int) core.NodeID {
+	p = v.tree.Parent(p)
 	if p == topo.None {
 		return core.None
 	}
@@ -182,14 +187,19 @@ func (v *view) parent(id core.NodeID) core.NodeID {
 }
 
 // children returns the children of id in the tree (a subslice of members).
-func (v *view) children(id core.NodeID) []core.NodeID {
-	lo, hi := v.tree.Children(v.pos(id))
+func (v *view) children(id core.NodeID) []core.NodeID { return v.childrenAt(v.pos(id)) }
+
+// childrenAt is children by position (-1: not a member).
+func (v *view) childrenAt(p int) []core.NodeID {
+	lo, hi := v.tree.Children(p)
 	return v.members[lo:hi]
 }
 
 // levelsBelow returns how many tree levels hang below id (0 for a leaf).
-func (v *view) levelsBelow(id core.NodeID) int {
-	p := v.pos(id)
+func (v *view) levelsBelow(id core.NodeID) int { return v.levelsBelowAt(v.pos(id)) }
+
+// levelsBelowAt is levelsBelow by position (-1: not a member).
+func (v *view) levelsBelowAt(p int) int {
 	if p < 0 {
 		return 0
 	}
