@@ -8,11 +8,12 @@
 package workload
 
 import (
-	"github.com/cohort-mp/cohort/internal/record"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/internal/record"
 	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/topo"
 	"github.com/cohort-mp/cohort/wire"
@@ -240,6 +241,9 @@ func (p *probe) Handle(e core.Event) {
 	case member.ViewInstalled:
 		p.members = e.Members
 		p.me = slices.Index(e.Members, p.env.Self())
+		// A peer that left the view ends its hint episode: a dead one is
+		// never heard from again, and every message would look it up.
+		maps.DeleteFunc(p.hinted, func(id core.NodeID, _ bool) bool { return !slices.Contains(e.Members, id) })
 		if p.peer != core.None && !p.armed {
 			p.armed = true
 			p.env.SetTimer(probeDelay, probeStart{})
@@ -263,7 +267,11 @@ func (p *probe) ObserveSend(core.NodeID) {}
 
 // ObserveReceive implements core.TrafficObserver: a message from a peer
 // ends its hint episode.
-func (p *probe) ObserveReceive(from core.NodeID) { delete(p.hinted, from) }
+func (p *probe) ObserveReceive(from core.NodeID) {
+	if len(p.hinted) > 0 {
+		delete(p.hinted, from)
+	}
+}
 
 func (p *probe) ping() {
 	p.seq++

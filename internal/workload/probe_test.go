@@ -72,7 +72,8 @@ func TestProbeRetry(t *testing.T) {
 }
 
 // TestProbeAnswersAndHints: any node answers pings; hints reach the event
-// stream once per peer until the peer is heard from again.
+// stream once per peer until the peer is heard from again or leaves the
+// view.
 func TestProbeAnswersAndHints(t *testing.T) {
 	env := coretest.NewEnv(3, 1)
 	p := NewProbe(core.None, 0, 0)
@@ -97,6 +98,18 @@ func TestProbeAnswersAndHints(t *testing.T) {
 	p.Handle(h)
 	if ev := env.TakeEmitted(); len(ev) != 1 {
 		t.Fatalf("after a message from n5: emitted %v", ev)
+	}
+	// A view without n5 ends its episode too (a dead peer is never
+	// heard from again); a view with it does not.
+	p.Handle(member.ViewInstalled{Epoch: 2, Members: ids(3, 5)})
+	p.Handle(h)
+	if ev := env.TakeEmitted(); len(ev) != 0 {
+		t.Fatalf("n5 still in the view: emitted %v", ev)
+	}
+	p.Handle(member.ViewInstalled{Epoch: 3, Members: ids(3)})
+	p.Handle(h)
+	if ev := env.TakeEmitted(); len(ev) != 1 {
+		t.Fatalf("after a view without n5: emitted %v", ev)
 	}
 }
 
