@@ -67,6 +67,8 @@ func TestClusterAndBenchBadFlags(t *testing.T) {
 		{[]string{"bench", "membership", "--fanout", "2,3"}, "--fanout 3"},
 		{[]string{"bench", "membership", "--samples", "1"}, "--samples 1: want at least 2"},
 		{[]string{"bench", "membership", "--detector", "x"}, `unknown detector "x"`},
+		{[]string{"bench", "membership", "--gap", "0"}, "--gap 0s: want a positive wait"},
+		{[]string{"bench", "membership", "--gap", "2m"}, "--gap 2m0s: want a positive wait of at most a minute"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)
