@@ -27,7 +27,9 @@
 // measured in the same run: L is half the median round trip of a ping-pong
 // between the root and its first child over the same transport and host
 // loop, O_cp the median time a node spends handling the FAILED_NODE
-// message (recomputing its tree and passing the message on). It also
+// message (recomputing its tree and passing the message on; each node
+// writes that record once it has installed the view, after the
+// stabilization, so that the measure does not weigh on what it measures). It also
 // measures the delay of each tree hop during the stabilization itself and
 // gives the model with that delay in place of L: on a machine with fewer
 // cores than nodes, every survivor's detector fires within the same few
