@@ -347,35 +347,41 @@ func checkAncestry(d *wire.Decoder, epoch uint64, a []uint64, min int) {
 	}
 }
 
-// checkNoDup fails d if two of xs have the same id. A proposal or a
-// report usually names one or two nodes, compared pairwise at no
-// allocation; longer lists go through a set.
+// checkNoDup fails d if two of xs have the same id.
 func checkNoDup[T any](d *wire.Decoder, what string, xs []T, id func(T) core.NodeID) {
 	if d.Err() != nil {
 		return
 	}
+	if _, dup := duplicate(xs, id); dup {
+		d.Fail(what, errDup)
+	}
+}
+
+// duplicate returns an id two of xs share, if any. A proposal or a report
+// usually names one or two nodes, compared pairwise at no allocation;
+// longer lists go through a set.
+func duplicate[T any](xs []T, id func(T) core.NodeID) (core.NodeID, bool) {
 	if len(xs) <= pairwiseDup {
 		for i := 1; i < len(xs); i++ {
 			for j := range i {
 				if id(xs[i]) == id(xs[j]) {
-					d.Fail(what, errDup)
-					return
+					return id(xs[i]), true
 				}
 			}
 		}
-		return
+		return 0, false
 	}
 	seen := make(map[core.NodeID]bool, len(xs))
 	for _, x := range xs {
 		if seen[id(x)] {
-			d.Fail(what, errDup)
-			return
+			return id(x), true
 		}
 		seen[id(x)] = true
 	}
+	return 0, false
 }
 
-// pairwiseDup is the longest list checkNoDup compares pairwise.
+// pairwiseDup is the longest list duplicate compares pairwise.
 const pairwiseDup = 16
 
 func joinerIDs(js []Joiner) []core.NodeID {

@@ -254,18 +254,15 @@ func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, join
 			return nil, fmt.Errorf("%w: failed node %v listed twice", errView, v.members[gone[i]])
 		}
 	}
-	for i, j := range joined {
+	for _, j := range joined {
 		if p := v.pos(j.ID); p >= 0 {
 			if _, left := slices.BinarySearch(gone, int32(p)); !left {
 				return nil, fmt.Errorf("%w: joiner %v is already a member of %s", errView, j.ID, FormatEpoch(v.epoch))
 			}
 		}
-		if i < smallList && slices.ContainsFunc(joined[:i], func(k Joiner) bool { return k.ID == j.ID }) {
-			return nil, fmt.Errorf("%w: joiner %v listed twice", errView, j.ID)
-		}
 	}
-	if len(joined) > smallList && hasDuplicateJoiner(joined) {
-		return nil, fmt.Errorf("%w: a joiner listed twice", errView)
+	if id, dup := duplicate(joined, joinerID); dup {
+		return nil, fmt.Errorf("%w: joiner %v listed twice", errView, id)
 	}
 	survivors := len(v.members) - len(gone)
 	n := survivors + len(joined)
@@ -361,23 +358,9 @@ func (v *view) indexFrom(base *view, gone []int32, survivors int) {
 	v.tail = append(v.tail, js...)
 }
 
-// hasDuplicateJoiner reports whether an id is listed twice in joined.
-func hasDuplicateJoiner(joined []Joiner) bool {
-	ids := make([]core.NodeID, len(joined))
-	for i, j := range joined {
-		ids[i] = j.ID
-	}
-	slices.Sort(ids)
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] {
-			return true
-		}
-	}
-	return false
-}
-
-// smallList is the longest list of failed members apply searches rather
-// than indexes.
+// smallList is how many departed positions and tail joiners apply holds
+// on the stack before it allocates: a view change usually removes or adds
+// one or two members.
 const smallList = 8
 
 // initialView is the default view every initial member computes alone

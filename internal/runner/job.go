@@ -539,7 +539,7 @@ func (j *Job) Kill(id core.NodeID) error {
 // echo over its view, reported as a [record.EchoOnce] ([workload.StartEcho]).
 // It returns once the line is written.
 func (j *Job) StartEcho(id core.NodeID) error {
-	return j.tellLive(id, "echo\n", "asking %v for a tree echo")
+	return j.tellLive(id, "echo\n", "asking for a tree echo")
 }
 
 // InjectFailure tells node reporter (through its supervisor stream) to
@@ -547,11 +547,11 @@ func (j *Job) StartEcho(id core.NodeID) error {
 // declared failed failed. The node writes a [record.FailureInjected] event first.
 // It returns once the line is written, not once the node acted on it.
 func (j *Job) InjectFailure(reporter, failed core.NodeID) error {
-	return j.tellLive(reporter, fmt.Sprintf("fail %d\n", uint32(failed)), "telling %v that "+failed.String()+" failed")
+	return j.tellLive(reporter, fmt.Sprintf("fail %d\n", uint32(failed)), "telling it that "+failed.String()+" failed")
 }
 
 // tellLive writes line to the supervisor stream of node id, which must be
-// running; what describes the line for an error, with a %v for the node.
+// running; what describes the line in an error about id.
 func (j *Job) tellLive(id core.NodeID, line, what string) error {
 	j.mu.Lock()
 	p := j.procs[id]
@@ -561,7 +561,7 @@ func (j *Job) tellLive(id core.NodeID, line, what string) error {
 		return fmt.Errorf("%w: %v is not running", ErrJob, id)
 	}
 	if _, err := io.WriteString(p.stdin, line); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrJob, fmt.Sprintf(what, id), err)
+		return fmt.Errorf("%w: %v: %s: %w", ErrJob, id, what, err)
 	}
 	return nil
 }

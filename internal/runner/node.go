@@ -285,7 +285,9 @@ func (s *supervisor) run(r io.Reader, started chan<- error, cancel context.Cance
 			continue
 		}
 		if line == "echo" {
-			s.handle(workload.StartEcho{})
+			if s.waitReady() {
+				s.handle(workload.StartEcho{})
+			}
 			continue
 		}
 		entry, ok := strings.CutPrefix(line, "peer ")
@@ -317,9 +319,7 @@ func (s *supervisor) fail(line, arg string) {
 		s.log.Warn("runner: ignoring a bad fail line from the supervisor", "line", line, "err", err)
 		return
 	}
-	select {
-	case <-s.ready:
-	case <-s.ctx.Done():
+	if !s.waitReady() {
 		return
 	}
 	if s.events != nil {
@@ -328,13 +328,19 @@ func (s *supervisor) fail(line, arg string) {
 	s.handle(core.Failed{Node: id})
 }
 
-// handle hands e to the machines once the host runs.
-func (s *supervisor) handle(e core.Event) {
+// waitReady waits until the host runs, and reports false if the node
+// stopped first.
+func (s *supervisor) waitReady() bool {
 	select {
 	case <-s.ready:
+		return true
 	case <-s.ctx.Done():
-		return
+		return false
 	}
+}
+
+// handle hands e to the machines; the host runs (waitReady).
+func (s *supervisor) handle(e core.Event) {
 	if err := s.host.Handle(s.ctx, e); err != nil {
 		s.log.Warn("runner: could not hand an event to the machines", "event", host.EventType(e), "err", err)
 	}
