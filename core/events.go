@@ -35,9 +35,14 @@ type PeerHint struct {
 }
 
 // MembersChanged tells lower layers (the detectors) which nodes to monitor:
-// the members of the view numbered Epoch, in view order. Members must not be
-// mutated after it is emitted.
+// the members of the view numbered Epoch, in view order. Renewed lists the
+// members that were in the previous view too, but as an earlier incarnation
+// of their process (it restarted and joined again under its id): a detector
+// drops what it holds about them, verdicts included, and watches them
+// afresh, as it does a member that enters the view. The slices must not be
+// mutated after the event is emitted.
 type MembersChanged struct {
 	Epoch   uint64
 	Members []NodeID
+	Renewed []NodeID `json:",omitempty"`
 }

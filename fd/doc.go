@@ -104,7 +104,10 @@
 // position with its counter and state; a new member gets a zero
 // counter and a grace period of T_cleanup from now; the state (and pending ping) of a
 // member that left is dropped; T_cleanup and the schedule use the new n and
-// positions. A table carries the sender's member ids next to its counters,
+// positions. A member listed in Renewed (a restarted process that joined
+// again under its id) is treated as one that left and entered: its state
+// and verdict are dropped and it gets a grace period, which only a
+// heartbeat counted since then ends. A table carries the sender's member ids next to its counters,
 // so tables from another view merge id by id (ids this node does not monitor
 // are ignored); tables in the same view merge position by position.
 //

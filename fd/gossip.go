@@ -210,7 +210,9 @@ func (g *Gossip) Handle(e core.Event) {
 		}
 		// The member layer guarantees a valid list; a broken one is
 		// ignored rather than half-installed.
-		_ = g.install(e.Epoch, e.Members)
+		if g.install(e.Epoch, e.Members) == nil {
+			g.renew(e.Renewed)
+		}
 	case core.PeerHint:
 		if !g.cfg.IgnoreHints {
 			g.hint(e.Node)
@@ -729,6 +731,32 @@ func (g *Gossip) install(epoch uint64, members []core.NodeID) error {
 		}
 	}
 	return nil
+}
+
+// renew watches afresh the members of a new view that are new incarnations
+// of members of the last (core.MembersChanged.Renewed): what this node held
+// about the former process goes, its verdict too, as it does for a member
+// that leaves the view, and the entry gets a joiner's grace period. The
+// heartbeat stays: a restarted node adopts the group's count and counts on
+// from there, so only a heartbeat counted since the grace began shows the
+// new process alive. Without this, a process declared failed that came back
+// and died again before any table of its new incarnation arrived would stay
+// declared, and never be declared again.
+func (g *Gossip) renew(ids []core.NodeID) {
+	for _, id := range ids {
+		i := g.pos(id)
+		if i < 0 || i == g.me {
+			continue
+		}
+		if g.isFlagged(i) {
+			k := g.watchAt(i)
+			if w := g.watches[k]; w.seq != 0 {
+				g.env.CancelTimer(w.timer)
+			}
+			g.watches = slices.Delete(g.watches, k, k+1)
+		}
+		g.grace(i)
+	}
 }
 
 // buildIndex checks members and returns the positions sorted by id, or nil

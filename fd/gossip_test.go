@@ -853,3 +853,52 @@ func TestGossipStarvedSuspectClears(t *testing.T) {
 		t.Fatalf("declared %v failed after the suspicion ended", fs)
 	}
 }
+
+// TestGossipRenewedMember: a member declared failed whose process restarted
+// and joined again under its id (core.MembersChanged.Renewed) is watched
+// afresh: dead again before any table of its new incarnation arrived, it is
+// suspected and declared failed again after a new T_cleanup; alive, a
+// heartbeat counted since the renewal ends its grace without a suspicion.
+// Without the renewal the old verdict stands and nothing more is said.
+func TestGossipRenewedMember(t *testing.T) {
+	members := gfirst(3)
+	for _, tc := range []struct {
+		name    string
+		renewed []core.NodeID
+		alive   bool
+		want    []core.Event
+	}{
+		{"dead again", gids(2), false, []core.Event{core.Suspected{Node: 2}, core.Failed{Node: 2}}},
+		{"alive", gids(2), true, nil},
+		{"not renewed", nil, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, env := startGossip(t, gossipTestConfig(topo.BinaryRoundRobin), 0, members)
+			var k uint32
+			for env.Now() < 10*time.Second {
+				k++
+				g.Receive(1, gossipTable(t, members, 0, k, 0))
+				env.Advance(500*time.Millisecond, g)
+			}
+			if f := gossipEvents[core.Failed](env.TakeEmitted()); !slices.Equal(f, []core.Failed{{Node: 2}}) {
+				t.Fatalf("failed = %v, want n2", f)
+			}
+			g.Handle(core.MembersChanged{Epoch: 2, Members: members, Renewed: tc.renewed})
+			if len(tc.renewed) > 0 && g.Status(2) != StatusAlive {
+				t.Fatalf("renewed n2 is %v, want alive (in its grace)", g.Status(2))
+			}
+			for end := env.Now() + 10*time.Second; env.Now() < end; {
+				k++
+				b2 := uint32(0)
+				if tc.alive {
+					b2 = k
+				}
+				g.Receive(1, gossipTable(t, members, 0, k, b2))
+				env.Advance(500*time.Millisecond, g)
+			}
+			if evs := env.TakeEmitted(); !slices.Equal(evs, tc.want) {
+				t.Fatalf("after the renewal emitted %v, want %v", evs, tc.want)
+			}
+		})
+	}
+}

@@ -384,7 +384,7 @@ func (h *HeartbeatDetector) Start(env core.Env) {
 	if h.cfg.SharedClock != nil {
 		h.aligned, h.gridOff = true, posMod(env.Now()-h.cfg.SharedClock.Now(), h.cfg.Interval)
 	}
-	h.setMembers(h.epoch, h.members, true)
+	h.setMembers(h.epoch, h.members, nil, true)
 }
 
 // gridFloor is the latest time at most t where the shared clock is a
@@ -595,7 +595,7 @@ func (h *HeartbeatDetector) Handle(e core.Event) {
 			return
 		}
 		h.flush()
-		h.setMembers(e.Epoch, e.Members, false)
+		h.setMembers(e.Epoch, e.Members, e.Renewed, false)
 	case core.PeerHint:
 		if !h.started {
 			return
@@ -678,8 +678,12 @@ func (h *HeartbeatDetector) flush() {
 
 // setMembers installs a member list: records of departed peers are
 // dropped (a departed peer we sent heartbeats to is told to stop expecting
-// them), departed monitors replaced, ring and mesh connections added.
-func (h *HeartbeatDetector) setMembers(epoch uint64, members []core.NodeID, initial bool) {
+// them), departed monitors replaced, ring and mesh connections added. The
+// record of a renewed member (a new incarnation of a process of the last
+// view, core.MembersChanged.Renewed) is dropped too, its verdict with it,
+// and made afresh like a joiner's: the new process expects nothing of this
+// node, and a ring neighbour or a monitor it chooses watches it from now.
+func (h *HeartbeatDetector) setMembers(epoch uint64, members, renewed []core.NodeID, initial bool) {
 	h.members, h.epoch = members, epoch
 	h.sortedKnown = false
 	h.pos = h.indexOf(h.self)
@@ -687,7 +691,7 @@ func (h *HeartbeatDetector) setMembers(epoch uint64, members []core.NodeID, init
 	kept := make([]*hbPeer, 0, len(h.peers))
 	keptIDs := make([]core.NodeID, 0, len(h.peers))
 	for _, r := range h.peers {
-		if h.indexOf(r.id) >= 0 {
+		if h.indexOf(r.id) >= 0 && !slices.Contains(renewed, r.id) {
 			kept = append(kept, r)
 			keptIDs = append(keptIDs, r.id)
 		} else {
@@ -700,7 +704,7 @@ func (h *HeartbeatDetector) setMembers(epoch uint64, members []core.NodeID, init
 			h.env.CancelTimer(r.timer)
 		}
 		h.monitors = slices.DeleteFunc(h.monitors, func(id core.NodeID) bool { return id == r.id })
-		if r.sentNext > 0 && r.state != HeartbeatFailed {
+		if r.sentNext > 0 && r.state != HeartbeatFailed && h.indexOf(r.id) < 0 {
 			h.stats.InsuranceSent++
 			h.send(r.id, HeartbeatMsg{Next: 0}) // stop expecting us
 		}

@@ -1087,3 +1087,59 @@ func TestHeartbeatSharedClockAligns(t *testing.T) {
 		}
 	}
 }
+
+// A member declared failed whose process restarted and joined again under
+// its id (core.MembersChanged.Renewed) is watched afresh: its record and
+// verdict go (the new process is not told to stop expecting heartbeats it
+// never expected), so a refused connection or a silence after its own
+// announcement declares it failed again. Without the renewal the verdict
+// stands, and nothing more is said about it.
+func TestHeartbeatRenewedMember(t *testing.T) {
+	cfg := bigCfg()
+	const p = core.NodeID(30)
+	for _, renew := range []bool{true, false} {
+		h, env := startHB(t, cfg, 0, ids(100), 3)
+		h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+		env.Advance(10*time.Minute, h)
+		if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 1 || f[0].Node != p {
+			t.Fatalf("failures %v, want %v", f, p)
+		}
+		env.TakeSent()
+		var renewed []core.NodeID
+		if renew {
+			renewed = []core.NodeID{p}
+		}
+		h.Handle(core.MembersChanged{Epoch: 2, Members: ids(100), Renewed: renewed})
+		if b := beats(env.TakeSent()); slices.ContainsFunc(b[p], func(m HeartbeatMsg) bool { return m.Next == 0 }) {
+			t.Errorf("renew=%v: %v told to stop expecting heartbeats", renew, p)
+		}
+		wantState := HeartbeatFailed
+		if renew {
+			wantState = HeartbeatAlive
+		}
+		if s := h.State(p); s != wantState {
+			t.Fatalf("renew=%v: %v is %v, want %v", renew, p, s, wantState)
+		}
+		h.Handle(core.PeerHint{Node: p, Reason: "dial: connection refused", Refused: true})
+		env.Advance(10*time.Minute, h)
+		f := eventsOf[core.Failed](env.TakeEmitted())
+		if renew && (len(f) != 1 || f[0].Node != p) {
+			t.Fatalf("renewed: failures %v after a refused connection, want %v again", f, p)
+		}
+		if !renew && len(f) != 0 {
+			t.Fatalf("not renewed: failures %v, want none (the verdict stands)", f)
+		}
+	}
+	// The new process announces an interval, then falls silent.
+	h, env := startHB(t, cfg, 0, ids(100), 3)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	env.Advance(10*time.Minute, h)
+	env.TakeEmitted()
+	h.Handle(core.MembersChanged{Epoch: 2, Members: ids(100), Renewed: []core.NodeID{p}})
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	env.Advance(10*time.Minute, h)
+	evs := env.TakeEmitted()
+	if f := eventsOf[core.Failed](evs); len(f) != 1 || f[0].Node != p || len(eventsOf[core.Recovered](evs)) != 0 {
+		t.Fatalf("events %v, want %v failed again and no Recovered", evs, p)
+	}
+}

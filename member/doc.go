@@ -24,7 +24,11 @@
 // change. A verdict is about a member of the installed view: the member
 // assumes, as package fd does, that its detector stops watching a node that
 // leaves the view and watches afresh a node that enters it (reporting it
-// failed again if it still is), so it forgets the verdicts about both.
+// failed again if it still is), so it forgets the verdicts about both. A
+// process that restarted and joined again under its id enters the view as a
+// new incarnation: core.MembersChanged lists it in Renewed, and the detector
+// watches it afresh too (its old verdict may be about the new incarnation,
+// dead again before the view that admits it).
 // core.Recovered withdraws a failure that no view change has acted on yet,
 // and tells a node outside the view that it is outside (EXCLUDED).
 //

@@ -651,7 +651,8 @@ func (m *Member) install(v *view) {
 		}
 	}
 	// The detector watches a node that enters the view afresh (it follows
-	// core.MembersChanged) and declares it failed again if it still is: its
+	// core.MembersChanged; a restarted process that keeps its id is listed
+	// in Renewed) and declares it failed again if it still is: its
 	// verdicts about the node's previous stay in (or absence from) the view
 	// are void.
 	if prev == nil {
@@ -695,7 +696,7 @@ func (m *Member) install(v *view) {
 	if len(m.vetoed) == 0 {
 		m.vetoed = nil
 	}
-	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members})
+	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members, Renewed: renewed(prev, joined, m.self)})
 	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.members, Joined: joined, Departed: departed})
 }
 
@@ -816,6 +817,25 @@ func (m *Member) onRecovered(x core.NodeID) {
 	if !m.cur.has(x) && !m.acc.has(x) {
 		m.notice(x, false)
 	}
+}
+
+// renewed returns the joiners of a view that prev held too, under an earlier
+// incarnation: processes that restarted and joined again under their id.
+// The detector watches them afresh (core.MembersChanged.Renewed): its verdict
+// may be about the former incarnation, or about the new one that died again
+// before this view, and install voids it either way, so without a fresh
+// watch a dead member could stay in the view until the next change.
+func renewed(prev *view, joined []core.NodeID, self core.NodeID) []core.NodeID {
+	if prev == nil {
+		return nil
+	}
+	var out []core.NodeID
+	for _, id := range joined {
+		if id != self && prev.has(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // markFailed records that id failed; soft marks a failure this node's

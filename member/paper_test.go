@@ -394,6 +394,26 @@ func TestRecoveredNodeRejoins(t *testing.T) {
 	if inc := s.nodes[0].m.cur.inc(3); inc != m.Incarnation() || inc == 0 {
 		t.Errorf("the view holds incarnation %d of n3, want %d", inc, m.Incarnation())
 	}
+	// The detectors are told to watch the new incarnation afresh: their
+	// verdict about n3 may be about the process that just joined.
+	seen := 0
+	for _, r := range s.raw {
+		mc, ok := r.e.(core.MembersChanged)
+		if !ok || FormatEpoch(mc.Epoch) != "2.n0" {
+			continue
+		}
+		seen++
+		want := ids(3)
+		if r.id == 3 {
+			want = nil // its first view: everything is new to it
+		}
+		if !slices.Equal(mc.Renewed, want) {
+			t.Errorf("n%d: MembersChanged 2.n0 renews %v, want %v", r.id, mc.Renewed, want)
+		}
+	}
+	if seen != 5 {
+		t.Errorf("%d nodes announced 2.n0 to their detector, want 5", seen)
+	}
 }
 
 // §3.7: "a failure to get a JOIN_DET_ACK from the root triggers the new node

@@ -43,6 +43,9 @@ func (o *oracle) Handle(e core.Event) {
 				delete(o.declared, id)
 			}
 		}
+		for _, id := range mc.Renewed {
+			delete(o.declared, id) // a new incarnation of the same id
+		}
 		o.members = next
 		return
 	}
