@@ -77,6 +77,12 @@ func TestSwarmDeterministic(t *testing.T) {
 //     that never committed (evicted by a pending proposal with a higher
 //     epoch, then admitted as joiners), so 38.n8 was installed without
 //     descending from 30.n0: two histories.
+//   - 1371564406 (majority, stuck): n1 crashed, restarted and re-joined,
+//     and crashed again 6 ms later, before its detectors heard of the new
+//     process; the view that admitted the new incarnation voided the
+//     member's verdict, but the detectors, seeing the same id in both views,
+//     kept theirs and never declared n1 again (now core.MembersChanged
+//     lists n1 in Renewed, and they watch it afresh).
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -85,6 +91,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{8081, member.PartitionMajority},
 		{68013, member.PartitionMajority},
 		{33796, member.PartitionMajority},
+		{1371564406, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
