@@ -48,19 +48,25 @@ const OSULargeMessage = 8192
 
 // OSU describes one OSU-style benchmark.
 type OSU struct {
-	Mode     string    // latency, bw, allreduce (the first argument of osu.c)
-	Ranks    int       // processes per job
-	MinSize  int       // the first size (0, 1 or 8 bytes)
-	Unit     string    // µs or MB/s
-	Higher   bool      // a higher figure is better (bandwidth)
-	Loop     int       // iterations, small messages (OSU's defaults)
-	Skip     int       // warm-up iterations, small messages
-	LoopL    int       // iterations, large messages
-	SkipL    int       // warm-up iterations, large messages
-	Window   int       // messages in flight per iteration (bw)
-	MaxSize  int       // the largest size in bytes
-	Impls    []string  // implementations to run, in order (of OSUImpls)
-	Replicas int       // cohort's ranks each run as this many replicas (0, 1: none)
+	Mode     string   // latency, bw, allreduce (the first argument of osu.c)
+	Ranks    int      // processes per job
+	MinSize  int      // the first size (0, 1 or 8 bytes)
+	Unit     string   // µs or MB/s
+	Higher   bool     // a higher figure is better (bandwidth)
+	Loop     int      // iterations, small messages (OSU's defaults)
+	Skip     int      // warm-up iterations, small messages
+	LoopL    int      // iterations, large messages
+	SkipL    int      // warm-up iterations, large messages
+	Window   int      // messages in flight per iteration (bw)
+	MaxSize  int      // the largest size in bytes
+	Impls    []string // implementations to run, in order (of OSUImpls)
+	Replicas int      // cohort's ranks each run as this many replicas (0, 1: none)
+	// Rounds is how many times every implementation runs (0, 1: once).
+	// The implementations alternate within each round, and each figure
+	// is the median of its rounds: a shared machine's slow and fast
+	// phases, which last minutes and moved one run's ratios by twice,
+	// then fall on every implementation alike.
+	Rounds   int
 	Progress io.Writer // where progress lines go
 	// CPUProfile, when set, is a directory where each rank of cohort's and
 	// the raw TCP jobs writes a CPU profile of its run (go tool pprof):
@@ -114,10 +120,12 @@ func (b *OSU) Args() []string {
 // OSUResult is one implementation's figures by size, or why it is absent.
 type OSUResult struct {
 	Impl    string
-	Figures map[int]float64
+	Figures map[int]float64 // by size: the median of PerRound
+	// PerRound holds each round's figures by size, in round order.
+	PerRound []map[int]float64
 	// Allocs is, per size, the heap allocations of rank 0's process per
-	// message (per call for allreduce) in the timed loop; cohort's rows
-	// only, nil for the others.
+	// message (per call for allreduce) in the timed loop, the most of any
+	// round; cohort's rows only, nil for the others.
 	Allocs map[int]float64
 	Absent string // why it did not run ("" if it ran)
 }
@@ -131,7 +139,7 @@ func (b *OSU) Loops() string {
 	return s
 }
 
-// Measure runs every implementation in turn.
+// Measure runs every implementation in turn, b.Rounds times over.
 func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -144,40 +152,84 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 			cleanup()
 		}
 	}()
-	var results []OSUResult
-	for _, impl := range b.Impls {
-		r := OSUResult{Impl: impl}
-		fmt.Fprintf(b.Progress, "bench: %s %s on %d processes…\n", impl, b.Mode, b.Ranks)
-		switch impl {
-		case "shm":
-			if b.Mode != "latency" {
-				r.Absent = "latency only"
-				break
+	rounds := max(1, b.Rounds)
+	results := make([]OSUResult, len(b.Impls))
+	for i, impl := range b.Impls {
+		results[i].Impl = impl
+	}
+	for round := 1; round <= rounds; round++ {
+		for i, impl := range b.Impls {
+			r := &results[i]
+			if r.Absent != "" {
+				continue
 			}
-			r.Figures, _, err = b.runWorkers(ctx, exe, impl)
-		case "ours", "ours-unix", "ours-tcp", "ours-tls", "tcp":
-			r.Figures, r.Allocs, err = b.runWorkers(ctx, exe, impl)
-			if impl != "ours" {
-				r.Allocs = nil
+			of := ""
+			if rounds > 1 {
+				of = fmt.Sprintf(", round %d of %d", round, rounds)
 			}
-		default:
-			if mpiProg == "" && mpiAbsent == "" {
-				mpiProg, cleanup, mpiAbsent, err = buildOSU(ctx)
+			fmt.Fprintf(b.Progress, "bench: %s %s on %d processes%s…\n", impl, b.Mode, b.Ranks, of)
+			var figs, allocs map[int]float64
+			switch impl {
+			case "shm":
+				if b.Mode != "latency" {
+					r.Absent = "latency only"
+					break
+				}
+				figs, _, err = b.runWorkers(ctx, exe, impl)
+			case "ours", "ours-unix", "ours-tcp", "ours-tls", "tcp":
+				figs, allocs, err = b.runWorkers(ctx, exe, impl)
+				if impl != "ours" {
+					allocs = nil
+				}
+			default:
+				if mpiProg == "" && mpiAbsent == "" {
+					mpiProg, cleanup, mpiAbsent, err = buildOSU(ctx)
+				}
+				r.Absent = mpiAbsent
+				if r.Absent == "" && err == nil {
+					figs, err = b.runMPI(ctx, mpiProg, strings.TrimPrefix(impl, "mpi-"))
+				}
 			}
-			r.Absent = mpiAbsent
-			if r.Absent == "" && err == nil {
-				r.Figures, err = b.runMPI(ctx, mpiProg, strings.TrimPrefix(impl, "mpi-"))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", impl, err)
+			}
+			if r.Absent != "" {
+				fmt.Fprintf(b.Progress, "bench: %s skipped: %s\n", impl, r.Absent)
+				continue
+			}
+			r.PerRound = append(r.PerRound, figs)
+			if allocs != nil && r.Allocs == nil {
+				r.Allocs = map[int]float64{}
+			}
+			for s, a := range allocs {
+				r.Allocs[s] = max(r.Allocs[s], a)
 			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", impl, err)
-		}
-		if r.Absent != "" {
-			fmt.Fprintf(b.Progress, "bench: %s skipped: %s\n", impl, r.Absent)
-		}
-		results = append(results, r)
+	}
+	for i := range results {
+		results[i].Figures = medianBySize(results[i].PerRound)
 	}
 	return results, nil
+}
+
+// medianBySize is, per size, the median of the rounds' figures; nil
+// without rounds.
+func medianBySize(rounds []map[int]float64) map[int]float64 {
+	if len(rounds) == 0 {
+		return nil
+	}
+	out := map[int]float64{}
+	for s := range rounds[0] {
+		v := make([]float64, 0, len(rounds))
+		for _, r := range rounds {
+			if f, ok := r[s]; ok {
+				v = append(v, f)
+			}
+		}
+		slices.Sort(v)
+		out[s] = median(v)
+	}
+	return out
 }
 
 // runWorkers runs a job of b.Ranks workers of this executable and reads
@@ -354,6 +406,9 @@ func (b *OSU) WriteTable(w io.Writer, title string, results []OSUResult) {
 	if withAllocs {
 		fmt.Fprintln(w, "(allocs: cohort's heap allocations in rank 0's process per message, or per call for allreduce, in the timed loop)")
 	}
+	if rounds := maxRounds(ran); rounds > 1 {
+		fmt.Fprintf(w, "(each figure is the median of %d rounds, the implementations alternating within each round; allocs the most of any round)\n", rounds)
+	}
 	if ours != nil && len(ran) > 1 {
 		if b.Higher {
 			fmt.Fprintln(w, "(÷X = cohort's figure over X's: above 1, cohort is faster)")
@@ -361,4 +416,13 @@ func (b *OSU) WriteTable(w io.Writer, title string, results []OSUResult) {
 			fmt.Fprintln(w, "(÷X = cohort's figure over X's: below 1, cohort is faster)")
 		}
 	}
+}
+
+// maxRounds is the most rounds any of results ran.
+func maxRounds(results []OSUResult) int {
+	n := 0
+	for _, r := range results {
+		n = max(n, len(r.PerRound))
+	}
+	return n
 }

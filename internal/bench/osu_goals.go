@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
 // OSULatency is osu_latency's configuration (2 ranks, 0 B up, 10,000
@@ -56,27 +57,27 @@ func WriteOSUGoals(w io.Writer, all map[string][]OSUResult) {
 		if against == "" {
 			against = "mpi-tcp"
 		}
-		var ours, oursTCP, mpi map[int]float64
+		var ours, oursTCP, mpi OSUResult
 		for _, r := range all[g.Mode] {
 			switch r.Impl {
 			case "ours":
-				ours = r.Figures
+				ours = r
 			case "ours-tcp":
-				oursTCP = r.Figures
+				oursTCP = r
 			case against:
-				mpi = r.Figures
+				mpi = r
 			}
 		}
 		oursImpl := "ours"
-		if _, ok := oursTCP[g.Size]; ok && against == "mpi-tcp" {
+		if _, ok := oursTCP.Figures[g.Size]; ok && against == "mpi-tcp" {
 			ours, oursImpl = oursTCP, "ours-tcp"
 		}
 		cmp := "≤"
 		if g.Higher {
 			cmp = "≥"
 		}
-		o, ok1 := ours[g.Size]
-		m, ok2 := mpi[g.Size]
+		o, ok1 := ours.Figures[g.Size]
+		m, ok2 := mpi.Figures[g.Size]
 		if !ok1 || !ok2 || m == 0 {
 			fmt.Fprintf(w, "  %-40s not measured (needs ours and %s at %d B)\n", g.What, against, g.Size)
 			continue
@@ -87,7 +88,26 @@ func WriteOSUGoals(w io.Writer, all map[string][]OSUResult) {
 			met = ratio >= g.Limit
 		}
 		verdict := map[bool]string{true: "met", false: "NOT met"}[met]
-		fmt.Fprintf(w, "  %-40s %s %.2f, Open MPI %.2f %s: ratio %.2f (goal %s %.1f) %s\n",
-			g.What, osuImplTitle[oursImpl], o, m, map[bool]string{true: "MB/s", false: "µs"}[g.Higher], ratio, cmp, g.Limit, verdict)
+		fmt.Fprintf(w, "  %-40s %s %.2f, Open MPI %.2f %s: ratio %.2f (goal %s %.1f) %s%s\n",
+			g.What, osuImplTitle[oursImpl], o, m, map[bool]string{true: "MB/s", false: "µs"}[g.Higher], ratio, cmp, g.Limit, verdict,
+			roundRatios(ours.PerRound, mpi.PerRound, g.Size))
 	}
+}
+
+// roundRatios lists, when there were several rounds, ours ÷ theirs at size
+// in each round: how far the machine's phases moved the ratio.
+func roundRatios(ours, theirs []map[int]float64, size int) string {
+	if len(ours) < 2 || len(ours) != len(theirs) {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("; by round:")
+	for i := range ours {
+		if t := theirs[i][size]; t > 0 {
+			fmt.Fprintf(&b, " %.2f", ours[i][size]/t)
+		} else {
+			b.WriteString(" —")
+		}
+	}
+	return b.String()
 }

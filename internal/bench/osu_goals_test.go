@@ -49,4 +49,21 @@ func TestOSUGoals(t *testing.T) {
 			t.Fatalf("missing %q in:\n%s", want, b.String())
 		}
 	}
+	// Over rounds, the verdict takes the medians and the line lists each
+	// round's ratio.
+	b.Reset()
+	rounds := func(fs ...float64) []map[int]float64 {
+		var out []map[int]float64
+		for _, f := range fs {
+			out = append(out, map[int]float64{8: f})
+		}
+		return out
+	}
+	bench.WriteOSUGoals(&b, map[string][]bench.OSUResult{"latency": {
+		{Impl: "ours", Figures: map[int]float64{8: 6}, PerRound: rounds(6, 9, 5)},
+		{Impl: "mpi-tcp", Figures: map[int]float64{8: 5}, PerRound: rounds(5, 3, 5)},
+	}})
+	if want := "ratio 1.20 (goal ≤ 1.5) met; by round: 1.20 3.00 1.00"; !strings.Contains(b.String(), want) {
+		t.Fatalf("missing %q in:\n%s", want, b.String())
+	}
 }

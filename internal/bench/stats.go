@@ -72,8 +72,9 @@ func Estimate95(xs []time.Duration) Estimate {
 	return e
 }
 
-// median returns the median of a sorted sample.
-func median(s []time.Duration) time.Duration {
+// median returns the median of a sorted sample (the mean of the middle
+// two for an even count), 0 for an empty one.
+func median[T time.Duration | float64](s []T) T {
 	n := len(s)
 	if n == 0 {
 		return 0

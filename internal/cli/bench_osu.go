@@ -28,6 +28,8 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 	fs.IntVar(&iters, "iters", 0, "timed `iterations` for small messages (0: OSU's default); large ones get OSU's proportion of it")
 	fs.IntVar(&skip, "skip", -1, "warm-up `iterations` for small messages (-1: OSU's default)")
 	fs.StringVar(&implText, "impl", implText, "comma-separated `implementations` to run: ours (cohort; on one host over shared memory), ours-unix (cohort over Unix sockets, COHORT_SHM=off), ours-tcp (cohort over loopback TCP, COHORT_UNIX=off), ours-tls (cohort with --encrypt), tcp, shm (raw shared memory, latency only), mpi-tcp, mpi-vader (Open MPI ones are skipped when absent)")
+	rounds := max(1, b.Rounds)
+	fs.IntVar(&rounds, "rounds", rounds, "run every implementation this many `times`, alternating them within each round; each figure is the median of its rounds")
 	fs.StringVar(&b.CPUProfile, "cpuprofile", "", "write each rank's CPU profile of cohort's and the raw TCP runs into this `directory` (IMPL-MODE-rankN.pprof, for go tool pprof)")
 	if extra != nil {
 		extra(fs)
@@ -43,6 +45,10 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 		return usagef("--max %s: want %d bytes to 64M", maxText, max(1, b.MinSize))
 	}
 	b.MaxSize = size
+	if rounds < 1 || rounds > maxOSURounds {
+		return usagef("--rounds %d: want 1 to %d", rounds, maxOSURounds)
+	}
+	b.Rounds = rounds
 	if iters < 0 {
 		return usagef("--iters %d: want at least 1", iters)
 	}
@@ -78,6 +84,9 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 	b.Progress = c.stderr
 	return nil
 }
+
+// maxOSURounds bounds --rounds: each round runs every implementation.
+const maxOSURounds = 99
 
 // parseSize reads a size in bytes: "4096", "64K", "4M".
 func parseSize(s string) (int, error) {

@@ -27,9 +27,16 @@ func TestBenchOSU(t *testing.T) {
 			if c.bench == "allreduce" {
 				args = append(args, "-n", "3")
 			}
+			if c.bench == "p2p" {
+				args = append(args, "--rounds", "2")
+			}
 			code, stdout, stderr := run(t, args...)
 			if code != exitOK {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			rounds := strings.Contains(stdout, "median of 2 rounds") && strings.Count(stderr, "round 2 of 2") == 2
+			if rounds != (c.bench == "p2p") {
+				t.Fatalf("--rounds 2 given: %v; the table and progress say otherwise:\n%s\n%s", c.bench == "p2p", stdout, stderr)
 			}
 			if !strings.Contains(stdout, "÷raw TCP") {
 				t.Fatalf("no ratio column:\n%s", stdout)
@@ -75,6 +82,8 @@ func TestBenchOSUBadFlags(t *testing.T) {
 		{[]string{"bench", "bw", "--impl", "ours,udp"}, `unknown implementation "udp"`},
 		{[]string{"bench", "p2p", "--iters", "-1"}, "--iters -1"},
 		{[]string{"bench", "p2p", "--skip", "-2"}, "--skip -2"},
+		{[]string{"bench", "p2p", "--rounds", "0"}, "--rounds 0: want 1 to 99"},
+		{[]string{"bench", "osu", "--rounds", "100"}, "--rounds 100: want 1 to 99"},
 		{[]string{"bench", "allreduce", "-n", "0"}, "-n 0: want 1 to 64 ranks"},
 		{[]string{"bench", "allreduce", "--max", "4"}, "--max 4: want 8 bytes"},
 		{[]string{"osu-worker", "latency"}, "want latency|bw|allreduce"},
@@ -98,7 +107,7 @@ func TestBenchOSUAll(t *testing.T) {
 	}
 	for _, want := range []string{"# one-way latency", "# bandwidth", "# Allreduce of float64", "# goals",
 		"# OMPI tcp: not run (mpicc or mpirun is not in PATH", "cohort µs",
-		"8-byte one-way latency", "not measured (needs ours and mpi-tcp at 8 B)"} {
+		"8-byte one-way latency", "not measured (needs ours and mpi-tcp at 8 B)", "median of 3 rounds"} {
 		if !strings.Contains(stdout, want) {
 			t.Fatalf("missing %q in:\n%s", want, stdout)
 		}
