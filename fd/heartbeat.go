@@ -156,8 +156,10 @@ import (
 // notice. A restarted process learns the same way, from the first monitor
 // it beats to, that it had been declared failed; its refutation makes
 // every process report it [core.Recovered]. A failed connection still gets
-// insurance heartbeats, so that the two sides of a healed partition hear
-// from each other within T_insurance and recover.
+// insurance heartbeats, and a ping with each, so that the two sides of a
+// healed partition hear from each other within T_insurance and recover:
+// a side that excluded this process from its view ignores its heartbeats
+// and sends it none, but any process answers a ping.
 //
 // # Memory
 //
@@ -986,6 +988,14 @@ func (h *HeartbeatDetector) beat(r *hbPeer) {
 		h.stats.Suppressed += uint64((now - r.beatAt - 1) / every) // slots strictly before now
 	}
 	h.send(r.id, HeartbeatMsg{Next: every, Monitor: monitor})
+	if r.state == HeartbeatFailed {
+		// A peer that does not hold this process a member ignores its
+		// heartbeats and sends it none (the other side of a healed
+		// partition, which excluded us): a ping, which any process
+		// answers, lets the verdict end if the peer is alive.
+		h.send(r.id, HeartbeatPing{})
+		h.stats.PingsSent++
+	}
 	r.sentNext = every
 	r.beatAt, r.toldAt = now, now
 	if monitor {

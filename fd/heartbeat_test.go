@@ -1143,3 +1143,41 @@ func TestHeartbeatRenewedMember(t *testing.T) {
 		t.Fatalf("events %v, want %v failed again and no Recovered", evs, p)
 	}
 }
+
+// A failed connection is pinged along with its insurance heartbeats: the
+// other side of a healed partition, which excluded this process from its
+// view, ignores its heartbeats and sends it none, but answers a ping, and
+// the pong ends the verdict (core.Recovered).
+func TestHeartbeatFailedPeerPinged(t *testing.T) {
+	cfg := bigCfg()
+	h, env := startHB(t, cfg, 0, ids(100), 5)
+	const p = core.NodeID(30)
+	h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true})
+	env.Advance(time.Minute, h)
+	if f := eventsOf[core.Failed](env.TakeEmitted()); len(f) != 1 || f[0].Node != p {
+		t.Fatalf("failures %v, want %v", f, p)
+	}
+	env.TakeSent()
+	env.Advance(cfg.Insurance, h)
+	sent := env.TakeSent()
+	pings := 0
+	for _, s := range sentOf[HeartbeatPing](sent) {
+		if s.To == p {
+			pings++
+		}
+	}
+	if pings != 1 || len(beats(sent)[p]) != 1 {
+		t.Fatalf("in T_insurance the failed peer got %d pings and heartbeats %v, want one of each", pings, beats(sent)[p])
+	}
+	h.Receive(p, HeartbeatPong{})
+	if r := eventsOf[core.Recovered](env.TakeEmitted()); len(r) != 1 || r[0].Node != p {
+		t.Fatalf("the failed peer's pong gave %v, want it recovered", r)
+	}
+	env.TakeSent()
+	env.Advance(cfg.Insurance, h)
+	for _, s := range sentOf[HeartbeatPing](env.TakeSent()) {
+		if s.To == p {
+			t.Fatalf("a recovered peer is still pinged")
+		}
+	}
+}

@@ -25,7 +25,10 @@
 // core.MsgSize gives their size for bandwidth models. Between a pair, delivery
 // is FIFO unless Config.Reorder is set. A crashed node's pending timers and
 // in-flight messages are discarded; Recover starts a fresh machine under the
-// same id with a fresh incarnation (and random source).
+// same id with a fresh incarnation (and random source). With
+// Config.RefuseDead, a message that reaches a crashed node also hands its
+// sender core.PeerHint{Refused: true} that long after, as a host refuses a
+// connection to a port where nothing listens.
 //
 // CPU model: with SendOverhead / RecvOverhead set (LogP's o_s and o_r), a node
 // sends and receives messages one at a time, so a node that many others talk

@@ -31,6 +31,12 @@ type Config struct {
 	Reorder bool
 	// Trace, when set, keeps the trace hash (on by default through New).
 	NoTrace bool
+	// RefuseDead, when positive, is how long after a message reaches a
+	// crashed node its sender, if alive, is handed core.PeerHint{Refused:
+	// true}: the refusal a host gives a connection to a port where nothing
+	// listens any more. Messages lost to cuts, partitions, loss or a
+	// restart (the new process listens) give no hint.
+	RefuseDead time.Duration
 }
 
 // Stats counts what a run did.
@@ -321,6 +327,9 @@ func (w *World) dispatch(e event) {
 		switch e.kind {
 		case evDeliver, evArrive:
 			w.stats.Dropped++
+			if !n.alive && w.cfg.RefuseDead > 0 {
+				w.refuse(e.from, e.node)
+			}
 		case evTimer:
 			w.releaseTimer(e.tid)
 		}
@@ -357,6 +366,20 @@ func (w *World) dispatch(e event) {
 		w.hash(0x71, uint64(e.node), uint64(e.tid))
 		n.m.Fire(e.payload)
 	}
+}
+
+// refuse hands from, RefuseDead from now and if it is alive then, the
+// hint that a connection to the crashed node to was refused.
+func (w *World) refuse(from, to core.NodeID) {
+	inc := w.nodes[from].inc
+	w.At(w.now+w.cfg.RefuseDead, func() {
+		s := w.nodes[from]
+		if !s.alive || !s.started || s.inc != inc || s.paused {
+			return
+		}
+		w.hash(0x4E, uint64(from), uint64(to))
+		s.m.Handle(core.PeerHint{Node: to, Reason: "connection refused", Refused: true})
+	})
 }
 
 // send routes a message from a live node.

@@ -248,3 +248,55 @@ func BenchmarkPing(b *testing.B) {
 		})
 	}
 }
+
+// hintedBurst is a burst that records the hints it is handed.
+type hintedBurst struct {
+	burst
+	env   core.Env
+	hints []core.PeerHint
+	at    []time.Duration
+}
+
+func (b *hintedBurst) Start(env core.Env) { b.env = env; b.burst.Start(env) }
+func (b *hintedBurst) Handle(e core.Event) {
+	if h, ok := e.(core.PeerHint); ok {
+		b.hints = append(b.hints, h)
+		b.at = append(b.at, b.env.Now())
+	}
+}
+
+// TestRefuseDead: with Config.RefuseDead, a message that reaches a crashed
+// node gives its live sender a refused-connection hint that long after;
+// one lost to a partition, or addressed to a process that restarted since
+// (the new one listens), gives none, and neither does a world without it.
+func TestRefuseDead(t *testing.T) {
+	run := func(refuse time.Duration, fault func(w *World)) *hintedBurst {
+		w := New(Config{Seed: 1, Network: Constant(5 * time.Millisecond), RefuseDead: refuse})
+		b := &hintedBurst{burst: burst{to: 1, count: 2}}
+		w.Add(b)
+		w.Add(&seqRecorder{})
+		fault(w)
+		w.RunUntil(time.Second)
+		return b
+	}
+	crash := func(w *World) { w.CrashAt(time.Millisecond, 1) }
+	b := run(3*time.Millisecond, crash)
+	want := core.PeerHint{Node: 1, Reason: "connection refused", Refused: true}
+	if len(b.hints) != 2 || b.hints[0] != want || b.hints[1] != want || b.at[0] != 8*time.Millisecond {
+		t.Fatalf("hints %v at %v, want two refusals of n1 at 8ms", b.hints, b.at)
+	}
+	for name, fault := range map[string]func(w *World){
+		"partition": func(w *World) { w.Partition([]core.NodeID{0}) },
+		"restarted": func(w *World) {
+			w.CrashAt(time.Millisecond, 1)
+			w.At(2*time.Millisecond, func() { w.Recover(1, &seqRecorder{}) })
+		},
+	} {
+		if b := run(3*time.Millisecond, fault); len(b.hints) != 0 {
+			t.Errorf("%s: hints %v, want none", name, b.hints)
+		}
+	}
+	if b := run(0, crash); len(b.hints) != 0 {
+		t.Errorf("without RefuseDead: hints %v, want none", b.hints)
+	}
+}
