@@ -28,7 +28,18 @@
 // process that restarted and joined again under its id enters the view as a
 // new incarnation: core.MembersChanged lists it in Renewed, and the detector
 // watches it afresh too (its old verdict may be about the new incarnation,
-// dead again before the view that admits it).
+// dead again before the view that admits it). Choice: a node that a
+// proposal takes back (it was excluded, and merges) does not report the
+// proposal's members it holds failed, though it still acts on those
+// verdicts itself (a dead root is one to take over from); the next view
+// it installs drops them and has its detector watch those members afresh
+// (Renewed). They were given while it was cut off from that side, which,
+// having excluded it, neither gossips nor beats to it any more; reported
+// to the proposal's root, they aborted every merge after a healed
+// partition, and the root, believing its own members failed, could find
+// itself in a minority. Dropping them at once instead left a node that
+// accepted a dead root's proposal unaware of the root's death (swarm seed
+// 1452204879). The proposal's members watch each other meanwhile.
 // core.Recovered withdraws a failure that no view change has acted on yet,
 // and tells a node outside the view that it is outside (EXCLUDED).
 //

@@ -144,6 +144,12 @@ type Member struct {
 	// re-joining process's new incarnation can fail too, and a verdict about
 	// a former incarnation does not concern the new one.
 	failedInc map[core.NodeID][]uint64
+	// stale holds the members of a proposal that took this node back
+	// (merging) that it held failed then: it does not report them, and the
+	// next view it installs drops its verdicts about those it holds and
+	// lists them in core.MembersChanged's Renewed, for the detector to
+	// watch them afresh (staleVerdicts).
+	stale []core.NodeID
 
 	// Root state.
 	driving  bool // acc is this node's own proposal, being stabilized
@@ -676,6 +682,14 @@ func (m *Member) install(v *view) {
 			}
 		}
 	}
+	// Verdicts set aside when a proposal took this node back (staleVerdicts)
+	// go too: the detector watches those members afresh (Renewed, below).
+	for _, id := range m.stale {
+		if v.has(id) {
+			m.unmark(id)
+			delete(m.detected, id)
+		}
+	}
 	m.departed = slices.DeleteFunc(m.departed, v.has)
 	if over := len(m.departed) - m.cfg.MaxProbes; over > 0 {
 		m.departed = slices.Delete(m.departed, 0, over)
@@ -696,7 +710,14 @@ func (m *Member) install(v *view) {
 	if len(m.vetoed) == 0 {
 		m.vetoed = nil
 	}
-	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members, Renewed: renewed(prev, joined, m.self)})
+	renew := renewed(prev, joined, m.self)
+	for _, id := range m.stale {
+		if v.has(id) && !slices.Contains(renew, id) {
+			renew = append(renew, id)
+		}
+	}
+	m.stale = nil
+	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members, Renewed: renew})
 	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.members, Joined: joined, Departed: departed})
 }
 
@@ -898,6 +919,14 @@ func (m *Member) reportFailures() {
 		return
 	}
 	r := m.rootOf(n)
+	if r != m.self && len(m.stale) > 0 {
+		// Set aside (staleVerdicts): acted on here, not reported.
+		list = slices.DeleteFunc(list, func(id core.NodeID) bool { return slices.Contains(m.stale, id) })
+		if len(list) == 0 {
+			m.cancel(tReport)
+			return
+		}
+	}
 	if r == m.self {
 		m.cancel(tReport)
 		m.rootStep()
@@ -1102,6 +1131,9 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		adopted = nil
 	}
 	m.dropAcc()
+	if joiner && m.cur != nil {
+		m.staleVerdicts(v)
+	}
 	if rel == relExtends && p.Committed && prev != nil && prev.epoch == p.Ancestry[0] && prev.has(m.self) && (m.cur == nil || prev.epoch > m.cur.epoch) {
 		// p's root installed (committed) the proposal this node accepted:
 		// its commit did not reach this node; install it now.
@@ -1109,6 +1141,31 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	}
 	m.accept(v, p, from)
 	m.adopted = adopted
+}
+
+// staleVerdicts sets aside this node's failure verdicts about the members
+// of v, a proposal that takes it back (it was excluded, and merges). They
+// were given while it watched its own view, cut off from v's side, which,
+// having excluded it, neither gossips nor beats to it any more: after a
+// partition its detector may hold v's live members failed for good.
+// Reported to v's root, they aborted every proposal to merge the two sides
+// (a swarm over the gossip detector, and one over the heartbeat detector,
+// stayed stuck so), and the root, believing its own members failed, could
+// even find itself in a minority. So this node does not report them; it
+// still acts on them itself (a dead root of v is one to take over from).
+// The next view it installs drops them, and its detector watches those
+// members afresh (Renewed), declaring again one that is dead.
+func (m *Member) staleVerdicts(v *view) {
+	for id := range m.failed {
+		if id != m.self && v.has(id) && !slices.Contains(m.stale, id) {
+			m.stale = append(m.stale, id)
+		}
+	}
+	for id := range m.detected {
+		if id != m.self && v.has(id) && !slices.Contains(m.stale, id) {
+			m.stale = append(m.stale, id)
+		}
+	}
 }
 
 // mayDescend reports whether a view numbered epoch with the given ancestry

@@ -83,6 +83,10 @@ func TestSwarmDeterministic(t *testing.T) {
 //     member's verdict, but the detectors, seeing the same id in both views,
 //     kept theirs and never declared n1 again (now core.MembersChanged
 //     lists n1 in Renewed, and they watch it afresh).
+//   - 1452204879 (paper): guards the choice of staleVerdicts. Dropping a
+//     merging node's verdicts about the proposal that took it back, at
+//     once, left n2, which had accepted a dead root's proposal, unaware of
+//     that root's death: it never took over.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -92,6 +96,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{68013, member.PartitionMajority},
 		{33796, member.PartitionMajority},
 		{1371564406, member.PartitionMajority},
+		{1452204879, member.PartitionPaper},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
