@@ -70,9 +70,12 @@ func TestSwarmHeartbeatRegressionSeeds(t *testing.T) {
 // proposal to merge aborted, and the root, believing its own members
 // failed, could find itself in a minority. A node that a proposal takes
 // back no longer reports them, and its detector watches them afresh once
-// it installs the merged view (Member.staleVerdicts).
+// it installs the merged view (Member.staleVerdicts). And 2704121030: a
+// lone member, in a minority, held the proposal of a root it knew dead,
+// whose epoch was above the other side's newer view, and so ignored that
+// view's notices for ever (Member.onNotice).
 func TestSwarmGossipRegressionSeeds(t *testing.T) {
-	for _, seed := range []uint64{1736134863, 2847148383, 1913862296, 2522622187, 2784989688, 1637977950} {
+	for _, seed := range []uint64{1736134863, 2847148383, 1913862296, 2522622187, 2784989688, 1637977950, 2704121030} {
 		if err := detectorSwarm(t, seed, "TestSwarmGossipDetector", 0, lanGossip); err != nil {
 			t.Error(err)
 		}

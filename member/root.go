@@ -670,7 +670,7 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 			via = core.None
 		}
 		m.evicted(x.Epoch, x.Root, via)
-	case x.Epoch > m.cur.epoch && n != m.cur && m.cur.has(from) && !n.has(from) && !m.cur.has(EpochRoot(n.epoch)):
+	case x.Epoch > m.cur.epoch && n != m.cur && m.cur.has(from) && !n.has(from) && (!m.cur.has(EpochRoot(n.epoch)) || m.minority != 0 && m.failed[EpochRoot(n.epoch)]):
 		// A member of the installed view installed a newer view without this
 		// node, while this node holds the accepted proposal of a root outside
 		// its installed view. The detector watches the installed view only:
@@ -678,7 +678,12 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 		// is held forever (it may have committed, so this node cannot take it
 		// over alone either). Merging into the newer view is what a node of
 		// a healed partition does; the proposal, if it committed, is a view
-		// this node skips, as after any merge.
+		// this node skips, as after any merge. So too when the proposal's
+		// root is a member known to have failed while this node is in a
+		// minority (PartitionMajority), where it cannot take the proposal
+		// over: held, it kept the node out of the newer view for ever (a
+		// gossip-detector swarm, seed 2704121030, whose newer view had a
+		// lower epoch than the dead root's proposal).
 		m.evicted(x.Epoch, x.Root, core.None)
 	case x.Epoch < n.epoch && !n.has(from) && !m.cur.has(from):
 		m.notice(from, false)
