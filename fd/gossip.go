@@ -495,12 +495,7 @@ func (g *Gossip) watchAt(i int) int {
 // clearWatch ends the watch at index k because its node showed it is alive
 // (a pong, or a heartbeat increase) and emits what that means.
 func (g *Gossip) clearWatch(k int) {
-	w := g.watches[k]
-	if w.seq != 0 {
-		g.env.CancelTimer(w.timer)
-	}
-	g.clearFlag(int(w.pos))
-	g.watches = slices.Delete(g.watches, k, k+1)
+	w := g.dropWatch(k)
 	switch w.status {
 	case StatusSuspected, StatusConsensus:
 		g.falseAlarm()
@@ -508,6 +503,18 @@ func (g *Gossip) clearWatch(k int) {
 	case StatusFailed:
 		g.env.Emit(core.Recovered{Node: w.id})
 	}
+}
+
+// dropWatch ends the watch at index k without a word (its ping's timeout
+// cancelled, its position unflagged) and returns it.
+func (g *Gossip) dropWatch(k int) gossipWatch {
+	w := g.watches[k]
+	if w.seq != 0 {
+		g.env.CancelTimer(w.timer)
+	}
+	g.clearFlag(int(w.pos))
+	g.watches = slices.Delete(g.watches, k, k+1)
+	return w
 }
 
 // receiveTable merges a received table by maximum, then performs the
@@ -749,11 +756,7 @@ func (g *Gossip) renew(ids []core.NodeID) {
 			continue
 		}
 		if g.isFlagged(i) {
-			k := g.watchAt(i)
-			if w := g.watches[k]; w.seq != 0 {
-				g.env.CancelTimer(w.timer)
-			}
-			g.watches = slices.Delete(g.watches, k, k+1)
+			g.dropWatch(g.watchAt(i))
 		}
 		g.grace(i)
 	}

@@ -683,13 +683,19 @@ func (m *Member) install(v *view) {
 		}
 	}
 	// Verdicts set aside when a proposal took this node back (staleVerdicts)
-	// go too: the detector watches those members afresh (Renewed, below).
+	// go too: the detector watches those members afresh, as it does the
+	// renewed ones.
+	renew := renewed(prev, joined, m.self)
 	for _, id := range m.stale {
 		if v.has(id) {
 			m.unmark(id)
 			delete(m.detected, id)
+			if !slices.Contains(renew, id) {
+				renew = append(renew, id)
+			}
 		}
 	}
+	m.stale = nil
 	m.departed = slices.DeleteFunc(m.departed, v.has)
 	if over := len(m.departed) - m.cfg.MaxProbes; over > 0 {
 		m.departed = slices.Delete(m.departed, 0, over)
@@ -710,13 +716,6 @@ func (m *Member) install(v *view) {
 	if len(m.vetoed) == 0 {
 		m.vetoed = nil
 	}
-	renew := renewed(prev, joined, m.self)
-	for _, id := range m.stale {
-		if v.has(id) && !slices.Contains(renew, id) {
-			renew = append(renew, id)
-		}
-	}
-	m.stale = nil
 	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members, Renewed: renew})
 	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.members, Joined: joined, Departed: departed})
 }
@@ -1156,15 +1155,16 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 // The next view it installs drops them, and its detector watches those
 // members afresh (Renewed), declaring again one that is dead.
 func (m *Member) staleVerdicts(v *view) {
-	for id := range m.failed {
+	set := func(id core.NodeID) {
 		if id != m.self && v.has(id) && !slices.Contains(m.stale, id) {
 			m.stale = append(m.stale, id)
 		}
 	}
+	for id := range m.failed {
+		set(id)
+	}
 	for id := range m.detected {
-		if id != m.self && v.has(id) && !slices.Contains(m.stale, id) {
-			m.stale = append(m.stale, id)
-		}
+		set(id)
 	}
 }
 

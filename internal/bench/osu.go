@@ -145,13 +145,8 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mpiProg, mpiAbsent string
-	var cleanup func()
-	defer func() {
-		if cleanup != nil {
-			cleanup()
-		}
-	}()
+	var mpi osuMPI
+	defer mpi.close()
 	rounds := max(1, b.Rounds)
 	results := make([]OSUResult, len(b.Impls))
 	for i, impl := range b.Impls {
@@ -168,33 +163,13 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 				of = fmt.Sprintf(", round %d of %d", round, rounds)
 			}
 			fmt.Fprintf(b.Progress, "bench: %s %s on %d processes%s…\n", impl, b.Mode, b.Ranks, of)
-			var figs, allocs map[int]float64
-			switch impl {
-			case "shm":
-				if b.Mode != "latency" {
-					r.Absent = "latency only"
-					break
-				}
-				figs, _, err = b.runWorkers(ctx, exe, impl)
-			case "ours", "ours-unix", "ours-tcp", "ours-tls", "tcp":
-				figs, allocs, err = b.runWorkers(ctx, exe, impl)
-				if impl != "ours" {
-					allocs = nil
-				}
-			default:
-				if mpiProg == "" && mpiAbsent == "" {
-					mpiProg, cleanup, mpiAbsent, err = buildOSU(ctx)
-				}
-				r.Absent = mpiAbsent
-				if r.Absent == "" && err == nil {
-					figs, err = b.runMPI(ctx, mpiProg, strings.TrimPrefix(impl, "mpi-"))
-				}
-			}
+			figs, allocs, absent, err := b.measureOnce(ctx, exe, impl, &mpi)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", impl, err)
 			}
-			if r.Absent != "" {
-				fmt.Fprintf(b.Progress, "bench: %s skipped: %s\n", impl, r.Absent)
+			if absent != "" {
+				r.Absent = absent
+				fmt.Fprintf(b.Progress, "bench: %s skipped: %s\n", impl, absent)
 				continue
 			}
 			r.PerRound = append(r.PerRound, figs)
@@ -210,6 +185,50 @@ func (b *OSU) Measure(ctx context.Context) ([]OSUResult, error) {
 		results[i].Figures = medianBySize(results[i].PerRound)
 	}
 	return results, nil
+}
+
+// osuMPI is the OSU program built with mpicc, once per Measure, or why
+// Open MPI is absent.
+type osuMPI struct {
+	built   bool
+	prog    string
+	absent  string
+	cleanup func()
+}
+
+func (o *osuMPI) close() {
+	if o.cleanup != nil {
+		o.cleanup()
+	}
+}
+
+// measureOnce runs impl once and returns its figures and, for ours, its
+// allocations, or why it does not run here (absent).
+func (b *OSU) measureOnce(ctx context.Context, exe, impl string, mpi *osuMPI) (figs, allocs map[int]float64, absent string, err error) {
+	switch impl {
+	case "shm":
+		if b.Mode != "latency" {
+			return nil, nil, "latency only", nil
+		}
+		figs, _, err = b.runWorkers(ctx, exe, impl)
+	case "ours", "ours-unix", "ours-tcp", "ours-tls", "tcp":
+		figs, allocs, err = b.runWorkers(ctx, exe, impl)
+		if impl != "ours" {
+			allocs = nil
+		}
+	default:
+		if !mpi.built {
+			mpi.built = true
+			if mpi.prog, mpi.cleanup, mpi.absent, err = buildOSU(ctx); err != nil {
+				return nil, nil, "", err
+			}
+		}
+		if mpi.absent != "" {
+			return nil, nil, mpi.absent, nil
+		}
+		figs, err = b.runMPI(ctx, mpi.prog, strings.TrimPrefix(impl, "mpi-"))
+	}
+	return figs, allocs, "", err
 }
 
 // medianBySize is, per size, the median of the rounds' figures; nil
