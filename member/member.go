@@ -58,9 +58,8 @@ const (
 // Member.spareTimers). A timer whose gen is not the current one of its
 // kind was superseded and is ignored.
 type timer struct {
-	kind  timerKind
-	gen   uint32
-	epoch uint64
+	kind timerKind
+	gen  uint32
 }
 
 // maxLeftProbes is how many probes (one per ProbeInterval) tell a member
@@ -89,6 +88,16 @@ type Member struct {
 	env  core.Env
 	self core.NodeID
 	inc  uint64 // 0 for initial members, random otherwise
+
+	// recycler takes back the ACKs and commits received, once handled,
+	// for the next ones to be decoded into (nil: the Env does not reuse
+	// messages). copies says that the Env encodes a message as it is
+	// sent (core.SendCopies): then every ACK this node sends is ackOut,
+	// and every commit commitOut.
+	recycler  core.Recycler
+	copies    bool
+	ackOut    Ack
+	commitOut Commit
 
 	// initView is the default view of an initial member's job, shared by
 	// every machine of its Group; initial is its member list (nil for a
@@ -178,7 +187,20 @@ type Member struct {
 	probeNext  int                    // rotation through the node list for probes
 	lastNotice map[core.NodeID]time.Duration
 
-	timerIDs [nTimers]core.TimerID
+	// The timers, by kind. A kind is armed (armed, due, dueEpoch) apart
+	// from the Env timer that wakes it (timerIDs, timerAt): disarming
+	// leaves the Env timer pending, and arming again for a deadline no
+	// earlier than the pending one's leaves that one to fire, which
+	// then sets the Env timer again for what is left (see arm, Fire).
+	// Every view change arms and disarms the ACK and commit waits of
+	// every member, which so cost no Env call and no allocation while
+	// view changes come faster than the waits (seconds): the price is
+	// one wake-up that finds nothing to do, after a wait has passed.
+	armed    [nTimers]bool
+	due      [nTimers]time.Duration
+	dueEpoch [nTimers]uint64
+	timerIDs [nTimers]core.TimerID // 0: none pending
+	timerAt  [nTimers]time.Duration
 	gens     [nTimers]uint32
 	// spareTimers are timer values that fired, for arm to reuse: a timer
 	// boxed in a core.Timer would otherwise cost an allocation per arm
@@ -355,6 +377,7 @@ func (m *Member) Incarnation() uint64 { return m.inc }
 func (m *Member) Start(env core.Env) {
 	m.env = env
 	m.self = env.Self()
+	m.recycler, m.copies = core.RecyclerOf(env), core.SendCopies(env)
 	if m.cfg.ProbeInterval > 0 {
 		m.arm(tProbe, m.cfg.ProbeInterval, 0)
 	}
@@ -391,8 +414,10 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 		m.onPrepare(from, x)
 	case *Ack:
 		m.onAck(from, x)
+		m.recycle(x)
 	case *Commit:
 		m.onCommit(from, x.Epoch)
+		m.recycle(x)
 	case *JoinRequest:
 		m.onJoinRequest(from, x)
 	case *JoinDetAck:
@@ -440,18 +465,28 @@ func (m *Member) Fire(t core.Timer) {
 	if tm.kind >= nTimers || tm.gen != m.gens[tm.kind] {
 		return
 	}
-	m.timerIDs[tm.kind] = 0
-	switch tm.kind {
+	k := tm.kind
+	m.timerIDs[k] = 0
+	if !m.armed[k] {
+		return // disarmed since the Env timer was set
+	}
+	if m.now() < m.due[k] {
+		m.setTimer(k, m.due[k]) // armed again, for later
+		return
+	}
+	m.armed[k] = false
+	epoch := m.dueEpoch[k]
+	switch k {
 	case tAck:
-		m.onAckTimeout(tm.epoch)
+		m.onAckTimeout(epoch)
 	case tCommit:
-		if m.acc != nil && m.acc.epoch == tm.epoch && !m.driving {
+		if m.acc != nil && m.acc.epoch == epoch && !m.driving {
 			m.suspectSilentRoot()
-			if m.acc == nil || m.acc.epoch != tm.epoch || m.driving {
+			if m.acc == nil || m.acc.epoch != epoch || m.driving {
 				return
 			}
 			m.queryOutcome()
-			m.arm(tCommit, m.commitWait(m.acc), tm.epoch)
+			m.arm(tCommit, m.commitWait(m.acc), epoch)
 		}
 	case tReport:
 		m.onReportTimeout()
@@ -477,8 +512,23 @@ func (m *Member) Fire(t core.Timer) {
 	}
 }
 
+// arm arms timer kind k to fire after the duration, for epoch, replacing
+// its previous arming.
 func (m *Member) arm(k timerKind, after time.Duration, epoch uint64) {
-	m.cancel(k)
+	at := m.now() + max(after, 0)
+	m.armed[k], m.due[k], m.dueEpoch[k] = true, at, epoch
+	if m.timerIDs[k] != 0 && m.timerAt[k] <= at {
+		return // the pending Env timer comes first; Fire sets it again
+	}
+	m.setTimer(k, at)
+}
+
+// setTimer sets the Env timer of kind k for the deadline at, in place of
+// the pending one.
+func (m *Member) setTimer(k timerKind, at time.Duration) {
+	if m.timerIDs[k] != 0 {
+		m.env.CancelTimer(m.timerIDs[k])
+	}
 	m.gens[k]++
 	var tp *timer
 	if n := len(m.spareTimers); n > 0 {
@@ -487,17 +537,13 @@ func (m *Member) arm(k timerKind, after time.Duration, epoch uint64) {
 	} else {
 		tp = new(timer)
 	}
-	*tp = timer{kind: k, gen: m.gens[k], epoch: epoch}
-	m.timerIDs[k] = m.env.SetTimer(after, tp)
+	*tp = timer{kind: k, gen: m.gens[k]}
+	m.timerIDs[k], m.timerAt[k] = m.env.SetTimer(at-m.now(), tp), at
 }
 
-func (m *Member) cancel(k timerKind) {
-	if m.timerIDs[k] != 0 {
-		m.env.CancelTimer(m.timerIDs[k])
-		m.timerIDs[k] = 0
-	}
-	m.gens[k]++
-}
+// cancel disarms timer kind k. Its Env timer, if pending, stays: it
+// wakes the node for nothing, or for the next arming (see arm).
+func (m *Member) cancel(k timerKind) { m.armed[k] = false }
 
 func (m *Member) send(to core.NodeID, msg core.Msg) {
 	if to == m.self || to == core.None {
@@ -1234,7 +1280,11 @@ func (m *Member) viewOf(p *Prepare) *view {
 // proposal and passes p down to this node's children.
 func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 	delta := p
-	if p.Full || p.v != v {
+	switch {
+	case p.v == nil && !p.Full:
+		// Decoded here: this node's own, so it carries the view down.
+		p.v = v
+	case p.Full || p.v != v:
 		delta = &Prepare{Cause: p.Cause, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined, Committed: p.Committed, v: v}
 	}
 	m.forgetRejoined(p.Joined)
@@ -1309,8 +1359,22 @@ func (m *Member) sendAck() {
 	m.send(m.accParent, m.ackMsg())
 }
 
-// ackMsg is this node's ACK of acc.
-func (m *Member) ackMsg() *Ack { return &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch} }
+// recycle hands a handled message back to the Env (see recycler).
+func (m *Member) recycle(msg core.Msg) {
+	if m.recycler != nil {
+		m.recycler.Recycle(msg)
+	}
+}
+
+// ackMsg is this node's ACK of acc: ackOut when the Env copies what is
+// sent (see copies), a new message otherwise.
+func (m *Member) ackMsg() *Ack {
+	if m.copies {
+		m.ackOut = Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch}
+		return &m.ackOut
+	}
+	return &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch}
+}
 
 func (m *Member) onAck(from core.NodeID, a *Ack) {
 	if m.acc == nil || a.Epoch != m.acc.epoch || !m.acked.on {
@@ -1471,7 +1535,11 @@ func (m *Member) onCommit(from core.NodeID, e uint64) {
 
 func (m *Member) forwardCommit() {
 	m.forwarded = m.cur.epoch
-	c := &Commit{Epoch: m.cur.epoch}
+	c := &m.commitOut
+	if !m.copies {
+		c = new(Commit)
+	}
+	c.Epoch = m.cur.epoch
 	for _, ch := range m.cur.children(m.self) {
 		m.send(ch, c)
 	}

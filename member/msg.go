@@ -457,9 +457,23 @@ func decReportAck(d *wire.Decoder) (core.Msg, error) {
 	return m, d.Err()
 }
 
+// decodedPrepare is a Prepare with room for the lists a proposal usually
+// carries, which its decoder fills: every member decodes every proposal,
+// and one allocation serves instead of three (longer lists take their own).
+type decodedPrepare struct {
+	p        Prepare
+	ancestry [maxAncestry]uint64
+	failed   [2]core.NodeID
+}
+
 func decPrepare(c Cause) wire.DecodeFunc {
 	return func(d *wire.Decoder) (core.Msg, error) {
-		m := &Prepare{Cause: c, Epoch: d.Uvarint(), Ancestry: d.Uvarints(), Failed: d.NodeIDs(), Joined: decJoiners(d), Committed: d.Bool(), Full: d.Bool()}
+		b := new(decodedPrepare)
+		m := &b.p
+		m.Cause, m.Epoch = c, d.Uvarint()
+		m.Ancestry = slices.Clip(d.AppendUvarints(b.ancestry[:0]))
+		m.Failed = slices.Clip(d.AppendNodeIDs(b.failed[:0]))
+		m.Joined, m.Committed, m.Full = decJoiners(d), d.Bool(), d.Bool()
 		if m.Full {
 			m.Members = d.NodeIDs()
 			m.Incs = decJoiners(d)
@@ -483,16 +497,24 @@ func decPrepare(c Cause) wire.DecodeFunc {
 	}
 }
 
-func decAck(c Cause) wire.DecodeFunc {
-	return func(d *wire.Decoder) (core.Msg, error) {
-		m := &Ack{Cause: c, Epoch: d.Uvarint()}
+func decAck(c Cause) wire.ReuseFunc {
+	return func(d *wire.Decoder, old core.Msg) (core.Msg, error) {
+		m, _ := old.(*Ack)
+		if m == nil {
+			m = new(Ack)
+		}
+		*m = Ack{Cause: c, Epoch: d.Uvarint()}
 		checkEpoch(d, m.Epoch)
 		return m, d.Err()
 	}
 }
 
-func decCommit(d *wire.Decoder) (core.Msg, error) {
-	m := &Commit{Epoch: d.Uvarint()}
+func decCommit(d *wire.Decoder, old core.Msg) (core.Msg, error) {
+	m, _ := old.(*Commit)
+	if m == nil {
+		m = new(Commit)
+	}
+	m.Epoch = d.Uvarint()
 	checkEpoch(d, m.Epoch)
 	return m, d.Err()
 }
@@ -554,39 +576,49 @@ func decMinority(d *wire.Decoder) (core.Msg, error) {
 	return m, d.Err()
 }
 
-// decoders lists every kind of the package with its decoder.
+// decoders lists every kind of the package with its decoder: f, or reuse
+// for the kinds a member keeps nothing of once it has handled them (the
+// ACKs and the commit, which every member receives in every view change):
+// they are registered reusable (wire.Codec.RegisterReusable) and handed
+// back (core.Recycler).
 var decoders = []struct {
-	kind core.Kind
-	f    wire.DecodeFunc
+	kind  core.Kind
+	f     wire.DecodeFunc
+	reuse wire.ReuseFunc
 }{
-	{KindNodeFailure, decReport(false)},
-	{KindFailureDetAck, decReportAck},
-	{KindFailedNode, decPrepare(CauseFailedNode)},
-	{KindFailureAck, decAck(CauseFailedNode)},
-	{KindRootFailure, decReport(true)},
-	{KindRootDead, decPrepare(CauseRootDead)},
-	{KindRootAndNodeFailure, decPrepare(CauseRootAndNodeFailure)},
-	{KindNewNode, decJoinRequest(false)},
-	{KindNewNodeJoin, decPrepare(CauseNewNodeJoin)},
-	{KindNewNodeJoinAck, decAck(CauseNewNodeJoin)},
-	{KindJoinDetAck, decJoinDetAck},
-	{KindNodeAlive, decJoinRequest(true)},
-	{KindAliveNodeJoin, decPrepare(CauseAliveNodeJoin)},
-	{KindAliveNodeJoinAck, decAck(CauseAliveNodeJoin)},
-	{KindViewCommit, decCommit},
-	{KindViewNack, decNack},
-	{KindViewNeed, decNeedView},
-	{KindViewQuery, decQuery},
-	{KindViewSync, decSync},
-	{KindExcluded, decNotice},
-	{KindMinority, decMinority},
+	{KindNodeFailure, decReport(false), nil},
+	{KindFailureDetAck, decReportAck, nil},
+	{KindFailedNode, decPrepare(CauseFailedNode), nil},
+	{KindFailureAck, nil, decAck(CauseFailedNode)},
+	{KindRootFailure, decReport(true), nil},
+	{KindRootDead, decPrepare(CauseRootDead), nil},
+	{KindRootAndNodeFailure, decPrepare(CauseRootAndNodeFailure), nil},
+	{KindNewNode, decJoinRequest(false), nil},
+	{KindNewNodeJoin, decPrepare(CauseNewNodeJoin), nil},
+	{KindNewNodeJoinAck, nil, decAck(CauseNewNodeJoin)},
+	{KindJoinDetAck, decJoinDetAck, nil},
+	{KindNodeAlive, decJoinRequest(true), nil},
+	{KindAliveNodeJoin, decPrepare(CauseAliveNodeJoin), nil},
+	{KindAliveNodeJoinAck, nil, decAck(CauseAliveNodeJoin)},
+	{KindViewCommit, nil, decCommit},
+	{KindViewNack, decNack, nil},
+	{KindViewNeed, decNeedView, nil},
+	{KindViewQuery, decQuery, nil},
+	{KindViewSync, decSync, nil},
+	{KindExcluded, decNotice, nil},
+	{KindMinority, decMinority, nil},
 }
 
 // RegisterCodecs registers the decoder of every member message kind in c.
 // No kind's message aliases its payload (wire.Codec.RegisterDetached).
 func RegisterCodecs(c *wire.Codec) error {
 	for _, k := range decoders {
-		if err := c.RegisterDetached(k.kind, "member."+KindName(k.kind), k.f); err != nil {
+		name := "member." + KindName(k.kind)
+		err := c.RegisterDetached(k.kind, name, k.f)
+		if k.reuse != nil {
+			err = c.RegisterReusable(k.kind, name, k.reuse)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -259,7 +259,7 @@ func (m *Member) abort(reason string) {
 // enterMinority stops a root whose side holds no majority of base
 // (PartitionMajority) and tells the side.
 func (m *Member) enterMinority(base *view, alive int) {
-	if m.timerIDs[tMinority] == 0 {
+	if !m.armed[tMinority] {
 		m.arm(tMinority, m.cfg.ReportRetry, base.epoch)
 	}
 	if m.minority == base.epoch {
