@@ -875,12 +875,22 @@ func (h *HeartbeatDetector) demote(r *hbPeer) {
 // --- per-peer deadlines -------------------------------------------------
 
 // sendEvery is the period of heartbeats owed to r (0: none). A failed
-// connection still gets insurance: if it was cut off rather than dead (a
-// partition that healed), that is how it hears from us again, recovers us
-// and learns that it must refute its own suspicion.
+// connection gets them every Interval, each with a ping (see beat): if it
+// was cut off rather than dead (a partition that healed), that is how it
+// hears from us again, recovers us and learns that it must refute its own
+// suspicion, and how we hear from it. A record is kept for members of the
+// view only, and the membership drops a dead member within a view change,
+// so these go to a member held failed that the view cannot drop (a side
+// without a majority), to the few connections a node has: its ring
+// neighbours, monitors, monitorees and the peers it talks to. At the
+// insurance period, two sides of a partition that healed took up to
+// T_insurance to hear from each other again (a heartbeat-detector swarm of
+// the member package, seed 3381810774: 38 s of its LAN timing's 40 s).
 func (h *HeartbeatDetector) sendEvery(r *hbPeer) time.Duration {
 	switch {
 	case r.flags&hbMonitor != 0:
+		return h.cfg.Interval
+	case r.flags&hbConn != 0 && r.state == HeartbeatFailed:
 		return h.cfg.Interval
 	case r.flags&hbConn != 0:
 		return h.cfg.Insurance

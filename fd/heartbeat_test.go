@@ -427,10 +427,13 @@ func TestHeartbeatBrokenAndRecovery(t *testing.T) {
 	if evs := env.TakeEmitted(); len(evs) != 0 {
 		t.Errorf("events after the failure: %v, want none (Failed once)", evs)
 	}
-	// A failed connection gets only insurance (so that a partitioned
-	// peer hears from us when the partition heals).
-	if b := beats(env.TakeSent()); len(b[p]) > int(10*time.Minute/cfg.Insurance) {
-		t.Errorf("%d heartbeats to a failed peer in 10 min, want insurance only", len(b[p]))
+	// A failed connection (a member the view keeps) gets a heartbeat every
+	// Interval (so that a partitioned peer hears from us when the
+	// partition heals), no more.
+	failAt := last + cfg.Interval + cfg.Timeout + broken
+	want := int((10*time.Minute - failAt) / cfg.Interval)
+	if b := beats(env.TakeSent()); len(b[p]) < want-1 || len(b[p]) > want+1 {
+		t.Errorf("%d heartbeats to a failed peer in the %v after its failure, want one per Interval (%d)", len(b[p]), 10*time.Minute-failAt, want)
 	}
 	// Heard again: recovered, and insurance resumes.
 	h.ObserveReceive(p)
@@ -1144,10 +1147,10 @@ func TestHeartbeatRenewedMember(t *testing.T) {
 	}
 }
 
-// A failed connection is pinged along with its insurance heartbeats: the
-// other side of a healed partition, which excluded this process from its
-// view, ignores its heartbeats and sends it none, but answers a ping, and
-// the pong ends the verdict (core.Recovered).
+// A failed connection is pinged along with its heartbeats, every Interval:
+// the other side of a healed partition, which excluded this process from
+// its view, ignores its heartbeats and sends it none, but answers a ping,
+// and the pong ends the verdict (core.Recovered).
 func TestHeartbeatFailedPeerPinged(t *testing.T) {
 	cfg := bigCfg()
 	h, env := startHB(t, cfg, 0, ids(100), 5)
@@ -1158,7 +1161,7 @@ func TestHeartbeatFailedPeerPinged(t *testing.T) {
 		t.Fatalf("failures %v, want %v", f, p)
 	}
 	env.TakeSent()
-	env.Advance(cfg.Insurance, h)
+	env.Advance(cfg.Interval, h)
 	sent := env.TakeSent()
 	pings := 0
 	for _, s := range sentOf[HeartbeatPing](sent) {
@@ -1167,14 +1170,14 @@ func TestHeartbeatFailedPeerPinged(t *testing.T) {
 		}
 	}
 	if pings != 1 || len(beats(sent)[p]) != 1 {
-		t.Fatalf("in T_insurance the failed peer got %d pings and heartbeats %v, want one of each", pings, beats(sent)[p])
+		t.Fatalf("in one Interval the failed peer got %d pings and heartbeats %v, want one of each", pings, beats(sent)[p])
 	}
 	h.Receive(p, HeartbeatPong{})
 	if r := eventsOf[core.Recovered](env.TakeEmitted()); len(r) != 1 || r[0].Node != p {
 		t.Fatalf("the failed peer's pong gave %v, want it recovered", r)
 	}
 	env.TakeSent()
-	env.Advance(cfg.Insurance, h)
+	env.Advance(cfg.Interval, h) // a silent peer is suspected again only after T_timeout
 	for _, s := range sentOf[HeartbeatPing](env.TakeSent()) {
 		if s.To == p {
 			t.Fatalf("a recovered peer is still pinged")

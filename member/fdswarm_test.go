@@ -53,9 +53,12 @@ func TestSwarmHeartbeatDetector(t *testing.T) {
 // them members, neither answered their heartbeats nor sent any; every
 // proposal to merge the sides was aborted by their reports, for ever. A
 // failed connection is now pinged with its insurance heartbeats, and any
-// process answers a ping.
+// process answers a ping. 3381810774: two members of one view, each in a
+// minority, held each other failed after a partition healed, and heard
+// from each other only 38 s later, at the next insurance heartbeat: a
+// failed connection now gets a heartbeat and a ping every Interval.
 func TestSwarmHeartbeatRegressionSeeds(t *testing.T) {
-	for _, seed := range []uint64{3069082926, 4268708341, 1033563450} {
+	for _, seed := range []uint64{3069082926, 4268708341, 1033563450, 3381810774} {
 		if err := detectorSwarm(t, seed, "TestSwarmHeartbeatDetector", time.Millisecond, lanHeartbeat); err != nil {
 			t.Error(err)
 		}
@@ -73,9 +76,16 @@ func TestSwarmHeartbeatRegressionSeeds(t *testing.T) {
 // it installs the merged view (Member.staleVerdicts). And 2704121030: a
 // lone member, in a minority, held the proposal of a root it knew dead,
 // whose epoch was above the other side's newer view, and so ignored that
-// view's notices for ever (Member.onNotice).
+// view's notices for ever (Member.onNotice); 1964465853, 2448806439,
+// 4045234554, 2288924964 and 2960592067, the same when that proposal also
+// held the member that sent the notices. And 3338917836, a safety case: a
+// member installed a view while it held a sibling of it (a proposal of
+// another root, newer, which it had adopted from a refusal), proposed on
+// that sibling as the next root, and the installed views forked under
+// PartitionMajority (follows).
 func TestSwarmGossipRegressionSeeds(t *testing.T) {
-	for _, seed := range []uint64{1736134863, 2847148383, 1913862296, 2522622187, 2784989688, 1637977950, 2704121030} {
+	for _, seed := range []uint64{1736134863, 2847148383, 1913862296, 2522622187, 2784989688, 1637977950, 2704121030,
+		1964465853, 2448806439, 4045234554, 2288924964, 2960592067, 3338917836} {
 		if err := detectorSwarm(t, seed, "TestSwarmGossipDetector", 0, lanGossip); err != nil {
 			t.Error(err)
 		}

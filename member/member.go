@@ -653,7 +653,10 @@ func (m *Member) install(v *view) {
 	prev := m.cur
 	m.cur = v
 	m.observe(v.epoch)
-	if m.acc != nil && m.acc.epoch <= v.epoch {
+	if m.acc != nil && !follows(m.acc, v) {
+		if m.driving {
+			m.env.Emit(StabilizationAborted{Epoch: m.acc.epoch, At: m.now(), Reason: fmt.Sprintf("%s installed", FormatEpoch(v.epoch))})
+		}
 		m.dropAcc()
 	}
 	if m.joining {
@@ -747,11 +750,11 @@ func (m *Member) install(v *view) {
 		m.departed = slices.Delete(m.departed, 0, over)
 	}
 	m.pruneFailed()
-	if m.adopted != nil && m.adopted.epoch <= v.epoch {
+	if m.adopted != nil && !follows(m.adopted, v) {
 		m.adopted = nil
 	}
 	m.ackedEpochs = slices.DeleteFunc(m.ackedEpochs, func(e uint64) bool { return e <= v.epoch })
-	m.held = slices.DeleteFunc(m.held, func(h *view) bool { return h.epoch <= v.epoch })
+	m.held = slices.DeleteFunc(m.held, func(h *view) bool { return !follows(h, v) })
 	for e := range m.vetoed {
 		if e <= v.epoch {
 			delete(m.vetoed, e)
@@ -767,6 +770,21 @@ func (m *Member) install(v *view) {
 }
 
 // dropAcc forgets the accepted proposal.
+// follows reports whether the proposal p may still commit after v is
+// installed: it is newer and may descend from v. One that is newer but
+// descends from another view (a sibling of v, or of an ancestor of v: its
+// epoch is higher, its lineage another) can never commit: it needs this
+// node's ACK, and a node that installs v either never acknowledged it or
+// acknowledged it before v superseded it (see onPrepare). Kept, it would
+// serve as the base of this node's next proposal if the node became root,
+// and the views installed would fork (a gossip-detector swarm, seed
+// 3338917836, under PartitionMajority: n3 installed 3.n1 while holding n2's
+// 3.n2, adopted from a refusal, then proposed on 3.n2 and installed a view
+// that did not descend from 3.n1).
+func follows(p, v *view) bool {
+	return p.epoch > v.epoch && mayDescend(p.epoch, p.ancestry, v.epoch)
+}
+
 func (m *Member) dropAcc() {
 	m.acc, m.accMsg, m.accFull, m.accParent = nil, nil, nil, core.None
 	m.acked.off()

@@ -670,7 +670,7 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 			via = core.None
 		}
 		m.evicted(x.Epoch, x.Root, via)
-	case x.Epoch > m.cur.epoch && n != m.cur && m.cur.has(from) && !n.has(from) && (!m.cur.has(EpochRoot(n.epoch)) || m.minority != 0 && m.failed[EpochRoot(n.epoch)]):
+	case x.Epoch > m.cur.epoch && n != m.cur && m.cur.has(from) && (!n.has(from) && !m.cur.has(EpochRoot(n.epoch)) || m.minority != 0 && m.failed[EpochRoot(n.epoch)]):
 		// A member of the installed view installed a newer view without this
 		// node, while this node holds the accepted proposal of a root outside
 		// its installed view. The detector watches the installed view only:
@@ -683,7 +683,9 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 		// minority (PartitionMajority), where it cannot take the proposal
 		// over: held, it kept the node out of the newer view for ever (a
 		// gossip-detector swarm, seed 2704121030, whose newer view had a
-		// lower epoch than the dead root's proposal).
+		// lower epoch than the dead root's proposal), whether the sender
+		// is a member of the proposal or not (seed 1964465853, where it
+		// was one: its notices were ignored for ever).
 		m.evicted(x.Epoch, x.Root, core.None)
 	case x.Epoch < n.epoch && !n.has(from) && !m.cur.has(from):
 		m.notice(from, false)
