@@ -770,17 +770,19 @@ func (m *Member) install(v *view) {
 }
 
 // dropAcc forgets the accepted proposal.
-// follows reports whether the proposal p may still commit after v is
-// installed: it is newer and may descend from v. One that is newer but
-// descends from another view (a sibling of v, or of an ancestor of v: its
-// epoch is higher, its lineage another) can never commit: it needs this
-// node's ACK, and a node that installs v either never acknowledged it or
-// acknowledged it before v superseded it (see onPrepare). Kept, it would
-// serve as the base of this node's next proposal if the node became root,
-// and the views installed would fork (a gossip-detector swarm, seed
-// 3338917836, under PartitionMajority: n3 installed 3.n1 while holding n2's
-// 3.n2, adopted from a refusal, then proposed on 3.n2 and installed a view
-// that did not descend from 3.n1).
+// follows reports whether the proposal p, held when v is installed, may
+// still be a view after v for this node: it is newer and may descend from
+// v. One that is newer but descends from another view (its epoch is
+// higher, its lineage another) is not: within v's lineage it never
+// commits (it needs this node's ACK, which the node never gave, or gave
+// before a proposal that superseded it, see onPrepare), and if it is
+// another lineage's, acknowledged before this node merged into v's, it is
+// a view this node skips, as after any merge. Kept, it would serve as the
+// base of this node's next proposal if the node became root, and the
+// views installed would fork (a gossip-detector swarm, seed 3338917836,
+// under PartitionMajority: n3 installed 3.n1 while holding n2's 3.n2,
+// adopted from a refusal, then proposed on 3.n2 and installed a view that
+// did not descend from 3.n1).
 func follows(p, v *view) bool {
 	return p.epoch > v.epoch && mayDescend(p.epoch, p.ancestry, v.epoch)
 }
