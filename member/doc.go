@@ -173,11 +173,11 @@
 // member's ACK). A root that acknowledges none of three reports is taken
 // for failed (the detector may not watch it). Installing a view drops every
 // proposal the node holds (accepted, adopted or remembered) that is not
-// newer than it or cannot descend from it: within the installed view's
-// lineage such a proposal never commits (it needs this node's ACK), and
-// another lineage's, acknowledged before the node merged, is a view the
-// node skips; kept, it could serve as the base of the node's own proposal
-// once it became root, and fork the views.
+// newer than it, or cannot descend from it and does not admit the node as
+// a joiner (a merge into another lineage, which the late commit of an
+// older view of the node's own does not undo): such a sibling never
+// commits (it needs this node's ACK); kept, it could serve as the base of
+// the node's own proposal once it became root, and fork the views.
 //
 // Joins (§3.7, Figure 3(c)). A joiner sends NEW_NODE (a recovered process
 // NODE_ALIVE) to the first node of its list; a member that is not the root

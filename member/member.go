@@ -653,7 +653,7 @@ func (m *Member) install(v *view) {
 	prev := m.cur
 	m.cur = v
 	m.observe(v.epoch)
-	if m.acc != nil && !follows(m.acc, v) {
+	if m.acc != nil && !m.keeps(m.acc, v) {
 		if m.driving {
 			m.env.Emit(StabilizationAborted{Epoch: m.acc.epoch, At: m.now(), Reason: fmt.Sprintf("%s installed", FormatEpoch(v.epoch))})
 		}
@@ -750,11 +750,11 @@ func (m *Member) install(v *view) {
 		m.departed = slices.Delete(m.departed, 0, over)
 	}
 	m.pruneFailed()
-	if m.adopted != nil && !follows(m.adopted, v) {
+	if m.adopted != nil && !m.keeps(m.adopted, v) {
 		m.adopted = nil
 	}
 	m.ackedEpochs = slices.DeleteFunc(m.ackedEpochs, func(e uint64) bool { return e <= v.epoch })
-	m.held = slices.DeleteFunc(m.held, func(h *view) bool { return !follows(h, v) })
+	m.held = slices.DeleteFunc(m.held, func(h *view) bool { return !m.keeps(h, v) })
 	for e := range m.vetoed {
 		if e <= v.epoch {
 			delete(m.vetoed, e)
@@ -770,21 +770,25 @@ func (m *Member) install(v *view) {
 }
 
 // dropAcc forgets the accepted proposal.
-// follows reports whether the proposal p, held when v is installed, may
-// still be a view after v for this node: it is newer and may descend from
-// v. One that is newer but descends from another view (its epoch is
-// higher, its lineage another) is not: within v's lineage it never
-// commits (it needs this node's ACK, which the node never gave, or gave
-// before a proposal that superseded it, see onPrepare), and if it is
-// another lineage's, acknowledged before this node merged into v's, it is
-// a view this node skips, as after any merge. Kept, it would serve as the
-// base of this node's next proposal if the node became root, and the
-// views installed would fork (a gossip-detector swarm, seed 3338917836,
-// under PartitionMajority: n3 installed 3.n1 while holding n2's 3.n2,
-// adopted from a refusal, then proposed on 3.n2 and installed a view that
-// did not descend from 3.n1).
-func follows(p, v *view) bool {
-	return p.epoch > v.epoch && mayDescend(p.epoch, p.ancestry, v.epoch)
+// keeps reports whether the proposal p, held when v is installed, stays
+// held: it may still be a view after v for this node. It does if it is
+// newer and may descend from v. It does too if it admits this node as a
+// joiner: the node accepted it while merging into another lineage, and
+// its own lineage's older view, whose commit was late, does not undo the
+// merge (p may commit: it has this node's ACK). Any other proposal that
+// is newer but descends from another view is a sibling of v's lineage,
+// which never commits (it needs this node's ACK, which the node never
+// gave, or gave before a proposal that superseded it, see onPrepare).
+// Kept, it would serve as the base of this node's next proposal if the
+// node became root, and the views installed would fork (a gossip-detector
+// swarm, seed 3338917836, under PartitionMajority: n3 installed 3.n1
+// while holding n2's 3.n2, adopted from a refusal, then proposed on 3.n2
+// and installed a view that did not descend from 3.n1).
+func (m *Member) keeps(p, v *view) bool {
+	if p.epoch <= v.epoch {
+		return false
+	}
+	return mayDescend(p.epoch, p.ancestry, v.epoch) || slices.ContainsFunc(p.joined, func(j Joiner) bool { return j.ID == m.self && j.Inc == m.inc })
 }
 
 func (m *Member) dropAcc() {
