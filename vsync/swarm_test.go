@@ -75,7 +75,14 @@ func TestSwarmStable(t *testing.T) {
 //     target from three different old views; n0's first report to n2 (not
 //     in n0's old view, so never resent to) was lost, and n2's repeated
 //     reports were ignored by n0 for the same reason (fixed: a report from
-//     a member one does not wait for is answered with one's own).
+//     a member one does not wait for is answered with one's own);
+//   - 3133252645 and 956771236 (a change in member that dropped, when a
+//     view was installed, every held proposal that could not descend from
+//     it): n4 had accepted n0's 7.n0, which took it back after a
+//     partition, when the late commit of its own lineage's 3.n1 arrived;
+//     it installed 3.n1, dropped 7.n0, ignored its commit and stayed in
+//     3.n1 while the others counted it in 7.n0 (fixed in member: a
+//     proposal that admits the node as a joiner is kept).
 func TestSwarmStuckSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
@@ -87,6 +94,8 @@ func TestSwarmStuckSeeds(t *testing.T) {
 		{14969, vsynctest.RealStable},
 		{22734, vsynctest.FakeStable},
 		{29134, vsynctest.FakeStable},
+		{3133252645, vsynctest.FakeStable},
+		{956771236, vsynctest.FakeStable},
 	} {
 		if err := vsynctest.Swarm(c.seed, c.d); err != nil {
 			t.Error(err)
