@@ -56,6 +56,7 @@ func sampleMessages() []core.Msg {
 		&Query{Epoch: p.Epoch},
 		&Sync{View: nv.full(), Abort: MakeEpoch(3, 1)},
 		&Sync{View: nv.full(), Abort: MakeEpoch(3, 1), Pending: true},
+		&Sync{View: FullView{Incs: []Joiner{{6, 77}}}, Abort: MakeEpoch(3, 1)},
 		&Notice{Epoch: p.Epoch, Root: 0},
 		&MinorityNotice{Epoch: v.epoch, Alive: 2, Size: 5},
 	)
@@ -172,6 +173,10 @@ func TestCodecRejects(t *testing.T) {
 		{"ancestry above epoch", KindFailedNode, prep(Prepare{Ancestry: []uint64{MakeEpoch(3, 0)}, Failed: ids(1)}), wire.ErrInvalid},
 		{"full list rooted elsewhere", KindFailedNode, prep(Prepare{Failed: ids(1), Committed: true, Full: true, Members: ids(2, 0)}), wire.ErrInvalid},
 		{"truncated", KindViewSync, []byte{0x80}, wire.ErrTruncated},
+		{"sync without a view or an abort", KindViewSync, enc((&Sync{View: FullView{Incs: []Joiner{{6, 77}}}}).MarshalWire), wire.ErrInvalid},
+		{"sync without a view, pending", KindViewSync, enc((&Sync{View: FullView{Incs: []Joiner{{6, 77}}}, Abort: MakeEpoch(3, 1), Pending: true}).MarshalWire), wire.ErrInvalid},
+		{"sync without a view, with members", KindViewSync, enc((&Sync{View: FullView{Members: ids(1), Incs: []Joiner{{6, 77}}}, Abort: MakeEpoch(3, 1)}).MarshalWire), wire.ErrInvalid},
+		{"sync without a view or an incarnation", KindViewSync, enc((&Sync{Abort: MakeEpoch(3, 1)}).MarshalWire), wire.ErrInvalid},
 		{"trailing", KindViewCommit, enc(func(e *wire.Encoder) { e.Uvarint(MakeEpoch(1, 0)); e.Uint8(0) }), wire.ErrTrailing},
 		{"joiner count too long", KindNewNode, enc(func(e *wire.Encoder) { e.NodeID(1); e.Uvarint(0); e.Uint8(0); e.Uvarint(1000) }), wire.ErrTooLong},
 		{"alive above size", KindMinority, enc(func(e *wire.Encoder) { e.Uvarint(MakeEpoch(1, 0)); e.Uvarint(5); e.Uvarint(3) }), wire.ErrInvalid},

@@ -169,8 +169,10 @@
 // root's one, that adopted proposal (Pending), which the holder keeps. When
 // the root is known to have failed the holder asks the proposal's members
 // too: a member that never acknowledged it promises never to and answers
-// with Abort, and the holder drops it (a proposal commits only with every
-// member's ACK). A root that acknowledges none of three reports is taken
+// with Abort (so does a process still joining, which has no view to send:
+// its answer names its incarnation, and counts only if the proposal's
+// member is that process), and the holder drops it (a proposal commits
+// only with every member's ACK). A root that acknowledges none of three reports is taken
 // for failed (the detector may not watch it). Installing a view drops every
 // proposal the node holds (accepted, adopted or remembered) that is not
 // newer than it, or cannot descend from it and does not admit the node as
@@ -235,7 +237,7 @@
 //	16 VIEW_NACK              [Nack]         member → proposer
 //	17 VIEW_NEED              [NeedView]     child → parent
 //	18 VIEW_QUERY             [Query]        holder → proposer or its members
-//	19 VIEW_SYNC              [Sync]         answer: installed view, abort
+//	19 VIEW_SYNC              [Sync]         answer: installed view, abort (a joiner: abort alone)
 //	20 EXCLUDED               [Notice]       member → outsider
 //	21 MINORITY               [MinorityNotice] root → its side
 //

@@ -1627,6 +1627,15 @@ func (m *Member) rootGone(v *view) bool {
 
 func (m *Member) onQuery(from core.NodeID, q *Query) {
 	if m.cur == nil {
+		// A joiner that never acknowledged q.Epoch promises it never will,
+		// as a member does below, but has no view to send. A restarted
+		// process admitted into a proposal whose root then died was asked
+		// in vain, and under PartitionMajority the holder stayed blocked in
+		// the dead root's proposal for good (the oracle swarm, seed 131142).
+		if (m.acc == nil || m.acc.epoch != q.Epoch) && !slices.Contains(m.ackedEpochs, q.Epoch) {
+			put(&m.vetoed, q.Epoch, true)
+			m.send(from, &Sync{Abort: q.Epoch, View: FullView{Incs: []Joiner{{m.self, m.inc}}}})
+		}
 		return
 	}
 	switch {
@@ -1663,7 +1672,17 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 
 func (m *Member) onSync(from core.NodeID, s *Sync) {
 	aborted := false
-	if s.Abort != 0 && m.adopted != nil && m.adopted.epoch == s.Abort && (EpochRoot(s.Abort) == from || m.adopted.has(from)) {
+	// vouches says whether the sender's abort of v holds: it is v's root,
+	// or a member (a joiner's answer names its incarnation, which must be
+	// v's: its promise is about itself, not a former process of its id).
+	viewless := s.v == nil && s.View.Epoch == 0
+	vouches := func(v *view) bool {
+		if viewless {
+			return len(s.View.Incs) == 1 && s.View.Incs[0].ID == from && v.has(from) && v.inc(from) == s.View.Incs[0].Inc
+		}
+		return EpochRoot(s.Abort) == from || v.has(from)
+	}
+	if s.Abort != 0 && m.adopted != nil && m.adopted.epoch == s.Abort && vouches(m.adopted) {
 		// The dead root's proposal this node's proposal (or accepted one)
 		// is based on never committed: forget it.
 		put(&m.vetoed, s.Abort, true)
@@ -1673,7 +1692,7 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 		}
 		aborted = true
 	}
-	if s.Abort != 0 && m.acc != nil && m.acc.epoch == s.Abort && !m.driving && (EpochRoot(s.Abort) == from || m.acc.has(from)) {
+	if s.Abort != 0 && m.acc != nil && m.acc.epoch == s.Abort && !m.driving && vouches(m.acc) {
 		put(&m.vetoed, s.Abort, true) // dead: tell whoever else asks
 		m.dropAcc()
 		m.restoreAdopted()
@@ -1683,6 +1702,9 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 		defer m.afterChange()
 	}
 	v := s.v
+	if viewless {
+		return // an abort alone, from a joiner
+	}
 	if v == nil {
 		var err error
 		if v, err = newView(s.View.Epoch, s.View.Members, s.View.Ancestry, s.View.Incs, m.cfg.Fanout); err != nil {

@@ -121,7 +121,10 @@ type Query struct {
 
 // Sync answers a Query (or a join request of a node that is already a
 // member) with the root's installed view. Abort, when not 0, is a proposal of
-// the sender that will never commit.
+// the sender that will never commit. A joiner, which has no view, answers
+// with Abort alone, a proposal it never acknowledged and promises never
+// to: View's Epoch is 0, its Ancestry and Members empty, and its Incs the
+// joiner's incarnation, for the promise is about that process only.
 type Sync struct {
 	View  FullView
 	Abort uint64
@@ -430,8 +433,11 @@ func checkMembers(d *wire.Decoder, epoch uint64, members []core.NodeID, incs []J
 	return set
 }
 
-func decFullView(d *wire.Decoder) FullView {
-	v := FullView{Epoch: d.Uvarint(), Ancestry: d.Uvarints(), Members: d.NodeIDs(), Incs: decJoiners(d)}
+func decFullView(d *wire.Decoder) FullView { return decFullViewOf(d, d.Uvarint()) }
+
+// decFullViewOf is decFullView once the epoch has been read.
+func decFullViewOf(d *wire.Decoder, epoch uint64) FullView {
+	v := FullView{Epoch: epoch, Ancestry: d.Uvarints(), Members: d.NodeIDs(), Incs: decJoiners(d)}
 	checkEpoch(d, v.Epoch)
 	checkAncestry(d, v.Epoch, v.Ancestry, 0)
 	checkMembers(d, v.Epoch, v.Members, v.Incs)
@@ -555,7 +561,19 @@ func decQuery(d *wire.Decoder) (core.Msg, error) {
 }
 
 func decSync(d *wire.Decoder) (core.Msg, error) {
-	m := &Sync{View: decFullView(d), Abort: d.Uvarint(), Pending: d.Bool()}
+	m := &Sync{}
+	if epoch := d.Uvarint(); epoch != 0 || d.Err() != nil {
+		m.View = decFullViewOf(d, epoch)
+		m.Abort, m.Pending = d.Uvarint(), d.Bool()
+		return m, d.Err()
+	}
+	// No view (a joiner's answer to VIEW_QUERY): only an abort.
+	m.View = FullView{Ancestry: d.Uvarints(), Members: d.NodeIDs(), Incs: decJoiners(d)}
+	m.Abort, m.Pending = d.Uvarint(), d.Bool()
+	if d.Err() == nil && (len(m.View.Ancestry) != 0 || len(m.View.Members) != 0 || len(m.View.Incs) != 1 || m.Pending) {
+		d.Fail("sync without a view", wire.ErrInvalid)
+	}
+	checkEpoch(d, m.Abort)
 	return m, d.Err()
 }
 

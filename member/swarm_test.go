@@ -87,6 +87,14 @@ func TestSwarmDeterministic(t *testing.T) {
 //     merging node's verdicts about the proposal that took it back, at
 //     once, left n2, which had accepted a dead root's proposal, unaware of
 //     that root's death: it never took over.
+//   - 131142 (majority, stuck; a 400,000-seed run from seed 100,001): n5,
+//     in a minority, proposed 17.n5 on n1's abandoned 16.n1, which had
+//     admitted n4's restarted process, and died; n3 held 17.n5, and asked
+//     its members what became of it, but n4, still joining, had no view
+//     and answered nothing, so n3 never dropped it and refused n1's
+//     proposals for ever. A joiner now answers for itself: a proposal it
+//     never acknowledged, it promises never to (a VIEW_SYNC without a
+//     view, naming its incarnation).
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -97,6 +105,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{33796, member.PartitionMajority},
 		{1371564406, member.PartitionMajority},
 		{1452204879, member.PartitionPaper},
+		{131142, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
