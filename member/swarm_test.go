@@ -95,6 +95,12 @@ func TestSwarmDeterministic(t *testing.T) {
 //     proposals for ever. A joiner now answers for itself: a proposal it
 //     never acknowledged, it promises never to (a VIEW_SYNC without a
 //     view, naming its incarnation).
+//   - 239171 (majority, stuck; the same run): n3 acknowledged n0's 3.n0,
+//     then adopted from a refusal a proposal whose lineage held n0's later
+//     4.n0 (so 3.n0 never committed) and moved on; asked about 3.n0 by n4,
+//     which held it after n0 died, n3 said nothing, as a member whose ACK
+//     may have committed it. Learning that a proposal was abandoned now
+//     vetoes it, and the veto is what n3 answers.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -106,6 +112,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{1371564406, member.PartitionMajority},
 		{1452204879, member.PartitionPaper},
 		{131142, member.PartitionMajority},
+		{239171, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
