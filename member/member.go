@@ -1632,7 +1632,10 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 		// process admitted into a proposal whose root then died was asked
 		// in vain, and under PartitionMajority the holder stayed blocked in
 		// the dead root's proposal for good (the oracle swarm, seed 131142).
-		if (m.acc == nil || m.acc.epoch != q.Epoch) && !slices.Contains(m.ackedEpochs, q.Epoch) {
+		// Not about a proposal of its own id: that was a former process's,
+		// whose word it cannot give (and the extra answers sent seed
+		// 146050 down a path that stayed stuck).
+		if EpochRoot(q.Epoch) != m.self && (m.acc == nil || m.acc.epoch != q.Epoch) && !slices.Contains(m.ackedEpochs, q.Epoch) {
 			put(&m.vetoed, q.Epoch, true)
 			m.send(from, &Sync{Abort: q.Epoch, View: FullView{Incs: []Joiner{{m.self, m.inc}}}})
 		}
