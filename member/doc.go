@@ -301,7 +301,14 @@
 // onAckTimeout), so a member whose messages are lost or slower than
 // AckTimeout is excluded there: with the retry, one swarm seed in 100,000
 // left a member holding a newer view whose next root never learned of it,
-// while that root stayed in a minority of its older view. Without
+// while that root stayed in a minority of its older view. Also under
+// PartitionMajority, a member that never learned that a view was installed
+// measures majorities against its own, older installed view: when half of
+// that older view is dead it stays in a minority, although the newer view,
+// installed by members it cannot hear from or that never say so, keeps a
+// live majority, and the swarm's liveness check, which knows of the newer
+// view, reports it stuck (3 seeds of 400,000 from seed 100,001: 113419,
+// 326194 and 416071). Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
