@@ -99,10 +99,6 @@ type Member struct {
 	ackOut    Ack
 	commitOut Commit
 
-	// reAdopt is the adopted base of this node's last proposal on one
-	// (see propose).
-	reAdopt uint64
-
 	// initView is the default view of an initial member's job, shared by
 	// every machine of its Group; initial is its member list (nil for a
 	// node built by NewJoiner).

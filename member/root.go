@@ -165,24 +165,6 @@ func (m *Member) propose(v *view, committed bool) {
 	if !committed {
 		base = m.acc
 		m.adopted = base
-		if m.reAdopt == base.epoch {
-			// A proposal on this adopted base failed already: ask its
-			// members what became of it, as a holder does when its commit
-			// is overdue (queryOutcome). One that never acknowledged it
-			// answers with an abort, and this root drops it (onSync) and
-			// goes back to its installed view. A root that proposed on it
-			// again and again, each proposal refused by a member of its
-			// installed view that the adopted one had dropped, never waited
-			// for a commit and so never asked: two roots competed for ever
-			// (the oracle swarm, seeds 426865, 416071 and 113419, majority).
-			q := &Query{Epoch: base.epoch}
-			for _, id := range base.members {
-				if id != m.self && !m.failed[id] {
-					m.send(id, q)
-				}
-			}
-		}
-		m.reAdopt = base.epoch
 	}
 	cause := causeOf(base, m.self, failed, joined)
 	p := &Prepare{Cause: cause, Epoch: epoch, Ancestry: v.ancestry, Failed: failed, Joined: joined, Committed: committed, v: v}

@@ -101,14 +101,6 @@ func TestSwarmDeterministic(t *testing.T) {
 //     which held it after n0 died, n3 said nothing, as a member whose ACK
 //     may have committed it. Learning that a proposal was abandoned now
 //     vetoes it, and the veto is what n3 answers.
-//   - 426865, 416071, 113419 (majority, stuck; the same run): a root that
-//     took over a dead root's proposal proposed on it again and again, each
-//     time refused by a member of its installed view that the adopted
-//     proposal had dropped, and, never waiting for a commit, never asked
-//     the adopted proposal's members what became of it; another root
-//     competed for ever. A root proposing on the same adopted base a
-//     second time now asks them, and drops the base when one that never
-//     acknowledged it says so.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -121,9 +113,6 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{1452204879, member.PartitionPaper},
 		{131142, member.PartitionMajority},
 		{239171, member.PartitionMajority},
-		{426865, member.PartitionMajority},
-		{416071, member.PartitionMajority},
-		{113419, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
