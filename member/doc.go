@@ -307,10 +307,14 @@
 // that older view is dead it stays in a minority, although the newer view,
 // installed by members it cannot hear from or that never say so, keeps a
 // live majority, and the swarm's liveness check, which knows of the newer
-// view, reports it stuck (3 seeds of the 354,233 run from seed 100,001:
-// 113419, 326194 and 416071; a fourth, 426865, where two restarted
-// processes stay joining while a root holds a proposal that the node that
-// made it has dropped, is not analysed yet). Without
+// view, reports it stuck (4 seeds of the 354,233 run from seed 100,001:
+// 113419, 326194, 416071 and 426865). In three of them a root that took
+// over a dead root's proposal proposes on it again and again, refused each
+// time by such a member, and never asks the adopted proposal's members
+// what became of it; asking them frees those three, but a root that then
+// drops the adopted proposal falls back to an older installed view in
+// which it has no majority (seed 155553 stayed stuck so), and the cure
+// needs a member to learn that a newer view was installed. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
