@@ -307,8 +307,8 @@
 // that older view is dead it stays in a minority, although the newer view,
 // installed by members it cannot hear from or that never say so, keeps a
 // live majority, and the swarm's liveness check, which knows of the newer
-// view, reports it stuck (4 seeds of the 354,233 run from seed 100,001:
-// 113419, 326194, 416071 and 426865). In three of them a root that took
+// view, reports it stuck (4 seeds of seeds 1–500,000: 113419, 326194,
+// 416071 and 426865). In three of them a root that took
 // over a dead root's proposal proposes on it again and again, refused each
 // time by such a member, and never asks the adopted proposal's members
 // what became of it; asking them frees those three, but a root that then
