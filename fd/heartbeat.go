@@ -155,11 +155,11 @@ import (
 // suspect directly clears its own suspicion at once and sends it the
 // notice. A restarted process learns the same way, from the first monitor
 // it beats to, that it had been declared failed; its refutation makes
-// every process report it [core.Recovered]. A failed connection still gets
-// insurance heartbeats, and a ping with each, so that the two sides of a
-// healed partition hear from each other within T_insurance and recover:
-// a side that excluded this process from its view ignores its heartbeats
-// and sends it none, but any process answers a ping.
+// every process report it [core.Recovered]. A failed connection gets a
+// heartbeat and a ping every Interval (not every T_insurance), so that the
+// two sides of a healed partition hear from each other within an interval
+// and recover: a side that excluded this process from its view ignores
+// its heartbeats and sends it none, but any process answers a ping.
 //
 // # Memory
 //

@@ -172,8 +172,9 @@
 // with Abort (so does a process still joining, which has no view to send:
 // its answer names its incarnation, and counts only if the proposal's
 // member is that process), and the holder drops it (a proposal commits
-// only with every member's ACK). A root that acknowledges none of three reports is taken
-// for failed (the detector may not watch it). Installing a view drops every
+// only with every member's ACK). A root that acknowledges none of three
+// reports is taken for failed (the detector may not watch it). Installing
+// a view drops every
 // proposal the node holds (accepted, adopted or remembered) that is not
 // newer than it, or cannot descend from it and does not admit the node as
 // a joiner (a merge into another lineage, which the late commit of an
@@ -308,13 +309,13 @@
 // installed by members it cannot hear from or that never say so, keeps a
 // live majority, and the swarm's liveness check, which knows of the newer
 // view, reports it stuck (4 seeds of seeds 1–500,000: 113419, 326194,
-// 416071 and 426865). In three of them a root that took
-// over a dead root's proposal proposes on it again and again, refused each
-// time by such a member, and never asks the adopted proposal's members
-// what became of it; asking them frees those three, but a root that then
-// drops the adopted proposal falls back to an older installed view in
-// which it has no majority (seed 155553 stayed stuck so), and the cure
-// needs a member to learn that a newer view was installed. Without
+// 416071 and 426865). In three of them a root that took over a dead
+// root's proposal proposes on it again and again, refused each time by
+// such a member, and never asks the adopted proposal's members what
+// became of it; asking them frees those three, but a root that then drops
+// the adopted proposal falls back to an older installed view in which it
+// has no majority (seed 155553 stayed stuck so), and the cure needs a
+// member to learn that a newer view was installed. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.

@@ -769,7 +769,6 @@ func (m *Member) install(v *view) {
 	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.members, Joined: joined, Departed: departed})
 }
 
-// dropAcc forgets the accepted proposal.
 // keeps reports whether the proposal p, held when v is installed, stays
 // held: it may still be a view after v for this node. It does if it is
 // newer and may descend from v. It does too if it admits this node as a
@@ -791,6 +790,7 @@ func (m *Member) keeps(p, v *view) bool {
 	return mayDescend(p.epoch, p.ancestry, v.epoch) || slices.ContainsFunc(p.joined, func(j Joiner) bool { return j.ID == m.self && j.Inc == m.inc })
 }
 
+// dropAcc forgets the accepted proposal.
 func (m *Member) dropAcc() {
 	m.acc, m.accMsg, m.accFull, m.accParent = nil, nil, nil, core.None
 	m.acked.off()
@@ -1393,11 +1393,12 @@ func (m *Member) recycle(msg core.Msg) {
 // ackMsg is this node's ACK of acc: ackOut when the Env copies what is
 // sent (see copies), a new message otherwise.
 func (m *Member) ackMsg() *Ack {
-	if m.copies {
-		m.ackOut = Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch}
-		return &m.ackOut
+	a := &m.ackOut
+	if !m.copies {
+		a = new(Ack)
 	}
-	return &Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch}
+	*a = Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch}
+	return a
 }
 
 func (m *Member) onAck(from core.NodeID, a *Ack) {

@@ -412,9 +412,9 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		if !mayDescend(v.epoch, v.ancestry, known.epoch) {
 			// v's lineage holds a later proposal of known's root, and
 			// cannot descend from known: its root abandoned known, which
-			// never committed. Say so to whoever holds
-			// it and asks (VIEW_QUERY): this node may have acknowledged it,
-			// and without this it stayed silent, as one whose ACK may have
+			// never committed. Say so to whoever holds it and asks
+			// (VIEW_QUERY): this node may have acknowledged it, and
+			// without this it stayed silent, as one whose ACK may have
 			// committed it, while the holder waited for ever (the oracle
 			// swarm, seed 239171, majority).
 			put(&m.vetoed, known.epoch, true)
