@@ -1471,6 +1471,7 @@ func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
 		skip, dst := pl.Place(f, n)
 		if dst != nil {
 			c.placer = pl
+			c.poll.mark() // a large data frame: poll while its body comes
 		}
 		return skip, dst
 	}
