@@ -16,10 +16,14 @@ import (
 // delivered a data frame expects the next one soon (a reply, the next
 // step of a collective): for the polling time it looks for more without
 // parking, so that the next frame costs neither the netpoller's wake-up
-// nor a thread's. On a socket a look is a non-blocking read; on a
+// nor a thread's; on a socket, bytes that come while it polls (the body of
+// a large frame, read in many pieces as its sender writes it) start the
+// polling time again, and so does the start of a frame placed in the
+// handler's memory. On a socket a look is a non-blocking read; on a
 // shared-memory ring it is a load of the ring's tail, with no system call
 // at all. Only frames of the protocols above the failure detector start a
-// polling time: heartbeats never make an idle process poll. Between looks
+// polling time: heartbeats never make an idle process poll (one read while
+// a polling time runs only extends it). Between looks
 // the poller yields to the process's other goroutines (one of them may be
 // the one the data is for, on the same processor) and, every 16th look,
 // to the other threads of the system (a poller must not keep a core from
