@@ -642,6 +642,21 @@ func (m *Member) commitWait(v *view) time.Duration {
 // ---------------------------------------------------------------------------
 // Installing views.
 
+// tellLeftBehind tells the members of the view this node leaves that v
+// lacks that their view is over, now and at the next probes (leaveBehind),
+// unless this node's own detector declares them failed: v's root may never
+// have had them in a view, and so never probes them.
+func (m *Member) tellLeftBehind(departed []core.NodeID, v *view) {
+	for _, id := range departed {
+		if id != m.self && !v.has(id) {
+			m.notice(id, true)
+			if _, dead := m.detected[id]; !dead {
+				m.leaveBehind(id)
+			}
+		}
+	}
+}
+
 // install makes v the installed view and tells the other layers.
 func (m *Member) install(v *view) {
 	if !v.has(m.self) {
@@ -678,14 +693,7 @@ func (m *Member) install(v *view) {
 		// out, a detector's verdict about a slow node may be wrong), and
 		// tell them again at the next probes, in case the notice is lost,
 		// unless this node's own detector declares them failed.
-		for _, id := range departed {
-			if id != m.self && !v.has(id) {
-				m.notice(id, true)
-				if _, dead := m.detected[id]; !dead {
-					m.leaveBehind(id)
-				}
-			}
-		}
+		m.tellLeftBehind(departed, v)
 	}
 	for _, id := range departed {
 		if id != m.self && !v.has(id) && EpochRoot(v.epoch) == m.self {
@@ -1040,6 +1048,16 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 	}
 	m.observe(r.Epoch)
 	m.send(from, &ReportAck{Epoch: n.epoch, Failed: r.Failed})
+	if r.Epoch > n.epoch && m.cur.has(from) {
+		// The reporter holds a view newer than anything this node does:
+		// ask what became of it. Installed, it comes back (VIEW_SYNC) and
+		// this node installs it too; under PartitionMajority a node that
+		// never learned of a view its peers installed measured majorities
+		// against its own, older one, and stayed in a minority for good
+		// while a majority of the newer view lived (the oracle swarm,
+		// seed 326194).
+		m.send(from, &Query{Epoch: r.Epoch})
+	}
 	grew := false
 	for _, f := range r.Failed {
 		if f.ID == m.self || (m.failed[f.ID] && slices.Contains(m.failedInc[f.ID], f.Inc)) {
@@ -1178,7 +1196,13 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.send(from, &NeedView{Epoch: p.Epoch})
 		return
 	}
-	if me := m.at(v); me < 0 || v.parentAt(me) != from || (rel == relJoins && v.incAt(me) != m.inc) {
+	if me := m.at(v); me < 0 || v.parentAt(me) != from || v.incAt(me) != m.inc {
+		// Not this node's place, or the place of a former process of its
+		// id: a joiner that held a proposal admitting it accepted the next
+		// one, which listed its id with the incarnation of the process
+		// before the restart. Counted as that member, it made a majority
+		// of an installed view that the restart had halved, and the views
+		// forked (the oracle swarm, seed 29180, majority).
 		return
 	}
 	prev := m.acc
@@ -1533,7 +1557,18 @@ func (m *Member) onCommit(from core.NodeID, e uint64) {
 	m.observe(e)
 	switch {
 	case m.acc != nil && m.acc.epoch == e && !m.driving && m.acc.has(from):
+		prev, adopted := m.cur, m.accMsg != nil && !m.accMsg.Committed
 		m.install(m.acc)
+		if adopted && prev != nil && m.cur.base() == prev.epoch {
+			// The root built on this node's installed view without having
+			// installed it (it adopted it as a dead root's proposal): the
+			// members it dropped were never in a view of the root's, which
+			// does not probe them. Under PartitionMajority one of them,
+			// told only of the root's older view, stayed in this node's
+			// view for good (the oracle swarm, seed 18519).
+			_, departed := diff(prev, m.cur)
+			m.tellLeftBehind(departed, m.cur)
+		}
 		m.forwardCommit()
 		m.afterChange()
 	case m.cur != nil && m.cur.epoch == e && m.forwarded != e:
@@ -1665,7 +1700,12 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 		// later proposal
 		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
 	case (m.acc != nil && m.acc.epoch == q.Epoch) || slices.Contains(m.ackedEpochs, q.Epoch):
-		// this node acknowledged it: it may commit
+		// This node acknowledged it: it may commit. Its installed view,
+		// though, may be newer than the querier's, who then installs it
+		// (and, under PartitionMajority, measures majorities against it).
+		if m.cur.has(from) {
+			m.send(from, &Sync{View: m.cur.full(), v: m.cur})
+		}
 	default:
 		// This node never acknowledged q.Epoch and promises it never will:
 		// if it is a member of it, q.Epoch cannot commit.
