@@ -303,19 +303,19 @@
 // AckTimeout is excluded there: with the retry, one swarm seed in 100,000
 // left a member holding a newer view whose next root never learned of it,
 // while that root stayed in a minority of its older view. Also under
-// PartitionMajority, a member that never learned that a view was installed
-// measures majorities against its own, older installed view: when half of
-// that older view is dead it stays in a minority, although the newer view,
-// installed by members it cannot hear from or that never say so, keeps a
-// live majority, and the swarm's liveness check, which knows of the newer
-// view, reports it stuck (4 seeds of seeds 1–500,000: 113419, 326194,
-// 416071 and 426865). In three of them a root that took over a dead
-// root's proposal proposes on it again and again, refused each time by
-// such a member, and never asks the adopted proposal's members what
-// became of it; asking them frees those three, but a root that then drops
-// the adopted proposal falls back to an older installed view in which it
-// has no majority (seed 155553 stayed stuck so), and the cure needs a
-// member to learn that a newer view was installed. Without
+// PartitionMajority, a member measures majorities against its own
+// installed view, so it must learn of newer ones: a root asks a reporter
+// that holds a view newer than anything it has (VIEW_QUERY), and a member
+// asked about a proposal it acknowledged answers with its installed view,
+// which the asker installs if it is newer. A root that takes over a dead
+// root's proposal A keeps a strict majority of its own installed view, at
+// least half of A, and, when it never installed A's base B, a strict
+// majority of B too (counted from A's change, when A's root installed B).
+// When B is itself a dead root's proposal, or A was learnt from a refusal
+// without its change, B cannot be counted and is not: a chain of adopted
+// proposals whose links all may have committed is guarded only by its
+// last link and the root's installed view. No swarm seed of 1–500,000
+// reaches that case with a fork. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.

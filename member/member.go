@@ -1311,7 +1311,7 @@ func (m *Member) viewOf(p *Prepare) *view {
 		if err != nil {
 			return nil
 		}
-		v.delta, v.failed, v.joined = true, p.Failed, p.Joined
+		v.delta, v.committed, v.failed, v.joined = true, p.Committed, p.Failed, p.Joined
 		return v
 	}
 	if bv == nil {
@@ -1321,6 +1321,7 @@ func (m *Member) viewOf(p *Prepare) *view {
 	if err != nil {
 		return nil
 	}
+	v.committed = p.Committed
 	return v
 }
 

@@ -71,8 +71,45 @@ func (m *Member) rootStep() {
 			m.enterMinority(base, alive)
 			return
 		}
+		// If A did not commit, the last installed view of its lineage is
+		// A's own base B. When this node never installed B (a joiner that
+		// A admitted, a member that missed B's commit), the check against
+		// its installed view says nothing about B: B's members may go on
+		// without this side, and a view holding none of them forked the
+		// history (the oracle swarm, seed 108951: a joiner adopted a join
+		// proposal on a three-member view and dropped all three). So the
+		// new view must keep a strict majority of B too, counted from A's
+		// change when A says its root installed B. (When B is itself a dead
+		// root's proposal, or A was learnt without its change, this node
+		// cannot count B: that case is open, see the package doc.)
+		if base != m.cur && base.base() != m.cur.epoch {
+			if alive, size, ok := keptOfBase(base, v); ok && 2*alive <= size {
+				m.enterMinority(base, alive)
+				return
+			}
+		}
 	}
 	m.propose(v, base == m.cur)
+}
+
+// keptOfBase counts the members of a's base (a minus its joiners plus its
+// failed members) that stay in v with the incarnation they had there, and
+// the base's size; ok is false unless a carries its change from a base
+// its root installed. A failed member of the base is not counted as kept
+// (its incarnation there is not known).
+func keptOfBase(a, v *view) (alive, size int, ok bool) {
+	if !a.delta || !a.committed {
+		return 0, 0, false
+	}
+	for i, id := range a.members {
+		if slices.ContainsFunc(a.joined, func(j Joiner) bool { return j.ID == id }) {
+			continue
+		}
+		if v.has(id) && v.inc(id) == a.incAt(i) {
+			alive++
+		}
+	}
+	return alive, len(a.members) - len(a.joined) + len(a.failed), true
 }
 
 // kept counts the members of ref that stay in v with the same incarnation.
@@ -159,6 +196,7 @@ func (m *Member) propose(v *view, committed bool) {
 		panic(fmt.Sprintf("member: %v proposes view %s rooted at %v", m.self, FormatEpoch(epoch), v.root()))
 	}
 	failed, joined := v.failed, v.joined
+	v.committed = committed
 	m.forgetRejoined(joined)
 	base := m.cur
 	m.adopted = nil
@@ -407,6 +445,15 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 			known = m.acc
 		}
 		if !v.descends(known.epoch) && !(known != m.cur && supersedes(v.epoch, v.ancestry, known.epoch)) {
+			if mine && known == m.adopted && known.has(from) && !m.vetoed[known.epoch] {
+				// A member of the dead root's proposal this root builds on
+				// holds a competing one: ask it about the adopted one. If it
+				// never acknowledged it, the adopted proposal cannot have
+				// committed, and the answer (an abort) frees this root from
+				// it; otherwise the two roots refused each other's proposals
+				// for good (the oracle swarm, seed 318884, majority).
+				m.send(from, &Query{Epoch: known.epoch})
+			}
 			return
 		}
 		if !mayDescend(v.epoch, v.ancestry, known.epoch) {

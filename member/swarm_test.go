@@ -101,6 +101,32 @@ func TestSwarmDeterministic(t *testing.T) {
 //     which held it after n0 died, n3 said nothing, as a member whose ACK
 //     may have committed it. Learning that a proposal was abandoned now
 //     vetoes it, and the veto is what n3 answers.
+//   - 113419, 326194, 416071, 426865 (majority, stuck; seeds 1–500,000):
+//     a member that never learnt that a view was installed measured
+//     majorities against its own, older view, and stayed in a minority
+//     although a majority of the newer view lived. A root now asks a
+//     reporter that holds a view newer than anything it has (VIEW_QUERY),
+//     and a member asked about a proposal it acknowledged answers with its
+//     installed view.
+//   - 29180 (majority, a safety violation, found with those changes): a
+//     restarted process that held a proposal admitting it accepted the next
+//     one, which listed its id at its former incarnation; counted as that
+//     member it made a majority, and the views forked. A node now accepts
+//     a proposal only at its own incarnation.
+//   - 18519 (majority, stuck, the same run): a member installed a view
+//     whose root had built on the member's view without installing it
+//     (adopted); the member the view dropped was told only of the root's
+//     older view and stayed. Such a member now tells those left behind.
+//   - 108951 (majority, a safety violation, the same run): a joiner took
+//     over a join proposal on a three-member view whose members it thought
+//     dead, and installed a view holding none of them while they went on.
+//     A root that adopts a proposal whose base it never installed now
+//     keeps a strict majority of that base too.
+//   - 318884 (majority, stuck, the same run): n3 built on n1's dead 4.n1,
+//     n2 on the installed view; each refused the other's proposals for
+//     good, n4 holding n2's. A root refused by a member of its adopted
+//     proposal that holds a competing one now asks it about the adopted
+//     one; n4 never acknowledged 4.n1, says so, and n3 lets it go.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -113,6 +139,14 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{1452204879, member.PartitionPaper},
 		{131142, member.PartitionMajority},
 		{239171, member.PartitionMajority},
+		{113419, member.PartitionMajority},
+		{326194, member.PartitionMajority},
+		{416071, member.PartitionMajority},
+		{426865, member.PartitionMajority},
+		{29180, member.PartitionMajority},
+		{18519, member.PartitionMajority},
+		{108951, member.PartitionMajority},
+		{318884, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))

@@ -47,10 +47,13 @@ type view struct {
 	incs     []uint64 // the members' incarnations by position; nil: all 0
 	tree     topo.Radix
 
-	// The change from ancestry[0], when the view was built by apply.
-	delta  bool
-	failed []core.NodeID
-	joined []Joiner
+	// The change from ancestry[0], when the view was built by apply (or
+	// from a full list that came with it); committed: the proposal said
+	// that ancestry[0] is a view its root installed (Prepare.Committed).
+	delta     bool
+	committed bool
+	failed    []core.NodeID
+	joined    []Joiner
 
 	sorted int         // members[:sorted] is strictly increasing
 	tail   []tailEntry // the members after the sorted prefix, by id
