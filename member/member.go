@@ -1176,7 +1176,12 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// admitted it was adopted) admits it too (checked below).
 		rel = relJoins
 	}
-	if rel == relJoins && m.cur != nil && m.cfg.Partition == PartitionMajority && !mayDescend(p.Epoch, p.Ancestry, m.cur.epoch) {
+	if (rel == relJoins || rel == relSupersedes) && m.cur != nil && m.cfg.Partition == PartitionMajority && !mayDescend(p.Epoch, p.Ancestry, m.cur.epoch) {
+		// (A superseding proposal too: its root gave up the proposal this
+		// node held, built on this node's installed view, and fell back to
+		// an older view of its own; accepted, it took members of the
+		// installed view into a lineage that abandons it (the oracle swarm,
+		// seed 279940).)
 		// Under PartitionMajority the installed views form one history: a
 		// merging member refuses to be taken into a lineage that cannot
 		// descend from its installed view (a minority's proposal, built on

@@ -127,6 +127,12 @@ func TestSwarmDeterministic(t *testing.T) {
 //     good, n4 holding n2's. A root refused by a member of its adopted
 //     proposal that holds a competing one now asks it about the adopted
 //     one; n4 never acknowledged 4.n1, says so, and n3 lets it go.
+//   - 279940 (majority, stuck, the same run): n2, excluded by 4.n0, built
+//     on a proposal of 4.n0's lineage, gave it up and fell back to its own
+//     1.n0; members of 4.n0 that held n2's earlier proposal accepted the
+//     new one as its replacement, and n2 and they went round for good. A
+//     member now refuses a replacement that cannot descend from its
+//     installed view, as it refuses any other such proposal.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -147,6 +153,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{18519, member.PartitionMajority},
 		{108951, member.PartitionMajority},
 		{318884, member.PartitionMajority},
+		{279940, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
