@@ -677,6 +677,16 @@ func (m *Member) install(v *view) {
 	if m.joining {
 		m.joining = false
 	}
+	if via := m.mergeVia; m.mergeEpoch != 0 && v.epoch > m.mergeEpoch && via != core.None && !v.has(via) {
+		// A merge given up for a view of this node's own, newer than the
+		// one it was merging into: the member that told of that view may
+		// stay in it for good, its root gone (a restarted root joined this
+		// node's side instead, and the other members, joiners of the other
+		// side, are on no list of this side's probes: the oracle swarm,
+		// seed 967016, paper). Tell it, now and at the next probes.
+		m.notice(via, true)
+		m.leaveBehind(via)
+	}
 	m.mergeRoot, m.mergeVia, m.mergeEpoch, m.mergeTries = core.None, core.None, 0, 0
 	m.cancel(tJoin)
 	m.minority = 0

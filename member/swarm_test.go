@@ -133,6 +133,13 @@ func TestSwarmDeterministic(t *testing.T) {
 //     new one as its replacement, and n2 and they went round for good. A
 //     member now refuses a replacement that cannot descend from its
 //     installed view, as it refuses any other such proposal.
+//   - 967016 (paper, stuck; seeds 500,001–1,000,000, also before the
+//     changes above): n3, excluded by n7's 8.n7 = [n7 n9], merged towards
+//     n7, which had restarted and then joined n3's own view; n3 gave the
+//     merge up when it installed that view, and n9, a joiner of n7's side
+//     on no list of n3's probes, stayed in 8.n7 for good. A node that
+//     gives up a merge for a newer view of its own now tells the member
+//     that told it of the other view.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -154,6 +161,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{108951, member.PartitionMajority},
 		{318884, member.PartitionMajority},
 		{279940, member.PartitionMajority},
+		{967016, member.PartitionPaper},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
