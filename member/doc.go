@@ -314,7 +314,7 @@
 // When B is itself a dead root's proposal, or A was learnt from a refusal
 // without its change, B cannot be counted and is not: a chain of adopted
 // proposals whose links all may have committed is guarded only by its
-// last link and the root's installed view. No swarm seed of 1–500,000
+// last link and the root's installed view. No swarm seed of 1–1,000,000
 // reaches that case with a fork. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
