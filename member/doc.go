@@ -314,8 +314,12 @@
 // When B is itself a dead root's proposal, or A was learnt from a refusal
 // without its change, B cannot be counted and is not: a chain of adopted
 // proposals whose links all may have committed is guarded only by its
-// last link and the root's installed view. No swarm seed of 1–1,000,000
-// reaches that case with a fork. Without
+// last link and the root's installed view. No swarm seed of 1–1,500,000
+// reaches that case with a fork. Seeds 1–1,000,000 all pass; of seeds
+// 1,000,001–1,500,000, four stay stuck under PartitionMajority (1101496,
+// 1203508, 1207433, 1325516: the last two were stuck before the changes
+// above too, which over that range had eight failures, one of them a fork,
+// 1040301). Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
