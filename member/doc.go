@@ -317,9 +317,9 @@
 // last link and the root's installed view. No swarm seed of 1–1,500,000
 // reaches that case with a fork. Seeds 1–1,000,000 all pass; of seeds
 // 1,000,001–1,500,000, four stay stuck under PartitionMajority (1101496,
-// 1203508, 1207433, 1325516: the last two were stuck before the changes
-// above too, which over that range had eight failures, one of them a fork,
-// 1040301). Without
+// 1203508, 1207433, 1325516; 1203508 and 1207433 were stuck before the
+// changes above too, which over that range had eight failures, one of them
+// a fork, 1040301). Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
