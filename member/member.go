@@ -1187,16 +1187,15 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		rel = relJoins
 	}
 	if (rel == relJoins || rel == relSupersedes) && m.cur != nil && m.cfg.Partition == PartitionMajority && !mayDescend(p.Epoch, p.Ancestry, m.cur.epoch) {
-		// (A superseding proposal too: its root gave up the proposal this
-		// node held, built on this node's installed view, and fell back to
-		// an older view of its own; accepted, it took members of the
-		// installed view into a lineage that abandons it (the oracle swarm,
-		// seed 279940).)
 		// Under PartitionMajority the installed views form one history: a
-		// merging member refuses to be taken into a lineage that cannot
-		// descend from its installed view (a minority's proposal, built on
-		// a dead root's proposal that never committed), and tells the
-		// proposer about that view, which then merges into it.
+		// member refuses to be taken into a lineage that cannot descend
+		// from its installed view, and tells the proposer about that view,
+		// which then merges into it. A merging member is offered one by a
+		// minority's proposal built on a dead root's proposal that never
+		// committed; any member by the replacement of a proposal it held,
+		// whose root gave that proposal up and fell back to an older view
+		// of its own (accepted, it took members of the installed view into
+		// a lineage that abandons it: the oracle swarm, seed 279940).
 		m.send(EpochRoot(p.Epoch), &Nack{Epoch: p.Epoch, View: m.cur.full(), v: m.cur})
 		return
 	}
