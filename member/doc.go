@@ -106,7 +106,9 @@
 // base epoch and a few ancestors, and the change (failed list, joiners);
 // each node recomputes the view from its own copy of the base (§3.4, "the
 // tree recalculation occurs locally"). Joiners get the full list; a node
-// that lacks the base asks its parent for it (VIEW_NEED). Each node passes
+// that lacks the base asks its parent for it (VIEW_NEED), which answers
+// with the proposal it holds or the view it installed, never with one it
+// gave up. Each node passes
 // the Prepare to its children in the new tree and acknowledges up
 // (FAILURE_ACK, NEW_NODE_JOIN_ACK or ALIVE_NODE_JOIN_ACK) once all its
 // children have. A parent whose subtree is h levels deep waits h×AckTimeout,
@@ -157,7 +159,11 @@
 // proposal only if the proposal descends from the newest view the node holds
 // (installed or accepted), or replaces an accepted proposal of the same root
 // (a root proposes again only after abandoning its previous proposal), or
-// admits the node as a joiner while it joins or merges. Otherwise it
+// admits the node as a joiner while it joins or merges, or, under
+// PartitionMajority, takes it back into its own lineage (the proposal's
+// ancestry holds the node's installed view: a dead root's proposal between
+// excluded it) while the node holds no proposal that may have committed
+// (nothing, or its own proposal on its installed view). Otherwise it
 // answers VIEW_NACK with its newest view. The proposer then adopts that view
 // (if it is an accepted proposal descending from what the proposer must
 // descend from, and contains it), installs it (if it is installed there and
@@ -172,7 +178,9 @@
 // with Abort (so does a process still joining, which has no view to send:
 // its answer names its incarnation, and counts only if the proposal's
 // member is that process), and the holder drops it (a proposal commits
-// only with every member's ACK). A root that acknowledges none of three
+// only with every member's ACK). So does a node that held or built on a
+// proposal and accepts one whose lineage holds a later proposal of the same
+// root: that root gave the first up. A root that acknowledges none of three
 // reports is taken for failed (the detector may not watch it). Installing
 // a view drops every
 // proposal the node holds (accepted, adopted or remembered) that is not

@@ -1180,6 +1180,22 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// excluded (it is merging). A member content with its view refuses
 		// to be taken into another lineage.
 		rel = relJoins
+	case joiner && m.cfg.Partition == PartitionMajority && slices.Contains(p.Ancestry, m.cur.epoch) && (m.acc == nil || m.driving && m.adopted == nil):
+		// Taken back by a proposal of its own lineage: p's ancestry holds
+		// this node's installed view, and a view between (a dead root's
+		// proposal that excluded it, which may have committed) is p's
+		// base. The node accepts if it holds no proposal that may have
+		// committed: nothing, or its own proposal on its installed view.
+		// Refused, the two roots refused each other for good: p's root
+		// cannot build on this node's view while it holds the excluding
+		// proposal (the oracle swarm, seeds 1207433 and 1325516,
+		// majority). A node holding another root's proposal, or building
+		// on a dead root's, still refuses: p does not descend from it
+		// (seed 23793). Under PartitionPaper the sides of a partition
+		// merge instead; there, two roots that each took over a dead
+		// root's proposal and listed the other side as joiners took
+		// members from each other for good (seed 166388).
+		rel = relJoins
 	case n == nil:
 		// A joiner with nothing accepted: a proposal that lists it as a
 		// member with its incarnation (the dead root's proposal that
@@ -1224,10 +1240,16 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.abort(fmt.Sprintf("superseded by %s", FormatEpoch(p.Epoch)))
 		prev = m.acc // the adopted proposal the root's own was based on
 	}
-	if rel == relSupersedes && prev != nil && !slices.Contains(p.Ancestry, prev.epoch) {
-		// Its root abandoned prev: prev never committed. Say so to whoever
-		// holds it and asks (VIEW_QUERY).
-		put(&m.vetoed, prev.epoch, true)
+	// A proposal this node held or built on that p's lineage gave up
+	// never committed: its root proposed anew without it (p replaces it,
+	// or p's ancestry holds a later proposal of the same root). Said to
+	// whoever holds it and asks (VIEW_QUERY); else this node, which
+	// acknowledged it, kept its holder waiting for good (the oracle swarm,
+	// seed 239171, once a member accepted a proposal that takes it back).
+	for _, h := range [...]*view{prev, m.adopted} {
+		if h != nil && !slices.Contains(p.Ancestry, h.epoch) && (rel == relSupersedes && h == prev || supersedes(p.Epoch, p.Ancestry, h.epoch) && !mayDescend(p.Epoch, p.Ancestry, h.epoch)) {
+			put(&m.vetoed, h.epoch, true)
+		}
 	}
 	adopted := m.adopted
 	switch {
@@ -1549,7 +1571,13 @@ func (m *Member) onNeedView(from core.NodeID, q *NeedView) {
 	switch {
 	case m.accMsg != nil && m.accMsg.Epoch == q.Epoch:
 		p = m.accMsg
-	case m.lastPrep != nil && m.lastPrep.Epoch == q.Epoch:
+	case m.lastPrep != nil && m.lastPrep.Epoch == q.Epoch && m.cur != nil && m.cur.epoch == q.Epoch:
+		// Committed: the child missed the base while the commit passed.
+		// A proposal this node no longer holds and never installed was
+		// given up (a root's abort): handed out, it was accepted by a
+		// child its root would never commit nor abort to, which then
+		// adopted it and refused the live root's proposals for good
+		// (the oracle swarm, seed 1101496, majority).
 		p = m.lastPrep
 	default:
 		return

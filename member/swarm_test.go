@@ -140,6 +140,30 @@ func TestSwarmDeterministic(t *testing.T) {
 //     on no list of n3's probes, stayed in 8.n7 for good. A node that
 //     gives up a merge for a newer view of its own now tells the member
 //     that told it of the other view.
+//   - 1101496, 1203508 (majority, stuck; seeds 1,000,001–1,500,000): n2
+//     aborted 6.n2 when 4.n1 committed, then answered n4's VIEW_NEED for
+//     6.n2 from the last proposal it had sent; n4 accepted it, n2 died,
+//     and n4 held and built on 6.n2 while n1's proposals on 4.n1 went
+//     round it. A node now hands out only a proposal it holds or the view
+//     it installed.
+//   - 1207433, 1325516 (majority, stuck, the same run): n2 built on dead
+//     n0's 5.n0, which excluded n1, and took n1 back; n1, root of the
+//     installed 4.n0 and driving its own proposal on it, refused to be
+//     listed as a joiner, and n2, holding 5.n0 (which may have committed),
+//     refused n1's: for good. A member whose installed view is an
+//     ancestor of a proposal that takes it back, and that holds nothing
+//     that may have committed, now accepts it.
+//   - 23793 (majority, stuck, found with that change in its first form):
+//     n5 held dead n4's 3.n4 and accepted such a proposal, which did not
+//     descend from 3.n4; hence "holds nothing that may have committed".
+//     The same change moved 239171, whose fix it widened: a proposal a
+//     node built on is vetoed too when the lineage of the one it accepts
+//     holds a later proposal of the same root.
+//   - 166388 (paper, stuck, found with that change): under PartitionPaper
+//     two roots, each building on a dead root's proposal of its side of
+//     a partition and listing the other side as joiners, took members
+//     from each other for good once members accepted such proposals.
+//     The change applies under PartitionMajority only.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -162,6 +186,12 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{318884, member.PartitionMajority},
 		{279940, member.PartitionMajority},
 		{967016, member.PartitionPaper},
+		{1101496, member.PartitionMajority},
+		{1203508, member.PartitionMajority},
+		{1207433, member.PartitionMajority},
+		{1325516, member.PartitionMajority},
+		{23793, member.PartitionMajority},
+		{166388, member.PartitionPaper},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
