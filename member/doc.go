@@ -163,7 +163,9 @@
 // PartitionMajority, takes it back into its own lineage (the proposal's
 // ancestry holds the node's installed view: a dead root's proposal between
 // excluded it) while the node holds no proposal that may have committed
-// (nothing, or its own proposal on its installed view). Otherwise it
+// (nothing, or its own proposal on its installed view; one that holds
+// another root's proposal asks that root at once what became of it, see
+// VIEW_QUERY below). Otherwise it
 // answers VIEW_NACK with its newest view. The proposer then adopts that view
 // (if it is an accepted proposal descending from what the proposer must
 // descend from, and contains it), installs it (if it is installed there and

@@ -1219,6 +1219,15 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		if n != nil {
 			m.nack(p.Epoch, n)
 		}
+		if joiner && m.cfg.Partition == PartitionMajority && m.acc != nil && !m.driving && m.cur != nil && slices.Contains(p.Ancestry, m.cur.epoch) {
+			// Refused only for the proposal this node holds, another
+			// root's: ask what became of it now, not at its commit
+			// timeout. Its root has often given it up (it accepted p,
+			// which takes it back too); then this node accepts p's next
+			// proposal, where waiting let the two roots go round for
+			// seconds (the oracle swarm, seed 1002924).
+			m.queryOutcome()
+		}
 		return
 	}
 	v := m.viewOf(p)

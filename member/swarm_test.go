@@ -164,6 +164,13 @@ func TestSwarmDeterministic(t *testing.T) {
 //     a partition and listing the other side as joiners, took members
 //     from each other for good once members accepted such proposals.
 //     The change applies under PartitionMajority only.
+//   - 1002924 (majority, converged 3.0 s after healing, just past the
+//     bound; seeds 1,000,001–1,500,000 with those changes): members held
+//     n3's proposal, which n3 had given up for n6's, until their commit
+//     timeout, and refused n6's proposals meanwhile; n6 and n3 went round
+//     for three seconds. A member that refuses a proposal taking it back
+//     only because it holds another root's proposal now asks that root
+//     at once (VIEW_QUERY).
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -192,6 +199,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{1325516, member.PartitionMajority},
 		{23793, member.PartitionMajority},
 		{166388, member.PartitionPaper},
+		{1002924, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
