@@ -325,11 +325,10 @@
 // without its change, B cannot be counted and is not: a chain of adopted
 // proposals whose links all may have committed is guarded only by its
 // last link and the root's installed view. No swarm seed of 1–1,500,000
-// reaches that case with a fork. Seeds 1–1,000,000 all pass; of seeds
-// 1,000,001–1,500,000, four stay stuck under PartitionMajority (1101496,
-// 1203508, 1207433, 1325516; 1203508 and 1207433 were stuck before the
-// changes above too, which over that range had eight failures, one of them
-// a fork, 1040301). Without
+// reaches that case with a fork. Seeds 1–1,500,000 all pass under both
+// policies, with no violation and no stuck seed (the seeds whose runs
+// called for the rules above are replayed by TestSwarmRegressionSeeds).
+// Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
