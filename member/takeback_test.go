@@ -1,0 +1,106 @@
+package member
+
+import (
+	"testing"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/core/coretest"
+)
+
+// takeBack is n2's proposal 3.n2 on n3's 2.n3, a dead root's proposal
+// that excluded n1 from 1.n0 = [n0 n1 n2 n3 n4]: it drops n0 and takes n1
+// back. In [n2 n3 n4 n1] (fan-out 2) n1 is a leaf under n3.
+func takeBack() *Prepare {
+	return &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(3, 2), Ancestry: []uint64{MakeEpoch(2, 3), MakeEpoch(1, 0)},
+		Failed: []core.NodeID{0}, Joined: []Joiner{{ID: 1}}, Full: true, Members: []core.NodeID{2, 3, 4, 1}}
+}
+
+func sentOf[M core.Msg](env *coretest.Env) []M {
+	var out []M
+	for _, s := range env.TakeSent() {
+		if m, ok := s.Msg.(M); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestRootTakenBackByItsLineage: n1, root of its installed view after n0
+// failed and driving its own proposal on it, is listed as a joiner by a
+// proposal whose ancestry holds that view (a dead root's proposal between
+// excluded n1). Under PartitionMajority it accepts: refusing, it and the
+// other root refused each other for good (the oracle swarm, seeds 1207433
+// and 1325516). Under PartitionPaper the sides merge instead, and it
+// refuses (seed 166388).
+func TestRootTakenBackByItsLineage(t *testing.T) {
+	for _, c := range []struct {
+		policy PartitionPolicy
+		accept bool
+	}{{PartitionMajority, true}, {PartitionPaper, false}} {
+		cfg := DefaultConfig()
+		cfg.Fanout = 2
+		cfg.Partition = c.policy
+		m, err := New(cfg, []core.NodeID{0, 1, 2, 3, 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := coretest.NewEnv(1, 5)
+		m.Start(env)
+		m.Handle(core.Failed{Node: 0})
+		if !m.driving {
+			t.Fatalf("%v: n1 does not drive a proposal after n0 failed", c.policy)
+		}
+		own := m.acc.epoch
+		env.TakeSent()
+		p := takeBack()
+		m.Receive(3, p)
+		acks := sentOf[*Ack](env)
+		accepted := m.acc != nil && m.acc.epoch == p.Epoch
+		if accepted != c.accept || (len(acks) == 1) != c.accept {
+			t.Fatalf("%v: n1 accepted %s: %v (%d ACKs), want %v", c.policy, FormatEpoch(p.Epoch), accepted, len(acks), c.accept)
+		}
+		if c.accept && m.driving {
+			t.Fatalf("%v: n1 still drives %s", c.policy, FormatEpoch(own))
+		}
+	}
+}
+
+// TestHolderTakenBackAsksTheOtherRoot: n1 holds n0's proposal and is
+// listed as a joiner by another root's proposal of its lineage. It
+// refuses (n0's proposal may commit, and p does not descend from it) and
+// asks n0 at once what became of its proposal, rather than at its commit
+// timeout: n0 has often given it up (the oracle swarm, seed 1002924).
+func TestHolderTakenBackAsksTheOtherRoot(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Fanout = 2
+	cfg.Partition = PartitionMajority
+	m, err := New(cfg, []core.NodeID{0, 1, 2, 3, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := coretest.NewEnv(1, 5)
+	m.Start(env)
+	q := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{MakeEpoch(1, 0)}, Failed: []core.NodeID{4}, Committed: true}
+	m.Receive(0, q)
+	if m.acc == nil || m.acc.epoch != q.Epoch {
+		t.Fatalf("n1 does not hold %s", FormatEpoch(q.Epoch))
+	}
+	env.TakeSent()
+	p := takeBack()
+	m.Receive(3, p)
+	var queried, acked bool
+	for _, s := range env.TakeSent() {
+		switch x := s.Msg.(type) {
+		case *Query:
+			queried = queried || s.To == 0 && x.Epoch == q.Epoch
+		case *Ack:
+			acked = true
+		}
+	}
+	if acked || m.acc.epoch != q.Epoch {
+		t.Fatalf("n1 accepted %s while holding %s", FormatEpoch(p.Epoch), FormatEpoch(q.Epoch))
+	}
+	if !queried {
+		t.Fatalf("n1 did not ask n0 about %s", FormatEpoch(q.Epoch))
+	}
+}
