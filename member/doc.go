@@ -165,8 +165,12 @@
 // excluded it) while the node holds no proposal that may have committed
 // (nothing, or its own proposal on its installed view; one that holds
 // another root's proposal asks that root at once what became of it, see
-// VIEW_QUERY below). Otherwise it
-// answers VIEW_NACK with its newest view. The proposer then adopts that view
+// VIEW_QUERY below). Under PartitionMajority a node whose newest view is
+// its installed one (or its own proposal on it) also refuses a proposal
+// that descends from that view but keeps no majority of it: the proposals
+// between never had its ACK, and the view's majority may have moved on
+// without it (it answers with that view). A node that refuses answers
+// VIEW_NACK with its newest view. The proposer then adopts that view
 // (if it is an accepted proposal descending from what the proposer must
 // descend from, and contains it), installs it (if it is installed there and
 // contains it), learns that it was excluded, re-proposes above a joiner's
@@ -323,8 +327,10 @@
 // majority of B too (counted from A's change, when A's root installed B).
 // When B is itself a dead root's proposal, or A was learnt from a refusal
 // without its change, B cannot be counted and is not: a chain of adopted
-// proposals whose links all may have committed is guarded only by its
-// last link and the root's installed view. No swarm seed of 1–1,500,000
+// proposals whose links all may have committed is guarded by its last
+// link, the root's installed view, and each member that installed a view
+// of the chain and holds nothing newer (it refuses a proposal that keeps
+// no majority of that view; the swarm found a fork where none did). No swarm seed of 1–1,500,000
 // reaches that case with a fork. Seeds 1–1,500,000 all pass under both
 // policies, with no violation and no stuck seed (the seeds whose runs
 // called for the rules above are replayed by TestSwarmRegressionSeeds).

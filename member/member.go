@@ -1244,6 +1244,22 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// forked (the oracle swarm, seed 29180, majority).
 		return
 	}
+	if m.cfg.Partition == PartitionMajority && m.cur != nil && m.mergeEpoch == 0 && (n == m.cur || m.driving && m.adopted == nil) &&
+		slices.Contains(p.Ancestry, m.cur.epoch) && 2*kept(m.cur, v) <= len(m.cur.members) {
+		// p descends from this node's installed view through proposals
+		// this node never acknowledged (it holds nothing newer), and keeps
+		// no majority of it: its root counted majorities against older
+		// views and adopted proposals only (a chain of them is guarded by
+		// its last link). The installed view's majority may have moved
+		// on without this node; accepted, p forked the views (the oracle
+		// swarm, seed 1741812: n4, root of the installed 5.n4 = [n4 n5 n6],
+		// accepted n1's 9.n1 = [n1 n2 n3 n4], built on two uncommitted
+		// proposals of 5.n4's lineage, while n5 and n6 installed 9.n5).
+		// Refused, p's root learns of the view (and merges into it if the
+		// view excludes it).
+		m.send(EpochRoot(p.Epoch), &Nack{Epoch: p.Epoch, View: m.cur.full(), v: m.cur})
+		return
+	}
 	prev := m.acc
 	if m.driving {
 		m.abort(fmt.Sprintf("superseded by %s", FormatEpoch(p.Epoch)))

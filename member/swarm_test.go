@@ -171,6 +171,15 @@ func TestSwarmDeterministic(t *testing.T) {
 //     for three seconds. A member that refuses a proposal taking it back
 //     only because it holds another root's proposal now asks that root
 //     at once (VIEW_QUERY).
+//   - 1741812 (majority, a safety violation; seeds 1,500,001–2,000,000
+//     with those changes): n4, root of the installed 5.n4 = [n4 n5 n6]
+//     and driving its own proposal on it, accepted n1's 9.n1 =
+//     [n1 n2 n3 n4], built on two uncommitted proposals of 5.n4's lineage
+//     and taking n4 back, while n5 and n6 installed 9.n5 = [n5 n6]. A
+//     chain of adopted proposals is guarded by its last link and its
+//     root's installed view only; a member whose newest view is its
+//     installed one now refuses a descendant that keeps no majority of
+//     it.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -200,6 +209,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{23793, member.PartitionMajority},
 		{166388, member.PartitionPaper},
 		{1002924, member.PartitionMajority},
+		{1741812, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))

@@ -104,3 +104,55 @@ func TestHolderTakenBackAsksTheOtherRoot(t *testing.T) {
 		t.Fatalf("n1 did not ask n0 about %s", FormatEpoch(q.Epoch))
 	}
 }
+
+// TestMemberRefusesADescendantKeepingNoMajority: under PartitionMajority a
+// member whose newest view is its installed view C refuses a proposal
+// that descends from C through proposals it never acknowledged and keeps
+// no majority of C; a root that built it counted majorities against older
+// views and adopted proposals only, while C's majority may have moved on
+// (the oracle swarm, seed 1741812: a fork). It answers VIEW_NACK with C.
+// A descendant that keeps a majority of C is accepted.
+func TestMemberRefusesADescendantKeepingNoMajority(t *testing.T) {
+	for _, c := range []struct {
+		members []core.NodeID
+		accept  bool
+	}{{[]core.NodeID{1, 2, 3, 5}, false}, {[]core.NodeID{1, 5, 6}, true}} {
+		cfg := DefaultConfig()
+		cfg.Fanout = 2
+		cfg.Partition = PartitionMajority
+		m, err := New(cfg, []core.NodeID{4, 5, 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := coretest.NewEnv(5, 6)
+		m.Start(env)
+		env.TakeSent()
+		installed := m.cur.epoch
+		// Built on X = 3.n1, a proposal of C's lineage n5 never saw.
+		v, err := newViewAt(MakeEpoch(4, 1), c.members, nil, nil, cfg.Fanout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &Prepare{Cause: CauseRootDead, Epoch: v.epoch, Ancestry: []uint64{MakeEpoch(3, 1), installed},
+			Full: true, Members: c.members}
+		m.Receive(v.parent(5), p)
+		var acked bool
+		var nack *Nack
+		for _, s := range env.TakeSent() {
+			switch x := s.Msg.(type) {
+			case *Ack:
+				acked = true
+			case *Nack:
+				if s.To == 1 {
+					nack = x
+				}
+			}
+		}
+		if acked != c.accept {
+			t.Fatalf("%v: n5 acknowledged %s: %v, want %v", c.members, FormatEpoch(p.Epoch), acked, c.accept)
+		}
+		if !c.accept && (nack == nil || nack.View.Epoch != installed) {
+			t.Fatalf("%v: n5 did not tell n1 of its installed view %s", c.members, FormatEpoch(installed))
+		}
+	}
+}
