@@ -7,6 +7,23 @@ import (
 	"github.com/cohort-mp/cohort/core/coretest"
 )
 
+// startMember starts member self of the initial view ids (fan-out 2) under
+// policy, on a scripted Env whose sent messages are cleared.
+func startMember(t *testing.T, policy PartitionPolicy, ids []core.NodeID, self core.NodeID) (*Member, *coretest.Env) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Fanout = 2
+	cfg.Partition = policy
+	m, err := New(cfg, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := coretest.NewEnv(self, uint64(len(ids)))
+	m.Start(env)
+	env.TakeSent()
+	return m, env
+}
+
 // takeBack is n2's proposal 3.n2 on n3's 2.n3, a dead root's proposal
 // that excluded n1 from 1.n0 = [n0 n1 n2 n3 n4]: it drops n0 and takes n1
 // back. In [n2 n3 n4 n1] (fan-out 2) n1 is a leaf under n3.
@@ -37,15 +54,7 @@ func TestRootTakenBackByItsLineage(t *testing.T) {
 		policy PartitionPolicy
 		accept bool
 	}{{PartitionMajority, true}, {PartitionPaper, false}} {
-		cfg := DefaultConfig()
-		cfg.Fanout = 2
-		cfg.Partition = c.policy
-		m, err := New(cfg, []core.NodeID{0, 1, 2, 3, 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := coretest.NewEnv(1, 5)
-		m.Start(env)
+		m, env := startMember(t, c.policy, []core.NodeID{0, 1, 2, 3, 4}, 1)
 		m.Handle(core.Failed{Node: 0})
 		if !m.driving {
 			t.Fatalf("%v: n1 does not drive a proposal after n0 failed", c.policy)
@@ -71,15 +80,7 @@ func TestRootTakenBackByItsLineage(t *testing.T) {
 // asks n0 at once what became of its proposal, rather than at its commit
 // timeout: n0 has often given it up (the oracle swarm, seed 1002924).
 func TestHolderTakenBackAsksTheOtherRoot(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Fanout = 2
-	cfg.Partition = PartitionMajority
-	m, err := New(cfg, []core.NodeID{0, 1, 2, 3, 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := coretest.NewEnv(1, 5)
-	m.Start(env)
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4}, 1)
 	q := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{MakeEpoch(1, 0)}, Failed: []core.NodeID{4}, Committed: true}
 	m.Receive(0, q)
 	if m.acc == nil || m.acc.epoch != q.Epoch {
@@ -117,19 +118,10 @@ func TestMemberRefusesADescendantKeepingNoMajority(t *testing.T) {
 		members []core.NodeID
 		accept  bool
 	}{{[]core.NodeID{1, 2, 3, 5}, false}, {[]core.NodeID{1, 5, 6}, true}} {
-		cfg := DefaultConfig()
-		cfg.Fanout = 2
-		cfg.Partition = PartitionMajority
-		m, err := New(cfg, []core.NodeID{4, 5, 6})
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := coretest.NewEnv(5, 6)
-		m.Start(env)
-		env.TakeSent()
+		m, env := startMember(t, PartitionMajority, []core.NodeID{4, 5, 6}, 5)
 		installed := m.cur.epoch
 		// Built on X = 3.n1, a proposal of C's lineage n5 never saw.
-		v, err := newViewAt(MakeEpoch(4, 1), c.members, nil, nil, cfg.Fanout)
+		v, err := newViewAt(MakeEpoch(4, 1), c.members, nil, nil, m.cfg.Fanout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,5 +146,47 @@ func TestMemberRefusesADescendantKeepingNoMajority(t *testing.T) {
 		if !c.accept && (nack == nil || nack.View.Epoch != installed) {
 			t.Fatalf("%v: n5 did not tell n1 of its installed view %s", c.members, FormatEpoch(installed))
 		}
+	}
+}
+
+// TestNeedViewAnswersNoGivenUpProposal: a parent answers a child's
+// VIEW_NEED with the proposal it holds, or with the one it installed (the
+// commit passed while the child lacked the base), but not with a proposal
+// it gave up. Handed out so, an aborted proposal was accepted by a child
+// that its root would never commit nor abort to; the child built on it
+// after the root died and refused the live root's proposals for good (the
+// oracle swarm, seeds 1101496 and 1203508, majority).
+func TestNeedViewAnswersNoGivenUpProposal(t *testing.T) {
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4, 5, 6}, 1)
+	base := m.cur
+	// n6 fails: [n0 n1 n2 n3 n4 n5], n1's children are n3 and n4.
+	p := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{base.epoch},
+		Failed: []core.NodeID{6}, Committed: true}
+	m.Receive(0, p)
+	if m.acc == nil || m.acc.epoch != p.Epoch {
+		t.Fatalf("n1 does not hold %s", FormatEpoch(p.Epoch))
+	}
+	env.TakeSent()
+	answers := func() (n int) {
+		for _, s := range env.TakeSent() {
+			if q, ok := s.Msg.(*Prepare); ok && s.To == 3 && q.Epoch == p.Epoch && q.Full {
+				n++
+			}
+		}
+		return n
+	}
+	m.Receive(3, &NeedView{Epoch: p.Epoch})
+	if got := answers(); got != 1 {
+		t.Fatalf("VIEW_NEED for the proposal n1 holds: %d full Prepares to n3, want 1", got)
+	}
+
+	// The root says it gave p up: n1 drops it, and must not hand it out.
+	m.Receive(0, &Sync{View: base.full(), Abort: p.Epoch})
+	if m.acc != nil {
+		t.Fatalf("n1 still holds %s after its root's abort", FormatEpoch(m.acc.epoch))
+	}
+	m.Receive(3, &NeedView{Epoch: p.Epoch})
+	if got := answers(); got != 0 {
+		t.Fatalf("VIEW_NEED for a proposal given up: %d full Prepares to n3, want 0", got)
 	}
 }
