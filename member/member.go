@@ -1169,6 +1169,9 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		}
 		return
 	}
+	// takenBack: under PartitionMajority, p lists this node as a joiner and
+	// descends from its installed view (a view between excluded it).
+	takenBack := joiner && m.cfg.Partition == PartitionMajority && m.cur != nil && slices.Contains(p.Ancestry, m.cur.epoch)
 	rel := relNone
 	switch {
 	case n != nil && slices.Contains(p.Ancestry, n.epoch):
@@ -1180,7 +1183,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// excluded (it is merging). A member content with its view refuses
 		// to be taken into another lineage.
 		rel = relJoins
-	case joiner && m.cfg.Partition == PartitionMajority && slices.Contains(p.Ancestry, m.cur.epoch) && (m.acc == nil || m.driving && m.adopted == nil):
+	case takenBack && m.holdsOnlyInstalled():
 		// Taken back by a proposal of its own lineage: p's ancestry holds
 		// this node's installed view, and a view between (a dead root's
 		// proposal that excluded it, which may have committed) is p's
@@ -1212,14 +1215,14 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// whose root gave that proposal up and fell back to an older view
 		// of its own (accepted, it took members of the installed view into
 		// a lineage that abandons it: the oracle swarm, seed 279940).
-		m.send(EpochRoot(p.Epoch), &Nack{Epoch: p.Epoch, View: m.cur.full(), v: m.cur})
+		m.nack(p.Epoch, m.cur)
 		return
 	}
 	if rel == relNone {
 		if n != nil {
 			m.nack(p.Epoch, n)
 		}
-		if joiner && m.cfg.Partition == PartitionMajority && m.acc != nil && !m.driving && m.cur != nil && slices.Contains(p.Ancestry, m.cur.epoch) {
+		if takenBack && m.acc != nil && !m.driving {
 			// Refused only for the proposal this node holds, another
 			// root's: ask what became of it now, not at its commit
 			// timeout. Its root has often given it up (it accepted p,
@@ -1244,8 +1247,8 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// forked (the oracle swarm, seed 29180, majority).
 		return
 	}
-	if m.cfg.Partition == PartitionMajority && m.cur != nil && m.mergeEpoch == 0 && (n == m.cur || m.driving && m.adopted == nil) &&
-		slices.Contains(p.Ancestry, m.cur.epoch) && 2*kept(m.cur, v) <= len(m.cur.members) {
+	if m.cfg.Partition == PartitionMajority && m.cur != nil && m.mergeEpoch == 0 && m.holdsOnlyInstalled() &&
+		!(p.Committed && p.Ancestry[0] == m.cur.epoch) && slices.Contains(p.Ancestry, m.cur.epoch) && 2*kept(m.cur, v) <= len(m.cur.members) {
 		// p descends from this node's installed view through proposals
 		// this node never acknowledged (it holds nothing newer), and keeps
 		// no majority of it: its root counted majorities against older
@@ -1256,8 +1259,10 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// accepted n1's 9.n1 = [n1 n2 n3 n4], built on two uncommitted
 		// proposals of 5.n4's lineage, while n5 and n6 installed 9.n5).
 		// Refused, p's root learns of the view (and merges into it if the
-		// view excludes it).
-		m.send(EpochRoot(p.Epoch), &Nack{Epoch: p.Epoch, View: m.cur.full(), v: m.cur})
+		// view excludes it). (A proposal on this very view whose root
+		// installed it needs no count: that root kept a strict majority of
+		// it, rootStep.)
+		m.nack(p.Epoch, m.cur)
 		return
 	}
 	prev := m.acc
@@ -1296,6 +1301,11 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	m.accept(v, p, from)
 	m.adopted = adopted
 }
+
+// holdsOnlyInstalled reports whether this node holds nothing newer than
+// its installed view that may have committed: no proposal, or its own
+// (driving) proposal on that view.
+func (m *Member) holdsOnlyInstalled() bool { return m.acc == nil || m.driving && m.adopted == nil }
 
 // staleVerdicts sets aside this node's failure verdicts about the members
 // of v, a proposal that takes it back (it was excluded, and merges). They
