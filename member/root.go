@@ -760,7 +760,20 @@ func (m *Member) evicted(epoch uint64, root, via core.NodeID) {
 	if root == core.None {
 		root = via
 	}
-	if root == core.None || root == m.self || epoch <= m.mergeEpoch {
+	if root == core.None || root == m.self || epoch < m.mergeEpoch {
+		return
+	}
+	if epoch == m.mergeEpoch {
+		if root != m.mergeRoot {
+			// The view being merged into has another root now (its root
+			// failed and a member took over, or this node heard of it
+			// from a member that knows better): ask that one. Held to
+			// the first root, which may be dead, the node gave up after
+			// its tries and stayed in its old view for good, told by
+			// nobody again (the oracle swarm, seed 1691255, majority).
+			m.mergeRoot, m.mergeVia, m.mergeTries = root, via, 0
+			m.sendJoin()
+		}
 		return
 	}
 	m.env.Emit(Evicted{Epoch: epoch, Root: root})

@@ -190,3 +190,37 @@ func TestNeedViewAnswersNoGivenUpProposal(t *testing.T) {
 		t.Fatalf("VIEW_NEED for a proposal given up: %d full Prepares to n3, want 0", got)
 	}
 }
+
+// TestMergeFollowsTheViewsNewRoot: n1, in 1.n0 = [n0 n1 n2 n3 n4], learns
+// from n3 of 5.n3, which excluded it, and asks n3 to admit it. n3 dies and
+// a member of 5.n3 names its new root n4 for the same view: n1 asks n4,
+// and asks n3 no more. Held to n3, it gave up after its tries and stayed
+// in its old view, told by nobody again (the oracle swarm, seed 1691255).
+func TestMergeFollowsTheViewsNewRoot(t *testing.T) {
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4}, 1)
+	e := MakeEpoch(5, 3)
+	m.Receive(3, &Notice{Epoch: e, Root: 3})
+	joinsTo := func() []core.NodeID {
+		var to []core.NodeID
+		for _, s := range env.TakeSent() {
+			if r, ok := s.Msg.(*JoinRequest); ok && r.Alive {
+				to = append(to, s.To)
+			}
+		}
+		return to
+	}
+	if to := joinsTo(); len(to) != 1 || to[0] != 3 {
+		t.Fatalf("after n3's notice n1 asked %v to admit it, want [n3]", to)
+	}
+	m.Receive(2, &Notice{Epoch: e, Root: 3})
+	if to := joinsTo(); len(to) != 0 {
+		t.Fatalf("a repeated notice made n1 ask %v again", to)
+	}
+	m.Receive(4, &Notice{Epoch: e, Root: 4})
+	if to := joinsTo(); len(to) != 1 || to[0] != 4 {
+		t.Fatalf("after n4's notice naming itself root n1 asked %v, want [n4]", to)
+	}
+	if m.mergeRoot != 4 || m.mergeEpoch != e {
+		t.Fatalf("n1 merges into %s by %v, want %s by n4", FormatEpoch(m.mergeEpoch), m.mergeRoot, FormatEpoch(e))
+	}
+}

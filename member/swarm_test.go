@@ -180,6 +180,13 @@ func TestSwarmDeterministic(t *testing.T) {
 //     root's installed view only; a member whose newest view is its
 //     installed one now refuses a descendant that keeps no majority of
 //     it.
+//   - 1691255 (majority, stuck): n15 learned of 9.n1, which excluded it,
+//     from 9.n1's root n2 and asked n2 to admit it; n2 died, and members
+//     of 9.n1's lineage named its new root, n4, but the notices carried
+//     the same epoch and were ignored. n15 gave up after its tries and
+//     stayed in its old view, told by nobody again (n4 never had it in a
+//     view). A notice naming another root of the view being merged into
+//     now redirects the merge.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -210,6 +217,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{166388, member.PartitionPaper},
 		{1002924, member.PartitionMajority},
 		{1741812, member.PartitionMajority},
+		{1691255, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
