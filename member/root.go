@@ -479,7 +479,17 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		m.arm(tCommit, m.commitWait(v), v.epoch)
 		m.pruneFailed()
 	} else {
-		m.dropAcc()
+		// The refuser installed v, newer than this node's view. This node's
+		// own proposal is over; another root's proposal it holds (the dead
+		// root's one its own was built on, back in hand after the abort)
+		// may have committed, and stays held if it descends from v (install
+		// drops it otherwise). Dropped, it left this node free to accept
+		// proposals that abandon it, while its other holders, short of a
+		// majority of it, refused those for good (the oracle swarm, seed
+		// 1380442, majority).
+		if m.acc != nil && EpochRoot(m.acc.epoch) == m.self {
+			m.dropAcc()
+		}
 		m.install(v)
 	}
 	m.afterChange()

@@ -224,3 +224,36 @@ func TestMergeFollowsTheViewsNewRoot(t *testing.T) {
 		t.Fatalf("n1 merges into %s by %v, want %s by n4", FormatEpoch(m.mergeEpoch), m.mergeRoot, FormatEpoch(e))
 	}
 }
+
+// TestRefusedRootKeepsTheProposalItBuildsOn: n1 holds n0's 3.n0 = [n0 n1
+// n2 n3 n4], built on 2.n0, a view n1 never installed. n0 dies and n1
+// takes 3.n0 over; n2 refuses n1's proposal with its installed 2.n0. n1
+// installs 2.n0 and keeps building on 3.n0, which may have committed
+// (every member may have acknowledged it). Dropped with n1's own
+// proposal, it left n1 free to accept proposals that abandon it, and its
+// other holders, short of a majority of it, refused those proposals for
+// good (the oracle swarm, seed 1380442).
+func TestRefusedRootKeepsTheProposalItBuildsOn(t *testing.T) {
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4, 5, 6}, 1)
+	first := m.cur.epoch
+	b := FullView{Epoch: MakeEpoch(2, 0), Ancestry: []uint64{first}, Members: []core.NodeID{0, 1, 2, 3, 4, 5}}
+	x := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(3, 0), Ancestry: []uint64{b.Epoch, first},
+		Failed: []core.NodeID{5}, Committed: true, Full: true, Members: []core.NodeID{0, 1, 2, 3, 4}}
+	m.Receive(0, x)
+	if m.acc == nil || m.acc.epoch != x.Epoch {
+		t.Fatalf("n1 does not hold %s", FormatEpoch(x.Epoch))
+	}
+	m.Handle(core.Failed{Node: 0})
+	if !m.driving || m.adopted == nil || m.adopted.epoch != x.Epoch {
+		t.Fatalf("n1 does not take %s over", FormatEpoch(x.Epoch))
+	}
+	own := m.acc.epoch
+	env.TakeSent()
+	m.Receive(2, &Nack{Epoch: own, View: b})
+	if m.cur.epoch != b.Epoch {
+		t.Fatalf("n1 installed %s, want %s", FormatEpoch(m.cur.epoch), FormatEpoch(b.Epoch))
+	}
+	if n := m.newest(); n.epoch != x.Epoch && !n.descends(x.Epoch) {
+		t.Fatalf("n1's newest is %s, which does not descend from %s", FormatEpoch(n.epoch), FormatEpoch(x.Epoch))
+	}
+}

@@ -187,6 +187,14 @@ func TestSwarmDeterministic(t *testing.T) {
 //     stayed in its old view, told by nobody again (n4 never had it in a
 //     view). A notice naming another root of the view being merged into
 //     now redirects the merge.
+//   - 1380442 (majority, stuck): n5 took over dead n1's 10.n1, built on
+//     5.n0, a view n5 had not installed; n7 refused n5's proposal with
+//     5.n0, and n5 installed it and dropped 10.n1 with its own proposal.
+//     n5 then accepted proposals that abandon 10.n1, which it had
+//     acknowledged, and the other holders of 10.n1, short of a majority
+//     of it, refused them for good. A root refused with a newer
+//     installed view now keeps the proposal it built on if that descends
+//     from the view.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -218,6 +226,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{1002924, member.PartitionMajority},
 		{1741812, member.PartitionMajority},
 		{1691255, member.PartitionMajority},
+		{1380442, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
