@@ -1218,6 +1218,30 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.nack(p.Epoch, m.cur)
 		return
 	}
+	if rel == relSupersedes && m.cfg.Partition == PartitionMajority && m.cur != nil {
+		if e := m.openAcked(p); e != 0 {
+			// p replaces the proposal this node holds, and so says that
+			// its root gave that one up, but p abandons an older proposal
+			// of another root that this node acknowledged and nobody gave
+			// up: the one held was built on it, and it may have committed
+			// (its root may have held every ACK). Accepted, p took this
+			// node, a member of both majorities, out of the members that
+			// keep them apart; the other holders of e, short of a
+			// majority of it, refused p's root for good (the oracle
+			// swarm, seed 1816437, majority). The node drops what its
+			// root gave up, falls back to what it holds beneath, and
+			// refuses p. (Checked for replacements only: applied to every
+			// proposal, the check broke the detector swarms' liveness.)
+			if m.acc != nil && !m.driving {
+				put(&m.vetoed, m.acc.epoch, true)
+				m.dropAcc()
+				m.restoreAdopted()
+				defer m.afterChange()
+			}
+			m.nack(p.Epoch, m.newest())
+			return
+		}
+	}
 	if rel == relNone {
 		if n != nil {
 			m.nack(p.Epoch, n)
@@ -1300,6 +1324,24 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	}
 	m.accept(v, p, from)
 	m.adopted = adopted
+}
+
+// openAcked returns a proposal above the installed view that this node
+// acknowledged, of another root, that p cannot descend from and that
+// nobody gave up (not vetoed; no proposal this node held, nor p, replaces
+// it), or 0.
+func (m *Member) openAcked(p *Prepare) uint64 {
+	for _, e := range m.ackedEpochs {
+		if e <= m.cur.epoch || e == p.Epoch || EpochRoot(e) == m.self || m.vetoed[e] ||
+			mayDescend(p.Epoch, p.Ancestry, e) || supersedes(p.Epoch, p.Ancestry, e) {
+			continue
+		}
+		if slices.ContainsFunc(m.held, func(h *view) bool { return supersedes(h.epoch, h.ancestry, e) }) {
+			continue
+		}
+		return e
+	}
+	return 0
 }
 
 // holdsOnlyInstalled reports whether this node holds nothing newer than

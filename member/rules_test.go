@@ -257,3 +257,35 @@ func TestRefusedRootKeepsTheProposalItBuildsOn(t *testing.T) {
 		t.Fatalf("n1's newest is %s, which does not descend from %s", FormatEpoch(n.epoch), FormatEpoch(x.Epoch))
 	}
 }
+
+// TestMemberKeepsAnAcknowledgedProposalItsRootNeverGaveUp: n5 acknowledged
+// n3's 2.n3 = [n3 n4 n5 n6] (n3 then died, maybe after holding every ACK)
+// and accepted n4's 3.n4, built on it. n4 replaces 3.n4 by 4.n4 on the
+// installed view, which abandons 2.n3. n5 refuses it and falls back to
+// 2.n3: n4 gave up its own proposal, not n3's. Accepted, 4.n4 took n5 out
+// of the members that keep 2.n3's majority and another apart; the other
+// holders of 2.n3, short of a majority of it, refused for good (the oracle
+// swarm, seed 1816437).
+func TestMemberKeepsAnAcknowledgedProposalItsRootNeverGaveUp(t *testing.T) {
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4, 5, 6}, 5)
+	first := m.cur.epoch
+	x := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(2, 3), Ancestry: []uint64{first},
+		Failed: []core.NodeID{0, 1, 2}, Committed: true}
+	m.Receive(3, x)
+	y := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(3, 4), Ancestry: []uint64{x.Epoch, first},
+		Failed: []core.NodeID{3}}
+	m.Receive(4, y)
+	if m.acc == nil || m.acc.epoch != y.Epoch {
+		t.Fatalf("n5 does not hold %s", FormatEpoch(y.Epoch))
+	}
+	env.TakeSent()
+	z := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(4, 4), Ancestry: []uint64{first},
+		Failed: []core.NodeID{0, 1, 2, 3}, Committed: true}
+	m.Receive(4, z)
+	if acks := sentOf[*Ack](env); len(acks) != 0 || m.acc != nil && m.acc.epoch == z.Epoch {
+		t.Fatalf("n5 accepted %s, which abandons %s", FormatEpoch(z.Epoch), FormatEpoch(x.Epoch))
+	}
+	if n := m.newest(); n.epoch != x.Epoch {
+		t.Fatalf("n5's newest is %s, want %s", FormatEpoch(n.epoch), FormatEpoch(x.Epoch))
+	}
+}

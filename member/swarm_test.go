@@ -195,6 +195,13 @@ func TestSwarmDeterministic(t *testing.T) {
 //     of it, refused them for good. A root refused with a newer
 //     installed view now keeps the proposal it built on if that descends
 //     from the view.
+//   - 1816437 (majority, stuck): n5 acknowledged dead n3's 7.n3, then
+//     accepted proposals built on it, the last n0's 17.n0. n0 replaced
+//     17.n0 by proposals on the installed view, which abandon 7.n3, and
+//     n5 accepted them: n0 gave up its own proposal, not n3's. The other
+//     holders of 7.n3, short of a majority of it, refused n0's for good.
+//     A member now refuses a replacement that abandons a proposal of
+//     another root that it acknowledged and nobody gave up.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -227,6 +234,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{1741812, member.PartitionMajority},
 		{1691255, member.PartitionMajority},
 		{1380442, member.PartitionMajority},
+		{1816437, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
