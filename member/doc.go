@@ -169,13 +169,20 @@
 // its installed one (or its own proposal on it) also refuses a proposal
 // that descends from that view but keeps no majority of it: the proposals
 // between never had its ACK, and the view's majority may have moved on
-// without it (it answers with that view). A node that refuses answers
+// without it (it answers with that view). Under PartitionMajority a node
+// also refuses a proposal that replaces the one it holds but abandons an
+// older proposal of another root that it acknowledged and that nobody gave
+// up (the one it holds was built on it): the replacement says only that
+// its own root gave up its proposal, and the older one may have committed;
+// the node drops what was given up and falls back to what it holds
+// beneath. A node that refuses answers
 // VIEW_NACK with its newest view. The proposer then adopts that view
 // (if it is an accepted proposal descending from what the proposer must
 // descend from, and contains it), installs it (if it is installed there and
-// contains it), learns that it was excluded, re-proposes above a joiner's
-// epoch, or, when two roots compete over the same base, the lower epoch
-// yields. A node holding an uncommitted proposal asks its root what became
+// contains it, keeping the dead root's proposal it built on if that
+// descends from the view), learns that it was excluded, re-proposes above
+// a joiner's epoch, or, when two roots compete over the same base, the
+// lower epoch yields. A node holding an uncommitted proposal asks its root what became
 // of it once its commit is overdue (VIEW_QUERY): the root answers VIEW_SYNC
 // with its view, or with Abort and, if its own proposal was based on a dead
 // root's one, that adopted proposal (Pending), which the holder keeps. When
@@ -207,7 +214,9 @@
 // Exclusions (paper footnote 1). Messages from nodes outside the view are
 // ignored, and answered by EXCLUDED (at most every NoticeInterval): a node
 // that learns that a newer view does not contain it emits [Evicted] and asks
-// to be admitted again (NODE_ALIVE).
+// to be admitted again (NODE_ALIVE) by that view's root; a later notice of
+// the same view naming another root (the first died and a member took
+// over) redirects the request.
 //
 // Partitions (§3.3). Under [PartitionPaper] each side reorganizes with its
 // own root. When the partition heals, the nodes learn of each other (a

@@ -1220,18 +1220,20 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	}
 	if rel == relSupersedes && m.cfg.Partition == PartitionMajority && m.cur != nil {
 		if e := m.openAcked(p); e != 0 {
-			// p replaces the proposal this node holds, and so says that
-			// its root gave that one up, but p abandons an older proposal
-			// of another root that this node acknowledged and nobody gave
-			// up: the one held was built on it, and it may have committed
+			// p replaces the proposal this node holds, which says that its
+			// root gave that one up, but not e, a dead root's proposal
+			// beneath it that this node acknowledged: e may have committed
 			// (its root may have held every ACK). Accepted, p took this
 			// node, a member of both majorities, out of the members that
-			// keep them apart; the other holders of e, short of a
-			// majority of it, refused p's root for good (the oracle
-			// swarm, seed 1816437, majority). The node drops what its
-			// root gave up, falls back to what it holds beneath, and
-			// refuses p. (Checked for replacements only: applied to every
-			// proposal, the check broke the detector swarms' liveness.)
+			// keep them apart; e's other holders, short of a majority of
+			// it, refused p's root for good (the oracle swarm, seed
+			// 1816437, majority). The node drops what was given up, falls
+			// back to what it holds beneath, refuses p and asks e's
+			// members: one that never acknowledged e frees it. (Applied to
+			// every proposal, or to acknowledged proposals that the held
+			// one does not build on, this broke other seeds' liveness: a
+			// node that merged into another lineage had already left those
+			// behind. A live root of e says itself what became of it.)
 			if m.acc != nil && !m.driving {
 				put(&m.vetoed, m.acc.epoch, true)
 				m.dropAcc()
@@ -1239,6 +1241,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 				defer m.afterChange()
 			}
 			m.nack(p.Epoch, m.newest())
+			m.queryAbout(m.heldView(e)) // a member that never acknowledged it frees it
 			return
 		}
 	}
@@ -1326,15 +1329,21 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	m.adopted = adopted
 }
 
-// openAcked returns a proposal above the installed view that this node
-// acknowledged, of another root, that p cannot descend from and that
-// nobody gave up (not vetoed; no proposal this node held, nor p, replaces
-// it), or 0.
+// openAcked returns a proposal that the one this node holds is built on
+// (above the installed view), that this node acknowledged, whose root is
+// known to have failed, that p cannot descend from and that nobody gave up
+// (not vetoed; no proposal this node held, nor p, replaces it), or 0.
 func (m *Member) openAcked(p *Prepare) uint64 {
+	if m.acc == nil {
+		return 0
+	}
 	for _, e := range m.ackedEpochs {
-		if e <= m.cur.epoch || e == p.Epoch || EpochRoot(e) == m.self || m.vetoed[e] ||
+		if e <= m.cur.epoch || e == p.Epoch || EpochRoot(e) == m.self || m.vetoed[e] || !slices.Contains(m.acc.ancestry, e) ||
 			mayDescend(p.Epoch, p.Ancestry, e) || supersedes(p.Epoch, p.Ancestry, e) {
 			continue
+		}
+		if h := m.heldView(e); h == nil || !m.rootGone(h) {
+			continue // its live root will say what became of it
 		}
 		if slices.ContainsFunc(m.held, func(h *view) bool { return supersedes(h.epoch, h.ancestry, e) }) {
 			continue
@@ -1751,14 +1760,17 @@ func (m *Member) suspectSilentRoot() {
 // overdue: its root, or, when the root is known to have failed, its other
 // members, any of which can tell that it never acknowledged it (then it
 // cannot have committed).
-func (m *Member) queryOutcome() {
-	q := &Query{Epoch: m.acc.epoch}
-	r := EpochRoot(m.acc.epoch)
+func (m *Member) queryOutcome() { m.queryAbout(m.acc) }
+
+// queryAbout asks what became of proposal v (see queryOutcome).
+func (m *Member) queryAbout(v *view) {
+	q := &Query{Epoch: v.epoch}
+	r := EpochRoot(v.epoch)
 	m.send(r, q) // a detector may be wrong: the root's word is final
-	if !m.rootGone(m.acc) {
+	if !m.rootGone(v) {
 		return
 	}
-	for _, id := range m.acc.members {
+	for _, id := range v.members {
 		if !m.failed[id] && id != r {
 			m.send(id, q)
 		}

@@ -262,7 +262,8 @@ func TestRefusedRootKeepsTheProposalItBuildsOn(t *testing.T) {
 // n3's 2.n3 = [n3 n4 n5 n6] (n3 then died, maybe after holding every ACK)
 // and accepted n4's 3.n4, built on it. n4 replaces 3.n4 by 4.n4 on the
 // installed view, which abandons 2.n3. n5 refuses it and falls back to
-// 2.n3: n4 gave up its own proposal, not n3's. Accepted, 4.n4 took n5 out
+// 2.n3: n4 gave up its own proposal, not n3's, which only its members can
+// now give up (n5 asks them). Accepted, 4.n4 took n5 out
 // of the members that keep 2.n3's majority and another apart; the other
 // holders of 2.n3, short of a majority of it, refused for good (the oracle
 // swarm, seed 1816437).
@@ -278,14 +279,31 @@ func TestMemberKeepsAnAcknowledgedProposalItsRootNeverGaveUp(t *testing.T) {
 	if m.acc == nil || m.acc.epoch != y.Epoch {
 		t.Fatalf("n5 does not hold %s", FormatEpoch(y.Epoch))
 	}
+	m.Handle(core.Failed{Node: 3})
 	env.TakeSent()
 	z := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(4, 4), Ancestry: []uint64{first},
 		Failed: []core.NodeID{0, 1, 2, 3}, Committed: true}
 	m.Receive(4, z)
-	if acks := sentOf[*Ack](env); len(acks) != 0 || m.acc != nil && m.acc.epoch == z.Epoch {
+	var acked bool
+	asked := map[core.NodeID]bool{}
+	for _, s := range env.TakeSent() {
+		switch q := s.Msg.(type) {
+		case *Ack:
+			acked = true
+		case *Query:
+			asked[s.To] = asked[s.To] || q.Epoch == x.Epoch
+		}
+	}
+	if acked || m.acc != nil && m.acc.epoch == z.Epoch {
 		t.Fatalf("n5 accepted %s, which abandons %s", FormatEpoch(z.Epoch), FormatEpoch(x.Epoch))
+	}
+	if !asked[4] || !asked[6] {
+		t.Fatalf("n5 asked %v about %s, want its live members n4 and n6", asked, FormatEpoch(x.Epoch))
 	}
 	if n := m.newest(); n.epoch != x.Epoch {
 		t.Fatalf("n5's newest is %s, want %s", FormatEpoch(n.epoch), FormatEpoch(x.Epoch))
+	}
+	if !m.vetoed[y.Epoch] {
+		t.Fatalf("n5 does not know that %s was given up", FormatEpoch(y.Epoch))
 	}
 }
