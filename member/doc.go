@@ -170,12 +170,12 @@
 // that descends from that view but keeps no majority of it: the proposals
 // between never had its ACK, and the view's majority may have moved on
 // without it (it answers with that view). Under PartitionMajority a node
-// also refuses a proposal that replaces the one it holds but abandons an
-// older proposal of another root that it acknowledged and that nobody gave
-// up (the one it holds was built on it): the replacement says only that
-// its own root gave up its proposal, and the older one may have committed;
-// the node drops what was given up and falls back to what it holds
-// beneath. A node that refuses answers
+// also refuses a proposal that replaces the one it holds but abandons a
+// dead root's proposal that the held one was built on, that the node
+// acknowledged and that nobody gave up: the replacement says only that its
+// own root gave up its proposal, and the older one may have committed. The
+// node drops what was given up, falls back to what it holds beneath and
+// asks the older proposal's members (VIEW_QUERY). A node that refuses answers
 // VIEW_NACK with its newest view. The proposer then adopts that view
 // (if it is an accepted proposal descending from what the proposer must
 // descend from, and contains it), installs it (if it is installed there and

@@ -200,8 +200,12 @@ func TestSwarmDeterministic(t *testing.T) {
 //     17.n0 by proposals on the installed view, which abandon 7.n3, and
 //     n5 accepted them: n0 gave up its own proposal, not n3's. The other
 //     holders of 7.n3, short of a majority of it, refused n0's for good.
-//     A member now refuses a replacement that abandons a proposal of
-//     another root that it acknowledged and nobody gave up.
+//     A member now refuses a replacement that abandons a dead root's
+//     proposal that it acknowledged, that the replaced one was built on
+//     and that nobody gave up, and asks that proposal's members. (Its
+//     first form, which guarded every proposal the member acknowledged,
+//     left members that had merged into another lineage stuck: seeds
+//     854, 2633, 3289, 3775, 7763, 10717 and 11319.)
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -235,6 +239,13 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{1691255, member.PartitionMajority},
 		{1380442, member.PartitionMajority},
 		{1816437, member.PartitionMajority},
+		{854, member.PartitionMajority},
+		{2633, member.PartitionMajority},
+		{3289, member.PartitionMajority},
+		{3775, member.PartitionMajority},
+		{7763, member.PartitionMajority},
+		{10717, member.PartitionMajority},
+		{11319, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
