@@ -215,8 +215,8 @@
 // ignored, and answered by EXCLUDED (at most every NoticeInterval): a node
 // that learns that a newer view does not contain it emits [Evicted] and asks
 // to be admitted again (NODE_ALIVE) by that view's root; a later notice of
-// the same view naming another root (the first died and a member took
-// over) redirects the request.
+// the same view naming another root redirects the request once the root
+// asked is known to have failed (a member took over).
 //
 // Partitions (§3.3). Under [PartitionPaper] each side reorganizes with its
 // own root. When the partition heals, the nodes learn of each other (a

@@ -774,13 +774,15 @@ func (m *Member) evicted(epoch uint64, root, via core.NodeID) {
 		return
 	}
 	if epoch == m.mergeEpoch {
-		if root != m.mergeRoot {
-			// The view being merged into has another root now (its root
-			// failed and a member took over, or this node heard of it
-			// from a member that knows better): ask that one. Held to
-			// the first root, which may be dead, the node gave up after
-			// its tries and stayed in its old view for good, told by
-			// nobody again (the oracle swarm, seed 1691255, majority).
+		if _, dead := m.detected[m.mergeRoot]; root != m.mergeRoot && (dead || m.failed[m.mergeRoot]) {
+			// The view being merged into has another root now: the root
+			// this node asks failed, and a member that took over names
+			// itself. Ask that one. Held to the dead root, the node gave
+			// up after its tries and stayed in its old view for good,
+			// told by nobody again (the oracle swarm, seed 1691255,
+			// majority). Not while the first root may live: a member cut
+			// off from it names itself root too, and following it led a
+			// merge astray (seed 1885079).
 			m.mergeRoot, m.mergeVia, m.mergeTries = root, via, 0
 			m.sendJoin()
 		}

@@ -196,6 +196,8 @@ func TestNeedViewAnswersNoGivenUpProposal(t *testing.T) {
 // a member of 5.n3 names its new root n4 for the same view: n1 asks n4,
 // and asks n3 no more. Held to n3, it gave up after its tries and stayed
 // in its old view, told by nobody again (the oracle swarm, seed 1691255).
+// While n3 may live, n4 naming itself is not followed: a member cut off
+// from the root names itself too (seed 1885079).
 func TestMergeFollowsTheViewsNewRoot(t *testing.T) {
 	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4}, 1)
 	e := MakeEpoch(5, 3)
@@ -216,6 +218,12 @@ func TestMergeFollowsTheViewsNewRoot(t *testing.T) {
 	if to := joinsTo(); len(to) != 0 {
 		t.Fatalf("a repeated notice made n1 ask %v again", to)
 	}
+	m.Receive(4, &Notice{Epoch: e, Root: 4})
+	if to := joinsTo(); len(to) != 0 {
+		t.Fatalf("n4 naming itself root while n3 may live made n1 ask %v", to)
+	}
+	m.Handle(core.Failed{Node: 3})
+	joinsTo()
 	m.Receive(4, &Notice{Epoch: e, Root: 4})
 	if to := joinsTo(); len(to) != 1 || to[0] != 4 {
 		t.Fatalf("after n4's notice naming itself root n1 asked %v, want [n4]", to)

@@ -186,7 +186,10 @@ func TestSwarmDeterministic(t *testing.T) {
 //     the same epoch and were ignored. n15 gave up after its tries and
 //     stayed in its old view, told by nobody again (n4 never had it in a
 //     view). A notice naming another root of the view being merged into
-//     now redirects the merge.
+//     now redirects the merge once the root asked is known to have failed
+//     (in its first form, whatever the root asked, the merge followed a
+//     member cut off from the live root that named itself, and went
+//     astray: seed 1885079).
 //   - 1380442 (majority, stuck): n5 took over dead n1's 10.n1, built on
 //     5.n0, a view n5 had not installed; n7 refused n5's proposal with
 //     5.n0, and n5 installed it and dropped 10.n1 with its own proposal.
@@ -246,6 +249,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{7763, member.PartitionMajority},
 		{10717, member.PartitionMajority},
 		{11319, member.PartitionMajority},
+		{1885079, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
