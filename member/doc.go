@@ -337,17 +337,16 @@
 // When B is itself a dead root's proposal, or A was learnt from a refusal
 // without its change, B cannot be counted and is not: a chain of adopted
 // proposals whose links all may have committed is guarded by its last
-// link, the root's installed view, and each member that installed a view
+// link, the root's installed view, each member that installed a view
 // of the chain and holds nothing newer (it refuses a proposal that keeps
-// no majority of that view; the swarm found a fork where none did). No swarm seed of 1–1,500,000
-// reaches that case with a fork. Of seeds 1–2,000,000, run under both
-// policies, three fail, all under PartitionMajority and all liveness (no
-// fork): 1380442, 1691255 and 1816437 stay stuck, two roots or two
-// groups of holders waiting on each other. 1691255 is stuck in the code
-// before the last rules too; 1816437 converged there only because a root
-// handed its children a proposal it had aborted (see VIEW_NEED), and
-// 1380442 is moved there by the refusal of a descendant that keeps no
-// majority, which closed a fork (1741812). The seeds whose runs called for
+// no majority of that view; the swarm found a fork where none did), and
+// each member that acknowledged a dead root's link beneath the proposal it
+// holds (it refuses a replacement of that proposal that abandons the
+// link). No swarm seed of 1–2,000,000 reaches that case with a fork: seeds
+// 1–2,000,000, run under both policies, all pass, the last three stuck
+// under PartitionMajority (1380442, 1691255, 1816437) freed by the rules
+// on a refused root's held proposal, on a merge's dead root and on such
+// replacements. The seeds whose runs called for
 // the rules above are replayed by TestSwarmRegressionSeeds. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
