@@ -1234,7 +1234,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 			// one does not build on, this broke other seeds' liveness: a
 			// node that merged into another lineage had already left those
 			// behind. A live root of e says itself what became of it.)
-			if m.acc != nil && !m.driving {
+			if !m.driving { // openAcked found e beneath the proposal held
 				put(&m.vetoed, m.acc.epoch, true)
 				m.dropAcc()
 				m.restoreAdopted()
@@ -1338,7 +1338,7 @@ func (m *Member) openAcked(p *Prepare) uint64 {
 		return 0
 	}
 	for _, e := range m.ackedEpochs {
-		if e <= m.cur.epoch || e == p.Epoch || EpochRoot(e) == m.self || m.vetoed[e] || !slices.Contains(m.acc.ancestry, e) ||
+		if e <= m.cur.epoch || EpochRoot(e) == m.self || m.vetoed[e] || !slices.Contains(m.acc.ancestry, e) ||
 			mayDescend(p.Epoch, p.Ancestry, e) || supersedes(p.Epoch, p.Ancestry, e) {
 			continue
 		}
