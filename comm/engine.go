@@ -248,16 +248,24 @@ func bufClass(n int) int {
 // keepCopy copies data into a pooled buffer (a new slice above the largest
 // class).
 func keepCopy(data []byte) ([]byte, *[]byte) {
-	if len(data) > 1<<maxBufClass {
-		return slices.Clone(data), nil
+	b, p := pooledBuf(len(data))
+	copy(b, data)
+	return b, p
+}
+
+// pooledBuf returns n bytes from the pool of their class (a new slice
+// above the largest class), and the pooled array (nil for a new slice).
+func pooledBuf(n int) ([]byte, *[]byte) {
+	if n > 1<<maxBufClass {
+		return make([]byte, n), nil
 	}
-	c := bufClass(len(data))
+	c := bufClass(n)
 	b, _ := unexpectedBufs[c].Get().(*[]byte)
 	if b == nil {
 		nb := make([]byte, 1<<c)
 		b = &nb
 	}
-	return append((*b)[:0], data...), b
+	return (*b)[:n], b
 }
 
 // recycle returns a message's pooled buffer once its data was copied out.

@@ -25,7 +25,17 @@ import (
 // or matched as if the frame had never begun (a frame cut off in the
 // middle is lost, as any frame in flight on a broken connection).
 
-// placement is a receive being filled from one sender's stream.
+//
+// A large message whose receive is not posted yet is read the same way into
+// the pooled buffer it is kept in while unexpected (engine.go's keepCopy),
+// instead of into the reader's buffer first: it is copied once more, by the
+// receive that takes it, where it was copied twice more. It joins the
+// unexpected ones (or a receive posted meanwhile) when its last byte is in;
+// until then it has not arrived, for receives and probes alike, as a frame
+// still in the kernel has not.
+
+// placement is a receive being filled from one sender's stream, or an
+// unexpected message (held).
 type placement struct {
 	q  *queue
 	op *recvOp
@@ -34,6 +44,11 @@ type placement struct {
 	// receive (isRdv).
 	rdv   rdvKey
 	isRdv bool
+	// held: no receive was posted; msg is the message, its data the
+	// pooled buffer being filled, for context ctxID.
+	held  bool
+	msg   message
+	ctxID uint64
 }
 
 // placer is the session's transport.Placer (host.Config.Placer).
@@ -93,7 +108,16 @@ func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
 		s.addCreditLocked(src, h.credit) // not delivered: nobody else will
 		return skip, dst, s.returnCreditLocked(src, s.chargeOf(src, ctxID, size))
 	}
-	return 0, nil, outgoing{}
+	// Unexpected: into the buffer it will be kept in (see above).
+	dst, buf := pooledBuf(size)
+	if s.placing == nil {
+		s.placing = make(map[core.NodeID]placement)
+	}
+	s.placing[src] = placement{held: true, ctxID: ctxID,
+		msg: message{src: src, tag: tag, vnode: VNode(h.vnode), data: dst, buf: buf}}
+	s.stats.placedHeld.Add(1)
+	s.addCreditLocked(src, h.credit)
+	return skip, dst, outgoing{}
 }
 
 // placeRData takes the data of a rendezvous whose receive waits for it.
@@ -128,18 +152,28 @@ func (s *Session) startPlacingLocked(src core.NodeID, pl placement) {
 	s.stats.placed.Add(1)
 }
 
-// Placed completes the receive that Place took, or puts it back.
+// Placed completes the receive that Place took, or puts it back; or it
+// delivers the unexpected message Place took.
 func (p placer) Placed(f wire.Frame, ok bool) {
 	s := p.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	out := s.placedLocked(f, ok)
+	s.mu.Unlock()
+	s.sendOne(out)
+}
+
+func (s *Session) placedLocked(f wire.Frame, ok bool) outgoing {
 	pl, found := s.placing[f.Src]
 	if !found {
-		return
+		return outgoing{}
 	}
 	delete(s.placing, f.Src)
 	op := pl.op
 	switch {
+	case pl.held && ok:
+		return s.matchLocked(int(f.Src), pl.ctxID, pl.msg, true)
+	case pl.held: // cut off: lost, as any frame in flight
+		pl.msg.recycle()
 	case ok:
 		op.req.complete(pl.st, nil)
 	case s.state != nil:
@@ -163,4 +197,5 @@ func (p placer) Placed(f wire.Frame, ok bool) {
 		q.posted = slices.Insert(q.posted, i, op)
 		s.recheckLocked(q)
 	}
+	return outgoing{}
 }

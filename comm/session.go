@@ -100,6 +100,9 @@ type sessionStats struct {
 	malformed atomic.Uint64 // comm frames that did not decode
 	dropped   atomic.Uint64 // data frames from failed ranks or after Finalize
 	placed    atomic.Uint64 // messages read straight into their receive's buffer (place.go)
+	// placedHeld counts unexpected messages read straight into the
+	// buffer they are kept in (place.go).
+	placedHeld atomic.Uint64
 	// creditFallbacks counts messages of at most EagerMax bytes sent
 	// through the rendezvous for want of credit; creditFrames the credit
 	// frames sent (credit.go).

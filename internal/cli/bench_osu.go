@@ -25,6 +25,8 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 	maxText, implText := "4M", strings.Join(bench.OSUImpls, ",")
 	iters, skip := 0, -1
 	fs.StringVar(&maxText, "max", maxText, "largest message `size` in bytes (suffix K or M allowed)")
+	minText := ""
+	fs.StringVar(&minText, "min", "", "smallest message `size` in bytes, a power of two (suffix K or M allowed; default: the benchmark's first size)")
 	fs.IntVar(&iters, "iters", 0, "timed `iterations` for small messages (0: OSU's default); large ones get OSU's proportion of it")
 	fs.IntVar(&skip, "skip", -1, "warm-up `iterations` for small messages (-1: OSU's default)")
 	fs.StringVar(&implText, "impl", implText, "comma-separated `implementations` to run: ours (cohort; on one host over shared memory), ours-unix (cohort over Unix sockets, COHORT_SHM=off), ours-tcp (cohort over loopback TCP, COHORT_UNIX=off), ours-tls (cohort with --encrypt), tcp, shm (raw shared memory, latency only), mpi-tcp, mpi-vader (Open MPI ones are skipped when absent)")
@@ -45,6 +47,16 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 		return usagef("--max %s: want %d bytes to 64M", maxText, max(1, b.MinSize))
 	}
 	b.MaxSize = size
+	if minText != "" {
+		lo, err := parseSize(minText)
+		if err != nil {
+			return usagef("--min %q: %v", minText, err)
+		}
+		if lo < max(1, b.MinSize) || lo > size || lo&(lo-1) != 0 {
+			return usagef("--min %s: want a power of two from %d bytes to --max (%d)", minText, max(1, b.MinSize), size)
+		}
+		b.MinSize = lo
+	}
 	if rounds < 1 || rounds > maxOSURounds {
 		return usagef("--rounds %d: want 1 to %d", rounds, maxOSURounds)
 	}

@@ -41,18 +41,22 @@ func Allreduce[T Elem](ctx context.Context, t Transport, send, recv []T, op Op[T
 	if len(recv) != len(send) {
 		return c.errorf(ErrCount, "len(recv) = %d, want len(send) = %d", len(recv), len(send))
 	}
-	copy(recv, send)
-	return c.done(allreduce(c, recv, op, pickAllreduce(len(recv), len(recv)*SizeOf[T](), c.size, op.commutative)))
+	return c.done(allreduce(c, recv, send, op, pickAllreduce(len(recv), len(recv)*SizeOf[T](), c.size, op.commutative)))
 }
 
-// allreduce reduces buf in place.
-func allreduce[T Elem](c *call, buf []T, op Op[T], alg allreduceAlg) error {
+// allreduce reduces into buf the input src, or buf's own contents when src
+// is nil (in place).
+func allreduce[T Elem](c *call, buf, src []T, op Op[T], alg allreduceAlg) error {
+	if alg == allreduceRabenseifner && c.size > 1 {
+		return rabenseifnerAllreduce(c, buf, src, op) // reads src itself (halving)
+	}
+	if src != nil {
+		copy(buf, src)
+	}
 	if c.size == 1 {
 		return nil
 	}
 	switch {
-	case alg == allreduceRabenseifner:
-		return rabenseifnerAllreduce(c, buf, op)
 	case alg == allreduceRing && op.commutative:
 		return ringAllreduce(c, buf, op)
 	}
@@ -90,8 +94,8 @@ func doublingAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 // rabenseifnerAllreduce: reduce-scatter by recursive halving, then an
 // allgather by recursive doubling that replays the halving steps backwards:
 // 2·log₂ pof2 rounds (+2), each rank sends about 2n·(pof2−1)/pof2 elements.
-func rabenseifnerAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
-	h, err := halving(c, buf, op)
+func rabenseifnerAllreduce[T Elem](c *call, buf, src []T, op Op[T]) error {
+	h, err := halving(c, buf, src, op)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func benchAllreduce(b *testing.B, p, n int, alg allreduceAlg) {
 				err = Allreduce(ctx, ep, buf, buf, sum)
 			} else {
 				c := begin(ctx, ep, "allreduce")
-				err = c.done(allreduce(c, buf, sum, alg))
+				err = c.done(allreduce(c, buf, nil, sum, alg))
 			}
 			if err != nil {
 				return err

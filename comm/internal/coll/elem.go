@@ -73,3 +73,13 @@ func FromBytes[T Elem](b []byte) ([]T, error) {
 	copy(AsBytes(out), b)
 	return out, nil
 }
+
+// overlap reports whether a and b share any element's memory.
+func overlap[T Elem](a, b []T) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	sz := uintptr(SizeOf[T]())
+	return pa < pb+uintptr(len(b))*sz && pb < pa+uintptr(len(a))*sz
+}

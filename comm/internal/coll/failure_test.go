@@ -48,15 +48,15 @@ func failCases() []failCase {
 		}, rootOnly},
 		{"allreduce-doubling", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allreduce")
-			return c.done(allreduce(c, make([]float64, n), sum, allreduceDoubling))
+			return c.done(allreduce(c, make([]float64, n), nil, sum, allreduceDoubling))
 		}, everyone},
 		{"allreduce-rabenseifner", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allreduce")
-			return c.done(allreduce(c, make([]float64, n), sum, allreduceRabenseifner))
+			return c.done(allreduce(c, make([]float64, n), nil, sum, allreduceRabenseifner))
 		}, everyone},
 		{"allreduce-ring", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allreduce")
-			return c.done(allreduce(c, make([]float64, n), sum, allreduceRing))
+			return c.done(allreduce(c, make([]float64, n), nil, sum, allreduceRing))
 		}, everyone},
 		{"gather", func(ctx context.Context, ep Transport, n, root int) error {
 			return Gather(ctx, ep, make([]float64, n), make([]float64, n*ep.Size()), root)

@@ -125,8 +125,7 @@ func rabenseifnerReduce[T Elem](c *call, send, recv []T, op Op[T], root int) err
 	if c.rank != root {
 		buf = make([]T, len(send))
 	}
-	copy(buf, send)
-	h, err := halving(c, buf, op)
+	h, err := halving(c, buf, send, op)
 	if err != nil {
 		return err
 	}
@@ -224,7 +223,20 @@ func rankOfNew(newrank, rem int) int {
 // bitreverse(v) reduced over all ranks. Each step merges two aligned groups
 // of newranks, lower group on the left, so the result is in rank order even
 // for a non-commutative op.
-func halving[T Elem](c *call, buf []T, op Op[T]) (*halvingState, error) {
+//
+// src, if not nil, is this rank's input, which buf (of its length) does not
+// hold yet. When it can, the first step then sends its half straight from
+// src and receives the partner's half straight into buf, combining src's
+// other half into it: the input is never copied whole into buf, and the half
+// given away is left for the caller to fill (the allgather, or the gather,
+// overwrites it). That takes a commutative op (the received half is the left
+// operand in place, the order a commutative op ignores), no fold (p a power
+// of two), and src apart from buf; otherwise src is copied into buf first.
+func halving[T Elem](c *call, buf, src []T, op Op[T]) (*halvingState, error) {
+	if src != nil && (!op.commutative || pof2Floor(c.size) != c.size || overlap(buf, src)) {
+		copy(buf, src)
+		src = nil
+	}
 	newrank, pof2, rem, err := fold(c, buf, op)
 	h := &c.hs
 	h.pof2, h.rem, h.newrank, h.steps = pof2, rem, newrank, h.steps[:0]
@@ -248,15 +260,28 @@ func halving[T Elem](c *call, buf []T, op Op[T]) (*halvingState, error) {
 			s.keep, s.give = s.give, s.keep
 		}
 		mine := span(h, buf, s.keep)
-		in, err := sendrecvElems(c, partner, span(h, buf, s.give), partner, phaseMain, scratch[:len(mine)])
+		give, into := span(h, buf, s.give), scratch[:len(mine)]
+		if src != nil {
+			give, into = span(h, src, s.give), mine
+		}
+		in, err := sendrecvElems(c, partner, give, partner, phaseMain, into)
 		if err != nil {
 			return h, err
 		}
-		if newrank < nr {
+		switch {
+		case src == nil:
+			if newrank < nr {
+				op.left(mine, in)
+			} else {
+				op.right(in, mine)
+			}
+		case len(in) > 0 && &in[0] == &mine[0]:
+			op.left(mine, span(h, src, s.keep)) // commutative: see above
+		default: // the transport gave its own buffer
+			copy(mine, span(h, src, s.keep))
 			op.left(mine, in)
-		} else {
-			op.right(in, mine)
 		}
+		src = nil
 		h.steps = append(h.steps, s)
 		lo, hi = s.keep[0], s.keep[1]
 	}

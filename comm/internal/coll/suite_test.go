@@ -103,27 +103,46 @@ func checkReduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc
 
 func checkAllreduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc opCase[T]) {
 	for _, alg := range []allreduceAlg{allreduceDoubling, allreduceRabenseifner, allreduceRing, -1} {
-		data := make([][]T, p)
-		for r := range data {
-			data[r] = randVec(rng, n, oc.gen)
-		}
-		want := refReduce(data, 0, p, oc.op)
-		out := make([][]T, p)
-		what := fmt.Sprintf("%s: allreduce alg %d", name, alg)
-		runOK(t, p, what, func(ctx context.Context, ep Transport) error {
-			buf := slices.Clone(data[ep.Rank()])
-			out[ep.Rank()] = buf
-			if alg < 0 {
-				return Allreduce(ctx, ep, buf, buf, oc.op) // in place
+		// In place, and from a separate input into a buffer that holds
+		// other values (the fused first step of Rabenseifner's must not
+		// read it, nor write the input).
+		for _, inPlace := range []bool{true, false} {
+			data := make([][]T, p)
+			for r := range data {
+				data[r] = randVec(rng, n, oc.gen)
 			}
-			c := begin(ctx, ep, "allreduce")
-			return c.done(allreduce(c, buf, oc.op, alg))
-		})
-		for r := range out {
-			equal(t, what, r, out[r], want)
+			want := refReduce(data, 0, p, oc.op)
+			out := make([][]T, p)
+			what := fmt.Sprintf("%s: allreduce alg %d in place %v", name, alg, inPlace)
+			runOK(t, p, what, func(ctx context.Context, ep Transport) error {
+				send := slices.Clone(data[ep.Rank()])
+				buf := send
+				if !inPlace {
+					buf = randVec(rng2(ep.Rank()), n, oc.gen)
+					defer func() { equal(t, what+" (send modified)", ep.Rank(), send, data[ep.Rank()]) }()
+				}
+				out[ep.Rank()] = buf
+				if alg < 0 {
+					return Allreduce(ctx, ep, send, buf, oc.op)
+				}
+				c := begin(ctx, ep, "allreduce")
+				src := send
+				if inPlace {
+					src = nil
+				}
+				return c.done(allreduce(c, buf, src, oc.op, alg))
+			})
+			for r := range out {
+				equal(t, what, r, out[r], want)
+			}
 		}
 	}
 }
+
+// rng2 is a generator of its own for a rank's goroutine (the test's is
+// not safe for concurrent use); its values only fill buffers that the
+// result must overwrite.
+func rng2(rank int) *rand.Rand { return rand.New(rand.NewPCG(uint64(rank), 99)) }
 
 func checkGatherScatter[T Elem](t *testing.T, rng *rand.Rand, name string, p int, gen func(*rand.Rand) T) {
 	k := randCount(rng, p) % 50
