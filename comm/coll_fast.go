@@ -14,6 +14,7 @@ var (
 	_ coll.EagerSender    = collTransport{}
 	_ coll.RecvIntoer     = collTransport{}
 	_ coll.ExchangeIntoer = collTransport{}
+	_ coll.Preposter      = collTransport{}
 )
 
 // EagerSend is true: a send completes once the transport has the message
@@ -55,16 +56,43 @@ func intoCount(st Status, err error) (int, error) {
 // is read from the socket straight into buf (place.go), with no copy and
 // no buffer of comm's own.
 func (t collTransport) ExchangeInto(ctx context.Context, to int, sdata []byte, from, tag int, buf []byte) (int, error, error) {
-	if to < 0 || to >= t.c.Size() || from < 0 || from >= t.c.Size() {
-		return 0, fmt.Errorf("%w: collective step to rank %d and from rank %d of %d", ErrRank, to, from, t.c.Size()), nil
+	req, err := t.PostInto(from, tag, buf)
+	if err != nil {
+		return 0, err, nil
+	}
+	return t.ExchangePosted(ctx, to, sdata, tag, req)
+}
+
+// PostInto posts the receive of a later exchange (ExchangePosted) from
+// rank from with tag tag into buf.
+func (t collTransport) PostInto(from, tag int, buf []byte) (any, error) {
+	if from < 0 || from >= t.c.Size() {
+		return nil, fmt.Errorf("%w: collective step from rank %d of %d", ErrRank, from, t.c.Size())
 	}
 	s, c := t.c.s, t.c.st
-	req := s.irecvReq(pooledRequest(s, c), c, subColl, buf, false, from, tag, 0, true)
-	if serr := s.send(ctx, c, subColl, to, tag, sdata); serr != nil {
-		req.Cancel() // or it completed: its outcome no longer matters
-		req.release()
+	return s.irecvReq(pooledRequest(s, c), c, subColl, buf, false, from, tag, 0, true), nil
+}
+
+// ExchangePosted sends sdata to rank to with tag tag, then waits for the
+// receive PostInto posted.
+func (t collTransport) ExchangePosted(ctx context.Context, to int, sdata []byte, tag int, posted any) (int, error, error) {
+	req := posted.(*Request)
+	if to < 0 || to >= t.c.Size() {
+		t.Withdraw(req)
+		return 0, fmt.Errorf("%w: collective step to rank %d of %d", ErrRank, to, t.c.Size()), nil
+	}
+	if serr := t.c.s.send(ctx, t.c.st, subColl, to, tag, sdata); serr != nil {
+		t.Withdraw(req)
 		return 0, serr, nil
 	}
 	n, err := intoCount(req.awaitRecv(ctx))
 	return n, nil, err
+}
+
+// Withdraw cancels a receive PostInto posted (or it completed: its outcome
+// no longer matters); Cancel waits for a read into its buffer in progress.
+func (t collTransport) Withdraw(posted any) {
+	req := posted.(*Request)
+	req.Cancel()
+	req.release()
 }

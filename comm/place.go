@@ -49,6 +49,9 @@ type placement struct {
 	held  bool
 	msg   message
 	ctxID uint64
+	// active: the sender's placement is in use (Session.placing keeps one
+	// per sender).
+	active bool
 }
 
 // placer is the session's transport.Placer (host.Config.Placer).
@@ -110,12 +113,8 @@ func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
 	}
 	// Unexpected: into the buffer it will be kept in (see above).
 	dst, buf := pooledBuf(size)
-	if s.placing == nil {
-		s.placing = make(map[core.NodeID]placement)
-	}
-	s.placing[src] = placement{held: true, ctxID: ctxID,
-		msg: message{src: src, tag: tag, vnode: VNode(h.vnode), data: dst, buf: buf}}
-	s.stats.placedHeld.Add(1)
+	s.startPlacingLocked(src, placement{held: true, ctxID: ctxID,
+		msg: message{src: src, tag: tag, vnode: VNode(h.vnode), data: dst, buf: buf}})
 	s.addCreditLocked(src, h.credit)
 	return skip, dst, outgoing{}
 }
@@ -145,11 +144,21 @@ func (s *Session) placeRData(f wire.Frame, n int) (int, []byte) {
 }
 
 func (s *Session) startPlacingLocked(src core.NodeID, pl placement) {
-	if s.placing == nil {
-		s.placing = make(map[core.NodeID]placement)
+	p := s.placing[src]
+	if p == nil { // once per sender: the map never stores a placement by value, which would allocate each time
+		if s.placing == nil {
+			s.placing = make(map[core.NodeID]*placement)
+		}
+		p = new(placement)
+		s.placing[src] = p
 	}
-	s.placing[src] = pl
-	s.stats.placed.Add(1)
+	*p = pl
+	p.active = true
+	if pl.held {
+		s.stats.placedHeld.Add(1)
+	} else {
+		s.stats.placed.Add(1)
+	}
 }
 
 // Placed completes the receive that Place took, or puts it back; or it
@@ -163,11 +172,12 @@ func (p placer) Placed(f wire.Frame, ok bool) {
 }
 
 func (s *Session) placedLocked(f wire.Frame, ok bool) outgoing {
-	pl, found := s.placing[f.Src]
-	if !found {
+	p := s.placing[f.Src]
+	if p == nil || !p.active {
 		return outgoing{}
 	}
-	delete(s.placing, f.Src)
+	pl := *p
+	*p = placement{}
 	op := pl.op
 	switch {
 	case pl.held && ok:

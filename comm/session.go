@@ -45,24 +45,24 @@ type Session struct {
 
 	// mu guards the matching engine and everything marked "under mu".
 	mu        sync.Mutex
-	queues    map[uint64]*queue         // by context id
-	lastQ     *queue                    // the last queue queueLocked returned (mu)
-	spare     atomic.Pointer[Request]   // a pooled request, reset (pooledRequest)
-	comms     map[uint64]*commState     // by communicator id
-	revokedID map[uint64]bool           // revoked communicators not created here yet
-	failed    []bool                    // by world rank; never cleared
-	nfailed   int                       // count of true entries in failed
-	state     error                     // nil, ErrFinalized or ErrEvicted
-	out       []*outq                   // by world rank, created lazily
-	agreeBuf  map[uint64][]agreeNote    // agreement steps for communicators not created here yet
-	vmapBuf   map[uint64][]vmapMsg      // mapping updates for virtual layers not created here yet
-	placing   map[core.NodeID]placement // receives being filled straight from a sender's stream (place.go)
-	posts     uint64                    // receives posted (recvOp.seq)
-	rdvOut    map[uint64]*Request       // large sends waiting for their clear-to-send (rendezvous.go)
-	rdvIn     map[rdvKey]rdvRecv        // receives matched to a ready-to-send, waiting for the data
-	rdvSeq    uint64                    // rendezvous ids given
-	rdvJobs   chan rdvJob               // to idle rendezvous writers (unbuffered; rendezvous.go)
-	credit    []peerCredit              // eager credit by world rank (credit.go)
+	queues    map[uint64]*queue          // by context id
+	lastQ     *queue                     // the last queue queueLocked returned (mu)
+	spare     atomic.Pointer[Request]    // a pooled request, reset (pooledRequest)
+	comms     map[uint64]*commState      // by communicator id
+	revokedID map[uint64]bool            // revoked communicators not created here yet
+	failed    []bool                     // by world rank; never cleared
+	nfailed   int                        // count of true entries in failed
+	state     error                      // nil, ErrFinalized or ErrEvicted
+	out       []*outq                    // by world rank, created lazily
+	agreeBuf  map[uint64][]agreeNote     // agreement steps for communicators not created here yet
+	vmapBuf   map[uint64][]vmapMsg       // mapping updates for virtual layers not created here yet
+	placing   map[core.NodeID]*placement // receives being filled straight from a sender's stream (place.go)
+	posts     uint64                     // receives posted (recvOp.seq)
+	rdvOut    map[uint64]*Request        // large sends waiting for their clear-to-send (rendezvous.go)
+	rdvIn     map[rdvKey]rdvRecv         // receives matched to a ready-to-send, waiting for the data
+	rdvSeq    uint64                     // rendezvous ids given
+	rdvJobs   chan rdvJob                // to idle rendezvous writers (unbuffered; rendezvous.go)
+	credit    []peerCredit               // eager credit by world rank (credit.go)
 
 	// eagerCredit is the budget of eager bytes granted to each peer and
 	// assumed from each (credit.go); set before the session runs.

@@ -95,7 +95,7 @@ func doublingAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 // allgather by recursive doubling that replays the halving steps backwards:
 // 2·log₂ pof2 rounds (+2), each rank sends about 2n·(pof2−1)/pof2 elements.
 func rabenseifnerAllreduce[T Elem](c *call, buf, src []T, op Op[T]) error {
-	h, err := halving(c, buf, src, op)
+	h, err := halving(c, buf, src, op, true)
 	if err != nil {
 		return err
 	}

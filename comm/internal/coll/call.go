@@ -33,6 +33,47 @@ type call struct {
 	// hs is halving's state (reduce.go), kept in the call so that its
 	// slices are used again by the next call from the pool.
 	hs halvingState
+	// pre holds the receives posted ahead of their steps (prepost); done
+	// withdraws those an error left.
+	pre []preposted
+}
+
+// preposted is a receive posted ahead of its exchange (Preposter).
+type preposted struct {
+	from, tag int
+	dst       []byte
+	posted    any
+}
+
+// prepost posts the receive of a later exchange with `from` in phase into
+// dst, if the Transport can (Preposter); sendrecvInto then uses it. A call
+// preposts at most one receive per sender and phase.
+func (c *call) prepost(from, phase int, dst []byte) error {
+	p, ok := c.t.(Preposter)
+	if !ok {
+		return nil
+	}
+	posted, err := p.PostInto(from, c.base+phase, dst)
+	if err != nil {
+		return c.recvErr(from, err)
+	}
+	c.pre = append(c.pre, preposted{from: from, tag: c.base + phase, dst: dst, posted: posted})
+	return nil
+}
+
+// takePosted returns the receive preposted from `from` with tag, and takes
+// it off the list.
+func (c *call) takePosted(from, tag int, dst []byte) (any, bool) {
+	for i, e := range c.pre {
+		if e.from == from && e.tag == tag {
+			if len(e.dst) != len(dst) || len(dst) > 0 && &e.dst[0] != &dst[0] {
+				panic("coll: an exchange into another buffer than its preposted receive's")
+			}
+			c.pre = append(c.pre[:i], c.pre[i+1:]...)
+			return e.posted, true
+		}
+	}
+	return nil, false
 }
 
 // begin takes the call's sequence number. It is called before any argument
@@ -65,9 +106,16 @@ func (c *call) done(err error) error {
 	if err == nil {
 		err = c.mismatch
 	}
-	displs, steps := c.hs.displs[:0], c.hs.steps[:0]
+	if len(c.pre) > 0 { // left by an error
+		p := c.t.(Preposter)
+		for _, e := range c.pre {
+			p.Withdraw(e.posted)
+		}
+		clear(c.pre)
+	}
+	displs, steps, pre := c.hs.displs[:0], c.hs.steps[:0], c.pre[:0]
 	*c = call{}
-	c.hs.displs, c.hs.steps = displs, steps
+	c.hs.displs, c.hs.steps, c.pre = displs, steps, pre
 	callPool.Put(c)
 	return err
 }
@@ -210,9 +258,17 @@ func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) e
 	tag := c.base + phase
 	var n int
 	var err error
-	if x, ok := c.into.(ExchangeIntoer); ok {
+	var exch func(ctx context.Context, to int, sdata []byte, from, tag int, buf []byte) (int, error, error)
+	if posted, ok := c.takePosted(from, tag, dst); ok {
+		exch = func(ctx context.Context, to int, sdata []byte, _, tag int, _ []byte) (int, error, error) {
+			return c.t.(Preposter).ExchangePosted(ctx, to, sdata, tag, posted)
+		}
+	} else if x, ok := c.into.(ExchangeIntoer); ok {
+		exch = x.ExchangeInto
+	}
+	if exch != nil {
 		var serr, rerr error
-		n, serr, rerr = x.ExchangeInto(c.ctx, to, sdata, from, tag, dst)
+		n, serr, rerr = exch(c.ctx, to, sdata, from, tag, dst)
 		switch {
 		case serr != nil:
 			err = c.sendErr(to, serr)

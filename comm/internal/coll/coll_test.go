@@ -13,7 +13,7 @@ import (
 	"github.com/cohort-mp/cohort/comm/internal/coll/colltest"
 )
 
-var _ Transport = (*colltest.Endpoint)(nil)
+var _ Preposter = (*colltest.Endpoint)(nil)
 
 var seedFlag = flag.Uint64("coll.seed", 0, "seed of the randomized collective tests (0: from the clock)")
 

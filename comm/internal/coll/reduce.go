@@ -125,7 +125,7 @@ func rabenseifnerReduce[T Elem](c *call, send, recv []T, op Op[T], root int) err
 	if c.rank != root {
 		buf = make([]T, len(send))
 	}
-	h, err := halving(c, buf, send, op)
+	h, err := halving(c, buf, send, op, false)
 	if err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func rankOfNew(newrank, rem int) int {
 // overwrites it). That takes a commutative op (the received half is the left
 // operand in place, the order a commutative op ignores), no fold (p a power
 // of two), and src apart from buf; otherwise src is copied into buf first.
-func halving[T Elem](c *call, buf, src []T, op Op[T]) (*halvingState, error) {
+func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingState, error) {
 	if src != nil && (!op.commutative || pof2Floor(c.size) != c.size || overlap(buf, src)) {
 		copy(buf, src)
 		src = nil
@@ -248,29 +248,69 @@ func halving[T Elem](c *call, buf, src []T, op Op[T]) (*halvingState, error) {
 	for i := range h.displs {
 		h.displs[i] = i*(n/pof2) + min(i, n%pof2)
 	}
-	lo, hi := 0, pof2
-	scratch, tok := getScratch[T](h.displs[pof2/2]) // the largest half kept
-	defer putScratch(tok)
+	lo, hi, kept := 0, pof2, 0
 	for mask := 1; mask < pof2; mask <<= 1 {
-		nr := newrank ^ mask
-		partner := rankOfNew(nr, rem)
 		mid := (lo + hi) / 2
-		s := halvingStep{mask: mask, partner: partner, keep: [2]int{lo, mid}, give: [2]int{mid, hi}}
+		s := halvingStep{mask: mask, partner: rankOfNew(newrank^mask, rem), keep: [2]int{lo, mid}, give: [2]int{mid, hi}}
 		if newrank&mask != 0 {
 			s.keep, s.give = s.give, s.keep
 		}
-		mine := span(h, buf, s.keep)
-		give, into := span(h, buf, s.give), scratch[:len(mine)]
-		if src != nil {
-			give, into = span(h, src, s.give), mine
+		h.steps = append(h.steps, s)
+		lo, hi = s.keep[0], s.keep[1]
+		kept += h.displs[hi] - h.displs[lo]
+	}
+	// Each step receives into its own part of scratch (into the half it
+	// keeps, for a first step that reads src), so that all the receives
+	// can be posted now, and those of the allgather that replays the
+	// steps backwards into the halves given away, if the caller runs it:
+	// a partner that runs ahead then finds its step's receive posted.
+	// (Before a half given away is written by the allgather, its partner
+	// must have had everything this rank sends after it.)
+	_, pre := c.t.(Preposter)
+	scratch, tok := getScratch[T](h.displs[pof2/2]) // the largest half kept
+	if pre {
+		putScratch(tok)
+		scratch, tok = getScratch[T](kept) // the halves kept, one after the other
+	}
+	defer putScratch(tok)
+	into := func(i int) []T {
+		if i == 0 && src != nil {
+			return span(h, buf, h.steps[0].keep)
 		}
-		in, err := sendrecvElems(c, partner, give, partner, phaseMain, into)
+		off := 0
+		for _, s := range h.steps[:i] {
+			if pre {
+				off += h.displs[s.keep[1]] - h.displs[s.keep[0]]
+			}
+		}
+		s := h.steps[i]
+		return scratch[off : off+h.displs[s.keep[1]]-h.displs[s.keep[0]]]
+	}
+	if pre {
+		for i, s := range h.steps {
+			if err := c.prepost(s.partner, phaseMain, AsBytes(into(i))); err != nil {
+				return h, err
+			}
+			if allgather {
+				if err := c.prepost(s.partner, phaseAllgather, AsBytes(span(h, buf, s.give))); err != nil {
+					return h, err
+				}
+			}
+		}
+	}
+	for i, s := range h.steps {
+		mine := span(h, buf, s.keep)
+		give := span(h, buf, s.give)
+		if src != nil {
+			give = span(h, src, s.give)
+		}
+		in, err := sendrecvElems(c, s.partner, give, s.partner, phaseMain, into(i))
 		if err != nil {
 			return h, err
 		}
 		switch {
 		case src == nil:
-			if newrank < nr {
+			if newrank < newrank^s.mask {
 				op.left(mine, in)
 			} else {
 				op.right(in, mine)
@@ -282,8 +322,6 @@ func halving[T Elem](c *call, buf, src []T, op Op[T]) (*halvingState, error) {
 			op.left(mine, in)
 		}
 		src = nil
-		h.steps = append(h.steps, s)
-		lo, hi = s.keep[0], s.keep[1]
 	}
 	return h, nil
 }

@@ -68,6 +68,21 @@ type ExchangeIntoer interface {
 	ExchangeInto(ctx context.Context, to int, sdata []byte, from, tag int, buf []byte) (n int, serr, rerr error)
 }
 
+// Preposter is an ExchangeIntoer that can post a receive into buf well
+// before the exchange it belongs to: an algorithm whose steps' buffers are
+// known in advance posts them all at its start, so that a partner that runs
+// ahead finds its step's receive posted (no copy at either end) however far
+// behind this rank is. PostInto returns the posted receive, which exactly
+// one of ExchangePosted (send sdata to `to` with the receive's tag, then
+// wait for it) and Withdraw (cancel it, waiting for a read into buf in
+// progress, so that buf is no longer written once it returns) ends.
+type Preposter interface {
+	ExchangeIntoer
+	PostInto(from, tag int, buf []byte) (posted any, err error)
+	ExchangePosted(ctx context.Context, to int, sdata []byte, tag int, posted any) (n int, serr, rerr error)
+	Withdraw(posted any)
+}
+
 // Sentinel errors for bad input. They are returned wrapped (use errors.Is)
 // with the offending values in the message, before any message is sent when
 // the caller's own arguments are inconsistent, or after the collective when a

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -128,9 +129,9 @@ type message struct {
 }
 
 // Endpoint is one rank's view of a Net; it implements coll.Transport and its
-// optional interfaces coll.EagerSender and coll.RecvIntoer (hide them by
-// embedding the Endpoint in a struct that has only Transport's methods, to
-// test the fallbacks).
+// optional interfaces coll.EagerSender, coll.RecvIntoer and coll.Preposter
+// (hide them by embedding the Endpoint in a struct that has only
+// Transport's methods, to test the fallbacks).
 type Endpoint struct {
 	net  *Net
 	rank int
@@ -141,7 +142,18 @@ type Endpoint struct {
 
 	mu     sync.Mutex
 	queues map[key][]message
-	wake   chan struct{} // closed and replaced on every delivery
+	posted map[key][]*Posted // receives posted ahead (PostInto), in order
+	wake   chan struct{}     // closed and replaced on every delivery
+}
+
+// Posted is a receive posted by PostInto. A message sent to it is copied
+// into its buffer by the sender's Send, as a transport that reads into
+// posted buffers writes them whenever the message comes.
+type Posted struct {
+	key    key
+	buf    []byte
+	n      int
+	filled bool // under the endpoint's mu
 }
 
 // Rank implements coll.Transport.
@@ -196,7 +208,15 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	dst := e.net.eps[to]
 	dst.mu.Lock()
 	k := key{e.rank, tag}
-	dst.queues[k] = append(dst.queues[k], msg)
+	if ps := dst.posted[k]; len(ps) > 0 {
+		p := ps[0]
+		dst.posted[k] = ps[1:]
+		copy(p.buf, data)
+		p.n, p.filled = len(data), true
+		msg.taken = nil
+	} else {
+		dst.queues[k] = append(dst.queues[k], msg)
+	}
 	close(dst.wake)
 	dst.wake = make(chan struct{})
 	dst.mu.Unlock()
@@ -225,6 +245,89 @@ func (e *Endpoint) RecvInto(ctx context.Context, from, tag int, buf []byte) (int
 	}
 	copy(buf, msg)
 	return len(msg), nil
+}
+
+// PostInto implements coll.Preposter: the next message from `from` with
+// tag (after those posted before it) goes into buf.
+func (e *Endpoint) PostInto(from, tag int, buf []byte) (any, error) {
+	if from < 0 || from >= len(e.net.eps) {
+		return nil, fmt.Errorf("colltest: recv from rank %d of %d", from, len(e.net.eps))
+	}
+	p := &Posted{key: key{from, tag}, buf: buf}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q := e.queues[p.key]; len(q) > 0 && len(e.posted[p.key]) == 0 {
+		msg := q[0]
+		if len(q) == 1 {
+			delete(e.queues, p.key)
+		} else {
+			q[0] = message{}
+			e.queues[p.key] = q[1:]
+		}
+		if msg.taken != nil {
+			close(msg.taken)
+		}
+		copy(buf, msg.data)
+		p.n, p.filled = len(msg.data), true
+		return p, nil
+	}
+	if e.posted == nil {
+		e.posted = map[key][]*Posted{}
+	}
+	e.posted[p.key] = append(e.posted[p.key], p)
+	return p, nil
+}
+
+// ExchangePosted implements coll.Preposter: Send, then wait for the posted
+// receive (a Recv for FailAt).
+func (e *Endpoint) ExchangePosted(ctx context.Context, to int, sdata []byte, tag int, posted any) (int, error, error) {
+	p := posted.(*Posted)
+	if err := e.Send(ctx, to, tag, sdata); err != nil {
+		e.Withdraw(p)
+		return 0, err, nil
+	}
+	if e.crashed() {
+		e.Withdraw(p)
+		return 0, nil, ErrCrashed
+	}
+	for {
+		e.mu.Lock()
+		if p.filled {
+			e.mu.Unlock()
+			return p.n, nil, nil
+		}
+		wake := e.wake
+		e.mu.Unlock()
+		select {
+		case <-wake:
+		case <-e.net.failed:
+			e.Withdraw(p)
+			return 0, nil, e.failure()
+		case <-ctx.Done():
+			e.Withdraw(p)
+			return 0, nil, ctx.Err()
+		}
+	}
+}
+
+// ExchangeInto implements coll.ExchangeIntoer: PostInto, then
+// ExchangePosted.
+func (e *Endpoint) ExchangeInto(ctx context.Context, to int, sdata []byte, from, tag int, buf []byte) (int, error, error) {
+	p, err := e.PostInto(from, tag, buf)
+	if err != nil {
+		return 0, nil, err
+	}
+	return e.ExchangePosted(ctx, to, sdata, tag, p)
+}
+
+// Withdraw implements coll.Preposter.
+func (e *Endpoint) Withdraw(posted any) {
+	p := posted.(*Posted)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !p.filled {
+		e.posted[p.key] = slices.DeleteFunc(e.posted[p.key], func(q *Posted) bool { return q == p })
+	}
 }
 
 // Recv implements coll.Transport.
