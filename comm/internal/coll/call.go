@@ -46,7 +46,8 @@ type preposted struct {
 }
 
 // prepost posts the receive of a later exchange with `from` in phase into
-// dst, if the Transport can (Preposter); sendrecvInto then uses it. A call
+// dst, if the Transport can (Preposter, and PostInto gives a receive);
+// sendrecvInto then uses it. A call
 // preposts at most one receive per sender and phase.
 func (c *call) prepost(from, phase int, dst []byte) error {
 	p, ok := c.t.(Preposter)
@@ -56,6 +57,9 @@ func (c *call) prepost(from, phase int, dst []byte) error {
 	posted, err := p.PostInto(from, c.base+phase, dst)
 	if err != nil {
 		return c.recvErr(from, err)
+	}
+	if posted == nil { // none: the exchange posts its own
+		return nil
 	}
 	c.pre = append(c.pre, preposted{from: from, tag: c.base + phase, dst: dst, posted: posted})
 	return nil

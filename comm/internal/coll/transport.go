@@ -75,7 +75,9 @@ type ExchangeIntoer interface {
 // behind this rank is. PostInto returns the posted receive, which exactly
 // one of ExchangePosted (send sdata to `to` with the receive's tag, then
 // wait for it) and Withdraw (cancel it, waiting for a read into buf in
-// progress, so that buf is no longer written once it returns) ends.
+// progress, so that buf is no longer written once it returns) ends. A nil
+// receive and no error means none was posted: the exchange posts its own
+// (ExchangeInto).
 type Preposter interface {
 	ExchangeIntoer
 	PostInto(from, tag int, buf []byte) (posted any, err error)
