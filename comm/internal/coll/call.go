@@ -47,8 +47,8 @@ type preposted struct {
 
 // prepost posts the receive of a later exchange with `from` in phase into
 // dst, if the Transport can (Preposter, and PostInto gives a receive);
-// sendrecvInto then uses it. A call
-// preposts at most one receive per sender and phase.
+// sendrecvInto then uses it. A call preposts at most one receive per sender
+// and phase.
 func (c *call) prepost(from, phase int, dst []byte) error {
 	p, ok := c.t.(Preposter)
 	if !ok {
@@ -262,29 +262,23 @@ func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) e
 	tag := c.base + phase
 	var n int
 	var err error
-	var exch func(ctx context.Context, to int, sdata []byte, from, tag int, buf []byte) (int, error, error)
+	var serr, rerr error
 	if posted, ok := c.takePosted(from, tag, dst); ok {
-		exch = func(ctx context.Context, to int, sdata []byte, _, tag int, _ []byte) (int, error, error) {
-			return c.t.(Preposter).ExchangePosted(ctx, to, sdata, tag, posted)
-		}
+		n, serr, rerr = c.t.(Preposter).ExchangePosted(c.ctx, to, sdata, tag, posted)
 	} else if x, ok := c.into.(ExchangeIntoer); ok {
-		exch = x.ExchangeInto
-	}
-	if exch != nil {
-		var serr, rerr error
-		n, serr, rerr = exch(c.ctx, to, sdata, from, tag, dst)
-		switch {
-		case serr != nil:
-			err = c.sendErr(to, serr)
-		case rerr != nil:
-			err = c.recvErr(from, rerr)
-		}
+		n, serr, rerr = x.ExchangeInto(c.ctx, to, sdata, from, tag, dst)
 	} else {
 		err = c.exchange(to, sdata, from, tag, func(ctx context.Context) error {
 			var err error
 			n, err = c.into.RecvInto(ctx, from, tag, dst)
 			return err
 		})
+	}
+	switch {
+	case serr != nil:
+		err = c.sendErr(to, serr)
+	case rerr != nil:
+		err = c.recvErr(from, rerr)
 	}
 	if err != nil {
 		return err

@@ -164,6 +164,7 @@ type halvingState struct {
 type halvingStep struct {
 	mask, partner int
 	keep, give    [2]int
+	at            int // where in halving's scratch the step receives
 }
 
 // span returns blocks [r[0], r[1]) of buf.
@@ -248,6 +249,15 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 	for i := range h.displs {
 		h.displs[i] = i*(n/pof2) + min(i, n%pof2)
 	}
+	// Each step receives into its own part of scratch (into the half it
+	// keeps, for a first step that reads src), so that all the receives
+	// can be posted now, and those of the allgather that replays the
+	// steps backwards into the halves given away, if the caller runs it:
+	// a partner that runs ahead then finds its step's receive posted.
+	// (Before a half given away is written by the allgather, its partner
+	// must have had everything this rank sends after it.) Without posting
+	// ahead, every step receives at the start of scratch.
+	_, pre := c.t.(Preposter)
 	lo, hi, kept := 0, pof2, 0
 	for mask := 1; mask < pof2; mask <<= 1 {
 		mid := (lo + hi) / 2
@@ -255,36 +265,21 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 		if newrank&mask != 0 {
 			s.keep, s.give = s.give, s.keep
 		}
-		h.steps = append(h.steps, s)
 		lo, hi = s.keep[0], s.keep[1]
-		kept += h.displs[hi] - h.displs[lo]
+		if pre && (mask > 1 || src == nil) { // a first step that reads src receives into buf
+			s.at = kept
+			kept += h.displs[hi] - h.displs[lo]
+		}
+		h.steps = append(h.steps, s)
 	}
-	// Each step receives into its own part of scratch (into the half it
-	// keeps, for a first step that reads src), so that all the receives
-	// can be posted now, and those of the allgather that replays the
-	// steps backwards into the halves given away, if the caller runs it:
-	// a partner that runs ahead then finds its step's receive posted.
-	// (Before a half given away is written by the allgather, its partner
-	// must have had everything this rank sends after it.)
-	_, pre := c.t.(Preposter)
-	scratch, tok := getScratch[T](h.displs[pof2/2]) // the largest half kept
-	if pre {
-		putScratch(tok)
-		scratch, tok = getScratch[T](kept) // the halves kept, one after the other
-	}
+	scratch, tok := getScratch[T](max(kept, h.displs[pof2/2])) // the halves kept, one after the other, or the largest
 	defer putScratch(tok)
 	into := func(i int) []T {
-		if i == 0 && src != nil {
-			return span(h, buf, h.steps[0].keep)
-		}
-		off := 0
-		for _, s := range h.steps[:i] {
-			if pre {
-				off += h.displs[s.keep[1]] - h.displs[s.keep[0]]
-			}
-		}
 		s := h.steps[i]
-		return scratch[off : off+h.displs[s.keep[1]]-h.displs[s.keep[0]]]
+		if i == 0 && src != nil {
+			return span(h, buf, s.keep)
+		}
+		return scratch[s.at : s.at+h.displs[s.keep[1]]-h.displs[s.keep[0]]]
 	}
 	if pre {
 		for i, s := range h.steps {
