@@ -251,12 +251,15 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 	}
 	// Each step receives into its own part of scratch (into the half it
 	// keeps, for a first step that reads src), so that all the receives
-	// can be posted now, and those of the allgather that replays the
-	// steps backwards into the halves given away, if the caller runs it:
-	// a partner that runs ahead then finds its step's receive posted.
-	// (Before a half given away is written by the allgather, its partner
-	// must have had everything this rank sends after it.) Without posting
-	// ahead, every step receives at the start of scratch.
+	// can be posted now: a partner that runs ahead then finds its step's
+	// receive posted. The allgather that replays the steps backwards, if
+	// the caller runs it, receives into the halves given away; each of
+	// those is posted as soon as its step's exchange is over, since the
+	// half is neither read nor written here after it. Not sooner: the
+	// partner's pace is not this rank's (a replicated rank's partners
+	// follow its master, which a backup may trail), and the half is
+	// written by the reduction of the step before and sent by its own.
+	// Without posting ahead, every step receives at the start of scratch.
 	_, pre := c.t.(Preposter)
 	lo, hi, kept := 0, pof2, 0
 	for mask := 1; mask < pof2; mask <<= 1 {
@@ -286,11 +289,6 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 			if err := c.prepost(s.partner, phaseMain, AsBytes(into(i))); err != nil {
 				return h, err
 			}
-			if allgather {
-				if err := c.prepost(s.partner, phaseAllgather, AsBytes(span(h, buf, s.give))); err != nil {
-					return h, err
-				}
-			}
 		}
 	}
 	for i, s := range h.steps {
@@ -302,6 +300,11 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 		in, err := sendrecvElems(c, s.partner, give, s.partner, phaseMain, into(i))
 		if err != nil {
 			return h, err
+		}
+		if pre && allgather {
+			if err := c.prepost(s.partner, phaseAllgather, AsBytes(span(h, buf, s.give))); err != nil {
+				return h, err
+			}
 		}
 		switch {
 		case src == nil:

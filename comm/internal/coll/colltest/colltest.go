@@ -17,6 +17,7 @@
 package colltest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -148,12 +149,28 @@ type Endpoint struct {
 
 // Posted is a receive posted by PostInto. A message sent to it is copied
 // into its buffer by the sender's Send, as a transport that reads into
-// posted buffers writes them whenever the message comes.
+// posted buffers writes them whenever the message comes. The caller must
+// leave the buffer alone until then: a buffer that changed between
+// PostInto and the message fails the exchange (ErrPostedWritten).
 type Posted struct {
-	key    key
-	buf    []byte
-	n      int
-	filled bool // under the endpoint's mu
+	key     key
+	buf     []byte
+	snap    []byte // buf when posted
+	n       int
+	filled  bool // under the endpoint's mu
+	written bool // buf differed from snap when the message came
+}
+
+// ErrPostedWritten is returned by ExchangePosted when the caller wrote the
+// buffer of a receive it had posted before the message came (which a
+// transport may write at any moment).
+var ErrPostedWritten = errors.New("colltest: a posted receive's buffer was written before its message came")
+
+// fill copies data into p's buffer (under the endpoint's mu).
+func (p *Posted) fill(data []byte) {
+	p.written = !bytes.Equal(p.buf, p.snap)
+	copy(p.buf, data)
+	p.n, p.filled = len(data), true
 }
 
 // Rank implements coll.Transport.
@@ -211,8 +228,7 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	if ps := dst.posted[k]; len(ps) > 0 {
 		p := ps[0]
 		dst.posted[k] = ps[1:]
-		copy(p.buf, data)
-		p.n, p.filled = len(data), true
+		p.fill(data)
 		msg.taken = nil
 	} else {
 		dst.queues[k] = append(dst.queues[k], msg)
@@ -253,7 +269,7 @@ func (e *Endpoint) PostInto(from, tag int, buf []byte) (any, error) {
 	if from < 0 || from >= len(e.net.eps) {
 		return nil, fmt.Errorf("colltest: recv from rank %d of %d", from, len(e.net.eps))
 	}
-	p := &Posted{key: key{from, tag}, buf: buf}
+	p := &Posted{key: key{from, tag}, buf: buf, snap: bytes.Clone(buf)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if q := e.queues[p.key]; len(q) > 0 && len(e.posted[p.key]) == 0 {
@@ -267,8 +283,7 @@ func (e *Endpoint) PostInto(from, tag int, buf []byte) (any, error) {
 		if msg.taken != nil {
 			close(msg.taken)
 		}
-		copy(buf, msg.data)
-		p.n, p.filled = len(msg.data), true
+		p.fill(msg.data)
 		return p, nil
 	}
 	if e.posted == nil {
@@ -294,6 +309,9 @@ func (e *Endpoint) ExchangePosted(ctx context.Context, to int, sdata []byte, tag
 		e.mu.Lock()
 		if p.filled {
 			e.mu.Unlock()
+			if p.written {
+				return 0, nil, ErrPostedWritten
+			}
 			return p.n, nil, nil
 		}
 		wake := e.wake
