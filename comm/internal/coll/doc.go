@@ -42,9 +42,10 @@
 //	            (reduce-scatter then allgather), 2(p−1) rounds, 2n·(p−1)/p
 //	            per rank and no fold-in.
 //	            On a transport that can post a receive ahead of its
-//	            exchange (Preposter), Rabenseifner's steps post all their
-//	            receives at the start, so that a partner running ahead finds
-//	            them; for a commutative op on p a power of two its first step
+//	            exchange (Preposter), Rabenseifner's halving steps post all
+//	            their receives at the start, and each allgather step its own
+//	            once the half it fills is free, so that a partner running
+//	            ahead finds them; for a commutative op on p a power of two its first step
 //	            reads the input itself, which is never copied whole.
 //	            p' is the largest power of two ≤ p. Other sizes fold in
 //	            first: among ranks 0…2(p−p')−1 each even rank hands its vector
