@@ -17,7 +17,7 @@ func TestBenchOSU(t *testing.T) {
 		sizes []int
 	}{
 		{"p2p", []int{0, 1, 2, 4, 8, 16}},
-		{"bw", []int{1, 2, 4, 8, 16}},
+		{"bw", []int{4, 8, 16}}, // --min 4
 		{"allreduce", []int{8, 16, 32, 64}},
 	}
 	for _, c := range cases {
@@ -29,6 +29,9 @@ func TestBenchOSU(t *testing.T) {
 			}
 			if c.bench == "p2p" {
 				args = append(args, "--rounds", "2")
+			}
+			if c.bench == "bw" {
+				args = append(args, "--min", "4")
 			}
 			code, stdout, stderr := run(t, args...)
 			if code != exitOK {
@@ -86,6 +89,10 @@ func TestBenchOSUBadFlags(t *testing.T) {
 		{[]string{"bench", "osu", "--rounds", "100"}, "--rounds 100: want 1 to 99"},
 		{[]string{"bench", "allreduce", "-n", "0"}, "-n 0: want 1 to 64 ranks"},
 		{[]string{"bench", "allreduce", "--max", "4"}, "--max 4: want 8 bytes"},
+		{[]string{"bench", "allreduce", "--min", "4"}, "--min 4: want a power of two from 8 bytes"},
+		{[]string{"bench", "p2p", "--min", "3"}, "--min 3: want a power of two"},
+		{[]string{"bench", "bw", "--min", "1K", "--max", "512"}, "--min 1K: want a power of two from 1 bytes to --max (512)"},
+		{[]string{"bench", "p2p", "--min", "few"}, "not a size in bytes"},
 		{[]string{"osu-worker", "latency"}, "want latency|bw|allreduce"},
 	}
 	for _, c := range cases {
