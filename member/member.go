@@ -883,9 +883,27 @@ func (m *Member) pruneFailed() {
 		}
 	}
 	for id, inc := range m.detected {
-		if (m.cur.has(id) && m.cur.inc(id) == inc) || (m.acc.has(id) && m.acc.inc(id) == inc) {
-			m.markFailed(id, inc, false)
-		}
+		m.markDetected(id, inc)
+	}
+}
+
+// markDetected counts id failed by its detector's verdict, given about the
+// incarnation inc (the installed view's, else the held proposal's), if a
+// view this node holds has it. A process that the held proposal lists under
+// a newer incarnation than the installed view (it restarted and joined
+// again) is counted failed in that one too: the detector watches the newer
+// process now, and the former one died before it started. Counted failed
+// in the installed view's incarnation only, a proposal's dead root stayed
+// alive for this node, which waited for it for good (the oracle swarm,
+// seeds 3743248 and 3867740; in the second the restart was too quick for
+// the detector to see the former process die).
+func (m *Member) markDetected(id core.NodeID, inc uint64) {
+	inCur := m.cur.has(id) && m.cur.inc(id) == inc
+	if inCur || (m.acc.has(id) && m.acc.inc(id) == inc) {
+		m.markFailed(id, inc, false)
+	}
+	if inCur && m.acc.has(id) && m.acc.inc(id) != inc {
+		m.markFailed(id, m.acc.inc(id), false)
 	}
 }
 
@@ -905,7 +923,7 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 		return
 	}
 	known := m.failed[x]
-	m.markFailed(x, inc, false) // now the detector's own verdict
+	m.markDetected(x, inc) // now the detector's own verdict
 	if !known {
 		m.reportFailures()
 	}
@@ -1058,14 +1076,19 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 	}
 	m.observe(r.Epoch)
 	m.send(from, &ReportAck{Epoch: n.epoch, Failed: r.Failed})
-	if r.Epoch > n.epoch && m.cur.has(from) {
+	if m.cur.has(from) && (r.Epoch > n.epoch || r.Epoch > m.cur.epoch && r.Epoch != n.epoch && n.descends(r.Epoch)) {
 		// The reporter holds a view newer than anything this node does:
 		// ask what became of it. Installed, it comes back (VIEW_SYNC) and
 		// this node installs it too; under PartitionMajority a node that
 		// never learned of a view its peers installed measured majorities
 		// against its own, older one, and stayed in a minority for good
 		// while a majority of the newer view lived (the oracle swarm,
-		// seed 326194).
+		// seed 326194). So does one whose held proposal builds on the
+		// reporter's view, which this node never saw installed: a dead
+		// root's proposal on a view installed behind a partition left this
+		// node counting majorities in the view before, as the root of
+		// a proposal whose own members were mostly dead, while a majority
+		// of the installed view lived and reported to it (seed 3061610).
 		m.send(from, &Query{Epoch: r.Epoch})
 	}
 	grew := false

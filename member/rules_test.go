@@ -315,3 +315,87 @@ func TestMemberKeepsAnAcknowledgedProposalItsRootNeverGaveUp(t *testing.T) {
 		t.Fatalf("n5 does not know that %s was given up", FormatEpoch(y.Epoch))
 	}
 }
+
+// TestHolderAsksAReporterOfTheViewItsProposalBuildsOn: n4 never saw 2.n0
+// installed (a partition hid it) and holds n1's 3.n1, built on it. n5,
+// which installed 2.n0, reports to n4 with 2.n0's epoch: n4 asks it what
+// became of 2.n0. Not asking, n4 (root once n1 and n2 died) counted
+// majorities in 1.n0, where it was short of one, while a majority of 2.n0
+// lived and reported to it (the oracle swarm, seed 3061610).
+func TestHolderAsksAReporterOfTheViewItsProposalBuildsOn(t *testing.T) {
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4, 5, 6}, 4)
+	first := m.cur.epoch
+	base := MakeEpoch(2, 0) // [n0 … n5]: n6 excluded
+	x := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(3, 1), Ancestry: []uint64{base, first},
+		Failed: []core.NodeID{0}, Full: true, Members: []core.NodeID{1, 2, 3, 4, 5}}
+	m.Receive(2, x)
+	if m.acc == nil || m.acc.epoch != x.Epoch {
+		t.Fatalf("n4 does not hold %s", FormatEpoch(x.Epoch))
+	}
+	env.TakeSent()
+	m.Receive(5, &Report{Epoch: base, Failed: []Joiner{{ID: 0}}})
+	asked := false
+	for _, s := range env.TakeSent() {
+		if q, ok := s.Msg.(*Query); ok && s.To == 5 && q.Epoch == base {
+			asked = true
+		}
+	}
+	if !asked {
+		t.Fatalf("n4 did not ask n5 about %s", FormatEpoch(base))
+	}
+}
+
+// TestVerdictOnARestartedMemberCountsItsNewIncarnation: n2 holds n0's
+// 2.n0, which takes n1 back under the incarnation it restarted with. n2's
+// detector then declares n1 failed: n1 is failed in 2.n0 (its newer
+// process, the one the detector watches) as in the installed view (its
+// former one). Counted failed in the installed view's incarnation only,
+// n1, root of a later proposal, stayed alive for its holder, which waited
+// for it for good (the oracle swarm, seeds 3743248 and 3867740).
+func TestVerdictOnARestartedMemberCountsItsNewIncarnation(t *testing.T) {
+	m, _ := startMember(t, PartitionPaper, []core.NodeID{0, 1, 2}, 2)
+	first := m.cur.epoch
+	x := &Prepare{Cause: CauseAliveNodeJoin, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{first},
+		Failed: []core.NodeID{1}, Joined: []Joiner{{ID: 1, Inc: 77}}, Full: true, Members: []core.NodeID{0, 2, 1}, Incs: []Joiner{{ID: 1, Inc: 77}}}
+	m.Receive(0, x)
+	if m.acc == nil || m.acc.epoch != x.Epoch || m.acc.inc(1) == m.cur.inc(1) {
+		t.Fatalf("n2 does not hold %s with n1's new incarnation", FormatEpoch(x.Epoch))
+	}
+	m.Handle(core.Failed{Node: 1})
+	if !m.isFailed(m.acc, 1) || !m.isFailed(m.cur, 1) {
+		t.Fatalf("n1 failed in %s: %v, in %s: %v; want both", FormatEpoch(x.Epoch), m.isFailed(m.acc, 1), FormatEpoch(first), m.isFailed(m.cur, 1))
+	}
+	m.pruneFailed()
+	if !m.isFailed(m.acc, 1) {
+		t.Fatalf("n1 is no longer failed in %s once the verdicts were visited again", FormatEpoch(x.Epoch))
+	}
+}
+
+// TestRootTellsARefuserItsInstalledView: n0, root of its installed view
+// 1.n0 and driving a proposal on it, is refused by n4, which holds n2's
+// 3.n2, built on 1.n0 and without n0. n0 sends n4 its installed view: n4
+// may never have seen it installed (a partition hid the commit), and
+// under PartitionMajority it counted majorities in the view before, where
+// it was short of one, while n0, refused, proposed again for good (the
+// oracle swarm, seed 3476017).
+func TestRootTellsARefuserItsInstalledView(t *testing.T) {
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4, 5}, 0)
+	first := m.cur.epoch
+	m.Handle(core.Failed{Node: 5})
+	if !m.driving {
+		t.Fatal("n0 does not propose without n5")
+	}
+	own := m.acc.epoch
+	env.TakeSent()
+	held := FullView{Epoch: MakeEpoch(3, 2), Ancestry: []uint64{first}, Members: []core.NodeID{2, 3, 4}}
+	m.Receive(4, &Nack{Epoch: own, Pending: true, View: held})
+	told := false
+	for _, s := range env.TakeSent() {
+		if y, ok := s.Msg.(*Sync); ok && s.To == 4 && y.View.Epoch == first && !y.Pending && y.Abort == 0 {
+			told = true
+		}
+	}
+	if !told {
+		t.Fatalf("n0 did not send n4 its installed view %s", FormatEpoch(first))
+	}
+}

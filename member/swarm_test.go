@@ -209,6 +209,29 @@ func TestSwarmDeterministic(t *testing.T) {
 //     first form, which guarded every proposal the member acknowledged,
 //     left members that had merged into another lineage stuck: seeds
 //     854, 2633, 3289, 3775, 7763, 10717 and 11319.)
+//   - 3061610 (majority, stuck): n4, n6 and n8 never saw 2.n0 installed
+//     (a partition hid it) and held dead n1's 6.n1, built on 2.n0. With
+//     n0…n3 dead, n4 was root of 6.n1, whose live members were no
+//     majority of it, and counted majorities in 1.n0, where it was one
+//     short; n5 and n7 had installed 2.n0, of which a majority lived, and
+//     reported to n4 with its epoch. A member now asks a reporter whose
+//     epoch its held proposal builds on and it never saw installed.
+//   - 3743248, 3867740 (paper, stuck): the last live node held a join
+//     proposal whose root had restarted and joined again, then died; its
+//     detector's verdict was counted against the root's former
+//     incarnation (the installed view's) only, so the proposal's root
+//     stayed alive for it and it waited for it for good. A verdict on a
+//     member that the held proposal lists under a newer incarnation now
+//     counts that one failed too. (The first form took the newer
+//     incarnation in place of the installed view's, and a root whose
+//     proposals were all given up lost the failure in its installed view:
+//     seed 3474147281.)
+//   - 3476017 (majority, stuck): n4 and n5 never saw n1's 3.n1 installed
+//     (a partition hid the commit) and held dead n2's 4.n2, built on it
+//     and without n1; counting majorities in 2.n0, they stayed in a
+//     minority, and refused n1's proposals on 3.n1, which n1 made again
+//     for good. A root refused for a proposal that excludes it and builds
+//     on its installed view now sends the refuser that view.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -250,6 +273,11 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{10717, member.PartitionMajority},
 		{11319, member.PartitionMajority},
 		{1885079, member.PartitionMajority},
+		{3061610, member.PartitionMajority},
+		{3743248, member.PartitionPaper},
+		{3867740, member.PartitionPaper},
+		{3474147281, member.PartitionMajority},
+		{3476017, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
