@@ -414,15 +414,6 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	if !v.has(m.self) {
 		if !k.Pending {
 			m.evicted(v.epoch, m.rootOf(v), from) // an installed view excludes this node
-		} else if m.cur.has(from) && v.epoch > m.cur.epoch && v.descends(m.cur.epoch) {
-			// The refuser holds a proposal that excludes this node and
-			// builds on its installed view, which the refuser may never
-			// have seen installed: tell it. Under PartitionMajority a
-			// refuser that counted majorities in the view before stayed
-			// in a minority, holding a dead root's proposal, while this
-			// root, refused by it, proposed again for good (the oracle
-			// swarm, seed 3476017).
-			m.send(from, &Sync{View: m.cur.full(), v: m.cur})
 		}
 		return
 	}

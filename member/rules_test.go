@@ -370,32 +370,3 @@ func TestVerdictOnARestartedMemberCountsItsNewIncarnation(t *testing.T) {
 		t.Fatalf("n1 is no longer failed in %s once the verdicts were visited again", FormatEpoch(x.Epoch))
 	}
 }
-
-// TestRootTellsARefuserItsInstalledView: n0, root of its installed view
-// 1.n0 and driving a proposal on it, is refused by n4, which holds n2's
-// 3.n2, built on 1.n0 and without n0. n0 sends n4 its installed view: n4
-// may never have seen it installed (a partition hid the commit), and
-// under PartitionMajority it counted majorities in the view before, where
-// it was short of one, while n0, refused, proposed again for good (the
-// oracle swarm, seed 3476017).
-func TestRootTellsARefuserItsInstalledView(t *testing.T) {
-	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4, 5}, 0)
-	first := m.cur.epoch
-	m.Handle(core.Failed{Node: 5})
-	if !m.driving {
-		t.Fatal("n0 does not propose without n5")
-	}
-	own := m.acc.epoch
-	env.TakeSent()
-	held := FullView{Epoch: MakeEpoch(3, 2), Ancestry: []uint64{first}, Members: []core.NodeID{2, 3, 4}}
-	m.Receive(4, &Nack{Epoch: own, Pending: true, View: held})
-	told := false
-	for _, s := range env.TakeSent() {
-		if y, ok := s.Msg.(*Sync); ok && s.To == 4 && y.View.Epoch == first && !y.Pending && y.Abort == 0 {
-			told = true
-		}
-	}
-	if !told {
-		t.Fatalf("n0 did not send n4 its installed view %s", FormatEpoch(first))
-	}
-}

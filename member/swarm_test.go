@@ -226,12 +226,6 @@ func TestSwarmDeterministic(t *testing.T) {
 //     incarnation in place of the installed view's, and a root whose
 //     proposals were all given up lost the failure in its installed view:
 //     seed 3474147281.)
-//   - 3476017 (majority, stuck): n4 and n5 never saw n1's 3.n1 installed
-//     (a partition hid the commit) and held dead n2's 4.n2, built on it
-//     and without n1; counting majorities in 2.n0, they stayed in a
-//     minority, and refused n1's proposals on 3.n1, which n1 made again
-//     for good. A root refused for a proposal that excludes it and builds
-//     on its installed view now sends the refuser that view.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -277,7 +271,6 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{3743248, member.PartitionPaper},
 		{3867740, member.PartitionPaper},
 		{3474147281, member.PartitionMajority},
-		{3476017, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
