@@ -357,12 +357,28 @@
 // its new view) and declares it, and the detector swarms, which restart
 // processes too, show no such seed. (An oracle that declares such a crash
 // changes the course of many runs; it was not adopted.) Of seeds
-// 3,000,001–4,000,000 five fail, all in the code before those rules too and
-// none a violation of safety: 3330263 (the same blind spot of the oracle),
-// 3743248 and 3867740 under PartitionPaper, 3061610 and 3476017 under
-// PartitionMajority, the last four not analysed yet. The seeds whose
-// runs called for
-// the rules above are replayed by TestSwarmRegressionSeeds. Without
+// 3,000,001–4,000,000 five failed, all in the code before those rules too
+// and none a violation of safety: 3330263 (the same blind spot of the
+// oracle); three freed since by two rules: a member asks a reporter whose
+// epoch lies in its held proposal's ancestry above its installed view
+// (3061610, PartitionMajority: it never saw that view installed, and
+// counted majorities in the one before), and a detector's verdict on a
+// member that the held proposal lists under a newer incarnation than the
+// installed view counts that incarnation failed too (3743248 and 3867740,
+// PartitionPaper: a restarted and re-joined root, dead again, stayed alive
+// for its proposal's holder); and 3476017 (PartitionMajority), still
+// stuck. There two members never saw their root's view installed (a
+// partition hid the commit) and hold a dead root's proposal built on it
+// that excludes that root; they count majorities in the view before, where
+// they are in a minority, and refuse the root's proposals, which it makes
+// again for good. A root so refused that sends the refuser its installed
+// view frees the seed, but in the course that the extra message gives seed
+// 1517629 the views fork: a member merging into another lineage accepted
+// a proposal that kept no majority of its installed view (the guard of
+// such proposals, above, leaves merging members out). That rule was not
+// kept, and the fork it exposed is not analysed further. The
+// seeds whose runs called for the rules above are replayed by
+// TestSwarmRegressionSeeds. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
 // becomes root on the other side of a partition that is still open could
 // reuse an epoch of its former self.
