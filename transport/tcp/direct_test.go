@@ -568,3 +568,68 @@ func TestReadDeadlineEndsIdleConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestSendDirectAfterRemovePeer: a send finds its peer's connection
+// without the transport's lock (a copy of the peer table); a peer removed
+// and added again under the same id, and a transport closed, must not be
+// served from that copy. Frames sent after the peer came back reach it,
+// over a new connection, on the direct path again; after Close, SendDirect
+// fails.
+func TestSendDirectAfterRemovePeer(t *testing.T) {
+	forPaths(t, testSendDirectAfterRemovePeer)
+}
+
+func testSendDirectAfterRemovePeer(t *testing.T, path pathKind) {
+	a, c := directPair(t, 0, path)
+	var mu sync.Mutex
+	var got []byte
+	arrived := make(chan struct{}, 64)
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		mu.Lock()
+		got = append(got, f.Payload...)
+		mu.Unlock()
+		arrived <- struct{}{}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	send := func(b byte) {
+		t.Helper()
+		if err := a.SendDirect(ctx, 2, wire.Frame{Kind: seqKind}, []byte{b}); err != nil {
+			t.Fatalf("send %d: %v", b, err)
+		}
+		select {
+		case <-arrived:
+		case <-ctx.Done():
+			t.Fatalf("frame %d did not arrive", b)
+		}
+	}
+	send(1)
+	send(2)
+	if !tcp.LockFree(a, 2) {
+		t.Fatal("a send to a connected peer looks it up under the transport's lock")
+	}
+	direct := a.Stats().Direct
+	if direct == 0 {
+		t.Fatal("no frame went on the direct path")
+	}
+	a.RemovePeer(2)
+	a.SetPeer(2, c.Addr())
+	send(3) // through the queue: the new peer has no connection yet
+	send(4)
+	send(5)
+	mu.Lock()
+	if string(got) != "\x01\x02\x03\x04\x05" {
+		t.Fatalf("got %v, want 1..5 in order", got)
+	}
+	mu.Unlock()
+	if !tcp.LockFree(a, 2) {
+		t.Fatal("the peer that came back is looked up under the transport's lock")
+	}
+	if st := a.Stats(); st.Direct <= direct || st.Established < 2 {
+		t.Fatalf("after the peer came back: %d frames direct (%d before), %d connections; want more direct frames over a second connection", st.Direct, direct, st.Established)
+	}
+	a.Close()
+	if err := a.SendDirect(ctx, 2, wire.Frame{Kind: seqKind}, []byte{6}); err == nil {
+		t.Fatal("SendDirect after Close succeeded")
+	}
+}

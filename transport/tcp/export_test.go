@@ -104,3 +104,16 @@ func SocketBuffers(t *Transport, id core.NodeID) (rcv, snd int, ok bool) {
 	})
 	return rcv, snd, err == nil && rerr == nil && serr == nil
 }
+
+// LockFree reports whether a send to id finds its peer and connection
+// without the transport's lock (current's copy of the peer table).
+func LockFree(t *Transport, id core.NodeID) bool {
+	m := t.byID.Load()
+	if m == nil {
+		return false
+	}
+	p := (*m)[id]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return p != nil && p == t.peers[id] && p.live.Load() != nil
+}

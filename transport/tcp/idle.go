@@ -58,8 +58,8 @@ func (t *Transport) sweepIdle() {
 		t.mu.Unlock()
 		for _, a := range conns {
 			c := a.c
-			if n := c.activity.Load(); n != c.idleSeen {
-				c.idleSeen, c.idleTicks = n, 0
+			if c.active.Swap(false) {
+				c.idleTicks = 0
 				continue
 			}
 			if c.idleTicks++; c.idleTicks >= looks {
@@ -80,7 +80,8 @@ func (t *Transport) retireIdle(p *peer, c *conn) {
 	ok := !t.closed && t.peers[p.id] == p && p.cur == c && !c.isDead() &&
 		p.flushed.Load() == p.accepted.Load() && len(p.q) == 0 && len(p.hq) == 0
 	if ok {
-		p.cur, p.draining = nil, c
+		p.setCur(nil)
+		p.draining = c
 	}
 	t.mu.Unlock()
 	if !ok {
@@ -134,7 +135,8 @@ func (t *Transport) peerRetired(c *conn) {
 	t.mu.Lock()
 	p := t.peers[c.peer]
 	if p != nil && p.cur == c {
-		p.cur, p.draining = nil, c
+		p.setCur(nil)
+		p.draining = c
 	}
 	first := c.retire()
 	t.mu.Unlock()

@@ -70,7 +70,7 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 	} else {
 		p.flushed.Store(p.written)
 	}
-	c.activity.Add(1)
+	c.markActive()
 	t.stats.now.Add(1) // counted in FramesOut too (Stats)
 	p.wmu.Unlock()
 	if kick {

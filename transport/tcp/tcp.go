@@ -147,6 +147,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"net"
 	"os"
@@ -213,6 +214,12 @@ type Transport struct {
 	window  atomic.Int64
 	vainAt  atomic.Int64
 
+	// byID is a copy of peers for the lock-free lookup of a send's
+	// connection (current), made again when it misses a peer that
+	// peers has; shut mirrors closed for it.
+	byID atomic.Pointer[map[core.NodeID]*peer]
+	shut atomic.Bool
+
 	mu     sync.Mutex
 	closed bool
 	peers  map[core.NodeID]*peer
@@ -254,7 +261,9 @@ type peer struct {
 	removed chan struct{}
 
 	addr string
-	cur  *conn // the connection in use, nil if none
+	cur  *conn // the connection in use, nil if none (set by setCur)
+	// live mirrors cur for current's lock-free lookup.
+	live atomic.Pointer[conn]
 	// draining is the connection most recently retired (closed for being
 	// idle) whose reader may still deliver frames; a new connection's
 	// reader waits for it, so frames of one sender stay in order.
@@ -270,10 +279,11 @@ type peer struct {
 	// no connection has been put in use since (see Flush).
 	unreachable bool
 
-	// accepted counts the frames Send has put in q (and SendDirect has
+	// accepted counts the frames Send has put in q (and SendNow has
 	// taken); written counts those written to a connection, and flushed
 	// the value written had when the writer last found q empty and its
-	// buffer flushed, or when SendDirect last wrote (see Flush).
+	// buffer flushed, or when SendNow last wrote (see Flush). SendDirect's
+	// frames, written before it returns, are in none of them.
 	accepted atomic.Uint64
 	flushed  atomic.Uint64
 	// senders counts the Sends that hold q or hq (taken under t.mu): the
@@ -422,12 +432,19 @@ type conn struct {
 	retiredSet atomic.Bool // set as retiring is closed (see deadSet)
 	retireOnce sync.Once
 	shutOnce   sync.Once // our writing side is shut once (closeWrite)
-	// activity counts the frames read and the batches written; the idle
-	// sweeper compares it with what it saw before (idleSeen, idleTicks:
-	// the sweeper's own).
-	activity  atomic.Uint64
-	idleSeen  uint64
+	// active is set by a frame read or a batch written and cleared by
+	// the idle sweeper at each look (idleTicks, the sweeper's own, counts
+	// the looks that found it clear).
+	active    atomic.Bool
 	idleTicks int
+}
+
+// markActive sets c.active. Once it is set, a frame pays a load, not a
+// locked write: most frames find it set.
+func (c *conn) markActive() {
+	if !c.active.Load() {
+		c.active.Store(true)
+	}
 }
 
 // newConn makes the connection of a finished handshake, polling for the
@@ -625,7 +642,8 @@ func (t *Transport) RemovePeer(id core.NodeID) {
 	delete(t.peers, id)
 	close(p.removed)
 	c, d := p.cur, p.draining
-	p.cur, p.draining = nil, nil
+	p.setCur(nil)
+	p.draining = nil
 	t.mu.Unlock()
 	for _, c := range []*conn{c, d} {
 		if c != nil {
@@ -779,16 +797,44 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 }
 
 // current returns peer to and its connection in use (nil: none, or the
-// transport is closed).
+// transport is closed). It takes no lock when byID has the peer and it has
+// a connection: a send on the direct path pays no transport-wide lock.
+// What it returns may be replaced at once, as with a lock: writeDirect
+// checks the connection under the peer's write lock.
 func (t *Transport) current(to core.NodeID) (*peer, *conn) {
+	if m := t.byID.Load(); m != nil {
+		if p := (*m)[to]; p != nil {
+			if c := p.live.Load(); c != nil && !t.shut.Load() {
+				return p, c
+			}
+		}
+	}
+	return t.currentLocked(to)
+}
+
+// currentLocked is current under t.mu; it makes byID again when byID
+// lacks peer to (or has a removed one) and to has a connection.
+func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	p := t.peers[to]
 	var c *conn
 	if p != nil && !t.closed {
 		c = p.cur
 	}
-	t.mu.Unlock()
+	if c != nil {
+		if m := t.byID.Load(); m == nil || (*m)[to] != p {
+			byID := maps.Clone(t.peers)
+			t.byID.Store(&byID)
+		}
+	}
 	return p, c
+}
+
+// setCur puts c in use for p (nil: none); t.mu is held.
+func (p *peer) setCur(c *conn) {
+	p.cur = c
+	p.live.Store(c)
 }
 
 // writeDirect writes f (payload f.Payload then body) to c if p's queue is
@@ -806,8 +852,9 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	p.accepted.Add(1)
-	p.written++
+	// The frame is written before SendDirect returns, under p.wmu, so it
+	// is not counted in accepted and flushed (Flush has nothing to wait
+	// for, and the idle sweeper holds p.wmu).
 	p.hdr = wire.AppendFrameHead(p.hdr[:0], f, len(body))
 	if len(body) >= padFrom {
 		// Start body on the stream at its alignment in memory.
@@ -830,10 +877,9 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	if err != nil {
 		c.writeFailed(err)
 	} else {
-		c.activity.Add(1)
+		c.markActive()
 		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
 	}
-	p.flushed.Store(p.written)
 	p.wmu.Unlock()
 	return true
 }
@@ -855,6 +901,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.shut.Store(true)
 	close(t.closing)
 	live := make([]net.Conn, 0, len(t.live))
 	for nc := range t.live {
@@ -1131,7 +1178,8 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 		return false
 	}
 	old := p.cur
-	p.cur, c.prev = c, old
+	p.setCur(c)
+	c.prev = old
 	if old == nil {
 		c.prev = p.draining
 	}
@@ -1417,7 +1465,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	}
 	if placed {
 		if err == nil {
-			c.activity.Add(1)
+			c.markActive()
 			t.stats.framesIn.Add(1)
 			t.stats.placed.Add(1)
 			c.poll.mark()
@@ -1427,7 +1475,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	if err != nil || placed {
 		return err
 	}
-	c.activity.Add(1)
+	c.markActive()
 	if f.Kind == wire.KindGoodbye && f.Src == c.peer && f.Dst == t.self {
 		t.peerRetired(c)
 		return nil
@@ -1485,7 +1533,7 @@ func (t *Transport) connDied(c *conn, readErr error) {
 	t.mu.Lock()
 	if p := t.peers[c.peer]; p != nil {
 		if p.cur == c {
-			p.cur = nil
+			p.setCur(nil)
 			p.unreachable = !c.byUs
 			p.signal()
 		}
@@ -1746,7 +1794,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
 	write := func(f wire.Frame) bool {
-		c.activity.Add(1)
+		c.markActive()
 		p.written++ // written or lost with c: either way no longer queued
 		if err := fw.WriteFrame(f); err != nil {
 			c.writeFailed(err)
