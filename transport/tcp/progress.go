@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -130,7 +131,7 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 		t.window.Store(stretched(int64(d), t.window.Load(), monoNow()-v))
 	}
 	win := max(int64(d), t.window.Load())
-	t.pollers.Add(1)
+	t.pollers.enter()
 	// The clock is first read at the 64th look, so that a frame at hand
 	// (a reply that came while the caller sent) costs no clock read: the
 	// poll lasts its window plus those first looks.
@@ -147,7 +148,7 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 			// its flag by itself (shmConn.await), within a millisecond:
 			// a caller that got what it polled for is likely to poll
 			// again sooner.
-			t.pollers.Add(-1)
+			t.pollers.leave()
 			if looks < 64 && win > int64(d) {
 				t.window.Store(max(int64(d), win-win/64))
 			}
@@ -162,7 +163,7 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 				// Polled in vain: about to park, the caller leaves the
 				// next frame to the reader goroutines, which must raise
 				// their flags now.
-				t.pollers.Add(-1)
+				t.pollers.leave()
 				for _, c := range *t.rings.Load() {
 					c.shm.poke()
 				}
@@ -202,4 +203,53 @@ func (t *Transport) progress(c *conn, done *atomic.Bool) bool {
 		c.shm.poke()
 	}
 	return done.Load()
+}
+
+// pollGuard counts the callers polling a transport's rings (PollUntil)
+// and keeps the rings mapped while any does: the callers' look at a ring
+// (shmConn.pending, nextFrame) then takes no lock, which a look at every
+// message would pay twice. A connection's Close sets closing, then hands
+// its unmapping to unmap, which runs it at once if no caller polls and
+// otherwise when the last one leaves. A caller that came before closing
+// was set is counted (unmap waits for it); one that came after sees it
+// set, and does not touch the ring.
+type pollGuard struct {
+	n    atomic.Int32 // callers polling
+	mu   sync.Mutex
+	late []func() // unmappings waiting for the callers to leave
+}
+
+func (g *pollGuard) enter() { g.n.Add(1) }
+
+func (g *pollGuard) leave() {
+	if g.n.Add(-1) == 0 {
+		g.runLate()
+	}
+}
+
+// unmap runs f once no caller polls.
+func (g *pollGuard) unmap(f func()) {
+	g.mu.Lock()
+	if g.n.Load() == 0 {
+		g.mu.Unlock()
+		f()
+		return
+	}
+	g.late = append(g.late, f)
+	g.mu.Unlock()
+	// The last caller may have left between the count and the append,
+	// finding nothing to run.
+	if g.n.Load() == 0 {
+		g.runLate()
+	}
+}
+
+func (g *pollGuard) runLate() {
+	g.mu.Lock()
+	late := g.late
+	g.late = nil
+	g.mu.Unlock()
+	for _, f := range late {
+		f()
+	}
 }

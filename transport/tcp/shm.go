@@ -336,7 +336,7 @@ type shmConn struct {
 	poll    *pollState // the connection's (set by newConn before any Read or Write)
 	// pollers is the transport's count of callers polling its rings
 	// (progress.go; set by newConn).
-	pollers *atomic.Int32
+	pollers *pollGuard
 	// working is the transport's count of goroutines moving frames (it
 	// counts a Read's or Write's wait; set by newConn).
 	working *atomic.Int32
@@ -555,10 +555,10 @@ func (c *shmConn) await() {
 		if dl != 0 && time.Now().UnixNano() >= dl {
 			return // Read reports it
 		}
-		if c.pollers.Load() == 0 && c.poll.again(&polls, c.poll.last.Load()) {
+		if c.pollers.n.Load() == 0 && c.poll.again(&polls, c.poll.last.Load()) {
 			continue
 		}
-		arm := c.pollers.Load() == 0
+		arm := c.pollers.n.Load() == 0
 		if !arm {
 			// Look again in a while, in case the callers stopped
 			// meanwhile: then the flag is raised.
@@ -594,9 +594,10 @@ func (c *shmConn) readableLocked() bool {
 // reader holds no byte of the stream. This is a caller's progress's
 // common case, a small frame, with one copy and none of the frame
 // reader's buffering.
+//
+// Like pending, it takes no lock against Close: a caller's progress polls
+// inside the transport's poll guard, which keeps the rings mapped.
 func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) {
-	c.use.RLock()
-	defer c.use.RUnlock()
 	if c.isClosed() {
 		return wire.Frame{}, false, false
 	}
@@ -645,16 +646,17 @@ func (t tryReader) Read(b []byte) (int, error) { return t.c.readRing(b, false) }
 // line where the record's bytes start: while nothing is published, that
 // line is fetched again each time the writer invalidates it, and when a
 // small frame comes, it comes in the same transfer.
+//
+// The caller polls inside the transport's poll guard (progress.go): Close
+// unmaps the rings only once no caller polls, and a caller that comes
+// after Close sees closing set, so no lock is needed.
 func (c *shmConn) pending() bool {
-	c.use.RLock()
-	p := false
-	if !c.isClosed() {
-		r := c.in
-		head := r.u64(offHead).Load()
-		p = r.word(head, 0).Load() == ^head
+	if c.isClosed() {
+		return false
 	}
-	c.use.RUnlock()
-	return p
+	r := c.in
+	head := r.u64(offHead).Load()
+	return r.word(head, 0).Load() == ^head
 }
 
 // isClosed reports whether Close was called (a load, not a channel
@@ -864,7 +866,11 @@ func (c *shmConn) Close() error {
 	}
 	err := c.sock.Close()
 	c.use.Lock() // Read and Write return on closed
-	c.unmap()
+	if c.pollers != nil {
+		c.pollers.unmap(c.unmap) // once no caller polls (progress.go)
+	} else {
+		c.unmap()
+	}
 	c.use.Unlock()
 	<-c.watched
 	return err

@@ -200,8 +200,9 @@ type Transport struct {
 	// spin is the connections' polling time, in ns (SetSpin, poll.go).
 	spin atomic.Int64
 	// pollers counts the callers polling the shared-memory connections,
-	// which are listed in rings (progress.go).
-	pollers atomic.Int32
+	// which are listed in rings, and keeps their rings mapped while they
+	// do (progress.go).
+	pollers pollGuard
 	rings   atomic.Pointer[[]*conn]
 	// working counts the goroutines of this transport that move frames
 	// of shared-memory connections besides the callers' progress: reader

@@ -1,0 +1,69 @@
+package tcp
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestPollGuard: a ring is unmapped at once when no caller polls, and
+// otherwise only when the last caller polling leaves; each unmapping
+// runs once, whatever the interleaving of callers and closes.
+func TestPollGuard(t *testing.T) {
+	var g pollGuard
+	var ran atomic.Int32
+	g.unmap(func() { ran.Add(1) })
+	if ran.Load() != 1 {
+		t.Fatal("an unmapping with no caller polling did not run at once")
+	}
+	g.enter()
+	g.enter()
+	g.unmap(func() { ran.Add(1) })
+	g.leave()
+	if ran.Load() != 1 {
+		t.Fatal("an unmapping ran while a caller polled")
+	}
+	g.leave()
+	if ran.Load() != 2 {
+		t.Fatal("the last caller left without running the unmapping")
+	}
+
+	// Callers come and go while connections close: every unmapping runs
+	// exactly once, none is left waiting.
+	const closes = 2000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				g.enter()
+				g.leave()
+			}
+		}()
+	}
+	var runs atomic.Int32
+	for range closes {
+		done := new(atomic.Int32)
+		g.unmap(func() {
+			if done.Add(1) != 1 {
+				t.Error("an unmapping ran twice")
+			}
+			runs.Add(1)
+		})
+	}
+	close(stop)
+	wg.Wait()
+	if got := runs.Load(); got != closes {
+		t.Fatalf("%d of %d unmappings ran once every caller left", got, closes)
+	}
+	if len(g.late) != 0 || g.n.Load() != 0 {
+		t.Fatalf("guard left with %d callers and %d unmappings waiting", g.n.Load(), len(g.late))
+	}
+}
