@@ -358,7 +358,7 @@ type shmConn struct {
 	timers    [2]*time.Timer
 	closeOnce sync.Once
 	rmu, wmu  sync.Mutex   // one reader, one writer at a time
-	use       sync.RWMutex // held shared by Read and Write, exclusively to unmap
+	use       sync.RWMutex // held shared by Read and CloseWrite, exclusively to unmap (writers hold wmu, which Close takes too)
 	unmap     func()
 	wshut     atomic.Bool
 	readDL    atomic.Int64 // deadlines, Unix ns; 0 none
@@ -739,15 +739,16 @@ func (c *shmConn) Write(b []byte) (int, error) {
 // together (or as the ring fills, waiting for room as the peer reads): the
 // direct path's header and payload cost one publication and at most one
 // wake-up.
+//
+// The writer holds only wmu: Close takes it too before it unmaps the
+// rings, so no other lock is needed against the unmapping.
 func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	c.wmu.Lock()
-	c.use.RLock()
 	n, ok := c.writeRecord(bufs)
 	var err error
 	if !ok {
 		n, err = c.writevLocked(bufs)
 	}
-	c.use.RUnlock()
 	c.wmu.Unlock()
 	return n, err
 }
@@ -776,7 +777,7 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 	return int64(total), true
 }
 
-// writevLocked is writev under c.wmu and c.use (read).
+// writevLocked is writev under c.wmu.
 func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 	r := c.out
 	if c.working != nil {
@@ -865,13 +866,15 @@ func (c *shmConn) Close() error {
 		return nil
 	}
 	err := c.sock.Close()
-	c.use.Lock() // Read and Write return on closed
+	c.wmu.Lock() // Write returns on closed
+	c.use.Lock() // and so does Read
 	if c.pollers != nil {
 		c.pollers.unmap(c.unmap) // once no caller polls (progress.go)
 	} else {
 		c.unmap()
 	}
 	c.use.Unlock()
+	c.wmu.Unlock()
 	<-c.watched
 	return err
 }
