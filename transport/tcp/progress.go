@@ -214,15 +214,16 @@ func (t *Transport) progress(c *conn, done *atomic.Bool) bool {
 // was set is counted (unmap waits for it); one that came after sees it
 // set, and does not touch the ring.
 type pollGuard struct {
-	n    atomic.Int32 // callers polling
-	mu   sync.Mutex
-	late []func() // unmappings waiting for the callers to leave
+	n       atomic.Int32 // callers polling
+	waiting atomic.Bool  // late is not empty (a load for a caller that leaves)
+	mu      sync.Mutex
+	late    []func() // unmappings waiting for the callers to leave
 }
 
 func (g *pollGuard) enter() { g.n.Add(1) }
 
 func (g *pollGuard) leave() {
-	if g.n.Add(-1) == 0 {
+	if g.n.Add(-1) == 0 && g.waiting.Load() {
 		g.runLate()
 	}
 }
@@ -236,6 +237,7 @@ func (g *pollGuard) unmap(f func()) {
 		return
 	}
 	g.late = append(g.late, f)
+	g.waiting.Store(true)
 	g.mu.Unlock()
 	// The last caller may have left between the count and the append,
 	// finding nothing to run.
@@ -248,6 +250,7 @@ func (g *pollGuard) runLate() {
 	g.mu.Lock()
 	late := g.late
 	g.late = nil
+	g.waiting.Store(false)
 	g.mu.Unlock()
 	for _, f := range late {
 		f()
