@@ -32,21 +32,13 @@ func TestPollGuard(t *testing.T) {
 	// exactly once, none is left waiting.
 	const closes = 2000
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
 	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+		wg.Go(func() {
+			for range 20 * closes {
 				g.enter()
 				g.leave()
 			}
-		}()
+		})
 	}
 	var runs atomic.Int32
 	for range closes {
@@ -58,7 +50,6 @@ func TestPollGuard(t *testing.T) {
 			runs.Add(1)
 		})
 	}
-	close(stop)
 	wg.Wait()
 	if got := runs.Load(); got != closes {
 		t.Fatalf("%d of %d unmappings ran once every caller left", got, closes)
