@@ -26,7 +26,9 @@ import (
 // caller takes only a frame smaller than wire.PlaceMin that the ring
 // holds whole; a larger one (placed into its receiver's buffer as it
 // streams in), a torn one, and the ends of the stream are left to the
-// reader goroutine, which the caller wakes for them.
+// reader goroutine, which the caller wakes for them. A caller looks at a
+// ring without the connection's mapping lock (shmConn.use): the poll
+// guard (pollGuard, below) keeps the rings mapped while any caller polls.
 //
 // While callers poll, a reader goroutine that finds nothing to read parks
 // without raising its ring's flag, so the peer does not ring a doorbell
