@@ -698,19 +698,15 @@ func (r *Request) release() {
 	if r.wake == nil || !r.finished.Load() || r.unpooled.Load() {
 		return
 	}
+	r.dmu.Lock() // complete has returned: its token, if any, is in wake
 	if r.parked {
-		// Only a call that parked is signalled: once complete has
-		// returned (dmu), its token, if any, is in wake. A call that did
-		// not park needs no lock: complete touches nothing of r but dmu
-		// once finished is set.
-		r.dmu.Lock()
 		select {
 		case <-r.wake:
 		default:
 		}
 		r.parked = false
-		r.dmu.Unlock()
 	}
+	r.dmu.Unlock()
 	s := r.s
 	r.reset()
 	if s == nil || !s.spare.CompareAndSwap(nil, r) {
@@ -735,32 +731,22 @@ func (r *Request) complete(st Status, err error) {
 		return
 	}
 	r.st, r.err = st, err
-	// What the signals need is read before finished is set: from then on
-	// the owner of a pooled request that did not park may release it
-	// (release) and a new call reuse it, so only dmu is touched after.
-	done, waiter := r.done, r.waiter
-	var wake chan struct{}
+	r.finished.Store(true)
 	switch {
-	case done != nil:
+	case r.done != nil:
+		close(r.done)
 	case r.wake != nil:
 		if r.parked {
-			wake = r.wake
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
 		}
 	default:
 		r.done = closedChan
 	}
-	r.finished.Store(true)
-	switch {
-	case done != nil:
-		close(done)
-	case wake != nil:
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	if waiter != nil {
-		waiter <- struct{}{} // buffered, and signalled once: never blocks
+	if r.waiter != nil {
+		r.waiter <- struct{}{} // buffered, and signalled once: never blocks
 	}
 	r.dmu.Unlock()
 }
