@@ -224,14 +224,22 @@ type pollGuard struct {
 
 func (g *pollGuard) enter() { g.n.Add(1) }
 
+// polling reports whether a caller polls.
+func (g *pollGuard) polling() bool { return g.n.Load() != 0 }
+
 func (g *pollGuard) leave() {
 	if g.n.Add(-1) == 0 && g.waiting.Load() {
 		g.runLate()
 	}
 }
 
-// unmap runs f once no caller polls.
+// unmap runs f once no caller polls (at once for a nil guard: a
+// connection of no transport).
 func (g *pollGuard) unmap(f func()) {
+	if g == nil {
+		f()
+		return
+	}
 	g.mu.Lock()
 	if g.n.Load() == 0 {
 		g.mu.Unlock()

@@ -334,7 +334,7 @@ type shmConn struct {
 	sock    net.Conn
 	in, out *ring
 	poll    *pollState // the connection's (set by newConn before any Read or Write)
-	// pollers is the transport's count of callers polling its rings
+	// pollers is the transport's guard of the callers polling its rings
 	// (progress.go; set by newConn).
 	pollers *pollGuard
 	// working is the transport's count of goroutines moving frames (it
@@ -555,10 +555,10 @@ func (c *shmConn) await() {
 		if dl != 0 && time.Now().UnixNano() >= dl {
 			return // Read reports it
 		}
-		if c.pollers.n.Load() == 0 && c.poll.again(&polls, c.poll.last.Load()) {
+		if !c.pollers.polling() && c.poll.again(&polls, c.poll.last.Load()) {
 			continue
 		}
-		arm := c.pollers.n.Load() == 0
+		arm := !c.pollers.polling()
 		if !arm {
 			// Look again in a while, in case the callers stopped
 			// meanwhile: then the flag is raised.
@@ -866,13 +866,9 @@ func (c *shmConn) Close() error {
 		return nil
 	}
 	err := c.sock.Close()
-	c.wmu.Lock() // Write returns on closed
-	c.use.Lock() // and so does Read
-	if c.pollers != nil {
-		c.pollers.unmap(c.unmap) // once no caller polls (progress.go)
-	} else {
-		c.unmap()
-	}
+	c.wmu.Lock()             // Write returns on closed
+	c.use.Lock()             // and so does Read
+	c.pollers.unmap(c.unmap) // once no caller polls (progress.go)
 	c.use.Unlock()
 	c.wmu.Unlock()
 	<-c.watched

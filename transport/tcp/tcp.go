@@ -217,9 +217,8 @@ type Transport struct {
 
 	// byID is a copy of peers for the lock-free lookup of a send's
 	// connection (current), made again when it misses a peer that
-	// peers has; shut mirrors closed for it.
+	// peers has; nil once the transport is closed.
 	byID atomic.Pointer[map[core.NodeID]*peer]
-	shut atomic.Bool
 
 	mu     sync.Mutex
 	closed bool
@@ -805,7 +804,7 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 func (t *Transport) current(to core.NodeID) (*peer, *conn) {
 	if m := t.byID.Load(); m != nil {
 		if p := (*m)[to]; p != nil {
-			if c := p.live.Load(); c != nil && !t.shut.Load() {
+			if c := p.live.Load(); c != nil {
 				return p, c
 			}
 		}
@@ -902,7 +901,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
-	t.shut.Store(true)
+	t.byID.Store(nil) // current takes the lock, which sees closed
 	close(t.closing)
 	live := make([]net.Conn, 0, len(t.live))
 	for nc := range t.live {

@@ -266,25 +266,18 @@ func (e *Endpoint) RecvInto(ctx context.Context, from, tag int, buf []byte) (int
 // PostInto implements coll.Preposter: the next message from `from` with
 // tag (after those posted before it) goes into buf.
 func (e *Endpoint) PostInto(from, tag int, buf []byte) (any, error) {
-	if from < 0 || from >= len(e.net.eps) {
-		return nil, fmt.Errorf("colltest: recv from rank %d of %d", from, len(e.net.eps))
+	if err := e.checkFrom(from); err != nil {
+		return nil, err
 	}
 	p := &Posted{key: key{from, tag}, buf: buf, snap: bytes.Clone(buf)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if q := e.queues[p.key]; len(q) > 0 && len(e.posted[p.key]) == 0 {
-		msg := q[0]
-		if len(q) == 1 {
-			delete(e.queues, p.key)
-		} else {
-			q[0] = message{}
-			e.queues[p.key] = q[1:]
+	if len(e.posted[p.key]) == 0 {
+		if msg, ok := e.popLocked(p.key); ok {
+			msg.took()
+			p.fill(msg.data)
+			return p, nil
 		}
-		if msg.taken != nil {
-			close(msg.taken)
-		}
-		p.fill(msg.data)
-		return p, nil
 	}
 	if e.posted == nil {
 		e.posted = map[key][]*Posted{}
@@ -353,8 +346,8 @@ func (e *Endpoint) Recv(ctx context.Context, from, tag int) ([]byte, error) {
 	if e.crashed() {
 		return nil, ErrCrashed
 	}
-	if from < 0 || from >= len(e.net.eps) {
-		return nil, fmt.Errorf("colltest: recv from rank %d of %d", from, len(e.net.eps))
+	if err := e.checkFrom(from); err != nil {
+		return nil, err
 	}
 	k := key{from, tag}
 	for {
@@ -364,18 +357,9 @@ func (e *Endpoint) Recv(ctx context.Context, from, tag int) ([]byte, error) {
 		default:
 		}
 		e.mu.Lock()
-		if q := e.queues[k]; len(q) > 0 {
-			msg := q[0]
-			if len(q) == 1 {
-				delete(e.queues, k)
-			} else {
-				q[0] = message{}
-				e.queues[k] = q[1:]
-			}
+		if msg, ok := e.popLocked(k); ok {
 			e.mu.Unlock()
-			if msg.taken != nil {
-				close(msg.taken)
-			}
+			msg.took()
 			return msg.data, nil
 		}
 		wake := e.wake
@@ -387,6 +371,37 @@ func (e *Endpoint) Recv(ctx context.Context, from, tag int) ([]byte, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// checkFrom refuses a source rank outside the net.
+func (e *Endpoint) checkFrom(from int) error {
+	if from < 0 || from >= len(e.net.eps) {
+		return fmt.Errorf("colltest: recv from rank %d of %d", from, len(e.net.eps))
+	}
+	return nil
+}
+
+// popLocked takes the first message queued under k (under e.mu).
+func (e *Endpoint) popLocked(k key) (message, bool) {
+	q := e.queues[k]
+	if len(q) == 0 {
+		return message{}, false
+	}
+	msg := q[0]
+	if len(q) == 1 {
+		delete(e.queues, k)
+	} else {
+		q[0] = message{}
+		e.queues[k] = q[1:]
+	}
+	return msg, true
+}
+
+// took tells the sender, if it waits (Send), that m was received.
+func (m message) took() {
+	if m.taken != nil {
+		close(m.taken)
 	}
 }
 
