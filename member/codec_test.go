@@ -36,7 +36,7 @@ func sampleMessages() []core.Msg {
 	p := &Prepare{Epoch: MakeEpoch(2, 0), Ancestry: []uint64{v.epoch}, Failed: ids(3), Joined: joined, Committed: true}
 	nv, _ := v.apply(p.Epoch, nil, p.Failed, p.Joined, 2)
 	full := &Prepare{Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined, Committed: true,
-		Full: true, Members: nv.members, Incs: nv.incList()}
+		Full: true, Members: nv.list(), Incs: nv.incList()}
 	var msgs []core.Msg
 	for _, c := range []Cause{CauseFailedNode, CauseRootDead, CauseRootAndNodeFailure, CauseNewNodeJoin, CauseAliveNodeJoin} {
 		q, f := *p, *full

@@ -44,7 +44,8 @@ func (v *view) state() *ViewState {
 	if v == nil {
 		return nil
 	}
-	return &ViewState{Epoch: v.epoch, Members: v.members, Ancestry: v.ancestry, incs: v.incs}
+	v.fill()
+	return &ViewState{Epoch: v.epoch, Members: v.mem, Ancestry: v.ancestry, incs: v.incs}
 }
 
 // Inspection is a read-only snapshot of a machine's internal state, for

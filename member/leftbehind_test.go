@@ -100,7 +100,7 @@ func leftBehind(t *testing.T) *script {
 	for s.drop(lose); s.step(); s.drop(lose) {
 	}
 	p := s.nodes[2].m.acc
-	if p == nil || EpochRoot(p.epoch) != 0 || !slices.Equal(p.members, ids(0, 2, 3)) {
+	if p == nil || EpochRoot(p.epoch) != 0 || !slices.Equal(p.list(), ids(0, 2, 3)) {
 		t.Fatalf("n2 does not hold n0's proposal [n0 n2 n3]")
 	}
 	// n2 falsely takes n0 for failed: it adopts n0's proposal and installs

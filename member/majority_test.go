@@ -65,7 +65,7 @@ func TestMajorityBlocksOnDeadRootProposal(t *testing.T) {
 			if acked {
 				p = s.nodes[0].m.cur
 			}
-			if p == nil || len(p.members) != 7 {
+			if p == nil || p.size() != 7 {
 				t.Fatalf("n0 does not propose a view of the 7 nodes\n%s", strings.Join(s.takeEvents(), "\n"))
 			}
 			for _, id := range ids(0, 4, 5, 6) {

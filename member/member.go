@@ -258,7 +258,7 @@ func NewGroup(cfg Config, initial []core.NodeID) (*Group, error) {
 
 // Members returns the initial members sorted by id (the default view's
 // order). The slice is shared: never modify it.
-func (g *Group) Members() []core.NodeID { return g.init.members }
+func (g *Group) Members() []core.NodeID { return g.init.list() }
 
 // New returns the machine of one node of the group (see [New]): an initial
 // member if the node's id, learnt at Start, is in the list; otherwise a new
@@ -266,7 +266,7 @@ func (g *Group) Members() []core.NodeID { return g.init.members }
 func (g *Group) New() *Member {
 	m := newMember(g.cfg)
 	m.initView = g.init
-	m.initial = g.init.members
+	m.initial = g.init.list()
 	return m
 }
 
@@ -575,8 +575,8 @@ func (m *Member) rootOf(v *view) core.NodeID {
 	if v == nil {
 		return core.None
 	}
-	for _, id := range v.members {
-		if !m.isFailed(v, id) {
+	for p := range v.size() {
+		if id := v.at(p); !m.isFailed(v, id) {
 			return id
 		}
 	}
@@ -783,8 +783,8 @@ func (m *Member) install(v *view) {
 	if len(m.vetoed) == 0 {
 		m.vetoed = nil
 	}
-	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.members, Renewed: renew})
-	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.members, Joined: joined, Departed: departed})
+	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.list(), Renewed: renew})
+	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.list(), Joined: joined, Departed: departed})
 }
 
 // keeps reports whether the proposal p, held when v is installed, stays
@@ -1298,7 +1298,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		return
 	}
 	if m.cfg.Partition == PartitionMajority && m.cur != nil && m.mergeEpoch == 0 && m.holdsOnlyInstalled() &&
-		!(p.Committed && p.Ancestry[0] == m.cur.epoch) && slices.Contains(p.Ancestry, m.cur.epoch) && 2*kept(m.cur, v) <= len(m.cur.members) {
+		!(p.Committed && p.Ancestry[0] == m.cur.epoch) && slices.Contains(p.Ancestry, m.cur.epoch) && 2*kept(m.cur, v) <= m.cur.size() {
 		// p descends from this node's installed view through proposals
 		// this node never acknowledged (it holds nothing newer), and keeps
 		// no majority of it: its root counted majorities against older
@@ -1511,7 +1511,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 // fullOf returns the full form of a delta Prepare.
 func fullOf(p *Prepare) *Prepare {
 	return &Prepare{Cause: p.Cause, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined,
-		Committed: p.Committed, Full: true, Members: p.v.members, Incs: p.v.incList(), v: p.v}
+		Committed: p.Committed, Full: true, Members: p.v.list(), Incs: p.v.incList(), v: p.v}
 }
 
 // sendDown sends p to this node's children in v; joiners get the full list.
@@ -1575,11 +1575,11 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 	if m.acc == nil || a.Epoch != m.acc.epoch || !m.acked.on {
 		return
 	}
-	p := m.acc.pos(from)
-	if m.acc.parentAt(p) != m.self {
-		return
+	i := slices.Index(m.acked.kids, from)
+	if i < 0 {
+		return // not a child of this node in acc
 	}
-	if m.acked.add(p) < len(m.acked.flags) {
+	if m.acked.add(i) < len(m.acked.kids) {
 		return
 	}
 	if m.driving {
@@ -1614,7 +1614,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 		m.ackResent++
 		again := false
 		for _, c := range m.acc.children(m.self) {
-			if !m.acked.has(m.acc, c) && !m.isFailed(m.acc, c) {
+			if !m.acked.has(c) && !m.isFailed(m.acc, c) {
 				m.send(c, m.downTo(m.acc, m.accMsg, c))
 				again = true
 			}
@@ -1625,7 +1625,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 		}
 	}
 	for _, c := range m.acc.children(m.self) {
-		if !m.acked.has(m.acc, c) && !m.isFailed(m.acc, c) {
+		if !m.acked.has(c) && !m.isFailed(m.acc, c) {
 			m.markFailed(c, m.acc.inc(c), true)
 		}
 	}
@@ -1637,42 +1637,42 @@ func (m *Member) onAckTimeout(epoch uint64) {
 }
 
 // ackSet records which of a node's children in the proposal it holds
-// acknowledged it: a flag per child, by the child's offset among them (the
-// children of a position are contiguous positions of the tree), in memory
-// reused from one proposal to the next, where a map would be made anew.
+// acknowledged it: the children (a run of the proposal's list, or of its
+// base's: see view.childrenAt) and a flag per child, in memory reused from
+// one proposal to the next, where a map would be made anew. An ACK finds
+// its child among a few consecutive ids, not in the whole view.
 type ackSet struct {
-	on    bool // a proposal is being acknowledged
-	lo    int  // the position of the first child
-	n     int  // flags set
+	on    bool          // a proposal is being acknowledged
+	kids  []core.NodeID // the children, in view order
+	n     int           // flags set
 	flags []bool
 }
 
 // reset starts the acknowledgement of v by the children of the member at
 // position self of v.
 func (s *ackSet) reset(v *view, self int) {
-	lo, hi := v.tree.Children(self)
-	s.on, s.lo, s.n = true, lo, 0
-	s.flags = slices.Grow(s.flags[:0], hi-lo)[:hi-lo]
+	s.on, s.kids, s.n = true, v.childrenAt(self), 0
+	s.flags = slices.Grow(s.flags[:0], len(s.kids))[:len(s.kids)]
 	clear(s.flags)
 }
 
 // off ends it: no ACK counts until the next reset.
-func (s *ackSet) off() { s.on = false }
+func (s *ackSet) off() { s.on, s.kids = false, nil }
 
-// add records the ACK of the child at position c of the view and returns
-// how many children have acknowledged; a repeated ACK counts once.
-func (s *ackSet) add(c int) int {
-	if i := c - s.lo; c >= 0 && i >= 0 && i < len(s.flags) && !s.flags[i] {
+// add records the ACK of child i (its offset among the children) and
+// returns how many children have acknowledged; a repeated ACK counts once.
+func (s *ackSet) add(i int) int {
+	if !s.flags[i] {
 		s.flags[i] = true
 		s.n++
 	}
 	return s.n
 }
 
-// has reports whether child c of v acknowledged.
-func (s *ackSet) has(v *view, c core.NodeID) bool {
-	i := v.pos(c) - s.lo
-	return s.on && i >= 0 && i < len(s.flags) && s.flags[i]
+// has reports whether child c acknowledged.
+func (s *ackSet) has(c core.NodeID) bool {
+	i := slices.Index(s.kids, c)
+	return s.on && i >= 0 && s.flags[i]
 }
 
 func (m *Member) onNeedView(from core.NodeID, q *NeedView) {
@@ -1793,7 +1793,7 @@ func (m *Member) queryAbout(v *view) {
 	if !m.rootGone(v) {
 		return
 	}
-	for _, id := range v.members {
+	for _, id := range v.list() {
 		if !m.failed[id] && id != r {
 			m.send(id, q)
 		}

@@ -278,15 +278,16 @@ func encFullView(e *wire.Encoder, v *FullView) {
 
 // fullView renders v for the wire.
 func (v *view) full() FullView {
-	return FullView{Epoch: v.epoch, Ancestry: v.ancestry, Members: v.members, Incs: v.incList()}
+	return FullView{Epoch: v.epoch, Ancestry: v.ancestry, Members: v.list(), Incs: v.incList()}
 }
 
 // incList returns the non-zero incarnations sorted by id.
 func (v *view) incList() []Joiner {
+	v.fill()
 	var js []Joiner
 	for i, inc := range v.incs {
 		if inc != 0 {
-			js = append(js, Joiner{v.members[i], inc})
+			js = append(js, Joiner{v.mem[i], inc})
 		}
 	}
 	slices.SortFunc(js, func(a, b Joiner) int { return cmp.Compare(a.ID, b.ID) })

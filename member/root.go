@@ -63,11 +63,11 @@ func (m *Member) rootStep() {
 		// descends from A and committed would hold a strict majority of A,
 		// so it would share a member with the new view, and that member,
 		// holding the newer view, refuses the new one.
-		if alive := kept(m.cur, v); 2*alive <= len(m.cur.members) {
+		if alive := kept(m.cur, v); 2*alive <= m.cur.size() {
 			m.enterMinority(m.cur, alive)
 			return
 		}
-		if alive := kept(base, v); 2*alive < len(base.members) {
+		if alive := kept(base, v); 2*alive < base.size() {
 			m.enterMinority(base, alive)
 			return
 		}
@@ -101,7 +101,7 @@ func keptOfBase(a, v *view) (alive, size int, ok bool) {
 	if !a.delta || !a.committed {
 		return 0, 0, false
 	}
-	for i, id := range a.members {
+	for i, id := range a.list() {
 		if slices.ContainsFunc(a.joined, func(j Joiner) bool { return j.ID == id }) {
 			continue
 		}
@@ -109,13 +109,13 @@ func keptOfBase(a, v *view) (alive, size int, ok bool) {
 			alive++
 		}
 	}
-	return alive, len(a.members) - len(a.joined) + len(a.failed), true
+	return alive, a.size() - len(a.joined) + len(a.failed), true
 }
 
 // kept counts the members of ref that stay in v with the same incarnation.
 func kept(ref, v *view) int {
 	n := 0
-	for _, id := range ref.members {
+	for _, id := range ref.list() {
 		if v.has(id) && v.inc(id) == ref.inc(id) {
 			n++
 		}
@@ -174,7 +174,7 @@ func (m *Member) changes(base *view) ([]core.NodeID, []Joiner) {
 		// (they hold the installed view, which the new view descends from).
 		// Under PartitionMajority this keeps the majority of the installed
 		// view that the new view needs.
-		for _, id := range m.cur.members {
+		for _, id := range m.cur.list() {
 			if !base.has(id) && !m.failed[id] && !slices.ContainsFunc(joined, func(j Joiner) bool { return j.ID == id }) {
 				joined = append(joined, Joiner{id, m.cur.inc(id)})
 			}
@@ -223,8 +223,8 @@ func (m *Member) propose(v *view, committed bool) {
 	m.acked.reset(v, m.at(v))
 	m.ackSent, m.ackResent = false, 0
 	m.driving = true
-	m.env.Emit(StabilizationStarted{Epoch: epoch, Cause: cause, Began: began, At: m.now(), Failed: failed, Joined: joinerIDs(joined)})
 	m.sendDown(v, p)
+	m.env.Emit(StabilizationStarted{Epoch: epoch, Cause: cause, Began: began, At: m.now(), Failed: failed, Joined: joinerIDs(joined)})
 	if len(v.childrenAt(m.at(v))) == 0 {
 		m.stable()
 		return
@@ -270,7 +270,7 @@ func causeOf(base *view, root core.NodeID, failed []core.NodeID, joined []Joiner
 // welcomes the joiners (JOIN_DET_ACK, §3.7).
 func (m *Member) stable() {
 	v := m.acc
-	m.env.Emit(Stabilized{Epoch: v.epoch, Began: m.began, At: m.now(), Members: len(v.members)})
+	m.env.Emit(Stabilized{Epoch: v.epoch, Began: m.began, At: m.now(), Members: v.size()})
 	joined := m.accMsg.Joined
 	m.pjoins = slices.DeleteFunc(m.pjoins, func(j pendingJoin) bool {
 		return v.has(j.ID) && v.inc(j.ID) == j.Inc
@@ -304,9 +304,9 @@ func (m *Member) enterMinority(base *view, alive int) {
 		return
 	}
 	m.minority = base.epoch
-	m.env.Emit(Minority{Epoch: base.epoch, Alive: alive, Size: len(base.members)})
-	n := &MinorityNotice{Epoch: base.epoch, Alive: uint32(alive), Size: uint32(len(base.members))}
-	for _, id := range base.members {
+	m.env.Emit(Minority{Epoch: base.epoch, Alive: alive, Size: base.size()})
+	n := &MinorityNotice{Epoch: base.epoch, Alive: uint32(alive), Size: uint32(base.size())}
+	for _, id := range base.list() {
 		if !m.failed[id] {
 			m.send(id, n)
 		}
@@ -526,7 +526,7 @@ func (m *Member) sendJoin() {
 		}
 	} else if n := m.newest(); n != nil && m.rootOf(n) == m.self {
 		// The root of a losing side brings its whole side along.
-		for _, id := range n.members {
+		for _, id := range n.list() {
 			if id != m.self && !m.failed[id] {
 				req.Joiners = append(req.Joiners, Joiner{id, n.inc(id)})
 			}
@@ -800,7 +800,7 @@ func (m *Member) evicted(epoch uint64, root, via core.NodeID) {
 		// The root takes its whole side along: every member learns that its
 		// view is over (and accepts being admitted by root's view).
 		x := &Notice{Epoch: epoch, Root: root}
-		for _, id := range n.members {
+		for _, id := range n.list() {
 			if !m.failed[id] {
 				m.send(id, x)
 			}

@@ -75,17 +75,17 @@ func TestViewApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(v.members, ids(1, 3, 5, 7, 9)) || v.epoch != MakeEpoch(1, 1) {
-		t.Fatalf("initial view %s %v", FormatEpoch(v.epoch), v.members)
+	if !slices.Equal(v.list(), ids(1, 3, 5, 7, 9)) || v.epoch != MakeEpoch(1, 1) {
+		t.Fatalf("initial view %s %v", FormatEpoch(v.epoch), v.list())
 	}
 	w, err := v.apply(MakeEpoch(2, 1), nil, ids(3), []Joiner{{2, 11}, {4, 12}}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(w.members, ids(1, 5, 7, 9, 2, 4)) {
-		t.Fatalf("members %v", w.members)
+	if !slices.Equal(w.list(), ids(1, 5, 7, 9, 2, 4)) {
+		t.Fatalf("members %v", w.list())
 	}
-	for i, id := range w.members {
+	for i, id := range w.list() {
 		if w.pos(id) != i {
 			t.Errorf("pos(%v) = %d, want %d", id, w.pos(id), i)
 		}
@@ -265,13 +265,57 @@ func TestViewApplyMatchesRebuild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("trial %d: the reference refused %v: %v", trial, want, err)
 		}
-		if !slices.Equal(got.members, ref.members) || !slices.Equal(got.incs, ref.incs) || (got.incs == nil) != (ref.incs == nil) ||
+		// Lazy, the view answers as the reference does, from its base.
+		if got.src == nil {
+			t.Fatalf("trial %d: apply filled the view", trial)
+		}
+		sameAnswers(t, trial, got, ref, append(slices.Clone(members), core.NodeID(4*n+5), core.NodeID(4*n+6)))
+		if got.src == nil {
+			t.Fatalf("trial %d: a lookup filled the view", trial)
+		}
+		sameChildren(t, trial, got, ref)
+		got.fill()
+		if got.src != nil || got.gone != nil {
+			t.Fatalf("trial %d: a filled view keeps its base", trial)
+		}
+		sameAnswers(t, trial, got, ref, append(slices.Clone(members), core.NodeID(4*n+5), core.NodeID(4*n+6)))
+		sameChildren(t, trial, got, ref)
+		if !slices.Equal(got.mem, ref.mem) || !slices.Equal(got.incs, ref.incs) || (got.incs == nil) != (ref.incs == nil) ||
 			got.sorted != ref.sorted || !slices.Equal(got.tail, ref.tail) || got.tree != ref.tree || !slices.Equal(got.ancestry, ref.ancestry) {
 			t.Fatalf("trial %d: members %v incs %v, failed %v, joined %v:\n got members %v incs %v sorted %d tail %v\nwant members %v incs %v sorted %d tail %v",
-				trial, members, incs, failed, joined, got.members, got.incs, got.sorted, got.tail, ref.members, ref.incs, ref.sorted, ref.tail)
+				trial, members, incs, failed, joined, got.mem, got.incs, got.sorted, got.tail, ref.mem, ref.incs, ref.sorted, ref.tail)
 		}
 		if !got.delta || !slices.Equal(got.failed, failed) || !slices.Equal(got.joined, joined) {
 			t.Fatalf("trial %d: the change is not recorded in the view", trial)
+		}
+	}
+}
+
+// sameAnswers checks that v answers the position lookups as ref does, for
+// the positions of ref and the ids given (members or not).
+func sameAnswers(t *testing.T, trial int, v, ref *view, ids []core.NodeID) {
+	t.Helper()
+	if v.size() != ref.size() || v.root() != ref.root() {
+		t.Fatalf("trial %d: size %d root %v, want %d %v", trial, v.size(), v.root(), ref.size(), ref.root())
+	}
+	for p := range ref.size() {
+		if v.at(p) != ref.at(p) || v.incAt(p) != ref.incAt(p) || v.parentAt(p) != ref.parentAt(p) || v.levelsBelowAt(p) != ref.levelsBelowAt(p) {
+			t.Fatalf("trial %d: position %d: member %v inc %d parent %v, want %v %d %v", trial, p, v.at(p), v.incAt(p), v.parentAt(p), ref.at(p), ref.incAt(p), ref.parentAt(p))
+		}
+	}
+	for _, id := range append(ids, ref.mem...) {
+		if v.pos(id) != ref.pos(id) || v.has(id) != ref.has(id) || v.inc(id) != ref.inc(id) {
+			t.Fatalf("trial %d: id %v: position %d inc %d, want %d %d", trial, id, v.pos(id), v.inc(id), ref.pos(id), ref.inc(id))
+		}
+	}
+}
+
+// sameChildren checks that v names the same children as ref everywhere.
+func sameChildren(t *testing.T, trial int, v, ref *view) {
+	t.Helper()
+	for p := -1; p < ref.size(); p++ {
+		if got, want := v.childrenAt(p), ref.childrenAt(p); !slices.Equal(got, want) {
+			t.Fatalf("trial %d: children of position %d: %v, want %v", trial, p, got, want)
 		}
 	}
 }
@@ -312,8 +356,8 @@ func TestViewRejoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(w.members, ids(0, 2, 1)) || w.inc(1) != 99 {
-		t.Fatalf("rejoin gave %v inc %d", w.members, w.inc(1))
+	if !slices.Equal(w.list(), ids(0, 2, 1)) || w.inc(1) != 99 {
+		t.Fatalf("rejoin gave %v inc %d", w.list(), w.inc(1))
 	}
 	j, d := diff(v, w)
 	if !slices.Equal(j, ids(1)) || !slices.Equal(d, ids(1)) {

@@ -35,16 +35,15 @@ type Joiner struct {
 
 var errView = errors.New("member: inconsistent view change")
 
-// view is the immutable internal form of a view: the members, the radix tree
-// over them and constant-time position lookups. Views are shared between the
-// messages that carry them and the nodes that install them (in the simulator
-// one proposal's view serves every node), so nothing here is ever modified
-// after newView or apply returns.
+// view is the internal form of a view: the members, the radix tree over
+// them and position lookups. Views are shared between the messages that
+// carry them and the nodes that install them (in the simulator one
+// proposal's view serves every node), so what a view says never changes
+// after newView or apply returns. Its form may: a view that apply derives
+// is lazy (see fill) until something needs its whole list.
 type view struct {
 	epoch    uint64
-	members  []core.NodeID
 	ancestry []uint64 // ancestor epochs, newest first, at most maxAncestry
-	incs     []uint64 // the members' incarnations by position; nil: all 0
 	tree     topo.Radix
 
 	// The change from ancestry[0], when the view was built by apply (or
@@ -55,8 +54,20 @@ type view struct {
 	failed    []core.NodeID
 	joined    []Joiner
 
-	sorted int         // members[:sorted] is strictly increasing
+	// The list, once filled: the members in view order, their
+	// incarnations by position (nil: all 0) and the index.
+	mem    []core.NodeID
+	incs   []uint64
+	sorted int         // mem[:sorted] is strictly increasing
 	tail   []tailEntry // the members after the sorted prefix, by id
+
+	// A lazy view (src set, the list not filled) answers from the view
+	// it was derived from: src, filled, minus the members at positions
+	// gone (increasing) plus the joiners, appended at position survivors.
+	src       *view
+	gone      []int32
+	goneBuf   [smallList]int32
+	survivors int
 }
 
 // newView builds a view from a full member list. It checks the list (not
@@ -87,7 +98,7 @@ func newViewAt(epoch uint64, members []core.NodeID, ancestry []uint64, incs []ui
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errView, err)
 	}
-	v := &view{epoch: epoch, members: members, ancestry: ancestry, incs: incs, tree: t}
+	v := &view{epoch: epoch, mem: members, ancestry: ancestry, incs: incs, tree: t}
 	v.index()
 	for i, e := range v.tail {
 		if i > 0 && v.tail[i-1].id == e.id || v.searchSorted(e.id) >= 0 {
@@ -104,13 +115,13 @@ func newViewAt(epoch uint64, members []core.NodeID, ancestry []uint64, incs []ui
 // did (no hashing, one allocation), and a lookup is a binary search.
 func (v *view) index() {
 	v.sorted = 1
-	for v.sorted < len(v.members) && v.members[v.sorted] > v.members[v.sorted-1] {
+	for v.sorted < len(v.mem) && v.mem[v.sorted] > v.mem[v.sorted-1] {
 		v.sorted++
 	}
-	if v.sorted < len(v.members) {
-		v.tail = make([]tailEntry, 0, len(v.members)-v.sorted)
-		for i := v.sorted; i < len(v.members); i++ {
-			v.tail = append(v.tail, tailEntry{v.members[i], int32(i)})
+	if v.sorted < len(v.mem) {
+		v.tail = make([]tailEntry, 0, len(v.mem)-v.sorted)
+		for i := v.sorted; i < len(v.mem); i++ {
+			v.tail = append(v.tail, tailEntry{v.mem[i], int32(i)})
 		}
 		slices.SortFunc(v.tail, func(a, b tailEntry) int { return cmp.Compare(a.id, b.id) })
 	}
@@ -123,7 +134,7 @@ type tailEntry struct {
 }
 
 func (v *view) searchSorted(id core.NodeID) int {
-	i, ok := slices.BinarySearch(v.members[:v.sorted], id)
+	i, ok := slices.BinarySearch(v.mem[:v.sorted], id)
 	if !ok {
 		return -1
 	}
@@ -133,6 +144,19 @@ func (v *view) searchSorted(id core.NodeID) int {
 // pos returns the position of id in the view, or -1.
 func (v *view) pos(id core.NodeID) int {
 	if v == nil {
+		return -1
+	}
+	if v.src != nil {
+		if p := v.src.pos(id); p >= 0 {
+			if k, left := slices.BinarySearch(v.gone, int32(p)); !left {
+				return p - k
+			}
+		}
+		for i, j := range v.joined {
+			if j.ID == id {
+				return v.survivors + i
+			}
+		}
 		return -1
 	}
 	if i := v.searchSorted(id); i >= 0 {
@@ -146,10 +170,47 @@ func (v *view) pos(id core.NodeID) int {
 
 func (v *view) has(id core.NodeID) bool { return v.pos(id) >= 0 }
 
-func (v *view) root() core.NodeID { return v.members[0] }
+func (v *view) root() core.NodeID { return v.at(0) }
+
+// size is the number of members.
+func (v *view) size() int {
+	if v.src != nil {
+		return v.survivors + len(v.joined)
+	}
+	return len(v.mem)
+}
+
+// at returns the member at position p (0 ≤ p < size).
+func (v *view) at(p int) core.NodeID {
+	switch {
+	case v.src == nil:
+		return v.mem[p]
+	case p < v.survivors:
+		return v.src.mem[v.basePos(p)]
+	}
+	return v.joined[p-v.survivors].ID
+}
+
+// basePos is the position in base of the survivor at position p of a
+// lazy view.
+func (v *view) basePos(p int) int {
+	for _, g := range v.gone {
+		if int(g) > p {
+			break
+		}
+		p++
+	}
+	return p
+}
+
+// list returns the members in view order, filling a lazy view.
+func (v *view) list() []core.NodeID {
+	v.fill()
+	return v.mem
+}
 
 func (v *view) inc(id core.NodeID) uint64 {
-	if v == nil || v.incs == nil {
+	if v == nil || v.src == nil && v.incs == nil {
 		return 0
 	}
 	return v.incAt(v.pos(id))
@@ -157,10 +218,18 @@ func (v *view) inc(id core.NodeID) uint64 {
 
 // incAt is the incarnation of the member at position p (0 for -1).
 func (v *view) incAt(p int) uint64 {
-	if v.incs == nil || p < 0 {
+	switch {
+	case p < 0:
 		return 0
+	case v.src == nil:
+		if v.incs == nil {
+			return 0
+		}
+		return v.incs[p]
+	case p < v.survivors:
+		return v.src.incAt(v.basePos(p))
 	}
-	return v.incs[p]
+	return v.joined[p-v.survivors].Inc
 }
 
 // base is the epoch this view was derived from (0 for an initial view).
@@ -186,16 +255,34 @@ func (v *view) parentAt(p int) core.NodeID {
 	if p == topo.None {
 		return core.None
 	}
-	return v.members[p]
+	return v.at(p)
 }
 
 // children returns the children of id in the tree (a subslice of members).
 func (v *view) children(id core.NodeID) []core.NodeID { return v.childrenAt(v.pos(id)) }
 
-// childrenAt is children by position (-1: not a member).
+// childrenAt is children by position (-1: not a member). A lazy view
+// answers from its base: a subslice of the base's list when the children
+// are consecutive there (no departed member or joiner among them), as
+// they mostly are, else a list of their own.
 func (v *view) childrenAt(p int) []core.NodeID {
 	lo, hi := v.tree.Children(p)
-	return v.members[lo:hi]
+	if v.src == nil {
+		return v.mem[lo:hi]
+	}
+	if lo == hi {
+		return nil
+	}
+	if hi <= v.survivors {
+		if b := v.basePos(lo); v.basePos(hi-1) == b+hi-1-lo {
+			return v.src.mem[b : b+hi-lo]
+		}
+	}
+	cs := make([]core.NodeID, hi-lo)
+	for i := range cs {
+		cs[i] = v.at(lo + i)
+	}
+	return cs
 }
 
 // levelsBelow returns how many tree levels hang below id (0 for a leaf).
@@ -209,7 +296,7 @@ func (v *view) levelsBelowAt(p int) int {
 	return v.tree.Height() - 1 - v.tree.Depth(p)
 }
 
-func (v *view) public() View { return View{Epoch: v.epoch, Members: v.members} }
+func (v *view) public() View { return View{Epoch: v.epoch, Members: v.list()} }
 
 // childAncestry returns the ancestry of a view derived from v.
 func (v *view) childAncestry() []uint64 {
@@ -231,19 +318,21 @@ func (v *view) childAncestry() []uint64 {
 // position and is appended with its new incarnation.
 //
 // Every member derives every view, so this is the work of a view change
-// at each node: it copies the survivors between the departed positions
-// and derives the new view's index from v's (the survivors of v's sorted
-// prefix stay sorted, v's tail keeps its order by id with its positions
-// shifted), where building the view afresh would search for duplicates
-// and sort the tail again. v's members are distinct, so only the joiners
-// are checked.
+// at each node, and most of it is done only when it is needed. The
+// derived view is lazy: it holds v (filled first) and the departed
+// positions, and answers the questions of a stabilization's first phase
+// from them (a member's position, incarnation, parent and children, the
+// tree). Its list is filled (see fill) when something needs it whole:
+// mostly the install, after the root holds every ACK. v's members are
+// distinct, so only the joiners are checked.
 //
 // The new view's ancestry is the given one (a proposal carries it), or,
 // when nil, v's epoch followed by v's ancestry.
 func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, joined []Joiner, fanout int) (*view, error) {
+	v.fill()
+	nv := &view{epoch: epoch, delta: true, failed: failed, joined: joined, src: v}
 	// The departed positions, in increasing order.
-	var buf [smallList]int32
-	gone := buf[:0]
+	gone := nv.goneBuf[:0]
 	for _, f := range failed {
 		p := v.pos(f)
 		if p < 0 {
@@ -254,7 +343,7 @@ func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, join
 	slices.Sort(gone)
 	for i := 1; i < len(gone); i++ {
 		if gone[i] == gone[i-1] {
-			return nil, fmt.Errorf("%w: failed node %v listed twice", errView, v.members[gone[i]])
+			return nil, fmt.Errorf("%w: failed node %v listed twice", errView, v.mem[gone[i]])
 		}
 	}
 	for _, j := range joined {
@@ -267,8 +356,8 @@ func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, join
 	if id, dup := duplicate(joined, joinerID); dup {
 		return nil, fmt.Errorf("%w: joiner %v listed twice", errView, id)
 	}
-	survivors := len(v.members) - len(gone)
-	n := survivors + len(joined)
+	nv.gone, nv.survivors = gone, len(v.mem)-len(gone)
+	n := nv.size()
 	if n == 0 {
 		return nil, fmt.Errorf("%w: empty member list", errView)
 	}
@@ -276,41 +365,58 @@ func (v *view) apply(epoch uint64, ancestry []uint64, failed []core.NodeID, join
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errView, err)
 	}
-	members := make([]core.NodeID, n)
-	// The incarnations, by position: none (nil) while every one is 0.
-	var incs []uint64
-	if v.incs != nil || slices.ContainsFunc(joined, func(j Joiner) bool { return j.Inc != 0 }) {
-		incs = make([]uint64, n)
-	}
-	at, from := 0, 0
-	for i := 0; i <= len(gone); i++ {
-		to := len(v.members)
-		if i < len(gone) {
-			to = int(gone[i])
-		}
-		copy(members[at:], v.members[from:to])
-		if v.incs != nil {
-			copy(incs[at:], v.incs[from:to])
-		}
-		at += to - from
-		from = to + 1
-	}
-	for i, j := range joined {
-		members[survivors+i] = j.ID
-		if incs != nil {
-			incs[survivors+i] = j.Inc
-		}
-	}
-	if members[0] != EpochRoot(epoch) {
-		return nil, fmt.Errorf("%w: epoch %s names root %v but the first member is %v", errView, FormatEpoch(epoch), EpochRoot(epoch), members[0])
+	nv.tree = t
+	if root := nv.at(0); root != EpochRoot(epoch) {
+		return nil, fmt.Errorf("%w: epoch %s names root %v but the first member is %v", errView, FormatEpoch(epoch), EpochRoot(epoch), root)
 	}
 	if ancestry == nil {
 		ancestry = v.childAncestry()
 	}
-	nv := &view{epoch: epoch, members: members, ancestry: ancestry, incs: incs, tree: t,
-		delta: true, failed: failed, joined: joined}
-	nv.indexFrom(v, gone, survivors)
+	nv.ancestry = ancestry
 	return nv, nil
+}
+
+// fill builds the list of a lazy view from its base: it copies the
+// survivors between the departed positions, appends the joiners and
+// derives the index from the base's (the survivors of the base's sorted
+// prefix stay sorted, its tail keeps its order by id with its positions
+// shifted), where building the view afresh would search for duplicates
+// and sort the tail again. A view is used by one goroutine at a time (a
+// node's loop, or the simulator), which fill relies on.
+func (v *view) fill() {
+	base := v.src
+	if base == nil {
+		return
+	}
+	n := v.size()
+	members := make([]core.NodeID, n)
+	// The incarnations, by position: none (nil) while every one is 0.
+	var incs []uint64
+	if base.incs != nil || slices.ContainsFunc(v.joined, func(j Joiner) bool { return j.Inc != 0 }) {
+		incs = make([]uint64, n)
+	}
+	at, from := 0, 0
+	for i := 0; i <= len(v.gone); i++ {
+		to := len(base.mem)
+		if i < len(v.gone) {
+			to = int(v.gone[i])
+		}
+		copy(members[at:], base.mem[from:to])
+		if base.incs != nil {
+			copy(incs[at:], base.incs[from:to])
+		}
+		at += to - from
+		from = to + 1
+	}
+	for i, j := range v.joined {
+		members[v.survivors+i] = j.ID
+		if incs != nil {
+			incs[v.survivors+i] = j.Inc
+		}
+	}
+	v.mem, v.incs = members, incs
+	v.indexFrom(base, v.gone, v.survivors)
+	v.src, v.gone = nil, nil
 }
 
 // indexFrom sets the sorted prefix and the tail of v, derived by apply
@@ -329,21 +435,21 @@ func (v *view) indexFrom(base *view, gone []int32, survivors int) {
 	if v.sorted == 0 {
 		v.sorted = 1
 	}
-	for v.sorted < len(v.members) && v.members[v.sorted] > v.members[v.sorted-1] {
+	for v.sorted < len(v.mem) && v.mem[v.sorted] > v.mem[v.sorted-1] {
 		v.sorted++
 	}
-	if v.sorted == len(v.members) {
+	if v.sorted == len(v.mem) {
 		return
 	}
 	// base's tail, without the departed and the members the prefix took,
 	// merged by id with the joiners beyond the prefix.
 	var jbuf [smallList]tailEntry
 	js := jbuf[:0]
-	for p := max(survivors, v.sorted); p < len(v.members); p++ {
-		js = append(js, tailEntry{v.members[p], int32(p)})
+	for p := max(survivors, v.sorted); p < len(v.mem); p++ {
+		js = append(js, tailEntry{v.mem[p], int32(p)})
 	}
 	slices.SortFunc(js, func(a, b tailEntry) int { return cmp.Compare(a.id, b.id) })
-	v.tail = make([]tailEntry, 0, len(v.members)-v.sorted)
+	v.tail = make([]tailEntry, 0, len(v.mem)-v.sorted)
 	for _, e := range base.tail {
 		if _, left := slices.BinarySearch(gone, e.pos); left {
 			continue
@@ -382,7 +488,7 @@ func initialView(ids []core.NodeID, fanout int) (*view, error) {
 // slice of a view).
 func diff(prev, v *view) (joined, departed []core.NodeID) {
 	if prev == nil {
-		return v.members, nil
+		return v.list(), nil
 	}
 	if v.delta && v.base() == prev.epoch {
 		for _, j := range v.joined {
@@ -390,12 +496,12 @@ func diff(prev, v *view) (joined, departed []core.NodeID) {
 		}
 		return joined, slices.Clone(v.failed)
 	}
-	for _, id := range v.members {
+	for _, id := range v.list() {
 		if !prev.has(id) || prev.inc(id) != v.inc(id) {
 			joined = append(joined, id)
 		}
 	}
-	for _, id := range prev.members {
+	for _, id := range prev.list() {
 		if !v.has(id) || prev.inc(id) != v.inc(id) {
 			departed = append(departed, id)
 		}
