@@ -434,9 +434,20 @@ func (t *timedMember) Start(env core.Env) {
 
 // reportEnv is the member's Env: it follows the member's events to emit
 // [record.Reports] after a Stabilized and to reset the count on a new view.
+// It passes on what the Env under it offers (core.SendCopier,
+// core.Recycler): hidden, the member allocated every ACK it sent and never
+// handed one back, a cost the benchmark would have charged to it.
 type reportEnv struct {
 	core.Env
 	t *timedMember
+}
+
+func (e reportEnv) SendCopies() bool { return core.SendCopies(e.Env) }
+
+func (e reportEnv) Recycle(m core.Msg) {
+	if r := core.RecyclerOf(e.Env); r != nil {
+		r.Recycle(m)
+	}
 }
 
 func (e reportEnv) Emit(ev core.Event) {

@@ -337,3 +337,37 @@ func TestTimedMemberHoldsRecords(t *testing.T) {
 		t.Fatalf("last event %#v, want the ViewInstalled after the held record", ev[len(ev)-1])
 	}
 }
+
+// copyingEnv is an Env that copies what is sent and takes messages back,
+// as a host does.
+type copyingEnv struct {
+	*coretest.Env
+	recycled []core.Msg
+}
+
+func (e *copyingEnv) SendCopies() bool   { return true }
+func (e *copyingEnv) Recycle(m core.Msg) { e.recycled = append(e.recycled, m) }
+
+// The timed member's Env passes on what the host's offers: the member
+// reuses its ACK when sends are copied and hands back what it received.
+func TestTimedMemberKeepsTheHostsOffers(t *testing.T) {
+	host := &copyingEnv{Env: coretest.NewEnv(0, 1)}
+	env := reportEnv{Env: host, t: &timedMember{}}
+	if !core.SendCopies(env) {
+		t.Error("the member's Env hides that sends are copied")
+	}
+	r := core.RecyclerOf(env)
+	if r == nil {
+		t.Fatal("the member's Env hides the host's recycler")
+	}
+	a := &member.Ack{}
+	r.Recycle(a)
+	if len(host.recycled) != 1 || host.recycled[0] != a {
+		t.Errorf("recycled %v, want the ACK handed back", host.recycled)
+	}
+	plain := reportEnv{Env: coretest.NewEnv(0, 1), t: &timedMember{}}
+	if core.SendCopies(plain) {
+		t.Error("an Env that does not copy sends says it does")
+	}
+	core.RecyclerOf(plain).Recycle(a) // nothing under it: a no-op
+}
