@@ -515,17 +515,21 @@ func (m *Member) Fire(t core.Timer) {
 // arm arms timer kind k to fire after the duration, for epoch, replacing
 // its previous arming.
 func (m *Member) arm(k timerKind, after time.Duration, epoch uint64) {
-	at := m.now() + max(after, 0)
+	now := m.now()
+	at := now + max(after, 0)
 	m.armed[k], m.due[k], m.dueEpoch[k] = true, at, epoch
 	if m.timerIDs[k] != 0 && m.timerAt[k] <= at {
 		return // the pending Env timer comes first; Fire sets it again
 	}
-	m.setTimer(k, at)
+	m.setTimerAt(k, at, now)
 }
 
 // setTimer sets the Env timer of kind k for the deadline at, in place of
 // the pending one.
-func (m *Member) setTimer(k timerKind, at time.Duration) {
+func (m *Member) setTimer(k timerKind, at time.Duration) { m.setTimerAt(k, at, m.now()) }
+
+// setTimerAt is setTimer when the time is now.
+func (m *Member) setTimerAt(k timerKind, at, now time.Duration) {
 	if m.timerIDs[k] != 0 {
 		m.env.CancelTimer(m.timerIDs[k])
 	}
@@ -538,7 +542,7 @@ func (m *Member) setTimer(k timerKind, at time.Duration) {
 		tp = new(timer)
 	}
 	*tp = timer{kind: k, gen: m.gens[k]}
-	m.timerIDs[k], m.timerAt[k] = m.env.SetTimer(at-m.now(), tp), at
+	m.timerIDs[k], m.timerAt[k] = m.env.SetTimer(at-now, tp), at
 }
 
 // cancel disarms timer kind k. Its Env timer, if pending, stays: it
@@ -601,7 +605,15 @@ func (m *Member) at(v *view) int {
 		return -1
 	}
 	if v != m.atView {
-		m.atView, m.atPos = v, v.pos(m.self)
+		p := -1
+		if v.src != nil && v.src == m.atView && m.atPos >= 0 {
+			// A lazy view of the last one: this node's position there,
+			// shifted, without a search.
+			p = v.shifted(m.atPos, m.self)
+		} else {
+			p = v.pos(m.self)
+		}
+		m.atView, m.atPos = v, p
 	}
 	return m.atPos
 }

@@ -147,17 +147,7 @@ func (v *view) pos(id core.NodeID) int {
 		return -1
 	}
 	if v.src != nil {
-		if p := v.src.pos(id); p >= 0 {
-			if k, left := slices.BinarySearch(v.gone, int32(p)); !left {
-				return p - k
-			}
-		}
-		for i, j := range v.joined {
-			if j.ID == id {
-				return v.survivors + i
-			}
-		}
-		return -1
+		return v.shifted(v.src.pos(id), id)
 	}
 	if i := v.searchSorted(id); i >= 0 {
 		return i
@@ -171,6 +161,23 @@ func (v *view) pos(id core.NodeID) int {
 func (v *view) has(id core.NodeID) bool { return v.pos(id) >= 0 }
 
 func (v *view) root() core.NodeID { return v.at(0) }
+
+// shifted returns the position in v, lazy, of id, at position p of v's
+// base: its position among the survivors, or among the joiners if it
+// departed (a re-joining process), or -1.
+func (v *view) shifted(p int, id core.NodeID) int {
+	if p >= 0 {
+		if k, left := slices.BinarySearch(v.gone, int32(p)); !left {
+			return p - k
+		}
+	}
+	for i, j := range v.joined {
+		if j.ID == id {
+			return v.survivors + i
+		}
+	}
+	return -1
+}
 
 // size is the number of members.
 func (v *view) size() int {
