@@ -221,7 +221,7 @@ func TestRecycleTakesOnlyDecoded(t *testing.T) {
 	}
 	h.begin()
 	defer h.stop()
-	kept := func() int { return len(h.spares.msgs[fd.KindGossip]) }
+	kept := func() int { return h.spares.kept(fd.KindGossip) }
 	hostEnv{h}.Recycle(&fd.GossipMsg{}) // not delivering
 	h.m.Receive(1, &fd.GossipMsg{})     // as Do or a self-send would
 	if kept() != 0 {

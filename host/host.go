@@ -460,11 +460,7 @@ func (hd handler) decode(f wire.Frame) (core.Msg, bool) {
 	if !codec.Detached(f.Kind) {
 		payload = bytes.Clone(payload)
 	}
-	var old core.Msg
-	if codec.Reusable(f.Kind) {
-		old = h.spares.msg(f.Kind)
-	}
-	d := h.spares.decoder()
+	d, old := h.spares.take(f.Kind, codec.Reusable(f.Kind))
 	m, err := codec.Decode(d, f.Kind, payload, old)
 	h.spares.putDecoder(d)
 	if err != nil {
@@ -482,11 +478,21 @@ func (hd handler) decode(f wire.Frame) (core.Msg, bool) {
 // messages of reusable kinds (wire.Codec.RegisterReusable) that the
 // machine handed back (core.Recycler), to decode the next ones into. A
 // mutex, not a sync.Pool: every garbage collection empties a pool, and
-// the job's background would allocate again after each.
+// the job's background would allocate again after each. The messages are
+// kept by kind in a short list searched in order: a node has a handful of
+// reusable kinds (the membership's ACKs and commits, the gossip table),
+// and a decode looks its kind up where a map cost a hash and a probe of
+// memory the frame's decoding touches nowhere else.
 type spares struct {
 	mu       sync.Mutex
 	decoders []*wire.Decoder
-	msgs     map[core.Kind][]core.Msg
+	msgs     []kindSpares
+}
+
+// kindSpares is the messages of one kind kept.
+type kindSpares struct {
+	k  core.Kind
+	ms []core.Msg
 }
 
 // maxSpares bounds the decoders and the messages of each kind kept: the
@@ -494,17 +500,26 @@ type spares struct {
 // back once it has handled it.
 const maxSpares = 16
 
-func (s *spares) decoder() *wire.Decoder {
+// take returns a decoder and, if reuse, a kept message of kind k (or
+// nil), under one lock.
+func (s *spares) take(k core.Kind, reuse bool) (*wire.Decoder, core.Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var m core.Msg
+	if ks := s.kind(k); reuse && ks != nil && len(ks.ms) > 0 {
+		n := len(ks.ms)
+		m = ks.ms[n-1]
+		ks.ms[n-1] = nil
+		ks.ms = ks.ms[:n-1]
+	}
 	n := len(s.decoders)
 	if n == 0 {
-		return new(wire.Decoder)
+		return new(wire.Decoder), m
 	}
 	d := s.decoders[n-1]
 	s.decoders[n-1] = nil
 	s.decoders = s.decoders[:n-1]
-	return d
+	return d, m
 }
 
 func (s *spares) putDecoder(d *wire.Decoder) {
@@ -515,28 +530,35 @@ func (s *spares) putDecoder(d *wire.Decoder) {
 	s.mu.Unlock()
 }
 
-// msg returns a kept message of kind k, or nil.
-func (s *spares) msg(k core.Kind) core.Msg {
+// kind returns the messages kept of kind k, or nil; s.mu is held.
+func (s *spares) kind(k core.Kind) *kindSpares {
+	for i := range s.msgs {
+		if s.msgs[i].k == k {
+			return &s.msgs[i]
+		}
+	}
+	return nil
+}
+
+// kept returns how many messages of kind k are kept.
+func (s *spares) kept(k core.Kind) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ms := s.msgs[k]
-	n := len(ms)
-	if n == 0 {
-		return nil
+	if ks := s.kind(k); ks != nil {
+		return len(ks.ms)
 	}
-	m := ms[n-1]
-	ms[n-1] = nil
-	s.msgs[k] = ms[:n-1]
-	return m
+	return 0
 }
 
 func (s *spares) putMsg(k core.Kind, m core.Msg) {
 	s.mu.Lock()
-	if s.msgs == nil {
-		s.msgs = map[core.Kind][]core.Msg{}
+	ks := s.kind(k)
+	if ks == nil {
+		s.msgs = append(s.msgs, kindSpares{k: k})
+		ks = &s.msgs[len(s.msgs)-1]
 	}
-	if ms := s.msgs[k]; len(ms) < maxSpares {
-		s.msgs[k] = append(ms, m)
+	if len(ks.ms) < maxSpares {
+		ks.ms = append(ks.ms, m)
 	}
 	s.mu.Unlock()
 }

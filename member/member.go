@@ -187,8 +187,8 @@ type Member struct {
 	probeNext  int                    // rotation through the node list for probes
 	lastNotice map[core.NodeID]time.Duration
 
-	// The timers, by kind. A kind is armed (armed, due, dueEpoch) apart
-	// from the Env timer that wakes it (timerIDs, timerAt): disarming
+	// The timers, by kind. A kind is armed (wait's armed, due, epoch)
+	// apart from the Env timer that wakes it (id, at): disarming
 	// leaves the Env timer pending, and arming again for a deadline no
 	// earlier than the pending one's leaves that one to fire, which
 	// then sets the Env timer again for what is left (see arm, Fire).
@@ -196,12 +196,9 @@ type Member struct {
 	// every member, which so cost no Env call and no allocation while
 	// view changes come faster than the waits (seconds): the price is
 	// one wake-up that finds nothing to do, after a wait has passed.
-	armed    [nTimers]bool
-	due      [nTimers]time.Duration
-	dueEpoch [nTimers]uint64
-	timerIDs [nTimers]core.TimerID // 0: none pending
-	timerAt  [nTimers]time.Duration
-	gens     [nTimers]uint32
+	// A wait's state is one struct, so that arming it touches one line
+	// of memory, not six.
+	waits [nTimers]wait
 	// spareTimers are timer values that fired, for arm to reuse: a timer
 	// boxed in a core.Timer would otherwise cost an allocation per arm
 	// (the probe's every ProbeInterval). The Env keeps no reference to a
@@ -462,20 +459,21 @@ func (m *Member) Fire(t core.Timer) {
 	}
 	tm := *tp
 	m.spareTimers = append(m.spareTimers, tp)
-	if tm.kind >= nTimers || tm.gen != m.gens[tm.kind] {
+	if tm.kind >= nTimers || tm.gen != m.waits[tm.kind].gen {
 		return
 	}
 	k := tm.kind
-	m.timerIDs[k] = 0
-	if !m.armed[k] {
+	w := &m.waits[k]
+	w.id = 0
+	if !w.armed {
 		return // disarmed since the Env timer was set
 	}
-	if m.now() < m.due[k] {
-		m.setTimer(k, m.due[k]) // armed again, for later
+	if m.now() < w.due {
+		m.setTimer(k, w.due) // armed again, for later
 		return
 	}
-	m.armed[k] = false
-	epoch := m.dueEpoch[k]
+	w.armed = false
+	epoch := w.epoch
 	switch k {
 	case tAck:
 		m.onAckTimeout(epoch)
@@ -517,8 +515,9 @@ func (m *Member) Fire(t core.Timer) {
 func (m *Member) arm(k timerKind, after time.Duration, epoch uint64) {
 	now := m.now()
 	at := now + max(after, 0)
-	m.armed[k], m.due[k], m.dueEpoch[k] = true, at, epoch
-	if m.timerIDs[k] != 0 && m.timerAt[k] <= at {
+	w := &m.waits[k]
+	w.armed, w.due, w.epoch = true, at, epoch
+	if w.id != 0 && w.at <= at {
 		return // the pending Env timer comes first; Fire sets it again
 	}
 	m.setTimerAt(k, at, now)
@@ -530,10 +529,11 @@ func (m *Member) setTimer(k timerKind, at time.Duration) { m.setTimerAt(k, at, m
 
 // setTimerAt is setTimer when the time is now.
 func (m *Member) setTimerAt(k timerKind, at, now time.Duration) {
-	if m.timerIDs[k] != 0 {
-		m.env.CancelTimer(m.timerIDs[k])
+	w := &m.waits[k]
+	if w.id != 0 {
+		m.env.CancelTimer(w.id)
 	}
-	m.gens[k]++
+	w.gen++
 	var tp *timer
 	if n := len(m.spareTimers); n > 0 {
 		tp = m.spareTimers[n-1]
@@ -541,13 +541,23 @@ func (m *Member) setTimerAt(k timerKind, at, now time.Duration) {
 	} else {
 		tp = new(timer)
 	}
-	*tp = timer{kind: k, gen: m.gens[k]}
-	m.timerIDs[k], m.timerAt[k] = m.env.SetTimer(at-now, tp), at
+	*tp = timer{kind: k, gen: w.gen}
+	w.id, w.at = m.env.SetTimer(at-now, tp), at
 }
 
 // cancel disarms timer kind k. Its Env timer, if pending, stays: it
 // wakes the node for nothing, or for the next arming (see arm).
-func (m *Member) cancel(k timerKind) { m.armed[k] = false }
+func (m *Member) cancel(k timerKind) { m.waits[k].armed = false }
+
+// wait is the state of one of a member's waits (see Member.waits).
+type wait struct {
+	armed bool          // the wait runs
+	gen   uint32        // the generation of the Env timer set last
+	due   time.Duration // when the armed wait ends
+	epoch uint64        // what it is about
+	id    core.TimerID  // the Env timer pending, 0: none
+	at    time.Duration // when that timer fires
+}
 
 func (m *Member) send(to core.NodeID, msg core.Msg) {
 	if to == m.self || to == core.None {

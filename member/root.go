@@ -297,7 +297,7 @@ func (m *Member) abort(reason string) {
 // enterMinority stops a root whose side holds no majority of base
 // (PartitionMajority) and tells the side.
 func (m *Member) enterMinority(base *view, alive int) {
-	if !m.armed[tMinority] {
+	if !m.waits[tMinority].armed {
 		m.arm(tMinority, m.cfg.ReportRetry, base.epoch)
 	}
 	if m.minority == base.epoch {
