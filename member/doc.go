@@ -76,8 +76,17 @@
 //
 // No node indexes a view on its own: a member's position is found by a
 // binary search over the view's sorted prefix (the initial members, by id,
-// less those that left) and, for the joiners appended after it, in a map
-// built once per view and shared with it.
+// less those that left) and, for the joiners appended after it, in a
+// sorted tail built once per view and shared with it.
+//
+// A derived view is lazy: until something needs its whole member list,
+// it holds the view it was derived from and the departed positions, and
+// answers from them what a stabilization's first phase asks (a member's
+// position, incarnation, parent and children, the tree's shape). The list
+// is built when it is needed, mostly at the install, after the root holds
+// every ACK: so no member builds one inside T_s (TestFirstPhaseLeavesViewsLazy).
+// Building it changes the view's form, not what it says, and a view is
+// used by one goroutine at a time (a node's loop, or the simulator).
 // A machine holds only its own state (failures it knows of, timers, the
 // proposal in flight), so n machines of one job in one process hold O(n)
 // bytes. Measured by `cohort sim membership-ts` (its report has the table;
@@ -142,9 +151,10 @@
 // node installs only a committed view, so the root commits only once it
 // holds every ACK, and an interior node's ACK speaks for its whole
 // subtree, so it waits for its children's. What T_s costs above the echo
-// is each node's work on the proposal (decoding it, deriving the view,
-// O(m), the timers and the bookkeeping of accept), which the benchmark
-// reports as processor time per node.
+// is each node's work on the proposal (decoding it, placing itself in the
+// derived view, the timers and the bookkeeping of accept; the view's list,
+// O(m), is built after T_s, see above), which the benchmark reports as
+// processor time per node.
 //
 // Root failure (§3.6, §6). The first member not known to have failed
 // becomes the root when it learns that all before it failed (its detector,
