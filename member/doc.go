@@ -387,14 +387,14 @@
 // a proposal that kept no majority of its installed view (the guard of
 // such proposals, above, leaves merging members out). That rule was not
 // kept, and the fork it exposed is not analysed further. Of seeds
-// 5,000,000–5,399,999, each under both policies, one failed, in the code before its last changes too: 5342883
-// (PartitionMajority) does not converge after healing. A restarted member
-// n3 is admitted into 8.n0 (seven members) and installs it, and the root
-// at once proposes to take n3 out and back in under another incarnation,
-// from a join request still pending; three members then crash, and the
-// root counts three of seven kept (n3's place in 8.n0 counted as gone)
-// where the four live processes, n3 among them, hold 8.n0: it blocks in
-// a minority for good. Not analysed further. The
+// 5,000,000–5,399,999, each under both policies, one failed: 5342883
+// (PartitionMajority) did not converge after healing. A former root still
+// held the join request of a member's crashed former self and, once a
+// view had admitted the member's new process, handed the request to the
+// root, which took the live process out as a re-joining member and then
+// counted a minority where four of seven members lived. A node now drops
+// the pending joins of nodes that the view it installs admits under
+// another incarnation (a newer process asks again). The
 // seeds whose runs called for the rules above are replayed by
 // TestSwarmRegressionSeeds. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that

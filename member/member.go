@@ -713,6 +713,18 @@ func (m *Member) install(v *view) {
 	m.cancel(tJoin)
 	m.minority = 0
 	joined, departed := diff(prev, v)
+	// A pending join of a node that v admits under another incarnation is
+	// stale: it was queued before v's root admitted that process. Handed
+	// to the root (forwardJoins), it took the admitted process out again,
+	// as a member re-joining under a new incarnation (the oracle swarm,
+	// seed 5342883, majority: a former root passed on a request of a
+	// member's crashed former self, the root excluded the live process and
+	// then counted a minority where four of seven members lived). A process
+	// that is in fact newer than the admitted one is still joining and asks
+	// again.
+	m.pjoins = slices.DeleteFunc(m.pjoins, func(j pendingJoin) bool {
+		return v.has(j.ID) && v.inc(j.ID) != j.Inc && slices.Contains(joined, j.ID)
+	})
 	if prev != nil && v.base() != prev.epoch && (!v.descends(prev.epoch) || !prev.has(EpochRoot(v.epoch))) {
 		// This node skipped views, to a view whose root may never have had
 		// the members it leaves behind in a view (so it never probes them):

@@ -271,6 +271,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{3743248, member.PartitionPaper},
 		{3867740, member.PartitionPaper},
 		{3474147281, member.PartitionMajority},
+		{5342883, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
