@@ -409,7 +409,14 @@ type timedMember struct {
 	// the node last installed or stabilized a view: they are emitted then
 	// (before the view's events), after the stabilization they time, so
 	// that recording them takes nothing from it.
-	timed []record.ProcessTime
+	timed []timedPrepare
+}
+
+// timedPrepare is a ProcessTime record held back, with its kind's name
+// looked up only when it is emitted.
+type timedPrepare struct {
+	kind core.Kind
+	pt   record.ProcessTime
 }
 
 // maxTimed bounds the ProcessTime records a node holds back: more are
@@ -418,8 +425,9 @@ const maxTimed = 64
 
 // flushTimed emits the records held back.
 func (t *timedMember) flushTimed() {
-	for _, pt := range t.timed {
-		t.env.Emit(pt)
+	for _, tp := range t.timed {
+		tp.pt.Kind = member.KindName(tp.kind)
+		t.env.Emit(tp.pt)
 	}
 	clear(t.timed)
 	t.timed = t.timed[:0]
@@ -482,7 +490,7 @@ func (t *timedMember) Receive(from core.NodeID, m core.Msg) {
 	if len(t.timed) == maxTimed {
 		t.flushTimed()
 	}
-	t.timed = append(t.timed, record.ProcessTime{Kind: member.KindName(m.Kind()), Epoch: p.Epoch, From: from, At: t0, Took: t.env.Now() - t0})
+	t.timed = append(t.timed, timedPrepare{m.Kind(), record.ProcessTime{Epoch: p.Epoch, From: from, At: t0, Took: t.env.Now() - t0}})
 }
 
 func (t *timedMember) Fire(tm core.Timer)  { t.m.Fire(tm) }
