@@ -91,9 +91,12 @@
 // proposal in flight), so n machines of one job in one process hold O(n)
 // bytes. Measured by `cohort sim membership-ts` (its report has the table;
 // Go 1.26, linux/amd64; each member a Member under sim.World, one crash
-// handled): a world holds 2.9 MB at n = 4,096 once started and 4.2 MB after
+// handled): a world held 2.9 MB at n = 4,096 once started and 4.2 MB after
 // the crash, 11.8 and 17.0 MB at 16,384, 47 and 68 MB at 65,536 — about
-// 1,040 bytes per member at every size. When every machine held its own
+// 1,040 bytes per member at every size; the member's state has grown since,
+// to 1,551 bytes per member after the crash at n = 4,096 and 1,554 at
+// 65,536 (`cohort sim membership-ts --quick`, the same with lazy views
+// and before them). When every machine held its own
 // copies of the list, a world held 8.7 bytes per n² (2.3 GB at 16,384).
 //
 // # The protocol as implemented
