@@ -370,3 +370,32 @@ func TestVerdictOnARestartedMemberCountsItsNewIncarnation(t *testing.T) {
 		t.Fatalf("n1 is no longer failed in %s once the verdicts were visited again", FormatEpoch(x.Epoch))
 	}
 }
+
+// TestInstallDropsStaleJoins: a member that holds the join request of a
+// node's former self (queued while it was root of its side) drops it when
+// the view it installs admits that node under another incarnation, and
+// hands the root the requests the view says nothing about. Handed to the
+// root, the stale request took the admitted process out again (the oracle
+// swarm, seed 5342883, majority).
+func TestInstallDropsStaleJoins(t *testing.T) {
+	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2}, 2)
+	m.pjoins = []pendingJoin{{Joiner{ID: 1, Inc: 5}, true, 0}, {Joiner{ID: 9, Inc: 3}, false, 0}}
+	x := &Prepare{Cause: CauseAliveNodeJoin, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{m.cur.epoch},
+		Failed: []core.NodeID{1}, Joined: []Joiner{{ID: 1, Inc: 77}}, Full: true, Members: []core.NodeID{0, 2, 1}, Incs: []Joiner{{ID: 1, Inc: 77}}}
+	m.Receive(0, x)
+	if m.acc == nil || m.acc.epoch != x.Epoch {
+		t.Fatalf("n2 does not hold %s", FormatEpoch(x.Epoch))
+	}
+	env.TakeSent()
+	m.Receive(0, &Commit{Epoch: x.Epoch})
+	if m.cur.epoch != x.Epoch {
+		t.Fatalf("n2 installed %s, want %s", FormatEpoch(m.cur.epoch), FormatEpoch(x.Epoch))
+	}
+	var handed []Joiner
+	for _, r := range sentOf[*JoinRequest](env) {
+		handed = append(handed, r.Joiners...)
+	}
+	if len(handed) != 1 || handed[0] != (Joiner{ID: 9, Inc: 3}) {
+		t.Errorf("n2 handed the root the joins %v, want n9's alone", handed)
+	}
+}
