@@ -154,6 +154,14 @@ type Recycler interface {
 	Recycle(m Msg)
 }
 
+// Recycle hands m back to env's Recycler, if it has one: what an Env that
+// wraps another does with the messages handed back to it.
+func Recycle(env Env, m Msg) {
+	if r := RecyclerOf(env); r != nil {
+		r.Recycle(m)
+	}
+}
+
 // RecyclerOf returns env's Recycler, or nil if it has none.
 func RecyclerOf(env Env) Recycler {
 	if r, ok := env.(Recycler); ok {

@@ -194,11 +194,7 @@ func (e *layerEnv) SendCopies() bool { return SendCopies(e.s.env) }
 
 // Recycle passes m on to the outer Env's Recycler, if it has one: a
 // message is routed to one layer only, so that layer's word is final.
-func (e *layerEnv) Recycle(m Msg) {
-	if r := RecyclerOf(e.s.env); r != nil {
-		r.Recycle(m)
-	}
-}
+func (e *layerEnv) Recycle(m Msg) { Recycle(e.s.env, m) }
 
 func (e *layerEnv) Emit(ev Event) {
 	e.s.queue = append(e.s.queue, queuedEvent{from: e.layer, e: ev})

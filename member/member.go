@@ -1530,7 +1530,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 	m.ackSent, m.ackResent = false, 0
 	m.cancel(tAck)
 	m.sendDown(v, delta)
-	if len(v.childrenAt(m.at(v))) == 0 {
+	if len(m.acked.kids) == 0 {
 		m.sendAck()
 	} else {
 		m.arm(tAck, m.ackWait(v), v.epoch)
@@ -1548,9 +1548,10 @@ func fullOf(p *Prepare) *Prepare {
 		Committed: p.Committed, Full: true, Members: p.v.list(), Incs: p.v.incList(), v: p.v}
 }
 
-// sendDown sends p to this node's children in v; joiners get the full list.
+// sendDown sends p to this node's children in v, the ones whose ACKs it
+// waits for (acked, reset for v before); joiners get the full list.
 func (m *Member) sendDown(v *view, p *Prepare) {
-	for _, c := range v.childrenAt(m.at(v)) {
+	for _, c := range m.acked.kids {
 		m.send(c, m.downTo(v, p, c))
 	}
 }

@@ -225,7 +225,7 @@ func (m *Member) propose(v *view, committed bool) {
 	m.driving = true
 	m.sendDown(v, p)
 	m.env.Emit(StabilizationStarted{Epoch: epoch, Cause: cause, Began: began, At: m.now(), Failed: failed, Joined: joinerIDs(joined)})
-	if len(v.childrenAt(m.at(v))) == 0 {
+	if len(m.acked.kids) == 0 {
 		m.stable()
 		return
 	}

@@ -452,11 +452,7 @@ type reportEnv struct {
 
 func (e reportEnv) SendCopies() bool { return core.SendCopies(e.Env) }
 
-func (e reportEnv) Recycle(m core.Msg) {
-	if r := core.RecyclerOf(e.Env); r != nil {
-		r.Recycle(m)
-	}
-}
+func (e reportEnv) Recycle(m core.Msg) { core.Recycle(e.Env, m) }
 
 func (e reportEnv) Emit(ev core.Event) {
 	switch ev.(type) {
