@@ -215,7 +215,7 @@ func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag 
 	}
 	req := s.isendPlanned(pooledRequest(s, c), c, sub, dest, tag, 0, data, &p)
 	_, err := req.block(ctx)
-	if err != nil && req.rdv.body != nil && !req.finished.Load() {
+	if err != nil && req.rdv.body != nil && !req.isDone() {
 		s.rdvDetach(req) // the caller's buffer is free once Send returns
 	}
 	req.release()

@@ -583,15 +583,15 @@ func (s *Session) failAllLocked(err error) {
 // completes with a [*ProcFailedError], so waiting never hangs on a dead
 // rank. Requests are safe for concurrent use.
 type Request struct {
-	finished atomic.Bool // set (after st and err) when the request completes
-	dmu      sync.Mutex
-	done     chan struct{} // made by the first waiter that must block (dmu)
-	waiter   chan struct{} // the pooled channel of the goroutine in await, if any (dmu)
-	st       Status
-	err      error
-	data     []byte     // alloc receives: the message
-	comm     *commState // for translating failures to its ranks
-	elem     int        // element size for typed Counts; 0 or 1 for bytes
+	state  atomic.Uint32 // reqClaimed, reqDone, and on pooled requests reqParked and reqChan
+	dmu    sync.Mutex
+	done   chan struct{} // made by the first waiter that must block (dmu)
+	waiter chan struct{} // the pooled channel of the goroutine in await, if any (dmu)
+	st     Status
+	err    error
+	data   []byte     // alloc receives: the message
+	comm   *commState // for translating failures to its ranks
+	elem   int        // element size for typed Counts; 0 or 1 for bytes
 	// cancelQ and cancelOp locate a posted receive for Cancel (set under
 	// the session's mu; a method value instead of a closure: no allocation).
 	cancelQ  *queue
@@ -607,11 +607,29 @@ type Request struct {
 	// wake, on the requests of blocking calls (pooled), is signalled
 	// instead of done: the request never leaves the call, so nobody else
 	// waits on it, and a buffered channel can be used again. It is
-	// signalled only if the call parked on it (parked, under dmu): a call
-	// that polled its request to completion costs no channel operation.
-	wake   chan struct{}
-	parked bool
+	// signalled only if the call parked on it (reqParked, see complete):
+	// a call that polled its request to completion costs no channel
+	// operation, and no lock. owed: the call parked, and its token has
+	// not been taken yet (only the call's goroutine reads and writes it).
+	wake chan struct{}
+	owed bool
 }
+
+// The bits of Request.state. A request is claimed by the first complete,
+// which then sets st and err, then reqDone. A pooled request's call sets
+// reqParked before it blocks on wake, and reqChan once a Done channel is
+// made for it (Cancel, WaitAll): complete learns both from the same
+// atomic operation that sets reqDone, so that exactly one of the two
+// sides sees the other (see complete).
+const (
+	reqClaimed uint32 = 1 << iota
+	reqDone
+	reqParked
+	reqChan
+)
+
+// isDone reports whether r has completed: its st and err are set.
+func (r *Request) isDone() bool { return r.state.Load()&reqDone != 0 }
 
 // newRequest returns a request of a non-blocking call: the caller gets it,
 // and may give it back with Free once it completed.
@@ -634,7 +652,7 @@ var userRequests = sync.Pool{New: func() any { return new(Request) }}
 // large send whose announcement may still be queued) does nothing: the
 // garbage collector reclaims it.
 func (r *Request) Free() {
-	if r == nil || r.wake != nil || !r.finished.Load() || r.unpooled.Load() {
+	if r == nil || r.wake != nil || !r.isDone() || r.unpooled.Load() {
 		return
 	}
 	r.dmu.Lock() // complete has returned
@@ -645,7 +663,8 @@ func (r *Request) Free() {
 
 // reset clears a completed request for reuse.
 func (r *Request) reset() {
-	r.finished.Store(false)
+	r.state.Store(0)
+	r.owed = false
 	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
 	r.cancelQ, r.cancelOp, r.op, r.rdv, r.waiter = nil, nil, recvOp{}, rdvSend{}, nil
 }
@@ -669,44 +688,56 @@ func pooledRequest(s *Session, c *commState) *Request {
 
 // block waits for a pooled request as Wait does.
 func (r *Request) block(ctx context.Context) (Status, error) {
-	if r.finished.Load() || r.poll() {
+	if r.isDone() || r.poll() {
 		return r.result()
 	}
-	r.dmu.Lock()
-	if r.finished.Load() {
-		r.dmu.Unlock()
-		return r.result()
+	if !r.park(ctx.Done()) {
+		return Status{}, ctx.Err()
 	}
-	r.parked = true
-	r.dmu.Unlock()
-	for {
-		select {
-		case <-r.wake:
-			if r.finished.Load() {
-				return r.result()
-			}
-		case <-ctx.Done():
-			return Status{}, ctx.Err()
+	return r.result()
+}
+
+// park waits, on its call's goroutine, until the pooled request r
+// completes or stop (nil: never) is closed, and reports whether r
+// completed. Once it has set reqParked without finding reqDone, a token
+// is owed: complete sends it, and the call takes it here or in release.
+func (r *Request) park(stop <-chan struct{}) bool {
+	if !r.owed {
+		if r.state.Or(reqParked)&reqDone != 0 {
+			return true // completed meanwhile: complete saw no reqParked
 		}
+		r.owed = true
+	}
+	select {
+	case <-r.wake:
+		r.owed = false
+		return true
+	case <-stop:
+		return false
 	}
 }
 
 // release returns a pooled request once it completed and its outcome was
 // read; a request still pending (a send in a backlog when ctx ended) is
-// left to the garbage collector.
+// left to the garbage collector. It first waits until complete no longer
+// touches r: complete sends an owed token last, and closes a Done channel
+// made for r under dmu.
 func (r *Request) release() {
-	if r.wake == nil || !r.finished.Load() || r.unpooled.Load() {
+	if r.wake == nil || !r.isDone() || r.unpooled.Load() {
 		return
 	}
-	r.dmu.Lock() // complete has returned: its token, if any, is in wake
-	if r.parked {
-		select {
-		case <-r.wake:
-		default:
-		}
-		r.parked = false
+	if r.owed {
+		<-r.wake
+		r.owed = false
 	}
-	r.dmu.Unlock()
+	if r.state.Load()&reqChan != 0 {
+		r.dmu.Lock()
+		done := r.done
+		r.dmu.Unlock()
+		<-done       // closed by complete, or by doneChan if r had completed
+		r.dmu.Lock() // and complete has let go of dmu
+		r.dmu.Unlock()
+	}
 	s := r.s
 	r.reset()
 	if s == nil || !s.spare.CompareAndSwap(nil, r) {
@@ -725,24 +756,20 @@ var closedChan = func() chan struct{} {
 
 // complete records the outcome; only the first call counts.
 func (r *Request) complete(st Status, err error) {
+	if r.wake != nil {
+		r.completePooled(st, err)
+		return
+	}
 	r.dmu.Lock()
-	if r.finished.Load() {
+	if r.state.Load()&reqClaimed != 0 {
 		r.dmu.Unlock()
 		return
 	}
 	r.st, r.err = st, err
-	r.finished.Store(true)
-	switch {
-	case r.done != nil:
+	r.state.Store(reqClaimed | reqDone)
+	if r.done != nil {
 		close(r.done)
-	case r.wake != nil:
-		if r.parked {
-			select {
-			case r.wake <- struct{}{}:
-			default:
-			}
-		}
-	default:
+	} else {
 		r.done = closedChan
 	}
 	if r.waiter != nil {
@@ -751,15 +778,43 @@ func (r *Request) complete(st Status, err error) {
 	r.dmu.Unlock()
 }
 
+// completePooled is complete on the request of a blocking call, without
+// the lock: one atomic operation claims r, and one sets reqDone and
+// returns the bits its call set before it. reqParked: the call waits on
+// wake, so it gets a token; reqChan: a Done channel was made, so it is
+// closed. A call that sets either bit later finds reqDone instead and
+// does not wait. Once reqDone is set, complete touches r only for those
+// two, which release waits for: a call that saw reqDone otherwise may
+// reuse r at once. A request polled to completion (the common case)
+// costs its completion two atomic operations.
+func (r *Request) completePooled(st Status, err error) {
+	if r.state.Or(reqClaimed)&reqClaimed != 0 {
+		return
+	}
+	r.st, r.err = st, err
+	old := r.state.Or(reqDone)
+	if old&reqChan != 0 {
+		r.dmu.Lock()
+		close(r.done)
+		r.dmu.Unlock()
+	}
+	if old&reqParked != 0 {
+		r.wake <- struct{}{} // buffered, and owed once per use of r: never blocks
+	}
+}
+
 // doneChan returns the channel closed on completion, making it if needed.
 func (r *Request) doneChan() chan struct{} {
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
 	if r.done == nil {
-		if r.finished.Load() {
-			return closedChan // a pooled request signalled its wake instead
+		if r.isDone() {
+			return closedChan // a pooled request that completed without one
 		}
 		r.done = make(chan struct{})
+		if r.wake != nil && r.state.Or(reqChan)&reqDone != 0 {
+			close(r.done) // completed meanwhile: complete saw no reqChan
+		}
 	}
 	return r.done
 }
@@ -785,7 +840,7 @@ func isTruncate(err error) bool {
 // status and error (ctx's error if ctx ended first; the request then stays
 // pending: wait again, or Cancel it).
 func (r *Request) Wait(ctx context.Context) (Status, error) {
-	if r.finished.Load() || r.poll() {
+	if r.isDone() || r.poll() {
 		return r.result()
 	}
 	if err := r.await(ctx, nil); err != nil {
@@ -805,7 +860,7 @@ var waiters = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
 // blocking calls, wait on the Done channel.
 func (r *Request) await(ctx context.Context, wake <-chan struct{}) error {
 	r.dmu.Lock()
-	if r.finished.Load() {
+	if r.isDone() {
 		r.dmu.Unlock()
 		return nil
 	}
@@ -872,7 +927,7 @@ func (r *Request) waitDecided() (Status, bool, error) {
 }
 
 func (r *Request) test() (Status, bool, error) {
-	if !r.finished.Load() {
+	if !r.isDone() {
 		return Status{}, false, nil
 	}
 	st, err := r.result()
@@ -939,7 +994,7 @@ func WaitAll(ctx context.Context, reqs ...*Request) error {
 		var first error
 		var pending *Request // the first request not complete
 		for _, r := range reqs {
-			if !r.finished.Load() {
+			if !r.isDone() {
 				if pending == nil {
 					pending = r
 				}

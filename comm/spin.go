@@ -24,7 +24,7 @@ import (
 // done on a replicated rank, whose frames go through the replication
 // layer's own goroutine anyway.
 type progresser interface {
-	PollUntil(done *atomic.Bool, d time.Duration) bool
+	PollUntil(word *atomic.Uint32, mask uint32, d time.Duration) bool
 }
 
 // MaxSpin bounds [Session.SetSpin].
@@ -93,7 +93,7 @@ func (r *Request) poll() bool {
 	if r.s == nil {
 		return false
 	}
-	if r.s.prog != nil && r.s.prog.PollUntil(&r.finished, r.s.progTime) {
+	if r.s.prog != nil && r.s.prog.PollUntil(&r.state, reqDone, r.s.progTime) {
 		return true
 	}
 	d := time.Duration(r.s.spin.Load())
@@ -101,7 +101,7 @@ func (r *Request) poll() bool {
 		return false
 	}
 	deadline := time.Now().Add(d)
-	for !r.finished.Load() {
+	for !r.isDone() {
 		if time.Now().After(deadline) {
 			return false
 		}

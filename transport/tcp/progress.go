@@ -115,13 +115,17 @@ func stretched(d, win, gap int64) int64 {
 
 // PollUntil polls this transport's shared-memory connections on the
 // calling goroutine, delivering the frames it finds to the handler as the
-// reader goroutines would, until done is set (by the handler, or by
-// anyone) or the polling window has passed (d, stretched as above), and
-// reports whether done was set. It yields to the process's goroutines
-// every progressYield. The handler must not call PollUntil itself (a
-// frame is delivered under its connection's read lock). Without
-// shared-memory connections, or with d <= 0, it only reports done.
-func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
+// reader goroutines would, until *word has a bit of mask set (by the
+// handler, or by anyone) or the polling window has passed (d, stretched
+// as above), and reports whether it has. It yields to the process's
+// goroutines every progressYield. The handler must not call PollUntil
+// itself (a frame is delivered under its connection's read lock).
+// Without shared-memory connections, or with d <= 0, it only reports
+// whether such a bit is set. (A word rather than a flag: a caller's
+// request keeps its other states in the same word, so that completing
+// it is one atomic operation.)
+func (t *Transport) PollUntil(word *atomic.Uint32, mask uint32, d time.Duration) bool {
+	done := waitWord{word, mask}
 	if done.Load() {
 		return true
 	}
@@ -185,7 +189,7 @@ func (t *Transport) PollUntil(done *atomic.Bool, d time.Duration) bool {
 // reading c, and reports whether done is set. It stops at the frame that
 // sets done: the caller's wait is over, and its return is what the peer
 // waits for; the frames after it go to the reader goroutine.
-func (t *Transport) progress(c *conn, done *atomic.Bool) bool {
+func (t *Transport) progress(c *conn, done waitWord) bool {
 	if !c.shm.pending() || !c.rd.TryLock() {
 		return false
 	}
@@ -206,6 +210,14 @@ func (t *Transport) progress(c *conn, done *atomic.Bool) bool {
 	}
 	return done.Load()
 }
+
+// waitWord is what PollUntil waits for: a bit of mask set in *w.
+type waitWord struct {
+	w    *atomic.Uint32
+	mask uint32
+}
+
+func (d waitWord) Load() bool { return d.w.Load()&d.mask != 0 }
 
 // pollGuard counts the callers polling a transport's rings (PollUntil)
 // and keeps the rings mapped while any does: the callers' look at a ring

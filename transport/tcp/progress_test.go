@@ -41,14 +41,14 @@ func startPollers(tr *tcp.Transport, n int, d time.Duration, stream uint64) (sto
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(*seed, 100+uint64(n)*stream+g))
-			var never atomic.Bool
+			var never atomic.Uint32
 			for {
 				select {
 				case <-done:
 					return
 				default:
 				}
-				tr.PollUntil(&never, d)
+				tr.PollUntil(&never, 1, d)
 				if stream > 0 && rng.IntN(4) == 0 {
 					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 				}
@@ -91,13 +91,13 @@ func TestPollUntilOrder(t *testing.T) {
 	a, c := shmPollPair(t)
 	const n = 2000
 	log := newSeqLog(n)
-	var waits [n]atomic.Bool // waits[seq] is set when seq arrives
+	var waits [n]atomic.Uint32 // waits[seq] is 1 once seq arrives
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
 		if f.Kind != seqKind {
 			return
 		}
 		if seq, ok := log.add(f.Payload, true); ok && seq < n {
-			waits[seq].Store(true)
+			waits[seq].Store(1)
 		}
 	}})
 	var wg sync.WaitGroup
@@ -107,7 +107,7 @@ func TestPollUntilOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for next := g; next < n; next += 2 {
-				for !c.PollUntil(&waits[next], 200*time.Microsecond) {
+				for !c.PollUntil(&waits[next], 1, 200*time.Microsecond) {
 					select {
 					case <-log.done:
 					default:
@@ -115,7 +115,7 @@ func TestPollUntilOrder(t *testing.T) {
 					}
 					break
 				}
-				if waits[next].Load() {
+				if waits[next].Load() != 0 {
 					pollsDone.Add(1)
 				}
 			}
@@ -172,11 +172,11 @@ func TestPollUntilReaderTakesOver(t *testing.T) {
 	a, c := shmPollPair(t)
 	rec := transporttest.NewRecorder()
 	var awaited atomic.Uint64 // the sequence number the caller waits for
-	var arrived atomic.Bool
+	var arrived atomic.Uint32
 	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
 		rec.Deliver(f)
 		if seq, ok := transporttest.Seq(f.Payload); ok && seq == awaited.Load() {
-			arrived.Store(true)
+			arrived.Store(1)
 		}
 	}, OnHint: rec.Hint})
 	ctx := context.Background()
@@ -192,12 +192,12 @@ func TestPollUntilReaderTakesOver(t *testing.T) {
 		// A caller polls until its frame comes, the reader parked
 		// meanwhile, and leaves with it.
 		awaited.Store(uint64(1 + 2*round))
-		arrived.Store(false)
+		arrived.Store(0)
 		go func() {
 			time.Sleep(2 * time.Millisecond)
 			send(1 + 2*round)
 		}()
-		for !c.PollUntil(&arrived, 10*time.Millisecond) {
+		for !c.PollUntil(&arrived, 1, 10*time.Millisecond) {
 		}
 		if c.Stats().Polled > uint64(got) {
 			got++
@@ -238,8 +238,8 @@ func TestPollUntilPeerDies(t *testing.T) {
 	rec.Wait(t, transporttest.Timeout, "a hint about node 1", func(_ []wire.Frame, hs []core.PeerHint) bool { return len(hs) > 0 })
 	stop()
 	inSequence(t, rec.Frames())
-	var never atomic.Bool
-	if c.PollUntil(&never, time.Hour) {
+	var never atomic.Uint32
+	if c.PollUntil(&never, 1, time.Hour) {
 		t.Fatal("PollUntil reported done with nothing done")
 	}
 }
@@ -262,20 +262,20 @@ func inSequence(t *testing.T, frames []wire.Frame) {
 // allocates nothing per frame, nor does the reader.
 func TestPollUntilAllocs(t *testing.T) {
 	a, c := shmPollPair(t)
-	var arrived atomic.Bool
-	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { arrived.Store(true) }})
+	var arrived atomic.Uint32
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) { arrived.Store(1) }})
 	ctx := context.Background()
 	hdr := []byte{1, 2, 3, 4}
 	f := wire.Frame{Kind: seqKind, Payload: hdr}
 	bodies := [][]byte{make([]byte, 100), make([]byte, 64<<10), make([]byte, 1000), make([]byte, tcp.DefaultShmRingSize+100)}
 	i := 0
 	one := func() {
-		arrived.Store(false)
+		arrived.Store(0)
 		if err := a.SendDirect(ctx, 2, f, bodies[i%len(bodies)]); err != nil {
 			t.Fatal(err)
 		}
 		i++
-		for !c.PollUntil(&arrived, time.Millisecond) {
+		for !c.PollUntil(&arrived, 1, time.Millisecond) {
 		}
 	}
 	for range 20 { // warm up: dial, handshake, buffers

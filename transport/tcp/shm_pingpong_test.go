@@ -21,14 +21,14 @@ func TestShmPingPongLaps(t *testing.T) {
 	const n = 60000
 	var gotA, gotC atomic.Uint64
 	wakeA, wakeC := make(chan struct{}, 1), make(chan struct{}, 1)
-	var doneA, doneC atomic.Bool
-	handler := func(got *atomic.Uint64, done *atomic.Bool, wake chan struct{}) transport.Handler {
+	var doneA, doneC atomic.Uint32
+	handler := func(got *atomic.Uint64, done *atomic.Uint32, wake chan struct{}) transport.Handler {
 		return transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
 			if f.Kind != seqKind {
 				return
 			}
 			got.Add(1)
-			done.Store(true)
+			done.Store(1)
 			select {
 			case wake <- struct{}{}:
 			default:
@@ -40,11 +40,11 @@ func TestShmPingPongLaps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	recv := func(tr interface {
-		PollUntil(*atomic.Bool, time.Duration) bool
-	}, got *atomic.Uint64, done *atomic.Bool, wake chan struct{}, want uint64) {
+		PollUntil(*atomic.Uint32, uint32, time.Duration) bool
+	}, got *atomic.Uint64, done *atomic.Uint32, wake chan struct{}, want uint64) {
 		for got.Load() < want {
-			if tr.PollUntil(done, 50*time.Microsecond) {
-				done.Store(false)
+			if tr.PollUntil(done, 1, 50*time.Microsecond) {
+				done.Store(0)
 				continue
 			}
 			select {
@@ -54,7 +54,7 @@ func TestShmPingPongLaps(t *testing.T) {
 				return
 			}
 		}
-		done.Store(false)
+		done.Store(0)
 	}
 	body := make([]byte, 8)
 	go func() {
