@@ -60,8 +60,12 @@ func (t *Transport) addRing(c *conn) {
 }
 
 func (t *Transport) removeRing(c *conn) {
+	c.rd.Lock() // no caller delivers from c meanwhile (c.polled)
+	defer c.rd.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.stats.polled.Add(c.polled.Load())
+	c.polledOut = true
 	cur := t.rings.Load()
 	if cur == nil {
 		return

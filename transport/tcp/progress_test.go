@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,10 +217,18 @@ func TestPollUntilReaderTakesOver(t *testing.T) {
 // TestPollUntilPeerDies: the peer's transport closes while callers poll
 // the ring; the connection ends with a hint as without them, the callers
 // return, and polling a transport whose rings are gone returns at once.
+// Stats counts exactly the frames that callers delivered, before and
+// after the connection's end (its count moves to the transport's).
 func TestPollUntilPeerDies(t *testing.T) {
 	a, c := shmPollPair(t)
 	rec := transporttest.NewRecorder()
-	c.SetHandler(rec)
+	var byCaller atomic.Uint64
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		if onPollUntil() {
+			byCaller.Add(1)
+		}
+		rec.Deliver(f)
+	}, OnHint: rec.Hint})
 	ctx := context.Background()
 	if err := a.Send(ctx, 2, wire.Frame{Kind: transporttest.KindTest, Payload: transporttest.Payload(0, 10)}); err != nil {
 		t.Fatal(err)
@@ -234,10 +243,18 @@ func TestPollUntilPeerDies(t *testing.T) {
 		}
 	}()
 	time.Sleep(20 * time.Millisecond)
+	if st := c.Stats(); st.Polled > byCaller.Load() {
+		t.Errorf("while the connection lives: %d frames counted polled, callers delivered at most %d", st.Polled, byCaller.Load())
+	}
 	a.Close()
 	rec.Wait(t, transporttest.Timeout, "a hint about node 1", func(_ []wire.Frame, hs []core.PeerHint) bool { return len(hs) > 0 })
 	stop()
 	inSequence(t, rec.Frames())
+	st := c.Stats()
+	t.Logf("%d frames in, %d by callers", st.FramesIn, st.Polled)
+	if st.Polled != byCaller.Load() || st.FramesIn != uint64(len(rec.Frames())) {
+		t.Errorf("after the connection's end: %d frames counted polled and %d in; callers delivered %d of %d", st.Polled, st.FramesIn, byCaller.Load(), len(rec.Frames()))
+	}
 	var never atomic.Uint32
 	if c.PollUntil(&never, 1, time.Hour) {
 		t.Fatal("PollUntil reported done with nothing done")
@@ -287,4 +304,11 @@ func TestPollUntilAllocs(t *testing.T) {
 	if st := c.Stats(); st.Polled == 0 || st.Polled == st.FramesIn {
 		t.Fatalf("stats %+v: want frames delivered by the caller and by the reader", st)
 	}
+}
+
+// onPollUntil reports whether the calling goroutine is in PollUntil: a
+// frame delivered by a caller's progress rather than by the reader.
+func onPollUntil() bool {
+	buf := make([]byte, 16<<10)
+	return bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("(*Transport).PollUntil("))
 }

@@ -422,8 +422,15 @@ type conn struct {
 	// scratch holds the frame a caller's progress read straight from the
 	// ring (shmConn.nextFrame), until the next; made at the first.
 	scratch []byte
-	place   wire.PlaceFunc // placeWith's, made once
-	placer  transport.Placer
+	// polled counts the frames callers' progress delivered from c: under
+	// rd, one holder at a time, so an increment needs no locked
+	// instruction (bump). removeRing moves it into the transport's count
+	// and sets polledOut (both under rd), after which the rare frame a
+	// late caller still delivers is counted there.
+	polled    atomic.Uint64
+	polledOut bool
+	place     wire.PlaceFunc // placeWith's, made once
+	placer    transport.Placer
 
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its
@@ -1492,8 +1499,12 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		}
 		return nil
 	}
-	if try {
-		t.stats.polled.Add(1) // counted in FramesIn too (Stats)
+	if try { // counted in FramesIn too (Stats)
+		if c.polledOut {
+			t.stats.polled.Add(1)
+		} else {
+			bump(&c.polled)
+		}
 	} else {
 		t.stats.framesIn.Add(1)
 	}
@@ -1924,6 +1935,11 @@ type Stats struct {
 // framesOut counts the frames the writer goroutines wrote, direct those
 // written on the caller's goroutine, now those SendNow wrote (Stats.FramesOut
 // is their sum).
+// bump adds one to a counter that one goroutine at a time writes (under
+// a lock it holds) and any may read: a load and an ordered store, a
+// plain move on amd64 (store_tso.go), where Add is a locked instruction.
+func bump(p *atomic.Uint64) { storeOrdered(p, p.Load()+1) }
+
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
 	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused atomic.Uint64
@@ -1938,10 +1954,18 @@ func (t *Transport) Stats() Stats {
 		Unix: t.stats.unix.Load(), Shm: t.stats.shm.Load(), ShmRefused: t.stats.shmRefused.Load(),
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),
-		FramesIn:     t.stats.framesIn.Load() + t.stats.polled.Load(), FramesOut: t.stats.framesOut.Load() + t.stats.direct.Load() + t.stats.now.Load(),
-		Direct: t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(), Polled: t.stats.polled.Load(),
+		FramesIn:     t.stats.framesIn.Load(),
+		FramesOut:    t.stats.framesOut.Load() + t.stats.direct.Load() + t.stats.now.Load(),
+		Direct:       t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(),
 	}
-	t.mu.Lock()
+	t.mu.Lock() // removeRing moves a connection's polled count under it
+	s.Polled = t.stats.polled.Load()
+	if rings := t.rings.Load(); rings != nil {
+		for _, c := range *rings {
+			s.Polled += c.polled.Load()
+		}
+	}
+	s.FramesIn += s.Polled
 	for _, p := range t.peers {
 		if p.cur != nil {
 			s.Conns++
