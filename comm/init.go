@@ -86,6 +86,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		return nil, err
 	}
 	tcfg.ShmInProcess = o.shmInProcess
+	if o.queueLen > 0 {
+		tcfg.QueueLen = o.queueLen
+	}
 	if tcfg.TLS, err = boot.TLSConfig(); err != nil {
 		return nil, err
 	}

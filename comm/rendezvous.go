@@ -114,7 +114,7 @@ func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, 
 	p = binary.AppendUvarint(p, ctxID)
 	p = binary.AppendVarint(p, int64(tag))
 	p = binary.AppendUvarint(p, uint64(len(data)))
-	if err := s.sendFrame(int(to), wire.Frame{Kind: kindRTS, Payload: p}, nil, nil); err != nil {
+	if err := s.sendFrame(int(to), wire.Frame{Kind: kindRTS, Payload: untilAnswered(p)}, nil, nil); err != nil {
 		s.mu.Lock()
 		_, waiting := s.rdvOut[id]
 		delete(s.rdvOut, id)
@@ -191,7 +191,7 @@ func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) outgoing {
 	s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st}
 	p := append(binary.AppendUvarint(op.req.hdr[:0], m.rdv), 0)
 	p = binary.AppendUvarint(p, uint64(s.owedLocked(m.src)))
-	return outgoing{to: int(m.src), kind: kindCTS, payload: p}
+	return outgoing{to: int(m.src), kind: kindCTS, payload: untilAnswered(p)}
 }
 
 // onCTS handles a clear-to-send: the data is written from a goroutine of

@@ -16,6 +16,7 @@ import (
 	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -84,8 +85,11 @@ type Session struct {
 	spin  atomic.Int64 // ns a blocking wait polls before parking (spin.go)
 	// prog, if set, lets a blocking wait poll the transport's
 	// shared-memory rings itself for up to progTime (spin.go).
-	prog     progresser
-	direct   directSender // tr, if it has a direct data path
+	prog   progresser
+	direct directSender // tr, if it has a direct data path
+	// tcpTr is tr when it is transport/tcp's (not wrapped): an eager
+	// send tries its write there without its queue's lock (outq.sendData).
+	tcpTr    *tcp.Transport
 	progTime time.Duration
 
 	// rep is set when each rank runs as several replicas (replicated.go):
@@ -108,6 +112,9 @@ type sessionStats struct {
 	// frames sent (credit.go).
 	creditFallbacks atomic.Uint64
 	creditFrames    atomic.Uint64
+	// backlogged counts the frames that waited in a destination's backlog
+	// (outq) for want of room in the transport's queue.
+	backlogged atomic.Uint64
 }
 
 // Option configures a session ([Init], [Local]).
@@ -124,6 +131,9 @@ type options struct {
 	// shmInProcess: ranks of one process (tests) still connect over
 	// shared memory (tcp.Config.ShmInProcess)
 	shmInProcess bool
+	// queueLen: the transport's queue per peer (tcp.Config.QueueLen; 0:
+	// its default), small in tests that fill it
+	queueLen int
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
@@ -188,6 +198,7 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 		eagerCredit: budget,
 	}
 	s.direct, _ = tr.(directSender)
+	s.tcpTr, _ = tr.(*tcp.Transport)
 	for r := range s.credit {
 		s.credit[r].avail = budget
 	}
@@ -574,6 +585,7 @@ type outq struct {
 	hdr     []byte // sendData's frame header (mu)
 	backlog []sendOp
 	running bool
+	busy    atomic.Bool   // running, for sendData's look without mu
 	idle    chan struct{} // closed when the backlog empties; nil if never waited on
 }
 
@@ -596,7 +608,24 @@ func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
 // (kind and h) built in q's own array: under q.mu, which the frame leaves
 // before the lock is released (written, or copied into the transport's
 // queue or the backlog).
+//
+// Without a backlog, it first tries the direct write of transport/tcp
+// without q.mu, its header in an array of its own: frames to one peer are
+// still ordered as their sends are (by happens-before). A send that
+// follows one that went to the backlog sees busy set, which that one set
+// under q.mu before it returned, and queues behind it; the transport
+// orders the direct write after whatever it has queued (it then declines
+// it, and the locked path queues the frame there). Two sends that nothing
+// orders, from two goroutines, may leave in either order, as with the
+// lock.
 func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
+	if t := q.s.tcpTr; t != nil && body != nil && !q.busy.Load() {
+		var hdr [maxRTS]byte
+		f := wire.Frame{Kind: kind, Epoch: q.s.epoch.Load(), Payload: appendDataHeader(hdr[:0], kind, h)}
+		if t.TrySendDirect(q.to, f, body) {
+			return nil
+		}
+	}
 	q.mu.Lock()
 	q.hdr = appendDataHeader(q.hdr[:0], kind, h)
 	return q.sendLocked(wire.Frame{Kind: kind, Epoch: q.s.epoch.Load(), Payload: q.hdr}, body, nil)
@@ -641,8 +670,10 @@ func (q *outq) sendLocked(f wire.Frame, body []byte, req *Request) error {
 		f.Payload = append(f.Payload[:len(f.Payload):len(f.Payload)], body...)
 	}
 	q.backlog = append(q.backlog, sendOp{f: f, req: req})
+	q.s.stats.backlogged.Add(1)
 	if !q.running {
 		q.running = true
+		q.busy.Store(true)
 		go q.drain()
 	}
 	q.mu.Unlock()
@@ -654,6 +685,7 @@ func (q *outq) drain() {
 		q.mu.Lock()
 		if len(q.backlog) == 0 {
 			q.running = false
+			q.busy.Store(false)
 			if q.idle != nil {
 				close(q.idle)
 				q.idle = nil

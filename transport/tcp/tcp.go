@@ -791,16 +791,23 @@ func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf 
 // connection that then fails is lost, as one queued is (see the package
 // doc); the error is returned only when the frame cannot be queued.
 func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
-	n := len(f.Payload) + len(body)
-	if n <= t.cfg.DirectMax && to != t.self {
-		p, c := t.current(to)
-		if c != nil && t.writeDirect(p, c, f, body) {
-			return nil
-		}
+	if t.TrySendDirect(to, f, body) {
+		return nil
 	}
-	payload := make([]byte, 0, n)
+	payload := make([]byte, 0, len(f.Payload)+len(body))
 	f.Payload = append(append(payload, f.Payload...), body...)
 	return t.Send(ctx, to, f)
+}
+
+// TrySendDirect is SendDirect's write on the caller's goroutine alone:
+// where SendDirect would copy and queue the frame, it reports false,
+// having done nothing. It keeps neither f.Payload nor body.
+func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) bool {
+	if len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
+		return false
+	}
+	p, c := t.current(to)
+	return c != nil && t.writeDirect(p, c, f, body)
 }
 
 // current returns peer to and its connection in use (nil: none, or the
