@@ -734,9 +734,10 @@ func (r *Request) release() {
 		r.dmu.Lock()
 		done := r.done
 		r.dmu.Unlock()
-		<-done       // closed by complete, or by doneChan if r had completed
-		r.dmu.Lock() // and complete has let go of dmu
-		r.dmu.Unlock()
+		// Closed by complete under dmu (or by doneChan, if r had
+		// completed): complete reads none of r's fields after it, and a
+		// next use that takes dmu waits for its Unlock.
+		<-done
 	}
 	s := r.s
 	r.reset()
