@@ -397,7 +397,21 @@
 // root, which took the live process out as a re-joining member and then
 // counted a minority where four of seven members lived. A node now drops
 // the pending joins of nodes that the view it installs admits under
-// another incarnation (a newer process asks again). The
+// another incarnation (a newer process asks again). Of seeds
+// 6,000,000–6,399,999, two fail under PartitionMajority, 6235739 and
+// 6296744, in the code before the last two stops too, and both in the
+// class of 3476017: a live root installed a view V behind a partition;
+// two live members never saw V installed and hold a dead root's proposal
+// P on V that excludes the live root, acknowledged by them; P's other
+// members are dead. The live nodes are a majority of V, but the two
+// refuse the root's proposals, and as the protocol stands they must: P
+// may have committed (its dead members may have installed it), and a
+// view that V's majority installs without descending from P would fork
+// from it. A way out, not built: the way Paxos adopts a value that may
+// have been chosen, P's lineage takes the live root back, its new root
+// (the next of P's live members) proposing on P with the live root as a
+// joiner, once it learns from that root that V was installed (its own
+// installed view is older, and a majority of it is not alive). The
 // seeds whose runs called for the rules above are replayed by
 // TestSwarmRegressionSeeds. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
