@@ -379,17 +379,19 @@
 // member that the held proposal lists under a newer incarnation than the
 // installed view counts that incarnation failed too (3743248 and 3867740,
 // PartitionPaper: a restarted and re-joined root, dead again, stayed alive
-// for its proposal's holder); and 3476017 (PartitionMajority), still
-// stuck. There two members never saw their root's view installed (a
-// partition hid the commit) and hold a dead root's proposal built on it
-// that excludes that root; they count majorities in the view before, where
-// they are in a minority, and refuse the root's proposals, which it makes
-// again for good. A root so refused that sends the refuser its installed
-// view frees the seed, but in the course that the extra message gives seed
-// 1517629 the views fork: a member merging into another lineage accepted
-// a proposal that kept no majority of its installed view (the guard of
-// such proposals, above, leaves merging members out). That rule was not
-// kept, and the fork it exposed is not analysed further. Of seeds
+// for its proposal's holder); and 3476017 (PartitionMajority), stuck
+// until the rule on a refused root below. There two members never saw
+// their root's view installed (a partition hid the commit) and held a
+// dead root's proposal built on it that excludes that root; they counted
+// majorities in the view before, where they were in a minority, and
+// refused the root's proposals, which it made again for good. A first
+// rule, by which a root so refused only sent the refuser its installed
+// view, freed the seed, but in the course that the extra message gave
+// seed 1517629 the views forked: a member merging into another lineage
+// accepted a proposal that kept no majority of its installed view (the
+// guard of such proposals, above, leaves merging members out). That rule
+// was not kept; 1517629 passes with the one kept since, and the fork it
+// exposed is not analysed further. Of seeds
 // 5,000,000–5,399,999, each under both policies, one failed: 5342883
 // (PartitionMajority) did not converge after healing. A former root still
 // held the join request of a member's crashed former self and, once a
@@ -398,20 +400,23 @@
 // counted a minority where four of seven members lived. A node now drops
 // the pending joins of nodes that the view it installs admits under
 // another incarnation (a newer process asks again). Of seeds
-// 6,000,000–6,399,999, two fail under PartitionMajority, 6235739 and
-// 6296744, in the code before the last two stops too, and both in the
-// class of 3476017: a live root installed a view V behind a partition;
-// two live members never saw V installed and hold a dead root's proposal
-// P on V that excludes the live root, acknowledged by them; P's other
-// members are dead. The live nodes are a majority of V, but the two
-// refuse the root's proposals, and as the protocol stands they must: P
-// may have committed (its dead members may have installed it), and a
-// view that V's majority installs without descending from P would fork
-// from it. A way out, not built: the way Paxos adopts a value that may
-// have been chosen, P's lineage takes the live root back, its new root
-// (the next of P's live members) proposing on P with the live root as a
-// joiner, once it learns from that root that V was installed (its own
-// installed view is older, and a majority of it is not alive). The
+// 6,000,000–6,399,999, two failed under PartitionMajority, 6235739 and
+// 6296744, in older code too, both in the class of 3476017: a live root
+// installed a view V behind a partition; two live members never saw V
+// installed and held a dead root's proposal P on V that excludes the
+// live root, which they acknowledged; P's other members were dead. The
+// live nodes were a majority of V, but the two refused the root's
+// proposals, and rightly: P may have committed (its dead members may
+// have installed it), and a view that V's majority installed without
+// descending from P would fork from it. Now, the way Paxos adopts a value
+// that may have been chosen, a root whose proposal is refused for such a
+// P (a dead root's, on the root's installed view, excluding it) joins P's
+// lineage, which takes it back: P's next live root proposes on P with it
+// as a joiner. The root also sends the refuser its installed view V,
+// which that lineage's root then counts the majority of its proposal
+// against (its own installed view is older, and a majority of it is not
+// alive). With that, seeds 6,000,000–6,399,999 and 1,000,000–1,999,999
+// pass under both policies, 3476017 included. The
 // seeds whose runs called for the rules above are replayed by
 // TestSwarmRegressionSeeds. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that

@@ -412,8 +412,24 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		return // stale: the refuser will time out and re-join
 	}
 	if !v.has(m.self) {
-		if !k.Pending {
+		switch {
+		case !k.Pending:
 			m.evicted(v.epoch, m.rootOf(v), from) // an installed view excludes this node
+		case mine && m.cfg.Partition == PartitionMajority && m.adopted == nil && m.rootGone(v) && v.descends(m.cur.epoch):
+			// The refuser holds a dead root's proposal on this root's
+			// installed view that excludes this root, and it acknowledged
+			// it: the proposal may have committed (its root, and members
+			// that installed it, may be gone), so no view of this lineage
+			// may leave it out, and its holders refuse this root for good
+			// (the oracle swarm, seeds 3476017, 6235739 and 6296744,
+			// majority: they never saw the installed view, and counted
+			// majorities in an older one). As Paxos adopts a value that
+			// may have been chosen, this root joins the proposal's lineage
+			// instead, which takes it back, and tells the refuser about
+			// its installed view, against which the lineage's next root
+			// counts the majority of its proposal.
+			m.send(from, &Sync{View: m.cur.full(), v: m.cur})
+			m.evicted(v.epoch, m.rootOf(v), from)
 		}
 		return
 	}

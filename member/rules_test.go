@@ -399,3 +399,54 @@ func TestInstallDropsStaleJoins(t *testing.T) {
 		t.Errorf("n2 handed the root the joins %v, want n9's alone", handed)
 	}
 }
+
+// TestRefusedRootJoinsHeldLineage: n0, root of its installed view 1.n0 =
+// [n0 n1 n2 n3 n4], proposes to drop n1 once n1 failed, and n3 refuses:
+// it acknowledged 2.n1, dead n1's proposal on 1.n0 that excludes n0,
+// which may have committed. Under PartitionMajority n0 tells n3 about its
+// installed view and joins 2.n1's lineage, asking its next live root
+// (n2); refused for good otherwise, the live members stayed blocked (the
+// oracle swarm, seeds 3476017, 6235739 and 6296744). Not for a proposal
+// whose root lives (it says itself what became of it), nor under
+// PartitionPaper.
+func TestRefusedRootJoinsHeldLineage(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		policy PartitionPolicy
+		root   core.NodeID // the held proposal's root
+		joins  bool
+	}{
+		{"majority, dead root", PartitionMajority, 1, true},
+		{"majority, live root", PartitionMajority, 2, false},
+		{"paper, dead root", PartitionPaper, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, env := startMember(t, c.policy, []core.NodeID{0, 1, 2, 3, 4}, 0)
+			installed := m.cur.epoch
+			m.Handle(core.Failed{Node: 1})
+			if !m.driving {
+				t.Fatal("n0 does not drive a proposal after n1 failed")
+			}
+			mine := m.acc.epoch
+			env.TakeSent()
+			held := FullView{Epoch: MakeEpoch(2, c.root), Ancestry: []uint64{installed}, Members: []core.NodeID{1, 2, 3, 4}}
+			if c.root == 2 {
+				held.Members = []core.NodeID{2, 3, 4, 1}
+			}
+			m.Receive(3, &Nack{Epoch: mine, Pending: true, View: held})
+			sent := env.TakeSent()
+			var synced, asked bool
+			for _, s := range sent {
+				switch x := s.Msg.(type) {
+				case *Sync:
+					synced = synced || s.To == 3 && x.View.Epoch == installed
+				case *JoinRequest:
+					asked = asked || s.To == 2
+				}
+			}
+			if synced != c.joins || asked != c.joins {
+				t.Errorf("n0 told n3 its installed view: %v, asked n2 to join: %v; want %v (sent %v)", synced, asked, c.joins, sent)
+			}
+		})
+	}
+}

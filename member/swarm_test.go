@@ -226,6 +226,16 @@ func TestSwarmDeterministic(t *testing.T) {
 //     incarnation in place of the installed view's, and a root whose
 //     proposals were all given up lost the failure in its installed view:
 //     seed 3474147281.)
+//   - 5342883 (majority, stuck): a former root handed the root the join
+//     request of a member's crashed former self, and the root took the
+//     live process out. A node drops the pending joins of nodes that the
+//     view it installs admits under another incarnation.
+//   - 3476017, 6235739, 6296744 (majority, stuck): a live root installed
+//     V behind a partition; two live members never saw V installed and
+//     held a dead root's proposal on V that excludes that root, which may
+//     have committed, and refused the root's proposals for good. A root
+//     refused so joins the proposal's lineage, which takes it back, and
+//     tells the refuser about V.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -272,6 +282,9 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{3867740, member.PartitionPaper},
 		{3474147281, member.PartitionMajority},
 		{5342883, member.PartitionMajority},
+		{3476017, member.PartitionMajority},
+		{6235739, member.PartitionMajority},
+		{6296744, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
