@@ -25,11 +25,7 @@ var backlogSeed = flag.Uint64("backlog.seed", 0, "seed of TestSendOrderThroughBa
 // the backlog, checked). Every message arrives once, intact, in order.
 // Over shared memory and TCP.
 func TestSendOrderThroughBacklog(t *testing.T) {
-	seed := *backlogSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay: go test ./comm -run TestSendOrderThroughBacklog -backlog.seed %d)", seed, seed)
+	seed := seedOf(t, backlogSeed, "backlog.seed")
 	for _, path := range []string{"shm", "tcp"} {
 		t.Run(path, func(t *testing.T) {
 			// A credit that keeps every message eager: a blocking Send

@@ -315,11 +315,7 @@ func collectiveWorkout(ctx context.Context, c *Comm, seed uint64) error {
 // that are and are not powers of two and messages on both sides of the
 // algorithm switches (P2P-MPI §3.3, Table 1).
 func TestCollectivesOverLocal(t *testing.T) {
-	seed := *collSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay: go test ./comm -run TestCollectivesOverLocal -coll.seed=%d)", seed, seed)
+	seed := seedOf(t, collSeed, "coll.seed")
 	// Powers of two up to 16, then one other size from 3 to 12 (from the
 	// seed). 32 ranks pass too (ten runs in a row under -race on a loaded
 	// 2-core machine, 31–42 s each, since the detectors became aware of

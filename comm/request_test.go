@@ -22,11 +22,7 @@ var reqSeed = flag.Uint64("req.seed", 0, "seed of TestPooledRequestHandOff (0: f
 // complete never overrides the first. The race detector also checks that
 // release never hands back a request that complete still touches.
 func TestPooledRequestHandOff(t *testing.T) {
-	seed := *reqSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay: go test ./comm -run TestPooledRequestHandOff -req.seed %d)", seed, seed)
+	seed := seedOf(t, reqSeed, "req.seed")
 	rng := rand.New(rand.NewPCG(seed, 0))
 	s := &Session{}
 	errSecond := errors.New("second complete")
