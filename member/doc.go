@@ -419,7 +419,7 @@
 // 6,000,000–6,399,999 pass under both policies. Of 3,000,000–3,599,999 (3476017 passes)
 // three fail, each in the code before the rule too: 3330263 (above), and
 // 3124975 and 3498115 under PartitionMajority, which do not converge
-// after healing (12 and 17 nodes). 3124975 fails in the code of the stop
+// after healing (17 and 15 nodes). 3124975 fails in the code of the stop
 // that reported this range as well, so that run missed it (or ran
 // another plan for the seed); the two are not analysed. The
 // seeds whose runs called for the rules above are replayed by
