@@ -289,7 +289,12 @@ func TestCreditRevoke(t *testing.T) {
 			if err := c.Send(ctx, nil, 1, 2); err != nil {
 				return err
 			}
-		} else if _, err := c.Probe(ctx, 0, 2); err != nil {
+		} else if _, err := c.Probe(ctx, 0, 2); err != nil && !errors.Is(err, ErrRevoked) {
+			// Rank 0 revokes once its Send is out: a Probe that comes
+			// after the revoke fails, though the message is queued (an
+			// operation on a revoked communicator does), and rank 1 goes
+			// on to Shrink all the same. (Returning here left rank 0 in
+			// Shrink for good, on a loaded machine.)
 			return err
 		}
 		c.Revoke()
