@@ -76,7 +76,7 @@ func TestSendOrderThroughBacklog(t *testing.T) {
 				ss[0].mu.Lock()
 				q := ss[0].outqLocked(1)
 				ss[0].mu.Unlock()
-				return q != nil && q.busy.Load()
+				return q != nil && q.running.Load()
 			}
 			rng := rand.New(rand.NewPCG(seed, 0))
 			w := ss[0].World()

@@ -85,10 +85,11 @@ type Session struct {
 	spin  atomic.Int64 // ns a blocking wait polls before parking (spin.go)
 	// prog, if set, lets a blocking wait poll the transport's
 	// shared-memory rings itself for up to progTime (spin.go).
-	prog   progresser
-	direct directSender // tr, if it has a direct data path
-	// tcpTr is tr when it is transport/tcp's (not wrapped): an eager
-	// send tries its write there without its queue's lock (outq.sendData).
+	prog progresser
+	// tcpTr is tr when it is transport/tcp's (not wrapped): its direct
+	// data path (SendDirect) writes a data frame on the caller's
+	// goroutine, and an eager send tries that write without its queue's
+	// lock first (outq.sendData).
 	tcpTr    *tcp.Transport
 	progTime time.Duration
 
@@ -197,7 +198,6 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 
 		eagerCredit: budget,
 	}
-	s.direct, _ = tr.(directSender)
 	s.tcpTr, _ = tr.(*tcp.Transport)
 	for r := range s.credit {
 		s.credit[r].avail = budget
@@ -584,19 +584,15 @@ type outq struct {
 	mu      sync.Mutex
 	hdr     []byte // sendData's frame header (mu)
 	backlog []sendOp
-	running bool
-	busy    atomic.Bool   // running, for sendData's look without mu
+	// running: a goroutine drains the backlog (set and cleared under mu;
+	// atomic for sendData's look without it).
+	running atomic.Bool
 	idle    chan struct{} // closed when the backlog empties; nil if never waited on
 }
 
 type sendOp struct {
 	f   wire.Frame
 	req *Request
-}
-
-// directSender is a transport with a direct data path (transport/tcp).
-type directSender interface {
-	SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error
 }
 
 func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
@@ -612,14 +608,14 @@ func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
 // Without a backlog, it first tries the direct write of transport/tcp
 // without q.mu, its header in an array of its own: frames to one peer are
 // still ordered as their sends are (by happens-before). A send that
-// follows one that went to the backlog sees busy set, which that one set
+// follows one that went to the backlog sees running set, which that one set
 // under q.mu before it returned, and queues behind it; the transport
 // orders the direct write after whatever it has queued (it then declines
 // it, and the locked path queues the frame there). Two sends that nothing
 // orders, from two goroutines, may leave in either order, as with the
 // lock.
 func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
-	if t := q.s.tcpTr; t != nil && body != nil && !q.busy.Load() {
+	if t := q.s.tcpTr; t != nil && body != nil && !q.running.Load() {
 		var hdr [maxRTS]byte
 		f := wire.Frame{Kind: kind, Epoch: q.s.epoch.Load(), Payload: appendDataHeader(hdr[:0], kind, h)}
 		if t.TrySendDirect(q.to, f, body) {
@@ -635,7 +631,7 @@ func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
 func (q *outq) sendLocked(f wire.Frame, body []byte, req *Request) error {
 	if len(q.backlog) == 0 {
 		var err error
-		if d := q.s.direct; d != nil && body != nil {
+		if d := q.s.tcpTr; d != nil && body != nil {
 			err = d.SendDirect(q.s.try, q.to, f, body)
 		} else {
 			if body != nil {
@@ -671,9 +667,8 @@ func (q *outq) sendLocked(f wire.Frame, body []byte, req *Request) error {
 	}
 	q.backlog = append(q.backlog, sendOp{f: f, req: req})
 	q.s.stats.backlogged.Add(1)
-	if !q.running {
-		q.running = true
-		q.busy.Store(true)
+	if !q.running.Load() {
+		q.running.Store(true)
 		go q.drain()
 	}
 	q.mu.Unlock()
@@ -684,8 +679,7 @@ func (q *outq) drain() {
 	for {
 		q.mu.Lock()
 		if len(q.backlog) == 0 {
-			q.running = false
-			q.busy.Store(false)
+			q.running.Store(false)
 			if q.idle != nil {
 				close(q.idle)
 				q.idle = nil
@@ -712,7 +706,7 @@ func (q *outq) drain() {
 // wait returns when the backlog is empty or ctx is done.
 func (q *outq) wait(ctx context.Context) error {
 	q.mu.Lock()
-	if !q.running {
+	if !q.running.Load() {
 		q.mu.Unlock()
 		return nil
 	}
