@@ -1105,6 +1105,18 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 	}
 	n := m.newest()
 	if !n.has(from) && !m.cur.has(from) {
+		if r.Epoch > m.cur.epoch && r.Epoch != n.epoch && n.descends(r.Epoch) {
+			// An outsider of both views holds one of the held proposal's
+			// ancestors above the installed view: a member of that
+			// ancestor, which the proposal then excluded. It may have
+			// installed it: ask, as from a member below. Its report is
+			// still ignored. A dead root's proposal on a view installed
+			// behind a partition left its next root counting majorities
+			// in the view before, in a minority there, while the only
+			// live node that had seen the commit was one the proposal
+			// excluded (the oracle swarm, seed 3498115).
+			m.send(from, &Query{Epoch: r.Epoch})
+		}
 		m.notice(from, false) // footnote 1: messages of excluded nodes are ignored
 		return
 	}
@@ -1382,8 +1394,15 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		// its commit did not reach this node; install it now.
 		m.install(prev)
 	}
-	m.accept(v, p, from)
+	// Set before accept, which may start a proposal on v (this node is
+	// v's next root when v's root failed: reportFailures, rootStep) and
+	// adopt v for it. Set after, it undid that adoption: the root then
+	// held no adopted proposal under its own, yielded to a competing
+	// proposal that abandons v, which it had acknowledged, and v's other
+	// holders, waiting for v's lineage to go on, refused everything else
+	// for good (the oracle swarm, seed 3124975, majority).
 	m.adopted = adopted
+	m.accept(v, p, from)
 }
 
 // openAcked returns a proposal that the one this node holds is built on
@@ -1439,6 +1458,17 @@ func (m *Member) staleVerdicts(v *view) {
 	for id := range m.detected {
 		set(id)
 	}
+}
+
+// branchLeft reports whether the installed view x has left the branch of
+// proposal p: x is newer than p and descends from p's base but not from
+// p. Under PartitionMajority the installed views form one history, so p
+// never committed (x and p would have forked at p's base), and a node
+// that holds p, which may have committed as far as it knows, may drop
+// it once it learns of x. Not under PartitionPaper, whose partitions
+// install views side by side.
+func branchLeft(x *view, p *view) bool {
+	return x.epoch > p.epoch && p.base() != 0 && x.descends(p.base()) && !x.descends(p.epoch)
 }
 
 // mayDescend reports whether a view numbered epoch with the given ancestry
@@ -1908,13 +1938,26 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 	aborted := false
 	// vouches says whether the sender's abort of v holds: it is v's root,
 	// or a member (a joiner's answer names its incarnation, which must be
-	// v's: its promise is about itself, not a former process of its id).
+	// v's: its promise is about itself, not a former process of its id),
+	// or, under PartitionMajority, its installed view has left v's branch
+	// (branchLeft).
 	viewless := s.v == nil && s.View.Epoch == 0
 	vouches := func(v *view) bool {
 		if viewless {
 			return len(s.View.Incs) == 1 && s.View.Incs[0].ID == from && v.has(from) && v.inc(from) == s.View.Incs[0].Inc
 		}
-		return EpochRoot(s.Abort) == from || v.has(from)
+		if EpochRoot(s.Abort) == from || v.has(from) {
+			return true
+		}
+		// Or the sender's installed view proves that v never committed.
+		if s.Pending || m.cfg.Partition != PartitionMajority || s.View.Epoch <= v.epoch {
+			return false
+		}
+		x := s.v
+		if x == nil {
+			x = &view{epoch: s.View.Epoch, ancestry: s.View.Ancestry}
+		}
+		return branchLeft(x, v)
 	}
 	if s.Abort != 0 && m.adopted != nil && m.adopted.epoch == s.Abort && vouches(m.adopted) {
 		// The dead root's proposal this node's proposal (or accepted one)

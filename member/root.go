@@ -390,7 +390,15 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		case k.Pending:
 			// The joiner is changing views in its old lineage, numbered at
 			// or above the proposal: propose again with a higher epoch
-			// (observe raised the counter).
+			// (observe raised the counter). Or it holds a dead root's
+			// proposal of a branch that this node's installed view has
+			// left: that one never committed, and the joiner, which could
+			// not know, refused every proposal for good while nobody it
+			// asked could tell it so (the oracle swarm, seed 4228535,
+			// majority). Tell it, with the view that proves it.
+			if m.cfg.Partition == PartitionMajority && branchLeft(m.cur, v) {
+				m.send(from, &Sync{View: m.cur.full(), Abort: v.epoch, v: m.cur})
+			}
 			m.restart = true
 			m.rootStep()
 		default:

@@ -450,3 +450,134 @@ func TestRefusedRootJoinsHeldLineage(t *testing.T) {
 		})
 	}
 }
+
+// TestOutsiderReporterOfAnAncestorIsAsked: n4 installed 1.n0 = [n0 … n6]
+// and holds dead n1's 3.n1, built on 2.n0, which admitted n7, and which
+// n4 never saw installed; 3.n1 excludes n0 and n7. n7, an outsider of
+// both views n4 knows, reports with epoch 2.n0: n4 asks it what became of
+// 2.n0 (it may have installed it), and still tells it that it is out.
+// Ignored as an outsider's, the report was the only word of the commit a
+// root in a minority of 1.n0 could get (the oracle swarm, seed 3498115).
+// A reporter whose epoch is not in the held proposal's ancestry is not
+// asked.
+func TestOutsiderReporterOfAnAncestorIsAsked(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		epoch uint64
+		asked bool
+	}{
+		{"ancestor", MakeEpoch(2, 0), true},
+		{"unrelated view", MakeEpoch(2, 5), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4, 5, 6}, 4)
+			first := m.cur.epoch
+			base := MakeEpoch(2, 0) // [n0 … n6 n7]
+			x := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(3, 1), Ancestry: []uint64{base, first},
+				Failed: []core.NodeID{0, 7}, Full: true, Members: []core.NodeID{1, 2, 3, 4, 5, 6}}
+			m.Receive(2, x)
+			if m.acc == nil || m.acc.epoch != x.Epoch {
+				t.Fatalf("n4 does not hold %s", FormatEpoch(x.Epoch))
+			}
+			env.TakeSent()
+			m.Receive(7, &Report{Epoch: c.epoch, Failed: []Joiner{{ID: 0}}})
+			var asked, told bool
+			for _, s := range env.TakeSent() {
+				switch q := s.Msg.(type) {
+				case *Query:
+					asked = asked || s.To == 7 && q.Epoch == c.epoch
+				case *Notice:
+					told = told || s.To == 7
+				}
+			}
+			if asked != c.asked || !told {
+				t.Errorf("n4 asked n7 about %s: %v, told it it is out: %v; want %v, true", FormatEpoch(c.epoch), asked, told, c.asked)
+			}
+		})
+	}
+}
+
+// TestBranchLeft: a node's installed view proves that a proposal of
+// another branch never committed when it descends from the proposal's
+// base and not from the proposal, and is newer.
+func TestBranchLeft(t *testing.T) {
+	v1, v2, p3 := MakeEpoch(1, 0), MakeEpoch(2, 1), MakeEpoch(3, 0)
+	p := &view{epoch: MakeEpoch(2, 0), ancestry: []uint64{v1}}
+	for _, c := range []struct {
+		name string
+		x    *view
+		want bool
+	}{
+		{"sibling branch", &view{epoch: MakeEpoch(3, 1), ancestry: []uint64{v2, v1}}, true},
+		{"descends from it", &view{epoch: MakeEpoch(4, 1), ancestry: []uint64{p3, p.epoch, v1}}, false},
+		{"older", &view{epoch: MakeEpoch(1, 9), ancestry: []uint64{v1}}, false},
+		{"base unknown", &view{epoch: MakeEpoch(3, 1), ancestry: []uint64{v2}}, false},
+		{"the base itself", &view{epoch: v1}, false},
+	} {
+		if got := branchLeft(c.x, p); got != c.want {
+			t.Errorf("%s: branchLeft(%s, %s) = %v, want %v", c.name, FormatEpoch(c.x.epoch), FormatEpoch(p.epoch), got, c.want)
+		}
+	}
+}
+
+// TestHolderDropsALeftBranch: n3 holds dead n0's 2.n0 on 1.n0, which may
+// have committed as far as it knows. n5, no member of it, tells it (a
+// VIEW_SYNC with an abort) its installed view 3.n1, built on 1.n0 through
+// 2.n1, not on 2.n0. Under PartitionMajority, where the installed views
+// form one history, 2.n0 never committed: n3 drops it. Held, it refused
+// the proposals of the lineage that had left it for good, and nobody it
+// asked could free it (the oracle swarm, seed 4228535). Not under
+// PartitionPaper, nor from a view that descends from 2.n0.
+func TestHolderDropsALeftBranch(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		policy   PartitionPolicy
+		ancestry func(first, held uint64) []uint64
+		drops    bool
+	}{
+		{"majority, left", PartitionMajority, func(first, _ uint64) []uint64 { return []uint64{MakeEpoch(2, 1), first} }, true},
+		{"paper, left", PartitionPaper, func(first, _ uint64) []uint64 { return []uint64{MakeEpoch(2, 1), first} }, false},
+		{"majority, descends", PartitionMajority, func(first, held uint64) []uint64 { return []uint64{held, first} }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, env := startMember(t, c.policy, []core.NodeID{0, 1, 2, 3, 4}, 3)
+			first := m.cur.epoch
+			m.Handle(core.Failed{Node: 0})
+			held := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{first},
+				Failed: []core.NodeID{4}, Full: true, Members: []core.NodeID{0, 1, 2, 3}}
+			m.Receive(1, held)
+			if m.acc == nil || m.acc.epoch != held.Epoch {
+				t.Fatalf("n3 does not hold %s", FormatEpoch(held.Epoch))
+			}
+			env.TakeSent()
+			x := FullView{Epoch: MakeEpoch(3, 1), Ancestry: c.ancestry(first, held.Epoch), Members: []core.NodeID{1, 2, 4, 5}}
+			m.Receive(5, &Sync{View: x, Abort: held.Epoch})
+			if dropped := m.acc == nil || m.acc.epoch != held.Epoch; dropped != c.drops {
+				t.Errorf("n3 dropped %s: %v, want %v", FormatEpoch(held.Epoch), dropped, c.drops)
+			}
+		})
+	}
+}
+
+// TestRootOfAHeldProposalAdoptsIt: n2 learns that n0 failed, then gets
+// n0's 2.n0 (sent before n0 died), in which n2 comes right after n0: as
+// it accepts 2.n0 it is its next root, and proposes on it at once. The
+// proposal is built on 2.n0, which n2 must hold as adopted (it may have
+// committed). Overwritten once the acceptance returned, the adoption was
+// lost: the root then yielded to a competing proposal that abandons 2.n0,
+// and 2.n0's other holders refused everything else for good (the oracle
+// swarm, seed 3124975).
+func TestRootOfAHeldProposalAdoptsIt(t *testing.T) {
+	m, _ := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4}, 2)
+	first := m.cur.epoch
+	m.Handle(core.Failed{Node: 0})
+	p := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{first},
+		Failed: []core.NodeID{1}, Full: true, Members: []core.NodeID{0, 2, 3, 4}}
+	m.Receive(0, p)
+	if !m.driving || m.acc.base() != p.Epoch {
+		t.Fatalf("n2 does not drive a proposal on %s (driving %v)", FormatEpoch(p.Epoch), m.driving)
+	}
+	if m.adopted == nil || m.adopted.epoch != p.Epoch {
+		t.Errorf("n2 drives %s without holding %s as adopted", FormatEpoch(m.acc.epoch), FormatEpoch(p.Epoch))
+	}
+}

@@ -236,6 +236,26 @@ func TestSwarmDeterministic(t *testing.T) {
 //     have committed, and refused the root's proposals for good. A root
 //     refused so joins the proposal's lineage, which takes it back, and
 //     tells the refuser about V.
+//   - 3498115 (majority, stuck): n7, root of dead n6's 13.n6, built on
+//     11.n2, which a partition had kept it from seeing installed, counted
+//     majorities in 9.n2, where it was in a minority; the one live node
+//     that had installed 11.n2, n8, was excluded by 13.n6, and its reports
+//     were ignored as an outsider's. A node now asks an outsider whose
+//     report names an ancestor of its held proposal above its installed
+//     view.
+//   - 4228535 (majority, stuck): n13 held dead n0's 9.n0 on 4.n0 and
+//     refused, for good, the proposals of n8's lineage, which had left
+//     9.n0's branch at 4.n0 (n8 installed 10.n2, built on 4.n0 through
+//     8.n1); 9.n0's other live members had acknowledged it or moved on
+//     and could not say that it never committed. A root so refused by a
+//     joiner now sends it its installed view with an abort of the held
+//     proposal, and under PartitionMajority a view that left a
+//     proposal's branch vouches that it never committed.
+//   - 3124975 (majority, stuck): n5 accepted dead n0's 21.n0, of which it
+//     was the next root, and proposed on it at once, from within the
+//     acceptance; the acceptance then overwrote the adoption that the
+//     proposal had set, so n5 yielded to a proposal that abandons 21.n0,
+//     and 21.n0's other holders waited for its lineage for good.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -285,6 +305,9 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{3476017, member.PartitionMajority},
 		{6235739, member.PartitionMajority},
 		{6296744, member.PartitionMajority},
+		{3498115, member.PartitionMajority},
+		{4228535, member.PartitionMajority},
+		{3124975, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))

@@ -498,7 +498,13 @@ func describe(m core.Msg) string {
 	case *member.Notice:
 		return fmt.Sprintf("EXCLUDED %s root %v", member.FormatEpoch(x.Epoch), x.Root)
 	case *member.Sync:
-		return fmt.Sprintf("VIEW_SYNC %s abort %s", member.FormatEpoch(x.View.Epoch), member.FormatEpoch(x.Abort))
+		pending := ""
+		if x.Pending {
+			pending = " pending"
+		}
+		return fmt.Sprintf("VIEW_SYNC %s abort %s%s", member.FormatEpoch(x.View.Epoch), member.FormatEpoch(x.Abort), pending)
+	case *member.Query:
+		return fmt.Sprintf("VIEW_QUERY %s", member.FormatEpoch(x.Epoch))
 	}
 	return member.KindName(m.Kind())
 }
