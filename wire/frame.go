@@ -177,6 +177,55 @@ func DecodeFrame(b []byte) (Frame, int, error) {
 	return decodeFrame(b, DefaultMaxFrameSize)
 }
 
+// HeadCache decodes frames as DecodeFrameMax does, remembering the last
+// header it decoded. A frame whose body starts with the same bytes has
+// the same kind, source, destination and epoch (the header's varints are
+// canonical and end themselves), so it is decoded by one comparison:
+// between two peers exchanging messages of one kind in one view, as a
+// connection's reader mostly sees, every frame but the first. The zero
+// value is ready to use; a HeadCache is for one goroutine at a time.
+type HeadCache struct {
+	n    int // the length of head (0: nothing cached)
+	head [MaxHeaderSize]byte
+	f    Frame // head decoded, without a payload
+}
+
+// DecodeFrameMax is the package's DecodeFrameMax, through the cache.
+func (c *HeadCache) DecodeFrameMax(b []byte, max int) (Frame, int, error) {
+	if len(b) < LengthSize {
+		return Frame{}, LengthSize, ErrShortFrame
+	}
+	total, err := frameLength(b, max)
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	if len(b) < total {
+		return Frame{}, total, ErrShortFrame
+	}
+	body := b[LengthSize:total]
+	if n := c.n; n > 0 && len(body) >= n && string(body[:n]) == string(c.head[:n]) {
+		f := c.f
+		if n < len(body) {
+			f.Payload = body[n:len(body):len(body)]
+		}
+		return f, total, nil
+	}
+	f, n, ok := decodeHeaderFast(body)
+	if !ok {
+		f, err := decodeBodyFull(body)
+		if err != nil {
+			return Frame{}, 0, err
+		}
+		return f, total, nil
+	}
+	if n <= len(c.head) {
+		c.n = copy(c.head[:], body[:n])
+		c.f = f
+		c.f.Payload = nil
+	}
+	return f, total, nil
+}
+
 // DecodeFrameMax is DecodeFrame with a limit of max bytes on the declared
 // length.
 func DecodeFrameMax(b []byte, max int) (Frame, int, error) {
@@ -207,7 +256,7 @@ func decodeFrame(b []byte, max int) (Frame, int, error) {
 	if len(b) < total {
 		return Frame{}, total, ErrShortFrame
 	}
-	if f, ok := decodeHeaderFast(b[LengthSize:total]); ok {
+	if f, _, ok := decodeHeaderFast(b[LengthSize:total]); ok {
 		return f, total, nil
 	}
 	f, err := decodeBodyFull(b[LengthSize:total])
@@ -220,7 +269,7 @@ func decodeFrame(b []byte, max int) (Frame, int, error) {
 // decodeBody decodes a frame's header and payload (the bytes after the
 // length prefix). Errors carry offsets relative to the start of the body.
 func decodeBody(body []byte) (Frame, error) {
-	if f, ok := decodeHeaderFast(body); ok {
+	if f, _, ok := decodeHeaderFast(body); ok {
 		return f, nil
 	}
 	return decodeBodyFull(body)
@@ -253,7 +302,8 @@ func decodeBodyFull(body []byte) (Frame, error) {
 // are small). It reports false for anything the full decoder must judge
 // (which then also finds the error to report): a truncated, too long or
 // non-canonical varint, kind 0 or above 16 bits, a node id above 32 bits.
-func decodeHeaderFast(body []byte) (f Frame, ok bool) {
+// n is the header's length.
+func decodeHeaderFast(body []byte) (f Frame, n int, ok bool) {
 	var v [4]uint64
 	off := 0
 	for k := range v {
@@ -268,20 +318,20 @@ func decodeHeaderFast(body []byte) (f Frame, ok bool) {
 		default: // epochs: a view counter above 32 bits
 			if u, n = uvarint8(b); n == 0 {
 				if u, n = uvarintSlow(b); n == 0 {
-					return Frame{}, false
+					return Frame{}, 0, false
 				}
 			}
 		}
 		v[k], off = u, off+n
 	}
 	if v[0] == 0 || v[0] > math.MaxUint16 || v[1] > math.MaxUint32 || v[2] > math.MaxUint32 {
-		return Frame{}, false
+		return Frame{}, 0, false
 	}
 	f = Frame{Kind: core.Kind(v[0]), Src: core.NodeID(v[1]), Dst: core.NodeID(v[2]), Epoch: v[3]}
 	if off < len(body) {
 		f.Payload = body[off:len(body):len(body)]
 	}
-	return f, true
+	return f, off, true
 }
 
 // uvarint8 reads the canonical varint at the start of b when it is at

@@ -233,7 +233,7 @@ func FuzzHeaderFast(f *testing.F) {
 	f.Add([]byte{0x80, 0x00, 1, 2, 3})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x10, 2, 3})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		fast, ok := decodeHeaderFast(body)
+		fast, _, ok := decodeHeaderFast(body)
 		full, err := decodeBodyFull(body)
 		switch {
 		case ok && err != nil:
@@ -851,6 +851,39 @@ func FuzzRingTag(f *testing.F) {
 		other := RingTag(append(slices.Clone(secret), 'x'), ha, hb, true, true)
 		if CheckRingTag(secret, hb, ha, false, false, other[:]) {
 			t.Fatal("a ring tagged with another secret checks")
+		}
+	})
+}
+
+// FuzzHeadCache checks HeadCache against DecodeFrameMax: the frames of a
+// stream, decoded one after the other through one cache, decode as they
+// do alone (the same frame, length and error class), whatever the headers
+// the cache saw before.
+func FuzzHeadCache(f *testing.F) {
+	a := AppendFrame(nil, Frame{Kind: 0x0401, Src: 1, Dst: 2, Epoch: 7 << 32, Payload: []byte("ab")})
+	b := AppendFrame(nil, Frame{Kind: 0x0401, Src: 1, Dst: 2, Epoch: 7 << 32})
+	c := AppendFrame(nil, Frame{Kind: 0x0402, Src: 1, Dst: 2, Epoch: 8 << 32, Payload: []byte("x")})
+	f.Add(slices.Concat(a, a, b, c, a), 1<<20)
+	f.Add(slices.Concat(a, []byte{0, 0, 0, 6}, a[LengthSize:LengthSize+6]), 1<<20)
+	f.Add(slices.Concat(a, a[:len(a)-1]), 3)
+	f.Fuzz(func(t *testing.T, data []byte, max int) {
+		var cache HeadCache
+		for len(data) > 0 {
+			want, wn, werr := DecodeFrameMax(data, max)
+			got, gn, gerr := cache.DecodeFrameMax(data, max)
+			if gn != wn || (gerr == nil) != (werr == nil) || errors.Is(gerr, ErrShortFrame) != errors.Is(werr, ErrShortFrame) {
+				t.Fatalf("%x: cached decode %d, %v; alone %d, %v", data, gn, gerr, wn, werr)
+			}
+			if werr != nil {
+				// Skip a byte and go on: the next frames meet a cache
+				// that saw this stream's earlier headers.
+				data = data[1:]
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%x: cached decode %+v, alone %+v", data, got, want)
+			}
+			data = data[wn:]
 		}
 	})
 }

@@ -304,16 +304,21 @@ func (r *ring) publish() {
 	r.u64(offTail).Store(r.pos)
 }
 
+// copyOut and copyIn copy across the ring's end in a second copy, made
+// only when one is needed (most are not: an empty copy still costs a
+// call).
 func (r *ring) copyOut(b []byte) {
 	at := r.pos & r.mask
-	k := copy(b, r.data[at:])
-	copy(b[k:], r.data)
+	if k := copy(b, r.data[at:]); k < len(b) {
+		copy(b[k:], r.data)
+	}
 }
 
 func (r *ring) copyIn(b []byte) {
 	at := r.pos & r.mask
-	k := copy(r.data[at:], b)
-	copy(r.data, b[k:])
+	if k := copy(r.data[at:], b); k < len(b) {
+		copy(r.data, b[k:])
+	}
 }
 
 // empty reports whether the reader has consumed everything published. It
@@ -343,8 +348,11 @@ type shmConn struct {
 	// handoff is raised by a caller that left the reader goroutine
 	// something beyond the ring (bytes in the frame reader, or its error).
 	handoff atomic.Bool
-	try     io.Reader       // tryReader of this connection, made once
-	raw     syscall.RawConn // sock's, for raw reads and writes; nil: sock's own
+	// heads decodes the frames callers take from the ring (nextFrame,
+	// under the connection's read lock).
+	heads wire.HeadCache
+	try   io.Reader       // tryReader of this connection, made once
+	raw   syscall.RawConn // sock's, for raw reads and writes; nil: sock's own
 	// wakeR and wakeW (capacity 1) tell the reader and the writer that a
 	// wake-up byte came (the byte does not say for whom: both look).
 	wakeR, wakeW chan struct{}
@@ -621,7 +629,7 @@ func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) 
 		return wire.Frame{}, false, false
 	}
 	b := buf[:copy(buf, r.data[at:at+n])]
-	f, used, err := wire.DecodeFrameMax(b, max)
+	f, used, err := c.heads.DecodeFrameMax(b, max)
 	if err != nil || used != len(b) {
 		return wire.Frame{}, false, false
 	}
