@@ -102,7 +102,7 @@ func writeSwarmSummary(w io.Writer, s swarm.Summary, from uint64, requested int)
 	if s.Seeds < requested {
 		done = fmt.Sprintf(" (interrupted: %d of the %d seeds finished)", s.Seeds, requested)
 	}
-	fmt.Fprintf(w, "swarm %s: seeds %d–%d%s: %d seeds, %d passed, %d violations, %d stuck",
+	fmt.Fprintf(w, "swarm %s: seeds %d–%d%s: %d seeds, %d passed, %d failed, %d stuck",
 		s.Protocol, from, from+uint64(requested)-1, done, s.Seeds, s.Passed, s.Failed, s.Stuck)
 	if s.Minority > 0 {
 		fmt.Fprintf(w, " (%d runs rightly blocked in a minority)", s.Minority)

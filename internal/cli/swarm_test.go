@@ -13,7 +13,7 @@ func TestSimSwarm(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	if !strings.Contains(out, "swarm agree: seeds 5–24: 20 seeds, 20 passed, 0 violations, 0 stuck") {
+	if !strings.Contains(out, "swarm agree: seeds 5–24: 20 seeds, 20 passed, 0 failed, 0 stuck") {
 		t.Errorf("no summary in:\n%s", out)
 	}
 	for _, args := range [][]string{
