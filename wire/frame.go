@@ -192,17 +192,10 @@ type HeadCache struct {
 
 // DecodeFrameMax is the package's DecodeFrameMax, through the cache.
 func (c *HeadCache) DecodeFrameMax(b []byte, max int) (Frame, int, error) {
-	if len(b) < LengthSize {
-		return Frame{}, LengthSize, ErrShortFrame
-	}
-	total, err := frameLength(b, max)
+	body, total, err := frameBody(b, max)
 	if err != nil {
-		return Frame{}, 0, err
+		return Frame{}, total, err
 	}
-	if len(b) < total {
-		return Frame{}, total, ErrShortFrame
-	}
-	body := b[LengthSize:total]
 	if n := c.n; n > 0 && len(body) >= n && string(body[:n]) == string(c.head[:n]) {
 		f := c.f
 		if n < len(body) {
@@ -245,21 +238,33 @@ func frameLength(b []byte, max int) (int, error) {
 	return LengthSize + int(n), nil
 }
 
-func decodeFrame(b []byte, max int) (Frame, int, error) {
+// frameBody returns the body of the frame at the start of b (what follows
+// its length prefix) and the frame's size, or, when b holds no whole
+// frame, what decodeFrame returns: the size to read (ErrShortFrame) or
+// 0 and the length prefix's error.
+func frameBody(b []byte, max int) ([]byte, int, error) {
 	if len(b) < LengthSize {
-		return Frame{}, LengthSize, ErrShortFrame
+		return nil, LengthSize, ErrShortFrame
 	}
 	total, err := frameLength(b, max)
 	if err != nil {
-		return Frame{}, 0, err
+		return nil, 0, err
 	}
 	if len(b) < total {
-		return Frame{}, total, ErrShortFrame
+		return nil, total, ErrShortFrame
 	}
-	if f, _, ok := decodeHeaderFast(b[LengthSize:total]); ok {
+	return b[LengthSize:total], total, nil
+}
+
+func decodeFrame(b []byte, max int) (Frame, int, error) {
+	body, total, err := frameBody(b, max)
+	if err != nil {
+		return Frame{}, total, err
+	}
+	if f, _, ok := decodeHeaderFast(body); ok {
 		return f, total, nil
 	}
-	f, err := decodeBodyFull(b[LengthSize:total])
+	f, err := decodeBodyFull(body)
 	if err != nil {
 		return Frame{}, 0, err
 	}
