@@ -229,13 +229,19 @@ func DecodeFrameMax(b []byte, max int) (Frame, int, error) {
 // LengthSize bytes) and returns the frame's total size.
 func frameLength(b []byte, max int) (int, error) {
 	n := binary.BigEndian.Uint32(b)
-	if uint64(n) > uint64(max) {
-		return 0, fmt.Errorf("%w: declared length %d, limit %d", ErrFrameTooLarge, n, max)
-	}
-	if n < MinFrameBody {
-		return 0, fmt.Errorf("%w: declared length %d is shorter than any header", ErrMalformedFrame, n)
+	if uint64(n) > uint64(max) || n < MinFrameBody {
+		return 0, badLength(n, max)
 	}
 	return LengthSize + int(n), nil
+}
+
+// badLength is frameLength's error, built out of line: the common path
+// stays short.
+func badLength(n uint32, max int) error {
+	if uint64(n) > uint64(max) {
+		return fmt.Errorf("%w: declared length %d, limit %d", ErrFrameTooLarge, n, max)
+	}
+	return fmt.Errorf("%w: declared length %d is shorter than any header", ErrMalformedFrame, n)
 }
 
 // frameBody returns the body of the frame at the start of b (what follows
