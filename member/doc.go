@@ -416,15 +416,39 @@
 // which that lineage's root then counts the majority of its proposal
 // against (its own installed view is older, and a majority of it is not
 // alive). With that, seeds 1–600,000, 1,000,000–1,999,999 and
-// 6,000,000–6,399,999 pass under both policies. Of 3,000,000–3,599,999 (3476017 passes)
-// three fail, each in the code before the rule too: 3330263 (above), and
-// 3124975 and 3498115 under PartitionMajority, which do not converge
-// after healing (17 and 15 nodes). 3124975 fails in the code of the stop
-// that reported this range as well, so that run missed it (or ran
-// another plan for the seed); the two are not analysed. Of
-// 4,000,000–4,499,999 one fails, 4228535 under PartitionMajority (no
-// convergence after healing, 15 nodes), in the code before the rule too,
-// not analysed either. The
+// 6,000,000–6,399,999 passed under both policies. Of
+// 3,000,000–4,499,999, three runs stayed stuck under PartitionMajority
+// (3124975, 3498115 and 4228535, in older code too), each freed since by
+// a rule of its own. In 3498115 the next root of a dead root's proposal
+// built on a view V, which a partition had kept it from seeing
+// installed, counted majorities in the view before V, where it was in a
+// minority; the one live node that had installed V was one the proposal
+// excluded, and its reports were ignored as an outsider's. A node now
+// asks an outsider whose report names an ancestor of its held proposal
+// above its installed view (VIEW_QUERY), as it asks a member, and
+// installs the view it is told of. In 4228535 a joiner held a dead
+// root's proposal P on 4.n0 and refused, for good, the proposals of a
+// lineage that had left P's branch at 4.n0. P's other live members had
+// acknowledged P, or had never seen it and installed that lineage's
+// views, which do not contain the joiner, so that asked by it they only
+// told it it was out: none said that P never committed. Under
+// PartitionMajority the installed views form one history: a view
+// installed above P that descends from P's base and not from P proves
+// that P never committed.
+// A root so refused by a joiner sends it its installed view with an
+// abort of P, and such a view vouches for an abort as a member's promise
+// does (only under PartitionMajority: under PartitionPaper the sides of
+// a partition install views side by side). In 3124975 a node accepted a
+// dead root's proposal of which it was the next root and proposed on it
+// at once, from within the acceptance, which then overwrote the
+// adoption that the new proposal had recorded; holding nothing beneath
+// its own proposal, the node yielded to a competing one that abandons
+// the dead root's, which it had acknowledged, and the dead root's other
+// holders waited for its lineage for good. The adoption is now recorded
+// before the acceptance. With these rules, seeds 1–600,000,
+// 3,000,000–3,599,999, 4,000,000–4,499,999 and 6,000,000–6,399,999 pass
+// under both policies but 3330263 (PartitionPaper, the oracle's blind
+// spot above). The
 // seeds whose runs called for the rules above are replayed by
 // TestSwarmRegressionSeeds. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that

@@ -246,8 +246,9 @@ func TestSwarmDeterministic(t *testing.T) {
 //   - 4228535 (majority, stuck): n13 held dead n0's 9.n0 on 4.n0 and
 //     refused, for good, the proposals of n8's lineage, which had left
 //     9.n0's branch at 4.n0 (n8 installed 10.n2, built on 4.n0 through
-//     8.n1); 9.n0's other live members had acknowledged it or moved on
-//     and could not say that it never committed. A root so refused by a
+//     8.n1); 9.n0's other live members had acknowledged it, or had never
+//     seen it and installed views of n8's lineage, and only told n13 it
+//     was out. A root so refused by a
 //     joiner now sends it its installed view with an abort of the held
 //     proposal, and under PartitionMajority a view that left a
 //     proposal's branch vouches that it never committed.
