@@ -581,3 +581,52 @@ func TestRootOfAHeldProposalAdoptsIt(t *testing.T) {
 		t.Errorf("n2 drives %s without holding %s as adopted", FormatEpoch(m.acc.epoch), FormatEpoch(p.Epoch))
 	}
 }
+
+// TestRootProvesALeftBranchToAJoiner: n2 installed 3.n2 = [n2 n3 n4],
+// built on 1.n0 = [n0 … n4], and admits n1, which refuses: it holds dead
+// n0's 2.n0 = [n0 n1 n3], also built on 1.n0, which may have committed as
+// far as n1 knows. Under PartitionMajority n2's view proves that 2.n0
+// never committed, and n2 sends it to n1 with an abort of 2.n0; refused
+// for good otherwise (the oracle swarm, seed 4228535). Not under
+// PartitionPaper, nor when n2's view descends from the held proposal.
+func TestRootProvesALeftBranchToAJoiner(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		policy PartitionPolicy
+		onHeld bool // n2's view is built on the held proposal
+		proves bool
+	}{
+		{"majority, left", PartitionMajority, false, true},
+		{"paper, left", PartitionPaper, false, false},
+		{"majority, descends", PartitionMajority, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, env := startMember(t, c.policy, []core.NodeID{0, 1, 2, 3, 4}, 2)
+			first := m.cur.epoch
+			held := MakeEpoch(2, 0)
+			ancestry := []uint64{first}
+			if c.onHeld {
+				ancestry = []uint64{held, first}
+			}
+			installed := FullView{Epoch: MakeEpoch(3, 2), Ancestry: ancestry, Members: []core.NodeID{2, 3, 4}}
+			m.Receive(3, &Sync{View: installed})
+			if m.cur.epoch != installed.Epoch {
+				t.Fatalf("n2 installed %s, want %s", FormatEpoch(m.cur.epoch), FormatEpoch(installed.Epoch))
+			}
+			m.Receive(1, &JoinRequest{Alive: true, From: 1, Epoch: held, Joiners: []Joiner{{ID: 1}}})
+			if !m.driving || !isJoiner(m.accMsg, 1) {
+				t.Fatalf("n2 does not drive a proposal admitting n1 (driving %v)", m.driving)
+			}
+			env.TakeSent()
+			m.Receive(1, &Nack{Epoch: m.acc.epoch, Pending: true,
+				View: FullView{Epoch: held, Ancestry: []uint64{first}, Members: []core.NodeID{0, 1, 3}}})
+			proved := false
+			for _, s := range sentOf[*Sync](env) {
+				proved = proved || s.Abort == held && s.View.Epoch == installed.Epoch
+			}
+			if proved != c.proves {
+				t.Errorf("n2 sent n1 its view with an abort of %s: %v, want %v", FormatEpoch(held), proved, c.proves)
+			}
+		})
+	}
+}
