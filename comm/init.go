@@ -89,6 +89,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if o.queueLen > 0 {
 		tcfg.QueueLen = o.queueLen
 	}
+	tcfg.SocketBuffer = o.sockBuf
 	if tcfg.TLS, err = boot.TLSConfig(); err != nil {
 		return nil, err
 	}

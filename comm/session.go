@@ -133,8 +133,10 @@ type options struct {
 	// shared memory (tcp.Config.ShmInProcess)
 	shmInProcess bool
 	// queueLen: the transport's queue per peer (tcp.Config.QueueLen; 0:
-	// its default), small in tests that fill it
-	queueLen int
+	// its default), small in tests that fill it; sockBuf: the kernel's
+	// socket buffers (tcp.Config.SocketBuffer; 0: the system's), small in
+	// tests that must fill a TCP connection
+	queueLen, sockBuf int
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
