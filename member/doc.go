@@ -447,9 +447,10 @@
 // holders waited for its lineage for good. The adoption is now recorded
 // before the acceptance. With these rules, seeds 1–600,000,
 // 1,000,000–1,999,999, 2,000,001–3,000,000, 3,000,000–3,599,999,
-// 4,000,000–4,499,999, 6,000,000–6,399,999 and 7,000,000–7,499,999 (a
-// range not run before) pass under both policies but 2151847 and 3330263
-// (PartitionPaper, the oracle's blind spot above). The
+// 4,000,000–4,499,999, 6,000,000–6,399,999, and 7,000,000–7,499,999 and
+// 8,000,000–8,399,999 (ranges not run before) pass under both policies
+// but 2151847 and 3330263 (PartitionPaper, the oracle's blind spot
+// above). The
 // seeds whose runs called for the rules above are replayed by
 // TestSwarmRegressionSeeds. Without
 // JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
