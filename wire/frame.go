@@ -203,15 +203,11 @@ func (c *HeadCache) DecodeFrameMax(b []byte, max int) (Frame, int, error) {
 		}
 		return f, total, nil
 	}
-	f, n, ok := decodeHeaderFast(body)
-	if !ok {
-		f, err := decodeBodyFull(body)
-		if err != nil {
-			return Frame{}, 0, err
-		}
-		return f, total, nil
+	f, n, err := decodeBody(body)
+	if err != nil {
+		return Frame{}, 0, err
 	}
-	if n <= len(c.head) {
+	if n > 0 && n <= len(c.head) {
 		c.n = copy(c.head[:], body[:n])
 		c.f = f
 		c.f.Payload = nil
@@ -267,10 +263,7 @@ func decodeFrame(b []byte, max int) (Frame, int, error) {
 	if err != nil {
 		return Frame{}, total, err
 	}
-	if f, _, ok := decodeHeaderFast(body); ok {
-		return f, total, nil
-	}
-	f, err := decodeBodyFull(body)
+	f, _, err := decodeBody(body)
 	if err != nil {
 		return Frame{}, 0, err
 	}
@@ -279,11 +272,14 @@ func decodeFrame(b []byte, max int) (Frame, int, error) {
 
 // decodeBody decodes a frame's header and payload (the bytes after the
 // length prefix). Errors carry offsets relative to the start of the body.
-func decodeBody(body []byte) (Frame, error) {
-	if f, _, ok := decodeHeaderFast(body); ok {
-		return f, nil
+// n is the header's length when the fast decoder took it, 0 when the
+// full one did.
+func decodeBody(body []byte) (f Frame, n int, err error) {
+	if f, n, ok := decodeHeaderFast(body); ok {
+		return f, n, nil
 	}
-	return decodeBodyFull(body)
+	f, err = decodeBodyFull(body)
+	return f, 0, err
 }
 
 // decodeBodyFull is decodeBody by the Decoder, which says what is wrong.
@@ -509,7 +505,7 @@ func (fr *FrameReader) readFrameUnder(limit int) (Frame, error) {
 	if err := fr.fill(total); err != nil {
 		return Frame{}, err
 	}
-	f, err := decodeBody(fr.buf[fr.start+LengthSize : fr.start+total])
+	f, _, err := decodeBody(fr.buf[fr.start+LengthSize : fr.start+total])
 	if err != nil {
 		return Frame{}, err
 	}
@@ -585,7 +581,7 @@ func (fr *FrameReader) readFramePlaced(place PlaceFunc) (Frame, bool, error) {
 		return Frame{}, false, err
 	}
 	avail := min(fr.end, fr.start+total) // this frame's bytes in the buffer
-	f, err := decodeBody(fr.buf[fr.start+LengthSize : avail])
+	f, _, err := decodeBody(fr.buf[fr.start+LengthSize : avail])
 	if err != nil {
 		// Read it whole and fail as ReadFrame does (a stream that ends
 		// first is cut off, not malformed).
