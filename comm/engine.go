@@ -409,7 +409,7 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool
 		}
 		m.recycle()
 	}
-	op.req.complete(st, err)
+	op.req.completeOwned(st, err)
 	return s.returnCreditLocked(m.src, s.msgCharge(q, m))
 }
 
@@ -663,7 +663,7 @@ func (r *Request) Free() {
 
 // reset clears a completed request for reuse.
 func (r *Request) reset() {
-	r.state.Store(0)
+	storeRelease32(&r.state, 0) // no one else touches r now
 	r.owed = false
 	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
 	r.cancelQ, r.cancelOp, r.op, r.rdv, r.waiter = nil, nil, recvOp{}, rdvSend{}, nil
@@ -741,9 +741,17 @@ func (r *Request) release() {
 	}
 	s := r.s
 	r.reset()
-	if s == nil || !s.spare.CompareAndSwap(nil, r) {
-		requestPool.Put(r)
+	// The spare is given back by a release store, not a compare-and-swap
+	// (a locked instruction, and this is the end of a receive, which the
+	// peer waits for): two calls that release at once may both find it
+	// empty, and the second store then drops the first's request, which
+	// no one holds any more, to the garbage collector. pooledRequest's
+	// Swap still hands a request to one call only.
+	if s != nil && s.spare.Load() == nil {
+		storeReleasePtr(&s.spare, r)
+		return
 	}
+	requestPool.Put(r)
 }
 
 // closedChan is the Done channel of a request completed before anyone
@@ -787,13 +795,34 @@ func (r *Request) complete(st Status, err error) {
 // does not wait. Once reqDone is set, complete touches r only for those
 // two, which release waits for: a call that saw reqDone otherwise may
 // reuse r at once. A request polled to completion (the common case)
-// costs its completion two atomic operations.
+// costs its completion two atomic operations (one: completeOwned).
 func (r *Request) completePooled(st Status, err error) {
 	if r.state.Or(reqClaimed)&reqClaimed != 0 {
 		return
 	}
 	r.st, r.err = st, err
-	old := r.state.Or(reqDone)
+	r.wakePooled(r.state.Or(reqDone))
+}
+
+// completeOwned is complete by a request's only possible completer: a
+// receive that the session matched under its lock, having taken it off
+// its queue (or never queued it), so that neither Cancel nor a failure
+// (which complete what they find queued, under the same lock) can reach
+// it. A pooled request then needs no claim: one atomic operation sets
+// reqClaimed and reqDone together.
+func (r *Request) completeOwned(st Status, err error) {
+	if r.wake == nil {
+		r.complete(st, err)
+		return
+	}
+	r.st, r.err = st, err
+	r.wakePooled(r.state.Or(reqClaimed | reqDone))
+}
+
+// wakePooled ends the completion of a pooled request whose state was old
+// before reqDone was set: it closes the Done channel made for it, and
+// sends the token its parked call is owed.
+func (r *Request) wakePooled(old uint32) {
 	if old&reqChan != 0 {
 		r.dmu.Lock()
 		close(r.done)

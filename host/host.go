@@ -135,12 +135,14 @@ type Config struct {
 	// DataPath, if not nil, is offered every inbound frame first, on the
 	// transport's reader goroutine (concurrently for different senders, in
 	// order for one). Returning true consumes the frame. f.Payload is valid
-	// only during the call.
+	// only during the call. The host does not count these frames: a count
+	// shared by the readers would cost each message a locked instruction
+	// (the transport counts its frames, and the data path may count its
+	// own).
 	DataPath func(f wire.Frame) bool
 	// Placer, if not nil, is offered the large frames of a stream
 	// transport before their payload is read (see transport.Placer): the
 	// data path's way to receive a message straight into its buffer.
-	// Frames it takes are counted as the DataPath's.
 	Placer transport.Placer
 	// OnEvent, if not nil, is called on the loop goroutine with every event
 	// the machine emits and the host's time. It must not block, and must
@@ -376,14 +378,13 @@ type Stats struct {
 	Sent        uint64 // messages handed to the transport
 	SendDropped uint64 // messages dropped because the transport refused them
 	Undecodable uint64 // inbound frames the codec could not decode
-	Direct      uint64 // inbound frames consumed by Config.DataPath
 	Timers      uint64 // timers fired into the machine
 	Events      uint64 // events emitted by the machine
 	HintsLost   uint64 // transport hints dropped because the loop was behind
 }
 
 type counters struct {
-	received, sent, dropped, undecodable, direct, timers, events, hintsLost atomic.Uint64
+	received, sent, dropped, undecodable, timers, events, hintsLost atomic.Uint64
 }
 
 // Stats returns the current counters; it is safe to call from any
@@ -392,7 +393,7 @@ func (h *Host) Stats() Stats {
 	return Stats{
 		Received: h.stats.received.Load(), Sent: h.stats.sent.Load(),
 		SendDropped: h.stats.dropped.Load(), Undecodable: h.stats.undecodable.Load(),
-		Direct: h.stats.direct.Load(), Timers: h.stats.timers.Load(),
+		Timers: h.stats.timers.Load(),
 		Events: h.stats.events.Load(), HintsLost: h.stats.hintsLost.Load(),
 	}
 }
@@ -403,7 +404,6 @@ type handler struct{ h *Host }
 func (hd handler) Deliver(f wire.Frame) {
 	h := hd.h
 	if d := h.cfg.DataPath; d != nil && d(f) {
-		h.stats.direct.Add(1)
 		return
 	}
 	m, ok := hd.decode(f)
@@ -573,7 +573,6 @@ func (hd handler) Place(f wire.Frame, n int) (int, []byte) {
 
 // Placed ends a frame that Config.Placer took.
 func (hd handler) Placed(f wire.Frame, ok bool) {
-	hd.h.stats.direct.Add(1)
 	hd.h.cfg.Placer.Placed(f, ok)
 }
 
