@@ -197,7 +197,17 @@ func (t *Transport) progress(c *conn, done waitWord) bool {
 	if !c.shm.pending() || !c.rd.TryLock() {
 		return false
 	}
-	defer c.rd.Unlock()
+	got := t.progressLocked(c, done)
+	c.rd.Unlock()
+	// The frames' room goes back to a writer waiting for it: nextFrame
+	// stored the ring's head by a plain move, which the Unlock's locked
+	// instruction has made visible before this load of the flag.
+	c.shm.ring(c.shm.in, offWWaiting)
+	return got
+}
+
+// progressLocked is progress under c.rd.
+func (t *Transport) progressLocked(c *conn, done waitWord) bool {
 	var err error
 	for n := 0; n < progressBatch && err == nil; n++ {
 		if err = t.readFrame(c, true); err == nil && done.Load() {

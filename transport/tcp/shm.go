@@ -215,12 +215,21 @@ func (r *ring) record(strict bool) (uint64, error) {
 
 // consume moves the reader n bytes on in its current record; at the
 // record's end, to the next record, which it then publishes as its head.
-func (r *ring) consume(n uint64) {
+// fenced: the head is stored by an atomic Store, which no later load
+// passes, as the check of the writer's wake-up flag that follows must
+// not (the futex pattern, see wait); otherwise by a release store, and
+// the caller checks the flag only after a locked instruction of its own
+// (a caller's progress: after it releases the read lock).
+func (r *ring) consume(n uint64, fenced bool) {
 	r.pos += n
 	r.left -= n
 	if r.left == 0 {
 		r.pos = alignUp(r.pos, recAlign)
-		r.u64(offHead).Store(r.pos)
+		if fenced {
+			r.u64(offHead).Store(r.pos)
+		} else {
+			storeOrdered(r.u64(offHead), r.pos)
+		}
 	}
 }
 
@@ -241,7 +250,7 @@ func (r *ring) read(b []byte) (int, error) {
 	}
 	n := min(uint64(len(b)), r.left)
 	r.copyOut(b[:n])
-	r.consume(n)
+	r.consume(n, true)
 	return int(n), nil
 }
 
@@ -634,8 +643,7 @@ func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) 
 		return wire.Frame{}, false, false
 	}
 	r.pos, r.left = pos, avail
-	r.consume(n)
-	c.ring(r, offWWaiting)
+	r.consume(n, false) // the caller rings the writer once it holds no lock (progress)
 	return f, true, false
 }
 
