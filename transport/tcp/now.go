@@ -66,6 +66,7 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 	kick := n < len(p.now)
 	if kick {
 		p.rest, p.restConn = append(p.rest[:0], p.now[n:]...), c
+		p.restPending.Store(true)
 		t.nowPartial.Add(1)
 	} else {
 		p.flushed.Store(p.written)
@@ -114,6 +115,7 @@ func (t *Transport) writeRest(p *peer) bool {
 	}
 	rest, rc := p.rest, p.restConn
 	p.rest, p.restConn = p.rest[:0], nil
+	p.restPending.Store(false)
 	if rc.isDead() {
 		return true
 	}

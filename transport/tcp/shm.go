@@ -760,13 +760,17 @@ func (c *shmConn) Write(b []byte) (int, error) {
 // rings, so no other lock is needed against the unmapping.
 func (c *shmConn) writev(bufs [][]byte) (int64, error) {
 	c.wmu.Lock()
-	n, ok := c.writeRecord(bufs)
-	var err error
-	if !ok {
-		n, err = c.writevLocked(bufs)
-	}
+	n, err := c.writevHeld(bufs)
 	c.wmu.Unlock()
 	return n, err
+}
+
+// writevHeld is writev under c.wmu.
+func (c *shmConn) writevHeld(bufs [][]byte) (int64, error) {
+	if n, ok := c.writeRecord(bufs); ok {
+		return n, nil
+	}
+	return c.writevLocked(bufs)
 }
 
 // writeRecord is writevLocked's common case, a small frame (the direct
@@ -791,6 +795,37 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 	r.publish()
 	c.ring(r, offRWaiting)
 	return int64(total), true
+}
+
+// writeFrame is writeRecord of a frame (f's head, then body) whose head
+// it encodes in the ring itself, where writeRecord would copy it from a
+// buffer: the head's bytes, just stored, would be loaded again by that
+// copy, which waits for them to leave the store buffer. It reports
+// false, having written nothing, when the head could wrap the ring's end
+// (or as writeRecord does). The caller holds c.wmu and checked f's size
+// (a head of at most maxHead bytes).
+func (c *shmConn) writeFrame(f wire.Frame, body []byte, maxHead int) bool {
+	r := c.out
+	n := uint64(maxHead + len(body))
+	if r.open || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
+		return false
+	}
+	if room, err := r.room(n + r.overhead()); err != nil || room < n+r.overhead() {
+		return false
+	}
+	at := (r.pos + recHead) & r.mask
+	if r.size-at < uint64(maxHead) {
+		return false
+	}
+	r.rec, r.open = r.pos, true
+	r.pos += recHead
+	head := wire.AppendFrameHead(r.data[at:at:at+uint64(maxHead)], f, len(body))
+	r.pos += uint64(len(head))
+	r.copyIn(body)
+	r.pos += uint64(len(body))
+	r.publish()
+	c.ring(r, offRWaiting)
+	return true
 }
 
 // writevLocked is writev under c.wmu.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	mrand "math/rand/v2"
 	"net"
 	"testing"
 	"time"
@@ -385,5 +386,62 @@ func TestShmRecordCommit(t *testing.T) {
 	r.word(r.pos, 1).Store(r.recMax() + 1)
 	if _, err := r.read(b); !errors.Is(err, errRingCorrupt) {
 		t.Fatalf("a record longer than the bound: %v; want corrupt", err)
+	}
+}
+
+// writeFrame encodes a frame's head in the ring itself: the frames it
+// writes read back as written, at every position of several laps; it
+// refuses, having written nothing, a frame whose head could wrap the
+// ring's end, and the stream then goes on with writeRecord, as
+// writeDirectShm falls back. The frames' sizes come from a fixed seed.
+func TestShmWriteFrame(t *testing.T) {
+	mem := make([]byte, ringHeader+minShmRingSize)
+	w, r := newRing(mem), newRing(mem)
+	wc := &shmConn{out: w}
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	got := make([]byte, 4096)
+	refused, wrote := 0, 0
+	for i := 0; i < 4000; i++ {
+		f := wire.Frame{Kind: core.Kind(0x0301), Src: 2, Dst: 1, Epoch: uint64(rng.IntN(1 << 20)), Payload: make([]byte, rng.IntN(40))}
+		body := make([]byte, rng.IntN(600))
+		for j := range body {
+			body[j] = byte(i + j)
+		}
+		maxHead := wire.LengthSize + 40 + len(f.Payload)
+		before := w.pos
+		if wc.writeFrame(f, body, maxHead) {
+			wrote++
+		} else {
+			if at := (w.pos + recHead) & w.mask; w.size-at >= uint64(maxHead) {
+				t.Fatalf("frame %d refused at offset %d, room for its head of at most %d", i, at, maxHead)
+			}
+			if w.pos != before || w.open {
+				t.Fatalf("frame %d: refused, but the writer moved %d bytes (open %v)", i, w.pos-before, w.open)
+			}
+			refused++
+			head := wire.AppendFrameHead(nil, f, len(body))
+			if _, ok := wc.writeRecord([][]byte{head, body}); !ok {
+				t.Fatalf("frame %d: writeRecord refused it too", i)
+			}
+		}
+		want := append(wire.AppendFrameHead(nil, f, len(body)), body...)
+		n := 0
+		for n < len(want) {
+			k, err := r.read(got[n:len(want)])
+			if err != nil || k == 0 {
+				t.Fatalf("frame %d: read %d of %d bytes: %v", i, n+k, len(want), err)
+			}
+			n += k
+		}
+		if !bytes.Equal(got[:n], want) {
+			t.Fatalf("frame %d (%d bytes of payload, %d of body) read back differently", i, len(f.Payload), len(body))
+		}
+		if r.left != 0 || r.pos != w.pos {
+			t.Fatalf("frame %d: the reader is at %d (%d left in the record), the writer at %d", i, r.pos, r.left, w.pos)
+		}
+	}
+	t.Logf("%d frames written in place, %d refused near the ring's end", wrote, refused)
+	if refused == 0 || wrote < 10*refused {
+		t.Fatalf("%d written, %d refused: the laps missed a case", wrote, refused)
 	}
 }

@@ -292,7 +292,9 @@ type peer struct {
 
 	// wmu is held by whoever writes to the connection: the writer while it
 	// drains q into its buffer and flushes it, SendDirect for its one
-	// vectored write. It guards written and the scratch buffers.
+	// vectored write (on a shared-memory connection SendDirect takes that
+	// connection's own write lock instead: writeDirectShm). It guards
+	// written and the scratch buffers.
 	wmu     sync.Mutex
 	written uint64
 	hdr     []byte      // SendDirect's padding, length prefix, header and small payload
@@ -306,6 +308,9 @@ type peer struct {
 	rest     []byte
 	restConn *conn
 	kick     chan struct{}
+	// restPending: rest is not empty (set and cleared with it, under
+	// wmu), for writeDirectShm, which does not take wmu.
+	restPending atomic.Bool
 }
 
 // peerQueues are a peer's two queues (see peer.q and hq).
@@ -858,6 +863,9 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	if body := wire.LengthSize + len(f.Payload) + len(body) + 4*binaryMaxVarint; body > t.cfg.MaxFrameSize {
 		return false // let Send report the exact size
 	}
+	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
+		return t.writeDirectShm(p, c, f, body)
+	}
 	if !p.wmu.TryLock() {
 		return false
 	}
@@ -897,6 +905,72 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	p.wmu.Unlock()
 	return true
 }
+
+// writeDirectShm is writeDirect on a shared-memory connection, under the
+// connection's write lock alone (one lock where p.wmu and it took two, on
+// the path of every same-host message). That lock is enough:
+//   - Every other write to c is under it too (shmConn.writev), so no
+//     frame is torn; a frame that the writer goroutine writes in several
+//     writes was taken from p's queue, which leaves p.flushed behind
+//     p.accepted until the frame is out, and the check below then
+//     declines, as it does while frames wait in the queue.
+//   - What SendNow left of a frame (p.rest) is on a socket, not on c; the
+//     check reads that it exists from p.restPending, not p.rest.
+//   - A connection is retired (idle, the peer's goodbye, replaced) by
+//     marking it, then shutting its writing side under this lock
+//     (shmConn.CloseWrite): a write that came first is read before the
+//     end of stream (after an idle goodbye too: a retired connection is
+//     read to its end); one that comes after finds c stopped.
+//
+// The head is built on the stack (f.Payload is small here: the data
+// path's header), and a failed write is handled once the lock is
+// released, since closing c takes it.
+func (t *Transport) writeDirectShm(p *peer, c *conn, f wire.Frame, body []byte) bool {
+	sc := c.shm
+	if !sc.wmu.TryLock() {
+		return false
+	}
+	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() {
+		sc.wmu.Unlock()
+		return false
+	}
+	f.Src, f.Dst = t.self, p.id
+	if len(body) < padFrom && sc.writeFrame(f, body, wire.LengthSize+4*binaryMaxVarint+len(f.Payload)) {
+		sc.wmu.Unlock()
+		c.markActive()
+		t.stats.direct.Add(1)
+		return true
+	}
+	var hb [shmDirectHead]byte
+	hdr := wire.AppendFrameHead(hb[wire.PadMax:wire.PadMax], f, len(body))
+	if len(body) >= padFrom {
+		if pad := wire.PadFor(len(hdr), uintptr(unsafe.Pointer(unsafe.SliceData(body)))); pad > 0 {
+			// The pad frame goes in front of the head, in the room left
+			// for it.
+			start := wire.PadMax - pad
+			wire.AppendPad(hb[start:start], t.self, p.id, pad)
+			hdr = hb[start : wire.PadMax+len(hdr)]
+		}
+	}
+	bufs := [2][]byte{hdr, body}
+	_, err := sc.writevHeld(bufs[:])
+	sc.wmu.Unlock()
+	if err != nil {
+		c.writeFailed(err)
+	} else {
+		c.markActive()
+		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
+	}
+	return true
+}
+
+// shmDirectPayload bounds the f.Payload that writeDirectShm takes (the
+// data path's header is far smaller); shmDirectHead is its stack buffer:
+// room for a pad frame, then the frame's length, header and payload.
+const (
+	shmDirectPayload = 128
+	shmDirectHead    = wire.PadMax + wire.LengthSize + 4*binaryMaxVarint + shmDirectPayload
+)
 
 // padFrom is the smallest payload SendDirect aligns on the stream with a
 // pad frame (wire.PadFor): below it the copy is too short to gain.
