@@ -134,7 +134,7 @@ func (s *Session) chargeOf(src core.NodeID, ctxID uint64, size int) int {
 
 // msgCharge is chargeOf of message m of queue q (a ready-to-send costs
 // nothing).
-func (s *Session) msgCharge(q *queue, m message) int {
+func (s *Session) msgCharge(q *queue, m *message) int {
 	if m.rdv != 0 {
 		return 0
 	}
@@ -142,21 +142,21 @@ func (s *Session) msgCharge(q *queue, m message) int {
 }
 
 // returnCreditLocked records that messages of src that cost n were
-// consumed or dropped here, and returns the credit frame to send once a
-// quarter of the budget is owed (no frame otherwise).
-func (s *Session) returnCreditLocked(src core.NodeID, n int) outgoing {
+// consumed or dropped here, and stores in *out the credit frame to send
+// once a quarter of the budget is owed (nothing otherwise).
+func (s *Session) returnCreditLocked(src core.NodeID, n int, out *outgoing) {
 	if n == 0 {
-		return outgoing{}
+		return
 	}
 	pc := &s.credit[src]
 	pc.owed += n
 	if pc.owed < s.eagerCredit/creditReturnDiv || s.failed[src] {
-		return outgoing{}
+		return
 	}
 	p := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), uint64(pc.owed))
 	pc.owed = 0
 	s.stats.creditFrames.Add(1)
-	return outgoing{to: int(src), kind: kindCredit, payload: p}
+	*out = outgoing{to: int(src), kind: kindCredit, payload: p}
 }
 
 // owedLocked returns and clears what is owed to src (returned with a
@@ -178,7 +178,7 @@ func (s *Session) addCreditLocked(src core.NodeID, n uint64) {
 func (s *Session) unqueueLocked(q *queue, i int) message {
 	m := q.unexpected[i]
 	q.unexpected = slices.Delete(q.unexpected, i, i+1)
-	s.credit[m.src].held -= s.msgCharge(q, m)
+	s.credit[m.src].held -= s.msgCharge(q, &m)
 	return m
 }
 
@@ -190,9 +190,10 @@ func (s *Session) dropUnexpectedLocked(q *queue, drop func(message) bool) []outg
 		if !drop(m) {
 			return false
 		}
-		c := s.msgCharge(q, m)
+		c := s.msgCharge(q, &m)
 		s.credit[m.src].held -= c
-		if o := s.returnCreditLocked(m.src, c); o.kind != 0 {
+		var o outgoing
+		if s.returnCreditLocked(m.src, c, &o); o.kind != 0 {
 			out = append(out, o)
 		}
 		return true

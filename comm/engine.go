@@ -321,46 +321,52 @@ func (s *Session) deliver(src int, ctxID uint64, tag int, vnode VNode, data []by
 // deliverMsg is deliver of a message (its data, or a ready-to-send), and
 // sends the answers the matching calls for once the lock is released.
 func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
-	s.sendOne(s.deliverLocked(src, ctxID, m, owned))
-}
-
-func (s *Session) deliverLocked(src int, ctxID uint64, m message, owned bool) outgoing {
+	var out outgoing
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.matchLocked(src, ctxID, m, owned)
+	s.matchLocked(src, ctxID, &m, owned, &out)
+	s.mu.Unlock()
+	s.sendOne(out)
 }
 
-// matchLocked is deliverLocked under s.mu.
-func (s *Session) matchLocked(src int, ctxID uint64, m message, owned bool) outgoing {
+// matchLocked is deliverMsg under s.mu; the frame the matching calls for,
+// if any, is stored in *out. (The message and that frame go by pointer:
+// copied by value, the compiler spills a struct with word stores and
+// copies it with wider loads, which wait for those stores to leave the
+// store buffer, several times per message.)
+func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out *outgoing) {
 	node, tag, vnode := m.src, m.tag, m.vnode
 	if s.state != nil || s.failed[src] {
 		s.stats.dropped.Add(1)
-		return outgoing{}
+		return
 	}
 	q := s.queueLocked(ctxID)
 	if c := q.comm; c != nil {
 		if c.revoked {
 			s.stats.dropped.Add(1)
-			return s.returnCreditLocked(node, s.msgCharge(q, m))
+			s.returnCreditLocked(node, s.msgCharge(q, m), out)
+			return
 		}
 		if _, ok := c.rankOf(node); !ok {
 			s.stats.malformed.Add(1)
-			return s.returnCreditLocked(node, s.msgCharge(q, m))
+			s.returnCreditLocked(node, s.msgCharge(q, m), out)
+			return
 		}
 	} else if s.revokedID[ctxID&^subMask] {
 		s.stats.dropped.Add(1)
-		return s.returnCreditLocked(node, s.msgCharge(q, m))
+		s.returnCreditLocked(node, s.msgCharge(q, m), out)
+		return
 	}
 	for i, op := range q.posted {
 		if op.matches(node, tag, vnode) {
 			q.posted = slices.Delete(q.posted, i, i+1)
-			return s.completeRecvLocked(q, op, m, owned)
+			s.completeRecvLocked(q, op, m, owned, out)
+			return
 		}
 	}
 	if !owned && m.rdv == 0 {
 		m.data, m.buf = keepCopy(m.data)
 	}
-	q.unexpected = append(q.unexpected, m)
+	q.unexpected = append(q.unexpected, *m)
 	s.credit[node].held += s.msgCharge(q, m)
 	if len(q.probes) > 0 {
 		q.probes = slices.DeleteFunc(q.probes, func(op *recvOp) bool {
@@ -371,10 +377,9 @@ func (s *Session) matchLocked(src int, ctxID uint64, m message, owned bool) outg
 			return true
 		})
 	}
-	return outgoing{}
 }
 
-func (s *Session) statusLocked(q *queue, m message) Status {
+func (s *Session) statusLocked(q *queue, m *message) Status {
 	r, _ := q.comm.rankOf(m.src)
 	n := len(m.data)
 	if m.rdv != 0 {
@@ -383,12 +388,13 @@ func (s *Session) statusLocked(q *queue, m message) Status {
 	return Status{Source: r, Tag: m.tag, Count: n, VNode: m.vnode}
 }
 
-// completeRecvLocked completes receive op with message m and returns the
-// credit frame its sender may be owed, or (a ready-to-send) makes it wait
-// for the data and returns the answer to the sender.
-func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool) outgoing {
+// completeRecvLocked completes receive op with message m and stores in
+// *out the credit frame its sender may be owed, or (a ready-to-send)
+// makes it wait for the data and stores the answer to the sender.
+func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned bool, out *outgoing) {
 	if m.rdv != 0 {
-		return s.rdvMatchLocked(q, op, m)
+		s.rdvMatchLocked(q, op, m, out)
+		return
 	}
 	st := s.statusLocked(q, m)
 	var err error
@@ -410,41 +416,42 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m message, owned bool
 		m.recycle()
 	}
 	op.req.completeOwned(st, err)
-	return s.returnCreditLocked(m.src, s.msgCharge(q, m))
+	s.returnCreditLocked(m.src, s.msgCharge(q, m), out)
 }
 
 // post matches op against the queued messages of context c.id|sub, or
 // leaves it posted, or fails it if it involves a failed rank.
 func (s *Session) post(c *commState, sub uint64, op *recvOp) {
-	s.sendOne(s.postLocked(c, sub, op))
-}
-
-func (s *Session) postLocked(c *commState, sub uint64, op *recvOp) outgoing {
+	var out outgoing
 	s.mu.Lock()
-	out := s.postHeldLocked(c, sub, op)
+	s.postLocked(c, sub, op, &out)
 	s.mu.Unlock()
-	return out
+	s.sendOne(out)
 }
 
-// postHeldLocked is postLocked under s.mu.
-func (s *Session) postHeldLocked(c *commState, sub uint64, op *recvOp) outgoing {
+// postLocked is post under s.mu; the frame the matching calls for, if
+// any, is stored in *out.
+func (s *Session) postLocked(c *commState, sub uint64, op *recvOp, out *outgoing) {
 	q := s.queueLocked(c.id | sub)
 	if err := s.opErrLocked(q, op.src, op.probe); err != nil {
 		op.req.complete(Status{}, err)
-		return outgoing{}
+		return
 	}
-	for i, m := range q.unexpected {
+	for i := range q.unexpected {
+		m := &q.unexpected[i]
 		if op.matches(m.src, m.tag, m.vnode) {
 			if op.probe {
 				op.req.complete(s.statusLocked(q, m), nil)
-				return outgoing{}
+				return
 			}
-			return s.completeRecvLocked(q, op, s.unqueueLocked(q, i), true)
+			msg := s.unqueueLocked(q, i)
+			s.completeRecvLocked(q, op, &msg, true, out)
+			return
 		}
 	}
 	if err := s.failErrLocked(q, op.src); err != nil {
 		op.req.complete(Status{}, err)
-		return outgoing{}
+		return
 	}
 	op.req.cancelQ, op.req.cancelOp = q, op
 	s.posts++
@@ -454,7 +461,6 @@ func (s *Session) postHeldLocked(c *commState, sub uint64, op *recvOp) outgoing 
 	} else {
 		q.posted = append(q.posted, op)
 	}
-	return outgoing{}
 }
 
 // iprobe looks for a matching queued message without waiting.
@@ -466,8 +472,8 @@ func (s *Session) iprobe(c *commState, sub uint64, src core.NodeID, tag int) (St
 		return Status{}, false, err
 	}
 	op := recvOp{src: src, tag: tag, anyV: true}
-	for _, m := range q.unexpected {
-		if op.matches(m.src, m.tag, m.vnode) {
+	for i := range q.unexpected {
+		if m := &q.unexpected[i]; op.matches(m.src, m.tag, m.vnode) {
 			return s.statusLocked(q, m), true, nil
 		}
 	}

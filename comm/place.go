@@ -109,7 +109,9 @@ func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
 		r, _ := q.comm.rankOf(src)
 		s.startPlacingLocked(src, placement{q: q, op: op, st: Status{Source: r, Tag: tag, Count: size}})
 		s.addCreditLocked(src, h.credit) // not delivered: nobody else will
-		return skip, dst, s.returnCreditLocked(src, s.chargeOf(src, ctxID, size))
+		var out outgoing
+		s.returnCreditLocked(src, s.chargeOf(src, ctxID, size), &out)
+		return skip, dst, out
 	}
 	// Unexpected: into the buffer it will be kept in (see above).
 	dst, buf := pooledBuf(size)
@@ -181,7 +183,9 @@ func (s *Session) placedLocked(f wire.Frame, ok bool) outgoing {
 	op := pl.op
 	switch {
 	case pl.held && ok:
-		return s.matchLocked(int(f.Src), pl.ctxID, pl.msg, true)
+		var out outgoing
+		s.matchLocked(int(f.Src), pl.ctxID, &pl.msg, true, &out)
+		return out
 	case pl.held: // cut off: lost, as any frame in flight
 		pl.msg.recycle()
 	case ok:

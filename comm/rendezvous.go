@@ -172,18 +172,19 @@ func parseRTS(p []byte) (id, ctxID uint64, tag, size int, err error) {
 // rdvMatchLocked gives the receive op the RTS message m: the receive waits
 // for the data (or fails at once if the buffer is too small, or the
 // sender failed), and the returned frame is the answer to the sender.
-func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) outgoing {
+func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m *message, out *outgoing) {
 	st := s.statusLocked(q, m)
 	if !op.alloc && len(op.buf) < m.size {
 		// The receive completes now: its array may be used again before
 		// the answer is written.
 		p := binary.AppendUvarint(append(binary.AppendUvarint(nil, m.rdv), 1), uint64(s.owedLocked(m.src)))
 		op.req.complete(st, &TruncateError{Need: m.size, Have: len(op.buf), Source: st.Source, Tag: st.Tag})
-		return outgoing{to: int(m.src), kind: kindCTS, payload: p}
+		*out = outgoing{to: int(m.src), kind: kindCTS, payload: p}
+		return
 	}
 	if err := s.failErrLocked(q, m.src); err != nil {
 		op.req.complete(Status{}, err)
-		return outgoing{}
+		return
 	}
 	if s.rdvIn == nil {
 		s.rdvIn = make(map[rdvKey]rdvRecv)
@@ -191,7 +192,7 @@ func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m message) outgoing {
 	s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st}
 	p := append(binary.AppendUvarint(op.req.hdr[:0], m.rdv), 0)
 	p = binary.AppendUvarint(p, uint64(s.owedLocked(m.src)))
-	return outgoing{to: int(m.src), kind: kindCTS, payload: untilAnswered(p)}
+	*out = outgoing{to: int(m.src), kind: kindCTS, payload: untilAnswered(p)}
 }
 
 // onCTS handles a clear-to-send: the data is written from a goroutine of

@@ -444,11 +444,12 @@ func (s *Session) dataPath(f wire.Frame) bool {
 			// The credit the frame returns, and the message, under one
 			// lock.
 			m := message{src: core.NodeID(src), tag: h.tag, vnode: VNode(h.vnode), data: data}
+			var out outgoing
 			s.mu.Lock()
 			if h.credit > 0 {
 				s.addCreditLocked(m.src, h.credit)
 			}
-			out := s.matchLocked(src, h.ctxID, m, false)
+			s.matchLocked(src, h.ctxID, &m, false, &out)
 			s.mu.Unlock()
 			if out.kind != 0 { // a credit frame is due
 				s.sendOne(out)
