@@ -102,17 +102,19 @@ func appendHeader(b []byte, f *Frame, bodyLen int) []byte {
 // AppendFrame does not enforce a frame size limit (the writer and the reader
 // do); it panics if the frame cannot be represented at all (a body of 4 GiB
 // or more), which is a programming error.
-func AppendFrame(b []byte, f Frame) []byte { return AppendFrameHead(b, f, 0) }
+func AppendFrame(b []byte, f Frame) []byte { return f.AppendHead(b, 0) }
 
-// AppendFrameHead appends f, length prefix included, to b as if its payload
+// AppendHead appends f, length prefix included, to b as if its payload
 // were f.Payload followed by extra more bytes, which the caller writes
 // right after (a vectored write of the head and the caller's buffer, with
-// no copy of the latter). It panics as AppendFrame does.
-func AppendFrameHead(b []byte, f Frame, extra int) []byte {
+// no copy of the latter). It panics as AppendFrame does. (A method on a
+// pointer: a send's path passes the frame down several calls, and a
+// Frame with a slice and extra arguments no longer fits the registers.)
+func (f *Frame) AppendHead(b []byte, extra int) []byte {
 	// The header first, then its length in front of it: the varints are
 	// measured by writing them.
 	start := len(b)
-	b = appendHeader(b, &f, 0)
+	b = appendHeader(b, f, 0)
 	body := len(b) - start - LengthSize + len(f.Payload) + extra
 	if uint64(body) > math.MaxUint32 || extra < 0 {
 		panic(fmt.Sprintf("wire: frame body of %d bytes does not fit the 32-bit length", body))
@@ -190,29 +192,35 @@ type HeadCache struct {
 	f    Frame // head decoded, without a payload
 }
 
-// DecodeFrameMax is the package's DecodeFrameMax, through the cache.
-func (c *HeadCache) DecodeFrameMax(b []byte, max int) (Frame, int, error) {
+// Decode is DecodeFrameMax through the cache, into *f (a zero Frame on
+// error). The frame goes by pointer: a Frame returned with two more
+// results no longer fits the registers, and its copies from the stack
+// would wait for the stores that made it.
+func (c *HeadCache) Decode(f *Frame, b []byte, max int) (int, error) {
 	body, total, err := frameBody(b, max)
 	if err != nil {
-		return Frame{}, total, err
+		*f = Frame{}
+		return total, err
 	}
 	if n := c.n; n > 0 && len(body) >= n && string(body[:n]) == string(c.head[:n]) {
-		f := c.f
+		*f = c.f
 		if n < len(body) {
 			f.Payload = body[n:len(body):len(body)]
 		}
-		return f, total, nil
+		return total, nil
 	}
-	f, n, err := decodeBody(body)
+	d, n, err := decodeBody(body)
 	if err != nil {
-		return Frame{}, 0, err
+		*f = Frame{}
+		return 0, err
 	}
 	if n > 0 && n <= len(c.head) {
 		c.n = copy(c.head[:], body[:n])
-		c.f = f
+		c.f = d
 		c.f.Payload = nil
 	}
-	return f, total, nil
+	*f = d
+	return total, nil
 }
 
 // DecodeFrameMax is DecodeFrame with a limit of max bytes on the declared

@@ -8,16 +8,17 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
-// TestAppendFrameHead: the head from AppendFrameHead (header and the
+// TestAppendHead: the head from Frame.AppendHead (header and the
 // frame's own payload) followed by the rest of the payload is byte for byte
 // what AppendFrame encodes, and decodes back.
-func TestAppendFrameHead(t *testing.T) {
+func TestAppendHead(t *testing.T) {
 	for _, n := range []int{0, 1, 127, 128, 70000} {
 		payload := bytes.Repeat([]byte{0x5A}, n)
 		f := wire.Frame{Kind: core.MakeKind(core.ProtoTest, 3), Src: 7, Dst: 300, Epoch: 1 << 40, Payload: payload}
 		want := wire.AppendFrame(nil, f)
 		split := n / 3
-		head := wire.AppendFrameHead(nil, wire.Frame{Kind: f.Kind, Src: f.Src, Dst: f.Dst, Epoch: f.Epoch, Payload: payload[:split]}, n-split)
+		fh := wire.Frame{Kind: f.Kind, Src: f.Src, Dst: f.Dst, Epoch: f.Epoch, Payload: payload[:split]}
+		head := fh.AppendHead(nil, n-split)
 		got := append(head, payload[split:]...)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("payload %d: header+payload differs from AppendFrame", n)
@@ -32,5 +33,5 @@ func TestAppendFrameHead(t *testing.T) {
 			t.Fatal("a negative payload length did not panic")
 		}
 	}()
-	wire.AppendFrameHead(nil, wire.Frame{}, -1)
+	new(wire.Frame).AppendHead(nil, -1)
 }

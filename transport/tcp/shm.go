@@ -614,9 +614,9 @@ func (c *shmConn) readableLocked() bool {
 //
 // Like pending, it takes no lock against Close: a caller's progress polls
 // inside the transport's poll guard, which keeps the rings mapped.
-func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) {
+func (c *shmConn) nextFrame(f *wire.Frame, buf []byte, max int) (ok, empty bool) {
 	if c.isClosed() {
-		return wire.Frame{}, false, false
+		return false, false
 	}
 	r := c.in
 	// The frame starts at pos, in the current record, or after the
@@ -625,26 +625,26 @@ func (c *shmConn) nextFrame(buf []byte, max int) (f wire.Frame, ok, empty bool) 
 	if avail == 0 {
 		n, err := r.record(false)
 		if n == 0 {
-			return wire.Frame{}, false, err == nil
+			return false, err == nil
 		}
 		pos, avail = pos+recHead, n
 	}
 	at := pos & r.mask
 	if avail < wire.LengthSize || r.size-at < wire.LengthSize {
-		return wire.Frame{}, false, false
+		return false, false
 	}
 	n := wire.LengthSize + uint64(binary.BigEndian.Uint32(r.data[at:]))
 	if n > avail || n > uint64(len(buf)) || n > r.size-at {
-		return wire.Frame{}, false, false
+		return false, false
 	}
 	b := buf[:copy(buf, r.data[at:at+n])]
-	f, used, err := c.heads.DecodeFrameMax(b, max)
+	used, err := c.heads.Decode(f, b, max)
 	if err != nil || used != len(b) {
-		return wire.Frame{}, false, false
+		return false, false
 	}
 	r.pos, r.left = pos, avail
 	r.consume(n, false) // the caller rings the writer once it holds no lock (progress)
-	return f, true, false
+	return true, false
 }
 
 // tryReader reads c's stream without waiting: wire.ErrWouldBlock when
@@ -804,7 +804,7 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 // false, having written nothing, when the head could wrap the ring's end
 // (or as writeRecord does). The caller holds c.wmu and checked f's size
 // (a head of at most maxHead bytes).
-func (c *shmConn) writeFrame(f wire.Frame, body []byte, maxHead int) bool {
+func (c *shmConn) writeFrame(f *wire.Frame, body []byte, maxHead int) bool {
 	r := c.out
 	n := uint64(maxHead + len(body))
 	if r.open || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
@@ -819,7 +819,7 @@ func (c *shmConn) writeFrame(f wire.Frame, body []byte, maxHead int) bool {
 	}
 	r.rec, r.open = r.pos, true
 	r.pos += recHead
-	head := wire.AppendFrameHead(r.data[at:at:at+uint64(maxHead)], f, len(body))
+	head := f.AppendHead(r.data[at:at:at+uint64(maxHead)], len(body))
 	r.pos += uint64(len(head))
 	r.copyIn(body)
 	r.pos += uint64(len(body))

@@ -284,7 +284,8 @@ func TestShmNextFrame(t *testing.T) {
 	frame := func(n int) []byte {
 		return wire.AppendFrame(nil, wire.Frame{Kind: core.Kind(0x0301), Src: 2, Dst: 1, Epoch: 7, Payload: make([]byte, n)})
 	}
-	if _, ok, empty := c.nextFrame(buf, wire.DefaultMaxFrameSize); ok || !empty {
+	var f wire.Frame
+	if ok, empty := c.nextFrame(&f, buf, wire.DefaultMaxFrameSize); ok || !empty {
 		t.Fatalf("an empty ring: ok %v, empty %v; want false, true", ok, empty)
 	}
 	// Two whole frames: read one at a time, each consumed.
@@ -292,7 +293,7 @@ func TestShmNextFrame(t *testing.T) {
 	w.put(frame(20))
 	w.publish()
 	for _, n := range []int{10, 20} {
-		f, ok, _ := c.nextFrame(buf, wire.DefaultMaxFrameSize)
+		ok, _ := c.nextFrame(&f, buf, wire.DefaultMaxFrameSize)
 		if !ok || len(f.Payload) != n || f.Src != 2 || f.Dst != 1 || f.Epoch != 7 {
 			t.Fatalf("frame of %d: got %v ok %v", n, f, ok)
 		}
@@ -312,7 +313,7 @@ func TestShmNextFrame(t *testing.T) {
 		before := r.pos
 		w.put(tc.bytes)
 		w.publish()
-		if f, ok, empty := c.nextFrame(buf, wire.DefaultMaxFrameSize); ok || empty || r.pos != before {
+		if ok, empty := c.nextFrame(&f, buf, wire.DefaultMaxFrameSize); ok || empty || r.pos != before {
 			t.Fatalf("%s: got %v ok %v empty %v, head moved %d; want nothing read", tc.name, f, ok, empty, r.pos-before)
 		}
 		r.pos = w.pos // as if the frame reader had taken it
@@ -329,7 +330,7 @@ func TestShmNextFrame(t *testing.T) {
 	r.u64(offHead).Store(r.pos)
 	w.put(frame(60))
 	w.publish()
-	if _, ok, empty := c.nextFrame(buf, wire.DefaultMaxFrameSize); ok || empty {
+	if ok, empty := c.nextFrame(&f, buf, wire.DefaultMaxFrameSize); ok || empty {
 		t.Fatalf("a frame across the ring's end: ok %v empty %v; want neither", ok, empty)
 	}
 	// The frame reader's path reads it whole across the end.
@@ -409,7 +410,7 @@ func TestShmWriteFrame(t *testing.T) {
 		}
 		maxHead := wire.LengthSize + 40 + len(f.Payload)
 		before := w.pos
-		if wc.writeFrame(f, body, maxHead) {
+		if wc.writeFrame(&f, body, maxHead) {
 			wrote++
 		} else {
 			if at := (w.pos + recHead) & w.mask; w.size-at >= uint64(maxHead) {
@@ -419,12 +420,12 @@ func TestShmWriteFrame(t *testing.T) {
 				t.Fatalf("frame %d: refused, but the writer moved %d bytes (open %v)", i, w.pos-before, w.open)
 			}
 			refused++
-			head := wire.AppendFrameHead(nil, f, len(body))
+			head := f.AppendHead(nil, len(body))
 			if _, ok := wc.writeRecord([][]byte{head, body}); !ok {
 				t.Fatalf("frame %d: writeRecord refused it too", i)
 			}
 		}
-		want := append(wire.AppendFrameHead(nil, f, len(body)), body...)
+		want := append(f.AppendHead(nil, len(body)), body...)
 		n := 0
 		for n < len(want) {
 			k, err := r.read(got[n:len(want)])

@@ -812,7 +812,7 @@ func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) boo
 		return false
 	}
 	p, c := t.current(to)
-	return c != nil && t.writeDirect(p, c, f, body)
+	return c != nil && t.writeDirect(p, c, &f, body)
 }
 
 // current returns peer to and its connection in use (nil: none, or the
@@ -859,7 +859,7 @@ func (p *peer) setCur(c *conn) {
 // writeDirect writes f (payload f.Payload then body) to c if p's queue is
 // drained and flushed and no one holds p.wmu; it reports whether it did
 // (a write that fails closes c and counts as done: the frame is lost).
-func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) bool {
+func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	if body := wire.LengthSize + len(f.Payload) + len(body) + 4*binaryMaxVarint; body > t.cfg.MaxFrameSize {
 		return false // let Send report the exact size
 	}
@@ -877,7 +877,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 	// The frame is written before SendDirect returns, under p.wmu, so it
 	// is not counted in accepted and flushed (Flush has nothing to wait
 	// for, and the idle sweeper holds p.wmu).
-	p.hdr = wire.AppendFrameHead(p.hdr[:0], f, len(body))
+	p.hdr = f.AppendHead(p.hdr[:0], len(body))
 	if len(body) >= padFrom {
 		// Start body on the stream at its alignment in memory.
 		pad := wire.PadFor(len(p.hdr), uintptr(unsafe.Pointer(unsafe.SliceData(body))))
@@ -925,7 +925,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f wire.Frame, body []byte) boo
 // The head is built on the stack (f.Payload is small here: the data
 // path's header), and a failed write is handled once the lock is
 // released, since closing c takes it.
-func (t *Transport) writeDirectShm(p *peer, c *conn, f wire.Frame, body []byte) bool {
+func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	sc := c.shm
 	if !sc.wmu.TryLock() {
 		return false
@@ -942,7 +942,7 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f wire.Frame, body []byte) 
 		return true
 	}
 	var hb [shmDirectHead]byte
-	hdr := wire.AppendFrameHead(hb[wire.PadMax:wire.PadMax], f, len(body))
+	hdr := f.AppendHead(hb[wire.PadMax:wire.PadMax], len(body))
 	if len(body) >= padFrom {
 		if pad := wire.PadFor(len(hdr), uintptr(unsafe.Pointer(unsafe.SliceData(body)))); pad > 0 {
 			// The pad frame goes in front of the head, in the room left
@@ -1539,7 +1539,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 			if c.scratch == nil {
 				c.scratch = make([]byte, wire.PlaceMin-1)
 			}
-			f, ok, empty = c.shm.nextFrame(c.scratch, t.cfg.MaxFrameSize)
+			ok, empty = c.shm.nextFrame(&f, c.scratch, t.cfg.MaxFrameSize)
 		}
 		switch {
 		case empty:
