@@ -353,8 +353,12 @@ func (s *Session) irecvReq(req *Request, c *commState, sub uint64, buf []byte, a
 	if src != AnySource {
 		node = c.members[src]
 	}
-	req.op = recvOp{src: node, tag: tag, vnode: vnode, anyV: anyV, buf: buf, alloc: alloc, req: req}
-	s.post(c, sub, &req.op)
+	// Field by field, not a composite literal: that is built on the stack
+	// and copied with wide loads that wait for its stores.
+	op := &req.op
+	op.src, op.tag, op.vnode, op.anyV, op.buf = node, tag, vnode, anyV, buf
+	op.alloc, op.probe, op.req, op.seq = alloc, false, req, 0
+	s.post(c, sub, op)
 	return req
 }
 

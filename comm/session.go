@@ -443,7 +443,9 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		if err = perr; err == nil {
 			// The credit the frame returns, and the message, under one
 			// lock.
-			m := message{src: core.NodeID(src), tag: h.tag, vnode: VNode(h.vnode), data: data}
+			// Field by field, as irecvReq fills its operation.
+			var m message
+			m.src, m.tag, m.vnode, m.data = core.NodeID(src), h.tag, VNode(h.vnode), data
 			var out outgoing
 			s.mu.Lock()
 			if h.credit > 0 {
