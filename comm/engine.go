@@ -671,8 +671,14 @@ func (r *Request) Free() {
 func (r *Request) reset() {
 	storeRelease32(&r.state, 0) // no one else touches r now
 	r.owed = false
-	r.done, r.st, r.err, r.data, r.comm, r.elem, r.s = nil, Status{}, nil, nil, nil, 0, nil
-	r.cancelQ, r.cancelOp, r.op, r.rdv, r.waiter = nil, nil, recvOp{}, rdvSend{}, nil
+	r.done, r.err, r.data, r.comm, r.elem, r.s = nil, nil, nil, nil, 0, nil
+	r.cancelQ, r.cancelOp, r.waiter = nil, nil, nil
+	// The structs one statement each: in a tuple assignment their zero
+	// values are built in temporaries and copied with wide loads, which
+	// wait for the temporaries' stores.
+	r.st = Status{}
+	r.op = recvOp{}
+	r.rdv = rdvSend{}
 }
 
 // The requests of blocking calls (Send, Recv and their typed forms, the
