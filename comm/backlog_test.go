@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/cohort-mp/cohort/wire"
 )
 
 var backlogSeed = flag.Uint64("backlog.seed", 0, "seed of TestSendOrderThroughBacklog (0: from the clock)")
@@ -16,10 +18,16 @@ var backlogSeed = flag.Uint64("backlog.seed", 0, "seed of TestSendOrderThroughBa
 // TestSendOrderThroughBacklog: one rank sends a stream of eager messages
 // to another in bursts of 2,500, mixing Isend and blocking Send, over a
 // transport whose queue holds 4 frames; the receiver stops for 40 ms
-// every 5,000 messages. A burst fills the connection and the queue, and
-// frames wait in the destination's backlog; between bursts the sender
-// lets the backlog drain, and the next sends go straight to the
-// connection again. Each send must
+// every 5,000 messages. Frames wait in the destination's backlog when
+// the transport's queue is full: halfway through each burst the sender
+// queues 8 control frames (empty credit returns, which the transport
+// never writes on the caller's goroutine), and the data sends that
+// follow find the queue busy or full. (The receiver's pauses alone do not do it: its connection's
+// reader goroutine keeps draining the ring or socket into unexpected
+// messages, so direct writes rarely wait; only a connection not yet up
+// did, and a run whose connection came up first saw no frame wait.)
+// Between bursts the sender lets the backlog drain, and the next sends go
+// straight to the connection again. Each send must
 // go behind what waits (a blocking eager Send first tries its write
 // without the backlog's lock; the test fails when it does not look at
 // the backlog, checked). Every message arrives once, intact, in order.
@@ -87,6 +95,11 @@ func TestSendOrderThroughBacklog(t *testing.T) {
 			w := ss[0].World()
 			var reqs []*Request
 			for i := range n {
+				if i%2500 == 1250 {
+					for range 8 {
+						ss[0].sendFrame(1, wire.Frame{Kind: kindCredit, Payload: binary.AppendUvarint(nil, 0)}, nil, nil)
+					}
+				}
 				if i%2500 == 2499 {
 					// Between bursts, the backlog drains (the receiver may
 					// be stopped meanwhile), then sends go direct again.
