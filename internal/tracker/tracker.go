@@ -7,6 +7,7 @@
 package tracker
 
 import (
+	"cmp"
 	"fmt"
 	"github.com/cohort-mp/cohort/internal/record"
 	"maps"
@@ -68,8 +69,13 @@ type EpochState struct {
 // one line per view change rather than one per node. A Tracker is not safe
 // for concurrent use; [runner.Job] guards its own.
 type Tracker struct {
-	start  time.Time
-	nodes  map[core.NodeID]*NodeState
+	start time.Time
+	nodes map[core.NodeID]*NodeState
+	// byID is nodes in increasing id order, kept as nodes are added and
+	// forgotten: Agreement, which a job's waiter runs at every batch of
+	// records (during a view change too, on the same processors), then
+	// sorts nothing.
+	byID   []*NodeState
 	epochs map[uint64]*EpochState
 	// open holds the epochs of the views with a member list whose line is
 	// not printed yet, the only ones complete looks at: a job that ran
@@ -91,6 +97,8 @@ func (t *Tracker) Node(id core.NodeID) *NodeState {
 	if n == nil {
 		n = &NodeState{ID: id}
 		t.nodes[id] = n
+		i, _ := slices.BinarySearchFunc(t.byID, id, func(m *NodeState, id core.NodeID) int { return cmp.Compare(m.ID, id) })
+		t.byID = slices.Insert(t.byID, i, n)
 	}
 	return n
 }
@@ -100,16 +108,14 @@ func (t *Tracker) Lookup(id core.NodeID) *NodeState { return t.nodes[id] }
 
 // Forget drops node id, as if no record had named it (a node whose start
 // failed and whose id is used again).
-func (t *Tracker) Forget(id core.NodeID) { delete(t.nodes, id) }
+func (t *Tracker) Forget(id core.NodeID) {
+	delete(t.nodes, id)
+	t.byID = slices.DeleteFunc(t.byID, func(n *NodeState) bool { return n.ID == id })
+}
 
 // Nodes returns every known node, by id.
 func (t *Tracker) Nodes() []*NodeState {
-	ids := slices.Sorted(maps.Keys(t.nodes))
-	out := make([]*NodeState, len(ids))
-	for i, id := range ids {
-		out[i] = t.nodes[id]
-	}
-	return out
+	return slices.Clone(t.byID)
 }
 
 // Epoch returns what is known of the view numbered e (nil if no node
@@ -293,7 +299,7 @@ func (t *Tracker) Agreement(outside map[core.NodeID]bool) (member.ViewInstalled,
 	var want []core.NodeID
 	var view member.ViewInstalled
 	first := true
-	for _, n := range t.Nodes() {
+	for _, n := range t.byID {
 		if !n.Live() || outside[n.ID] {
 			continue
 		}
