@@ -819,7 +819,8 @@ func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) boo
 // transport is closed). It takes no lock when byID has the peer and it has
 // a connection: a send on the direct path pays no transport-wide lock.
 // What it returns may be replaced at once, as with a lock: writeDirect
-// checks the connection under the peer's write lock.
+// checks the connection under the peer's write lock (a shared-memory
+// connection under its own: writeDirectShm).
 func (t *Transport) current(to core.NodeID) (*peer, *conn) {
 	if m := t.byID.Load(); m != nil {
 		if p := (*m)[to]; p != nil {
