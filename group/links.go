@@ -62,7 +62,7 @@ func TreeLinks(members []NodeID, self NodeID, fanout int) []NodeID {
 }
 
 // keeper is implemented by a transport that can keep connections open
-// (transport/tcp).
+// (transport/tcp) or ready its links ahead (transport/mem).
 type keeper interface {
 	Keep(ids []core.NodeID)
 }

@@ -309,23 +309,10 @@ func (e *Endpoint) Send(ctx context.Context, to core.NodeID, f wire.Frame) error
 	if body := wire.EncodedSize(f) - wire.LengthSize; body > e.hub.cfg.MaxFrameSize {
 		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", transport.ErrFrameTooLarge, f.Kind, body, e.hub.cfg.MaxFrameSize)
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return transport.ErrClosed
+	l, err := e.link(to)
+	if err != nil {
+		return err
 	}
-	// A pair's link exists only while its peer has an address (RemovePeer
-	// removes both), so only a new link needs the address book.
-	l := e.links[to]
-	if l == nil {
-		if _, ok := e.addrOf(to); !ok {
-			e.mu.Unlock()
-			return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
-		}
-		l = &link{to: to, stop: make(chan struct{})}
-		e.links[to] = l
-	}
-	e.mu.Unlock()
 	if e.hub.drops(e.id, to) {
 		return nil
 	}
@@ -334,6 +321,66 @@ func (e *Endpoint) Send(ctx context.Context, to core.NodeID, f wire.Frame) error
 	}
 	f.Payload = slices.Clone(f.Payload)
 	return e.enqueue(ctx, l, item{f: f, queued: time.Now()})
+}
+
+// link returns the pair's link to node to, making it if needed.
+func (e *Endpoint) link(to core.NodeID) (*link, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, transport.ErrClosed
+	}
+	// A pair's link exists only while its peer has an address (RemovePeer
+	// removes both), so only a new link needs the address book.
+	l := e.links[to]
+	if l == nil {
+		if _, ok := e.addrOf(to); !ok {
+			return nil, fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
+		}
+		l = &link{to: to, stop: make(chan struct{})}
+		e.links[to] = l
+	}
+	return l, nil
+}
+
+// Keep readies the links to ids before their first frame, as
+// transport/tcp's Keep opens their connections (group.KeepTreeLinks): each
+// link finds its receiver, which learns this endpoint's address, so that
+// a view change's first frames on the next tree's links (in one process,
+// a stabilization's) cost no more than the next ones. A peer without an
+// address, or gone, is passed over; links stay until RemovePeer, kept or
+// not.
+func (e *Endpoint) Keep(ids []core.NodeID) {
+	for _, id := range ids {
+		if id == e.id {
+			continue
+		}
+		l, err := e.link(id)
+		if err != nil {
+			continue
+		}
+		l.mu.Lock()
+		e.receiver(l)
+		l.mu.Unlock()
+	}
+}
+
+// receiver returns the endpoint l's frames go to, found and introduced
+// to it if l has none yet (or it left), or nil if it is not there; l.mu is
+// held.
+func (e *Endpoint) receiver(l *link) *Endpoint {
+	if dst := l.dst; dst != nil && !dst.gone.Load() {
+		return dst
+	}
+	e.mu.Lock()
+	addr, _ := e.addrOf(l.to)
+	e.mu.Unlock()
+	dst := e.hub.lookup(addr)
+	if dst == nil || dst.id != l.to || !dst.introduce(e) {
+		return nil
+	}
+	l.dst = dst
+	return dst
 }
 
 // direct hands f to its receiver's handler on the caller's goroutine when
@@ -349,19 +396,9 @@ func (e *Endpoint) direct(l *link, f wire.Frame) bool {
 	if l.backlog.Load() != 0 {
 		return false
 	}
-	dst := l.dst
-	if dst == nil || dst.gone.Load() {
-		e.mu.Lock()
-		addr, _ := e.addrOf(l.to)
-		e.mu.Unlock()
-		dst = e.hub.lookup(addr)
-		if dst == nil || dst.id != l.to {
-			return false // the queued path hints
-		}
-		if !dst.introduce(e) {
-			return false
-		}
-		l.dst = dst
+	dst := e.receiver(l)
+	if dst == nil {
+		return false // the queued path hints
 	}
 	t, ok := dst.slot.Get().(transport.Taker)
 	if !ok {

@@ -295,3 +295,41 @@ func TestDirectPathNotWithLatency(t *testing.T) {
 		t.Errorf("TryDeliver called %d times on a hub with latency, want 0", k.tries)
 	}
 }
+
+// TestKeepReadiesLinks: Keep introduces an endpoint to the peers it keeps
+// before any frame, as a first frame would (the peer can then answer it
+// without an address of its own), and passes over itself and peers
+// without an address.
+func TestKeepReadiesLinks(t *testing.T) {
+	hub, err := mem.NewHub(mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := hub.Join(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := hub.Join(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rec := transporttest.NewRecorder()
+	a.SetHandler(rec)
+	a.SetPeer(2, b.Addr())
+	ctx := context.Background()
+	if err := b.Send(ctx, 1, wire.Frame{Kind: 1}); !errors.Is(err, transport.ErrUnknownPeer) {
+		t.Fatalf("before Keep, a send from b to a: %v, want ErrUnknownPeer", err)
+	}
+	a.Keep([]core.NodeID{1, 2, 99})
+	if err := b.Send(ctx, 1, wire.Frame{Kind: 1, Payload: []byte("hi")}); err != nil {
+		t.Fatalf("after Keep, a send from b to a: %v", err)
+	}
+	rec.Wait(t, transporttest.Timeout, "b's frame", func(fs []wire.Frame, _ []core.PeerHint) bool {
+		return len(fs) == 1 && fs[0].Src == 2 && string(fs[0].Payload) == "hi"
+	})
+	if err := a.Send(ctx, 99, wire.Frame{Kind: 1}); !errors.Is(err, transport.ErrUnknownPeer) {
+		t.Fatalf("a send to a peer Keep passed over: %v, want ErrUnknownPeer", err)
+	}
+}
