@@ -782,11 +782,7 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 	for _, b := range bufs {
 		total += len(b)
 	}
-	n := uint64(total)
-	if r.open || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
-		return 0, false
-	}
-	if room, err := r.room(n + r.overhead()); err != nil || room < n+r.overhead() {
+	if !c.recordFits(uint64(total)) {
 		return 0, false
 	}
 	for _, b := range bufs {
@@ -795,6 +791,18 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 	r.publish()
 	c.ring(r, offRWaiting)
 	return int64(total), true
+}
+
+// recordFits reports whether a record of n bytes can be written to c.out
+// now, whole: no record is open, n is within a record's bound, the ring
+// has room for it, and the connection is open for writing.
+func (c *shmConn) recordFits(n uint64) bool {
+	r := c.out
+	if r.open || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
+		return false
+	}
+	room, err := r.room(n + r.overhead())
+	return err == nil && room >= n+r.overhead()
 }
 
 // writeFrame is writeRecord of a frame (f's head, then body) whose head
@@ -806,11 +814,7 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 // (a head of at most maxHead bytes).
 func (c *shmConn) writeFrame(f *wire.Frame, body []byte, maxHead int) bool {
 	r := c.out
-	n := uint64(maxHead + len(body))
-	if r.open || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
-		return false
-	}
-	if room, err := r.room(n + r.overhead()); err != nil || room < n+r.overhead() {
+	if !c.recordFits(uint64(maxHead + len(body))) {
 		return false
 	}
 	at := (r.pos + recHead) & r.mask

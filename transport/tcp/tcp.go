@@ -298,7 +298,6 @@ type peer struct {
 	wmu     sync.Mutex
 	written uint64
 	hdr     []byte      // SendDirect's padding, length prefix, header and small payload
-	head    []byte      // SendDirect's scratch while it pads
 	bufs    net.Buffers // SendDirect's vectored write (its two slices)
 	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
 	// now is SendNow's encoded frame; rest is what the socket of
@@ -861,7 +860,7 @@ func (p *peer) setCur(c *conn) {
 // drained and flushed and no one holds p.wmu; it reports whether it did
 // (a write that fails closes c and counts as done: the frame is lost).
 func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bool {
-	if body := wire.LengthSize + len(f.Payload) + len(body) + 4*binaryMaxVarint; body > t.cfg.MaxFrameSize {
+	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
 		return false // let Send report the exact size
 	}
 	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
@@ -878,15 +877,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 	// The frame is written before SendDirect returns, under p.wmu, so it
 	// is not counted in accepted and flushed (Flush has nothing to wait
 	// for, and the idle sweeper holds p.wmu).
-	p.hdr = f.AppendHead(p.hdr[:0], len(body))
-	if len(body) >= padFrom {
-		// Start body on the stream at its alignment in memory.
-		pad := wire.PadFor(len(p.hdr), uintptr(unsafe.Pointer(unsafe.SliceData(body))))
-		if pad > 0 {
-			p.head = append(p.head[:0], p.hdr...)
-			p.hdr = append(wire.AppendPad(p.hdr[:0], t.self, p.id, pad), p.head...)
-		}
-	}
+	p.hdr = t.directHead(p.hdr, f, body)
 	var err error
 	if sc, ok := c.nc.(*shmConn); ok {
 		bufs := [2][]byte{p.hdr, body}
@@ -936,25 +927,14 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	if len(body) < padFrom && sc.writeFrame(f, body, wire.LengthSize+4*binaryMaxVarint+len(f.Payload)) {
-		sc.wmu.Unlock()
-		c.markActive()
-		t.stats.direct.Add(1)
-		return true
+	var err error
+	if len(body) >= padFrom || !sc.writeFrame(f, body, headMax(f)) {
+		// A body to align, or a head that could wrap the ring's end: the
+		// head is built apart, on the stack.
+		var hb [shmDirectHead]byte
+		bufs := [2][]byte{t.directHead(hb[:0], f, body), body}
+		_, err = sc.writevHeld(bufs[:])
 	}
-	var hb [shmDirectHead]byte
-	hdr := f.AppendHead(hb[wire.PadMax:wire.PadMax], len(body))
-	if len(body) >= padFrom {
-		if pad := wire.PadFor(len(hdr), uintptr(unsafe.Pointer(unsafe.SliceData(body)))); pad > 0 {
-			// The pad frame goes in front of the head, in the room left
-			// for it.
-			start := wire.PadMax - pad
-			wire.AppendPad(hb[start:start], t.self, p.id, pad)
-			hdr = hb[start : wire.PadMax+len(hdr)]
-		}
-	}
-	bufs := [2][]byte{hdr, body}
-	_, err := sc.writevHeld(bufs[:])
 	sc.wmu.Unlock()
 	if err != nil {
 		c.writeFailed(err)
@@ -972,6 +952,25 @@ const (
 	shmDirectPayload = 128
 	shmDirectHead    = wire.PadMax + wire.LengthSize + 4*binaryMaxVarint + shmDirectPayload
 )
+
+// headMax bounds the head of f (its length, header and payload).
+func headMax(f *wire.Frame) int { return wire.LengthSize + 4*binaryMaxVarint + len(f.Payload) }
+
+// directHead encodes into buf (its array reused) the head of f for a
+// vectored write with body: from padFrom bytes of body, preceded by the
+// pad frame that starts body on the stream at its alignment in memory
+// (wire.PadFor). Room for the pad is left in front and the head encoded
+// once, behind it.
+func (t *Transport) directHead(buf []byte, f *wire.Frame, body []byte) []byte {
+	if len(body) < padFrom {
+		return f.AppendHead(buf[:0], len(body))
+	}
+	buf = f.AppendHead(append(buf[:0], make([]byte, wire.PadMax)...), len(body))
+	pad := wire.PadFor(len(buf)-wire.PadMax, uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+	start := wire.PadMax - pad
+	wire.AppendPad(buf[start:start], f.Src, f.Dst, pad)
+	return buf[start:]
+}
 
 // padFrom is the smallest payload SendDirect aligns on the stream with a
 // pad frame (wire.PadFor): below it the copy is too short to gain.
