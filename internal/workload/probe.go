@@ -401,8 +401,12 @@ func (p *probe) echoDone() {
 // failure reports it receives and emits them as [record.Reports] after each
 // member.Stabilized.
 type timedMember struct {
-	m       *member.Member
-	env     core.Env
+	m   *member.Member
+	env core.Env
+	// renv is the member's Env, here rather than boxed on its own: the
+	// member's every send goes through it, and a stabilization finds it,
+	// as everything else, out of the caches.
+	renv    reportEnv
 	reports int
 	from    []core.NodeID
 	// timed holds the ProcessTime records of the proposals handled since
@@ -437,7 +441,8 @@ func (t *timedMember) Protos() []core.Proto { return t.m.Protos() }
 
 func (t *timedMember) Start(env core.Env) {
 	t.env = env
-	t.m.Start(reportEnv{Env: env, t: t})
+	t.renv = reportEnv{Env: env, t: t}
+	t.m.Start(&t.renv)
 }
 
 // reportEnv is the member's Env: it follows the member's events to emit
@@ -450,11 +455,11 @@ type reportEnv struct {
 	t *timedMember
 }
 
-func (e reportEnv) SendCopies() bool { return core.SendCopies(e.Env) }
+func (e *reportEnv) SendCopies() bool { return core.SendCopies(e.Env) }
 
-func (e reportEnv) Recycle(m core.Msg) { core.Recycle(e.Env, m) }
+func (e *reportEnv) Recycle(m core.Msg) { core.Recycle(e.Env, m) }
 
-func (e reportEnv) Emit(ev core.Event) {
+func (e *reportEnv) Emit(ev core.Event) {
 	switch ev.(type) {
 	case member.Stabilized, core.MembersChanged, member.ViewInstalled:
 		e.t.flushTimed()

@@ -352,7 +352,7 @@ func (e *copyingEnv) Recycle(m core.Msg) { e.recycled = append(e.recycled, m) }
 // reuses its ACK when sends are copied and hands back what it received.
 func TestTimedMemberKeepsTheHostsOffers(t *testing.T) {
 	host := &copyingEnv{Env: coretest.NewEnv(0, 1)}
-	env := reportEnv{Env: host, t: &timedMember{}}
+	env := &reportEnv{Env: host, t: &timedMember{}}
 	if !core.SendCopies(env) {
 		t.Error("the member's Env hides that sends are copied")
 	}
@@ -365,7 +365,7 @@ func TestTimedMemberKeepsTheHostsOffers(t *testing.T) {
 	if len(host.recycled) != 1 || host.recycled[0] != a {
 		t.Errorf("recycled %v, want the ACK handed back", host.recycled)
 	}
-	plain := reportEnv{Env: coretest.NewEnv(0, 1), t: &timedMember{}}
+	plain := &reportEnv{Env: coretest.NewEnv(0, 1), t: &timedMember{}}
 	if core.SendCopies(plain) {
 		t.Error("an Env that does not copy sends says it does")
 	}
