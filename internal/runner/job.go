@@ -516,24 +516,39 @@ func (j *Job) Inspect(f func(t *tracker.Tracker)) {
 // tracker's time stamps.
 func (j *Job) Started() time.Time { return j.start }
 
-// Kill sends SIGKILL to node id and records when.
+// Kill sends SIGKILL to node id, records when, and returns once the
+// process is reaped and its exit recorded (or after killReapWait, if the
+// kernel takes longer): the kernel tears a killed process down (its
+// memory unmapped, its sockets closed) on the processors the survivors
+// share, and a caller that goes on to measure what they do (the
+// membership benchmark) measures them without that.
 func (j *Job) Kill(id core.NodeID) error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	p := j.procs[id]
 	if p == nil {
+		j.mu.Unlock()
 		return fmt.Errorf("%w: no node %v", ErrJob, id)
 	}
 	if n := j.tracker.Node(id); !n.Live() {
+		j.mu.Unlock()
 		return fmt.Errorf("%w: %v is not running", ErrJob, id)
 	}
 	at := time.Now()
 	if err := p.cmd.Process.Kill(); err != nil {
+		j.mu.Unlock()
 		return fmt.Errorf("%w: killing %v: %w", ErrJob, id, err)
 	}
 	j.addLocked(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}})
+	j.mu.Unlock()
+	select {
+	case <-p.done:
+	case <-time.After(killReapWait):
+	}
 	return nil
 }
+
+// killReapWait bounds how long Kill waits for the killed process's reaping.
+const killReapWait = 10 * time.Second
 
 // StartEcho tells node id (through its supervisor stream) to run one tree
 // echo over its view, reported as a [record.EchoOnce] ([workload.StartEcho]).
