@@ -487,9 +487,9 @@ func (j *InProcessJob) liveNodeLocked(id core.NodeID) (*inprocNode, error) {
 // emits from now on is recorded, its loop is cancelled and its transport
 // closed (its sockets close without any message, its queued frames are
 // lost), so its peers see the connections drop. It records when, and
-// returns once the node's loop has returned and its exit is recorded: a
-// caller that goes on to measure what the survivors do (the membership
-// benchmark) is not woken by that record meanwhile.
+// returns once the node's loop has returned and its exit is recorded (or
+// after killReapWait): a caller that goes on to measure what the survivors
+// do (the membership benchmark) is not woken by that record meanwhile.
 func (j *InProcessJob) Kill(id core.NodeID) error {
 	j.mu.Lock()
 	n, err := j.liveNodeLocked(id)
@@ -504,7 +504,10 @@ func (j *InProcessJob) Kill(id core.NodeID) error {
 	n.cancel()
 	n.tr.Close()
 	j.log.add(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}, CPU: cpu})
-	<-n.done
+	select {
+	case <-n.done:
+	case <-time.After(killReapWait): // a machine stuck in a call: its loop returns when the call does
+	}
 	select {
 	case j.killed <- struct{}{}:
 	default: // the collector has one to handle
