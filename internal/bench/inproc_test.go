@@ -121,6 +121,13 @@ func TestInProcessKill(t *testing.T) {
 	if err := job.Kill(victim); err != nil {
 		t.Fatal(err)
 	}
+	// Kill returns once the node is gone: its exit is recorded already.
+	if recs, _ := job.Records(0); !slices.ContainsFunc(recs, func(r record.Record) bool {
+		_, ok := r.Event.(record.Exited)
+		return ok && r.Node == victim
+	}) {
+		t.Errorf("Kill returned before %v's exit was recorded", victim)
+	}
 	if err := job.Kill(victim); err == nil {
 		t.Errorf("a second kill of %v succeeded", victim)
 	}

@@ -48,6 +48,13 @@ func TestKillThreeIncludingRoot(t *testing.T) {
 		if err := job.Kill(v); err != nil {
 			t.Fatal(err)
 		}
+		// Kill returns once the process is reaped: its exit is recorded.
+		if recs, _ := job.Records(0); !slices.ContainsFunc(recs, func(r record.Record) bool {
+			_, ok := r.Event.(record.Exited)
+			return ok && r.Node == v
+		}) {
+			t.Errorf("Kill returned before %v's exit was recorded", v)
+		}
 	}
 	view, err := job.WaitAgreed(ctx, nil)
 	if err != nil {
