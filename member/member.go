@@ -84,11 +84,6 @@ type pendingJoin struct {
 // member) or [NewJoiner] (a new or recovered node); it is single-threaded
 // like every machine.
 type Member struct {
-	// The fields that a view change reads or writes at every member
-	// come first, and the ACK and commit waits right after them: after an
-	// idle while they are out of the processor's caches, and a member's
-	// share of a stabilization is mostly the misses of its first touches
-	// (nine lines of memory here, where they spread over sixteen).
 	cfg  Config
 	env  core.Env
 	self core.NodeID
@@ -99,11 +94,20 @@ type Member struct {
 	// messages). copies says that the Env encodes a message as it is
 	// sent (core.SendCopies): then every ACK this node sends is ackOut,
 	// and every commit commitOut.
-	recycler core.Recycler
-	copies   bool
-	ackOut   Ack
+	recycler  core.Recycler
+	copies    bool
+	ackOut    Ack
+	commitOut Commit
 
-	floor     uint64
+	// initView is the default view of an initial member's job, shared by
+	// every machine of its Group; initial is its member list (nil for a
+	// node built by NewJoiner).
+	initView *view
+	initial  []core.NodeID
+	contacts []core.NodeID
+	alive    bool // join with NODE_ALIVE rather than NEW_NODE
+	floor    uint64
+
 	cur       *view       // installed view; nil while joining
 	acc       *view       // accepted (or adopted-as-known) proposal, epoch > cur's
 	accMsg    *Prepare    // the delta form of acc's Prepare (nil if acc came otherwise)
@@ -131,27 +135,57 @@ type Member struct {
 	ackedEpochs []uint64
 	vetoed      map[uint64]bool
 	held        []*view // accepted proposals above the installed view
-	// ackedBuf and heldBuf are the first arrays of ackedEpochs and held:
-	// in the member's own lines of memory, which a view change reads
-	// anyway, where arrays of their own were one more miss each.
-	ackedBuf   [2]uint64
-	heldBuf    [2]*view
+	forwarded   uint64  // the last epoch whose commit this node forwarded
+
 	maxCounter uint32
-	failed     map[core.NodeID]bool // members declared failed (detector or reports)
+
+	failed   map[core.NodeID]bool // members declared failed (detector or reports)
+	failedAt map[core.NodeID]time.Duration
 	// detected is what this node's detector declares failed now, with the
 	// incarnation the verdict is about (the one this node's views held).
-	detected   map[core.NodeID]uint64
-	soft       map[core.NodeID]bool // failures known only from reports or ACK timeouts
-	driving    bool                 // acc is this node's own proposal, being stabilized
-	mergeEpoch uint64
+	detected map[core.NodeID]uint64
+	// reportTo is the root the last report went to, reportTries how many
+	// reports it has not acknowledged.
+	reportTo    core.NodeID
+	reportTries int
+	soft        map[core.NodeID]bool // failures known only from reports or ACK timeouts
+	// failedInc holds the incarnations a failure was recorded for: a
+	// re-joining process's new incarnation can fail too, and a verdict about
+	// a former incarnation does not concern the new one.
+	failedInc map[core.NodeID][]uint64
+	// stale holds the members of a proposal that took this node back
+	// (merging) that it held failed then: it does not report them, and the
+	// next view it installs drops its verdicts about those it holds and
+	// lists them in core.MembersChanged's Renewed, for the detector to
+	// watch them afresh (staleVerdicts).
+	stale []core.NodeID
 
-	// atView and atPos remember this node's position in the last view
-	// asked about (see at), atInc its incarnation there if atIncKnown
-	// (see selfInc).
-	atView     *view
-	atPos      int
-	atInc      uint64
-	atIncKnown bool
+	// Root state.
+	driving  bool // acc is this node's own proposal, being stabilized
+	restart  bool // restart the proposal with a higher epoch
+	began    time.Duration
+	pjoins   []pendingJoin
+	minority uint64 // the epoch whose minority was announced
+
+	// Joining and merging.
+	joining     bool
+	nextContact int
+	mergeRoot   core.NodeID
+	mergeVia    core.NodeID // a live member of the view to merge into, core.None if unknown
+	mergeTries  int
+	mergeEpoch  uint64
+
+	departed []core.NodeID // most recent last
+	// dropped holds the nodes this node excluded as the root of a view
+	// (most recent last, at most MaxProbes): it keeps probing them after
+	// another node became root, since that root may never have known them.
+	dropped []core.NodeID
+	// left holds the members of a former view that a view skipping views
+	// dropped (see install): told again at each probe, maxLeftProbes times.
+	left       []leftNode
+	goneInc    map[core.NodeID]uint64 // the incarnation of nodes that left this node's views
+	probeNext  int                    // rotation through the node list for probes
+	lastNotice map[core.NodeID]time.Duration
 
 	// The timers, by kind. A kind is armed (wait's armed, due, epoch)
 	// apart from the Env timer that wakes it (id, at): disarming
@@ -172,58 +206,10 @@ type Member struct {
 	// come back here, and a cancelled one keeps its stale gen for good.
 	spareTimers []*timer
 
-	// The rest: joins, merges, reports, probes and the root's state.
-	commitOut Commit
-	forwarded uint64 // the last epoch whose commit this node forwarded
-	failedAt  map[core.NodeID]time.Duration
-
-	// initView is the default view of an initial member's job, shared by
-	// every machine of its Group; initial is its member list (nil for a
-	// node built by NewJoiner).
-	initView *view
-	initial  []core.NodeID
-	contacts []core.NodeID
-	alive    bool // join with NODE_ALIVE rather than NEW_NODE
-
-	// reportTo is the root the last report went to, reportTries how many
-	// reports it has not acknowledged.
-	reportTo    core.NodeID
-	reportTries int
-	// failedInc holds the incarnations a failure was recorded for: a
-	// re-joining process's new incarnation can fail too, and a verdict about
-	// a former incarnation does not concern the new one.
-	failedInc map[core.NodeID][]uint64
-	// stale holds the members of a proposal that took this node back
-	// (merging) that it held failed then: it does not report them, and the
-	// next view it installs drops its verdicts about those it holds and
-	// lists them in core.MembersChanged's Renewed, for the detector to
-	// watch them afresh (staleVerdicts).
-	stale []core.NodeID
-
-	// Root state.
-	restart  bool // restart the proposal with a higher epoch
-	began    time.Duration
-	pjoins   []pendingJoin
-	minority uint64 // the epoch whose minority was announced
-
-	// Joining and merging.
-	joining     bool
-	nextContact int
-	mergeRoot   core.NodeID
-	mergeVia    core.NodeID // a live member of the view to merge into, core.None if unknown
-	mergeTries  int
-
-	departed []core.NodeID // most recent last
-	// dropped holds the nodes this node excluded as the root of a view
-	// (most recent last, at most MaxProbes): it keeps probing them after
-	// another node became root, since that root may never have known them.
-	dropped []core.NodeID
-	// left holds the members of a former view that a view skipping views
-	// dropped (see install): told again at each probe, maxLeftProbes times.
-	left       []leftNode
-	goneInc    map[core.NodeID]uint64 // the incarnation of nodes that left this node's views
-	probeNext  int                    // rotation through the node list for probes
-	lastNotice map[core.NodeID]time.Duration
+	// atView and atPos remember this node's position in the last view
+	// asked about (see at).
+	atView *view
+	atPos  int
 }
 
 // New returns the machine of an initial member: the node computes the
@@ -339,15 +325,13 @@ func sortedList(ids []core.NodeID) ([]core.NodeID, error) {
 func newMember(cfg Config) *Member {
 	// The maps are made on first write (put): most machines of a large
 	// simulated job never write most of them.
-	m := &Member{
+	return &Member{
 		cfg:       cfg,
 		accParent: core.None,
 		mergeRoot: core.None,
 		mergeVia:  core.None,
 		reportTo:  core.None,
 	}
-	m.ackedEpochs, m.held = m.ackedBuf[:0], m.heldBuf[:0]
-	return m
 }
 
 // put sets (*mp)[k] = v, making the map first if it is nil.
@@ -356,18 +340,6 @@ func put[K comparable, V any](mp *map[K]V, k K, v V) {
 		*mp = make(map[K]V)
 	}
 	(*mp)[k] = v
-}
-
-// drop deletes k from *mp and lets the map go once it is empty. A member
-// ranges over its failure maps (failed, detected, soft) at every view
-// change: ranging over an empty map reads its header, a cache miss after
-// an idle while at every member, where a nil map costs nothing. Dropped
-// during a range over it, the map is empty: nothing is left to visit.
-func drop[K comparable, V any](mp *map[K]V, k K) {
-	delete(*mp, k)
-	if len(*mp) == 0 {
-		*mp = nil
-	}
 }
 
 // Protos implements core.ProtoOwner.
@@ -643,33 +615,17 @@ func (m *Member) at(v *view) int {
 		return -1
 	}
 	if v != m.atView {
-		p, inc, incKnown := -1, uint64(0), false
+		p := -1
 		if v.src != nil && v.src == m.atView && m.atPos >= 0 {
 			// A lazy view of the last one: this node's position there,
-			// shifted, without a search; a survivor keeps its
-			// incarnation.
+			// shifted, without a search.
 			p = v.shifted(m.atPos, m.self)
-			if p >= 0 && p < v.survivors {
-				inc, incKnown = m.atInc, m.atIncKnown
-			}
 		} else {
 			p = v.pos(m.self)
 		}
-		m.atView, m.atPos, m.atInc, m.atIncKnown = v, p, inc, incKnown
+		m.atView, m.atPos = v, p
 	}
 	return m.atPos
-}
-
-// selfInc returns the incarnation that v holds for this node (0 if v does
-// not hold it), remembered with its position (see at): a proposal derived
-// from the installed view then checks it without reading the view's
-// incarnations, a miss at every member after an idle while.
-func (m *Member) selfInc(v *view) uint64 {
-	p := m.at(v)
-	if !m.atIncKnown {
-		m.atInc, m.atIncKnown = v.incAt(p), true
-	}
-	return m.atInc
 }
 
 // ackWaits is how many ACK waits pass before a node reports a silent
@@ -798,7 +754,7 @@ func (m *Member) install(v *view) {
 			put(&m.goneInc, id, prev.inc(id))
 			// The detector stops watching a node that leaves the view: its
 			// verdict goes stale (it is given afresh if the node returns).
-			drop(&m.detected, id)
+			delete(m.detected, id)
 		}
 	}
 	// The detector watches a node that enters the view afresh (it follows
@@ -816,14 +772,14 @@ func (m *Member) install(v *view) {
 		}
 		for id := range m.detected {
 			if id != m.self && v.has(id) {
-				drop(&m.detected, id)
+				delete(m.detected, id)
 			}
 		}
 	} else {
 		for _, id := range joined {
 			if id != m.self {
 				m.unmark(id)
-				drop(&m.detected, id)
+				delete(m.detected, id)
 			}
 		}
 	}
@@ -834,7 +790,7 @@ func (m *Member) install(v *view) {
 	for _, id := range m.stale {
 		if v.has(id) {
 			m.unmark(id)
-			drop(&m.detected, id)
+			delete(m.detected, id)
 			if !slices.Contains(renew, id) {
 				renew = append(renew, id)
 			}
@@ -1008,7 +964,7 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 }
 
 func (m *Member) onRecovered(x core.NodeID) {
-	drop(&m.detected, x)
+	delete(m.detected, x)
 	if m.failed[x] {
 		m.unmark(x)
 		if m.cur != nil && m.rootOf(m.newest()) == m.self {
@@ -1055,16 +1011,16 @@ func (m *Member) markFailed(id core.NodeID, inc uint64, soft bool) {
 	if _, det := m.detected[id]; soft && !det {
 		put(&m.soft, id, true)
 	} else {
-		drop(&m.soft, id)
+		delete(m.soft, id)
 	}
 }
 
 // unmark forgets that id failed.
 func (m *Member) unmark(id core.NodeID) {
-	drop(&m.failed, id)
-	drop(&m.failedAt, id)
-	drop(&m.soft, id)
-	drop(&m.failedInc, id)
+	delete(m.failed, id)
+	delete(m.failedAt, id)
+	delete(m.soft, id)
+	delete(m.failedInc, id)
 }
 
 // failedIn returns the members of v known to have failed, in view order.
@@ -1378,7 +1334,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.send(from, &NeedView{Epoch: p.Epoch})
 		return
 	}
-	if me := m.at(v); me < 0 || v.parentAt(me) != from || m.selfInc(v) != m.inc {
+	if me := m.at(v); me < 0 || v.parentAt(me) != from || v.incAt(me) != m.inc {
 		// Not this node's place, or the place of a former process of its
 		// id: a joiner that held a proposal admitting it accepted the next
 		// one, which listed its id with the incarnation of the process
@@ -1755,17 +1711,12 @@ type ackSet struct {
 	kids  []core.NodeID // the children, in view order
 	n     int           // flags set
 	flags []bool
-	// flagsBuf is flags' first array, in the set itself (see ackedBuf).
-	flagsBuf [8]bool
 }
 
 // reset starts the acknowledgement of v by the children of the member at
 // position self of v.
 func (s *ackSet) reset(v *view, self int) {
 	s.on, s.kids, s.n = true, v.childrenAt(self), 0
-	if s.flags == nil {
-		s.flags = s.flagsBuf[:0]
-	}
 	s.flags = slices.Grow(s.flags[:0], len(s.kids))[:len(s.kids)]
 	clear(s.flags)
 }
