@@ -32,10 +32,11 @@ type ReportMode uint8
 const (
 	// ReportOne isolates the protocol as the paper's experiment does (its
 	// T_s is the stabilization after one detector reports the failure,
-	// §7): the nodes run quiet detectors ([Detector.NewQuiet]) and right
-	// after the SIGKILL the orchestrator tells one survivor, the victim's
-	// parent in the radix tree, to report it ([runner.Job.InjectFailure]). The
-	// default.
+	// §7): the nodes run quiet detectors ([Detector.NewQuiet]) and once
+	// the killed process is reaped (its teardown is the kernel's work on
+	// the survivors' processors, not the protocol's) the orchestrator tells
+	// one survivor, the victim's parent in the radix tree, to report it
+	// ([runner.Job.InjectFailure]). The default.
 	ReportOne ReportMode = iota + 1
 	// ReportAll leaves the detection to the nodes' detectors: every
 	// survivor's detector declares the crash within a few milliseconds of

@@ -50,10 +50,10 @@ T_s < 1 ms and T_s ≤ 1.3× the echo once at the largest n.
        its T_s is the stabilization after ONE detector reports the failure.
        The nodes' detectors keep their periodic traffic but postpone every
        verdict by an hour and do not probe a peer whose connection drops
-       (so the victim's neighbours do not redial it); right after the
-       SIGKILL the orchestrator tells the victim's parent in the radix
-       tree (a "fail <id>" line on its standard input) to declare the
-       victim failed.
+       (so the victim's neighbours do not redial it); once the killed
+       process is reaped, the orchestrator tells the victim's parent in
+       the radix tree (a "fail <id>" line on its standard input) to
+       declare the victim failed.
   all  the detectors decide: every survivor declares the crash within a
        few milliseconds and reports it to the root, so all n processes
        compete for the cores during the stabilization.
