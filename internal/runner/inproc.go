@@ -504,10 +504,7 @@ func (j *InProcessJob) Kill(id core.NodeID) error {
 	n.cancel()
 	n.tr.Close()
 	j.log.add(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}, CPU: cpu})
-	select {
-	case <-n.done:
-	case <-time.After(killReapWait): // a machine stuck in a call: its loop returns when the call does
-	}
+	awaitGone(n.done)
 	select {
 	case j.killed <- struct{}{}:
 	default: // the collector has one to handle

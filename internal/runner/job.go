@@ -540,15 +540,23 @@ func (j *Job) Kill(id core.NodeID) error {
 	}
 	j.addLocked(record.Record{Node: id, Time: at, Type: "record.Killed", Event: record.Killed{}})
 	j.mu.Unlock()
-	select {
-	case <-p.done:
-	case <-time.After(killReapWait):
-	}
+	awaitGone(p.done)
 	return nil
 }
 
-// killReapWait bounds how long Kill waits for the killed process's reaping.
+// killReapWait bounds how long a kill waits for the node to be gone.
 const killReapWait = 10 * time.Second
+
+// awaitGone waits until done (a killed node's: a process reaped, an
+// in-process loop returned, its exit recorded) is closed, at most
+// killReapWait: the kernel may take longer over a process, and a machine
+// stuck in a call returns from it only when the call does.
+func awaitGone(done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-time.After(killReapWait):
+	}
+}
 
 // StartEcho tells node id (through its supervisor stream) to run one tree
 // echo over its view, reported as a [record.EchoOnce] ([workload.StartEcho]).

@@ -305,18 +305,8 @@ func TestKeepReadiesLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := hub.Join(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := hub.Join(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rec := transporttest.NewRecorder()
-	a.SetHandler(rec)
+	a, rec := join(t, hub, 1)
+	b, _ := join(t, hub, 2)
 	a.SetPeer(2, b.Addr())
 	ctx := context.Background()
 	if err := b.Send(ctx, 1, wire.Frame{Kind: 1}); !errors.Is(err, transport.ErrUnknownPeer) {
