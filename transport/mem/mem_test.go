@@ -27,10 +27,7 @@ func factory(cfg mem.Config) transporttest.Factory {
 	return func(t *testing.T, n int, opt transporttest.Options) []transport.Transport {
 		c := cfg
 		c.QueueLen, c.MaxFrameSize = opt.QueueLen, opt.MaxFrameSize
-		hub, err := mem.NewHub(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		hub := newHub(t, c)
 		ts := make([]transport.Transport, n)
 		for i := range ts {
 			e, err := hub.Join(core.NodeID(i + 1))
@@ -61,6 +58,15 @@ func TestContract(t *testing.T) {
 	})
 }
 
+func newHub(t *testing.T, cfg mem.Config) *mem.Hub {
+	t.Helper()
+	hub, err := mem.NewHub(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hub
+}
+
 func join(t *testing.T, hub *mem.Hub, id core.NodeID) (*mem.Endpoint, *transporttest.Recorder) {
 	t.Helper()
 	e, err := hub.Join(id)
@@ -82,10 +88,7 @@ func frame(seq uint64) wire.Frame {
 func TestLoss(t *testing.T) {
 	const n, p = 4000, 0.25
 	run := func() []uint64 {
-		hub, err := mem.NewHub(mem.Config{Loss: p, Seed: *seed})
-		if err != nil {
-			t.Fatal(err)
-		}
+		hub := newHub(t, mem.Config{Loss: p, Seed: *seed})
 		a, _ := join(t, hub, 1)
 		_, rb := join(t, hub, 2)
 		a.SetPeer(2, mem.Addr(2))
@@ -130,10 +133,7 @@ func TestLoss(t *testing.T) {
 // with a hint to the sender, and that an endpoint joining again under the
 // same id (a restarted process) receives what is sent afterwards.
 func TestRestartAndHint(t *testing.T) {
-	hub, err := mem.NewHub(mem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hub := newHub(t, mem.Config{})
 	a, ra := join(t, hub, 1)
 	b, rb := join(t, hub, 2)
 	a.SetPeer(2, b.Addr())
@@ -167,10 +167,7 @@ func TestRestartAndHint(t *testing.T) {
 
 // TestCut checks that a cut drops frames both ways until healed.
 func TestCut(t *testing.T) {
-	hub, err := mem.NewHub(mem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hub := newHub(t, mem.Config{})
 	a, _ := join(t, hub, 1)
 	_, rb := join(t, hub, 2)
 	a.SetPeer(2, mem.Addr(2))
@@ -235,10 +232,7 @@ func (k *taker) TryDeliver(f wire.Frame) bool {
 // declines the offers decline says to.
 func takerPair(t *testing.T, cfg mem.Config, decline func(try int) bool) (*mem.Endpoint, *taker) {
 	t.Helper()
-	hub, err := mem.NewHub(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hub := newHub(t, cfg)
 	a, _ := hub.Join(1)
 	b, _ := hub.Join(2)
 	t.Cleanup(func() { a.Close(); b.Close() })
@@ -301,10 +295,7 @@ func TestDirectPathNotWithLatency(t *testing.T) {
 // without an address of its own), and passes over itself and peers
 // without an address.
 func TestKeepReadiesLinks(t *testing.T) {
-	hub, err := mem.NewHub(mem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hub := newHub(t, mem.Config{})
 	a, rec := join(t, hub, 1)
 	b, _ := join(t, hub, 2)
 	a.SetPeer(2, b.Addr())
