@@ -355,105 +355,41 @@
 // no majority of that view; the swarm found a fork where none did), and
 // each member that acknowledged a dead root's link beneath the proposal it
 // holds (it refuses a replacement of that proposal that abandons the
-// link). No swarm seed of 1–2,000,000 reaches that case with a fork: seeds
-// 1–2,000,000, run under both policies, all pass, the last three stuck
-// under PartitionMajority (1380442, 1691255, 1816437) freed by the rules
-// on a refused root's held proposal, on a merge's dead root and on such
-// replacements. Of seeds 2,000,001–3,000,000 one fails, 2151847 under
-// PartitionPaper, in the code before those rules too, a limit of the
-// swarm's oracle detector rather than of the protocol: the oracle declares
-// the nodes that are down or cut off when it looks, so a process that
-// crashed and restarted within its detection delay is never declared
-// failed. The restarted root of a two-member view joined another view,
-// and the other member, told by nobody, kept the view for good. A real
-// detector stops hearing from such a root (the new process watches only
-// its new view) and declares it, and the detector swarms, which restart
-// processes too, show no such seed. (An oracle that declares such a crash
-// changes the course of many runs; it was not adopted.) Of seeds
-// 3,000,001–4,000,000 five failed, all in the code before those rules too
-// and none a violation of safety: 3330263 (the same blind spot of the
-// oracle); three freed since by two rules: a member asks a reporter whose
-// epoch lies in its held proposal's ancestry above its installed view
-// (3061610, PartitionMajority: it never saw that view installed, and
-// counted majorities in the one before), and a detector's verdict on a
-// member that the held proposal lists under a newer incarnation than the
-// installed view counts that incarnation failed too (3743248 and 3867740,
-// PartitionPaper: a restarted and re-joined root, dead again, stayed alive
-// for its proposal's holder); and 3476017 (PartitionMajority), stuck
-// until the rule on a refused root below. There two members never saw
-// their root's view installed (a partition hid the commit) and held a
-// dead root's proposal built on it that excludes that root; they counted
-// majorities in the view before, where they were in a minority, and
-// refused the root's proposals, which it made again for good. A first
-// rule, by which a root so refused only sent the refuser its installed
-// view, freed the seed, but in the course that the extra message gave
-// seed 1517629 the views forked: a member merging into another lineage
-// accepted a proposal that kept no majority of its installed view (the
-// guard of such proposals, above, leaves merging members out). That rule
-// was not kept; 1517629 passes with the one kept since, and the fork it
-// exposed is not analysed further. Of seeds
-// 5,000,000–5,399,999, each under both policies, one failed: 5342883
-// (PartitionMajority) did not converge after healing. A former root still
-// held the join request of a member's crashed former self and, once a
-// view had admitted the member's new process, handed the request to the
-// root, which took the live process out as a re-joining member and then
-// counted a minority where four of seven members lived. A node now drops
-// the pending joins of nodes that the view it installs admits under
-// another incarnation (a newer process asks again). Of seeds
-// 6,000,000–6,399,999, two failed under PartitionMajority, 6235739 and
-// 6296744, in older code too, both in the class of 3476017: a live root
-// installed a view V behind a partition; two live members never saw V
-// installed and held a dead root's proposal P on V that excludes the
-// live root, which they acknowledged; P's other members were dead. The
-// live nodes were a majority of V, but the two refused the root's
-// proposals, and rightly: P may have committed (its dead members may
-// have installed it), and a view that V's majority installed without
-// descending from P would fork from it. Now, the way Paxos adopts a value
-// that may have been chosen, a root whose proposal is refused for such a
-// P (a dead root's, on the root's installed view, excluding it) joins P's
-// lineage, which takes it back: P's next live root proposes on P with it
-// as a joiner. The root also sends the refuser its installed view V,
-// which that lineage's root then counts the majority of its proposal
-// against (its own installed view is older, and a majority of it is not
-// alive). With that, seeds 1–600,000, 1,000,000–1,999,999 and
-// 6,000,000–6,399,999 passed under both policies. Of
-// 3,000,000–4,499,999, three runs stayed stuck under PartitionMajority
-// (3124975, 3498115 and 4228535, in older code too), each freed since by
-// a rule of its own. In 3498115 the next root of a dead root's proposal
-// built on a view V, which a partition had kept it from seeing
-// installed, counted majorities in the view before V, where it was in a
-// minority; the one live node that had installed V was one the proposal
-// excluded, and its reports were ignored as an outsider's. A node now
-// asks an outsider whose report names an ancestor of its held proposal
-// above its installed view (VIEW_QUERY), as it asks a member, and
-// installs the view it is told of. In 4228535 a joiner held a dead
-// root's proposal P on 4.n0 and refused, for good, the proposals of a
-// lineage that had left P's branch at 4.n0. P's other live members had
-// acknowledged P, or had never seen it and installed that lineage's
-// views, which do not contain the joiner, so that asked by it they only
-// told it it was out: none said that P never committed. Under
-// PartitionMajority the installed views form one history: a view
-// installed above P that descends from P's base and not from P proves
-// that P never committed.
-// A root so refused by a joiner sends it its installed view with an
-// abort of P, and such a view vouches for an abort as a member's promise
-// does (only under PartitionMajority: under PartitionPaper the sides of
-// a partition install views side by side). In 3124975 a node accepted a
-// dead root's proposal of which it was the next root and proposed on it
-// at once, from within the acceptance, which then overwrote the
-// adoption that the new proposal had recorded; holding nothing beneath
-// its own proposal, the node yielded to a competing one that abandons
-// the dead root's, which it had acknowledged, and the dead root's other
-// holders waited for its lineage for good. The adoption is now recorded
-// before the acceptance. With these rules, seeds 1–600,000,
-// 1,000,000–1,999,999, 2,000,001–3,000,000, 3,000,000–3,599,999,
-// 4,000,000–4,499,999, 6,000,000–6,399,999, and 7,000,000–7,499,999 and
-// 8,000,000–8,399,999 (ranges not run before) pass under both policies
-// but 2151847 and 3330263 (PartitionPaper, the oracle's blind spot
-// above). The
-// seeds whose runs called for the rules above are replayed by
-// TestSwarmRegressionSeeds. Without
-// JoinOptions.EpochFloor, under PartitionPaper, a recovered process that
-// becomes root on the other side of a partition that is still open could
-// reuse an epoch of its former self.
+// link).
+//
+// Further rules of the same kind, each called for by a swarm run:
+//
+//   - A member asks a reporter whose epoch lies in its held proposal's
+//     ancestry above its installed view (VIEW_QUERY), and asks an outsider
+//     whose report names such an ancestor too, and installs the view it is
+//     told of: a partition may have hidden that view's commit from it, and
+//     majorities counted in the view before would be wrong.
+//   - A detector's verdict on a member that the held proposal lists under a
+//     newer incarnation than the installed view counts that incarnation
+//     failed too (a restarted, re-joined root that died again).
+//   - A node drops the pending joins of nodes that the view it installs
+//     admits under another incarnation (a newer process asks again).
+//   - Under PartitionMajority, a root whose proposal is refused for a dead
+//     root's proposal P on the root's installed view V that excludes it
+//     joins P's lineage, the way Paxos adopts a value that may have been
+//     chosen: P's next live root proposes on P with it as a joiner. The root
+//     also sends the refuser V, against which that lineage's root counts the
+//     majority of its proposal. P may have committed among the dead, and a
+//     view that V's majority installed without descending from P would fork
+//     from it.
+//   - Under PartitionMajority, a root refused by a joiner for such a P sends
+//     it its installed view with an abort of P, and such a view vouches for
+//     an abort as a member's promise does: the installed views form one
+//     history, so a view installed above P that descends from P's base and
+//     not from P proves that P never committed.
+//   - A node that accepts a dead root's proposal of which it is the next
+//     root records its adoption before the acceptance, so that proposing on
+//     it at once does not lose the adoption.
+//
+// The swarm campaigns, and the seeds that called for each rule, are in
+// docs/VALIDATION.md; the seeds are replayed by TestSwarmRegressionSeeds.
+//
+// Without JoinOptions.EpochFloor, under PartitionPaper, a recovered
+// process that becomes root on the other side of a partition that is still
+// open could reuse an epoch of its former self.
 package member
