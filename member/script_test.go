@@ -14,8 +14,9 @@ import (
 // script drives a few Members through scripted coretest.Envs: every message
 // sent goes into one FIFO queue, and the test delivers, drops, crashes and
 // advances the clock explicitly, like etcd-raft's interaction tests. It
-// records a trace of delivered messages ("n5->n0 NODE_FAILURE [n1]") that
-// tests compare with the exact exchange the paper describes.
+// records a trace of delivered messages ("n5->n0 NODE_FAILURE [n1]") and
+// the events emitted; TestScripts replays testdata/*.txt on it and compares
+// them with the exchanges the paper describes.
 type script struct {
 	t      *testing.T
 	cfg    Config
@@ -23,9 +24,10 @@ type script struct {
 	ids    []core.NodeID
 	queue  []scriptMsg
 	trace  []string
-	events []string // emitted member events, "n0 Stabilized 2.n0"
+	events []rawEvent // emitted since the last takeEvents, in order
 	now    time.Duration
 	group  map[core.NodeID]int // partition side; nil when none
+	rules  []dropRule          // messages lost on delivery, see dropRule
 	raw    []rawEvent          // every event emitted, in order
 }
 
@@ -98,22 +100,55 @@ func (s *script) collect(id core.NodeID) {
 		s.queue = append(s.queue, scriptMsg{id, x.To, x.Msg})
 	}
 	for _, e := range n.env.TakeEmitted() {
+		s.events = append(s.events, rawEvent{id, e})
 		s.raw = append(s.raw, rawEvent{id, e})
-		switch e := e.(type) {
+	}
+}
+
+// eventFormat chooses what takeEventsAs prints beyond the membership
+// events.
+type eventFormat struct {
+	times    bool // the Began and At instants of stabilizations
+	detector bool // the MembersChanged events the failure detector gets
+}
+
+// takeEvents returns the membership events emitted since the last call,
+// "n0 stable 2.n0", and forgets them.
+func (s *script) takeEvents() []string { return s.takeEventsAs(eventFormat{}) }
+
+func (s *script) takeEventsAs(f eventFormat) []string {
+	var out []string
+	for _, r := range s.events {
+		id := r.id
+		switch e := r.e.(type) {
 		case ViewInstalled:
-			s.events = append(s.events, fmt.Sprintf("%v installs %s %v", id, FormatEpoch(e.Epoch), e.Members))
+			out = append(out, fmt.Sprintf("%v installs %s %v", id, FormatEpoch(e.Epoch), e.Members))
 		case StabilizationStarted:
-			s.events = append(s.events, fmt.Sprintf("%v starts %s %v -%v +%v", id, FormatEpoch(e.Epoch), e.Cause, e.Failed, e.Joined))
+			line := fmt.Sprintf("%v starts %s %v -%v +%v", id, FormatEpoch(e.Epoch), e.Cause, e.Failed, e.Joined)
+			if f.times {
+				line += fmt.Sprintf(" began=%v", e.Began)
+			}
+			out = append(out, line)
 		case Stabilized:
-			s.events = append(s.events, fmt.Sprintf("%v stable %s", id, FormatEpoch(e.Epoch)))
+			line := fmt.Sprintf("%v stable %s", id, FormatEpoch(e.Epoch))
+			if f.times {
+				line += fmt.Sprintf(" began=%v at=%v", e.Began, e.At)
+			}
+			out = append(out, line)
 		case StabilizationAborted:
-			s.events = append(s.events, fmt.Sprintf("%v aborts %s", id, FormatEpoch(e.Epoch)))
+			out = append(out, fmt.Sprintf("%v aborts %s", id, FormatEpoch(e.Epoch)))
 		case Evicted:
-			s.events = append(s.events, fmt.Sprintf("%v evicted by %s", id, FormatEpoch(e.Epoch)))
+			out = append(out, fmt.Sprintf("%v evicted by %s", id, FormatEpoch(e.Epoch)))
 		case Minority:
-			s.events = append(s.events, fmt.Sprintf("%v minority %s %d/%d", id, FormatEpoch(e.Epoch), e.Alive, e.Size))
+			out = append(out, fmt.Sprintf("%v minority %s %d/%d", id, FormatEpoch(e.Epoch), e.Alive, e.Size))
+		case core.MembersChanged:
+			if f.detector {
+				out = append(out, fmt.Sprintf("%v detector %s %v renew %v", id, FormatEpoch(e.Epoch), e.Members, e.Renewed))
+			}
 		}
 	}
+	s.events = nil
+	return out
 }
 
 // fail makes node at's failure detector declare x failed.
@@ -154,6 +189,10 @@ func (s *script) step() bool {
 	}
 	q := s.queue[0]
 	s.queue = s.queue[1:]
+	if s.dropped(q) {
+		s.trace = append(s.trace, fmt.Sprintf("%v->%v %s (dropped)", q.from, q.to, scriptDescribe(q.m)))
+		return true
+	}
 	n := s.nodes[q.to]
 	if n == nil || n.down || (s.group != nil && s.group[q.from] != s.group[q.to]) {
 		s.trace = append(s.trace, fmt.Sprintf("%v->%v %s (lost)", q.from, q.to, scriptDescribe(q.m)))
@@ -198,12 +237,6 @@ func (s *script) takeTrace() []string {
 	t := s.trace
 	s.trace = nil
 	return t
-}
-
-func (s *script) takeEvents() []string {
-	e := s.events
-	s.events = nil
-	return e
 }
 
 // expectTrace compares the delivered messages with want, line by line.
@@ -278,4 +311,55 @@ func scriptDescribe(m core.Msg) string {
 		return fmt.Sprintf("MINORITY %s %d/%d", FormatEpoch(x.Epoch), x.Alive, x.Size)
 	}
 	return KindName(m.Kind())
+}
+
+// dropRule loses the messages it matches when their turn to be delivered
+// comes, as a faulty link would: from and to are core.None for any node,
+// kind a kind name (FAILURE_ACK) and typ a message type (Prepare, Commit)
+// or "" for any; count is how many more it loses, or 0 for every one.
+type dropRule struct {
+	from, to  core.NodeID
+	kind, typ string
+	count     int
+}
+
+func (r *dropRule) matches(q scriptMsg) bool {
+	return (r.from == core.None || r.from == q.from) &&
+		(r.to == core.None || r.to == q.to) &&
+		(r.kind == "" || r.kind == KindName(q.m.Kind())) &&
+		(r.typ == "" || r.typ == msgType(q.m))
+}
+
+// msgType is the name of m's Go type without the package: "Prepare".
+func msgType(m core.Msg) string {
+	t := fmt.Sprintf("%T", m)
+	return t[strings.LastIndexByte(t, '.')+1:]
+}
+
+// dropped reports whether a rule loses q, and counts it against the rule.
+func (s *script) dropped(q scriptMsg) bool {
+	for i := range s.rules {
+		r := &s.rules[i]
+		if !r.matches(q) {
+			continue
+		}
+		if r.count > 0 {
+			if r.count--; r.count == 0 {
+				s.rules = slices.Delete(s.rules, i, i+1)
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// tree describes the radix tree of the view node at installed, a line per
+// member: "n1 parent n0 children [n3 n4]".
+func (s *script) tree(at core.NodeID) []string {
+	v := s.nodes[at].m.cur
+	var out []string
+	for _, id := range v.list() {
+		out = append(out, fmt.Sprintf("%v parent %v children %v", id, v.parent(id), v.children(id)))
+	}
+	return out
 }
