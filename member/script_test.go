@@ -28,7 +28,6 @@ type script struct {
 	now    time.Duration
 	group  map[core.NodeID]int // partition side; nil when none
 	rules  []dropRule          // messages lost on delivery, see dropRule
-	raw    []rawEvent          // every event emitted, in order
 }
 
 type rawEvent struct {
@@ -47,14 +46,8 @@ type scriptMsg struct {
 	m        core.Msg
 }
 
-func newScript(t *testing.T, fanout int, n int) *script {
-	cfg := DefaultConfig()
-	cfg.Fanout = fanout
-	cfg.ProbeInterval = 0
-	return newScriptCfg(t, cfg, n)
-}
-
-// newScriptCfg is newScript with a configuration of the test's choice.
+// newScriptCfg starts nodes n0..n(n-1) with cfg, from the initial member
+// list.
 func newScriptCfg(t *testing.T, cfg Config, n int) *script {
 	s := &script{t: t, cfg: cfg, nodes: map[core.NodeID]*scriptNode{}}
 	ids := make([]core.NodeID, n)
@@ -101,7 +94,6 @@ func (s *script) collect(id core.NodeID) {
 	}
 	for _, e := range n.env.TakeEmitted() {
 		s.events = append(s.events, rawEvent{id, e})
-		s.raw = append(s.raw, rawEvent{id, e})
 	}
 }
 
@@ -174,6 +166,17 @@ func (s *script) partition(groups ...[]core.NodeID) {
 	}
 }
 
+// splitDetect makes every node of a declare every node of b failed and
+// vice versa, as detectors on both sides of a partition do.
+func (s *script) splitDetect(a, b []core.NodeID) {
+	for _, x := range a {
+		for _, y := range b {
+			s.fail(x, y)
+			s.fail(y, x)
+		}
+	}
+}
+
 // heal ends the partition.
 func (s *script) heal() { s.group = nil }
 
@@ -237,35 +240,6 @@ func (s *script) takeTrace() []string {
 	t := s.trace
 	s.trace = nil
 	return t
-}
-
-// expectTrace compares the delivered messages with want, line by line.
-func (s *script) expectTrace(want ...string) {
-	s.t.Helper()
-	got := s.takeTrace()
-	if !slices.Equal(got, want) {
-		s.t.Fatalf("messages:\ngot:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
-}
-
-func (s *script) expectEvents(want ...string) {
-	s.t.Helper()
-	got := s.takeEvents()
-	if !slices.Equal(got, want) {
-		s.t.Fatalf("events:\ngot:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
-}
-
-// expectView checks that every live node listed has installed epoch with
-// members.
-func (s *script) expectView(epoch string, members []core.NodeID, at ...core.NodeID) {
-	s.t.Helper()
-	for _, id := range at {
-		v := s.nodes[id].m.View()
-		if FormatEpoch(v.Epoch) != epoch || !slices.Equal(v.Members, members) {
-			s.t.Fatalf("%v holds %s %v, want %s %v", id, FormatEpoch(v.Epoch), v.Members, epoch, members)
-		}
-	}
 }
 
 func ids(xs ...int) []core.NodeID {
