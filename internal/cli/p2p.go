@@ -224,6 +224,16 @@ func parseHosts(s string) ([]string, error) {
 	return out, nil
 }
 
+// hostsJob carries the job that cohort run's flags describe over to the
+// peers' submission: every setting of the job itself, the switches
+// included, so that a flag means the same on one machine and across hosts.
+func hostsJob(cfg launch.Config) submit.Config {
+	return submit.Config{
+		N: cfg.N, Replicas: cfg.Replicas, Program: cfg.Program, Args: cfg.Args, Env: cfg.Env,
+		Fanout: cfg.Fanout, Detector: cfg.Detector, Prefix: cfg.Prefix, Encrypt: cfg.Encrypt,
+	}
+}
+
 // runOnHosts runs cohort run's job on the peers.
 func runOnHosts(ctx context.Context, c *call, hf hostsFlags, cfg launch.Config) error {
 	sns, err := parseHosts(*hf.hosts)
@@ -243,12 +253,11 @@ func runOnHosts(ctx context.Context, c *call, hf hostsFlags, cfg launch.Config) 
 		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
 		defer cancel()
 	}
-	_, err = submit.Run(ctx, submit.Config{
-		N: cfg.N, Replicas: cfg.Replicas, Strategy: strategy, Supernodes: sns, Creds: creds,
-		Program: cfg.Program, Args: cfg.Args, Env: cfg.Env, Fanout: cfg.Fanout, Detector: cfg.Detector,
-		Stdout: c.stdout, Stderr: c.stderr, Prefix: cfg.Prefix,
-		Log: func(format string, args ...any) { fmt.Fprintf(c.stderr, "cohort run: "+format+"\n", args...) },
-	})
+	sc := hostsJob(cfg)
+	sc.Strategy, sc.Supernodes, sc.Creds = strategy, sns, creds
+	sc.Stdout, sc.Stderr = c.stdout, c.stderr
+	sc.Log = func(format string, args ...any) { fmt.Fprintf(c.stderr, "cohort run: "+format+"\n", args...) }
+	_, err = submit.Run(ctx, sc)
 	if errors.Is(err, submit.ErrFailed) {
 		return errors.New(strings.TrimPrefix(err.Error(), "ranks failed: "))
 	}
