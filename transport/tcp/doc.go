@@ -1,0 +1,135 @@
+// Package tcp is the [transport.Transport] between the processes of a job:
+// length-prefixed frames (package wire) over TCP, or over a Unix socket
+// between processes of one host, one connection per pair of nodes,
+// authenticated by the job secret.
+//
+//	cfg := tcp.DefaultConfig()
+//	cfg.Node, cfg.JobID, cfg.Secret = 3, "job-42", secret
+//	t, err := tcp.Listen(cfg)      // listens on cfg.ListenAddr
+//	t.SetPeer(4, "10.0.0.4:7000")  // the address book
+//	t.SetHandler(h)                // inbound frames and hints
+//	err = t.Send(ctx, 4, wire.Frame{Kind: k, Payload: p})
+//	...
+//	t.Close()
+//
+// # Connections
+//
+// A connection is opened lazily, by the first Send to a peer that has none,
+// or by the peer. It starts with the handshake of package wire (version,
+// job id, node id and an HMAC proof of the job secret, both ways); a
+// connection that fails it (wrong secret, wrong job, wrong version, no
+// handshake at all, a timeout) is closed and logged with the remote address,
+// and no frame of it is delivered. After the handshake, a frame whose source
+// is not the authenticated peer, or whose destination is not this node, is
+// dropped and logged. A malformed frame (bad length or header) closes that
+// connection with a logged error; the others go on.
+//
+// Between processes of one host a connection runs over a Unix socket
+// instead of loopback TCP (a quarter less one-way latency for a small
+// frame in this package's benchmarks, path=unix against path=tcp),
+// chosen automatically: on Linux, Listen also listens on an abstract Unix
+// socket (no file; it belongs to the network namespace and vanishes with
+// the process) named after the job id and the TCP address,
+// "@cohort/<hash of the job id>/<ip:port>" ("*:port" for a transport
+// listening on every address). A dial to an address whose IP is loopback
+// or one of this host's interface addresses (read at most once a second)
+// tries that name first, and dials TCP at once, with no hint and no delay,
+// when it is not there: the peer turned the path off (Config.NoUnix), is
+// of an older version, or is in another network namespace (a port
+// forwarded into a container), where the name does not exist; a peer on
+// another host has an address that is not local and is dialled over TCP
+// directly. A name owned by another user is passed over for TCP as well. The
+// connection then runs the same handshake, TLS included, and everything
+// else (tie-break, replacement, idle retirement, the direct path) is the
+// same on both kinds; only TCP_NODELAY and keep-alive are TCP's. Stats.Unix
+// counts the connections that took the path.
+//
+// Between two processes (not two transports of one process), a Unix
+// connection without TLS then moves its byte stream to shared memory: the
+// handshake ends with ring offers (wire.Ring), a sealed memfd per
+// direction passed over the socket and checked against the job secret
+// (wire.RingTag), and the socket is left with wake-ups and the peer's death
+// (see shm.go). Config.NoShm turns it off; Stats.Shm counts those
+// connections, Stats.ShmRefused the rings refused by the checks.
+//
+// There is at most one connection per pair in use. When both nodes dial
+// each other at once, the connection opened by the lower node id wins on
+// both sides (the higher node refuses nothing; the lower refuses the
+// higher's dial while its own is pending or established). A peer that dials
+// again while an earlier connection of its own still exists replaces it (it
+// only dials when it retired the old one or believes it dead, for instance
+// after a restart): the old one is written no more and shut on our side,
+// and its reader reads on to its end (at most HandshakeTimeout). The reader
+// of a new connection waits until the reader of the connection it replaced
+// has finished, so frames of one sender are never lost to the change nor
+// delivered out of order.
+//
+// # Sending
+//
+// Each peer has a bounded queue (Config.QueueLen frames) and one writer
+// goroutine that drains it into a coalescing buffer (wire.FrameWriter) and
+// flushes when the queue is empty: a burst of small frames costs one system
+// call, and TCP_NODELAY sends it at once. Send blocks while the queue is
+// full, until there is room, its context is done ([transport.ErrQueueFull])
+// or the transport is closed. While a peer is unreachable its frames stay
+// queued, and the writer redials with exponential back-off and jitter
+// (Config.BackoffMin, BackoffMax); each failed dial and each lost
+// connection is reported to the handler as a [core.PeerHint] (a hint for
+// the failure detector, not a verdict). Frames in flight when a connection
+// breaks are lost; later frames are not reordered.
+//
+// SendNow writes a frame on the caller's goroutine instead, with one
+// non-blocking write, when the peer's connection is idle (nothing queued,
+// nobody writing): no wake-up of the writer for a protocol that sends one
+// frame per peer and event. It never waits; what the socket does not take
+// of the frame the writer writes before anything else, and it declines a
+// frame the socket takes nothing of (see now.go).
+//
+// # Large frames
+//
+// A frame of 16 KiB or more (wire.PlaceMin) is offered, once its header
+// and first bytes are read, to a handler that implements
+// [transport.Placer]: if it gives a buffer, the rest of the payload is read
+// from the socket straight into it (comm reads a message into its posted
+// receive this way). SendDirect writes a payload of 4 KiB or more after a
+// small pad frame (wire.KindPad, skipped by the reader) that puts it on the
+// stream at its alignment in memory: the kernel copies aligned data two to
+// three times faster.
+//
+// # Idle connections
+//
+// A connection on which nothing was read or written for Config.IdleTimeout
+// (default 30 s) is closed by a goodbye and a half-close from each side in
+// turn, so that every frame written to it is still delivered and neither
+// side reports a failure (see idle.go); the next frame to that peer dials
+// again. A process that has talked to many nodes over time (a membership
+// whose tree changed shape many times) thus keeps connections, readers,
+// writers and queues only for the nodes it still talks to. The
+// connections to the nodes given to Keep are the exception: dialled at
+// once, with nothing to send, and never retired for being idle (a
+// membership's tree links, so that a view change waits for no dial).
+//
+// # Goroutines
+//
+// One accept loop per listener (TCP, and the Unix socket unless off) and
+// one idle sweeper; per shared-memory connection, a watcher of its socket
+// (wake-ups, the peer's end); per peer with frames to write or a connection in use,
+// one writer (which also dials; it ends when the peer has neither, and
+// Send starts it again); one reader per connection (which calls the
+// handler); per inbound connection, its handshake runs on what becomes its
+// reader. Close stops them all.
+//
+// # Limits
+//
+// A peer whose host vanished without closing its sockets keeps its old
+// connection open on our side until a write to it fails or TCP keep-alive
+// (Config.KeepAlive) gives up; meanwhile that peer's new dials (after its
+// restart) are refused if ours was the winning side of the old connection.
+// The handshake authenticates the ends at the start; frames are not
+// encrypted or MACed afterwards (see package wire).
+//
+// The same-host path is tried only for addresses written as IPs (as Addr
+// returns them): a peer's address given as a host name is dialled over
+// TCP. A transport listening on every address is found by the port alone;
+// one listening on a single address, only when dialled at that address.
+package tcp
