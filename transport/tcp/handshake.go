@@ -1,0 +1,415 @@
+package tcp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Errors of the TCP transport, beyond those of package transport.
+var (
+	// ErrHandshake: a connection failed the handshake. It wraps the cause
+	// (wire.ErrAuth, wire.ErrJob, wire.ErrVersion, a timeout, ...).
+	ErrHandshake = errors.New("tcp: handshake failed")
+	// errTieBreak: an inbound connection lost to ours (simultaneous dial).
+	errTieBreak = errors.New("tcp: our connection to the peer wins the tie-break")
+	// errRefusedAfterHello: the peer named itself, then closed our dial
+	// before its proof: the tie-break, its own connection to us wins (or
+	// it died at that moment).
+	errRefusedAfterHello = errors.New("tcp: the peer closed the connection after its hello (tie-break)")
+)
+
+// acceptLoop accepts connections on ln (the TCP listener or the Unix one)
+// and hands each to its own goroutine, which runs the handshake and then
+// reads.
+func (t *Transport) acceptLoop(ln net.Listener) {
+	defer t.wg.Done()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if t.isClosing() {
+				return
+			}
+			// Out of file descriptors and the like: wait a little rather
+			// than spin.
+			t.log.Warn("tcp: accept failed", "err", err)
+			tm := time.NewTimer(50 * time.Millisecond)
+			select {
+			case <-tm.C:
+			case <-t.closing:
+				tm.Stop()
+				return
+			}
+			continue
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			nc.Close()
+			return
+		}
+		t.live[nc] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.serve(nc)
+	}
+}
+
+// serve runs the acceptor's side of the handshake on nc, then reads it.
+func (t *Transport) serve(nc net.Conn) {
+	defer t.wg.Done()
+	defer t.untrack(nc)
+	t.setOptions(nc)
+	remote := remoteOf(nc)
+	if t.cfg.TLS != nil {
+		nc = tls.Server(nc, t.cfg.TLS)
+	}
+	c, err := t.accept(nc, remote)
+	if err != nil {
+		switch {
+		case errors.Is(err, errTieBreak):
+			t.stats.tieBreaks.Add(1)
+			t.log.Debug("tcp: inbound connection lost the tie-break", "remote", remote, "err", err)
+		case t.isClosing():
+		default:
+			t.stats.refused.Add(1)
+			t.log.Warn("tcp: refused connection", "remote", remote, "err", err)
+		}
+		return
+	}
+	t.read(c)
+}
+
+// newHello returns our Hello with a fresh nonce.
+func (t *Transport) newHello() wire.Hello {
+	h := wire.Hello{Version: wire.Version, JobID: t.cfg.JobID, Node: t.self}
+	rand.Read(h.Nonce[:])
+	return h
+}
+
+// accept runs the acceptor's handshake (package wire, steps 1 to 4) and
+// installs the connection. The tie-break is decided as soon as the peer's
+// Hello names it, before our proof is sent, so the initiator never
+// believes in a connection we refuse.
+func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
+	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	hc := handshakeConn(nc)
+	fr := wire.NewFrameReader(hc)
+	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
+	fw := wire.NewFrameWriter(hc, 512)
+	local := t.newHello()
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: core.None}, local); err != nil {
+		return nil, err
+	}
+	peerHello, err := readHello(fr, local)
+	if err != nil {
+		return nil, err
+	}
+	id := peerHello.Node
+	if id == t.self {
+		return nil, fmt.Errorf("%w: the peer claims our own node id %v", ErrHandshake, id)
+	}
+	p, err := t.admit(id)
+	if err != nil {
+		return nil, err
+	}
+	installed := false
+	defer func() {
+		if !installed && p != nil {
+			t.mu.Lock()
+			p.inbound--
+			t.mu.Unlock()
+			p.signal()
+		}
+	}()
+	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, false)}
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
+		return nil, err
+	}
+	if err := readProof(fr, t.cfg.Secret, local, peerHello, false); err != nil {
+		return nil, err
+	}
+	cc, fr, err := t.ringStep(hc, fr, local, peerHello, false)
+	if err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	c := t.newConn(cc, fr, id, false, remote)
+	installed = true
+	if !t.install(p, c) {
+		return nil, transport.ErrClosed
+	}
+	t.stats.accepted.Add(1)
+	t.log.Debug("tcp: accepted connection", "peer", uint32(id), "remote", remote, "unix", c.unix)
+	return c, nil
+}
+
+// admit decides the tie-break for an inbound connection from id and, if it
+// may proceed and we know id, counts it so that our writer does not dial
+// meanwhile. The connection opened by the lower node id wins: we refuse the
+// peer's dial if we are lower and our own dial is pending or established.
+// The peer's state is not created here, before the peer has proved the
+// secret, so that unauthenticated hellos cost no memory; p is nil then.
+func (t *Transport) admit(id core.NodeID) (*peer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, transport.ErrClosed
+	}
+	p := t.peers[id]
+	if p == nil {
+		return nil, nil
+	}
+	if t.self < id && (p.dialing || (p.cur != nil && p.cur.initiator)) {
+		return nil, fmt.Errorf("%w (we are %v, the peer %v)", errTieBreak, t.self, id)
+	}
+	p.inbound++
+	return p, nil
+}
+
+// install makes c the connection to its peer, replacing (closing) the
+// previous one. admitted is the peer state admit returned for an inbound
+// connection (possibly nil), or the dialing peer's for an outbound one. It
+// returns false if the transport or the peer is gone.
+func (t *Transport) install(admitted *peer, c *conn) bool {
+	t.mu.Lock()
+	if admitted != nil && !c.initiator {
+		admitted.inbound--
+	}
+	p := admitted
+	if p == nil && !t.closed {
+		p = t.peerLocked(c.peer) // an authenticated peer we did not know
+	}
+	if t.closed || t.peers[c.peer] != p {
+		t.mu.Unlock()
+		if admitted != nil {
+			admitted.signal()
+		}
+		c.close(true, nil)
+		return false
+	}
+	old := p.cur
+	p.setCur(c)
+	c.prev = old
+	if old == nil {
+		c.prev = p.draining
+	}
+	p.unreachable = false
+	if old != nil {
+		t.retireReplaced(p, old) // under t.mu: wg.Add cannot race Close's Wait
+	}
+	t.mu.Unlock()
+	p.signal()
+	t.stats.established.Add(1)
+	if c.unix {
+		t.stats.unix.Add(1)
+	}
+	if _, ok := c.nc.(*shmConn); ok {
+		t.stats.shm.Add(1)
+	}
+	return true
+}
+
+// dial opens a connection to p at addr, runs the initiator's handshake,
+// installs the connection and starts its reader.
+func (t *Transport) dial(p *peer, addr string) (*conn, error) {
+	t.stats.dials.Add(1)
+	nc, err := t.dialSocket(t.dialCtx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if !t.track(nc) {
+		return nil, transport.ErrClosed
+	}
+	t.setOptions(nc)
+	c, _, err := t.initiate(t.clientConn(nc), p)
+	if err != nil {
+		t.untrack(nc)
+		return nil, err
+	}
+	t.wg.Add(1) // the calling writer goroutine holds a count, so Close cannot be past Wait
+	go func() {
+		defer t.wg.Done()
+		defer t.untrack(nc)
+		t.read(c)
+	}()
+	return c, nil
+}
+
+// initiate runs the initiator's handshake on nc and installs the
+// connection.
+// p may be nil (Introduce): the peer is then whoever answers, and its
+// state is created once its hello names it. The peer's id is returned as
+// soon as its hello is read, also with an error after that.
+func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
+	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	hc := handshakeConn(nc)
+	fr := wire.NewFrameReader(hc)
+	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
+	fw := wire.NewFrameWriter(hc, 512)
+	local := t.newHello()
+	want := core.None
+	if p != nil {
+		want = p.id
+	}
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: want}, local); err != nil {
+		return nil, core.None, err
+	}
+	peerHello, err := readHello(fr, local)
+	if err != nil {
+		return nil, core.None, err
+	}
+	id := peerHello.Node
+	switch {
+	case p != nil && id != p.id:
+		return nil, core.None, fmt.Errorf("%w: %s is node %v, not %v", ErrHandshake, nc.RemoteAddr(), id, p.id)
+	case id == t.self:
+		return nil, id, fmt.Errorf("%w: %s claims our own node id %v", ErrHandshake, nc.RemoteAddr(), id)
+	}
+	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, true)}
+	err = writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof)
+	if err == nil {
+		err = readProof(fr, t.cfg.Secret, local, peerHello, true)
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			err = fmt.Errorf("%w: %w", errRefusedAfterHello, err)
+		}
+		return nil, id, err
+	}
+	cc, fr, err := t.ringStep(hc, fr, local, peerHello, true)
+	if err != nil {
+		return nil, id, err
+	}
+	nc.SetDeadline(time.Time{})
+	if p == nil {
+		t.mu.Lock()
+		if !t.closed {
+			p = t.peerLocked(id)
+		}
+		t.mu.Unlock()
+		if p == nil {
+			return nil, id, transport.ErrClosed
+		}
+	}
+	c := t.newConn(cc, fr, id, true, nc.RemoteAddr().String())
+	if !t.install(p, c) {
+		return nil, id, transport.ErrClosed
+	}
+	return c, id, nil
+}
+
+// clientConn wraps a dialled connection in TLS when the transport uses it.
+func (t *Transport) clientConn(nc net.Conn) net.Conn {
+	if t.cfg.TLS == nil {
+		return nc
+	}
+	return tls.Client(nc, t.cfg.TLS)
+}
+
+// Introduce dials addr, whose node id the caller does not know (a seed of
+// a group it joins), runs the handshake, records addr as that node's
+// address and returns its id. The connection is kept for later frames.
+// If the peer already has a connection with us that wins the tie-break,
+// the peer's id is still returned and recorded with addr.
+func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return core.None, transport.ErrClosed
+	}
+	t.wg.Add(1) // held for the call, so Close waits and the reader's Add below is safe
+	t.mu.Unlock()
+	defer t.wg.Done()
+	t.stats.dials.Add(1)
+	nc, err := t.dialSocket(ctx, addr)
+	if err != nil {
+		t.stats.dialFailures.Add(1)
+		return core.None, fmt.Errorf("tcp: introduce %s: %w", addr, err)
+	}
+	if !t.track(nc) {
+		return core.None, transport.ErrClosed
+	}
+	t.setOptions(nc)
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	c, id, err := t.initiate(t.clientConn(nc), nil)
+	stop()
+	if err != nil {
+		t.untrack(nc)
+		if id == core.None || id == t.self || !errors.Is(err, errRefusedAfterHello) {
+			t.stats.dialFailures.Add(1)
+			return core.None, fmt.Errorf("tcp: introduce %s: %w", addr, err)
+		}
+		// The peer answered with its id and closed this connection before
+		// its proof (the tie-break: it already has one with us); its
+		// address is all we need.
+		t.SetPeer(id, addr)
+		return id, nil
+	}
+	t.SetPeer(id, addr)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer t.untrack(nc)
+		t.read(c)
+	}()
+	return id, nil
+}
+
+func writeFlush(fw *wire.FrameWriter, f wire.Frame, m wire.Message) error {
+	if err := fw.WriteMessage(f, m); err != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	if err := fw.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return nil
+}
+
+// readHello reads and checks the peer's Hello.
+func readHello(fr *wire.FrameReader, local wire.Hello) (wire.Hello, error) {
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return wire.Hello{}, fmt.Errorf("%w: reading the hello: %w", ErrHandshake, err)
+	}
+	if f.Kind != wire.KindHello {
+		return wire.Hello{}, fmt.Errorf("%w: the first frame is %v, not a hello", ErrHandshake, f.Kind)
+	}
+	h, err := wire.DecodeHello(f.Payload)
+	if err == nil {
+		err = wire.CheckHello(local, h)
+	}
+	if err != nil {
+		return wire.Hello{}, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return h, nil
+}
+
+// readProof reads the peer's Proof and verifies it.
+func readProof(fr *wire.FrameReader, secret []byte, local, remote wire.Hello, initiator bool) error {
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return fmt.Errorf("%w: reading the proof: %w", ErrHandshake, err)
+	}
+	if f.Kind != wire.KindProof {
+		return fmt.Errorf("%w: expected a proof, got %v", ErrHandshake, f.Kind)
+	}
+	p, err := wire.DecodeProof(f.Payload)
+	if err == nil {
+		err = wire.CheckProof(secret, local, remote, initiator, p)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return nil
+}
