@@ -1,0 +1,187 @@
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// read delivers c's frames to the handler until c fails or is closed.
+func (t *Transport) read(c *conn) {
+	defer close(c.readerDone)
+	if c.prev != nil {
+		// FIFO across a replacement: the old reader may still hold frames.
+		<-c.prev.readerDone
+		c.prev = nil
+	}
+	if t.slot.Wait(c.dead, t.closing) == nil {
+		t.connDied(c, nil)
+		return
+	}
+	c.fr.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	var err error
+	if c.shm == nil {
+		for err == nil {
+			err = t.readFrame(c, false)
+		}
+		t.connDied(c, err)
+		return
+	}
+	// A shared-memory connection: frames are read under rd, which a
+	// caller's progress may take between two frames (progress.go).
+	t.addRing(c)
+	// Under rd it reads only while there is something to read: a caller
+	// may have taken the bytes that ended await, and a reader waiting in
+	// Read under rd would keep callers out.
+	for err == nil {
+		c.shm.await()
+		c.rd.Lock()
+		c.shm.handoff.Store(false)
+		t.working.Add(1)
+		// A read deadline that passed (a replaced connection whose peer
+		// never ended its stream) also ends await: Read reports it.
+		for err == nil && (c.fr.Buffered() > 0 || c.shm.readable() || c.shm.readExpired()) {
+			err = t.readFrame(c, false)
+		}
+		t.working.Add(-1)
+		c.rd.Unlock()
+	}
+	t.removeRing(c)
+	t.connDied(c, err)
+}
+
+// readFrame reads c's next frame and delivers it (under c.rd on a
+// shared-memory connection). try is a caller's progress: it reads only a
+// frame the ring holds whole and smaller than wire.PlaceMin, and returns
+// wire.ErrWouldBlock otherwise, having read nothing.
+func (t *Transport) readFrame(c *conn, try bool) error {
+	var f wire.Frame
+	var placed bool
+	var err error
+	if try {
+		var ok, empty bool
+		if c.fr.Buffered() == 0 && c.fr.Err() == nil {
+			if c.scratch == nil {
+				c.scratch = make([]byte, wire.PlaceMin-1)
+			}
+			ok, empty = c.shm.nextFrame(&f, c.scratch, t.cfg.MaxFrameSize)
+		}
+		switch {
+		case empty:
+			err = wire.ErrWouldBlock
+		case !ok:
+			f, err = c.fr.TryReadFrame(c.shm.try, wire.PlaceMin)
+		}
+	} else {
+		c.placer = nil
+		f, placed, err = c.fr.ReadFramePlaced(c.place)
+	}
+	if placed {
+		if err == nil {
+			c.markActive()
+			t.stats.framesIn.Add(1)
+			t.stats.placed.Add(1)
+			c.poll.mark()
+		}
+		c.placer.Placed(f, err == nil)
+	}
+	if err != nil || placed {
+		return err
+	}
+	c.markActive()
+	if f.Kind == wire.KindGoodbye && f.Src == c.peer && f.Dst == t.self {
+		t.peerRetired(c)
+		return nil
+	}
+	if f.Kind == wire.KindPad && f.Src == c.peer && f.Dst == t.self {
+		return nil
+	}
+	if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye {
+		t.stats.misaddressed.Add(1)
+		if !c.warned {
+			c.warned = true
+			t.log.Warn("tcp: dropping frames not from the authenticated peer to us",
+				"peer", uint32(c.peer), "remote", c.remote, "frame", f.String())
+		}
+		return nil
+	}
+	if try { // counted in FramesIn too (Stats)
+		if c.polledOut {
+			t.stats.polled.Add(1)
+		} else {
+			bump(&c.polled)
+		}
+	} else {
+		t.stats.framesIn.Add(1)
+	}
+	t.slot.Get().Deliver(f)
+	if !try && f.Kind.Proto() != core.ProtoFD {
+		// A data frame: the next may follow soon. A caller's progress
+		// (try) does not mark: the caller polls for the next itself, and
+		// the reader goroutine, parked meanwhile, need not poll after it
+		// (nor the caller pay a clock read per frame).
+		c.poll.mark()
+	}
+	return nil
+}
+
+// placeWith returns c's wire.PlaceFunc: a large frame's payload is offered to the
+// handler (see transport.Placer); c.placer is the one that took it.
+func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
+	return func(f wire.Frame, n int) (int, []byte) {
+		pl, ok := t.slot.Get().(transport.Placer)
+		if !ok || f.Src != c.peer || f.Dst != t.self || f.Kind.Proto() == core.ProtoCore {
+			return 0, nil
+		}
+		skip, dst := pl.Place(f, n)
+		if dst != nil {
+			c.placer = pl
+			c.poll.mark() // a large data frame: poll while its body comes
+		}
+		return skip, dst
+	}
+}
+
+// connDied closes c, clears it from its peer and, unless it was closed on
+// purpose, logs why and hints the handler.
+func (t *Transport) connDied(c *conn, readErr error) {
+	c.close(false, readErr)
+	retired := c.isRetired()
+	t.mu.Lock()
+	if p := t.peers[c.peer]; p != nil {
+		if p.cur == c {
+			p.setCur(nil)
+			p.unreachable = !c.byUs
+			p.signal()
+		}
+		if p.draining == c {
+			// retireIdle sets draining before it sends the goodbye and
+			// marks c retired, and the peer may answer in between.
+			p.draining, retired = nil, true
+		}
+	}
+	t.mu.Unlock()
+	if c.byUs || retired || t.isClosing() {
+		return
+	}
+	t.stats.lost.Add(1)
+	cause := c.cause
+	switch {
+	case errors.Is(cause, wire.ErrMalformedFrame) || errors.Is(cause, wire.ErrFrameTooLarge):
+		t.stats.malformed.Add(1)
+		t.log.Error("tcp: malformed frame, closing the connection", "peer", uint32(c.peer), "remote", c.remote, "err", cause)
+	case errors.Is(cause, io.EOF):
+		t.log.Info("tcp: connection closed by the peer", "peer", uint32(c.peer), "remote", c.remote)
+	default:
+		t.log.Info("tcp: connection lost", "peer", uint32(c.peer), "remote", c.remote, "err", cause)
+	}
+	reason := "connection closed by the peer"
+	if !errors.Is(cause, io.EOF) {
+		reason = fmt.Sprintf("connection lost: %v", cause)
+	}
+	t.hint(c.peer, reason)
+}

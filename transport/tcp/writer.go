@@ -1,0 +1,340 @@
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"syscall"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// manage is the writer goroutine of peer p: it waits for frames, dials when
+// there is no connection, and drains the queue into the connection.
+func (t *Transport) manage(p *peer) {
+	defer t.wg.Done()
+	var pending *wire.Frame // taken from the queue, not yet written
+	for {
+		if t.isClosing() || isClosed(p.removed) {
+			return // writeLoop would return at once, with c still in place
+		}
+		t.mu.Lock()
+		c, kept := p.cur, p.kept
+		// senders first: once it reads 0, every Send that took the queues
+		// has put its frame in (the push precedes the decrement) and no
+		// other can take them while we hold t.mu, so the lengths below
+		// are final. (Read after them, a Send could push and leave between
+		// the two reads.)
+		if c == nil && pending == nil && !kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 {
+			// Nothing to write and no connection: end, releasing the
+			// queues; the next Send starts a writer again.
+			p.active = false
+			if len(t.spareQueues) < maxSpareQueues {
+				t.spareQueues = append(t.spareQueues, peerQueues{p.q, p.hq})
+			}
+			p.q, p.hq = nil, nil
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		if c != nil && c.stopped() {
+			// c is closed but its reader has not cleared it yet (connDied
+			// does, and signals), or the transport is closing: writeLoop
+			// would return at once, and calling it again and again
+			// would spin. Wait for the change instead.
+			if !t.pause(p, nil) {
+				return
+			}
+			continue
+		}
+		if c == nil {
+			if pending == nil {
+				// Nothing to write: wait for a frame. A kept peer is
+				// dialled without one, at once when it is new, after the
+				// first back-off when its last connection died or its
+				// last dial failed: a peer that has just crashed is
+				// typically a kept one (a tree neighbour), and dialling
+				// it in the first milliseconds after its crash takes
+				// the processor from the view change that excludes it.
+				wait := !kept
+				var backoff *time.Timer
+				if kept {
+					t.mu.Lock()
+					unreachable := p.unreachable
+					t.mu.Unlock()
+					if unreachable {
+						backoff = time.NewTimer(t.backoff(0))
+						wait = true
+					}
+				}
+				if wait && !t.waitFrame(p, &pending, backoff) {
+					continue
+				}
+			}
+			if c = t.connect(p, pending != nil); c == nil {
+				// Closed, removed, or nothing left to dial for: the
+				// top of the loop ends the writer.
+				continue
+			}
+		}
+		pending = t.writeLoop(p, c, pending)
+	}
+}
+
+// waitFrame waits for a frame of p's queues, which it puts in *pending,
+// or for backoff (if not nil) to fire, which it then stops; it returns
+// false if p's wake signal came first, or the transport closes, or p is
+// removed (the caller's loop then sees why).
+func (t *Transport) waitFrame(p *peer, pending **wire.Frame, backoff *time.Timer) bool {
+	var fired <-chan time.Time
+	if backoff != nil {
+		fired = backoff.C
+		defer backoff.Stop()
+	}
+	select {
+	case x := <-p.hq:
+		*pending = &x.f
+	case x := <-p.q:
+		*pending = &x.f
+	case <-fired:
+	case <-p.wake:
+		return false
+	case <-p.removed:
+		return false
+	case <-t.closing:
+		return false
+	}
+	return true
+}
+
+// connect returns a connection to p: the one in use, one accepted
+// meanwhile, or one it dials, retrying with back-off. It returns nil when
+// the transport closes or p is removed, and, after a failed dial, when
+// there is nothing to dial for any more: the caller holds no frame
+// (holding is false), none is queued and p is not kept. A peer that is
+// gone for good (a crashed node a view has excluded) is then no longer
+// dialled for ever, every BackoffMax, by every writer that once had a
+// connection to it; the next Send starts a writer that dials again.
+func (t *Transport) connect(p *peer, holding bool) *conn {
+	refusals := 0
+	for attempt := 0; ; {
+		t.mu.Lock()
+		if t.closed || t.peers[p.id] != p {
+			t.mu.Unlock()
+			return nil
+		}
+		if c := p.cur; c != nil {
+			t.mu.Unlock()
+			return c
+		}
+		addr := p.addr
+		if p.inbound > 0 || addr == "" {
+			// An inbound handshake will give us a connection, or we wait
+			// for an address.
+			t.mu.Unlock()
+			if !t.pause(p, nil) {
+				return nil
+			}
+			continue
+		}
+		p.dialing = true
+		t.mu.Unlock()
+
+		_, err := t.dial(p, addr)
+
+		t.mu.Lock()
+		p.dialing = false
+		settled := p.cur != nil || p.inbound > 0
+		t.mu.Unlock()
+		if err == nil || settled || t.isClosing() {
+			continue // the loop returns the connection now in use
+		}
+		if errors.Is(err, errRefusedAfterHello) && refusals < maxQuietRefusals {
+			// The peer's own dial to us wins the tie-break: its
+			// connection is on its way (install wakes us). Not a failure,
+			// unless it keeps happening.
+			refusals++
+			tm := time.NewTimer(t.backoff(refusals))
+			ok := t.pause(p, tm.C)
+			tm.Stop()
+			if !ok {
+				return nil
+			}
+			continue
+		}
+		refusals = 0
+		t.stats.dialFailures.Add(1)
+		t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "attempt", attempt, "err", err)
+		t.hintOf(core.PeerHint{Node: p.id, Reason: fmt.Sprintf("dial %s: %v", addr, err),
+			Refused: errors.Is(err, syscall.ECONNREFUSED)})
+		// After the hint: whoever sees the peer unreachable (Flush) may
+		// count on the detector having heard of it.
+		t.mu.Lock()
+		p.unreachable = p.cur == nil
+		t.mu.Unlock()
+		tm := time.NewTimer(t.backoff(attempt))
+		attempt++
+		if !t.pause(p, tm.C) {
+			tm.Stop()
+			return nil
+		}
+		tm.Stop()
+		t.mu.Lock()
+		idle := !holding && !p.kept && p.cur == nil && len(p.q) == 0 && len(p.hq) == 0
+		t.mu.Unlock()
+		if idle {
+			return nil
+		}
+	}
+}
+
+// maxQuietRefusals is how many dials in a row the peer may close after its
+// hello (the tie-break) before connect reports them as failures: a peer
+// whose winning connection to us is in fact gone keeps refusing until it
+// notices (see the package doc's limits).
+const maxQuietRefusals = 3
+
+// pause waits for p's wake signal or for timer (if not nil); it returns
+// false if the transport closes or p is removed.
+func (t *Transport) pause(p *peer, timer <-chan time.Time) bool {
+	select {
+	case <-p.wake:
+	case <-timer:
+	case <-p.removed:
+		return false
+	case <-t.closing:
+		return false
+	}
+	return true
+}
+
+// backoff returns the wait after the attempt-th consecutive failed dial: a
+// random duration in [d/2, d), d = min(BackoffMax, BackoffMin·2^attempt).
+func (t *Transport) backoff(attempt int) time.Duration {
+	d := t.cfg.BackoffMin
+	for i := 0; i < attempt && d < t.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, t.cfg.BackoffMax)
+	if d <= 1 {
+		return d
+	}
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)))
+}
+
+// frameRef returns a pointer to a copy of f (only this call allocates).
+func frameRef(f wire.Frame) *wire.Frame { return &f }
+
+// writeLoop drains p's queue into c through a coalescing buffer, flushing
+// whenever the queue is empty, until c dies, p is removed or the transport
+// closes. pending, if not nil, is written first. A frame taken from the
+// queue after c is known to be dead is not written but returned, so that it
+// goes out on the next connection (frames already handed to a connection
+// that then breaks are lost, see the package doc). The writer holds p.wmu
+// from the first frame it takes until the queue is empty and its buffer
+// flushed, so that SendDirect never writes between queued frames.
+func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten *wire.Frame) {
+	t.writerRuns.Add(1)
+	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
+	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	write := func(f wire.Frame) bool {
+		c.markActive()
+		p.written++ // written or lost with c: either way no longer queued
+		if err := fw.WriteFrame(f); err != nil {
+			c.writeFailed(err)
+			return false
+		}
+		t.stats.framesOut.Add(1)
+		return true
+	}
+	p.wmu.Lock()
+	if p.restConn != nil && p.restConn != c {
+		// The rest of a frame SendNow wrote to an earlier connection,
+		// retired since (and read to its end) or dead.
+		t.writeRest(p)
+	}
+	rest := len(p.rest) > 0
+	if pending == nil && !rest {
+		// Frames lost with the previous connection count as written.
+		p.flushed.Store(p.written)
+	}
+	p.wmu.Unlock()
+	// next is a frame to write (have); a value, not a pointer, so that a
+	// frame taken from the queue is not moved to the heap.
+	var next queued
+	have := pending != nil
+	if have {
+		next.f = *pending
+	}
+	for {
+		if !have && !rest {
+			select {
+			case next = <-p.hq:
+				have = true
+			case next = <-p.q:
+				have = true
+			case <-p.kick: // SendNow left the rest of a frame
+			case <-c.dead:
+				return nil
+			case <-c.retiring:
+				return nil
+			case <-p.removed:
+				return nil
+			case <-t.closing:
+				return nil
+			}
+		}
+		rest = false
+		p.wmu.Lock()
+		if c.stopped() {
+			t.writeRest(p) // a retired c is read to its end
+			p.wmu.Unlock()
+			if !have {
+				return nil
+			}
+			return frameRef(next.f)
+		}
+		// What SendNow left goes first, before the buffer's frames.
+		ok := t.writeRest(p)
+		if ok && have {
+			ok = write(next.f)
+			putCopyBuf(next.buf) // written into fw's buffer, or lost with c
+		}
+		next = queued{}
+		have = false
+		for ok {
+			f, more := p.take()
+			if !more {
+				break
+			}
+			if c.stopped() {
+				// Retired by the peer's goodbye meanwhile (a dead c fails
+				// the flush): what is buffered still goes out on c, f on
+				// the next connection.
+				if fw.Buffered() > 0 && fw.Flush() != nil {
+					c.writeFailed(fw.Err())
+				}
+				p.flushed.Store(p.written)
+				p.wmu.Unlock()
+				return frameRef(f.f)
+			}
+			ok = write(f.f)
+			putCopyBuf(f.buf)
+		}
+		if ok && fw.Buffered() > 0 {
+			if err := fw.Flush(); err != nil {
+				c.writeFailed(err)
+				ok = false
+			}
+		}
+		if ok {
+			p.flushed.Store(p.written)
+		}
+		p.wmu.Unlock()
+		if !ok {
+			return nil
+		}
+	}
+}
