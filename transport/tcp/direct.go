@@ -1,0 +1,201 @@
+package tcp
+
+import (
+	"context"
+	"maps"
+	"unsafe"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// SendDirect sends a frame whose payload is f.Payload followed by body
+// (a data message: a small header and the user's buffer). When the peer
+// has a connection in use, nothing waits in its queue, no one is writing
+// to it and the payload is at most Config.DirectMax bytes, the frame is
+// written on the caller's goroutine with one vectored write (writev) of
+// length prefix, header and payload, without copying body and without a
+// hand-off to the writer goroutine; the call then returns once the kernel
+// has taken the bytes, which can wait while the peer's receive buffer is
+// full. Otherwise the payload is copied and queued as by Send. Either way
+// the caller may reuse body when SendDirect returns. A frame written to a
+// connection that then fails is lost, as one queued is (see the package
+// doc); the error is returned only when the frame cannot be queued.
+func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
+	if t.TrySendDirect(to, f, body) {
+		return nil
+	}
+	payload := make([]byte, 0, len(f.Payload)+len(body))
+	f.Payload = append(append(payload, f.Payload...), body...)
+	return t.Send(ctx, to, f)
+}
+
+// TrySendDirect is SendDirect's write on the caller's goroutine alone:
+// where SendDirect would copy and queue the frame, it reports false,
+// having done nothing. It keeps neither f.Payload nor body.
+func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) bool {
+	if len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
+		return false
+	}
+	p, c := t.current(to)
+	return c != nil && t.writeDirect(p, c, &f, body)
+}
+
+// current returns peer to and its connection in use (nil: none, or the
+// transport is closed). It takes no lock when byID has the peer and it has
+// a connection: a send on the direct path pays no transport-wide lock.
+// What it returns may be replaced at once, as with a lock: writeDirect
+// checks the connection under the peer's write lock (a shared-memory
+// connection under its own: writeDirectShm).
+func (t *Transport) current(to core.NodeID) (*peer, *conn) {
+	if m := t.byID.Load(); m != nil {
+		if p := (*m)[to]; p != nil {
+			if c := p.live.Load(); c != nil {
+				return p, c
+			}
+		}
+	}
+	return t.currentLocked(to)
+}
+
+// currentLocked is current under t.mu; it makes byID again when byID
+// lacks peer to (or has a removed one) and to has a connection.
+func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[to]
+	var c *conn
+	if p != nil && !t.closed {
+		c = p.cur
+	}
+	if c != nil {
+		if m := t.byID.Load(); m == nil || (*m)[to] != p {
+			byID := maps.Clone(t.peers)
+			t.byID.Store(&byID)
+		}
+	}
+	return p, c
+}
+
+// writeDirect writes f (payload f.Payload then body) to c if p's queue is
+// drained and flushed and no one holds p.wmu; it reports whether it did
+// (a write that fails closes c and counts as done: the frame is lost).
+func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bool {
+	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
+		return false // let Send report the exact size
+	}
+	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
+		return t.writeDirectShm(p, c, f, body)
+	}
+	if !p.wmu.TryLock() {
+		return false
+	}
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
+		p.wmu.Unlock()
+		return false
+	}
+	f.Src, f.Dst = t.self, p.id
+	// The frame is written before SendDirect returns, under p.wmu, so it
+	// is not counted in accepted and flushed (Flush has nothing to wait
+	// for, and the idle sweeper holds p.wmu).
+	p.hdr = t.directHead(p.hdr, f, body)
+	var err error
+	if sc, ok := c.nc.(*shmConn); ok {
+		bufs := [2][]byte{p.hdr, body}
+		_, err = sc.writev(bufs[:])
+	} else {
+		p.bufs = append(p.bufs[:0], p.hdr, body)
+		p.wbufs = p.bufs
+		_, err = p.wbufs.WriteTo(c.nc)
+		p.bufs[0], p.bufs[1], p.wbufs = nil, nil, nil // do not keep the caller's buffer
+	}
+	if err != nil {
+		c.writeFailed(err)
+	} else {
+		c.markActive()
+		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
+	}
+	p.wmu.Unlock()
+	return true
+}
+
+// writeDirectShm is writeDirect on a shared-memory connection, under the
+// connection's write lock alone (one lock where p.wmu and it took two, on
+// the path of every same-host message). That lock is enough:
+//   - Every other write to c is under it too (shmConn.writev), so no
+//     frame is torn; a frame that the writer goroutine writes in several
+//     writes was taken from p's queue, which leaves p.flushed behind
+//     p.accepted until the frame is out, and the check below then
+//     declines, as it does while frames wait in the queue.
+//   - What SendNow left of a frame (p.rest) is on a socket, not on c; the
+//     check reads that it exists from p.restPending, not p.rest.
+//   - A connection is retired (idle, the peer's goodbye, replaced) by
+//     marking it, then shutting its writing side under this lock
+//     (shmConn.CloseWrite): a write that came first is read before the
+//     end of stream (after an idle goodbye too: a retired connection is
+//     read to its end); one that comes after finds c stopped.
+//
+// The head is built on the stack (f.Payload is small here: the data
+// path's header), and a failed write is handled once the lock is
+// released, since closing c takes it.
+func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
+	sc := c.shm
+	if !sc.wmu.TryLock() {
+		return false
+	}
+	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() {
+		sc.wmu.Unlock()
+		return false
+	}
+	f.Src, f.Dst = t.self, p.id
+	var err error
+	if len(body) >= padFrom || !sc.writeFrame(f, body, headMax(f)) {
+		// A body to align, or a head that could wrap the ring's end: the
+		// head is built apart, on the stack.
+		var hb [shmDirectHead]byte
+		bufs := [2][]byte{t.directHead(hb[:0], f, body), body}
+		_, err = sc.writevHeld(bufs[:])
+	}
+	sc.wmu.Unlock()
+	if err != nil {
+		c.writeFailed(err)
+	} else {
+		c.markActive()
+		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
+	}
+	return true
+}
+
+// shmDirectPayload bounds the f.Payload that writeDirectShm takes (the
+// data path's header is far smaller); shmDirectHead is its stack buffer:
+// room for a pad frame, then the frame's length, header and payload.
+const (
+	shmDirectPayload = 128
+	shmDirectHead    = wire.PadMax + wire.LengthSize + 4*binaryMaxVarint + shmDirectPayload
+)
+
+// headMax bounds the head of f (its length, header and payload).
+func headMax(f *wire.Frame) int { return wire.LengthSize + 4*binaryMaxVarint + len(f.Payload) }
+
+// directHead encodes into buf (its array reused) the head of f for a
+// vectored write with body: from padFrom bytes of body, preceded by the
+// pad frame that starts body on the stream at its alignment in memory
+// (wire.PadFor). Room for the pad is left in front and the head encoded
+// once, behind it.
+func (t *Transport) directHead(buf []byte, f *wire.Frame, body []byte) []byte {
+	if len(body) < padFrom {
+		return f.AppendHead(buf[:0], len(body))
+	}
+	buf = f.AppendHead(append(buf[:0], make([]byte, wire.PadMax)...), len(body))
+	pad := wire.PadFor(len(buf)-wire.PadMax, uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+	start := wire.PadMax - pad
+	wire.AppendPad(buf[start:start], f.Src, f.Dst, pad)
+	return buf[start:]
+}
+
+// padFrom is the smallest payload SendDirect aligns on the stream with a
+// pad frame (wire.PadFor): below it the copy is too short to gain.
+const padFrom = 4 << 10
+
+// binaryMaxVarint is the longest encoding of a header field.
+const binaryMaxVarint = 10
