@@ -1,0 +1,79 @@
+package tcp
+
+import (
+	"sync/atomic"
+)
+
+// Stats counts what a transport has done since it started.
+type Stats struct {
+	Dials        uint64 // dial attempts
+	DialFailures uint64 // dial attempts that failed (not counting tie-breaks)
+	Accepted     uint64 // inbound connections authenticated
+	Refused      uint64 // inbound connections refused by the handshake
+	TieBreaks    uint64 // inbound connections refused because ours won
+	Established  uint64 // connections put in use (both directions)
+	Unix         uint64 // of Established, those over the same-host Unix socket
+	Shm          uint64 // of Unix, those whose frames run over shared memory
+	ShmRefused   uint64 // rings offered by peers and refused by our checks
+	Lost         uint64 // connections that died not on purpose
+	Retired      uint64 // connections closed for being idle, by either side (Config.IdleTimeout)
+	Malformed    uint64 // connections closed for a malformed frame
+	Misaddressed uint64 // frames dropped: wrong source or destination
+	FramesIn     uint64 // frames delivered to the handler
+	FramesOut    uint64 // frames handed to a connection's writer
+	Direct       uint64 // of FramesOut, those SendDirect wrote itself
+	Now          uint64 // of FramesOut, those SendNow wrote itself (now.go)
+	Placed       uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
+	Polled       uint64 // of FramesIn, those read and delivered by a caller's PollUntil
+	Conns        int    // connections in use now
+	Writers      int    // peers with a writer goroutine and queues now
+}
+
+// stats are the transport's counters. A frame is counted once on the
+// data path: framesIn counts the frames the reader goroutines delivered,
+// polled those callers' progress did (Stats.FramesIn is their sum);
+// framesOut counts the frames the writer goroutines wrote, direct those
+// written on the caller's goroutine, now those SendNow wrote (Stats.FramesOut
+// is their sum).
+type stats struct {
+	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
+	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused atomic.Uint64
+}
+
+// bump adds one to a counter that one goroutine at a time writes (under
+// a lock it holds) and any may read: a load and an ordered store, a
+// plain move on amd64 (store_tso.go), where Add is a locked instruction.
+func bump(p *atomic.Uint64) { storeOrdered(p, p.Load()+1) }
+
+// Stats returns the current counters.
+func (t *Transport) Stats() Stats {
+	s := Stats{
+		Dials: t.stats.dials.Load(), DialFailures: t.stats.dialFailures.Load(),
+		Accepted: t.stats.accepted.Load(), Refused: t.stats.refused.Load(),
+		TieBreaks: t.stats.tieBreaks.Load(), Established: t.stats.established.Load(),
+		Unix: t.stats.unix.Load(), Shm: t.stats.shm.Load(), ShmRefused: t.stats.shmRefused.Load(),
+		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
+		Misaddressed: t.stats.misaddressed.Load(),
+		FramesIn:     t.stats.framesIn.Load(),
+		FramesOut:    t.stats.framesOut.Load() + t.stats.direct.Load() + t.stats.now.Load(),
+		Direct:       t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(),
+	}
+	t.mu.Lock() // removeRing moves a connection's polled count under it
+	s.Polled = t.stats.polled.Load()
+	if rings := t.rings.Load(); rings != nil {
+		for _, c := range *rings {
+			s.Polled += c.polled.Load()
+		}
+	}
+	s.FramesIn += s.Polled
+	for _, p := range t.peers {
+		if p.cur != nil {
+			s.Conns++
+		}
+		if p.active {
+			s.Writers++
+		}
+	}
+	t.mu.Unlock()
+	return s
+}
