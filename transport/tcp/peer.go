@@ -1,0 +1,389 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// A peer's writer goroutine and queues exist only while it has something to
+// do: Send starts them (activateLocked) and the writer ends, releasing its
+// queues, once the peer has no connection in use and nothing queued
+// (manage). With idle connections closed (Config.IdleTimeout), a process
+// that has talked to many nodes over time keeps a goroutine and queues only
+// for those it still talks to.
+
+// peer is the state of one remote node. Fields below mu are guarded by the
+// transport's mu.
+type peer struct {
+	id core.NodeID
+	// q and hq exist while active: Send creates them (under t.mu) and
+	// starts the writer, which alone receives from them and drops them
+	// (under t.mu) as it ends.
+	q chan queued
+	// hq is the failure detector's lane (frames of core.ProtoFD): the
+	// writer takes it before q, so a heartbeat never waits behind a
+	// backlog of data frames (only behind the frame being written and what
+	// the kernel holds). The detector's frames need no order with the
+	// other protocols'.
+	hq      chan queued
+	wake    chan struct{} // capacity 1: the connection or the address changed
+	removed chan struct{}
+
+	addr string
+	cur  *conn // the connection in use, nil if none (set by setCur)
+	// live mirrors cur for current's lock-free lookup.
+	live atomic.Pointer[conn]
+	// draining is the connection most recently retired (closed for being
+	// idle) whose reader may still deliver frames; a new connection's
+	// reader waits for it, so frames of one sender stay in order.
+	draining *conn
+	active   bool // the writer goroutine runs (and q, hq exist)
+	// kept: a connection to the peer is kept open (Keep): dialled with
+	// nothing to send, never retired for being idle.
+	kept    bool
+	wasKept bool // Keep's scratch: kept before the call
+	dialing bool // our writer is dialing
+	inbound int  // inbound handshakes admitted and not finished
+	// unreachable: the last dial failed or the last connection died, and
+	// no connection has been put in use since (see Flush).
+	unreachable bool
+
+	// accepted counts the frames Send has put in q (and SendNow has
+	// taken); written counts those written to a connection, and flushed
+	// the value written had when the writer last found q empty and its
+	// buffer flushed, or when SendNow last wrote (see Flush). SendDirect's
+	// frames, written before it returns, are in none of them.
+	accepted atomic.Uint64
+	flushed  atomic.Uint64
+	// senders counts the Sends that hold q or hq (taken under t.mu): the
+	// writer does not drop the queues while one may still put a frame in.
+	senders atomic.Int32
+
+	// wmu is held by whoever writes to the connection: the writer while it
+	// drains q into its buffer and flushes it, SendDirect for its one
+	// vectored write (on a shared-memory connection SendDirect takes that
+	// connection's own write lock instead: writeDirectShm). It guards
+	// written and the scratch buffers.
+	wmu     sync.Mutex
+	written uint64
+	hdr     []byte      // SendDirect's padding, length prefix, header and small payload
+	bufs    net.Buffers // SendDirect's vectored write (its two slices)
+	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
+	// now is SendNow's encoded frame; rest is what the socket of
+	// connection restConn did not take of it, which the writer writes
+	// first (woken by kick, capacity 1). See now.go.
+	now      []byte
+	rest     []byte
+	restConn *conn
+	kick     chan struct{}
+	// restPending: rest is not empty (set and cleared with it, under
+	// wmu), for writeDirectShm, which does not take wmu.
+	restPending atomic.Bool
+}
+
+// peerQueues are a peer's two queues (see peer.q and hq).
+type peerQueues struct{ q, hq chan queued }
+
+// queued is a frame in a peer's queue. buf, if not nil, holds its payload:
+// the transport's copy of the payload of a SendCopy, which the writer
+// puts back in copyBufs once the frame is written. (A frame lost with its
+// connection, or handed to the next one, leaves its buffer to the
+// collector.)
+type queued struct {
+	f   wire.Frame
+	buf *[]byte
+}
+
+// copyBufs are the payload buffers of SendCopy, for frames of at most
+// maxCopyBuf bytes (the host's control and detector frames), which then
+// cost no allocation each. Not a sync.Pool, which every garbage
+// collection empties: a job's background would allocate again after each.
+var copyBufs struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+// maxCopyBuf bounds the payloads SendCopy copies into copyBufs; larger
+// ones get a buffer of their own, so that no large array is kept.
+// maxCopyBufs bounds the buffers kept: a process has that many small
+// frames queued only in a burst, which may then allocate.
+const (
+	maxCopyBuf  = 4 << 10
+	maxCopyBufs = 64
+)
+
+func getCopyBuf() *[]byte {
+	copyBufs.mu.Lock()
+	defer copyBufs.mu.Unlock()
+	n := len(copyBufs.free)
+	if n == 0 {
+		return new([]byte)
+	}
+	b := copyBufs.free[n-1]
+	copyBufs.free[n-1] = nil
+	copyBufs.free = copyBufs.free[:n-1]
+	return b
+}
+
+func putCopyBuf(b *[]byte) {
+	if b == nil {
+		return
+	}
+	copyBufs.mu.Lock()
+	if len(copyBufs.free) < maxCopyBufs {
+		if copyBufs.free == nil {
+			copyBufs.free = make([]*[]byte, 0, maxCopyBufs)
+		}
+		copyBufs.free = append(copyBufs.free, b)
+	}
+	copyBufs.mu.Unlock()
+}
+
+// maxSpareQueues bounds Transport.spareQueues.
+const maxSpareQueues = 16
+
+// take returns a queued frame without waiting: the detector's lane first.
+func (p *peer) take() (queued, bool) {
+	select {
+	case f := <-p.hq:
+		return f, true
+	default:
+	}
+	select {
+	case f := <-p.q:
+		return f, true
+	default:
+	}
+	return queued{}, false
+}
+
+func (p *peer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetPeer records the address of node id; a writer waiting for it dials.
+func (t *Transport) SetPeer(id core.NodeID, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || id == t.self {
+		return
+	}
+	p := t.peerLocked(id)
+	p.addr = addr
+	p.signal()
+}
+
+// Peers returns the nodes the transport knows (an address, a connection or
+// a queue), sorted by id.
+func (t *Transport) Peers() []core.NodeID {
+	t.mu.Lock()
+	ids := make([]core.NodeID, 0, len(t.peers))
+	for id := range t.peers {
+		ids = append(ids, id)
+	}
+	t.mu.Unlock()
+	slices.Sort(ids)
+	return ids
+}
+
+// RemovePeer forgets node id, closes its connection and drops its queue.
+func (t *Transport) RemovePeer(id core.NodeID) {
+	t.mu.Lock()
+	p := t.peers[id]
+	if p == nil {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.peers, id)
+	close(p.removed)
+	c, d := p.cur, p.draining
+	p.setCur(nil)
+	p.draining = nil
+	t.mu.Unlock()
+	for _, c := range []*conn{c, d} {
+		if c != nil {
+			c.close(true, nil)
+		}
+	}
+}
+
+// peerLocked returns the state of node id, creating it if needed (without
+// queues or writer: Send starts them). t.mu is held and the transport is
+// open.
+func (t *Transport) peerLocked(id core.NodeID) *peer {
+	if p := t.peers[id]; p != nil {
+		return p
+	}
+	p := &peer{
+		id:      id,
+		wake:    make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
+		removed: make(chan struct{}),
+	}
+	t.peers[id] = p
+	return p
+}
+
+// detectorLaneLen bounds the failure detector's lane (peer.hq), in frames:
+// its frames are small and few per peer and interval, so a backlog of this
+// many means the peer has not been writable for that many intervals, and
+// the memory of a process with connections to hundreds of peers stays
+// small.
+const detectorLaneLen = 64
+
+// activateLocked gives p its queues and starts its writer if it has none.
+// t.mu is held and the transport is open.
+func (t *Transport) activateLocked(p *peer) {
+	if p.active {
+		return
+	}
+	p.active = true
+	if n := len(t.spareQueues); n > 0 {
+		q := t.spareQueues[n-1]
+		t.spareQueues[n-1] = peerQueues{}
+		t.spareQueues = t.spareQueues[:n-1]
+		p.q, p.hq = q.q, q.hq
+	} else {
+		p.q = make(chan queued, t.cfg.QueueLen)
+		p.hq = make(chan queued, min(t.cfg.QueueLen, detectorLaneLen))
+	}
+	t.wg.Add(1)
+	go t.manage(p)
+}
+
+// Send queues f for node to; see [transport.Transport].
+func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	return t.send(ctx, to, f, nil)
+}
+
+// SendCopy is Send, except that the caller may reuse f.Payload when it
+// returns (transport.Copier): the payload is copied, into a buffer the
+// transport reuses once the frame is written when it is small.
+func (t *Transport) SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	if len(f.Payload) > maxCopyBuf {
+		f.Payload = bytes.Clone(f.Payload)
+		return t.send(ctx, to, f, nil)
+	}
+	b := getCopyBuf()
+	*b = append((*b)[:0], f.Payload...)
+	f.Payload = *b
+	err := t.send(ctx, to, f, b)
+	if err != nil {
+		putCopyBuf(b) // not queued: still ours
+	}
+	return err
+}
+
+// send queues f (whose payload is buf's, if buf is not nil) for node to.
+func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf *[]byte) error {
+	if to == t.self {
+		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
+	}
+	f.Src, f.Dst = t.self, to
+	if body := wire.EncodedSize(f) - wire.LengthSize; body > t.cfg.MaxFrameSize {
+		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", transport.ErrFrameTooLarge, f.Kind, body, t.cfg.MaxFrameSize)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return transport.ErrClosed
+	}
+	p := t.peers[to]
+	if p == nil && t.cfg.QueueUnknown {
+		p = t.peerLocked(to)
+	}
+	if p == nil {
+		t.mu.Unlock()
+		return fmt.Errorf("%w: %v", transport.ErrUnknownPeer, to)
+	}
+	t.activateLocked(p)
+	q := p.q
+	if f.Kind.Proto() == core.ProtoFD {
+		q = p.hq
+	}
+	p.senders.Add(1)
+	t.mu.Unlock()
+	defer p.senders.Add(-1) // after the push: see manage
+	p.accepted.Add(1)       // before the writer can see f, so flushed ≤ accepted
+	x := queued{f: f, buf: buf}
+	select {
+	case q <- x:
+		return nil
+	default:
+	}
+	select {
+	case q <- x:
+		return nil
+	case <-ctx.Done():
+		p.accepted.Add(^uint64(0))
+		return fmt.Errorf("%w: to %v: %w", transport.ErrQueueFull, to, ctx.Err())
+	case <-t.closing:
+		p.accepted.Add(^uint64(0))
+		return transport.ErrClosed
+	case <-p.removed:
+		p.accepted.Add(^uint64(0))
+		return fmt.Errorf("%w: %v was removed", transport.ErrUnknownPeer, to)
+	}
+}
+
+// setCur puts c in use for p (nil: none); t.mu is held.
+func (p *peer) setCur(c *conn) {
+	p.cur = c
+	p.live.Store(c)
+}
+
+// Keep makes the transport keep a connection open to each node of ids
+// whose address it knows: it dials one now if there is none, with nothing
+// to send, and does not retire it for being idle (Config.IdleTimeout), so
+// that a frame sent later does not wait for a dial and a handshake. The
+// set replaces the previous one: the connections to nodes no longer in it
+// become ordinary ones again. A membership keeps its tree's links this way
+// (package group).
+func (t *Transport) Keep(ids []core.NodeID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	for _, p := range t.peers {
+		p.wasKept, p.kept = p.kept, false
+	}
+	for _, id := range ids {
+		p := t.peers[id]
+		if id == t.self || p == nil || p.addr == "" {
+			continue
+		}
+		p.kept = true
+		if p.cur == nil {
+			t.activateLocked(p)
+			p.signal()
+		}
+	}
+	for _, p := range t.peers {
+		if p.wasKept && !p.kept && p.cur == nil && p.active {
+			// Its writer may be waiting to dial it again: with nothing
+			// to send, it ends instead.
+			p.signal()
+		}
+	}
+}
+
+// Connected reports whether a connection to node id is in use.
+func (t *Transport) Connected(id core.NodeID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.peers[id]
+	return p != nil && p.cur != nil
+}
