@@ -96,7 +96,7 @@ type Config struct {
 	// NoShm keeps a same-host connection on its Unix socket: by default
 	// (false) two processes of one host connected over the Unix socket
 	// without TLS move the connection's frames to shared memory, one ring
-	// per direction, if both ends agree (see shm.go). Elsewhere than on
+	// per direction, if both ends agree (see shmring.go). Elsewhere than on
 	// Linux the path does not exist and NoShm changes nothing.
 	NoShm bool
 	// ShmRingSize is the data size, in bytes, of each ring of a

@@ -120,8 +120,8 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 }
 
 // writeDirectShm is writeDirect on a shared-memory connection, under the
-// connection's write lock alone (one lock where p.wmu and it took two, on
-// the path of every same-host message). That lock is enough:
+// connection's write lock alone (one lock rather than p.wmu and it both,
+// on the path of every same-host message). That lock is enough:
 //   - Every other write to c is under it too (shmConn.writev), so no
 //     frame is torn; a frame that the writer goroutine writes in several
 //     writes was taken from p's queue, which leaves p.flushed behind

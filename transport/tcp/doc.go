@@ -49,7 +49,7 @@
 // handshake ends with ring offers (wire.Ring), a sealed memfd per
 // direction passed over the socket and checked against the job secret
 // (wire.RingTag), and the socket is left with wake-ups and the peer's death
-// (see shm.go). Config.NoShm turns it off; Stats.Shm counts those
+// (see shmring.go). Config.NoShm turns it off; Stats.Shm counts those
 // connections, Stats.ShmRefused the rings refused by the checks.
 //
 // There is at most one connection per pair in use. When both nodes dial

@@ -153,9 +153,9 @@ func (r *pollReader) Read(b []byte) (int, error) {
 	}
 	// Bytes came while polling: poll on. The body of a large frame takes
 	// many reads, and its sender is still writing; measured from the last
-	// frame delivered, the polling time ran out in the middle of it and
-	// every read after parked (1 MiB messages over loopback TCP went at
-	// 0.65× the rate they reach polling).
+	// frame delivered, the polling time would run out in the middle of it
+	// and every read after would park (1 MiB messages over loopback TCP go
+	// at 0.65× the rate they reach polling).
 	r.poll.mark()
 	return n, nil
 }

@@ -102,7 +102,7 @@ func (t *Transport) removeRing(c *conn) {
 // polling caller takes turns with the first, and the second's wake-up
 // comes through the netpoller, which the Go scheduler does not consult
 // while a goroutine yields on the only processor: a long poll would slow
-// both (large messages' bandwidth fell fivefold when it did).
+// both (large messages' bandwidth falls fivefold when it does).
 
 // stretchMax bounds the window, in polling times (and by MaxSpin).
 const stretchMax = 20

@@ -9,7 +9,7 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
-// The shared-memory path (Config.NoShm, the package doc's "Same host").
+// The shared-memory path (Config.NoShm, the package doc's "Connections").
 //
 // Two processes of one host that connected over the Unix socket, without
 // TLS, end their handshake by offering each other a ring: a region of
@@ -92,8 +92,9 @@ const ringSlices = 4
 // commit word (an atomic store: everything before it is visible first),
 // then the tail as before. A reader that polls looks at the commit word
 // where the next record will start, the line in which a small frame also
-// lies: one line crosses between the cores per message, where a separate
-// tail index took a second line, fetched after the first. A stale word (a
+// lies: one line crosses between the cores per message, where polling a
+// separate tail index would fetch a second line after the first. A stale
+// word (a
 // record of an earlier lap, or a byte of its data) names another position
 // and is not a commit: the ring's size is a multiple of the line, so a
 // record's header never spans its end (the data may wrap). The tail,

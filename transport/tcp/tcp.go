@@ -64,7 +64,7 @@ type Transport struct {
 	peers  map[core.NodeID]*peer
 	// spareQueues are the empty queues of writers that ended, kept for
 	// the next peer to become active: making them (QueueLen frames, about
-	// 50 KiB) on the sending goroutine, often an event loop, cost
+	// 50 KiB) on the sending goroutine, often an event loop, would cost
 	// zeroed pages on the critical path of a membership's view change.
 	spareQueues []peerQueues
 	live        map[net.Conn]struct{} // every open socket, closed by Close
@@ -226,8 +226,8 @@ func (t *Transport) setOptions(nc net.Conn) {
 // on loopback with the default buffers). A buffer shrunk afterwards
 // offers a window smaller than such a segment, into which Linux sends
 // nothing but its persist timer's probes, one window per probe: a stream
-// of frames as large as the buffer or more crawled at tens of KB/s and
-// looked stalled (TestSmallSocketBuffers).
+// of frames as large as the buffer or more crawls at tens of KB/s and
+// looks stalled (TestSmallSocketBuffers).
 func bufferControl(cfg Config) func(network, address string, rc syscall.RawConn) error {
 	b := cfg.SocketBuffer
 	if b <= 0 {
