@@ -19,7 +19,7 @@ import (
 )
 
 // The benchmarks measure the transport against raw Go TCP sockets in the
-// same run, on loopback (DESIGN.md "Performance targets": numbers are
+// same run, on loopback (docs/DESIGN.md "Performance targets": numbers are
 // ratios against a baseline measured in the same invocation, because the
 // machines are shared and noisy). The raw baseline moves the same bytes
 // (a 4-byte length and the payload) with one Write per message for

@@ -23,7 +23,7 @@ type Config struct {
 	// wire.MaxJobIDLen bytes.
 	JobID string
 	// Secret is the job secret every connection proves knowledge of
-	// (DESIGN.md, "Security"). Required; use at least 16 random bytes.
+	// (docs/DESIGN.md, "Security"). Required; use at least 16 random bytes.
 	Secret []byte
 
 	// QueueLen is the capacity, in frames, of the send queue to each peer

@@ -25,7 +25,7 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
-// The tests in this file check DESIGN.md "Real host and transport"
+// The tests in this file check docs/DESIGN.md "Real host and transport"
 // (transport/tcp: one connection per pair, TCP_NODELAY, write coalescing,
 // bounded queues with back-pressure, reconnect with back-off, hints) and
 // "Security" (every connection proves the job secret before any frame is
@@ -273,7 +273,7 @@ func hello(node core.NodeID) wire.Hello {
 	return h
 }
 
-// TestRefusedConnections checks DESIGN.md "Security": a connection that
+// TestRefusedConnections checks docs/DESIGN.md "Security": a connection that
 // does not prove the job secret (or has no handshake, another job, another
 // version) is refused, logged with its remote address (over the same-host
 // Unix socket: its process), and none of its frames is delivered; then a
