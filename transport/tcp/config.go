@@ -89,7 +89,7 @@ type Config struct {
 	// listens on a Linux abstract Unix socket named after JobID and the
 	// TCP address, and a dial to an address of this host (loopback or an
 	// interface's) tries that socket before TCP, falling back to TCP at
-	// once when it is not there (see the package doc, "Same host"). Set it
+	// once when it is not there (see the package doc, "Connections"). Set it
 	// to listen and dial over TCP only. Elsewhere than on Linux the path
 	// does not exist and NoUnix changes nothing.
 	NoUnix bool

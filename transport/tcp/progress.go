@@ -121,9 +121,10 @@ func stretched(d, win, gap int64) int64 {
 // calling goroutine, delivering the frames it finds to the handler as the
 // reader goroutines would, until *word has a bit of mask set (by the
 // handler, or by anyone) or the polling window has passed (d, stretched
-// as above), and reports whether it has. It yields to the process's
-// goroutines every progressYield. The handler must not call PollUntil
-// itself (a frame is delivered under its connection's read lock).
+// after a poll that ended in vain: see progress.go), and reports whether
+// it has. It yields to the process's goroutines every progressYield.
+// The handler must not call PollUntil itself (a frame is delivered under
+// its connection's read lock).
 // Without shared-memory connections, or with d <= 0, it only reports
 // whether such a bit is set. (A word rather than a flag: a caller's
 // request keeps its other states in the same word, so that completing

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The same-host path (Config.NoUnix, the package doc's "Same host").
+// The same-host path (Config.NoUnix, the package doc's "Connections").
 //
 // Next to its TCP listener a transport listens on a Linux abstract Unix
 // socket (no file on disk; the name belongs to the network namespace and
