@@ -21,8 +21,8 @@ import (
 // that has talked to many nodes over time keeps a goroutine and queues only
 // for those it still talks to.
 
-// peer is the state of one remote node. Fields below mu are guarded by the
-// transport's mu.
+// peer is the state of one remote node. The fields from addr to
+// unreachable, except live, are guarded by the transport's mu.
 type peer struct {
 	id core.NodeID
 	// q and hq exist while active: Send creates them (under t.mu) and
