@@ -29,18 +29,11 @@
 //     the addresses of one or more members (seeds). Join returns when the
 //     node has installed its first view.
 //
-//     g, err := group.Start(cfg)                        // first member
-//     g, err := group.Join(ctx, cfg, "10.0.0.1:7950")   // the others
-//
 //  3. Read the views: [Group.View] gives the current one, [Group.Views] a
 //     channel of every view installed, in order (each View says which
 //     members joined, departed and left since the previous one, and
 //     View.Prev names the previous epoch, so a reader can tell it has seen
 //     them all).
-//
-//     for v := range g.Views() {
-//     log.Printf("view %v: %d members, root %v", v, len(v.Members), v.Root)
-//     }
 //
 //  4. Optionally watch [Group.Suspicions] (the local detector's opinions:
 //     suspected, cleared, declared failed — unlike views they are not
@@ -50,6 +43,15 @@
 //  5. To go away, call [Group.Leave] (the others see a departure, reported
 //     in View.Left, not a failure), then [Group.Close]. Close alone is a
 //     crash as far as the others can tell.
+//
+// Steps 2 and 3 in code:
+//
+//	g, err := group.Start(cfg)                      // first member
+//	g, err := group.Join(ctx, cfg, "10.0.0.1:7950") // the others
+//
+//	for v := range g.Views() {
+//		log.Printf("view %v: %d members, root %v", v, len(v.Members), v.Root)
+//	}
 //
 // # Guarantees
 //
