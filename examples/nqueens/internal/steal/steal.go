@@ -81,8 +81,8 @@
 //
 // A Node is not safe for concurrent use.
 //
-// The machine is one file, a little over 600 lines: its accounting
-// invariant (proved below) ties every handler to the same state.
+// The machine is one file: its accounting invariant (proved below) ties
+// every handler to the same state.
 package steal
 
 import (
