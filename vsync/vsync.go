@@ -1,6 +1,5 @@
-// The multicast layer's state, delivery and flush are in this file, a
-// little over 600 lines: the flush rewrites the delivery state and is
-// only checkable beside it.
+// The multicast layer's state, delivery and flush are in this file: the
+// flush rewrites the delivery state and is only checkable beside it.
 
 package vsync
 
