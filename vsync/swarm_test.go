@@ -46,8 +46,10 @@ func TestSwarmStable(t *testing.T) {
 	swarmSeeds(t, simtest.Seeds(t, 80), vsynctest.RealStable)
 }
 
-// TestSwarmStuckSeeds replays seeds whose membership stayed split before
-// a fix of package member (each fails without its fix):
+// TestSwarmStuckSeeds replays seeds that lead the membership into corners
+// where it would stay split without a rule of package member or of this
+// package (each case tells the corner, and the rule where it is not
+// obvious):
 //
 //   - 3040358880 (over package stable): a joiner left alone in an old view
 //     that the new lineage never probed;
@@ -63,26 +65,26 @@ func TestSwarmStable(t *testing.T) {
 //     then crashed multicast in its proposal 4.n2, which the survivors
 //     never installed (they settled in 2.n0, an epoch below it, of another
 //     lineage); n1 held those messages as data of a future view for good
-//     (fixed: such data expires, vsync.Layer.expireEarly);
+//     (the rule: such data expires, vsync.Layer.expireEarly);
 //   - 22734 (100,000-seed run, stand-in stability): joiner n7, admitted by
 //     n0 into 8.n0 = [n0 n7] during a partition, was excluded alive by n0
 //     as root (an acknowledgement lost to 22% loss); then n5 became root of
 //     the merged lineage and never probed n7, whom it never knew, while n0
-//     answered n7's pings: n7 stayed in 8.n0 for good (fixed in member: a
+//     answered n7's pings: n7 stayed in 8.n0 for good (the rule: a
 //     node keeps probing the nodes it excluded as root after it stops being
 //     root);
 //   - 29134 (100,000-seed run, stand-in stability): nodes flushing to one
 //     target from three different old views; n0's first report to n2 (not
 //     in n0's old view, so never resent to) was lost, and n2's repeated
-//     reports were ignored by n0 for the same reason (fixed: a report from
+//     reports were ignored by n0 for the same reason (the rule: a report from
 //     a member one does not wait for is answered with one's own);
-//   - 3133252645 and 956771236 (a change in member that dropped, when a
-//     view was installed, every held proposal that could not descend from
-//     it): n4 had accepted n0's 7.n0, which took it back after a
-//     partition, when the late commit of its own lineage's 3.n1 arrived;
-//     it installed 3.n1, dropped 7.n0, ignored its commit and stayed in
-//     3.n1 while the others counted it in 7.n0 (fixed in member: a
-//     proposal that admits the node as a joiner is kept).
+//   - 3133252645 and 956771236 (they guard against dropping, when a view
+//     is installed, every held proposal that cannot descend from it): n4
+//     had accepted n0's 7.n0, which took it back after a partition, when
+//     the late commit of its own lineage's 3.n1 arrived; it installed
+//     3.n1, dropped 7.n0, ignored its commit and stayed in 3.n1 while the
+//     others counted it in 7.n0 (the rule: a proposal that admits the node
+//     as a joiner is kept).
 func TestSwarmStuckSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
