@@ -18,12 +18,12 @@ import (
 // The whole stack of 128 nodes (heartbeat detector at 105 ms, membership
 // with DefaultLocalConfig's 200 ms per tree level) with one slow, lossy
 // member, high in the tree or low: two real crashes make two view
-// changes, and only the crashed nodes leave the view. Before, the slow
-// member was excluded with its subtree in some of these runs: its ACK
-// came after its parent's timeout, and its own children's ACKs (to
-// proposals it forwarded late) after its timeout; a lost proposal had the
-// same effect. The membership now sends the proposal again at a first
-// timeout and reports a child only at the second.
+// changes, and only the crashed nodes leave the view. The slow member's
+// ACK can come after its parent's timeout, its own children's ACKs (to
+// proposals it forwarded late) after its timeout, and a proposal can be
+// lost; the membership sends the proposal again at a first timeout and
+// reports a child only at the second, so that none of these excludes the
+// slow member with its subtree.
 func TestSlowLossyMemberNotExcluded(t *testing.T) {
 	const n = 128
 	members := make([]core.NodeID, n)
@@ -88,14 +88,13 @@ func slowLossyRun(t *testing.T, n core.NodeID, members []core.NodeID, seed uint6
 
 // A BRR group grows from one node to 256 by joins, 8 every 120 ms, with
 // 50 ms gossip rounds (the memberlist benchmark's 20 messages per second):
-// nobody is suspected, and every node ends in one view of all 256. Before,
-// the joins made thousands of false suspicions (8,745 under the
-// first seed), and the real benchmark's 256 nodes in one process went through
-// cascades of evictions: a newcomer's first heartbeats, counted from 0
-// before the others' tables aligned it, ended the grace of its entry and
-// were aged as heartbeats of long ago; a newcomer that jumped to the
-// others' count aged every entry its view had given it; and newcomers
-// catching up from each other carried the group's count ahead of its
+// nobody is suspected, and every node ends in one view of all 256. Joins
+// can make false suspicions by the thousand, and cascades of evictions, in
+// three ways the detector must avoid: a newcomer's first heartbeats,
+// counted from 0 before the others' tables align it, ending the grace of
+// its entry and aged as heartbeats of long ago; a newcomer that jumps to
+// the others' count aging every entry its view gave it; and newcomers
+// catching up from each other carrying the group's count ahead of its
 // rounds.
 //
 // Under -race the group grows to 128 (the race detector slows the table
