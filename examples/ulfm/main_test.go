@@ -25,7 +25,7 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
-// Issue 5's failure test over real processes: 5 ranks over TCP loop on a
+// The failure test over real processes: 5 ranks over TCP loop on a
 // point-to-point exchange, a Bcast or an Allreduce; rank 3 is killed with
 // SIGKILL in the middle. Every survivor's call returns an error naming
 // rank 3 and none hangs; then Agree + Revoke + Shrink + Agree give the four
