@@ -12,7 +12,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
-// The tests in this file check the payload encoding of DESIGN.md "Wire
+// The tests in this file check the payload encoding of docs/DESIGN.md "Wire
 // format": compact varints, and decoders that return errors, never panic.
 
 func TestUvarintTable(t *testing.T) {

@@ -81,7 +81,7 @@
 // # Handshake
 //
 // Every connection starts with this exchange, before any other frame is
-// accepted (DESIGN.md, "Security": every connection proves knowledge of the
+// accepted (docs/DESIGN.md, "Security": every connection proves knowledge of the
 // job secret). The initiator is the side that opened the connection; the
 // other is the acceptor. Both sides know the job id and the job secret, a
 // random byte string created at launch.
@@ -139,5 +139,5 @@
 // attacker on the path can relay a genuine handshake between two genuine
 // nodes and then read, drop or alter the frames that follow, which are
 // neither encrypted nor MACed; a job that crosses untrusted networks runs
-// over TLS or a VPN (DESIGN.md mentions certificates for that case).
+// over TLS or a VPN (docs/DESIGN.md mentions certificates for that case).
 package wire

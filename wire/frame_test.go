@@ -14,7 +14,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
-// The tests in this file check the frame layout of DESIGN.md "Wire format"
+// The tests in this file check the frame layout of docs/DESIGN.md "Wire format"
 // (length-prefixed frames carrying kind, source, destination, epoch and
 // payload) as documented in the package doc.
 

@@ -19,7 +19,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
-// Fuzz targets for every decoder of the package (DESIGN.md "Wire format":
+// Fuzz targets for every decoder of the package (docs/DESIGN.md "Wire format":
 // every decoder is fuzzed; a malformed frame is an error, never a panic).
 // Each checks that no input panics and that an input that decodes is
 // reproduced byte for byte by encoding the decoded value, which then decodes

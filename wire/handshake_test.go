@@ -13,7 +13,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
-// The tests in this file check the connection handshake of DESIGN.md
+// The tests in this file check the connection handshake of docs/DESIGN.md
 // "Wire format" and "Security" (version, job id, node id and a proof of the
 // job secret), as specified step by step in the package doc.
 
