@@ -65,7 +65,7 @@
 // transport's reader goroutine; if it returns true the frame is consumed
 // there and never reaches the loop. This is where the communication layer
 // hands application messages straight to its matching engine, with no
-// goroutine hop (DESIGN.md, "Real host and transport").
+// goroutine hop (docs/DESIGN.md, "Real host and transport").
 //
 // # Observability
 //

@@ -25,7 +25,7 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
-// The tests in this file check DESIGN.md "Real host and transport" (one
+// The tests in this file check docs/DESIGN.md "Real host and transport" (one
 // event loop per process driving the machines with real timers over a
 // transport) and "Observability" (structured logs, a JSON-lines event
 // stream).
@@ -513,7 +513,7 @@ func (m *emitter) Fire(core.Timer)               {}
 func (m *emitter) Receive(core.NodeID, core.Msg) {}
 func (m *emitter) Handle(core.Event)             {}
 
-// TestEventStream checks DESIGN.md "Observability": one valid JSON line per
+// TestEventStream checks docs/DESIGN.md "Observability": one valid JSON line per
 // emitted event with time, node, type and fields; and that frames carry the
 // epoch of the last view announced.
 func TestEventStream(t *testing.T) {
