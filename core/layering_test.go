@@ -17,7 +17,7 @@ import (
 // never one of another part of the tree (comm must not use
 // internal/runner). Go's own rule allows any package of the module to
 // import the module root's internal packages; cohort's layering does not
-// (ARCHITECTURE.md: what each layer may import). Tests count too: a test of
+// (docs/DESIGN.md: what each layer may import). Tests count too: a test of
 // a public package shows how that package is used. Separate modules under
 // the tree (with their own go.mod) are skipped.
 func TestPublicPackagesImportNoForeignInternal(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // protocolPackages are the packages that must stay pure state machines or
-// pure functions (DESIGN.md, principle 1). A package listed here that does
+// pure functions (docs/DESIGN.md, principle 1). A package listed here that does
 // not exist yet is skipped.
 var protocolPackages = []string{"core", "topo", "fd", "member", "stable", "vsync", "replica", "model", "wire"}
 
