@@ -38,7 +38,7 @@
 // is where the data path branches: the host decodes control frames and
 // posts them to its event loop, while the application's data frames can be
 // handed straight to a matching engine on the reader goroutine, with no
-// goroutine hop (DESIGN.md, "Real host and transport"). A handler that
+// goroutine hop (docs/DESIGN.md, "Real host and transport"). A handler that
 // blocks holds back its sender (TCP flow control then pushes the
 // back-pressure to the sending process); it must return promptly once its
 // owner shuts down.
