@@ -32,5 +32,7 @@
 // every message the source's program sent; every live process reported
 // each dead rank failed; no backup table holds anything.
 //
-// One seed: err := replicatest.Swarm(seed).
+// To run one seed:
+//
+//	err := replicatest.Swarm(seed)
 package replicatest
