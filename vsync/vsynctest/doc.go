@@ -20,7 +20,11 @@
 //     delivered the same messages in it, and holds no buffered message;
 //     the buffers never exceed a bound that follows from the window.
 //
-// One seed: err := vsynctest.Swarm(seed, vsynctest.FakeStable) (or
-// RealStable, over package stable's four protocols). An error wrapping
-// ErrMembershipStuck means the membership itself stayed split.
+// To run one seed (with FakeStable, or RealStable over package stable's
+// four protocols):
+//
+//	err := vsynctest.Swarm(seed, vsynctest.FakeStable)
+//
+// An error wrapping ErrMembershipStuck means the membership itself stayed
+// split.
 package vsynctest
