@@ -21,6 +21,26 @@ type Comm struct {
 	st *commState
 }
 
+// Wildcards of a receive or a probe.
+const (
+	// AnySource matches a message from any rank (MPI_ANY_SOURCE).
+	AnySource = -1
+	// AnyTag matches a message with any tag (MPI_ANY_TAG).
+	AnyTag = -1
+)
+
+// Status describes a received (or probed) message.
+type Status struct {
+	Source int // the sender's rank in the communicator
+	Tag    int
+	// Count is the message's length: in bytes for the []byte API, in
+	// elements for the typed API.
+	Count int
+	// VNode is the virtual node the message was addressed to (receives of
+	// a [Virtual] layer only).
+	VNode VNode
+}
+
 // Rank returns this process's rank in the communicator.
 func (c *Comm) Rank() int { return c.st.self }
 
