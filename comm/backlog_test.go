@@ -22,10 +22,11 @@ var backlogSeed = flag.Uint64("backlog.seed", 0, "seed of TestSendOrderThroughBa
 // the transport's queue is full: halfway through each burst the sender
 // queues 8 control frames (empty credit returns, which the transport
 // never writes on the caller's goroutine), and the data sends that
-// follow find the queue busy or full. (The receiver's pauses alone do not do it: its connection's
-// reader goroutine keeps draining the ring or socket into unexpected
-// messages, so direct writes rarely wait; only a connection not yet up
-// did, and a run whose connection came up first saw no frame wait.)
+// follow find the queue busy or full. (The receiver's pauses alone do
+// not do it: its connection's reader goroutine keeps draining the ring or
+// socket into unexpected messages, so direct writes rarely wait; only a
+// connection not yet up makes them wait, and a run whose connection comes
+// up first sees no frame wait.)
 // Between bursts the sender lets the backlog drain, and the next sends go
 // straight to the connection again. Each send must
 // go behind what waits (a blocking eager Send first tries its write

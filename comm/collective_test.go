@@ -317,9 +317,8 @@ func collectiveWorkout(ctx context.Context, c *Comm, seed uint64) error {
 func TestCollectivesOverLocal(t *testing.T) {
 	seed := seedOf(t, collSeed, "coll.seed")
 	// Powers of two up to 16, then one other size from 3 to 12 (from the
-	// seed). 32 ranks pass too (ten runs in a row under -race on a loaded
-	// 2-core machine, 31–42 s each, since the detectors became aware of
-	// their own lateness), but take too long for every run:
+	// seed). 32 ranks pass too (31–42 s a run under -race on a loaded
+	// 2-core machine), but take too long for every run:
 	//
 	//	COHORT_COMM_RANKS=32 go test -race -count=10 ./comm -run TestCollectivesOverLocal
 	//

@@ -24,15 +24,14 @@ import (
 // receive is then put back among the posted ones in its place and failed
 // or matched as if the frame had never begun (a frame cut off in the
 // middle is lost, as any frame in flight on a broken connection).
-
 //
 // A large message whose receive is not posted yet is read the same way into
 // the pooled buffer it is kept in while unexpected (engine.go's keepCopy),
-// instead of into the reader's buffer first: it is copied once more, by the
-// receive that takes it, where it was copied twice more. It joins the
-// unexpected ones (or a receive posted meanwhile) when its last byte is in;
-// until then it has not arrived, for receives and probes alike, as a frame
-// still in the kernel has not.
+// not into the reader's buffer first: it is copied once more, by the
+// receive that takes it, not twice. It joins the unexpected ones (or a
+// receive posted meanwhile) when its last byte is in; until then it has not
+// arrived, for receives and probes alike, as a frame still in the kernel
+// has not.
 
 // placement is a receive being filled from one sender's stream, or an
 // unexpected message (held).

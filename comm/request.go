@@ -319,8 +319,9 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 }
 
 // waiters are the wake-up channels of goroutines blocked in Wait or
-// WaitAll on a request, pooled: waiting allocates nothing, where a Done
-// channel made for each request waited on did.
+// WaitAll on a request, pooled so that waiting allocates nothing (a Done
+// channel made for each request waited on would be one allocation per
+// wait).
 var waiters = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
 
 // await blocks until r completes, wake (nil: never) is signalled, or ctx

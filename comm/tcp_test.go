@@ -135,8 +135,9 @@ func overTCP(t *testing.T, ss []*Session) {
 }
 
 // A rank that failed is forgotten by the survivors' transports: they stop
-// dialling it (before, a dead rank was redialled with back-off for the rest
-// of the job). Fails without the RemovePeer in Session.fail.
+// dialling it, where a transport that kept its address would redial the
+// dead rank with back-off for the rest of the job. Fails without the
+// RemovePeer in Session.fail.
 func TestFailedRankIsNotRedialled(t *testing.T) {
 	ss := tcpJob(t, 3)
 	ss[2].kill()

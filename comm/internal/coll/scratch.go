@@ -5,7 +5,7 @@ import "sync"
 // The collectives' scratch buffers (a half or a block of the vector, kept
 // for one call) come from pools of power-of-two size classes and go back
 // when the call ends: a large Allreduce in a loop then costs the garbage
-// collector nothing per call (it was a new half-vector each time), and a
+// collector nothing per call (not a new half-vector each time), and a
 // small one no allocation.
 var scratchPools [48]sync.Pool
 
