@@ -23,6 +23,11 @@
 //		with dots, so that a receive's buffer shows which message it got
 //	cancel req=3
 //		cancels request r3 (Request.Cancel)
+//	fail rank=2
+//		world rank 2 fails, as a membership view excluding it says
+//		(Session.fail); rank=(2,3) fails several at once
+//	ack [comm=0]
+//		acknowledges the failures known (Comm.AckFailed)
 //	dup
 //		makes a new communicator (Comm.Dup) of the world and prints its
 //		number
@@ -180,6 +185,10 @@ func (h *matchHarness) do(t *testing.T, c *scripttest.Cmd) string {
 		if !hr.r.Cancel() {
 			out = append(out, fmt.Sprintf("r%d not cancelled: complete", id))
 		}
+	case "fail":
+		h.s.fail(c.Ints(t, "rank"), 1)
+	case "ack":
+		h.comm(c).AckFailed()
 	case "dup":
 		d, err := h.comms[0].Dup()
 		if err != nil {
@@ -267,7 +276,7 @@ func outcome(hr *harnessReq, st Status, err error) string {
 		return "cancelled"
 	case hr.probe && err == nil:
 		return "probed: " + statusString(st)
-	case hr.probe:
+	case hr.probe, err != nil && !isTruncate(err):
 		return "failed: " + err.Error()
 	}
 	n := min(st.Count, len(hr.buf))
