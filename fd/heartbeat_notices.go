@@ -1,0 +1,293 @@
+package fd
+
+// The heartbeat detector's notices: what it reports upward (suspected,
+// unsuspected, failed, recovered), the suspicion notices it broadcasts and
+// acknowledges, and the refutation of a suspicion of itself.
+
+import (
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// hbPending is a notice awaiting its acknowledgement.
+type hbPending struct {
+	to    core.NodeID
+	tries uint8
+	n     HeartbeatNotice
+	due   time.Duration // next retransmission
+}
+
+// hbRetryTimer is the timer of the notice retransmissions.
+type hbRetryTimer struct{}
+
+// touch records a message from r received at time at: it refreshes r's
+// deadline and clears a suspicion or failure.
+func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
+	if at > r.lastRecv {
+		h.measure(r, at)
+		r.lastRecv = at
+	}
+	r.flags &^= hbProbing
+	switch r.state {
+	case HeartbeatAlive:
+		return
+	case HeartbeatSuspected:
+		r.state = HeartbeatAlive
+		h.stats.Unsuspicions++
+		h.env.Emit(core.Unsuspected{Node: r.id})
+	case HeartbeatFailed:
+		r.state = HeartbeatAlive
+		h.stats.Recoveries++
+		h.env.Emit(core.Recovered{Node: r.id})
+	}
+	if r.flags&hbGossipSuspect != 0 {
+		r.flags |= hbTell
+	}
+	h.schedule(r)
+	h.chooseMonitors(false)
+}
+
+// tell sends r the suspicion that others may still hold of it, if touch
+// found one, so that it refutes (a restarted process learns here that it
+// was declared failed). It is not sent if what r sent was its refutation.
+func (h *HeartbeatDetector) tell(r *hbPeer) {
+	if r.flags&hbTell == 0 {
+		return
+	}
+	r.flags &^= hbTell
+	if r.flags&hbGossipSuspect != 0 {
+		h.sendNotice(r.id, HeartbeatNotice{Subject: r.id, Inc: r.gInc})
+	}
+}
+
+// suspect starts suspecting r. A suspicion of our own (local) is
+// broadcast, and sent to r itself so that it refutes if it is alive.
+func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
+	if r.state != HeartbeatAlive {
+		return
+	}
+	r.state = HeartbeatSuspected
+	r.mark = h.env.Now()
+	r.flags &^= hbProbing | hbAccused | hbRefused
+	if local {
+		r.flags |= hbAccused
+	}
+	h.stats.Suspicions++
+	h.env.Emit(core.Suspected{Node: r.id})
+	if local {
+		h.stats.Accusations++
+		n := HeartbeatNotice{Subject: r.id, Inc: r.gInc}
+		if r.flags&hbGossipSuspect == 0 {
+			r.flags |= hbGossipSuspect
+			h.forward(n, core.None)
+		}
+		h.sendNotice(r.id, n)
+	}
+	if r.flags&hbMonitor != 0 {
+		h.demote(r)
+		h.chooseMonitors(false)
+	}
+	h.schedule(r)
+}
+
+// fail declares r failed: it stayed suspected for T_broken.
+func (h *HeartbeatDetector) fail(r *hbPeer) {
+	r.state = HeartbeatFailed
+	h.stats.Failures++
+	h.env.Emit(core.Failed{Node: r.id})
+}
+
+// notice handles a broadcast notice: applied and forwarded once if it is
+// newer than what we knew of its subject; a suspicion of ourselves is
+// refuted.
+func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
+	h.stats.NoticesReceived++
+	h.stats.AcksSent++
+	h.send(from, HeartbeatNoticeAck(n))
+	if n.Subject == h.self {
+		switch {
+		case !n.Alive && n.Inc >= h.inc:
+			h.inc = n.Inc + 1
+			h.refute()
+		case !n.Alive && (h.refutedAt < 0 || h.env.Now()-h.refutedAt >= h.cfg.Broken):
+			// A suspicion of an older incarnation. Whoever sent it
+			// never learnt the newer one, and neither may others: the
+			// processes that saw this process leave the view and come
+			// back forgot what they knew of it. Refute it with the
+			// current incarnation, which every process that already
+			// has it drops unforwarded. Copies within T_broken of a
+			// refutation (the other monitors' notices of the same
+			// silence) are covered by it.
+			h.refute()
+		case n.Alive && n.Inc > h.inc:
+			h.inc = n.Inc
+		}
+		if r := h.find(from); !n.Alive && r != nil && r.flags&(hbConn|hbMonitor) != 0 {
+			// A suspicion of us comes from the process that timed out
+			// (forwarders skip the subject): it may have missed the
+			// heartbeat announcing what to expect from us. Repeat it.
+			h.beat(r)
+			h.schedule(r)
+		}
+		return
+	}
+	if h.indexOf(n.Subject) < 0 {
+		return
+	}
+	r := h.find(n.Subject)
+	var inc uint64
+	suspected := false
+	if r != nil {
+		inc, suspected = r.gInc, r.flags&hbGossipSuspect != 0
+	}
+	if n.Inc < inc || n.Inc == inc && (n.Alive || suspected) {
+		return // not newer
+	}
+	if r == nil {
+		r, _ = h.findOrCreate(n.Subject)
+	}
+	r.gInc = n.Inc
+	if n.Alive {
+		r.flags &^= hbGossipSuspect
+		// The subject spoke: as good as a message from it, except that
+		// there is nothing left to tell it.
+		r.lastRecv = max(r.lastRecv, h.env.Now())
+		r.flags &^= hbProbing
+		switch r.state {
+		case HeartbeatSuspected:
+			r.state = HeartbeatAlive
+			h.stats.Unsuspicions++
+			h.env.Emit(core.Unsuspected{Node: r.id})
+		case HeartbeatFailed:
+			r.state = HeartbeatAlive
+			h.stats.Recoveries++
+			h.env.Emit(core.Recovered{Node: r.id})
+		}
+		h.chooseMonitors(false)
+	} else {
+		r.flags |= hbGossipSuspect
+		h.suspect(r, false)
+	}
+	h.forward(n, from)
+	h.schedule(r)
+}
+
+// refute broadcasts that this process is alive at its incarnation.
+func (h *HeartbeatDetector) refute() {
+	h.stats.Refutations++
+	h.refutedAt = h.env.Now()
+	h.forward(HeartbeatNotice{Subject: h.self, Inc: h.inc, Alive: true}, core.None)
+}
+
+// forward sends n to the members at distances 1, 2, 4, … after us in the
+// member list, except its subject and the peer it came from.
+func (h *HeartbeatDetector) forward(n HeartbeatNotice, from core.NodeID) {
+	cnt := len(h.members)
+	if cnt < 2 {
+		return
+	}
+	fan := h.cfg.NoticeFanout
+	if fan == 0 {
+		fan = bits.Len(uint(cnt - 1)) // ⌈log2 cnt⌉
+	}
+	base := h.pos
+	if base < 0 {
+		base = cnt - 1
+	}
+	for j, d := 0, 1; j < fan && d < cnt; j, d = j+1, d*2 {
+		to := h.members[(base+d)%cnt]
+		if to == h.self || to == from || to == n.Subject {
+			continue
+		}
+		h.sendNotice(to, n)
+	}
+}
+
+// sendNotice sends n to to and keeps it until acknowledged.
+func (h *HeartbeatDetector) sendNotice(to core.NodeID, n HeartbeatNotice) {
+	h.send(to, n)
+	h.stats.NoticesSent++
+	due := h.env.Now() + h.cfg.Timeout
+	h.pending = append(h.pending, hbPending{to: to, n: n, due: due})
+	h.armRetry(due)
+}
+
+// acked forgets the pending notice n to from.
+func (h *HeartbeatDetector) acked(from core.NodeID, n HeartbeatNotice) {
+	h.pending = slices.DeleteFunc(h.pending, func(p hbPending) bool { return p.to == from && p.n == n })
+}
+
+// retry retransmits the notices whose acknowledgement is overdue, with
+// exponential back-off from T_timeout up to T_insurance, as long as they
+// are worth it: the recipient is a member not declared failed and the
+// notice is still the newest about its subject.
+func (h *HeartbeatDetector) retry() {
+	now := h.env.Now()
+	next := time.Duration(-1)
+	kept := h.pending[:0]
+	for _, p := range h.pending {
+		if p.due <= now {
+			if !h.stillPending(p) {
+				continue
+			}
+			h.send(p.to, p.n)
+			h.stats.NoticesResent++
+			p.tries = min(p.tries+1, 30)
+			p.due = now + min(h.cfg.Timeout<<p.tries, h.cfg.Insurance)
+		}
+		kept = append(kept, p)
+		if next < 0 || p.due < next {
+			next = p.due
+		}
+	}
+	clear(h.pending[len(kept):])
+	h.pending = kept
+	if next >= 0 {
+		h.armRetry(next)
+	}
+}
+
+func (h *HeartbeatDetector) stillPending(p hbPending) bool {
+	if h.indexOf(p.to) < 0 {
+		return false
+	}
+	if r := h.find(p.to); r != nil && r.state == HeartbeatFailed {
+		return false
+	}
+	if p.n.Subject == h.self {
+		return p.n.Alive && p.n.Inc == h.inc
+	}
+	r := h.find(p.n.Subject)
+	return r != nil && r.gInc == p.n.Inc && (r.flags&hbGossipSuspect != 0) == !p.n.Alive
+}
+
+// armRetry makes the retransmission timer fire no later than due.
+func (h *HeartbeatDetector) armRetry(due time.Duration) {
+	if h.retryTimer != 0 {
+		if h.retryAt <= due {
+			return
+		}
+		h.env.CancelTimer(h.retryTimer)
+	}
+	h.retryTimer = h.env.SetTimer(max(due-h.env.Now(), 0), hbRetryTimer{})
+	h.retryAt = due
+	h.armed(due)
+}
+
+// probe pings id on a transport hint.
+func (h *HeartbeatDetector) probe(id core.NodeID) {
+	r := h.connect(id)
+	if r == nil || r.flags&hbProbing != 0 {
+		return
+	}
+	h.send(id, HeartbeatPing{})
+	h.stats.PingsSent++
+	if r.state == HeartbeatAlive {
+		r.flags |= hbProbing
+		r.mark = h.env.Now()
+	}
+	h.schedule(r)
+}
