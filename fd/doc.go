@@ -59,9 +59,9 @@
 // table came from another newcomer) takes the count the sender had a
 // round before, without re-phasing: taking the sender's own count, a node
 // whose rounds come earlier than the sender's would lead it until the
-// sender's next round, and newcomers catching up from each other carried
-// a growing group's count ahead of its rounds, which aged every entry of
-// the nodes that had not caught up (TestBRRJoinsNoSuspicion in package
+// sender's next round, and newcomers catching up from each other would
+// carry a growing group's count ahead of its rounds, ageing every entry of
+// the nodes that have not caught up (TestBRRJoinsNoSuspicion in package
 // group). Every node
 // also keeps its own counter above any value others hold for it, so that a
 // restarted node's heartbeats are newer than its previous incarnation's.
@@ -149,8 +149,8 @@
 // of consecutive ranks dies with its compute node, a rank just before the
 // block can lose every target at once (n = 8, ranks 4–7 dead: rank 3's
 // targets are 4, 5 and 7), and its heartbeat then reaches nobody: without
-// the rule the survivors suspected it every T_cleanup until the view
-// changed, and only a timely pong saved it each time. Why a successor of
+// the rule the survivors would suspect it every T_cleanup until the view
+// changes, and only a timely pong would save it each time. Why a successor of
 // this node rather than of the target: each live member is the first
 // undoubted successor of one live member only, whereas every table aimed
 // at a dead block would go to the one member after it. Why a failed
@@ -180,8 +180,8 @@
 // young and its recovery is seen. For a suspect, any increase still ends
 // the suspicion (P2P-MPI's rule): a live node that its host starved for a
 // while sends heartbeats as old as the rounds it missed, and taking them
-// for a dead node's left its life to the pings alone, which the same
-// starvation delays (a live rank of a loaded SLURM test was excluded so);
+// for a dead node's would leave its life to the pings alone, which the
+// same starvation delays;
 // a dead node's late heartbeat costs at most a second T_cleanup before it
 // is suspected again.
 //

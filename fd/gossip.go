@@ -1,5 +1,5 @@
-// The gossip detector in one file, a little over 700 lines: the table,
-// the schedule's rounds and the ping consensus share one state.
+// The gossip detector: the table, the schedule's rounds and the ping
+// consensus share one state.
 
 package fd
 
@@ -570,9 +570,9 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 		// sender had a round ago: taking the sender's own, a node whose
 		// rounds start earlier than the sender's would lead it by one
 		// until the sender's next round, and a chain of newcomers catching
-		// up from each other carried the whole group's count ahead of its
-		// rounds (30 rounds in 6 s with 255 joins in simulation), which
-		// aged every entry held by a node that had not caught up.
+		// up from each other would carry the whole group's count ahead of
+		// its rounds, ageing every entry held by a node that has not
+		// caught up.
 		target := m.Beats[k] - 1
 		jump := target - g.own
 		g.own = target

@@ -114,7 +114,7 @@ func (gw *gossipWorld) install(epoch uint64, members []core.NodeID) {
 func noFaultSize(s topo.Schedule) (n int, d time.Duration) {
 	switch {
 	case gossipRace && (s == topo.BinaryRoundRobin || s == topo.DoubleBinaryRoundRobin):
-		// The acceptance run, kept at full size in CI (-race):
+		// The full-size run, kept in CI (-race):
 		// about 30 s of CPU each.
 		return 1024, 10 * time.Minute
 	case gossipRace:
@@ -383,7 +383,7 @@ func TestGossipSimDeterministic(t *testing.T) {
 // guarantee is that it does not happen again: once the crash has been
 // declared, live heartbeats spread through the replacement targets and no
 // live node is suspected over the next several T_cleanup. Without that
-// rule rank 3 was suspected by the survivors every T_cleanup. The other
+// rule the survivors would suspect rank 3 every T_cleanup. The other
 // cases: the targets only partly dead (rank 3 keeps 7), BRR at n = 16
 // with half the ranks dead (some ranks lose all their targets again), and
 // DBRR and RR, whose schedules reach back and never suspect a live node

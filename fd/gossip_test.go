@@ -778,9 +778,9 @@ func TestGossipHintedProbeAtCleanup(t *testing.T) {
 
 // TestGossipLatePongCounts: the pong of the first consensus ping that
 // arrives after that ping timed out (a delay spike longer than
-// PingTimeout) still proves the suspect alive; before, only the pong of
-// the outstanding ping counted, and a suspect whose round trip exceeded
-// PingTimeout was declared failed although every pong came back.
+// PingTimeout) still proves the suspect alive: if only the pong of the
+// outstanding ping counted, a suspect whose round trip exceeds
+// PingTimeout would be declared failed although every pong comes back.
 func TestGossipLatePongCounts(t *testing.T) {
 	members := gfirst(2)
 	cfg := gossipTestConfig(topo.BinaryRoundRobin) // n=2: c = 2 rounds = 1 s; 2 pings of 0.5 s

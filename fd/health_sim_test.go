@@ -254,12 +254,7 @@ func TestHeartbeatSimLoaded(t *testing.T) {
 // (stalls of 100..400 ms: nodes away 40% of the time, heartbeats of
 // others held up in them) lateness awareness cuts false failures by 3×
 // and false suspicions by 2× at least, but does not remove them: a node
-// away longer than its peers' consensus is declared failed. (It cut both
-// by 5× when a node catching up took the sender's count, not the one a
-// round before: that carried the counts ahead of the rounds and made the
-// fixed timeouts six times worse under heavy load, 3,399 false
-// suspicions on these 4 seeds against 516 now, and under moderate load a
-// stalled node no longer accuses anyone even with fixed timeouts.)
+// away longer than its peers' consensus is declared failed.
 //
 //	COHORT_LOAD_SEEDS=200 go test ./fd -run TestGossipSimLoaded -v
 func TestGossipSimLoaded(t *testing.T) {

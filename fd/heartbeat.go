@@ -63,8 +63,8 @@ import (
 // insurance, and owes it nothing more until they talk again. Without this
 // every peer a process ever talked to would get insurance for ever: a
 // membership's tree changes with every view, so after n joins each node
-// had talked to nearly every other and sent n−1 insurance heartbeats per
-// T_insurance. Only the processes' own choices make connections: a
+// would have talked to nearly every other and send n−1 insurance
+// heartbeats per T_insurance. Only the processes' own choices make connections: a
 // monitor's heartbeat makes its sender one, an insurance heartbeat or a
 // ping does not (the receiver watches the sender as told, but owes it
 // nothing back; otherwise a connection closed on one side would be

@@ -32,15 +32,15 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 //
 // With the default timings (T_timeout and T_broken whole intervals) a
 // monitor's own deadline falls when r's next heartbeat but three is due,
-// so after three lost heartbeats in a row the fourth raced the
-// declaration and lost by less than a millisecond about half the time; a
-// link that never lost a message before is not lossy yet. A monitor's own
-// suspicion therefore waits a quarter of r's announced interval more, or
-// twice r's measured slack (the link's jitter) if that is longer, within
-// the same bound (TestHeartbeatDeadlineLeavesJitter): the deadline falls
-// between two of r's heartbeats, not on one. (Twice the slack alone was
-// not enough: on a link a few heartbeats old the measured slack was a
-// tenth of the jitter, and the fourth heartbeat came 0.2 ms late.)
+// so after three lost heartbeats in a row the fourth would race the
+// declaration and lose, by less than a millisecond, about half the time;
+// a link that never lost a message before is not lossy yet. A monitor's
+// own suspicion therefore waits a quarter of r's announced interval more,
+// or twice r's measured slack (the link's jitter) if that is longer,
+// within the same bound (testdata/heartbeat/jitter.txt): the deadline
+// falls between two of r's heartbeats, not on one. Twice the slack alone
+// would not do: on a link a few heartbeats old the measured slack can be
+// a tenth of the jitter.
 func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	f := h.health.scale()
 	own := r.flags&hbAccused != 0 && (r.flags&hbMonitoree != 0 && !h.lossy(r) || r.flags&hbRefused != 0)

@@ -68,9 +68,8 @@ func (h *HeartbeatDetector) suppressed(r *hbPeer, now time.Duration) {
 // so these go to a member held failed that the view cannot drop (a side
 // without a majority), to the few connections a node has: its ring
 // neighbours, monitors, monitorees and the peers it talks to. At the
-// insurance period, two sides of a partition that healed took up to
-// T_insurance to hear from each other again (a heartbeat-detector swarm of
-// the member package, seed 3381810774: 38 s of its LAN timing's 40 s).
+// insurance period, the two sides of a healed partition would take up to
+// T_insurance to hear from each other again.
 func (h *HeartbeatDetector) sendEvery(r *hbPeer) time.Duration {
 	switch {
 	case r.flags&hbMonitor != 0:

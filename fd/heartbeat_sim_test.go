@@ -480,7 +480,7 @@ func BenchmarkHeartbeatSim(b *testing.B) {
 // which it stopped its insurance (an idle one, the closing heartbeat lost)
 // raises no suspicion. Only a monitor's own suspicion after three lost
 // heartbeats in a row (1 in 8,000) fails it, about once in 10 minutes.
-// Without these two rules it was declared failed about once a minute.
+// Without these two rules it would be declared failed about once a minute.
 func TestHeartbeatSimSlowLossyMember(t *testing.T) {
 	cfg := AggressiveHeartbeatConfig()
 	cfg.Timeout = 2 * cfg.Interval

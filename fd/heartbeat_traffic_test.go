@@ -14,10 +14,10 @@ import (
 // so that application traffic stands in for every heartbeat: a node that
 // crashes must still be suspected by its monitors and declared failed by
 // every survivor within T_interval + T_timeout + T_broken (+ latency),
-// although the survivors keep sending to it. Before the fix, traffic that
-// started before a node's first heartbeat suppressed the heartbeat that
-// announces the interval, its monitors never learned to wait for it, and
-// no survivor ever declared it failed.
+// although the survivors keep sending to it: traffic that starts before a
+// node's first heartbeat must not suppress the heartbeat that announces
+// the interval, or its monitors never learn to wait for it and no
+// survivor declares it failed.
 func TestHeartbeatSimTrafficToCrashed(t *testing.T) {
 	cfg := AggressiveHeartbeatConfig()
 	const n = 3
@@ -112,8 +112,9 @@ func advanceLate(env *coretest.Env, m core.Machine, until, step time.Duration) {
 
 // Timers that always fire a little late (a real host) still let the
 // detector accuse: the re-check of a late deadline is made once, not
-// again and again. Before, every re-check was itself late and postponed
-// the accusation forever: a killed node was never suspected over TCP.
+// again and again: each re-check would itself be late and postpone the
+// accusation forever, and a killed node would never be suspected over
+// TCP.
 func TestHeartbeatSlightlyLateTimersStillAccuse(t *testing.T) {
 	cfg := AggressiveHeartbeatConfig()
 	cfg.FullMeshMax, cfg.RingNeighbors = 0, 0
