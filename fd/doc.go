@@ -11,18 +11,24 @@
 // [Gossip] is the gossip-style detector of Genaud and Rattanapoka's P2P-MPI
 // (§5.1–5.3), after van Renesse et al. Use it like this:
 //
-//  1. cfg := fd.DefaultGossipConfig() (DBRR, T_gossip = 0.5 s, T_cleanup =
-//     3⌈log2 n⌉·T_gossip from the current n, a ping consensus); change
-//     fields, or start from LANGossipConfig, WANGossipConfig or
-//     SimGossipConfig.
-//  2. g, err := fd.NewGossip(cfg, members) with the initial member list in
+//  1. Make a configuration with [DefaultGossipConfig] (DBRR, T_gossip =
+//     0.5 s, T_cleanup = 3⌈log2 n⌉·T_gossip from the current n, a ping
+//     consensus) and change fields, or start from [LANGossipConfig],
+//     [WANGossipConfig] or [SimGossipConfig].
+//  2. Make the detector with [NewGossip], giving the initial member list in
 //     view order. The list is retained, not copied: never modify it (a
 //     simulation can hand the same slice to every node).
-//  3. Put g in the node's stack (or drive it alone) and Start it. Deliver
+//  3. Put it in the node's stack (or drive it alone) and Start it. Deliver
 //     core.MembersChanged when the view changes and core.PeerHint when the
 //     transport has trouble with a peer.
 //  4. Read core.Suspected / core.Unsuspected / core.Failed /
 //     core.Recovered from the events it emits.
+//
+// Steps 1 and 2 in code:
+//
+//	cfg := fd.DefaultGossipConfig()
+//	cfg.Schedule = topo.BinaryRoundRobin
+//	g, err := fd.NewGossip(cfg, members)
 //
 // The protocol. Every node keeps a heartbeat table with one entry per
 // member: a uint32 counter, indexed by the member's position in the view.
