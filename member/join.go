@@ -1,0 +1,128 @@
+// Joins (§3.7, Figure 3(c)).
+
+package member
+
+import (
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// maxJoinHops bounds how often a join request is forwarded towards a root.
+const maxJoinHops = 8
+
+// maxMergeTries is how many join requests a member that learned of a newer
+// view sends before it gives up merging into it.
+const maxMergeTries = 4
+
+type pendingJoin struct {
+	Joiner
+	alive bool
+	at    time.Duration
+}
+
+// sendJoin asks to be admitted: NEW_NODE or NODE_ALIVE to the next node of
+// the list, or, when merging after a partition, to the root of the view that
+// excluded this node.
+func (m *Member) sendJoin() {
+	req := &JoinRequest{Alive: m.alive || m.cur != nil, From: m.self, Epoch: m.floor, Joiners: []Joiner{{m.self, m.inc}}}
+	if n := m.newest(); n != nil && n.epoch > req.Epoch {
+		req.Epoch = n.epoch
+	}
+	to := m.mergeRoot
+	if m.mergeEpoch != 0 {
+		// Merging: ask the root of the newer view, or, every other try or
+		// when the root is dead or unknown, the live member that told.
+		m.mergeTries++
+		if m.mergeVia != core.None && (to == core.None || m.failed[to] || m.mergeTries%2 == 0) {
+			to = m.mergeVia
+		}
+	}
+	if m.mergeEpoch == 0 {
+		for range m.contacts {
+			c := m.contacts[m.nextContact%len(m.contacts)]
+			m.nextContact++
+			if c != m.self {
+				to = c
+				break
+			}
+		}
+	} else if n := m.newest(); n != nil && m.rootOf(n) == m.self {
+		// The root of a losing side brings its whole side along.
+		for _, id := range n.list() {
+			if id != m.self && !m.failed[id] {
+				req.Joiners = append(req.Joiners, Joiner{id, n.inc(id)})
+			}
+		}
+	}
+	m.send(to, req)
+	m.arm(tJoin, m.cfg.JoinRetry, 0)
+}
+
+func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
+	if m.cur == nil {
+		return
+	}
+	m.observe(r.Epoch)
+	n := m.newest()
+	for _, j := range r.Joiners {
+		if j.ID == r.From && n.has(j.ID) && n.inc(j.ID) != j.Inc && !m.isFailed(n, j.ID) && j.ID != m.self {
+			// A member asks to join under a new incarnation: its former
+			// self has crashed, whatever the detector says (it may have
+			// restarted too fast to be noticed). It may have been the root.
+			m.markFailed(j.ID, n.inc(j.ID), true)
+			if m.rootOf(n) != m.self {
+				m.reportFailures()
+			}
+		}
+	}
+	if root := m.rootOf(n); root != m.self {
+		if r.Hops < maxJoinHops {
+			fwd := *r
+			fwd.Hops++
+			m.send(root, &fwd)
+		}
+		return
+	}
+	for _, j := range r.Joiners {
+		if n.has(j.ID) {
+			if j.ID != r.From || j.ID == m.self {
+				continue // named by another node: only a node itself re-joins
+			}
+			if n.inc(j.ID) == j.Inc {
+				if m.cur.has(j.ID) && m.cur.inc(j.ID) == j.Inc {
+					// A member that believes it is not: send it the view.
+					m.send(j.ID, &Sync{View: m.cur.full(), v: m.cur})
+				}
+				continue
+			}
+		}
+		m.addJoin(j, r.Alive)
+	}
+	m.rootStep()
+}
+
+func (m *Member) addJoin(j Joiner, alive bool) {
+	for i := range m.pjoins {
+		if m.pjoins[i].ID == j.ID {
+			if m.pjoins[i].Inc != j.Inc {
+				m.pjoins[i] = pendingJoin{j, alive, m.now()}
+			}
+			return
+		}
+	}
+	m.pjoins = append(m.pjoins, pendingJoin{j, alive, m.now()})
+}
+
+// forwardJoins hands the pending joins of a node that is no longer the root
+// to the root.
+func (m *Member) forwardJoins() {
+	if len(m.pjoins) == 0 {
+		return
+	}
+	root := m.rootOf(m.newest())
+	for _, j := range m.pjoins {
+		m.send(root, &JoinRequest{Alive: j.alive, From: j.ID, Epoch: m.newest().epoch, Joiners: []Joiner{j.Joiner}})
+	}
+	m.pjoins = nil
+}

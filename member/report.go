@@ -1,0 +1,295 @@
+// Failure detection and reports (§3.4–3.6, Figure 3(a)).
+
+package member
+
+import (
+	"slices"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// maxReportTries is how many unacknowledged reports a node sends to a root
+// before it takes the root for failed.
+const maxReportTries = 3
+
+func (m *Member) onLocalFailure(x core.NodeID) {
+	if x == m.self {
+		return
+	}
+	inc := m.acc.inc(x)
+	if m.cur.has(x) {
+		inc = m.cur.inc(x)
+	}
+	put(&m.detected, x, inc)
+	if m.cur == nil || (!m.cur.has(x) && !m.acc.has(x)) {
+		return
+	}
+	known := m.failed[x]
+	m.markDetected(x, inc) // now the detector's own verdict
+	if !known {
+		m.reportFailures()
+	}
+}
+
+func (m *Member) onRecovered(x core.NodeID) {
+	delete(m.detected, x)
+	if m.failed[x] {
+		m.unmark(x)
+		if m.cur != nil && m.rootOf(m.newest()) == m.self {
+			m.rootStep()
+		}
+	}
+	if m.cur == nil {
+		return
+	}
+	if !m.cur.has(x) && !m.acc.has(x) {
+		m.notice(x, false)
+	}
+}
+
+// pruneFailed forgets failures of nodes that are in no view this node holds,
+// and counts as failed the members of these views that its detector
+// declares failed (a detector reports a failure once, possibly before the
+// node was a member of this node's view).
+func (m *Member) pruneFailed() {
+	for id := range m.failed {
+		if !m.cur.has(id) && !m.acc.has(id) {
+			m.unmark(id)
+		}
+	}
+	for id, inc := range m.detected {
+		m.markDetected(id, inc)
+	}
+}
+
+// markDetected counts id failed by its detector's verdict, given about the
+// incarnation inc (the installed view's, else the held proposal's), if a
+// view this node holds has it. A process that the held proposal lists under
+// a newer incarnation than the installed view (it restarted and joined
+// again) is counted failed in that one too: the detector watches the newer
+// process now, and the former one died before it started. Counted failed
+// in the installed view's incarnation only, a proposal's dead root stayed
+// alive for this node, which waited for it for good (the oracle swarm,
+// seeds 3743248 and 3867740; in the second the restart was too quick for
+// the detector to see the former process die).
+func (m *Member) markDetected(id core.NodeID, inc uint64) {
+	inCur := m.cur.has(id) && m.cur.inc(id) == inc
+	if inCur || (m.acc.has(id) && m.acc.inc(id) == inc) {
+		m.markFailed(id, inc, false)
+	}
+	if inCur && m.acc.has(id) && m.acc.inc(id) != inc {
+		m.markFailed(id, m.acc.inc(id), false)
+	}
+}
+
+// markFailed records that id failed; soft marks a failure this node's
+// detector did not declare (a report, an ACK timeout).
+func (m *Member) markFailed(id core.NodeID, inc uint64, soft bool) {
+	if !m.failed[id] {
+		put(&m.failed, id, true)
+		put(&m.failedAt, id, m.now())
+	}
+	if !slices.Contains(m.failedInc[id], inc) {
+		put(&m.failedInc, id, append(m.failedInc[id], inc))
+	}
+	if _, det := m.detected[id]; soft && !det {
+		put(&m.soft, id, true)
+	} else {
+		delete(m.soft, id)
+	}
+}
+
+// unmark forgets that id failed.
+func (m *Member) unmark(id core.NodeID) {
+	delete(m.failed, id)
+	delete(m.failedAt, id)
+	delete(m.soft, id)
+	delete(m.failedInc, id)
+}
+
+// failedIn returns the members of v known to have failed, in view order.
+func (m *Member) failedIn(v *view) []core.NodeID {
+	var out []core.NodeID
+	for id := range m.failed {
+		if m.isFailed(v, id) {
+			out = append(out, id)
+		}
+	}
+	slices.SortFunc(out, func(a, b core.NodeID) int { return v.pos(a) - v.pos(b) })
+	return out
+}
+
+// isFailed reports whether member id of v is known to have failed in the
+// incarnation v holds.
+func (m *Member) isFailed(v *view, id core.NodeID) bool {
+	if !m.failed[id] || !v.has(id) {
+		return false
+	}
+	return slices.Contains(m.failedInc[id], v.inc(id))
+}
+
+// reportFailures sends the failed members of the newest view to its root:
+// NODE_FAILURE, or ROOT_FAILURE when the root is among them (Figure 3(a),
+// "on failure of a node"). A root handles its own knowledge directly.
+func (m *Member) reportFailures() {
+	n := m.newest()
+	if n == nil {
+		return
+	}
+	list := m.failedIn(n)
+	if len(list) == 0 {
+		m.cancel(tReport)
+		return
+	}
+	r := m.rootOf(n)
+	if r != m.self && len(m.stale) > 0 {
+		// Set aside (staleVerdicts): acted on here, not reported.
+		list = slices.DeleteFunc(list, func(id core.NodeID) bool { return slices.Contains(m.stale, id) })
+		if len(list) == 0 {
+			m.cancel(tReport)
+			return
+		}
+	}
+	if r == m.self {
+		m.cancel(tReport)
+		m.rootStep()
+		return
+	}
+	failed := make([]Joiner, len(list))
+	for i, id := range list {
+		failed[i] = Joiner{id, n.inc(id)}
+	}
+	if r != m.reportTo {
+		m.reportTo, m.reportTries = r, 0
+	}
+	m.reportTries++
+	m.send(r, &Report{Root: m.failed[n.root()], Epoch: n.epoch, Failed: failed})
+	m.arm(tReport, m.cfg.ReportRetry, 0)
+}
+
+// onReportTimeout reports again. A root that acknowledged none of
+// maxReportTries reports is taken for failed (the paper's timeout detection,
+// §2.2: "excessive delay in response ... leads to the assumption that the
+// process has failed"): this node's detector may not watch it (it may have
+// entered this node's views only through a proposal).
+func (m *Member) onReportTimeout() {
+	if m.reportTries >= maxReportTries && m.reportTo != core.None && m.reportTo != m.self {
+		inc := m.acc.inc(m.reportTo)
+		if !m.acc.has(m.reportTo) {
+			inc = m.cur.inc(m.reportTo)
+		}
+		m.markFailed(m.reportTo, inc, true)
+	}
+	m.reportFailures()
+}
+
+func (m *Member) onReport(from core.NodeID, r *Report) {
+	if m.cur == nil {
+		return
+	}
+	n := m.newest()
+	if !n.has(from) && !m.cur.has(from) {
+		if r.Epoch > m.cur.epoch && r.Epoch != n.epoch && n.descends(r.Epoch) {
+			// An outsider of both views holds one of the held proposal's
+			// ancestors above the installed view: a member of that
+			// ancestor, which the proposal then excluded. It may have
+			// installed it: ask, as from a member below. Its report is
+			// still ignored. A dead root's proposal on a view installed
+			// behind a partition left its next root counting majorities
+			// in the view before, in a minority there, while the only
+			// live node that had seen the commit was one the proposal
+			// excluded (the oracle swarm, seed 3498115).
+			m.send(from, &Query{Epoch: r.Epoch})
+		}
+		m.notice(from, false) // footnote 1: messages of excluded nodes are ignored
+		return
+	}
+	m.observe(r.Epoch)
+	m.send(from, &ReportAck{Epoch: n.epoch, Failed: r.Failed})
+	if m.cur.has(from) && (r.Epoch > n.epoch || r.Epoch > m.cur.epoch && r.Epoch != n.epoch && n.descends(r.Epoch)) {
+		// The reporter holds a view newer than anything this node does:
+		// ask what became of it. Installed, it comes back (VIEW_SYNC) and
+		// this node installs it too; under PartitionMajority a node that
+		// never learned of a view its peers installed measured majorities
+		// against its own, older one, and stayed in a minority for good
+		// while a majority of the newer view lived (the oracle swarm,
+		// seed 326194). So does one whose held proposal builds on the
+		// reporter's view, which this node never saw installed: a dead
+		// root's proposal on a view installed behind a partition left this
+		// node counting majorities in the view before, as the root of
+		// a proposal whose own members were mostly dead, while a majority
+		// of the installed view lived and reported to it (seed 3061610).
+		m.send(from, &Query{Epoch: r.Epoch})
+	}
+	grew := false
+	for _, f := range r.Failed {
+		if f.ID == m.self || (m.failed[f.ID] && slices.Contains(m.failedInc[f.ID], f.Inc)) {
+			continue // duplicates are acknowledged and disregarded (§3.4)
+		}
+		if !(n.has(f.ID) && n.inc(f.ID) == f.Inc) && !(m.cur.has(f.ID) && m.cur.inc(f.ID) == f.Inc) {
+			continue // not a member, or a report about a former incarnation
+		}
+		m.markFailed(f.ID, f.Inc, true)
+		grew = true
+	}
+	switch {
+	case m.rootOf(n) == m.self && (grew || !m.driving):
+		m.rootStep()
+	case m.rootOf(n) != m.self && grew:
+		m.reportFailures() // not the root (any more): pass it on
+	}
+}
+
+// forgetRejoined forgets the failures of nodes that a view change admits
+// (again): the failure concerned their former incarnation.
+//
+// Only a new incarnation wipes the detector's verdict: a node re-admitted
+// under the same incarnation (an excluded node merging back) is still
+// failed if the detector says so now. A failure recorded earlier and not
+// vouched for by the detector any more (it stopped watching the node when
+// the node left the view) is forgotten: kept, it would be reported again
+// each time the node is admitted, and the node excluded again, for ever.
+func (m *Member) forgetRejoined(joined []Joiner) {
+	for _, j := range joined {
+		old, known := m.cur.inc(j.ID), m.cur.has(j.ID)
+		if !known {
+			old, known = m.goneInc[j.ID]
+		}
+		if known && old == j.Inc {
+			if inc, det := m.detected[j.ID]; det && inc == j.Inc {
+				continue
+			}
+			if !m.cur.has(j.ID) {
+				m.unmark(j.ID)
+			}
+			continue
+		}
+		m.unmark(j.ID) // the detector's verdict stays, about the former incarnation
+	}
+}
+
+// staleVerdicts sets aside this node's failure verdicts about the members
+// of v, a proposal that takes it back (it was excluded, and merges). They
+// were given while it watched its own view, cut off from v's side, which,
+// having excluded it, neither gossips nor beats to it any more: after a
+// partition its detector may hold v's live members failed for good.
+// Reported to v's root, they aborted every proposal to merge the two sides
+// (a swarm over the gossip detector, and one over the heartbeat detector,
+// stayed stuck so), and the root, believing its own members failed, could
+// even find itself in a minority. So this node does not report them; it
+// still acts on them itself (a dead root of v is one to take over from).
+// The next view it installs drops them, and its detector watches those
+// members afresh (Renewed), declaring again one that is dead.
+func (m *Member) staleVerdicts(v *view) {
+	set := func(id core.NodeID) {
+		if id != m.self && v.has(id) && !slices.Contains(m.stale, id) {
+			m.stale = append(m.stale, id)
+		}
+	}
+	for id := range m.failed {
+		set(id)
+	}
+	for id := range m.detected {
+		set(id)
+	}
+}

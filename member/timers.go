@@ -1,0 +1,179 @@
+// The waits of a member: how long each lasts, and what happens when it ends.
+
+package member
+
+import (
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+type timerKind uint8
+
+const (
+	tAck      timerKind = iota // waiting for the children's ACKs
+	tCommit                    // waiting for the commit of an accepted proposal
+	tReport                    // waiting for FAILURE_DET_ACK
+	tJoin                      // waiting to be admitted
+	tProbe                     // the root's probe period
+	tMinority                  // a root in a minority tries again
+	nTimers
+)
+
+// timer is the value a Member hands to Env.SetTimer, by pointer (see
+// Member.spareTimers). A timer whose gen is not the current one of its
+// kind was superseded and is ignored.
+type timer struct {
+	kind timerKind
+	gen  uint32
+}
+
+// wait is the state of one of a member's waits (see Member.waits).
+type wait struct {
+	armed bool          // the wait runs
+	gen   uint32        // the generation of the Env timer set last
+	due   time.Duration // when the armed wait ends
+	epoch uint64        // what it is about
+	id    core.TimerID  // the Env timer pending, 0: none
+	at    time.Duration // when that timer fires
+}
+
+// Fire implements core.Machine.
+func (m *Member) Fire(t core.Timer) {
+	tp, ok := t.(*timer)
+	if !ok {
+		return
+	}
+	tm := *tp
+	m.spareTimers = append(m.spareTimers, tp)
+	if tm.kind >= nTimers || tm.gen != m.waits[tm.kind].gen {
+		return
+	}
+	k := tm.kind
+	w := &m.waits[k]
+	w.id = 0
+	if !w.armed {
+		return // disarmed since the Env timer was set
+	}
+	if m.now() < w.due {
+		m.setTimer(k, w.due) // armed again, for later
+		return
+	}
+	w.armed = false
+	epoch := w.epoch
+	switch k {
+	case tAck:
+		m.onAckTimeout(epoch)
+	case tCommit:
+		if m.acc != nil && m.acc.epoch == epoch && !m.driving {
+			m.suspectSilentRoot()
+			if m.acc == nil || m.acc.epoch != epoch || m.driving {
+				return
+			}
+			m.queryOutcome()
+			m.arm(tCommit, m.commitWait(m.acc), epoch)
+		}
+	case tReport:
+		m.onReportTimeout()
+	case tJoin:
+		if m.cur != nil && m.mergeEpoch != 0 && m.mergeTries >= maxMergeTries {
+			// The view to merge into does not answer (its members may all
+			// have failed since): stay in this view; a newer notice or
+			// probe starts another merge.
+			m.mergeRoot, m.mergeVia, m.mergeEpoch, m.mergeTries = core.None, core.None, 0, 0
+			return
+		}
+		if m.joining || m.mergeEpoch != 0 {
+			m.sendJoin()
+		}
+	case tProbe:
+		m.probe()
+		if m.cur != nil && !m.driving && m.rootOf(m.newest()) == m.self {
+			m.rootStep() // anything left undone (a step cut short earlier)
+		}
+		m.arm(tProbe, m.cfg.ProbeInterval, 0)
+	case tMinority:
+		m.retryMinority()
+	}
+}
+
+// arm arms timer kind k to fire after the duration, for epoch, replacing
+// its previous arming.
+func (m *Member) arm(k timerKind, after time.Duration, epoch uint64) {
+	now := m.now()
+	at := now + max(after, 0)
+	w := &m.waits[k]
+	w.armed, w.due, w.epoch = true, at, epoch
+	if w.id != 0 && w.at <= at {
+		return // the pending Env timer comes first; Fire sets it again
+	}
+	m.setTimerAt(k, at, now)
+}
+
+// setTimer sets the Env timer of kind k for the deadline at, in place of
+// the pending one.
+func (m *Member) setTimer(k timerKind, at time.Duration) { m.setTimerAt(k, at, m.now()) }
+
+// setTimerAt is setTimer when the time is now.
+func (m *Member) setTimerAt(k timerKind, at, now time.Duration) {
+	w := &m.waits[k]
+	if w.id != 0 {
+		m.env.CancelTimer(w.id)
+	}
+	w.gen++
+	var tp *timer
+	if n := len(m.spareTimers); n > 0 {
+		tp = m.spareTimers[n-1]
+		m.spareTimers = m.spareTimers[:n-1]
+	} else {
+		tp = new(timer)
+	}
+	*tp = timer{kind: k, gen: w.gen}
+	w.id, w.at = m.env.SetTimer(at-now, tp), at
+}
+
+// cancel disarms timer kind k. Its Env timer, if pending, stays: it
+// wakes the node for nothing, or for the next arming (see arm).
+func (m *Member) cancel(k timerKind) { m.waits[k].armed = false }
+
+// ackWait is how long a node waits for the ACKs of its subtree in v, once.
+// It waits ackWaits times before it reports a silent child (once under
+// PartitionMajority; see onAckTimeout), so a node l levels above the
+// leaves gives up after 3l·AckTimeout, 3·AckTimeout after its children
+// gave up on theirs.
+func (m *Member) ackWait(v *view) time.Duration {
+	return time.Duration(max(1, v.levelsBelowAt(m.at(v)))) * m.cfg.AckTimeout
+}
+
+// ackWaits is how many ACK waits pass before a node reports a silent
+// child: 3, the first and, after the proposal goes again, two more (see
+// onAckTimeout); 1 under PartitionMajority.
+func (m *Member) ackWaits() int {
+	if m.cfg.Partition == PartitionMajority {
+		return 1
+	}
+	return 1 + ackRetryWaits
+}
+
+// ackRetryWaits is the length of the wait after the first, in ACK waits:
+// the repeated ACK of a child whose first ACK was lost leaves only when
+// the repeated proposal arrives, and then crosses the child's link, which
+// may be the slow one, so it comes about one wait after the first wait's
+// end (a leaf whose messages take 200 ms answers at 400 ms a proposal sent
+// again at 200 ms). Two waits leave it that margin.
+const ackRetryWaits = 2
+
+// ackResends is how many times the proposal goes again to a silent child
+// during the retry waits: at the first wait's end and then every half
+// wait. One repeat was not enough: over a link losing 5% of its messages,
+// the proposal and its one repeat were both lost about once in 400 view
+// changes of such a link, and the live child was reported (a group
+// simulation of 128 stacks, TestSlowLossyMemberNotExcluded, seed
+// 1194237355). Each repeat goes only to children still silent, which are
+// in most cases crashed ones that the failure detector declares first.
+const ackResends = 2 * ackRetryWaits
+
+// commitWait is how long a node that acknowledged v waits for its commit.
+func (m *Member) commitWait(v *view) time.Duration {
+	return m.cfg.CommitTimeout + time.Duration(m.ackWaits()*v.tree.Height())*m.cfg.AckTimeout
+}
