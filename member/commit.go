@@ -88,7 +88,7 @@ func (m *Member) suspectSilentRoot() {
 		return
 	}
 	m.silent = 0
-	m.markFailed(r, m.acc.inc(r), true)
+	m.markFailed(r, m.acc.inc(r), true, m.now())
 	m.afterChange()
 }
 

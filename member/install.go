@@ -18,7 +18,7 @@ func (m *Member) tellLeftBehind(departed []core.NodeID, v *view) {
 		if id != m.self && !v.has(id) {
 			m.notice(id, true)
 			if _, dead := m.detected[id]; !dead {
-				m.leaveBehind(id)
+				m.leaveBehind(id, m.cfg.MaxProbes)
 			}
 		}
 	}
@@ -52,9 +52,9 @@ func (m *Member) install(v *view) {
 		// side, are on no list of this side's probes: the oracle swarm,
 		// seed 967016, paper). Tell it, now and at the next probes.
 		m.notice(via, true)
-		m.leaveBehind(via)
+		m.leaveBehind(via, m.cfg.MaxProbes)
 	}
-	m.mergeRoot, m.mergeVia, m.mergeEpoch, m.mergeTries = core.None, core.None, 0, 0
+	m.stopMerging()
 	m.cancel(tJoin)
 	m.minority = 0
 	joined, departed := diff(prev, v)
@@ -248,21 +248,21 @@ func (m *Member) restoreAdopted() {
 
 // hold remembers an accepted proposal until a view at least as new is
 // installed (see restoreAdopted).
-func (m *Member) hold(v *view) {
-	for i, h := range m.held {
+func (p *proposals) hold(v *view) {
+	for i, h := range p.held {
 		if h.epoch == v.epoch {
-			m.held[i] = v
+			p.held[i] = v
 			return
 		}
 	}
-	if len(m.held) < 64 {
-		m.held = append(m.held, v)
+	if len(p.held) < 64 {
+		p.held = append(p.held, v)
 	}
 }
 
 // heldView returns the held proposal numbered e, or nil.
-func (m *Member) heldView(e uint64) *view {
-	for _, v := range m.held {
+func (p *proposals) heldView(e uint64) *view {
+	for _, v := range p.held {
 		if v.epoch == e {
 			return v
 		}

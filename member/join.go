@@ -8,6 +8,19 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
+// joins is the state of this node's own join or merge, and the joins it
+// holds for others (as root, or until it hands them to the root).
+type joins struct {
+	pjoins      []pendingJoin
+	alive       bool // join with NODE_ALIVE rather than NEW_NODE
+	joining     bool
+	nextContact int
+	mergeRoot   core.NodeID
+	mergeVia    core.NodeID // a live member of the view to merge into, core.None if unknown
+	mergeTries  int
+	mergeEpoch  uint64
+}
+
 // maxJoinHops bounds how often a join request is forwarded towards a root.
 const maxJoinHops = 8
 
@@ -70,7 +83,7 @@ func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
 			// A member asks to join under a new incarnation: its former
 			// self has crashed, whatever the detector says (it may have
 			// restarted too fast to be noticed). It may have been the root.
-			m.markFailed(j.ID, n.inc(j.ID), true)
+			m.markFailed(j.ID, n.inc(j.ID), true, m.now())
 			if m.rootOf(n) != m.self {
 				m.reportFailures()
 			}
@@ -97,21 +110,28 @@ func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
 				continue
 			}
 		}
-		m.addJoin(j, r.Alive)
+		m.addJoin(j, r.Alive, m.now())
 	}
 	m.rootStep()
 }
 
-func (m *Member) addJoin(j Joiner, alive bool) {
-	for i := range m.pjoins {
-		if m.pjoins[i].ID == j.ID {
-			if m.pjoins[i].Inc != j.Inc {
-				m.pjoins[i] = pendingJoin{j, alive, m.now()}
+// stopMerging ends a merge: done, or given up.
+func (js *joins) stopMerging() {
+	js.mergeRoot, js.mergeVia, js.mergeEpoch, js.mergeTries = core.None, core.None, 0, 0
+}
+
+// addJoin queues the join of j, or renews a queued join of j's id by
+// another incarnation.
+func (js *joins) addJoin(j Joiner, alive bool, now time.Duration) {
+	for i := range js.pjoins {
+		if js.pjoins[i].ID == j.ID {
+			if js.pjoins[i].Inc != j.Inc {
+				js.pjoins[i] = pendingJoin{j, alive, now}
 			}
 			return
 		}
 	}
-	m.pjoins = append(m.pjoins, pendingJoin{j, alive, m.now()})
+	js.pjoins = append(js.pjoins, pendingJoin{j, alive, now})
 }
 
 // forwardJoins hands the pending joins of a node that is no longer the root

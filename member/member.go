@@ -48,111 +48,21 @@ type Member struct {
 	initView *view
 	initial  []core.NodeID
 	contacts []core.NodeID
-	alive    bool // join with NODE_ALIVE rather than NEW_NODE
 	floor    uint64
 
-	cur       *view       // installed view; nil while joining
-	acc       *view       // accepted (or adopted-as-known) proposal, epoch > cur's
-	accMsg    *Prepare    // the delta form of acc's Prepare (nil if acc came otherwise)
-	accFull   *Prepare    // the full form, built on demand
-	accParent core.NodeID // acc's sender, core.None if acc came otherwise
-	// silent counts the commit waits of acc that ended without a word from
-	// acc's root, when the detector does not watch that root (it is not in
-	// cur): see maxSilentWaits.
-	silent int
-	// adopted is the uncommitted proposal of a dead root that acc is based
-	// on (Prepare.Committed false): if acc is abandoned, adopted is what may
-	// have committed, and becomes acc again.
-	adopted   *view
-	acked     ackSet // the children of this node in acc that acknowledged acc
-	ackSent   bool
-	ackResent int      // how many times the proposal acc went again to the silent children (see onAckTimeout)
-	lastPrep  *Prepare // the last accepted Prepare, for VIEW_NEED after commit
-	// ackedEpochs holds the proposals above the installed view that this
-	// node acknowledged; vetoed those known never to commit: their root
-	// abandoned them, or this node promised never to acknowledge them (it
-	// told a node holding one that it cannot have committed). A node holds
-	// one or two proposals at a time: ackedEpochs and held are short
-	// slices, which every view change at every node empties and refills
-	// without allocating (maps were made and dropped each time).
-	ackedEpochs []uint64
-	vetoed      map[uint64]bool
-	held        []*view // accepted proposals above the installed view
-	forwarded   uint64  // the last epoch whose commit this node forwarded
-
+	cur        *view // installed view; nil while joining
 	maxCounter uint32
 
-	failed   map[core.NodeID]bool // members declared failed (detector or reports)
-	failedAt map[core.NodeID]time.Duration
-	// detected is what this node's detector declares failed now, with the
-	// incarnation the verdict is about (the one this node's views held).
-	detected map[core.NodeID]uint64
-	// reportTo is the root the last report went to, reportTries how many
-	// reports it has not acknowledged.
-	reportTo    core.NodeID
-	reportTries int
-	soft        map[core.NodeID]bool // failures known only from reports or ACK timeouts
-	// failedInc holds the incarnations a failure was recorded for: a
-	// re-joining process's new incarnation can fail too, and a verdict about
-	// a former incarnation does not concern the new one.
-	failedInc map[core.NodeID][]uint64
-	// stale holds the members of a proposal that took this node back
-	// (merging) that it held failed then: it does not report them, and the
-	// next view it installs drops its verdicts about those it holds and
-	// lists them in core.MembersChanged's Renewed, for the detector to
-	// watch them afresh (staleVerdicts).
-	stale []core.NodeID
+	// The sub-states, embedded by value: one allocation holds the machine.
+	proposals     // the proposals above cur this node holds
+	failures      // the failures this node knows of
+	stabilization // the root's proposal in flight
+	joins         // this node's join or merge, and the joins it holds for others
+	outsiders     // the nodes outside this node's views that it tells so
+	timers        // the waits, by kind
 
-	// Root state.
-	driving  bool // acc is this node's own proposal, being stabilized
-	restart  bool // restart the proposal with a higher epoch
-	began    time.Duration
-	pjoins   []pendingJoin
-	minority uint64 // the epoch whose minority was announced
-
-	// Joining and merging.
-	joining     bool
-	nextContact int
-	mergeRoot   core.NodeID
-	mergeVia    core.NodeID // a live member of the view to merge into, core.None if unknown
-	mergeTries  int
-	mergeEpoch  uint64
-
-	departed []core.NodeID // most recent last
-	// dropped holds the nodes this node excluded as the root of a view
-	// (most recent last, at most MaxProbes): it keeps probing them after
-	// another node became root, since that root may never have known them.
-	dropped []core.NodeID
-	// left holds the members of a former view that a view skipping views
-	// dropped (see install): told again at each probe, maxLeftProbes times.
-	left       []leftNode
-	goneInc    map[core.NodeID]uint64 // the incarnation of nodes that left this node's views
-	probeNext  int                    // rotation through the node list for probes
-	lastNotice map[core.NodeID]time.Duration
-
-	// The timers, by kind. A kind is armed (wait's armed, due, epoch)
-	// apart from the Env timer that wakes it (id, at): disarming
-	// leaves the Env timer pending, and arming again for a deadline no
-	// earlier than the pending one's leaves that one to fire, which
-	// then sets the Env timer again for what is left (see arm, Fire).
-	// Every view change arms and disarms the ACK and commit waits of
-	// every member, which so cost no Env call and no allocation while
-	// view changes come faster than the waits (seconds): the price is
-	// one wake-up that finds nothing to do, after a wait has passed.
-	// A wait's state is one struct, so that arming it touches one line
-	// of memory, not six.
-	waits [nTimers]wait
-	// spareTimers are timer values that fired, for arm to reuse: a timer
-	// boxed in a core.Timer would otherwise cost an allocation per arm
-	// (the probe's every ProbeInterval). The Env keeps no reference to a
-	// timer it fired; a cancelled one it may keep, so only fired ones
-	// come back here, and a cancelled one keeps its stale gen for good.
-	spareTimers []*timer
-
-	// atView and atPos remember this node's position in the last view
-	// asked about (see at).
-	atView *view
-	atPos  int
+	// pos remembers this node's position in the last view asked about.
+	pos selfPos
 }
 
 // New returns the machine of an initial member: the node computes the
@@ -270,10 +180,9 @@ func newMember(cfg Config) *Member {
 	// simulated job never write most of them.
 	return &Member{
 		cfg:       cfg,
-		accParent: core.None,
-		mergeRoot: core.None,
-		mergeVia:  core.None,
-		reportTo:  core.None,
+		proposals: proposals{accParent: core.None},
+		failures:  failures{reportTo: core.None},
+		joins:     joins{mergeRoot: core.None, mergeVia: core.None},
 	}
 }
 
@@ -439,26 +348,34 @@ func (m *Member) rootOf(v *view) core.NodeID {
 	return core.None
 }
 
-// at returns this node's position in v (-1 if it is not a member). It
-// remembers the answer for the last view asked about: a view change asks
-// it of the proposed view several times, and in a view whose members
-// joined over time a position is two binary searches.
-func (m *Member) at(v *view) int {
+// at returns this node's position in v (-1 if it is not a member).
+func (m *Member) at(v *view) int { return m.pos.in(v, m.self) }
+
+// selfPos remembers a node's position in the last view asked about: a
+// view change asks it of the proposed view several times, and in a view
+// whose members joined over time a position is two binary searches.
+type selfPos struct {
+	view *view
+	pos  int
+}
+
+// in returns the position of self in v (-1 if it is not a member).
+func (s *selfPos) in(v *view, self core.NodeID) int {
 	if v == nil {
 		return -1
 	}
-	if v != m.atView {
+	if v != s.view {
 		p := -1
-		if v.src != nil && v.src == m.atView && m.atPos >= 0 {
-			// A lazy view of the last one: this node's position there,
+		if v.src != nil && v.src == s.view && s.pos >= 0 {
+			// A lazy view of the last one: self's position there,
 			// shifted, without a search.
-			p = v.shifted(m.atPos, m.self)
+			p = v.shifted(s.pos, self)
 		} else {
-			p = v.pos(m.self)
+			p = v.pos(self)
 		}
-		m.atView, m.atPos = v, p
+		s.view, s.pos = v, p
 	}
-	return m.atPos
+	return s.pos
 }
 
 // afterChange re-examines pending work after the views changed.

@@ -5,9 +5,27 @@ package member
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cohort-mp/cohort/core"
 )
+
+// outsiders are the nodes outside this node's views that it tells so: those
+// that left its views, those it excluded as root, those a view skipping
+// views left behind, and when it last told each.
+type outsiders struct {
+	departed []core.NodeID // most recent last
+	// dropped holds the nodes this node excluded as the root of a view
+	// (most recent last, at most MaxProbes): it keeps probing them after
+	// another node became root, since that root may never have known them.
+	dropped []core.NodeID
+	// left holds the members of a former view that a view skipping views
+	// dropped (see install): told again at each probe, maxLeftProbes times.
+	left       []leftNode
+	goneInc    map[core.NodeID]uint64 // the incarnation of nodes that left this node's views
+	probeNext  int                    // rotation through the node list for probes
+	lastNotice map[core.NodeID]time.Duration
+}
 
 // maxLeftProbes is how many probes (one per ProbeInterval) tell a member
 // left behind by a view that skipped views that its view is over, after the
@@ -102,11 +120,11 @@ func (m *Member) probeDropped() {
 
 // leaveBehind records a member of a former view that a view skipping views
 // dropped, to be probed maxLeftProbes times (the most recent MaxProbes).
-func (m *Member) leaveBehind(id core.NodeID) {
-	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return l.id == id })
-	m.left = append(m.left, leftNode{id: id})
-	if over := len(m.left) - m.cfg.MaxProbes; over > 0 {
-		m.left = slices.Delete(m.left, 0, over)
+func (o *outsiders) leaveBehind(id core.NodeID, maxProbes int) {
+	o.left = slices.DeleteFunc(o.left, func(l leftNode) bool { return l.id == id })
+	o.left = append(o.left, leftNode{id: id})
+	if over := len(o.left) - maxProbes; over > 0 {
+		o.left = slices.Delete(o.left, 0, over)
 	}
 }
 

@@ -9,6 +9,39 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
+// proposals is what a node holds above its installed view: the proposal it
+// accepted and its acknowledgement, the proposals it holds beneath (adopted,
+// held) and what it knows of other proposals' fate (ackedEpochs, vetoed).
+type proposals struct {
+	acc       *view       // accepted (or adopted-as-known) proposal, epoch > cur's
+	accMsg    *Prepare    // the delta form of acc's Prepare (nil if acc came otherwise)
+	accFull   *Prepare    // the full form, built on demand
+	accParent core.NodeID // acc's sender, core.None if acc came otherwise
+	// silent counts the commit waits of acc that ended without a word from
+	// acc's root, when the detector does not watch that root (it is not in
+	// cur): see maxSilentWaits.
+	silent int
+	// adopted is the uncommitted proposal of a dead root that acc is based
+	// on (Prepare.Committed false): if acc is abandoned, adopted is what may
+	// have committed, and becomes acc again.
+	adopted   *view
+	acked     ackSet // the children of this node in acc that acknowledged acc
+	ackSent   bool
+	ackResent int      // how many times the proposal acc went again to the silent children (see onAckTimeout)
+	lastPrep  *Prepare // the last accepted Prepare, for VIEW_NEED after commit
+	// ackedEpochs holds the proposals above the installed view that this
+	// node acknowledged; vetoed those known never to commit: their root
+	// abandoned them, or this node promised never to acknowledge them (it
+	// told a node holding one that it cannot have committed). A node holds
+	// one or two proposals at a time: ackedEpochs and held are short
+	// slices, which every view change at every node empties and refills
+	// without allocating (maps were made and dropped each time).
+	ackedEpochs []uint64
+	vetoed      map[uint64]bool
+	held        []*view // accepted proposals above the installed view
+	forwarded   uint64  // the last epoch whose commit this node forwarded
+}
+
 type relation uint8
 
 const (
@@ -480,7 +513,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 	}
 	for _, c := range m.acc.children(m.self) {
 		if !m.acked.has(c) && !m.isFailed(m.acc, c) {
-			m.markFailed(c, m.acc.inc(c), true)
+			m.markFailed(c, m.acc.inc(c), true, m.now())
 		}
 	}
 	if m.driving {

@@ -4,9 +4,36 @@ package member
 
 import (
 	"slices"
+	"time"
 
 	"github.com/cohort-mp/cohort/core"
 )
+
+// failures is what a node knows of failures: the verdicts of its detector,
+// the failures reported to it or found by its own timeouts, and its
+// reports to the root.
+type failures struct {
+	failed   map[core.NodeID]bool // members declared failed (detector or reports)
+	failedAt map[core.NodeID]time.Duration
+	// detected is what this node's detector declares failed now, with the
+	// incarnation the verdict is about (the one this node's views held).
+	detected map[core.NodeID]uint64
+	// reportTo is the root the last report went to, reportTries how many
+	// reports it has not acknowledged.
+	reportTo    core.NodeID
+	reportTries int
+	soft        map[core.NodeID]bool // failures known only from reports or ACK timeouts
+	// failedInc holds the incarnations a failure was recorded for: a
+	// re-joining process's new incarnation can fail too, and a verdict about
+	// a former incarnation does not concern the new one.
+	failedInc map[core.NodeID][]uint64
+	// stale holds the members of a proposal that took this node back
+	// (merging) that it held failed then: it does not report them, and the
+	// next view it installs drops its verdicts about those it holds and
+	// lists them in core.MembersChanged's Renewed, for the detector to
+	// watch them afresh (staleVerdicts).
+	stale []core.NodeID
+}
 
 // maxReportTries is how many unacknowledged reports a node sends to a root
 // before it takes the root for failed.
@@ -75,43 +102,43 @@ func (m *Member) pruneFailed() {
 func (m *Member) markDetected(id core.NodeID, inc uint64) {
 	inCur := m.cur.has(id) && m.cur.inc(id) == inc
 	if inCur || (m.acc.has(id) && m.acc.inc(id) == inc) {
-		m.markFailed(id, inc, false)
+		m.markFailed(id, inc, false, m.now())
 	}
 	if inCur && m.acc.has(id) && m.acc.inc(id) != inc {
-		m.markFailed(id, m.acc.inc(id), false)
+		m.markFailed(id, m.acc.inc(id), false, m.now())
 	}
 }
 
 // markFailed records that id failed; soft marks a failure this node's
 // detector did not declare (a report, an ACK timeout).
-func (m *Member) markFailed(id core.NodeID, inc uint64, soft bool) {
-	if !m.failed[id] {
-		put(&m.failed, id, true)
-		put(&m.failedAt, id, m.now())
+func (f *failures) markFailed(id core.NodeID, inc uint64, soft bool, now time.Duration) {
+	if !f.failed[id] {
+		put(&f.failed, id, true)
+		put(&f.failedAt, id, now)
 	}
-	if !slices.Contains(m.failedInc[id], inc) {
-		put(&m.failedInc, id, append(m.failedInc[id], inc))
+	if !slices.Contains(f.failedInc[id], inc) {
+		put(&f.failedInc, id, append(f.failedInc[id], inc))
 	}
-	if _, det := m.detected[id]; soft && !det {
-		put(&m.soft, id, true)
+	if _, det := f.detected[id]; soft && !det {
+		put(&f.soft, id, true)
 	} else {
-		delete(m.soft, id)
+		delete(f.soft, id)
 	}
 }
 
 // unmark forgets that id failed.
-func (m *Member) unmark(id core.NodeID) {
-	delete(m.failed, id)
-	delete(m.failedAt, id)
-	delete(m.soft, id)
-	delete(m.failedInc, id)
+func (f *failures) unmark(id core.NodeID) {
+	delete(f.failed, id)
+	delete(f.failedAt, id)
+	delete(f.soft, id)
+	delete(f.failedInc, id)
 }
 
 // failedIn returns the members of v known to have failed, in view order.
-func (m *Member) failedIn(v *view) []core.NodeID {
+func (f *failures) failedIn(v *view) []core.NodeID {
 	var out []core.NodeID
-	for id := range m.failed {
-		if m.isFailed(v, id) {
+	for id := range f.failed {
+		if f.isFailed(v, id) {
 			out = append(out, id)
 		}
 	}
@@ -121,11 +148,11 @@ func (m *Member) failedIn(v *view) []core.NodeID {
 
 // isFailed reports whether member id of v is known to have failed in the
 // incarnation v holds.
-func (m *Member) isFailed(v *view, id core.NodeID) bool {
-	if !m.failed[id] || !v.has(id) {
+func (f *failures) isFailed(v *view, id core.NodeID) bool {
+	if !f.failed[id] || !v.has(id) {
 		return false
 	}
-	return slices.Contains(m.failedInc[id], v.inc(id))
+	return slices.Contains(f.failedInc[id], v.inc(id))
 }
 
 // reportFailures sends the failed members of the newest view to its root:
@@ -178,7 +205,7 @@ func (m *Member) onReportTimeout() {
 		if !m.acc.has(m.reportTo) {
 			inc = m.cur.inc(m.reportTo)
 		}
-		m.markFailed(m.reportTo, inc, true)
+		m.markFailed(m.reportTo, inc, true, m.now())
 	}
 	m.reportFailures()
 }
@@ -229,7 +256,7 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 		if !(n.has(f.ID) && n.inc(f.ID) == f.Inc) && !(m.cur.has(f.ID) && m.cur.inc(f.ID) == f.Inc) {
 			continue // not a member, or a report about a former incarnation
 		}
-		m.markFailed(f.ID, f.Inc, true)
+		m.markFailed(f.ID, f.Inc, true, m.now())
 		grew = true
 	}
 	switch {

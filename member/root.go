@@ -6,9 +6,18 @@ package member
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cohort-mp/cohort/core"
 )
+
+// stabilization is the state of a root driving its own proposal.
+type stabilization struct {
+	driving  bool // acc is this node's own proposal, being stabilized
+	restart  bool // restart the proposal with a higher epoch
+	began    time.Duration
+	minority uint64 // the epoch whose minority was announced
+}
 
 // rootStep is the root's decision procedure, run whenever its knowledge
 // changes: restart a proposal a failure made hopeless (§3.5), take over a

@@ -8,6 +8,26 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
+// timers are a member's waits, by kind. A kind is armed (wait's armed,
+// due, epoch) apart from the Env timer that wakes it (id, at): disarming
+// leaves the Env timer pending, and arming again for a deadline no
+// earlier than the pending one's leaves that one to fire, which then sets
+// the Env timer again for what is left (see arm, Fire). Every view change
+// arms and disarms the ACK and commit waits of every member, which so
+// cost no Env call and no allocation while view changes come faster than
+// the waits (seconds): the price is one wake-up that finds nothing to do,
+// after a wait has passed. A wait's state is one struct, so that arming
+// it touches one line of memory, not six.
+type timers struct {
+	waits [nTimers]wait
+	// spareTimers are timer values that fired, for arm to reuse: a timer
+	// boxed in a core.Timer would otherwise cost an allocation per arm
+	// (the probe's every ProbeInterval). The Env keeps no reference to a
+	// timer it fired; a cancelled one it may keep, so only fired ones
+	// come back here, and a cancelled one keeps its stale gen for good.
+	spareTimers []*timer
+}
+
 type timerKind uint8
 
 const (
@@ -80,7 +100,7 @@ func (m *Member) Fire(t core.Timer) {
 			// The view to merge into does not answer (its members may all
 			// have failed since): stay in this view; a newer notice or
 			// probe starts another merge.
-			m.mergeRoot, m.mergeVia, m.mergeEpoch, m.mergeTries = core.None, core.None, 0, 0
+			m.stopMerging()
 			return
 		}
 		if m.joining || m.mergeEpoch != 0 {
@@ -134,7 +154,7 @@ func (m *Member) setTimerAt(k timerKind, at, now time.Duration) {
 
 // cancel disarms timer kind k. Its Env timer, if pending, stays: it
 // wakes the node for nothing, or for the next arming (see arm).
-func (m *Member) cancel(k timerKind) { m.waits[k].armed = false }
+func (t *timers) cancel(k timerKind) { t.waits[k].armed = false }
 
 // ackWait is how long a node waits for the ACKs of its subtree in v, once.
 // It waits ackWaits times before it reports a silent child (once under
