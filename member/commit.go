@@ -21,9 +21,9 @@ const maxSilentWaits = 3
 func (m *Member) onCommit(from core.NodeID, e uint64) {
 	m.observe(e)
 	switch {
-	case m.acc != nil && m.acc.epoch == e && !m.driving && m.acc.has(from):
-		prev, adopted := m.cur, m.accMsg != nil && !m.accMsg.Committed
-		m.install(m.acc)
+	case m.accepted != nil && m.accepted.epoch == e && !m.driving && m.accepted.has(from):
+		prev, adopted := m.cur, m.acceptedPrep != nil && !m.acceptedPrep.Committed
+		m.install(m.accepted)
 		if adopted && prev != nil && m.cur.base() == prev.epoch {
 			// The root built on this node's installed view without having
 			// installed it (it adopted it as a dead root's proposal): the
@@ -36,7 +36,7 @@ func (m *Member) onCommit(from core.NodeID, e uint64) {
 		}
 		m.forwardCommit()
 		m.afterChange()
-	case m.cur != nil && m.cur.epoch == e && m.forwarded != e:
+	case m.cur != nil && m.cur.epoch == e && m.forwardedCommit != e:
 		m.forwardCommit()
 	case slices.Contains(m.ackedEpochs, e) && m.heldView(e) != nil && (m.cur == nil || e > m.cur.epoch) && m.heldView(e).has(from):
 		// A proposal this node acknowledged, and has let go of since (it
@@ -59,7 +59,7 @@ func (m *Member) onCommit(from core.NodeID, e uint64) {
 }
 
 func (m *Member) forwardCommit() {
-	m.forwarded = m.cur.epoch
+	m.forwardedCommit = m.cur.epoch
 	c := &m.commitOut
 	if !m.copies {
 		c = new(Commit)
@@ -70,25 +70,26 @@ func (m *Member) forwardCommit() {
 	}
 }
 
-// suspectSilentRoot counts a commit wait of acc that ended without a word
-// from acc's root r, when r is not in the installed view (so no detector
-// watches it); after maxSilentWaits of them, r is marked failed softly, and
-// the node proceeds as on a report of r's failure: the next live member of
-// acc takes over as root, adopting acc (it may have committed). A root
-// wrongly taken for failed answers the VIEW_QUERY sent all along; the soft
-// mark is forgiven with the next proposal accepted.
+// suspectSilentRoot counts a commit wait of the accepted proposal that
+// ended without a word from its root r, when r is not in the installed view
+// (so no detector watches it); after maxSilentWaits of them, r is marked
+// failed softly, and the node proceeds as on a report of r's failure: the
+// next live member of the proposal takes over as root, adopting it (it may
+// have committed). A root wrongly taken for failed answers the VIEW_QUERY
+// sent all along; the soft mark is forgiven with the next proposal
+// accepted.
 func (m *Member) suspectSilentRoot() {
-	r := EpochRoot(m.acc.epoch)
-	if m.cur == nil || m.cur.has(r) || !m.acc.has(r) || m.isFailed(m.acc, r) {
-		m.silent = 0
+	r := EpochRoot(m.accepted.epoch)
+	if m.cur == nil || m.cur.has(r) || !m.accepted.has(r) || m.isFailed(m.accepted, r) {
+		m.silentWaits = 0
 		return
 	}
-	m.silent++
-	if m.silent < maxSilentWaits {
+	m.silentWaits++
+	if m.silentWaits < maxSilentWaits {
 		return
 	}
-	m.silent = 0
-	m.markFailed(r, m.acc.inc(r), true, m.now())
+	m.silentWaits = 0
+	m.markFailed(r, m.accepted.inc(r), true, m.now())
 	m.afterChange()
 }
 
@@ -96,7 +97,7 @@ func (m *Member) suspectSilentRoot() {
 // overdue: its root, or, when the root is known to have failed, its other
 // members, any of which can tell that it never acknowledged it (then it
 // cannot have committed).
-func (m *Member) queryOutcome() { m.queryAbout(m.acc) }
+func (m *Member) queryOutcome() { m.queryAbout(m.accepted) }
 
 // queryAbout asks what became of proposal v (see queryOutcome).
 func (m *Member) queryAbout(v *view) {
@@ -121,7 +122,7 @@ func (m *Member) rootGone(v *view) bool {
 	if m.failed[r] {
 		return true
 	}
-	for _, j := range m.pjoins {
+	for _, j := range m.pendingJoins {
 		if j.ID == r && j.Inc != v.inc(r) {
 			return true
 		}
@@ -139,14 +140,14 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 		// Not about a proposal of its own id: that was a former process's,
 		// whose word it cannot give (and the extra answers sent seed
 		// 146050 down a path that stayed stuck).
-		if EpochRoot(q.Epoch) != m.self && (m.acc == nil || m.acc.epoch != q.Epoch) && !slices.Contains(m.ackedEpochs, q.Epoch) {
+		if EpochRoot(q.Epoch) != m.self && (m.accepted == nil || m.accepted.epoch != q.Epoch) && !slices.Contains(m.ackedEpochs, q.Epoch) {
 			put(&m.vetoed, q.Epoch, true)
 			m.send(from, &Sync{Abort: q.Epoch, View: FullView{Incs: []Joiner{{m.self, m.inc}}}})
 		}
 		return
 	}
 	switch {
-	case m.driving && m.acc.epoch == q.Epoch:
+	case m.driving && m.accepted.epoch == q.Epoch:
 		// still collecting acknowledgements
 	case m.cur.epoch >= q.Epoch:
 		if m.cur.has(from) {
@@ -163,11 +164,11 @@ func (m *Member) onQuery(from core.NodeID, q *Query) {
 		} else {
 			m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
 		}
-	case m.vetoed[q.Epoch] || (m.acc != nil && EpochRoot(m.acc.epoch) == EpochRoot(q.Epoch) && m.acc.epoch > q.Epoch && !m.acc.descends(q.Epoch)):
+	case m.vetoed[q.Epoch] || (m.accepted != nil && EpochRoot(m.accepted.epoch) == EpochRoot(q.Epoch) && m.accepted.epoch > q.Epoch && !m.accepted.descends(q.Epoch)):
 		// known never to commit: vetoed, or abandoned by its root for a
 		// later proposal
 		m.send(from, &Sync{View: m.cur.full(), Abort: q.Epoch, v: m.cur})
-	case (m.acc != nil && m.acc.epoch == q.Epoch) || slices.Contains(m.ackedEpochs, q.Epoch):
+	case (m.accepted != nil && m.accepted.epoch == q.Epoch) || slices.Contains(m.ackedEpochs, q.Epoch):
 		// This node acknowledged it: it may commit. Its installed view,
 		// though, may be newer than the querier's, who then installs it
 		// (and, under PartitionMajority, measures majorities against it).
@@ -212,14 +213,14 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 		// is based on never committed: forget it.
 		put(&m.vetoed, s.Abort, true)
 		m.adopted = nil
-		if m.driving && m.acc.base() == s.Abort {
+		if m.driving && m.accepted.base() == s.Abort {
 			m.abort(fmt.Sprintf("its base %s never committed", FormatEpoch(s.Abort)))
 		}
 		aborted = true
 	}
-	if s.Abort != 0 && m.acc != nil && m.acc.epoch == s.Abort && !m.driving && vouches(m.acc) {
+	if s.Abort != 0 && m.accepted != nil && m.accepted.epoch == s.Abort && !m.driving && vouches(m.accepted) {
 		put(&m.vetoed, s.Abort, true) // dead: tell whoever else asks
-		m.dropAcc()
+		m.dropAccepted()
 		m.restoreAdopted()
 		aborted = true
 	}
@@ -237,19 +238,19 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 		}
 	}
 	m.observe(v.epoch)
-	if (m.cur != nil && v.epoch <= m.cur.epoch) || v.epoch <= m.floor {
+	if (m.cur != nil && v.epoch <= m.cur.epoch) || v.epoch <= m.epochFloor {
 		return
 	}
 	if s.Pending {
 		// A proposal that may have committed: hold it (like a VIEW_NACK's)
 		// if it follows what this node holds and contains it.
 		known := m.cur
-		if m.acc != nil {
-			known = m.acc
+		if m.accepted != nil {
+			known = m.accepted
 		}
 		if !m.driving && m.cur != nil && EpochRoot(v.epoch) != m.self && v.has(m.self) && v.inc(m.self) == m.inc && v.epoch > known.epoch && v.descends(known.epoch) {
-			m.dropAcc()
-			m.acc, m.accParent = v, core.None
+			m.dropAccepted()
+			m.accepted, m.acceptedFrom = v, core.None
 			m.hold(v)
 			m.arm(tCommit, m.commitWait(v), v.epoch)
 			m.pruneFailed()
@@ -282,8 +283,8 @@ func (m *Member) adoptedBase() *view {
 	switch {
 	case m.driving && m.adopted != nil:
 		return m.adopted
-	case !m.driving && m.acc != nil && EpochRoot(m.acc.epoch) != m.self:
-		return m.acc
+	case !m.driving && m.accepted != nil && EpochRoot(m.accepted.epoch) != m.self:
+		return m.accepted
 	}
 	return nil
 }

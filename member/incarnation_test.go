@@ -57,7 +57,7 @@ func TestRestartedJoinerRefusesItsFormerPlace(t *testing.T) {
 	if got := acks(); got != 0 {
 		t.Fatalf("a proposal listing the former incarnation was acknowledged (%d ACKs)", got)
 	}
-	if m.acc != nil && m.acc.epoch == former.Epoch {
+	if m.accepted != nil && m.accepted.epoch == former.Epoch {
 		t.Fatalf("the joiner holds %s, which lists its former incarnation", FormatEpoch(former.Epoch))
 	}
 

@@ -68,13 +68,13 @@ type Inspection struct {
 func (m *Member) Inspect() Inspection {
 	return Inspection{
 		Installed:    m.cur.state(),
-		Pending:      m.acc.state(),
+		Pending:      m.accepted.state(),
 		Adopted:      m.adopted.state(),
 		Driving:      m.driving,
 		Joining:      m.joining,
 		Initial:      m.initial,
 		Contacts:     m.contacts,
-		PendingJoins: len(m.pjoins),
+		PendingJoins: len(m.pendingJoins),
 		MergeRoot:    m.mergeRoot,
 	}
 }

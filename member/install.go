@@ -35,11 +35,11 @@ func (m *Member) install(v *view) {
 	prev := m.cur
 	m.cur = v
 	m.observe(v.epoch)
-	if m.acc != nil && !m.keeps(m.acc, v) {
+	if m.accepted != nil && !m.keeps(m.accepted, v) {
 		if m.driving {
-			m.env.Emit(StabilizationAborted{Epoch: m.acc.epoch, At: m.now(), Reason: fmt.Sprintf("%s installed", FormatEpoch(v.epoch))})
+			m.env.Emit(StabilizationAborted{Epoch: m.accepted.epoch, At: m.now(), Reason: fmt.Sprintf("%s installed", FormatEpoch(v.epoch))})
 		}
-		m.dropAcc()
+		m.dropAccepted()
 	}
 	if m.joining {
 		m.joining = false
@@ -56,7 +56,7 @@ func (m *Member) install(v *view) {
 	}
 	m.stopMerging()
 	m.cancel(tJoin)
-	m.minority = 0
+	m.minorityEpoch = 0
 	joined, departed := diff(prev, v)
 	// A pending join of a node that v admits under another incarnation is
 	// stale: it was queued before v's root admitted that process. Handed
@@ -67,7 +67,7 @@ func (m *Member) install(v *view) {
 	// then counted a minority where four of seven members lived). A process
 	// that is in fact newer than the admitted one is still joining and asks
 	// again.
-	m.pjoins = slices.DeleteFunc(m.pjoins, func(j pendingJoin) bool {
+	m.pendingJoins = slices.DeleteFunc(m.pendingJoins, func(j pendingJoin) bool {
 		return v.has(j.ID) && v.inc(j.ID) != j.Inc && slices.Contains(joined, j.ID)
 	})
 	if prev != nil && v.base() != prev.epoch && (!v.descends(prev.epoch) || !prev.has(EpochRoot(v.epoch))) {
@@ -206,9 +206,9 @@ func (m *Member) keeps(p, v *view) bool {
 	return mayDescend(p.epoch, p.ancestry, v.epoch) || slices.ContainsFunc(p.joined, func(j Joiner) bool { return j.ID == m.self && j.Inc == m.inc })
 }
 
-// dropAcc forgets the accepted proposal.
-func (m *Member) dropAcc() {
-	m.acc, m.accMsg, m.accFull, m.accParent = nil, nil, nil, core.None
+// dropAccepted forgets the accepted proposal.
+func (m *Member) dropAccepted() {
+	m.accepted, m.acceptedPrep, m.acceptedFull, m.acceptedFrom = nil, nil, nil, core.None
 	m.acked.off()
 	m.ackSent = false
 	m.driving = false
@@ -225,7 +225,7 @@ func (m *Member) dropAcc() {
 // of adoptions can be abandoned link by link).
 func (m *Member) restoreAdopted() {
 	m.adopted = nil
-	if m.acc != nil {
+	if m.accepted != nil {
 		return
 	}
 	var best *view
@@ -241,7 +241,7 @@ func (m *Member) restoreAdopted() {
 	if best == nil {
 		return
 	}
-	m.acc, m.accParent = best, core.None
+	m.accepted, m.acceptedFrom = best, core.None
 	m.arm(tCommit, m.commitWait(best), best.epoch)
 	m.pruneFailed()
 }

@@ -11,14 +11,14 @@ import (
 // joins is the state of this node's own join or merge, and the joins it
 // holds for others (as root, or until it hands them to the root).
 type joins struct {
-	pjoins      []pendingJoin
-	alive       bool // join with NODE_ALIVE rather than NEW_NODE
-	joining     bool
-	nextContact int
-	mergeRoot   core.NodeID
-	mergeVia    core.NodeID // a live member of the view to merge into, core.None if unknown
-	mergeTries  int
-	mergeEpoch  uint64
+	pendingJoins []pendingJoin
+	recovered    bool // join with NODE_ALIVE rather than NEW_NODE
+	joining      bool
+	nextContact  int
+	mergeRoot    core.NodeID
+	mergeVia     core.NodeID // a live member of the view to merge into, core.None if unknown
+	mergeTries   int
+	mergeEpoch   uint64
 }
 
 // maxJoinHops bounds how often a join request is forwarded towards a root.
@@ -28,17 +28,19 @@ const maxJoinHops = 8
 // view sends before it gives up merging into it.
 const maxMergeTries = 4
 
+// pendingJoin is a join request this node holds: as root, until it admits
+// the joiner; otherwise until it hands the request to the root.
 type pendingJoin struct {
 	Joiner
-	alive bool
-	at    time.Duration
+	recovered bool          // asked with NODE_ALIVE
+	askedAt   time.Duration // when the request arrived
 }
 
 // sendJoin asks to be admitted: NEW_NODE or NODE_ALIVE to the next node of
 // the list, or, when merging after a partition, to the root of the view that
 // excluded this node.
 func (m *Member) sendJoin() {
-	req := &JoinRequest{Alive: m.alive || m.cur != nil, From: m.self, Epoch: m.floor, Joiners: []Joiner{{m.self, m.inc}}}
+	req := &JoinRequest{Alive: m.recovered || m.cur != nil, From: m.self, Epoch: m.epochFloor, Joiners: []Joiner{{m.self, m.inc}}}
 	if n := m.newest(); n != nil && n.epoch > req.Epoch {
 		req.Epoch = n.epoch
 	}
@@ -122,27 +124,27 @@ func (js *joins) stopMerging() {
 
 // addJoin queues the join of j, or renews a queued join of j's id by
 // another incarnation.
-func (js *joins) addJoin(j Joiner, alive bool, now time.Duration) {
-	for i := range js.pjoins {
-		if js.pjoins[i].ID == j.ID {
-			if js.pjoins[i].Inc != j.Inc {
-				js.pjoins[i] = pendingJoin{j, alive, now}
+func (js *joins) addJoin(j Joiner, recovered bool, now time.Duration) {
+	for i := range js.pendingJoins {
+		if js.pendingJoins[i].ID == j.ID {
+			if js.pendingJoins[i].Inc != j.Inc {
+				js.pendingJoins[i] = pendingJoin{j, recovered, now}
 			}
 			return
 		}
 	}
-	js.pjoins = append(js.pjoins, pendingJoin{j, alive, now})
+	js.pendingJoins = append(js.pendingJoins, pendingJoin{j, recovered, now})
 }
 
 // forwardJoins hands the pending joins of a node that is no longer the root
 // to the root.
 func (m *Member) forwardJoins() {
-	if len(m.pjoins) == 0 {
+	if len(m.pendingJoins) == 0 {
 		return
 	}
 	root := m.rootOf(m.newest())
-	for _, j := range m.pjoins {
-		m.send(root, &JoinRequest{Alive: j.alive, From: j.ID, Epoch: m.newest().epoch, Joiners: []Joiner{j.Joiner}})
+	for _, j := range m.pendingJoins {
+		m.send(root, &JoinRequest{Alive: j.recovered, From: j.ID, Epoch: m.newest().epoch, Joiners: []Joiner{j.Joiner}})
 	}
-	m.pjoins = nil
+	m.pendingJoins = nil
 }

@@ -87,10 +87,10 @@ func TestFirstPhaseLeavesViewsLazy(t *testing.T) {
 		if core.NodeID(i) == victim || core.NodeID(i) == 0 {
 			continue
 		}
-		if m.acc == nil || m.acc.has(victim) || m.acc.size() != n-1 {
-			t.Fatalf("n%d holds %v after the first phase", i, m.acc)
+		if m.accepted == nil || m.accepted.has(victim) || m.accepted.size() != n-1 {
+			t.Fatalf("n%d holds %v after the first phase", i, m.accepted)
 		}
-		if m.acc.src == nil {
+		if m.accepted.src == nil {
 			t.Errorf("n%d filled the proposal's list before the commit", i)
 		}
 	}

@@ -84,7 +84,7 @@ func leftBehind(t *testing.T) *script {
 	// n2 brings its side to n0.
 	s.partition(ids(1, 4))
 	s.recovered(0, 2)
-	for len(s.nodes[0].m.pjoins) == 0 && s.step() {
+	for len(s.nodes[0].m.pendingJoins) == 0 && s.step() {
 	}
 	if !s.nodes[0].m.driving {
 		t.Fatal("n0 proposes nothing after n2's request")
@@ -99,7 +99,7 @@ func leftBehind(t *testing.T) *script {
 	}
 	for s.drop(lose); s.step(); s.drop(lose) {
 	}
-	p := s.nodes[2].m.acc
+	p := s.nodes[2].m.accepted
 	if p == nil || EpochRoot(p.epoch) != 0 || !slices.Equal(p.list(), ids(0, 2, 3)) {
 		t.Fatalf("n2 does not hold n0's proposal [n0 n2 n3]")
 	}

@@ -61,7 +61,7 @@ func TestMajorityBlocksOnDeadRootProposal(t *testing.T) {
 					break
 				}
 			}
-			p := s.nodes[0].m.acc
+			p := s.nodes[0].m.accepted
 			if acked {
 				p = s.nodes[0].m.cur
 			}
@@ -81,7 +81,7 @@ func TestMajorityBlocksOnDeadRootProposal(t *testing.T) {
 			}
 			for _, id := range holders {
 				m := s.nodes[id].m
-				if m.acc == nil || m.acc.epoch != p.epoch || (acked && !slices.Contains(m.ackedEpochs, p.epoch)) {
+				if m.accepted == nil || m.accepted.epoch != p.epoch || (acked && !slices.Contains(m.ackedEpochs, p.epoch)) {
 					t.Fatalf("%v does not hold P (acknowledged)", id)
 				}
 			}

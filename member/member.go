@@ -45,10 +45,10 @@ type Member struct {
 	// initView is the default view of an initial member's job, shared by
 	// every machine of its Group; initial is its member list (nil for a
 	// node built by NewJoiner).
-	initView *view
-	initial  []core.NodeID
-	contacts []core.NodeID
-	floor    uint64
+	initView   *view
+	initial    []core.NodeID
+	contacts   []core.NodeID
+	epochFloor uint64
 
 	cur        *view // installed view; nil while joining
 	maxCounter uint32
@@ -150,8 +150,8 @@ func NewJoiner(cfg Config, opts JoinOptions) (*Member, error) {
 	}
 	m := newMember(cfg)
 	m.contacts = slices.Clone(opts.Contacts)
-	m.alive = opts.Recovered
-	m.floor = opts.EpochFloor
+	m.recovered = opts.Recovered
+	m.epochFloor = opts.EpochFloor
 	return m, nil
 }
 
@@ -180,7 +180,7 @@ func newMember(cfg Config) *Member {
 	// simulated job never write most of them.
 	return &Member{
 		cfg:       cfg,
-		proposals: proposals{accParent: core.None},
+		proposals: proposals{acceptedFrom: core.None},
 		failures:  failures{reportTo: core.None},
 		joins:     joins{mergeRoot: core.None, mergeVia: core.None},
 	}
@@ -240,7 +240,7 @@ func (m *Member) Start(env core.Env) {
 	for m.inc == 0 {
 		m.inc = env.Rand().Uint64()
 	}
-	m.observe(m.floor)
+	m.observe(m.epochFloor)
 	m.joining = true
 	m.sendJoin()
 }
@@ -250,8 +250,8 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 	if m.env == nil {
 		return // not started: a caller that breaks the Machine contract
 	}
-	if m.acc != nil && from == EpochRoot(m.acc.epoch) {
-		m.silent = 0
+	if m.accepted != nil && from == EpochRoot(m.accepted.epoch) {
+		m.silentWaits = 0
 	}
 	switch x := msg.(type) {
 	case *Report:
@@ -328,8 +328,8 @@ func (m *Member) observe(e uint64) {
 // newest is the newest view this node knows that may be or become
 // installed: the accepted proposal if any, else the installed view.
 func (m *Member) newest() *view {
-	if m.acc != nil {
-		return m.acc
+	if m.accepted != nil {
+		return m.accepted
 	}
 	return m.cur
 }
@@ -348,8 +348,8 @@ func (m *Member) rootOf(v *view) core.NodeID {
 	return core.None
 }
 
-// at returns this node's position in v (-1 if it is not a member).
-func (m *Member) at(v *view) int { return m.pos.in(v, m.self) }
+// ownPos returns this node's position in v (-1 if it is not a member).
+func (m *Member) ownPos(v *view) int { return m.pos.in(v, m.self) }
 
 // selfPos remembers a node's position in the last view asked about: a
 // view change asks it of the proposed view several times, and in a view

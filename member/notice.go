@@ -41,7 +41,7 @@ type leftNode struct {
 // notice tells an outsider that this node's view does not contain it, at
 // most once per NoticeInterval unless forced.
 func (m *Member) notice(to core.NodeID, force bool) {
-	if m.cur == nil || to == m.self || m.cur.has(to) || m.acc.has(to) {
+	if m.cur == nil || to == m.self || m.cur.has(to) || m.accepted.has(to) {
 		return
 	}
 	if last, ok := m.lastNotice[to]; ok && m.now()-last < m.cfg.NoticeInterval && !force {
@@ -69,7 +69,7 @@ func (m *Member) probe() {
 	n := 0
 	var x *Notice // built for the first node probed: most probes find none
 	send := func(d core.NodeID) {
-		if d != m.self && !m.cur.has(d) && !m.acc.has(d) && n < m.cfg.MaxProbes {
+		if d != m.self && !m.cur.has(d) && !m.accepted.has(d) && n < m.cfg.MaxProbes {
 			n++
 			put(&m.lastNotice, d, m.now())
 			if x == nil {
@@ -111,7 +111,7 @@ func (m *Member) probeDropped() {
 	}
 	x := &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)}
 	for _, id := range m.dropped {
-		if !m.cur.has(id) && !m.acc.has(id) {
+		if !m.cur.has(id) && !m.accepted.has(id) {
 			put(&m.lastNotice, id, m.now())
 			m.send(id, x)
 		}
@@ -137,7 +137,7 @@ func (m *Member) probeLeft() {
 		return
 	}
 	x := &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)}
-	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return m.cur.has(l.id) || m.acc.has(l.id) })
+	m.left = slices.DeleteFunc(m.left, func(l leftNode) bool { return m.cur.has(l.id) || m.accepted.has(l.id) })
 	for i := range m.left {
 		m.left[i].probes++
 		put(&m.lastNotice, m.left[i].id, m.now())
@@ -152,7 +152,7 @@ func (m *Member) probeLeft() {
 func (m *Member) onNotice(from core.NodeID, x *Notice) {
 	m.observe(x.Epoch)
 	if m.cur == nil {
-		if m.acc == nil && x.Root != m.self && x.Epoch > m.floor {
+		if m.accepted == nil && x.Root != m.self && x.Epoch > m.epochFloor {
 			// A joiner learns where a root is.
 			m.mergeRoot = x.Root
 			m.sendJoin()
@@ -168,7 +168,7 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 			via = core.None
 		}
 		m.evicted(x.Epoch, x.Root, via)
-	case x.Epoch > m.cur.epoch && n != m.cur && m.cur.has(from) && (!n.has(from) && !m.cur.has(EpochRoot(n.epoch)) || m.minority != 0 && m.failed[EpochRoot(n.epoch)]):
+	case x.Epoch > m.cur.epoch && n != m.cur && m.cur.has(from) && (!n.has(from) && !m.cur.has(EpochRoot(n.epoch)) || m.minorityEpoch != 0 && m.failed[EpochRoot(n.epoch)]):
 		// A member of the installed view installed a newer view without this
 		// node, while this node holds the accepted proposal of a root outside
 		// its installed view. The detector watches the installed view only:

@@ -13,21 +13,26 @@ import (
 // accepted and its acknowledgement, the proposals it holds beneath (adopted,
 // held) and what it knows of other proposals' fate (ackedEpochs, vetoed).
 type proposals struct {
-	acc       *view       // accepted (or adopted-as-known) proposal, epoch > cur's
-	accMsg    *Prepare    // the delta form of acc's Prepare (nil if acc came otherwise)
-	accFull   *Prepare    // the full form, built on demand
-	accParent core.NodeID // acc's sender, core.None if acc came otherwise
-	// silent counts the commit waits of acc that ended without a word from
-	// acc's root, when the detector does not watch that root (it is not in
-	// cur): see maxSilentWaits.
-	silent int
-	// adopted is the uncommitted proposal of a dead root that acc is based
-	// on (Prepare.Committed false): if acc is abandoned, adopted is what may
-	// have committed, and becomes acc again.
+	// accepted is the proposal this node accepted (or adopted as known),
+	// newer than cur; acceptedPrep the delta form of its Prepare, and
+	// acceptedFrom its sender (nil and core.None if it came otherwise:
+	// adopted from a refusal, held again after an abort); acceptedFull the
+	// full form of the Prepare, built on demand for joiners.
+	accepted     *view
+	acceptedPrep *Prepare
+	acceptedFull *Prepare
+	acceptedFrom core.NodeID
+	// silentWaits counts the commit waits of accepted that ended without a
+	// word from its root, when the detector does not watch that root (it
+	// is not in cur): see maxSilentWaits.
+	silentWaits int
+	// adopted is the uncommitted proposal of a dead root that accepted is
+	// based on (Prepare.Committed false): if accepted is abandoned, adopted
+	// is what may have committed, and becomes accepted again.
 	adopted   *view
-	acked     ackSet // the children of this node in acc that acknowledged acc
+	acked     ackSet // the children of this node in accepted that acknowledged it
 	ackSent   bool
-	ackResent int      // how many times the proposal acc went again to the silent children (see onAckTimeout)
+	ackResent int      // how many times accepted went again to the silent children (see onAckTimeout)
 	lastPrep  *Prepare // the last accepted Prepare, for VIEW_NEED after commit
 	// ackedEpochs holds the proposals above the installed view that this
 	// node acknowledged; vetoed those known never to commit: their root
@@ -36,10 +41,10 @@ type proposals struct {
 	// one or two proposals at a time: ackedEpochs and held are short
 	// slices, which every view change at every node empties and refills
 	// without allocating (maps were made and dropped each time).
-	ackedEpochs []uint64
-	vetoed      map[uint64]bool
-	held        []*view // accepted proposals above the installed view
-	forwarded   uint64  // the last epoch whose commit this node forwarded
+	ackedEpochs     []uint64
+	vetoed          map[uint64]bool
+	held            []*view // accepted proposals above the installed view
+	forwardedCommit uint64  // the last epoch whose commit this node forwarded
 }
 
 type relation uint8
@@ -76,15 +81,15 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 			// A duplicate, or a proposal its root has replaced. A parent
 			// sends the proposal again when this node's ACK did not reach
 			// it in time (see onAckTimeout): the ACK is repeated.
-			if m.acc != nil && p.Epoch == m.acc.epoch && from == m.accParent && m.ackSent {
-				m.send(m.accParent, m.ackMsg())
+			if m.accepted != nil && p.Epoch == m.accepted.epoch && from == m.acceptedFrom && m.ackSent {
+				m.send(m.acceptedFrom, m.ackMsg())
 			}
 			return
 		}
 		m.nack(p.Epoch, n)
 		return
 	}
-	if p.Epoch <= m.floor {
+	if p.Epoch <= m.epochFloor {
 		return
 	}
 	if m.vetoed[p.Epoch] {
@@ -100,7 +105,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	switch {
 	case n != nil && slices.Contains(p.Ancestry, n.epoch):
 		rel = relExtends
-	case m.acc != nil && supersedes(p.Epoch, p.Ancestry, m.acc.epoch):
+	case m.accepted != nil && supersedes(p.Epoch, p.Ancestry, m.accepted.epoch):
 		rel = relSupersedes
 	case joiner && (m.cur == nil || m.mergeEpoch != 0):
 		// Admitted: a joiner, or a member of a view that a newer one has
@@ -159,8 +164,8 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 			// node that merged into another lineage had already left those
 			// behind. A live root of e says itself what became of it.)
 			if !m.driving { // openAcked found e beneath the proposal held
-				put(&m.vetoed, m.acc.epoch, true)
-				m.dropAcc()
+				put(&m.vetoed, m.accepted.epoch, true)
+				m.dropAccepted()
 				m.restoreAdopted()
 				defer m.afterChange()
 			}
@@ -173,7 +178,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		if n != nil {
 			m.nack(p.Epoch, n)
 		}
-		if takenBack && m.acc != nil && !m.driving {
+		if takenBack && m.accepted != nil && !m.driving {
 			// Refused only for the proposal this node holds, another
 			// root's: ask what became of it now, not at its commit
 			// timeout. Its root has often given it up (it accepted p,
@@ -189,7 +194,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.send(from, &NeedView{Epoch: p.Epoch})
 		return
 	}
-	if me := m.at(v); me < 0 || v.parentAt(me) != from || v.incAt(me) != m.inc {
+	if me := m.ownPos(v); me < 0 || v.parentAt(me) != from || v.incAt(me) != m.inc {
 		// Not this node's place, or the place of a former process of its
 		// id: a joiner that held a proposal admitting it accepted the next
 		// one, which listed its id with the incarnation of the process
@@ -216,10 +221,10 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 		m.nack(p.Epoch, m.cur)
 		return
 	}
-	prev := m.acc
+	prev := m.accepted
 	if m.driving {
 		m.abort(fmt.Sprintf("superseded by %s", FormatEpoch(p.Epoch)))
-		prev = m.acc // the adopted proposal the root's own was based on
+		prev = m.accepted // the adopted proposal the root's own was based on
 	}
 	// A proposal this node held or built on that p's lineage gave up
 	// never committed: its root proposed anew without it (p replaces it,
@@ -240,7 +245,7 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 	default:
 		adopted = nil
 	}
-	m.dropAcc()
+	m.dropAccepted()
 	if joiner && m.cur != nil {
 		m.staleVerdicts(v)
 	}
@@ -265,11 +270,11 @@ func (m *Member) onPrepare(from core.NodeID, p *Prepare) {
 // known to have failed, that p cannot descend from and that nobody gave up
 // (not vetoed; no proposal this node held, nor p, replaces it), or 0.
 func (m *Member) openAcked(p *Prepare) uint64 {
-	if m.acc == nil {
+	if m.accepted == nil {
 		return 0
 	}
 	for _, e := range m.ackedEpochs {
-		if e <= m.cur.epoch || EpochRoot(e) == m.self || m.vetoed[e] || !slices.Contains(m.acc.ancestry, e) ||
+		if e <= m.cur.epoch || EpochRoot(e) == m.self || m.vetoed[e] || !slices.Contains(m.accepted.ancestry, e) ||
 			mayDescend(p.Epoch, p.Ancestry, e) || supersedes(p.Epoch, p.Ancestry, e) {
 			continue
 		}
@@ -287,7 +292,7 @@ func (m *Member) openAcked(p *Prepare) uint64 {
 // holdsOnlyInstalled reports whether this node holds nothing newer than
 // its installed view that may have committed: no proposal, or its own
 // (driving) proposal on that view.
-func (m *Member) holdsOnlyInstalled() bool { return m.acc == nil || m.driving && m.adopted == nil }
+func (m *Member) holdsOnlyInstalled() bool { return m.accepted == nil || m.driving && m.adopted == nil }
 
 // branchLeft reports whether the installed view x has left the branch of
 // proposal p: x is newer than p and descends from p's base but not from
@@ -338,8 +343,8 @@ func (m *Member) viewOf(p *Prepare) *view {
 	switch {
 	case m.cur != nil && m.cur.epoch == base:
 		bv = m.cur
-	case m.acc != nil && m.acc.epoch == base:
-		bv = m.acc
+	case m.accepted != nil && m.accepted.epoch == base:
+		bv = m.accepted
 	}
 	if p.v != nil && (p.Full || bv != nil) {
 		return p.v // what this node would compute, already built by the sender
@@ -381,11 +386,11 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 	for id := range m.soft {
 		m.unmark(id)
 	}
-	m.acc, m.accMsg, m.accFull, m.accParent = v, delta, nil, parent
-	m.silent = 0
+	m.accepted, m.acceptedPrep, m.acceptedFull, m.acceptedFrom = v, delta, nil, parent
+	m.silentWaits = 0
 	m.hold(v)
 	m.lastPrep = delta
-	m.acked.reset(v, m.at(v))
+	m.acked.reset(v, m.ownPos(v))
 	m.ackSent, m.ackResent = false, 0
 	m.cancel(tAck)
 	m.sendDown(v, delta)
@@ -420,10 +425,10 @@ func (m *Member) downTo(v *view, p *Prepare, c core.NodeID) *Prepare {
 	if !isJoiner(p, c) {
 		return p
 	}
-	if m.accFull == nil || m.accFull.Epoch != p.Epoch {
-		m.accFull = fullOf(p)
+	if m.acceptedFull == nil || m.acceptedFull.Epoch != p.Epoch {
+		m.acceptedFull = fullOf(p)
 	}
-	return m.accFull
+	return m.acceptedFull
 }
 
 func isJoiner(p *Prepare, id core.NodeID) bool {
@@ -436,35 +441,35 @@ func isJoiner(p *Prepare, id core.NodeID) bool {
 }
 
 func (m *Member) sendAck() {
-	if m.ackSent || m.acc == nil {
+	if m.ackSent || m.accepted == nil {
 		return
 	}
 	m.ackSent = true
 	m.cancel(tAck)
-	if len(m.ackedEpochs) < 256 && !slices.Contains(m.ackedEpochs, m.acc.epoch) {
-		m.ackedEpochs = append(m.ackedEpochs, m.acc.epoch)
+	if len(m.ackedEpochs) < 256 && !slices.Contains(m.ackedEpochs, m.accepted.epoch) {
+		m.ackedEpochs = append(m.ackedEpochs, m.accepted.epoch)
 	}
-	m.send(m.accParent, m.ackMsg())
+	m.send(m.acceptedFrom, m.ackMsg())
 }
 
-// ackMsg is this node's ACK of acc: ackOut when the Env copies what is
-// sent (see copies), a new message otherwise.
+// ackMsg is this node's ACK of the accepted proposal: ackOut when the Env
+// copies what is sent (see copies), a new message otherwise.
 func (m *Member) ackMsg() *Ack {
 	a := &m.ackOut
 	if !m.copies {
 		a = new(Ack)
 	}
-	*a = Ack{Cause: m.accMsg.Cause, Epoch: m.acc.epoch}
+	*a = Ack{Cause: m.acceptedPrep.Cause, Epoch: m.accepted.epoch}
 	return a
 }
 
 func (m *Member) onAck(from core.NodeID, a *Ack) {
-	if m.acc == nil || a.Epoch != m.acc.epoch || !m.acked.on {
+	if m.accepted == nil || a.Epoch != m.accepted.epoch || !m.acked.on {
 		return
 	}
 	i := slices.Index(m.acked.kids, from)
 	if i < 0 {
-		return // not a child of this node in acc
+		return // not a child of this node in the accepted proposal
 	}
 	if m.acked.add(i) < len(m.acked.kids) {
 		return
@@ -494,26 +499,26 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // leave: a member holding a newer view whose next root never learned of
 // it, the older view's root blocked in a minority. That case is open.
 func (m *Member) onAckTimeout(epoch uint64) {
-	if m.acc == nil || m.acc.epoch != epoch || m.ackSent {
+	if m.accepted == nil || m.accepted.epoch != epoch || m.ackSent {
 		return
 	}
 	if m.ackResent < ackResends && m.ackWaits() > 1 {
 		m.ackResent++
 		again := false
-		for _, c := range m.acc.children(m.self) {
-			if !m.acked.has(c) && !m.isFailed(m.acc, c) {
-				m.send(c, m.downTo(m.acc, m.accMsg, c))
+		for _, c := range m.accepted.children(m.self) {
+			if !m.acked.has(c) && !m.isFailed(m.accepted, c) {
+				m.send(c, m.downTo(m.accepted, m.acceptedPrep, c))
 				again = true
 			}
 		}
 		if again {
-			m.arm(tAck, ackRetryWaits*m.ackWait(m.acc)/ackResends, epoch)
+			m.arm(tAck, ackRetryWaits*m.ackWait(m.accepted)/ackResends, epoch)
 			return
 		}
 	}
-	for _, c := range m.acc.children(m.self) {
-		if !m.acked.has(c) && !m.isFailed(m.acc, c) {
-			m.markFailed(c, m.acc.inc(c), true, m.now())
+	for _, c := range m.accepted.children(m.self) {
+		if !m.acked.has(c) && !m.isFailed(m.accepted, c) {
+			m.markFailed(c, m.accepted.inc(c), true, m.now())
 		}
 	}
 	if m.driving {
@@ -565,8 +570,8 @@ func (s *ackSet) has(c core.NodeID) bool {
 func (m *Member) onNeedView(from core.NodeID, q *NeedView) {
 	var p *Prepare
 	switch {
-	case m.accMsg != nil && m.accMsg.Epoch == q.Epoch:
-		p = m.accMsg
+	case m.acceptedPrep != nil && m.acceptedPrep.Epoch == q.Epoch:
+		p = m.acceptedPrep
 	case m.lastPrep != nil && m.lastPrep.Epoch == q.Epoch && m.cur != nil && m.cur.epoch == q.Epoch:
 		// Committed: the child missed the base while the commit passed.
 		// A proposal this node no longer holds and never installed was
@@ -586,5 +591,5 @@ func (m *Member) onNeedView(from core.NodeID, q *NeedView) {
 
 // nack refuses proposal epoch, telling its root about n.
 func (m *Member) nack(epoch uint64, n *view) {
-	m.send(EpochRoot(epoch), &Nack{Epoch: epoch, Pending: n == m.acc, View: n.full(), v: n})
+	m.send(EpochRoot(epoch), &Nack{Epoch: epoch, Pending: n == m.accepted, View: n.full(), v: n})
 }

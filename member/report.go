@@ -43,12 +43,12 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 	if x == m.self {
 		return
 	}
-	inc := m.acc.inc(x)
+	inc := m.accepted.inc(x)
 	if m.cur.has(x) {
 		inc = m.cur.inc(x)
 	}
 	put(&m.detected, x, inc)
-	if m.cur == nil || (!m.cur.has(x) && !m.acc.has(x)) {
+	if m.cur == nil || (!m.cur.has(x) && !m.accepted.has(x)) {
 		return
 	}
 	known := m.failed[x]
@@ -69,7 +69,7 @@ func (m *Member) onRecovered(x core.NodeID) {
 	if m.cur == nil {
 		return
 	}
-	if !m.cur.has(x) && !m.acc.has(x) {
+	if !m.cur.has(x) && !m.accepted.has(x) {
 		m.notice(x, false)
 	}
 }
@@ -80,7 +80,7 @@ func (m *Member) onRecovered(x core.NodeID) {
 // node was a member of this node's view).
 func (m *Member) pruneFailed() {
 	for id := range m.failed {
-		if !m.cur.has(id) && !m.acc.has(id) {
+		if !m.cur.has(id) && !m.accepted.has(id) {
 			m.unmark(id)
 		}
 	}
@@ -101,11 +101,11 @@ func (m *Member) pruneFailed() {
 // the detector to see the former process die).
 func (m *Member) markDetected(id core.NodeID, inc uint64) {
 	inCur := m.cur.has(id) && m.cur.inc(id) == inc
-	if inCur || (m.acc.has(id) && m.acc.inc(id) == inc) {
+	if inCur || (m.accepted.has(id) && m.accepted.inc(id) == inc) {
 		m.markFailed(id, inc, false, m.now())
 	}
-	if inCur && m.acc.has(id) && m.acc.inc(id) != inc {
-		m.markFailed(id, m.acc.inc(id), false, m.now())
+	if inCur && m.accepted.has(id) && m.accepted.inc(id) != inc {
+		m.markFailed(id, m.accepted.inc(id), false, m.now())
 	}
 }
 
@@ -201,8 +201,8 @@ func (m *Member) reportFailures() {
 // entered this node's views only through a proposal).
 func (m *Member) onReportTimeout() {
 	if m.reportTries >= maxReportTries && m.reportTo != core.None && m.reportTo != m.self {
-		inc := m.acc.inc(m.reportTo)
-		if !m.acc.has(m.reportTo) {
+		inc := m.accepted.inc(m.reportTo)
+		if !m.accepted.has(m.reportTo) {
 			inc = m.cur.inc(m.reportTo)
 		}
 		m.markFailed(m.reportTo, inc, true, m.now())

@@ -13,10 +13,10 @@ import (
 
 // stabilization is the state of a root driving its own proposal.
 type stabilization struct {
-	driving  bool // acc is this node's own proposal, being stabilized
-	restart  bool // restart the proposal with a higher epoch
-	began    time.Duration
-	minority uint64 // the epoch whose minority was announced
+	driving       bool // the accepted proposal is this node's own, being stabilized
+	restart       bool // restart the proposal with a higher epoch
+	began         time.Duration
+	minorityEpoch uint64 // the epoch whose minority was announced
 }
 
 // rootStep is the root's decision procedure, run whenever its knowledge
@@ -28,27 +28,27 @@ func (m *Member) rootStep() {
 		return
 	}
 	if m.driving {
-		if !m.restart && !m.hopeless(m.acc) {
+		if !m.restart && !m.hopeless(m.accepted) {
 			return // joins wait for the running proposal to finish
 		}
 		// A joiner that failed to acknowledge is dropped: it asks again if it
 		// lives (its failure is not remembered: it is no member).
-		for _, j := range m.accMsg.Joined {
+		for _, j := range m.acceptedPrep.Joined {
 			if m.failed[j.ID] && !m.cur.has(j.ID) {
-				m.pjoins = slices.DeleteFunc(m.pjoins, func(p pendingJoin) bool { return p.Joiner == j })
+				m.pendingJoins = slices.DeleteFunc(m.pendingJoins, func(p pendingJoin) bool { return p.Joiner == j })
 			}
 		}
 		m.abort("failure during stabilization")
 	}
 	m.restart = false
-	if m.acc != nil && EpochRoot(m.acc.epoch) == m.self {
-		m.dropAcc() // this node's own abandoned proposal: it never committed
+	if m.accepted != nil && EpochRoot(m.accepted.epoch) == m.self {
+		m.dropAccepted() // this node's own abandoned proposal: it never committed
 	}
 	// The base: a pending proposal of a root this node replaces, else the
 	// installed view.
 	base := m.cur
-	if m.acc != nil {
-		base = m.acc
+	if m.accepted != nil {
+		base = m.accepted
 	}
 	if m.rootOf(base) != m.self {
 		m.reportFailures()
@@ -138,7 +138,7 @@ func (m *Member) hopeless(v *view) bool {
 	if len(m.failedIn(v)) > 0 {
 		return true
 	}
-	for _, j := range m.pjoins {
+	for _, j := range m.pendingJoins {
 		if v.has(j.ID) && v.inc(j.ID) != j.Inc {
 			return true
 		}
@@ -151,8 +151,8 @@ func (m *Member) hopeless(v *view) bool {
 func (m *Member) changes(base *view) ([]core.NodeID, []Joiner) {
 	failed := m.failedIn(base)
 	var joined []Joiner
-	kept := m.pjoins[:0]
-	for _, j := range m.pjoins {
+	kept := m.pendingJoins[:0]
+	for _, j := range m.pendingJoins {
 		switch {
 		case base.has(j.ID) && base.inc(j.ID) == j.Inc:
 			if !m.isFailed(base, j.ID) {
@@ -176,7 +176,7 @@ func (m *Member) changes(base *view) ([]core.NodeID, []Joiner) {
 		kept = append(kept, j)
 		joined = append(joined, j.Joiner)
 	}
-	m.pjoins = kept
+	m.pendingJoins = kept
 	if base != m.cur {
 		// The adopted proposal may have dropped members of the installed
 		// view that are alive as far as this node knows: take them back
@@ -210,7 +210,7 @@ func (m *Member) propose(v *view, committed bool) {
 	base := m.cur
 	m.adopted = nil
 	if !committed {
-		base = m.acc
+		base = m.accepted
 		m.adopted = base
 	}
 	cause := causeOf(base, m.self, failed, joined)
@@ -221,15 +221,15 @@ func (m *Member) propose(v *view, committed bool) {
 			began = t
 		}
 	}
-	for _, j := range m.pjoins {
-		if j.at < began {
-			began = j.at
+	for _, j := range m.pendingJoins {
+		if j.askedAt < began {
+			began = j.askedAt
 		}
 	}
 	m.began = began
-	m.acc, m.accMsg, m.accFull, m.accParent = v, p, nil, core.None
+	m.accepted, m.acceptedPrep, m.acceptedFull, m.acceptedFrom = v, p, nil, core.None
 	m.lastPrep = p
-	m.acked.reset(v, m.at(v))
+	m.acked.reset(v, m.ownPos(v))
 	m.ackSent, m.ackResent = false, 0
 	m.driving = true
 	m.sendDown(v, p)
@@ -278,13 +278,13 @@ func causeOf(base *view, root core.NodeID, failed []core.NodeID, joined []Joiner
 // stable (§3.4), the root installs it and commits it down the tree, and
 // welcomes the joiners (JOIN_DET_ACK, §3.7).
 func (m *Member) stable() {
-	v := m.acc
+	v := m.accepted
 	m.env.Emit(Stabilized{Epoch: v.epoch, Began: m.began, At: m.now(), Members: v.size()})
-	joined := m.accMsg.Joined
-	m.pjoins = slices.DeleteFunc(m.pjoins, func(j pendingJoin) bool {
+	joined := m.acceptedPrep.Joined
+	m.pendingJoins = slices.DeleteFunc(m.pendingJoins, func(j pendingJoin) bool {
 		return v.has(j.ID) && v.inc(j.ID) == j.Inc
 	})
-	m.dropAcc()
+	m.dropAccepted()
 	m.install(v)
 	m.forwardCommit()
 	for _, j := range joined {
@@ -298,8 +298,8 @@ func (m *Member) abort(reason string) {
 	if !m.driving {
 		return
 	}
-	m.env.Emit(StabilizationAborted{Epoch: m.acc.epoch, At: m.now(), Reason: reason})
-	m.dropAcc()
+	m.env.Emit(StabilizationAborted{Epoch: m.accepted.epoch, At: m.now(), Reason: reason})
+	m.dropAccepted()
 	m.restoreAdopted()
 }
 
@@ -309,10 +309,10 @@ func (m *Member) enterMinority(base *view, alive int) {
 	if !m.waits[tMinority].armed {
 		m.arm(tMinority, m.cfg.ReportRetry, base.epoch)
 	}
-	if m.minority == base.epoch {
+	if m.minorityEpoch == base.epoch {
 		return
 	}
-	m.minority = base.epoch
+	m.minorityEpoch = base.epoch
 	m.env.Emit(Minority{Epoch: base.epoch, Alive: alive, Size: base.size()})
 	n := &MinorityNotice{Epoch: base.epoch, Alive: uint32(alive), Size: uint32(base.size())}
 	for _, id := range base.list() {
@@ -328,7 +328,7 @@ func (m *Member) enterMinority(base *view, alive int) {
 // true failures are found again (reports come back when members accept the
 // proposal, dead nodes do not acknowledge it).
 func (m *Member) retryMinority() {
-	if m.minority == 0 || m.cur == nil || m.driving {
+	if m.minorityEpoch == 0 || m.cur == nil || m.driving {
 		return
 	}
 	for id := range m.soft {
@@ -336,7 +336,7 @@ func (m *Member) retryMinority() {
 			m.unmark(id)
 		}
 	}
-	if m.acc != nil && m.rootGone(m.acc) {
+	if m.accepted != nil && m.rootGone(m.accepted) {
 		// The base this root adopts may be what keeps it in a minority:
 		// ask the proposal's members whether it can have committed.
 		m.queryOutcome()
@@ -345,10 +345,10 @@ func (m *Member) retryMinority() {
 }
 
 func (m *Member) onMinority(from core.NodeID, x *MinorityNotice) {
-	if m.cur == nil || !m.newest().has(from) || m.minority == x.Epoch {
+	if m.cur == nil || !m.newest().has(from) || m.minorityEpoch == x.Epoch {
 		return
 	}
-	m.minority = x.Epoch
+	m.minorityEpoch = x.Epoch
 	m.env.Emit(Minority{Epoch: x.Epoch, Alive: int(x.Alive), Size: int(x.Size)})
 }
 
@@ -366,8 +366,8 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 			return
 		}
 	}
-	mine := m.driving && m.acc.epoch == k.Epoch
-	if mine && k.Pending && EpochRoot(v.epoch) == from && v.has(m.self) && from != m.self && v.base() == m.acc.base() {
+	mine := m.driving && m.accepted.epoch == k.Epoch
+	if mine && k.Pending && EpochRoot(v.epoch) == from && v.has(m.self) && from != m.self && v.base() == m.accepted.base() {
 		// Two roots compete with proposals on the same base (each believes
 		// the other failed); the refuser is driving v. The higher epoch
 		// wins: this root yields to v, or proposes again above the counter
@@ -380,15 +380,15 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		}
 		m.abort(fmt.Sprintf("yields to %v's %s", from, FormatEpoch(v.epoch)))
 		m.unmark(from)
-		m.dropAcc()
-		m.acc, m.accParent = v, core.None
+		m.dropAccepted()
+		m.accepted, m.acceptedFrom = v, core.None
 		m.hold(v)
 		m.arm(tCommit, m.commitWait(v), v.epoch)
 		m.pruneFailed()
 		m.afterChange()
 		return
 	}
-	if mine && isJoiner(m.accMsg, from) && !m.cur.has(from) {
+	if mine && isJoiner(m.acceptedPrep, from) && !m.cur.has(from) {
 		switch {
 		case !v.has(m.self) && v.epoch > m.cur.epoch && (!k.Pending || m.cfg.Partition != PartitionMajority || mayDescend(v.epoch, v.ancestry, m.cur.epoch)):
 			// The joiner's lineage is ahead of this one: merge into it.
@@ -412,7 +412,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 			m.rootStep()
 		default:
 			// The joiner no longer wants to join: go on without it.
-			m.pjoins = slices.DeleteFunc(m.pjoins, func(j pendingJoin) bool { return j.ID == from })
+			m.pendingJoins = slices.DeleteFunc(m.pendingJoins, func(j pendingJoin) bool { return j.ID == from })
 			m.restart = true
 			m.rootStep()
 		}
@@ -422,10 +422,10 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	// anything newer than the installed view; any other only if it tells of
 	// a view newer than everything this node knows.
 	known := m.cur.epoch
-	if m.acc != nil && !mine {
-		known = m.acc.epoch
+	if m.accepted != nil && !mine {
+		known = m.accepted.epoch
 	}
-	if v.epoch <= known || (m.acc != nil && v.epoch == m.acc.epoch) || !v.has(from) {
+	if v.epoch <= known || (m.accepted != nil && v.epoch == m.accepted.epoch) || !v.has(from) {
 		return // stale: the refuser will time out and re-join
 	}
 	if !v.has(m.self) {
@@ -461,7 +461,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	if v.inc(m.self) != m.inc {
 		return
 	}
-	if k.Pending && m.acc != nil && supersedes(m.acc.epoch, m.acc.ancestry, v.epoch) {
+	if k.Pending && m.accepted != nil && supersedes(m.accepted.epoch, m.accepted.ancestry, v.epoch) {
 		return // the refuser holds a proposal that this node's replaces
 	}
 	if k.Pending {
@@ -474,8 +474,8 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		switch {
 		case m.driving && m.adopted != nil:
 			known = m.adopted
-		case !m.driving && m.acc != nil:
-			known = m.acc
+		case !m.driving && m.accepted != nil:
+			known = m.accepted
 		}
 		if !v.descends(known.epoch) && !(known != m.cur && supersedes(v.epoch, v.ancestry, known.epoch)) {
 			if mine && known == m.adopted && known.has(from) && !m.vetoed[known.epoch] {
@@ -506,8 +506,8 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 	if k.Pending {
 		// An uncommitted proposal this node did not know: it may have
 		// committed, so it becomes the base of whatever comes next.
-		m.dropAcc()
-		m.acc, m.accParent = v, core.None
+		m.dropAccepted()
+		m.accepted, m.acceptedFrom = v, core.None
 		m.hold(v)
 		m.arm(tCommit, m.commitWait(v), v.epoch)
 		m.pruneFailed()
@@ -520,8 +520,8 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		// proposals that abandon it, while its other holders, short of a
 		// majority of it, refused those for good (the oracle swarm, seed
 		// 1380442, majority).
-		if m.acc != nil && EpochRoot(m.acc.epoch) == m.self {
-			m.dropAcc()
+		if m.accepted != nil && EpochRoot(m.accepted.epoch) == m.self {
+			m.dropAccepted()
 		}
 		m.install(v)
 	}

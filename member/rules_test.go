@@ -59,12 +59,12 @@ func TestRootTakenBackByItsLineage(t *testing.T) {
 		if !m.driving {
 			t.Fatalf("%v: n1 does not drive a proposal after n0 failed", c.policy)
 		}
-		own := m.acc.epoch
+		own := m.accepted.epoch
 		env.TakeSent()
 		p := takeBack()
 		m.Receive(3, p)
 		acks := sentOf[*Ack](env)
-		accepted := m.acc != nil && m.acc.epoch == p.Epoch
+		accepted := m.accepted != nil && m.accepted.epoch == p.Epoch
 		if accepted != c.accept || (len(acks) == 1) != c.accept {
 			t.Fatalf("%v: n1 accepted %s: %v (%d ACKs), want %v", c.policy, FormatEpoch(p.Epoch), accepted, len(acks), c.accept)
 		}
@@ -83,7 +83,7 @@ func TestHolderTakenBackAsksTheOtherRoot(t *testing.T) {
 	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2, 3, 4}, 1)
 	q := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{MakeEpoch(1, 0)}, Failed: []core.NodeID{4}, Committed: true}
 	m.Receive(0, q)
-	if m.acc == nil || m.acc.epoch != q.Epoch {
+	if m.accepted == nil || m.accepted.epoch != q.Epoch {
 		t.Fatalf("n1 does not hold %s", FormatEpoch(q.Epoch))
 	}
 	env.TakeSent()
@@ -98,7 +98,7 @@ func TestHolderTakenBackAsksTheOtherRoot(t *testing.T) {
 			acked = true
 		}
 	}
-	if acked || m.acc.epoch != q.Epoch {
+	if acked || m.accepted.epoch != q.Epoch {
 		t.Fatalf("n1 accepted %s while holding %s", FormatEpoch(p.Epoch), FormatEpoch(q.Epoch))
 	}
 	if !queried {
@@ -163,7 +163,7 @@ func TestNeedViewAnswersNoGivenUpProposal(t *testing.T) {
 	p := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{base.epoch},
 		Failed: []core.NodeID{6}, Committed: true}
 	m.Receive(0, p)
-	if m.acc == nil || m.acc.epoch != p.Epoch {
+	if m.accepted == nil || m.accepted.epoch != p.Epoch {
 		t.Fatalf("n1 does not hold %s", FormatEpoch(p.Epoch))
 	}
 	env.TakeSent()
@@ -182,8 +182,8 @@ func TestNeedViewAnswersNoGivenUpProposal(t *testing.T) {
 
 	// The root says it gave p up: n1 drops it, and must not hand it out.
 	m.Receive(0, &Sync{View: base.full(), Abort: p.Epoch})
-	if m.acc != nil {
-		t.Fatalf("n1 still holds %s after its root's abort", FormatEpoch(m.acc.epoch))
+	if m.accepted != nil {
+		t.Fatalf("n1 still holds %s after its root's abort", FormatEpoch(m.accepted.epoch))
 	}
 	m.Receive(3, &NeedView{Epoch: p.Epoch})
 	if got := answers(); got != 0 {
@@ -248,14 +248,14 @@ func TestRefusedRootKeepsTheProposalItBuildsOn(t *testing.T) {
 	x := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(3, 0), Ancestry: []uint64{b.Epoch, first},
 		Failed: []core.NodeID{5}, Committed: true, Full: true, Members: []core.NodeID{0, 1, 2, 3, 4}}
 	m.Receive(0, x)
-	if m.acc == nil || m.acc.epoch != x.Epoch {
+	if m.accepted == nil || m.accepted.epoch != x.Epoch {
 		t.Fatalf("n1 does not hold %s", FormatEpoch(x.Epoch))
 	}
 	m.Handle(core.Failed{Node: 0})
 	if !m.driving || m.adopted == nil || m.adopted.epoch != x.Epoch {
 		t.Fatalf("n1 does not take %s over", FormatEpoch(x.Epoch))
 	}
-	own := m.acc.epoch
+	own := m.accepted.epoch
 	env.TakeSent()
 	m.Receive(2, &Nack{Epoch: own, View: b})
 	if m.cur.epoch != b.Epoch {
@@ -284,7 +284,7 @@ func TestMemberKeepsAnAcknowledgedProposalItsRootNeverGaveUp(t *testing.T) {
 	y := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(3, 4), Ancestry: []uint64{x.Epoch, first},
 		Failed: []core.NodeID{3}}
 	m.Receive(4, y)
-	if m.acc == nil || m.acc.epoch != y.Epoch {
+	if m.accepted == nil || m.accepted.epoch != y.Epoch {
 		t.Fatalf("n5 does not hold %s", FormatEpoch(y.Epoch))
 	}
 	m.Handle(core.Failed{Node: 3})
@@ -302,7 +302,7 @@ func TestMemberKeepsAnAcknowledgedProposalItsRootNeverGaveUp(t *testing.T) {
 			asked[s.To] = asked[s.To] || q.Epoch == x.Epoch
 		}
 	}
-	if acked || m.acc != nil && m.acc.epoch == z.Epoch {
+	if acked || m.accepted != nil && m.accepted.epoch == z.Epoch {
 		t.Fatalf("n5 accepted %s, which abandons %s", FormatEpoch(z.Epoch), FormatEpoch(x.Epoch))
 	}
 	if !asked[4] || !asked[6] {
@@ -329,7 +329,7 @@ func TestHolderAsksAReporterOfTheViewItsProposalBuildsOn(t *testing.T) {
 	x := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(3, 1), Ancestry: []uint64{base, first},
 		Failed: []core.NodeID{0}, Full: true, Members: []core.NodeID{1, 2, 3, 4, 5}}
 	m.Receive(2, x)
-	if m.acc == nil || m.acc.epoch != x.Epoch {
+	if m.accepted == nil || m.accepted.epoch != x.Epoch {
 		t.Fatalf("n4 does not hold %s", FormatEpoch(x.Epoch))
 	}
 	env.TakeSent()
@@ -358,15 +358,15 @@ func TestVerdictOnARestartedMemberCountsItsNewIncarnation(t *testing.T) {
 	x := &Prepare{Cause: CauseAliveNodeJoin, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{first},
 		Failed: []core.NodeID{1}, Joined: []Joiner{{ID: 1, Inc: 77}}, Full: true, Members: []core.NodeID{0, 2, 1}, Incs: []Joiner{{ID: 1, Inc: 77}}}
 	m.Receive(0, x)
-	if m.acc == nil || m.acc.epoch != x.Epoch || m.acc.inc(1) == m.cur.inc(1) {
+	if m.accepted == nil || m.accepted.epoch != x.Epoch || m.accepted.inc(1) == m.cur.inc(1) {
 		t.Fatalf("n2 does not hold %s with n1's new incarnation", FormatEpoch(x.Epoch))
 	}
 	m.Handle(core.Failed{Node: 1})
-	if !m.isFailed(m.acc, 1) || !m.isFailed(m.cur, 1) {
-		t.Fatalf("n1 failed in %s: %v, in %s: %v; want both", FormatEpoch(x.Epoch), m.isFailed(m.acc, 1), FormatEpoch(first), m.isFailed(m.cur, 1))
+	if !m.isFailed(m.accepted, 1) || !m.isFailed(m.cur, 1) {
+		t.Fatalf("n1 failed in %s: %v, in %s: %v; want both", FormatEpoch(x.Epoch), m.isFailed(m.accepted, 1), FormatEpoch(first), m.isFailed(m.cur, 1))
 	}
 	m.pruneFailed()
-	if !m.isFailed(m.acc, 1) {
+	if !m.isFailed(m.accepted, 1) {
 		t.Fatalf("n1 is no longer failed in %s once the verdicts were visited again", FormatEpoch(x.Epoch))
 	}
 }
@@ -379,11 +379,11 @@ func TestVerdictOnARestartedMemberCountsItsNewIncarnation(t *testing.T) {
 // swarm, seed 5342883, majority).
 func TestInstallDropsStaleJoins(t *testing.T) {
 	m, env := startMember(t, PartitionMajority, []core.NodeID{0, 1, 2}, 2)
-	m.pjoins = []pendingJoin{{Joiner{ID: 1, Inc: 5}, true, 0}, {Joiner{ID: 9, Inc: 3}, false, 0}}
+	m.pendingJoins = []pendingJoin{{Joiner{ID: 1, Inc: 5}, true, 0}, {Joiner{ID: 9, Inc: 3}, false, 0}}
 	x := &Prepare{Cause: CauseAliveNodeJoin, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{m.cur.epoch},
 		Failed: []core.NodeID{1}, Joined: []Joiner{{ID: 1, Inc: 77}}, Full: true, Members: []core.NodeID{0, 2, 1}, Incs: []Joiner{{ID: 1, Inc: 77}}}
 	m.Receive(0, x)
-	if m.acc == nil || m.acc.epoch != x.Epoch {
+	if m.accepted == nil || m.accepted.epoch != x.Epoch {
 		t.Fatalf("n2 does not hold %s", FormatEpoch(x.Epoch))
 	}
 	env.TakeSent()
@@ -427,7 +427,7 @@ func TestRefusedRootJoinsHeldLineage(t *testing.T) {
 			if !m.driving {
 				t.Fatal("n0 does not drive a proposal after n1 failed")
 			}
-			mine := m.acc.epoch
+			mine := m.accepted.epoch
 			env.TakeSent()
 			held := FullView{Epoch: MakeEpoch(2, c.root), Ancestry: []uint64{installed}, Members: []core.NodeID{1, 2, 3, 4}}
 			if c.root == 2 {
@@ -476,7 +476,7 @@ func TestOutsiderReporterOfAnAncestorIsAsked(t *testing.T) {
 			x := &Prepare{Cause: CauseRootDead, Epoch: MakeEpoch(3, 1), Ancestry: []uint64{base, first},
 				Failed: []core.NodeID{0, 7}, Full: true, Members: []core.NodeID{1, 2, 3, 4, 5, 6}}
 			m.Receive(2, x)
-			if m.acc == nil || m.acc.epoch != x.Epoch {
+			if m.accepted == nil || m.accepted.epoch != x.Epoch {
 				t.Fatalf("n4 does not hold %s", FormatEpoch(x.Epoch))
 			}
 			env.TakeSent()
@@ -546,13 +546,13 @@ func TestHolderDropsALeftBranch(t *testing.T) {
 			held := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{first},
 				Failed: []core.NodeID{4}, Full: true, Members: []core.NodeID{0, 1, 2, 3}}
 			m.Receive(1, held)
-			if m.acc == nil || m.acc.epoch != held.Epoch {
+			if m.accepted == nil || m.accepted.epoch != held.Epoch {
 				t.Fatalf("n3 does not hold %s", FormatEpoch(held.Epoch))
 			}
 			env.TakeSent()
 			x := FullView{Epoch: MakeEpoch(3, 1), Ancestry: c.ancestry(first, held.Epoch), Members: []core.NodeID{1, 2, 4, 5}}
 			m.Receive(5, &Sync{View: x, Abort: held.Epoch})
-			if dropped := m.acc == nil || m.acc.epoch != held.Epoch; dropped != c.drops {
+			if dropped := m.accepted == nil || m.accepted.epoch != held.Epoch; dropped != c.drops {
 				t.Errorf("n3 dropped %s: %v, want %v", FormatEpoch(held.Epoch), dropped, c.drops)
 			}
 		})
@@ -574,11 +574,11 @@ func TestRootOfAHeldProposalAdoptsIt(t *testing.T) {
 	p := &Prepare{Cause: CauseFailedNode, Epoch: MakeEpoch(2, 0), Ancestry: []uint64{first},
 		Failed: []core.NodeID{1}, Full: true, Members: []core.NodeID{0, 2, 3, 4}}
 	m.Receive(0, p)
-	if !m.driving || m.acc.base() != p.Epoch {
+	if !m.driving || m.accepted.base() != p.Epoch {
 		t.Fatalf("n2 does not drive a proposal on %s (driving %v)", FormatEpoch(p.Epoch), m.driving)
 	}
 	if m.adopted == nil || m.adopted.epoch != p.Epoch {
-		t.Errorf("n2 drives %s without holding %s as adopted", FormatEpoch(m.acc.epoch), FormatEpoch(p.Epoch))
+		t.Errorf("n2 drives %s without holding %s as adopted", FormatEpoch(m.accepted.epoch), FormatEpoch(p.Epoch))
 	}
 }
 
@@ -614,11 +614,11 @@ func TestRootProvesALeftBranchToAJoiner(t *testing.T) {
 				t.Fatalf("n2 installed %s, want %s", FormatEpoch(m.cur.epoch), FormatEpoch(installed.Epoch))
 			}
 			m.Receive(1, &JoinRequest{Alive: true, From: 1, Epoch: held, Joiners: []Joiner{{ID: 1}}})
-			if !m.driving || !isJoiner(m.accMsg, 1) {
+			if !m.driving || !isJoiner(m.acceptedPrep, 1) {
 				t.Fatalf("n2 does not drive a proposal admitting n1 (driving %v)", m.driving)
 			}
 			env.TakeSent()
-			m.Receive(1, &Nack{Epoch: m.acc.epoch, Pending: true,
+			m.Receive(1, &Nack{Epoch: m.accepted.epoch, Pending: true,
 				View: FullView{Epoch: held, Ancestry: []uint64{first}, Members: []core.NodeID{0, 1, 3}}})
 			proved := false
 			for _, s := range sentOf[*Sync](env) {

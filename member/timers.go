@@ -85,13 +85,13 @@ func (m *Member) Fire(t core.Timer) {
 	case tAck:
 		m.onAckTimeout(epoch)
 	case tCommit:
-		if m.acc != nil && m.acc.epoch == epoch && !m.driving {
+		if m.accepted != nil && m.accepted.epoch == epoch && !m.driving {
 			m.suspectSilentRoot()
-			if m.acc == nil || m.acc.epoch != epoch || m.driving {
+			if m.accepted == nil || m.accepted.epoch != epoch || m.driving {
 				return
 			}
 			m.queryOutcome()
-			m.arm(tCommit, m.commitWait(m.acc), epoch)
+			m.arm(tCommit, m.commitWait(m.accepted), epoch)
 		}
 	case tReport:
 		m.onReportTimeout()
@@ -162,7 +162,7 @@ func (t *timers) cancel(k timerKind) { t.waits[k].armed = false }
 // leaves gives up after 3l·AckTimeout, 3·AckTimeout after its children
 // gave up on theirs.
 func (m *Member) ackWait(v *view) time.Duration {
-	return time.Duration(max(1, v.levelsBelowAt(m.at(v)))) * m.cfg.AckTimeout
+	return time.Duration(max(1, v.levelsBelowAt(m.ownPos(v)))) * m.cfg.AckTimeout
 }
 
 // ackWaits is how many ACK waits pass before a node reports a silent
