@@ -40,7 +40,7 @@ type proposals struct {
 	// told a node holding one that it cannot have committed). A node holds
 	// one or two proposals at a time: ackedEpochs and held are short
 	// slices, which every view change at every node empties and refills
-	// without allocating (maps were made and dropped each time).
+	// without allocating.
 	ackedEpochs     []uint64
 	vetoed          map[uint64]bool
 	held            []*view // accepted proposals above the installed view
@@ -488,8 +488,8 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // children and the retry waits (ackRetryWaits, twice the first) start,
 // during which it goes again every half wait (ackResends). Lost messages
 // (the proposal, or an ACK, which a child repeats when the proposal comes
-// again), or a child whose messages are slow, therefore no longer exclude
-// a live child and its subtree; a crashed child is excluded two waits
+// again), or a child whose messages are slow, therefore do not exclude a
+// live child and its subtree; a crashed child is excluded two waits
 // later, unless its failure detector's verdict comes first (as it usually
 // does), which is handled at once.
 //

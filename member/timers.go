@@ -185,9 +185,9 @@ const ackRetryWaits = 2
 
 // ackResends is how many times the proposal goes again to a silent child
 // during the retry waits: at the first wait's end and then every half
-// wait. One repeat was not enough: over a link losing 5% of its messages,
-// the proposal and its one repeat were both lost about once in 400 view
-// changes of such a link, and the live child was reported (a group
+// wait. One repeat is not enough: over a link losing 5% of its messages,
+// the proposal and its one repeat are both lost about once in 400 view
+// changes of such a link, and the live child is reported (a group
 // simulation of 128 stacks, TestSlowLossyMemberNotExcluded, seed
 // 1194237355). Each repeat goes only to children still silent, which are
 // in most cases crashed ones that the failure detector declares first.

@@ -112,7 +112,7 @@ func newViewAt(epoch uint64, members []core.NodeID, ancestry []uint64, incs []ui
 // into v.tail. Every view change builds a view at every member, and the
 // members that joined since the ids were assigned make a tail as long as
 // the view's turnover: a sorted slice costs that build less than a map
-// did (no hashing, one allocation), and a lookup is a binary search.
+// would (no hashing, one allocation), and a lookup is a binary search.
 func (v *view) index() {
 	v.sorted = 1
 	for v.sorted < len(v.mem) && v.mem[v.sorted] > v.mem[v.sorted-1] {
