@@ -13,8 +13,8 @@ import (
 // the failures reported to it or found by its own timeouts, and its
 // reports to the root.
 type failures struct {
-	failed   map[core.NodeID]bool // members declared failed (detector or reports)
-	failedAt map[core.NodeID]time.Duration
+	failed   map[core.NodeID]bool          // members declared failed (detector or reports)
+	failedAt map[core.NodeID]time.Duration // when each failure became known
 	// detected is what this node's detector declares failed now, with the
 	// incarnation the verdict is about (the one this node's views held).
 	detected map[core.NodeID]uint64

@@ -13,10 +13,10 @@ import (
 
 // stabilization is the state of a root driving its own proposal.
 type stabilization struct {
-	driving       bool // the accepted proposal is this node's own, being stabilized
-	restart       bool // restart the proposal with a higher epoch
-	began         time.Duration
-	minorityEpoch uint64 // the epoch whose minority was announced
+	driving       bool          // the accepted proposal is this node's own, being stabilized
+	restart       bool          // restart the proposal with a higher epoch
+	began         time.Duration // when the first failure or join the proposal handles was known
+	minorityEpoch uint64        // the epoch whose minority was announced
 }
 
 // rootStep is the root's decision procedure, run whenever its knowledge
