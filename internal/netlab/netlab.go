@@ -2,12 +2,20 @@
 // need real separate network stacks: each host is a network namespace with
 // its own veth pair on one bridge and its own address in a private subnet.
 // Faults are data: cut a host's link, heal it, kill every process of a
-// host. A Lab removes everything it made when closed (Close, or the test's
-// cleanup), and [Leaks] says whether anything of a lab is left.
+// host; and, narrower, cut the path between two hosts while both still
+// reach everyone else ([Lab.CutPair]), cut one direction of it
+// ([Lab.CutOneWay]), heal either, or make a host that nobody can dial but
+// that dials out freely, as behind a NAT ([Lab.SetDialOutOnly]). A cut
+// drops packets in silence, as a broken network does. A Lab removes
+// everything it made when closed (Close, or the test's cleanup), and
+// [Leaks] says whether anything of a lab is left.
 //
 // It needs root and the ip command (iproute2); [New] skips the test, saying
-// why, without them. Names carry a per-lab prefix, so labs of tests running
-// in parallel (even in several test binaries) do not collide.
+// why, without them. The narrower faults live in each host's firewall and
+// need the nft command as well (Debian: apt-get install nftables, with a
+// kernel that has nf_tables and connection tracking); [NeedNft] skips a test
+// without it. Names carry a per-lab prefix, so labs of tests running in
+// parallel (even in several test binaries) do not collide.
 package netlab
 
 import (
@@ -19,6 +27,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +44,10 @@ type Host struct {
 	// Addr is the host's IPv4 address in the lab's subnet.
 	Addr string
 	veth string // the host-side end of its veth pair, on the bridge
+
+	// What its firewall holds (links.go), guarded by the lab's mu.
+	dropFrom    []string // addresses whose packets it drops, sorted
+	dialOutOnly bool     // drops every packet that starts a conversation
 }
 
 // Lab is a set of hosts on one bridge.
@@ -45,6 +58,7 @@ type Lab struct {
 	Bridge, BridgeAddr string
 	Hosts              []*Host
 	closed             bool
+	mu                 sync.Mutex // guards the hosts' firewall records
 }
 
 // cmdTimeout bounds every ip command.

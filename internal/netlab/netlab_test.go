@@ -13,11 +13,15 @@ import (
 
 // TestMain lets the test binary act, inside a lab host, as a TCP echo
 // server (NETLAB_ECHO=addr) or as a client that checks one echo
-// (NETLAB_DIAL=addr), or as a node of transport/tcp (NETLAB_TRANSPORT, see
+// (NETLAB_DIAL=addr), as one end of a datagram exchange (NETLAB_UDP, see
+// udpExchange), or as a node of transport/tcp (NETLAB_TRANSPORT, see
 // transportNode).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("NETLAB_TRANSPORT"); mode != "" {
 		os.Exit(transportNode(mode))
+	}
+	if spec := os.Getenv("NETLAB_UDP"); spec != "" {
+		os.Exit(udpExchange(spec))
 	}
 	if addr := os.Getenv("NETLAB_ECHO"); addr != "" {
 		ln, err := net.Listen("tcp", addr)
