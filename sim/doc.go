@@ -111,13 +111,17 @@
 // when it resumes), CrashRandom, Cut, Heal, Partition, Loss, DelaySpike,
 // HealAll — applied to a world with
 // Plan.Apply(w, factory) (factory builds the machines of restarting nodes).
+// A Cut is a partial partition: the link between two nodes is down, both
+// ways or, with OneWay, only from A to B, while both still reach everyone
+// else; a message sent across it is dropped, not delayed.
 // Overlapping windows combine: the largest loss applies, partitions meet,
-// cuts count. Each fault prints itself, and World.FaultLog records what
-// happened, with the victims drawn by CrashRandom. Swarm(seed, n, horizon,
-// opts) draws a random plan from a seed — each kind of fault switched on or
-// off per seed, crashes capped at a fraction of the nodes, every window
-// healed by the horizon — and ends it with HealAll: after the horizon comes
-// the liveness phase, in which a test demands convergence within a bound.
+// cuts count per direction. Each fault prints itself, and World.FaultLog
+// records what happened, with the victims drawn by CrashRandom.
+// Swarm(seed, n, horizon, opts) draws a random plan from a seed — each kind
+// of fault switched on or off per seed, crashes capped at a fraction of the
+// nodes, every window healed by the horizon — and ends it with HealAll:
+// after the horizon comes the liveness phase, in which a test demands
+// convergence within a bound.
 //
 // # Invariant checkers
 //

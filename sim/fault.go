@@ -56,13 +56,18 @@ type CrashRandom struct {
 }
 
 // Cut drops every message between A and B, both ways, from At until Until
-// (or until a [Heal] or [HealAll] when Until is 0).
+// (or until a [Heal] or [HealAll] when Until is 0): a partial partition, in
+// which A and B still reach every other node. With OneWay it drops only the
+// messages from A to B, and those from B to A are delivered. Cuts overlap
+// per direction: a direction is healed when no cut holds it any more.
 type Cut struct {
 	A, B      core.NodeID
 	At, Until time.Duration
+	OneWay    bool
 }
 
-// Heal ends every cut between A and B at At.
+// Heal ends every cut between A and B at At, one-way cuts either way
+// included.
 type Heal struct {
 	A, B core.NodeID
 	At   time.Duration
@@ -117,9 +122,17 @@ func (f Recover) String() string {
 func (f CrashRandom) String() string { return fmt.Sprintf("crash %d random at %v", f.K, f.At) }
 func (f Cut) String() string {
 	if f.Until == 0 {
-		return fmt.Sprintf("cut %v-%v at %v", f.A, f.B, f.At)
+		return fmt.Sprintf("cut %s at %v", f.link(), f.At)
 	}
-	return fmt.Sprintf("cut %v-%v in [%v,%v)", f.A, f.B, f.At, f.Until)
+	return fmt.Sprintf("cut %s in [%v,%v)", f.link(), f.At, f.Until)
+}
+
+// link names the cut's link: a-b both ways, a->b one way.
+func (f Cut) link() string {
+	if f.OneWay {
+		return fmt.Sprintf("%v->%v", f.A, f.B)
+	}
+	return fmt.Sprintf("%v-%v", f.A, f.B)
 }
 func (f Heal) String() string { return fmt.Sprintf("heal %v-%v at %v", f.A, f.B, f.At) }
 func (f Partition) String() string {
@@ -351,7 +364,7 @@ type faultState struct {
 	nextID int
 	parts  map[int]Partition
 	losses map[int]float64
-	cuts   map[uint64]map[int]bool // undirected pair (min,max) -> ids of the active Cut faults
+	cuts   map[uint64]map[int]bool // directed pair -> ids of the active Cut faults that drop it
 	spikes *spiky
 }
 
@@ -416,40 +429,61 @@ func (f CrashRandom) schedule(w *World, _ Factory) {
 	})
 }
 
-func undirected(a, b core.NodeID) uint64 { return pairKey(min(a, b), max(a, b)) }
+// directions lists the directed pairs the cut drops.
+func (f Cut) directions() [][2]core.NodeID {
+	if f.OneWay || f.A == f.B {
+		return [][2]core.NodeID{{f.A, f.B}}
+	}
+	return [][2]core.NodeID{{f.A, f.B}, {f.B, f.A}}
+}
 
 func (f Cut) schedule(w *World, _ Factory) {
 	fs := w.faultState()
 	fs.nextID++
 	id := fs.nextID
-	k := undirected(f.A, f.B)
+	dirs := f.directions()
 	w.At(f.At, func() {
-		if fs.cuts[k] == nil {
-			fs.cuts[k] = map[int]bool{}
+		for _, d := range dirs {
+			k := pairKey(d[0], d[1])
+			if fs.cuts[k] == nil {
+				fs.cuts[k] = map[int]bool{}
+			}
+			fs.cuts[k][id] = true
+			w.CutOneWay(d[0], d[1])
 		}
-		fs.cuts[k][id] = true
-		w.Cut(f.A, f.B)
-		w.logFault("cut %v-%v", f.A, f.B)
+		w.logFault("cut %s", f.link())
 	})
-	if f.Until != 0 {
-		w.At(f.Until, func() {
+	if f.Until == 0 {
+		return
+	}
+	w.At(f.Until, func() {
+		var healed [][2]core.NodeID
+		for _, d := range dirs {
+			k := pairKey(d[0], d[1])
 			if !fs.cuts[k][id] {
-				return // healed already
+				continue // healed already
 			}
 			delete(fs.cuts[k], id)
 			if len(fs.cuts[k]) == 0 {
 				delete(fs.cuts, k)
-				w.Heal(f.A, f.B)
-				w.logFault("heal %v-%v", f.A, f.B)
+				w.HealOneWay(d[0], d[1])
+				healed = append(healed, d)
 			}
-		})
-	}
+		}
+		switch {
+		case len(healed) == 2:
+			w.logFault("heal %v-%v", f.A, f.B)
+		case len(healed) == 1:
+			w.logFault("heal %v->%v", healed[0][0], healed[0][1])
+		}
+	})
 }
 
 func (f Heal) schedule(w *World, _ Factory) {
 	fs := w.faultState()
 	w.At(f.At, func() {
-		delete(fs.cuts, undirected(f.A, f.B))
+		delete(fs.cuts, pairKey(f.A, f.B))
+		delete(fs.cuts, pairKey(f.B, f.A))
 		w.Heal(f.A, f.B)
 		w.logFault("heal %v-%v", f.A, f.B)
 	})

@@ -59,6 +59,8 @@ func TestFaultStrings(t *testing.T) {
 		{CrashRandom{K: 4, At: time.Second}, "crash 4 random at 1s"},
 		{Cut{A: 1, B: 2, At: time.Second}, "cut n1-n2 at 1s"},
 		{Cut{A: 1, B: 2, At: time.Second, Until: 3 * time.Second}, "cut n1-n2 in [1s,3s)"},
+		{Cut{A: 2, B: 1, At: time.Second, OneWay: true}, "cut n2->n1 at 1s"},
+		{Cut{A: 1, B: 2, At: time.Second, Until: 3 * time.Second, OneWay: true}, "cut n1->n2 in [1s,3s)"},
 		{Heal{A: 1, B: 2, At: time.Second}, "heal n1-n2 at 1s"},
 		{Partition{Groups: [][]core.NodeID{{4, 1, 2, 3, 9}}, At: time.Second, Until: 2 * time.Second}, "partition {n1-n4,n9 (5)}|rest in [1s,2s)"},
 		{Loss{P: 0.25, From: 0, Until: time.Second}, "loss 25% in [0s,1s)"},

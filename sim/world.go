@@ -254,11 +254,18 @@ func (w *World) Cut(a, b core.NodeID) {
 	w.cuts[pairKey(b, a)] = true
 }
 
-// Heal undoes Cut(a, b).
+// Heal undoes Cut(a, b), and any one-way cut between a and b.
 func (w *World) Heal(a, b core.NodeID) {
 	delete(w.cuts, pairKey(a, b))
 	delete(w.cuts, pairKey(b, a))
 }
+
+// CutOneWay drops every message from from to to, until HealOneWay or Heal;
+// messages the other way are delivered.
+func (w *World) CutOneWay(from, to core.NodeID) { w.cuts[pairKey(from, to)] = true }
+
+// HealOneWay undoes CutOneWay(from, to); a cut the other way stays.
+func (w *World) HealOneWay(from, to core.NodeID) { delete(w.cuts, pairKey(from, to)) }
 
 // Partition splits the nodes into groups that cannot exchange messages.
 // Nodes not named in any group form one more group together.
