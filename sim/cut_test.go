@@ -1,9 +1,13 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/sim/simtest"
 )
 
 // bothWays runs, at each of the given times, a send from node 0 to node 1
@@ -95,5 +99,100 @@ func TestOneWayCutDisconnects(t *testing.T) {
 	w.RunUntil(25 * ms)
 	if !w.connected(0, 1) {
 		t.Fatal("n0, n1 disconnected after the heal")
+	}
+}
+
+// With the new kinds asked for, swarm plans hold one-way cuts and partial
+// partitions — two disjoint groups of at most 3 cut from each other over
+// one window, a third node left reaching both — every one healed by the
+// horizon; without them (the default) no plan holds a one-way cut.
+func TestSwarmOneWayAndPartialPartitions(t *testing.T) {
+	const n = 16
+	horizon := 4 * time.Second
+	off := DefaultSwarmOptions()
+	on := off
+	// No plain pair cuts and one partial partition at most: every two-way
+	// cut of a plan is then part of that partial partition.
+	on.MaxCuts, on.MaxOneWayCuts, on.MaxPartialPartitions = 0, 3, 1
+	oneWay, partial := 0, 0
+	seeds := simtest.Seeds(t, 200)
+	for _, seed := range seeds {
+		for _, f := range Swarm(seed, n, horizon, off) {
+			if c, ok := f.(Cut); ok && c.OneWay {
+				t.Fatalf("seed %d: default options drew %v", seed, c)
+			}
+		}
+		p := Swarm(seed, n, horizon, on)
+		if p.String() != Swarm(seed, n, horizon, on).String() {
+			t.Fatalf("seed %d: two different plans", seed)
+		}
+		w := New(Config{Seed: seed})
+		for range n {
+			w.Add(&script{})
+		}
+		if err := p.Apply(w, idle); err != nil {
+			t.Fatalf("seed %d: generated plan rejected: %v\n%v", seed, err, p)
+		}
+		var cs []Cut
+		for _, f := range p {
+			c, ok := f.(Cut)
+			if !ok {
+				continue
+			}
+			if c.Until == 0 || c.Until > horizon || c.A == c.B {
+				t.Fatalf("seed %d: %v", seed, c)
+			}
+			if c.OneWay {
+				oneWay++
+			} else {
+				cs = append(cs, c)
+			}
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		as, bs := map[core.NodeID]bool{}, map[core.NodeID]bool{}
+		for _, c := range cs {
+			as[c.A], bs[c.B] = true, true
+			if c.At != cs[0].At || c.Until != cs[0].Until {
+				t.Fatalf("seed %d: partial partition in several windows: %v", seed, cs)
+			}
+		}
+		for a := range as {
+			if bs[a] {
+				t.Fatalf("seed %d: %v on both sides of a partial partition: %v", seed, a, cs)
+			}
+		}
+		if len(as) > 3 || len(bs) > 3 || len(as)*len(bs) != len(cs) {
+			t.Fatalf("seed %d: partial partition %v is not every pair of two groups of at most 3", seed, cs)
+		}
+		partial++
+	}
+	if oneWay == 0 || partial == 0 {
+		t.Fatalf("%d seeds drew %d one-way cuts and %d partial partitions; want some of each", len(seeds), oneWay, partial)
+	}
+}
+
+// Swarms with the new kinds replay exactly: the same seed gives the same
+// trace hash, statistics and fault log, another seed another hash.
+func TestSwarmOneWayDeterminism(t *testing.T) {
+	r := defaultSwarmRun()
+	r.opts.MaxOneWayCuts, r.opts.MaxPartialPartitions = 3, 2
+	for _, seed := range simtest.Seeds(t, 3) {
+		a, errA := r.run(seed)
+		b, errB := r.run(seed)
+		c, _ := r.run(seed + 1)
+		if errA != nil || errB != nil {
+			t.Fatalf("seed %d: %v / %v", seed, errA, errB)
+		}
+		if a.TraceHash() != b.TraceHash() || a.Stats() != b.Stats() || !slices.Equal(a.FaultLog(), b.FaultLog()) {
+			t.Fatalf("seed %d twice: hashes %x %x, stats %+v %+v", seed, a.TraceHash(), b.TraceHash(), a.Stats(), b.Stats())
+		}
+		if a.TraceHash() == c.TraceHash() {
+			t.Fatalf("seeds %d and %d gave the same trace hash %x", seed, seed+1, a.TraceHash())
+		}
+		if a.Stats().Dropped == 0 {
+			t.Fatalf("seed %d: nothing was dropped\n%v", seed, fmt.Sprint(a.Plan()))
+		}
 	}
 }

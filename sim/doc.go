@@ -121,7 +121,9 @@
 // of fault switched on or off per seed, crashes capped at a fraction of the
 // nodes, every window healed by the horizon — and ends it with HealAll:
 // after the horizon comes the liveness phase, in which a test demands
-// convergence within a bound.
+// convergence within a bound. One-way cuts and partial partitions of small
+// groups (SwarmOptions.MaxOneWayCuts, MaxPartialPartitions) are drawn only
+// when asked for, so the plans of existing seeds stay what they were.
 //
 // # Invariant checkers
 //

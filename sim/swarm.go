@@ -28,6 +28,17 @@ type SwarmOptions struct {
 	MaxLoss float64
 	// MaxSpike caps the extra latency of a delay spike.
 	MaxSpike time.Duration
+	// MaxOneWayCuts caps the one-way cuts ([Cut] with OneWay): the
+	// messages from one node to another dropped, the other way delivered.
+	// Zero, the default, draws none and draws nothing from the seed, so
+	// plans drawn without it are unchanged.
+	MaxOneWayCuts int
+	// MaxPartialPartitions caps the partial partitions: two disjoint groups
+	// of 1 to 3 nodes cut from each other (a [Cut] for every pair across,
+	// one window for all), both still reaching every other node, so a path
+	// between them remains through a third. Zero, the default, draws none
+	// and draws nothing from the seed.
+	MaxPartialPartitions int
 	// Protect lists nodes that are never crashed (a test driver, say). With
 	// Protect set, crashes name their victims; otherwise some use
 	// CrashRandom.
@@ -51,7 +62,8 @@ func DefaultSwarmOptions() SwarmOptions {
 }
 
 // Swarm draws a random fault plan for n nodes from seed: crashes (at most
-// the configured fraction), partitions, cuts, loss windows and delay spikes,
+// the configured fraction), partitions, cuts, loss windows and delay spikes
+// (and, when asked for, one-way cuts and partial partitions),
 // all at times in [opts.Start, horizon) and all healed by horizon, and ends
 // with a [HealAll] at horizon — after it comes the liveness phase, in which
 // the caller demands convergence within a bound (as FoundationDB's and
@@ -170,6 +182,35 @@ func Swarm(seed uint64, n int, horizon time.Duration, opts SwarmOptions) Plan {
 			s.A, s.B = []core.NodeID{a}, []core.NodeID{b}
 		}
 		p = append(p, s)
+	}
+	// Kinds added later draw after all others, and nothing when off, so
+	// every seed's plan without them stays what it was.
+	for range count(opts.MaxOneWayCuts) {
+		if n < 2 {
+			break
+		}
+		a := core.NodeID(r.IntN(n))
+		b := core.NodeID(r.IntN(n - 1))
+		if b >= a {
+			b++
+		}
+		from, until := window()
+		p = append(p, Cut{A: a, B: b, At: from, Until: until, OneWay: true})
+	}
+	for range count(opts.MaxPartialPartitions) {
+		if n < 3 {
+			break // a partial partition leaves a third node reaching both sides
+		}
+		side := min(3, (n-1)/2)
+		perm := r.Perm(n)
+		ga, gb := perm[:1+r.IntN(side)], perm[side:]
+		gb = gb[:1+r.IntN(side)]
+		from, until := window()
+		for _, a := range ga {
+			for _, b := range gb {
+				p = append(p, Cut{A: core.NodeID(a), B: core.NodeID(b), At: from, Until: until})
+			}
+		}
 	}
 	slices.SortStableFunc(p, func(a, b Fault) int { return cmpDuration(a.Start(), b.Start()) })
 	return append(p, HealAll{At: horizon})
