@@ -74,7 +74,9 @@ func (l *Lab) HealOneWay(from, to *Host) error {
 // again (off). Packets that start a conversation with h — a TCP SYN, a
 // first datagram — are dropped on arrival; conversations h starts work
 // both ways, and so does traffic within h. It holds against the machine
-// too, not only against other hosts.
+// too, not only against other hosts. Switch it on before the conversations
+// it should refuse begin: the firewall learns of a connection from its
+// packets, so one already open may stall until h sends on it.
 func (l *Lab) SetDialOutOnly(h *Host, on bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
