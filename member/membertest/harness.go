@@ -458,12 +458,12 @@ func (h *Harness) Dump() string {
 		m := h.Member(id)
 		in := m.Inspect()
 		v := m.View()
-		acc := "-"
+		pending := "-"
 		if in.Pending != nil {
-			acc = member.FormatEpoch(in.Pending.Epoch)
+			pending = member.FormatEpoch(in.Pending.Epoch)
 		}
-		fmt.Fprintf(&b, "  %v: view %s %v acc %s root=%v driving=%v joining=%v failed=%v pjoins=%d merge=%v\n",
-			id, member.FormatEpoch(v.Epoch), v.Members, acc, m.IsRoot(), in.Driving, in.Joining, m.FailedMembers(), in.PendingJoins, in.MergeRoot)
+		fmt.Fprintf(&b, "  %v: view %s %v pending %s root=%v driving=%v joining=%v failed=%v pendingJoins=%d merge=%v\n",
+			id, member.FormatEpoch(v.Epoch), v.Members, pending, m.IsRoot(), in.Driving, in.Joining, m.FailedMembers(), in.PendingJoins, in.MergeRoot)
 	}
 	b.WriteString("  recent events:\n")
 	for _, l := range h.log[max(0, len(h.log)-80):] {
