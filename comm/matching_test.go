@@ -63,7 +63,7 @@ import (
 	"testing"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/scripttest"
+	"github.com/cohort-mp/cohort/core/coretest/scripttest"
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/wire"
 )

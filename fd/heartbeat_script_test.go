@@ -11,12 +11,12 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/core/coretest"
-	"github.com/cohort-mp/cohort/internal/scripttest"
+	"github.com/cohort-mp/cohort/core/coretest/scripttest"
 )
 
 // TestHeartbeatScripts replays the data-driven tests of the heartbeat
 // detector (Phoenix §4): the scenarios of testdata/heartbeat/*.txt, each a
-// script run by the driver internal/scripttest, each citing the section of
+// script run by the driver core/coretest/scripttest, each citing the section of
 // the paper it checks. Regenerate the expected output with
 //
 //	go test ./fd -run TestHeartbeatScripts -rewrite

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/internal/scripttest"
+	"github.com/cohort-mp/cohort/core/coretest/scripttest"
 )
 
 // TestScripts replays the scenarios of testdata/*.txt, the paper's
