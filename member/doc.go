@@ -89,15 +89,9 @@
 // used by one goroutine at a time (a node's loop, or the simulator).
 // A machine holds only its own state (failures it knows of, timers, the
 // proposal in flight), so n machines of one job in one process hold O(n)
-// bytes. Measured by `cohort sim membership-ts` (its report has the table;
-// Go 1.26, linux/amd64; each member a Member under sim.World, one crash
-// handled): a world held 2.9 MB at n = 4,096 once started and 4.2 MB after
-// the crash, 11.8 and 17.0 MB at 16,384, 47 and 68 MB at 65,536 — about
-// 1,040 bytes per member at every size; the member's state has grown since,
-// to 1,551 bytes per member after the crash at n = 4,096 and 1,554 at
-// 65,536 (`cohort sim membership-ts --quick`, the same with lazy views
-// and before them). When every machine held its own
-// copies of the list, a world held 8.7 bytes per n² (2.3 GB at 16,384).
+// bytes, about 1.5 KB per member after a crash at every size: no machine
+// holds its own copy of the member list, which would make a world O(n²)
+// (docs/PERFORMANCE.md has the figures of `cohort sim membership-ts`).
 //
 // # The protocol as implemented
 //
@@ -299,9 +293,9 @@
 // gossip detector); under PartitionMajority, live nodes that hold no
 // majority of the newest view any of them installed (or less than half of
 // a dead root's uncommitted proposal one of them holds, or two such
-// proposals that conflict) must instead stay put. The scripted tests (paper_test.go)
-// replay each case of §3.2–3.7, Figure 3 and footnote 1 and compare the
-// exact messages exchanged.
+// proposals that conflict) must instead stay put. The scripts in testdata
+// (replayed by TestScripts) walk through each case of §3.2–3.7, Figure 3
+// and footnote 1 and compare the exact messages exchanged.
 //
 // The swarm draws, per seed, 3–16 nodes, a fan-out of 2, 4 or 8, a uniform
 // latency, and up to 8 faults: crashes of random nodes, of the root, of
