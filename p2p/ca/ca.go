@@ -5,7 +5,9 @@
 // certificate's common name) its configuration allows.
 //
 // Files: a CA is a directory holding ca.crt (PEM, public) and ca.key (PEM,
-// 0600); Issue writes NAME.crt and NAME.key (0600) for a member. Keys are
+// 0600); Issue writes NAME.crt and NAME.key (0600) for a member. Every
+// file is created anew (O_EXCL): nothing existing at its path, a file of
+// looser mode or a symbolic link, is ever written through. Keys are
 // ECDSA P-256; certificates carry the name as common name and as a DNS
 // name (and as an IP address when it is one), for client and server use.
 package ca
@@ -20,6 +22,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -130,15 +133,42 @@ func serial() *big.Int {
 	return n
 }
 
+// writePair writes base.key (0600) and base.crt (0644) into dir. Each file
+// is created with O_EXCL: a file or symbolic link planted at either path
+// after the caller's existence check makes it fail rather than be written
+// through, and an existing file's looser mode is never kept.
 func writePair(dir, base string, der []byte, key *ecdsa.PrivateKey) error {
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, base+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+	keyPath, crtPath := filepath.Join(dir, base+".key"), filepath.Join(dir, base+".crt")
+	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return err
+	}
+	if err := writeNew(crtPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		os.Remove(keyPath)
+		return err
+	}
+	return nil
+}
+
+// writeNew creates path with mode and writes data into it; it refuses
+// (ErrExists) if anything, a symbolic link included, is already there.
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %s", ErrExists, path)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrFiles, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, base+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
 		return fmt.Errorf("%w: %v", ErrFiles, err)
 	}
 	return nil

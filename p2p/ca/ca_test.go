@@ -126,3 +126,37 @@ func TestMutualTLSRefusals(t *testing.T) {
 		t.Errorf("no allow list: %v", err)
 	}
 }
+
+// A key file that appears between Issue's existence check and its writing
+// (here: planted before writePair is called) is never written through: not
+// a file of looser mode, not a symbolic link to elsewhere.
+func TestWritePairRefusesExisting(t *testing.T) {
+	dir, _ := mkCA(t, "cluster")
+	caCert, caKey, err := load(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loose := filepath.Join(dir, "m.key")
+	if err := os.WriteFile(loose, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePair(dir, "m", caCert.Raw, caKey); !errors.Is(err, ErrExists) {
+		t.Errorf("writing over a key of mode 0644: %v, want ErrExists", err)
+	}
+	if b, _ := os.ReadFile(loose); string(b) != "old" {
+		t.Errorf("the private key was written into the existing 0644 file")
+	}
+	target := filepath.Join(t.TempDir(), "stolen")
+	if err := os.Symlink(target, filepath.Join(dir, "n.key")); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePair(dir, "n", caCert.Raw, caKey); !errors.Is(err, ErrExists) {
+		t.Errorf("writing through a symbolic link: %v, want ErrExists", err)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the private key landed at the link's target: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "n.crt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a certificate was written although its key was refused: %v", err)
+	}
+}
