@@ -95,3 +95,71 @@ func TestLimitsAndChecksums(t *testing.T) {
 		t.Errorf("a checksum that is not hex: %v", err)
 	}
 }
+
+// The job's directory, or the work directory holding it, swapped for a
+// symbolic link after the job began: the file is refused and nothing
+// lands at the link's target.
+func TestSwappedDirectoryRefused(t *testing.T) {
+	data := []byte("x")
+	swap := func(t *testing.T, path string) (target string) {
+		t.Helper()
+		target = t.TempDir()
+		if err := os.Rename(path, path+".moved"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+		return target
+	}
+	check := func(t *testing.T, d *Dir, target string) {
+		t.Helper()
+		for _, p := range []string{"f", "sub/f"} {
+			if err := d.Receive(file(p, data), bytes.NewReader(data)); !errors.Is(err, ErrPath) {
+				t.Errorf("%s: %v, want ErrPath", p, err)
+			}
+		}
+		if ents, _ := os.ReadDir(target); len(ents) != 0 {
+			t.Errorf("files written at the link's target: %v", ents)
+		}
+	}
+	anchored := func(t *testing.T) (*Dir, string) {
+		work := filepath.Join(t.TempDir(), "work")
+		if err := os.MkdirAll(filepath.Join(work, "job-1"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		anchor, err := os.Open(work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { anchor.Close() })
+		return &Dir{Root: filepath.Join(work, "job-1"), Anchor: anchor, MaxFile: 1 << 10, MaxTotal: 3 << 10}, work
+	}
+	t.Run("job directory, no anchor", func(t *testing.T) {
+		d := newDir(t)
+		d.Root = filepath.Join(d.Root, "job-1")
+		os.Mkdir(d.Root, 0o700)
+		check(t, d, swap(t, d.Root))
+	})
+	t.Run("job directory", func(t *testing.T) {
+		d, _ := anchored(t)
+		check(t, d, swap(t, d.Root))
+	})
+	t.Run("work directory", func(t *testing.T) {
+		d, work := anchored(t)
+		target := swap(t, work)
+		os.Mkdir(filepath.Join(target, "job-1"), 0o700)
+		check(t, d, filepath.Join(target, "job-1"))
+	})
+	t.Run("a directory below the job's", func(t *testing.T) {
+		d, _ := anchored(t)
+		os.Mkdir(filepath.Join(d.Root, "sub"), 0o700)
+		target := swap(t, filepath.Join(d.Root, "sub"))
+		if err := d.Receive(file("sub/f", data), bytes.NewReader(data)); !errors.Is(err, ErrPath) {
+			t.Errorf("sub/f: %v, want ErrPath", err)
+		}
+		if ents, _ := os.ReadDir(target); len(ents) != 0 {
+			t.Errorf("files written at the link's target: %v", ents)
+		}
+	})
+}

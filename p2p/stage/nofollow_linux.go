@@ -1,5 +1,0 @@
-package stage
-
-import "syscall"
-
-const noFollow = syscall.O_NOFOLLOW

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package stage
-
-const noFollow = 0
