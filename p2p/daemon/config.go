@@ -21,7 +21,7 @@ import (
 //	supernodes    = ["sn1@10.0.0.2:7940"]  # NAME@ADDR, or ADDR (any certificate of the CA is then taken)
 //	ca            = "~/.cohort/ca/ca.crt"
 //	certs         = "~/.cohort/ca"      # the directory of NAME.crt and NAME.key
-//	work_dir      = "/var/tmp/cohort"   # jobs' directories are made below it (0700)
+//	work_dir      = "~/.cohort/work"    # jobs' directories are made below it (see below)
 //	jobs          = 1                   # J: jobs at once
 //	procs_per_job = 1                   # P: processes of one job
 //	allowed       = ["alice"]           # submitters allowed (empty: every member of the cluster)
@@ -32,6 +32,12 @@ import (
 //	refresh       = "10s"               # registration renewal and peer-list refresh
 //	ping          = "10s"               # latency measurement of the cached peers
 //	metrics       = ""                  # host:port for Prometheus metrics (plain HTTP), empty: none
+//
+// The work directory holds every job's files, its program and what the
+// job writes; [New] makes it (0700) when missing and refuses one that is
+// a symbolic link, belongs to another user, or is open to its group or
+// others. Its default lies in the daemon's own state directory (~/.cohort,
+// beside its keys), not in a directory shared with other users.
 type Config struct {
 	Name        string   `toml:"name"`
 	Listen      string   `toml:"listen"`
@@ -78,7 +84,7 @@ func DefaultConfig() Config {
 		Listen:      ":7950",
 		CA:          filepath.Join(home, ".cohort", "ca", "ca.crt"),
 		Certs:       filepath.Join(home, ".cohort", "ca"),
-		WorkDir:     filepath.Join(os.TempDir(), "cohort-daemon"),
+		WorkDir:     filepath.Join(home, ".cohort", "work"),
 		Jobs:        1,
 		ProcsPerJob: 1,
 		Hold:        Duration{30 * time.Second},

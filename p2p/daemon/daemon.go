@@ -34,6 +34,7 @@ import (
 	"github.com/cohort-mp/cohort/p2p/ca"
 	"github.com/cohort-mp/cohort/p2p/reserve"
 	"github.com/cohort-mp/cohort/p2p/stage"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -58,6 +59,10 @@ type Daemon struct {
 	log   *slog.Logger
 	gate  *reserve.Gate
 	m     *daemonMetrics
+	// work is the open work directory, checked by openWorkDir: jobs'
+	// directories are made and opened relative to it, so that a link
+	// swapped in for its path later does not redirect them.
+	work *os.File
 
 	mu    sync.Mutex
 	jobs  map[string]*job // by token
@@ -82,10 +87,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
-		return nil, fmt.Errorf("daemon: work_dir: %w", err)
+	work, err := openWorkDir(cfg.WorkDir)
+	if err != nil {
+		return nil, err
 	}
-	d := &Daemon{cfg: cfg, creds: creds, log: log.With("daemon", cfg.Name), gate: gate,
+	d := &Daemon{cfg: cfg, creds: creds, log: log.With("daemon", cfg.Name), gate: gate, work: work,
 		jobs: map[string]*job{}, halt: make(chan struct{})}
 	d.m = newMetrics(d)
 	return d, nil
@@ -301,14 +307,15 @@ func (d *Daemon) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		d.refuse(w, r, status, "reservation", err)
 		return
 	}
-	dir := filepath.Join(d.cfg.WorkDir, "job-"+t.ID[:16])
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	base := "job-" + t.ID[:16]
+	dir := filepath.Join(d.cfg.WorkDir, base)
+	if err := unix.Mkdirat(int(d.work.Fd()), base, 0o700); err != nil {
 		d.gate.Release(name, t.ID)
 		d.refuse(w, r, http.StatusInternalServerError, "reservation", fmt.Errorf("job directory: %w", err))
 		return
 	}
 	j := &job{d: d, token: t.ID, submitter: name, name: req.Job,
-		dir: stage.Dir{Root: dir, MaxFile: d.cfg.MaxFileMB << 20, MaxTotal: d.cfg.MaxJobMB << 20}}
+		dir: stage.Dir{Root: dir, Anchor: d.work, MaxFile: d.cfg.MaxFileMB << 20, MaxTotal: d.cfg.MaxJobMB << 20}}
 	d.mu.Lock()
 	d.jobs[t.ID] = j
 	d.mu.Unlock()

@@ -416,3 +416,79 @@ func TestShutdownTellsJobs(t *testing.T) {
 		t.Errorf("process %d of the job still runs after the daemon's shutdown", pid)
 	}
 }
+
+// The work directory defaults to the daemon's state directory, and one
+// that is a symbolic link or open to others is refused at start.
+func TestWorkDirChecked(t *testing.T) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	if got, want := DefaultConfig().WorkDir, filepath.Join(home, ".cohort", "work"); got != want {
+		t.Errorf("default work_dir = %s, want %s", got, want)
+	}
+	dir := t.TempDir()
+	ca.Init(dir, "cluster")
+	ca.Issue(dir, dir, "d1")
+	cfg := DefaultConfig()
+	cfg.Name, cfg.CA, cfg.Certs = "d1", filepath.Join(dir, "ca.crt"), dir
+
+	cfg.WorkDir = filepath.Join(dir, "new", "work")
+	if _, err := New(cfg, nil); err != nil {
+		t.Fatalf("a missing work_dir: %v", err)
+	}
+	if st, err := os.Lstat(cfg.WorkDir); err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
+		t.Errorf("the work_dir made: %v %v, want a directory of mode 0700", st.Mode(), err)
+	}
+
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o755)
+	cfg.WorkDir = open
+	if _, err := New(cfg, nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("a work_dir of mode 0755: %v, want a refusal saying chmod 700", err)
+	}
+
+	link := filepath.Join(dir, "link")
+	os.Symlink(filepath.Join(dir, "new", "work"), link)
+	cfg.WorkDir = link
+	if _, err := New(cfg, nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a work_dir that is a symbolic link: %v, want a refusal", err)
+	}
+}
+
+// A job's directory swapped for a symbolic link while its files are being
+// staged: the next file is refused with a clear reason and nothing lands
+// at the link's target.
+func TestStagingThroughSwappedJobDir(t *testing.T) {
+	r := startDaemon(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alice := NewClient(r.creds("alice"), "d1", r.addr)
+	defer alice.Close()
+	tok, err := alice.Reserve(ctx, "j", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("data")
+	if err := alice.Stage(ctx, tok.Token, fileOf("a", body, false), bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	jobDir := filepath.Join(r.d.cfg.WorkDir, "job-"+tok.Token[:16])
+	target := t.TempDir()
+	if err := os.Rename(jobDir, jobDir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, jobDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"b", "sub/b"} {
+		err := alice.Stage(ctx, tok.Token, fileOf(p, body, false), bytes.NewReader(body))
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("staging %s through the swapped directory: %v, want a refusal naming the link", p, err)
+		}
+	}
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Errorf("staged files landed at the link's target: %v", ents)
+	}
+}
