@@ -16,6 +16,7 @@
 package stage
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -63,7 +64,8 @@ type Dir struct {
 	Anchor   *os.File
 	MaxFile  int64 // bytes per file
 	MaxTotal int64 // bytes for the whole job
-	used     int64
+	used     int64 // bytes of the files installed
+	pending  int64 // bytes of the uploads begun, not yet installed or aborted
 }
 
 // Clean checks p and returns the absolute path it names inside d.Root.
@@ -101,54 +103,142 @@ func (d *Dir) Clean(p string) (string, error) {
 
 // Receive writes f's contents from r into the job's directory, checking
 // path, size and checksum. On any failure the partial file is removed.
+// It is Begin, Write and Install in one call.
 func (d *Dir) Receive(f File, r io.Reader) error {
-	full, err := d.Clean(f.Path)
+	u, err := d.Begin(f)
 	if err != nil {
 		return err
 	}
-	if f.Size < 0 || f.Size > d.MaxFile {
-		return fmt.Errorf("%w: %s is %d bytes, limit %d per file", ErrTooLarge, f.Path, f.Size, d.MaxFile)
+	if err := u.Write(r); err != nil {
+		u.Abort()
+		return err
 	}
-	if d.used+f.Size > d.MaxTotal {
-		return fmt.Errorf("%w: %s would bring the job to %d bytes, limit %d", ErrTooLarge, f.Path, d.used+f.Size, d.MaxTotal)
+	if err := u.Install(); err != nil {
+		u.Abort()
+		return err
+	}
+	return nil
+}
+
+// Upload is a file being received: Begin checks it and counts its bytes
+// against the job's limit, Write receives its contents into a temporary
+// file of the job's directory, Install puts that file at its path, Abort
+// gives up. Begin, Install and Abort touch the Dir and must be serialized
+// with its other calls (the daemon holds the job's lock); Write does not,
+// so a slow sender never holds that lock.
+type Upload struct {
+	d    *Dir
+	f    File
+	want []byte
+	tmp  string // the temporary file's name in Root, once Write made it
+	done bool   // installed or aborted
+}
+
+// Begin checks f (path, size, checksum syntax, that nothing is already at
+// its path) and reserves its bytes in the job's limit until Install or
+// Abort.
+func (d *Dir) Begin(f File) (*Upload, error) {
+	full, err := d.Clean(f.Path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Size < 0 || f.Size > d.MaxFile {
+		return nil, fmt.Errorf("%w: %s is %d bytes, limit %d per file", ErrTooLarge, f.Path, f.Size, d.MaxFile)
+	}
+	if d.used+d.pending+f.Size > d.MaxTotal {
+		return nil, fmt.Errorf("%w: %s would bring the job to %d bytes, limit %d", ErrTooLarge, f.Path, d.used+d.pending+f.Size, d.MaxTotal)
 	}
 	want, err := hex.DecodeString(f.SHA256)
 	if err != nil || len(want) != sha256.Size {
-		return fmt.Errorf("%w: %s: %q is not a SHA-256 in hex", ErrChecksum, f.Path, f.SHA256)
+		return nil, fmt.Errorf("%w: %s: %q is not a SHA-256 in hex", ErrChecksum, f.Path, f.SHA256)
 	}
+	if _, err := os.Lstat(full); err == nil {
+		return nil, fmt.Errorf("stage: %s: %w", f.Path, fs.ErrExist)
+	}
+	d.pending += f.Size
+	return &Upload{d: d, f: f, want: want}, nil
+}
+
+// Write receives the file's contents from r into a temporary file of the
+// job's directory and checks their size and checksum.
+func (u *Upload) Write(r io.Reader) error {
+	f := u.f
 	mode := uint32(0o600)
 	if f.Exec {
 		mode = 0o700
 	}
-	parent, name, err := d.openParent(filepath.ToSlash(filepath.Clean(filepath.FromSlash(f.Path))))
+	root, err := u.d.openRoot()
 	if err != nil {
 		return err
 	}
-	defer unix.Close(parent)
-	// O_EXCL: never over an existing file (nor a link, which openBeneath
-	// refuses anyway).
-	fd, err := openBeneath(parent, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, mode)
+	defer unix.Close(root)
+	var b [8]byte
+	rand.Read(b[:])
+	tmp := ".stage-" + hex.EncodeToString(b[:])
+	fd, err := openBeneath(root, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, mode)
 	if err != nil {
 		return pathErr(f.Path, err)
 	}
-	out := os.NewFile(uintptr(fd), full)
+	u.tmp = tmp
+	out := os.NewFile(uintptr(fd), tmp)
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(r, f.Size+1))
 	cerr := out.Close()
 	switch {
 	case err != nil || cerr != nil:
-		err = fmt.Errorf("stage: %s: %w", f.Path, errors.Join(err, cerr))
+		return fmt.Errorf("stage: %s: %w", f.Path, errors.Join(err, cerr))
 	case n != f.Size:
-		err = fmt.Errorf("%w: %s: received %d bytes, announced %d", ErrChecksum, f.Path, n, f.Size)
-	case !equal(h.Sum(nil), want):
-		err = fmt.Errorf("%w: %s", ErrChecksum, f.Path)
+		return fmt.Errorf("%w: %s: received %d bytes, announced %d", ErrChecksum, f.Path, n, f.Size)
+	case !equal(h.Sum(nil), u.want):
+		return fmt.Errorf("%w: %s", ErrChecksum, f.Path)
 	}
+	return nil
+}
+
+// Install puts the received file at its path (making its directories),
+// never over an existing file and never through a link, and counts its
+// bytes as the job's.
+func (u *Upload) Install() error {
+	if u.done || u.tmp == "" {
+		return fmt.Errorf("stage: %s: nothing received to install", u.f.Path)
+	}
+	root, err := u.d.openRoot()
 	if err != nil {
-		unix.Unlinkat(parent, name, 0)
 		return err
 	}
-	d.used += f.Size
+	defer unix.Close(root)
+	parent, name, err := u.d.openParent(filepath.ToSlash(filepath.Clean(filepath.FromSlash(u.f.Path))))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	// A hard link, then the temporary name removed: unlike a rename, the
+	// link fails if anything (a file, a link) is already at the path.
+	if err := unix.Linkat(root, u.tmp, parent, name, 0); err != nil {
+		return pathErr(u.f.Path, err)
+	}
+	unix.Unlinkat(root, u.tmp, 0)
+	u.done = true
+	u.d.pending -= u.f.Size
+	u.d.used += u.f.Size
 	return nil
+}
+
+// Abort removes the temporary file and gives the reserved bytes back; it
+// does nothing after Install or a first Abort.
+func (u *Upload) Abort() {
+	if u.done {
+		return
+	}
+	u.done = true
+	u.d.pending -= u.f.Size
+	if u.tmp == "" {
+		return
+	}
+	if root, err := u.d.openRoot(); err == nil {
+		unix.Unlinkat(root, u.tmp, 0)
+		unix.Close(root)
+	}
 }
 
 // openParent opens the directory that will hold rel (a cleaned relative
@@ -212,6 +302,9 @@ func rootErr(root string, err error) error {
 func pathErr(p string, err error) error {
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV) {
 		return fmt.Errorf("%w: %q goes through a symbolic link or a file", ErrPath, p)
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("stage: %s: %w", p, fs.ErrExist)
 	}
 	return fmt.Errorf("stage: %s: %w", p, err)
 }

@@ -163,3 +163,32 @@ func TestSwappedDirectoryRefused(t *testing.T) {
 		}
 	})
 }
+
+// Uploads begun count against the job's limit before they are installed
+// (several may be received at once, outside the caller's lock), and an
+// aborted one gives its bytes back and leaves nothing behind.
+func TestUploadsReserveTheirBytes(t *testing.T) {
+	d := newDir(t)
+	part := make([]byte, 1<<10)
+	var ups []*Upload
+	for _, name := range []string{"a", "b", "c"} {
+		u, err := d.Begin(file(name, part))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ups = append(ups, u)
+	}
+	if _, err := d.Begin(file("d", []byte("x"))); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a fourth upload over the job's limit: %v, want ErrTooLarge", err)
+	}
+	if err := ups[0].Write(bytes.NewReader(part[:10])); !errors.Is(err, ErrChecksum) {
+		t.Errorf("a short upload: %v", err)
+	}
+	ups[0].Abort()
+	if err := d.Receive(file("d", []byte("x")), bytes.NewReader([]byte("x"))); err != nil {
+		t.Errorf("after an abort, its bytes are free again: %v", err)
+	}
+	if ents, _ := os.ReadDir(d.Root); len(ents) != 1 || ents[0].Name() != "d" {
+		t.Errorf("the job's directory holds %v, want only d", ents)
+	}
+}
