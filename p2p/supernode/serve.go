@@ -35,6 +35,31 @@ type Config struct {
 	// served (plain HTTP, /metrics): registrations, refusals, peer lists
 	// served, live peers.
 	Metrics string
+	// The HTTP server's timeouts (0: the default in brackets): a
+	// request's headers (5 s), a whole request (10 s: every request is a
+	// small JSON body), an answer (10 s), a kept-alive connection
+	// between requests (60 s). A client that sends slowly or holds
+	// connections idle thus holds nothing for long.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// withDefaults fills the timeouts left at 0.
+func (c Config) withDefaults() Config {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.ReadHeaderTimeout, 5 * time.Second}, {&c.ReadTimeout, 10 * time.Second}, {&c.WriteTimeout, 10 * time.Second}, {&c.IdleTimeout, 60 * time.Second}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	return c
+}
+
+// server is an http.Server with cfg's timeouts.
+func (c Config) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout,
+		WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout}
 }
 
 // snMetrics are a supernode's counters.
@@ -58,6 +83,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if cfg.Creds == nil {
 		return errors.New("supernode: no credentials")
 	}
+	cfg = cfg.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -74,16 +100,13 @@ func Serve(ctx context.Context, cfg Config) error {
 			ln.Close()
 			return fmt.Errorf("supernode: metrics: %w", err)
 		}
-		msrv := &http.Server{Handler: m.set.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		msrv := cfg.server(m.set.Handler())
 		go msrv.Serve(mln)
 		defer msrv.Close()
 	}
-	srv := &http.Server{
-		Handler:           handler(reg, log, m),
-		TLSConfig:         cfg.Creds.ServerConfig(nil),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // refused handshakes, with their reason
-	}
+	srv := cfg.server(handler(reg, log, m))
+	srv.TLSConfig = cfg.Creds.ServerConfig(nil)
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn) // refused handshakes, with their reason
 	log.Info("supernode: serving", "addr", ln.Addr().String())
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr().String())
