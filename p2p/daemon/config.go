@@ -32,6 +32,10 @@ import (
 //	refresh       = "10s"               # registration renewal and peer-list refresh
 //	ping          = "10s"               # latency measurement of the cached peers
 //	metrics       = ""                  # host:port for Prometheus metrics (plain HTTP), empty: none
+//	read_header_timeout = "5s"          # a request's headers, from its first byte
+//	read_timeout  = "30s"               # a request's body; for a staged file, the longest pause between its bytes
+//	write_timeout = "30s"               # an answer (a launch stream: each of its writes, at most 10 s)
+//	idle_timeout  = "60s"               # a kept-alive connection between requests
 //
 // The work directory holds every job's files, its program and what the
 // job writes; [New] makes it (0700) when missing and refuses one that is
@@ -56,6 +60,14 @@ type Config struct {
 	Refresh     Duration `toml:"refresh"`
 	Ping        Duration `toml:"ping"`
 	Metrics     string   `toml:"metrics"`
+
+	// The HTTP server's timeouts, so that a client that sends slowly or
+	// not at all, or holds connections idle, costs the daemon nothing
+	// for long.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	ReadTimeout       Duration `toml:"read_timeout"`
+	WriteTimeout      Duration `toml:"write_timeout"`
+	IdleTimeout       Duration `toml:"idle_timeout"`
 }
 
 // Duration is a time.Duration written as a Go duration string in TOML.
@@ -92,6 +104,11 @@ func DefaultConfig() Config {
 		MaxJobMB:    1024,
 		Refresh:     Duration{10 * time.Second},
 		Ping:        Duration{10 * time.Second},
+
+		ReadHeaderTimeout: Duration{5 * time.Second},
+		ReadTimeout:       Duration{30 * time.Second},
+		WriteTimeout:      Duration{30 * time.Second},
+		IdleTimeout:       Duration{60 * time.Second},
 	}
 }
 
@@ -144,6 +161,9 @@ func (c Config) Validate() error {
 		return bad("max_file_mb = %d, max_job_mb = %d: want 1 ≤ max_file_mb ≤ max_job_mb", c.MaxFileMB, c.MaxJobMB)
 	case c.Refresh.Duration <= 0 || c.Ping.Duration <= 0:
 		return bad("refresh = %v, ping = %v: want positive durations", c.Refresh.Duration, c.Ping.Duration)
+	case c.ReadHeaderTimeout.Duration <= 0 || c.ReadTimeout.Duration <= 0 || c.WriteTimeout.Duration <= 0 || c.IdleTimeout.Duration <= 0:
+		return bad("read_header_timeout = %v, read_timeout = %v, write_timeout = %v, idle_timeout = %v: want positive durations",
+			c.ReadHeaderTimeout.Duration, c.ReadTimeout.Duration, c.WriteTimeout.Duration, c.IdleTimeout.Duration)
 	case c.WorkDir == "":
 		return bad("work_dir is empty")
 	}

@@ -13,6 +13,13 @@
 // them, removes the job's directory and frees its slots. On SIGTERM
 // (Serve's context done) running jobs are told on their streams, their
 // processes get SIGTERM, then SIGKILL after a grace period.
+//
+// A client's connection is bounded in time (Config's read_header_timeout,
+// read_timeout, write_timeout, idle_timeout; a staged file's body may take
+// as long as it needs while it keeps moving), and no job's lock is held
+// while a client's bytes arrive: a slow or stalled client holds up only
+// its own request, never ps, release, expiry or shutdown, and stopping
+// the job cuts its upload short.
 package daemon
 
 import (
@@ -109,7 +116,10 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	srv := &http.Server{
 		Handler:           d.Handler(),
 		TLSConfig:         d.creds.ServerConfig(nil),
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: d.cfg.ReadHeaderTimeout.Duration,
+		ReadTimeout:       d.cfg.ReadTimeout.Duration,
+		WriteTimeout:      d.cfg.WriteTimeout.Duration,
+		IdleTimeout:       d.cfg.IdleTimeout.Duration,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn), // refused handshakes, with their reason
 	}
 	advertise := d.cfg.Advertise
@@ -125,7 +135,8 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 			ln.Close()
 			return fmt.Errorf("daemon: metrics: %w", err)
 		}
-		msrv := &http.Server{Handler: d.m.set.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		msrv := &http.Server{Handler: d.m.set.Handler(), ReadHeaderTimeout: d.cfg.ReadHeaderTimeout.Duration,
+			ReadTimeout: d.cfg.ReadTimeout.Duration, WriteTimeout: d.cfg.WriteTimeout.Duration, IdleTimeout: d.cfg.IdleTimeout.Duration}
 		go msrv.Serve(mln)
 		defer msrv.Close()
 	}
@@ -314,7 +325,7 @@ func (d *Daemon) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		d.refuse(w, r, http.StatusInternalServerError, "reservation", fmt.Errorf("job directory: %w", err))
 		return
 	}
-	j := &job{d: d, token: t.ID, submitter: name, name: req.Job,
+	j := &job{d: d, token: t.ID, submitter: name, name: req.Job, ended: make(chan struct{}),
 		dir: stage.Dir{Root: dir, Anchor: d.work, MaxFile: d.cfg.MaxFileMB << 20, MaxTotal: d.cfg.MaxJobMB << 20}}
 	d.mu.Lock()
 	d.jobs[t.ID] = j
@@ -398,14 +409,42 @@ func (d *Daemon) stageFile(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	}
 	f := stage.File{Path: q.Get("path"), Size: size, SHA256: q.Get("sha256"), Exec: q.Get("exec") == "1"}
+	// The job's lock is held to check and to install, never while the
+	// body arrives: a slow sender must not hold up ps, release, expiry or
+	// shutdown. Stopping the job cuts the upload short.
 	j.mu.Lock()
-	if j.procs != nil {
+	if j.procs != nil || j.why != "" {
 		j.mu.Unlock()
-		d.refuse(w, r, http.StatusConflict, "staging", errors.New("the job is already launched"))
+		d.refuse(w, r, http.StatusConflict, "staging", errors.New("the job is already launched or stopped"))
 		return
 	}
-	err = j.dir.Receive(f, r.Body)
+	up, err := j.dir.Begin(f)
 	j.mu.Unlock()
+	if err == nil {
+		body := newUploadBody(r.Body, http.NewResponseController(w), d.cfg.ReadTimeout.Duration)
+		cut := make(chan struct{})
+		go func() {
+			select {
+			case <-j.ended:
+				body.cut()
+			case <-cut:
+			}
+		}()
+		err = up.Write(body)
+		close(cut)
+		body.finish()
+		j.mu.Lock()
+		if err == nil && (j.procs != nil || j.why != "") {
+			err = errors.New("the job was launched or stopped while the file arrived")
+		}
+		if err == nil {
+			err = up.Install()
+		}
+		if err != nil {
+			up.Abort()
+		}
+		j.mu.Unlock()
+	}
 	if err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, stage.ErrTooLarge) {

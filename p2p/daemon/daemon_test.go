@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -490,5 +492,121 @@ func TestStagingThroughSwappedJobDir(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(target); len(ents) != 0 {
 		t.Errorf("staged files landed at the link's target: %v", ents)
+	}
+}
+
+// A file that trickles in does not hold its job up: while its upload is
+// in progress, ps answers and the job can be released, which cuts the
+// upload short.
+func TestSlowUploadHoldsNothing(t *testing.T) {
+	r := startDaemon(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alice := NewClient(r.creds("alice"), "d1", r.addr)
+	defer alice.Close()
+	tok, err := alice.Reserve(ctx, "j", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 64<<10)
+	half := len(body) / 2
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.CloseWithError(errors.New("test over")) }) // before the daemon's stop
+	staged := make(chan error, 1)
+	go func() { staged <- alice.Stage(ctx, tok.Token, fileOf("big", body, false), pr) }()
+	if _, err := pw.Write(body[:half]); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon has begun writing the file: its first half is on disk.
+	jobDir := filepath.Join(r.d.cfg.WorkDir, "job-"+tok.Token[:16])
+	for written := false; !written; {
+		ents, _ := os.ReadDir(jobDir)
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && fi.Size() >= int64(half) {
+				written = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the first half of the file never reached the job's directory: %v", ents)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	jobs, err := alice.PS(ctx)
+	if err != nil || len(jobs) != 1 || jobs[0].Job != "j" {
+		t.Fatalf("ps during the upload: %+v %v", jobs, err)
+	}
+	if err := alice.Release(ctx, tok.Token); err != nil {
+		t.Fatalf("release during the upload: %v", err)
+	}
+	if err := <-staged; err == nil {
+		t.Errorf("the upload of a released job: %v, want it refused", err)
+	}
+	if _, err := os.Stat(jobDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the released job's directory is still there: %v", err)
+	}
+}
+
+// A client that keeps a connection open and idle, or sends a request's
+// body and then stalls, has it closed by the daemon after the configured
+// timeouts.
+func TestIdleAndStalledConnectionsClosed(t *testing.T) {
+	r := startDaemon(t, func(c *Config) {
+		c.IdleTimeout, c.ReadTimeout = Duration{100 * time.Millisecond}, Duration{100 * time.Millisecond}
+	})
+	dial := func(t *testing.T) *tls.Conn {
+		conn, err := tls.Dial("tcp", r.addr, r.creds("alice").ClientConfig("d1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		// The bound of a failure, not a measure: the server closes long before.
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		return conn
+	}
+	closed := func(t *testing.T, conn *tls.Conn) {
+		t.Helper()
+		buf := make([]byte, 4096)
+		for {
+			_, err := conn.Read(buf)
+			if err == nil {
+				continue
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the daemon kept the connection open")
+			}
+			return
+		}
+	}
+	t.Run("idle", func(t *testing.T) {
+		conn := dial(t)
+		fmt.Fprintf(conn, "GET /v1/ping HTTP/1.1\r\nHost: d1\r\n\r\n")
+		closed(t, conn)
+	})
+	t.Run("stalled body", func(t *testing.T) {
+		conn := dial(t)
+		fmt.Fprintf(conn, "POST /v1/reserve HTTP/1.1\r\nHost: d1\r\nContent-Length: 100\r\n\r\n{")
+		closed(t, conn)
+	})
+}
+
+// A launch stream lives as long as its job, well past the read and write
+// timeouts that bound ordinary requests.
+func TestLaunchOutlivesRequestTimeouts(t *testing.T) {
+	r := startDaemon(t, func(c *Config) {
+		c.ReadTimeout, c.WriteTimeout = Duration{50 * time.Millisecond}, Duration{50 * time.Millisecond}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alice, tok := r.stagedJob(t, ctx, "#!/bin/sh\nsleep 0.5\necho finished\n")
+	var out []string
+	err := alice.Launch(ctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
+		if ev.Out != "" || ev.Error != "" {
+			out = append(out, ev.Out+ev.Error)
+		}
+	})
+	if err != nil || len(out) != 1 || out[0] != "finished" {
+		t.Errorf("a job longer than the request timeouts: %q %v, want it finished", out, err)
 	}
 }

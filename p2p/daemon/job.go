@@ -29,6 +29,7 @@ type job struct {
 	procs []*proc // nil until launched
 	why   string  // set when stopped: the reason, told on the stream
 	stopC chan struct{}
+	ended chan struct{} // closed when the job is stopped, launched or not
 	once  sync.Once
 }
 
@@ -77,6 +78,7 @@ func (j *job) stop(why string) {
 		if j.stopC != nil {
 			close(j.stopC)
 		}
+		close(j.ended)
 		j.mu.Unlock()
 		for _, p := range procs {
 			signalGroup(p, syscall.SIGTERM)
@@ -243,6 +245,10 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 	d.log.Info("daemon: launched", "submitter", name, "job", j.name, "procs", len(procs))
 
 	rc := http.NewResponseController(w)
+	// The stream lasts as long as the job: the read timeout of ordinary
+	// requests does not apply (a submitter gone is noticed by the
+	// stream's write timeout, its keep-alives failing).
+	rc.SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
