@@ -25,15 +25,17 @@ type Config struct {
 	Jobs int
 	// ProcsPerJob is P, how many processes of one job the host runs.
 	ProcsPerJob int
-	// Allowed lists the submitters (certificate names) allowed; empty
-	// allows every member of the cluster.
+	// Allowed lists the submitters (certificate names) allowed.
 	Allowed []string
+	// AllowAll allows every member of the cluster instead: it must be
+	// asked for, an empty Allowed alone allowing no one.
+	AllowAll bool
 	// Hold is how long an unconfirmed reservation holds its slots.
 	Hold time.Duration
 }
 
-// DefaultConfig is J = 1, P = 1 (one process of one job at a time), any
-// member of the cluster, tokens held 30 s.
+// DefaultConfig is J = 1, P = 1 (one process of one job at a time), no
+// submitter allowed yet, tokens held 30 s.
 func DefaultConfig() Config {
 	return Config{Jobs: 1, ProcsPerJob: 1, Hold: 30 * time.Second}
 }
@@ -96,11 +98,15 @@ func (g *Gate) expireLocked() {
 }
 
 // Reserve asks for procs slots of job for submitter. A job may hold one
-// token per host.
+// token per host; job names are the submitter's own (two submitters may
+// both run a job of the same name).
 func (g *Gate) Reserve(submitter, job string, procs int) (Token, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.cfg.Allowed) > 0 && !slices.Contains(g.cfg.Allowed, submitter) {
+	if !g.cfg.AllowAll && !slices.Contains(g.cfg.Allowed, submitter) {
+		if len(g.cfg.Allowed) == 0 {
+			return Token{}, fmt.Errorf("%w: %q: this host allows no submitter", ErrNotAllowed, submitter)
+		}
 		return Token{}, fmt.Errorf("%w: %q is not in this host's list", ErrNotAllowed, submitter)
 	}
 	if procs < 1 || procs > g.cfg.ProcsPerJob {
@@ -109,7 +115,7 @@ func (g *Gate) Reserve(submitter, job string, procs int) (Token, error) {
 	g.expireLocked()
 	jobs := 0
 	for _, t := range g.tokens {
-		if t.Job == job {
+		if t.Job == job && t.Submitter == submitter {
 			return Token{}, fmt.Errorf("%w: job %q already holds a reservation here", ErrBusy, job)
 		}
 		jobs++

@@ -60,3 +60,22 @@ func TestGate(t *testing.T) {
 		t.Errorf("zero config: %v", err)
 	}
 }
+
+// An empty list allows no one unless every member is explicitly allowed;
+// job names are per submitter.
+func TestAllowAllAndJobNames(t *testing.T) {
+	g, err := New(Config{Jobs: 2, ProcsPerJob: 1, Hold: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reserve("alice", "j", 1); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("an empty list: %v, want ErrNotAllowed", err)
+	}
+	g, _ = New(Config{Jobs: 2, ProcsPerJob: 1, AllowAll: true, Hold: time.Second}, nil)
+	if _, err := g.Reserve("alice", "j", 1); err != nil {
+		t.Fatalf("allow all: %v", err)
+	}
+	if _, err := g.Reserve("bob", "j", 1); err != nil {
+		t.Errorf("bob's job named like alice's: %v", err)
+	}
+}
