@@ -302,8 +302,10 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	default:
 	}
-	send(Event{Done: true})
+	// Freed before Done is sent: a submitter that reads Done finds the
+	// slot, token and directory gone.
 	j.stop("finished")
+	send(Event{Done: true})
 }
 
 // drain discards the events nobody will read, until the last process's.
