@@ -274,29 +274,6 @@ func (c *Credentials) ClientConfig(server string) *tls.Config {
 	}
 }
 
-// AnyMemberConfig is a client configuration that accepts a server with
-// any certificate of the CA, whatever its name (a supernode given by
-// address only): the chain is verified, the name is not.
-func (c *Credentials) AnyMemberConfig() *tls.Config {
-	pool := c.Pool
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		Certificates:       []tls.Certificate{c.Cert},
-		InsecureSkipVerify: true, // replaced by VerifyConnection: the chain, without the name
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("ca: the server sent no certificate")
-			}
-			inter := x509.NewCertPool()
-			for _, ic := range cs.PeerCertificates[1:] {
-				inter.AddCert(ic)
-			}
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-			return err
-		},
-	}
-}
-
 // PeerName returns the verified common name of the peer of a TLS
 // connection whose handshake is done ("" if none).
 func PeerName(cs tls.ConnectionState) string {

@@ -18,7 +18,7 @@ import (
 //	name          = "node1"             # its certificate's name (NAME.crt, NAME.key)
 //	listen        = ":7950"             # where it serves
 //	advertise     = "10.0.0.5:7950"     # the address it registers (default: listen, if it names a host)
-//	supernodes    = ["sn1@10.0.0.2:7940"]  # NAME@ADDR, or ADDR (any certificate of the CA is then taken)
+//	supernodes    = ["sn1@10.0.0.2:7940"]  # NAME@HOST:PORT, or HOST:PORT (its certificate must then be HOST's)
 //	ca            = "~/.cohort/ca/ca.crt"
 //	certs         = "~/.cohort/ca"      # the directory of NAME.crt and NAME.key
 //	work_dir      = "~/.cohort/work"    # jobs' directories are made below it (see below)
@@ -188,8 +188,8 @@ func (c Config) Validate() error {
 }
 
 // ParseSupernode splits "NAME@HOST:PORT" (or "HOST:PORT") into the name
-// its certificate must carry ("" = any certificate of the cluster's CA)
-// and its address.
+// its certificate must carry and its address. With no name, name is ""
+// and the supernode's certificate must be HOST's (see supernode.NewClient).
 func ParseSupernode(s string) (name, addr string, err error) {
 	name, addr, found := strings.Cut(s, "@")
 	if !found {

@@ -328,7 +328,8 @@ func TestSubmitterGoneStopsJob(t *testing.T) {
 
 // The daemon registers with a supernode and lists the peers it learns,
 // with a measured latency to the other daemon; a supernode given by a
-// wrong name is refused (the daemon keeps going and says so).
+// wrong name, or by an address its certificate does not carry, is refused
+// (the daemon keeps going and says so).
 func TestRegistersAndPings(t *testing.T) {
 	dir := t.TempDir()
 	ca.Init(dir, "cluster")
@@ -361,7 +362,7 @@ func TestRegistersAndPings(t *testing.T) {
 		return &rig{addr: <-ready, log: log}
 	}
 	a := mk("d1", "sn@"+sa)
-	b := mk("d2", sa, "wrongname@"+sa)
+	b := mk("d2", "sn@"+sa, "wrongname@"+sa, sa)
 	creds, _ := ca.Load(filepath.Join(dir, "ca.crt"), dir, "d1")
 	c := NewClient(creds, "d1", a.addr)
 	defer c.Close()
@@ -376,8 +377,10 @@ func TestRegistersAndPings(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if !strings.Contains(b.log.String(), "supernode unreachable") {
-		t.Errorf("d2 does not say that the supernode with the wrong name was refused:\n%s", b.log.String())
+	for _, want := range []string{"not wrongname", "validate certificate for 127.0.0.1"} {
+		if !strings.Contains(b.log.String(), want) {
+			t.Errorf("d2 does not say that the supernode was refused (%s):\n%s", want, b.log.String())
+		}
 	}
 }
 

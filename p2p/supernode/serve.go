@@ -133,14 +133,16 @@ type Client struct {
 }
 
 // NewClient returns a client of the supernode at addr, authenticated with
-// creds. name is the name the supernode's certificate must carry; "" takes
-// any certificate of the cluster's CA.
+// creds. name is the name the supernode's certificate must carry; with ""
+// it must carry addr's host (a supernode given by address has a
+// certificate issued for that address). Any certificate of the cluster
+// would not do: every member holds one, and a member posing as a
+// supernode could hand out a peer list of its choosing.
 func NewClient(creds *ca.Credentials, name, addr string) *Client {
-	tcfg := creds.ClientConfig(name)
 	if name == "" {
-		tcfg = creds.AnyMemberConfig()
+		name, _, _ = net.SplitHostPort(addr)
 	}
-	tr := &http.Transport{TLSClientConfig: tcfg, TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 1}
+	tr := &http.Transport{TLSClientConfig: creds.ClientConfig(name), TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 1}
 	return &Client{Addr: addr, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 }
 

@@ -164,3 +164,38 @@ func TestServeGracefulShutdown(t *testing.T) {
 		t.Fatal("Serve did not return after its context ended")
 	}
 }
+
+// A supernode dialled by address alone must hold a certificate for that
+// address: another member's certificate, valid in the cluster, is refused.
+func TestDialByAddressChecksTheName(t *testing.T) {
+	dir := t.TempDir()
+	if err := ca.Init(dir, "cluster"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"127.0.0.1", "mallory", "d"} {
+		if err := ca.Issue(dir, dir, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func(n string) *ca.Credentials {
+		c, err := ca.Load(filepath.Join(dir, "ca.crt"), dir, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	d := load("d")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	serve := func(as string) string {
+		ready := make(chan string, 1)
+		go Serve(ctx, Config{Listen: "127.0.0.1:0", Creds: load(as), Ready: func(a string) { ready <- a }})
+		return <-ready
+	}
+	if _, err := NewClient(d, "", serve("127.0.0.1")).Peers(ctx); err != nil {
+		t.Errorf("a supernode whose certificate is its address's: %v", err)
+	}
+	if _, err := NewClient(d, "", serve("mallory")).Peers(ctx); err == nil {
+		t.Error("a member's certificate taken for the supernode at an address")
+	}
+}
