@@ -24,8 +24,9 @@ import (
 //	work_dir      = "~/.cohort/work"    # jobs' directories are made below it (see below)
 //	jobs          = 1                   # J: jobs at once
 //	procs_per_job = 1                   # P: processes of one job
-//	allowed       = ["alice"]           # submitters allowed (empty: every member of the cluster)
-//	admins        = []                  # names that may halt it, besides its own
+//	allowed       = ["alice"]           # submitters allowed (empty: none, unless allow_all)
+//	allow_all     = false               # true: every certificate holder of the cluster may submit
+//	admins        = []                  # names that may halt it and see every job, besides its own
 //	hold          = "30s"               # how long an unconfirmed reservation holds its slots
 //	max_file_mb   = 256                 # per staged file
 //	max_job_mb    = 1024                # per job
@@ -53,6 +54,7 @@ type Config struct {
 	Jobs        int      `toml:"jobs"`
 	ProcsPerJob int      `toml:"procs_per_job"`
 	Allowed     []string `toml:"allowed"`
+	AllowAll    bool     `toml:"allow_all"`
 	Admins      []string `toml:"admins"`
 	Hold        Duration `toml:"hold"`
 	MaxFileMB   int64    `toml:"max_file_mb"`
@@ -164,6 +166,8 @@ func (c Config) Validate() error {
 	case c.ReadHeaderTimeout.Duration <= 0 || c.ReadTimeout.Duration <= 0 || c.WriteTimeout.Duration <= 0 || c.IdleTimeout.Duration <= 0:
 		return bad("read_header_timeout = %v, read_timeout = %v, write_timeout = %v, idle_timeout = %v: want positive durations",
 			c.ReadHeaderTimeout.Duration, c.ReadTimeout.Duration, c.WriteTimeout.Duration, c.IdleTimeout.Duration)
+	case c.AllowAll && len(c.Allowed) > 0:
+		return bad("allowed = %q with allow_all = true: give one or the other", c.Allowed)
 	case c.WorkDir == "":
 		return bad("work_dir is empty")
 	}

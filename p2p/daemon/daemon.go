@@ -20,6 +20,26 @@
 // while a client's bytes arrive: a slow or stalled client holds up only
 // its own request, never ps, release, expiry or shutdown, and stopping
 // the job cuts its upload short.
+//
+// # What is trusted, what is checked
+//
+// Every request must come with a certificate of the cluster's CA; its
+// name is the caller. Any caller may ping the daemon and read its peer
+// list. Reserving, staging and launching are for the submitters named in
+// allowed, or for every certificate holder when allow_all = true is set
+// (an empty list alone lets no one submit). A token, its files and its
+// launch belong to the submitter that reserved it; job names are each
+// submitter's own; ps shows a submitter its own jobs, and the daemon
+// itself and its admins every job. Only they may halt it.
+//
+// A job runs as the daemon's own user, unconfined: whatever that user
+// may do on the host (read the daemon's key, other jobs' directories and
+// environments, signal their processes) the job may do too, so allowing
+// a submitter means trusting it with that user. What the daemon does
+// guarantee is about its own doing: the work directory (work_dir) is the
+// daemon user's own, mode 0700, not a link; files are staged only
+// beneath the job's directory, never through a link, never over another
+// file; limits of size hold per file and per job.
 package daemon
 
 import (
@@ -90,7 +110,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	gate, err := reserve.New(reserve.Config{Jobs: cfg.Jobs, ProcsPerJob: cfg.ProcsPerJob, Allowed: cfg.Allowed, Hold: cfg.Hold.Duration}, nil)
+	gate, err := reserve.New(reserve.Config{Jobs: cfg.Jobs, ProcsPerJob: cfg.ProcsPerJob, Allowed: cfg.Allowed, AllowAll: cfg.AllowAll, Hold: cfg.Hold.Duration}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +165,9 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	go func() { defer wg.Done(); d.pingLoop(ctx) }()
 	d.log.Info("daemon: serving", "addr", ln.Addr().String(), "advertise", advertise,
 		"jobs", d.cfg.Jobs, "procs_per_job", d.cfg.ProcsPerJob)
+	if len(d.cfg.Allowed) == 0 && !d.cfg.AllowAll {
+		d.log.Warn("daemon: no submitter is allowed: every reservation will be refused; list them in allowed, or set allow_all = true")
+	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -261,15 +284,15 @@ func (d *Daemon) Handler() http.Handler {
 		d.mu.Unlock()
 		writeJSON(w, map[string][]PeerInfo{"peers": peers})
 	}))
-	mux.HandleFunc("GET /v1/ps", authed(func(w http.ResponseWriter, r *http.Request, _ string) {
-		writeJSON(w, map[string][]JobInfo{"jobs": d.ps()})
+	mux.HandleFunc("GET /v1/ps", authed(func(w http.ResponseWriter, r *http.Request, name string) {
+		writeJSON(w, map[string][]JobInfo{"jobs": d.ps(name)})
 	}))
 	mux.HandleFunc("POST /v1/reserve", authed(d.reserve))
 	mux.HandleFunc("POST /v1/release", authed(d.release))
 	mux.HandleFunc("PUT /v1/jobs/{token}/files", authed(d.stageFile))
 	mux.HandleFunc("POST /v1/jobs/{token}/launch", authed(d.launch))
 	mux.HandleFunc("POST /v1/halt", authed(func(w http.ResponseWriter, r *http.Request, name string) {
-		if name != d.cfg.Name && !slices.Contains(d.cfg.Admins, name) {
+		if !d.admin(name) {
 			d.refuse(w, r, http.StatusForbidden, "halt", fmt.Errorf("%q may not halt this daemon (only %q and its admins)", name, d.cfg.Name))
 			return
 		}
@@ -280,7 +303,15 @@ func (d *Daemon) Handler() http.Handler {
 	return mux
 }
 
-func (d *Daemon) ps() []JobInfo {
+// admin says whether name may halt the daemon and see every job: the
+// daemon itself and its admins.
+func (d *Daemon) admin(name string) bool {
+	return name == d.cfg.Name || slices.Contains(d.cfg.Admins, name)
+}
+
+// ps lists the jobs caller may see: its own, or every job for an admin.
+func (d *Daemon) ps(caller string) []JobInfo {
+	all := d.admin(caller)
 	var out []JobInfo
 	d.mu.Lock()
 	byToken := map[string]*job{}
@@ -289,6 +320,9 @@ func (d *Daemon) ps() []JobInfo {
 	}
 	d.mu.Unlock()
 	for _, t := range d.gate.Tokens() {
+		if !all && t.Submitter != caller {
+			continue
+		}
 		ji := JobInfo{Job: t.Job, Submitter: t.Submitter, Procs: t.Procs, Confirmed: t.Confirmed}
 		if j := byToken[t.ID]; j != nil {
 			ji.Ranks = j.info()
@@ -306,6 +340,12 @@ func (d *Daemon) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	if req.Job == "" || len(req.Job) > 64 {
 		d.refuse(w, r, http.StatusBadRequest, "reservation", fmt.Errorf("job name %q: want 1 to 64 bytes", req.Job))
+		return
+	}
+	if len(d.cfg.Allowed) == 0 && !d.cfg.AllowAll {
+		d.m.reservationsRefused.Add(1)
+		d.refuse(w, r, http.StatusForbidden, "reservation", fmt.Errorf("%w: daemon %s accepts no submitter yet: list the submitters in its configuration's allowed, or set allow_all = true to trust every certificate holder of the cluster",
+			reserve.ErrNotAllowed, d.cfg.Name))
 		return
 	}
 	t, err := d.gate.Reserve(name, req.Job, req.Procs)

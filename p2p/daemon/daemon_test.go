@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -611,5 +612,67 @@ func TestLaunchOutlivesRequestTimeouts(t *testing.T) {
 	})
 	if err != nil || len(out) != 1 || out[0] != "finished" {
 		t.Errorf("a job longer than the request timeouts: %q %v, want it finished", out, err)
+	}
+}
+
+// Submitters are kept apart: job names are each submitter's own, and ps
+// shows a submitter its own jobs only, every job to the daemon and its
+// admins.
+func TestSubmittersSeparated(t *testing.T) {
+	r := startDaemon(t, func(c *Config) {
+		c.Jobs, c.Allowed, c.Admins = 2, []string{"alice", "bob"}, []string{"carol"}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := func(name string) *Client {
+		c := NewClient(r.creds(name), "d1", r.addr)
+		t.Cleanup(c.Close)
+		return c
+	}
+	alice, bob := client("alice"), client("bob")
+	if _, err := alice.Reserve(ctx, "j", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Reserve(ctx, "j", 1); err != nil {
+		t.Fatalf("bob's job named like alice's: %v", err)
+	}
+	for _, tc := range []struct {
+		who  string
+		want []string
+	}{{"alice", []string{"alice"}}, {"bob", []string{"bob"}}, {"carol", []string{"alice", "bob"}}, {"d1", []string{"alice", "bob"}}, {"mallory", nil}} {
+		jobs, err := client(tc.who).PS(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, j := range jobs {
+			got = append(got, j.Submitter)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s's ps shows the jobs of %v, want %v", tc.who, got, tc.want)
+		}
+	}
+}
+
+// An empty allowed list lets no one submit, with a reason saying how to
+// allow them; allow_all trusts every certificate holder, and cannot be
+// combined with a list.
+func TestAllowedExplicit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := startDaemon(t, func(c *Config) { c.Allowed = nil })
+	_, err := NewClient(r.creds("alice"), "d1", r.addr).Reserve(ctx, "j", 1)
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "allow_all = true") {
+		t.Errorf("a reservation with allowed empty: %v, want a refusal saying how to allow submitters", err)
+	}
+	r = startDaemon(t, func(c *Config) { c.Allowed, c.AllowAll = nil, true })
+	if _, err := NewClient(r.creds("mallory"), "d1", r.addr).Reserve(ctx, "j", 1); err != nil {
+		t.Errorf("a reservation with allow_all: %v", err)
+	}
+	cfg := r.d.cfg
+	cfg.Allowed = []string{"alice"}
+	if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("allowed and allow_all together: %v, want ErrConfig", err)
 	}
 }
