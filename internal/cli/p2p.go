@@ -40,19 +40,24 @@ The configuration is a TOML file; every key but name has a default:
   name          = "node1"               # the daemon's certificate: NAME.crt, NAME.key
   listen        = ":7950"
   advertise     = "10.0.0.5:7950"       # the address the others dial
-  supernodes    = ["sn1@10.0.0.2:7940"] # NAME@ADDR, or ADDR
+  supernodes    = ["sn1@10.0.0.2:7940"] # NAME@ADDR, or HOST:PORT (its certificate must name HOST)
   ca            = "~/.cohort/ca/ca.crt"
   certs         = "~/.cohort/ca"
-  work_dir      = "/tmp/cohort-daemon"
+  work_dir      = "~/.cohort/work"      # created 0700; refused if a link, another's, or open to others
   jobs          = 1                     # J
   procs_per_job = 1                     # P
-  allowed       = ["alice"]             # empty: every member of the cluster
-  admins        = []                    # who may halt it, besides itself
+  allowed       = ["alice"]             # who may submit; empty admits no one
+  allow_all     = false                 # true: every member of the cluster may submit
+  admins        = []                    # who may halt it and see every job, besides itself
   hold          = "30s"                 # an unconfirmed reservation's life
   max_file_mb   = 256
   max_job_mb    = 1024
   refresh       = "10s"                 # registration and peer-list refresh
   ping          = "10s"                 # latency measurement
+  read_header_timeout = "5s"            # HTTP: a request's head
+  read_timeout  = "30s"                 # HTTP: the longest pause in a request's body
+  write_timeout = "30s"                 # HTTP: an answer
+  idle_timeout  = "60s"                 # HTTP: an idle kept-alive connection
   metrics       = "127.0.0.1:9150"      # Prometheus /metrics (plain HTTP); empty: none
 
 Examples:
