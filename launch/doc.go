@@ -83,7 +83,9 @@
 // Each rank runs in a process group of its own. When ctx ends (Ctrl-C),
 // Config.Timeout passes or the rendezvous fails, the job stops: SIGTERM to
 // every rank, SIGKILL to those still running after Config.Grace. Kill and
-// KillAt inject crashes with SIGKILL. By default a failed rank does not stop
+// KillAt inject crashes with SIGKILL; Config.Kills count from the moment
+// every rank has registered, and [Job.MissedKills] names those that did
+// not happen (the job ended first, the rank had ended). By default a failed rank does not stop
 // the others (cohort's ranks see failures as errors and decide for
 // themselves); Config.AbortOnFailure stops the job at the first failure, as
 // mpirun does. Wait reports each rank's [Exit]: its code or signal, and

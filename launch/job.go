@@ -29,7 +29,11 @@ var (
 	ErrNotRunning = errors.New("launch: the rank is not running")
 )
 
-// Kill is a crash to inject: SIGKILL to Rank, After the job's start.
+// Kill is a crash to inject: SIGKILL to Rank, After the job's start,
+// which is the moment every rank has registered with the rendezvous:
+// the time a Go program takes to load and the ranks to find each other
+// varies from run to run, and a crash before the job exists would only
+// test the launcher's abort.
 type Kill struct {
 	Rank  int
 	After time.Duration
@@ -65,7 +69,10 @@ type Config struct {
 	Stdout, Stderr io.Writer
 	// Prefix starts every forwarded line with "[rank] ".
 	Prefix bool
-	// Kills are crashes to inject (see [Job.KillAt]).
+	// Kills are crashes to inject, each counted from the end of the
+	// rendezvous (see [Kill]). A program that never registers (one that
+	// does not use package comm) never reaches that moment: its kills do
+	// not happen. [Job.MissedKills] says which did not, and why.
 	Kills []Kill
 	// Grace is how long a stopping job lets its ranks end after SIGTERM
 	// before it sends SIGKILL. Default 3 s.
@@ -233,10 +240,22 @@ type Job struct {
 	mu       sync.Mutex
 	procs    []*rankProc
 	timers   []*time.Timer
+	planned  []plannedKill // Config.Kills, in order
+	rzAt     time.Time     // when every rank had registered (zero: never)
+	ended    bool          // the last rank has ended: planned kills no longer fire
+	endAt    time.Time
 	stopping bool
 	cause    error
 	exits    []Exit
 	err      error
+}
+
+// plannedKill is one of Config.Kills and what became of it.
+type plannedKill struct {
+	Kill
+	fired bool  // its time came while the job ran
+	again bool  // an earlier kill of the same rank had fired
+	err   error // Kill's error when it fired
 }
 
 type rankProc struct {
@@ -344,7 +363,7 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		go j.reap(p, stdout, stderr)
 	}
 	for _, k := range cfg.Kills {
-		j.KillAt(k.Rank, k.After)
+		j.planned = append(j.planned, plannedKill{Kill: k})
 	}
 	go j.monitor(ctx)
 	return j, nil
@@ -510,6 +529,9 @@ func (j *Job) monitor(ctx context.Context) {
 			orphaned()
 		case <-rzDone:
 			rzDone, notify, rzTimeout = nil, nil, nil
+			if _, err := j.rz.Wait(context.Background()); err == nil { // done: Wait does not block
+				j.schedulePlanned()
+			}
 		case <-rzTimeout:
 			rzTimeout = nil
 			stop(fmt.Errorf("%w: ranks %s did not register within %v of the first", ErrRendezvous, formatRanks(j.rz.Missing()), j.cfg.RendezvousTimeout))
@@ -533,6 +555,7 @@ func (j *Job) monitor(ctx context.Context) {
 	for _, t := range j.timers {
 		t.Stop()
 	}
+	j.ended, j.endAt = true, time.Now()
 	cause := j.cause
 	j.exits = exits
 	j.mu.Unlock()
@@ -617,6 +640,76 @@ func (j *Job) KillAt(rank int, after time.Duration) error {
 	d := max(0, after-time.Since(j.start))
 	j.timers = append(j.timers, time.AfterFunc(d, func() { j.Kill(rank) }))
 	return nil
+}
+
+// schedulePlanned starts the timers of Config.Kills, counted from now: the
+// end of the rendezvous.
+func (j *Job) schedulePlanned() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.rzAt = time.Now()
+	for i := range j.planned {
+		j.timers = append(j.timers, time.AfterFunc(j.planned[i].After, func() { j.firePlanned(i) }))
+	}
+}
+
+// firePlanned kills the rank of planned kill i, unless the job has ended,
+// and notes what happened.
+func (j *Job) firePlanned(i int) {
+	j.mu.Lock()
+	if j.ended {
+		j.mu.Unlock()
+		return
+	}
+	k := &j.planned[i]
+	k.fired = true
+	k.again = j.procs[k.Rank].killed
+	j.mu.Unlock()
+	if k.again {
+		return
+	}
+	err := j.Kill(k.Rank)
+	j.mu.Lock()
+	k.err = err
+	j.mu.Unlock()
+}
+
+// MissedKill is one of Config.Kills that did not happen.
+type MissedKill struct {
+	Kill
+	// Why says why, in a phrase: "the job ended 130ms after every rank
+	// registered", "rank 3 had already ended (exit code 0)".
+	Why string
+}
+
+// MissedKills waits for the job's end (see [Job.Wait]) and returns the
+// kills of Config.Kills that did not kill their rank, in the order of
+// Config.Kills: those whose time came after the job's end (or that never
+// came, the ranks never all registered), and those that found their rank
+// already ended or already killed.
+func (j *Job) MissedKills() []MissedKill {
+	<-j.done
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var missed []MissedKill
+	for _, k := range j.planned {
+		x := j.exits[k.Rank]
+		var why string
+		switch {
+		case j.rzAt.IsZero():
+			why = "the job ended before every rank registered"
+		case !k.fired:
+			why = fmt.Sprintf("the job ended %v after every rank registered", j.endAt.Sub(j.rzAt).Round(time.Millisecond))
+		case k.again:
+			why = fmt.Sprintf("rank %d had already been killed", k.Rank)
+		case k.err != nil || !x.Killed || x.Signal != syscall.SIGKILL:
+			why = fmt.Sprintf("rank %d had already ended (%s)", k.Rank, x.How())
+		default:
+			continue
+		}
+		missed = append(missed, MissedKill{Kill: k.Kill, Why: why})
+	}
+	return missed
 }
 
 // Stop stops the job as if its context had ended, with the given cause

@@ -204,6 +204,57 @@ func TestJobKillAt(t *testing.T) {
 	}
 }
 
+// A planned kill counts from the end of the rendezvous: a kill at 0 finds
+// every rank registered, so the rendezvous does not fail for it.
+func TestJobKillCountsFromRendezvous(t *testing.T) {
+	exits, err, _, _ := run(t, context.Background(), Config{N: 3, Args: []string{"-hold"},
+		AbortOnFailure: true, Kills: []Kill{{Rank: 1, After: 0}}})
+	if errors.Is(err, ErrRendezvous) {
+		t.Fatalf("the kill came before the rendezvous: %v", err)
+	}
+	if x := exits[1]; !x.Killed || !x.Registered {
+		t.Fatalf("rank 1 exit %+v, want killed after registering", x)
+	}
+}
+
+// Every planned kill that did not kill its rank is reported with why: the
+// job ended first, the rank was already killed, the ranks never registered.
+func TestJobMissedKills(t *testing.T) {
+	start := func(cfg Config) *Job {
+		t.Helper()
+		cfg.Program = rankProgram
+		job, err := Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job.Wait()
+		return job
+	}
+	job := start(Config{N: 2, Kills: []Kill{{Rank: 1, After: time.Hour}}})
+	missed := job.MissedKills()
+	if len(missed) != 1 || missed[0].Kill != (Kill{Rank: 1, After: time.Hour}) ||
+		!strings.HasPrefix(missed[0].Why, "the job ended ") || !strings.HasSuffix(missed[0].Why, " after every rank registered") {
+		t.Fatalf("a kill after the end: missed %+v", missed)
+	}
+
+	job = start(Config{N: 2, Args: []string{"-hold"}, Kills: []Kill{{Rank: 0}, {Rank: 1}, {Rank: 1}}})
+	missed = job.MissedKills()
+	if len(missed) != 1 || missed[0].Rank != 1 || missed[0].Why != "rank 1 had already been killed" {
+		t.Fatalf("two kills of rank 1: missed %+v", missed)
+	}
+
+	job = start(Config{N: 2, Args: []string{"-no-register"}, Kills: []Kill{{Rank: 0}}})
+	missed = job.MissedKills()
+	if len(missed) != 1 || missed[0].Why != "the job ended before every rank registered" {
+		t.Fatalf("a job without rendezvous: missed %+v", missed)
+	}
+
+	job = start(Config{N: 2, Args: []string{"-hold"}, Kills: []Kill{{Rank: 0}, {Rank: 1}}})
+	if missed := job.MissedKills(); len(missed) != 0 {
+		t.Fatalf("every kill happened, yet missed %+v", missed)
+	}
+}
+
 // Without AbortOnFailure, a crash leaves the other ranks running: they
 // end on their own.
 func TestJobKillLeavesOthers(t *testing.T) {
