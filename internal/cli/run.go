@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -36,10 +37,15 @@ directory with Go files, or an import path), which is built once with
 Run exits with status 0 only if every rank exits with status 0; otherwise it
 names the ranks that failed and how (exit code, signal, killed by --kill).
 Ctrl-C stops the whole job (SIGTERM, then SIGKILL after 3 s). --kill
-injects crashes: SIGKILL to RANK at DURATION after the start. By default
-the other ranks keep running (a cohort program sees the failure as an error
-naming the rank); --abort-on-failure stops the job at the first failure, as
-mpirun does.
+injects crashes: SIGKILL to RANK at DURATION after the job's start, the
+moment every rank has registered with the launcher (the time to build a Go
+package and start the processes does not count; a program that does not
+use package comm never registers, and its kills do not happen). A planned
+kill that did not happen (the job ended first, the rank had already ended)
+is reported on standard error; it does not change the exit status. By
+default the other ranks keep running (a cohort program sees the failure as
+an error naming the rank); --abort-on-failure stops the job at the first
+failure, as mpirun does.
 
 With --hosts the job runs on the peers of the peer-to-peer middleware
 instead: the supernodes give the live peer daemons ('cohort boot'), ranked by
@@ -122,7 +128,7 @@ func runRun(ctx context.Context, c *call) error {
 	fs.IntVar(&cfg.N, "n", 0, "number of `ranks` (processes), 1 to 1024")
 	fs.IntVar(&cfg.Fanout, "fanout", 0, "membership radix tree `fan-out`, a power of two (0: the default)")
 	fs.StringVar(&cfg.Detector, "detector", "", "failure `detector`: brr, dbrr or heartbeat (default brr)")
-	fs.Var(&kills, "kill", "inject a crash: SIGKILL to `RANK@DURATION` after the start (repeatable)")
+	fs.Var(&kills, "kill", "inject a crash: SIGKILL to `RANK@DURATION` after every rank has registered (repeatable)")
 	fs.BoolVar(&cfg.Prefix, "prefix", false, `start each output line with "[rank] "`)
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop the job after this `duration` (0: no limit)")
 	fs.BoolVar(&cfg.AbortOnFailure, "abort-on-failure", false, "stop the whole job when a rank fails")
@@ -134,6 +140,8 @@ func runRun(ctx context.Context, c *call) error {
 	}
 	rest := fs.Args()
 	switch {
+	case !flagSet(fs, "n"):
+		return usagef("-n is required: the number of ranks, 1 to %d", maxRunRanks)
 	case cfg.N < 1 || cfg.N > maxRunRanks:
 		return usagef("-n %d: want 1 to %d ranks", cfg.N, maxRunRanks)
 	case cfg.Fanout != 0 && cfg.Fanout < 2 || cfg.Fanout&(cfg.Fanout-1) != 0:
@@ -181,6 +189,9 @@ func runRun(ctx context.Context, c *call) error {
 		return err
 	}
 	exits, err := job.Wait()
+	for _, m := range job.MissedKills() {
+		fmt.Fprintf(c.stderr, "cohort run: --kill %d@%v did not happen: %s\n", m.Rank, m.After, m.Why)
+	}
 	if cfg.Replicas > 1 && err != nil {
 		err = replicaOutcome(c, cfg, exits, err)
 	}
@@ -198,7 +209,13 @@ func runRun(ctx context.Context, c *call) error {
 	return err
 }
 
-// runFailure says which ranks failed and how, in the command's terms.
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // replicaOutcome judges a replicated job by its logical ranks: a rank
 // succeeded if one of its replicas exited with status 0. The replicas lost
 // meanwhile are reported; the error stands only if some rank has no
@@ -250,6 +267,7 @@ func replicaOutcome(c *call, cfg launch.Config, exits []launch.Exit, err error) 
 	return logical
 }
 
+// runFailure says which ranks failed and how, in the command's terms.
 func runFailure(n int, fe *launch.FailedError) error {
 	how := func(x launch.Exit) string {
 		if x.Killed && x.Signal == syscall.SIGKILL {

@@ -48,8 +48,17 @@ func TestRunFailedRanks(t *testing.T) {
 // ranks that wait forever.
 func TestRunKill(t *testing.T) {
 	code, _, stderr := run(t, "run", "-n", "3", "--kill", "1@0s", "--abort-on-failure", rankPkg, "--", "-hold")
-	if code != exitFailure || !strings.Contains(stderr, "rank 1: killed by --kill (SIGKILL)") {
+	if code != exitFailure || !regexp.MustCompile(`rank 1(: | failed: )killed by --kill \(SIGKILL\)`).MatchString(stderr) {
 		t.Fatalf("exit %d, stderr %q; want 1 and rank 1 killed by --kill", code, stderr)
+	}
+}
+
+// TestRunMissedKill: a planned kill whose time comes after the job's end
+// is reported on standard error; the exit status stays that of the ranks.
+func TestRunMissedKill(t *testing.T) {
+	code, _, stderr := run(t, "run", "-n", "2", "--kill", "1@1h", rankPkg)
+	if code != exitOK || !regexp.MustCompile(`(?m)^cohort run: --kill 1@1h0m0s did not happen: the job ended \S+ after every rank registered$`).MatchString(stderr) {
+		t.Fatalf("exit %d, stderr %q; want 0 and the missed kill", code, stderr)
 	}
 }
 
@@ -62,7 +71,8 @@ func TestRunBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "--bogus", rankPkg}, exitUsage, "flag provided but not defined: -bogus"},
-		{[]string{"run", rankPkg}, exitUsage, "-n 0: want 1 to 1024 ranks"},
+		{[]string{"run", rankPkg}, exitUsage, "-n is required: the number of ranks, 1 to 1024"},
+		{[]string{"run", "-n", "0", rankPkg}, exitUsage, "-n 0: want 1 to 1024 ranks"},
 		{[]string{"run", "-n", "-2", rankPkg}, exitUsage, "-n -2"},
 		{[]string{"run", "-n", "2"}, exitUsage, "missing the PROGRAM"},
 		{[]string{"run", "-n", "2", "--"}, exitUsage, "missing the PROGRAM"},
