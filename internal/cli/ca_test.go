@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -25,5 +26,55 @@ func TestCAInitIssue(t *testing.T) {
 	}
 	if code, _, _ := run(t, "ca", "revoke"); code != exitUsage {
 		t.Errorf("unknown subcommand: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// A missing CA certificate or member certificate is named, with the
+// command that makes it.
+func TestMissingCredentialsSayHow(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	query := []string{"peers", "--daemon", "node1@127.0.0.1:1", "--ca", filepath.Join(dir, "ca.crt"), "--certs", dir, "--name", "alice"}
+	code, _, stderr := run(t, query...)
+	want := "the cluster CA's certificate " + filepath.Join(dir, "ca.crt") + " is missing: make the CA with 'cohort ca init'"
+	if code != exitFailure || !strings.Contains(stderr, want) {
+		t.Fatalf("no CA: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+	if code, out, errs := run(t, "ca", "init", "--dir", dir); code != exitOK {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, stderr = run(t, query...)
+	want = filepath.Join(dir, "alice.crt") + " is missing: issue alice's certificate with 'cohort ca issue alice'"
+	if code != exitFailure || !strings.Contains(stderr, want) {
+		t.Fatalf("no member certificate: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+	code, _, stderr = run(t, "supernode", "--name", "sn1", "--ca", filepath.Join(dir, "ca.crt"), "--certs", dir)
+	want = filepath.Join(dir, "sn1.crt") + " is missing: issue sn1's certificate with 'cohort ca issue sn1'"
+	if code != exitFailure || !strings.Contains(stderr, want) {
+		t.Fatalf("supernode without its certificate: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+}
+
+// The default --name falls back from $USER to the next answer given.
+func TestFirstName(t *testing.T) {
+	none := func() string { return "" }
+	host := func() string { return "host1" }
+	login := func() string { return "alice" }
+	for _, c := range []struct {
+		env       string
+		fallbacks []func() string
+		want      string
+	}{
+		{"bob", []func() string{login, host}, "bob"},
+		{"", []func() string{login, host}, "alice"},
+		{"", []func() string{none, host}, "host1"},
+		{"", []func() string{none, none}, ""},
+	} {
+		if got := firstName(c.env, c.fallbacks...); got != c.want {
+			t.Errorf("firstName(%q, …) = %q, want %q", c.env, got, c.want)
+		}
+	}
+	t.Setenv("USER", "")
+	if defaultName() == "" {
+		t.Error("with $USER empty, the default name is empty (want the login or host name)")
 	}
 }

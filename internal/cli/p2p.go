@@ -78,7 +78,8 @@ names in its 'admins' may.`},
 			help: c.help + `
 
 --name is the certificate this command presents (NAME.crt and NAME.key in
---certs); it defaults to $USER.
+--certs); it defaults to $USER, else the current user's login name, else
+the host name.
 
 Example:
   cohort ` + c.name + ` --daemon node1@10.0.0.5:7950 --name alice`,
@@ -103,7 +104,7 @@ func (f credFlags) load() (*ca.Credentials, error) {
 	if *f.name == "" {
 		return nil, usagef("--name is required (the name of your certificate)")
 	}
-	return ca.Load(*f.caFile, *f.certs, *f.name)
+	return loadCreds(*f.caFile, *f.certs, *f.name)
 }
 
 func runBoot(ctx context.Context, c *call) error {
@@ -119,6 +120,9 @@ func runBoot(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
+	if err := checkCredFiles(cfg.CA, cfg.Certs, cfg.Name); err != nil {
+		return err
+	}
 	d, err := daemon.New(cfg, slog.New(slog.NewJSONHandler(c.stderr, nil)))
 	if err != nil {
 		return err
@@ -131,7 +135,7 @@ func runBoot(ctx context.Context, c *call) error {
 func runDaemonQuery(ctx context.Context, c *call) error {
 	fs := c.newFlags()
 	target := fs.String("daemon", "", "the daemon: `NAME@HOST:PORT` (NAME: its certificate's name)")
-	creds := addCredFlags(fs, os.Getenv("USER"))
+	creds := addCredFlags(fs, defaultName())
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
@@ -209,7 +213,7 @@ func addHostsFlags(fs *flag.FlagSet) hostsFlags {
 	return hostsFlags{
 		hosts: fs.String("hosts", "", "run on the peers known to the supernodes: `supernode:[NAME@]HOST:PORT`, comma-separated"),
 		alloc: fs.String("alloc", "spread", "with --hosts, the allocation `strategy`: spread or concentrate"),
-		creds: addCredFlags(fs, os.Getenv("USER")),
+		creds: addCredFlags(fs, defaultName()),
 	}
 }
 

@@ -70,7 +70,8 @@ which ranks share a host otherwise).
 The ranks' connections are authenticated by the job's secret; --encrypt
 also encrypts them, with TLS 1.3 and a certificate made for the job (its
 key reaches the ranks in their environment, as the secret does). Credentials: --name (default
-$USER), --ca and --certs (see 'cohort ca').
+$USER, else the current user's login name, else the host name), --ca and
+--certs (see 'cohort ca').
 
 Examples:
   cohort run -n 8 ./examples/pi

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cohort-mp/cohort/p2p/ca"
 	"github.com/cohort-mp/cohort/p2p/supernode"
 )
 
@@ -48,7 +47,7 @@ func runSupernode(ctx context.Context, c *call) error {
 	if *expiry <= 0 {
 		return usagef("--expiry must be positive")
 	}
-	creds, err := ca.Load(*caFile, *certs, *name)
+	creds, err := loadCreds(*caFile, *certs, *name)
 	if err != nil {
 		return err
 	}
