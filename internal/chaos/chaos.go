@@ -24,11 +24,15 @@
 //
 // A run is correct when every rank that was not killed exited with status
 // 0 and the ranks' standard output matched Expect. Its time to recover is
-// its result time minus the median result time of the baseline (both from
-// the rendezvous): the time the failures cost, detection and redone work
-// together. It is only an estimate (a baseline run varies too, so a small
-// negative value is noise), but it does not depend on any event stream of
-// the program.
+// measured on the ranks' event streams (launch.Config.EventsDir, written by
+// package comm): from each kill to the moment every survivor had installed
+// a view without the victim, the longest of the run. Its cost is its result
+// time minus the median result time of the baseline (both from the
+// rendezvous): what the failures cost the result, detection and redone
+// work together. The cost is only an estimate: a kill that comes before
+// its victim holds any work, or after its work is done, costs nothing, and
+// the run then differs from the baseline by the baseline's own noise,
+// either way.
 package chaos
 
 import (
@@ -38,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -110,9 +115,16 @@ type Result struct {
 	// of the last; Result is from the rendezvous to the first output line
 	// matching Expect (0 if none).
 	Wall, Result time.Duration
-	// Recover is Result minus the baseline's median Result (chaos runs).
-	Recover time.Duration
-	Output  string // standard output and error of every rank, prefixed
+	// Cost is Result minus the baseline's median Result (chaos runs with a
+	// result): negative when the run happened to be faster.
+	Cost time.Duration
+	// Recover is the time from a kill to the moment every survivor had
+	// installed a view without its victim, the longest of the run's kills;
+	// Recovered says whether it was seen (some kill happened, and the
+	// survivors excluded every victim before they ended).
+	Recover   time.Duration
+	Recovered bool
+	Output    string // standard output and error of every rank, prefixed
 }
 
 // Report is a campaign's outcome.
@@ -283,7 +295,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return rep, err
 		}
 		if x.Result > 0 {
-			x.Recover = x.Result - rep.Median
+			x.Cost = x.Result - rep.Median
 		}
 		rep.Runs = append(rep.Runs, x)
 		progress(cfg.Progress, "run %d/%d: %s", i+1, len(seeds), x.line())
@@ -341,6 +353,12 @@ func runOnce(ctx context.Context, cfg Config, x Result, timeout time.Duration) (
 	lc.Prefix = true
 	lc.Kills = nil
 	lc.Timeout = timeout
+	events, err := os.MkdirTemp("", "cohort-chaos-")
+	if err != nil {
+		return x, err
+	}
+	defer os.RemoveAll(events)
+	lc.EventsDir = events
 	job, err := launch.Start(ctx, lc)
 	if err != nil {
 		return x, err
@@ -353,12 +371,27 @@ func runOnce(ctx context.Context, cfg Config, x Result, timeout time.Duration) (
 	_, rzErr := job.Addrs(rzCtx)
 	cancel()
 	rzAt := time.Now()
+	var killMu sync.Mutex
+	killedAt := map[int]time.Time{}
+	var timers []*time.Timer
 	if rzErr == nil {
 		for _, k := range x.Planned {
-			job.KillAt(k.Rank, rzAt.Sub(job.Started())+k.At)
+			timers = append(timers, time.AfterFunc(time.Until(rzAt.Add(k.At)), func() {
+				killMu.Lock()
+				defer killMu.Unlock()
+				at := time.Now() // before the signal: the survivors' views come after it
+				if _, again := killedAt[k.Rank]; !again && job.Kill(k.Rank) == nil {
+					killedAt[k.Rank] = at
+				}
+			}))
 		}
 	}
 	exits, _ := job.Wait()
+	for _, t := range timers {
+		t.Stop()
+	}
+	killMu.Lock() // a kill under way ends before the map is read
+	defer killMu.Unlock()
 	end := time.Now()
 	if err := ctx.Err(); err != nil {
 		return x, err
@@ -382,6 +415,12 @@ func runOnce(ctx context.Context, cfg Config, x Result, timeout time.Duration) (
 	for i, k := range x.Planned {
 		x.Killed[i] = killed[k.Rank]
 	}
+	for r := range killedAt {
+		if !killed[r] { // the signal found it already ended
+			delete(killedAt, r)
+		}
+	}
+	x.Recover, x.Recovered = recoveryTime(readViews(events, len(exits)), killedAt, len(exits))
 	var bad []launch.Exit
 	for _, e := range exits {
 		if !e.Killed && !e.OK() {
@@ -433,20 +472,24 @@ func (x Result) kills() string {
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "baseline: %d failure-free runs, median result time %s after the rendezvous; kills fall in [0, %s) after it\n",
 		len(r.Baseline), ms(r.Median), ms(r.Window))
-	fmt.Fprintf(w, "%4s  %-20s  %-28s  %-7s  %9s  %9s  %9s\n", "run", "seed", "kills (rank@time)", "correct", "wall", "result", "recover")
+	fmt.Fprintf(w, "%4s  %-20s  %-28s  %-7s  %9s  %9s  %9s  %9s\n", "run", "seed", "kills (rank@time)", "correct", "wall", "result", "cost", "recover")
 	var kills, died, correct int
-	var rec []time.Duration
+	var rec, costs []time.Duration
 	for _, x := range r.Runs {
 		ok := "yes"
 		if !x.Correct {
 			ok = "NO"
 		}
-		result, recover := "-", "-"
+		result, cost, recover := "-", "-", "-"
 		if x.Result > 0 {
-			result, recover = ms(x.Result), fmt.Sprintf("%+.0f ms", float64(x.Recover)/1e6)
+			result, cost = ms(x.Result), fmt.Sprintf("%+.0f ms", float64(x.Cost)/1e6)
+			costs = append(costs, x.Cost)
+		}
+		if x.Recovered {
+			recover = ms(x.Recover)
 			rec = append(rec, x.Recover)
 		}
-		fmt.Fprintf(w, "%4d  %-20d  %-28s  %-7s  %9s  %9s  %9s\n", x.Index, x.Seed, x.kills(), ok, ms(x.Wall), result, recover)
+		fmt.Fprintf(w, "%4d  %-20d  %-28s  %-7s  %9s  %9s  %9s  %9s\n", x.Index, x.Seed, x.kills(), ok, ms(x.Wall), result, cost, recover)
 		kills += len(x.Planned)
 		for _, k := range x.Killed {
 			if k {
@@ -457,11 +500,20 @@ func (r Report) Print(w io.Writer) {
 			correct++
 		}
 	}
-	fmt.Fprintf(w, "total: %d runs, %d correct; %d kills planned, %d ranks killed (the others had already ended)",
-		len(r.Runs), correct, kills, died)
+	fmt.Fprintf(w, "total: %d runs, %d correct; %d kills planned, %d ranks killed", len(r.Runs), correct, kills, died)
+	switch missed := kills - died; {
+	case missed == 1:
+		fmt.Fprint(w, " (the other came after its rank had ended)")
+	case missed > 1:
+		fmt.Fprintf(w, " (the other %d came after their ranks had ended)", missed)
+	}
 	if len(rec) > 0 {
-		fmt.Fprintf(w, "; time to recover: median %+.0f ms, max %+.0f ms", float64(median(rec))/1e6, float64(slices.Max(rec))/1e6)
+		fmt.Fprintf(w, "; time to recover: median %s, max %s", ms(median(rec)), ms(slices.Max(rec)))
+	}
+	if len(costs) > 0 {
+		fmt.Fprintf(w, "; cost: median %+.0f ms", float64(median(costs))/1e6)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "result = first line matching the expected output, from the rendezvous; recover = result − baseline median")
+	fmt.Fprintln(w, "result = first line matching the expected output, from the rendezvous; cost = result − baseline median (the baseline's noise makes it negative at times);")
+	fmt.Fprintln(w, "recover = from a kill to a view without its victim at every survivor, the longest of the run (- : the survivors ended first)")
 }

@@ -50,9 +50,13 @@ j·N + r is replica j of rank r.
 The table has, per run: the seed, the kills (rank@time after the
 rendezvous; in parentheses a kill whose rank had already ended), correct,
 the wall time, the result time (from the rendezvous to the first output
-line matching --expect) and the time to recover: the result time minus the
-baseline's median, i.e. what the failures cost, detection and redone work
-together (an estimate: a small negative value is noise). Chaos exits 0 only
+line matching --expect), the cost (the result time minus the baseline's
+median: what the failures cost the result, detection and redone work
+together; a kill that finds no work to lose costs nothing, and the
+baseline's own noise then shows, negative at times) and the time to
+recover (from a kill to the moment every survivor holds a view without the
+victim, the longest of the run, read from the ranks' event streams; "-"
+when the survivors ended first). Chaos exits 0 only
 if every run was correct.
 
 Examples:
@@ -127,7 +131,7 @@ func runChaos(ctx context.Context, c *call) error {
 	case cfg.Runs < 1:
 		return usagef("--runs %d: want at least 1", cfg.Runs)
 	case cfg.Baseline < 1:
-		return usagef("--baseline %d: want at least 1 (the baseline sets the kill window and the recovery time)", cfg.Baseline)
+		return usagef("--baseline %d: want at least 1 (the baseline sets the kill window and the cost of the failures)", cfg.Baseline)
 	case cfg.Window < 0 || cfg.RunTimeout < 0:
 		return usagef("--window and --timeout must not be negative")
 	case cfg.Launch.Detector != "" && !slices.Contains(launch.Detectors, cfg.Launch.Detector):
