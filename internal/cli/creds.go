@@ -55,11 +55,11 @@ func loadCreds(caFile, certs, name string) (*ca.Credentials, error) {
 // certificate and key is missing, and how to make it.
 func checkCredFiles(caFile, certs, name string) error {
 	if missing(caFile) {
-		return fmt.Errorf("the cluster CA's certificate %s is missing: make the CA with 'cohort ca init' (on one machine; copy its ca.crt to the others) or name it with --ca", caFile)
+		return fmt.Errorf("the cluster CA's certificate %s is missing: make the CA with 'cohort ca init' (on one machine; copy its ca.crt to the others)", caFile)
 	}
 	for _, ext := range []string{".crt", ".key"} {
 		if p := filepath.Join(certs, name+ext); missing(p) {
-			return fmt.Errorf("%s is missing: issue %s's certificate with 'cohort ca issue %s' where the CA's key is (and copy %s.crt and %s.key here), or name another with --name or --certs",
+			return fmt.Errorf("%s is missing: issue %s's certificate with 'cohort ca issue %s' where the CA's key is (and copy %s.crt and %s.key here)",
 				p, name, name, name, name)
 		}
 	}
