@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:     "boot",
-		synopsis: "--config FILE",
+		synopsis: "--config FILE [--log-format text|json]",
 		summary:  "run the peer daemon: register with supernodes, reserve, stage and launch jobs",
 		help: `Boot runs this machine's peer daemon. It registers with the supernodes of its
 configuration and keeps their merged list of peers (with the latency of an
@@ -31,9 +32,10 @@ reservations (at most 'jobs' jobs and 'procs_per_job' processes per job,
 from the submitters in 'allowed'), staging of a job's files (SHA-256 checked,
 size-limited, never outside the job's directory) and the launch of its
 processes, whose output goes back to the submitter. A job's processes are
-stopped when its submitter goes away. Logs are JSON lines on standard error;
-SIGTERM, Ctrl-C or 'cohort halt' stop it gracefully (running jobs are told,
-their processes stopped).
+stopped when its submitter goes away. It logs each event once on standard
+error, a line of plain text (key=value) or, with --log-format json, a JSON
+object; SIGTERM, Ctrl-C or 'cohort halt' stop it gracefully (running jobs
+are told, their processes stopped).
 
 The configuration is a TOML file; every key but name has a default:
 
@@ -110,11 +112,16 @@ func (f credFlags) load() (*ca.Credentials, error) {
 func runBoot(ctx context.Context, c *call) error {
 	fs := c.newFlags()
 	path := fs.String("config", "", "the daemon's TOML configuration `file`")
+	logFormat := addLogFormatFlag(fs)
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
 	}
 	if *path == "" {
 		return usagef("--config is required")
+	}
+	log, err := newLogger(c.stderr, *logFormat)
+	if err != nil {
+		return err
 	}
 	cfg, err := daemon.Load(*path)
 	if err != nil {
@@ -123,13 +130,29 @@ func runBoot(ctx context.Context, c *call) error {
 	if err := checkCredFiles(cfg.CA, cfg.Certs, cfg.Name); err != nil {
 		return err
 	}
-	d, err := daemon.New(cfg, slog.New(slog.NewJSONHandler(c.stderr, nil)))
+	d, err := daemon.New(cfg, log)
 	if err != nil {
 		return err
 	}
-	return d.Serve(ctx, func(addr string) {
-		fmt.Fprintf(c.stdout, "daemon %s serving on %s (%d jobs, %d processes per job)\n", cfg.Name, addr, cfg.Jobs, cfg.ProcsPerJob)
-	})
+	// The daemon logs that it serves, with its address: said once, there.
+	return d.Serve(ctx, nil)
+}
+
+// addLogFormatFlag adds --log-format, the format of a server's logs.
+func addLogFormatFlag(fs *flag.FlagSet) *string {
+	return fs.String("log-format", "text", "`format` of the logs on standard error: text (key=value) or json")
+}
+
+// newLogger returns the logger of a server, writing each event once to w
+// in format ("text" or "json").
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
 }
 
 func runDaemonQuery(ctx context.Context, c *call) error {

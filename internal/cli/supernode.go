@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -13,14 +11,15 @@ import (
 func init() {
 	register(&command{
 		name:     "supernode",
-		synopsis: "--name NAME [--listen ADDR] [--ca FILE] [--certs DIR] [--expiry D] [--metrics ADDR]",
+		synopsis: "--name NAME [--listen ADDR] [--ca FILE] [--certs DIR] [--expiry D] [--metrics ADDR] [--log-format text|json]",
 		summary:  "the bootstrap registry of the peer-to-peer middleware",
 		help: `Supernode runs the registry that peer daemons register with and that
 submitters ask for the list of live peers (HTTP/JSON over mutual TLS: every
 client needs a certificate of the cluster's CA, see 'cohort ca'). A daemon
 registers under its certificate's name; a registration not renewed within
---expiry is dropped. Logs are JSON lines on standard error; SIGTERM or
-Ctrl-C shuts it down gracefully.
+--expiry is dropped. It logs each event once on standard error, a line of
+plain text (key=value) or, with --log-format json, a JSON object; SIGTERM
+or Ctrl-C shuts it down gracefully.
 
 Examples:
   cohort ca issue sn1.example.org
@@ -38,7 +37,12 @@ func runSupernode(ctx context.Context, c *call) error {
 	certs := fs.String("certs", filepath.Join(home, ".cohort", "ca"), "`directory` holding NAME.crt and NAME.key")
 	expiry := fs.Duration("expiry", supernode.DefaultExpiry, "how long a registration lives without renewal")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this `address` (plain HTTP, /metrics); empty: none")
+	logFormat := addLogFormatFlag(fs)
 	if err := c.parse(fs, c.args, 0); err != nil {
+		return err
+	}
+	log, err := newLogger(c.stderr, *logFormat)
+	if err != nil {
 		return err
 	}
 	if *name == "" {
@@ -51,7 +55,6 @@ func runSupernode(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(c.stderr, nil))
-	return supernode.Serve(ctx, supernode.Config{Listen: *listen, Creds: creds, Expiry: *expiry, Logger: log, Metrics: *metricsAddr,
-		Ready: func(addr string) { fmt.Fprintf(c.stdout, "supernode %s serving on %s\n", *name, addr) }})
+	// The supernode logs that it serves, with its address: said once, there.
+	return supernode.Serve(ctx, supernode.Config{Listen: *listen, Creds: creds, Expiry: *expiry, Logger: log, Metrics: *metricsAddr})
 }
