@@ -43,6 +43,11 @@ func TestLiveDemo(t *testing.T) {
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("colours in output that is not a terminal:\n%q", out)
 	}
+	// The legend comes once, before the event table it explains.
+	legend := `"epoch 2.n0" is view number 2, proposed by its root n0`
+	if strings.Count(out, legend) != 1 || strings.Index(out, legend) > strings.Index(out, "✗ killed (SIGKILL)") {
+		t.Errorf("the legend is not shown once before the events:\n%s", out)
+	}
 }
 
 // A program whose count is wrong (it lies in the run with kills, after an

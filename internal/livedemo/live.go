@@ -122,6 +122,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		out.line("", "", "", "kills planned: "+strings.Join(plan, ", "), dim)
 	}
 	out.blank()
+	out.legend()
 	out.line("time", "who", " ", "event", bold)
 
 	dir, err := os.MkdirTemp("", "cohort-demo-")

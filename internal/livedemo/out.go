@@ -80,6 +80,22 @@ func (o *liveOut) event(at time.Duration, who, sym, text, style string) {
 	o.line(fmt.Sprintf("%+.3fs", at.Seconds()), who, sym, text, style)
 }
 
+// legendLines explain the event table's symbols and terms, once, before
+// it: a reader meets them in the first lines.
+var legendLines = []string{
+	"✗ killed   ? suspected   ✓ no longer suspected   ● declared failed   ↺ work taken back from a dead rank   ★ the count   · other output",
+	"◆ a view once every live member installed it; \"epoch 2.n0\" is view number 2, proposed by its root n0;",
+	"  \"T_s\" is the stabilization time, from the root's first failure report to the view all agreed on",
+}
+
+// legend prints the legend of the event table.
+func (o *liveOut) legend() {
+	for _, l := range legendLines {
+		o.line("", "", "", l, dim)
+	}
+	o.blank()
+}
+
 // status shows a transient progress line (on a terminal only).
 func (o *liveOut) status(s string) {
 	if o.quiet || !o.tty {
