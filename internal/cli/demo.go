@@ -25,8 +25,11 @@ random moments of the search. It prints, live, what every survivor's failure
 detector says (suspicions, failures), every membership view the survivors
 install (epoch, members), the work the survivors take back, and at the end
 the count beside the published one, the time lost to recovery (the search
-time with kills minus the failure-free one) and, for each kill, when it was
-first suspected, declared and excluded from every survivor's view. It exits
+time with kills minus the failure-free one; when other processes took a
+noticeable share of the cores meanwhile, it says how much, since that time
+counts as lost too) and, for each kill, when it was first suspected,
+declared and excluded from every survivor's view. A legend before the
+events explains their symbols. It exits
 with status 0 only if the count is the published one and every survivor
 exited with status 0. The same --seed gives the same victims, killed at the
 same fractions (10-80 %) of the failure-free run's search.

@@ -145,6 +145,7 @@ type liveRun struct {
 	search   time.Duration // the reporter's own measure of the search
 	reportAt time.Duration // when its line came, after the job's start
 	wall     time.Duration // the job's start to its end
+	load     machineLoad   // what the rest of the machine took meanwhile
 	exits    []launch.Exit
 	killedAt map[int]time.Duration // rank → when the demo killed it, after the start
 	waitErr  error
@@ -209,6 +210,7 @@ func runNQueens(ctx context.Context, cfg Config, program string, kills []launch.
 		return nil, err
 	}
 	start := job.Started()
+	cpu0 := sampleCPU()
 	run := &liveRun{reporter: -1, killedAt: map[int]time.Duration{}, watch: w}
 	var killMu sync.Mutex
 	var killed []int // in order, for the display
@@ -266,6 +268,11 @@ func runNQueens(ctx context.Context, cfg Config, program string, kills []launch.
 	killMu.Unlock()
 	run.exits, run.waitErr = job.Wait()
 	run.wall = time.Since(start)
+	var ranksCPU time.Duration
+	for _, x := range run.exits {
+		ranksCPU += x.CPU
+	}
+	run.load = loadOf(cpu0, sampleCPU(), ranksCPU, run.wall)
 	step()
 	if w != nil {
 		w.end()
@@ -376,6 +383,9 @@ func (o *liveOut) summary(cfg Config, known uint64, base, run *liveRun) error {
 		}
 		o.plain(o.paint(dim, "             (the reporter's own search time, start of the search to the count; the difference is the time"))
 		o.plain(o.paint(dim, "              spent detecting the deaths, agreeing on the views and redoing the work the dead held)"))
+		for _, l := range loadNote(base.load, run.load) {
+			o.plain(o.paint(dim, "             "+l))
+		}
 	}
 	var survivors []core.NodeID
 	for r := range cfg.Procs {
