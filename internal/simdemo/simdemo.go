@@ -42,6 +42,9 @@ const (
 	demoSpread      = 200 * time.Millisecond
 )
 
+// legend explains the symbols of the event table, printed once before it.
+const legend = "✗ a node crashed   ● the first live node declared it failed   ✔ every live node knows it failed   ! a live node declared failed by mistake"
+
 // Result is the outcome of a run.
 type Result struct {
 	OK        bool   // every crash detected by every live node, no false detection
@@ -85,6 +88,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (Result, error) {
 		p.f("  a lone crash is declared by every live node within %s–%s s (fd.DetectionBound)\n", secs(lo), secs(hi))
 	}
 	p.f("  %d crashes at random times between %v and %v\n\n", cfg.Crashes, demoFirstCrash, demoFirstCrash+demoCrashWindow)
+	p.f("  %s\n\n", legend)
 	p.f("  %9s  %s\n", "time", "event")
 	live := cfg.N
 	cl.OnProgress = func(e experiment.Progress) {

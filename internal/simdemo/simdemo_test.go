@@ -42,6 +42,9 @@ func TestDemoSmallCluster(t *testing.T) {
 	if !strings.Contains(text, "✔ 3 crashes, each declared by all 61 live nodes; no false detection") {
 		t.Errorf("summary line missing:\n%s", text)
 	}
+	if strings.Count(text, legend) != 1 || strings.Index(text, legend) > strings.Index(text, " crashed\n") {
+		t.Errorf("the legend is not shown once before the events:\n%s", text)
+	}
 	if st, err := os.Stat(filepath.Join(dir, "detections.png")); err != nil || st.Size() == 0 {
 		t.Errorf("plot: %v", err)
 	}
