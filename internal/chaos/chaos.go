@@ -58,7 +58,7 @@ var ErrConfig = errors.New("chaos: bad campaign")
 // Config describes a campaign.
 type Config struct {
 	// Launch is the job of every run: N, Program, Args, Detector, … Its
-	// Stdout, Stderr, Kills, Prefix and Timeout are set by Run.
+	// Stdout, Stderr, Kills, Prefix, Timeout and EventsDir are set by Run.
 	Launch launch.Config
 	// Runs is the number of chaos runs (ignored when RunSeeds is set).
 	Runs int
