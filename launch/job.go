@@ -678,7 +678,7 @@ func (j *Job) firePlanned(i int) {
 type MissedKill struct {
 	Kill
 	// Why says why, in a phrase: "the job ended 130ms after every rank
-	// registered", "rank 3 had already ended (exit code 0)".
+	// registered", "its process had already ended (exit code 0)".
 	Why string
 }
 
@@ -701,9 +701,9 @@ func (j *Job) MissedKills() []MissedKill {
 		case !k.fired:
 			why = fmt.Sprintf("the job ended %v after every rank registered", j.endAt.Sub(j.rzAt).Round(time.Millisecond))
 		case k.again:
-			why = fmt.Sprintf("rank %d had already been killed", k.Rank)
+			why = "its process had already been killed"
 		case k.err != nil || !x.Killed || x.Signal != syscall.SIGKILL:
-			why = fmt.Sprintf("rank %d had already ended (%s)", k.Rank, x.How())
+			why = fmt.Sprintf("its process had already ended (%s)", x.How())
 		default:
 			continue
 		}

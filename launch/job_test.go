@@ -239,7 +239,7 @@ func TestJobMissedKills(t *testing.T) {
 
 	job = start(Config{N: 2, Args: []string{"-hold"}, Kills: []Kill{{Rank: 0}, {Rank: 1}, {Rank: 1}}})
 	missed = job.MissedKills()
-	if len(missed) != 1 || missed[0].Rank != 1 || missed[0].Why != "rank 1 had already been killed" {
+	if len(missed) != 1 || missed[0].Rank != 1 || missed[0].Why != "its process had already been killed" {
 		t.Fatalf("two kills of rank 1: missed %+v", missed)
 	}
 
