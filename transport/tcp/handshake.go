@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -71,6 +72,11 @@ func (t *Transport) serve(nc net.Conn) {
 	defer t.untrack(nc)
 	t.setOptions(nc)
 	remote := remoteOf(nc)
+	if err := checkPeerUser(nc); err != nil {
+		t.stats.refused.Add(1)
+		t.log.Warn("tcp: refused connection", "remote", remote, "err", err)
+		return
+	}
 	if t.cfg.TLS != nil {
 		nc = tls.Server(nc, t.cfg.TLS)
 	}
@@ -90,6 +96,25 @@ func (t *Transport) serve(nc net.Conn) {
 	t.read(c)
 }
 
+// checkPeerUser refuses a connection on the same-host Unix socket from a
+// process of another user (SO_PEERCRED, as of its connect call): any
+// local user may connect to an abstract socket, and only our own may
+// speak to us there. A TCP connection passes (the proof of the secret is
+// its only check).
+func checkPeerUser(nc net.Conn) error {
+	if _, ok := nc.(*net.UnixConn); !ok {
+		return nil
+	}
+	uid, _, ok := peerCred(nc)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: the user of the connecting process is unknown", ErrHandshake)
+	case uid != os.Getuid():
+		return fmt.Errorf("%w: the connecting process runs as uid %d, not %d", ErrHandshake, uid, os.Getuid())
+	}
+	return nil
+}
+
 // newHello returns our Hello with a fresh nonce.
 func (t *Transport) newHello() wire.Hello {
 	h := wire.Hello{Version: wire.Version, JobID: t.cfg.JobID, Node: t.self}
@@ -104,6 +129,7 @@ func (t *Transport) newHello() wire.Hello {
 func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	hc := handshakeConn(nc)
+	defer stopCollecting(hc)
 	fr := wire.NewFrameReader(hc)
 	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
 	fw := wire.NewFrameWriter(hc, 512)
@@ -115,6 +141,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	startCollecting(hc)
 	id := peerHello.Node
 	if id == t.self {
 		return nil, fmt.Errorf("%w: the peer claims our own node id %v", ErrHandshake, id)
@@ -254,6 +281,7 @@ func (t *Transport) dial(p *peer, addr string) (*conn, error) {
 func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	hc := handshakeConn(nc)
+	defer stopCollecting(hc)
 	fr := wire.NewFrameReader(hc)
 	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
 	fw := wire.NewFrameWriter(hc, 512)
@@ -269,6 +297,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	if err != nil {
 		return nil, core.None, err
 	}
+	startCollecting(hc)
 	id := peerHello.Node
 	switch {
 	case p != nil && id != p.id:
@@ -393,6 +422,26 @@ func readHello(fr *wire.FrameReader, local wire.Hello) (wire.Hello, error) {
 		return wire.Hello{}, fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
 	return h, nil
+}
+
+// startCollecting makes a handshake on a plain Unix socket (hc a
+// rightsConn) keep the descriptors passed beside the bytes from now on:
+// the peer's hello has been read, and its ring offer may come with the
+// next read. Before, they are closed as they come.
+func startCollecting(hc net.Conn) {
+	if rc, ok := hc.(*rightsConn); ok {
+		rc.startCollecting()
+	}
+}
+
+// stopCollecting closes the descriptors a handshake on a plain Unix
+// socket kept and did not take, as the handshake ends, on every path:
+// nothing the peer passed stays open unless the proof verified and the
+// ring step mapped it.
+func stopCollecting(hc net.Conn) {
+	if rc, ok := hc.(*rightsConn); ok {
+		rc.stopCollecting()
+	}
 }
 
 // readProof reads the peer's Proof and verifies it.

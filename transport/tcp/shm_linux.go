@@ -85,9 +85,14 @@ func writeWithFD(uc *net.UnixConn, b []byte, fd int) error {
 }
 
 // rightsConn is a plain Unix socket whose reads also take the file
-// descriptors passed beside the bytes: a ring's memfd may come with any
-// read of the handshake (the frame reader reads ahead). While collecting,
-// they are kept for take; afterwards any that come are closed at once.
+// descriptors passed beside the bytes, from the moment the peer's hello
+// has been read (startCollecting) to the end of the handshake: a ring's
+// memfd may come with any read of the proof or of the ring step (the
+// frame reader reads ahead). Before that, and afterwards, a read leaves
+// no room for them and the kernel closes them. At most maxRightsFDs are
+// kept (a ring offer carries one); any beyond are closed at once, and so
+// are those kept when the handshake fails (stopCollecting), so that a
+// connection that never proves the secret leaves no descriptor behind.
 type rightsConn struct {
 	*net.UnixConn
 	oob []byte
@@ -97,14 +102,17 @@ type rightsConn struct {
 	fds        []int
 }
 
+// maxRightsFDs bounds the descriptors a connection's handshake keeps: one
+// for the ring offer, one more so that an offer with more than one is
+// recognised as such (mapPeerRing refuses it).
+const maxRightsFDs = 2
+
 func newRightsConn(uc *net.UnixConn) *rightsConn {
-	r := &rightsConn{UnixConn: uc, oob: make([]byte, unix.CmsgSpace(4*4))}
-	r.collecting.Store(true)
-	return r
+	return &rightsConn{UnixConn: uc, oob: make([]byte, unix.CmsgSpace(4*4))}
 }
 
-// Read reads like the socket's Read and, during the handshake, collects
-// the descriptors. Afterwards it is the socket's Read: the kernel closes
+// Read reads like the socket's Read and, while collecting, collects the
+// descriptors. Otherwise it is the socket's Read: the kernel closes
 // descriptors sent beside bytes read without room for them.
 func (r *rightsConn) Read(b []byte) (int, error) {
 	if !r.collecting.Load() {
@@ -123,6 +131,8 @@ func (r *rightsConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// collect keeps the descriptors of oob's control messages, up to
+// maxRightsFDs, and closes the others.
 func (r *rightsConn) collect(oob []byte) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
@@ -135,14 +145,22 @@ func (r *rightsConn) collect(oob []byte) {
 		if err != nil {
 			continue
 		}
-		if r.collecting.Load() {
-			r.fds = append(r.fds, fds...)
-			continue
-		}
 		for _, fd := range fds {
+			if r.collecting.Load() && len(r.fds) < maxRightsFDs {
+				r.fds = append(r.fds, fd)
+				continue
+			}
 			unix.Close(fd)
 		}
 	}
+}
+
+// startCollecting makes the reads from now on collect descriptors (the
+// peer's hello has been read: what follows may come with a ring offer).
+func (r *rightsConn) startCollecting() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.collecting.Store(true)
 }
 
 // take returns the descriptors collected so far and forgets them.
@@ -155,7 +173,7 @@ func (r *rightsConn) take() []int {
 }
 
 // stopCollecting closes any descriptor collected and not taken, and any
-// that comes later.
+// that comes later. The handshake calls it as it ends, failed or not.
 func (r *rightsConn) stopCollecting() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -21,8 +21,9 @@ func writeWithFD(*net.UnixConn, []byte, int) error { return errNoShm }
 // rightsConn exists only on Linux; elsewhere no connection is one.
 type rightsConn struct{ *net.UnixConn }
 
-func (*rightsConn) take() []int     { return nil }
-func (*rightsConn) stopCollecting() {}
+func (*rightsConn) take() []int      { return nil }
+func (*rightsConn) startCollecting() {}
+func (*rightsConn) stopCollecting()  {}
 
 func handshakeConn(nc net.Conn) net.Conn { return nc }
 
