@@ -104,7 +104,17 @@
 //     [ComputeProof](secret, its Hello, the peer's Hello, initiator?) =
 //     HMAC-SHA256(secret, "cohort-v1" || initiator's Hello || acceptor's
 //     Hello || direction label), the Hellos length-prefixed, the label
-//     "initiator->acceptor" or "acceptor->initiator" by who sends it.
+//     "initiator->acceptor" or "acceptor->initiator" by who sends it. The
+//     initiator sends its Proof as soon as it has checked the acceptor's
+//     Hello; the acceptor sends its own only after step 4, once the
+//     initiator's Proof has verified: a peer that does not know the secret
+//     gets no Proof, and nothing is decided or kept on its behalf (the
+//     host's tie-break between simultaneous dials included). An acceptor
+//     that has verified the initiator's Proof and refuses the connection
+//     (transport/tcp's tie-break) sends, instead of a [KindProof] frame, a
+//     [KindGoodbye] frame carrying the same Proof, then closes: the
+//     initiator verifies it as a Proof and knows the refusal comes from the
+//     node it dialled.
 //
 //  4. Each side reads the peer's Proof and checks it with [VerifyProof]
 //     (or [CheckProof], which returns [ErrAuth]); the comparison is
@@ -121,20 +131,22 @@
 //     both offered and both accepted, each side's frames go into its ring
 //     from then on; otherwise both stay on the socket.
 //
-// Both Hellos cross in one flight and both Proofs in the next, so the
-// handshake costs one round trip after the connection opens (two more on a
-// Unix socket, for the ring offers and answers).
+// Both Hellos cross in one flight, then the initiator's Proof and the
+// acceptor's in turn, so the handshake costs one and a half round trips
+// after the connection opens for the initiator and one for the acceptor
+// (two more on a Unix socket, for the ring offers and answers).
 //
 // What a replay can and cannot do. A Hello carries no secret: anyone can
-// send one, or replay an old one, and obtain the other side's Hello and
-// Proof for that connection. That Proof is useless elsewhere: it covers
-// both nonces of this connection and its direction, so it convinces no
-// other connection (the peer's nonce there is fresh) and cannot be
-// reflected back on the same connection (the direction label differs, and
-// an echoed Hello is refused). Replaying a recorded Proof fails for the
-// same reason: it covers an old nonce of ours. So without the secret a peer
-// can make us spend one handshake (an HMAC) and learn our version, job id
-// and node id, but never complete a handshake. What the handshake does not
+// send one, or replay an old one, and obtain the other side's Hello for
+// that connection; anyone who accepts a connection obtains the
+// initiator's Proof too. That Proof is useless elsewhere: it covers both
+// nonces of this connection and its direction, so it convinces no other
+// connection (the peer's nonce there is fresh) and cannot be reflected
+// back on the same connection (the direction label differs, and an echoed
+// Hello is refused). Replaying a recorded Proof fails for the same reason:
+// it covers an old nonce of ours. So without the secret a peer can make us
+// spend one handshake (an HMAC) and learn our version, job id and node id,
+// but never complete a handshake. What the handshake does not
 // give: it authenticates the two ends at the start, nothing after. An
 // attacker on the path can relay a genuine handshake between two genuine
 // nodes and then read, drop or alter the frames that follow, which are

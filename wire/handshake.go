@@ -21,6 +21,9 @@ var (
 	// side, and both read until the end of stream, so no frame is lost and
 	// neither end mistakes the close for a failure (transport/tcp,
 	// Config.IdleTimeout).
+	// In the handshake, carrying the acceptor's [Proof] in place of a
+	// [KindProof] frame, it refuses a connection whose initiator has
+	// proved the secret (see the package doc, step 3).
 	KindGoodbye = core.MakeKind(core.ProtoCore, 3)
 	// KindPad is padding: a frame whose payload means nothing, written
 	// before a large frame so that the large payload starts on the stream
