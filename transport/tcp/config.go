@@ -55,6 +55,24 @@ type Config struct {
 	// HandshakeTimeout bounds the handshake of a connection, from accept or
 	// dial to the verified proof. Default 5 s.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the inbound handshakes in progress at once on
+	// each listener (the TCP one and the same-host Unix socket), counted
+	// from accept to the end of the handshake: a connection accepted
+	// beyond it is closed at once, before a byte is read or written, and
+	// counted in Stats.Shed. Each handshake in progress costs a goroutine
+	// and a socket for at most HandshakeTimeout, so this bounds what
+	// connections that never prove the secret can take; while it is
+	// reached, genuine peers are turned away too (their dials fail and are
+	// retried with back-off). Default DefaultMaxHandshakes; negative: no
+	// bound.
+	MaxHandshakes int
+	// MaxHandshakesPerSource bounds, in the same way, the inbound
+	// handshakes in progress at once from one source: one remote IP
+	// address over TCP (any port), one user id over the Unix socket (every
+	// process of the job on this host). It must cover the processes of one
+	// host that dial this one at the same moment (at start-up, a whole
+	// host's). Default DefaultMaxHandshakesPerSource; negative: no bound.
+	MaxHandshakesPerSource int
 	// DialTimeout bounds one dial attempt. Default 3 s.
 	DialTimeout time.Duration
 	// BackoffMin and BackoffMax bound the delay between failed dial
@@ -120,30 +138,38 @@ const (
 	DefaultListenAddr       = "127.0.0.1:0"
 	DefaultQueueLen         = 1024
 	DefaultHandshakeTimeout = 5 * time.Second
-	DefaultDialTimeout      = 3 * time.Second
-	DefaultBackoffMin       = 20 * time.Millisecond
-	DefaultBackoffMax       = 2 * time.Second
-	DefaultKeepAlive        = 5 * time.Second
-	DefaultIdleTimeout      = 30 * time.Second
-	DefaultDirectMax        = wire.DefaultMaxFrameSize
+	// DefaultMaxHandshakes is Config.MaxHandshakes' default, in
+	// connections per listener.
+	DefaultMaxHandshakes = 512
+	// DefaultMaxHandshakesPerSource is Config.MaxHandshakesPerSource's
+	// default, in connections per source and listener.
+	DefaultMaxHandshakesPerSource = 128
+	DefaultDialTimeout            = 3 * time.Second
+	DefaultBackoffMin             = 20 * time.Millisecond
+	DefaultBackoffMax             = 2 * time.Second
+	DefaultKeepAlive              = 5 * time.Second
+	DefaultIdleTimeout            = 30 * time.Second
+	DefaultDirectMax              = wire.DefaultMaxFrameSize
 )
 
 // DefaultConfig returns a Config with every default filled in; the caller
 // sets Node, JobID and Secret.
 func DefaultConfig() Config {
 	return Config{
-		ListenAddr:       DefaultListenAddr,
-		QueueLen:         DefaultQueueLen,
-		MaxFrameSize:     wire.DefaultMaxFrameSize,
-		WriteBufferSize:  wire.DefaultWriteBufferSize,
-		HandshakeTimeout: DefaultHandshakeTimeout,
-		DialTimeout:      DefaultDialTimeout,
-		BackoffMin:       DefaultBackoffMin,
-		BackoffMax:       DefaultBackoffMax,
-		KeepAlive:        DefaultKeepAlive,
-		IdleTimeout:      DefaultIdleTimeout,
-		DirectMax:        DefaultDirectMax,
-		ShmRingSize:      DefaultShmRingSize,
+		ListenAddr:             DefaultListenAddr,
+		QueueLen:               DefaultQueueLen,
+		MaxFrameSize:           wire.DefaultMaxFrameSize,
+		WriteBufferSize:        wire.DefaultWriteBufferSize,
+		HandshakeTimeout:       DefaultHandshakeTimeout,
+		MaxHandshakes:          DefaultMaxHandshakes,
+		MaxHandshakesPerSource: DefaultMaxHandshakesPerSource,
+		DialTimeout:            DefaultDialTimeout,
+		BackoffMin:             DefaultBackoffMin,
+		BackoffMax:             DefaultBackoffMax,
+		KeepAlive:              DefaultKeepAlive,
+		IdleTimeout:            DefaultIdleTimeout,
+		DirectMax:              DefaultDirectMax,
+		ShmRingSize:            DefaultShmRingSize,
 	}
 }
 
@@ -164,6 +190,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.MaxHandshakes == 0 {
+		c.MaxHandshakes = d.MaxHandshakes
+	}
+	if c.MaxHandshakesPerSource == 0 {
+		c.MaxHandshakesPerSource = d.MaxHandshakesPerSource
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = d.DialTimeout

@@ -16,13 +16,32 @@
 //
 // A connection is opened lazily, by the first Send to a peer that has none,
 // or by the peer. It starts with the handshake of package wire (version,
-// job id, node id and an HMAC proof of the job secret, both ways); a
+// job id, node id and an HMAC proof of the job secret, both ways; the
+// accepting side sends its proof only once the dialler's has verified); a
 // connection that fails it (wrong secret, wrong job, wrong version, no
 // handshake at all, a timeout) is closed and logged with the remote address,
 // and no frame of it is delivered. After the handshake, a frame whose source
 // is not the authenticated peer, or whose destination is not this node, is
 // dropped and logged. A malformed frame (bad length or header) closes that
 // connection with a logged error; the others go on.
+//
+// # Unauthenticated connections
+//
+// Until its proof verifies, an inbound connection is nothing but a
+// goroutine and a socket, for at most Config.HandshakeTimeout: the node id
+// its hello claims decides nothing, no state is made or counted for that
+// node (our writer dials it as if the connection were not there), nothing it sends is delivered, and on the
+// same-host Unix socket no descriptor it passes is kept (those that come
+// with its hello are closed by the kernel; later ones are closed when the
+// handshake fails). The handshakes in progress are bounded per listener
+// (Config.MaxHandshakes) and per source, an IP address over TCP or a user
+// over the Unix socket (Config.MaxHandshakesPerSource): a connection
+// beyond either is closed at once, before a byte is read or written, and
+// counted in Stats.Shed. The Unix socket also refuses, before the
+// handshake, a process of any user but ours (SO_PEERCRED; the dialler
+// checks the listener the same way). Refusals are logged at Warn at most
+// once per source every 10 s, the next line counting those not logged;
+// Stats counts them all.
 //
 // Between processes of one host a connection runs over a Unix socket
 // instead of loopback TCP (a quarter less one-way latency for a small
@@ -55,7 +74,9 @@
 // There is at most one connection per pair in use. When both nodes dial
 // each other at once, the connection opened by the lower node id wins on
 // both sides (the higher node refuses nothing; the lower refuses the
-// higher's dial while its own is pending or established). A peer that dials
+// higher's dial, once the higher's proof has verified, while its own is
+// pending or established, with its proof in a goodbye so that the higher
+// waits for the winning connection instead of reporting a failure). A peer that dials
 // again while an earlier connection of its own still exists replaces it (it
 // only dials when it retired the old one or believes it dead, for instance
 // after a restart): the old one is written no more and shut on our side,
@@ -126,7 +147,10 @@
 // (Config.KeepAlive) gives up; meanwhile that peer's new dials (after its
 // restart) are refused if ours was the winning side of the old connection.
 // The handshake authenticates the ends at the start; frames are not
-// encrypted or MACed afterwards (see package wire).
+// encrypted or MACed afterwards (see package wire). Any holder of the job
+// secret may claim any node id. While the bound on handshakes in progress
+// is reached (connections that never prove the secret, from many
+// sources), genuine peers are turned away too, and retry with back-off.
 //
 // The same-host path is tried only for addresses written as IPs (as Addr
 // returns them): a peer's address given as a host name is dialled over

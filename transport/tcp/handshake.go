@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -24,17 +23,19 @@ var (
 	ErrHandshake = errors.New("tcp: handshake failed")
 	// errTieBreak: an inbound connection lost to ours (simultaneous dial).
 	errTieBreak = errors.New("tcp: our connection to the peer wins the tie-break")
-	// errRefusedAfterHello: the peer named itself, then closed our dial
-	// before its proof: the tie-break, its own connection to us wins (or
-	// it died at that moment).
-	errRefusedAfterHello = errors.New("tcp: the peer closed the connection after its hello (tie-break)")
+	// errRefusedAfterHello: the peer verified our proof and answered with
+	// its own in a goodbye: the tie-break, its own connection to us wins.
+	errRefusedAfterHello = errors.New("tcp: the peer refused the connection after our proof (tie-break)")
 )
 
 // acceptLoop accepts connections on ln (the TCP listener or the Unix one)
 // and hands each to its own goroutine, which runs the handshake and then
-// reads.
+// reads. A connection beyond the listener's bounds on handshakes in
+// progress (Config.MaxHandshakes, MaxHandshakesPerSource) is closed at
+// once instead.
 func (t *Transport) acceptLoop(ln net.Listener) {
 	defer t.wg.Done()
+	gate := newHandshakeGate(t.cfg)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -53,29 +54,50 @@ func (t *Transport) acceptLoop(ln net.Listener) {
 			}
 			continue
 		}
+		source := sourceOf(nc)
+		if !gate.enter(source) {
+			t.stats.shed.Add(1)
+			remote := remoteOf(nc)
+			nc.Close()
+			t.logRefusal("tcp: too many handshakes in progress, connection closed", source, remote,
+				fmt.Errorf("%w: at most %d at once, %d per source", ErrHandshake, t.cfg.MaxHandshakes, t.cfg.MaxHandshakesPerSource))
+			continue
+		}
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
+			gate.leave(source)
 			nc.Close()
 			return
 		}
 		t.live[nc] = struct{}{}
 		t.wg.Add(1)
 		t.mu.Unlock()
-		go t.serve(nc)
+		go t.serve(nc, func() { gate.leave(source) }, source)
 	}
 }
 
-// serve runs the acceptor's side of the handshake on nc, then reads it.
-func (t *Transport) serve(nc net.Conn) {
+// serve runs the acceptor's side of the handshake on nc, calls done as it
+// ends, then reads the connection.
+func (t *Transport) serve(nc net.Conn, done func(), source string) {
 	defer t.wg.Done()
 	defer t.untrack(nc)
+	c, err := t.handshakeIn(nc, source)
+	done()
+	if err == nil {
+		t.read(c)
+	}
+}
+
+// handshakeIn runs the acceptor's side of the handshake on nc, from
+// source, and logs a refusal.
+func (t *Transport) handshakeIn(nc net.Conn, source string) (*conn, error) {
 	t.setOptions(nc)
 	remote := remoteOf(nc)
 	if err := checkPeerUser(nc); err != nil {
 		t.stats.refused.Add(1)
-		t.log.Warn("tcp: refused connection", "remote", remote, "err", err)
-		return
+		t.logRefusal("tcp: refused connection", source, remote, err)
+		return nil, err
 	}
 	if t.cfg.TLS != nil {
 		nc = tls.Server(nc, t.cfg.TLS)
@@ -89,11 +111,11 @@ func (t *Transport) serve(nc net.Conn) {
 		case t.isClosing():
 		default:
 			t.stats.refused.Add(1)
-			t.log.Warn("tcp: refused connection", "remote", remote, "err", err)
+			t.logRefusal("tcp: refused connection", source, remote, err)
 		}
-		return
+		return nil, err
 	}
-	t.read(c)
+	return c, nil
 }
 
 // checkPeerUser refuses a connection on the same-host Unix socket from a
@@ -122,10 +144,14 @@ func (t *Transport) newHello() wire.Hello {
 	return h
 }
 
-// accept runs the acceptor's handshake (package wire, steps 1 to 4) and
-// installs the connection. The tie-break is decided as soon as the peer's
-// Hello names it, before our proof is sent, so the initiator never
-// believes in a connection we refuse.
+// accept runs the acceptor's handshake (package wire, steps 1 to 5) and
+// installs the connection. Nothing is decided, counted or kept for the
+// peer before its proof verifies: the acceptor reads the initiator's proof
+// before it sends its own, and only then decides the tie-break and counts
+// the connection (admit). So a connection that does not know the secret
+// neither holds back our writer nor learns our proof, and the initiator
+// never believes in a connection we refuse: we refuse it with a goodbye
+// instead of our proof.
 func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	hc := handshakeConn(nc)
@@ -141,13 +167,28 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	startCollecting(hc)
 	id := peerHello.Node
 	if id == t.self {
 		return nil, fmt.Errorf("%w: the peer claims our own node id %v", ErrHandshake, id)
 	}
+	if err := readProof(fr, t.cfg.Secret, local, peerHello, false); err != nil {
+		return nil, err
+	}
+	// The peer sends its ring offer only once it has our proof: nothing
+	// it passed before is kept.
+	startCollecting(hc)
+	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, false)}
 	p, err := t.admit(id)
 	if err != nil {
+		if errors.Is(err, errTieBreak) {
+			// The peer proved the secret: tell it, with our proof in a
+			// goodbye, so that it waits for our connection rather than
+			// reporting a failure (and knows the refusal is ours).
+			var e wire.Encoder
+			proof.MarshalWire(&e)
+			fw.WriteFrame(wire.Frame{Kind: wire.KindGoodbye, Src: t.self, Dst: id, Payload: e.B})
+			fw.Flush()
+		}
 		return nil, err
 	}
 	installed := false
@@ -159,11 +200,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 			p.signal()
 		}
 	}()
-	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, false)}
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
-		return nil, err
-	}
-	if err := readProof(fr, t.cfg.Secret, local, peerHello, false); err != nil {
 		return nil, err
 	}
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, false)
@@ -181,12 +218,12 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	return c, nil
 }
 
-// admit decides the tie-break for an inbound connection from id and, if it
-// may proceed and we know id, counts it so that our writer does not dial
-// meanwhile. The connection opened by the lower node id wins: we refuse the
-// peer's dial if we are lower and our own dial is pending or established.
-// The peer's state is not created here, before the peer has proved the
-// secret, so that unauthenticated hellos cost no memory; p is nil then.
+// admit decides the tie-break for an inbound connection from id, whose
+// proof has verified, and, if it may proceed and we know id, counts it so
+// that our writer does not dial while its handshake ends. The connection
+// opened by the lower node id wins: we refuse the peer's dial if we are
+// lower and our own dial is pending or established. A peer we do not know
+// gets its state when the connection is installed; p is nil then.
 func (t *Transport) admit(id core.NodeID) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -311,9 +348,6 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 		err = readProof(fr, t.cfg.Secret, local, peerHello, true)
 	}
 	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-			err = fmt.Errorf("%w: %w", errRefusedAfterHello, err)
-		}
 		return nil, id, err
 	}
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, true)
@@ -379,9 +413,9 @@ func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, er
 			t.stats.dialFailures.Add(1)
 			return core.None, fmt.Errorf("tcp: introduce %s: %w", addr, err)
 		}
-		// The peer answered with its id and closed this connection before
-		// its proof (the tie-break: it already has one with us); its
-		// address is all we need.
+		// The peer verified our proof and refused this connection (the
+		// tie-break: it already has one with us); its address is all we
+		// need.
 		t.SetPeer(id, addr)
 		return id, nil
 	}
@@ -448,9 +482,16 @@ func stopCollecting(hc net.Conn) {
 func readProof(fr *wire.FrameReader, secret []byte, local, remote wire.Hello, initiator bool) error {
 	f, err := fr.ReadFrame()
 	if err != nil {
+		if initiator && errors.Is(err, io.EOF) {
+			// The acceptor reads our proof before it sends its own.
+			return fmt.Errorf("%w: the peer closed the connection instead of sending its proof (it refused ours: another secret?): %w", ErrHandshake, err)
+		}
 		return fmt.Errorf("%w: reading the proof: %w", ErrHandshake, err)
 	}
-	if f.Kind != wire.KindProof {
+	// An acceptor refuses a connection that loses the tie-break with its
+	// proof in a goodbye (accept).
+	refused := f.Kind == wire.KindGoodbye && initiator
+	if f.Kind != wire.KindProof && !refused {
 		return fmt.Errorf("%w: expected a proof, got %v", ErrHandshake, f.Kind)
 	}
 	p, err := wire.DecodeProof(f.Payload)
@@ -459,6 +500,9 @@ func readProof(fr *wire.FrameReader, secret []byte, local, remote wire.Hello, in
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	if refused {
+		return errRefusedAfterHello
 	}
 	return nil
 }

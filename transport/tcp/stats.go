@@ -11,6 +11,7 @@ type Stats struct {
 	Accepted     uint64 // inbound connections authenticated
 	Refused      uint64 // inbound connections refused by the handshake
 	TieBreaks    uint64 // inbound connections refused because ours won
+	Shed         uint64 // inbound connections closed at once, beyond Config.MaxHandshakes or MaxHandshakesPerSource
 	Established  uint64 // connections put in use (both directions)
 	Unix         uint64 // of Established, those over the same-host Unix socket
 	Shm          uint64 // of Unix, those whose frames run over shared memory
@@ -37,7 +38,7 @@ type Stats struct {
 // is their sum).
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
-	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused atomic.Uint64
+	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused, shed atomic.Uint64
 }
 
 // bump adds one to a counter that one goroutine at a time writes (under
@@ -50,7 +51,7 @@ func (t *Transport) Stats() Stats {
 	s := Stats{
 		Dials: t.stats.dials.Load(), DialFailures: t.stats.dialFailures.Load(),
 		Accepted: t.stats.accepted.Load(), Refused: t.stats.refused.Load(),
-		TieBreaks: t.stats.tieBreaks.Load(), Established: t.stats.established.Load(),
+		TieBreaks: t.stats.tieBreaks.Load(), Shed: t.stats.shed.Load(), Established: t.stats.established.Load(),
 		Unix: t.stats.unix.Load(), Shm: t.stats.shm.Load(), ShmRefused: t.stats.shmRefused.Load(),
 		Lost: t.stats.lost.Load(), Retired: t.stats.retired.Load(), Malformed: t.stats.malformed.Load(),
 		Misaddressed: t.stats.misaddressed.Load(),

@@ -30,6 +30,8 @@ type Transport struct {
 	closing chan struct{}
 	wg      sync.WaitGroup
 	stats   stats
+	// refusals limits the logs of refused connections (admission.go).
+	refusals logLimiter
 	// writerRuns counts the writers' runs over a connection (writeLoop
 	// calls): the tests check that a writer waits, rather than spins, while
 	// its connection is closed but not yet cleared, or the transport closes.

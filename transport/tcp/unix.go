@@ -31,8 +31,9 @@ import (
 // someone else (any local user may bind an abstract name, there are no
 // file permissions) is recognised by its owner's user id, which must be
 // ours, and passed over for TCP, so it can neither steal nor block our
-// connections; a process of our own user is trusted no less than over TCP
-// (the secret's proof still runs).
+// connections; likewise the listener refuses a connecting process of
+// another user before the handshake (checkPeerUser). A process of our own
+// user is trusted no less than over TCP (the secret's proof still runs).
 
 // unixSupported: abstract Unix sockets exist on Linux only.
 const unixSupported = runtime.GOOS == "linux"
