@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cohort-mp/cohort/internal/secretenv"
 	"github.com/cohort-mp/cohort/topo"
 	"github.com/cohort-mp/cohort/wire"
 )
@@ -131,6 +132,11 @@ func (b Bootstrap) ListenAddr() string {
 // [ErrNotLaunched]; otherwise every variable is checked (see
 // [Bootstrap.Validate]) and an error wraps [ErrBootstrap] and names the
 // variable at fault.
+//
+// The job secret and the TLS key (EnvSecret, EnvTLSKey) are removed from
+// the process's environment as they are read, so that no process this one
+// starts inherits them; a later FromEnv in the same process still finds
+// them (they are kept in memory).
 func FromEnv(getenv func(string) string) (Bootstrap, error) {
 	var b Bootstrap
 	any := false
@@ -143,6 +149,10 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 	if !any {
 		return b, ErrNotLaunched
 	}
+	// The secrets leave the environment first, whatever else is wrong
+	// with it: no process this one starts inherits them.
+	secretHex := strings.TrimSpace(secretenv.Take(getenv, EnvSecret))
+	b.TLSKey = []byte(secretenv.Take(getenv, EnvTLSKey))
 	get := func(name string) (string, error) {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
@@ -174,9 +184,8 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 	if b.Rendezvous, err = get(EnvRendezvous); err != nil {
 		return b, err
 	}
-	secretHex, err := get(EnvSecret)
-	if err != nil {
-		return b, err
+	if secretHex == "" {
+		return b, fmt.Errorf("%w: %s is not set (but other COHORT_ variables are)", ErrBootstrap, EnvSecret)
 	}
 	if b.Secret, err = hex.DecodeString(secretHex); err != nil {
 		return b, fmt.Errorf("%w: %s is not hex: %v", ErrBootstrap, EnvSecret, err)
@@ -198,7 +207,7 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 	// Optional: the host to listen on (a launcher on several hosts sets
 	// the address of the rank's host; default 127.0.0.1).
 	b.Listen = strings.TrimSpace(getenv(EnvListenHost))
-	b.TLSCert, b.TLSKey = []byte(getenv(EnvTLSCert)), []byte(getenv(EnvTLSKey))
+	b.TLSCert = []byte(getenv(EnvTLSCert))
 	b.Source = "cohort run"
 	return b, b.Validate()
 }

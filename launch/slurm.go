@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cohort-mp/cohort/internal/secretenv"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -242,11 +243,14 @@ func deriveSecret(user []byte, cluster, job, step string) []byte {
 	return m.Sum(nil)
 }
 
-// userSecret reads the user's secret from EnvUserSecret, else from
-// EnvSecretFile (default ~/.cohort/secret), which must belong to the user
-// and be readable by nobody else.
+// userSecret reads the user's secret from EnvUserSecret, which it removes
+// from the process's environment, else from EnvSecretFile (default
+// ~/.cohort/secret), which must belong to the user and be readable by
+// nobody else.
 func userSecret(sys system) ([]byte, error) {
-	if v := strings.TrimSpace(sys.getenv(EnvUserSecret)); v != "" {
+	// Out of the environment as soon as read (the file's path, which is
+	// no secret, stays).
+	if v := strings.TrimSpace(secretenv.Take(sys.getenv, EnvUserSecret)); v != "" {
 		if len(v) < MinSecretLen {
 			return nil, fmt.Errorf("%w: %s has %d characters, want at least %d; %s", ErrNoSecret, EnvUserSecret, len(v), MinSecretLen, secretHint)
 		}
