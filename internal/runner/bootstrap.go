@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cohort-mp/cohort/internal/secretenv"
 	"github.com/cohort-mp/cohort/internal/tracker"
 
 	"github.com/cohort-mp/cohort/core"
@@ -80,8 +81,14 @@ func (b Bootstrap) Environ() []string {
 // address book parses (see [ParseNodes]; a value without "=" is read as the
 // path of a file holding it), and the secret is hex of at least
 // [MinSecretLen] bytes. Errors wrap [ErrBootstrap] and name the variable.
+// The secret is removed from the process's environment as it is read, so
+// that no process the node starts inherits it (a later LoadBootstrap in
+// the process still finds it).
 func LoadBootstrap(getenv func(string) string) (Bootstrap, error) {
 	var b Bootstrap
+	// The secret leaves the environment first, whatever else is wrong
+	// with it: no process this one starts inherits it.
+	secretHex := strings.TrimSpace(secretenv.Take(getenv, EnvSecret))
 	get := func(name string) (string, error) {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
@@ -126,9 +133,8 @@ func LoadBootstrap(getenv func(string) string) (Bootstrap, error) {
 		return b, fmt.Errorf("%w: %s=%v is not listed in %s (listed: %s)", ErrBootstrap, EnvNodeID, uint32(b.Self), EnvNodes, tracker.FormatIDs(b.IDs()))
 	}
 
-	secretHex, err := get(EnvSecret)
-	if err != nil {
-		return b, err
+	if secretHex == "" {
+		return b, fmt.Errorf("%w: %s is not set", ErrBootstrap, EnvSecret)
 	}
 	secret, err := hex.DecodeString(secretHex)
 	if err != nil {
