@@ -13,8 +13,9 @@ import (
 // progress are bounded per listener and per source, and their refusals are
 // logged at a bounded rate.
 
-// sourceOf names where an accepted connection comes from, for the bounds
-// per source: its IP over TCP (any port), its user over a Unix socket.
+// sourceOf names where an accepted connection comes from, for the bound
+// per source and the logs: its IP over TCP (any port), its user over a
+// Unix socket.
 func sourceOf(nc net.Conn) string {
 	if _, ok := nc.(*net.UnixConn); ok {
 		if uid, _, ok := peerCred(nc); ok {
@@ -30,7 +31,7 @@ func sourceOf(nc net.Conn) string {
 
 // handshakeGate counts one listener's handshakes in progress, in all and
 // per source, against Config.MaxHandshakes and MaxHandshakesPerSource
-// (either negative: no bound).
+// (either negative: no bound; the Unix socket has no bound per source).
 type handshakeGate struct {
 	max, perSource int
 

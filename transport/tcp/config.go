@@ -66,12 +66,13 @@ type Config struct {
 	// retried with back-off). Default DefaultMaxHandshakes; negative: no
 	// bound.
 	MaxHandshakes int
-	// MaxHandshakesPerSource bounds, in the same way, the inbound
-	// handshakes in progress at once from one source: one remote IP
-	// address over TCP (any port), one user id over the Unix socket (every
-	// process of the job on this host). It must cover the processes of one
-	// host that dial this one at the same moment (at start-up, a whole
-	// host's). Default DefaultMaxHandshakesPerSource; negative: no bound.
+	// MaxHandshakesPerSource bounds, in the same way, the inbound TCP
+	// handshakes in progress at once from one remote IP address (any
+	// port). It must cover the processes of one host that dial this one at
+	// the same moment (at start-up, a whole host's). The Unix socket,
+	// whose only peers are processes of our own user on this host, has
+	// MaxHandshakes alone. Default DefaultMaxHandshakesPerSource;
+	// negative: no bound.
 	MaxHandshakesPerSource int
 	// DialTimeout bounds one dial attempt. Default 3 s.
 	DialTimeout time.Duration
@@ -138,18 +139,22 @@ const (
 	DefaultListenAddr       = "127.0.0.1:0"
 	DefaultQueueLen         = 1024
 	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultDialTimeout      = 3 * time.Second
+	DefaultBackoffMin       = 20 * time.Millisecond
+	DefaultBackoffMax       = 2 * time.Second
+	DefaultKeepAlive        = 5 * time.Second
+	DefaultIdleTimeout      = 30 * time.Second
+	DefaultDirectMax        = wire.DefaultMaxFrameSize
+)
+
+// Defaults of [Config]'s bounds on handshakes in progress.
+const (
 	// DefaultMaxHandshakes is Config.MaxHandshakes' default, in
 	// connections per listener.
 	DefaultMaxHandshakes = 512
 	// DefaultMaxHandshakesPerSource is Config.MaxHandshakesPerSource's
-	// default, in connections per source and listener.
+	// default, in connections per source address.
 	DefaultMaxHandshakesPerSource = 128
-	DefaultDialTimeout            = 3 * time.Second
-	DefaultBackoffMin             = 20 * time.Millisecond
-	DefaultBackoffMax             = 2 * time.Second
-	DefaultKeepAlive              = 5 * time.Second
-	DefaultIdleTimeout            = 30 * time.Second
-	DefaultDirectMax              = wire.DefaultMaxFrameSize
 )
 
 // DefaultConfig returns a Config with every default filled in; the caller

@@ -34,10 +34,9 @@
 // same-host Unix socket no descriptor it passes is kept (those that come
 // with its hello are closed by the kernel; later ones are closed when the
 // handshake fails). The handshakes in progress are bounded per listener
-// (Config.MaxHandshakes) and per source, an IP address over TCP or a user
-// over the Unix socket (Config.MaxHandshakesPerSource): a connection
-// beyond either is closed at once, before a byte is read or written, and
-// counted in Stats.Shed. The Unix socket also refuses, before the
+// (Config.MaxHandshakes) and, over TCP, per remote IP address
+// (Config.MaxHandshakesPerSource): a connection beyond either is closed at
+// once, before a byte is read or written, and counted in Stats.Shed. The Unix socket also refuses, before the
 // handshake, a process of any user but ours (SO_PEERCRED; the dialler
 // checks the listener the same way). Refusals are logged at Warn at most
 // once per source every 10 s, the next line counting those not logged;

@@ -36,6 +36,9 @@ var (
 func (t *Transport) acceptLoop(ln net.Listener) {
 	defer t.wg.Done()
 	gate := newHandshakeGate(t.cfg)
+	if _, ok := ln.(*net.UnixListener); ok {
+		gate.perSource = -1 // one user: ours (checkPeerUser)
+	}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {

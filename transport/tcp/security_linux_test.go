@@ -224,3 +224,28 @@ func TestUnixRefusesOtherUser(t *testing.T) {
 		t.Fatalf("the log does not name the other user:\n%s", log)
 	}
 }
+
+// TestUnixHandshakeBound checks Config.MaxHandshakes on the same-host
+// Unix socket, whose connections all come from our own user and so have
+// no bound per source: handshakes that never complete fill the listener's
+// bound, and the next connection is closed at once.
+func TestUnixHandshakeBound(t *testing.T) {
+	cfg := config(1, nil)
+	cfg.HandshakeTimeout = 10 * transporttest.Timeout
+	cfg.MaxHandshakes, cfg.MaxHandshakesPerSource = 4, 1
+	srv := listen(t, cfg)
+	if srv.UnixAddr() == "" {
+		t.Skip("no same-host Unix socket")
+	}
+	for i := range 4 {
+		if !served(t, dialRaw(t, "unix", srv.UnixAddr())) {
+			t.Fatalf("connection %d closed at once, below the listener's bound", i)
+		}
+	}
+	if served(t, dialRaw(t, "unix", srv.UnixAddr())) {
+		t.Fatal("a connection beyond the listener's bound was served")
+	}
+	if st := srv.Stats(); st.Shed != 1 {
+		t.Fatalf("stats %+v: want 1 shed", st)
+	}
+}
