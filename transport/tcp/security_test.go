@@ -172,3 +172,55 @@ func TestHandshakeBounds(t *testing.T) {
 		t.Fatalf("a connection was closed at once after the handshakes in progress ended; stats %+v", srv.Stats())
 	}
 }
+
+// TestIntroduceNeedsProvenRefusal checks that a listener without the
+// secret cannot pass for a node that refuses our connection for the
+// tie-break (which Introduce takes as an answer, recording the address):
+// one that names itself and closes the connection after our proof, and
+// one that answers with a goodbye carrying no valid proof, both make
+// Introduce fail, and no address is recorded for the node they claim.
+func TestIntroduceNeedsProvenRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		goodbye bool
+	}{{"closes", false}, {"forged goodbye", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				nc.SetDeadline(time.Now().Add(transporttest.Timeout))
+				fr, fw := wire.NewFrameReader(nc), wire.NewFrameWriter(nc, 0)
+				fw.WriteMessage(wire.Frame{Src: 7, Dst: core.None}, hello(7))
+				fw.Flush()
+				fr.ReadFrame() // the hello
+				fr.ReadFrame() // the proof
+				if tc.goodbye {
+					fw.WriteFrame(wire.Frame{Kind: wire.KindGoodbye, Src: 7, Dst: 3, Payload: make([]byte, wire.ProofSize)})
+					fw.Flush()
+				}
+			}()
+			cfg := config(3, nil)
+			cfg.NoUnix = true
+			b := listen(t, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), transporttest.Timeout)
+			defer cancel()
+			if id, err := b.Introduce(ctx, ln.Addr().String()); err == nil {
+				t.Fatalf("Introduce to a listener without the secret returned node %v", id)
+			}
+			for _, id := range b.Peers() {
+				t.Fatalf("node %v recorded after a failed Introduce", id)
+			}
+			<-done
+		})
+	}
+}
