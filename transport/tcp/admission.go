@@ -1,8 +1,10 @@
 package tcp
 
 import (
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -58,6 +60,18 @@ func (g *handshakeGate) enter(source string) bool {
 	g.total++
 	g.bySource[source]++
 	return true
+}
+
+// refusal describes the bounds, for the log of a connection enter refused.
+func (g *handshakeGate) refusal() error {
+	var bounds []string
+	if g.max >= 0 {
+		bounds = append(bounds, fmt.Sprintf("%d in all", g.max))
+	}
+	if g.perSource >= 0 {
+		bounds = append(bounds, fmt.Sprintf("%d from one source", g.perSource))
+	}
+	return fmt.Errorf("%w: at most %s handshakes in progress", ErrHandshake, strings.Join(bounds, " and "))
 }
 
 // leave gives back a handshake from source that enter counted.

@@ -23,9 +23,9 @@ var (
 	ErrHandshake = errors.New("tcp: handshake failed")
 	// errTieBreak: an inbound connection lost to ours (simultaneous dial).
 	errTieBreak = errors.New("tcp: our connection to the peer wins the tie-break")
-	// errRefusedAfterHello: the peer verified our proof and answered with
+	// errRefusedAfterProof: the peer verified our proof and answered with
 	// its own in a goodbye: the tie-break, its own connection to us wins.
-	errRefusedAfterHello = errors.New("tcp: the peer refused the connection after our proof (tie-break)")
+	errRefusedAfterProof = errors.New("tcp: the peer refused the connection after our proof (tie-break)")
 )
 
 // acceptLoop accepts connections on ln (the TCP listener or the Unix one)
@@ -62,8 +62,7 @@ func (t *Transport) acceptLoop(ln net.Listener) {
 			t.stats.shed.Add(1)
 			remote := remoteOf(nc)
 			nc.Close()
-			t.logRefusal("tcp: too many handshakes in progress, connection closed", source, remote,
-				fmt.Errorf("%w: at most %d at once, %d per source", ErrHandshake, t.cfg.MaxHandshakes, t.cfg.MaxHandshakesPerSource))
+			t.logRefusal("tcp: too many handshakes in progress, connection closed", source, remote, gate.refusal())
 			continue
 		}
 		t.mu.Lock()
@@ -412,7 +411,7 @@ func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, er
 	stop()
 	if err != nil {
 		t.untrack(nc)
-		if id == core.None || id == t.self || !errors.Is(err, errRefusedAfterHello) {
+		if id == core.None || id == t.self || !errors.Is(err, errRefusedAfterProof) {
 			t.stats.dialFailures.Add(1)
 			return core.None, fmt.Errorf("tcp: introduce %s: %w", addr, err)
 		}
@@ -505,7 +504,7 @@ func readProof(fr *wire.FrameReader, secret []byte, local, remote wire.Hello, in
 		return fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
 	if refused {
-		return errRefusedAfterHello
+		return errRefusedAfterProof
 	}
 	return nil
 }

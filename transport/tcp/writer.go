@@ -151,7 +151,7 @@ func (t *Transport) connect(p *peer, holding bool) *conn {
 		if err == nil || settled || t.isClosing() {
 			continue // the loop returns the connection now in use
 		}
-		if errors.Is(err, errRefusedAfterHello) && refusals < maxQuietRefusals {
+		if errors.Is(err, errRefusedAfterProof) && refusals < maxQuietRefusals {
 			// The peer's own dial to us wins the tie-break: its
 			// connection is on its way (install wakes us). Not a failure,
 			// unless it keeps happening.
