@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cohort-mp/cohort/internal/secretenv"
+	"github.com/cohort-mp/cohort/launch/secretenv"
 	"github.com/cohort-mp/cohort/topo"
 	"github.com/cohort-mp/cohort/wire"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cohort-mp/cohort/internal/secretenv"
+	"github.com/cohort-mp/cohort/launch/secretenv"
 )
 
 // printEnvVar makes the test binary, started as a child by a test of

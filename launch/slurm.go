@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cohort-mp/cohort/internal/secretenv"
+	"github.com/cohort-mp/cohort/launch/secretenv"
 	"github.com/cohort-mp/cohort/wire"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cohort-mp/cohort/internal/secretenv"
 	"github.com/cohort-mp/cohort/internal/tracker"
+	"github.com/cohort-mp/cohort/launch/secretenv"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/wire"
