@@ -5,11 +5,21 @@
 // certificate's common name) its configuration allows.
 //
 // Files: a CA is a directory holding ca.crt (PEM, public) and ca.key (PEM,
-// 0600); Issue writes NAME.crt and NAME.key (0600) for a member. Every
-// file is created anew (O_EXCL): nothing existing at its path, a file of
-// looser mode or a symbolic link, is ever written through. Keys are
-// ECDSA P-256; certificates carry the name as common name and as a DNS
-// name (and as an IP address when it is one), for client and server use.
+// 0600); Issue writes NAME.crt and NAME.key (0600) for a member, and
+// records the certificate in the CA's index, issued.txt. Every file is
+// created anew (O_EXCL), or, on renewal, written beside and renamed over
+// the old one: nothing existing at its path, a file of looser mode or a
+// symbolic link, is ever written through. Keys are ECDSA P-256;
+// certificates carry the name as common name and as a DNS name (and as an
+// IP address when it is one), for client and server use.
+//
+// Lifetimes: the CA's certificate lives ten years; a member's 90 days
+// (MemberValidity) unless IssueFor is given another lifetime (at most
+// three years). A certificate past its NotAfter is refused by every
+// handshake's standard verification, so a member that is not renewed
+// ([Renew], which writes a new key and certificate over the old files)
+// drops out on its own; a daemon or supernode reads its own certificate at
+// start, and is restarted to use a renewed one.
 package ca
 
 import (
@@ -45,12 +55,18 @@ var (
 	// ErrFiles: a CA directory or credential file that cannot be used
 	// (missing, unreadable, bad PEM, a key readable by others).
 	ErrFiles = errors.New("ca: bad files")
+	// ErrValidity: a lifetime out of range, or a CA that has expired.
+	ErrValidity = errors.New("ca: bad lifetime")
 )
 
-// Validity of what Init and Issue make.
+// Lifetimes of what Init and Issue make. A member's certificate is short
+// lived so that a lost key or a departed member stops being trusted on its
+// own, revoked or not; it is renewed before it expires ([Renew]).
 const (
 	CAValidity     = 10 * 365 * 24 * time.Hour
-	MemberValidity = 2 * 365 * 24 * time.Hour
+	MemberValidity = 90 * 24 * time.Hour
+	// MaxMemberValidity bounds what IssueFor and Renew accept.
+	MaxMemberValidity = 3 * 365 * 24 * time.Hour
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$`)
@@ -89,28 +105,64 @@ func Init(dir, name string) error {
 
 // Issue writes NAME.crt and NAME.key (0600) into out, signed by the CA in
 // dir, for name (a daemon's host name or address, or a submitter's user
-// name). It refuses to overwrite.
+// name), valid for MemberValidity. It refuses to overwrite.
 func Issue(dir, out, name string) error {
+	_, err := IssueFor(dir, out, name, MemberValidity)
+	return err
+}
+
+// IssueFor is Issue with a lifetime of validity (at most
+// MaxMemberValidity, and cut to the CA's own expiry); it returns the
+// certificate, whose NotAfter says when it expires. The certificate is
+// recorded in the CA's index (see [List]).
+func IssueFor(dir, out, name string, validity time.Duration) (*x509.Certificate, error) {
+	for _, f := range []string{name + ".crt", name + ".key"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			return nil, fmt.Errorf("%w: %s (renew it with Renew, or remove it)", ErrExists, filepath.Join(out, f))
+		}
+	}
+	cert, key, err := sign(dir, name, validity)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFiles, err)
+	}
+	if err := writePair(out, name, cert.Raw, key); err != nil {
+		return nil, err
+	}
+	return cert, nil
+}
+
+// sign makes a new key and a certificate for it, signed by the CA in dir,
+// and records the certificate in the CA's index before anything is
+// written out: a certificate that leaves the CA is always in the index.
+func sign(dir, name string, validity time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	if !nameRE.MatchString(name) {
-		return fmt.Errorf("%w: %q (letters, digits, '.', '-', '_'; at most 63)", ErrBadName, name)
+		return nil, nil, fmt.Errorf("%w: %q (letters, digits, '.', '-', '_'; at most 63)", ErrBadName, name)
+	}
+	if validity <= 0 || validity > MaxMemberValidity {
+		return nil, nil, fmt.Errorf("%w: %v (want more than 0 and at most %v)", ErrValidity, validity, MaxMemberValidity)
 	}
 	caCert, caKey, err := load(dir, "ca")
 	if err != nil {
-		return err
-	}
-	for _, f := range []string{name + ".crt", name + ".key"} {
-		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
-			return fmt.Errorf("%w: %s", ErrExists, filepath.Join(out, f))
-		}
+		return nil, nil, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	now := time.Now()
+	notAfter := now.Add(validity)
+	if notAfter.After(caCert.NotAfter) {
+		notAfter = caCert.NotAfter // past it, the chain would not verify anyway
+	}
+	if !notAfter.After(now) {
+		return nil, nil, fmt.Errorf("%w: the CA's own certificate expired at %s", ErrValidity, caCert.NotAfter.UTC().Format(time.RFC3339))
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: name, Organization: []string{"cohort"}},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(MemberValidity),
+		NotBefore: now.Add(-time.Hour), NotAfter: notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:    []string{name},
@@ -120,12 +172,16 @@ func Issue(dir, out, name string) error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := os.MkdirAll(out, 0o700); err != nil {
-		return fmt.Errorf("%w: %v", ErrFiles, err)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
 	}
-	return writePair(out, name, der, key)
+	if err := record(dir, cert); err != nil {
+		return nil, nil, err
+	}
+	return cert, key, nil
 }
 
 func serial() *big.Int {

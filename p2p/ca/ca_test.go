@@ -1,8 +1,11 @@
 package ca
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -63,6 +66,18 @@ func TestInitIssueFiles(t *testing.T) {
 // the client's name as the server saw it and the server's handshake error
 // (nil: accepted).
 func handshake(t *testing.T, cfg, ccfg *tls.Config) (string, error) {
+	name, srvErr, _ := handshake3(t, cfg, ccfg)
+	return name, srvErr
+}
+
+// handshakeBoth is handshake returning the server's and the client's
+// errors.
+func handshakeBoth(t *testing.T, cfg, ccfg *tls.Config) (srvErr, cliErr error) {
+	_, srvErr, cliErr = handshake3(t, cfg, ccfg)
+	return srvErr, cliErr
+}
+
+func handshake3(t *testing.T, cfg, ccfg *tls.Config) (string, error, error) {
 	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
@@ -86,14 +101,16 @@ func handshake(t *testing.T, cfg, ccfg *tls.Config) (string, error) {
 		err = tc.Handshake()
 		done <- result{err, PeerName(tc.ConnectionState())}
 	}()
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), ccfg)
-	if err == nil {
+	c, cliErr := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), ccfg)
+	if cliErr == nil {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		c.Read(make([]byte, 1)) // TLS 1.3: the client learns of a refusal on its first read
+		if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, io.EOF) {
+			cliErr = err // TLS 1.3: the client learns of a refusal on its first read
+		}
 		c.Close()
 	}
 	r := <-done
-	return r.name, r.err
+	return r.name, r.err, cliErr
 }
 
 // A daemon accepts a submitter of its CA whose name it allows, and refuses,
@@ -158,5 +175,95 @@ func TestWritePairRefusesExisting(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "n.crt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a certificate was written although its key was refused: %v", err)
+	}
+}
+
+// A member's certificate lives MemberValidity unless told otherwise,
+// within bounds; every one issued or renewed is in the CA's list, and a
+// renewal replaces the member's files with a new key and serial.
+func TestLifetimeListRenew(t *testing.T) {
+	dir, creds := mkCA(t, "cluster", "alice")
+	if got := creds["alice"].Cert.Leaf.NotAfter.Sub(creds["alice"].Cert.Leaf.NotBefore); got != MemberValidity+time.Hour {
+		t.Errorf("default lifetime %v, want %v (plus the hour of clock skew allowed before)", got, MemberValidity)
+	}
+	bob, err := IssueFor(dir, dir, "bob", 7*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bob.NotAfter.Sub(bob.NotBefore); got != 7*24*time.Hour+time.Hour {
+		t.Errorf("7-day lifetime: %v", got)
+	}
+	for _, bad := range []time.Duration{0, -time.Hour, MaxMemberValidity + time.Hour} {
+		if _, err := IssueFor(dir, dir, "carol", bad); !errors.Is(err, ErrValidity) {
+			t.Errorf("IssueFor(%v): %v, want ErrValidity", bad, err)
+		}
+	}
+	if _, err := Renew(dir, dir, "nobody", time.Hour); !errors.Is(err, ErrFiles) {
+		t.Errorf("renewing a member without a certificate: %v", err)
+	}
+	renewed, err := Renew(dir, dir, "bob", 30*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(filepath.Join(dir, "ca.crt"), dir, "bob")
+	if err != nil || c.Cert.Leaf.SerialNumber.Cmp(renewed.SerialNumber) != 0 || c.Cert.Leaf.SerialNumber.Cmp(bob.SerialNumber) == 0 {
+		t.Fatalf("after renewal: %v; serial on disk %v, renewed %v, old %v", err, c.Cert.Leaf.SerialNumber, renewed.SerialNumber, bob.SerialNumber)
+	}
+	for f, want := range map[string]os.FileMode{"bob.key": 0o600, "bob.crt": 0o644} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode().Perm() != want {
+			t.Errorf("renewed %s: %v, mode %v, want %v", f, err, st.Mode().Perm(), want)
+		}
+	}
+	list, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, is := range list {
+		got = append(got, is.Name+" "+SerialText(is.Serial))
+	}
+	want := []string{"alice " + SerialText(creds["alice"].Cert.Leaf.SerialNumber), "bob " + SerialText(bob.SerialNumber), "bob " + SerialText(renewed.SerialNumber)}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("List = %q, want %q", got, want)
+	}
+	// A certificate that is in dir but not in the index (issued before the
+	// CA kept one) is listed too.
+	os.Remove(filepath.Join(dir, IndexFile))
+	if list, err := List(dir); err != nil || len(list) != 2 || list[1].Serial.Cmp(renewed.SerialNumber) != 0 {
+		t.Errorf("without the index: %v %+v", err, list)
+	}
+	os.WriteFile(filepath.Join(dir, IndexFile), []byte("zz 2030 x\n"), 0o644)
+	if _, err := List(dir); !errors.Is(err, ErrFiles) || !strings.Contains(err.Error(), ":1:") {
+		t.Errorf("a bad index line: %v, want ErrFiles naming the line", err)
+	}
+}
+
+// An expired member certificate is refused by the standard verification
+// of the handshake, on both sides.
+func TestExpiredRefused(t *testing.T) {
+	dir, creds := mkCA(t, "cluster", "daemon", "alice")
+	caCert, caKey, err := load(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := func(name string) *Credentials {
+		c := *creds[name]
+		tmpl := *c.Cert.Leaf
+		tmpl.SerialNumber = serial()
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour)
+		der, err := x509.CreateCertificate(rand.Reader, &tmpl, caCert, c.Cert.Leaf.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(der)
+		c.Cert = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: c.Cert.PrivateKey, Leaf: leaf}
+		return &c
+	}
+	if _, err := handshake(t, creds["daemon"].ServerConfig(nil), expired("alice").ClientConfig("daemon")); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("expired client: %v, want a refusal saying expired", err)
+	}
+	srvErr, cliErr := handshakeBoth(t, expired("daemon").ServerConfig(nil), creds["alice"].ClientConfig("daemon"))
+	if srvErr == nil || cliErr == nil || !strings.Contains(cliErr.Error(), "expired") {
+		t.Errorf("expired server: server %v, client %v; want the client to refuse it as expired", srvErr, cliErr)
 	}
 }
