@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
+	"time"
 
 	"github.com/cohort-mp/cohort/p2p/ca"
 )
@@ -12,7 +14,7 @@ import (
 func init() {
 	register(&command{
 		name:     "ca",
-		synopsis: "init [--dir DIR] [--name NAME]   |   cohort ca issue [--dir DIR] [--out DIR] NAME",
+		synopsis: "init|issue|renew|list [flags] [NAME]",
 		summary:  "the cluster's certificate authority for mutual TLS between daemons and submitters",
 		help: `Ca makes the cluster's certificate authority and issues certificates from it.
 Supernodes, peer daemons and submitters speak mutual TLS with certificates of
@@ -21,23 +23,40 @@ to it and whose name its configuration allows.
 
   cohort ca init [--dir DIR] [--name NAME]
       writes DIR/ca.crt and DIR/ca.key (0600); refuses to overwrite.
-  cohort ca issue [--dir DIR] [--out DIR] NAME
+  cohort ca issue [--dir DIR] [--out DIR] [--days N] NAME
       writes OUT/NAME.crt and OUT/NAME.key (0600), signed by the CA in DIR,
-      for NAME: a daemon's host name or address, or a submitter's name.
+      for NAME: a daemon's host name or address, or a submitter's name. The
+      certificate lives N days (default 90, at most 1095) and says when it
+      expires; refuses to overwrite.
+  cohort ca renew [--dir DIR] [--out DIR] [--days N] NAME
+      replaces OUT/NAME.crt and OUT/NAME.key with a new key and certificate
+      of N days. The old certificate stays valid until it expires. A daemon
+      or supernode reads its certificate at start: restart it to use the
+      new one.
+  cohort ca list [--dir DIR]
+      every certificate the CA issued: name, serial, expiry, and whether it
+      is valid or expired.
 
 DIR defaults to ~/.cohort/ca; OUT to DIR. Keep ca.key on one machine only.
+The CA records what it issues in DIR/issued.txt.
+
+A member's certificate is short lived so that a lost key or a member that
+leaves stops being trusted on its own: renew the certificates of members
+that stay before they expire ('cohort ca list' shows when).
 
 Examples:
   cohort ca init
   cohort ca issue node1.example.org
-  cohort ca issue --out /tmp/alice alice`,
+  cohort ca issue --out /tmp/alice --days 30 alice
+  cohort ca list
+  cohort ca renew node1.example.org`,
 		run: runCA,
 	})
 }
 
 func runCA(_ context.Context, c *call) error {
 	if len(c.args) == 0 {
-		return usagef("missing init or issue")
+		return usagef("missing init, issue, renew or list")
 	}
 	home := "."
 	if h, err := os.UserHomeDir(); err == nil {
@@ -57,29 +76,69 @@ func runCA(_ context.Context, c *call) error {
 		}
 		fmt.Fprintf(c.stdout, "CA %q in %s (ca.crt, ca.key 0600)\n", *name, *dir)
 		return nil
-	case "issue":
+	case "issue", "renew":
 		fs := c.newFlags()
 		dir := fs.String("dir", def, "`directory` of the CA")
 		out := fs.String("out", "", "`directory` to write NAME.crt and NAME.key to (default: the CA's)")
+		days := fs.Int("days", int(ca.MemberValidity/(24*time.Hour)), "the certificate's lifetime in `days`")
 		if err := c.parse(fs, c.args[1:], 1); err != nil {
 			return err
 		}
 		if fs.NArg() != 1 {
-			return usagef("missing the NAME to issue a certificate for")
+			return usagef("missing the NAME to %s a certificate for", sub)
+		}
+		if max := int(ca.MaxMemberValidity / (24 * time.Hour)); *days < 1 || *days > max {
+			return usagef("--days %d: want 1 to %d", *days, max)
 		}
 		name := fs.Arg(0)
 		if *out == "" {
 			*out = *dir
 		}
-		if err := ca.Issue(*dir, *out, name); err != nil {
+		lifetime := time.Duration(*days) * 24 * time.Hour
+		issue := ca.IssueFor
+		if sub == "renew" {
+			issue = ca.Renew
+		}
+		cert, err := issue(*dir, *out, name, lifetime)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "%s.crt and %s.key (0600) in %s\n", name, name, *out)
+		fmt.Fprintf(c.stdout, "%s.crt and %s.key (0600) in %s: serial %s, expires %s\n",
+			name, name, *out, ca.SerialText(cert.SerialNumber), cert.NotAfter.UTC().Format(time.RFC3339))
 		return nil
+	case "list":
+		fs := c.newFlags()
+		dir := fs.String("dir", def, "`directory` of the CA")
+		if err := c.parse(fs, c.args[1:], 0); err != nil {
+			return err
+		}
+		list, err := ca.List(*dir)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSERIAL\tEXPIRES\tSTATUS")
+		for _, is := range list {
+			status := "valid, " + daysLeft(is.NotAfter.Sub(now))
+			if !now.Before(is.NotAfter) {
+				status = "expired"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", is.Name, ca.SerialText(is.Serial), is.NotAfter.UTC().Format(time.RFC3339), status)
+		}
+		return tw.Flush()
 	case "-h", "-help", "--help":
 		writeCommandUsage(c.stdout, c.cmd, nil)
 		return nil
 	default:
-		return usagef("unknown ca command %q (want init or issue)", sub)
+		return usagef("unknown ca command %q (want init, issue, renew or list)", sub)
 	}
+}
+
+// daysLeft says how long remains, in days (hours in the last one).
+func daysLeft(d time.Duration) string {
+	if d < 24*time.Hour {
+		return fmt.Sprintf("%dh left", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd left", int(d/(24*time.Hour)))
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCAInitIssue(t *testing.T) {
@@ -24,8 +25,46 @@ func TestCAInitIssue(t *testing.T) {
 	if code, _, _ := run(t, "ca", "issue", "--dir", dir); code != exitUsage {
 		t.Errorf("issue without a name: exit %d, want %d", code, exitUsage)
 	}
-	if code, _, _ := run(t, "ca", "revoke"); code != exitUsage {
+	if code, _, _ := run(t, "ca", "frobnicate"); code != exitUsage {
 		t.Errorf("unknown subcommand: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// Issue and renew say when the certificate expires; --days sets its
+// lifetime within bounds; list shows each certificate issued.
+func TestCALifetimes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	if code, out, errs := run(t, "ca", "init", "--dir", dir); code != exitOK {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errs)
+	}
+	in := func(days int) string {
+		return time.Now().Add(time.Duration(days) * 24 * time.Hour).UTC().Format("2006-01-02")
+	}
+	code, out, errs := run(t, "ca", "issue", "--dir", dir, "node1")
+	if code != exitOK || !strings.Contains(out, "expires "+in(90)) {
+		t.Fatalf("issue: exit %d, %q %q; want expiry %s", code, out, errs, in(90))
+	}
+	code, out, errs = run(t, "ca", "issue", "--dir", dir, "--days", "7", "alice")
+	if code != exitOK || !strings.Contains(out, "expires "+in(7)) {
+		t.Fatalf("issue --days 7: exit %d, %q %q", code, out, errs)
+	}
+	for _, bad := range []string{"0", "-1", "1096", "x"} {
+		if code, _, errs := run(t, "ca", "issue", "--dir", dir, "--days", bad, "bob"); code != exitUsage {
+			t.Errorf("--days %s: exit %d (%s), want %d", bad, code, errs, exitUsage)
+		}
+	}
+	if code, _, errs := run(t, "ca", "renew", "--dir", dir, "bob"); code != exitFailure || !strings.Contains(errs, "no certificate to renew") {
+		t.Errorf("renewing what was never issued: exit %d, %q", code, errs)
+	}
+	code, out, errs = run(t, "ca", "renew", "--dir", dir, "--days", "30", "alice")
+	if code != exitOK || !strings.Contains(out, "expires "+in(30)) {
+		t.Fatalf("renew: exit %d, %q %q", code, out, errs)
+	}
+	code, out, errs = run(t, "ca", "list", "--dir", dir)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != 4 || !strings.HasPrefix(lines[1], "alice") || !strings.Contains(lines[1], "valid, 6d left") ||
+		!strings.Contains(lines[2], "valid, 29d left") || !strings.HasPrefix(lines[3], "node1") {
+		t.Fatalf("list: exit %d, %q %q", code, out, errs)
 	}
 }
 
