@@ -20,6 +20,20 @@
 // ([Renew], which writes a new key and certificate over the old files)
 // drops out on its own; a daemon or supernode reads its own certificate at
 // start, and is restarted to use a renewed one.
+//
+// Revocation: to stop trusting a member before its certificate expires,
+// the CA puts its serials on its revocation list ([Revoke] by name,
+// [RevokeSerial] by serial): ca.crl beside ca.crt, an X.509 CRL signed by
+// the CA. The operator copies ca.crl to every machine, beside its ca.crt.
+// A member that calls [Credentials.WatchRevocations] (daemons and
+// supernodes do) reads the list at start, refusing to start on one that
+// is unreadable or not signed by its CA, and looks at the file again on
+// every handshake: a new list is in force from the next connection. From
+// then on, a peer whose certificate is on it is refused in the TLS
+// handshake, whether it dials or is dialled, with an error naming it and
+// its serial; a server also checks each request of a kept-alive
+// connection ([Credentials.CheckRevoked]). A new list that is bad, older
+// or removed is logged and the last good one stays in force.
 package ca
 
 import (
@@ -271,6 +285,10 @@ type Credentials struct {
 	Pool *x509.CertPool
 	Cert tls.Certificate
 	Name string
+
+	caFile string
+	cas    []*x509.Certificate // the certificates of caFile, that sign the revocation list
+	rev    *revocations        // nil: no revocation list (see WatchRevocations)
 }
 
 // Load reads the CA certificate from caFile and the member's NAME.crt and
@@ -281,26 +299,48 @@ func Load(caFile, dir, name string) (*Credentials, error) {
 		return nil, fmt.Errorf("%w: %v", ErrFiles, err)
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pb) {
+	var cas []*x509.Certificate
+	for rest := pb; ; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrFiles, caFile, err)
+		}
+		pool.AddCert(c)
+		cas = append(cas, c)
+	}
+	if len(cas) == 0 {
 		return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrFiles, caFile)
 	}
 	cert, key, err := load(dir, name)
 	if err != nil {
 		return nil, err
 	}
-	return &Credentials{Pool: pool, Cert: tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}, Name: name}, nil
+	return &Credentials{Pool: pool, Cert: tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}, Name: name,
+		caFile: caFile, cas: cas}, nil
 }
 
 // ServerConfig is the TLS configuration of a daemon or supernode: TLS 1.3,
 // its own certificate, and clients required to present a certificate of
-// the CA. allowed, if not nil, also requires the client's name to be in it
-// (the handshake then fails with an error wrapping ErrNotAllowed).
+// the CA, not revoked (see WatchRevocations; the handshake fails with an
+// error wrapping ErrRevoked). allowed, if not nil, also requires the
+// client's name to be in it (the handshake then fails with an error
+// wrapping ErrNotAllowed).
 func (c *Credentials) ServerConfig(allowed []string) *tls.Config {
 	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.Cert},
 		ClientCAs:    c.Pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
+	}
+	if rev := c.rev; rev != nil {
+		cfg.VerifyConnection = rev.check
 	}
 	if allowed != nil {
 		allowed = slices.Clone(allowed)
@@ -319,15 +359,19 @@ func (c *Credentials) ServerConfig(allowed []string) *tls.Config {
 }
 
 // ClientConfig is the TLS configuration to reach the server named server
-// (its certificate's name): TLS 1.3, the CA's pool, and this member's
-// certificate for the server to check.
+// (its certificate's name, not revoked: see WatchRevocations): TLS 1.3,
+// the CA's pool, and this member's certificate for the server to check.
 func (c *Credentials) ClientConfig(server string) *tls.Config {
-	return &tls.Config{
+	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.Cert},
 		RootCAs:      c.Pool,
 		ServerName:   server,
 	}
+	if rev := c.rev; rev != nil {
+		cfg.VerifyConnection = rev.check
+	}
+	return cfg
 }
 
 // PeerName returns the verified common name of the peer of a TLS

@@ -28,6 +28,9 @@ type Issued struct {
 	Name     string
 	Serial   *big.Int
 	NotAfter time.Time
+	// Revoked is when the certificate was put on the CA's revocation
+	// list (zero: it is not).
+	Revoked time.Time
 }
 
 // SerialText is how serials are written and read: lowercase hexadecimal.
@@ -61,7 +64,8 @@ func record(dir string, cert *x509.Certificate) error {
 
 // List returns the certificates the CA in dir issued, sorted by name and
 // expiry: those of its index, and those of NAME.crt files in dir that it
-// signed but that its index lacks (issued before it kept one).
+// signed but that its index lacks (issued before it kept one), each with
+// its revocation time if it is on the CA's revocation list.
 func List(dir string) ([]Issued, error) {
 	caCert, _, err := load(dir, "ca")
 	if err != nil {
@@ -103,6 +107,13 @@ func List(dir string) ([]Issued, error) {
 		if c, err := readCert(p); err == nil && c.CheckSignatureFrom(caCert) == nil {
 			add(Issued{Name: c.Subject.CommonName, Serial: c.SerialNumber, NotAfter: c.NotAfter})
 		}
+	}
+	revoked, err := RevokedSerials(dir)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Revoked = revoked[SerialText(out[i].Serial)]
 	}
 	slices.SortFunc(out, func(a, b Issued) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), a.NotAfter.Compare(b.NotAfter), a.Serial.Cmp(b.Serial))
