@@ -23,7 +23,9 @@ type Config struct {
 	// Listen is the TCP address to serve on.
 	Listen string
 	// Creds are the supernode's credentials (its certificate and the
-	// cluster's CA).
+	// cluster's CA). Clients on the CA's revocation list are refused if
+	// the credentials watch it (ca.Credentials.WatchRevocations, called
+	// before Serve).
 	Creds *ca.Credentials
 	// Expiry is how long a registration lives without renewal (0: 30 s).
 	Expiry time.Duration
@@ -104,7 +106,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		go msrv.Serve(mln)
 		defer msrv.Close()
 	}
-	srv := cfg.server(handler(reg, log, m))
+	srv := cfg.server(revocationGate(cfg.Creds, log, handler(reg, log, m)))
 	srv.TLSConfig = cfg.Creds.ServerConfig(nil)
 	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn) // refused handshakes, with their reason
 	log.Info("supernode: serving", "addr", ln.Addr().String())
@@ -122,6 +124,23 @@ func Serve(ctx context.Context, cfg Config) error {
 	defer cancel()
 	log.Info("supernode: shutting down")
 	return srv.Shutdown(sctx)
+}
+
+// revocationGate refuses, with 403, a request whose client was put on the
+// CA's revocation list after its connection's handshake (which refuses a
+// client revoked before): a kept-alive connection does not outlive its
+// peer's revocation.
+func revocationGate(creds *ca.Credentials, log *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.TLS != nil {
+			if err := creds.CheckRevoked(*req.TLS); err != nil {
+				log.Warn("supernode: request refused", "peer", ca.PeerName(*req.TLS), "remote", req.RemoteAddr, "reason", err)
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+		}
+		h.ServeHTTP(w, req)
+	})
 }
 
 // Client speaks to a supernode: a daemon registers through it, a

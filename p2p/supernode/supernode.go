@@ -6,8 +6,10 @@
 // daemon registers with each and merges their lists ([Merge]).
 //
 // The protocol is HTTP/JSON over mutual TLS (package p2p/ca): the caller's
-// certificate must chain to the cluster's CA. A daemon may only register
-// itself: the name it registers is the name of its certificate.
+// certificate must chain to the cluster's CA, unexpired and, when the
+// supernode watches the CA's revocation list, not revoked (checked at the
+// handshake and on each request). A daemon may only register itself: the
+// name it registers is the name of its certificate.
 //
 //	POST /v1/register  {"addr": "10.0.0.5:7950"}  → {"expires_in_ms": 30000}
 //	GET  /v1/peers                                → {"peers": [{"name", "addr", "last_seen_ms_ago"}]}
