@@ -68,6 +68,54 @@ func TestCALifetimes(t *testing.T) {
 	}
 }
 
+// Revoke puts a member's certificates, or a serial, on the CA's list, and
+// says where the list is; list shows them revoked; a supernode refuses to
+// start on a list that is missing where named or is another CA's.
+func TestCARevoke(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	other := filepath.Join(t.TempDir(), "other")
+	for _, args := range [][]string{
+		{"ca", "init", "--dir", dir}, {"ca", "issue", "--dir", dir, "alice"}, {"ca", "issue", "--dir", dir, "bob"},
+		{"ca", "issue", "--dir", dir, "sn1"}, {"ca", "init", "--dir", other}, {"ca", "issue", "--dir", other, "x"},
+	} {
+		if code, out, errs := run(t, args...); code != exitOK {
+			t.Fatalf("%q: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+	code, out, errs := run(t, "ca", "revoke", "--dir", dir, "alice")
+	if code != exitOK || !strings.Contains(out, "revoked alice (serial ") || !strings.Contains(out, filepath.Join(dir, "ca.crl")) {
+		t.Fatalf("revoke alice: exit %d, %q %q", code, out, errs)
+	}
+	_, list, _ := run(t, "ca", "list", "--dir", dir)
+	bob := strings.Fields(strings.Split(list, "\n")[2])
+	if len(bob) < 2 || bob[0] != "bob" {
+		t.Fatalf("list: %q", list)
+	}
+	if code, out, errs := run(t, "ca", "revoke", "--dir", dir, "--serial", bob[1]); code != exitOK || !strings.Contains(out, "serial "+bob[1]) {
+		t.Fatalf("revoke --serial: exit %d, %q %q", code, out, errs)
+	}
+	_, list, _ = run(t, "ca", "list", "--dir", dir)
+	if strings.Count(list, "revoked 20") != 2 || !strings.Contains(list, "valid") {
+		t.Errorf("list after revoking alice and bob:\n%s", list)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"ca", "revoke", "--dir", dir}, exitUsage, "missing the NAME"},
+		{[]string{"ca", "revoke", "--dir", dir, "--serial", "ab", "bob"}, exitUsage, "not both"},
+		{[]string{"ca", "revoke", "--dir", dir, "--serial", "xyz"}, exitUsage, "bad serial"},
+		{[]string{"ca", "revoke", "--dir", dir, "carol"}, exitFailure, `no certificate issued to "carol"`},
+		{[]string{"supernode", "--name", "sn1", "--ca", filepath.Join(dir, "ca.crt"), "--certs", dir, "--crl", filepath.Join(dir, "none.crl")}, exitFailure, "none.crl: no such file"},
+		{[]string{"supernode", "--name", "sn1", "--ca", filepath.Join(dir, "ca.crt"), "--certs", dir, "--crl", filepath.Join(other, "x.crt")}, exitFailure, "not an X509 CRL"},
+	} {
+		if code, _, errs := run(t, c.args...); code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, %q; want %d saying %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
+
 // A missing CA certificate or member certificate is named, with the
 // command that makes it.
 func TestMissingCredentialsSayHow(t *testing.T) {
