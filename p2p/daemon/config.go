@@ -37,6 +37,7 @@ import (
 //	read_timeout  = "30s"               # a request's body; for a staged file, the longest pause between its bytes
 //	write_timeout = "30s"               # an answer (a launch stream: each of its writes, at most 10 s)
 //	idle_timeout  = "60s"               # a kept-alive connection between requests
+//	crl           = ""                  # the CA's revocation list (default: ca.crl beside ca, if there)
 //
 // The work directory holds every job's files, its program and what the
 // job writes; [New] makes it (0700) when missing and refuses one that is
@@ -70,6 +71,14 @@ type Config struct {
 	ReadTimeout       Duration `toml:"read_timeout"`
 	WriteTimeout      Duration `toml:"write_timeout"`
 	IdleTimeout       Duration `toml:"idle_timeout"`
+
+	// CRL is the CA's revocation list (see p2p/ca): a peer whose
+	// certificate is on it is refused, as a client and as a server. ""
+	// is ca.crl beside CA, read if it is there or once it appears; a
+	// file named must exist. The file is looked at again on every
+	// connection and request, so a list copied over is in force from
+	// the next one; [New] refuses a list that is not the CA's.
+	CRL string `toml:"crl"`
 }
 
 // Duration is a time.Duration written as a Go duration string in TOML.

@@ -110,6 +110,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := watchRevocations(creds, cfg, log); err != nil {
+		return nil, err
+	}
 	gate, err := reserve.New(reserve.Config{Jobs: cfg.Jobs, ProcsPerJob: cfg.ProcsPerJob, Allowed: cfg.Allowed, AllowAll: cfg.AllowAll, Hold: cfg.Hold.Duration}, nil)
 	if err != nil {
 		return nil, err
@@ -134,7 +137,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	}
 	ln := timeoutListener{inner}
 	srv := &http.Server{
-		Handler:           d.Handler(),
+		Handler:           d.revocationGate(d.Handler()),
 		TLSConfig:         d.creds.ServerConfig(nil),
 		ReadHeaderTimeout: d.cfg.ReadHeaderTimeout.Duration,
 		ReadTimeout:       d.cfg.ReadTimeout.Duration,
