@@ -45,6 +45,7 @@ The configuration is a TOML file; every key but name has a default:
   supernodes    = ["sn1@10.0.0.2:7940"] # NAME@ADDR, or HOST:PORT (its certificate must name HOST)
   ca            = "~/.cohort/ca/ca.crt"
   certs         = "~/.cohort/ca"
+  crl           = ""                    # the CA's revocation list; empty: ca.crl beside ca, if there
   work_dir      = "~/.cohort/work"      # created 0700; refused if a link, another's, or open to others
   jobs          = 1                     # J
   procs_per_job = 1                     # P
