@@ -107,7 +107,16 @@ func (f credFlags) load() (*ca.Credentials, error) {
 	if *f.name == "" {
 		return nil, usagef("--name is required (the name of your certificate)")
 	}
-	return loadCreds(*f.caFile, *f.certs, *f.name)
+	creds, err := loadCreds(*f.caFile, *f.certs, *f.name)
+	if err != nil {
+		return nil, err
+	}
+	// A submitter refuses a revoked daemon or supernode as they refuse a
+	// revoked submitter, when the CA's list is beside its ca.crt.
+	if err := creds.WatchRevocations("", nil); err != nil {
+		return nil, err
+	}
+	return creds, nil
 }
 
 func runBoot(ctx context.Context, c *call) error {
