@@ -132,7 +132,7 @@ func Issue(dir, out, name string) error {
 func IssueFor(dir, out, name string, validity time.Duration) (*x509.Certificate, error) {
 	for _, f := range []string{name + ".crt", name + ".key"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
-			return nil, fmt.Errorf("%w: %s (renew it with Renew, or remove it)", ErrExists, filepath.Join(out, f))
+			return nil, fmt.Errorf("%w: %s (renew it, or remove it)", ErrExists, filepath.Join(out, f))
 		}
 	}
 	cert, key, err := sign(dir, name, validity)
