@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,12 +39,24 @@ import (
 //	write_timeout = "30s"               # an answer (a launch stream: each of its writes, at most 10 s)
 //	idle_timeout  = "60s"               # a kept-alive connection between requests
 //	crl           = ""                  # the CA's revocation list (default: ca.crl beside ca, if there)
+//	job_memory_mb = 4096                # a job's memory, all its processes together
+//	job_pids      = 1024                # a job's processes and threads, all together
+//	job_uids      = "61000-61999"       # uids for jobs when the daemon runs as root; "none": jobs run as root
 //
 // The work directory holds every job's files, its program and what the
 // job writes; [New] makes it (0700) when missing and refuses one that is
 // a symbolic link, belongs to another user, or is open to its group or
 // others. Its default lies in the daemon's own state directory (~/.cohort,
-// beside its keys), not in a directory shared with other users.
+// beside its keys; /var/lib/cohort for root), not in a directory shared
+// with other users.
+//
+// Jobs are confined (see the package doc): job_memory_mb and job_pids are
+// the limits of a job's cgroup; job_uids is the range each job running on
+// a root daemon takes a uid of its own from, so it has at least jobs uids,
+// and none of them may belong to an account of /etc/passwd. With job uids
+// the work directory is 0711, traversable but not listable, and every
+// directory above it must be traversable by others (o+x): a job reaches
+// its own directory by its path, and no other.
 type Config struct {
 	Name        string   `toml:"name"`
 	Listen      string   `toml:"listen"`
@@ -79,6 +92,16 @@ type Config struct {
 	// connection and request, so a list copied over is in force from
 	// the next one; [New] refuses a list that is not the CA's.
 	CRL string `toml:"crl"`
+
+	// JobMemoryMB bounds the memory of a job's processes together, in
+	// MiB (its cgroup's memory.max, or memory.limit_in_bytes on cgroup
+	// v1); JobPids the number of its processes and threads (pids.max).
+	JobMemoryMB int64 `toml:"job_memory_mb"`
+	JobPids     int   `toml:"job_pids"`
+	// JobUIDs is "FIRST-LAST", the uids a root daemon runs its jobs under
+	// (each running job its own, its gid the same number), or "none" to
+	// run them as root. Ignored when the daemon is not root.
+	JobUIDs string `toml:"job_uids"`
 }
 
 // Duration is a time.Duration written as a Go duration string in TOML.
@@ -103,11 +126,17 @@ func DefaultConfig() Config {
 	if err != nil {
 		home = "."
 	}
+	work := filepath.Join(home, ".cohort", "work")
+	if os.Geteuid() == 0 {
+		// Jobs run under uids of their own and must reach their
+		// directories: root's home is usually closed to others.
+		work = "/var/lib/cohort/work"
+	}
 	return Config{
 		Listen:      ":7950",
 		CA:          filepath.Join(home, ".cohort", "ca", "ca.crt"),
 		Certs:       filepath.Join(home, ".cohort", "ca"),
-		WorkDir:     filepath.Join(home, ".cohort", "work"),
+		WorkDir:     work,
 		Jobs:        1,
 		ProcsPerJob: 1,
 		Hold:        Duration{30 * time.Second},
@@ -120,6 +149,10 @@ func DefaultConfig() Config {
 		ReadTimeout:       Duration{30 * time.Second},
 		WriteTimeout:      Duration{30 * time.Second},
 		IdleTimeout:       Duration{60 * time.Second},
+
+		JobMemoryMB: 4096,
+		JobPids:     1024,
+		JobUIDs:     "61000-61999",
 	}
 }
 
@@ -179,6 +212,15 @@ func (c Config) Validate() error {
 		return bad("allowed = %q with allow_all = true: give one or the other", c.Allowed)
 	case c.WorkDir == "":
 		return bad("work_dir is empty")
+	case c.JobMemoryMB < 16:
+		return bad("job_memory_mb = %d, want at least 16", c.JobMemoryMB)
+	case c.JobPids < 16:
+		return bad("job_pids = %d, want at least 16 (a Go program alone runs several threads)", c.JobPids)
+	}
+	if first, last, err := parseUIDRange(c.JobUIDs); err != nil {
+		return bad("job_uids = %q: %v", c.JobUIDs, err)
+	} else if first > 0 && last-first+1 < c.Jobs {
+		return bad("job_uids = %q holds %d uids, fewer than jobs = %d: each running job needs its own", c.JobUIDs, last-first+1, c.Jobs)
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen = %q: %v", c.Listen, err)
@@ -212,4 +254,22 @@ func ParseSupernode(s string) (name, addr string, err error) {
 		return "", "", fmt.Errorf("supernode %q: want NAME@HOST:PORT or HOST:PORT", s)
 	}
 	return name, addr, nil
+}
+
+// parseUIDRange reads job_uids: "FIRST-LAST" (1 ≤ FIRST ≤ LAST < 2³¹-1),
+// or "none" (0, 0).
+func parseUIDRange(s string) (first, last int, err error) {
+	if s == "none" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return 0, 0, errors.New(`want "FIRST-LAST" or "none"`)
+	}
+	first, err1 := strconv.Atoi(strings.TrimSpace(a))
+	last, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if err1 != nil || err2 != nil || first < 1 || last < first || last >= 1<<31-1 {
+		return 0, 0, errors.New(`want "FIRST-LAST", 1 ≤ FIRST ≤ LAST < 2147483647, or "none"`)
+	}
+	return first, last, nil
 }

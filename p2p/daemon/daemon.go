@@ -32,14 +32,64 @@
 // submitter's own; ps shows a submitter its own jobs, and the daemon
 // itself and its admins every job. Only they may halt it.
 //
-// A job runs as the daemon's own user, unconfined: whatever that user
-// may do on the host (read the daemon's key, other jobs' directories and
-// environments, signal their processes) the job may do too, so allowing
-// a submitter means trusting it with that user. What the daemon does
-// guarantee is about its own doing: the work directory (work_dir) is the
-// daemon user's own, mode 0700, not a link; files are staged only
-// beneath the job's directory, never through a link, never over another
-// file; limits of size hold per file and per job.
+// What the daemon guarantees about its own doing: the work directory
+// (work_dir) is the daemon user's own, not a link, 0700 (0711 with job
+// uids); files are staged only beneath the job's directory, never through
+// a link, never over another file; limits of size hold per file and per
+// job.
+//
+// # How a job is confined
+//
+// A job's processes are started through a launcher, the daemon's own
+// executable run again (marked by an environment variable, handled in
+// this package's init, so any program importing the package can serve):
+// told what to do on a pipe, it joins the job's cgroup, sets its rlimits
+// (no core files; RLIMIT_FSIZE = max_job_mb; RLIMIT_NPROC = job_pids where
+// there is no pids controller but a job uid), drops to the job's uid and
+// gid with no supplementary groups, sets no_new_privs, and only then
+// execs the job's program. No code of the job runs before it is confined.
+//
+// Each job has a cgroup, made under the daemon's own when the daemon
+// starts and may write there (root, or a delegated cgroup):
+//
+//   - cgroup v2, when the unified hierarchy offers the memory and pids
+//     controllers: memory.max = job_memory_mb, memory.swap.max = 0,
+//     pids.max = job_pids; stopping the job writes cgroup.kill, so a
+//     process it detached (setsid, a double fork) dies with it. A daemon
+//     whose cgroup holds no other process moves itself into a leaf
+//     "daemon" to enable the controllers for its jobs (a systemd service
+//     with Delegate=yes); one sharing its cgroup does not use v2.
+//   - cgroup v1 otherwise, with whichever of the freezer, memory and pids
+//     hierarchies are mounted: memory.limit_in_bytes, pids.max; stopping
+//     the job freezes it (no fork races the kill), SIGKILLs every process
+//     in it, thaws it and waits until it is empty.
+//
+// A fork refused at pids.max and a process killed at the memory limit are
+// told to the submitter as a line of the rank's standard error (read from
+// pids.events and memory.events or memory.oom_control), and so are the
+// processes that outlived the ranks and were killed at the job's end.
+//
+// When the daemon runs as root, each running job has a uid of its own
+// from job_uids (none of an account of /etc/passwd; its gid the same
+// number); its directory and files are given to it at launch (0700), so a
+// job cannot read the daemon's key or configuration, another job's
+// directory or /proc/PID/environ, nor signal or trace another job's
+// processes or the daemon. The work directory is then 0711: traversable,
+// not listable, and every directory above it must be traversable by
+// others; a job reaches its own directory by its name and no other. A uid
+// is given to a job only when no process runs under it. job_uids = "none"
+// runs jobs as root.
+//
+// What is not confined: a daemon that is not root runs its jobs as its
+// own user, so a job may do whatever that user may (read the daemon's
+// key, other jobs' files and environments, signal their processes); with
+// no cgroup (none mounted, or none writable) a job's memory and processes
+// are unbounded and, without a job uid either, a process it detaches
+// outlives it. Files a job writes outside its directory (in /tmp) stay
+// after it, readable by a later job given the same uid. A job's arguments
+// are visible to every local user in /proc/PID/cmdline; its environment
+// is not. The network is not confined. The daemon logs at start what is
+// confined and what is not.
 package daemon
 
 import (
@@ -90,6 +140,8 @@ type Daemon struct {
 	// directories are made and opened relative to it, so that a link
 	// swapped in for its path later does not redirect them.
 	work *os.File
+	// conf confines the jobs: cgroups, uids.
+	conf *confinement
 
 	mu    sync.Mutex
 	jobs  map[string]*job // by token
@@ -117,11 +169,15 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	work, err := openWorkDir(cfg.WorkDir)
+	conf, err := newConfinement(cfg)
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, creds: creds, log: log.With("daemon", cfg.Name), gate: gate, work: work,
+	work, err := openWorkDir(cfg.WorkDir, conf.first > 0)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, creds: creds, log: log.With("daemon", cfg.Name), gate: gate, work: work, conf: conf,
 		jobs: map[string]*job{}, halt: make(chan struct{})}
 	d.m = newMetrics(d)
 	return d, nil
@@ -168,6 +224,11 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	go func() { defer wg.Done(); d.pingLoop(ctx) }()
 	d.log.Info("daemon: serving", "addr", ln.Addr().String(), "advertise", advertise,
 		"jobs", d.cfg.Jobs, "procs_per_job", d.cfg.ProcsPerJob)
+	d.conf.setup()
+	defer d.conf.cg.close()
+	confined, not := d.conf.describe()
+	d.log.Info("daemon: jobs confined by", "confined", confined)
+	d.log.Warn("daemon: jobs not confined", "not_confined", not)
 	if len(d.cfg.Allowed) == 0 && !d.cfg.AllowAll {
 		d.log.Warn("daemon: no submitter is allowed: every reservation will be refused; list them in allowed, or set allow_all = true")
 	}

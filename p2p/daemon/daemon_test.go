@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,6 +82,9 @@ func startDaemon(t *testing.T, edit func(*Config)) *rig {
 	cfg := DefaultConfig()
 	cfg.Name, cfg.Listen, cfg.CA, cfg.Certs = "d1", "127.0.0.1:0", filepath.Join(dir, "ca.crt"), dir
 	cfg.WorkDir = filepath.Join(dir, "work")
+	// The test's directory is closed to other uids; TestJobConfined runs
+	// jobs under uids of their own.
+	cfg.JobUIDs = "none"
 	cfg.ProcsPerJob, cfg.Allowed = 2, []string{"alice"}
 	cfg.MaxFileMB, cfg.MaxJobMB = 1, 2
 	if edit != nil {
@@ -350,7 +354,7 @@ func TestRegistersAndPings(t *testing.T) {
 	mk := func(name string, sns ...string) *rig {
 		cfg := DefaultConfig()
 		cfg.Name, cfg.Listen, cfg.CA, cfg.Certs = name, "127.0.0.1:0", filepath.Join(dir, "ca.crt"), dir
-		cfg.WorkDir = filepath.Join(t.TempDir(), "w")
+		cfg.WorkDir, cfg.JobUIDs = filepath.Join(t.TempDir(), "w"), "none"
 		cfg.Supernodes = sns
 		cfg.Refresh, cfg.Ping = Duration{100 * time.Millisecond}, Duration{100 * time.Millisecond}
 		log := &syncBuf{}
@@ -430,7 +434,11 @@ func TestWorkDirChecked(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	if got, want := DefaultConfig().WorkDir, filepath.Join(home, ".cohort", "work"); got != want {
+	want := filepath.Join(home, ".cohort", "work")
+	if os.Geteuid() == 0 {
+		want = "/var/lib/cohort/work"
+	}
+	if got := DefaultConfig().WorkDir; got != want {
 		t.Errorf("default work_dir = %s, want %s", got, want)
 	}
 	dir := t.TempDir()
@@ -438,6 +446,7 @@ func TestWorkDirChecked(t *testing.T) {
 	ca.Issue(dir, dir, "d1")
 	cfg := DefaultConfig()
 	cfg.Name, cfg.CA, cfg.Certs = "d1", filepath.Join(dir, "ca.crt"), dir
+	cfg.JobUIDs = "none" // the test's directory is closed to other uids
 
 	cfg.WorkDir = filepath.Join(dir, "new", "work")
 	if _, err := New(cfg, nil); err != nil {
@@ -674,5 +683,103 @@ func TestAllowedExplicit(t *testing.T) {
 	cfg.Allowed = []string{"alice"}
 	if err := cfg.Validate(); !errors.Is(err, ErrConfig) {
 		t.Errorf("allowed and allow_all together: %v, want ErrConfig", err)
+	}
+}
+
+// Bad confinement settings are refused by their key.
+func TestConfineConfig(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.JobUIDs = "61000" }, "job_uids"},
+		{func(c *Config) { c.JobUIDs = "62000-61000" }, "job_uids"},
+		{func(c *Config) { c.JobUIDs = "0-10" }, "job_uids"},
+		{func(c *Config) { c.JobUIDs = "" }, "job_uids"},
+		{func(c *Config) { c.JobUIDs, c.Jobs = "61000-61001", 3 }, "fewer than jobs"},
+		{func(c *Config) { c.JobPids = 3 }, "job_pids"},
+		{func(c *Config) { c.JobMemoryMB = 0 }, "job_memory_mb"},
+	} {
+		cfg := DefaultConfig()
+		cfg.Name = "d1"
+		tc.edit(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("job_uids %q, jobs %d, job_pids %d, job_memory_mb %d: %v, want an error naming %s",
+				cfg.JobUIDs, cfg.Jobs, cfg.JobPids, cfg.JobMemoryMB, err, tc.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Name, cfg.JobUIDs = "d1", "none"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("job_uids = \"none\": %v", err)
+	}
+}
+
+// A job on a root daemon runs under a uid of the range, in its own
+// cgroup, with no_new_privs; a process it detaches into a session of its
+// own is killed when the job ends, and the submitter told. (The attempts
+// of a job to break out are internal/multihost's TestJobEscape.)
+func TestJobConfined(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root: jobs run as the daemon's user, with no uid of their own")
+	}
+	work, err := os.MkdirTemp("", "cohort-confine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	os.Chmod(work, 0o711)
+	r := startDaemon(t, func(c *Config) { c.WorkDir, c.JobUIDs = filepath.Join(work, "w"), "62000-62099" })
+	if r.d.conf.cg.version == 0 {
+		t.Skipf("SKIP: no cgroup: %s", r.d.conf.cg.why)
+	}
+	t.Logf("cgroups: %s", r.d.conf.cg.why)
+	if st, err := os.Stat(filepath.Join(work, "w")); err != nil || st.Mode().Perm() != 0o711 {
+		t.Errorf("work_dir with job uids: %v %v, want mode 0711", st.Mode(), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, tok := r.stagedJob(t, ctx, `#!/bin/sh
+echo "uid=$(id -u) gid=$(id -g) groups=$(id -G)"
+grep NoNewPrivs /proc/self/status
+grep -E ':(pids|memory):' /proc/self/cgroup || grep '^0::' /proc/self/cgroup
+setsid sleep 300 </dev/null >/dev/null 2>&1 &
+# Wait until it leads a session of its own (field 6 of its stat).
+until [ "$(cut -d' ' -f6 /proc/$!/stat)" = "$!" ]; do :; done
+echo "detached=$!"
+`)
+	var out []string
+	err = c.Launch(ctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
+		if ev.Out != "" {
+			out = append(out, ev.Out)
+		}
+	})
+	text := strings.Join(out, "\n")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	id := regexp.MustCompile(`uid=(\d+) gid=(\d+) groups=(\d+)\n`).FindStringSubmatch(text + "\n")
+	if id == nil || id[1] != id[2] || id[1] != id[3] || id[1] < "62000" || id[1] > "62099" {
+		t.Errorf("the job's ids: %q, want one uid of 62000-62099 as uid, gid and only group", id)
+	}
+	if !strings.Contains(text, "NoNewPrivs:\t1") {
+		t.Errorf("no no_new_privs: %s", text)
+	}
+	if !strings.Contains(text, "/job-"+tok.Token[:16]) {
+		t.Errorf("the job is not in its cgroup job-%s: %s", tok.Token[:16], text)
+	}
+	m := regexp.MustCompile(`detached=(\d+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no detached process: %s", text)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !regexp.MustCompile(`\) Z `).Match(stat) {
+		t.Errorf("the detached process %d outlived its job: %s", pid, stat)
+	}
+	if !strings.Contains(text, "1 processes of the job outlived its ranks and were killed") {
+		t.Errorf("the submitter was not told of the process killed: %s", text)
+	}
+	if !strings.Contains(r.log.String(), "jobs confined by") || !strings.Contains(r.log.String(), "a uid of its own per job") {
+		t.Errorf("the log does not say how jobs are confined:\n%s", r.log.String())
 	}
 }

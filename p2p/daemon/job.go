@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,6 +32,14 @@ type job struct {
 	stopC chan struct{}
 	ended chan struct{} // closed when the job is stopped, launched or not
 	once  sync.Once
+
+	// uid is the job's own (0: the daemon's); cg its cgroup (nil: none).
+	// Both are set at launch.
+	uid int
+	cg  *jobCgroup
+	// leftovers counts the processes the stop killed after every rank
+	// had ended (detached ones, say).
+	leftovers int
 }
 
 // proc is one rank's process.
@@ -68,8 +77,9 @@ func (j *job) info() []ProcInfo {
 }
 
 // stop ends the job: told why on its stream (if launched), its processes
-// stopped (SIGTERM, then SIGKILL after the grace period), its token,
-// directory and entry dropped. Idempotent.
+// stopped (SIGTERM, then SIGKILL after the grace period), whatever else
+// runs in its cgroup or under its uid killed, its token, uid, directory
+// and entry dropped. Idempotent.
 func (j *job) stop(why string) {
 	j.once.Do(func() {
 		j.mu.Lock()
@@ -88,15 +98,44 @@ func (j *job) stop(why string) {
 			select {
 			case <-p.done:
 			case <-deadline:
-				signalGroup(p, syscall.SIGKILL)
+				j.killAll()
 				<-p.done
 			}
 		}
+		// The ranks have ended; what they left running (a process in a
+		// session of its own, say) has not.
+		if len(procs) > 0 {
+			j.leftovers = j.killAll()
+		}
+		j.d.conf.releaseUID(j.uid)
 		j.d.forget(j)
 		if len(procs) > 0 {
 			j.d.log.Info("daemon: job stopped", "job", j.name, "reason", why)
 		}
 	})
+}
+
+// killAll kills every process of the job: its cgroup's, or without one its
+// uid's, or without either its ranks' process groups (what left them
+// escapes). It returns how many it killed (not counting the groups').
+func (j *job) killAll() int {
+	j.mu.Lock()
+	procs, cg, uid := j.procs, j.cg, j.uid
+	j.mu.Unlock()
+	switch {
+	case cg != nil:
+		n, err := cg.kill()
+		if err != nil {
+			j.d.log.Error("daemon: a job outlived its kill", "job", j.name, "err", err)
+		}
+		return n
+	case uid > 0:
+		return killUID(uid)
+	}
+	for _, p := range procs {
+		signalGroup(p, syscall.SIGKILL)
+	}
+	return 0
 }
 
 func signalGroup(p *proc, sig syscall.Signal) {
@@ -185,26 +224,38 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 		d.refuse(w, r, http.StatusBadRequest, "launch", err)
 		return
 	}
+	if err := j.confine(); err != nil {
+		j.mu.Unlock()
+		d.refuse(w, r, http.StatusInternalServerError, "launch", err)
+		return
+	}
 	events := make(chan Event, 256)
 	j.stopC = make(chan struct{})
 	j.procs = []*proc{}
 	var exits sync.WaitGroup // the exit reporters: events is closed after them
 	var startErr error
 	for _, rk := range lr.Ranks {
-		cmd := exec.Command(path, lr.Args...)
-		cmd.Dir = j.dir.Root
-		cmd.Env = append(append(baseEnv(j.dir.Root), lr.Env...), rk.Env...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd, feed, err := d.conf.command(j.spec(path, &lr, &rk))
+		if err != nil {
+			startErr = fmt.Errorf("rank %d: %w", rk.Rank, err)
+			break
+		}
 		p := &proc{rank: rk.Rank, cmd: cmd, done: make(chan struct{})}
 		stdout, err1 := cmd.StdoutPipe()
 		stderr, err2 := cmd.StderrPipe()
 		if err := errors.Join(err1, err2); err != nil {
+			feed(false)
 			startErr = err
 			break
 		}
 		if err := cmd.Start(); err != nil {
+			feed(false)
 			startErr = fmt.Errorf("rank %d: %w", rk.Rank, err)
 			break
+		}
+		if err := feed(true); err != nil {
+			// The launcher says why on the rank's standard error.
+			d.log.Warn("daemon: launch specification not delivered", "job", j.name, "rank", rk.Rank, "err", err)
 		}
 		j.procs = append(j.procs, p)
 		var pumps sync.WaitGroup
@@ -229,6 +280,9 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 			}
 			close(p.done)
 			d.m.exited.Add(1)
+			for _, msg := range j.cg.limitNews() {
+				events <- Event{Rank: p.rank, Out: "cohort daemon " + d.cfg.Name + ": " + msg, Stderr: true}
+			}
 			events <- ev
 		}()
 	}
@@ -303,9 +357,57 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 	default:
 	}
 	// Freed before Done is sent: a submitter that reads Done finds the
-	// slot, token and directory gone.
+	// slot, token and directory gone. What outlived the ranks is killed,
+	// and the submitter told.
+	news := j.cg.limitNews()
 	j.stop("finished")
+	if j.leftovers > 0 {
+		news = append(news, fmt.Sprintf("%d processes of the job outlived its ranks and were killed", j.leftovers))
+	}
+	for _, msg := range news {
+		send(Event{Rank: procs[0].rank, Out: "cohort daemon " + d.cfg.Name + ": " + msg, Stderr: true})
+	}
 	send(Event{Done: true})
+}
+
+// confine gives the job, about to launch, its uid (its directory and
+// files then its own) and its cgroup. j.mu is held.
+func (j *job) confine() error {
+	uid, err := j.d.conf.takeUID()
+	if err != nil {
+		return err
+	}
+	if uid > 0 {
+		if err := chownTree(j.dir.Root, uid, uid); err != nil {
+			j.d.conf.releaseUID(uid)
+			return fmt.Errorf("giving the job's directory to its uid: %w", err)
+		}
+	}
+	cg, err := j.d.conf.cg.newJob(filepath.Base(j.dir.Root))
+	if err != nil {
+		j.d.conf.releaseUID(uid)
+		return err
+	}
+	j.uid, j.cg = uid, cg
+	return nil
+}
+
+// spec is what the launcher of rank rk is told.
+func (j *job) spec(path string, lr *LaunchRequest, rk *LaunchRank) launchSpec {
+	s := launchSpec{
+		Path:    path,
+		Argv:    append([]string{path}, lr.Args...),
+		Env:     append(append(baseEnv(j.dir.Root), lr.Env...), rk.Env...),
+		Dir:     j.dir.Root,
+		Cgroups: j.cg.procsFiles(),
+		UID:     j.uid,
+		GID:     j.uid,
+		FSize:   j.d.conf.fsize,
+	}
+	if j.uid > 0 {
+		s.NProc = j.d.conf.nproc
+	}
+	return s
 }
 
 // drain discards the events nobody will read, until the last process's.

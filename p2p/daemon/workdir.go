@@ -17,7 +17,11 @@ import (
 // to enter it could read them or plant links for the daemon to follow.
 // The checks are made on the opened descriptor, so the directory checked
 // is the one used.
-func openWorkDir(path string) (*os.File, error) {
+//
+// When jobs run under uids of their own (shared), the directory is made
+// 0711: each job must traverse it to reach its own directory, but none
+// may list it, and every job directory is 0700 and its job's.
+func openWorkDir(path string, shared bool) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("daemon: work_dir: %w", err)
 	}
@@ -40,9 +44,17 @@ func openWorkDir(path string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: work_dir %s belongs to uid %d, not to the daemon's user (uid %d): use a directory of the daemon's own", ErrConfig, path, st.Uid, uid)
 	}
-	if perm := st.Mode & 0o777; perm&0o077 != 0 {
+	want, open := uint32(0o700), uint32(0o077)
+	if shared {
+		want, open = 0o711, 0o066
+	}
+	if perm := uint32(st.Mode) & 0o777; perm&open != 0 {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%w: work_dir %s has mode %#o, open to its group or others: chmod 700 it", ErrConfig, path, perm)
+		return nil, fmt.Errorf("%w: work_dir %s has mode %#o, open to its group or others: chmod %o it", ErrConfig, path, perm, want)
+	}
+	if err := unix.Fchmod(fd, want); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("daemon: work_dir %s: %w", path, err)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }

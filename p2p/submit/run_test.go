@@ -77,6 +77,7 @@ func newCluster(t *testing.T, k int) *cluster {
 		cfg := daemon.DefaultConfig()
 		cfg.Name, cfg.Listen, cfg.CA, cfg.Certs = name, "127.0.0.1:0", filepath.Join(c.dir, "ca.crt"), c.dir
 		cfg.WorkDir = filepath.Join(c.dir, "work-"+name)
+		cfg.JobUIDs = "none" // the test's directory is closed to other uids
 		cfg.ProcsPerJob, cfg.Allowed, cfg.Supernodes = 2, []string{"alice"}, []string{c.sn}
 		cfg.Refresh = daemon.Duration{Duration: 200 * time.Millisecond}
 		d, err := daemon.New(cfg, nil)
