@@ -4,8 +4,11 @@
 // credentials of a submitter, alice; jobs are then submitted from the
 // machine itself (`cohort run --hosts`, or package p2p/submit with
 // [Rig.Supernode] and [Rig.Creds]); [Rig.Close] removes it all. The
-// end-to-end tests of the middleware and the hosts launcher of `cohort
-// bench launch` use it. It needs root (network namespaces): Start fails
-// with an error wrapping netlab.ErrUnavailable without it, and the tests
-// skip, saying so.
+// daemons run as root and enter only the network of their namespace, so
+// they see the machine's cgroups and confine their jobs as a daemon on a
+// real host does: a cgroup per job and a uid of its own. The end-to-end
+// tests of the middleware, the job-escape test and the hosts launcher of
+// `cohort bench launch` use it. It needs root (network namespaces): Start
+// fails with an error wrapping netlab.ErrUnavailable without it, and the
+// tests skip, saying so.
 package multihost

@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/cohort-mp/cohort/internal/netlab"
 	"github.com/cohort-mp/cohort/p2p/ca"
 	"github.com/cohort-mp/cohort/p2p/submit"
+	"golang.org/x/sys/unix"
 )
 
 // Submitter is the name of the one member allowed to submit jobs to a
@@ -40,9 +42,14 @@ type Rig struct {
 	// Supernode is the supernode's specification, "sn@IP:PORT", as
 	// submit.Config.Supernodes and `cohort run --hosts supernode:…` take it.
 	Supernode string
-	// Dir holds the CA (ca.crt), every member's NAME.crt and NAME.key, the
-	// daemons' configurations and work directories. Close removes it.
+	// Dir holds the CA (ca.crt), every member's NAME.crt and NAME.key and
+	// the daemons' configurations, closed to all but root. Close removes
+	// it.
 	Dir string
+	// Work holds the daemons' work directories, Work/NAME: traversable by
+	// others (0711), since the daemons run their jobs under uids of their
+	// own. Close removes it.
+	Work string
 	// Creds are the submitter's (Submitter's) credentials.
 	Creds *ca.Credentials
 
@@ -64,11 +71,17 @@ func DaemonName(i int) string { return fmt.Sprintf("d%d", i+1) }
 // supernode "sn", Submitter and the k daemons, and starts `cohortBin
 // supernode` on the first host and `cohortBin boot` on each of the others:
 // every daemon runs up to procsPerJob processes of one job and 2 jobs at
-// once, and serves only Submitter. It returns once the supernode lists
-// all k daemons; ctx bounds that wait only (the processes run until
-// Close). Without root it returns an error wrapping
-// netlab.ErrUnavailable.
+// once, and serves only Submitter; daemon i runs its jobs under uids
+// 61000+100i to 61099+100i. It returns once the supernode lists all k
+// daemons; ctx bounds that wait only (the processes run until Close).
+// Without root it returns an error wrapping netlab.ErrUnavailable.
 func Start(ctx context.Context, k, procsPerJob int, cohortBin string) (*Rig, error) {
+	return StartWith(ctx, k, procsPerJob, cohortBin, "")
+}
+
+// StartWith is Start with more settings for every daemon: extraTOML is
+// added to each one's configuration (job_pids = 64, say).
+func StartWith(ctx context.Context, k, procsPerJob int, cohortBin, extraTOML string) (*Rig, error) {
 	if k < 1 || procsPerJob < 1 {
 		return nil, fmt.Errorf("multihost: %d daemons of %d processes per job: want at least 1 of each", k, procsPerJob)
 	}
@@ -90,6 +103,12 @@ func Start(ctx context.Context, k, procsPerJob int, cohortBin string) (*Rig, err
 	if r.Dir, err = os.MkdirTemp("", "cohort-rig-"); err != nil {
 		return fail(err)
 	}
+	if r.Work, err = os.MkdirTemp("", "cohort-rig-work-"); err != nil {
+		return fail(err)
+	}
+	if err := os.Chmod(r.Work, 0o711); err != nil {
+		return fail(err)
+	}
 	if err := ca.Init(r.Dir, "cohort-rig"); err != nil {
 		return fail(err)
 	}
@@ -107,9 +126,14 @@ func Start(ctx context.Context, k, procsPerJob int, cohortBin string) (*Rig, err
 	}
 	run := func(h *netlab.Host, log *logBuffer, args ...string) error {
 		cmd := h.Command(procCtx, cohortBin, args...)
+		start := cmd.Start
+		if args[0] == "boot" {
+			cmd = exec.CommandContext(procCtx, cohortBin, args...)
+			start = func() error { return startInNetns(cmd, h.Name) }
+		}
 		cmd.Stdout, cmd.Stderr = log, log
 		cmd.WaitDelay = 5 * time.Second
-		if err := cmd.Start(); err != nil {
+		if err := start(); err != nil {
 			return fmt.Errorf("multihost: %s %s: %w", cohortBin, args[0], err)
 		}
 		r.procs = append(r.procs, cmd)
@@ -136,8 +160,10 @@ procs_per_job = %d
 allowed = [%q]
 refresh = "500ms"
 ping = "1s"
+job_uids = "%d-%d"
+%s
 `, name, h.Addr, daemonPort, h.Addr, daemonPort, r.Supernode, r.CAFile(), r.Dir,
-			filepath.Join(r.Dir, "work-"+name), procsPerJob, Submitter)
+			filepath.Join(r.Work, name), procsPerJob, Submitter, 61000+100*i, 61099+100*i, extraTOML)
 		if err := os.WriteFile(conf, text, 0o600); err != nil {
 			return fail(err)
 		}
@@ -176,6 +202,9 @@ func (r *Rig) waitReady(ctx context.Context, k int) error {
 	}
 }
 
+// DaemonAddr is the address the daemon on Daemons[i] serves on.
+func (r *Rig) DaemonAddr(i int) string { return r.Daemons[i].Addr + ":" + daemonPort }
+
 // SupernodeLog is what the supernode wrote so far.
 func (r *Rig) SupernodeLog() string { return r.supernodeLog.String() }
 
@@ -194,12 +223,53 @@ func (r *Rig) Close() error {
 		if r.Lab != nil {
 			errs = append(errs, r.Lab.Close())
 		}
-		if r.Dir != "" {
-			errs = append(errs, os.RemoveAll(r.Dir))
+		for _, d := range []string{r.Dir, r.Work} {
+			if d != "" {
+				errs = append(errs, os.RemoveAll(d))
+			}
 		}
 		r.closeErr = errors.Join(errs...)
 	})
 	return r.closeErr
+}
+
+// startInNetns starts cmd in the network namespace ns, and in this
+// process's other namespaces. A daemon is not started through `ip netns
+// exec`, which also mounts a sysfs of the namespace's over /sys and so
+// hides the machine's cgroups, where the daemon confines its jobs: the
+// command is forked from a thread moved into ns for the while, then moved
+// back (a thread left in ns, the main one say, would make this process
+// one of ns's, which the lab kills when it closes).
+func startInNetns(cmd *exec.Cmd, ns string) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("multihost: this thread's network namespace: %w", err)
+			return
+		}
+		defer own.Close()
+		f, err := os.Open(filepath.Join("/run/netns", ns))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("multihost: network namespace %s: %w", ns, err)
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("multihost: entering network namespace %s: %w", ns, err)
+			return
+		}
+		err = cmd.Start()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and ends with the goroutine
+		errc <- err
+	}()
+	return <-errc
 }
 
 // logBuffer collects a process's output, safe for concurrent use.
