@@ -37,6 +37,21 @@ error, a line of plain text (key=value) or, with --log-format json, a JSON
 object; SIGTERM, Ctrl-C or 'cohort halt' stop it gracefully (running jobs
 are told, their processes stopped).
 
+Jobs are confined, and the log says at start exactly how. Every process of a
+job runs with no_new_privs, no core files and files no larger than
+max_job_mb, in the job's cgroup when the daemon may make one (cgroup v2 with
+the memory and pids controllers, else the v1 freezer, memory and pids
+hierarchies): its memory and processes are bounded by job_memory_mb and
+job_pids, and stopping the job kills every process it made, one detached
+with setsid too. Run as root, the daemon gives each job a uid of its own from
+job_uids: a job cannot read the daemon's key, another job's files or
+environment, nor signal or trace another job's processes. Run as another
+user, the daemon has no uids to give: jobs run as that user, and may read its
+key and other jobs' files and environments and signal their processes; only
+the cgroup (if the user may write one, a delegated cgroup) bounds them.
+Without a cgroup, a job's memory and processes are unbounded and, without a job uid either, a
+process it detaches outlives it.
+
 The configuration is a TOML file; every key but name has a default:
 
   name          = "node1"               # the daemon's certificate: NAME.crt, NAME.key
@@ -46,7 +61,8 @@ The configuration is a TOML file; every key but name has a default:
   ca            = "~/.cohort/ca/ca.crt"
   certs         = "~/.cohort/ca"
   crl           = ""                    # the CA's revocation list; empty: ca.crl beside ca, if there
-  work_dir      = "~/.cohort/work"      # created 0700; refused if a link, another's, or open to others
+  work_dir      = "~/.cohort/work"      # created 0700 (0711 with job uids); refused if a link, another's,
+                                        # or open to others; root: "/var/lib/cohort/work"
   jobs          = 1                     # J
   procs_per_job = 1                     # P
   allowed       = ["alice"]             # who may submit; empty admits no one
@@ -62,6 +78,10 @@ The configuration is a TOML file; every key but name has a default:
   write_timeout = "30s"                 # HTTP: an answer
   idle_timeout  = "60s"                 # HTTP: an idle kept-alive connection
   metrics       = "127.0.0.1:9150"      # Prometheus /metrics (plain HTTP); empty: none
+  job_memory_mb = 4096                  # a job's memory, its processes together
+  job_pids      = 1024                  # a job's processes and threads together
+  job_uids      = "61000-61999"         # root only: a uid per running job, none an account's;
+                                        # "none": jobs run as root
 
 Examples:
   cohort boot --config /etc/cohort/daemon.toml`,
