@@ -783,3 +783,39 @@ echo "detached=$!"
 		t.Errorf("the log does not say how jobs are confined:\n%s", r.log.String())
 	}
 }
+
+// A job that grows past job_memory_mb is killed by the kernel in its
+// cgroup, and the submitter is told why on the job's stream.
+func TestJobMemoryLimit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root: no cgroup of its own for the job")
+	}
+	r := startDaemon(t, func(c *Config) { c.JobMemoryMB = 16 })
+	if r.d.conf.cg.version == 0 || (r.d.conf.cg.version == 1 && r.d.conf.cg.base["memory"] == "") {
+		t.Skipf("SKIP: no memory cgroup: %s", r.d.conf.cg.why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// 64 MiB held in a shell variable: four times the limit.
+	c, tok := r.stagedJob(t, ctx, "#!/bin/sh\nx=$(head -c 67108864 /dev/zero | tr '\\0' a)\necho survived ${#x}\n")
+	var out []string
+	var exit Event
+	err := c.Launch(ctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
+		switch {
+		case ev.Exited:
+			exit = ev
+		case ev.Out != "":
+			out = append(out, ev.Out)
+		}
+	})
+	text := strings.Join(out, "\n")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if strings.Contains(text, "survived 67108864") {
+		t.Errorf("the job held 64 MiB with job_memory_mb = 16: %s", text)
+	}
+	if !strings.Contains(text, "reached its memory limit of 16 MiB") {
+		t.Errorf("the submitter was not told of the memory limit (exit %+v): %s", exit, text)
+	}
+}
