@@ -717,12 +717,22 @@ func TestConfineConfig(t *testing.T) {
 
 // A job on a root daemon runs under a uid of the range, in its own
 // cgroup, with no_new_privs; a process it detaches into a session of its
-// own is killed when the job ends, and the submitter told. (The attempts
-// of a job to break out are internal/multihost's TestJobEscape.)
+// own is killed when the job ends, and the submitter told. Without
+// cgroups, its uid alone finds that process. (The attempts of a job to
+// break out are internal/multihost's TestJobEscape.)
 func TestJobConfined(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: not root: jobs run as the daemon's user, with no uid of their own")
 	}
+	t.Run("cgroup", func(t *testing.T) { testJobConfined(t, true) })
+	t.Run("uid alone", func(t *testing.T) {
+		withoutCgroups = true
+		defer func() { withoutCgroups = false }()
+		testJobConfined(t, false)
+	})
+}
+
+func testJobConfined(t *testing.T, cgroups bool) {
 	work, err := os.MkdirTemp("", "cohort-confine-")
 	if err != nil {
 		t.Fatal(err)
@@ -730,7 +740,7 @@ func TestJobConfined(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(work) })
 	os.Chmod(work, 0o711)
 	r := startDaemon(t, func(c *Config) { c.WorkDir, c.JobUIDs = filepath.Join(work, "w"), "62000-62099" })
-	if r.d.conf.cg.version == 0 {
+	if cgroups && r.d.conf.cg.version == 0 {
 		t.Skipf("SKIP: no cgroup: %s", r.d.conf.cg.why)
 	}
 	t.Logf("cgroups: %s", r.d.conf.cg.why)
@@ -765,7 +775,7 @@ echo "detached=$!"
 	if !strings.Contains(text, "NoNewPrivs:\t1") {
 		t.Errorf("no no_new_privs: %s", text)
 	}
-	if !strings.Contains(text, "/job-"+tok.Token[:16]) {
+	if cgroups && !strings.Contains(text, "/job-"+tok.Token[:16]) {
 		t.Errorf("the job is not in its cgroup job-%s: %s", tok.Token[:16], text)
 	}
 	m := regexp.MustCompile(`detached=(\d+)`).FindStringSubmatch(text)
