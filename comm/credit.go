@@ -43,17 +43,42 @@ import (
 //     may send more than three quarters of the budget eagerly again, so a
 //     program that receives what it is sent never stays on the rendezvous.
 //
-// Only point-to-point messages count. Collective steps are outside the
-// credit: each call's algorithm bounds what it has in flight toward a
-// peer, the algorithms rely on a step's send never waiting for its
-// receive (coll.EagerSender: an exchange sends before it receives), and
-// stepping through a rendezvous would cost every step a round trip; but a
-// rank that runs ahead by many collective calls (a Bcast root in a loop)
-// is not held back. Messages to virtual nodes are outside too (the
-// rendezvous does not carry a virtual node). Replicated ranks
-// (replicated.go) send every frame eagerly through package replica's
-// layer, which keeps each frame until every destination replica
-// acknowledged it: their memory is not bounded by this credit.
+// The receiver enforces the credit: the charges of a sender's eager
+// messages it has received and not yet returned (held plus owed) never
+// exceed the budget while the sender keeps to it, so a frame that would
+// take them beyond it comes from a sender that ignores its credit (or
+// was given another budget: every rank must use the same). That sender is
+// cut off (cutOff): its frame is refused, the receiver counts it failed
+// as if a view had excluded it, and [Session.Failures] reports an
+// [*OverrunError] naming it. The messages it sent within its credit stay
+// receivable.
+//
+// Only point-to-point messages count against the credit. Collective steps
+// are outside it: each call's algorithm bounds what it has in flight
+// toward a peer, the algorithms rely on a step's send never waiting for
+// its receive (coll.EagerSender: an exchange sends before it receives),
+// and stepping through a rendezvous would cost every step a round trip;
+// but a rank that runs ahead by many collective calls (a Bcast root in a
+// loop) is not held back. Messages to virtual nodes are outside too (the
+// rendezvous does not carry a virtual node), and so are ready-to-sends.
+// What a receiver holds of those for one sender is bounded by a limit of
+// its own instead, the unexpected limit ([DefaultUnexpectedLimit],
+// [WithUnexpectedLimit]): the bytes of its collective steps and
+// virtual-node messages waiting unexpected here, each counted as its
+// length plus eagerOverhead, plus eagerOverhead per ready-to-send waiting
+// (about what its record costs). Nothing slows a sender down before that
+// limit (no acknowledgement tells it what the receiver holds), so a
+// sender that goes beyond it is cut off as one that overruns its credit
+// is; the default is far above what a collective keeps in flight, so
+// only a rank that runs ahead by hundreds of megabytes of collective
+// calls meets it.
+//
+// Replicated ranks (replicated.go) send every frame eagerly through
+// package replica's layer, which keeps each frame until every destination
+// replica acknowledged it; neither the credit nor the unexpected limit
+// applies to them (the replicas of a rank must all see the same
+// failures, which a local cut-off would break): their sender's memory is
+// bounded by the layer's backup limit (replica.Config.MaxBackup).
 //
 // A failed rank owes and is owed nothing that anyone waits for: a send to
 // it fails as before, whatever its credit; the eager messages it sent
@@ -69,6 +94,16 @@ const DefaultEagerCredit = 1 << 20
 // MinEagerCredit is the smallest budget [WithEagerCredit] accepts: two of
 // the largest eager messages.
 const MinEagerCredit = 2 * (EagerMax + eagerOverhead)
+
+// DefaultUnexpectedLimit is the unexpected limit each process sets for
+// each other process unless [WithUnexpectedLimit] sets another: the bytes
+// of its collective steps and virtual-node messages, and its
+// ready-to-sends, that may wait unexpected here before it is cut off.
+const DefaultUnexpectedLimit = 256 << 20
+
+// MinUnexpectedLimit is the smallest limit [WithUnexpectedLimit] accepts:
+// a frame of the largest size the transport carries by default.
+const MinUnexpectedLimit = wire.DefaultMaxFrameSize + eagerOverhead
 
 // eagerOverhead is what an eager message costs its sender's credit beyond
 // its bytes: about what the receiver keeps for it (its record, the
@@ -88,15 +123,33 @@ const creditReturnDiv = 4
 // more small messages through the rendezvous.
 func WithEagerCredit(bytes int) Option { return func(o *options) { o.eagerCredit = bytes } }
 
-// creditBudget returns the budget the options ask for.
-func (o options) creditBudget() (int, error) {
-	switch {
-	case o.eagerCredit == 0:
-		return DefaultEagerCredit, nil
-	case o.eagerCredit < MinEagerCredit:
-		return 0, fmt.Errorf("%w: eager credit of %d bytes, at least %d", ErrBadArg, o.eagerCredit, MinEagerCredit)
+// WithUnexpectedLimit sets the unexpected limit this process sets for each
+// other process: the bytes of its collective steps and virtual-node
+// messages (each counted as its length plus 64), plus 64 per
+// ready-to-send, that may wait unexpected here before that process is cut
+// off as misbehaving: at least [MinUnexpectedLimit], 0 for
+// [DefaultUnexpectedLimit].
+func WithUnexpectedLimit(bytes int) Option {
+	return func(o *options) { o.unexpectedLimit = bytes }
+}
+
+// flowLimits returns the eager budget and the unexpected limit the options
+// ask for.
+func (o options) flowLimits() (budget, unexpected int, err error) {
+	budget, unexpected = o.eagerCredit, o.unexpectedLimit
+	if budget == 0 {
+		budget = DefaultEagerCredit
 	}
-	return o.eagerCredit, nil
+	if unexpected == 0 {
+		unexpected = DefaultUnexpectedLimit
+	}
+	switch {
+	case budget < MinEagerCredit:
+		return 0, 0, fmt.Errorf("%w: eager credit of %d bytes, at least %d", ErrBadArg, budget, MinEagerCredit)
+	case unexpected < MinUnexpectedLimit:
+		return 0, 0, fmt.Errorf("%w: unexpected limit of %d bytes, at least %d", ErrBadArg, unexpected, MinUnexpectedLimit)
+	}
+	return budget, unexpected, nil
 }
 
 // peerCredit is the credit between this process and one other (under the
@@ -105,6 +158,79 @@ type peerCredit struct {
 	avail int // bytes this process may still send eagerly to the peer
 	held  int // charges of the peer's messages queued unexpected here
 	owed  int // charges of the peer's messages consumed here, not yet returned
+	// loose is what the peer's messages outside the credit that wait
+	// unexpected here count against the unexpected limit.
+	loose int
+}
+
+// looseCharge is what message m, queued in context ctxID, counts against
+// its sender's unexpected limit: 0 for an eager point-to-point message
+// (the credit counts it), a message from this process, or any message of
+// a replicated job.
+func (s *Session) looseCharge(ctxID uint64, m *message) int {
+	switch {
+	case s.rep != nil || m.src == s.self:
+		return 0
+	case m.rdv != 0:
+		return eagerOverhead
+	case ctxID&subMask == subP2P:
+		return 0
+	}
+	return eagerCharge(len(m.data))
+}
+
+// holdLocked records that message m waits unexpected in q (sign 1) or no
+// longer does (sign -1).
+func (s *Session) holdLocked(q *queue, m *message, sign int) {
+	pc := &s.credit[m.src]
+	pc.held += sign * s.msgCharge(q, m)
+	pc.loose += sign * s.looseCharge(q.id, m)
+}
+
+// OverrunError reports a process cut off for sending beyond a limit of
+// this one: its eager credit, or the unexpected limit. Rank is its world
+// rank; Sent is what its messages would have counted with the refused
+// one, Limit the limit, both in bytes.
+type OverrunError struct {
+	Rank  int
+	Sent  int
+	Limit int
+	What  string // "eager credit" or "unexpected limit"
+}
+
+// Error names the process and the limit.
+func (e *OverrunError) Error() string {
+	return fmt.Sprintf("comm: rank %d sent %d bytes beyond its %s of %d", e.Rank, e.Sent, e.What, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrOverrun) true.
+func (e *OverrunError) Is(target error) bool { return target == ErrOverrun }
+
+// overrunLocked reports the error that cuts off the sender of message m,
+// arriving in context ctxID, if taking it would go beyond the sender's
+// eager credit (charge: its cost to the credit) or, queued unexpected
+// (queued), beyond the unexpected limit; nil otherwise.
+func (s *Session) overrunLocked(ctxID uint64, m *message, charge int, queued bool) *OverrunError {
+	pc := &s.credit[m.src]
+	if charge > 0 {
+		if n := pc.held + pc.owed + charge; n > s.eagerCredit {
+			return &OverrunError{Rank: int(m.src), Sent: n, Limit: s.eagerCredit, What: "eager credit"}
+		}
+	}
+	if queued {
+		if c := s.looseCharge(ctxID, m); c > 0 && pc.loose+c > s.unexpectedLimit {
+			return &OverrunError{Rank: int(m.src), Sent: pc.loose + c, Limit: s.unexpectedLimit, What: "unexpected limit"}
+		}
+	}
+	return nil
+}
+
+// cutOff cuts off the process err names: it counts as failed here from
+// now on (its later frames are dropped, its connection closed, operations
+// with it fail with a [*ProcFailedError]), and Session.Failures reports
+// err.
+func (s *Session) cutOff(err *OverrunError) {
+	s.failWith([]int{err.Rank}, s.epoch.Load(), err)
 }
 
 func eagerCharge(n int) int { return n + eagerOverhead }
@@ -178,7 +304,7 @@ func (s *Session) addCreditLocked(src core.NodeID, n uint64) {
 func (s *Session) unqueueLocked(q *queue, i int) message {
 	m := q.unexpected[i]
 	q.unexpected = slices.Delete(q.unexpected, i, i+1)
-	s.credit[m.src].held -= s.msgCharge(q, &m)
+	s.holdLocked(q, &m, -1)
 	return m
 }
 
@@ -191,7 +317,7 @@ func (s *Session) dropUnexpectedLocked(q *queue, drop func(message) bool) []outg
 			return false
 		}
 		c := s.msgCharge(q, &m)
-		s.credit[m.src].held -= c
+		s.holdLocked(q, &m, -1)
 		var o outgoing
 		if s.returnCreditLocked(m.src, c, &o); o.kind != 0 {
 			out = append(out, o)

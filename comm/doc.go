@@ -51,9 +51,16 @@
 //     transport's) holds at most the budget of eager data, plus
 //     rendezvous records that point into the callers' buffers.
 //
-// Collective steps, messages to virtual nodes and the frames of
-// replicated ranks are outside the credit (see credit.go for why and how
-// they are bounded).
+// The receiver enforces the budget: a process that sends beyond it (one
+// that ignores comm's flow control) is cut off — counted failed by the
+// receiver, which reports an [*OverrunError] naming it on
+// [Session.Failures] — so the receiver's memory stays bounded whatever a
+// peer sends. Collective steps, messages to virtual nodes and
+// ready-to-sends are outside the credit; what one peer's of those wait
+// unexpected is bounded by a limit of its own ([DefaultUnexpectedLimit],
+// 256 MiB; [WithUnexpectedLimit]) with the same cut-off. Every rank of a
+// job must use the same budget. The frames of replicated ranks are
+// outside both (see credit.go for why and how they are bounded).
 //
 // # Communicators
 //

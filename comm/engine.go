@@ -246,6 +246,14 @@ func pooledBuf(n int) ([]byte, *[]byte) {
 	return (*b)[:n], b
 }
 
+// recycleOwned recycles a message that is dropped: its pooled buffer, if
+// the engine owns it.
+func (m *message) recycleOwned(owned bool) {
+	if owned {
+		m.recycle()
+	}
+}
+
 // recycle returns a message's pooled buffer once its data was copied out.
 func (m message) recycle() {
 	if m.buf != nil {
@@ -301,51 +309,77 @@ func (s *Session) deliver(src int, ctxID uint64, tag int, vnode VNode, data []by
 func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
 	var out outgoing
 	s.mu.Lock()
-	s.matchLocked(src, ctxID, &m, owned, &out)
+	cut := s.matchLocked(src, ctxID, &m, owned, &out)
 	s.mu.Unlock()
 	s.sendOne(out)
+	if cut != nil {
+		s.cutOff(cut)
+	}
 }
 
 // matchLocked is deliverMsg under s.mu; the frame the matching calls for,
 // if any, is stored in *out. (The message and that frame go by pointer:
 // copied by value, the compiler spills a struct with word stores and
 // copies it with wider loads, which wait for those stores to leave the
-// store buffer, several times per message.)
-func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out *outgoing) {
+// store buffer, several times per message.) If the sender goes beyond
+// its eager credit or the unexpected limit with m (credit.go), m is
+// refused and the error that cuts the sender off is returned, for the
+// caller to act on once the lock is released.
+func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out *outgoing) *OverrunError {
 	node, tag, vnode := m.src, m.tag, m.vnode
 	if s.state != nil || s.failed[src] {
 		s.stats.dropped.Add(1)
-		return
+		m.recycleOwned(owned)
+		return nil
+	}
+	charge := 0
+	if m.rdv == 0 {
+		charge = s.chargeOf(node, ctxID, len(m.data))
+	}
+	if charge > 0 {
+		if err := s.overrunLocked(ctxID, m, charge, false); err != nil {
+			s.stats.dropped.Add(1)
+			m.recycleOwned(owned)
+			return err
+		}
 	}
 	q := s.queueLocked(ctxID)
 	if c := q.comm; c != nil {
 		if c.revoked {
 			s.stats.dropped.Add(1)
-			s.returnCreditLocked(node, s.msgCharge(q, m), out)
-			return
+			s.returnCreditLocked(node, charge, out)
+			m.recycleOwned(owned)
+			return nil
 		}
 		if _, ok := c.rankOf(node); !ok {
 			s.stats.malformed.Add(1)
-			s.returnCreditLocked(node, s.msgCharge(q, m), out)
-			return
+			s.returnCreditLocked(node, charge, out)
+			m.recycleOwned(owned)
+			return nil
 		}
 	} else if s.revokedID[ctxID&^subMask] {
 		s.stats.dropped.Add(1)
-		s.returnCreditLocked(node, s.msgCharge(q, m), out)
-		return
+		s.returnCreditLocked(node, charge, out)
+		m.recycleOwned(owned)
+		return nil
 	}
 	for i, op := range q.posted {
 		if op.matches(node, tag, vnode) {
 			q.posted = slices.Delete(q.posted, i, i+1)
 			s.completeRecvLocked(q, op, m, owned, out)
-			return
+			return nil
 		}
+	}
+	if err := s.overrunLocked(ctxID, m, 0, true); err != nil {
+		s.stats.dropped.Add(1)
+		m.recycleOwned(owned)
+		return err
 	}
 	if !owned && m.rdv == 0 {
 		m.data, m.buf = keepCopy(m.data)
 	}
 	q.unexpected = append(q.unexpected, *m)
-	s.credit[node].held += s.msgCharge(q, m)
+	s.holdLocked(q, m, 1)
 	if len(q.probes) > 0 {
 		q.probes = slices.DeleteFunc(q.probes, func(op *recvOp) bool {
 			if !op.matches(node, tag, vnode) {
@@ -355,6 +389,7 @@ func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out
 			return true
 		})
 	}
+	return nil
 }
 
 func (s *Session) statusLocked(q *queue, m *message) Status {

@@ -36,6 +36,9 @@ var (
 	// ErrProcFailed is what every [*ProcFailedError] matches with
 	// errors.Is.
 	ErrProcFailed = errors.New("comm: process failed")
+	// ErrOverrun is what every [*OverrunError] matches with errors.Is: a
+	// process sent beyond a limit of this one and was cut off.
+	ErrOverrun = errors.New("comm: process sent beyond its limit")
 )
 
 // ProcFailedError reports that an operation involves ranks that have failed:

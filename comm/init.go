@@ -70,7 +70,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	if _, err := o.creditBudget(); err != nil {
+	if _, _, err := o.flowLimits(); err != nil {
 		return nil, err
 	}
 	tcfg := tcp.DefaultConfig()

@@ -35,7 +35,7 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := o.creditBudget(); err != nil {
+	if _, _, err := o.flowLimits(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

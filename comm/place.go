@@ -90,6 +90,12 @@ func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
 	if q == nil || q.comm == nil || q.comm.revoked {
 		return 0, nil, outgoing{}
 	}
+	// A message beyond its sender's limits is refused where the usual
+	// path takes it (matchLocked), which cuts the sender off.
+	m := message{src: src}
+	if c := s.chargeOf(src, ctxID, size); c > 0 && s.overrunLocked(ctxID, &m, c, false) != nil {
+		return 0, nil, outgoing{}
+	}
 	for i, op := range q.posted {
 		if !op.matches(src, tag, 0) {
 			continue
@@ -167,15 +173,20 @@ func (s *Session) startPlacingLocked(src core.NodeID, pl placement) {
 func (p placer) Placed(f wire.Frame, ok bool) {
 	s := p.s
 	s.mu.Lock()
-	out := s.placedLocked(f, ok)
+	out, cut := s.placedLocked(f, ok)
 	s.mu.Unlock()
 	s.sendOne(out)
+	if cut != nil {
+		s.cutOff(cut)
+	}
 }
 
-func (s *Session) placedLocked(f wire.Frame, ok bool) outgoing {
+// placedLocked is Placed under s.mu; it returns the frame to send, and the
+// error that cuts the sender off if the message goes beyond its limits.
+func (s *Session) placedLocked(f wire.Frame, ok bool) (outgoing, *OverrunError) {
 	p := s.placing[f.Src]
 	if p == nil || !p.active {
-		return outgoing{}
+		return outgoing{}, nil
 	}
 	pl := *p
 	*p = placement{}
@@ -183,8 +194,8 @@ func (s *Session) placedLocked(f wire.Frame, ok bool) outgoing {
 	switch {
 	case pl.held && ok:
 		var out outgoing
-		s.matchLocked(int(f.Src), pl.ctxID, &pl.msg, true, &out)
-		return out
+		cut := s.matchLocked(int(f.Src), pl.ctxID, &pl.msg, true, &out)
+		return out, cut
 	case pl.held: // cut off: lost, as any frame in flight
 		pl.msg.recycle()
 	case ok:
@@ -210,5 +221,5 @@ func (s *Session) placedLocked(f wire.Frame, ok bool) outgoing {
 		q.posted = slices.Insert(q.posted, i, op)
 		s.recheckLocked(q)
 	}
-	return outgoing{}
+	return outgoing{}, nil
 }

@@ -25,7 +25,8 @@ import (
 //   - an unexpected large message costs the receiver a small record, not
 //     its size: with the credit, what a process holds for another is
 //     bounded by the budget plus a record per message sent ahead of its
-//     receive, whatever the senders do;
+//     receive, and the records by the unexpected limit (credit.go),
+//     whatever the senders do;
 //   - a sender that posts many large Isends ahead of the receiver holds
 //     them in its own buffers (it may not touch them before the requests
 //     complete, as in MPI) and copies none into a queue;

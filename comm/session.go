@@ -21,10 +21,13 @@ import (
 )
 
 // Failure is one notification of [Session.Failures]: rank Rank of the world
-// communicator failed, as the membership view numbered Epoch says.
+// communicator failed, as the membership view numbered Epoch says, or (Err
+// not nil) this process cut it off for sending beyond a limit of its own
+// (an [*OverrunError]; Epoch is then the view current at the time).
 type Failure struct {
 	Rank  int
 	Epoch uint64
+	Err   error
 }
 
 // Session is one process's place in a job: its world communicator, the
@@ -66,8 +69,10 @@ type Session struct {
 	credit    []peerCredit               // eager credit by world rank (credit.go)
 
 	// eagerCredit is the budget of eager bytes granted to each peer and
-	// assumed from each (credit.go); set before the session runs.
-	eagerCredit int
+	// assumed from each, and unexpectedLimit what each peer's messages
+	// outside the credit may hold here (credit.go); set before the
+	// session runs.
+	eagerCredit, unexpectedLimit int
 
 	failures chan Failure
 	// failWake is closed (and replaced, under mu) each time requests are
@@ -127,8 +132,10 @@ type options struct {
 	logger   *slog.Logger
 	events   io.Writer
 	seed     uint64
-	// eagerCredit: bytes (0: DefaultEagerCredit; see WithEagerCredit)
-	eagerCredit int
+	// eagerCredit: bytes (0: DefaultEagerCredit; see WithEagerCredit);
+	// unexpectedLimit: bytes (0: DefaultUnexpectedLimit; see
+	// WithUnexpectedLimit)
+	eagerCredit, unexpectedLimit int
 	// shmInProcess: ranks of one process (tests) still connect over
 	// shared memory (tcp.Config.ShmInProcess)
 	shmInProcess bool
@@ -173,7 +180,7 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	budget, err := o.creditBudget()
+	budget, unexpected, err := o.flowLimits()
 	if err != nil {
 		panic("comm: unvalidated options: " + err.Error())
 	}
@@ -198,7 +205,8 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 		credit:    make([]peerCredit, size),
 		hostDone:  make(chan struct{}),
 
-		eagerCredit: budget,
+		eagerCredit:     budget,
+		unexpectedLimit: unexpected,
 	}
 	s.tcpTr, _ = tr.(*tcp.Transport)
 	for r := range s.credit {
@@ -365,7 +373,11 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 
 // fail records that the world ranks listed have failed (those already known
 // are skipped) and fails every operation that now involves a failed rank.
-func (s *Session) fail(ranks []int, epoch uint64) {
+func (s *Session) fail(ranks []int, epoch uint64) { s.failWith(ranks, epoch, nil) }
+
+// failWith is fail; cause, if not nil, is why this process counts the
+// ranks failed on its own (it cut them off), reported with each.
+func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 	var sends []outgoing
 	var newly []int
 	s.mu.Lock()
@@ -417,11 +429,15 @@ func (s *Session) fail(ranks []int, epoch uint64) {
 	}
 	for _, r := range newly {
 		select {
-		case s.failures <- Failure{Rank: r, Epoch: epoch}:
+		case s.failures <- Failure{Rank: r, Epoch: epoch, Err: cause}:
 		default:
 		}
 	}
-	s.log.Info("comm: ranks failed", "ranks", newly, "epoch", epoch)
+	if cause != nil {
+		s.log.Error("comm: cut off", "ranks", newly, "epoch", epoch, "err", cause)
+	} else {
+		s.log.Info("comm: ranks failed", "ranks", newly, "epoch", epoch)
+	}
 	s.sendAll(sends)
 }
 
@@ -451,10 +467,13 @@ func (s *Session) dataPath(f wire.Frame) bool {
 			if h.credit > 0 {
 				s.addCreditLocked(m.src, h.credit)
 			}
-			s.matchLocked(src, h.ctxID, &m, false, &out)
+			cut := s.matchLocked(src, h.ctxID, &m, false, &out)
 			s.mu.Unlock()
 			if out.kind != 0 { // a credit frame is due
 				s.sendOne(out)
+			}
+			if cut != nil {
+				s.cutOff(cut)
 			}
 		}
 	case kindRTS:
