@@ -57,7 +57,15 @@
 // [core.PeerHint] for that peer (also once per episode; the episode ends at
 // the next successful send). Protocols above tolerate loss, and a peer that
 // cannot drain its queue is exactly what the failure detector should hear
-// about.
+// about. The frames of the detector and the membership do not share that
+// queue with the application's data: transport/tcp gives them a control
+// lane (128 frames per peer) that its writer drains first, so a data
+// queue kept full by a fast sender never costs a heartbeat or a view
+// change's message; only a peer that has not been writable for many
+// detector intervals fills the control lane, and then its frames are
+// dropped as above. The replication layer's frames (package replica)
+// carry the program's data and share the data queue: a drop there is
+// made good by its retransmission.
 //
 // # The application data path
 //

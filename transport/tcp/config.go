@@ -27,8 +27,9 @@ type Config struct {
 	Secret []byte
 
 	// QueueLen is the capacity, in frames, of the send queue to each peer
-	// (the failure detector's frames have a lane of their own of at most
-	// 64). Send blocks while it is full. The queues exist only while the
+	// (the frames of the detector and the membership have a control lane
+	// of their own of 128, which the writer drains first). Send blocks
+	// while it is full. The queues exist only while the
 	// peer has a connection in use or frames waiting. Default 1024.
 	QueueLen int
 	// MaxFrameSize is the limit, in bytes, on a frame's body (header and

@@ -29,11 +29,14 @@ type peer struct {
 	// starts the writer, which alone receives from them and drops them
 	// (under t.mu) as it ends.
 	q chan queued
-	// hq is the failure detector's lane (frames of core.ProtoFD): the
-	// writer takes it before q, so a heartbeat never waits behind a
-	// backlog of data frames (only behind the frame being written and what
-	// the kernel holds). The detector's frames need no order with the
-	// other protocols'.
+	// hq is the control lane (frames of the protocols controlFrame
+	// names: the failure detector, the membership and its agreement, the
+	// directory): the writer takes it before q, so a control frame never
+	// waits behind a backlog of data frames (only behind the frame being
+	// written and what the kernel holds), and a data queue kept full by
+	// a fast producer never refuses one. The control protocols need no
+	// order with the data protocols'; their frames keep their order
+	// among themselves.
 	hq      chan queued
 	wake    chan struct{} // capacity 1: the connection or the address changed
 	removed chan struct{}
@@ -151,7 +154,7 @@ func putCopyBuf(b *[]byte) {
 // maxSpareQueues bounds Transport.spareQueues.
 const maxSpareQueues = 16
 
-// take returns a queued frame without waiting: the detector's lane first.
+// take returns a queued frame without waiting: the control lane first.
 func (p *peer) take() (queued, bool) {
 	select {
 	case f := <-p.hq:
@@ -236,12 +239,30 @@ func (t *Transport) peerLocked(id core.NodeID) *peer {
 	return p
 }
 
-// detectorLaneLen bounds the failure detector's lane (peer.hq), in frames:
-// its frames are small and few per peer and interval, so a backlog of this
-// many means the peer has not been writable for that many intervals, and
-// the memory of a process with connections to hundreds of peers stays
-// small.
-const detectorLaneLen = 64
+// controlLaneLen bounds the control lane (peer.hq), in frames. Its frames
+// are small and few per peer: a heartbeat or two per interval, a handful
+// per view change. A backlog of this many means the peer has not been
+// writable for many intervals (it is dead or unreachable, which the
+// detector hears about): Send then refuses the frame as for a full data
+// queue, and the protocols retry or act on the silence. The bound keeps
+// the memory of a process with connections to hundreds of peers small.
+const controlLaneLen = 128
+
+// controlFrame reports whether frames of kind k go in the control lane:
+// those of the protocols that keep the job together (core, the failure
+// detector, the membership and its stabilization agreement, the
+// directory). The protocols that carry the program's data (comm, replica,
+// vsync, application protocols, tests) go in the data queue, in order
+// with each other: comm's revocation and agreement frames, which ride
+// with its data, stay ordered behind it and are never dropped by comm
+// (its own backlog holds them).
+func controlFrame(k core.Kind) bool {
+	switch k.Proto() {
+	case core.ProtoCore, core.ProtoFD, core.ProtoMember, core.ProtoStable, core.ProtoGroup:
+		return true
+	}
+	return false
+}
 
 // activateLocked gives p its queues and starts its writer if it has none.
 // t.mu is held and the transport is open.
@@ -257,7 +278,7 @@ func (t *Transport) activateLocked(p *peer) {
 		p.q, p.hq = q.q, q.hq
 	} else {
 		p.q = make(chan queued, t.cfg.QueueLen)
-		p.hq = make(chan queued, min(t.cfg.QueueLen, detectorLaneLen))
+		p.hq = make(chan queued, controlLaneLen)
 	}
 	t.wg.Add(1)
 	go t.manage(p)
@@ -310,7 +331,7 @@ func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf 
 	}
 	t.activateLocked(p)
 	q := p.q
-	if f.Kind.Proto() == core.ProtoFD {
+	if controlFrame(f.Kind) {
 		q = p.hq
 	}
 	p.senders.Add(1)
