@@ -355,6 +355,11 @@ func (s *Session) onAgree(src int, m agreeMsg) {
 	}
 	c := s.comms[m.Comm]
 	if c == nil {
+		if !s.expectedCommLocked(m.Comm) {
+			s.mu.Unlock()
+			s.cutOff(src, &ContextError{Rank: src, Context: m.Comm})
+			return
+		}
 		if len(s.agreeBuf[m.Comm]) < maxBufferedSteps {
 			s.agreeBuf[m.Comm] = append(s.agreeBuf[m.Comm], agreeNote{from: core.NodeID(src), m: m})
 		}

@@ -225,12 +225,11 @@ func (s *Session) overrunLocked(ctxID uint64, m *message, charge int, queued boo
 	return nil
 }
 
-// cutOff cuts off the process err names: it counts as failed here from
-// now on (its later frames are dropped, its connection closed, operations
-// with it fail with a [*ProcFailedError]), and Session.Failures reports
-// err.
-func (s *Session) cutOff(err *OverrunError) {
-	s.failWith([]int{err.Rank}, s.epoch.Load(), err)
+// cutOff cuts off world rank r for err: r counts as failed here from now
+// on (its later frames are dropped, its connection closed, operations with
+// it fail with a [*ProcFailedError]), and Session.Failures reports err.
+func (s *Session) cutOff(r int, err error) {
+	s.failWith([]int{r}, s.epoch.Load(), err)
 }
 
 func eagerCharge(n int) int { return n + eagerOverhead }

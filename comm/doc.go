@@ -68,7 +68,13 @@
 // communicators never mixes; each also has separate contexts for collective
 // steps and virtual-node messages. [Comm.Dup] and [Comm.Shrink] derive new
 // ones (every member calls them in the same order; the new id is computed,
-// not negotiated).
+// not negotiated). A member may run ahead of the others by up to 8 such
+// calls on a communicator, two levels deep (a Shrink, then Dups of its
+// result): what it sends on communicators the receiver has not created yet
+// waits for them. A process that names a context of no communicator the
+// receiver has or is about to create is cut off, as one that overruns its
+// credit is (a [*ContextError]), so no peer can make a process keep state
+// for contexts it invents.
 //
 // # Failures
 //

@@ -6,6 +6,7 @@
 package comm
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -173,6 +174,83 @@ func (s *Session) newComm(id uint64, members []core.NodeID) *Comm {
 	return &Comm{s: s, st: c}
 }
 
+// Communicators a peer may address before this process has them. Members
+// derive a communicator's id without talking (childID), so a member that
+// runs ahead sends on a communicator the others have not created yet; its
+// frames wait in a queue made for the context. But a queue made for any
+// id a peer names would let a peer grow this process's state without
+// bound, so a frame (or an agreement step, a mapping update, a
+// revocation) is taken only for a communicator this process has, or one
+// of the next commWindow it will derive from one it has, or one of the
+// first commWindow derived from those: a member may run up to commWindow
+// Dup or Shrink calls ahead on a communicator, two levels deep (a Shrink
+// followed by Dups of the survivors' communicator). A peer that names
+// another id is cut off ([*ContextError]), so the contexts a peer can
+// open here are bounded by the window (each communicator's three
+// contexts), and what waits in them by the credit and the unexpected
+// limit (credit.go). Replicated jobs are exempt (expectedCommLocked).
+const commWindow = 8
+
+// ContextError reports a process cut off for naming a context (Context,
+// with its communicator's id in all but the low three bits) of no
+// communicator this process has or is about to create (it would run more
+// than 8 Dup or Shrink calls ahead of this process).
+type ContextError struct {
+	Rank    int
+	Context uint64
+}
+
+// Error names the process and the context.
+func (e *ContextError) Error() string {
+	return fmt.Sprintf("comm: rank %d sent to context %#x, of no communicator this process has or is about to create", e.Rank, e.Context)
+}
+
+// Is makes errors.Is(err, ErrOverrun) true.
+func (e *ContextError) Is(target error) bool { return target == ErrOverrun }
+
+// expectedCommLocked reports whether id is the id of a communicator this
+// process has, or one a peer may address before this process creates it
+// (commWindow).
+func (s *Session) expectedCommLocked(id uint64) bool {
+	if _, ok := s.comms[id]; ok || s.rep != nil {
+		// A replica may be behind its rank's master by any number of
+		// communicators: the frames of a replicated job come through
+		// package replica's layer, which bounds them on its side.
+		return true
+	}
+	for _, c := range s.comms {
+		n := c.created.Load() // Dup and Shrink take their number before registering
+		for k := max(n, 1); k <= n+commWindow; k++ {
+			child := childID(c.id, k)
+			if child == id {
+				return true
+			}
+			if _, ok := s.comms[child]; ok {
+				continue // its own window is looked at as its entry
+			}
+			for j := uint64(1); j <= commWindow; j++ {
+				if childID(child, j) == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// contextErrLocked reports the error that cuts off src for a frame in
+// context ctxID, which has no queue here: nil if the context is one of a
+// communicator this process has or expects.
+func (s *Session) contextErrLocked(src core.NodeID, ctxID uint64) error {
+	switch ctxID & subMask {
+	case subP2P, subColl, subVirt:
+		if s.expectedCommLocked(ctxID &^ subMask) {
+			return nil
+		}
+	}
+	return &ContextError{Rank: int(src), Context: ctxID}
+}
+
 // queue is the matching state of one context: receives posted and not yet
 // matched (in post order), messages arrived and not yet received (in arrival
 // order), and blocked probes. MPI's matching rules follow: a message matches
@@ -313,7 +391,7 @@ func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
 	s.mu.Unlock()
 	s.sendOne(out)
 	if cut != nil {
-		s.cutOff(cut)
+		s.cutOff(src, cut)
 	}
 }
 
@@ -325,7 +403,7 @@ func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
 // its eager credit or the unexpected limit with m (credit.go), m is
 // refused and the error that cuts the sender off is returned, for the
 // caller to act on once the lock is released.
-func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out *outgoing) *OverrunError {
+func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out *outgoing) error {
 	node, tag, vnode := m.src, m.tag, m.vnode
 	if s.state != nil || s.failed[src] {
 		s.stats.dropped.Add(1)
@@ -338,6 +416,13 @@ func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out
 	}
 	if charge > 0 {
 		if err := s.overrunLocked(ctxID, m, charge, false); err != nil {
+			s.stats.dropped.Add(1)
+			m.recycleOwned(owned)
+			return err
+		}
+	}
+	if q := s.lastQ; (q == nil || q.id != ctxID) && s.queues[ctxID] == nil {
+		if err := s.contextErrLocked(node, ctxID); err != nil {
 			s.stats.dropped.Add(1)
 			m.recycleOwned(owned)
 			return err

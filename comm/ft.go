@@ -85,6 +85,11 @@ func (s *Session) onRevoke(src int, p []byte) error {
 	}
 	c := s.comms[id]
 	if c == nil {
+		if !s.expectedCommLocked(id) {
+			s.mu.Unlock()
+			s.cutOff(src, &ContextError{Rank: src, Context: id})
+			return nil
+		}
 		s.revokedID[id] = true
 		s.mu.Unlock()
 		return nil

@@ -177,13 +177,13 @@ func (p placer) Placed(f wire.Frame, ok bool) {
 	s.mu.Unlock()
 	s.sendOne(out)
 	if cut != nil {
-		s.cutOff(cut)
+		s.cutOff(int(f.Src), cut)
 	}
 }
 
 // placedLocked is Placed under s.mu; it returns the frame to send, and the
 // error that cuts the sender off if the message goes beyond its limits.
-func (s *Session) placedLocked(f wire.Frame, ok bool) (outgoing, *OverrunError) {
+func (s *Session) placedLocked(f wire.Frame, ok bool) (outgoing, error) {
 	p := s.placing[f.Src]
 	if p == nil || !p.active {
 		return outgoing{}, nil

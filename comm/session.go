@@ -473,7 +473,7 @@ func (s *Session) dataPath(f wire.Frame) bool {
 				s.sendOne(out)
 			}
 			if cut != nil {
-				s.cutOff(cut)
+				s.cutOff(src, cut)
 			}
 		}
 	case kindRTS:

@@ -358,6 +358,11 @@ func (s *Session) onVMap(src int, m vmapMsg) {
 		return
 	}
 	c := s.comms[m.Comm]
+	if c == nil && !s.expectedCommLocked(m.Comm) {
+		s.mu.Unlock()
+		s.cutOff(src, &ContextError{Rank: src, Context: m.Comm})
+		return
+	}
 	if c == nil || c.virt == nil {
 		if len(s.vmapBuf[m.Comm]) < maxBufferedSteps {
 			s.vmapBuf[m.Comm] = append(s.vmapBuf[m.Comm], m)
