@@ -67,12 +67,26 @@ type Config struct {
 	// message dropped by a full queue, or lost with a broken connection);
 	// 0 turns retransmission off.
 	Retransmit time.Duration
+	// MaxBackup and MaxBackupBytes bound the backup table: the sends it
+	// holds, and the bytes of their payloads. Once it holds either, the
+	// layer says so ([Layer.BackupFull], the [BackupFull] event) and the
+	// application hands it no more sends until the [BackupRoom] event;
+	// the layer itself still keeps every send it is given (dropping one
+	// would lose it for good if this process became master). Commits free
+	// the table, so the bound holds the program back only while a
+	// destination replica that the view still lists does not acknowledge
+	// (a slow or wedged process, or one that withholds its
+	// acknowledgements).
+	MaxBackup      int
+	MaxBackupBytes int
 }
 
 // DefaultConfig returns a configuration for layout: acknowledgements after
-// 32 deliveries or 2 ms, retransmission after 200 ms without progress.
+// 32 deliveries or 2 ms, retransmission after 200 ms without progress, a
+// backup table of at most 4096 sends and 64 MiB.
 func DefaultConfig(layout Layout) Config {
-	return Config{Layout: layout, AckEvery: 32, AckDelay: 2 * time.Millisecond, Retransmit: 200 * time.Millisecond}
+	return Config{Layout: layout, AckEvery: 32, AckDelay: 2 * time.Millisecond, Retransmit: 200 * time.Millisecond,
+		MaxBackup: 4096, MaxBackupBytes: 64 << 20}
 }
 
 // Validate reports the first invalid field as an error wrapping
@@ -88,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: AckDelay %v must be positive", ErrConfig, c.AckDelay)
 	case c.Retransmit < 0:
 		return fmt.Errorf("%w: Retransmit %v must not be negative", ErrConfig, c.Retransmit)
+	case c.MaxBackup < 1 || c.MaxBackupBytes < 1:
+		return fmt.Errorf("%w: MaxBackup %d and MaxBackupBytes %d must be positive", ErrConfig, c.MaxBackup, c.MaxBackupBytes)
 	}
 	return nil
 }

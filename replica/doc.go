@@ -38,6 +38,18 @@
 // its backup table unless its log says it is committed already; then it is
 // dropped at once (a replica whose program is behind its master's).
 //
+// Backup bound. The table is bounded by Config.MaxBackup sends and
+// Config.MaxBackupBytes bytes of payload (4096 and 64 MiB by default).
+// The layer keeps every send it is handed — one it dropped could be
+// missing for good if this process became master — so the bound is
+// back-pressure: once the table reaches it, [Layer.BackupFull] reports
+// true and the layer emits [BackupFull]; the application hands it no more
+// sends until the commits free the table below both bounds ([BackupRoom]).
+// Commits need every live destination replica's acknowledgement, so a
+// destination that the view lists but that does not acknowledge (a slow
+// or wedged process, or one that withholds acknowledgements) holds the
+// sender's program back, and costs it no more memory than the bound.
+//
 // Receiving (§4.2, history table). Each replica delivers each channel's
 // messages strictly in sequence order, exactly once: it keeps the next
 // expected number per channel, drops duplicates and holds early arrivals.

@@ -71,3 +71,18 @@ type Finish struct{}
 // Finished answers [Finish]: every process of the job has finished or
 // left the view.
 type Finished struct{}
+
+// BackupFull reports that the backup table reached Config.MaxBackup sends
+// or Config.MaxBackupBytes bytes (Sends and Bytes is what it holds): the
+// application should hand the layer no more sends until [BackupRoom]. It
+// is emitted once each time the table fills.
+type BackupFull struct {
+	Sends, Bytes int
+}
+
+// BackupRoom reports that commits (or a failed rank) freed the backup
+// table below both bounds after a [BackupFull]: the application may send
+// again.
+type BackupRoom struct {
+	Sends, Bytes int
+}

@@ -28,6 +28,8 @@ type Stats struct {
 	BadMessages uint64 // messages dropped for naming the wrong rank or sender
 	Backup      int
 	PeakBackup  int
+	// BackupBytes is the bytes of the payloads in the backup table now.
+	BackupBytes int
 }
 
 type chanKey struct {
@@ -130,6 +132,8 @@ type Layer struct {
 
 	dec   decisions
 	stats Stats
+	// full: BackupFull was emitted and BackupRoom not yet.
+	full bool
 
 	fin       []bool // by physical id: its program finished (Fin received)
 	finishing bool   // this process's program finished (Finish)
@@ -371,7 +375,7 @@ func (l *Layer) onView(epoch uint64, members []core.NodeID) {
 func (l *Layer) rankFailed(r int) {
 	for _, oc := range l.outOrder {
 		if oc.key.Dst == r {
-			l.backup(-len(oc.backup))
+			l.backup(-len(oc.backup), -payloadBytes(oc.backup))
 			oc.backup = nil
 		}
 	}
@@ -422,9 +426,37 @@ func (l *Layer) takeover() {
 
 // ---- sending ----
 
-func (l *Layer) backup(n int) {
+// backup records that n sends of bytes bytes joined the backup table
+// (negative: left it), and says when the table fills or has room again.
+func (l *Layer) backup(n, bytes int) {
 	l.stats.Backup += n
+	l.stats.BackupBytes += bytes
 	l.stats.PeakBackup = max(l.stats.PeakBackup, l.stats.Backup)
+	switch full := l.BackupFull(); {
+	case full && !l.full:
+		l.full = true
+		l.env.Emit(BackupFull{Sends: l.stats.Backup, Bytes: l.stats.BackupBytes})
+	case !full && l.full:
+		l.full = false
+		l.env.Emit(BackupRoom{Sends: l.stats.Backup, Bytes: l.stats.BackupBytes})
+	}
+}
+
+// BackupFull reports whether the backup table holds Config.MaxBackup sends
+// or Config.MaxBackupBytes bytes: the application should then hand the
+// layer no more sends until it has room again (the [BackupRoom] event).
+// Call it from the goroutine that drives the machine.
+func (l *Layer) BackupFull() bool {
+	return l.stats.Backup >= l.cfg.MaxBackup || l.stats.BackupBytes >= l.cfg.MaxBackupBytes
+}
+
+// payloadBytes returns the bytes of the payloads of es.
+func payloadBytes(es []entry) int {
+	n := 0
+	for _, e := range es {
+		n += len(e.payload)
+	}
+	return n
 }
 
 func (l *Layer) onSend(s Send) {
@@ -444,7 +476,7 @@ func (l *Layer) onSend(s Send) {
 		return
 	}
 	oc.backup = append(oc.backup, e)
-	l.backup(1)
+	l.backup(1, len(e.payload))
 	if l.IsMaster() {
 		l.stats.Sent += uint64(l.transmit(oc.key, e))
 		l.armResend()
@@ -512,7 +544,7 @@ func (l *Layer) commit(oc *outChan, upto uint64) {
 		i++
 	}
 	if i > 0 {
-		l.backup(-i)
+		l.backup(-i, -payloadBytes(oc.backup[:i]))
 		oc.backup = slices.Delete(oc.backup, 0, i)
 		if len(oc.backup) == 0 {
 			oc.backup = nil

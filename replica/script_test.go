@@ -33,9 +33,16 @@ type cluster struct {
 
 func newCluster(t *testing.T, ranks, replicas, ackEvery int) *cluster {
 	t.Helper()
+	return newClusterWith(t, ranks, replicas, func(cfg *Config) { cfg.AckEvery = ackEvery })
+}
+
+// newClusterWith is newCluster with the default configuration edited by
+// edit.
+func newClusterWith(t *testing.T, ranks, replicas int, edit func(*Config)) *cluster {
+	t.Helper()
 	lay := Layout{Ranks: ranks, Replicas: replicas}
 	cfg := DefaultConfig(lay)
-	cfg.AckEvery = ackEvery
+	edit(&cfg)
 	c := &cluster{t: t, lay: lay, epoch: 1}
 	for p := range lay.Size() {
 		l, err := New(cfg)
@@ -425,4 +432,46 @@ func TestRetransmit(t *testing.T) {
 	}
 	c.advance(time.Second)
 	c.want("nothing more once committed", c.pending())
+}
+
+// TestBackupBound: the backup table says it is full once it holds
+// MaxBackup sends or MaxBackupBytes bytes, at the master and at a fellow
+// alike (BackupFull, once), and has room again once the commit frees it
+// (BackupRoom); the application holds its sends back in between (comm's
+// replicated path), so the table never holds more than the bound.
+func TestBackupBound(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		edit      func(*Config)
+		payload   string
+		fullAfter int
+	}{
+		{"sends", func(c *Config) { c.MaxBackup = 3 }, "m", 3},
+		{"bytes", func(c *Config) { c.MaxBackupBytes = 10 }, "four", 3}, // 12 bytes ≥ 10
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClusterWith(t, 2, 2, tc.edit) // rank 0: n0 (master), n2; rank 1: n1, n3
+			for _, p := range []int{0, 2} {
+				for i := range tc.fullAfter {
+					if c.ls[p].BackupFull() {
+						t.Fatalf("n%d: full after %d sends, want %d", p, i, tc.fullAfter)
+					}
+					c.send(p, 1, tc.payload)
+				}
+				if !c.ls[p].BackupFull() {
+					t.Fatalf("n%d: not full after %d sends", p, tc.fullAfter)
+				}
+				c.want(fmt.Sprintf("n%d fills", p), c.take(p), "replica.BackupFull")
+			}
+			c.all()
+			c.advance(2 * time.Millisecond) // acknowledgements
+			c.all()                         // and the commit
+			for _, p := range []int{0, 2} {
+				if c.ls[p].BackupFull() || c.backup(p) != 0 {
+					t.Fatalf("n%d: full %v with %d sends after the commit", p, c.ls[p].BackupFull(), c.backup(p))
+				}
+				c.want(fmt.Sprintf("n%d has room", p), c.take(p), "replica.BackupRoom")
+			}
+		})
+	}
 }
