@@ -78,7 +78,8 @@ import (
 // replica acknowledged it; neither the credit nor the unexpected limit
 // applies to them (the replicas of a rank must all see the same
 // failures, which a local cut-off would break): their sender's memory is
-// bounded by the layer's backup limit (replica.Config.MaxBackup).
+// bounded by the layer's backup bound (replica.Config.MaxBackup and
+// MaxBackupBytes), which holds the program's sends back (replicated.go).
 //
 // A failed rank owes and is owed nothing that anyone waits for: a send to
 // it fails as before, whatever its credit; the eager messages it sent

@@ -130,13 +130,17 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	rank, size, _ := boot.Logical()
 	if boot.Replicas > 1 {
 		layout := replica.Layout{Ranks: size, Replicas: boot.Replicas}
-		l, err := replica.New(replica.DefaultConfig(layout))
+		rcfg := replica.DefaultConfig(layout)
+		if o.maxBackup > 0 {
+			rcfg.MaxBackup = o.maxBackup
+		}
+		l, err := replica.New(rcfg)
 		if err != nil {
 			reg.Close()
 			tr.Close()
 			return nil, fmt.Errorf("comm: %w", err)
 		}
-		rep, layers = newReplicated(layout, core.NodeID(boot.Rank)), []core.Machine{l}
+		rep, layers = newReplicated(layout, core.NodeID(boot.Rank), l), []core.Machine{l}
 	}
 	stack, err := newStack(core.NodeID(boot.Rank), ids, o, det, layers...)
 	if err != nil {

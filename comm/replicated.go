@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
@@ -34,17 +35,34 @@ import (
 // The path is slower than the unreplicated one: a send is handed to the
 // process's event loop (the replication layer is a protocol machine), and
 // each message costs acknowledgements and commits.
+//
+// Memory: the layer keeps each send in its backup table until every live
+// replica of the destination acknowledged it, so a destination that does
+// not acknowledge would grow the table without bound. The pusher (run)
+// therefore hands the layer no send while its table is full
+// (replica.Config.MaxBackup sends or MaxBackupBytes bytes: 4096 and 64
+// MiB by default) and waits for replica.BackupRoom; meanwhile the
+// program's sends do not complete (a blocking Send waits, an Isend's
+// request stays pending), so the program is held back rather than its
+// sends piling up. Frames the engine answers with (no request) still
+// queue: the protocol bounds them.
 
 // replicated is a session's replication state.
 type replicated struct {
 	layout replica.Layout
 	phys   core.NodeID
+	layer  *replica.Layer // read on the event loop only (BackupFull)
 
 	mu    sync.Mutex
-	queue []replica.Send // sends not yet handed to the event loop, in order
-	busy  bool           // the pusher is handing a batch over
-	wake  chan struct{}  // signalled (never blocking) when queue grows
-	idle  chan struct{}  // closed when queue and batch are done; nil if nobody waits
+	queue []pendingSend // sends not yet handed to the event loop, in order
+	busy  bool          // the pusher is handing a batch over
+	wake  chan struct{} // signalled (never blocking) when queue grows
+	idle  chan struct{} // closed when queue and batch are done; nil if nobody waits
+	// room is signalled (never blocking) on replica.BackupRoom; stalled
+	// is set while the pusher waits for it, and a program's send then
+	// completes only once handed to the layer.
+	room    chan struct{}
+	stalled atomic.Bool
 
 	finished chan struct{} // closed on replica.Finished
 
@@ -53,8 +71,16 @@ type replicated struct {
 	decided map[uint64]chan []byte // decision → its waiter (under mu)
 }
 
-func newReplicated(layout replica.Layout, phys core.NodeID) *replicated {
-	return &replicated{layout: layout, phys: phys, wake: make(chan struct{}, 1), finished: make(chan struct{})}
+// pendingSend is a send waiting for the pusher, and the request to
+// complete once it is handed to the layer (nil: completed already).
+type pendingSend struct {
+	send replica.Send
+	req  *Request
+}
+
+func newReplicated(layout replica.Layout, phys core.NodeID, layer *replica.Layer) *replicated {
+	return &replicated{layout: layout, phys: phys, layer: layer,
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), finished: make(chan struct{})}
 }
 
 // replicaSend queues frame f (payload f.Payload then body) for logical
@@ -70,22 +96,31 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	s.mu.Lock()
 	state := s.state
 	s.mu.Unlock()
-	var err error
-	switch {
-	case state != nil:
-		err = state
-	default:
-		payload := make([]byte, 0, len(f.Payload)+len(body))
-		payload = append(append(payload, f.Payload...), body...)
-		s.rep.push(replica.Send{Comm: uint64(f.Kind), Dst: to, Payload: payload})
+	if state != nil {
+		if req != nil {
+			req.complete(Status{}, state)
+		}
+		return state
 	}
+	payload := make([]byte, 0, len(f.Payload)+len(body))
+	payload = append(append(payload, f.Payload...), body...)
+	e := pendingSend{send: replica.Send{Comm: uint64(f.Kind), Dst: to, Payload: payload}}
 	if req != nil {
-		req.complete(Status{}, err)
+		if s.rep.stalled.Load() {
+			// The backup table is full: the request completes once the
+			// pusher hands the send over. A pooled request must not go
+			// back to its pool before.
+			req.unpooled.Store(true)
+			e.req = req
+		} else {
+			req.complete(Status{}, nil)
+		}
 	}
-	return err
+	s.rep.push(e)
+	return nil
 }
 
-func (r *replicated) push(e replica.Send) {
+func (r *replicated) push(e pendingSend) {
 	r.mu.Lock()
 	r.queue = append(r.queue, e)
 	r.mu.Unlock()
@@ -119,11 +154,58 @@ func (r *replicated) run(s *Session) {
 			if len(batch) == 0 {
 				break
 			}
-			for _, e := range batch {
-				if err := s.host.Handle(s.base, e); err != nil {
-					return
-				}
+			if !r.hand(s, batch) {
+				return
 			}
+		}
+	}
+}
+
+// hand gives the layer the sends of batch, in order, on the loop, holding
+// back while its backup table is full; it reports false when the session
+// ended first (the requests left then fail).
+func (r *replicated) hand(s *Session, batch []pendingSend) bool {
+	for i := 0; i < len(batch); {
+		from := i
+		err := s.host.Do(s.base, func(m core.Machine, _ core.Env) {
+			for i < len(batch) && !r.layer.BackupFull() {
+				m.Handle(batch[i].send)
+				i++
+			}
+		})
+		for _, e := range batch[from:i] {
+			if e.req != nil {
+				e.req.complete(Status{}, nil)
+			}
+		}
+		if err == nil && i < len(batch) {
+			r.stalled.Store(true)
+			select {
+			case <-r.room:
+			case <-s.base.Done():
+				err = s.base.Err()
+			}
+			r.stalled.Store(false)
+		}
+		if err != nil {
+			r.failPending(s, batch[i:])
+			return false
+		}
+	}
+	return true
+}
+
+// failPending fails the requests of sends the session ended before handing
+// over, and of those still queued.
+func (r *replicated) failPending(s *Session, rest []pendingSend) {
+	r.mu.Lock()
+	rest = append(rest, r.queue...)
+	r.queue = nil
+	r.mu.Unlock()
+	err := s.stateErr()
+	for _, e := range rest {
+		if e.req != nil {
+			e.req.complete(Status{}, err)
 		}
 	}
 }
@@ -189,6 +271,13 @@ func (s *Session) onReplicaEvent(e core.Event) {
 		close(s.rep.finished)
 	case replica.ReplicaLost:
 		s.log.Info("comm: a replica was lost; its rank lives on", "rank", e.Rank, "process", uint32(e.Phys))
+	case replica.BackupFull:
+		s.log.Info("comm: the replication backup table is full; sends wait for acknowledgements", "sends", e.Sends, "bytes", e.Bytes)
+	case replica.BackupRoom:
+		select {
+		case s.rep.room <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/replica"
 )
 
 // replicatedJob starts n logical ranks × r replicas in this process over
@@ -333,5 +335,48 @@ func TestReplicatedDecisions(t *testing.T) {
 				t.Errorf("the log has %d steps: %q", lines, want)
 			}
 		})
+	}
+}
+
+// A replicated rank that sends far ahead of what its destination has
+// acknowledged holds at most the replication layer's backup bound of sends
+// (replica.Config.MaxBackup, here 4): its later sends wait for the
+// acknowledgements instead of piling up in the table, and every message
+// still arrives, in order.
+func TestReplicatedBackupBounded(t *testing.T) {
+	const maxBackup, msgs = 4, 200
+	ss := tcpJobWith(t, 2*2, []Option{func(o *options) { o.maxBackup = maxBackup }},
+		func(b *launch.Bootstrap) { b.Replicas = 2 })
+	_, errs := replicatedRun(ss, func(ctx context.Context, c *Comm) (string, error) {
+		if c.Rank() == 0 {
+			reqs := make([]*Request, msgs)
+			for i := range reqs {
+				reqs[i] = c.Isend([]byte{byte(i)}, 1, 1)
+			}
+			return "", WaitAll(ctx, reqs...)
+		}
+		for i := range msgs {
+			buf := make([]byte, 1)
+			if _, err := c.Recv(ctx, buf, 0, 1); err != nil || buf[0] != byte(i) {
+				return "", fmt.Errorf("message %d: got %d, %v", i, buf[0], err)
+			}
+		}
+		return "", nil
+	})
+	for p, err := range errs {
+		if err != nil {
+			t.Errorf("process %d: %v", p, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for p, s := range ss {
+		var st replica.Stats
+		if err := s.host.Do(ctx, func(core.Machine, core.Env) { st = s.rep.layer.Stats() }); err != nil {
+			t.Fatal(err)
+		}
+		if st.PeakBackup > maxBackup {
+			t.Errorf("process %d: the backup table held %d sends, bound %d", p, st.PeakBackup, maxBackup)
+		}
 	}
 }

@@ -144,6 +144,9 @@ type options struct {
 	// socket buffers (tcp.Config.SocketBuffer; 0: the system's), small in
 	// tests that must fill a TCP connection
 	queueLen, sockBuf int
+	// maxBackup: the replication layer's backup table bound in sends
+	// (replica.Config.MaxBackup; 0: its default), small in tests
+	maxBackup int
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
@@ -363,7 +366,8 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 			}
 		}
 		s.fail(gone, e.Epoch)
-	case replica.Delivered, replica.Decided, replica.RankFailed, replica.ReplicaLost, replica.Finished:
+	case replica.Delivered, replica.Decided, replica.RankFailed, replica.ReplicaLost, replica.Finished,
+		replica.BackupFull, replica.BackupRoom:
 		s.onReplicaEvent(e)
 	case member.Evicted:
 		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)
