@@ -253,8 +253,9 @@ func (s *Session) World() *Comm { return s.world }
 
 // Failures returns a channel that receives one [Failure] for each rank of
 // the world communicator that the membership service declares failed, in
-// the order the views say. It has room for every rank, so it never holds the
-// session back; nobody has to read it.
+// the order the views say, or that this process cut off for sending
+// beyond its limits (Failure.Err says why). It has room for every rank, so
+// it never holds the session back; nobody has to read it.
 func (s *Session) Failures() <-chan Failure { return s.failures }
 
 // Replicas returns how many replicas each rank of the job runs as (1: the
