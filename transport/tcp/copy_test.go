@@ -18,7 +18,7 @@ var _ transport.Copier = (*tcp.Transport)(nil)
 
 // TestSendCopy checks transport.Copier: frames sent with SendCopy from one
 // buffer that the caller overwrites after each call arrive with the
-// payload they had at the call, on the detector's lane and the ordinary
+// payload they had at the call, on the control lane and the ordinary
 // one, small (copied into the transport's reused buffers) and large.
 func TestSendCopy(t *testing.T) {
 	forPaths(t, func(t *testing.T, path pathKind) {
