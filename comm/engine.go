@@ -400,8 +400,9 @@ func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
 // copied by value, the compiler spills a struct with word stores and
 // copies it with wider loads, which wait for those stores to leave the
 // store buffer, several times per message.) If the sender goes beyond
-// its eager credit or the unexpected limit with m (credit.go), m is
-// refused and the error that cuts the sender off is returned, for the
+// its eager credit or the unexpected limit with m (credit.go), or names a
+// context of no communicator this process has or expects (commWindow), m
+// is refused and the error that cuts the sender off is returned, for the
 // caller to act on once the lock is released.
 func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out *outgoing) error {
 	node, tag, vnode := m.src, m.tag, m.vnode
