@@ -51,7 +51,16 @@ func TestUnixEnv(t *testing.T) {
 				t.Fatalf("Recv = %v, %v (%q)", st, err, buf)
 			}
 			for r, s := range ss {
-				st := s.tr.(*tcp.Transport).Stats()
+				// A connection carries frames a moment before the
+				// transport counts it: wait for the count, bounded.
+				var st tcp.Stats
+				for {
+					st = s.tr.(*tcp.Transport).Stats()
+					if st.Established > 0 || ctx.Err() != nil {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
 				want := st.Established
 				if !c.unix {
 					want = 0
