@@ -7,7 +7,10 @@
 //   - the OSU-style p2p, bw and allreduce ([OSU], [RunOSURank],
 //     [WriteOSUGoals]): package comm against raw TCP and Open MPI;
 //   - overhead ([RunOverhead]): what failure detection costs N-Queens
-//     (Phoenix §6.1, Table 2).
+//     (Phoenix §6.1, Table 2);
+//   - flood ([Flood], [RunFloodRank]): a two-rank ping-pong's latency and
+//     the failure detector's verdicts while connections without the job
+//     secret flood a rank's TCP listener.
 //
 // The membership and multicast benchmarks start their jobs through package
 // runner, whose nodes run the probes and load of package workload; the
