@@ -558,6 +558,126 @@ func FuzzProof(f *testing.F) {
 	})
 }
 
+// handshakeSecret and handshakeLocal are the fixed side of FuzzHandshake:
+// the job secret and our Hello, so that the seed corpus can hold streams
+// whose proofs verify.
+var (
+	handshakeSecret = []byte("fuzz-job-secret-0123456789")
+	handshakeLocal  = hello(1, 0x40)
+)
+
+// readHandshake reads what the peer sends in a handshake, from stream, as
+// transport/tcp does: at most MaxHandshakeFrameSize per frame, a Hello
+// checked against local, then a Proof (or, for the initiator, a goodbye
+// carrying the acceptor's proof: a refusal after the proof) that must
+// verify. The frames it read are returned for the callers' checks.
+func readHandshake(stream []byte, secret []byte, local Hello, initiator bool) (peer Hello, refused bool, frames []Frame, err error) {
+	fr := NewFrameReader(bytes.NewReader(stream))
+	fr.SetMaxFrameSize(MaxHandshakeFrameSize)
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return Hello{}, false, nil, err
+	}
+	frames = append(frames, f)
+	if f.Kind != KindHello {
+		return Hello{}, false, frames, ErrNotHello
+	}
+	if peer, err = DecodeHello(f.Payload); err == nil {
+		err = CheckHello(local, peer)
+	}
+	if err != nil {
+		return Hello{}, false, frames, err
+	}
+	if f, err = fr.ReadFrame(); err != nil {
+		return Hello{}, false, frames, err
+	}
+	frames = append(frames, f)
+	refused = f.Kind == KindGoodbye && initiator
+	if f.Kind != KindProof && !refused {
+		return Hello{}, false, frames, ErrAuth
+	}
+	p, err := DecodeProof(f.Payload)
+	if err == nil {
+		err = CheckProof(secret, local, peer, initiator, p)
+	}
+	if err != nil {
+		return Hello{}, false, frames, err
+	}
+	return peer, refused, frames, nil
+}
+
+// handshakeStream is what a peer that knows secret sends to local: its
+// Hello (node, nonce byte) and its proof, in a goodbye if goodbye.
+func handshakeStream(secret []byte, local Hello, node core.NodeID, nonce byte, localInitiated, goodbye bool) []byte {
+	peer := hello(node, nonce)
+	p := Proof{MAC: ComputeProof(secret, peer, local, !localInitiated)}
+	var e Encoder
+	peer.MarshalWire(&e)
+	b := AppendFrame(nil, Frame{Kind: KindHello, Src: node, Dst: core.None, Payload: e.B})
+	kind := KindProof
+	if goodbye {
+		kind = KindGoodbye
+	}
+	e.B = nil
+	p.MarshalWire(&e)
+	return AppendFrame(b, Frame{Kind: kind, Src: node, Dst: local.Node, Payload: e.B})
+}
+
+// FuzzHandshake feeds arbitrary byte streams to the reading side of the
+// handshake (the acceptor's, or the initiator's with the goodbye that
+// refuses after the proof): no stream panics, no frame of it beyond
+// MaxHandshakeFrameSize is read, and a stream is accepted only with a
+// Hello that passes CheckHello and the proof the job secret gives for
+// both Hellos and the direction; a goodbye is taken for a refusal only by
+// the initiator. An accepted stream cut short of its proof is refused.
+func FuzzHandshake(f *testing.F) {
+	f.Fuzz(func(t *testing.T, stream []byte, initiator bool) {
+		peer, refused, frames, err := readHandshake(stream, handshakeSecret, handshakeLocal, initiator)
+		for _, fr := range frames {
+			if n := EncodedSize(fr) - LengthSize; n > MaxHandshakeFrameSize {
+				t.Fatalf("read a frame of %d bytes, over the handshake limit %d", n, MaxHandshakeFrameSize)
+			}
+		}
+		if err != nil {
+			if peer != (Hello{}) || refused {
+				t.Fatalf("a failed handshake returned %+v, refused %v", peer, refused)
+			}
+			return
+		}
+		if len(frames) != 2 {
+			t.Fatalf("accepted after %d frames", len(frames))
+		}
+		if err := CheckHello(handshakeLocal, peer); err != nil {
+			t.Fatalf("accepted a hello that does not check: %v", err)
+		}
+		if refused && (!initiator || frames[1].Kind != KindGoodbye) {
+			t.Fatalf("a refusal read by the acceptor (%v) or from a %v frame", !initiator, frames[1].Kind)
+		}
+		want := ComputeProof(handshakeSecret, peer, handshakeLocal, !initiator)
+		if !bytes.Equal(frames[1].Payload, want[:]) {
+			t.Fatalf("accepted proof %x, want %x", frames[1].Payload, want)
+		}
+		end := EncodedSize(frames[0]) + EncodedSize(frames[1])
+		if _, _, _, err := readHandshake(stream[:end-1], handshakeSecret, handshakeLocal, initiator); err == nil {
+			t.Fatal("the stream cut one byte short of its proof is accepted")
+		}
+	})
+}
+
+// TestHandshakeSeeds checks that FuzzHandshake's seeds reach both ends
+// of its checks: the streams of a peer that knows the secret are accepted
+// (the goodbye as a refusal), the others are not.
+func TestHandshakeSeeds(t *testing.T) {
+	accepted := map[string]bool{"valid-acceptor": false, "valid-initiator": false, "refusal": true}
+	for name, vals := range seedCorpus()["FuzzHandshake"] {
+		_, refused, _, err := readHandshake(vals[0].([]byte), handshakeSecret, handshakeLocal, vals[1].(bool))
+		wantRefused, ok := accepted[name]
+		if (err == nil) != ok || refused != wantRefused {
+			t.Errorf("%s: err %v, refused %v; want accepted %v, refused %v", name, err, refused, ok, wantRefused)
+		}
+	}
+}
+
 // allTypes is a message with one field of every encoded type, for
 // FuzzCodecUnmarshal.
 type allTypes struct {
@@ -683,6 +803,9 @@ func seedCorpus() map[string]map[string][]any {
 		{opOptNodeID, 0, core.NodeID(0)}, {opNodeIDs, 0, []core.NodeID{1, 2}}, {opUvarints, 0, []uint64{0, 1 << 63}},
 		{opDuration, 0, -time.Millisecond}, {opFixed, 2, []byte{8, 9}}})
 	huge := b(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)
+	valid := handshakeStream(handshakeSecret, handshakeLocal, 2, 9, false, false)
+	helloFrame := valid[:len(valid)-EncodedSize(Frame{Kind: KindProof, Src: 2, Dst: handshakeLocal.Node, Payload: make([]byte, ProofSize)})]
+	then := func(f Frame) []byte { return append(bytes.Clone(helloFrame), AppendFrame(nil, f)...) }
 	return map[string]map[string][]any{
 		"FuzzDecoder": {
 			"all-ops":          {allOps, allOpsData},
@@ -744,6 +867,21 @@ func seedCorpus() map[string]map[string][]any {
 			"empty":     {b(), "", uint32(0), uint32(0), b(), b()},
 			"short":     {[]byte("s"), "j", uint32(math.MaxUint32), uint32(5), b(1), b(1, 2, 3)},
 			"same-node": {[]byte("s"), "j", uint32(4), uint32(4), bytes.Repeat(b(9), 16), bytes.Repeat(b(0), 33)},
+		},
+		"FuzzHandshake": {
+			"valid-acceptor":      {valid, false},
+			"valid-initiator":     {handshakeStream(handshakeSecret, handshakeLocal, 2, 9, true, false), true},
+			"refusal":             {handshakeStream(handshakeSecret, handshakeLocal, 2, 9, true, true), true},
+			"goodbye-to-acceptor": {handshakeStream(handshakeSecret, handshakeLocal, 2, 9, false, true), false},
+			"wrong-direction":     {handshakeStream(handshakeSecret, handshakeLocal, 2, 9, true, false), false},
+			"other-secret":        {handshakeStream([]byte("another secret, same length!"), handshakeLocal, 2, 9, false, false), false},
+			"reflected":           {handshakeStream(handshakeSecret, handshakeLocal, 1, 0x40, false, false), false},
+			"claims-none":         {handshakeStream(handshakeSecret, handshakeLocal, core.None, 9, false, false), false},
+			"hello-only":          {helloFrame, false},
+			"garbage-proof":       {then(Frame{Kind: KindProof, Src: 2, Dst: 1, Payload: bytes.Repeat(b(0xee), ProofSize)}), false},
+			"empty-goodbye":       {then(Frame{Kind: KindGoodbye, Src: 2, Dst: 1}), true},
+			"over-limit":          {b(0, 0, 1, 1, 1, 1, 1), false},
+			"http":                {[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false},
 		},
 		"FuzzCodecUnmarshal": {
 			"all-types":       {uint16(allTypesKind), all.B},
@@ -833,8 +971,9 @@ func FuzzRing(f *testing.F) {
 }
 
 func FuzzRingTag(f *testing.F) {
-	f.Add([]byte("secret"), "job", uint32(1), uint32(2), []byte("0123456789abcdef0123456789abcdef"))
-	f.Fuzz(func(t *testing.T, secret []byte, job string, nodeA, nodeB uint32, nonces []byte) {
+	f.Add([]byte("secret"), "job", uint32(1), uint32(2), []byte("0123456789abcdef0123456789abcdef"), []byte("tag"))
+	f.Add([]byte{}, "", uint32(0), uint32(0), []byte{}, bytes.Repeat([]byte{0}, ProofSize))
+	f.Fuzz(func(t *testing.T, secret []byte, job string, nodeA, nodeB uint32, nonces, tag []byte) {
 		ha, hb := fuzzHellos(job, nodeA, nodeB, nonces)
 		// a initiates; each side checks the ring the other writes.
 		ofA := RingTag(secret, ha, hb, true, true)
@@ -851,6 +990,11 @@ func FuzzRingTag(f *testing.F) {
 		other := RingTag(append(slices.Clone(secret), 'x'), ha, hb, true, true)
 		if CheckRingTag(secret, hb, ha, false, false, other[:]) {
 			t.Fatal("a ring tagged with another secret checks")
+		}
+		// A ring's header is the peer's to write: any tag, of any
+		// length, checks only if it is the right one.
+		if CheckRingTag(secret, hb, ha, false, false, tag) != bytes.Equal(tag, ofA[:]) {
+			t.Fatalf("tag %x checks %v", tag, !bytes.Equal(tag, ofA[:]))
 		}
 	})
 }
