@@ -43,8 +43,16 @@ import (
 // loopback on Linux), so that the bound per source does not hide the bound
 // per listener.
 //
-// The report gives the ping-pong's round trip in each phase (median, p99)
-// and their ratio, what the flooding connections met (as this process saw
+// The attack costs the machine too: on a machine of few cores, shared by
+// the flooder and the ranks, the flooder's processor time and the kernel's
+// work on its connections slow the ranks whatever the ranks do with the
+// connections. So each round also runs a control phase: the same flood at
+// a listener of this process that closes each connection at once, which
+// the ranks never see. The flooded phase over the control phase is what
+// the rank itself pays.
+//
+// The report gives the ping-pong's round trip in each kind of phase
+// (median, p99) and their ratios, what the flooding connections met (as this process saw
 // them: the rank writes its hello as soon as it takes a connection into
 // its handshake, so a connection closed before any byte arrived was shed
 // over a bound), the suspicions, failures and exclusions in the ranks'
@@ -56,10 +64,14 @@ type Flood struct {
 	Conns    int           // unauthenticated connections held open at once (default 1000)
 	Sources  int           // loopback source addresses they come from, 1 to 240 (default 8)
 	Duration time.Duration // the length of each phase, quiet and flooded (default 10 s)
-	// Rounds is how many times a quiet phase then a flooded one run
-	// (default 2): a shared machine's slow and fast spells, which last
-	// seconds to minutes, then fall on both kinds of phase alike.
-	Rounds   int
+	// Rounds is how many times a quiet phase, a control phase (if
+	// Control) and a flooded phase run, in this order (default 2): a
+	// shared machine's slow and fast spells, which last seconds to
+	// minutes, then fall on every kind of phase alike.
+	Rounds int
+	// Control runs the control phase (default true): the same flood at a
+	// listener of this process that closes each connection at once.
+	Control  bool
 	Warmup   time.Duration // before the quiet phase, not measured (default 1 s)
 	Interval time.Duration // between two round trips of the ping-pong; 0: back to back (default 1 ms)
 	// Payload is what a flooding connection sends after its hello:
@@ -83,7 +95,7 @@ const MaxFloodSources = 240
 
 // DefaultFlood returns the benchmark's defaults.
 func DefaultFlood() Flood {
-	return Flood{Conns: 1000, Sources: 8, Duration: 10 * time.Second, Rounds: 2, Warmup: time.Second,
+	return Flood{Conns: 1000, Sources: 8, Duration: 10 * time.Second, Rounds: 2, Control: true, Warmup: time.Second,
 		Interval: time.Millisecond, Payload: "mixed"}
 }
 
@@ -127,20 +139,48 @@ type FloodCounts struct {
 	MaxInHandshake int64  // the most connections the rank held in its handshake at once (admitted, not yet closed)
 }
 
-// FloodCPU is the processor time of one process in the quiet and the
-// flooded phase, as a fraction of one CPU (1 = a whole CPU for the phase).
+// FloodPhase is a kind of phase of the benchmark.
+type FloodPhase int
+
+// The kinds of phase, in the order each round runs them.
+const (
+	PhaseQuiet   FloodPhase = iota // no flood
+	PhaseControl                   // the flood at a listener of the flooder's that closes each connection at once
+	PhaseFlooded                   // the flood at rank 1
+	numFloodPhases
+)
+
+func (k FloodPhase) String() string {
+	return [...]string{"quiet", "control", "flooded"}[k]
+}
+
+// phaseList names kinds, comma-separated.
+func phaseList(kinds []FloodPhase) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// FloodCPU is the processor time of one process in each kind of phase, as
+// a fraction of one CPU (1 = a whole CPU for the phases' length).
 type FloodCPU struct {
-	Name           string
-	Quiet, Flooded float64
-	Known          bool // false where /proc is not there
+	Name    string
+	ByPhase [numFloodPhases]float64
+	Known   bool // false where /proc is not there
 }
 
 // FloodReport is a run's result.
 type FloodReport struct {
-	Config         Flood
-	Target         string // rank 1's listen address
-	Quiet, Flooded FloodLatency
-	Counts         FloodCounts
+	Config Flood
+	Target string // rank 1's listen address
+	// Latency holds the round trips of each kind of phase.
+	Latency [numFloodPhases]FloodLatency
+	// Counts is what the connections at rank 1 met; ControlCounts what
+	// those of the control phases met (all shed, by the flooder's
+	// listener).
+	Counts, ControlCounts FloodCounts
 	// Suspicions, Failures and Exclusions are the core.Suspected and
 	// core.Failed events and the views without a rank that the ranks'
 	// event streams hold; Events lists them. No rank fails, so each is a
@@ -153,13 +193,15 @@ type FloodReport struct {
 	phases []floodPhase // in time order
 }
 
-// Ratio is the flooded median over the quiet one, and the same for p99.
-func (r *FloodReport) Ratio() (median, p99 float64) {
-	if r.Quiet.Median > 0 {
-		median = float64(r.Flooded.Median) / float64(r.Quiet.Median)
+// Ratio is the median round trip of phase a over that of phase b, and
+// the same for p99 (0 where b has none).
+func (r *FloodReport) Ratio(a, b FloodPhase) (median, p99 float64) {
+	la, lb := r.Latency[a], r.Latency[b]
+	if lb.Median > 0 {
+		median = float64(la.Median) / float64(lb.Median)
 	}
-	if r.Quiet.P99 > 0 {
-		p99 = float64(r.Flooded.P99) / float64(r.Quiet.P99)
+	if lb.P99 > 0 {
+		p99 = float64(la.P99) / float64(lb.P99)
 	}
 	return median, p99
 }
@@ -215,21 +257,32 @@ func (f Flood) Run(ctx context.Context) (*FloodReport, error) {
 	}
 	procs := []floodProc{{name: "rank 0", pid: rankPids[0]}, {name: "rank 1", pid: rankPids[1]}, {name: "flooder (this process)", pid: os.Getpid()}}
 
-	fmt.Fprintf(progress, "bench: flood: warm-up %v, then %d rounds of %v quiet and %v flooded by %d connections from %d sources at rank 1 (%s)…\n",
-		f.Warmup, f.Rounds, f.Duration, f.Duration, f.Conns, f.Sources, rep.Target)
+	kinds := []FloodPhase{PhaseQuiet, PhaseFlooded}
+	control := &flooder{jobID: jobID, payload: f.Payload, sources: f.Sources}
+	if f.Control {
+		kinds = []FloodPhase{PhaseQuiet, PhaseControl, PhaseFlooded}
+		sink, err := newFloodSink()
+		if err != nil {
+			return nil, err
+		}
+		defer sink.Close()
+		control.target = sink.Addr().String()
+	}
+	fmt.Fprintf(progress, "bench: flood: warm-up %v, then %d rounds of %v phases (%s) with %d connections from %d sources at rank 1 (%s)…\n",
+		f.Warmup, f.Rounds, f.Duration, phaseList(kinds), f.Conns, f.Sources, rep.Target)
 	if err := sleepCtx(ctx, f.Warmup); err != nil {
 		return nil, err
 	}
-	fl := &flooder{target: rep.Target, jobID: jobID, payload: f.Payload, sources: f.Sources}
-	cpu := make([][2]time.Duration, len(procs)) // by process: quiet, flooded
+	flood := &flooder{target: rep.Target, jobID: jobID, payload: f.Payload, sources: f.Sources}
+	var cpu [][numFloodPhases]time.Duration = make([][numFloodPhases]time.Duration, len(procs))
 	cpuKnown := true
 	for round := 1; round <= f.Rounds; round++ {
-		for _, flooded := range []bool{false, true} {
-			ph := floodPhase{round: round, flooded: flooded, from: time.Now()}
+		for _, kind := range kinds {
+			ph := floodPhase{round: round, kind: kind, from: time.Now()}
 			before := cpuTimes(procs)
 			var wg sync.WaitGroup
 			fctx, stopFlood := context.WithCancel(ctx)
-			if flooded {
+			if fl := map[FloodPhase]*flooder{PhaseControl: control, PhaseFlooded: flood}[kind]; fl != nil {
 				for i := range f.Conns {
 					wg.Go(func() { fl.run(fctx, i) })
 				}
@@ -247,12 +300,12 @@ func (f Flood) Run(ctx context.Context) (*FloodReport, error) {
 					cpuKnown = false
 					continue
 				}
-				cpu[i][btoi(flooded)] += after[i] - before[i]
+				cpu[i][kind] += after[i] - before[i]
 			}
 			rep.phases = append(rep.phases, ph)
 		}
 	}
-	rep.Counts = fl.counts()
+	rep.Counts, rep.ControlCounts = flood.counts(), control.counts()
 
 	if err := os.WriteFile(stopPath, nil, 0o600); err != nil {
 		return nil, err
@@ -263,9 +316,8 @@ func (f Flood) Run(ctx context.Context) (*FloodReport, error) {
 	span := time.Duration(f.Rounds) * f.Duration
 	for i, p := range procs {
 		c := FloodCPU{Name: p.name, Known: cpuKnown}
-		if c.Known {
-			c.Quiet = cpu[i][0].Seconds() / span.Seconds()
-			c.Flooded = cpu[i][1].Seconds() / span.Seconds()
+		for _, k := range kinds {
+			c.ByPhase[k] = cpu[i][k].Seconds() / span.Seconds()
 		}
 		rep.CPU = append(rep.CPU, c)
 	}
@@ -277,32 +329,21 @@ func (f Flood) Run(ctx context.Context) (*FloodReport, error) {
 		}
 		return rep, err
 	}
-	rep.Quiet = rep.latency(samples, false)
-	rep.Flooded = rep.latency(samples, true)
+	for _, k := range kinds {
+		rep.Latency[k] = rep.latency(samples, k)
+	}
 	return rep, nil
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// floodPhase is one quiet or flooded phase of a run, [from, to) on the
-// machine's clock (which the ranks share).
+// floodPhase is one phase of a run, [from, to) on the machine's clock
+// (which the ranks share).
 type floodPhase struct {
 	round    int
-	flooded  bool
+	kind     FloodPhase
 	from, to time.Time
 }
 
-func (p floodPhase) String() string {
-	if p.flooded {
-		return fmt.Sprintf("flooded %d", p.round)
-	}
-	return fmt.Sprintf("quiet %d", p.round)
-}
+func (p floodPhase) String() string { return fmt.Sprintf("%v %d", p.kind, p.round) }
 
 // phaseAt names the phase that holds t: warm-up before the first, after
 // past the last.
@@ -318,13 +359,12 @@ func (r *FloodReport) phaseAt(t time.Time) string {
 	return "after"
 }
 
-// latency summarizes the round trips that started in the quiet phases,
-// or in the flooded ones.
-func (r *FloodReport) latency(samples []floodSample, flooded bool) FloodLatency {
+// latency summarizes the round trips that started in the phases of kind.
+func (r *FloodReport) latency(samples []floodSample, kind FloodPhase) FloodLatency {
 	var rtts []time.Duration
 	for _, s := range samples {
 		for _, p := range r.phases {
-			if p.flooded == flooded && !s.at.Before(p.from) && s.at.Before(p.to) {
+			if p.kind == kind && !s.at.Before(p.from) && s.at.Before(p.to) {
 				rtts = append(rtts, s.rtt)
 				break
 			}
@@ -389,37 +429,56 @@ func (r *FloodReport) Write(w io.Writer) {
 	if f.Interval > 0 {
 		every = "one every " + f.Interval.String()
 	}
-	fmt.Fprintf(w, "# ping-pong rank 0 ↔ rank 1, %d B, %s; %d rounds of a quiet and a flooded phase, %v each\n", FloodMessage, every, f.Rounds, f.Duration)
-	fmt.Fprintf(w, "%-10s %9s %12s %12s %12s\n", "phase", "samples", "median µs", "p99 µs", "max µs")
-	for _, p := range []struct {
-		name string
-		l    FloodLatency
-	}{{"quiet", r.Quiet}, {"flooded", r.Flooded}} {
-		fmt.Fprintf(w, "%-10s %9d %12.1f %12.1f %12.1f\n", p.name, p.l.Samples, micros(p.l.Median), micros(p.l.P99), micros(p.l.Max))
+	kinds := []FloodPhase{PhaseQuiet, PhaseFlooded}
+	if f.Control {
+		kinds = []FloodPhase{PhaseQuiet, PhaseControl, PhaseFlooded}
 	}
-	med, p99 := r.Ratio()
-	fmt.Fprintf(w, "%-10s %9s %12.2f %12.2f\n", "÷quiet", "", med, p99)
+	fmt.Fprintf(w, "# ping-pong rank 0 ↔ rank 1, %d B, %s; rounds of %s phases, %v each: %d\n", FloodMessage, every, phaseList(kinds), f.Duration, f.Rounds)
+	fmt.Fprintf(w, "%-18s %9s %12s %12s %12s\n", "phase", "samples", "median µs", "p99 µs", "max µs")
+	for _, k := range kinds {
+		l := r.Latency[k]
+		fmt.Fprintf(w, "%-18s %9d %12.1f %12.1f %12.1f\n", k, l.Samples, micros(l.Median), micros(l.P99), micros(l.Max))
+	}
+	ratios := [][2]FloodPhase{{PhaseFlooded, PhaseQuiet}}
+	if f.Control {
+		ratios = append(ratios, [2]FloodPhase{PhaseControl, PhaseQuiet}, [2]FloodPhase{PhaseFlooded, PhaseControl})
+	}
+	for _, q := range ratios {
+		med, p99 := r.Ratio(q[0], q[1])
+		fmt.Fprintf(w, "%-18s %9s %12.2f %12.2f\n", q[0].String()+" ÷ "+q[1].String(), "", med, p99)
+	}
 	c := r.Counts
-	fmt.Fprintf(w, "connections: %d attempted, %d dials failed, %d taken into the handshake, %d shed at once, %d refused, %d closed at the handshake deadline\n",
+	fmt.Fprintf(w, "connections at rank 1: %d attempted, %d dials failed, %d taken into the handshake, %d shed at once, %d refused, %d closed at the handshake deadline\n",
 		c.Attempted, c.DialFailed, c.Admitted, c.Shed, c.Refused, c.TimedOut)
-	fmt.Fprintf(w, "at once: at most %d open, %d in rank 1's handshake (bounds: %d per listener, %d per source)\n",
+	fmt.Fprintf(w, "  at most %d open at once, %d of them answered and not yet closed (the rank's bounds on handshakes in progress: %d per listener, %d per source)\n",
 		c.MaxOpen, c.MaxInHandshake, tcp.DefaultMaxHandshakes, tcp.DefaultMaxHandshakesPerSource)
+	if f.Control {
+		fmt.Fprintf(w, "connections in the control phases: %d attempted, %d closed at once by this process\n", r.ControlCounts.Attempted, r.ControlCounts.Shed)
+	}
 	fmt.Fprintf(w, "suspicions %d, failures declared %d, exclusions %d\n", r.Suspicions, r.Failures, r.Exclusions)
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
-	fmt.Fprint(w, "CPU (fraction of one CPU over the phases, quiet → flooded):")
+	fmt.Fprintf(w, "CPU (fraction of one CPU in %s phases; %d CPUs):\n", phaseList(kinds), runtime.NumCPU())
 	for _, p := range r.CPU {
-		if p.Known {
-			fmt.Fprintf(w, " %s %.2f → %.2f;", p.Name, p.Quiet, p.Flooded)
-		} else {
-			fmt.Fprintf(w, " %s unknown;", p.Name)
+		fmt.Fprintf(w, "  %-24s", p.Name)
+		for i, k := range kinds {
+			sep := " → "
+			if i == 0 {
+				sep = " "
+			}
+			if p.Known {
+				fmt.Fprintf(w, "%s%.2f", sep, p.ByPhase[k])
+			} else {
+				fmt.Fprintf(w, "%s?", sep)
+			}
 		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, " %d CPUs\n", runtime.NumCPU())
 	if r.JobErr != nil {
 		fmt.Fprintf(w, "job: %v\n", r.JobErr)
 	}
+	med, p99 := r.Ratio(PhaseFlooded, PhaseQuiet)
 	ok := med > 0 && med <= floodFlowGoal && p99 <= floodFlowGoal && r.Suspicions+r.Failures+r.Exclusions == 0 && r.JobErr == nil
 	verdict := "met"
 	if !ok {
@@ -534,6 +593,28 @@ func procCPU(pid int) time.Duration {
 		return -1
 	}
 	return time.Duration(utime+stime) * (time.Second / 100)
+}
+
+// newFloodSink listens where the ranks do, for the control phases, and
+// closes each connection it accepts at once, as a rank sheds one over its
+// bounds.
+func newFloodSink() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if err == nil {
+				c.Close()
+			}
+		}
+	}()
+	return ln, nil
 }
 
 // flooder holds connections open at a rank's listener without the secret.
