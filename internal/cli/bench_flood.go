@@ -17,8 +17,8 @@ func init() {
 job. It starts a job of two ranks over loopback TCP (COHORT_UNIX=off, so that
 the flood meets the job on the TCP listener), with the failure detector and
 membership running as in any job. Rank 0 pings rank 1 with 8-byte messages
-(one round trip every --interval) through quiet and flooded phases in turn
-(--rounds of each, --duration each). In a flooded phase this process holds
+(one round trip every --interval) through quiet, control and flooded phases
+in turn (--rounds of each, --duration each). In a flooded phase this process holds
 --conns connections open at rank 1's listener from --sources loopback
 addresses (127.0.0.10, 127.0.0.11, …; all of 127.0.0.0/8 is loopback on
 Linux, elsewhere use --sources 1). Each sends a hello that claims rank 0's
@@ -26,8 +26,15 @@ node id in the job's id, then nothing (it waits for the rank's handshake
 deadline) or a proof of random bytes (the rank refuses it at once), as
 --payload says, and is opened again as soon as the rank closes it.
 
-The report gives the round trip in each phase (median, p99, max) and the
-flooded figures over the quiet ones; what the flooding connections met, as
+On a machine of few cores the attack costs the machine too: the flooder's
+processor time and the kernel's work on its connections slow the ranks
+whatever the ranks do. So a control phase (--control, on by default) runs the
+same flood at a listener of this process that closes each connection at once,
+which the ranks never see: the flooded phase over the control phase is what
+the rank itself pays.
+
+The report gives the round trip in each kind of phase (median, p99, max) and
+their ratios; what the flooding connections met, as
 this process saw them (taken into the rank's handshake: the rank wrote its
 hello; shed: closed before any byte, over the transport's bound on handshakes
 in progress, 512 per listener and 128 per source address); every suspicion,
@@ -59,6 +66,7 @@ func runBenchFlood(ctx context.Context, c *call) error {
 	fs.IntVar(&f.Sources, "sources", f.Sources, "loopback source `addresses` the connections come from (127.0.0.10 on; 1 to 240)")
 	fs.DurationVar(&f.Duration, "duration", f.Duration, "length of each phase, quiet and flooded")
 	fs.IntVar(&f.Rounds, "rounds", f.Rounds, "how many `times` a quiet phase then a flooded one run (1 to 100); each phase's figures gather all its rounds")
+	fs.BoolVar(&f.Control, "control", f.Control, "run a control phase in each round: the same flood at a listener of this process that closes each connection at once")
 	fs.DurationVar(&f.Warmup, "warmup", f.Warmup, "time before the quiet phase, not measured")
 	fs.DurationVar(&f.Interval, "interval", f.Interval, "time between two round trips of the ping-pong (0: back to back)")
 	fs.StringVar(&f.Payload, "payload", f.Payload, "what a flooding connection sends after its hello: "+strings.Join(bench.FloodPayloads, ", ")+" (mixed: every other connection silent)")

@@ -8,7 +8,7 @@ import (
 )
 
 // TestBenchFlood runs the flood benchmark end to end with small numbers:
-// both kinds of phase have round trips, the flood reached rank 1's
+// every kind of phase has round trips, the flood reached rank 1's
 // handshake, and the ranks' event streams hold no suspicion, failure or
 // exclusion.
 func TestBenchFlood(t *testing.T) {
@@ -17,13 +17,13 @@ func TestBenchFlood(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, phase := range []string{"quiet", "flooded"} {
+	for _, phase := range []string{"quiet", "control", "flooded"} {
 		m := regexp.MustCompile(`(?m)^` + phase + `\s+(\d+)\s`).FindStringSubmatch(stdout)
 		if m == nil || m[1] == "0" {
 			t.Fatalf("no round trips in the %s phase:\n%s", phase, stdout)
 		}
 	}
-	conns := regexp.MustCompile(`connections: (\d+) attempted, \d+ dials failed, (\d+) taken into the handshake`).FindStringSubmatch(stdout)
+	conns := regexp.MustCompile(`connections at rank 1: (\d+) attempted, \d+ dials failed, (\d+) taken into the handshake`).FindStringSubmatch(stdout)
 	if conns == nil {
 		t.Fatalf("no connection counts:\n%s", stdout)
 	}
