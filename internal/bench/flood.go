@@ -231,7 +231,11 @@ func (f Flood) Run(ctx context.Context) (*FloodReport, error) {
 	}
 	defer os.RemoveAll(dir)
 	samplesPath, stopPath := filepath.Join(dir, "samples"), filepath.Join(dir, "stop")
-	limit := f.Warmup + 2*time.Duration(f.Rounds)*f.Duration + time.Minute
+	phases := 2
+	if f.Control {
+		phases = 3
+	}
+	limit := f.Warmup + time.Duration(phases*f.Rounds)*f.Duration + time.Minute
 	var nonce [6]byte
 	rand.Read(nonce[:])
 	jobID := "cohort-flood-" + hex.EncodeToString(nonce[:])
@@ -274,7 +278,7 @@ func (f Flood) Run(ctx context.Context) (*FloodReport, error) {
 		return nil, err
 	}
 	flood := &flooder{target: rep.Target, jobID: jobID, payload: f.Payload, sources: f.Sources}
-	var cpu [][numFloodPhases]time.Duration = make([][numFloodPhases]time.Duration, len(procs))
+	cpu := make([][numFloodPhases]time.Duration, len(procs)) // by process, by kind of phase
 	cpuKnown := true
 	for round := 1; round <= f.Rounds; round++ {
 		for _, kind := range kinds {
