@@ -59,6 +59,10 @@ func sampleMessages() []core.Msg {
 		&Sync{View: FullView{Incs: []Joiner{{6, 77}}}, Abort: MakeEpoch(3, 1)},
 		&Notice{Epoch: p.Epoch, Root: 0},
 		&MinorityNotice{Epoch: v.epoch, Alive: 2, Size: 5},
+		&Prepare{Cause: CauseRefresh, Epoch: p.Epoch, Ancestry: p.Ancestry, Committed: true},
+		&Prepare{Cause: CauseRefresh, Epoch: p.Epoch, Ancestry: p.Ancestry, Committed: true,
+			Full: true, Members: v.list(), Incs: v.incList()},
+		&Ack{Cause: CauseRefresh, Epoch: p.Epoch},
 	)
 }
 

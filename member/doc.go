@@ -271,6 +271,8 @@
 //	19 VIEW_SYNC              [Sync]         answer: installed view, abort (a joiner: abort alone)
 //	20 EXCLUDED               [Notice]       member → outsider
 //	21 MINORITY               [MinorityNotice] root → its side
+//	22 REFRESH                [Prepare]      down the tree: no change, a new epoch ([Refresh])
+//	23 REFRESH_ACK            [Ack]
 //
 // Every decoder rejects malformed input with an error wrapping a wire
 // sentinel (never a panic) and is fuzzed (FuzzPrepare … FuzzMinority, seed

@@ -71,3 +71,11 @@ type Minority struct {
 	Alive int
 	Size  int
 }
+
+// Refresh, handed to the root's machine (core.Machine.Handle), makes it
+// propose a new view with the same members once any running proposal ends:
+// a new epoch with nothing changed (CauseRefresh). A layer above that
+// attaches data to each epoch (package group: the members' metadata) uses
+// it to publish a change of that data. A node that is not the root ignores
+// it; the layer asks the root.
+type Refresh struct{}

@@ -37,6 +37,8 @@ const (
 	KindViewSync           = core.Kind(core.ProtoMember)<<8 | 19 // VIEW_SYNC: root → member ([Sync])
 	KindExcluded           = core.Kind(core.ProtoMember)<<8 | 20 // EXCLUDED: member → outsider ([Notice])
 	KindMinority           = core.Kind(core.ProtoMember)<<8 | 21 // MINORITY: root → its side ([MinorityNotice])
+	KindRefresh            = core.Kind(core.ProtoMember)<<8 | 22 // REFRESH: down the tree, same members ([Prepare])
+	KindRefreshAck         = core.Kind(core.ProtoMember)<<8 | 23 // REFRESH_ACK: up the tree ([Ack])
 )
 
 var kindNames = map[core.Kind]string{
@@ -61,6 +63,8 @@ var kindNames = map[core.Kind]string{
 	KindViewSync:           "VIEW_SYNC",
 	KindExcluded:           "EXCLUDED",
 	KindMinority:           "MINORITY",
+	KindRefresh:            "REFRESH",
+	KindRefreshAck:         "REFRESH_ACK",
 }
 
 // KindName returns the paper's name of a member message kind
@@ -94,6 +98,11 @@ const (
 	// CauseAliveNodeJoin: recovered nodes re-join under their ids
 	// (ALIVE_NODE_JOIN, acknowledged by ALIVE_NODE_JOIN_ACK), §3.7.
 	CauseAliveNodeJoin
+	// CauseRefresh: nothing changed but the root was asked for a new
+	// epoch ([Refresh]): the layers above attach something to each epoch
+	// (package group, the members' metadata) and need a view change to
+	// publish a change of it (REFRESH, acknowledged by REFRESH_ACK).
+	CauseRefresh
 )
 
 func (c Cause) prepareKind() core.Kind {
@@ -106,6 +115,8 @@ func (c Cause) prepareKind() core.Kind {
 		return KindNewNodeJoin
 	case CauseAliveNodeJoin:
 		return KindAliveNodeJoin
+	case CauseRefresh:
+		return KindRefresh
 	}
 	return KindFailedNode
 }
@@ -116,6 +127,8 @@ func (c Cause) ackKind() core.Kind {
 		return KindNewNodeJoinAck
 	case CauseAliveNodeJoin:
 		return KindAliveNodeJoinAck
+	case CauseRefresh:
+		return KindRefreshAck
 	}
 	return KindFailureAck
 }

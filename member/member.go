@@ -52,6 +52,7 @@ type Member struct {
 
 	cur        *view // installed view; nil while joining
 	maxCounter uint32
+	refresh    bool // the root owes a new epoch (Refresh)
 
 	// The sub-states, embedded by value: one allocation holds the machine.
 	proposals     // the proposals above cur this node holds
@@ -290,7 +291,8 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 
 // Handle implements core.Machine: core.Failed starts the paper's failure
 // handling; core.Recovered withdraws a failure not yet acted upon and tells
-// an excluded node that it is excluded. Suspicions are not acted upon.
+// an excluded node that it is excluded; [Refresh] has a root propose a new
+// epoch. Suspicions are not acted upon.
 func (m *Member) Handle(e core.Event) {
 	if m.env == nil {
 		return
@@ -300,6 +302,11 @@ func (m *Member) Handle(e core.Event) {
 		m.onLocalFailure(x.Node)
 	case core.Recovered:
 		m.onRecovered(x.Node)
+	case Refresh:
+		if m.cur != nil && m.rootOf(m.newest()) == m.self {
+			m.refresh = true
+			m.rootStep()
+		}
 	}
 }
 

@@ -489,7 +489,7 @@ func decPrepare(c Cause) wire.DecodeFunc {
 		checkAncestry(d, m.Epoch, m.Ancestry, 1)
 		checkNoDup(d, "failed", m.Failed, nodeID)
 		checkNoDup(d, "joined", m.Joined, joinerID)
-		if d.Err() == nil && len(m.Failed) == 0 && len(m.Joined) == 0 {
+		if d.Err() == nil && len(m.Failed) == 0 && len(m.Joined) == 0 && c != CauseRefresh {
 			d.Fail("change", errEmpty)
 		}
 		if m.Full {
@@ -626,6 +626,8 @@ var decoders = []struct {
 	{KindViewSync, decSync, nil},
 	{KindExcluded, decNotice, nil},
 	{KindMinority, decMinority, nil},
+	{KindRefresh, decPrepare(CauseRefresh), nil},
+	{KindRefreshAck, nil, decAck(CauseRefresh)},
 }
 
 // RegisterCodecs registers the decoder of every member message kind in c.

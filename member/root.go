@@ -56,7 +56,7 @@ func (m *Member) rootStep() {
 		return
 	}
 	failed, joined := m.changes(base)
-	if len(failed) == 0 && len(joined) == 0 {
+	if len(failed) == 0 && len(joined) == 0 && (!m.refresh || base != m.cur) {
 		return
 	}
 	// When base is the proposal of a dead root, this root adopts it: it may
@@ -206,6 +206,7 @@ func (m *Member) propose(v *view, committed bool) {
 	}
 	failed, joined := v.failed, v.joined
 	v.committed = committed
+	m.refresh = false // this proposal is the new epoch asked for
 	m.forgetRejoined(joined)
 	base := m.cur
 	m.adopted = nil
@@ -270,6 +271,9 @@ func causeOf(base *view, root core.NodeID, failed []core.NodeID, joined []Joiner
 		if !base.has(j.ID) {
 			return CauseNewNodeJoin
 		}
+	}
+	if len(failed) == 0 && len(joined) == 0 {
+		return CauseRefresh
 	}
 	return CauseAliveNodeJoin
 }
