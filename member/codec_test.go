@@ -251,9 +251,11 @@ func fuzzDecoder(f *testing.F, kinds ...core.Kind) {
 func FuzzReport(f *testing.F)    { fuzzDecoder(f, KindNodeFailure, KindRootFailure) }
 func FuzzReportAck(f *testing.F) { fuzzDecoder(f, KindFailureDetAck) }
 func FuzzPrepare(f *testing.F) {
-	fuzzDecoder(f, KindFailedNode, KindRootDead, KindRootAndNodeFailure, KindNewNodeJoin, KindAliveNodeJoin)
+	fuzzDecoder(f, KindFailedNode, KindRootDead, KindRootAndNodeFailure, KindNewNodeJoin, KindAliveNodeJoin, KindRefresh)
 }
-func FuzzAck(f *testing.F)         { fuzzDecoder(f, KindFailureAck, KindNewNodeJoinAck, KindAliveNodeJoinAck) }
+func FuzzAck(f *testing.F) {
+	fuzzDecoder(f, KindFailureAck, KindNewNodeJoinAck, KindAliveNodeJoinAck, KindRefreshAck)
+}
 func FuzzCommit(f *testing.F)      { fuzzDecoder(f, KindViewCommit) }
 func FuzzJoinRequest(f *testing.F) { fuzzDecoder(f, KindNewNode, KindNodeAlive) }
 func FuzzJoinDetAck(f *testing.F)  { fuzzDecoder(f, KindJoinDetAck) }
