@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/group"
+	groupstack "github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/launch"
 	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/transport/tcp"
@@ -148,7 +148,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		tr.Close()
 		return nil, err
 	}
-	codec, err := group.NewCodec()
+	codec, err := groupstack.NewCodec()
 	if err == nil && rep != nil {
 		err = replica.RegisterCodecs(codec)
 	}

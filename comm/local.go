@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/transport/mem"
 )
@@ -53,7 +53,7 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 	for i := range ids {
 		ids[i] = core.NodeID(i)
 	}
-	codec, err := group.NewCodec()
+	codec, err := stack.NewCodec()
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +133,8 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 }
 
 // detectorOf parses a detector name ("" is the default).
-func detectorOf(name string) (group.Detector, error) {
-	d := group.Detector(name)
+func detectorOf(name string) (stack.Detector, error) {
+	d := stack.Detector(name)
 	if err := d.Validate(); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadArg, err)
 	}
@@ -143,16 +143,16 @@ func detectorOf(name string) (group.Detector, error) {
 
 // newStack builds rank self's machines (detector and membership) in a job
 // of the listed ranks, as package group assembles every node, with the
-// loopback timings of group.DefaultLocalConfig.
-func newStack(self core.NodeID, ids []core.NodeID, o options, det group.Detector, layers ...core.Machine) (*core.Stack, error) {
-	cfg := group.DefaultLocalConfig()
+// loopback timings of stack.DefaultLocalConfig.
+func newStack(self core.NodeID, ids []core.NodeID, o options, det stack.Detector, layers ...core.Machine) (*core.Stack, error) {
+	cfg := stack.DefaultLocalConfig()
 	cfg.ID = self
 	cfg.Detector = det
 	cfg.AlignHeartbeats = true
 	if o.fanout != 0 {
 		cfg.Fanout = o.fanout
 	}
-	st, err := group.NewStack(cfg, ids, group.StackOptions{Layers: layers})
+	st, err := stack.New(cfg, ids, stack.Options{Layers: layers})
 	if err != nil {
 		return nil, err
 	}

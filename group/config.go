@@ -7,10 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/wire"
 )
@@ -159,34 +160,16 @@ type Config struct {
 // set), the BRR gossip detector with a 200 ms round, 500 ms pings, fan-out
 // 4, 500 ms per tree level for acknowledgements.
 func DefaultLANConfig() Config {
-	return Config{
-		BindAddr:          "0.0.0.0:7950",
-		Detector:          DetectorBRR,
-		GossipInterval:    200 * time.Millisecond,
-		PingTimeout:       500 * time.Millisecond,
-		HeartbeatMonitors: 2,
-		HeartbeatInterval: 200 * time.Millisecond,
-		SuspectTimeout:    600 * time.Millisecond,
-		FailTimeout:       400 * time.Millisecond,
-		Fanout:            4,
-		AckTimeout:        500 * time.Millisecond,
-		JoinRetry:         2 * time.Second,
-		MulticastWindow:   256,
-		MaxMessageSize:    1 << 20,
-	}
+	c := fromStack(stack.DefaultLANConfig())
+	c.BindAddr = "0.0.0.0:7950"
+	return c
 }
 
 // DefaultWANConfig is DefaultLANConfig with timings five times longer, for
 // groups whose round trips are tens of milliseconds.
 func DefaultWANConfig() Config {
-	c := DefaultLANConfig()
-	c.GossipInterval *= 5
-	c.PingTimeout *= 5
-	c.HeartbeatInterval *= 5
-	c.SuspectTimeout *= 5
-	c.FailTimeout *= 5
-	c.AckTimeout *= 5
-	c.JoinRetry *= 5
+	c := fromStack(stack.DefaultWANConfig())
+	c.BindAddr = "0.0.0.0:7950"
 	return c
 }
 
@@ -196,16 +179,31 @@ func DefaultWANConfig() Config {
 // failure 100 ms later, 200 ms per tree level for acknowledgements (a
 // loaded machine can stall a process for tens of milliseconds).
 func DefaultLocalConfig() Config {
-	c := DefaultLANConfig()
+	c := fromStack(stack.DefaultLocalConfig())
 	c.BindAddr = "127.0.0.1:0"
-	c.GossipInterval = 100 * time.Millisecond
-	c.PingTimeout = 250 * time.Millisecond
-	c.HeartbeatInterval = 100 * time.Millisecond
-	c.SuspectTimeout = 200 * time.Millisecond
-	c.FailTimeout = 100 * time.Millisecond
-	c.AckTimeout = 200 * time.Millisecond
-	c.JoinRetry = time.Second
 	return c
+}
+
+// fromStack is the Config with the machines' settings of s.
+func fromStack(s stack.Config) Config {
+	return Config{
+		ID: s.ID, Detector: s.Detector, GossipInterval: s.GossipInterval, PingTimeout: s.PingTimeout,
+		HeartbeatMonitors: s.HeartbeatMonitors, HeartbeatInterval: s.HeartbeatInterval,
+		AlignHeartbeats: s.AlignHeartbeats, SuspectTimeout: s.SuspectTimeout, FailTimeout: s.FailTimeout,
+		Fanout: s.Fanout, AckTimeout: s.AckTimeout, JoinRetry: s.JoinRetry, Majority: s.Majority,
+		Multicast: s.Multicast, MulticastWindow: s.MulticastWindow, MaxMessageSize: s.MaxMessageSize,
+	}
+}
+
+// stackConfig is the machines' part of c.
+func (c Config) stackConfig() stack.Config {
+	return stack.Config{
+		ID: c.ID, Detector: c.Detector, GossipInterval: c.GossipInterval, PingTimeout: c.PingTimeout,
+		HeartbeatMonitors: c.HeartbeatMonitors, HeartbeatInterval: c.HeartbeatInterval,
+		AlignHeartbeats: c.AlignHeartbeats, SuspectTimeout: c.SuspectTimeout, FailTimeout: c.FailTimeout,
+		Fanout: c.Fanout, AckTimeout: c.AckTimeout, JoinRetry: c.JoinRetry, Majority: c.Majority,
+		Multicast: c.Multicast, MulticastWindow: c.MulticastWindow, MaxMessageSize: c.MaxMessageSize,
+	}
 }
 
 // Validate reports the first invalid field.
@@ -213,34 +211,16 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
 	}
-	if err := c.Detector.Validate(); err != nil {
-		return err
+	if err := c.stackConfig().Validate(); err != nil {
+		return bad("%s", strings.TrimPrefix(err.Error(), stack.ErrConfig.Error()+": "))
 	}
 	switch {
-	case c.ID == core.None:
-		return bad("ID %d is reserved", uint32(c.ID))
 	case len(c.Secret) < 16:
 		return bad("Secret has %d bytes, want at least 16", len(c.Secret))
 	case len(c.Cluster) > wire.MaxJobIDLen:
 		return bad("Cluster has %d bytes, at most %d", len(c.Cluster), wire.MaxJobIDLen)
-	case c.GossipInterval <= 0 || c.PingTimeout <= 0:
-		return bad("GossipInterval and PingTimeout must be positive (got %v, %v)", c.GossipInterval, c.PingTimeout)
-	case c.HeartbeatMonitors < 1:
-		return bad("HeartbeatMonitors must be at least 1 (got %d)", c.HeartbeatMonitors)
-	case c.HeartbeatInterval <= 0 || c.SuspectTimeout <= 0 || c.FailTimeout <= 0:
-		return bad("HeartbeatInterval, SuspectTimeout and FailTimeout must be positive (got %v, %v, %v)",
-			c.HeartbeatInterval, c.SuspectTimeout, c.FailTimeout)
 	case c.IdleTimeout < 0:
 		return bad("IdleTimeout must not be negative (got %v)", c.IdleTimeout)
-	case c.JoinRetry <= 0:
-		return bad("JoinRetry must be positive (got %v)", c.JoinRetry)
-	case c.Multicast && c.MulticastWindow < 1:
-		return bad("MulticastWindow must be at least 1 (got %d)", c.MulticastWindow)
-	case c.Multicast && c.MaxMessageSize < 1:
-		return bad("MaxMessageSize must be at least 1 (got %d)", c.MaxMessageSize)
-	}
-	if err := c.memberConfig().Validate(); err != nil {
-		return bad("%v", err)
 	}
 	if c.BindAddr == "" {
 		return bad("BindAddr is empty")
@@ -252,29 +232,11 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
 			return bad("AdvertiseAddr %q: %v", c.AdvertiseAddr, err)
 		}
-		if len(c.AdvertiseAddr) > maxAddrLen {
-			return bad("AdvertiseAddr is longer than %d bytes", maxAddrLen)
+		if len(c.AdvertiseAddr) > stack.MaxAddrLen {
+			return bad("AdvertiseAddr is longer than %d bytes", stack.MaxAddrLen)
 		}
 	}
 	return nil
-}
-
-// memberConfig is the membership's configuration under c.
-func (c *Config) memberConfig() member.Config {
-	m := member.DefaultConfig()
-	if c.Fanout != 0 {
-		m.Fanout = c.Fanout
-	}
-	if c.AckTimeout != 0 {
-		m.AckTimeout = c.AckTimeout
-	}
-	if c.JoinRetry != 0 {
-		m.JoinRetry = c.JoinRetry
-	}
-	if c.Majority {
-		m.Partition = member.PartitionMajority
-	}
-	return m
 }
 
 // Metrics receives a node's measurements. Its methods are called on the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/transport"
@@ -103,7 +104,7 @@ type Group struct {
 	cfg   Config
 	tr    *tcp.Transport
 	h     *host.Host
-	st    *Stack
+	st    *stack.Stack
 	log   *slog.Logger
 	addr  string
 	stop  context.CancelFunc
@@ -130,7 +131,7 @@ func Start(cfg Config) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := NewStack(cfg, []NodeID{cfg.ID}, StackOptions{Below: []core.Machine{newDir(cfg.ID, g.addr, nil, nil, cfg.memberConfig().MaxProbes)}, gate: &gate{}})
+	st, err := stack.New(cfg.stackConfig(), []NodeID{cfg.ID}, stack.Options{Directory: &stack.Directory{Addr: g.addr}})
 	if err != nil {
 		g.tr.Close()
 		return nil, err
@@ -182,8 +183,8 @@ func Join(ctx context.Context, cfg Config, seeds ...string) (*Group, error) {
 		g.tr.Close()
 		return nil, fmt.Errorf("%w: %w", ErrNoSeed, errors.Join(errs...))
 	}
-	st, err := NewStack(cfg, nil, StackOptions{Join: true, Contacts: contacts,
-		Below: []core.Machine{newDir(cfg.ID, g.addr, contacts, book, cfg.memberConfig().MaxProbes)}, gate: &gate{}})
+	st, err := stack.New(cfg.stackConfig(), nil, stack.Options{Join: true, Contacts: contacts,
+		Directory: &stack.Directory{Addr: g.addr, Book: book}})
 	if err != nil {
 		g.tr.Close()
 		return nil, err
@@ -242,8 +243,8 @@ func newGroup(cfg Config) (*Group, error) {
 }
 
 // run starts the host's loop over st.
-func (g *Group) run(st *Stack) error {
-	codec, err := NewCodec()
+func (g *Group) run(st *stack.Stack) error {
+	codec, err := stack.NewCodec()
 	if err != nil {
 		g.tr.Close()
 		return err
@@ -286,15 +287,15 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 	switch e := e.(type) {
 	case member.ViewInstalled:
 		g.installed(e)
-	case AddrLearned:
+	case stack.AddrLearned:
 		g.tr.SetPeer(e.Node, e.Addr)
-	case AddrForgotten:
+	case stack.AddrForgotten:
 		g.tr.RemovePeer(e.Node)
-	case LeaveAnnounced:
+	case stack.LeaveAnnounced:
 		g.mu.Lock()
 		g.leavers[e.Node] = true
 		g.mu.Unlock()
-	case LeaveDone:
+	case stack.LeaveDone:
 		g.mu.Lock()
 		if g.leaveDone != nil {
 			g.leaveEpoch = e.Epoch
@@ -359,7 +360,7 @@ func (g *Group) installed(e member.ViewInstalled) {
 	first := !g.firstClosed
 	g.firstClosed = true
 	g.mu.Unlock()
-	KeepTreeLinks(g.tr, e.Members, g.cfg.ID, g.cfg.Fanout)
+	stack.KeepTreeLinks(g.tr, e.Members, g.cfg.ID, g.cfg.Fanout)
 	// The metrics first: whoever has seen the view sees them too.
 	if m := g.cfg.Metrics; m != nil {
 		m.Count("views_installed", 1)
@@ -483,7 +484,7 @@ func (g *Group) Leave(ctx context.Context) error {
 		g.leaveDone = done
 	}
 	g.mu.Unlock()
-	if err := g.h.Handle(ctx, leaveRequest{}); err != nil {
+	if err := g.h.Handle(ctx, stack.LeaveRequest{}); err != nil {
 		if errors.Is(err, host.ErrStopped) {
 			return ErrClosed
 		}

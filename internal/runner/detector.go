@@ -2,31 +2,31 @@ package runner
 
 import (
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/group/stack"
 )
 
 // Detector names the failure detector a node runs under its membership
-// (package group: brr, dbrr, heartbeat, heartbeat-paper, off).
-type Detector = group.Detector
+// (package group/stack: brr, dbrr, heartbeat, heartbeat-paper, off).
+type Detector = stack.Detector
 
 // The detectors of a node.
 const (
-	DetectorBRR            = group.DetectorBRR
-	DetectorDBRR           = group.DetectorDBRR
-	DetectorHeartbeat      = group.DetectorHeartbeat
-	DetectorHeartbeatPaper = group.DetectorHeartbeatPaper
-	DetectorOff            = group.DetectorOff
+	DetectorBRR            = stack.DetectorBRR
+	DetectorDBRR           = stack.DetectorDBRR
+	DetectorHeartbeat      = stack.DetectorHeartbeat
+	DetectorHeartbeatPaper = stack.DetectorHeartbeatPaper
+	DetectorOff            = stack.DetectorOff
 )
 
 // QuietDelay is how long a quiet detector waits before it suspects or
-// declares anything (group.QuietDelay).
-const QuietDelay = group.QuietDelay
+// declares anything (stack.QuietDelay).
+const QuietDelay = stack.QuietDelay
 
 // LocalConfig is the group configuration of a node of a job on this machine
-// (group.DefaultLocalConfig) with the given detector and fan-out (0: the
+// (stack.DefaultLocalConfig) with the given detector and fan-out (0: the
 // default).
-func LocalConfig(self core.NodeID, d Detector, fanout int) group.Config {
-	c := group.DefaultLocalConfig()
+func LocalConfig(self core.NodeID, d Detector, fanout int) stack.Config {
+	c := stack.DefaultLocalConfig()
 	c.ID = self
 	c.Detector = d
 	if fanout != 0 {

@@ -16,7 +16,7 @@ import (
 	"github.com/cohort-mp/cohort/internal/workload"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/transport/tcp"
@@ -80,7 +80,7 @@ type NodeOptions struct {
 
 // MemberConfig returns the membership configuration of a node with the
 // given fan-out: member.DefaultConfig with 200 ms per tree level for
-// acknowledgements (group.DefaultLocalConfig: loopback is fast, but a
+// acknowledgements (stack.DefaultLocalConfig: loopback is fast, but a
 // loaded machine can stall a process for tens of milliseconds, and a late
 // ACK excludes a live node).
 func MemberConfig(fanout int) member.Config {
@@ -88,7 +88,7 @@ func MemberConfig(fanout int) member.Config {
 	if fanout != 0 {
 		c.Fanout = fanout
 	}
-	c.AckTimeout = group.DefaultLocalConfig().AckTimeout
+	c.AckTimeout = stack.DefaultLocalConfig().AckTimeout
 	return c
 }
 
@@ -105,11 +105,11 @@ type Node struct {
 
 // keepLinks is a host's OnEvent for node: with every view it installs, tr
 // keeps the connections of the view's tree open, and those of the next
-// one's after a departure (group.TreeLinks).
+// one's after a departure (stack.TreeLinks).
 func (node *Node) keepLinks(tr any) func(time.Duration, core.Event) {
 	return func(_ time.Duration, e core.Event) {
 		if v, ok := e.(member.ViewInstalled); ok {
-			group.KeepTreeLinks(tr, v.Members, node.Self, node.Fanout)
+			stack.KeepTreeLinks(tr, v.Members, node.Self, node.Fanout)
 		}
 	}
 }
@@ -120,7 +120,7 @@ func (node *Node) keepLinks(tr any) func(time.Duration, core.Event) {
 // order, to admit it.
 func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, error) {
 	cfg := LocalConfig(self, opts.Detector, opts.Fanout)
-	so := group.StackOptions{
+	so := stack.Options{
 		Join:          opts.Join,
 		Contacts:      listed,
 		QuietDetector: opts.QuietDetector,
@@ -139,7 +139,7 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 		}
 		so.Layers = append(so.Layers, ml)
 	}
-	st, err := group.NewStack(cfg, listed, so)
+	st, err := stack.New(cfg, listed, so)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func NewNode(self core.NodeID, listed []core.NodeID, opts NodeOptions) (*Node, e
 
 // NewCodec returns a codec with every kind a node sends: group's (fd,
 // member, stable, vsync, the directory) and the probe layer's.
-func NewCodec() (*wire.Codec, error) { return group.NewCodec(workload.RegisterProbeCodecs) }
+func NewCodec() (*wire.Codec, error) { return stack.NewCodec(workload.RegisterProbeCodecs) }
 
 // RunNode runs one node of a job over TCP until ctx is done (or, supervised,
 // its supervisor's stream ends). It returns nil after an orderly stop, and

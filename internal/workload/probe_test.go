@@ -2,7 +2,7 @@ package workload
 
 import (
 	"errors"
-	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/internal/record"
 	"testing"
 	"time"
@@ -116,7 +116,7 @@ func TestProbeAnswersAndHints(t *testing.T) {
 // TestProbeCodec: the probe kinds round-trip through a node's codec, and a
 // truncated payload is an error.
 func TestProbeCodec(t *testing.T) {
-	c, err := group.NewCodec(RegisterProbeCodecs)
+	c, err := stack.NewCodec(RegisterProbeCodecs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package group_test
+package stack_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/topo"
 )
 
@@ -37,7 +37,7 @@ func TestTreeLinks(t *testing.T) {
 				members[k] = core.NodeID(100 + 3*k) // not their positions
 			}
 			for _, self := range members {
-				links := group.TreeLinks(members, self, a)
+				links := stack.TreeLinks(members, self, a)
 				what := fmt.Sprintf("a = %d, n = %d, %v: links %v", a, n, self, links)
 				if len(links) > 2+2*a || slices.Contains(links, self) {
 					t.Fatalf("%s: more than %d, or itself", what, 2+2*a)
@@ -61,10 +61,10 @@ func TestTreeLinks(t *testing.T) {
 			}
 		}
 	}
-	if l := group.TreeLinks([]core.NodeID{1, 2}, 3, 4); l != nil {
+	if l := stack.TreeLinks([]core.NodeID{1, 2}, 3, 4); l != nil {
 		t.Errorf("links of a non-member: %v", l)
 	}
-	if l := group.TreeLinks([]core.NodeID{1, 2}, 1, 3); l != nil {
+	if l := stack.TreeLinks([]core.NodeID{1, 2}, 1, 3); l != nil {
 		t.Errorf("links with fan-out 3: %v", l)
 	}
 }

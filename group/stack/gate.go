@@ -1,10 +1,11 @@
-package group
+package stack
 
 import "github.com/cohort-mp/cohort/core"
 
-// leaveRequest is the event the runtime hands the stack to start a
-// graceful leave: the directory announces it, and the gates close.
-type leaveRequest struct{}
+// LeaveRequest is the event the runtime hands a stack built with
+// Options.Directory to start a graceful leave: the directory announces
+// it, and the detector and the membership stop.
+type LeaveRequest struct{}
 
 // gate stops the layers it wraps (detector, membership) once the node
 // leaves: a leaving node neither accuses others nor asks to be admitted
@@ -38,7 +39,7 @@ func (x *gated) Fire(t core.Timer) {
 }
 
 func (x *gated) Handle(e core.Event) {
-	if _, ok := e.(leaveRequest); ok {
+	if _, ok := e.(LeaveRequest); ok {
 		x.g.closed = true
 	}
 	if !x.g.closed {

@@ -1,4 +1,4 @@
-package group
+package stack
 
 import (
 	"slices"
@@ -74,8 +74,8 @@ const (
 	leaveEvery = 500 * time.Millisecond // a leaver repeats its notice to the members left
 )
 
-// maxAddrLen bounds an address on the wire.
-const maxAddrLen = 255
+// MaxAddrLen bounds an address on the wire, in bytes.
+const MaxAddrLen = 255
 
 // AddrLearned is emitted when the directory learns (or changes) the address
 // of a node; the runtime gives it to the transport.
@@ -260,7 +260,7 @@ func (d *dir) entries(ids []core.NodeID) []Entry {
 }
 
 func (d *dir) Handle(e core.Event) {
-	if _, ok := e.(leaveRequest); ok {
+	if _, ok := e.(LeaveRequest); ok {
 		d.leave()
 		return
 	}

@@ -1,4 +1,4 @@
-package group
+package stack
 
 import (
 	"fmt"
@@ -64,7 +64,7 @@ func decAddrs(d *wire.Decoder) (core.Msg, error) {
 		d.Fail("entry count", wire.ErrTooLong)
 	}
 	for i := uint64(0); d.Err() == nil && i < n; i++ {
-		m.Entries = append(m.Entries, Entry{ID: d.NodeID(), Addr: d.StringMax(maxAddrLen)})
+		m.Entries = append(m.Entries, Entry{ID: d.NodeID(), Addr: d.StringMax(MaxAddrLen)})
 	}
 	if err := d.Finish(); err != nil {
 		return nil, err

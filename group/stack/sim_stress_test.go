@@ -1,4 +1,4 @@
-package group_test
+package stack_test
 
 // Simulations of whole stacks under stress: a slow, lossy member, and a
 // group growing by joins.
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/group"
+	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/sim"
 	"github.com/cohort-mp/cohort/sim/simtest"
@@ -54,12 +54,12 @@ func slowLossyRun(t *testing.T, n core.NodeID, members []core.NodeID, seed uint6
 	w := sim.New(sim.Config{Seed: seed, Network: sim.SlowNode{
 		Net: sim.Uniform(200*time.Microsecond, 2*time.Millisecond), Node: slow, Loss: 0.05, Delay: 200 * time.Millisecond}})
 	for _, id := range members {
-		c := group.DefaultLocalConfig()
+		c := stack.DefaultLocalConfig()
 		c.ID = id
-		c.Detector = group.DetectorHeartbeat
+		c.Detector = stack.DetectorHeartbeat
 		hb := 105 * time.Millisecond
 		c.HeartbeatInterval, c.SuspectTimeout, c.FailTimeout = hb, 2*hb, hb
-		st, err := group.NewStack(c, members, group.StackOptions{})
+		st, err := stack.New(c, members, stack.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,22 +106,22 @@ func TestBRRJoinsNoSuspicion(t *testing.T) {
 	}
 	for _, seed := range simtest.Seeds(t, 1) {
 		w := sim.New(sim.Config{Seed: seed, Network: sim.Uniform(200*time.Microsecond, 2*time.Millisecond)})
-		cfg := func(id core.NodeID) group.Config {
-			c := group.DefaultLocalConfig()
+		cfg := func(id core.NodeID) stack.Config {
+			c := stack.DefaultLocalConfig()
 			c.ID = id
-			c.Detector = group.DetectorBRR
+			c.Detector = stack.DetectorBRR
 			c.GossipInterval = 50 * time.Millisecond
 			c.PingTimeout = 125 * time.Millisecond
 			return c
 		}
 		for i := range n {
 			id := core.NodeID(i)
-			opts := group.StackOptions{Join: true, Contacts: []core.NodeID{0}}
+			opts := stack.Options{Join: true, Contacts: []core.NodeID{0}}
 			var members []core.NodeID
 			if i == 0 {
-				opts, members = group.StackOptions{}, []core.NodeID{0}
+				opts, members = stack.Options{}, []core.NodeID{0}
 			}
-			st, err := group.NewStack(cfg(id), members, opts)
+			st, err := stack.New(cfg(id), members, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

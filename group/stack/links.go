@@ -1,4 +1,4 @@
-package group
+package stack
 
 import (
 	"slices"
@@ -19,7 +19,7 @@ import (
 //
 // Joins need nothing: a joiner takes the next place at the end, where it
 // dials its parent itself.
-func TreeLinks(members []NodeID, self NodeID, fanout int) []NodeID {
+func TreeLinks(members []core.NodeID, self core.NodeID, fanout int) []core.NodeID {
 	n := len(members)
 	tree, err := topo.NewRadix(n, fanout)
 	i := slices.Index(members, self)
@@ -54,7 +54,7 @@ func TreeLinks(members []NodeID, self NodeID, fanout int) []NodeID {
 	}
 	slices.Sort(pos)
 	pos = slices.Compact(pos)
-	out := make([]NodeID, len(pos))
+	out := make([]core.NodeID, len(pos))
 	for k, p := range pos {
 		out[k] = members[p]
 	}
@@ -71,7 +71,7 @@ type keeper interface {
 // (a transport wrapped by Config.WrapTransport usually cannot, and then
 // nothing happens). A host that runs a group's stack itself calls it with
 // every view it installs; Group does.
-func KeepTreeLinks(tr any, members []NodeID, self NodeID, fanout int) {
+func KeepTreeLinks(tr any, members []core.NodeID, self core.NodeID, fanout int) {
 	if k, ok := tr.(keeper); ok {
 		k.Keep(TreeLinks(members, self, fanout))
 	}

@@ -1,4 +1,4 @@
-package group
+package stack
 
 import (
 	"slices"
@@ -11,13 +11,8 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
-// This file is the one place where a node's machines are put together:
-// [Start] and [Join] use it, and so do package comm (which drives its own
-// host with a data path beside the machines) and cohort's commands and
-// benchmarks. Most services want [Start] and [Join] instead.
-
-// StackOptions shape a node's stack beyond its Config.
-type StackOptions struct {
+// Options shape a node's stack beyond its Config.
+type Options struct {
 	// Join makes the node a joiner: it asks Contacts, in order, to admit it
 	// (NEW_NODE, membership paper §3.7) instead of being one of the
 	// initial members.
@@ -35,16 +30,27 @@ type StackOptions struct {
 	// Layers are machines stacked above the membership (and the multicast
 	// layers, with Config.Multicast), lowest first.
 	Layers []core.Machine
-	// Below are machines stacked below the detector, lowest first.
+	// Below are machines stacked below the detector (and the directory),
+	// lowest first.
 	Below []core.Machine
+	// Directory, if not nil, puts the directory (addresses, graceful
+	// leaves) below the detector, and has a [LeaveRequest] stop the
+	// detector and the membership: package group's nodes.
+	Directory *Directory
+}
 
-	gate *gate // the runtime's: detector and membership stop on a leave
+// Directory describes this node to the directory machine.
+type Directory struct {
+	// Addr is the address other nodes dial to reach this node.
+	Addr string
+	// Book holds the addresses known at the start (a joiner's contacts).
+	Book map[core.NodeID]string
 }
 
 // Stack is a node's machines.
 type Stack struct {
 	// Machine is the whole stack, lowest layer first: [Below...], the
-	// detector (absent with DetectorOff), the membership, with Multicast
+	// directory (with Options.Directory), the detector (absent with DetectorOff), the membership, with Multicast
 	// the stability detector and vsync, then [Layers...].
 	Machine *core.Stack
 	// Member is the membership machine.
@@ -55,15 +61,14 @@ type Stack struct {
 	VSync *vsync.Layer
 }
 
-// NewStack builds the machines of node cfg.ID in a group whose initial
-// members are listed (cfg.ID among them; any order: the default view is
-// sorted by id, §3.2). A joiner (opts.Join) passes nil members.
-// Only the membership and detector fields of cfg matter here.
-func NewStack(cfg Config, members []core.NodeID, opts StackOptions) (*Stack, error) {
-	if err := cfg.Detector.Validate(); err != nil {
+// New builds the machines of node cfg.ID in a group whose initial members
+// are listed (cfg.ID among them; any order: the default view is sorted by
+// id, §3.2). A joiner (opts.Join) passes nil members.
+func New(cfg Config, members []core.NodeID, opts Options) (*Stack, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mcfg := cfg.memberConfig()
+	mcfg := cfg.MemberConfig()
 	var (
 		m   *member.Member
 		err error
@@ -90,8 +95,14 @@ func NewStack(cfg Config, members []core.NodeID, opts StackOptions) (*Stack, err
 		mm = opts.WrapMember(m)
 	}
 	dm := det
-	if opts.gate != nil {
-		dm, mm = opts.gate.wrap(det), opts.gate.wrap(mm)
+	if d := opts.Directory; d != nil {
+		var contacts []core.NodeID
+		if opts.Join {
+			contacts = slices.DeleteFunc(slices.Clone(opts.Contacts), func(id core.NodeID) bool { return id == cfg.ID })
+		}
+		layers = append(layers, newDir(cfg.ID, d.Addr, contacts, d.Book, mcfg.MaxProbes))
+		g := &gate{}
+		dm, mm = g.wrap(det), g.wrap(mm)
 	}
 	if dm != nil {
 		layers = append(layers, dm)
