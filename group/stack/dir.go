@@ -57,6 +57,13 @@ type dir struct {
 	leavers   map[core.NodeID]bool // members that announced a leave
 	leaving   bool
 	missing   bool // some member of the view has no known address
+
+	// Metadata (meta.go).
+	metas      map[core.NodeID]metaRec
+	publishFor uint64                 // the epoch this root has yet to publish (0: none)
+	lastShown  uint64                 // the newest epoch whose metadata this node saw published
+	shown      map[core.NodeID]uint64 // the versions published with lastShown
+	wantVer    uint64                 // this node's version not yet seen published (0: none)
 }
 
 type dirTimer uint8
@@ -65,6 +72,7 @@ const (
 	dirHelloTimer dirTimer = iota + 1
 	dirQueryTimer
 	dirLeaveTimer
+	dirMetaTimer
 )
 
 // Timings of the directory.
@@ -97,7 +105,8 @@ type LeaveAnnounced struct{ Node core.NodeID }
 type LeaveDone struct{ Epoch uint64 }
 
 func newDir(self core.NodeID, addr string, seeds []core.NodeID, book map[core.NodeID]string, remember int) *dir {
-	d := &dir{self: self, addr: addr, seeds: seeds, book: map[core.NodeID]string{}, leavers: map[core.NodeID]bool{}, root: core.None, remember: remember}
+	d := &dir{self: self, addr: addr, seeds: seeds, book: map[core.NodeID]string{}, leavers: map[core.NodeID]bool{}, root: core.None, remember: remember,
+		metas: map[core.NodeID]metaRec{self: {ver: 1}}, shown: map[core.NodeID]uint64{}}
 	for id, a := range book {
 		d.book[id] = a
 	}
@@ -115,10 +124,11 @@ func (d *dir) Start(env core.Env) {
 	}
 }
 
-// hello introduces a joiner to its seeds.
+// hello introduces a joiner to its seeds: its address, then its metadata.
 func (d *dir) hello() {
 	for _, s := range d.seeds {
 		d.env.Send(s, &Addrs{Reply: true, Entries: []Entry{{d.self, d.addr}}})
+		d.env.Send(s, d.own(false))
 	}
 }
 
@@ -137,6 +147,10 @@ func (d *dir) Fire(t core.Timer) {
 		if d.leaving {
 			d.announceLeave()
 			d.env.SetTimer(leaveEvery, dirLeaveTimer)
+		}
+	case dirMetaTimer:
+		if !d.leaving {
+			d.metaTimer()
 		}
 	}
 }
@@ -205,6 +219,14 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 			d.leaving = false
 			d.env.Emit(LeaveDone{Epoch: m.Epoch})
 		}
+	case *Probe:
+		if !m.Reply {
+			d.env.Send(from, &Probe{Reply: true, Name: d.metas[d.self].name, State: d.probeState()})
+		}
+	case *Meta:
+		d.receiveMeta(from, m)
+	case *MetaView:
+		d.receiveMetaView(from, m)
 	}
 }
 
@@ -260,8 +282,12 @@ func (d *dir) entries(ids []core.NodeID) []Entry {
 }
 
 func (d *dir) Handle(e core.Event) {
-	if _, ok := e.(LeaveRequest); ok {
+	switch e := e.(type) {
+	case LeaveRequest:
 		d.leave()
+		return
+	case SetMeta:
+		d.setMeta(e.Meta)
 		return
 	}
 	v, ok := e.(member.ViewInstalled)
@@ -289,6 +315,7 @@ func (d *dir) Handle(e core.Event) {
 	if over := len(d.departed) - d.remember; over > 0 {
 		for _, id := range d.departed[:over] {
 			delete(d.book, id)
+			delete(d.metas, id)
 			d.env.Emit(AddrForgotten{Node: id})
 		}
 		d.departed = slices.Delete(d.departed, 0, over)
@@ -310,6 +337,10 @@ func (d *dir) Handle(e core.Event) {
 				d.env.Send(id, out)
 			}
 		}
+	}
+	if d.root == d.self {
+		d.publishFor = v.Epoch
+		d.tryPublish()
 	}
 	wasMissing := d.missing
 	d.missing = false

@@ -125,7 +125,12 @@ func TestDirOnlyRootTellsJoiners(t *testing.T) {
 		d.Handle(member.ViewInstalled{Epoch: 1, Members: old})
 		env.TakeSent()
 		d.Handle(member.ViewInstalled{Epoch: 2, Members: members, Joined: joiners})
-		sent := env.TakeSent()
+		// Only the addresses: the root's metadata questions and
+		// publication are TestDirPublishesMetaOnce's.
+		sent := slices.DeleteFunc(env.TakeSent(), func(s coretest.Sent) bool {
+			_, ok := s.Msg.(*Addrs)
+			return !ok
+		})
 		if self != 1 {
 			if len(sent) != 0 {
 				t.Errorf("n%d, not the root, sent %d messages to the joiners, first to %v", self, len(sent), sent[0].To)
@@ -142,6 +147,69 @@ func TestDirOnlyRootTellsJoiners(t *testing.T) {
 		}
 		if !slices.Equal(to, joiners) {
 			t.Errorf("the root told %v, want the joiners %v", to, joiners)
+		}
+	}
+}
+
+// The root of a view publishes its members' metadata once it knows all of
+// it: it asks the member it lacks, publishes one MetaView in view order to
+// the others, and, when a member changes its metadata, asks its membership
+// for a new epoch. A MetaView that does not come from its epoch's root is
+// ignored.
+func TestDirPublishesMetaOnce(t *testing.T) {
+	book := map[core.NodeID]string{1: "a1", 2: "a2", 3: "a3"}
+	env := coretest.NewEnv(1, 1)
+	d := newDir(1, "a1", nil, book, 8)
+	d.metas[1] = metaRec{ver: 1, name: "one"}
+	d.Start(env)
+	d.Receive(2, &Meta{ID: 2, Ver: 4, Name: "two", Meta: []byte("x")})
+	epoch := member.MakeEpoch(1, 1)
+	d.Handle(member.ViewInstalled{Epoch: epoch, Members: []core.NodeID{1, 2, 3}})
+	sent := env.TakeSent()
+	if len(sent) != 1 || sent[0].To != 3 || !sent[0].Msg.(*Meta).Ask {
+		t.Fatalf("with n3's metadata missing the root sent %v, want one question to n3", sent)
+	}
+	d.Receive(3, &Meta{ID: 3, Ver: 2, Name: "three"})
+	var to []core.NodeID
+	for _, s := range env.TakeSent() {
+		mv, ok := s.Msg.(*MetaView)
+		if !ok {
+			continue
+		}
+		to = append(to, s.To)
+		want := []MetaEntry{{1, 1, "one", "a1", nil}, {2, 4, "two", "a2", []byte("x")}, {3, 2, "three", "a3", nil}}
+		if mv.Epoch != epoch || fmt.Sprint(mv.Entries) != fmt.Sprint(want) {
+			t.Fatalf("published %v, want epoch %d with %v", mv, epoch, want)
+		}
+	}
+	if !slices.Equal(to, []core.NodeID{2, 3}) {
+		t.Fatalf("published to %v, want [n2 n3]", to)
+	}
+	refreshes := func() (n int) {
+		for _, e := range env.Emitted {
+			if _, ok := e.(member.Refresh); ok {
+				n++
+			}
+		}
+		env.Emitted = nil
+		return n
+	}
+	d.Receive(2, &Meta{ID: 2, Ver: 4, Name: "two", Meta: []byte("x")})
+	if n := refreshes(); n != 0 {
+		t.Fatalf("a version already published asked for %d new epochs", n)
+	}
+	d.Receive(2, &Meta{ID: 2, Ver: 5, Name: "two", Meta: []byte("y")})
+	if n := refreshes(); n != 1 {
+		t.Fatalf("a member's change asked for %d new epochs, want 1", n)
+	}
+
+	m := newDir(2, "a2", nil, book, 8)
+	menv := coretest.NewEnv(2, 1)
+	m.Start(menv)
+	m.Receive(3, &MetaView{Epoch: epoch, Entries: []MetaEntry{{ID: 1, Ver: 9, Name: "forged"}}})
+	for _, e := range menv.Emitted {
+		if _, ok := e.(MetaPublished); ok {
+			t.Fatal("a MetaView from a node other than its epoch's root was taken")
 		}
 	}
 }

@@ -22,6 +22,12 @@ var sampleMsgs = []core.Msg{
 	&AddrQuery{IDs: []core.NodeID{3, 4}},
 	&Leave{Node: 7},
 	&Left{Epoch: 1<<32 | 5},
+	&Probe{Name: "web-1", State: StateUndecided},
+	&Probe{Reply: true, Name: "web-2", State: StateMember},
+	&Meta{ID: 4, Ver: 9, Name: "web-4", Meta: []byte("zone=a"), Ask: true},
+	&Meta{ID: 5, Ver: 1, Name: "web-5"},
+	&MetaView{Epoch: 2<<32 | 1, Entries: []MetaEntry{{1, 3, "web-1", "10.0.0.1:7950", []byte{0, 1}}, {4, 9, "web-4", "10.0.0.4:7950", nil}}},
+	&MetaView{Epoch: 1},
 }
 
 func TestCodecRoundTrip(t *testing.T) {
@@ -59,6 +65,9 @@ func TestCodecRejects(t *testing.T) {
 		"trailing":          {KindLeft, []byte{1, 2}},
 		"bad node id":       {KindAddrQuery, []byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		"query count large": {KindAddrQuery, []byte{100}},
+		"probe state":       {KindProbe, []byte{0, 0, 3}},
+		"meta too long":     {KindMeta, metaTooLong()},
+		"meta entry count":  {KindMetaView, []byte{1, 100}},
 	} {
 		if _, err := c.Unmarshal(tc.k, tc.b); err == nil {
 			t.Errorf("%s: decoded without error", name)
@@ -73,7 +82,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(uint8(m.Kind()&0xff), b)
 	}
 	f.Fuzz(func(t *testing.T, k uint8, b []byte) {
-		kind := core.Kind(core.ProtoGroup)<<8 | core.Kind(k%5)
+		kind := core.Kind(core.ProtoGroup)<<8 | core.Kind(k%8)
 		m, err := c.Unmarshal(kind, b)
 		if err != nil {
 			return
@@ -84,4 +93,15 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%v: %x re-encodes as %x (%v)", kind, b, again, err)
 		}
 	})
+}
+
+// metaTooLong encodes a Meta whose metadata is one byte over MaxMetaLen.
+func metaTooLong() []byte {
+	e := wire.Encoder{}
+	e.NodeID(1)
+	e.Uvarint(1)
+	e.String("n")
+	e.String(string(make([]byte, MaxMetaLen+1)))
+	e.Bool(false)
+	return e.B
 }

@@ -45,6 +45,13 @@ type Directory struct {
 	Addr string
 	// Book holds the addresses known at the start (a joiner's contacts).
 	Book map[core.NodeID]string
+	// Name and Meta are this node's name and metadata (at most MaxNameLen
+	// and MaxMetaLen bytes), at version MetaVersion (at least 1): a node
+	// that restarts must start above its former self's versions (package
+	// group uses the wall clock).
+	Name        string
+	Meta        []byte
+	MetaVersion uint64
 }
 
 // Stack is a node's machines.
@@ -100,7 +107,9 @@ func New(cfg Config, members []core.NodeID, opts Options) (*Stack, error) {
 		if opts.Join {
 			contacts = slices.DeleteFunc(slices.Clone(opts.Contacts), func(id core.NodeID) bool { return id == cfg.ID })
 		}
-		layers = append(layers, newDir(cfg.ID, d.Addr, contacts, d.Book, mcfg.MaxProbes))
+		dr := newDir(cfg.ID, d.Addr, contacts, d.Book, mcfg.MaxProbes)
+		dr.metas[cfg.ID] = metaRec{ver: max(d.MetaVersion, 1), name: d.Name, meta: slices.Clone(d.Meta)}
+		layers = append(layers, dr)
 		g := &gate{}
 		dm, mm = g.wrap(det), g.wrap(mm)
 	}
