@@ -16,16 +16,43 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
-// NodeID names a member of a group: a number the node chooses (or is
-// given), unique among the nodes that are ever members at the same time.
+// NodeID is a member's number in the group: derived from its name
+// ([Member.ID]), so a node that restarts under its name has the same one.
 type NodeID = core.NodeID
+
+// Limits on what a node says about itself, in bytes.
+const (
+	// MaxNameLen bounds Config.Name.
+	MaxNameLen = 128
+	// MaxMetaSize bounds Config.Meta and SetMeta's metadata: metadata
+	// travels with every view change (the root sends every member the
+	// metadata of all), so it is for a few facts (a zone, a port, a
+	// weight, a version), not for data.
+	MaxMetaSize = 512
+)
+
+// The directory enforces the same bounds on the wire: these fail to
+// compile if they differ.
+const (
+	_ = uint(MaxNameLen-stack.MaxNameLen) + uint(stack.MaxNameLen-MaxNameLen)
+	_ = uint(MaxMetaSize-stack.MaxMetaLen) + uint(stack.MaxMetaLen-MaxMetaSize)
+)
 
 // Errors of the package. Errors returned by its functions wrap one of
 // these (test with errors.Is) with the details.
 var (
 	// ErrConfig: a Config field is invalid; the message names it.
 	ErrConfig = errors.New("group: invalid configuration")
-	// ErrNoSeed: Join could reach none of its seeds.
+	// ErrDuplicate: a seed answered with this node's own id: another
+	// node runs under the same name (or, rarely, a name whose id is the
+	// same: ids are a 32-bit hash of the name).
+	ErrDuplicate = errors.New("group: another node has this node's name")
+	// ErrSecret: a seed did not prove the group's Secret, or refused ours.
+	ErrSecret = errors.New("group: secret mismatch")
+	// ErrCluster: a seed belongs to another Cluster.
+	ErrCluster = errors.New("group: seed of another cluster")
+	// ErrNoSeed: a seed source failed, or no seed could be reached while
+	// some were refused (see ErrSecret, ErrCluster).
 	ErrNoSeed = errors.New("group: no seed reachable")
 	// ErrClosed: the group has been closed (or left).
 	ErrClosed = errors.New("group: closed")
@@ -34,19 +61,30 @@ var (
 	// ErrMulticastFull: the multicast queue is full (flow control); try
 	// again when deliveries catch up.
 	ErrMulticastFull = errors.New("group: multicast queue full")
-	// ErrTooLarge: a multicast payload exceeds Config.MaxMessageSize.
-	ErrTooLarge = errors.New("group: message too large")
+	// ErrTooLarge: a multicast payload exceeds Config.MaxMessageSize, or
+	// metadata exceeds MaxMetaSize.
+	ErrTooLarge = errors.New("group: too large")
 )
 
 // Config configures one node of a group. Start from a preset
-// ([DefaultLANConfig], [DefaultLocalConfig], [DefaultWANConfig]), set ID,
-// Cluster and Secret, and adjust; every node of a group must use the same
-// Cluster, Secret, Detector, Fanout and timings (and TLS, or none).
+// ([DefaultLANConfig], [DefaultLocalConfig], [DefaultWANConfig]), set
+// Cluster, Secret and Seeds, and adjust; every node of a group must use the
+// same Cluster, Secret, Detector, Fanout and timings (and TLS, or none).
 type Config struct {
-	// ID is this node's id in the group, unique among its live members
-	// (core.None, 2^32−1, is not allowed). A node that restarts may reuse
-	// its id once the group has excluded its former self.
-	ID NodeID
+	// Name is this node's name in the group, unique among its members; at
+	// most MaxNameLen bytes. Empty means the host name (os.Hostname): set
+	// it when a host runs several nodes of one group. The node's id is
+	// derived from it, so a node restarted under its name rejoins as
+	// itself (the others see it depart and join in one view change).
+	Name string
+	// Meta is this node's metadata at the start, at most MaxMetaSize
+	// bytes; change it with [Group.SetMeta]. Every member sees the same
+	// metadata of every member with a given view ([View.Members]).
+	Meta []byte
+	// Seeds are the nodes this one asks to join ("host:port" of members
+	// or of nodes starting with it); nil for a node that may start alone.
+	// See [New] for how a group forms.
+	Seeds SeedSource
 
 	// BindAddr is the TCP address the node listens on, "host:port"; port 0
 	// picks a free port.
@@ -150,9 +188,19 @@ type Config struct {
 	// Metrics, if not nil, receives the node's counters, gauges and
 	// durations (see [Metrics]).
 	Metrics Metrics
-	// Seed seeds the node's random source (monitor choice, gossip
+	// RandomSeed seeds the node's random source (monitor choice, gossip
 	// targets); 0 draws one.
-	Seed uint64
+	RandomSeed uint64
+
+	// Delegate, if not nil, is called with every view, suspicion and
+	// delivery, in order, from one goroutine of the node's (see
+	// [Delegate] for the slow reader).
+	Delegate Delegate
+	// EventBuffer bounds each queue of events not yet taken by their
+	// reader (the channels of Views, Suspicions and Deliveries, and the
+	// Delegate's): 0 means 1024. See [Delegate] for what happens when one
+	// is full.
+	EventBuffer int
 }
 
 // DefaultLANConfig returns the configuration for a group on one local
@@ -187,7 +235,7 @@ func DefaultLocalConfig() Config {
 // fromStack is the Config with the machines' settings of s.
 func fromStack(s stack.Config) Config {
 	return Config{
-		ID: s.ID, Detector: s.Detector, GossipInterval: s.GossipInterval, PingTimeout: s.PingTimeout,
+		Detector: s.Detector, GossipInterval: s.GossipInterval, PingTimeout: s.PingTimeout,
 		HeartbeatMonitors: s.HeartbeatMonitors, HeartbeatInterval: s.HeartbeatInterval,
 		AlignHeartbeats: s.AlignHeartbeats, SuspectTimeout: s.SuspectTimeout, FailTimeout: s.FailTimeout,
 		Fanout: s.Fanout, AckTimeout: s.AckTimeout, JoinRetry: s.JoinRetry, Majority: s.Majority,
@@ -195,10 +243,10 @@ func fromStack(s stack.Config) Config {
 	}
 }
 
-// stackConfig is the machines' part of c.
-func (c Config) stackConfig() stack.Config {
+// stackConfig is the machines' part of c, for node id.
+func (c Config) stackConfig(id NodeID) stack.Config {
 	return stack.Config{
-		ID: c.ID, Detector: c.Detector, GossipInterval: c.GossipInterval, PingTimeout: c.PingTimeout,
+		ID: id, Detector: c.Detector, GossipInterval: c.GossipInterval, PingTimeout: c.PingTimeout,
 		HeartbeatMonitors: c.HeartbeatMonitors, HeartbeatInterval: c.HeartbeatInterval,
 		AlignHeartbeats: c.AlignHeartbeats, SuspectTimeout: c.SuspectTimeout, FailTimeout: c.FailTimeout,
 		Fanout: c.Fanout, AckTimeout: c.AckTimeout, JoinRetry: c.JoinRetry, Majority: c.Majority,
@@ -211,10 +259,16 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
 	}
-	if err := c.stackConfig().Validate(); err != nil {
+	if err := c.stackConfig(0).Validate(); err != nil {
 		return bad("%s", strings.TrimPrefix(err.Error(), stack.ErrConfig.Error()+": "))
 	}
 	switch {
+	case len(c.Name) > MaxNameLen:
+		return bad("Name has %d bytes, at most %d", len(c.Name), MaxNameLen)
+	case len(c.Meta) > MaxMetaSize:
+		return bad("Meta has %d bytes, at most %d", len(c.Meta), MaxMetaSize)
+	case c.EventBuffer < 0:
+		return bad("EventBuffer must not be negative (got %d)", c.EventBuffer)
 	case len(c.Secret) < 16:
 		return bad("Secret has %d bytes, want at least 16", len(c.Secret))
 	case len(c.Cluster) > wire.MaxJobIDLen:

@@ -39,5 +39,5 @@ const (
 // configured, to declare a crashed member of an n-member view failed, and
 // how that bound is made up. With DetectorOff it is 0 (never).
 func (c Config) DetectionBound(n int) (time.Duration, string) {
-	return c.stackConfig().DetectionBound(n)
+	return c.stackConfig(0).DetectionBound(n)
 }

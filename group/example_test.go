@@ -9,36 +9,38 @@ import (
 	"github.com/cohort-mp/cohort/group"
 )
 
-// exampleConfig returns a loopback configuration for node id.
-func exampleConfig(id group.NodeID) group.Config {
+// exampleConfig returns a loopback configuration for the node named name,
+// which asks seeds to join.
+func exampleConfig(name string, seeds ...string) group.Config {
 	cfg := group.DefaultLocalConfig()
-	cfg.ID = id
+	cfg.Name = name
 	cfg.Cluster = "example"
 	cfg.Secret = []byte("use 16+ random bytes in production")
+	cfg.Seeds = group.SeedList(seeds)
 	return cfg
 }
 
-// A group of three on this machine: the first member starts it, two join
-// through it, and all three agree on the view.
+// A group of three on this machine: every node calls New; the first has
+// no seed yet, the others name it, and all three agree on the view.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	first, err := group.Start(exampleConfig(1))
+	first, err := group.New(ctx, exampleConfig("a"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer first.Close()
-	second, err := group.Join(ctx, exampleConfig(2), first.Addr())
+	defer first.Close(ctx)
+	second, err := group.New(ctx, exampleConfig("b", first.Addr()))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer second.Close()
-	third, err := group.Join(ctx, exampleConfig(3), first.Addr())
+	defer second.Close(ctx)
+	third, err := group.New(ctx, exampleConfig("c", first.Addr(), second.Addr()))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer third.Close()
+	defer third.Close(ctx)
 
 	for v := range third.Views() {
 		if len(v.Members) == 3 {
@@ -46,7 +48,7 @@ func Example() {
 			break
 		}
 	}
-	// Output: members: [n1 n2 n3]
+	// Output: members: [a b c]
 }
 
 // A member that crashes is excluded: every survivor installs the same
@@ -54,11 +56,11 @@ func Example() {
 func ExampleGroup_Views() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, _ := group.Start(exampleConfig(1))
-	defer a.Close()
-	b, _ := group.Join(ctx, exampleConfig(2), a.Addr())
-	defer b.Close()
-	c, err := group.Join(ctx, exampleConfig(3), a.Addr())
+	a, _ := group.New(ctx, exampleConfig("a"))
+	defer a.Close(ctx)
+	b, _ := group.New(ctx, exampleConfig("b", a.Addr()))
+	defer b.Close(ctx)
+	c, err := group.New(ctx, exampleConfig("c", a.Addr()))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,36 +69,36 @@ func ExampleGroup_Views() {
 			break
 		}
 	}
-	c.Close() // a crash, as far as a and b can tell
+	c.Close(ctx) // a crash, as far as a and b can tell
 
 	for v := range a.Views() {
-		if !v.Has(3) {
+		if !v.Has(c.ID()) {
 			fmt.Println("members:", v.Members, "departed:", v.Departed, "left:", v.Left)
 			break
 		}
 	}
-	// Output: members: [n1 n2] departed: [n3] left: []
+	// Output: members: [a b] departed: [c] left: []
 }
 
 // A graceful leave is reported as such, not as a failure.
 func ExampleGroup_Leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, _ := group.Start(exampleConfig(1))
-	defer a.Close()
-	b, err := group.Join(ctx, exampleConfig(2), a.Addr())
+	a, _ := group.New(ctx, exampleConfig("a"))
+	defer a.Close(ctx)
+	b, err := group.New(ctx, exampleConfig("b", a.Addr()))
 	if err != nil {
 		log.Fatal(err)
 	}
 	if err := b.Leave(ctx); err != nil {
 		log.Fatal(err)
 	}
-	b.Close()
+	b.Close(ctx)
 	for v := range a.Views() {
-		if !v.Has(2) {
+		if !v.Has(b.ID()) {
 			fmt.Println("members:", v.Members, "left:", v.Left)
 			break
 		}
 	}
-	// Output: members: [n1] left: [n2]
+	// Output: members: [a] left: [b]
 }

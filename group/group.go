@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -17,177 +18,94 @@ import (
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/vsync"
+	"github.com/cohort-mp/cohort/wire"
 )
-
-// View is a membership view as installed by this node. Every node that
-// installs the view numbered Epoch installs the same Members.
-type View struct {
-	// Epoch numbers the view; the epochs a node installs only grow (they
-	// are not consecutive integers: see member.FormatEpoch).
-	Epoch uint64
-	// Prev is the epoch of the view this node installed before this one (0
-	// for its first view). A reader of [Group.Views] sees every view in
-	// order: each value's Prev is the Epoch of the value before it, except
-	// for the first value read, which is the view current at that time.
-	Prev uint64
-	// Members are the members in view order; the first is the root of the
-	// membership tree.
-	Members []NodeID
-	// Root is Members[0], the node that coordinates view changes.
-	Root NodeID
-	// Joined are the members that entered with this view (all of them in a
-	// node's first view).
-	Joined []NodeID
-	// Departed are the members of the previous view that are not in this
-	// one: failed, or left.
-	Departed []NodeID
-	// Left are those of Departed that announced a graceful leave.
-	Left []NodeID
-}
-
-// Has reports whether id is a member of v.
-func (v View) Has(id NodeID) bool { return slices.Contains(v.Members, id) }
-
-// String renders the view as "epoch 3.1 [0 1 2]".
-func (v View) String() string {
-	return fmt.Sprintf("epoch %s %v", member.FormatEpoch(v.Epoch), v.Members)
-}
-
-// SuspicionKind says what a [Suspicion] reports.
-type SuspicionKind uint8
-
-// The kinds of suspicion.
-const (
-	// Suspected: this node's detector suspects Node (it may be slow).
-	Suspected SuspicionKind = iota + 1
-	// Cleared: a suspicion of Node is withdrawn (it was heard from).
-	Cleared
-	// Declared: the detector declares Node failed; the membership will
-	// exclude it.
-	Declared
-)
-
-func (k SuspicionKind) String() string {
-	switch k {
-	case Suspected:
-		return "suspected"
-	case Cleared:
-		return "cleared"
-	case Declared:
-		return "declared failed"
-	}
-	return fmt.Sprintf("suspicion(%d)", uint8(k))
-}
-
-// Suspicion is what this node's failure detector says about another node.
-// Suspicions are local opinions: only views are agreed on.
-type Suspicion struct {
-	Node NodeID
-	Kind SuspicionKind
-	At   time.Time
-}
-
-// Delivery is a multicast delivered to this node (Config.Multicast): the
-// Seq-th message Sender multicast in the view numbered Epoch. A sender's
-// messages arrive in Seq order, each once; every member that moves from a
-// view to the next delivered the same messages in the first.
-type Delivery struct {
-	Epoch   uint64
-	Sender  NodeID
-	Seq     uint64
-	Payload []byte
-}
 
 // Group is this node's membership in a group. Its methods are safe for
 // concurrent use.
 type Group struct {
 	cfg   Config
+	name  string
+	id    NodeID
 	tr    *tcp.Transport
 	h     *host.Host
 	st    *stack.Stack
+	codec *wire.Codec
 	log   *slog.Logger
 	addr  string
+	boot  *boot
 	stop  context.CancelFunc
 	ran   chan struct{} // closed when the host's loop has returned
-	first chan struct{} // closed at the first view
+	first chan struct{} // closed at the first view delivered
 
 	mu          sync.Mutex
-	view        View
+	view        View                         // the last view delivered
+	installed   member.ViewInstalled         // the last view installed
+	published   map[uint64][]stack.MetaEntry // metadata of epochs not yet installed here
 	closed      bool
 	leavers     map[NodeID]bool
-	views       *pipe[View]
-	suspicions  *pipe[Suspicion]
-	deliveries  *pipe[Delivery]
+	views       *queue[View]
+	viewsCh     <-chan View
+	suspicions  *queue[Suspicion]
+	suspectCh   <-chan Suspicion
+	deliveries  *queue[Delivery]
+	deliverCh   <-chan Delivery
+	delegate    *queue[any]
+	delegateRan chan struct{}
+	metaSeen    chan struct{} // closed and renewed at every view delivered
 	leaveDone   chan struct{}
-	leaveEpoch  uint64
 	runErr      error
 	firstClosed bool
+	counts      counts
 }
 
-// Start creates a new group whose only member is this node; others join it
-// with [Join], naming this node's address as a seed.
-func Start(cfg Config) (*Group, error) {
-	g, err := newGroup(cfg)
-	if err != nil {
+// New starts this node and makes it a member of a group: it listens,
+// asks each of Config.Seeds whether it belongs to a group, and joins that
+// group, or, if none does, the node of lowest id among those it reached
+// forms one and the others join it. So every node calls New, with the same
+// Seeds or with any list that reaches the group, whatever the order in
+// which they start; nodes started together with each other as seeds form
+// one group. A node with no seeds, or that reaches none, forms a group of
+// its own. The rule and why it forms one group are in boot.go.
+//
+// New returns once the node has installed its first view, or with ctx's
+// error (and nothing left running); with an error wrapping ErrDuplicate
+// when another node runs under its name, ErrSecret or ErrCluster when
+// every seed reached refused it for that reason.
+func New(ctx context.Context, cfg Config) (*Group, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := stack.New(cfg.stackConfig(), []NodeID{cfg.ID}, stack.Options{Directory: &stack.Directory{Addr: g.addr}})
-	if err != nil {
-		g.tr.Close()
-		return nil, err
-	}
-	if err := g.run(st); err != nil {
-		return nil, err
-	}
-	<-g.first // a one-member view installs at once
-	return g, nil
-}
-
-// Join joins the group that the nodes at seeds ("host:port") belong to: it
-// connects to each seed (skipping those it cannot reach), asks them in order
-// to admit it, and returns once it has installed its first view, or with
-// ctx's error (and nothing left running). With no seed reachable it
-// returns an error wrapping ErrNoSeed that says why for each.
-func Join(ctx context.Context, cfg Config, seeds ...string) (*Group, error) {
-	if len(seeds) == 0 {
-		return nil, fmt.Errorf("%w: Join needs at least one seed address (use Start for a new group)", ErrConfig)
-	}
-	g, err := newGroup(cfg)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		contacts []NodeID
-		book     = map[NodeID]string{}
-		errs     []error
-	)
-	for _, s := range seeds {
-		if s == g.addr {
-			continue
+	name := cfg.Name
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return nil, fmt.Errorf("%w: Name is empty and the host name is unknown (%v)", ErrConfig, err)
 		}
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		id, err := g.tr.Introduce(sctx, s)
-		cancel()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", s, err))
-			g.log.Warn("group: seed unreachable", "seed", s, "err", err)
-		case id == cfg.ID:
-			errs = append(errs, fmt.Errorf("%s: is node %v, our own id (ids must be unique)", s, id))
-		case !slices.Contains(contacts, id):
-			contacts = append(contacts, id)
-			book[id] = s
+		name = h
+		if len(name) > MaxNameLen {
+			name = name[:MaxNameLen]
 		}
 	}
-	if len(contacts) == 0 {
-		g.tr.Close()
-		return nil, fmt.Errorf("%w: %w", ErrNoSeed, errors.Join(errs...))
+	g, err := listen(cfg, name)
+	if err != nil {
+		return nil, err
 	}
-	st, err := stack.New(cfg.stackConfig(), nil, stack.Options{Join: true, Contacts: contacts,
-		Directory: &stack.Directory{Addr: g.addr, Book: book}})
+	contacts, book, err := g.decide(ctx)
 	if err != nil {
 		g.tr.Close()
 		return nil, err
+	}
+	opts := stack.Options{Directory: &stack.Directory{Addr: g.addr, Book: book, Name: name,
+		Meta: cfg.Meta, MetaVersion: uint64(time.Now().UnixNano())}}
+	members := []NodeID{g.id}
+	if contacts != nil {
+		opts.Join, opts.Contacts, members = true, contacts, nil
+	}
+	st, err := stack.New(cfg.stackConfig(g.id), members, opts)
+	if err != nil {
+		g.tr.Close()
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if err := g.run(st); err != nil {
 		return nil, err
@@ -196,25 +114,23 @@ func Join(ctx context.Context, cfg Config, seeds ...string) (*Group, error) {
 	case <-g.first:
 		return g, nil
 	case <-g.ran:
-		g.Close()
+		g.Close(context.Background())
 		return nil, fmt.Errorf("group: the node stopped before it was admitted: %v", g.runErr)
 	case <-ctx.Done():
-		g.Close()
-		return nil, fmt.Errorf("group: not admitted by %v: %w", seeds, ctx.Err())
+		g.Close(context.Background())
+		return nil, fmt.Errorf("group: not admitted through %v: %w", contacts, ctx.Err())
 	}
 }
 
-// newGroup validates cfg and listens.
-func newGroup(cfg Config) (*Group, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// listen validates cfg, listens, and answers probes until the loop runs.
+func listen(cfg Config, name string) (*Group, error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	id := idOf(name)
 	tcfg := tcp.DefaultConfig()
-	tcfg.Node = cfg.ID
+	tcfg.Node = id
 	tcfg.ListenAddr = cfg.BindAddr
 	tcfg.JobID = cfg.Cluster
 	tcfg.Secret = cfg.Secret
@@ -222,6 +138,10 @@ func newGroup(cfg Config) (*Group, error) {
 	tcfg.QueueUnknown = true
 	tcfg.IdleTimeout = cfg.IdleTimeout // 0: the transport's default
 	tcfg.Logger = logger
+	codec, err := stack.NewCodec()
+	if err != nil {
+		return nil, err
+	}
 	tr, err := tcp.Listen(tcfg)
 	if err != nil {
 		return nil, fmt.Errorf("group: %w", err)
@@ -234,21 +154,26 @@ func newGroup(cfg Config) (*Group, error) {
 			return nil, fmt.Errorf("%w: BindAddr %s listens on every interface: set AdvertiseAddr to the address other nodes should dial", ErrConfig, cfg.BindAddr)
 		}
 	}
-	g := &Group{cfg: cfg, tr: tr, log: logger.With("node", uint32(cfg.ID)), addr: addr,
-		ran: make(chan struct{}), first: make(chan struct{}), leavers: map[NodeID]bool{}}
-	if cfg.Multicast {
-		g.deliveries = newPipe[Delivery]()
+	limit := cfg.EventBuffer
+	if limit == 0 {
+		limit = 1024
 	}
+	g := &Group{cfg: cfg, name: name, id: id, tr: tr, codec: codec, log: logger.With("node", name), addr: addr,
+		boot: newBoot(), ran: make(chan struct{}), first: make(chan struct{}), leavers: map[NodeID]bool{},
+		published: map[uint64][]stack.MetaEntry{}, metaSeen: make(chan struct{})}
+	g.cfg.EventBuffer = limit
+	if cfg.Multicast {
+		g.deliveries = newQueue(limit, func(Delivery) bool { return false }, func(Delivery) {})
+	}
+	if cfg.Delegate != nil {
+		g.delegate = newQueue(limit, func(e any) bool { _, d := e.(Delivery); return !d }, g.countDrop)
+	}
+	tr.SetHandler(g.bootHandler())
 	return g, nil
 }
 
 // run starts the host's loop over st.
 func (g *Group) run(st *stack.Stack) error {
-	codec, err := stack.NewCodec()
-	if err != nil {
-		g.tr.Close()
-		return err
-	}
 	var tr transport.Transport = g.tr
 	if g.cfg.WrapTransport != nil {
 		if tr = g.cfg.WrapTransport(g.tr); tr == nil {
@@ -258,8 +183,8 @@ func (g *Group) run(st *stack.Stack) error {
 	}
 	h, err := host.New(st.Machine, host.Config{
 		Transport: tr,
-		Codec:     codec,
-		Seed:      g.cfg.Seed,
+		Codec:     g.codec,
+		Seed:      g.cfg.RandomSeed,
 		Logger:    g.log,
 		Events:    g.cfg.Events,
 		OnEvent:   g.onEvent,
@@ -269,6 +194,10 @@ func (g *Group) run(st *stack.Stack) error {
 		return err
 	}
 	g.h, g.st = h, st
+	if g.delegate != nil {
+		g.delegateRan = make(chan struct{})
+		go g.runDelegate()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stop = cancel
 	go func() {
@@ -286,7 +215,14 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 	m := g.cfg.Metrics
 	switch e := e.(type) {
 	case member.ViewInstalled:
-		g.installed(e)
+		g.installedView(e)
+	case stack.MetaPublished:
+		g.mu.Lock()
+		if e.Epoch >= g.installed.Epoch {
+			g.published[e.Epoch] = e.Entries
+		}
+		g.mu.Unlock()
+		g.deliverView()
 	case stack.AddrLearned:
 		g.tr.SetPeer(e.Node, e.Addr)
 	case stack.AddrForgotten:
@@ -298,7 +234,6 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 	case stack.LeaveDone:
 		g.mu.Lock()
 		if g.leaveDone != nil {
-			g.leaveEpoch = e.Epoch
 			close(g.leaveDone)
 			g.leaveDone = nil
 		}
@@ -314,8 +249,12 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 			m.Duration("stabilization", e.At-e.Began)
 		}
 	case vsync.Delivered:
+		d := Delivery{Epoch: e.Epoch, Sender: e.Sender, Seq: e.Seq, Payload: e.Payload}
 		if g.deliveries != nil {
-			g.deliveries.push(Delivery{Epoch: e.Epoch, Sender: e.Sender, Seq: e.Seq, Payload: e.Payload})
+			g.deliveries.push(d)
+		}
+		if g.delegate != nil {
+			g.delegate.push(d)
 		}
 		if m != nil {
 			m.Count("multicasts_delivered", 1)
@@ -330,110 +269,191 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 func (g *Group) suspect(id NodeID, k SuspicionKind, metric string) {
 	g.mu.Lock()
 	leaving := g.leavers[id]
-	p := g.suspicions
+	q := g.suspicions
 	g.mu.Unlock()
 	if k == Declared && leaving {
 		return // the directory's own verdict about a leaver, not a failure
 	}
-	if p != nil {
-		p.push(Suspicion{Node: id, Kind: k, At: time.Now()})
+	s := Suspicion{Node: id, Kind: k, At: time.Now()}
+	if q != nil {
+		q.push(s)
+	}
+	if g.delegate != nil {
+		g.delegate.push(s)
 	}
 	if m := g.cfg.Metrics; m != nil {
 		m.Count(metric, 1)
 	}
 }
 
-func (g *Group) installed(e member.ViewInstalled) {
+func (g *Group) installedView(e member.ViewInstalled) {
 	g.mu.Lock()
-	v := View{Epoch: e.Epoch, Prev: g.view.Epoch, Members: e.Members, Joined: e.Joined, Departed: e.Departed, Root: core.None}
-	if len(e.Members) > 0 {
-		v.Root = e.Members[0]
+	g.installed = e
+	for ep := range g.published {
+		if ep < e.Epoch {
+			delete(g.published, ep) // never delivered here: a newer view was installed first
+		}
 	}
-	for _, id := range e.Departed {
-		if g.leavers[id] {
-			v.Left = append(v.Left, id)
-			delete(g.leavers, id)
+	g.counts.installed++
+	g.mu.Unlock()
+	stack.KeepTreeLinks(g.tr, e.Members, g.id, g.cfg.stackConfig(g.id).MemberConfig().Fanout)
+	if m := g.cfg.Metrics; m != nil {
+		m.Count("views_installed", 1)
+		m.Gauge("members", float64(len(e.Members)))
+		m.Gauge("epoch_counter", float64(member.EpochCounter(e.Epoch)))
+	}
+	g.deliverView()
+}
+
+// deliverView delivers the installed view once its metadata is published.
+func (g *Group) deliverView() {
+	g.mu.Lock()
+	e := g.installed
+	entries, ok := g.published[e.Epoch]
+	if !ok || e.Epoch == 0 || e.Epoch <= g.view.Epoch {
+		g.mu.Unlock()
+		return
+	}
+	delete(g.published, e.Epoch)
+	prev := g.view
+	v := View{Epoch: e.Epoch, Prev: prev.Epoch, Members: make([]Member, len(entries))}
+	for i, x := range entries {
+		v.Members[i] = Member{ID: x.ID, Name: x.Name, Addr: x.Addr, Meta: x.Meta}
+	}
+	for _, x := range v.Members {
+		if !prev.Has(x.ID) || slices.Contains(e.Joined, x.ID) && prev.Epoch != 0 {
+			v.Joined = append(v.Joined, x)
+		}
+	}
+	for _, x := range prev.Members {
+		if !v.Has(x.ID) || slices.Contains(e.Joined, x.ID) {
+			v.Departed = append(v.Departed, x)
+			if g.leavers[x.ID] {
+				v.Left = append(v.Left, x)
+				delete(g.leavers, x.ID)
+			}
 		}
 	}
 	g.view = v
-	p := g.views
+	g.counts.delivered++
+	q := g.views
 	first := !g.firstClosed
 	g.firstClosed = true
+	close(g.metaSeen)
+	g.metaSeen = make(chan struct{})
 	g.mu.Unlock()
-	stack.KeepTreeLinks(g.tr, e.Members, g.cfg.ID, g.cfg.Fanout)
-	// The metrics first: whoever has seen the view sees them too.
 	if m := g.cfg.Metrics; m != nil {
-		m.Count("views_installed", 1)
-		m.Count("members_joined", int64(len(e.Joined)))
-		m.Count("members_departed", int64(len(e.Departed)))
+		m.Count("views_delivered", 1)
+		m.Count("members_joined", int64(len(v.Joined)))
+		m.Count("members_departed", int64(len(v.Departed)))
 		m.Count("members_left", int64(len(v.Left)))
-		m.Gauge("members", float64(len(e.Members)))
-		m.Gauge("epoch_counter", float64(member.EpochCounter(e.Epoch)))
 	}
 	if first {
 		close(g.first)
 	}
-	if p != nil {
-		p.push(v)
+	if q != nil {
+		q.push(v)
+	}
+	if g.delegate != nil {
+		g.delegate.push(v)
 	}
 }
 
-// ID returns this node's id.
-func (g *Group) ID() NodeID { return g.cfg.ID }
+// countDrop counts an event a full queue dropped.
+func (g *Group) countDrop(e any) {
+	switch e.(type) {
+	case View:
+		g.counts.viewsDropped.Add(1)
+	case Suspicion:
+		g.counts.suspicionsDropped.Add(1)
+	}
+}
+
+func (g *Group) runDelegate() {
+	defer close(g.delegateRan)
+	d := g.cfg.Delegate
+	for {
+		e, ok := g.delegate.pop()
+		if !ok {
+			return
+		}
+		switch e := e.(type) {
+		case View:
+			d.NotifyView(e)
+		case Suspicion:
+			d.NotifySuspicion(e)
+		case Delivery:
+			d.NotifyDelivery(e)
+		}
+	}
+}
+
+// ID returns this node's id (derived from its name).
+func (g *Group) ID() NodeID { return g.id }
+
+// Name returns this node's name.
+func (g *Group) Name() string { return g.name }
 
 // Addr returns the address other nodes reach this one at (a seed for
-// [Join]).
+// others).
 func (g *Group) Addr() string { return g.addr }
 
-// View returns the view this node installed last.
+// View returns the view this node delivered last.
 func (g *Group) View() View {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.view
 }
 
-// Views returns a channel of the views this node installs, in order,
-// starting with the current one; see [View.Prev]. The channel is buffered
-// without bound (a slow reader delays nothing and loses nothing) and is
-// closed by Close. Every call returns the same channel: read it from one
-// goroutine.
+// Views returns a channel of the views this node delivers, in order,
+// starting with the current one; see [View.Prev] and, for a slow reader,
+// [Delegate]. It is closed by Close. Every call returns the same channel:
+// read it from one goroutine.
 func (g *Group) Views() <-chan View {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.views == nil {
-		g.views = newPipe[View]()
+		g.views = newQueue(g.cfg.EventBuffer, func(View) bool { return true }, func(View) { g.counts.viewsDropped.Add(1) })
 		if g.closed {
 			g.views.close()
 		} else if g.view.Epoch != 0 {
 			g.views.push(g.view)
 		}
+		g.viewsCh = toChan(g.views)
 	}
-	return g.views.out
+	return g.viewsCh
 }
 
 // Suspicions returns a channel of what this node's failure detector says
-// from the first call on (earlier suspicions are not kept), buffered without
-// bound and closed by Close. Every call returns the same channel.
+// from the first call on (earlier suspicions are not kept), closed by
+// Close; a full queue drops the oldest (see [Delegate]). Every call returns
+// the same channel.
 func (g *Group) Suspicions() <-chan Suspicion {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.suspicions == nil {
-		g.suspicions = newPipe[Suspicion]()
+		g.suspicions = newQueue(g.cfg.EventBuffer, func(Suspicion) bool { return true }, func(Suspicion) { g.counts.suspicionsDropped.Add(1) })
+		g.suspectCh = toChan(g.suspicions)
 		if g.closed {
 			g.suspicions.close()
 		}
 	}
-	return g.suspicions.out
+	return g.suspectCh
 }
 
 // Deliveries returns the channel of multicasts delivered to this node
-// (Config.Multicast; nil otherwise), from the start, buffered without
-// bound and closed by Close.
+// (Config.Multicast; nil otherwise), from the start, closed by Close. Read
+// it: a full queue of deliveries stalls the node (see [Delegate]).
 func (g *Group) Deliveries() <-chan Delivery {
 	if g.deliveries == nil {
 		return nil
 	}
-	return g.deliveries.out
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deliverCh == nil {
+		g.deliverCh = toChan(g.deliveries)
+	}
+	return g.deliverCh
 }
 
 // Multicast sends payload to every member of the current view, this node
@@ -466,7 +486,42 @@ func (g *Group) Multicast(ctx context.Context, payload []byte) error {
 	return err
 }
 
-// Leave leaves the group gracefully: the other members install a view
+// SetMeta changes this node's metadata (at most MaxMetaSize bytes). The
+// change takes a view change: SetMeta returns once this node has
+// delivered a view showing it, or with ctx's error (the change then still
+// shows in a later view). Every member sees the metadata of a given epoch
+// alike; a member reading this node's metadata in the view it holds may
+// read the former value until it delivers that view.
+func (g *Group) SetMeta(ctx context.Context, meta []byte) error {
+	if len(meta) > MaxMetaSize {
+		return fmt.Errorf("%w: metadata of %d bytes, limit %d", ErrTooLarge, len(meta), MaxMetaSize)
+	}
+	meta = slices.Clone(meta)
+	if err := g.h.Handle(ctx, stack.SetMeta{Meta: meta}); err != nil {
+		if errors.Is(err, host.ErrStopped) {
+			return ErrClosed
+		}
+		return err
+	}
+	for {
+		g.mu.Lock()
+		own, _ := g.view.Member(g.id)
+		seen := g.metaSeen
+		g.mu.Unlock()
+		if string(own.Meta) == string(meta) {
+			return nil
+		}
+		select {
+		case <-seen:
+		case <-g.ran:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("group: metadata not yet published: %w", ctx.Err())
+		}
+	}
+}
+
+// Leave leaves the group gracefully: the other members deliver a view
 // without this node and report it in [View.Left], not as a failure. It
 // returns once a member confirms that view (or at once in a group of one),
 // or with ctx's error. The node stops taking part in the membership at
@@ -477,7 +532,7 @@ func (g *Group) Leave(ctx context.Context) error {
 		g.mu.Unlock()
 		return ErrClosed
 	}
-	alone := len(g.view.Members) <= 1
+	alone := len(g.installed.Members) <= 1
 	done := g.leaveDone
 	if done == nil {
 		done = make(chan struct{})
@@ -503,10 +558,12 @@ func (g *Group) Leave(ctx context.Context) error {
 	}
 }
 
-// Close stops the node: its loop, its connections and the channels of
-// Views, Suspicions and Deliveries. The others see it as a failure unless
-// Leave returned first. Close is idempotent.
-func (g *Group) Close() error {
+// Close stops the node: its loop, its connections, the channels of Views,
+// Suspicions and Deliveries and the Delegate's goroutine, waiting for
+// them until ctx is done (a Delegate method that does not return holds
+// Close until then). The others see it as a failure unless Leave returned
+// first. Close is idempotent.
+func (g *Group) Close(ctx context.Context) error {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -515,20 +572,43 @@ func (g *Group) Close() error {
 	g.closed = true
 	views, suspicions := g.views, g.suspicions
 	g.mu.Unlock()
-	g.stop()
-	<-g.ran
+	// Queues first: a loop waiting for a reader's room returns.
+	for _, q := range []interface{ close() }{views, suspicions, g.deliveries, g.delegate} {
+		if q != nil && !isNilQueue(q) {
+			q.close()
+		}
+	}
+	if g.stop != nil {
+		g.stop()
+		select {
+		case <-g.ran:
+		case <-ctx.Done():
+			return fmt.Errorf("group: close: %w", ctx.Err())
+		}
+	}
 	err := g.tr.Close()
-	if views != nil {
-		views.close()
-	}
-	if suspicions != nil {
-		suspicions.close()
-	}
-	if g.deliveries != nil {
-		g.deliveries.close()
+	if g.delegateRan != nil {
+		select {
+		case <-g.delegateRan:
+		case <-ctx.Done():
+			return fmt.Errorf("group: close: the delegate has not returned: %w", ctx.Err())
+		}
 	}
 	return err
 }
 
-// Stats returns the node's transport and host counters.
-func (g *Group) Stats() (tcp.Stats, host.Stats) { return g.tr.Stats(), g.h.Stats() }
+// isNilQueue reports whether q holds a nil *queue (an interface holding a
+// typed nil is not nil).
+func isNilQueue(q interface{ close() }) bool {
+	switch q := q.(type) {
+	case *queue[View]:
+		return q == nil
+	case *queue[Suspicion]:
+		return q == nil
+	case *queue[Delivery]:
+		return q == nil
+	case *queue[any]:
+		return q == nil
+	}
+	return false
+}

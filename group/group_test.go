@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,9 +19,11 @@ import (
 
 var testSecret = []byte("0123456789abcdef-group-test")
 
-func testConfig(id group.NodeID, det group.Detector) group.Config {
+// testConfig is node n<id>'s configuration (named so: ids are derived
+// from names).
+func testConfig(id int, det group.Detector) group.Config {
 	c := group.DefaultLocalConfig()
-	c.ID = id
+	c.Name = fmt.Sprint("n", id)
 	c.Cluster = "group-test"
 	c.Secret = testSecret
 	c.Detector = det
@@ -47,11 +50,37 @@ func waitView(t *testing.T, ch <-chan group.View, what string, ok func(group.Vie
 	}
 }
 
-func members(ids ...group.NodeID) func(group.View) bool {
-	return func(v group.View) bool {
-		got := slices.Clone(v.Members)
-		slices.Sort(got)
-		return slices.Equal(got, ids)
+// names lists the names of ms, sorted.
+func names(ms []group.Member) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// members is a view whose members are n<id> for ids.
+func members(ids ...int) func(group.View) bool {
+	var want []string
+	for _, id := range ids {
+		want = append(want, fmt.Sprint("n", id))
+	}
+	slices.Sort(want)
+	return func(v group.View) bool { return slices.Equal(names(v.Members), want) }
+}
+
+// join starts cfg with seeds.
+func join(ctx context.Context, cfg group.Config, seeds ...string) (*group.Group, error) {
+	cfg.Seeds = group.SeedList(seeds)
+	return group.New(ctx, cfg)
+}
+
+func closeAll(gs ...*group.Group) {
+	for _, g := range gs {
+		if g != nil {
+			g.Close(context.Background())
+		}
 	}
 }
 
@@ -65,30 +94,26 @@ func startGroup(t *testing.T, n int, det group.Detector, tweak func(*group.Confi
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	first, err := group.Start(cfg)
+	first, err := group.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := []*group.Group{first}
-	t.Cleanup(func() {
-		for _, g := range gs {
-			g.Close()
-		}
-	})
+	t.Cleanup(func() { closeAll(gs...) })
 	for id := 2; id <= n; id++ {
-		cfg := testConfig(group.NodeID(id), det)
+		cfg := testConfig(id, det)
 		if tweak != nil {
 			tweak(&cfg)
 		}
-		g, err := group.Join(ctx, cfg, first.Addr())
+		g, err := join(ctx, cfg, first.Addr())
 		if err != nil {
 			t.Fatalf("node %d: %v", id, err)
 		}
 		gs = append(gs, g)
 	}
-	var all []group.NodeID
+	var all []int
 	for id := 1; id <= n; id++ {
-		all = append(all, group.NodeID(id))
+		all = append(all, id)
 	}
 	for _, g := range gs {
 		waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(all...))
@@ -102,17 +127,17 @@ func TestJoinCrashAgree(t *testing.T) {
 			gs := startGroup(t, 4, det, nil)
 			// Crash node 3 (no leave): the survivors agree on one view
 			// without it, reported as departed, not as left.
-			gs[2].Close()
+			closeAll(gs[2])
 			var views []group.View
 			for _, g := range []*group.Group{gs[0], gs[1], gs[3]} {
 				v := waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(1, 2, 4))
-				if !slices.Contains(v.Departed, 3) || len(v.Left) != 0 {
+				if !slices.Equal(names(v.Departed), []string{"n3"}) || len(v.Left) != 0 {
 					t.Errorf("node %v: %+v: want 3 departed and nobody left", g.ID(), v)
 				}
 				views = append(views, v)
 			}
 			for _, v := range views[1:] {
-				if v.Epoch != views[0].Epoch || !slices.Equal(v.Members, views[0].Members) {
+				if v.Epoch != views[0].Epoch || !slices.EqualFunc(v.Members, views[0].Members, sameMember) {
 					t.Errorf("survivors disagree: %v vs %v", v, views[0])
 				}
 			}
@@ -122,18 +147,17 @@ func TestJoinCrashAgree(t *testing.T) {
 
 func TestRootCrash(t *testing.T) {
 	gs := startGroup(t, 4, group.DetectorBRR, nil)
-	root := gs[0].View().Root
+	root := gs[0].View().Leader()
 	var rest []*group.Group
-	var ids []group.NodeID
-	for _, g := range gs {
-		if g.ID() == root {
-			g.Close()
+	var ids []int
+	for i, g := range gs {
+		if g.ID() == root.ID {
+			closeAll(g)
 			continue
 		}
 		rest = append(rest, g)
-		ids = append(ids, g.ID())
+		ids = append(ids, i+1)
 	}
-	slices.Sort(ids)
 	var epoch uint64
 	for _, g := range rest {
 		v := waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(ids...))
@@ -152,17 +176,17 @@ func TestLeaveIsNotAFailure(t *testing.T) {
 	if err := gs[1].Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
-	gs[1].Close()
+	closeAll(gs[1])
 	for _, g := range []*group.Group{gs[0], gs[2]} {
 		v := waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(1, 3))
-		if !slices.Equal(v.Left, []group.NodeID{2}) {
+		if !slices.Equal(names(v.Left), []string{"n2"}) {
 			t.Errorf("node %v: view %v has Left %v, want [2]", g.ID(), v, v.Left)
 		}
 	}
 	for {
 		select {
 		case s := <-sus:
-			if s.Node == 2 && s.Kind == group.Declared {
+			if s.Node == gs[1].ID() && s.Kind == group.Declared {
 				t.Errorf("the leaver was declared failed")
 			}
 			continue
@@ -172,25 +196,30 @@ func TestLeaveIsNotAFailure(t *testing.T) {
 	}
 }
 
-// A crashed node can join again under its id, from another address: the
-// others learn the new address, and reach it directly.
-func TestRejoinAfterCrashUnderSameID(t *testing.T) {
+// A crashed node restarted under its name, from another address, rejoins
+// as itself (same name, same id): the others learn the new address, and
+// reach it directly.
+func TestRejoinAfterCrashUnderSameName(t *testing.T) {
 	gs := startGroup(t, 3, group.DetectorBRR, nil)
-	gs[2].Close()
+	old := gs[2].ID()
+	closeAll(gs[2])
 	waitView(t, gs[0].Views(), "node 1", members(1, 2))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	g, err := group.Join(ctx, testConfig(3, group.DetectorBRR), gs[1].Addr())
+	g, err := join(ctx, testConfig(3, group.DetectorBRR), gs[1].Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	defer closeAll(g)
+	if g.ID() != old || g.Name() != "n3" {
+		t.Fatalf("restarted as %q id %v, want n3 id %v", g.Name(), g.ID(), old)
+	}
 	for _, x := range []*group.Group{gs[0], gs[1], g} {
 		waitView(t, x.Views(), fmt.Sprintf("node %v", x.ID()), members(1, 2, 3))
 	}
 	// Node 1 must be able to reach the new node 3 directly: a crash of
 	// node 2 leaves them to agree between themselves.
-	gs[1].Close()
+	closeAll(gs[1])
 	for _, x := range []*group.Group{gs[0], g} {
 		waitView(t, x.Views(), fmt.Sprintf("node %v", x.ID()), members(1, 3))
 	}
@@ -248,41 +277,72 @@ func TestMulticastSameDeliveries(t *testing.T) {
 }
 
 func TestBadConfigAndSeeds(t *testing.T) {
-	c := testConfig(1, group.DetectorBRR)
-	c.Secret = []byte("short")
-	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
-		t.Errorf("short secret: got %v, want ErrConfig", err)
-	}
-	c = testConfig(1, "gossip")
-	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
-		t.Errorf("unknown detector: got %v, want ErrConfig", err)
-	}
-	c = testConfig(1, group.DetectorBRR)
-	c.IdleTimeout = -time.Second
-	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
-		t.Errorf("negative idle timeout: got %v, want ErrConfig", err)
-	}
-	c = testConfig(1, group.DetectorBRR)
-	c.BindAddr = "0.0.0.0:0"
-	if _, err := group.Start(c); !errors.Is(err, group.ErrConfig) {
-		t.Errorf("unspecified bind without advertise: got %v, want ErrConfig", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := group.Join(ctx, testConfig(2, group.DetectorBRR), "127.0.0.1:1"); !errors.Is(err, group.ErrNoSeed) {
-		t.Errorf("unreachable seed: got %v, want ErrNoSeed", err)
+	for name, tweak := range map[string]func(*group.Config){
+		"short secret":          func(c *group.Config) { c.Secret = []byte("short") },
+		"unknown detector":      func(c *group.Config) { c.Detector = "gossip" },
+		"negative idle timeout": func(c *group.Config) { c.IdleTimeout = -time.Second },
+		"unspecified bind":      func(c *group.Config) { c.BindAddr = "0.0.0.0:0" },
+		"long name":             func(c *group.Config) { c.Name = strings.Repeat("x", group.MaxNameLen+1) },
+		"large metadata":        func(c *group.Config) { c.Meta = make([]byte, group.MaxMetaSize+1) },
+		"negative buffer":       func(c *group.Config) { c.EventBuffer = -1 },
+	} {
+		c := testConfig(1, group.DetectorBRR)
+		tweak(&c)
+		if g, err := group.New(ctx, c); !errors.Is(err, group.ErrConfig) {
+			closeAll(g)
+			t.Errorf("%s: got %v, want ErrConfig", name, err)
+		}
 	}
-	// A seed of another cluster (other secret) refuses the handshake.
-	other := testConfig(1, group.DetectorBRR)
-	other.Secret = []byte("another secret, 16+ bytes")
-	g, err := group.Start(other)
+
+	first, err := group.New(ctx, testConfig(1, group.DetectorBRR))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	if _, err := group.Join(ctx, testConfig(2, group.DetectorBRR), g.Addr()); !errors.Is(err, group.ErrNoSeed) {
-		t.Errorf("seed with another secret: got %v, want ErrNoSeed", err)
+	defer closeAll(first)
+	// Another node under the same name: a duplicate, not an unreachable
+	// seed.
+	if g, err := join(ctx, testConfig(1, group.DetectorBRR), first.Addr()); !errors.Is(err, group.ErrDuplicate) {
+		closeAll(g)
+		t.Errorf("same name: got %v, want ErrDuplicate", err)
 	}
+	// A seed that knows another secret.
+	c := testConfig(2, group.DetectorBRR)
+	c.Secret = []byte("another secret, 16+ bytes")
+	if g, err := join(ctx, c, first.Addr()); !errors.Is(err, group.ErrSecret) {
+		closeAll(g)
+		t.Errorf("another secret: got %v, want ErrSecret", err)
+	}
+	// A seed of another cluster.
+	c = testConfig(2, group.DetectorBRR)
+	c.Cluster = "another"
+	if g, err := join(ctx, c, first.Addr()); !errors.Is(err, group.ErrCluster) {
+		closeAll(g)
+		t.Errorf("another cluster: got %v, want ErrCluster", err)
+	}
+	// A seed source that fails.
+	c = testConfig(2, group.DetectorBRR)
+	c.Seeds = failingSeeds{}
+	if g, err := group.New(ctx, c); !errors.Is(err, group.ErrNoSeed) {
+		closeAll(g)
+		t.Errorf("failing seed source: got %v, want ErrNoSeed", err)
+	}
+	// Metadata too large at run time.
+	if err := first.SetMeta(ctx, make([]byte, group.MaxMetaSize+1)); !errors.Is(err, group.ErrTooLarge) {
+		t.Errorf("SetMeta too large: got %v, want ErrTooLarge", err)
+	}
+}
+
+type failingSeeds struct{}
+
+func (failingSeeds) Seeds(context.Context) ([]string, error) {
+	return nil, errors.New("no such service")
+}
+
+// sameMember compares members with their metadata.
+func sameMember(a, b group.Member) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Addr == b.Addr && string(a.Meta) == string(b.Meta)
 }
 
 // A group whose connections are all mutual TLS forms, and agrees after a
@@ -290,7 +350,7 @@ func TestBadConfigAndSeeds(t *testing.T) {
 func TestTLSGroup(t *testing.T) {
 	tc := tcptest.SelfSignedTLS(t)
 	gs := startGroup(t, 3, group.DetectorBRR, func(c *group.Config) { c.TLS = tc })
-	gs[2].Close()
+	closeAll(gs[2])
 	for _, g := range gs[:2] {
 		waitView(t, g.Views(), fmt.Sprintf("node %v", g.ID()), members(1, 2))
 	}
@@ -302,19 +362,19 @@ func TestTLSGroup(t *testing.T) {
 // the whole address book being sent to joiners: some joiners were never
 // admitted, their parent's frames waiting for an address for ever).
 func TestConcurrentJoins(t *testing.T) {
-	first, err := group.Start(testConfig(1, group.DetectorBRR))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first, err := group.New(ctx, testConfig(1, group.DetectorBRR))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	defer closeAll(first)
 	var wg sync.WaitGroup
 	gs := make([]*group.Group, 8)
 	errs := make([]error, 8)
 	for i := range 8 {
 		wg.Go(func() {
-			gs[i], errs[i] = group.Join(ctx, testConfig(group.NodeID(i+2), group.DetectorBRR), first.Addr())
+			gs[i], errs[i] = join(ctx, testConfig(i+2, group.DetectorBRR), first.Addr())
 		})
 	}
 	wg.Wait()
@@ -322,10 +382,10 @@ func TestConcurrentJoins(t *testing.T) {
 		if err != nil {
 			t.Errorf("node %d: %v", i+2, err)
 		} else {
-			defer gs[i].Close()
+			defer closeAll(gs[i])
 		}
 	}
-	all := []group.NodeID{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	all := []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
 	for i, g := range gs {
 		if g != nil {
 			waitView(t, g.Views(), fmt.Sprint("node ", i+2), members(all...))
@@ -341,7 +401,7 @@ func TestWrapTransport(t *testing.T) {
 	var mute bool
 	var muted int
 	gs := startGroup(t, 3, group.DetectorBRR, func(c *group.Config) {
-		if c.ID != 3 {
+		if c.Name != "n3" {
 			return
 		}
 		c.WrapTransport = func(tr transport.Transport) transport.Transport {
@@ -367,8 +427,8 @@ func TestWrapTransport(t *testing.T) {
 
 	c := testConfig(9, group.DetectorBRR)
 	c.WrapTransport = func(transport.Transport) transport.Transport { return nil }
-	if g, err := group.Start(c); err == nil {
-		g.Close()
+	if g, err := group.New(context.Background(), c); err == nil {
+		closeAll(g)
 		t.Fatal("a WrapTransport returning nil was accepted")
 	} else if !errors.Is(err, group.ErrConfig) {
 		t.Errorf("error %v, want one wrapping ErrConfig", err)

@@ -53,40 +53,34 @@ func TestSwarm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	live := map[group.NodeID]*group.Group{}
-	metrics := map[group.NodeID]*countingMetrics{}
+	live := map[int]*group.Group{}
+	metrics := map[int]*countingMetrics{}
 	defer func() {
 		for _, g := range live {
-			g.Close()
+			closeAll(g)
 		}
 	}()
-	next := group.NodeID(1)
+	next := 1
 	add := func() {
 		id := next
 		next++
 		cfg := testConfig(id, group.DetectorBRR)
 		m := &countingMetrics{counts: map[string]int64{}, gauges: map[string]float64{}}
 		cfg.Metrics = m
-		var g *group.Group
-		var err error
-		if len(live) == 0 {
-			g, err = group.Start(cfg)
-		} else {
-			var seeds []string
-			for _, x := range live {
-				seeds = append(seeds, x.Addr())
-			}
-			slices.Sort(seeds)
-			rng.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
-			g, err = group.Join(ctx, cfg, seeds...)
+		var seeds []string
+		for _, x := range live {
+			seeds = append(seeds, x.Addr())
 		}
+		slices.Sort(seeds)
+		rng.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
+		g, err := join(ctx, cfg, seeds...)
 		if err != nil {
 			t.Fatalf("seed %d: node %v: %v", seed, id, err)
 		}
 		live[id], metrics[id] = g, m
 	}
-	ids := func() []group.NodeID {
-		var out []group.NodeID
+	ids := func() []int {
+		var out []int
 		for id := range live {
 			out = append(out, id)
 		}
@@ -117,7 +111,7 @@ func TestSwarm(t *testing.T) {
 			settle(fmt.Sprintf("step %d: join of %v", step, next-1))
 		case op == 1:
 			id := all[rng.IntN(len(all))]
-			live[id].Close()
+			closeAll(live[id])
 			delete(live, id)
 			settle(fmt.Sprintf("step %d: crash of %v", step, id))
 		default:
@@ -125,7 +119,7 @@ func TestSwarm(t *testing.T) {
 			if err := live[id].Leave(ctx); err != nil {
 				t.Fatalf("seed %d: step %d: leave of %v: %v", seed, step, id, err)
 			}
-			live[id].Close()
+			closeAll(live[id])
 			delete(live, id)
 			settle(fmt.Sprintf("step %d: leave of %v", step, id))
 		}

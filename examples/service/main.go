@@ -5,10 +5,12 @@
 //
 // Three replicas on one machine (each in its own terminal):
 //
-//	go run ./examples/service -id 1 -http 127.0.0.1:8081 -bind 127.0.0.1:7951
-//	go run ./examples/service -id 2 -http 127.0.0.1:8082 -bind 127.0.0.1:7952 -join 127.0.0.1:7951
-//	go run ./examples/service -id 3 -http 127.0.0.1:8083 -bind 127.0.0.1:7953 -join 127.0.0.1:7951
+//	go run ./examples/service -name a -http 127.0.0.1:8081 -bind 127.0.0.1:7951 -seeds 127.0.0.1:7952,127.0.0.1:7953
+//	go run ./examples/service -name b -http 127.0.0.1:8082 -bind 127.0.0.1:7952 -seeds 127.0.0.1:7951,127.0.0.1:7953
+//	go run ./examples/service -name c -http 127.0.0.1:8083 -bind 127.0.0.1:7953 -seeds 127.0.0.1:7951,127.0.0.1:7952
 //
+// in any order, or at once: every replica starts the same way, and they
+// form one group.
 // then `curl 127.0.0.1:8082/members`, and stop one with Ctrl-C (a graceful
 // leave) or kill -9 (a crash). The group's secret comes from the
 // environment (COHORT_GROUP_SECRET, at least 16 bytes; never on the command
@@ -19,7 +21,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -37,25 +38,27 @@ import (
 const demoSecret = "cohort example service: not a secret"
 
 func main() {
-	id := flag.Uint("id", 0, "this replica's `id`, unique in the group (1, 2, 3, ...)")
+	name := flag.String("name", "", "this replica's `name`, unique in the group (default: the host name)")
 	httpAddr := flag.String("http", "127.0.0.1:8080", "HTTP `address` to serve /members on")
 	bind := flag.String("bind", "127.0.0.1:7950", "group `address` (host:port) to listen on")
-	join := flag.String("join", "", "comma-separated group `addresses` of running replicas; empty starts a new group")
+	seeds := flag.String("seeds", "", "comma-separated group `addresses` of the other replicas; empty: may start alone")
+	meta := flag.String("meta", "", "this replica's `metadata`, shown to every replica with the views")
 	detector := flag.String("detector", "brr", "failure `detector`: brr, dbrr or heartbeat")
 	flag.Parse()
-	if err := run(uint32(*id), *httpAddr, *bind, *join, *detector); err != nil {
+	if err := run(*name, *httpAddr, *bind, *seeds, *meta, *detector); err != nil {
 		fmt.Fprintln(os.Stderr, "service:", err)
 		os.Exit(1)
 	}
 }
 
-func run(id uint32, httpAddr, bind, join, detector string) error {
-	if id == 0 {
-		return errors.New("-id is required (a number unique in the group, not 0)")
-	}
+func run(name, httpAddr, bind, seeds, meta, detector string) error {
 	cfg := group.DefaultLocalConfig()
-	cfg.ID = group.NodeID(id)
+	cfg.Name = name
+	cfg.Meta = []byte(meta)
 	cfg.BindAddr = bind
+	if seeds != "" {
+		cfg.Seeds = group.SeedList(strings.Split(seeds, ","))
+	}
 	cfg.Cluster = "example-service"
 	if err := cfg.Detector.UnmarshalText([]byte(detector)); err != nil {
 		return err
@@ -69,21 +72,13 @@ func run(id uint32, httpAddr, bind, join, detector string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var (
-		g   *group.Group
-		err error
-	)
-	if join == "" {
-		g, err = group.Start(cfg)
-	} else {
-		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		g, err = group.Join(jctx, cfg, strings.Split(join, ",")...)
-		cancel()
-	}
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	g, err := group.New(jctx, cfg)
+	cancel()
 	if err != nil {
 		return err
 	}
-	defer g.Close()
+	defer g.Close(context.Background())
 
 	ln, err := net.Listen("tcp", httpAddr)
 	if err != nil {
@@ -92,13 +87,13 @@ func run(id uint32, httpAddr, bind, join, detector string) error {
 	srv := &http.Server{Handler: handler(g), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
-	fmt.Printf("replica %v: group %s, HTTP http://%s/members\n", g.ID(), g.Addr(), ln.Addr())
+	fmt.Printf("replica %s: group %s, HTTP http://%s/members\n", g.Name(), g.Addr(), ln.Addr())
 
 	views := g.Views()
 	for {
 		select {
 		case v := <-views:
-			fmt.Printf("view %v root %v joined %v departed %v left %v\n", v, v.Root, v.Joined, v.Departed, v.Left)
+			fmt.Printf("view %v leader %v joined %v departed %v left %v\n", v, v.Leader(), v.Joined, v.Departed, v.Left)
 		case <-ctx.Done():
 			lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -113,19 +108,25 @@ func run(id uint32, httpAddr, bind, join, detector string) error {
 
 // members is the JSON answer of /members.
 type members struct {
-	Self    uint32   `json:"self"`
+	Self    string   `json:"self"`
 	Epoch   string   `json:"epoch"`
-	Root    uint32   `json:"root"`
-	Members []uint32 `json:"members"`
+	Leader  string   `json:"leader"`
+	Members []member `json:"members"`
+}
+
+type member struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	Meta string `json:"meta"`
 }
 
 func handler(g *group.Group) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /members", func(w http.ResponseWriter, r *http.Request) {
 		v := g.View()
-		out := members{Self: uint32(g.ID()), Epoch: fmt.Sprintf("%d", v.Epoch), Root: uint32(v.Root)}
+		out := members{Self: g.Name(), Epoch: fmt.Sprintf("%d", v.Epoch), Leader: v.Leader().Name}
 		for _, m := range v.Members {
-			out.Members = append(out.Members, uint32(m))
+			out.Members = append(out.Members, member{m.Name, m.Addr, string(m.Meta)})
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(out)

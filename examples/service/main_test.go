@@ -27,9 +27,9 @@ type replica struct {
 // read from the line it prints once it runs.
 func startReplica(t *testing.T, bin string, id int, join string) (*replica, string) {
 	t.Helper()
-	args := []string{"-id", fmt.Sprint(id), "-http", "127.0.0.1:0", "-bind", "127.0.0.1:0"}
+	args := []string{"-name", fmt.Sprint("n", id), "-http", "127.0.0.1:0", "-bind", "127.0.0.1:0"}
 	if join != "" {
-		args = append(args, "-join", join)
+		args = append(args, "-seeds", join)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "COHORT_GROUP_SECRET=service-test-secret-0123456789")
@@ -137,7 +137,7 @@ func TestThreeReplicasKillOne(t *testing.T) {
 	rs[1].cmd.Process.Signal(syscall.SIGKILL)
 	a := rs[0].waitView(t, 1, "n1", "n3")
 	b := rs[2].waitView(t, 3, "n1", "n3")
-	// The same view: epoch, members in order and root (what changed since
+	// The same view: epoch, members in order and leader (what changed since
 	// each one's previous view may differ if one saw a view the other
 	// skipped).
 	va, _, _ := strings.Cut(a, " joined")

@@ -1,0 +1,83 @@
+package group_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/group"
+)
+
+// freeAddrs returns n loopback addresses with free ports.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Addr().String())
+		l.Close()
+	}
+	return out
+}
+
+// Five nodes started at the same instant, each with the other four as
+// seeds, form one group: every New returns, and all five deliver one view
+// of the five. Three rounds, in fresh ports (a second group would never
+// merge with the first, and the view of five would not come).
+func TestSimultaneousStartOneGroup(t *testing.T) {
+	const n = 5
+	for round := range 3 {
+		addrs := freeAddrs(t, n)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		gs := make([]*group.Group, n)
+		errs := make([]error, n)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i := range n {
+			wg.Go(func() {
+				cfg := testConfig(10*round+i, group.DetectorBRR)
+				cfg.BindAddr = addrs[i]
+				var seeds group.SeedList
+				for j, a := range addrs {
+					if j != i {
+						seeds = append(seeds, a)
+					}
+				}
+				cfg.Seeds = seeds
+				start.Wait()
+				gs[i], errs[i] = group.New(ctx, cfg)
+			})
+		}
+		start.Done()
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				closeAll(gs...)
+				cancel()
+				t.Fatalf("round %d: node %d: %v", round, i, err)
+			}
+		}
+		var want []int
+		for i := range n {
+			want = append(want, 10*round+i)
+		}
+		// One group: the view of five is one epoch, with one leader.
+		var first group.View
+		for i, g := range gs {
+			v := waitView(t, g.Views(), fmt.Sprintf("round %d: node %d", round, i), members(want...))
+			if i == 0 {
+				first = v
+			} else if v.Epoch != first.Epoch || v.Leader().ID != first.Leader().ID {
+				t.Errorf("round %d: node %d holds %v led by %v, node 0 %v led by %v", round, i, v, v.Leader(), first, first.Leader())
+			}
+		}
+		closeAll(gs...)
+		cancel()
+	}
+}
