@@ -31,11 +31,11 @@ type cohortSystem struct {
 	mu    sync.Mutex
 	nodes []*cohortNode // live nodes
 	dead  []*cohortNode
-	next  group.NodeID
+	next  int
 	wg    sync.WaitGroup
 	// faults holds each node's fault-injecting wrapper of its transport
-	// (no rules but during the faults window), by node id.
-	faults map[group.NodeID]*fault.Transport
+	// (no rules but during the faults window), by node name.
+	faults map[string]*fault.Transport
 
 	joinRetries atomic.Int64
 	size        int // the group's size, set by start
@@ -62,13 +62,13 @@ func newCohortSystem(det group.Detector, rate float64, seed uint64) *cohortSyste
 // T_interval = (2 + 4/40)/rate; its suspicion and failure timeouts keep
 // DefaultLocalConfig's ratios (2 and 1 intervals). BRR sends its table to one peer per round, so T_gossip =
 // 1/rate, with pings timing out after 2.5 rounds as in DefaultLocalConfig.
-func (s *cohortSystem) config(id group.NodeID) group.Config {
+func (s *cohortSystem) config(id int) group.Config {
 	c := group.DefaultLocalConfig()
-	c.ID = id
+	c.Name = fmt.Sprint(id)
 	c.Cluster = "mlbench"
 	c.Secret = benchSecret
 	c.Detector = s.det
-	c.Seed = s.seed*1000003 + uint64(id)
+	c.RandomSeed = s.seed*1000003 + uint64(id)
 	if cohortEvents != nil {
 		c.Events = cohortEvents
 	}
@@ -92,15 +92,15 @@ func (s *cohortSystem) config(id group.NodeID) group.Config {
 		c.IdleTimeout = time.Duration(2.5 * float64(bits.Len(uint(max(s.size, 2)-1))) * float64(gi))
 	}
 	c.WrapTransport = func(tr transport.Transport) transport.Transport {
-		ft, err := fault.New(tr, fault.Config{Seed: c.Seed})
+		ft, err := fault.New(tr, fault.Config{Seed: c.RandomSeed})
 		if err != nil {
 			return nil // group refuses to start, saying why
 		}
 		s.mu.Lock()
 		if s.faults == nil {
-			s.faults = map[group.NodeID]*fault.Transport{}
+			s.faults = map[string]*fault.Transport{}
 		}
-		s.faults[id] = ft
+		s.faults[c.Name] = ft
 		s.mu.Unlock()
 		return ft
 	}
@@ -123,7 +123,7 @@ func (s *cohortSystem) heartbeatInterval() time.Duration {
 }
 
 func (s *cohortSystem) add(g *group.Group) *cohortNode {
-	n := &cohortNode{g: g, name: fmt.Sprint(g.ID()), view: g.View(), at: time.Now()}
+	n := &cohortNode{g: g, name: g.Name(), view: g.View(), at: time.Now()}
 	views, susp := g.Views(), g.Suspicions()
 	s.wg.Add(2)
 	go func() {
@@ -143,7 +143,9 @@ func (s *cohortSystem) add(g *group.Group) *cohortNode {
 		defer s.wg.Done()
 		for x := range susp {
 			if x.Kind == group.Declared {
-				s.ev.declare(fmt.Sprint(x.Node), time.Now())
+				if m, ok := g.View().Member(x.Node); ok {
+					s.ev.declare(m.Name, time.Now())
+				}
 			}
 		}
 	}()
@@ -153,7 +155,7 @@ func (s *cohortSystem) add(g *group.Group) *cohortNode {
 	return n
 }
 
-func (s *cohortSystem) newID() group.NodeID {
+func (s *cohortSystem) newID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := s.next
@@ -177,7 +179,7 @@ func (s *cohortSystem) seeds() []string {
 
 func (s *cohortSystem) start(n int) error {
 	s.size = n
-	g, err := group.Start(s.config(s.newID()))
+	g, err := group.New(context.Background(), s.config(s.newID()))
 	if err != nil {
 		return err
 	}
@@ -209,8 +211,10 @@ func (s *cohortSystem) join(seeds []string) error {
 	for range joinAttempts {
 		id := s.newID()
 		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		cfg := s.config(id)
+		cfg.Seeds = group.SeedList(seeds)
 		var g *group.Group
-		g, err = group.Join(ctx, s.config(id), seeds...)
+		g, err = group.New(ctx, cfg)
 		cancel()
 		if err == nil {
 			s.add(g)
@@ -228,9 +232,9 @@ func (s *cohortSystem) waitAll() error {
 	err := waitFor(s, 60*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		var want []group.NodeID
+		var want []string
 		for _, n := range s.nodes {
-			want = append(want, n.g.ID())
+			want = append(want, n.name)
 		}
 		slices.Sort(want)
 		var epoch uint64
@@ -238,7 +242,11 @@ func (s *cohortSystem) waitAll() error {
 			n.mu.Lock()
 			v := n.view
 			n.mu.Unlock()
-			got := slices.Sorted(slices.Values(v.Members))
+			var got []string
+			for _, m := range v.Members {
+				got = append(got, m.Name)
+			}
+			slices.Sort(got)
 			if !slices.Equal(got, want) || (i > 0 && v.Epoch != epoch) {
 				return false
 			}
@@ -273,8 +281,7 @@ func (s *cohortSystem) traffic() (uint64, uint64) {
 	defer s.mu.Unlock()
 	var msgs uint64
 	for _, n := range append(slices.Clone(s.nodes), s.dead...) {
-		ts, _ := n.g.Stats()
-		msgs += ts.FramesOut
+		msgs += n.g.Stats().FramesSent
 	}
 	return msgs, readUsage().wchar
 }
@@ -292,7 +299,7 @@ func (s *cohortSystem) crash(i int) string {
 	s.dead = append(s.dead, n)
 	s.mu.Unlock()
 	s.ev.markCrashed(n.name)
-	n.g.Close() // no Leave: the others must detect it
+	n.g.Close(context.Background()) // no Leave: the others must detect it
 	return n.name
 }
 
@@ -308,12 +315,12 @@ func (s *cohortSystem) agreed(victim string) (bool, time.Time) {
 		n.mu.Lock()
 		v, at := n.view, n.at
 		n.mu.Unlock()
-		if slices.ContainsFunc(v.Members, func(id group.NodeID) bool { return fmt.Sprint(id) == victim }) {
+		if slices.ContainsFunc(v.Members, func(m group.Member) bool { return m.Name == victim }) {
 			return false, time.Time{}
 		}
 		if i == 0 {
 			first = v
-		} else if v.Epoch != first.Epoch || !slices.Equal(v.Members, first.Members) {
+		} else if v.Epoch != first.Epoch || !slices.EqualFunc(v.Members, first.Members, func(a, b group.Member) bool { return a.ID == b.ID }) {
 			return false, time.Time{}
 		}
 		if at.After(last) {
@@ -342,7 +349,7 @@ func (s *cohortSystem) inject(i int, loss float64, delay time.Duration) bool {
 		s.mu.Unlock()
 		return false
 	}
-	ft := s.faults[s.nodes[i].g.ID()]
+	ft := s.faults[s.nodes[i].name]
 	s.mu.Unlock()
 	if ft == nil {
 		return false
@@ -362,7 +369,7 @@ func (s *cohortSystem) close() {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Add(1)
-		go func() { defer wg.Done(); n.g.Close() }()
+		go func() { defer wg.Done(); n.g.Close(context.Background()) }()
 	}
 	wg.Wait()
 	s.wg.Wait()
