@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +148,7 @@ func (g *Group) decide(ctx context.Context) (contacts []NodeID, book map[NodeID]
 			return nil, nil, fmt.Errorf("%w: the seed source failed: %w", ErrNoSeed, err)
 		}
 	}
-	seeds = slices.DeleteFunc(slices.Clone(seeds), func(s string) bool { return s == g.addr })
+	seeds = slices.DeleteFunc(slices.Clone(seeds), func(s string) bool { return g.isSelf(ctx, s) })
 	errs := make([]error, len(seeds))
 	var wg sync.WaitGroup
 	for i, s := range seeds {
@@ -200,4 +201,69 @@ func (g *Group) decide(ctx context.Context) (contacts []NodeID, book map[NodeID]
 
 func newBoot() *boot {
 	return &boot{known: map[core.NodeID]bootPeer{}, replies: map[core.NodeID]chan uint8{}}
+}
+
+// isSelf reports whether seed names this node: its advertised or bound
+// address, or a name that resolves to one of this host's addresses at the
+// port it listens on. Every node may then be given the same seed list,
+// itself included (a list written once for the whole group); without the
+// check, a node probing itself would find its own id and report a
+// duplicate.
+func (g *Group) isSelf(ctx context.Context, seed string) bool {
+	if seed == g.addr || seed == g.tr.Addr() {
+		return true
+	}
+	host, port, err := net.SplitHostPort(seed)
+	if err != nil {
+		return false
+	}
+	var ports []string
+	for _, a := range []string{g.addr, g.tr.Addr()} {
+		if _, p, err := net.SplitHostPort(a); err == nil {
+			ports = append(ports, p)
+		}
+	}
+	if !slices.Contains(ports, port) {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(rctx, host)
+	if err != nil {
+		return false
+	}
+	own := g.ownIPs()
+	for _, ip := range ips {
+		if slices.ContainsFunc(own, ip.IP.Equal) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownIPs are the addresses this node answers on: its advertised and bound
+// IPs, and every interface's when it is bound to all of them.
+func (g *Group) ownIPs() []net.IP {
+	var out []net.IP
+	all := false
+	for _, a := range []string{g.addr, g.tr.Addr()} {
+		h, _, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			out = append(out, ip)
+			all = all || ip.IsUnspecified()
+		}
+	}
+	if all {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					out = append(out, n.IP)
+				}
+			}
+		}
+	}
+	return out
 }

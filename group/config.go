@@ -83,7 +83,9 @@ type Config struct {
 	Meta []byte
 	// Seeds are the nodes this one asks to join ("host:port" of members
 	// or of nodes starting with it); nil for a node that may start alone.
-	// See [New] for how a group forms.
+	// A seed that is this node (its address, or a name of this host at
+	// its port) is skipped, so every node may be given the same list. See
+	// [New] for how a group forms.
 	Seeds SeedSource
 
 	// BindAddr is the TCP address the node listens on, "host:port"; port 0

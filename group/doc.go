@@ -21,7 +21,8 @@
 // ([DefaultLANConfig] for one network, [DefaultLocalConfig] on one
 // machine, [DefaultWANConfig]), set Cluster (a name), Secret (at least 16
 // random bytes every member shares) and Seeds (the addresses of other
-// nodes, members or starting with this one), and call [New]:
+// nodes, members or starting with this one; one list for the whole group,
+// each node's own address in it, will do), and call [New]:
 //
 //	cfg := group.DefaultLANConfig()
 //	cfg.AdvertiseAddr = "10.0.0.4:7950"
