@@ -102,3 +102,48 @@ func ExampleGroup_Leave() {
 	}
 	// Output: members: [a] left: [b]
 }
+
+// Every member that delivers a view agrees on who owns each key, and on
+// the leader; the epoch goes with a write as its fencing token.
+func ExampleView_Owner() {
+	v := group.View{Epoch: 12, Members: []group.Member{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	for _, key := range []string{"user:1", "user:2", "user:3"} {
+		fmt.Printf("%s → %s (epoch %d)\n", key, v.Owner(key), v.Epoch)
+	}
+	fmt.Println("leader:", v.Leader())
+	// Output:
+	// user:1 → a (epoch 12)
+	// user:2 → a (epoch 12)
+	// user:3 → c (epoch 12)
+	// leader: a
+}
+
+// Metadata changed at run time is delivered with a view, the same at
+// every member.
+func ExampleGroup_SetMeta() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := exampleConfig("a")
+	cfg.Meta = []byte("weight=1")
+	a, err := group.New(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close(ctx)
+	b, err := group.New(ctx, exampleConfig("b", a.Addr()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close(ctx)
+
+	if err := a.SetMeta(ctx, []byte("weight=2")); err != nil {
+		log.Fatal(err)
+	}
+	for v := range b.Views() {
+		if m, _ := v.Member(a.ID()); string(m.Meta) == "weight=2" {
+			fmt.Printf("b sees %s with %s\n", m.Name, m.Meta)
+			break
+		}
+	}
+	// Output: b sees a with weight=2
+}
