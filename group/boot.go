@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -109,7 +110,9 @@ func (g *Group) probe(ctx context.Context, seed string) error {
 		return fmt.Errorf("%w: %s has id %v, as this node %q", ErrDuplicate, seed, g.id, g.name)
 	case errors.Is(err, wire.ErrJob):
 		return fmt.Errorf("%w: %s: %v", ErrCluster, seed, err)
-	case errors.Is(err, wire.ErrAuth) || errors.Is(err, tcp.ErrHandshake):
+	case errors.Is(err, wire.ErrAuth) || errors.Is(err, tcp.ErrHandshake) && !timedOut(err):
+		// A handshake that fails without a timeout is, between nodes
+		// of one cluster, a proof refused: the transport says so.
 		return fmt.Errorf("%w: %s: %v", ErrSecret, seed, err)
 	case err != nil:
 		return fmt.Errorf("%s: %w", seed, err)
@@ -266,4 +269,10 @@ func (g *Group) ownIPs() []net.IP {
 		}
 	}
 	return out
+}
+
+// timedOut reports whether err is a deadline's.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
