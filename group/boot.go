@@ -40,7 +40,10 @@ import (
 // thus forms once among nodes that all list each other, however they
 // interleave; the lowest id among them forms it, unless one of them found a
 // group already there. A node that reaches none of its seeds forms a group
-// of its own (two groups formed so do not merge).
+// of its own (two groups formed so do not merge). A joiner that no contact
+// admits within 2·(contacts+1)·JoinRetry (the node it waited for may have
+// crashed before forming) stops and probes again, as undecided: the
+// argument above holds for every round of probes.
 type boot struct {
 	mu      sync.Mutex
 	state   uint8                 // this node's stack.State…

@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"slices"
 	"strings"
@@ -81,5 +82,76 @@ func TestSimultaneousStartOneGroup(t *testing.T) {
 		}
 		closeAll(gs...)
 		cancel()
+	}
+}
+
+// fnvID is the id group derives from name (Member.ID: FNV-1a, 32 bits).
+func fnvID(name string) group.NodeID {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return group.NodeID(h.Sum32())
+}
+
+// A node that decided to join a lower node which then crashed before
+// forming is not stuck: not admitted, it probes its seeds again, finds
+// nobody, and forms a group of its own.
+func TestJoinerWhoseFormerCrashedProbesAgain(t *testing.T) {
+	low, high := "n-low", "n-high"
+	for i := 0; fnvID(low) > fnvID(high); i++ {
+		low = fmt.Sprint("n-low-", i)
+	}
+	// A seed that accepts connections and never answers holds the low
+	// node's probe phase (the handshake waits), so it is undecided when
+	// the high node probes it.
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	addrs := freeAddrs(t, 1)
+	lctx, crash := context.WithCancel(context.Background())
+	lowDone := make(chan error, 1)
+	go func() {
+		c := testConfig(0, group.DetectorBRR)
+		c.Name, c.BindAddr, c.Seeds = low, addrs[0], group.SeedList{hole.Addr().String()}
+		g, err := group.New(lctx, c)
+		closeAll(g)
+		lowDone <- err
+	}()
+	// The high node reaches the low one (retrying until it listens) and
+	// decides to join it; then the low one crashes.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := testConfig(0, group.DetectorBRR)
+	c.Name, c.Seeds = high, group.SeedList{addrs[0]}
+	type result struct {
+		g   *group.Group
+		err error
+	}
+	highDone := make(chan result, 1)
+	time.AfterFunc(200*time.Millisecond, func() {
+		g, err := group.New(ctx, c)
+		highDone <- result{g, err}
+	})
+	time.AfterFunc(time.Second, crash)
+	if err := <-lowDone; err == nil {
+		t.Fatal("the low node formed a group: the test needs it stuck probing")
+	}
+	r := <-highDone
+	if r.err != nil {
+		t.Fatalf("the high node: %v", r.err)
+	}
+	defer closeAll(r.g)
+	if v := r.g.View(); len(v.Members) != 1 || v.Members[0].Name != high {
+		t.Fatalf("the high node's view %v, want itself alone", v)
 	}
 }

@@ -66,7 +66,9 @@ type Group struct {
 // Seeds or with any list that reaches the group, whatever the order in
 // which they start; nodes started together with each other as seeds form
 // one group. A node with no seeds, or that reaches none, forms a group of
-// its own. The rule and why it forms one group are in boot.go.
+// its own. A node not admitted after a while (the node it waited for
+// crashed before forming) probes its seeds again. The rule and why it
+// forms one group are in boot.go.
 //
 // New returns once the node has installed its first view, or with ctx's
 // error (and nothing left running); with an error wrapping ErrDuplicate
@@ -91,35 +93,69 @@ func New(ctx context.Context, cfg Config) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	contacts, book, err := g.decide(ctx)
-	if err != nil {
-		g.tr.Close()
-		return nil, err
+	for {
+		contacts, book, err := g.decide(ctx)
+		if err != nil {
+			g.tr.Close()
+			return nil, err
+		}
+		opts := stack.Options{Directory: &stack.Directory{Addr: g.addr, Book: book, Name: name,
+			Meta: cfg.Meta, MetaVersion: uint64(time.Now().UnixNano())}}
+		members := []NodeID{g.id}
+		var giveUp <-chan time.Time
+		if contacts != nil {
+			opts.Join, opts.Contacts, members = true, contacts, nil
+			giveUp = time.After(time.Duration(2*(len(contacts)+1)) * cfg.JoinRetry)
+		}
+		st, err := stack.New(cfg.stackConfig(g.id), members, opts)
+		if err != nil {
+			g.tr.Close()
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		if err := g.run(st); err != nil {
+			return nil, err
+		}
+	wait:
+		select {
+		case <-g.first:
+			g.startDelegate()
+			return g, nil
+		case <-g.ran:
+			g.Close(context.Background())
+			return nil, fmt.Errorf("group: the node stopped before it was admitted: %v", g.runErr)
+		case <-ctx.Done():
+			g.Close(context.Background())
+			return nil, fmt.Errorf("group: not admitted through %v: %w", contacts, ctx.Err())
+		case <-giveUp:
+			if !g.reboot() {
+				giveUp = nil // admitted: its view's metadata is on its way
+				goto wait
+			}
+			g.log.Info("group: not admitted; probing the seeds again", "contacts", contacts)
+		}
 	}
-	opts := stack.Options{Directory: &stack.Directory{Addr: g.addr, Book: book, Name: name,
-		Meta: cfg.Meta, MetaVersion: uint64(time.Now().UnixNano())}}
-	members := []NodeID{g.id}
-	if contacts != nil {
-		opts.Join, opts.Contacts, members = true, contacts, nil
+}
+
+// reboot stops a joiner that no contact admitted (the node it waited for
+// to form a group may have crashed first) and makes it undecided again,
+// to probe its seeds anew. It reports false, doing nothing, if the node
+// has installed a view meanwhile.
+func (g *Group) reboot() bool {
+	g.mu.Lock()
+	installed := g.installed.Epoch != 0
+	g.mu.Unlock()
+	if installed {
+		return false
 	}
-	st, err := stack.New(cfg.stackConfig(g.id), members, opts)
-	if err != nil {
-		g.tr.Close()
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-	}
-	if err := g.run(st); err != nil {
-		return nil, err
-	}
-	select {
-	case <-g.first:
-		return g, nil
-	case <-g.ran:
-		g.Close(context.Background())
-		return nil, fmt.Errorf("group: the node stopped before it was admitted: %v", g.runErr)
-	case <-ctx.Done():
-		g.Close(context.Background())
-		return nil, fmt.Errorf("group: not admitted through %v: %w", contacts, ctx.Err())
-	}
+	g.stop()
+	<-g.ran
+	g.tr.SetHandler(g.bootHandler())
+	g.boot.mu.Lock()
+	g.boot.state = stack.StateUndecided
+	clear(g.boot.known)
+	g.boot.mu.Unlock()
+	g.ran = make(chan struct{})
+	return true
 }
 
 // listen validates cfg, listens, and answers probes until the loop runs.
@@ -194,10 +230,6 @@ func (g *Group) run(st *stack.Stack) error {
 		return err
 	}
 	g.h, g.st = h, st
-	if g.delegate != nil {
-		g.delegateRan = make(chan struct{})
-		go g.runDelegate()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stop = cancel
 	go func() {
@@ -366,6 +398,15 @@ func (g *Group) countDrop(e any) {
 		g.counts.viewsDropped.Add(1)
 	case Suspicion:
 		g.counts.suspicionsDropped.Add(1)
+	}
+}
+
+// startDelegate starts the Delegate's goroutine, once the node is a
+// member (the events queued until then wait for it).
+func (g *Group) startDelegate() {
+	if g.delegate != nil {
+		g.delegateRan = make(chan struct{})
+		go g.runDelegate()
 	}
 }
 

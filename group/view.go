@@ -12,7 +12,8 @@ import (
 
 // Member is a member of a group as every member sees it in a given view.
 type Member struct {
-	// ID is derived from Name (a 32-bit hash): the same after a restart.
+	// ID is derived from Name (its 32-bit FNV-1a hash): the same after a
+	// restart.
 	ID NodeID
 	// Name is the node's Config.Name (by default its host name).
 	Name string

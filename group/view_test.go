@@ -57,8 +57,9 @@ func TestOwnerAndLeader(t *testing.T) {
 }
 
 // A Delegate is told of views in order from one goroutine; while it is
-// stuck, a queue of EventBuffer entries keeps the newest views and counts
-// the oldest it drops, and the reader, released, sees the gap in Prev.
+// stuck (or not yet started), a queue of EventBuffer entries keeps the
+// newest views and counts the oldest it drops, and the reader, released,
+// sees the gap in Prev.
 func TestDelegateSlowReader(t *testing.T) {
 	release := make(chan struct{})
 	seen := make(chan group.View, 100)
@@ -75,8 +76,8 @@ func TestDelegateSlowReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeAll(g)
-	// The first view is taken by the stuck delegate; five changes make
-	// five more views, of which the queue keeps two.
+	// Five changes make five more views; the stuck delegate holds one at
+	// most, and the queue keeps two.
 	for k := range 5 {
 		if err := g.SetMeta(ctx, fmt.Appendf(nil, "m%d", k)); err != nil {
 			t.Fatal(err)
@@ -95,7 +96,7 @@ func TestDelegateSlowReader(t *testing.T) {
 			t.Fatalf("the delegate saw %d views, not the last", len(got))
 		}
 	}
-	gap := false
+	gap := got[0].Prev != 0 // the first view read was not the node's first
 	for i := 1; i < len(got); i++ {
 		if got[i].Epoch <= got[i-1].Epoch {
 			t.Fatalf("views out of order: %v after %v", got[i], got[i-1])
