@@ -48,9 +48,9 @@
 // at the same moment, each with the others as seeds, form one group,
 // whatever the order in which they start (the argument is in boot.go; a
 // simulation of 10,000 seeded starts and a test over TCP check it). A
-// node with no seeds, or that reaches none, forms a group of its own; two
-// groups formed so do not merge, so give every node seeds that reach the
-// group.
+// joiner that nobody admits for a while probes again. A node with no
+// seeds, or that reaches none, forms a group of its own; two groups formed
+// so do not merge, so give every node seeds that reach the group.
 //
 // # Reading the views
 //
