@@ -344,7 +344,7 @@ func (e *Endpoint) link(to core.NodeID) (*link, error) {
 }
 
 // Keep readies the links to ids before their first frame, as
-// transport/tcp's Keep opens their connections (group.KeepTreeLinks): each
+// transport/tcp's Keep opens their connections (stack.KeepTreeLinks): each
 // link finds its receiver, which learns this endpoint's address, so that
 // a view change's first frames on the next tree's links (in one process,
 // a stabilization's) cost no more than the next ones. A peer without an
