@@ -52,6 +52,12 @@
 // seeds, or that reaches none, forms a group of its own; two groups formed
 // so do not merge, so give every node seeds that reach the group.
 //
+// Seeds come from a list, from DNS or from cohort supernodes, read anew at
+// each attempt to join. A Kubernetes headless service, for one:
+//
+//	cfg.Seeds = group.DNSSeeds{Host: "orders.default.svc.cluster.local", Port: 7950}
+//	cfg.Seeds = group.SRVSeeds{Service: "gossip", Proto: "tcp", Name: "orders.default.svc.cluster.local"}
+//
 // # Reading the views
 //
 // [Group.View] is the current view; [Group.Views] is a channel of every

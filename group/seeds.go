@@ -3,9 +3,11 @@ package group
 import "context"
 
 // A SeedSource names the nodes a starting node asks to join, as
-// "host:port" addresses. [New] calls it once. Sources other than a fixed
-// list (DNS records, a registry) implement it; their errors are returned
-// by New wrapping ErrNoSeed.
+// "host:port" addresses: a fixed list ([SeedList]), DNS records
+// ([DNSSeeds], [SRVSeeds]) or cohort supernodes ([SupernodeSeeds]). [New]
+// calls it at each attempt to join (again when a joiner nobody admitted
+// probes anew), so a source that changes is read as it is then; its
+// errors are returned by New wrapping ErrNoSeed.
 type SeedSource interface {
 	Seeds(ctx context.Context) ([]string, error)
 }
