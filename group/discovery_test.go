@@ -49,6 +49,21 @@ func (s *dnsServer) resolver() *net.Resolver {
 	}}
 }
 
+// setA and setSRV set the answers for name.
+func (s *dnsServer) setA(name string, addrs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range addrs {
+		s.a[name] = append(s.a[name], netip.MustParseAddr(a))
+	}
+}
+
+func (s *dnsServer) setSRV(name string, recs ...net.SRV) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srv[name] = recs
+}
+
 func (s *dnsServer) asked(name string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,7 +176,7 @@ func TestDNSSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close(ctx)
-	dns.a["nodes.group.test."] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	dns.setA("nodes.group.test.", "127.0.0.1")
 	cfg := testConfig(2, group.DetectorBRR)
 	cfg.Seeds = group.DNSSeeds{Host: "nodes.group.test", Port: int(portOf(t, a.Addr())), Resolver: res}
 	b, err := group.New(ctx, cfg)
@@ -175,11 +190,10 @@ func TestDNSSeeds(t *testing.T) {
 	}
 
 	// SRV: a at its port, b at its own; a third node finds both.
-	dns.srv["_gossip._tcp.nodes.group.test."] = []net.SRV{
-		{Target: "localhost.group.test.", Port: portOf(t, b.Addr()), Priority: 10},
-		{Target: "localhost.group.test.", Port: portOf(t, a.Addr()), Priority: 10},
-	}
-	dns.a["localhost.group.test."] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	dns.setSRV("_gossip._tcp.nodes.group.test.",
+		net.SRV{Target: "localhost.group.test.", Port: portOf(t, b.Addr()), Priority: 10},
+		net.SRV{Target: "localhost.group.test.", Port: portOf(t, a.Addr()), Priority: 10})
+	dns.setA("localhost.group.test.", "127.0.0.1")
 	srv := group.SRVSeeds{Service: "gossip", Proto: "tcp", Name: "nodes.group.test", Resolver: res}
 	got, err := srv.Seeds(ctx)
 	want := []string{"localhost.group.test:" + strings.Split(a.Addr(), ":")[1], "localhost.group.test:" + strings.Split(b.Addr(), ":")[1]}
