@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,7 +133,8 @@ func TestJoinerWhoseFormerCrashedProbesAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := testConfig(0, group.DetectorBRR)
-	c.Name, c.Seeds = high, group.SeedList{addrs[0]}
+	seeds := &countingSeeds{list: group.SeedList{addrs[0]}}
+	c.Name, c.Seeds = high, seeds
 	type result struct {
 		g   *group.Group
 		err error
@@ -154,4 +156,18 @@ func TestJoinerWhoseFormerCrashedProbesAgain(t *testing.T) {
 	if v := r.g.View(); len(v.Members) != 1 || v.Members[0].Name != high {
 		t.Fatalf("the high node's view %v, want itself alone", v)
 	}
+	if n := seeds.calls.Load(); n < 2 {
+		t.Errorf("the seed source was read %d times, want once per round of probes (2 or more)", n)
+	}
+}
+
+// countingSeeds counts the reads of a seed list.
+type countingSeeds struct {
+	list  group.SeedList
+	calls atomic.Int32
+}
+
+func (c *countingSeeds) Seeds(ctx context.Context) ([]string, error) {
+	c.calls.Add(1)
+	return c.list.Seeds(ctx)
 }
