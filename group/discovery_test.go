@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
-	"net/http/httptest"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/group"
-	"github.com/cohort-mp/cohort/p2p/ca"
-	"github.com/cohort-mp/cohort/p2p/supernode"
 )
 
 // dnsServer is a DNS server on loopback UDP that answers A, AAAA and SRV
@@ -283,8 +279,6 @@ func TestDNSSeedsErrors(t *testing.T) {
 		{group.SRVSeeds{Service: "g", Name: "three", Resolver: f}, "both be set"},
 		{group.SRVSeeds{Service: "g", Proto: "tcp", Name: "none", Resolver: f}, "no such host"},
 		{group.SRVSeeds{Service: "g", Proto: "tcp", Name: "empty", Resolver: f}, "no SRV record"},
-		{group.SupernodeSeeds{}, "Addrs is empty"},
-		{group.SupernodeSeeds{Addrs: []string{"127.0.0.1:1"}}, "Creds is nil"},
 	} {
 		if _, err := c.src.Seeds(ctx); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error saying %q", c.src, err, c.want)
@@ -295,65 +289,5 @@ func TestDNSSeedsErrors(t *testing.T) {
 	cfg.Seeds = group.DNSSeeds{Host: "none", Port: 1, Resolver: f}
 	if _, err := group.New(ctx, cfg); !errors.Is(err, group.ErrNoSeed) {
 		t.Errorf("New with a name that does not resolve: %v, want ErrNoSeed", err)
-	}
-}
-
-// TestSupernodeSeeds: members register with a supernode under their
-// certificates' names; a joiner lists those of its group's prefix (not
-// the host daemon's) and joins.
-func TestSupernodeSeeds(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	dir := t.TempDir()
-	if err := ca.Init(dir, "cluster"); err != nil {
-		t.Fatal(err)
-	}
-	creds := func(name string) *ca.Credentials {
-		if err := ca.Issue(dir, dir, name); err != nil {
-			t.Fatal(err)
-		}
-		c, err := ca.Load(filepath.Join(dir, "ca.crt"), dir, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	snCreds := creds("127.0.0.1")
-	srv := httptest.NewUnstartedServer(supernode.Handler(supernode.NewRegistry(0, nil), nil))
-	srv.TLS = snCreds.ServerConfig(nil)
-	srv.StartTLS()
-	defer srv.Close()
-	sn := []string{srv.Listener.Addr().String()}
-
-	daemon := group.SupernodeSeeds{Addrs: sn, Creds: creds("host-daemon")}
-	if err := daemon.Register(ctx, "127.0.0.1:1"); err != nil { // not a group member
-		t.Fatal(err)
-	}
-	first := group.SupernodeSeeds{Addrs: sn, Creds: creds("orders-1"), Prefix: "orders-"}
-	if _, err := first.Seeds(ctx); err == nil {
-		t.Fatal("Seeds with no registration of the prefix: no error")
-	}
-	a, err := group.New(ctx, testConfig(1, group.DetectorBRR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(ctx)
-	if err := first.Register(ctx, a.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(2, group.DetectorBRR)
-	cfg.Seeds = group.SupernodeSeeds{Addrs: sn, Creds: creds("orders-2"), Prefix: "orders-"}
-	if got, err := cfg.Seeds.Seeds(ctx); err != nil || !slices.Equal(got, []string{a.Addr()}) {
-		t.Fatalf("seeds %v, %v; want [%s]", got, err, a.Addr())
-	}
-	b, err := group.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(ctx)
-	waitView(t, a.Views(), "a with b", members(1, 2))
-
-	if err := (group.SupernodeSeeds{Addrs: []string{"127.0.0.1:1"}, Creds: snCreds}).Register(ctx, a.Addr()); err == nil {
-		t.Error("Register with no supernode listening: no error")
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/group"
-	"github.com/cohort-mp/cohort/p2p/ca"
 )
 
 // Three nodes started at the same moment, each given the same list of
@@ -78,36 +77,4 @@ func ExampleDNSSeeds() {
 		log.Fatal(err)
 	}
 	defer g.Close(context.Background())
-}
-
-// Seeds from the supernodes of a cohort cluster: the node holds a
-// certificate of the cluster's CA under a name of its own ("orders-1"),
-// lists the registrations of its group's prefix, and, once a member,
-// registers itself for the next joiners, renewing the registration before
-// it expires.
-func ExampleSupernodeSeeds() {
-	creds, err := ca.Load("/etc/cohort/ca.crt", "/etc/cohort", "orders-1")
-	if err != nil {
-		log.Fatal(err)
-	}
-	seeds := group.SupernodeSeeds{Addrs: []string{"10.0.0.1:7900"}, Creds: creds, Prefix: "orders-"}
-	cfg := group.DefaultLANConfig()
-	cfg.Name = "orders-1"
-	cfg.AdvertiseAddr = "10.0.0.4:7950"
-	cfg.Cluster = "orders"
-	cfg.Secret = []byte("use 16+ random bytes in production")
-	cfg.Seeds = seeds
-
-	ctx := context.Background()
-	g, err := group.New(ctx, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer g.Close(ctx)
-	for {
-		if err := seeds.Register(ctx, g.Addr()); err != nil {
-			log.Print(err)
-		}
-		time.Sleep(10 * time.Second) // well within the supernodes' expiry
-	}
 }

@@ -1,4 +1,4 @@
-package group
+package supernode
 
 import (
 	"context"
@@ -7,22 +7,22 @@ import (
 	"strings"
 
 	"github.com/cohort-mp/cohort/p2p/ca"
-	"github.com/cohort-mp/cohort/p2p/supernode"
 )
 
-// SupernodeSeeds are the nodes registered with cohort supernodes (package
-// p2p/supernode, run by `cohort supernode`), for groups whose hosts
-// already belong to a cohort cluster with its CA.
+// GroupSeeds are the nodes registered with cohort supernodes (run by
+// `cohort supernode`), as a seed source of package group
+// (group.Config.Seeds), for groups whose hosts already belong to a cohort
+// cluster with its CA.
 //
 // A supernode keeps one address per certificate name, and a host's peer
 // daemon registers under the host's certificate: a group member therefore
 // registers with a certificate of its own (say "orders-1", issued by the
 // cluster's CA) and lists only the names of its group (Prefix "orders-").
-// Registrations expire (supernode.DefaultExpiry): a member calls Register
-// with its address (Group.Addr) after New and then well within the expiry,
+// Registrations expire (DefaultExpiry): a member calls Register
+// with its address (group.Group.Addr) after group.New and then well within the expiry,
 // for as long as it runs. The supernodes are asked anew at every attempt
 // to join.
-type SupernodeSeeds struct {
+type GroupSeeds struct {
 	// Addrs are the supernodes' "host:port" addresses; their lists are
 	// merged.
 	Addrs []string
@@ -35,12 +35,12 @@ type SupernodeSeeds struct {
 	Prefix string
 }
 
-func (s SupernodeSeeds) check() error {
+func (s GroupSeeds) check() error {
 	if len(s.Addrs) == 0 {
-		return errors.New("SupernodeSeeds: Addrs is empty")
+		return errors.New("GroupSeeds: Addrs is empty")
 	}
 	if s.Creds == nil {
-		return errors.New("SupernodeSeeds: Creds is nil (a supernode serves members of the cluster's CA only)")
+		return errors.New("GroupSeeds: Creds is nil (a supernode serves members of the cluster's CA only)")
 	}
 	return nil
 }
@@ -49,14 +49,14 @@ func (s SupernodeSeeds) check() error {
 // addresses of those whose name starts with Prefix, one per name (the most
 // recently renewed), sorted by name. It fails only if no supernode
 // answered, or if none of the registrations matches.
-func (s SupernodeSeeds) Seeds(ctx context.Context) ([]string, error) {
+func (s GroupSeeds) Seeds(ctx context.Context) ([]string, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	var lists [][]supernode.Peer
+	var lists [][]Peer
 	var errs []error
 	for _, a := range s.Addrs {
-		c := supernode.NewClient(s.Creds, s.ServerName, a)
+		c := NewClient(s.Creds, s.ServerName, a)
 		ps, err := c.Peers(ctx)
 		c.Close()
 		if err != nil {
@@ -66,16 +66,16 @@ func (s SupernodeSeeds) Seeds(ctx context.Context) ([]string, error) {
 		lists = append(lists, ps)
 	}
 	if len(lists) == 0 {
-		return nil, fmt.Errorf("SupernodeSeeds: no supernode answered: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("GroupSeeds: no supernode answered: %w", errors.Join(errs...))
 	}
 	var out []string
-	for _, p := range supernode.Merge(lists...) {
+	for _, p := range Merge(lists...) {
 		if strings.HasPrefix(p.Name, s.Prefix) {
 			out = append(out, p.Addr)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("SupernodeSeeds: no registration named %q… at %v", s.Prefix, s.Addrs)
+		return nil, fmt.Errorf("GroupSeeds: no registration named %q… at %v", s.Prefix, s.Addrs)
 	}
 	return out, nil
 }
@@ -84,20 +84,20 @@ func (s SupernodeSeeds) Seeds(ctx context.Context) ([]string, error) {
 // addr with every supernode (or renews its registration). It fails if a
 // supernode refused or could not be reached; the others have registered
 // it.
-func (s SupernodeSeeds) Register(ctx context.Context, addr string) error {
+func (s GroupSeeds) Register(ctx context.Context, addr string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	var errs []error
 	for _, a := range s.Addrs {
-		c := supernode.NewClient(s.Creds, s.ServerName, a)
+		c := NewClient(s.Creds, s.ServerName, a)
 		if err := c.Register(ctx, addr); err != nil {
 			errs = append(errs, err)
 		}
 		c.Close()
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("SupernodeSeeds: %w", err)
+		return fmt.Errorf("GroupSeeds: %w", err)
 	}
 	return nil
 }
