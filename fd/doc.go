@@ -347,6 +347,58 @@
 // learns of a failure and how, and what the detector keeps in memory are
 // described on [HeartbeatDetector].
 //
+// # Reachability is not liveness: indirect probes
+//
+// A silent peer may be alive behind a broken link (a partial partition, a
+// one-way cut, a firewall rule) while every other member still reaches
+// it. Both detectors therefore ask before they declare (SWIM's ping-req;
+// Phoenix separates "unreachable for a while" from "failed"): when a
+// suspicion of their own starts, they ask k = IndirectProbes other
+// members, drawn with the node's random source among those they do not
+// doubt, to reach the suspect on their behalf ([HeartbeatProbeReq],
+// [GossipProbeReq]). A helper that hears from the suspect answers
+// ([HeartbeatProbeAck], [GossipProbeAck]); the answer ends the suspicion
+// ([core.Unsuspected]), the suspect stays a member, and it is listed by
+// Unreachable ([HeartbeatDetector.Unreachable], [Gossip.Unreachable])
+// until a message from it arrives, for routing to use, and counted
+// (HeartbeatStats.IndirectAlive, GossipProbeStats.IndirectAlive). Only
+// when no helper answers within ProbeTimeout does the verdict go out.
+//
+// The probe runs during the wait the verdict had anyway: the heartbeat
+// detector's T_broken, the gossip detector's consensus phase. So a
+// failure is declared at
+//
+//	heartbeat: max(T_broken as above, ProbeTimeout) after the suspicion
+//	gossip:    max(T_consensus, ProbeTimeout) after the suspicion
+//	           (GossipConfig.VerdictTime)
+//
+// and the detection bounds become
+//
+//	T_detect' = T_detect + max(0, ProbeTimeout − T_broken)     heartbeat
+//	D'        = D + max(0, ProbeTimeout − T_consensus)        gossip
+//
+// The default ProbeTimeout is T_broken (heartbeat) and T_consensus
+// (gossip): a process whose every link is cut, or that crashed, is
+// declared failed exactly as fast as without indirect probes
+// (testdata/heartbeat/indirect-probe.txt, TestGossipIndirectProbeUnanswered,
+// TestHeartbeatSimWholeHostCrash).
+//
+// The heartbeat detector has one more thing to do: its suspicion was
+// broadcast, and the members that only heard it would declare the failure
+// after their own T_broken. With indirect probes on, a helper sends the
+// suspect the suspicion notice itself (the accuser's copy crossed the
+// broken link), every member that hears a suspicion pings the suspect
+// once (so any member that still reaches it makes it refute: the pong is
+// a message from a suspect, which the member answers with the notice),
+// and the suspect sends its refutation to whoever told it, besides the
+// members it forwards notices to, so that a suspect that reaches few
+// members still gets its refutation out. Cost per suspicion: k requests,
+// up to k answers and 2k notices, and a ping and a pong per member. A
+// link that stays cut makes the pair go through a suspicion and its
+// refutation every T_interval + T_timeout; the gossip detector, whose
+// tables go around a cut link, rarely suspects at all.
+// IndirectProbes = 0 is the papers' detectors.
+//
 // # Under load
 //
 // Both detectors measure their own lateness from the deadlines of their

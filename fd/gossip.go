@@ -96,6 +96,12 @@ type Gossip struct {
 	lastSeq  uint32
 	started  bool
 
+	// Indirect probes (gossip_probe.go): pings sent on others' behalf,
+	// members known alive only through a helper, and counters.
+	helps       []gossipHelp
+	unreachable []core.NodeID
+	probes      GossipProbeStats
+
 	// Reuse of messages, where the Env allows it (the real host): with
 	// copies, a table for another node is sent as scratch, pointing at the
 	// live table, since the Env is done with it when Send returns; with a
@@ -128,6 +134,10 @@ type gossipWatch struct {
 	timer     core.TimerID // its timeout
 	due       time.Duration
 	rechecked bool // the timeout fired late and was re-armed once
+	// The indirect probe of the consensus phase: its request's sequence
+	// number (0: none running) and when its ProbeTimeout ends.
+	probeSeq   uint32
+	probeUntil time.Duration
 }
 
 // Timers of the gossip detector.
@@ -174,6 +184,7 @@ func (g *Gossip) Start(env core.Env) {
 // Receive handles a gossip table, a ping or a pong. Other kinds are
 // ignored.
 func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
+	g.heardFrom(from)
 	switch m := m.(type) {
 	case *GossipMsg:
 		g.receiveTable(from, m)
@@ -183,7 +194,13 @@ func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
 	case GossipPing:
 		g.env.Send(from, GossipPong{Seq: m.Seq})
 	case GossipPong:
-		g.receivePong(from, m.Seq)
+		if !g.helpedPong(from, m.Seq) {
+			g.receivePong(from, m.Seq)
+		}
+	case GossipProbeReq:
+		g.helpProbe(from, m)
+	case GossipProbeAck:
+		g.probeAnswered(m)
 	}
 }
 
@@ -196,6 +213,8 @@ func (g *Gossip) Fire(t core.Timer) {
 		g.pingTimedOut(t.seq)
 	case gossipCheck:
 		g.checkCleanup()
+	case gossipProbeDeadline:
+		g.probeExpired(t.seq)
 	}
 }
 
@@ -337,6 +356,7 @@ func (g *Gossip) checkCleanup() {
 				w.attempts = 0
 				g.env.Emit(core.Suspected{Node: w.id})
 				g.ping(w)
+				g.probeIndirect(w)
 			}
 			continue
 		}
@@ -348,9 +368,11 @@ func (g *Gossip) checkCleanup() {
 			w.status = StatusConsensus
 			w.attempts = 0
 			g.ping(w)
+			g.probeIndirect(w)
 		case StatusProbing: // the probe in flight becomes the consensus
 			w.status = StatusConsensus
 			g.env.Emit(core.Suspected{Node: w.id})
+			g.probeIndirect(w)
 		}
 	}
 	c := g.cleanupNow()
@@ -393,7 +415,9 @@ func (g *Gossip) suspect(i int) {
 	g.setFlag(i)
 	g.watches = append(g.watches, gossipWatch{id: g.members[i], pos: int32(i), beat: g.beats[i], status: StatusConsensus})
 	g.env.Emit(core.Suspected{Node: g.members[i]})
-	g.ping(&g.watches[len(g.watches)-1])
+	w := &g.watches[len(g.watches)-1]
+	g.ping(w)
+	g.probeIndirect(w)
 }
 
 // hint probes a member named by a core.PeerHint, unless it is already
@@ -417,11 +441,7 @@ func (g *Gossip) hint(id core.NodeID) {
 
 // ping sends one ping of a probe or consensus and arms its timeout.
 func (g *Gossip) ping(w *gossipWatch) {
-	g.lastSeq++
-	if g.lastSeq == 0 {
-		g.lastSeq = 1
-	}
-	w.seq = g.lastSeq
+	w.seq = g.nextSeq()
 	if w.attempts == 0 {
 		w.first = w.seq
 	}
@@ -451,6 +471,9 @@ func (g *Gossip) pingTimedOut(seq uint32) {
 		w.status = StatusSuspected
 		g.env.Emit(core.Suspected{Node: w.id})
 	case StatusConsensus:
+		if w.probeSeq != 0 && g.env.Now() < w.probeUntil {
+			return // the indirect probe decides when its time ends (probeExpired)
+		}
 		w.status = StatusFailed
 		g.env.Emit(core.Failed{Node: w.id})
 	}

@@ -84,12 +84,13 @@ func PropagationRounds(s topo.Schedule, n int) (int, error) {
 // [DetectionBoundSpread] takes a known spread. The derivation is in the
 // package documentation:
 //
-//	lo = c·T_gossip − L − Φ + T_consensus
-//	hi = (c+1)·T_gossip + Φ + T_consensus
+//	lo = c·T_gossip − L − Φ + T_verdict
+//	hi = (c+1)·T_gossip + Φ + T_verdict
 //
 // with c = cfg.CleanupRounds(n), L = latency, Φ = T_gossip − L (the
-// supremum; the bound is then not attained), T_consensus =
-// cfg.ConsensusTime(). It is the bound of nodes whose timers run on time
+// supremum; the bound is then not attained), T_verdict =
+// cfg.VerdictTime(): T_consensus, or the indirect probe's ProbeTimeout if
+// that is longer (the probe runs during the consensus phase). It is the bound of nodes whose timers run on time
 // and whose suspicions were never disproved; with lateness awareness
 // (cfg.LocalHealthMax = H > 0) a node that ran late or was proved wrong
 // waits up to ((1 + H)·c + 1)·T_gossip + Φ + (1 + H)·T_consensus (see the
@@ -125,7 +126,7 @@ func detectionBound(cfg GossipConfig, n int, latency, spread time.Duration, stri
 			ErrNoBound, c, p, cfg.Schedule, n)
 	}
 	ct := time.Duration(c)
-	lo = ct*tg - latency - spread + cfg.ConsensusTime()
-	hi = (ct+1)*tg + spread + cfg.ConsensusTime()
+	lo = ct*tg - latency - spread + cfg.VerdictTime()
+	hi = (ct+1)*tg + spread + cfg.VerdictTime()
 	return lo, hi, nil
 }

@@ -74,6 +74,25 @@ type GossipConfig struct {
 	// as on time. 0 means GossipInterval/2. Must be ≥ 0.
 	LateTolerance time.Duration
 
+	// IndirectProbes is k of the indirect probe: when the consensus phase
+	// starts, the detector also asks that many other members, drawn at
+	// random, to ping the suspect on its behalf (SWIM's ping-req), since
+	// an unanswered ping may only mean that the link is down. A helper
+	// that gets the suspect's pong answers ([GossipProbeAck]), and the
+	// answer refutes the suspicion as a pong would: the suspect gets a
+	// fresh T_cleanup and is counted unreachable
+	// ([Gossip.Unreachable]). 0 turns indirect probes off (the paper's
+	// detector). Must be between 0 and 16. Default: 3.
+	IndirectProbes int
+
+	// ProbeTimeout is how long an indirect probe waits for a helper's
+	// answer, counted from the start of the consensus phase: the failure
+	// is declared when the pings are exhausted and the probe has had its
+	// time, so a ProbeTimeout no longer than T_consensus delays no
+	// failure. 0 means T_consensus = PingAttempts·PingTimeout. Must be
+	// ≥ 0.
+	ProbeTimeout time.Duration
+
 	// IgnoreHints makes the detector ignore transport hints
 	// (core.PeerHint): it starts no probe when a connection to a member
 	// drops or is refused, and a crash is found by T_cleanup alone. For
@@ -86,6 +105,14 @@ type GossipConfig struct {
 }
 
 // lateTolerance is LateTolerance with its default applied.
+// probeTimeout is ProbeTimeout with its default applied.
+func (c GossipConfig) probeTimeout() time.Duration {
+	if c.ProbeTimeout > 0 {
+		return c.ProbeTimeout
+	}
+	return time.Duration(c.PingAttempts) * c.PingTimeout
+}
+
 func (c GossipConfig) lateTolerance() time.Duration {
 	if c.LateTolerance > 0 {
 		return c.LateTolerance
@@ -95,8 +122,9 @@ func (c GossipConfig) lateTolerance() time.Duration {
 
 // DefaultGossipConfig returns the paper's settings (P2P-MPI §5.2–5.3):
 // DBRR, T_gossip = 0.5 s, T_cleanup = 3⌈log2 n⌉·T_gossip derived from the
-// current n, and a consensus phase of 2 pings of 0.5 s each; and lateness
-// awareness with a local health score of at most 3 (not in the paper).
+// current n, and a consensus phase of 2 pings of 0.5 s each; and, not in
+// the paper, lateness awareness with a local health score of at most 3 and
+// indirect probes through 3 members during the consensus phase.
 func DefaultGossipConfig() GossipConfig {
 	return GossipConfig{
 		Schedule:       topo.DoubleBinaryRoundRobin,
@@ -104,6 +132,7 @@ func DefaultGossipConfig() GossipConfig {
 		PingTimeout:    500 * time.Millisecond,
 		PingAttempts:   2,
 		LocalHealthMax: 3,
+		IndirectProbes: 3,
 	}
 }
 
@@ -158,6 +187,10 @@ func (c GossipConfig) Validate() error {
 		return fmt.Errorf("%w: LocalHealthMax %d must be in 0..64", ErrGossipConfig, c.LocalHealthMax)
 	case c.LateTolerance < 0:
 		return fmt.Errorf("%w: LateTolerance %v is negative", ErrGossipConfig, c.LateTolerance)
+	case c.IndirectProbes < 0 || c.IndirectProbes > 16:
+		return fmt.Errorf("%w: IndirectProbes %d must be in 0..16", ErrGossipConfig, c.IndirectProbes)
+	case c.ProbeTimeout < 0:
+		return fmt.Errorf("%w: ProbeTimeout %v is negative", ErrGossipConfig, c.ProbeTimeout)
 	}
 	return nil
 }
@@ -205,4 +238,15 @@ func (c GossipConfig) CleanupTime(n int) time.Duration {
 // before declaring a silent suspect failed: PingAttempts·PingTimeout.
 func (c GossipConfig) ConsensusTime() time.Duration {
 	return time.Duration(c.PingAttempts) * c.PingTimeout
+}
+
+// VerdictTime returns how long after a suspicion the failure is declared
+// when nothing answers: T_consensus, or the indirect probe's ProbeTimeout
+// if that is longer (the probe starts with the consensus phase, so it
+// costs nothing while ProbeTimeout ≤ T_consensus, the default).
+func (c GossipConfig) VerdictTime() time.Duration {
+	if c.IndirectProbes == 0 {
+		return c.ConsensusTime()
+	}
+	return max(c.ConsensusTime(), c.probeTimeout())
 }

@@ -71,6 +71,62 @@ type GossipPong struct {
 // Kind returns [KindGossip].
 func (*GossipMsg) Kind() core.Kind { return KindGossip }
 
+// GossipProbeReq (kind [KindGossipProbeReq]) asks its receiver, a helper,
+// to ping Subject on the sender's behalf: the sender is in the consensus
+// phase about Subject, whose silence may be the link's (SWIM's ping-req).
+type GossipProbeReq struct {
+	// Seq identifies the request among the sender's; the answer echoes it.
+	Seq uint32
+	// Subject is the suspect.
+	Subject core.NodeID
+}
+
+// GossipProbeAck (kind [KindGossipProbeAck]) answers a [GossipProbeReq]:
+// Subject answered the helper's ping. Beat is the heartbeat of Subject
+// the helper held then.
+type GossipProbeAck struct {
+	Seq     uint32
+	Subject core.NodeID
+	Beat    uint32
+}
+
+// Kind returns [KindGossipProbeReq].
+func (GossipProbeReq) Kind() core.Kind { return KindGossipProbeReq }
+
+// Kind returns [KindGossipProbeAck].
+func (GossipProbeAck) Kind() core.Kind { return KindGossipProbeAck }
+
+// MarshalWire appends Seq and Subject.
+func (m GossipProbeReq) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(uint64(m.Seq))
+	e.NodeID(m.Subject)
+}
+
+// WireSize is the payload size in bytes (equal to wire.Size(m)).
+func (m GossipProbeReq) WireSize() int {
+	return gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject))
+}
+
+// MarshalWire appends Seq, Subject and Beat.
+func (m GossipProbeAck) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(uint64(m.Seq))
+	e.NodeID(m.Subject)
+	e.Uvarint(uint64(m.Beat))
+}
+
+// WireSize is the payload size in bytes (equal to wire.Size(m)).
+func (m GossipProbeAck) WireSize() int {
+	return gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject)) + gossipUvarintLen(uint64(m.Beat))
+}
+
+func (m GossipProbeReq) String() string {
+	return fmt.Sprintf("gossip-probe-req{%d %v}", m.Seq, m.Subject)
+}
+
+func (m GossipProbeAck) String() string {
+	return fmt.Sprintf("gossip-probe-ack{%d %v beat %d}", m.Seq, m.Subject, m.Beat)
+}
+
 // Kind returns [KindGossipPing].
 func (GossipPing) Kind() core.Kind { return KindGossipPing }
 
@@ -274,6 +330,27 @@ func DecodeGossipPong(d *wire.Decoder) (core.Msg, error) {
 	return GossipPong{Seq: s}, err
 }
 
+// DecodeGossipProbeReq decodes a [GossipProbeReq] payload.
+func DecodeGossipProbeReq(d *wire.Decoder) (core.Msg, error) {
+	seq, _ := decodeGossipSeq(d)
+	m := GossipProbeReq{Seq: seq, Subject: d.NodeID()}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// DecodeGossipProbeAck decodes a [GossipProbeAck] payload.
+func DecodeGossipProbeAck(d *wire.Decoder) (core.Msg, error) {
+	seq, _ := decodeGossipSeq(d)
+	m := GossipProbeAck{Seq: seq, Subject: d.NodeID()}
+	m.Beat, _ = decodeGossipSeq(d)
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func decodeGossipSeq(d *wire.Decoder) (uint32, error) {
 	u := d.Uvarint()
 	if d.Err() == nil && u > math.MaxUint32 {
@@ -283,7 +360,8 @@ func decodeGossipSeq(d *wire.Decoder) (uint32, error) {
 }
 
 // RegisterGossipCodecs registers the decoders of the gossip detector's kinds
-// (KindGossip, KindGossipPing, KindGossipPong) in c. [RegisterCodecs]
+// (KindGossip, KindGossipPing, KindGossipPong, KindGossipProbeReq,
+// KindGossipProbeAck) in c. [RegisterCodecs]
 // registers every fd kind.
 //
 // The tables are decoded into the messages the detector hands back
@@ -300,6 +378,8 @@ func RegisterGossipCodecs(c *wire.Codec) error {
 	}{
 		{KindGossipPing, "fd.GossipPing", DecodeGossipPing},
 		{KindGossipPong, "fd.GossipPong", DecodeGossipPong},
+		{KindGossipProbeReq, "fd.GossipProbeReq", DecodeGossipProbeReq},
+		{KindGossipProbeAck, "fd.GossipProbeAck", DecodeGossipProbeAck},
 	} {
 		if err := c.RegisterDetached(k.kind, k.name, k.f); err != nil {
 			return err

@@ -695,14 +695,17 @@ func TestGossipConfig(t *testing.T) {
 		t.Errorf("ConsensusTime = %v, want 1s", got)
 	}
 	for name, mut := range map[string]func(*GossipConfig){
-		"schedule":       func(c *GossipConfig) { c.Schedule = 0 },
-		"interval":       func(c *GossipConfig) { c.GossipInterval = 0 },
-		"negative clean": func(c *GossipConfig) { c.Cleanup = -1 },
-		"short clean":    func(c *GossipConfig) { c.Cleanup = c.GossipInterval / 2 },
-		"ping timeout":   func(c *GossipConfig) { c.PingTimeout = 0 },
-		"no attempts":    func(c *GossipConfig) { c.PingAttempts = 0 },
-		"too many pings": func(c *GossipConfig) { c.PingAttempts = 256 },
-		"huge cleanup":   func(c *GossipConfig) { c.GossipInterval = 1; c.Cleanup = 1 << 40 },
+		"schedule":        func(c *GossipConfig) { c.Schedule = 0 },
+		"interval":        func(c *GossipConfig) { c.GossipInterval = 0 },
+		"negative clean":  func(c *GossipConfig) { c.Cleanup = -1 },
+		"short clean":     func(c *GossipConfig) { c.Cleanup = c.GossipInterval / 2 },
+		"ping timeout":    func(c *GossipConfig) { c.PingTimeout = 0 },
+		"no attempts":     func(c *GossipConfig) { c.PingAttempts = 0 },
+		"too many pings":  func(c *GossipConfig) { c.PingAttempts = 256 },
+		"huge cleanup":    func(c *GossipConfig) { c.GossipInterval = 1; c.Cleanup = 1 << 40 },
+		"negative probes": func(c *GossipConfig) { c.IndirectProbes = -1 },
+		"too many probes": func(c *GossipConfig) { c.IndirectProbes = 17 },
+		"probe timeout":   func(c *GossipConfig) { c.ProbeTimeout = -1 },
 	} {
 		c := DefaultGossipConfig()
 		mut(&c)

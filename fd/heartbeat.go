@@ -199,6 +199,9 @@ type HeartbeatDetector struct {
 	stash   core.NodeID
 	stashAt time.Duration
 
+	// Indirect probes made on behalf of others (heartbeat_probe.go).
+	helps []hbHelp
+
 	// Notices sent and not yet acknowledged, retransmitted with back-off.
 	pending    []hbPending
 	retryTimer core.TimerID
@@ -238,6 +241,10 @@ type HeartbeatStats struct {
 	Unsuspicions       uint64 // core.Unsuspected emitted
 	Failures           uint64 // core.Failed emitted
 	Recoveries         uint64 // core.Recovered emitted
+	ProbeRequests      uint64 // indirect probe requests sent (IndirectProbes per suspicion of our own)
+	ProbesHelped       uint64 // indirect probe requests received from others and carried out
+	ProbeAcksSent      uint64 // answers to those requests: the suspect was heard
+	IndirectAlive      uint64 // suspicions of our own refuted by a helper's answer: the suspect is alive but unreachable from here
 }
 
 // HeartbeatPeerState is what a [HeartbeatDetector] believes of a peer.
@@ -274,7 +281,7 @@ const (
 	hbRefused                         // the current suspicion is our own from a refused connection
 )
 
-// hbPeer is what a process remembers of one peer (96 bytes).
+// hbPeer is what a process remembers of one peer (112 bytes).
 type hbPeer struct {
 	id       core.NodeID
 	flags    uint8
@@ -291,8 +298,13 @@ type hbPeer struct {
 	hold     time.Duration // no accusation before this (a late timer's re-check)
 	mark     time.Duration // suspected: start of the suspicion; probing: when the ping left
 	gInc     uint64        // incarnation of the newest notice about it
-	timer    core.TimerID  // 0: none pending
-	armedAt  time.Duration // when the pending timer fires
+	// probeUntil: suspected by us, the end of the indirect probe (0: none).
+	probeUntil time.Duration
+	// viaAt: when a helper last proved it alive (0: never, or a message
+	// from it arrived since).
+	viaAt   time.Duration
+	timer   core.TimerID  // 0: none pending
+	armedAt time.Duration // when the pending timer fires
 }
 
 // hbTimer is the single timer of the record of a peer.
@@ -416,6 +428,7 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 	}
 	h.flush()
 	h.checkLate(now)
+	h.heard(from)
 	k := m.Kind()
 	if k == KindHeartbeatNotice || k == KindHeartbeatNoticeAck {
 		// A notice passing through makes no connection. Its content
@@ -464,6 +477,10 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 		h.send(from, HeartbeatPong{})
 	case HeartbeatPong:
 		// Its arrival was the point.
+	case HeartbeatProbeReq:
+		h.helpProbe(from, m)
+	case HeartbeatProbeAck:
+		h.probeAnswered(m)
 	}
 }
 
@@ -497,7 +514,7 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 		if d, ok := h.evidenceDue(r); ok && now >= d {
 			r.flags |= hbAccused // our own timeout confirms what we heard
 		}
-		if now >= h.brokenDue(r) && !h.recheck(r, late) {
+		if now >= h.verdictDue(r) && !h.recheck(r, late) {
 			h.fail(r)
 		} else if now >= r.mark+h.cfg.Broken {
 			h.health.stats.Postponed++
@@ -586,6 +603,7 @@ func (h *HeartbeatDetector) ObserveReceive(from core.NodeID) {
 	h.flush()
 	now := h.env.Now()
 	h.checkLate(now)
+	h.heard(from)
 	if r := h.find(from); r != nil {
 		h.touch(r, now)
 	}

@@ -117,6 +117,24 @@ type HeartbeatConfig struct {
 	// and still count as on time. 0 means T_timeout/2. Must be ≥ 0.
 	LateTolerance time.Duration
 
+	// IndirectProbes is k of the indirect probe: before a suspicion of
+	// its own becomes a failure, this process asks that many other members,
+	// drawn at random, to reach the suspect on its behalf (SWIM's
+	// ping-req; Phoenix's "unreachable for a while" is not "failed"). A
+	// member that hears from the suspect answers, and the answer refutes
+	// the suspicion: the suspect stays a member and is counted unreachable
+	// ([HeartbeatDetector.Unreachable]). 0 turns indirect probes off (the
+	// paper's detector). Must be between 0 and 16. Default: 3.
+	IndirectProbes int
+
+	// ProbeTimeout is how long an indirect probe waits for a helper's
+	// answer: a suspicion of its own is declared a failure no earlier than
+	// ProbeTimeout after it began. The probe runs while the suspicion
+	// waits T_broken for a refutation, so a ProbeTimeout no longer than
+	// T_broken delays no failure. 0 means T_broken, or T_timeout when
+	// T_broken is 0. Must be ≥ 0.
+	ProbeTimeout time.Duration
+
 	// SharedClock, if set, tells the time of a clock that the job's
 	// processes share (a runtime gives the wall clock; only its value
 	// modulo Interval matters). It is read once, at Start. Heartbeats
@@ -136,6 +154,17 @@ type Clock interface {
 	Now() time.Duration
 }
 
+// probeTimeout is ProbeTimeout with its default applied.
+func (c HeartbeatConfig) probeTimeout() time.Duration {
+	switch {
+	case c.ProbeTimeout > 0:
+		return c.ProbeTimeout
+	case c.Broken > 0:
+		return c.Broken
+	}
+	return c.Timeout
+}
+
 // lateTolerance is LateTolerance with its default applied.
 func (c HeartbeatConfig) lateTolerance() time.Duration {
 	if c.LateTolerance > 0 {
@@ -147,8 +176,9 @@ func (c HeartbeatConfig) lateTolerance() time.Duration {
 // DefaultHeartbeatConfig returns the paper's parameters (Table 1, §6.1):
 // k = 2, T_interval = 5 s, T_timeout = 5 s, T_insurance = 200 s,
 // T_broken = 5 s; full mesh up to 64 members, one ring neighbour on each
-// side, notices forwarded to ⌈log2 n⌉ peers; and lateness awareness with a
-// local health score of at most 3 (not in the paper).
+// side, notices forwarded to ⌈log2 n⌉ peers; and, not in the paper,
+// lateness awareness with a local health score of at most 3 and indirect
+// probes through 3 members for up to T_broken.
 func DefaultHeartbeatConfig() HeartbeatConfig {
 	return HeartbeatConfig{
 		Monitors:       2,
@@ -160,6 +190,7 @@ func DefaultHeartbeatConfig() HeartbeatConfig {
 		RingNeighbors:  1,
 		NoticeFanout:   0,
 		LocalHealthMax: 3,
+		IndirectProbes: 3,
 	}
 }
 
@@ -238,6 +269,10 @@ func (c HeartbeatConfig) Validate() error {
 		return bad("LocalHealthMax", c.LocalHealthMax, "between 0 and 64")
 	case c.LateTolerance < 0:
 		return bad("LateTolerance", c.LateTolerance, "≥ 0")
+	case c.IndirectProbes < 0 || c.IndirectProbes > 16:
+		return bad("IndirectProbes", c.IndirectProbes, "between 0 and 16")
+	case c.ProbeTimeout < 0:
+		return bad("ProbeTimeout", c.ProbeTimeout, "≥ 0")
 	}
 	return nil
 }

@@ -63,6 +63,29 @@ type HeartbeatNoticeAck struct {
 	Alive   bool
 }
 
+// HeartbeatProbeReq (kind [KindHeartbeatProbeReq]) asks its receiver, a
+// helper, to reach Subject on the sender's behalf: the sender suspects
+// Subject and heard nothing from it, maybe only because the link between
+// them is down (SWIM's ping-req). The helper sends Subject the suspicion
+// ([HeartbeatNotice] at Inc), which Subject, if alive, refutes, and answers
+// the sender with a [HeartbeatProbeAck] as soon as anything from Subject
+// reaches it.
+type HeartbeatProbeReq struct {
+	// Subject is the suspect.
+	Subject core.NodeID
+	// Inc is the incarnation of Subject that the sender suspects.
+	Inc uint64
+}
+
+// HeartbeatProbeAck (kind [KindHeartbeatProbeAck]) answers a
+// [HeartbeatProbeReq]: the sender, a helper, heard from Subject after the
+// request arrived, so Subject is alive and reachable from it. Inc echoes
+// the request's.
+type HeartbeatProbeAck struct {
+	Subject core.NodeID
+	Inc     uint64
+}
+
 // ErrHeartbeatNegativeInterval is the decoding error of a [HeartbeatMsg]
 // whose Next is negative.
 var ErrHeartbeatNegativeInterval = errors.New("fd: heartbeat announces a negative interval")
@@ -81,6 +104,35 @@ func (HeartbeatNotice) Kind() core.Kind { return KindHeartbeatNotice }
 
 // Kind is [KindHeartbeatNoticeAck].
 func (HeartbeatNoticeAck) Kind() core.Kind { return KindHeartbeatNoticeAck }
+
+// Kind is [KindHeartbeatProbeReq].
+func (HeartbeatProbeReq) Kind() core.Kind { return KindHeartbeatProbeReq }
+
+// Kind is [KindHeartbeatProbeAck].
+func (HeartbeatProbeAck) Kind() core.Kind { return KindHeartbeatProbeAck }
+
+// MarshalWire appends Subject and Inc.
+func (m HeartbeatProbeReq) MarshalWire(e *wire.Encoder) {
+	e.NodeID(m.Subject)
+	e.Uvarint(m.Inc)
+}
+
+// WireSize is the payload size in bytes (equal to wire.Size(m)).
+func (m HeartbeatProbeReq) WireSize() int { return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) }
+
+// MarshalWire appends Subject and Inc.
+func (m HeartbeatProbeAck) MarshalWire(e *wire.Encoder) { HeartbeatProbeReq(m).MarshalWire(e) }
+
+// WireSize is the payload size in bytes (equal to wire.Size(m)).
+func (m HeartbeatProbeAck) WireSize() int { return HeartbeatProbeReq(m).WireSize() }
+
+func (m HeartbeatProbeReq) String() string {
+	return fmt.Sprintf("probe-req{%v inc %d}", m.Subject, m.Inc)
+}
+
+func (m HeartbeatProbeAck) String() string {
+	return fmt.Sprintf("probe-ack{%v inc %d}", m.Subject, m.Inc)
+}
 
 // MarshalWire appends Next (signed varint of nanoseconds) and Monitor.
 func (m HeartbeatMsg) MarshalWire(e *wire.Encoder) {
@@ -186,8 +238,26 @@ func DecodeHeartbeatNoticeAck(d *wire.Decoder) (core.Msg, error) {
 	return m, nil
 }
 
+// DecodeHeartbeatProbeReq decodes the payload of a [HeartbeatProbeReq].
+func DecodeHeartbeatProbeReq(d *wire.Decoder) (core.Msg, error) {
+	m := HeartbeatProbeReq{Subject: d.NodeID(), Inc: d.Uvarint()}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// DecodeHeartbeatProbeAck decodes the payload of a [HeartbeatProbeAck].
+func DecodeHeartbeatProbeAck(d *wire.Decoder) (core.Msg, error) {
+	m := HeartbeatProbeAck{Subject: d.NodeID(), Inc: d.Uvarint()}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // RegisterHeartbeatCodecs registers the decoders of the heartbeat
-// detector's five kinds in c. It fails (wrapping [wire.ErrDuplicateKind])
+// detector's seven kinds in c. It fails (wrapping [wire.ErrDuplicateKind])
 // if one of them is already registered. No kind's message aliases its
 // payload (wire.Codec.RegisterDetached).
 func RegisterHeartbeatCodecs(c *wire.Codec) error {
@@ -201,6 +271,8 @@ func RegisterHeartbeatCodecs(c *wire.Codec) error {
 		{KindHeartbeatPong, "fd.HeartbeatPong", DecodeHeartbeatPong},
 		{KindHeartbeatNotice, "fd.HeartbeatNotice", DecodeHeartbeatNotice},
 		{KindHeartbeatNoticeAck, "fd.HeartbeatNoticeAck", DecodeHeartbeatNoticeAck},
+		{KindHeartbeatProbeReq, "fd.HeartbeatProbeReq", DecodeHeartbeatProbeReq},
+		{KindHeartbeatProbeAck, "fd.HeartbeatProbeAck", DecodeHeartbeatProbeAck},
 	} {
 		if err := c.RegisterDetached(r.k, r.name, r.f); err != nil {
 			return err

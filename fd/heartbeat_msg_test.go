@@ -32,6 +32,10 @@ var heartbeatSamples = []wire.Message{
 	HeartbeatNotice{Subject: core.None - 1, Inc: math.MaxUint64, Alive: true},
 	HeartbeatNoticeAck{},
 	HeartbeatNoticeAck{Subject: 7, Inc: 1 << 40, Alive: true},
+	HeartbeatProbeReq{},
+	HeartbeatProbeReq{Subject: 12, Inc: 3},
+	HeartbeatProbeAck{},
+	HeartbeatProbeAck{Subject: core.None - 1, Inc: math.MaxUint64},
 }
 
 // Every message survives encode → decode, and WireSize is its encoded size.
@@ -81,6 +85,11 @@ func TestHeartbeatCodecRejects(t *testing.T) {
 		{"padded varint", KindHeartbeatNotice, []byte{0x85, 0x00, 0, 0}, wire.ErrNonCanonical},
 		{"ack bool 3", KindHeartbeatNoticeAck, []byte{1, 1, 3}, wire.ErrInvalid},
 		{"ack trailing", KindHeartbeatNoticeAck, []byte{1, 1, 1, 0}, wire.ErrTrailing},
+		{"probe of None", KindHeartbeatProbeReq, []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0}, wire.ErrInvalid},
+		{"probe truncated", KindHeartbeatProbeReq, []byte{5}, wire.ErrTruncated},
+		{"probe trailing", KindHeartbeatProbeReq, []byte{5, 1, 0}, wire.ErrTrailing},
+		{"probe ack truncated", KindHeartbeatProbeAck, nil, wire.ErrTruncated},
+		{"probe ack padded", KindHeartbeatProbeAck, []byte{1, 0x81, 0x00}, wire.ErrNonCanonical},
 	} {
 		_, err := c.Unmarshal(tc.k, tc.payload)
 		if !errors.Is(err, tc.want) {
@@ -133,3 +142,5 @@ func FuzzDecodeHeartbeatNotice(f *testing.F) { fuzzHeartbeatDecoder(f, KindHeart
 func FuzzDecodeHeartbeatNoticeAck(f *testing.F) {
 	fuzzHeartbeatDecoder(f, KindHeartbeatNoticeAck)
 }
+func FuzzDecodeHeartbeatProbeReq(f *testing.F) { fuzzHeartbeatDecoder(f, KindHeartbeatProbeReq) }
+func FuzzDecodeHeartbeatProbeAck(f *testing.F) { fuzzHeartbeatDecoder(f, KindHeartbeatProbeAck) }

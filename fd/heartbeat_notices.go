@@ -31,6 +31,7 @@ func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 		r.lastRecv = at
 	}
 	r.flags &^= hbProbing
+	r.viaAt = 0
 	switch r.state {
 	case HeartbeatAlive:
 		return
@@ -72,6 +73,7 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 	r.state = HeartbeatSuspected
 	r.mark = h.env.Now()
 	r.flags &^= hbProbing | hbAccused | hbRefused
+	r.probeUntil = 0
 	if local {
 		r.flags |= hbAccused
 	}
@@ -85,6 +87,7 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 			h.forward(n, core.None)
 		}
 		h.sendNotice(r.id, n)
+		h.probeIndirect(r)
 	}
 	if r.flags&hbMonitor != 0 {
 		h.demote(r)
@@ -111,7 +114,7 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 		switch {
 		case !n.Alive && n.Inc >= h.inc:
 			h.inc = n.Inc + 1
-			h.refute()
+			h.refute(from)
 		case !n.Alive && (h.refutedAt < 0 || h.env.Now()-h.refutedAt >= h.cfg.Broken):
 			// A suspicion of an older incarnation. Whoever sent it
 			// never learnt the newer one, and neither may others: the
@@ -121,7 +124,11 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 			// has it drops unforwarded. Copies within T_broken of a
 			// refutation (the other monitors' notices of the same
 			// silence) are covered by it.
-			h.refute()
+			h.refute(from)
+		case !n.Alive:
+			// Covered by the last refutation, unless the teller is
+			// the way out of a partial partition: it gets it.
+			h.tellAlive(from)
 		case n.Alive && n.Inc > h.inc:
 			h.inc = n.Inc
 		}
@@ -170,16 +177,61 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 	} else {
 		r.flags |= hbGossipSuspect
 		h.suspect(r, false)
+		if h.cfg.IndirectProbes > 0 && r.state == HeartbeatSuspected {
+			// Every member that still reaches the suspect makes it
+			// refute (its pong is a message from it: touch, then
+			// tell): the accuser's own notice to the suspect
+			// crossed the link that may be down.
+			h.stats.PingsSent++
+			h.send(r.id, HeartbeatPing{})
+		}
 	}
 	h.forward(n, from)
 	h.schedule(r)
 }
 
-// refute broadcasts that this process is alive at its incarnation.
-func (h *HeartbeatDetector) refute() {
+// refute broadcasts that this process is alive at its incarnation. With
+// indirect probes, the process that told it of the suspicion (teller)
+// gets the refutation too, and forwards it: it reached this process,
+// which may reach few others (a partial partition), and the notice must
+// find a way out.
+func (h *HeartbeatDetector) refute(teller core.NodeID) {
 	h.stats.Refutations++
 	h.refutedAt = h.env.Now()
 	h.forward(HeartbeatNotice{Subject: h.self, Inc: h.inc, Alive: true}, core.None)
+	h.tellAlive(teller)
+}
+
+// tellAlive sends teller, with indirect probes on, this process's current
+// refutation, unless forward already sent it there.
+func (h *HeartbeatDetector) tellAlive(teller core.NodeID) {
+	if h.cfg.IndirectProbes == 0 || teller == core.None || teller == h.self || h.forwardTarget(teller) || h.indexOf(teller) < 0 {
+		return
+	}
+	h.sendNotice(teller, HeartbeatNotice{Subject: h.self, Inc: h.inc, Alive: true})
+}
+
+// forwardTarget reports whether forward sends this process's notices to
+// id.
+func (h *HeartbeatDetector) forwardTarget(id core.NodeID) bool {
+	cnt := len(h.members)
+	if cnt < 2 {
+		return false
+	}
+	fan := h.cfg.NoticeFanout
+	if fan == 0 {
+		fan = bits.Len(uint(cnt - 1))
+	}
+	base := h.pos
+	if base < 0 {
+		base = cnt - 1
+	}
+	for j, d := 0, 1; j < fan && d < cnt; j, d = j+1, d*2 {
+		if h.members[(base+d)%cnt] == id {
+			return true
+		}
+	}
+	return false
 }
 
 // forward sends n to the members at distances 1, 2, 4, … after us in the

@@ -145,7 +145,7 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 		due, ok = d, true
 	}
 	if r.state == HeartbeatSuspected {
-		if d := h.brokenDue(r); !ok || d < due {
+		if d := h.verdictDue(r); !ok || d < due {
 			due, ok = d, true
 		}
 		if d, has := h.evidenceDue(r); has && (!ok || d < due) {

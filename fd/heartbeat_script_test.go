@@ -42,13 +42,16 @@ import (
 //	    prints the error, if any, and the configuration in use.
 //	    Keys: k (Monitors), interval, timeout, insurance, broken,
 //	    mesh (FullMeshMax), ring (RingNeighbors), fanout (NoticeFanout),
-//	    health (LocalHealthMax).
+//	    health (LocalHealthMax), probes (IndirectProbes), probe
+//	    (ProbeTimeout). A script runs without indirect probes
+//	    (probes=0, the paper's detector) unless it sets probes.
 //	advance d=5s | to=16s [count] [events] [only=(ids)]
 //	    Moves the clock, firing the detector's timers and the peers'
 //	    periodic sends (see every) in time order; a timer due at the
 //	    time of a send fires first.
 //	recv from=p heartbeat [next=5s] [monitor] | ping | pong
 //	     | notice subject=s [inc=0] [alive] | ack subject=s [inc=0] [alive]
+//	     | probe-req subject=s [inc=0] | probe-ack subject=s [inc=0]
 //	     [bare] [every=100ms | every=(102ms,98ms)]
 //	    Delivers a message of the detector's protocol from p as a Stack
 //	    does: ObserveReceive, then Receive (bare: Receive alone). With
@@ -71,7 +74,7 @@ import (
 //	stall d=1s
 //	    The process's loop stalls: the clock moves and no timer fires.
 //	monitors | state ids=(…) | stats | health | incarnation
-//	| connections | peers
+//	| connections | peers | unreachable
 //	    Print the monitors, what the detector believes of the peers,
 //	    its non-zero counters, its local health, its incarnation, how
 //	    many peer records it keeps and how many are connections, and the
@@ -253,6 +256,8 @@ func (s *hbScript) do(t *testing.T, c *scripttest.Cmd) string {
 		return fmt.Sprintf("tracked %d connections %d", s.h.Tracked(), s.h.Connections())
 	case "incarnation":
 		return fmt.Sprintf("incarnation %d", s.h.Incarnation())
+	case "unreachable":
+		return "unreachable " + hbIDs(s.h.Unreachable())
 	}
 	t.Fatalf("%s: unknown command %q", c.Pos, c.Name)
 	return ""
@@ -274,6 +279,7 @@ func (s *hbScript) init(t *testing.T, c *scripttest.Cmd) string {
 	default:
 		t.Fatalf("%s: unknown preset %q", c.Pos, p)
 	}
+	cfg.IndirectProbes = 0
 	hbScriptConfig(t, c, &cfg)
 	self := core.NodeID(c.IntOr(t, "self", 0))
 	s.env = &hbScriptEnv{Env: coretest.NewEnv(self, uint64(c.IntOr(t, "seed", 1)))}
@@ -430,6 +436,10 @@ func hbMsgString(m core.Msg) string {
 		return "notice " + hbNoticeString(m)
 	case HeartbeatNoticeAck:
 		return "ack " + hbNoticeString(HeartbeatNotice(m))
+	case HeartbeatProbeReq:
+		return fmt.Sprintf("probe-req %v inc=%d", m.Subject, m.Inc)
+	case HeartbeatProbeAck:
+		return fmt.Sprintf("probe-ack %v inc=%d", m.Subject, m.Inc)
 	}
 	return fmt.Sprintf("%T %v", m, m)
 }
@@ -472,8 +482,12 @@ func hbScriptMsg(t *testing.T, c *scripttest.Cmd) core.Msg {
 		return notice()
 	case c.Has("ack"):
 		return HeartbeatNoticeAck(notice())
+	case c.Has("probe-req"):
+		return HeartbeatProbeReq{Subject: core.NodeID(c.Int(t, "subject")), Inc: uint64(c.IntOr(t, "inc", 0))}
+	case c.Has("probe-ack"):
+		return HeartbeatProbeAck{Subject: core.NodeID(c.Int(t, "subject")), Inc: uint64(c.IntOr(t, "inc", 0))}
 	}
-	t.Fatalf("%s: recv: no message (heartbeat, ping, pong, notice, ack)", c.Pos)
+	t.Fatalf("%s: recv: no message (heartbeat, ping, pong, notice, ack, probe-req, probe-ack)", c.Pos)
 	return nil
 }
 
@@ -488,6 +502,8 @@ func hbScriptConfig(t *testing.T, c *scripttest.Cmd, cfg *HeartbeatConfig) {
 	cfg.RingNeighbors = c.IntOr(t, "ring", cfg.RingNeighbors)
 	cfg.NoticeFanout = c.IntOr(t, "fanout", cfg.NoticeFanout)
 	cfg.LocalHealthMax = c.IntOr(t, "health", cfg.LocalHealthMax)
+	cfg.IndirectProbes = c.IntOr(t, "probes", cfg.IndirectProbes)
+	cfg.ProbeTimeout = hbDuration(t, c, "probe", cfg.ProbeTimeout)
 }
 
 func hbConfigString(c HeartbeatConfig) string {

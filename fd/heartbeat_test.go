@@ -155,14 +155,17 @@ func TestHeartbeatConfigValidate(t *testing.T) {
 		t.Errorf("aggressive interval %v, want 100ms", a.Interval)
 	}
 	for name, mut := range map[string]func(*HeartbeatConfig){
-		"Monitors":      func(c *HeartbeatConfig) { c.Monitors = 0 },
-		"Interval":      func(c *HeartbeatConfig) { c.Interval = -1 },
-		"Timeout":       func(c *HeartbeatConfig) { c.Timeout = 0 },
-		"Insurance":     func(c *HeartbeatConfig) { c.Insurance = c.Interval - 1 },
-		"Broken":        func(c *HeartbeatConfig) { c.Broken = -1 },
-		"FullMeshMax":   func(c *HeartbeatConfig) { c.FullMeshMax = -1 },
-		"RingNeighbors": func(c *HeartbeatConfig) { c.RingNeighbors = -1 },
-		"NoticeFanout":  func(c *HeartbeatConfig) { c.NoticeFanout = 33 },
+		"Monitors":                func(c *HeartbeatConfig) { c.Monitors = 0 },
+		"Interval":                func(c *HeartbeatConfig) { c.Interval = -1 },
+		"Timeout":                 func(c *HeartbeatConfig) { c.Timeout = 0 },
+		"Insurance":               func(c *HeartbeatConfig) { c.Insurance = c.Interval - 1 },
+		"Broken":                  func(c *HeartbeatConfig) { c.Broken = -1 },
+		"FullMeshMax":             func(c *HeartbeatConfig) { c.FullMeshMax = -1 },
+		"RingNeighbors":           func(c *HeartbeatConfig) { c.RingNeighbors = -1 },
+		"NoticeFanout":            func(c *HeartbeatConfig) { c.NoticeFanout = 33 },
+		"IndirectProbes negative": func(c *HeartbeatConfig) { c.IndirectProbes = -1 },
+		"IndirectProbes 17":       func(c *HeartbeatConfig) { c.IndirectProbes = 17 },
+		"ProbeTimeout":            func(c *HeartbeatConfig) { c.ProbeTimeout = -time.Millisecond },
 	} {
 		c := DefaultHeartbeatConfig()
 		mut(&c)

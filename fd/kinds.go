@@ -20,7 +20,7 @@ import (
 // checks them against MakeKind.
 const (
 	// Heartbeat detector (Phoenix §4), numbers 1–15. Owned by heartbeat*.go;
-	// 6–15 are reserved for it.
+	// 8–15 are reserved for it.
 
 	// KindHeartbeat is a heartbeat sent by a node to its monitors.
 	KindHeartbeat = core.Kind(core.ProtoFD)<<8 | 1
@@ -34,9 +34,15 @@ const (
 	// KindHeartbeatNoticeAck acknowledges a KindHeartbeatNotice (notices
 	// are retransmitted until acknowledged).
 	KindHeartbeatNoticeAck = core.Kind(core.ProtoFD)<<8 | 5
+	// KindHeartbeatProbeReq asks a helper to reach a suspect on the
+	// sender's behalf (an indirect probe).
+	KindHeartbeatProbeReq = core.Kind(core.ProtoFD)<<8 | 6
+	// KindHeartbeatProbeAck tells the requester of an indirect probe that
+	// the helper heard from the suspect.
+	KindHeartbeatProbeAck = core.Kind(core.ProtoFD)<<8 | 7
 
 	// Gossip detector (P2P-MPI §5), numbers 16–31. Owned by gossip*.go;
-	// 19–31 are reserved for it.
+	// 21–31 are reserved for it.
 
 	// KindGossip carries a heartbeat table ([GossipMsg]).
 	KindGossip = core.Kind(core.ProtoFD)<<8 | 16
@@ -45,6 +51,12 @@ const (
 	KindGossipPing = core.Kind(core.ProtoFD)<<8 | 17
 	// KindGossipPong answers a KindGossipPing ([GossipPong]).
 	KindGossipPong = core.Kind(core.ProtoFD)<<8 | 18
+	// KindGossipProbeReq asks a helper to ping a suspect on the sender's
+	// behalf ([GossipProbeReq]).
+	KindGossipProbeReq = core.Kind(core.ProtoFD)<<8 | 19
+	// KindGossipProbeAck tells the requester that the suspect answered the
+	// helper ([GossipProbeAck]).
+	KindGossipProbeAck = core.Kind(core.ProtoFD)<<8 | 20
 )
 
 var kindNames = map[core.Kind]string{
@@ -53,9 +65,13 @@ var kindNames = map[core.Kind]string{
 	KindHeartbeatPong:      "heartbeat-pong",
 	KindHeartbeatNotice:    "heartbeat-notice",
 	KindHeartbeatNoticeAck: "heartbeat-notice-ack",
+	KindHeartbeatProbeReq:  "heartbeat-probe-req",
+	KindHeartbeatProbeAck:  "heartbeat-probe-ack",
 	KindGossip:             "gossip",
 	KindGossipPing:         "gossip-ping",
 	KindGossipPong:         "gossip-pong",
+	KindGossipProbeReq:     "gossip-probe-req",
+	KindGossipProbeAck:     "gossip-probe-ack",
 }
 
 // KindName returns the name of an fd message kind ("gossip",

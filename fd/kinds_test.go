@@ -18,9 +18,15 @@ func TestKindNumbers(t *testing.T) {
 		{KindHeartbeat, 1, "heartbeat"},
 		{KindHeartbeatPing, 2, "heartbeat-ping"},
 		{KindHeartbeatPong, 3, "heartbeat-pong"},
+		{KindHeartbeatNotice, 4, "heartbeat-notice"},
+		{KindHeartbeatNoticeAck, 5, "heartbeat-notice-ack"},
+		{KindHeartbeatProbeReq, 6, "heartbeat-probe-req"},
+		{KindHeartbeatProbeAck, 7, "heartbeat-probe-ack"},
 		{KindGossip, 16, "gossip"},
 		{KindGossipPing, 17, "gossip-ping"},
 		{KindGossipPong, 18, "gossip-pong"},
+		{KindGossipProbeReq, 19, "gossip-probe-req"},
+		{KindGossipProbeAck, 20, "gossip-probe-ack"},
 	} {
 		if want := core.MakeKind(core.ProtoFD, c.n); c.k != want {
 			t.Errorf("%s = %v, want %v", c.name, c.k, want)

@@ -1,0 +1,159 @@
+package fd
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/core/coretest"
+	"github.com/cohort-mp/cohort/topo"
+)
+
+// silentSuspect runs a detector of 4 members as node 0 in which node 3 is
+// silent from the start (nodes 1 and 2 gossip) up to its suspicion at 3 s
+// (DBRR, c = 6 rounds), and returns the probe requests sent then and their
+// destinations.
+func silentSuspect(t *testing.T, cfg GossipConfig) (*Gossip, *coretest.Env, []GossipProbeReq, []core.NodeID) {
+	t.Helper()
+	members := gfirst(4)
+	g, env := startGossip(t, cfg, 0, members)
+	for k := uint32(1); env.Now() < 3*time.Second; k++ {
+		g.Receive(1, gossipTable(t, members, 0, k, k, 0))
+		env.Advance(500*time.Millisecond, g)
+	}
+	if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Suspected{Node: 3}) {
+		t.Fatalf("at %v emitted %v, want [Suspected n3]", env.Now(), evs)
+	}
+	var reqs []GossipProbeReq
+	var to []core.NodeID
+	for _, s := range env.TakeSent() {
+		if m, ok := s.Msg.(GossipProbeReq); ok {
+			reqs = append(reqs, m)
+			to = append(to, s.To)
+		}
+	}
+	slices.Sort(to)
+	return g, env, reqs, to
+}
+
+// TestGossipIndirectProbeRefutes: the consensus phase asks the other
+// members to ping the suspect; an answer from one of them (the suspect's
+// link to this node is down, both ways or one way: our pings or its pongs
+// are lost) ends the suspicion as a pong would, and the suspect is
+// reported unreachable, not failed.
+func TestGossipIndirectProbeRefutes(t *testing.T) {
+	g, env, reqs, to := silentSuspect(t, gossipTestConfig(topo.DoubleBinaryRoundRobin))
+	if !slices.Equal(to, gids(1, 2)) || reqs[0].Subject != 3 || reqs[0] != reqs[1] {
+		t.Fatalf("probe requests %v to %v, want one about n3 to each of n1, n2", reqs, to)
+	}
+	env.AdvanceTo(3700*time.Millisecond, g)
+	g.Receive(2, GossipProbeAck{Seq: reqs[0].Seq + 1, Subject: 3}) // not our request
+	g.Receive(2, GossipProbeAck{Seq: reqs[0].Seq, Subject: 1})     // not our suspect
+	if evs := env.TakeEmitted(); len(evs) != 0 {
+		t.Fatalf("a foreign answer emitted %v", evs)
+	}
+	g.Receive(2, GossipProbeAck{Seq: reqs[0].Seq, Subject: 3, Beat: 5})
+	if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Unsuspected{Node: 3}) {
+		t.Fatalf("the helper's answer emitted %v, want [Unsuspected n3]", evs)
+	}
+	if g.Status(3) != StatusAlive || !slices.Equal(g.Unreachable(), gids(3)) {
+		t.Fatalf("status %v, unreachable %v; want alive, [n3]", g.Status(3), g.Unreachable())
+	}
+	if st := g.ProbeStats(); st.Requests != 2 || st.IndirectAlive != 1 {
+		t.Fatalf("stats %+v, want 2 requests, 1 indirect alive", st)
+	}
+	env.AdvanceTo(5*time.Second, g)
+	for _, ev := range env.TakeEmitted() {
+		if ev == (core.Failed{Node: 3}) {
+			t.Fatalf("n3 declared failed at %v after a helper reached it", env.Now())
+		}
+	}
+	// A message from n3 itself: reachable again.
+	g.Receive(3, GossipPong{Seq: 999})
+	if u := g.Unreachable(); len(u) != 0 {
+		t.Fatalf("unreachable %v after a message from n3", u)
+	}
+}
+
+// TestGossipIndirectProbeUnanswered: no helper reaches the suspect (a
+// crash, or every link to it cut): the failure is declared when both the
+// pings and the probe have had their time, T_verdict after the suspicion —
+// T_consensus with the default ProbeTimeout, so the detection bound of
+// the paper's detector holds unchanged; a longer ProbeTimeout postpones it.
+func TestGossipIndirectProbeUnanswered(t *testing.T) {
+	for _, c := range []struct {
+		probe, want time.Duration
+	}{{0, 4 * time.Second}, {1500 * time.Millisecond, 4500 * time.Millisecond}, {300 * time.Millisecond, 4 * time.Second}} {
+		cfg := gossipTestConfig(topo.DoubleBinaryRoundRobin)
+		cfg.ProbeTimeout = c.probe
+		g, env, _, _ := silentSuspect(t, cfg)
+		if got := 3*time.Second + cfg.VerdictTime(); got != c.want {
+			t.Fatalf("probe %v: VerdictTime gives %v, want %v", c.probe, got, c.want)
+		}
+		env.AdvanceTo(c.want-time.Nanosecond, g)
+		if evs := env.TakeEmitted(); len(evs) != 0 {
+			t.Fatalf("probe %v: emitted %v before %v", c.probe, evs, c.want)
+		}
+		env.AdvanceTo(c.want, g)
+		if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Failed{Node: 3}) {
+			t.Fatalf("probe %v: emitted %v at %v, want [Failed n3]", c.probe, evs, c.want)
+		}
+	}
+}
+
+// TestGossipIndirectProbeOff: IndirectProbes = 0 is the paper's detector:
+// no request, the verdict at T_consensus.
+func TestGossipIndirectProbeOff(t *testing.T) {
+	cfg := gossipTestConfig(topo.DoubleBinaryRoundRobin)
+	cfg.IndirectProbes = 0
+	cfg.ProbeTimeout = 5 * time.Second // ignored
+	g, env, reqs, _ := silentSuspect(t, cfg)
+	if len(reqs) != 0 {
+		t.Fatalf("sent probe requests %v with IndirectProbes = 0", reqs)
+	}
+	env.AdvanceTo(4*time.Second, g)
+	if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Failed{Node: 3}) {
+		t.Fatalf("emitted %v at 4s, want [Failed n3]", evs)
+	}
+}
+
+// TestGossipHelperAnswers: the helper's side. A request makes it ping the
+// suspect; the suspect's pong to that ping is answered to the requester,
+// once, with the heartbeat the helper holds; a pong after the probe's
+// time is not; a request about the helper itself is answered at once.
+func TestGossipHelperAnswers(t *testing.T) {
+	members := gfirst(4)
+	g, env := startGossip(t, gossipTestConfig(topo.DoubleBinaryRoundRobin), 1, members)
+	g.Receive(2, gossipTable(t, members, 0, 0, 0, 7))
+	env.TakeSent()
+	g.Receive(0, GossipProbeReq{Seq: 40, Subject: 3})
+	sent := env.TakeSent()
+	if len(sent) != 1 || sent[0].To != 3 {
+		t.Fatalf("helper sent %v, want a ping to n3", sent)
+	}
+	ping := sent[0].Msg.(GossipPing)
+	g.Receive(3, GossipPong{Seq: ping.Seq})
+	g.Receive(3, GossipPong{Seq: ping.Seq}) // a duplicate
+	sent = env.TakeSent()
+	if len(sent) != 1 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 7}) {
+		t.Fatalf("helper sent %v, want one probe-ack{40 n3 beat 7} to n0", sent)
+	}
+	g.Receive(0, GossipProbeReq{Seq: 41, Subject: 3})
+	ping = env.TakeSent()[0].Msg.(GossipPing)
+	env.Advance(2*time.Second, g) // past ProbeTimeout (T_consensus = 1 s)
+	env.TakeSent()
+	g.Receive(3, GossipPong{Seq: ping.Seq})
+	for _, s := range env.TakeSent() {
+		if _, ok := s.Msg.(GossipProbeAck); ok {
+			t.Fatalf("answered a probe after its time: %v", s)
+		}
+	}
+	g.Receive(0, GossipProbeReq{Seq: 42, Subject: 1})
+	if sent := env.TakeSent(); len(sent) != 1 || sent[0].Msg.(GossipProbeAck).Seq != 42 || sent[0].To != 0 {
+		t.Fatalf("a request about the helper itself: sent %v, want its answer", sent)
+	}
+	if st := g.ProbeStats(); st.Helped != 2 || st.AcksSent != 2 {
+		t.Fatalf("stats %+v, want 2 helped, 2 answers", st)
+	}
+}
