@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -154,4 +156,193 @@ func (w *World) connected(a, b core.NodeID) bool {
 	}
 	g := w.group
 	return g == nil || int(a) >= len(g) || int(b) >= len(g) || g[a] == g[b]
+}
+
+// ReachableNotFailed checks that reachability is not taken for liveness:
+// no live node x is reported [core.Failed] (or, with Excluded, excluded)
+// by a live node y while the links that are not cut still connect them
+// both ways, through any number of live intermediaries: a path y → … → x
+// and a path x → … → y of directed links that no [Cut] (one-way or not)
+// and no [Partition] drops. [NoFalseFailure] asks only for the direct
+// link; a detector that probes through others must do better.
+//
+// A report is judged only when the network has been steady for Settle
+// before it: no fault of the world's plan started or ended (cuts,
+// partitions, loss windows, delay spikes, pauses, crashes, recoveries)
+// in (t − Settle, t], no loss, and x up for at least Settle (a report may
+// concern a previous incarnation). Settle is the detector's longest
+// suspicion-to-verdict time: a suspicion begun while the path was down
+// may end in a verdict after it came back, and a verdict given while a
+// node was slow proves nothing.
+//
+// Use one ReachableNotFailed per World; build it with
+// [NewReachableNotFailed].
+type ReachableNotFailed struct {
+	Settle time.Duration
+	// Excluded, if set, reads exclusions other than core.Failed from an
+	// emitted event (a membership's new view that leaves members out):
+	// the excluding node is the observation's node.
+	Excluded func(e core.Event) []core.NodeID
+
+	// Checked counts the reports judged, Skipped those made while the
+	// network was not steady.
+	Checked, Skipped int
+
+	upSince map[core.NodeID]time.Duration
+	changes []time.Duration // crashes and recoveries seen
+}
+
+// NewReachableNotFailed returns a ReachableNotFailed checker with the
+// given settling time.
+func NewReachableNotFailed(settle time.Duration) *ReachableNotFailed {
+	return &ReachableNotFailed{Settle: settle}
+}
+
+// Name implements Checker.
+func (c *ReachableNotFailed) Name() string { return "reachable-not-failed" }
+
+// Check implements Checker.
+func (c *ReachableNotFailed) Check(w *World, o Obs) error {
+	if c.upSince == nil {
+		c.upSince = map[core.NodeID]time.Duration{}
+	}
+	switch o.Kind {
+	case ObsRecover:
+		c.upSince[o.Node] = o.At
+		c.changes = append(c.changes, o.At)
+	case ObsCrash:
+		c.changes = append(c.changes, o.At)
+	case ObsEmit:
+		var xs []core.NodeID
+		what := "reported %v Failed"
+		if f, ok := o.Event.(core.Failed); ok {
+			xs = []core.NodeID{f.Node}
+		} else if c.Excluded != nil {
+			xs = c.Excluded(o.Event)
+			what = "excluded %v"
+		}
+		for _, x := range xs {
+			if err := c.judge(w, o.Node, x, o.At, what); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *ReachableNotFailed) judge(w *World, y, x core.NodeID, t time.Duration, what string) error {
+	if x == y || !w.Alive(x) || !w.Alive(y) {
+		return nil
+	}
+	if w.loss > 0 || t-c.upSince[x] < c.Settle || !c.steady(w, t) {
+		c.Skipped++
+		return nil
+	}
+	c.Checked++
+	there := w.livePath(y, x)
+	if there == nil {
+		return nil
+	}
+	back := w.livePath(x, y)
+	if back == nil {
+		return nil
+	}
+	return fmt.Errorf(what+", but %v is alive and reachable: path %s there and %s back", x, x, nodePath(there), nodePath(back))
+}
+
+// steady reports whether no fault began or ended in (t − Settle, t].
+func (c *ReachableNotFailed) steady(w *World, t time.Duration) bool {
+	in := func(at time.Duration) bool { return at > t-c.Settle && at <= t }
+	window := func(from, until time.Duration) bool {
+		return in(from) || until != 0 && in(until) || from <= t-c.Settle && until > t
+	}
+	for _, at := range c.changes {
+		if in(at) {
+			return false
+		}
+	}
+	for _, f := range w.Plan() {
+		switch f := f.(type) {
+		case Cut:
+			if in(f.At) || f.Until != 0 && in(f.Until) {
+				return false
+			}
+		case Partition:
+			if in(f.At) || f.Until != 0 && in(f.Until) {
+				return false
+			}
+		case Loss:
+			if window(f.From, f.Until) {
+				return false
+			}
+		case DelaySpike:
+			if window(f.From, f.Until) {
+				return false
+			}
+		case Pause:
+			if window(f.At, f.At+f.For) {
+				return false
+			}
+		default:
+			if in(f.Start()) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// livePath returns a shortest path of links that deliver now from a to b
+// through live, unpaused nodes, a and b included, or nil. It draws
+// nothing from the random sources.
+func (w *World) livePath(a, b core.NodeID) []core.NodeID {
+	n := len(w.nodes)
+	prev := make([]int32, n)
+	for i := range prev {
+		prev[i] = -1
+	}
+	prev[a] = int32(a)
+	queue := []core.NodeID{a}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		if u == b {
+			var path []core.NodeID
+			for v := b; ; v = core.NodeID(prev[v]) {
+				path = append(path, v)
+				if v == a {
+					break
+				}
+			}
+			slices.Reverse(path)
+			return path
+		}
+		for i := range n {
+			v := core.NodeID(i)
+			if prev[v] >= 0 || !w.Alive(v) || w.Paused(v) || !w.delivers(u, v) {
+				continue
+			}
+			prev[v] = int32(u)
+			queue = append(queue, v)
+		}
+	}
+	return nil
+}
+
+// delivers reports whether the link from a to b is neither cut nor across
+// a partition (loss aside).
+func (w *World) delivers(a, b core.NodeID) bool {
+	if w.cuts[pairKey(a, b)] {
+		return false
+	}
+	g := w.group
+	return g == nil || int(a) >= len(g) || int(b) >= len(g) || g[a] == g[b]
+}
+
+func nodePath(p []core.NodeID) string {
+	s := make([]string, len(p))
+	for i, id := range p {
+		s[i] = id.String()
+	}
+	return strings.Join(s, "→")
 }

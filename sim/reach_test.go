@@ -1,0 +1,88 @@
+package sim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// reachWorld runs the direct-link heartbeat detector (50 ms period, 200 ms
+// timeout) over 4 nodes under plan, with a ReachableNotFailed of settle.
+func reachWorld(t *testing.T, plan Plan, settle time.Duration) (*ReachableNotFailed, error) {
+	t.Helper()
+	w := New(Config{Seed: 7, Network: Uniform(100*time.Microsecond, 2*ms)})
+	for range 4 {
+		w.Add(newHeartbeat(4, 50*ms, 200*ms))
+	}
+	if err := plan.Apply(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := NewReachableNotFailed(settle)
+	w.AddChecker(c)
+	w.SetReplay("go test ./sim -run TestReachableNotFailed -seed=%d")
+	return c, w.RunChecked(3 * time.Second)
+}
+
+// TestReachableNotFailed: a detector that trusts the direct link alone
+// declares a node failed across a cut (both ways or one way) although a
+// path through a third node remains: a violation that names both paths.
+// Cut off from everyone, or reported while the network was not steady
+// for Settle, the node may be declared.
+func TestReachableNotFailed(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		plan      Plan
+		settle    time.Duration
+		violation bool
+	}{
+		{"cut both ways", Plan{Cut{A: 0, B: 1, At: time.Second}}, 100 * ms, true},
+		{"cut one way", Plan{Cut{A: 1, B: 0, At: time.Second, OneWay: true}}, 100 * ms, true},
+		{"every link of n1 cut", Plan{Cut{A: 0, B: 1, At: time.Second}, Cut{A: 2, B: 1, At: time.Second}, Cut{A: 3, B: 1, At: time.Second}}, 100 * ms, false},
+		{"no way in to n1", Plan{Cut{A: 0, B: 1, At: time.Second, OneWay: true}, Cut{A: 2, B: 1, At: time.Second, OneWay: true}, Cut{A: 3, B: 1, At: time.Second, OneWay: true}}, 100 * ms, false},
+		{"partition", Plan{Partition{Groups: [][]core.NodeID{{0, 1}}, At: time.Second}}, 100 * ms, false},
+		{"not yet steady", Plan{Cut{A: 0, B: 1, At: time.Second}}, time.Second, false},
+	} {
+		chk, err := reachWorld(t, c.plan, c.settle)
+		if c.violation {
+			if !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "reachable-not-failed") || !strings.Contains(err.Error(), "path") {
+				t.Errorf("%s: err = %v, want a reachable-not-failed violation naming the paths", c.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if c.name == "not yet steady" && (chk.Skipped == 0 || chk.Checked != 0) {
+			t.Errorf("%s: %d reports checked, %d skipped; want all skipped", c.name, chk.Checked, chk.Skipped)
+		}
+		if c.name == "every link of n1 cut" && chk.Checked == 0 {
+			t.Errorf("%s: no report checked", c.name)
+		}
+	}
+}
+
+// TestReachableNotFailedExcluded: exclusions read from other events are
+// judged like failures.
+func TestReachableNotFailedExcluded(t *testing.T) {
+	w := New(Config{Seed: 1, Network: Constant(ms)})
+	for range 3 {
+		w.Add(nop{})
+	}
+	c := NewReachableNotFailed(0)
+	c.Excluded = func(e core.Event) []core.NodeID {
+		if e, ok := e.(core.Suspected); ok {
+			return []core.NodeID{e.Node}
+		}
+		return nil
+	}
+	w.AddChecker(c)
+	w.At(10*ms, func() { w.CutOneWay(0, 2) })
+	w.At(20*ms, func() { w.observe(Obs{Kind: ObsEmit, At: w.Now(), Node: 0, Event: core.Suspected{Node: 2}}) })
+	w.RunUntil(30 * ms)
+	if err := w.Err(); err == nil || !strings.Contains(err.Error(), "excluded n2") || !strings.Contains(err.Error(), "n0→n1→n2") {
+		t.Fatalf("err = %v, want an exclusion of n2 with path n0→n1→n2", err)
+	}
+}
