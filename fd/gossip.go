@@ -97,9 +97,11 @@ type Gossip struct {
 	started  bool
 
 	// Indirect probes (gossip_probe.go): pings sent on others' behalf,
-	// members known alive only through a helper, and counters.
+	// members known alive only through a helper, the last senders (asked
+	// first) and counters.
 	helps       []gossipHelp
 	unreachable []core.NodeID
+	recent      []core.NodeID // the last senders, most recent first
 	probes      GossipProbeStats
 
 	// Reuse of messages, where the Env allows it (the real host): with
@@ -138,6 +140,7 @@ type gossipWatch struct {
 	// number (0: none running) and when its ProbeTimeout ends.
 	probeSeq   uint32
 	probeUntil time.Duration
+	asked      []core.NodeID // the first wave's helpers, until the second
 }
 
 // Timers of the gossip detector.
@@ -200,7 +203,9 @@ func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
 	case GossipProbeReq:
 		g.helpProbe(from, m)
 	case GossipProbeAck:
-		g.probeAnswered(m)
+		if !g.relayAck(m) {
+			g.probeAnswered(m)
+		}
 	}
 }
 
@@ -215,6 +220,8 @@ func (g *Gossip) Fire(t core.Timer) {
 		g.checkCleanup()
 	case gossipProbeDeadline:
 		g.probeExpired(t.seq)
+	case gossipProbeWave:
+		g.secondWave(t.seq)
 	}
 }
 

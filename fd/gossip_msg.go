@@ -79,15 +79,22 @@ type GossipProbeReq struct {
 	Seq uint32
 	// Subject is the suspect.
 	Subject core.NodeID
+	// Hops is how many more times the request may be passed on: a helper
+	// with Hops > 0 also asks helpers of its own (Hops − 1), for a
+	// suspect that only members the requester cannot reach still reach.
+	Hops uint8
 }
 
 // GossipProbeAck (kind [KindGossipProbeAck]) answers a [GossipProbeReq]:
-// Subject answered the helper's ping. Beat is the heartbeat of Subject
-// the helper held then.
+// Subject answered the helper's ping (Pong), or the helper holds a
+// heartbeat of Subject it does not suspect (Beat, the heartbeat it held:
+// news of Subject that reached it by any path, which the requester's
+// table may lack when the schedule's routes cross cut links).
 type GossipProbeAck struct {
 	Seq     uint32
 	Subject core.NodeID
 	Beat    uint32
+	Pong    bool
 }
 
 // Kind returns [KindGossipProbeReq].
@@ -96,35 +103,37 @@ func (GossipProbeReq) Kind() core.Kind { return KindGossipProbeReq }
 // Kind returns [KindGossipProbeAck].
 func (GossipProbeAck) Kind() core.Kind { return KindGossipProbeAck }
 
-// MarshalWire appends Seq and Subject.
+// MarshalWire appends Seq, Subject and Hops.
 func (m GossipProbeReq) MarshalWire(e *wire.Encoder) {
 	e.Uvarint(uint64(m.Seq))
 	e.NodeID(m.Subject)
+	e.Uint8(m.Hops)
 }
 
 // WireSize is the payload size in bytes (equal to wire.Size(m)).
 func (m GossipProbeReq) WireSize() int {
-	return gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject))
+	return gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject)) + 1
 }
 
-// MarshalWire appends Seq, Subject and Beat.
+// MarshalWire appends Seq, Subject, Beat and Pong.
 func (m GossipProbeAck) MarshalWire(e *wire.Encoder) {
 	e.Uvarint(uint64(m.Seq))
 	e.NodeID(m.Subject)
 	e.Uvarint(uint64(m.Beat))
+	e.Bool(m.Pong)
 }
 
 // WireSize is the payload size in bytes (equal to wire.Size(m)).
 func (m GossipProbeAck) WireSize() int {
-	return gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject)) + gossipUvarintLen(uint64(m.Beat))
+	return gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject)) + gossipUvarintLen(uint64(m.Beat)) + 1
 }
 
 func (m GossipProbeReq) String() string {
-	return fmt.Sprintf("gossip-probe-req{%d %v}", m.Seq, m.Subject)
+	return fmt.Sprintf("gossip-probe-req{%d %v hops %d}", m.Seq, m.Subject, m.Hops)
 }
 
 func (m GossipProbeAck) String() string {
-	return fmt.Sprintf("gossip-probe-ack{%d %v beat %d}", m.Seq, m.Subject, m.Beat)
+	return fmt.Sprintf("gossip-probe-ack{%d %v beat %d pong %v}", m.Seq, m.Subject, m.Beat, m.Pong)
 }
 
 // Kind returns [KindGossipPing].
@@ -333,7 +342,7 @@ func DecodeGossipPong(d *wire.Decoder) (core.Msg, error) {
 // DecodeGossipProbeReq decodes a [GossipProbeReq] payload.
 func DecodeGossipProbeReq(d *wire.Decoder) (core.Msg, error) {
 	seq, _ := decodeGossipSeq(d)
-	m := GossipProbeReq{Seq: seq, Subject: d.NodeID()}
+	m := GossipProbeReq{Seq: seq, Subject: d.NodeID(), Hops: d.Uint8()}
 	if err := d.Err(); err != nil {
 		return nil, err
 	}
@@ -345,6 +354,7 @@ func DecodeGossipProbeAck(d *wire.Decoder) (core.Msg, error) {
 	seq, _ := decodeGossipSeq(d)
 	m := GossipProbeAck{Seq: seq, Subject: d.NodeID()}
 	m.Beat, _ = decodeGossipSeq(d)
+	m.Pong = d.Bool()
 	if err := d.Err(); err != nil {
 		return nil, err
 	}

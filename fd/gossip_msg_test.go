@@ -163,11 +163,14 @@ func TestGossipMsgDecodeErrors(t *testing.T) {
 		{"ping seq above uint32", KindGossipPing, enc(func(e *wire.Encoder) { e.Uvarint(1 << 32) }), wire.ErrOverflow},
 		{"pong empty", KindGossipPong, nil, wire.ErrTruncated},
 		{"probe empty", KindGossipProbeReq, nil, wire.ErrTruncated},
-		{"probe seq above uint32", KindGossipProbeReq, enc(func(e *wire.Encoder) { e.Uvarint(1 << 32); e.Uvarint(1) }), wire.ErrOverflow},
-		{"probe of None", KindGossipProbeReq, enc(func(e *wire.Encoder) { e.Uvarint(1); e.Uvarint(uint64(core.None)) }), wire.ErrInvalid},
-		{"probe trailing", KindGossipProbeReq, []byte{1, 1, 0}, wire.ErrTrailing},
+		{"probe seq above uint32", KindGossipProbeReq, enc(func(e *wire.Encoder) { e.Uvarint(1 << 32); e.Uvarint(1); e.Uint8(0) }), wire.ErrOverflow},
+		{"probe of None", KindGossipProbeReq, enc(func(e *wire.Encoder) { e.Uvarint(1); e.Uvarint(uint64(core.None)); e.Uint8(0) }), wire.ErrInvalid},
+		{"probe no hops", KindGossipProbeReq, []byte{1, 1}, wire.ErrTruncated},
+		{"probe trailing", KindGossipProbeReq, []byte{1, 1, 0, 0}, wire.ErrTrailing},
 		{"probe ack no beat", KindGossipProbeAck, []byte{1, 1}, wire.ErrTruncated},
-		{"probe ack beat above uint32", KindGossipProbeAck, enc(func(e *wire.Encoder) { e.Uvarint(1); e.Uvarint(1); e.Uvarint(1 << 32) }), wire.ErrOverflow},
+		{"probe ack no pong", KindGossipProbeAck, []byte{1, 1, 1}, wire.ErrTruncated},
+		{"probe ack pong 2", KindGossipProbeAck, []byte{1, 1, 1, 2}, wire.ErrInvalid},
+		{"probe ack beat above uint32", KindGossipProbeAck, enc(func(e *wire.Encoder) { e.Uvarint(1); e.Uvarint(1); e.Uvarint(1 << 32); e.Bool(true) }), wire.ErrOverflow},
 	} {
 		m, err := c.Unmarshal(tc.kind, tc.b)
 		if !errors.Is(err, tc.want) {
@@ -249,15 +252,15 @@ func FuzzDecodeGossipPong(f *testing.F) {
 
 func FuzzDecodeGossipProbeReq(f *testing.F) {
 	c := gossipCodec(f)
-	f.Add([]byte{1, 7})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0x80, 0x01})
+	f.Add([]byte{1, 7, 1})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0x80, 0x01, 0})
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzGossipDecode(t, c, KindGossipProbeReq, b) })
 }
 
 func FuzzDecodeGossipProbeAck(f *testing.F) {
 	c := gossipCodec(f)
-	f.Add([]byte{1, 7, 9})
-	f.Add([]byte{0x80, 0x01, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{1, 7, 9, 1})
+	f.Add([]byte{0x80, 0x01, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0})
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzGossipDecode(t, c, KindGossipProbeAck, b) })
 }
 
@@ -267,9 +270,9 @@ func TestGossipProbeCodecRoundTrip(t *testing.T) {
 	c := gossipCodec(t)
 	for _, m := range []wire.Message{
 		GossipProbeReq{},
-		GossipProbeReq{Seq: math.MaxUint32, Subject: core.None - 1},
+		GossipProbeReq{Seq: math.MaxUint32, Subject: core.None - 1, Hops: 255},
 		GossipProbeAck{},
-		GossipProbeAck{Seq: 300, Subject: 70_000, Beat: math.MaxUint32},
+		GossipProbeAck{Seq: 300, Subject: 70_000, Beat: math.MaxUint32, Pong: true},
 	} {
 		b, err := c.Marshal(m)
 		if err != nil {

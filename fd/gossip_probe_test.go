@@ -118,10 +118,12 @@ func TestGossipIndirectProbeOff(t *testing.T) {
 	}
 }
 
-// TestGossipHelperAnswers: the helper's side. A request makes it ping the
-// suspect; the suspect's pong to that ping is answered to the requester,
-// once, with the heartbeat the helper holds; a pong after the probe's
-// time is not; a request about the helper itself is answered at once.
+// TestGossipHelperAnswers: the helper's side. A request makes it answer
+// at once with the suspect's heartbeat it holds (news that may have come
+// by a path the requester's tables miss) and ping the suspect; the
+// suspect's pong to that ping is answered to the requester, once; a pong
+// after the probe's time is not; a request about the helper itself is
+// answered at once.
 func TestGossipHelperAnswers(t *testing.T) {
 	members := gfirst(4)
 	g, env := startGossip(t, gossipTestConfig(topo.DoubleBinaryRoundRobin), 1, members)
@@ -129,18 +131,19 @@ func TestGossipHelperAnswers(t *testing.T) {
 	env.TakeSent()
 	g.Receive(0, GossipProbeReq{Seq: 40, Subject: 3})
 	sent := env.TakeSent()
-	if len(sent) != 1 || sent[0].To != 3 {
-		t.Fatalf("helper sent %v, want a ping to n3", sent)
+	if len(sent) != 2 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 7}) || sent[1].To != 3 {
+		t.Fatalf("helper sent %v, want probe-ack{40 n3 beat 7} to n0 and a ping to n3", sent)
 	}
-	ping := sent[0].Msg.(GossipPing)
+	ping := sent[1].Msg.(GossipPing)
 	g.Receive(3, GossipPong{Seq: ping.Seq})
 	g.Receive(3, GossipPong{Seq: ping.Seq}) // a duplicate
 	sent = env.TakeSent()
-	if len(sent) != 1 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 7}) {
-		t.Fatalf("helper sent %v, want one probe-ack{40 n3 beat 7} to n0", sent)
+	if len(sent) != 1 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 7, Pong: true}) {
+		t.Fatalf("helper sent %v, want one probe-ack{40 n3 beat 7 pong} to n0", sent)
 	}
 	g.Receive(0, GossipProbeReq{Seq: 41, Subject: 3})
-	ping = env.TakeSent()[0].Msg.(GossipPing)
+	sent = env.TakeSent()
+	ping = sent[len(sent)-1].Msg.(GossipPing)
 	env.Advance(2*time.Second, g) // past ProbeTimeout (T_consensus = 1 s)
 	env.TakeSent()
 	g.Receive(3, GossipPong{Seq: ping.Seq})
@@ -153,7 +156,60 @@ func TestGossipHelperAnswers(t *testing.T) {
 	if sent := env.TakeSent(); len(sent) != 1 || sent[0].Msg.(GossipProbeAck).Seq != 42 || sent[0].To != 0 {
 		t.Fatalf("a request about the helper itself: sent %v, want its answer", sent)
 	}
-	if st := g.ProbeStats(); st.Helped != 2 || st.AcksSent != 2 {
-		t.Fatalf("stats %+v, want 2 helped, 2 answers", st)
+	if st := g.ProbeStats(); st.Helped != 2 || st.AcksSent != 4 {
+		t.Fatalf("stats %+v, want 2 helped, 4 answers", st)
+	}
+}
+
+// TestGossipIndirectProbeTableAnswer: a helper's answer without a pong
+// refutes only with a heartbeat newer than the one the suspicion began
+// with, and young (at most half T_cleanup old): after a crash, others
+// may hold the dead node's last heartbeat a few rounds fresher.
+func TestGossipIndirectProbeTableAnswer(t *testing.T) {
+	g, env, reqs, _ := silentSuspect(t, gossipTestConfig(topo.DoubleBinaryRoundRobin))
+	seq := reqs[0].Seq
+	for _, old := range []uint32{0, 2} { // the suspected heartbeat; one 4 rounds old (c = 6)
+		g.Receive(1, GossipProbeAck{Seq: seq, Subject: 3, Beat: old})
+		if evs := env.TakeEmitted(); len(evs) != 0 {
+			t.Fatalf("an answer with heartbeat %d emitted %v", old, evs)
+		}
+	}
+	g.Receive(1, GossipProbeAck{Seq: seq, Subject: 3, Beat: 5})
+	if evs := env.TakeEmitted(); len(evs) != 1 || evs[0] != (core.Unsuspected{Node: 3}) {
+		t.Fatalf("a young heartbeat emitted %v, want [Unsuspected n3]", evs)
+	}
+	if b, _ := g.Heartbeat(3); b != 5 {
+		t.Fatalf("heartbeat of n3 = %d, want the helper's 5 merged", b)
+	}
+}
+
+// TestGossipHelperPassesOn: a request with Hops left is passed on to
+// helpers of the helper's own (not the requester, not the suspect), and
+// their answer is relayed back: a suspect two hops away from the
+// requester, through members it cannot reach, is found alive.
+func TestGossipHelperPassesOn(t *testing.T) {
+	members := gfirst(4)
+	g, env := startGossip(t, gossipTestConfig(topo.DoubleBinaryRoundRobin), 1, members)
+	env.TakeSent()
+	g.Receive(0, GossipProbeReq{Seq: 40, Subject: 3, Hops: 1})
+	var sub GossipProbeReq
+	var subTo []core.NodeID
+	for _, s := range env.TakeSent() {
+		if m, ok := s.Msg.(GossipProbeReq); ok {
+			sub = m
+			subTo = append(subTo, s.To)
+		}
+	}
+	if !slices.Equal(subTo, gids(2)) || sub.Subject != 3 || sub.Hops != 0 || sub.Seq == 40 {
+		t.Fatalf("passed on %v to %v, want one request about n3 with no hops left to n2", sub, subTo)
+	}
+	g.Receive(2, GossipProbeAck{Seq: sub.Seq, Subject: 3, Beat: 9, Pong: true})
+	sent := env.TakeSent()
+	if len(sent) != 1 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 9, Pong: true}) {
+		t.Fatalf("relayed %v, want probe-ack{40 n3 beat 9 pong} to n0", sent)
+	}
+	g.Receive(2, GossipProbeAck{Seq: sub.Seq, Subject: 3, Beat: 9, Pong: true})
+	if sent := env.TakeSent(); len(sent) != 0 {
+		t.Fatalf("relayed a second answer: %v", sent)
 	}
 }

@@ -281,11 +281,12 @@ const (
 	hbRefused                         // the current suspicion is our own from a refused connection
 )
 
-// hbPeer is what a process remembers of one peer (112 bytes).
+// hbPeer is what a process remembers of one peer (128 bytes).
 type hbPeer struct {
 	id       core.NodeID
 	flags    uint8
 	state    HeartbeatPeerState
+	waved    bool          // the indirect probe's second wave went out
 	lastSend time.Duration // last message of any layer sent to it
 	lastRecv time.Duration // last message of any layer received from it
 	talkAt   time.Duration // last message of another layer, either way (see idle)
@@ -302,7 +303,12 @@ type hbPeer struct {
 	probeUntil time.Duration
 	// viaAt: when a helper last proved it alive (0: never, or a message
 	// from it arrived since).
-	viaAt   time.Duration
+	viaAt time.Duration
+	// pingAt: suspected, when it was last pinged (indirect probes on).
+	pingAt time.Duration
+	// teller: the peer whose notice made us suspect it (indirect probes
+	// on; core.None: none), owed the refutation (see notice).
+	teller  core.NodeID
 	timer   core.TimerID  // 0: none pending
 	armedAt time.Duration // when the pending timer fires
 }
@@ -511,6 +517,12 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	h.health.fired(r.armedAt, now)
 	switch r.state {
 	case HeartbeatSuspected:
+		if d, ok := h.repingDue(r); ok && now >= d {
+			h.reping(r)
+		}
+		if d, ok := h.waveDue(r); ok && now >= d {
+			h.secondWave(r)
+		}
 		if d, ok := h.evidenceDue(r); ok && now >= d {
 			r.flags |= hbAccused // our own timeout confirms what we heard
 		}

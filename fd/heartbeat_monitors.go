@@ -260,7 +260,7 @@ func (h *HeartbeatDetector) findOrCreate(id core.NodeID) (*hbPeer, bool) {
 		return h.peers[i], false
 	}
 	now := h.env.Now()
-	r := &hbPeer{id: id, lastSend: now, lastRecv: now, beatAt: now, lossAt: -1}
+	r := &hbPeer{id: id, lastSend: now, lastRecv: now, beatAt: now, lossAt: -1, teller: core.None}
 	h.peers = slices.Insert(h.peers, i, r)
 	h.peerIDs = slices.Insert(h.peerIDs, i, id)
 	return r, true

@@ -18,6 +18,7 @@ type hbPending struct {
 	tries uint8
 	n     HeartbeatNotice
 	due   time.Duration // next retransmission
+	every time.Duration // a helper's retransmission period (0: back-off)
 }
 
 // hbRetryTimer is the timer of the notice retransmissions.
@@ -72,6 +73,7 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 	}
 	r.state = HeartbeatSuspected
 	r.mark = h.env.Now()
+	r.pingAt = r.mark
 	r.flags &^= hbProbing | hbAccused | hbRefused
 	r.probeUntil = 0
 	if local {
@@ -157,6 +159,8 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 		r, _ = h.findOrCreate(n.Subject)
 	}
 	r.gInc = n.Inc
+	teller := r.teller
+	r.teller = core.None
 	if n.Alive {
 		r.flags &^= hbGossipSuspect
 		// The subject spoke: as good as a message from it, except that
@@ -176,17 +180,22 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 		h.chooseMonitors(false)
 	} else {
 		r.flags |= hbGossipSuspect
+		r.teller = from
 		h.suspect(r, false)
 		if h.cfg.IndirectProbes > 0 && r.state == HeartbeatSuspected {
 			// Every member that still reaches the suspect makes it
 			// refute (its pong is a message from it: touch, then
 			// tell): the accuser's own notice to the suspect
 			// crossed the link that may be down.
-			h.stats.PingsSent++
-			h.send(r.id, HeartbeatPing{})
+			h.reping(r)
 		}
 	}
 	h.forward(n, from)
+	if n.Alive && h.cfg.IndirectProbes > 0 && teller != core.None && teller != from && teller != n.Subject && !h.forwardTarget(teller) {
+		// The refutation goes back the way the suspicion came: the
+		// teller reached us, and may reach nobody else who hears it.
+		h.sendNotice(teller, n)
+	}
 	h.schedule(r)
 }
 
@@ -260,10 +269,22 @@ func (h *HeartbeatDetector) forward(n HeartbeatNotice, from core.NodeID) {
 
 // sendNotice sends n to to and keeps it until acknowledged.
 func (h *HeartbeatDetector) sendNotice(to core.NodeID, n HeartbeatNotice) {
+	h.sendNoticeEvery(to, n, 0)
+}
+
+// sendNoticeEvery sends n to to and keeps it until acknowledged,
+// retransmitted every period (0: with back-off from T_timeout).
+func (h *HeartbeatDetector) sendNoticeEvery(to core.NodeID, n HeartbeatNotice, every time.Duration) {
 	h.send(to, n)
 	h.stats.NoticesSent++
+	if every > 0 && slices.ContainsFunc(h.pending, func(p hbPending) bool { return p.to == to && p.n == n }) {
+		return
+	}
 	due := h.env.Now() + h.cfg.Timeout
-	h.pending = append(h.pending, hbPending{to: to, n: n, due: due})
+	if every > 0 {
+		due = h.env.Now() + every
+	}
+	h.pending = append(h.pending, hbPending{to: to, n: n, due: due, every: every})
 	h.armRetry(due)
 }
 
@@ -289,6 +310,9 @@ func (h *HeartbeatDetector) retry() {
 			h.stats.NoticesResent++
 			p.tries = min(p.tries+1, 30)
 			p.due = now + min(h.cfg.Timeout<<p.tries, h.cfg.Insurance)
+			if p.every > 0 {
+				p.due = now + p.every
+			}
 		}
 		kept = append(kept, p)
 		if next < 0 || p.due < next {
@@ -311,6 +335,9 @@ func (h *HeartbeatDetector) stillPending(p hbPending) bool {
 	}
 	if p.n.Subject == h.self {
 		return p.n.Alive && p.n.Inc == h.inc
+	}
+	if p.every > 0 {
+		return h.helping(p.n.Subject)
 	}
 	r := h.find(p.n.Subject)
 	return r != nil && r.gInc == p.n.Inc && (r.flags&hbGossipSuspect != 0) == !p.n.Alive

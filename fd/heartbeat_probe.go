@@ -34,13 +34,42 @@ func (h *HeartbeatDetector) verdictDue(r *hbPeer) time.Duration {
 // both proves r alive and makes r refute the suspicion everywhere.
 // Members heard from within the last T_interval + T_timeout are drawn
 // first: a process cut off from most others must ask the few it still
-// reaches, or neither its requests nor their answers get through.
+// reaches, or neither its requests nor their answers get through. Half
+// way through ProbeTimeout, with no answer yet, a second wave asks more
+// (secondWave).
 func (h *HeartbeatDetector) probeIndirect(r *hbPeer) {
-	r.probeUntil = 0
-	k := h.cfg.IndirectProbes
-	if k == 0 {
+	r.probeUntil, r.waved = 0, false
+	if h.cfg.IndirectProbes == 0 || h.askHelpers(r, h.cfg.IndirectProbes) == 0 {
 		return
 	}
+	r.probeUntil = h.env.Now() + h.cfg.probeTimeout()
+}
+
+// hbSecondWave is how many more helpers, in IndirectProbes, the second
+// wave of an indirect probe asks.
+const hbSecondWave = 4
+
+// waveDue is when an unanswered indirect probe of r asks more helpers:
+// half way through its ProbeTimeout.
+func (h *HeartbeatDetector) waveDue(r *hbPeer) (time.Duration, bool) {
+	if r.state != HeartbeatSuspected || r.probeUntil == 0 || r.waved {
+		return 0, false
+	}
+	return r.probeUntil - h.cfg.probeTimeout()/2, true
+}
+
+// secondWave asks up to hbSecondWave·IndirectProbes members (those heard
+// from lately first, as always), since none of the first helpers has
+// answered: they may all be cut off from the suspect, or from us.
+func (h *HeartbeatDetector) secondWave(r *hbPeer) {
+	r.waved = true
+	h.askHelpers(r, hbSecondWave*h.cfg.IndirectProbes)
+}
+
+// askHelpers sends up to k members, neither r nor ones this process
+// doubts, a request to reach r, those heard from within the last
+// T_interval + T_timeout first, and returns how many it asked.
+func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
 	now := h.env.Now()
 	var heard, other []core.NodeID
 	for _, id := range h.members {
@@ -56,19 +85,18 @@ func (h *HeartbeatDetector) probeIndirect(r *hbPeer) {
 			other = append(other, id)
 		}
 	}
-	if len(heard)+len(other) == 0 {
-		return
-	}
 	rng := h.env.Rand()
+	asked := 0
 	for _, cand := range [][]core.NodeID{heard, other} {
-		for i := 0; i < len(cand) && k > 0; i, k = i+1, k-1 {
+		for i := 0; i < len(cand) && asked < k; i++ {
 			j := i + rng.IntN(len(cand)-i)
 			cand[i], cand[j] = cand[j], cand[i]
 			h.send(cand[i], HeartbeatProbeReq{Subject: r.id, Inc: r.gInc})
 			h.stats.ProbeRequests++
+			asked++
 		}
 	}
-	r.probeUntil = now + h.cfg.probeTimeout()
+	return asked
 }
 
 // helpProbe handles a request to reach subject: subject gets the
@@ -82,16 +110,27 @@ func (h *HeartbeatDetector) helpProbe(from core.NodeID, m HeartbeatProbeReq) {
 		h.send(from, HeartbeatProbeAck(m))
 		return
 	}
-	if h.indexOf(m.Subject) < 0 || from == m.Subject {
-		return
+	if from == m.Subject {
+		return // (the suspect need not be in our view: views differ while they change)
 	}
 	h.stats.ProbesHelped++
 	h.helps = slices.DeleteFunc(h.helps, func(p hbHelp) bool {
 		return p.until < now || p.requester == from && p.subject == m.Subject
 	})
-	h.helps = append(h.helps, hbHelp{requester: from, subject: m.Subject, inc: m.Inc, until: now + h.cfg.probeTimeout()})
-	h.stats.NoticesSent++
-	h.send(m.Subject, HeartbeatNotice{Subject: m.Subject, Inc: m.Inc})
+	// The requester's verdict may wait longer than ProbeTimeout (its
+	// T_broken grows with its local health): an answer a little late
+	// can still save the suspect, and costs nothing if it is too late.
+	h.helps = append(h.helps, hbHelp{requester: from, subject: m.Subject, inc: m.Inc, until: now + 2*h.cfg.probeTimeout()})
+	// Repeated four times per ProbeTimeout until the suspect acknowledges:
+	// one copy lost on a flaky link must not cost the suspect its place.
+	h.sendNoticeEvery(m.Subject, HeartbeatNotice{Subject: m.Subject, Inc: m.Inc}, max(h.cfg.probeTimeout()/4, 1))
+}
+
+// helping reports whether a probe on another's behalf about subject is
+// still running.
+func (h *HeartbeatDetector) helping(subject core.NodeID) bool {
+	now := h.env.Now()
+	return slices.ContainsFunc(h.helps, func(p hbHelp) bool { return p.subject == subject && p.until >= now })
 }
 
 // heard answers the probes made on behalf of others about from, which
@@ -136,6 +175,25 @@ func (h *HeartbeatDetector) probeAnswered(m HeartbeatProbeAck) {
 	h.env.Emit(core.Unsuspected{Node: r.id})
 	h.schedule(r)
 	h.chooseMonitors(false)
+}
+
+// repingDue is when suspected r is pinged again: every quarter of
+// ProbeTimeout while the suspicion lasts, with indirect probes on. A link
+// that was down when the suspicion began may come back before the
+// verdict; the suspect's pong then makes this process tell it, and it
+// refutes.
+func (h *HeartbeatDetector) repingDue(r *hbPeer) (time.Duration, bool) {
+	if h.cfg.IndirectProbes == 0 || r.state != HeartbeatSuspected {
+		return 0, false
+	}
+	return r.pingAt + max(h.cfg.probeTimeout()/4, 1), true
+}
+
+// reping pings suspected r again (repingDue).
+func (h *HeartbeatDetector) reping(r *hbPeer) {
+	r.pingAt = h.env.Now()
+	h.stats.PingsSent++
+	h.send(r.id, HeartbeatPing{})
 }
 
 // Unreachable returns the members, in id order, whose last sign of life

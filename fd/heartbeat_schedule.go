@@ -151,6 +151,12 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 		if d, has := h.evidenceDue(r); has && (!ok || d < due) {
 			due, ok = d, true
 		}
+		if d, has := h.repingDue(r); has && (!ok || d < due) {
+			due, ok = d, true
+		}
+		if d, has := h.waveDue(r); has && (!ok || d < due) {
+			due, ok = d, true
+		}
 	}
 	if !ok {
 		if r.timer != 0 {
