@@ -202,6 +202,8 @@ func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
 		}
 	case GossipProbeReq:
 		g.helpProbe(from, m)
+	case GossipProbeRelay:
+		g.relayAnswer(from, m)
 	case GossipProbeAck:
 		if !g.relayAck(m) {
 			g.probeAnswered(m)

@@ -97,6 +97,37 @@ type GossipProbeAck struct {
 	Pong    bool
 }
 
+// GossipProbeRelay (kind [KindGossipProbeRelay]) asks its receiver to
+// pass an answer on: a suspect asked about itself answers the requester
+// directly and also through a few members it heard from lately, since the
+// requester's link from it may be the one that is down. The receiver
+// sends To a [GossipProbeAck] with Seq, Subject (the sender) and Beat, and
+// Pong true.
+type GossipProbeRelay struct {
+	To   core.NodeID
+	Seq  uint32
+	Beat uint32
+}
+
+// Kind returns [KindGossipProbeRelay].
+func (GossipProbeRelay) Kind() core.Kind { return KindGossipProbeRelay }
+
+// MarshalWire appends To, Seq and Beat.
+func (m GossipProbeRelay) MarshalWire(e *wire.Encoder) {
+	e.NodeID(m.To)
+	e.Uvarint(uint64(m.Seq))
+	e.Uvarint(uint64(m.Beat))
+}
+
+// WireSize is the payload size in bytes (equal to wire.Size(m)).
+func (m GossipProbeRelay) WireSize() int {
+	return gossipUvarintLen(uint64(m.To)) + gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Beat))
+}
+
+func (m GossipProbeRelay) String() string {
+	return fmt.Sprintf("gossip-probe-relay{to %v %d beat %d}", m.To, m.Seq, m.Beat)
+}
+
 // Kind returns [KindGossipProbeReq].
 func (GossipProbeReq) Kind() core.Kind { return KindGossipProbeReq }
 
@@ -361,6 +392,17 @@ func DecodeGossipProbeAck(d *wire.Decoder) (core.Msg, error) {
 	return m, nil
 }
 
+// DecodeGossipProbeRelay decodes a [GossipProbeRelay] payload.
+func DecodeGossipProbeRelay(d *wire.Decoder) (core.Msg, error) {
+	m := GossipProbeRelay{To: d.NodeID()}
+	m.Seq, _ = decodeGossipSeq(d)
+	m.Beat, _ = decodeGossipSeq(d)
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func decodeGossipSeq(d *wire.Decoder) (uint32, error) {
 	u := d.Uvarint()
 	if d.Err() == nil && u > math.MaxUint32 {
@@ -371,7 +413,7 @@ func decodeGossipSeq(d *wire.Decoder) (uint32, error) {
 
 // RegisterGossipCodecs registers the decoders of the gossip detector's kinds
 // (KindGossip, KindGossipPing, KindGossipPong, KindGossipProbeReq,
-// KindGossipProbeAck) in c. [RegisterCodecs]
+// KindGossipProbeAck, KindGossipProbeRelay) in c. [RegisterCodecs]
 // registers every fd kind.
 //
 // The tables are decoded into the messages the detector hands back
@@ -390,6 +432,7 @@ func RegisterGossipCodecs(c *wire.Codec) error {
 		{KindGossipPong, "fd.GossipPong", DecodeGossipPong},
 		{KindGossipProbeReq, "fd.GossipProbeReq", DecodeGossipProbeReq},
 		{KindGossipProbeAck, "fd.GossipProbeAck", DecodeGossipProbeAck},
+		{KindGossipProbeRelay, "fd.GossipProbeRelay", DecodeGossipProbeRelay},
 	} {
 		if err := c.RegisterDetached(k.kind, k.name, k.f); err != nil {
 			return err

@@ -167,6 +167,9 @@ func TestGossipMsgDecodeErrors(t *testing.T) {
 		{"probe of None", KindGossipProbeReq, enc(func(e *wire.Encoder) { e.Uvarint(1); e.Uvarint(uint64(core.None)); e.Uint8(0) }), wire.ErrInvalid},
 		{"probe no hops", KindGossipProbeReq, []byte{1, 1}, wire.ErrTruncated},
 		{"probe trailing", KindGossipProbeReq, []byte{1, 1, 0, 0}, wire.ErrTrailing},
+		{"relay to None", KindGossipProbeRelay, enc(func(e *wire.Encoder) { e.Uvarint(uint64(core.None)); e.Uvarint(1); e.Uvarint(1) }), wire.ErrInvalid},
+		{"relay no beat", KindGossipProbeRelay, []byte{1, 1}, wire.ErrTruncated},
+		{"relay trailing", KindGossipProbeRelay, []byte{1, 1, 1, 1}, wire.ErrTrailing},
 		{"probe ack no beat", KindGossipProbeAck, []byte{1, 1}, wire.ErrTruncated},
 		{"probe ack no pong", KindGossipProbeAck, []byte{1, 1, 1}, wire.ErrTruncated},
 		{"probe ack pong 2", KindGossipProbeAck, []byte{1, 1, 1, 2}, wire.ErrInvalid},
@@ -257,6 +260,13 @@ func FuzzDecodeGossipProbeReq(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { fuzzGossipDecode(t, c, KindGossipProbeReq, b) })
 }
 
+func FuzzDecodeGossipProbeRelay(f *testing.F) {
+	c := gossipCodec(f)
+	f.Add([]byte{1, 7, 9})
+	f.Add([]byte{0xfe, 0xff, 0xff, 0xff, 0x0f, 0x80, 0x01, 0})
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzGossipDecode(t, c, KindGossipProbeRelay, b) })
+}
+
 func FuzzDecodeGossipProbeAck(f *testing.F) {
 	c := gossipCodec(f)
 	f.Add([]byte{1, 7, 9, 1})
@@ -273,6 +283,8 @@ func TestGossipProbeCodecRoundTrip(t *testing.T) {
 		GossipProbeReq{Seq: math.MaxUint32, Subject: core.None - 1, Hops: 255},
 		GossipProbeAck{},
 		GossipProbeAck{Seq: 300, Subject: 70_000, Beat: math.MaxUint32, Pong: true},
+		GossipProbeRelay{},
+		GossipProbeRelay{To: core.None - 1, Seq: math.MaxUint32, Beat: 12},
 	} {
 		b, err := c.Marshal(m)
 		if err != nil {

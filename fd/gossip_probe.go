@@ -63,8 +63,13 @@ func (g *Gossip) probeIndirect(w *gossipWatch) {
 	seq := g.nextSeq()
 	asked := g.askHelpers(w.id, core.None, seq, gossipProbeHops, g.cfg.IndirectProbes, nil)
 	if len(asked) == 0 {
-		return
+		return // nobody to go round a cut through
 	}
+	// The suspect itself is asked too: if only the link from it is down
+	// and every path out of this node leads through it, its answer
+	// comes back round the cut (GossipProbeRelay).
+	g.probes.Requests++
+	g.env.Send(w.id, GossipProbeReq{Seq: seq, Subject: w.id, Hops: gossipProbeHops})
 	after := g.cfg.probeTimeout()
 	w.probeSeq, w.probeUntil, w.asked = seq, g.env.Now()+after, asked
 	g.env.SetTimer(after, gossipProbeDeadline{seq: seq})
@@ -90,10 +95,16 @@ func (g *Gossip) secondWave(seq uint32) {
 // except and the members in skip, and returns those it asked. The members it heard
 // from most recently come first (a node cut off from most others must ask
 // the few it still reaches, or neither the requests nor the answers get
-// through), then random ones.
+// through), then random ones, then, if k is not reached, members it
+// doubts.
 func (g *Gossip) askHelpers(subject, except core.NodeID, seq uint32, hops uint8, k int, skip []core.NodeID) []core.NodeID {
 	ok := func(i int) bool {
 		return i >= 0 && i != g.me && g.members[i] != subject && g.members[i] != except && !doubted(g.statusAt(i)) && !slices.Contains(skip, g.members[i])
+	}
+	// Members this node doubts come last: the link from them may be down
+	// while the link to them works.
+	last := func(i int) bool {
+		return i != g.me && g.members[i] != subject && g.members[i] != except && doubted(g.statusAt(i)) && !slices.Contains(skip, g.members[i])
 	}
 	var asked []core.NodeID
 	ask := func(i int) {
@@ -112,11 +123,19 @@ func (g *Gossip) askHelpers(subject, except core.NodeID, seq uint32, hops uint8,
 			cand = append(cand, i)
 		}
 	}
+	var doubtedCand []int
+	for i := range g.members {
+		if last(i) {
+			doubtedCand = append(doubtedCand, i)
+		}
+	}
 	rng := g.env.Rand()
-	for i := 0; i < len(cand) && len(asked) < k; i++ {
-		j := i + rng.IntN(len(cand)-i)
-		cand[i], cand[j] = cand[j], cand[i]
-		ask(cand[i])
+	for _, cs := range [][]int{cand, doubtedCand} {
+		for i := 0; i < len(cs) && len(asked) < k; i++ {
+			j := i + rng.IntN(len(cs)-i)
+			cs[i], cs[j] = cs[j], cs[i]
+			ask(cs[i])
+		}
 	}
 	return asked
 }
@@ -153,6 +172,17 @@ func (g *Gossip) helpProbe(from core.NodeID, m GossipProbeReq) {
 	if m.Subject == g.self {
 		g.probes.AcksSent++
 		g.env.Send(from, GossipProbeAck{Seq: m.Seq, Subject: g.self, Beat: g.own, Pong: true})
+		if m.Hops > 0 {
+			// The requester suspects us: its link from us may be down.
+			// The answer goes round it too.
+			sent := 0
+			for _, id := range g.recent {
+				if id != from && sent < g.cfg.IndirectProbes {
+					sent++
+					g.env.Send(id, GossipProbeRelay{To: from, Seq: m.Seq, Beat: g.own})
+				}
+			}
+		}
 		return
 	}
 	if from == m.Subject {
@@ -176,6 +206,15 @@ func (g *Gossip) helpProbe(from core.NodeID, m GossipProbeReq) {
 		g.askHelpers(m.Subject, from, help.subSeq, m.Hops-1, g.cfg.IndirectProbes, nil)
 	}
 	g.helps = append(g.helps, help)
+}
+
+// relayAnswer passes a suspect's own answer on to its requester.
+func (g *Gossip) relayAnswer(from core.NodeID, m GossipProbeRelay) {
+	if m.To == g.self || m.To == from {
+		return
+	}
+	g.probes.AcksSent++
+	g.env.Send(m.To, GossipProbeAck{Seq: m.Seq, Subject: from, Beat: m.Beat, Pong: true})
 }
 
 // relayAck passes an answer to a request this node passed on back to the

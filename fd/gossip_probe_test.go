@@ -44,8 +44,9 @@ func silentSuspect(t *testing.T, cfg GossipConfig) (*Gossip, *coretest.Env, []Go
 // reported unreachable, not failed.
 func TestGossipIndirectProbeRefutes(t *testing.T) {
 	g, env, reqs, to := silentSuspect(t, gossipTestConfig(topo.DoubleBinaryRoundRobin))
-	if !slices.Equal(to, gids(1, 2)) || reqs[0].Subject != 3 || reqs[0] != reqs[1] {
-		t.Fatalf("probe requests %v to %v, want one about n3 to each of n1, n2", reqs, to)
+	// n3 itself is asked too: its answer goes round a cut from it.
+	if !slices.Equal(to, gids(1, 2, 3)) || reqs[0].Subject != 3 || reqs[0] != reqs[1] || reqs[1] != reqs[2] {
+		t.Fatalf("probe requests %v to %v, want one about n3 to each of n1, n2, n3", reqs, to)
 	}
 	env.AdvanceTo(3700*time.Millisecond, g)
 	g.Receive(2, GossipProbeAck{Seq: reqs[0].Seq + 1, Subject: 3}) // not our request
@@ -60,8 +61,8 @@ func TestGossipIndirectProbeRefutes(t *testing.T) {
 	if g.Status(3) != StatusAlive || !slices.Equal(g.Unreachable(), gids(3)) {
 		t.Fatalf("status %v, unreachable %v; want alive, [n3]", g.Status(3), g.Unreachable())
 	}
-	if st := g.ProbeStats(); st.Requests != 2 || st.IndirectAlive != 1 {
-		t.Fatalf("stats %+v, want 2 requests, 1 indirect alive", st)
+	if st := g.ProbeStats(); st.Requests != 3 || st.IndirectAlive != 1 {
+		t.Fatalf("stats %+v, want 3 requests, 1 indirect alive", st)
 	}
 	env.AdvanceTo(5*time.Second, g)
 	for _, ev := range env.TakeEmitted() {
@@ -211,5 +212,28 @@ func TestGossipHelperPassesOn(t *testing.T) {
 	g.Receive(2, GossipProbeAck{Seq: sub.Seq, Subject: 3, Beat: 9, Pong: true})
 	if sent := env.TakeSent(); len(sent) != 0 {
 		t.Fatalf("relayed a second answer: %v", sent)
+	}
+}
+
+// TestGossipSuspectAnswersAround: a suspect asked about itself answers the
+// requester directly and through members it heard from lately
+// (GossipProbeRelay), which pass the answer on: the requester's link from
+// it may be the one that is down.
+func TestGossipSuspectAnswersAround(t *testing.T) {
+	members := gfirst(4)
+	g, env := startGossip(t, gossipTestConfig(topo.DoubleBinaryRoundRobin), 3, members)
+	g.Receive(2, gossipTable(t, members, 0, 0, 1, 0))
+	env.TakeSent()
+	g.Receive(0, GossipProbeReq{Seq: 40, Subject: 3, Hops: 1})
+	sent := env.TakeSent()
+	if len(sent) != 2 || sent[0].To != 0 || !sent[0].Msg.(GossipProbeAck).Pong || sent[1].To != 2 || sent[1].Msg.(GossipProbeRelay).To != 0 {
+		t.Fatalf("suspect sent %v, want its answer to n0 and a relay of it through n2", sent)
+	}
+	// The relay's side.
+	h, henv := startGossip(t, gossipTestConfig(topo.DoubleBinaryRoundRobin), 2, members)
+	henv.TakeSent()
+	h.Receive(3, GossipProbeRelay{To: 0, Seq: 40, Beat: 9})
+	if sent := henv.TakeSent(); len(sent) != 1 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 9, Pong: true}) {
+		t.Fatalf("relay sent %v, want probe-ack{40 n3 beat 9 pong} to n0", sent)
 	}
 }

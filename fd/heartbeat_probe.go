@@ -27,8 +27,8 @@ func (h *HeartbeatDetector) verdictDue(r *hbPeer) time.Duration {
 	return max(h.brokenDue(r), r.probeUntil)
 }
 
-// probeIndirect asks up to IndirectProbes random members, neither r nor
-// ones this process doubts, to reach r on its behalf. Why other members
+// probeIndirect asks up to IndirectProbes random members to reach r on
+// its behalf (askHelpers says which first). Why other members
 // and not a second ping: the silence may be the link's, not r's (a
 // partial partition, a one-way cut), and a member that still reaches r
 // both proves r alive and makes r refute the suspicion everywhere.
@@ -66,12 +66,13 @@ func (h *HeartbeatDetector) secondWave(r *hbPeer) {
 	h.askHelpers(r, hbSecondWave*h.cfg.IndirectProbes)
 }
 
-// askHelpers sends up to k members, neither r nor ones this process
-// doubts, a request to reach r, those heard from within the last
-// T_interval + T_timeout first, and returns how many it asked.
+// askHelpers sends up to k members other than r a request to reach r,
+// those heard from within the last T_interval + T_timeout first, those
+// this process suspects or holds failed last (the link from them may be
+// down while the link to them works), and returns how many it asked.
 func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
 	now := h.env.Now()
-	var heard, other []core.NodeID
+	var heard, other, doubted []core.NodeID
 	for _, id := range h.members {
 		if id == h.self || id == r.id || id == core.None {
 			continue
@@ -79,6 +80,7 @@ func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
 		p := h.find(id)
 		switch {
 		case p != nil && p.state != HeartbeatAlive:
+			doubted = append(doubted, id)
 		case p != nil && now-p.lastRecv <= h.cfg.Interval+h.cfg.Timeout:
 			heard = append(heard, id)
 		default:
@@ -87,7 +89,7 @@ func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
 	}
 	rng := h.env.Rand()
 	asked := 0
-	for _, cand := range [][]core.NodeID{heard, other} {
+	for _, cand := range [][]core.NodeID{heard, other, doubted} {
 		for i := 0; i < len(cand) && asked < k; i++ {
 			j := i + rng.IntN(len(cand)-i)
 			cand[i], cand[j] = cand[j], cand[i]

@@ -42,7 +42,7 @@ const (
 	KindHeartbeatProbeAck = core.Kind(core.ProtoFD)<<8 | 7
 
 	// Gossip detector (P2P-MPI §5), numbers 16–31. Owned by gossip*.go;
-	// 21–31 are reserved for it.
+	// 22–31 are reserved for it.
 
 	// KindGossip carries a heartbeat table ([GossipMsg]).
 	KindGossip = core.Kind(core.ProtoFD)<<8 | 16
@@ -57,6 +57,9 @@ const (
 	// KindGossipProbeAck tells the requester that the suspect answered the
 	// helper ([GossipProbeAck]).
 	KindGossipProbeAck = core.Kind(core.ProtoFD)<<8 | 20
+	// KindGossipProbeRelay asks a member to pass a suspect's own answer
+	// on to the requester ([GossipProbeRelay]).
+	KindGossipProbeRelay = core.Kind(core.ProtoFD)<<8 | 21
 )
 
 var kindNames = map[core.Kind]string{
@@ -72,6 +75,7 @@ var kindNames = map[core.Kind]string{
 	KindGossipPong:         "gossip-pong",
 	KindGossipProbeReq:     "gossip-probe-req",
 	KindGossipProbeAck:     "gossip-probe-ack",
+	KindGossipProbeRelay:   "gossip-probe-relay",
 }
 
 // KindName returns the name of an fd message kind ("gossip",

@@ -27,6 +27,7 @@ func TestKindNumbers(t *testing.T) {
 		{KindGossipPong, 18, "gossip-pong"},
 		{KindGossipProbeReq, 19, "gossip-probe-req"},
 		{KindGossipProbeAck, 20, "gossip-probe-ack"},
+		{KindGossipProbeRelay, 21, "gossip-probe-relay"},
 	} {
 		if want := core.MakeKind(core.ProtoFD, c.n); c.k != want {
 			t.Errorf("%s = %v, want %v", c.name, c.k, want)
