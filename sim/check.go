@@ -162,7 +162,13 @@ func (w *World) AddChecker(c Checker) {
 		})
 	}
 	w.checks.checkers = append(w.checks.checkers, c)
+	if a, ok := c.(attacher); ok {
+		a.attach(w)
+	}
 }
+
+// attacher is a checker that starts watching the world when it is added.
+type attacher interface{ attach(w *World) }
 
 // SetReplay sets the format of the replay command that violations print;
 // see [ReplayCommand].

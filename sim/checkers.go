@@ -166,14 +166,16 @@ func (w *World) connected(a, b core.NodeID) bool {
 // and no [Partition] drops. [NoFalseFailure] asks only for the direct
 // link; a detector that probes through others must do better.
 //
-// A report is judged only when the network has been steady for Settle
-// before it: no fault of the world's plan started or ended (cuts,
-// partitions, loss windows, delay spikes, pauses, crashes, recoveries)
-// in (t − Settle, t], no loss, and x up for at least Settle (a report may
-// concern a previous incarnation). Settle is the detector's longest
-// suspicion-to-verdict time: a suspicion begun while the path was down
-// may end in a verdict after it came back, and a verdict given while a
-// node was slow proves nothing.
+// A report at t is judged only if such paths existed all through
+// [t − Settle, t] (the network changes only at the plan's fault times and
+// at crashes and recoveries, where the checker looks at it), with no loss
+// and x up since t − Settle or before. Settle is the detector's longest
+// suspicion-to-verdict time: a suspicion begun while no path existed may
+// end in a verdict after one came back. The checker reads the world's
+// plan at each observation; faults applied to the world otherwise (Cut,
+// Partition called directly) are seen only at the next crash, recovery or
+// planned fault; a node counts from the first such moment after it
+// started.
 //
 // Use one ReachableNotFailed per World; build it with
 // [NewReachableNotFailed].
@@ -184,12 +186,25 @@ type ReachableNotFailed struct {
 	// the excluding node is the observation's node.
 	Excluded func(e core.Event) []core.NodeID
 
-	// Checked counts the reports judged, Skipped those made while the
-	// network was not steady.
+	// Checked counts the reports of live nodes judged against the paths,
+	// Skipped those that could not be (loss, or x restarted within
+	// Settle).
 	Checked, Skipped int
 
+	started bool
+	planned int // faults of the world's plan whose times are scheduled
 	upSince map[core.NodeID]time.Duration
-	changes []time.Duration // crashes and recoveries seen
+	states  []netState // the network at each change, in time order
+}
+
+// netState is the network from at on: directed cuts, partition groups,
+// loss, and the nodes that are up and not paused.
+type netState struct {
+	at    time.Duration
+	cuts  map[uint64]bool
+	group []int32
+	loss  float64
+	up    []bool
 }
 
 // NewReachableNotFailed returns a ReachableNotFailed checker with the
@@ -203,15 +218,18 @@ func (c *ReachableNotFailed) Name() string { return "reachable-not-failed" }
 
 // Check implements Checker.
 func (c *ReachableNotFailed) Check(w *World, o Obs) error {
-	if c.upSince == nil {
-		c.upSince = map[core.NodeID]time.Duration{}
+	if !c.started {
+		c.attach(w)
+	}
+	if w.faults != nil && len(w.faults.plan) > c.planned {
+		c.schedule(w)
 	}
 	switch o.Kind {
 	case ObsRecover:
 		c.upSince[o.Node] = o.At
-		c.changes = append(c.changes, o.At)
+		c.snap(w)
 	case ObsCrash:
-		c.changes = append(c.changes, o.At)
+		c.snap(w)
 	case ObsEmit:
 		var xs []core.NodeID
 		what := "reported %v Failed"
@@ -230,73 +248,96 @@ func (c *ReachableNotFailed) Check(w *World, o Obs) error {
 	return nil
 }
 
+// attach records the network as it is when the checker is added.
+func (c *ReachableNotFailed) attach(w *World) {
+	c.started = true
+	c.upSince = map[core.NodeID]time.Duration{}
+	c.snap(w)
+	if w.faults != nil {
+		c.schedule(w)
+	}
+}
+
+// schedule arranges to record the network at every time the faults of
+// the plan applied since the last call change it.
+func (c *ReachableNotFailed) schedule(w *World) {
+	var times []time.Duration
+	for _, f := range w.faults.plan[c.planned:] {
+		times = append(times, f.Start())
+		switch f := f.(type) {
+		case Cut:
+			times = append(times, f.Until)
+		case Partition:
+			times = append(times, f.Until)
+		case Loss:
+			times = append(times, f.Until)
+		case Pause:
+			times = append(times, f.At+f.For)
+		}
+	}
+	c.planned = len(w.faults.plan)
+	slices.Sort(times)
+	missed := false
+	for _, t := range slices.Compact(times) {
+		if t >= w.now {
+			w.At(t, func() { c.snap(w) })
+		} else {
+			missed = true
+		}
+	}
+	if missed { // faults applied late, or not observed until now
+		c.snap(w)
+	}
+}
+
+func (c *ReachableNotFailed) snap(w *World) {
+	s := netState{at: w.now, cuts: make(map[uint64]bool, len(w.cuts)), group: slices.Clone(w.group), loss: w.loss, up: make([]bool, len(w.nodes))}
+	for k, v := range w.cuts {
+		s.cuts[k] = v
+	}
+	for i := range w.nodes {
+		s.up[i] = w.nodes[i].alive && w.nodes[i].started && !w.nodes[i].paused
+	}
+	if k := len(c.states); k > 0 && c.states[k-1].at == s.at {
+		c.states[k-1] = s
+		return
+	}
+	c.states = append(c.states, s)
+}
+
 func (c *ReachableNotFailed) judge(w *World, y, x core.NodeID, t time.Duration, what string) error {
 	if x == y || !w.Alive(x) || !w.Alive(y) {
 		return nil
 	}
-	if w.loss > 0 || t-c.upSince[x] < c.Settle || !c.steady(w, t) {
+	if _, restarted := c.upSince[x]; restarted && t-c.upSince[x] < c.Settle {
 		c.Skipped++
 		return nil
 	}
-	c.Checked++
-	there := w.livePath(y, x)
-	if there == nil {
-		return nil
+	var there, back []core.NodeID
+	for i := len(c.states) - 1; i >= 0; i-- {
+		s := &c.states[i]
+		if s.loss > 0 {
+			c.Skipped++
+			return nil
+		}
+		if i == len(c.states)-1 {
+			c.Checked++
+		}
+		if there, back = s.path(y, x), s.path(x, y); there == nil || back == nil {
+			return nil
+		}
+		if s.at <= t-c.Settle {
+			break
+		}
 	}
-	back := w.livePath(x, y)
-	if back == nil {
-		return nil
-	}
+	there, back = c.states[len(c.states)-1].path(y, x), c.states[len(c.states)-1].path(x, y)
 	return fmt.Errorf(what+", but %v is alive and reachable: path %s there and %s back", x, x, nodePath(there), nodePath(back))
 }
 
-// steady reports whether no fault began or ended in (t − Settle, t].
-func (c *ReachableNotFailed) steady(w *World, t time.Duration) bool {
-	in := func(at time.Duration) bool { return at > t-c.Settle && at <= t }
-	window := func(from, until time.Duration) bool {
-		return in(from) || until != 0 && in(until) || from <= t-c.Settle && until > t
-	}
-	for _, at := range c.changes {
-		if in(at) {
-			return false
-		}
-	}
-	for _, f := range w.Plan() {
-		switch f := f.(type) {
-		case Cut:
-			if in(f.At) || f.Until != 0 && in(f.Until) {
-				return false
-			}
-		case Partition:
-			if in(f.At) || f.Until != 0 && in(f.Until) {
-				return false
-			}
-		case Loss:
-			if window(f.From, f.Until) {
-				return false
-			}
-		case DelaySpike:
-			if window(f.From, f.Until) {
-				return false
-			}
-		case Pause:
-			if window(f.At, f.At+f.For) {
-				return false
-			}
-		default:
-			if in(f.Start()) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// livePath returns a shortest path of links that deliver now from a to b
-// through live, unpaused nodes, a and b included, or nil. It draws
-// nothing from the random sources.
-func (w *World) livePath(a, b core.NodeID) []core.NodeID {
-	n := len(w.nodes)
+// path returns a shortest path of links that deliver from a to b through
+// nodes up in s, a and b included, or nil.
+func (s *netState) path(a, b core.NodeID) []core.NodeID {
+	n := len(s.up)
 	prev := make([]int32, n)
 	for i := range prev {
 		prev[i] = -1
@@ -307,19 +348,19 @@ func (w *World) livePath(a, b core.NodeID) []core.NodeID {
 		u := queue[0]
 		queue = queue[1:]
 		if u == b {
-			var path []core.NodeID
+			var p []core.NodeID
 			for v := b; ; v = core.NodeID(prev[v]) {
-				path = append(path, v)
+				p = append(p, v)
 				if v == a {
 					break
 				}
 			}
-			slices.Reverse(path)
-			return path
+			slices.Reverse(p)
+			return p
 		}
 		for i := range n {
 			v := core.NodeID(i)
-			if prev[v] >= 0 || !w.Alive(v) || w.Paused(v) || !w.delivers(u, v) {
+			if prev[v] >= 0 || !s.up[v] || !s.delivers(u, v) {
 				continue
 			}
 			prev[v] = int32(u)
@@ -330,19 +371,19 @@ func (w *World) livePath(a, b core.NodeID) []core.NodeID {
 }
 
 // delivers reports whether the link from a to b is neither cut nor across
-// a partition (loss aside).
-func (w *World) delivers(a, b core.NodeID) bool {
-	if w.cuts[pairKey(a, b)] {
+// a partition in s (loss aside).
+func (s *netState) delivers(a, b core.NodeID) bool {
+	if s.cuts[pairKey(a, b)] {
 		return false
 	}
-	g := w.group
+	g := s.group
 	return g == nil || int(a) >= len(g) || int(b) >= len(g) || g[a] == g[b]
 }
 
 func nodePath(p []core.NodeID) string {
-	s := make([]string, len(p))
+	ss := make([]string, len(p))
 	for i, id := range p {
-		s[i] = id.String()
+		ss[i] = id.String()
 	}
-	return strings.Join(s, "→")
+	return strings.Join(ss, "→")
 }
