@@ -13,6 +13,10 @@
 // `cohort sim swarm` is the command over this package:
 //
 //	sum, err := swarm.Run(ctx, swarm.Options{Protocol: "member", Seeds: 100000, Workers: 2})
+//
+// With Options.Faults = FaultsPartial the member swarm runs the membership
+// over the real heartbeat and gossip detectors under partial partitions
+// and one-way cuts (membertest.PartialSwarm).
 package swarm
 
 import (
@@ -132,6 +136,59 @@ var protocols = []Protocol{
 		}}},
 }
 
+// memberPartial is the member swarm under --faults partial: the
+// membership over the real heartbeat and gossip detectors, under partial
+// partitions and one-way cuts.
+var memberPartial = Protocol{
+	Name:     "member",
+	Summary:  "membership over the heartbeat and the gossip detectors under partial partitions and one-way cuts; each seed over both detectors",
+	variants: []variant{partialVariant(membertest.HeartbeatDetector), partialVariant(membertest.GossipDetector)},
+}
+
+func partialVariant(d membertest.Detector) variant {
+	return variant{
+		name: d.String() + " detector",
+		run: func(seed uint64) ran {
+			r := membertest.PartialSwarm(seed, d)
+			return ran{err: r.Err, minority: r.Stuck}
+		},
+		replay: func(seed uint64) string { return membertest.PartialReplayCommand(seed, d) },
+	}
+}
+
+// Faults are the fault sets a swarm can draw from (Options.Faults).
+const (
+	// FaultsDefault is each protocol's own fault set.
+	FaultsDefault = ""
+	// FaultsPartial is, for the member swarm, partial partitions (groups
+	// of 1 to 3 nodes cut from each other, both still reaching the
+	// rest) and one-way cuts besides crashes, joins, recoveries and
+	// whole partitions, with the membership over the real detectors, and
+	// a check that no member is declared failed while a path of uncut
+	// links reaches it.
+	FaultsPartial = "partial"
+)
+
+// lookupFaults returns the swarm named name with the fault set faults.
+func lookupFaults(name, faults string) (Protocol, error) {
+	p, ok := Lookup(name)
+	if !ok {
+		return Protocol{}, fmt.Errorf("%w: unknown protocol %q (want %s)", ErrOption, name, Names())
+	}
+	switch {
+	case faults == FaultsDefault:
+		return p, nil
+	case faults == FaultsPartial && name == "member":
+		return memberPartial, nil
+	case faults == FaultsPartial:
+		return Protocol{}, fmt.Errorf("%w: faults %q is for protocol member only, not %q", ErrOption, faults, name)
+	}
+	return Protocol{}, fmt.Errorf("%w: unknown faults %q (want %q or nothing)", ErrOption, faults, FaultsPartial)
+}
+
+// PartialSummary describes the member swarm under FaultsPartial.
+func PartialSummary() string { return memberPartial.Summary }
+
 func memberVariant(p member.PartitionPolicy) variant {
 	return variant{
 		name: "policy " + p.String(),
@@ -217,8 +274,11 @@ func safeRun(run func(uint64) ran, seed uint64) (o ran) {
 // Options configure Run.
 type Options struct {
 	Protocol string
-	Seeds    int    // how many seeds: From, From+1, …
-	From     uint64 // the first seed
+	// Faults chooses the fault set: FaultsDefault, or FaultsPartial (for
+	// the member swarm).
+	Faults string
+	Seeds  int    // how many seeds: From, From+1, …
+	From   uint64 // the first seed
 	// Workers is how many seeds run at once (default: GOMAXPROCS).
 	Workers int
 	// SeedTimeout is the wall-clock time a seed is expected to take at
@@ -256,9 +316,9 @@ func (s Summary) OK() bool { return s.Failed == 0 && s.Stuck == 0 }
 // It returns early, with what it has, if ctx is cancelled (then the error is
 // ctx's).
 func Run(ctx context.Context, opts Options) (Summary, error) {
-	p, ok := Lookup(opts.Protocol)
-	if !ok {
-		return Summary{}, fmt.Errorf("%w: unknown protocol %q (want %s)", ErrOption, opts.Protocol, Names())
+	p, err := lookupFaults(opts.Protocol, opts.Faults)
+	if err != nil {
+		return Summary{}, err
 	}
 	if opts.Seeds < 1 {
 		return Summary{}, fmt.Errorf("%w: seeds must be at least 1, got %d", ErrOption, opts.Seeds)

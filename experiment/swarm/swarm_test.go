@@ -82,9 +82,28 @@ func TestFailuresAreReported(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
-	for _, o := range []Options{{Protocol: "nope", Seeds: 1}, {Protocol: "member", Seeds: 0}, {Protocol: "member", Seeds: 1, Workers: -1}} {
+	for _, o := range []Options{{Protocol: "nope", Seeds: 1}, {Protocol: "member", Seeds: 0}, {Protocol: "member", Seeds: 1, Workers: -1},
+		{Protocol: "vsync", Faults: FaultsPartial, Seeds: 1}, {Protocol: "member", Faults: "most", Seeds: 1}} {
 		if _, err := Run(context.Background(), o); !errors.Is(err, ErrOption) {
 			t.Errorf("%+v: got %v, want ErrOption", o, err)
 		}
+	}
+}
+
+// TestPartialFaults runs the member swarm under partial partitions and
+// one-way cuts over both detectors, and checks that the default member
+// swarm is unchanged by the option's existence (its seeds replay as they
+// did: the same variants).
+func TestPartialFaults(t *testing.T) {
+	sum, err := Run(context.Background(), Options{Protocol: "member", Faults: FaultsPartial, Seeds: 20, From: 1, Workers: 2})
+	if err != nil || !sum.OK() || sum.Passed != 20 {
+		t.Fatalf("partial: %+v, %v", sum, err)
+	}
+	p, _ := Lookup("member")
+	if len(p.variants) != 2 || p.variants[0].name != "policy paper" || p.variants[1].name != "policy majority" {
+		t.Fatalf("member variants changed: %+v", p.variants)
+	}
+	if r := memberPartial.RunSeed(7); r.Outcome != Passed || memberPartial.variants[0].replay(7) != "go test ./member/membertest -run 'TestPartialSwarm/heartbeat$' -seed=7" {
+		t.Fatalf("seed 7: %+v, replay %q", r, memberPartial.variants[0].replay(7))
 	}
 }

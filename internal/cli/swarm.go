@@ -19,7 +19,7 @@ import (
 // hands it the arguments after "swarm").
 var swarmCommand = &command{
 	name:     "sim swarm",
-	synopsis: "--protocol " + swarm.Names() + " [--seeds N] [--from SEED] [--workers W]",
+	synopsis: "--protocol " + swarm.Names() + " [--faults partial] [--seeds N] [--from SEED] [--workers W]",
 	summary:  "run a protocol's randomized simulation swarm over many seeds",
 	helpFunc: func() string {
 		var b strings.Builder
@@ -35,9 +35,15 @@ Protocols:
 		for _, p := range swarm.Protocols() {
 			fmt.Fprintf(&b, "  %-7s %s\n", p.Name, p.Summary)
 		}
+		fmt.Fprintf(&b, `
+Faults:
+  --faults partial (member only): %s; no member may be declared failed
+  while a path of uncut links still connects it to the one that declared it.
+`, swarm.PartialSummary())
 		b.WriteString(`
 Examples:
   cohort sim swarm --protocol member --seeds 10000
+  cohort sim swarm --protocol member --faults partial --seeds 100000
   cohort sim swarm --protocol vsync --seeds 1000 --workers 2 --from 5000
   cohort sim swarm --protocol member --seeds 1 --from 3040358880`)
 		return b.String()
@@ -51,6 +57,7 @@ func runSwarm(ctx context.Context, c *call) error {
 	seeds := fs.Int("seeds", 1000, "how many seeds")
 	from := fs.Uint64("from", 1, "the first seed")
 	workers := fs.Int("workers", 0, "seeds run at once (default: GOMAXPROCS)")
+	faults := fs.String("faults", "", "the fault set: nothing for the protocol's own, or partial (member only: partial partitions and one-way cuts, over the real detectors)")
 	timeout := fs.Duration("seed-timeout", 2*time.Minute, "wall-clock time a seed should take at most; one over it is marked slow and waited for up to five times as long before it is reported stuck")
 	if err := sub.parse(fs, c.args[1:], 0); err != nil {
 		return err
@@ -61,8 +68,11 @@ func runSwarm(ctx context.Context, c *call) error {
 	if _, ok := swarm.Lookup(*protocol); !ok {
 		return usagef("unknown protocol %q (want %s)", *protocol, swarm.Names())
 	}
+	if *faults != "" && (*faults != swarm.FaultsPartial || *protocol != "member") {
+		return usagef("--faults %q: want partial, with --protocol member", *faults)
+	}
 	bar := newSwarmProgress(c.stderr, *seeds, *protocol)
-	opts := swarm.Options{Protocol: *protocol, Seeds: *seeds, From: *from, Workers: *workers, SeedTimeout: *timeout,
+	opts := swarm.Options{Protocol: *protocol, Faults: *faults, Seeds: *seeds, From: *from, Workers: *workers, SeedTimeout: *timeout,
 		OnResult: func(r swarm.Result) {
 			if r.Outcome != swarm.Passed {
 				bar.clear()

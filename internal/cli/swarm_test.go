@@ -21,12 +21,18 @@ func TestSimSwarm(t *testing.T) {
 		{"sim", "swarm", "--protocol", "nope"},
 		{"sim", "swarm", "--protocol", "member", "--seeds", "0"},
 		{"sim", "swarm", "--protocol", "member", "extra"},
+		{"sim", "swarm", "--protocol", "agree", "--faults", "partial"},
+		{"sim", "swarm", "--protocol", "member", "--faults", "all"},
 	} {
 		if code, _, _ := run(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
 	}
-	if code, out, _ := run(t, "sim", "swarm", "-h"); code != exitOK || !strings.Contains(out, "--protocol member|vsync|stable|replica|agree") {
+	code, out, errs = run(t, "sim", "swarm", "--protocol", "member", "--faults", "partial", "--seeds", "4", "--workers", "2")
+	if code != exitOK || !strings.Contains(out, "swarm member: seeds 1–4: 4 seeds, 4 passed") {
+		t.Errorf("--faults partial: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if code, out, _ := run(t, "sim", "swarm", "-h"); code != exitOK || !strings.Contains(out, "--protocol member|vsync|stable|replica|agree") || !strings.Contains(out, "--faults partial") {
 		t.Errorf("help: exit %d:\n%s", code, out)
 	}
 }

@@ -35,6 +35,9 @@ type Result struct {
 	Stuck    bool  // PartitionMajority: legitimately blocked in a minority
 	Installs int   // views installed, over all nodes
 	Events   uint64
+	// Judged counts the failure verdicts a PartialSwarm judged against
+	// the paths of uncut links (made while the network was steady).
+	Judged int
 }
 
 // Swarm runs the membership swarm on one seed under policy and reports the

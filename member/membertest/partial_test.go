@@ -1,0 +1,71 @@
+package membertest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cohort-mp/cohort/sim/simtest"
+)
+
+// TestPartialSwarm runs PartialSwarm over both detectors: no safety
+// violation, no live member declared failed while a path of uncut links
+// reaches it, and convergence once the network heals.
+func TestPartialSwarm(t *testing.T) {
+	for _, d := range []Detector{HeartbeatDetector, GossipDetector} {
+		t.Run(d.String(), func(t *testing.T) {
+			for _, seed := range simtest.Seeds(t, 30) {
+				res := PartialSwarm(seed, d)
+				if res.Err != nil {
+					t.Fatal(res.Err)
+				}
+				t.Logf("seed %d: %d views installed, %d events (stuck in a minority: %v)", seed, res.Installs, res.Events, res.Stuck)
+			}
+		})
+	}
+}
+
+// TestPartialSwarmRegressionSeeds replays seeds of the partial-partition
+// swarm that once declared a live member failed across a cut although a
+// path reached it. Heartbeat: a helper's single notice lost on a link
+// that came back a moment later (2297), members that heard of a
+// suspicion never trying the suspect again (2712), a refutation that
+// flowed out along the notice fan only and missed the accuser (279),
+// random helpers all behind the cut (2314), and the others of the first
+// campaign. Gossip: helpers that ignored a suspect outside their view
+// (1930), suspects two hops away (17), and the others.
+func TestPartialSwarmRegressionSeeds(t *testing.T) {
+	for _, c := range []struct {
+		d     Detector
+		seeds []uint64
+	}{
+		{HeartbeatDetector, []uint64{217, 279, 305, 702, 892, 1176, 1188, 1263, 1419, 2243, 2297, 2314, 2456, 2509, 2712, 2896}},
+		{GossipDetector, []uint64{11, 17, 386, 392, 1452, 1647, 1930, 2115, 2195, 2239, 2472, 2509, 2635, 2833, 2902}},
+	} {
+		for _, seed := range c.seeds {
+			if res := PartialSwarm(seed, c.d); res.Err != nil {
+				t.Errorf("%v seed %d: %v", c.d, seed, strings.SplitN(res.Err.Error(), "\n", 2)[0])
+			}
+		}
+	}
+}
+
+// TestPartialSwarmCatchesDirectDetectors: without indirect probes the
+// heartbeat detector declares members behind a cut link failed, and the
+// swarm says so: the check can fail.
+func TestPartialSwarmCatchesDirectDetectors(t *testing.T) {
+	caught, judged := 0, 0
+	for _, seed := range simtest.Seeds(t, 300) {
+		res := partialSwarm(seed, HeartbeatDetector, true)
+		judged += res.Judged
+		if res.Err != nil && strings.Contains(res.Err.Error(), "reachable-not-failed") {
+			caught++
+		} else if res.Err != nil && !errors.Is(res.Err, nil) {
+			t.Logf("seed %d: %v", seed, strings.SplitN(res.Err.Error(), "\n", 2)[0])
+		}
+	}
+	t.Logf("%d of 300 seeds caught, %d verdicts judged", caught, judged)
+	if caught == 0 {
+		t.Fatal("no seed caught a live member declared failed across a cut link")
+	}
+}
