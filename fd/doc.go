@@ -350,13 +350,16 @@
 // # Reachability is not liveness: indirect probes
 //
 // A silent peer may be alive behind a broken link (a partial partition, a
-// one-way cut, a firewall rule) while every other member still reaches
-// it. Both detectors therefore ask before they declare (SWIM's ping-req;
-// Phoenix separates "unreachable for a while" from "failed"): when a
-// suspicion of their own starts, they ask k = IndirectProbes other
-// members, drawn with the node's random source among those they do not
-// doubt, to reach the suspect on their behalf ([HeartbeatProbeReq],
-// [GossipProbeReq]). A helper that hears from the suspect answers
+// one-way cut, a firewall rule) while other members still reach it. Both
+// detectors therefore ask before they declare (SWIM's ping-req; Phoenix
+// separates "unreachable for a while" from "failed"): when a suspicion of
+// their own starts, they ask k = IndirectProbes other members to reach
+// the suspect on their behalf ([HeartbeatProbeReq], [GossipProbeReq]),
+// drawn with the node's random source, members heard from lately first
+// (a node cut off from most others must ask the few it still reaches)
+// and members it doubts last (the link from them may be down, the link to
+// them not). Half way through ProbeTimeout, with no answer, a second wave
+// asks four times as many. A helper that hears from the suspect answers
 // ([HeartbeatProbeAck], [GossipProbeAck]); the answer ends the suspicion
 // ([core.Unsuspected]), the suspect stays a member, and it is listed by
 // Unreachable ([HeartbeatDetector.Unreachable], [Gossip.Unreachable])
@@ -379,25 +382,42 @@
 //
 // The default ProbeTimeout is T_broken (heartbeat) and T_consensus
 // (gossip): a process whose every link is cut, or that crashed, is
-// declared failed exactly as fast as without indirect probes
+// declared failed as fast as without indirect probes
 // (testdata/heartbeat/indirect-probe.txt, TestGossipIndirectProbeUnanswered,
-// TestHeartbeatSimWholeHostCrash).
+// TestHeartbeatSimWholeHostCrash, TestGossipSimWholeHostCrash).
 //
-// The heartbeat detector has one more thing to do: its suspicion was
-// broadcast, and the members that only heard it would declare the failure
-// after their own T_broken. With indirect probes on, a helper sends the
-// suspect the suspicion notice itself (the accuser's copy crossed the
-// broken link), every member that hears a suspicion pings the suspect
-// once (so any member that still reaches it makes it refute: the pong is
-// a message from a suspect, which the member answers with the notice),
-// and the suspect sends its refutation to whoever told it, besides the
-// members it forwards notices to, so that a suspect that reaches few
-// members still gets its refutation out. Cost per suspicion: k requests,
-// up to k answers and 2k notices, and a ping and a pong per member. A
-// link that stays cut makes the pair go through a suspicion and its
-// refutation every T_interval + T_timeout; the gossip detector, whose
-// tables go around a cut link, rarely suspects at all.
-// IndirectProbes = 0 is the papers' detectors.
+// Heartbeat detector. Its suspicion was broadcast, and the members that
+// only heard it would declare the failure after their own T_broken. So a
+// helper sends the suspect the suspicion notice itself (the accuser's
+// copy crossed the broken link), repeated four times per ProbeTimeout
+// until the suspect acknowledges; every member that holds a suspicion
+// pings the suspect as often, so any member that reaches it, now or when
+// a link comes back, makes it refute (a pong is a message from a suspect,
+// which the member answers with the notice); and a refutation goes, as
+// well as along the notice fan, to whoever told the suspect and back to
+// whoever told each member of the suspicion, so that it finds its way out
+// of a node that reaches few others and back to the accuser.
+//
+// Gossip detector. Its tables already travel over many paths, so it
+// rarely suspects a live node behind a cut link. When it does, a helper
+// answers at once with the suspect's heartbeat it holds, which refutes if
+// it is newer than the suspected one and at most half T_cleanup old (news
+// that reached the helper by any path; after a crash, others may hold a
+// dead node's last heartbeat a few rounds fresher), pings the suspect,
+// and passes the request on once to helpers of its own (a suspect two
+// hops away); the suspect itself is asked too, and answers through a few
+// members it heard from lately ([GossipProbeRelay]), in case the only
+// way back to the requester goes round it.
+//
+// Cost per suspicion: a few dozen small messages (heartbeat: up to 5k
+// requests and their notices, a ping per member per quarter ProbeTimeout
+// while the suspicion lasts; gossip: up to 5k + k² requests, their pings
+// and answers). A link that stays cut makes the heartbeat detector go
+// through a suspicion and its refutation every T_interval + T_timeout.
+// Limits: a probe reaches a suspect at most two hops (gossip) or one
+// notice flood (heartbeat) away, and helpers come from the node's own
+// view; the simulator's partial-partition swarm counts what is left
+// (docs/VALIDATION.md). IndirectProbes = 0 is the papers' detectors.
 //
 // # Under load
 //

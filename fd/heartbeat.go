@@ -157,7 +157,7 @@ import (
 //
 // # Memory
 //
-// Per peer the detector keeps one record of about 90 bytes (times, flags,
+// Per peer the detector keeps one record of about 150 bytes (times, flags,
 // one timer) only for the peers above: O(k + connections) records, plus
 // one for each peer a notice was received about (it remembers the newest
 // notice, so that a late copy cannot revive a refuted suspicion). With
@@ -281,7 +281,7 @@ const (
 	hbRefused                         // the current suspicion is our own from a refused connection
 )
 
-// hbPeer is what a process remembers of one peer (128 bytes).
+// hbPeer is what a process remembers of one peer (152 bytes).
 type hbPeer struct {
 	id       core.NodeID
 	flags    uint8
@@ -372,7 +372,7 @@ func (h *HeartbeatDetector) Connections() int {
 }
 
 // Tracked returns the number of peer records kept: connections and peers
-// that notices were about. It is the detector's memory, at about 90 bytes
+// that notices were about. It is the detector's memory, at about 150 bytes
 // a record.
 func (h *HeartbeatDetector) Tracked() int { return len(h.peers) }
 
