@@ -185,6 +185,12 @@ type ReachableNotFailed struct {
 	// emitted event (a membership's new view that leaves members out):
 	// the excluding node is the observation's node.
 	Excluded func(e core.Event) []core.NodeID
+	// Judged, if set, says whether a report by one node about another is
+	// judged at all: a membership judges only reports between members of
+	// one view, since a node outside the other's view (one the membership
+	// excluded) excludes it from nothing. Outside counts those left out.
+	Judged  func(by, about core.NodeID) bool
+	Outside int
 
 	// Checked counts the reports of live nodes judged against the paths,
 	// Skipped those that could not be (loss, or x restarted within
@@ -307,6 +313,10 @@ func (c *ReachableNotFailed) snap(w *World) {
 
 func (c *ReachableNotFailed) judge(w *World, y, x core.NodeID, t time.Duration, what string) error {
 	if x == y || !w.Alive(x) || !w.Alive(y) {
+		return nil
+	}
+	if c.Judged != nil && !c.Judged(y, x) {
+		c.Outside++
 		return nil
 	}
 	if _, restarted := c.upSince[x]; restarted && t-c.upSince[x] < c.Settle {

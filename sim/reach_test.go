@@ -84,6 +84,24 @@ func TestReachableNotFailedSettle(t *testing.T) {
 	}
 }
 
+// TestReachableNotFailedJudged: a report Judged turns away is counted in
+// Outside, not judged.
+func TestReachableNotFailedJudged(t *testing.T) {
+	w := New(Config{Seed: 7, Network: Uniform(100*time.Microsecond, 2*ms)})
+	for range 4 {
+		w.Add(newHeartbeat(4, 50*ms, 200*ms))
+	}
+	if err := (Plan{Cut{A: 0, B: 1, At: time.Second}}).Apply(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := NewReachableNotFailed(100 * ms)
+	c.Judged = func(by, about core.NodeID) bool { return !(by == 0 && about == 1 || by == 1 && about == 0) }
+	w.AddChecker(c)
+	if err := w.RunChecked(3 * time.Second); err != nil || c.Outside != 2 || c.Checked != 0 {
+		t.Fatalf("err = %v, %d outside, %d checked; want no violation, the 2 reports outside", err, c.Outside, c.Checked)
+	}
+}
+
 // cutOff cuts every link of n1 in [from, until).
 func cutOff(from, until time.Duration) Plan {
 	return Plan{Cut{A: 0, B: 1, At: from, Until: until}, Cut{A: 2, B: 1, At: from, Until: until}, Cut{A: 3, B: 1, At: from, Until: until}}
