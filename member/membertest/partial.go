@@ -89,7 +89,9 @@ func PartialReplayCommand(seed uint64, d Detector) string {
 // partition policy is drawn from the seed. Besides the harness's safety
 // checks, a [sim.ReachableNotFailed] fails the run if a live member is
 // declared failed while the uncut links still connect it to the member
-// that declared it.
+// that declared it, both holding views that contain each other (a node
+// the membership excluded, whose view is its own, is counted in
+// Result.Outside instead).
 //
 // Each call builds its own world: calls may run in parallel.
 func PartialSwarm(seed uint64, d Detector) Result { return partialSwarm(seed, d, false) }
@@ -118,9 +120,15 @@ func partialSwarm(seed uint64, d Detector, noProbes bool) Result {
 	h.AddInitial(n)
 	s := &SwarmRun{Seed: seed, H: h, R: r, N: n, Horizon: 10 * time.Second, Bound: 40 * time.Second}
 	reach := sim.NewReachableNotFailed(d.settle())
+	// A verdict counts between members of one view: a node the membership
+	// excluded (or that excluded the other) holds a view of its own, and
+	// its verdict excludes the other from nothing it belongs to.
+	reach.Judged = func(by, about core.NodeID) bool {
+		return slices.Contains(h.Member(by).View().Members, about) && slices.Contains(h.Member(about).View().Members, by)
+	}
 	h.W.AddChecker(reach)
 	err := s.runPartial()
-	return Result{Err: err, Stuck: s.Stuck, Installs: h.Installs, Events: h.W.Stats().Events, Judged: reach.Checked}
+	return Result{Err: err, Stuck: s.Stuck, Installs: h.Installs, Events: h.W.Stats().Events, Judged: reach.Checked, Outside: reach.Outside}
 }
 
 func (s *SwarmRun) runPartial() (err error) {

@@ -36,8 +36,9 @@ type Result struct {
 	Installs int   // views installed, over all nodes
 	Events   uint64
 	// Judged counts the failure verdicts a PartialSwarm judged against
-	// the paths of uncut links (made while the network was steady).
-	Judged int
+	// the paths of uncut links, Outside those it did not judge: made by or
+	// about a node outside the other's view.
+	Judged, Outside int
 }
 
 // Swarm runs the membership swarm on one seed under policy and reports the
