@@ -191,6 +191,11 @@ type ReachableNotFailed struct {
 	// excluded) excludes it from nothing. Outside counts those left out.
 	Judged  func(by, about core.NodeID) bool
 	Outside int
+	// Relays, if set, says which nodes a path may pass through (a
+	// membership's members: a process still joining is in nobody's view,
+	// and no protocol of the group sends it anything to pass on). It is
+	// asked at the time of the report.
+	Relays func(id core.NodeID) bool
 
 	// Checked counts the reports of live nodes judged against the paths,
 	// Skipped those that could not be (loss, or x restarted within
@@ -333,21 +338,24 @@ func (c *ReachableNotFailed) judge(w *World, y, x core.NodeID, t time.Duration, 
 		if i == len(c.states)-1 {
 			c.Checked++
 		}
-		if there, back = s.path(y, x), s.path(x, y); there == nil || back == nil {
+		if there, back = s.path(y, x, c.Relays), s.path(x, y, c.Relays); there == nil || back == nil {
 			return nil
 		}
 		if s.at <= t-c.Settle {
 			break
 		}
 	}
-	there, back = c.states[len(c.states)-1].path(y, x), c.states[len(c.states)-1].path(x, y)
+	there, back = c.states[len(c.states)-1].path(y, x, c.Relays), c.states[len(c.states)-1].path(x, y, c.Relays)
 	return fmt.Errorf(what+", but %v is alive and reachable: path %s there and %s back", x, x, nodePath(there), nodePath(back))
 }
 
 // path returns a shortest path of links that deliver from a to b through
-// nodes up in s, a and b included, or nil.
-func (s *netState) path(a, b core.NodeID) []core.NodeID {
+// nodes up in s (and relays, if relays is set), a and b included, or nil.
+func (s *netState) path(a, b core.NodeID, relays func(core.NodeID) bool) []core.NodeID {
 	n := len(s.up)
+	if int(a) >= n || int(b) >= n {
+		return nil // added to the world after s was recorded
+	}
 	prev := make([]int32, n)
 	for i := range prev {
 		prev[i] = -1
@@ -370,7 +378,7 @@ func (s *netState) path(a, b core.NodeID) []core.NodeID {
 		}
 		for i := range n {
 			v := core.NodeID(i)
-			if prev[v] >= 0 || !s.up[v] || !s.delivers(u, v) {
+			if prev[v] >= 0 || !s.up[v] || !s.delivers(u, v) || v != b && relays != nil && !relays(v) {
 				continue
 			}
 			prev[v] = int32(u)

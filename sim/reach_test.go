@@ -102,6 +102,46 @@ func TestReachableNotFailedJudged(t *testing.T) {
 	}
 }
 
+// TestReachableNotFailedRelays: a path through a node Relays refuses does
+// not count.
+func TestReachableNotFailedRelays(t *testing.T) {
+	for _, c := range []struct {
+		relays    func(core.NodeID) bool
+		violation bool
+	}{{nil, true}, {func(id core.NodeID) bool { return id == 0 || id == 1 }, false}} {
+		w := New(Config{Seed: 7, Network: Uniform(100*time.Microsecond, 2*ms)})
+		for range 4 {
+			w.Add(newHeartbeat(4, 50*ms, 200*ms))
+		}
+		if err := (Plan{Cut{A: 0, B: 1, At: time.Second}}).Apply(w, nil); err != nil {
+			t.Fatal(err)
+		}
+		chk := NewReachableNotFailed(100 * ms)
+		chk.Relays = c.relays
+		w.AddChecker(chk)
+		if err := w.RunChecked(3 * time.Second); (err != nil) != c.violation {
+			t.Errorf("relays %v: err = %v, want violation %v", c.relays != nil, err, c.violation)
+		}
+	}
+}
+
+// TestReachableNotFailedLateNode: a node added after the checker has no
+// path in the network recorded before it came.
+func TestReachableNotFailedLateNode(t *testing.T) {
+	w := New(Config{Seed: 1, Network: Constant(ms)})
+	for range 3 {
+		w.Add(nop{})
+	}
+	c := NewReachableNotFailed(time.Second)
+	w.AddChecker(c)
+	w.AddAt(10*ms, nop{})
+	w.At(20*ms, func() { w.observe(Obs{Kind: ObsEmit, At: w.Now(), Node: 0, Event: core.Failed{Node: 3}}) })
+	w.RunUntil(30 * ms)
+	if err := w.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // cutOff cuts every link of n1 in [from, until).
 func cutOff(from, until time.Duration) Plan {
 	return Plan{Cut{A: 0, B: 1, At: from, Until: until}, Cut{A: 2, B: 1, At: from, Until: until}, Cut{A: 3, B: 1, At: from, Until: until}}
