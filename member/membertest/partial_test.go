@@ -55,7 +55,11 @@ func TestPartialSwarmRegressionSeeds(t *testing.T) {
 // swarm says so: the check can fail.
 func TestPartialSwarmCatchesDirectDetectors(t *testing.T) {
 	caught, judged := 0, 0
-	for _, seed := range simtest.Seeds(t, 300) {
+	seeds := simtest.Seeds(t, 300)
+	if len(seeds) == 1 {
+		t.Skip("replaying one seed: this test needs many")
+	}
+	for _, seed := range seeds {
 		res := partialSwarm(seed, HeartbeatDetector, true)
 		judged += res.Judged
 		if res.Err != nil && strings.Contains(res.Err.Error(), "reachable-not-failed") {
@@ -64,7 +68,7 @@ func TestPartialSwarmCatchesDirectDetectors(t *testing.T) {
 			t.Logf("seed %d: %v", seed, strings.SplitN(res.Err.Error(), "\n", 2)[0])
 		}
 	}
-	t.Logf("%d of 300 seeds caught, %d verdicts judged", caught, judged)
+	t.Logf("%d of %d seeds caught, %d verdicts judged", caught, len(seeds), judged)
 	if caught == 0 {
 		t.Fatal("no seed caught a live member declared failed across a cut link")
 	}
