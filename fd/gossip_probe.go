@@ -169,11 +169,6 @@ func (g *Gossip) heardFrom(id core.NodeID) {
 // it may all cross cut links on their way to it), and a newer one proves
 // the suspect alive, by whatever path it came.
 func (g *Gossip) helpProbe(from core.NodeID, m GossipProbeReq) {
-	if g.pos(from) < 0 {
-		// A requester outside our view was excluded (or never admitted):
-		// its verdicts on our members are how it finds out.
-		return
-	}
 	if m.Subject == g.self {
 		g.probes.AcksSent++
 		g.env.Send(from, GossipProbeAck{Seq: m.Seq, Subject: g.self, Beat: g.own, Pong: true})
