@@ -107,12 +107,6 @@ func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
 // is down), and the requester gets an answer when subject is heard.
 func (h *HeartbeatDetector) helpProbe(from core.NodeID, m HeartbeatProbeReq) {
 	now := h.env.Now()
-	if h.indexOf(from) < 0 {
-		// A requester outside our view was excluded (or never admitted):
-		// its suspicions of our members are how it finds out, so it
-		// gets no help to refute them.
-		return
-	}
 	if m.Subject == h.self {
 		h.stats.ProbeAcksSent++
 		h.send(from, HeartbeatProbeAck(m))
