@@ -427,6 +427,15 @@
 // silence it did not watch, and waits longer while it keeps running late;
 // timeouts also adapt to what is measured of the peers. Everything stays
 // within (1 + LocalHealthMax) times the configured timeouts; the bounds
-// above state the worst case. LocalHealthMax = 0 restores the papers'
+// above state the worst case for a group on time. The heartbeat detector
+// also waits twice the longest stall it saw lately more before it
+// suspects or declares (its own lateness, or a suspicion's length before
+// the suspect itself refuted it): on a host with more runnable processes
+// than cores every process stalls in turn, and a peer's stall that long,
+// or a refutation delayed by it, says nothing of a crash
+// (TestHeartbeatSimOverloaded: 32 nodes away 40% of the time, no false
+// failure by a node that had been late, where the capped timeouts alone
+// made 29 in 100 seeds; 128 processes on 2 cores in
+// docs/PERFORMANCE.md). LocalHealthMax = 0 restores the papers'
 // fixed timeouts. See health.go and [HealthStats].
 package fd

@@ -30,6 +30,22 @@ import "time"
 //   - The score decays by one for every period (T_interval or T_gossip) in
 //     which every timer fired on time, so a process that recovered
 //     returns to the configured timeouts.
+//   - The heartbeat detector also remembers the longest stall it saw
+//     lately (a decayed maximum, [HealthStats.Lateness]): its own
+//     lateness, and how long a suspicion of a peer lasted before the peer
+//     itself refuted it (at most (1 + LocalHealthMax)·T_broken). It adds
+//     twice that to the silence it accepts and to the wait for a
+//     refutation, counted from the peer's last message or the suspicion's
+//     start. On a host where every process stalls in turn (more runnable
+//     processes than cores), a process that was itself away for 300 ms,
+//     or saw a peer refute 300 ms into a suspicion, knows that its peers
+//     are away as long: their silence of that length, and a refutation
+//     delayed by it, say nothing of a crash. The score alone cannot say
+//     so, since it caps the timeouts at (1 + LocalHealthMax) times the
+//     configured ones whatever the stalls' length, and it only sees this
+//     process's own stalls, while an overloaded host starves some
+//     processes much longer than others. A crash is never refuted: a
+//     group that runs on time keeps the configured timeouts.
 //
 // The score is local: it only ever delays this process's own accusations.
 // Processes whose timers run on time keep the configured timeouts, so a
@@ -44,6 +60,7 @@ type health struct {
 	score     int
 	since     time.Duration // the judgement clock restarted here (last lateness)
 	lateAt    time.Duration // when lateness was last noticed; -1: never
+	lateness  time.Duration // decayed maximum of own lateness and of refuted suspicions' length
 	decayAt   time.Duration // last decay or lateness
 	stats     HealthStats
 }
@@ -56,6 +73,7 @@ type HealthStats struct {
 	Score      int           // the current local health score
 	MaxScore   int           // the highest score reached
 	Adaptions  uint64        // timeouts lengthened by a peer's measured irregularity
+	Lateness   time.Duration // decayed maximum of own lateness and of suspicions' length before the suspect refuted (heartbeat: twice it is added to accusation timeouts)
 	FalseAlarm uint64        // own suspicions later disproved by the suspect (gossip: feeds the adaptive margin)
 }
 
@@ -75,11 +93,12 @@ func (l *health) fired(due, now time.Duration) {
 		l.late(now-due, now)
 		return
 	}
-	if l.score > 0 && now-l.decayAt >= l.period {
-		l.score--
+	if (l.score > 0 || l.lateness > 0) && now-l.decayAt >= l.period {
+		l.score = max(l.score-1, 0)
+		l.lateness = max(0, l.lateness-l.lateness/8-l.tolerance/8)
 		l.decayAt = now
 	}
-	l.stats.Score = l.score
+	l.stats.Score, l.stats.Lateness = l.score, l.lateness
 }
 
 // overdue records a message handled at now while the earliest pending
@@ -94,12 +113,39 @@ func (l *health) overdue(due, now time.Duration) {
 func (l *health) late(d, now time.Duration) {
 	l.stats.Late++
 	l.stats.MaxLate = max(l.stats.MaxLate, d)
+	l.lateness = max(l.lateness, d)
+	l.stats.Lateness = l.lateness
 	if now != l.lateAt {
 		l.score = min(l.score+1, l.max)
 	}
 	l.since, l.lateAt, l.decayAt = now, now, now
 	l.stats.Score = l.score
 	l.stats.MaxScore = max(l.stats.MaxScore, l.score)
+}
+
+// observe records a peer's stall of length d: it raises the lateness
+// remembered, not the score, and does not restart the judgement clock.
+func (l *health) observe(d time.Duration) {
+	if l.on() && d > l.lateness {
+		l.lateness = d
+		l.stats.Lateness = d
+	}
+}
+
+// margin is what the heartbeat detector adds to its accusation timeouts
+// for the stalls it saw lately: twice the decayed maximum of its own
+// lateness and of its peers' refuted silences (0 when all ran on time for
+// a while, or lateness awareness is off).
+func (l *health) margin() time.Duration { return 2 * l.lateness }
+
+// due is when a wait of d for news of a peer, begun at t, ends: d after
+// t, or after this process last found itself late if that is later
+// (from), and never before t + d + margin. The margin counts from t, not
+// from the last lateness: a process that stalls again and again restarts
+// its judgement clock each time, and a margin added to each restart would
+// let no wait end between two stalls.
+func (l *health) due(t, d time.Duration) time.Duration {
+	return max(l.from(t)+d, t+d+l.margin())
 }
 
 // scale is the factor 1 + score applied to accusation timeouts.

@@ -108,9 +108,17 @@ type HeartbeatConfig struct {
 	// time. The same ceiling caps the timeout a peer gets for its measured
 	// irregularity (twice the largest recent excess of its inter-arrival
 	// gaps over the interval it announced, when that exceeds T_timeout).
-	// So no accusation waits more than (1 + LocalHealthMax)·T_timeout, or
-	// (1 + LocalHealthMax)·T_broken, beyond its base. 0 turns both off (the
-	// paper's fixed timeouts). Must be between 0 and 64. Default: 3.
+	// A process also waits, after a peer's last message and after a
+	// suspicion began, twice the longest stall it saw lately more: its
+	// own lateness, or how long a suspicion lasted before the suspect
+	// refuted it, at most (1 + LocalHealthMax)·T_broken (a decayed
+	// maximum, [HealthStats.Lateness]); on an overloaded host its peers
+	// stall that long. So no accusation waits more than
+	// (1 + LocalHealthMax)·T_timeout, or (1 + LocalHealthMax)·T_broken,
+	// plus that margin, beyond its base; a group that runs on time keeps
+	// the first bound.
+	// 0 turns all of this off (the paper's fixed timeouts). Must be
+	// between 0 and 64. Default: 3.
 	LocalHealthMax int
 
 	// LateTolerance is how late a timer may fire, after its deadline,

@@ -7,7 +7,8 @@ import "time"
 
 // timeout is the grace r gets after the interval it announced: T_timeout
 // times this process's local health factor, or twice r's measured slack
-// when r has been that irregular, at most (1 + LocalHealthMax)·T_timeout.
+// when r has been that irregular, at most (1 + LocalHealthMax)·T_timeout
+// (health.due adds the margin of recent stalls).
 func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 	t := h.cfg.Timeout * h.health.scale()
 	if 2*r.slack > t {
@@ -29,6 +30,9 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 // crash first, and one declaration is enough for the membership above.)
 // A suspicion from a refused connection is first-hand evidence too
 // (nothing listens at the peer's address) and waits as a monitor's does.
+// Every wait but the refused connection's gets the margin of recent
+// stalls, this process's or refuted suspects' (health.due): on an overloaded
+// host the suspect stalls as long, and its refutation waits for it.
 //
 // With the default timings (T_timeout and T_broken whole intervals) a
 // monitor's own deadline falls when r's next heartbeat but three is due,
@@ -50,7 +54,17 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	} else if h.health.on() {
 		wait = min(wait+max(2*r.slack, r.expect/4), longest)
 	}
-	return max(h.health.from(r.mark)+wait, r.hold)
+	if r.flags&hbRefused != 0 {
+		return max(h.health.from(r.mark)+wait, r.hold)
+	}
+	return max(h.health.due(r.mark, wait), r.hold)
+}
+
+// refuted records that suspected r proved alive by itself: the
+// suspicion's length, at most (1 + LocalHealthMax)·T_broken, is how long
+// a live peer may stay unheard on this host now (health.margin).
+func (h *HeartbeatDetector) refuted(r *hbPeer) {
+	h.health.observe(min(h.env.Now()-r.mark, h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax)))
 }
 
 // lossMemory is how many of a peer's announced intervals a gap that
@@ -86,7 +100,7 @@ func (h *HeartbeatDetector) evidenceDue(r *hbPeer) (time.Duration, bool) {
 	if r.flags&hbAccused != 0 || r.expect == 0 || !h.health.on() {
 		return 0, false
 	}
-	return h.health.from(r.lastRecv) + r.expect + h.timeout(r), true
+	return h.health.due(r.lastRecv, r.expect+h.timeout(r)), true
 }
 
 // checkLate notices, when a message is handled, that a deadline is overdue

@@ -37,6 +37,7 @@ func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 	case HeartbeatAlive:
 		return
 	case HeartbeatSuspected:
+		h.refuted(r)
 		r.state = HeartbeatAlive
 		h.stats.Unsuspicions++
 		h.env.Emit(core.Unsuspected{Node: r.id})
@@ -169,6 +170,7 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 		r.flags &^= hbProbing
 		switch r.state {
 		case HeartbeatSuspected:
+			h.refuted(r)
 			r.state = HeartbeatAlive
 			h.stats.Unsuspicions++
 			h.env.Emit(core.Unsuspected{Node: r.id})
