@@ -394,10 +394,16 @@ func hasVar(env []string, name string) bool {
 	return false
 }
 
-// DetectorOrDefault returns d, or the default detector (brr) if d is empty.
+// DefaultDetector is the detector of a job that names none: the heartbeat
+// detector, which agrees on a crash fastest, declares the fewest live
+// members failed under partial partitions, and sends the least
+// (docs/PERFORMANCE.md, "Choice of the default detector").
+const DefaultDetector = DetectorHeartbeat
+
+// DetectorOrDefault returns d, or DefaultDetector if d is empty.
 func DetectorOrDefault(d Detector) Detector {
 	if d == "" {
-		return DetectorBRR
+		return DefaultDetector
 	}
 	return d
 }
