@@ -109,7 +109,7 @@ func runChaos(ctx context.Context, c *call) error {
 	fs.IntVar(&cfg.Baseline, "baseline", 3, "failure-free `runs` first")
 	fs.DurationVar(&cfg.Window, "window", 0, "kills fall within this `duration` after the rendezvous (0: the baseline's median result time)")
 	fs.DurationVar(&cfg.RunTimeout, "timeout", 0, "stop a run after this `duration` (0: 20× the slowest baseline + 30 s)")
-	fs.StringVar(&cfg.Launch.Detector, "detector", "", "failure `detector` of the ranks (default brr)")
+	fs.StringVar(&cfg.Launch.Detector, "detector", defaultDetector, detectorHelp)
 	fs.IntVar(&cfg.Launch.Replicas, "replicas", 1, "run each rank as this many `replicas` and kill one replica of every rank per run")
 	fs.BoolVar(&verbose, "v", false, "print every run's line as it ends, and the output of incorrect runs")
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {

@@ -54,12 +54,12 @@ const maxClusterNodes = 512
 
 func runClusterCommand(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	cfg := clusterConfig{detector: runner.DetectorBRR}
+	cfg := clusterConfig{detector: runner.DefaultDetector}
 	fs.IntVar(&cfg.n, "n", 16, "number of `processes`")
 	fs.IntVar(&cfg.kill, "kill", 3, "how many `processes` to kill with SIGKILL")
 	fs.BoolVar(&cfg.killRoot, "kill-root", false, "kill the root (the first member of the current view) as one of them")
 	fs.IntVar(&cfg.fanout, "fanout", runner.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two")
-	fs.TextVar(&cfg.detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr or heartbeat")
+	fs.TextVar(&cfg.detector, "detector", runner.DefaultDetector, detectorHelp)
 	fs.Uint64Var(&cfg.seed, "seed", 1, "`seed` of the kill times and victims (and of the nodes)")
 	fs.StringVar(&cfg.eventsDir, "events-dir", "", "keep every node's event stream and logs in `directory`")
 	fs.DurationVar(&cfg.window, "window", 2*time.Second, "the kills happen at random times within this `duration` after the first view")

@@ -48,9 +48,9 @@ Example:
 
 func runNode(ctx context.Context, c *call) error {
 	fs := c.newFlags()
-	opts := runner.NodeOptions{Detector: runner.DetectorBRR}
+	opts := runner.NodeOptions{Detector: runner.DefaultDetector}
 	fs.IntVar(&opts.Fanout, "fanout", runner.MemberConfig(0).Fanout, "radix tree `fan-out` a, a power of two (same on every node)")
-	fs.TextVar(&opts.Detector, "detector", runner.DetectorBRR, "failure `detector`: brr, dbrr (gossip every 50 ms) or heartbeat (100 ms, aggressive)")
+	fs.TextVar(&opts.Detector, "detector", runner.DefaultDetector, "failure `detector`: brr, dbrr (gossip every 50 ms) or heartbeat (100 ms, aggressive)")
 	fs.BoolVar(&opts.QuietDetector, "quiet-detector", false, "postpone the detector's verdicts by an hour: failures are reported only by \"fail <id>\" lines of the supervisor (cohort bench --report one)")
 	events := fs.String("events", "", "write the event stream (JSON lines) to `file`; - for standard output")
 	fs.BoolVar(&opts.Join, "join", false, "join the running group through the other listed nodes instead of being an initial member")

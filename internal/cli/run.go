@@ -128,7 +128,7 @@ func runRun(ctx context.Context, c *call) error {
 	var kills killList
 	fs.IntVar(&cfg.N, "n", 0, "number of `ranks` (processes), 1 to 1024")
 	fs.IntVar(&cfg.Fanout, "fanout", 0, "membership radix tree `fan-out`, a power of two (0: the default)")
-	fs.StringVar(&cfg.Detector, "detector", "", "failure `detector`: brr, dbrr or heartbeat (default brr)")
+	fs.StringVar(&cfg.Detector, "detector", defaultDetector, detectorHelp)
 	fs.Var(&kills, "kill", "inject a crash: SIGKILL to `RANK@DURATION` after every rank has registered (repeatable)")
 	fs.BoolVar(&cfg.Prefix, "prefix", false, `start each output line with "[rank] "`)
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop the job after this `duration` (0: no limit)")
