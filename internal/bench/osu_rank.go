@@ -127,7 +127,10 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 		cancel()
 	}()
 	w := s.World()
-	if o.Mode != "allreduce" && w.Size() != 2 {
+	switch {
+	case o.Mode == "latency" && (w.Size() < 2 || w.Size()%2 != 0):
+		return fmt.Errorf("latency needs an even number of ranks, not %d", w.Size())
+	case o.Mode == "bw" && w.Size() != 2:
 		return fmt.Errorf("%s needs 2 ranks, not %d", o.Mode, w.Size())
 	}
 	sbuf, rbuf := make([]byte, o.MaxSize+8), make([]byte, o.MaxSize+8)
@@ -136,7 +139,12 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 	}
 	sendF, recvF := make([]float64, o.MaxSize/8), make([]float64, o.MaxSize/8)
 	reqs := make([]*comm.Request, o.Window)
-	rank, peer := w.Rank(), 1-w.Rank()
+	// Latency on more than 2 ranks pairs them up, 2k with 2k+1: rank 0's
+	// pair is measured while the others ping-pong the same loops beside
+	// it (the replication benchmark's floor: as many busy processes as a
+	// replicated pair has).
+	rank, peer := w.Rank(), w.Rank()^1
+	first := rank%2 == 0
 	for _, n := range o.Sizes {
 		loop, skip := o.Counts(n)
 		if err := comm.Barrier(ctx, w); err != nil {
@@ -157,7 +165,7 @@ func osuOurs(ctx context.Context, out io.Writer, o *OSUWork) error {
 			}
 			switch o.Mode {
 			case "latency":
-				if rank == 0 {
+				if first {
 					err = w.Send(ctx, sbuf[:n], peer, 1)
 					if err == nil {
 						_, err = w.Recv(ctx, rbuf[:n], peer, 1)
