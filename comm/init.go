@@ -140,7 +140,8 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 			tr.Close()
 			return nil, fmt.Errorf("comm: %w", err)
 		}
-		rep, layers = newReplicated(layout, core.NodeID(boot.Rank), l), []core.Machine{l}
+		rep = newReplicated(layout, core.NodeID(boot.Rank), l)
+		layers = []core.Machine{rep.machine()}
 	}
 	stack, err := newStack(core.NodeID(boot.Rank), ids, o, det, layers...)
 	if err != nil {
@@ -159,6 +160,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	}
 	s := newSessionAs(tr, core.NodeID(rank), size, o)
 	s.rep = rep
+	if rep != nil {
+		rep.bind(s, codec)
+	}
 	s.addrs = reg.Addrs
 	if rep == nil {
 		s.prog, s.progTime = tr, poll

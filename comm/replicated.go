@@ -2,12 +2,10 @@ package comm
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/wire"
 )
@@ -32,47 +30,63 @@ import (
 // rank's master replica (decide.go); a nonblocking receive from AnySource
 // is refused with [ErrReplicatedWildcard].
 //
-// The path is slower than the unreplicated one: a send is handed to the
-// process's event loop (the replication layer is a protocol machine), and
-// each message costs acknowledgements and commits.
+// The layer runs on the data path, not on the event loop (replicapath.go):
+// a send reaches every replica of the destination from the program's
+// goroutine, and a message is delivered from the transport's reader.
 //
 // Memory: the layer keeps each send in its backup table until every live
 // replica of the destination acknowledged it, so a destination that does
-// not acknowledge would grow the table without bound. The pusher (run)
-// therefore hands the layer no send while its table is full
-// (replica.Config.MaxBackup sends or MaxBackupBytes bytes: 4096 and 64
-// MiB by default) and waits for replica.BackupRoom; meanwhile the
-// program's sends do not complete (a blocking Send waits, an Isend's
-// request stays pending), so the program is held back rather than its
-// sends piling up. Frames the engine answers with (no request) still
-// queue: the protocol bounds them.
+// not acknowledge would grow the table without bound. A send therefore
+// goes to the layer only while its table has room
+// (replica.Config.MaxBackup sends and MaxBackupBytes bytes: 4096 and 64
+// MiB by default); once it is full, sends are held here, in order, and
+// handed over as commits make room; meanwhile the program's sends do not
+// complete (a blocking Send waits, an Isend's request stays pending), so
+// the program is held back rather than its sends piling up. Frames the
+// engine answers with (no request) are held too: the protocol bounds
+// them.
 
 // replicated is a session's replication state.
 type replicated struct {
 	layout replica.Layout
 	phys   core.NodeID
-	layer  *replica.Layer // read on the event loop only (BackupFull)
+	sess   *Session
+	codec  *wire.Codec
 
-	mu    sync.Mutex
-	queue []pendingSend // sends not yet handed to the event loop, in order
-	busy  bool          // the pusher is handing a batch over
-	wake  chan struct{} // signalled (never blocking) when queue grows
-	idle  chan struct{} // closed when queue and batch are done; nil if nobody waits
-	// room is signalled (never blocking) on replica.BackupRoom; stalled
-	// is set while the pusher waits for it, and a program's send then
+	// lmu guards the layer and what its calls leave (replicapath.go).
+	lmu         sync.Mutex
+	layer       *replica.Layer
+	loopEnv     core.Env     // the stack's Env for the layer, used on the loop only
+	started     bool         // the loop has started the layer: it takes sends
+	onLoop      bool         // the current call runs on the loop
+	enc         wire.Encoder // the layer's messages are encoded here
+	selfQ       []core.Msg   // messages the layer sent to its own process
+	timers      []pendingTimer
+	events      []core.Event // emitted, not yet dispatched
+	spareEvents []core.Event
+	dispatching bool
+	// held are the sends waiting for room in the backup table, in
+	// program order; completed, the requests of held sends handed over
+	// since the last dispatch.
+	held      []pendingSend
+	completed []*Request
+	idle      chan struct{} // closed when held empties; nil if nobody waits
+	// stalled is set while sends are held: a program's send then
 	// completes only once handed to the layer.
-	room    chan struct{}
 	stalled atomic.Bool
+	dropped atomic.Uint64 // messages of the layer dropped by a full queue
 
+	armWake  chan struct{} // signalled (never blocking) when timers wait to be armed
 	finished chan struct{} // closed on replica.Finished
 
 	decMu   sync.Mutex             // one decision at a time, in program order
+	mu      sync.Mutex             // guards decided
 	decK    uint64                 // the last decision requested
 	decided map[uint64]chan []byte // decision → its waiter (under mu)
 }
 
-// pendingSend is a send waiting for the pusher, and the request to
-// complete once it is handed to the layer (nil: completed already).
+// pendingSend is a send held back, and the request to complete once it is
+// handed to the layer (nil: completed already).
 type pendingSend struct {
 	send replica.Send
 	req  *Request
@@ -80,12 +94,20 @@ type pendingSend struct {
 
 func newReplicated(layout replica.Layout, phys core.NodeID, layer *replica.Layer) *replicated {
 	return &replicated{layout: layout, phys: phys, layer: layer,
-		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), finished: make(chan struct{})}
+		armWake: make(chan struct{}, 1), finished: make(chan struct{})}
 }
 
-// replicaSend queues frame f (payload f.Payload then body) for logical
-// rank to. The frame is copied: the caller may reuse body at once. req, if
-// not nil, completes when the frame is queued (sends are eager).
+// machine returns the layer as the host's stack drives it.
+func (r *replicated) machine() core.Machine { return layerMachine{r} }
+
+// bind gives the replication state its session and the job's codec,
+// before the host starts.
+func (r *replicated) bind(s *Session, codec *wire.Codec) { r.sess, r.codec = s, codec }
+
+// replicaSend hands frame f (payload f.Payload then body) to the layer for
+// logical rank to. The frame is copied: the caller may reuse body at once.
+// req, if not nil, completes when the frame is handed over (sends are
+// eager).
 func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) error {
 	// A send to a failed rank does not fail here: a replica behind its
 	// master may reach a send its master made while the destination lived
@@ -105,103 +127,59 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	payload := make([]byte, 0, len(f.Payload)+len(body))
 	payload = append(append(payload, f.Payload...), body...)
 	e := pendingSend{send: replica.Send{Comm: uint64(f.Kind), Dst: to, Payload: payload}}
-	if req != nil {
-		if s.rep.stalled.Load() {
-			// The backup table is full: the request completes once the
-			// pusher hands the send over. A pooled request must not go
-			// back to its pool before.
-			req.unpooled.Store(true)
-			e.req = req
-		} else {
+	r := s.rep
+	r.lmu.Lock()
+	if len(r.held) == 0 && r.started && !r.layer.BackupFull() {
+		r.layer.Handle(e.send)
+		r.afterCallLocked()
+		r.lmu.Unlock()
+		if req != nil {
 			req.complete(Status{}, nil)
 		}
+		r.dispatch()
+		return nil
 	}
-	s.rep.push(e)
+	// The loop has not started the layer yet, or its backup table is
+	// full: the send waits, and its request completes once it is handed
+	// over. A pooled request must not go back to its pool before.
+	if req != nil {
+		req.unpooled.Store(true)
+		e.req = req
+	}
+	r.held = append(r.held, e)
+	r.stalled.Store(true)
+	r.lmu.Unlock()
 	return nil
 }
 
-func (r *replicated) push(e pendingSend) {
-	r.mu.Lock()
-	r.queue = append(r.queue, e)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run hands the queued sends to the event loop, in order, until the
-// session ends. A goroutine of its own: sends come from the program's
-// goroutines and from the loop itself (frames the engine answers with),
-// which must never wait for the loop.
+// run arms, on the loop, the timers the layer set off it, until the
+// session ends; then it fails the requests of the sends still held.
 func (r *replicated) run(s *Session) {
 	for {
 		select {
-		case <-r.wake:
-		case <-s.base.Done():
-			return
-		}
-		for {
-			r.mu.Lock()
-			batch := r.queue
-			r.queue = nil
-			r.busy = len(batch) > 0
-			if !r.busy && r.idle != nil {
-				close(r.idle)
-				r.idle = nil
-			}
-			r.mu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
-			if !r.hand(s, batch) {
+		case <-r.armWake:
+			if r.armTimers(s.base) != nil {
+				r.failHeld(s)
 				return
 			}
+		case <-s.base.Done():
+			r.failHeld(s)
+			return
 		}
 	}
 }
 
-// hand gives the layer the sends of batch, in order, on the loop, holding
-// back while its backup table is full; it reports false when the session
-// ended first (the requests left then fail).
-func (r *replicated) hand(s *Session, batch []pendingSend) bool {
-	for i := 0; i < len(batch); {
-		from := i
-		err := s.host.Do(s.base, func(m core.Machine, _ core.Env) {
-			for i < len(batch) && !r.layer.BackupFull() {
-				m.Handle(batch[i].send)
-				i++
-			}
-		})
-		for _, e := range batch[from:i] {
-			if e.req != nil {
-				e.req.complete(Status{}, nil)
-			}
-		}
-		if err == nil && i < len(batch) {
-			r.stalled.Store(true)
-			select {
-			case <-r.room:
-			case <-s.base.Done():
-				err = s.base.Err()
-			}
-			r.stalled.Store(false)
-		}
-		if err != nil {
-			r.failPending(s, batch[i:])
-			return false
-		}
+// failHeld fails the requests of the sends the session ended before
+// handing over.
+func (r *replicated) failHeld(s *Session) {
+	r.lmu.Lock()
+	rest := r.held
+	r.held = nil
+	if r.idle != nil {
+		close(r.idle)
+		r.idle = nil
 	}
-	return true
-}
-
-// failPending fails the requests of sends the session ended before handing
-// over, and of those still queued.
-func (r *replicated) failPending(s *Session, rest []pendingSend) {
-	r.mu.Lock()
-	rest = append(rest, r.queue...)
-	r.queue = nil
-	r.mu.Unlock()
+	r.lmu.Unlock()
 	err := s.stateErr()
 	for _, e := range rest {
 		if e.req != nil {
@@ -210,30 +188,34 @@ func (r *replicated) failPending(s *Session, rest []pendingSend) {
 	}
 }
 
-// wait returns once every send queued so far went through the event loop
-// (the replication layer handed its messages to the transport), or ctx is
-// done.
+// wait returns once every send of the program went to the layer (none is
+// held for room in the backup table), or ctx is done.
 func (r *replicated) wait(ctx context.Context, s *Session) error {
-	r.mu.Lock()
-	if len(r.queue) > 0 || r.busy {
-		if r.idle == nil {
-			r.idle = make(chan struct{})
-		}
-		idle := r.idle
-		r.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	} else {
-		r.mu.Unlock()
+	r.lmu.Lock()
+	if len(r.held) == 0 {
+		r.lmu.Unlock()
+		return nil
 	}
-	// A barrier: the loop has handled every event queued before this.
-	if err := s.host.Do(ctx, func(core.Machine, core.Env) {}); err != nil && !errors.Is(err, host.ErrStopped) {
-		return err
+	if r.idle == nil {
+		r.idle = make(chan struct{})
 	}
-	return nil
+	idle := r.idle
+	r.lmu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.base.Done():
+		return s.stateErr()
+	}
+}
+
+// stats returns the layer's counters.
+func (r *replicated) stats() replica.Stats {
+	r.lmu.Lock()
+	defer r.lmu.Unlock()
+	return r.layer.Stats()
 }
 
 // finish waits, at Finalize, until every process of the job has finished
@@ -254,7 +236,8 @@ func (r *replicated) finish(ctx context.Context, s *Session) error {
 	}
 }
 
-// onReplicaEvent takes the replication layer's events (on the loop).
+// onReplicaEvent takes the replication layer's events, in the order the
+// layer emitted them (dispatch), on the goroutine that called the layer.
 func (s *Session) onReplicaEvent(e core.Event) {
 	switch e := e.(type) {
 	case replica.Delivered:
@@ -273,11 +256,6 @@ func (s *Session) onReplicaEvent(e core.Event) {
 		s.log.Info("comm: a replica was lost; its rank lives on", "rank", e.Rank, "process", uint32(e.Phys))
 	case replica.BackupFull:
 		s.log.Info("comm: the replication backup table is full; sends wait for acknowledgements", "sends", e.Sends, "bytes", e.Bytes)
-	case replica.BackupRoom:
-		select {
-		case s.rep.room <- struct{}{}:
-		default:
-		}
 	}
 }
 

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/launch"
-	"github.com/cohort-mp/cohort/replica"
 )
 
 // replicatedJob starts n logical ranks × r replicas in this process over
@@ -368,13 +366,8 @@ func TestReplicatedBackupBounded(t *testing.T) {
 			t.Errorf("process %d: %v", p, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
 	for p, s := range ss {
-		var st replica.Stats
-		if err := s.host.Do(ctx, func(core.Machine, core.Env) { st = s.rep.layer.Stats() }); err != nil {
-			t.Fatal(err)
-		}
+		st := s.rep.stats()
 		if st.PeakBackup > maxBackup {
 			t.Errorf("process %d: the backup table held %d sends, bound %d", p, st.PeakBackup, maxBackup)
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/member"
-	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/wire"
@@ -367,9 +366,6 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 			}
 		}
 		s.fail(gone, e.Epoch)
-	case replica.Delivered, replica.Decided, replica.RankFailed, replica.ReplicaLost, replica.Finished,
-		replica.BackupFull, replica.BackupRoom:
-		s.onReplicaEvent(e)
 	case member.Evicted:
 		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)
 		s.shutdown(ErrEvicted)
@@ -450,6 +446,9 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 // on the transport's reader goroutine.
 func (s *Session) dataPath(f wire.Frame) bool {
 	if f.Kind.Proto() != core.ProtoComm {
+		if f.Kind.Proto() == core.ProtoReplica && s.rep != nil {
+			return s.rep.receive(f)
+		}
 		return false
 	}
 	src := int(f.Src)

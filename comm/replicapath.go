@@ -1,0 +1,274 @@
+package comm
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/replica"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// The replicated data path. Package replica's layer is a pure machine; the
+// host would drive it from its event loop, so that every send and every
+// message of the protocol took a hop onto the loop and back. Here comm
+// drives it itself, under a lock of its own (replicated.lmu), from whichever
+// goroutine has work for it:
+//
+//   - the program's goroutine hands it a send (replicaSend), and the
+//     layer's messages to every replica of the destination leave at once,
+//     on that goroutine, through the transport, as an unreplicated send
+//     does;
+//   - the transport's reader goroutine hands it every frame of the
+//     protocol (Session.dataPath), so a message is delivered to the
+//     matching engine, and acknowledgements and commits are sent, without
+//     the loop;
+//   - the loop hands it what only the loop has: the membership's views,
+//     its timers, Decide and Finish requests.
+//
+// Every call into the layer holds that lock, so the layer still sees one
+// call at a time, as its contract asks. Every message it sends goes to
+// the transport under that lock, whoever called, so the messages to one
+// process leave in the order the layer sent them (the FIFO per pair the
+// protocol assumes). The events it emits are queued under the lock and
+// handed to the session in that order by one goroutine at a time
+// (dispatch), never under the lock: the session's handlers take its own
+// lock and may send, which calls the layer again.
+//
+// Timers: a call on the loop arms them on the loop's Env; a call off the
+// loop queues them and wakes the timer goroutine (replicated.run), which
+// arms them from the loop. The layer arms its acknowledgement timer once
+// per Config.AckDelay at most and its retransmission timer once per
+// Config.Retransmit, so the loop sees a few wake-ups a millisecond at
+// most, not one per message.
+//
+// What the host did for the layer's messages comm does here: it stamps a
+// frame with the session's epoch, encodes it with the job's codec, and
+// drops it when the peer's queue is full (the layer retransmits); the
+// stack's traffic observers no longer see these frames, so the failure
+// detector keeps its own heartbeats toward a peer that only exchanges
+// replicated data.
+
+// layerMachine is the replica layer as the host's stack sees it: every
+// call goes through that lock.
+type layerMachine struct {
+	r *replicated
+}
+
+// Protos implements core.ProtoOwner.
+func (lm layerMachine) Protos() []core.Proto { return lm.r.layer.Protos() }
+
+// Start implements core.Machine.
+func (lm layerMachine) Start(env core.Env) {
+	r := lm.r
+	r.lmu.Lock()
+	r.loopEnv = env
+	r.onLoop = true
+	r.layer.Start(layerEnv{r})
+	r.started = true
+	r.afterCallLocked()
+	r.onLoop = false
+	r.lmu.Unlock()
+	r.dispatch()
+}
+
+// Handle implements core.Machine.
+func (lm layerMachine) Handle(e core.Event) { lm.r.onLoopCall(func(l *replica.Layer) { l.Handle(e) }) }
+
+// Receive implements core.Machine: the messages of the protocol that reach
+// the loop (none, once the data path takes them; a node's own messages).
+func (lm layerMachine) Receive(from core.NodeID, m core.Msg) {
+	lm.r.onLoopCall(func(l *replica.Layer) { l.Receive(from, m) })
+}
+
+// Fire implements core.Machine.
+func (lm layerMachine) Fire(t core.Timer) { lm.r.onLoopCall(func(l *replica.Layer) { l.Fire(t) }) }
+
+// onLoopCall runs f on the layer from the loop.
+func (r *replicated) onLoopCall(f func(l *replica.Layer)) {
+	r.lmu.Lock()
+	r.onLoop = true
+	f(r.layer)
+	r.onLoop = false
+	r.afterCallLocked()
+	r.lmu.Unlock()
+	r.dispatch()
+}
+
+// call runs f on the layer from any goroutine but the loop's.
+func (r *replicated) call(f func(l *replica.Layer)) {
+	r.lmu.Lock()
+	f(r.layer)
+	r.afterCallLocked()
+	r.lmu.Unlock()
+	r.dispatch()
+}
+
+// afterCallLocked runs what a call left: messages the layer sent to its
+// own process, and sends held while the backup table was full once it has
+// room again.
+func (r *replicated) afterCallLocked() {
+	for len(r.selfQ) > 0 {
+		m := r.selfQ[0]
+		r.selfQ[0] = nil
+		r.selfQ = r.selfQ[1:]
+		r.layer.Receive(r.phys, m)
+	}
+	r.selfQ = nil
+	for len(r.held) > 0 && r.started && !r.layer.BackupFull() {
+		e := r.held[0]
+		r.held[0] = pendingSend{}
+		r.held = r.held[1:]
+		r.layer.Handle(e.send)
+		if e.req != nil {
+			r.completed = append(r.completed, e.req)
+		}
+	}
+	if len(r.held) == 0 {
+		r.held = nil
+		r.stalled.Store(false)
+		if r.idle != nil {
+			close(r.idle)
+			r.idle = nil
+		}
+	}
+}
+
+// dispatch hands the events the layer emitted to the session, in order,
+// and completes the requests of held sends that went out. One goroutine
+// dispatches at a time; one that finds another at it leaves its events
+// to that one.
+func (r *replicated) dispatch() {
+	r.lmu.Lock()
+	if r.dispatching {
+		r.lmu.Unlock()
+		return
+	}
+	r.dispatching = true
+	for len(r.events) > 0 || len(r.completed) > 0 {
+		evs, reqs := r.events, r.completed
+		r.events, r.completed = r.spareEvents[:0], nil
+		r.lmu.Unlock()
+		for _, req := range reqs {
+			req.complete(Status{}, nil)
+		}
+		for i, e := range evs {
+			r.sess.onReplicaEvent(e)
+			evs[i] = nil
+		}
+		r.lmu.Lock()
+		r.spareEvents = evs[:0]
+	}
+	r.dispatching = false
+	r.lmu.Unlock()
+}
+
+// layerEnv is the Env of the replica layer: every method runs under
+// layerLock, on the loop or off it.
+type layerEnv struct{ r *replicated }
+
+func (e layerEnv) Self() core.NodeID { return e.r.phys }
+
+func (e layerEnv) Now() time.Duration { return e.r.loopEnv.Now() }
+
+func (e layerEnv) Rand() *rand.Rand { return e.r.loopEnv.Rand() }
+
+// Send hands m to the transport at once: the frame is encoded into a
+// buffer the layer reuses (the transport copies it) and dropped if the
+// peer's queue is full, as the host drops one.
+func (e layerEnv) Send(to core.NodeID, m core.Msg) {
+	r := e.r
+	if to == r.phys {
+		r.selfQ = append(r.selfQ, m)
+		return
+	}
+	r.enc.B = r.enc.B[:0]
+	if err := r.codec.Encode(&r.enc, m); err != nil {
+		panic("comm: the replica layer sent a message its codec cannot encode: " + err.Error())
+	}
+	f := wire.Frame{Kind: m.Kind(), Epoch: r.sess.epoch.Load(), Payload: r.enc.B}
+	var err error
+	if c, ok := r.sess.tr.(transport.Copier); ok {
+		err = c.SendCopy(doneCtx, to, f)
+	} else {
+		f.Payload = bytes.Clone(f.Payload)
+		err = r.sess.tr.Send(doneCtx, to, f)
+	}
+	if err != nil {
+		r.dropped.Add(1)
+	}
+}
+
+// SendCopies implements core.SendCopier: Send is done with m on return.
+func (e layerEnv) SendCopies() bool { return true }
+
+// SetTimer arms t on the loop's Env, at once on the loop, or through the
+// timer goroutine off it (the layer keeps no timer id).
+func (e layerEnv) SetTimer(after time.Duration, t core.Timer) core.TimerID {
+	r := e.r
+	if r.onLoop {
+		return r.loopEnv.SetTimer(after, t)
+	}
+	r.timers = append(r.timers, pendingTimer{after: after, t: t})
+	select {
+	case r.armWake <- struct{}{}:
+	default:
+	}
+	return 0
+}
+
+// CancelTimer cancels a timer armed on the loop (the layer cancels none).
+func (e layerEnv) CancelTimer(id core.TimerID) {
+	if e.r.onLoop {
+		e.r.loopEnv.CancelTimer(id)
+	}
+}
+
+// Emit queues ev for dispatch.
+func (e layerEnv) Emit(ev core.Event) { e.r.events = append(e.r.events, ev) }
+
+// pendingTimer is a timer the layer set off the loop.
+type pendingTimer struct {
+	after time.Duration
+	t     core.Timer
+}
+
+// armTimers arms, on the loop, the timers the layer set off it.
+func (r *replicated) armTimers(ctx context.Context) error {
+	return r.sess.host.Do(ctx, func(core.Machine, core.Env) {
+		r.lmu.Lock()
+		ts := r.timers
+		r.timers = nil
+		for _, t := range ts {
+			r.loopEnv.SetTimer(t.after, t.t)
+		}
+		r.lmu.Unlock()
+	})
+}
+
+// receive takes a frame of the replication protocol on the transport's
+// reader goroutine: decoded (a copy: the transport reuses the payload)
+// and handed to the layer. It reports false for a frame that does not
+// decode, for the host to count.
+func (r *replicated) receive(f wire.Frame) bool {
+	payload := f.Payload
+	if !r.codec.Detached(f.Kind) {
+		payload = bytes.Clone(payload)
+	}
+	m, err := r.codec.Unmarshal(f.Kind, payload)
+	if err != nil {
+		return false
+	}
+	r.call(func(l *replica.Layer) { l.Receive(f.Src, m) })
+	return true
+}
+
+// doneCtx is a context that is already done: a send given it never waits.
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
