@@ -118,6 +118,7 @@ func (r *replicated) afterCallLocked() {
 		r.layer.Receive(r.phys, m)
 	}
 	r.selfQ = nil
+	r.shared.m, r.shared.b = nil, nil
 	for len(r.held) > 0 && r.started && !r.layer.BackupFull() {
 		e := r.held[0]
 		r.held[0] = pendingSend{}
@@ -176,31 +177,52 @@ func (e layerEnv) Now() time.Duration { return e.r.loopEnv.Now() }
 
 func (e layerEnv) Rand() *rand.Rand { return e.r.loopEnv.Rand() }
 
-// Send hands m to the transport at once: the frame is encoded into a
-// buffer the layer reuses (the transport copies it) and dropped if the
-// peer's queue is full, as the host drops one.
+// Send hands m to the transport at once, and drops it if the peer's queue
+// is full, as the host drops one (the layer retransmits). A small message
+// is encoded into a buffer the layer reuses, which the transport copies. A
+// large one (a Data of more than sharedEncoding bytes) is encoded once
+// into a buffer of its own that the frames to every replica of the
+// destination share: the layer sends one message to each in a row, and
+// the transport only reads a frame's payload.
 func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 	r := e.r
 	if to == r.phys {
 		r.selfQ = append(r.selfQ, m)
 		return
 	}
-	r.enc.B = r.enc.B[:0]
-	if err := r.codec.Encode(&r.enc, m); err != nil {
-		panic("comm: the replica layer sent a message its codec cannot encode: " + err.Error())
-	}
-	f := wire.Frame{Kind: m.Kind(), Epoch: r.sess.epoch.Load(), Payload: r.enc.B}
+	f := wire.Frame{Kind: m.Kind(), Epoch: r.sess.epoch.Load()}
 	var err error
-	if c, ok := r.sess.tr.(transport.Copier); ok {
-		err = c.SendCopy(doneCtx, to, f)
-	} else {
-		f.Payload = bytes.Clone(f.Payload)
+	if d, ok := m.(*replica.Data); ok && len(d.Payload) > sharedEncoding {
+		if r.shared.m != m {
+			b, merr := r.codec.Marshal(m)
+			if merr != nil {
+				panic("comm: the replica layer sent a message its codec cannot encode: " + merr.Error())
+			}
+			r.shared.m, r.shared.b = m, b
+		}
+		f.Payload = r.shared.b
 		err = r.sess.tr.Send(doneCtx, to, f)
+	} else {
+		r.enc.B = r.enc.B[:0]
+		if eerr := r.codec.Encode(&r.enc, m); eerr != nil {
+			panic("comm: the replica layer sent a message its codec cannot encode: " + eerr.Error())
+		}
+		f.Payload = r.enc.B
+		if c, ok := r.sess.tr.(transport.Copier); ok {
+			err = c.SendCopy(doneCtx, to, f)
+		} else {
+			f.Payload = bytes.Clone(f.Payload)
+			err = r.sess.tr.Send(doneCtx, to, f)
+		}
 	}
 	if err != nil {
 		r.dropped.Add(1)
 	}
 }
+
+// sharedEncoding is the payload size above which a Data message is encoded
+// once for every replica of its destination (layerEnv.Send).
+const sharedEncoding = 4 << 10
 
 // SendCopies implements core.SendCopier: Send is done with m on return.
 func (e layerEnv) SendCopies() bool { return true }

@@ -54,13 +54,19 @@ type replicated struct {
 	codec  *wire.Codec
 
 	// lmu guards the layer and what its calls leave (replicapath.go).
-	lmu         sync.Mutex
-	layer       *replica.Layer
-	loopEnv     core.Env     // the stack's Env for the layer, used on the loop only
-	started     bool         // the loop has started the layer: it takes sends
-	onLoop      bool         // the current call runs on the loop
-	enc         wire.Encoder // the layer's messages are encoded here
-	selfQ       []core.Msg   // messages the layer sent to its own process
+	lmu     sync.Mutex
+	layer   *replica.Layer
+	loopEnv core.Env     // the stack's Env for the layer, used on the loop only
+	started bool         // the loop has started the layer: it takes sends
+	onLoop  bool         // the current call runs on the loop
+	enc     wire.Encoder // the layer's messages are encoded here
+	// shared is the last large message sent and its encoding, which its
+	// frames to every destination replica share (layerEnv.Send).
+	shared struct {
+		m core.Msg
+		b []byte
+	}
+	selfQ       []core.Msg // messages the layer sent to its own process
 	timers      []pendingTimer
 	events      []core.Event // emitted, not yet dispatched
 	spareEvents []core.Event
