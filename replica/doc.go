@@ -21,6 +21,20 @@
 // must run the same deterministic program: the same Sends and Decides in
 // the same order.
 //
+// # Driving the layer off the event loop
+//
+// The layer is a machine like any other, and the simulator drives it so.
+// A real host needs it on every message of the program, so package comm
+// drives it itself rather than through the host's event loop: it places
+// the layer in the stack for views and timers, and also calls it from the
+// program's goroutine (sends) and the transport's reader goroutine (the
+// protocol's frames), holding one lock around every call, so the layer
+// still sees one call at a time. Its Env hands messages to the transport
+// under that lock (so messages to one process keep their order, as the
+// protocol assumes), queues the events for the caller to pass on in order,
+// and arms timers on the loop. The layer needs nothing else from its
+// caller: it reads no clock and draws no random number.
+//
 // # The protocol
 //
 // Layout. Physical id p = replica·N + rank ([Layout]). The master of a rank
