@@ -34,11 +34,15 @@ type cohortSystem struct {
 	next  int
 	wg    sync.WaitGroup
 	// faults holds each node's fault-injecting wrapper of its transport
-	// (no rules but during the faults window), by node name.
+	// (no rules but during the faults window or a cut), by node name.
 	faults map[string]*fault.Transport
+	// cuts are the node ids each node's frames to are lost (the ids the
+	// fault wrapper sees), by the sending node's name.
+	cuts map[string][]group.NodeID
 
 	joinRetries atomic.Int64
 	size        int // the group's size, set by start
+	watch       atomic.Pointer[watcher]
 }
 
 type cohortNode struct {
@@ -142,10 +146,16 @@ func (s *cohortSystem) add(g *group.Group) *cohortNode {
 	go func() {
 		defer s.wg.Done()
 		for x := range susp {
-			if x.Kind == group.Declared {
-				if m, ok := g.View().Member(x.Node); ok {
-					s.ev.declare(m.Name, time.Now())
-				}
+			m, ok := g.View().Member(x.Node)
+			if !ok {
+				continue
+			}
+			switch x.Kind {
+			case group.Suspected:
+				s.watch.Load().suspected(n.name, m.Name, x.At)
+			case group.Declared:
+				s.ev.declare(m.Name, time.Now())
+				s.watch.Load().declared(n.name, m.Name, x.At)
 			}
 		}
 	}()
@@ -229,36 +239,92 @@ func (s *cohortSystem) join(seeds []string) error {
 // waitAll waits until every live node has installed one same view of
 // exactly the live nodes.
 func (s *cohortSystem) waitAll() error {
-	err := waitFor(s, 60*time.Second, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		var want []string
-		for _, n := range s.nodes {
-			want = append(want, n.name)
-		}
-		slices.Sort(want)
-		var epoch uint64
-		for i, n := range s.nodes {
-			n.mu.Lock()
-			v := n.view
-			n.mu.Unlock()
-			var got []string
-			for _, m := range v.Members {
-				got = append(got, m.Name)
-			}
-			slices.Sort(got)
-			if !slices.Equal(got, want) || (i > 0 && v.Epoch != epoch) {
-				return false
-			}
-			epoch = v.Epoch
-		}
-		return true
-	})
+	err := waitFor(s, 60*time.Second, s.whole)
 	if err != nil {
 		return fmt.Errorf("the %d live nodes do not agree on a view of them all: %w (%s)", s.live(), err, s.viewSummary())
 	}
 	return nil
 }
+
+// whole: every live node has installed one same view of exactly the live
+// nodes.
+func (s *cohortSystem) whole() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var want []string
+	for _, n := range s.nodes {
+		want = append(want, n.name)
+	}
+	slices.Sort(want)
+	var epoch uint64
+	for i, n := range s.nodes {
+		n.mu.Lock()
+		v := n.view
+		n.mu.Unlock()
+		var got []string
+		for _, m := range v.Members {
+			got = append(got, m.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) || (i > 0 && v.Epoch != epoch) {
+			return false
+		}
+		epoch = v.Epoch
+	}
+	return true
+}
+
+// views: each live node's last installed view.
+func (s *cohortSystem) views() []nodeView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]nodeView, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		n.mu.Lock()
+		members := make(map[string]bool, len(n.view.Members))
+		for _, m := range n.view.Members {
+			members[m.Name] = true
+		}
+		n.mu.Unlock()
+		out = append(out, nodeView{name: n.name, members: members})
+	}
+	return out
+}
+
+// cut drops frames where they leave a node, in the fault-injecting
+// wrapper every node runs over (group's WrapTransport with
+// transport/fault): a's frames to b and, both ways, b's to a. The TCP
+// connection between them stays up; what they send each other is lost.
+func (s *cohortSystem) cut(a, b int, oneWay bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cuts == nil {
+		s.cuts = map[string][]group.NodeID{}
+	}
+	drop := func(from, to *cohortNode) {
+		s.cuts[from.name] = append(s.cuts[from.name], to.g.ID())
+		rules := []fault.Rule{{To: slices.Clone(s.cuts[from.name]), Drop: 1}}
+		if err := s.faults[from.name].SetRules(rules); err != nil {
+			panic(fmt.Sprintf("memberlist bench: a valid cut refused: %v", err))
+		}
+	}
+	na, nb := s.nodes[a], s.nodes[b]
+	drop(na, nb)
+	if !oneWay {
+		drop(nb, na)
+	}
+}
+
+func (s *cohortSystem) heal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.cuts {
+		s.faults[name].SetRules(nil)
+	}
+	clear(s.cuts)
+}
+
+func (s *cohortSystem) setWatcher(w *watcher) { s.watch.Store(w) }
 
 // viewSummary counts the live nodes per installed view.
 func (s *cohortSystem) viewSummary() string {

@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-metrics"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -15,7 +18,10 @@ type mlSystem struct {
 	rate  float64 // target messages per member per second
 	seed  uint64
 	t     traffic
+	l     *links
 	ev    *events
+	watch atomic.Pointer[watcher]
+	label string // this system's value of the "system" metric label
 	mu    sync.Mutex
 	nodes []*mlNode // live nodes
 	next  int
@@ -50,11 +56,17 @@ func (n *mlNode) NotifyLeave(node *memberlist.Node) {
 	}
 	n.mu.Unlock()
 	n.sys.ev.declare(node.Name, now)
+	n.sys.watch.Load().declared(n.name, node.Name, now)
 }
 
 func newMLSystem(rate float64, seed uint64) *mlSystem {
-	return &mlSystem{rate: rate, seed: seed, ev: newEvents()}
+	return &mlSystem{rate: rate, seed: seed, l: newLinks(), ev: newEvents(),
+		label: strconv.FormatUint(mlSystems.Add(1), 10)}
 }
+
+// mlSystems numbers the memberlist systems of this process, to tell their
+// metrics apart.
+var mlSystems atomic.Uint64
 
 // mlConfig scales memberlist's LAN configuration (1 s probes, 200 ms
 // gossip, 30 s push-pull) so that a quiet member sends rate messages per
@@ -71,6 +83,7 @@ func (s *mlSystem) config(name string, tr memberlist.Transport, ev memberlist.Ev
 	c.PushPullInterval = scale(c.PushPullInterval)
 	c.GossipToTheDeadTime = scale(c.GossipToTheDeadTime)
 	c.Name = name
+	c.MetricLabels = []metrics.Label{{Name: "system", Value: s.label}, {Name: "node", Value: name}}
 	c.Transport = tr
 	c.Events = ev
 	c.LogOutput = io.Discard
@@ -83,7 +96,7 @@ func (s *mlSystem) spawn() (*mlNode, error) {
 	name := fmt.Sprintf("m%d", s.next)
 	s.next++
 	s.mu.Unlock()
-	tr, err := newCountingTransport(&s.t, s.seed+uint64(s.next))
+	tr, err := newCountingTransport(&s.t, s.l, s.seed+uint64(s.next))
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +235,103 @@ func (s *mlSystem) close() {
 		go func() { defer wg.Done(); n.m.Shutdown() }()
 	}
 	wg.Wait()
+}
+
+// whole: every live node counts exactly the live nodes as members.
+func (s *mlSystem) whole() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.nodes {
+		if n.m.NumMembers() != len(s.nodes) {
+			return false
+		}
+	}
+	return true
+}
+
+// views: each live node's Members(), which holds alive and suspect nodes
+// and leaves the dead out.
+func (s *mlSystem) views() []nodeView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]nodeView, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		members := map[string]bool{}
+		for _, m := range n.m.Members() {
+			members[m.Name] = true
+		}
+		out = append(out, nodeView{name: n.name, members: members})
+	}
+	return out
+}
+
+// cut: see countingTransport.
+func (s *mlSystem) cut(a, b int, oneWay bool) {
+	s.mu.Lock()
+	ta, tb := s.nodes[a].tr.self, s.nodes[b].tr.self
+	s.mu.Unlock()
+	s.l.set(ta, tb, true)
+	if !oneWay {
+		s.l.set(tb, ta, true)
+	}
+}
+
+func (s *mlSystem) heal() { s.l.healAll() }
+
+// setWatcher: memberlist says nothing to its delegates when it starts to
+// suspect a member; the suspicions come from its metrics
+// (memberlist.msg.suspect, counted when a node marks an alive member
+// suspect), which do not name the suspect.
+func (s *mlSystem) setWatcher(w *watcher) {
+	suspectSinkOnce.Do(func() {
+		c := metrics.DefaultConfig("")
+		c.EnableHostname, c.EnableRuntimeMetrics = false, false
+		if _, err := metrics.NewGlobal(c, &suspectSink{}); err != nil {
+			panic(fmt.Sprintf("memberlist bench: metrics: %v", err))
+		}
+	})
+	s.watch.Store(w)
+	mlWatched.Lock()
+	defer mlWatched.Unlock()
+	if w == nil {
+		delete(mlWatched.m, s.label)
+	} else {
+		mlWatched.m[s.label] = s
+	}
+}
+
+// mlWatched are the memberlist systems whose suspicions are watched, by
+// their metric label.
+var mlWatched = struct {
+	sync.Mutex
+	m map[string]*mlSystem
+}{m: map[string]*mlSystem{}}
+
+var suspectSinkOnce sync.Once
+
+// suspectSink is a go-metrics sink that passes memberlist's suspicions to
+// the watcher of the system they come from and ignores everything else.
+type suspectSink struct{ metrics.BlackholeSink }
+
+func (*suspectSink) IncrCounterWithLabels(key []string, _ float32, labels []metrics.Label) {
+	if len(key) < 3 || key[len(key)-3] != "memberlist" || key[len(key)-2] != "msg" || key[len(key)-1] != "suspect" {
+		return
+	}
+	var system, node string
+	for _, l := range labels {
+		switch l.Name {
+		case "system":
+			system = l.Value
+		case "node":
+			node = l.Value
+		}
+	}
+	mlWatched.Lock()
+	s := mlWatched.m[system]
+	mlWatched.Unlock()
+	if s != nil {
+		s.watch.Load().suspected(node, "", time.Now())
+	}
 }
 
 // settle: memberlist's traffic is steady once its nodes know each other.

@@ -48,6 +48,19 @@ type system interface {
 	// settle is how long the system needs after it formed to reach its
 	// steady traffic (the quiet window starts after it).
 	settle() time.Duration
+	// views returns every live node's membership, in live order.
+	views() []nodeView
+	// whole reports whether every live node counts exactly the live
+	// nodes as members (cohort: and all have installed one same view).
+	whole() bool
+	// cut drops every message from the live node at index a to the one
+	// at index b and, unless oneWay, from b to a, on top of the cuts
+	// already made; heal ends every cut.
+	cut(a, b int, oneWay bool)
+	heal()
+	// setWatcher routes the suspicions and failure declarations of every
+	// node to w from now on (nil: nowhere).
+	setWatcher(w *watcher)
 	close()
 }
 
