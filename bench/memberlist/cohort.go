@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-mp/cohort/group"
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/fault"
+	"github.com/cohort-mp/cohort/wire"
 )
 
 var benchSecret = []byte("cohort-vs-memberlist-bench-secret")
@@ -39,6 +40,8 @@ type cohortSystem struct {
 	// cuts are the node ids each node's frames to are lost (the ids the
 	// fault wrapper sees), by the sending node's name.
 	cuts map[string][]group.NodeID
+	// senders count each node's frames per peer id, by node name.
+	senders map[string]*sendCounter
 
 	joinRetries atomic.Int64
 	size        int // the group's size, set by start
@@ -105,8 +108,13 @@ func (s *cohortSystem) config(id int) group.Config {
 			s.faults = map[string]*fault.Transport{}
 		}
 		s.faults[c.Name] = ft
+		sc := &sendCounter{Transport: ft, sent: map[group.NodeID]uint64{}}
+		if s.senders == nil {
+			s.senders = map[string]*sendCounter{}
+		}
+		s.senders[c.Name] = sc
 		s.mu.Unlock()
-		return ft
+		return sc
 	}
 	return c
 }
@@ -325,6 +333,44 @@ func (s *cohortSystem) heal() {
 }
 
 func (s *cohortSystem) setWatcher(w *watcher) { s.watch.Store(w) }
+
+// sent: the frames the node at live index i has handed to its transport,
+// per peer (a cut's lost frames included).
+func (s *cohortSystem) sent(i int) map[string]uint64 {
+	s.mu.Lock()
+	sc := s.senders[s.nodes[i].name]
+	names := make(map[group.NodeID]string, len(s.nodes)+len(s.dead))
+	for _, n := range append(slices.Clone(s.nodes), s.dead...) {
+		names[n.g.ID()] = n.name
+	}
+	s.mu.Unlock()
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	out := make(map[string]uint64, len(sc.sent))
+	for id, k := range sc.sent {
+		name, ok := names[id]
+		if !ok {
+			name = fmt.Sprint(id) // a joiner that failed to join
+		}
+		out[name] += k
+	}
+	return out
+}
+
+// sendCounter counts the frames a node sends, per peer, above the fault
+// wrapper.
+type sendCounter struct {
+	transport.Transport
+	mu   sync.Mutex
+	sent map[group.NodeID]uint64
+}
+
+func (c *sendCounter) Send(ctx context.Context, to group.NodeID, f wire.Frame) error {
+	c.mu.Lock()
+	c.sent[to]++
+	c.mu.Unlock()
+	return c.Transport.Send(ctx, to, f)
+}
 
 // viewSummary counts the live nodes per installed view.
 func (s *cohortSystem) viewSummary() string {

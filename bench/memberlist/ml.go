@@ -278,6 +278,22 @@ func (s *mlSystem) cut(a, b int, oneWay bool) {
 
 func (s *mlSystem) heal() { s.l.healAll() }
 
+// sent: the packets and dials the node at live index i made, per peer.
+func (s *mlSystem) sent(i int) map[string]uint64 {
+	s.mu.Lock()
+	byAddr := s.nodes[i].tr.sent()
+	names := make(map[string]string, len(s.all))
+	for _, n := range s.all {
+		names[n.tr.self] = n.name
+	}
+	s.mu.Unlock()
+	out := make(map[string]uint64, len(byAddr))
+	for addr, k := range byAddr {
+		out[names[addr]] += k
+	}
+	return out
+}
+
 // setWatcher: memberlist says nothing to its delegates when it starts to
 // suspect a member; the suspicions come from its metrics
 // (memberlist.msg.suspect, counted when a node marks an alive member

@@ -58,6 +58,9 @@ type system interface {
 	// already made; heal ends every cut.
 	cut(a, b int, oneWay bool)
 	heal()
+	// sent returns how many messages the live node at index i has sent
+	// to each other node so far, by name.
+	sent(i int) map[string]uint64
 	// setWatcher routes the suspicions and failure declarations of every
 	// node to w from now on (nil: nowhere).
 	setWatcher(w *watcher)

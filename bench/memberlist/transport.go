@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -111,6 +112,8 @@ type countingTransport struct {
 	l       *links
 	t       *traffic
 	f       *faults
+	mu      sync.Mutex
+	sentTo  map[string]uint64 // packets and dials, lost ones included, per peer address
 	stream  chan net.Conn
 	done    chan struct{} // Shutdown has begun
 	stopped chan struct{} // the inner transport has shut down
@@ -128,7 +131,7 @@ func newCountingTransport(t *traffic, l *links, seed uint64) (*countingTransport
 		return nil, err
 	}
 	self := net.JoinHostPort("127.0.0.1", strconv.Itoa(nt.GetAutoBindPort()))
-	c := &countingTransport{NetTransport: nt, self: self, l: l, t: t,
+	c := &countingTransport{NetTransport: nt, self: self, l: l, t: t, sentTo: map[string]uint64{},
 		f:      &faults{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))},
 		stream: make(chan net.Conn), done: make(chan struct{}), stopped: make(chan struct{})}
 	go c.relay()
@@ -155,6 +158,19 @@ func (c *countingTransport) relay() {
 	}
 }
 
+func (c *countingTransport) count(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sentTo[addr]++
+}
+
+// sent returns the packets and dials to each peer address so far.
+func (c *countingTransport) sent() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.sentTo)
+}
+
 func (c *countingTransport) StreamCh() <-chan net.Conn { return c.stream }
 
 func (c *countingTransport) WriteTo(b []byte, addr string) (time.Time, error) {
@@ -162,6 +178,7 @@ func (c *countingTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 }
 
 func (c *countingTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	c.count(a.Addr)
 	drop, delay := c.f.decide()
 	if drop || c.l.isCut(c.self, a.Addr) {
 		return time.Now(), nil // lost on the way: the sender cannot tell
@@ -181,6 +198,7 @@ func (c *countingTransport) DialTimeout(addr string, timeout time.Duration) (net
 }
 
 func (c *countingTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	c.count(a.Addr)
 	if c.l.isCut(c.self, a.Addr) {
 		select {
 		case <-time.After(timeout):
