@@ -77,6 +77,10 @@ func run(args []string, out, log io.Writer) error {
 	faults := fs.Bool("faults", false, "after the crash trials, a quiet window with 5% loss and a 200 ms delay on one member's outgoing messages")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	eventsPath := fs.String("events", "", "write every cohort node's events (views, suspicions, stabilizations) to this file as JSON lines")
+	partial := fs.String("partial", "", "instead of the quiet window and crashes, cut the path between two members (both still reach the rest): both, oneway (A→B lost, B→A delivered) or both,oneway; sizes 16,64, rate 20, 3 trials unless given")
+	cutFor := fs.Duration("cut", 30*time.Second, "with --partial: how long the path stays cut")
+	after := fs.Duration("after", 30*time.Second, "with --partial: the quiet window after the heal")
+	pair := fs.String("pair", pairBusiest, "with --partial: how B is chosen once A is drawn: busiest (the member A sent the most messages to over 2 s) or random")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +99,32 @@ func run(args []string, out, log io.Writer) error {
 		if !set["quiet"] {
 			*quiet = 10 * time.Second
 		}
+	}
+	var pp partialParams
+	if *partial != "" {
+		var err error
+		if pp.variants, err = parseVariants(*partial); err != nil {
+			return fmt.Errorf("--partial: %w", err)
+		}
+		if *cutFor <= 0 || *after <= 0 {
+			return errors.New("--cut and --after must be positive")
+		}
+		pp.cut, pp.after = *cutFor, *after
+		if *pair != pairBusiest && *pair != pairRandom {
+			return fmt.Errorf("--pair: %q is neither %s nor %s", *pair, pairBusiest, pairRandom)
+		}
+		pp.pair = *pair
+		if !set["sizes"] {
+			*sizes = "16,64"
+		}
+		if !set["rates"] {
+			*rates = "20"
+		}
+		if !set["trials"] {
+			*trials = 3
+		}
+	} else if set["cut"] || set["after"] || set["pair"] {
+		return errors.New("--cut, --after and --pair need --partial")
 	}
 	p := params{trials: *trials, quiet: *quiet, limit: *limit, seed: *seed, warmup: 3 * time.Second, faults: *faults}
 	if *quick {
@@ -145,6 +175,14 @@ func run(args []string, out, log io.Writer) error {
 			f.Close()
 		}()
 	}
+	if pp.variants != nil {
+		for _, n := range p.sizes {
+			if n < 3 {
+				return fmt.Errorf("--partial needs groups of at least 3 (two cut apart and one that reaches both), not %d", n)
+			}
+		}
+		return runPartials(p, pp, *outPath, out, log)
+	}
 	fmt.Fprintf(log, "seed %d; sizes %v, rates %v msgs/s per member, %d trials, quiet window %v\n",
 		p.seed, p.sizes, p.rates, p.trials, p.quiet)
 	var results []result
@@ -166,6 +204,40 @@ func run(args []string, out, log io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(log, "wrote %s\n", *outPath)
+	}
+	return nil
+}
+
+// runPartials runs the partial-partition scenario for every system, size
+// and rate, then prints the side-by-side table and writes one CSV row per
+// trial.
+func runPartials(p params, pp partialParams, outPath string, out, log io.Writer) error {
+	fmt.Fprintf(log, "seed %d; sizes %v, rates %v msgs/s per member, cuts %v, pair %s, %d trials each: cut %v, then %v after the heal\n",
+		p.seed, p.sizes, p.rates, pp.variants, pp.pair, p.trials, pp.cut, pp.after)
+	var trials []partialTrial
+	var failed []string
+	for _, rate := range p.rates {
+		for _, n := range p.sizes {
+			for _, name := range p.systems {
+				ts, err := runPartial(p, pp, name, rate, n, log)
+				if err != nil {
+					msg := fmt.Sprintf("%s n=%d rate=%g: %v", name, n, rate, err)
+					fmt.Fprintln(log, "  "+msg)
+					failed = append(failed, msg)
+				}
+				trials = append(trials, ts...)
+			}
+		}
+	}
+	printPartial(out, aggregate(trials))
+	for _, f := range failed {
+		fmt.Fprintln(out, "failed:", f)
+	}
+	if outPath != "" {
+		if err := writePartialCSV(outPath, trials); err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "wrote %s\n", outPath)
 	}
 	return nil
 }
