@@ -81,6 +81,8 @@ type partialTrial struct {
 	back                       time.Duration // from the heal until every view held everyone again
 	notBack                    bool          // removed, and not whole again within the limit
 	others                     int           // other members declared failed or removed
+	thirdSuspicions            int           // suspicions of members other than a and b
+	msgsPerSecAfter            float64       // per member, from the heal to the trial's end
 	msgsPerSecCut, bytesPerSec float64       // per member, during the cut
 	err                        string
 }
@@ -215,6 +217,7 @@ func partialTrialRun(p params, pp partialParams, s system, variant string, a, b 
 	cutFor := time.Since(start).Seconds()
 	s.heal()
 	healed := time.Now()
+	m2, _ := s.traffic()
 	r.removedAtHeal = !removed.IsZero()
 	quietUntil, limit := healed.Add(pp.after), healed.Add(max(pp.after, p.limit))
 	for now := healed; now.Before(limit); now = <-tick.C {
@@ -232,12 +235,14 @@ func partialTrialRun(p params, pp partialParams, s system, variant string, a, b 
 	if !removed.IsZero() {
 		r.removedFor += time.Since(removed)
 	}
+	m3, _ := s.traffic()
+	r.msgsPerSecAfter = float64(m3-m2) / time.Since(healed).Seconds() / float64(len(views))
 	s.setWatcher(nil)
 
 	w.mu.Lock()
 	r.suspicions, r.suspectors, r.firstSuspect = w.suspicions, len(w.suspectors), w.firstSuspect
 	r.declarations, r.declarers, r.firstDeclare = w.declarations, len(w.declarers), w.firstDeclare
-	r.others = len(w.others)
+	r.others, r.thirdSuspicions = len(w.others), w.thirdSuspicions
 	w.mu.Unlock()
 	if r.removedAt < 0 {
 		r.back = -1 // nothing to come back from
@@ -271,8 +276,8 @@ func (r partialTrial) summary() string {
 		s += fmt.Sprintf(", removed at %s (by up to %d views) for %s, whole again %s after the heal",
 			d(r.removedAt), r.maxRemovers, d(r.removedFor), d(r.back))
 	}
-	return s + fmt.Sprintf(", %d others declared or removed; %.2f msgs/s, %.0f B/s per member during the cut",
-		r.others, r.msgsPerSecCut, r.bytesPerSec)
+	return s + fmt.Sprintf(", %d others declared or removed, %d suspicions of others; %.2f msgs/s, %.0f B/s per member during the cut, %.2f msgs/s after",
+		r.others, r.thirdSuspicions, r.msgsPerSecCut, r.bytesPerSec, r.msgsPerSecAfter)
 }
 
 // partialRow aggregates one system's trials of one variant at one size
@@ -292,8 +297,10 @@ type partialRow struct {
 	removedFor         time.Duration
 	back               time.Duration
 	notBack            int
-	others             int // summed over trials
+	others             int     // summed over trials
+	thirdSuspicions    float64 // median per trial
 	msgsPerSec, bytesS float64
+	msgsAfter          float64
 }
 
 func aggregate(ts []partialTrial) []partialRow {
@@ -316,7 +323,8 @@ func aggregate(ts []partialTrial) []partialRow {
 		g := groups[k]
 		row := partialRow{system: k.system, variant: k.variant, rate: k.rate, n: k.n, trials: len(g)}
 		var susp, firstS, firstD, remAt, remFor, back []time.Duration
-		var msgs, bytes []float64
+		var msgs, bytes, after []float64
+		var third []time.Duration
 		for _, t := range g {
 			susp = append(susp, time.Duration(t.suspicions))
 			if t.firstSuspect >= 0 {
@@ -338,6 +346,8 @@ func aggregate(ts []partialTrial) []partialRow {
 				}
 			}
 			row.others += t.others
+			third = append(third, time.Duration(t.thirdSuspicions))
+			after = append(after, t.msgsPerSecAfter)
 			msgs = append(msgs, t.msgsPerSecCut)
 			bytes = append(bytes, t.bytesPerSec)
 		}
@@ -345,6 +355,7 @@ func aggregate(ts []partialTrial) []partialRow {
 		row.firstSuspect, row.firstDeclare = median(firstS), median(firstD)
 		row.removedAt, row.removedFor, row.back = median(remAt), median(remFor), median(back)
 		row.msgsPerSec, row.bytesS = medianFloat(msgs), medianFloat(bytes)
+		row.thirdSuspicions, row.msgsAfter = float64(median(third)), medianFloat(after)
 		rows = append(rows, row)
 	}
 	return rows
@@ -366,13 +377,25 @@ func medianFloat(xs []float64) float64 {
 // rate and system.
 func printPartial(out io.Writer, rows []partialRow) {
 	tw := tabwriter.NewWriter(out, 2, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "cut\trate\tn\tsystem\tsuspected\tsuspicions (med)\tfirst suspicion ms\tdeclared\tfirst declared ms\tremoved\tremoved at ms\tremoved for ms\tback after heal ms\tnot back\tothers removed\tmsgs/s/member cut\tB/s/member cut\t")
+	fmt.Fprintln(tw, "cut\trate\tn\tsystem\tsuspected\tsuspicions (med)\tfirst suspicion ms\tdeclared\tfirst declared ms\tremoved\tremoved at ms\tremoved for ms\tback after heal ms\tnot back\tothers removed\tothers' suspicions (med)\tmsgs/s/member cut\tB/s/member cut\tmsgs/s/member after\t")
 	frac := func(k, n int) string { return fmt.Sprintf("%d/%d", k, n) }
+	// at prints a median of times that happened (0 included) and "-" when
+	// none did.
+	at := func(d time.Duration, happened int) string {
+		if happened == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(d.Seconds()*1000, 'f', 0, 64)
+	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%g\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%.0f\t\n",
-			r.variant, r.rate, r.n, r.system, frac(r.suspectedTrials, r.trials), r.suspicions, ms(r.firstSuspect),
-			frac(r.declaredTrials, r.trials), ms(r.firstDeclare), frac(r.removedTrials, r.trials),
-			ms(r.removedAt), ms(r.removedFor), ms(r.back), r.notBack, r.others, r.msgsPerSec, r.bytesS)
+		third := strconv.FormatFloat(r.thirdSuspicions, 'f', 0, 64)
+		if r.system == "memberlist" {
+			third = "n/a" // its suspicions do not name the suspect: all count above
+		}
+		fmt.Fprintf(tw, "%s\t%g\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%.2f\t%.0f\t%.2f\t\n",
+			r.variant, r.rate, r.n, r.system, frac(r.suspectedTrials, r.trials), r.suspicions, at(r.firstSuspect, r.suspectedTrials),
+			frac(r.declaredTrials, r.trials), at(r.firstDeclare, r.declaredTrials), frac(r.removedTrials, r.trials),
+			at(r.removedAt, r.removedTrials), at(r.removedFor, r.removedTrials), at(r.back, r.removedTrials-r.notBack), r.notBack, r.others, third, r.msgsPerSec, r.bytesS, r.msgsAfter)
 	}
 	tw.Flush()
 }
@@ -387,7 +410,7 @@ func writePartialCSV(path string, ts []partialTrial) error {
 	w.Write([]string{"system", "cut", "rate", "n", "trial", "a", "b", "pair", "b_share", "suspicions", "suspectors",
 		"first_suspicion_ms", "declarations", "declarers", "first_declared_ms", "removed_at_ms",
 		"removed_for_ms", "max_removers", "removed_at_heal", "back_after_heal_ms", "not_back",
-		"others_removed", "msgs_per_member_s_cut", "bytes_per_member_s_cut"})
+		"others_removed", "others_suspicions", "msgs_per_member_s_cut", "bytes_per_member_s_cut", "msgs_per_member_s_after"})
 	msCell := func(d time.Duration) string {
 		if d < 0 {
 			return ""
@@ -400,8 +423,8 @@ func writePartialCSV(path string, ts []partialTrial) error {
 			msCell(t.firstSuspect), strconv.Itoa(t.declarations), strconv.Itoa(t.declarers),
 			msCell(t.firstDeclare), msCell(t.removedAt), msCell(t.removedFor), strconv.Itoa(t.maxRemovers),
 			strconv.FormatBool(t.removedAtHeal), msCell(t.back), strconv.FormatBool(t.notBack),
-			strconv.Itoa(t.others), strconv.FormatFloat(t.msgsPerSecCut, 'f', 3, 64),
-			strconv.FormatFloat(t.bytesPerSec, 'f', 1, 64)})
+			strconv.Itoa(t.others), strconv.Itoa(t.thirdSuspicions), strconv.FormatFloat(t.msgsPerSecCut, 'f', 3, 64),
+			strconv.FormatFloat(t.bytesPerSec, 'f', 1, 64), strconv.FormatFloat(t.msgsPerSecAfter, 'f', 3, 64)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

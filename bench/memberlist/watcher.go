@@ -27,6 +27,8 @@ type watcher struct {
 	declarers    map[string]bool
 	firstDeclare time.Duration
 	others       map[string]bool // members other than a and b declared failed or removed
+	// thirdSuspicions counts suspicions of members other than a and b.
+	thirdSuspicions int
 }
 
 func newWatcher(a, b string, t0 time.Time) *watcher {
@@ -44,7 +46,8 @@ func (w *watcher) suspected(observer, subject string, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if subject != "" && subject != w.a && subject != w.b {
-		return // a suspicion of a third member only matters once it becomes a death
+		w.thirdSuspicions++
+		return
 	}
 	w.suspicions++
 	w.suspectors[observer] = true
