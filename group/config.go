@@ -207,9 +207,8 @@ type Config struct {
 
 // DefaultLANConfig returns the configuration for a group on one local
 // network: listen on every interface at port 7950 (so AdvertiseAddr must be
-// set), the heartbeat detector (every 200 ms, k = 2 monitors, suspected
-// after 600 ms, declared 400 ms later), fan-out 4, 500 ms per tree level
-// for acknowledgements.
+// set), the BRR gossip detector with a 200 ms round, 500 ms pings, fan-out
+// 4, 500 ms per tree level for acknowledgements.
 func DefaultLANConfig() Config {
 	c := fromStack(stack.DefaultLANConfig())
 	c.BindAddr = "0.0.0.0:7950"

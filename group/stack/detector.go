@@ -10,10 +10,7 @@ import (
 )
 
 // Detector names the failure detector a node runs under its membership.
-// The zero value means [DetectorHeartbeat]: it recovers from a crash
-// several times sooner than the gossip detectors, declares fewer live
-// members failed under partial partitions, and its traffic does not grow
-// with the group (docs/PERFORMANCE.md, "Choice of the default detector").
+// The zero value means [DetectorBRR].
 type Detector string
 
 // The detectors.
@@ -42,11 +39,11 @@ const (
 )
 
 // Detectors lists the detector names, the default first.
-var Detectors = []Detector{DetectorHeartbeat, DetectorBRR, DetectorDBRR, DetectorHeartbeatPaper, DetectorOff}
+var Detectors = []Detector{DetectorBRR, DetectorDBRR, DetectorHeartbeat, DetectorHeartbeatPaper, DetectorOff}
 
 func (d Detector) orDefault() Detector {
 	if d == "" {
-		return DetectorHeartbeat
+		return DetectorBRR
 	}
 	return d
 }
