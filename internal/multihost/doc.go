@@ -7,8 +7,10 @@
 // daemons run as root and enter only the network of their namespace, so
 // they see the machine's cgroups and confine their jobs as a daemon on a
 // real host does: a cgroup per job and a uid of its own. The end-to-end
-// tests of the middleware, the job-escape test and the hosts launcher of
-// `cohort bench launch` use it. It needs root (network namespaces): Start
+// tests of the middleware, the job-escape test, the partial-partition
+// tests (a path between two hosts cut, one way or both, healed, a host
+// nobody can dial) and the hosts launcher of `cohort bench launch` use
+// it. It needs root (network namespaces): Start
 // fails with an error wrapping netlab.ErrUnavailable without it, and the
 // tests skip, saying so.
 package multihost

@@ -29,10 +29,10 @@ import (
 // run of the same detector in the same test; the ratio is logged, not
 // asserted (tests do not assert on wall-clock time).
 //
-// The board is n = 16 (14,772,512 solutions), not 17: on the loaded
-// 2-core machines these tests run on, n = 17 takes minutes per run and a
-// dozen runs would not fit a test binary's time. COHORT_RIG_N=17 runs the
-// full size.
+// The board is n = 16 (14,772,512 solutions), not 17: on a loaded 2-core
+// machine n = 17 took over a minute per run, and a dozen runs would not
+// fit a test binary's time. COHORT_RIG_N=17 runs the full size. The heal
+// case runs one size up (see scenario.relayThenDirect).
 
 // Which host a fault touches: A, B and C are the rig's daemons 0, 1, 2.
 const (
@@ -62,8 +62,11 @@ type fault struct {
 }
 
 func (f fault) String() string {
-	if f.kind == dialOutOnly {
+	switch f.kind {
+	case dialOutOnly:
 		return fmt.Sprintf("%s %s from the start", f.kind, DaemonName(f.a))
+	case cutHost:
+		return fmt.Sprintf("at %v %s %s", f.at, f.kind, DaemonName(f.a))
 	}
 	return fmt.Sprintf("at %v %s (%s, %s)", f.at, f.kind, DaemonName(f.a), DaemonName(f.b))
 }
@@ -95,8 +98,18 @@ type scenario struct {
 	// no rank may be.
 	lost int
 	// relayThenDirect asks the event stream to show a pair relayed and
-	// then direct again (a cut that heals).
+	// then direct again (a cut that heals). Such a case runs on a board
+	// one larger (8 times the work), so that the job still runs when the
+	// cut heals, 5 s in, however fast the rerouted run.
 	relayThenDirect bool
+}
+
+// board is the board size sc runs on, n the test's.
+func (sc scenario) board(n int) int {
+	if sc.relayThenDirect {
+		return n + 1
+	}
+	return n
 }
 
 // The schedules the issue names, the cut two seconds into the run.
@@ -132,7 +145,7 @@ func partitionScenarios() (essential, full []scenario) {
 const partitionRanks = 6
 
 // knownSolutions are the published counts of the boards the test may use.
-var knownSolutions = map[int]string{16: "14772512", 17: "95815104"}
+var knownSolutions = map[int]string{16: "14772512", 17: "95815104", 18: "666090624"}
 
 // TestPartialPartitions runs the scenarios above, each on a rig of its
 // own, after an unpartitioned run per detector in use (the reference for
@@ -152,7 +165,7 @@ func TestPartialPartitions(t *testing.T) {
 	n := 16
 	if s := os.Getenv("COHORT_RIG_N"); s != "" {
 		var err error
-		if n, err = strconv.Atoi(s); err != nil || knownSolutions[n] == "" {
+		if n, err = strconv.Atoi(s); err != nil || n != 16 && n != 17 {
 			t.Fatalf("COHORT_RIG_N=%q: want 16 or 17", s)
 		}
 	}
@@ -166,28 +179,29 @@ func TestPartialPartitions(t *testing.T) {
 	bins := buildJobBins(t)
 	begin := time.Now()
 
-	baseline := map[string]time.Duration{}
-	for _, det := range detectorsOf(cases) {
-		t.Run("unpartitioned/"+det, func(t *testing.T) {
-			res := runScenario(t, bins, n, scenario{name: "unpartitioned", detector: det, lost: -1}, 5*time.Minute)
+	baseline := map[reference]time.Duration{}
+	for _, ref := range referencesOf(cases, n) {
+		t.Run(fmt.Sprintf("unpartitioned/%s/n=%d", ref.detector, ref.n), func(t *testing.T) {
+			res := runScenario(t, bins, ref.n, scenario{name: "unpartitioned", detector: ref.detector, lost: -1}, 5*time.Minute)
 			checkNoExclusion(t, res)
-			baseline[det] = res.elapsed
-			t.Logf("unpartitioned, %s: %.1fs", det, res.elapsed.Seconds())
+			baseline[ref] = res.elapsed
+			t.Logf("unpartitioned, %s, n = %d: %.1fs", ref.detector, ref.n, res.elapsed.Seconds())
 		})
 	}
 	var summary []string
 	for _, sc := range cases {
 		t.Run(sc.name, func(t *testing.T) {
-			base, ok := baseline[sc.detector]
+			ref := reference{sc.detector, sc.board(n)}
+			base, ok := baseline[ref]
 			if !ok {
-				t.Skipf("no unpartitioned %s run to compare with", sc.detector)
+				t.Skipf("no unpartitioned run (%s, n = %d) to compare with", ref.detector, ref.n)
 			}
 			// A run that the faults slow past 3× the reference and half a
 			// minute more has failed the issue's claim anyway; the bound
 			// turns a hang into a clear failure.
-			res := runScenario(t, bins, n, sc, 3*base+30*time.Second)
+			res := runScenario(t, bins, ref.n, sc, 3*base+30*time.Second)
 			ratio := res.elapsed.Seconds() / base.Seconds()
-			line := fmt.Sprintf("%s: %.1fs, %.2f× the unpartitioned run (%.1fs)", sc.name, res.elapsed.Seconds(), ratio, base.Seconds())
+			line := fmt.Sprintf("%s (n = %d): %.1fs, %.2f× the unpartitioned run (%.1fs)", sc.name, ref.n, res.elapsed.Seconds(), ratio, base.Seconds())
 			if sc.lost < 0 {
 				checkNoExclusion(t, res)
 			} else {
@@ -204,15 +218,22 @@ func TestPartialPartitions(t *testing.T) {
 	t.Logf("n = %d, %d cases run in %.0fs:\n%s", n, len(summary), time.Since(begin).Seconds(), strings.Join(summary, "\n"))
 }
 
-// detectorsOf lists the detectors the cases use, in order of first use.
-func detectorsOf(cases []scenario) []string {
-	var dets []string
+// reference is an unpartitioned run that cases are compared with.
+type reference struct {
+	detector string
+	n        int
+}
+
+// referencesOf lists the references the cases need, in order of first
+// use.
+func referencesOf(cases []scenario, n int) []reference {
+	var refs []reference
 	for _, sc := range cases {
-		if !slices.Contains(dets, sc.detector) {
-			dets = append(dets, sc.detector)
+		if ref := (reference{sc.detector, sc.board(n)}); !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
 		}
 	}
-	return dets
+	return refs
 }
 
 // jobBins are the binaries of the partition runs: cohort, and a dir the
@@ -458,10 +479,15 @@ func checkNoExclusion(t *testing.T, res *scenarioResult) {
 			break
 		}
 	}
-	for _, e := range res.events {
-		if e.Type == "core.Failed" {
-			t.Errorf("rank %d's detector declared a live rank failed: %s", e.Node, e.Fields)
-			break
+	for _, bad := range []struct{ typ, what string }{
+		{"core.Failed", "'s detector declared a live rank failed"},
+		{"member.Evicted", " was told it was excluded"},
+	} {
+		for _, e := range res.events {
+			if e.Type == bad.typ {
+				t.Errorf("rank %d%s: %s %s", e.Node, bad.what, e.Type, e.Fields)
+				break
+			}
 		}
 	}
 }
@@ -519,13 +545,14 @@ func checkHostExcluded(t *testing.T, res *scenarioResult, host string) time.Dura
 	return last.Sub(cut)
 }
 
-// relayEvents counts the transport's relay reports in the stream: an
-// event whose type names a relayed pair ("Relayed" or "Relay" in the Go
-// type name, e.g. tcp.PairRelayed or tcp.RelayStarted) counts in relayed,
-// and one whose type names a pair back on its direct link ("Direct", e.g.
-// tcp.PairDirect or tcp.DirectRestored) in direct. direct counts only the
-// reports after a first relayed one: a pair direct from the start is no
-// news.
+// relayEvents counts the transport's reports of a pair's path in the
+// stream, by the last element of the event's type name: one ending in
+// "Relayed" (a pair now carried through a third member, e.g.
+// tcp.PeerRelayed{Peer, Via}) counts in relayed; one ending in "Direct"
+// (the pair back on its own link, e.g. tcp.PeerDirect{Peer}) counts in
+// direct, once a relayed one came first: a pair direct from the start is
+// no news. The failure detectors' indirect probes are not a pair's path:
+// names with "Probe" are left out.
 func relayEvents(events []eventLine) (relayed, direct int) {
 	for _, e := range events {
 		name := e.Type
@@ -533,12 +560,11 @@ func relayEvents(events []eventLine) (relayed, direct int) {
 			name = name[i+1:]
 		}
 		switch {
-		case strings.Contains(name, "Direct"):
-			if relayed > 0 {
-				direct++
-			}
-		case strings.Contains(name, "Relay"):
+		case strings.Contains(name, "Probe"):
+		case strings.HasSuffix(name, "Relayed"):
 			relayed++
+		case strings.HasSuffix(name, "Direct") && relayed > 0:
+			direct++
 		}
 	}
 	return relayed, direct
@@ -555,5 +581,27 @@ func checkRelayThenDirect(t *testing.T, res *scenarioResult) {
 			types[e.Type]++
 		}
 		t.Errorf("the event stream reports %d relayed pairs and %d back on the direct link after the heal, want both > 0 (event types seen: %v)", relayed, direct, types)
+	}
+}
+
+func TestRelayEvents(t *testing.T) {
+	ev := func(typ string) eventLine { return eventLine{Type: typ} }
+	for _, tc := range []struct {
+		types           []string
+		relayed, direct int
+	}{
+		{nil, 0, 0},
+		{[]string{"core.MembersChanged", "tcp.PeerDirect"}, 0, 0}, // direct from the start
+		{[]string{"tcp.PeerRelayed", "core.Suspected", "tcp.PeerDirect"}, 1, 1},
+		{[]string{"transport.PairRelayed", "transport.PairRelayed", "transport.PairDirect"}, 2, 1},
+		{[]string{"fd.ProbeRelayed", "fd.GossipProbeRelay", "fd.IndirectProbeDirect"}, 0, 0},
+	} {
+		var events []eventLine
+		for _, typ := range tc.types {
+			events = append(events, ev(typ))
+		}
+		if r, d := relayEvents(events); r != tc.relayed || d != tc.direct {
+			t.Errorf("relayEvents(%v) = %d, %d, want %d, %d", tc.types, r, d, tc.relayed, tc.direct)
+		}
 	}
 }
