@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -604,4 +605,79 @@ func TestRelayEvents(t *testing.T) {
 			t.Errorf("relayEvents(%v) = %d, %d, want %d, %d", tc.types, r, d, tc.relayed, tc.direct)
 		}
 	}
+}
+
+// TestHostCutAgainstReference compares the time from a whole-host cut to
+// the survivors' agreed view (heartbeat detector) of this tree with that
+// of another commit, side by side in one run: COHORT_RIG_REFERENCE names
+// the commit (the figure before a change to the transport or the
+// detectors, say), and the cases alternate between the two builds,
+// COHORT_RIG_ROUNDS times each (default 3). It logs each build's median
+// and their ratio; it asserts only what every run must show (the host's
+// ranks excluded, the exact count).
+func TestHostCutAgainstReference(t *testing.T) {
+	commit := os.Getenv("COHORT_RIG_REFERENCE")
+	if commit == "" {
+		t.Skip("set COHORT_RIG_REFERENCE to a commit to compare this tree's host-cut detection with")
+	}
+	if err := netlab.Available(); err != nil {
+		t.Skipf("SKIP: %v", err)
+	}
+	rounds := 3
+	if s := os.Getenv("COHORT_RIG_ROUNDS"); s != "" {
+		var err error
+		if rounds, err = strconv.Atoi(s); err != nil || rounds < 1 {
+			t.Fatalf("COHORT_RIG_ROUNDS=%q: want a count from 1", s)
+		}
+	}
+	builds := map[string]jobBins{"this tree": buildJobBins(t), commit: buildJobBinsAt(t, commit)}
+	names := []string{"this tree", commit}
+	sc := scenario{name: "whole-host/heartbeat", detector: "heartbeat", faults: schedHost, lost: hostA}
+	agreed := map[string][]time.Duration{}
+	for i := range rounds {
+		for _, name := range names {
+			t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) {
+				res := runScenario(t, builds[name], 16, sc, 2*time.Minute)
+				d := checkHostExcluded(t, res, DaemonName(hostA))
+				if !t.Failed() {
+					agreed[name] = append(agreed[name], d)
+				}
+				t.Logf("%s: cut to agreed view %.2fs (job %.1fs)", name, d.Seconds(), res.elapsed.Seconds())
+			})
+		}
+	}
+	median := func(ds []time.Duration) time.Duration {
+		if len(ds) == 0 {
+			return 0
+		}
+		ds = slices.Clone(ds)
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	now, ref := median(agreed["this tree"]), median(agreed[commit])
+	if now == 0 || ref == 0 {
+		t.Fatalf("no median: this tree %v, %s %v", agreed["this tree"], commit, agreed[commit])
+	}
+	t.Logf("cut to agreed view, median of %d: this tree %.2fs, %s %.2fs: %.2f×", rounds, now.Seconds(), commit, ref.Seconds(), now.Seconds()/ref.Seconds())
+}
+
+// buildJobBinsAt builds cohort and nqueens from commit, extracted with
+// git archive (the repository's worktrees and index stay as they are).
+func buildJobBinsAt(t *testing.T, commit string) jobBins {
+	t.Helper()
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", commit, src)
+	archive.Dir = "../.."
+	if b, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", commit, err, b)
+	}
+	b := jobBins{cohort: filepath.Join(t.TempDir(), "cohort"), dir: openTempDir(t, "cohort-rig-bin-")}
+	for out, pkg := range map[string]string{b.cohort: "./cmd/cohort", filepath.Join(b.dir, "nqueens"): "./examples/nqueens"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = src
+		if o, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s at %s: %v\n%s", pkg, commit, err, o)
+		}
+	}
+	return b
 }
