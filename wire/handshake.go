@@ -41,7 +41,7 @@ var (
 // Version is the version of the wire format this package speaks. Peers must
 // speak the same version; it changes whenever an encoding changes
 // incompatibly.
-const Version uint16 = 1
+const Version uint16 = 2
 
 // MaxJobIDLen is the longest job id, in bytes, a Hello may carry.
 const MaxJobIDLen = 128

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -147,7 +148,7 @@ func TestVersionErrorReportsBoth(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Local != Version || ve.Remote != 7 || got.Version != 7 {
 		t.Fatalf("DecodeHello of version 7: %+v, %v", got, err)
 	}
-	if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), "we speak 1, the peer speaks 7") {
+	if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), fmt.Sprintf("we speak %d, the peer speaks 7", Version)) {
 		t.Errorf("error text %q", err)
 	}
 	if err := CheckHello(hello(1, 0), h); !errors.As(err, &ve) || ve.Remote != 7 {
@@ -322,5 +323,32 @@ func TestCodecHandshakeKinds(t *testing.T) {
 		if err != nil || got != core.Msg(m) {
 			t.Errorf("%s: got %v, %v", c.Name(m.Kind()), got, err)
 		}
+	}
+}
+
+func TestResumeRoundTrip(t *testing.T) {
+	for _, r := range []Resume{{Stream: 1}, {Stream: 1 << 63, PeerStream: 7, Received: 1<<40 + 3}} {
+		var e Encoder
+		r.MarshalWire(&e)
+		got, err := DecodeResume(e.B)
+		if err != nil || got != r {
+			t.Errorf("DecodeResume(%v) = %v, %v", r, got, err)
+		}
+	}
+	var e Encoder
+	Resume{}.MarshalWire(&e)
+	if _, err := DecodeResume(e.B); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a zero stream id: got %v, want ErrInvalid", err)
+	}
+	if _, err := DecodeResume(append(e.B, 0)); err == nil {
+		t.Error("trailing bytes accepted")
+	}
+	for _, n := range []uint64{0, 1, 1 << 50} {
+		if got, err := DecodeCount(AppendCount(nil, n)); err != nil || got != n {
+			t.Errorf("DecodeCount(AppendCount(%d)) = %d, %v", n, got, err)
+		}
+	}
+	if _, err := DecodeCount(nil); err == nil {
+		t.Error("an empty count accepted")
 	}
 }
