@@ -52,6 +52,12 @@ type Config struct {
 	// accepted ones inherit, and the dialer's), so that the window they
 	// announce is the one they offer.
 	SocketBuffer int
+	// ResendBuffer bounds, in bytes, the frames kept per peer until the
+	// peer acknowledges them, to be written again on the next connection
+	// if this one breaks (see the package doc, "A pair's stream"). A
+	// writer waits, as for a full queue, while it is full; a frame larger
+	// than it is kept alone. At least 1 MiB; default 4 MiB.
+	ResendBuffer int
 
 	// HandshakeTimeout bounds the handshake of a connection, from accept or
 	// dial to the verified proof. Default 5 s.
@@ -146,6 +152,7 @@ const (
 	DefaultKeepAlive        = 5 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultDirectMax        = wire.DefaultMaxFrameSize
+	DefaultResendBuffer     = 4 << 20
 )
 
 // Defaults of [Config]'s bounds on handshakes in progress.
@@ -175,6 +182,7 @@ func DefaultConfig() Config {
 		KeepAlive:              DefaultKeepAlive,
 		IdleTimeout:            DefaultIdleTimeout,
 		DirectMax:              DefaultDirectMax,
+		ResendBuffer:           DefaultResendBuffer,
 		ShmRingSize:            DefaultShmRingSize,
 	}
 }
@@ -221,6 +229,9 @@ func (c Config) withDefaults() Config {
 	if c.DirectMax == 0 {
 		c.DirectMax = d.DirectMax
 	}
+	if c.ResendBuffer == 0 {
+		c.ResendBuffer = d.ResendBuffer
+	}
 	if c.ShmRingSize == 0 {
 		c.ShmRingSize = d.ShmRingSize
 	}
@@ -251,6 +262,8 @@ func (c Config) Validate() error {
 		return bad("negative WriteBufferSize or SocketBuffer")
 	case c.HandshakeTimeout < 0 || c.DialTimeout < 0 || c.BackoffMin < 0:
 		return bad("negative timeout or backoff")
+	case c.ResendBuffer < minResendBuffer:
+		return bad("ResendBuffer %d < %d", c.ResendBuffer, minResendBuffer)
 	case c.BackoffMax < c.BackoffMin:
 		return bad("BackoffMax %v < BackoffMin %v", c.BackoffMax, c.BackoffMin)
 	case c.ShmRingSize < minShmRingSize || c.ShmRingSize > wire.MaxRingSize || c.ShmRingSize&(c.ShmRingSize-1) != 0:

@@ -66,6 +66,24 @@ type conn struct {
 	// the looks that found it clear).
 	active    atomic.Bool
 	idleTicks int
+
+	// The pair's stream (resend.go), set by install before c is used:
+	// owner is c's peer state, rs the stream of the peer's (peerStream)
+	// that c's frames belong to, resumeFrom the number of the
+	// first frame the peer has not delivered (0: any we hold). resumed is
+	// set once the writer has written the sequence mark and the frames to
+	// resend: only then may SendNow and SendDirect write to c. next, the
+	// number of the next counted frame read from c (0 before the mark),
+	// is the reader's (under rd on a shared-memory connection).
+	owner      *peer
+	rs         *recvStream
+	peerStream uint64
+	resumeFrom uint64
+	resumed    atomic.Bool
+	next       uint64
+	// resume and local are the peer's wire.Resume and ours, from the
+	// handshake.
+	resume, local wire.Resume
 }
 
 // markActive sets c.active. Once it is set, a frame pays a load, not a

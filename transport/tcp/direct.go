@@ -90,11 +90,13 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 	if !p.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() ||
+		!p.log.fits(headMax(f)+len(body)) {
 		p.wmu.Unlock()
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
+	p.log.addFrame(c.peerStream, f, body)
 	// The frame is written before SendDirect returns, under p.wmu, so it
 	// is not counted in accepted and flushed (Flush has nothing to wait
 	// for, and the idle sweeper holds p.wmu).
@@ -119,9 +121,9 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 	return true
 }
 
-// writeDirectShm is writeDirect on a shared-memory connection, under the
-// connection's write lock alone (one lock rather than p.wmu and it both,
-// on the path of every same-host message). That lock is enough:
+// writeDirectShm is writeDirect on a shared-memory connection, under p.wmu
+// (which orders the frames kept in p's log as they enter the stream) and
+// the connection's write lock, which is enough for the ring:
 //   - Every other write to c is under it too (shmConn.writev), so no
 //     frame is torn; a frame that the writer goroutine writes in several
 //     writes was taken from p's queue, which leaves p.flushed behind
@@ -140,14 +142,20 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 // released, since closing c takes it.
 func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	sc := c.shm
+	if !p.wmu.TryLock() {
+		return false
+	}
+	defer p.wmu.Unlock()
 	if !sc.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() {
+	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() ||
+		!p.log.fits(headMax(f)+len(body)) {
 		sc.wmu.Unlock()
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
+	p.log.addFrame(c.peerStream, f, body)
 	var err error
 	if len(body) >= padFrom || !sc.writeFrame(f, body, headMax(f)) {
 		// A body to align, or a head that could wrap the ring's end: the

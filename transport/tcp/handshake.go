@@ -205,12 +205,17 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
 		return nil, err
 	}
+	ours, resume, err := t.exchangeResume(fw, fr, id)
+	if err != nil {
+		return nil, err
+	}
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, false)
 	if err != nil {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
 	c := t.newConn(cc, fr, id, false, remote)
+	c.resume, c.local = resume, ours
 	installed = true
 	if !t.install(p, c) {
 		return nil, transport.ErrClosed
@@ -254,7 +259,12 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 	}
 	p := admitted
 	if p == nil && !t.closed {
-		p = t.peerLocked(c.peer) // an authenticated peer we did not know
+		if p = t.peers[c.peer]; p == nil {
+			// An authenticated peer we did not know: its stream id is
+			// the one our handshake sent.
+			p = t.peerLocked(c.peer)
+			p.stream = c.local.Stream
+		}
 	}
 	if t.closed || t.peers[c.peer] != p {
 		t.mu.Unlock()
@@ -264,6 +274,7 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 		c.close(true, nil)
 		return false
 	}
+	t.startStream(p, c)
 	old := p.cur
 	p.setCur(c)
 	c.prev = old
@@ -352,6 +363,10 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	if err != nil {
 		return nil, id, err
 	}
+	ours, resume, err := t.exchangeResume(fw, fr, id)
+	if err != nil {
+		return nil, id, err
+	}
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, true)
 	if err != nil {
 		return nil, id, err
@@ -368,6 +383,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 		}
 	}
 	c := t.newConn(cc, fr, id, true, nc.RemoteAddr().String())
+	c.resume, c.local = resume, ours
 	if !t.install(p, c) {
 		return nil, id, transport.ErrClosed
 	}
@@ -429,6 +445,63 @@ func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, er
 		t.read(c)
 	}()
 	return id, nil
+}
+
+// exchangeResume sends our wire.Resume for peer id and reads the peer's,
+// once both proofs have verified. A peer we have no state for gets a
+// stream id now, which install gives the state it makes.
+func (t *Transport) exchangeResume(fw *wire.FrameWriter, fr *wire.FrameReader, id core.NodeID) (local, remote wire.Resume, err error) {
+	t.mu.Lock()
+	if p := t.peers[id]; p != nil {
+		local = wire.Resume{Stream: p.stream, PeerStream: p.peerStream, Received: p.rs.recvd.Load()}
+	} else {
+		local.Stream = newStreamID()
+	}
+	t.mu.Unlock()
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, local); err != nil {
+		return local, remote, err
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		return local, remote, fmt.Errorf("%w: reading the resume: %w", ErrHandshake, err)
+	}
+	if f.Kind != wire.KindResume {
+		return local, remote, fmt.Errorf("%w: expected a resume, got %v", ErrHandshake, f.Kind)
+	}
+	remote, err = wire.DecodeResume(f.Payload)
+	if err != nil {
+		return local, remote, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return local, remote, nil
+}
+
+// startStream ties c to p's stream as c's handshake left it (c.resume):
+// a peer of a new incarnation gets new streams both ways (the frames kept
+// for its predecessor are dropped), and the writer resends from the first
+// frame the peer has not delivered. t.mu is held.
+func (t *Transport) startStream(p *peer, c *conn) {
+	r := c.resume
+	if p.peerStream != r.Stream {
+		if p.peerStream != 0 {
+			t.stats.restarts.Add(1)
+			t.log.Info("tcp: the peer restarted or forgot us: the pair's streams start afresh", "peer", uint32(p.id))
+		}
+		p.peerStream = r.Stream
+		p.rs.timer.Stop()
+		p.rs = t.newRecvStream(p, r.Stream)
+		p.log.reset(r.Stream)
+	}
+	c.owner, c.rs, c.peerStream = p, p.rs, r.Stream
+	if r.PeerStream == p.stream && p.stream == c.local.Stream {
+		c.resumeFrom = r.Received + 1
+		p.log.ack(r.Stream, r.Received)
+	}
+	// The writer writes the sequence mark and what the peer lacks before
+	// anything else: started now if the log holds frames, else by the
+	// next Send (SendNow and SendDirect leave c to it until then).
+	if !p.log.empty() {
+		t.activateLocked(p)
+	}
 }
 
 func writeFlush(fw *wire.FrameWriter, f wire.Frame, m wire.Message) error {

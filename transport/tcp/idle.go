@@ -78,7 +78,7 @@ func (t *Transport) retireIdle(p *peer, c *conn) {
 	defer p.wmu.Unlock()
 	t.mu.Lock()
 	ok := !t.closed && t.peers[p.id] == p && p.cur == c && !c.isDead() &&
-		p.flushed.Load() == p.accepted.Load() && len(p.q) == 0 && len(p.hq) == 0
+		p.flushed.Load() == p.accepted.Load() && len(p.q) == 0 && len(p.hq) == 0 && p.log.empty()
 	if ok {
 		p.setCur(nil)
 		p.draining = c
@@ -91,7 +91,16 @@ func (t *Transport) retireIdle(p *peer, c *conn) {
 	// our writer go on to dial a new connection: the peer reads it on c
 	// before our next connection's hello.
 	t.log.Debug("tcp: retiring an idle connection", "peer", uint32(p.id), "remote", c.remote)
-	goodbye := wire.AppendFrame(nil, wire.Frame{Kind: wire.KindGoodbye, Src: t.self, Dst: p.id})
+	var goodbye []byte
+	if r := c.rs; r != nil && r.unacked() {
+		// What we delivered is acknowledged first: the peer then has
+		// nothing left to resend, and no reason to dial again.
+		n := r.recvd.Load()
+		goodbye = wire.AppendFrame(goodbye, wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(nil, n)})
+		r.ackedN.Store(n)
+		t.stats.acks.Add(1)
+	}
+	goodbye = wire.AppendFrame(goodbye, wire.Frame{Kind: wire.KindGoodbye, Src: t.self, Dst: p.id})
 	_, err := c.nc.Write(goodbye)
 	if c.retire() {
 		t.stats.retired.Add(1)

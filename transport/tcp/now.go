@@ -44,19 +44,26 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 	if c == nil || c.raw == nil || !p.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() {
 		p.wmu.Unlock()
 		return false
 	}
 	p.now = wire.AppendFrame(p.now[:0], f)
+	if !p.log.fits(len(p.now)) {
+		p.wmu.Unlock()
+		return false // Send waits for room
+	}
+	p.log.add(c.peerStream, p.now)
 	n, errno := c.writeNow(p.now)
 	if errno == syscall.EAGAIN || errno == syscall.EINTR {
+		p.log.dropLast(c.peerStream)
 		p.wmu.Unlock()
 		return false
 	}
 	if errno != 0 {
 		// Nothing written: c is broken. Send queues the frame for the
 		// next connection.
+		p.log.dropLast(c.peerStream)
 		p.wmu.Unlock()
 		c.writeFailed(&net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: errno})
 		return false

@@ -59,6 +59,16 @@ type peer struct {
 	// unreachable: the last dial failed or the last connection died, and
 	// no connection has been put in use since (see Flush).
 	unreachable bool
+	// stream is our id of the pair's streams (wire.Resume), drawn with p;
+	// peerStream is the peer's (0: none yet), and rs the stream of its
+	// frames we deliver (resend.go).
+	stream     uint64
+	peerStream uint64
+	rs         *recvStream
+
+	// log holds the frames written to the peer and not yet acknowledged
+	// (resend.go); it lives as long as p.
+	log *sendLog
 
 	// accepted counts the frames Send has put in q (and SendNow has
 	// taken); written counts those written to a connection, and flushed
@@ -234,7 +244,10 @@ func (t *Transport) peerLocked(id core.NodeID) *peer {
 		wake:    make(chan struct{}, 1),
 		kick:    make(chan struct{}, 1),
 		removed: make(chan struct{}),
+		log:     newSendLog(t.cfg.ResendBuffer),
+		stream:  newStreamID(),
 	}
+	p.rs = t.newRecvStream(p, 0)
 	t.peers[id] = p
 	return p
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
@@ -18,10 +19,9 @@ func (t *Transport) read(c *conn) {
 		<-c.prev.readerDone
 		c.prev = nil
 	}
-	if t.slot.Wait(c.dead, t.closing) == nil {
-		t.connDied(c, nil)
-		return
-	}
+	// No wait for a handler here: the peer's acknowledgements are read
+	// without one (a process that only sends would otherwise fill its
+	// resend log); the first frame to deliver waits for it (handler).
 	c.fr.SetMaxFrameSize(t.cfg.MaxFrameSize)
 	var err error
 	if c.shm == nil {
@@ -88,6 +88,11 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 			c.poll.mark()
 		}
 		c.placer.Placed(f, err == nil)
+		if err == nil && c.next != 0 {
+			// placeWith took it only if it was not a duplicate.
+			c.next++
+			t.delivered(c, c.next-1, len(f.Payload))
+		}
 	}
 	if err != nil || placed {
 		return err
@@ -100,7 +105,35 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	if f.Kind == wire.KindPad && f.Src == c.peer && f.Dst == t.self {
 		return nil
 	}
-	if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye {
+	if (f.Kind == wire.KindSeq || f.Kind == wire.KindAck) && f.Src == c.peer && f.Dst == t.self {
+		n, err := wire.DecodeCount(f.Payload)
+		if err != nil {
+			return fmt.Errorf("%w: %v: %w", wire.ErrMalformedFrame, f.Kind, err)
+		}
+		if f.Kind == wire.KindSeq {
+			if n == 0 {
+				return fmt.Errorf("%w: a sequence mark of 0", wire.ErrMalformedFrame)
+			}
+			c.next = n
+		} else {
+			c.owner.log.ack(c.peerStream, n)
+		}
+		return nil
+	}
+	// seq is the frame's number in the pair's stream (0: not counted,
+	// which only a peer that broke the protocol causes).
+	var seq uint64
+	if c.next != 0 {
+		seq = c.next
+		c.next++
+		if seq <= c.rs.recvd.Load() {
+			// Written again on this connection after the last one broke,
+			// and delivered from that one already.
+			t.stats.duplicates.Add(1)
+			return nil
+		}
+	}
+	if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye || f.Kind == wire.KindResume {
 		t.stats.misaddressed.Add(1)
 		if !c.warned {
 			c.warned = true
@@ -118,7 +151,16 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	} else {
 		t.stats.framesIn.Add(1)
 	}
-	t.slot.Get().Deliver(f)
+	h := t.slot.Get()
+	if h == nil {
+		if h = t.slot.Wait(c.dead, t.closing); h == nil {
+			return net.ErrClosed
+		}
+	}
+	h.Deliver(f)
+	if seq != 0 {
+		t.delivered(c, seq, len(f.Payload))
+	}
 	if !try && f.Kind.Proto() != core.ProtoFD {
 		// A data frame: the next may follow soon. A caller's progress
 		// (try) does not mark: the caller polls for the next itself, and
@@ -136,6 +178,9 @@ func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
 		pl, ok := t.slot.Get().(transport.Placer)
 		if !ok || f.Src != c.peer || f.Dst != t.self || f.Kind.Proto() == core.ProtoCore {
 			return 0, nil
+		}
+		if c.next != 0 && c.next <= c.rs.recvd.Load() {
+			return 0, nil // a duplicate: readFrame drops it
 		}
 		skip, dst := pl.Place(f, n)
 		if dst != nil {

@@ -165,6 +165,12 @@ func TestShmRefusesForeignRings(t *testing.T) {
 			if err := readProof(fr, shmTestSecret, local, remote, true); err != nil {
 				t.Fatal(err)
 			}
+			if err := writeFlush(fw, wire.Frame{Src: peer, Dst: 1}, wire.Resume{Stream: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if f, err := fr.ReadFrame(); err != nil || f.Kind != wire.KindResume {
+				t.Fatalf("the transport's resume: %v, %v", f, err)
+			}
 
 			o := tc.offer(t, local, remote)
 			defer unmapRing(o.mem)

@@ -26,6 +26,10 @@ type Stats struct {
 	Now          uint64 // of FramesOut, those SendNow wrote itself (now.go)
 	Placed       uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
 	Polled       uint64 // of FramesIn, those read and delivered by a caller's PollUntil
+	Resent       uint64 // frames written again on a new connection (not in FramesOut)
+	Duplicates   uint64 // frames read again after a reconnection and dropped (not in FramesIn)
+	Acks         uint64 // acknowledgements written (wire.KindAck)
+	Restarts     uint64 // peers seen with a new incarnation (a restarted process): their streams started afresh
 	Conns        int    // connections in use now
 	Writers      int    // peers with a writer goroutine and queues now
 }
@@ -38,7 +42,8 @@ type Stats struct {
 // is their sum).
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
-	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused, shed atomic.Uint64
+	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused, shed,
+	resent, duplicates, acks, restarts atomic.Uint64
 }
 
 // bump adds one to a counter that one goroutine at a time writes (under
@@ -58,6 +63,8 @@ func (t *Transport) Stats() Stats {
 		FramesIn:     t.stats.framesIn.Load(),
 		FramesOut:    t.stats.framesOut.Load() + t.stats.direct.Load() + t.stats.now.Load(),
 		Direct:       t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(),
+		Resent: t.stats.resent.Load(), Duplicates: t.stats.duplicates.Load(),
+		Acks: t.stats.acks.Load(), Restarts: t.stats.restarts.Load(),
 	}
 	t.mu.Lock() // removeRing moves a connection's polled count under it
 	s.Polled = t.stats.polled.Load()

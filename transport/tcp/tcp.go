@@ -2,6 +2,8 @@ package tcp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,6 +116,17 @@ func Listen(cfg Config) (*Transport, error) {
 	}
 	t.log.Info("tcp: listening", "addr", t.Addr(), "unix", t.UnixAddr())
 	return t, nil
+}
+
+// newStreamID returns a random stream id (wire.Resume), not 0.
+func newStreamID() uint64 {
+	for {
+		var b [8]byte
+		rand.Read(b[:])
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
 }
 
 func keepAlive(cfg Config) net.KeepAliveConfig {

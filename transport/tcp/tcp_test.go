@@ -229,7 +229,8 @@ func (c *rawClient) sendMsg(t *testing.T, f wire.Frame, m wire.Message) {
 }
 
 // handshake runs the initiator's side with the given Hello and secret and
-// returns the server's Hello; it does not read the server's proof.
+// returns the server's Hello; it does not read the server's proof and
+// resume.
 func (c *rawClient) handshake(t *testing.T, h wire.Hello, secret []byte) wire.Hello {
 	t.Helper()
 	c.sendMsg(t, wire.Frame{Src: h.Node, Dst: core.None}, h)
@@ -243,6 +244,9 @@ func (c *rawClient) handshake(t *testing.T, h wire.Hello, secret []byte) wire.He
 	}
 	if h.Version == wire.Version && h.JobID == jobID {
 		c.sendMsg(t, wire.Frame{Src: h.Node, Dst: sh.Node}, wire.Proof{MAC: wire.ComputeProof(secret, h, sh, true)})
+		// The resume that ends the handshake, sent ahead: the server
+		// reads it once it has sent its proof.
+		c.sendMsg(t, wire.Frame{Src: h.Node, Dst: sh.Node}, wire.Resume{Stream: uint64(h.Node)})
 	}
 	return sh
 }

@@ -27,7 +27,7 @@ func (t *Transport) manage(p *peer) {
 		// other can take them while we hold t.mu, so the lengths below
 		// are final. (Read after them, a Send could push and leave between
 		// the two reads.)
-		if c == nil && pending == nil && !kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 {
+		if c == nil && pending == nil && !kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 && p.log.empty() {
 			// Nothing to write and no connection: end, releasing the
 			// queues; the next Send starts a writer again.
 			p.active = false
@@ -58,9 +58,12 @@ func (t *Transport) manage(p *peer) {
 				// typically a kept one (a tree neighbour), and dialling
 				// it in the first milliseconds after its crash takes
 				// the processor from the view change that excludes it.
-				wait := !kept
+				// Frames the peer has not acknowledged are held as a
+				// queued one is: they go out on the next connection.
+				holding := !p.log.empty()
+				wait := !kept && !holding
 				var backoff *time.Timer
-				if kept {
+				if kept || holding {
 					t.mu.Lock()
 					unreachable := p.unreachable
 					t.mu.Unlock()
@@ -73,7 +76,7 @@ func (t *Transport) manage(p *peer) {
 					continue
 				}
 			}
-			if c = t.connect(p, pending != nil); c == nil {
+			if c = t.connect(p, pending != nil || !p.log.empty()); c == nil {
 				// Closed, removed, or nothing left to dial for: the
 				// top of the loop ends the writer.
 				continue
@@ -182,7 +185,7 @@ func (t *Transport) connect(p *peer, holding bool) *conn {
 		}
 		tm.Stop()
 		t.mu.Lock()
-		idle := !holding && !p.kept && p.cur == nil && len(p.q) == 0 && len(p.hq) == 0
+		idle := !holding && !p.kept && p.cur == nil && len(p.q) == 0 && len(p.hq) == 0 && p.log.empty()
 		t.mu.Unlock()
 		if idle {
 			return nil
@@ -231,8 +234,9 @@ func frameRef(f wire.Frame) *wire.Frame { return &f }
 // whenever the queue is empty, until c dies, p is removed or the transport
 // closes. pending, if not nil, is written first. A frame taken from the
 // queue after c is known to be dead is not written but returned, so that it
-// goes out on the next connection (frames already handed to a connection
-// that then breaks are lost, see the package doc). The writer holds p.wmu
+// goes out on the next connection; frames handed to a connection that then
+// breaks are in p's log, and the next connection begins with them
+// (resend.go). The writer holds p.wmu
 // from the first frame it takes until the queue is empty and its buffer
 // flushed, so that SendDirect never writes between queued frames.
 func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten *wire.Frame) {
@@ -242,6 +246,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 	write := func(f wire.Frame) bool {
 		c.markActive()
 		p.written++ // written or lost with c: either way no longer queued
+		p.log.addFrame(c.peerStream, &f, nil)
 		if err := fw.WriteFrame(f); err != nil {
 			c.writeFailed(err)
 			return false
@@ -254,6 +259,13 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		// The rest of a frame SendNow wrote to an earlier connection,
 		// retired since (and read to its end) or dead.
 		t.writeRest(p)
+	}
+	if !c.resumed.Load() {
+		if err := t.resume(fw, p, c); err != nil {
+			c.writeFailed(err)
+			p.wmu.Unlock()
+			return pending
+		}
 	}
 	rest := len(p.rest) > 0
 	if pending == nil && !rest {
@@ -299,8 +311,12 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		// What SendNow left goes first, before the buffer's frames.
 		ok := t.writeRest(p)
 		if ok && have {
+			if !t.waitRoom(fw, p, c, wire.EncodedSize(next.f)) {
+				p.wmu.Unlock()
+				return frameRef(next.f)
+			}
 			ok = write(next.f)
-			putCopyBuf(next.buf) // written into fw's buffer, or lost with c
+			putCopyBuf(next.buf) // written into fw's buffer and the log, or lost with c
 		}
 		next = queued{}
 		have = false
@@ -320,8 +336,18 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				p.wmu.Unlock()
 				return frameRef(f.f)
 			}
+			if !t.waitRoom(fw, p, c, wire.EncodedSize(f.f)) {
+				p.wmu.Unlock()
+				return frameRef(f.f)
+			}
 			ok = write(f.f)
 			putCopyBuf(f.buf)
+		}
+		if ok {
+			if err := t.appendAck(fw, p, c); err != nil {
+				c.writeFailed(err)
+				ok = false
+			}
 		}
 		if ok && fw.Buffered() > 0 {
 			if err := fw.Flush(); err != nil {

@@ -1,0 +1,422 @@
+package tcp
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// A pair's stream outlives its connections. Each side numbers the frames
+// it writes to a peer (1, 2, ...: every frame but the transport's own
+// pads, goodbyes, sequence marks and acknowledgements), keeps those not
+// yet acknowledged in the peer's sendLog, and starts every connection with
+// a wire.KindSeq mark that gives the number of the next frame on it. The
+// receiver counts the frames it delivers (recvStream.recvd), drops a frame
+// whose number it has delivered already, and acknowledges what it has
+// (wire.KindAck). A connection that breaks loses nothing, then: the next
+// one's handshake tells each side how far the other got (wire.Resume), and
+// the writer writes the mark and the frames after that point before
+// anything else.
+//
+// A stream belongs to a pair of stream ids (wire.Resume), drawn by each
+// side when it makes its state for the other: a peer whose id changed is a
+// new process (or one that forgot us: RemovePeer), so the frames kept for
+// its predecessor are dropped, not resent, and its frames are counted from
+// 1.
+
+// ackDelay is how long a receiver waits before it acknowledges frames
+// with a frame of its own when no traffic the other way carries the
+// acknowledgement sooner: a peer that answers within it (a heartbeat, a
+// reply) costs no extra frame.
+const ackDelay = 50 * time.Millisecond
+
+// ackFrames and ackBytes acknowledge at once after that many frames or
+// bytes since the last acknowledgement, well before the sender's log
+// (Config.ResendBuffer, at least minResendBuffer) fills.
+const (
+	ackFrames = 128
+	ackBytes  = 256 << 10
+)
+
+// minResendBuffer is the smallest Config.ResendBuffer: four times the
+// bytes a receiver lets pass before it acknowledges.
+const minResendBuffer = 4 * ackBytes
+
+// sendLog holds the encoded frames written to a peer's stream and not yet
+// acknowledged, in order, in a ring that grows up to what it must hold.
+// Frames are added under the peer's wmu (in the order they enter the
+// stream) and trimmed by the reader that reads the acknowledgements.
+type sendLog struct {
+	mu sync.Mutex
+	// stream is the peer's stream id (0: not yet known); a frame written
+	// to a connection of another is not kept.
+	stream uint64
+	buf    []byte // the ring; len(buf) is its capacity
+	start  int    // offset of the first byte held
+	n      int    // bytes held
+	lens   []int  // the frames' encoded sizes, oldest first, from lens[lhead]
+	lhead  int
+	first  uint64 // the number of the oldest frame held (lens[lhead])
+	next   uint64 // the number of the next frame added
+	limit  int    // Config.ResendBuffer
+	// space has a token when frames were trimmed: a writer waiting for
+	// room looks again.
+	space chan struct{}
+}
+
+func newSendLog(limit int) *sendLog {
+	return &sendLog{first: 1, next: 1, limit: limit, space: make(chan struct{}, 1)}
+}
+
+// held returns how many frames the log holds.
+func (l *sendLog) held() int { return len(l.lens) - l.lhead }
+
+// empty reports whether every frame written has been acknowledged.
+func (l *sendLog) empty() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n == 0
+}
+
+// fits reports whether a frame of size bytes may be added now: the log
+// holds at most limit bytes, except a frame larger than that alone.
+func (l *sendLog) fits(size int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n == 0 || l.n+size <= l.limit
+}
+
+// add appends the frame whose encoding is the concatenation of parts,
+// written to a connection of the peer's stream. It does not
+// check the limit (see fits).
+func (l *sendLog) add(stream uint64, parts ...[]byte) {
+	size := 0
+	for _, b := range parts {
+		size += len(b)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if stream != l.stream {
+		return // to a predecessor of the peer: lost with it
+	}
+	if l.n+size > len(l.buf) {
+		l.grow(l.n + size)
+	}
+	w := (l.start + l.n) % len(l.buf)
+	for _, b := range parts {
+		k := copy(l.buf[w:], b)
+		copy(l.buf, b[k:])
+		w = (w + len(b)) % len(l.buf)
+	}
+	l.n += size
+	l.lens = append(l.lens, size)
+	l.next++
+}
+
+// dropLast removes the frame add appended last (SendNow's frame that the
+// socket took nothing of).
+func (l *sendLog) dropLast(stream uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if stream != l.stream || l.held() == 0 {
+		return
+	}
+	size := l.lens[len(l.lens)-1]
+	l.lens = l.lens[:len(l.lens)-1]
+	l.n -= size
+	l.next--
+}
+
+// grow makes the ring hold at least size bytes, its content unwrapped.
+func (l *sendLog) grow(size int) {
+	c := max(64<<10, len(l.buf))
+	for c < size {
+		c *= 2
+	}
+	nb := make([]byte, c)
+	l.copyOut(nb, l.start, l.n)
+	l.buf, l.start = nb, 0
+}
+
+// copyOut copies n bytes of the ring from offset off into dst.
+func (l *sendLog) copyOut(dst []byte, off, n int) {
+	if n == 0 {
+		return
+	}
+	k := copy(dst[:n], l.buf[off:])
+	copy(dst[k:n], l.buf)
+}
+
+// ack forgets the frames up to number upTo of the peer's stream.
+func (l *sendLog) ack(stream, upTo uint64) {
+	l.mu.Lock()
+	if stream != l.stream || upTo < l.first {
+		l.mu.Unlock()
+		return
+	}
+	k := int(min(upTo-l.first+1, uint64(l.held())))
+	for _, size := range l.lens[l.lhead : l.lhead+k] {
+		l.n -= size
+		l.start += size
+	}
+	if len(l.buf) > 0 {
+		l.start %= len(l.buf)
+	}
+	l.lhead += k
+	l.first += uint64(k)
+	if l.lhead == len(l.lens) {
+		l.lens, l.lhead = l.lens[:0], 0
+		l.start = 0
+		if len(l.buf) > l.limit {
+			l.buf = nil // an oversized frame's ring is not kept
+		}
+	} else if l.lhead > 1024 && l.lhead > len(l.lens)/2 {
+		l.lens = l.lens[:copy(l.lens, l.lens[l.lhead:])]
+		l.lhead = 0
+	}
+	l.mu.Unlock()
+	select {
+	case l.space <- struct{}{}:
+	default:
+	}
+}
+
+// reset starts the stream with a new stream of the peer: what was kept
+// for the old one is dropped.
+func (l *sendLog) reset(stream uint64) {
+	l.mu.Lock()
+	l.stream = stream
+	l.buf, l.start, l.n = nil, 0, 0
+	l.lens, l.lhead = nil, 0
+	l.first, l.next = 1, 1
+	l.mu.Unlock()
+	select {
+	case l.space <- struct{}{}:
+	default:
+	}
+}
+
+// since returns the number of the first frame at or after from that the
+// log holds (the next one to add if none) and a copy of those frames'
+// encodings, back to back.
+func (l *sendLog) since(stream, from uint64) (uint64, []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if stream != l.stream {
+		return l.next, nil
+	}
+	from = max(from, l.first)
+	if from >= l.next {
+		return l.next, nil
+	}
+	off, n := 0, 0
+	for i, size := range l.lens[l.lhead:] {
+		if l.first+uint64(i) < from {
+			off += size
+		} else {
+			n += size
+		}
+	}
+	out := make([]byte, n)
+	if len(l.buf) > 0 {
+		l.copyOut(out, (l.start+off)%len(l.buf), n)
+	}
+	return from, out
+}
+
+// recvStream counts the frames of a peer's stream delivered to the
+// handler. recvd and bytes are written by the one goroutine that delivers
+// the peer's frames at a time (a reader, or a caller's progress under the
+// connection's rd: connections of a peer are read one after the other).
+type recvStream struct {
+	stream uint64
+	recvd  atomic.Uint64 // counted frames delivered
+	bytes  atomic.Uint64 // their encoded bytes (an approximation: the body)
+	// ackedN and ackedBytes are recvd and bytes as last acknowledged (the
+	// writer's, under the peer's wmu).
+	ackedN, ackedBytes atomic.Uint64
+	due                atomic.Bool // an acknowledgement is due now
+	armed              atomic.Bool // timer runs
+	timer              *time.Timer
+}
+
+// unacked reports whether frames were delivered since the last
+// acknowledgement.
+func (r *recvStream) unacked() bool { return r.recvd.Load() != r.ackedN.Load() }
+
+// delivered counts frame seq, of size bytes, of c's stream as delivered
+// and asks for an acknowledgement: at once past ackFrames or ackBytes,
+// else within ackDelay.
+func (t *Transport) delivered(c *conn, seq uint64, size int) {
+	r := c.rs
+	storeOrdered(&r.recvd, seq)
+	b := r.bytes.Load() + uint64(size)
+	storeOrdered(&r.bytes, b)
+	if r.due.Load() {
+		return // asked for already; the writer has not written it yet
+	}
+	if seq-r.ackedN.Load() >= ackFrames || b-r.ackedBytes.Load() >= ackBytes {
+		t.ackNow(c.owner, r)
+		return
+	}
+	if !r.armed.Load() {
+		r.armed.Store(true)
+		r.timer.Reset(ackDelay)
+	}
+}
+
+// newRecvStream returns peer p's stream.
+func (t *Transport) newRecvStream(p *peer, stream uint64) *recvStream {
+	r := &recvStream{stream: stream}
+	r.timer = time.AfterFunc(time.Hour, func() {
+		r.armed.Store(false)
+		if r.unacked() {
+			t.ackNow(p, r)
+		}
+	})
+	r.timer.Stop()
+	return r
+}
+
+// ackNow makes p's writer acknowledge r, starting the writer if the peer
+// has none (a peer we only receive from).
+func (t *Transport) ackNow(p *peer, r *recvStream) {
+	r.due.Store(true)
+	t.mu.Lock()
+	if !t.closed && t.peers[p.id] == p {
+		t.activateLocked(p)
+	}
+	t.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// appendAck appends to fw an acknowledgement of c's stream if one is
+// due, or if frames were delivered since the last one and fw holds a
+// batch anyway; the caller holds p.wmu.
+func (t *Transport) appendAck(fw *wire.FrameWriter, p *peer, c *conn) error {
+	r := c.rs
+	if r == nil || !r.unacked() || (!r.due.Load() && fw.Buffered() == 0) {
+		return nil
+	}
+	n, b := r.recvd.Load(), r.bytes.Load()
+	r.due.Store(false)
+	var buf [binaryMaxVarint]byte
+	if err := fw.WriteFrame(wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(buf[:0], n)}); err != nil {
+		return err
+	}
+	r.ackedN.Store(n)
+	r.ackedBytes.Store(b)
+	t.stats.acks.Add(1)
+	return nil
+}
+
+// resume starts c's stream: the sequence mark, then the frames of p's
+// log that the peer has not delivered, into fw (flushed). The caller
+// holds p.wmu; c takes frames from SendNow and SendDirect only after it.
+func (t *Transport) resume(fw *wire.FrameWriter, p *peer, c *conn) error {
+	from, frames := p.log.since(c.peerStream, c.resumeFrom)
+	var buf [binaryMaxVarint]byte
+	err := fw.WriteFrame(wire.Frame{Kind: wire.KindSeq, Src: t.self, Dst: p.id, Payload: wire.AppendCount(buf[:0], from)})
+	resent := uint64(0)
+	for len(frames) > 0 && err == nil {
+		f, n, derr := wire.DecodeFrameMax(frames, max(t.cfg.MaxFrameSize, len(frames)))
+		if derr != nil {
+			panic("tcp: a frame of the resend log does not decode: " + derr.Error())
+		}
+		err = fw.WriteFrame(f)
+		frames = frames[n:]
+		resent++
+	}
+	if err == nil {
+		err = fw.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	if resent > 0 {
+		t.stats.resent.Add(resent)
+		t.log.Debug("tcp: resent frames on a new connection", "peer", uint32(p.id), "from", from, "frames", resent)
+	}
+	c.resumed.Store(true)
+	return nil
+}
+
+// addFrame keeps f, whose payload is f.Payload followed by body, written
+// to a connection of the peer's stream.
+func (l *sendLog) addFrame(stream uint64, f *wire.Frame, body []byte) {
+	var hb [wire.LengthSize + wire.MaxHeaderSize]byte
+	h := *f
+	h.Payload = nil
+	l.add(stream, h.AppendHead(hb[:0], len(f.Payload)+len(body)), f.Payload, body)
+}
+
+// waitRoom waits until p's log has room for a frame of size bytes, writing
+// the acknowledgements asked for meanwhile (the peer may be waiting for
+// room too); the caller holds p.wmu and writes through fw to c. It
+// returns false, having flushed fw, if c stopped or the peer or the
+// transport went first.
+func (t *Transport) waitRoom(fw *wire.FrameWriter, p *peer, c *conn, size int) bool {
+	for !p.log.fits(size) {
+		if err := t.appendAck(fw, p, c); err == nil && fw.Buffered() > 0 {
+			err = fw.Flush()
+		}
+		if fw.Err() != nil {
+			c.writeFailed(fw.Err())
+			return false
+		}
+		select {
+		case <-p.log.space:
+		case <-p.kick:
+			if c.rs != nil && c.rs.unacked() {
+				c.rs.due.Store(true)
+			}
+		case <-c.dead:
+			return false
+		case <-c.retiring:
+			return false
+		case <-p.removed:
+			return false
+		case <-t.closing:
+			return false
+		}
+	}
+	return true
+}
+
+// errBroken is the cause of a connection BreakConns broke.
+var errBroken = errors.New("tcp: connection broken on purpose (fault injection)")
+
+// BreakConns breaks the connections to node id as a network fault would:
+// closed at once, with no goodbye (over TCP with a reset), losing what
+// they held in flight, and reported as lost connections. The pair's
+// streams survive: the next connection, dialled as after any loss,
+// begins with the frames the peer had not delivered. It returns how many
+// connections it broke. It is meant for fault injection (tests, chaos
+// tools).
+func (t *Transport) BreakConns(id core.NodeID) int {
+	t.mu.Lock()
+	var cs []*conn
+	if p := t.peers[id]; p != nil {
+		for _, c := range []*conn{p.cur, p.draining} {
+			if c != nil {
+				cs = append(cs, c)
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range cs {
+		if tc, ok := c.nc.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		c.close(false, errBroken)
+	}
+	return len(cs)
+}
