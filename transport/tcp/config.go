@@ -56,7 +56,7 @@ type Config struct {
 	// peer acknowledges them, to be written again on the next connection
 	// if this one breaks (see the package doc, "A pair's stream"). A
 	// writer waits, as for a full queue, while it is full; a frame larger
-	// than it is kept alone. At least 1 MiB; default 4 MiB.
+	// than it is kept alone. At least 1 MiB; default 16 MiB.
 	ResendBuffer int
 
 	// HandshakeTimeout bounds the handshake of a connection, from accept or
@@ -152,7 +152,7 @@ const (
 	DefaultKeepAlive        = 5 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultDirectMax        = wire.DefaultMaxFrameSize
-	DefaultResendBuffer     = 4 << 20
+	DefaultResendBuffer     = 16 << 20
 )
 
 // Defaults of [Config]'s bounds on handshakes in progress.

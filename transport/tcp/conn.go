@@ -53,6 +53,7 @@ type conn struct {
 	polledOut bool
 	place     wire.PlaceFunc // placeWith's, made once
 	placer    transport.Placer
+	placedLen int // the payload length of the frame placer took
 
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its

@@ -91,7 +91,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		if err == nil && c.next != 0 {
 			// placeWith took it only if it was not a duplicate.
 			c.next++
-			t.delivered(c, c.next-1, len(f.Payload))
+			t.delivered(c, c.next-1, c.placedLen)
 		}
 	}
 	if err != nil || placed {
@@ -184,7 +184,7 @@ func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
 		}
 		skip, dst := pl.Place(f, n)
 		if dst != nil {
-			c.placer = pl
+			c.placer, c.placedLen = pl, n
 			c.poll.mark() // a large data frame: poll while its body comes
 		}
 		return skip, dst

@@ -283,9 +283,28 @@ func (t *Transport) newRecvStream(p *peer, stream uint64) *recvStream {
 	return r
 }
 
-// ackNow makes p's writer acknowledge r, starting the writer if the peer
-// has none (a peer we only receive from).
+// ackNow acknowledges r: on the calling goroutine when p's connection is
+// a plain socket with nothing being written to it (ackInline), else by
+// p's writer, started if the peer has none (a peer we only receive from).
 func (t *Transport) ackNow(p *peer, r *recvStream) {
+	if c := p.live.Load(); c != nil && c.rs == r && c.raw != nil {
+		switch t.ackInline(p, c, r) {
+		case ackWritten:
+			return
+		case ackPartial:
+			// The writer writes the rest (p.rest), as for SendNow.
+			t.mu.Lock()
+			if !t.closed && t.peers[p.id] == p {
+				t.activateLocked(p)
+			}
+			t.mu.Unlock()
+			select {
+			case p.kick <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
 	r.due.Store(true)
 	t.mu.Lock()
 	if !t.closed && t.peers[p.id] == p {
@@ -296,6 +315,45 @@ func (t *Transport) ackNow(p *peer, r *recvStream) {
 	case p.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Results of ackInline.
+const (
+	ackNotWritten = iota
+	ackWritten
+	ackPartial // written in part: the rest is p.rest
+)
+
+// ackInline writes an acknowledgement of r to c with one non-blocking
+// write, as SendNow writes a frame, if nothing is being written to c: no
+// wake-up of the writer, whose turn a sender waiting for room in its log
+// would otherwise wait for.
+func (t *Transport) ackInline(p *peer, c *conn, r *recvStream) int {
+	if !p.wmu.TryLock() {
+		return ackNotWritten
+	}
+	defer p.wmu.Unlock()
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
+		return ackNotWritten
+	}
+	n, b := r.recvd.Load(), r.bytes.Load()
+	var pb [binaryMaxVarint]byte
+	var fb [wire.LengthSize + wire.MaxHeaderSize + binaryMaxVarint]byte
+	frame := wire.AppendFrame(fb[:0], wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(pb[:0], n)})
+	k, errno := c.writeNow(frame)
+	if errno != 0 {
+		return ackNotWritten
+	}
+	r.ackedN.Store(n)
+	r.ackedBytes.Store(b)
+	t.stats.acks.Add(1)
+	c.markActive()
+	if k < len(frame) {
+		p.rest, p.restConn = append(p.rest[:0], frame[k:]...), c
+		p.restPending.Store(true)
+		return ackPartial
+	}
+	return ackWritten
 }
 
 // appendAck appends to fw an acknowledgement of c's stream if one is
