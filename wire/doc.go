@@ -1,7 +1,7 @@
 // Package wire is the binary encoding of cohort: message payloads
 // ([Encoder], [Decoder], [Message], [Codec]), frames ([Frame],
 // [AppendFrame], [DecodeFrame], [FrameReader], [FrameWriter]) and the
-// authenticated connection handshake ([Hello], [Proof]). It is pure: it does
+// authenticated connection handshake ([Hello], [Proof], [Resume]). It is pure: it does
 // no I/O except through the io.Reader and io.Writer handed to it, starts no
 // goroutine, and has no randomness (nonces come from the caller), so the
 // simulator and the host share it.
@@ -123,7 +123,17 @@
 //     has not proved itself. From here on the host drops frames whose src is
 //     not the authenticated node or whose dst is not itself.
 //
-//  5. Only on a plain (not TLS) Unix socket between processes of one host:
+//  5. Each side sends a [KindResume] frame ([Resume]: its stream id for
+//     the pair, the peer's stream id as it last knew it, and how many of
+//     that stream's frames it has delivered) and reads the peer's. The
+//     first frame each side sends after the handshake is a [KindSeq] mark,
+//     the number of its next frame in the pair's stream; every later frame
+//     but [KindPad], [KindGoodbye], [KindSeq] and [KindAck] takes the next
+//     number, and [KindAck] frames acknowledge a stream cumulatively. A
+//     host resends on a new connection what the peer has not delivered
+//     and drops what it delivered already (transport/tcp).
+//
+//  6. Only on a plain (not TLS) Unix socket between processes of one host:
 //     each side sends a [KindRing] offer ([Ring]: the size of the ring it
 //     will write, its memory passed beside the frame, or 0 for none), reads
 //     the peer's, then sends and reads the answers (1: the peer's ring was
@@ -132,9 +142,10 @@
 //     from then on; otherwise both stay on the socket.
 //
 // Both Hellos cross in one flight, then the initiator's Proof and the
-// acceptor's in turn, so the handshake costs one and a half round trips
-// after the connection opens for the initiator and one for the acceptor
-// (two more on a Unix socket, for the ring offers and answers).
+// acceptor's (with its Resume) in turn, then the initiator's Resume, so
+// the handshake costs one and a half round trips after the connection
+// opens for the initiator and two for the acceptor (two more on a Unix
+// socket, for the ring offers and answers).
 //
 // What a replay can and cannot do. A Hello carries no secret: anyone can
 // send one, or replay an old one, and obtain the other side's Hello for
