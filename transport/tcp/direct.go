@@ -18,8 +18,9 @@ import (
 // hand-off to the writer goroutine; the call then returns once the kernel
 // has taken the bytes, which can wait while the peer's receive buffer is
 // full. Otherwise the payload is copied and queued as by Send. Either way
-// the caller may reuse body when SendDirect returns. A frame written to a
-// connection that then fails is lost, as one queued is (see the package
+// the caller may reuse body when SendDirect returns (the resend log keeps
+// a copy). A frame written to a connection that then fails is resent on
+// the next, as one queued is (see the package
 // doc); the error is returned only when the frame cannot be queued.
 func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
 	if t.TrySendDirect(to, f, body) {
@@ -79,7 +80,8 @@ func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
 
 // writeDirect writes f (payload f.Payload then body) to c if p's queue is
 // drained and flushed and no one holds p.wmu; it reports whether it did
-// (a write that fails closes c and counts as done: the frame is lost).
+// (a write that fails closes c and counts as done: the frame is in p's
+// log, and the next connection resends it).
 func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
 		return false // let Send report the exact size

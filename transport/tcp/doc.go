@@ -96,14 +96,43 @@
 // (Config.BackoffMin, BackoffMax); each failed dial and each lost
 // connection is reported to the handler as a [core.PeerHint] (a hint for
 // the failure detector, not a verdict). Frames in flight when a connection
-// breaks are lost; later frames are not reordered.
+// breaks are not lost (see "A pair's stream").
 //
 // SendNow writes a frame on the caller's goroutine instead, with one
 // non-blocking write, when the peer's connection is idle (nothing queued,
-// nobody writing): no wake-up of the writer for a protocol that sends one
+// nobody writing; the connection resumed): no wake-up of the writer for a protocol that sends one
 // frame per peer and event. It never waits; what the socket does not take
 // of the frame the writer writes before anything else, and it declines a
 // frame the socket takes nothing of (see now.go).
+//
+// # A pair's stream
+//
+// The frames between two live processes are delivered once and in order
+// however many times their connection breaks (resend.go). Each side keeps
+// every frame it wrote to a peer in the peer's resend log until the peer
+// acknowledges it (at most Config.ResendBuffer bytes per peer: the writer
+// waits while the log is full, as Send waits for a full queue, and SendNow
+// and SendDirect leave the frame to it); the receiver counts the frames it
+// delivers and acknowledges them cumulatively (wire.KindAck): on the batch
+// its writer sends anyway, or on its own, with one non-blocking write when
+// nothing else is being written, after 128 frames, 256 KiB or 50 ms. A
+// connection's handshake ends with a wire.Resume from each side (its
+// stream id for the pair, and how many of the peer's frames it has
+// delivered); the writer then starts the connection with a sequence mark
+// (wire.KindSeq: the number of the next frame) and the frames the peer
+// lacks, before SendNow or SendDirect may write to it, and the receiver
+// drops a frame whose number it has delivered (Stats.Duplicates; a large
+// frame is then not placed). Stats.Resent counts the frames written again.
+//
+// Stream ids are drawn per peer: a peer whose id changed is a restarted
+// process (or one that forgot us with RemovePeer), so the frames kept for
+// its predecessor are dropped instead of resent, and its own are counted
+// from 1 (Stats.Restarts). A peer with unacknowledged frames is dialled as
+// one with queued frames is, until it acknowledges them or is removed. An
+// idle connection is retired only once its frames are acknowledged (the
+// goodbye carries an acknowledgement of what its sender delivered).
+// BreakConns breaks a pair's connections as a network fault would, for
+// fault injection.
 //
 // # Large frames
 //
@@ -140,6 +169,12 @@
 // reader. Close stops them all.
 //
 // # Limits
+//
+// A frame is copied into the resend log as it is written (SendDirect's
+// body too, which the caller may reuse once it returns): one more copy of
+// every byte sent. A process that crashed loses what its resend log held
+// for others and what it had received and not handled, as before: the
+// stream survives connections, not processes.
 //
 // A peer whose host vanished without closing its sockets keeps its old
 // connection open on our side until a write to it fails or TCP keep-alive

@@ -25,10 +25,10 @@ import (
 // waiting, if the peer has a connection in use over a plain socket (TCP
 // or the same-host Unix socket; not TLS, not shared memory) and nothing
 // of it is queued or being written; the frame is then delivered as a
-// frame queued by Send would be (a connection that breaks loses it as it
-// loses queued frames). It reports whether it took the frame; when it
-// did not, nothing was written and the caller sends it with Send (which
-// reports the errors). Frames sent to one peer with SendNow and Send
+// frame queued by Send would be (if the connection breaks before it is
+// delivered, the next resends it). It reports whether it took the frame;
+// when it did not, nothing was written and the caller sends it with Send
+// (which reports the errors). Frames sent to one peer with SendNow and Send
 // keep their order.
 func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 	if to == t.self || f.Kind.Proto() == core.ProtoFD {
@@ -114,8 +114,8 @@ func (c *conn) writeNow(b []byte) (n int, errno syscall.Errno) {
 // began on, restConn, before anything else is written to it or its
 // writing side is shut (even retired, it is read to its end); the caller
 // holds p.wmu and may wait. It reports false if that connection failed.
-// On a connection closed meanwhile the frame is lost, as queued frames
-// written to it are.
+// On a connection closed meanwhile the frame is resent from the log, as
+// queued frames written to it are.
 func (t *Transport) writeRest(p *peer) bool {
 	if len(p.rest) == 0 {
 		return true
