@@ -23,12 +23,13 @@
 //
 // Frames from one sender to one receiver are delivered in the order Send
 // accepted them (FIFO per pair), never duplicated. A transport is reliable
-// while the connection between the two processes lives; when it breaks
-// (the peer crashed or restarted, the network failed) the frames that were
-// in flight are lost, the transport reports a [core.PeerHint] and
-// reconnects, and later frames flow again in order. Loss is therefore
-// possible, reordering is not. Protocols above tolerate loss (they retry or
-// treat the silence as a failure).
+// while both processes live: when a connection between them breaks (the
+// network failed, a socket was reset) it reports a [core.PeerHint],
+// reconnects and resends what the broken connection lost (transport/tcp;
+// transport/mem never breaks). When a process crashes or restarts, the
+// frames it had not yet sent or handled, and those in flight to it, are
+// lost. Loss is therefore possible, reordering is not. Protocols above
+// tolerate loss (they retry or treat the silence as a failure).
 //
 // # The inbound path
 //
@@ -109,7 +110,8 @@ type Placer interface {
 	// Placed ends a Place that returned a destination: ok when dst holds
 	// the rest of the payload (f.Payload is the first skip bytes, valid
 	// until Placed returns), false when the connection failed first (dst
-	// holds part of it, and the frame is lost like any frame in flight).
+	// holds part of it; a transport that resends what a broken connection
+	// lost offers the frame again, transport/tcp among them).
 	Placed(f wire.Frame, ok bool)
 }
 
