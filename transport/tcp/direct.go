@@ -92,13 +92,15 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 	if !p.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() ||
-		!p.log.fits(headMax(f)+len(body)) {
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() {
 		p.wmu.Unlock()
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	p.log.addFrame(c.peerStream, f, body)
+	if !p.log.addFrame(c.peerStream, f, body, true) {
+		p.wmu.Unlock()
+		return false // no room in the log: Send waits for it
+	}
 	// The frame is written before SendDirect returns, under p.wmu, so it
 	// is not counted in accepted and flushed (Flush has nothing to wait
 	// for, and the idle sweeper holds p.wmu).
@@ -151,13 +153,15 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 	if !sc.wmu.TryLock() {
 		return false
 	}
-	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() ||
-		!p.log.fits(headMax(f)+len(body)) {
+	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() {
 		sc.wmu.Unlock()
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	p.log.addFrame(c.peerStream, f, body)
+	if !p.log.addFrame(c.peerStream, f, body, true) {
+		sc.wmu.Unlock()
+		return false // no room in the log: Send waits for it
+	}
 	var err error
 	if len(body) >= padFrom || !sc.writeFrame(f, body, headMax(f)) {
 		// A body to align, or a head that could wrap the ring's end: the

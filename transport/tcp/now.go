@@ -49,11 +49,10 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 		return false
 	}
 	p.now = wire.AppendFrame(p.now[:0], f)
-	if !p.log.fits(len(p.now)) {
+	if !p.log.add(c.peerStream, true, p.now) {
 		p.wmu.Unlock()
-		return false // Send waits for room
+		return false // no room in the log: Send waits for it
 	}
-	p.log.add(c.peerStream, p.now)
 	n, errno := c.writeNow(p.now)
 	if errno == syscall.EAGAIN || errno == syscall.EINTR {
 		p.log.dropLast(c.peerStream)

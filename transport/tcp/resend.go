@@ -83,26 +83,23 @@ func (l *sendLog) empty() bool {
 	return l.n == 0
 }
 
-// fits reports whether a frame of size bytes may be added now: the log
-// holds at most limit bytes, except a frame larger than that alone.
-func (l *sendLog) fits(size int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n == 0 || l.n+size <= l.limit
-}
-
 // add appends the frame whose encoding is the concatenation of parts,
-// written to a connection of the peer's stream. It does not
-// check the limit (see fits).
-func (l *sendLog) add(stream uint64, parts ...[]byte) {
+// written to a connection of the peer's stream, and reports true; or, if
+// bound is set and the frame does not fit, it reports false, having kept
+// nothing. The log holds at most limit bytes, except a frame larger than
+// that alone.
+func (l *sendLog) add(stream uint64, bound bool, parts ...[]byte) bool {
 	size := 0
 	for _, b := range parts {
 		size += len(b)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if bound && l.n > 0 && l.n+size > l.limit {
+		return false
+	}
 	if stream != l.stream {
-		return // to a predecessor of the peer: lost with it
+		return true // to a predecessor of the peer: lost with it
 	}
 	if l.n+size > len(l.buf) {
 		l.grow(l.n + size)
@@ -116,6 +113,7 @@ func (l *sendLog) add(stream uint64, parts ...[]byte) {
 	l.n += size
 	l.lens = append(l.lens, size)
 	l.next++
+	return true
 }
 
 // dropLast removes the frame add appended last (SendNow's frame that the
@@ -407,22 +405,21 @@ func (t *Transport) resume(fw *wire.FrameWriter, p *peer, c *conn) error {
 	return nil
 }
 
-// addFrame keeps f, whose payload is f.Payload followed by body, written
-// to a connection of the peer's stream.
-func (l *sendLog) addFrame(stream uint64, f *wire.Frame, body []byte) {
+// addFrame is add for f, whose payload is f.Payload followed by body.
+func (l *sendLog) addFrame(stream uint64, f *wire.Frame, body []byte, bound bool) bool {
 	var hb [wire.LengthSize + wire.MaxHeaderSize]byte
 	h := *f
 	h.Payload = nil
-	l.add(stream, h.AppendHead(hb[:0], len(f.Payload)+len(body)), f.Payload, body)
+	return l.add(stream, bound, h.AppendHead(hb[:0], len(f.Payload)+len(body)), f.Payload, body)
 }
 
-// waitRoom waits until p's log has room for a frame of size bytes, writing
-// the acknowledgements asked for meanwhile (the peer may be waiting for
-// room too); the caller holds p.wmu and writes through fw to c. It
-// returns false, having flushed fw, if c stopped or the peer or the
-// transport went first.
-func (t *Transport) waitRoom(fw *wire.FrameWriter, p *peer, c *conn, size int) bool {
-	for !p.log.fits(size) {
+// keep adds f, about to be written to c, to p's log, waiting for room and
+// writing the acknowledgements asked for meanwhile (the peer may be
+// waiting for room too); the caller holds p.wmu and writes through fw to
+// c. It returns false, having kept nothing and flushed fw, if c stopped or
+// the peer or the transport went first.
+func (t *Transport) keep(fw *wire.FrameWriter, p *peer, c *conn, f *wire.Frame) bool {
+	for !p.log.addFrame(c.peerStream, f, nil, true) {
 		if err := t.appendAck(fw, p, c); err == nil && fw.Buffered() > 0 {
 			err = fw.Flush()
 		}

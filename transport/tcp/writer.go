@@ -243,10 +243,10 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 	t.writerRuns.Add(1)
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	// write writes f, which keep has put in p's log.
 	write := func(f wire.Frame) bool {
 		c.markActive()
 		p.written++ // written or lost with c: either way no longer queued
-		p.log.addFrame(c.peerStream, &f, nil)
 		if err := fw.WriteFrame(f); err != nil {
 			c.writeFailed(err)
 			return false
@@ -311,7 +311,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		// What SendNow left goes first, before the buffer's frames.
 		ok := t.writeRest(p)
 		if ok && have {
-			if !t.waitRoom(fw, p, c, wire.EncodedSize(next.f)) {
+			if !t.keep(fw, p, c, &next.f) {
 				p.wmu.Unlock()
 				return frameRef(next.f)
 			}
@@ -336,7 +336,7 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				p.wmu.Unlock()
 				return frameRef(f.f)
 			}
-			if !t.waitRoom(fw, p, c, wire.EncodedSize(f.f)) {
+			if !t.keep(fw, p, c, &f.f) {
 				p.wmu.Unlock()
 				return frameRef(f.f)
 			}
