@@ -461,7 +461,7 @@ func (t *Transport) BreakConns(id core.NodeID) int {
 	var cs []*conn
 	if p := t.peers[id]; p != nil {
 		for _, c := range []*conn{p.cur, p.draining} {
-			if c != nil {
+			if c != nil && !c.isDead() {
 				cs = append(cs, c)
 			}
 		}

@@ -14,11 +14,12 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/tcp"
+	"github.com/cohort-mp/cohort/transport/transporttest"
 	"github.com/cohort-mp/cohort/wire"
 )
 
 var resetMessages = flag.Int("reset-messages", 0,
-	"messages each way in TestBrokenConnectionsLoseNothing (0: 1,000,000, or 20,000 with -short)")
+	"messages each way in TestBrokenConnectionsLoseNothing (0: 1,000,000, or 100,000 with -short)")
 
 // streamCheck checks that a receiver gets 0, 1, ..., n-1 once each, in
 // order, in the first 8 bytes of the payloads.
@@ -68,8 +69,9 @@ func (s *streamCheck) result() (uint64, error) {
 
 // TestBrokenConnectionsLoseNothing streams numbered messages both ways
 // between two transports through Send, SendDirect and SendNow while the
-// pair's connection in use is broken 100 times, at moments drawn from
-// the seed, on either side: every message arrives once and in order (the
+// pair's connections are broken on both sides 100 times, at moments drawn
+// from the seed, each time once the last break's replacement is in use:
+// every message arrives once and in order (the
 // pair's stream, resend.go). Over the Unix socket, shared memory and TCP.
 func TestBrokenConnectionsLoseNothing(t *testing.T) {
 	t.Logf("seed %d (replay: go test -run TestBrokenConnectionsLoseNothing -seed %d)", *seed, *seed)
@@ -77,7 +79,7 @@ func TestBrokenConnectionsLoseNothing(t *testing.T) {
 	switch {
 	case n > 0:
 	case testing.Short():
-		n = 20_000
+		n = 100_000
 	default:
 		n = 1_000_000
 	}
@@ -103,13 +105,10 @@ func testBrokenConnections(t *testing.T, path pathKind, n int) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	send := func(tr *tcp.Transport, to core.NodeID, seed uint64, hook func(i int)) error {
+	send := func(tr *tcp.Transport, to core.NodeID, seed uint64, hook func(i int) error) error {
 		r := rand.New(rand.NewPCG(seed, 1))
 		buf := make([]byte, 8+64)
 		for i := range n {
-			if hook != nil {
-				hook(i)
-			}
 			size := 8 + r.IntN(57)
 			binary.LittleEndian.PutUint64(buf, uint64(i))
 			f := wire.Frame{Kind: seqKind}
@@ -129,6 +128,11 @@ func testBrokenConnections(t *testing.T, path pathKind, n int) {
 			if err != nil {
 				return fmt.Errorf("message %d: %w", i, err)
 			}
+			if hook != nil {
+				if err := hook(i); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	}
@@ -139,23 +143,41 @@ func testBrokenConnections(t *testing.T, path pathKind, n int) {
 	go func() {
 		defer wg.Done()
 		k := 0
-		errs <- send(a, 2, *seed+1, func(i int) {
-			// A break that finds no connection (the last one is being
-			// replaced) waits for the next message.
-			for k < len(at) && at[k] <= i {
-				var m int
-				if sides[k] {
-					m = a.BreakConns(2)
-				} else {
-					m = c.BreakConns(1)
+		var established uint64
+		err := send(a, 2, *seed+1, func(i int) error {
+			// After message i, a break waits for the connection that
+			// replaced the last one broken (message i, at least, is
+			// there to dial for), then breaks it on both sides (the
+			// first one drawn from the seed).
+			for ; k < len(at) && at[k] <= i; k++ {
+				deadline := time.Now().Add(transporttest.Timeout)
+				for {
+					est := a.Stats().Established
+					if est > established && a.Connected(2) && c.Connected(1) {
+						var m int
+						if sides[k] {
+							m = a.BreakConns(2) + c.BreakConns(1)
+						} else {
+							m = c.BreakConns(1) + a.BreakConns(2)
+						}
+						if m > 0 {
+							established, broke = est, broke+1
+							break
+						}
+					}
+					if time.Now().After(deadline) {
+						return fmt.Errorf("break %d: no new connection (connected %v %v; a %+v; c %+v)",
+							k, a.Connected(2), c.Connected(1), a.Stats(), c.Stats())
+					}
+					time.Sleep(50 * time.Microsecond)
 				}
-				if m == 0 {
-					break
-				}
-				broke += m
-				k++
 			}
+			return nil
 		})
+		if err == nil && k < len(at) {
+			err = fmt.Errorf("the stream ended after %d of %d breaks", k, len(at))
+		}
+		errs <- err
 	}()
 	go func() {
 		defer wg.Done()
@@ -181,12 +203,13 @@ func testBrokenConnections(t *testing.T, path pathKind, n int) {
 		}
 	}
 	sa, sc := a.Stats(), c.Stats()
-	t.Logf("%d messages each way, %d connections broken; a: %d connections, %d frames resent, %d duplicates dropped, %d acks; c: %d connections, %d resent, %d duplicates, %d acks",
+	t.Logf("%d messages each way, %d breaks; a: %d connections, %d frames resent, %d duplicates dropped, %d acks; c: %d connections, %d resent, %d duplicates, %d acks",
 		n, broke, sa.Established, sa.Resent, sa.Duplicates, sa.Acks, sc.Established, sc.Resent, sc.Duplicates, sc.Acks)
-	if broke < breaks || sa.Lost+sc.Lost < breaks {
-		t.Fatalf("%d connections broken, %d and %d lost; want at least %d", broke, sa.Lost, sc.Lost, breaks)
+	if broke != breaks || sa.Lost+sc.Lost < breaks {
+		t.Fatalf("%d breaks, %d and %d connections lost; want %d breaks and as many losses", broke, sa.Lost, sc.Lost, breaks)
 	}
 	checkPath(t, a, path)
 }
 
 var _ transport.Handler = (*streamCheck)(nil)
+
