@@ -327,7 +327,7 @@ func TestCodecHandshakeKinds(t *testing.T) {
 }
 
 func TestResumeRoundTrip(t *testing.T) {
-	for _, r := range []Resume{{Stream: 1}, {Stream: 1 << 63, PeerStream: 7, Received: 1<<40 + 3}} {
+	for _, r := range []Resume{{Stream: 1}, {Stream: 1 << 63, PeerStream: 7, Received: 1<<40 + 3, DialOutOnly: true}} {
 		var e Encoder
 		r.MarshalWire(&e)
 		got, err := DecodeResume(e.B)

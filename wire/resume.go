@@ -39,22 +39,28 @@ type Resume struct {
 	// Received is how many counted frames of that stream the sender has
 	// delivered.
 	Received uint64
+	// DialOutOnly: the sender accepts no connection (a host behind NAT or
+	// a firewall that drops inbound ones): the receiver must not dial it,
+	// nor close its connections for being idle, and waits for it to dial.
+	DialOutOnly bool
 }
 
 // Kind returns KindResume.
 func (Resume) Kind() core.Kind { return KindResume }
 
-// MarshalWire appends the three fields as uvarints.
+// MarshalWire appends the three counts as uvarints, then DialOutOnly as
+// a bool.
 func (r Resume) MarshalWire(e *Encoder) {
 	e.Uvarint(r.Stream)
 	e.Uvarint(r.PeerStream)
 	e.Uvarint(r.Received)
+	e.Bool(r.DialOutOnly)
 }
 
 // DecodeResume decodes a Resume payload. A stream id of 0 is malformed.
 func DecodeResume(payload []byte) (Resume, error) {
 	d := NewDecoder(payload)
-	r := Resume{Stream: d.Uvarint(), PeerStream: d.Uvarint(), Received: d.Uvarint()}
+	r := Resume{Stream: d.Uvarint(), PeerStream: d.Uvarint(), Received: d.Uvarint(), DialOutOnly: d.Bool()}
 	if d.Err() == nil && r.Stream == 0 {
 		d.Fail("stream id", ErrInvalid)
 	}
