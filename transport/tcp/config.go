@@ -58,6 +58,14 @@ type Config struct {
 	// writer waits, as for a full queue, while it is full; a frame larger
 	// than it is kept alone. At least 1 MiB; default 16 MiB.
 	ResendBuffer int
+	// DialOutOnly declares that no connection can reach this node (a host
+	// behind NAT or a firewall that drops inbound connections): it dials
+	// every peer it has an address for at once, keeps those connections
+	// (as Keep does, redialling a lost one after the first back-off) and
+	// never retires them for being idle, and its handshake tells each
+	// peer so, which then never dials it nor retires its connection: what
+	// the peer has for it waits for its dial.
+	DialOutOnly bool
 
 	// HandshakeTimeout bounds the handshake of a connection, from accept or
 	// dial to the verified proof. Default 5 s.

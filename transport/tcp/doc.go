@@ -134,6 +134,16 @@
 // BreakConns breaks a pair's connections as a network fault would, for
 // fault injection.
 //
+// # Nodes nobody can dial
+//
+// A node behind NAT or a firewall that drops inbound connections sets
+// Config.DialOutOnly: it dials every peer it has an address for as soon as
+// it has one, keeps those connections (redialling a lost one after the
+// first back-off) and never retires them for being idle. Its handshake's
+// resume says so, and the peer then neither dials it nor retires its
+// connection: what the peer sends it waits, in the queue and the resend
+// log, for its next dial. Two such nodes cannot reach each other directly.
+//
 // # Large frames
 //
 // A frame of 16 KiB or more (wire.PlaceMin) is offered, once its header

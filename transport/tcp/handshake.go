@@ -457,6 +457,7 @@ func (t *Transport) exchangeResume(fw *wire.FrameWriter, fr *wire.FrameReader, i
 	} else {
 		local.Stream = newStreamID()
 	}
+	local.DialOutOnly = t.cfg.DialOutOnly
 	t.mu.Unlock()
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, local); err != nil {
 		return local, remote, err
@@ -492,6 +493,9 @@ func (t *Transport) startStream(p *peer, c *conn) {
 		p.log.reset(r.Stream)
 	}
 	c.owner, c.rs, c.peerStream = p, p.rs, r.Stream
+	if p.dialOutOnly = r.DialOutOnly; p.dialOutOnly {
+		p.kept = false // its own dials keep the connection
+	}
 	if r.PeerStream == p.stream && p.stream == c.local.Stream {
 		c.resumeFrom = r.Received + 1
 		p.log.ack(r.Stream, r.Received)

@@ -51,7 +51,7 @@ func (t *Transport) sweepIdle() {
 		conns = conns[:0]
 		t.mu.Lock()
 		for _, p := range t.peers {
-			if p.cur != nil && !p.kept {
+			if p.cur != nil && !p.kept && !p.dialOutOnly {
 				conns = append(conns, active{p, p.cur})
 			}
 		}

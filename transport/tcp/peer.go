@@ -65,6 +65,9 @@ type peer struct {
 	stream     uint64
 	peerStream uint64
 	rs         *recvStream
+	// dialOutOnly: the peer said it accepts no connection
+	// (Config.DialOutOnly): we wait for its dial instead of dialling.
+	dialOutOnly bool
 
 	// log holds the frames written to the peer and not yet acknowledged
 	// (resend.go); it lives as long as p.
@@ -195,6 +198,11 @@ func (t *Transport) SetPeer(id core.NodeID, addr string) {
 	}
 	p := t.peerLocked(id)
 	p.addr = addr
+	if t.cfg.DialOutOnly && addr != "" {
+		// Nobody can dial us: we dial, now, and keep the connection.
+		p.kept = true
+		t.activateLocked(p)
+	}
 	p.signal()
 }
 
@@ -394,9 +402,17 @@ func (t *Transport) Keep(ids []core.NodeID) {
 	for _, p := range t.peers {
 		p.wasKept, p.kept = p.kept, false
 	}
+	if t.cfg.DialOutOnly {
+		ids = slices.Clone(ids)
+		for id, p := range t.peers {
+			if p.addr != "" {
+				ids = append(ids, id) // every peer stays kept (SetPeer)
+			}
+		}
+	}
 	for _, id := range ids {
 		p := t.peers[id]
-		if id == t.self || p == nil || p.addr == "" {
+		if id == t.self || p == nil || p.addr == "" || p.dialOutOnly {
 			continue
 		}
 		p.kept = true

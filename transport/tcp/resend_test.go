@@ -213,3 +213,58 @@ func testBrokenConnections(t *testing.T, path pathKind, n int) {
 
 var _ transport.Handler = (*streamCheck)(nil)
 
+// A node that accepts no connection (Config.DialOutOnly) is reached over
+// the connection it dials: its peer, whose address for it leads nowhere,
+// never dials it, and frames sent while that connection is broken wait
+// for the node's next dial and arrive once, in order.
+func TestDialOutOnly(t *testing.T) {
+	forPaths(t, testDialOutOnly)
+}
+
+func testDialOutOnly(t *testing.T, path pathKind) {
+	ca, cb := config(1, nil), config(2, nil)
+	path.set(&ca)
+	path.set(&cb)
+	cb.DialOutOnly = true
+	a, b := listen(t, ca), listen(t, cb)
+	const n = 200
+	chk := newStreamCheck(n)
+	b.SetHandler(chk)
+	a.SetHandler(newStreamCheck(0))
+	// An address where nothing listens: a dial to it would fail (and
+	// count in DialFailures).
+	dead := listen(t, config(9, nil))
+	deadAddr := dead.Addr()
+	dead.Close()
+	a.SetPeer(2, deadAddr)
+	b.SetPeer(1, a.Addr())
+	waitStats(t, a, "the dial-out-only node's connection", func(tcp.Stats) bool { return a.Connected(2) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	send := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			var p [8]byte
+			binary.LittleEndian.PutUint64(p[:], uint64(i))
+			if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: p[:]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(0, n/2)
+	a.BreakConns(2)
+	send(n/2, n)
+	select {
+	case <-chk.done:
+	case <-ctx.Done():
+	}
+	if got, err := chk.result(); err != nil || got != n {
+		t.Fatalf("%d of %d frames in order: %v (stats a %+v, b %+v)", got, n, err, a.Stats(), b.Stats())
+	}
+	if s := a.Stats(); s.Dials != 0 || s.DialFailures != 0 {
+		t.Fatalf("the peer dialled the dial-out-only node (%d dials, %d failed)", s.Dials, s.DialFailures)
+	}
+	if s := b.Stats(); s.Dials < 2 || s.Accepted != 0 {
+		t.Fatalf("the dial-out-only node made %d dials and accepted %d connections; want at least 2 and none", s.Dials, s.Accepted)
+	}
+}

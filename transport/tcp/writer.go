@@ -133,9 +133,10 @@ func (t *Transport) connect(p *peer, holding bool) *conn {
 			return c
 		}
 		addr := p.addr
-		if p.inbound > 0 || addr == "" {
+		if p.inbound > 0 || addr == "" || p.dialOutOnly {
 			// An inbound handshake will give us a connection, or we wait
-			// for an address.
+			// for an address, or for a peer that cannot be dialled to
+			// dial us.
 			t.mu.Unlock()
 			if !t.pause(p, nil) {
 				return nil
