@@ -242,6 +242,24 @@ func (t *Transport) RemovePeer(id core.NodeID) {
 	t.inner.RemovePeer(id)
 }
 
+// Breaker is implemented by a transport whose connections can be broken
+// on purpose, as a network fault would (transport/tcp).
+type Breaker interface {
+	// BreakConns breaks the connections to node id and returns how many
+	// it broke.
+	BreakConns(id core.NodeID) int
+}
+
+// BreakConns breaks the inner transport's connections to node id if it is
+// a [Breaker] (a reset, as a middlebox or `ss -K` would do), and returns
+// how many it broke (0 for a transport without connections).
+func (t *Transport) BreakConns(id core.NodeID) int {
+	if b, ok := t.inner.(Breaker); ok {
+		return b.BreakConns(id)
+	}
+	return 0
+}
+
 // SetHandler implements transport.Transport: inbound frames and hints pass
 // through untouched.
 func (t *Transport) SetHandler(h transport.Handler) { t.inner.SetHandler(h) }

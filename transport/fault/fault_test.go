@@ -205,3 +205,47 @@ func TestBadRules(t *testing.T) {
 		t.Errorf("nil inner: %v, want ErrBadRule", err)
 	}
 }
+
+// BreakConns reaches the inner transport when it can break connections,
+// and does nothing over one that cannot.
+func TestBreakConnsDelegates(t *testing.T) {
+	join := func() transport.Transport {
+		t.Helper()
+		hub, err := mem.NewHub(mem.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := hub.Join(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	b := &breakable{Transport: join()}
+	tr, err := fault.New(b, fault.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if got := tr.BreakConns(2); got != 1 || b.broken != 2 {
+		t.Fatalf("BreakConns(2) = %d, inner broke %v; want 1 and node 2", got, b.broken)
+	}
+	plain, err := fault.New(join(), fault.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if got := plain.BreakConns(2); got != 0 {
+		t.Fatalf("BreakConns over a transport without connections = %d, want 0", got)
+	}
+}
+
+type breakable struct {
+	transport.Transport
+	broken core.NodeID
+}
+
+func (b *breakable) BreakConns(id core.NodeID) int {
+	b.broken = id
+	return 1
+}
