@@ -124,8 +124,12 @@
 //     not the authenticated node or whose dst is not itself.
 //
 //  5. Each side sends a [KindResume] frame ([Resume]: its stream id for
-//     the pair, the peer's stream id as it last knew it, and how many of
-//     that stream's frames it has delivered) and reads the peer's. The
+//     the pair, the peer's stream id as it last knew it, how many of that
+//     stream's frames it has delivered, and whether it can be dialled) and
+//     reads the peer's: the initiator right after its Proof, without
+//     waiting, and the acceptor after its own Proof, having read the
+//     initiator's before it decides on the connection (a node that cannot
+//     be dialled wins transport/tcp's tie-break). The
 //     first frame each side sends after the handshake is a [KindSeq] mark,
 //     the number of its next frame in the pair's stream; every later frame
 //     but [KindPad], [KindGoodbye], [KindSeq] and [KindAck] takes the next
@@ -141,11 +145,10 @@
 //     both offered and both accepted, each side's frames go into its ring
 //     from then on; otherwise both stay on the socket.
 //
-// Both Hellos cross in one flight, then the initiator's Proof and the
-// acceptor's (with its Resume) in turn, then the initiator's Resume, so
-// the handshake costs one and a half round trips after the connection
-// opens for the initiator and two for the acceptor (two more on a Unix
-// socket, for the ring offers and answers).
+// Both Hellos cross in one flight, then the initiator's Proof and Resume
+// and the acceptor's in turn, so the handshake costs one and a half round
+// trips after the connection opens for the initiator and one for the
+// acceptor (two more on a Unix socket, for the ring offers and answers).
 //
 // What a replay can and cannot do. A Hello carries no secret: anyone can
 // send one, or replay an old one, and obtain the other side's Hello for
