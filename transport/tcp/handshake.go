@@ -180,7 +180,13 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	// it passed before is kept.
 	startCollecting(hc)
 	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, false)}
-	p, err := t.admit(id)
+	// The initiator sends its resume right after its proof: whether it
+	// can be dialled decides the tie-break.
+	resume, err := readResume(fr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.admit(id, resume.DialOutOnly)
 	if err != nil {
 		if errors.Is(err, errTieBreak) {
 			// The peer proved the secret: tell it, with our proof in a
@@ -205,8 +211,8 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
 		return nil, err
 	}
-	ours, resume, err := t.exchangeResume(fw, fr, id)
-	if err != nil {
+	ours := t.ourResume(id)
+	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, ours); err != nil {
 		return nil, err
 	}
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, false)
@@ -229,9 +235,10 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 // proof has verified, and, if it may proceed and we know id, counts it so
 // that our writer does not dial while its handshake ends. The connection
 // opened by the lower node id wins: we refuse the peer's dial if we are
-// lower and our own dial is pending or established. A peer we do not know
-// gets its state when the connection is installed; p is nil then.
-func (t *Transport) admit(id core.NodeID) (*peer, error) {
+// lower and our own dial is pending or established, unless the peer
+// cannot be dialled (dialOutOnly: ours would never succeed). A peer we do
+// not know gets its state when the connection is installed; p is nil then.
+func (t *Transport) admit(id core.NodeID, dialOutOnly bool) (*peer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -241,7 +248,7 @@ func (t *Transport) admit(id core.NodeID) (*peer, error) {
 	if p == nil {
 		return nil, nil
 	}
-	if t.self < id && (p.dialing || (p.cur != nil && p.cur.initiator)) {
+	if t.self < id && !dialOutOnly && (p.dialing || (p.cur != nil && p.cur.initiator)) {
 		return nil, fmt.Errorf("%w (we are %v, the peer %v)", errTieBreak, t.self, id)
 	}
 	p.inbound++
@@ -356,14 +363,18 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 		return nil, id, fmt.Errorf("%w: %s claims our own node id %v", ErrHandshake, nc.RemoteAddr(), id)
 	}
 	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, true)}
+	ours := t.ourResume(id)
 	err = writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof)
+	if err == nil {
+		err = writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, ours)
+	}
 	if err == nil {
 		err = readProof(fr, t.cfg.Secret, local, peerHello, true)
 	}
 	if err != nil {
 		return nil, id, err
 	}
-	ours, resume, err := t.exchangeResume(fw, fr, id)
+	resume, err := readResume(fr)
 	if err != nil {
 		return nil, id, err
 	}
@@ -447,33 +458,36 @@ func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, er
 	return id, nil
 }
 
-// exchangeResume sends our wire.Resume for peer id and reads the peer's,
-// once both proofs have verified. A peer we have no state for gets a
-// stream id now, which install gives the state it makes.
-func (t *Transport) exchangeResume(fw *wire.FrameWriter, fr *wire.FrameReader, id core.NodeID) (local, remote wire.Resume, err error) {
+// ourResume returns our wire.Resume for peer id. A peer we have no state
+// for gets a stream id now, which install gives the state it makes.
+func (t *Transport) ourResume(id core.NodeID) wire.Resume {
+	var r wire.Resume
 	t.mu.Lock()
 	if p := t.peers[id]; p != nil {
-		local = wire.Resume{Stream: p.stream, PeerStream: p.peerStream, Received: p.rs.recvd.Load()}
+		r = wire.Resume{Stream: p.stream, PeerStream: p.peerStream, Received: p.rs.recvd.Load()}
 	} else {
-		local.Stream = newStreamID()
+		r.Stream = newStreamID()
 	}
-	local.DialOutOnly = t.cfg.DialOutOnly
 	t.mu.Unlock()
-	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, local); err != nil {
-		return local, remote, err
-	}
+	r.DialOutOnly = t.cfg.DialOutOnly
+	return r
+}
+
+// readResume reads the peer's wire.Resume. The initiator sends its own
+// with its proof; the acceptor after its proof.
+func readResume(fr *wire.FrameReader) (wire.Resume, error) {
 	f, err := fr.ReadFrame()
 	if err != nil {
-		return local, remote, fmt.Errorf("%w: reading the resume: %w", ErrHandshake, err)
+		return wire.Resume{}, fmt.Errorf("%w: reading the resume: %w", ErrHandshake, err)
 	}
 	if f.Kind != wire.KindResume {
-		return local, remote, fmt.Errorf("%w: expected a resume, got %v", ErrHandshake, f.Kind)
+		return wire.Resume{}, fmt.Errorf("%w: expected a resume, got %v", ErrHandshake, f.Kind)
 	}
-	remote, err = wire.DecodeResume(f.Payload)
+	r, err := wire.DecodeResume(f.Payload)
 	if err != nil {
-		return local, remote, fmt.Errorf("%w: %w", ErrHandshake, err)
+		return wire.Resume{}, fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
-	return local, remote, nil
+	return r, nil
 }
 
 // startStream ties c to p's stream as c's handshake left it (c.resume):

@@ -162,10 +162,10 @@ func TestShmRefusesForeignRings(t *testing.T) {
 			if err := writeFlush(fw, wire.Frame{Src: peer, Dst: 1}, wire.Proof{MAC: wire.ComputeProof(shmTestSecret, local, remote, true)}); err != nil {
 				t.Fatal(err)
 			}
-			if err := readProof(fr, shmTestSecret, local, remote, true); err != nil {
+			if err := writeFlush(fw, wire.Frame{Src: peer, Dst: 1}, wire.Resume{Stream: 1}); err != nil {
 				t.Fatal(err)
 			}
-			if err := writeFlush(fw, wire.Frame{Src: peer, Dst: 1}, wire.Resume{Stream: 1}); err != nil {
+			if err := readProof(fr, shmTestSecret, local, remote, true); err != nil {
 				t.Fatal(err)
 			}
 			if f, err := fr.ReadFrame(); err != nil || f.Kind != wire.KindResume {
