@@ -31,6 +31,9 @@ var transportKind = core.MakeKind(core.ProtoTest, 30)
 // NETLAB_PEER_UNIX as a plain Unix socket and prints "echo unix=U
 // established=E visible=V". It returns the exit code.
 func transportNode(mode string) int {
+	if strings.HasPrefix(mode, "stream-") {
+		return streamNode(mode) // dialout_test.go
+	}
 	cfg := tcp.DefaultConfig()
 	cfg.JobID, cfg.Secret = "netlab", []byte("netlab transport test secret!!!!")
 	cfg.Node, cfg.ListenAddr = 1, os.Getenv("NETLAB_LISTEN")
