@@ -56,7 +56,7 @@ type Config struct {
 	// peer acknowledges them, to be written again on the next connection
 	// if this one breaks (see the package doc, "A pair's stream"). A
 	// writer waits, as for a full queue, while it is full; a frame larger
-	// than it is kept alone. At least 1 MiB; default 16 MiB.
+	// than it is kept alone. At least 1 MiB; default 64 MiB.
 	ResendBuffer int
 	// DialOutOnly declares that no connection can reach this node (a host
 	// behind NAT or a firewall that drops inbound connections): it dials
@@ -160,7 +160,7 @@ const (
 	DefaultKeepAlive        = 5 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultDirectMax        = wire.DefaultMaxFrameSize
-	DefaultResendBuffer     = 16 << 20
+	DefaultResendBuffer     = 64 << 20
 )
 
 // Defaults of [Config]'s bounds on handshakes in progress.
