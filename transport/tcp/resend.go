@@ -421,7 +421,7 @@ func (l *sendLog) addFrame(stream uint64, f *wire.Frame, body []byte, bound bool
 func (t *Transport) keep(fw *wire.FrameWriter, p *peer, c *conn, f *wire.Frame) bool {
 	for !p.log.addFrame(c.peerStream, f, nil, true) {
 		if err := t.appendAck(fw, p, c); err == nil && fw.Buffered() > 0 {
-			err = fw.Flush()
+			_ = fw.Flush() // a failure shows in fw.Err, checked next
 		}
 		if fw.Err() != nil {
 			c.writeFailed(fw.Err())
