@@ -2,49 +2,12 @@ package launch
 
 import (
 	"bytes"
-	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/cohort-mp/cohort/launch/secretenv"
+	"github.com/cohort-mp/cohort/launch/secretenv/secretenvtest"
 )
-
-// printEnvVar makes the test binary, started as a child by a test of
-// this file, print its environment and exit.
-const printEnvVar = "COHORT_TEST_PRINT_ENV"
-
-func init() {
-	if os.Getenv(printEnvVar) == "1" {
-		for _, kv := range os.Environ() {
-			fmt.Println(kv)
-		}
-		os.Exit(0)
-	}
-}
-
-// childEnv starts this test binary as a child process, inheriting this
-// process's environment, and returns the environment the child finds.
-func childEnv(t *testing.T) map[string]string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), printEnvVar+"=1")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the child: %v", err)
-	}
-	env := map[string]string{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			env[k] = v
-		}
-	}
-	if env[printEnvVar] != "1" {
-		t.Fatalf("the child printed no environment:\n%s", out)
-	}
-	return env
-}
 
 // setenv sets the process's variable name for the test, which removes it
 // at the end (whether read or not) and forgets what secretenv kept.
@@ -72,7 +35,7 @@ func TestSecretsLeaveTheEnvironment(t *testing.T) {
 	setenv(t, EnvTLSKey, string(key))
 	setenv(t, EnvUserSecret, "the user's secret, 16+ characters")
 	setenv(t, EnvSecretFile, "/nonexistent/secret")
-	if env := childEnv(t); env[EnvSecret] == "" || env[EnvTLSKey] == "" {
+	if env := secretenvtest.ChildEnv(t); env[EnvSecret] == "" || env[EnvTLSKey] == "" {
 		t.Fatal("the test's own child does not see the variables it set")
 	}
 
@@ -84,7 +47,7 @@ func TestSecretsLeaveTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := childEnv(t)
+	env := secretenvtest.ChildEnv(t)
 	for _, name := range []string{EnvSecret, EnvTLSKey, EnvUserSecret} {
 		if _, ok := env[name]; ok {
 			t.Errorf("a child of the rank inherits %s", name)

@@ -2,28 +2,12 @@ package runner
 
 import (
 	"bytes"
-	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/cohort-mp/cohort/launch/secretenv"
+	"github.com/cohort-mp/cohort/launch/secretenv/secretenvtest"
 )
-
-// printEnvVar makes the test binary, started as a child by the test of
-// this file, print its environment and exit (before TestMain, which would
-// run the cohort command).
-const printEnvVar = "COHORT_TEST_PRINT_ENV"
-
-func init() {
-	if os.Getenv(printEnvVar) == "1" {
-		for _, kv := range os.Environ() {
-			fmt.Println(kv)
-		}
-		os.Exit(0)
-	}
-}
 
 // TestSecretLeavesTheEnvironment checks that a node's job secret is
 // removed from the process's environment as soon as LoadBootstrap reads
@@ -38,21 +22,7 @@ func TestSecretLeavesTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), printEnvVar+"=1")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the child: %v", err)
-	}
-	env := map[string]string{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			env[k] = v
-		}
-	}
-	if env[printEnvVar] != "1" {
-		t.Fatalf("the child printed no environment:\n%s", out)
-	}
+	env := secretenvtest.ChildEnv(t)
 	if _, ok := env[EnvSecret]; ok {
 		t.Errorf("a child of the node inherits %s", EnvSecret)
 	}
