@@ -9,7 +9,6 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/fd"
-	"github.com/cohort-mp/cohort/member"
 	"github.com/cohort-mp/cohort/member/membertest"
 	"github.com/cohort-mp/cohort/sim"
 	"github.com/cohort-mp/cohort/sim/simtest"
@@ -106,17 +105,7 @@ func lanHeartbeat(initial []core.NodeID) (core.Machine, error) {
 // detector det makes; refuse is the world's sim.Config.RefuseDead.
 func detectorSwarm(t *testing.T, seed uint64, test string, refuse time.Duration, det func(initial []core.NodeID) (core.Machine, error)) (err error) {
 	r := rand.New(rand.NewPCG(seed, 0xfd))
-	cfg := member.DefaultConfig()
-	cfg.Fanout = []int{2, 4}[r.IntN(2)]
-	cfg.AckTimeout = 50 * time.Millisecond
-	cfg.ReportRetry = 300 * time.Millisecond
-	cfg.JoinRetry = 500 * time.Millisecond
-	cfg.CommitTimeout = 300 * time.Millisecond
-	cfg.ProbeInterval = 500 * time.Millisecond
-	cfg.NoticeInterval = 100 * time.Millisecond
-	if r.IntN(2) == 0 {
-		cfg.Partition = member.PartitionMajority
-	}
+	cfg := membertest.DetectorSwarmConfig(r)
 	h := membertest.NewHarnessSim(sim.Config{Seed: seed, Network: sim.Uniform(200*time.Microsecond, 2*time.Millisecond), RefuseDead: refuse}, cfg, 0)
 	h.Detector = func(initial []core.NodeID) core.Machine {
 		d, err := det(initial)

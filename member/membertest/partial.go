@@ -96,8 +96,11 @@ func PartialReplayCommand(seed uint64, d Detector) string {
 // Each call builds its own world: calls may run in parallel.
 func PartialSwarm(seed uint64, d Detector) Result { return partialSwarm(seed, d, false) }
 
-func partialSwarm(seed uint64, d Detector, noProbes bool) Result {
-	r := rand.New(rand.NewPCG(seed, 0x9a27))
+// DetectorSwarmConfig is the membership configuration of the swarms that
+// run over a real failure detector: a fan-out of 2 or 4 and the paper's or
+// the majority partition policy, drawn from r in that order, with timeouts
+// short enough for a simulated LAN.
+func DetectorSwarmConfig(r *rand.Rand) member.Config {
 	cfg := member.DefaultConfig()
 	cfg.Fanout = []int{2, 4}[r.IntN(2)]
 	cfg.AckTimeout = 50 * time.Millisecond
@@ -109,6 +112,12 @@ func partialSwarm(seed uint64, d Detector, noProbes bool) Result {
 	if r.IntN(2) == 0 {
 		cfg.Partition = member.PartitionMajority
 	}
+	return cfg
+}
+
+func partialSwarm(seed uint64, d Detector, noProbes bool) Result {
+	r := rand.New(rand.NewPCG(seed, 0x9a27))
+	cfg := DetectorSwarmConfig(r)
 	var refuse time.Duration
 	if d == HeartbeatDetector {
 		refuse = time.Millisecond // see member's TestSwarmHeartbeatDetector
