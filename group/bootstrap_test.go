@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,17 +18,37 @@ import (
 	"github.com/cohort-mp/cohort/group"
 )
 
-// freeAddrs returns n loopback addresses with free ports.
+// freeAddrs returns n loopback addresses with ports free now, taken
+// below the kernel's ephemeral range so that no outbound connection of a
+// test running beside this one is given the port between this check and
+// the group's bind.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
 		}
-		out = append(out, l.Addr().String())
+	}
+	const base = 10000
+	if lo <= base+1000 {
+		t.Skipf("ephemeral port range starts at %d: no room below it", lo)
+	}
+	var out []string
+	for try := 0; len(out) < n && try < 10000; try++ {
+		port := base + rand.IntN(lo-base)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil || slices.Contains(out, addr) {
+			continue
+		}
 		l.Close()
+		out = append(out, addr)
+	}
+	if len(out) < n {
+		t.Fatalf("found %d free ports below %d, want %d", len(out), lo, n)
 	}
 	return out
 }
