@@ -26,10 +26,11 @@ const (
 	EnvFanout     = "COHORT_FANOUT"     // optional: the membership radix tree's fan-out
 	EnvDetector   = "COHORT_DETECTOR"   // optional: one of Detectors
 	EnvReplicas   = "COHORT_REPLICAS"   // optional: R, the replicas of each logical rank (rank and size are then physical)
+	EnvSpares     = "COHORT_SPARES"     // optional: S, the last S of the size's processes are spares
 )
 
 // envNames lists every bootstrap variable, required ones first.
-var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas}
+var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas, EnvSpares}
 
 // MinSecretLen is the shortest job secret accepted, in bytes.
 const MinSecretLen = 16
@@ -44,6 +45,16 @@ func (b Bootstrap) Logical() (rank, size, replica int) {
 	n := b.Size / r
 	return b.Rank % n, n, b.Rank / n
 }
+
+// Ranks returns the number of ranks of the job: Size without its spares
+// (see Bootstrap.Spares); with replicas, the number of logical ranks.
+func (b Bootstrap) Ranks() int {
+	_, n, _ := b.Logical()
+	return n - b.Spares
+}
+
+// IsSpare reports whether the process is one of the job's spares.
+func (b Bootstrap) IsSpare() bool { return b.Rank >= b.Size-b.Spares }
 
 // MaxSize is the largest number of ranks a job may have. Ranks are node
 // ids (rank r is core.NodeID(r)); the ids above MaxSize are left for the
@@ -100,6 +111,11 @@ type Bootstrap struct {
 	// process p is replica p/(Size/R) of logical rank p mod (Size/R)
 	// (package replica's layout).
 	Replicas int
+	// Spares is S, the number of spare processes: the last S of the Size
+	// processes hold no rank when the job starts and take the rank of a
+	// process that fails (package comm and package resil). 0: none.
+	// Spares and Replicas > 1 do not go together.
+	Spares int
 	// TLSCert and TLSKey (PEM), when set, encrypt the job's connections
 	// with the job's certificate (see [NewJobTLS], [Bootstrap.TLSConfig]).
 	TLSCert, TLSKey []byte
@@ -204,6 +220,11 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 			return b, err
 		}
 	}
+	if getenv(EnvSpares) != "" {
+		if b.Spares, err = number(EnvSpares); err != nil {
+			return b, err
+		}
+	}
 	// Optional: the host to listen on (a launcher on several hosts sets
 	// the address of the rank's host; default 127.0.0.1).
 	b.Listen = strings.TrimSpace(getenv(EnvListenHost))
@@ -248,6 +269,12 @@ func (b Bootstrap) Validate() error {
 	if b.Replicas < 0 || b.Replicas > MaxReplicas || (b.Replicas > 1 && b.Size%b.Replicas != 0) {
 		return fmt.Errorf("%w: %s=%d with %s=%d: want 1 to %d replicas dividing the size", ErrBootstrap, EnvReplicas, b.Replicas, EnvSize, b.Size, MaxReplicas)
 	}
+	switch {
+	case b.Spares < 0 || b.Spares >= b.Size:
+		return fmt.Errorf("%w: %s=%d with %s=%d: want 0 to %d spares (at least one rank)", ErrBootstrap, EnvSpares, b.Spares, EnvSize, b.Size, b.Size-1)
+	case b.Spares > 0 && b.Replicas > 1:
+		return fmt.Errorf("%w: %s=%d with %s=%d: spares and replicas do not go together", ErrBootstrap, EnvSpares, b.Spares, EnvReplicas, b.Replicas)
+	}
 	if (len(b.TLSCert) == 0) != (len(b.TLSKey) == 0) {
 		return fmt.Errorf("%w: %s and %s go together (an encrypted job needs both)", ErrBootstrap, EnvTLSCert, EnvTLSKey)
 	}
@@ -278,6 +305,9 @@ func (b Bootstrap) Environ() []string {
 	}
 	if b.Replicas > 1 {
 		env = append(env, EnvReplicas+"="+strconv.Itoa(b.Replicas))
+	}
+	if b.Spares > 0 {
+		env = append(env, EnvSpares+"="+strconv.Itoa(b.Spares))
 	}
 	if len(b.TLSCert) > 0 {
 		env = append(env, EnvTLSCert+"="+string(b.TLSCert), EnvTLSKey+"="+string(b.TLSKey))

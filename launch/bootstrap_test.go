@@ -2,6 +2,8 @@ package launch
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,6 +54,26 @@ func TestFromEnvRoundTrip(t *testing.T) {
 	}
 }
 
+// The last Spares processes of Size are the spares; the job's ranks are
+// the others.
+func TestFromEnvSpares(t *testing.T) {
+	env := validEnv()
+	env[EnvSpares] = "1"
+	for rank, spare := range []bool{false, false, false, true} {
+		env[EnvRank] = fmt.Sprint(rank)
+		b, err := FromEnv(getter(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Spares != 1 || b.Ranks() != 3 || b.IsSpare() != spare {
+			t.Errorf("rank %d: Spares %d, Ranks() %d, IsSpare() %v; want 1, 3, %v", rank, b.Spares, b.Ranks(), b.IsSpare(), spare)
+		}
+		if !slices.Contains(b.Environ(), EnvSpares+"=1") {
+			t.Errorf("Environ() %q lacks %s", b.Environ(), EnvSpares)
+		}
+	}
+}
+
 // Every malformed variable gets an error naming it.
 func TestFromEnvBad(t *testing.T) {
 	cases := []struct {
@@ -77,10 +99,17 @@ func TestFromEnvBad(t *testing.T) {
 		{"fanout zero", EnvFanout, "0", EnvFanout + "=0"},
 		{"fanout not power of two", EnvFanout, "3", EnvFanout + "=3"},
 		{"detector unknown", EnvDetector, "swim", EnvDetector + `="swim", want one of brr, dbrr, heartbeat`},
+		{"spares not a number", EnvSpares, "one", EnvSpares + `="one"`},
+		{"spares negative", EnvSpares, "-1", EnvSpares + "=-1 with " + EnvSize + "=4: want 0 to 3 spares"},
+		{"spares leave no rank", EnvSpares, "4", EnvSpares + "=4 with " + EnvSize + "=4"},
+		{"spares and replicas", EnvReplicas, "2", "spares and replicas do not go together"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env := validEnv()
+			if c.key == EnvReplicas {
+				env[EnvSpares] = "2"
+			}
 			env[c.key] = c.value
 			_, err := FromEnv(getter(env))
 			if !errors.Is(err, ErrBootstrap) {

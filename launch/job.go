@@ -96,6 +96,13 @@ type Config struct {
 	// writes it (the replicas run the same program). Kills, exits and
 	// errors name processes.
 	Replicas int
+	// Spares, if positive, starts that many more processes, N to
+	// N+Spares−1, that hold no rank at first and take the rank of a
+	// process that fails (see Bootstrap.Spares; the program takes them
+	// with package resil). Kills, exits and errors name processes; with
+	// Prefix a spare's lines start with its process number. Spares and
+	// Replicas > 1 do not go together.
+	Spares int
 	// Encrypt runs the ranks' connections over TLS 1.3 with a certificate
 	// made for the job (NewJobTLS), handed to the ranks in their
 	// environment.
@@ -280,7 +287,7 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		return nil, err
 	}
 	logicalN, replicas := cfg.N, max(cfg.Replicas, 1)
-	cfg.N *= replicas // from here on the job's "ranks" are its processes
+	cfg.N = cfg.N*replicas + cfg.Spares // from here on the job's "ranks" are its processes
 	if cfg.Grace <= 0 {
 		cfg.Grace = 3 * time.Second
 	}
@@ -333,7 +340,8 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	}
 	for rank := range cfg.N {
 		boot := Bootstrap{JobID: cfg.JobID, Rank: rank, Size: cfg.N, Rendezvous: rz.Addr(),
-			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM, Replicas: cfg.Replicas}
+			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM, Replicas: cfg.Replicas,
+			Spares: cfg.Spares}
 		cmd := exec.Command(path, cfg.Args...)
 		cmd.Dir = cfg.Dir
 		cmd.Env = append(append(slices.Clip(base), cfg.Env...), boot.Environ()...)
@@ -342,7 +350,11 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		var prefix []byte
 		if cfg.Prefix {
-			prefix = fmt.Appendf(nil, "[%d] ", rank%logicalN)
+			who := rank % logicalN // a replica's rank
+			if cfg.Spares > 0 {
+				who = rank // a spare's process number
+			}
+			prefix = fmt.Appendf(nil, "[%d] ", who)
 		}
 		stdout := &lineWriter{mu: &j.outMu, w: cfg.Stdout, prefix: prefix}
 		stderr := &lineWriter{mu: &j.outMu, w: cfg.Stderr, prefix: prefix}
@@ -382,10 +394,14 @@ func (cfg Config) check() error {
 		return fmt.Errorf("%w: negative duration", ErrConfig)
 	case cfg.Replicas < 0 || cfg.Replicas > MaxReplicas || cfg.N*max(cfg.Replicas, 1) > MaxSize:
 		return fmt.Errorf("%w: %d replicas of %d ranks (want 0 to %d replicas, at most %d processes)", ErrConfig, cfg.Replicas, cfg.N, MaxReplicas, MaxSize)
+	case cfg.Spares < 0 || cfg.N*max(cfg.Replicas, 1)+cfg.Spares > MaxSize:
+		return fmt.Errorf("%w: %d spares for %d ranks (want 0 or more, at most %d processes)", ErrConfig, cfg.Spares, cfg.N, MaxSize)
+	case cfg.Spares > 0 && cfg.Replicas > 1:
+		return fmt.Errorf("%w: %d spares with %d replicas: spares and replicas do not go together", ErrConfig, cfg.Spares, cfg.Replicas)
 	}
-	procs := cfg.N * max(cfg.Replicas, 1)
+	procs := cfg.N*max(cfg.Replicas, 1) + cfg.Spares
 	boot := Bootstrap{JobID: "check", Size: procs, Rendezvous: "127.0.0.1:1", Secret: make([]byte, MinSecretLen),
-		Fanout: cfg.Fanout, Detector: cfg.Detector, Replicas: cfg.Replicas}
+		Fanout: cfg.Fanout, Detector: cfg.Detector, Replicas: cfg.Replicas, Spares: cfg.Spares}
 	if cfg.JobID != "" {
 		boot.JobID = cfg.JobID
 	}

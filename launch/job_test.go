@@ -77,8 +77,8 @@ func run(t *testing.T, ctx context.Context, cfg Config) ([]Exit, error, string, 
 		t.Fatal(err)
 	}
 	exits, err := job.Wait()
-	if len(exits) != cfg.N {
-		t.Fatalf("%d exits for %d ranks", len(exits), cfg.N)
+	if len(exits) != cfg.N+cfg.Spares {
+		t.Fatalf("%d exits for %d ranks and %d spares", len(exits), cfg.N, cfg.Spares)
 	}
 	return exits, err, stdout.String(), stderr.String()
 }
@@ -113,6 +113,23 @@ func TestJobRuns(t *testing.T) {
 		if !x.OK() || !x.Registered {
 			t.Fatalf("exit %+v", x)
 		}
+	}
+}
+
+// A job of 2 ranks and 1 spare starts 3 processes: the spare is process
+// 2, its lines prefixed with its process number.
+func TestJobSpares(t *testing.T) {
+	exits, err, out, errOut := run(t, context.Background(), Config{N: 2, Spares: 1, Prefix: true})
+	if err != nil {
+		t.Fatalf("job failed: %v\nstderr:\n%s", err, errOut)
+	}
+	for _, want := range []string{"[0] rank 0 of 3 ", "[1] rank 1 of 3 ", "[2] rank 2 of 3 "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line starting %q in\n%s", want, out)
+		}
+	}
+	if len(exits) != 3 {
+		t.Errorf("%d exits, want 3", len(exits))
 	}
 }
 
@@ -385,6 +402,9 @@ func TestJobBadConfig(t *testing.T) {
 		{Config{N: 2, Program: rankProgram, Kills: []Kill{{Rank: 1, After: -time.Second}}}, "negative duration"},
 		{Config{N: 2, Program: rankProgram, Detector: "swim"}, `COHORT_DETECTOR="swim"`},
 		{Config{N: 2, Program: rankProgram, Fanout: 3}, "COHORT_FANOUT=3"},
+		{Config{N: 2, Program: rankProgram, Spares: -1}, "-1 spares for 2 ranks"},
+		{Config{N: 2, Program: rankProgram, Spares: 1, Replicas: 2}, "spares and replicas do not go together"},
+		{Config{N: 2, Program: rankProgram, Spares: 1, Kills: []Kill{{Rank: 3}}}, "kill of rank 3, out of range for 3 ranks"},
 	}
 	for _, c := range cases {
 		job, err := Start(ctx, c.cfg)
