@@ -124,6 +124,15 @@
 // different moment at each replica: a program that acts on it decides the
 // moment through Decide (examples/nqueens does).
 //
+// # Spares
+//
+// With `cohort run -n N --spares S` the job has N ranks and S spare
+// processes outside the world communicator; [Session.Processes] holds all
+// N+S, and [Comm.Create] builds a communicator whose rank r is whichever
+// process now holds it (spares.go). A program takes spares through
+// package resil, which does all of this for it; [Init] refuses to make a
+// spare of any other program ([ErrSpare]) unless it passes [AllowSpares].
+//
 // # Data path
 //
 // Data frames (kinds of core.ProtoComm) do not go through the host's event

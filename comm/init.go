@@ -66,6 +66,10 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.spares = boot.Spares
+	if boot.IsSpare() && boot.Spares > 0 && !o.allowSpares {
+		return nil, ErrSpare
+	}
 	det, err := detectorOf(o.detector)
 	if err != nil {
 		return nil, err

@@ -21,9 +21,17 @@ import (
 // rank of the job has finalized, so that what it sent before finalizing is
 // still delivered.
 func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("%w: a job of %d ranks", ErrBadArg, n)
+	return LocalSpares(ctx, n, 0, opts...)
+}
+
+// LocalSpares is [Local] for a job of n ranks and spares spare processes
+// (see spares.go): it returns n+spares sessions, the last spares of them
+// the spares'.
+func LocalSpares(ctx context.Context, n, spares int, opts ...Option) ([]*Session, error) {
+	if n < 1 || spares < 0 {
+		return nil, fmt.Errorf("%w: a job of %d ranks and %d spares", ErrBadArg, n, spares)
 	}
+	n += spares
 	if n > int(core.None) {
 		return nil, fmt.Errorf("%w: a job of %d ranks", ErrBadArg, n)
 	}
@@ -31,6 +39,7 @@ func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.spares = spares
 	det, err := detectorOf(o.detector)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,8 @@ import (
 // Failure is one notification of [Session.Failures]: rank Rank of the world
 // communicator failed, as the membership view numbered Epoch says, or (Err
 // not nil) this process cut it off for sending beyond a limit of its own
-// (an [*OverrunError]; Epoch is then the view current at the time).
+// (an [*OverrunError]; Epoch is then the view current at the time). In a
+// job with spares, Rank is the process number, as in [Session.Processes].
 type Failure struct {
 	Rank  int
 	Epoch uint64
@@ -103,6 +104,12 @@ type Session struct {
 	rep *replicated
 	// addrs are the job's processes' addresses, by process (Init's).
 	addrs []string
+	// procs is the communicator of every process, spares included
+	// (spares.go); world when the job has no spares.
+	procs *Comm
+	// spares is the number of spare processes: the last spares of the
+	// size processes (spares.go).
+	spares int
 }
 
 type sessionStats struct {
@@ -146,6 +153,10 @@ type options struct {
 	// maxBackup: the replication layer's backup table bound in sends
 	// (replica.Config.MaxBackup; 0: its default), small in tests
 	maxBackup int
+	// spares: the job's last spares processes are spares (spares.go);
+	// allowSpares: the program takes spares (AllowSpares)
+	spares      int
+	allowSpares bool
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
@@ -214,11 +225,7 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 	for r := range s.credit {
 		s.credit[r].avail = budget
 	}
-	members := make([]core.NodeID, size)
-	for i := range members {
-		members[i] = core.NodeID(i)
-	}
-	s.world = s.newComm(worldID, members)
+	s.world, s.procs = s.worldsOf(o.spares)
 	s.spinFromEnv()
 	return s
 }
@@ -247,7 +254,8 @@ func (s *Session) run(stack core.Machine, codec *wire.Codec, o options, events i
 }
 
 // World returns the communicator of every rank of the job (MPI_COMM_WORLD):
-// rank r is node core.NodeID(r).
+// rank r is node core.NodeID(r). A job with spares leaves them out of it:
+// World returns nil at a spare (see [Session.IsSpare]).
 func (s *Session) World() *Comm { return s.world }
 
 // Failures returns a channel that receives one [Failure] for each rank of
