@@ -1,0 +1,73 @@
+// Package resil makes a parallel program that knows nothing of failures
+// continue at the same ranks when processes die: spare processes take the
+// ranks of the dead ones, and every rank goes back to the last
+// coordinated checkpoint, kept in the memory of other ranks, without a
+// relaunch (the global restart of Reinit, the in-memory checkpoints and
+// spares of Fenix; Varma et al.'s "a spare node ... to assign the failed
+// work to using the old MPI rank").
+//
+// What a program writes: its main loop inside a function that takes the
+// state of the last checkpoint, and a call to [Job.Checkpoint] every K
+// iterations; nothing else about failures.
+//
+//	s, err := comm.Init(ctx, comm.AllowSpares()) // cohort run -n N --spares S
+//	defer s.Finalize(ctx)
+//	j, err := resil.New(s, resil.DefaultConfig())
+//	err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
+//		it, grid := decode(state) // nil state: the first attempt
+//		for ; it < iters; it++ {
+//			if it%K == 0 {
+//				if err := j.Checkpoint(ctx, encode(it, grid)); err != nil {
+//					return err
+//				}
+//			}
+//			if err := step(ctx, c, grid); err != nil {
+//				return err
+//			}
+//		}
+//		return nil
+//	})
+//	if j.Rank() == 0 { … print the result … }
+//
+// # How it works
+//
+// A job of N ranks and S spares has N+S processes ([comm.Session.Processes]);
+// the rank→process map starts as rank r on process r. Each attempt runs
+// the function at the N processes of the map, on a communicator built for
+// the attempt ([comm.Comm.Create]: a new context, so no message of an
+// aborted attempt matches in the next); the spares wait. An attempt ends
+// at every process with an agreement ([comm.Comm.Agree]) on whether every
+// rank's function returned nil, then a [comm.Comm.Shrink] that gives every
+// survivor the same set of failed processes. If no process of the map
+// failed, Run returns. Otherwise every survivor computes, from the agreed
+// survivors alone, the same new map: the failed ranks, in rank order, take
+// the lowest-numbered processes that hold no rank. The survivors gather
+// what each holds of the checkpoints, go back to the newest epoch any of
+// them knows committed, move each rank's state to its new process and its
+// buddies from the first survivor that holds it, agree that the round
+// succeeded, and start the function again at every rank. A failure during
+// a recovery fails the round at every survivor; they shrink again and
+// begin another.
+//
+// A checkpoint is two-phase: every rank keeps its state and sends a copy
+// to k buddies (ranks r+1 … r+k), and once each has stored every copy it is
+// owed, an agreement among the ranks commits the epoch. A commit therefore
+// means that every rank's state of that epoch is at every live keeper,
+// which is why a recovery may go back to the newest epoch that any
+// survivor knows committed, and why each process keeps the previous epoch
+// until it learns of the next one's commit.
+//
+// # Errors every survivor shares
+//
+// A rank whose process and every buddy failed before the recovery could
+// copy its state: [*StateLostError], naming the rank, the epoch and the
+// keepers, never a wrong result. A failed rank and no process left to take
+// it: [*NoSpareError]. A function that returns an error without any
+// failure: that error at its rank, [ErrAborted] at the others.
+//
+// # Limits
+//
+// Buddies are the next ranks, not ranks on other hosts; checkpoints live
+// in memory only (no copy to disk for a whole-job restart); the program
+// cannot ask to continue on fewer ranks when the spares run out.
+package resil

@@ -1,0 +1,139 @@
+package resil
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestRemap(t *testing.T) {
+	cases := []struct {
+		name       string
+		old, live  []int
+		want       []int
+		wantOrphan []int
+	}{
+		{"no failure", []int{0, 1, 2}, []int{0, 1, 2, 3}, []int{0, 1, 2}, nil},
+		{"rank 1 takes the spare", []int{0, 1, 2}, []int{0, 2, 3}, []int{0, 3, 2}, nil},
+		{"failed ranks in rank order take spares in process order", []int{0, 1, 2, 3}, []int{1, 3, 5, 6}, []int{5, 1, 6, 3}, nil},
+		{"a dead spare is skipped", []int{0, 1, 2}, []int{0, 1, 4}, []int{0, 1, 4}, nil},
+		{"a second takeover", []int{0, 3, 2}, []int{0, 2, 4}, []int{0, 4, 2}, nil},
+		{"no spare left", []int{0, 1, 2}, []int{0, 1}, nil, []int{2}},
+		{"one spare for two", []int{0, 1, 2}, []int{0, 3}, nil, []int{2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := remap(c.old, c.live)
+			var ns *NoSpareError
+			switch {
+			case c.wantOrphan != nil:
+				if !errors.As(err, &ns) || !slices.Equal(ns.Ranks, c.wantOrphan) || !errors.Is(err, ErrNoSpare) {
+					t.Fatalf("got %v, %v; want NoSpareError for ranks %v", got, err, c.wantOrphan)
+				}
+			case err != nil || !slices.Equal(got, c.want):
+				t.Fatalf("got %v, %v; want %v", got, err, c.want)
+			}
+		})
+	}
+}
+
+// inv builds an inventory of n ranks: epoch e holding ranks committed,
+// pending epoch p holding ranks pending.
+func inv(n, e int, committed []int, p int, pending []int) inventory {
+	in := inventory{Epoch: e, Pending: p, committed: make([]bool, n), pending: make([]bool, n)}
+	for _, x := range committed {
+		in.committed[x] = true
+	}
+	for _, x := range pending {
+		in.pending[x] = true
+	}
+	return in
+}
+
+func TestInventoryRoundTrip(t *testing.T) {
+	in := inv(5, 7, []int{0, 4}, 8, []int{4, 3})
+	out, err := unmarshalInventory(in.marshal(5), 5)
+	if err != nil || out.Epoch != 7 || out.Pending != 8 || !slices.Equal(out.committed, in.committed) || !slices.Equal(out.pending, in.pending) {
+		t.Fatalf("got %+v, %v; want %+v", out, err, in)
+	}
+	if _, err := unmarshalInventory(make([]byte, 20), 5); err == nil {
+		t.Fatal("a short inventory decoded")
+	}
+}
+
+func FuzzUnmarshalInventory(f *testing.F) {
+	f.Add(inv(3, 1, []int{1}, 2, []int{0}).marshal(3), 3)
+	f.Add([]byte{}, 0)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		if n < 0 || n > 1<<12 {
+			return
+		}
+		in, err := unmarshalInventory(b, n)
+		if err == nil && string(in.marshal(n)[:16]) != string(b[:16]) {
+			t.Fatalf("epochs do not round-trip")
+		}
+	})
+}
+
+// Four ranks, one buddy each (rank x's copy at x+1). Ranks 0..3 on
+// processes 0..3; process 1 failed; a spare (survivor index 3, process 4)
+// takes rank 1 and needs its own state (from rank 2, its buddy, index 1)
+// and rank 0's copy (from rank 0 itself, index 0).
+func TestPlanTakeover(t *testing.T) {
+	const n, k, e = 4, 1, 3
+	invs := []inventory{
+		inv(n, e, []int{0, 3}, 0, nil), // process 0: rank 0 and rank 3's copy
+		inv(n, e, []int{2, 1}, 0, nil), // process 2
+		inv(n, e, []int{3, 2}, 0, nil), // process 3
+		inv(n, 0, nil, 0, nil),         // process 4: the spare
+	}
+	procOf := []int{0, 3, 1, 2}
+	got, err := plan(invs, procOf, e, k)
+	want := []transfer{{Rank: 0, From: 0, To: 3}, {Rank: 1, From: 1, To: 3}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %v, %v; want %v", got, err, want)
+	}
+}
+
+// A survivor that did not learn of the commit still holds the epoch as
+// pending; the recovery goes to the newest committed epoch and finds it
+// there.
+func TestPlanPendingEpoch(t *testing.T) {
+	const n, k = 2, 1
+	invs := []inventory{
+		inv(n, 5, []int{0, 1}, 0, nil),         // knows epoch 5 committed
+		inv(n, 4, []int{0, 1}, 5, []int{0, 1}), // has 5 pending
+	}
+	if e := restoreEpoch(invs); e != 5 {
+		t.Fatalf("restore epoch %d, want 5", e)
+	}
+	got, err := plan(invs, []int{0, 1}, 5, k)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("got %v, %v; want no transfer", got, err)
+	}
+}
+
+// A rank and its only buddy lost at once: the state of rank 1 is held by
+// no survivor.
+func TestPlanStateLost(t *testing.T) {
+	const n, k, e = 4, 1, 2
+	invs := []inventory{
+		inv(n, e, []int{0, 3}, 0, nil), // process 0
+		inv(n, e, []int{3, 2}, 0, nil), // process 3
+		inv(n, 0, nil, 0, nil),         // spare
+		inv(n, 0, nil, 0, nil),         // spare
+	}
+	_, err := plan(invs, []int{0, 2, 3, 1}, e, k)
+	var lost *StateLostError
+	if !errors.As(err, &lost) || lost.Rank != 1 || lost.Epoch != e || !slices.Equal(lost.Keepers, []int{1, 2}) || !errors.Is(err, ErrStateLost) {
+		t.Fatalf("got %v, want the state of rank 1 at epoch 2 lost with ranks [1 2]", err)
+	}
+}
+
+// Before any commit there is nothing to move.
+func TestPlanEpochZero(t *testing.T) {
+	got, err := plan([]inventory{inv(2, 0, nil, 1, []int{0})}, []int{0, 0}, 0, 1)
+	if err != nil || got != nil {
+		t.Fatalf("got %v, %v", got, err)
+	}
+}

@@ -1,0 +1,292 @@
+package resil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cohort-mp/cohort/comm"
+)
+
+// Errors of a resilient run.
+var (
+	// ErrNoSpare: a rank's process failed and no process was left to take
+	// the rank; see [NoSpareError].
+	ErrNoSpare = errors.New("resil: no spare process left")
+	// ErrStateLost: a rank's checkpointed state was lost with its process
+	// and every buddy that kept a copy; see [StateLostError].
+	ErrStateLost = errors.New("resil: checkpointed state lost")
+	// ErrAborted: the run stopped because another rank's function returned
+	// an error (not because of a failure).
+	ErrAborted = errors.New("resil: another rank's function failed")
+	// ErrCheckpoint: a Checkpoint did not commit (a failure interrupted
+	// it); the run goes back to the last committed one.
+	ErrCheckpoint = errors.New("resil: the checkpoint did not commit")
+	// ErrConfig: a Config is invalid.
+	ErrConfig = errors.New("resil: bad config")
+)
+
+// NoSpareError names the ranks whose processes failed when no process was
+// left to take them.
+type NoSpareError struct{ Ranks []int }
+
+func (e *NoSpareError) Error() string {
+	return fmt.Sprintf("resil: rank(s) %v failed and no spare process is left to take them (start the job with more spares: cohort run --spares)", e.Ranks)
+}
+
+// Is makes errors.Is(err, ErrNoSpare) true.
+func (e *NoSpareError) Is(target error) bool { return target == ErrNoSpare }
+
+// StateLostError names a rank whose state of the last committed epoch no
+// survivor holds: the processes of Keepers (the rank and its buddies)
+// were all lost.
+type StateLostError struct {
+	Rank, Epoch int
+	Keepers     []int // ranks
+}
+
+func (e *StateLostError) Error() string {
+	return fmt.Sprintf("resil: the state of rank %d at checkpoint epoch %d is lost: the processes of ranks %v, which kept it, all failed (use more buddies)", e.Rank, e.Epoch, e.Keepers)
+}
+
+// Is makes errors.Is(err, ErrStateLost) true.
+func (e *StateLostError) Is(target error) bool { return target == ErrStateLost }
+
+// Config configures a [Job].
+type Config struct {
+	// Buddies is k, how many other ranks keep a copy of each rank's
+	// checkpointed state, in memory: rank r's copies are at ranks r+1 …
+	// r+k (mod N). The state survives the loss of any k of those k+1
+	// processes. 1 ≤ Buddies < N (a job of one rank has none and keeps
+	// only its own copy).
+	Buddies int
+}
+
+// DefaultConfig is one buddy per rank.
+func DefaultConfig() Config { return Config{Buddies: 1} }
+
+// Func is the resilient function: the program's main loop. c is the
+// communicator of this attempt (rank c.Rank() of c.Size(), the same rank
+// numbers in every attempt), state and epoch this rank's state of the last
+// committed checkpoint (nil and 0 on the first attempt, or if none was
+// committed). ctx ends when a rank of c fails: the function should then
+// return (any call on c also fails). It returns nil when its part of the
+// work is done.
+type Func func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error
+
+// Job runs a resilient function over a session (see the package
+// documentation). Build it with [New]; its methods are for the goroutine
+// that called Run, and Checkpoint for the function it runs.
+type Job struct {
+	s     *comm.Session
+	k     int
+	n     int        // ranks
+	procs *comm.Comm // the live processes, agreed at the last recovery
+	// mapping is the rank→process map (process numbers of
+	// Session.Processes), the same at every survivor.
+	mapping []int
+	c, cc   *comm.Comm // this attempt's communicator and its checkpoint twin (nil at an idle process)
+	st      store
+	watch   *watcher
+	stats   Stats
+}
+
+// Stats counts what a run did at this process.
+type Stats struct {
+	// Restarts is how many times the function was restarted after a
+	// failure; Recoveries lists how long each restart took here, from the
+	// agreement that the attempt ended to the start of the next: the
+	// agreement on the failed processes, the new map and the state
+	// transfers. The failure's detection comes before and is not
+	// included.
+	Restarts   int
+	Recoveries []time.Duration
+	// Checkpoints counts the committed checkpoints; CheckpointBytes the
+	// bytes this process sent to its buddies for them.
+	Checkpoints     int
+	CheckpointBytes int64
+	// TookOver reports whether this process started as a spare and holds
+	// a rank now.
+	TookOver bool
+}
+
+// New prepares a resilient run over s (a session of [comm.Init] with
+// [comm.AllowSpares], or of [comm.LocalSpares]).
+func New(s *comm.Session, cfg Config) (*Job, error) {
+	procs := s.Processes()
+	n := procs.Size() - s.Spares()
+	if cfg.Buddies < 1 || (cfg.Buddies >= n && n > 1) {
+		return nil, fmt.Errorf("%w: %d buddies for %d ranks (want 1 to %d)", ErrConfig, cfg.Buddies, n, max(n-1, 1))
+	}
+	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, procs: procs, mapping: make([]int, n)}
+	for r := range j.mapping {
+		j.mapping[r] = r
+	}
+	j.st.reset()
+	return j, nil
+}
+
+// Rank returns the rank this process holds (-1: none, an idle spare).
+func (j *Job) Rank() int {
+	me := j.procs.WorldRank(j.procs.Rank())
+	return slices.Index(j.mapping, me)
+}
+
+// Stats returns what the run did so far at this process.
+func (j *Job) Stats() Stats {
+	st := j.stats
+	st.Recoveries = slices.Clone(st.Recoveries)
+	return st
+}
+
+// Run runs fn at every rank until every rank's fn returned nil in the
+// same attempt, and returns nil (at a spare that never took a rank too).
+// When a process holding a rank fails, every survivor's fn is ended (its
+// ctx ends and calls on its communicator fail), a spare takes the failed
+// rank, the last committed checkpoint is restored at every rank (the
+// spare's from a buddy) and fn starts again, at every rank, on a new
+// communicator. Run returns an error that every survivor shares when no
+// spare is left ([*NoSpareError]), when a rank's state is lost
+// ([*StateLostError]), or when fn failed without a failure (fn's error at
+// that rank, [ErrAborted] at the others); and ctx's error or the
+// session's when they end.
+func (j *Job) Run(ctx context.Context, fn Func) error {
+	j.watch = newWatcher()
+	stop := make(chan struct{})
+	defer close(stop)
+	go j.watch.loop(j.s.Failures(), stop)
+	if err := j.begin(); err != nil {
+		return err
+	}
+	for {
+		var fnErr error
+		if j.c != nil {
+			actx, cancel := j.watch.arm(ctx, j.mapping)
+			fnErr = fn(actx, j.c, j.st.own(j.c.Rank()), j.st.epoch)
+			cancel()
+		}
+		flag := 1
+		if fnErr != nil {
+			flag = 0
+		}
+		v, err := j.procs.Agree(ctx, flag)
+		if err != nil {
+			return fmt.Errorf("resil: agreeing on the attempt's end: %w", err)
+		}
+		ended := time.Now()
+		next, err := j.procs.Shrink(ctx)
+		if err != nil {
+			return fmt.Errorf("resil: agreeing on the survivors: %w", err)
+		}
+		lostHolder := false
+		for _, p := range j.mapping {
+			lostHolder = lostHolder || !inComm(next, p)
+		}
+		switch {
+		case v == 1 && !lostHolder:
+			return nil
+		case !lostHolder && fnErr != nil:
+			return fnErr
+		case !lostHolder:
+			return ErrAborted
+		}
+		if j.c != nil {
+			j.c.Revoke()
+			j.cc.Revoke()
+		}
+		j.procs = next
+		if err := j.recover(ctx); err != nil {
+			return err
+		}
+		j.stats.Restarts++
+		j.stats.Recoveries = append(j.stats.Recoveries, time.Since(ended))
+	}
+}
+
+// begin builds the attempt's communicators from the map: every process
+// of procs calls it at the same point.
+func (j *Job) begin() error {
+	ranks := make([]int, j.n)
+	for r, p := range j.mapping {
+		ranks[r] = procsRank(j.procs, p)
+		if ranks[r] < 0 {
+			panic(fmt.Sprintf("resil: rank %d mapped to process %d, not a survivor", r, p))
+		}
+	}
+	c, err := j.procs.Create(ranks)
+	if err != nil {
+		return err
+	}
+	j.c, j.cc = c, nil
+	if c != nil {
+		if j.cc, err = c.Dup(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inComm reports whether process p is a member of c.
+func inComm(c *comm.Comm, p int) bool { return procsRank(c, p) >= 0 }
+
+// procsRank returns the rank of process p in c, -1 if none.
+func procsRank(c *comm.Comm, p int) int {
+	for r := range c.Size() {
+		if c.WorldRank(r) == p {
+			return r
+		}
+	}
+	return -1
+}
+
+// watcher follows the session's failures and ends the running attempt's
+// context when a process holding a rank fails.
+type watcher struct {
+	mu      sync.Mutex
+	failed  map[int]bool
+	holders map[int]bool
+	cancel  context.CancelFunc
+}
+
+func newWatcher() *watcher { return &watcher{failed: map[int]bool{}} }
+
+func (w *watcher) loop(failures <-chan comm.Failure, stop <-chan struct{}) {
+	for {
+		select {
+		case f := <-failures:
+			w.mu.Lock()
+			w.failed[f.Rank] = true
+			if w.holders[f.Rank] && w.cancel != nil {
+				w.cancel()
+			}
+			w.mu.Unlock()
+		case <-stop:
+			return
+		}
+	}
+}
+
+// arm returns the context of an attempt over mapping: it ends with ctx,
+// when a process of mapping fails, or (at once) if one already has.
+func (w *watcher) arm(ctx context.Context, mapping []int) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holders = map[int]bool{}
+	w.cancel = cancel
+	for _, p := range mapping {
+		w.holders[p] = true
+		if w.failed[p] {
+			cancel()
+		}
+	}
+	return actx, func() {
+		w.mu.Lock()
+		w.cancel = nil
+		w.mu.Unlock()
+		cancel()
+	}
+}

@@ -1,0 +1,172 @@
+package resil
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/comm"
+)
+
+const testTimeout = 60 * time.Second
+
+// outcome is what one process's Run did.
+type outcome struct {
+	err    error
+	rank   int
+	result uint64
+	stats  Stats
+}
+
+// runRing runs, on a Local job of n ranks and spares spares, a function
+// of iters iterations that mixes every rank's value through an Allreduce
+// and checkpoints every 4 iterations. crash(p, it) says whether process
+// p, in its first attempt, crashes (its session ends) before iteration
+// it.
+func runRing(t *testing.T, n, spares, k, iters int, crash func(p, it int) bool) []outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ss, err := comm.LocalSpares(ctx, n, spares)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]outcome, n+spares)
+	var wg sync.WaitGroup
+	for p, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Finalize(context.Background())
+			j, err := New(s, Config{Buddies: k})
+			if err != nil {
+				out[p].err = err
+				return
+			}
+			var result uint64
+			out[p].err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
+				it, v := 0, uint64(c.Rank()+1)
+				if state != nil {
+					it, v = int(binary.LittleEndian.Uint64(state)), binary.LittleEndian.Uint64(state[8:])
+				}
+				for ; it < iters; it++ {
+					if it%4 == 0 && it > 0 {
+						if err := j.Checkpoint(ctx, binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(it)), v)); err != nil {
+							return err
+						}
+					}
+					if j.Stats().Restarts == 0 && crash(p, it) {
+						s.Finalize(context.Background()) // as a crash: the others detect it
+						return errors.New("crashed")
+					}
+					sum := []uint64{v}
+					if err := comm.Allreduce(ctx, c, sum, sum, comm.Sum[uint64]()); err != nil {
+						return err
+					}
+					v = v*6364136223846793005 + sum[0] + uint64(c.Rank())
+				}
+				all := []uint64{v}
+				if err := comm.Allreduce(ctx, c, all, all, comm.BXor[uint64]()); err != nil {
+					return err
+				}
+				result = all[0]
+				return nil
+			})
+			out[p].rank, out[p].result, out[p].stats = j.Rank(), result, j.Stats()
+		}()
+	}
+	wg.Wait()
+	for p, o := range out {
+		t.Logf("process %d: rank %d, result %#x, err %v, stats %+v", p, o.rank, o.result, o.err, o.stats)
+	}
+	return out
+}
+
+// The result with a crash and a spare taking the rank is the result
+// without: the spare takes rank 2, every rank goes back to the last
+// checkpoint, and no message of the aborted attempt is matched in the
+// new one.
+func TestSpareTakesRankSameResult(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a failure detection")
+	}
+	const n, spares, iters = 4, 1, 30
+	clean := runRing(t, n, spares, 1, iters, func(int, int) bool { return false })
+	crashed := runRing(t, n, spares, 1, iters, func(p, it int) bool { return p == 2 && it == 13 })
+	want := clean[0].result
+	for p := range n {
+		if clean[p].err != nil || clean[p].result != want {
+			t.Fatalf("clean run: process %d: %v, result %#x, want %#x", p, clean[p].err, clean[p].result, want)
+		}
+	}
+	if clean[n].err != nil || clean[n].rank != -1 {
+		t.Fatalf("clean run: the spare: %v, rank %d", clean[n].err, clean[n].rank)
+	}
+	for _, p := range []int{0, 1, 3, 4} {
+		o := crashed[p]
+		if o.err != nil || o.result != want || o.stats.Restarts != 1 {
+			t.Errorf("process %d: err %v, result %#x (want %#x), restarts %d (want 1)", p, o.err, o.result, want, o.stats.Restarts)
+		}
+	}
+	if crashed[4].rank != 2 || !crashed[4].stats.TookOver {
+		t.Errorf("the spare holds rank %d (took over %v), want 2", crashed[4].rank, crashed[4].stats.TookOver)
+	}
+	if crashed[2].err == nil {
+		t.Errorf("the crashed process's Run returned nil")
+	}
+}
+
+// A rank and its only buddy lost at once: every survivor fails with the
+// error naming the rank's lost state, never a result.
+func TestStateLostWithEveryBuddy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a failure detection")
+	}
+	const n, spares = 3, 2
+	out := runRing(t, n, spares, 1, 30, func(p, it int) bool { return (p == 1 || p == 2) && it == 9 })
+	for _, p := range []int{0, 3, 4} {
+		var lost *StateLostError
+		if !errors.As(out[p].err, &lost) || lost.Rank != 1 || lost.Epoch != 2 || out[p].result != 0 {
+			t.Errorf("process %d: got %v (result %#x), want the state of rank 1 at epoch 2 lost", p, out[p].err, out[p].result)
+		}
+	}
+}
+
+// No spare left: every survivor fails saying so.
+func TestNoSpareLeft(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a failure detection")
+	}
+	out := runRing(t, 3, 0, 1, 30, func(p, it int) bool { return p == 1 && it == 6 })
+	for _, p := range []int{0, 2} {
+		var ns *NoSpareError
+		if !errors.As(out[p].err, &ns) || fmt.Sprint(ns.Ranks) != "[1]" {
+			t.Errorf("process %d: got %v, want no spare for rank 1", p, out[p].err)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ss, err := comm.LocalSpares(ctx, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{0, 3, -1} {
+		if _, err := New(ss[0], Config{Buddies: k}); !errors.Is(err, ErrConfig) {
+			t.Errorf("Buddies %d: got %v, want ErrConfig", k, err)
+		}
+	}
+	j, err := New(ss[0], DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Checkpoint(ctx, nil); !errors.Is(err, ErrConfig) {
+		t.Errorf("Checkpoint outside Run: got %v, want ErrConfig", err)
+	}
+}
