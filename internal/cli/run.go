@@ -67,6 +67,13 @@ processes: replica j of rank r is process j·N+r. With --hosts the replicas
 of a rank go to distinct hosts whenever the hosts allow it (cohort run says
 which ranks share a host otherwise).
 
+With --spares S the job starts S more processes, N to N+S−1, that hold no
+rank: when a rank's process dies, a spare takes its rank and the program
+goes on from its last checkpoint, without a relaunch (a program takes
+spares through package resil; any other refuses to start as a spare).
+--kill then names processes, and the job succeeds when every process that
+was not killed exits with status 0.
+
 The ranks' connections are authenticated by the job's secret; --encrypt
 also encrypts them, with TLS 1.3 and a certificate made for the job (its
 key reaches the ranks in their environment, as the secret does). Credentials: --name (default
@@ -78,6 +85,7 @@ Examples:
   cohort run -n 12 --hosts supernode:sn1@10.0.0.2:7940 --alloc concentrate --name alice ./nqueens -- -n 14
   cohort run -n 8 --prefix --kill 3@200ms ./examples/pi
   cohort run -n 4 -r 2 --kill 5@300ms ./examples/allreduce
+  cohort run -n 4 --spares 1 --kill 2@1s ./examples/jacobi
   cohort run -n 4 -r 2 --hosts supernode:sn1@10.0.0.2:7940 ./nqueens -- -n 16
   cohort run -n 2 ./examples/pingpong -- -iters 1000
   cohort run -n 4 --detector heartbeat --timeout 1m ./myprog`,
@@ -134,6 +142,7 @@ func runRun(ctx context.Context, c *call) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop the job after this `duration` (0: no limit)")
 	fs.BoolVar(&cfg.AbortOnFailure, "abort-on-failure", false, "stop the whole job when a rank fails")
 	fs.IntVar(&cfg.Replicas, "r", 1, "`replicas` of each rank (transparent replication: a rank lives while one of its replicas does)")
+	fs.IntVar(&cfg.Spares, "spares", 0, "`spare` processes that take the rank of a process that dies (programs using package resil)")
 	fs.BoolVar(&cfg.Encrypt, "encrypt", false, "encrypt the ranks' connections (TLS 1.3 with a certificate made for the job)")
 	hf := addHostsFlags(fs)
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
@@ -153,11 +162,18 @@ func runRun(ctx context.Context, c *call) error {
 		return usagef("--timeout %v: negative", cfg.Timeout)
 	case cfg.Replicas < 1 || cfg.Replicas > launch.MaxReplicas:
 		return usagef("-r %d: want 1 to %d replicas", cfg.Replicas, launch.MaxReplicas)
+	case cfg.Spares < 0 || cfg.Spares > maxRunRanks:
+		return usagef("--spares %d: want 0 to %d spare processes", cfg.Spares, maxRunRanks)
+	case cfg.Spares > 0 && cfg.Replicas > 1:
+		return usagef("--spares with -r %d: spares and replicas do not go together", cfg.Replicas)
 	case len(rest) == 0 || rest[0] == "--" && len(rest) == 1:
 		return usagef("missing the PROGRAM to run")
 	}
 	for _, k := range kills {
-		if procs := cfg.N * cfg.Replicas; k.Rank >= procs {
+		if procs := cfg.N*cfg.Replicas + cfg.Spares; k.Rank >= procs {
+			if cfg.Spares > 0 {
+				return usagef("--kill %d@%v: process %d is out of range for -n %d --spares %d (0 to %d; the spares are processes %d to %d)", k.Rank, k.After, k.Rank, cfg.N, cfg.Spares, procs-1, cfg.N, procs-1)
+			}
 			if cfg.Replicas > 1 {
 				return usagef("--kill %d@%v: process %d is out of range for -n %d -r %d (0 to %d; replica j of rank r is process j·%d+r)", k.Rank, k.After, k.Rank, cfg.N, cfg.Replicas, procs-1, cfg.N)
 			}
@@ -167,6 +183,9 @@ func runRun(ctx context.Context, c *call) error {
 	cfg.Kills = kills
 	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
 		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
+	}
+	if *hf.hosts != "" && cfg.Spares > 0 {
+		return usagef("--spares is for jobs on this machine, not with --hosts yet")
 	}
 	if rest[0] == "--" {
 		rest = rest[1:]
@@ -195,6 +214,9 @@ func runRun(ctx context.Context, c *call) error {
 	}
 	if cfg.Replicas > 1 && err != nil {
 		err = replicaOutcome(c, cfg, exits, err)
+	}
+	if cfg.Spares > 0 && err != nil {
+		err = spareOutcome(c, err)
 	}
 	var fe *launch.FailedError
 	if errors.As(err, &fe) {
@@ -266,6 +288,27 @@ func replicaOutcome(c *call, cfg launch.Config, exits []launch.Exit, err error) 
 		logical.Failed = append(logical.Failed, x)
 	}
 	return logical
+}
+
+// spareOutcome judges a job with spares: the processes the launcher
+// killed were replaced (a spare took each one's rank, or it was an idle
+// spare), so the job succeeded if every other process exited with status
+// 0; those lost are reported. A process that failed on its own (the
+// program's verdict: no spare left, a state lost) stands.
+func spareOutcome(c *call, err error) error {
+	var fe *launch.FailedError
+	if !errors.As(err, &fe) || fe.Cause != nil {
+		return err
+	}
+	for _, x := range fe.Failed {
+		if !x.Killed {
+			return err
+		}
+	}
+	for _, x := range fe.Failed {
+		fmt.Fprintf(c.stderr, "cohort run: process %d lost (%s); the job went on without it\n", x.Rank, x.How())
+	}
+	return nil
 }
 
 // runFailure says which ranks failed and how, in the command's terms.

@@ -53,6 +53,20 @@ func TestRunKill(t *testing.T) {
 	}
 }
 
+// TestRunSpareKilled: with spares, a process killed by --kill does not
+// fail the job when every other process exits 0; it is reported. A
+// process that fails on its own still does.
+func TestRunSpareKilled(t *testing.T) {
+	code, _, stderr := run(t, "run", "-n", "2", "--spares", "1", "--kill", "0@0s", rankPkg, "--", "-spin", "1m")
+	if code != exitOK || !strings.Contains(stderr, "cohort run: process 0 lost (killed by the launcher's crash injection (SIGKILL)); the job went on without it") {
+		t.Fatalf("exit %d, stderr %q; want 0 and process 0 reported lost", code, stderr)
+	}
+	code, _, stderr = run(t, "run", "-n", "2", "--spares", "1", rankPkg, "--", "-fail-rank", "1", "-fail-code", "7")
+	if code != exitFailure || !strings.Contains(stderr, "rank 1 failed: exit code 7") {
+		t.Fatalf("exit %d, stderr %q; want 1 and process 1's exit code", code, stderr)
+	}
+}
+
 // TestRunMissedKill: a planned kill whose time comes after the job's end
 // is reported on standard error; the exit status stays that of the ranks.
 func TestRunMissedKill(t *testing.T) {
@@ -88,6 +102,10 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "-n", "2", "--detector", "swim", rankPkg}, exitUsage, `--detector "swim"`},
 		{[]string{"run", "-n", "2", "--fanout", "3", rankPkg}, exitUsage, "--fanout 3: want a power of two"},
 		{[]string{"run", "-n", "2", "../../launch/testdata/broken"}, exitFailure, "the Go package did not build"},
+		{[]string{"run", "-n", "2", "--spares", "-1", rankPkg}, exitUsage, "--spares -1: want 0 to 1024 spare processes"},
+		{[]string{"run", "-n", "2", "--spares", "1", "-r", "2", rankPkg}, exitUsage, "spares and replicas do not go together"},
+		{[]string{"run", "-n", "2", "--spares", "1", "--kill", "3@1s", rankPkg}, exitUsage, "--kill 3@1s: process 3 is out of range for -n 2 --spares 1 (0 to 2; the spares are processes 2 to 2)"},
+		{[]string{"run", "-n", "2", "--spares", "1", "--hosts", "supernode:sn1@127.0.0.1:1", rankPkg}, exitUsage, "--spares is for jobs on this machine"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)
