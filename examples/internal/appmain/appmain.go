@@ -25,13 +25,14 @@ import (
 // keep a rank from exiting.
 const FinalizeTimeout = 2 * time.Second
 
-// Start joins the job of this process (comm.Init). done finalizes the
-// session and releases the context; call it before returning. On error,
-// Start has written "name: error" to stderr and released everything.
-func Start(name string, timeout time.Duration, stderr io.Writer) (ctx context.Context, s *comm.Session, done func(), err error) {
+// Start joins the job of this process (comm.Init with opts). done
+// finalizes the session and releases the context; call it before
+// returning. On error, Start has written "name: error" to stderr and
+// released everything.
+func Start(name string, timeout time.Duration, stderr io.Writer, opts ...comm.Option) (ctx context.Context, s *comm.Session, done func(), err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	s, err = comm.Init(ctx)
+	s, err = comm.Init(ctx, opts...)
 	if err != nil {
 		cancel()
 		stop()

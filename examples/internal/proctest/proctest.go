@@ -46,6 +46,13 @@ type Result struct {
 // with the crashes kills, and waits for it (at most 2 minutes).
 func Launch(t testing.TB, env string, n int, kills []launch.Kill, args ...string) Result {
 	t.Helper()
+	return LaunchSpares(t, env, n, 0, kills, args...)
+}
+
+// LaunchSpares is Launch with spares spare processes beside the n ranks
+// (launch.Config.Spares); kills and exits name processes.
+func LaunchSpares(t testing.TB, env string, n, spares int, kills []launch.Kill, args ...string) Result {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +63,11 @@ func Launch(t testing.TB, env string, n int, kills []launch.Kill, args ...string
 	events := t.TempDir()
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("membership and failure events of each rank (from %s):\n%s", events, eventDigest(events, n))
+			t.Logf("membership and failure events of each rank (from %s):\n%s", events, eventDigest(events, n+spares))
 		}
 	})
 	job, err := launch.Start(ctx, launch.Config{
-		N: n, Program: exe, Args: args, Env: []string{env + "=1"},
+		N: n, Spares: spares, Program: exe, Args: args, Env: []string{env + "=1"},
 		Stdout: &stdout, Stderr: &stderr, Prefix: true, Kills: kills, EventsDir: events,
 	})
 	if err != nil {
