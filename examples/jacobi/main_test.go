@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/examples/internal/proctest"
+	"github.com/cohort-mp/cohort/launch"
+)
+
+const childEnv = "JACOBI_TEST_RANK"
+
+func TestMain(m *testing.M) { proctest.Main(m, childEnv, run) }
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-nosuchflag"}, {"-size", "0"}, {"-k", "0"}, {"-iters", "-1"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
+		}
+	}
+}
+
+// The rows split as evenly as they go, in order, covering the plate.
+func TestBlock(t *testing.T) {
+	for _, c := range []struct{ size, n int }{{10, 3}, {256, 4}, {5, 5}, {7, 2}} {
+		next := 0
+		for r := range c.n {
+			first, rows := block(c.size, c.n, r)
+			if first != next || rows < c.size/c.n || rows > c.size/c.n+1 {
+				t.Fatalf("size %d on %d ranks: rank %d gets rows %d+%d, want from %d", c.size, c.n, r, first, rows, next)
+			}
+			next += rows
+		}
+		if next != c.size {
+			t.Fatalf("size %d on %d ranks: %d rows covered", c.size, c.n, next)
+		}
+	}
+}
+
+var args = []string{"-size", "64", "-iters", "2500", "-k", "50", "-pace", "1ms"}
+
+var checksumLine = regexp.MustCompile(`residual \S+, checksum ([0-9a-f]{16})`)
+
+func checksumOf(t *testing.T, res proctest.Result) string {
+	t.Helper()
+	m := checksumLine.FindAllStringSubmatch(res.Stdout, -1)
+	if len(m) != 1 {
+		t.Fatalf("want one checksum line, got %d:\n%s\nstderr:\n%s", len(m), res.Stdout, res.Stderr)
+	}
+	return m[0][1]
+}
+
+// The final plate is bit-identical with and without a rank's process
+// killed mid-run: the spare takes its rank, every rank goes back to the
+// last checkpoint. The killed process must really have been killed
+// (the kill came before the end).
+func TestKilledRankSameChecksum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes for seconds")
+	}
+	clean := proctest.Launch(t, childEnv, 3, nil, args...)
+	if clean.Err != nil {
+		t.Fatalf("failure-free run: %v", clean.Err)
+	}
+	want := checksumOf(t, clean)
+	const victim = 1
+	res := proctest.LaunchSpares(t, childEnv, 3, 1, []launch.Kill{{Rank: victim, After: 500 * time.Millisecond}}, args...)
+	if !res.Exits[victim].Killed {
+		t.Fatalf("process %d was not killed (%s): the run ended first", victim, res.Exits[victim].How())
+	}
+	for p, x := range res.Exits {
+		if p != victim && !x.OK() {
+			t.Errorf("process %d: %s", p, x.How())
+		}
+	}
+	if got := checksumOf(t, res); got != want {
+		t.Errorf("checksum %s with a kill, %s without", got, want)
+	}
+	if !strings.Contains(res.Stdout, "jacobi: process 3 took rank 1, resuming from checkpoint epoch") {
+		t.Errorf("the spare did not report taking rank 1:\n%s", res.Stdout)
+	}
+}
+
+// A rank and its only buddy killed at once: every survivor fails naming
+// the rank's lost state; nobody prints a checksum.
+func TestRankAndBuddyKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes for seconds")
+	}
+	kills := []launch.Kill{{Rank: 1, After: 500 * time.Millisecond}, {Rank: 2, After: 500 * time.Millisecond}}
+	res := proctest.LaunchSpares(t, childEnv, 3, 2, kills, args...)
+	if checksumLine.MatchString(res.Stdout) {
+		t.Fatalf("a checksum was printed:\n%s", res.Stdout)
+	}
+	for _, p := range []int{0, 3, 4} {
+		if res.Exits[p].Code != 1 {
+			t.Errorf("process %d: %s, want exit code 1", p, res.Exits[p].How())
+		}
+		if !strings.Contains(res.Stderr, fmt.Sprintf("jacobi: process %d: resil: the state of rank 1 at checkpoint epoch", p)) {
+			t.Errorf("process %d does not name rank 1's lost state:\n%s", p, res.Stderr)
+		}
+	}
+}
+
+// No spare: the survivors fail saying that no spare is left.
+func TestNoSpareLeft(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes for seconds")
+	}
+	res := proctest.Launch(t, childEnv, 3, []launch.Kill{{Rank: 2, After: 500 * time.Millisecond}}, args...)
+	for _, p := range []int{0, 1} {
+		if res.Exits[p].Code != 1 || !strings.Contains(res.Stderr, "rank(s) [2] failed and no spare process is left") {
+			t.Errorf("process %d: %s; stderr:\n%s", p, res.Exits[p].How(), res.Stderr)
+		}
+	}
+}
