@@ -94,6 +94,12 @@ type Config struct {
 // replica, and the program (any deterministic one, not only a
 // fault-tolerant one) must not notice.
 
+// With spares (Launch.Spares = S > 0, a program under package resil) a
+// run kills from 1 to S processes, any of the N+S (rank 0 and idle spares
+// included), each at its own random moment: as many as the spares can
+// replace, so the program must give its exact result every time.
+// Fraction and KillRoot do not apply.
+
 // Kill is one injected crash: SIGKILL to Rank At after the rendezvous.
 type Kill struct {
 	Rank int
@@ -212,10 +218,31 @@ func PlanReplicas(seed uint64, n, r int, window time.Duration) []Kill {
 	return kills
 }
 
+// PlanSpares draws the kills of a run of n ranks and s spares from its
+// seed: 1 to s distinct processes of the n+s, each at a uniform time in
+// [0, window), in time order.
+func PlanSpares(seed uint64, n, s int, window time.Duration) []Kill {
+	if s < 1 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	count := 1 + rng.IntN(s)
+	procs := rng.Perm(n + s)
+	kills := make([]Kill, count)
+	for i := range kills {
+		kills[i] = Kill{Rank: procs[i], At: killTime(rng, window)}
+	}
+	slices.SortFunc(kills, func(a, b Kill) int { return int(a.At - b.At) })
+	return kills
+}
+
 // plan is the run's kills under cfg.
 func (c *Config) plan(seed uint64, window time.Duration) []Kill {
 	if c.Launch.Replicas > 1 {
 		return PlanReplicas(seed, c.Launch.N, c.Launch.Replicas, window)
+	}
+	if c.Launch.Spares > 0 {
+		return PlanSpares(seed, c.Launch.N, c.Launch.Spares, window)
 	}
 	return Plan(seed, c.Launch.N, c.Fraction, c.KillRoot, window)
 }

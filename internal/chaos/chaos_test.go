@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,32 @@ func TestPrintTotals(t *testing.T) {
 		if !strings.Contains(b.String(), c.want) {
 			t.Errorf("got\n%s\nwant %q in it", b.String(), c.want)
 		}
+	}
+}
+
+// A run with spares kills 1 to S distinct processes of the N+S, in time
+// order, the same for the same seed.
+func TestPlanSpares(t *testing.T) {
+	const n, s, window = 8, 2, time.Second
+	counts := map[int]bool{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		kills := PlanSpares(seed, n, s, window)
+		counts[len(kills)] = true
+		if len(kills) < 1 || len(kills) > s {
+			t.Fatalf("seed %d: %d kills, want 1 to %d", seed, len(kills), s)
+		}
+		seen := map[int]bool{}
+		for i, k := range kills {
+			if k.Rank < 0 || k.Rank >= n+s || seen[k.Rank] || k.At < 0 || k.At >= window || (i > 0 && k.At < kills[i-1].At) {
+				t.Fatalf("seed %d: kills %v", seed, kills)
+			}
+			seen[k.Rank] = true
+		}
+		if again := PlanSpares(seed, n, s, window); !slices.Equal(again, kills) {
+			t.Fatalf("seed %d: %v then %v", seed, kills, again)
+		}
+	}
+	if !counts[1] || !counts[s] {
+		t.Fatalf("kill counts drawn: %v, want 1 to %d", counts, s)
 	}
 }
