@@ -47,6 +47,13 @@ invisible, so any deterministic program, fault-tolerant or not, must give
 its exact result every time. --kill and --kill-root do not apply. Process
 j·N + r is replica j of rank r.
 
+With --spares S the job has S spare processes besides the ranks (a program
+under package resil, as 'cohort run --spares S'), and each run kills from 1
+to S processes of all N+S (rank 0 and idle spares included), each at its
+own random moment: the spares can replace them all, so the program must
+give its exact result every time (give --expect its failure-free result,
+e.g. the Jacobi checksum). --kill and --kill-root do not apply.
+
 The table has, per run: the seed, the kills (rank@time after the
 rendezvous; in parentheses a kill whose rank had already ended), correct,
 the wall time, the result time (from the rendezvous to the first output
@@ -63,7 +70,8 @@ Examples:
   cohort chaos --runs 20 --kill 25% --kill-root ./examples/nqueens -- -n 16
   cohort chaos --runs 20 --kill-root ./examples/nqueens -- -n 16 -mode master
   cohort chaos --runs 20 --kill-root ./examples/npb/ep -- -class W
-  cohort chaos --runs 20 --replicas 2 --procs 4 ./examples/nqueens -- -n 14`,
+  cohort chaos --runs 20 --replicas 2 --procs 4 ./examples/nqueens -- -n 14
+  cohort chaos --runs 20 --spares 2 --procs 8 --expect 'checksum f9f8affe6ba62f0e' ./examples/jacobi -- -iters 8000`,
 		run: runChaos,
 	})
 }
@@ -111,6 +119,7 @@ func runChaos(ctx context.Context, c *call) error {
 	fs.DurationVar(&cfg.RunTimeout, "timeout", 0, "stop a run after this `duration` (0: 20× the slowest baseline + 30 s)")
 	fs.StringVar(&cfg.Launch.Detector, "detector", defaultDetector, detectorHelp)
 	fs.IntVar(&cfg.Launch.Replicas, "replicas", 1, "run each rank as this many `replicas` and kill one replica of every rank per run")
+	fs.IntVar(&cfg.Launch.Spares, "spares", 0, "start this many `spare` processes and kill 1 to that many processes per run")
 	fs.BoolVar(&verbose, "v", false, "print every run's line as it ends, and the output of incorrect runs")
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
 		return err
@@ -122,6 +131,12 @@ func runChaos(ctx context.Context, c *call) error {
 	switch {
 	case cfg.Launch.Replicas < 1 || cfg.Launch.Replicas > launch.MaxReplicas:
 		return usagef("--replicas %d: want 1 to %d", cfg.Launch.Replicas, launch.MaxReplicas)
+	case cfg.Launch.Spares < 0 || cfg.Launch.Spares > maxRunRanks:
+		return usagef("--spares %d: want 0 to %d", cfg.Launch.Spares, maxRunRanks)
+	case cfg.Launch.Spares > 0 && replicated:
+		return usagef("--spares with --replicas: spares and replicas do not go together")
+	case cfg.Launch.Spares > 0 && (explicit["kill"] || explicit["kill-root"]):
+		return usagef("--kill and --kill-root do not apply with --spares: every run kills 1 to --spares processes")
 	case replicated && (explicit["kill"] || explicit["kill-root"]):
 		return usagef("--kill and --kill-root do not apply with --replicas: every run kills one replica of each rank")
 	case replicated && (cfg.Launch.N < 1 || cfg.Launch.N*cfg.Launch.Replicas > maxRunRanks):
@@ -171,10 +186,15 @@ func runChaos(ctx context.Context, c *call) error {
 	if cfg.KillRoot {
 		root = "rank 0 may die"
 	}
-	if replicated {
+	switch {
+	case cfg.Launch.Spares > 0:
+		fmt.Fprintf(c.stdout, "cohort chaos: %s %s on %d ranks and %d spares (processes %d to %d); %d runs, 1 to %d processes killed in each; seed %d\n",
+			program, strings.Join(args, " "), cfg.Launch.N, cfg.Launch.Spares, cfg.Launch.N, cfg.Launch.N+cfg.Launch.Spares-1,
+			max(cfg.Runs, len(cfg.RunSeeds)), cfg.Launch.Spares, cfg.Seed)
+	case replicated:
 		fmt.Fprintf(c.stdout, "cohort chaos: %s %s on %d ranks × %d replicas (process j·%d + r is replica j of rank r); %d runs, one replica of every rank killed in each; seed %d\n",
 			program, strings.Join(args, " "), cfg.Launch.N, cfg.Launch.Replicas, cfg.Launch.N, max(cfg.Runs, len(cfg.RunSeeds)), cfg.Seed)
-	} else {
+	default:
 		fmt.Fprintf(c.stdout, "cohort chaos: %s %s on %d processes; %d runs, up to %d kills each (%s, %s); seed %d\n",
 			program, strings.Join(args, " "), cfg.Launch.N, max(cfg.Runs, len(cfg.RunSeeds)),
 			chaos.MaxKills(cfg.Launch.N, cfg.Fraction), kill.String(), root, cfg.Seed)
@@ -190,6 +210,9 @@ func runChaos(ctx context.Context, c *call) error {
 	how := fmt.Sprintf("--kill %s%s", kill.String(), map[bool]string{true: " --kill-root", false: ""}[cfg.KillRoot])
 	if replicated {
 		how = fmt.Sprintf("--replicas %d", cfg.Launch.Replicas)
+	}
+	if cfg.Launch.Spares > 0 {
+		how = fmt.Sprintf("--spares %d", cfg.Launch.Spares)
 	}
 	if cfg.Launch.Detector != "" {
 		how += " --detector " + cfg.Launch.Detector

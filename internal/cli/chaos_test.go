@@ -88,3 +88,28 @@ func TestChaosDetectsWrongResult(t *testing.T) {
 		t.Fatalf("the runs are not reported incorrect:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 }
+
+// TestChaosSpares: with spares, every run kills up to --spares processes
+// of the ranks and spares (rank 0 included) at random moments, and the
+// Jacobi stencil's checksum is the failure-free one, bit for bit.
+func TestChaosSpares(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/jacobi and starts real processes")
+	}
+	args := []string{"chaos", "--runs", "3", "--spares", "1", "--procs", "3", "--baseline", "1", "--seed", "5", "--timeout", "2m",
+		"--expect", "checksum 6dfe50962f3e68bd", "../../examples/jacobi", "--", "-size", "64", "-iters", "1500", "-pace", "1ms"}
+	code, stdout, stderr := run(t, args...)
+	t.Logf("%s\n%s", strings.Join(args, " "), stdout)
+	if code != exitOK || !strings.Contains(stdout, "total: 3 runs, 3 correct") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, bad := range [][]string{
+		{"chaos", "--spares", "1", "--replicas", "2", "x"},
+		{"chaos", "--spares", "1", "--kill", "50%", "x"},
+		{"chaos", "--spares", "-1", "x"},
+	} {
+		if code, _, stderr := run(t, bad...); code != exitUsage || !strings.Contains(stderr, "--spares") {
+			t.Errorf("%v: exit %d, stderr %q", bad, code, stderr)
+		}
+	}
+}
