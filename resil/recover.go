@@ -93,6 +93,9 @@ func (j *Job) restoreRound(ctx context.Context, procOf []int, me int) (map[int][
 	if err != nil {
 		return nil, e, err
 	}
+	if j.duringRecovery != nil {
+		j.duringRecovery()
+	}
 	self := j.procs.Rank()
 	var sends []*comm.Request
 	for _, m := range moves {

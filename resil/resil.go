@@ -92,6 +92,9 @@ type Job struct {
 	st      store
 	watch   *watcher
 	stats   Stats
+	// duringRecovery, if set (tests), is called in each recovery round
+	// between the plan and the transfers.
+	duringRecovery func()
 }
 
 // Stats counts what a run did at this process.

@@ -29,6 +29,13 @@ type outcome struct {
 // it.
 func runRing(t *testing.T, n, spares, k, iters int, crash func(p, it int) bool) []outcome {
 	t.Helper()
+	return runRingHook(t, n, spares, k, iters, crash, nil)
+}
+
+// runRingHook is runRing with duringRecovery(p, s) called at process p in
+// every recovery round, between the plan and the transfers.
+func runRingHook(t *testing.T, n, spares, k, iters int, crash func(p, it int) bool, duringRecovery func(p int, s *comm.Session)) []outcome {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	ss, err := comm.LocalSpares(ctx, n, spares)
@@ -46,6 +53,9 @@ func runRing(t *testing.T, n, spares, k, iters int, crash func(p, it int) bool) 
 			if err != nil {
 				out[p].err = err
 				return
+			}
+			if duringRecovery != nil {
+				j.duringRecovery = func() { duringRecovery(p, s) }
 			}
 			var result uint64
 			out[p].err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
@@ -117,6 +127,33 @@ func TestSpareTakesRankSameResult(t *testing.T) {
 	}
 	if crashed[2].err == nil {
 		t.Errorf("the crashed process's Run returned nil")
+	}
+}
+
+// A process dies in the middle of a recovery (the spare that was to take
+// rank 1, before it receives the state): whether the survivors' round
+// fails or completes without it (then the next attempt ends at once, its
+// rank 1 being dead), the second spare takes rank 1 and the result is
+// still the failure-free one.
+func TestCrashDuringRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for two failure detections")
+	}
+	const n, spares, iters = 3, 2, 30
+	clean := runRing(t, n, 0, 1, iters, func(int, int) bool { return false })
+	var once sync.Once
+	out := runRingHook(t, n, spares, 1, iters, func(p, it int) bool { return p == 1 && it == 10 }, func(p int, s *comm.Session) {
+		if p == 3 {
+			once.Do(func() { s.Finalize(context.Background()) })
+		}
+	})
+	for _, p := range []int{0, 2, 4} {
+		if o := out[p]; o.err != nil || o.result != clean[0].result {
+			t.Errorf("process %d: err %v, result %#x, want %#x", p, o.err, o.result, clean[0].result)
+		}
+	}
+	if out[4].rank != 1 {
+		t.Errorf("process 4 holds rank %d, want 1", out[4].rank)
 	}
 }
 
