@@ -41,6 +41,9 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 type params struct {
 	size, iters, every, buddies int
 	pace                        time.Duration
+	// compare: after each checkpoint, time an Allgather of a state of the
+	// same size, for the cost of a checkpoint against a plain collective
+	compare bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -52,6 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.every, "k", 100, "checkpoint every this many `iterations`")
 	fs.IntVar(&p.buddies, "buddies", 1, "other ranks keeping a copy of each rank's checkpoint")
 	fs.DurationVar(&p.pace, "pace", 0, "pause between two iterations (to make a short run last long enough to kill a rank in)")
+	fs.BoolVar(&p.compare, "compare", false, "time each checkpoint against an Allgather of the same size (rank 0 prints both)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -79,8 +83,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	me := s.Processes().Rank()
 	var res result
+	announced := false
 	err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
-		if epoch > 0 && j.Stats().TookOver && j.Stats().Checkpoints == 0 {
+		if j.Stats().TookOver && !announced {
+			announced = true
 			fmt.Fprintf(stdout, "jacobi: process %d took rank %d, resuming from checkpoint epoch %d\n", me, c.Rank(), epoch)
 		}
 		return solve(ctx, c, j, p, state, &res)
@@ -95,6 +101,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			p.size, p.size, p.iters, s.Processes().Size()-s.Spares(), res.residual, res.checksum)
 		fmt.Fprintf(stdout, "jacobi: %d checkpoints (%d B sent to buddies by rank 0), %d restarts %v\n",
 			st.Checkpoints, st.CheckpointBytes, st.Restarts, st.Recoveries)
+		if m := res.timed; m > 0 {
+			fmt.Fprintf(stdout, "jacobi: rank 0, %d B of state: checkpoint %.0f µs, Allgather of the same size %.0f µs (means of %d)\n",
+				res.stateBytes, micros(res.ckpt, m), micros(res.gather, m), m)
+		}
 	}
 	return 0
 }
@@ -103,7 +113,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 type result struct {
 	residual float64
 	checksum uint64
+	// With -compare: checkpoints timed, their total time and that of the
+	// Allgathers of the same size, and the state's size.
+	timed        int
+	ckpt, gather time.Duration
+	stateBytes   int
 }
+
+func micros(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
 
 // block returns the first global interior row of rank r and its number
 // of rows: the rows split as evenly as they go, the first ranks taking
@@ -143,8 +160,15 @@ func solve(ctx context.Context, c *comm.Comm, j *resil.Job, p params, state []by
 	var residual float64
 	for ; it < p.iters; it++ {
 		if it%p.every == 0 && it > 0 {
-			if err := j.Checkpoint(ctx, encode(it, grid[w:(rows+1)*w])); err != nil {
+			state := encode(it, grid[w:(rows+1)*w])
+			start := time.Now()
+			if err := j.Checkpoint(ctx, state); err != nil {
 				return err
+			}
+			if p.compare {
+				if err := timeAllgather(ctx, c, state, start, res); err != nil {
+					return err
+				}
 			}
 		}
 		if err := halo(ctx, c, grid, rows, w, up, down); err != nil {
@@ -172,7 +196,29 @@ func solve(ctx context.Context, c *comm.Comm, j *resil.Job, p params, state []by
 	if err != nil {
 		return err
 	}
-	*res = result{residual: residual, checksum: sum}
+	res.residual, res.checksum = residual, sum
+	return nil
+}
+
+// timeAllgather adds to res the time of the checkpoint that began at
+// start and of an Allgather of state (padded to the largest rank's size).
+func timeAllgather(ctx context.Context, c *comm.Comm, state []byte, start time.Time, res *result) error {
+	ckpt := time.Since(start)
+	size := []int64{int64(len(state))}
+	if err := comm.Allreduce(ctx, c, size, size, comm.Max[int64]()); err != nil {
+		return err
+	}
+	send := make([]byte, size[0])
+	copy(send, state)
+	recv := make([]byte, int(size[0])*c.Size())
+	t := time.Now()
+	if err := comm.Allgather(ctx, c, send, recv); err != nil {
+		return err
+	}
+	res.gather += time.Since(t)
+	res.ckpt += ckpt
+	res.timed++
+	res.stateBytes = len(state)
 	return nil
 }
 
