@@ -65,6 +65,10 @@ func TestRunSpareKilled(t *testing.T) {
 	if code != exitFailure || !strings.Contains(stderr, "rank 1 failed: exit code 7") {
 		t.Fatalf("exit %d, stderr %q; want 1 and process 1's exit code", code, stderr)
 	}
+	code, _, stderr = run(t, "run", "-n", "2", "--spares", "1", rankPkg, "--", "-code", "3")
+	if code != exitFailure || !strings.Contains(stderr, "3 of 3 ranks failed") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the 3 processes counted", code, stderr)
+	}
 }
 
 // TestRunMissedKill: a planned kill whose time comes after the job's end
