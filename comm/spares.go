@@ -3,6 +3,7 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/cohort-mp/cohort/core"
 )
@@ -95,4 +96,24 @@ func (c *Comm) Create(members []int) (*Comm, error) {
 		return nil, nil
 	}
 	return c.s.newComm(id, nodes), nil
+}
+
+// HostOf returns the host of process p (as numbered in
+// [Session.Processes]) as the job's address table names it: its IP
+// address, every loopback address counting as one host. It returns ""
+// when the session does not know (a job of [Local], or p out of range).
+// Package resil places checkpoint copies on other hosts with it.
+func (s *Session) HostOf(p int) string {
+	if p < 0 || p >= len(s.addrs) {
+		return ""
+	}
+	ip := hostIP(s.addrs[p])
+	switch {
+	case ip == nil:
+		h, _, _ := net.SplitHostPort(s.addrs[p])
+		return h
+	case ip.IsLoopback():
+		return "127.0.0.1"
+	}
+	return ip.String()
 }

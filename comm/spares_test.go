@@ -108,3 +108,19 @@ func TestSparesInitRefusesWithoutAllowSpares(t *testing.T) {
 		t.Fatal("process 3 of 4 with 1 spare is not a spare")
 	}
 }
+
+// HostOf reads the host from the address table: loopback addresses are
+// one host, a name stays a name, a Local job knows none.
+func TestSparesHostOf(t *testing.T) {
+	ss := job(t, 1)
+	s := ss[0]
+	if h := s.HostOf(0); h != "" {
+		t.Fatalf("a Local job: HostOf(0) = %q, want \"\"", h)
+	}
+	s.addrs = []string{"127.0.0.1:4000", "127.0.0.2:4001", "10.0.0.2:5000", "node7:5000"}
+	for p, want := range []string{"127.0.0.1", "127.0.0.1", "10.0.0.2", "node7", ""} {
+		if got := s.HostOf(p); got != want {
+			t.Errorf("HostOf(%d) = %q, want %q", p, got, want)
+		}
+	}
+}
