@@ -76,18 +76,19 @@ func (j *Job) Checkpoint(ctx context.Context, state []byte) error {
 	tag := ckptTag(e)
 	copies := map[int][]byte{r: slices.Clone(state)}
 	sends := make([]*comm.Request, 0, j.k)
-	for i := 1; i <= j.k; i++ {
-		sends = append(sends, c.Isend(state, buddyOf(r, i, j.n), tag))
+	for _, b := range j.keep[r][1:] {
+		sends = append(sends, c.Isend(state, b, tag))
 	}
 	var err error
-	for i := 1; i <= j.k && err == nil; i++ {
-		src := (r - i + j.n) % j.n
+	for _, src := range j.keptBy[r] {
 		var st comm.Status
 		if st, err = c.Probe(ctx, src, tag); err != nil {
 			break
 		}
 		buf := make([]byte, st.Count)
-		_, err = c.Recv(ctx, buf, src, tag)
+		if _, err = c.Recv(ctx, buf, src, tag); err != nil {
+			break
+		}
 		copies[src] = buf
 	}
 	if werr := comm.WaitAll(ctx, sends...); err == nil {
@@ -108,19 +109,17 @@ func (j *Job) Checkpoint(ctx context.Context, state []byte) error {
 	j.st.epoch, j.st.states = e, j.st.pend
 	j.st.pending, j.st.pend = 0, nil
 	j.stats.Checkpoints++
-	j.stats.CheckpointBytes += int64(j.k * len(state))
+	j.stats.CheckpointBytes += int64(len(sends) * len(state))
 	return nil
 }
 
 // settle keeps, after a recovery to epoch e, the states this process must
-// keep (rank r's own and its buddies' copies; none at an idle process).
-func (s *store) settle(e, r, k, n int, got map[int][]byte) {
+// keep: rank r's own and the copies of the ranks in keptBy (none at an
+// idle process, r < 0).
+func (s *store) settle(e, r int, keptBy []int, got map[int][]byte) {
 	keep := map[int][]byte{}
 	if r >= 0 && e > 0 {
-		for x := range n {
-			if !slices.Contains(keepers(x, k, n), r) {
-				continue
-			}
+		for _, x := range append([]int{r}, keptBy...) {
 			b, ok := s.get(x, e)
 			if !ok {
 				b, ok = got[x]

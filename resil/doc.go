@@ -50,7 +50,8 @@
 // begin another.
 //
 // A checkpoint is two-phase: every rank keeps its state and sends a copy
-// to k buddies (ranks r+1 … r+k), and once each has stored every copy it is
+// to k buddies (on other hosts when the ranks span several, see
+// [Config]), and once each has stored every copy it is
 // owed, an agreement among the ranks commits the epoch. A commit therefore
 // means that every rank's state of that epoch is at every live keeper,
 // which is why a recovery may go back to the newest epoch that any
@@ -67,7 +68,9 @@
 //
 // # Limits
 //
-// Buddies are the next ranks, not ranks on other hosts; checkpoints live
-// in memory only (no copy to disk for a whole-job restart); the program
-// cannot ask to continue on fewer ranks when the spares run out.
+// Jobs with spares run on one host for now (cohort run --spares refuses
+// --hosts), so the placement of buddies on other hosts is tested as a
+// function only; checkpoints live in memory only (no copy to disk for a
+// whole-job restart); the program cannot ask to continue on fewer ranks
+// when the spares run out.
 package resil

@@ -44,20 +44,52 @@ func remap(old []int, live []int) ([]int, error) {
 	return next, nil
 }
 
-// buddyOf is the rank that keeps the j-th copy (1 ≤ j ≤ k) of rank r's
-// state among n ranks: the ranks after r, wrapping around. With ranks
-// placed on hosts in blocks this puts the first copy on the next host
-// only at block boundaries; DESIGN.md says so among the limits.
-func buddyOf(r, j, n int) int { return (r + j) % n }
-
-// keepers returns the ranks that keep rank x's state: x itself and its k
-// buddies, in that order.
-func keepers(x, k, n int) []int {
-	out := []int{x}
-	for j := 1; j <= k; j++ {
-		out = append(out, buddyOf(x, j, n))
+// keepers returns the ranks that keep rank x's state: x itself, then its
+// k buddies, chosen so that a host's loss takes as few copies as it can:
+// first ranks on hosts that hold no copy yet, then ranks on any host but
+// x's, then any. Each pass looks at the ranks from x + n/H on (H hosts,
+// wrapping around): with the ranks in blocks of n/H per host, that is the
+// rank at x's place on the next host, so that every rank keeps as many
+// copies as the others. rankHost[r] is the host of rank r's process under
+// the map ("" for unknown: all on one host, the buddies are then x+1 …
+// x+k). Every survivor computes the same from the agreed map and the
+// job's address table.
+func keepers(x, k int, rankHost []string) []int {
+	n := len(rankHost)
+	hosts := map[string]bool{}
+	for _, h := range rankHost {
+		hosts[h] = true
 	}
+	from := x + n/len(hosts)
+	out := []int{x}
+	picked := map[int]bool{x: true}
+	used := map[string]bool{rankHost[x]: true}
+	pass := func(ok func(b int) bool) {
+		for i := 0; i < n && len(out) <= k; i++ {
+			if b := (from + i) % n; !picked[b] && ok(b) {
+				out = append(out, b)
+				picked[b], used[rankHost[b]] = true, true
+			}
+		}
+	}
+	pass(func(b int) bool { return !used[rankHost[b]] })
+	pass(func(b int) bool { return rankHost[b] != rankHost[x] })
+	pass(func(int) bool { return true })
 	return out
+}
+
+// keeperTable returns every rank's keepers, and for every rank the ranks
+// whose copies it keeps (in increasing order), under rankHost.
+func keeperTable(k int, rankHost []string) (keep, keptBy [][]int) {
+	n := len(rankHost)
+	keep, keptBy = make([][]int, n), make([][]int, n)
+	for x := range n {
+		keep[x] = keepers(x, k, rankHost)
+		for _, r := range keep[x][1:] {
+			keptBy[r] = append(keptBy[r], x)
+		}
+	}
+	return keep, keptBy
 }
 
 // inventory is what one process holds of the checkpoints: the states of
@@ -126,12 +158,13 @@ func restoreEpoch(invs []inventory) int {
 	return e
 }
 
-// plan lists the transfers that give every keeper of every rank (under
-// the new map procOf: rank → index among the survivors) that rank's state
-// of epoch e, each from the lowest-indexed survivor that holds it. It
-// fails with a [*StateLostError] for the first rank that no survivor
-// holds (its holder and every buddy were lost).
-func plan(invs []inventory, procOf []int, e, k int) ([]transfer, error) {
+// plan lists the transfers that give every keeper of every rank (keep,
+// under the new map procOf: rank → index among the survivors) that
+// rank's state of epoch e, each from the lowest-indexed survivor that
+// holds it. It fails with a [*StateLostError] for the first rank that no
+// survivor holds (its process and every buddy's, oldKeep under the map
+// before the failure, were lost).
+func plan(invs []inventory, procOf []int, e int, keep, oldKeep [][]int) ([]transfer, error) {
 	if e == 0 {
 		return nil, nil // nothing was ever committed: every rank starts afresh
 	}
@@ -146,9 +179,9 @@ func plan(invs []inventory, procOf []int, e, k int) ([]transfer, error) {
 			}
 		}
 		if from < 0 {
-			return nil, &StateLostError{Rank: x, Epoch: e, Keepers: keepers(x, k, n)}
+			return nil, &StateLostError{Rank: x, Epoch: e, Keepers: slices.Clone(oldKeep[x])}
 		}
-		for _, r := range keepers(x, k, n) {
+		for _, r := range keep[x] {
 			if to := procOf[r]; !invs[to].has(x, e) {
 				out = append(out, transfer{Rank: x, From: from, To: to})
 			}

@@ -88,7 +88,8 @@ func TestPlanTakeover(t *testing.T) {
 		inv(n, 0, nil, 0, nil),         // process 4: the spare
 	}
 	procOf := []int{0, 3, 1, 2}
-	got, err := plan(invs, procOf, e, k)
+	keep, _ := keeperTable(k, oneHost(n))
+	got, err := plan(invs, procOf, e, keep, keep)
 	want := []transfer{{Rank: 0, From: 0, To: 3}, {Rank: 1, From: 1, To: 3}}
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("got %v, %v; want %v", got, err, want)
@@ -107,7 +108,8 @@ func TestPlanPendingEpoch(t *testing.T) {
 	if e := restoreEpoch(invs); e != 5 {
 		t.Fatalf("restore epoch %d, want 5", e)
 	}
-	got, err := plan(invs, []int{0, 1}, 5, k)
+	keep, _ := keeperTable(k, oneHost(n))
+	got, err := plan(invs, []int{0, 1}, 5, keep, keep)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("got %v, %v; want no transfer", got, err)
 	}
@@ -123,7 +125,8 @@ func TestPlanStateLost(t *testing.T) {
 		inv(n, 0, nil, 0, nil),         // spare
 		inv(n, 0, nil, 0, nil),         // spare
 	}
-	_, err := plan(invs, []int{0, 2, 3, 1}, e, k)
+	keep, _ := keeperTable(k, oneHost(n))
+	_, err := plan(invs, []int{0, 2, 3, 1}, e, keep, keep)
 	var lost *StateLostError
 	if !errors.As(err, &lost) || lost.Rank != 1 || lost.Epoch != e || !slices.Equal(lost.Keepers, []int{1, 2}) || !errors.Is(err, ErrStateLost) {
 		t.Fatalf("got %v, want the state of rank 1 at epoch 2 lost with ranks [1 2]", err)
@@ -132,8 +135,46 @@ func TestPlanStateLost(t *testing.T) {
 
 // Before any commit there is nothing to move.
 func TestPlanEpochZero(t *testing.T) {
-	got, err := plan([]inventory{inv(2, 0, nil, 1, []int{0})}, []int{0, 0}, 0, 1)
+	keep, _ := keeperTable(1, oneHost(2))
+	got, err := plan([]inventory{inv(2, 0, nil, 1, []int{0})}, []int{0, 0}, 0, keep, keep)
 	if err != nil || got != nil {
 		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
+func oneHost(n int) []string { return make([]string, n) }
+
+// Buddies go first to hosts that hold no copy yet, then off the rank's
+// host, then to the next ranks; on one host they are the next k ranks.
+func TestKeepers(t *testing.T) {
+	cases := []struct {
+		name  string
+		x, k  int
+		hosts []string
+		want  []int
+	}{
+		{"one host", 2, 2, oneHost(5), []int{2, 3, 4}},
+		{"wraps around", 4, 2, oneHost(5), []int{4, 0, 1}},
+		{"blocks of two per host: the same place on the next host", 1, 1, []string{"a", "a", "b", "b", "c", "c"}, []int{1, 3}},
+		{"blocks: two buddies on two other hosts", 1, 2, []string{"a", "a", "b", "b", "c", "c"}, []int{1, 3, 4}},
+		{"more buddies than hosts: off the rank's host first", 0, 3, []string{"a", "a", "b", "b"}, []int{0, 2, 3, 1}},
+		{"round-robin placement", 0, 1, []string{"a", "b", "a", "b"}, []int{0, 3}},
+		{"a spare on the rank's host after a takeover", 1, 1, []string{"a", "a", "a", "b"}, []int{1, 3}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := keepers(c.x, c.k, c.hosts); !slices.Equal(got, c.want) {
+				t.Fatalf("keepers(%d, %d, %v) = %v, want %v", c.x, c.k, c.hosts, got, c.want)
+			}
+		})
+	}
+	// Blocks and round-robin placements: every rank keeps one copy.
+	for _, hosts := range [][]string{{"a", "a", "b", "b"}, {"a", "b", "a", "b"}, {"a", "a", "a", "b", "b", "b"}} {
+		_, keptBy := keeperTable(1, hosts)
+		for r, xs := range keptBy {
+			if len(xs) != 1 {
+				t.Errorf("hosts %v: rank %d keeps copies of %v, want one rank's", hosts, r, xs)
+			}
+		}
 	}
 }

@@ -30,11 +30,12 @@ func (j *Job) recover(ctx context.Context) error {
 		for r, p := range next {
 			procOf[r] = procsRank(j.procs, p)
 		}
+		keep, keptBy := keeperTable(j.k, j.rankHosts(next))
 		// The round's waits end when any survivor fails: a survivor whose
 		// Allgather failed sends nothing, and one waiting for its transfer
 		// must not wait for ever.
 		rctx, cancel := j.watch.arm(ctx, live)
-		got, e, roundErr := j.restoreRound(rctx, procOf, me)
+		got, e, roundErr := j.restoreRound(rctx, procOf, keep, me)
 		cancel()
 		// Flag bits, ANDed by the agreement: 1 this round's transfers
 		// succeeded here, 2 no rank's state was found lost here.
@@ -60,7 +61,11 @@ func (j *Job) recover(ctx context.Context) error {
 			wasSpare := j.Rank() < 0
 			j.mapping = next
 			r := j.Rank()
-			j.st.settle(e, r, j.k, j.n, got)
+			var mine []int
+			if r >= 0 {
+				mine = keptBy[r]
+			}
+			j.st.settle(e, r, mine, got)
 			j.stats.TookOver = j.stats.TookOver || (wasSpare && r >= 0)
 			return j.begin()
 		}
@@ -74,7 +79,7 @@ func (j *Job) recover(ctx context.Context) error {
 // restoreRound gathers every survivor's inventory, plans the transfers
 // and does this process's part of them; it returns the states received
 // and the epoch restored.
-func (j *Job) restoreRound(ctx context.Context, procOf []int, me int) (map[int][]byte, int, error) {
+func (j *Job) restoreRound(ctx context.Context, procOf []int, keep [][]int, me int) (map[int][]byte, int, error) {
 	size := 16 + j.n
 	all := make([]byte, size*j.procs.Size())
 	if err := comm.Allgather(ctx, j.procs, j.st.inventory(j.n).marshal(j.n), all); err != nil {
@@ -89,7 +94,7 @@ func (j *Job) restoreRound(ctx context.Context, procOf []int, me int) (map[int][
 		invs[q] = in
 	}
 	e := restoreEpoch(invs)
-	moves, err := plan(invs, procOf, e, j.k)
+	moves, err := plan(invs, procOf, e, keep, j.keep)
 	if err != nil {
 		return nil, e, err
 	}

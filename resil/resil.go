@@ -58,10 +58,12 @@ func (e *StateLostError) Is(target error) bool { return target == ErrStateLost }
 // Config configures a [Job].
 type Config struct {
 	// Buddies is k, how many other ranks keep a copy of each rank's
-	// checkpointed state, in memory: rank r's copies are at ranks r+1 …
-	// r+k (mod N). The state survives the loss of any k of those k+1
-	// processes. 1 ≤ Buddies < N (a job of one rank has none and keeps
-	// only its own copy).
+	// checkpointed state, in memory: ranks on other hosts than the rank's
+	// first, each on a host that holds no copy yet while there are such
+	// hosts (on one host: ranks r+1 … r+k, mod N). The state survives the
+	// loss of any k of those k+1 processes, and of any host while the
+	// ranks span more hosts than that. 1 ≤ Buddies < N (a job of one rank
+	// has none and keeps only its own copy).
 	Buddies int
 }
 
@@ -89,9 +91,14 @@ type Job struct {
 	// Session.Processes), the same at every survivor.
 	mapping []int
 	c, cc   *comm.Comm // this attempt's communicator and its checkpoint twin (nil at an idle process)
-	st      store
-	watch   *watcher
-	stats   Stats
+	// hosts are the processes' hosts (Session.HostOf); keep and keptBy
+	// the keepers of each rank's state under the map, and the ranks each
+	// rank keeps copies of (keeperTable).
+	hosts        []string
+	keep, keptBy [][]int
+	st           store
+	watch        *watcher
+	stats        Stats
 	// duringRecovery, if set (tests), is called in each recovery round
 	// between the plan and the transfers.
 	duringRecovery func()
@@ -124,9 +131,12 @@ func New(s *comm.Session, cfg Config) (*Job, error) {
 	if cfg.Buddies < 1 || (cfg.Buddies >= n && n > 1) {
 		return nil, fmt.Errorf("%w: %d buddies for %d ranks (want 1 to %d)", ErrConfig, cfg.Buddies, n, max(n-1, 1))
 	}
-	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, procs: procs, mapping: make([]int, n)}
+	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, procs: procs, mapping: make([]int, n), hosts: make([]string, procs.Size())}
 	for r := range j.mapping {
 		j.mapping[r] = r
+	}
+	for p := range j.hosts {
+		j.hosts[p] = s.HostOf(p)
 	}
 	j.st.reset()
 	return j, nil
@@ -223,6 +233,7 @@ func (j *Job) begin() error {
 	if err != nil {
 		return err
 	}
+	j.keep, j.keptBy = keeperTable(j.k, j.rankHosts(j.mapping))
 	j.c, j.cc = c, nil
 	if c != nil {
 		if j.cc, err = c.Dup(); err != nil {
@@ -230,6 +241,15 @@ func (j *Job) begin() error {
 		}
 	}
 	return nil
+}
+
+// rankHosts returns the host of each rank's process under mapping.
+func (j *Job) rankHosts(mapping []int) []string {
+	out := make([]string, len(mapping))
+	for r, p := range mapping {
+		out[r] = j.hosts[p]
+	}
+	return out
 }
 
 // inComm reports whether process p is a member of c.
