@@ -4,7 +4,7 @@
 // names the paper section (and equation number, where the paper numbers it)
 // it comes from.
 //
-// Three families:
+// Four families:
 //
 //   - Gossip cleanup times of P2P-MPI (Genaud and Rattanapoka, §5.1–5.2):
 //     [MinCleanup] (T_cleanup^min, the time for a heartbeat to reach every
@@ -18,6 +18,10 @@
 //     ICS'06, §4 and §7): the base model [StabilizationTime] (Eq. 1–2), the
 //     BlueGene/L distance model [DistanceStabilizationTime] (§7.1) and the
 //     switch-contention model [ContentionStabilizationTime] (§7.2).
+//   - The checkpoint interval of coordinated checkpoint/restart (what
+//     package resil does): Young's and Daly's optimum intervals
+//     [YoungInterval], [DalyInterval], and the first-order waste
+//     [CheckpointWaste] of an interval.
 //
 // Durations are time.Duration; rates are per second (float64); probabilities
 // are float64 in [0, 1]. Invalid parameters give an error wrapping
