@@ -7,7 +7,7 @@ import (
 func init() {
 	register(&command{
 		name:     "model",
-		synopsis: "replication [flags]",
+		synopsis: "replication|checkpoint [flags]",
 		summary:  "evaluate an analytical model of the papers (CSV, plot, report)",
 		help: `Model evaluates an analytical model and writes CSV, PNG and SVG plots and a
 report.md beside the paper's figure, like 'cohort sim'.
@@ -17,10 +17,15 @@ report.md beside the paper's figure, like 'cohort sim'.
                 host failures over a duration from Amdahl's law and an
                 overhead linear in r (flags -p, -tseq, -alpha, -beta, -lambda,
                 -delta, -max-r; see 'cohort model replication -h').
+  checkpoint    the interval between coordinated checkpoints (package
+                resil) by Young's and Daly's models, and the time wasted
+                at intervals around it (--cost, --restart, --mtbf); prints
+                a table, writes no files.
 
 Examples:
   cohort model replication
-  cohort model replication -p 64 -beta 0.2 --out /tmp/repl`,
+  cohort model replication -p 64 -beta 0.2 --out /tmp/repl
+  cohort model checkpoint --cost 1.4ms --restart 120ms --mtbf 1h`,
 		run: runModel,
 	})
 }
@@ -31,14 +36,16 @@ var models = map[string]bool{"replication": true}
 
 func runModel(ctx context.Context, c *call) error {
 	if len(c.args) == 0 {
-		return usagef("missing the model name (replication)")
+		return usagef("missing the model name (replication, checkpoint)")
 	}
 	switch name := c.args[0]; {
 	case name == "-h" || name == "-help" || name == "--help":
 		writeCommandUsage(c.stdout, c.cmd, nil)
 		return nil
+	case name == "checkpoint":
+		return runModelCheckpoint(ctx, c)
 	case !models[name]:
-		return usagef("unknown model %q (want replication)", name)
+		return usagef("unknown model %q (want replication or checkpoint)", name)
 	}
 	return runSim(ctx, &call{cmd: c.cmd, args: c.args, stdout: c.stdout, stderr: c.stderr})
 }

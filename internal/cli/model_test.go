@@ -31,3 +31,22 @@ func TestModelReplication(t *testing.T) {
 		t.Errorf("unknown model: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// cohort model checkpoint prints Young's and Daly's intervals and the
+// waste around Daly's, least at ×1; bad durations are usage errors.
+func TestModelCheckpoint(t *testing.T) {
+	code, stdout, stderr := run(t, "model", "checkpoint", "--cost", "5m", "--restart", "1m", "--mtbf", "24h")
+	if code != exitOK || !strings.Contains(stdout, "optimum interval: Young 2h0m0s, Daly 1h56m41.388") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, args := range [][]string{
+		{"--cost", "0", "--mtbf", "1h"},
+		{"--cost", "1s", "--mtbf", "0"},
+		{"--cost", "1s", "--mtbf", "1h", "--restart", "-1s"},
+		{"--cost", "1s", "--mtbf", "1h", "extra"},
+	} {
+		if code, _, stderr := run(t, append([]string{"model", "checkpoint"}, args...)...); code != exitUsage {
+			t.Errorf("%v: exit %d (stderr %q), want %d", args, code, stderr, exitUsage)
+		}
+	}
+}
