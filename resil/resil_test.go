@@ -207,3 +207,75 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("Checkpoint outside Run: got %v, want ErrConfig", err)
 	}
 }
+
+// Messages of an aborted attempt never reach the next: in the first
+// attempt rank 0 sends "stale" to ranks 1 and 2 (tag 9), which do not
+// receive it, and process 2 crashes; in the second, every rank receives
+// exactly one message on tag 9 from its left neighbour, the fresh one.
+func TestNoMessageLeaksIntoTheNextAttempt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a failure detection")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ss, err := comm.LocalSpares(ctx, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for p, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Finalize(context.Background())
+			j, err := New(s, DefaultConfig())
+			if err != nil {
+				errs[p] = err
+				return
+			}
+			errs[p] = j.Run(ctx, func(ctx context.Context, c *comm.Comm, _ []byte, _ int) error {
+				r, n := c.Rank(), c.Size()
+				if j.Stats().Restarts == 0 {
+					if r == 0 {
+						for _, to := range []int{1, 2} {
+							if err := c.Send(ctx, []byte("stale"), to, 9); err != nil {
+								return err
+							}
+						}
+					}
+					if p == 2 {
+						s.Finalize(context.Background())
+						return errors.New("crashed")
+					}
+					_, err := c.Recv(ctx, make([]byte, 8), 2, 1) // never sent: ends with the failure
+					return err
+				}
+				if err := c.Send(ctx, []byte("fresh"), (r+1)%n, 9); err != nil {
+					return err
+				}
+				buf := make([]byte, 8)
+				st, err := c.Recv(ctx, buf, (r+n-1)%n, 9)
+				if err != nil {
+					return err
+				}
+				if got := string(buf[:st.Count]); got != "fresh" {
+					return fmt.Errorf("rank %d received %q", r, got)
+				}
+				if err := comm.Barrier(ctx, c); err != nil {
+					return err
+				}
+				if _, more, err := c.Iprobe(comm.AnySource, 9); err != nil || more {
+					return fmt.Errorf("rank %d: another message on tag 9 (%v, %v)", r, more, err)
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	for _, p := range []int{0, 1, 3} {
+		if errs[p] != nil {
+			t.Errorf("process %d: %v", p, errs[p])
+		}
+	}
+}
