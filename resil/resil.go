@@ -33,6 +33,7 @@ var (
 // left to take them.
 type NoSpareError struct{ Ranks []int }
 
+// Error names the ranks and says what to do.
 func (e *NoSpareError) Error() string {
 	return fmt.Sprintf("resil: rank(s) %v failed and no spare process is left to take them (start the job with more spares: cohort run --spares)", e.Ranks)
 }
@@ -48,6 +49,7 @@ type StateLostError struct {
 	Keepers     []int // ranks
 }
 
+// Error names the rank, the epoch and the keepers lost.
 func (e *StateLostError) Error() string {
 	return fmt.Sprintf("resil: the state of rank %d at checkpoint epoch %d is lost: the processes of ranks %v, which kept it, all failed (use more buddies)", e.Rank, e.Epoch, e.Keepers)
 }
@@ -61,9 +63,9 @@ type Config struct {
 	// checkpointed state, in memory: ranks on other hosts than the rank's
 	// first, each on a host that holds no copy yet while there are such
 	// hosts (on one host: ranks r+1 … r+k, mod N). The state survives the
-	// loss of any k of those k+1 processes, and of any host while the
-	// ranks span more hosts than that. 1 ≤ Buddies < N (a job of one rank
-	// has none and keeps only its own copy).
+	// loss of any k of those k+1 processes, and that of any one host when
+	// the ranks span two hosts or more. 1 ≤ Buddies < N (a job of one
+	// rank has none and keeps only its own copy).
 	Buddies int
 }
 
