@@ -29,8 +29,13 @@ const (
 	EnvSpares     = "COHORT_SPARES"     // optional: S, the last S of the size's processes are spares
 )
 
-// envNames lists every bootstrap variable, required ones first.
+// envNames lists every bootstrap variable, the requiredEnv ones first.
 var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas, EnvSpares}
+
+// requiredEnv is how many of envNames a launcher always sets. Only these
+// say that a launcher of ours started the process: the optional ones
+// (fan-out, detector, spares) are also what a user exports before srun.
+const requiredEnv = 5
 
 // MinSecretLen is the shortest job secret accepted, in bytes.
 const MinSecretLen = 16
@@ -144,7 +149,8 @@ func (b Bootstrap) ListenAddr() string {
 }
 
 // FromEnv reads the bootstrap from the environment through getenv
-// (os.Getenv in a process). If no COHORT_* variable is set it returns
+// (os.Getenv in a process). If none of the variables a launcher always
+// sets is (job id, rank, size, rendezvous, secret) it returns
 // [ErrNotLaunched]; otherwise every variable is checked (see
 // [Bootstrap.Validate]) and an error wraps [ErrBootstrap] and names the
 // variable at fault.
@@ -156,7 +162,7 @@ func (b Bootstrap) ListenAddr() string {
 func FromEnv(getenv func(string) string) (Bootstrap, error) {
 	var b Bootstrap
 	any := false
-	for _, name := range envNames {
+	for _, name := range envNames[:requiredEnv] {
 		if getenv(name) != "" {
 			any = true
 			break

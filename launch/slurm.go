@@ -178,6 +178,13 @@ func fromSLURM(ctx context.Context, sys system) (Bootstrap, error) {
 		}
 	}
 	b.Detector = strings.TrimSpace(getenv(EnvDetector))
+	// The user's, exported before srun: the step's last tasks are spares
+	// (Validate checks the count against the step's size).
+	if v := strings.TrimSpace(getenv(EnvSpares)); v != "" {
+		if b.Spares, err = strconv.Atoi(v); err != nil {
+			return bad("%s=%q is not a number of spare tasks", EnvSpares, v)
+		}
+	}
 
 	// SLURM's own view of the step, to check PMI's against.
 	envRank, envSize := -1, -1

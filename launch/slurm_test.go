@@ -178,6 +178,18 @@ func TestDetect(t *testing.T) {
 	if err != nil || b.Source != "cohort run" || b.Rank != 1 {
 		t.Errorf("cohort run inside a SLURM job: %+v, %v", b, err)
 	}
+	// What a user exports before srun (fan-out, detector, spares) does
+	// not make the task look started by cohort run.
+	env = slurmEnv(1, 4)
+	delete(env, "PMI_FD")
+	for k, v := range map[string]string{"SLURM_STEP_NODELIST": "n1", "SLURM_STEP_TASKS_PER_NODE": "4", "SLURM_STEP_NUM_NODES": "1",
+		"SLURM_NODEID": "0", "SLURM_LOCALID": "1", EnvPortBase: "30000"} {
+		env[k] = v
+	}
+	env[EnvSpares], env[EnvDetector], env[EnvFanout] = "1", "heartbeat", "4"
+	if b, err := Detect(ctx, func(k string) string { return env[k] }); err != nil || b.Source == "cohort run" || b.Spares != 1 || b.Detector != "heartbeat" {
+		t.Errorf("srun with COHORT_SPARES, COHORT_DETECTOR and COHORT_FANOUT exported: %+v, %v", b, err)
+	}
 	env = slurmEnv(0, 2)
 	delete(env, "PMI_FD")
 	if !UnderSLURM(func(k string) string { return env[k] }) {
@@ -241,9 +253,21 @@ func TestSlurmEnvLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Rank != 4 || b.Size != 5 || b.ListenAddr() != "0.0.0.0:30001" {
-		t.Errorf("rank %d size %d listen %s", b.Rank, b.Size, b.ListenAddr())
+	if b.Rank != 4 || b.Size != 5 || b.ListenAddr() != "0.0.0.0:30001" || b.Spares != 0 {
+		t.Errorf("rank %d size %d listen %s spares %d", b.Rank, b.Size, b.ListenAddr(), b.Spares)
 	}
+	// COHORT_SPARES, exported before srun, makes the last tasks spares.
+	env[EnvSpares] = "2"
+	if b, err := fromSLURM(context.Background(), sys); err != nil || b.Spares != 2 || !b.IsSpare() || b.Ranks() != 3 {
+		t.Errorf("with %s=2: %+v, %v; want task 4 a spare of a job of 3 ranks", EnvSpares, b, err)
+	}
+	for _, bad := range []string{"two", "5", "-1"} {
+		env[EnvSpares] = bad
+		if _, err := fromSLURM(context.Background(), sys); !errors.Is(err, ErrBootstrap) || !strings.Contains(err.Error(), EnvSpares) {
+			t.Errorf("%s=%s: %v, want an error naming it", EnvSpares, bad, err)
+		}
+	}
+	delete(env, EnvSpares)
 	reg, err := b.Register(context.Background(), "0.0.0.0:30001")
 	if err != nil {
 		t.Fatal(err)
