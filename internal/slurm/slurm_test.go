@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 			return m.Run()
 		}
 		defer os.RemoveAll(dir)
-		for _, p := range []string{"pi", "nqueens", "ulfm"} {
+		for _, p := range []string{"pi", "nqueens", "ulfm", "jacobi"} {
 			build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, p), "./examples/"+p)
 			build.Dir = root
 			out, err := build.CombinedOutput()
@@ -178,7 +178,7 @@ func TestSrunNQueensKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const n, victim = 8, 3
-	text, err := srunAndKill(t, ctx, n, victim, "./nqueens", "-n", "16", "-v", "-seed", "13")
+	text, err := srunAndKill(t, ctx, n, victim, nil, "./nqueens", "-n", "16", "-v", "-seed", "13")
 	// srun's status is the killed task's (137); the survivors' results are
 	// in the output.
 	var ee *exec.ExitError
@@ -208,7 +208,7 @@ func TestSrunULFMKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n, victim = 5, 3
-	text, _ := srunAndKill(t, ctx, n, victim, "./ulfm", "-op", "allreduce")
+	text, _ := srunAndKill(t, ctx, n, victim, nil, "./ulfm", "-op", "allreduce")
 	for r := 0; r < n; r++ {
 		if r == victim {
 			continue
@@ -223,18 +223,33 @@ func TestSrunULFMKill(t *testing.T) {
 	}
 }
 
+// TestSrunJacobiSpare: the Jacobi stencil on 4 ranks and a spare task
+// (COHORT_SPARES=1 exported before srun); once every task is in its first
+// view, task 2 is SIGKILLed. The spare, task 4, takes rank 2, and the
+// checksum is the failure-free one.
+func TestSrunJacobiSpare(t *testing.T) {
+	need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	text, _ := srunAndKill(t, ctx, 5, 2, []string{"COHORT_SPARES=1"}, "./jacobi", "-size", "64", "-iters", "1500", "-pace", "2ms")
+	if !strings.Contains(text, "jacobi: process 4 took rank 2") || !strings.Contains(text, "checksum 6dfe50962f3e68bd") {
+		t.Fatal("the spare did not take rank 2, or the checksum is not the failure-free one (6dfe50962f3e68bd)")
+	}
+}
+
 // srunAndKill runs the program (in the test binaries' directory) on n
-// tasks with srun, waits until every task has installed its first view
-// (their events go to one file), SIGKILLs task victim, waits for srun and
-// returns its output (logged) and its error.
-func srunAndKill(t *testing.T, ctx context.Context, n, victim int, prog ...string) (string, error) {
+// tasks with srun and the extra environment env, waits until every task
+// has installed its first view (their events go to one file), SIGKILLs
+// task victim, waits for srun and returns its output (logged) and its
+// error.
+func srunAndKill(t *testing.T, ctx context.Context, n, victim int, env []string, prog ...string) (string, error) {
 	t.Helper()
 	name := jobName(t)
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	args := append([]string{"-J", name, "-O", "-n", strconv.Itoa(n), "--mpi=pmi2"}, prog...)
 	cmd := cluster.Command(ctx, "srun", args...)
 	cmd.Dir = bin
-	cmd.Env = append(cmd.Env, "COHORT_SLURM_SECRET="+testSecret, "COHORT_EVENTS="+events)
+	cmd.Env = append(append(cmd.Env, "COHORT_SLURM_SECRET="+testSecret, "COHORT_EVENTS="+events), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
