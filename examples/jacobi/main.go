@@ -87,7 +87,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
 		if j.Stats().TookOver && !announced {
 			announced = true
-			fmt.Fprintf(stdout, "jacobi: process %d took rank %d, resuming from checkpoint epoch %d\n", me, c.Rank(), epoch)
+			if epoch == 0 {
+				fmt.Fprintf(stdout, "jacobi: process %d took rank %d, starting afresh (no checkpoint was committed)\n", me, c.Rank())
+			} else {
+				fmt.Fprintf(stdout, "jacobi: process %d took rank %d, resuming from checkpoint epoch %d\n", me, c.Rank(), epoch)
+			}
 		}
 		return solve(ctx, c, j, p, state, &res)
 	})
