@@ -10,7 +10,7 @@
 // state of the last checkpoint, and a call to [Job.Checkpoint] every K
 // iterations; nothing else about failures.
 //
-//	s, err := comm.Init(ctx, comm.AllowSpares()) // cohort run -n N --spares S
+//	s, err := comm.Init(ctx, comm.AllowSpares()) // cohort run -n N --spares S, or COHORT_SPARES=S srun
 //	defer s.Finalize(ctx)
 //	j, err := resil.New(s, resil.DefaultConfig())
 //	err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
@@ -68,8 +68,8 @@
 //
 // # Limits
 //
-// Jobs with spares run on one host for now (cohort run --spares refuses
-// --hosts), so the placement of buddies on other hosts is tested as a
+// cohort run --spares refuses --hosts, and spares across SLURM nodes are
+// untested, so the placement of buddies on other hosts is tested as a
 // function only; checkpoints live in memory only (no copy to disk for a
 // whole-job restart); the program cannot ask to continue on fewer ranks
 // when the spares run out.
