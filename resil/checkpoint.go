@@ -67,12 +67,33 @@ func ckptTag(epoch int) int { return epoch & 0x3fffffff }
 // knows committed. state is copied; the caller may reuse it. A failure
 // during the call makes it return an error (the run then restarts from
 // the last committed epoch): the function should return it.
+//
+// With Config.Dir set, each rank also writes its own state of the
+// committed epoch to a file there, after the commit (see disk.go).
 func (j *Job) Checkpoint(ctx context.Context, state []byte) error {
-	c := j.cc
-	if c == nil {
+	if j.cc == nil {
 		return fmt.Errorf("%w: Checkpoint outside the function of Run", ErrConfig)
 	}
-	e, r := j.st.epoch+1, c.Rank()
+	e := j.st.epoch + 1
+	if err := j.commit(ctx, e, state); err != nil {
+		return err
+	}
+	j.stats.Checkpoints++
+	j.stats.CheckpointBytes += int64(len(j.keep[j.cc.Rank()][1:]) * len(state))
+	if j.dir != "" {
+		if err := writeDiskCopy(j.dir, j.cc.Rank(), j.n, e, state); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commit stores state as this rank's part of epoch e at its keepers and
+// commits the epoch by an agreement (Checkpoint's two phases; also how a
+// state read from disk is given back its copies).
+func (j *Job) commit(ctx context.Context, e int, state []byte) error {
+	c := j.cc
+	r := c.Rank()
 	tag := ckptTag(e)
 	copies := map[int][]byte{r: slices.Clone(state)}
 	sends := make([]*comm.Request, 0, j.k)
@@ -108,8 +129,6 @@ func (j *Job) Checkpoint(ctx context.Context, state []byte) error {
 	}
 	j.st.epoch, j.st.states = e, j.st.pend
 	j.st.pending, j.st.pend = 0, nil
-	j.stats.Checkpoints++
-	j.stats.CheckpointBytes += int64(len(sends) * len(state))
 	return nil
 }
 

@@ -70,7 +70,14 @@
 //
 // cohort run --spares refuses --hosts, and spares across SLURM nodes are
 // untested, so the placement of buddies on other hosts is tested as a
-// function only; checkpoints live in memory only (no copy to disk for a
-// whole-job restart); the program cannot ask to continue on fewer ranks
-// when the spares run out.
+// function only; the program cannot ask to continue on fewer ranks when
+// the spares run out; a failed process does not come back as a spare.
+//
+// # On disk
+//
+// With Config.Dir, every committed epoch is also written to disk, each
+// rank its own state, and a job started again with the same directory
+// resumes from the newest epoch every rank has there (disk.go): a restart
+// of the whole job, for when more processes die than the spares and
+// buddies cover.
 package resil

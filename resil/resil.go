@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -67,6 +68,13 @@ type Config struct {
 	// the ranks span two hosts or more. 1 ≤ Buddies < N (a job of one
 	// rank has none and keeps only its own copy).
 	Buddies int
+	// Dir, if not "", is a directory for a copy on disk of each rank's
+	// state of every committed epoch (its last two), for a whole-job
+	// restart: a job started again with the same Dir and number of ranks
+	// resumes from the newest epoch every rank has there (disk.go). Each
+	// rank's process must reach it (on several hosts, a shared file
+	// system). It is created if missing.
+	Dir string
 }
 
 // DefaultConfig is one buddy per rank.
@@ -98,6 +106,7 @@ type Job struct {
 	// rank keeps copies of (keeperTable).
 	hosts        []string
 	keep, keptBy [][]int
+	dir          string // Config.Dir
 	st           store
 	watch        *watcher
 	stats        Stats
@@ -123,6 +132,9 @@ type Stats struct {
 	// TookOver reports whether this process started as a spare and holds
 	// a rank now.
 	TookOver bool
+	// Resumed is the epoch the run resumed from on disk (Config.Dir), 0
+	// if it started afresh.
+	Resumed int
 }
 
 // New prepares a resilient run over s (a session of [comm.Init] with
@@ -133,7 +145,12 @@ func New(s *comm.Session, cfg Config) (*Job, error) {
 	if cfg.Buddies < 1 || (cfg.Buddies >= n && n > 1) {
 		return nil, fmt.Errorf("%w: %d buddies for %d ranks (want 1 to %d)", ErrConfig, cfg.Buddies, n, max(n-1, 1))
 	}
-	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, procs: procs, mapping: make([]int, n), hosts: make([]string, procs.Size())}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("%w: Dir: %w", ErrConfig, err)
+		}
+	}
+	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, procs: procs, mapping: make([]int, n), hosts: make([]string, procs.Size()), dir: cfg.Dir}
 	for r := range j.mapping {
 		j.mapping[r] = r
 	}
@@ -176,11 +193,16 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 	if err := j.begin(); err != nil {
 		return err
 	}
-	for {
+	for attempt := 0; ; attempt++ {
 		var fnErr error
 		if j.c != nil {
 			actx, cancel := j.watch.arm(ctx, j.mapping)
-			fnErr = fn(actx, j.c, j.st.own(j.c.Rank()), j.st.epoch)
+			if attempt == 0 && j.dir != "" {
+				fnErr = j.resumeFromDisk(actx)
+			}
+			if fnErr == nil {
+				fnErr = fn(actx, j.c, j.st.own(j.c.Rank()), j.st.epoch)
+			}
 			cancel()
 		}
 		flag := 1

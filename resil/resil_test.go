@@ -36,6 +36,17 @@ func runRing(t *testing.T, n, spares, k, iters int, crash func(p, it int) bool) 
 // every recovery round, between the plan and the transfers.
 func runRingHook(t *testing.T, n, spares, k, iters int, crash func(p, it int) bool, duringRecovery func(p int, s *comm.Session)) []outcome {
 	t.Helper()
+	return runRingConfig(t, n, spares, Config{Buddies: k}, iters, -1, crash, duringRecovery)
+}
+
+// errStop is what every rank's function returns at iteration stopAt of
+// runRingConfig: the whole job ends there.
+var errStop = errors.New("stopped")
+
+// runRingConfig is runRingHook with a Config, and every rank's function
+// returning errStop before iteration stopAt (-1: never).
+func runRingConfig(t *testing.T, n, spares int, cfg Config, iters, stopAt int, crash func(p, it int) bool, duringRecovery func(p int, s *comm.Session)) []outcome {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	ss, err := comm.LocalSpares(ctx, n, spares)
@@ -49,7 +60,7 @@ func runRingHook(t *testing.T, n, spares, k, iters int, crash func(p, it int) bo
 		go func() {
 			defer wg.Done()
 			defer s.Finalize(context.Background())
-			j, err := New(s, Config{Buddies: k})
+			j, err := New(s, cfg)
 			if err != nil {
 				out[p].err = err
 				return
@@ -68,6 +79,9 @@ func runRingHook(t *testing.T, n, spares, k, iters int, crash func(p, it int) bo
 						if err := j.Checkpoint(ctx, binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(it)), v)); err != nil {
 							return err
 						}
+					}
+					if it == stopAt {
+						return errStop
 					}
 					if j.Stats().Restarts == 0 && crash(p, it) {
 						s.Finalize(context.Background()) // as a crash: the others detect it
@@ -277,5 +291,34 @@ func TestNoMessageLeaksIntoTheNextAttempt(t *testing.T) {
 		if errs[p] != nil {
 			t.Errorf("process %d: %v", p, errs[p])
 		}
+	}
+}
+
+// A whole job lost (every rank's function ends at iteration 17) and
+// started again with the same Dir resumes from the newest checkpoint on
+// disk (epoch 4, iteration 16) and gives the failure-free result; its
+// copies at the buddies are back, so a spare can still take a rank.
+func TestWholeJobRestartFromDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a failure detection")
+	}
+	const n, iters = 3, 30
+	clean := runRing(t, n, 0, 1, iters, func(int, int) bool { return false })
+	cfg := Config{Buddies: 1, Dir: t.TempDir()}
+	never := func(int, int) bool { return false }
+	first := runRingConfig(t, n, 1, cfg, iters, 17, never, nil)
+	for p := range n {
+		if !errors.Is(first[p].err, errStop) {
+			t.Fatalf("first job, process %d: %v, want the stop", p, first[p].err)
+		}
+	}
+	again := runRingConfig(t, n, 1, cfg, iters, -1, func(p, it int) bool { return p == 1 && it == 18 }, nil)
+	for _, p := range []int{0, 2, 3} {
+		if o := again[p]; o.err != nil || o.result != clean[0].result {
+			t.Errorf("second job, process %d: %v, result %#x, want %#x", p, o.err, o.result, clean[0].result)
+		}
+	}
+	if again[0].stats.Resumed != 4 || again[3].rank != 1 {
+		t.Errorf("resumed from epoch %d (want 4); the spare holds rank %d (want 1)", again[0].stats.Resumed, again[3].rank)
 	}
 }
