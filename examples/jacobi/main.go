@@ -13,7 +13,9 @@
 //
 // The second run loses rank 2's process after 1 s; the spare takes rank 2,
 // every rank goes back to the last checkpoint, and the checksum is the
-// same, bit for bit. Each point is computed by the same operations in the
+// same, bit for bit. With -dir DIR the checkpoints also go to disk, and a
+// job stopped whole (Ctrl-C) and started again with the same -dir resumes
+// from the last of them. Each point is computed by the same operations in the
 // same order whatever the number of ranks, so the checksum does not
 // depend on -n either.
 package main
@@ -54,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.iters, "iters", 2000, "Jacobi `iterations`")
 	fs.IntVar(&p.every, "k", 100, "checkpoint every this many `iterations`")
 	fs.IntVar(&p.buddies, "buddies", 1, "other ranks keeping a copy of each rank's checkpoint")
+	dir := fs.String("dir", "", "also keep each rank's checkpoints in this `directory`; a job started again with it resumes from there")
 	fs.DurationVar(&p.pace, "pace", 0, "pause between two iterations (to make a short run last long enough to kill a rank in)")
 	fs.BoolVar(&p.compare, "compare", false, "time each checkpoint against an Allgather of the same size (rank 0 prints both)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
@@ -76,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer done()
-	j, err := resil.New(s, resil.Config{Buddies: p.buddies})
+	j, err := resil.New(s, resil.Config{Buddies: p.buddies, Dir: *dir})
 	if err != nil {
 		fmt.Fprintf(stderr, "jacobi: %v\n", err)
 		return 2
@@ -105,6 +108,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			p.size, p.size, p.iters, s.Processes().Size()-s.Spares(), res.residual, res.checksum)
 		fmt.Fprintf(stdout, "jacobi: %d checkpoints (%d B sent to buddies by rank 0), %d restarts %v\n",
 			st.Checkpoints, st.CheckpointBytes, st.Restarts, st.Recoveries)
+		if st.Resumed > 0 {
+			fmt.Fprintf(stdout, "jacobi: resumed from checkpoint epoch %d on disk (%s)\n", st.Resumed, *dir)
+		}
 		if m := res.timed; m > 0 {
 			fmt.Fprintf(stdout, "jacobi: rank 0, %d B of state: checkpoint %.0f µs, Allgather of the same size %.0f µs (means of %d)\n",
 				res.stateBytes, micros(res.ckpt, m), micros(res.gather, m), m)
