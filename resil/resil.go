@@ -193,11 +193,14 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 	if err := j.begin(); err != nil {
 		return err
 	}
-	for attempt := 0; ; attempt++ {
+	for {
 		var fnErr error
 		if j.c != nil {
 			actx, cancel := j.watch.arm(ctx, j.mapping)
-			if attempt == 0 && j.dir != "" {
+			// Until an epoch is committed in memory (agreed, so every rank
+			// decides alike), the disk may hold one: also after a failure
+			// that struck before the first commit.
+			if j.dir != "" && j.st.epoch == 0 {
 				fnErr = j.resumeFromDisk(actx)
 			}
 			if fnErr == nil {
