@@ -56,9 +56,11 @@ func checksumOf(t *testing.T, res proctest.Result) string {
 }
 
 // The final plate is bit-identical with and without a rank's process
-// killed mid-run: the spare takes its rank, every rank goes back to the
-// last checkpoint. The killed process must really have been killed
-// (the kill came before the end).
+// killed: mid-run (the spare takes its rank, every rank goes back to the
+// last checkpoint), or as the job starts, the moment every process has
+// registered (the spare takes the rank before any checkpoint). The
+// killed process must really have been killed (the kill came before the
+// end).
 func TestKilledRankSameChecksum(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes for seconds")
@@ -69,20 +71,28 @@ func TestKilledRankSameChecksum(t *testing.T) {
 	}
 	want := checksumOf(t, clean)
 	const victim = 1
-	res := proctest.LaunchSpares(t, childEnv, 3, 1, []launch.Kill{{Rank: victim, After: 500 * time.Millisecond}}, args...)
-	if !res.Exits[victim].Killed {
-		t.Fatalf("process %d was not killed (%s): the run ended first", victim, res.Exits[victim].How())
-	}
-	for p, x := range res.Exits {
-		if p != victim && !x.OK() {
-			t.Errorf("process %d: %s", p, x.How())
+	for _, tc := range []struct {
+		after time.Duration
+		says  string
+	}{
+		{500 * time.Millisecond, "jacobi: process 3 took rank 1, resuming from checkpoint epoch"},
+		{0, "jacobi: process 3 took rank 1, "},
+	} {
+		res := proctest.LaunchSpares(t, childEnv, 3, 1, []launch.Kill{{Rank: victim, After: tc.after}}, args...)
+		if !res.Exits[victim].Killed {
+			t.Fatalf("kill at %v: process %d was not killed (%s): the run ended first", tc.after, victim, res.Exits[victim].How())
 		}
-	}
-	if got := checksumOf(t, res); got != want {
-		t.Errorf("checksum %s with a kill, %s without", got, want)
-	}
-	if !strings.Contains(res.Stdout, "jacobi: process 3 took rank 1, resuming from checkpoint epoch") {
-		t.Errorf("the spare did not report taking rank 1:\n%s", res.Stdout)
+		for p, x := range res.Exits {
+			if p != victim && !x.OK() {
+				t.Errorf("kill at %v: process %d: %s", tc.after, p, x.How())
+			}
+		}
+		if got := checksumOf(t, res); got != want {
+			t.Errorf("kill at %v: checksum %s with the kill, %s without", tc.after, got, want)
+		}
+		if !strings.Contains(res.Stdout, tc.says) {
+			t.Errorf("kill at %v: the spare did not say %q:\n%s", tc.after, tc.says, res.Stdout)
+		}
 	}
 }
 
