@@ -52,7 +52,10 @@ under package resil, as 'cohort run --spares S'), and each run kills from 1
 to S processes of all N+S (rank 0 and idle spares included), each at its
 own random moment: the spares can replace them all, so the program must
 give its exact result every time (give --expect its failure-free result,
-e.g. the Jacobi checksum). --kill and --kill-root do not apply.
+e.g. the Jacobi checksum) as long as each rank's state has as many
+buddies as there are spares (two kills close together may take a rank
+and its only buddy, and the program then fails, saying the state is
+lost). --kill and --kill-root do not apply.
 
 The table has, per run: the seed, the kills (rank@time after the
 rendezvous; in parentheses a kill whose rank had already ended), correct,
@@ -71,7 +74,7 @@ Examples:
   cohort chaos --runs 20 --kill-root ./examples/nqueens -- -n 16 -mode master
   cohort chaos --runs 20 --kill-root ./examples/npb/ep -- -class W
   cohort chaos --runs 20 --replicas 2 --procs 4 ./examples/nqueens -- -n 14
-  cohort chaos --runs 20 --spares 2 --procs 8 --expect 'checksum f9f8affe6ba62f0e' ./examples/jacobi -- -iters 8000`,
+  cohort chaos --runs 20 --spares 2 --procs 8 --expect 'checksum f9f8affe6ba62f0e' ./examples/jacobi -- -iters 8000 -buddies 2`,
 		run: runChaos,
 	})
 }
