@@ -207,6 +207,13 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 				fnErr = fn(actx, j.c, j.st.own(j.c.Rank()), j.st.epoch)
 			}
 			cancel()
+			if fnErr != nil {
+				// The other ranks may wait for this one in a call on c that
+				// no failure will end (its error is the program's): the
+				// revocation ends it, so that they reach the agreement too.
+				j.c.Revoke()
+				j.cc.Revoke()
+			}
 		}
 		flag := 1
 		if fnErr != nil {
@@ -228,7 +235,7 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 		switch {
 		case v == 1 && !lostHolder:
 			return nil
-		case !lostHolder && fnErr != nil:
+		case !lostHolder && fnErr != nil && !errors.Is(fnErr, comm.ErrRevoked):
 			return fnErr
 		case !lostHolder:
 			return ErrAborted
@@ -256,17 +263,20 @@ func (j *Job) begin() error {
 			panic(fmt.Sprintf("resil: rank %d mapped to process %d, not a survivor", r, p))
 		}
 	}
+	// Both from procs, which is never revoked: a fast survivor may already
+	// have revoked the new attempt's communicators (its function failed at
+	// once) when a slow one creates them, and a Dup of a revoked one would
+	// fail here instead of in the function, where a failure belongs.
 	c, err := j.procs.Create(ranks)
 	if err != nil {
-		return err
+		return fmt.Errorf("resil: the attempt's communicator: %w", err)
+	}
+	cc, err := j.procs.Create(ranks)
+	if err != nil {
+		return fmt.Errorf("resil: the attempt's communicator: %w", err)
 	}
 	j.keep, j.keptBy = keeperTable(j.k, j.rankHosts(j.mapping))
-	j.c, j.cc = c, nil
-	if c != nil {
-		if j.cc, err = c.Dup(); err != nil {
-			return err
-		}
-	}
+	j.c, j.cc = c, cc
 	return nil
 }
 
