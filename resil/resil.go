@@ -184,7 +184,8 @@ func (j *Job) Stats() Stats {
 // spare is left ([*NoSpareError]), when a rank's state is lost
 // ([*StateLostError]), or when fn failed without a failure (fn's error at
 // that rank, [ErrAborted] at the others); and ctx's error or the
-// session's when they end.
+// session's when they end. Run reads the session's Failures channel
+// (comm.Session.Failures) while it runs: the program must not.
 func (j *Job) Run(ctx context.Context, fn Func) error {
 	j.watch = newWatcher()
 	stop := make(chan struct{})
