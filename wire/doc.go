@@ -1,7 +1,9 @@
 // Package wire is the binary encoding of cohort: message payloads
 // ([Encoder], [Decoder], [Message], [Codec]), frames ([Frame],
 // [AppendFrame], [DecodeFrame], [FrameReader], [FrameWriter]) and the
-// authenticated connection handshake ([Hello], [Proof], [Resume]). It is pure: it does
+// authenticated connection handshake ([Hello], [Proof], [Resume]) with the
+// records that protect a connection between hosts ([RecordKeys],
+// [RecordSealer], [RecordOpener]). It is pure: it does
 // no I/O except through the io.Reader and io.Writer handed to it, starts no
 // goroutine, and has no randomness (nonces come from the caller), so the
 // simulator and the host share it.
@@ -89,9 +91,11 @@
 //  1. Each side, as soon as the connection is open and without waiting for
 //     the other, sends a frame of kind [KindHello] (src = its node id, dst =
 //     the peer's id if known, else core.None; epoch 0) carrying
-//     Hello{Version, JobID, Node, Nonce}, with 16 fresh random bytes as
-//     Nonce (from crypto/rand in the host; never reused). Each side sets its
-//     [FrameReader]'s limit to [MaxHandshakeFrameSize] meanwhile.
+//     Hello{Version, JobID, Node, Nonce, Integrity}, with 16 fresh random
+//     bytes as Nonce (from crypto/rand in the host; never reused) and
+//     Integrity set if the side wants the frames in records (see
+//     "Records"). Each side sets its [FrameReader]'s limit to
+//     [MaxHandshakeFrameSize] meanwhile.
 //
 //  2. Each side reads the peer's Hello ([DecodeHello], which stops at a
 //     foreign version) and checks it with [CheckHello]: same version
@@ -129,7 +133,9 @@
 //     reads the peer's: the initiator right after its Proof, without
 //     waiting, and the acceptor after its own Proof, having read the
 //     initiator's before it decides on the connection (a node that cannot
-//     be dialled wins transport/tcp's tie-break). The
+//     be dialled wins transport/tcp's tie-break). If either Hello asked
+//     for Integrity, each side's bytes after its Proof (its Resume
+//     included) go in records (see "Records"). The
 //     first frame each side sends after the handshake is a [KindSeq] mark,
 //     the number of its next frame in the pair's stream; every later frame
 //     but [KindPad], [KindGoodbye], [KindSeq] and [KindAck] takes the next
@@ -160,10 +166,28 @@
 // Hello is refused). Replaying a recorded Proof fails for the same reason:
 // it covers an old nonce of ours. So without the secret a peer can make us
 // spend one handshake (an HMAC) and learn our version, job id and node id,
-// but never complete a handshake. What the handshake does not
-// give: it authenticates the two ends at the start, nothing after. An
-// attacker on the path can relay a genuine handshake between two genuine
-// nodes and then read, drop or alter the frames that follow, which are
-// neither encrypted nor MACed; a job that crosses untrusted networks runs
-// over TLS or a VPN (docs/DESIGN.md mentions certificates for that case).
+// but never complete a handshake. The handshake alone authenticates the
+// two ends at the start, nothing after: an attacker on the path could
+// relay a genuine handshake between two genuine nodes and then alter the
+// frames that follow. Records close that gap.
+//
+// # Records
+//
+// When either Hello asks for Integrity (transport/tcp does on connections
+// between hosts), each side carries its bytes after its Proof in records:
+// a big-endian uint32 length N (1 or more), N bytes, and a 16-byte tag,
+// AES-256-GCM's over nothing to encrypt with the N bytes as additional
+// data (GMAC). Each direction has its key, [RecordKeys]: HKDF-SHA256 with
+// the job secret as input key, both nonces as salt, and as info the
+// label "cohort-v1 records", both Hellos length-prefixed (their job id,
+// node ids and nonces) and the direction label. The nonce is the record's
+// number in its direction, counted from 0 and never sent. A reader
+// ([RecordOpener]) hands on no byte of a record before its tag has
+// verified; a record altered, cut, replayed, reordered, moved to another
+// connection or reflected fails ([ErrRecordAuth]), and the connection is
+// closed. The proofs cover both Hellos, so no one on the path can take a
+// request for records out. Records authenticate and do not encrypt: an
+// attacker on the path still reads the frames (a job that must hide them
+// runs over TLS, transport/tcp's Config.TLS). Record boundaries are the
+// writer's (a batch of frames, a large payload), not the frames'.
 package wire

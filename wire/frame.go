@@ -446,6 +446,16 @@ func (fr *FrameReader) SetReader(r io.Reader) { fr.r = r }
 // returned as frames.
 func (fr *FrameReader) Buffered() int { return fr.end - fr.start }
 
+// TakeBuffered returns a copy of the bytes read from the stream but not
+// yet returned as frames, and forgets them: a caller that reads the rest
+// of the stream another way (the records that follow a handshake) hands
+// them to that reader.
+func (fr *FrameReader) TakeBuffered() []byte {
+	b := append([]byte(nil), fr.buf[fr.start:fr.end]...)
+	fr.start, fr.end = 0, 0
+	return b
+}
+
 // Err returns the error that stopped the reader (sticky, see ReadFrame),
 // or nil.
 func (fr *FrameReader) Err() error { return fr.err }

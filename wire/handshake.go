@@ -41,7 +41,7 @@ var (
 // Version is the version of the wire format this package speaks. Peers must
 // speak the same version; it changes whenever an encoding changes
 // incompatibly.
-const Version uint16 = 2
+const Version uint16 = 3
 
 // MaxJobIDLen is the longest job id, in bytes, a Hello may carry.
 const MaxJobIDLen = 128
@@ -99,6 +99,11 @@ type Hello struct {
 	JobID   string          // the job the sender belongs to; at most MaxJobIDLen bytes
 	Node    core.NodeID     // the sender's node id (not core.None)
 	Nonce   [NonceSize]byte // fresh random bytes, never reused, chosen by the caller
+	// Integrity asks that the connection's frames go in authenticated
+	// records once the proofs have verified (see RecordKeys): they do if
+	// either side's Hello asks. The proofs cover it, so no one on the path
+	// can take the request out.
+	Integrity bool
 }
 
 // Kind returns KindHello.
@@ -106,13 +111,15 @@ func (Hello) Kind() core.Kind { return KindHello }
 
 // MarshalWire appends the encoding: the magic "cohort", the version as two
 // big-endian bytes (at a fixed place, so that every version can read it),
-// then the job id, the node id and the 16 nonce bytes.
+// then the job id, the node id, the 16 nonce bytes and Integrity as a
+// bool.
 func (h Hello) MarshalWire(e *Encoder) {
 	e.B = append(e.B, helloMagic...)
 	e.B = append(e.B, byte(h.Version>>8), byte(h.Version))
 	e.String(h.JobID)
 	e.NodeID(h.Node)
 	e.Raw(h.Nonce[:])
+	e.Bool(h.Integrity)
 }
 
 // DecodeHello decodes a Hello payload. A Hello of another [Version] is not
@@ -149,6 +156,7 @@ func decodeHello(d *Decoder) (Hello, error) {
 	h.JobID = d.StringMax(MaxJobIDLen)
 	h.Node = d.NodeID()
 	copy(h.Nonce[:], d.Fixed(NonceSize))
+	h.Integrity = d.Bool()
 	return h, d.Err()
 }
 
@@ -248,7 +256,7 @@ func proofMAC(secret []byte, initiator, acceptor Hello, fromInitiator bool) [Pro
 // helloMAC computes HMAC-SHA256(secret, "cohort-v1" || len(Hi) || Hi ||
 // len(Ha) || Ha || label): proofMAC's construction with any label.
 func helloMAC(secret []byte, initiator, acceptor Hello, label string) [ProofSize]byte {
-	var buf [128 + 2*(2+len(helloMagic)+2+2+MaxJobIDLen+5+NonceSize)]byte
+	var buf [128 + 2*(2+len(helloMagic)+2+2+MaxJobIDLen+5+NonceSize+1)]byte
 	e := Encoder{B: buf[:0]}
 	e.B = append(e.B, proofLabel...)
 	for _, h := range [2]Hello{initiator, acceptor} {
@@ -266,7 +274,7 @@ func helloMAC(secret []byte, initiator, acceptor Hello, label string) [ProofSize
 // helloSize is the length of h's encoding.
 func helloSize(h *Hello) int {
 	return len(helloMagic) + 2 + uvarintSize(uint64(len(h.JobID))) + len(h.JobID) +
-		uvarintSize(uint64(h.Node)) + NonceSize
+		uvarintSize(uint64(h.Node)) + NonceSize + 1
 }
 
 // ComputeProof returns the proof that this side sends: local is our Hello,

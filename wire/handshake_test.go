@@ -220,13 +220,18 @@ func TestDecodeProof(t *testing.T) {
 // definition, independently of proofMAC.
 func TestProofConstruction(t *testing.T) {
 	hi, ha := hello(1, 10), hello(2, 20)
+	hi.Integrity = true // the proofs cover a request for records
 	encode := func(h Hello) []byte {
 		b := []byte("cohort")
 		b = binary.BigEndian.AppendUint16(b, h.Version)
 		b = append(b, byte(len(h.JobID)))
 		b = append(b, h.JobID...)
 		b = append(b, byte(h.Node))
-		return append(b, h.Nonce[:]...)
+		b = append(b, h.Nonce[:]...)
+		if h.Integrity {
+			return append(b, 1)
+		}
+		return append(b, 0)
 	}
 	input := func(label string) []byte {
 		b := []byte("cohort-v1")
