@@ -112,6 +112,14 @@ type Config struct {
 	// ClientAuth and ClientCAs as well as Certificates and RootCAs. The
 	// job secret's proof still runs inside TLS.
 	TLS *tls.Config
+	// Integrity chooses which connections carry their frames in
+	// authenticated records once the handshake's proofs have verified
+	// (record.go; wire's records): IntegrityAuto, the default, the TCP
+	// connections without TLS whose peer is on another host. A connection
+	// has records when either end asks for them, so IntegrityOff (unsafe
+	// between hosts: anyone on the path can then alter, drop or inject
+	// frames) takes both ends of a pair.
+	Integrity IntegrityMode
 	// QueueUnknown lets Send accept frames for a node whose address is not
 	// known yet: they wait in that node's queue until SetPeer gives its
 	// address (or it connects to us), or until RemovePeer drops them. Off,
@@ -274,6 +282,8 @@ func (c Config) Validate() error {
 		return bad("ResendBuffer %d < %d", c.ResendBuffer, minResendBuffer)
 	case c.BackoffMax < c.BackoffMin:
 		return bad("BackoffMax %v < BackoffMin %v", c.BackoffMax, c.BackoffMin)
+	case c.Integrity < IntegrityAuto || c.Integrity > IntegrityOff:
+		return bad("Integrity %v: want IntegrityAuto, IntegrityAlways or IntegrityOff", c.Integrity)
 	case c.ShmRingSize < minShmRingSize || c.ShmRingSize > wire.MaxRingSize || c.ShmRingSize&(c.ShmRingSize-1) != 0:
 		return bad("ShmRingSize %d: want a power of two from %d to %d", c.ShmRingSize, minShmRingSize, wire.MaxRingSize)
 	}

@@ -104,12 +104,16 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 	// The frame is written before SendDirect returns, under p.wmu, so it
 	// is not counted in accepted and flushed (Flush has nothing to wait
 	// for, and the idle sweeper holds p.wmu).
-	p.hdr = t.directHead(p.hdr, f, body)
 	var err error
-	if sc, ok := c.nc.(*shmConn); ok {
+	if rc, ok := c.nc.(*recordConn); ok {
+		p.hdr = t.directHead(p.hdr, f, body, recordExtra(len(body)))
+		err = rc.writeVectored(p.hdr, body)
+	} else if sc, ok := c.nc.(*shmConn); ok {
+		p.hdr = t.directHead(p.hdr, f, body, 0)
 		bufs := [2][]byte{p.hdr, body}
 		_, err = sc.writev(bufs[:])
 	} else {
+		p.hdr = t.directHead(p.hdr, f, body, 0)
 		p.bufs = append(p.bufs[:0], p.hdr, body)
 		p.wbufs = p.bufs
 		_, err = p.wbufs.WriteTo(c.nc)
@@ -167,7 +171,7 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 		// A body to align, or a head that could wrap the ring's end: the
 		// head is built apart, on the stack.
 		var hb [shmDirectHead]byte
-		bufs := [2][]byte{t.directHead(hb[:0], f, body), body}
+		bufs := [2][]byte{t.directHead(hb[:0], f, body, 0), body}
 		_, err = sc.writevHeld(bufs[:])
 	}
 	sc.wmu.Unlock()
@@ -195,13 +199,14 @@ func headMax(f *wire.Frame) int { return wire.LengthSize + 4*binaryMaxVarint + l
 // vectored write with body: from padFrom bytes of body, preceded by the
 // pad frame that starts body on the stream at its alignment in memory
 // (wire.PadFor). Room for the pad is left in front and the head encoded
-// once, behind it.
-func (t *Transport) directHead(buf []byte, f *wire.Frame, body []byte) []byte {
+// once, behind it. extra counts what the write adds between head and body
+// (the records' framing: recordExtra).
+func (t *Transport) directHead(buf []byte, f *wire.Frame, body []byte, extra int) []byte {
 	if len(body) < padFrom {
 		return f.AppendHead(buf[:0], len(body))
 	}
 	buf = f.AppendHead(append(buf[:0], make([]byte, wire.PadMax)...), len(body))
-	pad := wire.PadFor(len(buf)-wire.PadMax, uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+	pad := wire.PadFor(len(buf)-wire.PadMax+extra, uintptr(unsafe.Pointer(unsafe.SliceData(body))))
 	start := wire.PadMax - pad
 	wire.AppendPad(buf[start:start], f.Src, f.Dst, pad)
 	return buf[start:]

@@ -140,8 +140,8 @@ func checkPeerUser(nc net.Conn) error {
 }
 
 // newHello returns our Hello with a fresh nonce.
-func (t *Transport) newHello() wire.Hello {
-	h := wire.Hello{Version: wire.Version, JobID: t.cfg.JobID, Node: t.self}
+func (t *Transport) newHello(nc net.Conn) wire.Hello {
+	h := wire.Hello{Version: wire.Version, JobID: t.cfg.JobID, Node: t.self, Integrity: t.wantRecords(nc)}
 	rand.Read(h.Nonce[:])
 	return h
 }
@@ -161,7 +161,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	fr := wire.NewFrameReader(hc)
 	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
 	fw := wire.NewFrameWriter(hc, 512)
-	local := t.newHello()
+	local := t.newHello(nc)
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: core.None}, local); err != nil {
 		return nil, err
 	}
@@ -175,6 +175,15 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	}
 	if err := readProof(fr, t.cfg.Secret, local, peerHello, false); err != nil {
 		return nil, err
+	}
+	// From its proof on, the initiator writes records if either Hello
+	// asked for them (record.go); we do from ours on.
+	var rc *recordConn
+	if local.Integrity || peerHello.Integrity {
+		rc = newRecordConn(hc, t.cfg.Secret, local, peerHello, false)
+		rc.startReading(fr.TakeBuffered())
+		fr = wire.NewFrameReader(rc)
+		fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
 	}
 	// The peer sends its ring offer only once it has our proof: nothing
 	// it passed before is kept.
@@ -211,6 +220,9 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof); err != nil {
 		return nil, err
 	}
+	if rc != nil {
+		fw = wire.NewFrameWriter(rc, 512)
+	}
 	ours := t.ourResume(id)
 	if err := writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, ours); err != nil {
 		return nil, err
@@ -218,6 +230,9 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, false)
 	if err != nil {
 		return nil, err
+	}
+	if rc != nil {
+		cc = t.recordsFrom(rc)
 	}
 	nc.SetDeadline(time.Time{})
 	c := t.newConn(cc, fr, id, false, remote)
@@ -301,6 +316,9 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 	if _, ok := c.nc.(*shmConn); ok {
 		t.stats.shm.Add(1)
 	}
+	if _, ok := c.nc.(*recordConn); ok {
+		t.stats.integrity.Add(1)
+	}
 	return true
 }
 
@@ -342,7 +360,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	fr := wire.NewFrameReader(hc)
 	fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
 	fw := wire.NewFrameWriter(hc, 512)
-	local := t.newHello()
+	local := t.newHello(nc)
 	want := core.None
 	if p != nil {
 		want = p.id
@@ -365,6 +383,13 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	proof := wire.Proof{MAC: wire.ComputeProof(t.cfg.Secret, local, peerHello, true)}
 	ours := t.ourResume(id)
 	err = writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, proof)
+	// From our proof on, we write records if either Hello asked for them
+	// (record.go); the acceptor does from its own proof on.
+	var rc *recordConn
+	if local.Integrity || peerHello.Integrity {
+		rc = newRecordConn(hc, t.cfg.Secret, local, peerHello, true)
+		fw = wire.NewFrameWriter(rc, 512)
+	}
 	if err == nil {
 		err = writeFlush(fw, wire.Frame{Src: t.self, Dst: id}, ours)
 	}
@@ -374,6 +399,11 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	if err != nil {
 		return nil, id, err
 	}
+	if rc != nil {
+		rc.startReading(fr.TakeBuffered())
+		fr = wire.NewFrameReader(rc)
+		fr.SetMaxFrameSize(wire.MaxHandshakeFrameSize)
+	}
 	resume, err := readResume(fr)
 	if err != nil {
 		return nil, id, err
@@ -381,6 +411,9 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, true)
 	if err != nil {
 		return nil, id, err
+	}
+	if rc != nil {
+		cc = t.recordsFrom(rc)
 	}
 	nc.SetDeadline(time.Time{})
 	if p == nil {

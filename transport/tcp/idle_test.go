@@ -91,8 +91,11 @@ func testIdleConnectionRetiredQuietly(t *testing.T, path pathKind) {
 				t.Fatalf("a's stats %+v: want one more connection than the %d before", s, sa.Established)
 			}
 			want := path
-			if useTLS && path.shm {
+			switch {
+			case useTLS && path.shm:
 				want = pathKinds[0] // TLS keeps a connection on its socket
+			case useTLS && path.records:
+				want = pathKinds[2] // TLS protects the frames: no records
 			}
 			checkPath(t, a, want)
 			checkPath(t, b, want)

@@ -216,6 +216,10 @@ func (t *Transport) connDied(c *conn, readErr error) {
 	t.stats.lost.Add(1)
 	cause := c.cause
 	switch {
+	case errors.Is(cause, wire.ErrRecordAuth) || errors.Is(cause, wire.ErrRecordLength):
+		t.stats.tampered.Add(1)
+		t.log.Error("tcp: a record failed its integrity check (altered, replayed or reordered on the way): closing the connection; its frames are resent on the next",
+			"peer", uint32(c.peer), "remote", c.remote, "err", cause)
 	case errors.Is(cause, wire.ErrMalformedFrame) || errors.Is(cause, wire.ErrFrameTooLarge):
 		t.stats.malformed.Add(1)
 		t.log.Error("tcp: malformed frame, closing the connection", "peer", uint32(c.peer), "remote", c.remote, "err", cause)

@@ -30,6 +30,8 @@ type Stats struct {
 	Duplicates   uint64 // frames read again after a reconnection and dropped (not in FramesIn)
 	Acks         uint64 // acknowledgements written (wire.KindAck)
 	Restarts     uint64 // peers seen with a new incarnation (a restarted process): their streams started afresh
+	Integrity    uint64 // of Established, those whose frames go in authenticated records (Config.Integrity)
+	Tampered     uint64 // connections closed for a record that failed its integrity check (altered, replayed or reordered on the way)
 	Conns        int    // connections in use now
 	Writers      int    // peers with a writer goroutine and queues now
 }
@@ -43,7 +45,7 @@ type Stats struct {
 type stats struct {
 	dials, dialFailures, accepted, refused, tieBreaks, established, unix, lost, retired, malformed,
 	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused, shed,
-	resent, duplicates, acks, restarts atomic.Uint64
+	resent, duplicates, acks, restarts, integrity, tampered atomic.Uint64
 }
 
 // bump adds one to a counter that one goroutine at a time writes (under
@@ -65,6 +67,7 @@ func (t *Transport) Stats() Stats {
 		Direct:       t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(),
 		Resent: t.stats.resent.Load(), Duplicates: t.stats.duplicates.Load(),
 		Acks: t.stats.acks.Load(), Restarts: t.stats.restarts.Load(),
+		Integrity: t.stats.integrity.Load(), Tampered: t.stats.tampered.Load(),
 	}
 	t.mu.Lock() // removeRing moves a connection's polled count under it
 	s.Polled = t.stats.polled.Load()

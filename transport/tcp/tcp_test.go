@@ -85,9 +85,11 @@ func listen(t *testing.T, cfg tcp.Config) *tcp.Transport {
 // pathKinds are the kinds of connection between transports of one host:
 // the same-host Unix socket (the default between transports of one
 // process), shared memory over it (the default between processes; allowed
-// in process here) and loopback TCP (Config.NoUnix). Tests of behaviour
-// that must not depend on the kind run over all (forPaths).
-var pathKinds = []pathKind{{name: "unix"}, {name: "shm", shm: true}, {name: "tcp", noUnix: true}}
+// in process here), loopback TCP (Config.NoUnix) and loopback TCP with
+// the records of connections between hosts (Config.Integrity). Tests of
+// behaviour that must not depend on the kind run over all (forPaths).
+var pathKinds = []pathKind{{name: "unix"}, {name: "shm", shm: true}, {name: "tcp", noUnix: true},
+	{name: "records", noUnix: true, records: true}}
 
 // benchPathKinds adds each with polling (Transport.SetSpin); the
 // benchmarks and TestContractPolling run over them.
@@ -97,10 +99,11 @@ var benchPathKinds = append(slices.Clone(pathKinds),
 	pathKind{name: "tcp-poll", noUnix: true, spin: 50 * time.Microsecond})
 
 type pathKind struct {
-	name   string
-	noUnix bool
-	shm    bool
-	spin   time.Duration // the shared-memory polling time (benchmarks)
+	name    string
+	noUnix  bool
+	shm     bool
+	records bool          // frames in authenticated records (Config.Integrity)
+	spin    time.Duration // the shared-memory polling time (benchmarks)
 	// callers: goroutines poll each transport (PollUntil) while the test
 	// runs, taking frames from its readers.
 	callers bool
@@ -109,6 +112,9 @@ type pathKind struct {
 // set makes cfg take the path.
 func (k pathKind) set(cfg *tcp.Config) {
 	cfg.NoUnix = k.noUnix
+	if k.records {
+		cfg.Integrity = tcp.IntegrityAlways
+	}
 	if k.shm {
 		tcp.ShmInProcess(cfg)
 	}
@@ -133,9 +139,13 @@ func checkPath(t *testing.T, tr *tcp.Transport, path pathKind) {
 	case path.shm:
 		wantShm = s.Established
 	}
-	if s.Established == 0 || s.Unix != wantUnix || s.Shm != wantShm {
-		t.Fatalf("node %v: of %d connections, %d over Unix and %d over shared memory; want %d and %d (path %s)",
-			tr.Self(), s.Established, s.Unix, s.Shm, wantUnix, wantShm, path.name)
+	wantRecords := uint64(0)
+	if path.records {
+		wantRecords = s.Established
+	}
+	if s.Established == 0 || s.Unix != wantUnix || s.Shm != wantShm || s.Integrity != wantRecords {
+		t.Fatalf("node %v: of %d connections, %d over Unix, %d over shared memory and %d in records; want %d, %d and %d (path %s)",
+			tr.Self(), s.Established, s.Unix, s.Shm, s.Integrity, wantUnix, wantShm, wantRecords, path.name)
 	}
 }
 
