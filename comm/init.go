@@ -89,6 +89,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if tcfg.NoShm, err = parseOff(shmEnv, os.Getenv(shmEnv)); err != nil {
 		return nil, err
 	}
+	if tcfg.Integrity, err = tcp.ParseIntegrity(os.Getenv(integrityEnv)); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadArg, integrityEnv, err)
+	}
 	tcfg.ShmInProcess = o.shmInProcess
 	if o.queueLen > 0 {
 		tcfg.QueueLen = o.queueLen
@@ -192,6 +195,14 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 // hosts do (tcp.Config.NoUnix). Benchmarks compare the two (`cohort bench
 // p2p --impl ours,ours-tcp`).
 const unixEnv = "COHORT_UNIX"
+
+// integrityEnv names the environment variable Init reads to choose which
+// connections carry their frames in authenticated records
+// (tcp.Config.Integrity): "auto" (the default, also when unset: those
+// between hosts), "on" (every TCP connection, loopback too: `cohort bench
+// p2p --impl ours-tcp,ours-mac` measures the cost on one host) or "off"
+// (none; unsafe between hosts, and it takes both ends).
+const integrityEnv = "COHORT_INTEGRITY"
 
 // shmEnv names the environment variable Init reads to choose whether ranks
 // of one host that connected over a Unix socket move to shared memory:
