@@ -27,6 +27,9 @@ import (
 //	           sockets, the default)
 //	ours-unix  the same with COHORT_SHM=off: over the Unix sockets themselves
 //	ours-tcp   the same with COHORT_UNIX=off: over loopback TCP, as between hosts
+//	           but without the records that protect frames between hosts
+//	ours-mac   the same with COHORT_INTEGRITY=on: over loopback TCP with the
+//	           frames in authenticated records, as between hosts
 //	ours-tls   the same as ours with the job encrypted (launch's Encrypt)
 //	tcp        raw Go TCP sockets between processes started the same way
 //	           (addresses exchanged through the launcher's rendezvous)
@@ -79,20 +82,22 @@ type OSU struct {
 const osuProfileEnv = "COHORT_BENCH_CPUPROFILE"
 
 // OSUImpls lists the implementations in table order.
-var OSUImpls = []string{"ours", "ours-unix", "ours-tcp", "ours-tls", "tcp", "shm", "mpi-tcp", "mpi-vader"}
+var OSUImpls = []string{"ours", "ours-unix", "ours-tcp", "ours-mac", "ours-tls", "tcp", "shm", "mpi-tcp", "mpi-vader"}
 
-var osuImplTitle = map[string]string{"ours": "cohort", "ours-unix": "cohort Unix", "ours-tcp": "cohort TCP", "ours-tls": "cohort TLS", "tcp": "raw TCP", "shm": "raw shm", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
+var osuImplTitle = map[string]string{"ours": "cohort", "ours-unix": "cohort Unix", "ours-tcp": "cohort TCP", "ours-mac": "cohort TCP+MAC", "ours-tls": "cohort TLS", "tcp": "raw TCP", "shm": "raw shm", "mpi-tcp": "OMPI tcp", "mpi-vader": "OMPI vader"}
 
 // osuUnixEnv is the environment of cohort's ranks per implementation:
 // the same-host paths on for ours (whatever the caller's environment
 // says), shared memory off for ours-unix (comm's COHORT_SHM), the Unix
-// socket off for ours-tcp (COHORT_UNIX); ours-tls keeps to the socket (TLS
+// socket off for ours-tcp (COHORT_UNIX) and ours-mac, which also puts
+// the frames in records (COHORT_INTEGRITY); ours-tls keeps to the socket (TLS
 // does not move to shared memory).
 var osuUnixEnv = map[string][]string{
 	"ours":      {"COHORT_UNIX=on", "COHORT_SHM=on"},
 	"ours-unix": {"COHORT_UNIX=on", "COHORT_SHM=off"},
 	"ours-tls":  {"COHORT_UNIX=on"},
-	"ours-tcp":  {"COHORT_UNIX=off"},
+	"ours-tcp":  {"COHORT_UNIX=off", "COHORT_INTEGRITY=auto"},
+	"ours-mac":  {"COHORT_UNIX=off", "COHORT_INTEGRITY=on"},
 }
 
 // Sizes returns the message sizes: minSize (0 or a power of two), then
@@ -211,7 +216,7 @@ func (b *OSU) measureOnce(ctx context.Context, exe, impl string, mpi *osuMPI) (f
 			return nil, nil, "latency only", nil
 		}
 		figs, _, err = b.runWorkers(ctx, exe, impl)
-	case "ours", "ours-unix", "ours-tcp", "ours-tls", "tcp":
+	case "ours", "ours-unix", "ours-tcp", "ours-mac", "ours-tls", "tcp":
 		figs, allocs, err = b.runWorkers(ctx, exe, impl)
 		if impl != "ours" {
 			allocs = nil

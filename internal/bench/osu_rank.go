@@ -19,7 +19,7 @@ import (
 
 // OSUWork is what one rank of an OSU-style benchmark is asked to do.
 type OSUWork struct {
-	Mode, Impl               string // latency|bw|allreduce, ours|ours-unix|ours-tcp|ours-tls|tcp
+	Mode, Impl               string // latency|bw|allreduce, ours|ours-unix|ours-tcp|ours-mac|ours-tls|tcp
 	Loop, Skip, LoopL, SkipL int    // iterations and warm-up ones, small and large messages
 	Window                   int    // messages in flight per iteration (bw)
 	Sizes                    []int  // message sizes in bytes
@@ -35,7 +35,7 @@ func (o *OSUWork) Counts(n int) (loop, skip int) {
 }
 
 // RunOSURank runs one rank of the OSU loops o describes, over package comm
-// (o.Impl "ours", "ours-unix", "ours-tcp", "ours-tls"), raw TCP sockets ("tcp") or raw shared memory
+// (o.Impl "ours", "ours-unix", "ours-tcp", "ours-mac", "ours-tls"), raw TCP sockets ("tcp") or raw shared memory
 // ("shm", latency only); rank 0 writes one
 // "size figure" line per size to out. The rank must run under package
 // launch (it finds its peers through the launcher's environment).
@@ -55,7 +55,7 @@ func RunOSURank(ctx context.Context, out io.Writer, o *OSUWork) error {
 		defer stop()
 	}
 	switch o.Impl {
-	case "ours", "ours-unix", "ours-tcp", "ours-tls": // the launcher sets COHORT_UNIX, and encrypts the ours-tls job
+	case "ours", "ours-unix", "ours-tcp", "ours-mac", "ours-tls": // the launcher sets COHORT_UNIX and COHORT_INTEGRITY, and encrypts the ours-tls job
 		return osuOurs(ctx, out, o)
 	case "tcp":
 		return osuTCP(ctx, out, o)

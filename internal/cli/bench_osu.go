@@ -29,7 +29,7 @@ func parseOSUFlags(c *call, b *bench.OSU, extra func(fs *flag.FlagSet)) error {
 	fs.StringVar(&minText, "min", "", "smallest message `size` in bytes, a power of two (suffix K or M allowed; default: the benchmark's first size)")
 	fs.IntVar(&iters, "iters", 0, "timed `iterations` for small messages (0: OSU's default); large ones get OSU's proportion of it")
 	fs.IntVar(&skip, "skip", -1, "warm-up `iterations` for small messages (-1: OSU's default)")
-	fs.StringVar(&implText, "impl", implText, "comma-separated `implementations` to run: ours (cohort; on one host over shared memory), ours-unix (cohort over Unix sockets, COHORT_SHM=off), ours-tcp (cohort over loopback TCP, COHORT_UNIX=off), ours-tls (cohort with --encrypt), tcp, shm (raw shared memory, latency only), mpi-tcp, mpi-vader (Open MPI ones are skipped when absent)")
+	fs.StringVar(&implText, "impl", implText, "comma-separated `implementations` to run: ours (cohort; on one host over shared memory), ours-unix (cohort over Unix sockets, COHORT_SHM=off), ours-tcp (cohort over loopback TCP, COHORT_UNIX=off), ours-mac (the same with the frames in authenticated records as between hosts, COHORT_INTEGRITY=on), ours-tls (cohort with --encrypt), tcp, shm (raw shared memory, latency only), mpi-tcp, mpi-vader (Open MPI ones are skipped when absent)")
 	rounds := max(1, b.Rounds)
 	fs.IntVar(&rounds, "rounds", rounds, "run every implementation this many `times`, alternating them within each round; each figure is the median of its rounds")
 	fs.StringVar(&b.CPUProfile, "cpuprofile", "", "write each rank's CPU profile of cohort's and the raw TCP runs into this `directory` (IMPL-MODE-rankN.pprof, for go tool pprof)")

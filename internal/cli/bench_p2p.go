@@ -14,7 +14,8 @@ func init() {
 cohort's comm (two processes started by package launch, over transport/tcp:
 "ours" over shared memory set up on its same-host Unix sockets, the default
 between processes of one host, "ours-unix" over the Unix sockets themselves,
-"ours-tcp" over loopback TCP as between hosts, "ours-tls" encrypted),
+"ours-tcp" over loopback TCP, "ours-mac" over loopback TCP with the frames
+in authenticated records as between hosts, "ours-tls" encrypted),
 raw Go TCP sockets between two processes, raw shared memory between two
 processes ("shm": a file of /dev/shm mapped by both, each message copied in
 and out beside a polled sequence number; the floor of a same-host path on
