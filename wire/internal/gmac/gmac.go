@@ -1,0 +1,137 @@
+// Package gmac computes GMAC (NIST SP 800-38D): AES-GCM's tag over
+// additional data alone, with nothing to encrypt. Its tags are those of
+// crypto/cipher's GCM Seal(nil, nonce, nil, data); on amd64 processors
+// with AVX-512 and VPCLMULQDQ its GHASH multiplies four blocks per
+// instruction and reduces once per sixteen blocks, about three times
+// crypto/cipher's speed over a large input, which is what the records of
+// package wire pay per byte. Elsewhere it calls crypto/cipher.
+//
+//	m, err := gmac.New(key) // 16, 24 or 32 bytes
+//	m.Sum(&tag, &nonce, data)
+//	ok := m.Verify(&nonce, data, tag[:])
+//
+// A MAC is not safe for concurrent use.
+package gmac
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/subtle"
+	"encoding/binary"
+)
+
+// smallFrom is the smallest input the fast GHASH takes: below it, a
+// call per block left after the groups of sixteen costs more than
+// crypto/cipher's own loop.
+const smallFrom = 512
+
+// TagSize is the size of a tag, in bytes.
+const TagSize = 16
+
+// NonceSize is the size of a nonce, in bytes.
+const NonceSize = 12
+
+// MAC computes the tags of one key.
+type MAC struct {
+	block cipher.Block
+	aead  cipher.AEAD
+	fast  bool // the fast GHASH, for inputs of smallFrom bytes or more
+	// The hash key H and its powers H^16 … H^1, in the form the
+	// assembly multiplies by (see fieldOf and star).
+	h      [2]uint64
+	powers [16][2]uint64
+}
+
+// New returns the MAC of an AES key of 16, 24 or 32 bytes.
+func New(key []byte) (*MAC, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	m := &MAC{block: block, aead: aead, fast: fast}
+	if !fast {
+		return m, nil
+	}
+	var h [16]byte
+	block.Encrypt(h[:], h[:])
+	m.h = star(fieldOf(h[:]))
+	p := m.h
+	for k := len(m.powers) - 1; k >= 0; k-- {
+		m.powers[k] = p
+		gfMul(&p, &m.h)
+	}
+	return m, nil
+}
+
+// Sum writes to tag the GMAC of data under nonce.
+func (m *MAC) Sum(tag *[TagSize]byte, nonce *[NonceSize]byte, data []byte) {
+	if !m.fast || len(data) < smallFrom {
+		m.aead.Seal(tag[:0], nonce[:], nil, data)
+		return
+	}
+	var y [2]uint64
+	rest := data
+	if groups := len(data) / 256; groups > 0 {
+		ghash16(&y, &m.powers, &data[0], groups)
+		rest = data[groups*256:]
+	}
+	for ; len(rest) >= 16; rest = rest[16:] {
+		xorBlock(&y, rest[:16])
+		gfMul(&y, &m.h)
+	}
+	if len(rest) > 0 {
+		var b [16]byte
+		copy(b[:], rest)
+		xorBlock(&y, b[:])
+		gfMul(&y, &m.h)
+	}
+	// The lengths block: the data's length in bits, then the
+	// ciphertext's, 0.
+	y[1] ^= uint64(len(data)) * 8
+	gfMul(&y, &m.h)
+	var j [16]byte
+	copy(j[:], nonce[:])
+	j[15] = 1
+	m.block.Encrypt(j[:], j[:])
+	binary.BigEndian.PutUint64(tag[0:], y[1]^binary.BigEndian.Uint64(j[0:]))
+	binary.BigEndian.PutUint64(tag[8:], y[0]^binary.BigEndian.Uint64(j[8:]))
+}
+
+// Verify reports, in constant time, whether tag is the GMAC of data
+// under nonce.
+func (m *MAC) Verify(nonce *[NonceSize]byte, data, tag []byte) bool {
+	var want [TagSize]byte
+	m.Sum(&want, nonce, data)
+	return subtle.ConstantTimeCompare(want[:], tag) == 1
+}
+
+// fieldOf returns a GHASH block as the assembly holds it: its 16 bytes
+// reversed (PSHUFB), as two little-endian words.
+func fieldOf(b []byte) [2]uint64 {
+	return [2]uint64{binary.BigEndian.Uint64(b[8:]), binary.BigEndian.Uint64(b[:8])}
+}
+
+// xorBlock adds the block b to y.
+func xorBlock(y *[2]uint64, b []byte) {
+	y[0] ^= binary.BigEndian.Uint64(b[8:])
+	y[1] ^= binary.BigEndian.Uint64(b[:8])
+}
+
+// star turns a field element into the form of a multiplier: shifted left
+// by one bit and reduced, so that a carry-less product of byte-reversed
+// operands needs no shift (Gueron and Kounavis; crypto/cipher's GCM keeps
+// its hash key so).
+func star(x [2]uint64) [2]uint64 {
+	carry := x[1] >> 63
+	x[1] = x[1]<<1 | x[0]>>63
+	x[0] <<= 1
+	if carry == 1 {
+		x[0] ^= 1
+		x[1] ^= 0xc200000000000000
+	}
+	return x
+}

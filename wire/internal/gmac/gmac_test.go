@@ -1,0 +1,119 @@
+package gmac
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"flag"
+	"math/rand/v2"
+	"testing"
+)
+
+var seed = flag.Uint64("seed", 1, "seed of the random keys, nonces and data")
+
+// reference is crypto/cipher's GMAC.
+func reference(t testing.TB, key []byte, nonce *[NonceSize]byte, data []byte) []byte {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aead.Seal(nil, nonce[:], nil, data)
+}
+
+// TestSumMatchesCryptoCipher compares tags with crypto/cipher's over
+// every length up to 1,100 bytes (every tail after 0 to 4 groups of 16
+// blocks) and a few large ones, with keys and nonces drawn from the seed.
+func TestSumMatchesCryptoCipher(t *testing.T) {
+	t.Logf("seed %d (replay with -seed %d); fast GHASH: %v", *seed, *seed, fast)
+	rng := rand.New(rand.NewPCG(*seed, 7))
+	lengths := []int{1 << 20, 1<<20 + 7, 4<<20 + 256}
+	for n := 0; n <= 1100; n++ {
+		lengths = append(lengths, n)
+	}
+	data := make([]byte, 4<<20+256)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	for i, n := range lengths {
+		key := make([]byte, []int{16, 24, 32}[i%3])
+		for j := range key {
+			key[j] = byte(rng.Uint32())
+		}
+		var nonce [NonceSize]byte
+		for j := range nonce {
+			nonce[j] = byte(rng.Uint32())
+		}
+		m, err := New(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := rng.IntN(64) // unaligned too
+		d := data[off:][:min(n, len(data)-off)]
+		var tag [TagSize]byte
+		m.Sum(&tag, &nonce, d)
+		want := reference(t, key, &nonce, d)
+		if string(tag[:]) != string(want) {
+			t.Fatalf("%d bytes: tag %x, crypto/cipher's %x", len(d), tag, want)
+		}
+		if !m.Verify(&nonce, d, want) {
+			t.Fatalf("%d bytes: Verify refuses crypto/cipher's tag", len(d))
+		}
+		if len(d) > 0 {
+			d[len(d)/2] ^= 1
+			if m.Verify(&nonce, d, want) {
+				t.Fatalf("%d bytes: Verify takes the tag of other data", len(d))
+			}
+			d[len(d)/2] ^= 1
+		}
+	}
+}
+
+// FuzzSum compares tags with crypto/cipher's.
+func FuzzSum(f *testing.F) {
+	f.Add(make([]byte, 32), make([]byte, NonceSize), []byte("record"))
+	f.Add(make([]byte, 16), make([]byte, NonceSize), make([]byte, 600))
+	f.Fuzz(func(t *testing.T, key, nonceBytes, data []byte) {
+		if len(key) != 16 && len(key) != 24 && len(key) != 32 || len(nonceBytes) != NonceSize {
+			return
+		}
+		nonce := [NonceSize]byte(nonceBytes)
+		m, err := New(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tag [TagSize]byte
+		m.Sum(&tag, &nonce, data)
+		if want := reference(t, key, &nonce, data); string(tag[:]) != string(want) {
+			t.Fatalf("tag %x, crypto/cipher's %x", tag, want)
+		}
+	})
+}
+
+func BenchmarkSum(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"n=40", 40}, {"n=16K", 16 << 10}, {"n=1M", 1 << 20}} {
+		data := make([]byte, c.n)
+		var nonce [NonceSize]byte
+		var tag [TagSize]byte
+		b.Run(c.name+"/gmac", func(b *testing.B) {
+			m, _ := New(make([]byte, 32))
+			b.SetBytes(int64(c.n))
+			for b.Loop() {
+				m.Sum(&tag, &nonce, data)
+			}
+		})
+		b.Run(c.name+"/crypto-cipher", func(b *testing.B) {
+			block, _ := aes.NewCipher(make([]byte, 32))
+			aead, _ := cipher.NewGCM(block)
+			b.SetBytes(int64(c.n))
+			for b.Loop() {
+				aead.Seal(tag[:0], nonce[:], nil, data)
+			}
+		})
+	}
+}
