@@ -70,6 +70,33 @@
 // (see shmring.go). Config.NoShm turns it off; Stats.Shm counts those
 // connections, Stats.ShmRefused the rings refused by the checks.
 //
+// # Integrity between hosts
+//
+// A TCP connection without TLS whose peer is on another host (its address
+// is neither loopback nor one of this host's) carries its frames in
+// authenticated records (package wire, "Records"; record.go): each side's
+// Hello asks for them, and from each side's proof on, every write (a
+// writer's batch, SendDirect's head and body, a goodbye) is a record with
+// a GMAC tag under keys derived from the job secret and both Hellos. The
+// reader delivers no frame of a record, and reports no large frame placed
+// ([transport.Placer]), before the record's tag has verified. A record
+// altered, replayed, reordered, dropped or injected on the way fails: the
+// connection is closed with a logged error and counted in Stats.Tampered,
+// and the frames it carried are resent on the next connection, as after
+// any broken connection (see "A pair's stream"), so none is lost and none
+// delivered altered. Records do not encrypt: the frames are still
+// readable on the path (Config.TLS hides them). They cost little: figures
+// in docs/PERFORMANCE.md (`cohort bench p2p --impl ours-tcp,ours-mac`).
+//
+// Connections within one host have no records: the Unix socket and
+// shared memory admit only processes of our own user, who can read and
+// write those processes' memory anyway, and loopback TCP traffic is seen
+// only by root. Config.Integrity changes the choice: IntegrityAlways puts
+// every TCP connection in records (loopback too, as tests and benchmarks
+// do), IntegrityOff none (unsafe between hosts; a connection still has
+// records when the peer asks for them). A connection under TLS has none:
+// TLS protects it.
+//
 // There is at most one connection per pair in use. When both nodes dial
 // each other at once, the connection opened by the lower node id wins on
 // both sides (the higher node refuses nothing; the lower refuses the
@@ -100,7 +127,7 @@
 //
 // SendNow writes a frame on the caller's goroutine instead, with one
 // non-blocking write, when the peer's connection is idle (nothing queued,
-// nobody writing; the connection resumed): no wake-up of the writer for a protocol that sends one
+// nobody writing; the connection resumed, not in records): no wake-up of the writer for a protocol that sends one
 // frame per peer and event. It never waits; what the socket does not take
 // of the frame the writer writes before anything else, and it declines a
 // frame the socket takes nothing of (see now.go).
@@ -190,9 +217,12 @@
 // connection open on our side until a write to it fails or TCP keep-alive
 // (Config.KeepAlive) gives up; meanwhile that peer's new dials (after its
 // restart) are refused if ours was the winning side of the old connection.
-// The handshake authenticates the ends at the start; frames are not
-// encrypted or MACed afterwards (see package wire). Any holder of the job
-// secret may claim any node id. While the bound on handshakes in progress
+// Frames between hosts are authenticated but not encrypted unless
+// Config.TLS is set; on one host they are neither (see "Integrity between
+// hosts"). An attacker on the path can still withhold records: one
+// dropped is found out by the next, and if none follows, its frames wait,
+// as on a network that loses everything, until the connection breaks.
+// Any holder of the job secret may claim any node id. While the bound on handshakes in progress
 // is reached (connections that never prove the secret, from many
 // sources), genuine peers are turned away too, and retry with back-off.
 //

@@ -23,7 +23,8 @@ import (
 
 // SendNow writes f to node to on the calling goroutine, without ever
 // waiting, if the peer has a connection in use over a plain socket (TCP
-// or the same-host Unix socket; not TLS, not shared memory) and nothing
+// or the same-host Unix socket; not TLS, not shared memory, not in
+// records) and nothing
 // of it is queued or being written; the frame is then delivered as a
 // frame queued by Send would be (if the connection breaks before it is
 // delivered, the next resends it). It reports whether it took the frame;
