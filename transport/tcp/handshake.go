@@ -193,6 +193,7 @@ func (t *Transport) accept(nc net.Conn, remote string) (*conn, error) {
 	// can be dialled decides the tie-break.
 	resume, err := readResume(fr)
 	if err != nil {
+		t.countTampered(err)
 		return nil, err
 	}
 	p, err := t.admit(id, resume.DialOutOnly)
@@ -406,6 +407,7 @@ func (t *Transport) initiate(nc net.Conn, p *peer) (*conn, core.NodeID, error) {
 	}
 	resume, err := readResume(fr)
 	if err != nil {
+		t.countTampered(err)
 		return nil, id, err
 	}
 	cc, fr, err := t.ringStep(hc, fr, local, peerHello, true)

@@ -375,6 +375,14 @@ func ParseIntegrity(s string) (IntegrityMode, error) {
 	return 0, fmt.Errorf("%w, not %q", errIntegrityMode, s)
 }
 
+// countTampered counts in Stats.Tampered a handshake whose resume, the
+// first record, failed its check.
+func (t *Transport) countTampered(err error) {
+	if errors.Is(err, wire.ErrRecordAuth) || errors.Is(err, wire.ErrRecordLength) {
+		t.stats.tampered.Add(1)
+	}
+}
+
 // recordsFrom returns rc, its handshake done, as the connection's socket:
 // records up to the transport's frame limit.
 func (t *Transport) recordsFrom(rc *recordConn) *recordConn {

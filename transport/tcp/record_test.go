@@ -25,8 +25,9 @@ import (
 // after the handshake, as mode says: "flip" a byte of the first record
 // of at least wire.PlaceMin bytes (a large frame's payload, placed
 // straight into the handler's buffer), "flip-small" one of the first
-// smaller record, "replay" a record (written twice), "reorder" two
-// records (swapped), "drop" one. Later connections pass untouched.
+// smaller record, "resume" the first record (the handshake's resume),
+// "replay" a record (written twice), "reorder" two records (swapped),
+// "drop" one. Later connections pass untouched.
 type tamperProxy struct {
 	ln       net.Listener
 	target   string
@@ -141,12 +142,14 @@ func (p *tamperProxy) forward(c, s net.Conn) {
 			pick = pick && n >= wire.PlaceMin
 		case "flip-small":
 			pick = pick && n < wire.PlaceMin
+		case "resume":
+			pick = k == 0
 		}
 		out := [][]byte{rec}
 		if pick {
 			p.tampered.Store(true)
 			switch p.mode {
-			case "flip", "flip-small":
+			case "flip", "flip-small", "resume":
 				rec[wire.RecordLengthSize+n-1] ^= 0x20 // the last byte of the record's frames
 			case "replay":
 				out = append(out, rec)
@@ -212,7 +215,7 @@ func (h *tamperCheck) Placed(f wire.Frame, ok bool) {
 // once, in order and intact.
 func TestTamperedRecordsAreRefused(t *testing.T) {
 	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
-	for _, mode := range []string{"flip", "flip-small", "replay", "reorder", "drop"} {
+	for _, mode := range []string{"flip", "flip-small", "resume", "replay", "reorder", "drop"} {
 		t.Run(mode, func(t *testing.T) { testTamperedRecords(t, mode) })
 	}
 }
@@ -261,7 +264,11 @@ func testTamperedRecords(t *testing.T, mode string) {
 		t.Fatal("the proxy found no record to tamper with")
 	}
 	sa, sb := a.Stats(), b.Stats()
-	if sb.Tampered != 1 || sb.Established < 2 || sb.Integrity != sb.Established || sa.Integrity != sa.Established {
+	connections := uint64(2) // the one refused at a record, the one after
+	if mode == "resume" {
+		connections = 1 // refused in its handshake
+	}
+	if sb.Tampered != 1 || sb.Established < connections || sb.Integrity != sb.Established || sa.Integrity != sa.Established {
 		t.Fatalf("b's stats %+v, a's %+v: want 1 connection refused for a record, another one after, all in records", sb, sa)
 	}
 	if !strings.Contains(logs.String(), "failed its integrity check") {
