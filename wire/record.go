@@ -3,6 +3,7 @@ package wire
 import (
 	"crypto/hkdf"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -97,10 +98,11 @@ type RecordSealer struct{ recordCounter }
 type RecordOpener struct{ recordCounter }
 
 type recordCounter struct {
-	mac   *gmac.MAC // nil once a record failed (RecordOpener)
-	seq   uint64
-	nonce [gmac.NonceSize]byte
-	tag   [RecordTagSize]byte
+	mac    *gmac.MAC
+	failed bool // a record failed (RecordOpener): every later one fails
+	seq    uint64
+	nonce  [gmac.NonceSize]byte
+	tag    [RecordTagSize]byte
 }
 
 func newRecordCounter(key [RecordKeySize]byte) recordCounter {
@@ -142,12 +144,64 @@ func (s *RecordSealer) Seal(b []byte) []byte {
 // is [ErrRecordAuth], and so is every one after it: the stream is
 // unusable.
 func (o *RecordOpener) Open(b, tag []byte) error {
-	if o.mac == nil {
+	if o.failed {
 		return ErrRecordAuth
 	}
 	binary.BigEndian.PutUint64(o.nonce[4:], o.seq)
 	if len(tag) != RecordTagSize || !o.mac.Verify(&o.nonce, b, tag) {
-		o.mac = nil // sticky
+		o.failed = true
+		return fmt.Errorf("%w (record %d)", ErrRecordAuth, o.seq)
+	}
+	o.seq++
+	return nil
+}
+
+// RecordsInPieces reports whether this processor can compute a record's
+// tag over its bytes given in pieces (RecordSealer.Begin,
+// RecordOpener.Begin): it can where the fast GHASH is (AVX-512).
+func RecordsInPieces() bool { return gmac.Fast() }
+
+// RecordTag computes or checks the tag of one record over its bytes
+// given in pieces, as they are written or as they arrive: a large record
+// is hashed while it is in the cache, and its reader and writer overlap.
+type RecordTag struct {
+	h     gmac.Hash
+	nonce [gmac.NonceSize]byte
+	tag   [RecordTagSize]byte
+}
+
+// Begin starts the tag of the next record in t, taking its number;
+// RecordsInPieces must be true.
+func (s *RecordSealer) Begin(t *RecordTag) {
+	binary.BigEndian.PutUint64(t.nonce[4:], s.seq)
+	s.seq++
+	s.mac.Start(&t.h)
+}
+
+// Write adds the record's next bytes.
+func (t *RecordTag) Write(b []byte) { t.h.Write(b) }
+
+// Sum returns the record's tag (valid until t is used again).
+func (t *RecordTag) Sum() []byte {
+	t.h.Sum(&t.tag, &t.nonce)
+	return t.tag[:]
+}
+
+// Begin starts checking the next record in t; RecordsInPieces must be
+// true. Check ends it.
+func (o *RecordOpener) Begin(t *RecordTag) {
+	binary.BigEndian.PutUint64(t.nonce[4:], o.seq)
+	o.mac.Start(&t.h)
+}
+
+// Check checks tag against the bytes written to t since Begin, as Open
+// does.
+func (o *RecordOpener) Check(t *RecordTag, tag []byte) error {
+	if o.failed {
+		return ErrRecordAuth
+	}
+	if len(tag) != RecordTagSize || subtle.ConstantTimeCompare(t.Sum(), tag) != 1 {
+		o.failed = true
 		return fmt.Errorf("%w (record %d)", ErrRecordAuth, o.seq)
 	}
 	o.seq++

@@ -105,3 +105,48 @@ func TestRecordLength(t *testing.T) {
 		}
 	}
 }
+
+// A record's tag computed over its bytes in pieces is its tag, and an
+// opener checking in pieces takes the sealer's records in order only.
+func TestRecordTagInPieces(t *testing.T) {
+	if !RecordsInPieces() {
+		t.Skip("no fast GHASH on this processor")
+	}
+	key, _ := RecordKeys(secret, hello(1, 10), hello(2, 20))
+	records := [][]byte{make([]byte, 1000), []byte("small"), make([]byte, 70_000)}
+	for i, r := range records {
+		for j := range r {
+			r[j] = byte(i + j*3)
+		}
+	}
+	whole, pieces := NewRecordSealer(key), NewRecordSealer(key)
+	var tags [][]byte
+	for _, r := range records {
+		want := append([]byte(nil), whole.Seal(r)...)
+		var rt RecordTag
+		pieces.Begin(&rt)
+		for rest := r; len(rest) > 0; rest = rest[min(len(rest), 333):] {
+			rt.Write(rest[:min(len(rest), 333)])
+		}
+		if got := rt.Sum(); string(got) != string(want) {
+			t.Fatalf("%d bytes: tag in pieces %x, whole %x", len(r), got, want)
+		}
+		tags = append(tags, want)
+	}
+	o := NewRecordOpener(key)
+	check := func(b, tag []byte) error {
+		var rt RecordTag
+		o.Begin(&rt)
+		rt.Write(b)
+		return o.Check(&rt, tag)
+	}
+	if err := check(records[0], tags[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(records[2], tags[2]); !errors.Is(err, ErrRecordAuth) {
+		t.Fatalf("a record skipped: %v, want ErrRecordAuth", err)
+	}
+	if err := check(records[1], tags[1]); !errors.Is(err, ErrRecordAuth) {
+		t.Fatalf("after a failure: %v, want ErrRecordAuth (sticky)", err)
+	}
+}

@@ -73,30 +73,78 @@ func (m *MAC) Sum(tag *[TagSize]byte, nonce *[NonceSize]byte, data []byte) {
 		m.aead.Seal(tag[:0], nonce[:], nil, data)
 		return
 	}
-	var y [2]uint64
-	rest := data
-	if groups := len(data) / 256; groups > 0 {
-		ghash16(&y, &m.powers, &data[0], groups)
-		rest = data[groups*256:]
+	var h Hash
+	m.Start(&h)
+	h.Write(data)
+	h.Sum(tag, nonce)
+}
+
+// Fast reports whether this processor has the fast GHASH, without which
+// a Hash cannot be used.
+func Fast() bool { return fast }
+
+// Hash is a GMAC over data given in pieces: Start, Write each piece,
+// Sum. It needs the fast GHASH (Fast). A reader can so hash each piece of
+// a large input as it arrives, while it is in the cache, instead of the
+// whole once it is all there.
+type Hash struct {
+	m    *MAC
+	y    [2]uint64
+	n    uint64 // bytes written
+	nbuf int
+	buf  [256]byte // the bytes of an incomplete group of sixteen blocks
+}
+
+// Start makes h a new hash of m's key.
+func (m *MAC) Start(h *Hash) {
+	if !m.fast {
+		panic("gmac: a Hash without the fast GHASH")
 	}
+	h.m, h.y, h.n, h.nbuf = m, [2]uint64{}, 0, 0
+}
+
+// Write adds b to the data hashed.
+func (h *Hash) Write(b []byte) {
+	h.n += uint64(len(b))
+	if h.nbuf > 0 {
+		k := copy(h.buf[h.nbuf:], b)
+		h.nbuf += k
+		b = b[k:]
+		if h.nbuf < len(h.buf) {
+			return
+		}
+		ghash16(&h.y, &h.m.powers, &h.buf[0], 1)
+		h.nbuf = 0
+	}
+	if groups := len(b) / 256; groups > 0 {
+		ghash16(&h.y, &h.m.powers, &b[0], groups)
+		b = b[groups*256:]
+	}
+	h.nbuf = copy(h.buf[:], b)
+}
+
+// Sum writes to tag the GMAC under nonce of the data written.
+func (h *Hash) Sum(tag *[TagSize]byte, nonce *[NonceSize]byte) {
+	y := h.y
+	rest := h.buf[:h.nbuf]
 	for ; len(rest) >= 16; rest = rest[16:] {
 		xorBlock(&y, rest[:16])
-		gfMul(&y, &m.h)
+		gfMul(&y, &h.m.h)
 	}
 	if len(rest) > 0 {
 		var b [16]byte
 		copy(b[:], rest)
 		xorBlock(&y, b[:])
-		gfMul(&y, &m.h)
+		gfMul(&y, &h.m.h)
 	}
 	// The lengths block: the data's length in bits, then the
 	// ciphertext's, 0.
-	y[1] ^= uint64(len(data)) * 8
-	gfMul(&y, &m.h)
+	y[1] ^= h.n * 8
+	gfMul(&y, &h.m.h)
 	var j [16]byte
 	copy(j[:], nonce[:])
 	j[15] = 1
-	m.block.Encrypt(j[:], j[:])
+	h.m.block.Encrypt(j[:], j[:])
 	binary.BigEndian.PutUint64(tag[0:], y[1]^binary.BigEndian.Uint64(j[0:]))
 	binary.BigEndian.PutUint64(tag[8:], y[0]^binary.BigEndian.Uint64(j[8:]))
 }

@@ -71,6 +71,41 @@ func TestSumMatchesCryptoCipher(t *testing.T) {
 	}
 }
 
+// A Hash given the data in pieces of any sizes gives the tag Sum gives.
+func TestHashInPieces(t *testing.T) {
+	if !Fast() {
+		t.Skip("no fast GHASH on this processor")
+	}
+	t.Logf("seed %d (replay with -seed %d)", *seed, *seed)
+	rng := rand.New(rand.NewPCG(*seed, 8))
+	m, err := New(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 70_000)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	var nonce [NonceSize]byte
+	for _, n := range []int{0, 1, 255, 256, 257, 4096, 65_537, len(data)} {
+		want := reference(t, make([]byte, 32), &nonce, data[:n])
+		for range 20 {
+			var h Hash
+			m.Start(&h)
+			for rest := data[:n]; len(rest) > 0; {
+				k := min(len(rest), 1+rng.IntN([]int{3, 300, 5000}[rng.IntN(3)]))
+				h.Write(rest[:k])
+				rest = rest[k:]
+			}
+			var tag [TagSize]byte
+			h.Sum(&tag, &nonce)
+			if string(tag[:]) != string(want) {
+				t.Fatalf("%d bytes in pieces: tag %x, crypto/cipher's %x", n, tag, want)
+			}
+		}
+	}
+}
+
 // FuzzSum compares tags with crypto/cipher's.
 func FuzzSum(f *testing.F) {
 	f.Add(make([]byte, 32), make([]byte, NonceSize), []byte("record"))
