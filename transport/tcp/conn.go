@@ -105,7 +105,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 	if sc, ok := nc.(*shmConn); ok {
 		sc.poll, sc.pollers, sc.working, c.shm = &c.poll, &t.pollers, &t.working, sc
 	} else if rc, ok := nc.(*recordConn); ok {
-		rc.setPoll(&c.poll) // below the records; c.raw stays nil (record.go)
+		c.raw = rc.setPoll(&c.poll) // below the records
 	} else if pr := newPollReader(nc, &c.poll); pr != nil {
 		fr.SetReader(pr)
 		c.raw = pr.raw

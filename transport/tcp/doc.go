@@ -127,7 +127,7 @@
 //
 // SendNow writes a frame on the caller's goroutine instead, with one
 // non-blocking write, when the peer's connection is idle (nothing queued,
-// nobody writing; the connection resumed, not in records): no wake-up of the writer for a protocol that sends one
+// nobody writing; the connection resumed): no wake-up of the writer for a protocol that sends one
 // frame per peer and event. It never waits; what the socket does not take
 // of the frame the writer writes before anything else, and it declines a
 // frame the socket takes nothing of (see now.go).

@@ -19,13 +19,13 @@ import (
 // for that connection only) and the writer, woken by peer.kick, writes
 // it before anything else; frames sent meanwhile are queued behind it.
 // If the socket takes nothing, SendNow reports false and the caller
-// queues the frame with Send.
+// queues the frame with Send (on a connection in records, whose record
+// is sealed by then, it keeps the whole record as the rest instead).
 
 // SendNow writes f to node to on the calling goroutine, without ever
 // waiting, if the peer has a connection in use over a plain socket (TCP
-// or the same-host Unix socket; not TLS, not shared memory, not in
-// records) and nothing
-// of it is queued or being written; the frame is then delivered as a
+// or the same-host Unix socket, in records or not; not TLS, not shared
+// memory) and nothing of it is queued or being written; the frame is then delivered as a
 // frame queued by Send would be (if the connection breaks before it is
 // delivered, the next resends it). It reports whether it took the frame;
 // when it did not, nothing was written and the caller sends it with Send
@@ -54,7 +54,7 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 		p.wmu.Unlock()
 		return false // no room in the log: Send waits for it
 	}
-	n, errno := c.writeNow(p.now)
+	out, n, errno := c.writeFrameNow(p.now)
 	if errno == syscall.EAGAIN || errno == syscall.EINTR {
 		p.log.dropLast(c.peerStream)
 		p.wmu.Unlock()
@@ -70,9 +70,9 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 	}
 	p.accepted.Add(1)
 	p.written++
-	kick := n < len(p.now)
+	kick := n < len(out)
 	if kick {
-		p.rest, p.restConn = append(p.rest[:0], p.now[n:]...), c
+		p.rest, p.restConn = append(p.rest[:0], out[n:]...), c
 		p.restPending.Store(true)
 		t.nowPartial.Add(1)
 	} else {
@@ -126,7 +126,7 @@ func (t *Transport) writeRest(p *peer) bool {
 	if rc.isDead() {
 		return true
 	}
-	if _, err := rc.nc.Write(rest); err != nil {
+	if err := rc.writeRaw(rest); err != nil {
 		rc.writeFailed(err)
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 
 	"github.com/cohort-mp/cohort/wire"
 )
@@ -30,9 +31,10 @@ import (
 // before the read returns, so a placed frame is reported placed only once
 // its bytes have verified.
 //
-// SendNow and the inline acknowledgements decline on such a connection
-// (they write with a raw non-blocking write that may leave part of a
-// frame for later); their frames go through the writer.
+// SendNow and the inline acknowledgements seal their frame into a record
+// of its own and write it with their one non-blocking write; what the
+// socket does not take of the record, all of it included, the writer
+// writes as it is (peer.rest, writeRaw) before any other record.
 
 // recordPeek is how many bytes of a large write go in a record of their
 // own before the rest: more than a frame's length, header and the
@@ -69,6 +71,7 @@ type recordConn struct {
 	plain     []byte // the verified bytes of the last record not returned yet
 	maxRecord int
 	rerr      error // sticky
+	rtag      wire.RecordTag
 
 	wmu  sync.Mutex
 	seal *wire.RecordSealer
@@ -76,6 +79,8 @@ type recordConn struct {
 	tags [wire.RecordTagSize]byte
 	bufs [3][]byte
 	wbs  net.Buffers
+	wtag wire.RecordTag
+	nbuf []byte // sealNow's record
 }
 
 // newRecordConn wraps nc, on which the handshake of local and remote (our
@@ -110,11 +115,60 @@ func (rc *recordConn) raiseLimit(maxFrame, writeBuffer int) {
 }
 
 // setPoll makes rc read its socket through a pollReader (poll.go), as a
-// plain connection's frame reader does.
-func (rc *recordConn) setPoll(poll *pollState) {
-	if pr := newPollReader(rc.Conn, poll); pr != nil {
-		rc.src = pr
+// plain connection's frame reader does, and returns the socket's raw
+// connection (nil if it has none), for SendNow.
+func (rc *recordConn) setPoll(poll *pollState) syscall.RawConn {
+	pr := newPollReader(rc.Conn, poll)
+	if pr == nil {
+		return nil
 	}
+	rc.src = pr
+	return pr.raw
+}
+
+// sealNow returns b, encoded frames, sealed as one record for a raw
+// write by SendNow or an inline acknowledgement, which hold the peer's
+// write lock: the record must enter the stream, whole, before anything
+// else is written (what the socket does not take goes to peer.rest).
+func (rc *recordConn) sealNow(b []byte) []byte {
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	w := wire.AppendRecordLength(rc.nbuf[:0], len(b))
+	w = append(w, b...)
+	w = append(w, rc.seal.Seal(w[wire.RecordLengthSize:])...)
+	rc.nbuf = w
+	return w
+}
+
+// writeFrameNow is writeNow for SendNow's frame and an inline
+// acknowledgement, b: on a connection in records it writes b sealed into
+// a record, which it returns as out (else b itself). A record the socket
+// takes nothing of counts as written in none of its bytes (n 0, errno 0):
+// its number is taken, so it must go out, and the caller leaves it to the
+// writer as it leaves the rest of a frame.
+func (c *conn) writeFrameNow(b []byte) (out []byte, n int, errno syscall.Errno) {
+	rc, ok := c.nc.(*recordConn)
+	if !ok {
+		n, errno = c.writeNow(b)
+		return b, n, errno
+	}
+	out = rc.sealNow(b)
+	n, errno = c.writeNow(out)
+	if errno == syscall.EAGAIN || errno == syscall.EINTR {
+		n, errno = 0, 0
+	}
+	return out, n, errno
+}
+
+// writeRaw writes b, bytes already encoded for c's stream (what SendNow
+// left of a frame, or of a record), to c's socket.
+func (c *conn) writeRaw(b []byte) error {
+	nc := c.nc
+	if rc, ok := nc.(*recordConn); ok {
+		nc = rc.Conn
+	}
+	_, err := nc.Write(b)
+	return err
 }
 
 // CloseWrite shuts the socket's writing side (idle retirement).
@@ -167,16 +221,9 @@ func (rc *recordConn) readRecord(p []byte) (int, error) {
 	if have := rc.re - start; have < n && len(p) >= n && n >= recordDirectMin {
 		copy(p, rc.raw[start:rc.re])
 		rc.rs, rc.re = 0, 0
-		if err := readFull(rc.src, p[have:n]); err != nil {
+		if err := rc.readDirect(p[:n], have); err != nil {
 			return 0, err
 		}
-		if err := rc.fill(wire.RecordTagSize); err != nil {
-			return 0, err
-		}
-		if err := rc.open.Open(p[:n], rc.raw[rc.rs:rc.rs+wire.RecordTagSize]); err != nil {
-			return 0, err
-		}
-		rc.rs += wire.RecordTagSize
 		return n, nil
 	}
 	if err := rc.fill(wire.RecordOverhead + n); err != nil {
@@ -191,6 +238,51 @@ func (rc *recordConn) readRecord(p []byte) (int, error) {
 	k := copy(p, b)
 	rc.plain = b[k:]
 	return k, nil
+}
+
+// readDirect reads a record whose first have bytes are in p straight
+// into p (the whole record: len(p) bytes), then its tag, and checks it.
+// Where the tag can be computed in pieces, each piece is hashed as it
+// arrives, while it is in the cache and while the peer writes the next.
+func (rc *recordConn) readDirect(p []byte, have int) error {
+	if !wire.RecordsInPieces() {
+		if err := readFull(rc.src, p[have:]); err != nil {
+			return err
+		}
+		if err := rc.fill(wire.RecordTagSize); err != nil {
+			return err
+		}
+		err := rc.open.Open(p, rc.raw[rc.rs:rc.rs+wire.RecordTagSize])
+		rc.rs += wire.RecordTagSize
+		return err
+	}
+	rc.open.Begin(&rc.rtag)
+	rc.rtag.Write(p[:have])
+	for got, empty := have, 0; got < len(p); {
+		m, err := rc.src.Read(p[got:])
+		if m < 0 || m > len(p)-got {
+			return fmt.Errorf("tcp: the socket returned an invalid count %d", m)
+		}
+		rc.rtag.Write(p[got : got+m])
+		got += m
+		switch {
+		case got == len(p):
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		case m == 0:
+			if empty++; empty >= 100 {
+				return io.ErrNoProgress
+			}
+		}
+	}
+	if err := rc.fill(wire.RecordTagSize); err != nil {
+		return err
+	}
+	err := rc.open.Check(&rc.rtag, rc.raw[rc.rs:rc.rs+wire.RecordTagSize])
+	rc.rs += wire.RecordTagSize
+	return err
 }
 
 // fill makes at least n bytes available in raw[rs:re], reading as much
@@ -296,12 +388,49 @@ func (rc *recordConn) writeRecords(head, body []byte) error {
 	}
 	w = wire.AppendRecordLength(w, len(rest))
 	rc.wbuf = w
+	if wire.RecordsInPieces() {
+		return rc.writeInPieces(w, rest)
+	}
 	copy(rc.tags[:], rc.seal.Seal(rest))
-	rc.bufs = [3][]byte{w, rest, rc.tags[:]}
-	rc.wbs = rc.bufs[:]
+	return rc.writev(w, rest, rc.tags[:])
+}
+
+// writev writes bufs in one vectored write.
+func (rc *recordConn) writev(bufs ...[]byte) error {
+	rc.bufs = [3][]byte{}
+	copy(rc.bufs[:], bufs)
+	rc.wbs = rc.bufs[:len(bufs)]
 	_, err := rc.wbs.WriteTo(rc.Conn)
 	rc.bufs = [3][]byte{} // do not keep the caller's buffer
 	rc.wbs = nil
+	return err
+}
+
+// recordPiece is how much of a large record writeInPieces writes before
+// it hashes it.
+const recordPiece = 256 << 10
+
+// writeInPieces writes w (what precedes the record) and the large record
+// rest, then rest's tag: each piece of rest is hashed once written, while
+// it is in the cache and while the peer reads it, so that the tag follows
+// the last piece at once rather than the record waiting for its tag.
+func (rc *recordConn) writeInPieces(w, rest []byte) error {
+	rc.seal.Begin(&rc.wtag)
+	for first := true; len(rest) > 0; first = false {
+		piece := rest[:min(len(rest), recordPiece)]
+		rest = rest[len(piece):]
+		var err error
+		if first {
+			err = rc.writev(w, piece)
+		} else {
+			_, err = rc.Conn.Write(piece)
+		}
+		if err != nil {
+			return err
+		}
+		rc.wtag.Write(piece)
+	}
+	_, err := rc.Conn.Write(rc.wtag.Sum())
 	return err
 }
 

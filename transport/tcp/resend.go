@@ -338,7 +338,7 @@ func (t *Transport) ackInline(p *peer, c *conn, r *recvStream) int {
 	var pb [binaryMaxVarint]byte
 	var fb [wire.LengthSize + wire.MaxHeaderSize + binaryMaxVarint]byte
 	frame := wire.AppendFrame(fb[:0], wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(pb[:0], n)})
-	k, errno := c.writeNow(frame)
+	frame, k, errno := c.writeFrameNow(frame)
 	if errno != 0 {
 		return ackNotWritten
 	}
