@@ -12,8 +12,8 @@ import (
 // Admission of inbound connections before their handshake: a connection
 // that has not proved the secret costs a goroutine and a socket until its
 // handshake ends (at most Config.HandshakeTimeout), so the handshakes in
-// progress are bounded per listener and per source, and their refusals are
-// logged at a bounded rate.
+// progress are bounded per listener and per source, the refusals of a
+// listener are bounded per second, and they are logged at a bounded rate.
 
 // sourceOf names where an accepted connection comes from, for the bound
 // per source and the logs: its IP over TCP (any port), its user over a
@@ -33,13 +33,16 @@ func sourceOf(nc net.Conn) string {
 
 // handshakeGate counts one listener's handshakes in progress, in all and
 // per source, against Config.MaxHandshakes and MaxHandshakesPerSource
-// (either negative: no bound; the Unix socket has no bound per source).
+// (either negative: no bound; the Unix socket has no bound per source),
+// and keeps its budget of refusals. Its accept loop and the goroutines of
+// its handshakes share it.
 type handshakeGate struct {
 	max, perSource int
 
 	mu       sync.Mutex
 	total    int
 	bySource map[string]int
+	budget   refusalBudget
 }
 
 func newHandshakeGate(cfg Config) *handshakeGate {
@@ -60,6 +63,22 @@ func (g *handshakeGate) enter(source string) bool {
 	g.total++
 	g.bySource[source]++
 	return true
+}
+
+// refused spends a refusal of the listener's budget at now: a connection
+// enter refused, or whose handshake failed.
+func (g *handshakeGate) refused(now time.Time) {
+	g.mu.Lock()
+	g.budget.take(now)
+	g.mu.Unlock()
+}
+
+// pause returns how long the listener waits, from now, before it accepts
+// another connection: 0 while its budget of refusals allows one more.
+func (g *handshakeGate) pause(now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.budget.wait(now)
 }
 
 // refusal describes the bounds, for the log of a connection enter refused.
@@ -151,13 +170,64 @@ func (l *logLimiter) allow(source string, now time.Time) (ok bool, suppressed in
 // logRefusal logs the refusal of a connection from source (remote
 // describes it) at Warn, at most once per source per refusalLogInterval.
 func (t *Transport) logRefusal(msg, source, remote string, err error) {
+	t.logRefusalOf(msg, source, func() (string, error) { return remote, err })
+}
+
+// logRefusalOf is logRefusal with the connection described by describe,
+// called only for a line that is logged: under a flood nearly every
+// refusal goes unlogged, and its description would be built in vain.
+func (t *Transport) logRefusalOf(msg, source string, describe func() (remote string, err error)) {
 	ok, suppressed := t.refusals.allow(source, time.Now())
 	if !ok {
 		return
 	}
+	remote, err := describe()
 	if suppressed > 0 {
 		t.log.Warn(msg, "remote", remote, "err", err, "unlogged", suppressed)
 		return
 	}
 	t.log.Warn(msg, "remote", remote, "err", err)
+}
+
+// refusalRate is how many connections a second one listener refuses at
+// most, shed or refused at their handshake, after a burst of
+// refusalBurst: at a few tens of microseconds each (an accept and a reset,
+// or a handshake up to its proof's check), a few percent of a core
+// whatever a flood's rate. While the budget is spent the listener accepts
+// nothing, and connections wait in the kernel's accept queue (acceptLoop).
+const (
+	refusalRate  = 1000
+	refusalBurst = 256
+)
+
+// refusalInterval is the budget's time per refusal.
+const refusalInterval = time.Second / refusalRate
+
+// refusalBudget is a listener's budget of refusals, a token bucket kept as
+// the time at which it would be full again (the generic cell rate
+// algorithm): a refusal at now is within it while
+// full - now ≤ (refusalBurst-1)·refusalInterval.
+type refusalBudget struct {
+	full time.Time // the zero time: full now
+}
+
+// wait returns how long to wait, from now, for a refusal to be within the
+// budget: 0 if one is.
+func (b *refusalBudget) wait(now time.Time) time.Duration {
+	if !b.full.After(now) {
+		return 0 // and full.Sub(now) may be too far back to be a Duration
+	}
+	if d := b.full.Sub(now) - (refusalBurst-1)*refusalInterval; d > 0 {
+		return d
+	}
+	return 0
+}
+
+// take spends a refusal at now (wait may have said to wait first; take
+// spends it anyway, and the next wait is longer).
+func (b *refusalBudget) take(now time.Time) {
+	if b.full.Before(now) {
+		b.full = now
+	}
+	b.full = b.full.Add(refusalInterval)
 }

@@ -73,8 +73,10 @@ type Config struct {
 	// MaxHandshakes bounds the inbound handshakes in progress at once on
 	// each listener (the TCP one and the same-host Unix socket), counted
 	// from accept to the end of the handshake: a connection accepted
-	// beyond it is closed at once, before a byte is read or written, and
-	// counted in Stats.Shed. Each handshake in progress costs a goroutine
+	// beyond it is closed, before a byte is read or written, and counted
+	// in Stats.Shed (within the listener's budget of refusals; past it,
+	// connections wait in the kernel's accept queue, as long as this
+	// bound: package doc, "Unauthenticated connections"). Each handshake in progress costs a goroutine
 	// and a socket for at most HandshakeTimeout, so this bounds what
 	// connections that never prove the secret can take; while it is
 	// reached, genuine peers are turned away too (their dials fail and are

@@ -35,12 +35,22 @@
 // with its hello are closed by the kernel; later ones are closed when the
 // handshake fails). The handshakes in progress are bounded per listener
 // (Config.MaxHandshakes) and, over TCP, per remote IP address
-// (Config.MaxHandshakesPerSource): a connection beyond either is closed at
-// once, before a byte is read or written, and counted in Stats.Shed. The Unix socket also refuses, before the
-// handshake, a process of any user but ours (SO_PEERCRED; the dialler
-// checks the listener the same way). Refusals are logged at Warn at most
-// once per source every 10 s, the next line counting those not logged;
-// Stats counts them all.
+// (Config.MaxHandshakesPerSource): a connection beyond either is shed, closed
+// before a byte is read or written, and counted in Stats.Shed. The Unix
+// socket also refuses, before the handshake, a process of any user but ours
+// (SO_PEERCRED; the dialler checks the listener the same way). Refusals are
+// logged at Warn at most once per source every 10 s, the next line counting
+// those not logged; Stats counts them all.
+//
+// A flood opens a connection again as soon as it is refused, so a listener
+// refuses (sheds, or fails a handshake) within a budget: 256 at once, then
+// 1,000 a second. While the budget is spent it accepts nothing; new
+// connections wait in the kernel's accept queue, kept as short as
+// MaxHandshakes (at least 64), and beyond it the kernel drops their SYNs,
+// which their dialers resend. So a flood costs this process a few percent
+// of a core whatever its rate, and the connections already open are not
+// slowed; the price is that a genuine peer's new connection waits among
+// the flood's, up to a second or more, from any source.
 //
 // Between processes of one host a connection runs over a Unix socket
 // instead of loopback TCP (a quarter less one-way latency for a small

@@ -117,3 +117,7 @@ func LockFree(t *Transport, id core.NodeID) bool {
 	defer t.mu.Unlock()
 	return p != nil && p == t.peers[id] && p.live.Load() != nil
 }
+
+// RefusalBurst is how many connections a listener refuses at once before
+// its budget paces it.
+const RefusalBurst = refusalBurst

@@ -28,69 +28,6 @@ var (
 	errRefusedAfterProof = errors.New("tcp: the peer refused the connection after our proof (tie-break)")
 )
 
-// acceptLoop accepts connections on ln (the TCP listener or the Unix one)
-// and hands each to its own goroutine, which runs the handshake and then
-// reads. A connection beyond the listener's bounds on handshakes in
-// progress (Config.MaxHandshakes, MaxHandshakesPerSource) is closed at
-// once instead.
-func (t *Transport) acceptLoop(ln net.Listener) {
-	defer t.wg.Done()
-	gate := newHandshakeGate(t.cfg)
-	if _, ok := ln.(*net.UnixListener); ok {
-		gate.perSource = -1 // one user: ours (checkPeerUser)
-	}
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if t.isClosing() {
-				return
-			}
-			// Out of file descriptors and the like: wait a little rather
-			// than spin.
-			t.log.Warn("tcp: accept failed", "err", err)
-			tm := time.NewTimer(50 * time.Millisecond)
-			select {
-			case <-tm.C:
-			case <-t.closing:
-				tm.Stop()
-				return
-			}
-			continue
-		}
-		source := sourceOf(nc)
-		if !gate.enter(source) {
-			t.stats.shed.Add(1)
-			remote := remoteOf(nc)
-			nc.Close()
-			t.logRefusal("tcp: too many handshakes in progress, connection closed", source, remote, gate.refusal())
-			continue
-		}
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			gate.leave(source)
-			nc.Close()
-			return
-		}
-		t.live[nc] = struct{}{}
-		t.wg.Add(1)
-		t.mu.Unlock()
-		go t.serve(nc, func() { gate.leave(source) }, source)
-	}
-}
-
-// serve runs the acceptor's side of the handshake on nc, calls done as it
-// ends, then reads the connection.
-func (t *Transport) serve(nc net.Conn, done func(), source string) {
-	defer t.wg.Done()
-	defer t.untrack(nc)
-	c, err := t.handshakeIn(nc, source)
-	done()
-	if err == nil {
-		t.read(c)
-	}
-}
-
 // handshakeIn runs the acceptor's side of the handshake on nc, from
 // source, and logs a refusal.
 func (t *Transport) handshakeIn(nc net.Conn, source string) (*conn, error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/transport/transporttest"
 	"github.com/cohort-mp/cohort/wire"
 )
@@ -170,6 +171,49 @@ func TestHandshakeBounds(t *testing.T) {
 	}
 	if !served(t, dialFrom(t, "127.0.0.4", addr)) {
 		t.Fatalf("a connection was closed at once after the handshakes in progress ended; stats %+v", srv.Stats())
+	}
+}
+
+// TestShedPastBudget checks the bounds once a flood has spent the
+// listener's budget of refusals, which then paces its accepts: every one
+// of twice the budget's burst of connections beyond the bound is still
+// shed (no hello, counted), none is served, and once the handshakes in
+// progress end a connection is served again.
+func TestShedPastBudget(t *testing.T) {
+	cfg := config(1, nil)
+	cfg.NoUnix = true
+	cfg.HandshakeTimeout = 10 * transporttest.Timeout
+	cfg.MaxHandshakes = 2
+	srv := listen(t, cfg)
+	addr := srv.Addr()
+	var held []*rawClient
+	for i := range 2 {
+		c := dialRaw(t, "tcp", addr)
+		if !served(t, c) {
+			t.Fatalf("connection %d closed at once, below the bound", i)
+		}
+		held = append(held, c)
+	}
+	n := 2 * tcp.RefusalBurst
+	for i := range n {
+		c := dialRaw(t, "tcp", addr)
+		if served(t, c) {
+			t.Fatalf("connection %d beyond the bound was served", i)
+		}
+		c.nc.Close()
+	}
+	if st := srv.Stats(); st.Shed != uint64(n) {
+		t.Fatalf("stats %+v: want %d shed", st, n)
+	}
+	for _, c := range held {
+		c.nc.Close()
+	}
+	deadline := time.Now().Add(transporttest.Timeout)
+	for srv.Stats().Refused < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !served(t, dialRaw(t, "tcp", addr)) {
+		t.Fatalf("a connection was shed after the handshakes in progress ended; stats %+v", srv.Stats())
 	}
 }
 
