@@ -272,18 +272,24 @@ const controlLaneLen = 128
 // controlFrame reports whether frames of kind k go in the control lane:
 // those of the protocols that keep the job together (core, the failure
 // detector, the membership and its stabilization agreement, the
-// directory). The protocols that carry the program's data (comm, replica,
-// vsync, application protocols, tests) go in the data queue, in order
-// with each other: comm's revocation and agreement frames, which ride
-// with its data, stay ordered behind it and are never dropped by comm
-// (its own backlog holds them).
+// directory), and comm's revocations and agreement steps, which may
+// overtake its data (package comm, "Control frames"). The protocols that
+// carry the program's data (the rest of comm, replica, vsync, application
+// protocols, tests) go in the data queue, in order with each other.
 func controlFrame(k core.Kind) bool {
 	switch k.Proto() {
 	case core.ProtoCore, core.ProtoFD, core.ProtoMember, core.ProtoStable, core.ProtoGroup:
 		return true
 	}
-	return false
+	return k == commRevoke || k == commAgree
 }
+
+// commRevoke and commAgree are comm's kindRevoke and kindAgree (comm's
+// wire.go; the numbers are on the wire, so they stay).
+const (
+	commRevoke = core.Kind(core.ProtoComm)<<8 | 3
+	commAgree  = core.Kind(core.ProtoComm)<<8 | 4
+)
 
 // activateLocked gives p its queues and starts its writer if it has none.
 // t.mu is held and the transport is open.
