@@ -101,6 +101,34 @@
 //		w, err = w.Shrink(ctx)
 //	}
 //
+// # Control frames
+//
+// Revocations and agreement steps ([Comm.Revoke], [Comm.Agree],
+// [Comm.Shrink]) travel apart from data: each peer has a queue of its own
+// for them, and transport/tcp carries them in its control lane, which its
+// writer drains before the data queue, as it does the failure detector's
+// and the membership's frames. A peer whose data queue is full (a receiver
+// that does not keep up) still gets them next, and they are never dropped:
+// when the control lane itself is full they wait in their own queue, not
+// behind data. They stay in order with each other, and may overtake data
+// sent to the same peer before them, which is harmless:
+//
+//   - a revocation ahead of data of its communicator: the receiver drops
+//     that data as it comes (returning its credit), as it drops any
+//     member's data that arrives after the revocation; ULFM promises
+//     nothing of messages in flight at a revocation, whose receives fail
+//     with ErrRevoked either way;
+//   - an agreement step ahead of data of its communicator: the agreement's
+//     state is its own (agree.go) and depends on the failed sets the views
+//     give, never on data, which is still matched in the order it was
+//     sent; what it decides (Shrink's new communicator) is used only by
+//     data sent after the decision, which a receiver that has not created
+//     that communicator yet keeps for it (see Communicators).
+//
+// Virtual-node mapping updates, ready-to-sends and credit travel with the
+// data, in order with it. With replicated ranks every frame goes through
+// package replica's layer, in one order.
+//
 // # Virtual nodes
 //
 // [Comm.Virtual] maps a large space of Phoenix virtual nodes onto the ranks;

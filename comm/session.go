@@ -314,6 +314,9 @@ func (s *Session) flush(ctx context.Context) error {
 		if err := q.wait(ctx); err != nil {
 			return err
 		}
+		if err := q.ctl.wait(ctx); err != nil {
+			return err
+		}
 	}
 	if f, ok := s.tr.(interface{ Flush(context.Context) error }); ok {
 		return f.Flush(ctx)
@@ -566,6 +569,9 @@ func (s *Session) sendFrame(to int, f wire.Frame, body []byte, req *Request) err
 		}
 		return err
 	}
+	if controlKind(f.Kind) {
+		q = q.ctl
+	}
 	return q.sendEpoch(f, body, req)
 }
 
@@ -599,6 +605,7 @@ func (s *Session) outqLocked(r int) *outq {
 	if q == nil {
 		ctx, cancel := context.WithCancel(s.base)
 		q = &outq{s: s, to: core.NodeID(r), ctx: ctx, stop: cancel}
+		q.ctl = &outq{s: s, to: q.to, ctx: ctx, stop: cancel}
 		if s.failed[r] {
 			cancel()
 		}
@@ -610,12 +617,16 @@ func (s *Session) outqLocked(r int) *outq {
 // outq orders the frames to one peer: a frame goes straight to the
 // transport when nothing waits before it, and to the backlog (drained by
 // one goroutine) when the transport's queue is full, so a non-blocking send
-// never waits and frames are never reordered.
+// never waits and frames are never reordered. A peer has two: one for its
+// data and, in its ctl, one for comm's control frames (controlKind), which
+// the transport carries in its control lane: they never wait behind data
+// (package doc, "Control frames").
 type outq struct {
 	s    *Session
 	to   core.NodeID
 	ctx  context.Context // cancelled when the peer fails or the session ends
 	stop context.CancelFunc
+	ctl  *outq // the control frames' queue (nil in that one)
 
 	mu      sync.Mutex
 	hdr     []byte // sendData's frame header (mu)
