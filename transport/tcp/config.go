@@ -29,9 +29,9 @@ type Config struct {
 	// QueueLen is the capacity, in frames, of the send queue to each peer
 	// (the frames of the detector, the membership and comm's revocations
 	// and agreements have a control lane of their own of 128, which the
-	// writer drains first). Send blocks
-	// while it is full. The queues exist only while the
-	// peer has a connection in use or frames waiting. Default 1024.
+	// writer drains first). Send blocks while it is full. The queues exist
+	// only while the peer has a connection in use or frames waiting.
+	// Default 1024.
 	QueueLen int
 	// MaxFrameSize is the limit, in bytes, on a frame's body (header and
 	// payload) in both directions. Default wire.DefaultMaxFrameSize.
@@ -77,12 +77,12 @@ type Config struct {
 	// beyond it is closed, before a byte is read or written, and counted
 	// in Stats.Shed (within the listener's budget of refusals; past it,
 	// connections wait in the kernel's accept queue, as long as this
-	// bound: package doc, "Unauthenticated connections"). Each handshake in progress costs a goroutine
-	// and a socket for at most HandshakeTimeout, so this bounds what
-	// connections that never prove the secret can take; while it is
-	// reached, genuine peers are turned away too (their dials fail and are
-	// retried with back-off). Default DefaultMaxHandshakes; negative: no
-	// bound.
+	// bound: package doc, "Unauthenticated connections"). Each handshake
+	// in progress costs a goroutine and a socket for at most
+	// HandshakeTimeout, so this bounds what connections that never prove
+	// the secret can take; while it is reached, genuine peers are turned
+	// away too (their dials fail or wait, and are retried with back-off).
+	// Default DefaultMaxHandshakes; negative: no bound.
 	MaxHandshakes int
 	// MaxHandshakesPerSource bounds, in the same way, the inbound TCP
 	// handshakes in progress at once from one remote IP address (any

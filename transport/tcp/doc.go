@@ -35,8 +35,8 @@
 // with its hello are closed by the kernel; later ones are closed when the
 // handshake fails). The handshakes in progress are bounded per listener
 // (Config.MaxHandshakes) and, over TCP, per remote IP address
-// (Config.MaxHandshakesPerSource): a connection beyond either is shed, closed
-// before a byte is read or written, and counted in Stats.Shed. The Unix
+// (Config.MaxHandshakesPerSource): a connection beyond either is shed,
+// closed before a byte is read or written, and counted in Stats.Shed. The Unix
 // socket also refuses, before the handshake, a process of any user but ours
 // (SO_PEERCRED; the dialler checks the listener the same way). Refusals are
 // logged at Warn at most once per source every 10 s, the next line counting
