@@ -54,6 +54,18 @@ type Config struct {
 	// replica is logged; the output of a rank is written once (the first
 	// replica to reach each line writes it).
 	Replicas int
+	// Spares, if positive, starts that many more processes, N to
+	// N+Spares−1, that hold no rank at first and take the rank of a
+	// process that fails (launch.Bootstrap.Spares; the program takes
+	// them through package resil). The strategy places the N+Spares
+	// processes in order, so that spread puts the spares on the hosts
+	// that hold the fewest ranks; Log says when one host holds every
+	// spare and ranks besides (its loss leaves no spare for its ranks).
+	// A spare's output lines start with its process number with Prefix.
+	// A process lost with its host counts as replaced: the job succeeds
+	// when every process not lost exits with status 0. Spares and
+	// Replicas > 1 do not go together.
+	Spares int
 	// Strategy places them (spread or concentrate).
 	Strategy place.Strategy
 	// Supernodes are NAME@HOST:PORT or HOST:PORT (see daemon.ParseSupernode).
@@ -138,7 +150,8 @@ type Result struct {
 	Ranked []Host
 	// Placement is where the ranks ran.
 	Placement place.Placement
-	// Exits, by process (replica·N + rank).
+	// Exits, by process (replica·N + rank; with spares, the spares
+	// after the ranks).
 	Exits []Exit
 }
 
@@ -155,6 +168,10 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("submit: %d ranks, want 1 to %d", cfg.N, launch.MaxSize)
 	case cfg.Replicas < 0 || cfg.Replicas > launch.MaxReplicas || cfg.N*max(cfg.Replicas, 1) > launch.MaxSize:
 		return fmt.Errorf("submit: %d replicas of %d ranks, want 0 to %d replicas and at most %d processes", cfg.Replicas, cfg.N, launch.MaxReplicas, launch.MaxSize)
+	case cfg.Spares < 0 || cfg.N*max(cfg.Replicas, 1)+cfg.Spares > launch.MaxSize:
+		return fmt.Errorf("submit: %d spares for %d ranks, want 0 or more and at most %d processes", cfg.Spares, cfg.N, launch.MaxSize)
+	case cfg.Spares > 0 && cfg.Replicas > 1:
+		return fmt.Errorf("submit: %d spares with %d replicas: spares and replicas do not go together", cfg.Spares, cfg.Replicas)
 	case cfg.Strategy != place.Spread && cfg.Strategy != place.Concentrate:
 		return fmt.Errorf("submit: strategy %v", cfg.Strategy)
 	case len(cfg.Supernodes) == 0:
@@ -335,8 +352,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		byName[g.host.Name] = g
 	}
 	reps := max(cfg.Replicas, 1)
-	procs := cfg.N * reps
-	pl, release, err := place.Plan(offered, cfg.N, reps, cfg.Strategy)
+	procs := cfg.N*reps + cfg.Spares
+	// With spares the placement's "ranks" are the processes, the
+	// spares last, and an output line is a process's (no replica to
+	// merge it with).
+	placed, outs := cfg.N, cfg.N
+	if cfg.Spares > 0 {
+		placed, outs = procs, procs
+	}
+	pl, release, err := place.Plan(offered, placed, reps, cfg.Strategy)
 	if err != nil {
 		releaseAll(grants)
 		if len(refusals) > 0 {
@@ -362,6 +386,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			ranks[i] = strconv.Itoa(r)
 		}
 		cfg.Log("too few hosts to keep the replicas of every rank apart: rank(s) %s have two replicas on one host (its loss takes both)", strings.Join(ranks, ", "))
+	}
+	if cfg.Spares > 0 {
+		logSpares(cfg, pl)
 	}
 	used := make([]grant, 0, len(per))
 	for _, h := range pl.Hosts() {
@@ -422,14 +449,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Exits[s.Replica*cfg.N+s.Rank] = Exit{Rank: s.Rank, Replica: s.Replica, Host: s.Host, Lost: true}
 	}
 	var outMu sync.Mutex
-	lines := make([][2]int, procs)   // lines of each process's stdout, stderr
-	written := make([][2]int, cfg.N) // lines of each rank's streams written
+	lines := make([][2]int, procs)  // lines of each process's stdout, stderr
+	written := make([][2]int, outs) // lines of each rank's streams written
 	write := func(p int, line string, stderr bool) {
 		w, k := cfg.Stdout, 0
 		if stderr {
 			w, k = cfg.Stderr, 1
 		}
-		rank := p % cfg.N
+		rank := p % outs
 		outMu.Lock()
 		defer outMu.Unlock()
 		lines[p][k]++
@@ -458,7 +485,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			p := s.Replica*cfg.N + s.Rank
 			boot := launch.Bootstrap{JobID: jobID, Rank: p, Size: procs, Rendezvous: rz.Addr(), Secret: secret,
-				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host, TLSCert: certPEM, TLSKey: keyPEM}
+				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host, TLSCert: certPEM, TLSKey: keyPEM, Spares: cfg.Spares}
 			if reps > 1 {
 				boot.Replicas = reps
 			}
@@ -500,6 +527,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	if cfg.Spares > 0 {
+		return res, spareOutcome(cfg, res.Exits)
+	}
 	// A rank succeeded if one of its replicas did.
 	okRank := make([]bool, cfg.N)
 	for _, e := range res.Exits {
@@ -521,6 +551,58 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
+// logSpares says where the spares run, and warns when one host holds
+// every spare and ranks too: its loss takes ranks and leaves no spare to
+// take them.
+func logSpares(cfg Config, pl place.Placement) {
+	ranksOn := map[string]bool{}
+	var where []string
+	spareHosts := map[string]bool{}
+	for _, s := range pl.Slots {
+		if s.Rank < cfg.N {
+			ranksOn[s.Host] = true
+			continue
+		}
+		where = append(where, fmt.Sprintf("%d@%s", s.Rank, s.Host))
+		spareHosts[s.Host] = true
+	}
+	cfg.Log("spares (process@host): %s", strings.Join(where, " "))
+	if len(spareHosts) == 1 {
+		for h := range spareHosts {
+			if ranksOn[h] {
+				cfg.Log("every spare is on %s, which holds ranks too: its loss leaves no spare to take them", h)
+			}
+		}
+	}
+}
+
+// spareOutcome judges a job with spares: a process lost with its host
+// was replaced (a spare took its rank, or it was an idle spare), so the
+// job succeeded if every other process exited with status 0. A process
+// that failed otherwise (the program's verdict: no spare left, a state
+// lost) fails the job.
+func spareOutcome(cfg Config, exits []Exit) error {
+	var bad []string
+	ended := 0
+	for p, e := range exits {
+		switch {
+		case e.OK():
+			ended++
+		case e.Lost:
+			cfg.Log("process %d lost (%s); the job went on without it", p, e.How())
+		default:
+			bad = append(bad, fmt.Sprintf("process %d (%s)", p, e.How()))
+		}
+	}
+	if len(bad) == 0 && ended == 0 {
+		return fmt.Errorf("%w: every process of the job was lost", ErrFailed)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %d of %d processes: %s", ErrFailed, len(bad), len(exits), strings.Join(bad, ", "))
+	}
+	return nil
+}
+
 // reserve asks the ranked hosts for slots, a batch at a time
 // (overbooking: place.Overbook hosts for what is still missing), until the
 // grants cover N or no host is left; it returns the grants (ranked) and
@@ -532,7 +614,7 @@ func reserve(ctx context.Context, cfg Config, jobID string, ranked []Host, clien
 	// each rank) until the grants cover the job that way, so that the
 	// replicas of a rank can go to distinct hosts; when the hosts run out
 	// first, place.Place uses all their slots and says which ranks share.
-	need := cfg.N * max(cfg.Replicas, 1)
+	need := cfg.N*max(cfg.Replicas, 1) + cfg.Spares
 	counts := need
 	if cfg.Replicas > 1 {
 		counts = cfg.N

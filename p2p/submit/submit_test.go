@@ -32,3 +32,27 @@ func TestConfigEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigSpares: spares count among the processes, are never
+// negative, and do not go with replicas.
+func TestConfigSpares(t *testing.T) {
+	for _, tc := range []struct {
+		n, replicas, spares int
+		want                string // "" = accepted; else a part of the error
+	}{
+		{4, 0, 2, ""},
+		{4, 1, 1, ""},
+		{4, 0, -1, "-1 spares for 4 ranks"},
+		{4, 2, 1, "spares and replicas do not go together"},
+		{1 << 20, 0, 1, "at most 1048576 processes"},
+	} {
+		cfg := Config{N: tc.n, Replicas: tc.replicas, Spares: tc.spares, Strategy: place.Spread, Supernodes: []string{"sn@127.0.0.1:7940"}, Creds: &ca.Credentials{}, Program: "prog"}
+		err := cfg.check()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("-n %d -r %d --spares %d: %v, want accepted", tc.n, tc.replicas, tc.spares, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("-n %d -r %d --spares %d: error %v, want one with %q", tc.n, tc.replicas, tc.spares, err, tc.want)
+		}
+	}
+}
