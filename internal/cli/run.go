@@ -72,7 +72,10 @@ rank: when a rank's process dies, a spare takes its rank and the program
 goes on from its last checkpoint, without a relaunch (a program takes
 spares through package resil; any other refuses to start as a spare).
 --kill then names processes, and the job succeeds when every process that
-was not killed exits with status 0.
+was not killed exits with status 0. With --hosts the strategy places the
+N+S processes in order (spread puts the spares on the hosts with the
+fewest ranks; cohort run says where each spare went), and a process lost
+with its host counts as replaced, as a killed one does.
 
 The ranks' connections are authenticated by the job's secret; --encrypt
 also encrypts them, with TLS 1.3 and a certificate made for the job (its
@@ -87,6 +90,7 @@ Examples:
   cohort run -n 4 -r 2 --kill 5@300ms ./examples/allreduce
   cohort run -n 4 --spares 1 --kill 2@1s ./examples/jacobi
   cohort run -n 4 -r 2 --hosts supernode:sn1@10.0.0.2:7940 ./nqueens -- -n 16
+  cohort run -n 4 --spares 2 --hosts supernode:sn1@10.0.0.2:7940 ./jacobi
   cohort run -n 2 ./examples/pingpong -- -iters 1000
   cohort run -n 4 --detector heartbeat --timeout 1m ./myprog`,
 		run: runRun,
@@ -183,9 +187,6 @@ func runRun(ctx context.Context, c *call) error {
 	cfg.Kills = kills
 	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
 		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
-	}
-	if *hf.hosts != "" && cfg.Spares > 0 {
-		return usagef("--spares is for jobs on this machine, not with --hosts yet")
 	}
 	if rest[0] == "--" {
 		rest = rest[1:]

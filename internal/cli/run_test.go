@@ -109,7 +109,6 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "-n", "2", "--spares", "-1", rankPkg}, exitUsage, "--spares -1: want 0 to 1024 spare processes"},
 		{[]string{"run", "-n", "2", "--spares", "1", "-r", "2", rankPkg}, exitUsage, "spares and replicas do not go together"},
 		{[]string{"run", "-n", "2", "--spares", "1", "--kill", "3@1s", rankPkg}, exitUsage, "--kill 3@1s: process 3 is out of range for -n 2 --spares 1 (0 to 2; the spares are processes 2 to 2)"},
-		{[]string{"run", "-n", "2", "--spares", "1", "--hosts", "supernode:sn1@127.0.0.1:1", rankPkg}, exitUsage, "--spares is for jobs on this machine"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)
