@@ -46,6 +46,9 @@ type params struct {
 	// compare: after each checkpoint, time an Allgather of a state of the
 	// same size, for the cost of a checkpoint against a plain collective
 	compare bool
+	// verbose: rank 0 says when each checkpoint committed
+	verbose bool
+	stdout  io.Writer
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -59,10 +62,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "also keep each rank's checkpoints in this `directory`; a job started again with it resumes from there")
 	fs.DurationVar(&p.pace, "pace", 0, "pause between two iterations (to make a short run last long enough to kill a rank in)")
 	fs.BoolVar(&p.compare, "compare", false, "time each checkpoint against an Allgather of the same size (rank 0 prints both)")
+	fs.BoolVar(&p.verbose, "v", false, "rank 0 prints a line as each checkpoint commits")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	p.stdout = stdout
 	switch {
 	case p.size < 1:
 		fmt.Fprintf(stderr, "jacobi: -size %d: want at least 1 point\n", p.size)
@@ -174,6 +179,9 @@ func solve(ctx context.Context, c *comm.Comm, j *resil.Job, p params, state []by
 			start := time.Now()
 			if err := j.Checkpoint(ctx, state); err != nil {
 				return err
+			}
+			if p.verbose && r == 0 {
+				fmt.Fprintf(p.stdout, "jacobi: checkpoint committed at iteration %d\n", it)
 			}
 			if p.compare {
 				if err := timeAllgather(ctx, c, state, start, res); err != nil {
