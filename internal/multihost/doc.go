@@ -9,7 +9,8 @@
 // real host does: a cgroup per job and a uid of its own. The end-to-end
 // tests of the middleware, the job-escape test, the partial-partition
 // tests (a path between two hosts cut, one way or both, healed, a host
-// nobody can dial) and the hosts launcher of `cohort bench launch` use
+// nobody can dial), the spares test (a host lost mid-run, its ranks
+// taken over by spares on the others) and the hosts launcher of `cohort bench launch` use
 // it. It needs root (network namespaces): Start
 // fails with an error wrapping netlab.ErrUnavailable without it, and the
 // tests skip, saying so.
