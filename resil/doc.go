@@ -68,9 +68,9 @@
 //
 // # Limits
 //
-// cohort run --spares refuses --hosts, and spares across SLURM nodes are
-// untested, so the placement of buddies on other hosts is tested as a
-// function only; the program cannot ask to continue on fewer ranks when
+// Spares across SLURM nodes are untested (on peer hosts, cohort run
+// --hosts --spares, a test loses a host and its ranks' states come from
+// buddies on the others); the program cannot ask to continue on fewer ranks when
 // the spares run out; a failed process does not come back as a spare.
 //
 // # On disk
