@@ -1,6 +1,6 @@
 // Both sides of the rendezvous (a rank's Register, the launcher's
-// Rendezvous) and their messages are in this file, a little over 600
-// lines: they are one protocol and change together.
+// Rendezvous) and their messages are in this file: they are one protocol
+// and change together.
 
 package launch
 
@@ -153,7 +153,8 @@ func send(fw *wire.FrameWriter, src, dst core.NodeID, m wire.Message) error {
 // leaves the job.
 type Registration struct {
 	// Addrs holds every rank's listen address, indexed by rank (Addrs[r]
-	// is rank r's, this rank's included). The caller owns it.
+	// is rank r's, this rank's included; "" for a rank the job started
+	// without, see [Rendezvous.Excuse]). The caller owns it.
 	Addrs []string
 
 	nc       net.Conn  // nil when the addresses came from an Exchanger
@@ -343,7 +344,8 @@ type Rendezvous struct {
 	mu       sync.Mutex
 	conns    map[net.Conn]bool
 	ranks    map[int]*rankConn // the registered ranks
-	addrs    []string          // by rank, "" until registered
+	excused  map[int]bool      // ranks gone before they registered (Excuse)
+	addrs    []string          // by rank, "" until registered (and for an excused one)
 	first    time.Time         // when the first rank registered
 	complete bool              // every rank registered: the table is being (or was) sent
 	done     chan struct{}     // closed when the table went out or the rendezvous failed
@@ -387,13 +389,14 @@ func NewRendezvous(cfg RendezvousConfig) (*Rendezvous, error) {
 		return nil, fmt.Errorf("%w: cannot listen: %w", ErrRendezvous, err)
 	}
 	r := &Rendezvous{
-		cfg:    cfg,
-		ln:     ln,
-		conns:  map[net.Conn]bool{},
-		ranks:  map[int]*rankConn{},
-		addrs:  make([]string, cfg.Size),
-		done:   make(chan struct{}),
-		notify: make(chan struct{}, 1),
+		cfg:     cfg,
+		ln:      ln,
+		conns:   map[net.Conn]bool{},
+		ranks:   map[int]*rankConn{},
+		excused: map[int]bool{},
+		addrs:   make([]string, cfg.Size),
+		done:    make(chan struct{}),
+		notify:  make(chan struct{}, 1),
 	}
 	r.wg.Add(1)
 	go r.acceptLoop()
@@ -505,15 +508,48 @@ func (r *Rendezvous) register(c *rankConn, addr string) bool {
 		c.send(abortMsg{Reason: fmt.Sprintf("rank %d is already registered", c.rank)}, r.cfg.HandshakeTimeout)
 		return false
 	}
+	if r.excused[c.rank] {
+		r.mu.Unlock()
+		c.send(abortMsg{Reason: fmt.Sprintf("rank %d was taken for gone before it registered: the job started without it", c.rank)}, r.cfg.HandshakeTimeout)
+		return false
+	}
 	if len(r.ranks) == 0 && r.first.IsZero() {
 		r.first = time.Now()
 	}
 	r.ranks[c.rank] = c
 	r.addrs[c.rank] = addr
 	r.signal()
-	if len(r.ranks) < r.cfg.Size {
+	r.completeIfAllLocked()
+	return true
+}
+
+// Excuse tells the rendezvous that rank ended before it registered (the
+// launcher saw its process end) and that the job starts without it: the
+// table goes out once every other rank registered, with "" for rank's
+// address, and the ranks find it failed from their first view (their
+// detectors get no answer from it), as if it died just after the
+// rendezvous. A job whose program replaces a failed rank (spares) uses
+// it; others abort. Excusing a registered rank, or after the
+// rendezvous completed or failed, does nothing: it reports whether rank
+// was excused.
+func (r *Rendezvous) Excuse(rank int) bool {
+	r.mu.Lock()
+	if rank < 0 || rank >= r.cfg.Size || r.complete || r.err != nil || r.ranks[rank] != nil || r.excused[rank] {
 		r.mu.Unlock()
-		return true
+		return false
+	}
+	r.excused[rank] = true
+	r.signal()
+	r.completeIfAllLocked()
+	return true
+}
+
+// completeIfAllLocked sends the table to every registered rank when every
+// rank registered or was excused (but not all excused), and unlocks r.mu.
+func (r *Rendezvous) completeIfAllLocked() {
+	if len(r.ranks) == 0 || len(r.ranks)+len(r.excused) < r.cfg.Size {
+		r.mu.Unlock()
+		return
 	}
 	// Every rank gets the table before anything else the launcher may
 	// send (an Abort waits for each connection's lock): the locks are
@@ -539,7 +575,18 @@ func (r *Rendezvous) register(c *rankConn, addr string) bool {
 		close(r.done)
 	}
 	r.mu.Unlock()
-	return true
+}
+
+// Excused lists the ranks excused (Excuse), in order.
+func (r *Rendezvous) Excused() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for rank := range r.excused {
+		out = append(out, rank)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // signal wakes whoever watches registrations (the job's monitor).
@@ -602,13 +649,14 @@ func (r *Rendezvous) Registered() (ranks []int, first time.Time) {
 	return ranks, r.first
 }
 
-// Missing lists the ranks that have not registered, in order.
+// Missing lists the ranks that have not registered (and were not
+// excused), in order.
 func (r *Rendezvous) Missing() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []int
 	for rank := 0; rank < r.cfg.Size; rank++ {
-		if r.ranks[rank] == nil {
+		if r.ranks[rank] == nil && !r.excused[rank] {
 			out = append(out, rank)
 		}
 	}
