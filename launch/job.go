@@ -100,8 +100,10 @@ type Config struct {
 	// N+Spares−1, that hold no rank at first and take the rank of a
 	// process that fails (see Bootstrap.Spares; the program takes them
 	// with package resil). Kills, exits and errors name processes; with
-	// Prefix a spare's lines start with its process number. Spares and
-	// Replicas > 1 do not go together.
+	// Prefix a spare's lines start with its process number. A process
+	// that ends before it registers does not fail the start: the job
+	// starts without it (Rendezvous.Excuse) and a spare takes its rank.
+	// Spares and Replicas > 1 do not go together.
 	Spares int
 	// Encrypt runs the ranks' connections over TLS 1.3 with a certificate
 	// made for the job (NewJobTLS), handed to the ranks in their
@@ -509,9 +511,18 @@ func (j *Job) monitor(ctx context.Context) {
 		}
 	}
 	// orphaned fails the rendezvous if a rank ended without registering
-	// while others wait for it.
+	// while others wait for it. With spares the job starts without it
+	// instead: a spare takes its rank as it would a rank dead just after
+	// the rendezvous.
 	orphaned := func() {
 		if rzDone == nil || len(unregistered) == 0 {
+			return
+		}
+		if j.cfg.Spares > 0 {
+			for _, x := range unregistered {
+				j.rz.Excuse(x.Rank)
+			}
+			unregistered = nil
 			return
 		}
 		if ranks, _ := j.rz.Registered(); len(ranks) == 0 {
