@@ -63,7 +63,10 @@ type Config struct {
 	// spare and ranks besides (its loss leaves no spare for its ranks).
 	// A spare's output lines start with its process number with Prefix.
 	// A process lost with its host counts as replaced: the job succeeds
-	// when every process not lost exits with status 0. Spares and
+	// when every process not lost exits with status 0. A process that
+	// ends before it registers at the rendezvous, or whose host is lost
+	// by then, does not fail the start: the job starts without it
+	// (launch.Rendezvous.Excuse) and a spare takes its rank. Spares and
 	// Replicas > 1 do not go together.
 	Spares int
 	// Strategy places them (spread or concentrate).
@@ -501,6 +504,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					if ev.Rank >= 0 && ev.Rank < procs && res.Exits[ev.Rank].Host == g.host.Name {
 						x := &res.Exits[ev.Rank]
 						*x = Exit{Rank: x.Rank, Replica: x.Replica, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal}
+						if cfg.Spares > 0 {
+							// Ended before it registered: the job starts
+							// without it, a spare takes its rank.
+							rz.Excuse(ev.Rank)
+						}
 					}
 					exitMu.Unlock()
 				case ev.Error != "":
@@ -511,6 +519,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			})
 			if err != nil && ctx.Err() == nil {
 				cfg.Log("host %s lost: %v", g.host.Name, err)
+				if cfg.Spares > 0 {
+					// Its processes that never registered: the job starts
+					// without them.
+					for _, p := range lr.Ranks {
+						rz.Excuse(p.Rank)
+					}
+				}
 				if !errors.Is(err, daemon.ErrSilent) {
 					exitMu.Lock()
 					for i := range res.Exits {
