@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,7 +16,23 @@ import (
 
 const childEnv = "JACOBI_TEST_RANK"
 
-func TestMain(m *testing.M) { proctest.Main(m, childEnv, run) }
+func TestMain(m *testing.M) { proctest.Main(m, childEnv, child) }
+
+// dieEarly, as a child's first argument, makes the process it names
+// exit with status 3 at once, before it registers at the rendezvous (the
+// argument is removed before the stencil sees the rest).
+const dieEarly = "-test-die-before-registering="
+
+// child is the stencil, save that the process dieEarly names dies first.
+func child(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && strings.HasPrefix(args[0], dieEarly) {
+		if os.Getenv(launch.EnvRank) == strings.TrimPrefix(args[0], dieEarly) {
+			return 3
+		}
+		args = args[1:]
+	}
+	return run(args, stdout, stderr)
+}
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-nosuchflag"}, {"-size", "0"}, {"-k", "0"}, {"-iters", "-1"}} {
@@ -93,6 +111,36 @@ func TestKilledRankSameChecksum(t *testing.T) {
 		if !strings.Contains(res.Stdout, tc.says) {
 			t.Errorf("kill at %v: the spare did not say %q:\n%s", tc.after, tc.says, res.Stdout)
 		}
+	}
+}
+
+// A process that dies before it registers at the rendezvous does not
+// fail the start: the job starts without it, the spare takes its rank
+// afresh, and the plate is bit-identical.
+func TestDeadBeforeRegisteringSameChecksum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes for seconds")
+	}
+	short := []string{"-size", "64", "-iters", "300", "-k", "50"}
+	clean := proctest.Launch(t, childEnv, 3, nil, short...)
+	if clean.Err != nil {
+		t.Fatalf("failure-free run: %v", clean.Err)
+	}
+	want := checksumOf(t, clean)
+	res := proctest.LaunchSpares(t, childEnv, 3, 1, nil, append([]string{dieEarly + "1"}, short...)...)
+	if x := res.Exits[1]; x.Registered || x.Code != 3 {
+		t.Fatalf("process 1: %s (registered %v), want exit code 3 before registering", x.How(), x.Registered)
+	}
+	for _, p := range []int{0, 2, 3} {
+		if !res.Exits[p].OK() {
+			t.Errorf("process %d: %s", p, res.Exits[p].How())
+		}
+	}
+	if got := checksumOf(t, res); got != want {
+		t.Errorf("checksum %s with process 1 dead before registering, %s without", got, want)
+	}
+	if says := "jacobi: process 3 took rank 1, starting afresh"; !strings.Contains(res.Stdout, says) {
+		t.Errorf("the spare did not say %q:\n%s", says, res.Stdout)
 	}
 }
 
