@@ -86,11 +86,19 @@ func TestRendezvousExcuseAll(t *testing.T) {
 	}
 }
 
-// With spares, a process that dies before registering does not fail the
-// start: the others get the table (and run), and the job's error names
-// that process only, unregistered, with its own exit code.
-func TestJobSparesStartWithoutAnEarlyDeath(t *testing.T) {
-	exits, err, out, errOut := run(t, context.Background(), Config{N: 3, Spares: 1, Args: []string{"-early-rank", "1"}})
+// With spares or StartWithout, a process that dies before registering
+// does not fail the start: the others get the table (and run), and the
+// job's error names that process only, unregistered, with its own exit
+// code.
+func TestJobStartWithoutAnEarlyDeath(t *testing.T) {
+	for _, cfg := range []Config{{N: 3, Spares: 1}, {N: 4, StartWithout: true}} {
+		cfg.Args = []string{"-early-rank", "1"}
+		t.Run(fmt.Sprintf("spares=%d", cfg.Spares), func(t *testing.T) { checkStartWithout(t, cfg) })
+	}
+}
+
+func checkStartWithout(t *testing.T, cfg Config) {
+	exits, err, out, errOut := run(t, context.Background(), cfg)
 	var fe *FailedError
 	if !errors.As(err, &fe) || fe.Cause != nil || len(fe.Failed) != 1 || fe.Failed[0].Rank != 1 {
 		t.Fatalf("got %v, want a FailedError of process 1 alone, no cause\nstderr:\n%s", err, errOut)

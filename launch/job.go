@@ -89,6 +89,13 @@ type Config struct {
 	// ranks keep running: cohort's ranks see a failure as an error and
 	// decide for themselves.
 	AbortOnFailure bool
+	// StartWithout: a process that ends before it registers at the
+	// rendezvous does not fail the start; the job starts without it
+	// (Rendezvous.Excuse), its rank failed from the others' first view,
+	// as if it died just after the rendezvous. Otherwise the rendezvous
+	// is aborted and the job stopped, naming the process (unless Spares
+	// is positive: a spare then takes its rank).
+	StartWithout bool
 	// Replicas, if above 1, runs each of the N ranks as that many
 	// processes (replicas, see Bootstrap.Replicas): N·Replicas processes,
 	// process p being replica p/N of rank p mod N. The ranks' output is
@@ -100,10 +107,9 @@ type Config struct {
 	// N+Spares−1, that hold no rank at first and take the rank of a
 	// process that fails (see Bootstrap.Spares; the program takes them
 	// with package resil). Kills, exits and errors name processes; with
-	// Prefix a spare's lines start with its process number. A process
-	// that ends before it registers does not fail the start: the job
-	// starts without it (Rendezvous.Excuse) and a spare takes its rank.
-	// Spares and Replicas > 1 do not go together.
+	// Prefix a spare's lines start with its process number. Spares
+	// imply StartWithout: a spare takes the rank of a process that ends
+	// before it registers. Spares and Replicas > 1 do not go together.
 	Spares int
 	// Encrypt runs the ranks' connections over TLS 1.3 with a certificate
 	// made for the job (NewJobTLS), handed to the ranks in their
@@ -511,14 +517,13 @@ func (j *Job) monitor(ctx context.Context) {
 		}
 	}
 	// orphaned fails the rendezvous if a rank ended without registering
-	// while others wait for it. With spares the job starts without it
-	// instead: a spare takes its rank as it would a rank dead just after
-	// the rendezvous.
+	// while others wait for it. With StartWithout or spares the job
+	// starts without it instead.
 	orphaned := func() {
 		if rzDone == nil || len(unregistered) == 0 {
 			return
 		}
-		if j.cfg.Spares > 0 {
+		if j.cfg.StartWithout || j.cfg.Spares > 0 {
 			for _, x := range unregistered {
 				j.rz.Excuse(x.Rank)
 			}
