@@ -45,7 +45,10 @@ kill that did not happen (the job ended first, the rank had already ended)
 is reported on standard error; it does not change the exit status. By
 default the other ranks keep running (a cohort program sees the failure as
 an error naming the rank); --abort-on-failure stops the job at the first
-failure, as mpirun does.
+failure, as mpirun does. A process that dies before it registers does not
+stop the start either: the job starts without it, its rank failed from the
+others' first view (a spare takes it with --spares); --abort-on-failure
+then aborts the start instead, naming the process.
 
 With --hosts the job runs on the peers of the peer-to-peer middleware
 instead: the supernodes give the live peer daemons ('cohort boot'), ranked by
@@ -185,6 +188,7 @@ func runRun(ctx context.Context, c *call) error {
 		}
 	}
 	cfg.Kills = kills
+	cfg.StartWithout = !cfg.AbortOnFailure
 	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
 		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,6 +69,25 @@ func TestRunSpareKilled(t *testing.T) {
 	code, _, stderr = run(t, "run", "-n", "2", "--spares", "1", rankPkg, "--", "-code", "3")
 	if code != exitFailure || !strings.Contains(stderr, "3 of 3 ranks failed") {
 		t.Fatalf("exit %d, stderr %q; want 1 and the 3 processes counted", code, stderr)
+	}
+}
+
+// TestRunDeadBeforeRegistering: a process that dies before it registers
+// does not stop the start: the others run, and the failure names it
+// alone; --abort-on-failure aborts the start instead.
+func TestRunDeadBeforeRegistering(t *testing.T) {
+	code, stdout, stderr := run(t, "run", "-n", "3", rankPkg, "--", "-early-rank", "1")
+	if code != exitFailure || !strings.Contains(stderr, "cohort run: rank 1 failed: exit code 3") {
+		t.Fatalf("exit %d, stderr %q; want 1 and rank 1 alone failed", code, stderr)
+	}
+	for _, r := range []int{0, 2} {
+		if !strings.Contains(stdout, fmt.Sprintf("rank %d of 3 ", r)) {
+			t.Errorf("rank %d did not start:\n%s", r, stdout)
+		}
+	}
+	code, _, stderr = run(t, "run", "-n", "3", "--abort-on-failure", rankPkg, "--", "-early-rank", "1", "-hold")
+	if code != exitFailure || !strings.Contains(stderr, "rank 1 failed (exit code 3) and the job aborts on a failure") {
+		t.Fatalf("--abort-on-failure: exit %d, stderr %q; want 1 and the start aborted", code, stderr)
 	}
 }
 
