@@ -60,3 +60,44 @@ func seconds(s float64) (time.Duration, error) {
 	}
 	return time.Duration(s * 1e9), nil
 }
+
+// CheckpointedTime is the expected time to solution of work (the
+// failure-free time without checkpoints) with checkpoints every interval
+// of compute, to first order: work / (1 − waste), the waste being
+// [CheckpointWaste]'s. It fails with ErrOverflow when the waste is 1 (the
+// job makes no progress) or the time does not fit a Duration.
+func CheckpointedTime(work, interval, cost, restart, mtbf time.Duration) (time.Duration, error) {
+	if work < 0 {
+		return 0, fmt.Errorf("%w: work %v", ErrParam, work)
+	}
+	w, err := CheckpointWaste(interval, cost, restart, mtbf)
+	if err != nil {
+		return 0, err
+	}
+	if w >= 1 {
+		return 0, fmt.Errorf("%w: with checkpoints every %v (cost %v, restart %v) and a failure every %v, the job makes no progress", ErrOverflow, interval, cost, restart, mtbf)
+	}
+	return seconds(work.Seconds() / (1 - w))
+}
+
+// ReplicatedTime is the expected time to solution of m's program with
+// replication degree r when a failed run starts again from scratch (no
+// checkpoints; a rank lost with all its replicas ends the run): the run
+// lasts T = AmdahlDuration(p, r), fails with probability P =
+// m.Failure(r), and the number of runs is geometric, so about T / (1 − P)
+// (a failed run counted whole, an upper bound). It also returns T and P.
+// It fails with ErrOverflow when P is 1.
+func (m ReplicationModel) ReplicatedTime(r int) (expected, run time.Duration, fail float64, err error) {
+	run, err = AmdahlDuration(m.Seq, m.Parallel, m.Processes, r, m.Overhead)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if fail, err = m.Failure(r); err != nil {
+		return 0, 0, 0, err
+	}
+	if fail >= 1 {
+		return 0, run, fail, fmt.Errorf("%w: with %d replicas every run of %v fails", ErrOverflow, r, run)
+	}
+	expected, err = seconds(run.Seconds() / (1 - fail))
+	return expected, run, fail, err
+}

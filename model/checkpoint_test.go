@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -52,5 +53,44 @@ func TestCheckpointWaste(t *testing.T) {
 	}
 	if _, err := CheckpointWaste(0, c, r, m); !errors.Is(err, ErrParam) {
 		t.Fatalf("interval 0: %v, want ErrParam", err)
+	}
+}
+
+// The expected time with checkpoints is the work over one minus the
+// waste; a job that makes no progress is an error.
+func TestCheckpointedTime(t *testing.T) {
+	c, r, m := 10*time.Second, 30*time.Second, 10*time.Hour
+	got, err := CheckpointedTime(time.Hour, 990*time.Second, c, r, m)
+	w := 10.0/1000 + (30+500)/36000.0
+	if want := 3600 / (1 - w); err != nil || !approx(got.Seconds(), want) {
+		t.Fatalf("CheckpointedTime = %v, %v; want %.3f s", got, err, want)
+	}
+	if _, err := CheckpointedTime(time.Hour, 100*time.Hour, c, r, time.Second); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("no progress: %v, want ErrOverflow", err)
+	}
+	if _, err := CheckpointedTime(-time.Second, time.Hour, c, r, m); !errors.Is(err, ErrParam) {
+		t.Fatalf("negative work: %v, want ErrParam", err)
+	}
+}
+
+// Figure 10's model: the expected time with replication is the run's
+// duration over its probability of success, and replication pays off
+// where the unreplicated run fails often.
+func TestReplicatedTime(t *testing.T) {
+	m := Figure10Model()
+	for r := 1; r <= 3; r++ {
+		e, run, p, err := m.ReplicatedTime(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := AmdahlDuration(m.Seq, m.Parallel, m.Processes, r, m.Overhead)
+		pf, _ := m.Failure(r)
+		if ratio := e.Seconds() * (1 - p) / run.Seconds(); run != want || p != pf || math.Abs(ratio-1) > 1e-9 {
+			t.Fatalf("r = %d: %v, %v, %v; want T = %v, P = %v, T/(1−P)", r, e, run, p, want, pf)
+		}
+	}
+	m.Rate = 1 // a host fails within a second or so: every run of 95 s fails
+	if _, _, p, err := m.ReplicatedTime(1); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("λ = 1/s: P(fail) = %v, %v; want ErrOverflow", p, err)
 	}
 }
