@@ -10,7 +10,11 @@
 //     (Phoenix §6.1, Table 2);
 //   - flood ([Flood], [RunFloodRank]): a two-rank ping-pong's latency and
 //     the failure detector's verdicts while connections without the job
-//     secret flood a rank's TCP listener.
+//     secret flood a rank's TCP listener;
+//   - resilience ([RunResilience]): the Jacobi stencil's time to solution
+//     under one failure schedule with checkpoints at several intervals and
+//     spares, with spares alone and with replication r = 2, beside Young's
+//     model.
 //
 // The membership and multicast benchmarks start their jobs through package
 // runner, whose nodes run the probes and load of package workload; the
