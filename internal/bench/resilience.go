@@ -28,7 +28,8 @@ import (
 // stencil from its first iteration, without a relaunch), and replication
 // r = 2 (a replica's death is invisible). Each repetition first runs the
 // stencil failure-free without checkpoints (the work, T0) and with
-// checkpoints at the smallest k (for the cost of one checkpoint), then
+// checkpoints at the smallest k (the stencil's -compare: the mean time of
+// a checkpoint at rank 0, beside an Allgather of the same size), then
 // draws the kill times from a Poisson process of mean MTBF over T0
 // (seeded: Seed and the repetition), at most MaxKills, and runs every
 // configuration with the same kills: kill i takes process i·⌊N/MaxKills⌋
@@ -69,6 +70,7 @@ type resilienceSetup struct {
 	spares   int
 	replicas int
 	kills    bool
+	compare  bool // time each checkpoint against an Allgather (jacobi -compare)
 }
 
 // ResilienceRun is one run's outcome.
@@ -85,13 +87,17 @@ type ResilienceResult struct {
 	Cfg    ResilienceConfig
 	Setups []resilienceSetup
 	Runs   [][]ResilienceRun // [setup][rep]
-	// CkptCost is the measured cost of one checkpoint at the smallest
-	// interval, per repetition (s).
-	CkptCost []float64
-	Schedule [][]launch.Kill // [rep]
+	// CkptCost is the measured time of one checkpoint at the smallest
+	// interval, and Gather that of an Allgather of the same size, per
+	// repetition (s; rank 0's means over the run).
+	CkptCost, Gather []float64
+	Schedule         [][]launch.Kill // [rep]
 }
 
-var jacobiChecksum = regexp.MustCompile(`residual \S+, checksum ([0-9a-f]{16})`)
+var (
+	jacobiChecksum = regexp.MustCompile(`residual \S+, checksum ([0-9a-f]{16})`)
+	jacobiCompare  = regexp.MustCompile(`checkpoint (\d+) µs, Allgather of the same size (\d+) µs`)
+)
 
 // RunResilience runs the benchmark.
 func RunResilience(ctx context.Context, cfg ResilienceConfig) (*ResilienceResult, error) {
@@ -116,7 +122,7 @@ func RunResilience(ctx context.Context, cfg ResilienceConfig) (*ResilienceResult
 	none := cfg.Iters // an interval the stencil never reaches
 	setups := []resilienceSetup{
 		{label: "failure-free, no checkpoints", every: none, replicas: 1},
-		{label: fmt.Sprintf("failure-free, checkpoints every %d", kmin), every: kmin, replicas: 1},
+		{label: fmt.Sprintf("failure-free, checkpoints every %d, timed", kmin), every: kmin, replicas: 1, compare: true},
 	}
 	for _, k := range cfg.Intervals {
 		setups = append(setups, resilienceSetup{label: fmt.Sprintf("checkpoints every %d, %d spares", k, cfg.MaxKills), every: k, spares: cfg.MaxKills, replicas: 1, kills: true})
@@ -134,7 +140,7 @@ func RunResilience(ctx context.Context, cfg ResilienceConfig) (*ResilienceResult
 			if s.kills {
 				kills = res.Schedule[rep]
 			}
-			run, sum := resilienceRun(ctx, cfg, s, kills)
+			run, sum, costs := resilienceRun(ctx, cfg, s, kills)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -146,8 +152,10 @@ func RunResilience(ctx context.Context, cfg ResilienceConfig) (*ResilienceResult
 				want, t0 = sum, run.Secs
 				res.Schedule = append(res.Schedule, killTimes(rng, cfg, time.Duration(t0*float64(time.Second))))
 			case 1:
-				n := (cfg.Iters - 1) / kmin
-				res.CkptCost = append(res.CkptCost, max(0, run.Secs-t0)/float64(n))
+				if costs == nil {
+					return nil, fmt.Errorf("bench: resilience: the stencil timed no checkpoint: %s", run.Detail)
+				}
+				res.CkptCost, res.Gather = append(res.CkptCost, costs[0]), append(res.Gather, costs[1])
 			}
 			run.Same = sum == want
 			res.Runs[i] = append(res.Runs[i], run)
@@ -174,19 +182,23 @@ func killTimes(rng *rand.Rand, cfg ResilienceConfig, horizon time.Duration) []la
 	return kills
 }
 
-// resilienceRun runs the stencil once and returns its outcome and
-// checksum ("" if none was printed).
-func resilienceRun(ctx context.Context, cfg ResilienceConfig, s resilienceSetup, kills []launch.Kill) (ResilienceRun, string) {
+// resilienceRun runs the stencil once and returns its outcome, checksum
+// ("" if none was printed) and, with s.compare, the times (s) of one
+// checkpoint and of one Allgather of its size (nil if not printed).
+func resilienceRun(ctx context.Context, cfg ResilienceConfig, s resilienceSetup, kills []launch.Kill) (ResilienceRun, string, []float64) {
 	var out, errb bytes.Buffer
 	lc := launch.Config{N: cfg.Ranks, Spares: s.spares, Program: cfg.Program, Kills: kills, Stdout: &out, Stderr: &errb, Timeout: 10 * time.Minute,
 		Args: []string{"-size", strconv.Itoa(cfg.Size), "-iters", strconv.Itoa(cfg.Iters), "-k", strconv.Itoa(s.every), "-pace", cfg.Pace.String()}}
 	if s.replicas > 1 {
 		lc.Replicas = s.replicas
 	}
+	if s.compare {
+		lc.Args = append(lc.Args, "-compare")
+	}
 	start := time.Now()
 	job, err := launch.Start(ctx, lc)
 	if err != nil {
-		return ResilienceRun{Detail: err.Error()}, ""
+		return ResilienceRun{Detail: err.Error()}, "", nil
 	}
 	exits, werr := job.Wait()
 	run := ResilienceRun{Secs: time.Since(start).Seconds(), Kills: len(kills) - len(job.MissedKills()), OK: true}
@@ -204,11 +216,17 @@ func resilienceRun(ctx context.Context, cfg ResilienceConfig, s resilienceSetup,
 		run.OK = false
 		run.Detail = strings.Join(failed, "; ") + " " + strings.TrimSpace(tail(errb.String(), 2))
 	}
+	var costs []float64
+	if c := jacobiCompare.FindStringSubmatch(out.String()); c != nil {
+		ckpt, _ := strconv.ParseFloat(c[1], 64)
+		gather, _ := strconv.ParseFloat(c[2], 64)
+		costs = []float64{ckpt / 1e6, gather / 1e6}
+	}
 	m := jacobiChecksum.FindStringSubmatch(out.String())
 	if m == nil {
-		return run, ""
+		return run, "", costs
 	}
-	return run, m[1]
+	return run, m[1], costs
 }
 
 // iterSecs is the failure-free time of one iteration (s), from the
@@ -244,7 +262,7 @@ func (res *ResilienceResult) model(i int) float64 {
 	t0, _ := res.secs(0)
 	c, _ := meanCI(res.CkptCost)
 	d := func(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
-	e, err := model.CheckpointedTime(d(t0), d(float64(s.every)*res.iterSecs()), d(max(c, 1e-6)), res.Cfg.Restart, res.Cfg.MTBF)
+	e, err := model.CheckpointedTime(d(t0), d(float64(s.every)*res.iterSecs()), d(c), res.Cfg.Restart, res.Cfg.MTBF)
 	if err != nil {
 		return math.NaN()
 	}
@@ -257,9 +275,11 @@ func (res *ResilienceResult) model(i int) float64 {
 func (res *ResilienceResult) WriteTable(w io.Writer) {
 	cfg := res.Cfg
 	c, ch := meanCI(res.CkptCost)
+	g, gh := meanCI(res.Gather)
 	fmt.Fprintf(w, "Jacobi %d×%d, %d iterations of ~%.2f ms on %d ranks; job MTBF %v, at most %d kills a run; %d repetitions (seed %d)\n",
 		cfg.Size, cfg.Size, cfg.Iters, 1000*res.iterSecs(), cfg.Ranks, cfg.MTBF, cfg.MaxKills, cfg.Reps, cfg.Seed)
-	fmt.Fprintf(w, "one checkpoint: %.2f ±%.2f ms (failure-free runs with and without checkpoints); model restart cost %v; load average %s\n\n", 1000*c, 1000*ch, cfg.Restart, loadavg())
+	fmt.Fprintf(w, "one checkpoint: %.2f ±%.2f ms, an Allgather of its size %.2f ±%.2f ms (rank 0, failure-free, every %d); model restart cost %v; load average %s\n\n",
+		1000*c, 1000*ch, 1000*g, 1000*gh, res.Setups[1].every, cfg.Restart, loadavg())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "configuration\tprocesses\tkills (mean)\tbit-identical\ttime to solution (s)\t× failure-free\tprocess-seconds\tmodel (s)\t")
 	t0, _ := res.secs(0)
@@ -282,6 +302,7 @@ func (res *ResilienceResult) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nkill i takes process i·%d (that rank's, or replica 0 of it) at times drawn from a Poisson process over the failure-free run;\n", cfg.Ranks/cfg.MaxKills)
+	fmt.Fprintf(w, "the runs stop at %d kills, the model does not (it overestimates the long intervals' loss when the run outlasts them);\n", cfg.MaxKills)
 	fmt.Fprintln(w, "model: T0/(1 − waste), waste = C/(τ+C) + (R + (τ+C)/2)/MTBF (Young), τ = k iterations")
 }
 

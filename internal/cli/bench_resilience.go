@@ -34,10 +34,10 @@ Writes resilience.csv and the figure resilience.png/.svg under --out.
 
 Examples:
   cohort bench resilience
-  cohort bench resilience --reps 1 --k 50,200 --mtbf 500ms`,
+  cohort bench resilience --reps 1 --k 50,200 --mtbf 1s`,
 		run: func(ctx context.Context, c *call) error {
 			fs := c.newFlags()
-			cfg := bench.ResilienceConfig{Ranks: 4, Size: 96, Iters: 2000, Pace: time.Millisecond, MTBF: time.Second, MaxKills: 2,
+			cfg := bench.ResilienceConfig{Ranks: 4, Size: 96, Iters: 2000, Pace: time.Millisecond, MTBF: 2 * time.Second, MaxKills: 2,
 				Restart: 150 * time.Millisecond, Reps: 3, Seed: 1, Progress: c.stderr}
 			intervals := intList{25, 50, 100, 200, 400}
 			fs.IntVar(&cfg.Ranks, "n", cfg.Ranks, "the stencil's `ranks`")
