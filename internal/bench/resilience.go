@@ -343,6 +343,7 @@ func (res *ResilienceResult) WriteFiles(dir string) (string, error) {
 		m, h := res.secs(i)
 		x := float64(s.every)
 		lo, hi = min(lo, x), max(hi, x)
+		fig.XTicks = append(fig.XTicks, x)
 		if !math.IsNaN(m) {
 			meas.Points = append(meas.Points, experiment.Point{X: x, Y: m, Lo: m - h, Hi: m + h})
 		}
