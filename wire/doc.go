@@ -190,4 +190,20 @@
 // attacker on the path still reads the frames (a job that must hide them
 // runs over TLS, transport/tcp's Config.TLS). Record boundaries are the
 // writer's (a batch of frames, a large payload), not the frames'.
+//
+// # Relayed frames
+//
+// Between two nodes whose direct link is down, transport/tcp carries a
+// pair's frames through a third node in [KindRelay] frames: a [Relay]
+// header (origin, destination, both stream ids, the frame's number in
+// the pair's stream), the inner frame and an AES-GCM tag under a key of
+// the ordered pair derived from the job secret ([RelayKey]). [SealRelay]
+// authenticates the header and frame, or encrypts the frame too
+// ([RelaySealed], a job under TLS); [OpenRelay] checks it. The relay
+// forwards the payload unchanged. This keeps a node without the secret
+// from forging, altering or moving a relayed frame; it does not keep a
+// node that holds the secret (any member, the relay included) from
+// forging frames of any pair, as on the direct path, where any holder of
+// the secret may claim any node id. [KindRoute] frames ([Route]) tell the
+// peers which nodes the sender cannot reach directly.
 package wire

@@ -1,0 +1,187 @@
+package wire
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cohort-mp/cohort/core"
+)
+
+// The kinds of relaying (transport/tcp): frames between two nodes whose
+// direct link is down go through a third. Append only: the numbers are
+// on the wire.
+var (
+	// KindRelay carries a frame of one node's stream to another through a
+	// relay: a [Relay] header, the frame (or its sealed form) and an end-to-end
+	// tag (see [SealRelay]). On each hop it is an ordinary frame of that
+	// hop's pair stream; the relay forwards its payload unchanged.
+	KindRelay = core.MakeKind(core.ProtoCore, 9)
+	// KindRoute tells a peer which nodes the sender cannot reach directly
+	// now: a [Route].
+	KindRoute = core.MakeKind(core.ProtoCore, 10)
+)
+
+// RelaySealed is the [Relay] flag of a relayed frame whose inner frame is
+// encrypted (the job runs with TLS); without it the inner frame is only
+// authenticated.
+const RelaySealed uint8 = 1
+
+// RelayNonceSize and RelayTagSize are the sizes, in bytes, of a relayed
+// frame's nonce and of its end-to-end tag (AES-GCM's).
+const (
+	RelayNonceSize = 12
+	RelayTagSize   = 16
+)
+
+// Relay is the header of a [KindRelay] frame: which stream of which pair
+// the frame inside belongs to. The header is covered by the end-to-end
+// tag, so no relay can move a frame to another pair, stream or place in
+// it.
+type Relay struct {
+	// Origin wrote the inner frame; Final is the node it is for.
+	Origin, Final core.NodeID
+	// SrcStream is Origin's stream id for Final (wire.Resume's Stream);
+	// DstStream is Final's stream id as Origin knows it (0: unknown).
+	SrcStream, DstStream uint64
+	// Seq is the inner frame's number in Origin's stream to Final; 0 for
+	// a frame outside the count (an acknowledgement).
+	Seq uint64
+	// Flags: RelaySealed or 0.
+	Flags uint8
+	// Nonce is the tag's AES-GCM nonce, random per frame.
+	Nonce [RelayNonceSize]byte
+}
+
+// AppendRelayHeader appends h's encoding: the node ids, streams and
+// sequence number as uvarints, the flags byte and the nonce.
+func AppendRelayHeader(b []byte, h Relay) []byte {
+	b = binary.AppendUvarint(b, uint64(h.Origin))
+	b = binary.AppendUvarint(b, uint64(h.Final))
+	b = binary.AppendUvarint(b, h.SrcStream)
+	b = binary.AppendUvarint(b, h.DstStream)
+	b = binary.AppendUvarint(b, h.Seq)
+	b = append(b, h.Flags)
+	return append(b, h.Nonce[:]...)
+}
+
+// DecodeRelay splits a KindRelay payload into its header, the header's
+// encoded length, the body (the inner frame, sealed if the header says
+// so) and the tag. It checks the form only: [OpenRelay] checks the tag.
+// The body and tag alias the payload.
+func DecodeRelay(payload []byte) (h Relay, headLen int, body, tag []byte, err error) {
+	d := NewDecoder(payload)
+	h.Origin = d.NodeID()
+	h.Final = d.NodeID()
+	h.SrcStream = d.Uvarint()
+	h.DstStream = d.Uvarint()
+	h.Seq = d.Uvarint()
+	h.Flags = d.Uint8()
+	copy(h.Nonce[:], d.Fixed(RelayNonceSize))
+	switch {
+	case d.Err() != nil:
+	case h.SrcStream == 0:
+		d.Fail("relay source stream", ErrInvalid)
+	case h.Origin == h.Final:
+		d.Fail("relay origin and destination", ErrInvalid)
+	case h.Flags&^RelaySealed != 0:
+		d.Fail("relay flags", ErrInvalid)
+	case d.Remaining() < RelayTagSize:
+		d.Fail("relay tag", ErrTruncated)
+	}
+	if err := d.Err(); err != nil {
+		return Relay{}, 0, nil, nil, err
+	}
+	headLen = d.Offset()
+	rest := payload[headLen:]
+	return h, headLen, rest[:len(rest)-RelayTagSize], rest[len(rest)-RelayTagSize:], nil
+}
+
+// ErrRelayTag: a relayed frame's end-to-end tag does not verify (altered
+// or forged on the way, or tagged with another job's secret).
+var ErrRelayTag = errors.New("wire: relayed frame fails its end-to-end check")
+
+// RelayKey derives the end-to-end key of relayed frames from origin src
+// to destination dst of job: HKDF-SHA256 of the job secret, salted with
+// the job id, for the ordered pair. Each ordered pair has its own key.
+func RelayKey(secret []byte, job string, src, dst core.NodeID) (cipher.AEAD, error) {
+	var info [len("cohort relay ") + 8]byte
+	copy(info[:], "cohort relay ")
+	binary.BigEndian.PutUint32(info[len("cohort relay "):], uint32(src))
+	binary.BigEndian.PutUint32(info[len("cohort relay ")+4:], uint32(dst))
+	key, err := hkdf.Key(sha256.New, secret, []byte(job), string(info[:]), 32)
+	if err != nil {
+		return nil, fmt.Errorf("wire: relay key: %w", err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("wire: relay key: %w", err)
+	}
+	return cipher.NewGCM(block)
+}
+
+// SealRelay appends to b a KindRelay payload for h and the inner frame's
+// encoding (frame, as AppendFrame writes it): the header, then, if
+// h.Flags has RelaySealed, the frame encrypted and the tag, else the frame
+// and a tag that authenticates header and frame. aead is
+// RelayKey(secret, job, h.Origin, h.Final); h.Nonce must be fresh for it.
+func SealRelay(b []byte, aead cipher.AEAD, h Relay, frame []byte) []byte {
+	start := len(b)
+	b = AppendRelayHeader(b, h)
+	headEnd := len(b)
+	if h.Flags&RelaySealed != 0 {
+		return aead.Seal(b, h.Nonce[:], frame, b[start:headEnd])
+	}
+	b = append(b, frame...)
+	return aead.Seal(b, h.Nonce[:], nil, b[start:])
+}
+
+// OpenRelay checks a KindRelay payload's tag with aead (the key of its
+// header's pair) and returns the inner frame's encoding: the body itself
+// when it was only authenticated, or its decryption appended to dst when
+// it was sealed. It returns ErrRelayTag if the check fails.
+func OpenRelay(dst []byte, aead cipher.AEAD, payload []byte, h Relay, headLen int, body []byte) ([]byte, error) {
+	if h.Flags&RelaySealed != 0 {
+		out, err := aead.Open(dst, h.Nonce[:], payload[headLen:], payload[:headLen])
+		if err != nil {
+			return nil, ErrRelayTag
+		}
+		return out, nil
+	}
+	if _, err := aead.Open(nil, h.Nonce[:], payload[headLen+len(body):], payload[:headLen+len(body)]); err != nil {
+		return nil, ErrRelayTag
+	}
+	return body, nil
+}
+
+// Route is the payload of a [KindRoute] frame: the nodes its sender cannot
+// reach directly now (a dial failed or a connection died, and none is in
+// use since), sorted, under a version that grows with each change, so
+// that a receiver keeps the latest.
+type Route struct {
+	Version uint64
+	Down    []core.NodeID
+}
+
+// Kind returns KindRoute.
+func (Route) Kind() core.Kind { return KindRoute }
+
+// MarshalWire appends the version as a uvarint and the node ids.
+func (r Route) MarshalWire(e *Encoder) {
+	e.Uvarint(r.Version)
+	e.NodeIDs(r.Down)
+}
+
+// DecodeRoute decodes a Route payload.
+func DecodeRoute(payload []byte) (Route, error) {
+	d := NewDecoder(payload)
+	r := Route{Version: d.Uvarint(), Down: d.NodeIDs()}
+	if err := d.Finish(); err != nil {
+		return Route{}, err
+	}
+	return r, nil
+}
