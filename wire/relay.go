@@ -26,10 +26,14 @@ var (
 	KindRoute = core.MakeKind(core.ProtoCore, 10)
 )
 
-// RelaySealed is the [Relay] flag of a relayed frame whose inner frame is
+// The flags of a [Relay] header. RelaySealed: the inner frame is
 // encrypted (the job runs with TLS); without it the inner frame is only
-// authenticated.
-const RelaySealed uint8 = 1
+// authenticated. RelayControl: the frame is a control frame (an
+// acknowledgement) that a relay forwards in its control lane.
+const (
+	RelaySealed  uint8 = 1
+	RelayControl uint8 = 2
+)
 
 // RelayNonceSize and RelayTagSize are the sizes, in bytes, of a relayed
 // frame's nonce and of its end-to-end tag (AES-GCM's).
@@ -51,7 +55,7 @@ type Relay struct {
 	// Seq is the inner frame's number in Origin's stream to Final; 0 for
 	// a frame outside the count (an acknowledgement).
 	Seq uint64
-	// Flags: RelaySealed or 0.
+	// Flags: RelaySealed, RelayControl, or 0.
 	Flags uint8
 	// Nonce is the tag's AES-GCM nonce, random per frame.
 	Nonce [RelayNonceSize]byte
@@ -88,7 +92,7 @@ func DecodeRelay(payload []byte) (h Relay, headLen int, body, tag []byte, err er
 		d.Fail("relay source stream", ErrInvalid)
 	case h.Origin == h.Final:
 		d.Fail("relay origin and destination", ErrInvalid)
-	case h.Flags&^RelaySealed != 0:
+	case h.Flags&^(RelaySealed|RelayControl) != 0:
 		d.Fail("relay flags", ErrInvalid)
 	case d.Remaining() < RelayTagSize:
 		d.Fail("relay tag", ErrTruncated)

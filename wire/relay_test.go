@@ -56,7 +56,7 @@ func TestDecodeRelayRefuses(t *testing.T) {
 	for name, h := range map[string]Relay{
 		"no source stream": {Origin: 1, Final: 2},
 		"to itself":        {Origin: 2, Final: 2, SrcStream: 1},
-		"unknown flag":     {Origin: 1, Final: 2, SrcStream: 1, Flags: 2},
+		"unknown flag":     {Origin: 1, Final: 2, SrcStream: 1, Flags: 4},
 	} {
 		p := append(AppendRelayHeader(nil, h), make([]byte, RelayTagSize)...)
 		if _, _, _, _, err := DecodeRelay(p); err == nil {
