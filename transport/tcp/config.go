@@ -102,6 +102,16 @@ type Config struct {
 	// probes), which bounds how long a connection to a vanished host stays
 	// open when we do not write to it. Default 5 s; negative disables.
 	KeepAlive time.Duration
+	// LinkTimeout bounds how long data written to a TCP connection may
+	// stay unacknowledged by the peer's kernel before the connection is
+	// declared dead (TCP_USER_TIMEOUT, Linux), and how long a dial may
+	// wait for the peer's answer (with DialTimeout, whichever is
+	// shorter): a path that silently drops packets fails the connection
+	// within it instead of after minutes of retransmissions. A peer that
+	// is slow to read does not trip it (the kernel's zero-window probes
+	// are answered). Default 2 s; negative: off (the kernel's
+	// retransmission limits).
+	LinkTimeout time.Duration
 	// IdleTimeout closes a connection on which nothing was read or written
 	// for this long (checked every quarter of it), without losing a frame
 	// and without a hint to the failure detector; the next frame to the
@@ -169,6 +179,7 @@ const (
 	DefaultBackoffMin       = 20 * time.Millisecond
 	DefaultBackoffMax       = 2 * time.Second
 	DefaultKeepAlive        = 5 * time.Second
+	DefaultLinkTimeout      = 2 * time.Second
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultDirectMax        = wire.DefaultMaxFrameSize
 	DefaultResendBuffer     = 64 << 20
@@ -199,6 +210,7 @@ func DefaultConfig() Config {
 		BackoffMin:             DefaultBackoffMin,
 		BackoffMax:             DefaultBackoffMax,
 		KeepAlive:              DefaultKeepAlive,
+		LinkTimeout:            DefaultLinkTimeout,
 		IdleTimeout:            DefaultIdleTimeout,
 		DirectMax:              DefaultDirectMax,
 		ResendBuffer:           DefaultResendBuffer,
@@ -241,6 +253,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAlive == 0 {
 		c.KeepAlive = d.KeepAlive
+	}
+	if c.LinkTimeout == 0 {
+		c.LinkTimeout = d.LinkTimeout
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = d.IdleTimeout

@@ -85,7 +85,7 @@ func Listen(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	lc := net.ListenConfig{KeepAliveConfig: keepAlive(cfg), Control: bufferControl(cfg)}
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive(cfg), Control: socketControl(cfg)}
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen on %s: %w", cfg.ListenAddr, err)

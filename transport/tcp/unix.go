@@ -175,7 +175,7 @@ func (t *Transport) dialSocket(ctx context.Context, addr string) (net.Conn, erro
 			return nc, nil
 		}
 	}
-	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAliveConfig: keepAlive(t.cfg), Control: bufferControl(t.cfg)}
+	d := net.Dialer{Timeout: t.dialTimeout(), KeepAliveConfig: keepAlive(t.cfg), Control: socketControl(t.cfg)}
 	return d.DialContext(ctx, "tcp", addr)
 }
 
