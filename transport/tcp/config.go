@@ -67,6 +67,11 @@ type Config struct {
 	// peer so, which then never dials it nor retires its connection: what
 	// the peer has for it waits for its dial.
 	DialOutOnly bool
+	// NoRelay turns relaying off: by default (false) the frames for a
+	// peer whose direct link is down go through a peer that reaches it
+	// (see the package doc, "Relaying"), and this node forwards such
+	// frames for others. Both ends of a pair must relay for it to work.
+	NoRelay bool
 
 	// HandshakeTimeout bounds the handshake of a connection, from accept or
 	// dial to the verified proof. Default 5 s.
@@ -107,10 +112,10 @@ type Config struct {
 	// declared dead (TCP_USER_TIMEOUT, Linux), and how long a dial may
 	// wait for the peer's answer (with DialTimeout, whichever is
 	// shorter): a path that silently drops packets fails the connection
-	// within it instead of after minutes of retransmissions. A peer that
-	// is slow to read does not trip it (the kernel's zero-window probes
-	// are answered). Default 2 s; negative: off (the kernel's
-	// retransmission limits).
+	// within it instead of after minutes of retransmissions, and its
+	// frames go through a relay. A peer that is slow to read does not
+	// trip it (the kernel's zero-window probes are answered). Default 2 s;
+	// negative: off (the kernel's retransmission limits).
 	LinkTimeout time.Duration
 	// IdleTimeout closes a connection on which nothing was read or written
 	// for this long (checked every quarter of it), without losing a frame

@@ -54,6 +54,9 @@ type conn struct {
 	place     wire.PlaceFunc // placeWith's, made once
 	placer    transport.Placer
 	placedLen int // the payload length of the frame placer took
+	// placeLock is the pair's delivery lock, held from placeWith's check
+	// of a placed frame to its delivery (readFrame).
+	placeLock *sync.Mutex
 
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its

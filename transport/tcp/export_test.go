@@ -121,3 +121,8 @@ func LockFree(t *Transport, id core.NodeID) bool {
 // RefusalBurst is how many connections a listener refuses at once before
 // its budget paces it.
 const RefusalBurst = refusalBurst
+
+// SetForwardHook makes t call hook with each relayed payload it forwards,
+// before it queues it; hook may alter it (a relay that tampers) or block
+// (a relay that stalls). Set it before t forwards anything.
+func SetForwardHook(t *Transport, hook func(payload []byte)) { t.rt.forwardHook = hook }

@@ -197,6 +197,9 @@ func (t *Transport) admit(id core.NodeID, dialOutOnly bool) (*peer, error) {
 	if t.closed {
 		return nil, transport.ErrClosed
 	}
+	if t.isBlocked(id) {
+		return nil, fmt.Errorf("%w: %w", ErrHandshake, errBlocked)
+	}
 	p := t.peers[id]
 	if p == nil {
 		return nil, nil
@@ -242,6 +245,8 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 		c.prev = p.draining
 	}
 	p.unreachable = false
+	p.rl.in.Store(false)
+	t.routeChanged()
 	if old != nil {
 		t.retireReplaced(p, old) // under t.mu: wg.Add cannot race Close's Wait
 	}
@@ -264,6 +269,9 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 // installs the connection and starts its reader.
 func (t *Transport) dial(p *peer, addr string) (*conn, error) {
 	t.stats.dials.Add(1)
+	if t.isBlocked(p.id) {
+		return nil, errBlocked
+	}
 	nc, err := t.dialSocket(t.dialCtx, addr)
 	if err != nil {
 		return nil, err
@@ -473,10 +481,15 @@ func (t *Transport) startStream(p *peer, c *conn) {
 			t.stats.restarts.Add(1)
 			t.log.Info("tcp: the peer restarted or forgot us: the pair's streams start afresh", "peer", uint32(p.id))
 		}
+		if p.peerStream == 0 {
+			p.log.bind(r.Stream) // keeps frames numbered while relayed
+		} else {
+			p.log.reset(r.Stream)
+		}
 		p.peerStream = r.Stream
 		p.rs.timer.Stop()
 		p.rs = t.newRecvStream(p, r.Stream)
-		p.log.reset(r.Stream)
+		p.rl.routeSent = 0
 	}
 	c.owner, c.rs, c.peerStream = p, p.rs, r.Stream
 	if p.dialOutOnly = r.DialOutOnly; p.dialOutOnly {

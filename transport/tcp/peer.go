@@ -72,6 +72,8 @@ type peer struct {
 	// log holds the frames written to the peer and not yet acknowledged
 	// (resend.go); it lives as long as p.
 	log *sendLog
+	// rl is the relaying state (relay.go).
+	rl relayState
 
 	// accepted counts the frames Send has put in q (and SendNow has
 	// taken); written counts those written to a connection, and flushed
@@ -255,6 +257,7 @@ func (t *Transport) peerLocked(id core.NodeID) *peer {
 		log:     newSendLog(t.cfg.ResendBuffer),
 		stream:  newStreamID(),
 	}
+	p.rl.via = core.None
 	p.rs = t.newRecvStream(p, 0)
 	t.peers[id] = p
 	return p
@@ -336,12 +339,23 @@ func (t *Transport) SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) 
 
 // send queues f (whose payload is buf's, if buf is not nil) for node to.
 func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf *[]byte) error {
+	return t.enqueue(ctx, to, f, buf, controlFrame(f.Kind))
+}
+
+// enqueue is send into the control lane (control) or the data queue. A
+// relayed frame (wire.KindRelay) may exceed Config.MaxFrameSize by the
+// relay's wrapping.
+func (t *Transport) enqueue(ctx context.Context, to core.NodeID, f wire.Frame, buf *[]byte, control bool) error {
 	if to == t.self {
 		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
 	}
 	f.Src, f.Dst = t.self, to
-	if body := wire.EncodedSize(f) - wire.LengthSize; body > t.cfg.MaxFrameSize {
-		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", transport.ErrFrameTooLarge, f.Kind, body, t.cfg.MaxFrameSize)
+	limit := t.cfg.MaxFrameSize
+	if f.Kind == wire.KindRelay {
+		limit = t.streamMax()
+	}
+	if body := wire.EncodedSize(f) - wire.LengthSize; body > limit {
+		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", transport.ErrFrameTooLarge, f.Kind, body, limit)
 	}
 	t.mu.Lock()
 	if t.closed {
@@ -358,7 +372,7 @@ func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf 
 	}
 	t.activateLocked(p)
 	q := p.q
-	if controlFrame(f.Kind) {
+	if control {
 		q = p.hq
 	}
 	p.senders.Add(1)

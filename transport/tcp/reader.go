@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
@@ -22,7 +23,7 @@ func (t *Transport) read(c *conn) {
 	// No wait for a handler here: the peer's acknowledgements are read
 	// without one (a process that only sends would otherwise fill its
 	// resend log); the first frame to deliver waits for it (handler).
-	c.fr.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	c.fr.SetMaxFrameSize(t.streamMax())
 	var err error
 	if c.shm == nil {
 		for err == nil {
@@ -94,6 +95,10 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 			t.delivered(c, c.next-1, c.placedLen)
 		}
 	}
+	if c.placeLock != nil {
+		c.placeLock.Unlock()
+		c.placeLock = nil
+	}
 	if err != nil || placed {
 		return err
 	}
@@ -122,18 +127,45 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	}
 	// seq is the frame's number in the pair's stream (0: not counted,
 	// which only a peer that broke the protocol causes).
+	//
+	// The check and the delivery are under the pair's delivery lock: the
+	// same frame may come relayed at the same time (relay.go).
 	var seq uint64
+	var dl *sync.Mutex
 	if c.next != 0 {
 		seq = c.next
 		c.next++
+		dl = c.owner.lockDelivery()
 		if seq <= c.rs.recvd.Load() {
 			// Written again on this connection after the last one broke,
-			// and delivered from that one already.
+			// or delivered through a relay, already.
+			dl.Unlock()
 			t.stats.duplicates.Add(1)
 			return nil
 		}
 	}
+	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute {
+		// The transport's own: counted in the stream, handled outside
+		// the pair's lock (a relayed frame takes its origin's).
+		if f.Src == c.peer && f.Dst == t.self && seq != 0 {
+			t.delivered(c, seq, len(f.Payload))
+		}
+		if dl != nil {
+			dl.Unlock()
+		}
+		if f.Src == c.peer && f.Dst == t.self {
+			if f.Kind == wire.KindRelay {
+				t.onRelayed(c, f)
+			} else {
+				t.onRoute(c, f)
+			}
+		}
+		return nil
+	}
 	if f.Src != c.peer || f.Dst != t.self || f.Kind == wire.KindHello || f.Kind == wire.KindProof || f.Kind == wire.KindGoodbye || f.Kind == wire.KindResume {
+		if dl != nil {
+			dl.Unlock()
+		}
 		t.stats.misaddressed.Add(1)
 		if !c.warned {
 			c.warned = true
@@ -154,12 +186,18 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	h := t.slot.Get()
 	if h == nil {
 		if h = t.slot.Wait(c.dead, t.closing); h == nil {
+			if dl != nil {
+				dl.Unlock()
+			}
 			return net.ErrClosed
 		}
 	}
 	h.Deliver(f)
 	if seq != 0 {
 		t.delivered(c, seq, len(f.Payload))
+	}
+	if dl != nil {
+		dl.Unlock()
 	}
 	if !try && f.Kind.Proto() != core.ProtoFD {
 		// A data frame: the next may follow soon. A caller's progress
@@ -179,13 +217,23 @@ func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
 		if !ok || f.Src != c.peer || f.Dst != t.self || f.Kind.Proto() == core.ProtoCore {
 			return 0, nil
 		}
-		if c.next != 0 && c.next <= c.rs.recvd.Load() {
-			return 0, nil // a duplicate: readFrame drops it
+		var dl *sync.Mutex
+		if c.next != 0 {
+			// Held until the frame is delivered (readFrame): the same
+			// frame may come relayed meanwhile.
+			dl = c.owner.lockDelivery()
+			if c.next <= c.rs.recvd.Load() {
+				dl.Unlock()
+				return 0, nil // a duplicate: readFrame drops it
+			}
 		}
 		skip, dst := pl.Place(f, n)
 		if dst != nil {
 			c.placer, c.placedLen = pl, n
+			c.placeLock = dl
 			c.poll.mark() // a large data frame: poll while its body comes
+		} else if dl != nil {
+			dl.Unlock()
 		}
 		return skip, dst
 	}
@@ -202,6 +250,7 @@ func (t *Transport) connDied(c *conn, readErr error) {
 			p.setCur(nil)
 			p.unreachable = !c.byUs
 			p.signal()
+			t.routeChanged()
 		}
 		if p.draining == c {
 			// retireIdle sets draining before it sends the goodbye and

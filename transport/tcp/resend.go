@@ -95,6 +95,11 @@ func (l *sendLog) add(stream uint64, bound bool, parts ...[]byte) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.addLocked(stream, bound, size, parts...)
+}
+
+// addLocked is add with l.mu held and the frame's size known.
+func (l *sendLog) addLocked(stream uint64, bound bool, size int, parts ...[]byte) bool {
 	if bound && l.n > 0 && l.n+size > l.limit {
 		return false
 	}
@@ -251,7 +256,12 @@ func (r *recvStream) unacked() bool { return r.recvd.Load() != r.ackedN.Load() }
 // and asks for an acknowledgement: at once past ackFrames or ackBytes,
 // else within ackDelay.
 func (t *Transport) delivered(c *conn, seq uint64, size int) {
-	r := c.rs
+	t.deliveredTo(c.owner, c.rs, seq, size)
+}
+
+// deliveredTo is delivered for p's stream r, whichever path the frame
+// came by.
+func (t *Transport) deliveredTo(p *peer, r *recvStream, seq uint64, size int) {
 	storeOrdered(&r.recvd, seq)
 	b := r.bytes.Load() + uint64(size)
 	storeOrdered(&r.bytes, b)
@@ -259,7 +269,7 @@ func (t *Transport) delivered(c *conn, seq uint64, size int) {
 		return // asked for already; the writer has not written it yet
 	}
 	if seq-r.ackedN.Load() >= ackFrames || b-r.ackedBytes.Load() >= ackBytes {
-		t.ackNow(c.owner, r)
+		t.ackNow(p, r)
 		return
 	}
 	if !r.armed.Load() {

@@ -32,6 +32,8 @@ type Transport struct {
 	closing chan struct{}
 	wg      sync.WaitGroup
 	stats   stats
+	// rt is the reachability state that relaying chooses by (route.go).
+	rt routeTable
 	// refusals limits the logs of refused connections (admission.go).
 	refusals logLimiter
 	// writerRuns counts the writers' runs over a connection (writeLoop
@@ -103,8 +105,12 @@ func Listen(cfg Config) (*Transport, error) {
 		peers:   map[core.NodeID]*peer{},
 		live:    map[net.Conn]struct{}{},
 	}
+	t.rt.of = map[core.NodeID]peerRoute{}
+	t.rt.blocked = map[core.NodeID]bool{}
+	t.rt.changed = make(chan struct{}, 1)
 	t.uln = t.listenUnix(ln.Addr())
-	t.wg.Add(1)
+	t.wg.Add(2)
+	go t.routeLoop()
 	go t.acceptLoop(ln)
 	if t.uln != nil {
 		t.wg.Add(1)

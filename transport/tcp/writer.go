@@ -2,12 +2,9 @@ package tcp
 
 import (
 	"errors"
-	"fmt"
 	mrand "math/rand/v2"
-	"syscall"
 	"time"
 
-	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -27,7 +24,8 @@ func (t *Transport) manage(p *peer) {
 		// other can take them while we hold t.mu, so the lengths below
 		// are final. (Read after them, a Send could push and leave between
 		// the two reads.)
-		if c == nil && pending == nil && !kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 && p.log.empty() {
+		if c == nil && pending == nil && !kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 && p.log.empty() &&
+			!p.rs.due.Load() && !p.rl.ackWanted.Load() {
 			// Nothing to write and no connection: end, releasing the
 			// queues; the next Send starts a writer again.
 			p.active = false
@@ -47,6 +45,11 @@ func (t *Transport) manage(p *peer) {
 			if !t.pause(p, nil) {
 				return
 			}
+			continue
+		}
+		if c == nil && t.relayWanted(p) {
+			// The direct link is down and a relay reaches p (relay.go).
+			pending = t.relayLoop(p, pending)
 			continue
 		}
 		if c == nil {
@@ -82,6 +85,7 @@ func (t *Transport) manage(p *peer) {
 				continue
 			}
 		}
+		t.reportDirect(p)
 		pending = t.writeLoop(p, c, pending)
 	}
 }
@@ -136,8 +140,11 @@ func (t *Transport) connect(p *peer, holding bool) *conn {
 		if p.inbound > 0 || addr == "" || p.dialOutOnly {
 			// An inbound handshake will give us a connection, or we wait
 			// for an address, or for a peer that cannot be dialled to
-			// dial us.
+			// dial us (meanwhile its frames may go through a relay).
 			t.mu.Unlock()
+			if (holding || !p.log.empty()) && t.relayWanted(p) {
+				return nil
+			}
 			if !t.pause(p, nil) {
 				return nil
 			}
@@ -169,15 +176,12 @@ func (t *Transport) connect(p *peer, holding bool) *conn {
 			continue
 		}
 		refusals = 0
-		t.stats.dialFailures.Add(1)
-		t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "attempt", attempt, "err", err)
-		t.hintOf(core.PeerHint{Node: p.id, Reason: fmt.Sprintf("dial %s: %v", addr, err),
-			Refused: errors.Is(err, syscall.ECONNREFUSED)})
 		// After the hint: whoever sees the peer unreachable (Flush) may
 		// count on the detector having heard of it.
-		t.mu.Lock()
-		p.unreachable = p.cur == nil
-		t.mu.Unlock()
+		t.dialFailed(p, addr, err)
+		if t.relayWanted(p) {
+			return nil // relayLoop relays and redials
+		}
 		tm := time.NewTimer(t.backoff(attempt))
 		attempt++
 		if !t.pause(p, tm.C) {
@@ -243,7 +247,7 @@ func frameRef(f wire.Frame) *wire.Frame { return &f }
 func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten *wire.Frame) {
 	t.writerRuns.Add(1)
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
-	fw.SetMaxFrameSize(t.cfg.MaxFrameSize)
+	fw.SetMaxFrameSize(t.streamMax())
 	// write writes f, which keep has put in p's log.
 	write := func(f wire.Frame) bool {
 		c.markActive()

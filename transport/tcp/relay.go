@@ -1,0 +1,666 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// Relaying. When the direct link to a peer D is down (a dial failed or
+// the connection died; D accepts no connection and has none with us; or
+// D's frames reach us relayed) and some peer R reaches D (route.go), D's
+// writer runs relayLoop instead of waiting to redial: it numbers D's
+// frames in the pair's stream as on a connection, keeps them in D's
+// resend log, wraps each in a wire.KindRelay frame tagged end to end
+// (wire.SealRelay) and queues it to R, all in R's data queue so that the
+// pair's frames stay in their order through R. R forwards the payload
+// unchanged into its queue for D, or drops it if it cannot reach D
+// itself. D checks the tag and delivers the inner frame only if it is the
+// next of the pair's stream (recvStream.recvd+1), under the pair's
+// delivery lock, which the connection readers take too: a pair's frames
+// are delivered once and in order whichever path each came by.
+// D acknowledges through a relay too (an unsequenced relayed
+// acknowledgement, in the relays' control lanes). The writer goes back to
+// the acknowledgement point (go-back-N) whenever its path changes, and
+// when the point has not moved for relayRetransmit while frames are
+// unacknowledged (a relay that died or dropped), taking the next relay.
+// Meanwhile it redials D with back-off; a direct connection, once back,
+// takes the traffic over with its resume (resend.go).
+
+// relayRetransmit is how long the acknowledgement point may stay still,
+// with frames unacknowledged, before a relaying writer resends from it
+// through another relay. It also bounds how long a relay's reader waits
+// for room in the destination's queue before it drops a frame.
+const relayRetransmit = 300 * time.Millisecond
+
+// streamMax is the frame body limit on the connections' streams:
+// Config.MaxFrameSize, plus what relaying wraps around a frame that large
+// (wire.KindRelay's header and tag, and the inner frame's prefix and
+// header).
+func (t *Transport) streamMax() int { return t.cfg.MaxFrameSize + relayOverhead }
+
+// relayOverhead bounds what a relayed frame adds to its inner frame's
+// body: the outer header, the relay header (at most 53 bytes), the tag,
+// the inner frame's length prefix and header.
+const relayOverhead = 2*wire.MaxHeaderSize + wire.LengthSize + 53 + wire.RelayTagSize
+
+// doneCtx is a context that is done: Send's attempt without waiting.
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// relayState is a peer's relaying state.
+type relayState struct {
+	// dmu is held while a frame of the peer's stream is checked and
+	// delivered, by a connection's reader or by a relayed frame's: the
+	// two paths may carry the same frame at once.
+	dmu sync.Mutex
+	// via is the relay in use for the peer as last reported (core.None:
+	// direct), the writer's.
+	via core.NodeID
+	// in: frames from the peer arrived relayed since our last
+	// connection with it (it cannot reach us): our writer relays too.
+	in atomic.Bool
+	// ackWanted: the peer needs a relayed acknowledgement now (its
+	// frame named a stream of ours that is not ours, or left a gap).
+	ackWanted atomic.Bool
+	// rewind: go back to the acknowledgement point now (the peer's
+	// stream became known).
+	rewind atomic.Bool
+	// routeSent is the version of our route the peer has (t.mu).
+	routeSent uint64
+	// enc is the writer's encoding scratch.
+	enc []byte
+	// sealOnce/seal and openOnce/open are the end-to-end keys of our
+	// frames to the peer and of its frames to us.
+	sealOnce, openOnce sync.Once
+	seal, open         cipher.AEAD
+}
+
+func (t *Transport) sealKey(p *peer) cipher.AEAD {
+	p.rl.sealOnce.Do(func() { p.rl.seal = t.relayKey(t.self, p.id) })
+	return p.rl.seal
+}
+
+func (t *Transport) openKey(p *peer) cipher.AEAD {
+	p.rl.openOnce.Do(func() { p.rl.open = t.relayKey(p.id, t.self) })
+	return p.rl.open
+}
+
+func (t *Transport) relayKey(src, dst core.NodeID) cipher.AEAD {
+	k, err := wire.RelayKey(t.cfg.Secret, t.cfg.JobID, src, dst)
+	if err != nil {
+		panic("tcp: " + err.Error()) // AES-256 with a 32-byte key cannot fail
+	}
+	return k
+}
+
+// relayFlags are the flags of our relayed frames.
+func (t *Transport) relayFlags() uint8 {
+	if t.cfg.TLS != nil {
+		return wire.RelaySealed
+	}
+	return 0
+}
+
+// relayWanted reports whether p's writer should relay: relaying is on, p
+// has no connection in use, its direct link is down or its frames come
+// relayed, and a relay reaches it.
+func (t *Transport) relayWanted(p *peer) bool {
+	if t.cfg.NoRelay {
+		return false
+	}
+	t.mu.Lock()
+	want := p.cur == nil && (p.routeDownLocked() || p.rl.in.Load())
+	t.mu.Unlock()
+	return want && t.chooseRelay(p, core.None, false) != nil
+}
+
+// relayIdle reports whether p's relaying writer has nothing left to do.
+func (t *Transport) relayIdle(p *peer, pending *wire.Frame) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return pending == nil && !p.kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 &&
+		p.log.empty() && !p.rs.due.Load() && !p.rl.ackWanted.Load()
+}
+
+// relayLoop is p's writer while p's direct link is down (see above). It
+// returns, with the frame it holds if any, when a connection to p is in
+// use, when it has nothing left to do, or when p is removed or the
+// transport closes.
+func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
+	var via *peer
+	gen := t.rt.gen.Load() - 1
+	rewind := true // a path change: resend from the acknowledgement point
+	lastFirst := uint64(0)
+	tick := time.NewTicker(relayRetransmit)
+	defer tick.Stop()
+	attempt := 0
+	redial := time.NewTimer(t.backoff(attempt))
+	defer redial.Stop()
+	dialed := make(chan bool, 1)
+	dialing := false
+	for {
+		if t.isClosing() || isClosed(p.removed) {
+			return pending
+		}
+		if p.live.Load() != nil {
+			return pending // the direct link is back: manage resumes on it
+		}
+		if !dialing && t.relayIdle(p, pending) {
+			return nil
+		}
+		if g := t.rt.gen.Load(); g != gen || via == nil || via.live.Load() == nil {
+			gen = g
+			cur := core.None
+			if via != nil {
+				cur = via.id
+			}
+			if nv := t.chooseRelay(p, cur, false); nv != via {
+				via, rewind = nv, true
+				t.reportVia(p, via)
+			}
+		}
+		full := false
+		if via != nil {
+			if rewind || p.rl.rewind.Swap(false) {
+				if !t.relayResend(p, via) {
+					gen-- // the relay stalled: choose again
+				}
+				rewind = false
+				lastFirst = p.log.ackPoint()
+			}
+			if t.recvStreamOf(p).due.Load() || p.rl.ackWanted.Load() {
+				t.relayAck(p, via)
+			}
+			if pending == nil {
+				if x, ok := p.take(); ok {
+					pending = &x.f
+				}
+			}
+			if pending != nil {
+				switch t.relaySend(p, via, pending) {
+				case relaySent:
+					pending = nil
+					continue
+				case relayFull:
+					full = true
+				case relayStalled:
+					pending = nil // kept in the log: resent from there
+					via, gen = nil, gen-1
+					continue
+				}
+			} else {
+				p.flushed.Store(p.written)
+			}
+		}
+		// Wait for something to do.
+		var hq, q <-chan queued
+		var space <-chan struct{}
+		if pending == nil && via != nil {
+			hq, q = p.hq, p.q
+		}
+		if full {
+			space = p.log.space
+		}
+		select {
+		case x := <-hq:
+			pending = &x.f
+		case x := <-q:
+			pending = &x.f
+		case <-space:
+		case <-p.kick:
+		case <-p.wake:
+		case <-tick.C:
+			first := p.log.ackPoint()
+			if !p.log.empty() && first == lastFirst && via != nil {
+				// The acknowledgement point is still: go back to it,
+				// through the next relay.
+				if nv := t.chooseRelay(p, via.id, true); nv != nil && nv != via {
+					via = nv
+					t.reportVia(p, via)
+				}
+				rewind = true
+			}
+			lastFirst = first
+			gen-- // look at the routes again
+		case <-redial.C:
+			if t.startRedial(p, dialed) {
+				dialing = true
+			} else {
+				redial.Reset(t.backoff(attempt))
+			}
+		case ok := <-dialed:
+			dialing = false
+			if !ok {
+				attempt++
+				redial.Reset(t.backoff(attempt))
+			}
+		case <-p.removed:
+		case <-t.closing:
+		}
+	}
+}
+
+// reportVia records and reports p's new relay (nil: none for now).
+func (t *Transport) reportVia(p *peer, via *peer) {
+	if via == nil || p.rl.via == via.id {
+		return
+	}
+	p.rl.via = via.id
+	t.stats.pathChanges.Add(1)
+	t.log.Info("tcp: relaying the frames of a peer", "peer", uint32(p.id), "via", uint32(via.id))
+	t.reportPath(transport.PairRelayed{Peer: p.id, Via: via.id})
+}
+
+// reportDirect reports that p's frames go direct again, if they were
+// relayed; p's writer calls it with a connection in use.
+func (t *Transport) reportDirect(p *peer) {
+	if p.rl.via == core.None {
+		return
+	}
+	p.rl.via = core.None
+	t.stats.pathChanges.Add(1)
+	t.log.Info("tcp: the frames of a peer go direct again", "peer", uint32(p.id))
+	t.reportPath(transport.PairDirect{Peer: p.id})
+}
+
+func (t *Transport) reportPath(ev core.Event) {
+	if pr, ok := t.slot.Get().(transport.PathReporter); ok {
+		pr.Path(ev)
+	}
+}
+
+// startRedial dials p once in the background, unless a dial or an
+// inbound handshake is under way or p cannot be dialled; done receives
+// whether a connection is in use after it. It reports whether it
+// started one.
+func (t *Transport) startRedial(p *peer, done chan<- bool) bool {
+	t.mu.Lock()
+	if t.closed || p.dialing || p.inbound > 0 || p.addr == "" || p.dialOutOnly || p.cur != nil {
+		t.mu.Unlock()
+		return false
+	}
+	p.dialing = true
+	addr := p.addr
+	t.wg.Add(1) // the writer holds a count: Close is not past Wait
+	t.mu.Unlock()
+	go func() {
+		defer t.wg.Done()
+		_, err := t.dial(p, addr)
+		t.mu.Lock()
+		p.dialing = false
+		settled := p.cur != nil || p.inbound > 0
+		t.mu.Unlock()
+		if err != nil && !settled && !t.isClosing() && !errors.Is(err, errRefusedAfterProof) {
+			t.dialFailed(p, addr, err)
+		}
+		done <- err == nil || settled
+	}()
+	return true
+}
+
+// dialFailed counts, logs and hints a failed dial to p, and marks p's
+// direct link down.
+func (t *Transport) dialFailed(p *peer, addr string, err error) {
+	t.stats.dialFailures.Add(1)
+	t.log.Info("tcp: dial failed", "peer", uint32(p.id), "addr", addr, "err", err)
+	t.hintOf(core.PeerHint{Node: p.id, Reason: fmt.Sprintf("dial %s: %v", addr, err),
+		Refused: errors.Is(err, syscall.ECONNREFUSED)})
+	t.mu.Lock()
+	p.unreachable = p.cur == nil
+	t.routeChanged()
+	t.mu.Unlock()
+}
+
+// Results of relaySend.
+const (
+	relaySent    = iota
+	relayFull    // p's resend log is full: nothing kept
+	relayStalled // kept in the log, but the relay's queue had no room
+)
+
+// relaySend numbers f in p's stream, keeps it in p's log and queues it,
+// relayed, to via. A frame a relay queued for p (forwarded), which we
+// cannot deliver ourselves, is dropped.
+func (t *Transport) relaySend(p, via *peer, f *wire.Frame) int {
+	if f.Kind == wire.KindRelay {
+		t.stats.relayDropped.Add(1)
+		p.written++
+		return relaySent
+	}
+	p.wmu.Lock()
+	p.rl.enc = wire.AppendFrame(p.rl.enc[:0], *f)
+	seq, stream, ok := p.log.addNext(p.rl.enc, true)
+	if ok {
+		p.written++
+	}
+	p.wmu.Unlock()
+	if !ok {
+		return relayFull
+	}
+	if !t.relayPush(p, via, seq, stream, p.rl.enc, false) {
+		return relayStalled
+	}
+	return relaySent
+}
+
+// relayPush seals the frame enc (number seq of p's stream, whose id for
+// p's side is stream) and queues it to via. It reports false if via's
+// queue had no room within relayRetransmit.
+func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, control bool) bool {
+	h := wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
+	if control {
+		h.Flags |= wire.RelayControl
+	}
+	rand.Read(h.Nonce[:])
+	payload := wire.SealRelay(make([]byte, 0, len(enc)+64), t.sealKey(p), h, enc)
+	f := wire.Frame{Kind: wire.KindRelay, Payload: payload}
+	if t.enqueue(doneCtx, via.id, f, nil, control) == nil {
+		t.stats.relayed.Add(1)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
+	err := t.enqueue(ctx, via.id, f, nil, control)
+	cancel()
+	if err != nil {
+		return false
+	}
+	t.stats.relayed.Add(1)
+	return true
+}
+
+// relayResend queues again, through via, every frame of p's log from the
+// acknowledgement point. It reports false if via's queue stalled.
+func (t *Transport) relayResend(p, via *peer) bool {
+	stream, from, frames := p.log.sinceAck()
+	n := uint64(0)
+	for len(frames) > 0 {
+		_, k, err := wire.DecodeFrameMax(frames, max(t.cfg.MaxFrameSize, len(frames)))
+		if err != nil {
+			panic("tcp: a frame of the resend log does not decode: " + err.Error())
+		}
+		if !t.relayPush(p, via, from+n, stream, frames[:k], false) {
+			return false
+		}
+		frames = frames[k:]
+		n++
+	}
+	if n > 0 {
+		t.stats.resent.Add(n)
+		t.log.Debug("tcp: resent frames through a relay", "peer", uint32(p.id), "via", uint32(via.id), "from", from, "frames", n)
+	}
+	return true
+}
+
+// relayAck acknowledges p's stream through via: how many of its frames
+// we delivered, under our stream id, which tells a peer that did not
+// know it.
+func (t *Transport) relayAck(p, via *peer) {
+	p.rl.ackWanted.Store(false)
+	r := t.recvStreamOf(p)
+	n, b := r.recvd.Load(), r.bytes.Load()
+	r.due.Store(false)
+	var pb [binaryMaxVarint]byte
+	enc := wire.AppendFrame(nil, wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(pb[:0], n)})
+	if t.relayPush(p, via, 0, r.stream, enc, true) {
+		r.ackedN.Store(n)
+		r.ackedBytes.Store(b)
+		t.stats.acks.Add(1)
+	} else {
+		p.rl.ackWanted.Store(true)
+	}
+}
+
+// onRelayed handles a KindRelay frame read from c: forwarded if it is for
+// another node, delivered if it is for us.
+func (t *Transport) onRelayed(c *conn, f wire.Frame) {
+	h, headLen, body, _, err := wire.DecodeRelay(f.Payload)
+	if err != nil {
+		t.relayRejected(c, "a malformed relayed frame", err)
+		return
+	}
+	if h.Final != t.self {
+		t.forward(c, h, f.Payload)
+		return
+	}
+	if h.Origin == t.self {
+		t.relayRejected(c, "a relayed frame from ourselves", nil)
+		return
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	p := t.peerLocked(h.Origin)
+	t.mu.Unlock()
+	var plain []byte
+	if h.Flags&wire.RelaySealed != 0 {
+		plain = make([]byte, 0, len(body))
+	}
+	inner, err := wire.OpenRelay(plain, t.openKey(p), f.Payload, h, headLen, body)
+	if err != nil {
+		t.stats.relayTagFailures.Add(1)
+		t.relayRejected(c, "a relayed frame that fails its end-to-end check", err)
+		return
+	}
+	fi, n, err := wire.DecodeFrameMax(inner, max(t.cfg.MaxFrameSize, len(inner)))
+	if err != nil || n != len(inner) || fi.Src != h.Origin || fi.Dst != t.self {
+		t.stats.misaddressed.Add(1)
+		t.relayRejected(c, "a relayed frame whose inner frame is malformed or misaddressed", err)
+		return
+	}
+	t.deliverRelayed(p, h, fi, c)
+}
+
+// relayRejected logs a dropped relayed frame, at most once per relay
+// every refusalLogInterval.
+func (t *Transport) relayRejected(c *conn, what string, err error) {
+	if ok, suppressed := t.refusals.allow(fmt.Sprintf("relay %d", c.peer), time.Now()); ok {
+		t.log.Warn("tcp: dropping "+what, "relay", uint32(c.peer), "err", err, "suppressed", suppressed)
+	}
+}
+
+// forward queues a relayed frame read from c to its destination, if we
+// reach it directly: the payload is copied, not opened.
+func (t *Transport) forward(c *conn, h wire.Relay, payload []byte) {
+	t.mu.Lock()
+	d := t.peers[h.Final]
+	ok := d != nil && !d.routeDownLocked() && h.Origin == c.peer && !t.cfg.NoRelay
+	t.mu.Unlock()
+	if !ok {
+		// Not ours to carry: unreachable from here, unknown, or not
+		// from its origin (two hops at most).
+		t.stats.relayDropped.Add(1)
+		return
+	}
+	f := wire.Frame{Kind: wire.KindRelay, Payload: bytes.Clone(payload)}
+	if hook := t.rt.forwardHook; hook != nil {
+		hook(f.Payload)
+	}
+	control := h.Flags&wire.RelayControl != 0
+	if t.enqueue(doneCtx, h.Final, f, nil, control) != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
+		err := t.enqueue(ctx, h.Final, f, nil, control)
+		cancel()
+		if err != nil {
+			t.stats.relayDropped.Add(1)
+			return
+		}
+	}
+	t.stats.forwarded.Add(1)
+}
+
+// deliverRelayed delivers fi, relayed from p (header h), if it is the
+// next frame of p's stream; or takes the acknowledgement it is.
+func (t *Transport) deliverRelayed(p *peer, h wire.Relay, fi wire.Frame, c *conn) {
+	p.rl.dmu.Lock()
+	defer p.rl.dmu.Unlock()
+	t.mu.Lock()
+	if h.SrcStream != p.peerStream {
+		t.newPeerStream(p, h.SrcStream)
+	}
+	mine := h.DstStream == p.stream
+	r := p.rs
+	if p.cur == nil {
+		p.rl.in.Store(true)
+	}
+	t.mu.Unlock()
+	if fi.Kind == wire.KindAck && h.Seq == 0 {
+		n, err := wire.DecodeCount(fi.Payload)
+		if err != nil {
+			t.relayRejected(c, "a malformed relayed acknowledgement", err)
+			return
+		}
+		if mine {
+			p.log.ack(h.SrcStream, n)
+		}
+		return
+	}
+	if h.Seq == 0 || fi.Kind == wire.KindAck || fi.Kind == wire.KindSeq || fi.Kind == wire.KindHello ||
+		fi.Kind == wire.KindProof || fi.Kind == wire.KindGoodbye || fi.Kind == wire.KindResume || fi.Kind == wire.KindRelay {
+		t.stats.misaddressed.Add(1)
+		return
+	}
+	recvd := r.recvd.Load()
+	switch {
+	case !mine:
+		// The origin does not know our stream: tell it.
+		t.stats.relayGaps.Add(1)
+		t.wantRelayAck(p)
+		return
+	case h.Seq <= recvd:
+		// Sent again after a stall: its acknowledgement may have been
+		// lost, so acknowledge again.
+		t.stats.duplicates.Add(1)
+		t.wantRelayAck(p)
+		return
+	case h.Seq > recvd+1:
+		// A frame after a gap (a relay dropped some): the origin goes
+		// back to the acknowledgement point.
+		t.stats.relayGaps.Add(1)
+		t.wantRelayAck(p)
+		return
+	}
+	if fi.Kind == wire.KindRoute {
+		// Routes travel direct only.
+		t.deliveredTo(p, r, h.Seq, len(fi.Payload))
+		return
+	}
+	hd := t.slot.Get()
+	if hd == nil {
+		if hd = t.slot.Wait(c.dead, t.closing); hd == nil {
+			return
+		}
+	}
+	t.stats.framesIn.Add(1)
+	hd.Deliver(fi)
+	t.deliveredTo(p, r, h.Seq, len(fi.Payload))
+}
+
+// wantRelayAck asks p's writer for a relayed acknowledgement.
+func (t *Transport) wantRelayAck(p *peer) {
+	p.rl.ackWanted.Store(true)
+	t.mu.Lock()
+	if !t.closed && t.peers[p.id] == p {
+		t.activateLocked(p)
+	}
+	t.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// newPeerStream starts p's streams with p's stream id stream, learnt from
+// a relayed frame, as a handshake's resume would (startStream): a peer
+// whose id changed restarted, and the frames kept for its predecessor
+// are dropped; a first id keeps the frames queued for it. t.mu is held.
+func (t *Transport) newPeerStream(p *peer, stream uint64) {
+	if p.peerStream != 0 {
+		t.stats.restarts.Add(1)
+		t.log.Info("tcp: the peer restarted or forgot us: the pair's streams start afresh", "peer", uint32(p.id))
+		p.log.reset(stream)
+	} else {
+		p.log.bind(stream)
+	}
+	p.peerStream = stream
+	p.rs.timer.Stop()
+	p.rs = t.newRecvStream(p, stream)
+	p.rl.routeSent = 0
+	p.rl.rewind.Store(true) // resend what we hold under the stream we now know
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recvStreamOf returns p's stream of frames to us (p.rs, which t.mu
+// guards).
+func (t *Transport) recvStreamOf(p *peer) *recvStream {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return p.rs
+}
+
+// lockDelivery takes p's delivery lock (see relayState.dmu).
+func (p *peer) lockDelivery() *sync.Mutex {
+	p.rl.dmu.Lock()
+	return &p.rl.dmu
+}
+
+// addNext appends a frame's encoding under the log's own stream, as add
+// does (bound: only if it fits), and returns its number and the stream.
+func (l *sendLog) addNext(enc []byte, bound bool) (seq, stream uint64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	stream, seq = l.stream, l.next
+	if !l.addLocked(stream, bound, len(enc), enc) {
+		return 0, 0, false
+	}
+	return seq, stream, true
+}
+
+// bind gives the log the peer's first stream id, keeping the frames
+// numbered for it before it was known (relayed ones).
+func (l *sendLog) bind(stream uint64) {
+	l.mu.Lock()
+	if l.stream == 0 {
+		l.stream = stream
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.reset(stream)
+}
+
+// ackPoint returns the number of the oldest frame not acknowledged.
+func (l *sendLog) ackPoint() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.first
+}
+
+// sinceAck returns the log's stream, the number of its oldest frame and
+// a copy of all its frames' encodings.
+func (l *sendLog) sinceAck() (stream, from uint64, frames []byte) {
+	l.mu.Lock()
+	stream = l.stream
+	l.mu.Unlock()
+	from, frames = l.since(stream, 0)
+	return stream, from, frames
+}
