@@ -144,6 +144,23 @@ func SealRelay(b []byte, aead cipher.AEAD, h Relay, frame []byte) []byte {
 	return aead.Seal(b, h.Nonce[:], nil, b[start:])
 }
 
+// SealRelayTail seals, in place, a KindRelay payload that b holds up to
+// its tag: the header (headLen bytes) then the inner frame's encoding, as
+// AppendRelayHeader and AppendFrame write them; it returns the payload
+// with its tag. It is SealRelay without a copy of the frame: the caller
+// builds the frame where it goes. b needs RelayTagSize bytes of spare
+// capacity, or the payload is copied.
+func SealRelayTail(b []byte, aead cipher.AEAD, h Relay, headLen int) []byte {
+	if h.Flags&RelaySealed == 0 {
+		return aead.Seal(b, h.Nonce[:], nil, b)
+	}
+	if cap(b)-len(b) < RelayTagSize {
+		b = append(make([]byte, 0, len(b)+RelayTagSize), b...)
+	}
+	ct := aead.Seal(b[headLen:headLen], h.Nonce[:], b[headLen:], b[:headLen])
+	return b[:headLen+len(ct)]
+}
+
 // OpenRelay checks a KindRelay payload's tag with aead (the key of its
 // header's pair) and returns the inner frame's encoding: the body itself
 // when it was only authenticated, or its decryption appended to dst when

@@ -156,3 +156,22 @@ func FuzzRoute(f *testing.F) {
 		}
 	})
 }
+
+// TestSealRelayTail checks that sealing in place gives SealRelay's payload.
+func TestSealRelayTail(t *testing.T) {
+	f := Frame{Kind: kindFD1, Src: 4, Dst: 5, Payload: bytes.Repeat([]byte("z"), 300)}
+	for _, flags := range []uint8{0, RelaySealed, RelayControl} {
+		k, _ := RelayKey([]byte("secret"), "job", 4, 5)
+		h := Relay{Origin: 4, Final: 5, SrcStream: 1, Seq: 2, Flags: flags, Nonce: [RelayNonceSize]byte{9}}
+		want := SealRelay(nil, k, h, AppendFrame(nil, f))
+		for _, spare := range []int{0, RelayTagSize} {
+			b := AppendRelayHeader(make([]byte, 0, 8), h)
+			n := len(b)
+			b = AppendFrame(b, f)
+			b = append(make([]byte, 0, len(b)+spare), b...)
+			if got := SealRelayTail(b, k, h, n); !bytes.Equal(got, want) {
+				t.Errorf("flags %d, spare %d: SealRelayTail differs from SealRelay", flags, spare)
+			}
+		}
+	}
+}
