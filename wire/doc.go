@@ -138,8 +138,8 @@
 //     included) go in records (see "Records"). The
 //     first frame each side sends after the handshake is a [KindSeq] mark,
 //     the number of its next frame in the pair's stream; every later frame
-//     but [KindPad], [KindGoodbye], [KindSeq] and [KindAck] takes the next
-//     number, and [KindAck] frames acknowledge a stream cumulatively. A
+//     but [KindPad], [KindGoodbye], [KindSeq], [KindAck] and [KindRelay]
+//     takes the next number, and [KindAck] frames acknowledge a stream cumulatively. A
 //     host resends on a new connection what the peer has not delivered
 //     and drops what it delivered already (transport/tcp).
 //

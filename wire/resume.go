@@ -15,8 +15,9 @@ var (
 	KindResume = core.MakeKind(core.ProtoCore, 6)
 	// KindSeq opens the frames of a connection: its payload, one uvarint,
 	// is the sequence number of the next counted frame on it (the first
-	// one is 1). Every frame after it but KindPad, KindGoodbye, KindSeq
-	// and KindAck takes the next number.
+	// one is 1). Every frame after it but KindPad, KindGoodbye, KindSeq,
+	// KindAck and KindRelay takes the next number (a relayed frame is
+	// counted in its origin's stream to its destination instead).
 	KindSeq = core.MakeKind(core.ProtoCore, 7)
 	// KindAck acknowledges a pair's stream: its payload, one uvarint, is
 	// how many of the peer's counted frames the sender has delivered

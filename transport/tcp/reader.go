@@ -81,6 +81,17 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		c.placer = nil
 		f, placed, err = c.fr.ReadFramePlaced(c.place)
 	}
+	if placed && c.relayBuf != nil {
+		// A large relayed frame to forward, read into its own buffer.
+		buf := c.relayBuf
+		c.relayBuf = nil
+		if err == nil {
+			c.markActive()
+			f.Payload = buf
+			t.onRelayed(c, f, true)
+		}
+		return err
+	}
 	if placed {
 		if err == nil {
 			c.markActive()
@@ -132,7 +143,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	// same frame may come relayed at the same time (relay.go).
 	var seq uint64
 	var dl *sync.Mutex
-	if c.next != 0 {
+	if c.next != 0 && f.Kind != wire.KindRelay {
 		seq = c.next
 		c.next++
 		dl = c.owner.lockDelivery()
@@ -145,8 +156,10 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		}
 	}
 	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute {
-		// The transport's own: counted in the stream, handled outside
-		// the pair's lock (a relayed frame takes its origin's).
+		// The transport's own, handled outside the pair's lock (a
+		// relayed frame takes its origin's). A route is counted in the
+		// stream; a relayed frame is not: its origin's stream counts it
+		// and resends it if a hop loses it.
 		if f.Src == c.peer && f.Dst == t.self && seq != 0 {
 			t.delivered(c, seq, len(f.Payload))
 		}
@@ -155,7 +168,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		}
 		if f.Src == c.peer && f.Dst == t.self {
 			if f.Kind == wire.KindRelay {
-				t.onRelayed(c, f)
+				t.onRelayed(c, f, false)
 			} else {
 				t.onRoute(c, f)
 			}
@@ -213,6 +226,9 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 // handler (see transport.Placer); c.placer is the one that took it.
 func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
 	return func(f wire.Frame, n int) (int, []byte) {
+		if f.Kind == wire.KindRelay {
+			return 0, t.placeRelayed(c, f, n)
+		}
 		pl, ok := t.slot.Get().(transport.Placer)
 		if !ok || f.Src != c.peer || f.Dst != t.self || f.Kind.Proto() == core.ProtoCore {
 			return 0, nil

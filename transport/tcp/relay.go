@@ -82,8 +82,6 @@ type relayState struct {
 	rewind atomic.Bool
 	// routeSent is the version of our route the peer has (t.mu).
 	routeSent uint64
-	// enc is the writer's encoding scratch.
-	enc []byte
 	// sealOnce/seal and openOnce/open are the end-to-end keys of our
 	// frames to the peer and of its frames to us.
 	sealOnce, openOnce sync.Once
@@ -342,17 +340,31 @@ func (t *Transport) relaySend(p, via *peer, f *wire.Frame) int {
 		p.written++
 		return relaySent
 	}
-	p.wmu.Lock()
-	p.rl.enc = wire.AppendFrame(p.rl.enc[:0], *f)
-	seq, stream, ok := p.log.addNext(p.rl.enc, true)
-	if ok {
-		p.written++
+	// The frame is encoded once, where it goes in the relayed payload,
+	// and kept in the log from there.
+	var h wire.Relay
+	var b []byte
+	var headLen int
+	for fresh := false; !fresh; {
+		seq, stream := p.log.nextNumber()
+		h = wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
+		rand.Read(h.Nonce[:])
+		b = wire.AppendRelayHeader(make([]byte, 0, wire.EncodedSize(*f)+128), h)
+		headLen = len(b)
+		b = wire.AppendFrame(b, *f)
+		p.wmu.Lock()
+		kept, same := p.log.addAt(seq, stream, b[headLen:])
+		if kept {
+			p.written++
+		}
+		p.wmu.Unlock()
+		if same && !kept {
+			return relayFull
+		}
+		fresh = same // else the peer's stream became known meanwhile: again
 	}
-	p.wmu.Unlock()
-	if !ok {
-		return relayFull
-	}
-	if !t.relayPush(p, via, seq, stream, p.rl.enc, false) {
+	payload := wire.SealRelayTail(b, t.sealKey(p), h, headLen)
+	if !t.queueRelayed(via, payload, false) {
 		return relayStalled
 	}
 	return relaySent
@@ -367,17 +379,21 @@ func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, cont
 		h.Flags |= wire.RelayControl
 	}
 	rand.Read(h.Nonce[:])
-	payload := wire.SealRelay(make([]byte, 0, len(enc)+64), t.sealKey(p), h, enc)
+	payload := wire.SealRelay(make([]byte, 0, len(enc)+128), t.sealKey(p), h, enc)
+	return t.queueRelayed(via, payload, control)
+}
+
+// queueRelayed queues a relayed payload of ours to via, waiting at most
+// relayRetransmit for room; it reports whether it did.
+func (t *Transport) queueRelayed(via *peer, payload []byte, control bool) bool {
 	f := wire.Frame{Kind: wire.KindRelay, Payload: payload}
-	if t.enqueue(doneCtx, via.id, f, nil, control) == nil {
-		t.stats.relayed.Add(1)
-		return true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
-	err := t.enqueue(ctx, via.id, f, nil, control)
-	cancel()
-	if err != nil {
-		return false
+	if t.enqueue(doneCtx, via.id, f, nil, control) != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
+		err := t.enqueue(ctx, via.id, f, nil, control)
+		cancel()
+		if err != nil {
+			return false
+		}
 	}
 	t.stats.relayed.Add(1)
 	return true
@@ -425,16 +441,31 @@ func (t *Transport) relayAck(p, via *peer) {
 	}
 }
 
+// placeRelayed returns the buffer a large relayed frame that we forward
+// is read into (it is then queued as it is, not copied), or nil for one
+// to read as usual (one for us, checked in the reader's buffer).
+func (t *Transport) placeRelayed(c *conn, f wire.Frame, n int) []byte {
+	d := wire.NewDecoder(f.Payload)
+	d.NodeID() // the origin
+	final := d.NodeID()
+	if d.Err() != nil || final == t.self || f.Src != c.peer || f.Dst != t.self {
+		return nil
+	}
+	c.relayBuf = make([]byte, n)
+	return c.relayBuf
+}
+
 // onRelayed handles a KindRelay frame read from c: forwarded if it is for
-// another node, delivered if it is for us.
-func (t *Transport) onRelayed(c *conn, f wire.Frame) {
+// another node, delivered if it is for us. owned: f.Payload is a buffer of
+// its own, which forwarding may keep.
+func (t *Transport) onRelayed(c *conn, f wire.Frame, owned bool) {
 	h, headLen, body, _, err := wire.DecodeRelay(f.Payload)
 	if err != nil {
 		t.relayRejected(c, "a malformed relayed frame", err)
 		return
 	}
 	if h.Final != t.self {
-		t.forward(c, h, f.Payload)
+		t.forward(c, h, f.Payload, owned)
 		return
 	}
 	if h.Origin == t.self {
@@ -476,8 +507,8 @@ func (t *Transport) relayRejected(c *conn, what string, err error) {
 }
 
 // forward queues a relayed frame read from c to its destination, if we
-// reach it directly: the payload is copied, not opened.
-func (t *Transport) forward(c *conn, h wire.Relay, payload []byte) {
+// reach it directly: the payload is copied (unless owned), not opened.
+func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned bool) {
 	t.mu.Lock()
 	d := t.peers[h.Final]
 	ok := d != nil && !d.routeDownLocked() && h.Origin == c.peer && !t.cfg.NoRelay
@@ -488,7 +519,10 @@ func (t *Transport) forward(c *conn, h wire.Relay, payload []byte) {
 		t.stats.relayDropped.Add(1)
 		return
 	}
-	f := wire.Frame{Kind: wire.KindRelay, Payload: bytes.Clone(payload)}
+	if !owned {
+		payload = bytes.Clone(payload)
+	}
+	f := wire.Frame{Kind: wire.KindRelay, Payload: payload}
 	if hook := t.rt.forwardHook; hook != nil {
 		hook(f.Payload)
 	}
@@ -623,16 +657,25 @@ func (p *peer) lockDelivery() *sync.Mutex {
 	return &p.rl.dmu
 }
 
-// addNext appends a frame's encoding under the log's own stream, as add
-// does (bound: only if it fits), and returns its number and the stream.
-func (l *sendLog) addNext(enc []byte, bound bool) (seq, stream uint64, ok bool) {
+// addAt adds enc as add does (bound), if it is to be frame number seq of
+// stream: kept reports whether it did, same whether the log's next
+// number and stream were those (if not, the caller numbers the frame
+// again).
+func (l *sendLog) addAt(seq, stream uint64, enc []byte) (kept, same bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	stream, seq = l.stream, l.next
-	if !l.addLocked(stream, bound, len(enc), enc) {
-		return 0, 0, false
+	if l.next != seq || l.stream != stream {
+		return false, false
 	}
-	return seq, stream, true
+	return l.addLocked(stream, true, len(enc), enc), true
+}
+
+// nextNumber returns the number the next frame added will take, and the
+// log's stream.
+func (l *sendLog) nextNumber() (seq, stream uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next, l.stream
 }
 
 // bind gives the log the peer's first stream id, keeping the frames

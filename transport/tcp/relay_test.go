@@ -211,6 +211,18 @@ func TestRelayLosesNothing(t *testing.T) {
 	t.Logf("1: %+v", a)
 }
 
+// TestRelayLargeFrames relays frames large enough for the relay to read
+// each into a buffer of its own, which it forwards without a copy.
+func TestRelayLargeFrames(t *testing.T) {
+	nodes := relayMesh(t, []core.NodeID{1, 2, 3}, nil)
+	cut(nodes, 1, 3, true)
+	keep(t, nodes, []core.NodeID{1, 3}, 2)
+	relayExchange(t, nodes, 1, 3, 300, 100<<10)
+	if f := nodes[2].tr.Stats().Forwarded; f < 600 {
+		t.Errorf("2 forwarded %d frames, want 600 or more", f)
+	}
+}
+
 // TestRelayMovesOnRelayDeath closes the relay in the middle of a stream:
 // the pair moves to the other relay, losing and duplicating nothing.
 func TestRelayMovesOnRelayDeath(t *testing.T) {
@@ -347,7 +359,6 @@ func TestRelayToDialOutOnly(t *testing.T) {
 func TestRelayControlAhead(t *testing.T) {
 	nodes := relayMesh(t, []core.NodeID{1, 2, 3}, func(cfg *tcp.Config) {
 		cfg.SocketBuffer = 64 << 10
-		cfg.QueueLen = 8192
 	})
 	cut(nodes, 1, 3, true)
 	release := make(chan struct{})
@@ -360,14 +371,18 @@ func TestRelayControlAhead(t *testing.T) {
 	keep(t, nodes, []core.NodeID{1, 3}, 2)
 	const n = 6000
 	ctx := context.Background()
-	if err := stream(ctx, nodes[1].tr, 3, n, 1024); err != nil {
-		t.Fatal(err)
-	}
+	errs := make(chan error, 1)
+	go func() { errs <- stream(ctx, nodes[1].tr, 3, n, 1024) }()
+	// The queues to 2 and 3 fill (QueueLen each) while 2 holds a frame:
+	// the data stream waits in Send.
 	waitFor(t, "the relay holding a frame", held.Load)
 	if err := nodes[1].tr.Send(ctx, 3, wire.Frame{Kind: ctlKind, Payload: []byte("ctl")}); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
 	waitDelivered(t, nodes, 1, 3, n)
 	nodes[3].mu.Lock()
 	before := slices.Clone(nodes[3].control)

@@ -13,7 +13,8 @@ import (
 
 // A pair's stream outlives its connections. Each side numbers the frames
 // it writes to a peer (1, 2, ...: every frame but the transport's own
-// pads, goodbyes, sequence marks and acknowledgements), keeps those not
+// pads, goodbyes, sequence marks, acknowledgements and relayed frames,
+// which their origin's stream counts), keeps those not
 // yet acknowledged in the peer's sendLog, and starts every connection with
 // a wire.KindSeq mark that gives the number of the next frame on it. The
 // receiver counts the frames it delivers (recvStream.recvd), drops a frame
@@ -429,6 +430,9 @@ func (l *sendLog) addFrame(stream uint64, f *wire.Frame, body []byte, bound bool
 // c. It returns false, having kept nothing and flushed fw, if c stopped or
 // the peer or the transport went first.
 func (t *Transport) keep(fw *wire.FrameWriter, p *peer, c *conn, f *wire.Frame) bool {
+	if f.Kind == wire.KindRelay {
+		return true // counted and kept by its origin's stream (relay.go)
+	}
 	for !p.log.addFrame(c.peerStream, f, nil, true) {
 		if err := t.appendAck(fw, p, c); err == nil && fw.Buffered() > 0 {
 			_ = fw.Flush() // a failure shows in fw.Err, checked next
