@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 
 	"github.com/cohort-mp/cohort/internal/bench"
 )
@@ -29,15 +30,41 @@ times after 100 warm-up round trips (1,000 and 10 above 8 KiB), and reports
 half the mean round trip in µs. The table gives every figure and cohort's
 figure divided by each baseline's (below 1: cohort is faster).
 
+With --relayed it measures transport/tcp's relayed path instead: three
+transports in this process over loopback TCP, the pair 1–3 first over its
+direct connection, then with its direct link cut, through node 2 (frames
+wrapped, tagged end to end and forwarded); 8 B one-way latency (10,000
+round trips, --iters) and 1 MiB bandwidth (windows of 64 frames), both
+paths through Send, with the ratios and their goals (relayed latency at
+most 2.2× the direct one, bandwidth at least 0.45×).
+
 Examples:
   cohort bench p2p
+  cohort bench p2p --relayed
   cohort bench p2p --max 64K --impl ours,tcp
   cohort bench p2p --max 64K --impl ours,ours-unix,ours-tcp,tcp   # shared memory, Unix sockets, loopback TCP
   cohort bench p2p --iters 1000`,
 		run: func(ctx context.Context, c *call) error {
 			b := bench.OSULatency()
-			if err := parseOSUFlags(c, b, nil); err != nil {
+			relayed := false
+			iters := 0
+			err := parseOSUFlags(c, b, func(fs *flag.FlagSet) {
+				fs.BoolVar(&relayed, "relayed", false, "measure transport/tcp's relayed path against its direct one, in this process, instead")
+			})
+			if err != nil {
 				return err
+			}
+			if relayed {
+				r := bench.DefaultRelayed()
+				if iters = b.Loop; iters > 0 && iters != bench.OSULatency().Loop {
+					r.Iters = iters
+				}
+				direct, via, err := r.Measure(ctx)
+				if err != nil {
+					return err
+				}
+				bench.WriteRelayed(c.stdout, direct, via)
+				return nil
 			}
 			return runOSU(ctx, c, b, "one-way latency (µs), osu_latency loops")
 		},
