@@ -179,7 +179,75 @@
 // first back-off) and never retires them for being idle. Its handshake's
 // resume says so, and the peer then neither dials it nor retires its
 // connection: what the peer sends it waits, in the queue and the resend
-// log, for its next dial. Two such nodes cannot reach each other directly.
+// log, for its next dial, unless a relay reaches it (below). Two such
+// nodes cannot reach each other directly: their frames go through a
+// relay.
+//
+// # Relaying
+//
+// Real networks rarely fail whole: a cut between two hosts that both
+// still reach the others (a partial partition), or two nodes of which
+// one accepts no connection and cannot dial the other, leaves a pair
+// without a direct link while a third node reaches both (relay.go,
+// route.go). A dead link is noticed within Config.LinkTimeout (2 s;
+// TCP_USER_TIMEOUT on TCP sockets, which also bounds a dial): its
+// connection dies or its dial fails, and the pair's direct link is down
+// until a connection is in use again.
+//
+// Reachability goes by exception: each node sends the peers it has a
+// connection to the set of nodes it cannot reach directly now
+// (wire.KindRoute), on each change and to a peer whose stream starts
+// afresh (the pair's stream loses nothing, so no refresh is needed);
+// in a job where every node reaches every other, no route is sent at
+// all. A writer whose peer D's direct link is down (or whose frames from
+// D arrive relayed: D cannot reach us) relays through a peer R that it
+// has a connection to and whose latest set does not hold D, preferring
+// one that D's last known set does not hold: the lowest id, kept while
+// it stays valid. One relay, two hops, is the limit: a pair that no
+// single node reaches both of waits, as before, for its link.
+//
+// Relayed frames keep their place in the pair's stream: the writer
+// numbers them and keeps them in D's resend log as on a connection, and
+// wraps each in a wire.KindRelay frame (origin, destination, both
+// stream ids, the number) with an end-to-end AES-GCM tag under a key of
+// the ordered pair derived from the job secret (HKDF-SHA256); with TLS
+// the inner frame is encrypted too. R forwards the payload unchanged
+// into its queue for D (without opening it), or drops it
+// (Stats.RelayDropped) if it cannot reach D itself. D checks the tag (a
+// frame that fails it is dropped, counted in Stats.RelayTagFailures and
+// logged at most once per relay every 10 s) and delivers the inner frame
+// as from its origin only if it is the next frame of the pair's stream;
+// it drops a duplicate or a frame after a gap. A pair's frames are
+// checked and delivered under a per-pair lock, which the connections'
+// readers take too: a frame that comes both relayed and direct (while
+// the path changes) is delivered once, and Deliver stays sequential per
+// sender. D acknowledges through a relay as well (an unnumbered relayed
+// acknowledgement, which also tells an origin that named an old or
+// unknown stream of D's the current one; a restarted D makes the origin
+// drop what it kept for its predecessor, as a resume does). A relayed
+// frame takes no number on the hops (their streams would only keep a
+// second copy of it): a hop that breaks loses the relayed frames in
+// flight, and the origin resends them.
+//
+// The writer goes back to the acknowledgement point (go-back-N) when
+// its path changes (direct to relayed, one relay to another) and when
+// the point has not moved for 300 ms while frames wait for it (a relay
+// that died, dropped or stalls; it then takes the next relay in id
+// order), and redials D in the background with back-off (BackoffMin to
+// BackoffMax). Once a direct connection is back, its handshake's resume
+// takes the traffic over from the point D names, as after any
+// reconnection. Control frames keep the lead they have on a connection
+// at the origin, where a backlog waits: the writer takes D's control
+// lane first. Through the relay all of a pair's frames share R's data
+// queue, in their order: a control frame in R's control lane would
+// overtake frames numbered before it, which D would then drop as out of
+// order. (Relayed acknowledgements, which take no number, use the
+// relays' control lanes.) Each path change is counted
+// (Stats.PathChanges) and reported to a handler that implements
+// [transport.PathReporter] ([transport.PairRelayed],
+// [transport.PairDirect]); the host writes them to its event stream.
+// Config.NoRelay turns relaying off; BlockPeer cuts a pair's direct link
+// on purpose, for tests and benchmarks.
 //
 // # Large frames
 //
@@ -213,7 +281,9 @@
 // one writer (which also dials; it ends when the peer has neither, and
 // Send starts it again); one reader per connection (which calls the
 // handler); per inbound connection, its handshake runs on what becomes its
-// reader. Close stops them all.
+// reader; one route publisher. While a peer's direct link is down, its
+// writer relays its frames, and one goroutine at a time redials it.
+// Close stops them all.
 //
 // # Limits
 //
@@ -221,10 +291,18 @@
 // body too, which the caller may reuse once it returns): one more copy of
 // every byte sent. A process that crashed loses what its resend log held
 // for others and what it had received and not handled, as before: the
-// stream survives connections, not processes.
+// stream survives connections, not processes. A pair whose direct link is
+// down loses nothing either: its frames go through a relay, slower (a
+// relayed frame is copied once more at the origin, tagged and checked end
+// to end, and takes a second hop), or, if no single node reaches both,
+// wait in the queue and the resend log for the link. Flush does not wait
+// for frames to a peer whose direct link is down, relayed or not. What a
+// node knows of the set of a peer whose link to it is down dates from
+// before the cut: it guides the choice of a relay only as a preference.
 //
 // A peer whose host vanished without closing its sockets keeps its old
-// connection open on our side until a write to it fails or TCP keep-alive
+// connection open on our side until a write to it fails, data written to
+// it stays unacknowledged for Config.LinkTimeout, or TCP keep-alive
 // (Config.KeepAlive) gives up; meanwhile that peer's new dials (after its
 // restart) are refused if ours was the winning side of the old connection.
 // Frames between hosts are authenticated but not encrypted unless
@@ -232,7 +310,14 @@
 // hosts"). An attacker on the path can still withhold records: one
 // dropped is found out by the next, and if none follows, its frames wait,
 // as on a network that loses everything, until the connection breaks.
-// Any holder of the job secret may claim any node id. While the bound on handshakes in progress
+// Any holder of the job secret may claim any node id. A relayed frame's
+// end-to-end tag keeps a node without the secret from forging, altering
+// or moving it; a relay is a member and holds the secret, so it can forge
+// frames of any pair, as any member can on the direct path. Where a hop
+// runs without records (one host), a recorded relayed frame of an
+// earlier incarnation of its origin, replayed, verifies: it makes the
+// destination start the pair's streams afresh. While the bound on
+// handshakes in progress
 // is reached (connections that never prove the secret, from many
 // sources), genuine peers are turned away too, and retry with back-off.
 //
