@@ -78,7 +78,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 			f, err = c.fr.TryReadFrame(c.shm.try, wire.PlaceMin)
 		}
 	} else {
-		c.placer = nil
+		c.placer, c.relayBuf = nil, nil
 		f, placed, err = c.fr.ReadFramePlaced(c.place)
 	}
 	if placed && c.relayBuf != nil {

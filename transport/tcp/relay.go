@@ -202,7 +202,9 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 					continue
 				}
 			} else {
+				p.wmu.Lock()
 				p.flushed.Store(p.written)
+				p.wmu.Unlock()
 			}
 		}
 		// Wait for something to do.
@@ -337,7 +339,9 @@ const (
 func (t *Transport) relaySend(p, via *peer, f *wire.Frame) int {
 	if f.Kind == wire.KindRelay {
 		t.stats.relayDropped.Add(1)
+		p.wmu.Lock()
 		p.written++
+		p.wmu.Unlock()
 		return relaySent
 	}
 	// The frame is encoded once, where it goes in the relayed payload,
