@@ -35,8 +35,9 @@ transports in this process over loopback TCP, the pair 1–3 first over its
 direct connection, then with its direct link cut, through node 2 (frames
 wrapped, tagged end to end and forwarded); 8 B one-way latency (10,000
 round trips, --iters) and 1 MiB bandwidth (windows of 64 frames), both
-paths through Send, with the ratios and their goals (relayed latency at
-most 2.2× the direct one, bandwidth at least 0.45×).
+paths through Send, the two alternating three times or --rounds (the
+link healed between rounds; medians), with the ratios and their goals (relayed
+latency at most 2.2× the direct one, bandwidth at least 0.45×).
 
 Examples:
   cohort bench p2p
@@ -58,6 +59,9 @@ Examples:
 				r := bench.DefaultRelayed()
 				if iters = b.Loop; iters > 0 && iters != bench.OSULatency().Loop {
 					r.Iters = iters
+				}
+				if b.Rounds > 1 {
+					r.Rounds = b.Rounds
 				}
 				direct, via, err := r.Measure(ctx)
 				if err != nil {
