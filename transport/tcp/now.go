@@ -32,6 +32,13 @@ import (
 // (which reports the errors). Frames sent to one peer with SendNow and Send
 // keep their order.
 func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
+	return t.sendNow(to, f, true)
+}
+
+// sendNow is SendNow; logged false leaves the frame out of the peer's
+// stream (a relayed frame a relay forwards, which its origin's stream
+// counts and keeps).
+func (t *Transport) sendNow(to core.NodeID, f wire.Frame, logged bool) bool {
 	if to == t.self || f.Kind.Proto() == core.ProtoFD {
 		// The detector's frames have their own lane (peer.hq), which
 		// the writer drains first: they are left to it.
@@ -50,20 +57,24 @@ func (t *Transport) SendNow(to core.NodeID, f wire.Frame) bool {
 		return false
 	}
 	p.now = wire.AppendFrame(p.now[:0], f)
-	if !p.log.add(c.peerStream, true, p.now) {
+	if logged && !p.log.add(c.peerStream, true, p.now) {
 		p.wmu.Unlock()
 		return false // no room in the log: Send waits for it
 	}
 	out, n, errno := c.writeFrameNow(p.now)
 	if errno == syscall.EAGAIN || errno == syscall.EINTR {
-		p.log.dropLast(c.peerStream)
+		if logged {
+			p.log.dropLast(c.peerStream)
+		}
 		p.wmu.Unlock()
 		return false
 	}
 	if errno != 0 {
 		// Nothing written: c is broken. Send queues the frame for the
 		// next connection.
-		p.log.dropLast(c.peerStream)
+		if logged {
+			p.log.dropLast(c.peerStream)
+		}
 		p.wmu.Unlock()
 		c.writeFailed(&net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: errno})
 		return false

@@ -38,6 +38,13 @@ import (
 // Meanwhile it redials D with back-off; a direct connection, once back,
 // takes the traffic over with its resume (resend.go).
 
+// relayNowMax bounds the frames relayed on the sender's goroutine
+// (relayNow), and those a relay writes on its reader's goroutine when the
+// destination's connection is idle (sendNow copies the frame once more; a
+// larger one goes to the writer, which does not); a wake-up of a writer
+// matters only beside a small frame's cost.
+const relayNowMax = 4 << 10
+
 // relayRetransmit is how long the acknowledgement point may stay still,
 // with frames unacknowledged, before a relaying writer resends from it
 // through another relay. It also bounds how long a relay's reader waits
@@ -80,6 +87,9 @@ type relayState struct {
 	// rewind: go back to the acknowledgement point now (the peer's
 	// stream became known).
 	rewind atomic.Bool
+	// now is the relay in use while the writer relays and keeps up (nil
+	// otherwise): relayNow relays through it on the sender's goroutine.
+	now atomic.Pointer[peer]
 	// routeSent is the version of our route the peer has (t.mu).
 	routeSent uint64
 	// sealOnce/seal and openOnce/open are the end-to-end keys of our
@@ -127,6 +137,14 @@ func (t *Transport) relayWanted(p *peer) bool {
 	return want && t.chooseRelay(p, core.None, false) != nil
 }
 
+// roomInQueue reports whether p's data queue exists and has room now
+// (Send takes t.mu as well).
+func (t *Transport) roomInQueue(p *peer) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return p.q != nil && len(p.q) < cap(p.q)
+}
+
 // relayIdle reports whether p's relaying writer has nothing left to do.
 func (t *Transport) relayIdle(p *peer, pending *wire.Frame) bool {
 	t.mu.Lock()
@@ -151,6 +169,7 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 	defer redial.Stop()
 	dialed := make(chan bool, 1)
 	dialing := false
+	defer p.rl.now.Store(nil)
 	for {
 		if t.isClosing() || isClosed(p.removed) {
 			return pending
@@ -168,6 +187,7 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 				cur = via.id
 			}
 			if nv := t.chooseRelay(p, cur, false); nv != via {
+				p.rl.now.Store(nil)
 				via, rewind = nv, true
 				t.reportVia(p, via)
 			}
@@ -175,7 +195,10 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 		full := false
 		if via != nil {
 			if rewind || p.rl.rewind.Swap(false) {
-				if !t.relayResend(p, via) {
+				p.wmu.Lock() // relayNow waits (see relaySend)
+				resent := t.relayResend(p, via)
+				p.wmu.Unlock()
+				if !resent {
 					gen-- // the relay stalled: choose again
 				}
 				rewind = false
@@ -207,7 +230,13 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 				p.wmu.Unlock()
 			}
 		}
-		// Wait for something to do.
+		// Wait for something to do; meanwhile senders may relay
+		// themselves (relayNow) while nothing is queued.
+		if full {
+			p.rl.now.Store(nil)
+		} else {
+			p.rl.now.Store(via)
+		}
 		var hq, q <-chan queued
 		var space <-chan struct{}
 		if pending == nil && via != nil {
@@ -230,6 +259,7 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 				// The acknowledgement point is still: go back to it,
 				// through the next relay.
 				if nv := t.chooseRelay(p, via.id, true); nv != nil && nv != via {
+					p.rl.now.Store(nil)
 					via = nv
 					t.reportVia(p, via)
 				}
@@ -344,34 +374,90 @@ func (t *Transport) relaySend(p, via *peer, f *wire.Frame) int {
 		p.wmu.Unlock()
 		return relaySent
 	}
-	// The frame is encoded once, where it goes in the relayed payload,
-	// and kept in the log from there.
-	var h wire.Relay
-	var b []byte
-	var headLen int
-	for fresh := false; !fresh; {
-		seq, stream := p.log.nextNumber()
-		h = wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
-		rand.Read(h.Nonce[:])
-		b = wire.AppendRelayHeader(make([]byte, 0, wire.EncodedSize(*f)+128), h)
-		headLen = len(b)
-		b = wire.AppendFrame(b, *f)
-		p.wmu.Lock()
-		kept, same := p.log.addAt(seq, stream, b[headLen:])
-		if kept {
-			p.written++
-		}
-		p.wmu.Unlock()
-		if same && !kept {
-			return relayFull
-		}
-		fresh = same // else the peer's stream became known meanwhile: again
+	// Numbered, kept and queued to via under p.wmu, so that frames
+	// relayed on the senders' goroutines (relayNow) keep their order.
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	payload, ok := t.relayWrap(p, f)
+	if !ok {
+		return relayFull
 	}
-	payload := wire.SealRelayTail(b, t.sealKey(p), h, headLen)
+	p.written++
 	if !t.queueRelayed(via, payload, false) {
 		return relayStalled
 	}
 	return relaySent
+}
+
+// relayWrap numbers f in p's stream, keeps it in p's log and returns its
+// relayed payload, or reports false, having kept nothing, if the log is
+// full. The frame is encoded once, where it goes in the payload, and
+// kept in the log from there. The caller holds p.wmu.
+func (t *Transport) relayWrap(p *peer, f *wire.Frame) ([]byte, bool) {
+	for {
+		seq, stream := p.log.nextNumber()
+		h := wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
+		rand.Read(h.Nonce[:])
+		b := wire.AppendRelayHeader(make([]byte, 0, wire.EncodedSize(*f)+128), h)
+		headLen := len(b)
+		b = wire.AppendFrame(b, *f)
+		kept, same := p.log.addAt(seq, stream, b[headLen:])
+		switch {
+		case kept:
+			return wire.SealRelayTail(b, t.sealKey(p), h, headLen), true
+		case same:
+			return nil, false
+		}
+		// The peer's stream became known meanwhile: number it again.
+	}
+}
+
+// relayNow relays a small frame f to node to on the calling goroutine,
+// without waiting, when to's writer relays (relayLoop) and has nothing
+// queued or in hand, and the relay's queue has room: no wake-up of that
+// writer per frame, as SendNow spares one on a connection. It reports
+// whether it took the frame; if not, the caller queues it. (If the
+// relay's queue filled meanwhile, the frame is in the log and the writer
+// resends it.)
+func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
+	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute || len(f.Payload) > relayNowMax {
+		return false
+	}
+	m := t.byID.Load()
+	if m == nil {
+		return false
+	}
+	p := (*m)[to]
+	if p == nil {
+		return false
+	}
+	via := p.rl.now.Load()
+	if via == nil || via.live.Load() == nil || p.live.Load() != nil || !p.wmu.TryLock() {
+		return false
+	}
+	defer p.wmu.Unlock()
+	if p.flushed.Load() != p.accepted.Load() || p.rl.now.Load() != via || !t.roomInQueue(via) {
+		return false
+	}
+	f.Src, f.Dst = t.self, to
+	payload, ok := t.relayWrap(p, f)
+	if !ok {
+		return false
+	}
+	p.accepted.Add(1)
+	p.written++
+	p.flushed.Store(p.written)
+	if t.enqueue(doneCtx, via.id, wire.Frame{Kind: wire.KindRelay, Payload: payload}, nil, false) != nil {
+		// Kept in the log: the writer resends it.
+		p.rl.rewind.Store(true)
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	t.stats.relayed.Add(1)
+	return true
 }
 
 // relayPush seals the frame enc (number seq of p's stream, whose id for
@@ -522,6 +608,14 @@ func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned bool) {
 		// from its origin (two hops at most).
 		t.stats.relayDropped.Add(1)
 		return
+	}
+	if len(payload) <= relayNowMax && (t.rt.forwardHook == nil || owned) {
+		// A small frame: written on this goroutine if D's connection
+		// is idle, as SendNow writes (no wake-up of D's writer).
+		if t.sendNow(h.Final, wire.Frame{Kind: wire.KindRelay, Payload: payload}, false) {
+			t.stats.forwarded.Add(1)
+			return
+		}
 	}
 	if !owned {
 		payload = bytes.Clone(payload)
