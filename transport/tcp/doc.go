@@ -189,7 +189,7 @@
 // still reach the others (a partial partition), or two nodes of which
 // one accepts no connection and cannot dial the other, leaves a pair
 // without a direct link while a third node reaches both (relay.go,
-// route.go). A dead link is noticed within Config.LinkTimeout (2 s;
+// relay_in.go, route.go). A dead link is noticed within Config.LinkTimeout (2 s;
 // TCP_USER_TIMEOUT on TCP sockets, which also bounds a dial): its
 // connection dies or its dial fails, and the pair's direct link is down
 // until a connection is in use again.

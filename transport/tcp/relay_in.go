@@ -1,0 +1,240 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// The relay's and the destination's side of relaying (see relay.go): a
+// relayed frame read from a connection is forwarded, unopened, if it is
+// for another node, or checked and delivered in its pair's stream if it
+// is for us.
+
+// placeRelayed returns the buffer a large relayed frame that we forward
+// is read into (it is then queued as it is, not copied), or nil for one
+// to read as usual (one for us, checked in the reader's buffer).
+func (t *Transport) placeRelayed(c *conn, f wire.Frame, n int) []byte {
+	d := wire.NewDecoder(f.Payload)
+	d.NodeID() // the origin
+	final := d.NodeID()
+	if d.Err() != nil || final == t.self || f.Src != c.peer || f.Dst != t.self {
+		return nil
+	}
+	c.relayBuf = make([]byte, n)
+	return c.relayBuf
+}
+
+// onRelayed handles a KindRelay frame read from c: forwarded if it is for
+// another node, delivered if it is for us. owned: f.Payload is a buffer of
+// its own, which forwarding may keep.
+func (t *Transport) onRelayed(c *conn, f wire.Frame, owned bool) {
+	h, headLen, body, _, err := wire.DecodeRelay(f.Payload)
+	if err != nil {
+		t.relayRejected(c, "a malformed relayed frame", err)
+		return
+	}
+	if h.Final != t.self {
+		t.forward(c, h, f.Payload, owned)
+		return
+	}
+	if h.Origin == t.self {
+		t.relayRejected(c, "a relayed frame from ourselves", nil)
+		return
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	p := t.peerLocked(h.Origin)
+	t.mu.Unlock()
+	var plain []byte
+	if h.Flags&wire.RelaySealed != 0 {
+		plain = make([]byte, 0, len(body))
+	}
+	inner, err := wire.OpenRelay(plain, t.openKey(p), f.Payload, h, headLen, body)
+	if err != nil {
+		t.stats.relayTagFailures.Add(1)
+		t.relayRejected(c, "a relayed frame that fails its end-to-end check", err)
+		return
+	}
+	fi, n, err := wire.DecodeFrameMax(inner, max(t.cfg.MaxFrameSize, len(inner)))
+	if err != nil || n != len(inner) || fi.Src != h.Origin || fi.Dst != t.self {
+		t.stats.misaddressed.Add(1)
+		t.relayRejected(c, "a relayed frame whose inner frame is malformed or misaddressed", err)
+		return
+	}
+	t.deliverRelayed(p, h, fi, c)
+}
+
+// relayRejected logs a dropped relayed frame, at most once per relay
+// every refusalLogInterval.
+func (t *Transport) relayRejected(c *conn, what string, err error) {
+	if ok, suppressed := t.refusals.allow(fmt.Sprintf("relay %d", c.peer), time.Now()); ok {
+		t.log.Warn("tcp: dropping "+what, "relay", uint32(c.peer), "err", err, "suppressed", suppressed)
+	}
+}
+
+// forward queues a relayed frame read from c to its destination, if we
+// reach it directly: the payload is copied (unless owned), not opened.
+func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned bool) {
+	t.mu.Lock()
+	d := t.peers[h.Final]
+	ok := d != nil && !d.routeDownLocked() && h.Origin == c.peer && !t.cfg.NoRelay
+	t.mu.Unlock()
+	if !ok {
+		// Not ours to carry: unreachable from here, unknown, or not
+		// from its origin (two hops at most).
+		t.stats.relayDropped.Add(1)
+		return
+	}
+	if len(payload) <= relayNowMax && (t.rt.forwardHook == nil || owned) {
+		// A small frame: written on this goroutine if D's connection
+		// is idle, as SendNow writes (no wake-up of D's writer).
+		if t.sendNow(h.Final, wire.Frame{Kind: wire.KindRelay, Payload: payload}, false) {
+			t.stats.forwarded.Add(1)
+			return
+		}
+	}
+	if !owned {
+		payload = bytes.Clone(payload)
+	}
+	f := wire.Frame{Kind: wire.KindRelay, Payload: payload}
+	if hook := t.rt.forwardHook; hook != nil {
+		hook(f.Payload)
+	}
+	control := h.Flags&wire.RelayControl != 0
+	if t.enqueue(doneCtx, h.Final, f, nil, control) != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
+		err := t.enqueue(ctx, h.Final, f, nil, control)
+		cancel()
+		if err != nil {
+			t.stats.relayDropped.Add(1)
+			return
+		}
+	}
+	t.stats.forwarded.Add(1)
+}
+
+// deliverRelayed delivers fi, relayed from p (header h), if it is the
+// next frame of p's stream; or takes the acknowledgement it is.
+func (t *Transport) deliverRelayed(p *peer, h wire.Relay, fi wire.Frame, c *conn) {
+	p.rl.dmu.Lock()
+	defer p.rl.dmu.Unlock()
+	t.mu.Lock()
+	if h.SrcStream != p.peerStream {
+		t.newPeerStream(p, h.SrcStream)
+	}
+	mine := h.DstStream == p.stream
+	r := p.rs
+	if p.cur == nil {
+		p.rl.in.Store(true)
+	}
+	t.mu.Unlock()
+	if fi.Kind == wire.KindAck && h.Seq == 0 {
+		n, err := wire.DecodeCount(fi.Payload)
+		if err != nil {
+			t.relayRejected(c, "a malformed relayed acknowledgement", err)
+			return
+		}
+		if mine {
+			p.log.ack(h.SrcStream, n)
+		}
+		return
+	}
+	if h.Seq == 0 || fi.Kind == wire.KindAck || fi.Kind == wire.KindSeq || fi.Kind == wire.KindHello ||
+		fi.Kind == wire.KindProof || fi.Kind == wire.KindGoodbye || fi.Kind == wire.KindResume || fi.Kind == wire.KindRelay {
+		t.stats.misaddressed.Add(1)
+		return
+	}
+	recvd := r.recvd.Load()
+	switch {
+	case !mine:
+		// The origin does not know our stream: tell it.
+		t.stats.relayGaps.Add(1)
+		t.wantRelayAck(p)
+		return
+	case h.Seq <= recvd:
+		// Sent again after a stall: its acknowledgement may have been
+		// lost, so acknowledge again.
+		t.stats.duplicates.Add(1)
+		t.wantRelayAck(p)
+		return
+	case h.Seq > recvd+1:
+		// A frame after a gap (a relay dropped some): the origin goes
+		// back to the acknowledgement point.
+		t.stats.relayGaps.Add(1)
+		t.wantRelayAck(p)
+		return
+	}
+	if fi.Kind == wire.KindRoute {
+		// Routes travel direct only.
+		t.deliveredTo(p, r, h.Seq, len(fi.Payload))
+		return
+	}
+	hd := t.slot.Get()
+	if hd == nil {
+		if hd = t.slot.Wait(c.dead, t.closing); hd == nil {
+			return
+		}
+	}
+	t.stats.framesIn.Add(1)
+	hd.Deliver(fi)
+	t.deliveredTo(p, r, h.Seq, len(fi.Payload))
+}
+
+// wantRelayAck asks p's writer for a relayed acknowledgement.
+func (t *Transport) wantRelayAck(p *peer) {
+	p.rl.ackWanted.Store(true)
+	t.mu.Lock()
+	if !t.closed && t.peers[p.id] == p {
+		t.activateLocked(p)
+	}
+	t.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// newPeerStream starts p's streams with p's stream id stream, learnt from
+// a relayed frame, as a handshake's resume would (startStream): a peer
+// whose id changed restarted, and the frames kept for its predecessor
+// are dropped; a first id keeps the frames queued for it. t.mu is held.
+func (t *Transport) newPeerStream(p *peer, stream uint64) {
+	if p.peerStream != 0 {
+		t.stats.restarts.Add(1)
+		t.log.Info("tcp: the peer restarted or forgot us: the pair's streams start afresh", "peer", uint32(p.id))
+		p.log.reset(stream)
+	} else {
+		p.log.bind(stream)
+	}
+	p.peerStream = stream
+	p.rs.timer.Stop()
+	p.rs = t.newRecvStream(p, stream)
+	p.rl.routeSent = 0
+	p.rl.rewind.Store(true) // resend what we hold under the stream we now know
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recvStreamOf returns p's stream of frames to us (p.rs, which t.mu
+// guards).
+func (t *Transport) recvStreamOf(p *peer) *recvStream {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return p.rs
+}
+
+// lockDelivery takes p's delivery lock (see relayState.dmu).
+func (p *peer) lockDelivery() *sync.Mutex {
+	p.rl.dmu.Lock()
+	return &p.rl.dmu
+}
