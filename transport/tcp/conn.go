@@ -56,7 +56,7 @@ type conn struct {
 	placedLen int // the payload length of the frame placer took
 	// relayBuf is the buffer a large relayed frame to forward is read
 	// into (placeRelayed), until readFrame takes it.
-	relayBuf []byte
+	relayBuf *[]byte
 	// placeLock is the pair's delivery lock, held from placeWith's check
 	// of a placed frame to its delivery (readFrame).
 	placeLock *sync.Mutex

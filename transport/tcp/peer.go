@@ -156,6 +156,10 @@ func putCopyBuf(b *[]byte) {
 	if b == nil {
 		return
 	}
+	if cap(*b) > maxCopyBuf {
+		putBigBuf(b) // a relayed frame's (relay.go)
+		return
+	}
 	copyBufs.mu.Lock()
 	if len(copyBufs.free) < maxCopyBufs {
 		if copyBufs.free == nil {

@@ -87,8 +87,10 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		c.relayBuf = nil
 		if err == nil {
 			c.markActive()
-			f.Payload = buf
-			t.onRelayed(c, f, true)
+			f.Payload = *buf
+			t.onRelayed(c, f, buf)
+		} else {
+			putBigBuf(buf)
 		}
 		return err
 	}
@@ -168,7 +170,10 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		}
 		if f.Src == c.peer && f.Dst == t.self {
 			if f.Kind == wire.KindRelay {
-				t.onRelayed(c, f, false)
+				t.onRelayed(c, f, nil)
+				if !try {
+					c.poll.mark() // a relayed frame: the next may follow soon
+				}
 			} else {
 				t.onRoute(c, f)
 			}

@@ -206,7 +206,11 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 			if t.recvStreamOf(p).due.Load() || p.rl.ackWanted.Load() {
 				t.relayAck(p, via)
 			}
-			if pending == nil {
+			// Until the peer's stream is known (its first relayed
+			// acknowledgement names it), one frame goes out at a time:
+			// the peer drops those that name no stream of its own.
+			probing := p.log.probing()
+			if pending == nil && !probing {
 				if x, ok := p.take(); ok {
 					pending = &x.f
 				}
@@ -231,14 +235,14 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 		}
 		// Wait for something to do; meanwhile senders may relay
 		// themselves (relayNow) while nothing is queued.
-		if full {
+		if full || p.log.probing() {
 			p.rl.now.Store(nil)
 		} else {
 			p.rl.now.Store(via)
 		}
 		var hq, q <-chan queued
 		var space <-chan struct{}
-		if pending == nil && via != nil {
+		if pending == nil && via != nil && !p.log.probing() {
 			hq, q = p.hq, p.q
 		}
 		if full {
@@ -377,37 +381,73 @@ func (t *Transport) relaySend(p, via *peer, f *wire.Frame) int {
 	// relayed on the senders' goroutines (relayNow) keep their order.
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	payload, ok := t.relayWrap(p, f)
+	buf, ok := t.relayWrap(p, f)
 	if !ok {
 		return relayFull
 	}
 	p.written++
-	if !t.queueRelayed(via, payload, false) {
+	if !t.queueRelayed(via, buf, false) {
 		return relayStalled
 	}
 	return relaySent
 }
 
 // relayWrap numbers f in p's stream, keeps it in p's log and returns its
-// relayed payload, or reports false, having kept nothing, if the log is
-// full. The frame is encoded once, where it goes in the payload, and
-// kept in the log from there. The caller holds p.wmu.
-func (t *Transport) relayWrap(p *peer, f *wire.Frame) ([]byte, bool) {
+// relayed payload (in a buffer of getBigBuf's), or reports false, having
+// kept nothing, if the log is full. The frame is encoded once, where it
+// goes in the payload, and kept in the log from there. The caller holds
+// p.wmu.
+func (t *Transport) relayWrap(p *peer, f *wire.Frame) (*[]byte, bool) {
+	buf := getRelayBuf(wire.EncodedSize(*f) + 128)
 	for {
 		seq, stream := p.log.nextNumber()
 		h := wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
 		rand.Read(h.Nonce[:])
-		b := wire.AppendRelayHeader(make([]byte, 0, wire.EncodedSize(*f)+128), h)
+		b := wire.AppendRelayHeader((*buf)[:0], h)
 		headLen := len(b)
 		b = wire.AppendFrame(b, *f)
 		kept, same := p.log.addAt(seq, stream, b[headLen:])
 		switch {
 		case kept:
-			return wire.SealRelayTail(b, t.sealKey(p), h, headLen), true
+			*buf = wire.SealRelayTail(b, t.sealKey(p), h, headLen)
+			return buf, true
 		case same:
+			putCopyBuf(buf)
 			return nil, false
 		}
 		// The peer's stream became known meanwhile: number it again.
+	}
+}
+
+// bigBufs are the buffers of relayed payloads, reused once written: a
+// relayed stream of large frames then neither allocates nor zeroes one
+// per frame (a sync.Pool: a collection empties it, and a burst allocates
+// again).
+var bigBufs sync.Pool
+
+// getBigBuf returns a buffer of at least n bytes' capacity.
+func getBigBuf(n int) *[]byte {
+	if b, ok := bigBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return b
+	}
+	b := make([]byte, 0, max(n, 2*maxCopyBuf))
+	return &b
+}
+
+// getRelayBuf returns a buffer for a relayed payload of about n bytes:
+// one of SendCopy's for a small one, else one of getBigBuf's. putCopyBuf
+// gives either back.
+func getRelayBuf(n int) *[]byte {
+	if n <= maxCopyBuf {
+		return getCopyBuf()
+	}
+	return getBigBuf(n)
+}
+
+// putBigBuf gives back a buffer of getBigBuf's, no longer referenced.
+func putBigBuf(b *[]byte) {
+	if b != nil {
+		bigBufs.Put(b)
 	}
 }
 
@@ -435,18 +475,25 @@ func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
 		return false
 	}
 	defer p.wmu.Unlock()
-	if p.flushed.Load() != p.accepted.Load() || p.rl.now.Load() != via || !t.roomInQueue(via) {
+	if p.flushed.Load() != p.accepted.Load() || p.rl.now.Load() != via || p.log.probing() || !t.roomInQueue(via) {
 		return false
 	}
 	f.Src, f.Dst = t.self, to
-	payload, ok := t.relayWrap(p, f)
+	buf, ok := t.relayWrap(p, f)
 	if !ok {
 		return false
 	}
 	p.accepted.Add(1)
 	p.written++
 	p.flushed.Store(p.written)
-	if t.enqueue(doneCtx, via.id, wire.Frame{Kind: wire.KindRelay, Payload: payload}, nil, false) != nil {
+	f = &wire.Frame{Kind: wire.KindRelay, Payload: *buf}
+	if t.sendNow(via.id, *f, false) {
+		putCopyBuf(buf)
+		t.stats.relayed.Add(1)
+		return true
+	}
+	if t.enqueue(doneCtx, via.id, *f, buf, false) != nil {
+		putCopyBuf(buf)
 		// Kept in the log: the writer resends it.
 		p.rl.rewind.Store(true)
 		select {
@@ -468,19 +515,29 @@ func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, cont
 		h.Flags |= wire.RelayControl
 	}
 	rand.Read(h.Nonce[:])
-	payload := wire.SealRelay(make([]byte, 0, len(enc)+128), t.sealKey(p), h, enc)
-	return t.queueRelayed(via, payload, control)
+	buf := getRelayBuf(len(enc) + 128)
+	*buf = wire.SealRelay((*buf)[:0], t.sealKey(p), h, enc)
+	return t.queueRelayed(via, buf, control)
 }
 
-// queueRelayed queues a relayed payload of ours to via, waiting at most
+// queueRelayed queues a relayed payload of ours, in a buffer of
+// getBigBuf's that the writer gives back, to via, waiting at most
 // relayRetransmit for room; it reports whether it did.
-func (t *Transport) queueRelayed(via *peer, payload []byte, control bool) bool {
-	f := wire.Frame{Kind: wire.KindRelay, Payload: payload}
-	if t.enqueue(doneCtx, via.id, f, nil, control) != nil {
+func (t *Transport) queueRelayed(via *peer, buf *[]byte, control bool) bool {
+	f := wire.Frame{Kind: wire.KindRelay, Payload: *buf}
+	if len(*buf) <= relayNowMax && t.sendNow(via.id, f, false) {
+		// Written to via's idle connection on this goroutine (after
+		// anything queued to via: sendNow declines while frames wait).
+		putCopyBuf(buf)
+		t.stats.relayed.Add(1)
+		return true
+	}
+	if t.enqueue(doneCtx, via.id, f, buf, control) != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
-		err := t.enqueue(ctx, via.id, f, nil, control)
+		err := t.enqueue(ctx, via.id, f, buf, control)
 		cancel()
 		if err != nil {
+			putCopyBuf(buf) // not queued: still ours
 			return false
 		}
 	}
@@ -541,6 +598,14 @@ func (l *sendLog) addAt(seq, stream uint64, enc []byte) (kept, same bool) {
 		return false, false
 	}
 	return l.addLocked(stream, true, len(enc), enc), true
+}
+
+// probing reports whether the peer's stream is unknown (never met) and
+// the log already holds a frame for it.
+func (l *sendLog) probing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stream == 0 && l.n > 0
 }
 
 // nextNumber returns the number the next frame added will take, and the

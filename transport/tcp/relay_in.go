@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -25,16 +24,20 @@ func (t *Transport) placeRelayed(c *conn, f wire.Frame, n int) []byte {
 	if d.Err() != nil || final == t.self || f.Src != c.peer || f.Dst != t.self {
 		return nil
 	}
-	c.relayBuf = make([]byte, n)
-	return c.relayBuf
+	b := getBigBuf(n)
+	*b = (*b)[:n]
+	c.relayBuf = b
+	return *b
 }
 
 // onRelayed handles a KindRelay frame read from c: forwarded if it is for
-// another node, delivered if it is for us. owned: f.Payload is a buffer of
-// its own, which forwarding may keep.
-func (t *Transport) onRelayed(c *conn, f wire.Frame, owned bool) {
+// another node, delivered if it is for us. owned, if not nil, is the
+// buffer of getBigBuf's that holds f.Payload, which forwarding keeps (or
+// gives back).
+func (t *Transport) onRelayed(c *conn, f wire.Frame, owned *[]byte) {
 	h, headLen, body, _, err := wire.DecodeRelay(f.Payload)
 	if err != nil {
+		putBigBuf(owned)
 		t.relayRejected(c, "a malformed relayed frame", err)
 		return
 	}
@@ -82,7 +85,7 @@ func (t *Transport) relayRejected(c *conn, what string, err error) {
 
 // forward queues a relayed frame read from c to its destination, if we
 // reach it directly: the payload is copied (unless owned), not opened.
-func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned bool) {
+func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned *[]byte) {
 	t.mu.Lock()
 	d := t.peers[h.Final]
 	ok := d != nil && !d.routeDownLocked() && h.Origin == c.peer && !t.cfg.NoRelay
@@ -90,30 +93,34 @@ func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned bool) {
 	if !ok {
 		// Not ours to carry: unreachable from here, unknown, or not
 		// from its origin (two hops at most).
+		putBigBuf(owned)
 		t.stats.relayDropped.Add(1)
 		return
 	}
-	if len(payload) <= relayNowMax && (t.rt.forwardHook == nil || owned) {
+	if len(payload) <= relayNowMax && t.rt.forwardHook == nil {
 		// A small frame: written on this goroutine if D's connection
 		// is idle, as SendNow writes (no wake-up of D's writer).
 		if t.sendNow(h.Final, wire.Frame{Kind: wire.KindRelay, Payload: payload}, false) {
+			putBigBuf(owned)
 			t.stats.forwarded.Add(1)
 			return
 		}
 	}
-	if !owned {
-		payload = bytes.Clone(payload)
+	if owned == nil {
+		owned = getRelayBuf(len(payload))
+		*owned = append((*owned)[:0], payload...)
 	}
-	f := wire.Frame{Kind: wire.KindRelay, Payload: payload}
+	f := wire.Frame{Kind: wire.KindRelay, Payload: *owned}
 	if hook := t.rt.forwardHook; hook != nil {
 		hook(f.Payload)
 	}
 	control := h.Flags&wire.RelayControl != 0
-	if t.enqueue(doneCtx, h.Final, f, nil, control) != nil {
+	if t.enqueue(doneCtx, h.Final, f, owned, control) != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
-		err := t.enqueue(ctx, h.Final, f, nil, control)
+		err := t.enqueue(ctx, h.Final, f, owned, control)
 		cancel()
 		if err != nil {
+			putCopyBuf(owned)
 			t.stats.relayDropped.Add(1)
 			return
 		}
