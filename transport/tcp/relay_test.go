@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -389,5 +390,51 @@ func TestRelayControlAhead(t *testing.T) {
 	nodes[3].mu.Unlock()
 	if len(before) != 1 || before[0] > n/2 {
 		t.Fatalf("control frames delivered after %v data frames; want one, after fewer than %d of %d", before, n/2, n)
+	}
+}
+
+// TestRelayFlappingLink cuts and restores the direct link of a pair 20
+// times while it streams frames both ways, each time with a batch of
+// frames in flight (of a size drawn from the seed): each change moves
+// the pair between the direct and the relayed path, and every frame
+// still arrives once and in order.
+func TestRelayFlappingLink(t *testing.T) {
+	t.Logf("seed %d (replay: go test -run TestRelayFlappingLink -seed %d)", *seed, *seed)
+	rng := rand.New(rand.NewPCG(*seed, 47))
+	nodes := relayMesh(t, []core.NodeID{1, 2, 3}, nil)
+	keep(t, nodes, []core.NodeID{1, 3}, 2)
+	// 1 keeps its connection to 3 as well: its writer relays and
+	// redials whether or not frames wait.
+	nodes[1].tr.Keep([]core.NodeID{2, 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const flips = 20
+	sent := 0
+	buf := make([]byte, 64)
+	for i := range flips {
+		batch := 500 + rng.IntN(2000)
+		for range batch {
+			binary.LittleEndian.PutUint64(buf, uint64(sent))
+			for _, e := range [][2]core.NodeID{{1, 3}, {3, 1}} {
+				if err := nodes[e[0]].tr.SendCopy(ctx, e[1], wire.Frame{Kind: seqKind, Payload: buf}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sent++
+		}
+		cutNow := i%2 == 0
+		cut(nodes, 1, 3, cutNow) // with the batch in flight
+		waitDelivered(t, nodes, 1, 3, uint64(sent))
+		waitDelivered(t, nodes, 3, 1, uint64(sent))
+		if !cutNow {
+			waitFor(t, "the direct link back", func() bool { return nodes[1].tr.Connected(3) })
+		}
+	}
+	// Each cut moved the pair to the relay, each repair back (a repair
+	// and the next cut may fall between two looks of the writer, which
+	// then reports neither: half of them at least).
+	waitFor(t, fmt.Sprintf("%d path changes at 1", flips/2), func() bool { return nodes[1].tr.Stats().PathChanges >= flips/2 })
+	if s := nodes[1].tr.Stats(); s.Relayed == 0 {
+		t.Error("1 relayed nothing")
 	}
 }
