@@ -49,8 +49,10 @@ Examples:
 			b := bench.OSULatency()
 			relayed := false
 			iters := 0
+			var flags *flag.FlagSet
 			err := parseOSUFlags(c, b, func(fs *flag.FlagSet) {
 				fs.BoolVar(&relayed, "relayed", false, "measure transport/tcp's relayed path against its direct one, in this process, instead")
+				flags = fs
 			})
 			if err != nil {
 				return err
@@ -60,9 +62,11 @@ Examples:
 				if iters = b.Loop; iters > 0 && iters != bench.OSULatency().Loop {
 					r.Iters = iters
 				}
-				if b.Rounds > 1 {
-					r.Rounds = b.Rounds
-				}
+				flags.Visit(func(f *flag.Flag) {
+					if f.Name == "rounds" {
+						r.Rounds = b.Rounds
+					}
+				})
 				direct, via, err := r.Measure(ctx)
 				if err != nil {
 					return err
