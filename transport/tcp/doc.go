@@ -231,9 +231,16 @@
 //
 // The writer goes back to the acknowledgement point (go-back-N) when
 // its path changes (direct to relayed, one relay to another) and when
-// the point has not moved for 300 ms while frames wait for it (a relay
-// that died, dropped or stalls; it then takes the next relay in id
-// order), and redials D in the background with back-off (BackoffMin to
+// the point stands still while frames wait for it (a relay that died,
+// dropped or stalls; it then takes the next relay in id order): within
+// 300 to 600 ms if D said it missed a frame (D acknowledges at once each
+// frame it drops after a gap, which does not move the point), after
+// twice that if D is silent, doubling with each such rewind in a row up
+// to about 5 s, so that a peer that is only slow to answer (a loaded
+// machine, deep socket buffers on the way) is not sent its backlog again
+// and again. Until D's stream is known (its first relayed
+// acknowledgement names it), one frame at a time goes out. The writer
+// also redials D in the background with back-off (BackoffMin to
 // BackoffMax). Once a direct connection is back, its handshake's resume
 // takes the traffic over from the point D names, as after any
 // reconnection. Control frames keep the lead they have on a connection

@@ -61,6 +61,16 @@ func (t *Transport) streamMax() int { return t.cfg.MaxFrameSize + relayOverhead 
 // the inner frame's length prefix and header.
 const relayOverhead = 2*wire.MaxHeaderSize + wire.LengthSize + 53 + wire.RelayTagSize
 
+// relayPatience is how many ticks of relayRetransmit a relaying writer
+// waits, while the acknowledgement point stands still and the peer says
+// nothing of a gap, before it goes back to the point; maxRelayPatience
+// bounds it once it has doubled after each such rewind in a row (about
+// 5 s).
+const (
+	relayPatience    = 2
+	maxRelayPatience = 16
+)
+
 // doneCtx is a context that is done: Send's attempt without waiting.
 var doneCtx = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,6 +96,9 @@ type relayState struct {
 	// rewind: go back to the acknowledgement point now (the peer's
 	// stream became known).
 	rewind atomic.Bool
+	// gapAck: an acknowledgement from the peer did not move the point
+	// while frames wait for it: the peer missed one (relay_in.go).
+	gapAck atomic.Bool
 	// now is the relay in use while the writer relays and keeps up (nil
 	// otherwise): relayNow relays through it on the sender's goroutine.
 	now atomic.Pointer[peer]
@@ -161,6 +174,9 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 	gen := t.rt.gen.Load() - 1
 	rewind := true // a path change: resend from the acknowledgement point
 	lastFirst := uint64(0)
+	// stillTicks counts the ticks the acknowledgement point stood still
+	// with frames unacknowledged; patience is how many make a rewind.
+	stillTicks, patience := 0, relayPatience
 	tick := time.NewTicker(relayRetransmit)
 	defer tick.Stop()
 	attempt := 0
@@ -258,15 +274,30 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 		case <-p.wake:
 		case <-tick.C:
 			first := p.log.ackPoint()
-			if !p.log.empty() && first == lastFirst && via != nil {
+			gap := p.rl.gapAck.Swap(false)
+			switch {
+			case first != lastFirst || p.log.empty():
+				stillTicks, patience = 0, relayPatience
+			case via != nil:
+				stillTicks++
+			}
+			if stillTicks > 0 && gap || stillTicks >= patience {
 				// The acknowledgement point is still: go back to it,
-				// through the next relay.
+				// through the next relay. At once if the peer said it
+				// missed a frame (an acknowledgement that did not move
+				// the point: it sends one for each frame after a gap);
+				// after a silence, waiting twice as long each time in a
+				// row (up to maxRelayPatience ticks): a peer that is
+				// only slow to answer (a loaded machine, a deep socket
+				// buffer on the way) is not sent its backlog again and
+				// again.
 				if nv := t.chooseRelay(p, via.id, true); nv != nil && nv != via {
 					p.rl.now.Store(nil)
 					via = nv
 					t.reportVia(p, via)
 				}
 				rewind = true
+				stillTicks, patience = 0, min(2*patience, maxRelayPatience)
 			}
 			lastFirst = first
 			gen-- // look at the routes again
@@ -487,7 +518,7 @@ func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
 	p.written++
 	p.flushed.Store(p.written)
 	f = &wire.Frame{Kind: wire.KindRelay, Payload: *buf}
-	if t.sendNow(via.id, *f, false) {
+	if t.writeRelayedNow(via.id, *f) {
 		putCopyBuf(buf)
 		t.stats.relayed.Add(1)
 		return true
@@ -520,14 +551,31 @@ func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, cont
 	return t.queueRelayed(via, buf, control)
 }
 
+// writeRelayedNow writes relayed frame f to node to's idle connection on
+// the calling goroutine, after anything queued to it (both decline while
+// frames wait): a small one with one non-blocking write (sendNow), a
+// large one with a vectored write that waits for the kernel to take it
+// (writeDirect), which spares a hand-off to to's writer and the copy into
+// its buffer. Neither keeps it in the hop's stream.
+func (t *Transport) writeRelayedNow(to core.NodeID, f wire.Frame) bool {
+	if len(f.Payload) <= relayNowMax {
+		return t.sendNow(to, f, false)
+	}
+	p, c := t.current(to)
+	if c == nil {
+		return false
+	}
+	body := f.Payload
+	f.Payload = nil
+	return t.writeDirect(p, c, &f, body, false)
+}
+
 // queueRelayed queues a relayed payload of ours, in a buffer of
 // getBigBuf's that the writer gives back, to via, waiting at most
 // relayRetransmit for room; it reports whether it did.
 func (t *Transport) queueRelayed(via *peer, buf *[]byte, control bool) bool {
 	f := wire.Frame{Kind: wire.KindRelay, Payload: *buf}
-	if len(*buf) <= relayNowMax && t.sendNow(via.id, f, false) {
-		// Written to via's idle connection on this goroutine (after
-		// anything queued to via: sendNow declines while frames wait).
+	if t.writeRelayedNow(via.id, f) {
 		putCopyBuf(buf)
 		t.stats.relayed.Add(1)
 		return true

@@ -97,10 +97,11 @@ func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned *[]byte
 		t.stats.relayDropped.Add(1)
 		return
 	}
-	if len(payload) <= relayNowMax && t.rt.forwardHook == nil {
-		// A small frame: written on this goroutine if D's connection
-		// is idle, as SendNow writes (no wake-up of D's writer).
-		if t.sendNow(h.Final, wire.Frame{Kind: wire.KindRelay, Payload: payload}, false) {
+	if t.rt.forwardHook == nil && (len(payload) <= relayNowMax || owned != nil) {
+		// Written on this goroutine if D's connection is idle (no
+		// wake-up of D's writer); a large frame only from a buffer of
+		// its own, which the reader does not reuse meanwhile.
+		if t.writeRelayedNow(h.Final, wire.Frame{Kind: wire.KindRelay, Payload: payload}) {
 			putBigBuf(owned)
 			t.stats.forwarded.Add(1)
 			return
@@ -150,7 +151,11 @@ func (t *Transport) deliverRelayed(p *peer, h wire.Relay, fi wire.Frame, c *conn
 			return
 		}
 		if mine {
+			before := p.log.ackPoint()
 			p.log.ack(h.SrcStream, n)
+			if p.log.ackPoint() == before && !p.log.empty() {
+				p.rl.gapAck.Store(true)
+			}
 		}
 		return
 	}
