@@ -39,7 +39,7 @@ func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) boo
 		return false
 	}
 	p, c := t.current(to)
-	return c != nil && t.writeDirect(p, c, &f, body, true)
+	return c != nil && t.writeDirect(p, c, &f, body)
 }
 
 // current returns peer to and its connection in use (nil: none, or the
@@ -81,18 +81,13 @@ func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
 // writeDirect writes f (payload f.Payload then body) to c if p's queue is
 // drained and flushed and no one holds p.wmu; it reports whether it did
 // (a write that fails closes c and counts as done: the frame is in p's
-// log, and the next connection resends it). logged false leaves the frame
-// out of p's stream (a relayed frame, which its origin's stream keeps).
-func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, logged bool) bool {
-	limit := t.cfg.MaxFrameSize
-	if !logged {
-		limit = t.streamMax()
-	}
-	if headMax(f)+len(body) > limit {
+// log, and the next connection resends it).
+func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bool {
+	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
 		return false // let Send report the exact size
 	}
 	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
-		return t.writeDirectShm(p, c, f, body, logged)
+		return t.writeDirectShm(p, c, f, body)
 	}
 	if !p.wmu.TryLock() {
 		return false
@@ -102,7 +97,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, lo
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	if logged && !p.log.addFrame(c.peerStream, f, body, true) {
+	if !p.log.addFrame(c.peerStream, f, body, true) {
 		p.wmu.Unlock()
 		return false // no room in the log: Send waits for it
 	}
@@ -153,7 +148,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, lo
 // The head is built on the stack (f.Payload is small here: the data
 // path's header), and a failed write is handled once the lock is
 // released, since closing c takes it.
-func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte, logged bool) bool {
+func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	sc := c.shm
 	if !p.wmu.TryLock() {
 		return false
@@ -167,7 +162,7 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte,
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	if logged && !p.log.addFrame(c.peerStream, f, body, true) {
+	if !p.log.addFrame(c.peerStream, f, body, true) {
 		sc.wmu.Unlock()
 		return false // no room in the log: Send waits for it
 	}

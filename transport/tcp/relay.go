@@ -551,23 +551,15 @@ func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, cont
 	return t.queueRelayed(via, buf, control)
 }
 
-// writeRelayedNow writes relayed frame f to node to's idle connection on
-// the calling goroutine, after anything queued to it (both decline while
-// frames wait): a small one with one non-blocking write (sendNow), a
-// large one with a vectored write that waits for the kernel to take it
-// (writeDirect), which spares a hand-off to to's writer and the copy into
-// its buffer. Neither keeps it in the hop's stream.
+// writeRelayedNow writes a small relayed frame f to node to's idle
+// connection on the calling goroutine with one non-blocking write
+// (sendNow, which declines while frames wait for to's writer), without
+// keeping it in the hop's stream: no hand-off to to's writer. A large
+// one goes to the writer, which then writes while the caller prepares
+// the next (a relay reads the next, an origin seals it): on a machine
+// with cores to spare the two overlap.
 func (t *Transport) writeRelayedNow(to core.NodeID, f wire.Frame) bool {
-	if len(f.Payload) <= relayNowMax {
-		return t.sendNow(to, f, false)
-	}
-	p, c := t.current(to)
-	if c == nil {
-		return false
-	}
-	body := f.Payload
-	f.Payload = nil
-	return t.writeDirect(p, c, &f, body, false)
+	return len(f.Payload) <= relayNowMax && t.sendNow(to, f, false)
 }
 
 // queueRelayed queues a relayed payload of ours, in a buffer of

@@ -97,10 +97,9 @@ func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned *[]byte
 		t.stats.relayDropped.Add(1)
 		return
 	}
-	if t.rt.forwardHook == nil && (len(payload) <= relayNowMax || owned != nil) {
-		// Written on this goroutine if D's connection is idle (no
-		// wake-up of D's writer); a large frame only from a buffer of
-		// its own, which the reader does not reuse meanwhile.
+	if t.rt.forwardHook == nil {
+		// A small frame is written on this goroutine if D's connection
+		// is idle (no wake-up of D's writer).
 		if t.writeRelayedNow(h.Final, wire.Frame{Kind: wire.KindRelay, Payload: payload}) {
 			putBigBuf(owned)
 			t.stats.forwarded.Add(1)
