@@ -224,6 +224,23 @@ func TestRelayLargeFrames(t *testing.T) {
 	}
 }
 
+// TestRelayOverRecords relays over connections whose frames go in
+// authenticated records (as between hosts), the relayed frames' tags
+// inside the records'.
+func TestRelayOverRecords(t *testing.T) {
+	for _, size := range []int{64, 100 << 10} {
+		t.Run(fmt.Sprintf("size=%d", size), func(t *testing.T) {
+			nodes := relayMesh(t, []core.NodeID{1, 2, 3}, func(cfg *tcp.Config) { cfg.Integrity = tcp.IntegrityAlways })
+			cut(nodes, 1, 3, true)
+			keep(t, nodes, []core.NodeID{1, 3}, 2)
+			relayExchange(t, nodes, 1, 3, 500, size)
+			if s := nodes[2].tr.Stats(); s.Forwarded < 1000 || s.Integrity == 0 {
+				t.Errorf("2 forwarded %d frames over %d connections in records; want 1,000 or more over some", s.Forwarded, s.Integrity)
+			}
+		})
+	}
+}
+
 // TestRelayMovesOnRelayDeath closes the relay in the middle of a stream:
 // the pair moves to the other relay, losing and duplicating nothing.
 func TestRelayMovesOnRelayDeath(t *testing.T) {
