@@ -32,8 +32,8 @@ import (
 // D acknowledges through a relay too (an unsequenced relayed
 // acknowledgement, in the relays' control lanes). The writer goes back to
 // the acknowledgement point (go-back-N) whenever its path changes, and
-// when the point has not moved for relayRetransmit while frames are
-// unacknowledged (a relay that died or dropped), taking the next relay.
+// when the point stands still while frames are unacknowledged (a relay
+// that died or dropped; see relayPatience), taking the next relay.
 // Meanwhile it redials D with back-off; a direct connection, once back,
 // takes the traffic over with its resume (resend.go).
 
@@ -44,10 +44,10 @@ import (
 // matters only beside a small frame's cost.
 const relayNowMax = 4 << 10
 
-// relayRetransmit is how long the acknowledgement point may stay still,
-// with frames unacknowledged, before a relaying writer resends from it
-// through another relay. It also bounds how long a relay's reader waits
-// for room in the destination's queue before it drops a frame.
+// relayRetransmit is the tick at which a relaying writer looks whether
+// the acknowledgement point moved (see relayPatience). It also bounds how
+// long a relay's reader waits for room in the destination's queue before
+// it drops a frame, and a relaying writer for room in the relay's.
 const relayRetransmit = 300 * time.Millisecond
 
 // streamMax is the frame body limit on the connections' streams:
