@@ -21,7 +21,11 @@ import (
 type shmConn struct {
 	sock    net.Conn
 	in, out *ring
-	poll    *pollState // the connection's (set by newConn before any Read or Write)
+	// pid is the peer's process, from the socket's credentials
+	// (SO_PEERCRED); 0 unknown. Single-copy reads come from it
+	// (singlecopy.go).
+	pid  int
+	poll *pollState // the connection's (set by newConn before any Read or Write)
 	// pollers is the transport's guard of the callers polling its rings
 	// (progress.go; set by newConn).
 	pollers *pollGuard

@@ -102,6 +102,10 @@ func (t *Transport) ringStep(hc net.Conn, fr *wire.FrameReader, local, remote wi
 	}
 	rc.SetDeadline(time.Time{}) // the watcher reads the socket from now on
 	sc := newShmConn(rc, in, out, release, fr.Buffered() > 0)
+	if _, pid, ok := peerCred(rc.UnixConn); ok {
+		sc.pid = pid
+		allowPeerReads()
+	}
 	return sc, wire.NewFrameReader(sc), nil
 }
 

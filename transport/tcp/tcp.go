@@ -59,6 +59,8 @@ type Transport struct {
 	working atomic.Int32
 	window  atomic.Int64
 	vainAt  atomic.Int64
+	// single is the state of single-copy reads (singlecopy.go).
+	single singleCopy
 
 	// byID is a copy of peers for the lock-free lookup of a send's
 	// connection (current), made again when it misses a peer that
