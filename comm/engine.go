@@ -276,6 +276,9 @@ type message struct {
 	// message is size bytes that the sender writes once a receive takes it.
 	rdv  uint64
 	size int
+	// addr, if not 0, is where the data lies in the sender's memory: the
+	// receiver may read it from there (singlecopy.go).
+	addr uint64
 }
 
 // Messages that arrive before their receive is posted are copied into

@@ -137,7 +137,7 @@ func (s *Session) placeRData(f wire.Frame, n int) (int, []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.rdvIn[key]
-	if !ok || e.st.Count != n-skip {
+	if !ok || e.pulling || e.st.Count != n-skip {
 		return 0, nil // dropped or refused by onRData
 	}
 	delete(s.rdvIn, key)

@@ -41,6 +41,12 @@ import (
 // sender fails, a send whose destination fails, and both on a revoked
 // communicator or an ended session, fail as their eager forms do.
 //
+// Between two processes of one host whose connection runs over shared
+// memory, the data moves in one copy instead (singlecopy.go): the
+// ready-to-send carries the address of the sender's buffer, the receiver
+// has the kernel read it straight into the receive's buffer, and its
+// clear-to-send says that the data need not be sent.
+//
 // Collective steps (their own context) stay eager and outside the credit:
 // their algorithms bound what is in flight, and an extra round trip per
 // step would cost more than it saves. Replicated ranks stay eager too
@@ -52,13 +58,20 @@ const EagerMax = 64 << 10
 
 // The rendezvous frames' payloads:
 //
-//	kindRTS:   uvarint id | uvarint context id | varint tag | uvarint size
-//	kindCTS:   uvarint id | byte 0 (send the data) or 1 (truncated: do not) | uvarint credit returned (credit.go)
+//	kindRTS:   uvarint id | uvarint context id | varint tag | uvarint size [| uvarint address (singlecopy.go)]
+//	kindCTS:   uvarint id | byte flag | uvarint credit returned (credit.go)
 //	kindRData: uvarint id | data
+//	kindRStop: uvarint id | uvarint context id (singlecopy.go)
+//
+// A clear-to-send's flag is 0 (send the data), 1 (do not: the receive's
+// buffer is too small, or the receiver read the data itself) or 2 (the
+// address is withdrawn: send the data when asked, singlecopy.go).
 const (
 	kindRTS   = core.Kind(core.ProtoComm)<<8 | 6
 	kindCTS   = core.Kind(core.ProtoComm)<<8 | 7
 	kindRData = core.Kind(core.ProtoComm)<<8 | 8
+	// 9, 10: kindCredit, kindCData (wire.go)
+	kindRStop = core.Kind(core.ProtoComm)<<8 | 11
 )
 
 // rdvSend is a large send waiting for its clear-to-send; it lives in the
@@ -67,15 +80,22 @@ type rdvSend struct {
 	to    core.NodeID // world rank
 	body  []byte
 	owned bool // body is a copy (the blocking caller gave up waiting)
+	// addr is the address of the caller's buffer offered to the receiver
+	// (0: none), ctxID the message's context; stopped, once the caller
+	// gave up waiting, is closed when the receiver has taken back the
+	// offer (singlecopy.go).
+	addr    uint64
+	ctxID   uint64
+	stopped chan struct{}
 }
 
-// maxRTS bounds a ready-to-send's payload: four 10-byte varints. The
+// maxRTS bounds a ready-to-send's payload: five 10-byte varints. The
 // request's header array holds it, then the data frame's header: the
 // ready-to-send has been written by the time its clear-to-send comes
 // back, and a receive's array holds its clear-to-send, written before the
 // data it asks for can arrive; a rendezvous that fails before its answer
 // leaves its request out of the pool (Request.unpooled).
-const maxRTS = 40
+const maxRTS = 50
 
 // rdvKey names a matched RTS at the receiver.
 type rdvKey struct {
@@ -88,6 +108,10 @@ type rdvRecv struct {
 	q  *queue
 	op *recvOp
 	st Status
+	// pulling: the receiver is reading the data from the sender's memory
+	// into op's buffer (singlecopy.go); the reader, not a failure, ends
+	// the receive.
+	pulling bool
 }
 
 // rdvStart sends the RTS of a large message (the send's checks are done).
@@ -108,13 +132,17 @@ func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, 
 	}
 	s.rdvSeq++
 	id := s.rdvSeq
-	req.rdv = rdvSend{to: to, body: data}
+	addr := s.rdvOffer(to, data)
+	req.rdv = rdvSend{to: to, body: data, addr: addr, ctxID: ctxID}
 	s.rdvOut[id] = req
 	s.mu.Unlock()
 	p := binary.AppendUvarint(req.hdr[:0], id)
 	p = binary.AppendUvarint(p, ctxID)
 	p = binary.AppendVarint(p, int64(tag))
 	p = binary.AppendUvarint(p, uint64(len(data)))
+	if addr != 0 {
+		p = binary.AppendUvarint(p, addr)
+	}
 	if err := s.sendFrame(int(to), wire.Frame{Kind: kindRTS, Payload: untilAnswered(p)}, nil, nil); err != nil {
 		s.mu.Lock()
 		_, waiting := s.rdvOut[id]
@@ -128,13 +156,19 @@ func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, 
 
 // rdvDetach is called when a blocking Send gives up waiting: a message
 // still waiting for its clear-to-send is copied, so that the caller's
-// buffer is free; one being written is waited for.
+// buffer is free; one being written is waited for, and so is, when its
+// address was offered, the receiver's answer to its withdrawal
+// (singlecopy.go).
 func (s *Session) rdvDetach(req *Request) {
 	s.mu.Lock()
-	for _, r := range s.rdvOut {
+	for id, r := range s.rdvOut {
 		if r == req {
 			if !r.rdv.owned {
 				r.rdv.body, r.rdv.owned = slices.Clone(r.rdv.body), true
+			}
+			if r.rdv.addr != 0 {
+				s.rdvWithdraw(id, r) // releases s.mu
+				return
 			}
 			s.mu.Unlock()
 			return
@@ -147,27 +181,33 @@ func (s *Session) rdvDetach(req *Request) {
 // onRTS handles a ready-to-send: the message, without its data, goes to
 // the matching engine.
 func (s *Session) onRTS(src int, p []byte) error {
-	id, ctxID, tag, size, err := parseRTS(p)
+	id, ctxID, tag, size, addr, err := parseRTS(p)
 	if err != nil {
 		return err
 	}
-	s.deliverMsg(src, ctxID, message{src: core.NodeID(src), tag: tag, rdv: id, size: size}, true)
+	s.deliverMsg(src, ctxID, message{src: core.NodeID(src), tag: tag, rdv: id, size: size, addr: addr}, true)
 	return nil
 }
 
-func parseRTS(p []byte) (id, ctxID uint64, tag, size int, err error) {
+// parseRTS decodes a ready-to-send; addr is 0 when it offers none.
+func parseRTS(p []byte) (id, ctxID uint64, tag, size int, addr uint64, err error) {
 	d := wire.NewDecoder(p)
 	id = d.Uvarint()
 	ctxID = d.Uvarint()
 	t := d.Varint()
 	sz := d.Uvarint()
+	if d.Err() == nil && d.Remaining() > 0 {
+		if addr = d.Uvarint(); addr == 0 && d.Err() == nil {
+			return 0, 0, 0, 0, 0, fmt.Errorf("%w: rts address 0", errMalformed)
+		}
+	}
 	if err = d.Finish(); err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("%w: %w", errMalformed, err)
+		return 0, 0, 0, 0, 0, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	if t != int64(int(t)) || sz > wire.DefaultMaxFrameSize<<8 {
-		return 0, 0, 0, 0, fmt.Errorf("%w: rts tag %d, size %d", errMalformed, t, sz)
+		return 0, 0, 0, 0, 0, fmt.Errorf("%w: rts tag %d, size %d", errMalformed, t, sz)
 	}
-	return id, ctxID, int(t), int(sz), nil
+	return id, ctxID, int(t), int(sz), addr, nil
 }
 
 // rdvMatchLocked gives the receive op the RTS message m: the receive waits
@@ -190,6 +230,13 @@ func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m *message, out *outgoing
 	if s.rdvIn == nil {
 		s.rdvIn = make(map[rdvKey]rdvRecv)
 	}
+	if m.addr != 0 && s.single != nil && m.size > 0 {
+		// Read from the sender's memory once the lock is released
+		// (sendOne calls rdvPull).
+		s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st, pulling: true}
+		*out = outgoing{to: int(m.src), pull: m.rdv, addr: m.addr}
+		return
+	}
 	s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st}
 	p := append(binary.AppendUvarint(op.req.hdr[:0], m.rdv), 0)
 	p = binary.AppendUvarint(p, uint64(s.owedLocked(m.src)))
@@ -208,13 +255,22 @@ func (s *Session) onCTS(src int, p []byte) error {
 	req := s.rdvOut[id]
 	if req == nil || req.rdv.to != core.NodeID(src) {
 		s.mu.Unlock()
-		s.stats.dropped.Add(1)
+		if flag != 2 { // a withdrawal's answer may come after the send completed
+			s.stats.dropped.Add(1)
+		}
+		return nil
+	}
+	if flag == 2 {
+		s.rdvWithdrawnLocked(req)
+		s.mu.Unlock()
 		return nil
 	}
 	delete(s.rdvOut, id)
 	s.mu.Unlock()
 	if flag == 1 {
-		req.complete(Status{}, nil) // the receiver's buffer was too small: its error
+		// The receiver's buffer was too small (its error), or the
+		// receiver read the data itself.
+		req.complete(Status{}, nil)
 		return nil
 	}
 	s.rdvDispatch(rdvJob{req: req, id: id})
@@ -261,7 +317,7 @@ func parseCTS(p []byte) (id uint64, flag byte, credit uint64, err error) {
 	if err := d.Finish(); err != nil {
 		return 0, 0, 0, fmt.Errorf("%w: cts: %w", errMalformed, err)
 	}
-	if flag > 1 {
+	if flag > 2 {
 		return 0, 0, 0, fmt.Errorf("%w: cts flag %d", errMalformed, flag)
 	}
 	return id, flag, credit, nil
@@ -287,7 +343,7 @@ func (s *Session) onRData(src int, p []byte) error {
 	defer s.mu.Unlock()
 	key := rdvKey{core.NodeID(src), id}
 	e, ok := s.rdvIn[key]
-	if !ok {
+	if !ok || e.pulling { // data not asked for
 		s.stats.dropped.Add(1)
 		return nil
 	}
@@ -325,6 +381,9 @@ func (s *Session) rdvRecheckLocked() {
 	}
 	for _, key := range slices.Collect(maps.Keys(s.rdvIn)) {
 		e := s.rdvIn[key]
+		if e.pulling {
+			continue // rdvPull checks once the read is done
+		}
 		err := s.opErrLocked(e.q, key.src, false)
 		if err == nil {
 			err = s.failErrLocked(e.q, key.src)

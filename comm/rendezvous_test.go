@@ -182,25 +182,36 @@ func waitFailure(t *testing.T, ctx context.Context, s *Session, rank int) {
 	}
 }
 
-// The rendezvous frames from a peer (ready-to-send, clear-to-send, the
-// data's id) are parsed or refused with errMalformed, never a panic, and
+// The rendezvous frames from a peer (ready-to-send with or without an
+// address, clear-to-send, the data's id, a withdrawal) are parsed or refused with errMalformed, never a panic, and
 // what parses encodes back the same way.
 func FuzzRendezvousFrames(f *testing.F) {
 	f.Add(binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, 7), 8), -3), 1<<20))
 	f.Add([]byte{7, 0, 0})
 	f.Add([]byte{7, 1, 0x80, 0x40})
 	f.Add([]byte{7, 2, 0})
+	f.Add(binary.AppendUvarint(binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, 7), 8), -3), 1<<20), 0xc000100000))
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, p []byte) {
-		if id, ctxID, tag, size, err := parseRTS(p); err != nil {
+		if id, ctxID, tag, size, addr, err := parseRTS(p); err != nil {
 			if !errors.Is(err, errMalformed) {
 				t.Fatalf("parseRTS: %v", err)
 			}
 		} else {
 			again := binary.AppendUvarint(binary.AppendVarint(binary.AppendUvarint(binary.AppendUvarint(nil, id), ctxID), int64(tag)), uint64(size))
-			if a, b, c, d, err := parseRTS(again); err != nil || a != id || b != ctxID || c != tag || d != size {
-				t.Fatalf("RTS %d %d %d %d re-encoded parses as %d %d %d %d, %v", id, ctxID, tag, size, a, b, c, d, err)
+			if addr != 0 {
+				again = binary.AppendUvarint(again, addr)
 			}
+			if a, b, c, d, e, err := parseRTS(again); err != nil || a != id || b != ctxID || c != tag || d != size || e != addr {
+				t.Fatalf("RTS %d %d %d %d %#x re-encoded parses as %d %d %d %d %#x, %v", id, ctxID, tag, size, addr, a, b, c, d, e, err)
+			}
+		}
+		if id, ctxID, err := parseRStop(p); err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("parseRStop: %v", err)
+			}
+		} else if a, b, err := parseRStop(binary.AppendUvarint(binary.AppendUvarint(nil, id), ctxID)); err != nil || a != id || b != ctxID {
+			t.Fatalf("RStop %d %d re-encoded parses as %d %d, %v", id, ctxID, a, b, err)
 		}
 		if id, data, ok := parseRData(p); ok {
 			if again, d2, ok2 := parseRData(append(binary.AppendUvarint(nil, id), data...)); !ok2 || again != id || !bytes.Equal(d2, data) {
@@ -211,7 +222,7 @@ func FuzzRendezvousFrames(f *testing.F) {
 			if !errors.Is(err, errMalformed) {
 				t.Fatalf("parseCTS: %v", err)
 			}
-		} else if flag > 1 {
+		} else if flag > 2 {
 			t.Fatalf("CTS flag %d accepted", flag)
 		} else {
 			again := binary.AppendUvarint(append(binary.AppendUvarint(nil, id), flag), credit)

@@ -97,6 +97,9 @@ type Session struct {
 	// lock first (outq.sendData).
 	tcpTr    *tcp.Transport
 	progTime time.Duration
+	// single, if set, reads large messages from the memory of the ranks
+	// of this host (transport/tcp's single copy; singlecopy.go).
+	single singleCopier
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures
@@ -127,6 +130,12 @@ type sessionStats struct {
 	// backlogged counts the frames that waited in a destination's backlog
 	// (outq) for want of room in the transport's queue.
 	backlogged atomic.Uint64
+	// pulled counts the large messages read from their sender's memory,
+	// pullFallbacks those asked for after a read failed, withdrawals the
+	// offers taken back by blocking sends that gave up (singlecopy.go).
+	pulled        atomic.Uint64
+	pullFallbacks atomic.Uint64
+	withdrawals   atomic.Uint64
 }
 
 // Option configures a session ([Init], [Local]).
@@ -222,6 +231,9 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 		unexpectedLimit: unexpected,
 	}
 	s.tcpTr, _ = tr.(*tcp.Transport)
+	if s.tcpTr != nil {
+		s.single = s.tcpTr
+	}
 	for r := range s.credit {
 		s.credit[r].avail = budget
 	}
@@ -497,6 +509,8 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		err = s.onCTS(src, f.Payload)
 	case kindRData:
 		err = s.onRData(src, f.Payload)
+	case kindRStop:
+		err = s.onRStop(src, f.Payload)
 	case kindCredit:
 		err = s.onCredit(src, f.Payload)
 	case kindRevoke:
@@ -526,6 +540,10 @@ type outgoing struct {
 	to      int // world rank
 	kind    core.Kind
 	payload []byte
+	// pull and addr, when addr is not 0: instead of a frame, the data of
+	// ready-to-send pull from rank to is to be read from its memory at
+	// addr (singlecopy.go).
+	pull, addr uint64
 }
 
 // sendAll sends control frames without waiting (a full queue goes to the
@@ -542,6 +560,10 @@ func (s *Session) sendAll(msgs []outgoing) {
 
 // sendOne is sendAll of one frame (none if m has no kind), without a slice.
 func (s *Session) sendOne(m outgoing) {
+	if m.addr != 0 {
+		s.rdvPull(core.NodeID(m.to), m.pull, m.addr)
+		return
+	}
 	if m.kind != 0 && core.NodeID(m.to) != s.self {
 		s.sendFrame(m.to, wire.Frame{Kind: m.kind, Payload: m.payload}, nil, nil)
 	}
@@ -629,7 +651,8 @@ type outq struct {
 	ctl  *outq // the control frames' queue (nil in that one)
 
 	mu      sync.Mutex
-	hdr     []byte // sendData's frame header (mu)
+	hdr     []byte       // sendData's frame header (mu)
+	cts     [maxCTS]byte // sendCTS's payload (mu)
 	backlog []sendOp
 	// running: a goroutine drains the backlog (set and cleared under mu;
 	// atomic for sendData's look without it).
