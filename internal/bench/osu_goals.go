@@ -40,8 +40,10 @@ type OSUGoal struct {
 // OSUGoals are the goals [WriteOSUGoals] checks.
 var OSUGoals = []OSUGoal{
 	{"8-byte one-way latency", "latency", 8, 1.5, false, ""},
-	{"8-byte latency, same host (vs vader)", "latency", 8, 3, false, "mpi-vader"},
+	{"8-byte latency, same host (vs vader)", "latency", 8, 1.2, false, "mpi-vader"},
+	{"1 MiB latency, same host (vs vader)", "latency", 1 << 20, 1.2, false, "mpi-vader"},
 	{"1 MiB bandwidth", "bw", 1 << 20, 0.9, true, ""},
+	{"1 MiB bandwidth, same host (vs vader)", "bw", 1 << 20, 1, true, "mpi-vader"},
 	{"1 MiB Allreduce of float64 on 4 ranks", "allreduce", 1 << 20, 1.5, false, ""},
 }
 

@@ -17,13 +17,15 @@ with the same flags, prints their three tables, and then where cohort stands
 against the goals set against Open MPI's TCP path (btl self,tcp):
 
   8-byte one-way latency             within 1.5× of Open MPI tcp
-  8-byte latency, same host          within 3× of Open MPI vader (shared memory)
+  8-byte latency, same host          within 1.2× of Open MPI vader (shared memory)
+  1 MiB latency, same host           within 1.2× of Open MPI vader
   1 MiB bandwidth                    at least 0.9× Open MPI tcp
+  1 MiB bandwidth, same host         at least Open MPI vader's
   1 MiB Allreduce of float64, 4 ranks within 1.5× of Open MPI tcp
 
 Against Open MPI tcp, cohort's figure is the one over loopback TCP (ours-tcp)
 when it ran, its default path (ours: shared memory on one host) otherwise; the
-same-host goal takes the default path. Each goal line names the one it took.
+same-host goals take the default path. Each goal line names the one it took.
 A goal is "not measured" when Open MPI is absent or --max leaves the size out.
 
 Every implementation runs --rounds times (3 by default here, 1 for p2p, bw
