@@ -31,9 +31,11 @@
 // as it fits in the credit the receiver grants this process; a larger
 // message, or one beyond the credit, goes through a rendezvous: the
 // receiver learns of it, and the data stays in the sender's buffer until a
-// receive takes it. So Send may wait for the matching receive, as MPI_Send
-// may: a program in which two ranks each Send to the other before either
-// receives needs Isend (or a Sendrecv-style order).
+// receive takes it (between two processes of one host, the receiver then
+// reads it straight from the sender's memory, in one copy). So Send may
+// wait for the matching receive, as MPI_Send may: a program in which two
+// ranks each Send to the other before either receives needs Isend (or a
+// Sendrecv-style order).
 //
 // # Memory
 //

@@ -78,7 +78,9 @@
 // direction passed over the socket and checked against the job secret
 // (wire.RingTag), and the socket is left with wake-ups and the peer's death
 // (see shmring.go). Config.NoShm turns it off; Stats.Shm counts those
-// connections, Stats.ShmRefused the rings refused by the checks.
+// connections, Stats.ShmRefused the rings refused by the checks. Over such
+// a connection a receiver may also read a large message straight from the
+// peer's memory, in one copy (Pull, singlecopy.go).
 //
 // # Integrity between hosts
 //
