@@ -232,7 +232,9 @@ func (s *Session) rdvMatchLocked(q *queue, op *recvOp, m *message, out *outgoing
 	}
 	if m.addr != 0 && s.single != nil && m.size > 0 {
 		// Read from the sender's memory once the lock is released
-		// (sendOne calls rdvPull).
+		// (sendOne calls rdvPull): on the goroutine that matched, a
+		// reader's or the receive's own call, as a copy out of the ring
+		// would be.
 		s.rdvIn[rdvKey{m.src, m.rdv}] = rdvRecv{q: q, op: op, st: st, pulling: true}
 		*out = outgoing{to: int(m.src), pull: m.rdv, addr: m.addr}
 		return
