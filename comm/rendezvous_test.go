@@ -138,7 +138,10 @@ func TestRendezvousSendDeadline(t *testing.T) {
 // takes it (its data can never come); a revoked communicator fails a send
 // waiting for its clear-to-send.
 func TestRendezvousFailures(t *testing.T) {
-	ss := tcpJob(t, 4)
+	rendezvousFailures(t, tcpJob(t, 4))
+}
+
+func rendezvousFailures(t *testing.T, ss []*Session) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	w := func(r int) *Comm { return ss[r].World() }

@@ -179,6 +179,14 @@ func TestSingleCopyWithdraw(t *testing.T) {
 	}
 }
 
+// The rendezvous's failures over shared memory, where the sends offer
+// their address (TestRendezvousFailures): a send to a rank that fails,
+// the receive of a failed rank's ready-to-send, a send on a revoked
+// communicator.
+func TestSingleCopyFailures(t *testing.T) {
+	rendezvousFailures(t, shmJob(t, 4))
+}
+
 // singleCopyChildEnv names the variable that makes TestSingleCopyChild the
 // rank of another process (TestSingleCopyPeerKilled): its value is the
 // rendezvous's address.
