@@ -245,6 +245,8 @@ type HeartbeatStats struct {
 	ProbesHelped       uint64 // indirect probe requests received from others and carried out
 	ProbeAcksSent      uint64 // answers to those requests: the suspect was heard
 	IndirectAlive      uint64 // suspicions of our own refuted by a helper's answer: the suspect is alive but unreachable from here
+	Rechecks           uint64 // silences of a peer already known unreachable checked through helpers instead of suspected (see Unreachable)
+	Rechecked          uint64 // those answered: the peer is still alive, and still unreachable from here
 }
 
 // HeartbeatPeerState is what a [HeartbeatDetector] believes of a peer.
@@ -299,10 +301,11 @@ type hbPeer struct {
 	hold     time.Duration // no accusation before this (a late timer's re-check)
 	mark     time.Duration // suspected: start of the suspicion; probing: when the ping left
 	gInc     uint64        // incarnation of the newest notice about it
-	// probeUntil: suspected by us, the end of the indirect probe (0: none).
+	// probeUntil: the end of the indirect probe of a suspicion of ours,
+	// or, alive, of a recheck (recheckIndirect); 0: none.
 	probeUntil time.Duration
-	// viaAt: when a helper last proved it alive (0: never, or a message
-	// from it arrived since).
+	// viaAt: when a helper, or a refutation that came round the link,
+	// last proved it alive (0: never, or a message from it arrived since).
 	viaAt time.Duration
 	// pingAt: suspected, when it was last pinged (indirect probes on).
 	pingAt time.Duration
@@ -481,6 +484,14 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 	case HeartbeatPing:
 		h.stats.PongsSent++
 		h.send(from, HeartbeatPong{})
+		if r != nil && r.sentNext > 0 && r.flags&(hbConn|hbMonitor) != 0 && now-r.toldAt >= h.cfg.Interval {
+			// A peer that doubts the link may have missed our last
+			// announcement too (a monitor demoted across a cut link
+			// keeps waiting for heartbeats every T_interval, and
+			// suspects us again as soon as it hears us directly).
+			h.beat(r)
+			h.schedule(r)
+		}
 	case HeartbeatPong:
 		// Its arrival was the point.
 	case HeartbeatProbeReq:
@@ -533,10 +544,17 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 		}
 	case HeartbeatAlive:
 		if d, ok := h.recvDue(r); ok && now >= d && !h.recheck(r, late) {
-			if r.flags&hbProbing == 0 && h.idleLink(r, now) {
+			switch {
+			case h.rechecking(r):
+				r.probeUntil = 0 // no helper reached it either
+				h.suspect(r, true)
+			case r.flags&hbProbing == 0 && h.idleLink(r, now):
 				r.expect = 0 // see idleLink
 				h.stats.Closed++
-			} else {
+			case r.viaAt > 0 && h.cfg.IndirectProbes > 0:
+				h.stats.Rechecks++
+				h.recheckIndirect(r)
+			default:
 				h.suspect(r, true)
 			}
 		} else if r.expect > 0 && now >= r.lastRecv+r.expect+h.cfg.Timeout {

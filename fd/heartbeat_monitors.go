@@ -191,7 +191,9 @@ func (h *HeartbeatDetector) eligibleMonitor(id core.NodeID) bool {
 		return false
 	}
 	r := h.find(id)
-	return r == nil || r.state == HeartbeatAlive
+	// A member that reaches us only through others would not hear our
+	// heartbeats either.
+	return r == nil || r.state == HeartbeatAlive && r.viaAt == 0
 }
 
 // demote makes monitor r an ordinary connection and tells it to expect

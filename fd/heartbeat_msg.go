@@ -75,6 +75,12 @@ type HeartbeatProbeReq struct {
 	Subject core.NodeID
 	// Inc is the incarnation of Subject that the sender suspects.
 	Inc uint64
+	// Recheck is true when the sender does not suspect Subject: a helper
+	// already proved Subject alive while the link from it stays down,
+	// and the sender checks again, through helpers, that Subject lives.
+	// The helper then pings Subject instead of sending it a suspicion,
+	// so that Subject has nothing to refute and nobody else hears of it.
+	Recheck bool
 }
 
 // HeartbeatProbeAck (kind [KindHeartbeatProbeAck]) answers a
@@ -111,22 +117,31 @@ func (HeartbeatProbeReq) Kind() core.Kind { return KindHeartbeatProbeReq }
 // Kind is [KindHeartbeatProbeAck].
 func (HeartbeatProbeAck) Kind() core.Kind { return KindHeartbeatProbeAck }
 
-// MarshalWire appends Subject and Inc.
+// MarshalWire appends Subject, Inc and Recheck.
 func (m HeartbeatProbeReq) MarshalWire(e *wire.Encoder) {
+	e.NodeID(m.Subject)
+	e.Uvarint(m.Inc)
+	e.Bool(m.Recheck)
+}
+
+// WireSize is the payload size in bytes (equal to wire.Size(m)).
+func (m HeartbeatProbeReq) WireSize() int {
+	return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) + 1
+}
+
+// MarshalWire appends Subject and Inc.
+func (m HeartbeatProbeAck) MarshalWire(e *wire.Encoder) {
 	e.NodeID(m.Subject)
 	e.Uvarint(m.Inc)
 }
 
 // WireSize is the payload size in bytes (equal to wire.Size(m)).
-func (m HeartbeatProbeReq) WireSize() int { return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) }
-
-// MarshalWire appends Subject and Inc.
-func (m HeartbeatProbeAck) MarshalWire(e *wire.Encoder) { HeartbeatProbeReq(m).MarshalWire(e) }
-
-// WireSize is the payload size in bytes (equal to wire.Size(m)).
-func (m HeartbeatProbeAck) WireSize() int { return HeartbeatProbeReq(m).WireSize() }
+func (m HeartbeatProbeAck) WireSize() int { return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) }
 
 func (m HeartbeatProbeReq) String() string {
+	if m.Recheck {
+		return fmt.Sprintf("probe-req{%v inc %d recheck}", m.Subject, m.Inc)
+	}
 	return fmt.Sprintf("probe-req{%v inc %d}", m.Subject, m.Inc)
 }
 
@@ -240,7 +255,7 @@ func DecodeHeartbeatNoticeAck(d *wire.Decoder) (core.Msg, error) {
 
 // DecodeHeartbeatProbeReq decodes the payload of a [HeartbeatProbeReq].
 func DecodeHeartbeatProbeReq(d *wire.Decoder) (core.Msg, error) {
-	m := HeartbeatProbeReq{Subject: d.NodeID(), Inc: d.Uvarint()}
+	m := HeartbeatProbeReq{Subject: d.NodeID(), Inc: d.Uvarint(), Recheck: d.Bool()}
 	if err := d.Err(); err != nil {
 		return nil, err
 	}

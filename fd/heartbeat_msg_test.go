@@ -34,6 +34,7 @@ var heartbeatSamples = []wire.Message{
 	HeartbeatNoticeAck{Subject: 7, Inc: 1 << 40, Alive: true},
 	HeartbeatProbeReq{},
 	HeartbeatProbeReq{Subject: 12, Inc: 3},
+	HeartbeatProbeReq{Subject: 12, Inc: 3, Recheck: true},
 	HeartbeatProbeAck{},
 	HeartbeatProbeAck{Subject: core.None - 1, Inc: math.MaxUint64},
 }
@@ -85,9 +86,11 @@ func TestHeartbeatCodecRejects(t *testing.T) {
 		{"padded varint", KindHeartbeatNotice, []byte{0x85, 0x00, 0, 0}, wire.ErrNonCanonical},
 		{"ack bool 3", KindHeartbeatNoticeAck, []byte{1, 1, 3}, wire.ErrInvalid},
 		{"ack trailing", KindHeartbeatNoticeAck, []byte{1, 1, 1, 0}, wire.ErrTrailing},
-		{"probe of None", KindHeartbeatProbeReq, []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0}, wire.ErrInvalid},
+		{"probe of None", KindHeartbeatProbeReq, []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0}, wire.ErrInvalid},
 		{"probe truncated", KindHeartbeatProbeReq, []byte{5}, wire.ErrTruncated},
-		{"probe trailing", KindHeartbeatProbeReq, []byte{5, 1, 0}, wire.ErrTrailing},
+		{"probe without recheck", KindHeartbeatProbeReq, []byte{5, 1}, wire.ErrTruncated},
+		{"probe recheck 2", KindHeartbeatProbeReq, []byte{5, 1, 2}, wire.ErrInvalid},
+		{"probe trailing", KindHeartbeatProbeReq, []byte{5, 1, 0, 0}, wire.ErrTrailing},
 		{"probe ack truncated", KindHeartbeatProbeAck, nil, wire.ErrTruncated},
 		{"probe ack padded", KindHeartbeatProbeAck, []byte{1, 0x81, 0x00}, wire.ErrNonCanonical},
 	} {

@@ -32,7 +32,15 @@ func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 		r.lastRecv = at
 	}
 	r.flags &^= hbProbing
-	r.viaAt = 0
+	// The link was down, or looked it, when we last announced on it (a
+	// demotion, when we suspected a monitor): if the announcement was
+	// lost, r keeps waiting for heartbeats we no longer send.
+	lost := r.viaAt > 0 || r.state == HeartbeatSuspected && r.toldAt >= r.mark
+	r.viaAt, r.probeUntil = 0, 0
+	if lost && r.flags&(hbConn|hbMonitor) != 0 && r.sentNext > 0 && r.toldAt < at {
+		h.beat(r)
+		h.schedule(r)
+	}
 	switch r.state {
 	case HeartbeatAlive:
 		return
@@ -168,8 +176,16 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 		// there is nothing left to tell it.
 		r.lastRecv = max(r.lastRecv, h.env.Now())
 		r.flags &^= hbProbing
+		r.probeUntil = 0
 		switch r.state {
 		case HeartbeatSuspected:
+			if r.flags&hbAccused != 0 && h.cfg.IndirectProbes > 0 {
+				// Our own timeout, and the refutation came around
+				// the link rather than over it: r is unreachable
+				// from here, and its next silence is rechecked, not
+				// suspected again (recheckIndirect).
+				r.viaAt = h.env.Now()
+			}
 			h.refuted(r)
 			r.state = HeartbeatAlive
 			h.stats.Unsuspicions++

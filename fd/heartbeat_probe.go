@@ -39,7 +39,7 @@ func (h *HeartbeatDetector) verdictDue(r *hbPeer) time.Duration {
 // (secondWave).
 func (h *HeartbeatDetector) probeIndirect(r *hbPeer) {
 	r.probeUntil, r.waved = 0, false
-	if h.cfg.IndirectProbes == 0 || h.askHelpers(r, h.cfg.IndirectProbes) == 0 {
+	if h.cfg.IndirectProbes == 0 || h.askHelpers(r, h.cfg.IndirectProbes, false) == 0 {
 		return
 	}
 	r.probeUntil = h.env.Now() + h.cfg.probeTimeout()
@@ -63,14 +63,15 @@ func (h *HeartbeatDetector) waveDue(r *hbPeer) (time.Duration, bool) {
 // answered: they may all be cut off from the suspect, or from us.
 func (h *HeartbeatDetector) secondWave(r *hbPeer) {
 	r.waved = true
-	h.askHelpers(r, hbSecondWave*h.cfg.IndirectProbes)
+	h.askHelpers(r, hbSecondWave*h.cfg.IndirectProbes, false)
 }
 
 // askHelpers sends up to k members other than r a request to reach r,
 // those heard from within the last T_interval + T_timeout first, those
 // this process suspects or holds failed last (the link from them may be
-// down while the link to them works), and returns how many it asked.
-func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
+// down while the link to them works), and returns how many it asked. A
+// recheck asks them to ping r rather than to tell it of a suspicion.
+func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int, recheck bool) int {
 	now := h.env.Now()
 	var heard, other, doubted []core.NodeID
 	for _, id := range h.members {
@@ -93,7 +94,7 @@ func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
 		for i := 0; i < len(cand) && asked < k; i++ {
 			j := i + rng.IntN(len(cand)-i)
 			cand[i], cand[j] = cand[j], cand[i]
-			h.send(cand[i], HeartbeatProbeReq{Subject: r.id, Inc: r.gInc})
+			h.send(cand[i], HeartbeatProbeReq{Subject: r.id, Inc: r.gInc, Recheck: recheck})
 			h.stats.ProbeRequests++
 			asked++
 		}
@@ -104,12 +105,14 @@ func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int) int {
 // helpProbe handles a request to reach subject: subject gets the
 // suspicion, so that it refutes if alive (the requester's own notice
 // may not have reached it: the link between them may be the one that
-// is down), and the requester gets an answer when subject is heard.
+// is down), and the requester gets an answer when subject is heard. A
+// recheck is not a suspicion: subject only gets a ping, which any
+// process answers.
 func (h *HeartbeatDetector) helpProbe(from core.NodeID, m HeartbeatProbeReq) {
 	now := h.env.Now()
 	if m.Subject == h.self {
 		h.stats.ProbeAcksSent++
-		h.send(from, HeartbeatProbeAck(m))
+		h.send(from, HeartbeatProbeAck{Subject: m.Subject, Inc: m.Inc})
 		return
 	}
 	if from == m.Subject {
@@ -123,6 +126,13 @@ func (h *HeartbeatDetector) helpProbe(from core.NodeID, m HeartbeatProbeReq) {
 	// T_broken grows with its local health): an answer a little late
 	// can still save the suspect, and costs nothing if it is too late.
 	h.helps = append(h.helps, hbHelp{requester: from, subject: m.Subject, inc: m.Inc, until: now + 2*h.cfg.probeTimeout()})
+	if m.Recheck {
+		// A lost ping or pong costs the subject a suspicion of the
+		// requester's, which the full probe then settles.
+		h.stats.PingsSent++
+		h.send(m.Subject, HeartbeatPing{})
+		return
+	}
 	// Repeated four times per ProbeTimeout until the suspect acknowledges:
 	// one copy lost on a flaky link must not cost the suspect its place.
 	h.sendNoticeEvery(m.Subject, HeartbeatNotice{Subject: m.Subject, Inc: m.Inc}, max(h.cfg.probeTimeout()/4, 1))
@@ -160,23 +170,53 @@ func (h *HeartbeatDetector) heard(from core.NodeID) {
 // probeAnswered handles a helper's answer: the suspect is alive and
 // reachable from the helper. A suspicion of ours that is still waiting
 // for its verdict ends (the suspect's refutation, which the helper
-// prompted, will clear it everywhere else); r is unreachable from here.
+// prompted, will clear it everywhere else), and so does a recheck; r is
+// unreachable from here.
 func (h *HeartbeatDetector) probeAnswered(m HeartbeatProbeAck) {
 	r := h.find(m.Subject)
-	if r == nil || r.state != HeartbeatSuspected || r.probeUntil == 0 || m.Inc < r.gInc {
+	if r == nil || r.probeUntil == 0 || m.Inc < r.gInc {
 		return
 	}
 	now := h.env.Now()
-	r.state = HeartbeatAlive
 	r.probeUntil = 0
-	r.flags &^= hbProbing | hbAccused | hbRefused
 	r.lastRecv = max(r.lastRecv, now) // a fresh deadline, as a refutation gives
 	r.viaAt = now
-	h.stats.IndirectAlive++
-	h.stats.Unsuspicions++
-	h.env.Emit(core.Unsuspected{Node: r.id})
+	switch r.state {
+	case HeartbeatAlive:
+		h.stats.Rechecked++
+	case HeartbeatSuspected:
+		r.state = HeartbeatAlive
+		r.flags &^= hbProbing | hbAccused | hbRefused
+		h.stats.IndirectAlive++
+		h.stats.Unsuspicions++
+		h.env.Emit(core.Unsuspected{Node: r.id})
+		h.chooseMonitors(false)
+	}
 	h.schedule(r)
-	h.chooseMonitors(false)
+}
+
+// recheckIndirect handles the silence of r, already proved alive by a
+// helper while the link from it stays down (Unreachable): rather than
+// suspect it again, and have every member hear of it and r refute it,
+// once per T_interval + T_timeout for as long as the cut lasts, this
+// process asks IndirectProbes helpers to ping r, and pings r itself in
+// case the link came back. An answer renews r's deadline quietly; no
+// answer within ProbeTimeout makes r suspected as any silent peer is
+// (recvDue), so that a crash behind a cut link is declared at most a
+// ProbeTimeout later than another.
+func (h *HeartbeatDetector) recheckIndirect(r *hbPeer) {
+	if h.askHelpers(r, h.cfg.IndirectProbes, true) == 0 {
+		h.suspect(r, true)
+		return
+	}
+	r.probeUntil = h.env.Now() + h.cfg.probeTimeout()
+	h.stats.PingsSent++
+	h.send(r.id, HeartbeatPing{})
+}
+
+// rechecking reports whether a recheck of r (recheckIndirect) is running.
+func (h *HeartbeatDetector) rechecking(r *hbPeer) bool {
+	return r.state == HeartbeatAlive && r.probeUntil > 0
 }
 
 // repingDue is when suspected r is pinged again: every quarter of
@@ -199,8 +239,9 @@ func (h *HeartbeatDetector) reping(r *hbPeer) {
 }
 
 // Unreachable returns the members, in id order, whose last sign of life
-// reached this process only through another member's indirect probe:
-// alive, but the link from them is down. A message from one of them
+// reached this process only through another member's indirect probe, or
+// as a refutation that came round the link: alive, but the link from
+// them is down. A message from one of them
 // removes it. Routing may use this to send through another member.
 func (h *HeartbeatDetector) Unreachable() []core.NodeID {
 	var out []core.NodeID

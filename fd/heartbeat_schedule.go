@@ -122,6 +122,9 @@ func (h *HeartbeatDetector) recvDue(r *hbPeer) (time.Duration, bool) {
 	if r.state != HeartbeatAlive {
 		return 0, false
 	}
+	if h.rechecking(r) {
+		return r.probeUntil, true
+	}
 	var due time.Duration
 	ok := false
 	if r.expect > 0 {
