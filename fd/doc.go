@@ -390,7 +390,9 @@
 // only heard it would declare the failure after their own T_broken. So a
 // helper sends the suspect the suspicion notice itself (the accuser's
 // copy crossed the broken link), repeated four times per ProbeTimeout
-// until the suspect acknowledges; every member that holds a suspicion
+// until the suspect acknowledges; a helper that has not heard from the
+// suspect a quarter of ProbeTimeout later passes the request on once to
+// helpers of its own and relays their answer (a suspect two hops away); every member that holds a suspicion
 // pings the suspect as often, so any member that reaches it, now or when
 // a link comes back, makes it refute (a pong is a message from a suspect,
 // which the member answers with the notice); and a refutation goes, as
@@ -425,14 +427,15 @@
 // T_interval + T_timeout (16 to 30 accusations and 240 to 410
 // suspicions a minute among 16 members).
 //
-// Cost per suspicion: a few dozen small messages (heartbeat: up to 5k
+// Cost per suspicion: a few dozen small messages (heartbeat: up to 5k + 5k²
 // requests and their notices, a ping per member per quarter ProbeTimeout
 // while the suspicion lasts; gossip: up to 5k + k² requests, their pings
 // and answers); while a link stays cut, the heartbeat detector's recheck
-// costs k requests, k pings, their pongs and answers per
+// costs k requests (k + k² when the helpers do not reach the peer
+// either), as many pings, their pongs and answers per
 // T_interval + T_timeout per side that watches the other.
-// Limits: a probe reaches a suspect at most two hops (gossip) or one
-// notice flood (heartbeat) away, and helpers come from the node's own
+// Limits: a probe reaches a suspect at most two hops away (and the
+// heartbeat detector's refutation goes round by the notice flood), and helpers come from the node's own
 // view; the simulator's partial-partition swarm counts what is left
 // (docs/VALIDATION.md). IndirectProbes = 0 is the papers' detectors.
 //

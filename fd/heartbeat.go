@@ -243,6 +243,7 @@ type HeartbeatStats struct {
 	Recoveries         uint64 // core.Recovered emitted
 	ProbeRequests      uint64 // indirect probe requests sent (IndirectProbes per suspicion of our own)
 	ProbesHelped       uint64 // indirect probe requests received from others and carried out
+	ProbesPassed       uint64 // requests sent to helpers of our own, for others' requests whose subject we did not reach
 	ProbeAcksSent      uint64 // answers to those requests: the suspect was heard
 	IndirectAlive      uint64 // suspicions of our own refuted by a helper's answer: the suspect is alive but unreachable from here
 	Rechecks           uint64 // silences of a peer already known unreachable checked through helpers instead of suspected (see Unreachable)
@@ -498,6 +499,7 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 		h.helpProbe(from, m)
 	case HeartbeatProbeAck:
 		h.probeAnswered(m)
+		h.answerHelps(m.Subject, from) // a request we passed on was answered
 	}
 }
 

@@ -81,7 +81,21 @@ type HeartbeatProbeReq struct {
 	// The helper then pings Subject instead of sending it a suspicion,
 	// so that Subject has nothing to refute and nobody else hears of it.
 	Recheck bool
+	// Hops is how many more times the request may be passed on: a
+	// helper that has not heard from Subject a quarter of ProbeTimeout
+	// after the request came asks helpers of its own, with Hops − 1, and
+	// relays their answer (a suspect that only members the sender
+	// cannot reach still reach, two hops away). At most 8.
+	Hops uint8
 }
+
+// hbMaxProbeHops bounds [HeartbeatProbeReq.Hops]: each hop multiplies
+// the requests by up to IndirectProbes.
+const hbMaxProbeHops = 8
+
+// ErrHeartbeatProbeHops is the decoding error of a [HeartbeatProbeReq]
+// whose Hops is above its bound.
+var ErrHeartbeatProbeHops = errors.New("fd: heartbeat probe request passed on too many times")
 
 // HeartbeatProbeAck (kind [KindHeartbeatProbeAck]) answers a
 // [HeartbeatProbeReq]: the sender, a helper, heard from Subject after the
@@ -117,16 +131,17 @@ func (HeartbeatProbeReq) Kind() core.Kind { return KindHeartbeatProbeReq }
 // Kind is [KindHeartbeatProbeAck].
 func (HeartbeatProbeAck) Kind() core.Kind { return KindHeartbeatProbeAck }
 
-// MarshalWire appends Subject, Inc and Recheck.
+// MarshalWire appends Subject, Inc, Recheck and Hops.
 func (m HeartbeatProbeReq) MarshalWire(e *wire.Encoder) {
 	e.NodeID(m.Subject)
 	e.Uvarint(m.Inc)
 	e.Bool(m.Recheck)
+	e.Uint8(m.Hops)
 }
 
 // WireSize is the payload size in bytes (equal to wire.Size(m)).
 func (m HeartbeatProbeReq) WireSize() int {
-	return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) + 1
+	return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) + 2
 }
 
 // MarshalWire appends Subject and Inc.
@@ -139,10 +154,11 @@ func (m HeartbeatProbeAck) MarshalWire(e *wire.Encoder) {
 func (m HeartbeatProbeAck) WireSize() int { return uvarintLen(uint64(m.Subject)) + uvarintLen(m.Inc) }
 
 func (m HeartbeatProbeReq) String() string {
+	what := ""
 	if m.Recheck {
-		return fmt.Sprintf("probe-req{%v inc %d recheck}", m.Subject, m.Inc)
+		what = " recheck"
 	}
-	return fmt.Sprintf("probe-req{%v inc %d}", m.Subject, m.Inc)
+	return fmt.Sprintf("probe-req{%v inc %d%s hops %d}", m.Subject, m.Inc, what, m.Hops)
 }
 
 func (m HeartbeatProbeAck) String() string {
@@ -255,7 +271,10 @@ func DecodeHeartbeatNoticeAck(d *wire.Decoder) (core.Msg, error) {
 
 // DecodeHeartbeatProbeReq decodes the payload of a [HeartbeatProbeReq].
 func DecodeHeartbeatProbeReq(d *wire.Decoder) (core.Msg, error) {
-	m := HeartbeatProbeReq{Subject: d.NodeID(), Inc: d.Uvarint(), Recheck: d.Bool()}
+	m := HeartbeatProbeReq{Subject: d.NodeID(), Inc: d.Uvarint(), Recheck: d.Bool(), Hops: d.Uint8()}
+	if d.Err() == nil && m.Hops > hbMaxProbeHops {
+		d.Fail("heartbeat probe hops", ErrHeartbeatProbeHops)
+	}
 	if err := d.Err(); err != nil {
 		return nil, err
 	}

@@ -339,6 +339,9 @@ func (h *HeartbeatDetector) retry() {
 	}
 	clear(h.pending[len(kept):])
 	h.pending = kept
+	if d := h.passOn(now); d >= 0 && (next < 0 || d < next) {
+		next = d
+	}
 	if next >= 0 {
 		h.armRetry(next)
 	}

@@ -18,7 +18,15 @@ type hbHelp struct {
 	requester, subject core.NodeID
 	inc                uint64
 	until              time.Duration
+	recheck            bool
+	hops               uint8         // the request's Hops
+	passAt             time.Duration // when to pass the request on if subject stays unheard (0: never, or done)
 }
+
+// hbProbeHops is the Hops of the requests a suspicion or a recheck sends:
+// passed on once, so that a suspect two hops from the requester's
+// helpers is reached.
+const hbProbeHops = 1
 
 // verdictDue is when suspected r is declared failed: T_broken as
 // brokenDue says, and never before the indirect probe of a suspicion of
@@ -39,7 +47,7 @@ func (h *HeartbeatDetector) verdictDue(r *hbPeer) time.Duration {
 // (secondWave).
 func (h *HeartbeatDetector) probeIndirect(r *hbPeer) {
 	r.probeUntil, r.waved = 0, false
-	if h.cfg.IndirectProbes == 0 || h.askHelpers(r, h.cfg.IndirectProbes, false) == 0 {
+	if h.cfg.IndirectProbes == 0 || h.askHelpers(probeReq(r, false), core.None, h.cfg.IndirectProbes) == 0 {
 		return
 	}
 	r.probeUntil = h.env.Now() + h.cfg.probeTimeout()
@@ -63,19 +71,19 @@ func (h *HeartbeatDetector) waveDue(r *hbPeer) (time.Duration, bool) {
 // answered: they may all be cut off from the suspect, or from us.
 func (h *HeartbeatDetector) secondWave(r *hbPeer) {
 	r.waved = true
-	h.askHelpers(r, hbSecondWave*h.cfg.IndirectProbes, false)
+	h.askHelpers(probeReq(r, false), core.None, hbSecondWave*h.cfg.IndirectProbes)
 }
 
-// askHelpers sends up to k members other than r a request to reach r,
-// those heard from within the last T_interval + T_timeout first, those
-// this process suspects or holds failed last (the link from them may be
-// down while the link to them works), and returns how many it asked. A
-// recheck asks them to ping r rather than to tell it of a suspicion.
-func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int, recheck bool) int {
+// askHelpers sends up to k members other than req's subject and skip the
+// request req, those heard from within the last T_interval + T_timeout
+// first, those this process suspects or holds failed last (the link from
+// them may be down while the link to them works), and returns how many it
+// asked.
+func (h *HeartbeatDetector) askHelpers(req HeartbeatProbeReq, skip core.NodeID, k int) int {
 	now := h.env.Now()
 	var heard, other, doubted []core.NodeID
 	for _, id := range h.members {
-		if id == h.self || id == r.id || id == core.None {
+		if id == h.self || id == req.Subject || id == skip || id == core.None {
 			continue
 		}
 		p := h.find(id)
@@ -94,12 +102,18 @@ func (h *HeartbeatDetector) askHelpers(r *hbPeer, k int, recheck bool) int {
 		for i := 0; i < len(cand) && asked < k; i++ {
 			j := i + rng.IntN(len(cand)-i)
 			cand[i], cand[j] = cand[j], cand[i]
-			h.send(cand[i], HeartbeatProbeReq{Subject: r.id, Inc: r.gInc, Recheck: recheck})
+			h.send(cand[i], req)
 			h.stats.ProbeRequests++
 			asked++
 		}
 	}
 	return asked
+}
+
+// probeReq is the request this process sends helpers about r (a recheck
+// asks them to ping r rather than to tell it of a suspicion).
+func probeReq(r *hbPeer, recheck bool) HeartbeatProbeReq {
+	return HeartbeatProbeReq{Subject: r.id, Inc: r.gInc, Recheck: recheck, Hops: hbProbeHops}
 }
 
 // helpProbe handles a request to reach subject: subject gets the
@@ -125,7 +139,12 @@ func (h *HeartbeatDetector) helpProbe(from core.NodeID, m HeartbeatProbeReq) {
 	// The requester's verdict may wait longer than ProbeTimeout (its
 	// T_broken grows with its local health): an answer a little late
 	// can still save the suspect, and costs nothing if it is too late.
-	h.helps = append(h.helps, hbHelp{requester: from, subject: m.Subject, inc: m.Inc, until: now + 2*h.cfg.probeTimeout()})
+	help := hbHelp{requester: from, subject: m.Subject, inc: m.Inc, until: now + 2*h.cfg.probeTimeout(), recheck: m.Recheck, hops: min(m.Hops, hbMaxProbeHops)}
+	if help.hops > 0 {
+		help.passAt = now + max(h.cfg.probeTimeout()/4, 1)
+		h.armRetry(help.passAt)
+	}
+	h.helps = append(h.helps, help)
 	if m.Recheck {
 		// A lost ping or pong costs the subject a suspicion of the
 		// requester's, which the full probe then settles.
@@ -147,7 +166,12 @@ func (h *HeartbeatDetector) helping(subject core.NodeID) bool {
 
 // heard answers the probes made on behalf of others about from, which
 // just sent this process a message.
-func (h *HeartbeatDetector) heard(from core.NodeID) {
+func (h *HeartbeatDetector) heard(from core.NodeID) { h.answerHelps(from, core.None) }
+
+// answerHelps answers the probes made on behalf of others about subject,
+// which was heard from, directly or by a helper of ours (via, which needs
+// no answer of its own).
+func (h *HeartbeatDetector) answerHelps(subject, via core.NodeID) {
 	if len(h.helps) == 0 {
 		return
 	}
@@ -156,7 +180,8 @@ func (h *HeartbeatDetector) heard(from core.NodeID) {
 	for _, p := range h.helps {
 		switch {
 		case p.until < now:
-		case p.subject == from:
+		case p.subject == subject && p.requester == via:
+		case p.subject == subject:
 			h.stats.ProbeAcksSent++
 			h.send(p.requester, HeartbeatProbeAck{Subject: p.subject, Inc: p.inc})
 		default:
@@ -165,6 +190,30 @@ func (h *HeartbeatDetector) heard(from core.NodeID) {
 	}
 	clear(h.helps[len(kept):])
 	h.helps = kept
+}
+
+// passOn passes on the requests made of this process whose subject it
+// has not heard from since, a quarter of ProbeTimeout after they came,
+// and returns when the next one falls due (-1: none). The subject may be
+// cut off from this helper as from the requester and still reach others.
+func (h *HeartbeatDetector) passOn(now time.Duration) time.Duration {
+	next := time.Duration(-1)
+	for i := range h.helps {
+		p := &h.helps[i]
+		if p.passAt == 0 || p.until < now {
+			continue
+		}
+		if p.passAt > now {
+			if next < 0 || p.passAt < next {
+				next = p.passAt
+			}
+			continue
+		}
+		p.passAt = 0
+		req := HeartbeatProbeReq{Subject: p.subject, Inc: p.inc, Recheck: p.recheck, Hops: p.hops - 1}
+		h.stats.ProbesPassed += uint64(h.askHelpers(req, p.requester, h.cfg.IndirectProbes))
+	}
+	return next
 }
 
 // probeAnswered handles a helper's answer: the suspect is alive and
@@ -205,7 +254,7 @@ func (h *HeartbeatDetector) probeAnswered(m HeartbeatProbeAck) {
 // (recvDue), so that a crash behind a cut link is declared at most a
 // ProbeTimeout later than another.
 func (h *HeartbeatDetector) recheckIndirect(r *hbPeer) {
-	if h.askHelpers(r, h.cfg.IndirectProbes, true) == 0 {
+	if h.askHelpers(probeReq(r, true), core.None, h.cfg.IndirectProbes) == 0 {
 		h.suspect(r, true)
 		return
 	}

@@ -51,7 +51,7 @@ import (
 //	    time of a send fires first.
 //	recv from=p heartbeat [next=5s] [monitor] | ping | pong
 //	     | notice subject=s [inc=0] [alive] | ack subject=s [inc=0] [alive]
-//	     | probe-req subject=s [inc=0] [recheck] | probe-ack subject=s [inc=0]
+//	     | probe-req subject=s [inc=0] [recheck] [hops=0] | probe-ack subject=s [inc=0]
 //	     [bare] [every=100ms | every=(102ms,98ms)]
 //	    Delivers a message of the detector's protocol from p as a Stack
 //	    does: ObserveReceive, then Receive (bare: Receive alone). With
@@ -437,10 +437,14 @@ func hbMsgString(m core.Msg) string {
 	case HeartbeatNoticeAck:
 		return "ack " + hbNoticeString(HeartbeatNotice(m))
 	case HeartbeatProbeReq:
+		out := fmt.Sprintf("probe-req %v inc=%d", m.Subject, m.Inc)
 		if m.Recheck {
-			return fmt.Sprintf("probe-req %v inc=%d recheck", m.Subject, m.Inc)
+			out += " recheck"
 		}
-		return fmt.Sprintf("probe-req %v inc=%d", m.Subject, m.Inc)
+		if m.Hops > 0 {
+			out += fmt.Sprintf(" hops=%d", m.Hops)
+		}
+		return out
 	case HeartbeatProbeAck:
 		return fmt.Sprintf("probe-ack %v inc=%d", m.Subject, m.Inc)
 	}
@@ -486,7 +490,7 @@ func hbScriptMsg(t *testing.T, c *scripttest.Cmd) core.Msg {
 	case c.Has("ack"):
 		return HeartbeatNoticeAck(notice())
 	case c.Has("probe-req"):
-		return HeartbeatProbeReq{Subject: core.NodeID(c.Int(t, "subject")), Inc: uint64(c.IntOr(t, "inc", 0)), Recheck: c.Has("recheck")}
+		return HeartbeatProbeReq{Subject: core.NodeID(c.Int(t, "subject")), Inc: uint64(c.IntOr(t, "inc", 0)), Recheck: c.Has("recheck"), Hops: uint8(c.IntOr(t, "hops", 0))}
 	case c.Has("probe-ack"):
 		return HeartbeatProbeAck{Subject: core.NodeID(c.Int(t, "subject")), Inc: uint64(c.IntOr(t, "inc", 0))}
 	}
