@@ -37,6 +37,9 @@ import (
 //	    below, its random source seeded by seed. at starts it at that
 //	    time of its clock; clock gives it a SharedClock that reads the
 //	    detector's clock plus that offset. Prints the monitors it chose.
+//	    Its ring neighbours (every member, with full mesh) send it
+//	    insurance every T_insurance from half a period on, as they owe
+//	    it, until crash or stop.
 //	config [config keys]
 //	    SetConfig with the current configuration changed by the keys;
 //	    prints the error, if any, and the configuration in use.
@@ -294,6 +297,15 @@ func (s *hbScript) init(t *testing.T, c *scripttest.Cmd) string {
 	s.h = h
 	s.env.T = hbDuration(t, c, "at", 0)
 	h.Start(s.env)
+	// The structural connections owe us insurance (and we wait for it
+	// from the start): play it, half an insurance period from now and
+	// every period after, until crash or stop.
+	for _, id := range ids(c.Int(t, "n")) {
+		if id != self && h.structural(id) {
+			s.sources = append(s.sources, &hbSource{peer: id, m: HeartbeatMsg{Next: cfg.Insurance},
+				periods: []time.Duration{cfg.Insurance}, next: s.env.T + cfg.Insurance/2})
+		}
+	}
 	return "monitors " + hbIDs(h.Monitors()) + "\n" + s.flush(t, c)
 }
 
