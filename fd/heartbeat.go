@@ -135,7 +135,11 @@ import (
 // T_insurance + T_timeout and broadcast the same way. So do its ring
 // neighbours (everyone, in a full-mesh job) if it stops before its first
 // heartbeat announced anything: they wait for its insurance from their
-// own start, as if it had announced T_insurance. A failure escapes
+// own start, as if it had announced T_insurance. The same holds for a
+// member that becomes a ring neighbour when a view changes, so that a
+// process whose every connection died with it (a whole host of
+// consecutive ranks) is waited for by the live ring neighbours of the
+// next view, within T_insurance + T_timeout of it. A failure escapes
 // detection only if every connection of the process fails at once.
 //
 // # Accuracy
@@ -395,19 +399,6 @@ func (h *HeartbeatDetector) Start(env core.Env) {
 		h.aligned, h.gridOff = true, posMod(env.Now()-h.cfg.SharedClock.Now(), h.cfg.Interval)
 	}
 	h.setMembers(h.epoch, h.members, nil, true)
-	// A peer waits for nothing it was not told to expect, so a process
-	// that stops before its first heartbeat announced anything would be
-	// waited for by nobody, ever. Its structural connections (ring
-	// neighbours; everyone in a full-mesh job) are the exception: each
-	// owes the other insurance within T_insurance of its start, so they
-	// are waited for from ours, as if they had announced T_insurance.
-	now := env.Now()
-	for _, r := range h.peers {
-		if r.expect == 0 && h.structural(r.id) {
-			r.expect, r.lastRecv = h.cfg.Insurance, now
-			h.schedule(r)
-		}
-	}
 }
 
 // SetConfig changes the parameters while running (the paper's

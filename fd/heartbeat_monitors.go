@@ -123,12 +123,25 @@ func (h *HeartbeatDetector) addStructuralPeer(id core.NodeID) {
 		return
 	}
 	r, created := h.findOrCreate(id)
+	now := h.env.Now()
+	wait := r.expect == 0 && r.state == HeartbeatAlive
+	if wait {
+		// A peer waits for nothing it was not told to expect, so a
+		// process that stops before its first heartbeat to us would be
+		// waited for by nobody if every connection it announced to
+		// stopped with it. A structural connection is the exception:
+		// it owes us insurance within T_insurance of becoming one, as
+		// we owe it, so we wait as if it had announced T_insurance.
+		r.expect, r.lastRecv = h.cfg.Insurance, max(r.lastRecv, now)
+	}
 	if r.flags&hbConn != 0 {
+		if wait {
+			h.schedule(r)
+		}
 		return
 	}
 	r.flags |= hbConn
 	if created {
-		now := h.env.Now()
 		r.lastSend = now - h.cfg.Insurance + h.jitter(h.cfg.Insurance)
 		r.beatAt = r.lastSend
 	}

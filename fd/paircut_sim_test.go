@@ -79,3 +79,71 @@ func TestHeartbeatSimStandingPairCut(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatSimWholeHostOfRanks: ranks 4 to 7 of 8, consecutive in the
+// member list (one host's ranks), stop together a moment after the start,
+// before some of them may have announced anything, with the runtime's
+// settings (aggressive timing, no full mesh). The middle ones (5, 6) have
+// both ring neighbours on the dead host, and their monitors may all be
+// there too; the view that drops the first ones declared makes live
+// members their ring neighbours, which wait for their insurance. Some
+// survivor declares each of the four (one declaration is enough for the
+// membership).
+func TestHeartbeatSimWholeHostOfRanks(t *testing.T) {
+	const n = 8
+	for _, seed := range simtest.Seeds(t, 20) {
+		for _, stopAt := range []time.Duration{30 * time.Millisecond, 3 * time.Second} {
+			cfg := AggressiveHeartbeatConfig()
+			cfg.FullMeshMax = 0
+			w := hbWorld(t, seed, n, cfg, nil)
+			w.SetReplay("go test ./fd -run TestHeartbeatSimWholeHostOfRanks -seed=%d")
+			dead := []core.NodeID{4, 5, 6, 7}
+			w.At(stopAt, func() {
+				for _, id := range dead {
+					w.Crash(id)
+				}
+			})
+			declared := map[[2]core.NodeID]bool{}
+			w.OnEmit(func(_ time.Duration, node core.NodeID, e core.Event) {
+				if f, ok := e.(core.Failed); ok {
+					declared[[2]core.NodeID{node, f.Node}] = true
+				}
+			})
+			// The membership, crudely: every second the survivors install
+			// a view without the members any survivor declared.
+			epoch := uint64(1)
+			var view func()
+			view = func() {
+				var members []core.NodeID
+				for i := range n {
+					id := core.NodeID(i)
+					gone := false
+					for s := range core.NodeID(4) {
+						gone = gone || declared[[2]core.NodeID{s, id}]
+					}
+					if !gone {
+						members = append(members, id)
+					}
+				}
+				epoch++
+				for s := range core.NodeID(4) {
+					w.Node(s).Handle(core.MembersChanged{Epoch: epoch, Members: members})
+				}
+				w.At(w.Now()+time.Second, view)
+			}
+			w.At(stopAt+time.Second, view)
+			w.RunUntil(stopAt + 20*time.Second)
+			for _, d := range dead {
+				by := 0
+				for s := range core.NodeID(4) {
+					if declared[[2]core.NodeID{s, d}] {
+						by++
+					}
+				}
+				if by == 0 {
+					t.Errorf("seed %d, stop at %v: no survivor declared n%d failed", seed, stopAt, d)
+				}
+			}
+		}
+	}
+}
