@@ -209,7 +209,7 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 		}
 	}
 	h.forward(n, from)
-	if n.Alive && h.cfg.IndirectProbes > 0 && teller != core.None && teller != from && teller != n.Subject && !h.forwardTarget(teller) {
+	if n.Alive && h.cfg.IndirectProbes > 0 && teller != core.None && teller != from && teller != n.Subject && !h.forwardsTo(n, from, teller) {
 		// The refutation goes back the way the suspicion came: the
 		// teller reached us, and may reach nobody else who hears it.
 		h.sendNotice(teller, n)
@@ -241,32 +241,32 @@ func (h *HeartbeatDetector) tellAlive(teller core.NodeID) {
 // forwardTarget reports whether forward sends this process's notices to
 // id.
 func (h *HeartbeatDetector) forwardTarget(id core.NodeID) bool {
-	cnt := len(h.members)
-	if cnt < 2 {
-		return false
-	}
-	fan := h.cfg.NoticeFanout
-	if fan == 0 {
-		fan = bits.Len(uint(cnt - 1))
-	}
-	base := h.pos
-	if base < 0 {
-		base = cnt - 1
-	}
-	for j, d := 0, 1; j < fan && d < cnt; j, d = j+1, d*2 {
-		if h.members[(base+d)%cnt] == id {
-			return true
-		}
-	}
-	return false
+	return h.forwardsTo(HeartbeatNotice{Subject: h.self}, core.None, id)
 }
 
-// forward sends n to the members at distances 1, 2, 4, … after us in the
-// member list, except its subject and the peer it came from.
-func (h *HeartbeatDetector) forward(n HeartbeatNotice, from core.NodeID) {
+// forwardsTo reports whether forward sends n, which came from from, to id.
+func (h *HeartbeatDetector) forwardsTo(n HeartbeatNotice, from, id core.NodeID) bool {
+	var buf [hbMaxFanout]core.NodeID
+	return slices.Contains(h.forwardTargets(n.Subject, from, &buf), id)
+}
+
+// hbMaxFanout bounds NoticeFanout (and so a notice's forward targets).
+const hbMaxFanout = 32
+
+// forwardTargets returns, in buf, the members forward sends a notice
+// about subject that came from from to: those at distances 1, 2, 4, …
+// after this process in the member list, except the subject and from.
+// With indirect probes a target that is the subject, or that this
+// process holds failed, is replaced by the next member after it that is
+// none of these and no other target, and one it suspects gets such a
+// stand-in besides: otherwise a member whose targets are the subject and
+// the dead reaches nobody, and a subject's refutation, on a partial
+// partition, may never reach the member that accused it.
+func (h *HeartbeatDetector) forwardTargets(subject, from core.NodeID, buf *[hbMaxFanout]core.NodeID) []core.NodeID {
+	out := buf[:0]
 	cnt := len(h.members)
 	if cnt < 2 {
-		return
+		return out
 	}
 	fan := h.cfg.NoticeFanout
 	if fan == 0 {
@@ -276,11 +276,43 @@ func (h *HeartbeatDetector) forward(n HeartbeatNotice, from core.NodeID) {
 	if base < 0 {
 		base = cnt - 1
 	}
+	planned := func(e int) bool { return e&(e-1) == 0 && bits.Len(uint(e)) <= fan }
+	state := func(id core.NodeID) HeartbeatPeerState {
+		if r := h.find(id); r != nil && h.cfg.IndirectProbes > 0 {
+			return r.state
+		}
+		return HeartbeatAlive
+	}
+	usable := func(id core.NodeID) bool {
+		return id != h.self && id != from && id != subject && !slices.Contains(out, id) && state(id) != HeartbeatFailed
+	}
 	for j, d := 0, 1; j < fan && d < cnt; j, d = j+1, d*2 {
 		to := h.members[(base+d)%cnt]
-		if to == h.self || to == from || to == n.Subject {
+		if usable(to) {
+			out = append(out, to)
+			if state(to) == HeartbeatAlive {
+				continue
+			}
+		}
+		if h.cfg.IndirectProbes == 0 || to == h.self || to == from && to != subject {
 			continue
 		}
+		// The subject, or a member held failed or suspected (which
+		// keeps its copy): the next member after it stands in.
+		for e := d + 1; e < cnt; e++ {
+			if c := h.members[(base+e)%cnt]; !planned(e) && usable(c) {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// forward sends n, which came from from, to its forward targets.
+func (h *HeartbeatDetector) forward(n HeartbeatNotice, from core.NodeID) {
+	var buf [hbMaxFanout]core.NodeID
+	for _, to := range h.forwardTargets(n.Subject, from, &buf) {
 		h.sendNotice(to, n)
 	}
 }
