@@ -191,11 +191,11 @@ type ReachableNotFailed struct {
 	// excluded) excludes it from nothing. Outside counts those left out.
 	Judged  func(by, about core.NodeID) bool
 	Outside int
-	// Relays, if set, says which nodes a path may pass through (a
-	// membership's members: a process still joining is in nobody's view,
-	// and no protocol of the group sends it anything to pass on). It is
-	// asked at the time of the report.
-	Relays func(id core.NodeID) bool
+	// Relays, if set, says which nodes a path from or to the reporting
+	// node by may pass through (the members of by's view: a process still
+	// joining, or one by's view left out, is asked by nobody of by's
+	// group to pass anything on). It is asked at the time of the report.
+	Relays func(by, id core.NodeID) bool
 
 	// Checked counts the reports of live nodes judged against the paths,
 	// Skipped those that could not be (loss, or x restarted within
@@ -328,6 +328,10 @@ func (c *ReachableNotFailed) judge(w *World, y, x core.NodeID, t time.Duration, 
 		c.Skipped++
 		return nil
 	}
+	var relays func(core.NodeID) bool
+	if c.Relays != nil {
+		relays = func(id core.NodeID) bool { return c.Relays(y, id) }
+	}
 	var there, back []core.NodeID
 	for i := len(c.states) - 1; i >= 0; i-- {
 		s := &c.states[i]
@@ -338,14 +342,14 @@ func (c *ReachableNotFailed) judge(w *World, y, x core.NodeID, t time.Duration, 
 		if i == len(c.states)-1 {
 			c.Checked++
 		}
-		if there, back = s.path(y, x, c.Relays), s.path(x, y, c.Relays); there == nil || back == nil {
+		if there, back = s.path(y, x, relays), s.path(x, y, relays); there == nil || back == nil {
 			return nil
 		}
 		if s.at <= t-c.Settle {
 			break
 		}
 	}
-	there, back = c.states[len(c.states)-1].path(y, x, c.Relays), c.states[len(c.states)-1].path(x, y, c.Relays)
+	there, back = c.states[len(c.states)-1].path(y, x, relays), c.states[len(c.states)-1].path(x, y, relays)
 	return fmt.Errorf(what+", but %v is alive and reachable: path %s there and %s back", x, x, nodePath(there), nodePath(back))
 }
 

@@ -106,9 +106,9 @@ func TestReachableNotFailedJudged(t *testing.T) {
 // not count.
 func TestReachableNotFailedRelays(t *testing.T) {
 	for _, c := range []struct {
-		relays    func(core.NodeID) bool
+		relays    func(by, id core.NodeID) bool
 		violation bool
-	}{{nil, true}, {func(id core.NodeID) bool { return id == 0 || id == 1 }, false}} {
+	}{{nil, true}, {func(_, id core.NodeID) bool { return id == 0 || id == 1 }, false}} {
 		w := New(Config{Seed: 7, Network: Uniform(100*time.Microsecond, 2*ms)})
 		for range 4 {
 			w.Add(newHeartbeat(4, 50*ms, 200*ms))

@@ -135,9 +135,13 @@ func partialSwarm(seed uint64, d Detector, noProbes bool) Result {
 	reach.Judged = func(by, about core.NodeID) bool {
 		return slices.Contains(h.Member(by).View().Members, about) && slices.Contains(h.Member(about).View().Members, by)
 	}
-	// Paths count through members only: a process still joining is in
-	// nobody's view, and nothing of the group goes through it.
-	reach.Relays = func(id core.NodeID) bool { return !h.Member(id).Joining() }
+	// Paths count through the members of the reporter's view only: a
+	// process still joining is in nobody's view, one the view left out
+	// is asked by none of its members, and nothing of the group goes
+	// through either.
+	reach.Relays = func(by, id core.NodeID) bool {
+		return !h.Member(id).Joining() && slices.Contains(h.Member(by).View().Members, id)
+	}
 	h.W.AddChecker(reach)
 	err := s.runPartial()
 	return Result{Err: err, Stuck: s.Stuck, Installs: h.Installs, Events: h.W.Stats().Events, Judged: reach.Checked, Outside: reach.Outside}
