@@ -68,6 +68,17 @@ func (g *Gossip) install(epoch uint64, members []core.NodeID) error {
 	for _, i := range fresh {
 		g.grace(i)
 	}
+	if g.started {
+		// Helpers come from the view. A suspicion whose probe found
+		// none (this node doubted every other member, as one left
+		// alone in a stale view does) asks the new view's members
+		// before its verdict.
+		for k := range g.watches {
+			if w := &g.watches[k]; w.status == StatusConsensus && w.probeSeq == 0 {
+				g.probeIndirect(w)
+			}
+		}
+	}
 	g.idsSize = gossipIDsSize(members)
 	g.cleanup = uint32(g.cfg.CleanupRounds(n))
 	if g.started {
