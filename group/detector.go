@@ -7,8 +7,8 @@ import (
 )
 
 // Detector names the failure detector a node runs under its membership.
-// The zero value means [DetectorBRR]. It is text-marshalable, for flags
-// and configuration files.
+// The zero value means [DetectorHeartbeat] (see [stack.Detector] for
+// why). It is text-marshalable, for flags and configuration files.
 type Detector = stack.Detector
 
 // The detectors.

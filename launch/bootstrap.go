@@ -67,8 +67,8 @@ func (b Bootstrap) IsSpare() bool { return b.Rank >= b.Size-b.Spares }
 const MaxSize = 1 << 20
 
 // Detectors lists the failure detectors a job may ask for in
-// COHORT_DETECTOR, the default first: gossip with the binary or double
-// binary round-robin schedule, the Phoenix heartbeat detector at 100 ms or
+// COHORT_DETECTOR: gossip with the binary or double binary round-robin
+// schedule, the Phoenix heartbeat detector at 100 ms (the default) or
 // with the paper's 5 s intervals, and "off" (no detector at all: failures
 // are never detected; for measuring the detector's overhead, `cohort bench
 // overhead`).
@@ -95,7 +95,7 @@ type Bootstrap struct {
 	Rendezvous string // host:port
 	Secret     []byte // at least MinSecretLen bytes
 	Fanout     int    // the radix tree's fan-out; 0 = the membership default
-	Detector   string // one of Detectors; "" = the default (brr)
+	Detector   string // one of Detectors; "" = the default (heartbeat)
 
 	// Listen is the host (an IP address or a name) this rank listens on;
 	// "" means 127.0.0.1 (every rank on this machine). See [Bootstrap.ListenAddr].

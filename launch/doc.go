@@ -14,7 +14,7 @@
 //	COHORT_RENDEZVOUS  host:port of the launcher's rendezvous listener
 //	COHORT_SECRET      the job secret, hex, at least 16 bytes
 //	COHORT_FANOUT      the membership radix tree's fan-out (optional)
-//	COHORT_DETECTOR    brr, dbrr, heartbeat, heartbeat-paper or off (optional, default brr)
+//	COHORT_DETECTOR    brr, dbrr, heartbeat, heartbeat-paper or off (optional, default heartbeat)
 //
 // [FromEnv] reads and checks them ([ErrNotLaunched] when none is set: the
 // program was started by hand). The process then listens where its peers

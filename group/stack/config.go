@@ -65,14 +65,14 @@ type Config struct {
 	MaxMessageSize int
 }
 
-// DefaultLANConfig is the configuration for one local network: the BRR
-// gossip detector with a 200 ms round and 500 ms pings, heartbeats (if
-// chosen) every 200 ms with k = 2, suspected after 600 ms and declared
-// 400 ms later; fan-out 4 and 500 ms per tree level; joins retried every
+// DefaultLANConfig is the configuration for one local network: the
+// heartbeat detector with k = 2 monitors, heartbeats every 200 ms,
+// suspected after 600 ms and declared 400 ms later (or, if chosen, the
+// gossip detector with a 200 ms round and 500 ms pings); fan-out 4 and 500 ms per tree level; joins retried every
 // 2 s; a multicast window of 256 messages of at most 1 MiB.
 func DefaultLANConfig() Config {
 	return Config{
-		Detector:          DetectorBRR,
+		Detector:          DetectorHeartbeat,
 		GossipInterval:    200 * time.Millisecond,
 		PingTimeout:       500 * time.Millisecond,
 		HeartbeatMonitors: 2,

@@ -10,7 +10,11 @@ import (
 )
 
 // Detector names the failure detector a node runs under its membership.
-// The zero value means [DetectorBRR].
+// The zero value means [DetectorHeartbeat]: of the detectors, it agrees
+// on a crash soonest, declares the fewest live members failed under
+// partial partitions, and sends per node a heartbeat to k monitors per
+// interval whatever the group's size, where a gossip table grows with it
+// (docs/PERFORMANCE.md, "Choice of the default detector").
 type Detector string
 
 // The detectors.
@@ -38,12 +42,12 @@ const (
 	DetectorOff Detector = "off"
 )
 
-// Detectors lists the detector names, the default first.
+// Detectors lists the detector names (the default is DetectorHeartbeat).
 var Detectors = []Detector{DetectorBRR, DetectorDBRR, DetectorHeartbeat, DetectorHeartbeatPaper, DetectorOff}
 
 func (d Detector) orDefault() Detector {
 	if d == "" {
-		return DetectorBRR
+		return DetectorHeartbeat
 	}
 	return d
 }
