@@ -420,9 +420,10 @@
 // choosing it as a monitor, and when the peer's next deadline passes
 // asks k helpers to ping it ([HeartbeatProbeReq] with Recheck) instead of
 // suspecting it again: an answer renews the deadline and nobody else
-// hears of it; no answer within ProbeTimeout makes it a suspicion as
-// usual (so a crash behind a cut link is declared at most ProbeTimeout
-// later). When the link comes back, each side repeats what it last
+// hears of it; no answer within T_interval + T_timeout (or ProbeTimeout
+// if longer) makes it a suspicion as usual (so a crash behind a cut link
+// is declared that much later by the members that only reach it through
+// others). When the link comes back, each side repeats what it last
 // announced on it (a monitor demoted across the cut would otherwise keep
 // waiting for heartbeats every T_interval). TestHeartbeatSimStandingPairCut:
 // one accusation per cut direction and minute, no suspicion after the

@@ -250,15 +250,19 @@ func (h *HeartbeatDetector) probeAnswered(m HeartbeatProbeAck) {
 // once per T_interval + T_timeout for as long as the cut lasts, this
 // process asks IndirectProbes helpers to ping r, and pings r itself in
 // case the link came back. An answer renews r's deadline quietly; no
-// answer within ProbeTimeout makes r suspected as any silent peer is
-// (recvDue), so that a crash behind a cut link is declared at most a
-// ProbeTimeout later than another.
+// answer within ProbeTimeout, or T_interval + T_timeout (as this process
+// would wait for r itself) if longer, makes r suspected as any silent
+// peer is (recvDue). The answer crosses four links and a busy helper,
+// which on a loaded host can take longer than ProbeTimeout, and a recheck
+// that gave up too soon would suspect r openly again. So a crash behind a
+// cut link is declared by this process at most that much later than by
+// the members that watch r directly.
 func (h *HeartbeatDetector) recheckIndirect(r *hbPeer) {
 	if h.askHelpers(probeReq(r, true), core.None, h.cfg.IndirectProbes) == 0 {
 		h.suspect(r, true)
 		return
 	}
-	r.probeUntil = h.env.Now() + h.cfg.probeTimeout()
+	r.probeUntil = h.env.Now() + max(h.cfg.probeTimeout(), h.cfg.Interval+h.timeout(r))
 	h.stats.PingsSent++
 	h.send(r.id, HeartbeatPing{})
 }
