@@ -149,6 +149,14 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 			// heartbeat announcing what to expect from us. Repeat it.
 			h.beat(r)
 			h.schedule(r)
+		} else if !n.Alive && (r == nil || r.sentNext == 0) {
+			// We owe it nothing, and it may still wait for heartbeats:
+			// the demotion, or the closing of the link, that told it
+			// otherwise can be lost on a link that was down, and it
+			// would accuse us after every message of ours for ever.
+			// Tell it to expect nothing.
+			h.stats.InsuranceSent++
+			h.send(from, HeartbeatMsg{Next: 0})
 		}
 		return
 	}
