@@ -204,7 +204,7 @@ func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
 	case GossipProbeRelay:
 		g.relayAnswer(from, m)
 	case GossipProbeAck:
-		if !g.relayAck(from, m) {
+		if !g.relayAck(m) {
 			g.probeAnswered(m)
 		}
 	}

@@ -25,18 +25,12 @@ type gossipHelp struct {
 	requester, subject      core.NodeID
 	reqSeq, pingSeq, subSeq uint32
 	until                   time.Duration
-	pingAt                  time.Duration // when the ping pingSeq went
-	subHops                 uint8         // the Hops of the requests subSeq went with
-	tableSent               bool          // a table answer from helpers of our own was passed on
-	tableBeat               uint32        // the heartbeat of the last one
 }
 
-// gossipProbeHops is how many times a probe request is passed on: three
-// times, so that a suspect that only members the requester cannot reach
-// still reach, up to four hops away, is found alive. Requests about one
-// suspect share each helper's work (helpProbe), so the hops cost at
-// most one pass-on per node and suspect.
-const gossipProbeHops = 3
+// gossipProbeHops is how many times a probe request is passed on: once,
+// so that a suspect that only members the requester cannot reach still
+// reach (two hops away) is found alive.
+const gossipProbeHops = 1
 
 // gossipProbeDeadline is the timer of an indirect probe's ProbeTimeout.
 type gossipProbeDeadline struct{ seq uint32 }
@@ -205,31 +199,10 @@ func (g *Gossip) helpProbe(from core.NodeID, m GossipProbeReq) {
 	now := g.env.Now()
 	g.helps = slices.DeleteFunc(g.helps, func(h gossipHelp) bool { return h.until < now })
 	g.probes.Helped++
-	help := gossipHelp{requester: from, subject: m.Subject, reqSeq: m.Seq, until: now + g.cfg.probeTimeout()}
-	// Requests about one suspect share this node's ping and its
-	// requests to helpers of its own, and all get the answer: each node
-	// then sends a probe on at most once per suspect and ProbeTimeout,
-	// however many hops a request may travel and however many members
-	// ask (every member of a group runs a probe when a node crashes).
-	// (A ping is shared while its answer may still come; a pass-on
-	// only by requests that may go no farther than it did.)
-	for _, h := range g.helps {
-		if h.subject != m.Subject {
-			continue
-		}
-		if now-h.pingAt < g.pingTimeout() {
-			help.pingSeq, help.pingAt = h.pingSeq, h.pingAt
-		}
-		if h.subSeq != 0 && m.Hops > 0 && h.subHops >= m.Hops-1 {
-			help.subSeq, help.subHops = h.subSeq, h.subHops
-		}
-	}
-	if help.pingSeq == 0 {
-		help.pingSeq, help.pingAt = g.nextSeq(), now
-		g.env.Send(m.Subject, GossipPing{Seq: help.pingSeq})
-	}
-	if m.Hops > 0 && help.subSeq == 0 {
-		help.subSeq, help.subHops = g.nextSeq(), m.Hops-1
+	help := gossipHelp{requester: from, subject: m.Subject, reqSeq: m.Seq, pingSeq: g.nextSeq(), until: now + g.cfg.probeTimeout()}
+	g.env.Send(m.Subject, GossipPing{Seq: help.pingSeq})
+	if m.Hops > 0 {
+		help.subSeq = g.nextSeq()
 		g.askHelpers(m.Subject, from, help.subSeq, m.Hops-1, g.cfg.IndirectProbes, nil)
 	}
 	g.helps = append(g.helps, help)
@@ -247,48 +220,32 @@ func (g *Gossip) relayAnswer(from core.NodeID, m GossipProbeRelay) {
 // relayAck passes an answer to a request this node passed on back to the
 // request's sender, and reports whether m was one. An answer from a pong
 // completes the help; a table answer may be followed by one.
-func (g *Gossip) relayAck(from core.NodeID, m GossipProbeAck) bool {
-	now := g.env.Now()
-	found := false
-	kept := g.helps[:0]
-	for _, h := range g.helps {
+func (g *Gossip) relayAck(m GossipProbeAck) bool {
+	for k, h := range g.helps {
 		if h.subSeq == 0 || h.subSeq != m.Seq || h.subject != m.Subject {
-			kept = append(kept, h)
 			continue
 		}
-		found = true
-		// Helpers that asked each other (requests about one suspect
-		// share a node's pass-on) would pass a table answer back and
-		// forth for ever: it goes on only if newer than the last one
-		// passed on for this request, and never back to where it came
-		// from.
-		if h.until >= now && h.requester != from && (m.Pong || !h.tableSent || m.Beat > h.tableBeat) {
-			if !m.Pong {
-				h.tableSent, h.tableBeat = true, m.Beat
-			}
+		if h.until >= g.env.Now() {
 			g.probes.AcksSent++
 			g.env.Send(h.requester, GossipProbeAck{Seq: h.reqSeq, Subject: m.Subject, Beat: m.Beat, Pong: m.Pong})
 		}
-		if !m.Pong && h.until >= now {
-			kept = append(kept, h)
+		if m.Pong || h.until < g.env.Now() {
+			g.helps = slices.Delete(g.helps, k, k+1)
 		}
+		return true
 	}
-	clear(g.helps[len(kept):])
-	g.helps = kept
-	return found
+	return false
 }
 
 // helpedPong answers the requester of the probe that pong seq from from
 // completes, and reports whether there was one.
 func (g *Gossip) helpedPong(from core.NodeID, seq uint32) bool {
-	now := g.env.Now()
-	found := false
-	g.helps = slices.DeleteFunc(g.helps, func(h gossipHelp) bool {
+	for k, h := range g.helps {
 		if h.subject != from || h.pingSeq != seq {
-			return false
+			continue
 		}
-		found = true
-		if h.until < now {
+		g.helps = slices.Delete(g.helps, k, k+1)
+		if h.until < g.env.Now() {
 			return true // too late: the requester has decided
 		}
 		var beat uint32
@@ -298,8 +255,8 @@ func (g *Gossip) helpedPong(from core.NodeID, seq uint32) bool {
 		g.probes.AcksSent++
 		g.env.Send(h.requester, GossipProbeAck{Seq: h.reqSeq, Subject: from, Beat: beat, Pong: true})
 		return true
-	})
-	return found
+	}
+	return false
 }
 
 // probeAnswered ends the consensus phase that asked for m if m proves the
