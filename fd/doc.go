@@ -406,11 +406,8 @@
 // it is newer than the suspected one and at most half T_cleanup old (news
 // that reached the helper by any path; after a crash, others may hold a
 // dead node's last heartbeat a few rounds fresher), pings the suspect,
-// and passes the request on to helpers of its own, which may pass it on
-// twice more (a suspect up to four hops away); requests about one
-// suspect share a node's ping and pass-on, so each node sends a probe on
-// at most once per suspect and ProbeTimeout; the suspect itself is asked
-// too, and answers through a few
+// and passes the request on once to helpers of its own (a suspect two
+// hops away); the suspect itself is asked too, and answers through a few
 // members it heard from lately ([GossipProbeRelay]), in case the only
 // way back to the requester goes round it.
 //
@@ -433,17 +430,17 @@
 //
 // Cost per suspicion: a few dozen small messages (heartbeat: up to 5k + 5k²
 // requests and their notices, a ping per member per quarter ProbeTimeout
-// while the suspicion lasts; gossip: up to 5k requests, and k more per
-// member reached, with their pings and answers); while a link stays cut, the heartbeat detector's recheck
+// while the suspicion lasts; gossip: up to 5k + k² requests, their pings
+// and answers); while a link stays cut, the heartbeat detector's recheck
 // costs k requests (k + k² when the helpers do not reach the peer
 // either), as many pings, their pongs and answers per
 // T_interval + T_timeout per side that watches the other.
 // Also with indirect probes, a notice's fan skips no one for the dead:
 // a target that is the notice's subject or held failed is replaced by
 // the next member, and a suspected one gets such a stand-in besides.
-// Limits: a probe reaches a suspect at most two (heartbeat) or four
-// (gossip) hops away, the heartbeat detector's refutation going round by
-// the notice flood, and helpers come from the node's own view; the simulator's partial-partition swarm counts what is left
+// Limits: a probe reaches a suspect at most two hops away, the heartbeat
+// detector's refutation going round by the notice flood, and helpers
+// come from the node's own view; the simulator's partial-partition swarm counts what is left
 // (docs/VALIDATION.md). IndirectProbes = 0 is the papers' detectors.
 //
 // # Under load
