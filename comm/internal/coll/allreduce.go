@@ -11,15 +11,33 @@ import "context"
 // on one host (10 µs × 3 GB/s).
 const AllreduceRingUnitBytes = 32 << 10
 
+// AllreduceFlatBytes and AllreduceFlatRanks bound the flat allreduce (every
+// rank sends its vector to every other and reduces all p itself): up to
+// AllreduceFlatBytes per vector on up to AllreduceFlatRanks ranks. It takes
+// one round where recursive doubling takes log₂p; a round costs a wake-up
+// of the receiving rank, tens of µs on a host with more ranks than cores,
+// while its p − 1 sends of a short vector cost about one µs each.
+const (
+	AllreduceFlatBytes = 1 << 10
+	AllreduceFlatRanks = 8
+)
+
 type allreduceAlg int
 
 const (
 	allreduceDoubling allreduceAlg = iota
 	allreduceRabenseifner
 	allreduceRing
+	allreduceFlat
 )
 
-func pickAllreduce(n, bytes, p int, commutative bool) allreduceAlg {
+// pickAllreduce chooses the algorithm for n elements of bytes bytes on p
+// ranks; flat is only chosen for an eager Transport (its sends all go
+// before its receives).
+func pickAllreduce(n, bytes, p int, commutative, eager bool) allreduceAlg {
+	if eager && p > 2 && p <= AllreduceFlatRanks && bytes <= AllreduceFlatBytes {
+		return allreduceFlat
+	}
 	if pickReduce(n, bytes, p) != reduceRabenseifner {
 		return allreduceDoubling
 	}
@@ -41,7 +59,7 @@ func Allreduce[T Elem](ctx context.Context, t Transport, send, recv []T, op Op[T
 	if len(recv) != len(send) {
 		return c.errorf(ErrCount, "len(recv) = %d, want len(send) = %d", len(recv), len(send))
 	}
-	return c.done(allreduce(c, recv, send, op, pickAllreduce(len(recv), len(recv)*SizeOf[T](), c.size, op.commutative)))
+	return c.done(allreduce(c, recv, send, op, pickAllreduce(len(recv), len(recv)*SizeOf[T](), c.size, op.commutative, c.eager)))
 }
 
 // allreduce reduces into buf the input src, or buf's own contents when src
@@ -59,8 +77,41 @@ func allreduce[T Elem](c *call, buf, src []T, op Op[T], alg allreduceAlg) error 
 	switch {
 	case alg == allreduceRing && op.commutative:
 		return ringAllreduce(c, buf, op)
+	case alg == allreduceFlat && c.eager:
+		return flatAllreduce(c, buf, op)
 	}
 	return doublingAllreduce(c, buf, op)
+}
+
+// flatAllreduce (eager Transports only): every rank sends its whole
+// vector to each other rank, then receives theirs and combines the p
+// vectors in rank order itself: one round, p − 1 messages of n elements
+// sent per rank. Every rank computes the same expression in the same
+// order, so they agree bit for bit, for any operator.
+func flatAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
+	p, r, n := c.size, c.rank, len(buf)
+	for i := 1; i < p; i++ {
+		if err := c.send((r+i)%p, phaseMain, AsBytes(buf)); err != nil {
+			return err
+		}
+	}
+	all, tok := getScratch[T](p * n) // rank k's vector at k·n
+	defer putScratch(tok)
+	copy(all[r*n:], buf)
+	for i := 1; i < p; i++ {
+		from := (r - i + p) % p
+		slot := all[from*n : (from+1)*n]
+		in, err := recvElems(c, from, phaseMain, slot)
+		if err != nil {
+			return err
+		}
+		copy(slot, in) // a no-op when received into slot
+	}
+	copy(buf, all[:n])
+	for k := 1; k < p; k++ {
+		op.left(buf, all[k*n:(k+1)*n])
+	}
+	return nil
 }
 
 // doublingAllreduce: after fold, in step k newranks v and v xor 2^k swap

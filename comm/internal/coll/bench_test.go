@@ -18,7 +18,7 @@ func BenchmarkAllreduce(b *testing.B) {
 		for _, alg := range []struct {
 			name string
 			alg  allreduceAlg
-		}{{"auto", -1}, {"doubling", allreduceDoubling}, {"rabenseifner", allreduceRabenseifner}, {"ring", allreduceRing}} {
+		}{{"auto", -1}, {"doubling", allreduceDoubling}, {"rabenseifner", allreduceRabenseifner}, {"ring", allreduceRing}, {"flat", allreduceFlat}} {
 			b.Run(fmt.Sprintf("bytes=%d/%s", size, alg.name), func(b *testing.B) {
 				benchAllreduce(b, p, size/8, alg.alg)
 			})

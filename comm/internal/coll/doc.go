@@ -34,7 +34,11 @@
 //	            n ≥ ReduceLongBytes (16 KiB, and n ≥ p' elements):
 //	            Rabenseifner — reduce-scatter by recursive halving then a
 //	            binomial gather to root, 2·log₂p' rounds, ≈ 2n sent per rank.
-//	Allreduce   recursive doubling, log₂p' rounds of n (Table 1: butterfly);
+//	Allreduce   on an eager transport, 2 < p ≤ AllreduceFlatRanks (8) and
+//	            n ≤ AllreduceFlatBytes (1 KiB): flat — every rank sends n to
+//	            every other and combines the p vectors in rank order
+//	            itself, one round, (p−1)·n sent per rank (Table 1: flat);
+//	            otherwise recursive doubling, log₂p' rounds of n (Table 1: butterfly);
 //	            n ≥ ReduceLongBytes: Rabenseifner — recursive halving then
 //	            recursive-doubling allgather, 2·log₂p' rounds, ≈ 2n·(p'−1)/p'
 //	            sent per rank; for a commutative op, p not a power of two and

@@ -54,6 +54,10 @@ func failCases() []failCase {
 			c := begin(ctx, ep, "allreduce")
 			return c.done(allreduce(c, make([]float64, n), nil, sum, allreduceRabenseifner))
 		}, everyone},
+		{"allreduce-flat", func(ctx context.Context, ep Transport, n, root int) error {
+			c := begin(ctx, ep, "allreduce")
+			return c.done(allreduce(c, make([]float64, n), nil, sum, allreduceFlat))
+		}, everyone},
 		{"allreduce-ring", func(ctx context.Context, ep Transport, n, root int) error {
 			c := begin(ctx, ep, "allreduce")
 			return c.done(allreduce(c, make([]float64, n), nil, sum, allreduceRing))

@@ -78,7 +78,7 @@ func reduceScatter[T Elem](c *call, send, recv []T, displs []int, op Op[T], alg 
 		return nil
 	}
 	buf := make([]T, len(send))
-	if err := allreduce(c, buf, send, op, pickAllreduce(len(buf), len(buf)*SizeOf[T](), p, op.commutative)); err != nil {
+	if err := allreduce(c, buf, send, op, pickAllreduce(len(buf), len(buf)*SizeOf[T](), p, op.commutative, c.eager)); err != nil {
 		return err
 	}
 	copy(recv, buf[displs[r]:displs[r+1]])

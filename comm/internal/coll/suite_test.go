@@ -102,7 +102,7 @@ func checkReduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc
 }
 
 func checkAllreduce[T Elem](t *testing.T, rng *rand.Rand, name string, p, n int, oc opCase[T]) {
-	for _, alg := range []allreduceAlg{allreduceDoubling, allreduceRabenseifner, allreduceRing, -1} {
+	for _, alg := range []allreduceAlg{allreduceDoubling, allreduceRabenseifner, allreduceRing, allreduceFlat, -1} {
 		// In place, and from a separate input into a buffer that holds
 		// other values (the fused first step of Rabenseifner's must not
 		// read it, nor write the input).
