@@ -35,6 +35,13 @@ func collRun(t *testing.T, n int, f func(ctx context.Context, s *Session, c *Com
 			s.Finalize(context.Background())
 		}
 	}()
+	return collRunOn(ctx, t, ss, f)
+}
+
+// collRunOn runs f on every rank of the job ss, as collRun does.
+func collRunOn(ctx context.Context, t *testing.T, ss []*Session, f func(ctx context.Context, s *Session, c *Comm) error) []error {
+	t.Helper()
+	n := len(ss)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, s := range ss {
@@ -383,9 +390,32 @@ func TestCollectiveBadInput(t *testing.T) {
 // survivor's call returns an error naming it (none hangs), and after Shrink
 // an Allreduce on the survivors is right.
 func TestAllreduceRankDies(t *testing.T) {
-	const n, victim, rounds = 4, 2, 5
-	errs := collRun(t, n, func(ctx context.Context, s *Session, c *Comm) error {
-		buf := make([]float64, 1000)
+	// 1 element takes the flat algorithm, 1,000 recursive doubling; over
+	// tcp the ranks of this one host talk over shared memory, where a
+	// collective's receives poll the rings.
+	for _, tr := range transports {
+		for _, elems := range []int{1, 1000} {
+			t.Run(fmt.Sprintf("%s/elems=%d", tr, elems), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
+				defer cancel()
+				errs := collRunOn(ctx, t, jobOver(t, tr, 4), allreduceUntilDeath(4, elems))
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// allreduceUntilDeath runs Allreduces of elems elements on n ranks until
+// rank 2 dies after its fifth: every survivor must get an error naming it,
+// and then reduce on the shrunk communicator.
+func allreduceUntilDeath(n, elems int) func(ctx context.Context, s *Session, c *Comm) error {
+	const victim, rounds = 2, 5
+	return func(ctx context.Context, s *Session, c *Comm) error {
+		buf := make([]float64, elems)
 		for i := 0; ; i++ {
 			if c.Rank() == victim && i == rounds {
 				s.kill()
@@ -399,7 +429,7 @@ func TestAllreduceRankDies(t *testing.T) {
 				if i > rounds {
 					return fmt.Errorf("allreduce %d succeeded after rank %d died", i, victim)
 				}
-				if buf[0] != n {
+				if buf[0] != float64(n) {
 					return fmt.Errorf("allreduce %d = %v, want %d", i, buf[0], n)
 				}
 				continue
@@ -415,15 +445,10 @@ func TestAllreduceRankDies(t *testing.T) {
 				return fmt.Errorf("shrink: %w", err)
 			}
 			one := []int64{1}
-			if err := Allreduce(ctx, sc, one, one, Sum[int64]()); err != nil || one[0] != n-1 {
+			if err := Allreduce(ctx, sc, one, one, Sum[int64]()); err != nil || one[0] != int64(n-1) {
 				return fmt.Errorf("allreduce on the shrunk communicator: %v %v, want %d", one, err, n-1)
 			}
 			return nil
-		}
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }
