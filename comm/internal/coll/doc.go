@@ -34,7 +34,7 @@
 //	            n ≥ ReduceLongBytes (16 KiB, and n ≥ p' elements):
 //	            Rabenseifner — reduce-scatter by recursive halving then a
 //	            binomial gather to root, 2·log₂p' rounds, ≈ 2n sent per rank.
-//	Allreduce   on an eager transport, 2 < p ≤ AllreduceFlatRanks (8) and
+//	Allreduce   on an eager transport, 2 < p ≤ AllreduceFlatRanks (4) and
 //	            n ≤ AllreduceFlatBytes (1 KiB): flat — every rank sends n to
 //	            every other and combines the p vectors in rank order
 //	            itself, one round, (p−1)·n sent per rank (Table 1: flat);
