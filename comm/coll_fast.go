@@ -110,27 +110,38 @@ func (t collTransport) Withdraw(posted any) {
 }
 
 // A collective's receive polls the host's shared-memory rings on its own
-// goroutine for collPoll before it parks, whatever the session's polling
-// time (spin.go), which is off when the host has more ranks than cores:
-// the ranks of a collective wait for one another within microseconds, and
-// a parked rank pays each step a wake-up of its reader goroutine and then
-// of itself. Between slices of collSlice it yields its core to the other
+// goroutine for collPoll before it parks, also where the session's polling
+// time (spin.go) is off because the host has more ranks than cores: the
+// ranks of a collective wait for one another within microseconds, and a
+// parked rank pays each step a wake-up of its reader goroutine and then of
+// itself. Between slices of collSlice it yields its core to the other
 // processes (sched_yield), as Open MPI's shared-memory path does when
-// oversubscribed, so that a rank it waits for can run. Measured with 4
-// ranks on 2 busy cores (cohort bench allreduce -n 4 --max 8), the 8 B
-// Allreduce took 92–148 µs parking and 40–53 µs polling for 20 µs; longer
-// windows did no better there.
+// oversubscribed, so that a rank it waits for can run. Measured on 2 busy
+// cores (cohort bench allreduce --max 8, medians of 4 runs), it took the
+// 8 B Allreduce on 4 ranks from about 100 µs to 76; on 8 ranks it made it
+// several times slower (8 pollers for 2 cores), hence collPollFor.
 const (
 	collPoll  = 20 * time.Microsecond
 	collSlice = 2 * time.Microsecond
 )
 
-// poll polls for req for up to collPoll before its wait parks. It stops at
-// once on a transport without shared-memory rings (PollUntil returns well
-// within a slice): the reader goroutines deliver there anyway.
+// collPollFor returns a collective receive's polling time for a rank with
+// local ranks on a host of cpus cores: collPoll up to two ranks per core,
+// 0 beyond.
+func collPollFor(cpus, local int) time.Duration {
+	if local > 2*cpus {
+		return 0
+	}
+	return collPoll
+}
+
+// poll polls for req for up to the session's collPoll before its wait
+// parks. It stops at once on a transport without shared-memory rings
+// (PollUntil returns well within a slice): the reader goroutines deliver
+// there anyway.
 func (t collTransport) poll(req *Request) {
 	s := t.c.s
-	if s.prog == nil || collPoll <= s.progTime || req.isDone() {
+	if s.prog == nil || s.collPoll <= s.progTime || req.isDone() {
 		return
 	}
 	start := time.Now()
@@ -140,7 +151,7 @@ func (t collTransport) poll(req *Request) {
 			return
 		}
 		now := time.Now()
-		if now.Sub(sliceStart) < collSlice/2 || now.Sub(start) >= collPoll {
+		if now.Sub(sliceStart) < collSlice/2 || now.Sub(start) >= s.collPoll {
 			return
 		}
 		osYield()

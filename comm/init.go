@@ -114,7 +114,8 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		tr.Close()
 		return nil, fmt.Errorf("comm: the launcher sent %d addresses for %d ranks", len(reg.Addrs), boot.Size)
 	}
-	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), localRanks(reg.Addrs, boot.Rank))
+	local := localRanks(reg.Addrs, boot.Rank)
+	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), local)
 	if err == nil {
 		err = tr.SetSpin(poll)
 	}
@@ -173,6 +174,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	s.addrs = reg.Addrs
 	if rep == nil {
 		s.prog, s.progTime = tr, poll
+		s.collPoll = collPollFor(runtime.NumCPU(), local)
 	}
 	s.onFinal = func() {
 		tr.Close()

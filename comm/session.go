@@ -100,6 +100,9 @@ type Session struct {
 	// single, if set, reads large messages from the memory of the ranks
 	// of this host (transport/tcp's single copy; singlecopy.go).
 	single singleCopier
+	// collPoll is how long a collective's receive polls prog's rings
+	// when it is longer than progTime (coll_fast.go).
+	collPoll time.Duration
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures
