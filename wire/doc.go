@@ -198,8 +198,9 @@
 // header (origin, destination, both stream ids, the frame's number in
 // the pair's stream), the inner frame and an AES-GCM tag under a key of
 // the ordered pair derived from the job secret ([RelayKey]). [SealRelay]
-// authenticates the header and frame, or encrypts the frame too
-// ([RelaySealed], a job under TLS); [OpenRelay] checks it. The relay
+// authenticates the header and frame (GMAC: AES-GCM's tag with nothing to
+// encrypt and header and frame as additional data), or encrypts the
+// frame too ([RelaySealed], a job under TLS); [OpenRelay] checks it. The relay
 // forwards the payload unchanged. This keeps a node without the secret
 // from forging, altering or moving a relayed frame; it does not keep a
 // node that holds the secret (any member, the relay included) from

@@ -175,3 +175,27 @@ func TestSealRelayTail(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayTagIsGCM checks the wire format of an authenticated-only
+// relayed frame: its tag is crypto/cipher's AES-GCM Seal with nothing to
+// encrypt and header and frame as additional data, for frames below and
+// above the size from which the fast GHASH takes over.
+func TestRelayTagIsGCM(t *testing.T) {
+	k, err := RelayKey([]byte("secret"), "job", 6, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{0, 100, 511, 512, 4096, 1 << 20, 1<<20 + 13} {
+		payload := make([]byte, size)
+		for i := range payload {
+			payload[i] = byte(i*7 + size)
+		}
+		h := Relay{Origin: 6, Final: 7, SrcStream: 1, Seq: 1, Nonce: [RelayNonceSize]byte{3, byte(size)}}
+		p := SealRelay(nil, k, h, AppendFrame(nil, Frame{Kind: kindFD1, Src: 6, Dst: 7, Payload: payload}))
+		data := p[:len(p)-RelayTagSize]
+		want := k.aead.Seal(nil, h.Nonce[:], nil, data)
+		if got := p[len(data):]; !bytes.Equal(got, want) {
+			t.Errorf("size %d: tag %x, want AES-GCM's %x", size, got, want)
+		}
+	}
+}

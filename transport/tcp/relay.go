@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"context"
-	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -107,20 +106,20 @@ type relayState struct {
 	// sealOnce/seal and openOnce/open are the end-to-end keys of our
 	// frames to the peer and of its frames to us.
 	sealOnce, openOnce sync.Once
-	seal, open         cipher.AEAD
+	seal, open         *wire.RelayCipher
 }
 
-func (t *Transport) sealKey(p *peer) cipher.AEAD {
+func (t *Transport) sealKey(p *peer) *wire.RelayCipher {
 	p.rl.sealOnce.Do(func() { p.rl.seal = t.relayKey(t.self, p.id) })
 	return p.rl.seal
 }
 
-func (t *Transport) openKey(p *peer) cipher.AEAD {
+func (t *Transport) openKey(p *peer) *wire.RelayCipher {
 	p.rl.openOnce.Do(func() { p.rl.open = t.relayKey(p.id, t.self) })
 	return p.rl.open
 }
 
-func (t *Transport) relayKey(src, dst core.NodeID) cipher.AEAD {
+func (t *Transport) relayKey(src, dst core.NodeID) *wire.RelayCipher {
 	k, err := wire.RelayKey(t.cfg.Secret, t.cfg.JobID, src, dst)
 	if err != nil {
 		panic("tcp: " + err.Error()) // AES-256 with a 32-byte key cannot fail

@@ -12,7 +12,9 @@
 //	ok := m.Verify(&nonce, data, tag[:])
 //
 // A Hash computes the same tag over data given in pieces, where Fast
-// reports the fast GHASH. A MAC is not safe for concurrent use.
+// reports the fast GHASH. A MAC's Sum and Verify may be called
+// concurrently (they change nothing in it); a Hash is not safe for
+// concurrent use.
 package gmac
 
 import (
