@@ -1,0 +1,95 @@
+package tcp_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/tcp"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// countingEnd counts the frames delivered to it and signals each
+// window-th.
+type countingEnd struct {
+	n      atomic.Int64
+	window int64
+	done   chan struct{}
+}
+
+func (e *countingEnd) Deliver(f wire.Frame) {
+	if e.n.Add(1)%e.window == 0 {
+		e.done <- struct{}{}
+	}
+}
+
+func (e *countingEnd) Hint(core.PeerHint) {}
+
+// BenchmarkRelayed streams frames from node 1 to node 3 over loopback
+// TCP, with their direct link cut (BlockPeer): each goes through node 2.
+// A window of 64 frames is sent, then waited for; the bytes per second
+// are the relayed bandwidth (compare BenchmarkThroughput's direct path, or
+// `cohort bench p2p --relayed`, which measures both in one run).
+//
+//	go test -run '^$' -bench Relayed -benchtime 20x -cpuprofile cpu.out ./transport/tcp
+func BenchmarkRelayed(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			const window = 64
+			var trs [3]*tcp.Transport
+			end := &countingEnd{window: window, done: make(chan struct{}, 1)}
+			for i := range trs {
+				cfg := config(core.NodeID(i+1), nil)
+				cfg.NoUnix = true
+				tr, err := tcp.Listen(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				trs[i] = tr
+			}
+			for i, a := range trs {
+				for j, c := range trs {
+					if i != j {
+						a.SetPeer(core.NodeID(j+1), c.Addr())
+					}
+				}
+			}
+			trs[0].SetHandler(transport.HandlerFuncs{})
+			trs[1].SetHandler(transport.HandlerFuncs{})
+			trs[2].SetHandler(end)
+			trs[0].Keep([]core.NodeID{2})
+			trs[2].Keep([]core.NodeID{2})
+			trs[0].BlockPeer(3, true)
+			trs[2].BlockPeer(1, true)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			payload := make([]byte, size)
+			sendWindow := func() {
+				for range window {
+					if err := trs[0].Send(ctx, 3, wire.Frame{Kind: seqKind, Payload: payload}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				select {
+				case <-end.done:
+				case <-ctx.Done():
+					b.Fatal(ctx.Err())
+				}
+			}
+			sendWindow() // the relayed path settles
+			if trs[1].Stats().Forwarded == 0 {
+				b.Fatal("node 2 forwarded nothing")
+			}
+			b.SetBytes(int64(window * size))
+			b.ResetTimer()
+			for range b.N {
+				sendWindow()
+			}
+		})
+	}
+}
