@@ -199,3 +199,25 @@ func TestRelayTagIsGCM(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendRelay checks that building and sealing in one pass gives
+// SealRelay's payload, after a prefix, for frames below and above the
+// size hashed in pieces.
+func TestAppendRelay(t *testing.T) {
+	k, _ := RelayKey([]byte("secret"), "job", 4, 5)
+	for _, size := range []int{0, 300, relayPieceSize - 1, relayPieceSize, 3*relayPieceSize + 17, 1 << 20} {
+		f := Frame{Kind: kindFD1, Src: 4, Dst: 5, Payload: bytes.Repeat([]byte{byte(size), 1, 2}, size/3+1)[:size]}
+		for _, flags := range []uint8{0, RelaySealed, RelayControl} {
+			h := Relay{Origin: 4, Final: 5, SrcStream: 1, Seq: 2, Flags: flags, Nonce: [RelayNonceSize]byte{9, byte(size)}}
+			want := SealRelay(nil, k, h, AppendFrame(nil, f))
+			prefix := []byte("prefix")
+			got, headLen := AppendRelay(bytes.Clone(prefix), k, h, f)
+			if !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
+				t.Errorf("size %d, flags %d: AppendRelay differs from SealRelay", size, flags)
+			}
+			if n := len(AppendRelayHeader(nil, h)); headLen != n {
+				t.Errorf("size %d, flags %d: header length %d, want %d", size, flags, headLen, n)
+			}
+		}
+	}
+}
