@@ -425,21 +425,38 @@ func (t *Transport) relaySend(p, via *peer, f *wire.Frame) int {
 // relayWrap numbers f in p's stream, keeps it in p's log and returns its
 // relayed payload (in a buffer of getBigBuf's), or reports false, having
 // kept nothing, if the log is full. The frame is encoded once, where it
-// goes in the payload, and kept in the log from there. The caller holds
-// p.wmu.
+// goes in the payload, and kept in the log from there; an
+// authenticated-only one is tagged as it is encoded (wire.AppendRelay),
+// while its pieces are in the cache, and a sealed one once it is kept,
+// since the log keeps it in the clear. The caller holds p.wmu.
 func (t *Transport) relayWrap(p *peer, f *wire.Frame) (*[]byte, bool) {
-	buf := getRelayBuf(wire.EncodedSize(*f) + 128)
+	size := wire.EncodedSize(*f)
+	buf := getRelayBuf(size + 128)
 	for {
 		seq, stream := p.log.nextNumber()
 		h := wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
 		rand.Read(h.Nonce[:])
-		b := wire.AppendRelayHeader((*buf)[:0], h)
-		headLen := len(b)
-		b = wire.AppendFrame(b, *f)
-		kept, same := p.log.addAt(seq, stream, b[headLen:])
+		sealed := h.Flags&wire.RelaySealed != 0
+		var b []byte
+		var headLen int
+		if sealed {
+			b = wire.AppendRelayHeader((*buf)[:0], h)
+			headLen = len(b)
+			b = wire.AppendFrame(b, *f)
+		} else {
+			if !p.log.hasRoom(size) {
+				putCopyBuf(buf)
+				return nil, false
+			}
+			b, headLen = wire.AppendRelay((*buf)[:0], t.sealKey(p), h, *f)
+		}
+		kept, same := p.log.addAt(seq, stream, b[headLen:headLen+size])
 		switch {
-		case kept:
+		case kept && sealed:
 			*buf = wire.SealRelayTail(b, t.sealKey(p), h, headLen)
+			return buf, true
+		case kept:
+			*buf = b
 			return buf, true
 		case same:
 			putCopyBuf(buf)
@@ -637,6 +654,14 @@ func (l *sendLog) addAt(seq, stream uint64, enc []byte) (kept, same bool) {
 		return false, false
 	}
 	return l.addLocked(stream, true, len(enc), enc), true
+}
+
+// hasRoom reports whether a frame of size bytes would fit the log now
+// (add's bound): relayWrap asks before it encodes and tags a frame.
+func (l *sendLog) hasRoom(size int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n == 0 || l.n+size <= l.limit
 }
 
 // probing reports whether the peer's stream is unknown (never met) and
