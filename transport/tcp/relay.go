@@ -36,11 +36,12 @@ import (
 // Meanwhile it redials D with back-off; a direct connection, once back,
 // takes the traffic over with its resume (resend.go).
 
-// relayNowMax bounds the frames relayed on the sender's goroutine
-// (relayNow), and those a relay writes on its reader's goroutine when the
-// destination's connection is idle (sendNow copies the frame once more; a
-// larger one goes to the writer, which does not); a wake-up of a writer
-// matters only beside a small frame's cost.
+// relayNowMax bounds the relayed frames an origin writes on its sender's
+// goroutine (relayNow) and a relay on its reader's goroutine when the
+// next hop's connection is idle (sendNow copies the frame once more; a
+// larger one goes to that connection's writer, which does not, and
+// writes while the sender or the reader prepares the next); a wake-up of
+// a writer matters only beside a small frame's cost.
 const relayNowMax = 4 << 10
 
 // relayRetransmit is the tick at which a relaying writer looks whether
@@ -498,15 +499,17 @@ func putBigBuf(b *[]byte) {
 	}
 }
 
-// relayNow relays a small frame f to node to on the calling goroutine,
-// without waiting, when to's writer relays (relayLoop) and has nothing
-// queued or in hand, and the relay's queue has room: no wake-up of that
-// writer per frame, as SendNow spares one on a connection. It reports
-// whether it took the frame; if not, the caller queues it. (If the
-// relay's queue filled meanwhile, the frame is in the log and the writer
-// resends it.)
+// relayNow relays f to node to on the calling goroutine when to's writer
+// relays (relayLoop) and has nothing queued or in hand, and the relay's
+// queue has room: no hand-off to that writer per frame, as SendNow spares
+// one on a connection. It wraps f (relayWrap) and writes a small frame
+// at once if the relay's connection is idle, else queues it to the
+// relay's writer, without waiting for a small frame, waiting at most
+// relayRetransmit for room for a large one. It reports whether it took
+// the frame; if not, the caller queues it. (If the relay's queue had no
+// room, the frame is in the log and the writer resends it.)
 func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
-	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute || len(f.Payload) > relayNowMax {
+	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute {
 		return false
 	}
 	m := t.byID.Load()
@@ -533,6 +536,14 @@ func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
 	p.accepted.Add(1)
 	p.written++
 	p.flushed.Store(p.written)
+	if len(f.Payload) > relayNowMax {
+		// Written by the relay's writer, while the caller prepares
+		// the next frame.
+		if !t.queueRelayed(via, buf, false) {
+			t.relayNowLost(p)
+		}
+		return true
+	}
 	f = &wire.Frame{Kind: wire.KindRelay, Payload: *buf}
 	if t.writeRelayedNow(via.id, *f) {
 		putCopyBuf(buf)
@@ -541,16 +552,21 @@ func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
 	}
 	if t.enqueue(doneCtx, via.id, *f, buf, false) != nil {
 		putCopyBuf(buf)
-		// Kept in the log: the writer resends it.
-		p.rl.rewind.Store(true)
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+		t.relayNowLost(p)
 		return true
 	}
 	t.stats.relayed.Add(1)
 	return true
+}
+
+// relayNowLost has p's writer resend from the acknowledgement point a
+// frame relayNow kept in the log but could not queue to the relay.
+func (t *Transport) relayNowLost(p *peer) {
+	p.rl.rewind.Store(true)
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 }
 
 // relayPush seals the frame enc (number seq of p's stream, whose id for
