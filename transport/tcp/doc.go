@@ -212,8 +212,10 @@
 // numbers them and keeps them in D's resend log as on a connection, and
 // wraps each in a wire.KindRelay frame (origin, destination, both
 // stream ids, the number) with an end-to-end AES-GCM tag under a key of
-// the ordered pair derived from the job secret (HKDF-SHA256); with TLS
-// the inner frame is encrypted too. R forwards the payload unchanged
+// the ordered pair derived from the job secret (HKDF-SHA256): without
+// TLS the frame is authenticated only, and the tag, AES-GCM's over
+// nothing to encrypt, is a GMAC, computed as the frame is encoded; with
+// TLS the inner frame is encrypted too. R forwards the payload unchanged
 // into its queue for D (without opening it), or drops it
 // (Stats.RelayDropped) if it cannot reach D itself. D checks the tag (a
 // frame that fails it is dropped, counted in Stats.RelayTagFailures and
