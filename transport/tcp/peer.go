@@ -343,7 +343,7 @@ func (t *Transport) SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) 
 
 // send queues f (whose payload is buf's, if buf is not nil) for node to.
 func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf *[]byte) error {
-	if t.relayNow(to, &f) {
+	if t.relayNow(ctx, to, &f) {
 		putCopyBuf(buf) // copied into the relayed frame
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -177,6 +178,11 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 	// stillTicks counts the ticks the acknowledgement point stood still
 	// with frames unacknowledged; patience is how many make a rewind.
 	stillTicks, patience := 0, relayPatience
+	// idleTicks counts the ticks the writer had nothing to do: it ends
+	// after one, not at once, so that the next burst's senders find it
+	// and relay their frames themselves (relayNow) instead of queueing
+	// them to a writer started anew, which would then keep them all.
+	idleTicks := 0
 	tick := time.NewTicker(relayRetransmit)
 	defer tick.Stop()
 	attempt := 0
@@ -193,7 +199,11 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 			return pending // the direct link is back: manage resumes on it
 		}
 		if !dialing && t.relayIdle(p, pending) {
-			return nil
+			if idleTicks > 0 {
+				return nil
+			}
+		} else {
+			idleTicks = 0
 		}
 		if g := t.rt.gen.Load(); g != gen || via == nil || via.live.Load() == nil {
 			gen = g
@@ -254,6 +264,7 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 		if full || p.log.probing() {
 			p.rl.now.Store(nil)
 		} else {
+			t.publishPeer(p)
 			p.rl.now.Store(via)
 		}
 		var hq, q <-chan queued
@@ -273,6 +284,7 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 		case <-p.kick:
 		case <-p.wake:
 		case <-tick.C:
+			idleTicks++
 			first := p.log.ackPoint()
 			gap := p.rl.gapAck.Swap(false)
 			switch {
@@ -508,30 +520,56 @@ func putBigBuf(b *[]byte) {
 // relayRetransmit for room for a large one. It reports whether it took
 // the frame; if not, the caller queues it. (If the relay's queue had no
 // room, the frame is in the log and the writer resends it.)
-func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
+//
+// A large frame that finds to's resend log full waits here (until ctx is
+// done) for the acknowledgements that free it, as the writer would have:
+// handed to the writer instead, it would draw the frames after it there
+// too, each then handed off.
+func (t *Transport) relayNow(ctx context.Context, to core.NodeID, f *wire.Frame) bool {
+	for {
+		took, full := t.relayNowOnce(to, f)
+		if took || full == nil || len(f.Payload) <= relayNowMax {
+			return took
+		}
+		wait := time.NewTimer(relayRetransmit)
+		select {
+		case <-full.log.space:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		wait.Stop()
+		if ctx.Err() != nil {
+			return false
+		}
+	}
+}
+
+// relayNowOnce is one attempt of relayNow: took reports whether it took
+// f; full, if not nil, is to's peer, whose log had no room for f.
+func (t *Transport) relayNowOnce(to core.NodeID, f *wire.Frame) (took bool, full *peer) {
 	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute {
-		return false
+		return false, nil
 	}
 	m := t.byID.Load()
 	if m == nil {
-		return false
+		return false, nil
 	}
 	p := (*m)[to]
 	if p == nil {
-		return false
+		return false, nil
 	}
 	via := p.rl.now.Load()
 	if via == nil || via.live.Load() == nil || p.live.Load() != nil || !p.wmu.TryLock() {
-		return false
+		return false, nil
 	}
 	defer p.wmu.Unlock()
 	if p.flushed.Load() != p.accepted.Load() || p.rl.now.Load() != via || p.log.probing() || !t.roomInQueue(via) {
-		return false
+		return false, nil
 	}
 	f.Src, f.Dst = t.self, to
 	buf, ok := t.relayWrap(p, f)
 	if !ok {
-		return false
+		return false, p
 	}
 	p.accepted.Add(1)
 	p.written++
@@ -542,21 +580,38 @@ func (t *Transport) relayNow(to core.NodeID, f *wire.Frame) bool {
 		if !t.queueRelayed(via, buf, false) {
 			t.relayNowLost(p)
 		}
-		return true
+		return true, nil
 	}
 	f = &wire.Frame{Kind: wire.KindRelay, Payload: *buf}
 	if t.writeRelayedNow(via.id, *f) {
 		putCopyBuf(buf)
 		t.stats.relayed.Add(1)
-		return true
+		return true, nil
 	}
 	if t.enqueue(doneCtx, via.id, *f, buf, false) != nil {
 		putCopyBuf(buf)
 		t.relayNowLost(p)
-		return true
+		return true, nil
 	}
 	t.stats.relayed.Add(1)
-	return true
+	return true, nil
+}
+
+// publishPeer makes t.byID hold p, so that relayNow finds it without
+// t.mu (current builds byID only for peers with a connection).
+func (t *Transport) publishPeer(p *peer) {
+	if m := t.byID.Load(); m != nil && (*m)[p.id] == p {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.peers[p.id] != p {
+		return
+	}
+	if m := t.byID.Load(); m == nil || (*m)[p.id] != p {
+		byID := maps.Clone(t.peers)
+		t.byID.Store(&byID)
+	}
 }
 
 // relayNowLost has p's writer resend from the acknowledgement point a
