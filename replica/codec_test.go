@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
@@ -56,6 +57,28 @@ func TestCodecRoundTrip(t *testing.T) {
 		}
 		if core.MsgSize(m) != len(b) {
 			t.Fatalf("%v: WireSize %d, encoded %d bytes", m, core.MsgSize(m), len(b))
+		}
+	}
+}
+
+// TestDataHeader: a Data's header followed by its payload is its
+// encoding, within DataHeaderMax bytes, at the largest field values too.
+func TestDataHeader(t *testing.T) {
+	c := codec(t)
+	for _, m := range []*Data{
+		samples[0].(*Data), samples[1].(*Data),
+		{Comm: ^uint64(0), Src: 1<<31 - 1, Dst: 1<<31 - 1, Tag: -1 << 63, Seq: ^uint64(0), Payload: make([]byte, 70000)},
+	} {
+		b, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := m.AppendHeader(nil)
+		if got := append(h, m.Payload...); !bytes.Equal(got, b) {
+			t.Fatalf("%v: header and payload are %x…, encoding %x…", m, got[:min(len(got), 40)], b[:min(len(b), 40)])
+		}
+		if len(h) > DataHeaderMax {
+			t.Fatalf("%v: header of %d bytes, DataHeaderMax %d", m, len(h), DataHeaderMax)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -130,6 +131,21 @@ func (m *Data) MarshalWire(e *wire.Encoder) {
 	e.Uvarint(m.Seq)
 	e.Bytes(m.Payload)
 }
+
+// AppendHeader appends the encoding of m up to its payload: the
+// encoding of m is that header followed by m.Payload, so that a transport
+// can write the payload from where it lies, with no copy.
+func (m *Data) AppendHeader(b []byte) []byte {
+	b = binary.AppendUvarint(b, m.Comm)
+	b = binary.AppendUvarint(b, uint64(m.Src))
+	b = binary.AppendUvarint(b, uint64(m.Dst))
+	b = binary.AppendVarint(b, m.Tag)
+	b = binary.AppendUvarint(b, m.Seq)
+	return binary.AppendUvarint(b, uint64(len(m.Payload)))
+}
+
+// DataHeaderMax bounds the length of [Data.AppendHeader]'s header.
+const DataHeaderMax = 6 * binary.MaxVarintLen64
 
 // MarshalWire implements wire.Message.
 func (m *Ack) MarshalWire(e *wire.Encoder) {
