@@ -20,8 +20,8 @@ import (
 //
 //   - the program's goroutine hands it a send (replicaSend), and the
 //     layer's messages to every replica of the destination leave at once,
-//     on that goroutine, through the transport, as an unreplicated send
-//     does;
+//     on that goroutine, once it has left the lock, by the transport's
+//     direct write, as an unreplicated send does (sendDirect);
 //   - the transport's reader goroutine hands it every frame of the
 //     protocol (Session.dataPath), so a message is delivered to the
 //     matching engine, and acknowledgements and commits are sent, without
@@ -30,10 +30,14 @@ import (
 //     its timers, Decide and Finish requests.
 //
 // Every call into the layer holds that lock, so the layer still sees one
-// call at a time, as its contract asks. Every message it sends goes to
-// the transport under that lock, whoever called, so the messages to one
-// process leave in the order the layer sent them (the FIFO per pair the
-// protocol assumes). The events it emits are queued under the lock and
+// call at a time, as its contract asks. Every other message it sends goes
+// to the transport under that lock, never waiting (a full queue drops it:
+// the layer retransmits). A direct write may wait for the peer's buffer,
+// so it must not hold the lock: a reader that waited for it would stop
+// reading, and two processes could each wait for the other's. The data
+// messages of two sends made at once by two goroutines of the program may
+// so leave out of order; the receiver holds the early one until the gap
+// fills (the layer delivers in sequence order). The events it emits are queued under the lock and
 // handed to the session in that order by one goroutine at a time
 // (dispatch), never under the lock: the session's handlers take its own
 // lock and may send, which calls the layer again.
@@ -190,6 +194,10 @@ func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 		r.selfQ = append(r.selfQ, m)
 		return
 	}
+	if d, ok := m.(*replica.Data); ok && r.collecting {
+		r.direct = append(r.direct, directData{to: to, m: d})
+		return
+	}
 	f := wire.Frame{Kind: m.Kind(), Epoch: r.sess.epoch.Load()}
 	var err error
 	if d, ok := m.(*replica.Data); ok && len(d.Payload) > sharedEncoding {
@@ -216,6 +224,22 @@ func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 		}
 	}
 	if err != nil {
+		r.dropped.Add(1)
+	}
+}
+
+// sendDirect writes m to replica to as an unreplicated data frame goes
+// (transport/tcp's SendDirect): on the calling goroutine, its header built
+// on the stack and its payload written from the backup table, with no
+// copy, when the connection is idle; otherwise copied and queued, or
+// dropped if the queue is full (the layer retransmits). It runs after the
+// layer's lock is released, so a write that waits for the peer's buffer
+// holds back only this goroutine, never the readers that hand the layer
+// the peer's frames.
+func (r *replicated) sendDirect(to core.NodeID, m *replica.Data) {
+	var hb [replica.DataHeaderMax]byte
+	f := wire.Frame{Kind: replica.KindData, Epoch: r.sess.epoch.Load(), Payload: m.AppendHeader(hb[:0])}
+	if err := r.sess.tcpTr.SendDirect(r.sess.try, to, f, m.Payload); err != nil {
 		r.dropped.Add(1)
 	}
 }

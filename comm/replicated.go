@@ -66,6 +66,11 @@ type replicated struct {
 		m core.Msg
 		b []byte
 	}
+	// collecting is set while a program's data send is in the layer
+	// (replicaSend): the Data messages it makes wait in direct, and the
+	// caller writes them once it has left the lock (sendDirect).
+	collecting  bool
+	direct      []directData
 	selfQ       []core.Msg // messages the layer sent to its own process
 	timers      []pendingTimer
 	events      []core.Event // emitted, not yet dispatched
@@ -89,6 +94,13 @@ type replicated struct {
 	mu      sync.Mutex             // guards decided
 	decK    uint64                 // the last decision requested
 	decided map[uint64]chan []byte // decision → its waiter (under mu)
+}
+
+// directData is a Data message for replica to, to write on the sender's
+// goroutine after the layer's lock (replicaSend).
+type directData struct {
+	to core.NodeID
+	m  *replica.Data
 }
 
 // pendingSend is a send held back, and the request to complete once it is
@@ -136,9 +148,22 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	r := s.rep
 	r.lmu.Lock()
 	if len(r.held) == 0 && r.started && !r.layer.BackupFull() {
+		// A data send (body not nil) comes from a program's goroutine,
+		// which may wait on a socket as an unreplicated send does; a
+		// frame the engine answers with comes from a reader, which must
+		// not: its messages go under the lock, never waiting.
+		r.collecting = body != nil && s.tcpTr != nil
 		r.layer.Handle(e.send)
+		r.collecting = false
+		var local [8]directData
+		direct := append(local[:0], r.direct...)
+		clear(r.direct)
+		r.direct = r.direct[:0]
 		r.afterCallLocked()
 		r.lmu.Unlock()
+		for _, d := range direct {
+			r.sendDirect(d.to, d.m)
+		}
 		if req != nil {
 			req.complete(Status{}, nil)
 		}

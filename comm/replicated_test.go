@@ -373,3 +373,50 @@ func TestReplicatedBackupBounded(t *testing.T) {
 		}
 	}
 }
+
+// A program's replicated data leaves by the transport's direct write, as
+// an unreplicated send does: in a ping-pong of 2 ranks × 2 replicas, the
+// masters write most of their data frames to both replicas of the peer
+// rank themselves (a write finds the connection busy, and is queued, only
+// while an acknowledgement or a commit is being written), and every
+// process gets every reply.
+func TestReplicatedDataDirect(t *testing.T) {
+	const n, r, trips = 2, 2, 100
+	ss := replicatedJob(t, n, r)
+	outs, errs := replicatedRun(ss, func(ctx context.Context, c *Comm) (string, error) {
+		buf := make([]byte, 1024)
+		peer := 1 - c.Rank()
+		got := 0
+		for i := range trips {
+			if c.Rank() == 0 {
+				buf[0] = byte(i)
+				if err := Send(ctx, c, buf, peer, i); err != nil {
+					return "", err
+				}
+			}
+			if _, err := Recv(ctx, c, buf, peer, i); err != nil {
+				return "", err
+			}
+			if buf[0] != byte(i) {
+				return "", fmt.Errorf("trip %d: got byte %d", i, buf[0])
+			}
+			got++
+			if c.Rank() == 1 {
+				if err := Send(ctx, c, buf, peer, i); err != nil {
+					return "", err
+				}
+			}
+		}
+		return fmt.Sprint(got), nil
+	})
+	for p := range ss {
+		if errs[p] != nil || outs[p] != fmt.Sprint(trips) {
+			t.Fatalf("process %d: %q, %v; want %d messages", p, outs[p], errs[p], trips)
+		}
+	}
+	for _, master := range []int{0, 1} {
+		if d := ss[master].tcpTr.Stats().Direct; d < trips {
+			t.Errorf("master of rank %d: %d frames written directly, want at least %d of its %d data frames", master, d, trips, r*trips)
+		}
+	}
+}

@@ -157,8 +157,12 @@
 //     delivered different prefixes of its channels (nobody is left to
 //     resend): the error reaches each replica at a different point of the
 //     channel. A flush among them (as in package vsync) would fix it.
-//   - Early arrivals are held without a bound; they arise only when two
-//     processes act as master of one rank at once (a wrong exclusion).
+//   - Early arrivals are held without a bound; they arise when two
+//     processes act as master of one rank at once (a wrong exclusion),
+//     or when the caller puts the Data of sends made at once on the wire
+//     in another order than the layer sent them (comm writes a program's
+//     data outside its lock: at most one early message per goroutine of
+//     the program sending at that moment).
 //   - The end (Finish, Fin, Finished): a process whose program finished
 //     tells every live process and hears Finished once all of them
 //     finished or left the view; comm's Finalize waits for it, so that a
