@@ -135,6 +135,10 @@ type Layer struct {
 	// full: BackupFull was emitted and BackupRoom not yet.
 	full bool
 
+	// borrowed: the message being received lends its payload for the
+	// call only (ReceiveBorrowed).
+	borrowed bool
+
 	fin       []bool // by physical id: its program finished (Fin received)
 	finishing bool   // this process's program finished (Finish)
 	finished  bool   // Finished was emitted
@@ -239,6 +243,17 @@ func (l *Layer) Fire(t core.Timer) {
 			l.ackNow(ic)
 		}
 	}
+}
+
+// ReceiveBorrowed is Receive of a message whose payload the caller lends
+// for the call only (a transport's read buffer): what the layer keeps
+// beyond the call, a [Data] that arrived before its predecessor, it
+// copies. The [Delivered] events the call emits still share m's payload;
+// the caller must be done with them, or copy them, before it reuses it.
+func (l *Layer) ReceiveBorrowed(from core.NodeID, m core.Msg) {
+	l.borrowed = true
+	l.Receive(from, m)
+	l.borrowed = false
 }
 
 // Receive implements core.Machine.
@@ -578,6 +593,9 @@ func (l *Layer) onData(m *Data) {
 			ic.held = map[uint64]*Data{}
 		}
 		if _, ok := ic.held[m.Seq]; !ok {
+			if l.borrowed {
+				m.Payload = slices.Clone(m.Payload)
+			}
 			ic.held[m.Seq] = m
 			l.stats.Early++
 		}

@@ -475,3 +475,36 @@ func TestBackupBound(t *testing.T) {
 		})
 	}
 }
+
+// ReceiveBorrowed: a Data lent for the call only is delivered from the
+// lender's buffer when it is next in sequence, and copied when it arrives
+// early and must wait for its predecessor, so that the lender may reuse
+// the buffer at once (comm decodes in the transport's read buffer).
+func TestReceiveBorrowedCopiesEarlyArrivals(t *testing.T) {
+	l, err := New(DefaultConfig(Layout{Ranks: 2, Replicas: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := coretest.NewEnv(1, 1)
+	l.Start(env)
+	buf := []byte("second")
+	l.ReceiveBorrowed(0, &Data{Comm: 1, Src: 0, Dst: 1, Seq: 2, Payload: buf})
+	copy(buf, "reused")
+	if got := env.TakeEmitted(); len(got) != 0 {
+		t.Fatalf("an early arrival emitted %v, want nothing", got)
+	}
+	first := []byte("first")
+	l.ReceiveBorrowed(0, &Data{Comm: 1, Src: 0, Dst: 1, Seq: 1, Payload: first})
+	var got []string
+	for _, e := range env.TakeEmitted() {
+		if d, ok := e.(Delivered); ok {
+			got = append(got, fmt.Sprintf("#%d %s", d.Seq, d.Payload))
+			if d.Seq == 1 && &d.Payload[0] != &first[0] {
+				t.Errorf("the message next in sequence was copied; want it delivered from the lent buffer")
+			}
+		}
+	}
+	if want := []string{"#1 first", "#2 second"}; !slices.Equal(got, want) {
+		t.Fatalf("delivered %q, want %q", got, want)
+	}
+}
