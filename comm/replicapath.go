@@ -153,6 +153,12 @@ func (r *replicated) dispatch() {
 		return
 	}
 	r.dispatching = true
+	r.dispatchLocked()
+}
+
+// dispatchLocked is dispatch for a caller that holds the lock and has set
+// dispatching; it returns with the lock released.
+func (r *replicated) dispatchLocked() {
 	for len(r.events) > 0 || len(r.completed) > 0 {
 		evs, reqs := r.events, r.completed
 		r.events, r.completed = r.spareEvents[:0], nil
@@ -296,10 +302,40 @@ func (r *replicated) armTimers(ctx context.Context) error {
 }
 
 // receive takes a frame of the replication protocol on the transport's
-// reader goroutine: decoded (a copy: the transport reuses the payload)
-// and handed to the layer. It reports false for a frame that does not
-// decode, for the host to count.
+// reader goroutine: decoded and handed to the layer. It reports false for
+// a frame that does not decode, for the host to count.
+//
+// The transport reuses the payload once receive returns. A Data is
+// decoded in place and lent to the layer (ReceiveBorrowed: it copies what
+// it holds for later), and its delivery is dispatched before receive
+// returns, by this goroutine, into the matching engine, which copies what
+// it keeps, as for an unreplicated frame; only when another goroutine is
+// dispatching, and may reach the delivery later, is it copied. Every other
+// message is decoded from a copy (the layer keeps decisions' values).
 func (r *replicated) receive(f wire.Frame) bool {
+	if f.Kind == replica.KindData {
+		m, err := r.codec.Unmarshal(f.Kind, f.Payload)
+		if err != nil {
+			return false
+		}
+		r.lmu.Lock()
+		from := len(r.events)
+		r.layer.ReceiveBorrowed(f.Src, m)
+		r.afterCallLocked()
+		if !r.dispatching {
+			r.dispatching = true
+			r.dispatchLocked()
+			return true
+		}
+		for i := from; i < len(r.events); i++ {
+			if d, ok := r.events[i].(replica.Delivered); ok {
+				d.Payload = bytes.Clone(d.Payload)
+				r.events[i] = d
+			}
+		}
+		r.lmu.Unlock()
+		return true
+	}
 	payload := f.Payload
 	if !r.codec.Detached(f.Kind) {
 		payload = bytes.Clone(payload)
