@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -142,8 +143,14 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 		}
 		return state
 	}
-	payload := make([]byte, 0, len(f.Payload)+len(body))
-	payload = append(append(payload, f.Payload...), body...)
+	// One allocation, not cleared first: append grows a full slice (and
+	// returns it as it is when there is nothing to add).
+	var payload []byte
+	if len(body) > 0 {
+		payload = append(f.Payload[:len(f.Payload):len(f.Payload)], body...)
+	} else {
+		payload = bytes.Clone(f.Payload)
+	}
 	e := pendingSend{send: replica.Send{Comm: uint64(f.Kind), Dst: to, Payload: payload}}
 	r := s.rep
 	r.lmu.Lock()
