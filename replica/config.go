@@ -79,6 +79,12 @@ type Config struct {
 	// acknowledgements).
 	MaxBackup      int
 	MaxBackupBytes int
+	// KeepReleased makes the layer keep the payloads of the sends it is
+	// done with — committed to another rank, or never kept (already
+	// committed, or to a failed rank) — for the caller to take with
+	// [Layer.TakeReleased] and reuse: nothing in the layer refers to them
+	// any more. A caller that sets it takes them after every call.
+	KeepReleased bool
 }
 
 // DefaultConfig returns a configuration for layout: acknowledgements after

@@ -138,6 +138,8 @@ type Layer struct {
 	// borrowed: the message being received lends its payload for the
 	// call only (ReceiveBorrowed).
 	borrowed bool
+	// released: payloads the layer is done with (Config.KeepReleased).
+	released [][]byte
 
 	fin       []bool // by physical id: its program finished (Fin received)
 	finishing bool   // this process's program finished (Finish)
@@ -243,6 +245,23 @@ func (l *Layer) Fire(t core.Timer) {
 			l.ackNow(ic)
 		}
 	}
+}
+
+// release keeps payload for TakeReleased if the caller asked for it.
+func (l *Layer) release(payload []byte) {
+	if l.cfg.KeepReleased {
+		l.released = append(l.released, payload)
+	}
+}
+
+// TakeReleased appends to dst the payloads released since the last call
+// (Config.KeepReleased) and returns it; the layer no longer refers to
+// them. Call it from the goroutine that drives the machine.
+func (l *Layer) TakeReleased(dst [][]byte) [][]byte {
+	dst = append(dst, l.released...)
+	clear(l.released)
+	l.released = l.released[:0]
+	return dst
 }
 
 // ReceiveBorrowed is Receive of a message whose payload the caller lends
@@ -485,9 +504,11 @@ func (l *Layer) onSend(s Send) {
 	switch {
 	case l.failed[s.Dst]:
 		l.stats.ToFailed++
+		l.release(s.Payload)
 		return
 	case e.seq <= oc.committed:
 		l.stats.Skipped++
+		l.release(s.Payload)
 		return
 	}
 	oc.backup = append(oc.backup, e)
@@ -559,6 +580,13 @@ func (l *Layer) commit(oc *outChan, upto uint64) {
 		i++
 	}
 	if i > 0 {
+		// A send to this process's own rank may still be waiting in a
+		// Delivered event: its payload is not released.
+		if l.cfg.KeepReleased && oc.key.Dst != l.rank {
+			for _, e := range oc.backup[:i] {
+				l.released = append(l.released, e.payload)
+			}
+		}
 		l.backup(-i, -payloadBytes(oc.backup[:i]))
 		oc.backup = slices.Delete(oc.backup, 0, i)
 		if len(oc.backup) == 0 {

@@ -508,3 +508,49 @@ func TestReceiveBorrowedCopiesEarlyArrivals(t *testing.T) {
 		t.Fatalf("delivered %q, want %q", got, want)
 	}
 }
+
+// Config.KeepReleased: a send committed to another rank, and one never
+// kept (already committed when this replica's program reached it), are
+// released for reuse; one to the process's own rank is not (its
+// Delivered event may still wait for the caller).
+func TestKeepReleased(t *testing.T) {
+	cfg := DefaultConfig(Layout{Ranks: 2, Replicas: 2})
+	cfg.KeepReleased = true
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := coretest.NewEnv(0, 1)
+	l.Start(env)
+	toOther, toSelf := []byte("to rank 1"), []byte("to rank 0")
+	l.SendMsg(1, 1, 0, toOther)
+	l.SendMsg(1, 0, 0, toSelf)
+	if got := l.TakeReleased(nil); len(got) != 0 {
+		t.Fatalf("released %q before any commit", got)
+	}
+	l.Receive(1, &Ack{Comm: 1, Src: 0, Dst: 1, Upto: 1})
+	l.Receive(3, &Ack{Comm: 1, Src: 0, Dst: 1, Upto: 1})
+	l.Receive(2, &Ack{Comm: 1, Src: 0, Dst: 0, Upto: 1})
+	l.Fire(ackTick{}) // this process acknowledges its own delivery
+	if s := l.Stats(); s.Backup != 0 {
+		t.Fatalf("backup holds %d sends after the commits, want 0", s.Backup)
+	}
+	got := l.TakeReleased(nil)
+	if len(got) != 1 || &got[0][0] != &toOther[0] {
+		t.Fatalf("released %q, want only the send to rank 1", got)
+	}
+	// Process 2 (replica 1 of rank 0), whose program reaches a send its master
+	// committed: not kept, released at once.
+	fellow, _ := New(cfg)
+	fellowEnv := coretest.NewEnv(2, 1)
+	fellow.Start(fellowEnv)
+	fellow.Receive(0, &Commit{Comm: 1, Src: 0, Dst: 1, Upto: 1})
+	late := []byte("late")
+	fellow.SendMsg(1, 1, 0, late)
+	if got := fellow.TakeReleased(nil); len(got) != 1 || &got[0][0] != &late[0] {
+		t.Fatalf("a send already committed: released %q, want it", got)
+	}
+	if got := fellow.TakeReleased(nil); len(got) != 0 {
+		t.Fatalf("TakeReleased twice gave %q the second time, want nothing", got)
+	}
+}
