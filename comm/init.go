@@ -139,6 +139,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if boot.Replicas > 1 {
 		layout := replica.Layout{Ranks: size, Replicas: boot.Replicas}
 		rcfg := replica.DefaultConfig(layout)
+		rcfg.KeepReleased = true // replicaSend reuses the buffers
 		if o.maxBackup > 0 {
 			rcfg.MaxBackup = o.maxBackup
 		}

@@ -88,6 +88,14 @@ type replicated struct {
 	stalled atomic.Bool
 	dropped atomic.Uint64 // messages of the layer dropped by a full queue
 
+	// free holds large payload buffers the layer released (its
+	// Config.KeepReleased), for replicaSend to reuse: a large send then
+	// costs no allocation. released is TakeReleased's buffer (lmu).
+	fmu       sync.Mutex
+	free      [][]byte
+	freeBytes int
+	released  [][]byte
+
 	armWake  chan struct{} // signalled (never blocking) when timers wait to be armed
 	finished chan struct{} // closed on replica.Finished
 
@@ -146,7 +154,9 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	// One allocation, not cleared first: append grows a full slice (and
 	// returns it as it is when there is nothing to add).
 	var payload []byte
-	if len(body) > 0 {
+	if b := s.rep.reuse(len(f.Payload) + len(body)); b != nil {
+		payload = append(append(b, f.Payload...), body...)
+	} else if len(body) > 0 {
 		payload = append(f.Payload[:len(f.Payload):len(f.Payload)], body...)
 	} else {
 		payload = bytes.Clone(f.Payload)
@@ -188,6 +198,51 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	r.stalled.Store(true)
 	r.lmu.Unlock()
 	return nil
+}
+
+// Reuse of released payload buffers: only from reuseMin bytes (a small
+// allocation costs less than the search), at most freeMax bytes kept.
+const (
+	reuseMin = 4 << 10
+	freeMax  = 16 << 20
+)
+
+// reuse returns an empty buffer with room for n bytes, at most twice
+// that, from those the layer released, or nil.
+func (r *replicated) reuse(n int) []byte {
+	if n < reuseMin {
+		return nil
+	}
+	r.fmu.Lock()
+	defer r.fmu.Unlock()
+	for i := len(r.free) - 1; i >= 0; i-- {
+		if b := r.free[i]; cap(b) >= n && cap(b) <= 2*n {
+			last := len(r.free) - 1
+			r.free[i], r.free[last] = r.free[last], nil
+			r.free = r.free[:last]
+			r.freeBytes -= cap(b)
+			return b[:0]
+		}
+	}
+	return nil
+}
+
+// keepReleasedLocked takes the payloads the layer released and keeps the
+// large ones for reuse, within freeMax bytes. lmu is held.
+func (r *replicated) keepReleasedLocked() {
+	r.released = r.layer.TakeReleased(r.released[:0])
+	if len(r.released) == 0 {
+		return
+	}
+	r.fmu.Lock()
+	for _, b := range r.released {
+		if cap(b) >= reuseMin && r.freeBytes+cap(b) <= freeMax {
+			r.free = append(r.free, b)
+			r.freeBytes += cap(b)
+		}
+	}
+	r.fmu.Unlock()
+	clear(r.released)
 }
 
 // run arms, on the loop, the timers the layer set off it, until the
