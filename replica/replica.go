@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/cohort-mp/cohort/core"
@@ -885,13 +886,21 @@ func (l *Layer) decProgress() {
 }
 
 // Describe summarises the layer's state for failure reports: the masters,
-// the decisions, and every channel with something in its backup table.
+// the decisions, every channel with something in its backup table, and
+// every channel it receives on: how far it delivered, what it holds early.
 func (l *Layer) Describe() string {
 	s := fmt.Sprintf("%v rank %d: masters %v, decisions base %d top %d final %d all %d consumed %d requested %d ballot %d",
 		l.self, l.rank, l.masters, l.dec.base, l.dec.top(), l.dec.final, l.dec.allFinal, l.dec.consumed, l.dec.requested, l.dec.ballot)
 	for _, oc := range l.outOrder {
 		if len(oc.backup) > 0 {
 			s += fmt.Sprintf("; %v next %d committed %d backup %d…%d acked %v", oc.key, oc.next, oc.committed, oc.backup[0].seq, oc.backup[len(oc.backup)-1].seq, oc.acked)
+		}
+	}
+	for _, ic := range l.inOrder {
+		s += fmt.Sprintf("; in %v delivered %d", ic.key, ic.delivered)
+		if len(ic.held) > 0 {
+			held := slices.Sorted(maps.Keys(ic.held))
+			s += fmt.Sprintf(" held %v", held)
 		}
 	}
 	return s
