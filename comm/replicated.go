@@ -304,6 +304,13 @@ func (r *replicated) wait(ctx context.Context, s *Session) error {
 	}
 }
 
+// describe is the layer's state, for failure reports.
+func (r *replicated) describe() string {
+	r.lmu.Lock()
+	defer r.lmu.Unlock()
+	return r.layer.Describe()
+}
+
 // stats returns the layer's counters.
 func (r *replicated) stats() replica.Stats {
 	r.lmu.Lock()

@@ -321,7 +321,13 @@ func TestReplicatedDecisions(t *testing.T) {
 					continue
 				}
 				if errs[p] != nil {
-					t.Fatalf("process %d (rank %d): %v", p, p%n, errs[p])
+					var states []string
+					for q, s := range ss {
+						if _, dead := tc.victims[q]; !dead {
+							states = append(states, s.rep.describe())
+						}
+					}
+					t.Fatalf("process %d (rank %d): %v\n%s", p, p%n, errs[p], strings.Join(states, "\n"))
 				}
 				if want == "" {
 					want = outs[p]
