@@ -73,6 +73,15 @@ func (lm layerMachine) Start(env core.Env) {
 	r.onLoop = true
 	r.layer.Start(layerEnv{r})
 	r.started = true
+	r.startedFlag.Store(true)
+	// The messages that came before the layer started, in their order: a
+	// layer not started drops what it receives, and the protocol resends
+	// only data (a decision proposed then would be waited for for ever).
+	early := r.early
+	r.early = nil
+	for _, e := range early {
+		r.layer.Receive(e.from, e.m)
+	}
 	r.afterCallLocked()
 	r.onLoop = false
 	r.lmu.Unlock()
@@ -314,7 +323,7 @@ func (r *replicated) armTimers(ctx context.Context) error {
 // dispatching, and may reach the delivery later, is it copied. Every other
 // message is decoded from a copy (the layer keeps decisions' values).
 func (r *replicated) receive(f wire.Frame) bool {
-	if f.Kind == replica.KindData {
+	if f.Kind == replica.KindData && r.startedFlag.Load() {
 		m, err := r.codec.Unmarshal(f.Kind, f.Payload)
 		if err != nil {
 			return false
@@ -345,8 +354,22 @@ func (r *replicated) receive(f wire.Frame) bool {
 	if err != nil {
 		return false
 	}
+	r.lmu.Lock()
+	if !r.started {
+		r.early = append(r.early, earlyMsg{from: f.Src, m: m})
+		r.lmu.Unlock()
+		return true
+	}
+	r.lmu.Unlock()
 	r.call(func(l *replica.Layer) { l.Receive(f.Src, m) })
 	return true
+}
+
+// earlyMsg is a message of the protocol received before the layer
+// started, kept for Start.
+type earlyMsg struct {
+	from core.NodeID
+	m    core.Msg
 }
 
 // doneCtx is a context that is already done: a send given it never waits.

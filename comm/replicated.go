@@ -57,10 +57,13 @@ type replicated struct {
 	// lmu guards the layer and what its calls leave (replicapath.go).
 	lmu     sync.Mutex
 	layer   *replica.Layer
-	loopEnv core.Env     // the stack's Env for the layer, used on the loop only
-	started bool         // the loop has started the layer: it takes sends
-	onLoop  bool         // the current call runs on the loop
-	enc     wire.Encoder // the layer's messages are encoded here
+	loopEnv core.Env   // the stack's Env for the layer, used on the loop only
+	started bool       // the loop has started the layer: it takes sends
+	early   []earlyMsg // received before it started, for Start
+	// startedFlag is started, for the data path's look without the lock.
+	startedFlag atomic.Bool
+	onLoop      bool         // the current call runs on the loop
+	enc         wire.Encoder // the layer's messages are encoded here
 	// shared is the last large message sent and its encoding, which its
 	// frames to every destination replica share (layerEnv.Send).
 	shared struct {
