@@ -30,9 +30,14 @@
 // program's goroutine (sends) and the transport's reader goroutine (the
 // protocol's frames), holding one lock around every call, so the layer
 // still sees one call at a time. Its Env hands messages to the transport
-// under that lock (so messages to one process keep their order, as the
-// protocol assumes), queues the events for the caller to pass on in order,
-// and arms timers on the loop. The layer needs nothing else from its
+// under that lock, except the Data of a program's send, which the
+// program's goroutine writes once it has left the lock (a receiver holds
+// the rare one that overtakes another, see Limits); it queues the events
+// for the caller to pass on in order, and arms timers on the loop. Frames
+// received before the loop started the layer are kept for its Start; a
+// Data is lent to it in the reader's buffer ([Layer.ReceiveBorrowed]), and
+// the buffers of committed sends are handed back for reuse
+// (Config.KeepReleased). The layer needs nothing else from its
 // caller: it reads no clock and draws no random number.
 //
 // # The protocol
