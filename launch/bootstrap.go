@@ -29,6 +29,15 @@ const (
 	EnvSpares     = "COHORT_SPARES"     // optional: S, the last S of the size's processes are spares
 )
 
+// EnvDialOutOnly, set to 1, says that no connection can reach this rank's
+// host (behind a NAT or a firewall that drops inbound connections): the
+// rank dials every other rank and keeps those connections, and the others
+// wait for its dial (tcp.Config.DialOutOnly). Optional; 0 or unset: an
+// ordinary host. A launcher sets it per rank (a daemon with dial_out_only
+// set, `cohort run --hosts --dial-out-only`), so a rank of one job never
+// inherits it from another's environment.
+const EnvDialOutOnly = "COHORT_DIAL_OUT_ONLY"
+
 // envNames lists every bootstrap variable, the requiredEnv ones first.
 var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas, EnvSpares}
 
@@ -124,6 +133,8 @@ type Bootstrap struct {
 	// TLSCert and TLSKey (PEM), when set, encrypt the job's connections
 	// with the job's certificate (see [NewJobTLS], [Bootstrap.TLSConfig]).
 	TLSCert, TLSKey []byte
+	// DialOutOnly: nobody can dial this rank's host (EnvDialOutOnly).
+	DialOutOnly bool
 }
 
 // Exchanger gives every rank of a job every other rank's listen address
@@ -235,6 +246,13 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 	// the address of the rank's host; default 127.0.0.1).
 	b.Listen = strings.TrimSpace(getenv(EnvListenHost))
 	b.TLSCert = []byte(getenv(EnvTLSCert))
+	switch v := strings.TrimSpace(getenv(EnvDialOutOnly)); v {
+	case "", "0":
+	case "1":
+		b.DialOutOnly = true
+	default:
+		return b, fmt.Errorf("%w: %s=%q, want 1 or 0", ErrBootstrap, EnvDialOutOnly, v)
+	}
 	b.Source = "cohort run"
 	return b, b.Validate()
 }
@@ -317,6 +335,9 @@ func (b Bootstrap) Environ() []string {
 	}
 	if len(b.TLSCert) > 0 {
 		env = append(env, EnvTLSCert+"="+string(b.TLSCert), EnvTLSKey+"="+string(b.TLSKey))
+	}
+	if b.DialOutOnly {
+		env = append(env, EnvDialOutOnly+"=1")
 	}
 	return env
 }

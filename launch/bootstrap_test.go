@@ -33,11 +33,12 @@ func TestFromEnvRoundTrip(t *testing.T) {
 	env := validEnv()
 	env[EnvFanout] = "8"
 	env[EnvDetector] = "dbrr"
+	env[EnvDialOutOnly] = "1"
 	b, err := FromEnv(getter(env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.JobID != "job-1" || b.Rank != 2 || b.Size != 4 || b.Rendezvous != "127.0.0.1:4000" || len(b.Secret) != 16 || b.Fanout != 8 || b.Detector != "dbrr" {
+	if b.JobID != "job-1" || b.Rank != 2 || b.Size != 4 || b.Rendezvous != "127.0.0.1:4000" || len(b.Secret) != 16 || b.Fanout != 8 || b.Detector != "dbrr" || !b.DialOutOnly {
 		t.Fatalf("got %+v", b)
 	}
 	back := map[string]string{}
@@ -49,7 +50,7 @@ func TestFromEnvRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b2.JobID != b.JobID || b2.Rank != b.Rank || b2.Size != b.Size || string(b2.Secret) != string(b.Secret) || b2.Fanout != 8 || b2.Detector != "dbrr" {
+	if b2.JobID != b.JobID || b2.Rank != b.Rank || b2.Size != b.Size || string(b2.Secret) != string(b.Secret) || b2.Fanout != 8 || b2.Detector != "dbrr" || !b2.DialOutOnly {
 		t.Fatalf("Environ does not round-trip: got %+v, want %+v", b2, b)
 	}
 }
@@ -103,6 +104,7 @@ func TestFromEnvBad(t *testing.T) {
 		{"spares negative", EnvSpares, "-1", EnvSpares + "=-1 with " + EnvSize + "=4: want 0 to 3 spares"},
 		{"spares leave no rank", EnvSpares, "4", EnvSpares + "=4 with " + EnvSize + "=4"},
 		{"spares and replicas", EnvReplicas, "2", "spares and replicas do not go together"},
+		{"dial-out-only not 0 or 1", EnvDialOutOnly, "yes", EnvDialOutOnly + `="yes", want 1 or 0`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
