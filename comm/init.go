@@ -83,6 +83,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	tcfg.JobID = boot.JobID
 	tcfg.Secret = boot.Secret
 	tcfg.Logger = o.logger
+	tcfg.DialOutOnly = boot.DialOutOnly
 	if tcfg.NoUnix, err = parseOff(unixEnv, os.Getenv(unixEnv)); err != nil {
 		return nil, err
 	}
