@@ -3,6 +3,7 @@ package supernode
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,6 +150,7 @@ type Client struct {
 	// Addr is the supernode's host:port.
 	Addr string
 	hc   *http.Client
+	tls  *tls.Config
 }
 
 // NewClient returns a client of the supernode at addr, authenticated with
@@ -162,7 +164,7 @@ func NewClient(creds *ca.Credentials, name, addr string) *Client {
 		name, _, _ = net.SplitHostPort(addr)
 	}
 	tr := &http.Transport{TLSClientConfig: creds.ClientConfig(name), TLSHandshakeTimeout: 5 * time.Second, MaxIdleConnsPerHost: 1}
-	return &Client{Addr: addr, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	return &Client{Addr: addr, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}, tls: creds.ClientConfig(name)}
 }
 
 // Close releases the client's idle connections.
@@ -171,7 +173,18 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // Register registers (or renews) the caller, under its certificate's name,
 // at addr.
 func (c *Client) Register(ctx context.Context, addr string) error {
-	body, _ := json.Marshal(map[string]string{"addr": addr})
+	return c.register(ctx, map[string]any{"addr": addr})
+}
+
+// RegisterDialOutOnly is Register for a daemon nobody can dial: the
+// supernode lists it so (Peer.DialOutOnly), and callers reach it through
+// the supernode (Connect) while it waits for them (WaitTunnel).
+func (c *Client) RegisterDialOutOnly(ctx context.Context, addr string) error {
+	return c.register(ctx, map[string]any{"addr": addr, "dial_out_only": true})
+}
+
+func (c *Client) register(ctx context.Context, fields map[string]any) error {
+	body, _ := json.Marshal(fields)
 	req, err := http.NewRequestWithContext(ctx, "POST", "https://"+c.Addr+"/v1/register", bytes.NewReader(body))
 	if err != nil {
 		return err

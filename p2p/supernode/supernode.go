@@ -14,6 +14,10 @@
 //	POST /v1/register  {"addr": "10.0.0.5:7950"}  → {"expires_in_ms": 30000}
 //	GET  /v1/peers                                → {"peers": [{"name", "addr", "last_seen_ms_ago"}]}
 //
+// A daemon nobody can dial adds "dial_out_only": true to its registration;
+// the peer list says so, and the supernode joins callers to it through
+// connections the daemon opens (see tunnel.go's endpoints).
+//
 // Bodies are limited to 4 KiB; a malformed or oversized request gets 400
 // with a message and changes nothing.
 package supernode
@@ -48,6 +52,9 @@ type Peer struct {
 	// LastSeenMillisAgo is how long ago the peer last registered, in
 	// milliseconds, as the supernode saw it.
 	LastSeenMillisAgo int64 `json:"last_seen_ms_ago"`
+	// DialOutOnly: nobody can dial the peer; it is reached through the
+	// supernode that listed it ([Client.Connect]).
+	DialOutOnly bool `json:"dial_out_only,omitempty"`
 }
 
 // Registry holds the registrations. It is safe for concurrent use; its
@@ -57,11 +64,13 @@ type Registry struct {
 	now    func() time.Time
 	expiry time.Duration
 	peers  map[string]entry
+	tun    *tunnels
 }
 
 type entry struct {
-	addr string
-	seen time.Time
+	addr        string
+	seen        time.Time
+	dialOutOnly bool
 }
 
 // NewRegistry returns an empty registry with the given expiry (0: the
@@ -73,20 +82,34 @@ func NewRegistry(expiry time.Duration, now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	return &Registry{now: now, expiry: expiry, peers: map[string]entry{}}
+	return &Registry{now: now, expiry: expiry, peers: map[string]entry{}, tun: newTunnels()}
 }
 
 // ErrBadAddr: a registration whose address is not host:port.
 var ErrBadAddr = errors.New("supernode: bad address")
 
 // Register records (or renews) name at addr.
-func (r *Registry) Register(name, addr string) error {
+func (r *Registry) Register(name, addr string) error { return r.register(name, addr, false) }
+
+// RegisterDialOutOnly records (or renews) name at addr, as a daemon
+// nobody can dial.
+func (r *Registry) RegisterDialOutOnly(name, addr string) error { return r.register(name, addr, true) }
+
+// dialOutOnly says whether name is live and registered as dial-out-only.
+func (r *Registry) dialOutOnly(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.peers[name]
+	return ok && e.dialOutOnly && r.now().Sub(e.seen) <= r.expiry
+}
+
+func (r *Registry) register(name, addr string, dialOutOnly bool) error {
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || port == "0" || len(addr) > 255 {
 		return fmt.Errorf("%w: %q (want host:port)", ErrBadAddr, addr)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.peers[name] = entry{addr: addr, seen: r.now()}
+	r.peers[name] = entry{addr: addr, seen: r.now(), dialOutOnly: dialOutOnly}
 	return nil
 }
 
@@ -103,7 +126,7 @@ func (r *Registry) Peers() []Peer {
 			delete(r.peers, name)
 			continue
 		}
-		out = append(out, Peer{Name: name, Addr: e.addr, LastSeen: age, LastSeenMillisAgo: age.Milliseconds()})
+		out = append(out, Peer{Name: name, Addr: e.addr, LastSeen: age, LastSeenMillisAgo: age.Milliseconds(), DialOutOnly: e.dialOutOnly})
 	}
 	slices.SortFunc(out, func(a, b Peer) int { return cmp.Compare(a.Name, b.Name) })
 	return out
@@ -156,7 +179,8 @@ func handler(r *Registry, log *slog.Logger, m *snMetrics) http.Handler {
 			return
 		}
 		var body struct {
-			Addr string `json:"addr"`
+			Addr        string `json:"addr"`
+			DialOutOnly bool   `json:"dial_out_only"`
 		}
 		dec := json.NewDecoder(io.LimitReader(req.Body, maxBody+1))
 		dec.DisallowUnknownFields()
@@ -166,20 +190,21 @@ func handler(r *Registry, log *slog.Logger, m *snMetrics) http.Handler {
 			http.Error(w, "malformed request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := r.Register(name, body.Addr); err != nil {
+		if err := r.register(name, body.Addr, body.DialOutOnly); err != nil {
 			m.refused.Add(1)
 			log.Warn("supernode: registration refused", "peer", name, "reason", err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		m.registrations.Add(1)
-		log.Info("supernode: registered", "peer", name, "addr", body.Addr)
+		log.Info("supernode: registered", "peer", name, "addr", body.Addr, "dial_out_only", body.DialOutOnly)
 		writeJSON(w, map[string]int64{"expires_in_ms": r.expiry.Milliseconds()})
 	})
 	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, req *http.Request) {
 		m.peerLists.Add(1)
 		writeJSON(w, map[string][]Peer{"peers": r.Peers()})
 	})
+	handleTunnel(mux, r, log)
 	return mux
 }
 
