@@ -49,6 +49,9 @@ type PeerInfo struct {
 	// RTTMicros is the last measured application-level round trip, in
 	// microseconds; 0 if never measured, -1 if the last ping failed.
 	RTTMicros int64 `json:"rtt_us"`
+	// DialOutOnly: nobody can dial the peer (it is reached through a
+	// supernode); daemons do not ping it.
+	DialOutOnly bool `json:"dial_out_only,omitempty"`
 }
 
 // ReserveRequest asks for Procs slots of Job.

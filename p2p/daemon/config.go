@@ -42,6 +42,7 @@ import (
 //	job_memory_mb = 4096                # a job's memory, all its processes together
 //	job_pids      = 1024                # a job's processes and threads, all together
 //	job_uids      = "61000-61999"       # uids for jobs when the daemon runs as root; "none": jobs run as root
+//	dial_out_only = false               # true: nobody can dial this host (NAT, firewall); see below
 //
 // The work directory holds every job's files, its program and what the
 // job writes; [New] makes it (0700) when missing and refuses one that is
@@ -49,6 +50,12 @@ import (
 // others. Its default lies in the daemon's own state directory (~/.cohort,
 // beside its keys; /var/lib/cohort for root), not in a directory shared
 // with other users.
+//
+// A daemon with dial_out_only = true runs on a host that accepts no
+// inbound connection: it keeps a connection open to each supernode and is
+// reached through it (the submitter's TLS runs end to end inside; see
+// package p2p/supernode), and the ranks it launches dial every other rank
+// and keep those connections (launch.EnvDialOutOnly).
 //
 // Jobs are confined (see the package doc): job_memory_mb and job_pids are
 // the limits of a job's cgroup; job_uids is the range each job running on
@@ -102,6 +109,10 @@ type Config struct {
 	// (each running job its own, its gid the same number), or "none" to
 	// run them as root. Ignored when the daemon is not root.
 	JobUIDs string `toml:"job_uids"`
+
+	// DialOutOnly says nobody can dial this host: the daemon is reached
+	// through its supernodes, its ranks dial out (see above).
+	DialOutOnly bool `toml:"dial_out_only"`
 }
 
 // Duration is a time.Duration written as a Go duration string in TOML.

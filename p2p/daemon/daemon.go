@@ -111,6 +111,7 @@ import (
 	"github.com/cohort-mp/cohort/p2p/ca"
 	"github.com/cohort-mp/cohort/p2p/reserve"
 	"github.com/cohort-mp/cohort/p2p/stage"
+	"github.com/cohort-mp/cohort/p2p/supernode"
 	"golang.org/x/sys/unix"
 )
 
@@ -222,8 +223,21 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); d.registerLoop(ctx, advertise) }()
 	go func() { defer wg.Done(); d.pingLoop(ctx) }()
+	var tl *tunnelListener
+	if d.cfg.DialOutOnly {
+		// Nobody can dial this host: callers come through the
+		// supernodes, over connections this daemon opens.
+		tl = newTunnelListener(ln.Addr())
+		for _, s := range d.cfg.Supernodes {
+			name, addr, _ := ParseSupernode(s) // checked by Validate
+			sn := supernode.NewClient(d.creds, name, addr)
+			defer sn.Close()
+			wg.Add(1)
+			go func() { defer wg.Done(); d.tunnelLoop(ctx, sn, tl) }()
+		}
+	}
 	d.log.Info("daemon: serving", "addr", ln.Addr().String(), "advertise", advertise,
-		"jobs", d.cfg.Jobs, "procs_per_job", d.cfg.ProcsPerJob)
+		"jobs", d.cfg.Jobs, "procs_per_job", d.cfg.ProcsPerJob, "dial_out_only", d.cfg.DialOutOnly)
 	d.conf.setup()
 	defer d.conf.cg.close()
 	confined, not := d.conf.describe()
@@ -237,6 +251,9 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	if tl != nil {
+		go srv.ServeTLS(tl, "", "") // ends with the server, as the other does
+	}
 	select {
 	case err := <-done:
 		cancel()

@@ -829,3 +829,89 @@ func TestJobMemoryLimit(t *testing.T) {
 		t.Errorf("the submitter was not told of the memory limit (exit %+v): %s", exit, text)
 	}
 }
+
+// A dial-out-only daemon registers so and is reached only through the
+// supernode: a client that never dials the daemon's address (the one
+// given is unroutable) pings, reserves, stages and launches through it,
+// and the ranks are told to dial out (launch.EnvDialOutOnly), whatever
+// the submitter's environment said.
+func TestDialOutOnlyThroughSupernode(t *testing.T) {
+	dir := t.TempDir()
+	ca.Init(dir, "cluster")
+	for _, n := range []string{"sn", "d1", "alice"} {
+		ca.Issue(dir, dir, n)
+	}
+	load := func(n string) *ca.Credentials {
+		c, err := ca.Load(filepath.Join(dir, "ca.crt"), dir, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	snAddr := make(chan string, 1)
+	go supernode.Serve(ctx, supernode.Config{Listen: "127.0.0.1:0", Creds: load("sn"), Ready: func(a string) { snAddr <- a }})
+	sa := <-snAddr
+	cfg := DefaultConfig()
+	cfg.Name, cfg.Listen, cfg.CA, cfg.Certs = "d1", "127.0.0.1:0", filepath.Join(dir, "ca.crt"), dir
+	cfg.Advertise = "192.0.2.1:7950"
+	cfg.WorkDir, cfg.JobUIDs = filepath.Join(t.TempDir(), "w"), "none"
+	cfg.Supernodes, cfg.Allowed, cfg.DialOutOnly = []string{"sn@" + sa}, []string{"alice"}, true
+	cfg.Refresh = Duration{100 * time.Millisecond}
+	log := &syncBuf{}
+	d, err := New(cfg, slog.New(slog.NewJSONHandler(log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	dctx, dstop := context.WithCancel(ctx)
+	go func() { served <- d.Serve(dctx, nil) }()
+	defer func() {
+		dstop()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+
+	alice := load("alice")
+	sn := supernode.NewClient(alice, "sn", sa)
+	defer sn.Close()
+	for {
+		peers, err := sn.Peers(ctx)
+		if err == nil && len(peers) == 1 && peers[0].DialOutOnly {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the supernode never listed d1 as dial-out-only: %+v %v", peers, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c := NewClientVia(alice, "d1", cfg.Advertise, sn)
+	defer c.Close()
+	if info, _, err := c.Ping(ctx); err != nil || info.Name != "d1" {
+		t.Fatalf("ping through the supernode: %+v %v", info, err)
+	}
+	tok, err := c.Reserve(ctx, "j", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho \"dial out only: $COHORT_DIAL_OUT_ONLY\"\n"
+	if err := c.Stage(ctx, tok.Token, fileOf("p", []byte(script), true), strings.NewReader(script)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	err = c.Launch(ctx, tok.Token, LaunchRequest{Program: "p", Env: []string{"COHORT_DIAL_OUT_ONLY=0"}, Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second,
+		func(ev Event) {
+			if ev.Out != "" {
+				out = append(out, ev.Out)
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0] != "dial out only: 1" {
+		t.Errorf("the rank printed %q, want [\"dial out only: 1\"]", out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/launch"
 	"io"
 	"net/http"
 	"os"
@@ -406,6 +407,10 @@ func (j *job) spec(path string, lr *LaunchRequest, rk *LaunchRank) launchSpec {
 	}
 	if j.uid > 0 {
 		s.NProc = j.d.conf.nproc
+	}
+	if j.d.cfg.DialOutOnly {
+		// Last, so that it holds whatever the submitter said.
+		s.Env = append(s.Env, launch.EnvDialOutOnly+"=1")
 	}
 	return s
 }

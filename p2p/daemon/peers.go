@@ -40,7 +40,11 @@ func (d *Daemon) registerLoop(ctx context.Context, advertise string) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := s.c.Register(rctx, advertise)
+			register := s.c.Register
+			if d.cfg.DialOutOnly {
+				register = s.c.RegisterDialOutOnly
+			}
+			err := register(rctx, advertise)
 			var peers []supernode.Peer
 			if err == nil {
 				peers, err = s.c.Peers(rctx)
@@ -81,7 +85,7 @@ func (d *Daemon) setPeers(list []supernode.Peer) {
 	}
 	peers := make([]PeerInfo, 0, len(list))
 	for _, p := range list {
-		pi := PeerInfo{Name: p.Name, Addr: p.Addr}
+		pi := PeerInfo{Name: p.Name, Addr: p.Addr, DialOutOnly: p.DialOutOnly}
 		if o, ok := old[p.Name]; ok && o.Addr == p.Addr {
 			pi.RTTMicros = o.RTTMicros
 		}
@@ -114,7 +118,7 @@ func (d *Daemon) pingLoop(ctx context.Context) {
 		rtts := make([]int64, len(peers))
 		var wg sync.WaitGroup
 		for i, p := range peers {
-			if p.Name == d.cfg.Name {
+			if p.Name == d.cfg.Name || p.DialOutOnly {
 				continue
 			}
 			c := clients[p.Name+"@"+p.Addr]
