@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:     "boot",
-		synopsis: "--config FILE [--log-format text|json]",
+		synopsis: "--config FILE [--dial-out-only] [--log-format text|json]",
 		summary:  "run the peer daemon: register with supernodes, reserve, stage and launch jobs",
 		help: `Boot runs this machine's peer daemon. It registers with the supernodes of its
 configuration and keeps their merged list of peers (with the latency of an
@@ -82,6 +82,13 @@ The configuration is a TOML file; every key but name has a default:
   job_pids      = 1024                  # a job's processes and threads together
   job_uids      = "61000-61999"         # root only: a uid per running job, none an account's;
                                         # "none": jobs run as root
+  dial_out_only = false                 # true: nobody can dial this host (see below)
+
+A host behind a NAT or a firewall that drops inbound connections sets
+dial_out_only = true (or boots with --dial-out-only): the daemon keeps a
+connection open to each supernode and submitters reach it through them (their
+TLS with the daemon runs end to end inside), and the ranks it starts dial
+every other rank and keep those connections.
 
 Examples:
   cohort boot --config /etc/cohort/daemon.toml`,
@@ -142,6 +149,7 @@ func (f credFlags) load() (*ca.Credentials, error) {
 func runBoot(ctx context.Context, c *call) error {
 	fs := c.newFlags()
 	path := fs.String("config", "", "the daemon's TOML configuration `file`")
+	dialOutOnly := fs.Bool("dial-out-only", false, "nobody can dial this host (NAT, firewall): as dial_out_only = true")
 	logFormat := addLogFormatFlag(fs)
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
@@ -157,6 +165,7 @@ func runBoot(ctx context.Context, c *call) error {
 	if err != nil {
 		return err
 	}
+	cfg.DialOutOnly = cfg.DialOutOnly || *dialOutOnly
 	if err := checkCredFiles(cfg.CA, cfg.Certs, cfg.Name); err != nil {
 		return err
 	}
@@ -218,6 +227,8 @@ func runDaemonQuery(ctx context.Context, c *call) error {
 			switch {
 			case p.Name == name:
 				lat = "(this daemon)"
+			case p.DialOutOnly:
+				lat = "(dial-out only: reached through a supernode)"
 			case p.RTTMicros > 0:
 				lat = (time.Duration(p.RTTMicros) * time.Microsecond).String()
 			case p.RTTMicros < 0:
