@@ -108,6 +108,11 @@ type Config struct {
 	// RendezvousTimeout bounds the wait for every rank to register its
 	// address (default 30 s); the ranks are then told the job failed.
 	RendezvousTimeout time.Duration
+	// DialOutOnly names daemons whose ranks must dial every other rank
+	// and wait to be dialled by none (launch.Bootstrap.DialOutOnly): hosts
+	// the submitter reaches but the other hosts do not. A daemon
+	// registered as dial-out-only is so without being named.
+	DialOutOnly []string
 }
 
 // Host is a peer that answered: its daemon's name and address, measured
@@ -116,6 +121,9 @@ type Host struct {
 	Name, Addr string
 	Latency    time.Duration
 	Info       daemon.Info
+	// DialOutOnly: nobody can dial the host; it is reached through a
+	// supernode and its ranks dial out.
+	DialOutOnly bool
 }
 
 // Exit is how a process ended: replica Replica of rank Rank.
@@ -218,6 +226,13 @@ func (cfg *Config) check() error {
 // Peers asks every supernode for its list and merges them; it fails only
 // if none answered.
 func Peers(ctx context.Context, creds *ca.Credentials, supernodes []string) ([]supernode.Peer, error) {
+	peers, _, err := peersVia(ctx, creds, supernodes)
+	return peers, err
+}
+
+// peersVia is Peers, with the supernode (its specification) that listed
+// each dial-out-only peer: the one to reach it through.
+func peersVia(ctx context.Context, creds *ca.Credentials, supernodes []string) ([]supernode.Peer, map[string]string, error) {
 	lists := make([][]supernode.Peer, len(supernodes))
 	errs := make([]error, len(supernodes))
 	var wg sync.WaitGroup
@@ -237,26 +252,48 @@ func Peers(ctx context.Context, creds *ca.Credentials, supernodes []string) ([]s
 	}
 	wg.Wait()
 	answered := false
-	for _, e := range errs {
+	via := map[string]string{}
+	for i, e := range errs {
 		answered = answered || e == nil
+		for _, p := range lists[i] {
+			if _, seen := via[p.Name]; p.DialOutOnly && !seen {
+				via[p.Name] = supernodes[i]
+			}
+		}
 	}
 	if !answered {
-		return nil, fmt.Errorf("%w: no supernode answered: %w", ErrNoPeers, errors.Join(errs...))
+		return nil, nil, fmt.Errorf("%w: no supernode answered: %w", ErrNoPeers, errors.Join(errs...))
 	}
-	return supernode.Merge(lists...), nil
+	return supernode.Merge(lists...), via, nil
 }
 
 // Rank pings every peer (three times; the median counts) and returns those
 // that answered, by increasing latency (then name), with one client each.
+// A dial-out-only peer is not pinged: Rank has no supernode to reach it
+// through.
 func Rank(ctx context.Context, creds *ca.Credentials, peers []supernode.Peer, timeout time.Duration) ([]Host, map[string]*daemon.Client) {
+	return rank(ctx, creds, peers, nil, timeout)
+}
+
+// rank is Rank, reaching each dial-out-only peer through the supernode
+// via names for it (specification, see daemon.ParseSupernode). Its
+// latency then counts the way through the supernode, as its traffic does.
+func rank(ctx context.Context, creds *ca.Credentials, peers []supernode.Peer, via map[string]string, timeout time.Duration) ([]Host, map[string]*daemon.Client) {
 	hosts := make([]*Host, len(peers))
 	clients := make([]*daemon.Client, len(peers))
 	var wg sync.WaitGroup
 	for i, p := range peers {
+		c := daemon.NewClient(creds, p.Name, p.Addr)
+		if p.DialOutOnly {
+			name, addr, err := daemon.ParseSupernode(via[p.Name])
+			if err != nil {
+				continue
+			}
+			c = daemon.NewClientVia(creds, p.Name, p.Addr, supernode.NewClient(creds, name, addr))
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := daemon.NewClient(creds, p.Name, p.Addr)
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			var rtts []time.Duration
@@ -271,7 +308,7 @@ func Rank(ctx context.Context, creds *ca.Credentials, peers []supernode.Peer, ti
 				rtts = append(rtts, rtt)
 			}
 			slices.Sort(rtts)
-			hosts[i] = &Host{Name: p.Name, Addr: p.Addr, Latency: rtts[1], Info: info}
+			hosts[i] = &Host{Name: p.Name, Addr: p.Addr, Latency: rtts[1], Info: info, DialOutOnly: p.DialOutOnly}
 			clients[i] = c
 		}()
 	}
@@ -316,14 +353,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("submit: program: %w", err)
 	}
-	peers, err := Peers(ctx, cfg.Creds, cfg.Supernodes)
+	peers, via, err := peersVia(ctx, cfg.Creds, cfg.Supernodes)
 	if err != nil {
 		return res, err
 	}
 	if len(peers) == 0 {
 		return res, fmt.Errorf("%w: no peer daemon is registered with the supernodes", ErrNoPeers)
 	}
-	ranked, clients := Rank(ctx, cfg.Creds, peers, cfg.PingTimeout)
+	ranked, clients := rank(ctx, cfg.Creds, peers, via, cfg.PingTimeout)
 	defer func() {
 		for _, c := range clients {
 			c.Close()
@@ -334,7 +371,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.Log("%d of %d peers answered the ping", len(ranked), len(peers))
 	}
 	for _, h := range ranked {
-		cfg.Log("host %s (%s): latency %v, %d processes per job, %d free job slots", h.Name, h.Addr, h.Latency.Round(time.Microsecond), h.Info.ProcsPerJob, h.Info.FreeJobs)
+		how := ""
+		if h.DialOutOnly || slices.Contains(cfg.DialOutOnly, h.Name) {
+			how = ", dial-out only"
+		}
+		cfg.Log("host %s (%s%s): latency %v, %d processes per job, %d free job slots", h.Name, h.Addr, how, h.Latency.Round(time.Microsecond), h.Info.ProcsPerJob, h.Info.FreeJobs)
 	}
 	idb := make([]byte, 6)
 	rand.Read(idb)
@@ -488,7 +529,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			p := s.Replica*cfg.N + s.Rank
 			boot := launch.Bootstrap{JobID: jobID, Rank: p, Size: procs, Rendezvous: rz.Addr(), Secret: secret,
-				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host, TLSCert: certPEM, TLSKey: keyPEM, Spares: cfg.Spares}
+				Fanout: cfg.Fanout, Detector: cfg.Detector, Listen: host, TLSCert: certPEM, TLSKey: keyPEM, Spares: cfg.Spares,
+				DialOutOnly: g.host.DialOutOnly || slices.Contains(cfg.DialOutOnly, g.host.Name)}
 			if reps > 1 {
 				boot.Replicas = reps
 			}
