@@ -269,16 +269,33 @@ func runDaemonQuery(ctx context.Context, c *call) error {
 
 // hostsFlags are cohort run's flags for a job on the peers.
 type hostsFlags struct {
-	hosts, alloc *string
-	creds        credFlags
+	hosts, alloc, dialOutOnly *string
+	creds                     credFlags
 }
 
 func addHostsFlags(fs *flag.FlagSet) hostsFlags {
 	return hostsFlags{
-		hosts: fs.String("hosts", "", "run on the peers known to the supernodes: `supernode:[NAME@]HOST:PORT`, comma-separated"),
-		alloc: fs.String("alloc", "spread", "with --hosts, the allocation `strategy`: spread or concentrate"),
-		creds: addCredFlags(fs, defaultName()),
+		hosts:       fs.String("hosts", "", "run on the peers known to the supernodes: `supernode:[NAME@]HOST:PORT`, comma-separated"),
+		alloc:       fs.String("alloc", "spread", "with --hosts, the allocation `strategy`: spread or concentrate"),
+		dialOutOnly: fs.String("dial-out-only", "", "with --hosts, the daemons (`NAME,...`) whose ranks the other hosts cannot dial: they dial out"),
+		creds:       addCredFlags(fs, defaultName()),
 	}
+}
+
+// parseDialOutOnly turns --dial-out-only into daemon names.
+func parseDialOutOnly(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || strings.ContainsAny(name, "@: ") {
+			return nil, usagef("--dial-out-only %q: want daemon names (their certificates' names), comma-separated", s)
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // parseHosts turns --hosts into supernode specifications.
@@ -317,6 +334,10 @@ func runOnHosts(ctx context.Context, c *call, hf hostsFlags, cfg launch.Config) 
 	if err != nil {
 		return usagef("--alloc %q: want spread or concentrate", *hf.alloc)
 	}
+	dialOutOnly, err := parseDialOutOnly(*hf.dialOutOnly)
+	if err != nil {
+		return err
+	}
 	creds, err := hf.creds.load()
 	if err != nil {
 		return err
@@ -327,7 +348,7 @@ func runOnHosts(ctx context.Context, c *call, hf hostsFlags, cfg launch.Config) 
 		defer cancel()
 	}
 	sc := hostsJob(cfg)
-	sc.Strategy, sc.Supernodes, sc.Creds = strategy, sns, creds
+	sc.Strategy, sc.Supernodes, sc.Creds, sc.DialOutOnly = strategy, sns, creds, dialOutOnly
 	sc.Stdout, sc.Stderr = c.stdout, c.stderr
 	sc.Log = func(format string, args ...any) { fmt.Fprintf(c.stderr, "cohort run: "+format+"\n", args...) }
 	_, err = submit.Run(ctx, sc)

@@ -56,7 +56,10 @@ the latency of a ping; N slots are reserved with overbooking, the ranks
 placed by --alloc (spread: as few per host as possible, closest hosts
 first; concentrate: fill the closest hosts first), the program staged and
 launched, and the output forwarded. A host lost during the job is reported
-with its ranks, as a killed local rank is.
+with its ranks, as a killed local rank is. A daemon on a host nobody can dial
+(dial_out_only, see 'cohort boot') is reached through the supernodes, and its
+ranks dial every other rank; --dial-out-only NAME,... marks more daemons
+whose ranks the other hosts cannot dial (the submitter reaches them).
 
 With -r R every rank runs as R processes (replicas) that execute the same
 program: a rank lives, and the program sees nothing, while one of its
@@ -189,6 +192,9 @@ func runRun(ctx context.Context, c *call) error {
 	}
 	cfg.Kills = kills
 	cfg.StartWithout = !cfg.AbortOnFailure
+	if *hf.hosts == "" && *hf.dialOutOnly != "" {
+		return usagef("--dial-out-only names daemons: it goes with --hosts")
+	}
 	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
 		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
 	}
