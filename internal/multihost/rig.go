@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,6 +83,22 @@ func Start(ctx context.Context, k, procsPerJob int, cohortBin string) (*Rig, err
 // StartWith is Start with more settings for every daemon: extraTOML is
 // added to each one's configuration (job_pids = 64, say).
 func StartWith(ctx context.Context, k, procsPerJob int, cohortBin, extraTOML string) (*Rig, error) {
+	return StartOpts(ctx, k, procsPerJob, cohortBin, Options{ExtraTOML: extraTOML})
+}
+
+// Options are a rig's settings beyond Start's.
+type Options struct {
+	// ExtraTOML is added to every daemon's configuration.
+	ExtraTOML string
+	// DialOutOnly lists the daemons (by index in Daemons) on hosts nobody
+	// can dial: the lab's firewall drops every connection to them
+	// (netlab SetDialOutOnly) from before they start, and their
+	// configuration says dial_out_only = true, as such a host's would.
+	DialOutOnly []int
+}
+
+// StartOpts is Start with opts.
+func StartOpts(ctx context.Context, k, procsPerJob int, cohortBin string, opts Options) (*Rig, error) {
 	if k < 1 || procsPerJob < 1 {
 		return nil, fmt.Errorf("multihost: %d daemons of %d processes per job: want at least 1 of each", k, procsPerJob)
 	}
@@ -163,7 +180,13 @@ ping = "1s"
 job_uids = "%d-%d"
 %s
 `, name, h.Addr, daemonPort, h.Addr, daemonPort, r.Supernode, r.CAFile(), r.Dir,
-			filepath.Join(r.Work, name), procsPerJob, Submitter, 61000+100*i, 61099+100*i, extraTOML)
+			filepath.Join(r.Work, name), procsPerJob, Submitter, 61000+100*i, 61099+100*i, opts.ExtraTOML)
+		if slices.Contains(opts.DialOutOnly, i) {
+			if err := lab.SetDialOutOnly(h, true); err != nil {
+				return fail(err)
+			}
+			text = append(text, "dial_out_only = true\n"...)
+		}
 		if err := os.WriteFile(conf, text, 0o600); err != nil {
 			return fail(err)
 		}
