@@ -38,6 +38,12 @@ const (
 // inherits it from another's environment.
 const EnvDialOutOnly = "COHORT_DIAL_OUT_ONLY"
 
+// EnvLinkNotices, set to 1, asks a rank to say on its standard error when
+// its link to another rank goes through a third and when it is direct
+// again (package comm). cohort run sets it and forwards the lines with the
+// ranks' output. Optional; 0 or unset: silent.
+const EnvLinkNotices = "COHORT_LINK_NOTICES"
+
 // envNames lists every bootstrap variable, the requiredEnv ones first.
 var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas, EnvSpares}
 

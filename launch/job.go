@@ -444,13 +444,13 @@ func EventsPath(dir string, rank int) string {
 }
 
 // inheritedEnv is the launcher's environment without the bootstrap
-// variables (the optional ones too: listen host, job certificate, dial-out only) and EnvEvents (a job started from inside a rank must not
+// variables (the optional ones too: listen host, job certificate, dial-out only, link notices) and EnvEvents (a job started from inside a rank must not
 // inherit that rank's place or write to its events file).
 func inheritedEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(envNames, name) && !slices.Contains([]string{EnvEvents, EnvListenHost, EnvTLSCert, EnvTLSKey, EnvDialOutOnly}, name) {
+		if !slices.Contains(envNames, name) && !slices.Contains([]string{EnvEvents, EnvListenHost, EnvTLSCert, EnvTLSKey, EnvDialOutOnly, EnvLinkNotices}, name) {
 			env = append(env, kv)
 		}
 	}
