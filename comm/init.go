@@ -49,6 +49,11 @@ func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	links, err := linkNoticesFromEnv(os.Getenv, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, func(o *options) { o.links = links })
 	s, err := initBootstrap(ctx, boot, opts...)
 	if err == nil {
 		shareCPUs(s.addrs, boot.Rank)
@@ -170,6 +175,13 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	}
 	s := newSessionAs(tr, core.NodeID(rank), size, o)
 	s.rep = rep
+	if o.links != nil {
+		noun := "rank"
+		if rep != nil {
+			noun = "process"
+		}
+		s.links = &linkNotices{w: o.links, self: tr.Self(), noun: noun}
+	}
 	if rep != nil {
 		rep.bind(s, codec)
 	}

@@ -116,6 +116,10 @@ type Session struct {
 	// spares is the number of spare processes: the last spares of the
 	// size processes (spares.go).
 	spares int
+
+	// links tells of this rank's links relayed and direct again; nil
+	// unless the launcher asked (links.go).
+	links *linkNotices
 }
 
 type sessionStats struct {
@@ -169,6 +173,9 @@ type options struct {
 	// allowSpares: the program takes spares (AllowSpares)
 	spares      int
 	allowSpares bool
+	// links, if not nil, receives the notices of this rank's links
+	// relayed and direct again (links.go)
+	links io.Writer
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
@@ -395,6 +402,10 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 	case member.Evicted:
 		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)
 		s.shutdown(ErrEvicted)
+	default:
+		if s.links != nil {
+			s.links.event(e)
+		}
 	}
 }
 
