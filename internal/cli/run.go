@@ -206,6 +206,9 @@ func runRun(ctx context.Context, c *call) error {
 		args = args[1:]
 	}
 	cfg.Args = args
+	// The ranks say when a link of theirs goes through a third rank and
+	// when it is direct again; their standard error brings it here.
+	cfg.Env = append(cfg.Env, launch.EnvLinkNotices+"=1")
 	path, cleanup, err := resolveProgram(ctx, program, c.stderr)
 	if err != nil {
 		return err
