@@ -105,15 +105,20 @@ type scenario struct {
 	relayThenDirect bool
 }
 
-// needsRelay says whether a pair of sc's hosts loses its direct path, so
-// that its traffic must go through the third.
+// needsRelay says whether a pair of sc's hosts has no direct path (a cut,
+// or two hosts nobody can dial), so that its traffic must go through the
+// third.
 func (sc scenario) needsRelay() bool {
+	dialOut := 0
 	for _, f := range sc.faults {
-		if f.kind == cutPair || f.kind == cutOneWay || f.kind == healPair {
+		switch f.kind {
+		case cutPair, cutOneWay, healPair:
 			return true
+		case dialOutOnly:
+			dialOut++
 		}
 	}
-	return false
+	return dialOut > 1
 }
 
 // board is the board size sc runs on, n the test's.
@@ -130,7 +135,10 @@ var (
 	schedOneWay  = []fault{{at: 2 * time.Second, kind: cutOneWay, a: hostA, b: hostC}}
 	schedHeal    = []fault{{at: 2 * time.Second, kind: cutPair, a: hostA, b: hostC}, {at: 5 * time.Second, kind: healPair, a: hostA, b: hostC}}
 	schedDialOut = []fault{{kind: dialOutOnly, a: hostA}}
-	schedHost    = []fault{{at: 2 * time.Second, kind: cutHost, a: hostA, b: hostA}}
+	// Two hosts nobody can dial cannot reach each other at all: their
+	// ranks talk through B's.
+	schedDialOut2 = []fault{{kind: dialOutOnly, a: hostA}, {kind: dialOutOnly, a: hostC}}
+	schedHost     = []fault{{at: 2 * time.Second, kind: cutHost, a: hostA, b: hostA}}
 )
 
 // partitionScenarios are the cases run by default, then those run only
@@ -142,6 +150,7 @@ func partitionScenarios() (essential, full []scenario) {
 		{name: "one-way/heartbeat", detector: "heartbeat", faults: schedOneWay, lost: -1},
 		{name: "heal/heartbeat", detector: "heartbeat", faults: schedHeal, lost: -1, relayThenDirect: true},
 		{name: "dial-out-only/heartbeat", detector: "heartbeat", faults: schedDialOut, lost: -1},
+		{name: "two-dial-out-only/heartbeat", detector: "heartbeat", faults: schedDialOut2, lost: -1},
 		{name: "whole-host/heartbeat", detector: "heartbeat", faults: schedHost, lost: hostA},
 	}
 	full = []scenario{
@@ -229,8 +238,11 @@ func TestPartialPartitions(t *testing.T) {
 				agreed := checkHostExcluded(t, res, DaemonName(sc.lost))
 				line += fmt.Sprintf("; cut to agreed view %.2fs", agreed.Seconds())
 			}
-			if sc.relayThenDirect {
+			switch {
+			case sc.relayThenDirect:
 				checkRelayThenDirect(t, res)
+			case sc.needsRelay():
+				checkRelayed(t, res)
 			}
 			t.Log(line)
 			summary = append(summary, line)
@@ -601,12 +613,46 @@ func checkRelayThenDirect(t *testing.T, res *scenarioResult) {
 	t.Helper()
 	relayed, direct := relayEvents(res.events)
 	if relayed == 0 || direct == 0 {
-		types := map[string]int{}
-		for _, e := range res.events {
-			types[e.Type]++
-		}
-		t.Errorf("the event stream reports %d relayed pairs and %d back on the direct link after the heal, want both > 0 (event types seen: %v)", relayed, direct, types)
+		t.Errorf("the event stream reports %d relayed pairs and %d back on the direct link after the heal, want both > 0 (event types seen: %v)", relayed, direct, eventTypes(res.events))
 	}
+	checkNotices(t, res, relayedNoticeRE, directNoticeRE)
+}
+
+// checkRelayed checks that the event stream reports a pair relayed, and
+// cohort run said so.
+func checkRelayed(t *testing.T, res *scenarioResult) {
+	t.Helper()
+	if relayed, _ := relayEvents(res.events); relayed == 0 {
+		t.Errorf("the event stream reports no relayed pair (event types seen: %v)", eventTypes(res.events))
+	}
+	checkNotices(t, res, relayedNoticeRE)
+}
+
+// The lines cohort run prints (from the ranks) when a pair is relayed and
+// when it is direct again.
+var (
+	relayedNoticeRE = regexp.MustCompile(`(?m)^(\[\d+\] )?cohort: ranks \d+ and \d+: link down, relayed through rank \d+$`)
+	directNoticeRE  = regexp.MustCompile(`(?m)^(\[\d+\] )?cohort: ranks \d+ and \d+: direct link back$`)
+)
+
+// checkNotices checks that cohort run's standard error holds a line
+// matching each of want.
+func checkNotices(t *testing.T, res *scenarioResult, want ...*regexp.Regexp) {
+	t.Helper()
+	for _, re := range want {
+		if !re.MatchString(res.stderr) {
+			t.Errorf("cohort run printed no line matching %s; stderr (tail):\n%s", re, tail(res.stderr, 20))
+		}
+	}
+}
+
+// eventTypes counts the stream's events by type, for messages.
+func eventTypes(events []eventLine) map[string]int {
+	types := map[string]int{}
+	for _, e := range events {
+		types[e.Type]++
+	}
+	return types
 }
 
 func TestRelayEvents(t *testing.T) {
