@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/host"
@@ -28,6 +29,12 @@ type linkNotices struct {
 	w    io.Writer
 	self core.NodeID // the process's node id (physical, with replicas)
 	noun string      // "rank", or "process" with replicas
+	// relayed holds the peers whose link is relayed now: a new relay for
+	// a relayed pair is no news to the user. Used on the host's loop only.
+	relayed map[core.NodeID]bool
+	// quiet is set when the process leaves the job: its peers' links go
+	// down as they end too, which is no news either.
+	quiet atomic.Bool
 }
 
 // linkNoticesFromEnv reads launch.EnvLinkNotices through getenv: nil
@@ -53,6 +60,21 @@ func (n *linkNotices) event(e core.Event) {
 	}
 	fields, err := json.Marshal(e)
 	if err != nil {
+		return
+	}
+	var f struct{ Peer *core.NodeID }
+	if json.Unmarshal(fields, &f) != nil || f.Peer == nil {
+		return
+	}
+	relayed := typ == pairRelayedEvent
+	if n.relayed[*f.Peer] == relayed {
+		return
+	}
+	if n.relayed == nil {
+		n.relayed = map[core.NodeID]bool{}
+	}
+	n.relayed[*f.Peer] = relayed
+	if n.quiet.Load() {
 		return
 	}
 	if line, ok := linkNotice(n.self, typ, fields, n.noun); ok {

@@ -305,6 +305,9 @@ func (s *Session) Replicas() int {
 func (s *Session) Finalize(ctx context.Context) error {
 	var err error
 	s.finalizeOnce.Do(func() {
+		if s.links != nil {
+			s.links.quiet.Store(true)
+		}
 		err = s.flush(ctx)
 		s.shutdown(ErrFinalized)
 		<-s.hostDone
