@@ -56,6 +56,7 @@ func TestBadInputExitsWithTwo(t *testing.T) {
 		{[]string{"sim", "cli-toy", "--seed", "-3"}, "invalid value"},
 		{[]string{"sim", "cli-toy", "--value", "12", "--out", "OUT"}, "bad option"},
 		{[]string{"sim", "cli-toy", "stray", "--out", "OUT"}, `unexpected argument "stray"`},
+		{[]string{"ps", "--daemon", "d1@10.0.0.5:7950", "--via", "sn1"}, `--via: supernode "sn1": want NAME@HOST:PORT or HOST:PORT`},
 	}
 	for _, c := range cases {
 		args := make([]string, len(c.args))

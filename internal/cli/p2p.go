@@ -18,6 +18,7 @@ import (
 	"github.com/cohort-mp/cohort/p2p/daemon"
 	"github.com/cohort-mp/cohort/p2p/place"
 	"github.com/cohort-mp/cohort/p2p/submit"
+	"github.com/cohort-mp/cohort/p2p/supernode"
 )
 
 func init() {
@@ -103,13 +104,14 @@ names in its 'admins' may.`},
 	} {
 		register(&command{
 			name:     c.name,
-			synopsis: "--daemon NAME@HOST:PORT [--name NAME] [--ca FILE] [--certs DIR]",
+			synopsis: "--daemon NAME@HOST:PORT [--via [SN@]HOST:PORT] [--name NAME] [--ca FILE] [--certs DIR]",
 			summary:  c.summary,
 			help: c.help + `
 
 --name is the certificate this command presents (NAME.crt and NAME.key in
 --certs); it defaults to $USER, else the current user's login name, else
-the host name.
+the host name. A daemon nobody can dial (dial_out_only) is reached through
+a supernode it is registered with: --via names it (as in its supernodes).
 
 Example:
   cohort ` + c.name + ` --daemon node1@10.0.0.5:7950 --name alice`,
@@ -197,6 +199,7 @@ func newLogger(w io.Writer, format string) (*slog.Logger, error) {
 func runDaemonQuery(ctx context.Context, c *call) error {
 	fs := c.newFlags()
 	target := fs.String("daemon", "", "the daemon: `NAME@HOST:PORT` (NAME: its certificate's name)")
+	via := fs.String("via", "", "reach a daemon nobody can dial through this supernode: `[NAME@]HOST:PORT`")
 	creds := addCredFlags(fs, defaultName())
 	if err := c.parse(fs, c.args, 0); err != nil {
 		return err
@@ -205,11 +208,23 @@ func runDaemonQuery(ctx context.Context, c *call) error {
 	if !found || name == "" {
 		return usagef("--daemon %q: want NAME@HOST:PORT", *target)
 	}
+	var snName, snAddr string
+	if *via != "" {
+		var err error
+		if snName, snAddr, err = daemon.ParseSupernode(*via); err != nil {
+			return usagef("--via: %v", err)
+		}
+	}
 	cr, err := creds.load()
 	if err != nil {
 		return err
 	}
 	cl := daemon.NewClient(cr, name, addr)
+	if *via != "" {
+		sn := supernode.NewClient(cr, snName, snAddr)
+		defer sn.Close()
+		cl = daemon.NewClientVia(cr, name, addr, sn)
+	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
