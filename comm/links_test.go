@@ -7,35 +7,49 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/member"
+	"github.com/cohort-mp/cohort/transport"
 )
 
 // A pair's change of path is told once, by the lower rank, in words about
-// the job; other events, malformed ones and the higher rank's are not.
-func TestLinkNotice(t *testing.T) {
-	for _, tc := range []struct {
-		self   int
-		typ    string
-		fields string
-		noun   string
-		want   string // "" for no line
-	}{
-		{0, pairRelayedEvent, `{"Peer":4,"Via":2}`, "rank", "cohort: ranks 0 and 4: link down, relayed through rank 2"},
-		{0, pairDirectEvent, `{"Peer":4}`, "rank", "cohort: ranks 0 and 4: direct link back"},
-		{1, pairRelayedEvent, `{"peer":5,"via":3}`, "process", "cohort: processes 1 and 5: link down, relayed through process 3"},
-		{4, pairRelayedEvent, `{"Peer":0,"Via":2}`, "rank", ""}, // rank 0 tells of it
-		{4, pairDirectEvent, `{"Peer":0}`, "rank", ""},
-		{0, pairRelayedEvent, `{"Peer":4}`, "rank", ""},          // through whom?
-		{0, pairRelayedEvent, `{"Peer":4,"Via":4}`, "rank", ""},  // not a third rank
-		{0, pairRelayedEvent, `{"Peer":0,"Via":2}`, "rank", ""},  // not a pair
-		{0, pairDirectEvent, `{"Via":2}`, "rank", ""},            // no peer
-		{0, pairDirectEvent, `{"Peer":"four"}`, "rank", ""},      // malformed
-		{0, "fd.ProbeRelayed", `{"Peer":4,"Via":2}`, "rank", ""}, // a detector's probe, not a pair's path
-		{0, "core.MembersChanged", `{"Epoch":3}`, "rank", ""},
+// the job: when the link becomes relayed and when it is direct again, not
+// when only its relay changes, nor once the process is leaving.
+func TestLinkNotices(t *testing.T) {
+	var out strings.Builder
+	n := &linkNotices{w: &out, self: 0, noun: "rank"}
+	for _, e := range []core.Event{
+		transport.PairRelayed{Peer: 4, Via: 2},
+		transport.PairRelayed{Peer: 4, Via: 1}, // a new relay: no news
+		transport.PairRelayed{Peer: 4, Via: 2},
+		core.Suspected{Node: 4}, // not a path
+		member.Evicted{Epoch: 3},
+		transport.PairDirect{Peer: 4},
+		transport.PairDirect{Peer: 4},
+		transport.PairDirect{Peer: 5},          // direct from the start: no news
+		transport.PairRelayed{Peer: 5, Via: 5}, // no third rank
 	} {
-		got, ok := linkNotice(core.NodeID(tc.self), tc.typ, []byte(tc.fields), tc.noun)
-		if ok != (tc.want != "") || got != tc.want {
-			t.Errorf("linkNotice(%d, %s, %s) = %q, %v; want %q", tc.self, tc.typ, tc.fields, got, ok, tc.want)
-		}
+		n.event(e)
+	}
+	n.quiet.Store(true)
+	n.event(transport.PairRelayed{Peer: 3, Via: 1})
+	want := "cohort: ranks 0 and 4: link down, relayed through rank 2\ncohort: ranks 0 and 4: direct link back\n"
+	if out.String() != want {
+		t.Errorf("rank 0 wrote\n%s\nwant\n%s", out.String(), want)
+	}
+
+	out.Reset()
+	hi := &linkNotices{w: &out, self: 4, noun: "rank"}
+	hi.event(transport.PairRelayed{Peer: 0, Via: 2})
+	hi.event(transport.PairDirect{Peer: 0})
+	if out.Len() != 0 {
+		t.Errorf("rank 4, the higher of the pair, wrote %q; rank 0 tells of it", out.String())
+	}
+
+	out.Reset()
+	rep := &linkNotices{w: &out, self: 1, noun: "process"}
+	rep.event(transport.PairRelayed{Peer: 5, Via: 3})
+	if want := "cohort: processes 1 and 5: link down, relayed through process 3\n"; out.String() != want {
+		t.Errorf("with replicas: %q, want %q", out.String(), want)
 	}
 }
 
