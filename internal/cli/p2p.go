@@ -89,7 +89,8 @@ A host behind a NAT or a firewall that drops inbound connections sets
 dial_out_only = true (or boots with --dial-out-only): the daemon keeps a
 connection open to each supernode and submitters reach it through them (their
 TLS with the daemon runs end to end inside), and the ranks it starts dial
-every other rank and keep those connections.
+every other rank and keep those connections. Ranks on two such hosts reach
+each other through a rank that both reach.
 
 Examples:
   cohort boot --config /etc/cohort/daemon.toml`,

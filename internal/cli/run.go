@@ -61,6 +61,11 @@ with its ranks, as a killed local rank is. A daemon on a host nobody can dial
 ranks dial every other rank; --dial-out-only NAME,... marks more daemons
 whose ranks the other hosts cannot dial (the submitter reaches them).
 
+When the direct link between two ranks breaks (or cannot be dialled) while
+both reach a third rank, their messages go through it; a line says so
+("cohort: ranks 0 and 4: link down, relayed through rank 2") and another
+when the direct link is back.
+
 With -r R every rank runs as R processes (replicas) that execute the same
 program: a rank lives, and the program sees nothing, while one of its
 replicas does (P2P-MPI's transparent replication); when the last replica of
