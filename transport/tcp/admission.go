@@ -196,8 +196,8 @@ func (t *Transport) logRefusalOf(msg, source string, describe func() (remote str
 // whatever a flood's rate. While the budget is spent the listener accepts
 // nothing, and connections wait in the kernel's accept queue (acceptLoop).
 const (
-	refusalRate  = 1000
-	refusalBurst = 256
+	refusalRate  = 200
+	refusalBurst = 64
 )
 
 // refusalInterval is the budget's time per refusal.

@@ -43,8 +43,8 @@
 // those not logged; Stats counts them all.
 //
 // A flood opens a connection again as soon as it is refused, so a listener
-// refuses (sheds, or fails a handshake) within a budget: 256 at once, then
-// 1,000 a second. While the budget is spent it accepts nothing; new
+// refuses (sheds, or fails a handshake) within a budget: 64 at once, then
+// 200 a second. While the budget is spent it accepts nothing; new
 // connections wait in the kernel's accept queue, kept as short as
 // MaxHandshakes (at least 64), and beyond it the kernel drops their SYNs,
 // which their dialers resend. So a flood costs this process a few percent
