@@ -24,8 +24,14 @@ func (t *Transport) manage(p *peer) {
 		// other can take them while we hold t.mu, so the lengths below
 		// are final. (Read after them, a Send could push and leave between
 		// the two reads.)
+		// An acknowledgement due holds the writer only while the pair is
+		// relayed, when a relay carries it: without a connection or a
+		// relay it has nowhere to go, and the next connection's resume
+		// carries the count (an ack timer that fires as an idle
+		// connection retires would otherwise keep the writer for good).
+		relayed := p.routeDownLocked() || p.rl.in.Load()
 		if c == nil && pending == nil && !kept && p.senders.Load() == 0 && len(p.q) == 0 && len(p.hq) == 0 && p.log.empty() &&
-			!p.rs.due.Load() && !p.rl.ackWanted.Load() {
+			!(relayed && p.rs.due.Load()) && !p.rl.ackWanted.Load() {
 			// Nothing to write and no connection: end, releasing the
 			// queues; the next Send starts a writer again.
 			p.active = false
