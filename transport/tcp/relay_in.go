@@ -202,15 +202,7 @@ func (t *Transport) deliverRelayed(p *peer, h wire.Relay, fi wire.Frame, c *conn
 // wantRelayAck asks p's writer for a relayed acknowledgement.
 func (t *Transport) wantRelayAck(p *peer) {
 	p.rl.ackWanted.Store(true)
-	t.mu.Lock()
-	if !t.closed && t.peers[p.id] == p {
-		t.activateLocked(p)
-	}
-	t.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	t.wakeWriter(p)
 }
 
 // newPeerStream starts p's streams with p's stream id stream, learnt from

@@ -302,28 +302,12 @@ func (t *Transport) ackNow(p *peer, r *recvStream) {
 			return
 		case ackPartial:
 			// The writer writes the rest (p.rest), as for SendNow.
-			t.mu.Lock()
-			if !t.closed && t.peers[p.id] == p {
-				t.activateLocked(p)
-			}
-			t.mu.Unlock()
-			select {
-			case p.kick <- struct{}{}:
-			default:
-			}
+			t.wakeWriter(p)
 			return
 		}
 	}
 	r.due.Store(true)
-	t.mu.Lock()
-	if !t.closed && t.peers[p.id] == p {
-		t.activateLocked(p)
-	}
-	t.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	t.wakeWriter(p)
 }
 
 // Results of ackInline.
@@ -488,4 +472,19 @@ func (t *Transport) BreakConns(id core.NodeID) int {
 		c.close(false, errBroken)
 	}
 	return len(cs)
+}
+
+// wakeWriter starts p's writer if it has none (p still ours and the
+// transport open) and kicks it, for a frame or an acknowledgement that
+// it must write.
+func (t *Transport) wakeWriter(p *peer) {
+	t.mu.Lock()
+	if !t.closed && t.peers[p.id] == p {
+		t.activateLocked(p)
+	}
+	t.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 }
