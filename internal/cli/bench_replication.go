@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"time"
 
@@ -75,16 +76,30 @@ Examples:
 			if err != nil {
 				return err
 			}
-			res.WriteTable(c.stdout)
-			if *out != "" {
-				fig, err := res.WriteFiles(*out)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(c.stdout, "wrote %s and %s\n", filepath.Join(*out, "replication.csv"), fig)
-			}
-			fmt.Fprintf(c.stdout, "(%.0f s)\n", time.Since(start).Seconds())
-			return nil
+			return c.reportBench(res, *out, "replication.csv", "%s", start)
 		},
 	})
+}
+
+// benchFiles is a benchmark's result that prints a table and writes its
+// CSV and figure.
+type benchFiles interface {
+	WriteTable(w io.Writer)
+	WriteFiles(dir string) (string, error)
+}
+
+// reportBench prints res's table, writes its files into out when set
+// (csv, the CSV's name; figFormat, how the returned figure path is
+// shown) and the time since start.
+func (c *call) reportBench(res benchFiles, out, csv, figFormat string, start time.Time) error {
+	res.WriteTable(c.stdout)
+	if out != "" {
+		fig, err := res.WriteFiles(out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "wrote %s and "+figFormat+"\n", filepath.Join(out, csv), fig)
+	}
+	fmt.Fprintf(c.stdout, "(%.0f s)\n", time.Since(start).Seconds())
+	return nil
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -86,16 +85,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			res.WriteTable(c.stdout)
-			if *out != "" {
-				fig, err := res.WriteFiles(*out)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(c.stdout, "wrote %s and %s.png/.svg\n", filepath.Join(*out, "resilience.csv"), fig)
-			}
-			fmt.Fprintf(c.stdout, "(%.0f s)\n", time.Since(start).Seconds())
-			return nil
+			return c.reportBench(res, *out, "resilience.csv", "%s.png/.svg", start)
 		},
 	})
 }
