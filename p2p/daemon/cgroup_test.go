@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A job's cgroup on v2 gets its limits before any process joins: the
+// files newJob writes, checked in a directory that stands in for the
+// unified hierarchy (the development machines' unified hierarchy offers
+// no memory or pids controller, so the kernel's side of these files is
+// exercised on v1 by TestJobConfined and TestJobMemoryLimit).
+func TestCgroupV2JobLimits(t *testing.T) {
+	base := t.TempDir()
+	cg := &cgroups{version: 2, base: map[string]string{"": base}, memBytes: 64 << 20, pids: 50}
+	jc, err := cg.newJob("job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "job-1")
+	for file, want := range map[string]string{"memory.max": "67108864", "pids.max": "50", "memory.swap.max": "0"} {
+		if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v, want %q", file, b, err, want)
+		}
+	}
+	if !jc.v2 || jc.pids != dir || jc.memory != dir || !slices.Equal(jc.procsFiles(), []string{filepath.Join(dir, "cgroup.procs")}) {
+		t.Errorf("job cgroup %+v, want v2 in %s", jc, dir)
+	}
+	// The limits hit are read from v2's event files.
+	os.WriteFile(filepath.Join(dir, "pids.events"), []byte("max 3\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\n"), 0o600)
+	news := strings.Join(jc.limitNews(), "\n")
+	if !strings.Contains(news, "limit of 50 processes (job_pids): 3 forks refused") || !strings.Contains(news, "memory limit of 64 MiB (job_memory_mb): 1 processes killed") {
+		t.Errorf("limit news: %q", news)
+	}
+	if again := jc.limitNews(); len(again) != 0 {
+		t.Errorf("the same counters told twice: %q", again)
+	}
+}
+
+// A v2 cgroup without the memory and pids controllers (this machine's
+// unified hierarchy holds only hugetlb) is not used, and the daemon says
+// why.
+func TestCgroupV2Unusable(t *testing.T) {
+	v2, _, own, err := findCgroups()
+	if err != nil || v2 == nil || own[""] == "" {
+		t.Skipf("SKIP: no cgroup v2 mount here (%v)", err)
+	}
+	dir := inMount(v2, own[""])
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	f := strings.Fields(string(avail))
+	if err != nil || (slices.Contains(f, "memory") && slices.Contains(f, "pids")) {
+		t.Skipf("SKIP: the unified hierarchy at %s offers %q (%v)", dir, avail, err)
+	}
+	_, err = setupV2(v2, own[""], "cohort-daemon-test-unusable")
+	if err == nil || !strings.Contains(err.Error(), "not memory and pids") {
+		t.Errorf("setupV2 on %s with controllers %q: %v, want a refusal naming memory and pids", dir, avail, err)
+	}
+}
+
+// On v2 a stopped job dies whole through cgroup.kill, a process it put
+// in a session of its own included, and its cgroup is removed. Run in the
+// real unified hierarchy, which needs no controller for this.
+func TestCgroupV2KillWhole(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: not root: cannot make a cgroup")
+	}
+	v2, _, own, err := findCgroups()
+	if err != nil || v2 == nil || own[""] == "" {
+		t.Skipf("SKIP: no cgroup v2 mount here (%v)", err)
+	}
+	parent := inMount(v2, own[""])
+	dir := filepath.Join(parent, fmt.Sprintf("cohort-test-kill-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("SKIP: cannot make a cgroup in %s: %v", parent, err)
+	}
+	defer os.Remove(dir)
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+		t.Skipf("SKIP: no cgroup.kill (Linux before 5.14): %v", err)
+	}
+	// The shell waits for a line, so that it joins the cgroup before it
+	// forks; then it detaches a sleeper and prints its pid.
+	cmd := exec.Command("sh", "-c", `read go; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; exec sleep 300`)
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatalf("joining %s: %v", dir, err)
+	}
+	io.WriteString(in, "go\n")
+	line := make([]byte, 32)
+	n, _ := outp.Read(line)
+	detached, err := strconv.Atoi(strings.TrimSpace(string(line[:n])))
+	if err != nil {
+		t.Fatalf("no detached pid: %q", line[:n])
+	}
+	jc := &jobCgroup{v2: true, dirs: []string{dir}}
+	for i := 0; len(jc.members()) < 2; i++ {
+		if i == 1000 {
+			t.Fatalf("the cgroup holds %v, want the shell and the detached sleeper", jc.members())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !slices.Contains(jc.members(), detached) {
+		t.Fatalf("the detached sleeper %d is not in the cgroup: %v", detached, jc.members())
+	}
+	killed, err := jc.kill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killed < 2 {
+		t.Errorf("killed %d processes, want the shell's exec'd sleep and the detached one", killed)
+	}
+	cmd.Wait()
+	if err := syscall.Kill(detached, 0); err == nil {
+		if stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", detached)); !strings.Contains(string(stat), ") Z ") {
+			t.Errorf("the detached process %d outlived cgroup.kill: %s", detached, stat)
+		}
+	} else if !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kill(%d, 0): %v", detached, err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the job's cgroup %s is still there: %v", dir, err)
+	}
+}
