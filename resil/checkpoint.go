@@ -10,24 +10,22 @@ import (
 	"github.com/cohort-mp/cohort/comm"
 )
 
-// store is what this process keeps of the checkpoints: the states of the
-// last epoch it knows committed, and those of the next epoch while it is
-// being stored (pending), by rank.
+// store is what this process keeps of the checkpoints: the states of
+// the last epoch it knows committed, taken by width ranks, and those of
+// the next epoch while it is being stored (pending), by slot (the rank
+// that took the state).
 type store struct {
-	epoch   int
-	states  map[int][]byte
-	pending int // 0: none
-	pend    map[int][]byte
+	epoch, width int
+	states       map[int][]byte
+	pending      int // 0: none
+	pend         map[int][]byte
 }
 
 func (s *store) reset() {
-	s.epoch, s.states, s.pending, s.pend = 0, map[int][]byte{}, 0, nil
+	s.epoch, s.width, s.states, s.pending, s.pend = 0, 0, map[int][]byte{}, 0, nil
 }
 
-// own returns rank r's committed state (nil if none).
-func (s *store) own(r int) []byte { return s.states[r] }
-
-// get returns rank x's state of epoch e, if held.
+// get returns slot x's state of epoch e, if held.
 func (s *store) get(x, e int) ([]byte, bool) {
 	if s.epoch == e {
 		if b, ok := s.states[x]; ok {
@@ -43,7 +41,7 @@ func (s *store) get(x, e int) ([]byte, bool) {
 }
 
 func (s *store) inventory(n int) inventory {
-	in := inventory{Epoch: s.epoch, Pending: s.pending, committed: make([]bool, n), pending: make([]bool, n)}
+	in := inventory{Epoch: s.epoch, Width: s.width, Pending: s.pending, committed: make([]bool, n), pending: make([]bool, n)}
 	for x := range s.states {
 		in.committed[x] = true
 	}
@@ -127,18 +125,19 @@ func (j *Job) commit(ctx context.Context, e int, state []byte) error {
 	case v != 1:
 		return errors.Join(ErrCheckpoint, err)
 	}
-	j.st.epoch, j.st.states = e, j.st.pend
+	j.st.epoch, j.st.width, j.st.states = e, j.n, j.st.pend
 	j.st.pending, j.st.pend = 0, nil
+	j.space = identitySpace(j.n)
 	return nil
 }
 
-// settle keeps, after a recovery to epoch e, the states this process must
-// keep: rank r's own and the copies of the ranks in keptBy (none at an
-// idle process, r < 0).
-func (s *store) settle(e, r int, keptBy []int, got map[int][]byte) {
+// settle keeps, after a recovery to epoch e taken by width ranks, the
+// states this process must keep: the slots rank r restores (held) and the
+// copies of the slots in keptBy (none at an idle process, r < 0).
+func (s *store) settle(e, width, r int, held, keptBy []int, got map[int][]byte) {
 	keep := map[int][]byte{}
 	if r >= 0 && e > 0 {
-		for _, x := range append([]int{r}, keptBy...) {
+		for _, x := range append(slices.Clone(held), keptBy...) {
 			b, ok := s.get(x, e)
 			if !ok {
 				b, ok = got[x]
@@ -149,5 +148,5 @@ func (s *store) settle(e, r int, keptBy []int, got map[int][]byte) {
 			keep[x] = b
 		}
 	}
-	s.epoch, s.states, s.pending, s.pend = e, keep, 0, nil
+	s.epoch, s.width, s.states, s.pending, s.pend = e, width, keep, 0, nil
 }

@@ -63,15 +63,31 @@
 // A rank whose process and every buddy failed before the recovery could
 // copy its state: [*StateLostError], naming the rank, the epoch and the
 // keepers, never a wrong result. A failed rank and no process left to take
-// it: [*NoSpareError]. A function that returns an error without any
-// failure: that error at its rank, [ErrAborted] at the others.
+// it: [*NoSpareError], unless the program set Config.Shrink (below). A
+// function that returns an error without any failure: that error at its
+// rank, [ErrAborted] at the others.
+//
+// # Continuing on fewer ranks
+//
+// A program that can spread its data over any number of ranks sets
+// Config.Shrink: when no process is left to take a failed rank, the
+// failed ranks are dropped and the others numbered again in their order,
+// and the function starts again on the smaller communicator. The last
+// checkpoint's states are still those of the ranks that took it (a slot
+// each): every survivor restores its own, and each dropped rank's state,
+// fetched from a buddy, goes to the rank of the nearest slot below it
+// that survived (above, for slot 0). [Job.Restored] lists the states that
+// fall to a rank, by the rank that took each; the program moves its data
+// to where it wants it and checkpoints again. Until that checkpoint
+// commits, a further failure goes back to the same epoch, its slots
+// handed on again the same way.
 //
 // # Limits
 //
 // Spares across SLURM nodes are untested (on peer hosts, cohort run
 // --hosts --spares, a test loses a host and its ranks' states come from
-// buddies on the others); the program cannot ask to continue on fewer ranks when
-// the spares run out; a failed process does not come back as a spare.
+// buddies on the others); a failed process does not come back as a
+// spare.
 //
 // # On disk
 //

@@ -37,10 +37,83 @@ func TestRemap(t *testing.T) {
 	}
 }
 
+// With no process left for some ranks, the run that continues on fewer
+// ranks keeps every takeover it can, drops the rest and numbers the
+// others again in their order.
+func TestAssignAndDropOrphans(t *testing.T) {
+	cases := []struct {
+		name                 string
+		old, live            []int
+		wantMap, wantNewRank []int
+		wantOrphans          []int
+	}{
+		{"no failure", []int{0, 1, 2}, []int{0, 1, 2}, []int{0, 1, 2}, []int{0, 1, 2}, nil},
+		{"the last rank dropped", []int{0, 1, 2}, []int{0, 1}, []int{0, 1}, []int{0, 1, -1}, []int{2}},
+		{"a middle rank dropped", []int{0, 1, 2, 3}, []int{0, 2, 3}, []int{0, 2, 3}, []int{0, -1, 1, 2}, []int{1}},
+		{"one spare for two: the lower rank takes it", []int{0, 1, 2, 3}, []int{0, 3, 4}, []int{0, 4, 3}, []int{0, 1, -1, 2}, []int{2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			next, orphans := assign(c.old, c.live)
+			if !slices.Equal(orphans, c.wantOrphans) {
+				t.Fatalf("orphans %v, want %v", orphans, c.wantOrphans)
+			}
+			m, nr := dropOrphans(next)
+			if !slices.Equal(m, c.wantMap) || !slices.Equal(nr, c.wantNewRank) {
+				t.Fatalf("map %v, new ranks %v; want %v, %v", m, nr, c.wantMap, c.wantNewRank)
+			}
+		})
+	}
+}
+
+// A dropped rank's slot goes to the rank of the nearest slot below it that
+// kept its rank, else above; the others follow their rank's new number.
+func TestAdopt(t *testing.T) {
+	cases := []struct {
+		name            string
+		holder, newRank []int
+		want            []int
+	}{
+		{"nothing dropped", []int{0, 1, 2}, []int{0, 1, 2}, []int{0, 1, 2}},
+		{"the middle rank", []int{0, 1, 2}, []int{0, -1, 1}, []int{0, 0, 1}},
+		{"rank 0: the slot above", []int{0, 1, 2}, []int{-1, 0, 1}, []int{0, 0, 1}},
+		{"two in a row", []int{0, 1, 2, 3}, []int{0, -1, -1, 1}, []int{0, 0, 0, 1}},
+		// A second shrink of an epoch taken by 4 ranks, now held by 3
+		// (rank 0 holds slots 0 and 1): rank 0 dropped, its slots go up.
+		{"a held slot dropped again", []int{0, 0, 1, 2}, []int{-1, 0, 1}, []int{0, 0, 0, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := adopt(c.holder, c.newRank); !slices.Equal(got, c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// After a shrink, a slot's keepers are the rank that restores it and that
+// rank's buddies: rank 0 of 3, restoring slots 0 and 1 of 4, keeps both,
+// and rank 1 (its buddy) keeps copies of both.
+func TestSlotKeepers(t *testing.T) {
+	keep, keptBy := slotKeepers(1, oneHost(3), []int{0, 0, 1, 2})
+	want := [][]int{{0, 1}, {0, 1}, {1, 2}, {2, 0}}
+	for x := range want {
+		if !slices.Equal(keep[x], want[x]) {
+			t.Errorf("slot %d: keepers %v, want %v", x, keep[x], want[x])
+		}
+	}
+	if !slices.Equal(keptBy[1], []int{0, 1}) || !slices.Equal(keptBy[0], []int{3}) {
+		t.Errorf("kept by: %v", keptBy)
+	}
+}
+
 // inv builds an inventory of n ranks: epoch e holding ranks committed,
 // pending epoch p holding ranks pending.
 func inv(n, e int, committed []int, p int, pending []int) inventory {
 	in := inventory{Epoch: e, Pending: p, committed: make([]bool, n), pending: make([]bool, n)}
+	if e > 0 {
+		in.Width = n
+	}
 	for _, x := range committed {
 		in.committed[x] = true
 	}
@@ -52,8 +125,9 @@ func inv(n, e int, committed []int, p int, pending []int) inventory {
 
 func TestInventoryRoundTrip(t *testing.T) {
 	in := inv(5, 7, []int{0, 4}, 8, []int{4, 3})
+	in.Width = 4
 	out, err := unmarshalInventory(in.marshal(5), 5)
-	if err != nil || out.Epoch != 7 || out.Pending != 8 || !slices.Equal(out.committed, in.committed) || !slices.Equal(out.pending, in.pending) {
+	if err != nil || out.Epoch != 7 || out.Width != 4 || out.Pending != 8 || !slices.Equal(out.committed, in.committed) || !slices.Equal(out.pending, in.pending) {
 		t.Fatalf("got %+v, %v; want %+v", out, err, in)
 	}
 	if _, err := unmarshalInventory(make([]byte, 20), 5); err == nil {
@@ -105,8 +179,8 @@ func TestPlanPendingEpoch(t *testing.T) {
 		inv(n, 5, []int{0, 1}, 0, nil),         // knows epoch 5 committed
 		inv(n, 4, []int{0, 1}, 5, []int{0, 1}), // has 5 pending
 	}
-	if e := restoreEpoch(invs); e != 5 {
-		t.Fatalf("restore epoch %d, want 5", e)
+	if e, w := restoreEpoch(invs); e != 5 || w != n {
+		t.Fatalf("restore epoch %d of %d ranks, want 5 of %d", e, w, n)
 	}
 	keep, _ := keeperTable(k, oneHost(n))
 	got, err := plan(invs, []int{0, 1}, 5, keep, keep)

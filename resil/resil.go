@@ -75,6 +75,17 @@ type Config struct {
 	// rank's process must reach it (on several hosts, a shared file
 	// system). It is created if missing.
 	Dir string
+	// Shrink, if set, makes the run continue on fewer ranks when a rank's
+	// process fails and no process is left to take the rank, instead of
+	// failing with a [*NoSpareError]: the failed ranks are dropped, the
+	// others numbered again in their order, and the function starts again
+	// on the smaller communicator from the last checkpoint, the dropped
+	// ranks' states (from their buddies) given to the ranks next to them
+	// ([Job.Restored]) for the program to spread its data over the ranks
+	// left. A run that shrank stays so. A whole-job restart from Dir
+	// needs the job's first number of ranks: after a shrink, the disk is
+	// not read.
+	Shrink bool
 }
 
 // DefaultConfig is one buddy per rank.
@@ -82,21 +93,24 @@ func DefaultConfig() Config { return Config{Buddies: 1} }
 
 // Func is the resilient function: the program's main loop. c is the
 // communicator of this attempt (rank c.Rank() of c.Size(), the same rank
-// numbers in every attempt), state and epoch this rank's state of the last
-// committed checkpoint (nil and 0 on the first attempt, or if none was
-// committed). ctx ends when a rank of c fails: the function should then
-// return (any call on c also fails). It returns nil when its part of the
-// work is done.
+// numbers in every attempt unless the run shrank, see Config.Shrink),
+// state and epoch this rank's state of the last committed checkpoint (nil
+// and 0 on the first attempt, or if none was committed). After a shrink,
+// state is the one this rank's process took under its former number, and
+// [Job.Restored] has every state that falls to this rank. ctx ends when
+// a rank of c fails: the function should then return (any call on c also
+// fails). It returns nil when its part of the work is done.
 type Func func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error
 
 // Job runs a resilient function over a session (see the package
 // documentation). Build it with [New]; its methods are for the goroutine
 // that called Run, and Checkpoint for the function it runs.
 type Job struct {
-	s     *comm.Session
-	k     int
-	n     int        // ranks
-	procs *comm.Comm // the live processes, agreed at the last recovery
+	s      *comm.Session
+	k      int
+	n, n0  int // ranks now and at the start (fewer after a shrink)
+	shrink bool
+	procs  *comm.Comm // the live processes, agreed at the last recovery
 	// mapping is the rank→process map (process numbers of
 	// Session.Processes), the same at every survivor.
 	mapping []int
@@ -108,8 +122,10 @@ type Job struct {
 	keep, keptBy [][]int
 	dir          string // Config.Dir
 	st           store
-	watch        *watcher
-	stats        Stats
+	// space says which rank restores each slot of st's committed epoch.
+	space space
+	watch *watcher
+	stats Stats
 	// duringRecovery, if set (tests), is called in each recovery round
 	// between the plan and the transfers.
 	duringRecovery func()
@@ -132,6 +148,9 @@ type Stats struct {
 	// TookOver reports whether this process started as a spare and holds
 	// a rank now.
 	TookOver bool
+	// Shrunk reports whether the run continued on fewer ranks
+	// (Config.Shrink).
+	Shrunk bool
 	// Resumed is the epoch the run resumed from on disk (Config.Dir), 0
 	// if it started afresh.
 	Resumed int
@@ -150,10 +169,7 @@ func New(s *comm.Session, cfg Config) (*Job, error) {
 			return nil, fmt.Errorf("%w: Dir: %w", ErrConfig, err)
 		}
 	}
-	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, procs: procs, mapping: make([]int, n), hosts: make([]string, procs.Size()), dir: cfg.Dir}
-	for r := range j.mapping {
-		j.mapping[r] = r
-	}
+	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, n0: n, shrink: cfg.Shrink, procs: procs, mapping: identity(n), hosts: make([]string, procs.Size()), dir: cfg.Dir, space: identitySpace(n)}
 	for p := range j.hosts {
 		j.hosts[p] = s.HostOf(p)
 	}
@@ -165,6 +181,49 @@ func New(s *comm.Session, cfg Config) (*Job, error) {
 func (j *Job) Rank() int {
 	me := j.procs.WorldRank(j.procs.Rank())
 	return slices.Index(j.mapping, me)
+}
+
+// space is how the slots of a committed epoch (the ranks that took it)
+// fall to the ranks of the run: rank holder[x] restores slot x's state,
+// and own[r] is the slot of rank r's own state, the one its process took.
+// It is the identity but after a shrink (Config.Shrink), until the next
+// commit.
+type space struct{ holder, own []int }
+
+func identitySpace(n int) space { return space{holder: identity(n), own: identity(n)} }
+
+// Restored is what a rank resumes from: the states of the last committed
+// checkpoint that fall to it.
+type Restored struct {
+	// Epoch is the checkpoint's epoch (0: none, the run starts afresh) and
+	// Ranks how many ranks took it: the communicator's size, unless the
+	// run continued on fewer ranks since (Config.Shrink).
+	Epoch, Ranks int
+	// States are the states this rank restores, by the rank that took each
+	// one (of Ranks): its own (Func's state), and after a shrink those of
+	// the dropped ranks next to it. Every state of the epoch falls to
+	// exactly one rank. The caller must not modify them.
+	States map[int][]byte
+}
+
+// Restored returns what this rank resumes from in the running attempt
+// (for the function of Run; empty at an idle process). A program that
+// sets Config.Shrink calls it when Ranks differs from its
+// communicator's size, to spread the dropped ranks' data over the ranks
+// left.
+func (j *Job) Restored() Restored {
+	out := Restored{Epoch: j.st.epoch, Ranks: j.st.width, States: map[int][]byte{}}
+	r := j.Rank()
+	if r < 0 || j.st.epoch == 0 {
+		out.Ranks = j.n
+		return out
+	}
+	for x, h := range j.space.holder {
+		if h == r {
+			out.States[x] = j.st.states[x]
+		}
+	}
+	return out
 }
 
 // Stats returns what the run did so far at this process.
@@ -201,11 +260,11 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 			// Until an epoch is committed in memory (agreed, so every rank
 			// decides alike), the disk may hold one: also after a failure
 			// that struck before the first commit.
-			if j.dir != "" && j.st.epoch == 0 {
+			if j.dir != "" && j.st.epoch == 0 && j.n == j.n0 {
 				fnErr = j.resumeFromDisk(actx)
 			}
 			if fnErr == nil {
-				fnErr = fn(actx, j.c, j.st.own(j.c.Rank()), j.st.epoch)
+				fnErr = fn(actx, j.c, j.st.states[j.space.own[j.c.Rank()]], j.st.epoch)
 			}
 			cancel()
 			if fnErr != nil {
@@ -257,7 +316,7 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 // begin builds the attempt's communicators from the map: every process
 // of procs calls it at the same point.
 func (j *Job) begin() error {
-	ranks := make([]int, j.n)
+	ranks := make([]int, len(j.mapping))
 	for r, p := range j.mapping {
 		ranks[r] = procsRank(j.procs, p)
 		if ranks[r] < 0 {

@@ -372,3 +372,135 @@ func TestFunctionErrorEndsTheRun(t *testing.T) {
 		}
 	}
 }
+
+// runUnits runs, on a Local job of n ranks and no spare with
+// Config.Shrink, a function whose work is n units (one per rank at the
+// start), each a value mixed at every iteration with the sum of all
+// units' values; a rank checkpoints the units it holds every 4
+// iterations, and after a shrink takes the units of every state that falls
+// to it (Job.Restored). crash(p, attempt, it) says whether process p
+// crashes before iteration it of its attempt-th attempt. It returns each
+// process's outcome and the communicator's size at the end.
+func runUnits(t *testing.T, n, iters int, crash func(p, attempt, it int) bool) ([]outcome, []int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ss, err := comm.LocalSpares(ctx, n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]outcome, n)
+	sizes := make([]int, n)
+	var wg sync.WaitGroup
+	for p, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Finalize(context.Background())
+			j, err := New(s, Config{Buddies: 1, Shrink: true})
+			if err != nil {
+				out[p].err = err
+				return
+			}
+			var result uint64
+			out[p].err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
+				it, units := 0, map[uint64]uint64{uint64(c.Rank()): uint64(c.Rank() + 1)}
+				if rs := j.Restored(); rs.Epoch > 0 {
+					if rs.Ranks != c.Size() && len(rs.States) == 0 {
+						return fmt.Errorf("rank %d restores nothing of epoch %d", c.Rank(), rs.Epoch)
+					}
+					units = map[uint64]uint64{}
+					for _, b := range rs.States {
+						it = int(binary.LittleEndian.Uint64(b))
+						for i := 8; i < len(b); i += 16 {
+							units[binary.LittleEndian.Uint64(b[i:])] = binary.LittleEndian.Uint64(b[i+8:])
+						}
+					}
+				}
+				sizes[p] = c.Size()
+				for ; it < iters; it++ {
+					if crash(p, j.Stats().Restarts, it) {
+						s.Finalize(context.Background())
+						return errors.New("crashed")
+					}
+					if it%4 == 0 && it > 0 {
+						b := binary.LittleEndian.AppendUint64(nil, uint64(it))
+						for u, v := range units {
+							b = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(b, u), v)
+						}
+						if err := j.Checkpoint(ctx, b); err != nil {
+							return err
+						}
+					}
+					var local uint64
+					for _, v := range units {
+						local += v
+					}
+					sum := []uint64{local}
+					if err := comm.Allreduce(ctx, c, sum, sum, comm.Sum[uint64]()); err != nil {
+						return err
+					}
+					for u, v := range units {
+						units[u] = v*6364136223846793005 + sum[0] + u
+					}
+				}
+				var x uint64
+				for _, v := range units {
+					x ^= v
+				}
+				all := []uint64{x}
+				if err := comm.Allreduce(ctx, c, all, all, comm.BXor[uint64]()); err != nil {
+					return err
+				}
+				result = all[0]
+				return nil
+			})
+			out[p].rank, out[p].result, out[p].stats = j.Rank(), result, j.Stats()
+		}()
+	}
+	wg.Wait()
+	for p, o := range out {
+		t.Logf("process %d: rank %d of %d, result %#x, err %v, stats %+v", p, o.rank, sizes[p], o.result, o.err, o.stats)
+	}
+	return out, sizes
+}
+
+// No spare left and a program that asks to continue on fewer ranks: the
+// survivors go on from the last checkpoint, the dropped ranks' states
+// come from their buddies, and the result is the failure-free one. The
+// second case loses another process before the shrunk run checkpoints,
+// so the epoch taken by 4 ranks is restored on 2.
+func TestShrinkWhenNoSpare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for failure detections")
+	}
+	const n, iters = 4, 30
+	clean, _ := runUnits(t, n, iters, func(int, int, int) bool { return false })
+	want := clean[0].result
+	for p := range n {
+		if clean[p].err != nil || clean[p].result != want || clean[p].stats.Shrunk {
+			t.Fatalf("clean run: process %d: %v, result %#x, want %#x", p, clean[p].err, clean[p].result, want)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		crash     func(p, attempt, it int) bool
+		survivors []int
+	}{
+		{"one lost", func(p, a, it int) bool { return p == 1 && a == 0 && it == 13 }, []int{0, 2, 3}},
+		{"a second lost before the next checkpoint", func(p, a, it int) bool {
+			return (p == 1 && a == 0 && it == 13) || (p == 2 && a == 1 && it == 12)
+		}, []int{0, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, sizes := runUnits(t, n, iters, tc.crash)
+			for i, p := range tc.survivors {
+				o := out[p]
+				if o.err != nil || o.result != want || !o.stats.Shrunk || o.rank != i || sizes[p] != len(tc.survivors) {
+					t.Errorf("process %d: err %v, result %#x (want %#x), shrunk %v, rank %d of %d (want %d of %d)",
+						p, o.err, o.result, want, o.stats.Shrunk, o.rank, sizes[p], i, len(tc.survivors))
+				}
+			}
+		})
+	}
+}
