@@ -13,7 +13,10 @@
 //
 // The second run loses rank 2's process after 1 s; the spare takes rank 2,
 // every rank goes back to the last checkpoint, and the checksum is the
-// same, bit for bit. With -dir DIR the checkpoints also go to disk, and a
+// same, bit for bit. With -shrink, a rank lost when no spare is left is
+// dropped instead of ending the job: the ranks left go back to the last
+// checkpoint, spread the plate's rows over themselves (the lost rank's
+// from its buddy) and go on, to the same checksum. With -dir DIR the checkpoints also go to disk, and a
 // job stopped whole (Ctrl-C) and started again with the same -dir resumes
 // from the last of them. Each point is computed by the same operations in the
 // same order whatever the number of ranks, so the checksum does not
@@ -48,7 +51,9 @@ type params struct {
 	compare bool
 	// verbose: rank 0 says when each checkpoint committed
 	verbose bool
-	stdout  io.Writer
+	// shrink: continue on fewer ranks when no spare is left
+	shrink bool
+	stdout io.Writer
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -63,6 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&p.pace, "pace", 0, "pause between two iterations (to make a short run last long enough to kill a rank in)")
 	fs.BoolVar(&p.compare, "compare", false, "time each checkpoint against an Allgather of the same size (rank 0 prints both)")
 	fs.BoolVar(&p.verbose, "v", false, "rank 0 prints a line as each checkpoint commits")
+	fs.BoolVar(&p.shrink, "shrink", false, "when a rank fails and no spare is left, go on with the ranks left instead of failing")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -84,7 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer done()
-	j, err := resil.New(s, resil.Config{Buddies: p.buddies, Dir: *dir})
+	j, err := resil.New(s, resil.Config{Buddies: p.buddies, Dir: *dir, Shrink: p.shrink})
 	if err != nil {
 		fmt.Fprintf(stderr, "jacobi: %v\n", err)
 		return 2
@@ -101,6 +107,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "jacobi: process %d took rank %d, resuming from checkpoint epoch %d\n", me, c.Rank(), epoch)
 			}
 		}
+		if rs := j.Restored(); rs.Epoch > 0 && rs.Ranks != c.Size() {
+			var err error
+			if state, err = spread(ctx, c, p.size, rs); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				fmt.Fprintf(stdout, "jacobi: continuing on %d ranks from checkpoint epoch %d of %d ranks\n", c.Size(), rs.Epoch, rs.Ranks)
+			}
+		}
 		return solve(ctx, c, j, p, state, &res)
 	})
 	if err != nil {
@@ -110,7 +125,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if j.Rank() == 0 {
 		st := j.Stats()
 		fmt.Fprintf(stdout, "jacobi: %d×%d plate, %d iterations on %d ranks: residual %.6e, checksum %016x\n",
-			p.size, p.size, p.iters, s.Processes().Size()-s.Spares(), res.residual, res.checksum)
+			p.size, p.size, p.iters, res.ranks, res.residual, res.checksum)
 		fmt.Fprintf(stdout, "jacobi: %d checkpoints (%d B sent to buddies by rank 0), %d restarts %v\n",
 			st.Checkpoints, st.CheckpointBytes, st.Restarts, st.Recoveries)
 		if st.Resumed > 0 {
@@ -126,6 +141,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // result is what rank 0 reports.
 type result struct {
+	ranks    int // at the end
 	residual float64
 	checksum uint64
 	// With -compare: checkpoints timed, their total time and that of the
@@ -214,8 +230,32 @@ func solve(ctx context.Context, c *comm.Comm, j *resil.Job, p params, state []by
 	if err != nil {
 		return err
 	}
-	res.residual, res.checksum = residual, sum
+	res.ranks, res.residual, res.checksum = n, residual, sum
 	return nil
+}
+
+// spread is the start of an attempt on fewer ranks than took the last
+// checkpoint (-shrink): every rank lays the rows of the states that fall
+// to it (rs) on a plate of zeros, a sum over the ranks assembles the
+// whole plate (each point from one rank, the rest adding exact zeros),
+// and the rank returns a checkpoint of its block of rows under the new
+// number of ranks, for solve to start from.
+func spread(ctx context.Context, c *comm.Comm, size int, rs resil.Restored) ([]byte, error) {
+	w := size + 2
+	plate := make([]float64, size*w)
+	it := 0
+	for slot, state := range rs.States {
+		first, rows := block(size, rs.Ranks, slot)
+		var err error
+		if it, err = decode(state, plate[first*w:(first+rows)*w]); err != nil {
+			return nil, err
+		}
+	}
+	if err := comm.Allreduce(ctx, c, plate, plate, comm.Sum[float64]()); err != nil {
+		return nil, err
+	}
+	first, rows := block(size, c.Size(), c.Rank())
+	return encode(it, plate[first*w:(first+rows)*w]), nil
 }
 
 // timeAllgather adds to res the time of the checkpoint that began at

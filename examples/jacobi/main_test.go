@@ -177,3 +177,34 @@ func TestNoSpareLeft(t *testing.T) {
 		}
 	}
 }
+
+// No spare, and the program asks to go on with the ranks left: the two
+// survivors spread the plate (the lost rank's rows from its buddy) and
+// the checksum is the failure-free one.
+func TestNoSpareShrinkSameChecksum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes for seconds")
+	}
+	clean := proctest.Launch(t, childEnv, 3, nil, args...)
+	if clean.Err != nil {
+		t.Fatalf("failure-free run: %v", clean.Err)
+	}
+	want := checksumOf(t, clean)
+	res := proctest.Launch(t, childEnv, 3, []launch.Kill{{Rank: 2, After: 500 * time.Millisecond}}, append([]string{"-shrink"}, args...)...)
+	if !res.Exits[2].Killed {
+		t.Fatalf("process 2 was not killed (%s): the run ended first", res.Exits[2].How())
+	}
+	for _, p := range []int{0, 1} {
+		if !res.Exits[p].OK() {
+			t.Errorf("process %d: %s; stderr:\n%s", p, res.Exits[p].How(), res.Stderr)
+		}
+	}
+	if got := checksumOf(t, res); got != want {
+		t.Errorf("checksum %s on the ranks left, %s without a failure", got, want)
+	}
+	for _, says := range []string{"jacobi: continuing on 2 ranks from checkpoint epoch ", "iterations on 2 ranks"} {
+		if !strings.Contains(res.Stdout, says) {
+			t.Errorf("rank 0 did not say %q:\n%s", says, res.Stdout)
+		}
+	}
+}
