@@ -141,6 +141,8 @@ type Stats struct {
 	// included.
 	Restarts   int
 	Recoveries []time.Duration
+	// Takeovers is each restart's time line here (see [Takeover]).
+	Takeovers []Takeover
 	// Checkpoints counts the committed checkpoints; CheckpointBytes the
 	// bytes this process sent to its buddies for them.
 	Checkpoints     int
@@ -154,6 +156,24 @@ type Stats struct {
 	// Resumed is the epoch the run resumed from on disk (Config.Dir), 0
 	// if it started afresh.
 	Resumed int
+}
+
+// Takeover is the time line of one restart at a process, for measuring
+// what a takeover costs: detection and view change end at Heard, the
+// attempt's end at Ended, the recovery (the survivors' agreement, the new
+// map, the inventories and the state transfers) at Restarted.
+type Takeover struct {
+	// Heard is when this process first heard (Session.Failures) of the
+	// failure of a process that held a rank in the attempt: after the
+	// failure detector's verdict and the view change. Zero if it heard of
+	// none: the attempt may end for a process through a call that failed
+	// before the report came, the report lagging the agreement.
+	Heard time.Time
+	// Ended is when the agreement that the attempt ended returned here.
+	Ended time.Time
+	// Restarted is when the recovery ended here and the function could
+	// start again.
+	Restarted time.Time
 }
 
 // New prepares a resilient run over s (a session of [comm.Init] with
@@ -230,6 +250,7 @@ func (j *Job) Restored() Restored {
 func (j *Job) Stats() Stats {
 	st := j.stats
 	st.Recoveries = slices.Clone(st.Recoveries)
+	st.Takeovers = slices.Clone(st.Takeovers)
 	return st
 }
 
@@ -304,12 +325,20 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 			j.c.Revoke()
 			j.cc.Revoke()
 		}
+		var lost []int
+		for _, p := range j.mapping {
+			if !inComm(next, p) {
+				lost = append(lost, p)
+			}
+		}
 		j.procs = next
 		if err := j.recover(ctx); err != nil {
 			return err
 		}
+		restarted := time.Now()
 		j.stats.Restarts++
-		j.stats.Recoveries = append(j.stats.Recoveries, time.Since(ended))
+		j.stats.Recoveries = append(j.stats.Recoveries, restarted.Sub(ended))
+		j.stats.Takeovers = append(j.stats.Takeovers, Takeover{Heard: j.watch.heard(lost), Ended: ended, Restarted: restarted})
 	}
 }
 
@@ -366,19 +395,35 @@ func procsRank(c *comm.Comm, p int) int {
 // context when a process holding a rank fails.
 type watcher struct {
 	mu      sync.Mutex
-	failed  map[int]bool
+	failed  map[int]time.Time // when each failed process was reported
 	holders map[int]bool
 	cancel  context.CancelFunc
 }
 
-func newWatcher() *watcher { return &watcher{failed: map[int]bool{}} }
+func newWatcher() *watcher { return &watcher{failed: map[int]time.Time{}} }
+
+// heard returns when the first of procs was reported failed (zero if none
+// was).
+func (w *watcher) heard(procs []int) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for _, p := range procs {
+		if t, ok := w.failed[p]; ok && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	return first
+}
 
 func (w *watcher) loop(failures <-chan comm.Failure, stop <-chan struct{}) {
 	for {
 		select {
 		case f := <-failures:
 			w.mu.Lock()
-			w.failed[f.Rank] = true
+			if _, ok := w.failed[f.Rank]; !ok {
+				w.failed[f.Rank] = time.Now()
+			}
 			if w.holders[f.Rank] && w.cancel != nil {
 				w.cancel()
 			}
@@ -399,7 +444,7 @@ func (w *watcher) arm(ctx context.Context, mapping []int) (context.Context, cont
 	w.cancel = cancel
 	for _, p := range mapping {
 		w.holders[p] = true
-		if w.failed[p] {
+		if _, ok := w.failed[p]; ok {
 			cancel()
 		}
 	}
