@@ -153,3 +153,104 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestSrunTwoNodesJacobiSpares: the Jacobi stencil on 4 ranks and 2
+// spare tasks (COHORT_SPARES=2) over two nodes, placed by a host file so
+// that the spares are on the other node than ranks 2 and 3: n1 holds
+// tasks 0, 1 and the spares 4, 5, n2 holds tasks 2 and 3. After the
+// first checkpoint, node n2 dies (its link down, its processes
+// SIGKILLed): the spares on n1 take ranks 2 and 3, their states come
+// from their buddies on n1 (ranks 0 and 1: a rank's buddy is on another
+// node), and the checksum is the one of a failure-free run. The Phoenix
+// paper's heartbeat timings keep this loaded machine's stalls from
+// excluding live tasks.
+func TestSrunTwoNodesJacobiSpares(t *testing.T) {
+	c := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	prog := []string{"./jacobi", "-size", "64", "-iters", "4000", "-pace", "2ms", "-k", "200", "-v"}
+	env := []string{"COHORT_SLURM_SECRET=" + testSecret, "COHORT_DETECTOR=heartbeat-paper"}
+	clean, err := srunOn(t, ctx, c, env, append([]string{"-J", jobName(t), "-N", "2", "-n", "4", "-O", "--mpi=pmi2"}, prog...)...)
+	want := regexp.MustCompile(`checksum [0-9a-f]{16}`).FindString(clean)
+	if err != nil || want == "" {
+		t.Fatalf("failure-free run: %v, no checksum", err)
+	}
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "set", "cslurm-v2", "up").Run()
+		if _, err := EnsureNodes(context.Background(), root, 2); err != nil {
+			t.Logf("restarting n2: %v", err)
+		}
+	})
+	hostfile := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hostfile, []byte("n1\nn1\nn2\nn2\nn1\nn1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := c.Command(ctx, "srun", append([]string{"--no-kill", "-J", jobName(t), "-N", "2", "-n", "6", "-O", "--mpi=pmi2", "--distribution=arbitrary"}, prog...)...)
+	cmd.Dir = bin
+	cmd.Env = append(cmd.Env, append(env, "COHORT_SPARES=2", "SLURM_HOSTFILE="+hostfile)...)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+	if !waitOutput(ctx, &out, 3*time.Minute, func(s string) bool { return strings.Contains(s, "checkpoint committed") }) {
+		t.Fatalf("no checkpoint committed:\n%s", out.String())
+	}
+	if err := exec.Command("ip", "link", "set", "cslurm-v2", "down").Run(); err != nil {
+		t.Fatalf("taking n2's link down: %v", err)
+	}
+	pids, err := exec.Command("ip", "netns", "pids", "cslurm-n2").Output()
+	if err != nil {
+		t.Fatalf("ip netns pids: %v", err)
+	}
+	for _, f := range strings.Fields(string(pids)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	t.Log("node n2 died: link down, its processes SIGKILLed")
+	// srun returns only once slurmctld has declared n2 dead: once rank 0
+	// has printed the checksum and both spares their takeover (or a
+	// survivor its error), the step is cancelled instead.
+	failed := regexp.MustCompile(`jacobi: process \d+: `)
+	waitOutput(ctx, &out, 3*time.Minute, func(s string) bool {
+		return failed.MatchString(s) || (strings.Contains(s, "checksum ") && strings.Contains(s, "took rank 2") && strings.Contains(s, "took rank 3"))
+	})
+	c.Command(ctx, "scancel", "-n", jobName(t)).Run()
+	err = cmd.Wait()
+	waited = true
+	text := out.String()
+	t.Logf("srun output:\n%s", text)
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("srun: %v", err)
+	}
+	for _, says := range []string{"jacobi: process 4 took rank 2", "jacobi: process 5 took rank 3", want} {
+		if !strings.Contains(text, says) {
+			t.Errorf("no %q (want the spares on n1 to take ranks 2 and 3, and the failure-free %s)", says, want)
+		}
+	}
+}
+
+// waitOutput waits until done(out) holds, polling, for at most limit; it
+// reports whether it held.
+func waitOutput(ctx context.Context, out *lockedBuffer, limit time.Duration, done func(string) bool) bool {
+	deadline := time.Now().Add(limit)
+	for !done(out.String()) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
+}
