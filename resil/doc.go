@@ -84,10 +84,10 @@
 //
 // # Limits
 //
-// Spares across SLURM nodes are untested (on peer hosts, cohort run
-// --hosts --spares, a test loses a host and its ranks' states come from
-// buddies on the others); a failed process does not come back as a
-// spare.
+// A failed process does not come back as a spare: the processes are the
+// N+S of the job's start, and a spare used is gone. Where the processes
+// run is the launcher's choice (cohort run --hosts spreads the spares;
+// under SLURM, srun's distribution places them).
 //
 // # On disk
 //
