@@ -105,9 +105,10 @@
 //
 // # Control frames
 //
-// Revocations and agreement steps ([Comm.Revoke], [Comm.Agree],
-// [Comm.Shrink]) travel apart from data: each peer has a queue of its own
-// for them, and transport/tcp carries them in its control lane, which its
+// Revocations, agreement steps ([Comm.Revoke], [Comm.Agree],
+// [Comm.Shrink]) and the welcomes of [Comm.Grow] travel apart from data:
+// each peer has a queue of its own for them, and transport/tcp carries
+// them in its control lane, which its
 // writer drains before the data queue, as it does the failure detector's
 // and the membership's frames. A peer whose data queue is full (a receiver
 // that does not keep up) still gets them next, and they are never dropped:
@@ -125,7 +126,10 @@
 //     give, never on data, which is still matched in the order it was
 //     sent; what it decides (Shrink's new communicator) is used only by
 //     data sent after the decision, which a receiver that has not created
-//     that communicator yet keeps for it (see Communicators).
+//     that communicator yet keeps for it (see Communicators);
+//   - a welcome ahead of data: a newcomer gets no data on the communicator
+//     it announces before an agreement on that communicator, whose steps
+//     follow the welcome in the lane.
 //
 // Virtual-node mapping updates, ready-to-sends and credit travel with the
 // data, in order with it. With replicated ranks every frame goes through

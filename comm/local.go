@@ -3,12 +3,15 @@ package comm
 import (
 	"context"
 	"fmt"
+	"io"
+	"slices"
 	"sync"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/group/stack"
 	"github.com/cohort-mp/cohort/host"
 	"github.com/cohort-mp/cohort/transport/mem"
+	"github.com/cohort-mp/cohort/wire"
 )
 
 // Local starts a job of n ranks inside this process, over an in-memory
@@ -16,10 +19,11 @@ import (
 // membership, matching engine) exactly as in a real job, only the transport
 // differs. It is for tests and examples: run one goroutine per session.
 //
-// When ctx is done every session is finalized. Finalize each session when
-// done with it; a rank's finalized endpoint stays on the network until every
-// rank of the job has finalized, so that what it sent before finalizing is
-// still delivered.
+// When ctx is done every session is finalized (newcomers' too, see
+// [JoinLocal]). Finalize each session when done with it; a rank's
+// finalized endpoint stays on the network until every process of the job
+// has finalized, so that what it sent before finalizing is still
+// delivered.
 func Local(ctx context.Context, n int, opts ...Option) ([]*Session, error) {
 	return LocalSpares(ctx, n, 0, opts...)
 }
@@ -58,87 +62,164 @@ func LocalSpares(ctx context.Context, n, spares int, opts ...Option) ([]*Session
 	if events != nil {
 		events = host.NewLockedWriter(events)
 	}
-	ids := make([]core.NodeID, n)
-	for i := range ids {
-		ids[i] = core.NodeID(i)
-	}
 	codec, err := stack.NewCodec()
 	if err != nil {
 		return nil, err
 	}
-	// Endpoints close when the last session of the job is finalized (or
-	// crashes, see kill).
-	var (
-		mu       sync.Mutex
-		left     int
-		eps      = make([]*mem.Endpoint, n)
-		sessions = make([]*Session, n)
-		done     = make(chan struct{})
-	)
-	closeAll := func() {
-		for _, ep := range eps {
-			if ep != nil {
-				ep.Close()
-			}
+	job := &localJob{hub: hub, codec: codec, o: o, det: det, events: events, size: n, done: make(chan struct{})}
+	for r := range n {
+		if _, err := job.join(core.NodeID(r)); err != nil {
+			job.closeAll()
+			return nil, err
 		}
 	}
 	for r := range n {
-		ep, err := hub.Join(core.NodeID(r))
-		if err != nil {
-			closeAll()
+		if err := job.start(core.NodeID(r), nil); err != nil {
+			job.closeAll()
 			return nil, err
 		}
-		eps[r] = ep
-		for p := range n {
-			if p != r {
-				ep.SetPeer(core.NodeID(p), mem.Addr(core.NodeID(p)))
-			}
-		}
-	}
-	for r := range n {
-		stack, err := newStack(core.NodeID(r), ids, o, det)
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		s := newSession(eps[r], n, o)
-		ep := eps[r]
-		s.onFinal = func() {
-			mu.Lock()
-			left++
-			last := left == n
-			mu.Unlock()
-			if last {
-				closeAll()
-				close(done)
-			}
-		}
-		s.crash = func() {
-			ep.Close()
-			s.onFinal()
-		}
-		seed := o.seed
-		if seed != 0 {
-			seed += uint64(r)
-		}
-		o2 := o
-		o2.seed = seed
-		if err := s.run(stack, codec, o2, events); err != nil {
-			closeAll()
-			return nil, err
-		}
-		sessions[r] = s
 	}
 	go func() {
 		select {
 		case <-ctx.Done():
+			job.mu.Lock()
+			sessions := slices.Clone(job.sessions)
+			job.mu.Unlock()
 			for _, s := range sessions {
-				s.Finalize(context.Background())
+				if s != nil {
+					s.Finalize(context.Background())
+				}
 			}
-		case <-done:
+		case <-job.done:
 		}
 	}()
-	return sessions, nil
+	return slices.Clone(job.sessions), nil
+}
+
+// JoinLocal starts a new process in the in-process job of s (a session of
+// [Local] or [LocalSpares]): a newcomer (newcomer.go), with the next free
+// process number, that asks the job's processes to admit it through the
+// membership and then waits, as a spare, for a [Comm.Grow] to add it
+// ([Session.Welcome]). It fails when the job has had [MaxNewcomers]
+// newcomers or every process of the job has finalized.
+func JoinLocal(s *Session) (*Session, error) {
+	job := s.local
+	if job == nil {
+		return nil, fmt.Errorf("%w: JoinLocal with a session not of Local", ErrBadArg)
+	}
+	job.mu.Lock()
+	id := core.NodeID(len(job.eps))
+	full := int(id) >= job.size+MaxNewcomers
+	job.mu.Unlock()
+	if full {
+		return nil, fmt.Errorf("%w: the job has had %d newcomers already", ErrBadArg, MaxNewcomers)
+	}
+	contacts, err := job.join(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := job.start(id, contacts); err != nil {
+		return nil, err
+	}
+	job.mu.Lock()
+	defer job.mu.Unlock()
+	return job.sessions[id], nil
+}
+
+// localJob is the in-process job of Local: its network, and its
+// processes' endpoints and sessions by process number. The endpoints
+// close when the last session started is finalized (or crashes, see
+// kill).
+type localJob struct {
+	hub    *mem.Hub
+	codec  *wire.Codec
+	o      options
+	det    stack.Detector
+	events io.Writer
+	size   int // processes at the start
+
+	mu       sync.Mutex
+	eps      []*mem.Endpoint
+	sessions []*Session
+	started  int  // sessions started
+	left     int  // sessions finalized
+	closed   bool // every session was finalized: the endpoints are closed
+	done     chan struct{}
+}
+
+// join puts process id's endpoint on the network, every other endpoint
+// knowing its address (the hub is the job's address table), and returns
+// the processes before it.
+func (j *localJob) join(id core.NodeID) ([]core.NodeID, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil, fmt.Errorf("%w: every process of the job has finalized", ErrFinalized)
+	}
+	ep, err := j.hub.Join(id)
+	if err != nil {
+		return nil, err
+	}
+	before := make([]core.NodeID, len(j.eps))
+	for p, other := range j.eps {
+		before[p] = core.NodeID(p)
+		other.SetPeer(id, mem.Addr(id))
+		ep.SetPeer(core.NodeID(p), mem.Addr(core.NodeID(p)))
+	}
+	j.eps = append(j.eps, ep)
+	j.sessions = append(j.sessions, nil) // start sets it
+	return before, nil
+}
+
+// start builds and runs the session of process id: one of the job's
+// start (contacts nil), or a newcomer that asks contacts to admit it.
+func (j *localJob) start(id core.NodeID, contacts []core.NodeID) error {
+	ids := make([]core.NodeID, j.size)
+	for i := range ids {
+		ids[i] = core.NodeID(i)
+	}
+	j.mu.Lock()
+	ep := j.eps[id]
+	j.mu.Unlock()
+	st, err := newStackJoin(id, ids, contacts, j.o, j.det)
+	if err != nil {
+		return err
+	}
+	s := newSession(ep, j.size, j.o)
+	s.local = j
+	s.onFinal = func() {
+		j.mu.Lock()
+		j.left++
+		last := j.left == j.started && !j.closed
+		j.closed = j.closed || last
+		j.mu.Unlock()
+		if last {
+			j.closeAll()
+			close(j.done)
+		}
+	}
+	s.crash = func() {
+		ep.Close()
+		s.onFinal()
+	}
+	o := j.o
+	if o.seed != 0 {
+		o.seed += uint64(id)
+	}
+	j.mu.Lock()
+	j.sessions[id] = s
+	j.started++
+	j.mu.Unlock()
+	return s.run(st, j.codec, o, j.events)
+}
+
+func (j *localJob) closeAll() {
+	j.mu.Lock()
+	eps := slices.Clone(j.eps)
+	j.mu.Unlock()
+	for _, ep := range eps {
+		ep.Close()
+	}
 }
 
 // detectorOf parses a detector name ("" is the default).
@@ -154,6 +235,13 @@ func detectorOf(name string) (stack.Detector, error) {
 // of the listed ranks, as package group assembles every node, with the
 // loopback timings of stack.DefaultLocalConfig.
 func newStack(self core.NodeID, ids []core.NodeID, o options, det stack.Detector, layers ...core.Machine) (*core.Stack, error) {
+	return newStackJoin(self, ids, nil, o, det, layers...)
+}
+
+// newStackJoin is newStack for a process that joins a running job
+// (newcomer.go) when contacts is not nil: it asks them, in order, to
+// admit it.
+func newStackJoin(self core.NodeID, ids, contacts []core.NodeID, o options, det stack.Detector, layers ...core.Machine) (*core.Stack, error) {
 	cfg := stack.DefaultLocalConfig()
 	cfg.ID = self
 	cfg.Detector = det
@@ -161,7 +249,7 @@ func newStack(self core.NodeID, ids []core.NodeID, o options, det stack.Detector
 	if o.fanout != 0 {
 		cfg.Fanout = o.fanout
 	}
-	st, err := stack.New(cfg, ids, stack.Options{Layers: layers})
+	st, err := stack.New(cfg, ids, stack.Options{Layers: layers, Join: contacts != nil, Contacts: contacts})
 	if err != nil {
 		return nil, err
 	}

@@ -59,10 +59,10 @@ type placer struct{ s *Session }
 // Place takes a data message whose receive is posted.
 func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 	s := p.s
-	if f.Kind == kindRData && int(f.Src) < s.size {
+	if f.Kind == kindRData && int(f.Src) < s.limit() {
 		return s.placeRData(f, n)
 	}
-	if (f.Kind != kindData && f.Kind != kindCData) || s.rep != nil || int(f.Src) >= s.size {
+	if (f.Kind != kindData && f.Kind != kindCData) || s.rep != nil || int(f.Src) >= s.limit() {
 		return 0, nil
 	}
 	skip, dst, credit := s.placeData(f, n)

@@ -120,6 +120,11 @@ type Session struct {
 	// links tells of this rank's links relayed and direct again; nil
 	// unless the launcher asked (links.go).
 	links *linkNotices
+	// nc is what the session knows of the processes that joined after
+	// the start (newcomer.go).
+	nc newcomers
+	// local is the in-process job of Local, which JoinLocal adds to.
+	local *localJob
 }
 
 type sessionStats struct {
@@ -227,14 +232,14 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 		queues:    map[uint64]*queue{},
 		comms:     map[uint64]*commState{},
 		revokedID: map[uint64]bool{},
-		failed:    make([]bool, size),
-		out:       make([]*outq, size),
+		failed:    make([]bool, size+MaxNewcomers),
+		out:       make([]*outq, size+MaxNewcomers),
 		agreeBuf:  map[uint64][]agreeNote{},
 		vmapBuf:   map[uint64][]vmapMsg{},
-		failures:  make(chan Failure, size),
+		failures:  make(chan Failure, size+MaxNewcomers),
 		failWake:  make(chan struct{}),
 		rdvJobs:   make(chan rdvJob),
-		credit:    make([]peerCredit, size),
+		credit:    make([]peerCredit, size+MaxNewcomers),
 		hostDone:  make(chan struct{}),
 
 		eagerCredit:     budget,
@@ -247,6 +252,7 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 	for r := range s.credit {
 		s.credit[r].avail = budget
 	}
+	s.nc.welcome, s.nc.alone = make(chan struct{}), make(chan struct{})
 	s.world, s.procs = s.worldsOf(o.spares)
 	s.spinFromEnv()
 	return s
@@ -391,16 +397,9 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 		if s.rep != nil {
 			return // failures of ranks come from the replication layer
 		}
-		in := make(map[core.NodeID]bool, len(e.Members))
-		for _, id := range e.Members {
-			in[id] = true
-		}
-		var gone []int
-		for r := 0; r < s.size; r++ {
-			if !in[core.NodeID(r)] {
-				gone = append(gone, r)
-			}
-		}
+		s.mu.Lock()
+		gone := s.viewLocked(e.Epoch, e.Members)
+		s.mu.Unlock()
 		s.fail(gone, e.Epoch)
 	case member.Evicted:
 		s.log.Warn("comm: this process was excluded from the job", "epoch", e.Epoch)
@@ -423,7 +422,7 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 	var newly []int
 	s.mu.Lock()
 	for _, r := range ranks {
-		if r < 0 || r >= s.size || s.failed[r] || core.NodeID(r) == s.self {
+		if r < 0 || r >= s.limit() || s.failed[r] || core.NodeID(r) == s.self {
 			continue
 		}
 		s.failed[r] = true
@@ -492,7 +491,7 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		return false
 	}
 	src := int(f.Src)
-	if src >= s.size {
+	if src >= s.limit() {
 		s.stats.malformed.Add(1)
 		return true
 	}
@@ -537,6 +536,8 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		if m, err = unmarshalAgree(f.Payload); err == nil {
 			s.onAgree(src, m)
 		}
+	case kindWelcome:
+		err = s.onWelcome(src, f.Payload)
 	case kindVMap:
 		var m vmapMsg
 		if m, err = unmarshalVMap(f.Payload); err == nil {

@@ -38,6 +38,9 @@ func AllowSpares() Option { return func(o *options) { o.allowSpares = true } }
 // are spares.
 func (s *Session) worldsOf(spares int) (world, procs *Comm) {
 	s.spares = spares
+	if s.IsNewcomer() {
+		return nil, nil // until a Grow adds it (newcomer.go)
+	}
 	ranks := s.size - spares
 	if int(s.self) < ranks {
 		members := make([]core.NodeID, ranks)

@@ -24,10 +24,11 @@ const (
 )
 
 // controlKind reports whether frames of kind k are comm's control frames:
-// revocations and agreement steps, which travel apart from its data, in
+// revocations, agreement steps and welcomes (newcomer.go), which travel
+// apart from its data, in
 // the transport's control lane (transport/tcp lists these kinds), and may
 // overtake data sent before them (package doc, "Control frames").
-func controlKind(k core.Kind) bool { return k == kindRevoke || k == kindAgree }
+func controlKind(k core.Kind) bool { return k == kindRevoke || k == kindAgree || k == kindWelcome }
 
 // errMalformed: a comm frame that does not decode. It is dropped and counted.
 var errMalformed = errors.New("comm: malformed frame")
