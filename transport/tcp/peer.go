@@ -279,8 +279,8 @@ const controlLaneLen = 128
 // controlFrame reports whether frames of kind k go in the control lane:
 // those of the protocols that keep the job together (core, the failure
 // detector, the membership and its stabilization agreement, the
-// directory), and comm's revocations and agreement steps, which may
-// overtake its data (package comm, "Control frames"). The protocols that
+// directory), and comm's revocations, agreement steps and welcomes, which
+// may overtake its data (package comm, "Control frames"). The protocols that
 // carry the program's data (the rest of comm, replica, vsync, application
 // protocols, tests) go in the data queue, in order with each other.
 func controlFrame(k core.Kind) bool {
@@ -288,14 +288,17 @@ func controlFrame(k core.Kind) bool {
 	case core.ProtoCore, core.ProtoFD, core.ProtoMember, core.ProtoStable, core.ProtoGroup:
 		return true
 	}
-	return k == commRevoke || k == commAgree
+	return k == commRevoke || k == commAgree || k == commWelcome
 }
 
-// commRevoke and commAgree are comm's kindRevoke and kindAgree (comm's
-// wire.go; the numbers are on the wire, so they stay).
+// commRevoke, commAgree and commWelcome are comm's kindRevoke, kindAgree
+// and kindWelcome (comm's wire.go and newcomer.go; the numbers are on the
+// wire, so they stay). A welcome shares the agreement's lane because the
+// agreement's steps on the communicator it announces must not overtake it.
 const (
-	commRevoke = core.Kind(core.ProtoComm)<<8 | 3
-	commAgree  = core.Kind(core.ProtoComm)<<8 | 4
+	commRevoke  = core.Kind(core.ProtoComm)<<8 | 3
+	commAgree   = core.Kind(core.ProtoComm)<<8 | 4
+	commWelcome = core.Kind(core.ProtoComm)<<8 | 12
 )
 
 // activateLocked gives p its queues and starts its writer if it has none.
