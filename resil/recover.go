@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cohort-mp/cohort/comm"
 )
@@ -23,8 +24,9 @@ func (j *Job) recover(ctx context.Context) error {
 		for i := range live {
 			live[i] = j.procs.WorldRank(i)
 		}
-		// Processes are numbered as Session.Processes is, and Shrink keeps
-		// their order: live is sorted.
+		// Shrink keeps the processes' order, but a Grow appends
+		// newcomers after processes of higher numbers that joined before.
+		slices.Sort(live)
 		next, orphans := assign(attempt, live)
 		newRank := identity(len(attempt))
 		if orphans != nil {

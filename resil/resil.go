@@ -106,19 +106,18 @@ type Func func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error
 // documentation). Build it with [New]; its methods are for the goroutine
 // that called Run, and Checkpoint for the function it runs.
 type Job struct {
-	s      *comm.Session
-	k      int
-	n, n0  int // ranks now and at the start (fewer after a shrink)
-	shrink bool
-	procs  *comm.Comm // the live processes, agreed at the last recovery
+	s       *comm.Session
+	buddies int // Config.Buddies
+	k       int // buddies, bounded by the job's ranks
+	n, n0   int // ranks now and at the start (fewer after a shrink)
+	shrink  bool
+	procs   *comm.Comm // the live processes, agreed at the last recovery
 	// mapping is the rank→process map (process numbers of
 	// Session.Processes), the same at every survivor.
 	mapping []int
 	c, cc   *comm.Comm // this attempt's communicator and its checkpoint twin (nil at an idle process)
-	// hosts are the processes' hosts (Session.HostOf); keep and keptBy
-	// the keepers of each rank's state under the map, and the ranks each
-	// rank keeps copies of (keeperTable).
-	hosts        []string
+	// keep and keptBy are the keepers of each rank's state under the
+	// map, and the ranks each rank keeps copies of (keeperTable).
 	keep, keptBy [][]int
 	dir          string // Config.Dir
 	st           store
@@ -177,28 +176,42 @@ type Takeover struct {
 }
 
 // New prepares a resilient run over s (a session of [comm.Init] with
-// [comm.AllowSpares], or of [comm.LocalSpares]).
+// [comm.AllowSpares], or of [comm.LocalSpares]; or a newcomer's, see
+// [comm.JoinLocal]: its run learns the job's shape when the survivors add
+// it, newcomer.go).
 func New(s *comm.Session, cfg Config) (*Job, error) {
 	procs := s.Processes()
-	n := procs.Size() - s.Spares()
-	if cfg.Buddies < 1 || (cfg.Buddies >= n && n > 1) {
-		return nil, fmt.Errorf("%w: %d buddies for %d ranks (want 1 to %d)", ErrConfig, cfg.Buddies, n, max(n-1, 1))
+	n := 0
+	if procs != nil {
+		n = procs.Size() - s.Spares()
+	}
+	if err := checkBuddies(cfg.Buddies, n); err != nil {
+		return nil, err
 	}
 	if cfg.Dir != "" {
 		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("%w: Dir: %w", ErrConfig, err)
 		}
 	}
-	j := &Job{s: s, k: min(cfg.Buddies, n-1), n: n, n0: n, shrink: cfg.Shrink, procs: procs, mapping: identity(n), hosts: make([]string, procs.Size()), dir: cfg.Dir, space: identitySpace(n)}
-	for p := range j.hosts {
-		j.hosts[p] = s.HostOf(p)
-	}
+	j := &Job{s: s, buddies: cfg.Buddies, k: min(cfg.Buddies, n-1), n: n, n0: n, shrink: cfg.Shrink, procs: procs, mapping: identity(n), dir: cfg.Dir, space: identitySpace(n)}
 	j.st.reset()
 	return j, nil
 }
 
+// checkBuddies checks Config.Buddies for a job of n ranks (0: not known
+// yet, at a newcomer).
+func checkBuddies(k, n int) error {
+	if k < 1 || (k >= n && n > 1) {
+		return fmt.Errorf("%w: %d buddies for %d ranks (want 1 to %d)", ErrConfig, k, n, max(n-1, 1))
+	}
+	return nil
+}
+
 // Rank returns the rank this process holds (-1: none, an idle spare).
 func (j *Job) Rank() int {
+	if j.procs == nil {
+		return -1 // a newcomer not added yet
+	}
 	me := j.procs.WorldRank(j.procs.Rank())
 	return slices.Index(j.mapping, me)
 }
@@ -271,7 +284,11 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 	stop := make(chan struct{})
 	defer close(stop)
 	go j.watch.loop(j.s.Failures(), stop)
-	if err := j.begin(); err != nil {
+	if j.procs == nil {
+		if done, err := j.awaitWelcome(ctx); done || err != nil {
+			return err
+		}
+	} else if err := j.begin(); err != nil {
 		return err
 	}
 	for {
@@ -296,9 +313,12 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 				j.cc.Revoke()
 			}
 		}
-		flag := 1
-		if fnErr != nil {
-			flag = 0
+		// Bit 0: this rank's function returned nil; the others: the
+		// newcomers seen admitted here (newcomer.go), so that the AND
+		// lists those every survivor knows.
+		flag := j.newcomerBits() << 1
+		if fnErr == nil {
+			flag |= 1
 		}
 		v, err := j.procs.Agree(ctx, flag)
 		if err != nil {
@@ -313,13 +333,20 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 		for _, p := range j.mapping {
 			lostHolder = lostHolder || !inComm(next, p)
 		}
+		outcome, result := outcomeRecover, error(nil)
 		switch {
-		case v == 1 && !lostHolder:
-			return nil
+		case v&1 == 1 && !lostHolder:
+			outcome = outcomeDone
 		case !lostHolder && fnErr != nil && !errors.Is(fnErr, comm.ErrRevoked):
-			return fnErr
+			outcome, result = outcomeAborted, fnErr
 		case !lostHolder:
-			return ErrAborted
+			outcome, result = outcomeAborted, ErrAborted
+		}
+		if next, err = j.admit(next, v>>1, outcome); err != nil {
+			return err
+		}
+		if outcome != outcomeRecover {
+			return result
 		}
 		if j.c != nil {
 			j.c.Revoke()
@@ -373,7 +400,7 @@ func (j *Job) begin() error {
 func (j *Job) rankHosts(mapping []int) []string {
 	out := make([]string, len(mapping))
 	for r, p := range mapping {
-		out[r] = j.hosts[p]
+		out[r] = j.s.HostOf(p)
 	}
 	return out
 }

@@ -69,37 +69,9 @@ func runRingConfig(t *testing.T, n, spares int, cfg Config, iters, stopAt int, c
 				j.duringRecovery = func() { duringRecovery(p, s) }
 			}
 			var result uint64
-			out[p].err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
-				it, v := 0, uint64(c.Rank()+1)
-				if state != nil {
-					it, v = int(binary.LittleEndian.Uint64(state)), binary.LittleEndian.Uint64(state[8:])
-				}
-				for ; it < iters; it++ {
-					if it%4 == 0 && it > 0 {
-						if err := j.Checkpoint(ctx, binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(it)), v)); err != nil {
-							return err
-						}
-					}
-					if it == stopAt {
-						return errStop
-					}
-					if j.Stats().Restarts == 0 && crash(p, it) {
-						s.Finalize(context.Background()) // as a crash: the others detect it
-						return errors.New("crashed")
-					}
-					sum := []uint64{v}
-					if err := comm.Allreduce(ctx, c, sum, sum, comm.Sum[uint64]()); err != nil {
-						return err
-					}
-					v = v*6364136223846793005 + sum[0] + uint64(c.Rank())
-				}
-				all := []uint64{v}
-				if err := comm.Allreduce(ctx, c, all, all, comm.BXor[uint64]()); err != nil {
-					return err
-				}
-				result = all[0]
-				return nil
-			})
+			out[p].err = j.Run(ctx, ringFunc(j, s, iters, stopAt, func(it int) bool {
+				return j.Stats().Restarts == 0 && crash(p, it)
+			}, &result))
 			out[p].rank, out[p].result, out[p].stats = j.Rank(), result, j.Stats()
 		}()
 	}
@@ -108,6 +80,45 @@ func runRingConfig(t *testing.T, n, spares int, cfg Config, iters, stopAt int, c
 		t.Logf("process %d: rank %d, result %#x, err %v, stats %+v", p, o.rank, o.result, o.err, o.stats)
 	}
 	return out
+}
+
+// ringFunc is runRingConfig's function at the process of s: iters
+// iterations mixing every rank's value through an Allreduce, a checkpoint
+// every 4, errStop before iteration stopAt, a crash (s finalized) before
+// iteration it when crash(it) says so, and the XOR of every rank's value
+// in *result at the end.
+func ringFunc(j *Job, s *comm.Session, iters, stopAt int, crash func(it int) bool, result *uint64) Func {
+	return func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
+		it, v := 0, uint64(c.Rank()+1)
+		if state != nil {
+			it, v = int(binary.LittleEndian.Uint64(state)), binary.LittleEndian.Uint64(state[8:])
+		}
+		for ; it < iters; it++ {
+			if it%4 == 0 && it > 0 {
+				if err := j.Checkpoint(ctx, binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(it)), v)); err != nil {
+					return err
+				}
+			}
+			if it == stopAt {
+				return errStop
+			}
+			if crash(it) {
+				s.Finalize(context.Background()) // as a crash: the others detect it
+				return errors.New("crashed")
+			}
+			sum := []uint64{v}
+			if err := comm.Allreduce(ctx, c, sum, sum, comm.Sum[uint64]()); err != nil {
+				return err
+			}
+			v = v*6364136223846793005 + sum[0] + uint64(c.Rank())
+		}
+		all := []uint64{v}
+		if err := comm.Allreduce(ctx, c, all, all, comm.BXor[uint64]()); err != nil {
+			return err
+		}
+		*result = all[0]
+		return nil
+	}
 }
 
 // The result with a crash and a spare taking the rank is the result
