@@ -82,12 +82,34 @@
 // commits, a further failure goes back to the same epoch, its slots
 // handed on again the same way.
 //
+// # Newcomers
+//
+// A process may join the running job as a spare: a process started
+// again where one died, say ([comm.JoinLocal] in a job of one process).
+// It is a new process with a new number (comm's newcomers), never the
+// failed one back; it runs New and Run like the others, and Run waits
+// until the survivors add it. Every process ANDs into the agreement that
+// ends an attempt a bit per newcomer its views admitted, so the survivors
+// add, with [comm.Comm.Grow], exactly the newcomers every one of them
+// knows, and tell them how the attempt ended and its map. In the
+// recovery that follows a newcomer is an idle process like a spare: the
+// failed ranks take the lowest-numbered idle processes, spares of the
+// start before newcomers, and the state comes from a buddy. A join that
+// races with a failure or a recovery is added at the next attempt's end
+// where every survivor has seen it admitted, at the latest the run's end
+// (its Run then returns nil, as a spare's does); one admitted after the
+// run's last agreement gets [comm.ErrNoWelcome] once the others have
+// gone.
+//
 // # Limits
 //
-// A failed process does not come back as a spare: the processes are the
-// N+S of the job's start, and a spare used is gone. Where the processes
-// run is the launcher's choice (cohort run --hosts spreads the spares;
-// under SLURM, srun's distribution places them).
+// Only a job of one process ([comm.LocalSpares]) can start a newcomer
+// today: cohort run, --hosts and SLURM start the N+S processes of the
+// job and no others, and a newcomer of a job over TCP would need its
+// address spread to every process (the launcher's address table is made
+// once, at the start). A job admits at most [comm.MaxNewcomers]. Where
+// the processes run is the launcher's choice (cohort run --hosts spreads
+// the spares; under SLURM, srun's distribution places them).
 //
 // # On disk
 //
