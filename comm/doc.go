@@ -167,6 +167,13 @@
 // package resil, which does all of this for it; [Init] refuses to make a
 // spare of any other program ([ErrSpare]) unless it passes [AllowSpares].
 //
+// A process may also join the running job later, as a newcomer with a
+// process number of its own ([JoinLocal], in a job of one process; a
+// failed process never comes back under its number): the membership
+// admits it, [Session.Newcomers] lists it at every process whose view
+// holds it, and the members of a communicator add it with [Comm.Grow],
+// its [Session.Welcome] returning the same communicator (newcomer.go).
+//
 // # Data path
 //
 // Data frames (kinds of core.ProtoComm) do not go through the host's event
