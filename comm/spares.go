@@ -63,12 +63,14 @@ func (s *Session) worldsOf(spares int) (world, procs *Comm) {
 func (s *Session) Spares() int { return s.spares }
 
 // IsSpare reports whether this process started as a spare: it is not in
-// [Session.World] (which is nil here), only in [Session.Processes].
+// [Session.World] (which is nil here), only in [Session.Processes]. A
+// newcomer ([Session.IsNewcomer]) is a spare too, in no communicator
+// until a [Comm.Grow] adds it.
 func (s *Session) IsSpare() bool { return int(s.self) >= s.size-s.spares }
 
-// Processes returns the communicator of every process of the job: the
-// world's ranks first (rank p is process p), then the spares. In a job
-// without spares it is [Session.World].
+// Processes returns the communicator of every process of the job's
+// start: the world's ranks first (rank p is process p), then the spares.
+// In a job without spares it is [Session.World]; at a newcomer, nil.
 func (s *Session) Processes() *Comm { return s.procs }
 
 // Create returns a new communicator of the listed ranks of c, rank i of
