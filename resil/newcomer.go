@@ -140,8 +140,8 @@ func unmarshalWelcome(p []byte) (welcome, error) {
 	}
 	for _, list := range []*[]int{&w.mapping, &w.space.holder, &w.space.own} {
 		n, err := next(uint64(w.n0))
-		if err != nil {
-			return w, err
+		if err != nil || n > len(p) { // a value takes a byte at least
+			return w, errWelcome
 		}
 		*list = make([]int, n)
 		for i := range *list {

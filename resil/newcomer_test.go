@@ -13,11 +13,12 @@ import (
 
 // newcomerRun runs ringFunc on a Local job of n ranks and spares spares;
 // crash(p, restarts, it) says whether process p crashes before iteration
-// it of the attempt after restarts recoveries. join(ss, start) is called
-// on the test's goroutine; start(ctx) starts a newcomer (JoinLocal) that
-// runs the same function, and returns its session. The outcomes are by
-// process, newcomers last.
-func newcomerRun(t *testing.T, n, spares, iters int, crash func(p, restarts, it int) bool, join func(ss []*comm.Session, start func() *comm.Session)) []outcome {
+// it of the attempt after restarts recoveries, and recovering(p), if not
+// nil, is called at process p in every recovery round. join(ss, start) is
+// called on the test's goroutine; start() starts a newcomer (JoinLocal)
+// that runs the same function, and returns its session. The outcomes are
+// by process, newcomers last.
+func newcomerRun(t *testing.T, n, spares, iters int, crash func(p, restarts, it int) bool, recovering func(p int), join func(ss []*comm.Session, start func() *comm.Session)) []outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -43,6 +44,9 @@ func newcomerRun(t *testing.T, n, spares, iters int, crash func(p, restarts, it 
 		if err != nil {
 			o.err = err
 			return
+		}
+		if recovering != nil {
+			j.duringRecovery = func() { recovering(p) }
 		}
 		o.err = j.Run(ctx, ringFunc(j, s, iters, -1, func(it int) bool {
 			return crash(p, j.Stats().Restarts, it)
@@ -118,7 +122,7 @@ func TestNewcomerTakesARank(t *testing.T) {
 			return p == 2
 		}
 		return false
-	}, func(ss []*comm.Session, start func() *comm.Session) {
+	}, nil, func(ss []*comm.Session, start func() *comm.Session) {
 		if nc := start(); nc != nil {
 			admitted(t, []*comm.Session{ss[0], ss[2], ss[3]}, 4)
 		}
@@ -155,7 +159,7 @@ func TestNewcomerRacesAFailure(t *testing.T) {
 			return p == 1
 		}
 		return false
-	}, func(ss []*comm.Session, start func() *comm.Session) {
+	}, nil, func(ss []*comm.Session, start func() *comm.Session) {
 		start()
 		close(started)
 	})
@@ -181,7 +185,7 @@ func TestNewcomerAtTheRunsEnd(t *testing.T) {
 			<-ready
 		}
 		return false
-	}, func(ss []*comm.Session, start func() *comm.Session) {
+	}, nil, func(ss []*comm.Session, start func() *comm.Session) {
 		if start() != nil {
 			admitted(t, ss, 2)
 		}
@@ -195,4 +199,69 @@ func TestNewcomerAtTheRunsEnd(t *testing.T) {
 	if nc := out[n]; nc.err != nil || nc.rank != -1 {
 		t.Errorf("the newcomer: err %v, rank %d (want nil, none)", nc.err, nc.rank)
 	}
+}
+
+// A newcomer that joins while the survivors recover from the loss of
+// process 1 (started from inside the recovery round) is not added by that
+// recovery, which adds no one: the spare takes rank 1. Once every view
+// holds it, process 2 crashes, and the newcomer takes rank 2 at the end
+// of that attempt, with the failure-free result.
+func TestNewcomerJoinsDuringARecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for failure detections")
+	}
+	const n, spares, iters = 3, 1, 40
+	clean := runRing(t, n, spares, 1, iters, func(int, int) bool { return false })
+	want := clean[0].result
+	recovering, ready := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	out := newcomerRun(t, n, spares, iters, func(p, restarts, it int) bool {
+		switch {
+		case p == 1 && restarts == 0 && it == 9:
+			return true
+		case restarts == 1 && it == 16:
+			<-ready
+			return p == 2
+		}
+		return false
+	}, func(p int) {
+		if p == 0 {
+			once.Do(func() { close(recovering) })
+		}
+	}, func(ss []*comm.Session, start func() *comm.Session) {
+		<-recovering
+		if nc := start(); nc != nil {
+			admitted(t, []*comm.Session{ss[0], ss[2], ss[3]}, 4)
+		}
+		close(ready)
+	})
+	for _, p := range []int{0, 3, 4} {
+		if o := out[p]; o.err != nil || o.result != want {
+			t.Errorf("process %d: err %v, result %#x (want %#x)", p, o.err, o.result, want)
+		}
+	}
+	if out[3].rank != 1 || out[4].rank != 2 || !out[4].stats.TookOver {
+		t.Errorf("the spare holds rank %d (want 1), the newcomer rank %d (want 2, took over %v)", out[3].rank, out[4].rank, out[4].stats.TookOver)
+	}
+}
+
+// A welcome's payload decodes or is refused with errWelcome, never a
+// panic, and what decodes encodes back the same way.
+func FuzzWelcomePayload(f *testing.F) {
+	f.Add(welcome{outcome: outcomeRecover, n0: 3, mapping: []int{0, 3, 2}, space: identitySpace(3)}.marshal())
+	f.Add(welcome{outcome: outcomeDone, n0: 4, mapping: []int{0, 2}, space: space{holder: []int{0, 0, 1, 1}, own: []int{0, 2}}}.marshal())
+	f.Add([]byte{3, 1})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		w, err := unmarshalWelcome(p)
+		if err != nil {
+			if !errors.Is(err, errWelcome) {
+				t.Fatalf("error %v is not errWelcome", err)
+			}
+			return
+		}
+		back, err := unmarshalWelcome(w.marshal())
+		if err != nil || back.outcome != w.outcome || back.n0 != w.n0 || !slices.Equal(back.mapping, w.mapping) || !slices.Equal(back.space.holder, w.space.holder) || !slices.Equal(back.space.own, w.space.own) {
+			t.Fatalf("%+v encodes to %+v (%v)", w, back, err)
+		}
+	})
 }
