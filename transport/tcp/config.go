@@ -27,9 +27,10 @@ type Config struct {
 	Secret []byte
 
 	// QueueLen is the capacity, in frames, of the send queue to each peer
-	// (the frames of the detector, the membership and comm's revocations
-	// and agreements have a control lane of their own of 128, which the
-	// writer drains first). Send blocks while it is full. The queues exist
+	// (the frames of the detector, the membership, comm's revocations
+	// and agreements and the replication protocol's frames other than its
+	// data have a control lane of their own of 128, which the writer
+	// drains first). Send blocks while it is full. The queues exist
 	// only while the peer has a connection in use or frames waiting.
 	// Default 1024.
 	QueueLen int

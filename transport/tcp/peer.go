@@ -279,26 +279,33 @@ const controlLaneLen = 128
 // controlFrame reports whether frames of kind k go in the control lane:
 // those of the protocols that keep the job together (core, the failure
 // detector, the membership and its stabilization agreement, the
-// directory), and comm's revocations, agreement steps and welcomes, which
-// may overtake its data (package comm, "Control frames"). The protocols that
-// carry the program's data (the rest of comm, replica, vsync, application
-// protocols, tests) go in the data queue, in order with each other.
+// directory), comm's revocations, agreement steps and welcomes, which
+// may overtake its data (package comm, "Control frames"), and every frame
+// of the replication protocol but its data (acknowledgements, commits,
+// decisions, the end of a program: package replica relies on no order
+// between them and data). The protocols that carry the program's data
+// (the rest of comm, replica's data, vsync, application protocols, tests)
+// go in the data queue, in order with each other.
 func controlFrame(k core.Kind) bool {
 	switch k.Proto() {
 	case core.ProtoCore, core.ProtoFD, core.ProtoMember, core.ProtoStable, core.ProtoGroup:
 		return true
+	case core.ProtoReplica:
+		return k != replicaData
 	}
 	return k == commRevoke || k == commAgree || k == commWelcome
 }
 
 // commRevoke, commAgree and commWelcome are comm's kindRevoke, kindAgree
-// and kindWelcome (comm's wire.go and newcomer.go; the numbers are on the
-// wire, so they stay). A welcome shares the agreement's lane because the
-// agreement's steps on the communicator it announces must not overtake it.
+// and kindWelcome (comm's wire.go and newcomer.go), replicaData is
+// replica.KindData: the numbers are on the wire, so they stay. A welcome
+// shares the agreement's lane because the agreement's steps on the
+// communicator it announces must not overtake it.
 const (
 	commRevoke  = core.Kind(core.ProtoComm)<<8 | 3
 	commAgree   = core.Kind(core.ProtoComm)<<8 | 4
 	commWelcome = core.Kind(core.ProtoComm)<<8 | 12
+	replicaData = core.Kind(core.ProtoReplica)<<8 | 1
 )
 
 // activateLocked gives p its queues and starts its writer if it has none.
