@@ -31,8 +31,10 @@ import (
 //
 // Every call into the layer holds that lock, so the layer still sees one
 // call at a time, as its contract asks. Every other message it sends goes
-// to the transport under that lock, never waiting (a full queue drops it:
-// the layer retransmits). A direct write may wait for the peer's buffer,
+// to the transport under that lock, never waiting: a Data that finds the
+// data queue full is dropped (the layer retransmits), a control message
+// goes in the transport's control lane, or waits in a lane of comm's own
+// when that is full (replicalane.go). A direct write may wait for the peer's buffer,
 // so it must not hold the lock: a reader that waited for it would stop
 // reading, and two processes could each wait for the other's. The data
 // messages of two sends made at once by two goroutines of the program may
@@ -50,8 +52,7 @@ import (
 // most, not one per message.
 //
 // What the host did for the layer's messages comm does here: it stamps a
-// frame with the session's epoch, encodes it with the job's codec, and
-// drops it when the peer's queue is full (the layer retransmits); the
+// frame with the session's epoch and encodes it with the job's codec; the
 // stack's traffic observers no longer see these frames, so the failure
 // detector keeps its own heartbeats toward a peer that only exchanges
 // replicated data.
@@ -197,26 +198,32 @@ func (e layerEnv) Now() time.Duration { return e.r.loopEnv.Now() }
 
 func (e layerEnv) Rand() *rand.Rand { return e.r.loopEnv.Rand() }
 
-// Send hands m to the transport at once, and drops it if the peer's queue
-// is full, as the host drops one (the layer retransmits). A small message
-// is encoded into a buffer the layer reuses, which the transport copies. A
-// large one (a Data of more than sharedEncoding bytes) is encoded once
-// into a buffer of its own that the frames to every replica of the
-// destination share: the layer sends one message to each in a row, and
-// the transport only reads a frame's payload.
+// Send hands m to the transport at once. A control message (all but
+// Data) is never dropped (sendControl, replicalane.go). A Data is dropped
+// if the peer's data queue is full (the layer retransmits); a small one is
+// encoded into a buffer the layer reuses, which the transport copies, a
+// large one (more than sharedEncoding bytes) once into a buffer of its own
+// that the frames to every replica of the destination share: the layer
+// sends one message to each in a row, and the transport only reads a
+// frame's payload.
 func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 	r := e.r
 	if to == r.phys {
 		r.selfQ = append(r.selfQ, m)
 		return
 	}
-	if d, ok := m.(*replica.Data); ok && r.collecting {
+	d, ok := m.(*replica.Data)
+	if !ok {
+		r.sendControl(to, m)
+		return
+	}
+	if r.collecting {
 		r.direct = append(r.direct, directData{to: to, m: d})
 		return
 	}
 	f := wire.Frame{Kind: m.Kind(), Epoch: r.sess.epoch.Load()}
 	var err error
-	if d, ok := m.(*replica.Data); ok && len(d.Payload) > sharedEncoding {
+	if len(d.Payload) > sharedEncoding {
 		if r.shared.m != m {
 			b, merr := r.codec.Marshal(m)
 			if merr != nil {

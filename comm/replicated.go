@@ -90,6 +90,12 @@ type replicated struct {
 	// completes only once handed to the layer.
 	stalled atomic.Bool
 	dropped atomic.Uint64 // messages of the layer dropped by a full queue
+	// lanes are the control messages' lanes, by process (replicalane.go;
+	// lmu).
+	lanes []*ctlLane
+	// laned counts the control messages that waited in a lane (the
+	// transport's control lane toward their process was full).
+	laned atomic.Uint64
 
 	// free holds large payload buffers the layer released (its
 	// Config.KeepReleased), for replicaSend to reuse: a large send then
@@ -324,14 +330,16 @@ func (r *replicated) stats() replica.Stats {
 // finish waits, at Finalize, until every process of the job has finished
 // its program or left (replica.Finish): a replica behind its peers may
 // still need messages and collective steps of ranks whose replicas would
-// otherwise be gone, and so failed for it.
+// otherwise be gone, and so failed for it. Then it waits until the
+// control messages still queued in comm's lanes (this process's Fin among
+// them) reached the transport, which Finalize then flushes.
 func (r *replicated) finish(ctx context.Context, s *Session) error {
 	if err := s.host.Handle(ctx, replica.Finish{}); err != nil {
 		return s.endErr(err)
 	}
 	select {
 	case <-r.finished:
-		return nil
+		return r.waitLanes(ctx)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.base.Done():
@@ -352,10 +360,12 @@ func (s *Session) onReplicaEvent(e core.Event) {
 	case replica.Decided:
 		s.rep.onDecided(e)
 	case replica.RankFailed:
+		s.rep.stopLanes(s.processesOf(e.Rank)...)
 		s.fail([]int{e.Rank}, s.epoch.Load())
 	case replica.Finished:
 		close(s.rep.finished)
 	case replica.ReplicaLost:
+		s.rep.stopLanes(e.Phys)
 		s.log.Info("comm: a replica was lost; its rank lives on", "rank", e.Rank, "process", uint32(e.Phys))
 	case replica.BackupFull:
 		s.log.Info("comm: the replication backup table is full; sends wait for acknowledgements", "sends", e.Sends, "bytes", e.Bytes)

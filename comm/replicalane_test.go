@@ -1,0 +1,285 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/replica"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// dataQueueHold keeps the transport's data queue from process from to
+// process to full: to's reader waits for to's engine (its lock, held
+// here) on data frames that a producer sends from `from` as fast as the
+// queue takes them (collective steps of rank from's, which nobody
+// receives).
+type dataQueueHold struct {
+	t        *testing.T
+	ss       []*Session
+	from, to int
+	stop     context.CancelFunc
+	produced chan struct{}
+	once     sync.Once
+}
+
+func holdDataQueue(t *testing.T, ctx context.Context, ss []*Session, from, to int) *dataQueueHold {
+	t.Helper()
+	h := &dataQueueHold{t: t, ss: ss, from: from, to: to, produced: make(chan struct{})}
+	ss[to].mu.Lock()
+	pctx, stop := context.WithCancel(ctx)
+	h.stop = stop
+	t.Cleanup(h.release)
+	go func() {
+		defer close(h.produced)
+		for i := 0; ss[from].tr.Send(pctx, core.NodeID(to), rawFrame(kindData, worldID|subColl, i, 4<<10)) == nil; i++ {
+		}
+	}()
+	for tries := 0; !h.full(); tries++ {
+		if tries == 10000 {
+			t.Fatalf("the data queue from process %d to process %d never stayed full", from, to)
+		}
+		runtime.Gosched()
+	}
+	return h
+}
+
+// full reports whether many sends in a row find the data queue full.
+func (h *dataQueueHold) full() bool {
+	s := h.ss[h.from]
+	for range 1000 {
+		if err := s.tr.Send(s.try, core.NodeID(h.to), rawFrame(kindData, worldID|subColl, -1, 0)); !errors.Is(err, transport.ErrQueueFull) {
+			return false
+		}
+	}
+	return true
+}
+
+// release lets the reader go on and stops the producer (once).
+func (h *dataQueueHold) release() {
+	h.once.Do(func() {
+		h.ss[h.to].mu.Unlock()
+		h.stop()
+		<-h.produced
+	})
+}
+
+// waitFor waits until cond holds, polling, or fails the test at ctx's end.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// The replication protocol's own frames (commits, decisions and their
+// acknowledgements and commits, the end of the job) get through while the
+// data queue from a rank's master to its fellow replica is full, none
+// dropped. Two ranks run as two replicas each: process 0 is rank 0's
+// master, process 2 its fellow. Process 2 stops reading process 0's
+// connection while process 0 fills its data queue toward it, then:
+//
+//   - rank 0 sends a message to rank 1, whose replicas acknowledge it to
+//     the master, which commits it and tells process 2;
+//   - rank 0 makes a decision, which the master proposes to process 2;
+//   - later, under a second hold, the master's program finishes and it
+//     tells every process.
+//
+// Every one of these frames travels in the transport's control lane, so
+// the master's replication layer drops none, and none waits behind the
+// data (in comm's own lane for them, which holds only what the control
+// lane has no room for); once process 2 reads again,
+// the decision completes at both replicas with the master's value,
+// process 2's backup table is empty (the master's commit reached it), and
+// Finalize completes everywhere.
+func TestReplicaProtocolWhileDataQueueFull(t *testing.T) {
+	const master, fellow = 0, 2
+	ss := tcpJobWith(t, 2*2, []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10 }},
+		func(b *launch.Bootstrap) { b.Replicas = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	// Each process's program: rank 0 sends to rank 1 and decides; rank 1
+	// receives.
+	decided := make([][]byte, len(ss))
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	program := func(p int) {
+		defer wg.Done()
+		c := ss[p].World()
+		if c.Rank() == 1 {
+			buf := make([]byte, 8)
+			_, errs[p] = c.Recv(ctx, buf, 0, 5)
+			return
+		}
+		if errs[p] = c.Send(ctx, []byte("message"), 1, 5); errs[p] != nil {
+			return
+		}
+		decided[p], errs[p] = ss[p].Decide(ctx, []byte{byte(p)})
+	}
+
+	h := holdDataQueue(t, ctx, ss, master, fellow)
+	for p := range ss {
+		wg.Add(1)
+		go program(p)
+	}
+	waitFor(t, ctx, "the master neither committed its send nor proposed its decision", func() bool {
+		st := ss[master].rep.stats()
+		return st.Commits >= 1 && st.Decisions >= 1
+	})
+	// The master proposed under the layer's lock, which stats took after.
+	if !h.full() {
+		t.Fatal("the data queue toward the fellow replica is no longer full")
+	}
+	dropped, laned := ss[master].rep.dropped.Load(), ss[master].rep.laned.Load()
+	h.release()
+	if dropped != 0 || laned != 0 {
+		t.Errorf("the master's replication layer dropped %d messages, and %d waited behind data, while the data queue toward its fellow was full", dropped, laned)
+	}
+	wg.Wait()
+	for p, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: %v", p, err)
+		}
+	}
+	for _, p := range []int{master, fellow} {
+		if string(decided[p]) != string([]byte{master}) {
+			t.Errorf("process %d decided %v, want the master's proposal %v", p, decided[p], []byte{master})
+		}
+	}
+	// The fellow's program reached the send before or after the commit
+	// came (its lock released them at once): it kept the send and dropped
+	// it on the commit, or skipped it.
+	if st := ss[fellow].rep.stats(); st.Backup != 0 || st.Backed+st.Skipped != 1 {
+		t.Errorf("the fellow replica's backup table holds %d sends (%d kept, %d skipped), want 0 (1 kept or skipped): it missed the master's commit", st.Backup, st.Backed, st.Skipped)
+	}
+
+	// The end of the job: the master's program finishes while its data
+	// queue toward the fellow is full again.
+	h = holdDataQueue(t, ctx, ss, master, fellow)
+	if err := ss[master].host.Handle(ctx, replica.Finish{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss[master].host.Do(ctx, func(core.Machine, core.Env) {}); err != nil {
+		t.Fatal(err)
+	}
+	if !h.full() {
+		t.Fatal("the data queue toward the fellow replica is no longer full")
+	}
+	dropped, laned = ss[master].rep.dropped.Load(), ss[master].rep.laned.Load()
+	h.release()
+	if dropped != 0 || laned != 0 {
+		t.Errorf("the master's replication layer dropped %d messages, and %d waited behind data, at the end of its program while the data queue toward its fellow was full", dropped, laned)
+	}
+	ferrs := make([]error, len(ss))
+	for p, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ferrs[p] = s.Finalize(ctx)
+		}()
+	}
+	wg.Wait()
+	for p, err := range ferrs {
+		if err != nil {
+			t.Errorf("process %d: Finalize: %v", p, err)
+		}
+	}
+}
+
+// gatedTransport refuses every send that may not wait (a full queue) and
+// holds every other until open is closed, recording what it sent.
+type gatedTransport struct {
+	transport.Transport // only Send is called
+	open                chan struct{}
+	mu                  sync.Mutex
+	sent                []wire.Frame
+}
+
+func (g *gatedTransport) Send(ctx context.Context, to core.NodeID, f wire.Frame) error {
+	if ctx.Err() != nil {
+		return transport.ErrQueueFull
+	}
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return transport.ErrQueueFull
+	}
+	g.mu.Lock()
+	g.sent = append(g.sent, f)
+	g.mu.Unlock()
+	return nil
+}
+
+// A process that reads nothing costs its peers' control lanes no more than
+// a message per cumulative channel level and the decisions' messages: of
+// a thousand acknowledgements and a thousand commits of one channel each,
+// sent while the transport's control lane toward it is full, the lane
+// keeps the latest of each (the one in the hands of the transport aside),
+// and every decision message, in order; once the transport takes frames
+// again, the process gets the latest levels.
+func TestReplicaLaneBounded(t *testing.T) {
+	g := &gatedTransport{open: make(chan struct{})}
+	s := newSessionAs(g, 0, 2, options{})
+	defer s.stop()
+	codec := wire.NewCodec()
+	if err := replica.RegisterCodecs(codec); err != nil {
+		t.Fatal(err)
+	}
+	r := newReplicated(replica.Layout{Ranks: 2, Replicas: 2}, 0, nil)
+	r.bind(s, codec)
+	const n, to = 1000, 1
+	r.lmu.Lock()
+	r.sendControl(to, &replica.Decision{Ballot: 0, K: 1, Value: []byte{1}})
+	for i := range uint64(n) {
+		r.sendControl(to, &replica.Ack{Comm: 1, Src: 1, Dst: 0, Upto: i + 1})
+		r.sendControl(to, &replica.Commit{Comm: 1, Src: 0, Dst: 1, Upto: i + 1})
+	}
+	r.sendControl(to, &replica.Decision{Ballot: 0, K: 2, Value: []byte{2}})
+	l := r.lanes[to]
+	r.lmu.Unlock()
+	l.mu.Lock()
+	waiting := len(l.backlog)
+	l.mu.Unlock()
+	// The drain holds the first decision, or has yet to take it.
+	if waiting > 4 {
+		t.Errorf("the lane holds %d messages, want at most 4 (a decision, the latest acknowledgement and commit, a decision)", waiting)
+	}
+	close(g.open)
+	if err := l.wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range g.sent {
+		m, err := codec.Unmarshal(f.Kind, f.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprint(m))
+	}
+	want := []string{
+		`decision{b0 k1 "\x01"}`,
+		fmt.Sprintf("ack{c1 1→0 ≤%d}", n),
+		fmt.Sprintf("commit{c1 0→1 ≤%d}", n),
+		`decision{b0 k2 "\x02"}`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the transport got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if d := r.dropped.Load(); d != 0 {
+		t.Errorf("%d messages dropped, want none", d)
+	}
+}
