@@ -100,6 +100,15 @@
 // message otherwise left its receiver waiting for ever (a replicated
 // Allreduce hung, now and then, when replicas died under load).
 //
+// Only Data is resent. Every other message (Ack, Commit, the decisions'
+// messages, Fin) must reach its live destination: a lost Commit would
+// keep sends in a fellow's backup table for good, a lost decision message
+// would leave its replicas waiting, a lost Fin a peer's end. None of them
+// needs to stay in order with Data (acknowledgements and commits name
+// sequence numbers; decisions are numbered; Fin counts only once every
+// program finished), so a caller may carry them apart from data, ahead
+// of it, as comm does in the transport's control lane.
+//
 // Master failure (§4.2, recovery). When a view excludes the master, the new
 // master (the lowest live replica) resends every backup entry, per channel
 // in sequence order, to every live destination replica, then goes on as
