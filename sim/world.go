@@ -29,6 +29,12 @@ type Config struct {
 	// Reorder lets a network that varies latency deliver messages between a
 	// pair out of send order. By default the world keeps each pair FIFO.
 	Reorder bool
+	// Lane, when set, splits each pair's FIFO order into lanes, as a
+	// transport with a control lane beside its data queue does: messages
+	// of one lane (Lane's result) stay in send order, and a message may
+	// overtake one of another lane sent before it when the network gives
+	// it less latency. Nil: one lane.
+	Lane func(m core.Msg) int
 	// Trace, when set, keeps the trace hash (on by default through New).
 	NoTrace bool
 	// RefuseDead, when positive, is how long after a message reaches a
@@ -64,7 +70,7 @@ type World struct {
 
 	timers    []timerSlot // timer slots; a TimerID is slot<<32 | generation
 	freeSlots []uint32
-	lastArr   map[uint64]time.Duration // FIFO enforcement per pair
+	lastArr   map[fifoKey]time.Duration // FIFO enforcement per pair and lane
 	fifo      bool
 
 	loss      float64
@@ -106,7 +112,7 @@ func New(cfg Config) *World {
 	w := &World{
 		cfg:     cfg,
 		netRand: rand.New(rand.NewPCG(cfg.Seed, 0x6e6574776f726b)),
-		lastArr: map[uint64]time.Duration{},
+		lastArr: map[fifoKey]time.Duration{},
 		cuts:    map[uint64]bool{},
 	}
 	w.useNetwork(cfg.Network)
@@ -247,6 +253,12 @@ func (w *World) SetLoss(p float64) {
 }
 
 func pairKey(a, b core.NodeID) uint64 { return uint64(a)<<32 | uint64(b) }
+
+// fifoKey names one lane of a directed pair (Config.Lane).
+type fifoKey struct {
+	pair uint64
+	lane int
+}
 
 // Cut drops every message between a and b, both ways, until Heal.
 func (w *World) Cut(a, b core.NodeID) {
@@ -422,7 +434,10 @@ func (w *World) send(from, to core.NodeID, m core.Msg) {
 	}
 	at := depart + delay
 	if w.fifo {
-		k := pairKey(from, to)
+		k := fifoKey{pair: pairKey(from, to)}
+		if w.cfg.Lane != nil {
+			k.lane = w.cfg.Lane(m)
+		}
 		if last := w.lastArr[k]; at < last {
 			at = last
 		}
