@@ -10,7 +10,10 @@
 // speeds. Replicas crash at random steps: in most runs at most R−1 of a
 // rank (invisible to the program), in some runs every replica of one
 // rank. Links are reliable (TCP): a message is lost only when a crash
-// drops it; latencies are random.
+// drops it; latencies are random. Each link has two lanes, as comm's
+// transport does: Data in one, every other message of the layer in the
+// other, each in send order, so that an acknowledgement, a commit, a
+// decision or a Fin may overtake Data sent before it.
 //
 // The detector is an oracle: each live process declares a crashed one
 // failed after its own random delay (5–40 ms), so views remove exactly the

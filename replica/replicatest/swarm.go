@@ -149,7 +149,7 @@ func Run(c Config) error {
 	rcfg := replica.DefaultConfig(lay)
 	rcfg.AckEvery = 4
 	rcfg.AckDelay = time.Millisecond
-	w := sim.New(sim.Config{Seed: c.Seed, Network: sim.Uniform(100*time.Microsecond, 4*time.Millisecond)})
+	w := sim.New(sim.Config{Seed: c.Seed, Network: sim.Uniform(100*time.Microsecond, 4*time.Millisecond), Lane: lane})
 	prog := script(c)
 	ids := make([]core.NodeID, lay.Size())
 	for i := range ids {
@@ -374,4 +374,15 @@ func (a *app) Handle(e core.Event) {
 		a.blocked = false
 		a.run()
 	}
+}
+
+// lane puts the layer's Data in one lane of a link and every other
+// message in another, as transport/tcp carries Data in its data queue and
+// the rest in its control lane; the membership's and the detector's
+// messages share the control lane.
+func lane(m core.Msg) int {
+	if m.Kind() == replica.KindData {
+		return 0
+	}
+	return 1
 }
