@@ -228,14 +228,27 @@ func rank(d *wire.Decoder) int {
 // DecodeData decodes a [Data]. A zero Seq is an error wrapping
 // [ErrMessage]. Payload aliases the decoder's buffer.
 func DecodeData(d *wire.Decoder) (core.Msg, error) {
-	m := &Data{Comm: d.Uvarint(), Src: rank(d), Dst: rank(d), Tag: d.Varint(), Seq: d.Uvarint(), Payload: d.Bytes()}
-	if err := d.Err(); err != nil {
+	m := new(Data)
+	if err := DecodeDataInto(d, m); err != nil {
 		return nil, err
 	}
-	if m.Seq == 0 {
-		return nil, fmt.Errorf("%w: data with sequence number 0", ErrMessage)
-	}
 	return m, nil
+}
+
+// DecodeDataInto is [DecodeData] into m, which a caller that receives
+// every message on one goroutine (or under one lock) can reuse for each:
+// lent to [Layer.ReceiveBorrowed], which keeps neither m nor its payload,
+// a Data then costs no allocation. It does not check that d is consumed
+// (wire.Decoder.Finish).
+func DecodeDataInto(d *wire.Decoder, m *Data) error {
+	*m = Data{Comm: d.Uvarint(), Src: rank(d), Dst: rank(d), Tag: d.Varint(), Seq: d.Uvarint(), Payload: d.Bytes()}
+	if err := d.Err(); err != nil {
+		return err
+	}
+	if m.Seq == 0 {
+		return fmt.Errorf("%w: data with sequence number 0", ErrMessage)
+	}
+	return nil
 }
 
 // DecodeAck decodes an [Ack].

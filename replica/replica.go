@@ -265,11 +265,12 @@ func (l *Layer) TakeReleased(dst [][]byte) [][]byte {
 	return dst
 }
 
-// ReceiveBorrowed is Receive of a message whose payload the caller lends
-// for the call only (a transport's read buffer): what the layer keeps
-// beyond the call, a [Data] that arrived before its predecessor, it
-// copies. The [Delivered] events the call emits still share m's payload;
-// the caller must be done with them, or copy them, before it reuses it.
+// ReceiveBorrowed is Receive of a message that the caller lends, with its
+// payload, for the call only (a transport's read buffer, a Data it decodes
+// every message into): what the layer keeps beyond the call, a [Data]
+// that arrived before its predecessor, it copies. The [Delivered] events
+// the call emits still share m's payload; the caller must be done with
+// them, or copy them, before it reuses it.
 func (l *Layer) ReceiveBorrowed(from core.NodeID, m core.Msg) {
 	l.borrowed = true
 	l.Receive(from, m)
@@ -623,7 +624,9 @@ func (l *Layer) onData(m *Data) {
 		}
 		if _, ok := ic.held[m.Seq]; !ok {
 			if l.borrowed {
-				m.Payload = slices.Clone(m.Payload)
+				c := *m
+				c.Payload = slices.Clone(m.Payload)
+				m = &c
 			}
 			ic.held[m.Seq] = m
 			l.stats.Early++

@@ -477,9 +477,10 @@ func TestBackupBound(t *testing.T) {
 }
 
 // ReceiveBorrowed: a Data lent for the call only is delivered from the
-// lender's buffer when it is next in sequence, and copied when it arrives
-// early and must wait for its predecessor, so that the lender may reuse
-// the buffer at once (comm decodes in the transport's read buffer).
+// lender's buffer when it is next in sequence, and copied, message and
+// payload, when it arrives early and must wait for its predecessor, so
+// that the lender may reuse both at once (comm decodes in the transport's
+// read buffer, into one Data for every message).
 func TestReceiveBorrowedCopiesEarlyArrivals(t *testing.T) {
 	l, err := New(DefaultConfig(Layout{Ranks: 2, Replicas: 1}))
 	if err != nil {
@@ -488,8 +489,10 @@ func TestReceiveBorrowedCopiesEarlyArrivals(t *testing.T) {
 	env := coretest.NewEnv(1, 1)
 	l.Start(env)
 	buf := []byte("second")
-	l.ReceiveBorrowed(0, &Data{Comm: 1, Src: 0, Dst: 1, Seq: 2, Payload: buf})
+	lent := &Data{Comm: 1, Src: 0, Dst: 1, Seq: 2, Payload: buf}
+	l.ReceiveBorrowed(0, lent)
 	copy(buf, "reused")
+	*lent = Data{Comm: 1, Src: 0, Dst: 1, Seq: 9, Payload: []byte("garbage")}
 	if got := env.TakeEmitted(); len(got) != 0 {
 		t.Fatalf("an early arrival emitted %v, want nothing", got)
 	}
