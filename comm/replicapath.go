@@ -252,16 +252,23 @@ func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 }
 
 // sendDirect writes m to replica to as an unreplicated data frame goes
-// (transport/tcp's SendDirect): on the calling goroutine, its header built
-// on the stack and its payload written from the backup table, with no
-// copy, when the connection is idle; otherwise copied and queued, or
-// dropped if the queue is full (the layer retransmits). It runs after the
+// (transport/tcp's TrySendDirect, then SendDirect): on the calling
+// goroutine, its header built on the stack and its payload written from
+// the backup table, with no copy, when the connection is idle; otherwise
+// copied and queued, or dropped if the queue is full (the layer
+// retransmits). It runs after the
 // layer's lock is released, so a write that waits for the peer's buffer
 // holds back only this goroutine, never the readers that hand the layer
 // the peer's frames.
 func (r *replicated) sendDirect(to core.NodeID, m *replica.Data) {
+	// Two frames: the header on the stack must not reach SendDirect, which
+	// may queue it (escape analysis would move it to the heap).
 	var hb [replica.DataHeaderMax]byte
-	f := wire.Frame{Kind: replica.KindData, Epoch: r.sess.epoch.Load(), Payload: m.AppendHeader(hb[:0])}
+	epoch := r.sess.epoch.Load()
+	if r.sess.tcpTr.TrySendDirect(to, wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(hb[:0])}, m.Payload) {
+		return
+	}
+	f := wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(nil)}
 	if err := r.sess.tcpTr.SendDirect(r.sess.try, to, f, m.Payload); err != nil {
 		r.dropped.Add(1)
 	}
@@ -323,21 +330,29 @@ func (r *replicated) armTimers(ctx context.Context) error {
 // a frame that does not decode, for the host to count.
 //
 // The transport reuses the payload once receive returns. A Data is
-// decoded in place and lent to the layer (ReceiveBorrowed: it copies what
-// it holds for later), and its delivery is dispatched before receive
+// decoded in place, into the one Data of the lock's holder (rdata), and
+// lent to the layer (ReceiveBorrowed: it copies what it holds for later),
+// so that receiving it allocates nothing, and its delivery is dispatched before receive
 // returns, by this goroutine, into the matching engine, which copies what
 // it keeps, as for an unreplicated frame; only when another goroutine is
 // dispatching, and may reach the delivery later, is it copied. Every other
 // message is decoded from a copy (the layer keeps decisions' values).
 func (r *replicated) receive(f wire.Frame) bool {
 	if f.Kind == replica.KindData && r.startedFlag.Load() {
-		m, err := r.codec.Unmarshal(f.Kind, f.Payload)
+		r.lmu.Lock()
+		r.rdec.Reset(f.Payload)
+		err := replica.DecodeDataInto(&r.rdec, &r.rdata)
+		if err == nil {
+			err = r.rdec.Finish()
+		}
+		r.rdec.Reset(nil)
 		if err != nil {
+			r.lmu.Unlock()
 			return false
 		}
-		r.lmu.Lock()
 		from := len(r.events)
-		r.layer.ReceiveBorrowed(f.Src, m)
+		r.layer.ReceiveBorrowed(f.Src, &r.rdata)
+		r.rdata = replica.Data{}
 		r.afterCallLocked()
 		if !r.dispatching {
 			r.dispatching = true

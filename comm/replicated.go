@@ -64,6 +64,10 @@ type replicated struct {
 	startedFlag atomic.Bool
 	onLoop      bool         // the current call runs on the loop
 	enc         wire.Encoder // the layer's messages are encoded here
+	// rdec and rdata decode every Data received (receive), lent to the
+	// layer for the call.
+	rdec  wire.Decoder
+	rdata replica.Data
 	// shared is the last large message sent and its encoding, which its
 	// frames to every destination replica share (layerEnv.Send).
 	shared struct {
