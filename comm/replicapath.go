@@ -27,7 +27,8 @@ import (
 //     matching engine, and acknowledgements and commits are sent, without
 //     the loop;
 //   - the loop hands it what only the loop has: the membership's views,
-//     its timers, Decide and Finish requests.
+//     Decide and Finish requests;
+//   - its timers expire on a goroutine of the runtime's (see Timers).
 //
 // Every call into the layer holds that lock, so the layer still sees one
 // call at a time, as its contract asks. Every other message it sends goes
@@ -44,12 +45,14 @@ import (
 // (dispatch), never under the lock: the session's handlers take its own
 // lock and may send, which calls the layer again.
 //
-// Timers: a call on the loop arms them on the loop's Env; a call off the
-// loop queues them and wakes the timer goroutine (replicated.run), which
-// arms them from the loop. The layer arms its acknowledgement timer once
-// per Config.AckDelay at most and its retransmission timer once per
-// Config.Retransmit, so the loop sees a few wake-ups a millisecond at
-// most, not one per message.
+// Timers: the layer's timers are the runtime's (time.AfterFunc), whose
+// expiry calls the layer like any other goroutine, under the lock: they
+// are mostly set off the loop (an acknowledgement due after a delivery on
+// a reader), and arming one on the loop from there took a goroutine's
+// wake-up and a turn of the loop to arm it, then another to fire it. The
+// layer arms its acknowledgement timer once per Config.AckDelay at most
+// and its retransmission timer once per Config.Retransmit, so this costs
+// a few wake-ups a millisecond at most, not one per message.
 //
 // What the host did for the layer's messages comm does here: it stamps a
 // frame with the session's epoch and encodes it with the job's codec; the
@@ -71,7 +74,6 @@ func (lm layerMachine) Start(env core.Env) {
 	r := lm.r
 	r.lmu.Lock()
 	r.loopEnv = env
-	r.onLoop = true
 	r.layer.Start(layerEnv{r})
 	r.started = true
 	r.startedFlag.Store(true)
@@ -84,35 +86,23 @@ func (lm layerMachine) Start(env core.Env) {
 		r.layer.Receive(e.from, e.m)
 	}
 	r.afterCallLocked()
-	r.onLoop = false
 	r.lmu.Unlock()
 	r.dispatch()
 }
 
 // Handle implements core.Machine.
-func (lm layerMachine) Handle(e core.Event) { lm.r.onLoopCall(func(l *replica.Layer) { l.Handle(e) }) }
+func (lm layerMachine) Handle(e core.Event) { lm.r.call(func(l *replica.Layer) { l.Handle(e) }) }
 
 // Receive implements core.Machine: the messages of the protocol that reach
 // the loop (none, once the data path takes them; a node's own messages).
 func (lm layerMachine) Receive(from core.NodeID, m core.Msg) {
-	lm.r.onLoopCall(func(l *replica.Layer) { l.Receive(from, m) })
+	lm.r.call(func(l *replica.Layer) { l.Receive(from, m) })
 }
 
 // Fire implements core.Machine.
-func (lm layerMachine) Fire(t core.Timer) { lm.r.onLoopCall(func(l *replica.Layer) { l.Fire(t) }) }
+func (lm layerMachine) Fire(t core.Timer) { lm.r.call(func(l *replica.Layer) { l.Fire(t) }) }
 
-// onLoopCall runs f on the layer from the loop.
-func (r *replicated) onLoopCall(f func(l *replica.Layer)) {
-	r.lmu.Lock()
-	r.onLoop = true
-	f(r.layer)
-	r.onLoop = false
-	r.afterCallLocked()
-	r.lmu.Unlock()
-	r.dispatch()
-}
-
-// call runs f on the layer from any goroutine but the loop's.
+// call runs f on the layer, from any goroutine.
 func (r *replicated) call(f func(l *replica.Layer)) {
 	r.lmu.Lock()
 	f(r.layer)
@@ -281,49 +271,24 @@ const sharedEncoding = 4 << 10
 // SendCopies implements core.SendCopier: Send is done with m on return.
 func (e layerEnv) SendCopies() bool { return true }
 
-// SetTimer arms t on the loop's Env, at once on the loop, or through the
-// timer goroutine off it (the layer keeps no timer id).
+// SetTimer arms t on the runtime's timers: when it expires, the layer
+// fires it under the lock, unless the session has ended. The layer keeps
+// no timer id.
 func (e layerEnv) SetTimer(after time.Duration, t core.Timer) core.TimerID {
 	r := e.r
-	if r.onLoop {
-		return r.loopEnv.SetTimer(after, t)
-	}
-	r.timers = append(r.timers, pendingTimer{after: after, t: t})
-	select {
-	case r.armWake <- struct{}{}:
-	default:
-	}
+	time.AfterFunc(after, func() {
+		if r.sess.base.Err() == nil {
+			r.call(func(l *replica.Layer) { l.Fire(t) })
+		}
+	})
 	return 0
 }
 
-// CancelTimer cancels a timer armed on the loop (the layer cancels none).
-func (e layerEnv) CancelTimer(id core.TimerID) {
-	if e.r.onLoop {
-		e.r.loopEnv.CancelTimer(id)
-	}
-}
+// CancelTimer does nothing: the layer cancels no timer.
+func (e layerEnv) CancelTimer(core.TimerID) {}
 
 // Emit queues ev for dispatch.
 func (e layerEnv) Emit(ev core.Event) { e.r.events = append(e.r.events, ev) }
-
-// pendingTimer is a timer the layer set off the loop.
-type pendingTimer struct {
-	after time.Duration
-	t     core.Timer
-}
-
-// armTimers arms, on the loop, the timers the layer set off it.
-func (r *replicated) armTimers(ctx context.Context) error {
-	return r.sess.host.Do(ctx, func(core.Machine, core.Env) {
-		r.lmu.Lock()
-		ts := r.timers
-		r.timers = nil
-		for _, t := range ts {
-			r.loopEnv.SetTimer(t.after, t.t)
-		}
-		r.lmu.Unlock()
-	})
-}
 
 // receive takes a frame of the replication protocol on the transport's
 // reader goroutine: decoded and handed to the layer. It reports false for

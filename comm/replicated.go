@@ -57,12 +57,11 @@ type replicated struct {
 	// lmu guards the layer and what its calls leave (replicapath.go).
 	lmu     sync.Mutex
 	layer   *replica.Layer
-	loopEnv core.Env   // the stack's Env for the layer, used on the loop only
+	loopEnv core.Env   // the stack's Env for the layer (its clock and random source)
 	started bool       // the loop has started the layer: it takes sends
 	early   []earlyMsg // received before it started, for Start
 	// startedFlag is started, for the data path's look without the lock.
 	startedFlag atomic.Bool
-	onLoop      bool         // the current call runs on the loop
 	enc         wire.Encoder // the layer's messages are encoded here
 	// rdec and rdata decode every Data received (receive), lent to the
 	// layer for the call.
@@ -79,8 +78,7 @@ type replicated struct {
 	// caller writes them once it has left the lock (sendDirect).
 	collecting  bool
 	direct      []directData
-	selfQ       []core.Msg // messages the layer sent to its own process
-	timers      []pendingTimer
+	selfQ       []core.Msg   // messages the layer sent to its own process
 	events      []core.Event // emitted, not yet dispatched
 	spareEvents []core.Event
 	dispatching bool
@@ -109,7 +107,6 @@ type replicated struct {
 	freeBytes int
 	released  [][]byte
 
-	armWake  chan struct{} // signalled (never blocking) when timers wait to be armed
 	finished chan struct{} // closed on replica.Finished
 
 	decMu   sync.Mutex             // one decision at a time, in program order
@@ -134,7 +131,7 @@ type pendingSend struct {
 
 func newReplicated(layout replica.Layout, phys core.NodeID, layer *replica.Layer) *replicated {
 	return &replicated{layout: layout, phys: phys, layer: layer,
-		armWake: make(chan struct{}, 1), finished: make(chan struct{})}
+		finished: make(chan struct{})}
 }
 
 // machine returns the layer as the host's stack drives it.
@@ -258,21 +255,11 @@ func (r *replicated) keepReleasedLocked() {
 	clear(r.released)
 }
 
-// run arms, on the loop, the timers the layer set off it, until the
-// session ends; then it fails the requests of the sends still held.
+// run waits until the session ends, then fails the requests of the sends
+// still held.
 func (r *replicated) run(s *Session) {
-	for {
-		select {
-		case <-r.armWake:
-			if r.armTimers(s.base) != nil {
-				r.failHeld(s)
-				return
-			}
-		case <-s.base.Done():
-			r.failHeld(s)
-			return
-		}
-	}
+	<-s.base.Done()
+	r.failHeld(s)
 }
 
 // failHeld fails the requests of the sends the session ended before

@@ -26,14 +26,15 @@
 // The layer is a machine like any other, and the simulator drives it so.
 // A real host needs it on every message of the program, so package comm
 // drives it itself rather than through the host's event loop: it places
-// the layer in the stack for views and timers, and also calls it from the
+// the layer in the stack for views, and also calls it from the
 // program's goroutine (sends) and the transport's reader goroutine (the
 // protocol's frames), holding one lock around every call, so the layer
 // still sees one call at a time. Its Env hands messages to the transport
 // under that lock, except the Data of a program's send, which the
 // program's goroutine writes once it has left the lock (a receiver holds
 // the rare one that overtakes another, see Limits); it queues the events
-// for the caller to pass on in order, and arms timers on the loop. Frames
+// for the caller to pass on in order, and arms timers on the runtime's
+// (time.AfterFunc), whose expiry calls the layer under that lock. Frames
 // received before the loop started the layer are kept for its Start; a
 // Data is lent to it in the reader's buffer ([Layer.ReceiveBorrowed]), and
 // the buffers of committed sends are handed back for reuse
