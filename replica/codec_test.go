@@ -21,6 +21,7 @@ func codec(t testing.TB) *wire.Codec {
 var samples = []core.Msg{
 	&Data{Comm: 1 << 40, Src: 3, Dst: 7, Tag: -5, Seq: 42, Payload: []byte("hello")},
 	&Data{Comm: 0, Src: 0, Dst: 0, Tag: 0, Seq: 1},
+	&Data{Comm: 3, Src: 1, Dst: 2, Tag: 4, Seq: 5, Payload: []byte("revoke"), Control: true},
 	&Ack{Comm: 2, Src: 1, Dst: 4, Upto: 1000},
 	&Commit{Comm: 2, Src: 1, Dst: 4, Upto: 999},
 	&Decision{Ballot: 2, K: 17, Value: []byte{1, 2, 3}},
@@ -30,9 +31,9 @@ var samples = []core.Msg{
 	&Fin{},
 }
 
-// TestKindNumbers: the kinds are ProtoReplica's 1–7, on the wire.
+// TestKindNumbers: the kinds are ProtoReplica's 1–8, on the wire.
 func TestKindNumbers(t *testing.T) {
-	for i, k := range []core.Kind{KindData, KindAck, KindCommit, KindDecision, KindDecisionAck, KindDecisionCommit, KindFin} {
+	for i, k := range []core.Kind{KindData, KindAck, KindCommit, KindDecision, KindDecisionAck, KindDecisionCommit, KindFin, KindControlData} {
 		if k != core.MakeKind(core.ProtoReplica, uint8(i+1)) {
 			t.Fatalf("%s is %v, want replica/%d", KindName(k), k, i+1)
 		}

@@ -58,6 +58,14 @@
 // its backup table unless its log says it is committed already; then it is
 // dropped at once (a replica whose program is behind its master's).
 //
+// Control channels. A channel whose sends say Control ([Send]) is
+// carried as KindControlData instead of KindData, and is otherwise the
+// same. Channels are independent (sequence numbers, acknowledgements and
+// commits are per channel), so a caller may carry a control channel's
+// messages ahead of data, as comm does with its revocations and agreement
+// steps. The application may hand the layer a control channel's send
+// while the backup table is full.
+//
 // Backup bound. The table is bounded by Config.MaxBackup sends and
 // Config.MaxBackupBytes bytes of payload (4096 and 64 MiB by default).
 // The layer keeps every send it is handed — one it dropped could be
@@ -199,6 +207,7 @@
 //	5 DECISION_ACK     [DecisionAck]     a fellow holds the master's values
 //	6 DECISION_COMMIT  [DecisionCommit]  decisions up to K are final
 //	7 FIN              [Fin]             this process's program finished
+//	8 CONTROL_DATA     [Data]            one message of a control channel
 //
 // Every decoder rejects malformed input with an error (never a panic) and
 // is fuzzed (FuzzDecode; FuzzReceive feeds decoded messages to a layer).

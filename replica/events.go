@@ -7,11 +7,21 @@ import "github.com/cohort-mp/cohort/core"
 // replica of a rank issues the same Sends in the same order (they run the
 // same deterministic program); the layer numbers them per channel
 // (Comm, own rank, Dst). The layer keeps Payload: do not modify it after.
+//
+// Control makes the channel a control channel (the first Send of the
+// channel decides; give every Send of a channel the same Control): its
+// messages go out as KindControlData, which a caller's transport may
+// carry apart from data and ahead of it (comm's revocations and agreement
+// steps). Channels are independent of each other, so nothing depends on
+// the order between them. The layer keeps a control channel's sends as
+// any other, but the application may hand it one while the backup table
+// is full (see [Layer.BackupFull]): control channels carry few messages.
 type Send struct {
 	Comm    uint64
 	Dst     int
 	Tag     int64
 	Payload []byte
+	Control bool
 }
 
 // Decide is the request for the K-th decision of this logical rank (K = 1,

@@ -34,6 +34,10 @@ const (
 	// KindFin says that its sender's program has finished, process →
 	// every live process ([Fin]).
 	KindFin = core.Kind(core.ProtoReplica)<<8 | 7
+	// KindControlData is KindData of a control channel ([Send].Control,
+	// [Data].Control): the same encoding, under a kind of its own so that
+	// a transport can carry it ahead of data.
+	KindControlData = core.Kind(core.ProtoReplica)<<8 | 8
 )
 
 var kindNames = map[core.Kind]string{
@@ -44,6 +48,7 @@ var kindNames = map[core.Kind]string{
 	KindDecisionAck:    "replica.DecisionAck",
 	KindDecisionCommit: "replica.DecisionCommit",
 	KindFin:            "replica.Fin",
+	KindControlData:    "replica.ControlData",
 }
 
 // KindName returns the name of a replica message kind ("replica.Data", …),
@@ -57,13 +62,17 @@ func KindName(k core.Kind) string {
 
 // Data is one application message: the Seq-th send (from 1) of logical
 // rank Src to logical rank Dst on communicator Comm. (Comm, Src, Dst, Tag,
-// Seq) is the paper's message identifier (MID).
+// Seq) is the paper's message identifier (MID). Control says that the
+// channel is a control channel ([Send].Control): the message is then of
+// kind KindControlData, with the same encoding (Control is its kind, not
+// part of its payload).
 type Data struct {
 	Comm     uint64
 	Src, Dst int
 	Tag      int64
 	Seq      uint64
 	Payload  []byte
+	Control  bool
 }
 
 // Ack says that its sender, a replica of rank Dst, has delivered messages
@@ -113,9 +122,17 @@ type DecisionCommit struct {
 // Fin says that its sender's program has finished (see [Finish]).
 type Fin struct{}
 
+// Kind implements core.Msg: KindControlData for a control channel's
+// message, KindData otherwise.
+func (m *Data) Kind() core.Kind {
+	if m.Control {
+		return KindControlData
+	}
+	return KindData
+}
+
 // Kind implements core.Msg.
 func (*Fin) Kind() core.Kind            { return KindFin }
-func (*Data) Kind() core.Kind           { return KindData }
 func (*Ack) Kind() core.Kind            { return KindAck }
 func (*Commit) Kind() core.Kind         { return KindCommit }
 func (*Decision) Kind() core.Kind       { return KindDecision }
@@ -197,7 +214,11 @@ func (m *DecisionCommit) WireSize() int { return wire.Size(m) }
 
 func (m *Fin) String() string { return "fin" }
 func (m *Data) String() string {
-	return fmt.Sprintf("data{c%d %d→%d tag %d #%d %dB}", m.Comm, m.Src, m.Dst, m.Tag, m.Seq, len(m.Payload))
+	name := "data"
+	if m.Control {
+		name = "cdata"
+	}
+	return fmt.Sprintf("%s{c%d %d→%d tag %d #%d %dB}", name, m.Comm, m.Src, m.Dst, m.Tag, m.Seq, len(m.Payload))
 }
 func (m *Ack) String() string {
 	return fmt.Sprintf("ack{c%d %d→%d ≤%d}", m.Comm, m.Src, m.Dst, m.Upto)
@@ -232,6 +253,17 @@ func DecodeData(d *wire.Decoder) (core.Msg, error) {
 	if err := DecodeDataInto(d, m); err != nil {
 		return nil, err
 	}
+	return m, nil
+}
+
+// DecodeControlData decodes a [Data] of kind KindControlData (Control
+// set).
+func DecodeControlData(d *wire.Decoder) (core.Msg, error) {
+	m := &Data{}
+	if err := DecodeDataInto(d, m); err != nil {
+		return nil, err
+	}
+	m.Control = true
 	return m, nil
 }
 
@@ -309,6 +341,7 @@ var decoders = []struct {
 	{KindDecisionAck, DecodeDecisionAck},
 	{KindDecisionCommit, DecodeDecisionCommit},
 	{KindFin, DecodeFin},
+	{KindControlData, DecodeControlData},
 }
 
 // RegisterCodecs registers every replica message kind with c.

@@ -55,6 +55,7 @@ type outChan struct {
 	backup    []entry                // the program's sends beyond committed, by seq
 	acked     map[core.NodeID]uint64 // destination replica → cumulative ack
 	seen      map[core.NodeID]uint64 // acked at the last retransmission tick
+	control   bool                   // a control channel (Send.Control)
 }
 
 // inChan is a channel this process's rank receives on.
@@ -438,7 +439,7 @@ func (l *Layer) takeover() {
 			}
 		}
 		for _, e := range slices.Clone(oc.backup) {
-			n := l.transmit(oc.key, e)
+			n := l.transmit(oc, e)
 			l.stats.Resent += uint64(n)
 		}
 	}
@@ -501,6 +502,9 @@ func (l *Layer) onSend(s Send) {
 		return
 	}
 	oc := l.out(chanKey{Comm: s.Comm, Src: l.rank, Dst: s.Dst})
+	if oc.next == 0 {
+		oc.control = s.Control
+	}
 	oc.next++
 	e := entry{seq: oc.next, tag: s.Tag, payload: s.Payload}
 	switch {
@@ -516,7 +520,7 @@ func (l *Layer) onSend(s Send) {
 	oc.backup = append(oc.backup, e)
 	l.backup(1, len(e.payload))
 	if l.IsMaster() {
-		l.stats.Sent += uint64(l.transmit(oc.key, e))
+		l.stats.Sent += uint64(l.transmit(oc, e))
 		l.armResend()
 	} else {
 		l.stats.Backed++
@@ -526,8 +530,9 @@ func (l *Layer) onSend(s Send) {
 // transmit sends one message to every live replica of its destination
 // (delivering it at once if this process is one) and returns how many
 // were sent.
-func (l *Layer) transmit(k chanKey, e entry) int {
-	m := &Data{Comm: k.Comm, Src: k.Src, Dst: k.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload}
+func (l *Layer) transmit(oc *outChan, e entry) int {
+	k := oc.key
+	m := &Data{Comm: k.Comm, Src: k.Src, Dst: k.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload, Control: oc.control}
 	n := 0
 	for _, q := range l.live(k.Dst) {
 		if q == l.self {
@@ -740,7 +745,7 @@ func (l *Layer) retransmit() {
 				if n == retransmitBurst {
 					break
 				}
-				l.env.Send(q, &Data{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload})
+				l.env.Send(q, &Data{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload, Control: oc.control})
 				l.stats.Retransmits++
 				n++
 			}

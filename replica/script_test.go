@@ -434,6 +434,41 @@ func TestRetransmit(t *testing.T) {
 	c.want("nothing more once committed", c.pending())
 }
 
+// TestControlChannel: the sends of a control channel (Send.Control) go
+// out as KindControlData, from the master, again by retransmission, and
+// from a new master that resends its backup table; a receiver delivers
+// them as any data, in sequence order, and acknowledges them.
+func TestControlChannel(t *testing.T) {
+	c := newCluster(t, 2, 2, 32) // rank 0: n0 (master), n2; rank 1: n1, n3
+	send := func(p int, payload string) {
+		c.ls[p].Handle(Send{Comm: 9, Dst: 1, Tag: 3, Payload: []byte(payload), Control: true})
+		c.collect()
+	}
+	send(0, "r1")
+	send(2, "r1")
+	c.want("the master sends control data", c.pending(), "n0→n1 cdata{c9 0→1 tag 3 #1 2B}", "n0→n3 cdata{c9 0→1 tag 3 #1 2B}")
+	c.wire = slices.DeleteFunc(c.wire, func(f flight) bool { return f.to == 1 }) // lost to n1
+	c.all()
+	c.want("n3 delivers", c.take(3), `deliver c9 0#1 "r1"`)
+	c.advance(2 * time.Millisecond)
+	c.all()
+	c.advance(200 * time.Millisecond)
+	c.want("sent again as control data", c.pending(), "n0→n1 cdata{c9 0→1 tag 3 #1 2B}")
+	c.all()
+	c.want("n1 delivers", c.take(1), `deliver c9 0#1 "r1"`)
+	send(2, "r2")
+	send(0, "r2")
+	c.wire = nil // lost with the master
+	c.crash(0)
+	c.want("the new master resends control data", c.pending(),
+		"n1→n2 ack{c9 0→1 ≤1}",
+		"n2→n1 cdata{c9 0→1 tag 3 #1 2B}", "n2→n3 cdata{c9 0→1 tag 3 #1 2B}",
+		"n2→n1 cdata{c9 0→1 tag 3 #2 2B}", "n2→n3 cdata{c9 0→1 tag 3 #2 2B}",
+		"n3→n2 ack{c9 0→1 ≤1}")
+	c.all()
+	c.want("n1 delivers in order", c.take(1), "lost n0 of rank 0", `deliver c9 0#2 "r2"`)
+}
+
 // TestBackupBound: the backup table says it is full once it holds
 // MaxBackup sends or MaxBackupBytes bytes, at the master and at a fellow
 // alike (BackupFull, once), and has room again once the commit frees it
