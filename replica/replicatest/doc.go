@@ -13,7 +13,9 @@
 // drops it; latencies are random. Each link has two lanes, as comm's
 // transport does: Data in one, every other message of the layer in the
 // other, each in send order, so that an acknowledgement, a commit, a
-// decision or a Fin may overtake Data sent before it.
+// decision or a Fin may overtake Data sent before it. In odd seeds the
+// program's channels are control channels (replica.Send.Control), whose
+// data travels in the second lane.
 //
 // The detector is an oracle: each live process declares a crashed one
 // failed after its own random delay (5–40 ms), so views remove exactly the

@@ -166,7 +166,7 @@ func Run(c Config) error {
 			return err
 		}
 		rank := lay.Rank(core.NodeID(p))
-		a := &app{rank: rank, ranks: c.Ranks, prog: prog.of[rank]}
+		a := &app{rank: rank, ranks: c.Ranks, prog: prog.of[rank], control: c.Seed%2 == 1}
 		w.Add(&process{Stack: core.NewStack(&oracle{}, g.New(), l, a), id: core.NodeID(p), w: w, ck: ck})
 	}
 	w.AddChecker(ck)
@@ -286,6 +286,9 @@ type app struct {
 	rank  int
 	ranks int
 	prog  []step
+	// control: the program's channels are control channels (odd seeds),
+	// carried in the other lane (lane).
+	control bool
 
 	pc        int
 	blocked   bool
@@ -329,7 +332,7 @@ func (a *app) run() {
 	switch s.op {
 	case opSend:
 		payload := fmt.Appendf(nil, "%d→%d step %d decisions %d:%x", a.rank, s.peer, a.pc, a.decisions, a.digest)
-		a.env.Emit(replica.Send{Comm: 0, Dst: s.peer, Tag: int64(a.pc), Payload: payload})
+		a.env.Emit(replica.Send{Comm: 0, Dst: s.peer, Tag: int64(a.pc), Payload: payload, Control: a.control})
 	case opRecv:
 		if a.delivered[s.peer] < s.seq && !a.failed[s.peer] {
 			a.blocked = true
@@ -377,9 +380,10 @@ func (a *app) Handle(e core.Event) {
 }
 
 // lane puts the layer's Data in one lane of a link and every other
-// message in another, as transport/tcp carries Data in its data queue and
-// the rest in its control lane; the membership's and the detector's
-// messages share the control lane.
+// message (a control channel's data among them) in another, as
+// transport/tcp carries Data in its data queue and the rest in its
+// control lane; the membership's and the detector's messages share the
+// control lane.
 func lane(m core.Msg) int {
 	if m.Kind() == replica.KindData {
 		return 0
