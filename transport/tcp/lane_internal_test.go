@@ -10,7 +10,9 @@ import (
 // The replication protocol's frames travel in the control lane, but for
 // its data, which stays in order with the program's other data: a peer
 // whose data queue is full still gets the commits, acknowledgements,
-// decisions and end of program that the replicas need to make progress.
+// decisions and end of program that the replicas need to make progress,
+// and the data of control channels (comm's revocations and agreement
+// steps).
 func TestControlFrameReplicaKinds(t *testing.T) {
 	for _, tc := range []struct {
 		kind    core.Kind
@@ -23,6 +25,7 @@ func TestControlFrameReplicaKinds(t *testing.T) {
 		{replica.KindDecisionAck, true},
 		{replica.KindDecisionCommit, true},
 		{replica.KindFin, true},
+		{replica.KindControlData, true},
 		{commRevoke, true},
 		{commAgree, true},
 		{core.Kind(core.ProtoComm)<<8 | 1, false}, // comm's data
