@@ -133,7 +133,10 @@
 //
 // Virtual-node mapping updates, ready-to-sends and credit travel with the
 // data, in order with it. With replicated ranks every frame goes through
-// package replica's layer, in one order.
+// package replica's layer: revocations and agreement steps as its control
+// channels, which ride in the transport's control lane too and are handed
+// to the layer even while its backup table is full, so they overtake data
+// as above; everything else in one order with the data.
 //
 // # Virtual nodes
 //

@@ -34,6 +34,9 @@ type dataQueueHold struct {
 
 func holdDataQueue(t *testing.T, ctx context.Context, ss []*Session, from, to int) *dataQueueHold {
 	t.Helper()
+	// The queue must fill because to reads nothing, not because a
+	// connection is still being set up (it would then drain once up).
+	connectAll(t, ctx, ss)
 	h := &dataQueueHold{t: t, ss: ss, from: from, to: to, produced: make(chan struct{})}
 	ss[to].mu.Lock()
 	pctx, stop := context.WithCancel(ctx)
@@ -44,13 +47,44 @@ func holdDataQueue(t *testing.T, ctx context.Context, ss []*Session, from, to in
 		for i := 0; ss[from].tr.Send(pctx, core.NodeID(to), rawFrame(kindData, worldID|subColl, i, 4<<10)) == nil; i++ {
 		}
 	}()
-	for tries := 0; !h.full(); tries++ {
-		if tries == 10000 {
+	for tries := 0; !h.stuck(); tries++ {
+		if tries == 1000 {
 			t.Fatalf("the data queue from process %d to process %d never stayed full", from, to)
 		}
 		runtime.Gosched()
 	}
 	return h
+}
+
+// notFull fails the test: the queue had room (a diagnosis follows).
+func (h *dataQueueHold) notFull() {
+	h.t.Helper()
+	h.release()
+	h.t.Fatalf("the data queue from process %d to process %d is no longer full; failed ranks %v at %d, %v at %d; transport at %d: %+v",
+		h.from, h.to, h.ss[h.from].World().Failed(), h.from, h.ss[h.to].World().Failed(), h.to, h.from, h.ss[h.from].tcpTr.Stats())
+}
+
+// connectAll has every process keep a connection to every other and waits
+// until each pair has one in use at both ends.
+func connectAll(t *testing.T, ctx context.Context, ss []*Session) {
+	t.Helper()
+	ids := make([]core.NodeID, len(ss))
+	for p := range ss {
+		ids[p] = core.NodeID(p)
+	}
+	for p, s := range ss {
+		s.tcpTr.Keep(slices.Delete(slices.Clone(ids), p, p+1))
+	}
+	waitFor(t, ctx, "the processes are not all connected", func() bool {
+		for p, s := range ss {
+			for q := range ss {
+				if q != p && !s.tcpTr.Connected(core.NodeID(q)) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 // full reports whether many sends in a row find the data queue full.
@@ -62,6 +96,19 @@ func (h *dataQueueHold) full() bool {
 		}
 	}
 	return true
+}
+
+// stuck reports whether the data queue is full because the connection is:
+// full before and after a pause, across which the process wrote no frame
+// (on a loaded machine, a queue is also full for a moment while its
+// writer waits for a core).
+func (h *dataQueueHold) stuck() bool {
+	out := h.ss[h.from].tcpTr.Stats().FramesOut
+	if !h.full() {
+		return false
+	}
+	<-time.After(5 * time.Millisecond)
+	return h.full() && h.ss[h.from].tcpTr.Stats().FramesOut == out
 }
 
 // release lets the reader go on and stops the producer (once).
@@ -142,7 +189,7 @@ func TestReplicaProtocolWhileDataQueueFull(t *testing.T) {
 	})
 	// The master proposed under the layer's lock, which stats took after.
 	if !h.full() {
-		t.Fatal("the data queue toward the fellow replica is no longer full")
+		h.notFull()
 	}
 	dropped, laned := ss[master].rep.dropped.Load(), ss[master].rep.laned.Load()
 	h.release()
@@ -177,7 +224,7 @@ func TestReplicaProtocolWhileDataQueueFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !h.full() {
-		t.Fatal("the data queue toward the fellow replica is no longer full")
+		h.notFull()
 	}
 	dropped, laned = ss[master].rep.dropped.Load(), ss[master].rep.laned.Load()
 	h.release()
@@ -281,5 +328,46 @@ func TestReplicaLaneBounded(t *testing.T) {
 	}
 	if d := r.dropped.Load(); d != 0 {
 		t.Errorf("%d messages dropped, want none", d)
+	}
+}
+
+// A revocation on a replicated job gets through while the data queue
+// from the revoking rank's master to a replica of the other rank is full:
+// comm's revocations are a control channel of the replication layer,
+// whose data travels in the transport's control lane, so the master
+// neither drops it nor queues it behind the data, and once process 1
+// (rank 1's master) reads again, both replicas of rank 1 find the
+// communicator revoked.
+func TestReplicatedRevokeWhileDataQueueFull(t *testing.T) {
+	const master, peer = 0, 1 // rank 0's master; rank 1's master
+	ss := tcpJobWith(t, 2*2, []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10 }},
+		func(b *launch.Bootstrap) { b.Replicas = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cs := make([]*Comm, len(ss))
+	for p, s := range ss {
+		c, err := s.World().Dup()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[p] = c
+	}
+
+	h := holdDataQueue(t, ctx, ss, master, peer)
+	for _, p := range []int{master, 2} { // both replicas of rank 0
+		cs[p].Revoke()
+	}
+	if !h.full() {
+		h.notFull()
+	}
+	dropped, laned := ss[master].rep.dropped.Load(), ss[master].rep.laned.Load()
+	h.release()
+	if dropped != 0 || laned != 0 {
+		t.Errorf("rank 0's master dropped %d messages, and %d waited behind data, while its data queue toward rank 1's master was full", dropped, laned)
+	}
+	for _, p := range []int{1, 3} { // both replicas of rank 1
+		if _, err := cs[p].Recv(ctx, nil, 0, 1); !errors.Is(err, ErrRevoked) {
+			t.Errorf("process %d: a receive on the revoked communicator: %v, want ErrRevoked", p, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -128,10 +129,16 @@ func (r *replicated) afterCallLocked() {
 		e := r.held[0]
 		r.held[0] = pendingSend{}
 		r.held = r.held[1:]
-		r.layer.Handle(e.send)
-		if e.req != nil {
-			r.completed = append(r.completed, e.req)
-		}
+		r.handOverLocked(e)
+	}
+	if r.heldControl > 0 && r.started {
+		// Control channels do not wait for room (replicaSend).
+		r.held = slices.DeleteFunc(r.held, func(e pendingSend) bool {
+			if e.send.Control {
+				r.handOverLocked(e)
+			}
+			return e.send.Control
+		})
 	}
 	if len(r.held) == 0 {
 		r.held = nil
@@ -140,6 +147,17 @@ func (r *replicated) afterCallLocked() {
 			close(r.idle)
 			r.idle = nil
 		}
+	}
+}
+
+// handOverLocked hands a held send to the layer; lmu is held.
+func (r *replicated) handOverLocked(e pendingSend) {
+	if e.send.Control {
+		r.heldControl--
+	}
+	r.layer.Handle(e.send)
+	if e.req != nil {
+		r.completed = append(r.completed, e.req)
 	}
 }
 
@@ -203,7 +221,7 @@ func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 		return
 	}
 	d, ok := m.(*replica.Data)
-	if !ok {
+	if !ok || d.Control {
 		r.sendControl(to, m)
 		return
 	}

@@ -85,9 +85,12 @@ type replicated struct {
 	// held are the sends waiting for room in the backup table, in
 	// program order; completed, the requests of held sends handed over
 	// since the last dispatch.
-	held      []pendingSend
-	completed []*Request
-	idle      chan struct{} // closed when held empties; nil if nobody waits
+	held []pendingSend
+	// heldControl counts the sends of control channels in held (held
+	// before the layer started).
+	heldControl int
+	completed   []*Request
+	idle        chan struct{} // closed when held empties; nil if nobody waits
 	// stalled is set while sends are held: a program's send then
 	// completes only once handed to the layer.
 	stalled atomic.Bool
@@ -171,10 +174,15 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	} else {
 		payload = bytes.Clone(f.Payload)
 	}
-	e := pendingSend{send: replica.Send{Comm: uint64(f.Kind), Dst: to, Payload: payload}}
+	// Revocations and agreement steps are control channels of the
+	// layer: they travel in the transport's control lane, and are handed
+	// to the layer even while its backup table is full, never waiting
+	// behind data (package doc, "Control frames").
+	control := controlKind(f.Kind)
+	e := pendingSend{send: replica.Send{Comm: uint64(f.Kind), Dst: to, Payload: payload, Control: control}}
 	r := s.rep
 	r.lmu.Lock()
-	if len(r.held) == 0 && r.started && !r.layer.BackupFull() {
+	if r.started && (control || len(r.held) == 0 && !r.layer.BackupFull()) {
 		// A data send (body not nil) comes from a program's goroutine,
 		// which may wait on a socket as an unreplicated send does; a
 		// frame the engine answers with comes from a reader, which must
@@ -205,6 +213,9 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 		e.req = req
 	}
 	r.held = append(r.held, e)
+	if control {
+		r.heldControl++
+	}
 	r.stalled.Store(true)
 	r.lmu.Unlock()
 	return nil
