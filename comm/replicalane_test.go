@@ -371,3 +371,65 @@ func TestReplicatedRevokeWhileDataQueueFull(t *testing.T) {
 		}
 	}
 }
+
+// A replica that reads nothing costs the sending rank no more than the
+// backup table's bound: process 1 (rank 1's master) stops reading while
+// rank 0 sends it message after message; no commit can come (process 1
+// acknowledges nothing), so rank 0's replicas keep at most MaxBackup sends
+// each and their programs wait in Send, one send held each, instead of
+// piling the rest up. Once process 1 reads again (the master sends again
+// what it dropped), every message arrives at both replicas of rank 1, in
+// order.
+func TestReplicatedBackupBoundedWhileReceiverStalls(t *testing.T) {
+	const maxBackup, msgs = 4, 40
+	ss := tcpJobWith(t, 2*2, []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10; o.maxBackup = maxBackup }},
+		func(b *launch.Bootstrap) { b.Replicas = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	h := holdDataQueue(t, ctx, ss, 0, 1)
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for p, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := s.World()
+			buf := make([]byte, 1024)
+			for i := range msgs {
+				if c.Rank() == 0 {
+					buf[0] = byte(i)
+					errs[p] = c.Send(ctx, buf, 1, 1)
+				} else if _, errs[p] = c.Recv(ctx, buf, 0, 1); errs[p] == nil && buf[0] != byte(i) {
+					errs[p] = fmt.Errorf("message %d: got %d", i, buf[0])
+				}
+				if errs[p] != nil {
+					return
+				}
+			}
+		}()
+	}
+	held := func(p int) int {
+		r := ss[p].rep
+		r.lmu.Lock()
+		defer r.lmu.Unlock()
+		return len(r.held)
+	}
+	waitFor(t, ctx, "rank 0's replicas never filled their backup tables", func() bool {
+		return ss[0].rep.stats().Backup == maxBackup && ss[2].rep.stats().Backup == maxBackup && held(0) == 1 && held(2) == 1
+	})
+	if !h.full() {
+		h.notFull()
+	}
+	h.release()
+	wg.Wait()
+	for p, err := range errs {
+		if err != nil {
+			t.Errorf("process %d: %v", p, err)
+		}
+	}
+	for _, p := range []int{0, 2} {
+		if st := ss[p].rep.stats(); st.PeakBackup > maxBackup {
+			t.Errorf("process %d: the backup table held %d sends, bound %d", p, st.PeakBackup, maxBackup)
+		}
+	}
+}
