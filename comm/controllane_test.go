@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
 
 	"github.com/cohort-mp/cohort/core"
-	"github.com/cohort-mp/cohort/transport"
 )
 
 // lineWatch is an event stream (WithEvents) that closes seen once a line
@@ -44,43 +42,11 @@ func TestViewChangeWhileDataQueueFull(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 
-	ss[1].mu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			ss[1].mu.Unlock()
-		}
-	}()
-	// A producer keeps rank 0's data queue toward rank 1 full: collective
-	// steps nobody receives, within rank 1's limits, sent as fast as the
-	// queue takes them (as comm's backlog does).
-	const size = 64 << 10
-	pctx, stopProducer := context.WithCancel(ctx)
-	defer stopProducer()
-	produced := make(chan int, 1)
-	go func() {
-		i := 0
-		for ss[0].tr.Send(pctx, 1, rawFrame(kindData, worldID|subColl, i, size)) == nil {
-			i++
-		}
-		produced <- i
-	}()
-	// Once the connection is full (rank 1 reads nothing), the queue stays
-	// full: many tries in a row find no room.
-	full := func() bool {
-		for range 1000 {
-			if err := ss[0].tr.Send(ss[0].try, 1, rawFrame(kindData, worldID|subColl, -1, 0)); !errors.Is(err, transport.ErrQueueFull) {
-				return false
-			}
-		}
-		return true
-	}
-	for tries := 0; !full(); tries++ {
-		if tries == 10000 {
-			t.Fatal("the data queue toward rank 1 never stayed full")
-		}
-		runtime.Gosched()
-	}
+	// A producer keeps rank 0's data queue toward rank 1 full while rank
+	// 1 reads nothing (dataQueueHold): collective steps nobody receives,
+	// within rank 1's limits, sent as fast as the queue takes them (as
+	// comm's backlog does).
+	h := holdDataQueue(t, ctx, ss, 0, 1)
 
 	// Rank 2 crashes, and rank 0's detector says so (at once, rather than
 	// after its timeout, during which rank 1 would hear nothing from rank
@@ -99,13 +65,10 @@ func TestViewChangeWhileDataQueueFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropped := ss[0].host.Stats().SendDropped
-	if !full() {
-		t.Fatal("the data queue toward rank 1 is no longer full")
+	if !h.full() {
+		h.notFull()
 	}
-	ss[1].mu.Unlock()
-	locked = false
-	stopProducer()
-	<-produced
+	h.release()
 	if dropped != 0 {
 		t.Errorf("rank 0's host dropped %d frames while the data queue toward rank 1 was full", dropped)
 	}
