@@ -45,7 +45,12 @@ import (
 // complete (a blocking Send waits, an Isend's request stays pending), so
 // the program is held back rather than its sends piling up. Frames the
 // engine answers with (no request) are held too: the protocol bounds
-// them.
+// them. Revocations and agreement steps wait only for the layer to start
+// (they are its control channels). A receiving replica acknowledges a
+// message once its matching engine has it, received or not: what its
+// program has not received yet is kept without a bound of comm's (eager
+// credit and the unexpected limit count only the messages of unreplicated
+// jobs).
 
 // replicated is a session's replication state.
 type replicated struct {
