@@ -36,24 +36,25 @@ import (
 // to the transport under that lock, never waiting: a Data that finds the
 // data queue full is dropped (the layer retransmits), a control message
 // goes in the transport's control lane, or waits in a lane of comm's own
-// when that is full (replicalane.go). A direct write may wait for the peer's buffer,
-// so it must not hold the lock: a reader that waited for it would stop
-// reading, and two processes could each wait for the other's. The data
-// messages of two sends made at once by two goroutines of the program may
-// so leave out of order; the receiver holds the early one until the gap
-// fills (the layer delivers in sequence order). The events it emits are queued under the lock and
-// handed to the session in that order by one goroutine at a time
-// (dispatch), never under the lock: the session's handlers take its own
-// lock and may send, which calls the layer again.
+// when that is full (replicalane.go). A direct write may wait for the
+// peer's buffer, so it must not hold the lock: a reader that waited for
+// it would stop reading, and two processes could each wait for the
+// other's. The data messages of two sends made at once by two goroutines
+// of the program may so leave out of order; the receiver holds the early
+// one until the gap fills (the layer delivers in sequence order). The
+// events it emits are queued under the lock and handed to the session in
+// that order by one goroutine at a time (dispatch), never under the lock:
+// the session's handlers take its own lock and may send, which calls the
+// layer again.
 //
 // Timers: the layer's timers are the runtime's (time.AfterFunc), whose
-// expiry calls the layer like any other goroutine, under the lock: they
+// expiry calls the layer like any other goroutine, under the lock. They
 // are mostly set off the loop (an acknowledgement due after a delivery on
-// a reader), and arming one on the loop from there took a goroutine's
-// wake-up and a turn of the loop to arm it, then another to fire it. The
-// layer arms its acknowledgement timer once per Config.AckDelay at most
-// and its retransmission timer once per Config.Retransmit, so this costs
-// a few wake-ups a millisecond at most, not one per message.
+// a reader), where arming one on the loop would take a goroutine's
+// wake-up and a turn of the loop, and firing it another turn. The layer
+// arms its acknowledgement timer once per Config.AckDelay at most and its
+// retransmission timer once per Config.Retransmit, so this costs a few
+// wake-ups a millisecond at most, not one per message.
 //
 // What the host did for the layer's messages comm does here: it stamps a
 // frame with the session's epoch and encodes it with the job's codec; the
