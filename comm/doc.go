@@ -133,10 +133,11 @@
 //
 // Virtual-node mapping updates, ready-to-sends and credit travel with the
 // data, in order with it. With replicated ranks every frame goes through
-// package replica's layer: revocations and agreement steps as its control
-// channels, which ride in the transport's control lane too and are handed
-// to the layer even while its backup table is full, so they overtake data
-// as above; everything else in one order with the data.
+// package replica's layer: revocations, agreement steps and welcomes as
+// its control channels, which ride in the transport's control lane too
+// and are handed to the layer even while its backup table is full, so
+// they overtake data as above; everything else in one order with the
+// data.
 //
 // # Virtual nodes
 //

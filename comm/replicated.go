@@ -45,12 +45,12 @@ import (
 // complete (a blocking Send waits, an Isend's request stays pending), so
 // the program is held back rather than its sends piling up. Frames the
 // engine answers with (no request) are held too: the protocol bounds
-// them. Revocations and agreement steps wait only for the layer to start
-// (they are its control channels). A receiving replica acknowledges a
-// message once its matching engine has it, received or not: what its
-// program has not received yet is kept without a bound of comm's (eager
-// credit and the unexpected limit count only the messages of unreplicated
-// jobs).
+// them. Revocations, agreement steps and welcomes wait only for the
+// layer to start (they are its control channels). A receiving replica
+// acknowledges a message once its matching engine has it, received or
+// not: what its program has not received yet is kept without a bound of
+// comm's (eager credit and the unexpected limit count only the messages
+// of unreplicated jobs).
 
 // replicated is a session's replication state.
 type replicated struct {
@@ -179,10 +179,10 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	} else {
 		payload = bytes.Clone(f.Payload)
 	}
-	// Revocations and agreement steps are control channels of the
-	// layer: they travel in the transport's control lane, and are handed
-	// to the layer even while its backup table is full, never waiting
-	// behind data (package doc, "Control frames").
+	// Revocations, agreement steps and welcomes are control channels of
+	// the layer: they travel in the transport's control lane, and are
+	// handed to the layer even while its backup table is full, never
+	// waiting behind data (package doc, "Control frames").
 	control := controlKind(f.Kind)
 	e := pendingSend{send: replica.Send{Comm: uint64(f.Kind), Dst: to, Payload: payload, Control: control}}
 	r := s.rep
