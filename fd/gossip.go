@@ -99,6 +99,7 @@ type Gossip struct {
 	// members known alive only through a helper, the last senders (asked
 	// first) and counters.
 	helps       []gossipHelp
+	told        []gossipTold
 	unreachable []core.NodeID
 	recent      []core.NodeID // the last senders, most recent first
 	probes      GossipProbeStats
@@ -204,7 +205,7 @@ func (g *Gossip) Receive(from core.NodeID, m core.Msg) {
 	case GossipProbeRelay:
 		g.relayAnswer(from, m)
 	case GossipProbeAck:
-		if !g.relayAck(m) {
+		if !g.relayAck(from, m) {
 			g.probeAnswered(m)
 		}
 	}
@@ -223,6 +224,8 @@ func (g *Gossip) Fire(t core.Timer) {
 		g.probeExpired(t.seq)
 	case gossipProbeWave:
 		g.secondWave(t.seq)
+	case gossipHelpWave:
+		g.helpWave(t.subSeq)
 	}
 }
 
@@ -505,6 +508,9 @@ func (g *Gossip) receivePong(from core.NodeID, seq uint32) {
 	g.clearWatch(k)
 	// A pong is evidence of life now: a fresh T_cleanup from this round.
 	g.grace(i)
+	if len(g.helps) > 0 {
+		g.tellHelps(from, g.beats[i], true)
+	}
 }
 
 // grace starts a grace period for position i (which must not be watched).
@@ -585,6 +591,9 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 			continue
 		}
 		k++
+	}
+	if len(g.helps) > 0 {
+		g.helpsFromTable()
 	}
 	// Others can hold a higher heartbeat of this node only from an earlier
 	// incarnation; continue above it so that they see this one as new.

@@ -83,6 +83,14 @@ type GossipProbeReq struct {
 	// with Hops > 0 also asks helpers of its own (Hops − 1), for a
 	// suspect that only members the requester cannot reach still reach.
 	Hops uint8
+	// Origin and OriginSeq, when OriginSeq is not 0, name the member whose
+	// suspicion a passed-on request serves and that member's request: a
+	// helper tells the suspect of it, and the suspect answers Origin
+	// directly and round (the way back through the helpers may be cut one
+	// way). A request straight from the suspecting member leaves them
+	// zero. Encoded only when OriginSeq is not 0.
+	Origin    core.NodeID
+	OriginSeq uint32
 }
 
 // GossipProbeAck (kind [KindGossipProbeAck]) answers a [GossipProbeReq]:
@@ -139,11 +147,19 @@ func (m GossipProbeReq) MarshalWire(e *wire.Encoder) {
 	e.Uvarint(uint64(m.Seq))
 	e.NodeID(m.Subject)
 	e.Uint8(m.Hops)
+	if m.OriginSeq != 0 {
+		e.NodeID(m.Origin)
+		e.Uvarint(uint64(m.OriginSeq))
+	}
 }
 
 // WireSize is the payload size in bytes (equal to wire.Size(m)).
 func (m GossipProbeReq) WireSize() int {
-	return gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject)) + 1
+	n := gossipUvarintLen(uint64(m.Seq)) + gossipUvarintLen(uint64(m.Subject)) + 1
+	if m.OriginSeq != 0 {
+		n += gossipUvarintLen(uint64(m.Origin)) + gossipUvarintLen(uint64(m.OriginSeq))
+	}
+	return n
 }
 
 // MarshalWire appends Seq, Subject, Beat and Pong.
@@ -160,6 +176,9 @@ func (m GossipProbeAck) WireSize() int {
 }
 
 func (m GossipProbeReq) String() string {
+	if m.OriginSeq != 0 {
+		return fmt.Sprintf("gossip-probe-req{%d %v hops %d for %v %d}", m.Seq, m.Subject, m.Hops, m.Origin, m.OriginSeq)
+	}
 	return fmt.Sprintf("gossip-probe-req{%d %v hops %d}", m.Seq, m.Subject, m.Hops)
 }
 
@@ -374,6 +393,13 @@ func DecodeGossipPong(d *wire.Decoder) (core.Msg, error) {
 func DecodeGossipProbeReq(d *wire.Decoder) (core.Msg, error) {
 	seq, _ := decodeGossipSeq(d)
 	m := GossipProbeReq{Seq: seq, Subject: d.NodeID(), Hops: d.Uint8()}
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.Origin = d.NodeID()
+		m.OriginSeq, _ = decodeGossipSeq(d)
+		if d.Err() == nil && m.OriginSeq == 0 {
+			d.Fail("gossip probe origin seq", wire.ErrInvalid)
+		}
+	}
 	if err := d.Err(); err != nil {
 		return nil, err
 	}

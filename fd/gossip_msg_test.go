@@ -166,7 +166,16 @@ func TestGossipMsgDecodeErrors(t *testing.T) {
 		{"probe seq above uint32", KindGossipProbeReq, enc(func(e *wire.Encoder) { e.Uvarint(1 << 32); e.Uvarint(1); e.Uint8(0) }), wire.ErrOverflow},
 		{"probe of None", KindGossipProbeReq, enc(func(e *wire.Encoder) { e.Uvarint(1); e.Uvarint(uint64(core.None)); e.Uint8(0) }), wire.ErrInvalid},
 		{"probe no hops", KindGossipProbeReq, []byte{1, 1}, wire.ErrTruncated},
-		{"probe trailing", KindGossipProbeReq, []byte{1, 1, 0, 0}, wire.ErrTrailing},
+		{"probe trailing", KindGossipProbeReq, []byte{1, 1, 0, 2, 1, 0}, wire.ErrTrailing},
+		{"probe origin without its seq", KindGossipProbeReq, []byte{1, 1, 0, 2}, wire.ErrTruncated},
+		{"probe origin seq 0", KindGossipProbeReq, []byte{1, 1, 0, 2, 0}, wire.ErrInvalid},
+		{"probe origin None", KindGossipProbeReq, enc(func(e *wire.Encoder) {
+			e.Uvarint(1)
+			e.Uvarint(1)
+			e.Uint8(0)
+			e.Uvarint(uint64(core.None))
+			e.Uvarint(1)
+		}), wire.ErrInvalid},
 		{"relay to None", KindGossipProbeRelay, enc(func(e *wire.Encoder) { e.Uvarint(uint64(core.None)); e.Uvarint(1); e.Uvarint(1) }), wire.ErrInvalid},
 		{"relay no beat", KindGossipProbeRelay, []byte{1, 1}, wire.ErrTruncated},
 		{"relay trailing", KindGossipProbeRelay, []byte{1, 1, 1, 1}, wire.ErrTrailing},
@@ -281,6 +290,7 @@ func TestGossipProbeCodecRoundTrip(t *testing.T) {
 	for _, m := range []wire.Message{
 		GossipProbeReq{},
 		GossipProbeReq{Seq: math.MaxUint32, Subject: core.None - 1, Hops: 255},
+		GossipProbeReq{Seq: 3, Subject: 4, Origin: core.None - 1, OriginSeq: math.MaxUint32},
 		GossipProbeAck{},
 		GossipProbeAck{Seq: 300, Subject: 70_000, Beat: math.MaxUint32, Pong: true},
 		GossipProbeRelay{},

@@ -121,10 +121,10 @@ func TestGossipIndirectProbeOff(t *testing.T) {
 
 // TestGossipHelperAnswers: the helper's side. A request makes it answer
 // at once with the suspect's heartbeat it holds (news that may have come
-// by a path the requester's tables miss) and ping the suspect; the
-// suspect's pong to that ping is answered to the requester, once; a pong
-// after the probe's time is not; a request about the helper itself is
-// answered at once.
+// by a path the requester's tables miss), tell the suspect who suspects
+// it and ping it; the suspect's pong to that ping is answered to the
+// requester, once; a pong after the probe's time is not; a request about
+// the helper itself is answered at once.
 func TestGossipHelperAnswers(t *testing.T) {
 	members := gfirst(4)
 	g, env := startGossip(t, gossipTestConfig(topo.DoubleBinaryRoundRobin), 1, members)
@@ -132,10 +132,11 @@ func TestGossipHelperAnswers(t *testing.T) {
 	env.TakeSent()
 	g.Receive(0, GossipProbeReq{Seq: 40, Subject: 3})
 	sent := env.TakeSent()
-	if len(sent) != 2 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 7}) || sent[1].To != 3 {
-		t.Fatalf("helper sent %v, want probe-ack{40 n3 beat 7} to n0 and a ping to n3", sent)
+	if len(sent) != 3 || sent[0].To != 3 || sent[0].Msg != (GossipProbeReq{Seq: 40, Subject: 3, Origin: 0, OriginSeq: 40}) ||
+		sent[1].To != 0 || sent[1].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 7}) || sent[2].To != 3 {
+		t.Fatalf("helper sent %v, want the request on to n3 for n0, probe-ack{40 n3 beat 7} to n0 and a ping to n3", sent)
 	}
-	ping := sent[1].Msg.(GossipPing)
+	ping := sent[2].Msg.(GossipPing)
 	g.Receive(3, GossipPong{Seq: ping.Seq})
 	g.Receive(3, GossipPong{Seq: ping.Seq}) // a duplicate
 	sent = env.TakeSent()
@@ -196,13 +197,13 @@ func TestGossipHelperPassesOn(t *testing.T) {
 	var sub GossipProbeReq
 	var subTo []core.NodeID
 	for _, s := range env.TakeSent() {
-		if m, ok := s.Msg.(GossipProbeReq); ok {
+		if m, ok := s.Msg.(GossipProbeReq); ok && s.To != 3 {
 			sub = m
 			subTo = append(subTo, s.To)
 		}
 	}
-	if !slices.Equal(subTo, gids(2)) || sub.Subject != 3 || sub.Hops != 0 || sub.Seq == 40 {
-		t.Fatalf("passed on %v to %v, want one request about n3 with no hops left to n2", sub, subTo)
+	if !slices.Equal(subTo, gids(2)) || sub.Subject != 3 || sub.Hops != 0 || sub.Seq == 40 || sub.Origin != 0 || sub.OriginSeq != 40 {
+		t.Fatalf("passed on %v to %v, want one request about n3 for n0's 40 with no hops left to n2", sub, subTo)
 	}
 	g.Receive(2, GossipProbeAck{Seq: sub.Seq, Subject: 3, Beat: 9, Pong: true})
 	sent := env.TakeSent()

@@ -73,9 +73,19 @@ func (g *Gossip) install(epoch uint64, members []core.NodeID) error {
 		// none (this node doubted every other member, as one left
 		// alone in a stale view does) asks the new view's members
 		// before its verdict.
+		// One whose probe runs asks the members new to the view too,
+		// as helpers of its probe: they may reach the suspect where the
+		// old view's members do not (a member re-admitted after a
+		// partition suspected across it has only now the members that
+		// joined meanwhile).
 		for k := range g.watches {
-			if w := &g.watches[k]; w.status == StatusConsensus && w.probeSeq == 0 {
+			w := &g.watches[k]
+			switch {
+			case w.status != StatusConsensus:
+			case w.probeSeq == 0:
 				g.probeIndirect(w)
+			case len(fresh) > 0:
+				g.probeJoined(w, fresh)
 			}
 		}
 	}
