@@ -217,13 +217,18 @@ func (h *HeartbeatDetector) passOn(now time.Duration) time.Duration {
 }
 
 // probeAnswered handles a helper's answer: the suspect is alive and
-// reachable from the helper. A suspicion of ours that is still waiting
-// for its verdict ends (the suspect's refutation, which the helper
-// prompted, will clear it everywhere else), and so does a recheck; r is
-// unreachable from here.
+// reachable from the helper. A suspicion this process holds that is
+// still waiting for its verdict ends (the suspect's refutation, which the
+// helper prompted, will clear it everywhere else), and so does a recheck;
+// r is unreachable from here. That holds for a suspicion only heard of,
+// too, whose answer came to a request this process passed on for the
+// accuser: the refutation may never reach this process (the accuser's
+// way back, which it follows, need not lead here), and the answer is as
+// good a sign of life. A helper answers only after hearing from the
+// suspect since the request, so a crashed one is never answered for.
 func (h *HeartbeatDetector) probeAnswered(m HeartbeatProbeAck) {
 	r := h.find(m.Subject)
-	if r == nil || r.probeUntil == 0 || m.Inc < r.gInc {
+	if r == nil || m.Inc < r.gInc || r.probeUntil == 0 && r.state != HeartbeatSuspected {
 		return
 	}
 	now := h.env.Now()
