@@ -19,6 +19,13 @@ type joins struct {
 	mergeVia     core.NodeID // a live member of the view to merge into, core.None if unknown
 	mergeTries   int
 	mergeEpoch   uint64
+	// A merge given up (its tries unanswered) while this node stays in
+	// the view it was told is over: gaveUpIn is that view's epoch, and
+	// gaveUpEpoch and gaveUpRoot the newer view and its root, tried again
+	// at each probe (see retryMerge).
+	gaveUpIn, gaveUpEpoch uint64
+	gaveUpRoot            core.NodeID
+	gaveUpVia             int // the member of this node's view asked next
 }
 
 // maxJoinHops bounds how often a join request is forwarded towards a root.
@@ -115,6 +122,35 @@ func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
 		m.addJoin(j, r.Alive, m.now())
 	}
 	m.rootStep()
+}
+
+// retryMerge starts a merge given up again, at a probe, if this node has
+// installed no view since: the members of the view it holds may all be
+// alive and reachable, and so never declared failed, while they belong to
+// the newer view (they told this node so, and then nobody tells it
+// again), and the newer view's root, which the merge asked, may have been
+// cut off from it only for those tries. Every other retry asks, in turn,
+// a member of this node's view, which forwards the request to its root.
+func (m *Member) retryMerge() {
+	if m.gaveUpEpoch == 0 || m.mergeEpoch != 0 || m.joining || m.cur == nil {
+		return
+	}
+	if m.cur.epoch != m.gaveUpIn || m.newest() != m.cur {
+		m.gaveUpIn, m.gaveUpEpoch, m.gaveUpRoot = 0, 0, core.None
+		return
+	}
+	via := core.None
+	list := m.cur.list()
+	for range list {
+		id := list[m.gaveUpVia%len(list)]
+		m.gaveUpVia++
+		if id != m.self && id != m.gaveUpRoot {
+			via = id
+			break
+		}
+	}
+	m.mergeEpoch, m.mergeRoot, m.mergeVia, m.mergeTries = m.gaveUpEpoch, m.gaveUpRoot, via, 0
+	m.sendJoin()
 }
 
 // stopMerging ends a merge: done, or given up.

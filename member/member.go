@@ -183,7 +183,7 @@ func newMember(cfg Config) *Member {
 		cfg:       cfg,
 		proposals: proposals{acceptedFrom: core.None},
 		failures:  failures{reportTo: core.None},
-		joins:     joins{mergeRoot: core.None, mergeVia: core.None},
+		joins:     joins{mergeRoot: core.None, mergeVia: core.None, gaveUpRoot: core.None},
 	}
 }
 

@@ -99,7 +99,9 @@ func (m *Member) Fire(t core.Timer) {
 		if m.cur != nil && m.mergeEpoch != 0 && m.mergeTries >= maxMergeTries {
 			// The view to merge into does not answer (its members may all
 			// have failed since): stay in this view; a newer notice or
-			// probe starts another merge.
+			// probe starts another merge, and so does the next probe
+			// while this view stays (retryMerge).
+			m.gaveUpIn, m.gaveUpEpoch, m.gaveUpRoot = m.cur.epoch, m.mergeEpoch, m.mergeRoot
 			m.stopMerging()
 			return
 		}
@@ -108,6 +110,7 @@ func (m *Member) Fire(t core.Timer) {
 		}
 	case tProbe:
 		m.probe()
+		m.retryMerge()
 		if m.cur != nil && !m.driving && m.rootOf(m.newest()) == m.self {
 			m.rootStep() // anything left undone (a step cut short earlier)
 		}
