@@ -380,6 +380,14 @@
 //	T_detect' = T_detect + max(0, ProbeTimeout − T_broken)     heartbeat
 //	D'        = D + max(0, ProbeTimeout − T_consensus)        gossip
 //
+// plus, for the gossip detector, one ProbeTimeout for each view that adds
+// members while the probe runs (the new members are asked too, and given
+// their time); under the bound's assumptions (a stable view, one crash)
+// there is none. Nothing else in the probe delays a verdict on a crashed
+// process more than before: an answer that ends a suspicion is a message
+// the suspect sent after the request, or (gossip) a heartbeat of it at
+// most half T_cleanup old, as with the two-hop probe.
+//
 // The default ProbeTimeout is T_broken (heartbeat) and T_consensus
 // (gossip): a process whose every link is cut, or that crashed, is
 // declared failed as fast as without indirect probes
@@ -398,18 +406,32 @@
 // which the member answers with the notice); and a refutation goes, as
 // well as along the notice fan, to whoever told the suspect and back to
 // whoever told each member of the suspicion, so that it finds its way out
-// of a node that reaches few others and back to the accuser.
+// of a node that reaches few others and back to the accuser. A member
+// that only heard of the suspicion and passed the accuser's request on
+// ends its own suspicion when its helper answers: the refutation follows
+// the way back to the accuser, which need not lead to it.
 //
 // Gossip detector. Its tables already travel over many paths, so it
-// rarely suspects a live node behind a cut link. When it does, a helper
-// answers at once with the suspect's heartbeat it holds, which refutes if
-// it is newer than the suspected one and at most half T_cleanup old (news
-// that reached the helper by any path; after a crash, others may hold a
-// dead node's last heartbeat a few rounds fresher), pings the suspect,
-// and passes the request on once to helpers of its own (a suspect two
-// hops away); the suspect itself is asked too, and answers through a few
-// members it heard from lately ([GossipProbeRelay]), in case the only
-// way back to the requester goes round it.
+// rarely suspects a live node behind a cut link; but news crosses a link
+// only when the schedule names it, once per cycle of 2⌈log2 n⌉ rounds, so
+// over a path of three hops a fresher heartbeat arrives long after the
+// verdict would. The probe therefore searches the view. A helper answers
+// at once with the suspect's heartbeat it holds, which refutes if it is
+// newer than the suspected one and at most half T_cleanup old (after a
+// crash, others may hold a dead node's last heartbeat a few rounds
+// fresher); it pings the suspect, tells the suspect who suspects it
+// (GossipProbeReq's Origin), and passes the request on to helpers of its
+// own, up to n − 2 times along a chain, as far as a simple path through
+// the view goes. Requests about one suspect share each helper's ping and
+// pass-on; a pass-on unanswered half way through asks 4k more members,
+// and one shared by a later requester is sent to the earlier ones too
+// (each was left out as the one to go round). Answers travel back along
+// the chain; the suspect answers the suspecting member itself as well,
+// directly and through a few members it heard from lately
+// ([GossipProbeRelay]), in case the way back is cut one way; and a
+// helper that learns the suspect alive by other means (its own probe, a
+// pong, a young heartbeat) answers the requests it is still helping
+// with. A probe running when the view adds members asks them too.
 //
 // A link that stays cut is suspected once. A heartbeat detector whose
 // suspicion a helper answered, or whose suspect's refutation came round
@@ -430,18 +452,24 @@
 //
 // Cost per suspicion: a few dozen small messages (heartbeat: up to 5k + 5k²
 // requests and their notices, a ping per member per quarter ProbeTimeout
-// while the suspicion lasts; gossip: up to 5k + k² requests, their pings
-// and answers); while a link stays cut, the heartbeat detector's recheck
+// while the suspicion lasts; gossip: each member that is asked sends one
+// ping, one message to the suspect per request it receives, and passes on
+// once per suspect (once per hop count it is reached with, in practice
+// once) to k, then 4k more, members and to the earlier requesters of a
+// shared pass-on, so O(k·n) requests over the view, and their answers);
+// while a link stays cut, the heartbeat detector's recheck
 // costs k requests (k + k² when the helpers do not reach the peer
 // either), as many pings, their pongs and answers per
 // T_interval + T_timeout per side that watches the other.
 // Also with indirect probes, a notice's fan skips no one for the dead:
 // a target that is the notice's subject or held failed is replaced by
 // the next member, and a suspected one gets such a stand-in besides.
-// Limits: a probe reaches a suspect at most two hops away, the heartbeat
-// detector's refutation going round by the notice flood, and helpers
-// come from the node's own view; the simulator's partial-partition swarm counts what is left
-// (docs/VALIDATION.md). IndirectProbes = 0 is the papers' detectors.
+// Limits: the heartbeat detector's probe reaches a suspect at most two
+// hops away, its refutation going round by the notice flood; the gossip
+// detector's reaches as far as paths through the view go; helpers come
+// from the node's own view. The simulator's partial-partition swarm
+// checks the rest (docs/VALIDATION.md). IndirectProbes = 0 is the papers'
+// detectors.
 //
 // # Under load
 //
