@@ -233,7 +233,12 @@
 // becomes root, which may never have known them), and
 // the side whose view has the lower epoch merges into the other: its root
 // asks to be admitted with its whole side, its members for themselves,
-// through the live member that told them. Under [PartitionMajority] a root
+// through the live member that told them. A merge whose requests go
+// unanswered a few times is given up, and tried again at each probe for
+// as long as the node holds the same view, every other time through a
+// member of that view: its members may all be alive, reachable and in the
+// newer view, so that nothing ever makes the node leave its view, and
+// nobody tells it twice. Under [PartitionMajority] a root
 // installs a view only if the view keeps a strict majority of the members of
 // the last installed view (and at least half of an adopted proposal); a
 // root without it announces MINORITY to its side, every node of which emits
