@@ -100,6 +100,7 @@ type Gossip struct {
 	// first) and counters.
 	helps       []gossipHelp
 	told        []gossipTold
+	origins     []gossipOrigin
 	unreachable []core.NodeID
 	recent      []core.NodeID // the last senders, most recent first
 	probes      GossipProbeStats

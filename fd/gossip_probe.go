@@ -214,7 +214,11 @@ func (g *Gossip) helpProbe(from core.NodeID, m GossipProbeReq) {
 		if m.OriginSeq != 0 {
 			// A helper tells us who suspects us, some hops back: the
 			// way back through the helpers may be cut one way, a link
-			// from us to the suspecting member not.
+			// from us to the suspecting member not. Many helpers tell
+			// of one request; it is answered once.
+			if !g.firstOf(m.Origin, m.OriginSeq) {
+				return
+			}
 			to, seq = m.Origin, m.OriginSeq
 		}
 		g.probes.AcksSent++
@@ -239,9 +243,9 @@ func (g *Gossip) helpProbe(from core.NodeID, m GossipProbeReq) {
 	if m.OriginSeq != 0 {
 		origin, originSeq = m.Origin, m.OriginSeq
 	}
-	if origin != m.Subject {
+	if origin != m.Subject && g.firstOf(origin, originSeq) {
 		// The suspect hears who suspects it, to answer that member
-		// itself (each request costs it one message, as the ping).
+		// itself (once per suspecting member's request and helper).
 		g.env.Send(m.Subject, GossipProbeReq{Seq: m.Seq, Subject: m.Subject, Origin: origin, OriginSeq: originSeq})
 	}
 	// The suspect need not be in this node's view (views differ while
@@ -311,6 +315,28 @@ type gossipTold struct {
 	subSeq uint32
 	id     core.NodeID
 	until  time.Duration
+}
+
+// gossipOrigin is a suspecting member's request that this node told the
+// suspect of as a helper, or answered as the suspect, until its
+// ProbeTimeout ends (firstOf).
+type gossipOrigin struct {
+	origin core.NodeID
+	seq    uint32
+	until  time.Duration
+}
+
+// firstOf reports whether origin's request seq is new to this node, and
+// remembers it for a ProbeTimeout: a helper tells the suspect of it once,
+// and the suspect answers it once, however many helpers pass it on.
+func (g *Gossip) firstOf(origin core.NodeID, seq uint32) bool {
+	now := g.env.Now()
+	g.origins = slices.DeleteFunc(g.origins, func(o gossipOrigin) bool { return o.until < now })
+	if slices.ContainsFunc(g.origins, func(o gossipOrigin) bool { return o.origin == origin && o.seq == seq }) {
+		return false
+	}
+	g.origins = append(g.origins, gossipOrigin{origin: origin, seq: seq, until: now + g.cfg.probeTimeout()})
+	return true
 }
 
 // toldOf reports whether id was asked to help with pass-on subSeq, and

@@ -28,6 +28,11 @@ func TestGossipSuspectAnswersOrigin(t *testing.T) {
 			t.Fatalf("suspect sent %v, want only relays of its answer to n0 after it", sent)
 		}
 	}
+	// Other helpers tell of the same request: it is answered once.
+	g.Receive(1, GossipProbeReq{Seq: 9, Subject: 3, Origin: 0, OriginSeq: 40})
+	if sent := env.TakeSent(); len(sent) != 0 {
+		t.Fatalf("answered n0's request 40 again: %v", sent)
+	}
 }
 
 // TestGossipHelperSecondWave: a helper whose pass-on got no answer half
