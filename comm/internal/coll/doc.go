@@ -81,6 +81,17 @@
 //	Scan,       recursive doubling, ⌈log₂p⌉ rounds of n.
 //	Exscan
 //
+// # Shared memory
+//
+// When a communicator's ranks share a host, comm may hand AllreduceShared a
+// Segment instead: each rank copies its vector into its own slot, waits for
+// the others' progress words, and reduces the slots in rank order — all of
+// a piece of the vector itself below SharedSplitBytes (8 KiB), else its
+// 1/p of it into a shared output that every rank copies out after a second
+// wait. One round (one or two waits) per SlotBytes of the vector, no
+// message, and the flat algorithm's result bit for bit. The waits are the
+// Segment's, and fail as a Transport's receives do.
+//
 // Exchanges (both partners send and receive in the same round) send from a
 // second goroutine while receiving, so no algorithm relies on the Transport
 // buffering a Send (the tests run every algorithm over a rendezvous
