@@ -23,7 +23,11 @@ import (
 // [ErrRevoked] — wrapped with the collective and the step; no collective
 // hangs. A rank that had finished its part before the failure returns nil,
 // so ranks may disagree about a collective's outcome: use [Comm.Agree] when
-// they must not. Bad arguments are errors wrapping [ErrCount], [ErrRoot] or
+// they must not. When every rank of the communicator runs on one host,
+// Allreduce goes through memory the ranks share rather than messages
+// (coll_shm.go), with the same failures, and one more: a rank whose ctx
+// ends in the middle of it leaves the others without its part, and they
+// fail with [ErrAbandoned] naming it. Bad arguments are errors wrapping [ErrCount], [ErrRoot] or
 // [ErrOp] (or [ErrBadArg] for a nil communicator), never panics.
 
 // Op is a reduction operator over T: [Sum], [Prod], [Min], [Max], [BAnd],
@@ -109,6 +113,9 @@ func Reduce[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op[T], root
 func Allreduce[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op[T]) error {
 	t, err := collOf(c, "allreduce")
 	if err != nil {
+		return err
+	}
+	if ok, err := allreduceShared(ctx, c, send, recv, op); ok {
 		return err
 	}
 	return coll.Allreduce(ctx, t, send, recv, op)

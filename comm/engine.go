@@ -63,6 +63,7 @@ type commState struct {
 	virt       *virtState            // under mu
 
 	collSeq atomic.Uint64 // collective calls (coll.Transport.NextSeq)
+	seg     segState      // the collectives' shared memory (coll_shm.go)
 	created atomic.Uint64 // communicators derived from this one
 }
 

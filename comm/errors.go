@@ -39,6 +39,13 @@ var (
 	// ErrOverrun is what every [*OverrunError] matches with errors.Is: a
 	// process sent beyond a limit of this one and was cut off.
 	ErrOverrun = errors.New("comm: process sent beyond its limit")
+	// ErrAbandoned: a rank's context ended in the middle of a collective
+	// that went through the communicator's shared memory (coll_shm.go),
+	// leaving the others without its part; that collective and every
+	// later one on the communicator fail with it, at every rank, naming
+	// the rank. Continue on another communicator ([Comm.Dup] made before,
+	// or [Comm.Shrink]).
+	ErrAbandoned = errors.New("comm: a rank left a shared-memory collective unfinished")
 )
 
 // ProcFailedError reports that an operation involves ranks that have failed:

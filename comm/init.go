@@ -189,6 +189,9 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if rep == nil {
 		s.prog, s.progTime = tr, poll
 		s.collPoll = collPollFor(runtime.NumCPU(), local)
+		if !tcfg.NoShm {
+			s.collLocal = localProcs(reg.Addrs, boot.Rank)
+		}
 	}
 	s.onFinal = func() {
 		tr.Close()

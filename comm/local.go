@@ -187,6 +187,12 @@ func (j *localJob) start(id core.NodeID, contacts []core.NodeID) error {
 	}
 	s := newSession(ep, j.size, j.o)
 	s.local = j
+	if j.o.collShm {
+		s.collLocal = make([]bool, j.size)
+		for p := range s.collLocal {
+			s.collLocal[p] = true
+		}
+	}
 	s.onFinal = func() {
 		j.mu.Lock()
 		j.left++

@@ -103,6 +103,10 @@ type Session struct {
 	// collPoll is how long a collective's receive polls prog's rings
 	// when it is longer than progTime (coll_fast.go).
 	collPoll time.Duration
+	// collLocal marks, by process, those on this host: a communicator of
+	// them only runs its collectives on shared memory (coll_shm.go); nil
+	// turns that off.
+	collLocal []bool
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures
@@ -181,6 +185,10 @@ type options struct {
 	// links, if not nil, receives the notices of this rank's links
 	// relayed and direct again (links.go)
 	links io.Writer
+	// collShm: the ranks of a Local job, which share this process's
+	// host, run collectives on shared memory as a job's ranks of one
+	// host do (tests)
+	collShm bool
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
@@ -384,6 +392,7 @@ func (s *Session) shutdown(err error) {
 		}
 	}
 	s.stop()
+	s.closeSegs()
 }
 
 // onEvent follows the node's events on the host's loop: views tell which

@@ -1,0 +1,456 @@
+package comm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/cohort-mp/cohort/comm/internal/coll"
+)
+
+// Collectives over shared memory. When every rank of a communicator runs
+// on this host, its Allreduce goes through a segment of memory that the
+// ranks share (coll.Segment: each rank writes its contribution into its
+// own slot, and every element is reduced in rank order, so every rank
+// gets the same bits as the flat algorithm's), not through messages: on a
+// busy host a collective's cost is its waits, and a rank then waits for
+// the others' progress words, polling and yielding its core, then asleep
+// on a futex, instead of for a reader goroutine to be woken by a message
+// and to wake it in turn.
+//
+// The segment is made at the communicator's first Allreduce: its rank 0
+// creates a memfd and maps it, tells the others its process and
+// descriptor (a Bcast over the transport), they reopen it through
+// /proc/<pid>/fd (allowed to a process that may trace the creator: one of
+// the same user) and map it, and an Allreduce over the transport tells
+// every rank that every rank succeeded; else (or elsewhere than on Linux,
+// with COHORT_SHM=off, in a replicated job, or when a member runs on
+// another host) the communicator keeps the transport's collectives.
+// Nothing is left behind: the memfd has no name, and its memory goes when
+// the last rank unmaps it — when the session ends, when the communicator
+// is revoked or loses a member (it never runs a collective again; Shrink
+// and Dup make communicators with segments of their own), or with the
+// process.
+//
+// Failures keep their meaning: a wait gives up with a [*ProcFailedError]
+// naming the failed ranks once the membership declares a member failed,
+// with [ErrRevoked] once the communicator is revoked, and with ctx's error
+// when ctx ends. A rank whose ctx ends in the middle of a round leaves the
+// others without its part; it marks the segment abandoned, and every later
+// or pending collective of the communicator on the segment fails with
+// [ErrAbandoned] naming it, at every rank, rather than waiting for it.
+
+// The segment's layout: a header page, a page (or more) of progress
+// lines, one a rank, then two buffers of p input slots, then two output
+// areas.
+const (
+	segMagic     = "cohortC1"
+	segHeader    = 4096
+	segLine      = 64  // a rank's progress line: its word, then its bytes of even and odd rounds
+	offSegRanks  = 8   // uint64: p
+	offSegSlot   = 16  // uint64: the slot's bytes
+	offSegComm   = 24  // uint64: the communicator's id
+	offAbandoned = 64  // uint32: 1 + the rank that abandoned a round, or 0
+	offSleepers  = 128 // uint32: ranks asleep on the bell
+	offBell      = 192 // uint32: bumped by a publish that finds sleepers
+
+	// segMaxRanks bounds the ranks of a communicator on a segment: its
+	// rounds read every rank's line, and its size grows with p.
+	segMaxRanks = 64
+)
+
+// segSlotBytes is the slot size of a segment for p ranks: pieces of 256
+// KiB up to 16 ranks, 64 KiB beyond (the segment maps 2·p slots).
+func segSlotBytes(p int) int {
+	if p <= 16 {
+		return 256 << 10
+	}
+	return 64 << 10
+}
+
+// segLayout gives a segment's offsets for p ranks and slots of slot bytes.
+func segLayout(p, slot int) (inputs, outputs, size int) {
+	lines := (p*segLine + 4095) &^ 4095
+	inputs = segHeader + lines
+	outputs = inputs + 2*p*slot
+	return inputs, outputs, outputs + 2*slot
+}
+
+// Polling of a wait on the segment: it looks at the progress words
+// segLooks times, yields its core (sched_yield: on a host with more ranks
+// than cores, the rank it waits for may need it), and again, for up to
+// segSpin in all; then it sleeps on the bell, waking at least every
+// segSleep to look for failures. What matters on a busy host is to yield
+// often, as for the collectives' receives (coll_fast.go); on 2 busy cores
+// (cohort bench allreduce, 4 and 8 ranks), 1 µs of looks between yields
+// and a spin of 200 µs rather than 50 did no better than this.
+const (
+	segLooks = 64
+	segSpin  = 50 * time.Microsecond
+	segSleep = time.Millisecond
+)
+
+// collSeg is one rank's view of a communicator's segment (coll.Segment).
+type collSeg struct {
+	c       *Comm
+	mem     []byte
+	p, self int
+	slot    int
+	in, out int // offsets of the inputs and the outputs
+	round   uint64
+
+	progress  []*atomic.Uint64    // by rank
+	bytes     [][2]*atomic.Uint64 // by rank, by round parity
+	abandoned *atomic.Uint32
+	sleepers  *atomic.Uint32
+	bell      *atomic.Uint32
+}
+
+func word64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
+func word32(mem []byte, off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&mem[off])) }
+
+func newCollSeg(c *Comm, mem []byte, slot int) *collSeg {
+	p := c.Size()
+	g := &collSeg{c: c, mem: mem, p: p, self: c.Rank(), slot: slot}
+	g.in, g.out, _ = segLayout(p, slot)
+	for r := range p {
+		g.progress = append(g.progress, word64(mem, segHeader+r*segLine))
+		g.bytes = append(g.bytes, [2]*atomic.Uint64{word64(mem, segHeader+r*segLine+8), word64(mem, segHeader+r*segLine+16)})
+	}
+	g.abandoned, g.sleepers, g.bell = word32(mem, offAbandoned), word32(mem, offSleepers), word32(mem, offBell)
+	return g
+}
+
+// writeSegHeader fills a new segment's header.
+func writeSegHeader(mem []byte, p, slot int, id uint64) {
+	copy(mem, segMagic)
+	binary.LittleEndian.PutUint64(mem[offSegRanks:], uint64(p))
+	binary.LittleEndian.PutUint64(mem[offSegSlot:], uint64(slot))
+	binary.LittleEndian.PutUint64(mem[offSegComm:], id)
+}
+
+// checkSegHeader checks that a mapped segment is the one its creator made
+// for this communicator.
+func checkSegHeader(mem []byte, p, slot int, id uint64) error {
+	switch {
+	case string(mem[:len(segMagic)]) != segMagic:
+		return errors.New("not a collective segment")
+	case binary.LittleEndian.Uint64(mem[offSegRanks:]) != uint64(p),
+		binary.LittleEndian.Uint64(mem[offSegSlot:]) != uint64(slot),
+		binary.LittleEndian.Uint64(mem[offSegComm:]) != id:
+		return errors.New("the segment of another communicator")
+	}
+	return nil
+}
+
+func (g *collSeg) SlotBytes() int { return g.slot }
+
+func (g *collSeg) Input(r, b int) []byte {
+	off := g.in + (b*g.p+r)*g.slot
+	return g.mem[off : off+g.slot : off+g.slot]
+}
+
+func (g *collSeg) Output(b int) []byte {
+	off := g.out + b*g.slot
+	return g.mem[off : off+g.slot : off+g.slot]
+}
+
+func (g *collSeg) Begin() uint64 {
+	k := g.round
+	g.round++
+	return k
+}
+
+func (g *collSeg) Bytes(r int, k uint64) int { return int(g.bytes[r][k%2].Load()) }
+
+func (g *collSeg) Publish(v uint64, bytes int) {
+	g.bytes[g.self][(v-1)/2%2].Store(uint64(bytes))
+	g.progress[g.self].Store(v)
+	g.ring()
+}
+
+// ring wakes the ranks asleep on the bell, if any.
+func (g *collSeg) ring() {
+	if g.sleepers.Load() > 0 {
+		g.bell.Add(1)
+		futexWake(g.bell)
+	}
+}
+
+func (g *collSeg) Await(ctx context.Context, v uint64) error {
+	next := 0 // the first rank not known to have reached v
+	reached := func() bool {
+		for next < g.p && g.progress[next].Load() >= v {
+			next++
+		}
+		return next == g.p
+	}
+	if reached() {
+		return nil
+	}
+	start := time.Now()
+	for n := 1; ; n++ {
+		for range segLooks {
+			if reached() {
+				return nil
+			}
+		}
+		if n%16 == 0 {
+			if err := g.check(ctx); err != nil {
+				return err
+			}
+			runtime.Gosched() // the rank's own goroutines: its failure detector
+		}
+		if time.Since(start) < segSpin {
+			osYield()
+			continue
+		}
+		if err := g.check(ctx); err != nil {
+			return err
+		}
+		g.sleepers.Add(1)
+		bell := g.bell.Load()
+		if !reached() {
+			futexWait(g.bell, bell, segSleep)
+		}
+		g.sleepers.Add(^uint32(0))
+	}
+}
+
+// check returns why a wait must end: a member failed, the communicator
+// was revoked, the session ended, a rank abandoned the segment, or ctx
+// ended (this rank then abandons it).
+func (g *collSeg) check(ctx context.Context) error {
+	if a := g.abandoned.Load(); a != 0 {
+		return fmt.Errorf("%w: rank %d", ErrAbandoned, a-1)
+	}
+	if err := g.c.collErr(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		g.abandoned.CompareAndSwap(0, uint32(g.self)+1)
+		g.sleepers.Add(1) // wake every sleeper, whether or not one is counted
+		g.ring()
+		g.sleepers.Add(^uint32(0))
+		return ctx.Err()
+	default:
+	}
+	return nil
+}
+
+// collErr reports why no collective step may run on c: the session
+// ended, c is revoked, or a member is known failed.
+func (c *Comm) collErr() error {
+	s, st := c.s, c.st
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.state != nil:
+		return s.state
+	case st.revoked:
+		return ErrRevoked
+	case st.nfailed > 0:
+		return &ProcFailedError{Ranks: st.failedRanks()}
+	}
+	return nil
+}
+
+// segState is a communicator's segment, as far as this rank knows
+// (commState.seg).
+type segState struct {
+	mu     sync.Mutex
+	tried  bool     // set up, or found not to apply
+	seg    *collSeg // nil: the transport's collectives
+	users  int      // collectives using seg now
+	closed bool     // seg is unmapped once users is 0
+}
+
+// acquireSeg returns c's segment for a collective, setting it up at the
+// communicator's first, or nil when c's collectives go over the
+// transport. A segment returned must be given back with release.
+func (c *Comm) acquireSeg(ctx context.Context) (*collSeg, error) {
+	st := &c.st.seg
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return nil, nil
+	}
+	if !st.tried {
+		if !c.segEligible() {
+			st.tried = true
+			return nil, nil
+		}
+		g, err := c.setupSeg(ctx)
+		if err != nil {
+			return nil, err
+		}
+		st.tried, st.seg = true, g
+	}
+	if st.seg == nil {
+		return nil, nil
+	}
+	if a := st.seg.abandoned.Load(); a != 0 {
+		return nil, fmt.Errorf("%w: rank %d", ErrAbandoned, a-1)
+	}
+	// ULFM: a collective starts on no communicator with a known failed
+	// member, as a step over the transport does not (sendPlanLocked).
+	if err := c.collErr(); err != nil {
+		st.closeOn(err)
+		return nil, err
+	}
+	st.users++
+	return st.seg, nil
+}
+
+// releaseSeg gives back the segment acquireSeg returned; err is the
+// collective's outcome. A communicator that is revoked or lost a member
+// never runs a collective again: its segment is freed.
+func (c *Comm) releaseSeg(err error) {
+	st := &c.st.seg
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.users--
+	st.closeOn(err)
+}
+
+// closeOn frees the segment if err says that the communicator will never
+// run a collective again (under mu).
+func (st *segState) closeOn(err error) {
+	if errors.Is(err, ErrRevoked) || errors.Is(err, ErrProcFailed) || errors.Is(err, ErrFinalized) || errors.Is(err, ErrEvicted) {
+		st.closed = true
+	}
+	st.freeLocked()
+}
+
+// freeLocked unmaps the segment once closed and unused.
+func (st *segState) freeLocked() {
+	if st.closed && st.users == 0 && st.seg != nil {
+		unmapSegment(st.seg.mem)
+		st.seg = nil
+	}
+}
+
+// closeSegs frees the segments of every communicator of the session (as
+// it ends: their waits fail, and each is unmapped when its last leaves).
+func (s *Session) closeSegs() {
+	s.mu.Lock()
+	states := make([]*commState, 0, len(s.comms))
+	for _, c := range s.comms {
+		states = append(states, c)
+	}
+	s.mu.Unlock()
+	for _, c := range states {
+		st := &c.seg
+		st.mu.Lock()
+		st.closed = true
+		st.freeLocked()
+		st.mu.Unlock()
+	}
+}
+
+// segEligible reports whether c's collectives may use a segment: every
+// member on this host, no replication, shared memory allowed.
+func (c *Comm) segEligible() bool {
+	s := c.s
+	p := c.Size()
+	if !segSupported || s.collLocal == nil || s.rep != nil || p < 2 || p > segMaxRanks {
+		return false
+	}
+	for _, n := range c.st.members {
+		if int(n) >= len(s.collLocal) || !s.collLocal[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// setupSeg makes c's segment with every rank (see above), or reports that
+// some rank could not (nil, nil).
+func (c *Comm) setupSeg(ctx context.Context) (*collSeg, error) {
+	t := c.collTransport()
+	p, slot := c.Size(), segSlotBytes(c.Size())
+	_, _, size := segLayout(p, slot)
+	var mem []byte
+	fd := -1
+	where := []int64{0, 0, 0} // ok, pid, fd
+	if c.Rank() == 0 {
+		var err error
+		if fd, mem, err = createSegment(size); err != nil {
+			c.s.log.Warn("comm: no shared memory for the collectives of a communicator; they go over the transport", "err", err)
+		} else {
+			writeSegHeader(mem, p, slot, c.st.id)
+			where = []int64{1, int64(segPid()), int64(fd)}
+		}
+	}
+	defer func() {
+		if fd >= 0 {
+			closeSegmentFD(fd) // every rank has mapped it, or given up
+		}
+	}()
+	fail := func(err error) (*collSeg, error) {
+		if mem != nil {
+			unmapSegment(mem)
+		}
+		return nil, err
+	}
+	if err := coll.Bcast(ctx, t, where, 0); err != nil {
+		return fail(err)
+	}
+	if c.Rank() != 0 && where[0] == 1 {
+		var err error
+		if mem, err = openSegment(int(where[1]), int(where[2]), size); err == nil {
+			if err = checkSegHeader(mem, p, slot, c.st.id); err != nil {
+				unmapSegment(mem)
+				mem = nil
+			}
+		}
+		if err != nil {
+			c.s.log.Warn("comm: cannot map the collectives' shared memory; they go over the transport", "err", err)
+		}
+	}
+	ok := []int64{0}
+	if mem != nil {
+		ok[0] = 1
+	}
+	if err := coll.Allreduce(ctx, t, ok, ok, coll.Min[int64]()); err != nil {
+		return fail(err)
+	}
+	if ok[0] == 0 {
+		return fail(nil)
+	}
+	return newCollSeg(c, mem, slot), nil
+}
+
+// allreduceShared runs Allreduce on c's segment; ok is false when c has
+// none (the caller then uses the transport).
+func allreduceShared[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op[T]) (ok bool, err error) {
+	g, err := c.acquireSeg(ctx)
+	if g == nil || err != nil {
+		return err != nil, err
+	}
+	err = coll.AllreduceShared(ctx, g, g.self, g.p, send, recv, op)
+	c.releaseSeg(err)
+	return true, err
+}
+
+// localProcs marks the processes whose addresses are on self's host (the
+// same IP, or both loopback), as localIndex counts them.
+func localProcs(addrs []string, self int) []bool {
+	local := make([]bool, len(addrs))
+	if self < 0 || self >= len(addrs) {
+		return local
+	}
+	mine := hostIP(addrs[self])
+	for r, a := range addrs {
+		ip := hostIP(a)
+		local[r] = ip != nil && mine != nil && (ip.Equal(mine) || ip.IsLoopback() && mine.IsLoopback())
+	}
+	return local
+}
