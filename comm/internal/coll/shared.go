@@ -131,3 +131,37 @@ func sharedRound[T Elem](ctx context.Context, seg Segment, rank, size, total int
 	copy(AsBytes(out), seg.Output(b)[:len(out)*esize])
 	return nil
 }
+
+// BcastShared is Bcast over the communicator's Segment seg: root's buf
+// reaches every rank's buf, one round per SlotBytes (root copies a piece
+// into its slot, the others copy it out). Ranks that pass different
+// lengths all fail with ErrCount after the first round.
+func BcastShared[T Elem](ctx context.Context, seg Segment, rank, size int, buf []T, root int) error {
+	if root < 0 || root >= size {
+		return fmt.Errorf("%w: bcast: root %d of %d ranks", ErrRoot, root, size)
+	}
+	esize := SizeOf[T]()
+	total := len(buf) * esize
+	per := seg.SlotBytes() / esize
+	for off := 0; off == 0 || off < len(buf); off += per {
+		piece := AsBytes(buf[off:min(off+per, len(buf))])
+		k := seg.Begin()
+		b := int(k % 2)
+		if rank == root {
+			copy(seg.Input(root, b), piece)
+		}
+		seg.Publish(2*k+2, total)
+		if err := seg.Await(ctx, 2*k+1); err != nil {
+			return fmt.Errorf("coll: bcast: %w", err)
+		}
+		for r := range size {
+			if got := seg.Bytes(r, k); got != total {
+				return fmt.Errorf("%w: bcast: rank %d has %d bytes, this rank %d", ErrCount, r, got, total)
+			}
+		}
+		if rank != root {
+			copy(piece, seg.Input(root, b))
+		}
+	}
+	return nil
+}

@@ -158,3 +158,36 @@ func TestAllreduceSharedCountMismatch(t *testing.T) {
 		}
 	}
 }
+
+// BcastShared hands root's vector to every rank, over several rounds.
+func TestBcastShared(t *testing.T) {
+	const p, slot = 3, 64
+	for _, n := range []int{0, 1, 8, 9, 100} {
+		for root := range p {
+			errs := runShared(t, p, slot, func(ctx context.Context, seg Segment, rank int) error {
+				for round := range 3 {
+					buf := make([]int64, n)
+					if rank == root {
+						for i := range buf {
+							buf[i] = int64(i*7 + round)
+						}
+					}
+					if err := BcastShared(ctx, seg, rank, p, buf, root); err != nil {
+						return err
+					}
+					for i, x := range buf {
+						if x != int64(i*7+round) {
+							return fmt.Errorf("n=%d root=%d: element %d = %d", n, root, i, x)
+						}
+					}
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		}
+	}
+}
