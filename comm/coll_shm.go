@@ -15,28 +15,28 @@ import (
 )
 
 // Collectives over shared memory. When every rank of a communicator runs
-// on this host, its Allreduce goes through a segment of memory that the
-// ranks share (coll.Segment: each rank writes its contribution into its
-// own slot, and every element is reduced in rank order, so every rank
-// gets the same bits as the flat algorithm's), not through messages: on a
-// busy host a collective's cost is its waits, and a rank then waits for
-// the others' progress words, polling and yielding its core, then asleep
-// on a futex, instead of for a reader goroutine to be woken by a message
-// and to wake it in turn.
+// on this host, its Allreduce and Bcast go through a segment of memory
+// that the ranks share, not through messages (across hosts, see
+// coll_hier.go). Each rank writes its contribution into its own slot and
+// every element is reduced in rank order (coll.Segment), so every rank
+// gets the same bits as the flat algorithm's. On a busy host a
+// collective's cost is its waits: a rank now waits for the others'
+// progress words, polling and yielding its core, then asleep on a futex,
+// instead of for a reader goroutine to be woken by a message and to wake
+// it in turn.
 //
-// The segment is made at the communicator's first Allreduce: its rank 0
-// creates a memfd and maps it, tells the others its process and
+// The segment is made at the communicator's first Allreduce or Bcast: its
+// rank 0 creates a memfd and maps it, tells the others its process and
 // descriptor (a Bcast over the transport), they reopen it through
 // /proc/<pid>/fd (allowed to a process that may trace the creator: one of
 // the same user) and map it, and an Allreduce over the transport tells
 // every rank that every rank succeeded; else (or elsewhere than on Linux,
-// with COHORT_SHM=off, in a replicated job, or when a member runs on
-// another host) the communicator keeps the transport's collectives.
-// Nothing is left behind: the memfd has no name, and its memory goes when
-// the last rank unmaps it — when the session ends, when the communicator
-// is revoked or loses a member (it never runs a collective again; Shrink
-// and Dup make communicators with segments of their own), or with the
-// process.
+// with COHORT_SHM=off, in a replicated job) the communicator keeps the
+// transport's collectives. Nothing is left behind: the memfd has no name,
+// and its memory goes when the last rank unmaps it — when the session
+// ends, when the communicator is revoked or loses a member (it never runs
+// a collective again; Shrink and Dup make communicators with segments of
+// their own), or with the process.
 //
 // Failures keep their meaning: a wait gives up with a [*ProcFailedError]
 // naming the failed ranks once the membership declares a member failed,
@@ -96,7 +96,9 @@ const (
 	segSleep = time.Millisecond
 )
 
-// collSeg is one rank's view of a communicator's segment (coll.Segment).
+// collSeg is one rank's view of a communicator's segment (coll.Segment):
+// of all its ranks, or of those of this host when its ranks span hosts
+// (coll_hier.go). Its waits look for failures and revocation on c.
 type collSeg struct {
 	c       *Comm
 	mem     []byte
@@ -115,9 +117,9 @@ type collSeg struct {
 func word64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
 func word32(mem []byte, off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&mem[off])) }
 
-func newCollSeg(c *Comm, mem []byte, slot int) *collSeg {
-	p := c.Size()
-	g := &collSeg{c: c, mem: mem, p: p, self: c.Rank(), slot: slot}
+func newCollSeg(c *Comm, t coll.Transport, mem []byte, slot int) *collSeg {
+	p := t.Size()
+	g := &collSeg{c: c, mem: mem, p: p, self: t.Rank(), slot: slot}
 	g.in, g.out, _ = segLayout(p, slot)
 	for r := range p {
 		g.progress = append(g.progress, word64(mem, segHeader+r*segLine))
@@ -235,14 +237,20 @@ func (g *collSeg) check(ctx context.Context) error {
 	}
 	select {
 	case <-ctx.Done():
-		g.abandoned.CompareAndSwap(0, uint32(g.self)+1)
-		g.sleepers.Add(1) // wake every sleeper, whether or not one is counted
-		g.ring()
-		g.sleepers.Add(^uint32(0))
+		g.abandon()
 		return ctx.Err()
 	default:
 	}
 	return nil
+}
+
+// abandon marks the segment abandoned by this rank, and wakes the ranks
+// asleep on it to see so.
+func (g *collSeg) abandon() {
+	g.abandoned.CompareAndSwap(0, uint32(g.self)+1)
+	g.sleepers.Add(1) // wake every sleeper, whether or not one is counted
+	g.ring()
+	g.sleepers.Add(^uint32(0))
 }
 
 // collErr reports why no collective step may run on c: the session
@@ -266,47 +274,58 @@ func (c *Comm) collErr() error {
 // (commState.seg).
 type segState struct {
 	mu     sync.Mutex
-	tried  bool     // set up, or found not to apply
-	seg    *collSeg // nil: the transport's collectives
-	users  int      // collectives using seg now
-	closed bool     // seg is unmapped once users is 0
+	tried  bool       // set up, or found not to apply
+	seg    *collSeg   // nil: no segment (for this host's ranks, with hier)
+	hier   *hierState // set when the communicator spans hosts (coll_hier.go)
+	users  int        // collectives using seg now
+	closed bool       // seg is unmapped once users is 0
 }
 
 // acquireSeg returns c's segment for a collective, setting it up at the
-// communicator's first, or nil when c's collectives go over the
-// transport. A segment returned must be given back with release.
-func (c *Comm) acquireSeg(ctx context.Context) (*collSeg, error) {
+// communicator's first, and c's state across hosts if it spans hosts;
+// both nil when c's collectives go over the transport alone. A segment
+// returned, or a hierState, must be given back with releaseSeg.
+func (c *Comm) acquireSeg(ctx context.Context) (*collSeg, *hierState, error) {
 	st := &c.st.seg
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !st.tried {
-		if !c.segEligible() {
-			st.tried = true
-			return nil, nil
+		var g *collSeg
+		var h *hierState
+		var err error
+		switch {
+		case c.segEligible():
+			g, err = setupSeg(ctx, c, c.collTransport(), c.st.id)
+		case c.hierEligible():
+			h = c.newHier()
+			if h.local.Size() > 1 {
+				g, err = setupSeg(ctx, c, h.local, c.st.id^uint64(h.host+1)<<40)
+			}
 		}
-		g, err := c.setupSeg(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		st.tried, st.seg = true, g
+		st.tried, st.seg, st.hier = true, g, h
 	}
-	if st.seg == nil {
-		return nil, nil
+	if st.seg == nil && st.hier == nil {
+		return nil, nil, nil
 	}
-	if a := st.seg.abandoned.Load(); a != 0 {
-		return nil, fmt.Errorf("%w: rank %d", ErrAbandoned, a-1)
+	if st.seg != nil {
+		if a := st.seg.abandoned.Load(); a != 0 {
+			return nil, nil, fmt.Errorf("%w: rank %d", ErrAbandoned, a-1)
+		}
 	}
 	// ULFM: a collective starts on no communicator with a known failed
 	// member, as a step over the transport does not (sendPlanLocked).
 	if err := c.collErr(); err != nil {
 		st.closeOn(err)
-		return nil, err
+		return nil, nil, err
 	}
 	st.users++
-	return st.seg, nil
+	return st.seg, st.hier, nil
 }
 
 // releaseSeg gives back the segment acquireSeg returned; err is the
@@ -360,32 +379,32 @@ func (s *Session) closeSegs() {
 func (c *Comm) segEligible() bool {
 	s := c.s
 	p := c.Size()
-	if !segSupported || s.collLocal == nil || s.rep != nil || p < 2 || p > segMaxRanks {
+	if !segSupported || s.collHost == nil || s.rep != nil || p < 2 || p > segMaxRanks {
 		return false
 	}
 	for _, n := range c.st.members {
-		if int(n) >= len(s.collLocal) || !s.collLocal[n] {
+		if int(n) >= len(s.collHost) || s.collHost[n] != s.collHost[s.self] {
 			return false
 		}
 	}
 	return true
 }
 
-// setupSeg makes c's segment with every rank (see above), or reports that
-// some rank could not (nil, nil).
-func (c *Comm) setupSeg(ctx context.Context) (*collSeg, error) {
-	t := c.collTransport()
-	p, slot := c.Size(), segSlotBytes(c.Size())
+// setupSeg makes the segment of c's ranks that t reaches (all of c, or
+// those of this host), and id names, with each of them (see above), or
+// reports that some rank could not (nil, nil).
+func setupSeg(ctx context.Context, c *Comm, t coll.Transport, id uint64) (*collSeg, error) {
+	p, slot := t.Size(), segSlotBytes(t.Size())
 	_, _, size := segLayout(p, slot)
 	var mem []byte
 	fd := -1
 	where := []int64{0, 0, 0} // ok, pid, fd
-	if c.Rank() == 0 {
+	if t.Rank() == 0 {
 		var err error
 		if fd, mem, err = createSegment(size); err != nil {
 			c.s.log.Warn("comm: no shared memory for the collectives of a communicator; they go over the transport", "err", err)
 		} else {
-			writeSegHeader(mem, p, slot, c.st.id)
+			writeSegHeader(mem, p, slot, id)
 			where = []int64{1, int64(segPid()), int64(fd)}
 		}
 	}
@@ -403,10 +422,10 @@ func (c *Comm) setupSeg(ctx context.Context) (*collSeg, error) {
 	if err := coll.Bcast(ctx, t, where, 0); err != nil {
 		return fail(err)
 	}
-	if c.Rank() != 0 && where[0] == 1 {
+	if t.Rank() != 0 && where[0] == 1 {
 		var err error
 		if mem, err = openSegment(int(where[1]), int(where[2]), size); err == nil {
-			if err = checkSegHeader(mem, p, slot, c.st.id); err != nil {
+			if err = checkSegHeader(mem, p, slot, id); err != nil {
 				unmapSegment(mem)
 				mem = nil
 			}
@@ -425,32 +444,71 @@ func (c *Comm) setupSeg(ctx context.Context) (*collSeg, error) {
 	if ok[0] == 0 {
 		return fail(nil)
 	}
-	return newCollSeg(c, mem, slot), nil
+	return newCollSeg(c, t, mem, slot), nil
 }
 
 // allreduceShared runs Allreduce on c's segment; ok is false when c has
 // none (the caller then uses the transport).
 func allreduceShared[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op[T]) (ok bool, err error) {
-	g, err := c.acquireSeg(ctx)
-	if g == nil || err != nil {
-		return err != nil, err
+	g, h, err := c.acquireSeg(ctx)
+	switch {
+	case err != nil:
+		return true, err
+	case h != nil:
+		if !op.Commutative() && !h.contiguous {
+			c.releaseSeg(nil)
+			return false, nil // rank order needs the transport's algorithms
+		}
+		err = allreduceHier(ctx, h, g, send, recv, op)
+	case g != nil:
+		err = coll.AllreduceShared(ctx, g, g.self, g.p, send, recv, op)
+	default:
+		return false, nil
 	}
-	err = coll.AllreduceShared(ctx, g, g.self, g.p, send, recv, op)
 	c.releaseSeg(err)
 	return true, err
 }
 
-// localProcs marks the processes whose addresses are on self's host (the
-// same IP, or both loopback), as localIndex counts them.
-func localProcs(addrs []string, self int) []bool {
-	local := make([]bool, len(addrs))
-	if self < 0 || self >= len(addrs) {
-		return local
+// bcastShared runs Bcast on c's segment; ok is false when c has none
+// covering all its ranks (the caller then uses the transport).
+func bcastShared[T Elem](ctx context.Context, c *Comm, buf []T, root int) (ok bool, err error) {
+	g, h, err := c.acquireSeg(ctx)
+	switch {
+	case err != nil:
+		return true, err
+	case g == nil && h == nil:
+		return false, nil
+	case h != nil:
+		c.releaseSeg(nil)
+		return false, nil
 	}
-	mine := hostIP(addrs[self])
+	err = coll.BcastShared(ctx, g, g.self, g.p, buf, root)
+	c.releaseSeg(err)
+	return true, err
+}
+
+// hostsOf numbers the hosts of the processes at addrs: a process's number
+// is the first process's with the same IP (or, for loopback addresses,
+// the first loopback one's), as localIndex groups them; an address
+// without an IP is a host of its own.
+func hostsOf(addrs []string) []int {
+	hosts := make([]int, len(addrs))
+	first := make(map[string]int)
 	for r, a := range addrs {
+		hosts[r] = r
 		ip := hostIP(a)
-		local[r] = ip != nil && mine != nil && (ip.Equal(mine) || ip.IsLoopback() && mine.IsLoopback())
+		if ip == nil {
+			continue
+		}
+		key := string(ip.To16())
+		if ip.IsLoopback() {
+			key = "loopback"
+		}
+		if q, ok := first[key]; ok {
+			hosts[r] = q
+		} else {
+			first[key] = r
+		}
 	}
-	return local
+	return hosts
 }

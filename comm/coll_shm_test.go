@@ -17,12 +17,36 @@ import (
 // memory, as the ranks of one host of a real job do.
 func withCollShm(o *options) { o.collShm = true }
 
+// withHosts makes a Local job's ranks run their collectives as if rank r
+// ran on host hosts[r].
+func withHosts(hosts []int) Option {
+	return func(o *options) { o.collShm, o.collHosts = true, hosts }
+}
+
+// oneHostOrTwo are the layouts of a 4-rank job the failure tests run on:
+// one host, and two (each host's collectives on its segment, the hosts'
+// leaders over the transport).
+var oneHostOrTwo = [][]int{{0, 0, 0, 0}, {0, 0, 1, 1}}
+
 // segOf returns c's mapped segment, or nil.
 func segOf(c *Comm) *collSeg {
 	st := &c.st.seg
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.seg
+}
+
+// usesShared reports whether c's collectives run on shared memory: on its
+// segment, or on its host's when its ranks span hosts (one rank alone on
+// its host has none).
+func usesShared(c *Comm) bool {
+	st := &c.st.seg
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.hier != nil {
+		return st.seg != nil || st.hier.local.Size() == 1
+	}
+	return st.seg != nil
 }
 
 func skipWithoutSegments(t *testing.T) {
@@ -52,7 +76,7 @@ func sharedCaseOf[T Elem](name string, op func() Op[T], fn func(inout, in []T), 
 		if !slices.Equal(send, keep) {
 			return fmt.Errorf("%s n=%d: send modified", name, n)
 		}
-		if segOf(c) == nil {
+		if !usesShared(c) {
 			return fmt.Errorf("%s n=%d: no shared segment", name, n)
 		}
 		if err := collSame(fmt.Sprintf("%s n=%d", name, n), got, collRef(fn, seed, step, p, n, gen)); err != nil {
@@ -83,7 +107,10 @@ func anyUint8(rng *rand.Rand) uint8    { return uint8(rng.Uint32()) }
 // The shared-memory Allreduce gives every rank the naive rank-order
 // reduction bit for bit (floats of any magnitude included), for vectors
 // below and above the split and over several rounds, on sizes that divide
-// evenly and not; integer results equal the transport's.
+// evenly and not; integer results equal the transport's. Across hosts
+// (each host through its segment, then its leader over the transport) the
+// same holds but for floats of any magnitude, which every rank still gets
+// alike.
 func TestAllreduceSharedExact(t *testing.T) {
 	skipWithoutSegments(t)
 	seed := uint64(time.Now().UnixNano())
@@ -95,6 +122,7 @@ func TestAllreduceSharedExact(t *testing.T) {
 	}
 	cases := []sharedCase{
 		sharedCaseOf("float64 sum", Sum[float64], collSum, fullFloat, false),
+		sharedCaseOf("float64 sum of integers", Sum[float64], collSum, collSmallFloat, true),
 		sharedCaseOf("float64 max", Max[float64], maxF, fullFloat, true),
 		sharedCaseOf("int32 sum", Sum[int32], func(a, b []int32) {
 			for i := range a {
@@ -111,25 +139,41 @@ func TestAllreduceSharedExact(t *testing.T) {
 	// Elements: none, one, short, around the split (8 KiB of float64),
 	// and beyond a slot (256 KiB), to three rounds.
 	sizes := []int{0, 1, 7, 1000, 1024, 1025, 40000, 70001}
-	for _, p := range []int{2, 3, 4, 5} {
-		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
+	layouts := [][]int{{0, 0}, {0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0, 0},
+		{0, 0, 1, 1, 1, 2}, // across hosts, each host's ranks contiguous
+		{0, 1, 0, 1, 2, 2}, // not: a non-commutative operator takes the transport
+	}
+	for _, hosts := range layouts {
+		p := len(hosts)
+		oneHost := !slices.ContainsFunc(hosts, func(h int) bool { return h != 0 })
+		t.Run(fmt.Sprintf("hosts=%v", hosts), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
 			defer cancel()
-			errs := collRunOn(ctx, t, job(t, p, withCollShm), func(ctx context.Context, s *Session, c *Comm) error {
+			sums := make([][]float64, p) // of floats of any magnitude, by rank
+			errs := collRunOn(ctx, t, job(t, p, withHosts(hosts)), func(ctx context.Context, s *Session, c *Comm) error {
 				step := 0
 				for _, n := range sizes {
-					for _, k := range cases {
+					for i, k := range cases {
 						step++
+						if i == 0 && !oneHost {
+							continue // reduced host by host: not the naive order's rounding
+						}
 						if err := k.run(ctx, c, seed, step, n); err != nil {
 							return err
 						}
 					}
 				}
-				return nil
+				sums[c.Rank()] = make([]float64, 5000)
+				return Allreduce(ctx, c, collData(seed, step+1, c.Rank(), 5000, fullFloat), sums[c.Rank()], Sum[float64]())
 			})
 			for r, err := range errs {
 				if err != nil {
 					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+			for r := 1; r < p; r++ {
+				if !slices.Equal(sums[r], sums[0]) {
+					t.Errorf("ranks 0 and %d reduced floats to different results", r)
 				}
 			}
 		})
@@ -142,12 +186,20 @@ func TestAllreduceSharedExact(t *testing.T) {
 // above it and over several rounds.
 func TestAllreduceSharedRankDies(t *testing.T) {
 	skipWithoutSegments(t)
-	for _, tr := range transports {
+	for _, tr := range []string{"mem", "mem-2hosts", "tcp"} {
 		for _, elems := range []int{1, 5000, 70000} {
 			t.Run(fmt.Sprintf("%s/elems=%d", tr, elems), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
 				defer cancel()
-				ss := jobOver(t, tr, 4, withCollShm)
+				var ss []*Session
+				switch tr {
+				case "mem":
+					ss = job(t, 4, withCollShm)
+				case "mem-2hosts":
+					ss = job(t, 4, withHosts(oneHostOrTwo[1]))
+				default:
+					ss = tcpJob(t, 4)
+				}
 				until := allreduceUntilDeath(4, elems)
 				errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
 					err := until(ctx, s, c)
@@ -172,45 +224,49 @@ func TestAllreduceSharedRankDies(t *testing.T) {
 func TestAllreduceSharedKilledInside(t *testing.T) {
 	skipWithoutSegments(t)
 	const victim, late = 2, 3
-	ss := job(t, 4, withCollShm)
-	ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
-	defer cancel()
-	var inside sync.WaitGroup
-	inside.Add(3)
-	errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
-		one := []int64{1}
-		if err := Allreduce(ctx, c, one, one, Sum[int64]()); err != nil || one[0] != 4 {
-			return fmt.Errorf("first allreduce: %v %v", one, err)
-		}
-		switch c.Rank() {
-		case victim:
-			go func() {
-				inside.Wait()
-				time.Sleep(10 * time.Millisecond) // let the victim publish; no outcome depends on it
-				s.kill()
-			}()
-			inside.Done()
-			Allreduce(ctx, c, one, one, Sum[int64]())
-			return nil
-		case late:
-			for f := range s.Failures() {
-				if f.Rank == victim {
-					break
+	for _, hosts := range oneHostOrTwo {
+		t.Run(fmt.Sprintf("hosts=%v", hosts), func(t *testing.T) {
+			ss := job(t, 4, withHosts(hosts))
+			ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
+			defer cancel()
+			var inside sync.WaitGroup
+			inside.Add(3)
+			errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
+				one := []int64{1}
+				if err := Allreduce(ctx, c, one, one, Sum[int64]()); err != nil || one[0] != 4 {
+					return fmt.Errorf("first allreduce: %v %v", one, err)
+				}
+				switch c.Rank() {
+				case victim:
+					go func() {
+						inside.Wait()
+						time.Sleep(10 * time.Millisecond) // let the victim publish; no outcome depends on it
+						s.kill()
+					}()
+					inside.Done()
+					Allreduce(ctx, c, one, one, Sum[int64]())
+					return nil
+				case late:
+					for f := range s.Failures() {
+						if f.Rank == victim {
+							break
+						}
+					}
+				default:
+					inside.Done()
+				}
+				err := Allreduce(ctx, c, one, one, Sum[int64]())
+				if !slices.Contains(failedRanks(err), victim) {
+					return fmt.Errorf("allreduce with rank %d killed inside: %v, want a ProcFailedError naming it", victim, err)
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
 				}
 			}
-		default:
-			inside.Done()
-		}
-		err := Allreduce(ctx, c, one, one, Sum[int64]())
-		if !slices.Contains(failedRanks(err), victim) {
-			return fmt.Errorf("allreduce with rank %d killed inside: %v, want a ProcFailedError naming it", victim, err)
-		}
-		return nil
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
+		})
 	}
 }
 
@@ -219,40 +275,44 @@ func TestAllreduceSharedKilledInside(t *testing.T) {
 func TestAllreduceSharedRevoke(t *testing.T) {
 	skipWithoutSegments(t)
 	const revoker = 3
-	ss := job(t, 4, withCollShm)
-	ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
-	defer cancel()
-	errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
-		one := []int64{1}
-		if err := Allreduce(ctx, c, one, one, Sum[int64]()); err != nil || one[0] != 4 {
-			return fmt.Errorf("first allreduce: %v %v", one, err)
-		}
-		if c.Rank() == revoker {
-			if err := Barrier(ctx, mustDup(c)); err != nil { // the others are about to wait
-				return err
+	for _, hosts := range oneHostOrTwo {
+		t.Run(fmt.Sprintf("hosts=%v", hosts), func(t *testing.T) {
+			ss := job(t, 4, withHosts(hosts))
+			ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
+			defer cancel()
+			errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
+				one := []int64{1}
+				if err := Allreduce(ctx, c, one, one, Sum[int64]()); err != nil || one[0] != 4 {
+					return fmt.Errorf("first allreduce: %v %v", one, err)
+				}
+				if c.Rank() == revoker {
+					if err := Barrier(ctx, mustDup(c)); err != nil { // the others are about to wait
+						return err
+					}
+					time.Sleep(5 * time.Millisecond) // let them reach the wait; no outcome depends on it
+					c.Revoke()
+					return nil
+				}
+				d := mustDup(c)
+				errc := make(chan error, 1)
+				go func() { errc <- Allreduce(ctx, c, one, one, Sum[int64]()) }()
+				if err := Barrier(ctx, d); err != nil {
+					return err
+				}
+				if err := <-errc; !errors.Is(err, ErrRevoked) {
+					return fmt.Errorf("allreduce interrupted by Revoke: %v, want ErrRevoked", err)
+				}
+				if segOf(c) != nil {
+					return errors.New("the revoked communicator's segment is still mapped")
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
 			}
-			time.Sleep(5 * time.Millisecond) // let them reach the wait; no outcome depends on it
-			c.Revoke()
-			return nil
-		}
-		d := mustDup(c)
-		errc := make(chan error, 1)
-		go func() { errc <- Allreduce(ctx, c, one, one, Sum[int64]()) }()
-		if err := Barrier(ctx, d); err != nil {
-			return err
-		}
-		if err := <-errc; !errors.Is(err, ErrRevoked) {
-			return fmt.Errorf("allreduce interrupted by Revoke: %v, want ErrRevoked", err)
-		}
-		if segOf(c) != nil {
-			return errors.New("the revoked communicator's segment is still mapped")
-		}
-		return nil
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
+		})
 	}
 }
 
@@ -379,6 +439,44 @@ func TestAllreduceSharedOwnSegments(t *testing.T) {
 			if segOf(x) != nil {
 				t.Errorf("rank %d: a segment is still mapped after Finalize", r)
 			}
+		}
+	}
+}
+
+// Bcast on a communicator of one host goes through its segment: every
+// root, vectors of one round and of several.
+func TestBcastShared(t *testing.T) {
+	skipWithoutSegments(t)
+	const p = 3
+	ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
+	defer cancel()
+	errs := collRunOn(ctx, t, job(t, p, withCollShm), func(ctx context.Context, s *Session, c *Comm) error {
+		for _, n := range []int{0, 1, 40000} {
+			for root := range p {
+				buf := make([]int32, n)
+				if c.Rank() == root {
+					for i := range buf {
+						buf[i] = int32(i ^ root)
+					}
+				}
+				if err := Bcast(ctx, c, buf, root); err != nil {
+					return err
+				}
+				for i, x := range buf {
+					if x != int32(i^root) {
+						return fmt.Errorf("n=%d root=%d: element %d = %d", n, root, i, x)
+					}
+				}
+				if segOf(c) == nil {
+					return errors.New("no shared segment")
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }

@@ -24,10 +24,12 @@ import (
 // hangs. A rank that had finished its part before the failure returns nil,
 // so ranks may disagree about a collective's outcome: use [Comm.Agree] when
 // they must not. When every rank of the communicator runs on one host,
-// Allreduce goes through memory the ranks share rather than messages
-// (coll_shm.go), with the same failures, and one more: a rank whose ctx
-// ends in the middle of it leaves the others without its part, and they
-// fail with [ErrAbandoned] naming it. Bad arguments are errors wrapping [ErrCount], [ErrRoot] or
+// Allreduce and Bcast go through memory the ranks share rather than
+// messages (coll_shm.go), and across hosts Allreduce goes through each
+// host's (coll_hier.go), with the same failures, and one more: a rank
+// whose ctx ends in the middle of one leaves the others of its host
+// without its part, and they fail with [ErrAbandoned] naming it. Bad
+// arguments are errors wrapping [ErrCount], [ErrRoot] or
 // [ErrOp] (or [ErrBadArg] for a nil communicator), never panics.
 
 // Op is a reduction operator over T: [Sum], [Prod], [Min], [Max], [BAnd],
@@ -92,6 +94,9 @@ func collOf(c *Comm, name string) (coll.Transport, error) {
 func Bcast[T Elem](ctx context.Context, c *Comm, buf []T, root int) error {
 	t, err := collOf(c, "bcast")
 	if err != nil {
+		return err
+	}
+	if ok, err := bcastShared(ctx, c, buf, root); ok {
 		return err
 	}
 	return coll.Bcast(ctx, t, buf, root)

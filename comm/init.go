@@ -190,7 +190,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		s.prog, s.progTime = tr, poll
 		s.collPoll = collPollFor(runtime.NumCPU(), local)
 		if !tcfg.NoShm {
-			s.collLocal = localProcs(reg.Addrs, boot.Rank)
+			s.collHost = hostsOf(reg.Addrs)
 		}
 	}
 	s.onFinal = func() {

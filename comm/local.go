@@ -188,10 +188,8 @@ func (j *localJob) start(id core.NodeID, contacts []core.NodeID) error {
 	s := newSession(ep, j.size, j.o)
 	s.local = j
 	if j.o.collShm {
-		s.collLocal = make([]bool, j.size)
-		for p := range s.collLocal {
-			s.collLocal[p] = true
-		}
+		s.collHost = make([]int, j.size)
+		copy(s.collHost, j.o.collHosts)
 	}
 	s.onFinal = func() {
 		j.mu.Lock()

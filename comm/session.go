@@ -103,10 +103,10 @@ type Session struct {
 	// collPoll is how long a collective's receive polls prog's rings
 	// when it is longer than progTime (coll_fast.go).
 	collPoll time.Duration
-	// collLocal marks, by process, those on this host: a communicator of
-	// them only runs its collectives on shared memory (coll_shm.go); nil
-	// turns that off.
-	collLocal []bool
+	// collHost numbers, by process, the host each runs on: the ranks
+	// of a communicator on this host run its collectives on shared
+	// memory (coll_shm.go, coll_hier.go); nil turns that off.
+	collHost []int
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures
@@ -187,8 +187,10 @@ type options struct {
 	links io.Writer
 	// collShm: the ranks of a Local job, which share this process's
 	// host, run collectives on shared memory as a job's ranks of one
-	// host do (tests)
-	collShm bool
+	// host do (tests); collHosts, if set, are the hosts they would run
+	// on, by rank, to test the collectives across hosts
+	collShm   bool
+	collHosts []int
 }
 
 // WithFanout sets the membership radix tree's fan-out (a power of two ≥ 2);
