@@ -222,6 +222,7 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 			futexWait(g.bell, bell, segSleep)
 		}
 		g.sleepers.Add(^uint32(0))
+		runtime.Gosched() // the sleep held the rank's processor
 	}
 }
 
