@@ -30,9 +30,9 @@ import (
 // descriptor (a Bcast over the transport), they reopen it through
 // /proc/<pid>/fd (allowed to a process that may trace the creator: one of
 // the same user) and map it, and an Allreduce over the transport tells
-// every rank that every rank succeeded; else (or elsewhere than on Linux,
-// with COHORT_SHM=off, in a replicated job) the communicator keeps the
-// transport's collectives. Nothing is left behind: the memfd has no name,
+// every rank that every rank succeeded; else (a rank with COHORT_SHM=off
+// among them, or elsewhere than on Linux, or in a replicated job) the
+// communicator keeps the transport's collectives. Nothing is left behind: the memfd has no name,
 // and its memory goes when the last rank unmaps it — when the session
 // ends, when the communicator is revoked or loses a member (it never runs
 // a collective again; Shrink and Dup make communicators with segments of
@@ -400,7 +400,7 @@ func setupSeg(ctx context.Context, c *Comm, t coll.Transport, id uint64) (*collS
 	var mem []byte
 	fd := -1
 	where := []int64{0, 0, 0} // ok, pid, fd
-	if t.Rank() == 0 {
+	if t.Rank() == 0 && !c.s.collNoShm {
 		var err error
 		if fd, mem, err = createSegment(size); err != nil {
 			c.s.log.Warn("comm: no shared memory for the collectives of a communicator; they go over the transport", "err", err)
@@ -423,7 +423,7 @@ func setupSeg(ctx context.Context, c *Comm, t coll.Transport, id uint64) (*collS
 	if err := coll.Bcast(ctx, t, where, 0); err != nil {
 		return fail(err)
 	}
-	if t.Rank() != 0 && where[0] == 1 {
+	if t.Rank() != 0 && where[0] == 1 && !c.s.collNoShm {
 		var err error
 		if mem, err = openSegment(int(where[1]), int(where[2]), size); err == nil {
 			if err = checkSegHeader(mem, p, slot, id); err != nil {

@@ -480,3 +480,35 @@ func TestBcastShared(t *testing.T) {
 		}
 	}
 }
+
+// A rank that may not use shared memory (COHORT_SHM=off) makes its
+// communicators' ranks agree to do without: the others do not wait on a
+// segment it never maps.
+func TestAllreduceSharedOneRankOff(t *testing.T) {
+	skipWithoutSegments(t)
+	for _, hosts := range oneHostOrTwo {
+		t.Run(fmt.Sprintf("hosts=%v", hosts), func(t *testing.T) {
+			ss := job(t, 4, withHosts(hosts))
+			ss[1].collNoShm = true // before any collective
+			ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
+			defer cancel()
+			errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
+				for range 3 {
+					v := []int64{int64(c.Rank())}
+					if err := Allreduce(ctx, c, v, v, Sum[int64]()); err != nil || v[0] != 6 {
+						return fmt.Errorf("allreduce: %v %v", v, err)
+					}
+				}
+				if g := segOf(c); g != nil && (len(hosts) == 0 || hosts[c.Rank()] == hosts[1]) {
+					return errors.New("a segment is mapped though rank 1 may not map it")
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}

@@ -189,9 +189,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if rep == nil {
 		s.prog, s.progTime = tr, poll
 		s.collPoll = collPollFor(runtime.NumCPU(), local)
-		if !tcfg.NoShm {
-			s.collHost = hostsOf(reg.Addrs)
-		}
+		s.collHost, s.collNoShm = hostsOf(reg.Addrs), tcfg.NoShm
 	}
 	s.onFinal = func() {
 		tr.Close()

@@ -105,8 +105,11 @@ type Session struct {
 	collPoll time.Duration
 	// collHost numbers, by process, the host each runs on: the ranks
 	// of a communicator on this host run its collectives on shared
-	// memory (coll_shm.go, coll_hier.go); nil turns that off.
-	collHost []int
+	// memory (coll_shm.go, coll_hier.go); nil turns that off. With
+	// collNoShm (COHORT_SHM=off) this rank maps no segment, and its
+	// communicators' ranks agree to do without.
+	collHost  []int
+	collNoShm bool
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures
