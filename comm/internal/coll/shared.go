@@ -115,7 +115,7 @@ func sharedRound[T Elem](ctx context.Context, seg Segment, rank, size, total int
 	// This rank's chunk of the piece: whole cache lines, the last rank's
 	// possibly shorter.
 	esize := SizeOf[T]()
-	chunk := (m/size + 63) &^ 63
+	chunk := ((m+size-1)/size + 63) &^ 63
 	lo, hi := min(rank*chunk, m), min((rank+1)*chunk, m)
 	if lo < hi {
 		res, _ := FromBytes[T](seg.Output(b)[lo:hi])

@@ -105,7 +105,9 @@ func TestAllreduceSharedRankOrder(t *testing.T) {
 	}
 	for _, p := range []int{2, 3, 5} {
 		for _, slot := range []int{64, SharedSplitBytes, 4 * SharedSplitBytes} {
-			for _, n := range []int{0, 1, 9, 1023, 1024, 5000} {
+			// 1281 float64 on 5 ranks: 2,049.6 bytes a rank, 32 lines
+			// and a part.
+			for _, n := range []int{0, 1, 9, 1023, 1024, 1281, 5000} {
 				want := input(0, n)
 				for r := 1; r < p; r++ {
 					for i, x := range input(r, n) {
@@ -188,6 +190,33 @@ func TestBcastShared(t *testing.T) {
 					t.Errorf("rank %d: %v", r, err)
 				}
 			}
+		}
+	}
+}
+
+// A piece whose share per rank is whole cache lines but for a remainder
+// (2,081 int32 on 5 ranks: 1,664.8 bytes each) is reduced to its last
+// element.
+func TestAllreduceSharedRemainder(t *testing.T) {
+	const p, n = 5, 2081
+	errs := runShared(t, p, 4*SharedSplitBytes, func(ctx context.Context, seg Segment, rank int) error {
+		v := make([]int32, n)
+		for i := range v {
+			v[i] = int32(i + rank)
+		}
+		if err := AllreduceShared(ctx, seg, rank, p, v, v, Sum[int32]()); err != nil {
+			return err
+		}
+		for i, x := range v {
+			if want := int32(p*i + p*(p-1)/2); x != want {
+				return fmt.Errorf("element %d = %d, want %d", i, x, want)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }
