@@ -233,11 +233,11 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 // was revoked, the session ended, a rank abandoned the segment, or ctx
 // ended (this rank then abandons it).
 func (g *collSeg) check(ctx context.Context) error {
-	if a := g.abandoned.Load(); a != 0 {
-		return fmt.Errorf("%w: rank %d", ErrAbandoned, a-1)
-	}
 	if err := g.c.collErr(); err != nil {
 		return err
+	}
+	if a := g.abandoned.Load(); a != 0 {
+		return fmt.Errorf("%w: rank %d", ErrAbandoned, a-1)
 	}
 	select {
 	case <-ctx.Done():
@@ -277,12 +277,15 @@ func (c *Comm) collErr() error {
 // segState is a communicator's segment, as far as this rank knows
 // (commState.seg).
 type segState struct {
-	mu     sync.Mutex
-	tried  bool       // set up, or found not to apply
-	seg    *collSeg   // nil: no segment (for this host's ranks, with hier)
-	hier   *hierState // set when the communicator spans hosts (coll_hier.go)
-	users  int        // collectives using seg now
-	closed bool       // seg is unmapped once users is 0
+	mu    sync.Mutex
+	tried bool // set up, or found not to apply
+	// setupErr is why the setup failed here: the others may have
+	// finished it, so later collectives fail.
+	setupErr error
+	seg      *collSeg   // nil: no segment (for this host's ranks, with hier)
+	hier     *hierState // set when the communicator spans hosts (coll_hier.go)
+	users    int        // collectives using seg now
+	closed   bool       // seg is unmapped once users is 0
 }
 
 // acquireSeg returns c's segment for a collective, setting it up at the
@@ -295,6 +298,14 @@ func (c *Comm) acquireSeg(ctx context.Context) (*collSeg, *hierState, error) {
 	defer st.mu.Unlock()
 	if st.closed {
 		return nil, nil, nil
+	}
+	if st.setupErr != nil {
+		// The others may have the segment and wait on it for this rank:
+		// it cannot take part again (nor go over the transport).
+		if err := c.collErr(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%w: rank %d, as the communicator's shared memory was being set up: %w", ErrAbandoned, c.Rank(), st.setupErr)
 	}
 	if !st.tried {
 		var g *collSeg
@@ -309,10 +320,10 @@ func (c *Comm) acquireSeg(ctx context.Context) (*collSeg, *hierState, error) {
 				g, err = setupSeg(ctx, c, h.local, c.st.id^uint64(h.host+1)<<40)
 			}
 		}
+		st.tried, st.seg, st.hier, st.setupErr = true, g, h, err
 		if err != nil {
 			return nil, nil, err
 		}
-		st.tried, st.seg, st.hier = true, g, h
 	}
 	if st.seg == nil && st.hier == nil {
 		return nil, nil, nil
@@ -419,6 +430,11 @@ func setupSeg(ctx context.Context, c *Comm, t coll.Transport, id uint64) (*collS
 	}()
 	fail := func(err error) (*collSeg, error) {
 		if mem != nil {
+			if err != nil && ctx.Err() != nil {
+				// The others may have finished the setup and wait on
+				// the segment for this rank.
+				newCollSeg(c, t, mem, slot).abandon()
+			}
 			unmapSegment(mem)
 		}
 		return nil, err
