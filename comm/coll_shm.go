@@ -30,9 +30,10 @@ import (
 // descriptor (a Bcast over the transport), they reopen it through
 // /proc/<pid>/fd (allowed to a process that may trace the creator: one of
 // the same user) and map it, and an Allreduce over the transport tells
-// every rank that every rank succeeded; else (a rank with COHORT_SHM=off
-// among them, or elsewhere than on Linux, or in a replicated job) the
-// communicator keeps the transport's collectives. Nothing is left behind: the memfd has no name,
+// every rank that every rank succeeded; else (a rank among them whose
+// connections of one host do not share memory either: COHORT_SHM=off,
+// COHORT_UNIX=off or TLS; or elsewhere than on Linux, or in a replicated
+// job) the communicator keeps the transport's collectives. Nothing is left behind: the memfd has no name,
 // and its memory goes when the last rank unmaps it — when the session
 // ends, when the communicator is revoked or loses a member (it never runs
 // a collective again; Shrink and Dup make communicators with segments of

@@ -189,7 +189,11 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	if rep == nil {
 		s.prog, s.progTime = tr, poll
 		s.collPoll = collPollFor(runtime.NumCPU(), local)
-		s.collHost, s.collNoShm = hostsOf(reg.Addrs), tcfg.NoShm
+		// The collectives share memory where the connections of one
+		// host do: not over loopback TCP, which stands for a network
+		// (COHORT_UNIX=off), nor under TLS (no ring either).
+		s.collHost = hostsOf(reg.Addrs)
+		s.collNoShm = tcfg.NoShm || tcfg.NoUnix || tcfg.TLS != nil
 	}
 	s.onFinal = func() {
 		tr.Close()

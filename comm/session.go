@@ -106,8 +106,8 @@ type Session struct {
 	// collHost numbers, by process, the host each runs on: the ranks
 	// of a communicator on this host run its collectives on shared
 	// memory (coll_shm.go, coll_hier.go); nil turns that off. With
-	// collNoShm (COHORT_SHM=off) this rank maps no segment, and its
-	// communicators' ranks agree to do without.
+	// collNoShm (COHORT_SHM=off, COHORT_UNIX=off, TLS) this rank maps no
+	// segment, and its communicators' ranks agree to do without.
 	collHost  []int
 	collNoShm bool
 
