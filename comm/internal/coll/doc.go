@@ -89,8 +89,10 @@
 // a piece of the vector itself below SharedSplitBytes (8 KiB), else its
 // 1/p of it into a shared output that every rank copies out after a second
 // wait. One round (one or two waits) per SlotBytes of the vector, no
-// message, and the flat algorithm's result bit for bit. The waits are the
-// Segment's, and fail as a Transport's receives do.
+// message, and the flat algorithm's result bit for bit. BcastShared and
+// BarrierShared run the same rounds, root's slot alone carrying data, or
+// none. The waits are the Segment's, and fail as a Transport's receives
+// do.
 //
 // Exchanges (both partners send and receive in the same round) send from a
 // second goroutine while receiving, so no algorithm relies on the Transport

@@ -165,3 +165,14 @@ func BcastShared[T Elem](ctx context.Context, seg Segment, rank, size int, buf [
 	}
 	return nil
 }
+
+// BarrierShared returns once every rank of seg has called it: a round
+// without data.
+func BarrierShared(ctx context.Context, seg Segment) error {
+	k := seg.Begin()
+	seg.Publish(2*k+2, 0)
+	if err := seg.Await(ctx, 2*k+1); err != nil {
+		return fmt.Errorf("coll: barrier: %w", err)
+	}
+	return nil
+}

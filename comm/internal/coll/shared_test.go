@@ -220,3 +220,26 @@ func TestAllreduceSharedRemainder(t *testing.T) {
 		}
 	}
 }
+
+// No rank leaves BarrierShared before every rank has entered it.
+func TestBarrierShared(t *testing.T) {
+	const p, rounds = 4, 50
+	var entered atomic.Int64
+	errs := runShared(t, p, 64, func(ctx context.Context, seg Segment, rank int) error {
+		for i := range rounds {
+			entered.Add(1)
+			if err := BarrierShared(ctx, seg); err != nil {
+				return err
+			}
+			if got := entered.Load(); got < int64(p*(i+1)) {
+				return fmt.Errorf("barrier %d left with %d entries, want at least %d", i, got, p*(i+1))
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
