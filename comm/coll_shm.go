@@ -15,8 +15,8 @@ import (
 )
 
 // Collectives over shared memory. When every rank of a communicator runs
-// on this host, its Allreduce and Bcast go through a segment of memory
-// that the ranks share, not through messages (across hosts, see
+// on this host, its Allreduce, Bcast and Barrier go through a segment of
+// memory that the ranks share, not through messages (across hosts, see
 // coll_hier.go). Each rank writes its contribution into its own slot and
 // every element is reduced in rank order (coll.Segment), so every rank
 // gets the same bits as the flat algorithm's. On a busy host a
@@ -25,19 +25,20 @@ import (
 // instead of for a reader goroutine to be woken by a message and to wake
 // it in turn.
 //
-// The segment is made at the communicator's first Allreduce or Bcast: its
-// rank 0 creates a memfd and maps it, tells the others its process and
+// The segment is made at the communicator's first of them: its rank 0
+// creates a memfd and maps it, tells the others its process and
 // descriptor (a Bcast over the transport), they reopen it through
 // /proc/<pid>/fd (allowed to a process that may trace the creator: one of
 // the same user) and map it, and an Allreduce over the transport tells
 // every rank that every rank succeeded; else (a rank among them whose
 // connections of one host do not share memory either: COHORT_SHM=off,
 // COHORT_UNIX=off or TLS; or elsewhere than on Linux, or in a replicated
-// job) the communicator keeps the transport's collectives. Nothing is left behind: the memfd has no name,
-// and its memory goes when the last rank unmaps it — when the session
-// ends, when the communicator is revoked or loses a member (it never runs
-// a collective again; Shrink and Dup make communicators with segments of
-// their own), or with the process.
+// job) the communicator keeps the transport's collectives. Nothing is
+// left behind: the memfd has no name, and its memory goes when the last
+// rank unmaps it — when the session ends, when the communicator is
+// revoked or loses a member (it never runs a collective again; Shrink and
+// Dup make communicators with segments of their own), or with the
+// process.
 //
 // Failures keep their meaning: a wait gives up with a [*ProcFailedError]
 // naming the failed ranks once the membership declares a member failed,
@@ -486,6 +487,24 @@ func allreduceShared[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op
 	default:
 		return false, nil
 	}
+	c.releaseSeg(err)
+	return true, err
+}
+
+// barrierShared runs Barrier on c's segment; ok is false when c has none
+// covering all its ranks (the caller then uses the transport).
+func barrierShared(ctx context.Context, c *Comm) (ok bool, err error) {
+	g, h, err := c.acquireSeg(ctx)
+	switch {
+	case err != nil:
+		return true, err
+	case g == nil && h == nil:
+		return false, nil
+	case h != nil:
+		c.releaseSeg(nil)
+		return false, nil
+	}
+	err = coll.BarrierShared(ctx, g)
 	c.releaseSeg(err)
 	return true, err
 }

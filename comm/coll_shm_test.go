@@ -443,8 +443,8 @@ func TestAllreduceSharedOwnSegments(t *testing.T) {
 	}
 }
 
-// Bcast on a communicator of one host goes through its segment: every
-// root, vectors of one round and of several.
+// Bcast and Barrier on a communicator of one host go through its
+// segment: every root, vectors of one round and of several.
 func TestBcastShared(t *testing.T) {
 	skipWithoutSegments(t)
 	const p = 3
@@ -469,6 +469,9 @@ func TestBcastShared(t *testing.T) {
 				}
 				if segOf(c) == nil {
 					return errors.New("no shared segment")
+				}
+				if err := Barrier(ctx, c); err != nil {
+					return err
 				}
 			}
 		}

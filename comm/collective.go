@@ -24,7 +24,7 @@ import (
 // hangs. A rank that had finished its part before the failure returns nil,
 // so ranks may disagree about a collective's outcome: use [Comm.Agree] when
 // they must not. When every rank of the communicator runs on one host,
-// Allreduce and Bcast go through memory the ranks share rather than
+// Allreduce, Bcast and Barrier go through memory the ranks share rather than
 // messages (coll_shm.go), and across hosts Allreduce goes through each
 // host's (coll_hier.go), with the same failures, and one more: a rank
 // whose ctx ends in the middle of one leaves the others of its host
@@ -235,6 +235,9 @@ func ReduceScatterBlock[T Elem](ctx context.Context, c *Comm, send, recv []T, op
 func Barrier(ctx context.Context, c *Comm) error {
 	t, err := collOf(c, "barrier")
 	if err != nil {
+		return err
+	}
+	if ok, err := barrierShared(ctx, c); ok {
 		return err
 	}
 	return coll.Barrier(ctx, t)
