@@ -228,7 +228,9 @@ const integrityEnv = "COHORT_INTEGRITY"
 // shmEnv names the environment variable Init reads to choose whether ranks
 // of one host that connected over a Unix socket move to shared memory:
 // "on" (the default, also when unset) or "off" (they stay on the socket;
-// tcp.Config.NoShm). `cohort bench p2p --impl ours,ours-unix` compares them.
+// tcp.Config.NoShm). It also chooses whether their communicators run
+// collectives on a segment of shared memory (coll_shm.go), as does
+// COHORT_UNIX=off. `cohort bench p2p --impl ours,ours-unix` compares them.
 const shmEnv = "COHORT_SHM"
 
 // readerSpin is how long a rank's connection readers poll (a shared-memory
