@@ -394,3 +394,11 @@ func (m *Member) afterChange() {
 		m.forwardJoins()
 	}
 }
+
+// ObserveSend implements [core.TrafficObserver].
+func (m *Member) ObserveSend(core.NodeID) {}
+
+// ObserveReceive implements [core.TrafficObserver]: a message of any
+// layer from a child that owes an ACK shows that it runs (see
+// onAckTimeout).
+func (m *Member) ObserveReceive(from core.NodeID) { m.acked.hear(from) }

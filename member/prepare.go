@@ -493,6 +493,25 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // later, unless its failure detector's verdict comes first (as it usually
 // does), which is handled at once.
 //
+// A silent child that this node's detector watches (a member of the
+// installed view in the same incarnation) is not cut at the end of the
+// retry waits: it is handed to the detector (a core.PeerHint, which makes
+// it probe the child, suspect it, ask others to reach it), and the
+// proposal goes to it again every wait for ackHandedWaits more waits.
+// Only a verdict, the end of those waits, or a message from the child
+// (of any layer: a pong to the detector's probe, a refusal to the root)
+// heard a wait or more before without its ACK cuts it: a child that
+// speaks but does not acknowledge is alive and refuses the proposal, and
+// its exclusion and return settle that as before. A wait, not at once:
+// a starved process that resumes fires its timers (heartbeats) before it
+// reads the proposal it owes an ACK for. A timeout of a few
+// hundred milliseconds cannot tell a crash from a process that an
+// overloaded host starved for a second or two; the detector's timeouts
+// adapt to the stalls it measures, and a child that crashed is declared
+// by it in its own bound, which is what the view change waits for then.
+// A child that no detector watches (a joiner, or a new incarnation of a
+// member) is cut as before: nothing else would ever declare it.
+//
 // Under PartitionMajority a node reports at the first timeout, as the
 // paper does: with the retry's longer waits, one swarm seed in 100,000
 // (TestSwarmMajority, seed 77236) reached a state that policy does not
@@ -512,20 +531,47 @@ func (m *Member) onAckTimeout(epoch uint64) {
 			}
 		}
 		if again {
+			m.acked.age()
 			m.arm(tAck, ackRetryWaits*m.ackWait(m.accepted)/ackResends, epoch)
 			return
 		}
 	}
-	for _, c := range m.accepted.children(m.self) {
-		if !m.acked.has(c) && !m.isFailed(m.accepted, c) {
-			m.markFailed(c, m.accepted.inc(c), true, m.now())
+	handing := m.ackWaits() > 1 && m.ackResent < ackResends+ackHandedWaits
+	cut, handed := false, false
+	for i, c := range m.acked.kids {
+		if m.acked.flags[i] || m.isFailed(m.accepted, c) {
+			continue
 		}
+		if handing && m.acked.heard[i] < heardEarlier && m.watched(c, m.accepted.inc(c)) {
+			if m.ackResent == ackResends {
+				m.env.Emit(core.PeerHint{Node: c, Reason: "no acknowledgement of a view proposal"})
+			}
+			m.send(c, m.downTo(m.accepted, m.acceptedPrep, c))
+			handed = true
+			continue
+		}
+		m.markFailed(c, m.accepted.inc(c), true, m.now())
+		cut = true
+	}
+	if handed && !cut {
+		m.ackResent++
+		m.acked.age()
+		m.arm(tAck, m.ackWait(m.accepted), epoch)
+		return
 	}
 	if m.driving {
 		m.rootStep()
 	} else {
 		m.reportFailures()
 	}
+}
+
+// watched reports whether this node's failure detector watches id in
+// incarnation inc: it follows the installed view (core.MembersChanged),
+// so it watches the members of that view, in the incarnation the view
+// holds, and nobody else.
+func (m *Member) watched(id core.NodeID, inc uint64) bool {
+	return m.cur != nil && m.cur.has(id) && m.cur.inc(id) == inc
 }
 
 // ackSet records which of a node's children in the proposal it holds
@@ -538,7 +584,18 @@ type ackSet struct {
 	kids  []core.NodeID // the children, in view order
 	n     int           // flags set
 	flags []bool
+	// heard says, per child, whether a message of any layer came from it
+	// since the proposal went (see onAckTimeout): heardNot, heardLately
+	// (since the last ACK wait ended) or heardEarlier.
+	heard []uint8
 }
+
+// What an ackSet heard of a child.
+const (
+	heardNot uint8 = iota
+	heardLately
+	heardEarlier
+)
 
 // reset starts the acknowledgement of v by the children of the member at
 // position self of v.
@@ -546,6 +603,8 @@ func (s *ackSet) reset(v *view, self int) {
 	s.on, s.kids, s.n = true, v.childrenAt(self), 0
 	s.flags = slices.Grow(s.flags[:0], len(s.kids))[:len(s.kids)]
 	clear(s.flags)
+	s.heard = slices.Grow(s.heard[:0], len(s.kids))[:len(s.kids)]
+	clear(s.heard)
 }
 
 // off ends it: no ACK counts until the next reset.
@@ -565,6 +624,25 @@ func (s *ackSet) add(i int) int {
 func (s *ackSet) has(c core.NodeID) bool {
 	i := slices.Index(s.kids, c)
 	return s.on && i >= 0 && s.flags[i]
+}
+
+// hear records a message from id, if it is a child.
+func (s *ackSet) hear(id core.NodeID) {
+	if !s.on {
+		return
+	}
+	if i := slices.Index(s.kids, id); i >= 0 && s.heard[i] == heardNot {
+		s.heard[i] = heardLately
+	}
+}
+
+// age marks what was heard lately as heard earlier: an ACK wait ended.
+func (s *ackSet) age() {
+	for i, h := range s.heard {
+		if h == heardLately {
+			s.heard[i] = heardEarlier
+		}
+	}
 }
 
 func (m *Member) onNeedView(from core.NodeID, q *NeedView) {

@@ -133,6 +133,8 @@ func (s *script) takeEventsAs(f eventFormat) []string {
 			out = append(out, fmt.Sprintf("%v evicted by %s", id, FormatEpoch(e.Epoch)))
 		case Minority:
 			out = append(out, fmt.Sprintf("%v minority %s %d/%d", id, FormatEpoch(e.Epoch), e.Alive, e.Size))
+		case core.PeerHint:
+			out = append(out, fmt.Sprintf("%v hints %v: %s", id, e.Node, e.Reason))
 		case core.MembersChanged:
 			if f.detector {
 				out = append(out, fmt.Sprintf("%v detector %s %v renew %v", id, FormatEpoch(e.Epoch), e.Members, e.Renewed))
@@ -203,6 +205,7 @@ func (s *script) step() bool {
 	}
 	s.trace = append(s.trace, fmt.Sprintf("%v->%v %s", q.from, q.to, scriptDescribe(q.m)))
 	n.env.T = s.now
+	n.m.ObserveReceive(q.from) // as a core.Stack shows every layer's traffic
 	n.m.Receive(q.from, q.m)
 	s.collect(q.to)
 	return true

@@ -196,6 +196,16 @@ const ackRetryWaits = 2
 // in most cases crashed ones that the failure detector declares first.
 const ackResends = 2 * ackRetryWaits
 
+// ackHandedWaits is how many more ACK waits a silent child that the
+// failure detector watches gets, once the retry waits are over, before it
+// is cut without a verdict (see onAckTimeout): 100, 5 s for a parent of
+// leaves with the default AckTimeout, longer than any stall of a live
+// process measured on an overloaded host (2.35 s, docs/PERFORMANCE.md).
+// It only bounds the wait for a child that the detector holds alive but
+// that never answers (a link that lets nothing of the membership's
+// through); a crashed child is declared by the detector long before.
+const ackHandedWaits = 100
+
 // commitWait is how long a node that acknowledged v waits for its commit.
 func (m *Member) commitWait(v *view) time.Duration {
 	return m.cfg.CommitTimeout + time.Duration(m.ackWaits()*v.tree.Height())*m.cfg.AckTimeout
