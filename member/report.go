@@ -39,6 +39,11 @@ type failures struct {
 // before it takes the root for failed.
 const maxReportTries = 3
 
+// maxWatchedReportTries is maxReportTries for a root that this node's
+// detector watches: 12, 6 s with the default ReportRetry (see
+// onReportTimeout).
+const maxWatchedReportTries = 12
+
 func (m *Member) onLocalFailure(x core.NodeID) {
 	if x == m.self {
 		return
@@ -198,14 +203,24 @@ func (m *Member) reportFailures() {
 // maxReportTries reports is taken for failed (the paper's timeout detection,
 // §2.2: "excessive delay in response ... leads to the assumption that the
 // process has failed"): this node's detector may not watch it (it may have
-// entered this node's views only through a proposal).
+// entered this node's views only through a proposal). A root that the
+// detector watches is handed to it instead (a core.PeerHint) and taken
+// for failed only after maxWatchedReportTries: the detector declares a
+// crashed root in its own bound, while a root that an overloaded host
+// starved for a second or two, or that is busy with the reports of a
+// whole group, is alive (see onAckTimeout).
 func (m *Member) onReportTimeout() {
 	if m.reportTries >= maxReportTries && m.reportTo != core.None && m.reportTo != m.self {
 		inc := m.accepted.inc(m.reportTo)
 		if !m.accepted.has(m.reportTo) {
 			inc = m.cur.inc(m.reportTo)
 		}
-		m.markFailed(m.reportTo, inc, true, m.now())
+		switch {
+		case !m.watched(m.reportTo, inc) || m.reportTries >= maxWatchedReportTries:
+			m.markFailed(m.reportTo, inc, true, m.now())
+		case m.reportTries == maxReportTries:
+			m.env.Emit(core.PeerHint{Node: m.reportTo, Reason: "no acknowledgement of a failure report"})
+		}
 	}
 	m.reportFailures()
 }
