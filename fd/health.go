@@ -81,6 +81,18 @@ func newHealth(maxScore int, tolerance, period time.Duration) health {
 	return health{max: maxScore, tolerance: tolerance, period: period, lateAt: -1, since: -1}
 }
 
+// lateMemory is how slowly the stalls seen are forgotten: each period on
+// time takes 1/lateMemory of the remembered lateness (and of the
+// tolerance) off it, so that it halves in about 44 periods (4.4 s at
+// T_interval = 100 ms). On an overloaded host the long stalls (one to two
+// seconds on 2 cores running 128 processes) come seconds apart, with
+// short ones between: forgotten within a second, as with 8, each found
+// the group unprepared, and the peers that heard of the suspicion
+// declared the stalled process failed a few milliseconds before its
+// refutation came. A group on time remembers nothing and keeps the
+// configured timeouts.
+const lateMemory = 64
+
 // on reports whether lateness awareness is enabled.
 func (l *health) on() bool { return l.max > 0 }
 
@@ -95,7 +107,7 @@ func (l *health) fired(due, now time.Duration) {
 	}
 	if (l.score > 0 || l.lateness > 0) && now-l.decayAt >= l.period {
 		l.score = max(l.score-1, 0)
-		l.lateness = max(0, l.lateness-l.lateness/8-l.tolerance/8)
+		l.lateness = max(0, l.lateness-l.lateness/lateMemory-l.tolerance/lateMemory)
 		l.decayAt = now
 	}
 	l.stats.Score, l.stats.Lateness = l.score, l.lateness

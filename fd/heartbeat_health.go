@@ -60,11 +60,25 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	return max(h.health.due(r.mark, wait), r.hold)
 }
 
-// refuted records that suspected r proved alive by itself: the
-// suspicion's length, at most (1 + LocalHealthMax)·T_broken, is how long
-// a live peer may stay unheard on this host now (health.margin).
+// refuted records that suspected r proved alive by itself, or that r,
+// declared failed, was heard from again: the suspicion's length, at most
+// stallCap, is how long a live peer may stay unheard on this host now
+// (health.margin). A false verdict teaches the most: its suspicion
+// outlasted every wait, and the next stall of that length must not.
 func (h *HeartbeatDetector) refuted(r *hbPeer) {
-	h.health.observe(min(h.env.Now()-r.mark, h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax)))
+	h.health.observe(min(h.env.Now()-r.mark, h.stallCap()))
+}
+
+// stallCap is the longest suspicion refuted() counts:
+// (1 + LocalHealthMax)·(T_timeout + T_broken), the longest silence that
+// the capped timeouts themselves allow after the interval a peer
+// announced. On 2 cores running 128 processes live processes were
+// starved for up to 2.35 s (docs/PERFORMANCE.md), well past the
+// (1 + H)·T_broken = 400 ms this cap was before; the margin, twice what
+// is remembered, stays at most 2·stallCap beyond the capped timeouts for
+// peers' stalls (own lateness counts in full).
+func (h *HeartbeatDetector) stallCap() time.Duration {
+	return (h.cfg.Timeout + h.cfg.Broken) * time.Duration(1+h.cfg.LocalHealthMax)
 }
 
 // lossMemory is how many of a peer's announced intervals a gap that

@@ -50,6 +50,7 @@ func (h *HeartbeatDetector) touch(r *hbPeer, at time.Duration) {
 		h.stats.Unsuspicions++
 		h.env.Emit(core.Unsuspected{Node: r.id})
 	case HeartbeatFailed:
+		h.refuted(r)
 		r.state = HeartbeatAlive
 		h.stats.Recoveries++
 		h.env.Emit(core.Recovered{Node: r.id})
@@ -199,6 +200,7 @@ func (h *HeartbeatDetector) notice(from core.NodeID, n HeartbeatNotice) {
 			h.stats.Unsuspicions++
 			h.env.Emit(core.Unsuspected{Node: r.id})
 		case HeartbeatFailed:
+			h.refuted(r)
 			r.state = HeartbeatAlive
 			h.stats.Recoveries++
 			h.env.Emit(core.Recovered{Node: r.id})

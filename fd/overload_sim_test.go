@@ -16,7 +16,8 @@ import (
 // 5 s. No node that has found itself late declares a live node failed,
 // and every live node declares the crash within the bound plus the margin
 // its stalls allow (health.go: twice the longest stall it saw lately, its
-// own or a refuted suspicion's, on both the suspicion and the verdict). Without the margin, the timeouts, capped at
+// own, a refuted suspicion's or a false verdict's, on both the suspicion
+// and the verdict). Without the margin, the timeouts, capped at
 // (1 + LocalHealthMax) times the configured ones, are shorter than the
 // stalls, and a stalled node's refutation comes too late. A node that has
 // never been late yet (only at the start of a run) keeps the configured
@@ -30,14 +31,16 @@ func TestHeartbeatSimOverloaded(t *testing.T) {
 	cfg.Timeout = 200 * time.Millisecond
 	m := loadModel{loaded: n - 1, every: 300 * time.Millisecond, minPause: 20 * time.Millisecond, maxPause: 350 * time.Millisecond, until: 8 * time.Second,
 		own: cfg.Interval, noticed: cfg.lateTolerance() + cfg.Interval}
-	crash, end := 5*time.Second, 9*time.Second
+	crash := 5 * time.Second
 	h := time.Duration(1 + cfg.LocalHealthMax)
-	// Own lateness is at most maxPause, and a refuted suspicion counts
-	// for at most (1 + H)·T_broken, so the margin is at most twice the
-	// larger, on the suspicion and on the verdict.
-	margin := 2 * max(m.maxPause+hbMaxLatency, h*cfg.Broken)
+	// Own lateness is at most maxPause, and a refuted suspicion (or a
+	// false verdict) counts for at most (1 + H)·(T_timeout + T_broken),
+	// so the margin is at most twice the larger, on the suspicion and on
+	// the verdict.
+	margin := 2 * max(m.maxPause+hbMaxLatency, h*(cfg.Timeout+cfg.Broken))
 	restart := cfg.Interval + h*(cfg.Timeout+cfg.Broken) + 2*margin + floodBound(n)
 	bound := restart + m.maxPause + hbMaxLatency
+	end := crash + 2*bound // a stall in the window moves a node's deadline past the bound
 	var total loadCounts
 	totalByLate := 0
 	seeds := loadSeeds(t, 20)
