@@ -128,7 +128,15 @@
 // silent is reported as failed (NODE_FAILURE, §3.4–3.5),
 // and the root restarts the proposal with the longer list (§3.5: "the root
 // propagates a list of failed nodes"); joins that arrive meanwhile wait for
-// the next proposal. The tree is stable when the root holds every child's
+// the next proposal. Choice: a silent child that the detector watches (a
+// member of the installed view) is not reported then but handed to the
+// detector ([core.PeerHint]) and sent the proposal every wait; its
+// verdict, 100 more waits, or a message from the child heard a wait
+// earlier without its ACK (a child that speaks but refuses) reports it.
+// An overloaded host starves live processes for longer than any ACK
+// wait, and the detector's timeouts, unlike the membership's, adapt to
+// the stalls it measures. The member sees other layers' messages as a
+// [core.TrafficObserver] for this. The tree is stable when the root holds every child's
 // ACK (§3.4): the root emits [Stabilized], installs the view and sends
 // VIEW_COMMIT down the tree, and JOIN_DET_ACK to each joiner (§3.7).
 //
@@ -201,7 +209,9 @@
 // only with every member's ACK). So does a node that held or built on a
 // proposal and accepts one whose lineage holds a later proposal of the same
 // root: that root gave the first up. A root that acknowledges none of three
-// reports is taken for failed (the detector may not watch it). Installing
+// reports is taken for failed if the detector does not watch it (it is
+// not in the installed view); one the detector watches is handed to it
+// ([core.PeerHint]) and taken for failed after twelve. Installing
 // a view drops every
 // proposal the node holds (accepted, adopted or remembered) that is not
 // newer than it, or cannot descend from it and does not admit the node as
