@@ -482,12 +482,26 @@
 // above state the worst case for a group on time. The heartbeat detector
 // also waits twice the longest stall it saw lately more before it
 // suspects or declares (its own lateness, or a suspicion's length before
-// the suspect itself refuted it): on a host with more runnable processes
+// the suspect itself refuted it or, declared failed, was heard again,
+// counted up to (1 + H)·(T_timeout + T_broken); the memory halves in
+// about 44 T_interval on time): on a host with more runnable processes
 // than cores every process stalls in turn, and a peer's stall that long,
 // or a refutation delayed by it, says nothing of a crash
 // (TestHeartbeatSimOverloaded: 32 nodes away 40% of the time, no false
-// failure by a node that had been late, where the capped timeouts alone
-// made 29 in 100 seeds; 128 processes on 2 cores in
-// docs/PERFORMANCE.md). LocalHealthMax = 0 restores the papers'
-// fixed timeouts. See health.go and [HealthStats].
+// failure in 100 seeds, where the capped timeouts alone made 29 and a
+// margin forgotten within a second 4; 128 processes on 2 cores in
+// docs/PERFORMANCE.md). The detection bound of the heartbeat detector is
+// therefore, for a process on time,
+//
+//	T_interval + (1 + H)·(T_timeout + T_broken) + ⌈log2 n⌉ hops + latency
+//	  + 2·M on the suspicion + 2·M on the verdict
+//
+// where M is the stall it remembers: 0 in a group on time (a whole host
+// cut off is declared as fast as without the margin,
+// TestHeartbeatSimWholeHostCrash), at most (1 + H)·(T_timeout + T_broken)
+// for stalls seen in peers, and its own longest lateness otherwise. A
+// suspicion from a refused connection gets no margin: a crashed process
+// on a live host is declared as fast on an overloaded host as on an idle
+// one. LocalHealthMax = 0 restores the papers' fixed timeouts. See
+// health.go and [HealthStats].
 package fd

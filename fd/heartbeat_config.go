@@ -111,8 +111,9 @@ type HeartbeatConfig struct {
 	// A process also waits, after a peer's last message and after a
 	// suspicion began, twice the longest stall it saw lately more: its
 	// own lateness, or how long a suspicion lasted before the suspect
-	// refuted it, at most (1 + LocalHealthMax)·T_broken (a decayed
-	// maximum, [HealthStats.Lateness]); on an overloaded host its peers
+	// refuted it (or, declared failed, was heard again), at most
+	// (1 + LocalHealthMax)·(T_timeout + T_broken) (a decayed maximum,
+	// [HealthStats.Lateness]); on an overloaded host its peers
 	// stall that long. So no accusation waits more than
 	// (1 + LocalHealthMax)·T_timeout, or (1 + LocalHealthMax)·T_broken,
 	// plus that margin, beyond its base; a group that runs on time keeps
