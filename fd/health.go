@@ -106,6 +106,12 @@ func (l *health) fired(due, now time.Duration) {
 		l.late(now-due, now)
 		return
 	}
+	// Lateness within the tolerance restarts no judgement and raises no
+	// score, but it is remembered: on a loaded host timers run tens of
+	// milliseconds late long before one runs a whole tolerance late, and
+	// the processes starved longest are the ones not heard from. On an
+	// idle host it is a millisecond or less.
+	l.lateness = max(l.lateness, now-due)
 	if (l.score > 0 || l.lateness > 0) && now-l.decayAt >= l.period {
 		l.score = max(l.score-1, 0)
 		l.lateness = max(0, l.lateness-l.lateness/lateMemory-l.tolerance/lateMemory)

@@ -61,12 +61,22 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 }
 
 // refuted records that suspected r proved alive by itself, or that r,
-// declared failed, was heard from again: the suspicion's length, at most
-// stallCap, is how long a live peer may stay unheard on this host now
+// declared failed, was heard from again: its silence, at most stallCap,
+// is how long a live peer may stay unheard on this host now
 // (health.margin). A false verdict teaches the most: its suspicion
 // outlasted every wait, and the next stall of that length must not.
+// The silence is the suspicion's length plus the T_interval + T_timeout
+// that went before it, once the suspicion lasted T_interval: counting
+// the suspicion alone, a process starved for a second taught its peers
+// a few hundred milliseconds, and the next such stall found them waiting
+// for that. A suspicion refuted sooner is most likely a lost heartbeat,
+// or a refutation that crossed the notice, and counts for its length.
 func (h *HeartbeatDetector) refuted(r *hbPeer) {
-	h.health.observe(min(h.env.Now()-r.mark, h.stallCap()))
+	d := h.env.Now() - r.mark
+	if d >= h.cfg.Interval {
+		d += h.cfg.Interval + h.cfg.Timeout
+	}
+	h.health.observe(min(d, h.stallCap()))
 }
 
 // stallCap is the longest suspicion refuted() counts:
