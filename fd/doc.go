@@ -481,10 +481,12 @@
 // within (1 + LocalHealthMax) times the configured timeouts; the bounds
 // above state the worst case for a group on time. The heartbeat detector
 // also waits twice the longest stall it saw lately more before it
-// suspects or declares (its own lateness, or a suspicion's length before
-// the suspect itself refuted it or, declared failed, was heard again,
-// counted up to (1 + H)·(T_timeout + T_broken); the memory halves in
-// about 44 T_interval on time): on a host with more runnable processes
+// suspects or declares (its own lateness, even within LateTolerance; or
+// the silence of a suspect that itself refuted the suspicion or, declared
+// failed, was heard again: the suspicion's length, plus the
+// T_interval + T_timeout before it once it lasted T_interval, counted up
+// to (1 + H)·(T_timeout + T_broken); the memory halves in about 44
+// T_interval on time): on a host with more runnable processes
 // than cores every process stalls in turn, and a peer's stall that long,
 // or a refutation delayed by it, says nothing of a crash
 // (TestHeartbeatSimOverloaded: 32 nodes away 40% of the time, no false
@@ -496,9 +498,9 @@
 //	T_interval + (1 + H)·(T_timeout + T_broken) + ⌈log2 n⌉ hops + latency
 //	  + 2·M on the suspicion + 2·M on the verdict
 //
-// where M is the stall it remembers: 0 in a group on time (a whole host
-// cut off is declared as fast as without the margin,
-// TestHeartbeatSimWholeHostCrash), at most (1 + H)·(T_timeout + T_broken)
+// where M is the stall it remembers: 0 in a group on time, a
+// millisecond or so on a real idle host (a whole host cut off is
+// declared as fast as without the margin, TestHeartbeatSimWholeHostCrash), at most (1 + H)·(T_timeout + T_broken)
 // for stalls seen in peers, and its own longest lateness otherwise. A
 // suspicion from a refused connection gets no margin: a crashed process
 // on a live host is declared as fast on an overloaded host as on an idle

@@ -32,9 +32,9 @@ import "time"
 //     returns to the configured timeouts.
 //   - The heartbeat detector also remembers the longest stall it saw
 //     lately (a decayed maximum, [HealthStats.Lateness]): its own
-//     lateness, and how long a suspicion of a peer lasted before the peer
-//     itself refuted it or, declared failed, was heard again (at most
-//     (1 + LocalHealthMax)·(T_timeout + T_broken)). It adds
+//     lateness, within the tolerance too, and how long a peer was silent
+//     before it itself refuted a suspicion or, declared failed, was heard
+//     again (at most (1 + LocalHealthMax)·(T_timeout + T_broken)). It adds
 //     twice that to the silence it accepts and to the wait for a
 //     refutation, counted from the peer's last message or the suspicion's
 //     start. On a host where every process stalls in turn (more runnable
