@@ -497,7 +497,7 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // installed view in the same incarnation) is not cut at the end of the
 // retry waits: it is handed to the detector (a core.PeerHint, which makes
 // it probe the child, suspect it, ask others to reach it), and the
-// proposal goes to it again every wait for ackHandedWaits more waits.
+// proposal goes to it again every wait for ackHandedTimeouts AckTimeouts more.
 // Only a verdict, the end of those waits, or a message from the child
 // (of any layer: a pong to the detector's probe, a refusal to the root)
 // heard a wait or more before without its ACK cuts it: a child that
@@ -536,7 +536,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 			return
 		}
 	}
-	handing := m.ackWaits() > 1 && m.ackResent < ackResends+ackHandedWaits
+	handing := m.ackWaits() > 1 && m.ackResent < ackResends+m.ackHandedWaits(m.accepted)
 	cut, handed := false, false
 	for i, c := range m.acked.kids {
 		if m.acked.flags[i] || m.isFailed(m.accepted, c) {

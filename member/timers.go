@@ -196,15 +196,26 @@ const ackRetryWaits = 2
 // in most cases crashed ones that the failure detector declares first.
 const ackResends = 2 * ackRetryWaits
 
-// ackHandedWaits is how many more ACK waits a silent child that the
-// failure detector watches gets, once the retry waits are over, before it
-// is cut without a verdict (see onAckTimeout): 100, 5 s for a parent of
-// leaves with the default AckTimeout, longer than any stall of a live
-// process measured on an overloaded host (2.35 s, docs/PERFORMANCE.md).
-// It only bounds the wait for a child that the detector holds alive but
-// that never answers (a link that lets nothing of the membership's
-// through); a crashed child is declared by the detector long before.
-const ackHandedWaits = 100
+// ackHandedTimeouts is how long, in AckTimeouts, a silent child that the
+// failure detector watches is waited for once the retry waits are over,
+// before it is cut without a verdict (see onAckTimeout): 40, 2 s with the
+// default AckTimeout, whatever the parent's level (a parent l levels
+// above the leaves waits 40/l of its l·AckTimeout waits). That is as long
+// as the stalls of live processes measured on 2 cores running 128
+// processes (up to 2.35 s, docs/PERFORMANCE.md), while a crashed child is
+// declared by the detector long before. It also bounds the wait for a
+// child that the detector holds alive but that never answers: one that
+// refused the proposal to its root and says nothing to its parent, as
+// the members of competing roots' proposals do; waited for 100 waits at
+// every level, three roots competing under a load average of 140 had not
+// settled a minute later.
+const ackHandedTimeouts = 40
+
+// ackHandedWaits is ackHandedTimeouts in this node's ACK waits in v
+// (ackWait: one AckTimeout per level below it).
+func (m *Member) ackHandedWaits(v *view) int {
+	return max(1, ackHandedTimeouts/max(1, v.levelsBelowAt(m.ownPos(v))))
+}
 
 // commitWait is how long a node that acknowledged v waits for its commit.
 func (m *Member) commitWait(v *view) time.Duration {
