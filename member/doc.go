@@ -131,14 +131,15 @@
 // the next proposal. Choice: a silent child that the detector watches (a
 // member of the installed view) is not reported then but handed to the
 // detector ([core.PeerHint]) and sent the proposal every wait; its
-// verdict, 100 more waits, or a message from the child heard a wait
-// earlier without its ACK (a child that speaks but refuses) reports it.
-// An overloaded host starves live processes for longer than any ACK
-// wait, and the detector's timeouts, unlike the membership's, adapt to
-// the stalls it measures. The member sees other layers' messages as a
-// [core.TrafficObserver] for this. The tree is stable when the root holds every child's
-// ACK (§3.4): the root emits [Stabilized], installs the view and sends
-// VIEW_COMMIT down the tree, and JOIN_DET_ACK to each joiner (§3.7).
+// verdict, 40 more AckTimeouts (2 s by default), or a message from the
+// child heard a wait earlier without its ACK (a child that speaks but
+// refuses) reports it. An overloaded host starves live processes for
+// longer than any ACK wait, and the detector's timeouts, unlike the
+// membership's, adapt to the stalls it measures. The member sees other
+// layers' messages as a [core.TrafficObserver] for this. The tree is
+// stable when the root holds every child's ACK (§3.4): the root emits
+// [Stabilized], installs the view and sends VIEW_COMMIT down the tree,
+// and JOIN_DET_ACK to each joiner (§3.7).
 //
 // Choice: the paper's nodes adopt the new tree when FAILED_NODE reaches
 // them, so a failure during propagation can leave nodes on different views.

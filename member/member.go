@@ -400,5 +400,11 @@ func (m *Member) ObserveSend(core.NodeID) {}
 
 // ObserveReceive implements [core.TrafficObserver]: a message of any
 // layer from a child that owes an ACK shows that it runs (see
-// onAckTimeout).
-func (m *Member) ObserveReceive(from core.NodeID) { m.acked.hear(from) }
+// onAckTimeout), and one from a member whose failure this node knows only
+// from a report, that the report may be wrong (see doubt).
+func (m *Member) ObserveReceive(from core.NodeID) {
+	m.acked.hear(from)
+	if m.reported[from] {
+		m.doubt(from)
+	}
+}

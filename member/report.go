@@ -33,6 +33,13 @@ type failures struct {
 	// lists them in core.MembersChanged's Renewed, for the detector to
 	// watch them afresh (staleVerdicts).
 	stale []core.NodeID
+	// reported holds the failures known only from other members' reports
+	// (not this node's detector), doubted the members whose reported
+	// failure this node, as root, set aside because it heard from them
+	// after the report, with the epoch of its installed view then (see
+	// doubt).
+	reported map[core.NodeID]bool
+	doubted  map[core.NodeID]uint64
 }
 
 // maxReportTries is how many unacknowledged reports a node sends to a root
@@ -128,6 +135,7 @@ func (f *failures) markFailed(id core.NodeID, inc uint64, soft bool, now time.Du
 		put(&f.soft, id, true)
 	} else {
 		delete(f.soft, id)
+		delete(f.reported, id)
 	}
 }
 
@@ -137,6 +145,7 @@ func (f *failures) unmark(id core.NodeID) {
 	delete(f.failedAt, id)
 	delete(f.soft, id)
 	delete(f.failedInc, id)
+	delete(f.reported, id)
 }
 
 // failedIn returns the members of v known to have failed, in view order.
@@ -271,7 +280,13 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 		if !(n.has(f.ID) && n.inc(f.ID) == f.Inc) && !(m.cur.has(f.ID) && m.cur.inc(f.ID) == f.Inc) {
 			continue // not a member, or a report about a former incarnation
 		}
+		if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch {
+			continue // heard from since such a report: its own detector decides (doubt)
+		}
 		m.markFailed(f.ID, f.Inc, true, m.now())
+		if _, det := m.detected[f.ID]; !det {
+			put(&m.reported, f.ID, true)
+		}
 		grew = true
 	}
 	switch {
@@ -334,4 +349,34 @@ func (m *Member) staleVerdicts(v *view) {
 	for id := range m.detected {
 		set(id)
 	}
+}
+
+// doubt sets aside the failure of x that this root knows only from a
+// report, because a message from x came after the report: x ran after
+// some member's detector declared it. On an overloaded host a process
+// starved past its monitor's timeouts resumes and refutes a few hundred
+// milliseconds after the verdict, while the view change that excludes it
+// is still running; the root then gives that change up (if x was all it
+// was about, the view stays) and, until it installs another view, acts on
+// x's failure only on its own detector's verdict, which a crashed x gets
+// in the detector's bound (it watches every member of the installed
+// view), so that the reporter, whose verdict may stand until the
+// refutation reaches it, cannot exclude x again meanwhile. A message
+// from x sent before its crash and delivered after the report would
+// delay its exclusion until then, never prevent it.
+func (m *Member) doubt(x core.NodeID) {
+	if m.cur == nil || !m.cur.has(x) || m.now() <= m.failedAt[x] || m.rootOf(m.newest()) != m.self {
+		return
+	}
+	for id, e := range m.doubted {
+		if e != m.cur.epoch {
+			delete(m.doubted, id)
+		}
+	}
+	put(&m.doubted, x, m.cur.epoch)
+	m.unmark(x)
+	if m.driving {
+		m.restart = true
+	}
+	m.rootStep()
 }

@@ -151,6 +151,14 @@ func (s *script) fail(at core.NodeID, x core.NodeID) {
 	s.collect(at)
 }
 
+// hear shows node at a message of another layer from x.
+func (s *script) hear(at core.NodeID, x core.NodeID) {
+	n := s.nodes[at]
+	n.env.T = s.now
+	n.m.ObserveReceive(x)
+	s.collect(at)
+}
+
 // recovered makes node at's failure detector hear from x again.
 func (s *script) recovered(at core.NodeID, x core.NodeID) {
 	s.nodes[at].m.Handle(core.Recovered{Node: x})

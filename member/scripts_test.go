@@ -32,6 +32,10 @@ import (
 //	    failure detector of the first declares the second failed (fail) or
 //	    alive again (recovered); mutual makes the second's detector say the
 //	    same of the first right after. Prints nothing.
+//	hear at=0 from=(4)
+//	    Node at's stack shows it a message of another layer from each
+//	    node of from (a heartbeat, say): core.TrafficObserver's
+//	    ObserveReceive. Prints nothing.
 //	crash node=(1,5)
 //	    The nodes stop: they receive nothing more. Prints nothing.
 //	partition a=(0,1) b=(2,3,4)
@@ -124,6 +128,12 @@ func (s *script) run(t *testing.T, c *scripttest.Cmd) string {
 				if c.Has("mutual") {
 					tell(x, at)
 				}
+			}
+		}
+	case "hear":
+		for _, at := range nodeIDs(t, c, "at") {
+			for _, x := range nodeIDs(t, c, "from") {
+				s.hear(at, x)
 			}
 		}
 	case "crash":
