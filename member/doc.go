@@ -212,8 +212,14 @@
 // root: that root gave the first up. A root that acknowledges none of three
 // reports is taken for failed if the detector does not watch it (it is
 // not in the installed view); one the detector watches is handed to it
-// ([core.PeerHint]) and taken for failed after twelve. Installing
-// a view drops every
+// ([core.PeerHint]) and taken for failed after twelve. A root that hears
+// from a member (a message of any layer) after a report of its failure,
+// known from reports alone, gives up the view change that excludes it
+// and, until it installs another view, acts on that member's failure only
+// on its own detector's verdict: on an overloaded host a starved process
+// resumes and refutes a few hundred milliseconds after a monitor declared
+// it, while the view change is still running. Installing a view drops
+// every
 // proposal the node holds (accepted, adopted or remembered) that is not
 // newer than it, or cannot descend from it and does not admit the node as
 // a joiner (a merge into another lineage, which the late commit of an
