@@ -292,7 +292,9 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 // Handle implements core.Machine: core.Failed starts the paper's failure
 // handling; core.Recovered withdraws a failure not yet acted upon and tells
 // an excluded node that it is excluded; [Refresh] has a root propose a new
-// epoch. Suspicions are not acted upon.
+// epoch. Suspicions are not acted upon; a withdrawn one (core.Unsuspected:
+// the member proved alive) makes a root doubt reports of that member's
+// failure for a while (see refutedLately).
 func (m *Member) Handle(e core.Event) {
 	if m.env == nil {
 		return
@@ -301,7 +303,10 @@ func (m *Member) Handle(e core.Event) {
 	case core.Failed:
 		m.onLocalFailure(x.Node)
 	case core.Recovered:
+		m.alive(x.Node)
 		m.onRecovered(x.Node)
+	case core.Unsuspected:
+		m.alive(x.Node)
 	case Refresh:
 		if m.cur != nil && m.rootOf(m.newest()) == m.self {
 			m.refresh = true

@@ -40,6 +40,9 @@ type failures struct {
 	// doubt).
 	reported map[core.NodeID]bool
 	doubted  map[core.NodeID]uint64
+	// aliveAt holds when this node's detector last found members alive
+	// that it had suspected or declared failed (see refutedLately).
+	aliveAt map[core.NodeID]time.Duration
 }
 
 // maxReportTries is how many unacknowledged reports a node sends to a root
@@ -70,11 +73,21 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 	}
 }
 
+// onRecovered withdraws x's failure. A root whose running view change
+// excludes x gives it up (if x was all it was about, the view stays): a
+// process that an overloaded host starved past its detector's timeouts
+// resumes a few hundred milliseconds after the verdict, while the change
+// is still running, and excluding it would only make it ask to come
+// back. Not under PartitionMajority, where a side's recovery comes with
+// the heal of a partition, which its merge settles.
 func (m *Member) onRecovered(x core.NodeID) {
 	delete(m.detected, x)
 	if m.failed[x] {
 		m.unmark(x)
 		if m.cur != nil && m.rootOf(m.newest()) == m.self {
+			if m.driving && !m.accepted.has(x) && m.cur.has(x) && m.cfg.Partition == PartitionPaper {
+				m.restart = true
+			}
 			m.rootStep()
 		}
 	}
@@ -283,6 +296,10 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 		if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch {
 			continue // heard from since such a report: its own detector decides (doubt)
 		}
+		if _, det := m.detected[f.ID]; !det && m.refutedLately(f.ID) {
+			put(&m.doubted, f.ID, m.cur.epoch)
+			continue
+		}
 		m.markFailed(f.ID, f.Inc, true, m.now())
 		if _, det := m.detected[f.ID]; !det {
 			put(&m.reported, f.ID, true)
@@ -379,4 +396,37 @@ func (m *Member) doubt(x core.NodeID) {
 		m.restart = true
 	}
 	m.rootStep()
+}
+
+// alive records that this node's detector found x alive after it had
+// suspected it or declared it failed.
+func (m *Member) alive(x core.NodeID) {
+	now := m.now()
+	for id, at := range m.aliveAt {
+		if now-at > m.doubtWindow() {
+			delete(m.aliveAt, id)
+		}
+	}
+	put(&m.aliveAt, x, now)
+}
+
+// refutedLately reports whether this node's detector found x alive,
+// after a suspicion or a verdict, within the last doubtWindow. A report of
+// x's failure that arrives then is set aside as one from a member heard
+// after the report is (see doubt): on an overloaded host the report of a
+// verdict that the suspect refuted a few hundred milliseconds later can
+// reach the root after the refutation did (the reporter's first report
+// went to a dead root, or the root was starved itself).
+func (m *Member) refutedLately(x core.NodeID) bool {
+	at, ok := m.aliveAt[x]
+	return ok && m.now()-at <= m.doubtWindow()
+}
+
+// doubtWindow is how long after a refutation reports of the refuted
+// member's failure are doubted: as long as a reporter retries its
+// reports before it takes a root for failed (maxReportTries·ReportRetry,
+// 1.5 s by default), which a report older than the refutation has taken
+// at most, to its first live root.
+func (m *Member) doubtWindow() time.Duration {
+	return maxReportTries * m.cfg.ReportRetry
 }
