@@ -214,9 +214,11 @@
 // not in the installed view); one the detector watches is handed to it
 // ([core.PeerHint]) and taken for failed after twelve. A root that hears
 // from a member (a message of any layer) after a report of its failure,
-// known from reports alone, gives up the view change that excludes it
-// and, until it installs another view, acts on that member's failure only
-// on its own detector's verdict: on an overloaded host a starved process
+// known from reports alone, or whose detector found it alive (a withdrawn
+// suspicion, a recovery) within 3·ReportRetry before such a report, gives
+// up the view change that excludes it (so does a root whose own verdict
+// is withdrawn, under the paper's policy) and, until it installs another
+// view, acts on that member's failure only on its own detector's verdict: on an overloaded host a starved process
 // resumes and refutes a few hundred milliseconds after a monitor declared
 // it, while the view change is still running. Installing a view drops
 // every
