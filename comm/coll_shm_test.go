@@ -194,11 +194,11 @@ func TestAllreduceSharedRankDies(t *testing.T) {
 				var ss []*Session
 				switch tr {
 				case "mem":
-					ss = job(t, 4, withCollShm)
+					ss = job(t, 4, withCollShm, detecting)
 				case "mem-2hosts":
-					ss = job(t, 4, withHosts(oneHostOrTwo[1]))
+					ss = job(t, 4, withHosts(oneHostOrTwo[1]), detecting)
 				default:
-					ss = tcpJob(t, 4)
+					ss = tcpJobWith(t, 4, []Option{detecting})
 				}
 				until := allreduceUntilDeath(4, elems)
 				errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
@@ -226,7 +226,7 @@ func TestAllreduceSharedKilledInside(t *testing.T) {
 	const victim, late = 2, 3
 	for _, hosts := range oneHostOrTwo {
 		t.Run(fmt.Sprintf("hosts=%v", hosts), func(t *testing.T) {
-			ss := job(t, 4, withHosts(hosts))
+			ss := job(t, 4, withHosts(hosts), detecting)
 			ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
 			defer cancel()
 			var inside sync.WaitGroup

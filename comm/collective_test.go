@@ -26,7 +26,7 @@ func collRun(t *testing.T, n int, f func(ctx context.Context, s *Session, c *Com
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
 	defer cancel()
-	ss, err := Local(ctx, n)
+	ss, err := Local(ctx, n, quiet)
 	if err != nil {
 		t.Fatalf("Local(%d): %v", n, err)
 	}
@@ -398,7 +398,7 @@ func TestAllreduceRankDies(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/elems=%d", tr, elems), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
 				defer cancel()
-				errs := collRunOn(ctx, t, jobOver(t, tr, 4), allreduceUntilDeath(4, elems))
+				errs := collRunOn(ctx, t, jobOver(t, tr, 4, detecting), allreduceUntilDeath(4, elems))
 				for r, err := range errs {
 					if err != nil {
 						t.Errorf("rank %d: %v", r, err)

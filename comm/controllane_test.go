@@ -32,15 +32,15 @@ func (w *lineWatch) Write(p []byte) (int, error) {
 // and rank 0, the root, starts the view change that excludes it, whose
 // proposal to rank 1 finds the data queue full. The proposal travels in
 // the transport's control lane, so no frame of the host is dropped, and
-// once rank 1 reads again the view {0, 1} installs at both. The job runs
-// without detectors (the test tells rank 0 of the crash): rank 1 hears
-// nothing from rank 0 while it does not read, which a detector would
-// take, on a loaded machine, for rank 0's crash.
+// once rank 1 reads again the view {0, 1} installs at both. The test tells
+// rank 0 of the crash, and the detectors are quiet (as in every test job):
+// rank 1 hears nothing from rank 0 while it does not read, which a
+// detector would take, on a loaded machine, for rank 0's crash.
 func TestViewChangeWhileDataQueueFull(t *testing.T) {
 	started := &lineWatch{want: []byte(`"node":0,"type":"member.StabilizationStarted"`), seen: make(chan struct{})}
 	// Every rank writes its events to started; only the root (rank 0,
 	// the lowest) starts a view change.
-	opts := []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10 }, WithEvents(started), noDetector}
+	opts := []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10 }, WithEvents(started)}
 	ss := tcpJobWith(t, 3, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -100,10 +100,10 @@ func TestViewChangeWhileDataQueueFull(t *testing.T) {
 // again, the revocation reaches it ahead of every data frame that was
 // still in rank 1's backlog, which rank 0 then drops as data of a revoked
 // communicator (counted: behind the data, it would drop none), and the
-// agreement completes at both. The job runs without detectors: rank 0
-// hears nothing from rank 1 while it does not read.
+// agreement completes at both. The detectors are quiet (as in every test
+// job): rank 0 hears nothing from rank 1 while it does not read.
 func TestRevokeAndAgreeWhileDataQueueFull(t *testing.T) {
-	ss := tcpJobWith(t, 2, []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10 }, noDetector})
+	ss := tcpJobWith(t, 2, []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10 }})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	// The backlog must fill because rank 0 reads nothing, not because the

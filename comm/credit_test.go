@@ -13,10 +13,10 @@ import (
 )
 
 // creditJob starts n ranks with the given eager credit, in process or over
-// TCP.
-func creditJob(t *testing.T, tr string, n, budget int) []*Session {
+// TCP, with more options.
+func creditJob(t *testing.T, tr string, n, budget int, opts ...Option) []*Session {
 	t.Helper()
-	return jobOver(t, tr, n, WithEagerCredit(budget))
+	return jobOver(t, tr, n, append([]Option{WithEagerCredit(budget)}, opts...)...)
 }
 
 // unexpectedCount returns how many messages wait unexpected in s.
@@ -210,7 +210,7 @@ func TestCreditPeerFails(t *testing.T) {
 	const k = 40 // 60 KiB each: 2.3 MiB, beyond the default credit
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			ss := creditJob(t, tr, 4, 0)
+			ss := creditJob(t, tr, 4, 0, detecting)
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			w := func(r int) *Comm { return ss[r].World() }

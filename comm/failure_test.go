@@ -24,7 +24,7 @@ func failedRanks(err error) []int {
 // the failure is acknowledged), a pending collective step from a live rank
 // of a communicator with a failed member, and a send to the dead rank.
 func TestRankDiesDuringPointToPoint(t *testing.T) {
-	ss := job(t, 4)
+	ss := job(t, 4, detecting)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	w0, w3 := ss[0].World(), ss[3].World()
@@ -111,7 +111,7 @@ func TestRankDiesDuringPointToPoint(t *testing.T) {
 // sends went through, Bcast after Bcast, while the other survivors failed
 // theirs and waited for it in Agree: examples/ulfm's bcast case.)
 func TestCollectiveSendAfterKnownFailure(t *testing.T) {
-	ss := job(t, 4)
+	ss := job(t, 4, detecting)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	w0 := ss[0].World()
@@ -151,7 +151,7 @@ func TestCollectiveSendAfterKnownFailure(t *testing.T) {
 // value, and communicate on the new communicator.
 func TestRevokeShrinkAgree(t *testing.T) {
 	const n, victim = 5, 2
-	ss := job(t, n)
+	ss := job(t, n, detecting)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	ss[victim].kill()
@@ -237,7 +237,7 @@ func TestRevokeShrinkAgree(t *testing.T) {
 // failed set too.
 func TestAgreeCoordinatorDies(t *testing.T) {
 	const n = 4
-	ss := job(t, n)
+	ss := job(t, n, detecting)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	ins := make([]*agreeInst, n)
@@ -303,7 +303,7 @@ func TestFinalizedSession(t *testing.T) {
 // exchange) and one from rank 2, which dies. Before, WaitAll waited for the
 // requests in order and hung on rank 1's until its deadline.
 func TestWaitAllReturnsOnFailure(t *testing.T) {
-	ss := job(t, 3)
+	ss := job(t, 3, detecting)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	w0 := ss[0].World()

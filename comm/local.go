@@ -253,7 +253,7 @@ func newStackJoin(self core.NodeID, ids, contacts []core.NodeID, o options, det 
 	if o.fanout != 0 {
 		cfg.Fanout = o.fanout
 	}
-	st, err := stack.New(cfg, ids, stack.Options{Layers: layers, Join: contacts != nil, Contacts: contacts})
+	st, err := stack.New(cfg, ids, stack.Options{Layers: layers, Join: contacts != nil, Contacts: contacts, QuietDetector: o.quietDetector})
 	if err != nil {
 		return nil, err
 	}

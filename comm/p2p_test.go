@@ -17,7 +17,7 @@ const testTimeout = 15 * time.Second
 func job(t *testing.T, n int, opts ...Option) []*Session {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ss, err := Local(ctx, n, opts...)
+	ss, err := Local(ctx, n, append([]Option{quiet}, opts...)...)
 	if err != nil {
 		cancel()
 		t.Fatalf("Local(%d): %v", n, err)
@@ -31,12 +31,20 @@ func job(t *testing.T, n int, opts ...Option) []*Session {
 	return ss
 }
 
-// noDetector runs a job without failure detectors, for tests that are
-// not about failures. On one loaded host a detector's timeouts (a few
+// quiet comes first in the options of every test job (job, tcpJobWith,
+// collRun): the detectors send their traffic, but their verdicts wait an
+// hour (stack.QuietDelay). On one loaded host a detector's timeouts (a few
 // hundred milliseconds, stack.DefaultLocalConfig) pass while a live rank
-// waits for a CPU, and the rank it excludes fails such a test; its
-// heartbeats also allocate, which tests that count allocations would
-// count. A failure such a test needs is injected (core.Failed).
+// waits for a CPU, and the rank excluded fails a test that is not about
+// failures. A failure such a test needs is injected (core.Failed).
+var quiet Option = func(o *options) { o.quietDetector = true }
+
+// detecting undoes quiet, for tests in which a rank crashes and the
+// survivors' detectors must find out.
+var detecting Option = func(o *options) { o.quietDetector = false }
+
+// noDetector runs a job without failure detectors, for tests that count
+// allocations: a detector's heartbeats allocate, which they would count.
 var noDetector = WithDetector("off")
 
 // each runs f for every session concurrently and fails the test with every

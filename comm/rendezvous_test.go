@@ -138,7 +138,7 @@ func TestRendezvousSendDeadline(t *testing.T) {
 // takes it (its data can never come); a revoked communicator fails a send
 // waiting for its clear-to-send.
 func TestRendezvousFailures(t *testing.T) {
-	rendezvousFailures(t, tcpJob(t, 4))
+	rendezvousFailures(t, tcpJobWith(t, 4, []Option{detecting}))
 }
 
 func rendezvousFailures(t *testing.T, ss []*Session) {
@@ -241,7 +241,7 @@ func FuzzRendezvousFrames(f *testing.F) {
 // its pending receive from the other one, fail naming the dead rank
 // instead of hanging.
 func TestLargeStreamPeerKilled(t *testing.T) {
-	ss := tcpJob(t, 4)
+	ss := tcpJobWith(t, 4, []Option{detecting})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	msg := rdvPayload(9, 1<<20)

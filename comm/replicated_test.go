@@ -19,7 +19,7 @@ import (
 // process p (replica p/n of rank p mod n).
 func replicatedJob(t testing.TB, n, r int) []*Session {
 	t.Helper()
-	return tcpJob(t, n*r, func(b *launch.Bootstrap) { b.Replicas = r })
+	return tcpJobWith(t, n*r, []Option{detecting}, func(b *launch.Bootstrap) { b.Replicas = r })
 }
 
 // replicatedRun runs f at every process, each with its own deadline, and

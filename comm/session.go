@@ -178,6 +178,11 @@ type options struct {
 	// socket buffers (tcp.Config.SocketBuffer; 0: the system's), small in
 	// tests that must fill a TCP connection
 	queueLen, sockBuf int
+	// quietDetector: the detector sends its traffic but its verdicts wait
+	// stack.QuietDelay (stack.Options.QuietDetector), for tests that are
+	// not about failures, in which a rank waiting for a CPU on a loaded
+	// machine must not be taken for a crashed one
+	quietDetector bool
 	// maxBackup: the replication layer's backup table bound in sends
 	// (replica.Config.MaxBackup; 0: its default), small in tests
 	maxBackup int

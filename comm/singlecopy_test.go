@@ -19,12 +19,12 @@ import (
 
 // shmJob starts n ranks in this process whose connections run over shared
 // memory, as those of one host's processes do, and connects them (a send
-// offers its address only over a connection in use).
-func shmJob(t *testing.T, n int) []*Session {
+// offers its address only over a connection in use), with more options.
+func shmJob(t *testing.T, n int, opts ...Option) []*Session {
 	t.Helper()
 	t.Setenv(shmEnv, "on")
 	t.Setenv(unixEnv, "on")
-	ss := tcpJobWith(t, n, []Option{func(o *options) { o.shmInProcess = true }})
+	ss := tcpJobWith(t, n, append([]Option{func(o *options) { o.shmInProcess = true }}, opts...))
 	each(t, ss, func(ctx context.Context, c *Comm) error { return Barrier(ctx, c) })
 	return ss
 }
@@ -184,7 +184,7 @@ func TestSingleCopyWithdraw(t *testing.T) {
 // the receive of a failed rank's ready-to-send, a send on a revoked
 // communicator.
 func TestSingleCopyFailures(t *testing.T) {
-	rendezvousFailures(t, shmJob(t, 4))
+	rendezvousFailures(t, shmJob(t, 4, detecting))
 }
 
 // singleCopyChildEnv names the variable that makes TestSingleCopyChild the

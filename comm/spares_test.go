@@ -15,7 +15,7 @@ import (
 func TestSparesCreateRetargetsARank(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ss, err := LocalSpares(ctx, 3, 1)
+	ss, err := LocalSpares(ctx, 3, 1, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

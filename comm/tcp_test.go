@@ -36,7 +36,7 @@ func jobOver(t *testing.T, tr string, n int, opts ...Option) []*Session {
 	return job(t, n, opts...)
 }
 
-// tcpJobWith is tcpJob with options for every rank.
+// tcpJobWith is tcpJob with options for every rank (after quiet).
 func tcpJobWith(tb testing.TB, n int, opts []Option, edit ...func(*launch.Bootstrap)) []*Session {
 	tb.Helper()
 	secret := bytes.Repeat([]byte{7}, 32)
@@ -58,7 +58,7 @@ func tcpJobWith(tb testing.TB, n int, opts []Option, edit ...func(*launch.Bootst
 			for _, e := range edit {
 				e(&boot)
 			}
-			ss[r], errs[r] = initBootstrap(ctx, boot, opts...)
+			ss[r], errs[r] = initBootstrap(ctx, boot, append([]Option{quiet}, opts...)...)
 		}()
 	}
 	wg.Wait()
@@ -139,7 +139,7 @@ func overTCP(t *testing.T, ss []*Session) {
 // dead rank with back-off for the rest of the job. Fails without the
 // RemovePeer in Session.fail.
 func TestFailedRankIsNotRedialled(t *testing.T) {
-	ss := tcpJob(t, 3)
+	ss := tcpJobWith(t, 3, []Option{detecting})
 	ss[2].kill()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

@@ -80,7 +80,7 @@ func TestVirtualHeldUntilMapped(t *testing.T) {
 // PH_MSG_ERROR).
 func TestVirtualBrokenUntilRemapped(t *testing.T) {
 	const n, victim = 4, 2
-	ss := job(t, n)
+	ss := job(t, n, detecting)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	vs := make([]*Virtual, n)
