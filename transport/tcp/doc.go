@@ -306,8 +306,9 @@
 // down loses nothing either: its frames go through a relay, slower (a
 // relayed frame is copied once more at the origin, tagged and checked end
 // to end, and takes a second hop), or, if no single node reaches both,
-// wait in the queue and the resend log for the link. Flush does not wait
-// for frames to a peer whose direct link is down, relayed or not. What a
+// wait in the queue and the resend log for the link. Flush waits for
+// relayed frames until the peer acknowledges them end to end, but not for
+// frames that no connection and no relay can carry. What a
 // node knows of the set of a peer whose link to it is down dates from
 // before the cut: it guides the choice of a relay only as a preference.
 //

@@ -16,7 +16,14 @@ const flushPoll = time.Millisecond
 // peer's receive buffer), or cannot be: frames to a peer that is
 // unreachable — its last dial failed or its connection died, and none is in
 // use since — are lost anyway (see the package doc), so Flush does not wait
-// for them. It returns ctx's error if ctx ends first, ErrClosed after Close.
+// for them. Frames to a peer whose direct link is down and that a relay
+// reaches (see "Relaying" in the package doc) are not handed to any
+// connection of that peer: Flush waits until the peer has acknowledged
+// them, end to end through the relay, which means delivered, or until no
+// relay reaches the peer any more and no connection to it is in use (the
+// frames are then kept for a later path, and Flush does not wait for
+// them, as for an unreachable peer). It returns ctx's error if ctx ends
+// first, ErrClosed after Close.
 //
 // A process calls Flush before it closes the transport on purpose, so that
 // its last messages are not dropped with the queues (comm.Session.Finalize
@@ -27,14 +34,10 @@ func (t *Transport) Flush(ctx context.Context) error {
 		t.mu.Unlock()
 		return transport.ErrClosed
 	}
-	type target struct {
-		p *peer
-		n uint64
-	}
-	var wait []target
+	var wait []flushTarget
 	for _, p := range t.peers {
-		if n := p.accepted.Load(); p.flushed.Load() < n {
-			wait = append(wait, target{p, n})
+		if n := p.accepted.Load(); p.flushed.Load() < n || p.cur == nil && !p.log.empty() {
+			wait = append(wait, flushTarget{p: p, n: n})
 		}
 	}
 	t.mu.Unlock()
@@ -42,7 +45,7 @@ func (t *Transport) Flush(ctx context.Context) error {
 	for len(wait) > 0 {
 		rest := wait[:0]
 		for _, w := range wait {
-			if w.p.flushed.Load() >= w.n || t.unreachable(w.p.id) {
+			if !t.flushing(&w) {
 				continue
 			}
 			rest = append(rest, w)
@@ -66,11 +69,47 @@ func (t *Transport) Flush(ctx context.Context) error {
 	return nil
 }
 
-// unreachable reports whether id has no connection in use and its last
-// dial failed or its last connection died.
-func (t *Transport) unreachable(id core.NodeID) bool {
+// flushTarget is a peer Flush waits for: until n frames accepted are
+// flushed and, if they went relayed, until the peer acknowledged the
+// frames numbered up to mark.
+type flushTarget struct {
+	p      *peer
+	n      uint64
+	marked bool
+	mark   logMark
+}
+
+// flushing reports whether Flush must still wait for w.
+func (t *Transport) flushing(w *flushTarget) bool {
+	p := w.p
+	if c := p.live.Load(); c != nil {
+		// A connection is in use: the frames a relay had not got
+		// acknowledged are written to it first (its resume), and
+		// flushed counts them.
+		return p.flushed.Load() < w.n
+	}
+	if !t.reachable(p) {
+		return false // lost anyway, or kept for a later path
+	}
+	if p.flushed.Load() < w.n {
+		return true
+	}
+	// Every frame accepted is numbered and kept in the log, which holds
+	// it until the peer acknowledges it. Without a connection the peer
+	// gets the frames through a relay: wait for its acknowledgement of
+	// the last one numbered now.
+	if !w.marked {
+		w.mark, w.marked = p.log.mark(), true
+	}
+	return !p.log.acked(w.mark)
+}
+
+// reachable reports whether p has a connection in use or a relay that
+// reaches it, or, with neither, its direct link is not known down (its
+// writer dials it).
+func (t *Transport) reachable(p *peer) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.peers[id]
-	return p == nil || (p.cur == nil && p.unreachable)
+	direct := p.cur != nil || !p.unreachable && !p.dialOutOnly
+	t.mu.Unlock()
+	return direct || !t.cfg.NoRelay && t.chooseRelay(p, core.None, false) != nil
 }

@@ -2,12 +2,15 @@ package tcp_test
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -74,4 +77,65 @@ func TestFlushUnreachable(t *testing.T) {
 	if err := a.Flush(ctx); err != transport.ErrClosed {
 		t.Fatalf("Flush after Close: %v, want transport.ErrClosed", err)
 	}
+}
+
+// TestFlushRelayed: over a pair whose direct link is cut, Flush returns
+// only once the peer has every frame sent before it (acknowledged end to
+// end through the relay), large frames and small; with no relay left, it
+// does not wait for frames nothing can carry.
+func TestFlushRelayed(t *testing.T) {
+	for _, size := range []int{64, 256 << 10} {
+		t.Run(fmt.Sprintf("size=%d", size), func(t *testing.T) {
+			nodes := relayMesh(t, []core.NodeID{1, 2, 3}, nil)
+			cut(nodes, 1, 3, true)
+			keep(t, nodes, []core.NodeID{1, 3}, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sent := 0
+			for round := range 3 {
+				n := 2000
+				if size > 4<<10 {
+					n = 40
+				}
+				if err := streamFrom(ctx, nodes[1].tr, 3, sent, n, size); err != nil {
+					t.Fatal(err)
+				}
+				sent += n
+				if err := nodes[1].tr.Flush(ctx); err != nil {
+					t.Fatalf("round %d: Flush: %v", round, err)
+				}
+				if got := nodes[3].received(1); got != uint64(sent) {
+					t.Fatalf("round %d: Flush returned with %d of the %d frames sent delivered", round, got, sent)
+				}
+				nodes[3].check(t)
+			}
+			if s := nodes[2].tr.Stats(); s.Forwarded < uint64(sent) {
+				t.Fatalf("2 forwarded %d frames, want %d or more", s.Forwarded, sent)
+			}
+
+			// The relay leaves: 3 can no longer be reached, and Flush
+			// does not wait for what is sent to it now.
+			nodes[2].tr.Close()
+			waitFor(t, "1 lost its connection to 2", func() bool { return !nodes[1].tr.Connected(2) })
+			if err := streamFrom(ctx, nodes[1].tr, 3, sent, 10, size); err != nil {
+				t.Fatal(err)
+			}
+			if err := nodes[1].tr.Flush(ctx); err != nil {
+				t.Fatalf("Flush with no path to the peer: %v (want nil)", err)
+			}
+		})
+	}
+}
+
+// streamFrom sends n frames of size bytes from a to node to, numbered
+// from first (relayNode's numbering).
+func streamFrom(ctx context.Context, a *tcp.Transport, to core.NodeID, first, n, size int) error {
+	buf := make([]byte, size)
+	for i := range n {
+		binary.LittleEndian.PutUint64(buf, uint64(first+i))
+		if err := a.SendCopy(ctx, to, wire.Frame{Kind: seqKind, Payload: buf}); err != nil {
+			return fmt.Errorf("frame %d: %w", first+i, err)
+		}
+	}
+	return nil
 }

@@ -65,6 +65,8 @@ type sendLog struct {
 	first  uint64 // the number of the oldest frame held (lens[lhead])
 	next   uint64 // the number of the next frame added
 	limit  int    // Config.ResendBuffer
+	// resets counts reset's calls: frames numbered before one are gone.
+	resets uint64
 	// space has a token when frames were trimmed: a writer waiting for
 	// room looks again.
 	space chan struct{}
@@ -194,6 +196,7 @@ func (l *sendLog) ack(stream, upTo uint64) {
 // for the old one is dropped.
 func (l *sendLog) reset(stream uint64) {
 	l.mu.Lock()
+	l.resets++
 	l.stream = stream
 	l.buf, l.start, l.n = nil, 0, 0
 	l.lens, l.lhead = nil, 0
@@ -203,6 +206,25 @@ func (l *sendLog) reset(stream uint64) {
 	case l.space <- struct{}{}:
 	default:
 	}
+}
+
+// logMark is a point of a log's stream: the last frame numbered when
+// mark was called.
+type logMark struct{ resets, seq uint64 }
+
+// mark returns the log's last frame numbered.
+func (l *sendLog) mark() logMark {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return logMark{l.resets, l.next - 1}
+}
+
+// acked reports whether the peer has acknowledged every frame up to m,
+// or they were dropped with the peer's stream (reset).
+func (l *sendLog) acked(m logMark) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resets != m.resets || l.first > m.seq
 }
 
 // since returns the number of the first frame at or after from that the
