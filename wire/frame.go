@@ -764,6 +764,51 @@ func (fw *FrameWriter) WriteFrame(f Frame) error {
 	return nil
 }
 
+// WriteFrameParts is WriteFrame for the frame whose payload is f.Payload
+// followed by parts: a part of the buffer's size or more is written from
+// where it is, not copied into the buffer first.
+func (fw *FrameWriter) WriteFrameParts(f Frame, parts ...[]byte) error {
+	if fw.err != nil {
+		return fw.err
+	}
+	body := headerSize(&f) + len(f.Payload)
+	for _, p := range parts {
+		body += len(p)
+	}
+	if body > fw.max {
+		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", ErrFrameTooLarge, f.Kind, body, fw.max)
+	}
+	if body < fw.size && len(fw.buf)+LengthSize+body > fw.size {
+		if err := fw.flush(); err != nil {
+			return err
+		}
+	}
+	fw.buf = appendHeader(fw.buf, &f, body)
+	for i := -1; i < len(parts); i++ {
+		p := f.Payload
+		if i >= 0 {
+			p = parts[i]
+		}
+		switch {
+		case len(p) >= fw.size:
+			if err := fw.flush(); err != nil {
+				return err
+			}
+			if err := fw.write(p); err != nil {
+				return err
+			}
+		case len(fw.buf)+len(p) > fw.size:
+			if err := fw.flush(); err != nil {
+				return err
+			}
+			fallthrough
+		default:
+			fw.buf = append(fw.buf, p...)
+		}
+	}
+	return nil
+}
+
 // WriteMessage queues a frame with f's header and m's encoding as payload
 // (f.Kind and f.Payload are ignored: the kind is m.Kind()). m is encoded
 // straight into the buffer, with no intermediate slice.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"testing/iotest"
 
@@ -539,5 +540,39 @@ func TestPadFor(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFrameWriterParts: a frame written in parts reads back as the frame
+// of their concatenation, small ones in the buffer beside other frames,
+// a part of the buffer's size written from the caller's slice.
+func TestFrameWriterParts(t *testing.T) {
+	w := &recordingWriter{}
+	fw := NewFrameWriter(w, 64)
+	fw.WriteFrame(Frame{Kind: kindFD1, Payload: []byte("a")})
+	head, big, tail := []byte("head"), bytes.Repeat([]byte("b"), 64), []byte("tail")
+	if err := fw.WriteFrameParts(Frame{Kind: kindFD1, Src: 3, Payload: head}, big, tail); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.WriteFrameParts(Frame{Kind: kindFD1, Src: 4, Payload: head}, tail); err != nil {
+		t.Fatal(err)
+	}
+	fw.Flush()
+	if len(w.writes) != 3 || w.first[1] != &big[0] {
+		t.Fatalf("%d writes; want the buffered heads, the caller's large part, then the rest", len(w.writes))
+	}
+	got, err := decodeAllFrames(w.all.Bytes())
+	if err != nil || len(got) != 3 {
+		t.Fatalf("the stream does not decode back: %d frames, %v", len(got), err)
+	}
+	if want := slices.Concat(head, big, tail); !bytes.Equal(got[1].Payload, want) || got[1].Src != 3 {
+		t.Errorf("frame 2: %v, want the parts' concatenation from 3", got[1])
+	}
+	if want := slices.Concat(head, tail); !bytes.Equal(got[2].Payload, want) || got[2].Src != 4 {
+		t.Errorf("frame 3: %v, want the parts' concatenation from 4", got[2])
+	}
+	fw.SetMaxFrameSize(10)
+	if err := fw.WriteFrameParts(Frame{Kind: kindFD1, Payload: head}, big); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("a frame over the limit in parts: %v, want ErrFrameTooLarge", err)
 	}
 }

@@ -212,6 +212,31 @@ func AppendRelay(b []byte, k *RelayCipher, h Relay, f Frame) (out []byte, headLe
 	return append(b, tag[:]...), headLen
 }
 
+// AppendRelayTag appends to b the end-to-end tag of an authenticated-only
+// KindRelay payload held in two pieces, head then body: head is h's
+// header (AppendRelayHeader) and the start of the inner frame's encoding,
+// body the rest of it. It is SealRelay's tag over their concatenation,
+// for a caller that writes the frame from where its payload is (a
+// vectored write) instead of copying it behind its header. It reports
+// false, having appended nothing, where the fast GHASH is missing
+// ([RelayTagInPieces]).
+func AppendRelayTag(b []byte, k *RelayCipher, h Relay, head, body []byte) ([]byte, bool) {
+	if !gmac.Fast() || h.Flags&RelaySealed != 0 {
+		return b, false
+	}
+	var hs gmac.Hash
+	k.mac.Start(&hs)
+	hs.Write(head)
+	hs.Write(body)
+	var tag [gmac.TagSize]byte
+	hs.Sum(&tag, &h.Nonce)
+	return append(b, tag[:]...), true
+}
+
+// RelayTagInPieces reports whether [AppendRelayTag] can tag a payload
+// held in pieces on this processor.
+func RelayTagInPieces() bool { return gmac.Fast() }
+
 // relayPieceSize is the piece AppendRelay copies and hashes at a time:
 // well within a core's second-level cache.
 const relayPieceSize = 64 << 10

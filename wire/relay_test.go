@@ -221,3 +221,31 @@ func TestAppendRelay(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendRelayTag checks that the tag of a payload held in two pieces
+// (header and frame head, then the frame's payload) is SealRelay's, for
+// pieces of every alignment against the hash's blocks.
+func TestAppendRelayTag(t *testing.T) {
+	if !RelayTagInPieces() {
+		t.Skip("no fast GHASH on this processor")
+	}
+	k, _ := RelayKey([]byte("secret"), "job", 4, 5)
+	for _, size := range []int{4 << 10, 4<<10 + 7, 100_003, 1 << 20} {
+		f := Frame{Kind: kindFD1, Src: 4, Dst: 5, Payload: bytes.Repeat([]byte{byte(size), 1, 2}, size/3+1)[:size]}
+		h := Relay{Origin: 4, Final: 5, SrcStream: 1, Seq: uint64(size), Nonce: [RelayNonceSize]byte{7, byte(size)}}
+		want := SealRelay(nil, k, h, AppendFrame(nil, f))
+		head := f
+		head.Payload = nil
+		b := head.AppendHead(AppendRelayHeader(nil, h), len(f.Payload))
+		got, ok := AppendRelayTag(bytes.Clone(b), k, h, b, f.Payload)
+		if !ok {
+			t.Fatal("AppendRelayTag declined with the fast GHASH")
+		}
+		if !bytes.Equal(got[:len(b)], b) || !bytes.Equal(got[len(b):], want[len(want)-RelayTagSize:]) {
+			t.Errorf("size %d: the tag in pieces differs from SealRelay's", size)
+		}
+		if _, ok := AppendRelayTag(nil, k, Relay{Flags: RelaySealed}, b, f.Payload); ok {
+			t.Error("AppendRelayTag tagged a sealed payload")
+		}
+	}
+}
