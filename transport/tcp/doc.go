@@ -214,9 +214,13 @@
 // stream ids, the number) with an end-to-end AES-GCM tag under a key of
 // the ordered pair derived from the job secret (HKDF-SHA256): without
 // TLS the frame is authenticated only, and the tag, AES-GCM's over
-// nothing to encrypt, is a GMAC, computed as the frame is encoded; with
-// TLS the inner frame is encrypted too. R forwards the payload unchanged
-// into its queue for D (without opening it), or drops it
+// nothing to encrypt, is a GMAC; with TLS the inner frame is encrypted
+// too. A payload of 4 KiB or more that Send's caller gave up is held in
+// the log by reference, not copied, until D acknowledges it; only
+// authenticated, it is not copied into the relayed frame either: it is
+// tagged where it is and written between the relay header and the tag.
+// A smaller one is copied, and tagged as it is encoded. R forwards the
+// payload unchanged into its queue for D (without opening it), or drops it
 // (Stats.RelayDropped) if it cannot reach D itself. D checks the tag (a
 // frame that fails it is dropped, counted in Stats.RelayTagFailures and
 // logged at most once per relay every 10 s) and delivers the inner frame
@@ -300,12 +304,14 @@
 //
 // A frame is copied into the resend log as it is written (SendDirect's
 // body too, which the caller may reuse once it returns): one more copy of
-// every byte sent. A process that crashed loses what its resend log held
+// every byte sent on a connection (not of a relayed payload of 4 KiB or
+// more, held by reference). A process that crashed loses what its resend log held
 // for others and what it had received and not handled, as before: the
 // stream survives connections, not processes. A pair whose direct link is
 // down loses nothing either: its frames go through a relay, slower (a
-// relayed frame is copied once more at the origin, tagged and checked end
-// to end, and takes a second hop), or, if no single node reaches both,
+// relayed frame is tagged and checked end to end, and takes a second
+// hop; a small one or a sealed one is copied once more at the origin),
+// or, if no single node reaches both,
 // wait in the queue and the resend log for the link. Flush waits for
 // relayed frames until the peer acknowledges them end to end, but not for
 // frames that no connection and no relay can carry. What a

@@ -115,10 +115,25 @@ type peerQueues struct{ q, hq chan queued }
 // the transport's copy of the payload of a SendCopy, which the writer
 // puts back in copyBufs once the frame is written. (A frame lost with its
 // connection, or handed to the next one, leaves its buffer to the
-// collector.)
+// collector.) body, if not nil, is the middle of a relayed frame's
+// payload, its origin's frame payload, not copied (relayWrap): the
+// payload is f.Payload up to its last wire.RelayTagSize bytes, body,
+// then those bytes (the tag).
 type queued struct {
-	f   wire.Frame
-	buf *[]byte
+	f    wire.Frame
+	buf  *[]byte
+	body []byte
+}
+
+// write writes x to fw.
+func (x *queued) write(fw *wire.FrameWriter) error {
+	if x.body == nil {
+		return fw.WriteFrame(x.f)
+	}
+	f := x.f
+	split := len(f.Payload) - wire.RelayTagSize
+	f.Payload = f.Payload[:split]
+	return fw.WriteFrameParts(f, x.body, x.f.Payload[split:])
 }
 
 // copyBufs are the payload buffers of SendCopy, for frames of at most
@@ -353,7 +368,7 @@ func (t *Transport) SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) 
 
 // send queues f (whose payload is buf's, if buf is not nil) for node to.
 func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf *[]byte) error {
-	if t.relayNow(ctx, to, &f) {
+	if t.relayNow(ctx, to, &f, buf == nil) {
 		putCopyBuf(buf) // copied into the relayed frame
 		return nil
 	}
@@ -364,6 +379,12 @@ func (t *Transport) send(ctx context.Context, to core.NodeID, f wire.Frame, buf 
 // relayed frame (wire.KindRelay) may exceed Config.MaxFrameSize by the
 // relay's wrapping.
 func (t *Transport) enqueue(ctx context.Context, to core.NodeID, f wire.Frame, buf *[]byte, control bool) error {
+	return t.push(ctx, to, queued{f: f, buf: buf}, control)
+}
+
+// push is enqueue for x (a relayed frame in pieces: queued.body).
+func (t *Transport) push(ctx context.Context, to core.NodeID, x queued, control bool) error {
+	f := x.f
 	if to == t.self {
 		return fmt.Errorf("%w: %v", transport.ErrSelf, to)
 	}
@@ -372,7 +393,7 @@ func (t *Transport) enqueue(ctx context.Context, to core.NodeID, f wire.Frame, b
 	if f.Kind == wire.KindRelay {
 		limit = t.streamMax()
 	}
-	if body := wire.EncodedSize(f) - wire.LengthSize; body > limit {
+	if body := wire.EncodedSize(f) + len(x.body) - wire.LengthSize; body > limit {
 		return fmt.Errorf("%w: %v has a body of %d bytes, limit %d", transport.ErrFrameTooLarge, f.Kind, body, limit)
 	}
 	t.mu.Lock()
@@ -397,7 +418,7 @@ func (t *Transport) enqueue(ctx context.Context, to core.NodeID, f wire.Frame, b
 	t.mu.Unlock()
 	defer p.senders.Add(-1) // after the push: see manage
 	p.accepted.Add(1)       // before the writer can see f, so flushed ≤ accepted
-	x := queued{f: f, buf: buf}
+	x.f = f
 	select {
 	case q <- x:
 		return nil

@@ -422,29 +422,41 @@ func (t *Transport) relaySend(p, via *peer, f *wire.Frame) int {
 	}
 	// Numbered, kept and queued to via under p.wmu, so that frames
 	// relayed on the senders' goroutines (relayNow) keep their order.
+	// The payload is ours: Send's caller gave it up, SendCopy's copy is
+	// not given back once taken from the queue.
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	buf, ok := t.relayWrap(p, f)
+	buf, body, ok := t.relayWrap(p, f, true)
 	if !ok {
 		return relayFull
 	}
 	p.written++
-	if !t.queueRelayed(via, buf, false) {
+	if !t.queueRelayed(via, buf, body, false) {
 		return relayStalled
 	}
 	return relaySent
 }
 
 // relayWrap numbers f in p's stream, keeps it in p's log and returns its
-// relayed payload (in a buffer of getBigBuf's), or reports false, having
-// kept nothing, if the log is full. The frame is encoded once, where it
-// goes in the payload, and kept in the log from there; an
-// authenticated-only one is tagged as it is encoded (wire.AppendRelay),
-// while its pieces are in the cache, and a sealed one once it is kept,
-// since the log keeps it in the clear. The caller holds p.wmu.
-func (t *Transport) relayWrap(p *peer, f *wire.Frame) (*[]byte, bool) {
+// relayed payload (in a buffer of getRelayBuf's), or reports false,
+// having kept nothing, if the log is full. owned: the caller gives up
+// f.Payload (Send's ownership), which the log may then hold by
+// reference. An owned payload of relayRefMin bytes or more, only
+// authenticated, is not copied at all: the payload returned is the relay
+// header and the frame's head, then the tag, and body is f.Payload, to
+// write between them (queued.body). Otherwise the frame is encoded once,
+// where it goes in the payload, and kept in the log from there (or, owned,
+// by reference); an authenticated-only one is tagged as it is encoded
+// (wire.AppendRelay), while its pieces are in the cache, and a sealed one
+// once it is kept, since the log keeps it in the clear. The caller holds
+// p.wmu.
+func (t *Transport) relayWrap(p *peer, f *wire.Frame, owned bool) (buf *[]byte, body []byte, ok bool) {
+	ref := owned && len(f.Payload) >= relayRefMin
+	if ref && t.relayFlags()&wire.RelaySealed == 0 && wire.RelayTagInPieces() {
+		return t.relayWrapRef(p, f)
+	}
 	size := wire.EncodedSize(*f)
-	buf := getRelayBuf(size + 128)
+	buf = getRelayBuf(size + 128)
 	for {
 		seq, stream := p.log.nextNumber()
 		h := wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
@@ -459,21 +471,60 @@ func (t *Transport) relayWrap(p *peer, f *wire.Frame) (*[]byte, bool) {
 		} else {
 			if !p.log.hasRoom(size) {
 				putCopyBuf(buf)
-				return nil, false
+				return nil, nil, false
 			}
 			b, headLen = wire.AppendRelay((*buf)[:0], t.sealKey(p), h, *f)
 		}
-		kept, same := p.log.addAt(seq, stream, b[headLen:headLen+size])
+		enc := b[headLen : headLen+size]
+		var kept, same bool
+		if ref {
+			kept, same = p.log.addRefAt(seq, stream, enc[:size-len(f.Payload)], f.Payload)
+		} else {
+			kept, same = p.log.addAt(seq, stream, enc)
+		}
 		switch {
 		case kept && sealed:
 			*buf = wire.SealRelayTail(b, t.sealKey(p), h, headLen)
-			return buf, true
+			return buf, nil, true
 		case kept:
 			*buf = b
-			return buf, true
+			return buf, nil, true
 		case same:
 			putCopyBuf(buf)
-			return nil, false
+			return nil, nil, false
+		}
+		// The peer's stream became known meanwhile: number it again.
+	}
+}
+
+// relayRefMin is the smallest payload relayWrap holds by reference:
+// below it the copy costs less than a second piece to keep and write.
+const relayRefMin = 4 << 10
+
+// relayWrapRef is relayWrap for an owned, authenticated-only payload of
+// relayRefMin bytes or more, which it neither copies nor encodes: the log
+// keeps the frame's head and refers to its payload, and the relayed
+// payload is returned in pieces (the relay header and the frame's head,
+// then the tag, in a buffer of getCopyBuf's; body is f.Payload).
+func (t *Transport) relayWrapRef(p *peer, f *wire.Frame) (buf *[]byte, body []byte, ok bool) {
+	head := *f
+	head.Payload = nil
+	buf = getCopyBuf()
+	for {
+		seq, stream := p.log.nextNumber()
+		h := wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
+		rand.Read(h.Nonce[:])
+		b := wire.AppendRelayHeader((*buf)[:0], h)
+		headLen := len(b)
+		b = head.AppendHead(b, len(f.Payload))
+		kept, same := p.log.addRefAt(seq, stream, b[headLen:], f.Payload)
+		switch {
+		case kept:
+			*buf, _ = wire.AppendRelayTag(b, t.sealKey(p), h, b, f.Payload)
+			return buf, f.Payload, true
+		case same:
+			putCopyBuf(buf)
+			return nil, nil, false
 		}
 		// The peer's stream became known meanwhile: number it again.
 	}
@@ -525,9 +576,9 @@ func putBigBuf(b *[]byte) {
 // done) for the acknowledgements that free it, as the writer would have:
 // handed to the writer instead, it would draw the frames after it there
 // too, each then handed off.
-func (t *Transport) relayNow(ctx context.Context, to core.NodeID, f *wire.Frame) bool {
+func (t *Transport) relayNow(ctx context.Context, to core.NodeID, f *wire.Frame, owned bool) bool {
 	for {
-		took, full := t.relayNowOnce(to, f)
+		took, full := t.relayNowOnce(to, f, owned)
 		if took || full == nil || len(f.Payload) <= relayNowMax {
 			return took
 		}
@@ -546,9 +597,13 @@ func (t *Transport) relayNow(ctx context.Context, to core.NodeID, f *wire.Frame)
 
 // relayNowOnce is one attempt of relayNow: took reports whether it took
 // f; full, if not nil, is to's peer, whose log had no room for f.
-func (t *Transport) relayNowOnce(to core.NodeID, f *wire.Frame) (took bool, full *peer) {
-	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute {
+func (t *Transport) relayNowOnce(to core.NodeID, f *wire.Frame, owned bool) (took bool, full *peer) {
+	if f.Kind == wire.KindRelay || f.Kind == wire.KindRoute || to == t.self {
 		return false, nil
+	}
+	f.Src, f.Dst = t.self, to
+	if wire.EncodedSize(*f)-wire.LengthSize > t.cfg.MaxFrameSize {
+		return false, nil // Send reports the size
 	}
 	m := t.byID.Load()
 	if m == nil {
@@ -566,18 +621,17 @@ func (t *Transport) relayNowOnce(to core.NodeID, f *wire.Frame) (took bool, full
 	if p.flushed.Load() != p.accepted.Load() || p.rl.now.Load() != via || p.log.probing() || !t.roomInQueue(via) {
 		return false, nil
 	}
-	f.Src, f.Dst = t.self, to
-	buf, ok := t.relayWrap(p, f)
+	buf, body, ok := t.relayWrap(p, f, owned)
 	if !ok {
 		return false, p
 	}
 	p.accepted.Add(1)
 	p.written++
 	p.flushed.Store(p.written)
-	if len(f.Payload) > relayNowMax {
+	if len(f.Payload) > relayNowMax || body != nil {
 		// Written by the relay's writer, while the caller prepares
 		// the next frame.
-		if !t.queueRelayed(via, buf, false) {
+		if !t.queueRelayed(via, buf, body, false) {
 			t.relayNowLost(p)
 		}
 		return true, nil
@@ -635,7 +689,7 @@ func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, cont
 	rand.Read(h.Nonce[:])
 	buf := getRelayBuf(len(enc) + 128)
 	*buf = wire.SealRelay((*buf)[:0], t.sealKey(p), h, enc)
-	return t.queueRelayed(via, buf, control)
+	return t.queueRelayed(via, buf, nil, control)
 }
 
 // writeRelayedNow writes a small relayed frame f to node to's idle
@@ -650,18 +704,19 @@ func (t *Transport) writeRelayedNow(to core.NodeID, f wire.Frame) bool {
 }
 
 // queueRelayed queues a relayed payload of ours, in a buffer of
-// getBigBuf's that the writer gives back, to via, waiting at most
-// relayRetransmit for room; it reports whether it did.
-func (t *Transport) queueRelayed(via *peer, buf *[]byte, control bool) bool {
-	f := wire.Frame{Kind: wire.KindRelay, Payload: *buf}
-	if t.writeRelayedNow(via.id, f) {
+// getRelayBuf's that the writer gives back, to via, waiting at most
+// relayRetransmit for room; it reports whether it did. body, if not nil,
+// is the payload's middle piece (queued.body).
+func (t *Transport) queueRelayed(via *peer, buf *[]byte, body []byte, control bool) bool {
+	x := queued{f: wire.Frame{Kind: wire.KindRelay, Payload: *buf}, buf: buf, body: body}
+	if body == nil && t.writeRelayedNow(via.id, x.f) {
 		putCopyBuf(buf)
 		t.stats.relayed.Add(1)
 		return true
 	}
-	if t.enqueue(doneCtx, via.id, f, buf, control) != nil {
+	if t.push(doneCtx, via.id, x, control) != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), relayRetransmit)
-		err := t.enqueue(ctx, via.id, f, buf, control)
+		err := t.push(ctx, via.id, x, control)
 		cancel()
 		if err != nil {
 			putCopyBuf(buf) // not queued: still ours
@@ -724,7 +779,19 @@ func (l *sendLog) addAt(seq, stream uint64, enc []byte) (kept, same bool) {
 	if l.next != seq || l.stream != stream {
 		return false, false
 	}
-	return l.addLocked(stream, true, len(enc), enc), true
+	return l.addLocked(stream, true, len(enc), nil, enc), true
+}
+
+// addRefAt is addAt for the frame whose encoding is head then payload,
+// the payload held by reference: the caller gives it up (Send's
+// ownership) until the peer acknowledges the frame.
+func (l *sendLog) addRefAt(seq, stream uint64, head, payload []byte) (kept, same bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next != seq || l.stream != stream {
+		return false, false
+	}
+	return l.addLocked(stream, true, len(head), payload, head), true
 }
 
 // hasRoom reports whether a frame of size bytes would fit the log now
@@ -732,7 +799,7 @@ func (l *sendLog) addAt(seq, stream uint64, enc []byte) (kept, same bool) {
 func (l *sendLog) hasRoom(size int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n == 0 || l.n+size <= l.limit
+	return l.fits(size)
 }
 
 // probing reports whether the peer's stream is unknown (never met) and
@@ -740,7 +807,7 @@ func (l *sendLog) hasRoom(size int) bool {
 func (l *sendLog) probing() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stream == 0 && l.n > 0
+	return l.stream == 0 && l.held() > 0
 }
 
 // nextNumber returns the number the next frame added will take, and the

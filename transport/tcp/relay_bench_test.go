@@ -90,6 +90,12 @@ func BenchmarkRelayed(b *testing.B) {
 			for range b.N {
 				sendWindow()
 			}
+			b.StopTimer()
+			// Frames sent again (a rewind: the acknowledgements came too
+			// late) or dropped on the way cost the bandwidth twice.
+			s1, s2, s3 := trs[0].Stats(), trs[1].Stats(), trs[2].Stats()
+			b.ReportMetric(float64(s1.Resent)/float64(b.N), "resent/op")
+			b.ReportMetric(float64(s2.RelayDropped+s3.RelayGaps+s3.Duplicates)/float64(b.N), "lost/op")
 		})
 	}
 }

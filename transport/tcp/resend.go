@@ -50,8 +50,11 @@ const minResendBuffer = 4 * ackBytes
 
 // sendLog holds the encoded frames written to a peer's stream and not yet
 // acknowledged, in order, in a ring that grows up to what it must hold.
-// Frames are added under the peer's wmu (in the order they enter the
-// stream) and trimmed by the reader that reads the acknowledgements.
+// A frame whose payload the transport owns (a relayed one's: see
+// addRefAt) is held as its head in the ring and a reference to its
+// payload, which is not copied. Frames are added under the peer's wmu (in
+// the order they enter the stream) and trimmed by the reader that reads
+// the acknowledgements.
 type sendLog struct {
 	mu sync.Mutex
 	// stream is the peer's stream id (0: not yet known); a frame written
@@ -59,12 +62,17 @@ type sendLog struct {
 	stream uint64
 	buf    []byte // the ring; len(buf) is its capacity
 	start  int    // offset of the first byte held
-	n      int    // bytes held
-	lens   []int  // the frames' encoded sizes, oldest first, from lens[lhead]
-	lhead  int
-	first  uint64 // the number of the oldest frame held (lens[lhead])
-	next   uint64 // the number of the next frame added
-	limit  int    // Config.ResendBuffer
+	n      int    // bytes held in the ring
+	lens   []int  // the frames' sizes in the ring, oldest first, from lens[lhead]
+	// refs, beside lens, holds each frame's payload held by reference
+	// (nil: all of it is in the ring); refN counts their bytes, held
+	// too, which the limit counts.
+	refs  [][]byte
+	refN  int
+	lhead int
+	first uint64 // the number of the oldest frame held (lens[lhead])
+	next  uint64 // the number of the next frame added
+	limit int    // Config.ResendBuffer
 	// resets counts reset's calls: frames numbered before one are gone.
 	resets uint64
 	// space has a token when frames were trimmed: a writer waiting for
@@ -83,7 +91,14 @@ func (l *sendLog) held() int { return len(l.lens) - l.lhead }
 func (l *sendLog) empty() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n == 0
+	return l.held() == 0
+}
+
+// fits reports whether a frame of size bytes may be added under add's
+// bound.
+func (l *sendLog) fits(size int) bool {
+	total := l.n + l.refN
+	return total == 0 || total+size <= l.limit
 }
 
 // add appends the frame whose encoding is the concatenation of parts,
@@ -98,12 +113,14 @@ func (l *sendLog) add(stream uint64, bound bool, parts ...[]byte) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.addLocked(stream, bound, size, parts...)
+	return l.addLocked(stream, bound, size, nil, parts...)
 }
 
-// addLocked is add with l.mu held and the frame's size known.
-func (l *sendLog) addLocked(stream uint64, bound bool, size int, parts ...[]byte) bool {
-	if bound && l.n > 0 && l.n+size > l.limit {
+// addLocked is add with l.mu held and the frame's size known; ref, if not
+// nil, is the frame's payload after parts, held by reference (size does
+// not count it).
+func (l *sendLog) addLocked(stream uint64, bound bool, size int, ref []byte, parts ...[]byte) bool {
+	if bound && !l.fits(size+len(ref)) {
 		return false
 	}
 	if stream != l.stream {
@@ -120,6 +137,8 @@ func (l *sendLog) addLocked(stream uint64, bound bool, size int, parts ...[]byte
 	}
 	l.n += size
 	l.lens = append(l.lens, size)
+	l.refs = append(l.refs, ref)
+	l.refN += len(ref)
 	l.next++
 	return true
 }
@@ -132,9 +151,10 @@ func (l *sendLog) dropLast(stream uint64) {
 	if stream != l.stream || l.held() == 0 {
 		return
 	}
-	size := l.lens[len(l.lens)-1]
-	l.lens = l.lens[:len(l.lens)-1]
-	l.n -= size
+	last := len(l.lens) - 1
+	l.n -= l.lens[last]
+	l.refN -= len(l.refs[last])
+	l.lens, l.refs[last], l.refs = l.lens[:last], nil, l.refs[:last]
 	l.next--
 }
 
@@ -166,9 +186,11 @@ func (l *sendLog) ack(stream, upTo uint64) {
 		return
 	}
 	k := int(min(upTo-l.first+1, uint64(l.held())))
-	for _, size := range l.lens[l.lhead : l.lhead+k] {
-		l.n -= size
-		l.start += size
+	for i := l.lhead; i < l.lhead+k; i++ {
+		l.n -= l.lens[i]
+		l.start += l.lens[i]
+		l.refN -= len(l.refs[i])
+		l.refs[i] = nil // the payload is no longer ours to keep
 	}
 	if len(l.buf) > 0 {
 		l.start %= len(l.buf)
@@ -176,13 +198,15 @@ func (l *sendLog) ack(stream, upTo uint64) {
 	l.lhead += k
 	l.first += uint64(k)
 	if l.lhead == len(l.lens) {
-		l.lens, l.lhead = l.lens[:0], 0
+		l.lens, l.refs, l.lhead = l.lens[:0], l.refs[:0], 0
 		l.start = 0
 		if len(l.buf) > l.limit {
 			l.buf = nil // an oversized frame's ring is not kept
 		}
 	} else if l.lhead > 1024 && l.lhead > len(l.lens)/2 {
 		l.lens = l.lens[:copy(l.lens, l.lens[l.lhead:])]
+		clear(l.refs[copy(l.refs, l.refs[l.lhead:]):])
+		l.refs = l.refs[:len(l.lens)]
 		l.lhead = 0
 	}
 	l.mu.Unlock()
@@ -199,7 +223,7 @@ func (l *sendLog) reset(stream uint64) {
 	l.resets++
 	l.stream = stream
 	l.buf, l.start, l.n = nil, 0, 0
-	l.lens, l.lhead = nil, 0
+	l.lens, l.refs, l.refN, l.lhead = nil, nil, 0, 0
 	l.first, l.next = 1, 1
 	l.mu.Unlock()
 	select {
@@ -245,12 +269,17 @@ func (l *sendLog) since(stream, from uint64) (uint64, []byte) {
 		if l.first+uint64(i) < from {
 			off += size
 		} else {
-			n += size
+			n += size + len(l.refs[l.lhead+i])
 		}
 	}
-	out := make([]byte, n)
-	if len(l.buf) > 0 {
-		l.copyOut(out, (l.start+off)%len(l.buf), n)
+	out := make([]byte, 0, n)
+	for i := l.lhead + int(from-l.first); i < len(l.lens); i++ {
+		if size := l.lens[i]; size > 0 {
+			out = out[:len(out)+size]
+			l.copyOut(out[len(out)-size:], (l.start+off)%len(l.buf), size)
+		}
+		out = append(out, l.refs[i]...)
+		off += l.lens[i]
 	}
 	return from, out
 }

@@ -108,9 +108,9 @@ func (t *Transport) waitFrame(p *peer, pending **wire.Frame, backoff *time.Timer
 	}
 	select {
 	case x := <-p.hq:
-		*pending = &x.f
+		*pending = t.unwritten(p, x, false)
 	case x := <-p.q:
-		*pending = &x.f
+		*pending = t.unwritten(p, x, false)
 	case <-fired:
 	case <-p.wake:
 		return false
@@ -241,6 +241,26 @@ func (t *Transport) backoff(attempt int) time.Duration {
 // frameRef returns a pointer to a copy of f (only this call allocates).
 func frameRef(f wire.Frame) *wire.Frame { return &f }
 
+// unwritten returns x, taken from p's queue and not written, as a frame
+// for the writer to hold (manage's pending). A relayed frame in pieces
+// (queued.body) cannot be held as one frame: it is dropped, counted as
+// written, and its origin resends it from its log, as it does for a
+// relayed frame lost with a hop's connection. held: the caller holds
+// p.wmu.
+func (t *Transport) unwritten(p *peer, x queued, held bool) *wire.Frame {
+	if x.body == nil {
+		return frameRef(x.f)
+	}
+	if !held {
+		p.wmu.Lock()
+		defer p.wmu.Unlock()
+	}
+	p.written++
+	t.stats.relayDropped.Add(1)
+	putCopyBuf(x.buf)
+	return nil
+}
+
 // writeLoop drains p's queue into c through a coalescing buffer, flushing
 // whenever the queue is empty, until c dies, p is removed or the transport
 // closes. pending, if not nil, is written first. A frame taken from the
@@ -255,10 +275,10 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.streamMax())
 	// write writes f, which keep has put in p's log.
-	write := func(f wire.Frame) bool {
+	write := func(x *queued) bool {
 		c.markActive()
 		p.written++ // written or lost with c: either way no longer queued
-		if err := fw.WriteFrame(f); err != nil {
+		if err := x.write(fw); err != nil {
 			c.writeFailed(err)
 			return false
 		}
@@ -313,20 +333,22 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 		p.wmu.Lock()
 		if c.stopped() {
 			t.writeRest(p) // a retired c is read to its end
-			p.wmu.Unlock()
 			if !have {
+				p.wmu.Unlock()
 				return nil
 			}
-			return frameRef(next.f)
+			f := t.unwritten(p, next, true)
+			p.wmu.Unlock()
+			return f
 		}
 		// What SendNow left goes first, before the buffer's frames.
 		ok := t.writeRest(p)
 		if ok && have {
 			if !t.keep(fw, p, c, &next.f) {
 				p.wmu.Unlock()
-				return frameRef(next.f)
+				return frameRef(next.f) // not relayed: keep takes those
 			}
-			ok = write(next.f)
+			ok = write(&next)
 			putCopyBuf(next.buf) // written into fw's buffer and the log, or lost with c
 		}
 		next = queued{}
@@ -343,15 +365,16 @@ func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten 
 				if fw.Buffered() > 0 && fw.Flush() != nil {
 					c.writeFailed(fw.Err())
 				}
+				u := t.unwritten(p, f, true)
 				p.flushed.Store(p.written)
 				p.wmu.Unlock()
-				return frameRef(f.f)
+				return u
 			}
 			if !t.keep(fw, p, c, &f.f) {
 				p.wmu.Unlock()
-				return frameRef(f.f)
+				return frameRef(f.f) // not relayed: keep takes those
 			}
-			ok = write(f.f)
+			ok = write(&f)
 			putCopyBuf(f.buf)
 		}
 		if ok {

@@ -1,0 +1,80 @@
+package tcp
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// TestSendLogRefs checks the resend log against a naive one (every
+// frame's encoding in a slice) while frames are added, some copied into
+// the ring and some held by reference (a relayed frame's payload),
+// acknowledged, dropped and read back, the ring wrapping as it goes: the
+// frames read back are the frames added, and a frame acknowledged no
+// longer holds its payload.
+func TestSendLogRefs(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	const stream = 7
+	l := newSendLog(256 << 10)
+	l.bind(stream)
+	var naive [][]byte // the frames held, oldest first
+	first := uint64(1)
+	for step := range 5000 {
+		switch r := rng.IntN(10); {
+		case r < 6:
+			f := wire.Frame{Kind: core.MakeKind(core.ProtoTest, 21), Src: 1, Dst: 2, Payload: make([]byte, rng.IntN(20<<10))}
+			for i := range f.Payload {
+				f.Payload[i] = byte(step + i)
+			}
+			enc := wire.AppendFrame(nil, f)
+			var kept, same bool
+			if r < 3 {
+				kept, same = l.addAt(l.next, stream, enc)
+			} else {
+				head := enc[:len(enc)-len(f.Payload)]
+				kept, same = l.addRefAt(l.next, stream, slices.Clone(head), f.Payload)
+			}
+			if !same {
+				t.Fatalf("step %d: the log's next number moved", step)
+			}
+			total := 0
+			for _, b := range naive {
+				total += len(b)
+			}
+			if fits := total == 0 || total+len(enc) <= l.limit; kept != fits {
+				t.Fatalf("step %d: kept %v a frame of %d bytes beside %d, limit %d", step, kept, len(enc), total, l.limit)
+			}
+			if kept {
+				naive = append(naive, enc)
+			}
+		case r < 8 && len(naive) > 0:
+			k := 1 + rng.IntN(len(naive))
+			l.ack(stream, first+uint64(k)-1)
+			naive, first = naive[k:], first+uint64(k)
+		case len(naive) > 0:
+			l.dropLast(stream)
+			naive = naive[:len(naive)-1]
+		}
+		from := first + uint64(rng.IntN(len(naive)+1))
+		got, frames := l.since(stream, from)
+		if want := slices.Concat(naive[from-first:]...); got != from || !bytes.Equal(frames, want) {
+			t.Fatalf("step %d: since(%d) gave %d frames from %d, want those added (%d bytes, got %d)", step, from, len(naive), got, len(want), len(frames))
+		}
+		if l.held() != len(naive) || l.first != first {
+			t.Fatalf("step %d: the log holds %d frames from %d, want %d from %d", step, l.held(), l.first, len(naive), first)
+		}
+		refs := 0
+		for _, b := range l.refs[l.lhead:] {
+			refs += len(b)
+		}
+		if refs != l.refN || slices.ContainsFunc(l.refs[:l.lhead], func(b []byte) bool { return b != nil }) {
+			t.Fatalf("step %d: %d bytes referenced, counted %d; or an acknowledged frame still referenced", step, refs, l.refN)
+		}
+	}
+}
