@@ -682,6 +682,12 @@ func (t *Transport) relayNowLost(p *peer) {
 // p's side is stream) and queues it to via. It reports false if via's
 // queue had no room within relayRetransmit.
 func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, control bool) bool {
+	return t.queueRelayed(via, t.relaySeal(p, seq, stream, enc, control), nil, control)
+}
+
+// relaySeal returns, in a buffer of getRelayBuf's, the relayed payload of
+// the frame enc, number seq of p's stream (stream: its id for p's side).
+func (t *Transport) relaySeal(p *peer, seq, stream uint64, enc []byte, control bool) *[]byte {
 	h := wire.Relay{Origin: t.self, Final: p.id, SrcStream: p.stream, DstStream: stream, Seq: seq, Flags: t.relayFlags()}
 	if control {
 		h.Flags |= wire.RelayControl
@@ -689,7 +695,7 @@ func (t *Transport) relayPush(p, via *peer, seq, stream uint64, enc []byte, cont
 	rand.Read(h.Nonce[:])
 	buf := getRelayBuf(len(enc) + 128)
 	*buf = wire.SealRelay((*buf)[:0], t.sealKey(p), h, enc)
-	return t.queueRelayed(via, buf, nil, control)
+	return buf
 }
 
 // writeRelayedNow writes a small relayed frame f to node to's idle
@@ -752,21 +758,59 @@ func (t *Transport) relayResend(p, via *peer) bool {
 
 // relayAck acknowledges p's stream through via: how many of its frames
 // we delivered, under our stream id, which tells a peer that did not
-// know it.
+// know it. Acknowledgements are built and sent under p.wmu, so that they
+// leave in the order of their counts (relayAckNow sends them too): one
+// overtaken by an older one would look to p like a gap.
 func (t *Transport) relayAck(p, via *peer) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
 	p.rl.ackWanted.Store(false)
 	r := t.recvStreamOf(p)
 	n, b := r.recvd.Load(), r.bytes.Load()
 	r.due.Store(false)
-	var pb [binaryMaxVarint]byte
-	enc := wire.AppendFrame(nil, wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(pb[:0], n)})
-	if t.relayPush(p, via, 0, r.stream, enc, true) {
+	if t.relayPush(p, via, 0, r.stream, relayAckFrame(t.self, p.id, n), true) {
 		r.ackedN.Store(n)
 		r.ackedBytes.Store(b)
 		t.stats.acks.Add(1)
 	} else {
 		p.rl.ackWanted.Store(true)
 	}
+}
+
+// relayAckFrame returns the encoding of an acknowledgement of n frames
+// from self to peer.
+func relayAckFrame(self, peer core.NodeID, n uint64) []byte {
+	var pb [binaryMaxVarint]byte
+	return wire.AppendFrame(nil, wire.Frame{Kind: wire.KindAck, Src: self, Dst: peer, Payload: wire.AppendCount(pb[:0], n)})
+}
+
+// relayAckNow acknowledges r, p's stream, on the calling goroutine (the
+// reader that delivered the frames), through the relay p's relaying
+// writer keeps up with (relayState.now), with one non-blocking write to
+// that relay's idle connection, as ackInline does on a connection: no
+// wake-up of p's writer for each acknowledgement. It reports false,
+// having sent nothing, if p's writer has no such relay, is busy, or the
+// relay's connection is not idle.
+func (t *Transport) relayAckNow(p *peer, r *recvStream) bool {
+	via := p.rl.now.Load()
+	if via == nil || !p.wmu.TryLock() {
+		return false
+	}
+	defer p.wmu.Unlock()
+	if p.rl.now.Load() != via || p.live.Load() != nil || t.recvStreamOf(p) != r {
+		return false
+	}
+	n, b := r.recvd.Load(), r.bytes.Load()
+	buf := t.relaySeal(p, 0, r.stream, relayAckFrame(t.self, p.id, n), true)
+	defer putCopyBuf(buf)
+	if !t.writeRelayedNow(via.id, wire.Frame{Kind: wire.KindRelay, Payload: *buf}) {
+		return false
+	}
+	r.ackedN.Store(n)
+	r.ackedBytes.Store(b)
+	t.stats.acks.Add(1)
+	t.stats.relayed.Add(1)
+	return true
 }
 
 // addAt adds enc as add does (bound), if it is to be frame number seq of

@@ -344,8 +344,10 @@ func (t *Transport) newRecvStream(p *peer, stream uint64) *recvStream {
 }
 
 // ackNow acknowledges r: on the calling goroutine when p's connection is
-// a plain socket with nothing being written to it (ackInline), else by
-// p's writer, started if the peer has none (a peer we only receive from).
+// a plain socket with nothing being written to it (ackInline), or, p's
+// frames relayed, when the relay's connection is idle (relayAckNow); else
+// by p's writer, started if the peer has none (a peer we only receive
+// from).
 func (t *Transport) ackNow(p *peer, r *recvStream) {
 	if c := p.live.Load(); c != nil && c.rs == r && c.raw != nil {
 		switch t.ackInline(p, c, r) {
@@ -356,6 +358,8 @@ func (t *Transport) ackNow(p *peer, r *recvStream) {
 			t.wakeWriter(p)
 			return
 		}
+	} else if c == nil && t.relayAckNow(p, r) {
+		return
 	}
 	r.due.Store(true)
 	t.wakeWriter(p)
