@@ -99,3 +99,83 @@ func BenchmarkRelayed(b *testing.B) {
 		})
 	}
 }
+
+// echoEnd echoes every frame back to its sender, or, on the near side
+// (echo false), signals it.
+type echoEnd struct {
+	tr   *tcp.Transport
+	echo bool
+	got  chan struct{}
+}
+
+func (e *echoEnd) Deliver(f wire.Frame) {
+	if e.echo {
+		e.tr.SendCopy(context.Background(), f.Src, wire.Frame{Kind: f.Kind, Payload: f.Payload})
+		return
+	}
+	e.got <- struct{}{}
+}
+
+func (e *echoEnd) Hint(core.PeerHint) {}
+
+// BenchmarkRelayedLatency times round trips of an 8-byte frame between
+// nodes 1 and 3 over loopback TCP, direct and with their link cut
+// (through node 2), both through Send: the relayed path's per-frame
+// cost, for a profile.
+func BenchmarkRelayedLatency(b *testing.B) {
+	for _, path := range []string{"direct", "relayed"} {
+		b.Run("path="+path, func(b *testing.B) {
+			var trs [3]*tcp.Transport
+			for i := range trs {
+				cfg := config(core.NodeID(i+1), nil)
+				cfg.NoUnix = true
+				tr, err := tcp.Listen(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				trs[i] = tr
+			}
+			for i, a := range trs {
+				for j, c := range trs {
+					if i != j {
+						a.SetPeer(core.NodeID(j+1), c.Addr())
+					}
+				}
+			}
+			near := &echoEnd{tr: trs[0], got: make(chan struct{}, 1)}
+			trs[0].SetHandler(near)
+			trs[1].SetHandler(transport.HandlerFuncs{})
+			trs[2].SetHandler(&echoEnd{tr: trs[2], echo: true})
+			trs[0].Keep([]core.NodeID{2})
+			trs[2].Keep([]core.NodeID{2})
+			if path == "relayed" {
+				trs[0].BlockPeer(3, true)
+				trs[2].BlockPeer(1, true)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			ping := make([]byte, 8)
+			roundTrip := func() {
+				if err := trs[0].Send(ctx, 3, wire.Frame{Kind: seqKind, Payload: ping}); err != nil {
+					b.Fatal(err)
+				}
+				select {
+				case <-near.got:
+				case <-ctx.Done():
+					b.Fatal(ctx.Err())
+				}
+			}
+			for range 1000 { // the path settles
+				roundTrip()
+			}
+			if f := trs[1].Stats().Forwarded; (f > 0) != (path == "relayed") {
+				b.Fatalf("node 2 forwarded %d frames on the %s path", f, path)
+			}
+			b.ResetTimer()
+			for range b.N {
+				roundTrip()
+			}
+		})
+	}
+}
