@@ -213,14 +213,25 @@ func TestRelayLosesNothing(t *testing.T) {
 }
 
 // TestRelayLargeFrames relays frames large enough for the relay to read
-// each into a buffer of its own, which it forwards without a copy.
+// each into a buffer of its own, which it forwards without a copy, and
+// for the origin to hold each in its log by reference (and, authenticated
+// only, to write it from where it is), encrypted end to end or not.
 func TestRelayLargeFrames(t *testing.T) {
-	nodes := relayMesh(t, []core.NodeID{1, 2, 3}, nil)
-	cut(nodes, 1, 3, true)
-	keep(t, nodes, []core.NodeID{1, 3}, 2)
-	relayExchange(t, nodes, 1, 3, 300, 100<<10)
-	if f := nodes[2].tr.Stats().Forwarded; f < 600 {
-		t.Errorf("2 forwarded %d frames, want 600 or more", f)
+	for _, sealed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) {
+			tc := tcptest.SelfSignedTLS(t)
+			nodes := relayMesh(t, []core.NodeID{1, 2, 3}, func(cfg *tcp.Config) {
+				if sealed {
+					cfg.TLS = tc
+				}
+			})
+			cut(nodes, 1, 3, true)
+			keep(t, nodes, []core.NodeID{1, 3}, 2)
+			relayExchange(t, nodes, 1, 3, 300, 100<<10)
+			if f := nodes[2].tr.Stats().Forwarded; f < 600 {
+				t.Errorf("2 forwarded %d frames, want 600 or more", f)
+			}
+		})
 	}
 }
 
@@ -318,8 +329,12 @@ func TestRelayHealsToDirect(t *testing.T) {
 // the destination drops it on its end-to-end check and counts it, and
 // the origin's retransmission delivers the genuine one in its place.
 func TestRelayTamperingDropped(t *testing.T) {
-	for _, sealed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) {
+	for _, c := range []struct {
+		sealed bool
+		size   int
+	}{{false, 64}, {true, 64}, {false, 64 << 10}, {true, 64 << 10}} {
+		sealed := c.sealed
+		t.Run(fmt.Sprintf("sealed=%v/size=%d", sealed, c.size), func(t *testing.T) {
 			tc := tcptest.SelfSignedTLS(t)
 			nodes := relayMesh(t, []core.NodeID{1, 2, 3}, func(cfg *tcp.Config) {
 				if sealed {
@@ -337,12 +352,15 @@ func TestRelayTamperingDropped(t *testing.T) {
 				}
 			})
 			keep(t, nodes, []core.NodeID{1, 3}, 2)
-			const n = 1000
+			n := 1000
+			if c.size > 4<<10 {
+				n = 200
+			}
 			ctx := context.Background()
-			if err := stream(ctx, nodes[1].tr, 3, n, 64); err != nil {
+			if err := stream(ctx, nodes[1].tr, 3, n, c.size); err != nil {
 				t.Fatal(err)
 			}
-			waitDelivered(t, nodes, 1, 3, n)
+			waitDelivered(t, nodes, 1, 3, uint64(n))
 			s := nodes[3].tr.Stats()
 			if !altered.Load() || s.RelayTagFailures != 1 {
 				t.Errorf("3 counted %d tag failures, want 1 (altered: %v)", s.RelayTagFailures, altered.Load())
