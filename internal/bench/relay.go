@@ -16,25 +16,29 @@ import (
 )
 
 // Relayed measures transport/tcp's relayed path against its direct one:
-// three transports of this process over loopback TCP, nodes 1, 2 and 3;
-// the pair 1–3 is measured first over its direct connection, then with
-// its direct link cut (tcp.Transport.BlockPeer), through 2, Rounds times
-// in turn (the link healed between rounds); each figure is the median of
-// its rounds, so that a machine whose load moves favours neither path.
-// Both use Send on each side (no SendNow or SendDirect, which a relayed
-// pair cannot take), so the ratio is the relay's cost alone.
+// four transports of this process over loopback TCP, nodes 1 to 4, the
+// direct link between 1 and 3 cut (tcp.Transport.BlockPeer), so that
+// their frames go through 2, while 1 and 4 talk directly. The two pairs
+// are measured in turn, Rounds times, a short stretch of each at a time,
+// and each figure is the median of its rounds: on a machine whose load
+// moves from one second to the next, both paths see the same load. Both
+// use Send on each side (no SendNow or SendDirect, which a relayed pair
+// cannot take), so the ratio is the relay's cost alone.
 type Relayed struct {
-	// Rounds is how many times each path is measured (0, 1: once).
+	// Rounds is how many times each path is measured, in turn (0, 1:
+	// once).
 	Rounds int
-	// Iters round trips of an 8-byte frame are timed, after Iters/10.
+	// Iters round trips of an 8-byte frame are timed on each path, over
+	// the rounds, after Iters/10.
 	Iters int
-	// Windows windows of 64 frames of 1 MiB are timed, after 2, each
-	// answered by a 4-byte frame.
+	// Windows windows of 64 frames of 1 MiB are timed on each path, over
+	// the rounds (at least one a round), after 2, each answered by a
+	// 4-byte frame.
 	Windows int
 }
 
 // DefaultRelayed returns the benchmark's default loops.
-func DefaultRelayed() *Relayed { return &Relayed{Rounds: 3, Iters: 10000, Windows: 10} }
+func DefaultRelayed() *Relayed { return &Relayed{Rounds: 10, Iters: 10000, Windows: 20} }
 
 // RelayedResult is one path's figures.
 type RelayedResult struct {
@@ -54,8 +58,8 @@ var (
 	relayAck  = core.MakeKind(core.ProtoTest, 62)
 )
 
-// relayEnd is a measured node's handler: it echoes pings (the far end)
-// or signals them (the near end), counts data frames and answers a window.
+// relayEnd is a measured node's handler: it echoes pings (a far end) or
+// signals them (the near end), counts data frames and answers a window.
 type relayEnd struct {
 	tr     *tcp.Transport
 	echo   bool
@@ -83,11 +87,14 @@ func (e *relayEnd) Deliver(f wire.Frame) {
 
 func (e *relayEnd) Hint(core.PeerHint) {}
 
+// relayWindow is the frames of 1 MiB sent before an answer is awaited.
+const relayWindow = 64
+
 // Measure returns the direct figures, then the relayed ones.
 func (b *Relayed) Measure(ctx context.Context) (direct, relayed RelayedResult, err error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	var trs [3]*tcp.Transport
+	var trs [4]*tcp.Transport
 	for i := range trs {
 		cfg := tcp.DefaultConfig()
 		cfg.Node, cfg.JobID, cfg.Secret = core.NodeID(i+1), "bench-relayed", secret
@@ -104,48 +111,114 @@ func (b *Relayed) Measure(ctx context.Context) (direct, relayed RelayedResult, e
 			}
 		}
 	}
-	const window = 64
-	near := &relayEnd{tr: trs[0], got: make(chan struct{}, 1), window: window}
-	far := &relayEnd{tr: trs[2], echo: true, got: make(chan struct{}, 1), window: window}
+	near := &relayEnd{tr: trs[0], got: make(chan struct{}, 1), window: relayWindow}
 	trs[0].SetHandler(near)
-	trs[2].SetHandler(far)
 	trs[1].SetHandler(transport.HandlerFuncs{})
-	trs[0].Keep([]core.NodeID{2})
-	trs[2].Keep([]core.NodeID{2})
-	var ds, rs []RelayedResult
-	for range max(1, b.Rounds) {
-		trs[0].BlockPeer(3, false)
-		trs[2].BlockPeer(1, false)
-		// The direct link is back once 1 has a connection to 3 again
-		// (its writer redials with back-off).
-		for !trs[0].Connected(3) {
-			if err := near.tr.Send(ctx, 3, wire.Frame{Kind: relayPing, Payload: []byte{0}}); err != nil {
-				return direct, relayed, err
-			}
-			select {
-			case <-near.got:
-			case <-ctx.Done():
-				return direct, relayed, ctx.Err()
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		d, err := b.measurePath(ctx, near, far)
-		if err != nil {
-			return direct, relayed, fmt.Errorf("direct path: %w", err)
-		}
-		forwarded := trs[1].Stats().Forwarded
-		trs[0].BlockPeer(3, true)
-		trs[2].BlockPeer(1, true)
-		r, err := b.measurePath(ctx, near, far)
-		if err != nil {
-			return direct, relayed, fmt.Errorf("relayed path: %w", err)
-		}
-		if trs[1].Stats().Forwarded == forwarded {
-			return direct, relayed, fmt.Errorf("relayed path: node 2 forwarded nothing")
-		}
-		ds, rs = append(ds, d), append(rs, r)
+	for _, i := range []int{2, 3} {
+		trs[i].SetHandler(&relayEnd{tr: trs[i], echo: true, got: make(chan struct{}, 1), window: relayWindow})
 	}
-	return medianRelayed(ds), medianRelayed(rs), nil
+	trs[0].BlockPeer(3, true)
+	trs[2].BlockPeer(1, true)
+	trs[0].Keep([]core.NodeID{2, 4})
+	trs[2].Keep([]core.NodeID{2})
+	paths := []*relayPath{{near: near, to: 4}, {near: near, to: 3}}
+	rounds := max(1, b.Rounds)
+	for _, p := range paths {
+		p.iters, p.windows = max(1, b.Iters/rounds), max(1, b.Windows/rounds)
+		if err := p.warm(ctx, b.Iters/10); err != nil {
+			return direct, relayed, err
+		}
+	}
+	if !trs[0].Connected(4) || trs[0].Connected(3) || trs[1].Stats().Forwarded == 0 {
+		return direct, relayed, fmt.Errorf("the paths are not as set: 1 connected to 4 %v, to 3 %v; node 2 forwarded %d frames",
+			trs[0].Connected(4), trs[0].Connected(3), trs[1].Stats().Forwarded)
+	}
+	var rs [2][]RelayedResult
+	for range rounds {
+		for i, p := range paths {
+			r, err := p.measure(ctx)
+			if err != nil {
+				return direct, relayed, fmt.Errorf("%s path: %w", [2]string{"direct", "relayed"}[i], err)
+			}
+			rs[i] = append(rs[i], r)
+		}
+	}
+	return medianRelayed(rs[0]), medianRelayed(rs[1]), nil
+}
+
+// relayPath is the measurement of one pair, from near to node to.
+type relayPath struct {
+	near           *relayEnd
+	to             core.NodeID
+	iters, windows int
+	data           []byte
+}
+
+// roundTrip sends a ping to the far end and waits for its echo.
+func (p *relayPath) roundTrip(ctx context.Context) error {
+	var ping [8]byte
+	if err := p.near.tr.Send(ctx, p.to, wire.Frame{Kind: relayPing, Payload: ping[:]}); err != nil {
+		return err
+	}
+	select {
+	case <-p.near.got:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sendWindow sends a window of 1 MiB frames and waits for its answer.
+func (p *relayPath) sendWindow(ctx context.Context) error {
+	if p.data == nil {
+		p.data = make([]byte, 1<<20)
+	}
+	for range relayWindow {
+		if err := p.near.tr.Send(ctx, p.to, wire.Frame{Kind: relayData, Payload: p.data}); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-p.near.got:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// warm runs iters round trips and two windows, untimed.
+func (p *relayPath) warm(ctx context.Context, iters int) error {
+	for range max(1, iters) {
+		if err := p.roundTrip(ctx); err != nil {
+			return err
+		}
+	}
+	for range 2 {
+		if err := p.sendWindow(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measure times p.iters round trips, then p.windows windows.
+func (p *relayPath) measure(ctx context.Context) (RelayedResult, error) {
+	var r RelayedResult
+	start := time.Now()
+	for range p.iters {
+		if err := p.roundTrip(ctx); err != nil {
+			return r, err
+		}
+	}
+	r.LatencyMicros = float64(time.Since(start).Microseconds()) / float64(2*p.iters)
+	start = time.Now()
+	for range p.windows {
+		if err := p.sendWindow(ctx); err != nil {
+			return r, err
+		}
+	}
+	r.BandwidthMBs = float64(p.windows*relayWindow*len(p.data)) / time.Since(start).Seconds() / 1e6
+	return r, nil
 }
 
 // medianRelayed returns the median of each figure of rs.
@@ -160,64 +233,6 @@ func medianRelayed(rs []RelayedResult) RelayedResult {
 	return RelayedResult{LatencyMicros: lat[len(lat)/2], BandwidthMBs: bw[len(bw)/2]}
 }
 
-// measurePath times round trips, then windows, between near and far.
-func (b *Relayed) measurePath(ctx context.Context, near, far *relayEnd) (RelayedResult, error) {
-	var r RelayedResult
-	ping := make([]byte, 8)
-	roundTrip := func() error {
-		if err := near.tr.Send(ctx, 3, wire.Frame{Kind: relayPing, Payload: ping}); err != nil {
-			return err
-		}
-		select {
-		case <-near.got:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	for range max(1, b.Iters/10) {
-		if err := roundTrip(); err != nil {
-			return r, err
-		}
-	}
-	start := time.Now()
-	for range b.Iters {
-		if err := roundTrip(); err != nil {
-			return r, err
-		}
-	}
-	r.LatencyMicros = float64(time.Since(start).Microseconds()) / float64(2*b.Iters)
-
-	const window = 64
-	data := make([]byte, 1<<20)
-	sendWindow := func() error {
-		for range window {
-			if err := near.tr.Send(ctx, 3, wire.Frame{Kind: relayData, Payload: data}); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-near.got:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	for range 2 {
-		if err := sendWindow(); err != nil {
-			return r, err
-		}
-	}
-	start = time.Now()
-	for range b.Windows {
-		if err := sendWindow(); err != nil {
-			return r, err
-		}
-	}
-	r.BandwidthMBs = float64(b.Windows*window*len(data)) / time.Since(start).Seconds() / 1e6
-	return r, nil
-}
-
 // WriteRelayed writes the relayed path's table: both paths' figures,
 // their ratios and the goals.
 func WriteRelayed(w io.Writer, direct, relayed RelayedResult) {
@@ -228,7 +243,7 @@ func WriteRelayed(w io.Writer, direct, relayed RelayedResult) {
 		}
 		return "NOT met"
 	}
-	fmt.Fprintln(w, "relayed path: nodes 1 and 3 of this process over loopback TCP, direct, then through node 2 with their link cut (medians of the rounds)")
+	fmt.Fprintln(w, "relayed path: node 1 of this process to node 4 over loopback TCP (direct) and to node 3 through node 2, their link cut (relayed), in turn (medians of the rounds)")
 	fmt.Fprintf(w, "%-24s %12s %12s %10s   %s\n", "", "direct", "relayed", "relayed/direct", "goal")
 	fmt.Fprintf(w, "%-24s %12.2f %12.2f %10.2f       ≤ %.2f %s\n", "8 B latency (µs)", direct.LatencyMicros, relayed.LatencyMicros, lr, RelayedLatencyGoal, verdict(lr <= RelayedLatencyGoal))
 	fmt.Fprintf(w, "%-24s %12.0f %12.0f %10.2f       ≥ %.2f %s\n", "1 MiB bandwidth (MB/s)", direct.BandwidthMBs, relayed.BandwidthMBs, br, RelayedBandwidthGoal, verdict(br >= RelayedBandwidthGoal))

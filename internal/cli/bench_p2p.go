@@ -30,14 +30,14 @@ times after 100 warm-up round trips (1,000 and 10 above 8 KiB), and reports
 half the mean round trip in µs. The table gives every figure and cohort's
 figure divided by each baseline's (below 1: cohort is faster).
 
-With --relayed it measures transport/tcp's relayed path instead: three
-transports in this process over loopback TCP, the pair 1–3 first over its
-direct connection, then with its direct link cut, through node 2 (frames
-wrapped, tagged end to end and forwarded); 8 B one-way latency (10,000
-round trips, --iters) and 1 MiB bandwidth (windows of 64 frames), both
-paths through Send, the two alternating three times or --rounds (the
-link healed between rounds; medians), with the ratios and their goals (relayed
-latency at most 2.2× the direct one, bandwidth at least 0.45×).
+With --relayed it measures transport/tcp's relayed path instead: four
+transports in this process over loopback TCP, node 1 talking to node 4
+over their connection (direct) and to node 3 through node 2, their direct
+link cut (relayed: frames wrapped, tagged end to end and forwarded); 8 B
+one-way latency (10,000 round trips a path, --iters) and 1 MiB bandwidth
+(20 windows of 64 frames a path), both paths through Send, measured in
+turn in ten rounds or --rounds (medians), with the ratios and their goals
+(relayed latency at most 2.2× the direct one, bandwidth at least 0.45×).
 
 Examples:
   cohort bench p2p
