@@ -714,6 +714,17 @@ type FrameWriter struct {
 	err  error
 }
 
+// VectorWriter is an io.Writer that can also write two slices, one after
+// the other, with one call (a socket's writev). A FrameWriter to one
+// writes a large part of WriteFrameParts with the bytes buffered before
+// it that way.
+type VectorWriter interface {
+	io.Writer
+	// WriteVectored writes a, then b; n counts the bytes of both
+	// written.
+	WriteVectored(a, b []byte) (n int, err error)
+}
+
 // NewFrameWriter returns a writer to w whose buffer holds size bytes
 // ([DefaultWriteBufferSize] if size ≤ 0) and whose frame limit is
 // [DefaultMaxFrameSize].
@@ -766,7 +777,10 @@ func (fw *FrameWriter) WriteFrame(f Frame) error {
 
 // WriteFrameParts is WriteFrame for the frame whose payload is f.Payload
 // followed by parts: a part of the buffer's size or more is written from
-// where it is, not copied into the buffer first.
+// where it is, not copied into the buffer first, with what the buffer
+// holds before it (the frame's header at least) in one vectored write if
+// the destination is a [VectorWriter] (one write after the other
+// otherwise).
 func (fw *FrameWriter) WriteFrameParts(f Frame, parts ...[]byte) error {
 	if fw.err != nil {
 		return fw.err
@@ -791,10 +805,7 @@ func (fw *FrameWriter) WriteFrameParts(f Frame, parts ...[]byte) error {
 		}
 		switch {
 		case len(p) >= fw.size:
-			if err := fw.flush(); err != nil {
-				return err
-			}
-			if err := fw.write(p); err != nil {
+			if err := fw.writeAfter(p); err != nil {
 				return err
 			}
 		case len(fw.buf)+len(p) > fw.size:
@@ -854,6 +865,27 @@ func (fw *FrameWriter) flush() error {
 		fw.buf = make([]byte, 0, fw.size)
 	}
 	return err
+}
+
+// writeAfter writes the buffer, then p, and empties the buffer.
+func (fw *FrameWriter) writeAfter(p []byte) error {
+	vw, ok := fw.w.(VectorWriter)
+	if len(fw.buf) == 0 || !ok {
+		if err := fw.flush(); err != nil {
+			return err
+		}
+		return fw.write(p)
+	}
+	want := len(fw.buf) + len(p)
+	n, err := vw.WriteVectored(fw.buf, p)
+	fw.buf = fw.buf[:0]
+	if err == nil && n != want {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		fw.err = fmt.Errorf("wire: writing frames: %w", err)
+	}
+	return fw.err
 }
 
 func (fw *FrameWriter) write(b []byte) error {

@@ -576,3 +576,38 @@ func TestFrameWriterParts(t *testing.T) {
 		t.Errorf("a frame over the limit in parts: %v, want ErrFrameTooLarge", err)
 	}
 }
+
+// vectorWriter records its writes, a vectored one as one.
+type vectorWriter struct{ recordingWriter }
+
+func (w *vectorWriter) WriteVectored(a, b []byte) (int, error) {
+	n, err := w.Write(append(slices.Clone(a), b...))
+	w.first[len(w.first)-1] = &b[0]
+	return n, err
+}
+
+// TestFrameWriterPartsVectored: to a VectorWriter, a large part leaves
+// with the buffered bytes before it (its frame's header) in one write.
+func TestFrameWriterPartsVectored(t *testing.T) {
+	w := &vectorWriter{}
+	fw := NewFrameWriter(w, 64)
+	head, big, tail := []byte("head"), bytes.Repeat([]byte("b"), 64), []byte("tail")
+	for i := range 3 {
+		if err := fw.WriteFrameParts(Frame{Kind: kindFD1, Src: core.NodeID(i), Payload: head}, big, tail); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fw.Flush()
+	if len(w.writes) != 4 || w.first[0] != &big[0] {
+		t.Fatalf("%d writes; want one vectored write per frame, then the last tail", len(w.writes))
+	}
+	got, err := decodeAllFrames(w.all.Bytes())
+	if err != nil || len(got) != 3 {
+		t.Fatalf("the stream does not decode back: %d frames, %v", len(got), err)
+	}
+	for i, f := range got {
+		if want := slices.Concat(head, big, tail); !bytes.Equal(f.Payload, want) || f.Src != core.NodeID(i) {
+			t.Errorf("frame %d: %v, want the parts' concatenation from %d", i, f, i)
+		}
+	}
+}
