@@ -125,10 +125,19 @@ type queued struct {
 	body []byte
 }
 
-// write writes x to fw.
+// write writes x to fw. A relayed frame goes through WriteFrameParts,
+// whose vectored write puts a large payload on the socket with its
+// header in one system call: a relayed frame crosses two hops, each of
+// which would otherwise pay a write, and wake its reader, for the header
+// alone.
 func (x *queued) write(fw *wire.FrameWriter) error {
-	if x.body == nil {
+	if x.f.Kind != wire.KindRelay {
 		return fw.WriteFrame(x.f)
+	}
+	if x.body == nil {
+		f := x.f
+		f.Payload = nil
+		return fw.WriteFrameParts(f, x.f.Payload)
 	}
 	f := x.f
 	split := len(f.Payload) - wire.RelayTagSize

@@ -3,6 +3,7 @@ package tcp
 import (
 	"errors"
 	mrand "math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/cohort-mp/cohort/wire"
@@ -238,6 +239,25 @@ func (t *Transport) backoff(attempt int) time.Duration {
 	return d/2 + time.Duration(mrand.Int64N(int64(d/2)))
 }
 
+// vecConn is a connection as its writer's FrameWriter sees it: a
+// wire.VectorWriter, whose vectored write is one writev on a socket (one
+// write after the other on a connection of another kind), so that a
+// relayed frame's header and payload leave together (queued.write).
+type vecConn struct {
+	net.Conn
+	arr  [2][]byte
+	bufs net.Buffers
+}
+
+// WriteVectored writes a, then b.
+func (v *vecConn) WriteVectored(a, b []byte) (int, error) {
+	v.arr = [2][]byte{a, b}
+	v.bufs = v.arr[:]
+	n, err := v.bufs.WriteTo(v.Conn)
+	v.arr, v.bufs = [2][]byte{}, nil // do not keep the caller's buffers
+	return int(n), err
+}
+
 // frameRef returns a pointer to a copy of f (only this call allocates).
 func frameRef(f wire.Frame) *wire.Frame { return &f }
 
@@ -272,7 +292,7 @@ func (t *Transport) unwritten(p *peer, x queued, held bool) *wire.Frame {
 // flushed, so that SendDirect never writes between queued frames.
 func (t *Transport) writeLoop(p *peer, c *conn, pending *wire.Frame) (unwritten *wire.Frame) {
 	t.writerRuns.Add(1)
-	fw := wire.NewFrameWriter(c.nc, t.cfg.WriteBufferSize)
+	fw := wire.NewFrameWriter(&vecConn{Conn: c.nc}, t.cfg.WriteBufferSize)
 	fw.SetMaxFrameSize(t.streamMax())
 	// write writes f, which keep has put in p's log.
 	write := func(x *queued) bool {
