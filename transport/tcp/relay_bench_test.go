@@ -118,11 +118,13 @@ func (e *echoEnd) Deliver(f wire.Frame) {
 
 func (e *echoEnd) Hint(core.PeerHint) {}
 
-// BenchmarkRelayedLatency times round trips of an 8-byte frame between
+// BenchmarkRelayRoundTrip times round trips of an 8-byte frame between
 // nodes 1 and 3 over loopback TCP, direct and with their link cut
 // (through node 2), both through Send: the relayed path's per-frame
 // cost, for a profile.
-func BenchmarkRelayedLatency(b *testing.B) {
+//
+//	go test -run '^$' -bench RelayRoundTrip/path=relayed -benchtime 20000x -cpuprofile cpu.out ./transport/tcp
+func BenchmarkRelayRoundTrip(b *testing.B) {
 	for _, path := range []string{"direct", "relayed"} {
 		b.Run("path="+path, func(b *testing.B) {
 			var trs [3]*tcp.Transport
