@@ -764,10 +764,15 @@ func (t *Transport) relayResend(p, via *peer) bool {
 func (t *Transport) relayAck(p, via *peer) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	p.rl.ackWanted.Store(false)
+	wanted := p.rl.ackWanted.Swap(false)
 	r := t.recvStreamOf(p)
 	n, b := r.recvd.Load(), r.bytes.Load()
 	r.due.Store(false)
+	if n == r.ackedN.Load() && !wanted {
+		// relayAckNow sent this count meanwhile: the same again would
+		// tell p that we missed a frame.
+		return
+	}
 	if t.relayPush(p, via, 0, r.stream, relayAckFrame(t.self, p.id, n), true) {
 		r.ackedN.Store(n)
 		r.ackedBytes.Store(b)
@@ -808,6 +813,7 @@ func (t *Transport) relayAckNow(p *peer, r *recvStream) bool {
 	}
 	r.ackedN.Store(n)
 	r.ackedBytes.Store(b)
+	r.due.Store(false) // an acknowledgement asked of the writer is sent
 	t.stats.acks.Add(1)
 	t.stats.relayed.Add(1)
 	return true
