@@ -77,6 +77,13 @@ type Config struct {
 	// Grace is how long a stopping job lets its ranks end after SIGTERM
 	// before it sends SIGKILL. Default 3 s.
 	Grace time.Duration
+	// DumpStacks stops a job that outlives its time — Timeout passed, or
+	// its context's deadline — with SIGQUIT instead of SIGTERM: a Go
+	// program then prints every goroutine's stack on its standard error
+	// (forwarded to Stderr) and exits with code 2, so the log shows where
+	// each rank waited. Every other stop (a cancelled context, Stop, a
+	// failed rendezvous, AbortOnFailure) still sends SIGTERM.
+	DumpStacks bool
 	// RendezvousTimeout bounds the rendezvous, from the first rank's
 	// registration to the last's. Default 30 s. (A program that never
 	// registers, such as a plain command, is not held to it.)
@@ -130,6 +137,9 @@ type Exit struct {
 	// timeout, a failed rendezvous, AbortOnFailure) and sent SIGTERM, then
 	// SIGKILL after the grace period.
 	Stopped bool
+	// Quit: the stop sent SIGQUIT rather than SIGTERM (Config.DumpStacks):
+	// the rank's goroutine stacks are in its standard error.
+	Quit bool
 	// Registered: the rank took part in the rendezvous.
 	Registered bool
 	// Err is set when the process could not be started or waited for.
@@ -157,6 +167,8 @@ func (e Exit) How() string {
 		return "stopped by the launcher (" + signalName(e.Signal) + ")"
 	case e.Signal != 0:
 		return "killed by " + signalName(e.Signal)
+	case e.Stopped && e.Quit:
+		return fmt.Sprintf("exit code %d after the launcher's SIGQUIT (its goroutine stacks are in its standard error)", e.Code)
 	case e.Stopped:
 		return fmt.Sprintf("exit code %d after the launcher's SIGTERM", e.Code)
 	default:
@@ -279,6 +291,7 @@ type rankProc struct {
 	running bool
 	killed  bool
 	stopped bool
+	quit    bool // the stop's signal was SIGQUIT
 }
 
 // Start checks cfg, opens the rendezvous, starts the N ranks and the
@@ -488,7 +501,7 @@ func (j *Job) reap(p *rankProc, stdout, stderr *lineWriter) {
 	}
 	j.mu.Lock()
 	p.running = false
-	x.Killed, x.Stopped = p.killed, p.stopped
+	x.Killed, x.Stopped, x.Quit = p.killed, p.stopped, p.quit
 	j.mu.Unlock()
 	j.exitCh <- x
 }
@@ -512,7 +525,18 @@ func (j *Job) monitor(ctx context.Context) {
 	}
 	ctxDone, rzDone, notify := ctx.Done(), j.rz.Done(), j.rz.notify
 	stop := func(cause error) {
-		if j.stop(cause) && grace == nil {
+		if j.stop(cause, syscall.SIGTERM) && grace == nil {
+			grace = after(j.cfg.Grace)
+		}
+	}
+	// late stops a job that outlived its time: with DumpStacks, by
+	// SIGQUIT.
+	late := func(cause error) {
+		sig := syscall.SIGTERM
+		if j.cfg.DumpStacks {
+			sig = syscall.SIGQUIT
+		}
+		if j.stop(cause, sig) && grace == nil {
 			grace = after(j.cfg.Grace)
 		}
 	}
@@ -569,10 +593,14 @@ func (j *Job) monitor(ctx context.Context) {
 			stop(fmt.Errorf("%w: ranks %s did not register within %v of the first", ErrRendezvous, formatRanks(j.rz.Missing()), j.cfg.RendezvousTimeout))
 		case <-jobTimeout:
 			jobTimeout = nil
-			stop(fmt.Errorf("%w after %v", ErrTimeout, j.cfg.Timeout))
+			late(fmt.Errorf("%w after %v", ErrTimeout, j.cfg.Timeout))
 		case <-ctxDone:
 			ctxDone = nil
-			stop(ctx.Err())
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				late(ctx.Err())
+			} else {
+				stop(ctx.Err())
+			}
 		case cause := <-j.stopCh:
 			stop(cause)
 		case <-grace:
@@ -606,8 +634,9 @@ func (j *Job) monitor(ctx context.Context) {
 
 // stop begins the job's stop with its cause (the first cause wins): the
 // rendezvous is aborted with the cause as reason and every running rank
-// is sent SIGTERM. It reports whether this call began it.
-func (j *Job) stop(cause error) bool {
+// is sent sig (SIGTERM, or SIGQUIT for a late job under DumpStacks). It
+// reports whether this call began it.
+func (j *Job) stop(cause error, sig syscall.Signal) bool {
 	j.mu.Lock()
 	if j.stopping {
 		j.mu.Unlock()
@@ -623,7 +652,7 @@ func (j *Job) stop(cause error) bool {
 	}
 	j.mu.Unlock()
 	j.rz.Abort("the job is stopping: " + strings.TrimPrefix(cause.Error(), "launch: "))
-	j.signalAll(syscall.SIGTERM)
+	j.signalAll(sig)
 	return true
 }
 
@@ -634,6 +663,7 @@ func (j *Job) signalAll(sig syscall.Signal) {
 	for _, p := range j.procs {
 		if p.running {
 			p.stopped = true
+			p.quit = p.quit || sig == syscall.SIGQUIT
 			signalGroup(p.cmd.Process, sig)
 		}
 	}

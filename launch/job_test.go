@@ -378,6 +378,28 @@ func TestJobTimeout(t *testing.T) {
 	}
 }
 
+// With DumpStacks, a job that hangs past its timeout is stopped by
+// SIGQUIT: each rank's goroutine stacks reach the job's standard error,
+// and its exit says so.
+func TestJobTimeoutDumpsStacks(t *testing.T) {
+	exits, err, _, errOut := run(t, context.Background(), Config{N: 2, Args: []string{"-hold", "-ignore-term"},
+		Timeout: 300 * time.Millisecond, DumpStacks: true})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrTimeout", err)
+	}
+	for _, x := range exits {
+		if !x.Stopped || !x.Quit || x.Code != 2 {
+			t.Fatalf("exit %+v, want stopped by SIGQUIT with code 2", x)
+		}
+	}
+	if !strings.Contains(err.Error(), "ranks 0, 1: exit code 2 after the launcher's SIGQUIT (its goroutine stacks are in its standard error)") {
+		t.Fatalf("error %q", err)
+	}
+	if n := strings.Count(errOut, "SIGQUIT: quit"); n != 2 || !strings.Contains(errOut, "\nmain.main()") {
+		t.Fatalf("%d dumps, want 2 with main.main's stack:\n%s", n, errOut)
+	}
+}
+
 // A plain program that never registers runs fine.
 func TestJobWithoutRendezvous(t *testing.T) {
 	_, err, out, _ := run(t, context.Background(), Config{N: 3, Args: []string{"-no-register"}, RendezvousTimeout: time.Millisecond})
