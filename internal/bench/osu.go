@@ -265,8 +265,11 @@ func (b *OSU) runWorkers(ctx context.Context, exe, impl string) (figs, allocs ma
 	if b.CPUProfile != "" {
 		env = append(slices.Clip(env), osuProfileEnv+"="+filepath.Join(b.CPUProfile, impl+"-"+b.Mode))
 	}
+	// A job still running at ctx's deadline or the timeout is stopped
+	// with SIGQUIT: its ranks print their goroutine stacks to b.Progress,
+	// so the log shows where each waited.
 	job, err := launch.Start(ctx, launch.Config{N: b.Ranks, Program: exe, Args: args, Env: env, Encrypt: impl == "ours-tls", Replicas: b.Replicas,
-		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute})
+		Stdout: &out, Stderr: b.Progress, Prefix: false, AbortOnFailure: true, Timeout: 30 * time.Minute, DumpStacks: true})
 	if err != nil {
 		return nil, nil, err
 	}
