@@ -1,12 +1,32 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
+
+// osuDeadline bounds each OSU-style benchmark these tests run: far above
+// what one takes under load (seconds), far below the test binary's
+// timeout. A job still running at the deadline is stopped with SIGQUIT, so
+// the test fails with its ranks' goroutine stacks instead of hanging until
+// the whole run is killed.
+const osuDeadline = 2 * time.Minute
+
+// runWithin is run with a deadline d from now.
+func runWithin(t *testing.T, d time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
 
 // TestBenchOSU runs each OSU-style benchmark with tiny sizes and
 // iterations over cohort and raw TCP: a row per size,
@@ -33,7 +53,7 @@ func TestBenchOSU(t *testing.T) {
 			if c.bench == "bw" {
 				args = append(args, "--min", "4")
 			}
-			code, stdout, stderr := run(t, args...)
+			code, stdout, stderr := runWithin(t, osuDeadline, args...)
 			if code != exitOK {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
@@ -108,7 +128,7 @@ func TestBenchOSUBadFlags(t *testing.T) {
 // out with the reason, the rest runs, and the goals are "not measured".
 func TestBenchOSUAll(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	code, stdout, stderr := run(t, "bench", "osu", "--max", "16", "--iters", "3", "--skip", "0", "--impl", "ours,mpi-tcp")
+	code, stdout, stderr := runWithin(t, osuDeadline, "bench", "osu", "--max", "16", "--iters", "3", "--skip", "0", "--impl", "ours,mpi-tcp")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -145,7 +165,7 @@ func TestBenchRawShm(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("raw shared memory runs on Linux only")
 	}
-	code, stdout, stderr := run(t, "bench", "p2p", "--max", "64", "--iters", "5", "--skip", "1", "--impl", "ours,shm")
+	code, stdout, stderr := runWithin(t, osuDeadline, "bench", "p2p", "--max", "64", "--iters", "5", "--skip", "1", "--impl", "ours,shm")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -162,7 +182,7 @@ func TestBenchRawShm(t *testing.T) {
 			t.Fatalf("raw shm figure %s in row %q", r[3], r[0])
 		}
 	}
-	code, stdout, stderr = run(t, "bench", "bw", "--max", "8", "--iters", "3", "--skip", "0", "--impl", "ours,shm")
+	code, stdout, stderr = runWithin(t, osuDeadline, "bench", "bw", "--max", "8", "--iters", "3", "--skip", "0", "--impl", "ours,shm")
 	if code != exitOK || !strings.Contains(stdout, "# raw shm: not run (latency only)") {
 		t.Fatalf("bw with shm: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
