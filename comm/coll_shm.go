@@ -260,7 +260,8 @@ func (g *collSeg) abandon() {
 }
 
 // collErr reports why no collective step may run on c: the session
-// ended, c is revoked, or a member is known failed.
+// ended, c is revoked, or a member is known failed (other than by
+// finalizing: see collFailedLocked).
 func (c *Comm) collErr() error {
 	s, st := c.s, c.st
 	s.mu.Lock()
@@ -270,7 +271,7 @@ func (c *Comm) collErr() error {
 		return s.state
 	case st.revoked:
 		return ErrRevoked
-	case st.nfailed > 0:
+	case st.collFailedLocked():
 		return &ProcFailedError{Ranks: st.failedRanks()}
 	}
 	return nil

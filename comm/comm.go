@@ -307,7 +307,7 @@ func (s *Session) sendPlanLocked(p *sendPlan, c *commState, sub uint64, dest, n 
 	if p.err == nil && c.failed[dest] {
 		p.err = &ProcFailedError{Ranks: []int{dest}}
 	}
-	if p.err == nil && sub == subColl && c.nfailed > 0 {
+	if p.err == nil && sub == subColl && c.collFailedLocked() {
 		// ULFM: a collective step starts on no communicator with a known
 		// failed member, a send no more than a receive (opErrLocked) —
 		// otherwise a rank whose part is only sends (a Bcast root whose

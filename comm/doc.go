@@ -90,7 +90,10 @@
 //   - AnySource receives and probes fail while some failure of the
 //     communicator is unacknowledged ([Comm.AckFailed]);
 //   - every pending and later collective step on a communicator with a
-//     failed member fails, so no collective hangs;
+//     failed member fails, so no collective hangs; a member that left by
+//     [Session.Finalize] (it told the others first) fails only the steps
+//     that send to it or wait for it, so the collectives it had done its
+//     part of still complete where they run late;
 //   - [Session.Failures] delivers a [Failure] per failed world rank.
 //
 // To repair a communicator the program uses [Comm.Revoke] (every operation

@@ -55,6 +55,11 @@ type commState struct {
 
 	failed  []bool // under mu: by rank
 	nfailed int    // under mu
+	// nleft counts, of the failed members, those that finalized before
+	// the membership excluded them (Session.left): they sent everything
+	// they meant to, so only a step that needs them fails for them
+	// (collFailedLocked). Under mu.
+	nleft   int
 	acked   []bool // under mu: failures acknowledged by AckFailed (or Agree)
 	revoked bool   // under mu
 
@@ -147,6 +152,9 @@ func (s *Session) newComm(id uint64, members []core.NodeID) *Comm {
 		if s.failed[n] {
 			c.failed[r] = true
 			c.nfailed++
+			if s.left[n] {
+				c.nleft++
+			}
 		}
 	}
 	if s.revokedID[id] {
@@ -614,11 +622,17 @@ func (s *Session) opErrLocked(q *queue, src core.NodeID, probe bool) error {
 	if c.revoked {
 		return ErrRevoked
 	}
-	if q.sub == subColl && c.nfailed > 0 {
+	if q.sub == subColl && c.collFailedLocked() {
 		return &ProcFailedError{Ranks: c.failedRanks()}
 	}
 	return nil
 }
+
+// collFailedLocked reports whether a member of c failed other than by
+// finalizing: then no collective step starts or waits on c (ULFM; see
+// sendPlanLocked). A member that finalized fails only the steps that send
+// to it or wait for it.
+func (c *commState) collFailedLocked() bool { return c.nfailed > c.nleft }
 
 // failErrLocked reports the failure that a receive from src (core.None:
 // any) on q cannot wait through: src failed, or (any source) a failure of
@@ -629,7 +643,7 @@ func (s *Session) failErrLocked(q *queue, src core.NodeID) error {
 	if c.nfailed == 0 {
 		return nil
 	}
-	if q.sub == subColl {
+	if q.sub == subColl && c.collFailedLocked() {
 		return &ProcFailedError{Ranks: c.failedRanks()}
 	}
 	if src != core.None {

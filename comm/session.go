@@ -56,6 +56,7 @@ type Session struct {
 	revokedID map[uint64]bool            // revoked communicators not created here yet
 	failed    []bool                     // by world rank; never cleared
 	nfailed   int                        // count of true entries in failed
+	left      []bool                     // by world rank: its kindBye came (it finalized); never cleared
 	state     error                      // nil, ErrFinalized or ErrEvicted
 	out       []*outq                    // by world rank, created lazily
 	agreeBuf  map[uint64][]agreeNote     // agreement steps for communicators not created here yet
@@ -251,6 +252,7 @@ func newSessionAs(tr transport.Transport, self core.NodeID, size int, o options)
 		comms:     map[uint64]*commState{},
 		revokedID: map[uint64]bool{},
 		failed:    make([]bool, size+MaxNewcomers),
+		left:      make([]bool, size+MaxNewcomers),
 		out:       make([]*outq, size+MaxNewcomers),
 		agreeBuf:  map[uint64][]agreeNote{},
 		vmapBuf:   map[uint64][]vmapMsg{},
@@ -320,18 +322,23 @@ func (s *Session) Replicas() int {
 	return s.rep.layout.Replicas
 }
 
-// Finalize leaves the job: it waits (at most until ctx is done) for the
-// messages this process has sent to leave it, stops the host and the
-// transport, and fails every pending operation with [ErrFinalized]. It does
-// not talk to the other ranks (it is not collective): a rank that still
-// expects messages from this one will see it fail. Finalize is idempotent;
-// later calls return nil.
+// Finalize leaves the job: it tells every rank that it leaves, waits (at
+// most until ctx is done) until the messages this process has sent have
+// reached their ranks, stops the host and the transport, and fails every
+// pending operation with [ErrFinalized]. It does not wait for the other
+// ranks (it is not collective): a rank that still expects messages from
+// this one will see it fail. A rank that left this way is not counted
+// against the collectives still running on communicators it belonged to
+// (a failed member fails them all, see [ProcFailedError]): those that
+// need nothing more from it complete. Finalize is idempotent; later calls
+// return nil.
 func (s *Session) Finalize(ctx context.Context) error {
 	var err error
 	s.finalizeOnce.Do(func() {
 		if s.links != nil {
 			s.links.quiet.Store(true)
 		}
+		s.sayBye()
 		err = s.flush(ctx)
 		s.shutdown(ErrFinalized)
 		<-s.hostDone
@@ -342,8 +349,28 @@ func (s *Session) Finalize(ctx context.Context) error {
 	return err
 }
 
+// sayBye tells every live rank, after everything this process sent it,
+// that this process finalized (kindBye): once the membership excludes it,
+// the collectives still running there do not fail for it (failWith).
+// A replicated session's ranks fail through the replication layer, which
+// has its own end.
+func (s *Session) sayBye() {
+	if s.rep != nil {
+		return
+	}
+	for r := range s.limit() {
+		s.mu.Lock()
+		member := r < s.size || s.nc.admitted[r-s.size] != 0 // a process of the job, or an admitted newcomer
+		skip := !member || s.failed[r] || core.NodeID(r) == s.self
+		s.mu.Unlock()
+		if !skip {
+			s.sendFrame(r, wire.Frame{Kind: kindBye}, nil, nil)
+		}
+	}
+}
+
 // flush waits until the send backlogs are empty and, if the transport can
-// say so, until its queues are written.
+// say so, until what it was given has reached its peers.
 func (s *Session) flush(ctx context.Context) error {
 	if s.rep != nil {
 		if err := s.rep.wait(ctx, s); err != nil {
@@ -457,6 +484,9 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 			if cr, ok := c.rankOf(core.NodeID(r)); ok {
 				c.failed[cr] = true
 				c.nfailed++
+				if s.left[r] {
+					c.nleft++
+				}
 			}
 		}
 	}
@@ -548,6 +578,10 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		err = s.onRStop(src, f.Payload)
 	case kindCredit:
 		err = s.onCredit(src, f.Payload)
+	case kindBye:
+		s.mu.Lock()
+		s.left[src] = true
+		s.mu.Unlock()
 	case kindRevoke:
 		err = s.onRevoke(src, f.Payload)
 	case kindAgree:

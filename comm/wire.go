@@ -21,6 +21,8 @@ const (
 	// 6, 7, 8: the rendezvous's kindRTS, kindCTS, kindRData (rendezvous.go)
 	kindCredit = core.Kind(core.ProtoComm)<<8 | 9  // eager credit returned to a sender (credit.go)
 	kindCData  = core.Kind(core.ProtoComm)<<8 | 10 // kindData that also returns credit (credit.go)
+	// 11: the rendezvous's kindRStop (rendezvous.go); 12: kindWelcome (newcomer.go)
+	kindBye = core.Kind(core.ProtoComm)<<8 | 13 // the sender finalized (Session.Finalize); no payload
 )
 
 // controlKind reports whether frames of kind k are comm's control frames:
