@@ -354,7 +354,7 @@ func testSendDirectKeepsOrder(t *testing.T, path pathKind) {
 			// runs ahead of it (a loaded machine; a Unix socket's smaller
 			// buffer, full of 64 KiB bodies) would otherwise find frames
 			// queued before every SendDirect and never take the direct path.
-			if err := a.Flush(ctx); err != nil {
+			if err := tcp.FlushWritten(ctx, a); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -502,7 +502,7 @@ func TestPeerLastFramesSurviveFailedWrite(t *testing.T) {
 			for seq := uint64(1); seq < n; seq++ {
 				send(seq)
 			}
-			if err := a.Flush(ctx); err != nil {
+			if err := tcp.FlushWritten(ctx, a); err != nil {
 				t.Fatal(err)
 			}
 			checkPath(t, a, path)
@@ -608,7 +608,7 @@ func testSendDirectAfterRemovePeer(t *testing.T, path pathKind) {
 		// A frame that went through the queue keeps the writer busy a
 		// moment after it arrived, and the next send would queue too:
 		// let the writer finish.
-		if err := a.Flush(ctx); err != nil {
+		if err := tcp.FlushWritten(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"syscall"
 	"time"
 
@@ -10,6 +11,10 @@ import (
 // WriterRuns returns how many times t's writers started a run over a
 // connection.
 func WriterRuns(t *Transport) uint64 { return t.writerRuns.Load() }
+
+// FlushWritten is Flush that waits only until the frames are written, not
+// delivered: for a test that holds its peer's reader.
+func FlushWritten(ctx context.Context, t *Transport) error { return t.flush(ctx, false) }
 
 // ShmInProcess lets transports of this process use shared memory between
 // them (by default they keep to the Unix socket).

@@ -50,6 +50,48 @@ func TestFlushBeforeClose(t *testing.T) {
 	}
 }
 
+// TestFlushWaitsForDelivery: Flush returns once the peer has delivered
+// the frames (acknowledged them), not once they are written: with the
+// peer's handler held at the first frame it does not return, and once the
+// handler goes on it does. Written is not enough between hosts: a process
+// that closes a TCP socket with unread input resets the connection, and
+// the kernel drops what it had not sent yet.
+func TestFlushWaitsForDelivery(t *testing.T) {
+	a := listen(t, config(1, nil))
+	b := listen(t, config(2, nil))
+	const n = 20
+	var got atomic.Int64
+	held, gate := make(chan struct{}), make(chan struct{})
+	b.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		if got.Add(1) == 1 {
+			close(held)
+			<-gate
+		}
+	}})
+	a.SetPeer(2, b.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range n {
+		if err := a.Send(ctx, 2, frame(uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-held
+	if err := tcp.FlushWritten(ctx, a); err != nil {
+		t.Fatalf("the frames were not written: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := a.Flush(short)
+	cancelShort()
+	if err != context.DeadlineExceeded {
+		t.Fatalf("Flush with the peer's handler held: %v, want its context's end (%d of %d frames delivered)", err, got.Load(), n)
+	}
+	close(gate)
+	if err := a.Flush(ctx); err != nil || got.Load() != n {
+		t.Fatalf("Flush once the handler goes on: %v, %d of %d frames delivered", err, got.Load(), n)
+	}
+}
+
 // TestFlushUnreachable: Flush does not wait for frames to a peer that
 // cannot be reached (its dials fail): they are lost with it.
 func TestFlushUnreachable(t *testing.T) {

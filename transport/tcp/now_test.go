@@ -54,7 +54,7 @@ func testSendNowOrder(t *testing.T, path pathKind) {
 	if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: first}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Flush(ctx); err != nil {
+	if err := tcp.FlushWritten(ctx, a); err != nil { // the handler holds it
 		t.Fatal(err)
 	}
 	now, declined := 0, 0

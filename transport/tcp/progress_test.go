@@ -141,7 +141,7 @@ func TestPollUntilOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rng.IntN(50) == 0 {
-			if err := a.Flush(ctx); err != nil {
+			if err := tcp.FlushWritten(ctx, a); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // readers park
