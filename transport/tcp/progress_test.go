@@ -189,7 +189,9 @@ func TestPollUntilReaderTakesOver(t *testing.T) {
 	send(0)
 	rec.Wait(t, transporttest.Timeout, "the first frame", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 1 })
 	got := 0
-	for round := range 20 {
+	// A loaded machine may let the reader win a round now and then: the
+	// rounds go on (within a bound) until a caller has taken one.
+	for round := 0; round < 20 || got == 0 && round < 500; round++ {
 		// A caller polls until its frame comes, the reader parked
 		// meanwhile, and leaves with it.
 		awaited.Store(uint64(1 + 2*round))

@@ -37,27 +37,41 @@ func TestShmPingPongLaps(t *testing.T) {
 	}
 	a.SetHandler(handler(&gotA, &doneA, wakeA))
 	c.SetHandler(handler(&gotC, &doneC, wakeC))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A frame is stuck when none arrives for stall: a loaded machine (the
+	// race detector's included) slows the laps, but never stops them.
+	const stall = 30 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	recv := func(tr interface {
 		PollUntil(*atomic.Uint32, uint32, time.Duration) bool
 	}, got *atomic.Uint64, done *atomic.Uint32, wake chan struct{}, want uint64) {
+		var timer *time.Timer
 		for got.Load() < want {
 			if tr.PollUntil(done, 1, 50*time.Microsecond) {
 				done.Store(0)
 				continue
 			}
+			if timer == nil {
+				timer = time.NewTimer(stall)
+				defer timer.Stop()
+			}
 			select {
 			case <-wake:
 			case <-ctx.Done():
-				t.Errorf("stuck waiting for frame %d (have %d)", want, got.Load())
+				return
+			case <-timer.C:
+				t.Errorf("stuck waiting for frame %d (have %d) for %v", want, got.Load(), stall)
+				cancel()
 				return
 			}
 		}
 		done.Store(0)
 	}
 	body := make([]byte, 8)
+	echoed := make(chan struct{})
+	defer func() { cancel(); <-echoed }()
 	go func() {
+		defer close(echoed)
 		for i := uint64(1); i <= n && ctx.Err() == nil; i++ {
 			recv(c, &gotC, &doneC, wakeC, i)
 			if err := c.SendDirect(ctx, 1, wire.Frame{Kind: seqKind, Payload: body[:4]}, body); err != nil {
