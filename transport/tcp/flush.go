@@ -31,6 +31,16 @@ const flushPoll = time.Millisecond
 // queue; its peer never sees the frame. The peer acknowledges within
 // ackDelay, sooner if it sends anything.
 //
+// A frame to a peer whose direct link is down is handed to a relay, which
+// may leave before it forwards it: Flush waits, for such a peer while a
+// relay still reaches it, until the peer has acknowledged every frame
+// written before the call. And a process that relays for others is, to
+// them, part of the network: Flush waits while it has carried frames
+// between two peers lately (relayDutyWindow) and both still reach it, so
+// that the last messages of a job (a result, the answers to it) between
+// two processes a partial partition separates are not cut off by the
+// processes between them finishing first.
+//
 // A process calls Flush before it closes the transport on purpose, so that
 // its last messages are not dropped with the queues (comm.Session.Finalize
 // does).
@@ -76,7 +86,101 @@ func (t *Transport) flush(ctx context.Context, delivered bool) error {
 			return transport.ErrClosed
 		}
 	}
-	return nil
+	return t.flushRelayed(ctx)
+}
+
+// relayDutyWindow is how recently this node must have forwarded a frame
+// between two peers for Flush to wait for one of them to leave.
+const relayDutyWindow = 5 * time.Second
+
+// noteDuty records that this node forwarded a frame from origin to final.
+// t.mu is held.
+func (t *Transport) noteDutyLocked(origin, final core.NodeID, now time.Time) {
+	if t.rt.duty == nil {
+		t.rt.duty = map[[2]core.NodeID]time.Time{}
+	}
+	t.rt.duty[[2]core.NodeID{origin, final}] = now
+}
+
+// flushRelayed is Flush's wait for the relayed peers' acknowledgements and
+// for the pairs this node relays (see Flush).
+func (t *Transport) flushRelayed(ctx context.Context) error {
+	type target struct {
+		p           *peer
+		seq, stream uint64
+	}
+	var acks []target
+	t.mu.Lock()
+	peers := make([]*peer, 0, len(t.peers))
+	for _, p := range t.peers {
+		peers = append(peers, p)
+	}
+	t.mu.Unlock()
+	for _, p := range peers {
+		if !p.log.empty() && t.relayWanted(p) {
+			seq, stream := p.log.nextNumber()
+			acks = append(acks, target{p, seq, stream})
+		}
+	}
+	var tick *time.Ticker
+	for {
+		rest := acks[:0]
+		for _, a := range acks {
+			if a.p.log.ackPoint() >= a.seq || t.relayGone(a.p, a.stream) {
+				continue
+			}
+			rest = append(rest, a)
+		}
+		acks = rest
+		if len(acks) == 0 && !t.relaying(time.Now()) {
+			return nil
+		}
+		if tick == nil {
+			tick = time.NewTicker(10 * flushPoll)
+			defer tick.Stop()
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.closing:
+			return transport.ErrClosed
+		}
+	}
+}
+
+// relayGone reports whether waiting for p's acknowledgements is vain: its
+// stream changed (a restarted peer starts afresh), p was removed, or its
+// frames no longer go through a relay (a connection to it is back, where
+// the writer resumes the stream, or no relay reaches it).
+func (t *Transport) relayGone(p *peer, stream uint64) bool {
+	if _, s := p.log.nextNumber(); s != stream || isClosed(p.removed) {
+		return true
+	}
+	return !t.relayWanted(p)
+}
+
+// relaying reports whether this node forwarded frames between two peers
+// within relayDutyWindow of now and has a connection to both still; it
+// forgets the pairs for which that no longer holds.
+func (t *Transport) relaying(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A peer that finished closed its connections to us: one with none
+	// in use is taken to have left.
+	reaches := func(id core.NodeID) bool {
+		p := t.peers[id]
+		return p != nil && p.cur != nil
+	}
+	busy := false
+	for pair, at := range t.rt.duty {
+		if now.Sub(at) > relayDutyWindow || !reaches(pair[0]) || !reaches(pair[1]) {
+			delete(t.rt.duty, pair)
+			continue
+		}
+		busy = true
+	}
+	return busy
 }
 
 // flushTarget is a peer Flush waits for: until n frames accepted are

@@ -89,6 +89,9 @@ func (t *Transport) forward(c *conn, h wire.Relay, payload []byte, owned *[]byte
 	t.mu.Lock()
 	d := t.peers[h.Final]
 	ok := d != nil && !d.routeDownLocked() && h.Origin == c.peer && !t.cfg.NoRelay
+	if ok {
+		t.noteDutyLocked(h.Origin, h.Final, time.Now())
+	}
 	t.mu.Unlock()
 	if !ok {
 		// Not ours to carry: unreachable from here, unknown, or not

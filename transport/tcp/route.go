@@ -40,6 +40,9 @@ type routeTable struct {
 	// blocked: the direct link to these peers is cut on purpose
 	// (BlockPeer).
 	blocked map[core.NodeID]bool
+	// duty holds, for each pair (origin, final) this node forwarded
+	// frames between, when it last did (t.mu; Flush waits on it).
+	duty map[[2]core.NodeID]time.Time
 	// forwardHook, if set, sees (and may alter) each relayed payload
 	// this node forwards, before it is queued (tests).
 	forwardHook func(payload []byte)
