@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,7 +133,27 @@ func (sc scenario) board(n int) int {
 	return n
 }
 
-// The schedules the issue names, the cut two seconds into the run.
+// within returns sc with its timed faults brought forward, in proportion,
+// so that the last comes at most half the unpartitioned run's time base
+// after the placement: on an idle machine the n = 16 job takes about two
+// seconds, and a cut due two seconds in would find it over.
+func (sc scenario) within(base time.Duration) scenario {
+	var last time.Duration
+	for _, f := range sc.faults {
+		last = max(last, f.at)
+	}
+	if last == 0 || last <= base/2 {
+		return sc
+	}
+	faults := slices.Clone(sc.faults)
+	for i := range faults {
+		faults[i].at = time.Duration(float64(faults[i].at) * float64(base/2) / float64(last))
+	}
+	sc.faults = faults
+	return sc
+}
+
+// The schedules, the cut two seconds into the run (or sooner: within).
 var (
 	schedPairCut = []fault{{at: 2 * time.Second, kind: cutPair, a: hostA, b: hostC}}
 	schedOneWay  = []fault{{at: 2 * time.Second, kind: cutOneWay, a: hostA, b: hostC}}
@@ -237,7 +258,7 @@ func TestPartialPartitions(t *testing.T) {
 			// A run that the faults slow past 3× the reference and half a
 			// minute more has failed the issue's claim anyway; the bound
 			// turns a hang into a clear failure.
-			res := runScenario(t, bins, ref.n, sc, 3*base+30*time.Second)
+			res := runScenario(t, bins, ref.n, sc.within(base), 3*base+30*time.Second)
 			ratio := res.elapsed.Seconds() / base.Seconds()
 			line := fmt.Sprintf("%s (n = %d): %.1fs, %.2f× the unpartitioned run (%.1fs)", sc.name, ref.n, res.elapsed.Seconds(), ratio, base.Seconds())
 			if sc.lost < 0 {
@@ -383,8 +404,12 @@ func runScenario(t *testing.T, bins jobBins, n int, sc scenario, bound time.Dura
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
+	// cohort run lives a little past bound, while the ranks of a hung job
+	// print where they are (dumpRanks).
+	runCtx, runCancel := context.WithTimeout(context.Background(), bound+rankDumpWait+5*time.Second)
+	defer runCancel()
 	start := time.Now()
-	j := c.runWith(t, ctx, []string{"-n", strconv.Itoa(partitionRanks), "--alloc", "spread", "--detector", sc.detector},
+	j := c.runWith(t, runCtx, []string{"-n", strconv.Itoa(partitionRanks), "--alloc", "spread", "--detector", sc.detector},
 		"-n", strconv.Itoa(n), "-v", "-seed", "7")
 	exited := make(chan error, 1)
 	go func() { exited <- j.wait() }()
@@ -422,13 +447,41 @@ func runScenario(t *testing.T, bins jobBins, n int, sc scenario, bound time.Dura
 	case err2 = <-exited:
 	case <-ctx.Done():
 		// The checks still run: what a hung job printed (a count, a rank
-		// excluded) says how it failed.
-		j.cmd.Process.Kill()
-		err2 = <-exited
+		// excluded, the stacks of the ranks still there) says how it
+		// failed.
+		dumpRanks(t, filepath.Join(bins.dir, "nqueens"))
+		select {
+		case err2 = <-exited:
+		case <-time.After(rankDumpWait):
+			j.cmd.Process.Kill()
+			err2 = <-exited
+		}
 		t.Errorf("%s: cohort run did not end within %v (stopped); stderr (tail):\n%s", sc.name, bound, tail(j.stderr.String(), 40))
 	}
 	res.finish(t, j, err2, start, evFile)
 	return res
+}
+
+// rankDumpWait bounds the wait for a hung job to end once its ranks were
+// asked for their stacks.
+const rankDumpWait = 5 * time.Second
+
+// dumpRanks sends SIGQUIT to every process running exe (the job's ranks,
+// on every host of the rig: one machine), so that each prints its
+// goroutines' stacks to its standard error, which cohort run forwards.
+func dumpRanks(t *testing.T, exe string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+	var pids []int
+	for _, p := range procs {
+		if target, err := os.Readlink(p); err == nil && target == exe {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			if syscall.Kill(pid, syscall.SIGQUIT) == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	t.Logf("asked the ranks still running (pids %v) for their stacks", pids)
 }
 
 // finish records the job's end and reads the event stream.
@@ -441,6 +494,7 @@ func (res *scenarioResult) finish(t *testing.T, j *job, err error, start time.Ti
 		t.Errorf("the event stream: %v", rerr)
 		return
 	}
+	keepRun(t, res, b)
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -451,6 +505,29 @@ func (res *scenarioResult) finish(t *testing.T, j *job, err error, start time.Ti
 		}
 		res.events = append(res.events, e)
 	}
+}
+
+// keepRun copies a run's output and event stream into the directory
+// COHORT_RIG_KEEP names, if set, as NAME.stdout, NAME.stderr and
+// NAME.jsonl (NAME the subtest's name, slashes made dashes), so that a
+// failure can be read after the rig is gone.
+func keepRun(t *testing.T, res *scenarioResult, events []byte) {
+	t.Helper()
+	dir := os.Getenv("COHORT_RIG_KEEP")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("COHORT_RIG_KEEP: %v", err)
+		return
+	}
+	base := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "-")+time.Now().Format("-150405"))
+	for ext, b := range map[string][]byte{".stdout": []byte(res.stdout), ".stderr": []byte(res.stderr), ".jsonl": events} {
+		if err := os.WriteFile(base+ext, b, 0o644); err != nil {
+			t.Errorf("COHORT_RIG_KEEP: %v", err)
+		}
+	}
+	t.Logf("output and events kept in %s.*", base)
 }
 
 // membersChanged is the "fields" of a core.MembersChanged event.
