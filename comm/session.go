@@ -510,10 +510,18 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 		q.cancel()
 	}
 	for _, r := range newly {
-		// A failed rank never comes back (comm has no recovery): stop
-		// dialling it and drop what is queued for it.
+		// A failed rank never comes back (comm has no recovery): drop
+		// what is queued for it and its connection. Its address stays:
+		// a process excluded while alive (or one that took the others
+		// for dead) learns that its view is over only from the
+		// membership's notices, and with the address forgotten on both
+		// sides neither could reach the other, and such a process would
+		// run on alone for ever.
 		for _, p := range s.processesOf(r) {
 			s.tr.RemovePeer(p)
+			if int(p) < len(s.addrs) && s.addrs[p] != "" {
+				s.tr.SetPeer(p, s.addrs[p])
+			}
 		}
 	}
 	for _, r := range newly {

@@ -3,6 +3,7 @@ package comm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -134,11 +135,12 @@ func overTCP(t *testing.T, ss []*Session) {
 	})
 }
 
-// A rank that failed is forgotten by the survivors' transports: they stop
-// dialling it, where a transport that kept its address would redial the
-// dead rank with back-off for the rest of the job. Fails without the
+// A rank that failed is forgotten by the survivors' transports but for
+// its address: its connection is closed and nothing is queued for it, so
+// that nothing but the membership's exclusion notices (at most one a
+// ProbeInterval, from the root) is sent its way. Fails without the
 // RemovePeer in Session.fail.
-func TestFailedRankIsNotRedialled(t *testing.T) {
+func TestFailedRankKeepsOnlyItsAddress(t *testing.T) {
 	ss := tcpJobWith(t, 3, []Option{detecting})
 	ss[2].kill()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -152,9 +154,60 @@ func TestFailedRankIsNotRedialled(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("rank 2's failure was not reported")
 		}
-		peers := s.tr.(*tcp.Transport).Peers()
-		if slices.Contains(peers, core.NodeID(2)) {
-			t.Errorf("rank %v's transport still knows the failed rank 2: %v", s.self, peers)
+		tr := s.tr.(*tcp.Transport)
+		if tr.Connected(2) {
+			t.Errorf("rank %v's transport still holds a connection to the failed rank 2", s.self)
+		}
+		if !slices.Contains(tr.Peers(), core.NodeID(2)) {
+			t.Errorf("rank %v's transport forgot the failed rank 2's address: %v", s.self, tr.Peers())
+		}
+	}
+}
+
+// A rank cut off from every other while alive takes them for failed, and
+// they it: each side installs a view of its own (the paper's partition
+// policy). Once the cut heals, the side whose view is older must learn
+// that its view is over, from the other's exclusion notices, and end
+// (ErrEvicted) rather than run on alone. With the failed ranks' addresses
+// forgotten on both sides, no notice could cross and rank 2 ran on for
+// ever.
+func TestCutOffRankLearnsItsExclusion(t *testing.T) {
+	ss := tcpJobWith(t, 3, []Option{detecting})
+	block := func(on bool) {
+		for i := range 2 {
+			ss[i].tr.(*tcp.Transport).BlockPeer(2, on)
+			ss[2].tr.(*tcp.Transport).BlockPeer(core.NodeID(i), on)
+		}
+	}
+	block(true)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, w := range []struct{ s, failed int }{{0, 2}, {2, 0}} {
+		for {
+			select {
+			case f := <-ss[w.s].Failures():
+				if f.Rank != w.failed {
+					continue
+				}
+			case <-ctx.Done():
+				t.Fatalf("rank %d never took rank %d for failed", w.s, w.failed)
+			}
+			break
+		}
+	}
+	block(false)
+	evicted := func(s *Session) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return errors.Is(s.state, ErrEvicted)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !evicted(ss[2]) && !(evicted(ss[0]) && evicted(ss[1])) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("neither side learned that its view is over: rank 0 %v, rank 1 %v, rank 2 %v", evicted(ss[0]), evicted(ss[1]), evicted(ss[2]))
 		}
 	}
 }
