@@ -270,7 +270,20 @@ func (d *driver) run(ctx context.Context) (Outcome, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs := make(chan inMsg, 256)
-	go receive(rctx, d.c, msgs)
+	// The receiver ends when the session does (the rank excluded from the
+	// job, say): it then closes msgs, and the loop ends with its error
+	// rather than wait for messages that cannot come.
+	var recvErr error
+	go receive(rctx, d.c, msgs, &recvErr)
+	ended := func() error {
+		if recvErr == nil {
+			recvErr = ctx.Err()
+		}
+		if recvErr == nil {
+			recvErr = errors.New("the receiver ended")
+		}
+		return fmt.Errorf("nqueens: rank %d: %w", d.c.Rank(), recvErr)
+	}
 	var pauseUntil time.Time
 	handle := func(in inMsg) error {
 		err := d.handle(ctx, in)
@@ -286,7 +299,10 @@ func (d *driver) run(ctx context.Context) (Outcome, error) {
 		}
 		// Messages and failure news first.
 		select {
-		case in := <-msgs:
+		case in, ok := <-msgs:
+			if !ok {
+				return Outcome{}, ended()
+			}
 			if err := handle(in); err != nil {
 				return Outcome{}, err
 			}
@@ -304,7 +320,10 @@ func (d *driver) run(ctx context.Context) (Outcome, error) {
 			// Refused lately: wait before asking again.
 			timer := time.NewTimer(time.Until(pauseUntil))
 			select {
-			case in := <-msgs:
+			case in, ok := <-msgs:
+				if !ok {
+					return Outcome{}, ended()
+				}
 				timer.Stop()
 				if err := handle(in); err != nil {
 					return Outcome{}, err
@@ -331,7 +350,10 @@ func (d *driver) run(ctx context.Context) (Outcome, error) {
 		}
 		// Nothing to compute: wait for news.
 		select {
-		case in := <-msgs:
+		case in, ok := <-msgs:
+			if !ok {
+				return Outcome{}, ended()
+			}
 			if err := handle(in); err != nil {
 				return Outcome{}, err
 			}
@@ -515,7 +537,10 @@ func linger(ctx context.Context, c *comm.Comm, msgs <-chan inMsg, failures <-cha
 	defer timer.Stop()
 	for slices.Contains(gone, false) {
 		select {
-		case in := <-msgs:
+		case in, ok := <-msgs:
+			if !ok {
+				return // the session ended
+			}
 			if in.tag == TagBye {
 				gone[in.from] = true
 			}
@@ -531,9 +556,11 @@ func linger(ctx context.Context, c *comm.Comm, msgs <-chan inMsg, failures <-cha
 	}
 }
 
-// receive pulls every message into msgs until ctx ends or the session is
-// finalized.
-func receive(ctx context.Context, c *comm.Comm, msgs chan<- inMsg) {
+// receive pulls every message into msgs until ctx ends or the session
+// does; then it closes msgs, having set *errp to the session's error (nil
+// if ctx ended first).
+func receive(ctx context.Context, c *comm.Comm, msgs chan<- inMsg, errp *error) {
+	defer close(msgs)
 	for {
 		st, err := c.Probe(ctx, comm.AnySource, comm.AnyTag)
 		if err != nil {
@@ -541,12 +568,18 @@ func receive(ctx context.Context, c *comm.Comm, msgs chan<- inMsg) {
 				c.AckFailed()
 				continue
 			}
+			if ctx.Err() == nil {
+				*errp = err
+			}
 			return
 		}
 		buf := make([]byte, st.Count)
 		if _, err := c.Recv(ctx, buf, st.Source, st.Tag); err != nil {
 			if errors.Is(err, comm.ErrProcFailed) {
 				continue
+			}
+			if ctx.Err() == nil {
+				*errp = err
 			}
 			return
 		}
