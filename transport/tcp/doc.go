@@ -314,7 +314,9 @@
 // or, if no single node reaches both,
 // wait in the queue and the resend log for the link. Flush waits for
 // relayed frames until the peer acknowledges them end to end, but not for
-// frames that no connection and no relay can carry. What a
+// frames that no connection and no relay can carry; and a node that
+// relays for two peers waits in Flush (within its caller's context) until
+// one of them has gone. What a
 // node knows of the set of a peer whose link to it is down dates from
 // before the cut: it guides the choice of a relay only as a preference.
 //
