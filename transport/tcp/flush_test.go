@@ -11,6 +11,7 @@ import (
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
 	"github.com/cohort-mp/cohort/transport/tcp"
+	"github.com/cohort-mp/cohort/transport/transporttest"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -180,4 +181,28 @@ func streamFrom(ctx context.Context, a *tcp.Transport, to core.NodeID, first, n,
 		}
 	}
 	return nil
+}
+
+// A node that relays for two peers is part of their path: its Flush waits
+// while it has carried frames between them lately and both are still
+// connected to it, and returns once one of them has gone, so that a relay
+// finishing its own work does not cut off the last frames between them.
+func TestFlushWaitsWhileRelaying(t *testing.T) {
+	nodes := relayMesh(t, []core.NodeID{1, 2, 3}, nil)
+	cut(nodes, 1, 3, true)
+	keep(t, nodes, []core.NodeID{1, 3}, 2)
+	relayExchange(t, nodes, 1, 3, 100, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := nodes[2].tr.Flush(ctx)
+	cancel()
+	if err != context.DeadlineExceeded {
+		t.Fatalf("the relay's Flush with both ends connected: %v, want %v", err, context.DeadlineExceeded)
+	}
+	nodes[3].tr.Close()
+	waitFor(t, "2 disconnected from 3", func() bool { return !nodes[2].tr.Connected(3) })
+	ctx, cancel = context.WithTimeout(context.Background(), transporttest.Timeout)
+	defer cancel()
+	if err := nodes[2].tr.Flush(ctx); err != nil {
+		t.Fatalf("the relay's Flush once an end has gone: %v", err)
+	}
 }
