@@ -31,13 +31,9 @@ const flushPoll = time.Millisecond
 // queue; its peer never sees the frame. The peer acknowledges within
 // ackDelay, sooner if it sends anything.
 //
-// A frame to a peer whose direct link is down is handed to a relay, which
-// may leave before it forwards it: Flush waits, for such a peer while a
-// relay still reaches it, until the peer has acknowledged every frame
-// written before the call. And a process that relays for others is, to
-// them, part of the network: Flush waits while it has carried frames
-// between two peers lately (relayDutyWindow) and both still reach it, so
-// that the last messages of a job (a result, the answers to it) between
+// A process that relays for others is, to them, part of the network:
+// Flush waits while it has carried frames between two peers lately
+// (relayDutyWindow) and both still reach it, so that the last messages of a job (a result, the answers to it) between
 // two processes a partial partition separates are not cut off by the
 // processes between them finishing first.
 //
@@ -102,39 +98,11 @@ func (t *Transport) noteDutyLocked(origin, final core.NodeID, now time.Time) {
 	t.rt.duty[[2]core.NodeID{origin, final}] = now
 }
 
-// flushRelayed is Flush's wait for the relayed peers' acknowledgements and
-// for the pairs this node relays (see Flush).
+// flushRelayed is Flush's wait for the pairs this node relays (see
+// Flush); the relayed peers' own acknowledgements are flushing's.
 func (t *Transport) flushRelayed(ctx context.Context) error {
-	type target struct {
-		p           *peer
-		seq, stream uint64
-	}
-	var acks []target
-	t.mu.Lock()
-	peers := make([]*peer, 0, len(t.peers))
-	for _, p := range t.peers {
-		peers = append(peers, p)
-	}
-	t.mu.Unlock()
-	for _, p := range peers {
-		if !p.log.empty() && t.relayWanted(p) {
-			seq, stream := p.log.nextNumber()
-			acks = append(acks, target{p, seq, stream})
-		}
-	}
 	var tick *time.Ticker
-	for {
-		rest := acks[:0]
-		for _, a := range acks {
-			if a.p.log.ackPoint() >= a.seq || t.relayGone(a.p, a.stream) {
-				continue
-			}
-			rest = append(rest, a)
-		}
-		acks = rest
-		if len(acks) == 0 && !t.relaying(time.Now()) {
-			return nil
-		}
+	for t.relaying(time.Now()) {
 		if tick == nil {
 			tick = time.NewTicker(10 * flushPoll)
 			defer tick.Stop()
@@ -147,17 +115,7 @@ func (t *Transport) flushRelayed(ctx context.Context) error {
 			return transport.ErrClosed
 		}
 	}
-}
-
-// relayGone reports whether waiting for p's acknowledgements is vain: its
-// stream changed (a restarted peer starts afresh), p was removed, or its
-// frames no longer go through a relay (a connection to it is back, where
-// the writer resumes the stream, or no relay reaches it).
-func (t *Transport) relayGone(p *peer, stream uint64) bool {
-	if _, s := p.log.nextNumber(); s != stream || isClosed(p.removed) {
-		return true
-	}
-	return !t.relayWanted(p)
+	return nil
 }
 
 // relaying reports whether this node forwarded frames between two peers
