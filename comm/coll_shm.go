@@ -495,24 +495,18 @@ func allreduceShared[T Elem](ctx context.Context, c *Comm, send, recv []T, op Op
 // barrierShared runs Barrier on c's segment; ok is false when c has none
 // covering all its ranks (the caller then uses the transport).
 func barrierShared(ctx context.Context, c *Comm) (ok bool, err error) {
-	g, h, err := c.acquireSeg(ctx)
-	switch {
-	case err != nil:
-		return true, err
-	case g == nil && h == nil:
-		return false, nil
-	case h != nil:
-		c.releaseSeg(nil)
-		return false, nil
-	}
-	err = coll.BarrierShared(ctx, g)
-	c.releaseSeg(err)
-	return true, err
+	return onOneHostSeg(ctx, c, func(g *collSeg) error { return coll.BarrierShared(ctx, g) })
 }
 
 // bcastShared runs Bcast on c's segment; ok is false when c has none
 // covering all its ranks (the caller then uses the transport).
 func bcastShared[T Elem](ctx context.Context, c *Comm, buf []T, root int) (ok bool, err error) {
+	return onOneHostSeg(ctx, c, func(g *collSeg) error { return coll.BcastShared(ctx, g, g.self, g.p, buf, root) })
+}
+
+// onOneHostSeg runs op on c's segment when it covers all c's ranks (one
+// host); ok is false when c has none, or only a host's part of one.
+func onOneHostSeg(ctx context.Context, c *Comm, op func(*collSeg) error) (ok bool, err error) {
 	g, h, err := c.acquireSeg(ctx)
 	switch {
 	case err != nil:
@@ -523,7 +517,7 @@ func bcastShared[T Elem](ctx context.Context, c *Comm, buf []T, root int) (ok bo
 		c.releaseSeg(nil)
 		return false, nil
 	}
-	err = coll.BcastShared(ctx, g, g.self, g.p, buf, root)
+	err = op(g)
 	c.releaseSeg(err)
 	return true, err
 }
