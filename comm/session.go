@@ -338,7 +338,11 @@ func (s *Session) Finalize(ctx context.Context) error {
 		if s.links != nil {
 			s.links.quiet.Store(true)
 		}
-		s.sayBye()
+		if ctx.Err() == nil {
+			// A Finalize whose context is already done leaves at once,
+			// as a crash does: nothing flushed, no farewell.
+			s.sayBye()
+		}
 		err = s.flush(ctx)
 		s.shutdown(ErrFinalized)
 		<-s.hostDone
