@@ -338,9 +338,7 @@ func (s *Session) Finalize(ctx context.Context) error {
 		if s.links != nil {
 			s.links.quiet.Store(true)
 		}
-		if ctx.Err() == nil {
-			// A Finalize whose context is already done leaves at once,
-			// as a crash does: nothing flushed, no farewell.
+		if ctx.Err() == nil { // done: leave as a crash does, no farewell
 			s.sayBye()
 		}
 		err = s.flush(ctx)
