@@ -615,6 +615,17 @@ func (j *Job) monitor(ctx context.Context) {
 	for _, t := range j.timers {
 		t.Stop()
 	}
+	if rzDone != nil && j.rzAt.IsZero() {
+		// The last rank may end before the loop saw the rendezvous end:
+		// it ended all the same, and the kills missed their time.
+		select {
+		case <-rzDone:
+			if _, err := j.rz.Wait(context.Background()); err == nil {
+				j.rzAt = time.Now()
+			}
+		default:
+		}
+	}
 	j.ended, j.endAt = true, time.Now()
 	cause := j.cause
 	j.exits = exits
