@@ -57,14 +57,7 @@ func TestSrunTwoNodesNodeFailure(t *testing.T) {
 	c := twoNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	t.Cleanup(func() {
-		// n2 comes back: its link up, its slurmd restarted by slurm-up
-		// (ReturnToService=2 returns the node to service).
-		exec.Command("ip", "link", "set", "cslurm-v2", "up").Run()
-		if _, err := EnsureNodes(context.Background(), root, 2); err != nil {
-			t.Logf("restarting n2: %v", err)
-		}
-	})
+	bringBackN2(t)
 	const n = 8
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	cmd := c.Command(ctx, "srun", "--no-kill", "-J", jobName(t), "-N", "2", "-n", strconv.Itoa(n), "-O", "--mpi=pmi2", "./nqueens", "-n", "17", "-v", "-seed", "5")
@@ -85,19 +78,7 @@ func TestSrunTwoNodesNodeFailure(t *testing.T) {
 	if err := waitViews(ctx, events, n, 2*time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if err := exec.Command("ip", "link", "set", "cslurm-v2", "down").Run(); err != nil {
-		t.Fatalf("taking n2's link down: %v", err)
-	}
-	pids, err := exec.Command("ip", "netns", "pids", "cslurm-n2").Output()
-	if err != nil {
-		t.Fatalf("ip netns pids: %v", err)
-	}
-	killed := 0
-	for _, f := range strings.Fields(string(pids)) {
-		if pid, err := strconv.Atoi(f); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
-			killed++
-		}
-	}
+	killed := killN2(t)
 	t.Logf("node n2 died: link down, %d processes SIGKILLed", killed)
 	// srun returns only once slurmctld has declared n2 dead (SlurmdTimeout
 	// and more): once the four survivors have finished, the step is
@@ -110,7 +91,7 @@ func TestSrunTwoNodesNodeFailure(t *testing.T) {
 		}
 	}
 	c.Command(ctx, "scancel", "-n", jobName(t)).Run()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	waited = true
 	text := out.String()
 	t.Logf("srun output:\n%s", text)
@@ -177,12 +158,7 @@ func TestSrunTwoNodesJacobiSpares(t *testing.T) {
 	if err != nil || want == "" {
 		t.Fatalf("failure-free run: %v, no checksum", err)
 	}
-	t.Cleanup(func() {
-		exec.Command("ip", "link", "set", "cslurm-v2", "up").Run()
-		if _, err := EnsureNodes(context.Background(), root, 2); err != nil {
-			t.Logf("restarting n2: %v", err)
-		}
-	})
+	bringBackN2(t)
 	hostfile := filepath.Join(t.TempDir(), "hosts")
 	if err := os.WriteFile(hostfile, []byte("n1\nn1\nn2\nn2\nn1\nn1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -205,18 +181,7 @@ func TestSrunTwoNodesJacobiSpares(t *testing.T) {
 	if !waitOutput(ctx, &out, 3*time.Minute, func(s string) bool { return strings.Contains(s, "checkpoint committed") }) {
 		t.Fatalf("no checkpoint committed:\n%s", out.String())
 	}
-	if err := exec.Command("ip", "link", "set", "cslurm-v2", "down").Run(); err != nil {
-		t.Fatalf("taking n2's link down: %v", err)
-	}
-	pids, err := exec.Command("ip", "netns", "pids", "cslurm-n2").Output()
-	if err != nil {
-		t.Fatalf("ip netns pids: %v", err)
-	}
-	for _, f := range strings.Fields(string(pids)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	killN2(t)
 	t.Log("node n2 died: link down, its processes SIGKILLed")
 	// srun returns only once slurmctld has declared n2 dead: once rank 0
 	// has printed the checksum and both spares their takeover (or a
@@ -255,4 +220,35 @@ func waitOutput(ctx context.Context, out *lockedBuffer, limit time.Duration, don
 		}
 	}
 	return true
+}
+
+// bringBackN2 has n2 come back when t ends: its link up, its slurmd
+// restarted by slurm-up (ReturnToService=2 returns the node to service).
+func bringBackN2(t *testing.T) {
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "set", "cslurm-v2", "up").Run()
+		if _, err := EnsureNodes(context.Background(), root, 2); err != nil {
+			t.Logf("restarting n2: %v", err)
+		}
+	})
+}
+
+// killN2 kills node n2: its link down and every process in it (slurmd,
+// slurmstepd, its tasks) SIGKILLed; it returns how many were killed.
+func killN2(t *testing.T) int {
+	t.Helper()
+	if err := exec.Command("ip", "link", "set", "cslurm-v2", "down").Run(); err != nil {
+		t.Fatalf("taking n2's link down: %v", err)
+	}
+	pids, err := exec.Command("ip", "netns", "pids", "cslurm-n2").Output()
+	if err != nil {
+		t.Fatalf("ip netns pids: %v", err)
+	}
+	killed := 0
+	for _, f := range strings.Fields(string(pids)) {
+		if pid, err := strconv.Atoi(f); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	return killed
 }
