@@ -27,6 +27,7 @@ const (
 	EnvDetector   = "COHORT_DETECTOR"   // optional: one of Detectors
 	EnvReplicas   = "COHORT_REPLICAS"   // optional: R, the replicas of each logical rank (rank and size are then physical)
 	EnvSpares     = "COHORT_SPARES"     // optional: S, the last S of the size's processes are spares
+	EnvNewcomer   = "COHORT_NEWCOMER"   // optional: 1 for a process that joins the running job (rank ≥ size)
 )
 
 // EnvDialOutOnly, set to 1, says that no connection can reach this rank's
@@ -45,7 +46,7 @@ const EnvDialOutOnly = "COHORT_DIAL_OUT_ONLY"
 const EnvLinkNotices = "COHORT_LINK_NOTICES"
 
 // envNames lists every bootstrap variable, the requiredEnv ones first.
-var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas, EnvSpares}
+var envNames = []string{EnvJobID, EnvRank, EnvSize, EnvRendezvous, EnvSecret, EnvFanout, EnvDetector, EnvReplicas, EnvSpares, EnvNewcomer}
 
 // requiredEnv is how many of envNames a launcher always sets. Only these
 // say that a launcher of ours started the process: the optional ones
@@ -62,6 +63,9 @@ const MaxReplicas = 16
 // replica index of the process (R = 1: Rank, Size and 0).
 func (b Bootstrap) Logical() (rank, size, replica int) {
 	r := max(b.Replicas, 1)
+	if r == 1 {
+		return b.Rank, b.Size, 0 // a newcomer's Rank is Size or more
+	}
 	n := b.Size / r
 	return b.Rank % n, n, b.Rank / n
 }
@@ -73,8 +77,13 @@ func (b Bootstrap) Ranks() int {
 	return n - b.Spares
 }
 
-// IsSpare reports whether the process is one of the job's spares.
+// IsSpare reports whether the process is one of the job's spares: one
+// of the last Spares processes of its start, or a newcomer.
 func (b Bootstrap) IsSpare() bool { return b.Rank >= b.Size-b.Spares }
+
+// MaxNewcomers is how many processes may join a job after its start, over
+// its whole life (package comm's limit).
+const MaxNewcomers = 62
 
 // MaxSize is the largest number of ranks a job may have. Ranks are node
 // ids (rank r is core.NodeID(r)); the ids above MaxSize are left for the
@@ -141,6 +150,14 @@ type Bootstrap struct {
 	TLSCert, TLSKey []byte
 	// DialOutOnly: nobody can dial this rank's host (EnvDialOutOnly).
 	DialOutOnly bool
+	// Newcomer: the process joins the job after its start (a process
+	// the launcher started again where one died, Config.Respawn). Size
+	// is then the number of processes the job started with and Rank,
+	// from Size to Size+MaxNewcomers−1, its own number; its Register
+	// returns the addresses of the processes up to its own, "" for
+	// those gone, and it asks the membership to admit it (package
+	// comm's newcomers).
+	Newcomer bool
 }
 
 // Exchanger gives every rank of a job every other rank's listen address
@@ -248,6 +265,13 @@ func FromEnv(getenv func(string) string) (Bootstrap, error) {
 			return b, err
 		}
 	}
+	switch v := strings.TrimSpace(getenv(EnvNewcomer)); v {
+	case "", "0":
+	case "1":
+		b.Newcomer = true
+	default:
+		return b, fmt.Errorf("%w: %s=%q, want 1 or 0", ErrBootstrap, EnvNewcomer, v)
+	}
 	// Optional: the host to listen on (a launcher on several hosts sets
 	// the address of the rank's host; default 127.0.0.1).
 	b.Listen = strings.TrimSpace(getenv(EnvListenHost))
@@ -278,7 +302,9 @@ func (b Bootstrap) Validate() error {
 		return fmt.Errorf("%w: %s is %d bytes long, the limit is %d", ErrBootstrap, EnvJobID, len(b.JobID), wire.MaxJobIDLen)
 	case b.Size < 1 || b.Size > MaxSize:
 		return fmt.Errorf("%w: %s=%d, want 1 to %d", ErrBootstrap, EnvSize, b.Size, MaxSize)
-	case b.Rank < 0 || b.Rank >= b.Size:
+	case b.Newcomer && (b.Rank < b.Size || b.Rank >= b.Size+MaxNewcomers):
+		return fmt.Errorf("%w: %s=%d with %s=1 and %s=%d: a newcomer's number is from %d to %d", ErrBootstrap, EnvRank, b.Rank, EnvNewcomer, EnvSize, b.Size, b.Size, b.Size+MaxNewcomers-1)
+	case !b.Newcomer && (b.Rank < 0 || b.Rank >= b.Size):
 		return fmt.Errorf("%w: %s=%d is out of range for %s=%d (want 0 to %d)", ErrBootstrap, EnvRank, b.Rank, EnvSize, b.Size, b.Size-1)
 	case len(b.Secret) < MinSecretLen:
 		return fmt.Errorf("%w: %s has %d bytes, want at least %d", ErrBootstrap, EnvSecret, len(b.Secret), MinSecretLen)
@@ -304,6 +330,9 @@ func (b Bootstrap) Validate() error {
 		return fmt.Errorf("%w: %s=%d with %s=%d: want 0 to %d spares (at least one rank)", ErrBootstrap, EnvSpares, b.Spares, EnvSize, b.Size, b.Size-1)
 	case b.Spares > 0 && b.Replicas > 1:
 		return fmt.Errorf("%w: %s=%d with %s=%d: spares and replicas do not go together", ErrBootstrap, EnvSpares, b.Spares, EnvReplicas, b.Replicas)
+	}
+	if b.Newcomer && (b.Exchange != nil || b.Replicas > 1) {
+		return fmt.Errorf("%w: %s=1: a newcomer joins through the launcher's rendezvous, without replicas", ErrBootstrap, EnvNewcomer)
 	}
 	if (len(b.TLSCert) == 0) != (len(b.TLSKey) == 0) {
 		return fmt.Errorf("%w: %s and %s go together (an encrypted job needs both)", ErrBootstrap, EnvTLSCert, EnvTLSKey)
@@ -344,6 +373,9 @@ func (b Bootstrap) Environ() []string {
 	}
 	if b.DialOutOnly {
 		env = append(env, EnvDialOutOnly+"=1")
+	}
+	if b.Newcomer {
+		env = append(env, EnvNewcomer+"=1")
 	}
 	return env
 }

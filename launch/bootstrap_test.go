@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -105,6 +106,8 @@ func TestFromEnvBad(t *testing.T) {
 		{"spares leave no rank", EnvSpares, "4", EnvSpares + "=4 with " + EnvSize + "=4"},
 		{"spares and replicas", EnvReplicas, "2", "spares and replicas do not go together"},
 		{"dial-out-only not 0 or 1", EnvDialOutOnly, "yes", EnvDialOutOnly + `="yes", want 1 or 0`},
+		{"newcomer not 0 or 1", EnvNewcomer, "yes", EnvNewcomer + `="yes", want 1 or 0`},
+		{"newcomer numbered as of the start", EnvNewcomer, "1", EnvRank + "=2 with " + EnvNewcomer + "=1 and " + EnvSize + "=4: a newcomer's number is from 4 to 65"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,3 +126,42 @@ func TestFromEnvBad(t *testing.T) {
 		})
 	}
 }
+
+// A newcomer's number follows the job's start; it is a spare, and its
+// bootstrap round-trips through the environment.
+func TestFromEnvNewcomer(t *testing.T) {
+	env := validEnv()
+	env[EnvSpares] = "1"
+	env[EnvNewcomer] = "1"
+	for _, c := range []struct {
+		rank string
+		ok   bool
+	}{{"3", false}, {"4", true}, {"65", true}, {"66", false}} {
+		env[EnvRank] = c.rank
+		b, err := FromEnv(getter(env))
+		if (err == nil) != c.ok {
+			t.Fatalf("newcomer rank %s of size 4: err %v, want ok %v", c.rank, err, c.ok)
+		}
+		if err != nil {
+			continue
+		}
+		if !b.Newcomer || !b.IsSpare() || b.Ranks() != 3 {
+			t.Errorf("rank %s: Newcomer %v, IsSpare %v, Ranks %d; want true, true, 3", c.rank, b.Newcomer, b.IsSpare(), b.Ranks())
+		}
+		if rank, size, _ := b.Logical(); fmt.Sprint(rank) != c.rank || size != 4 {
+			t.Errorf("rank %s: Logical() = %d, %d; want %s, 4", c.rank, rank, size, c.rank)
+		}
+		if !slices.Contains(b.Environ(), EnvNewcomer+"=1") {
+			t.Errorf("Environ() %q lacks %s", b.Environ(), EnvNewcomer)
+		}
+	}
+	b := Bootstrap{JobID: "j", Rank: 4, Size: 4, Secret: make([]byte, MinSecretLen), Newcomer: true, Exchange: nopExchanger{}}
+	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "through the launcher's rendezvous") {
+		t.Errorf("a newcomer under an exchanger: %v", err)
+	}
+}
+
+type nopExchanger struct{}
+
+func (nopExchanger) Exchange(context.Context, string) ([]string, error) { return nil, nil }
+func (nopExchanger) Close() error                                       { return nil }

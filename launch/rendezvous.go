@@ -7,6 +7,7 @@ package launch
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,7 @@ var (
 	kindRegister = core.MakeKind(core.ProtoCore, 0x40) // rank → launcher: Size, listen address
 	kindTable    = core.MakeKind(core.ProtoCore, 0x41) // launcher → rank: every rank's address
 	kindAbort    = core.MakeKind(core.ProtoCore, 0x42) // launcher → rank: the rendezvous failed, and why
+	// 0x43 to 0x45: kindJoined, kindJoinedAck, kindNewcomerTable (rejoin.go)
 )
 
 // maxAddrLen bounds a registered address (a host name is at most 253
@@ -154,8 +156,14 @@ func send(fw *wire.FrameWriter, src, dst core.NodeID, m wire.Message) error {
 type Registration struct {
 	// Addrs holds every rank's listen address, indexed by rank (Addrs[r]
 	// is rank r's, this rank's included; "" for a rank the job started
-	// without, see [Rendezvous.Excuse]). The caller owns it.
+	// without, see [Rendezvous.Excuse]). The caller owns it. At a
+	// newcomer (Bootstrap.Newcomer), the addresses of the processes up
+	// to its own.
 	Addrs []string
+	// Gone lists, at a newcomer, the processes before it that had left
+	// the launcher (failed or finished) when it registered, in order:
+	// not contacts to ask for admission.
+	Gone []int
 
 	nc       net.Conn  // nil when the addresses came from an Exchanger
 	ex       Exchanger // closed by Close; nil with a launcher
@@ -165,6 +173,14 @@ type Registration struct {
 	closeMu  sync.Mutex
 	closed   bool
 	readDone chan struct{}
+
+	// The launcher's news of processes that join the job (rejoin.go).
+	self   core.NodeID
+	wmu    sync.Mutex // guards fw
+	fw     *wire.FrameWriter
+	joinMu sync.Mutex // held while a join is handed to onJoin
+	onJoin func(process int, addr string)
+	early  []joinedMsg // joins that came before SetOnJoin
 }
 
 // Register joins the rendezvous of b's job: it dials b.Rendezvous, proves
@@ -199,7 +215,7 @@ func (b Bootstrap) Register(ctx context.Context, listenAddr string) (*Registrati
 		}
 		return nil, fmt.Errorf("%w: rank %d cannot reach the launcher at %s: %w", ErrRendezvous, b.Rank, b.Rendezvous, err)
 	}
-	r := &Registration{nc: nc, lost: make(chan struct{}), readDone: make(chan struct{})}
+	r := &Registration{nc: nc, lost: make(chan struct{}), readDone: make(chan struct{}), self: core.NodeID(b.Rank)}
 	// ctx's end closes the connection, which fails a blocked read.
 	r.stopCtx = context.AfterFunc(ctx, func() { r.shut() })
 	fail := func(format string, args ...any) (*Registration, error) {
@@ -223,19 +239,29 @@ func (b Bootstrap) Register(ctx context.Context, listenAddr string) (*Registrati
 	if err := send(fw, self, LauncherNode, registerMsg{Size: b.Size, Addr: listenAddr}); err != nil {
 		return fail("sending the registration: %v", err)
 	}
-	fr.SetMaxFrameSize(16 + b.Size*(maxAddrLen+2) + maxReasonLen)
+	entries := b.Size
+	if b.Newcomer {
+		entries = b.Rank + 1 // the processes up to this one (rejoin.go)
+	}
+	fr.SetMaxFrameSize(16 + entries*(maxAddrLen+2+binary.MaxVarintLen64) + maxReasonLen)
 	f, err := fr.ReadFrame()
 	if err != nil {
 		return fail("the launcher closed the connection before every rank registered: %v", err)
 	}
-	switch f.Kind {
-	case kindTable:
-		t, err := decodeTable(f.Payload, b.Size)
+	switch {
+	case f.Kind == kindNewcomerTable && b.Newcomer:
+		t, err := decodeNewcomerTable(f.Payload, b.Rank)
+		if err != nil {
+			return fail("bad table from the launcher: %v", err)
+		}
+		r.Addrs, r.Gone = t.Addrs, t.Gone
+	case f.Kind == kindTable && !b.Newcomer:
+		t, err := decodeTable(f.Payload, entries)
 		if err != nil {
 			return fail("bad table from the launcher: %v", err)
 		}
 		r.Addrs = t.Addrs
-	case kindAbort:
+	case f.Kind == kindAbort:
 		a, err := decodeAbort(f.Payload)
 		if err != nil {
 			return fail("bad abort message from the launcher: %v", err)
@@ -244,6 +270,7 @@ func (b Bootstrap) Register(ctx context.Context, listenAddr string) (*Registrati
 	default:
 		return fail("unexpected %v frame from the launcher", f.Kind)
 	}
+	r.fw = fw
 	go r.watch(fr)
 	return r, nil
 }
@@ -263,6 +290,11 @@ func (r *Registration) watch(fr *wire.FrameReader) {
 			a, _ := decodeAbort(f.Payload)
 			reason = fmt.Errorf("%w: the launcher stopped the job: %s", ErrRendezvous, a.Reason)
 			break
+		}
+		if f.Kind == kindJoined {
+			if m, err := decodeJoined(f.Payload); err == nil {
+				r.joined(m)
+			}
 		}
 	}
 	r.closeMu.Lock()
@@ -352,6 +384,7 @@ type Rendezvous struct {
 	err      error             // why it failed
 	notify   chan struct{}     // signalled (never blocking) when a rank registers or leaves before the table
 	closed   bool
+	late     lateJoins // processes that join after the table (rejoin.go)
 	wg       sync.WaitGroup
 }
 
@@ -449,7 +482,8 @@ func (r *Rendezvous) serve(nc net.Conn) {
 	refuse := func(format string, args ...any) {
 		c.send(abortMsg{Reason: fmt.Sprintf(format, args...)}, r.cfg.HandshakeTimeout)
 	}
-	if hello.Node >= core.NodeID(r.cfg.Size) {
+	newcomer := hello.Node >= core.NodeID(r.cfg.Size)
+	if newcomer && !r.expected(c.rank) {
 		refuse("rank %d is out of range for a job of %d ranks", hello.Node, r.cfg.Size)
 		return
 	}
@@ -471,12 +505,21 @@ func (r *Rendezvous) serve(nc net.Conn) {
 		return
 	}
 	nc.SetDeadline(time.Time{})
-	if !r.register(c, reg.Addr) {
+	if newcomer {
+		// Its table goes out once every member knows its address; the
+		// reader must run meanwhile, for the members' acknowledgements.
+		r.wg.Add(1)
+		go r.registerLate(c, reg.Addr)
+	} else if !r.register(c, reg.Addr) {
 		return
 	}
 	for {
-		if _, err := fr.ReadFrame(); err != nil {
+		f, err := fr.ReadFrame()
+		if err != nil {
 			break
+		}
+		if f.Kind == kindJoinedAck {
+			r.acked(c.rank, f.Payload)
 		}
 	}
 	r.mu.Lock()
@@ -485,6 +528,8 @@ func (r *Rendezvous) serve(nc net.Conn) {
 		delete(r.ranks, c.rank)
 		r.addrs[c.rank] = ""
 		r.signal()
+	} else if r.ranks[c.rank] == c {
+		r.goneLocked(c.rank)
 	}
 	r.mu.Unlock()
 }

@@ -219,3 +219,76 @@ func TestRendezvousConfig(t *testing.T) {
 		}
 	}
 }
+
+// A newcomer registers after the table: only once the launcher expects
+// it, and only once every member still connected took its address (a
+// member's handler set after the news came gets it then); its table
+// holds the addresses up to its own, and says which member is gone.
+func TestRendezvousNewcomer(t *testing.T) {
+	rz := newTestRendezvous(t, 3)
+	res := registerAll(context.Background(), rz, []int{0, 1, 2})
+	for r, x := range res {
+		if x.err != nil {
+			t.Fatalf("rank %d: %v", r, x.err)
+		}
+		defer x.reg.Close()
+	}
+	res[2].reg.Close()
+	waitFor(t, rz, "rank 2's end", func() bool {
+		rz.mu.Lock()
+		defer rz.mu.Unlock()
+		return rz.late.gone[2]
+	})
+	var mu sync.Mutex
+	news := map[int][]string{}
+	onJoin := func(member int) func(int, string) {
+		return func(p int, addr string) {
+			mu.Lock()
+			defer mu.Unlock()
+			news[member] = append(news[member], fmt.Sprintf("%d@%s", p, addr))
+		}
+	}
+	res[0].reg.SetOnJoin(onJoin(0))
+	boot := bootFor(rz, 3)
+	boot.Newcomer = true
+	if _, err := boot.Register(context.Background(), "127.0.0.1:5003"); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("a newcomer not expected: %v, want a refusal", err)
+	}
+	if err := rz.Expect(3); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{2, 3, 3 + MaxNewcomers} {
+		if err := rz.Expect(p); err == nil {
+			t.Errorf("Expect(%d) = nil, want an error", p)
+		}
+	}
+	done := make(chan regResult)
+	go func() {
+		reg, err := boot.Register(context.Background(), "127.0.0.1:5003")
+		done <- regResult{reg, err}
+	}()
+	res[1].reg.SetOnJoin(onJoin(1))
+	x := <-done
+	if x.err != nil {
+		t.Fatal(x.err)
+	}
+	defer x.reg.Close()
+	if want := []string{"127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"}; !slices.Equal(x.reg.Addrs, want) || !slices.Equal(x.reg.Gone, []int{2}) {
+		t.Errorf("the newcomer's table %q, gone %v; want %q, gone [2]", x.reg.Addrs, x.reg.Gone, want)
+	}
+	mu.Lock()
+	for _, m := range []int{0, 1} {
+		if want := []string{"3@127.0.0.1:5003"}; !slices.Equal(news[m], want) {
+			t.Errorf("member %d learned %q before the newcomer's table, want %q", m, news[m], want)
+		}
+	}
+	mu.Unlock()
+	if got := rz.Joined(); !slices.Equal(got, []int{3}) {
+		t.Errorf("Joined() = %v, want [3]", got)
+	}
+	again := bootFor(rz, 3)
+	again.Newcomer = true
+	if _, err := again.Register(context.Background(), "127.0.0.1:5004"); err == nil {
+		t.Errorf("process 3 registered twice")
+	}
+}
