@@ -122,6 +122,20 @@ type Config struct {
 	// made for the job (NewJobTLS), handed to the ranks in their
 	// environment.
 	Encrypt bool
+	// Respawn, if positive, starts a process again when a signal ends
+	// it (a crash, a kill; an exit code is the program's own verdict)
+	// once the job has started: the new process, with the next free number
+	// from N+Spares on, joins the running job as a spare (a newcomer,
+	// see Bootstrap.Newcomer). Each process of the start may be
+	// started again at most Respawn times (the deaths of its
+	// restarts count against it), and the job at most MaxNewcomers
+	// times. Needs Spares (the program takes spares). See respawn.go.
+	Respawn int
+	// Notices, if set, receives a line for each restart, each restart
+	// refused (its limit reached) or that failed to start, and each idle
+	// restart stopped at the job's end; lines carry no prefix or newline.
+	// It is called between the ranks' forwarded lines, never inside one.
+	Notices func(string)
 }
 
 // Exit is how one rank's process ended.
@@ -142,6 +156,13 @@ type Exit struct {
 	Quit bool
 	// Registered: the rank took part in the rendezvous.
 	Registered bool
+	// Of is, for a process the launcher started again (Config.Respawn),
+	// the process of the job's start it replaces; else Rank.
+	Of int
+	// Idle: a process started again that the launcher stopped because
+	// every process of the job's start had ended: the job never needed
+	// it. Its exit does not fail the job.
+	Idle bool
 	// Err is set when the process could not be started or waited for.
 	Err error
 	// Time is how long the process ran.
@@ -260,6 +281,7 @@ type Job struct {
 	start time.Time
 
 	outMu  sync.Mutex // shared by every lineWriter: lines never interleave
+	spawn  spawner    // what starting a process takes (respawn.go)
 	exitCh chan Exit
 	stopCh chan error // Stop's requests
 	done   chan struct{}
@@ -275,6 +297,7 @@ type Job struct {
 	cause    error
 	exits    []Exit
 	err      error
+	re       respawns // the processes started again (respawn.go)
 }
 
 // plannedKill is one of Config.Kills and what became of it.
@@ -292,6 +315,8 @@ type rankProc struct {
 	killed  bool
 	stopped bool
 	quit    bool // the stop's signal was SIGQUIT
+	of      int  // the process of the start it replaces (itself if of the start)
+	idle    bool // stopped at the job's end, never needed (Exit.Idle)
 }
 
 // Start checks cfg, opens the rendezvous, starts the N ranks and the
@@ -340,7 +365,7 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		ID:     cfg.JobID,
 		cfg:    cfg,
 		rz:     rz,
-		exitCh: make(chan Exit, cfg.N),
+		exitCh: make(chan Exit, cfg.N+MaxNewcomers),
 		stopCh: make(chan error, 1),
 		done:   make(chan struct{}),
 		procs:  make([]*rankProc, cfg.N),
@@ -352,48 +377,22 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 			return nil, fmt.Errorf("%w: the job's certificate: %w", ErrStart, err)
 		}
 	}
-	base := inheritedEnv()
+	j.spawn = spawner{path: path, env: inheritedEnv(), logicalN: logicalN,
+		boot: Bootstrap{JobID: cfg.JobID, Size: cfg.N, Rendezvous: rz.Addr(), Secret: secret, Fanout: cfg.Fanout,
+			Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM, Replicas: cfg.Replicas, Spares: cfg.Spares}}
 	j.start = time.Now()
 	// The replicas of a rank share their output streams' line counters.
-	outs, errs := make([]*dedup, logicalN), make([]*dedup, logicalN)
+	j.spawn.outs, j.spawn.errs = make([]*dedup, logicalN), make([]*dedup, logicalN)
 	for r := range logicalN {
-		outs[r], errs[r] = &dedup{}, &dedup{}
+		j.spawn.outs[r], j.spawn.errs[r] = &dedup{}, &dedup{}
 	}
 	for rank := range cfg.N {
-		boot := Bootstrap{JobID: cfg.JobID, Rank: rank, Size: cfg.N, Rendezvous: rz.Addr(),
-			Secret: secret, Fanout: cfg.Fanout, Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM, Replicas: cfg.Replicas,
-			Spares: cfg.Spares}
-		cmd := exec.Command(path, cfg.Args...)
-		cmd.Dir = cfg.Dir
-		cmd.Env = append(append(slices.Clip(base), cfg.Env...), boot.Environ()...)
-		if cfg.EventsDir != "" {
-			cmd.Env = append(cmd.Env, EnvEvents+"="+EventsPath(cfg.EventsDir, rank))
-		}
-		var prefix []byte
-		if cfg.Prefix {
-			who := rank % logicalN // a replica's rank
-			if cfg.Spares > 0 {
-				who = rank // a spare's process number
-			}
-			prefix = fmt.Appendf(nil, "[%d] ", who)
-		}
-		stdout := &lineWriter{mu: &j.outMu, w: cfg.Stdout, prefix: prefix}
-		stderr := &lineWriter{mu: &j.outMu, w: cfg.Stderr, prefix: prefix}
-		if replicas > 1 {
-			stdout.dedup, stderr.dedup = outs[rank%logicalN], errs[rank%logicalN]
-		}
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		// A rank's children may hold its output open after it ends:
-		// Wait gives up on them after this delay.
-		cmd.WaitDelay = cfg.Grace
-		isolate(cmd)
-		if err := cmd.Start(); err != nil {
+		p, err := j.startProc(rank, rank)
+		if err != nil {
 			j.abortStart()
 			return nil, fmt.Errorf("%w %q (rank %d): %w", ErrStart, cfg.Program, rank, err)
 		}
-		p := &rankProc{rank: rank, cmd: cmd, running: true}
 		j.procs[rank] = p
-		go j.reap(p, stdout, stderr)
 	}
 	for _, k := range cfg.Kills {
 		j.planned = append(j.planned, plannedKill{Kill: k})
@@ -434,7 +433,7 @@ func (cfg Config) check() error {
 			return err
 		}
 	}
-	return nil
+	return cfg.respawnable()
 }
 
 func checkKill(n, rank int, after time.Duration) error {
@@ -470,6 +469,45 @@ func inheritedEnv() []string {
 	return env
 }
 
+// startProc starts process rank, which replaces process of (itself for
+// a process of the start; a newcomer's rank is N or more), and the
+// goroutine that reaps it; the caller records it in j.procs.
+func (j *Job) startProc(rank, of int) (*rankProc, error) {
+	cfg, sp := j.cfg, &j.spawn
+	boot := sp.boot
+	boot.Rank, boot.Newcomer = rank, rank >= cfg.N
+	cmd := exec.Command(sp.path, cfg.Args...)
+	cmd.Dir = cfg.Dir
+	cmd.Env = append(append(slices.Clip(sp.env), cfg.Env...), boot.Environ()...)
+	if cfg.EventsDir != "" {
+		cmd.Env = append(cmd.Env, EnvEvents+"="+EventsPath(cfg.EventsDir, rank))
+	}
+	var prefix []byte
+	if cfg.Prefix {
+		who := rank % sp.logicalN // a replica's rank
+		if cfg.Spares > 0 {
+			who = rank // a spare's process number
+		}
+		prefix = fmt.Appendf(nil, "[%d] ", who)
+	}
+	stdout := &lineWriter{mu: &j.outMu, w: cfg.Stdout, prefix: prefix}
+	stderr := &lineWriter{mu: &j.outMu, w: cfg.Stderr, prefix: prefix}
+	if max(cfg.Replicas, 1) > 1 {
+		stdout.dedup, stderr.dedup = sp.outs[rank%sp.logicalN], sp.errs[rank%sp.logicalN]
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A rank's children may hold its output open after it ends:
+	// Wait gives up on them after this delay.
+	cmd.WaitDelay = cfg.Grace
+	isolate(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &rankProc{rank: rank, cmd: cmd, running: true, of: of}
+	go j.reap(p, stdout, stderr)
+	return p, nil
+}
+
 // abortStart kills and reaps the processes started so far.
 func (j *Job) abortStart() {
 	for _, p := range j.procs {
@@ -501,7 +539,7 @@ func (j *Job) reap(p *rankProc, stdout, stderr *lineWriter) {
 	}
 	j.mu.Lock()
 	p.running = false
-	x.Killed, x.Stopped, x.Quit = p.killed, p.stopped, p.quit
+	x.Killed, x.Stopped, x.Quit, x.Of, x.Idle = p.killed, p.stopped, p.quit, p.of, p.idle
 	j.mu.Unlock()
 	j.exitCh <- x
 }
@@ -511,8 +549,9 @@ func (j *Job) reap(p *rankProc, stdout, stderr *lineWriter) {
 // grace period of a stop.
 func (j *Job) monitor(ctx context.Context) {
 	exits := make([]Exit, j.cfg.N)
-	alive := j.cfg.N
-	var unregistered []Exit // ranks that ended before the rendezvous completed
+	alive, startAlive := j.cfg.N, j.cfg.N
+	var idle <-chan time.Time // every process of the start ended: idle newcomers go
+	var unregistered []Exit   // ranks that ended before the rendezvous completed
 	var rzTimeout, jobTimeout, grace <-chan time.Time
 	var timers []*time.Timer
 	after := func(d time.Duration) <-chan time.Time {
@@ -571,13 +610,29 @@ func (j *Job) monitor(ctx context.Context) {
 					unregistered = append(unregistered, x)
 				}
 			} else {
-				x.Registered = true
+				x.Registered = x.Rank < j.cfg.N || slices.Contains(j.rz.Joined(), x.Rank)
+			}
+			if x.Rank < j.cfg.N {
+				startAlive--
+			}
+			for len(exits) <= x.Rank {
+				exits = append(exits, Exit{})
 			}
 			exits[x.Rank] = x
 			if j.cfg.AbortOnFailure && !x.OK() && alive > 0 {
 				stop(fmt.Errorf("rank %d failed (%s) and the job aborts on a failure", x.Rank, x.How()))
 			}
 			orphaned()
+			if j.respawnAfter(x) {
+				alive++
+			}
+			if startAlive == 0 && alive > 0 && idle == nil {
+				idle = after(idleNewcomerWait)
+			}
+		case <-idle:
+			if j.stopIdle() && grace == nil {
+				grace = after(j.cfg.Grace)
+			}
 		case <-notify:
 			if rzTimeout == nil && rzDone != nil {
 				rzTimeout = after(j.cfg.RendezvousTimeout)
@@ -633,7 +688,7 @@ func (j *Job) monitor(ctx context.Context) {
 	j.rz.Close()
 	var failed []Exit
 	for _, x := range exits {
-		if !x.OK() {
+		if !x.OK() && !x.Idle {
 			failed = append(failed, x)
 		}
 	}
@@ -681,13 +736,14 @@ func (j *Job) signalAll(sig syscall.Signal) {
 }
 
 // Kill injects a crash: it sends SIGKILL to rank's process (and its
-// process group), now. Its Exit will say Killed.
+// process group), now; rank may be a process started again
+// (Config.Respawn). Its Exit will say Killed.
 func (j *Job) Kill(rank int) error {
-	if err := checkKill(j.cfg.N, rank, 0); err != nil {
-		return err
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if err := checkKill(len(j.procs), rank, 0); err != nil {
+		return err
+	}
 	p := j.procs[rank]
 	if !p.running {
 		return fmt.Errorf("%w: rank %d", ErrNotRunning, rank)
