@@ -221,7 +221,7 @@ func (e *ContextError) Is(target error) bool { return target == ErrOverrun }
 // process has, or one a peer may address before this process creates it
 // (commWindow).
 func (s *Session) expectedCommLocked(id uint64) bool {
-	if _, ok := s.comms[id]; ok || s.rep != nil {
+	if _, ok := s.comms[id]; ok || s.rep != nil || s.preWelcomeLocked() {
 		// A replica may be behind its rank's master by any number of
 		// communicators: the frames of a replicated job come through
 		// package replica's layer, which bounds them on its side.

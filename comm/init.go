@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +73,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		opt(&o)
 	}
 	o.spares = boot.Spares
-	if boot.IsSpare() && boot.Spares > 0 && !o.allowSpares {
+	if boot.IsSpare() && (boot.Spares > 0 || boot.Newcomer) && !o.allowSpares {
 		return nil, ErrSpare
 	}
 	det, err := detectorOf(o.detector)
@@ -115,10 +116,10 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		tr.Close()
 		return nil, err
 	}
-	if len(reg.Addrs) != boot.Size {
+	if want := tableLen(boot); len(reg.Addrs) != want {
 		reg.Close()
 		tr.Close()
-		return nil, fmt.Errorf("comm: the launcher sent %d addresses for %d ranks", len(reg.Addrs), boot.Size)
+		return nil, fmt.Errorf("comm: the launcher sent %d addresses for %d processes", len(reg.Addrs), want)
 	}
 	local := localRanks(reg.Addrs, boot.Rank)
 	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), local)
@@ -131,9 +132,11 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		return nil, err
 	}
 	ids := make([]core.NodeID, boot.Size)
-	for r, addr := range reg.Addrs {
+	for r := range ids {
 		ids[r] = core.NodeID(r)
-		if r != boot.Rank {
+	}
+	for r, addr := range reg.Addrs {
+		if r != boot.Rank && addr != "" && !slices.Contains(reg.Gone, r) {
 			tr.SetPeer(core.NodeID(r), addr)
 		}
 	}
@@ -158,7 +161,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		rep = newReplicated(layout, core.NodeID(boot.Rank), l)
 		layers = []core.Machine{rep.machine()}
 	}
-	stack, err := newStack(core.NodeID(boot.Rank), ids, o, det, layers...)
+	stack, err := newStackJoin(core.NodeID(boot.Rank), ids, contactsOf(boot, reg), o, det, layers...)
 	if err != nil {
 		reg.Close()
 		tr.Close()
@@ -192,13 +195,19 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		// The collectives share memory where the connections of one
 		// host do: not over loopback TCP, which stands for a network
 		// (COHORT_UNIX=off), nor under TLS (no ring either).
-		s.collHost = hostsOf(reg.Addrs)
+		if !boot.Newcomer {
+			// A newcomer's communicators all hold it, a process no
+			// member's table numbers a host for: they run their
+			// collectives without shared memory, and so must it.
+			s.collHost = hostsOf(reg.Addrs)
+		}
 		s.collNoShm = tcfg.NoShm || tcfg.NoUnix || tcfg.TLS != nil
 	}
 	s.onFinal = func() {
 		tr.Close()
 		reg.Close()
 	}
+	reg.SetOnJoin(func(p int, addr string) { s.joined(p, addr) })
 	if err := s.run(stack, codec, o, o.events); err != nil {
 		reg.Close()
 		tr.Close()

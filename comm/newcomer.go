@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/launch"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -46,7 +47,7 @@ import (
 
 // MaxNewcomers is how many processes may join a job after its start, over
 // its whole life.
-const MaxNewcomers = 62
+const MaxNewcomers = launch.MaxNewcomers
 
 // kindWelcome's payload:
 //
@@ -63,6 +64,10 @@ var (
 	// other process failed or left before a Grow added it (the job ended
 	// before it could take part).
 	ErrNoWelcome = errors.New("comm: every other process of the job failed or left before adding this newcomer")
+	// ErrNotNeeded: as ErrNoWelcome, but some of the others finalized
+	// (they said so before leaving): the job ended without needing this
+	// newcomer, which holds nothing and may end as quietly.
+	ErrNotNeeded = errors.New("comm: the job's other processes finalized without adding this newcomer: it was not needed")
 )
 
 // newcomers is a session's knowledge of the processes that joined after
@@ -84,7 +89,19 @@ type newcomers struct {
 	alone   chan struct{}
 	grown   *Comm
 	payload []byte
+	// addrs[i] is newcomer i's listen address, as the launcher announced
+	// it (a job over TCP): HostOf reads it.
+	addrs [MaxNewcomers]string
 }
+
+// Over TCP (a job of cohort run --respawn) a newcomer is a process the
+// launcher started: its bootstrap says so (launch.Bootstrap.Newcomer),
+// and Init registers it late with the launcher's rendezvous, which first
+// tells every member its address (each transport knows it before the
+// newcomer asks anything) and then hands it the addresses of the
+// processes before it, without those gone. Init asks those, in order,
+// to admit it: it learns the current view and its members from the
+// membership's answer, not from the job's first list.
 
 // Started returns the number of processes the job started with (ranks
 // and spares); newcomers are numbered from it.
@@ -92,6 +109,48 @@ func (s *Session) Started() int { return s.size }
 
 // IsNewcomer reports whether this process joined the job after its start.
 func (s *Session) IsNewcomer() bool { return int(s.self) >= s.size }
+
+// Process returns this process's number: its rank in [Session.Processes],
+// or at a newcomer Started()+i.
+func (s *Session) Process() int { return int(s.self) }
+
+// tableLen is how many addresses the launcher's table holds for boot:
+// every process of the start, or, at a newcomer, those up to it.
+func tableLen(boot launch.Bootstrap) int {
+	if boot.Newcomer {
+		return boot.Rank + 1
+	}
+	return boot.Size
+}
+
+// contactsOf returns the processes a newcomer asks to admit it: those of
+// its table with an address and not gone, in order; nil for a process of
+// the start.
+func contactsOf(boot launch.Bootstrap, reg *launch.Registration) []core.NodeID {
+	if !boot.Newcomer {
+		return nil
+	}
+	contacts := []core.NodeID{}
+	for p, a := range reg.Addrs {
+		if a != "" && p != boot.Rank && !slices.Contains(reg.Gone, p) {
+			contacts = append(contacts, core.NodeID(p))
+		}
+	}
+	return contacts
+}
+
+// joined takes the launcher's news of a newcomer p at addr: the
+// transport may dial it from now on.
+func (s *Session) joined(p int, addr string) {
+	i := p - s.size
+	if i < 0 || i >= MaxNewcomers || core.NodeID(p) == s.self {
+		return
+	}
+	s.mu.Lock()
+	s.nc.addrs[i] = addr
+	s.mu.Unlock()
+	s.tr.SetPeer(core.NodeID(p), addr)
+}
 
 // Newcomers returns the newcomers that a view installed here admitted and
 // that no view since left out, in process order.
@@ -206,7 +265,8 @@ func (c *Comm) Grow(newcomers []int, payload []byte) (*Comm, error) {
 // it ([Comm.Grow]) and returns that communicator and the payload of the
 // welcome. It returns at once when the welcome has come already, and
 // fails at a process that started with the job ([ErrNotNewcomer]), when
-// a view holds this process alone ([ErrNoWelcome]), when ctx ends, or
+// a view holds this process alone ([ErrNoWelcome], or [ErrNotNeeded] if
+// some of the others finalized), when ctx ends, or
 // when the session ends. A newcomer that no process admits (every one
 // ended before its join got an answer) waits until ctx ends.
 func (s *Session) Welcome(ctx context.Context) (*Comm, []byte, error) {
@@ -217,6 +277,12 @@ func (s *Session) Welcome(ctx context.Context) (*Comm, []byte, error) {
 	case <-s.nc.welcome:
 		return s.nc.grown, s.nc.payload, nil
 	case <-s.nc.alone:
+		s.mu.Lock()
+		finalized := slices.Contains(s.left, true)
+		s.mu.Unlock()
+		if finalized {
+			return nil, nil, ErrNotNeeded
+		}
 		return nil, nil, ErrNoWelcome
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
@@ -259,6 +325,21 @@ func (s *Session) onWelcome(src int, p []byte) error {
 	s.nc.payload = m.payload
 	close(s.nc.welcome)
 	return nil
+}
+
+// preWelcomeQueues bounds the contexts a newcomer takes frames for before
+// its welcome: the grown communicator's three, and room for a few more.
+const preWelcomeQueues = 12
+
+// preWelcomeLocked reports whether a frame for a context of no
+// communicator may wait here: at a newcomer that has none yet. The
+// members send on the communicator that adds it right after the
+// welcome, but the welcome travels in the control lane and the data in
+// the data lane, and over TCP the data may come first; it waits in a
+// queue for its context until the welcome creates the communicator
+// (newComm takes the queues), instead of cutting its sender off.
+func (s *Session) preWelcomeLocked() bool {
+	return s.IsNewcomer() && len(s.comms) == 0 && len(s.queues) < preWelcomeQueues
 }
 
 // welcomeMsg is a welcome (kindWelcome).

@@ -109,13 +109,21 @@ func (c *Comm) Create(members []int) (*Comm, error) {
 // when the session does not know (a job of [Local], or p out of range).
 // Package resil places checkpoint copies on other hosts with it.
 func (s *Session) HostOf(p int) string {
-	if p < 0 || p >= len(s.addrs) {
+	addr := ""
+	if p >= 0 && p < len(s.addrs) {
+		addr = s.addrs[p]
+	} else if i := p - s.size; i >= 0 && i < MaxNewcomers {
+		s.mu.Lock()
+		addr = s.nc.addrs[i]
+		s.mu.Unlock()
+	}
+	if addr == "" {
 		return ""
 	}
-	ip := hostIP(s.addrs[p])
+	ip := hostIP(addr)
 	switch {
 	case ip == nil:
-		h, _, _ := net.SplitHostPort(s.addrs[p])
+		h, _, _ := net.SplitHostPort(addr)
 		return h
 	case ip.IsLoopback():
 		return "127.0.0.1"
