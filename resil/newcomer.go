@@ -70,6 +70,9 @@ func (j *Job) admit(next *comm.Comm, bits, outcome int) (*comm.Comm, error) {
 // recovery.
 func (j *Job) awaitWelcome(ctx context.Context) (done bool, err error) {
 	c, payload, err := j.s.Welcome(ctx)
+	if errors.Is(err, comm.ErrNotNeeded) {
+		return true, nil // the run ended without this newcomer, as a spare's may
+	}
 	if err != nil {
 		return true, fmt.Errorf("resil: waiting to be added to the job: %w", err)
 	}
