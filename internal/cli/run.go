@@ -88,6 +88,18 @@ N+S processes in order (spread puts the spares on the hosts with the
 fewest ranks; cohort run says where each spare went), and a process lost
 with its host counts as replaced, as a killed one does.
 
+With --respawn (and --spares) a process that a signal ends (a crash, a kill)
+once the job has started
+is started again on this machine: the new process, numbered from N+S on,
+joins the running job as a spare (its address reaches every process before
+it asks the membership to admit it) and takes the rank of the next process
+to die. Each line about a restart starts with "cohort run:". --respawn=K
+starts each process of the job's start again at most K times, counting
+the deaths of its restarts (default 3; at most 62 restarts in all); past
+that, or if a restart fails to start, the job goes on with the spares it
+has. A restart the job never needed is stopped once every other process
+has ended, and does not fail the job.
+
 The ranks' connections are authenticated by the job's secret; --encrypt
 also encrypts them, with TLS 1.3 and a certificate made for the job (its
 key reaches the ranks in their environment, as the secret does). Credentials: --name (default
@@ -100,6 +112,7 @@ Examples:
   cohort run -n 8 --prefix --kill 3@200ms ./examples/pi
   cohort run -n 4 -r 2 --kill 5@300ms ./examples/allreduce
   cohort run -n 4 --spares 1 --kill 2@1s ./examples/jacobi
+  cohort run -n 4 --spares 1 --respawn --kill 1@1s --kill 2@4s ./examples/jacobi
   cohort run -n 4 -r 2 --hosts supernode:sn1@10.0.0.2:7940 ./nqueens -- -n 16
   cohort run -n 4 --spares 2 --hosts supernode:sn1@10.0.0.2:7940 ./jacobi
   cohort run -n 2 ./examples/pingpong -- -iters 1000
@@ -159,6 +172,8 @@ func runRun(ctx context.Context, c *call) error {
 	fs.IntVar(&cfg.Replicas, "r", 1, "`replicas` of each rank (transparent replication: a rank lives while one of its replicas does)")
 	fs.IntVar(&cfg.Spares, "spares", 0, "`spare` processes that take the rank of a process that dies (programs using package resil)")
 	fs.BoolVar(&cfg.Encrypt, "encrypt", false, "encrypt the ranks' connections (TLS 1.3 with a certificate made for the job)")
+	respawn := respawnFlag{limit: &cfg.Respawn}
+	fs.Var(respawn, "respawn", "start a process that dies again, as a spare; `=K`: at most K times per process (default 3)")
 	hf := addHostsFlags(fs)
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
 		return err
@@ -181,6 +196,8 @@ func runRun(ctx context.Context, c *call) error {
 		return usagef("--spares %d: want 0 to %d spare processes", cfg.Spares, maxRunRanks)
 	case cfg.Spares > 0 && cfg.Replicas > 1:
 		return usagef("--spares with -r %d: spares and replicas do not go together", cfg.Replicas)
+	case cfg.Respawn > 0 && cfg.Spares < 1:
+		return usagef("--respawn needs --spares: a process started again joins as a spare, which only a program that takes spares (package resil) uses")
 	case len(rest) == 0 || rest[0] == "--" && len(rest) == 1:
 		return usagef("missing the PROGRAM to run")
 	}
@@ -200,8 +217,11 @@ func runRun(ctx context.Context, c *call) error {
 	if *hf.hosts == "" && *hf.dialOutOnly != "" {
 		return usagef("--dial-out-only names daemons: it goes with --hosts")
 	}
-	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
-		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
+	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure || cfg.Respawn > 0) {
+		return usagef("--kill, --abort-on-failure and --respawn are for jobs on this machine, not with --hosts yet")
+	}
+	if cfg.Respawn > 0 {
+		cfg.Notices = func(line string) { fmt.Fprintf(c.stderr, "cohort run: %s\n", line) }
 	}
 	if rest[0] == "--" {
 		rest = rest[1:]
@@ -235,7 +255,7 @@ func runRun(ctx context.Context, c *call) error {
 		err = replicaOutcome(c, cfg, exits, err)
 	}
 	if cfg.Spares > 0 && err != nil {
-		err = spareOutcome(c, err)
+		err = spareOutcome(c, cfg.N+cfg.Spares, err)
 	}
 	var fe *launch.FailedError
 	if errors.As(err, &fe) {
@@ -309,24 +329,64 @@ func replicaOutcome(c *call, cfg launch.Config, exits []launch.Exit, err error) 
 	return logical
 }
 
-// spareOutcome judges a job with spares: the processes the launcher
-// killed were replaced (a spare took each one's rank, or it was an idle
-// spare), so the job succeeded if every other process exited with status
-// 0; those lost are reported. A process that failed on its own (the
-// program's verdict: no spare left, a state lost) stands.
-func spareOutcome(c *call, err error) error {
+// spareOutcome judges a job with spares, started with procs processes:
+// the processes the launcher killed were replaced (a spare took each
+// one's rank, or it was an idle spare), and so were the restarts
+// (--respawn) that ended before they joined (they held nothing), so the
+// job succeeded if every other process exited with status 0; those lost
+// are reported. A process that failed on its own (the program's verdict:
+// no spare left, a state lost) stands.
+func spareOutcome(c *call, procs int, err error) error {
 	var fe *launch.FailedError
 	if !errors.As(err, &fe) || fe.Cause != nil {
 		return err
 	}
+	replaced := func(x launch.Exit) bool { return x.Killed || x.Rank >= procs && !x.Registered }
 	for _, x := range fe.Failed {
-		if !x.Killed {
+		if !replaced(x) {
 			return err
 		}
 	}
 	for _, x := range fe.Failed {
+		if x.Rank >= procs {
+			fmt.Fprintf(c.stderr, "cohort run: process %d (process %d started again) ended before it joined (%s); the job went on without it\n", x.Rank, x.Of, x.How())
+			continue
+		}
 		fmt.Fprintf(c.stderr, "cohort run: process %d lost (%s); the job went on without it\n", x.Rank, x.How())
 	}
+	return nil
+}
+
+// defaultRespawns is how many times --respawn starts each process of the
+// job's start again when no K is given.
+const defaultRespawns = 3
+
+// respawnFlag is --respawn, alone (defaultRespawns) or --respawn=K.
+type respawnFlag struct{ limit *int }
+
+func (f respawnFlag) IsBoolFlag() bool { return true }
+
+func (f respawnFlag) String() string {
+	if f.limit == nil || *f.limit == 0 {
+		return ""
+	}
+	return strconv.Itoa(*f.limit)
+}
+
+func (f respawnFlag) Set(s string) error {
+	switch s {
+	case "true":
+		*f.limit = defaultRespawns
+		return nil
+	case "false":
+		*f.limit = 0
+		return nil
+	}
+	k, err := strconv.Atoi(s)
+	if err != nil || k < 0 || k > launch.MaxNewcomers {
+		return fmt.Errorf("%q: want --respawn alone or --respawn=K, K from 0 to %d restarts per process", s, launch.MaxNewcomers)
+	}
+	*f.limit = k
 	return nil
 }
 

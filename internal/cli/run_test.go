@@ -129,6 +129,10 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "-n", "2", "--spares", "-1", rankPkg}, exitUsage, "--spares -1: want 0 to 1024 spare processes"},
 		{[]string{"run", "-n", "2", "--spares", "1", "-r", "2", rankPkg}, exitUsage, "spares and replicas do not go together"},
 		{[]string{"run", "-n", "2", "--spares", "1", "--kill", "3@1s", rankPkg}, exitUsage, "--kill 3@1s: process 3 is out of range for -n 2 --spares 1 (0 to 2; the spares are processes 2 to 2)"},
+		{[]string{"run", "-n", "2", "--respawn", rankPkg}, exitUsage, "--respawn needs --spares"},
+		{[]string{"run", "-n", "2", "--spares", "1", "--respawn=many", rankPkg}, exitUsage, `"many": want --respawn alone or --respawn=K, K from 0 to 62`},
+		{[]string{"run", "-n", "2", "--spares", "1", "--respawn=63", rankPkg}, exitUsage, `"63": want --respawn alone or --respawn=K`},
+		{[]string{"run", "-n", "2", "--spares", "1", "--respawn", "--hosts", "supernode:sn@127.0.0.1:1", rankPkg}, exitUsage, "--respawn are for jobs on this machine"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)
