@@ -95,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jacobi: %v\n", err)
 		return 2
 	}
-	me := s.Processes().Rank()
+	me := s.Process()
 	var res result
 	announced := false
 	err = j.Run(ctx, func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {

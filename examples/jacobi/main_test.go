@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,4 +209,124 @@ func TestNoSpareShrinkSameChecksum(t *testing.T) {
 			t.Errorf("rank 0 did not say %q:\n%s", says, res.Stdout)
 		}
 	}
+}
+
+// A killed process started again (launch.Config.Respawn) joins the
+// running job as a spare and takes the rank of the next process killed:
+// process 1 is killed, the spare (process 3) takes rank 1 and process 1
+// comes back as process 4; once every survivor's membership admitted
+// process 4, process 2 is killed, and process 4 takes rank 2. The plate
+// is bit-identical with the failure-free one; process 2 comes back too,
+// as process 5, which the job never needs: it ends with the others (or
+// the launcher stops it as idle), and the job succeeds.
+func TestRespawnedProcessTakesTheNextKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes for seconds")
+	}
+	long := []string{"-size", "64", "-iters", "4000", "-k", "50", "-pace", "1ms", "-timeout", "90s"}
+	clean := proctest.Launch(t, childEnv, 3, nil, long...)
+	if clean.Err != nil {
+		t.Fatalf("failure-free run: %v", clean.Err)
+	}
+	want := checksumOf(t, clean)
+	var notices syncLines
+	cfg := launch.Config{N: 3, Spares: 1, Respawn: 1, Notices: notices.add,
+		Kills: []launch.Kill{{Rank: 1, After: 300 * time.Millisecond}}}
+	var secondErr error
+	res := proctest.Run(t, childEnv, cfg, func(job *launch.Job, events string) {
+		// The second kill waits until every survivor's view holds
+		// process 4.
+		secondErr = waitAdmitted(events, 4, []int{0, 2, 3})
+		if secondErr == nil {
+			secondErr = job.Kill(2)
+		}
+	}, long...)
+	t.Logf("the launcher's notices:\n%s", notices.String())
+	if secondErr != nil {
+		t.Fatalf("second kill: %v", secondErr)
+	}
+	for p, x := range res.Exits {
+		switch {
+		case p == 1 || p == 2:
+			if !x.Killed {
+				t.Fatalf("process %d was not killed (%s)", p, x.How())
+			}
+		case !x.OK() && !x.Idle:
+			t.Errorf("process %d: %s", p, x.How())
+		}
+	}
+	if len(res.Exits) != 6 {
+		t.Errorf("%d processes ended, want 6 (4 started, 2 started again)", len(res.Exits))
+	}
+	if got := checksumOf(t, res); got != want {
+		t.Errorf("checksum %s with two kills, %s without", got, want)
+	}
+	for _, says := range []string{"[3] jacobi: process 3 took rank 1, resuming", "[4] jacobi: process 4 took rank 2, resuming"} {
+		if !strings.Contains(res.Stdout, says) {
+			t.Errorf("no line %q:\n%s", says, res.Stdout)
+		}
+	}
+	for _, says := range []string{"started it again as process 4", "started it again as process 5"} {
+		if !strings.Contains(notices.String(), says) {
+			t.Errorf("the launcher did not say %q", says)
+		}
+	}
+}
+
+// waitAdmitted waits until a view installed at each of procs (their event
+// streams in dir) holds process p, for at most a minute.
+func waitAdmitted(dir string, p int, procs []int) error {
+	member := fmt.Sprintf("%d", p)
+	deadline := time.Now().Add(time.Minute)
+	for _, q := range procs {
+		for !viewHolds(launch.EventsPath(dir, q), member) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d's views never held process %d", q, p)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// viewHolds reports whether the event stream at path has a view
+// installed whose members include member.
+func viewHolds(path, member string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var ev struct {
+			Type   string
+			Fields struct{ Members []json.Number }
+		}
+		if json.Unmarshal([]byte(line), &ev) != nil || !strings.HasSuffix(ev.Type, ".ViewInstalled") {
+			continue
+		}
+		for _, m := range ev.Fields.Members {
+			if m.String() == member {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// syncLines collects lines from several goroutines.
+type syncLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *syncLines) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+}
+
+func (l *syncLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }

@@ -53,6 +53,17 @@ func Launch(t testing.TB, env string, n int, kills []launch.Kill, args ...string
 // (launch.Config.Spares); kills and exits name processes.
 func LaunchSpares(t testing.TB, env string, n, spares int, kills []launch.Kill, args ...string) Result {
 	t.Helper()
+	return Run(t, env, launch.Config{N: n, Spares: spares, Kills: kills}, nil, args...)
+}
+
+// Run is Launch with the job's settings in cfg (its N, Spares, Kills,
+// Respawn and Notices; the rest is Launch's), calling during, if not
+// nil, with the running job and the directory of its ranks' event
+// streams (launch.EventsPath): a test drives the job from there (kills
+// timed on the ranks' events), and Run waits for the job's end after.
+func Run(t testing.TB, env string, cfg launch.Config, during func(job *launch.Job, events string), args ...string) Result {
+	t.Helper()
+	n, spares := cfg.N, cfg.Spares
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -61,19 +72,23 @@ func LaunchSpares(t testing.TB, env string, n, spares int, kills []launch.Kill, 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	events := t.TempDir()
+	restarts := 0 // the job's, once it ends
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("membership and failure events of each rank (from %s):\n%s", events, eventDigest(events, n+spares))
+			t.Logf("membership and failure events of each rank (from %s):\n%s", events, eventDigest(events, n+spares+restarts))
 		}
 	})
-	job, err := launch.Start(ctx, launch.Config{
-		N: n, Spares: spares, Program: exe, Args: args, Env: []string{env + "=1"},
-		Stdout: &stdout, Stderr: &stderr, Prefix: true, Kills: kills, EventsDir: events,
-	})
+	cfg.Program, cfg.Args, cfg.Env = exe, args, []string{env + "=1"}
+	cfg.Stdout, cfg.Stderr, cfg.Prefix, cfg.EventsDir = &stdout, &stderr, true, events
+	job, err := launch.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if during != nil {
+		during(job, events)
+	}
 	exits, err := job.Wait()
+	restarts = job.Restarts()
 	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), Exits: exits, Err: err}
 	t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
 	return res
