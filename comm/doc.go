@@ -130,8 +130,12 @@
 //     sent; what it decides (Shrink's new communicator) is used only by
 //     data sent after the decision, which a receiver that has not created
 //     that communicator yet keeps for it (see Communicators);
-//   - a welcome ahead of data: a newcomer gets no data on the communicator
-//     it announces before an agreement on that communicator, whose steps
+//   - data ahead of a welcome: the data the members send on the
+//     communicator a welcome announces (package resil's recovery sends
+//     some before any agreement on it) may reach the newcomer before the
+//     welcome; a newcomer that has no communicator yet keeps it in a
+//     queue for its context, for a few contexts, until the welcome
+//     creates the communicator (newcomer.go), and the agreement's steps
 //     follow the welcome in the lane.
 //
 // Virtual-node mapping updates, ready-to-sends and credit travel with the
@@ -175,8 +179,10 @@
 // spare of any other program ([ErrSpare]) unless it passes [AllowSpares].
 //
 // A process may also join the running job later, as a newcomer with a
-// process number of its own ([JoinLocal], in a job of one process; a
-// failed process never comes back under its number): the membership
+// process number of its own ([JoinLocal] in a job of one process; over
+// TCP a process that `cohort run --respawn` starts again, which [Init]
+// registers late with the launcher; a failed process never comes back
+// under its number): the membership
 // admits it, [Session.Newcomers] lists it at every process whose view
 // holds it, and the members of a communicator add it with [Comm.Grow],
 // its [Session.Welcome] returning the same communicator (newcomer.go).
