@@ -85,7 +85,8 @@
 // # Newcomers
 //
 // A process may join the running job as a spare: a process started
-// again where one died, say ([comm.JoinLocal] in a job of one process).
+// again where one died (`cohort run --spares S --respawn`, or
+// [comm.JoinLocal] in a job of one process).
 // It is a new process with a new number (comm's newcomers), never the
 // failed one back; it runs New and Run like the others, and Run waits
 // until the survivors add it. Every process ANDs into the agreement that
@@ -98,16 +99,17 @@
 // races with a failure or a recovery is added at the next attempt's end
 // where every survivor has seen it admitted, at the latest the run's end
 // (its Run then returns nil, as a spare's does); one admitted after the
-// run's last agreement gets [comm.ErrNoWelcome] once the others have
-// gone.
+// run's last agreement gets [comm.ErrNoWelcome] (its Run's error) once
+// the others have gone, or, if some of them finalized, [comm.ErrNotNeeded],
+// and its Run returns nil.
 //
 // # Limits
 //
-// Only a job of one process ([comm.LocalSpares]) can start a newcomer
-// today: cohort run, --hosts and SLURM start the N+S processes of the
-// job and no others, and a newcomer of a job over TCP would need its
-// address spread to every process (the launcher's address table is made
-// once, at the start). A job admits at most [comm.MaxNewcomers]. Where
+// Over TCP only `cohort run` on one host starts newcomers (--respawn,
+// which bounds the restarts of each process); with --hosts and under
+// SLURM the job is its N+S processes of the start. A newcomer that is
+// not yet admitted by every survivor's view when a rank is lost is not
+// a spare for that loss. A job admits at most [comm.MaxNewcomers]. Where
 // the processes run is the launcher's choice (cohort run --hosts spreads
 // the spares; under SLURM, srun's distribution places them).
 //
