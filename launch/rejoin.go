@@ -254,9 +254,11 @@ func (r *Rendezvous) registerLate(c *rankConn, addr string) {
 	r.addrs[c.rank] = addr
 	r.signal()
 	wait := map[int]bool{}
+	var tell []*rankConn // the members to tell (wait empties as they answer)
 	for _, m := range members {
 		if !l.gone[m.rank] {
 			wait[m.rank] = true
+			tell = append(tell, m)
 		}
 	}
 	wake := make(chan struct{})
@@ -270,8 +272,8 @@ func (r *Rendezvous) registerLate(c *rankConn, addr string) {
 	}
 	r.mu.Unlock()
 	news := joinedMsg{Process: c.rank, Addr: addr}
-	for _, m := range members {
-		if wait[m.rank] && m.send(news, r.cfg.HandshakeTimeout) != nil {
+	for _, m := range tell {
+		if m.send(news, r.cfg.HandshakeTimeout) != nil {
 			m.nc.Close() // its serve loop ends: gone
 		}
 	}
