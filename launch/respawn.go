@@ -32,8 +32,9 @@ import (
 // idleNewcomerWait is how long restarts may run on after every process of
 // the job's start has ended, before they are stopped as idle. A restart
 // that holds a rank ends with the others (the run's last agreement ends
-// every rank's run): the wait covers a loaded machine's delays.
-const idleNewcomerWait = 10 * time.Second
+// every rank's run): the wait covers a loaded machine's delays. A
+// variable for the tests.
+var idleNewcomerWait = 10 * time.Second
 
 // spawner is what starting one of the job's processes takes.
 type spawner struct {

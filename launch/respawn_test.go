@@ -2,8 +2,11 @@ package launch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +116,34 @@ func TestJobRespawnConfig(t *testing.T) {
 	for _, cfg := range []Config{{N: 2, Respawn: 1, Program: "x"}, {N: 2, Spares: 1, Respawn: -1, Program: "x"}} {
 		if err := cfg.check(); err == nil {
 			t.Errorf("%+v: no error", cfg)
+		}
+	}
+}
+
+// Restarts still running once every process of the start has ended are
+// stopped as idle, and their exits do not fail the job: only the killed
+// processes do.
+func TestJobRespawnIdleStopped(t *testing.T) {
+	defer func(d time.Duration) { idleNewcomerWait = d }(idleNewcomerWait)
+	idleNewcomerWait = 50 * time.Millisecond
+	job, n := startHeld(t, Config{N: 1, Spares: 1, Respawn: 1})
+	for _, p := range []int{0, 1} {
+		if err := job.Kill(p); err != nil {
+			t.Fatal(err)
+		}
+		n.await(t, fmt.Sprintf("process %d ended (killed by the launcher's crash injection (SIGKILL)); started it again as process %d", p, p+2))
+	}
+	for range 2 {
+		n.await(t, "every process of the job's start has ended, and the job never needed it")
+	}
+	exits, err := job.Wait()
+	var fe *FailedError
+	if !errors.As(err, &fe) || !slices.Equal(fe.Ranks(), []int{0, 1}) {
+		t.Fatalf("job: %v, want processes 0 and 1 failed", err)
+	}
+	for _, x := range exits[2:] {
+		if !x.Idle || !x.Stopped {
+			t.Errorf("process %d: idle %v, stopped %v (%s); want both", x.Rank, x.Idle, x.Stopped, x.How())
 		}
 	}
 }
