@@ -72,6 +72,21 @@ func TestRunSpareKilled(t *testing.T) {
 	}
 }
 
+// TestRunRespawn: with --respawn, the process killed comes back as
+// process 4, said on standard error, and the job succeeds with the
+// failure-free checksum whether or not the job needed process 4.
+func TestRunRespawn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/jacobi and starts real processes")
+	}
+	code, stdout, stderr := run(t, "run", "-n", "3", "--spares", "1", "--respawn=1", "--kill", "1@300ms",
+		"../../examples/jacobi", "--", "-size", "64", "-iters", "1500", "-pace", "1ms")
+	says := "cohort run: process 1 ended (killed by the launcher's crash injection (SIGKILL)); started it again as process 4, which joins the job as a spare"
+	if code != exitOK || !strings.Contains(stdout, "checksum 6dfe50962f3e68bd") || !strings.Contains(stderr, says) {
+		t.Fatalf("exit %d, want 0, the failure-free checksum and %q\nstdout:\n%s\nstderr:\n%s", code, says, stdout, stderr)
+	}
+}
+
 // TestRunDeadBeforeRegistering: a process that dies before it registers
 // does not stop the start: the others run, and the failure names it
 // alone; --abort-on-failure aborts the start instead.
