@@ -88,12 +88,12 @@ N+S processes in order (spread puts the spares on the hosts with the
 fewest ranks; cohort run says where each spare went), and a process lost
 with its host counts as replaced, as a killed one does.
 
-With --respawn (and --spares) a process that a signal ends (a crash, a kill)
-once the job has started
-is started again on this machine: the new process, numbered from N+S on,
-joins the running job as a spare (its address reaches every process before
-it asks the membership to admit it) and takes the rank of the next process
-to die. Each line about a restart starts with "cohort run:". --respawn=K
+With --respawn (and --spares) a process that a signal ends (a crash, a
+kill) once the job has started is started again on this machine: the new
+process, numbered from N+S on, joins the running job as a spare (its
+address reaches every process before it asks the membership to admit it)
+and takes the rank of a process that dies after every survivor admitted
+it. Each line about a restart starts with "cohort run:". --respawn=K
 starts each process of the job's start again at most K times, counting
 the deaths of its restarts (default 3; at most 62 restarts in all); past
 that, or if a restart fails to start, the job goes on with the spares it
@@ -173,7 +173,7 @@ func runRun(ctx context.Context, c *call) error {
 	fs.IntVar(&cfg.Spares, "spares", 0, "`spare` processes that take the rank of a process that dies (programs using package resil)")
 	fs.BoolVar(&cfg.Encrypt, "encrypt", false, "encrypt the ranks' connections (TLS 1.3 with a certificate made for the job)")
 	respawn := respawnFlag{limit: &cfg.Respawn}
-	fs.Var(respawn, "respawn", "start a process that dies again, as a spare; `=K`: at most K times per process (default 3)")
+	fs.Var(respawn, "respawn", "start a process that a signal ends again, as a spare (needs --spares); --respawn=K: at most K times per process, default 3")
 	hf := addHostsFlags(fs)
 	if err := c.parse(fs, c.args, math.MaxInt); err != nil {
 		return err
