@@ -262,7 +262,7 @@ func runRun(ctx context.Context, c *call) error {
 		if errors.Is(fe.Cause, context.Canceled) {
 			return context.Canceled
 		}
-		n := cfg.N + cfg.Spares // with spares, exits name processes
+		n := cfg.N + cfg.Spares + job.Restarts() // with spares, exits name processes
 		if cfg.Replicas > 1 && fe.Cause != nil {
 			n *= cfg.Replicas // the launcher's failure: counted in processes
 		}
