@@ -10,10 +10,12 @@
 //
 //	cohort run -n 4 ./examples/jacobi
 //	cohort run -n 4 --spares 1 --kill 2@1s ./examples/jacobi
+//	cohort run -n 4 --spares 1 --respawn --kill 1@1s --kill 2@4s ./examples/jacobi
 //
 // The second run loses rank 2's process after 1 s; the spare takes rank 2,
 // every rank goes back to the last checkpoint, and the checksum is the
-// same, bit for bit. With -shrink, a rank lost when no spare is left is
+// same, bit for bit. In the third, process 1 comes back as process 5, a
+// spare again, which takes rank 2 when its process dies. With -shrink, a rank lost when no spare is left is
 // dropped instead of ending the job: the ranks left go back to the last
 // checkpoint, spread the plate's rows over themselves (the lost rank's
 // from its buddy) and go on, to the same checksum. With -dir DIR the checkpoints also go to disk, and a
