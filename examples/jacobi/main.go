@@ -10,7 +10,7 @@
 //
 //	cohort run -n 4 ./examples/jacobi
 //	cohort run -n 4 --spares 1 --kill 2@1s ./examples/jacobi
-//	cohort run -n 4 --spares 1 --respawn --kill 1@1s --kill 2@4s ./examples/jacobi
+//	cohort run -n 4 --spares 1 --respawn --kill 1@1s --kill 2@3s ./examples/jacobi -- -iters 8000
 //
 // The second run loses rank 2's process after 1 s; the spare takes rank 2,
 // every rank goes back to the last checkpoint, and the checksum is the

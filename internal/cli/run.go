@@ -112,7 +112,7 @@ Examples:
   cohort run -n 8 --prefix --kill 3@200ms ./examples/pi
   cohort run -n 4 -r 2 --kill 5@300ms ./examples/allreduce
   cohort run -n 4 --spares 1 --kill 2@1s ./examples/jacobi
-  cohort run -n 4 --spares 1 --respawn --kill 1@1s --kill 2@4s ./examples/jacobi
+  cohort run -n 4 --spares 1 --respawn --kill 1@1s --kill 2@3s ./examples/jacobi -- -iters 8000
   cohort run -n 4 -r 2 --hosts supernode:sn1@10.0.0.2:7940 ./nqueens -- -n 16
   cohort run -n 4 --spares 2 --hosts supernode:sn1@10.0.0.2:7940 ./jacobi
   cohort run -n 2 ./examples/pingpong -- -iters 1000
