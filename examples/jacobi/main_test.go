@@ -330,3 +330,41 @@ func (l *syncLines) String() string {
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
 }
+
+// A restart that fails before it joins (process 4 exits at once) is
+// reported, and the job goes on with the spare it has: the spare took
+// rank 1, and the plate is bit-identical.
+func TestRespawnThatFailsLeavesTheJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes for seconds")
+	}
+	clean := proctest.Launch(t, childEnv, 3, nil, args...)
+	if clean.Err != nil {
+		t.Fatalf("failure-free run: %v", clean.Err)
+	}
+	want := checksumOf(t, clean)
+	var notices syncLines
+	cfg := launch.Config{N: 3, Spares: 1, Respawn: 1, Notices: notices.add,
+		Kills: []launch.Kill{{Rank: 1, After: 300 * time.Millisecond}}}
+	res := proctest.Run(t, childEnv, cfg, nil, append([]string{dieEarly + "4"}, args...)...)
+	if !res.Exits[1].Killed {
+		t.Fatalf("process 1 was not killed (%s): the run ended first", res.Exits[1].How())
+	}
+	if says := "started it again as process 4"; !strings.Contains(notices.String(), says) {
+		t.Fatalf("the launcher did not say %q:\n%s", says, notices.String())
+	}
+	if len(res.Exits) != 5 {
+		t.Fatalf("%d processes ended, want 5", len(res.Exits))
+	}
+	if x := res.Exits[4]; x.Registered || x.Code != 3 || x.Of != 1 {
+		t.Errorf("process 4: %s (registered %v, of %d), want exit code 3 before registering, of 1", x.How(), x.Registered, x.Of)
+	}
+	for _, p := range []int{0, 2, 3} {
+		if !res.Exits[p].OK() {
+			t.Errorf("process %d: %s", p, res.Exits[p].How())
+		}
+	}
+	if got := checksumOf(t, res); got != want {
+		t.Errorf("checksum %s, %s without a failure", got, want)
+	}
+}
