@@ -261,7 +261,9 @@ func TestRespawnedProcessTakesTheNextKill(t *testing.T) {
 	if got := checksumOf(t, res); got != want {
 		t.Errorf("checksum %s with two kills, %s without", got, want)
 	}
-	for _, says := range []string{"[3] jacobi: process 3 took rank 1, resuming", "[4] jacobi: process 4 took rank 2, resuming"} {
+	// Resuming from a checkpoint, or, on a machine so loaded that none
+	// was committed before a kill, afresh.
+	for _, says := range []string{"[3] jacobi: process 3 took rank 1, ", "[4] jacobi: process 4 took rank 2, "} {
 		if !strings.Contains(res.Stdout, says) {
 			t.Errorf("no line %q:\n%s", says, res.Stdout)
 		}
