@@ -14,14 +14,17 @@ import (
 // for another node, or checked and delivered in its pair's stream if it
 // is for us.
 
-// placeRelayed returns the buffer a large relayed frame that we forward
-// is read into (it is then queued as it is, not copied), or nil for one
-// to read as usual (one for us, checked in the reader's buffer).
+// placeRelayed returns the buffer a large relayed frame is read into: a
+// relay then queues it as it is, not copied, and the destination checks
+// and delivers the frame from it, without growing the frame reader's
+// buffer to the frame's size and moving the frame's first bytes to its
+// start. It returns nil for a frame to read as usual (one that is not
+// from c's peer to us).
 func (t *Transport) placeRelayed(c *conn, f wire.Frame, n int) []byte {
 	d := wire.NewDecoder(f.Payload)
 	d.NodeID() // the origin
-	final := d.NodeID()
-	if d.Err() != nil || final == t.self || f.Src != c.peer || f.Dst != t.self {
+	d.NodeID() // the destination
+	if d.Err() != nil || f.Src != c.peer || f.Dst != t.self {
 		return nil
 	}
 	b := getBigBuf(n)
@@ -33,7 +36,7 @@ func (t *Transport) placeRelayed(c *conn, f wire.Frame, n int) []byte {
 // onRelayed handles a KindRelay frame read from c: forwarded if it is for
 // another node, delivered if it is for us. owned, if not nil, is the
 // buffer of getBigBuf's that holds f.Payload, which forwarding keeps (or
-// gives back).
+// gives back) and delivery gives back.
 func (t *Transport) onRelayed(c *conn, f wire.Frame, owned *[]byte) {
 	h, headLen, body, _, err := wire.DecodeRelay(f.Payload)
 	if err != nil {
@@ -45,6 +48,8 @@ func (t *Transport) onRelayed(c *conn, f wire.Frame, owned *[]byte) {
 		t.forward(c, h, f.Payload, owned)
 		return
 	}
+	// Ours: delivered before this returns (Deliver keeps no payload).
+	defer putBigBuf(owned)
 	if h.Origin == t.self {
 		t.relayRejected(c, "a relayed frame from ourselves", nil)
 		return
