@@ -30,74 +30,83 @@ func (e *countingEnd) Deliver(f wire.Frame) {
 func (e *countingEnd) Hint(core.PeerHint) {}
 
 // BenchmarkRelayed streams frames from node 1 to node 3 over loopback
-// TCP, with their direct link cut (BlockPeer): each goes through node 2.
-// A window of 64 frames is sent, then waited for; the bytes per second
-// are the relayed bandwidth (compare BenchmarkThroughput's direct path, or
-// `cohort bench p2p --relayed`, which measures both in one run).
+// TCP, with their direct link cut (BlockPeer): each goes through node 2
+// (path=relayed); or over their connection (path=direct), for a profile
+// of both. A window of 64 frames is sent, then waited for; the bytes per
+// second are the bandwidth (`cohort bench p2p --relayed` measures both
+// paths in one run, in turn).
 //
-//	go test -run '^$' -bench Relayed -benchtime 20x -cpuprofile cpu.out ./transport/tcp
+//	go test -run '^$' -bench Relayed/path=relayed -benchtime 20x -cpuprofile cpu.out ./transport/tcp
 func BenchmarkRelayed(b *testing.B) {
-	for _, size := range []int{64 << 10, 1 << 20} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			const window = 64
-			var trs [3]*tcp.Transport
-			end := &countingEnd{window: window, done: make(chan struct{}, 1)}
-			for i := range trs {
-				cfg := config(core.NodeID(i+1), nil)
-				cfg.NoUnix = true
-				tr, err := tcp.Listen(cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer tr.Close()
-				trs[i] = tr
-			}
-			for i, a := range trs {
-				for j, c := range trs {
-					if i != j {
-						a.SetPeer(core.NodeID(j+1), c.Addr())
-					}
-				}
-			}
-			trs[0].SetHandler(transport.HandlerFuncs{})
-			trs[1].SetHandler(transport.HandlerFuncs{})
-			trs[2].SetHandler(end)
-			trs[0].Keep([]core.NodeID{2})
-			trs[2].Keep([]core.NodeID{2})
-			trs[0].BlockPeer(3, true)
-			trs[2].BlockPeer(1, true)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			payload := make([]byte, size)
-			sendWindow := func() {
-				for range window {
-					if err := trs[0].Send(ctx, 3, wire.Frame{Kind: seqKind, Payload: payload}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				select {
-				case <-end.done:
-				case <-ctx.Done():
-					b.Fatal(ctx.Err())
-				}
-			}
-			sendWindow() // the relayed path settles
-			if trs[1].Stats().Forwarded == 0 {
-				b.Fatal("node 2 forwarded nothing")
-			}
-			b.SetBytes(int64(window * size))
-			b.ResetTimer()
-			for range b.N {
-				sendWindow()
-			}
-			b.StopTimer()
-			// Frames sent again (a rewind: the acknowledgements came too
-			// late) or dropped on the way cost the bandwidth twice.
-			s1, s2, s3 := trs[0].Stats(), trs[1].Stats(), trs[2].Stats()
-			b.ReportMetric(float64(s1.Resent)/float64(b.N), "resent/op")
-			b.ReportMetric(float64(s2.RelayDropped+s3.RelayGaps+s3.Duplicates)/float64(b.N), "lost/op")
-		})
+	for _, path := range []string{"direct", "relayed"} {
+		for _, size := range []int{64 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("path=%s/size=%d", path, size), func(b *testing.B) {
+				benchmarkRelayed(b, path == "relayed", size)
+			})
+		}
 	}
+}
+
+func benchmarkRelayed(b *testing.B, relayed bool, size int) {
+	const window = 64
+	var trs [3]*tcp.Transport
+	end := &countingEnd{window: window, done: make(chan struct{}, 1)}
+	for i := range trs {
+		cfg := config(core.NodeID(i+1), nil)
+		cfg.NoUnix = true
+		tr, err := tcp.Listen(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.Close()
+		trs[i] = tr
+	}
+	for i, a := range trs {
+		for j, c := range trs {
+			if i != j {
+				a.SetPeer(core.NodeID(j+1), c.Addr())
+			}
+		}
+	}
+	trs[0].SetHandler(transport.HandlerFuncs{})
+	trs[1].SetHandler(transport.HandlerFuncs{})
+	trs[2].SetHandler(end)
+	trs[0].Keep([]core.NodeID{2})
+	trs[2].Keep([]core.NodeID{2})
+	if relayed {
+		trs[0].BlockPeer(3, true)
+		trs[2].BlockPeer(1, true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	payload := make([]byte, size)
+	sendWindow := func() {
+		for range window {
+			if err := trs[0].Send(ctx, 3, wire.Frame{Kind: seqKind, Payload: payload}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-end.done:
+		case <-ctx.Done():
+			b.Fatal(ctx.Err())
+		}
+	}
+	sendWindow() // the path settles
+	if f := trs[1].Stats().Forwarded; (f > 0) != relayed {
+		b.Fatalf("node 2 forwarded %d frames (relayed: %v)", f, relayed)
+	}
+	b.SetBytes(int64(window * size))
+	b.ResetTimer()
+	for range b.N {
+		sendWindow()
+	}
+	b.StopTimer()
+	// Frames sent again (a rewind: the acknowledgements came too
+	// late) or dropped on the way cost the bandwidth twice.
+	s1, s2, s3 := trs[0].Stats(), trs[1].Stats(), trs[2].Stats()
+	b.ReportMetric(float64(s1.Resent)/float64(b.N), "resent/op")
+	b.ReportMetric(float64(s2.RelayDropped+s3.RelayGaps+s3.Duplicates)/float64(b.N), "lost/op")
 }
 
 // echoEnd echoes every frame back to its sender, or, on the near side
