@@ -50,6 +50,12 @@ func (t *Transport) onRelayed(c *conn, f wire.Frame, owned *[]byte) {
 	}
 	// Ours: delivered before this returns (Deliver keeps no payload).
 	defer putBigBuf(owned)
+	if owned != nil {
+		// Read placed, by the reader goroutine: the next frame may
+		// follow soon, as readFrame marks after a relayed frame it read
+		// whole.
+		defer c.poll.mark()
+	}
 	if h.Origin == t.self {
 		t.relayRejected(c, "a relayed frame from ourselves", nil)
 		return
