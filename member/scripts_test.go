@@ -61,9 +61,11 @@ import (
 //	    Moves every live node's clock by d, firing due timers; d is a
 //	    duration ("200ms") or a sum of [k*]Config field terms
 //	    ("CommitTimeout+9*AckTimeout"). Prints nothing.
-//	rounds n=100 d=50ms
+//	rounds n=100 d=50ms [at=(0) from=(1)]
 //	    Delivers until the queue is empty and advances the clock by d, n
-//	    times. Prints the messages.
+//	    times; with at and from, each node of at hears from each node of
+//	    from (as hear does) at the start of every round. Prints the
+//	    messages.
 //	queue
 //	    Prints the queued messages without delivering them.
 //	events [times] [detector]
@@ -189,7 +191,16 @@ func (s *script) run(t *testing.T, c *scripttest.Cmd) string {
 	case "rounds":
 		d := s.duration(t, c, c.StringOr(t, "d", ""))
 		var trace []string
+		var at, from []core.NodeID
+		if c.Has("at") {
+			at, from = nodeIDs(t, c, "at"), nodeIDs(t, c, "from")
+		}
 		for range c.Int(t, "n") {
+			for _, a := range at {
+				for _, x := range from {
+					s.hear(a, x)
+				}
+			}
 			s.deliver()
 			trace = append(trace, s.takeTrace()...)
 			s.advance(d)
