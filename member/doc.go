@@ -389,6 +389,9 @@
 //     failed too (a restarted, re-joined root that died again).
 //   - A node drops the pending joins of nodes that the view it installs
 //     admits under another incarnation (a newer process asks again).
+//   - A failure drops only a pending join of the incarnation that failed:
+//     a root that took back a restarted member's former self, which the
+//     new process never acknowledges, keeps the new process's join.
 //   - Under PartitionMajority, a root whose proposal is refused for a dead
 //     root's proposal P on the root's installed view V that excludes it
 //     joins P's lineage, the way Paxos adopts a value that may have been

@@ -168,8 +168,14 @@ func (m *Member) changes(base *view) ([]core.NodeID, []Joiner) {
 			if !slices.Contains(failed, j.ID) {
 				failed = append(failed, j.ID) // a recovered process re-joins
 			}
-		case m.failed[j.ID]:
-			// A joiner that did not acknowledge: it will ask again.
+		case m.failed[j.ID] && slices.Contains(m.failedInc[j.ID], j.Inc):
+			// A joiner that did not acknowledge: it will ask again. A
+			// failure of another incarnation is its former self's (a
+			// member of the installed view that an adopted proposal
+			// dropped, taken back below, which the restarted process
+			// never acknowledges): dropping the restarted process's
+			// join for it would take the former self back again at
+			// every proposal.
 			m.unmark(j.ID)
 			continue
 		}

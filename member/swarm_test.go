@@ -257,6 +257,14 @@ func TestSwarmDeterministic(t *testing.T) {
 //     acceptance; the acceptance then overwrote the adoption that the
 //     proposal had set, so n5 yielded to a proposal that abandons 21.n0,
 //     and 21.n0's other holders waited for its lineage for good.
+//   - 5107, 26460 and 21917 (paper, no convergence): a root that had
+//     adopted a dead root's proposal took back a member of its installed
+//     view that the proposal dropped, under the incarnation that view
+//     holds, while that member restarted and asked to join again; the
+//     restarted process never acknowledged its former self's admission,
+//     the report of that failure dropped the new incarnation's join too,
+//     and the next proposal took the former self back again. A failure
+//     now drops only a join of the incarnation that failed.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -309,6 +317,9 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{3498115, member.PartitionMajority},
 		{4228535, member.PartitionMajority},
 		{3124975, member.PartitionMajority},
+		{5107, member.PartitionPaper},
+		{26460, member.PartitionPaper},
+		{21917, member.PartitionPaper},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
