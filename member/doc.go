@@ -133,13 +133,21 @@
 // detector ([core.PeerHint]) and sent the proposal every wait; its
 // verdict, 40 more AckTimeouts (2 s by default), or a message from the
 // child heard a wait earlier without its ACK (a child that speaks but
-// refuses) reports it. An overloaded host starves live processes for
-// longer than any ACK wait, and the detector's timeouts, unlike the
-// membership's, adapt to the stalls it measures. The member sees other
-// layers' messages as a [core.TrafficObserver] for this. The tree is
-// stable when the root holds every child's ACK (§3.4): the root emits
-// [Stabilized], installs the view and sends VIEW_COMMIT down the tree,
-// and JOIN_DET_ACK to each joiner (§3.7).
+// refuses) reports it: any message from a leaf of the new tree, but
+// from an inner child only its refusal (VIEW_NACK, to a parent that is
+// the root) or an EXCLUDED notice. An inner child's ACK speaks for its
+// subtree: when a whole host dies, the first proposal drops only the
+// first of its processes declared, and a live member whose children in
+// the new tree are others of them speaks (heartbeats) but cannot
+// acknowledge until its detector declares them or its own waits, which
+// end before its parent's, report them
+// (testdata/dead-grandchildren.txt). An overloaded host starves live
+// processes for longer than any ACK wait, and the detector's timeouts,
+// unlike the membership's, adapt to the stalls it measures. The member
+// sees other layers' messages as a [core.TrafficObserver] for this. The
+// tree is stable when the root holds every child's ACK (§3.4): the root
+// emits [Stabilized], installs the view and sends VIEW_COMMIT down the
+// tree, and JOIN_DET_ACK to each joiner (§3.7).
 //
 // Choice: the paper's nodes adopt the new tree when FAILED_NODE reaches
 // them, so a failure during propagation can leave nodes on different views.

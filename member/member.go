@@ -275,6 +275,9 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 			m.onCommit(from, x.Epoch)
 		}
 	case *Nack:
+		if m.accepted != nil && x.Epoch == m.accepted.epoch {
+			m.acked.refuse(from)
+		}
 		m.onNack(from, x)
 	case *NeedView:
 		m.onNeedView(from, x)
@@ -283,6 +286,7 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 	case *Sync:
 		m.onSync(from, x)
 	case *Notice:
+		m.acked.refuse(from)
 		m.onNotice(from, x)
 	case *MinorityNotice:
 		m.onMinority(from, x)

@@ -500,11 +500,23 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // proposal goes to it again every wait for ackHandedTimeouts AckTimeouts more.
 // Only a verdict, the end of those waits, or a message from the child
 // (of any layer: a pong to the detector's probe, a refusal to the root)
-// heard a wait or more before without its ACK cuts it: a child that
+// heard a wait or more before without its ACK cuts it: a leaf that
 // speaks but does not acknowledge is alive and refuses the proposal, and
 // its exclusion and return settle that as before. A wait, not at once:
 // a starved process that resumes fires its timers (heartbeats) before it
-// reads the proposal it owes an ACK for. A timeout of a few
+// reads the proposal it owes an ACK for. Speech alone cuts only a leaf of
+// the proposal's tree: an inner child's ACK speaks for its subtree, so a
+// live inner child goes on speaking (heartbeats) without its ACK while it
+// waits for its own silent children (crashed with their host and not yet
+// declared, as when a whole host dies and the proposal drops only the
+// first of its processes declared); its detector's verdicts, or its own
+// waits, which end before its parent's, report them, and cut for
+// speaking it would leave the view alive with them. An inner child is
+// cut for speaking only once it refused the proposal to this node
+// (VIEW_NACK: this node is the root) or told it that it holds a view
+// without it (EXCLUDED): it then refuses for itself, whatever its
+// subtree does, and waiting for it kept competing roots from settling
+// (swarm seed 3468). A timeout of a few
 // hundred milliseconds cannot tell a crash from a process that an
 // overloaded host starved for a second or two; the detector's timeouts
 // adapt to the stalls it measures, and a child that crashed is declared
@@ -542,7 +554,8 @@ func (m *Member) onAckTimeout(epoch uint64) {
 		if m.acked.flags[i] || m.isFailed(m.accepted, c) {
 			continue
 		}
-		if handing && m.acked.heard[i] < heardEarlier && m.watched(c, m.accepted.inc(c)) {
+		spoke := m.acked.heard[i] == heardEarlier && (m.acked.refused[i] || m.accepted.leaf(c))
+		if handing && !spoke && m.watched(c, m.accepted.inc(c)) {
 			if m.ackResent == ackResends {
 				m.env.Emit(core.PeerHint{Node: c, Reason: "no acknowledgement of a view proposal"})
 			}
@@ -588,6 +601,10 @@ type ackSet struct {
 	// since the proposal went (see onAckTimeout): heardNot, heardLately
 	// (since the last ACK wait ended) or heardEarlier.
 	heard []uint8
+	// refused says, per child, whether it refused the proposal to this
+	// node (VIEW_NACK) or told it that it holds a view without it
+	// (EXCLUDED) since the proposal went.
+	refused []bool
 }
 
 // What an ackSet heard of a child.
@@ -605,6 +622,8 @@ func (s *ackSet) reset(v *view, self int) {
 	clear(s.flags)
 	s.heard = slices.Grow(s.heard[:0], len(s.kids))[:len(s.kids)]
 	clear(s.heard)
+	s.refused = slices.Grow(s.refused[:0], len(s.kids))[:len(s.kids)]
+	clear(s.refused)
 }
 
 // off ends it: no ACK counts until the next reset.
@@ -633,6 +652,16 @@ func (s *ackSet) hear(id core.NodeID) {
 	}
 	if i := slices.Index(s.kids, id); i >= 0 && s.heard[i] == heardNot {
 		s.heard[i] = heardLately
+	}
+}
+
+// refuse records a refusal from id, if it is a child.
+func (s *ackSet) refuse(id core.NodeID) {
+	if !s.on {
+		return
+	}
+	if i := slices.Index(s.kids, id); i >= 0 {
+		s.refused[i] = true
 	}
 }
 

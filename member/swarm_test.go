@@ -265,6 +265,12 @@ func TestSwarmDeterministic(t *testing.T) {
 //     the report of that failure dropped the new incarnation's join too,
 //     and the next proposal took the former self back again. A failure
 //     now drops only a join of the incarnation that failed.
+//   - 3468 (paper, no convergence): n4's proposal admitted the members
+//     of a dead root's view; n2, an inner child of it that held that view,
+//     refused it (VIEW_NACK to n4, its parent and the proposal's root)
+//     and was waited for as an inner child whose silence may be its
+//     subtree's, while the dead root's view kept evicting n4. An inner
+//     child that refuses to its parent is cut for speaking, as a leaf is.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -320,6 +326,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{5107, member.PartitionPaper},
 		{26460, member.PartitionPaper},
 		{21917, member.PartitionPaper},
+		{3468, member.PartitionPaper},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
