@@ -52,7 +52,7 @@ func TestSrunTwoNodesPi(t *testing.T) {
 // started with srun --no-kill; once every task is in its first view,
 // node n2 dies (its link goes down and every process in it is SIGKILLed:
 // slurmd, slurmstepd, tasks 4 to 7). The four survivors on n1 detect all
-// four failures and the count is exact.
+// four failures, none of them is excluded, and the count is exact.
 func TestSrunTwoNodesNodeFailure(t *testing.T) {
 	c := twoNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -113,6 +113,14 @@ func TestSrunTwoNodesNodeFailure(t *testing.T) {
 				t.Errorf("survivor %d did not learn of rank %d's failure", s, v)
 			}
 		}
+		for v := 0; v < 4; v++ {
+			if pairs[fmt.Sprintf("%d>%d", s, v)] {
+				t.Errorf("survivor %d learned that rank %d failed, which runs on n1", s, v)
+			}
+		}
+	}
+	if strings.Contains(text, "excluded from the job") {
+		t.Error("a rank on n1 was excluded from the job")
 	}
 	t.Logf("node n2 lost mid-run: %d (survivor, failed rank) pairs detected; %s", len(pairs), regexp.MustCompile(`nqueens n=17.*`).FindString(text))
 	_ = os.Remove(events)
