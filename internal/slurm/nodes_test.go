@@ -60,6 +60,7 @@ func TestSrunTwoNodesNodeFailure(t *testing.T) {
 	bringBackN2(t)
 	const n = 8
 	events := filepath.Join(t.TempDir(), "events.jsonl")
+	defer keepEvents(t, events)
 	cmd := c.Command(ctx, "srun", "--no-kill", "-J", jobName(t), "-N", "2", "-n", strconv.Itoa(n), "-O", "--mpi=pmi2", "./nqueens", "-n", "17", "-v", "-seed", "5")
 	cmd.Dir = bin
 	cmd.Env = append(cmd.Env, "COHORT_SLURM_SECRET="+testSecret, "COHORT_EVENTS="+events)
@@ -123,7 +124,21 @@ func TestSrunTwoNodesNodeFailure(t *testing.T) {
 		t.Error("a rank on n1 was excluded from the job")
 	}
 	t.Logf("node n2 lost mid-run: %d (survivor, failed rank) pairs detected; %s", len(pairs), regexp.MustCompile(`nqueens n=17.*`).FindString(text))
-	_ = os.Remove(events)
+}
+
+// keepEvents moves the event stream at path (COHORT_EVENTS) out of t's
+// temporary directory when t failed, so that the views, verdicts and
+// proposals of a run that went wrong can be read after it.
+func keepEvents(t *testing.T, path string) {
+	if !t.Failed() {
+		return
+	}
+	kept := filepath.Join(os.TempDir(), jobName(t)+"-events.jsonl")
+	if err := os.Rename(path, kept); err != nil {
+		t.Logf("keeping the event stream: %v", err)
+		return
+	}
+	t.Logf("event stream kept in %s", kept)
 }
 
 // lockedBuffer is a bytes.Buffer that srun's two outputs and the test
