@@ -134,20 +134,34 @@ func (sc scenario) board(n int) int {
 }
 
 // within returns sc with its timed faults brought forward, in proportion,
-// so that the last comes at most half the unpartitioned run's time base
-// after the placement: on an idle machine the n = 16 job takes about two
-// seconds, and a cut due two seconds in would find it over.
+// so that the first comes at most an eighth, and the last at most half,
+// of the unpartitioned run's time base after the placement. On an idle
+// machine the n = 16 job takes two to five seconds (and a run may be a
+// third shorter than its reference), and a cut's direct links are known
+// dead only LinkTimeout (2 s) after it: a cut two seconds in, or half
+// way, let the job end before any pair was relayed, its last frames
+// (results, farewells) going into links not yet known dead, and the
+// ranks waiting for them in Finalize outlived the others past detection.
+// An eighth in, the job still needs the cut links for most of its work,
+// and cannot end before its pairs are relayed.
 func (sc scenario) within(base time.Duration) scenario {
-	var last time.Duration
+	var first, last time.Duration
 	for _, f := range sc.faults {
+		if f.at > 0 && (first == 0 || f.at < first) {
+			first = f.at
+		}
 		last = max(last, f.at)
 	}
-	if last == 0 || last <= base/2 {
+	if last == 0 {
+		return sc
+	}
+	scale := min(1, float64(base/8)/float64(first), float64(base/2)/float64(last))
+	if scale == 1 {
 		return sc
 	}
 	faults := slices.Clone(sc.faults)
 	for i := range faults {
-		faults[i].at = time.Duration(float64(faults[i].at) * float64(base/2) / float64(last))
+		faults[i].at = time.Duration(float64(faults[i].at) * scale)
 	}
 	sc.faults = faults
 	return sc
@@ -845,4 +859,32 @@ func buildJobBinsAt(t *testing.T, commit string) jobBins {
 		}
 	}
 	return b
+}
+
+func TestScenarioWithin(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		faults []fault
+		base   time.Duration
+		want   []time.Duration
+	}{
+		{schedPairCut, 20 * s, []time.Duration{2 * s}},                                                       // a long run: as scheduled
+		{schedPairCut, 8 * s, []time.Duration{s}},                                                            // an eighth of the run in
+		{schedHeal, 40 * s, []time.Duration{2 * s, 5 * s}},                                                   // both in time
+		{schedHeal, 8 * s, []time.Duration{s, 2500 * time.Millisecond}},                                      // the cut at an eighth
+		{schedHeal, 20 * s, []time.Duration{2 * s, 5 * s}},                                                   // the heal at a quarter: in time
+		{schedHeal, 16 * s, []time.Duration{2 * s, 5 * s}},                                                   // the cut at an eighth exactly
+		{schedDialOut, 4 * s, []time.Duration{0}},                                                            // not timed
+		{[]fault{{at: s, kind: cutPair}, {at: 8 * s, kind: healPair}}, 8 * s, []time.Duration{s / 2, 4 * s}}, // the heal at half
+		{[]fault{{kind: dialOutOnly}, {at: 2 * s, kind: cutPair}}, 8 * s, []time.Duration{0, s}},             // the untimed one stays
+	} {
+		got := scenario{faults: tc.faults}.within(tc.base)
+		var ats []time.Duration
+		for _, f := range got.faults {
+			ats = append(ats, f.at)
+		}
+		if !slices.Equal(ats, tc.want) {
+			t.Errorf("within(%v) of %v: faults at %v, want %v", tc.base, tc.faults, ats, tc.want)
+		}
+	}
 }
