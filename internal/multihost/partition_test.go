@@ -99,9 +99,6 @@ type scenario struct {
 	// lost is the host whose ranks must be excluded (cutHost), or -1:
 	// no rank may be.
 	lost int
-	// onDemand: run only with COHORT_RIG_PARTITIONS=1 (see
-	// TestPartialPartitions).
-	onDemand bool
 	// relayThenDirect asks the event stream to show a pair relayed and
 	// then direct again (a cut that heals). Such a case runs on a board
 	// one larger (8 times the work), so that the job still runs when the
@@ -183,17 +180,17 @@ var (
 // with COHORT_RIG_FULL=1 (the same faults under the other detector).
 func partitionScenarios() (essential, full []scenario) {
 	essential = []scenario{
-		{name: "pair-cut/heartbeat", detector: "heartbeat", faults: schedPairCut, lost: -1, onDemand: true},
-		{name: "pair-cut/brr", detector: "brr", faults: schedPairCut, lost: -1, onDemand: true},
-		{name: "one-way/heartbeat", detector: "heartbeat", faults: schedOneWay, lost: -1, onDemand: true},
-		{name: "heal/heartbeat", detector: "heartbeat", faults: schedHeal, lost: -1, relayThenDirect: true, onDemand: true},
+		{name: "pair-cut/heartbeat", detector: "heartbeat", faults: schedPairCut, lost: -1},
+		{name: "pair-cut/brr", detector: "brr", faults: schedPairCut, lost: -1},
+		{name: "one-way/heartbeat", detector: "heartbeat", faults: schedOneWay, lost: -1},
+		{name: "heal/heartbeat", detector: "heartbeat", faults: schedHeal, lost: -1, relayThenDirect: true},
 		// A host nobody can dial needs no relay; under the paper's
 		// heartbeat (5 s) a loaded machine excludes no live rank, so
 		// the case checks the host's part in the job, not the
 		// detector's margin.
 		{name: "dial-out-only/heartbeat-paper", detector: "heartbeat-paper", faults: schedDialOut, lost: -1},
-		{name: "dial-out-only/heartbeat", detector: "heartbeat", faults: schedDialOut, lost: -1, onDemand: true},
-		{name: "two-dial-out-only/heartbeat", detector: "heartbeat", faults: schedDialOut2, lost: -1, onDemand: true},
+		{name: "dial-out-only/heartbeat", detector: "heartbeat", faults: schedDialOut, lost: -1},
+		{name: "two-dial-out-only/heartbeat", detector: "heartbeat", faults: schedDialOut2, lost: -1},
 		{name: "whole-host/heartbeat", detector: "heartbeat", faults: schedHost, lost: hostA},
 	}
 	full = []scenario{
@@ -239,19 +236,6 @@ func TestPartialPartitions(t *testing.T) {
 		cases = append(cases, full...)
 	} else {
 		t.Logf("COHORT_RIG_FULL=1 runs %d more cases (the other detector)", len(full))
-	}
-	if os.Getenv("COHORT_RIG_PARTITIONS") != "1" {
-		// The cut cases in which no rank may be excluded are run on
-		// demand. Under the heartbeat detector, on a 2-core machine
-		// loaded to 30 and more, they exclude a live rank in a third to
-		// half of the runs, cut or not (the unpartitioned heartbeat runs
-		// as often): the whole machine stalls, a detector declares a
-		// peer failed, and the peer refutes it tens of milliseconds
-		// later (core.Failed, then core.Recovered). The A↔C cut under
-		// BRR passed four runs in a row, then, on an idle machine,
-		// declared a live rank failed with no relaying reported.
-		cases = slices.DeleteFunc(cases, func(sc scenario) bool { return sc.onDemand })
-		t.Logf("COHORT_RIG_PARTITIONS=1 also runs the cut cases in which no rank may be excluded")
 	}
 	bins := buildJobBins(t)
 	begin := time.Now()
