@@ -486,7 +486,10 @@
 // failed, was heard again: the suspicion's length, plus the
 // T_interval + T_timeout before it once it lasted T_interval, counted up
 // to (1 + H)·(T_timeout + T_broken); the memory halves in about 44
-// T_interval on time): on a host with more runnable processes
+// T_interval on time, and the peers' stalls are kept in a second memory
+// that halves in 512 T_interval, since on a loaded host a process
+// starved for a second or more may be the next one tens of seconds
+// later): on a host with more runnable processes
 // than cores every process stalls in turn, and a peer's stall that long,
 // or a refutation delayed by it, says nothing of a crash
 // (TestHeartbeatSimOverloaded: 32 nodes away 40% of the time, no false

@@ -218,6 +218,9 @@ type HeartbeatDetector struct {
 	// pending deadline (-1: none), exact after refreshDue.
 	health  health
 	nextDue time.Duration
+	// stalls remembers the peers' stalls longer than health does
+	// (heartbeat_health.go).
+	stalls stallMemory
 
 	// With HeartbeatConfig.SharedClock, heartbeats fall due at the
 	// times t of Env's clock where t − gridOff is a multiple of Interval.

@@ -1,6 +1,9 @@
 package fd
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The heartbeat detector's local health and adaptive timeouts (see
 // health.go and [HeartbeatConfig.LocalHealthMax]).
@@ -8,7 +11,7 @@ import "time"
 // timeout is the grace r gets after the interval it announced: T_timeout
 // times this process's local health factor, or twice r's measured slack
 // when r has been that irregular, at most (1 + LocalHealthMax)·T_timeout
-// (health.due adds the margin of recent stalls).
+// (due adds the margin of recent stalls).
 func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 	t := h.cfg.Timeout * h.health.scale()
 	if 2*r.slack > t {
@@ -31,7 +34,7 @@ func (h *HeartbeatDetector) timeout(r *hbPeer) time.Duration {
 // A suspicion from a refused connection is first-hand evidence too
 // (nothing listens at the peer's address) and waits as a monitor's does.
 // Every wait but the refused connection's gets the margin of recent
-// stalls, this process's or refuted suspects' (health.due): on an overloaded
+// stalls, this process's or refuted suspects' (due): on an overloaded
 // host the suspect stalls as long, and its refutation waits for it.
 //
 // With the default timings (T_timeout and T_broken whole intervals) a
@@ -57,14 +60,15 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	if r.flags&hbRefused != 0 {
 		return max(h.health.from(r.mark)+wait, r.hold)
 	}
-	return max(h.health.due(r.mark, wait), r.hold)
+	return max(h.due(r.mark, wait), r.hold)
 }
 
 // refuted records that suspected r proved alive by itself, or that r,
 // declared failed, was heard from again: its silence, at most stallCap,
 // is how long a live peer may stay unheard on this host now
-// (health.margin). A false verdict teaches the most: its suspicion
-// outlasted every wait, and the next stall of that length must not.
+// (health.margin, and stalls for longer). A false verdict teaches the
+// most: its suspicion outlasted every wait, and the next stall of that
+// length must not.
 // The silence is the suspicion's length plus the T_interval + T_timeout
 // that went before it, once the suspicion lasted T_interval: counting
 // the suspicion alone, a process starved for a second taught its peers
@@ -76,7 +80,9 @@ func (h *HeartbeatDetector) refuted(r *hbPeer) {
 	if d >= h.cfg.Interval {
 		d += h.cfg.Interval + h.cfg.Timeout
 	}
-	h.health.observe(min(d, h.stallCap()))
+	d = min(d, h.stallCap())
+	h.health.observe(d)
+	h.stalls.observe(d, h.env.Now(), h.stallHalfLife())
 }
 
 // stallCap is the longest suspicion refuted() counts:
@@ -124,7 +130,7 @@ func (h *HeartbeatDetector) evidenceDue(r *hbPeer) (time.Duration, bool) {
 	if r.flags&hbAccused != 0 || r.expect == 0 || !h.health.on() {
 		return 0, false
 	}
-	return h.health.due(r.lastRecv, r.expect+h.timeout(r)), true
+	return h.due(r.lastRecv, r.expect+h.timeout(r)), true
 }
 
 // checkLate notices, when a message is handled, that a deadline is overdue
@@ -181,4 +187,57 @@ func (h *HeartbeatDetector) measure(r *hbPeer, at time.Duration) {
 		return
 	}
 	r.slack -= r.slack / 32
+}
+
+// peerStallHalfLife is, in T_interval, how long the memory of peers'
+// stalls (stallMemory) takes to halve: 512 intervals, 51 s at the 100 ms
+// of a job's processes. On three network-namespace hosts sharing one
+// 2-core machine loaded to 16, a live rank was starved for 1.2 s twelve
+// seconds after the group's last suspicions (refuted within 0.16 s):
+// the short memory (health.go, halving in about 44 intervals) had all
+// but forgotten them, and every monitor still on time declared the
+// starved rank failed a quarter of a second before its refutation.
+// Forgetting over a minute instead keeps the group prepared while the
+// host's load lasts; a group that never saw a peer stall keeps the
+// configured timeouts.
+const peerStallHalfLife = 512
+
+// stallHalfLife is peerStallHalfLife as a duration.
+func (h *HeartbeatDetector) stallHalfLife() time.Duration {
+	return peerStallHalfLife * h.cfg.Interval
+}
+
+// stallMemory is a maximum of the peers' stalls (refuted suspicions,
+// false verdicts: refuted) that halves every half-life, continuously,
+// whether this process runs on time or not: unlike its own lateness, a
+// peer's stall is not something this process's timers measure again.
+type stallMemory struct {
+	length time.Duration // as remembered at since
+	since  time.Duration
+}
+
+// at is the stall remembered at now.
+func (m stallMemory) at(now, halfLife time.Duration) time.Duration {
+	if m.length <= 0 || halfLife <= 0 || now <= m.since {
+		return max(m.length, 0)
+	}
+	return time.Duration(float64(m.length) * math.Exp2(-float64(now-m.since)/float64(halfLife)))
+}
+
+// observe records a peer's stall of length d at now.
+func (m *stallMemory) observe(d, now, halfLife time.Duration) {
+	if d > m.at(now, halfLife) {
+		m.length, m.since = d, now
+	}
+}
+
+// due is health.due with the margin of the peers' stalls remembered
+// (twice stallMemory) as well: a wait of d for news of a peer, begun at
+// t, ends no earlier than t + d + twice the larger memory.
+func (h *HeartbeatDetector) due(t, d time.Duration) time.Duration {
+	due := h.health.due(t, d)
+	if !h.health.on() {
+		return due
+	}
+	return max(due, t+d+2*h.stalls.at(h.env.Now(), h.stallHalfLife()))
 }

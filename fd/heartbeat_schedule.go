@@ -128,10 +128,10 @@ func (h *HeartbeatDetector) recvDue(r *hbPeer) (time.Duration, bool) {
 	var due time.Duration
 	ok := false
 	if r.expect > 0 {
-		due, ok = h.health.due(r.lastRecv, r.expect+h.timeout(r)), true
+		due, ok = h.due(r.lastRecv, r.expect+h.timeout(r)), true
 	}
 	if r.flags&hbProbing != 0 {
-		if p := h.health.due(r.mark, h.cfg.Timeout*h.health.scale()); !ok || p < due {
+		if p := h.due(r.mark, h.cfg.Timeout*h.health.scale()); !ok || p < due {
 			due, ok = p, true
 		}
 	}
