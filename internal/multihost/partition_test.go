@@ -100,9 +100,10 @@ type scenario struct {
 	// no rank may be.
 	lost int
 	// relayThenDirect asks the event stream to show a pair relayed and
-	// then direct again (a cut that heals). Such a case runs on a board
-	// one larger (8 times the work), so that the job still runs when the
-	// cut heals, 5 s in, however fast the rerouted run.
+	// then direct again (a cut that heals). Such a case runs only with
+	// COHORT_RIG_LONG=1, on a board one larger (8 times the work), so
+	// that the job still runs when the cut heals, 5 s in, however fast
+	// the rerouted run.
 	relayThenDirect bool
 }
 
@@ -236,6 +237,17 @@ func TestPartialPartitions(t *testing.T) {
 		cases = append(cases, full...)
 	} else {
 		t.Logf("COHORT_RIG_FULL=1 runs %d more cases (the other detector)", len(full))
+	}
+	if os.Getenv("COHORT_RIG_LONG") != "1" {
+		// A heal runs on the board one larger, a minute or two under
+		// load (and its unpartitioned reference as long): long enough
+		// on the shared 2-core machine, at load 16 to 26, to meet a
+		// rank starved for two seconds or more, which a job's detector
+		// timings (100 ms heartbeats or gossip rounds) cannot tell from
+		// a crash under either detector: the unpartitioned n = 17 runs
+		// excluded a live rank as often.
+		cases = slices.DeleteFunc(cases, func(sc scenario) bool { return sc.relayThenDirect })
+		t.Logf("COHORT_RIG_LONG=1 also runs the cases on the larger board (a cut that heals)")
 	}
 	bins := buildJobBins(t)
 	begin := time.Now()
