@@ -480,22 +480,21 @@
 // timeouts also adapt to what is measured of the peers. Everything stays
 // within (1 + LocalHealthMax) times the configured timeouts; the bounds
 // above state the worst case for a group on time. The heartbeat detector
-// also waits twice the longest stall it saw lately more before it
-// suspects or declares (its own lateness, even within LateTolerance; or
-// the silence of a suspect that itself refuted the suspicion or, declared
-// failed, was heard again: the suspicion's length, plus the
-// T_interval + T_timeout before it once it lasted T_interval, counted up
-// to (1 + H)·(T_timeout + T_broken); the memory halves in about 44
-// T_interval on time, and the peers' stalls are kept in a second memory
-// that halves in 512 T_interval, since on a loaded host a process
-// starved for a second or more may be the next one tens of seconds
-// later): on a host with more runnable processes
-// than cores every process stalls in turn, and a peer's stall that long,
-// or a refutation delayed by it, says nothing of a crash
-// (TestHeartbeatSimOverloaded: 32 nodes away 40% of the time, no false
-// failure in 100 seeds, where the capped timeouts alone made 29 and a
-// margin forgotten within a second 4; 128 processes on 2 cores in
-// docs/PERFORMANCE.md). The detection bound of the heartbeat detector is
+// also waits twice the longest stall it saw lately more before it suspects
+// or declares (its own lateness, even within LateTolerance; or the silence
+// of a suspect that refuted the suspicion, or was answered for by a
+// helper, or, declared failed, was heard again: the suspicion's length,
+// plus the T_interval + T_timeout before it once it lasted T_interval,
+// counted up to (1 + H)·(T_timeout + T_broken); the memory halves in about
+// 44 T_interval on time, and the peers' stalls are kept in a second memory
+// that halves in 512 T_interval, since on a loaded host a process starved
+// for a second or more may be the next one tens of seconds later): on a
+// host with more runnable processes than cores every process stalls in
+// turn, and a peer's stall that long, or a refutation delayed by it, says
+// nothing of a crash (TestHeartbeatSimOverloaded: 32 nodes away 40% of
+// the time, no false failure in 100 seeds, where the capped timeouts
+// alone made 29 and a margin forgotten within a second 4; 128 processes
+// on 2 cores in docs/PERFORMANCE.md). The detection bound of the heartbeat detector is
 // therefore, for a process on time,
 //
 //	T_interval + (1 + H)·(T_timeout + T_broken) + ⌈log2 n⌉ hops + latency

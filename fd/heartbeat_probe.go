@@ -239,6 +239,10 @@ func (h *HeartbeatDetector) probeAnswered(m HeartbeatProbeAck) {
 	case HeartbeatAlive:
 		h.stats.Rechecked++
 	case HeartbeatSuspected:
+		// Whether r stalled or the link from it is down, nobody here
+		// heard from it for the suspicion's length: a stall that long
+		// is to be expected again (refuted).
+		h.refuted(r)
 		r.state = HeartbeatAlive
 		r.flags &^= hbProbing | hbAccused | hbRefused
 		h.stats.IndirectAlive++
