@@ -72,6 +72,8 @@ type ReplicationResult struct {
 	Floor [][]map[int]float64
 	// Queens[r-1][rep] is the N-Queens program's own time (s) at r = 1, 2.
 	Queens [2][]float64
+	// Retried counts the ping-pong runs that failed and were run again.
+	Retried int
 }
 
 // ReplicationGoals are the goals of latency(r)/floor(r), at every size
@@ -144,9 +146,16 @@ func RunReplication(ctx context.Context, cfg ReplicationConfig) (*ReplicationRes
 	return res, nil
 }
 
+// replicationRetries is how many times a failed run is run again before
+// the benchmark gives up: at the load of a shared machine a job's failure
+// detector may exclude a live rank now and then, which says nothing of
+// the latency the run was to measure.
+const replicationRetries = 2
+
 // pingPong runs one ping-pong job of ranks ranks (pairs 2k, 2k+1; rank
 // 0's pair measured), each run as replicas processes, and returns rank
-// 0's one-way latencies by size.
+// 0's one-way latencies by size. A run that fails is run again, up to
+// replicationRetries times, and counted in res.Retried.
 func (res *ReplicationResult) pingPong(ctx context.Context, ranks, replicas int) (map[int]float64, error) {
 	cfg := res.Cfg
 	b := OSULatency()
@@ -154,11 +163,17 @@ func (res *ReplicationResult) pingPong(ctx context.Context, ranks, replicas int)
 	b.MaxSize, b.Loop, b.LoopL, b.Skip, b.SkipL = cfg.MaxSize, cfg.Trips, cfg.Trips, 10, 10
 	b.Impls, b.Replicas, b.Progress = []string{res.impl()}, replicas, cfg.Progress
 	res.Sizes = b.Sizes()
-	out, err := b.Measure(ctx)
-	if err != nil {
-		return nil, err
+	for try := 0; ; try++ {
+		out, err := b.Measure(ctx)
+		if err == nil {
+			return out[0].Figures, nil
+		}
+		if try == replicationRetries || ctx.Err() != nil {
+			return nil, err
+		}
+		res.Retried++
+		fmt.Fprintf(cfg.Progress, "bench: replication: the run failed (%v); running it again\n", err)
 	}
-	return out[0].Figures, nil
 }
 
 // impl is the OSU implementation the runs use.
@@ -281,6 +296,9 @@ func (res *ReplicationResult) WriteTable(w io.Writer) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if res.Retried > 0 {
+		fmt.Fprintf(w, "# %d runs failed (a rank excluded under load) and were run again\n", res.Retried)
+	}
 	if q := res.Queens; len(q[0]) > 0 && len(q[0]) == len(q[1]) && !slices.Contains(q[0], 0) {
 		ratios := make([]float64, len(q[0]))
 		for i := range ratios {
