@@ -39,3 +39,49 @@ func TestMedianCI95(t *testing.T) {
 		}
 	}
 }
+
+// TestGoalVerdict builds a result of 10 paired repetitions whose ratios
+// over the floor are known, and checks each goal's verdict and the size
+// that decides it.
+func TestGoalVerdict(t *testing.T) {
+	// ratios[size] are the 10 repetitions' ratios at that size; the sign
+	// test's interval of 10 is the 2nd to the 9th of them, sorted.
+	build := func(ratios map[int][]float64) *ReplicationResult {
+		res := &ReplicationResult{Cfg: ReplicationConfig{MaxReplicas: 2, Reps: 10}, Sizes: []int{0, 8, 64, 1 << 20},
+			Lat: make([][]map[int]float64, 2), Floor: make([][]map[int]float64, 2)}
+		for rep := range 10 {
+			lat, floor := map[int]float64{}, map[int]float64{}
+			for _, size := range res.Sizes {
+				floor[size], lat[size] = 10, 10 // a size not given: ratio 1
+				if rs, ok := ratios[size]; ok {
+					lat[size] = 10 * rs[rep]
+				}
+			}
+			res.Lat[1] = append(res.Lat[1], lat)
+			res.Floor[1] = append(res.Floor[1], floor)
+		}
+		return res
+	}
+	flat := func(x float64) []float64 { return []float64{x, x, x, x, x, x, x, x, x, x} }
+	spread := []float64{1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9} // [1.1, 1.8]
+	for _, c := range []struct {
+		name   string
+		ratios map[int][]float64
+		want   Verdict
+		at     int
+	}{
+		// 0 B and 1 MiB lie outside the goals' sizes: they never decide.
+		{"met", map[int][]float64{0: flat(9), 8: flat(1.2), 64: flat(1.4), 1 << 20: flat(9)}, Met, 64},
+		{"one size above", map[int][]float64{8: flat(1.2), 64: flat(1.6)}, NotMet, 64},
+		{"one size across", map[int][]float64{8: spread, 64: flat(1.3)}, Undecided, 8},
+		{"across, then above", map[int][]float64{8: spread, 64: flat(1.6)}, NotMet, 64},
+	} {
+		res := build(c.ratios)
+		if v, at := res.GoalVerdict(2, 1.5); v != c.want || at != c.at {
+			t.Errorf("%s: got %v at %d B, want %v at %d B", c.name, v, at, c.want, c.at)
+		}
+	}
+	if med, lo, hi := build(map[int][]float64{8: spread}).OverFloor(2, 8); math.Abs(med-1.45) > 1e-9 || math.Abs(lo-1.1) > 1e-9 || math.Abs(hi-1.8) > 1e-9 {
+		t.Errorf("OverFloor: got %v [%v, %v], want 1.45 [1.1, 1.8]", med, lo, hi)
+	}
+}
