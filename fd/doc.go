@@ -320,6 +320,39 @@
 // node on time whose peers never disproved its suspicions keeps every
 // factor at 1 and the bound above. [HealthStats] counts what it saw.
 //
+// Stall memory and isolation (H > 0). The factors above stop at 1 + H,
+// and on a host with more runnable processes than cores live members go
+// unheard for longer than that allows. So the detector also remembers
+// the longest stall M it saw lately: its own lateness (even within
+// LateTolerance), or how much longer than the freshest of the others a
+// suspect had been silent before it proved alive; M decays by 1/64 per
+// round on time (it halves in about 44 rounds) and is at most
+// [GossipConfig.StallCap], (1 + H)·(c·T + T_cons). It suspects
+// s = ⌈2M/T⌉ rounds later, and when the consensus pings go unanswered it
+// pings on for 2M more before it declares. A node whose inputs all
+// stopped (the newest heartbeat it holds of anyone is older than
+// max(c/3, 2) rounds: no member sends it anything fresh) ages every entry
+// together, and it cannot tell from what it receives whether the members
+// that send to it died or were starved; its own lateness tells. If it
+// was starved itself (M at least LateTolerance/2), the entries expiring
+// are its own isolation: it suspects nobody and restarts every entry's
+// age, once per gap; if no news came when the restarted ages expire, it
+// suspects as usual. A node on time suspects at once, as the paper's
+// does, but holds each verdict as long again as its input gap (the
+// suspect's entry aged that much for want of news), and the refutation
+// of such a suspicion teaches it nothing. With every factor at its cap,
+//
+//	D ≤ ((1 + H)·c + s + 1)·T + Φ + max((1 + H)·T_cons, ProbeTimeout) + 2M
+//	    + 2·((1 + H)·c + s + 1)·T   for a node whose inputs all stopped
+//
+// ([LoadedDetectionBound]), plus the end of the node's own last stall as
+// above. A group on time remembers no stall (M = 0), takes no input gap
+// while its members live, and keeps the bounds above. [GossipStallStats]
+// counts what the memory did. TestGossipSimOverloaded checks the bound
+// and the absence of false verdicts on 16 nodes stalling 0.1–2 s, and
+// TestGossipSimIsolation both sides of an input gap: senders starved and
+// senders crashed, with the node starved or on time.
+//
 // # Heartbeat detector (Phoenix §4)
 //
 // [HeartbeatDetector] is the detector of Horita, Taura and Chikayama's
@@ -478,8 +511,9 @@
 // (a long GC pause, an overloaded host) accuses nobody on the strength of
 // silence it did not watch, and waits longer while it keeps running late;
 // timeouts also adapt to what is measured of the peers. Everything stays
-// within (1 + LocalHealthMax) times the configured timeouts; the bounds
-// above state the worst case for a group on time. The heartbeat detector
+// within (1 + LocalHealthMax) times the configured timeouts plus a margin
+// for the stalls remembered (below); the bounds above state the worst
+// case for a group on time. The heartbeat detector
 // also waits twice the longest stall it saw lately more before it suspects
 // or declares (its own lateness, even within LateTolerance; or the silence
 // of a suspect that refuted the suspicion, or was answered for by a
@@ -508,4 +542,10 @@
 // on a live host is declared as fast on an overloaded host as on an idle
 // one. LocalHealthMax = 0 restores the papers' fixed timeouts. See
 // health.go and [HealthStats].
+//
+// The gossip detector keeps a stall memory of its own (its lateness, and
+// how much longer than the others a refuted suspect was silent) with the
+// same decay, and takes an input gap for its own isolation when it was
+// starved itself; its bound under load is given above ("Stall memory and
+// isolation", [LoadedDetectionBound]).
 package fd

@@ -121,6 +121,7 @@ type Gossip struct {
 	marginAt  uint32        // round of the last false alarm or margin decay
 	skew      uint32        // rounds credited to every entry after this node's count jumped
 	skewUntil uint32        // the credit ends at this round
+	stalls    gossipStalls  // the stalls seen lately, and input gaps taken for isolation
 }
 
 // gossipWatch is the state of one entry that is probing, suspected, in
@@ -142,6 +143,14 @@ type gossipWatch struct {
 	probeSeq   uint32
 	probeUntil time.Duration
 	asked      []core.NodeID // the first wave's helpers, until the second
+	// The verdict held back by the stall margin: pinged on until then
+	// (0: not held yet).
+	holdUntil time.Duration
+	// alone: the suspicion was made while this node had heard nothing
+	// fresh from anyone for that long (gossip_health.go, inputGap); its
+	// refutation says nothing of the suspect, and its verdict waits as
+	// long again.
+	alone time.Duration
 }
 
 // Timers of the gossip detector.
@@ -360,12 +369,25 @@ func (g *Gossip) sendTable(to int) {
 // failure forward by at most T_consensus). The full scan runs only when the oldest
 // possible stamp is old enough to expire.
 func (g *Gossip) checkCleanup() {
+	if g.ageOf(g.lowest) > g.cleanupNow() && g.isolated() {
+		return
+	}
+	gap := time.Duration(-1) // this node's input gap: unknown yet
+	alone := func() time.Duration {
+		if gap < 0 {
+			gap = g.inputGap()
+		}
+		return gap
+	}
 	for i := range g.watches {
 		w := &g.watches[i]
 		if w.status == statusGrace {
 			if g.ageOf(w.since) > g.cleanupNow() {
 				w.status = StatusConsensus
 				w.attempts = 0
+				if w.alone = alone(); w.alone > 0 {
+					g.stalls.stats.Alone++
+				}
 				g.env.Emit(core.Suspected{Node: w.id})
 				g.ping(w)
 				g.probeIndirect(w)
@@ -397,7 +419,7 @@ func (g *Gossip) checkCleanup() {
 			continue
 		}
 		if g.ageOf(b) > c {
-			g.suspect(i)
+			g.suspect(i, alone())
 			continue
 		}
 		lowest = min(lowest, b)
@@ -422,10 +444,14 @@ func (g *Gossip) ageOf(b uint32) uint32 {
 	return g.own - min(b, g.own)
 }
 
-// suspect starts the consensus phase for position i (P2P-MPI §5.1).
-func (g *Gossip) suspect(i int) {
+// suspect starts the consensus phase for position i (P2P-MPI §5.1);
+// alone is this node's input gap (0: none).
+func (g *Gossip) suspect(i int, alone time.Duration) {
 	g.setFlag(i)
-	g.watches = append(g.watches, gossipWatch{id: g.members[i], pos: int32(i), beat: g.beats[i], status: StatusConsensus})
+	g.watches = append(g.watches, gossipWatch{id: g.members[i], pos: int32(i), beat: g.beats[i], status: StatusConsensus, alone: alone})
+	if alone > 0 {
+		g.stalls.stats.Alone++
+	}
 	g.env.Emit(core.Suspected{Node: g.members[i]})
 	w := &g.watches[len(g.watches)-1]
 	g.ping(w)
@@ -452,14 +478,17 @@ func (g *Gossip) hint(id core.NodeID) {
 }
 
 // ping sends one ping of a probe or consensus and arms its timeout.
-func (g *Gossip) ping(w *gossipWatch) {
+func (g *Gossip) ping(w *gossipWatch) { g.pingFor(w, g.pingTimeout()) }
+
+// pingFor sends one ping of a probe or consensus and times it out after
+// after.
+func (g *Gossip) pingFor(w *gossipWatch, after time.Duration) {
 	w.seq = g.nextSeq()
 	if w.attempts == 0 {
 		w.first = w.seq
 	}
-	w.attempts++
+	w.attempts = min(w.attempts+1, 255) // a held verdict pings on
 	g.env.Send(w.id, GossipPing{Seq: w.seq})
-	after := g.pingTimeout()
 	w.due, w.rechecked = g.env.Now()+after, false
 	w.timer = g.env.SetTimer(after, gossipPingTimeout{seq: w.seq})
 }
@@ -486,9 +515,18 @@ func (g *Gossip) pingTimedOut(seq uint32) {
 		if w.probeSeq != 0 && g.env.Now() < w.probeUntil {
 			return // the indirect probe decides when its time ends (probeExpired)
 		}
-		w.status = StatusFailed
-		g.env.Emit(core.Failed{Node: w.id})
+		g.verdict(w)
 	}
+}
+
+// verdict declares the suspect of watch w failed, unless the stall
+// memory holds the verdict back (holdVerdict).
+func (g *Gossip) verdict(w *gossipWatch) {
+	if g.holdVerdict(w) {
+		return
+	}
+	w.status = StatusFailed
+	g.env.Emit(core.Failed{Node: w.id})
 }
 
 func (g *Gossip) receivePong(from core.NodeID, seq uint32) {
@@ -536,9 +574,18 @@ func (g *Gossip) clearWatch(k int) {
 	w := g.dropWatch(k)
 	switch w.status {
 	case StatusSuspected, StatusConsensus:
-		g.falseAlarm()
+		if w.holdUntil != 0 {
+			g.stalls.stats.Rescued++
+		}
+		if w.alone == 0 {
+			g.refuted(&w)
+			g.falseAlarm()
+		}
 		g.env.Emit(core.Unsuspected{Node: w.id})
 	case StatusFailed:
+		if w.alone == 0 {
+			g.refuted(&w)
+		}
 		g.env.Emit(core.Recovered{Node: w.id})
 	}
 }

@@ -92,9 +92,9 @@ func PropagationRounds(s topo.Schedule, n int) (int, error) {
 // cfg.VerdictTime(): T_consensus, or the indirect probe's ProbeTimeout if
 // that is longer (the probe runs during the consensus phase). It is the bound of nodes whose timers run on time
 // and whose suspicions were never disproved; with lateness awareness
-// (cfg.LocalHealthMax = H > 0) a node that ran late or was proved wrong
-// waits up to ((1 + H)·c + 1)·T_gossip + Φ + (1 + H)·T_consensus (see the
-// package documentation). It requires c ≥ P = PropagationRounds(cfg.Schedule,
+// (cfg.LocalHealthMax = H > 0) a node that ran late, was proved wrong or
+// remembers a stall waits longer, up to [LoadedDetectionBound]. It
+// requires c ≥ P = PropagationRounds(cfg.Schedule,
 // n) (every node holds the crashed node's last heartbeat before it can
 // expire) and returns ErrNoBound otherwise.
 func DetectionBound(cfg GossipConfig, n int, latency time.Duration) (lo, hi time.Duration, err error) {
@@ -129,4 +129,50 @@ func detectionBound(cfg GossipConfig, n int, latency, spread time.Duration, stri
 	lo = ct*tg - latency - spread + cfg.VerdictTime()
 	hi = (ct+1)*tg + spread + cfg.VerdictTime()
 	return lo, hi, nil
+}
+
+// StallCap returns the longest stall the detector remembers over n
+// members (see [GossipStallStats]): (1 + H)·(CleanupTime(n) +
+// ConsensusTime()), the longest silence its capped timeouts allow without
+// the stall memory; 0 when LocalHealthMax = H is 0.
+func (c GossipConfig) StallCap(n int) time.Duration {
+	if c.LocalHealthMax == 0 {
+		return 0
+	}
+	return time.Duration(1+c.LocalHealthMax) * (c.CleanupTime(n) + c.ConsensusTime())
+}
+
+// LoadedDetectionBound returns the latest time after a crash at which a
+// live node declares the crashed node failed when every widening of its
+// waits is at its limit (see "Stall memory and isolation" in the package
+// documentation):
+// local health score and adaptive margin at their caps, a remembered
+// stall M = min(stall, cfg.StallCap(n)), and, if alone, an input gap (all
+// the members that send to it crashed or stalled at once: it took the
+// gap for its own isolation once, or held its verdicts as long as the
+// gap). With c = cfg.CleanupRounds(n), H = cfg.LocalHealthMax, T =
+// T_gossip, s = ⌈2M/T⌉ and Φ → T − L as in DetectionBound:
+//
+//	hi = ((1 + H)·c + s + 1)·T + Φ + max((1 + H)·T_consensus, ProbeTimeout) + 2M
+//	   + 2·((1 + H)·c + s + 1)·T      when alone
+//
+// A node whose loop stalled in that window adds the time from the crash
+// to the end of its last stall (its judgement restarts then). With H = 0
+// it is DetectionBound's hi. The conditions and errors are
+// DetectionBound's.
+func LoadedDetectionBound(cfg GossipConfig, n int, latency, stall time.Duration, alone bool) (time.Duration, error) {
+	_, hi, err := DetectionBound(cfg, n, latency)
+	if err != nil || cfg.LocalHealthMax == 0 {
+		return hi, err
+	}
+	h := time.Duration(1 + cfg.LocalHealthMax)
+	t := cfg.GossipInterval
+	m := min(max(stall, 0), cfg.StallCap(n))
+	s := (2*m + t - 1) / t
+	wait := (h*time.Duration(cfg.CleanupRounds(n)) + s + 1) * t
+	hi = wait + (t - latency) + max(h*cfg.ConsensusTime(), cfg.probeTimeout()) + 2*m
+	if alone {
+		hi += 2 * wait
+	}
+	return hi, nil
 }

@@ -127,3 +127,54 @@ func TestDetectionBound(t *testing.T) {
 		t.Errorf("invalid config: err = %v, want ErrGossipConfig", err)
 	}
 }
+
+// LoadedDetectionBound against the formula worked by hand: BRR at n = 128
+// with cohort's timings on one machine (T = 100 ms, pings of 250 ms, two
+// attempts, H = 3): c = 14, T_consensus = 500 ms, StallCap = 4·(1.4 s +
+// 0.5 s) = 7.6 s.
+func TestLoadedDetectionBound(t *testing.T) {
+	cfg := LANGossipConfig()
+	cfg.Schedule = topo.BinaryRoundRobin
+	cfg.PingTimeout = 250 * time.Millisecond
+	const n, l = 128, 2 * time.Millisecond
+	if got := cfg.StallCap(n); got != 7600*time.Millisecond {
+		t.Fatalf("StallCap = %v, want 7.6s", got)
+	}
+	_, plain, err := DetectionBound(cfg, n, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	for _, c := range []struct {
+		stall time.Duration
+		alone bool
+		want  time.Duration
+	}{
+		// (4·14 + 0 + 1)·100 ms + 98 ms + 4·500 ms
+		{0, false, 5700*ms + 98*ms + 2000*ms},
+		// s = ⌈2·250/100⌉ = 5: (56+5+1)·100 ms + 98 ms + 2 s + 500 ms
+		{250 * ms, false, 6200*ms + 98*ms + 2000*ms + 500*ms},
+		// s = ⌈2·130/100⌉ = 3
+		{130 * ms, false, 6000*ms + 98*ms + 2000*ms + 260*ms},
+		// alone: two more (56+5+1)·100 ms
+		{250 * ms, true, 3*6200*ms + 98*ms + 2000*ms + 500*ms},
+		// capped at 7.6 s: s = 152
+		{time.Hour, false, (56+152+1)*100*ms + 98*ms + 2000*ms + 15200*ms},
+	} {
+		got, err := LoadedDetectionBound(cfg, n, l, c.stall, c.alone)
+		if err != nil || got != c.want {
+			t.Errorf("LoadedDetectionBound(stall %v, alone %v) = %v, %v; want %v", c.stall, c.alone, got, err, c.want)
+		}
+	}
+	off := cfg
+	off.LocalHealthMax = 0
+	if got, err := LoadedDetectionBound(off, n, l, time.Second, true); err != nil || got != plain {
+		t.Errorf("H = 0: LoadedDetectionBound = %v, %v; want DetectionBound's %v", got, err, plain)
+	}
+	if got := off.StallCap(n); got != 0 {
+		t.Errorf("H = 0: StallCap = %v, want 0", got)
+	}
+	if _, err := LoadedDetectionBound(cfg, 1, l, 0, false); !errors.Is(err, ErrNoBound) {
+		t.Errorf("one node: err = %v, want ErrNoBound", err)
+	}
+}

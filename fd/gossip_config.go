@@ -64,10 +64,15 @@ type GossipConfig struct {
 	// time. Each of its suspicions that the suspect disproves (a pong, or
 	// its heartbeat increasing) adds ⌈c/4⌉ rounds to an adaptive margin on
 	// T_cleanup, which decays by one round per c rounds without such a
-	// false alarm. T_cleanup never exceeds (1 + LocalHealthMax)·c rounds
-	// and a ping never waits more than (1 + LocalHealthMax)·PingTimeout.
-	// 0 turns both off (the paper's fixed T_cleanup). Must be between 0
-	// and 64. Default: 3.
+	// false alarm. These stay within (1 + LocalHealthMax)·c rounds and
+	// (1 + LocalHealthMax)·PingTimeout per ping. Beyond them, the
+	// detector remembers the longest stall M it saw lately (its own
+	// lateness, or how much longer than the others a suspect was silent
+	// before it proved alive; at most [GossipConfig.StallCap]): it
+	// suspects ⌈2M/T_gossip⌉ rounds later and declares 2M later, and a
+	// node that was starved itself takes a gap in all its inputs for its
+	// own isolation once (see [GossipStallStats]). 0 turns all of it off
+	// (the paper's fixed T_cleanup). Must be between 0 and 64. Default: 3.
 	LocalHealthMax int
 
 	// LateTolerance is how late the round timer may fire and still count
@@ -228,8 +233,9 @@ func (c GossipConfig) CleanupRounds(n int) int {
 
 // CleanupTime returns T_cleanup for n members: CleanupRounds(n)·GossipInterval.
 // It is what a node on time applies; a node that ran late, or whose
-// suspicions were disproved, applies up to (1 + LocalHealthMax) times it
-// (see [GossipConfig.LocalHealthMax]).
+// suspicions were disproved, applies up to (1 + LocalHealthMax) times it,
+// plus twice the stall it remembers (see [GossipConfig.LocalHealthMax]
+// and [LoadedDetectionBound]).
 func (c GossipConfig) CleanupTime(n int) time.Duration {
 	return time.Duration(c.CleanupRounds(n)) * c.GossipInterval
 }

@@ -523,8 +523,7 @@ func (g *Gossip) probeExpired(seq uint32) {
 		}
 		w.probeSeq = 0
 		if w.status == StatusConsensus && w.seq == 0 && int(w.attempts) >= g.cfg.PingAttempts {
-			w.status = StatusFailed
-			g.env.Emit(core.Failed{Node: w.id})
+			g.verdict(w)
 		}
 		return
 	}
