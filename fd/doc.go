@@ -334,7 +334,8 @@
 // max(c/3, 2) rounds: no member sends it anything fresh) ages every entry
 // together, and it cannot tell from what it receives whether the members
 // that send to it died or were starved; its own lateness tells. If it
-// was starved itself (M at least LateTolerance/2), the entries expiring
+// was starved itself (the lateness it remembers of its own timers is at
+// least LateTolerance/2), the entries expiring
 // are its own isolation: it suspects nobody and restarts every entry's
 // age, once per gap; if no news came when the restarted ages expire, it
 // suspects as usual. A node on time suspects at once, as the paper's
@@ -348,10 +349,11 @@
 // ([LoadedDetectionBound]), plus the end of the node's own last stall as
 // above. A group on time remembers no stall (M = 0), takes no input gap
 // while its members live, and keeps the bounds above. [GossipStallStats]
-// counts what the memory did. TestGossipSimOverloaded checks the bound
-// and the absence of false verdicts on 16 nodes stalling 0.1–2 s, and
-// TestGossipSimIsolation both sides of an input gap: senders starved and
-// senders crashed, with the node starved or on time.
+// counts what the memory did. TestGossipSimOverloaded checks the bound,
+// and that no node that has been late declares a live one failed, on 16
+// nodes stalling 0.1–2 s; TestGossipSimIsolation checks both sides of an
+// input gap: senders starved and senders crashed, with the node starved
+// or on time.
 //
 // # Heartbeat detector (Phoenix §4)
 //
