@@ -460,8 +460,12 @@
 // the view goes. Requests about one suspect share each helper's ping and
 // pass-on; a pass-on unanswered half way through asks 4k more members,
 // and one shared by a later requester is sent to the earlier ones too
-// (each was left out as the one to go round). Answers travel back along
-// the chain; the suspect answers the suspecting member itself as well,
+// (each was left out as the one to go round), as a request they answer
+// but do not pass on: they run their own pass-on already, and sent on,
+// such requests went round between the helpers for as long as the
+// suspect stayed silent (3 to 3.6 times as many requests among 16
+// members whose loops stalled, TestGossipSimProbeStorm). Answers travel
+// back along the chain; the suspect answers the suspecting member itself as well,
 // directly and through a few members it heard from lately
 // ([GossipProbeRelay]), in case the way back is cut one way; and a
 // helper that learns the suspect alive by other means (its own probe, a
@@ -489,9 +493,13 @@
 // requests and their notices, a ping per member per quarter ProbeTimeout
 // while the suspicion lasts; gossip: each member that is asked sends one
 // ping, one message to the suspect per request it receives, and passes on
-// once per suspect (once per hop count it is reached with, in practice
-// once) to k, then 4k more, members and to the earlier requesters of a
-// shared pass-on, so O(k·n) requests over the view, and their answers);
+// once per suspect (once per hop count it is reached with: once while
+// the suspect answers, but up to n − 2 times when members stall, as they
+// do on an overloaded host) to k, then 4k more, members and to the
+// earlier requesters of a shared pass-on, so O(k·n) requests over the
+// view when the probe is answered, and their answers; with 15 of 16
+// members stalling 20–800 ms, about 1,500 to 4,400 requests per
+// suspicion, TestGossipSimProbeStorm);
 // while a link stays cut, the heartbeat detector's recheck
 // costs k requests (k + k² when the helpers do not reach the peer
 // either), as many pings, their pongs and answers per

@@ -283,12 +283,18 @@ func (g *Gossip) helpProbe(from core.NodeID, m GossipProbeReq) {
 	if help.subSeq != 0 {
 		// The shared pass-on asked nobody of the requesters it served
 		// (each was the one to go round): those other than this
-		// requester are helpers for this one.
+		// requester are helpers for this one. They are asked to ping
+		// and answer, not to pass on: each runs a pass-on of its own
+		// already, and one sent on with hops left came back round
+		// through the helpers that shared it, for as long as the
+		// suspect stayed silent.
+		told := g.toldOf(help.subSeq, now)
 		for _, h := range g.helps {
-			if h.subSeq == help.subSeq && h.requester != from && !g.toldOf(help.subSeq, h.requester, now) {
+			if h.subSeq == help.subSeq && h.requester != from && !slices.Contains(told, h.requester) {
+				told = append(told, h.requester)
 				g.told = append(g.told, gossipTold{subSeq: help.subSeq, id: h.requester, until: h.until})
 				g.probes.Requests++
-				g.env.Send(h.requester, GossipProbeReq{Seq: help.subSeq, Subject: m.Subject, Hops: help.subHops, Origin: help.origin, OriginSeq: help.originSeq})
+				g.env.Send(h.requester, GossipProbeReq{Seq: help.subSeq, Subject: m.Subject, Origin: help.origin, OriginSeq: help.originSeq})
 			}
 		}
 	}
@@ -339,11 +345,20 @@ func (g *Gossip) firstOf(origin core.NodeID, seq uint32) bool {
 	return true
 }
 
-// toldOf reports whether id was asked to help with pass-on subSeq, and
-// forgets what has ended.
-func (g *Gossip) toldOf(subSeq uint32, id core.NodeID, now time.Duration) bool {
+// toldOf returns the members asked to help with pass-on subSeq, and
+// forgets what has ended. It is called once per request: called per
+// requester of a shared pass-on, its scans made each request cost the
+// product of the two lists, which a storm of requests about starved
+// members grows to thousands of entries each.
+func (g *Gossip) toldOf(subSeq uint32, now time.Duration) []core.NodeID {
 	g.told = slices.DeleteFunc(g.told, func(t gossipTold) bool { return t.until < now })
-	return slices.ContainsFunc(g.told, func(t gossipTold) bool { return t.subSeq == subSeq && t.id == id })
+	var ids []core.NodeID
+	for _, t := range g.told {
+		if t.subSeq == subSeq {
+			ids = append(ids, t.id)
+		}
+	}
+	return ids
 }
 
 // helpWave is a pass-on's second wave: half way through, while no

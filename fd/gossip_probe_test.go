@@ -7,6 +7,8 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/core/coretest"
+	"github.com/cohort-mp/cohort/sim"
+	"github.com/cohort-mp/cohort/sim/simtest"
 	"github.com/cohort-mp/cohort/topo"
 )
 
@@ -236,5 +238,53 @@ func TestGossipSuspectAnswersAround(t *testing.T) {
 	h.Receive(3, GossipProbeRelay{To: 0, Seq: 40, Beat: 9})
 	if sent := henv.TakeSent(); len(sent) != 1 || sent[0].To != 0 || sent[0].Msg != (GossipProbeAck{Seq: 40, Subject: 3, Beat: 9, Pong: true}) {
 		t.Fatalf("relay sent %v, want probe-ack{40 n3 beat 9 pong} to n0", sent)
+	}
+}
+
+// A storm of indirect probes: 16 members under BRR with cohort's timings
+// on one machine, 15 of them stalling 20–800 ms about every 300 ms for
+// 4 s, so that suspects stay silent past their probes while helpers
+// stall too. A member then passes a request on once per hop count it is
+// reached with, not once per suspect, so the requests exceed the O(k·n)
+// of an answered probe; they stay within 20 pass-ons of 5k requests to
+// n members per suspicion (1,500 to 4,400 per suspicion on these seeds,
+// where sending the shared pass-on's earlier requesters a request they
+// pass on again made 4,500 to 15,500), and end with the stalls:
+// 2·ProbeTimeout after the last stall no member is helping anyone.
+func TestGossipSimProbeStorm(t *testing.T) {
+	const n = 16
+	cfg := gossipLocalConfig()
+	m := loadModel{loaded: n - 1, every: 300 * time.Millisecond, minPause: 20 * time.Millisecond, maxPause: 800 * time.Millisecond, until: 4 * time.Second}
+	for _, seed := range simtest.Seeds(t, 2) {
+		w := gossipLoadWorld(t, seed, n, cfg, 0)
+		plan := m.plan(w)
+		if err := plan.Apply(w, nil); err != nil {
+			t.Fatal(err)
+		}
+		var quiet time.Duration // the end of the last stall
+		for _, f := range plan {
+			if p, ok := f.(sim.Pause); ok {
+				quiet = max(quiet, p.At+p.For)
+			}
+		}
+		suspicions := 0
+		w.OnEmit(func(_ time.Duration, _ core.NodeID, e core.Event) {
+			if _, ok := e.(core.Suspected); ok {
+				suspicions++
+			}
+		})
+		w.RunUntil(quiet + 2*cfg.probeTimeout())
+		var requests uint64
+		helping := 0
+		for i := range n {
+			g := w.Node(core.NodeID(i)).(*Gossip)
+			requests += g.ProbeStats().Requests
+			helping += len(slices.DeleteFunc(slices.Clone(g.helps), func(h gossipHelp) bool { return h.until < w.Now() }))
+		}
+		budget := uint64(suspicions) * 20 * 5 * uint64(cfg.IndirectProbes) * n
+		t.Logf("seed %d: %d suspicions, %d probe requests (budget %d), %d helps running %v after the last stall", seed, suspicions, requests, budget, helping, 2*cfg.probeTimeout())
+		if requests > budget || helping != 0 {
+			t.Errorf("seed %d: %d probe requests for %d suspicions (want at most %d), %d helps still running after the stalls; want none", seed, requests, suspicions, budget, helping)
+		}
 	}
 }
