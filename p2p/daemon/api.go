@@ -28,6 +28,7 @@ import (
 //	POST /v1/release  {"token"}             → {}
 //	PUT  /v1/jobs/TOKEN/files?path=&size=&sha256=&exec=   body: the file
 //	POST /v1/jobs/TOKEN/launch LaunchRequest → a stream of Event lines (JSON), until the job ends
+//	POST /v1/jobs/TOKEN/spawn  LaunchRank    → {} (one more process of the running job, on its stream: spawn.go)
 //	POST /v1/halt                           → {} (the daemon's own name or an admin only)
 //
 // Every refusal is an HTTP error status with a one-line reason in the body
@@ -319,6 +320,14 @@ func (c *Client) Launch(ctx context.Context, token string, lr LaunchRequest, sil
 		return fmt.Errorf("daemon %s (%s): the stream broke: %w", c.Name, c.Addr, err)
 	}
 	return fmt.Errorf("daemon %s (%s): the stream ended before the job", c.Name, c.Addr)
+}
+
+// Spawn asks the daemon to start one more process of the running job
+// holding token: rk with the launch's program, arguments and environment,
+// its output and exit reported on the job's launch stream. A refusal
+// (see spawn.go) wraps ErrRefused and names why.
+func (c *Client) Spawn(ctx context.Context, token string, rk LaunchRank) error {
+	return c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(token)+"/spawn", jsonBody(rk), nil)
 }
 
 // ErrSilent: a daemon's launch stream stayed silent: its host is lost (cut

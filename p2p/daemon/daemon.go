@@ -146,6 +146,7 @@ type Daemon struct {
 
 	mu    sync.Mutex
 	jobs  map[string]*job // by token
+	ended []endedJob      // the last jobs that ended, oldest first
 	peers []PeerInfo      // the cached list
 	halt  chan struct{}   // closed by a halt request
 	once  sync.Once
@@ -372,6 +373,7 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/release", authed(d.release))
 	mux.HandleFunc("PUT /v1/jobs/{token}/files", authed(d.stageFile))
 	mux.HandleFunc("POST /v1/jobs/{token}/launch", authed(d.launch))
+	mux.HandleFunc("POST /v1/jobs/{token}/spawn", authed(d.spawn))
 	mux.HandleFunc("POST /v1/halt", authed(func(w http.ResponseWriter, r *http.Request, name string) {
 		if !d.admin(name) {
 			d.refuse(w, r, http.StatusForbidden, "halt", fmt.Errorf("%q may not halt this daemon (only %q and its admins)", name, d.cfg.Name))
@@ -510,8 +512,12 @@ func (d *Daemon) release(w http.ResponseWriter, r *http.Request, name string) {
 // forget removes a job's token, directory and entry (its processes have
 // ended).
 func (d *Daemon) forget(j *job) {
+	j.mu.Lock()
+	why := j.why
+	j.mu.Unlock()
 	d.mu.Lock()
 	delete(d.jobs, j.token)
+	d.rememberLocked(j, why)
 	d.mu.Unlock()
 	d.gate.Release(j.submitter, j.token)
 	os.RemoveAll(j.dir.Root)

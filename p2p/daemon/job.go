@@ -41,6 +41,25 @@ type job struct {
 	// leftovers counts the processes the stop killed after every rank
 	// had ended (detached ones, say).
 	leftovers int
+	// run is what starting one more process of the launched job takes
+	// (spawn.go); set at launch.
+	run *running
+}
+
+// running is a launched job's means to start its processes and report
+// their events: the launch's program and environment, the stream's
+// channel, and the reporters of the processes' exits.
+type running struct {
+	path   string
+	lr     LaunchRequest
+	slots  int // the reservation's processes: at most this many run at once
+	events chan Event
+	// exits counts the exit reporters, and the stream itself while it
+	// runs: events is closed once it is zero, so a process may be added
+	// only while the stream runs (drained false).
+	exits   sync.WaitGroup
+	drained bool // every process ended or the stream ended: no more processes
+	spawned int  // processes started after the launch
 }
 
 // proc is one rank's process.
@@ -230,67 +249,22 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 		d.refuse(w, r, http.StatusInternalServerError, "launch", err)
 		return
 	}
-	events := make(chan Event, 256)
 	j.stopC = make(chan struct{})
 	j.procs = []*proc{}
-	var exits sync.WaitGroup // the exit reporters: events is closed after them
+	j.run = &running{path: path, lr: lr, slots: tok.Procs, events: make(chan Event, 256)}
+	events := j.run.events
+	j.run.exits.Add(1) // the stream's own hold, released when it ends
 	var startErr error
 	for _, rk := range lr.Ranks {
-		cmd, feed, err := d.conf.command(j.spec(path, &lr, &rk))
-		if err != nil {
-			startErr = fmt.Errorf("rank %d: %w", rk.Rank, err)
+		if startErr = j.startProc(rk); startErr != nil {
 			break
 		}
-		p := &proc{rank: rk.Rank, cmd: cmd, done: make(chan struct{})}
-		stdout, err1 := cmd.StdoutPipe()
-		stderr, err2 := cmd.StderrPipe()
-		if err := errors.Join(err1, err2); err != nil {
-			feed(false)
-			startErr = err
-			break
-		}
-		if err := cmd.Start(); err != nil {
-			feed(false)
-			startErr = fmt.Errorf("rank %d: %w", rk.Rank, err)
-			break
-		}
-		if err := feed(true); err != nil {
-			// The launcher says why on the rank's standard error.
-			d.log.Warn("daemon: launch specification not delivered", "job", j.name, "rank", rk.Rank, "err", err)
-		}
-		j.procs = append(j.procs, p)
-		var pumps sync.WaitGroup
-		pumps.Add(2)
-		go pump(p.rank, stdout, false, events, &pumps)
-		go pump(p.rank, stderr, true, events, &pumps)
-		exits.Add(1)
-		go func() {
-			defer exits.Done()
-			pumps.Wait() // every line read before the exit is reported
-			err := cmd.Wait()
-			ev := Event{Rank: p.rank, Exited: true}
-			if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-				ev.Signal = st.Signal().String()
-				p.exit = "killed by " + ev.Signal
-			} else {
-				ev.Code = cmd.ProcessState.ExitCode()
-				p.exit = fmt.Sprintf("exit %d", ev.Code)
-				if err != nil && ev.Code == 0 {
-					ev.Code, p.exit = -1, err.Error()
-				}
-			}
-			close(p.done)
-			d.m.exited.Add(1)
-			for _, msg := range j.cg.limitNews() {
-				events <- Event{Rank: p.rank, Out: "cohort daemon " + d.cfg.Name + ": " + msg, Stderr: true}
-			}
-			events <- ev
-		}()
 	}
 	procs := j.procs
 	j.mu.Unlock()
-	go func() { exits.Wait(); close(events) }()
+	go func() { j.run.exits.Wait(); close(events) }()
 	if startErr != nil {
+		j.endStream()
 		go drain(events)
 		d.refuse(w, r, http.StatusInternalServerError, "launch", startErr)
 		j.stop("a process could not start")
@@ -316,13 +290,13 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
-	left := len(procs)
+	exited := 0
 	ok := send(Event{Alive: true})
-	for ok && left > 0 {
+	for ok && !j.allExited(exited) {
 		select {
 		case ev := <-events:
 			if ev.Exited {
-				left--
+				exited++
 			}
 			ok = send(ev)
 		case <-tick.C:
@@ -337,6 +311,7 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 			ok = false
 		}
 	}
+	j.endStream()
 	if !ok {
 		// The submitter is gone (or the job was stopped): stop the
 		// processes; their last events go nowhere.
