@@ -69,6 +69,16 @@ type Config struct {
 	// (launch.Rendezvous.Excuse) and a spare takes its rank. Spares and
 	// Replicas > 1 do not go together.
 	Spares int
+	// Respawn, if positive (it needs Spares), starts again as a newcomer
+	// a process that a signal ends, or that is lost with its host, once
+	// the job has started: on its host while that host's daemon is
+	// reachable, else on another host of the job with a free slot, by
+	// Strategy (respawn.go). Each process of the start comes back at
+	// most Respawn times, counting its restarts' deaths, and the job at
+	// most launch.MaxNewcomers times; Log says each restart, refusal and
+	// failure. Its restarts are processes N+Spares on, after the others
+	// in Result.Exits.
+	Respawn int
 	// Strategy places them (spread or concentrate).
 	Strategy place.Strategy
 	// Supernodes are NAME@HOST:PORT or HOST:PORT (see daemon.ParseSupernode).
@@ -137,6 +147,15 @@ type Exit struct {
 	Lost bool
 	// Err is a daemon's error about this rank's host.
 	Err string
+	// Of is, for a process started again (Config.Respawn), the process
+	// of the job's start it stands for; else the process itself.
+	Of int
+	// Replaced is the number of the process started again in its place
+	// (Config.Respawn), 0 if none.
+	Replaced int
+	// Idle: a process started again that was stopped because every
+	// process of the job's start had ended: the job never needed it.
+	Idle bool
 }
 
 // OK says the rank exited with status 0.
@@ -145,6 +164,8 @@ func (e Exit) OK() bool { return !e.Lost && e.Err == "" && e.Signal == "" && e.C
 // How says how the rank ended, for messages.
 func (e Exit) How() string {
 	switch {
+	case e.Idle:
+		return "stopped on " + e.Host + ": the job never needed it"
 	case e.Lost:
 		return "lost with host " + e.Host
 	case e.Err != "":
@@ -162,7 +183,7 @@ type Result struct {
 	// Placement is where the ranks ran.
 	Placement place.Placement
 	// Exits, by process (replica·N + rank; with spares, the spares
-	// after the ranks).
+	// after the ranks, then the processes started again).
 	Exits []Exit
 }
 
@@ -183,6 +204,10 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("submit: %d spares for %d ranks, want 0 or more and at most %d processes", cfg.Spares, cfg.N, launch.MaxSize)
 	case cfg.Spares > 0 && cfg.Replicas > 1:
 		return fmt.Errorf("submit: %d spares with %d replicas: spares and replicas do not go together", cfg.Spares, cfg.Replicas)
+	case cfg.Respawn < 0 || cfg.Respawn > launch.MaxNewcomers:
+		return fmt.Errorf("submit: %d restarts per process, want 0 to %d", cfg.Respawn, launch.MaxNewcomers)
+	case cfg.Respawn > 0 && cfg.Spares < 1:
+		return errors.New("submit: restarts without spares: a process started again joins as a spare, and only a program that takes spares can use it")
 	case cfg.Strategy != place.Spread && cfg.Strategy != place.Concentrate:
 		return fmt.Errorf("submit: strategy %v", cfg.Strategy)
 	case len(cfg.Supernodes) == 0:
@@ -490,17 +515,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.Exits = make([]Exit, procs)
 	for _, s := range pl.Slots {
-		res.Exits[s.Replica*cfg.N+s.Rank] = Exit{Rank: s.Rank, Replica: s.Replica, Host: s.Host, Lost: true}
+		p := s.Replica*cfg.N + s.Rank
+		res.Exits[p] = Exit{Rank: s.Rank, Replica: s.Replica, Host: s.Host, Lost: true, Of: p}
+	}
+	newcomers := 0
+	if cfg.Respawn > 0 {
+		newcomers = launch.MaxNewcomers
 	}
 	var outMu sync.Mutex
-	lines := make([][2]int, procs)  // lines of each process's stdout, stderr
-	written := make([][2]int, outs) // lines of each rank's streams written
+	lines := make([][2]int, procs+newcomers)  // lines of each process's stdout, stderr
+	written := make([][2]int, outs+newcomers) // lines of each rank's streams written
 	write := func(p int, line string, stderr bool) {
 		w, k := cfg.Stdout, 0
 		if stderr {
 			w, k = cfg.Stderr, 1
 		}
 		rank := p % outs
+		if p >= procs {
+			rank = p - procs + outs // a process started again: its own lines
+		}
 		outMu.Lock()
 		defer outMu.Unlock()
 		lines[p][k]++
@@ -519,6 +552,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	var exitMu sync.Mutex
 	var wg sync.WaitGroup
+	// Closing the launch streams stops every process of the job (the
+	// restarts left idle, respawn.go); ctx's end is the job's.
+	streamCtx, stopStreams := context.WithCancel(ctx)
+	defer stopStreams()
+	rs := &restarter{cfg: &cfg, ctx: streamCtx, mu: &exitMu, exits: &res.Exits, procs: procs, clients: clients, rz: rz,
+		wg: &wg, stop: stopStreams, of: map[int]int{}, startLeft: procs,
+		boot: launch.Bootstrap{JobID: jobID, Size: procs, Rendezvous: rz.Addr(), Secret: secret,
+			Fanout: cfg.Fanout, Detector: cfg.Detector, TLSCert: certPEM, TLSKey: keyPEM, Spares: cfg.Spares}}
+	for _, g := range grants {
+		if per[g.host.Name] > 0 {
+			rs.hosts = append(rs.hosts, &hostRun{g: g, listen: listenHost(g.host.Addr), up: true, alive: per[g.host.Name],
+				dialOut: g.host.DialOutOnly || slices.Contains(cfg.DialOutOnly, g.host.Name)})
+		}
+	}
 	for _, g := range used {
 		host, _, _ := net.SplitHostPort(g.host.Addr)
 		var lr daemon.LaunchRequest
@@ -539,27 +586,31 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := clients[g.host.Name].Launch(ctx, g.token, lr, cfg.Silence, func(ev daemon.Event) {
+			err := clients[g.host.Name].Launch(streamCtx, g.token, lr, cfg.Silence, func(ev daemon.Event) {
 				switch {
 				case ev.Exited:
 					exitMu.Lock()
-					if ev.Rank >= 0 && ev.Rank < procs && res.Exits[ev.Rank].Host == g.host.Name {
+					if ev.Rank >= 0 && ev.Rank < len(res.Exits) && res.Exits[ev.Rank].Host == g.host.Name && res.Exits[ev.Rank].Lost {
 						x := &res.Exits[ev.Rank]
-						*x = Exit{Rank: x.Rank, Replica: x.Replica, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal}
-						if cfg.Spares > 0 {
+						*x = Exit{Rank: x.Rank, Replica: x.Replica, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal, Of: x.Of, Idle: x.Idle && ev.Signal != ""}
+						if cfg.Spares > 0 && ev.Rank < procs {
 							// Ended before it registered: the job starts
 							// without it, a spare takes its rank.
 							rz.Excuse(ev.Rank)
 						}
+						rs.exitedLocked(ev.Rank, *x)
 					}
 					exitMu.Unlock()
 				case ev.Error != "":
 					cfg.Log("host %s: %s", g.host.Name, ev.Error)
-				case !ev.Alive && ev.Rank >= 0 && ev.Rank < procs:
+				case !ev.Alive && ev.Rank >= 0 && ev.Rank < procs+newcomers:
 					write(ev.Rank, ev.Out, ev.Stderr)
 				}
 			})
-			if err != nil && ctx.Err() == nil {
+			exitMu.Lock()
+			rs.host(g.host.Name).up = false
+			exitMu.Unlock()
+			if err != nil && streamCtx.Err() == nil {
 				cfg.Log("host %s lost: %v", g.host.Name, err)
 				if cfg.Spares > 0 {
 					// Its processes that never registered: the job starts
@@ -568,24 +619,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 						rz.Excuse(p.Rank)
 					}
 				}
+				exitMu.Lock()
 				if !errors.Is(err, daemon.ErrSilent) {
-					exitMu.Lock()
 					for i := range res.Exits {
 						if res.Exits[i].Host == g.host.Name && res.Exits[i].Lost {
 							res.Exits[i].Err = err.Error()
 						}
 					}
-					exitMu.Unlock()
 				}
+				rs.hostLostLocked(g.host.Name)
+				exitMu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	exitMu.Lock()
+	rs.over = true // an idle stop past this point changes nothing
+	exitMu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	if cfg.Spares > 0 {
-		return res, spareOutcome(cfg, res.Exits)
+		return res, spareOutcome(cfg, res.Exits, procs, rz.Joined())
 	}
 	// A rank succeeded if one of its replicas did.
 	okRank := make([]bool, cfg.N)
@@ -634,21 +689,39 @@ func logSpares(cfg Config, pl place.Placement) {
 }
 
 // spareOutcome judges a job with spares: a process lost with its host
-// was replaced (a spare took its rank, or it was an idle spare), so the
-// job succeeded if every other process exited with status 0. A process
-// that failed otherwise (the program's verdict: no spare left, a state
-// lost) fails the job.
-func spareOutcome(cfg Config, exits []Exit) error {
+// was replaced (a spare took its rank, or it was an idle spare), and,
+// with restarts (Config.Respawn), so was a process that a signal ended
+// (whether or not a restart could start), a restart that ended before
+// it joined the job (it held nothing) and a restart stopped as idle; the
+// job succeeded if
+// every other process exited with status 0. A process that failed
+// otherwise (the program's verdict: no spare left, a state lost) fails
+// the job.
+func spareOutcome(cfg Config, exits []Exit, procs int, joined []int) error {
 	var bad []string
 	ended := 0
 	for p, e := range exits {
+		who := fmt.Sprintf("process %d", p)
+		if e.Of != p {
+			who = fmt.Sprintf("process %d (process %d started again)", p, e.Of)
+		}
 		switch {
 		case e.OK():
 			ended++
+		case e.Idle:
+			cfg.Log("%s stopped: the job never needed it", who)
 		case e.Lost:
-			cfg.Log("process %d lost (%s); the job went on without it", p, e.How())
+			cfg.Log("%s lost (%s); the job went on without it", who, e.How())
+		case e.Signal != "" && cfg.Respawn > 0 && e.Replaced > 0:
+			cfg.Log("%s %s; started again as process %d", who, e.How(), e.Replaced)
+		case e.Signal != "" && cfg.Respawn > 0:
+			cfg.Log("%s %s; the job went on without it", who, e.How())
+		case p >= procs && e.Host == "":
+			// Never started: said when every host refused it.
+		case p >= procs && !slices.Contains(joined, p):
+			cfg.Log("%s ended before it joined (%s); the job went on without it", who, e.How())
 		default:
-			bad = append(bad, fmt.Sprintf("process %d (%s)", p, e.How()))
+			bad = append(bad, fmt.Sprintf("%s (%s)", who, e.How()))
 		}
 	}
 	if len(bad) == 0 && ended == 0 {
