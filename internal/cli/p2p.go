@@ -335,7 +335,7 @@ func parseHosts(s string) ([]string, error) {
 // included, so that a flag means the same on one machine and across hosts.
 func hostsJob(cfg launch.Config) submit.Config {
 	return submit.Config{
-		N: cfg.N, Replicas: cfg.Replicas, Spares: cfg.Spares, Program: cfg.Program, Args: cfg.Args, Env: cfg.Env,
+		N: cfg.N, Replicas: cfg.Replicas, Spares: cfg.Spares, Respawn: cfg.Respawn, Program: cfg.Program, Args: cfg.Args, Env: cfg.Env,
 		Fanout: cfg.Fanout, Detector: cfg.Detector, Prefix: cfg.Prefix, Encrypt: cfg.Encrypt,
 	}
 }

@@ -24,6 +24,10 @@ func TestHostsJobCarriesTheJob(t *testing.T) {
 		len(sc.Env) != 1 || sc.Fanout != 4 || sc.Detector != "heartbeat" || !sc.Prefix {
 		t.Errorf("hostsJob(%+v) = %+v: a setting of the job was lost", cfg, sc)
 	}
+	cfg = launch.Config{N: 4, Spares: 1, Respawn: 2, Program: "/bin/prog"}
+	if sc := hostsJob(cfg); sc.Spares != 1 || sc.Respawn != 2 {
+		t.Errorf("hostsJob(%+v) = %+v: --spares or --respawn was lost", cfg, sc)
+	}
 }
 
 // --dial-out-only takes daemon names and goes with --hosts.

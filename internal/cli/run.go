@@ -98,7 +98,10 @@ starts each process of the job's start again at most K times, counting
 the deaths of its restarts (default 3; at most 62 restarts in all); past
 that, or if a restart fails to start, the job goes on with the spares it
 has. A restart the job never needed is stopped once every other process
-has ended, and does not fail the job.
+has ended, and does not fail the job. With --hosts the process starts
+again on its host while that host's daemon answers, and a process lost
+with its host starts again on another host of the job with a free slot
+(the closest with concentrate, the least loaded with spread).
 
 The ranks' connections are authenticated by the job's secret; --encrypt
 also encrypts them, with TLS 1.3 and a certificate made for the job (its
@@ -115,6 +118,7 @@ Examples:
   cohort run -n 4 --spares 1 --respawn --kill 1@1s --kill 2@3s ./examples/jacobi -- -iters 8000
   cohort run -n 4 -r 2 --hosts supernode:sn1@10.0.0.2:7940 ./nqueens -- -n 16
   cohort run -n 4 --spares 2 --hosts supernode:sn1@10.0.0.2:7940 ./jacobi
+  cohort run -n 4 --spares 1 --respawn --hosts supernode:sn1@10.0.0.2:7940 ./jacobi
   cohort run -n 2 ./examples/pingpong -- -iters 1000
   cohort run -n 4 --detector heartbeat --timeout 1m ./myprog`,
 		run: runRun,
@@ -217,10 +221,10 @@ func runRun(ctx context.Context, c *call) error {
 	if *hf.hosts == "" && *hf.dialOutOnly != "" {
 		return usagef("--dial-out-only names daemons: it goes with --hosts")
 	}
-	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure || cfg.Respawn > 0) {
-		return usagef("--kill, --abort-on-failure and --respawn are for jobs on this machine, not with --hosts yet")
+	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
+		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
 	}
-	if cfg.Respawn > 0 {
+	if cfg.Respawn > 0 && *hf.hosts == "" {
 		cfg.Notices = func(line string) { fmt.Fprintf(c.stderr, "cohort run: %s\n", line) }
 	}
 	if rest[0] == "--" {

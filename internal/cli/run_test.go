@@ -147,7 +147,8 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "-n", "2", "--respawn", rankPkg}, exitUsage, "--respawn needs --spares"},
 		{[]string{"run", "-n", "2", "--spares", "1", "--respawn=many", rankPkg}, exitUsage, `"many": want --respawn alone or --respawn=K, K from 0 to 62`},
 		{[]string{"run", "-n", "2", "--spares", "1", "--respawn=63", rankPkg}, exitUsage, `"63": want --respawn alone or --respawn=K`},
-		{[]string{"run", "-n", "2", "--spares", "1", "--respawn", "--hosts", "supernode:sn@127.0.0.1:1", rankPkg}, exitUsage, "--respawn are for jobs on this machine"},
+		{[]string{"run", "-n", "2", "--spares", "1", "--respawn", "--kill", "1@1s", "--hosts", "supernode:sn@127.0.0.1:1", rankPkg}, exitUsage, "--kill and --abort-on-failure are for jobs on this machine"},
+		{[]string{"run", "-n", "2", "--respawn", "--hosts", "supernode:sn@127.0.0.1:1", rankPkg}, exitUsage, "--respawn needs --spares"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)
