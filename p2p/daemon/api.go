@@ -92,7 +92,8 @@ type Event struct {
 	// Out is a line of the rank's output; Stderr says which stream.
 	Out    string `json:"out,omitempty"`
 	Stderr bool   `json:"stderr,omitempty"`
-	// Exited: the rank ended with Code (or Signal, when killed).
+	// Exited: the rank ended with Code (or Signal, when killed: the
+	// signal's name, SIGKILL).
 	Exited bool   `json:"exited,omitempty"`
 	Code   int    `json:"code,omitempty"`
 	Signal string `json:"signal,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/cohort-mp/cohort/launch"
+	"golang.org/x/sys/unix"
 )
 
 // One more process of a running job (POST /v1/jobs/TOKEN/spawn, a
@@ -166,7 +167,7 @@ func (j *job) startProc(rk LaunchRank) error {
 		err := cmd.Wait()
 		ev := Event{Rank: p.rank, Exited: true}
 		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-			ev.Signal = st.Signal().String()
+			ev.Signal = signalName(st.Signal())
 			p.exit = "killed by " + ev.Signal
 		} else {
 			ev.Code = cmd.ProcessState.ExitCode()
@@ -204,4 +205,13 @@ func (j *job) endStream() {
 	j.run.drained = true
 	j.mu.Unlock()
 	j.run.exits.Done()
+}
+
+// signalName names sig as the submitter's messages show it (SIGKILL),
+// or by its number when it has no name.
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }

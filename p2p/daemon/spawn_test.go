@@ -120,7 +120,7 @@ func TestSpawnOneMoreProcess(t *testing.T) {
 	if err := syscall.Kill(pidOf(t, ctx, alice, 1), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	s.waitFor(t, ctx, "process 1 killed", func(_ []string, exits map[int]string) bool { return exits[1] == "killed" })
+	s.waitFor(t, ctx, "process 1 killed", func(_ []string, exits map[int]string) bool { return exits[1] == "SIGKILL" })
 	refused(alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 1}), "process 1 is the job's already")
 	refused(alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2, Env: []string{"BAD"}}), "not NAME=value")
 	if err := alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2, Env: []string{"RANK=2"}}); err != nil {
