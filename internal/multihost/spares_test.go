@@ -3,18 +3,22 @@ package multihost
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cohort-mp/cohort/internal/netlab"
+	"github.com/cohort-mp/cohort/p2p/daemon"
 )
 
 // stencilJob is a `cohort run --hosts --spares` of the Jacobi stencil in
@@ -36,8 +40,15 @@ type stencilJob struct {
 // detection.
 func runStencil(t *testing.T, ctx context.Context, c *cluster, n, spares int, cue string, args ...string) *stencilJob {
 	t.Helper()
-	all := []string{"run", "--prefix", "--hosts", "supernode:" + c.Supernode, "-n", fmt.Sprint(n), "--spares", fmt.Sprint(spares),
-		"--alloc", "spread", "--detector", "heartbeat-paper", "--name", Submitter, "--ca", c.CAFile(), "--certs", c.Dir, filepath.Join(c.bin, "jacobi"), "--"}
+	return runStencilWith(t, ctx, c, []string{"-n", fmt.Sprint(n), "--spares", fmt.Sprint(spares)}, cue, args...)
+}
+
+// runStencilWith is runStencil with cohort run's flags (-n, --spares and
+// any others) given.
+func runStencilWith(t *testing.T, ctx context.Context, c *cluster, flags []string, cue string, args ...string) *stencilJob {
+	t.Helper()
+	all := append([]string{"run", "--prefix", "--hosts", "supernode:" + c.Supernode}, flags...)
+	all = append(all, "--alloc", "spread", "--detector", "heartbeat-paper", "--name", Submitter, "--ca", c.CAFile(), "--certs", c.Dir, filepath.Join(c.bin, "jacobi"), "--")
 	j := &stencilJob{cmd: exec.CommandContext(ctx, filepath.Join(c.bin, "cohort"), append(all, args...)...),
 		stdout: &syncBuf{}, stderr: &syncBuf{}, cue: make(chan struct{})}
 	re := regexp.MustCompile(cue)
@@ -180,4 +191,237 @@ func TestSparesTakeALostHostsRanks(t *testing.T) {
 	if lost := regexp.MustCompile(`process \d lost \(lost with host `+name+`\); the job went on without it`).FindAllString(errs, -1); len(lost) != per[name] {
 		t.Errorf("cohort run reports %d processes lost with %s, want %d", len(lost), name, per[name])
 	}
+}
+
+// TestRespawnOnHosts: 4 ranks and a spare of the Jacobi stencil spread on
+// 3 hosts with --respawn. After the first checkpoint a process of the
+// start that shares its host is killed: the spare takes its rank, and the
+// submitter asks that host's daemon to start it again, as process 5,
+// which joins the running job. Once every survivor's membership admitted
+// process 5, a second process of the start is killed: process 5 takes its
+// rank (that one comes back too, as process 6, which the job never
+// needs). The job succeeds with the checksum of the run without kills,
+// bit for bit.
+func TestRespawnOnHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a lab of 4 hosts and runs two jobs")
+	}
+	if err := netlab.Available(); err != nil {
+		t.Skipf("SKIP: %v", err)
+	}
+	// The program submitted is a script that names the events file and
+	// runs the stencil (cohort run --hosts passes none of the submitter's
+	// environment on): the test learns from it when the survivors
+	// admitted the process started again. The job's uids read and run
+	// what is here, and append to the file.
+	dir, err := os.MkdirTemp("", "cohort-rig-respawn-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{bin: dir}
+	goBuild(t, filepath.Join(dir, "cohort"), "./cmd/cohort")
+	goBuild(t, filepath.Join(dir, "jacobi.bin"), "./examples/jacobi")
+	evFile := filepath.Join(dir, "events.jsonl")
+	if err := os.WriteFile(evFile, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(evFile, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\nCOHORT_EVENTS=%s exec %s \"$@\"\n", evFile, filepath.Join(dir, "jacobi.bin"))
+	if err := os.WriteFile(filepath.Join(dir, "jacobi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rig, err := Start(context.Background(), 3, 3, filepath.Join(c.bin, "cohort"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rig.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	c.Rig = rig
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	// Paced so that both kills, and the admission between them, fall
+	// well before the end on a loaded machine.
+	stencil := []string{"-size", "96", "-iters", "2400", "-k", "40", "-v", "-pace", "10ms"}
+	flags := []string{"-n", "4", "--spares", "1", "--respawn"}
+
+	j := runStencilWith(t, ctx, c, flags, `^$never`, stencil...)
+	if err := j.wait(); err != nil {
+		t.Fatalf("without a failure: %v\nstdout:\n%s\nstderr:\n%s", err, j.stdout, j.stderr)
+	}
+	m := checksumRE.FindStringSubmatch(j.stdout.String())
+	if m == nil {
+		t.Fatalf("no checksum without a failure:\n%s", j.stdout)
+	}
+	want := m[1]
+	if strings.Contains(j.stderr.String(), "started it again") {
+		t.Fatalf("a restart without a kill:\n%s", j.stderr)
+	}
+	if err := os.Truncate(evFile, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	j = runStencilWith(t, ctx, c, flags, `jacobi: checkpoint committed at iteration 40$`, stencil...)
+	exited := make(chan error, 1)
+	go func() { exited <- j.wait() }()
+	select {
+	case <-j.cue:
+	case err := <-exited:
+		t.Fatalf("the job ended before its first checkpoint (%v):\nstdout:\n%s\nstderr:\n%s", err, j.stdout, j.stderr)
+	case <-ctx.Done():
+		t.Fatalf("no checkpoint committed:\nstdout:\n%s\nstderr:\n%s", j.stdout, j.stderr)
+	}
+	where := processHosts(t, ctx, rig)
+	// The first victim shares its host, whose daemon's stream then runs
+	// on: the process comes back there.
+	first, second := -1, -1
+	for p := range 4 {
+		for q := range 5 {
+			if q != p && where[q].name == where[p].name && first < 0 {
+				first = p
+			}
+		}
+	}
+	for p := range 4 {
+		if p != first && second < 0 {
+			second = p
+		}
+	}
+	if first < 0 {
+		t.Fatalf("no process of a rank shares a host: %v", where)
+	}
+	t.Logf("processes on hosts %v; killing process %d on %s, then process %d", where, first, where[first].name, second)
+	where[first].kill(t)
+	inTime := func(what string, re *regexp.Regexp, of *syncBuf) {
+		t.Helper()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for !re.MatchString(of.String()) {
+			select {
+			case <-tick.C:
+			case err := <-exited:
+				t.Fatalf("the job ended (%v) before %s:\nstdout:\n%s\nstderr:\n%s", err, what, j.stdout, j.stderr)
+			case <-ctx.Done():
+				t.Fatalf("never %s:\nstdout:\n%s\nstderr:\n%s", what, j.stdout, j.stderr)
+			}
+		}
+	}
+	inTime("the spare took the rank", regexp.MustCompile(fmt.Sprintf(`(?m)^\[4\] jacobi: process 4 took rank %d, `, first)), j.stdout)
+	inTime("process 5 started", regexp.MustCompile(fmt.Sprintf(`(?m)^cohort run: process %d ended \(.*\); started it again as process 5 on %s, which joins the job as a spare$`,
+		first, regexp.QuoteMeta(where[first].name))), j.stderr)
+	survivors := []int{}
+	for p := range 5 {
+		if p != first {
+			survivors = append(survivors, p)
+		}
+	}
+	for {
+		if admitted(evFile, 5, survivors) {
+			break
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case err := <-exited:
+			t.Fatalf("the job ended (%v) before every survivor admitted process 5:\nstdout:\n%s\nstderr:\n%s", err, j.stdout, j.stderr)
+		case <-ctx.Done():
+			t.Fatalf("the survivors %v never all admitted process 5:\nstderr:\n%s", survivors, j.stderr)
+		}
+	}
+	where[second].kill(t)
+	inTime("process 5 took the second rank", regexp.MustCompile(fmt.Sprintf(`(?m)^\[5\] jacobi: process 5 took rank %d, `, second)), j.stdout)
+	select {
+	case err = <-exited:
+	case <-ctx.Done():
+		t.Fatalf("the job did not end:\nstderr:\n%s", j.stderr)
+	}
+	out, errs := j.stdout.String(), j.stderr.String()
+	t.Logf("stdout (tail):\n%s\nstderr (tail):\n%s", tail(out, 12), tail(errs, 16))
+	if err != nil {
+		t.Fatalf("two kills with --respawn: %v\nstderr:\n%s", err, errs)
+	}
+	m = checksumRE.FindStringSubmatch(out)
+	if m == nil || m[1] != want {
+		t.Fatalf("checksum after two kills %v, want %s (the run without them)", m, want)
+	}
+	if !strings.Contains(errs, fmt.Sprintf("cohort run: process %d ended (", second)) || !strings.Contains(errs, "started it again as process 6 on ") {
+		t.Errorf("cohort run did not say it started process %d again as process 6:\n%s", second, errs)
+	}
+}
+
+// rigProcess is a process of the job on the rig: its host and pid.
+type rigProcess struct {
+	name string // the daemon's
+	pid  int
+}
+
+func (p rigProcess) kill(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing pid %d on %s: %v", p.pid, p.name, err)
+	}
+}
+
+// processHosts asks every daemon of the rig for the job's processes (the
+// only job running): where each runs, by process number.
+func processHosts(t *testing.T, ctx context.Context, rig *Rig) map[int]rigProcess {
+	t.Helper()
+	out := map[int]rigProcess{}
+	for i := range rig.Daemons {
+		cl := daemon.NewClient(rig.Creds, DaemonName(i), rig.DaemonAddr(i))
+		jobs, err := cl.PS(ctx)
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, jb := range jobs {
+			for _, p := range jb.Ranks {
+				if p.Running {
+					out[p.Rank] = rigProcess{name: DaemonName(i), pid: p.PID}
+				}
+			}
+		}
+	}
+	if len(out) != 5 {
+		t.Fatalf("the daemons run processes %v, want 0 to 4", out)
+	}
+	return out
+}
+
+// admitted reports whether the events file holds, for each of procs, a
+// view it installed that holds process p.
+func admitted(evFile string, p int, procs []int) bool {
+	data, err := os.ReadFile(evFile)
+	if err != nil {
+		return false
+	}
+	seen := map[int]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		var ev struct {
+			Node   int    `json:"node"`
+			Type   string `json:"type"`
+			Fields struct {
+				Members []int
+			} `json:"fields"`
+		}
+		if json.Unmarshal([]byte(line), &ev) != nil || !strings.HasSuffix(ev.Type, ".ViewInstalled") {
+			continue
+		}
+		if slices.Contains(ev.Fields.Members, p) {
+			seen[ev.Node] = true
+		}
+	}
+	for _, q := range procs {
+		if !seen[q] {
+			return false
+		}
+	}
+	return true
 }
