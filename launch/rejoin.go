@@ -6,6 +6,7 @@ package launch
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -151,6 +152,12 @@ func (r *Registration) ackJoin(p int) {
 // whose members' acknowledgements it waits for. Guarded by the
 // Rendezvous's mu.
 type lateJoins struct {
+	// one holds a late registration from its start to its table, so
+	// that newcomers register one at a time: a newcomer still waiting
+	// for its table reads nothing but the table, so it must not be told
+	// of another newcomer then; it is told once it is a member. Not
+	// guarded by mu: held while mu is taken and released.
+	one      sync.Mutex
 	expected map[int]bool
 	gone     map[int]bool          // processes whose connection ended after the table
 	waits    map[int]map[int]bool  // newcomer → members yet to acknowledge it
@@ -231,6 +238,8 @@ func (r *Rendezvous) ackedLocked(newcomer, member int) {
 // first, then c gets its table.
 func (r *Rendezvous) registerLate(c *rankConn, addr string) {
 	defer r.wg.Done()
+	r.late.one.Lock()
+	defer r.late.one.Unlock()
 	r.mu.Lock()
 	l := &r.late
 	switch {
