@@ -193,27 +193,20 @@ func TestSparesTakeALostHostsRanks(t *testing.T) {
 	}
 }
 
-// TestRespawnOnHosts: 4 ranks and a spare of the Jacobi stencil spread on
-// 3 hosts with --respawn. After the first checkpoint a process of the
-// start that shares its host is killed: the spare takes its rank, and the
-// submitter asks that host's daemon to start it again, as process 5,
-// which joins the running job. Once every survivor's membership admitted
-// process 5, a second process of the start is killed: process 5 takes its
-// rank (that one comes back too, as process 6, which the job never
-// needs). The job succeeds with the checksum of the run without kills,
-// bit for bit.
-func TestRespawnOnHosts(t *testing.T) {
+// respawnRig builds cohort and the stencil and starts a rig of 3 daemons
+// of 3 slots. The program submitted is a script that names an events
+// file and runs the stencil (cohort run --hosts passes none of the
+// submitter's environment on): the test learns from the file when the
+// survivors admitted a process started again. The job's uids read and
+// run what is in the directory, and append to the file.
+func respawnRig(t *testing.T) (*cluster, string) {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("builds a lab of 4 hosts and runs two jobs")
+		t.Skip("builds a lab of 4 hosts and runs jobs on it")
 	}
 	if err := netlab.Available(); err != nil {
 		t.Skipf("SKIP: %v", err)
 	}
-	// The program submitted is a script that names the events file and
-	// runs the stencil (cohort run --hosts passes none of the submitter's
-	// environment on): the test learns from it when the survivors
-	// admitted the process started again. The job's uids read and run
-	// what is here, and append to the file.
 	dir, err := os.MkdirTemp("", "cohort-rig-respawn-")
 	if err != nil {
 		t.Fatal(err)
@@ -246,14 +239,19 @@ func TestRespawnOnHosts(t *testing.T) {
 		}
 	})
 	c.Rig = rig
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	// Paced so that both kills, and the admission between them, fall
-	// well before the end on a loaded machine.
-	stencil := []string{"-size", "96", "-iters", "2400", "-k", "40", "-v", "-pace", "10ms"}
-	flags := []string{"-n", "4", "--spares", "1", "--respawn"}
+	return c, evFile
+}
 
-	j := runStencilWith(t, ctx, c, flags, `^$never`, stencil...)
+// respawnStencil is the stencil's run in the respawn tests: paced (which
+// changes no bit of the result) so that the faults, and the admissions
+// between them, fall well before the end on a loaded machine.
+var respawnStencil = []string{"-size", "96", "-iters", "3000", "-k", "40", "-v", "-pace", "15ms"}
+
+// failureFree runs the stencil with flags and no fault, and returns its
+// checksum; it fails the test if the run started a process again.
+func failureFree(t *testing.T, ctx context.Context, c *cluster, flags []string) string {
+	t.Helper()
+	j := runStencilWith(t, ctx, c, flags, `^$never`, respawnStencil...)
 	if err := j.wait(); err != nil {
 		t.Fatalf("without a failure: %v\nstdout:\n%s\nstderr:\n%s", err, j.stdout, j.stderr)
 	}
@@ -261,99 +259,212 @@ func TestRespawnOnHosts(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no checksum without a failure:\n%s", j.stdout)
 	}
-	want := m[1]
 	if strings.Contains(j.stderr.String(), "started it again") {
-		t.Fatalf("a restart without a kill:\n%s", j.stderr)
+		t.Fatalf("a restart without a fault:\n%s", j.stderr)
 	}
+	return m[1]
+}
+
+// respawnJob is a run of the stencil on the respawn rig, past its first
+// checkpoint.
+type respawnJob struct {
+	*stencilJob
+	exited chan error // cohort run's end
+	evFile string
+}
+
+// startRespawnJob runs the stencil with flags and returns once its first
+// checkpoint committed.
+func startRespawnJob(t *testing.T, ctx context.Context, c *cluster, evFile string, flags []string) *respawnJob {
+	t.Helper()
 	if err := os.Truncate(evFile, 0); err != nil {
 		t.Fatal(err)
 	}
-
-	j = runStencilWith(t, ctx, c, flags, `jacobi: checkpoint committed at iteration 40$`, stencil...)
-	exited := make(chan error, 1)
-	go func() { exited <- j.wait() }()
+	j := &respawnJob{stencilJob: runStencilWith(t, ctx, c, flags, `jacobi: checkpoint committed at iteration 40$`, respawnStencil...),
+		exited: make(chan error, 1), evFile: evFile}
+	go func() { j.exited <- j.wait() }()
 	select {
 	case <-j.cue:
-	case err := <-exited:
+	case err := <-j.exited:
 		t.Fatalf("the job ended before its first checkpoint (%v):\nstdout:\n%s\nstderr:\n%s", err, j.stdout, j.stderr)
 	case <-ctx.Done():
 		t.Fatalf("no checkpoint committed:\nstdout:\n%s\nstderr:\n%s", j.stdout, j.stderr)
 	}
-	where := processHosts(t, ctx, rig)
-	// The first victim shares its host, whose daemon's stream then runs
-	// on: the process comes back there.
-	first, second := -1, -1
-	for p := range 4 {
-		for q := range 5 {
-			if q != p && where[q].name == where[p].name && first < 0 {
-				first = p
-			}
-		}
-	}
-	for p := range 4 {
-		if p != first && second < 0 {
-			second = p
-		}
-	}
-	if first < 0 {
-		t.Fatalf("no process of a rank shares a host: %v", where)
-	}
-	t.Logf("processes on hosts %v; killing process %d on %s, then process %d", where, first, where[first].name, second)
-	where[first].kill(t)
-	inTime := func(what string, re *regexp.Regexp, of *syncBuf) {
-		t.Helper()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for !re.MatchString(of.String()) {
-			select {
-			case <-tick.C:
-			case err := <-exited:
-				t.Fatalf("the job ended (%v) before %s:\nstdout:\n%s\nstderr:\n%s", err, what, j.stdout, j.stderr)
-			case <-ctx.Done():
-				t.Fatalf("never %s:\nstdout:\n%s\nstderr:\n%s", what, j.stdout, j.stderr)
-			}
-		}
-	}
-	inTime("the spare took the rank", regexp.MustCompile(fmt.Sprintf(`(?m)^\[4\] jacobi: process 4 took rank %d, `, first)), j.stdout)
-	inTime("process 5 started", regexp.MustCompile(fmt.Sprintf(`(?m)^cohort run: process %d ended \(.*\); started it again as process 5 on %s, which joins the job as a spare$`,
-		first, regexp.QuoteMeta(where[first].name))), j.stderr)
-	survivors := []int{}
-	for p := range 5 {
-		if p != first {
-			survivors = append(survivors, p)
-		}
-	}
-	for {
-		if admitted(evFile, 5, survivors) {
-			break
-		}
+	return j
+}
+
+// until waits until cond holds, or fails the test saying what never
+// happened if the job ends or ctx does first.
+func (j *respawnJob) until(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
 		select {
-		case <-time.After(100 * time.Millisecond):
-		case err := <-exited:
-			t.Fatalf("the job ended (%v) before every survivor admitted process 5:\nstdout:\n%s\nstderr:\n%s", err, j.stdout, j.stderr)
+		case <-tick.C:
+		case err := <-j.exited:
+			t.Fatalf("the job ended (%v) before %s:\nstdout:\n%s\nstderr:\n%s", err, what, j.stdout, j.stderr)
 		case <-ctx.Done():
-			t.Fatalf("the survivors %v never all admitted process 5:\nstderr:\n%s", survivors, j.stderr)
+			t.Fatalf("never %s:\nstdout:\n%s\nstderr:\n%s", what, j.stdout, j.stderr)
 		}
 	}
-	where[second].kill(t)
-	inTime("process 5 took the second rank", regexp.MustCompile(fmt.Sprintf(`(?m)^\[5\] jacobi: process 5 took rank %d, `, second)), j.stdout)
+}
+
+// says waits until out holds a line matching re.
+func (j *respawnJob) says(t *testing.T, ctx context.Context, out *syncBuf, re string) {
+	t.Helper()
+	rx := regexp.MustCompile(`(?m)` + re)
+	j.until(t, ctx, "a line matching "+re, func() bool { return rx.MatchString(out.String()) })
+}
+
+// admitted waits until every one of procs installed a view holding each
+// of newcomers.
+func (j *respawnJob) admitted(t *testing.T, ctx context.Context, newcomers, procs []int) {
+	t.Helper()
+	j.until(t, ctx, fmt.Sprintf("processes %v admitted processes %v", procs, newcomers), func() bool {
+		for _, p := range newcomers {
+			if !admitted(j.evFile, p, procs) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// end waits for cohort run and checks that it succeeded with the
+// checksum want.
+func (j *respawnJob) end(t *testing.T, ctx context.Context, want string) (stdout, stderr string) {
+	t.Helper()
+	var err error
 	select {
-	case err = <-exited:
+	case err = <-j.exited:
 	case <-ctx.Done():
 		t.Fatalf("the job did not end:\nstderr:\n%s", j.stderr)
 	}
 	out, errs := j.stdout.String(), j.stderr.String()
-	t.Logf("stdout (tail):\n%s\nstderr (tail):\n%s", tail(out, 12), tail(errs, 16))
+	t.Logf("stdout (tail):\n%s\nstderr (tail):\n%s", tail(out, 6), tail(errs, 16))
 	if err != nil {
-		t.Fatalf("two kills with --respawn: %v\nstderr:\n%s", err, errs)
+		t.Fatalf("cohort run: %v\nstderr:\n%s", err, errs)
 	}
-	m = checksumRE.FindStringSubmatch(out)
-	if m == nil || m[1] != want {
-		t.Fatalf("checksum after two kills %v, want %s (the run without them)", m, want)
+	if m := checksumRE.FindStringSubmatch(out); m == nil || m[1] != want {
+		t.Fatalf("checksum %v, want %s (the run without faults)", m, want)
 	}
-	if !strings.Contains(errs, fmt.Sprintf("cohort run: process %d ended (", second)) || !strings.Contains(errs, "started it again as process 6 on ") {
-		t.Errorf("cohort run did not say it started process %d again as process 6:\n%s", second, errs)
-	}
+	return out, errs
+}
+
+// TestRespawnOnHosts: the Jacobi stencil, 4 ranks, on 3 hosts with
+// --respawn, after its first checkpoint.
+//
+// Kills: with a spare, a process of the start that shares its host is
+// killed: the spare takes its rank, and the submitter asks that host's
+// daemon to start it again, as process 5, which joins the running job.
+// Once every survivor's membership admitted process 5, a second process
+// of the start is killed: process 5 takes its rank (that one comes back
+// too, as process 6, which the job never needs).
+//
+// A host's loss: with two spares, the host that holds two ranks and no
+// spare is cut off: the spares take its ranks, and its two processes
+// start again on the two other hosts, one each (the free slot of each),
+// as processes 6 and 7. Once every survivor admitted both, a process of
+// the start is killed, and one of them takes its rank.
+//
+// Each job ends with the checksum of the run without faults, bit for bit.
+func TestRespawnOnHosts(t *testing.T) {
+	c, evFile := respawnRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	want := failureFree(t, ctx, c, []string{"-n", "4", "--spares", "1", "--respawn"})
+
+	t.Run("kills", func(t *testing.T) {
+		j := startRespawnJob(t, ctx, c, evFile, []string{"-n", "4", "--spares", "1", "--respawn"})
+		where := processHosts(t, ctx, c.Rig, 5)
+		// The first victim shares its host, whose daemon's stream then
+		// runs on: the process comes back there.
+		first, second := -1, -1
+		for p := range 4 {
+			for q := range 5 {
+				if q != p && where[q].name == where[p].name && first < 0 {
+					first = p
+				}
+			}
+		}
+		for p := range 4 {
+			if p != first && second < 0 {
+				second = p
+			}
+		}
+		if first < 0 {
+			t.Fatalf("no process of a rank shares a host: %v", where)
+		}
+		t.Logf("processes on hosts %v; killing process %d on %s, then process %d", where, first, where[first].name, second)
+		where[first].kill(t)
+		j.says(t, ctx, j.stdout, fmt.Sprintf(`^\[4\] jacobi: process 4 took rank %d, `, first))
+		j.says(t, ctx, j.stderr, fmt.Sprintf(`^cohort run: process %d ended \(killed by SIGKILL on %s\); started it again as process 5 on %s, which joins the job as a spare$`,
+			first, where[first].name, where[first].name))
+		var survivors []int
+		for p := range 5 {
+			if p != first {
+				survivors = append(survivors, p)
+			}
+		}
+		j.admitted(t, ctx, []int{5}, survivors)
+		where[second].kill(t)
+		j.says(t, ctx, j.stdout, fmt.Sprintf(`^\[5\] jacobi: process 5 took rank %d, `, second))
+		_, errs := j.end(t, ctx, want)
+		if !strings.Contains(errs, fmt.Sprintf("cohort run: process %d ended (killed by SIGKILL on %s); started it again as process 6 on ", second, where[second].name)) {
+			t.Errorf("cohort run did not say it started process %d again as process 6:\n%s", second, errs)
+		}
+	})
+
+	t.Run("host lost", func(t *testing.T) {
+		j := startRespawnJob(t, ctx, c, evFile, []string{"-n", "4", "--spares", "2", "--respawn"})
+		where := processHosts(t, ctx, c.Rig, 6)
+		on := map[string][]int{}
+		for p := range 6 {
+			on[where[p].name] = append(on[where[p].name], p)
+		}
+		victim := ""
+		for name, ps := range on {
+			if len(ps) == 2 && ps[1] < 4 {
+				victim = name
+			}
+		}
+		if victim == "" {
+			t.Fatalf("no host holds two ranks and no spare: %v", on)
+		}
+		lost := on[victim]
+		var survivors []int
+		for p := range 6 {
+			if where[p].name != victim {
+				survivors = append(survivors, p)
+			}
+		}
+		i := 0
+		for DaemonName(i) != victim {
+			i++
+		}
+		if err := c.Lab.Cut(c.Daemons[i]); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("cut %s (processes %v) off after the first checkpoint; the others: %v", victim, lost, on)
+		started := regexp.MustCompile(`(?m)^cohort run: process (\d) lost with host ` + victim + `; started it again as process ([67]) on (d\d), which joins the job as a spare$`)
+		j.until(t, ctx, "both processes of "+victim+" started again", func() bool { return len(started.FindAllString(j.stderr.String(), -1)) == 2 })
+		hosts := map[string]bool{}
+		for _, m := range started.FindAllStringSubmatch(j.stderr.String(), -1) {
+			hosts[m[3]] = true
+		}
+		if len(hosts) != 2 || hosts[victim] {
+			t.Errorf("the processes of %s started again on %v, want one on each other host", victim, hosts)
+		}
+		j.admitted(t, ctx, []int{6, 7}, survivors)
+		killed := survivors[0] // a process of a rank: the spares are last
+		where[killed].kill(t)
+		j.says(t, ctx, j.stdout, fmt.Sprintf(`^\[[67]\] jacobi: process [67] took rank %d, `, killed))
+		out, _ := j.end(t, ctx, want)
+		if took := regexp.MustCompile(`jacobi: process [45] took rank \d, `).FindAllString(out, -1); len(took) != 2 {
+			t.Errorf("%d spares say they took a rank, want 2 (the ranks of %s)", len(took), victim)
+		}
+	})
 }
 
 // rigProcess is a process of the job on the rig: its host and pid.
@@ -371,7 +482,7 @@ func (p rigProcess) kill(t *testing.T) {
 
 // processHosts asks every daemon of the rig for the job's processes (the
 // only job running): where each runs, by process number.
-func processHosts(t *testing.T, ctx context.Context, rig *Rig) map[int]rigProcess {
+func processHosts(t *testing.T, ctx context.Context, rig *Rig, procs int) map[int]rigProcess {
 	t.Helper()
 	out := map[int]rigProcess{}
 	for i := range rig.Daemons {
@@ -389,8 +500,8 @@ func processHosts(t *testing.T, ctx context.Context, rig *Rig) map[int]rigProces
 			}
 		}
 	}
-	if len(out) != 5 {
-		t.Fatalf("the daemons run processes %v, want 0 to 4", out)
+	if len(out) != procs {
+		t.Fatalf("the daemons run processes %v, want 0 to %d", out, procs-1)
 	}
 	return out
 }
