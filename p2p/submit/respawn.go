@@ -34,8 +34,11 @@ import (
 // expects it, even if no host could start it). No restart once a process
 // exited with status 0 (the program's run is over), nor once the job is
 // stopping. Restarts still running idleNewcomerWait after every process
-// of the start ended were never needed: their hosts' streams are closed,
-// which stops them, and their exits, marked Idle, do not fail the job.
+// of the start ended, and the program ended in one of them or in a
+// restart that joined, were never needed: their hosts' streams are
+// closed, which stops them, and their exits, marked Idle, do not fail
+// the job. While every process of the start died by a signal or with
+// its host, the restarts are the job, and none is stopped.
 
 // idleNewcomerWait is how long restarts may run on after every process of
 // the job's start has ended, before they are stopped as idle (as package
@@ -70,8 +73,12 @@ type restarter struct {
 	of        map[int]int // process of the start → times started again
 	finished  bool        // a process exited with status 0
 	startLeft int         // processes of the start not known to have ended
-	idleOnce  sync.Once
-	over      bool // Run has every stream's end: the exits are its own
+	// ended: the program ended somewhere, a process of the start or a
+	// restart that joined exiting on its own (not by a signal); until
+	// then the restarts may be what runs the job.
+	ended    bool
+	idleOnce sync.Once
+	over     bool // Run has every stream's end: the exits are its own
 }
 
 func (rs *restarter) host(name string) *hostRun {
@@ -104,10 +111,13 @@ func (rs *restarter) exitedLocked(p int, x Exit) {
 	if x.OK() {
 		rs.finished = true
 	}
+	if x.Signal == "" && x.Err == "" && (p < rs.procs || slices.Contains(rs.rz.Joined(), p)) {
+		rs.ended = true
+	}
 	if p < rs.procs {
 		rs.startLeft--
-		rs.idleCheckLocked()
 	}
+	rs.idleCheckLocked()
 	if x.Signal != "" && !x.Idle {
 		rs.againLocked(p, x, "ended ("+x.How()+")")
 	}
@@ -235,9 +245,11 @@ func (rs *restarter) setExitLocked(p int, x Exit) {
 }
 
 // idleCheckLocked starts the wait after which restarts still running are
-// stopped, once every process of the start has ended.
+// stopped, once every process of the start has ended and the program
+// ended somewhere: when every process of the start died, the restarts
+// that took their ranks run the job, and are not idle.
 func (rs *restarter) idleCheckLocked() {
-	if rs.cfg.Respawn <= 0 || rs.startLeft > 0 {
+	if rs.cfg.Respawn <= 0 || rs.startLeft > 0 || !rs.ended {
 		return
 	}
 	rs.idleOnce.Do(func() {
