@@ -45,6 +45,7 @@ func sampleMessages() []core.Msg {
 	}
 	return append(msgs,
 		&Report{Epoch: v.epoch, Failed: []Joiner{{1, 0}, {4, 12}}},
+		&Report{Epoch: v.epoch, Failed: []Joiner{{1, 0}, {4, 12}}, Left: ids(4)},
 		&Report{Root: true, Epoch: v.epoch, Failed: []Joiner{{0, 0}}},
 		&ReportAck{Epoch: v.epoch, Failed: []Joiner{{1, 0}}},
 		&Commit{Epoch: p.Epoch},
@@ -63,6 +64,8 @@ func sampleMessages() []core.Msg {
 		&Prepare{Cause: CauseRefresh, Epoch: p.Epoch, Ancestry: p.Ancestry, Committed: true,
 			Full: true, Members: v.list(), Incs: v.incList()},
 		&Ack{Cause: CauseRefresh, Epoch: p.Epoch},
+		&Prepare{Cause: CauseFailedNode, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Committed: true, Left: p.Failed},
+		&Leave{Epoch: v.epoch, Inc: 77},
 	)
 }
 
@@ -165,7 +168,11 @@ func TestCodecRejects(t *testing.T) {
 		b    []byte
 		want error
 	}{
-		{"empty report", KindNodeFailure, enc(func(e *wire.Encoder) { e.Uvarint(MakeEpoch(1, 0)); e.Uvarint(0) }), wire.ErrInvalid},
+		{"empty report", KindNodeFailure, enc(func(e *wire.Encoder) { e.Uvarint(MakeEpoch(1, 0)); e.Uvarint(0); e.Uvarint(0) }), wire.ErrInvalid},
+		{"leaver not among the failed", KindNodeFailure, enc((&Report{Epoch: MakeEpoch(1, 0), Failed: []Joiner{{1, 0}}, Left: ids(2)}).MarshalWire), wire.ErrInvalid},
+		{"leaver listed twice", KindNodeFailure, enc((&Report{Epoch: MakeEpoch(1, 0), Failed: []Joiner{{1, 0}}, Left: ids(1, 1)}).MarshalWire), wire.ErrInvalid},
+		{"leaver listed twice in a proposal", KindFailedNode, prep(Prepare{Failed: ids(1), Left: ids(1, 1)}), wire.ErrInvalid},
+		{"leave of epoch 0", KindLeave, enc(func(e *wire.Encoder) { e.Uvarint(0); e.Uvarint(0) }), wire.ErrInvalid},
 		{"epoch counter 0", KindViewCommit, enc(func(e *wire.Encoder) { e.Uvarint(7) }), wire.ErrInvalid},
 		{"duplicate failed", KindNodeFailure, enc((&Report{Epoch: MakeEpoch(1, 0), Failed: []Joiner{{1, 0}, {1, 0}}}).MarshalWire), wire.ErrInvalid},
 		{"duplicate failed in a long report", KindNodeFailure, enc((&Report{Epoch: MakeEpoch(1, 0), Failed: longJoiners}).MarshalWire), wire.ErrInvalid},
@@ -265,6 +272,7 @@ func FuzzQuery(f *testing.F)       { fuzzDecoder(f, KindViewQuery) }
 func FuzzSync(f *testing.F)        { fuzzDecoder(f, KindViewSync) }
 func FuzzNotice(f *testing.F)      { fuzzDecoder(f, KindExcluded) }
 func FuzzMinority(f *testing.F)    { fuzzDecoder(f, KindMinority) }
+func FuzzLeave(f *testing.F)       { fuzzDecoder(f, KindLeave) }
 
 // TestFuzzCorpus writes (with -update) and checks the seed corpus of every
 // fuzz target under testdata/fuzz: one file per sample message.
@@ -283,6 +291,7 @@ func TestFuzzCorpus(t *testing.T) {
 		"FuzzSync":        {KindViewSync},
 		"FuzzNotice":      {KindExcluded},
 		"FuzzMinority":    {KindMinority},
+		"FuzzLeave":       {KindLeave},
 	}
 	c := newCodec(t)
 	for name, kinds := range targets {

@@ -277,6 +277,25 @@
 // refuses it and tells the proposer about its view, into which the
 // proposer then merges.
 //
+// Leaves. A node that finished leaves on [LeaveRequest]: it sends LEAVE
+// to every member of the views it holds and takes no further part (it
+// neither reports, acknowledges nor proposes; the runtime stops it once
+// the message has left). A member that receives LEAVE records the leaver
+// and treats it as its detector's verdict of failure, which nothing
+// refutes (the leaver's last heartbeats do not); its reports name the
+// leavers among the failed ([Report].Left), so a root learns of a leave
+// from the first report even when the leaver's own LEAVE to it is still
+// on its way. The root's proposal lists the failed members it knows to be
+// leavers ([Prepare].Left, carried with the view, and on from an adopted
+// dead root's proposal), and every member that installs the view from it
+// reports them in [ViewInstalled].Left. The proposal decides: a leaver
+// whose LEAVE reached no live member before the root proposed its
+// exclusion (it crashed first, or a running view change already excluded
+// it as failed) is failed, at every member alike. A leaving root is a dead
+// root to the others (ROOT_FAILURE, §3.6), and the next one's proposal
+// says that it left. The leaver does not wait for the view without it: when
+// every member leaves at once there is nobody to install one.
+//
 // # Messages
 //
 // Append-only kinds of [core.ProtoMember] (see kinds.go); 1–14 are the
@@ -305,6 +324,7 @@
 //	21 MINORITY               [MinorityNotice] root → its side
 //	22 REFRESH                [Prepare]      down the tree: no change, a new epoch ([Refresh])
 //	23 REFRESH_ACK            [Ack]
+//	24 LEAVE                  [Leave]        leaver → members
 //
 // Every decoder rejects malformed input with an error wrapping a wire
 // sentinel (never a panic) and is fuzzed (FuzzPrepare … FuzzMinority, seed

@@ -10,14 +10,37 @@ import (
 // core.MembersChanged that tells the detectors). Joined and Departed are
 // relative to the view this node installed before (for a node's first view,
 // Joined is every member); a recovered process that re-joined under its id
-// appears in both. Epochs of the views one node installs only grow; every
-// node that installs epoch E installs the same Members. The slices are
-// shared with the view (and with other nodes' events): never modify them.
+// appears in both. Left lists those of Departed that left the group by
+// announcing it ([LeaveRequest]) rather than by failing: the view change
+// that excludes a node says which, so every node that installs that view
+// from its proposal reports it alike (a node that skipped views reports the
+// leavers of the views it skipped as departed only). Epochs of the views
+// one node installs only grow; every node that installs epoch E installs
+// the same Members. The slices are shared with the view (and with other
+// nodes' events): never modify them.
 type ViewInstalled struct {
 	Epoch    uint64
 	Members  []core.NodeID
 	Joined   []core.NodeID
 	Departed []core.NodeID
+	Left     []core.NodeID
+}
+
+// LeaveRequest, handed to a member's machine (core.Machine.Handle), makes
+// the node leave the group: it tells every member of its views so (LEAVE)
+// and takes no further part in the protocol. The others exclude it as they
+// would a failed member, and report it in [ViewInstalled].Left rather than
+// as a failure, unless it crashed before any of them heard it: then the
+// view change that excludes it, proposed without the knowledge, counts it
+// failed, at every member alike. The runtime stops the node once the
+// announcement has left (its transport flushed); a node that has not
+// installed a view yet just stops.
+type LeaveRequest struct{}
+
+// Leaving is emitted by a member that learns that Node, a member of its
+// views, leaves (its LEAVE, or a report that lists it as leaving).
+type Leaving struct {
+	Node core.NodeID
 }
 
 // StabilizationStarted is emitted by a root when it sends a proposal down the

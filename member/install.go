@@ -163,7 +163,8 @@ func (m *Member) install(v *view) {
 		m.vetoed = nil
 	}
 	m.env.Emit(core.MembersChanged{Epoch: v.epoch, Members: v.list(), Renewed: renew})
-	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.list(), Joined: joined, Departed: departed})
+	m.pruneLeavers(v)
+	m.env.Emit(ViewInstalled{Epoch: v.epoch, Members: v.list(), Joined: joined, Departed: departed, Left: installedLeft(v, departed)})
 }
 
 // renewed returns the joiners of a view that prev held too, under an earlier

@@ -39,6 +39,7 @@ const (
 	KindMinority           = core.Kind(core.ProtoMember)<<8 | 21 // MINORITY: root → its side ([MinorityNotice])
 	KindRefresh            = core.Kind(core.ProtoMember)<<8 | 22 // REFRESH: down the tree, same members ([Prepare])
 	KindRefreshAck         = core.Kind(core.ProtoMember)<<8 | 23 // REFRESH_ACK: up the tree ([Ack])
+	KindLeave              = core.Kind(core.ProtoMember)<<8 | 24 // LEAVE: leaver → members ([Leave])
 )
 
 var kindNames = map[core.Kind]string{
@@ -65,6 +66,7 @@ var kindNames = map[core.Kind]string{
 	KindMinority:           "MINORITY",
 	KindRefresh:            "REFRESH",
 	KindRefreshAck:         "REFRESH_ACK",
+	KindLeave:              "LEAVE",
 }
 
 // KindName returns the paper's name of a member message kind

@@ -60,6 +60,7 @@ type Member struct {
 	stabilization // the root's proposal in flight
 	joins         // this node's join or merge, and the joins it holds for others
 	outsiders     // the nodes outside this node's views that it tells so
+	leaves        // this node's leave, and the members that announced theirs
 	timers        // the waits, by kind
 
 	// pos remembers this node's position in the last view asked about.
@@ -248,8 +249,8 @@ func (m *Member) Start(env core.Env) {
 
 // Receive implements core.Machine.
 func (m *Member) Receive(from core.NodeID, msg core.Msg) {
-	if m.env == nil {
-		return // not started: a caller that breaks the Machine contract
+	if m.env == nil || m.leaving {
+		return // not started (a caller that breaks the Machine contract), or gone
 	}
 	if m.accepted != nil && from == EpochRoot(m.accepted.epoch) {
 		m.silentWaits = 0
@@ -290,20 +291,25 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 		m.onNotice(from, x)
 	case *MinorityNotice:
 		m.onMinority(from, x)
+	case *Leave:
+		m.onLeave(from, x)
 	}
 }
 
 // Handle implements core.Machine: core.Failed starts the paper's failure
 // handling; core.Recovered withdraws a failure not yet acted upon and tells
 // an excluded node that it is excluded; [Refresh] has a root propose a new
-// epoch. Suspicions are not acted upon; a withdrawn one (core.Unsuspected:
-// the member proved alive) makes a root doubt reports of that member's
-// failure for a while (see refutedLately).
+// epoch; [LeaveRequest] makes the node leave. Suspicions are not acted
+// upon; a withdrawn one (core.Unsuspected: the member proved alive) makes a
+// root doubt reports of that member's failure for a while (see
+// refutedLately).
 func (m *Member) Handle(e core.Event) {
-	if m.env == nil {
+	if m.env == nil || m.leaving {
 		return
 	}
 	switch x := e.(type) {
+	case LeaveRequest:
+		m.leave()
 	case core.Failed:
 		m.onLocalFailure(x.Node)
 	case core.Recovered:
@@ -412,6 +418,9 @@ func (m *Member) ObserveSend(core.NodeID) {}
 // onAckTimeout), and one from a member whose failure this node knows only
 // from a report, that the report may be wrong (see doubt).
 func (m *Member) ObserveReceive(from core.NodeID) {
+	if m.leaving {
+		return
+	}
 	m.acked.hear(from)
 	if m.reported[from] {
 		m.doubt(from)

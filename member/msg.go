@@ -23,6 +23,10 @@ type Report struct {
 	Root   bool
 	Epoch  uint64   // the sender's newest view
 	Failed []Joiner // the failed members with the incarnation the sender knows
+	// Left lists those of Failed that announced they leave ([Leave]), so
+	// that a root that has not heard the announcement itself yet excludes
+	// them as leavers.
+	Left []core.NodeID
 }
 
 // ReportAck is FAILURE_DET_ACK: the root acknowledges a report (§3.4), even
@@ -53,6 +57,12 @@ type Prepare struct {
 	Full      bool          // Members and Incs are set and on the wire
 	Members   []core.NodeID // the full member list (Full only)
 	Incs      []Joiner      // non-zero incarnations of members, by id (Full only)
+	// Left lists the nodes this view change excludes because they
+	// announced that they leave, not because they failed: those of Failed
+	// the root knew as leavers when it proposed, and, on an adopted dead
+	// root's proposal, that proposal's. Every member that installs the
+	// view reports them in [ViewInstalled].Left.
+	Left []core.NodeID
 
 	v *view // the proposed view, shared in memory; never on the wire
 }
@@ -145,6 +155,16 @@ type Notice struct {
 	Root  core.NodeID
 }
 
+// Leave is LEAVE: the sender, a member of view Epoch under incarnation Inc,
+// leaves the group for good (it finished). It takes no further part in the
+// protocol; the receiver excludes it as it would a failed member, as a
+// leaver. Inc tells a late LEAVE of a former process from the process
+// that re-joined under its id since.
+type Leave struct {
+	Epoch uint64
+	Inc   uint64
+}
+
 // MinorityNotice tells the members of a side that its root cannot install a
 // view: only Alive of the Size members of view Epoch are reachable
 // (PartitionMajority).
@@ -178,9 +198,14 @@ func (m *JoinRequest) Kind() core.Kind {
 	return KindNewNode
 }
 func (m *MinorityNotice) Kind() core.Kind { return KindMinority }
+func (m *Leave) Kind() core.Kind          { return KindLeave }
 
 // MarshalWire implements wire.Message.
-func (m *Report) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch); encJoiners(e, m.Failed) }
+func (m *Report) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(m.Epoch)
+	encJoiners(e, m.Failed)
+	e.NodeIDs(m.Left)
+}
 
 // MarshalWire implements wire.Message.
 func (m *ReportAck) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch); encJoiners(e, m.Failed) }
@@ -197,6 +222,7 @@ func (m *Prepare) MarshalWire(e *wire.Encoder) {
 		e.NodeIDs(m.Members)
 		encJoiners(e, m.Incs)
 	}
+	e.NodeIDs(m.Left)
 }
 
 // MarshalWire implements wire.Message.
@@ -246,6 +272,9 @@ func (m *MinorityNotice) MarshalWire(e *wire.Encoder) {
 	e.Uvarint(uint64(m.Size))
 }
 
+// MarshalWire implements wire.Message.
+func (m *Leave) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch); e.Uvarint(m.Inc) }
+
 // WireSize implements core.Sizer.
 func (m *Report) WireSize() int         { return wire.Size(m) }
 func (m *ReportAck) WireSize() int      { return wire.Size(m) }
@@ -260,6 +289,7 @@ func (m *Query) WireSize() int          { return wire.Size(m) }
 func (m *Sync) WireSize() int           { return wire.Size(m) }
 func (m *Notice) WireSize() int         { return wire.Size(m) }
 func (m *MinorityNotice) WireSize() int { return wire.Size(m) }
+func (m *Leave) WireSize() int          { return wire.Size(m) }
 
 func encJoiners(e *wire.Encoder, js []Joiner) {
 	e.Uvarint(uint64(len(js)))
@@ -448,11 +478,18 @@ func decFullViewOf(d *wire.Decoder, epoch uint64) FullView {
 func decReport(root bool) wire.DecodeFunc {
 	return func(d *wire.Decoder) (core.Msg, error) {
 		m := &Report{Root: root, Epoch: d.Uvarint(), Failed: decJoiners(d)}
+		m.Left = d.NodeIDs()
 		checkEpoch(d, m.Epoch)
 		if d.Err() == nil && len(m.Failed) == 0 {
 			d.Fail("failed", errEmpty)
 		}
 		checkNoDup(d, "failed", m.Failed, joinerID)
+		checkNoDup(d, "left", m.Left, nodeID)
+		for _, id := range m.Left {
+			if d.Err() == nil && !slices.ContainsFunc(m.Failed, func(j Joiner) bool { return j.ID == id }) {
+				d.Fail("left", errForeign)
+			}
+		}
 		return m, d.Err()
 	}
 }
@@ -485,10 +522,12 @@ func decPrepare(c Cause) wire.DecodeFunc {
 			m.Members = d.NodeIDs()
 			m.Incs = decJoiners(d)
 		}
+		m.Left = d.NodeIDs()
 		checkEpoch(d, m.Epoch)
 		checkAncestry(d, m.Epoch, m.Ancestry, 1)
 		checkNoDup(d, "failed", m.Failed, nodeID)
 		checkNoDup(d, "joined", m.Joined, joinerID)
+		checkNoDup(d, "left", m.Left, nodeID)
 		if d.Err() == nil && len(m.Failed) == 0 && len(m.Joined) == 0 && c != CauseRefresh {
 			d.Fail("change", errEmpty)
 		}
@@ -584,6 +623,12 @@ func decNotice(d *wire.Decoder) (core.Msg, error) {
 	return m, d.Err()
 }
 
+func decLeave(d *wire.Decoder) (core.Msg, error) {
+	m := &Leave{Epoch: d.Uvarint(), Inc: d.Uvarint()}
+	checkEpoch(d, m.Epoch)
+	return m, d.Err()
+}
+
 func decMinority(d *wire.Decoder) (core.Msg, error) {
 	m := &MinorityNotice{Epoch: d.Uvarint()}
 	alive, size := d.Uvarint(), d.Uvarint()
@@ -628,6 +673,7 @@ var decoders = []struct {
 	{KindMinority, decMinority, nil},
 	{KindRefresh, decPrepare(CauseRefresh), nil},
 	{KindRefreshAck, nil, decAck(CauseRefresh)},
+	{KindLeave, decLeave, nil},
 }
 
 // RegisterCodecs registers the decoder of every member message kind in c.

@@ -354,7 +354,7 @@ func (m *Member) viewOf(p *Prepare) *view {
 		if err != nil {
 			return nil
 		}
-		v.delta, v.committed, v.failed, v.joined = true, p.Committed, p.Failed, p.Joined
+		v.delta, v.committed, v.failed, v.joined, v.left = true, p.Committed, p.Failed, p.Joined, p.Left
 		return v
 	}
 	if bv == nil {
@@ -364,7 +364,7 @@ func (m *Member) viewOf(p *Prepare) *view {
 	if err != nil {
 		return nil
 	}
-	v.committed = p.Committed
+	v.committed, v.left = p.Committed, p.Left
 	return v
 }
 
@@ -377,7 +377,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 		// Decoded here: this node's own, so it carries the view down.
 		p.v = v
 	case p.Full || p.v != v:
-		delta = &Prepare{Cause: p.Cause, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined, Committed: p.Committed, v: v}
+		delta = &Prepare{Cause: p.Cause, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined, Committed: p.Committed, Left: p.Left, v: v}
 	}
 	m.forgetRejoined(p.Joined)
 	// Reports and ACK timeouts this node passed on concern the proposals
@@ -409,7 +409,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 // fullOf returns the full form of a delta Prepare.
 func fullOf(p *Prepare) *Prepare {
 	return &Prepare{Cause: p.Cause, Epoch: p.Epoch, Ancestry: p.Ancestry, Failed: p.Failed, Joined: p.Joined,
-		Committed: p.Committed, Full: true, Members: p.v.list(), Incs: p.v.incList(), v: p.v}
+		Committed: p.Committed, Full: true, Members: p.v.list(), Incs: p.v.incList(), Left: p.Left, v: p.v}
 }
 
 // sendDown sends p to this node's children in v, the ones whose ACKs it

@@ -81,6 +81,9 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 // back. Not under PartitionMajority, where a side's recovery comes with
 // the heal of a partition, which its merge settles.
 func (m *Member) onRecovered(x core.NodeID) {
+	if _, leaver := m.leavers[x]; leaver {
+		return // its last heartbeats: it left all the same
+	}
 	delete(m.detected, x)
 	if m.failed[x] {
 		m.unmark(x)
@@ -217,7 +220,7 @@ func (m *Member) reportFailures() {
 		m.reportTo, m.reportTries = r, 0
 	}
 	m.reportTries++
-	m.send(r, &Report{Root: m.failed[n.root()], Epoch: n.epoch, Failed: failed})
+	m.send(r, &Report{Root: m.failed[n.root()], Epoch: n.epoch, Failed: failed, Left: m.leftOf(n, list)})
 	m.arm(tReport, m.cfg.ReportRetry, 0)
 }
 
@@ -270,6 +273,7 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 	}
 	m.observe(r.Epoch)
 	m.send(from, &ReportAck{Epoch: n.epoch, Failed: r.Failed})
+	m.learnReportedLeavers(r)
 	if m.cur.has(from) && (r.Epoch > n.epoch || r.Epoch > m.cur.epoch && r.Epoch != n.epoch && n.descends(r.Epoch)) {
 		// The reporter holds a view newer than anything this node does:
 		// ask what became of it. Installed, it comes back (VIEW_SYNC) and
@@ -293,16 +297,17 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 		if !(n.has(f.ID) && n.inc(f.ID) == f.Inc) && !(m.cur.has(f.ID) && m.cur.inc(f.ID) == f.Inc) {
 			continue // not a member, or a report about a former incarnation
 		}
-		if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch {
+		_, leaver := m.leavers[f.ID]
+		if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch && !leaver {
 			continue // heard from since such a report: its own detector decides (doubt)
 		}
-		if _, det := m.detected[f.ID]; !det && m.refutedLately(f.ID) {
+		if _, det := m.detected[f.ID]; !det && !leaver && m.refutedLately(f.ID) {
 			put(&m.doubted, f.ID, m.cur.epoch)
 			continue
 		}
 		m.markFailed(f.ID, f.Inc, true, m.now())
-		if _, det := m.detected[f.ID]; !det {
-			put(&m.reported, f.ID, true)
+		if _, det := m.detected[f.ID]; !det && !leaver {
+			put(&m.reported, f.ID, true) // a leave is not refuted by the leaver's last messages
 		}
 		grew = true
 	}

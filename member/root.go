@@ -221,7 +221,8 @@ func (m *Member) propose(v *view, committed bool) {
 		m.adopted = base
 	}
 	cause := causeOf(base, m.self, failed, joined)
-	p := &Prepare{Cause: cause, Epoch: epoch, Ancestry: v.ancestry, Failed: failed, Joined: joined, Committed: committed, v: v}
+	v.left = m.proposalLeft(base, committed, failed)
+	p := &Prepare{Cause: cause, Epoch: epoch, Ancestry: v.ancestry, Failed: failed, Joined: joined, Committed: committed, Left: v.left, v: v}
 	began := m.now()
 	for _, f := range failed {
 		if t, ok := m.failedAt[f]; ok && t < began {

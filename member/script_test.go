@@ -114,7 +114,13 @@ func (s *script) takeEventsAs(f eventFormat) []string {
 		id := r.id
 		switch e := r.e.(type) {
 		case ViewInstalled:
-			out = append(out, fmt.Sprintf("%v installs %s %v", id, FormatEpoch(e.Epoch), e.Members))
+			line := fmt.Sprintf("%v installs %s %v", id, FormatEpoch(e.Epoch), e.Members)
+			if len(e.Left) > 0 {
+				line += fmt.Sprintf(" left %v", e.Left)
+			}
+			out = append(out, line)
+		case Leaving:
+			out = append(out, fmt.Sprintf("%v hears %v leaves", id, e.Node))
 		case StabilizationStarted:
 			line := fmt.Sprintf("%v starts %s %v -%v +%v", id, FormatEpoch(e.Epoch), e.Cause, e.Failed, e.Joined)
 			if f.times {
@@ -149,6 +155,12 @@ func (s *script) takeEventsAs(f eventFormat) []string {
 func (s *script) fail(at core.NodeID, x core.NodeID) {
 	s.nodes[at].m.Handle(core.Failed{Node: x})
 	s.collect(at)
+}
+
+// leave makes node id leave the group (LeaveRequest).
+func (s *script) leave(id core.NodeID) {
+	s.nodes[id].m.Handle(LeaveRequest{})
+	s.collect(id)
 }
 
 // hear shows node at a message of another layer from x.
@@ -265,6 +277,9 @@ func ids(xs ...int) []core.NodeID {
 func scriptDescribe(m core.Msg) string {
 	switch x := m.(type) {
 	case *Report:
+		if len(x.Left) > 0 {
+			return fmt.Sprintf("%s %v left %v", KindName(x.Kind()), joinerIDs(x.Failed), x.Left)
+		}
 		return fmt.Sprintf("%s %v", KindName(x.Kind()), joinerIDs(x.Failed))
 	case *ReportAck:
 		return fmt.Sprintf("FAILURE_DET_ACK %v", joinerIDs(x.Failed))
@@ -273,7 +288,11 @@ func scriptDescribe(m core.Msg) string {
 		if x.Full {
 			full = " full"
 		}
-		return fmt.Sprintf("%s %s -%v +%v%s", KindName(x.Kind()), FormatEpoch(x.Epoch), x.Failed, joinerIDs(x.Joined), full)
+		left := ""
+		if len(x.Left) > 0 {
+			left = fmt.Sprintf(" left %v", x.Left)
+		}
+		return fmt.Sprintf("%s %s -%v +%v%s%s", KindName(x.Kind()), FormatEpoch(x.Epoch), x.Failed, joinerIDs(x.Joined), full, left)
 	case *Ack:
 		return fmt.Sprintf("%s %s", KindName(x.Kind()), FormatEpoch(x.Epoch))
 	case *Commit:
@@ -294,6 +313,8 @@ func scriptDescribe(m core.Msg) string {
 		return fmt.Sprintf("VIEW_NEED %s", FormatEpoch(x.Epoch))
 	case *MinorityNotice:
 		return fmt.Sprintf("MINORITY %s %d/%d", FormatEpoch(x.Epoch), x.Alive, x.Size)
+	case *Leave:
+		return fmt.Sprintf("LEAVE %s", FormatEpoch(x.Epoch))
 	}
 	return KindName(m.Kind())
 }

@@ -38,6 +38,9 @@ import (
 //	    ObserveReceive. Prints nothing.
 //	crash node=(1,5)
 //	    The nodes stop: they receive nothing more. Prints nothing.
+//	leave node=(3)
+//	    The nodes leave the group (LeaveRequest): each sends LEAVE to the
+//	    members and takes no further part. Prints nothing.
 //	partition a=(0,1) b=(2,3,4)
 //	    Messages between groups (any names, one list each) are lost; nodes
 //	    in no group form one more group. Prints nothing.
@@ -72,7 +75,8 @@ import (
 //	    Prints the events emitted since the last "events" and forgets them:
 //	    "n0 starts 2.n0 FAILED_NODE -[n1] +[]", "n0 aborts 2.n0", "n0 stable
 //	    2.n0", "n2 installs 2.n0 [n0 n2]", "n3 evicted by 2.n0", "n0
-//	    minority 1.n0 2/5". times adds the instants of stabilizations
+//	    minority 1.n0 2/5", "n1 hears n3 leaves"; an install that
+//	    excludes leavers ends in " left [n3]". times adds the instants of stabilizations
 //	    (began=, at=); detector adds the MembersChanged events the failure
 //	    detector gets ("n0 detector 2.n0 [n0 n1] renew [n1]").
 //	view [at=(0,1)] [incs]
@@ -141,6 +145,10 @@ func (s *script) run(t *testing.T, c *scripttest.Cmd) string {
 	case "crash":
 		for _, id := range nodeIDs(t, c, "node") {
 			s.crash(id)
+		}
+	case "leave":
+		for _, id := range nodeIDs(t, c, "node") {
+			s.leave(id)
 		}
 	case "partition":
 		var groups [][]core.NodeID

@@ -66,7 +66,7 @@ func (m *Member) Fire(t core.Timer) {
 	}
 	tm := *tp
 	m.spareTimers = append(m.spareTimers, tp)
-	if tm.kind >= nTimers || tm.gen != m.waits[tm.kind].gen {
+	if tm.kind >= nTimers || tm.gen != m.waits[tm.kind].gen || m.leaving {
 		return
 	}
 	k := tm.kind

@@ -53,6 +53,9 @@ type view struct {
 	committed bool
 	failed    []core.NodeID
 	joined    []Joiner
+	// left lists the departed nodes (of failed, or of an adopted base's
+	// change) that left by announcing it (Prepare.Left).
+	left []core.NodeID
 
 	// The list, once filled: the members in view order, their
 	// incarnations by position (nil: all 0) and the index.
