@@ -142,9 +142,15 @@ func (in *agreeInst) fail(err error) {
 // (as by AckFailed), so after Agree all survivors have acknowledged the same
 // failures. Agree works on a revoked communicator. When ctx ends first it
 // returns ctx's error; this process still takes part in that agreement in
-// the background, so the others are not held up.
+// the background, so the others are not held up. Members that left the
+// job (finalized) before contributing are left out of the AND as failed
+// ones are, but Agree still needed them: it returns the agreed value with
+// a [*ProcLeftError] naming them, at every caller alike.
 func (c *Comm) Agree(ctx context.Context, flag int) (int, error) {
 	v, err := c.agree(ctx, int64(flag))
+	if err == nil && len(v.Left) > 0 {
+		err = &ProcLeftError{Ranks: v.Left}
+	}
 	return int(v.Flag), err
 }
 
@@ -152,7 +158,9 @@ func (c *Comm) Agree(ctx context.Context, flag int) (int, error) {
 // (MPI_Comm_shrink), ranks renumbered in the order of their old ranks. Every
 // live member must call it; they agree on the failed set (see Agree), so all
 // survivors build the same communicator even if more ranks fail during the
-// call. It works on a revoked communicator (that is what it is for).
+// call. It works on a revoked communicator (that is what it is for). The
+// members that left the job by finalizing are left out too, without an
+// error: they are done.
 func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	v, err := c.agree(ctx, -1)
 	if err != nil {
@@ -268,7 +276,7 @@ func (s *Session) agreeProgressLocked(c *commState, n uint64, in *agreeInst) []o
 			}
 		}
 		if best < 0 {
-			v = agreeValue{Flag: -1, Failed: c.failedRanks()}
+			v = agreeValue{Flag: -1, Failed: c.goneRanks(), Left: c.leftRanks()}
 			for r, f := range c.failed {
 				if !f {
 					v.Flag &= in.contribs[r].flag

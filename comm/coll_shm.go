@@ -112,6 +112,7 @@ type collSeg struct {
 	in, out int // offsets of the inputs and the outputs
 	round   uint64
 
+	ranks     []int               // the communicator's rank of each rank of the segment; nil: the same
 	progress  []*atomic.Uint64    // by rank
 	bytes     [][2]*atomic.Uint64 // by rank, by round parity
 	abandoned *atomic.Uint32
@@ -126,6 +127,9 @@ func newCollSeg(c *Comm, t coll.Transport, mem []byte, slot int) *collSeg {
 	p := t.Size()
 	g := &collSeg{c: c, mem: mem, p: p, self: t.Rank(), slot: slot}
 	g.in, g.out, _ = segLayout(p, slot)
+	if st, ok := t.(*subTransport); ok {
+		g.ranks = st.ranks
+	}
 	for r := range p {
 		g.progress = append(g.progress, word64(mem, segHeader+r*segLine))
 		g.bytes = append(g.bytes, [2]*atomic.Uint64{word64(mem, segHeader+r*segLine+8), word64(mem, segHeader+r*segLine+16)})
@@ -209,7 +213,7 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 			}
 		}
 		if n%16 == 0 {
-			if err := g.check(ctx); err != nil {
+			if err := g.check(ctx, next); err != nil {
 				return err
 			}
 			runtime.Gosched() // the rank's own goroutines: its failure detector
@@ -218,7 +222,7 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 			osYield()
 			continue
 		}
-		if err := g.check(ctx); err != nil {
+		if err := g.check(ctx, next); err != nil {
 			return err
 		}
 		g.sleepers.Add(1)
@@ -231,11 +235,15 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 	}
 }
 
-// check returns why a wait must end: a member failed, the communicator
-// was revoked, the session ended, a rank abandoned the segment, or ctx
-// ended (this rank then abandons it).
-func (g *collSeg) check(ctx context.Context) error {
+// check returns why a wait for rank waiting of the segment must end: a
+// member failed, the communicator was revoked, the session ended, the rank
+// waited for left the job (it will never write its part), a rank abandoned
+// the segment, or ctx ended (this rank then abandons it).
+func (g *collSeg) check(ctx context.Context, waiting int) error {
 	if err := g.c.collErr(); err != nil {
+		return err
+	}
+	if err := g.leftErr(waiting); err != nil {
 		return err
 	}
 	if a := g.abandoned.Load(); a != 0 {
@@ -246,6 +254,24 @@ func (g *collSeg) check(ctx context.Context) error {
 		g.abandon()
 		return ctx.Err()
 	default:
+	}
+	return nil
+}
+
+// leftErr is the *ProcLeftError of a wait for rank r of the segment if r
+// left the job: what it had not written before it left, it never will.
+func (g *collSeg) leftErr(r int) error {
+	if r < 0 || r >= g.p {
+		return nil
+	}
+	if g.ranks != nil {
+		r = g.ranks[r]
+	}
+	s := g.c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g.c.st.left[r] {
+		return &ProcLeftError{Ranks: []int{r}}
 	}
 	return nil
 }

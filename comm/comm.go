@@ -305,7 +305,7 @@ func (s *Session) sendPlanLocked(p *sendPlan, c *commState, sub uint64, dest, n 
 		p.err = ErrRevoked
 	}
 	if p.err == nil && c.failed[dest] {
-		p.err = &ProcFailedError{Ranks: []int{dest}}
+		p.err = c.goneErrLocked(dest)
 	}
 	if p.err == nil && sub == subColl && c.collFailedLocked() {
 		// ULFM: a collective step starts on no communicator with a known

@@ -90,11 +90,19 @@
 //   - AnySource receives and probes fail while some failure of the
 //     communicator is unacknowledged ([Comm.AckFailed]);
 //   - every pending and later collective step on a communicator with a
-//     failed member fails, so no collective hangs; a member that left by
-//     [Session.Finalize] (it told the others first) fails only the steps
-//     that send to it or wait for it, so the collectives it had done its
-//     part of still complete where they run late;
+//     failed member fails, so no collective hangs;
 //   - [Session.Failures] delivers a [Failure] per failed world rank.
+//
+// A rank that finishes ([Session.Finalize]) leaves the job: it tells the
+// membership, whose views then show it as left, not failed, at every
+// survivor alike (unless it crashed before anyone heard it: then it
+// failed). A rank that left is not reported on Failures nor counted by
+// [Comm.Failed] ([Comm.Left] lists it), AnySource receives do not fail for
+// it, and the collectives it had done its part of still complete where
+// they run late; only what still needs it fails, with a [*ProcLeftError]
+// (errors.Is ErrProcLeft, not ErrProcFailed): a send to it, a receive from
+// it once its messages are consumed, a collective step that sends to it or
+// waits for it, an [Comm.Agree] it did not take part in.
 //
 // To repair a communicator the program uses [Comm.Revoke] (every operation
 // on it fails with [ErrRevoked] at every member), [Comm.Agree] (a

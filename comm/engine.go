@@ -53,12 +53,13 @@ type commState struct {
 	ranks   map[core.NodeID]int // nil for the world (rank = node id)
 	self    int
 
-	failed  []bool // under mu: by rank
+	failed  []bool // under mu: by rank; the members gone, failed or left
 	nfailed int    // under mu
-	// nleft counts, of the failed members, those that finalized before
-	// the membership excluded them (Session.left): they sent everything
-	// they meant to, so only a step that needs them fails for them
-	// (collFailedLocked). Under mu.
+	// left marks, and nleft counts, the members gone that left the job
+	// by finalizing (Session.left): they sent everything they meant to,
+	// so only a step that needs them fails for them, with a
+	// *ProcLeftError (collFailedLocked, goneErrLocked). Under mu.
+	left    []bool
 	nleft   int
 	acked   []bool // under mu: failures acknowledged by AckFailed (or Agree)
 	revoked bool   // under mu
@@ -91,31 +92,38 @@ func (c *commState) translate(err error) error {
 	if !ok {
 		return err
 	}
-	if c == nil {
-		return &ProcFailedError{Ranks: []int{pf.world}}
+	r := pf.world
+	if c != nil {
+		cr, ok := c.rankOf(core.NodeID(pf.world))
+		if !ok {
+			return err
+		}
+		r = cr
 	}
-	if cr, ok := c.rankOf(core.NodeID(pf.world)); ok {
-		return &ProcFailedError{Ranks: []int{cr}}
+	if pf.left {
+		return &ProcLeftError{Ranks: []int{r}}
 	}
-	return err
+	return &ProcFailedError{Ranks: []int{r}}
 }
 
-// failedRanks lists the failed ranks (under mu).
+// failedRanks lists the failed ranks, not those that left (under mu).
 func (c *commState) failedRanks() []int {
 	var rs []int
 	for r, f := range c.failed {
-		if f {
+		if f && !c.left[r] {
 			rs = append(rs, r)
 		}
 	}
 	return rs
 }
 
-// unackedRanks lists the failed ranks not acknowledged (under mu).
+// unackedRanks lists the failed ranks not acknowledged (under mu). A rank
+// that left is no failure to acknowledge: an AnySource receive does not
+// fail for it.
 func (c *commState) unackedRanks() []int {
 	var rs []int
 	for r, f := range c.failed {
-		if f && !c.acked[r] {
+		if f && !c.acked[r] && !c.left[r] {
 			rs = append(rs, r)
 		}
 	}
@@ -128,6 +136,7 @@ func (s *Session) newComm(id uint64, members []core.NodeID) *Comm {
 		id:      id,
 		members: members,
 		failed:  make([]bool, len(members)),
+		left:    make([]bool, len(members)),
 		acked:   make([]bool, len(members)),
 		agree:   map[uint64]*agreeInst{},
 		self:    -1,
@@ -150,11 +159,7 @@ func (s *Session) newComm(id uint64, members []core.NodeID) *Comm {
 	s.mu.Lock()
 	for r, n := range members {
 		if s.failed[n] {
-			c.failed[r] = true
-			c.nfailed++
-			if s.left[n] {
-				c.nleft++
-			}
+			c.markGoneLocked(r, s.left[n])
 		}
 	}
 	if s.revokedID[id] {
@@ -648,12 +653,16 @@ func (s *Session) failErrLocked(q *queue, src core.NodeID) error {
 	}
 	if src != core.None {
 		if r, ok := c.rankOf(src); ok && c.failed[r] {
-			return &ProcFailedError{Ranks: []int{r}}
+			return c.goneErrLocked(r)
 		}
 		return nil
 	}
 	if un := c.unackedRanks(); len(un) > 0 {
 		return &ProcFailedError{Ranks: un}
+	}
+	if c.nleft > 0 && c.nfailed == len(c.members)-1 {
+		// Every other member is gone, some left: no message can come.
+		return &ProcLeftError{Ranks: c.leftRanks()}
 	}
 	return nil
 }

@@ -36,6 +36,11 @@ var (
 	// ErrProcFailed is what every [*ProcFailedError] matches with
 	// errors.Is.
 	ErrProcFailed = errors.New("comm: process failed")
+	// ErrProcLeft is what every [*ProcLeftError] matches with errors.Is:
+	// an operation needs a rank that finished (it left the job with
+	// [Session.Finalize]). It is not a failure: errors.Is(err,
+	// ErrProcFailed) is false.
+	ErrProcLeft = errors.New("comm: process left the job")
 	// ErrOverrun is what every [*OverrunError] matches with errors.Is: a
 	// process sent beyond a limit of this one and was cut off.
 	ErrOverrun = errors.New("comm: process sent beyond its limit")
@@ -51,8 +56,9 @@ var (
 // ProcFailedError reports that an operation involves ranks that have failed:
 // the source or destination of a point-to-point operation, any unacknowledged
 // failed rank for an AnySource receive, or the failed members of the
-// communicator for a collective. Ranks are ranks of the communicator of the
-// operation, in increasing order.
+// communicator for a collective. Ranks that left the job by finalizing are
+// not failed (see [ProcLeftError]). Ranks are ranks of the communicator of
+// the operation, in increasing order.
 type ProcFailedError struct {
 	Ranks []int
 }
@@ -71,6 +77,34 @@ func (e *ProcFailedError) Error() string {
 
 // Is makes errors.Is(err, ErrProcFailed) true.
 func (e *ProcFailedError) Is(target error) bool { return target == ErrProcFailed }
+
+// ProcLeftError reports that an operation needs ranks that left the job
+// by finalizing ([Session.Finalize]) before it could complete: the
+// destination of a send, the source of a receive (once the messages it
+// sent before leaving are consumed), a rank that a step of a collective
+// sends to or waits for, or ranks that left before contributing to an
+// [Comm.Agree]. A program that meets it is waiting for a rank that has
+// finished its program: a mismatch of the program's own logic, not a
+// failure to recover from. Ranks are ranks of the communicator of the
+// operation, in increasing order.
+type ProcLeftError struct {
+	Ranks []int
+}
+
+// Error names the ranks that left.
+func (e *ProcLeftError) Error() string {
+	s := make([]string, len(e.Ranks))
+	for i, r := range e.Ranks {
+		s[i] = fmt.Sprint(r)
+	}
+	if len(e.Ranks) == 1 {
+		return "comm: rank " + s[0] + " left the job (it finalized)"
+	}
+	return "comm: ranks " + strings.Join(s, ", ") + " left the job (they finalized)"
+}
+
+// Is makes errors.Is(err, ErrProcLeft) true.
+func (e *ProcLeftError) Is(target error) bool { return target == ErrProcLeft }
 
 // TruncateError reports a message longer than the receive buffer (MPI's
 // MPI_ERR_TRUNCATE). The receive consumed the message and filled the buffer

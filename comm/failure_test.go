@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 )
 
 // failedRanks returns the ranks of a *ProcFailedError, or nil.
@@ -331,11 +330,10 @@ func TestWaitAllReturnsOnFailure(t *testing.T) {
 
 // A rank that finalizes once its part of a collective is done is not
 // counted against that collective where it still runs: rank 2 gets rank
-// 0's Bcast and finalizes; rank 1 enters the same Bcast only once rank
-// 2 is excluded there, and still gets the value (rank 0 sent
-// it to 1 directly). A collective that needs rank 2 then fails at the step
-// that needs it, naming it. Before, rank 1's Bcast failed as soon as it
-// began, as if rank 2 had crashed.
+// 0's Bcast and finalizes; rank 1 enters the same Bcast only once the
+// view that says rank 2 left is installed there, and still gets the value
+// (rank 0 sent it to 1 directly). A collective that needs rank 2 then
+// fails at the step that needs it, saying that rank 2 left.
 func TestFinalizedRankSparesRunningCollective(t *testing.T) {
 	ss := job(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -362,25 +360,13 @@ func TestFinalizedRankSparesRunningCollective(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Rank 2's goodbye reaches rank 1, then the membership excludes rank
-	// 2 there (done here by hand: how soon the detector does is not the
-	// point).
-	for left := false; !left; {
-		ss[1].mu.Lock()
-		left = ss[1].left[2]
-		ss[1].mu.Unlock()
-		if ctx.Err() != nil {
-			t.Fatal("rank 2's goodbye never reached rank 1")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	ss[1].fail([]int{2}, ss[1].epoch.Load())
+	waitGone(ctx, t, ss[1], 2)
 	v := []int64{0}
 	if err := Bcast(ctx, ss[1].World(), v, 0); err != nil || v[0] != 42 {
 		t.Fatalf("rank 1's Bcast after rank 2 finalized: %v, value %d; want 42", err, v[0])
 	}
 	// A Reduce to rank 2 cannot complete.
-	if err := Reduce(ctx, ss[1].World(), []int64{1}, []int64{0}, Sum[int64](), 2); !slices.Equal(failedRanks(err), []int{2}) {
-		t.Fatalf("rank 1's Reduce to the finalized rank 2: %v, want rank 2 failed", err)
+	if err := Reduce(ctx, ss[1].World(), []int64{1}, []int64{0}, Sum[int64](), 2); !slices.Equal(leftRanks(err), []int{2}) {
+		t.Fatalf("rank 1's Reduce to the finalized rank 2: %v, want rank 2 left", err)
 	}
 }

@@ -10,11 +10,22 @@ import (
 // Failed returns the ranks of the communicator known to have failed, in
 // increasing order (MPI_Comm_failure_get_acked's counterpart without the
 // acknowledgement: every failure the views report). A rank is failed once a
-// membership view excludes it; it never comes back.
+// membership view excludes it; it never comes back. A rank that left the
+// job by finalizing is not failed ([Comm.Left]).
 func (c *Comm) Failed() []int {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	return c.st.failedRanks()
+}
+
+// Left returns the ranks of the communicator that left the job by
+// finalizing (the membership's views say so), in increasing order. Like a
+// failed rank, a rank that left never comes back; an operation that needs
+// it fails with a [*ProcLeftError].
+func (c *Comm) Left() []int {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.st.leftRanks()
 }
 
 // AckFailed acknowledges every failure known now (MPI_Comm_failure_ack):

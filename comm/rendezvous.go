@@ -373,7 +373,7 @@ func (s *Session) rdvRecheckLocked() {
 			err = ErrRevoked
 		}
 		if err == nil && s.failed[req.rdv.to] {
-			err = &peerFailedError{world: int(req.rdv.to)}
+			err = &peerFailedError{world: int(req.rdv.to), left: s.left[req.rdv.to]}
 		}
 		if err != nil {
 			delete(s.rdvOut, id)

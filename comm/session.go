@@ -56,7 +56,7 @@ type Session struct {
 	revokedID map[uint64]bool            // revoked communicators not created here yet
 	failed    []bool                     // by world rank; never cleared
 	nfailed   int                        // count of true entries in failed
-	left      []bool                     // by world rank: its kindBye came (it finalized); never cleared
+	left      []bool                     // by world rank: a view says it left the job (leave.go); never cleared
 	state     error                      // nil, ErrFinalized or ErrEvicted
 	out       []*outq                    // by world rank, created lazily
 	agreeBuf  map[uint64][]agreeNote     // agreement steps for communicators not created here yet
@@ -322,26 +322,26 @@ func (s *Session) Replicas() int {
 	return s.rep.layout.Replicas
 }
 
-// Finalize leaves the job: it tells every rank that it leaves, waits (at
-// most until ctx is done) until the messages this process has sent have
-// reached their ranks, stops the host and the transport, and fails every
-// pending operation with [ErrFinalized]. It does not wait for the other
-// ranks (it is not collective): a rank that still expects messages from
-// this one will see it fail. A rank that left this way is not counted
-// against the collectives still running on communicators it belonged to
-// (a failed member fails them all, see [ProcFailedError]): those that
-// need nothing more from it complete. Finalize is idempotent; later calls
-// return nil.
+// Finalize leaves the job: it waits (at most until ctx is done) until the
+// messages this process has sent have reached their ranks, tells the
+// membership that it leaves (and waits until that has reached the others
+// too), stops the host and the transport, and fails every pending
+// operation with [ErrFinalized]. It does not wait for the other ranks (it
+// is not collective). The others' views then show the rank as left, not
+// failed: [Session.Failures] does not report it, and only the operations
+// that still need it fail, with a [*ProcLeftError] (see leave.go). A
+// Finalize whose ctx is done first leaves as a crash does, unannounced.
+// Finalize is idempotent; later calls return nil.
 func (s *Session) Finalize(ctx context.Context) error {
 	var err error
 	s.finalizeOnce.Do(func() {
 		if s.links != nil {
 			s.links.quiet.Store(true)
 		}
-		if ctx.Err() == nil { // done: leave as a crash does, no farewell
-			s.sayBye()
-		}
 		err = s.flush(ctx)
+		if err == nil && ctx.Err() == nil {
+			err = s.announceLeave(ctx)
+		}
 		s.shutdown(ErrFinalized)
 		<-s.hostDone
 		if s.onFinal != nil {
@@ -349,26 +349,6 @@ func (s *Session) Finalize(ctx context.Context) error {
 		}
 	})
 	return err
-}
-
-// sayBye tells every live rank, after everything this process sent it,
-// that this process finalized (kindBye): once the membership excludes it,
-// the collectives still running there do not fail for it (failWith).
-// A replicated session's ranks fail through the replication layer, which
-// has its own end.
-func (s *Session) sayBye() {
-	if s.rep != nil {
-		return
-	}
-	for r := range s.limit() {
-		s.mu.Lock()
-		member := r < s.size || s.nc.admitted[r-s.size] != 0 // a process of the job, or an admitted newcomer
-		skip := !member || s.failed[r] || core.NodeID(r) == s.self
-		s.mu.Unlock()
-		if !skip {
-			s.sendFrame(r, wire.Frame{Kind: kindBye}, nil, nil)
-		}
-	}
 }
 
 // flush waits until the send backlogs are empty and, if the transport can
@@ -446,6 +426,7 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 			return // failures of ranks come from the replication layer
 		}
 		s.mu.Lock()
+		s.markLeftLocked(e.Left)
 		gone := s.viewLocked(e.Epoch, e.Members)
 		s.mu.Unlock()
 		s.fail(gone, e.Epoch)
@@ -484,11 +465,7 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 	for _, c := range s.comms {
 		for _, r := range newly {
 			if cr, ok := c.rankOf(core.NodeID(r)); ok {
-				c.failed[cr] = true
-				c.nfailed++
-				if s.left[r] {
-					c.nleft++
-				}
+				c.markGoneLocked(cr, s.left[r])
 			}
 		}
 	}
@@ -502,16 +479,20 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 		sends = append(sends, s.agreeOnFailureLocked(c)...)
 	}
 	var cancel []*outq
+	var failed []int // not those that left: they close their connections as they end
 	for _, r := range newly {
 		if q := s.out[r]; q != nil {
 			cancel = append(cancel, q)
+		}
+		if !s.left[r] {
+			failed = append(failed, r)
 		}
 	}
 	s.mu.Unlock()
 	for _, q := range cancel {
 		q.cancel()
 	}
-	for _, r := range newly {
+	for _, r := range failed {
 		// A failed rank never comes back (comm has no recovery): drop
 		// what is queued for it and its connection. Its address stays:
 		// a process excluded while alive (or one that took the others
@@ -526,17 +507,7 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 			}
 		}
 	}
-	for _, r := range newly {
-		select {
-		case s.failures <- Failure{Rank: r, Epoch: epoch, Err: cause}:
-		default:
-		}
-	}
-	if cause != nil {
-		s.log.Error("comm: cut off", "ranks", newly, "epoch", epoch, "err", cause)
-	} else {
-		s.log.Info("comm: ranks failed", "ranks", newly, "epoch", epoch)
-	}
+	s.tellGone(newly, epoch, cause)
 	s.sendAll(sends)
 }
 
@@ -588,10 +559,6 @@ func (s *Session) dataPath(f wire.Frame) bool {
 		err = s.onRStop(src, f.Payload)
 	case kindCredit:
 		err = s.onCredit(src, f.Payload)
-	case kindBye:
-		s.mu.Lock()
-		s.left[src] = true
-		s.mu.Unlock()
 	case kindRevoke:
 		err = s.onRevoke(src, f.Payload)
 	case kindAgree:
@@ -879,9 +846,12 @@ func (q *outq) cancel() { q.stop() }
 // peerFailedError is a send's failure because its destination, world rank
 // world, failed; a Request turns it into a [*ProcFailedError] in the ranks
 // of its communicator.
-type peerFailedError struct{ world int }
+type peerFailedError struct {
+	world int
+	left  bool // it left the job (a *ProcLeftError then)
+}
 
-func (e *peerFailedError) Error() string { return fmt.Sprintf("comm: world rank %d failed", e.world) }
+func (e *peerFailedError) Error() string { return fmt.Sprintf("comm: world rank %d gone", e.world) }
 
 // sendErr translates a transport error about world rank `to`.
 func (s *Session) sendErr(to core.NodeID, err error) error {
@@ -891,7 +861,7 @@ func (s *Session) sendErr(to core.NodeID, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed[to] {
-		return &peerFailedError{world: int(to)}
+		return &peerFailedError{world: int(to), left: s.left[to]}
 	}
 	if s.state != nil {
 		return s.state

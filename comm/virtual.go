@@ -229,8 +229,9 @@ func (v *Virtual) Remap(nodes []VNode, rank int) error {
 		return err
 	}
 	if rank >= 0 && v.c.st.failed[rank] {
+		err := v.c.st.goneErrLocked(rank)
 		s.mu.Unlock()
-		return &ProcFailedError{Ranks: []int{rank}}
+		return err
 	}
 	v.st.counter++
 	m := vmapMsg{Comm: v.c.st.id, Counter: v.st.counter, Origin: v.c.Rank(), Rank: rank, VNodes: make([]uint64, len(nodes))}

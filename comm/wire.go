@@ -22,7 +22,7 @@ const (
 	kindCredit = core.Kind(core.ProtoComm)<<8 | 9  // eager credit returned to a sender (credit.go)
 	kindCData  = core.Kind(core.ProtoComm)<<8 | 10 // kindData that also returns credit (credit.go)
 	// 11: the rendezvous's kindRStop (rendezvous.go); 12: kindWelcome (newcomer.go)
-	kindBye = core.Kind(core.ProtoComm)<<8 | 13 // the sender finalized (Session.Finalize); no payload
+	// 13: retired, never reused (a rank's leave goes through the membership, leave.go)
 )
 
 // controlKind reports whether frames of kind k are comm's control frames:
@@ -135,7 +135,8 @@ const (
 // and the failed ranks it excluded.
 type agreeValue struct {
 	Flag   int64
-	Failed []int // increasing
+	Failed []int // increasing: the ranks gone, failed or left
+	Left   []int // increasing: those of Failed that left the job (leave.go)
 }
 
 func (m *agreeMsg) marshal() []byte {
@@ -147,9 +148,11 @@ func (m *agreeMsg) marshal() []byte {
 	e.Varint(m.Flag)
 	e.Varint(int64(m.AccB))
 	e.Varint(m.Value.Flag)
-	e.Uvarint(uint64(len(m.Value.Failed)))
-	for _, r := range m.Value.Failed {
-		e.Uvarint(uint64(r))
+	for _, rs := range [][]int{m.Value.Failed, m.Value.Left} {
+		e.Uvarint(uint64(len(rs)))
+		for _, r := range rs {
+			e.Uvarint(uint64(r))
+		}
 	}
 	return e.B
 }
@@ -164,14 +167,16 @@ func unmarshalAgree(p []byte) (agreeMsg, error) {
 	m.Flag = d.Varint()
 	m.AccB = int(int32(d.Varint()))
 	m.Value.Flag = d.Varint()
-	n := d.Uvarint()
-	if n > uint64(d.Remaining()) {
-		return m, fmt.Errorf("%w: agreement with %d failed ranks in %d bytes", errMalformed, n, d.Remaining())
-	}
-	if n > 0 {
-		m.Value.Failed = make([]int, n)
-		for i := range m.Value.Failed {
-			m.Value.Failed[i] = int(uint32(d.Uvarint()))
+	for _, rs := range []*[]int{&m.Value.Failed, &m.Value.Left} {
+		n := d.Uvarint()
+		if n > uint64(d.Remaining()) {
+			return m, fmt.Errorf("%w: agreement with %d ranks gone in %d bytes", errMalformed, n, d.Remaining())
+		}
+		if n > 0 {
+			*rs = make([]int, n)
+			for i := range *rs {
+				(*rs)[i] = int(uint32(d.Uvarint()))
+			}
 		}
 	}
 	if err := d.Finish(); err != nil {
