@@ -86,6 +86,15 @@ func runRingConfig(t *testing.T, n, spares int, cfg Config, iters, stopAt int, c
 // iterations mixing every rank's value through an Allreduce, a checkpoint
 // every 4, errStop before iteration stopAt, a crash (s finalized) before
 // iteration it when crash(it) says so, and the XOR of every rank's value
+// crashSession stops s as a crash does: a Finalize whose context is done
+// announces no leave, and the others find the process failed (a Finalize
+// that can flush tells them it left the job, which is no failure).
+func crashSession(s *comm.Session) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Finalize(ctx)
+}
+
 // in *result at the end.
 func ringFunc(j *Job, s *comm.Session, iters, stopAt int, crash func(it int) bool, result *uint64) Func {
 	return func(ctx context.Context, c *comm.Comm, state []byte, epoch int) error {
@@ -103,7 +112,7 @@ func ringFunc(j *Job, s *comm.Session, iters, stopAt int, crash func(it int) boo
 				return errStop
 			}
 			if crash(it) {
-				s.Finalize(context.Background()) // as a crash: the others detect it
+				crashSession(s)
 				return errors.New("crashed")
 			}
 			sum := []uint64{v}
@@ -169,7 +178,7 @@ func TestCrashDuringRecovery(t *testing.T) {
 	var once sync.Once
 	out := runRingHook(t, n, spares, 1, iters, func(p, it int) bool { return p == 1 && it == 10 }, func(p int, s *comm.Session) {
 		if p == 3 {
-			once.Do(func() { s.Finalize(context.Background()) })
+			once.Do(func() { crashSession(s) })
 		}
 	})
 	for _, p := range []int{0, 2, 4} {
@@ -270,7 +279,7 @@ func TestNoMessageLeaksIntoTheNextAttempt(t *testing.T) {
 						}
 					}
 					if p == 2 {
-						s.Finalize(context.Background())
+						crashSession(s)
 						return errors.New("crashed")
 					}
 					_, err := c.Recv(ctx, make([]byte, 8), 2, 1) // never sent: ends with the failure
@@ -431,7 +440,7 @@ func runUnits(t *testing.T, n, iters int, crash func(p, attempt, it int) bool) (
 				sizes[p] = c.Size()
 				for ; it < iters; it++ {
 					if crash(p, j.Stats().Restarts, it) {
-						s.Finalize(context.Background())
+						crashSession(s)
 						return errors.New("crashed")
 					}
 					if it%4 == 0 && it > 0 {

@@ -67,7 +67,7 @@ func takeover(tb testing.TB, n, stateBytes int) (t takeoverTimes, ok bool) {
 					}
 					if p == victim && it == 25 && j.Stats().Restarts == 0 {
 						crashed = time.Now()
-						s.Finalize(context.Background()) // as a crash: no one is told
+						crashSession(s)
 						return errors.New("crashed")
 					}
 					x := []int64{1}
