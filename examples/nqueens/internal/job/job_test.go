@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -71,13 +72,32 @@ func checkJob(t *testing.T, outs []Outcome, errs []error, dead map[int]bool) {
 	}
 }
 
+// checkLearned fails the test if a rank logged that a rank not in dead
+// failed: a rank that finished its part and left the job is no failure.
+func checkLearned(t *testing.T, log string, dead map[int]bool) {
+	t.Helper()
+	for line := range strings.Lines(log) {
+		_, rest, ok := strings.Cut(line, "learned that rank ")
+		if !ok {
+			continue
+		}
+		var r int
+		if _, err := fmt.Sscanf(rest, "%d failed", &r); err != nil || !dead[r] {
+			t.Errorf("a rank that did not crash reported failed: %q", strings.TrimSpace(line))
+		}
+	}
+}
+
 // The stealing and master–worker programs over a real (in-memory) comm job
-// count exactly with no failure (Phoenix §6's N-Queens).
+// count exactly with no failure (Phoenix §6's N-Queens), and no rank takes
+// one that finishes before the others for a failed one.
 func TestNoFailure(t *testing.T) {
 	for _, mode := range []Mode{ModeSteal, ModeMaster} {
 		t.Run(string(mode), func(t *testing.T) {
-			outs, errs := runLocal(t, 4, Config{N: 10, Mode: mode, Seed: 1}, nil)
+			var log lockedBuffer
+			outs, errs := runLocal(t, 4, Config{N: 10, Mode: mode, Seed: 1, Log: &log}, nil)
 			checkJob(t, outs, errs, nil)
+			checkLearned(t, log.String(), nil)
 			for r, o := range outs {
 				t.Logf("rank %d: %s", r, o.Summary)
 			}
@@ -156,6 +176,7 @@ func TestStealRootCrashes(t *testing.T) {
 		t.Fatal("rank 0 did not crash")
 	}
 	checkJob(t, outs, errs, map[int]bool{0: true})
+	checkLearned(t, log.String(), map[int]bool{0: true})
 	if !outs[1].Reporter {
 		t.Fatalf("rank 1 did not take the root over: %+v", outs[1])
 	}
@@ -179,6 +200,7 @@ func TestMasterCrashes(t *testing.T) {
 		t.Fatal("the master did not crash")
 	}
 	checkJob(t, outs, errs, map[int]bool{0: true})
+	checkLearned(t, log.String(), map[int]bool{0: true})
 	if !outs[1].Reporter {
 		t.Fatalf("rank 1 did not take over: %+v", outs[1])
 	}
