@@ -236,6 +236,7 @@ func (m *Member) onSync(from core.NodeID, s *Sync) {
 		if v, err = newView(s.View.Epoch, s.View.Members, s.View.Ancestry, s.View.Incs, m.cfg.Fanout); err != nil {
 			return
 		}
+		v.left = s.View.Left
 	}
 	m.observe(v.epoch)
 	if (m.cur != nil && v.epoch <= m.cur.epoch) || v.epoch <= m.epochFloor {

@@ -13,8 +13,9 @@ import (
 // appears in both. Left lists those of Departed that left the group by
 // announcing it ([LeaveRequest]) rather than by failing: the view change
 // that excludes a node says which, so every node that installs that view
-// from its proposal reports it alike (a node that skipped views reports the
-// leavers of the views it skipped as departed only). Epochs of the views
+// reports it alike, from the proposal or from the view sent whole (a node
+// that skipped views reports the leavers of the views it skipped as
+// departed only). Epochs of the views
 // one node installs only grow; every node that installs epoch E installs
 // the same Members. The slices are shared with the view (and with other
 // nodes' events): never modify them.

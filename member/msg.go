@@ -103,7 +103,8 @@ type FullView struct {
 	Epoch    uint64
 	Ancestry []uint64
 	Members  []core.NodeID
-	Incs     []Joiner // non-zero incarnations, by id
+	Incs     []Joiner      // non-zero incarnations, by id
+	Left     []core.NodeID // the leavers its change excluded (Prepare.Left)
 }
 
 // Nack refuses a Prepare: the receiver holds View (its newest, Pending if it
@@ -304,11 +305,12 @@ func encFullView(e *wire.Encoder, v *FullView) {
 	e.Uvarints(v.Ancestry)
 	e.NodeIDs(v.Members)
 	encJoiners(e, v.Incs)
+	e.NodeIDs(v.Left)
 }
 
 // fullView renders v for the wire.
 func (v *view) full() FullView {
-	return FullView{Epoch: v.epoch, Ancestry: v.ancestry, Members: v.list(), Incs: v.incList()}
+	return FullView{Epoch: v.epoch, Ancestry: v.ancestry, Members: v.list(), Incs: v.incList(), Left: v.left}
 }
 
 // incList returns the non-zero incarnations sorted by id.
@@ -469,7 +471,9 @@ func decFullView(d *wire.Decoder) FullView { return decFullViewOf(d, d.Uvarint()
 // decFullViewOf is decFullView once the epoch has been read.
 func decFullViewOf(d *wire.Decoder, epoch uint64) FullView {
 	v := FullView{Epoch: epoch, Ancestry: d.Uvarints(), Members: d.NodeIDs(), Incs: decJoiners(d)}
+	v.Left = d.NodeIDs()
 	checkEpoch(d, v.Epoch)
+	checkNoDup(d, "left", v.Left, nodeID)
 	checkAncestry(d, v.Epoch, v.Ancestry, 0)
 	checkMembers(d, v.Epoch, v.Members, v.Incs)
 	return v
@@ -609,8 +613,9 @@ func decSync(d *wire.Decoder) (core.Msg, error) {
 	}
 	// No view (a joiner's answer to VIEW_QUERY): only an abort.
 	m.View = FullView{Ancestry: d.Uvarints(), Members: d.NodeIDs(), Incs: decJoiners(d)}
+	m.View.Left = d.NodeIDs()
 	m.Abort, m.Pending = d.Uvarint(), d.Bool()
-	if d.Err() == nil && (len(m.View.Ancestry) != 0 || len(m.View.Members) != 0 || len(m.View.Incs) != 1 || m.Pending) {
+	if d.Err() == nil && (len(m.View.Ancestry) != 0 || len(m.View.Members) != 0 || len(m.View.Incs) != 1 || len(m.View.Left) != 0 || m.Pending) {
 		d.Fail("sync without a view", wire.ErrInvalid)
 	}
 	checkEpoch(d, m.Abort)

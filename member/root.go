@@ -376,6 +376,7 @@ func (m *Member) onNack(from core.NodeID, k *Nack) {
 		if v, err = newView(k.View.Epoch, k.View.Members, k.View.Ancestry, k.View.Incs, m.cfg.Fanout); err != nil {
 			return
 		}
+		v.left = k.View.Left
 	}
 	mine := m.driving && m.accepted.epoch == k.Epoch
 	if mine && k.Pending && EpochRoot(v.epoch) == from && v.has(m.self) && from != m.self && v.base() == m.accepted.base() {
