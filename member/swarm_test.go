@@ -16,15 +16,21 @@ import (
 // membertest, shared with `cohort sim swarm --protocol member`.
 
 func swarm(t *testing.T, n int, policy member.PartitionPolicy) {
-	stuck, installs, failed := 0, 0, 0
+	swarmOf(t, n, policy, membertest.Swarm, membertest.ReplayCommand)
+}
+
+// swarmOf runs n seeds of a swarm (run) under policy; replay names the
+// command that replays a failing seed.
+func swarmOf(t *testing.T, n int, policy member.PartitionPolicy, run func(uint64, member.PartitionPolicy) membertest.Result, replay func(uint64, member.PartitionPolicy) string) {
+	stuck, installs, lefts, failed := 0, 0, 0, 0
 	for _, seed := range simtest.Seeds(t, n) {
 		if os.Getenv("MEMBER_PROGRESS") != "" {
 			fmt.Fprintln(os.Stderr, "seed", seed)
 		}
-		res := membertest.Swarm(seed, policy)
+		res := run(seed, policy)
 		if err := res.Err; err != nil {
 			if !*swarmKeepGoing {
-				t.Fatalf("%v\nreplay: %s", err, membertest.ReplayCommand(seed, policy))
+				t.Fatalf("%v\nreplay: %s", err, replay(seed, policy))
 			}
 			failed++
 			msg := err.Error()
@@ -34,11 +40,12 @@ func swarm(t *testing.T, n int, policy member.PartitionPolicy) {
 			t.Error(msg)
 		}
 		installs += res.Installs
+		lefts += res.Lefts
 		if res.Stuck {
 			stuck++
 		}
 	}
-	t.Logf("%d seeds, %d views installed, %d runs legitimately stuck in a minority, %d failed", n, installs, stuck, failed)
+	t.Logf("%d seeds, %d views installed (%d leavers reported), %d runs legitimately stuck in a minority, %d failed", n, installs, lefts, stuck, failed)
 }
 
 // swarmSeeds is how many seeds each swarm test runs (per partition policy).
@@ -49,6 +56,16 @@ var swarmKeepGoing = flag.Bool("swarm.keepgoing", false, "run every seed and rep
 
 func TestSwarmPaper(t *testing.T)    { swarm(t, *swarmSeeds, member.PartitionPaper) }
 func TestSwarmMajority(t *testing.T) { swarm(t, *swarmSeeds, member.PartitionMajority) }
+
+// The swarm with graceful leaves racing its faults: every member reports a
+// departure from a view alike, as a leave or a failure, only announced
+// leaves are reported, and the survivors converge.
+func TestSwarmLeavesPaper(t *testing.T) {
+	swarmOf(t, *swarmSeeds, member.PartitionPaper, membertest.SwarmLeaves, membertest.ReplayLeavesCommand)
+}
+func TestSwarmLeavesMajority(t *testing.T) {
+	swarmOf(t, *swarmSeeds, member.PartitionMajority, membertest.SwarmLeaves, membertest.ReplayLeavesCommand)
+}
 
 // Same seed, same run: the trace hash of a swarm run does not change.
 func TestSwarmDeterministic(t *testing.T) {

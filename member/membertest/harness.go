@@ -115,6 +115,7 @@ type Harness struct {
 	All      []core.NodeID                 // every node id ever added (initial and joiners)
 	Started  map[core.NodeID]time.Duration // when each node (re)started
 	Installs int                           // views installed, over all nodes
+	Lefts    int                           // leavers reported in installed views, over all nodes
 
 	codec    *wire.Codec
 	outages  []outage
@@ -125,6 +126,12 @@ type Harness struct {
 	views    map[uint64][]core.NodeID // agreement: one member set per epoch
 	ancestry map[uint64][]uint64      // the ancestry of each installed view
 	incs     map[uint64]*member.ViewState
+	// departs holds, per epoch, each node some install of it reported
+	// departed, and whether as a leaver: every node that reports the same
+	// departure from the same view says the same (leave agreement).
+	departs map[uint64]map[core.NodeID]bool
+	// leavers are the nodes that announced a leave (Leave).
+	leavers  map[core.NodeID]bool
 	last     map[core.NodeID]uint64 // monotonic epochs per node (across restarts)
 	inflight map[[2]core.NodeID][]core.Msg
 	log      []string // recent events, printed on failure
@@ -145,6 +152,8 @@ func NewHarnessSim(scfg sim.Config, cfg member.Config, delay time.Duration) *Har
 		views:    map[uint64][]core.NodeID{},
 		ancestry: map[uint64][]uint64{},
 		incs:     map[uint64]*member.ViewState{},
+		departs:  map[uint64]map[core.NodeID]bool{},
+		leavers:  map[core.NodeID]bool{},
 		last:     map[core.NodeID]uint64{},
 		inflight: map[[2]core.NodeID][]core.Msg{},
 	}
@@ -370,6 +379,9 @@ func (h *Harness) checkEvent(o sim.Obs) error {
 			return sim.Violatef(o.Node, "agreement: epoch %s installed as %v and as %v", member.FormatEpoch(e.Epoch), prev, e.Members)
 		}
 		h.views[e.Epoch] = e.Members
+		if err := h.checkLeft(o.Node, e); err != nil {
+			return err
+		}
 		if cur := h.Member(o.Node).Inspect().Installed; cur != nil && cur.Epoch == e.Epoch {
 			h.ancestry[e.Epoch] = cur.Ancestry
 			h.incs[e.Epoch] = cur
@@ -399,6 +411,51 @@ func (h *Harness) checkEvent(o sim.Obs) error {
 		h.logf("%v detects %v recovered", o.Node, e.Node)
 	}
 	return nil
+}
+
+// checkLeft checks a view's leavers: only nodes that announced a leave are
+// reported as leavers, and every node that reports a departure from the
+// same view reports it alike, as a leave or not.
+func (h *Harness) checkLeft(at core.NodeID, e member.ViewInstalled) error {
+	h.Lefts += len(e.Left)
+	for _, x := range e.Left {
+		if !h.leavers[x] {
+			return sim.Violatef(at, "no invented leave: %s reports %v left, which never announced it", member.FormatEpoch(e.Epoch), x)
+		}
+	}
+	if len(e.Departed) == 0 {
+		return nil
+	}
+	d := h.departs[e.Epoch]
+	if d == nil {
+		d = map[core.NodeID]bool{}
+		h.departs[e.Epoch] = d
+	}
+	for _, x := range e.Departed {
+		left := slices.Contains(e.Left, x)
+		if prev, ok := d[x]; ok && prev != left {
+			return sim.Violatef(at, "leave agreement: %s reports %v departed as a leaver here (%v), not elsewhere", member.FormatEpoch(e.Epoch), x, left)
+		}
+		d[x] = left
+	}
+	return nil
+}
+
+// Leave makes node id announce that it leaves (member.LeaveRequest); the
+// node is then crashed after stopAfter, as a process that finished ends
+// (its announcement may still be in flight).
+func (h *Harness) Leave(id core.NodeID, stopAfter time.Duration) {
+	if !h.IsUp(id) {
+		return
+	}
+	h.logf("fault: %v leaves", id)
+	h.leavers[id] = true
+	h.W.Node(id).Handle(member.LeaveRequest{})
+	h.W.At(h.W.Now()+stopAfter, func() {
+		if h.W.Alive(id) {
+			h.W.Crash(id)
+		}
+	})
 }
 
 // Converged checks liveness: every live node has installed the same view,

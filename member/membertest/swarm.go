@@ -34,6 +34,7 @@ type Result struct {
 	Err      error // a safety violation, a panic, or no convergence
 	Stuck    bool  // PartitionMajority: legitimately blocked in a minority
 	Installs int   // views installed, over all nodes
+	Lefts    int   // leavers reported in installed views, over all nodes
 	Events   uint64
 	// Judged counts the failure verdicts a PartialSwarm judged against
 	// the paths of uncut links, Outside those it did not judge: made by or
