@@ -81,9 +81,6 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 // back. Not under PartitionMajority, where a side's recovery comes with
 // the heal of a partition, which its merge settles.
 func (m *Member) onRecovered(x core.NodeID) {
-	if _, leaver := m.leavers[x]; leaver {
-		return // its last heartbeats: it left all the same
-	}
 	delete(m.detected, x)
 	if m.failed[x] {
 		m.unmark(x)
@@ -297,7 +294,8 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 		if !(n.has(f.ID) && n.inc(f.ID) == f.Inc) && !(m.cur.has(f.ID) && m.cur.inc(f.ID) == f.Inc) {
 			continue // not a member, or a report about a former incarnation
 		}
-		_, leaver := m.leavers[f.ID]
+		inc, known := m.leavers[f.ID]
+		leaver := known && inc == f.Inc
 		if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch && !leaver {
 			continue // heard from since such a report: its own detector decides (doubt)
 		}
@@ -305,7 +303,7 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 			put(&m.doubted, f.ID, m.cur.epoch)
 			continue
 		}
-		m.markFailed(f.ID, f.Inc, true, m.now())
+		m.markFailed(f.ID, f.Inc, !leaver, m.now()) // a leave is no guess to forget
 		if _, det := m.detected[f.ID]; !det && !leaver {
 			put(&m.reported, f.ID, true) // a leave is not refuted by the leaver's last messages
 		}
