@@ -441,16 +441,18 @@ func (h *Harness) checkLeft(at core.NodeID, e member.ViewInstalled) error {
 	return nil
 }
 
-// Leave makes node id announce that it leaves (member.LeaveRequest); the
-// node is then crashed after stopAfter, as a process that finished ends
-// (its announcement may still be in flight).
-func (h *Harness) Leave(id core.NodeID, stopAfter time.Duration) {
+// Leave makes node id announce that it leaves (member.LeaveRequest), if
+// announce is set; the node is then crashed after stopAfter, as a process
+// that finished ends (its announcement may still be in flight).
+func (h *Harness) Leave(id core.NodeID, stopAfter time.Duration, announce bool) {
 	if !h.IsUp(id) {
 		return
 	}
-	h.logf("fault: %v leaves", id)
-	h.leavers[id] = true
-	h.W.Node(id).Handle(member.LeaveRequest{})
+	if announce {
+		h.logf("fault: %v leaves", id)
+		h.leavers[id] = true
+		h.W.Node(id).Handle(member.LeaveRequest{})
+	}
 	h.W.At(h.W.Now()+stopAfter, func() {
 		if h.W.Alive(id) {
 			h.W.Crash(id)

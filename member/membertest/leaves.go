@@ -18,6 +18,17 @@ import (
 // The leaves draw from a random source of their own, so the seed's other
 // faults are those of [Swarm].
 func SwarmLeaves(seed uint64, policy member.PartitionPolicy) Result {
+	return swarmLeaves(seed, policy, true)
+}
+
+// SwarmLeavesAsCrashes is [SwarmLeaves] with every leave replaced by a
+// plain crash at the moment the leaver would stop: the control that tells
+// whether a seed's outcome is the leaves' doing or that of one more crash.
+func SwarmLeavesAsCrashes(seed uint64, policy member.PartitionPolicy) Result {
+	return swarmLeaves(seed, policy, false)
+}
+
+func swarmLeaves(seed uint64, policy member.PartitionPolicy, announce bool) Result {
 	s := NewSwarmRun(seed, policy)
 	s.H.W.SetReplay(fmt.Sprintf("go test ./member -run 'TestSwarmLeaves%s$' -seed=%%d", policyTest(policy)))
 	r := rand.New(rand.NewPCG(seed, 0x1ea7e5))
@@ -29,7 +40,7 @@ func SwarmLeaves(seed uint64, policy member.PartitionPolicy) Result {
 				return
 			}
 			if ids := s.Pick(1); len(ids) > 0 && !s.H.Member(ids[0]).Joining() {
-				s.H.Leave(ids[0], stop)
+				s.H.Leave(ids[0], stop, announce)
 			}
 		})
 	}
