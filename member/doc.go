@@ -338,7 +338,10 @@
 // every event: self inclusion (a node installs only views containing it); one
 // member set per epoch across all nodes (agreement); epochs only grow at
 // each node, across restarts; no message delivered twice or without a send
-// (each delivery is matched against the sender's queue). Under
+// (each delivery is matched against the sender's queue); only nodes that
+// announced a leave are reported as leavers, and every node that reports
+// a departure from a view reports it alike, as a leave or not (the swarm
+// with leaves, [membertest.SwarmLeaves], makes members leave). Under
 // PartitionMajority they also check that the installed views form a single
 // history (ordered by epoch, each descends from the previous one). After
 // the faults, a liveness phase heals everything and demands that every live
