@@ -314,3 +314,40 @@ func TestKeepReadiesLinks(t *testing.T) {
 		t.Fatalf("a send to a peer Keep passed over: %v, want ErrUnknownPeer", err)
 	}
 }
+
+// TestFlushWaitsForDelivery: Flush returns once every frame sent before it
+// has reached the receiver's handler (here delayed by the hub's latency),
+// does not wait for a removed peer's, and fails after Close.
+func TestFlushWaitsForDelivery(t *testing.T) {
+	hub := newHub(t, mem.Config{Latency: 20 * time.Millisecond})
+	a, _ := join(t, hub, 1)
+	b, rec := join(t, hub, 2)
+	c, _ := join(t, hub, 3)
+	a.SetPeer(2, b.Addr())
+	a.SetPeer(3, c.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), transporttest.Timeout)
+	defer cancel()
+	const n = 50
+	for i := range n {
+		if err := a.Send(ctx, 2, wire.Frame{Kind: 1, Payload: transporttest.Payload(uint64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := len(rec.Frames()); got != n {
+		t.Fatalf("Flush returned with %d of %d frames delivered", got, n)
+	}
+	if err := a.Send(ctx, 3, wire.Frame{Kind: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a.RemovePeer(3)
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("Flush with a removed peer's frame queued: %v", err)
+	}
+	a.Close()
+	if err := a.Flush(ctx); !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Flush after Close: %v, want ErrClosed", err)
+	}
+}
