@@ -154,6 +154,13 @@ type flushTarget struct {
 // flushing reports whether Flush must still wait for w.
 func (t *Transport) flushing(w *flushTarget) bool {
 	p := w.p
+	select {
+	case <-p.removed:
+		// RemovePeer dropped its frames; a peer added back since is a
+		// new one, with only frames sent after this Flush began.
+		return false
+	default:
+	}
 	if c := p.live.Load(); c != nil {
 		// A connection is in use: the frames a relay had not got
 		// acknowledged are written to it first (its resume), and
