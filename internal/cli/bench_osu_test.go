@@ -134,7 +134,7 @@ func TestBenchOSUAll(t *testing.T) {
 	}
 	for _, want := range []string{"# one-way latency", "# bandwidth", "# Allreduce of float64", "# goals",
 		"# OMPI tcp: not run (mpicc or mpirun is not in PATH", "cohort µs",
-		"8-byte one-way latency", "not measured (needs ours and mpi-tcp at 8 B)", "median of 3 rounds"} {
+		"8-byte one-way latency", "not measured (needs ours and mpi-tcp at 8 B on 2 ranks)", "# Allreduce of float64 with Sum on 8 ranks", "8-byte Allreduce, 8 ranks, same host", "median of 3 rounds"} {
 		if !strings.Contains(stdout, want) {
 			t.Fatalf("missing %q in:\n%s", want, stdout)
 		}
