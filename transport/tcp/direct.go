@@ -39,7 +39,33 @@ func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) boo
 		return false
 	}
 	p, c := t.current(to)
-	return c != nil && t.writeDirect(p, c, &f, body)
+	return c != nil && t.writeDirect(p, c, &f, body, nil)
+}
+
+// LendMin is the smallest payload TryLendDirect lends: a frame of at
+// least this many bytes is acknowledged as soon as it is delivered (a
+// smaller one may wait for more or for ackDelay), so the lender gets its
+// buffer back about one small frame's trip after the peer has it.
+const LendMin = ackBytes
+
+// TryLendDirect is TrySendDirect for a body the caller lends until the
+// peer acknowledges the frame: the resend log holds body by reference
+// instead of a copy of it (a large message then costs its sender one copy,
+// the kernel's, instead of two). When it reports true, the transport
+// calls release once it no longer needs body: when the peer acknowledges
+// the frame, or the frame is dropped with the peer's stream (a restarted
+// peer), the peer (RemovePeer) or the transport (Close); until then body
+// must not change, since a connection that breaks resends it. release
+// runs on a transport goroutine or the caller's and must not block. When
+// it reports false it has done nothing and will not call release: a body
+// under LendMin bytes, a shared-memory connection (whose large messages
+// take the single-copy path) or any case where TrySendDirect declines.
+func (t *Transport) TryLendDirect(to core.NodeID, f wire.Frame, body []byte, release func()) bool {
+	if len(body) < LendMin || len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
+		return false
+	}
+	p, c := t.current(to)
+	return c != nil && c.shm == nil && t.writeDirect(p, c, &f, body, release)
 }
 
 // current returns peer to and its connection in use (nil: none, or the
@@ -81,8 +107,9 @@ func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
 // writeDirect writes f (payload f.Payload then body) to c if p's queue is
 // drained and flushed and no one holds p.wmu; it reports whether it did
 // (a write that fails closes c and counts as done: the frame is in p's
-// log, and the next connection resends it).
-func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bool {
+// log, and the next connection resends it). With release not nil, body is
+// lent to p's log (TryLendDirect; not on a shared-memory connection).
+func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, release func()) bool {
 	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
 		return false // let Send report the exact size
 	}
@@ -97,7 +124,12 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte) bo
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	if !p.log.addFrame(c.peerStream, f, body, true) {
+	if release != nil {
+		if !p.log.addLentFrame(c.peerStream, f, body, release) {
+			p.wmu.Unlock()
+			return false
+		}
+	} else if !p.log.addFrame(c.peerStream, f, body, true) {
 		p.wmu.Unlock()
 		return false // no room in the log: Send waits for it
 	}

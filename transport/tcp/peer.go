@@ -268,6 +268,7 @@ func (t *Transport) RemovePeer(id core.NodeID) {
 			c.close(true, nil)
 		}
 	}
+	p.log.drop() // its frames are never resent: what was lent goes back
 }
 
 // peerLocked returns the state of node id, creating it if needed (without

@@ -51,8 +51,8 @@ const minResendBuffer = 4 * ackBytes
 // sendLog holds the encoded frames written to a peer's stream and not yet
 // acknowledged, in order, in a ring that grows up to what it must hold.
 // A frame whose payload the transport owns (a relayed one's: see
-// addRefAt) is held as its head in the ring and a reference to its
-// payload, which is not copied. Frames are added under the peer's wmu (in
+// addRefAt) or a caller lends it (addLent) is held as its head in the ring
+// and a reference to its payload, which is not copied. Frames are added under the peer's wmu (in
 // the order they enter the stream) and trimmed by the reader that reads
 // the acknowledgements.
 type sendLog struct {
@@ -67,17 +67,22 @@ type sendLog struct {
 	// refs, beside lens, holds each frame's payload held by reference
 	// (nil: all of it is in the ring); refN counts their bytes, held
 	// too, which the limit counts.
-	refs  [][]byte
-	refN  int
-	lhead int
-	first uint64 // the number of the oldest frame held (lens[lhead])
-	next  uint64 // the number of the next frame added
-	limit int    // Config.ResendBuffer
+	refs [][]byte
+	refN int
+	// releases, beside lens, holds each lent frame's release (nil: not
+	// lent), called once the frame leaves the log.
+	releases []func()
+	lhead    int
+	first    uint64 // the number of the oldest frame held (lens[lhead])
+	next     uint64 // the number of the next frame added
+	limit    int    // Config.ResendBuffer
 	// resets counts reset's calls: frames numbered before one are gone.
 	resets uint64
 	// space has a token when frames were trimmed: a writer waiting for
 	// room looks again.
 	space chan struct{}
+	// dropped is set once the peer is gone (drop): nothing more is lent.
+	dropped bool
 }
 
 func newSendLog(limit int) *sendLog {
@@ -138,9 +143,57 @@ func (l *sendLog) addLocked(stream uint64, bound bool, size int, ref []byte, par
 	l.n += size
 	l.lens = append(l.lens, size)
 	l.refs = append(l.refs, ref)
+	l.releases = append(l.releases, nil)
 	l.refN += len(ref)
 	l.next++
 	return true
+}
+
+// addLent adds the frame whose encoding is head then body, holding body
+// by reference: the caller lends it until the frame leaves the log
+// (acknowledged, dropped with the peer's stream or with the peer), when
+// release is called, once, outside the log's lock. It reports false,
+// having kept nothing, when the frame does not fit or the peer is gone;
+// a frame to a predecessor of the peer is not kept, and released at once.
+func (l *sendLog) addLent(stream uint64, head, body []byte, release func()) bool {
+	l.mu.Lock()
+	if l.dropped || !l.fits(len(head)+len(body)) {
+		l.mu.Unlock()
+		return false
+	}
+	if stream != l.stream {
+		l.mu.Unlock()
+		release()
+		return true
+	}
+	l.addLocked(stream, false, len(head), body, head)
+	l.releases[len(l.releases)-1] = release
+	l.mu.Unlock()
+	return true
+}
+
+// lentOut is where a log collects the releases of lent frames that leave
+// it under its lock, to call them after: a few fit without a heap
+// allocation.
+type lentOut struct {
+	arr [4]func()
+	fns []func()
+}
+
+func (o *lentOut) take(fn *func()) {
+	if *fn != nil {
+		if o.fns == nil {
+			o.fns = o.arr[:0]
+		}
+		o.fns = append(o.fns, *fn)
+		*fn = nil
+	}
+}
+
+func (o *lentOut) call() {
+	for _, fn := range o.fns {
+		fn()
+	}
 }
 
 // dropLast removes the frame add appended last (SendNow's frame that the
@@ -155,6 +208,10 @@ func (l *sendLog) dropLast(stream uint64) {
 	l.n -= l.lens[last]
 	l.refN -= len(l.refs[last])
 	l.lens, l.refs[last], l.refs = l.lens[:last], nil, l.refs[:last]
+	if fn := l.releases[last]; fn != nil {
+		defer fn() // after the lock, deferred first
+	}
+	l.releases[last], l.releases = nil, l.releases[:last]
 	l.next--
 }
 
@@ -185,12 +242,14 @@ func (l *sendLog) ack(stream, upTo uint64) {
 		l.mu.Unlock()
 		return
 	}
+	var lent lentOut
 	k := int(min(upTo-l.first+1, uint64(l.held())))
 	for i := l.lhead; i < l.lhead+k; i++ {
 		l.n -= l.lens[i]
 		l.start += l.lens[i]
 		l.refN -= len(l.refs[i])
 		l.refs[i] = nil // the payload is no longer ours to keep
+		lent.take(&l.releases[i])
 	}
 	if len(l.buf) > 0 {
 		l.start %= len(l.buf)
@@ -198,7 +257,7 @@ func (l *sendLog) ack(stream, upTo uint64) {
 	l.lhead += k
 	l.first += uint64(k)
 	if l.lhead == len(l.lens) {
-		l.lens, l.refs, l.lhead = l.lens[:0], l.refs[:0], 0
+		l.lens, l.refs, l.releases, l.lhead = l.lens[:0], l.refs[:0], l.releases[:0], 0
 		l.start = 0
 		if len(l.buf) > l.limit {
 			l.buf = nil // an oversized frame's ring is not kept
@@ -207,9 +266,12 @@ func (l *sendLog) ack(stream, upTo uint64) {
 		l.lens = l.lens[:copy(l.lens, l.lens[l.lhead:])]
 		clear(l.refs[copy(l.refs, l.refs[l.lhead:]):])
 		l.refs = l.refs[:len(l.lens)]
+		clear(l.releases[copy(l.releases, l.releases[l.lhead:]):])
+		l.releases = l.releases[:len(l.lens)]
 		l.lhead = 0
 	}
 	l.mu.Unlock()
+	lent.call()
 	select {
 	case l.space <- struct{}{}:
 	default:
@@ -222,14 +284,41 @@ func (l *sendLog) reset(stream uint64) {
 	l.mu.Lock()
 	l.resets++
 	l.stream = stream
-	l.buf, l.start, l.n = nil, 0, 0
-	l.lens, l.refs, l.refN, l.lhead = nil, nil, 0, 0
+	lent := l.clearLocked()
 	l.first, l.next = 1, 1
 	l.mu.Unlock()
+	lent.call()
 	select {
 	case l.space <- struct{}{}:
 	default:
 	}
+}
+
+// drop empties the log of a peer that is gone (removed, or the transport
+// closed), releasing what was lent; nothing more is lent to it.
+func (l *sendLog) drop() {
+	l.mu.Lock()
+	l.dropped = true
+	lent := l.clearLocked()
+	l.first = l.next
+	l.mu.Unlock()
+	lent.call()
+	select {
+	case l.space <- struct{}{}:
+	default:
+	}
+}
+
+// clearLocked forgets every frame held and returns the releases of the
+// lent ones, to call once l.mu is released.
+func (l *sendLog) clearLocked() *lentOut {
+	lent := new(lentOut)
+	for i := l.lhead; i < len(l.releases); i++ {
+		lent.take(&l.releases[i])
+	}
+	l.buf, l.start, l.n = nil, 0, 0
+	l.lens, l.refs, l.releases, l.refN, l.lhead = nil, nil, nil, 0, 0
+	return lent
 }
 
 // logMark is a point of a log's stream: the last frame numbered when
@@ -462,6 +551,20 @@ func (l *sendLog) addFrame(stream uint64, f *wire.Frame, body []byte, bound bool
 	h.Payload = nil
 	return l.add(stream, bound, h.AppendHead(hb[:0], len(f.Payload)+len(body)), f.Payload, body)
 }
+
+// addLentFrame is addLent for f, whose payload is f.Payload followed by
+// the lent body.
+func (l *sendLog) addLentFrame(stream uint64, f *wire.Frame, body []byte, release func()) bool {
+	var hb [wire.LengthSize + wire.MaxHeaderSize + maxLentHead]byte
+	h := *f
+	h.Payload = nil
+	head := append(h.AppendHead(hb[:0], len(f.Payload)+len(body)), f.Payload...)
+	return l.addLent(stream, head, body, release)
+}
+
+// maxLentHead is the payload before a lent body that addLentFrame keeps
+// without a heap allocation (a data message's header).
+const maxLentHead = 64
 
 // keep adds f, about to be written to c, to p's log, waiting for room and
 // writing the acknowledgements asked for meanwhile (the peer may be

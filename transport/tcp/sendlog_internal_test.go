@@ -78,3 +78,74 @@ func TestSendLogRefs(t *testing.T) {
 		}
 	}
 }
+
+// TestSendLogLent: a lent frame's release is called once, when the frame
+// leaves the log (acknowledged, dropped last, dropped with the peer's
+// stream or with the peer), never for a frame the log declined; a frame
+// to a predecessor of the peer is released at once; a dropped log lends
+// no more.
+func TestSendLogLent(t *testing.T) {
+	const stream = 7
+	l := newSendLog(1 << 20)
+	l.bind(stream)
+	calls := map[int]int{}
+	lend := func(id, size int, s uint64) bool {
+		return l.addLent(s, []byte{1, 2, 3}, make([]byte, size), func() { calls[id]++ })
+	}
+	want := func(step string, ids ...int) {
+		t.Helper()
+		for id, k := range calls {
+			if k > 1 {
+				t.Fatalf("%s: frame %d released %d times", step, id, k)
+			}
+		}
+		for _, id := range ids {
+			if calls[id] != 1 {
+				t.Fatalf("%s: frame %d released %d times, want once (releases %v)", step, id, calls[id], calls)
+			}
+		}
+		if len(calls) != len(ids) {
+			t.Fatalf("%s: releases %v, want frames %v", step, calls, ids)
+		}
+	}
+	for id := range 4 {
+		if !lend(id, 100<<10, stream) {
+			t.Fatalf("frame %d declined", id)
+		}
+	}
+	if !l.add(stream, true, []byte("copied")) { // frame 5 of the stream, not lent
+		t.Fatal("a copied frame declined")
+	}
+	want("added")
+	l.ack(stream, 2)
+	want("acknowledged up to 2", 0, 1)
+	if lend(9, 2<<20, stream) {
+		t.Fatal("a lent frame beyond the log's limit was kept")
+	}
+	if !lend(4, 10, stream) {
+		t.Fatal("frame 4 declined")
+	}
+	l.dropLast(stream)
+	want("dropped last", 0, 1, 4)
+	if _, enc := l.since(stream, 3); len(enc) != 2*(3+100<<10)+len("copied") {
+		t.Fatalf("since(3) gave %d bytes", len(enc))
+	}
+	if !lend(5, 10, stream+1) {
+		t.Fatal("a frame to a predecessor of the peer declined")
+	}
+	want("to a predecessor", 0, 1, 4, 5)
+	l.reset(stream + 1)
+	want("reset", 0, 1, 2, 3, 4, 5)
+	if !lend(6, 10, stream+1) || !lend(7, 10, stream+1) {
+		t.Fatal("a lent frame declined after the reset")
+	}
+	l.ack(stream+1, 1)
+	want("acknowledged after the reset", 0, 1, 2, 3, 4, 5, 6)
+	l.drop()
+	want("dropped", 0, 1, 2, 3, 4, 5, 6, 7)
+	if lend(8, 10, stream+1) {
+		t.Fatal("a dropped log took a lent frame")
+	}
+	l.ack(stream+1, 2)
+	want("acknowledged after the drop", 0, 1, 2, 3, 4, 5, 6, 7)
+}

@@ -194,6 +194,15 @@ func (t *Transport) Close() error {
 		nc.Close()
 	}
 	t.wg.Wait()
+	t.mu.Lock()
+	logs := make([]*sendLog, 0, len(t.peers))
+	for _, p := range t.peers {
+		logs = append(logs, p.log)
+	}
+	t.mu.Unlock()
+	for _, l := range logs {
+		l.drop() // what was lent goes back
+	}
 	t.log.Info("tcp: closed")
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("tcp: closing the listener: %w", err)
