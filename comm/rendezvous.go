@@ -8,6 +8,7 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -302,13 +303,48 @@ func (s *Session) rdvDispatch(j rdvJob) {
 func (s *Session) rdvWriter(j rdvJob) {
 	for {
 		head := binary.AppendUvarint(j.req.hdr[:0], j.id)
-		s.sendFrame(int(j.req.rdv.to), wire.Frame{Kind: kindRData, Payload: head}, j.req.rdv.body, j.req)
+		f := wire.Frame{Kind: kindRData, Payload: head}
+		if !s.lendRData(f, j.req) {
+			s.sendFrame(int(j.req.rdv.to), f, j.req.rdv.body, j.req)
+		}
 		select {
 		case j = <-s.rdvJobs:
 		case <-s.base.Done():
 			return
 		}
 	}
+}
+
+// lendRData writes a large message's data over transport/tcp lent, not
+// copied, to the pair's resend log (tcp.TryLendDirect): the sender's
+// processor then copies each byte once, into the kernel, instead of twice,
+// and the send completes when the receiver acknowledges the frame (within
+// about a small frame's trip: a frame this large is acknowledged as soon
+// as it is delivered) or when the transport gives the data back otherwise
+// (the receiver failed and was removed, the session closed). The caller's
+// buffer stays untouched until then, as a send's buffer must until its
+// request completes. It reports false, having sent nothing, where the
+// frame must take sendFrame's way: not over transport/tcp directly, a
+// replicated rank, a small message, or frames waiting before it.
+func (s *Session) lendRData(f wire.Frame, req *Request) bool {
+	t, body := s.tcpTr, req.rdv.body
+	if t == nil || s.rep != nil || len(body) < tcp.LendMin {
+		return false
+	}
+	q := s.outq(int(req.rdv.to))
+	if q == nil {
+		return false
+	}
+	if req.lent == nil {
+		req.lent = func() { req.complete(Status{}, nil) }
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.backlog) > 0 {
+		return false
+	}
+	f.Epoch = s.epoch.Load()
+	return t.TryLendDirect(q.to, f, body, req.lent)
 }
 
 func parseCTS(p []byte) (id uint64, flag byte, credit uint64, err error) {

@@ -46,6 +46,10 @@ type Request struct {
 	// not been taken yet (only the call's goroutine reads and writes it).
 	wake chan struct{}
 	owed bool
+	// lent completes the request once transport/tcp gives back the data
+	// lent to it (lendRData); made at a request's first such send and kept
+	// across the pool's reuses, so that a send lends without allocating.
+	lent func()
 }
 
 // The bits of Request.state. A request is claimed by the first complete,
