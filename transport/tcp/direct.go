@@ -157,6 +157,9 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 		c.markActive()
 		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
 	}
+	if release != nil {
+		t.stats.lent.Add(1)
+	}
 	p.wmu.Unlock()
 	return true
 }

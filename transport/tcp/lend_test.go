@@ -90,6 +90,9 @@ func testLendDirect(t *testing.T, path pathKind) {
 		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
 	}
 	log.check(t)
+	if got := a.Stats().Lent; got != uint64(lent) {
+		t.Fatalf("Stats.Lent %d, want the %d bodies lent", got, lent)
+	}
 	if path.shm {
 		if lent > 0 {
 			t.Fatalf("%d bodies lent over shared memory", lent)

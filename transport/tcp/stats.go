@@ -24,6 +24,7 @@ type Stats struct {
 	FramesOut        uint64 // frames handed to a connection's writer
 	Direct           uint64 // of FramesOut, those SendDirect wrote itself
 	Now              uint64 // of FramesOut, those SendNow wrote itself (now.go)
+	Lent             uint64 // of Direct, those whose body the resend log held by reference (TryLendDirect)
 	Placed           uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
 	Polled           uint64 // of FramesIn, those read and delivered by a caller's PollUntil
 	Resent           uint64 // frames written again on a new connection (not in FramesOut)
@@ -53,6 +54,7 @@ type stats struct {
 	misaddressed, framesIn, framesOut, direct, now, placed, polled, shm, shmRefused, shed,
 	resent, duplicates, acks, restarts, integrity, tampered atomic.Uint64
 	relayed, forwarded, relayDropped, relayTagFailures, relayGaps, pathChanges atomic.Uint64
+	lent                                                                       atomic.Uint64
 }
 
 // bump adds one to a counter that one goroutine at a time writes (under
@@ -72,6 +74,7 @@ func (t *Transport) Stats() Stats {
 		FramesIn:     t.stats.framesIn.Load(),
 		FramesOut:    t.stats.framesOut.Load() + t.stats.direct.Load() + t.stats.now.Load(),
 		Direct:       t.stats.direct.Load(), Now: t.stats.now.Load(), Placed: t.stats.placed.Load(),
+		Lent:   t.stats.lent.Load(),
 		Resent: t.stats.resent.Load(), Duplicates: t.stats.duplicates.Load(),
 		Acks: t.stats.acks.Load(), Restarts: t.stats.restarts.Load(),
 		Integrity: t.stats.integrity.Load(), Tampered: t.stats.tampered.Load(),
