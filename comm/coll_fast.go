@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/comm/internal/coll"
+	"github.com/cohort-mp/cohort/transport/tcp"
+	"github.com/cohort-mp/cohort/wire"
 )
 
 // The optional interfaces of coll.Transport that let the collectives skip
@@ -92,13 +94,68 @@ func (t collTransport) ExchangePosted(ctx context.Context, to int, sdata []byte,
 		t.Withdraw(req)
 		return 0, fmt.Errorf("%w: collective step to rank %d of %d", ErrRank, to, t.c.Size()), nil
 	}
-	if serr := t.c.s.send(ctx, t.c.st, subColl, to, tag, sdata); serr != nil {
+	lent, serr := t.sendStep(ctx, to, tag, sdata)
+	if serr != nil {
 		t.Withdraw(req)
 		return 0, serr, nil
 	}
 	t.poll(req)
 	n, err := intoCount(req.awaitRecv(ctx))
+	if lent != nil {
+		// sdata is the caller's again only once the transport gives it
+		// back: the peer acknowledged it (about when its own step's data
+		// arrives) or was removed. Not bounded by ctx: a connection
+		// that breaks meanwhile resends from sdata.
+		lent.block(context.Background())
+		lent.release()
+	}
 	return n, nil, err
+}
+
+// sendStep sends a collective step's data as Session.send does, except
+// that over transport/tcp a step of at least tcp.LendMin bytes is lent to
+// the transport's resend log instead of copied into it (as a large
+// message's data is, lendRData): a large Allreduce's steps then cost the
+// sender's processor one copy of their bytes, the kernel's. It returns
+// the request that completes when the transport gives data back, for the
+// caller to wait for before data is its own again, or nil when the step
+// was sent otherwise.
+func (t collTransport) sendStep(ctx context.Context, to, tag int, data []byte) (*Request, error) {
+	s, c := t.c.s, t.c.st
+	if s.tcpTr == nil || s.rep != nil || len(data) < tcp.LendMin {
+		return nil, s.send(ctx, c, subColl, to, tag, data)
+	}
+	var p sendPlan
+	s.mu.Lock()
+	s.sendPlanLocked(&p, c, subColl, to, len(data))
+	s.mu.Unlock()
+	if p.err != nil || p.q == nil {
+		req := s.isendPlanned(pooledRequest(s, c), c, subColl, to, tag, 0, data, &p)
+		_, err := req.block(ctx)
+		req.release()
+		return nil, err
+	}
+	q, kind := p.q, p.kind(false)
+	h := dataHeader{credit: uint64(p.credit), ctxID: c.id | subColl, tag: tag}
+	req := pooledRequest(s, c)
+	if req.lent == nil {
+		req.lent = func() { req.complete(Status{}, nil) }
+	}
+	var hdr [maxRTS]byte
+	f := wire.Frame{Kind: kind, Payload: appendDataHeader(hdr[:0], kind, h)}
+	lent := false
+	q.mu.Lock()
+	if len(q.backlog) == 0 && !q.running.Load() {
+		f.Epoch = s.epoch.Load()
+		lent = s.tcpTr.TryLendDirect(q.to, f, data, req.lent)
+	}
+	q.mu.Unlock()
+	if lent {
+		return req, nil
+	}
+	req.complete(Status{}, nil) // unused: back to the pool
+	req.release()
+	return nil, c.translate(q.sendData(kind, h, data))
 }
 
 // Withdraw cancels a receive PostInto posted (or it completed: its outcome
