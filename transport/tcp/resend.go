@@ -51,10 +51,10 @@ const minResendBuffer = 4 * ackBytes
 // sendLog holds the encoded frames written to a peer's stream and not yet
 // acknowledged, in order, in a ring that grows up to what it must hold.
 // A frame whose payload the transport owns (a relayed one's: see
-// addRefAt) or a caller lends it (addLent) is held as its head in the ring
-// and a reference to its payload, which is not copied. Frames are added under the peer's wmu (in
-// the order they enter the stream) and trimmed by the reader that reads
-// the acknowledgements.
+// addRefAt) or a caller lends it (addLent) is held as its head in the
+// ring and a reference to its payload, which is not copied. Frames are
+// added under the peer's wmu (in the order they enter the stream) and
+// trimmed by the reader that reads the acknowledgements.
 type sendLog struct {
 	mu sync.Mutex
 	// stream is the peer's stream id (0: not yet known); a frame written
@@ -200,19 +200,21 @@ func (o *lentOut) call() {
 // socket took nothing of).
 func (l *sendLog) dropLast(stream uint64) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if stream != l.stream || l.held() == 0 {
+		l.mu.Unlock()
 		return
 	}
 	last := len(l.lens) - 1
 	l.n -= l.lens[last]
 	l.refN -= len(l.refs[last])
 	l.lens, l.refs[last], l.refs = l.lens[:last], nil, l.refs[:last]
-	if fn := l.releases[last]; fn != nil {
-		defer fn() // after the lock, deferred first
-	}
+	release := l.releases[last]
 	l.releases[last], l.releases = nil, l.releases[:last]
 	l.next--
+	l.mu.Unlock()
+	if release != nil {
+		release()
+	}
 }
 
 // grow makes the ring hold at least size bytes, its content unwrapped.

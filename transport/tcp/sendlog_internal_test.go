@@ -79,8 +79,8 @@ func TestSendLogRefs(t *testing.T) {
 	}
 }
 
-// TestSendLogLent: a lent frame's release is called once, when the frame
-// leaves the log (acknowledged, dropped last, dropped with the peer's
+// TestSendLogLent: a lent frame's release is called once, outside the
+// log's lock, when the frame leaves the log (acknowledged, dropped last, dropped with the peer's
 // stream or with the peer), never for a frame the log declined; a frame
 // to a predecessor of the peer is released at once; a dropped log lends
 // no more.
@@ -90,7 +90,14 @@ func TestSendLogLent(t *testing.T) {
 	l.bind(stream)
 	calls := map[int]int{}
 	lend := func(id, size int, s uint64) bool {
-		return l.addLent(s, []byte{1, 2, 3}, make([]byte, size), func() { calls[id]++ })
+		return l.addLent(s, []byte{1, 2, 3}, make([]byte, size), func() {
+			if !l.mu.TryLock() {
+				t.Errorf("frame %d released under the log's lock", id)
+			} else {
+				l.mu.Unlock()
+			}
+			calls[id]++
+		})
 	}
 	want := func(step string, ids ...int) {
 		t.Helper()
