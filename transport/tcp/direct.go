@@ -124,8 +124,10 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
+	kept := false // body lent to the log, which releases it
 	if release != nil {
-		if !p.log.addLentFrame(c.peerStream, f, body, release) {
+		var ok bool
+		if ok, kept = p.log.addLentFrame(c.peerStream, f, body, release); !ok {
 			p.wmu.Unlock()
 			return false
 		}
@@ -161,6 +163,9 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 		t.stats.lent.Add(1)
 	}
 	p.wmu.Unlock()
+	if release != nil && !kept {
+		release() // written, and not kept: the body is free
+	}
 	return true
 }
 

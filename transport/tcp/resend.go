@@ -152,24 +152,22 @@ func (l *sendLog) addLocked(stream uint64, bound bool, size int, ref []byte, par
 // addLent adds the frame whose encoding is head then body, holding body
 // by reference: the caller lends it until the frame leaves the log
 // (acknowledged, dropped with the peer's stream or with the peer), when
-// release is called, once, outside the log's lock. It reports false,
-// having kept nothing, when the frame does not fit or the peer is gone;
-// a frame to a predecessor of the peer is not kept, and released at once.
-func (l *sendLog) addLent(stream uint64, head, body []byte, release func()) bool {
+// release is called, once, outside the log's lock. ok is false, nothing
+// kept, when the frame does not fit or the peer is gone; kept is false
+// for a frame to a predecessor of the peer, which is not kept (the caller
+// releases it itself once it has written it).
+func (l *sendLog) addLent(stream uint64, head, body []byte, release func()) (ok, kept bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.dropped || !l.fits(len(head)+len(body)) {
-		l.mu.Unlock()
-		return false
+		return false, false
 	}
 	if stream != l.stream {
-		l.mu.Unlock()
-		release()
-		return true
+		return true, false
 	}
 	l.addLocked(stream, false, len(head), body, head)
 	l.releases[len(l.releases)-1] = release
-	l.mu.Unlock()
-	return true
+	return true, true
 }
 
 // lentOut is where a log collects the releases of lent frames that leave
@@ -556,7 +554,7 @@ func (l *sendLog) addFrame(stream uint64, f *wire.Frame, body []byte, bound bool
 
 // addLentFrame is addLent for f, whose payload is f.Payload followed by
 // the lent body.
-func (l *sendLog) addLentFrame(stream uint64, f *wire.Frame, body []byte, release func()) bool {
+func (l *sendLog) addLentFrame(stream uint64, f *wire.Frame, body []byte, release func()) (ok, kept bool) {
 	var hb [wire.LengthSize + wire.MaxHeaderSize + maxLentHead]byte
 	h := *f
 	h.Payload = nil
