@@ -163,7 +163,9 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 		t.stats.lent.Add(1)
 	}
 	p.wmu.Unlock()
-	if release != nil && !kept {
+	if kept {
+		p.log.written()
+	} else if release != nil {
 		release() // written, and not kept: the body is free
 	}
 	return true

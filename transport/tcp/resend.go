@@ -83,6 +83,12 @@ type sendLog struct {
 	space chan struct{}
 	// dropped is set once the peer is gone (drop): nothing more is lent.
 	dropped bool
+	// writing is set while the frame lent last is being written
+	// (addLent to written): a reset or drop meanwhile leaves the
+	// releases of the lent frames it forgets in deferred, for written
+	// to call, since the write may still be reading that frame's body.
+	writing  bool
+	deferred []func()
 }
 
 func newSendLog(limit int) *sendLog {
@@ -167,7 +173,21 @@ func (l *sendLog) addLent(stream uint64, head, body []byte, release func()) (ok,
 	}
 	l.addLocked(stream, false, len(head), body, head)
 	l.releases[len(l.releases)-1] = release
+	l.writing = true
 	return true, true
+}
+
+// written ends the write of the frame addLent kept last, calling the
+// releases a reset or drop left meanwhile.
+func (l *sendLog) written() {
+	l.mu.Lock()
+	l.writing = false
+	deferred := l.deferred
+	l.deferred = nil
+	l.mu.Unlock()
+	for _, fn := range deferred {
+		fn()
+	}
 }
 
 // lentOut is where a log collects the releases of lent frames that leave
@@ -310,11 +330,16 @@ func (l *sendLog) drop() {
 }
 
 // clearLocked forgets every frame held and returns the releases of the
-// lent ones, to call once l.mu is released.
+// lent ones, to call once l.mu is released (or, while a lent frame is
+// being written, leaves them for written).
 func (l *sendLog) clearLocked() *lentOut {
 	lent := new(lentOut)
 	for i := l.lhead; i < len(l.releases); i++ {
 		lent.take(&l.releases[i])
+	}
+	if l.writing {
+		l.deferred = append(l.deferred, lent.fns...)
+		lent.fns = nil
 	}
 	l.buf, l.start, l.n = nil, 0, 0
 	l.lens, l.refs, l.releases, l.refN, l.lhead = nil, nil, nil, 0, 0

@@ -99,8 +99,11 @@ func TestSendLogLent(t *testing.T) {
 			calls[id]++
 		})
 	}
-	kept := func(id, size int, s uint64) bool {
+	kept := func(id, size int, s uint64) bool { // and written
 		ok, kept := lend(id, size, s)
+		if kept {
+			l.written()
+		}
 		return ok && kept
 	}
 	want := func(step string, ids ...int) {
@@ -154,4 +157,27 @@ func TestSendLogLent(t *testing.T) {
 	}
 	l.ack(stream+1, 2)
 	want("acknowledged after the drop", 0, 1, 2, 3, 4, 6, 7)
+
+	// A peer removed (or a stream reset) while a lent frame is being
+	// written: the releases wait for the end of the write, which may
+	// still read that frame's body.
+	for _, reset := range []bool{false, true} {
+		l = newSendLog(1 << 20)
+		l.bind(stream)
+		clear(calls)
+		if !kept(10, 10, stream) {
+			t.Fatal("frame 10 declined")
+		}
+		if ok, k := lend(11, 10, stream); !ok || !k {
+			t.Fatal("frame 11 declined")
+		}
+		if reset {
+			l.reset(stream + 1)
+		} else {
+			l.drop()
+		}
+		want("gone during a write")
+		l.written()
+		want("written", 10, 11)
+	}
 }
