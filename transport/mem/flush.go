@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/internal/poll"
 )
 
 // flushPoll is how often Flush looks at the links' backlogs again.
@@ -28,8 +29,7 @@ func (e *Endpoint) Flush(ctx context.Context) error {
 		links = append(links, l)
 	}
 	e.mu.Unlock()
-	var tick *time.Ticker
-	for {
+	return poll.Until(ctx, e.done, transport.ErrClosed, flushPoll, func() bool {
 		links = slices.DeleteFunc(links, func(l *link) bool {
 			select {
 			case <-l.stop:
@@ -38,19 +38,6 @@ func (e *Endpoint) Flush(ctx context.Context) error {
 			}
 			return l.backlog.Load() == 0
 		})
-		if len(links) == 0 {
-			return nil
-		}
-		if tick == nil {
-			tick = time.NewTicker(flushPoll)
-			defer tick.Stop()
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-e.done:
-			return transport.ErrClosed
-		}
-	}
+		return len(links) == 0
+	})
 }

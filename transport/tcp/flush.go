@@ -6,6 +6,7 @@ import (
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/transport/internal/poll"
 )
 
 // flushPoll is how often Flush looks at the writers and the
@@ -57,30 +58,18 @@ func (t *Transport) flush(ctx context.Context, delivered bool) error {
 		}
 	}
 	t.mu.Unlock()
-	var tick *time.Ticker
-	for len(wait) > 0 {
+	err := poll.Until(ctx, t.closing, transport.ErrClosed, flushPoll, func() bool {
 		rest := wait[:0]
 		for _, w := range wait {
-			if !t.flushing(&w) {
-				continue
+			if t.flushing(&w) { // may set w's mark: keep the copy
+				rest = append(rest, w)
 			}
-			rest = append(rest, w)
 		}
 		wait = rest
-		if len(wait) == 0 {
-			break
-		}
-		if tick == nil {
-			tick = time.NewTicker(flushPoll)
-			defer tick.Stop()
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.closing:
-			return transport.ErrClosed
-		}
+		return len(wait) == 0
+	})
+	if err != nil {
+		return err
 	}
 	return t.flushRelayed(ctx)
 }
@@ -101,21 +90,7 @@ func (t *Transport) noteDutyLocked(origin, final core.NodeID, now time.Time) {
 // flushRelayed is Flush's wait for the pairs this node relays (see
 // Flush); the relayed peers' own acknowledgements are flushing's.
 func (t *Transport) flushRelayed(ctx context.Context) error {
-	var tick *time.Ticker
-	for t.relaying(time.Now()) {
-		if tick == nil {
-			tick = time.NewTicker(10 * flushPoll)
-			defer tick.Stop()
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.closing:
-			return transport.ErrClosed
-		}
-	}
-	return nil
+	return poll.Until(ctx, t.closing, transport.ErrClosed, 10*flushPoll, func() bool { return !t.relaying(time.Now()) })
 }
 
 // relaying reports whether this node forwarded frames between two peers
