@@ -235,16 +235,11 @@ func detectorOf(name string) (stack.Detector, error) {
 	return d, nil
 }
 
-// newStack builds rank self's machines (detector and membership) in a job
-// of the listed ranks, as package group assembles every node, with the
-// loopback timings of stack.DefaultLocalConfig.
-func newStack(self core.NodeID, ids []core.NodeID, o options, det stack.Detector, layers ...core.Machine) (*core.Stack, error) {
-	return newStackJoin(self, ids, nil, o, det, layers...)
-}
-
-// newStackJoin is newStack for a process that joins a running job
-// (newcomer.go) when contacts is not nil: it asks them, in order, to
-// admit it.
+// newStackJoin builds rank self's machines (detector and membership) in
+// a job of the listed ranks, as package group assembles every node, with
+// the loopback timings of stack.DefaultLocalConfig. A process that joins
+// a running job (newcomer.go) gives contacts: it asks them, in order, to
+// admit it; nil starts with the job.
 func newStackJoin(self core.NodeID, ids, contacts []core.NodeID, o options, det stack.Detector, layers ...core.Machine) (*core.Stack, error) {
 	cfg := stack.DefaultLocalConfig()
 	cfg.ID = self
