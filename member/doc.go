@@ -226,11 +226,14 @@
 // suspicion, a recovery) within 3·ReportRetry before such a report, gives
 // up the view change that excludes it (so does a root whose own verdict
 // is withdrawn, under the paper's policy) and, until it installs another
-// view, acts on that member's failure only on its own detector's verdict: on an overloaded host a starved process
-// resumes and refutes a few hundred milliseconds after a monitor declared
-// it, while the view change is still running. Installing a view drops
-// every
-// proposal the node holds (accepted, adopted or remembered) that is not
+// view, acts on that member's failure only on its own detector's verdict:
+// on an overloaded host a starved process resumes and refutes a few
+// hundred milliseconds after a monitor declared it, while the view change
+// is still running. Only a member that the detector watches (one of the
+// installed view, in that view's incarnation) is so doubted: no verdict
+// ever comes about anyone else, and a report of a joiner's failure is
+// acted on at once (a live joiner asks again). Installing a view drops
+// every proposal the node holds (accepted, adopted or remembered) that is not
 // newer than it, or cannot descend from it and does not admit the node as
 // a joiner (a merge into another lineage, which the late commit of an
 // older view of the node's own does not undo): such a sibling never

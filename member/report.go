@@ -296,12 +296,21 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 		}
 		inc, known := m.leavers[f.ID]
 		leaver := known && inc == f.Inc
-		if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch && !leaver {
-			continue // heard from since such a report: its own detector decides (doubt)
-		}
-		if _, det := m.detected[f.ID]; !det && !leaver && m.refutedLately(f.ID) {
-			put(&m.doubted, f.ID, m.cur.epoch)
-			continue
+		// Only a member that the detector watches is doubted: the doubt
+		// leaves its failure to the detector's verdict, which never comes
+		// about anyone else. A joiner that a partition's heal showed alive
+		// a moment before it left the view, dead since, was doubted for
+		// as long as the root's view stood, and every proposal waited for
+		// it and cut its live parent instead (the partial-partition swarm,
+		// seed 2292, gossip). A joiner dropped for nothing asks again.
+		if m.watched(f.ID, f.Inc) && !leaver {
+			if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch {
+				continue // heard from since such a report: its own detector decides (doubt)
+			}
+			if _, det := m.detected[f.ID]; !det && m.refutedLately(f.ID) {
+				put(&m.doubted, f.ID, m.cur.epoch)
+				continue
+			}
 		}
 		m.markFailed(f.ID, f.Inc, !leaver, m.now()) // a leave is no guess to forget
 		if _, det := m.detected[f.ID]; !det && !leaver {
