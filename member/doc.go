@@ -268,7 +268,11 @@
 // as long as the node holds the same view, every other time through a
 // member of that view: its members may all be alive, reachable and in the
 // newer view, so that nothing ever makes the node leave its view, and
-// nobody tells it twice. Under [PartitionMajority] a root
+// nobody tells it twice. A merge so retried yields to a notice of any view
+// newer than the node's own, of a lower epoch than the view it asks too:
+// the members of the view it asks may all have died since, and sides
+// that each learnt of such a view would otherwise never merge with each
+// other. Under [PartitionMajority] a root
 // installs a view only if the view keeps a strict majority of the members of
 // the last installed view (and at least half of an adopted proposal); a
 // root without it announces MINORITY to its side, every node of which emits

@@ -19,6 +19,10 @@ type joins struct {
 	mergeVia     core.NodeID // a live member of the view to merge into, core.None if unknown
 	mergeTries   int
 	mergeEpoch   uint64
+	// mergeRetried marks a merge that retryMerge started again: its view
+	// did not answer before, so it yields to a notice of any view newer
+	// than this node's (see evicted).
+	mergeRetried bool
 	// A merge given up (its tries unanswered) while this node stays in
 	// the view it was told is over: gaveUpIn is that view's epoch, and
 	// gaveUpEpoch and gaveUpRoot the newer view and its root, tried again
@@ -150,12 +154,14 @@ func (m *Member) retryMerge() {
 		}
 	}
 	m.mergeEpoch, m.mergeRoot, m.mergeVia, m.mergeTries = m.gaveUpEpoch, m.gaveUpRoot, via, 0
+	m.mergeRetried = true
 	m.sendJoin()
 }
 
 // stopMerging ends a merge: done, or given up.
 func (js *joins) stopMerging() {
 	js.mergeRoot, js.mergeVia, js.mergeEpoch, js.mergeTries = core.None, core.None, 0, 0
+	js.mergeRetried = false
 }
 
 // addJoin queues the join of j, or renews a queued join of j's id by

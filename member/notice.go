@@ -201,10 +201,19 @@ func (m *Member) evicted(epoch uint64, root, via core.NodeID) {
 	if root == core.None {
 		root = via
 	}
-	if root == core.None || root == m.self || epoch < m.mergeEpoch {
+	if root == core.None || root == m.self {
 		return
 	}
-	if epoch == m.mergeEpoch {
+	// A merge given up and retried (retryMerge) asked a view that did not
+	// answer, whose members may all have died since: it does not hold the
+	// node back from another view newer than its own. Held to the higher
+	// epoch of such a view, every side of a healed partition kept retrying
+	// a merge into a dead node's view and ignored the others' notices for
+	// good (the oracle swarm, seed 6268, paper).
+	if epoch < m.mergeEpoch && !m.mergeRetried {
+		return
+	}
+	if epoch == m.mergeEpoch && (!m.mergeRetried || root == m.mergeRoot) {
 		if _, dead := m.detected[m.mergeRoot]; root != m.mergeRoot && (dead || m.failed[m.mergeRoot]) {
 			// The view being merged into has another root now: the root
 			// this node asks failed, and a member that took over names
@@ -221,6 +230,7 @@ func (m *Member) evicted(epoch uint64, root, via core.NodeID) {
 	}
 	m.env.Emit(Evicted{Epoch: epoch, Root: root})
 	m.mergeEpoch, m.mergeRoot, m.mergeVia, m.mergeTries = epoch, root, via, 0
+	m.mergeRetried = false
 	if m.driving {
 		m.abort(fmt.Sprintf("evicted by %s", FormatEpoch(epoch)))
 	}

@@ -288,6 +288,12 @@ func TestSwarmDeterministic(t *testing.T) {
 //     and was waited for as an inner child whose silence may be its
 //     subtree's, while the dead root's view kept evicting n4. An inner
 //     child that refuses to its parent is cut for speaking, as a leaf is.
+//   - 6268 (paper, no convergence; seeds 1–30,000): n3's 15.n3 told
+//     every other side of a healed partition that it was over, n3 died,
+//     and each side's merge into 15.n3, given up and retried at every
+//     probe, ignored the others' notices (14.n0, 14.n2, 13.n7), all of a
+//     lower epoch than 15.n3, for good. A retried merge now yields to a
+//     notice of any view newer than the node's own.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -344,6 +350,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{26460, member.PartitionPaper},
 		{21917, member.PartitionPaper},
 		{3468, member.PartitionPaper},
+		{6268, member.PartitionPaper},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
