@@ -229,10 +229,11 @@
 // view, acts on that member's failure only on its own detector's verdict:
 // on an overloaded host a starved process resumes and refutes a few
 // hundred milliseconds after a monitor declared it, while the view change
-// is still running. Only a member that the detector watches (one of the
-// installed view, in that view's incarnation) is so doubted: no verdict
-// ever comes about anyone else, and a report of a joiner's failure is
-// acted on at once (a live joiner asks again). Installing a view drops
+// is still running. Only a node of the installed view, which the detector
+// watches, is so doubted (a member re-joining under a new incarnation
+// too: the verdict on its id counts the new process failed as well): no
+// verdict ever comes about anyone else, and a report of another joiner's
+// failure is acted on at once (a live joiner asks again). Installing a view drops
 // every proposal the node holds (accepted, adopted or remembered) that is not
 // newer than it, or cannot descend from it and does not admit the node as
 // a joiner (a merge into another lineage, which the late commit of an

@@ -296,14 +296,20 @@ func (m *Member) onReport(from core.NodeID, r *Report) {
 		}
 		inc, known := m.leavers[f.ID]
 		leaver := known && inc == f.Inc
-		// Only a member that the detector watches is doubted: the doubt
-		// leaves its failure to the detector's verdict, which never comes
-		// about anyone else. A joiner that a partition's heal showed alive
-		// a moment before it left the view, dead since, was doubted for
-		// as long as the root's view stood, and every proposal waited for
-		// it and cut its live parent instead (the partial-partition swarm,
-		// seed 2292, gossip). A joiner dropped for nothing asks again.
-		if m.watched(f.ID, f.Inc) && !leaver {
+		// Only a node of the installed view, which the detector watches,
+		// is doubted: the doubt leaves its failure to the detector's
+		// verdict, which never comes about anyone else. A joiner that a
+		// partition's heal showed alive a moment before the view left it
+		// out, dead since, was doubted for as long as the root's view
+		// stood, and every proposal waited for it and cut its live parent
+		// instead (the partial-partition swarm, seed 2292, gossip). A
+		// joiner dropped for nothing asks again. A member re-joining under
+		// a new incarnation is still doubted: the detector watches its id,
+		// and its verdict counts the new incarnation failed too
+		// (markDetected), while a report counted at once dropped the new
+		// process's join whenever a member's verdict on the former one
+		// was passed on to it (seed 2103).
+		if m.cur.has(f.ID) && !leaver {
 			if e, ok := m.doubted[f.ID]; ok && e == m.cur.epoch {
 				continue // heard from since such a report: its own detector decides (doubt)
 			}

@@ -40,16 +40,18 @@ func TestPartialSwarm(t *testing.T) {
 // and the others of the 100,000-seed campaign), a one-way cut on the way
 // back (58617), a partition that made every helper doubt the others
 // (83706), a member re-admitted while its probe ran (10205), a merge
-// given up for good (30257), and a dead joiner whose failure reports the
+// given up for good (30257), a dead joiner whose failure reports the
 // root set aside for good, its detector having found it alive just before
-// the view left it out (2292).
+// the view left it out (2292), and a restarted member whose join was
+// dropped at every try on a fellow member's verdict on its former self
+// (2103).
 func TestPartialSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		d     Detector
 		seeds []uint64
 	}{
 		{HeartbeatDetector, []uint64{217, 279, 305, 702, 892, 1176, 1188, 1263, 1419, 2243, 2297, 2314, 2456, 2509, 2712, 2896, 18418, 38535, 77044}},
-		{GossipDetector, []uint64{11, 17, 386, 392, 1452, 1647, 1930, 2115, 2195, 2239, 2292, 2472, 2509, 2635, 2833, 2902,
+		{GossipDetector, []uint64{11, 17, 386, 392, 1452, 1647, 1930, 2103, 2115, 2195, 2239, 2292, 2472, 2509, 2635, 2833, 2902,
 			2873, 3710, 10205, 12372, 13906, 29434, 30257, 34716, 35179, 42113, 48688, 54916, 58617, 83706, 84495, 90323, 95071}},
 	} {
 		for _, seed := range c.seeds {
