@@ -131,7 +131,10 @@
 // the next proposal. Choice: a silent child that the detector watches (a
 // member of the installed view) is not reported then but handed to the
 // detector ([core.PeerHint]) and sent the proposal every wait; its
-// verdict, 40 more AckTimeouts (2 s by default), or a message from the
+// verdict, 40 more AckTimeouts (2 s by default) for a parent of leaves
+// and 20 more per level above, so that a parent outlasts its inner
+// children's waits and their reports' way up
+// (testdata/late-inner-child.txt), or a message from the
 // child heard a wait earlier without its ACK (a child that speaks but
 // refuses) reports it: any message from a leaf of the new tree, but
 // from an inner child only its refusal (VIEW_NACK, to a parent that is

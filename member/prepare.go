@@ -497,7 +497,8 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // installed view in the same incarnation) is not cut at the end of the
 // retry waits: it is handed to the detector (a core.PeerHint, which makes
 // it probe the child, suspect it, ask others to reach it), and the
-// proposal goes to it again every wait for ackHandedTimeouts AckTimeouts more.
+// proposal goes to it again every wait during the hand-over
+// (ackHandedWaits: longer at every level above the leaves' parents).
 // Only a verdict, the end of those waits, or a message from the child
 // (of any layer: a pong to the detector's probe, a refusal to the root)
 // heard a wait or more before without its ACK cuts it: a leaf that

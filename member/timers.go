@@ -196,25 +196,42 @@ const ackRetryWaits = 2
 // in most cases crashed ones that the failure detector declares first.
 const ackResends = 2 * ackRetryWaits
 
-// ackHandedTimeouts is how long, in AckTimeouts, a silent child that the
-// failure detector watches is waited for once the retry waits are over,
-// before it is cut without a verdict (see onAckTimeout): 40, 2 s with the
-// default AckTimeout, whatever the parent's level (a parent l levels
-// above the leaves waits 40/l of its l·AckTimeout waits). That is as long
-// as the stalls of live processes measured on 2 cores running 128
-// processes (up to 2.35 s, docs/PERFORMANCE.md), while a crashed child is
-// declared by the detector long before. It also bounds the wait for a
-// child that the detector holds alive but that never answers: one that
-// refused the proposal to its root and says nothing to its parent, as
-// the members of competing roots' proposals do; waited for 100 waits at
-// every level, three roots competing under a load average of 140 had not
-// settled a minute later.
+// ackHandedTimeouts is how long, in AckTimeouts, a parent of leaves
+// waits for a silent child that the failure detector watches once the
+// retry waits are over, before it cuts it without a verdict (see
+// onAckTimeout): 40, 2 s with the default AckTimeout. That is as long as
+// the stalls of live processes measured on 2 cores running 128 processes
+// (up to 2.35 s, docs/PERFORMANCE.md), while a crashed child is declared
+// by the detector long before. It also bounds the wait for a child that
+// the detector holds alive but that never answers: one that refused the
+// proposal to its root and says nothing to its parent, as the members of
+// competing roots' proposals do; waited for 100 waits at every level,
+// three roots competing under a load average of 140 had not settled a
+// minute later.
 const ackHandedTimeouts = 40
 
-// ackHandedWaits is ackHandedTimeouts in this node's ACK waits in v
-// (ackWait: one AckTimeout per level below it).
+// ackHandedLevelTimeouts is how much longer, in AckTimeouts, each level
+// above the parents of leaves waits for a silent child (see
+// ackHandedWaits). An inner child withholds its ACK while it waits out
+// its own silent children, a wait it starts when the proposal reaches it
+// and ends with a report that must then come back up: a parent whose
+// hand-over ended as the child's did cut that live child, and its subtree
+// with it, whenever the proposal's way down and the report's way up took
+// longer than the few AckTimeouts by which the retry waits of the levels
+// differ. On 2 cores running 128 processes a hop took seconds; the root
+// cut its four live children, proposed anew without them, and cut the next
+// four, again and again (testdata/late-inner-child.txt). 20, 1 s with the
+// default AckTimeout (4 s with cohort's 200 ms), covers a stall on the
+// way down and one on the way up.
+const ackHandedLevelTimeouts = 20
+
+// ackHandedWaits is the hand-over in this node's ACK waits in v (ackWait:
+// one AckTimeout per level below it): ackHandedTimeouts, and
+// ackHandedLevelTimeouts more for each level below it beyond the first,
+// so that a parent outlasts its inner children's hand-over.
 func (m *Member) ackHandedWaits(v *view) int {
-	return max(1, ackHandedTimeouts/max(1, v.levelsBelowAt(m.ownPos(v))))
+	l := max(1, v.levelsBelowAt(m.ownPos(v)))
+	return max(1, (ackHandedTimeouts+(l-1)*ackHandedLevelTimeouts)/l)
 }
 
 // commitWait is how long a node that acknowledged v waits for its commit.
