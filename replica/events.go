@@ -44,6 +44,9 @@ type Delivered struct {
 	Tag     int64
 	Seq     uint64
 	Payload []byte
+	// Placed: the caller placed the payload itself ([Layer.ReserveNext]);
+	// Payload is what it gave [Layer.CommitReserved].
+	Placed bool
 }
 
 // Decided answers [Decide]: the value of this rank's K-th decision, final

@@ -21,6 +21,7 @@ type Stats struct {
 	Delivered   uint64 // messages delivered to the application
 	Duplicates  uint64 // data messages already delivered, dropped
 	Early       uint64 // data messages held because an earlier one was missing
+	Placed      uint64 // of Delivered, those whose payload the caller placed itself (ReserveNext)
 	Acks        uint64 // acknowledgements sent (or, to itself, applied)
 	Commits     uint64 // commit messages sent
 	Decisions   uint64 // decisions whose value this process chose as master
@@ -65,6 +66,10 @@ type inChan struct {
 	held      map[uint64]*Data // arrived before their predecessor
 	acked     uint64           // last acknowledged
 	dirty     bool             // an acknowledgement is due
+	// reserved: delivered+1 is being placed by the caller (ReserveNext);
+	// every other copy of it is held until the caller commits or
+	// releases it.
+	reserved bool
 }
 
 type ackTick struct{}
@@ -623,7 +628,7 @@ func (l *Layer) onData(m *Data) {
 		l.stats.Duplicates++
 		l.markDirty(ic) // a new master resends: it needs the level
 		return
-	case m.Seq > ic.delivered+1:
+	case m.Seq > ic.delivered+1 || ic.reserved:
 		if ic.held == nil {
 			ic.held = map[uint64]*Data{}
 		}
@@ -639,6 +644,12 @@ func (l *Layer) onData(m *Data) {
 		return
 	}
 	l.deliver(ic, m)
+	l.deliverHeld(ic)
+}
+
+// deliverHeld delivers what ic holds that now follows its last delivery,
+// and acknowledges.
+func (l *Layer) deliverHeld(ic *inChan) {
 	for {
 		next, ok := ic.held[ic.delivered+1]
 		if !ok {
@@ -657,6 +668,60 @@ func (l *Layer) onData(m *Data) {
 	} else {
 		l.markDirty(ic)
 	}
+}
+
+// ReserveNext lets the caller place the payload of m, a Data from
+// process from whose payload has not arrived yet (a transport reading it
+// straight into the application's buffer): it reports true when m is the
+// next message of its channel and no other copy of it is being placed.
+// Until the caller ends the reservation with [Layer.CommitReserved] or
+// [Layer.ReleaseReserved], the channel delivers nothing: every copy of
+// that message, or a later one, received meanwhile (a new master's resend
+// on another connection) is held. m.Payload is not looked at.
+func (l *Layer) ReserveNext(from core.NodeID, m *Data) bool {
+	if !l.started || !l.lay.Contains(from) || m.Control || m.Dst != l.rank || !l.validRank(m.Src) || m.Seq == 0 {
+		return false
+	}
+	ic := l.in(chanKey{Comm: m.Comm, Src: m.Src, Dst: m.Dst})
+	if ic.reserved || m.Seq != ic.delivered+1 {
+		return false
+	}
+	ic.reserved = true
+	return true
+}
+
+// CommitReserved ends a reservation of m (ReserveNext) whose payload the
+// caller has placed: m is delivered, and the [Delivered] event says so
+// (Placed; its Payload is m.Payload, which may be nil: the caller has the
+// payload). Copies held meanwhile are dropped, later messages delivered.
+func (l *Layer) CommitReserved(m *Data) {
+	ic := l.reservedIn(m)
+	ic.reserved = false
+	ic.delivered++
+	l.stats.Delivered++
+	l.stats.Placed++
+	l.env.Emit(Delivered{Comm: m.Comm, Src: m.Src, Tag: m.Tag, Seq: m.Seq, Payload: m.Payload, Placed: true})
+	l.deliverHeld(ic)
+}
+
+// ReleaseReserved ends a reservation of m (ReserveNext) whose payload did
+// not arrive (a connection that failed during the read; or a caller that
+// found nowhere to place it, and hands m to Receive instead): a copy
+// received meanwhile is delivered now.
+func (l *Layer) ReleaseReserved(m *Data) {
+	ic := l.reservedIn(m)
+	ic.reserved = false
+	if _, ok := ic.held[ic.delivered+1]; ok {
+		l.deliverHeld(ic)
+	}
+}
+
+func (l *Layer) reservedIn(m *Data) *inChan {
+	ic := l.ins[chanKey{Comm: m.Comm, Src: m.Src, Dst: m.Dst}]
+	if ic == nil || !ic.reserved || m.Seq != ic.delivered+1 {
+		panic(fmt.Sprintf("replica: %v seq %d ended without its reservation", chanKey{Comm: m.Comm, Src: m.Src, Dst: m.Dst}, m.Seq))
+	}
+	return ic
 }
 
 func (l *Layer) deliver(ic *inChan, m *Data) {

@@ -127,19 +127,78 @@ func appOf(w *sim.World, p core.NodeID) *app {
 // after the crash, drawn per pair from the seed) is lost: each receiver
 // loses a suffix of the dead sender's stream (TCP stays FIFO), and the
 // receivers of one send may get it or not independently.
+//
+// It also models a transport that places a Data's payload straight into
+// the application's buffer (comm's placer): half the Data it receives
+// (drawn from the seed) are reserved with Layer.ReserveNext when they can
+// be, as a reader does on seeing a frame's header, and their payload
+// "arrives" only at the process's next message or timer, so that copies
+// and later messages arrive meanwhile. The reservation then ends as a
+// reader's does: committed (the read completed); or released, the message
+// then lost if its sender has crashed since (the connection broke in the
+// middle of the read) or otherwise received as usual (nowhere to place
+// it).
 type process struct {
 	*core.Stack
 	id core.NodeID
 	w  *sim.World
 	ck *checker
+	// placing is the Data whose payload is being placed, from placingFrom.
+	placing     *replica.Data
+	placingFrom core.NodeID
+	draws       uint64
 }
 
 func (p *process) Receive(from core.NodeID, m core.Msg) {
+	p.settle()
 	if at, dead := p.ck.crashedAt[from]; dead && p.w.Now() >= at+cutoff(p.ck.c.Seed, from, p.id) {
 		p.ck.lost++
 		return
 	}
+	if d, ok := m.(*replica.Data); ok && p.draw()%2 == 0 && p.layer().ReserveNext(from, d) {
+		p.placing, p.placingFrom = d, from
+		return
+	}
 	p.Stack.Receive(from, m)
+}
+
+// Fire settles a placement first, as Receive does.
+func (p *process) Fire(t core.Timer) {
+	p.settle()
+	p.Stack.Fire(t)
+}
+
+func (p *process) layer() *replica.Layer { return p.Stack.Layer(layerReplica).(*replica.Layer) }
+
+func (p *process) draw() uint64 {
+	p.draws++
+	return mix(p.ck.c.Seed+p.draws*0x9e3779b97f4a7c15, p.placingFrom, p.id)
+}
+
+// settled drains the events a placement's end emitted through the stack.
+type settled struct{}
+
+// settle ends the placement in progress, if any.
+func (p *process) settle() {
+	d, from := p.placing, p.placingFrom
+	if d == nil {
+		return
+	}
+	p.placing = nil
+	_, dead := p.ck.crashedAt[from]
+	switch {
+	case dead && p.w.Now() >= p.ck.crashedAt[from]+cutoff(p.ck.c.Seed, from, p.id):
+		p.layer().ReleaseReserved(d)
+		p.ck.lost++
+	case p.draw()%4 == 0:
+		p.layer().ReleaseReserved(d)
+		p.Stack.Handle(settled{})
+		p.Stack.Receive(from, d)
+		return
+	default:
+		p.layer().CommitReserved(d)
+	}
+	p.Stack.Handle(settled{})
 }
 
 // Run runs the job described by c and checks it (see the package
@@ -187,6 +246,7 @@ func Run(c Config) error {
 		for p := range ids {
 			st := LayerOf(w, core.NodeID(p)).Stats()
 			tot.Delivered += st.Delivered
+			tot.Placed += st.Placed
 			tot.Duplicates += st.Duplicates
 			tot.Resent += st.Resent
 			tot.Takeovers += st.Takeovers
@@ -197,8 +257,8 @@ func Run(c Config) error {
 				last = max(last, a.doneAt)
 			}
 		}
-		c.Logf("seed %d: %d×%d, %d steps, kill %d, %d crashes, %d messages lost with their sender: %d delivered, %d duplicates, %d resent, %d takeovers, %d skipped, %d decisions, %d commits; programs done by %v",
-			c.Seed, c.Ranks, c.Replicas, c.Steps, c.KillRank, len(c.Crashes), ck.lost, tot.Delivered, tot.Duplicates, tot.Resent, tot.Takeovers, tot.Skipped, tot.Decisions, tot.Commits, last)
+		c.Logf("seed %d: %d×%d, %d steps, kill %d, %d crashes, %d messages lost with their sender: %d delivered (%d placed), %d duplicates, %d resent, %d takeovers, %d skipped, %d decisions, %d commits; programs done by %v",
+			c.Seed, c.Ranks, c.Replicas, c.Steps, c.KillRank, len(c.Crashes), ck.lost, tot.Delivered, tot.Placed, tot.Duplicates, tot.Resent, tot.Takeovers, tot.Skipped, tot.Decisions, tot.Commits, last)
 	}
 	if err := ck.end(w); err != nil {
 		return fmt.Errorf("seed %d (%d ranks × %d replicas, %d steps, kill rank %d, crashes %v): %w\nreplay: %s",
