@@ -592,3 +592,76 @@ func TestKeepReleased(t *testing.T) {
 		t.Fatalf("TakeReleased twice gave %q the second time, want nothing", got)
 	}
 }
+
+// ReserveNext, CommitReserved and ReleaseReserved: a reader placing a
+// message's payload itself holds back every other copy of it (a new
+// master's resend on another connection) and the channel's later
+// messages until it commits (the copy is dropped, the later ones follow)
+// or releases (a copy held meanwhile is delivered the usual way).
+func TestReservedPlacement(t *testing.T) {
+	l, err := New(DefaultConfig(Layout{Ranks: 2, Replicas: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := coretest.NewEnv(1, 1) // rank 1; rank 0's replicas are n0 and n2
+	l.Start(env)
+	data := func(seq uint64, payload string) *Data {
+		return &Data{Comm: 1, Src: 0, Dst: 1, Seq: seq, Payload: []byte(payload)}
+	}
+	delivered := func() []string {
+		var got []string
+		for _, e := range env.TakeEmitted() {
+			if d, ok := e.(Delivered); ok {
+				got = append(got, fmt.Sprintf("#%d %q placed=%v", d.Seq, d.Payload, d.Placed))
+			}
+		}
+		return got
+	}
+	want := func(what string, got []string, want ...string) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: got %q, want %q", what, got, want)
+		}
+	}
+	if l.ReserveNext(0, data(2, "")) {
+		t.Fatal("reserved #2 before #1 was delivered")
+	}
+	if !l.ReserveNext(0, data(1, "")) {
+		t.Fatal("could not reserve the next message, #1")
+	}
+	if l.ReserveNext(2, data(1, "")) {
+		t.Fatal("reserved #1 twice")
+	}
+	l.Receive(2, data(1, "copy"))
+	l.Receive(0, data(2, "b"))
+	want("while #1 is placed", delivered())
+	l.CommitReserved(data(1, ""))
+	want("after the commit", delivered(), `#1 "" placed=true`, `#2 "b" placed=false`)
+
+	if !l.ReserveNext(0, data(3, "")) {
+		t.Fatal("could not reserve #3")
+	}
+	l.Receive(2, data(3, "c"))
+	l.ReleaseReserved(data(3, ""))
+	want("after the release", delivered(), `#3 "c" placed=false`)
+
+	if !l.ReserveNext(0, data(4, "")) {
+		t.Fatal("could not reserve #4")
+	}
+	l.ReleaseReserved(data(4, ""))
+	want("a release with no copy held", delivered())
+	if !l.ReserveNext(2, data(4, "")) {
+		t.Fatal("could not reserve #4 again once released")
+	}
+	l.CommitReserved(data(4, "d"))
+	want("placed by another reader", delivered(), `#4 "d" placed=true`)
+	if st := l.Stats(); st.Delivered != 4 || st.Placed != 2 {
+		t.Fatalf("stats: %d delivered, %d placed; want 4, 2", st.Delivered, st.Placed)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a commit without a reservation did not panic")
+		}
+	}()
+	l.CommitReserved(data(5, ""))
+}
