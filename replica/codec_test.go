@@ -81,6 +81,18 @@ func TestDataHeader(t *testing.T) {
 		if len(h) > DataHeaderMax {
 			t.Fatalf("%v: header of %d bytes, DataHeaderMax %d", m, len(h), DataHeaderMax)
 		}
+		// DecodeDataHeader reads it back from the encoding's first bytes,
+		// and refuses fewer bytes than the header.
+		var got Data
+		n, size, ok := DecodeDataHeader(b[:len(h)], &got)
+		want := *m
+		want.Payload = nil
+		if !ok || n != len(h) || size != len(m.Payload) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%v: DecodeDataHeader = %v, %d, %d, %v; want %v, %d, %d, true", m, got, n, size, ok, want, len(h), len(m.Payload))
+		}
+		if _, _, ok := DecodeDataHeader(b[:len(h)-1], &got); ok {
+			t.Fatalf("%v: DecodeDataHeader took %d of its %d header bytes", m, len(h)-1, len(h))
+		}
 	}
 }
 

@@ -283,6 +283,22 @@ func DecodeDataInto(d *wire.Decoder, m *Data) error {
 	return nil
 }
 
+// DecodeDataHeader decodes the header of a [Data] (its encoding up to the
+// payload, [Data.AppendHeader]) from p, the first bytes of its encoding,
+// for a transport that has not read the payload yet: m gets every field
+// but Payload, nil. It returns the header's length and the payload's, and
+// ok false when p is shorter than the header or the header is malformed.
+func DecodeDataHeader(p []byte, m *Data) (header, size int, ok bool) {
+	var d wire.Decoder
+	d.Reset(p)
+	*m = Data{Comm: d.Uvarint(), Src: rank(&d), Dst: rank(&d), Tag: d.Varint(), Seq: d.Uvarint()}
+	n := d.Uvarint()
+	if d.Err() != nil || m.Seq == 0 || n > math.MaxInt32 {
+		return 0, 0, false
+	}
+	return d.Offset(), int(n), true
+}
+
 // DecodeAck decodes an [Ack].
 func DecodeAck(d *wire.Decoder) (core.Msg, error) {
 	m := &Ack{Comm: d.Uvarint(), Src: rank(d), Dst: rank(d), Upto: d.Uvarint()}
