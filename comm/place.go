@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/replica"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -59,6 +60,9 @@ type placer struct{ s *Session }
 // Place takes a data message whose receive is posted.
 func (p placer) Place(f wire.Frame, n int) (int, []byte) {
 	s := p.s
+	if f.Kind == replica.KindData && s.rep != nil {
+		return s.rep.place(f, n)
+	}
 	if f.Kind == kindRData && int(f.Src) < s.limit() {
 		return s.placeRData(f, n)
 	}
@@ -172,6 +176,10 @@ func (s *Session) startPlacingLocked(src core.NodeID, pl placement) {
 // delivers the unexpected message Place took.
 func (p placer) Placed(f wire.Frame, ok bool) {
 	s := p.s
+	if f.Kind == replica.KindData && s.rep != nil {
+		s.rep.placed(f, ok)
+		return
+	}
 	s.mu.Lock()
 	out, cut := s.placedLocked(f, ok)
 	s.mu.Unlock()

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -384,3 +385,150 @@ var doneCtx = func() context.Context {
 	cancel()
 	return ctx
 }()
+
+// Placing replicated data. A large replicated Data whose receive is
+// posted is read from the kernel straight into the receive's buffer, as an
+// unreplicated message is (place.go), not into the reader's buffer and
+// then copied. Its header is decoded first, and the layer is asked under
+// its lock to reserve the channel's next sequence number for it
+// (Layer.ReserveNext): only that number is placed, and while it is
+// reserved the layer holds every other copy of it (a new master's resend
+// on another connection) and every later message of the channel, so that
+// the message is delivered once, in order. It is placed only when no
+// event of the layer is waiting for dispatch, nor being dispatched: every
+// message delivered before it is then in the matching engine, and the
+// first posted receive it matches there is the one it would have matched
+// the usual way. Once its last byte is in, the receive completes and the
+// layer commits the delivery (CommitReserved; the Delivered event it
+// emits is marked Placed and goes no further). If the read fails (the
+// connection broke: its sender died, or a link failed), the receive goes
+// back among the posted ones and the layer releases the number
+// (ReleaseReserved): a copy it held meanwhile is delivered, or the
+// source's master sends it again. A frame that finds no posted receive,
+// or finds another copy being placed, goes the usual way (receive).
+
+// replicaPlacement is a replicated Data being read into a posted
+// receive's buffer (r.placing, by the sending process).
+type replicaPlacement struct {
+	d  replica.Data // its header; Payload nil
+	q  *queue
+	op *recvOp
+	st Status
+}
+
+// place is transport.Placer's Place of a replicated Data.
+func (r *replicated) place(f wire.Frame, n int) (int, []byte) {
+	var d replica.Data
+	hl, size, ok := replica.DecodeDataHeader(f.Payload, &d)
+	kind := core.Kind(d.Comm)
+	if !ok || hl+size != n || d.Comm > 0xffff || (kind != kindData && kind != kindCData) {
+		return 0, nil
+	}
+	h, data, err := parseData(f.Payload[hl:], kind)
+	if err != nil {
+		return 0, nil // refused the usual way
+	}
+	skip := len(f.Payload) - len(data)
+	r.lmu.Lock()
+	if !r.started || r.dispatching || len(r.events) > 0 || r.placing[f.Src] != nil || !r.layer.ReserveNext(f.Src, &d) {
+		r.lmu.Unlock()
+		return 0, nil
+	}
+	r.lmu.Unlock()
+	dst, pl, ok := r.sess.placeReplica(core.NodeID(d.Src), h, n-skip)
+	r.lmu.Lock()
+	if !ok {
+		r.layer.ReleaseReserved(&d)
+		r.afterCallLocked()
+		r.lmu.Unlock()
+		r.dispatch()
+		return 0, nil
+	}
+	pl.d = d
+	if r.placing == nil {
+		r.placing = make(map[core.NodeID]*replicaPlacement)
+	}
+	r.placing[f.Src] = &pl
+	r.lmu.Unlock()
+	return skip, dst
+}
+
+// placeReplica takes the first posted receive that a message of size
+// bytes from rank src with header h matches, if it may be placed there;
+// it takes s.mu.
+func (s *Session) placeReplica(src core.NodeID, h dataHeader, size int) ([]byte, replicaPlacement, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != nil || int(src) >= len(s.failed) || s.failed[src] {
+		return nil, replicaPlacement{}, false
+	}
+	q := s.queues[h.ctxID]
+	if q == nil || q.comm == nil || q.comm.revoked {
+		return nil, replicaPlacement{}, false
+	}
+	rank, ok := q.comm.rankOf(src)
+	if !ok {
+		return nil, replicaPlacement{}, false
+	}
+	for i, op := range q.posted {
+		if !op.matches(src, h.tag, 0) {
+			continue
+		}
+		if !op.alloc && len(op.buf) < size {
+			return nil, replicaPlacement{}, false // truncated: the usual path says so
+		}
+		dst := op.buf[:size:size]
+		if op.alloc {
+			dst = make([]byte, size)
+			op.req.data = dst
+		}
+		q.posted = slices.Delete(q.posted, i, i+1)
+		if h.credit > 0 {
+			s.addCreditLocked(src, h.credit)
+		}
+		s.stats.placed.Add(1)
+		return dst, replicaPlacement{q: q, op: op, st: Status{Source: rank, Tag: h.tag, Count: size}}, true
+	}
+	return nil, replicaPlacement{}, false
+}
+
+// placed is transport.Placer's Placed of a replicated Data: its receive
+// completes and the layer commits it, or (ok false) the receive goes back
+// among the posted ones and the layer releases it.
+func (r *replicated) placed(f wire.Frame, ok bool) {
+	r.lmu.Lock()
+	p := r.placing[f.Src]
+	delete(r.placing, f.Src)
+	r.lmu.Unlock()
+	if p == nil {
+		return
+	}
+	s := r.sess
+	op := p.op
+	s.mu.Lock()
+	switch {
+	case ok:
+		op.req.complete(p.st, nil)
+	case s.state != nil:
+		op.req.complete(Status{}, s.state)
+	default:
+		if op.alloc {
+			op.req.data = nil
+		}
+		i, _ := slices.BinarySearchFunc(p.q.posted, op.seq, func(o *recvOp, seq uint64) int {
+			return cmp.Compare(o.seq, seq)
+		})
+		p.q.posted = slices.Insert(p.q.posted, i, op)
+		s.recheckLocked(p.q)
+	}
+	s.mu.Unlock()
+	r.lmu.Lock()
+	if ok {
+		r.layer.CommitReserved(&p.d)
+	} else {
+		r.layer.ReleaseReserved(&p.d)
+	}
+	r.afterCallLocked()
+	r.lmu.Unlock()
+	r.dispatch()
+}

@@ -106,6 +106,9 @@ type replicated struct {
 	// laned counts the control messages that waited in a lane (the
 	// transport's control lane toward their process was full).
 	laned atomic.Uint64
+	// placing are the Data being read into a posted receive's buffer, by
+	// sending process (replicapath.go; lmu).
+	placing map[core.NodeID]*replicaPlacement
 
 	// free holds large payload buffers the layer released (its
 	// Config.KeepReleased), for replicaSend to reuse: a large send then
@@ -359,6 +362,9 @@ func (r *replicated) finish(ctx context.Context, s *Session) error {
 func (s *Session) onReplicaEvent(e core.Event) {
 	switch e := e.(type) {
 	case replica.Delivered:
+		if e.Placed {
+			return // its receive has it (placed)
+		}
 		if e.Comm > 0xffff || core.Kind(e.Comm).Proto() != core.ProtoComm {
 			s.stats.malformed.Add(1)
 			return

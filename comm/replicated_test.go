@@ -430,3 +430,58 @@ func TestReplicatedDataDirect(t *testing.T) {
 		}
 	}
 }
+
+// Large replicated messages whose receive is posted are read straight into
+// the receive's buffer at every replica of the destination (replicapath.go,
+// "Placing replicated data"): each trip, rank 1 posts its receive, then
+// tells rank 0, which sends. Every message arrives whole; at least one is
+// placed at each replica of rank 1 (one finds the layer busy dispatching
+// now and then and goes the usual way), and the layer counts as placed
+// exactly the messages the session placed.
+func TestReplicatedDataPlaced(t *testing.T) {
+	const n, r, trips, size = 2, 2, 20, 64 << 10
+	ss := tcpJobWith(t, n*r, nil, func(b *launch.Bootstrap) { b.Replicas = r })
+	outs, errs := replicatedRun(ss, func(ctx context.Context, c *Comm) (string, error) {
+		buf := make([]byte, size)
+		ready := []byte{0}
+		for i := range trips {
+			if c.Rank() == 1 {
+				req := Irecv(c, buf, 0, i)
+				if err := Send(ctx, c, ready, 0, i); err != nil {
+					return "", err
+				}
+				if _, err := req.Wait(ctx); err != nil {
+					return "", err
+				}
+				for j, b := range buf {
+					if b != byte(i+j) {
+						return "", fmt.Errorf("trip %d: byte %d is %d, want %d", i, j, b, byte(i+j))
+					}
+				}
+				continue
+			}
+			if _, err := Recv(ctx, c, ready, 1, i); err != nil {
+				return "", err
+			}
+			for j := range buf {
+				buf[j] = byte(i + j)
+			}
+			if err := Send(ctx, c, buf, 1, i); err != nil {
+				return "", err
+			}
+		}
+		return fmt.Sprint(trips), nil
+	})
+	for p, s := range ss {
+		if errs[p] != nil || outs[p] != fmt.Sprint(trips) {
+			t.Fatalf("process %d: %q, %v; want %d trips", p, outs[p], errs[p], trips)
+		}
+		if s.World().Rank() != 1 {
+			continue
+		}
+		placed, layer := s.stats.placed.Load(), s.rep.stats().Placed
+		if placed == 0 || placed != layer {
+			t.Errorf("process %d (rank 1): %d messages placed, the layer counts %d; want as many, at least 1", p, placed, layer)
+		}
+	}
+}
