@@ -415,7 +415,7 @@ func (r *FloodReport) readEvents(dir string) {
 				r.Failures++
 				r.Events = append(r.Events, fmt.Sprintf("%s rank %d declares rank %d failed", at, rec.Node, e.Node))
 			case member.ViewInstalled:
-				if len(e.Members) < 2 {
+				if len(e.Members) < 2 && len(e.Left) == 0 { // a rank that finished leaves
 					r.Exclusions++
 					r.Events = append(r.Events, fmt.Sprintf("%s rank %d installs view %d of %v", at, rec.Node, e.Epoch, e.Members))
 				}

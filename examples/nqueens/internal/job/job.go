@@ -200,7 +200,10 @@ func (d *driver) send(ctx context.Context, outs []outMsg) error {
 	d.report()
 	for _, o := range outs {
 		err := d.c.Send(ctx, o.data, o.to, Tag)
-		if err != nil && !errors.Is(err, comm.ErrProcFailed) {
+		// A rank that failed or finished needs nothing more: the
+		// failure's own news recovers its work, and a finished rank's
+		// counts are in.
+		if err != nil && !errors.Is(err, comm.ErrProcFailed) && !errors.Is(err, comm.ErrProcLeft) {
 			return fmt.Errorf("nqueens: send to rank %d: %w", o.to, err)
 		}
 	}
