@@ -550,13 +550,26 @@ func keepRun(t *testing.T, res *scenarioResult, events []byte) {
 	t.Logf("output and events kept in %s.*", base)
 }
 
-// membersChanged is the "fields" of a core.MembersChanged event.
+// membersChanged is the "fields" of a member.ViewInstalled event.
 type membersChanged struct {
-	Epoch   uint64
-	Members []int
+	Epoch    uint64
+	Members  []int
+	Departed []int
+	Left     []int // departed because they finished, not excluded
 }
 
-// views lists the core.MembersChanged events of the stream, in order.
+// excluded lists the members v lost that did not leave.
+func (v membersChanged) excluded() []int {
+	var out []int
+	for _, r := range v.Departed {
+		if !slices.Contains(v.Left, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// views lists the member.ViewInstalled events of the stream, in order.
 func views(events []eventLine) []struct {
 	eventLine
 	membersChanged
@@ -566,7 +579,7 @@ func views(events []eventLine) []struct {
 		membersChanged
 	}
 	for _, e := range events {
-		if e.Type != "core.MembersChanged" {
+		if e.Type != "member.ViewInstalled" {
 			continue
 		}
 		var m membersChanged
@@ -616,8 +629,8 @@ func checkNoExclusion(t *testing.T, res *scenarioResult) {
 		t.Errorf("the event stream (%d lines) has no view", len(res.events))
 	}
 	for _, v := range vs {
-		if len(v.Members) < partitionRanks {
-			t.Errorf("rank %d installed view %d of %d members %v: a live rank excluded", v.Node, v.Epoch, len(v.Members), v.Members)
+		if x := v.excluded(); len(x) > 0 {
+			t.Errorf("rank %d installed view %d of %d members %v without %v: a live rank excluded", v.Node, v.Epoch, len(v.Members), v.Members, x)
 			break
 		}
 	}
