@@ -444,7 +444,15 @@
 // of a node that reaches few others and back to the accuser. A member
 // that only heard of the suspicion and passed the accuser's request on
 // ends its own suspicion when its helper answers: the refutation follows
-// the way back to the accuser, which need not lead to it.
+// the way back to the accuser, which need not lead to it. A member that
+// only heard of the suspicion and then saw the suspect's deadline pass
+// here too holds the suspicion as its own from then on, and probes
+// before its verdict as the accuser does
+// (testdata/heartbeat/heard-suspicion.txt): the refutation may miss it
+// the same way, and a member cut off from the suspect would otherwise
+// declare it a monitor's T_broken after the suspicion. Its verdict on a
+// crash comes no later than had it suspected on its own then, and the
+// accuser's comes first.
 //
 // Gossip detector. Its tables already travel over many paths, so it
 // rarely suspects a live node behind a cut link; but news crosses a link

@@ -547,7 +547,7 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 			h.secondWave(r)
 		}
 		if d, ok := h.evidenceDue(r); ok && now >= d {
-			r.flags |= hbAccused // our own timeout confirms what we heard
+			h.confirm(r)
 		}
 		if now >= h.verdictDue(r) && !h.recheck(r, late) {
 			h.fail(r)

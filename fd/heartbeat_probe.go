@@ -53,6 +53,22 @@ func (h *HeartbeatDetector) probeIndirect(r *hbPeer) {
 	r.probeUntil = h.env.Now() + h.cfg.probeTimeout()
 }
 
+// confirm makes the suspicion of r that this process only heard of its
+// own: r's deadline here passed as well (evidenceDue). Like a suspicion
+// that began here, it asks helpers to reach r and waits for them before
+// the verdict (probeIndirect, verdictDue). The silence may be the
+// link's, not r's, and r's refutation need not come here: it follows
+// the notices' fan and the way back to each teller, neither of which
+// has to pass through a member cut off from r. Without the probe such a
+// member would declare r failed a monitor's T_broken after the
+// suspicion, however well r's helpers reach it.
+func (h *HeartbeatDetector) confirm(r *hbPeer) {
+	r.flags |= hbAccused
+	if r.probeUntil == 0 {
+		h.probeIndirect(r)
+	}
+}
+
 // hbSecondWave is how many more helpers, in IndirectProbes, the second
 // wave of an indirect probe asks.
 const hbSecondWave = 4
