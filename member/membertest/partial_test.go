@@ -34,7 +34,10 @@ func TestPartialSwarm(t *testing.T) {
 // random helpers all behind the cut (2314), and the others of the first
 // campaign; a member that only heard of the suspicion and ignored its
 // own helper's answer (77044, 18418); a joiner admitted on one side that
-// gave up merging and stayed in its view for ever (38535). Gossip:
+// gave up merging and stayed in its view for ever (38535); a member cut
+// off from the suspect whose own deadline confirmed a suspicion it had
+// heard of, and that declared the suspect without asking a helper, the
+// refutation having gone round it (5501). Gossip:
 // helpers that ignored a suspect outside their view (1930), suspects two
 // hops away (17), suspects three or four hops away (2873, 13906, 54916
 // and the others of the 100,000-seed campaign), a one-way cut on the way
@@ -50,7 +53,7 @@ func TestPartialSwarmRegressionSeeds(t *testing.T) {
 		d     Detector
 		seeds []uint64
 	}{
-		{HeartbeatDetector, []uint64{217, 279, 305, 702, 892, 1176, 1188, 1263, 1419, 2243, 2297, 2314, 2456, 2509, 2712, 2896, 18418, 38535, 77044}},
+		{HeartbeatDetector, []uint64{217, 279, 305, 702, 892, 1176, 1188, 1263, 1419, 2243, 2297, 2314, 2456, 2509, 2712, 2896, 5501, 18418, 38535, 77044}},
 		{GossipDetector, []uint64{11, 17, 386, 392, 1452, 1647, 1930, 2103, 2115, 2195, 2239, 2292, 2472, 2509, 2635, 2833, 2902,
 			2873, 3710, 10205, 12372, 13906, 29434, 30257, 34716, 35179, 42113, 48688, 54916, 58617, 83706, 84495, 90323, 95071}},
 	} {
