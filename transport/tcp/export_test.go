@@ -131,3 +131,22 @@ const RefusalBurst = refusalBurst
 // before it queues it; hook may alter it (a relay that tampers) or block
 // (a relay that stalls). Set it before t forwards anything.
 func SetForwardHook(t *Transport, hook func(payload []byte)) { t.rt.forwardHook = hook }
+
+// StallLinks makes t's links to the nodes of ids look stalled to
+// checkLinks from now on, and fails t's dials to them as a cut would,
+// without breaking the connections in use (BlockPeer does): the link's
+// failure is for checkLinks to find.
+func StallLinks(t *Transport, ids ...core.NodeID) {
+	t.rt.mu.Lock()
+	defer t.rt.mu.Unlock()
+	if t.rt.stalled == nil {
+		t.rt.stalled = map[core.NodeID]bool{}
+	}
+	for _, id := range ids {
+		t.rt.blocked[id] = true
+		t.rt.stalled[id] = true
+	}
+}
+
+// LinkStalls returns how many connections t broke for a stalled link.
+func LinkStalls(t *Transport) uint64 { return t.rt.linkStalls.Load() }

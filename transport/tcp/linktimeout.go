@@ -1,10 +1,14 @@
 package tcp
 
 import (
+	"errors"
+	"net"
 	"os"
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/cohort-mp/cohort/core"
 )
 
 // tcpUserTimeout is Linux's TCP_USER_TIMEOUT socket option (not in
@@ -49,3 +53,81 @@ func (t *Transport) dialTimeout() time.Duration {
 
 // linkTimeoutSupported: the kernel has TCP_USER_TIMEOUT.
 const linkTimeoutSupported = runtime.GOOS == "linux"
+
+// A link that stopped delivering is left early when a relay can carry
+// its frames. Config.LinkTimeout must not be short, or a link that only
+// lost a few segments in a row would fail the pair's connection with no
+// other path to take; but with a relay that reaches the peer, waiting
+// for it keeps the pair's frames back for all that time. So every
+// linkCheckInterval the connections in use are looked at through the
+// kernel's TCP_INFO (linkStalledFor): one whose written data has drawn no
+// acknowledgement from the peer's kernel for linkStallAfter, with a
+// retransmission timeout expired, is broken as a lost connection would
+// be, while a relay reaches the peer (chooseRelay). Its frames then go
+// through the relay from the acknowledgement point (relayLoop), in the
+// pair's stream, once each and in order, while the writer redials; a
+// link that was only slow is back on the redial. The peer's kernel
+// acknowledges whatever its process does, so a starved peer on a loaded
+// machine is not taken for a broken link.
+
+// linkCheckInterval is how often the connections' links are looked at.
+const linkCheckInterval = 100 * time.Millisecond
+
+// minLinkStall is the least linkStallAfter: three of Linux's smallest
+// retransmission timeouts (200 ms), so that a segment or two lost in a
+// row does not break a connection.
+const minLinkStall = 600 * time.Millisecond
+
+// errLinkStalled is the cause of a connection checkLinks broke.
+var errLinkStalled = errors.New("tcp: the link stopped delivering (no acknowledgement from the peer's kernel); relaying")
+
+// linkStallAfter is how long a link may stall before checkLinks breaks
+// its connection: a quarter of LinkTimeout, at least minLinkStall; 0
+// where links are not looked at (no LinkTimeout, no TCP_USER_TIMEOUT, or
+// no relaying).
+func (t *Transport) linkStallAfter() time.Duration {
+	l := t.cfg.LinkTimeout
+	if l <= 0 || !linkTimeoutSupported || t.cfg.NoRelay {
+		return 0
+	}
+	return max(l/4, minLinkStall)
+}
+
+// checkLinks breaks each connection in use whose link stalled for
+// linkStallAfter while a relay reaches its peer.
+func (t *Transport) checkLinks() {
+	after := t.linkStallAfter()
+	if after <= 0 {
+		return
+	}
+	type use struct {
+		p *peer
+		c *conn
+	}
+	var in []use
+	t.mu.Lock()
+	for _, p := range t.peers {
+		if c := p.cur; c != nil && !c.isDead() {
+			in = append(in, use{p, c})
+		}
+	}
+	t.mu.Unlock()
+	for _, u := range in {
+		stalled := time.Duration(linkStalledFor(u.c)) * time.Millisecond
+		t.rt.mu.Lock()
+		if t.rt.stalled[u.p.id] {
+			stalled = time.Hour
+		}
+		t.rt.mu.Unlock()
+		if stalled < after || t.chooseRelay(u.p, core.None, false) == nil {
+			continue
+		}
+		t.rt.linkStalls.Add(1)
+		t.log.Info("tcp: the link to a peer stopped delivering: breaking it for a relay",
+			"peer", uint32(u.p.id), "remote", u.c.remote, "stalled", stalled)
+		if tc, ok := u.c.nc.(*net.TCPConn); ok {
+			tc.SetLinger(0) // nothing more gets through: free it now
+		}
+		u.c.close(false, errLinkStalled)
+	}
+}

@@ -17,7 +17,8 @@ import (
 )
 
 // Relaying. When the direct link to a peer D is down (a dial failed or
-// the connection died; D accepts no connection and has none with us; or
+// the connection died, or stopped delivering while a relay reaches D:
+// checkLinks; D accepts no connection and has none with us; or
 // D's frames reach us relayed) and some peer R reaches D (route.go), D's
 // writer runs relayLoop instead of waiting to redial: it numbers D's
 // frames in the pair's stream as on a connection, keeps them in D's

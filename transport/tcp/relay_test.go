@@ -473,3 +473,59 @@ func TestRelayFlappingLink(t *testing.T) {
 		t.Error("1 relayed nothing")
 	}
 }
+
+// TestRelayOnStalledLink has the direct link between 1 and 3 stop
+// delivering in the middle of a stream, without the connection dying:
+// the link check breaks it and the pair goes through 2, long before the
+// link timeout would have declared it dead, losing and duplicating
+// nothing.
+func TestRelayOnStalledLink(t *testing.T) {
+	nodes := relayMesh(t, []core.NodeID{1, 2, 3}, func(cfg *tcp.Config) { cfg.LinkTimeout = time.Hour })
+	keep(t, nodes, []core.NodeID{1, 3}, 2)
+	keep(t, nodes, []core.NodeID{1}, 3)
+	const n = 20_000
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	half := func(from, to core.NodeID, errs chan<- error) {
+		errs <- stream(ctx, nodes[from].tr, to, n/2, 64)
+	}
+	errs := make(chan error, 4)
+	go half(1, 3, errs)
+	go half(3, 1, errs)
+	tcp.StallLinks(nodes[1].tr, 3)
+	tcp.StallLinks(nodes[3].tr, 1)
+	waitFor(t, "a stalled link broken", func() bool {
+		return tcp.LinkStalls(nodes[1].tr)+tcp.LinkStalls(nodes[3].tr) > 0
+	})
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second half numbers on from the first (seqKind frames carry
+	// their index).
+	for _, e := range [][2]core.NodeID{{1, 3}, {3, 1}} {
+		go func() {
+			buf := make([]byte, 64)
+			for i := n / 2; i < n; i++ {
+				binary.LittleEndian.PutUint64(buf, uint64(i))
+				if err := nodes[e[0]].tr.SendCopy(ctx, e[1], wire.Frame{Kind: seqKind, Payload: buf}); err != nil {
+					errs <- fmt.Errorf("frame %d: %w", i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDelivered(t, nodes, 1, 3, n)
+	waitDelivered(t, nodes, 3, 1, n)
+	if !hasEvent(nodes[1].pathEvents(), transport.PairRelayed{Peer: 3, Via: 2}) ||
+		!hasEvent(nodes[3].pathEvents(), transport.PairRelayed{Peer: 1, Via: 2}) {
+		t.Errorf("path events %v and %v: want each end relayed through 2", nodes[1].pathEvents(), nodes[3].pathEvents())
+	}
+}

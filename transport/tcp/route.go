@@ -50,6 +50,10 @@ type routeTable struct {
 	// gen changes whenever a relay choice may change: a set received,
 	// a connection put in use or lost, a dial failed.
 	gen atomic.Uint64
+	// linkStalls counts the connections checkLinks broke.
+	linkStalls atomic.Uint64
+	// stalled: links checkLinks takes for stalled (tests).
+	stalled map[core.NodeID]bool
 	// changed has a token when our set may have changed.
 	changed chan struct{}
 }
@@ -77,15 +81,25 @@ func (p *peer) routeDownLocked() bool {
 	return p.cur == nil && (p.unreachable || p.dialOutOnly)
 }
 
-// routeLoop publishes our set when it changes (see routeTable).
+// routeLoop publishes our set when it changes (see routeTable), and
+// breaks the connections whose links stalled (checkLinks).
 func (t *Transport) routeLoop() {
 	defer t.wg.Done()
 	tick := time.NewTicker(routeRetry)
 	defer tick.Stop()
+	var links <-chan time.Time
+	if t.linkStallAfter() > 0 {
+		lt := time.NewTicker(linkCheckInterval)
+		defer lt.Stop()
+		links = lt.C
+	}
 	for {
 		select {
 		case <-t.rt.changed:
 		case <-tick.C:
+		case <-links:
+			t.checkLinks()
+			continue
 		case <-t.closing:
 			return
 		}

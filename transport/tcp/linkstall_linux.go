@@ -1,0 +1,38 @@
+package tcp
+
+import (
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// linkStalledFor reports how long, in milliseconds, the kernel has had
+// data written to c unacknowledged with no acknowledgement at all from
+// the peer's kernel and at least one retransmission timeout expired (0:
+// not stalled, or not a TCP connection). The peer's kernel acknowledges
+// whatever its process does, so a starved or slow peer does not look
+// stalled; a path that drops our segments, or its acknowledgements, does.
+func linkStalledFor(c *conn) uint32 {
+	nc := c.nc
+	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = w.NetConn() // TLS
+	}
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var info *unix.TCPInfo
+	if rc.Control(func(fd uintptr) {
+		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}) != nil || err != nil || info == nil {
+		return 0
+	}
+	if info.Unacked == 0 || info.Retransmits == 0 && info.Backoff == 0 {
+		return 0
+	}
+	return info.Last_ack_recv
+}
