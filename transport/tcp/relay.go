@@ -73,6 +73,15 @@ const (
 	maxRelayPatience = 16
 )
 
+// relaySilentSwitch is how many rewinds in a row, each after a silence
+// of the peer's (no frame or acknowledgement from it by any path), make
+// a relaying writer take the next relay. A relay that died, or that says
+// it cannot reach the peer, is left at once (chooseRelay); one through
+// which the peer is only slow to answer (a starved process on a loaded
+// machine) is kept: moving to another would not make the peer faster,
+// and pairs that switch back and forth resend their backlog each time.
+const relaySilentSwitch = 2
+
 // doneCtx is a context that is done: Send's attempt without waiting.
 var doneCtx = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -101,6 +110,10 @@ type relayState struct {
 	// gapAck: an acknowledgement from the peer did not move the point
 	// while frames wait for it: the peer missed one (relay_in.go).
 	gapAck atomic.Bool
+	// heard: a relayed frame or acknowledgement came from the peer since
+	// the writer last looked (relay_in.go): the peer runs and its path to
+	// us works, so a still acknowledgement point is not the relay's fault.
+	heard atomic.Bool
 	// now is the relay in use while the writer relays and keeps up (nil
 	// otherwise): relayNow relays through it on the sender's goroutine.
 	now atomic.Pointer[peer]
@@ -179,6 +192,9 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 	// stillTicks counts the ticks the acknowledgement point stood still
 	// with frames unacknowledged; patience is how many make a rewind.
 	stillTicks, patience := 0, relayPatience
+	// silentRewinds counts the rewinds in a row after which nothing came
+	// from the peer (relaySilentSwitch).
+	silentRewinds := 0
 	// idleTicks counts the ticks the writer had nothing to do: it ends
 	// after one, not at once, so that the next burst's senders find it
 	// and relay their frames themselves (relayNow) instead of queueing
@@ -208,7 +224,9 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 		}
 		if g := t.rt.gen.Load(); g != gen || via == nil || via.live.Load() == nil {
 			gen = g
-			cur := core.None
+			// A relay whose queue was full a moment ago is kept if
+			// it is still a candidate (hysteresis).
+			cur := p.rl.via
 			if via != nil {
 				cur = via.id
 			}
@@ -288,26 +306,34 @@ func (t *Transport) relayLoop(p *peer, pending *wire.Frame) *wire.Frame {
 			idleTicks++
 			first := p.log.ackPoint()
 			gap := p.rl.gapAck.Swap(false)
+			if p.rl.heard.Swap(false) {
+				silentRewinds = -1 // the stall below is not the relay's
+			}
 			switch {
 			case first != lastFirst || p.log.empty():
-				stillTicks, patience = 0, relayPatience
+				stillTicks, patience, silentRewinds = 0, relayPatience, 0
 			case via != nil:
 				stillTicks++
 			}
 			if stillTicks > 0 && gap || stillTicks >= patience {
-				// The acknowledgement point is still: go back to it,
-				// through the next relay. At once if the peer said it
-				// missed a frame (an acknowledgement that did not move
-				// the point: it sends one for each frame after a gap);
-				// after a silence, waiting twice as long each time in a
-				// row (up to maxRelayPatience ticks): a peer that is
-				// only slow to answer (a loaded machine, a deep socket
+				// The acknowledgement point is still: go back to it.
+				// At once if the peer said it missed a frame (an
+				// acknowledgement that did not move the point: it
+				// sends one for each frame after a gap); after a
+				// silence, waiting twice as long each time in a row
+				// (up to maxRelayPatience ticks): a peer that is only
+				// slow to answer (a loaded machine, a deep socket
 				// buffer on the way) is not sent its backlog again and
-				// again.
-				if nv := t.chooseRelay(p, via.id, true); nv != nil && nv != via {
-					p.rl.now.Store(nil)
-					via = nv
-					t.reportVia(p, via)
+				// again. Through the same relay unless the peer stayed
+				// silent relaySilentSwitch times in a row
+				// (hysteresis: see relaySilentSwitch).
+				if silentRewinds++; !gap && silentRewinds >= relaySilentSwitch {
+					if nv := t.chooseRelay(p, via.id, true); nv != nil && nv != via {
+						p.rl.now.Store(nil)
+						via = nv
+						t.reportVia(p, via)
+					}
+					silentRewinds = 0
 				}
 				rewind = true
 				stillTicks, patience = 0, min(2*patience, maxRelayPatience)

@@ -157,6 +157,7 @@ func (t *Transport) deliverRelayed(p *peer, h wire.Relay, fi wire.Frame, c *conn
 		p.rl.in.Store(true)
 	}
 	t.mu.Unlock()
+	p.rl.heard.Store(true)
 	if fi.Kind == wire.KindAck && h.Seq == 0 {
 		n, err := wire.DecodeCount(fi.Payload)
 		if err != nil {
