@@ -194,7 +194,9 @@
 // relay_in.go, route.go). A dead link is noticed within Config.LinkTimeout (2 s;
 // TCP_USER_TIMEOUT on TCP sockets, which also bounds a dial): its
 // connection dies or its dial fails, and the pair's direct link is down
-// until a connection is in use again.
+// until a connection is in use again. While a relay reaches the peer, a
+// link that stops delivering is left sooner, after a quarter of it
+// (linktimeout.go, checkLinks).
 //
 // Reachability goes by exception: each node sends the peers it has a
 // connection to the set of nodes it cannot reach directly now
