@@ -529,3 +529,17 @@ func TestRelayOnStalledLink(t *testing.T) {
 		t.Errorf("path events %v and %v: want each end relayed through 2", nodes[1].pathEvents(), nodes[3].pathEvents())
 	}
 }
+
+// TestRelayPrefersAnotherHost gives 1 two relays to 3, 2 beside it (a
+// same-host Unix connection) and 4 away (TCP): 1 relays through 4,
+// though 2 comes first in id order, since a peer beside it most likely
+// lost the same links.
+func TestRelayPrefersAnotherHost(t *testing.T) {
+	nodes := relayMesh(t, []core.NodeID{1, 2, 3, 4}, func(cfg *tcp.Config) { cfg.NoUnix = cfg.Node == 4 || cfg.Node == 3 })
+	cut(nodes, 1, 3, true)
+	keep(t, nodes, []core.NodeID{1, 3}, 2, 4)
+	relayExchange(t, nodes, 1, 3, 1000, 64)
+	if evs := nodes[1].pathEvents(); !hasEvent(evs, transport.PairRelayed{Peer: 3, Via: 4}) || hasEvent(evs, transport.PairRelayed{Peer: 3, Via: 2}) {
+		t.Errorf("path events of 1: %v; want relayed through 4 only", evs)
+	}
+}

@@ -175,29 +175,37 @@ func (t *Transport) saysDownLocked(a, b core.NodeID) bool {
 
 // chooseRelay returns the peer through which to relay p's frames, or nil:
 // a peer with a connection in use whose set does not hold p, preferring
-// one that p's last known set does not hold. It keeps cur while cur is
-// valid, unless next is set (cur stalled): it then takes the next valid
-// one in id order after cur. The choice is deterministic.
+// one that p's last known set does not hold, and then one on another
+// host than ours (a same-host connection: Unix socket or shared memory),
+// since a peer beside us most likely lost the same links as we did and
+// has not noticed yet. It keeps cur while cur is valid, unless next is
+// set (cur stalled): it then takes the next valid one in id order after
+// cur. The choice is deterministic.
 func (t *Transport) chooseRelay(p *peer, cur core.NodeID, next bool) *peer {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rt.mu.Lock()
 	defer t.rt.mu.Unlock()
-	var good, fair []*peer
+	var ranked [4][]*peer // good and away, good and beside, fair and away, fair and beside
 	for id, r := range t.peers {
 		if id == p.id || r.cur == nil || t.saysDownLocked(id, p.id) {
 			continue
 		}
+		rank := 0
 		if t.saysDownLocked(p.id, id) {
-			fair = append(fair, r)
-		} else {
-			good = append(good, r)
+			rank = 2
 		}
+		if r.cur.unix || r.cur.shm != nil {
+			rank++
+		}
+		ranked[rank] = append(ranked[rank], r)
 	}
 	byID := func(a, b *peer) int { return int(int64(a.id) - int64(b.id)) }
-	slices.SortFunc(good, byID)
-	slices.SortFunc(fair, byID)
-	all := append(good, fair...)
+	var all []*peer
+	for _, rs := range ranked {
+		slices.SortFunc(rs, byID)
+		all = append(all, rs...)
+	}
 	if len(all) == 0 {
 		return nil
 	}
