@@ -287,6 +287,7 @@ func TestPartialPartitions(t *testing.T) {
 			case sc.needsRelay():
 				checkRelayed(t, res)
 			}
+			line += relayTiming(res)
 			t.Log(line)
 			summary = append(summary, line)
 		})
@@ -744,6 +745,34 @@ func checkRelayed(t *testing.T, res *scenarioResult) {
 		t.Errorf("the event stream reports no relayed pair (event types seen: %v)", eventTypes(res.events))
 	}
 	checkNotices(t, res, relayedNoticeRE)
+}
+
+// relayTiming describes, for the case's line, how soon after the first
+// fault a pair was first relayed and how many relay choices the ranks
+// reported in all (each pair's first, and every change after it): a
+// figure of how fast and how steadily traffic moved off the broken link.
+func relayTiming(res *scenarioResult) string {
+	var first time.Time
+	for _, at := range res.faultAt {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	var relayedAt time.Time
+	changes := 0
+	for _, e := range res.events {
+		if !strings.HasSuffix(e.Type, ".PairRelayed") {
+			continue
+		}
+		changes++
+		if relayedAt.IsZero() || e.Time.Before(relayedAt) {
+			relayedAt = e.Time
+		}
+	}
+	if first.IsZero() || relayedAt.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("; first pair relayed %.2fs after the fault, %d relay choices", relayedAt.Sub(first).Seconds(), changes)
 }
 
 // The lines cohort run prints (from the ranks) when a pair is relayed and
