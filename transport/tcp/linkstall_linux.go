@@ -13,19 +13,26 @@ import (
 // whatever its process does, so a starved or slow peer does not look
 // stalled; a path that drops our segments, or its acknowledgements, does.
 func linkStalledFor(c *conn) uint32 {
-	nc := c.nc
-	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
-		nc = w.NetConn() // TLS
-	}
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
+	if c.unix || c.shm != nil {
 		return 0
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return 0
+	rc := c.raw // below the records, if any
+	if rc == nil {
+		nc := c.nc
+		if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+			nc = w.NetConn() // TLS
+		}
+		tc, ok := nc.(*net.TCPConn)
+		if !ok {
+			return 0
+		}
+		var err error
+		if rc, err = tc.SyscallConn(); err != nil {
+			return 0
+		}
 	}
 	var info *unix.TCPInfo
+	var err error
 	if rc.Control(func(fd uintptr) {
 		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
 	}) != nil || err != nil || info == nil {
