@@ -7,9 +7,9 @@ import (
 )
 
 // linkStalledFor reports how long, in milliseconds, the kernel has had
-// data written to c unacknowledged with no acknowledgement at all from
-// the peer's kernel and at least one retransmission timeout expired (0:
-// not stalled, or not a TCP connection). The peer's kernel acknowledges
+// data written to c undelivered with no acknowledgement at all from the
+// peer's kernel and at least one retransmission or probe timeout expired
+// (0: not stalled, or not a TCP connection). The peer's kernel acknowledges
 // whatever its process does, so a starved or slow peer does not look
 // stalled; a path that drops our segments, or its acknowledgements, does.
 func linkStalledFor(c *conn) uint32 {
@@ -38,7 +38,13 @@ func linkStalledFor(c *conn) uint32 {
 	}) != nil || err != nil || info == nil {
 		return 0
 	}
-	if info.Unacked == 0 || info.Retransmits == 0 && info.Backoff == 0 {
+	// Segments sent and not acknowledged, retransmitted at least once;
+	// or, when the path drops our segments as they leave (a firewall of
+	// our own host's), none in flight, data waiting and the kernel
+	// probing: its probes draw no answer either.
+	lost := info.Unacked > 0 && (info.Retransmits > 0 || info.Backoff > 0)
+	refused := info.Unacked == 0 && info.Notsent_bytes > 0 && info.Probes > 0
+	if !lost && !refused {
 		return 0
 	}
 	return info.Last_ack_recv
