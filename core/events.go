@@ -34,6 +34,15 @@ type PeerHint struct {
 	Refused bool
 }
 
+// Departing is implemented by an event that says Node finished and
+// leaves the group (member.Leaving). A failure detector gives no verdict
+// on it from then on, until a view without it or with a new incarnation
+// of it: the membership excludes a leaver without one, and a verdict
+// would report a process that finished as failed.
+type Departing interface {
+	DepartingNode() NodeID
+}
+
 // MembersChanged tells lower layers (the detectors) which nodes to monitor:
 // the members of the view numbered Epoch, in view order. Renewed lists the
 // members that were in the previous view too, but as an earlier incarnation

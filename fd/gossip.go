@@ -85,6 +85,7 @@ type Gossip struct {
 	flagged []uint64 // bit i set: position i has an entry in watches
 
 	watches []gossipWatch // the few entries that are not simply alive
+	leavers departing     // members that announced they leave: no verdict on them
 
 	own      uint32 // this node's heartbeat; also its round counter
 	tick     uint32 // rounds started by this node (never adjusted)
@@ -252,7 +253,10 @@ func (g *Gossip) Handle(e core.Event) {
 		// ignored rather than half-installed.
 		if g.install(e.Epoch, e.Members) == nil {
 			g.renew(e.Renewed)
+			g.leavers.keep(e.Members, e.Renewed)
 		}
+	case core.Departing:
+		g.leavers.add(e.DepartingNode())
 	case core.PeerHint:
 		if !g.cfg.IgnoreHints {
 			g.hint(e.Node)
@@ -526,6 +530,9 @@ func (g *Gossip) verdict(w *gossipWatch) {
 		return
 	}
 	w.status = StatusFailed
+	if g.leavers.has(w.id) {
+		return // it finished: the membership excludes it without a verdict
+	}
 	g.env.Emit(core.Failed{Node: w.id})
 }
 

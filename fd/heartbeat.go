@@ -184,6 +184,7 @@ type HeartbeatDetector struct {
 	env     core.Env
 	self    core.NodeID
 	members []core.NodeID // shared with the caller, read only
+	leavers departing     // members that announced they leave: no verdict on them
 	epoch   uint64
 	pos     int // index of self in members, -1 if absent
 
@@ -596,12 +597,15 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 func (h *HeartbeatDetector) Handle(e core.Event) {
 	switch e := e.(type) {
 	case core.MembersChanged:
+		h.leavers.keep(e.Members, e.Renewed)
 		if !h.started {
 			h.members, h.epoch = e.Members, e.Epoch
 			return
 		}
 		h.flush()
 		h.setMembers(e.Epoch, e.Members, e.Renewed, false)
+	case core.Departing:
+		h.leavers.add(e.DepartingNode())
 	case core.PeerHint:
 		if !h.started {
 			return

@@ -111,6 +111,9 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 // fail declares r failed: it stayed suspected for T_broken.
 func (h *HeartbeatDetector) fail(r *hbPeer) {
 	r.state = HeartbeatFailed
+	if h.leavers.has(r.id) {
+		return // it finished: the membership excludes it without a verdict
+	}
 	h.stats.Failures++
 	h.env.Emit(core.Failed{Node: r.id})
 }

@@ -44,6 +44,10 @@ type Leaving struct {
 	Node core.NodeID
 }
 
+// DepartingNode makes Leaving a [core.Departing]: the detectors stop
+// judging the leaver.
+func (e Leaving) DepartingNode() core.NodeID { return e.Node }
+
 // StabilizationStarted is emitted by a root when it sends a proposal down the
 // tree. Began is when the root received the first report or request that
 // this proposal handles (env.Now()); At is now. A proposal restarted because
