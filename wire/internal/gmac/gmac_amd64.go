@@ -17,3 +17,9 @@ func gfMul(y, h *[2]uint64)
 //
 //go:noescape
 func ghash16(y *[2]uint64, powers *[16][2]uint64, data *byte, groups int)
+
+// ghash32 hashes pairs×32 blocks of data into y as ghash16 does, with
+// t's powers H³² … H¹ (star form) and their halves' sums.
+//
+//go:noescape
+func ghash32(y *[2]uint64, t *table, data *byte, pairs int)

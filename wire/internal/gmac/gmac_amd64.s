@@ -116,3 +116,90 @@ loop:
 	VMOVDQU X0, (AX)
 	VZEROUPPER
 	RET
+
+// KPRODUCTS is PRODUCTS with three carry-less products per block
+// instead of four (Karatsuba): the middle one is (a0+a1)(b0+b1), whose
+// sum over the blocks becomes the sum of the middle products once the
+// sums of the low and the high ones are added to it; k holds b0+b1 in
+// each lane's low word.
+#define KPRODUCTS(d, h, k) \
+	VPCLMULQDQ $0x00, h, d, Z8  \
+	VPCLMULQDQ $0x11, h, d, Z9  \
+	VPXORQ     Z8, Z5, Z5       \
+	VPXORQ     Z9, Z6, Z6       \
+	VPSHUFD    $0x4e, d, Z8     \
+	VPXORQ     d, Z8, Z8        \
+	VPCLMULQDQ $0x00, k, Z8, Z9 \
+	VPXORQ     Z9, Z7, Z7
+
+// func ghash32(y *[2]uint64, t *table, data *byte, pairs int)
+//
+// ghash16 on two groups at a time, with KPRODUCTS: their thirty-two
+// products summed before one reduction, so that the running hash's
+// multiplication and reduction, which each group waits for, come once
+// per 512 bytes. t holds H^32 … H^1, then each power's mid key (see
+// KPRODUCTS).
+TEXT ·ghash32(SB), NOSPLIT, $0-32
+	MOVQ            y+0(FP), AX
+	MOVQ            t+8(FP), BX
+	MOVQ            data+16(FP), SI
+	MOVQ            pairs+24(FP), CX
+	VBROADCASTI32X4 bswap<>(SB), Z31
+	VMOVDQU         poly<>(SB), X14
+	VMOVDQU64       0(BX), Z20
+	VMOVDQU64       64(BX), Z21
+	VMOVDQU64       128(BX), Z22
+	VMOVDQU64       192(BX), Z23
+	VMOVDQU64       256(BX), Z24
+	VMOVDQU64       320(BX), Z25
+	VMOVDQU64       384(BX), Z26
+	VMOVDQU64       448(BX), Z27
+	VMOVDQU         (BX), X13
+	VMOVDQU         (AX), X0
+
+loop:
+	VMOVDQU64  0(SI), Z1
+	VMOVDQU64  64(SI), Z2
+	VMOVDQU64  128(SI), Z3
+	VMOVDQU64  192(SI), Z4
+	VMOVDQU64  256(SI), Z15
+	VMOVDQU64  320(SI), Z16
+	VMOVDQU64  384(SI), Z17
+	VMOVDQU64  448(SI), Z18
+	VPSHUFB    Z31, Z1, Z1
+	VPSHUFB    Z31, Z2, Z2
+	VPSHUFB    Z31, Z3, Z3
+	VPSHUFB    Z31, Z4, Z4
+	VPSHUFB    Z31, Z15, Z15
+	VPSHUFB    Z31, Z16, Z16
+	VPSHUFB    Z31, Z17, Z17
+	VPSHUFB    Z31, Z18, Z18
+	VPCLMULQDQ $0x00, Z20, Z1, Z5
+	VPCLMULQDQ $0x11, Z20, Z1, Z6
+	VPSHUFD    $0x4e, Z1, Z8
+	VPXORQ     Z1, Z8, Z8
+	VPCLMULQDQ $0x00, 512(BX), Z8, Z7
+	KPRODUCTS(Z2, Z21, 576(BX))
+	KPRODUCTS(Z3, Z22, 640(BX))
+	KPRODUCTS(Z4, Z23, 704(BX))
+	KPRODUCTS(Z15, Z24, 768(BX))
+	KPRODUCTS(Z16, Z25, 832(BX))
+	KPRODUCTS(Z17, Z26, 896(BX))
+	KPRODUCTS(Z18, Z27, 960(BX))
+	FOLD(Z5, Y5, X5, Y8, X9)
+	FOLD(Z6, Y6, X6, Y8, X9)
+	FOLD(Z7, Y7, X7, Y8, X9)
+	VPTERNLOGQ $0x96, X5, X6, X7
+	// The running hash times H^32, added as if to the pair's first block.
+	MUL(X0, X13, X9, X10, X11, X12)
+	VPXOR      X9, X5, X5
+	VPXOR      X10, X6, X6
+	VPXOR      X11, X7, X7
+	REDUCE(X5, X6, X7, X12, X0)
+	ADDQ       $512, SI
+	DECQ       CX
+	JNZ        loop
+
+	VMOVDQU X0, (AX)
+	VZEROUPPER
+	RET
