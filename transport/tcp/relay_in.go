@@ -211,7 +211,21 @@ func (t *Transport) deliverRelayed(p *peer, h wire.Relay, fi wire.Frame, c *conn
 	}
 	t.stats.framesIn.Add(1)
 	hd.Deliver(fi)
-	t.deliveredTo(p, r, h.Seq, len(fi.Payload))
+	t.deliveredAckAfter(p, r, h.Seq, len(fi.Payload), t.relayAckBytes())
+}
+
+// relayAckBytes is how many bytes of relayed frames a destination
+// delivers before it acknowledges them at once (ackBytes on a
+// connection): a sixteenth of the resend log (Config.ResendBuffer, the
+// origin's too in a job whose processes share their configuration), at
+// least ackBytes. A relayed acknowledgement crosses both hops on its own,
+// not carried by a frame the other way: it is sealed, written, read and
+// forwarded by the relay, read and opened by the origin, whose reader
+// wakes for it; the origin's log, sixteen times as large, does not wait
+// for it. Frames delivered more slowly are acknowledged within ackDelay
+// as on a connection.
+func (t *Transport) relayAckBytes() uint64 {
+	return uint64(max(ackBytes, t.cfg.ResendBuffer/16))
 }
 
 // wantRelayAck asks p's writer for a relayed acknowledgement.

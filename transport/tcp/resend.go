@@ -428,13 +428,19 @@ func (t *Transport) delivered(c *conn, seq uint64, size int) {
 // deliveredTo is delivered for p's stream r, whichever path the frame
 // came by.
 func (t *Transport) deliveredTo(p *peer, r *recvStream, seq uint64, size int) {
+	t.deliveredAckAfter(p, r, seq, size, ackBytes)
+}
+
+// deliveredAckAfter is deliveredTo acknowledging at once past ackFrames or
+// ackAfter bytes (a relayed frame's destination: relayAckBytes).
+func (t *Transport) deliveredAckAfter(p *peer, r *recvStream, seq uint64, size int, ackAfter uint64) {
 	storeOrdered(&r.recvd, seq)
 	b := r.bytes.Load() + uint64(size)
 	storeOrdered(&r.bytes, b)
 	if r.due.Load() {
 		return // asked for already; the writer has not written it yet
 	}
-	if seq-r.ackedN.Load() >= ackFrames || b-r.ackedBytes.Load() >= ackBytes {
+	if seq-r.ackedN.Load() >= ackFrames || b-r.ackedBytes.Load() >= ackAfter {
 		t.ackNow(p, r)
 		return
 	}
