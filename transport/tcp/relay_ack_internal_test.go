@@ -3,10 +3,11 @@ package tcp
 import "testing"
 
 // A relayed frame's destination acknowledges after a sixteenth of the
-// resend log, never less than on a connection, and always well before the
-// origin's log of the same size fills (a quarter of it, as ackBytes is of
-// minResendBuffer): the origin never waits for an acknowledgement that
-// the destination holds back.
+// resend log, never less than on a connection nor more than a sixteenth
+// of the default log, and always well before the origin's log of the
+// same size fills (a quarter of it, as ackBytes is of minResendBuffer):
+// the origin never waits for an acknowledgement that the destination
+// holds back.
 func TestRelayAckBytes(t *testing.T) {
 	for _, tc := range []struct {
 		resend int
@@ -16,7 +17,7 @@ func TestRelayAckBytes(t *testing.T) {
 		{4 << 20, ackBytes},
 		{8 << 20, 512 << 10},
 		{DefaultResendBuffer, 4 << 20},
-		{1 << 30, 64 << 20},
+		{1 << 30, 4 << 20},
 	} {
 		cfg := DefaultConfig()
 		cfg.ResendBuffer = tc.resend

@@ -217,16 +217,23 @@ func (t *Transport) deliverRelayed(p *peer, h wire.Relay, fi wire.Frame, c *conn
 // relayAckBytes is how many bytes of relayed frames a destination
 // delivers before it acknowledges them at once (ackBytes on a
 // connection): a sixteenth of the resend log (Config.ResendBuffer, the
-// origin's too in a job whose processes share their configuration), at
-// least ackBytes. A relayed acknowledgement crosses both hops on its own,
-// not carried by a frame the other way: it is sealed, written, read and
-// forwarded by the relay, read and opened by the origin, whose reader
-// wakes for it; the origin's log, sixteen times as large, does not wait
-// for it. Frames delivered more slowly are acknowledged within ackDelay
-// as on a connection.
+// origin's too in a job whose processes share their configuration),
+// between ackBytes and relayAckMax. A relayed acknowledgement crosses
+// both hops on its own, not carried by a frame the other way: it is
+// sealed and written by the destination, read and forwarded by the
+// relay, read and opened by the origin, whose reader wakes for it; the
+// origin's log, sixteen times as large, does not wait for it. Frames
+// delivered more slowly are acknowledged within ackDelay as on a
+// connection.
 func (t *Transport) relayAckBytes() uint64 {
-	return uint64(max(ackBytes, t.cfg.ResendBuffer/16))
+	return uint64(min(max(ackBytes, t.cfg.ResendBuffer/16), relayAckMax))
 }
+
+// relayAckMax bounds relayAckBytes: past it an acknowledgement costs
+// little beside the frames it acknowledges, and a destination with a
+// larger log than its origin's still acknowledges before the origin's
+// default log fills.
+const relayAckMax = DefaultResendBuffer / 16
 
 // wantRelayAck asks p's writer for a relayed acknowledgement.
 func (t *Transport) wantRelayAck(p *peer) {
