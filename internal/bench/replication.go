@@ -50,6 +50,11 @@ type ReplicationConfig struct {
 	// authenticated records, the path between hosts, instead of the
 	// same-host path (shared memory set up on Unix sockets).
 	TCP bool
+	// Netns runs every process on a host of its own, network namespaces
+	// on a bridge of this machine (needs root), over TCP with
+	// authenticated records: the path between machines, links included
+	// (replication_netns.go).
+	Netns bool
 	// Queens, if not empty, is the N-Queens executable (examples/nqueens,
 	// built): each repetition also runs it at r = 1 and r = 2 on
 	// QueensProcs ranks with board QueensN, for the cost of replication on
@@ -74,6 +79,8 @@ type ReplicationResult struct {
 	Queens [2][]float64
 	// Retried counts the ping-pong runs that failed and were run again.
 	Retried int
+
+	netns *netnsRig // with Cfg.Netns, while RunReplication runs
 }
 
 // ReplicationGoals are the goals of latency(r)/floor(r), at every size
@@ -95,10 +102,27 @@ func RunReplication(ctx context.Context, cfg ReplicationConfig) (*ReplicationRes
 	if cfg.MaxReplicas < 1 || cfg.Trips < 1 || cfg.Reps < 1 || cfg.MaxSize < 1 {
 		return nil, fmt.Errorf("bench: replication: bad configuration %+v", cfg)
 	}
+	if cfg.TCP && cfg.Netns {
+		return nil, fmt.Errorf("bench: replication: TCP and Netns are two paths: choose one")
+	}
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
 	res := &ReplicationResult{Cfg: cfg, Lat: make([][]map[int]float64, cfg.MaxReplicas), Floor: make([][]map[int]float64, cfg.MaxReplicas)}
+	if cfg.Netns {
+		fmt.Fprintf(cfg.Progress, "bench: replication: starting %d namespace hosts with a daemon each…\n", netnsHosts(cfg.MaxReplicas))
+		rig, err := startNetns(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		res.netns = rig
+		defer func() {
+			if err := rig.close(); err != nil {
+				fmt.Fprintf(cfg.Progress, "bench: replication: tearing the namespace hosts down: %v\n", err)
+			}
+			res.netns = nil
+		}()
+	}
 	// One repetition's runs: r = 1, then each degree's floor and itself.
 	type run struct {
 		r     int
@@ -163,10 +187,20 @@ func (res *ReplicationResult) pingPong(ctx context.Context, ranks, replicas int)
 	b.MaxSize, b.Loop, b.LoopL, b.Skip, b.SkipL = cfg.MaxSize, cfg.Trips, cfg.Trips, 10, 10
 	b.Impls, b.Replicas, b.Progress = []string{res.impl()}, replicas, cfg.Progress
 	res.Sizes = b.Sizes()
-	for try := 0; ; try++ {
+	measure := func() (map[int]float64, error) {
+		if res.netns != nil {
+			return res.netns.run(ctx, b)
+		}
 		out, err := b.Measure(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return out[0].Figures, nil
+	}
+	for try := 0; ; try++ {
+		figs, err := measure()
 		if err == nil {
-			return out[0].Figures, nil
+			return figs, nil
 		}
 		if try == replicationRetries || ctx.Err() != nil {
 			return nil, err
@@ -267,8 +301,11 @@ func (res *ReplicationResult) goalSizes() []int {
 func (res *ReplicationResult) WriteTable(w io.Writer) {
 	cfg := res.Cfg
 	path := "one host (shared memory)"
-	if cfg.TCP {
+	switch {
+	case cfg.TCP:
 		path = "loopback TCP with authenticated records, as between hosts"
+	case cfg.Netns:
+		path = fmt.Sprintf("TCP with authenticated records across %d network-namespace hosts (a process on each)", netnsHosts(cfg.MaxReplicas))
 	}
 	fmt.Fprintf(w, "# ping-pong under replication (P2P-MPI Fig. 9) over %s: one-way latency in µs, median of %d repetitions of %d round trips; "+
 		"overhead over r = 1 and ratio over the floor (r = 1 with r − 1 other unreplicated pairs beside it: as many busy processes), "+

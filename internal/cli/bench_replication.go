@@ -38,11 +38,17 @@ it), NOT met (some size's interval wholly above it) or undecided.
 
 --tcp runs the ranks over loopback TCP with the frames in authenticated
 records, the path cohort takes between hosts, instead of shared memory.
+--netns runs each process on a host of its own instead: network
+namespaces on a bridge of this machine (2 × --max-r of them, each with a
+peer daemon, and a supernode), the jobs submitted to them as 'cohort run
+--hosts' does, over TCP with authenticated records across the veth links.
+It needs root; the hosts are torn down when the benchmark ends.
 
 Examples:
   cohort bench replication
   cohort bench replication --max-r 3 --reps 30 --max 64K --queens-procs 0
-  cohort bench replication --tcp --max-r 3 --max 64K --queens-procs 0`,
+  cohort bench replication --tcp --max-r 3 --max 64K --queens-procs 0
+  cohort bench replication --netns --max-r 3 --max 64K --queens-procs 0`,
 		run: func(ctx context.Context, c *call) error {
 			fs := c.newFlags()
 			cfg := bench.ReplicationConfig{MaxReplicas: 4, Trips: 200, Reps: 20, Progress: c.stderr}
@@ -51,6 +57,7 @@ Examples:
 			fs.IntVar(&cfg.Trips, "trips", cfg.Trips, "round `trips` per size and repetition")
 			fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "`repetitions`, each a pair of runs per degree (the intervals come from them; 6 at least)")
 			fs.BoolVar(&cfg.TCP, "tcp", false, "run over loopback TCP with authenticated records, as between hosts")
+			fs.BoolVar(&cfg.Netns, "netns", false, "run each process on a network-namespace host of its own, over TCP with authenticated records (needs root)")
 			fs.StringVar(&maxText, "max", maxText, "largest message `size` in bytes (suffix K or M allowed)")
 			out := fs.String("out", filepath.Join("out", "bench-replication"), "`directory` for replication.csv and the figure replication.png/.svg")
 			queensProcs := fs.Int("queens-procs", 4, "N-Queens `ranks` (0: skip the N-Queens runs)")
@@ -69,6 +76,8 @@ Examples:
 				return usagef("--max-r %d: want 1 to %d", cfg.MaxReplicas, launch.MaxReplicas)
 			case cfg.Trips < 1 || cfg.Reps < 1:
 				return usagef("--trips %d, --reps %d: want at least 1", cfg.Trips, cfg.Reps)
+			case cfg.TCP && cfg.Netns:
+				return usagef("--tcp and --netns: choose one path")
 			}
 			cfg.MaxSize = size
 			if *queensProcs < 0 || *queensProcs > maxRunRanks/2 || cfg.QueensN < 4 || cfg.QueensN > 18 {
