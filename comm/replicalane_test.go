@@ -433,3 +433,121 @@ func TestReplicatedBackupBoundedWhileReceiverStalls(t *testing.T) {
 		}
 	}
 }
+
+// A replicated job's view change, the master change it brings and an
+// agreement complete while the data queue from the membership's root to
+// the new master is full. Two ranks run as two replicas each: process 0
+// is rank 0's master, process 2 its fellow, process 1 rank 1's master
+// and, once process 0 is gone, the membership's root. Process 2 stops
+// reading process 1's connection while process 1 fills its data queue
+// toward it; process 0 then crashes, and process 1 starts the view change
+// that excludes it, whose proposal to process 2 finds the data queue
+// full. Meanwhile rank 1 starts an agreement on a communicator, whose step
+// toward rank 0 (a control channel of the replication layer) process 1
+// sends to process 2 too. Every one of these frames travels in the
+// transport's control lane: process 1's host and replication layer drop
+// none, and none waits behind the data. Once process 2 reads again, the
+// view without process 0 installs, process 2 takes over as rank 0's
+// master (rank 0 lives on: no rank failed), the agreement completes at
+// every replica with the value agreed, and a message rank 0's new master
+// sends reaches both replicas of rank 1. The test tells process 1 of the
+// crash, and the detectors are quiet (as in every test job): process 2
+// hears nothing from process 1 while it does not read.
+func TestReplicatedMasterChangeAndAgreeWhileDataQueueFull(t *testing.T) {
+	const dead, root, heir, fellow = 0, 1, 2, 3 // rank 0's master, rank 1's master, rank 0's fellow, rank 1's fellow
+	started := &lineWatch{want: []byte(`"node":1,"type":"member.StabilizationStarted"`), seen: make(chan struct{})}
+	ss := tcpJobWith(t, 2*2, []Option{func(o *options) { o.queueLen = 8; o.sockBuf = 16 << 10 }, WithEvents(started)},
+		func(b *launch.Bootstrap) { b.Replicas = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cs := make([]*Comm, len(ss))
+	for p, s := range ss {
+		c, err := s.World().Dup()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[p] = c
+	}
+
+	h := holdDataQueue(t, ctx, ss, root, heir)
+	ss[dead].kill()
+	if err := ss[root].host.Handle(ctx, core.Failed{Node: dead}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started.seen:
+	case <-ctx.Done():
+		t.Fatal("process 1 did not start the view change")
+	}
+	// The loop turn that started it has sent its proposals.
+	if err := ss[root].host.Do(ctx, func(core.Machine, core.Env) {}); err != nil {
+		t.Fatal(err)
+	}
+	// Both replicas of rank 1 join the agreement: the master's step goes
+	// to every replica of rank 0 before startAgree returns (control
+	// channels are handed to the layer at once).
+	var ins []*agreeInst
+	for _, p := range []int{root, fellow} {
+		in, err := cs[p].startAgree(1)
+		if err != nil {
+			t.Fatalf("process %d: %v", p, err)
+		}
+		ins = append(ins, in)
+	}
+	if !h.full() {
+		h.notFull()
+	}
+	hostDropped := ss[root].host.Stats().SendDropped
+	dropped, laned := ss[root].rep.dropped.Load(), ss[root].rep.laned.Load()
+	h.release()
+	if hostDropped != 0 {
+		t.Errorf("process 1's host dropped %d frames while the data queue toward process 2 was full", hostDropped)
+	}
+	if dropped != 0 || laned != 0 {
+		t.Errorf("process 1's replication layer dropped %d messages, and %d waited behind data, while the data queue toward process 2 was full", dropped, laned)
+	}
+
+	if v, err := cs[heir].Agree(ctx, 1); err != nil || v != 1 {
+		t.Errorf("process 2's agreement: %d, %v; want 1, nil", v, err)
+	}
+	for i, in := range ins {
+		select {
+		case <-in.done:
+		case <-ctx.Done():
+			t.Fatalf("process %d's agreement did not complete", []int{root, fellow}[i])
+		}
+		if in.err != nil || in.dec.Flag != 1 {
+			t.Errorf("process %d's agreement: %d, %v; want 1, nil", []int{root, fellow}[i], in.dec.Flag, in.err)
+		}
+	}
+	waitFor(t, ctx, "process 2 never took over as rank 0's master", func() bool {
+		return ss[heir].rep.stats().Takeovers == 1
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, len(ss))
+	got := make([][]byte, len(ss))
+	for _, p := range []int{root, fellow} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[p] = make([]byte, 8)
+			var st Status
+			st, errs[p] = ss[p].World().Recv(ctx, got[p], 0, 9)
+			got[p] = got[p][:st.Count]
+		}()
+	}
+	if err := ss[heir].World().Send(ctx, []byte("after"), 1, 9); err != nil {
+		t.Fatalf("process 2's send as rank 0's master: %v", err)
+	}
+	wg.Wait()
+	for _, p := range []int{root, fellow} {
+		if errs[p] != nil || string(got[p]) != "after" {
+			t.Errorf("process %d: received %q, %v; want \"after\" from rank 0's new master", p, got[p], errs[p])
+		}
+	}
+	for _, p := range []int{root, heir, fellow} {
+		if failed := ss[p].World().Failed(); len(failed) != 0 {
+			t.Errorf("process %d: failed ranks %v, want none (rank 0 lives on in process 2)", p, failed)
+		}
+	}
+}
