@@ -190,6 +190,10 @@ func (l *Layer) Stats() Stats { return l.stats }
 // process's view, or core.None if the rank failed.
 func (l *Layer) Master(r int) core.NodeID { return l.masters[r] }
 
+// Alive reports whether process p is in this process's view (a replica
+// the layer still sends to); false for an id outside the layout.
+func (l *Layer) Alive(p core.NodeID) bool { return l.lay.Contains(p) && l.alive[p] }
+
 // IsMaster reports whether this process is its rank's master.
 func (l *Layer) IsMaster() bool { return l.masters[l.rank] == l.self }
 
