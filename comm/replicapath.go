@@ -126,6 +126,7 @@ func (r *replicated) afterCallLocked() {
 	}
 	r.selfQ = nil
 	r.shared.m, r.shared.b = nil, nil
+	r.dropLazyLocked()
 	r.keepReleasedLocked()
 	for len(r.held) > 0 && r.started && !r.layer.BackupFull() {
 		e := r.held[0]

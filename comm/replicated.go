@@ -81,8 +81,11 @@ type replicated struct {
 	// collecting is set while a program's data send is in the layer
 	// (replicaSend): the Data messages it makes wait in direct, and the
 	// caller writes them once it has left the lock (sendDirect).
-	collecting  bool
-	direct      []directData
+	collecting bool
+	direct     []directData
+	// lazy holds the Data for replicas that are not their rank's master,
+	// to write together (replicapath.go, "Data to non-masters"); lmu.
+	lazy        lazyData
 	selfQ       []core.Msg   // messages the layer sent to its own process
 	events      []core.Event // emitted, not yet dispatched
 	spareEvents []core.Event
@@ -199,13 +202,16 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 		r.layer.Handle(e.send)
 		r.collecting = false
 		var local [8]directData
-		direct := append(local[:0], r.direct...)
+		direct, due := r.deferLocked(append(local[:0], r.direct...))
 		clear(r.direct)
 		r.direct = r.direct[:0]
 		r.afterCallLocked()
 		r.lmu.Unlock()
 		for _, d := range direct {
 			r.sendDirect(d.to, d.m)
+		}
+		if due {
+			r.flushLazy()
 		}
 		if req != nil {
 			req.complete(Status{}, nil)

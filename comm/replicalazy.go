@@ -1,0 +1,133 @@
+package comm
+
+import (
+	"sync"
+	"time"
+)
+
+// Data to non-masters. Of the replicas of a destination rank, only its
+// master's program sends anything on: the others run the same program a
+// little behind, their sends kept in their backup tables until the
+// master's commit. A message reaching a non-master at once serves nobody
+// waiting, yet, on a machine where the replicas share the cores, wakes a
+// parked process for every message (a doorbell written, a reader and a
+// program scheduled), and that work takes cores from the critical path.
+// So the master writes a program's Data to its destination's master at
+// once, and holds those to the other replicas (their payloads are the
+// backup table's: nothing is copied) until lazyMax of them or lazyMaxBytes
+// bytes are waiting, or lazyDelay has passed since the first: one wake-up
+// of a non-master carries many messages.
+//
+// The protocol is unchanged: a Data held here is, to its receiver, a Data
+// delayed by the network, which the layer already allows (it may also be
+// dropped; the layer retransmits after Config.Retransmit, well above
+// lazyDelay). The receiver's acknowledgements, and so the commits that
+// empty both backup tables, come up to lazyDelay later, within the
+// tables' bound. Data to a replica that left the view meanwhile are
+// dropped before its payload can go back to reuse (afterCallLocked).
+// Only a program's data sends are held: control channels, the layer's
+// resends and retransmissions go at once.
+
+// Bounds of the Data held for non-masters: their number, their payload
+// bytes, and how long the first of them waits.
+const (
+	lazyMax      = 16
+	lazyMaxBytes = 256 << 10
+	lazyDelay    = time.Millisecond
+)
+
+// lazyData is the Data held for non-masters (lmu), in the order the layer
+// sent them.
+type lazyData struct {
+	held  []directData
+	bytes int
+	spare []directData // the last batch's slice, for the next (nil while a flush holds it)
+	timer *time.Timer  // flushes after lazyDelay (armed: pending)
+	armed bool
+	flush sync.Mutex // one flush at a time, so that a replica gets them in order
+}
+
+// deferLocked moves the Data of direct addressed to replicas that are not
+// their rank's master to r.lazy, and returns the rest, to write now, and
+// whether the held ones are due to be written too (flushLazy); lmu is
+// held.
+func (r *replicated) deferLocked(direct []directData) ([]directData, bool) {
+	now := direct[:0]
+	l := &r.lazy
+	for _, d := range direct {
+		if d.m.Control || r.layer.Master(r.layout.Rank(d.to)) == d.to {
+			now = append(now, d)
+			continue
+		}
+		if l.held == nil {
+			l.held, l.spare = l.spare[:0], nil
+		}
+		l.held = append(l.held, d)
+		l.bytes += len(d.m.Payload)
+	}
+	if len(l.held) == 0 {
+		return now, false
+	}
+	if len(l.held) >= lazyMax || l.bytes >= lazyMaxBytes {
+		return now, true
+	}
+	if !l.armed {
+		l.armed = true
+		if l.timer == nil {
+			l.timer = time.AfterFunc(lazyDelay, r.lazyExpired)
+		} else {
+			l.timer.Reset(lazyDelay)
+		}
+	}
+	return now, false
+}
+
+// lazyExpired writes the held Data once the first has waited lazyDelay.
+func (r *replicated) lazyExpired() {
+	r.lmu.Lock()
+	r.lazy.armed = false
+	r.lmu.Unlock()
+	if r.sess.base.Err() == nil {
+		r.flushLazy()
+	}
+}
+
+// flushLazy writes the Data held for non-masters, in order, as any other
+// Data (sendDirect), outside the layer's lock.
+func (r *replicated) flushLazy() {
+	l := &r.lazy
+	l.flush.Lock()
+	defer l.flush.Unlock()
+	r.lmu.Lock()
+	batch := l.held
+	l.held, l.bytes = nil, 0
+	r.lmu.Unlock()
+	for i, d := range batch {
+		r.sendDirect(d.to, d.m)
+		batch[i] = directData{}
+	}
+	r.lmu.Lock()
+	if l.spare == nil {
+		l.spare = batch[:0]
+	}
+	r.lmu.Unlock()
+}
+
+// dropLazyLocked drops the held Data to replicas that left the view, whose
+// payloads the layer may have released; lmu is held.
+func (r *replicated) dropLazyLocked() {
+	l := &r.lazy
+	if len(l.held) == 0 {
+		return
+	}
+	keep := l.held[:0]
+	for _, d := range l.held {
+		if r.layer.Alive(d.to) {
+			keep = append(keep, d)
+		} else {
+			l.bytes -= len(d.m.Payload)
+		}
+	}
+	clear(l.held[len(keep):])
+	l.held = keep
+}
