@@ -21,9 +21,11 @@ import (
 // goroutine has work for it:
 //
 //   - the program's goroutine hands it a send (replicaSend), and the
-//     layer's messages to every replica of the destination leave at once,
-//     on that goroutine, once it has left the lock, by the transport's
-//     direct write, as an unreplicated send does (sendDirect);
+//     layer's message to the destination's master leaves at once, on
+//     that goroutine, once it has left the lock, by the transport's
+//     direct write, as an unreplicated send does (sendDirect); those to
+//     its other replicas leave the same way a few at a time
+//     (replicalazy.go);
 //   - the transport's reader goroutine hands it every frame of the
 //     protocol (Session.dataPath), so a message is delivered to the
 //     matching engine, and acknowledgements and commits are sent, without

@@ -32,8 +32,9 @@ import (
 // is refused with [ErrReplicatedWildcard].
 //
 // The layer runs on the data path, not on the event loop (replicapath.go):
-// a send reaches every replica of the destination from the program's
-// goroutine, and a message is delivered from the transport's reader.
+// a send reaches the destination's master from the program's goroutine
+// (its other replicas a few sends at a time, replicalazy.go), and a
+// message is delivered from the transport's reader.
 //
 // Memory: the layer keeps each send in its backup table until every live
 // replica of the destination acknowledged it, so a destination that does
