@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"cmp"
 	"sync"
 	"time"
 )
@@ -42,9 +43,10 @@ type lazyData struct {
 	held  []directData
 	bytes int
 	spare []directData // the last batch's slice, for the next (nil while a flush holds it)
-	timer *time.Timer  // flushes after lazyDelay (armed: pending)
+	timer *time.Timer  // flushes after the wait (armed: pending)
 	armed bool
-	flush sync.Mutex // one flush at a time, so that a replica gets them in order
+	wait  time.Duration // how long the first waits: lazyDelay if 0 (tests set it)
+	flush sync.Mutex    // one flush at a time, so that a replica gets them in order
 }
 
 // deferLocked moves the Data of direct addressed to replicas that are not
@@ -73,16 +75,17 @@ func (r *replicated) deferLocked(direct []directData) ([]directData, bool) {
 	}
 	if !l.armed {
 		l.armed = true
+		wait := cmp.Or(l.wait, lazyDelay)
 		if l.timer == nil {
-			l.timer = time.AfterFunc(lazyDelay, r.lazyExpired)
+			l.timer = time.AfterFunc(wait, r.lazyExpired)
 		} else {
-			l.timer.Reset(lazyDelay)
+			l.timer.Reset(wait)
 		}
 	}
 	return now, false
 }
 
-// lazyExpired writes the held Data once the first has waited lazyDelay.
+// lazyExpired writes the held Data once the first has waited.
 func (r *replicated) lazyExpired() {
 	r.lmu.Lock()
 	r.lazy.armed = false

@@ -485,3 +485,59 @@ func TestReplicatedDataPlaced(t *testing.T) {
 		}
 	}
 }
+
+// A program's Data to a replica that is not its rank's master wait to go
+// out lazyMax at a time (replicalazy.go): after a first message, which
+// both replicas of rank 1 get, rank 0 sends rank 1 lazyMax − 1
+// messages, which rank 1's master gets at once and its fellow not yet
+// (the wait for the first is set far off here), but for what rank 0's
+// master retransmits on its own timer; the lazyMax-th send takes them all
+// out, and the fellow gets every one, in order.
+func TestReplicatedDataToFellowsBatched(t *testing.T) {
+	const master, fellow = 1, 3 // rank 1's replicas
+	ss := tcpJobWith(t, 2*2, nil, func(b *launch.Bootstrap) { b.Replicas = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	send := func(i int) {
+		for _, p := range []int{0, 2} { // rank 0's replicas
+			if err := ss[p].World().Send(ctx, []byte{byte(i)}, 1, 1); err != nil {
+				t.Fatalf("process %d: send %d: %v", p, i, err)
+			}
+		}
+	}
+	recv := func(p, i int) {
+		buf := make([]byte, 1)
+		if _, err := ss[p].World().Recv(ctx, buf, 0, 1); err != nil || buf[0] != byte(i) {
+			t.Fatalf("process %d: message %d: got %d, %v", p, i, buf[0], err)
+		}
+	}
+	// A first message, with the usual wait, once every layer has
+	// started (a send made before goes out when it starts, at once).
+	send(0)
+	recv(master, 0)
+	recv(fellow, 0)
+	for _, s := range ss {
+		s.rep.lmu.Lock()
+		s.rep.lazy.wait = time.Hour
+		s.rep.lmu.Unlock()
+	}
+	r := ss[0].rep
+	base, rbase := ss[fellow].rep.stats().Delivered, r.stats().Retransmits
+	for i := range lazyMax - 1 {
+		send(i)
+		recv(master, i)
+	}
+	r.lmu.Lock()
+	held := len(r.lazy.held)
+	r.lmu.Unlock()
+	delivered, retransmits := ss[fellow].rep.stats().Delivered-base, r.stats().Retransmits-rbase
+	if held+int(retransmits) < lazyMax-1 || delivered > retransmits {
+		t.Errorf("after %d sends, rank 0's master holds %d for rank 1's fellow and retransmitted %d, and the fellow delivered %d; want %d held or retransmitted, and nothing delivered but those",
+			lazyMax-1, held, retransmits, delivered, lazyMax-1)
+	}
+	send(lazyMax - 1)
+	recv(master, lazyMax-1)
+	for i := range lazyMax {
+		recv(fellow, i)
+	}
+}
