@@ -42,7 +42,8 @@ records, the path cohort takes between hosts, instead of shared memory.
 namespaces on a bridge of this machine (2 × --max-r of them, each with a
 peer daemon, and a supernode), the jobs submitted to them as 'cohort run
 --hosts' does, over TCP with authenticated records across the veth links.
-It needs root; the hosts are torn down when the benchmark ends.
+It needs root; the hosts are torn down when the benchmark ends. The
+N-Queens runs (--queens-procs) stay on this host.
 
 Examples:
   cohort bench replication
