@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,8 +22,13 @@ import (
 type cgroups struct {
 	version int // 0: none, 1 or 2
 	// base holds, per hierarchy, the directory under which job cgroups
-	// are made (v2: one, the unified hierarchy's), by controller name.
+	// are made, by controller name: "" for the unified hierarchy's (v2),
+	// else the v1 controller's. On v2 the unified hierarchy bounds the
+	// processes and kills the job; the v1 memory hierarchy bounds its
+	// memory when the unified one does not offer memory.
 	base map[string]string
+	// v2mem says the unified hierarchy's base has the memory controller.
+	v2mem bool
 	// why says what was found and used, or why nothing is.
 	why      string
 	memBytes int64
@@ -109,11 +115,16 @@ var bases atomic.Int64
 // ones (their process gone) are cleaned at start.
 func baseName(pid int, n int64) string { return fmt.Sprintf("cohort-daemon-%d-%d", pid, n) }
 
+// baseRE matches baseName's names, and only them: cleanStale removes no
+// cgroup of anyone else's.
+var baseRE = regexp.MustCompile(`^cohort-daemon-([0-9]+)-[0-9]+$`)
+
 // setupCgroups finds what this machine offers and prepares the daemon's
-// base cgroups: v2 when the unified hierarchy has the memory and pids
-// controllers, else v1 with whichever of freezer, memory and pids are
-// mounted; none when neither can be written (not root, say). It never
-// fails: what it could not do is said in why.
+// base cgroups: v2 when the unified hierarchy has the pids controller
+// (memory from it too when it offers memory, else from the v1 memory
+// hierarchy if mounted), else v1 with whichever of freezer, memory and
+// pids are mounted; none when neither can be written (not root, say). It
+// never fails: what it could not do is said in why.
 func setupCgroups(memBytes int64, pids int) *cgroups {
 	cg := &cgroups{memBytes: memBytes, pids: pids}
 	name := baseName(os.Getpid(), bases.Add(1))
@@ -124,30 +135,31 @@ func setupCgroups(memBytes int64, pids int) *cgroups {
 	}
 	var v2why string
 	if v2 != nil {
-		if dir, err := setupV2(v2, own[""], name); err == nil {
-			cg.version, cg.base = 2, map[string]string{"": dir}
-			cg.why = "cgroup v2 at " + dir + ": memory.max, pids.max, cgroup.kill"
+		dir, mem, err := setupV2(v2, own[""], name)
+		if err == nil {
+			cg.version, cg.base, cg.v2mem = 2, map[string]string{"": dir}, mem
+			cg.why = "cgroup v2 at " + dir + ": pids.max, cgroup.kill"
+			switch {
+			case mem:
+				cg.why += ", memory.max"
+			default:
+				// A hybrid host: memory stays bound to v1.
+				if mdir, merr := setupV1(v1, own, "memory", name); merr == nil {
+					cg.base["memory"] = mdir
+					cg.why += "; memory: cgroup v1 at " + mdir + ": memory.limit_in_bytes"
+				} else {
+					cg.why += "; memory not bounded (neither v2 nor v1 offers it: " + merr.Error() + ")"
+				}
+			}
 			return cg
-		} else {
-			v2why = "cgroup v2 unusable (" + err.Error() + ")"
 		}
+		v2why = "cgroup v2 unusable (" + err.Error() + ")"
 	}
 	base := map[string]string{}
 	var errs, used []string
 	for _, c := range v1Controllers {
-		m := v1[c]
-		if m == nil || own[c] == "" {
-			errs = append(errs, c+": not mounted")
-			continue
-		}
-		parent := inMount(m, own[c])
-		if parent == "" {
-			errs = append(errs, c+": this process's cgroup is outside its mount")
-			continue
-		}
-		cleanStale(parent)
-		dir := filepath.Join(parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		dir, err := setupV1(v1, own, c, name)
+		if err != nil {
 			errs = append(errs, c+": "+err.Error())
 			continue
 		}
@@ -170,73 +182,108 @@ func setupCgroups(memBytes int64, pids int) *cgroups {
 	return cg
 }
 
+// setupV1 makes the daemon's base cgroup in the v1 hierarchy of
+// controller c, under the daemon's own cgroup there.
+func setupV1(v1 map[string]*cgroupMount, own map[string]string, c, name string) (string, error) {
+	m := v1[c]
+	if m == nil || own[c] == "" {
+		return "", errors.New("not mounted")
+	}
+	parent := inMount(m, own[c])
+	if parent == "" {
+		return "", errors.New("this process's cgroup is outside its mount")
+	}
+	cleanStale(parent)
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	return dir, nil
+}
+
 // setupV2 makes the daemon's base cgroup in the unified hierarchy, with
-// the memory and pids controllers enabled for its children. A cgroup with
-// processes of its own cannot hand controllers to children (but the
-// root), so when the daemon's cgroup has none enabled and holds the
-// daemon alone (a systemd service with Delegate=yes), the daemon moves
-// into a leaf "daemon" beside its jobs' base; when it holds other
-// processes too, v2 is not used.
-func setupV2(m *cgroupMount, own, name string) (string, error) {
+// the pids controller (and memory, when offered: mem) enabled for its
+// children. A cgroup with processes of its own cannot hand controllers
+// to children (but the root), so when enabling them in the daemon's
+// cgroup is refused and it holds the daemon alone (a systemd service with
+// Delegate=yes), the daemon moves into a leaf "daemon" beside its jobs'
+// base; when it holds other processes too, v2 is not used.
+func setupV2(m *cgroupMount, own, name string) (base string, mem bool, err error) {
 	if own == "" {
-		return "", errors.New("this process's cgroup is unknown")
+		return "", false, errors.New("this process's cgroup is unknown")
 	}
 	dir := inMount(m, own)
 	if dir == "" {
-		return "", errors.New("this process's cgroup is outside the mount")
+		return "", false, errors.New("this process's cgroup is outside the mount")
 	}
 	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	if f := strings.Fields(string(avail)); !slices.Contains(f, "memory") || !slices.Contains(f, "pids") {
-		return "", fmt.Errorf("%s offers controllers %q, not memory and pids", dir, strings.TrimSpace(string(avail)))
+	f := strings.Fields(string(avail))
+	if !slices.Contains(f, "pids") {
+		return "", false, fmt.Errorf("%s offers controllers %q, not pids", dir, strings.TrimSpace(string(avail)))
 	}
+	want := []string{"pids"}
+	if slices.Contains(f, "memory") {
+		want, mem = []string{"memory", "pids"}, true
+	}
+	enable := "+" + strings.Join(want, " +")
 	enabled := func(d string) bool {
 		b, _ := os.ReadFile(filepath.Join(d, "cgroup.subtree_control"))
-		f := strings.Fields(string(b))
-		return slices.Contains(f, "memory") && slices.Contains(f, "pids")
+		on := strings.Fields(string(b))
+		for _, c := range want {
+			if !slices.Contains(on, c) {
+				return false
+			}
+		}
+		return true
 	}
-	if !enabled(dir) {
+	if !enabled(dir) && os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0) != nil {
 		procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if f := strings.Fields(string(procs)); len(f) > 1 || (len(f) == 1 && f[0] != strconv.Itoa(os.Getpid())) {
-			return "", fmt.Errorf("%s holds other processes besides the daemon: give the daemon a cgroup of its own (systemd: Delegate=yes)", dir)
+			return "", false, fmt.Errorf("%s holds other processes besides the daemon: give the daemon a cgroup of its own (systemd: Delegate=yes)", dir)
 		}
 		leaf := filepath.Join(dir, "daemon")
 		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", err
+			return "", false, err
 		}
 		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-			return "", fmt.Errorf("moving the daemon into %s: %w", leaf, err)
+			return "", false, fmt.Errorf("moving the daemon into %s: %w", leaf, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
-			return "", fmt.Errorf("enabling memory and pids in %s: %w", dir, err)
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+			return "", false, fmt.Errorf("enabling %s in %s: %w", strings.Join(want, " and "), dir, err)
 		}
 	}
 	cleanStale(dir)
-	base := filepath.Join(dir, name)
+	base = filepath.Join(dir, name)
 	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
+		return "", false, err
 	}
-	if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
-		return "", fmt.Errorf("enabling memory and pids in %s: %w", base, err)
+	if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+		os.Remove(base)
+		return "", false, fmt.Errorf("enabling %s in %s: %w", strings.Join(want, " and "), base, err)
 	}
-	return base, nil
+	return base, mem, nil
 }
 
-// cleanStale kills the jobs left by daemons that died without stopping
-// them (their base cgroups under parent name a process that is gone) and
-// removes their cgroups.
+// cleanStale removes what daemons that died without shutting down (killed,
+// say) left under parent: their base cgroups, named by a process that is
+// gone (baseRE), and the jobs' cgroups in them, whose processes it kills
+// first. A name that only looks like a base is left alone, and so is a
+// base whose process lives (or whose pid was taken by another process).
 func cleanStale(parent string) {
 	ents, _ := os.ReadDir(parent)
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "cohort-daemon-")
-		p, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(p)
-		if !e.IsDir() || !ok || err != nil {
+		m := baseRE.FindStringSubmatch(e.Name())
+		if m == nil || !e.IsDir() {
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || pid <= 0 {
 			continue
 		}
 		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
@@ -256,24 +303,50 @@ func cleanStale(parent string) {
 				jc.kill()
 			}
 		}
-		os.Remove(base)
+		rmdir(base)
 	}
 }
 
 // close removes the daemon's base cgroups, once its jobs' are gone.
-func (cg *cgroups) close() {
+func (cg *cgroups) close() error {
+	var errs []error
 	for _, d := range cg.base {
-		os.Remove(d)
+		if err := rmdir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rmdirWait bounds how long rmdir tries a busy cgroup.
+const rmdirWait = 2 * time.Second
+
+// rmdir removes the cgroup dir, gone already or not. The kernel may still
+// count a process that was just killed and reaped as the cgroup's for a
+// moment (EBUSY), so it tries again for a while.
+func rmdir(dir string) error {
+	deadline := time.Now().Add(rmdirWait)
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// jobCgroup is one job's cgroup, a directory per hierarchy (one on v2).
+// jobCgroup is one job's cgroup, a directory per hierarchy (on v2 the
+// unified one first, then v1 memory's on a hybrid host).
 type jobCgroup struct {
 	v2      bool
 	dirs    []string
 	freezer string // v1: the freezer's directory, if any
 	pids    string // the directory with pids.*, if any
 	memory  string // the directory with memory.*, if any
+	memV2   bool   // memory is v2's (memory.events), not v1's (memory.oom_control)
 	limits  struct {
 		mem  int64
 		pids int
@@ -295,11 +368,10 @@ func (cg *cgroups) newJob(id string) (*jobCgroup, error) {
 	var ctrls []string
 	if jc.v2 {
 		ctrls = []string{""}
-	} else {
-		for _, c := range v1Controllers {
-			if cg.base[c] != "" {
-				ctrls = append(ctrls, c)
-			}
+	}
+	for _, c := range v1Controllers {
+		if cg.base[c] != "" {
+			ctrls = append(ctrls, c)
 		}
 	}
 	for _, c := range ctrls {
@@ -315,10 +387,14 @@ func (cg *cgroups) newJob(id string) (*jobCgroup, error) {
 		var err error
 		switch c {
 		case "":
-			jc.pids, jc.memory = dir, dir
-			err = errors.Join(write(dir, "memory.max", cg.memBytes), write(dir, "pids.max", cg.pids))
-			// Swap would let a job past its memory limit.
-			write(dir, "memory.swap.max", 0)
+			jc.pids = dir
+			err = write(dir, "pids.max", cg.pids)
+			if cg.v2mem {
+				jc.memory, jc.memV2 = dir, true
+				err = errors.Join(err, write(dir, "memory.max", cg.memBytes))
+				// Swap would let a job past its memory limit.
+				write(dir, "memory.swap.max", 0)
+			}
 		case "memory":
 			jc.memory = dir
 			err = write(dir, "memory.limit_in_bytes", cg.memBytes)
@@ -433,7 +509,7 @@ func (jc *jobCgroup) waitEmpty(sigkill func()) error {
 func (jc *jobCgroup) remove() error {
 	var errs []error
 	for _, d := range jc.dirs {
-		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := rmdir(d); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -458,7 +534,7 @@ func (jc *jobCgroup) limitNews() []string {
 	}
 	if jc.memory != "" {
 		file := "memory.events"
-		if !jc.v2 {
+		if !jc.memV2 {
 			file = "memory.oom_control"
 		}
 		if n := counter(filepath.Join(jc.memory, file), "oom_kill"); n > jc.reportedOOM {

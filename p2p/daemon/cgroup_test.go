@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,41 +17,71 @@ import (
 )
 
 // A job's cgroup on v2 gets its limits before any process joins: the
-// files newJob writes, checked in a directory that stands in for the
-// unified hierarchy (the development machines' unified hierarchy offers
-// no memory or pids controller, so the kernel's side of these files is
-// exercised on v1 by TestJobConfined and TestJobMemoryLimit).
+// files newJob writes, checked in directories that stand in for the
+// hierarchies, with the memory controller in the unified hierarchy and,
+// as on a hybrid host, in v1's (the kernel's side of these files is
+// exercised by scripts/cgroup-v2-check on v2, and by TestJobConfined and
+// TestJobMemoryLimit on whatever the machine has).
 func TestCgroupV2JobLimits(t *testing.T) {
-	base := t.TempDir()
-	cg := &cgroups{version: 2, base: map[string]string{"": base}, memBytes: 64 << 20, pids: 50}
-	jc, err := cg.newJob("job-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(base, "job-1")
-	for file, want := range map[string]string{"memory.max": "67108864", "pids.max": "50", "memory.swap.max": "0"} {
-		if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || string(b) != want {
-			t.Errorf("%s: %q %v, want %q", file, b, err, want)
+	for _, hybrid := range []bool{false, true} {
+		base, v1mem := t.TempDir(), t.TempDir()
+		cg := &cgroups{version: 2, base: map[string]string{"": base}, v2mem: !hybrid, memBytes: 64 << 20, pids: 50}
+		if hybrid {
+			cg.base["memory"] = v1mem
 		}
-	}
-	if !jc.v2 || jc.pids != dir || jc.memory != dir || !slices.Equal(jc.procsFiles(), []string{filepath.Join(dir, "cgroup.procs")}) {
-		t.Errorf("job cgroup %+v, want v2 in %s", jc, dir)
-	}
-	// The limits hit are read from v2's event files.
-	os.WriteFile(filepath.Join(dir, "pids.events"), []byte("max 3\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\n"), 0o600)
-	news := strings.Join(jc.limitNews(), "\n")
-	if !strings.Contains(news, "limit of 50 processes (job_pids): 3 forks refused") || !strings.Contains(news, "memory limit of 64 MiB (job_memory_mb): 1 processes killed") {
-		t.Errorf("limit news: %q", news)
-	}
-	if again := jc.limitNews(); len(again) != 0 {
-		t.Errorf("the same counters told twice: %q", again)
+		jc, err := cg.newJob("job-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir, memDir := filepath.Join(base, "job-1"), filepath.Join(base, "job-1")
+		want := map[string]string{
+			filepath.Join(dir, "pids.max"):        "50",
+			filepath.Join(dir, "memory.max"):      "67108864",
+			filepath.Join(dir, "memory.swap.max"): "0",
+		}
+		if hybrid {
+			memDir = filepath.Join(v1mem, "job-1")
+			want = map[string]string{
+				filepath.Join(dir, "pids.max"):                 "50",
+				filepath.Join(memDir, "memory.limit_in_bytes"): "67108864",
+			}
+			if _, err := os.Stat(filepath.Join(dir, "memory.max")); err == nil {
+				t.Errorf("hybrid: memory.max written in the unified hierarchy, which has no memory controller")
+			}
+		}
+		for p, w := range want {
+			if b, err := os.ReadFile(p); err != nil || string(b) != w {
+				t.Errorf("hybrid %v: %s: %q %v, want %q", hybrid, p, b, err, w)
+			}
+		}
+		procs := []string{filepath.Join(dir, "cgroup.procs")}
+		if hybrid {
+			procs = append(procs, filepath.Join(memDir, "cgroup.procs"))
+		}
+		if !jc.v2 || jc.pids != dir || jc.memory != memDir || jc.memV2 == hybrid || !slices.Equal(jc.procsFiles(), procs) {
+			t.Errorf("hybrid %v: job cgroup %+v, want v2 in %s, memory in %s", hybrid, jc, dir, memDir)
+		}
+		// The limits hit are read from v2's event files, or v1's
+		// memory.oom_control.
+		os.WriteFile(filepath.Join(dir, "pids.events"), []byte("max 3\n"), 0o600)
+		if hybrid {
+			os.WriteFile(filepath.Join(memDir, "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"), 0o600)
+		} else {
+			os.WriteFile(filepath.Join(memDir, "memory.events"), []byte("low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\n"), 0o600)
+		}
+		news := strings.Join(jc.limitNews(), "\n")
+		if !strings.Contains(news, "limit of 50 processes (job_pids): 3 forks refused") || !strings.Contains(news, "memory limit of 64 MiB (job_memory_mb): 1 processes killed") {
+			t.Errorf("hybrid %v: limit news: %q", hybrid, news)
+		}
+		if again := jc.limitNews(); len(again) != 0 {
+			t.Errorf("hybrid %v: the same counters told twice: %q", hybrid, again)
+		}
 	}
 }
 
-// A v2 cgroup without the memory and pids controllers (this machine's
-// unified hierarchy holds only hugetlb) is not used, and the daemon says
-// why.
+// A v2 cgroup without the pids controller (this machine's unified
+// hierarchy holds only hugetlb unless scripts/cgroup-v2-check moved pids
+// there) is not used, the daemon says why, and nothing is left in it.
 func TestCgroupV2Unusable(t *testing.T) {
 	v2, _, own, err := findCgroups()
 	if err != nil || v2 == nil || own[""] == "" {
@@ -58,13 +89,16 @@ func TestCgroupV2Unusable(t *testing.T) {
 	}
 	dir := inMount(v2, own[""])
 	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
-	f := strings.Fields(string(avail))
-	if err != nil || (slices.Contains(f, "memory") && slices.Contains(f, "pids")) {
+	if err != nil || slices.Contains(strings.Fields(string(avail)), "pids") {
 		t.Skipf("SKIP: the unified hierarchy at %s offers %q (%v)", dir, avail, err)
 	}
-	_, err = setupV2(v2, own[""], "cohort-daemon-test-unusable")
-	if err == nil || !strings.Contains(err.Error(), "not memory and pids") {
-		t.Errorf("setupV2 on %s with controllers %q: %v, want a refusal naming memory and pids", dir, avail, err)
+	name := baseName(os.Getpid(), bases.Add(1))
+	_, _, err = setupV2(v2, own[""], name)
+	if err == nil || !strings.Contains(err.Error(), "not pids") {
+		t.Errorf("setupV2 on %s with controllers %q: %v, want a refusal naming pids", dir, avail, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused setupV2 left %s: %v", filepath.Join(dir, name), err)
 	}
 }
 
