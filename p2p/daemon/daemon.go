@@ -240,7 +240,11 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	d.log.Info("daemon: serving", "addr", ln.Addr().String(), "advertise", advertise,
 		"jobs", d.cfg.Jobs, "procs_per_job", d.cfg.ProcsPerJob, "dial_out_only", d.cfg.DialOutOnly)
 	d.conf.setup()
-	defer d.conf.cg.close()
+	defer func() {
+		if err := d.conf.cg.close(); err != nil {
+			d.log.Warn("daemon: cgroups left behind", "err", err)
+		}
+	}()
 	confined, not := d.conf.describe()
 	d.log.Info("daemon: jobs confined by", "confined", confined)
 	d.log.Warn("daemon: jobs not confined", "not_confined", not)
@@ -259,6 +263,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	case err := <-done:
 		cancel()
 		wg.Wait()
+		d.stopAll("the daemon's server failed")
 		return err
 	case <-ctx.Done():
 	case <-d.halt:

@@ -104,7 +104,7 @@ func (j *job) stop(why string) {
 	j.once.Do(func() {
 		j.mu.Lock()
 		j.why = why
-		procs := j.procs
+		procs, cg := j.procs, j.cg
 		if j.stopC != nil {
 			close(j.stopC)
 		}
@@ -123,8 +123,10 @@ func (j *job) stop(why string) {
 			}
 		}
 		// The ranks have ended; what they left running (a process in a
-		// session of its own, say) has not.
-		if len(procs) > 0 {
+		// session of its own, say) has not. A job confined whose first
+		// process could not start has a cgroup and no rank: it is
+		// removed all the same.
+		if len(procs) > 0 || cg != nil {
 			j.leftovers = j.killAll()
 		}
 		j.d.conf.releaseUID(j.uid)
