@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cohort-mp/cohort/internal/netlab"
@@ -144,12 +145,17 @@ func StartOpts(ctx context.Context, k, procsPerJob int, cohortBin string, opts O
 	run := func(h *netlab.Host, log *logBuffer, args ...string) error {
 		cmd := h.Command(procCtx, cohortBin, args...)
 		start := cmd.Start
+		cmd.WaitDelay = 5 * time.Second
 		if args[0] == "boot" {
 			cmd = exec.CommandContext(procCtx, cohortBin, args...)
 			start = func() error { return startInNetns(cmd, h.Name) }
+			// A daemon killed outright leaves its jobs' cgroups and
+			// its own behind: it is asked to shut down, and killed
+			// only if it has not within its jobs' grace and then some.
+			cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+			cmd.WaitDelay = 15 * time.Second
 		}
 		cmd.Stdout, cmd.Stderr = log, log
-		cmd.WaitDelay = 5 * time.Second
 		if err := start(); err != nil {
 			return fmt.Errorf("multihost: %s %s: %w", cohortBin, args[0], err)
 		}
