@@ -28,6 +28,9 @@ type confinement struct {
 	memBytes    int64
 	pids        int
 
+	// cores hands each running job a set of cores of its own.
+	cores *coreSets
+
 	mu   sync.Mutex
 	held map[int]bool // uids of this daemon's running jobs
 	next int          // where the search for a free uid starts
@@ -38,7 +41,7 @@ type confinement struct {
 // others may reach. The cgroups are made by setup.
 func newConfinement(cfg Config) (*confinement, error) {
 	c := &confinement{held: map[int]bool{}, fsize: uint64(cfg.MaxJobMB) << 20, cg: &cgroups{},
-		memBytes: cfg.JobMemoryMB << 20, pids: cfg.JobPids}
+		memBytes: cfg.JobMemoryMB << 20, pids: cfg.JobPids, cores: newCoreSets(daemonCPUs(), cfg.Jobs*cfg.ProcsPerJob)}
 	if os.Geteuid() == 0 {
 		c.first, c.last, _ = parseUIDRange(cfg.JobUIDs)
 	}
@@ -88,6 +91,9 @@ func (c *confinement) describe() (confined, not []string) {
 		}
 	default:
 		not = append(not, "no cgroups ("+c.cg.why+"): a job's memory and processes are not bounded, and a process it detaches (setsid) outlives its stop unless it runs under a job uid")
+	}
+	if n := len(c.cores.all); n > 0 {
+		confined = append(confined, fmt.Sprintf("a set of cores of its own per job while they last (%d cores, %d per process slot; %s tells the job)", n, c.cores.perSlot, EnvCPUs))
 	}
 	if c.first > 0 {
 		confined = append(confined, fmt.Sprintf("a uid of its own per job (job_uids %d-%d): the daemon's key, other jobs' files, environments and processes out of reach", c.first, c.last))

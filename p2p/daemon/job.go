@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,10 +35,11 @@ type job struct {
 	ended chan struct{} // closed when the job is stopped, launched or not
 	once  sync.Once
 
-	// uid is the job's own (0: the daemon's); cg its cgroup (nil: none).
-	// Both are set at launch.
-	uid int
-	cg  *jobCgroup
+	// uid is the job's own (0: the daemon's); cg its cgroup (nil: none);
+	// cpus its cores (nil: the daemon's). All are set at launch.
+	uid  int
+	cg   *jobCgroup
+	cpus []int
 	// leftovers counts the processes the stop killed after every rank
 	// had ended (detached ones, say).
 	leftovers int
@@ -130,6 +132,7 @@ func (j *job) stop(why string) {
 			j.leftovers = j.killAll()
 		}
 		j.d.conf.releaseUID(j.uid)
+		j.d.conf.cores.release(j.cpus)
 		j.d.forget(j)
 		if len(procs) > 0 {
 			j.d.log.Info("daemon: job stopped", "job", j.name, "reason", why)
@@ -246,7 +249,7 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 		d.refuse(w, r, http.StatusBadRequest, "launch", err)
 		return
 	}
-	if err := j.confine(); err != nil {
+	if err := j.confine(tok.Procs); err != nil {
 		j.mu.Unlock()
 		d.refuse(w, r, http.StatusInternalServerError, "launch", err)
 		return
@@ -348,9 +351,10 @@ func (d *Daemon) launch(w http.ResponseWriter, r *http.Request, name string) {
 	send(Event{Done: true})
 }
 
-// confine gives the job, about to launch, its uid (its directory and
-// files then its own) and its cgroup. j.mu is held.
-func (j *job) confine() error {
+// confine gives the job of slots processes, about to launch, its uid (its
+// directory and files then its own), its cgroup and its cores. j.mu is
+// held.
+func (j *job) confine(slots int) error {
 	uid, err := j.d.conf.takeUID()
 	if err != nil {
 		return err
@@ -367,6 +371,13 @@ func (j *job) confine() error {
 		return err
 	}
 	j.uid, j.cg = uid, cg
+	cpus, shared := j.d.conf.cores.take(slots)
+	j.cpus = cpus
+	if shared {
+		j.d.log.Warn("daemon: the job shares cores with other jobs: it needs more than are free", "job", j.name, "slots", slots, "cores", formatCPUs(cpus))
+	} else if cpus != nil {
+		j.d.log.Info("daemon: the job's cores", "job", j.name, "slots", slots, "cores", formatCPUs(cpus))
+	}
 	return nil
 }
 
@@ -381,15 +392,27 @@ func (j *job) spec(path string, lr *LaunchRequest, rk *LaunchRank) launchSpec {
 		UID:     j.uid,
 		GID:     j.uid,
 		FSize:   j.d.conf.fsize,
+		CPUs:    j.cpus,
 	}
 	if j.uid > 0 {
 		s.NProc = j.d.conf.nproc
 	}
+	// The daemon's word holds whatever the submitter said.
+	if j.cpus != nil {
+		s.Env = setEnv(s.Env, EnvCPUs, formatCPUs(j.cpus))
+	}
 	if j.d.cfg.DialOutOnly {
-		// Last, so that it holds whatever the submitter said.
-		s.Env = append(s.Env, launch.EnvDialOutOnly+"=1")
+		s.Env = setEnv(s.Env, launch.EnvDialOutOnly, "1")
 	}
 	return s
+}
+
+// setEnv sets key to val in env, dropping what env said of it before: a
+// program's getenv (Go's, the C library's) reads the first entry of a
+// key, so a later one alone would not hold.
+func setEnv(env []string, key, val string) []string {
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
+	return append(env, key+"="+val)
 }
 
 // drain discards the events nobody will read, until the last process's.

@@ -40,6 +40,9 @@ type launchSpec struct {
 	// RLIMIT_FSIZE, in bytes.
 	NProc uint64 `json:"nproc"`
 	FSize uint64 `json:"fsize"`
+	// CPUs are the cores the job's processes may run on (its set of
+	// cores.go); none: the daemon's.
+	CPUs []int `json:"cpus"`
 }
 
 func init() {
@@ -92,6 +95,13 @@ func runLauncher() {
 			if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.v, Max: l.v}); err != nil {
 				fail("rlimit %d: %v", l.res, err)
 			}
+		}
+	}
+	// Placement, not a bound: a process that cannot be placed runs on
+	// the daemon's cores, and says so.
+	if len(s.CPUs) > 0 {
+		if err := setAffinity(s.CPUs); err != nil {
+			fmt.Fprintf(os.Stderr, "cohort daemon: the job's cores %v could not be set (%v): its process runs on the daemon's\n", s.CPUs, err)
 		}
 	}
 	if s.UID > 0 {

@@ -15,3 +15,9 @@ func selfExe() string {
 	}
 	return p
 }
+
+// setAffinity does nothing where affinity is not set.
+func setAffinity(cpus []int) error { return nil }
+
+// daemonCPUs knows no cores here: jobs get no set of their own.
+func daemonCPUs() []int { return nil }
