@@ -2,6 +2,8 @@ package comm
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -20,13 +22,73 @@ import (
 // thread of the process is bound to them (threads started later inherit
 // it). More ranks than CPUs are left to the OS (they cannot all poll:
 // readerSpinFor turns polling off), and so is a single rank.
-// COHORT_BIND=off never binds. Each job binds as if it had the host to
-// itself, as Open MPI does: two jobs on one host put their ranks on the
-// same CPUs, so run one at a time there, or turn binding off.
+// COHORT_BIND=off never binds.
+//
+// Each job binds as if it had the host to itself, as Open MPI does, unless
+// COHORT_CPUS names the CPUs it was given (a list such as "0-3,8"): a
+// daemon running several jobs at once (p2p/daemon) gives each a set of
+// cores of its own and says which there. The ranks then share those
+// among themselves, and a rank left unbound above (alone, or more ranks
+// than CPUs) is bound to the whole set. Without it, two jobs on one host
+// put their ranks on the same CPUs: run one at a time there, or turn
+// binding off.
 
 // bindEnv names the environment variable Init reads for binding: "auto"
 // (the default, also when unset) or "off".
 const bindEnv = "COHORT_BIND"
+
+// cpusEnv names the variable that gives the job's CPUs, set by the daemon
+// that runs it (p2p/daemon's EnvCPUs).
+const cpusEnv = "COHORT_CPUS"
+
+// parseCPUs reads COHORT_CPUS's value, a list of CPUs such as "0-3,8":
+// ascending, without repeats; nil when unset.
+func parseCPUs(v string) ([]int, error) {
+	if v == "" {
+		return nil, nil
+	}
+	bad := fmt.Errorf("%w: %s=%q: want a list of CPUs such as 0-3,8", ErrBadArg, cpusEnv, v)
+	var cpus []int
+	for part := range strings.SplitSeq(v, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, bad
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, bad
+			}
+		}
+		if b >= 1<<16 {
+			return nil, bad
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	slices.Sort(cpus)
+	return slices.Compact(cpus), nil
+}
+
+// withinSet is the CPUs of allowed that the job's set names, or allowed
+// when there is no set or it names none of them.
+func withinSet(allowed, set []int) []int {
+	if set == nil {
+		return allowed
+	}
+	var in []int
+	for _, c := range allowed {
+		if slices.Contains(set, c) {
+			in = append(in, c)
+		}
+	}
+	if in == nil {
+		return allowed
+	}
+	return in
+}
 
 // parseBind reads COHORT_BIND's value: whether to bind.
 func parseBind(v string) (bool, error) {

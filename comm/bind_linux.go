@@ -8,21 +8,27 @@ import (
 )
 
 // bindCPUs binds every thread of this process to its share of the CPUs
-// (bind.go) and returns them (nil: left unbound). It is best effort: a
-// system that refuses an affinity leaves that thread as it was.
-func bindCPUs(addrs []string, self int) []int {
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) != nil {
+// within the job's set (nil: none given; bind.go) and returns them (nil:
+// left unbound). It is best effort: a system that refuses an affinity
+// leaves that thread as it was.
+func bindCPUs(addrs []string, self int, jobSet []int) []int {
+	var mask unix.CPUSet
+	if unix.SchedGetaffinity(0, &mask) != nil {
 		return nil
 	}
 	var allowed []int
 	for c := range 1024 {
-		if set.IsSet(c) {
+		if mask.IsSet(c) {
 			allowed = append(allowed, c)
 		}
 	}
+	inSet := withinSet(allowed, jobSet)
 	idx, local := localIndex(addrs, self)
-	share := bindShare(allowed, local, idx)
+	share := bindShare(inSet, local, idx)
+	if share == nil && len(inSet) < len(allowed) {
+		// Unbound within the set, but kept to it.
+		share = inSet
+	}
 	if share == nil {
 		return nil
 	}

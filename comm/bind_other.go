@@ -3,4 +3,4 @@
 package comm
 
 // bindCPUs does nothing here: binding is implemented on Linux.
-func bindCPUs(addrs []string, self int) []int { return nil }
+func bindCPUs(addrs []string, self int, set []int) []int { return nil }

@@ -59,3 +59,39 @@ func TestParseBind(t *testing.T) {
 		t.Errorf("parseBind(cores): %v, want ErrBadArg", err)
 	}
 }
+
+func TestParseCPUs(t *testing.T) {
+	for v, want := range map[string][]int{"": nil, "3": {3}, "0-3": {0, 1, 2, 3}, "6-7,0-1,4": {0, 1, 4, 6, 7}, "2,2,1-2": {1, 2}} {
+		if got, err := parseCPUs(v); err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseCPUs(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"x", "1-", "-1", "3-1", "1,,2", "0-99999999"} {
+		if _, err := parseCPUs(v); !errors.Is(err, ErrBadArg) {
+			t.Errorf("parseCPUs(%q): %v, want ErrBadArg", v, err)
+		}
+	}
+}
+
+// TestWithinSet: the job's set narrows the CPUs a rank may be bound to;
+// a set naming none of them is ignored.
+func TestWithinSet(t *testing.T) {
+	cases := []struct{ allowed, set, want []int }{
+		{[]int{0, 1, 2, 3}, nil, []int{0, 1, 2, 3}},
+		{[]int{0, 1, 2, 3}, []int{2, 3}, []int{2, 3}},
+		{[]int{0, 1, 2, 3}, []int{3, 9}, []int{3}},
+		{[]int{0, 1}, []int{8, 9}, []int{0, 1}},
+	}
+	for _, c := range cases {
+		if got := withinSet(c.allowed, c.set); !slices.Equal(got, c.want) {
+			t.Errorf("withinSet(%v, %v) = %v, want %v", c.allowed, c.set, got, c.want)
+		}
+	}
+	// Two ranks of a job given CPUs 4-7 of 8 share those four.
+	in := withinSet([]int{0, 1, 2, 3, 4, 5, 6, 7}, []int{4, 5, 6, 7})
+	for idx, want := range [][]int{{4, 5}, {6, 7}} {
+		if got := bindShare(in, 2, idx); !slices.Equal(got, want) {
+			t.Errorf("rank %d of 2 in the job's 4-7: %v, want %v", idx, got, want)
+		}
+	}
+}

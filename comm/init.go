@@ -50,6 +50,10 @@ func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpus, err := parseCPUs(os.Getenv(cpusEnv))
+	if err != nil {
+		return nil, err
+	}
 	links, err := linkNoticesFromEnv(os.Getenv, os.Stderr)
 	if err != nil {
 		return nil, err
@@ -59,7 +63,7 @@ func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	if err == nil {
 		shareCPUs(s.addrs, boot.Rank)
 		if bind {
-			bindCPUs(s.addrs, boot.Rank)
+			bindCPUs(s.addrs, boot.Rank, cpus)
 		}
 	}
 	return s, err
