@@ -8,7 +8,6 @@
 //	escape victim                        print "VICTIM pid=P dir=D uid=U", keep a secret file, sleep
 //	escape attack PID DIR KEY            attack the victim (PID, DIR) and the daemon's key file KEY
 //	escape detach                        start a lingering process in a session of its own, print its pid
-//	escape linger                        sleep until killed
 //	escape forkbomb N                    start N sleeping processes, print "+" for each that started
 package main
 
@@ -27,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: escape victim|attack|detach|linger|forkbomb ...")
+		fmt.Fprintln(os.Stderr, "usage: escape victim|attack|detach|forkbomb ...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -41,8 +40,6 @@ func main() {
 		attack(os.Args[2], os.Args[3], os.Args[4])
 	case "detach":
 		detach()
-	case "linger":
-		sleepForever()
 	case "forkbomb":
 		n, _ := strconv.Atoi(os.Args[2])
 		forkbomb(n)
@@ -172,10 +169,14 @@ func attack(pidArg, victimDir, key string) {
 }
 
 // detach starts a lingering grandchild in a new session, with no tie to
-// the job's output, prints its pid and exits: a daemonized process.
+// the job's output, prints its pid and exits: a daemonized process. The
+// grandchild is sleep(1), one thread: a Go program would start threads
+// after it is detached, and the fork bomb that follows at pids.max would
+// kill it by refusing it one (the Go runtime dies then), before the job's
+// stop could show that the stop kills it.
 func detach() {
 	devnull, _ := os.Open(os.DevNull)
-	cmd := exec.Command(os.Args[0], "linger")
+	cmd := exec.Command("sleep", "3600")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
