@@ -52,17 +52,25 @@
 // Each job has a cgroup, made under the daemon's own when the daemon
 // starts and may write there (root, or a delegated cgroup):
 //
-//   - cgroup v2, when the unified hierarchy offers the memory and pids
-//     controllers: memory.max = job_memory_mb, memory.swap.max = 0,
-//     pids.max = job_pids; stopping the job writes cgroup.kill, so a
-//     process it detached (setsid, a double fork) dies with it. A daemon
-//     whose cgroup holds no other process moves itself into a leaf
-//     "daemon" to enable the controllers for its jobs (a systemd service
-//     with Delegate=yes); one sharing its cgroup does not use v2.
+//   - cgroup v2, when the unified hierarchy offers the pids controller:
+//     pids.max = job_pids, and memory.max = job_memory_mb with
+//     memory.swap.max = 0 when it offers memory too (on a hybrid host
+//     whose memory controller is bound to v1, the v1 memory hierarchy's
+//     memory.limit_in_bytes instead); stopping the job writes
+//     cgroup.kill, so a process it detached (setsid, a double fork) dies
+//     with it. Where the daemon's cgroup may not hand the controllers to
+//     its children while it holds processes, a daemon alone in it moves
+//     itself into a leaf "daemon" (a systemd service with
+//     Delegate=yes); one sharing its cgroup does not use v2.
 //   - cgroup v1 otherwise, with whichever of the freezer, memory and pids
 //     hierarchies are mounted: memory.limit_in_bytes, pids.max; stopping
 //     the job freezes it (no fork races the kill), SIGKILLs every process
 //     in it, thaws it and waits until it is empty.
+//
+// The daemon's base cgroups are named cohort-daemon-PID-N; it removes its
+// jobs' cgroups as they end and its own when it shuts down, and when it
+// starts, kills what runs in the bases of daemons that are gone (killed
+// without shutting down) and removes them.
 //
 // A fork refused at pids.max and a process killed at the memory limit are
 // told to the submitter as a line of the rank's standard error (read from
@@ -79,6 +87,12 @@
 // others; a job reaches its own directory by its name and no other. A uid
 // is given to a job only when no process runs under it. job_uids = "none"
 // runs jobs as root.
+//
+// Each running job gets a set of the daemon's cores, disjoint from the
+// other jobs' while enough are free (cores.go): the launcher sets the
+// job's affinity to it and names it in COHORT_CPUS, within which comm
+// binds the ranks. It keeps jobs from stalling one another; it bounds
+// nothing a job cannot change.
 //
 // What is not confined: a daemon that is not root runs its jobs as its
 // own user, so a job may do whatever that user may (read the daemon's
