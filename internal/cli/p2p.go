@@ -40,11 +40,12 @@ are told, their processes stopped).
 
 Jobs are confined, and the log says at start exactly how. Every process of a
 job runs with no_new_privs, no core files and files no larger than
-max_job_mb, in the job's cgroup when the daemon may make one (cgroup v2 with
-the memory and pids controllers, else the v1 freezer, memory and pids
-hierarchies): its memory and processes are bounded by job_memory_mb and
-job_pids, and stopping the job kills every process it made, one detached
-with setsid too. Run as root, the daemon gives each job a uid of its own from
+max_job_mb, in the job's cgroup when the daemon may make one (cgroup v2 when
+the unified hierarchy offers pids, with memory from it or from v1's; else the
+v1 freezer, memory and pids hierarchies): its memory and processes are
+bounded by job_memory_mb and job_pids, and stopping the job kills every
+process it made, one detached with setsid too. Each running job gets cores
+of its own while enough are free (COHORT_CPUS tells its ranks). Run as root, the daemon gives each job a uid of its own from
 job_uids: a job cannot read the daemon's key, another job's files or
 environment, nor signal or trace another job's processes. Run as another
 user, the daemon has no uids to give: jobs run as that user, and may read its
