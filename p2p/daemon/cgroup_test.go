@@ -170,3 +170,43 @@ func TestCgroupV2KillWhole(t *testing.T) {
 		t.Errorf("the job's cgroup %s is still there: %v", dir, err)
 	}
 }
+
+// setupV2 takes the unified hierarchy when it offers pids, with memory
+// when it offers that too, enables them for the daemon's base, and
+// refuses one without pids. Checked in a directory that stands in for the
+// hierarchy (the unified hierarchy here offers no pids unless
+// scripts/cgroup-v2-check could move it there).
+func TestSetupV2Controllers(t *testing.T) {
+	for _, tc := range []struct {
+		offers, enable string
+		mem            bool
+	}{
+		{"hugetlb pids", "+pids", false},
+		{"memory pids hugetlb", "+memory +pids", true},
+		{"hugetlb", "", false},
+	} {
+		root := t.TempDir()
+		os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte(tc.offers+"\n"), 0o644)
+		os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), nil, 0o644)
+		os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte("1\n"), 0o644)
+		base, mem, err := setupV2(&cgroupMount{dir: root, root: "/"}, "/", "cohort-daemon-1-1")
+		if tc.enable == "" {
+			if err == nil || !strings.Contains(err.Error(), "not pids") {
+				t.Errorf("offers %q: %v, want a refusal naming pids", tc.offers, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("offers %q: %v", tc.offers, err)
+			continue
+		}
+		if base != filepath.Join(root, "cohort-daemon-1-1") || mem != tc.mem {
+			t.Errorf("offers %q: base %s memory %v, want %s/cohort-daemon-1-1 memory %v", tc.offers, base, mem, root, tc.mem)
+		}
+		for _, d := range []string{root, base} {
+			if b, _ := os.ReadFile(filepath.Join(d, "cgroup.subtree_control")); string(b) != tc.enable {
+				t.Errorf("offers %q: %s enables %q, want %q", tc.offers, d, b, tc.enable)
+			}
+		}
+	}
+}
