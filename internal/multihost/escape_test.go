@@ -47,8 +47,16 @@ func TestJobEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		var pids []int
+		for _, p := range rig.procs {
+			pids = append(pids, p.Process.Pid)
+		}
 		if err := rig.Close(); err != nil {
 			t.Error(err)
+		}
+		// A daemon that shut down left no cgroup of its own or its jobs'.
+		if left := cgroupsLeft(pids); len(left) > 0 {
+			t.Errorf("the rig's daemons left cgroups behind: %q", left)
 		}
 	})
 	log := rig.DaemonLog(0)
@@ -246,4 +254,44 @@ func cgroupsWritable() bool {
 		}
 	}
 	return false
+}
+
+// cgroupsLeft lists the base cgroups (cohort-daemon-PID-N) of the daemons
+// of pids found in the hierarchies a daemon of this machine uses, under
+// this process's own cgroup in each (where the rig's daemons make theirs).
+func cgroupsLeft(pids []int) []string {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for l := range strings.Lines(string(mi)) {
+		pre, post, _ := strings.Cut(l, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 || (g[0] != "cgroup" && g[0] != "cgroup2") {
+			continue
+		}
+		for ol := range strings.Lines(string(own)) {
+			c := strings.SplitN(strings.TrimSpace(ol), ":", 3)
+			if len(c) != 3 || (g[0] == "cgroup2") != (c[0] == "0") {
+				continue
+			}
+			if g[0] == "cgroup" && !strings.Contains(","+g[2]+",", ","+c[1]+",") {
+				continue
+			}
+			rel, err := filepath.Rel(f[3], c[2])
+			if err != nil || strings.HasPrefix(rel, "..") {
+				continue
+			}
+			for _, pid := range pids {
+				m, _ := filepath.Glob(filepath.Join(f[4], rel, fmt.Sprintf("cohort-daemon-%d-*", pid)))
+				left = append(left, m...)
+			}
+		}
+	}
+	return left
 }
