@@ -109,6 +109,11 @@ type Config struct {
 	// (each running job its own, its gid the same number), or "none" to
 	// run them as root. Ignored when the daemon is not root.
 	JobUIDs string `toml:"job_uids"`
+	// JobCores gives each running job a set of the daemon's cores of its
+	// own (in proportion to its slots, disjoint while enough are free);
+	// false leaves every job all of them, as when several daemons share
+	// one host (a test rig) and none may take cores for its own jobs.
+	JobCores bool `toml:"job_cores"`
 
 	// DialOutOnly says nobody can dial this host: the daemon is reached
 	// through its supernodes, its ranks dial out (see above).
@@ -164,6 +169,7 @@ func DefaultConfig() Config {
 		JobMemoryMB: 4096,
 		JobPids:     1024,
 		JobUIDs:     "61000-61999",
+		JobCores:    true,
 	}
 }
 

@@ -41,7 +41,10 @@ type confinement struct {
 // others may reach. The cgroups are made by setup.
 func newConfinement(cfg Config) (*confinement, error) {
 	c := &confinement{held: map[int]bool{}, fsize: uint64(cfg.MaxJobMB) << 20, cg: &cgroups{},
-		memBytes: cfg.JobMemoryMB << 20, pids: cfg.JobPids, cores: newCoreSets(daemonCPUs(), cfg.Jobs*cfg.ProcsPerJob)}
+		memBytes: cfg.JobMemoryMB << 20, pids: cfg.JobPids}
+	if cfg.JobCores {
+		c.cores = newCoreSets(daemonCPUs(), cfg.Jobs*cfg.ProcsPerJob)
+	}
 	if os.Geteuid() == 0 {
 		c.first, c.last, _ = parseUIDRange(cfg.JobUIDs)
 	}
@@ -92,7 +95,9 @@ func (c *confinement) describe() (confined, not []string) {
 	default:
 		not = append(not, "no cgroups ("+c.cg.why+"): a job's memory and processes are not bounded, and a process it detaches (setsid) outlives its stop unless it runs under a job uid")
 	}
-	if n := len(c.cores.all); n > 0 {
+	if c.cores == nil {
+		not = append(not, "job_cores = false: every job runs on all the daemon's cores, and its ranks bind as if it had them alone")
+	} else if n := len(c.cores.all); n > 0 {
 		confined = append(confined, fmt.Sprintf("a set of cores of its own per job while they last (%d cores, %d per process slot; %s tells the job)", n, c.cores.perSlot, EnvCPUs))
 	}
 	if c.first > 0 {

@@ -79,6 +79,9 @@ func (cs *coreSets) release(set []int) {
 
 // held counts the cores some job holds.
 func (cs *coreSets) held() int {
+	if cs == nil {
+		return 0
+	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	return len(cs.users)

@@ -170,3 +170,27 @@ func parseList(t *testing.T, s string) []int {
 	}
 	return cpus
 }
+
+// With job_cores = false a job runs on every core of the daemon and is
+// told no set.
+func TestJobCoresOff(t *testing.T) {
+	r := startDaemon(t, func(c *Config) { c.JobCores = false })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, tok := r.stagedJob(t, ctx, "#!/bin/sh\necho \"cpus=${COHORT_CPUS:-none} allowed=$(grep Cpus_allowed_list /proc/self/status | cut -f2)\"\n")
+	var got map[string]string
+	err := c.Launch(ctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
+		if strings.HasPrefix(ev.Out, "cpus=") {
+			got = fields(ev.Out)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := formatCPUs(daemonCPUs()); got["cpus"] != "none" || got["allowed"] != want {
+		t.Errorf("job_cores = false: the job was told %q and runs on %q, want none and the daemon's %q", got["cpus"], got["allowed"], want)
+	}
+	if !strings.Contains(r.log.String(), "job_cores = false") {
+		t.Errorf("the log does not say jobs share the daemon's cores:\n%s", r.log.String())
+	}
+}
