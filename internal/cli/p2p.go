@@ -82,6 +82,7 @@ The configuration is a TOML file; every key but name has a default:
   metrics       = "127.0.0.1:9150"      # Prometheus /metrics (plain HTTP); empty: none
   job_memory_mb = 4096                  # a job's memory, its processes together
   job_pids      = 1024                  # a job's processes and threads together
+  job_cores     = true                  # each running job gets cores of its own (false: all share them)
   job_uids      = "61000-61999"         # root only: a uid per running job, none an account's;
                                         # "none": jobs run as root
   dial_out_only = false                 # true: nobody can dial this host (see below)
