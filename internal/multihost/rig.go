@@ -184,6 +184,7 @@ allowed = [%q]
 refresh = "500ms"
 ping = "1s"
 job_uids = "%d-%d"
+job_cores = false  # the rig's daemons share one machine's cores
 %s
 `, name, h.Addr, daemonPort, h.Addr, daemonPort, r.Supernode, r.CAFile(), r.Dir,
 			filepath.Join(r.Work, name), procsPerJob, Submitter, 61000+100*i, 61099+100*i, opts.ExtraTOML)
