@@ -117,9 +117,13 @@
 //
 // # Leaving
 //
-// [Group.Leave] leaves gracefully (the others report a departure in
-// View.Left, not a failure); [Group.Close] then stops the node. Close
-// alone is a crash as far as the others can tell.
+// [Group.Leave] leaves gracefully; [Group.Close] then stops the node.
+// Close alone is a crash as far as the others can tell. The leave is
+// agreed like the views: the view change that excludes the leaver says
+// that it left, so every member that delivers that view reports it in
+// View.Left, not as a failure, even a member that the leaver's own
+// announcement never reached. A leaver that crashes before any member
+// heard it leave counts as failed, at every member alike.
 //
 // # Guarantees
 //

@@ -43,7 +43,7 @@ type Group struct {
 	installed   member.ViewInstalled         // the last view installed
 	published   map[uint64][]stack.MetaEntry // metadata of epochs not yet installed here
 	closed      bool
-	leavers     map[NodeID]bool
+	left        map[NodeID]bool // leavers of the views installed since the last delivered
 	views       *queue[View]
 	viewsCh     <-chan View
 	suspicions  *queue[Suspicion]
@@ -195,7 +195,7 @@ func listen(cfg Config, name string) (*Group, error) {
 		limit = 1024
 	}
 	g := &Group{cfg: cfg, name: name, id: id, tr: tr, codec: codec, log: logger.With("node", name), addr: addr,
-		boot: newBoot(), ran: make(chan struct{}), first: make(chan struct{}), leavers: map[NodeID]bool{},
+		boot: newBoot(), ran: make(chan struct{}), first: make(chan struct{}), left: map[NodeID]bool{},
 		published: map[uint64][]stack.MetaEntry{}, metaSeen: make(chan struct{})}
 	g.cfg.EventBuffer = limit
 	if cfg.Multicast {
@@ -259,10 +259,6 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 		g.tr.SetPeer(e.Node, e.Addr)
 	case stack.AddrForgotten:
 		g.tr.RemovePeer(e.Node)
-	case stack.LeaveAnnounced:
-		g.mu.Lock()
-		g.leavers[e.Node] = true
-		g.mu.Unlock()
 	case stack.LeaveDone:
 		g.mu.Lock()
 		if g.leaveDone != nil {
@@ -300,12 +296,8 @@ func (g *Group) onEvent(_ time.Duration, e core.Event) {
 
 func (g *Group) suspect(id NodeID, k SuspicionKind, metric string) {
 	g.mu.Lock()
-	leaving := g.leavers[id]
 	q := g.suspicions
 	g.mu.Unlock()
-	if k == Declared && leaving {
-		return // the directory's own verdict about a leaver, not a failure
-	}
 	s := Suspicion{Node: id, Kind: k, At: time.Now()}
 	if q != nil {
 		q.push(s)
@@ -321,6 +313,15 @@ func (g *Group) suspect(id NodeID, k SuspicionKind, metric string) {
 func (g *Group) installedView(e member.ViewInstalled) {
 	g.mu.Lock()
 	g.installed = e
+	// A view installed but never delivered here (its metadata came after
+	// a newer view) still says who of its departed left; a later one that
+	// admits the id again makes that news stale.
+	for _, id := range e.Joined {
+		delete(g.left, id)
+	}
+	for _, id := range e.Left {
+		g.left[id] = true
+	}
 	for ep := range g.published {
 		if ep < e.Epoch {
 			delete(g.published, ep) // never delivered here: a newer view was installed first
@@ -360,12 +361,12 @@ func (g *Group) deliverView() {
 	for _, x := range prev.Members {
 		if !v.Has(x.ID) || slices.Contains(e.Joined, x.ID) {
 			v.Departed = append(v.Departed, x)
-			if g.leavers[x.ID] {
+			if g.left[x.ID] {
 				v.Left = append(v.Left, x)
-				delete(g.leavers, x.ID)
 			}
 		}
 	}
+	clear(g.left)
 	g.view = v
 	g.counts.delivered++
 	q := g.views
@@ -563,10 +564,15 @@ func (g *Group) SetMeta(ctx context.Context, meta []byte) error {
 }
 
 // Leave leaves the group gracefully: the other members deliver a view
-// without this node and report it in [View.Left], not as a failure. It
-// returns once a member confirms that view (or at once in a group of one),
-// or with ctx's error. The node stops taking part in the membership at
-// once; call Close afterwards.
+// without this node and report it in [View.Left], not as a failure, every
+// one of them alike (the view change that excludes the node says that it
+// left). It returns once a member confirms that it installed a view
+// without this node (or at once in a group of one), or with ctx's error.
+// The node stops taking part in the membership and its detector stops at
+// once; call Close afterwards. A node that crashes, or is cut off from
+// every member, before any of them heard its leave is excluded as failed,
+// at every member alike, and nobody confirms: Leave then returns with
+// ctx's error.
 func (g *Group) Leave(ctx context.Context) error {
 	g.mu.Lock()
 	if g.closed {
@@ -580,7 +586,7 @@ func (g *Group) Leave(ctx context.Context) error {
 		g.leaveDone = done
 	}
 	g.mu.Unlock()
-	if err := g.h.Handle(ctx, stack.LeaveRequest{}); err != nil {
+	if err := g.h.Handle(ctx, member.LeaveRequest{}); err != nil {
 		if errors.Is(err, host.ErrStopped) {
 			return ErrClosed
 		}

@@ -50,7 +50,13 @@ type View struct {
 	// Departed are the members of the previous view delivered that are
 	// not in this one, failed or left, and those that restarted.
 	Departed []Member
-	// Left are those of Departed that announced a graceful leave.
+	// Left are those of Departed that left gracefully ([Group.Leave]), as
+	// the view changes that excluded them say: every member that delivers
+	// epoch E after the same previous view reports the same Left. A leaver
+	// that crashed, or was cut off from every member, before any of them
+	// heard its leave is in Departed only, at every member alike; so is a
+	// leaver excluded by a view this node skipped (the membership sent it
+	// a later view whole).
 	Left []Member
 }
 

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -31,18 +32,16 @@ import (
 // queryEvery while any address is missing. Frames for a node whose address
 // is not yet known wait in the transport (tcp.Config.QueueUnknown).
 //
-// Leaves. A leaving node sends [Leave] to every member of its view and
-// stops its detector and membership layers (the runtime gates them). A
-// member that hears of the leave first relays it to the members of its
-// view, then hands core.Failed about the leaver to its membership layer
-// (the exclusion is the same view change as a failure) but remembers the
-// node as departed, not failed. The relay comes first so that, by FIFO
-// order per pair, every node that hands on the view change excluding the
-// leaver (the reporting member, the root, each parent in the tree) knew
-// of the leave before; so every member reports the leaver in View.Left
-// (unless the view change excluding it was under way before the leave).
-// A member that installs a view without the leaver tells it so ([Left]),
-// and the leaver's Leave returns.
+// Leaves. The membership agrees on them (member.LeaveRequest: the view
+// change that excludes a leaver says so, at every member alike); the
+// directory only tells the leaver that it is out, so that its Leave can
+// return: a member that installs a view excluding a node that the view
+// change says left (member.ViewInstalled.Left), or that this member knew
+// to be leaving (member.Leaving: its LEAVE came too late for the proposal,
+// which counted it failed), sends it [Left]. The leaver asks nothing:
+// questions repeated until answered would be traffic from it, which the
+// heartbeat detector counts as a sign of life, so a leaver whose LEAVE
+// reached nobody would never be excluded.
 type dir struct {
 	env       core.Env
 	self      core.NodeID
@@ -51,12 +50,12 @@ type dir struct {
 	book      map[core.NodeID]string
 	view      []core.NodeID // the installed view; nil before the first
 	root      core.NodeID
-	lastEpoch uint64
+	lastEpoch uint64               // the installed view's epoch (0 before the first)
 	departed  []core.NodeID        // departed nodes whose address is kept, oldest first
 	remember  int                  // how many departed nodes to keep
-	leavers   map[core.NodeID]bool // members that announced a leave
-	leaving   bool
-	missing   bool // some member of the view has no known address
+	leavers   map[core.NodeID]bool // members known to leave (member.Leaving)
+	leaving   bool                 // this node leaves and waits for a [Left]
+	missing   bool                 // some member of the view has no known address
 
 	// Metadata (meta.go).
 	metas      map[core.NodeID]metaRec
@@ -71,7 +70,6 @@ type dirTimer uint8
 const (
 	dirHelloTimer dirTimer = iota + 1
 	dirQueryTimer
-	dirLeaveTimer
 	dirMetaTimer
 )
 
@@ -79,7 +77,6 @@ const (
 const (
 	helloEvery = 500 * time.Millisecond // a joiner re-introduces itself until it has a view
 	queryEvery = time.Second            // missing addresses are asked for again
-	leaveEvery = 500 * time.Millisecond // a leaver repeats its notice to the members left
 )
 
 // MaxAddrLen bounds an address on the wire, in bytes.
@@ -96,9 +93,6 @@ type AddrLearned struct {
 // keeps the remember most recent ones): the runtime removes it from the
 // transport, which stops dialling it.
 type AddrForgotten struct{ Node core.NodeID }
-
-// LeaveAnnounced is emitted when a member announces that it leaves.
-type LeaveAnnounced struct{ Node core.NodeID }
 
 // LeaveDone is emitted by a leaving node when a member tells it that a view
 // without it was installed (Epoch).
@@ -142,11 +136,6 @@ func (d *dir) Fire(t core.Timer) {
 	case dirQueryTimer:
 		if d.missing {
 			d.queryMissing()
-		}
-	case dirLeaveTimer:
-		if d.leaving {
-			d.announceLeave()
-			d.env.SetTimer(leaveEvery, dirLeaveTimer)
 		}
 	case dirMetaTimer:
 		if !d.leaving {
@@ -193,27 +182,6 @@ func (d *dir) Receive(from core.NodeID, m core.Msg) {
 		if len(es) > 0 {
 			d.env.Send(from, &Addrs{Entries: es})
 		}
-	case *Leave:
-		x := m.Node
-		switch {
-		case x == d.self:
-		case d.leavers[x]:
-		case slices.Contains(d.view, x):
-			// Relay before acting, so that by FIFO order every node on the
-			// path of the view change that excludes x (the reporter, the
-			// root, every parent of the tree) knows that x left before it
-			// hands on the new view.
-			d.leavers[x] = true
-			for _, id := range d.view {
-				if id != d.self && id != from && id != x {
-					d.env.Send(id, &Leave{Node: x})
-				}
-			}
-			d.env.Emit(LeaveAnnounced{Node: x})
-			d.env.Emit(core.Failed{Node: x})
-		case from == x && d.view != nil:
-			d.env.Send(from, &Left{Epoch: d.epoch()})
-		}
 	case *Left:
 		if d.leaving {
 			d.leaving = false
@@ -243,9 +211,6 @@ func (d *dir) floodTargets() []core.NodeID {
 		return id == d.self || slices.Contains(d.departed, id) && !slices.Contains(d.view, id)
 	})
 }
-
-// epoch is the installed view's epoch as last seen (0 before the first).
-func (d *dir) epoch() uint64 { return d.lastEpoch }
 
 // learn records entries and returns those that were new or changed.
 func (d *dir) learn(es []Entry) []Entry {
@@ -283,8 +248,13 @@ func (d *dir) entries(ids []core.NodeID) []Entry {
 
 func (d *dir) Handle(e core.Event) {
 	switch e := e.(type) {
-	case LeaveRequest:
-		d.leave()
+	case member.LeaveRequest:
+		if d.view != nil {
+			d.leaving = true
+		}
+		return
+	case member.Leaving:
+		d.leavers[e.Node] = true
 		return
 	case SetMeta:
 		d.setMeta(e.Meta)
@@ -300,12 +270,14 @@ func (d *dir) Handle(e core.Event) {
 		d.root = v.Members[0]
 	}
 	for _, id := range v.Departed {
-		if d.leavers[id] {
+		if d.leavers[id] || slices.Contains(v.Left, id) {
 			d.env.Send(id, &Left{Epoch: v.Epoch})
-			delete(d.leavers, id)
 		}
-		d.departed = append(d.departed, id)
 	}
+	maps.DeleteFunc(d.leavers, func(id core.NodeID, _ bool) bool {
+		return !slices.Contains(v.Members, id) || slices.Contains(v.Departed, id)
+	})
+	d.departed = append(d.departed, v.Departed...)
 	// Keep the addresses of the most recently departed nodes: the
 	// membership probes them (member.Config.MaxProbes) so that the two
 	// sides of a healed partition, or a node excluded while alive, find
@@ -379,22 +351,4 @@ func (d *dir) queryMissing() {
 		}
 	}
 	d.env.SetTimer(queryEvery, dirQueryTimer)
-}
-
-// leave starts a graceful leave (called on the loop by the runtime).
-func (d *dir) leave() {
-	if d.leaving || d.view == nil {
-		return
-	}
-	d.leaving = true
-	d.announceLeave()
-	d.env.SetTimer(leaveEvery, dirLeaveTimer)
-}
-
-func (d *dir) announceLeave() {
-	for _, id := range d.view {
-		if id != d.self {
-			d.env.Send(id, &Leave{Node: d.self})
-		}
-	}
 }

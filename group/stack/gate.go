@@ -1,15 +1,14 @@
 package stack
 
-import "github.com/cohort-mp/cohort/core"
+import (
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/member"
+)
 
-// LeaveRequest is the event the runtime hands a stack built with
-// Options.Directory to start a graceful leave: the directory announces
-// it, and the detector and the membership stop.
-type LeaveRequest struct{}
-
-// gate stops the layers it wraps (detector, membership) once the node
-// leaves: a leaving node neither accuses others nor asks to be admitted
-// again when the others exclude it.
+// gate stops the detector once the node leaves (member.LeaveRequest). The
+// membership stops itself; the detector would go on watching the view the
+// leaver last installed, which the others no longer heartbeat to, and
+// accuse every one of them while the node lives on until it is closed.
 type gate struct{ closed bool }
 
 type gated struct {
@@ -39,7 +38,7 @@ func (x *gated) Fire(t core.Timer) {
 }
 
 func (x *gated) Handle(e core.Event) {
-	if _, ok := e.(LeaveRequest); ok {
+	if _, ok := e.(member.LeaveRequest); ok {
 		x.g.closed = true
 	}
 	if !x.g.closed {

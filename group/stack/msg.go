@@ -12,7 +12,7 @@ import (
 const (
 	KindAddrs     = core.Kind(core.ProtoGroup)<<8 | 1 // addresses of nodes ([Addrs])
 	KindAddrQuery = core.Kind(core.ProtoGroup)<<8 | 2 // a request for addresses ([AddrQuery])
-	KindLeave     = core.Kind(core.ProtoGroup)<<8 | 3 // the sender leaves the group ([Leave])
+	_             = core.Kind(core.ProtoGroup)<<8 | 3 // retired: never reuse
 	KindLeft      = core.Kind(core.ProtoGroup)<<8 | 4 // a view without the receiver is installed ([Left])
 	KindProbe     = core.Kind(core.ProtoGroup)<<8 | 5 // a starting node's question, or the answer ([Probe])
 	KindMeta      = core.Kind(core.ProtoGroup)<<8 | 6 // a node's metadata ([Meta])
@@ -84,17 +84,12 @@ type Addrs struct {
 // AddrQuery asks for the addresses of IDs.
 type AddrQuery struct{ IDs []core.NodeID }
 
-// Leave announces that Node leaves the group (sent by Node itself, or
-// relayed by a member).
-type Leave struct{ Node core.NodeID }
-
 // Left tells a leaving node that the view numbered Epoch, without it, is
 // installed.
 type Left struct{ Epoch uint64 }
 
 func (*Addrs) Kind() core.Kind     { return KindAddrs }
 func (*AddrQuery) Kind() core.Kind { return KindAddrQuery }
-func (*Leave) Kind() core.Kind     { return KindLeave }
 func (*Left) Kind() core.Kind      { return KindLeft }
 func (*Probe) Kind() core.Kind     { return KindProbe }
 func (*Meta) Kind() core.Kind      { return KindMeta }
@@ -181,7 +176,6 @@ func (m *Addrs) MarshalWire(e *wire.Encoder) {
 	}
 }
 func (m *AddrQuery) MarshalWire(e *wire.Encoder) { e.NodeIDs(m.IDs) }
-func (m *Leave) MarshalWire(e *wire.Encoder)     { e.NodeID(m.Node) }
 func (m *Left) MarshalWire(e *wire.Encoder)      { e.Uvarint(m.Epoch) }
 
 func decAddrs(d *wire.Decoder) (core.Msg, error) {
@@ -207,14 +201,6 @@ func decAddrQuery(d *wire.Decoder) (core.Msg, error) {
 	return m, nil
 }
 
-func decLeave(d *wire.Decoder) (core.Msg, error) {
-	m := &Leave{Node: d.NodeID()}
-	if err := d.Finish(); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
 func decLeft(d *wire.Decoder) (core.Msg, error) {
 	m := &Left{Epoch: d.Uvarint()}
 	if err := d.Finish(); err != nil {
@@ -232,7 +218,6 @@ func RegisterCodecs(c *wire.Codec) error {
 	}{
 		{KindAddrs, "group.Addrs", decAddrs},
 		{KindAddrQuery, "group.AddrQuery", decAddrQuery},
-		{KindLeave, "group.Leave", decLeave},
 		{KindLeft, "group.Left", decLeft},
 		{KindProbe, "group.Probe", decProbe},
 		{KindMeta, "group.Meta", decMeta},

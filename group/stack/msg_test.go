@@ -20,7 +20,6 @@ var sampleMsgs = []core.Msg{
 	&Addrs{Reply: true, Entries: []Entry{{1, "127.0.0.1:7000"}, {9, "[::1]:80"}}},
 	&Addrs{},
 	&AddrQuery{IDs: []core.NodeID{3, 4}},
-	&Leave{Node: 7},
 	&Left{Epoch: 1<<32 | 5},
 	&Probe{Name: "web-1", State: StateUndecided},
 	&Probe{Reply: true, Name: "web-2", State: StateMember},
@@ -61,7 +60,7 @@ func TestCodecRejects(t *testing.T) {
 	}{
 		"address too long":  {KindAddrs, e.B},
 		"entry count":       {KindAddrs, []byte{0, 200}},
-		"truncated":         {KindLeave, nil},
+		"truncated":         {KindLeft, nil},
 		"trailing":          {KindLeft, []byte{1, 2}},
 		"bad node id":       {KindAddrQuery, []byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		"query count large": {KindAddrQuery, []byte{100}},

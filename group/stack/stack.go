@@ -33,9 +33,10 @@ type Options struct {
 	// Below are machines stacked below the detector (and the directory),
 	// lowest first.
 	Below []core.Machine
-	// Directory, if not nil, puts the directory (addresses, graceful
-	// leaves) below the detector, and has a [LeaveRequest] stop the
-	// detector and the membership: package group's nodes.
+	// Directory, if not nil, puts the directory (addresses, metadata,
+	// the confirmation of a graceful leave) below the detector, and has a
+	// member.LeaveRequest stop the detector as well as the membership:
+	// package group's nodes.
 	Directory *Directory
 }
 
@@ -110,8 +111,7 @@ func New(cfg Config, members []core.NodeID, opts Options) (*Stack, error) {
 		dr := newDir(cfg.ID, d.Addr, contacts, d.Book, mcfg.MaxProbes)
 		dr.metas[cfg.ID] = metaRec{ver: max(d.MetaVersion, 1), name: d.Name, meta: slices.Clone(d.Meta)}
 		layers = append(layers, dr)
-		g := &gate{}
-		dm, mm = g.wrap(det), g.wrap(mm)
+		dm = (&gate{}).wrap(det)
 	}
 	if dm != nil {
 		layers = append(layers, dm)
