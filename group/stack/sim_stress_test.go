@@ -81,7 +81,7 @@ func slowLossyRun(t *testing.T, n core.NodeID, members []core.NodeID, seed uint6
 	w.RunUntil(30 * time.Second)
 	slices.Sort(departed)
 	if !slices.Equal(departed, []core.NodeID{n - 2, n - 1}) {
-		t.Errorf("seed %d (replay: go test ./group -run TestSlowLossyMemberNotExcluded -seed %d, which puts the slow member in each place), slow member %v: nodes that left some view %v, want only the crashed %v",
+		t.Errorf("seed %d (replay: go test ./group/stack -run TestSlowLossyMemberNotExcluded -seed %d, which puts the slow member in each place), slow member %v: nodes that left some view %v, want only the crashed %v",
 			seed, seed, slow, departed, crashed)
 	}
 }
@@ -133,7 +133,7 @@ func TestBRRJoinsNoSuspicion(t *testing.T) {
 			switch e := e.(type) {
 			case core.Suspected:
 				if suspicions++; suspicions <= 3 {
-					t.Errorf("seed %d (replay: go test ./group -run TestBRRJoinsNoSuspicion -seed %d): %v suspected %v at %v", seed, seed, node, e.Node, at)
+					t.Errorf("seed %d (replay: go test ./group/stack -run TestBRRJoinsNoSuspicion -seed %d): %v suspected %v at %v", seed, seed, node, e.Node, at)
 				}
 			case member.ViewInstalled:
 				last[node] = e.Members
