@@ -434,6 +434,13 @@
 //   - A failure drops only a pending join of the incarnation that failed:
 //     a root that took back a restarted member's former self, which the
 //     new process never acknowledges, keeps the new process's join.
+//   - A join under a new incarnation marks the former one failed in every
+//     view the node holds, the installed one too (a root that adopts a
+//     proposal that dropped the member would take it back), and neither
+//     the detector's core.Recovered, nor a message from the id, nor the
+//     abort of a proposal that admitted the new process withdraws it: all
+//     three are about the new process, while the held views still list
+//     the former one.
 //   - Under PartitionMajority, a root whose proposal is refused for a dead
 //     root's proposal P on the root's installed view V that excludes it
 //     joins P's lineage, the way Paxos adopts a value that may have been

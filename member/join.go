@@ -3,6 +3,7 @@
 package member
 
 import (
+	"slices"
 	"time"
 
 	"github.com/cohort-mp/cohort/core"
@@ -92,14 +93,24 @@ func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
 	m.observe(r.Epoch)
 	n := m.newest()
 	for _, j := range r.Joiners {
-		if j.ID == r.From && n.has(j.ID) && n.inc(j.ID) != j.Inc && !m.isFailed(n, j.ID) && j.ID != m.self {
-			// A member asks to join under a new incarnation: its former
-			// self has crashed, whatever the detector says (it may have
-			// restarted too fast to be noticed). It may have been the root.
-			m.markFailed(j.ID, n.inc(j.ID), true, m.now())
-			if m.rootOf(n) != m.self {
-				m.reportFailures()
+		if j.ID != r.From || j.ID == m.self {
+			continue
+		}
+		// A member asks to join under a new incarnation: its former self
+		// has crashed, whatever the detector says (it may have restarted
+		// too fast to be noticed). It may have been the root. The
+		// installed view may list it too when the held proposal dropped
+		// it: a root that adopts the proposal takes such a member back
+		// unless it knows it failed.
+		grew := false
+		for _, v := range []*view{n, m.cur} {
+			if v.has(j.ID) && v.inc(j.ID) != j.Inc && !slices.Contains(m.restarted[j.ID], v.inc(j.ID)) {
+				m.markRestarted(j.ID, v.inc(j.ID))
+				grew = true
 			}
+		}
+		if grew && m.rootOf(n) != m.self {
+			m.reportFailures()
 		}
 	}
 	if root := m.rootOf(n); root != m.self {

@@ -43,6 +43,14 @@ type failures struct {
 	// aliveAt holds when this node's detector last found members alive
 	// that it had suspected or declared failed (see refutedLately).
 	aliveAt map[core.NodeID]time.Duration
+	// restarted holds the incarnations of members that a view this node
+	// holds lists and that are known dead because the process asked to
+	// join under another incarnation: a process restarts only after its
+	// former self ended. Their failure is no verdict to withdraw: the
+	// detector's core.Recovered and a message from the id (see doubt)
+	// are about the new process, and a proposal admitting it may abort
+	// while the held views still list the former one (see unmark).
+	restarted map[core.NodeID][]uint64
 }
 
 // maxReportTries is how many unacknowledged reports a node sends to a root
@@ -104,6 +112,7 @@ func (m *Member) onRecovered(x core.NodeID) {
 // declares failed (a detector reports a failure once, possibly before the
 // node was a member of this node's view).
 func (m *Member) pruneFailed() {
+	m.pruneRestarted()
 	for id := range m.failed {
 		if !m.cur.has(id) && !m.accepted.has(id) {
 			m.unmark(id)
@@ -152,13 +161,46 @@ func (f *failures) markFailed(id core.NodeID, inc uint64, soft bool, now time.Du
 	}
 }
 
-// unmark forgets that id failed.
+// unmark forgets that id failed, but in an incarnation that restarted.
 func (f *failures) unmark(id core.NodeID) {
+	delete(f.soft, id)
+	delete(f.reported, id)
+	if incs := f.restarted[id]; len(incs) > 0 && f.failed[id] {
+		put(&f.failedInc, id, slices.Clone(incs))
+		return
+	}
 	delete(f.failed, id)
 	delete(f.failedAt, id)
-	delete(f.soft, id)
 	delete(f.failedInc, id)
-	delete(f.reported, id)
+}
+
+// markRestarted records that id's incarnation inc ended: the process
+// asked to join under another one.
+func (m *Member) markRestarted(id core.NodeID, inc uint64) {
+	if !slices.Contains(m.restarted[id], inc) {
+		put(&m.restarted, id, append(slices.Clone(m.restarted[id]), inc))
+	}
+	m.markFailed(id, inc, false, m.now())
+}
+
+// pruneRestarted forgets the restarted incarnations that no view this
+// node holds lists any more, and with the last of an id's, its failure
+// if that concerned only them.
+func (m *Member) pruneRestarted() {
+	for id, incs := range m.restarted {
+		held := func(inc uint64) bool {
+			return (m.cur.has(id) && m.cur.inc(id) == inc) || (m.accepted.has(id) && m.accepted.inc(id) == inc)
+		}
+		keep := slices.DeleteFunc(slices.Clone(incs), func(inc uint64) bool { return !held(inc) })
+		if len(keep) > 0 {
+			put(&m.restarted, id, keep)
+			continue
+		}
+		delete(m.restarted, id)
+		if !slices.ContainsFunc(m.failedInc[id], held) {
+			m.unmark(id)
+		}
+	}
 }
 
 // failedIn returns the members of v known to have failed, in view order.

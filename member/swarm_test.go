@@ -294,6 +294,17 @@ func TestSwarmDeterministic(t *testing.T) {
 //     probe, ignored the others' notices (14.n0, 14.n2, 13.n7), all of a
 //     lower epoch than 15.n3, for good. A retried merge now yields to a
 //     notice of any view newer than the node's own.
+//   - 3248234849 (majority, no convergence): n0, root of the installed
+//     1.n0, proposed 2.n0 without crashed n5 and died; n0 and n5
+//     restarted. n2, which held 2.n0 and took it over, heard from its
+//     detector that both had recovered, and took n5 back at the installed
+//     view's incarnation, which its new process never acknowledged; a
+//     message from that process then set aside each report of the
+//     failure (doubt), and a proposal admitting n0's new process, once
+//     aborted, left n0's former self alive again and n2 handing joins
+//     and reports to it as root. A join under a new incarnation now
+//     marks the former one failed in every view the node holds, and no
+//     verdict, message or aborted proposal withdraws that.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -351,6 +362,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{21917, member.PartitionPaper},
 		{3468, member.PartitionPaper},
 		{6268, member.PartitionPaper},
+		{3248234849, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
