@@ -299,7 +299,12 @@
 // on its way. The root's proposal lists the failed members it knows to be
 // leavers ([Prepare].Left, carried with the view, and on from an adopted
 // dead root's proposal), and every member that installs the view from it
-// reports them in [ViewInstalled].Left. The proposal decides: a leaver
+// reports them in [ViewInstalled].Left; a member that accepts the proposal
+// records its leavers then, as if their LEAVE had come (emitting
+// [Leaving]), so that its detector, whose verdict would otherwise come
+// from the leaver's silence, learns of the leave even when the leaver's
+// LEAVE to this member is still on its way or was lost with the last
+// frames of a process that exited. The proposal decides: a leaver
 // whose LEAVE reached no live member before the root proposed its
 // exclusion (it crashed first, or a running view change already excluded
 // it as failed) is failed, at every member alike. A leaving root is a dead

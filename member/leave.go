@@ -116,6 +116,33 @@ func (m *Member) learnReportedLeavers(r *Report) {
 	}
 }
 
+// learnProposedLeavers records the leavers that p, a proposal this node
+// accepts, names: members of the views this node holds (p's base first),
+// under the incarnation these give them. The root learnt of the leave,
+// and this node may not have: the leaver's LEAVE may still be on its way
+// (relayed round a cut link, say), or lost with the last frames of a
+// process that exited; meanwhile this node's detector, told nothing,
+// would take the leaver's silence for a crash and declare it failed.
+// Learnt here, the leave reaches the detector (Leaving) while the view
+// change that excludes the leaver runs.
+func (m *Member) learnProposedLeavers(p *Prepare) {
+	views := []*view{m.accepted, m.cur}
+	if m.cur != nil && len(p.Ancestry) > 0 && m.cur.epoch == p.Ancestry[0] {
+		views = []*view{m.cur, m.accepted}
+	}
+	for _, id := range p.Left {
+		if id == m.self {
+			continue
+		}
+		for _, v := range views {
+			if v.has(id) {
+				m.learnLeaver(id, v.inc(id))
+				break
+			}
+		}
+	}
+}
+
 // proposalLeft is the Left list of a proposal on base that excludes failed:
 // the failed members known to leave, and, when base is a dead root's
 // proposal that this root adopts (not committed), the leavers base itself

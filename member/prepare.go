@@ -386,6 +386,7 @@ func (m *Member) accept(v *view, p *Prepare, parent core.NodeID) {
 	for id := range m.soft {
 		m.unmark(id)
 	}
+	m.learnProposedLeavers(p)
 	m.accepted, m.acceptedPrep, m.acceptedFull, m.acceptedFrom = v, delta, nil, parent
 	m.silentWaits = 0
 	m.hold(v)
