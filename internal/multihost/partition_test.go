@@ -394,7 +394,8 @@ type scenarioResult struct {
 	elapsed        time.Duration // from cohort run's start to its exit
 	ended          time.Time     // cohort run's exit
 	per            map[string]int
-	faultAt        map[faultKind]time.Time
+	faultAt        map[faultKind]time.Time // when each fault was in place
+	faultBegan     map[faultKind]time.Time // when each fault's rules began to be applied (under load, seconds before)
 	events         []eventLine
 	solutions      string // the exact count expected
 }
@@ -463,9 +464,10 @@ func runScenario(t *testing.T, bins jobBins, n int, sc scenario, bound time.Dura
 			timed = append(timed, f)
 		}
 	}
-	res := &scenarioResult{faultAt: map[faultKind]time.Time{}, solutions: knownSolutions[n]}
+	res := &scenarioResult{faultAt: map[faultKind]time.Time{}, faultBegan: map[faultKind]time.Time{}, solutions: knownSolutions[n]}
 	for _, f := range early { // applied by StartOpts, before the daemons started
 		res.faultAt[f.kind] = time.Now()
+		res.faultBegan[f.kind] = res.faultAt[f.kind]
 		t.Logf("%v", f)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -516,11 +518,12 @@ func runScenario(t *testing.T, bins jobBins, n int, sc scenario, bound time.Dura
 				t.Fatalf("%s: the job ended before the fault %v (%v); stdout:\n%s", sc.name, f, err2, res.stdout)
 			}
 		}
+		began := time.Now()
 		if err := f.apply(rig); err != nil {
 			t.Fatal(err)
 		}
-		res.faultAt[f.kind] = time.Now()
-		t.Logf("%v: %s after the placement", f, time.Since(placedAt).Round(time.Millisecond))
+		res.faultBegan[f.kind], res.faultAt[f.kind] = began, time.Now()
+		t.Logf("%v: %s after the placement, applied in %s", f, began.Sub(placedAt).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	}
 	select {
 	case err2 = <-exited:
@@ -838,10 +841,13 @@ func checkRelayed(t *testing.T, res *scenarioResult) {
 // relayTiming describes, for the case's line, how soon after the first
 // fault a pair was first relayed and how many relay choices the ranks
 // reported in all (each pair's first, and every change after it): a
-// figure of how fast and how steadily traffic moved off the broken link.
+// figure of how fast and how steadily traffic moved off the broken link;
+// and, after a heal, how soon the pairs were direct again. Times run
+// from when a fault began to be applied: its rules take effect one by
+// one, over seconds under load.
 func relayTiming(res *scenarioResult) string {
 	var first time.Time
-	for _, at := range res.faultAt {
+	for _, at := range res.faultBegan {
 		if first.IsZero() || at.Before(first) {
 			first = at
 		}
@@ -861,7 +867,7 @@ func relayTiming(res *scenarioResult) string {
 		return ""
 	}
 	line := fmt.Sprintf("; first pair relayed %.2fs after the fault, %d relay choices", relayedAt.Sub(first).Seconds(), changes)
-	healed, ok := res.faultAt[healPair]
+	healed, ok := res.faultBegan[healPair]
 	if !ok {
 		return line
 	}
