@@ -446,6 +446,11 @@
 //     abort of a proposal that admitted the new process withdraws it: all
 //     three are about the new process, while the held views still list
 //     the former one.
+//   - A detector's verdict on a member of the installed view fails the
+//     join its id asked for under another incarnation too: the detector
+//     watches the id, and the former process was known dead when the new
+//     one asked (a restarted member that crashed again never
+//     acknowledges the proposals that admit it).
 //   - Under PartitionMajority, a root whose proposal is refused for a dead
 //     root's proposal P on the root's installed view V that excludes it
 //     joins P's lineage, the way Paxos adopts a value that may have been

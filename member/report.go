@@ -76,6 +76,7 @@ func (m *Member) onLocalFailure(x core.NodeID) {
 	}
 	known := m.failed[x]
 	m.markDetected(x, inc) // now the detector's own verdict
+	m.failPendingJoin(x, inc)
 	if !known {
 		m.reportFailures()
 	}
@@ -140,6 +141,26 @@ func (m *Member) markDetected(id core.NodeID, inc uint64) {
 	}
 	if inCur && m.accepted.has(id) && m.accepted.inc(id) != inc {
 		m.markFailed(id, m.accepted.inc(id), false, m.now())
+	}
+}
+
+// failPendingJoin counts failed, on a verdict about member id of the
+// installed view (incarnation inc), the process whose join under another
+// incarnation this root holds: the detector watches the id, and the
+// former process was already known dead when the new one asked. Left
+// pending, the join of a restarted process that crashed again went into
+// every proposal, which it never acknowledged, and no view came (the
+// oracle swarm, seed 3248248488). A verdict that was about the former
+// process after all (it restarted before its detector noticed) costs the
+// new one a retry of its join.
+func (m *Member) failPendingJoin(id core.NodeID, inc uint64) {
+	if !m.cur.has(id) || m.cur.inc(id) != inc {
+		return
+	}
+	for _, j := range m.pendingJoins {
+		if j.ID == id && j.Inc != inc {
+			m.markFailed(id, j.Inc, false, m.now())
+		}
 	}
 }
 

@@ -305,6 +305,14 @@ func TestSwarmDeterministic(t *testing.T) {
 //     and reports to it as root. A join under a new incarnation now
 //     marks the former one failed in every view the node holds, and no
 //     verdict, message or aborted proposal withdraws that.
+//   - 3248248488 (majority, no convergence; seeds 3,248,220,000–
+//     3,248,249,999): n2, root of 7.n2, crashed, restarted, asked to
+//     join and crashed again. n3, the next root, held the new process's
+//     join; the detector's verdict on n2 counted only the installed
+//     view's incarnation, and the join, never dropped (the id was a
+//     member), went into every proposal, which the dead process never
+//     acknowledged. A verdict on a member now fails the pending join of
+//     its other incarnation too.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -363,6 +371,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{3468, member.PartitionPaper},
 		{6268, member.PartitionPaper},
 		{3248234849, member.PartitionMajority},
+		{3248248488, member.PartitionMajority},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
