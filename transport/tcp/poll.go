@@ -136,9 +136,13 @@ func newPollReader(nc net.Conn, poll *pollState) *pollReader {
 }
 
 func (r *pollReader) Read(b []byte) (int, error) {
-	if len(b) == 0 || !r.poll.active() {
+	if len(b) == 0 {
 		return r.nc.Read(b)
 	}
+	// Outside a polling time readFD reads once and parks at EAGAIN: a
+	// raw read still, which spares the runtime's monitor thread a wake-up
+	// per read (rawIO).
+	polling := r.poll.active()
 	r.b = b
 	err := r.raw.Read(r.fn)
 	n, rerr := r.n, r.rerr
@@ -156,7 +160,9 @@ func (r *pollReader) Read(b []byte) (int, error) {
 	// frame delivered, the polling time would run out in the middle of it
 	// and every read after would park (1 MiB messages over loopback TCP go
 	// at 0.65× the rate they reach polling).
-	r.poll.mark()
+	if polling {
+		r.poll.mark()
+	}
 	return n, nil
 }
 
