@@ -34,6 +34,7 @@ type conn struct {
 	unix        bool  // over the same-host Unix socket
 	poll        pollState
 	raw         syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
+	rw          rawWriter       // small direct frames' writes to raw (poll.go), under owner.wmu
 
 	// rd is held by whoever reads frames from fr and delivers them: the
 	// reader goroutine or, on a shared-memory connection (shm, else nil),

@@ -198,6 +198,62 @@ func (r *pollReader) readFD(fd uintptr) bool {
 // fd's heartbeats on a shared clock). The doorbells and wake-up reads of
 // shared-memory connections and the polling reads use these.
 
+// rawWriter writes a buffer to a plain socket with raw write(2) calls
+// (writeAll); a connection's is used under its peer's write lock.
+type rawWriter struct {
+	fn    func(fd uintptr) bool // writeFD, made once (a closure per write would allocate)
+	b     []byte
+	errno syscall.Errno
+}
+
+// rawWriteMax bounds the direct frames written with rawWriter: the kernel
+// copies them in a few microseconds, which a raw system call may take
+// without telling the scheduler. Larger ones go through the socket's own
+// writev.
+const rawWriteMax = 16 << 10
+
+// writeAll writes b to c's plain socket (c.raw) with raw write(2) calls,
+// parking in the netpoller while the socket's buffer is full; the caller
+// holds c's peer's write lock. A small frame then costs one write(2),
+// which does not wake the runtime's monitor thread (rawIO), where
+// net.Buffers' writev does.
+func (c *conn) writeAll(b []byte) error {
+	w := &c.rw
+	if w.fn == nil {
+		w.fn = w.writeFD
+	}
+	w.b, w.errno = b, 0
+	err := c.raw.Write(w.fn)
+	errno := w.errno
+	w.b = nil
+	switch {
+	case err != nil: // closed, or a deadline
+		return err
+	case errno != 0:
+		return &net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
+	}
+	return nil
+}
+
+// writeFD writes w.b to fd; false waits until fd is writable, then
+// writes the rest.
+func (w *rawWriter) writeFD(fd uintptr) bool {
+	for len(w.b) > 0 {
+		n, errno := rawWrite(fd, w.b)
+		switch errno {
+		case 0:
+			w.b = w.b[n:]
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			w.errno = errno
+			return true
+		}
+	}
+	return true
+}
+
 // rawRead reads b from fd with one read(2); errno is 0 on success.
 func rawRead(fd uintptr, b []byte) (int, syscall.Errno) { return rawIO(syscall.SYS_READ, fd, b) }
 
