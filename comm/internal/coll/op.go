@@ -48,12 +48,16 @@ func (o Op[T]) right(a, b []T) {
 
 // Sum is element-wise addition (wrapping for integers).
 func Sum[T Elem]() Op[T] {
-	return Op[T]{name: "sum", commutative: true, fn: func(inout, in []T) {
+	fn := func(inout, in []T) {
 		in = in[:len(inout)]
 		for i := range inout {
 			inout[i] += in[i]
 		}
-	}}
+	}
+	if f, ok := any(addFloat64).(func(inout, in []T)); ok {
+		fn = f // T is float64: the vector loop (sum_amd64.s), same bits
+	}
+	return Op[T]{name: "sum", commutative: true, fn: fn}
 }
 
 // Prod is element-wise multiplication (wrapping for integers).
