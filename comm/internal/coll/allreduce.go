@@ -154,9 +154,13 @@ func rabenseifnerAllreduce[T Elem](c *call, buf, src []T, op Op[T]) error {
 		return err
 	}
 	if h.newrank >= 0 {
+		// Each step sends the blocks it kept and receives those it gave
+		// away; the later steps receive only outside what it kept, so
+		// what it sends may stay lent to the transport until the call
+		// returns.
 		for i := len(h.steps) - 1; i >= 0; i-- {
 			s := h.steps[i]
-			if err := c.sendrecvInto(s.partner, AsBytes(span(h, buf, s.keep)), s.partner, phaseAllgather,
+			if err := c.sendrecvIntoLent(s.partner, AsBytes(span(h, buf, s.keep)), s.partner, phaseAllgather,
 				AsBytes(span(h, buf, s.give))); err != nil {
 				return err
 			}

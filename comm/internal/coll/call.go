@@ -36,6 +36,9 @@ type call struct {
 	// pre holds the receives posted ahead of their steps (prepost); done
 	// withdraws those an error left.
 	pre []preposted
+	// lent holds the sends whose data the transport still holds (Lender);
+	// done reclaims them.
+	lent []any
 }
 
 // preposted is a receive posted ahead of its exchange (Preposter).
@@ -117,9 +120,16 @@ func (c *call) done(err error) error {
 		}
 		clear(c.pre)
 	}
-	displs, steps, pre := c.hs.displs[:0], c.hs.steps[:0], c.pre[:0]
+	if len(c.lent) > 0 {
+		l := c.t.(Lender)
+		for _, x := range c.lent {
+			l.Reclaim(x)
+		}
+		clear(c.lent)
+	}
+	displs, steps, pre, lent := c.hs.displs[:0], c.hs.steps[:0], c.pre[:0], c.lent[:0]
 	*c = call{}
-	c.hs.displs, c.hs.steps, c.pre = displs, steps, pre
+	c.hs.displs, c.hs.steps, c.pre, c.lent = displs, steps, pre, lent
 	callPool.Put(c)
 	return err
 }
@@ -251,6 +261,17 @@ func (c *call) sendrecv(to int, sdata []byte, from, phase int) ([]byte, error) {
 
 // sendrecvInto is sendrecv receiving into dst.
 func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) error {
+	return c.sendrecvIntoKeep(to, sdata, from, phase, dst, false)
+}
+
+// sendrecvIntoLent is sendrecvInto for sdata that the call leaves alone
+// until it returns: a Lender transport may keep it past the exchange
+// (done reclaims it).
+func (c *call) sendrecvIntoLent(to int, sdata []byte, from, phase int, dst []byte) error {
+	return c.sendrecvIntoKeep(to, sdata, from, phase, dst, true)
+}
+
+func (c *call) sendrecvIntoKeep(to int, sdata []byte, from, phase int, dst []byte, lend bool) error {
 	if c.into == nil {
 		b, err := c.sendrecv(to, sdata, from, phase)
 		if err != nil {
@@ -264,7 +285,15 @@ func (c *call) sendrecvInto(to int, sdata []byte, from, phase int, dst []byte) e
 	var err error
 	var serr, rerr error
 	if posted, ok := c.takePosted(from, tag, dst); ok {
-		n, serr, rerr = c.t.(Preposter).ExchangePosted(c.ctx, to, sdata, tag, posted)
+		if l, ok := c.t.(Lender); ok && lend {
+			var lent any
+			n, lent, serr, rerr = l.ExchangeLent(c.ctx, to, sdata, tag, posted)
+			if lent != nil {
+				c.lent = append(c.lent, lent)
+			}
+		} else {
+			n, serr, rerr = c.t.(Preposter).ExchangePosted(c.ctx, to, sdata, tag, posted)
+		}
 	} else if x, ok := c.into.(ExchangeIntoer); ok {
 		n, serr, rerr = x.ExchangeInto(c.ctx, to, sdata, from, tag, dst)
 	} else {
@@ -306,8 +335,14 @@ func recvElems[T Elem](c *call, from, phase int, scratch []T) ([]T, error) {
 // sendrecvElems exchanges: sends s to `to`, receives len(scratch) elements
 // from `from` (into scratch when it can). s and scratch must not overlap.
 func sendrecvElems[T Elem](c *call, to int, s []T, from, phase int, scratch []T) ([]T, error) {
+	return sendrecvElemsKeep(c, to, s, from, phase, scratch, false)
+}
+
+// sendrecvElemsKeep is sendrecvElems; lend says s is left alone until
+// the call returns (sendrecvIntoLent).
+func sendrecvElemsKeep[T Elem](c *call, to int, s []T, from, phase int, scratch []T, lend bool) ([]T, error) {
 	if c.into != nil {
-		return scratch, c.sendrecvInto(to, AsBytes(s), from, phase, AsBytes(scratch))
+		return scratch, c.sendrecvIntoKeep(to, AsBytes(s), from, phase, AsBytes(scratch), lend)
 	}
 	b, err := c.sendrecv(to, AsBytes(s), from, phase)
 	if err != nil {

@@ -297,7 +297,10 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 		if src != nil {
 			give = span(h, src, s.give)
 		}
-		in, err := sendrecvElems(c, s.partner, give, s.partner, phaseMain, into(i))
+		// The input is the caller's, never written here: it may stay
+		// lent to the transport until the call returns. buf's half is
+		// not: the allgather or the gather writes it.
+		in, err := sendrecvElemsKeep(c, s.partner, give, s.partner, phaseMain, into(i), src != nil)
 		if err != nil {
 			return h, err
 		}

@@ -85,6 +85,23 @@ type Preposter interface {
 	Withdraw(posted any)
 }
 
+// Lender is a Preposter whose exchanges may lend their data to the
+// transport beyond the exchange (comm over TCP keeps a large step's data
+// by reference until the peer acknowledges it): ExchangeLent is
+// ExchangePosted, except that where ExchangePosted would wait for the
+// transport to give sdata back, it returns lent, which Reclaim waits
+// for; lent is nil when there is nothing to wait for. Until Reclaim
+// returns, sdata must not change. A collective lends only data it
+// leaves alone for the rest of the call, and reclaims everything it lent
+// before it returns, error or not: the exchange's end no longer waits
+// for the peer's acknowledgement, which arrives behind the peer's own
+// data.
+type Lender interface {
+	Preposter
+	ExchangeLent(ctx context.Context, to int, sdata []byte, tag int, posted any) (n int, lent any, serr, rerr error)
+	Reclaim(lent any)
+}
+
 // Sentinel errors for bad input. They are returned wrapped (use errors.Is)
 // with the offending values in the message, before any message is sent when
 // the caller's own arguments are inconsistent, or after the collective when a
