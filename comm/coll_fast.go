@@ -18,6 +18,7 @@ var (
 	_ coll.RecvIntoer     = collTransport{}
 	_ coll.ExchangeIntoer = collTransport{}
 	_ coll.Preposter      = collTransport{}
+	_ coll.Lender         = collTransport{}
 )
 
 // EagerSend is true: a send completes once the transport has the message
@@ -87,29 +88,48 @@ func (t collTransport) PostInto(from, tag int, buf []byte) (any, error) {
 }
 
 // ExchangePosted sends sdata to rank to with tag tag, then waits for the
-// receive PostInto posted.
+// receive PostInto posted, and for the transport to give sdata back if it
+// was lent.
 func (t collTransport) ExchangePosted(ctx context.Context, to int, sdata []byte, tag int, posted any) (int, error, error) {
+	n, lent, serr, rerr := t.ExchangeLent(ctx, to, sdata, tag, posted)
+	if lent != nil {
+		t.Reclaim(lent)
+	}
+	return n, serr, rerr
+}
+
+// ExchangeLent is ExchangePosted without the wait for sdata: a step
+// lent to the transport (sendStep) is returned as lent, for Reclaim.
+// The peer acknowledges it once it has read it, behind its own step's
+// data to this rank: waiting here would cost each step a second wake-up
+// for the acknowledgement, where the collective reclaims its steps
+// together at its end, by when most are back.
+func (t collTransport) ExchangeLent(ctx context.Context, to int, sdata []byte, tag int, posted any) (int, any, error, error) {
 	req := posted.(*Request)
 	if to < 0 || to >= t.c.Size() {
 		t.Withdraw(req)
-		return 0, fmt.Errorf("%w: collective step to rank %d of %d", ErrRank, to, t.c.Size()), nil
+		return 0, nil, fmt.Errorf("%w: collective step to rank %d of %d", ErrRank, to, t.c.Size()), nil
 	}
 	lent, serr := t.sendStep(ctx, to, tag, sdata)
 	if serr != nil {
 		t.Withdraw(req)
-		return 0, serr, nil
+		return 0, nil, serr, nil
 	}
 	t.poll(req)
 	n, err := intoCount(req.awaitRecv(ctx))
-	if lent != nil {
-		// sdata is the caller's again only once the transport gives it
-		// back: the peer acknowledged it (about when its own step's data
-		// arrives) or was removed. Not bounded by ctx: a connection
-		// that breaks meanwhile resends from sdata.
-		lent.block(context.Background())
-		lent.release()
+	if lent == nil {
+		return n, nil, nil, err // not a nil *Request in an interface
 	}
-	return n, nil, err
+	return n, lent, nil, err
+}
+
+// Reclaim waits until the transport gives back the step's data
+// ExchangeLent lent: the peer acknowledged it or was removed. Not bounded
+// by a ctx: a connection that breaks meanwhile resends from it.
+func (t collTransport) Reclaim(lent any) {
+	req := lent.(*Request)
+	req.block(context.Background())
+	req.release()
 }
 
 // sendStep sends a collective step's data as Session.send does, except
