@@ -50,7 +50,9 @@
 //	            their receives at the start, and each allgather step its own
 //	            once the half it fills is free, so that a partner running
 //	            ahead finds them; for a commutative op on p a power of two its first step
-//	            reads the input itself, which is never copied whole.
+//	            reads the input itself, which is never copied whole. A
+//	            transport that lends sent data (Lender) keeps the input
+//	            and the allgather steps' blocks until the call's end.
 //	            p' is the largest power of two ≤ p. Other sizes fold in
 //	            first: among ranks 0…2(p−p')−1 each even rank hands its vector
 //	            to the odd rank above it and gets the result back at the end
