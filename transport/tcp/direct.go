@@ -147,10 +147,12 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 		bufs := [2][]byte{p.hdr, body}
 		_, err = sc.writev(bufs[:])
 	} else if c.raw != nil && len(body) <= rawWriteMax {
-		// One buffer, one raw write(2) (conn.writeAll): copying a small
-		// body costs less than the vectored write's extra work.
-		p.hdr = append(t.directHead(p.hdr, f, body, 0), body...)
-		err = c.writeAll(p.hdr)
+		p.hdr = t.directHead(p.hdr, f, body, 0)
+		if len(body) <= rawCopyMax {
+			p.hdr = append(p.hdr, body...) // one piece: one write(2)
+			body = nil
+		}
+		err = c.writeAll(p.hdr, body)
 	} else {
 		p.hdr = t.directHead(p.hdr, f, body, 0)
 		p.bufs = append(p.bufs[:0], p.hdr, body)

@@ -198,11 +198,13 @@ func (r *pollReader) readFD(fd uintptr) bool {
 // fd's heartbeats on a shared clock). The doorbells and wake-up reads of
 // shared-memory connections and the polling reads use these.
 
-// rawWriter writes a buffer to a plain socket with raw write(2) calls
-// (writeAll); a connection's is used under its peer's write lock.
+// rawWriter writes a frame's head and body to a plain socket with raw
+// write(2) or writev(2) calls (writeAll); a connection's is used under
+// its peer's write lock.
 type rawWriter struct {
 	fn    func(fd uintptr) bool // writeFD, made once (a closure per write would allocate)
-	b     []byte
+	a, b  []byte                // what is left to write: a, then b
+	iov   [2]syscall.Iovec
 	errno syscall.Errno
 }
 
@@ -212,20 +214,25 @@ type rawWriter struct {
 // writev.
 const rawWriteMax = 16 << 10
 
-// writeAll writes b to c's plain socket (c.raw) with raw write(2) calls,
-// parking in the netpoller while the socket's buffer is full; the caller
-// holds c's peer's write lock. A small frame then costs one write(2),
-// which does not wake the runtime's monitor thread (rawIO), where
-// net.Buffers' writev does.
-func (c *conn) writeAll(b []byte) error {
+// rawCopyMax bounds the body a direct write copies behind its head, to
+// write both with one write(2) rather than a writev(2) of two pieces.
+const rawCopyMax = 256
+
+// writeAll writes head, then body (which may be empty), to c's plain
+// socket (c.raw) with raw system calls, parking in the netpoller while
+// the socket is full; the caller holds c's peer's write lock, and
+// neither buffer is kept. A small frame then costs one write(2) or
+// writev(2), which does not wake the runtime's monitor thread (rawIO),
+// where net.Buffers' writev does.
+func (c *conn) writeAll(head, body []byte) error {
 	w := &c.rw
 	if w.fn == nil {
 		w.fn = w.writeFD
 	}
-	w.b, w.errno = b, 0
+	w.a, w.b, w.errno = head, body, 0
 	err := c.raw.Write(w.fn)
 	errno := w.errno
-	w.b = nil
+	w.a, w.b = nil, nil
 	switch {
 	case err != nil: // closed, or a deadline
 		return err
@@ -235,14 +242,24 @@ func (c *conn) writeAll(b []byte) error {
 	return nil
 }
 
-// writeFD writes w.b to fd; false waits until fd is writable, then
-// writes the rest.
+// writeFD writes w.a and w.b to fd; false waits until fd is writable,
+// then writes the rest.
 func (w *rawWriter) writeFD(fd uintptr) bool {
-	for len(w.b) > 0 {
-		n, errno := rawWrite(fd, w.b)
+	for len(w.a)+len(w.b) > 0 {
+		var n int
+		var errno syscall.Errno
+		switch {
+		case len(w.b) == 0:
+			n, errno = rawWrite(fd, w.a)
+		case len(w.a) == 0:
+			n, errno = rawWrite(fd, w.b)
+		default:
+			n, errno = w.writev(fd)
+		}
 		switch errno {
 		case 0:
-			w.b = w.b[n:]
+			k := min(n, len(w.a))
+			w.a, w.b = w.a[k:], w.b[n-k:]
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
@@ -252,6 +269,20 @@ func (w *rawWriter) writeFD(fd uintptr) bool {
 		}
 	}
 	return true
+}
+
+// writev writes w.a and w.b (neither empty) with one writev(2); errno is
+// 0 on success.
+func (w *rawWriter) writev(fd uintptr) (int, syscall.Errno) {
+	w.iov[0].Base, w.iov[1].Base = &w.a[0], &w.b[0]
+	w.iov[0].SetLen(len(w.a))
+	w.iov[1].SetLen(len(w.b))
+	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), 2)
+	w.iov[0].Base, w.iov[1].Base = nil, nil // do not keep the caller's buffers
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), 0
 }
 
 // rawRead reads b from fd with one read(2); errno is 0 on success.
