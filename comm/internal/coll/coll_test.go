@@ -77,6 +77,9 @@ func run(t *testing.T, p int, what string, fn func(ctx context.Context, ep Trans
 		if n := net.Endpoint(r).Pending(); n != 0 && errs[r] == nil {
 			t.Errorf("%s: rank %d has %d unreceived messages after the collective", what, r, n)
 		}
+		if pending, written := net.Endpoint(r).Unreclaimed(); pending != 0 || written != 0 {
+			t.Errorf("%s: rank %d left %d lent sends unreclaimed and changed %d before reclaiming them", what, r, pending, written)
+		}
 	}
 	return errs
 }

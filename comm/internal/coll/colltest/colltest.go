@@ -130,9 +130,9 @@ type message struct {
 }
 
 // Endpoint is one rank's view of a Net; it implements coll.Transport and its
-// optional interfaces coll.EagerSender, coll.RecvIntoer and coll.Preposter
-// (hide them by embedding the Endpoint in a struct that has only
-// Transport's methods, to test the fallbacks).
+// optional interfaces coll.EagerSender, coll.RecvIntoer, coll.Preposter
+// and coll.Lender (hide them by embedding the Endpoint in a struct that
+// has only Transport's methods, to test the fallbacks).
 type Endpoint struct {
 	net  *Net
 	rank int
@@ -140,6 +140,10 @@ type Endpoint struct {
 
 	calls  atomic.Int64
 	failAt int64 // -1: never
+
+	// lent counts the exchanges' data ExchangeLent lent and Reclaim has
+	// not taken back; lentWritten those that changed before Reclaim.
+	lent, lentWritten atomic.Int64
 
 	mu     sync.Mutex
 	queues map[key][]message
@@ -319,6 +323,41 @@ func (e *Endpoint) ExchangePosted(ctx context.Context, to int, sdata []byte, tag
 			return 0, nil, ctx.Err()
 		}
 	}
+}
+
+// Lent is what ExchangeLent lent: the data, and a copy of it as it was
+// sent.
+type Lent struct {
+	data, snap []byte
+}
+
+// ExchangeLent implements coll.Lender: ExchangePosted, and sdata counts
+// as lent until Reclaim, which checks that it did not change meanwhile
+// (a transport that lends may read it again at any moment: a resend).
+func (e *Endpoint) ExchangeLent(ctx context.Context, to int, sdata []byte, tag int, posted any) (int, any, error, error) {
+	l := &Lent{data: sdata, snap: bytes.Clone(sdata)}
+	n, serr, rerr := e.ExchangePosted(ctx, to, sdata, tag, posted)
+	if serr != nil {
+		return n, nil, serr, rerr
+	}
+	e.lent.Add(1)
+	return n, l, nil, rerr
+}
+
+// Reclaim implements coll.Lender.
+func (e *Endpoint) Reclaim(lent any) {
+	l := lent.(*Lent)
+	if !bytes.Equal(l.data, l.snap) {
+		e.lentWritten.Add(1)
+	}
+	e.lent.Add(-1)
+}
+
+// Unreclaimed returns the number of lent exchanges' data not reclaimed
+// yet, and of those reclaimed that had changed before (a collective
+// must leave lent data alone and reclaim it before it returns).
+func (e *Endpoint) Unreclaimed() (pending, written int) {
+	return int(e.lent.Load()), int(e.lentWritten.Load())
 }
 
 // ExchangeInto implements coll.ExchangeIntoer: PostInto, then
