@@ -143,7 +143,7 @@ func (r *pollReader) Read(b []byte) (int, error) {
 	// raw read still, which spares the runtime's monitor thread a wake-up
 	// per read (rawIO).
 	polling := r.poll.active()
-	r.b = b
+	r.b = b[:min(len(b), rawReadMax)]
 	err := r.raw.Read(r.fn)
 	n, rerr := r.n, r.rerr
 	r.b, r.rerr = nil, nil
@@ -197,6 +197,13 @@ func (r *pollReader) readFD(fd uintptr) bool {
 // time did not change measurably: the wake-ups themselves cost it, see
 // fd's heartbeats on a shared clock). The doorbells and wake-up reads of
 // shared-memory connections and the polling reads use these.
+
+// rawReadMax bounds one raw read of a socket (pollReader): the kernel
+// copies at most that much, in about 100 µs, during which the runtime
+// can neither preempt the reader nor stop the world for the collector.
+// A short read is as good as a long one to the frame reader above, which
+// reads on until it has what it needs.
+const rawReadMax = 1 << 20
 
 // rawWriter writes a frame's head and body to a plain socket with raw
 // write(2) or writev(2) calls (writeAll); a connection's is used under
