@@ -126,7 +126,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		return nil, fmt.Errorf("comm: the launcher sent %d addresses for %d processes", len(reg.Addrs), want)
 	}
 	local := localRanks(reg.Addrs, boot.Rank)
-	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), local)
+	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), pollingRanks(reg.Addrs, boot.Rank, boot.Replicas))
 	if err == nil {
 		err = tr.SetSpin(poll)
 	}
@@ -259,8 +259,9 @@ const shmEnv = "COHORT_SHM"
 const readerSpin = 50 * time.Microsecond
 
 // readerSpinFor returns the polling time of a rank with local ranks on a
-// host of cpus cores: readerSpin when each has a core, 0 otherwise (a
-// poller would take the core another rank needs).
+// host of cpus cores (pollingRanks: of a replicated job, its logical
+// ranks): readerSpin when each has a core, 0 otherwise (a poller would
+// take the core another rank needs).
 func readerSpinFor(cpus, local int) time.Duration {
 	if local > cpus {
 		return 0

@@ -541,3 +541,46 @@ func TestReplicatedDataToFellowsBatched(t *testing.T) {
 		recv(fellow, i)
 	}
 }
+
+// TestPollingRanks checks the count of busy ranks that decides whether a
+// host's readers poll: a replicated job counts the logical ranks with a
+// process on the host, not the processes.
+func TestPollingRanks(t *testing.T) {
+	// Two logical ranks × two replicas, all on one host: processes 0 and
+	// 2 run rank 0, 1 and 3 rank 1.
+	oneHost := []string{"127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"}
+	// Two ranks × three replicas on two hosts: host A holds processes 0,
+	// 1, 2 (ranks 0, 1, 0), host B processes 3, 4, 5 (ranks 1, 0, 1).
+	twoHosts := []string{"10.0.0.1:1", "10.0.0.1:2", "10.0.0.1:3", "10.0.0.2:1", "10.0.0.2:2", "10.0.0.2:3"}
+	// Four ranks × two replicas on one host: more logical ranks than two
+	// cores.
+	four := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5", "127.0.0.1:6", "127.0.0.1:7", "127.0.0.1:8"}
+	for _, c := range []struct {
+		name           string
+		addrs          []string
+		self, replicas int
+		want           int
+	}{
+		{"unreplicated", oneHost, 0, 1, 4},
+		{"replicated pair", oneHost, 2, 2, 2},
+		{"replicated pair, master", oneHost, 0, 2, 2},
+		{"three replicas, host A", twoHosts, 1, 3, 2},
+		{"three replicas, host B", twoHosts, 4, 3, 2},
+		{"four ranks", four, 5, 2, 4},
+		{"a process gone", []string{"127.0.0.1:1", "", "127.0.0.1:3", "127.0.0.1:4"}, 0, 2, 2},
+		{"layout not matching", oneHost, 0, 3, 4},
+		{"self out of range", oneHost, 9, 2, 1},
+	} {
+		if got := pollingRanks(c.addrs, c.self, c.replicas); got != c.want {
+			t.Errorf("%s: pollingRanks(self %d, replicas %d) = %d, want %d", c.name, c.self, c.replicas, got, c.want)
+		}
+	}
+	// Two cores: the replicated pair polls, the unreplicated job of as
+	// many processes does not.
+	if readerSpinFor(2, pollingRanks(oneHost, 0, 2)) == 0 {
+		t.Error("a replicated pair on two cores does not poll")
+	}
+	if readerSpinFor(2, pollingRanks(oneHost, 0, 1)) != 0 {
+		t.Error("four unreplicated ranks on two cores poll")
+	}
+}
