@@ -126,7 +126,8 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 		return nil, fmt.Errorf("comm: the launcher sent %d addresses for %d processes", len(reg.Addrs), want)
 	}
 	local := localRanks(reg.Addrs, boot.Rank)
-	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), pollingRanks(reg.Addrs, boot.Rank, boot.Replicas))
+	rings := !tcfg.NoShm && !tcfg.NoUnix && tcfg.TLS == nil
+	poll, err := parsePoll(os.Getenv(pollEnv), runtime.NumCPU(), pollingRanks(reg.Addrs, boot.Rank, boot.Replicas, rings))
 	if err == nil {
 		err = tr.SetSpin(poll)
 	}

@@ -406,16 +406,19 @@ func (s *Session) processesOf(r int) []core.NodeID {
 
 // pollingRanks is how many ranks of a job share self's host for the
 // readers' polling (readerSpinFor): its processes, or with replicas
-// (replicas > 1) the logical ranks with a process there. Of a rank's
+// (replicas > 1) whose processes of one host talk over shared-memory
+// rings (rings), the logical ranks with a process there. Of a rank's
 // replicas only its master keeps pace with its peers: data to the others
 // leave in batches (replicalazy.go), so they are parked but for one
 // wake-up per batch, and do not take the cores that polling needs. A
 // replicated pair on two cores then polls as an unreplicated pair does;
-// a job with more logical ranks than cores still parks. addrs are the
-// processes' addresses, in process order.
-func pollingRanks(addrs []string, self, replicas int) int {
+// a job with more logical ranks than cores still parks. Over sockets
+// (loopback TCP, the Unix socket) each look is a system call, and paired
+// runs of a replicated pair on two cores were slower polling them. addrs
+// are the processes' addresses, in process order.
+func pollingRanks(addrs []string, self, replicas int, rings bool) int {
 	local := localRanks(addrs, self)
-	if replicas <= 1 || self < 0 || self >= len(addrs) || len(addrs)%replicas != 0 {
+	if !rings || replicas <= 1 || self < 0 || self >= len(addrs) || len(addrs)%replicas != 0 {
 		return local
 	}
 	layout := replica.Layout{Ranks: len(addrs) / replicas, Replicas: replicas}

@@ -571,16 +571,22 @@ func TestPollingRanks(t *testing.T) {
 		{"layout not matching", oneHost, 0, 3, 4},
 		{"self out of range", oneHost, 9, 2, 1},
 	} {
-		if got := pollingRanks(c.addrs, c.self, c.replicas); got != c.want {
+		if got := pollingRanks(c.addrs, c.self, c.replicas, true); got != c.want {
 			t.Errorf("%s: pollingRanks(self %d, replicas %d) = %d, want %d", c.name, c.self, c.replicas, got, c.want)
 		}
 	}
-	// Two cores: the replicated pair polls, the unreplicated job of as
-	// many processes does not.
-	if readerSpinFor(2, pollingRanks(oneHost, 0, 2)) == 0 {
+	if got := pollingRanks(oneHost, 0, 2, false); got != 4 {
+		t.Errorf("replicated pair over sockets: pollingRanks = %d, want 4 (its processes)", got)
+	}
+	// Two cores: the replicated pair polls on rings, the unreplicated
+	// job of as many processes does not, nor the pair over sockets.
+	if readerSpinFor(2, pollingRanks(oneHost, 0, 2, true)) == 0 {
 		t.Error("a replicated pair on two cores does not poll")
 	}
-	if readerSpinFor(2, pollingRanks(oneHost, 0, 1)) != 0 {
+	if readerSpinFor(2, pollingRanks(oneHost, 0, 1, true)) != 0 {
 		t.Error("four unreplicated ranks on two cores poll")
+	}
+	if readerSpinFor(2, pollingRanks(oneHost, 0, 2, false)) != 0 {
+		t.Error("a replicated pair on two cores polls its sockets")
 	}
 }
