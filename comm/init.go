@@ -192,6 +192,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	}
 	if rep != nil {
 		rep.bind(s, codec)
+		rep.pollTime = poll
 	}
 	s.addrs = reg.Addrs
 	if rep == nil {
