@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -588,5 +589,30 @@ func TestPollingRanks(t *testing.T) {
 	}
 	if readerSpinFor(2, pollingRanks(oneHost, 0, 2, false)) != 0 {
 		t.Error("a replicated pair on two cores polls its sockets")
+	}
+}
+
+// TestPollForSend checks that a replicated rank's readers stop polling
+// while its program sends more than pollMaxSend bytes, and poll again
+// once it sends less; a rank that does not poll is left alone.
+func TestPollForSend(t *testing.T) {
+	ss := replicatedJob(t, 2, 2)
+	r := ss[0].rep
+	poll := r.pollTime
+	r.pollTime = 0
+	r.pollForSend(1 << 20)
+	if r.pollOff.Load() {
+		t.Fatal("a rank that does not poll turned polling off")
+	}
+	r.pollTime = cmp.Or(poll, 50*time.Microsecond)
+	defer func() { r.pollTime = poll }()
+	for _, c := range []struct {
+		size int
+		off  bool
+	}{{8, false}, {pollMaxSend, false}, {pollMaxSend + 1, true}, {64 << 10, true}, {4 << 10, false}} {
+		r.pollForSend(c.size)
+		if got := r.pollOff.Load(); got != c.off {
+			t.Errorf("after a send of %d bytes: polling off %v, want %v", c.size, got, c.off)
+		}
 	}
 }
