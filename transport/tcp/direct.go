@@ -195,7 +195,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 //     read to its end); one that comes after finds c stopped.
 //
 // The head is built on the stack (f.Payload is small here: the data
-// path's header), and a failed write is handled once the lock is
+// path's header) and encoded once, for the log and the ring; a failed write is handled once the lock is
 // released, since closing c takes it.
 func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	sc := c.shm
@@ -211,18 +211,26 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	if !p.log.addFrame(c.peerStream, f, body, true) {
-		sc.wmu.Unlock()
-		return false // no room in the log: Send waits for it
+	var hb [shmDirectHead]byte
+	var head []byte
+	if len(body) < padFrom {
+		// One encoding of the head for the log and the ring.
+		head = f.AppendHead(hb[:0], len(body))
+		if !p.log.add(c.peerStream, true, head, body) {
+			sc.wmu.Unlock()
+			return false // no room in the log: Send waits for it
+		}
+	} else {
+		// A body to align: the ring's head starts with a pad frame,
+		// which the log does not keep.
+		if !p.log.addFrame(c.peerStream, f, body, true) {
+			sc.wmu.Unlock()
+			return false
+		}
+		head = t.directHead(hb[:0], f, body, 0)
 	}
-	var err error
-	if len(body) >= padFrom || !sc.writeFrame(f, body, headMax(f)) {
-		// A body to align, or a head that could wrap the ring's end: the
-		// head is built apart, on the stack.
-		var hb [shmDirectHead]byte
-		bufs := [2][]byte{t.directHead(hb[:0], f, body, 0), body}
-		_, err = sc.writevHeld(bufs[:])
-	}
+	bufs := [2][]byte{head, body}
+	_, err := sc.writevHeld(bufs[:])
 	sc.wmu.Unlock()
 	if err != nil {
 		c.writeFailed(err)

@@ -483,33 +483,6 @@ func (c *shmConn) recordFits(n uint64) bool {
 	return err == nil && room >= n+r.overhead()
 }
 
-// writeFrame is writeRecord of a frame (f's head, then body) whose head
-// it encodes in the ring itself, where writeRecord would copy it from a
-// buffer: the head's bytes, just stored, would be loaded again by that
-// copy, which waits for them to leave the store buffer. It reports
-// false, having written nothing, when the head could wrap the ring's end
-// (or as writeRecord does). The caller holds c.wmu and checked f's size
-// (a head of at most maxHead bytes).
-func (c *shmConn) writeFrame(f *wire.Frame, body []byte, maxHead int) bool {
-	r := c.out
-	if !c.recordFits(uint64(maxHead + len(body))) {
-		return false
-	}
-	at := (r.pos + recHead) & r.mask
-	if r.size-at < uint64(maxHead) {
-		return false
-	}
-	r.rec, r.open = r.pos, true
-	r.pos += recHead
-	head := f.AppendHead(r.data[at:at:at+uint64(maxHead)], len(body))
-	r.pos += uint64(len(head))
-	r.copyIn(body)
-	r.pos += uint64(len(body))
-	r.publish()
-	c.ring(r, offRWaiting)
-	return true
-}
-
 // writevLocked is writev under c.wmu.
 func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 	r := c.out
