@@ -54,7 +54,8 @@ import (
 const (
 	segMagic     = "cohortC1"
 	segHeader    = 4096
-	segLine      = 64  // a rank's progress line: its word, then its bytes of even and odd rounds
+	segLine      = 64  // a rank's progress line: its word, its bytes of even and odd rounds, then from segSmall its small inputs
+	segSmall     = 32  // offset in a progress line of the small inputs of buffers 0 and 1 (coll.LineBytes each)
 	offSegRanks  = 8   // uint64: p
 	offSegSlot   = 16  // uint64: the slot's bytes
 	offSegComm   = 24  // uint64: the communicator's id
@@ -167,6 +168,11 @@ func (g *collSeg) Input(r, b int) []byte {
 	return g.mem[off : off+g.slot : off+g.slot]
 }
 
+func (g *collSeg) Small(r, b int) []byte {
+	off := segHeader + r*segLine + segSmall + b*coll.LineBytes
+	return g.mem[off : off+coll.LineBytes : off+coll.LineBytes]
+}
+
 func (g *collSeg) Output(b int) []byte {
 	off := g.out + b*g.slot
 	return g.mem[off : off+g.slot : off+g.slot]
@@ -181,7 +187,9 @@ func (g *collSeg) Begin() uint64 {
 func (g *collSeg) Bytes(r int, k uint64) int { return int(g.bytes[r][k%2].Load()) }
 
 func (g *collSeg) Publish(v uint64, bytes int) {
-	g.bytes[g.self][(v-1)/2%2].Store(uint64(bytes))
+	// The progress word's store publishes the bytes word before it (and
+	// the input), which needs no fence of its own.
+	storeRelease64(g.bytes[g.self][(v-1)/2%2], uint64(bytes))
 	g.progress[g.self].Store(v)
 	g.ring()
 }

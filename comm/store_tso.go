@@ -22,6 +22,9 @@ import (
 // storeRelease32 stores v at p.
 func storeRelease32(p *atomic.Uint32, v uint32) { *(*uint32)(unsafe.Pointer(p)) = v }
 
+// storeRelease64 stores v at p.
+func storeRelease64(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v }
+
 // storeReleasePtr stores v at p (a pointer store: the garbage collector's
 // write barrier applies, as to any).
 func storeReleasePtr[T any](p *atomic.Pointer[T], v *T) {

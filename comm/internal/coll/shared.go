@@ -25,6 +25,12 @@ type Segment interface {
 	SlotBytes() int
 	// Input is rank r's input slot of buffer b (0 or 1).
 	Input(r, b int) []byte
+	// Small is rank r's small input of buffer b: LineBytes bytes beside
+	// its progress word, aligned for every element, which a piece of at
+	// most that many bytes takes instead of the slot, so that it reaches
+	// the other ranks with the word that publishes it (one line moved
+	// between the cores, not two).
+	Small(r, b int) []byte
 	// Output is the output area of buffer b, which every rank writes its
 	// share of the result into and reads the whole result from.
 	Output(b int) []byte
@@ -54,6 +60,9 @@ type Segment interface {
 // reads about twice the piece rather than p times.
 const SharedSplitBytes = 8 << 10
 
+// LineBytes is the size of a Segment's small inputs (Small).
+const LineBytes = 16
+
 // AllreduceShared is Allreduce over the communicator's Segment seg: recv =
 // send₀ ⊕ … ⊕ send_{p−1}, every element combined in rank order, so the
 // result is the one the flat algorithm gives, bit for bit, on every rank.
@@ -78,12 +87,22 @@ func AllreduceShared[T Elem](ctx context.Context, seg Segment, rank, size int, s
 	return nil
 }
 
+// inputOf is rank r's input of buffer b: its small one (Small) for a
+// piece of at most LineBytes bytes, else its slot.
+func inputOf(seg Segment, small bool, r, b int) []byte {
+	if small {
+		return seg.Small(r, b)
+	}
+	return seg.Input(r, b)
+}
+
 // sharedRound reduces one piece (in, into out) in one round of seg.
 func sharedRound[T Elem](ctx context.Context, seg Segment, rank, size, total int, in, out []T, op Op[T]) error {
 	k := seg.Begin()
 	b := int(k % 2)
 	m := len(in) * SizeOf[T]()
-	copy(seg.Input(rank, b), AsBytes(in))
+	small := m <= LineBytes
+	copy(inputOf(seg, small, rank, b), AsBytes(in))
 	split := m >= SharedSplitBytes
 	if split {
 		seg.Publish(2*k+1, total)
@@ -99,7 +118,7 @@ func sharedRound[T Elem](ctx context.Context, seg Segment, rank, size, total int
 		}
 	}
 	input := func(r, lo, hi int) []T {
-		v, _ := FromBytes[T](seg.Input(r, b)[lo:hi]) // aligned: no copy
+		v, _ := FromBytes[T](inputOf(seg, small, r, b)[lo:hi]) // aligned: no copy
 		return v
 	}
 	if !split {
@@ -147,8 +166,9 @@ func BcastShared[T Elem](ctx context.Context, seg Segment, rank, size int, buf [
 		piece := AsBytes(buf[off:min(off+per, len(buf))])
 		k := seg.Begin()
 		b := int(k % 2)
+		small := len(piece) <= LineBytes
 		if rank == root {
-			copy(seg.Input(root, b), piece)
+			copy(inputOf(seg, small, root, b), piece)
 		}
 		seg.Publish(2*k+2, total)
 		if err := seg.Await(ctx, 2*k+1); err != nil {
@@ -160,7 +180,7 @@ func BcastShared[T Elem](ctx context.Context, seg Segment, rank, size int, buf [
 			}
 		}
 		if rank != root {
-			copy(piece, seg.Input(root, b))
+			copy(piece, inputOf(seg, small, root, b))
 		}
 	}
 	return nil

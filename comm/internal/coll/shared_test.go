@@ -21,10 +21,12 @@ type memSegment struct {
 	outputs  [2][]byte
 	progress []atomic.Uint64
 	bytes    [][2]atomic.Uint64
+	small    [][2][LineBytes / 8]uint64 // aligned as a segment's line
 }
 
 func newMemSegment(p, slot int) *memSegment {
-	m := &memSegment{slot: slot, progress: make([]atomic.Uint64, p), bytes: make([][2]atomic.Uint64, p)}
+	m := &memSegment{slot: slot, progress: make([]atomic.Uint64, p), bytes: make([][2]atomic.Uint64, p),
+		small: make([][2][LineBytes / 8]uint64, p)}
 	for b := range 2 {
 		m.outputs[b] = make([]byte, slot)
 		for range p {
@@ -43,6 +45,7 @@ type memView struct {
 
 func (v *memView) SlotBytes() int            { return v.slot }
 func (v *memView) Input(r, b int) []byte     { return v.inputs[b][r] }
+func (v *memView) Small(r, b int) []byte     { return AsBytes(v.small[r][b][:]) }
 func (v *memView) Output(b int) []byte       { return v.outputs[b] }
 func (v *memView) Bytes(r int, k uint64) int { return int(v.bytes[r][k%2].Load()) }
 
@@ -107,7 +110,7 @@ func TestAllreduceSharedRankOrder(t *testing.T) {
 		for _, slot := range []int{64, SharedSplitBytes, 4 * SharedSplitBytes} {
 			// 1281 float64 on 5 ranks: 2,049.6 bytes a rank, 32 lines
 			// and a part.
-			for _, n := range []int{0, 1, 9, 1023, 1024, 1281, 5000} {
+			for _, n := range []int{0, 1, 2, 3, 9, 1023, 1024, 1281, 5000} {
 				want := input(0, n)
 				for r := 1; r < p; r++ {
 					for i, x := range input(r, n) {
