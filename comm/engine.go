@@ -83,11 +83,18 @@ func (c *commState) rankOf(n core.NodeID) (int, bool) {
 }
 
 // translate turns a send's failure toward a failed world rank into a
-// [*ProcFailedError] in c's ranks (c may be nil: world ranks).
+// [*ProcFailedError] in c's ranks (c may be nil: world ranks). It is
+// called on every send's and receive's outcome: the common nil is
+// decided where it is inlined, without a call.
 func (c *commState) translate(err error) error {
 	if err == nil {
 		return nil
 	}
+	return c.translateErr(err)
+}
+
+// translateErr is translate of a non-nil err.
+func (c *commState) translateErr(err error) error {
 	pf, ok := err.(*peerFailedError)
 	if !ok {
 		return err
