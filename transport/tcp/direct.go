@@ -229,8 +229,11 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 		}
 		head = t.directHead(hb[:0], f, body, 0)
 	}
-	bufs := [2][]byte{head, body}
-	_, err := sc.writevHeld(bufs[:])
+	var err error
+	if !sc.writeHeadBody(head, body) {
+		bufs := [2][]byte{head, body}
+		_, err = sc.writevHeld(bufs[:])
+	}
 	sc.wmu.Unlock()
 	if err != nil {
 		c.writeFailed(err)

@@ -396,10 +396,11 @@ func TestShmRecordCommit(t *testing.T) {
 	}
 }
 
-// writeRecord, the direct path's write of a frame's head and body: the
-// frames it writes read back as written, at every position of several
-// laps, those that wrap the ring's end included. The frames' sizes come
-// from a fixed seed.
+// writeHeadBody, the direct path's write of a frame's head and body, and
+// writeRecord, which writes a vector of buffers, taking turns: the frames
+// they write read back as written, at every position of several laps,
+// those that wrap the ring's end included. The frames' sizes come from a
+// fixed seed.
 func TestShmWriteRecordLaps(t *testing.T) {
 	mem := make([]byte, ringHeader+minShmRingSize)
 	w, r := newRing(mem), newRing(mem)
@@ -417,8 +418,14 @@ func TestShmWriteRecordLaps(t *testing.T) {
 		if at := (w.pos + recHead) & w.mask; w.size-at < uint64(len(head)+len(body)) {
 			wrapped++
 		}
-		if _, ok := wc.writeRecord([][]byte{head, body}); !ok {
-			t.Fatalf("frame %d: writeRecord refused it in an empty ring", i)
+		ok := false
+		if i%2 == 0 {
+			ok = wc.writeHeadBody(head, body)
+		} else {
+			_, ok = wc.writeRecord([][]byte{head, body})
+		}
+		if !ok {
+			t.Fatalf("frame %d: refused in an empty ring", i)
 		}
 		want := append(head, body...)
 		n := 0

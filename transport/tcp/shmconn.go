@@ -471,6 +471,24 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 	return int64(total), true
 }
 
+// writeHeadBody is writeRecord of the direct path's frame, its head and
+// body, without the loops over a vector of buffers.
+func (c *shmConn) writeHeadBody(head, body []byte) bool {
+	r := c.out
+	if !c.recordFits(uint64(len(head) + len(body))) {
+		return false
+	}
+	r.rec, r.open = r.pos, true
+	r.pos += recHead
+	r.copyIn(head)
+	r.pos += uint64(len(head))
+	r.copyIn(body)
+	r.pos += uint64(len(body))
+	r.publish()
+	c.ring(r, offRWaiting)
+	return true
+}
+
 // recordFits reports whether a record of n bytes can be written to c.out
 // now, whole: no record is open, n is within a record's bound, the ring
 // has room for it, and the connection is open for writing.
