@@ -194,44 +194,45 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 //     end of stream (after an idle goodbye too: a retired connection is
 //     read to its end); one that comes after finds c stopped.
 //
-// The head is built on the stack (f.Payload is small here: the data
-// path's header) and encoded once, for the log and the ring; a failed write is handled once the lock is
-// released, since closing c takes it.
+// The head is encoded once, for the log and the ring, into p.hdr (p's
+// under p.wmu, and already grown: a stack buffer would be zeroed at every
+// call); a failed write is handled once the lock is released, since
+// closing c takes it. The locks are released by hand, not deferred: this
+// is every small message's path.
 func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	sc := c.shm
 	if !p.wmu.TryLock() {
 		return false
 	}
-	defer p.wmu.Unlock()
 	if !sc.wmu.TryLock() {
+		p.wmu.Unlock()
 		return false
 	}
 	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() {
 		sc.wmu.Unlock()
+		p.wmu.Unlock()
 		return false
 	}
 	f.Src, f.Dst = t.self, p.id
-	var hb [shmDirectHead]byte
-	var head []byte
+	var kept bool
 	if len(body) < padFrom {
-		// One encoding of the head for the log and the ring.
-		head = f.AppendHead(hb[:0], len(body))
-		if !p.log.add(c.peerStream, true, head, body) {
-			sc.wmu.Unlock()
-			return false // no room in the log: Send waits for it
-		}
+		p.hdr = f.AppendHead(p.hdr[:0], len(body))
+		kept = p.log.add(c.peerStream, true, p.hdr, body)
 	} else {
 		// A body to align: the ring's head starts with a pad frame,
 		// which the log does not keep.
-		if !p.log.addFrame(c.peerStream, f, body, true) {
-			sc.wmu.Unlock()
-			return false
+		if kept = p.log.addFrame(c.peerStream, f, body, true); kept {
+			p.hdr = t.directHead(p.hdr, f, body, 0)
 		}
-		head = t.directHead(hb[:0], f, body, 0)
+	}
+	if !kept {
+		sc.wmu.Unlock()
+		p.wmu.Unlock()
+		return false // no room in the log: Send waits for it
 	}
 	var err error
-	if !sc.writeHeadBody(head, body) {
-		bufs := [2][]byte{head, body}
+	if !sc.writeHeadBody(p.hdr, body) {
+		bufs := [2][]byte{p.hdr, body}
 		_, err = sc.writevHeld(bufs[:])
 	}
 	sc.wmu.Unlock()
@@ -241,16 +242,13 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 		c.markActive()
 		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
 	}
+	p.wmu.Unlock()
 	return true
 }
 
 // shmDirectPayload bounds the f.Payload that writeDirectShm takes (the
-// data path's header is far smaller); shmDirectHead is its stack buffer:
-// room for a pad frame, then the frame's length, header and payload.
-const (
-	shmDirectPayload = 128
-	shmDirectHead    = wire.PadMax + wire.LengthSize + 4*binaryMaxVarint + shmDirectPayload
-)
+// data path's header is far smaller).
+const shmDirectPayload = 128
 
 // headMax bounds the head of f (its length, header and payload).
 func headMax(f *wire.Frame) int { return wire.LengthSize + 4*binaryMaxVarint + len(f.Payload) }
