@@ -321,13 +321,16 @@ func TestCreditRevoke(t *testing.T) {
 // A credit frame from a peer, and a data frame of each kind (kindCData
 // returns credit; the credit a clear-to-send carries: see
 // FuzzRendezvousFrames), is parsed or refused with errMalformed, never a
-// panic, and what parses encodes back the same way.
+// panic, and what parses encodes back the same way; parseData's one-byte
+// fields decode as the general varints do.
 func FuzzCreditFrame(f *testing.F) {
 	f.Add(binary.AppendUvarint(nil, DefaultEagerCredit/creditReturnDiv))
 	f.Add(append(appendDataHeader(nil, kindCData, dataHeader{credit: 300, ctxID: 8, tag: -2}), "data"...))
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
 	f.Add([]byte{1, 2})
+	f.Add([]byte{3, 0x7f, 0x7e, 9})
+	f.Add([]byte{3, 0x80, 1, 5})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if n, err := parseCredit(p); err != nil {
 			if !errors.Is(err, errMalformed) {
@@ -338,6 +341,9 @@ func FuzzCreditFrame(f *testing.F) {
 		}
 		for _, kind := range []core.Kind{kindData, kindCData, kindVData} {
 			h, data, err := parseData(p, kind)
+			if vh, vdata, verr := parseDataVarints(p, kind); vh != h || !bytes.Equal(vdata, data) || (verr == nil) != (err == nil) {
+				t.Fatalf("%v frame %x: parseData gives %+v with %d bytes, %v; the varints %+v with %d bytes, %v", kind, p, h, len(data), err, vh, len(vdata), verr)
+			}
 			if err != nil {
 				if !errors.Is(err, errMalformed) {
 					t.Fatalf("parseData(%v): %v", kind, err)

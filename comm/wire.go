@@ -67,6 +67,30 @@ func appendDataHeader(b []byte, kind core.Kind, h dataHeader) []byte {
 // parseData splits the payload of a data frame of the given kind into its
 // header and its data (aliasing p).
 func parseData(p []byte, kind core.Kind) (h dataHeader, data []byte, err error) {
+	// A small message's header on the world's communicators: every field
+	// one byte, decoded here without a call per field.
+	switch {
+	case kind == kindCData && len(p) >= 3 && p[0]|p[1]|p[2] < 0x80:
+		h.credit, h.ctxID, h.tag = uint64(p[0]), uint64(p[1]), unzigzag(p[2])
+		return h, p[3:], nil
+	case kind == kindData && len(p) >= 2 && p[0]|p[1] < 0x80:
+		h.ctxID, h.tag = uint64(p[0]), unzigzag(p[1])
+		return h, p[2:], nil
+	}
+	return parseDataVarints(p, kind)
+}
+
+// unzigzag decodes a one-byte zig-zag varint (binary.AppendVarint's).
+func unzigzag(z byte) int {
+	t := int(z >> 1)
+	if z&1 != 0 {
+		t = ^t
+	}
+	return t
+}
+
+// parseDataVarints is parseData for fields of any length.
+func parseDataVarints(p []byte, kind core.Kind) (h dataHeader, data []byte, err error) {
 	var ok bool
 	if kind == kindCData {
 		if h.credit, p, ok = dataUvarint(p); !ok {
