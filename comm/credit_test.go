@@ -321,8 +321,9 @@ func TestCreditRevoke(t *testing.T) {
 // A credit frame from a peer, and a data frame of each kind (kindCData
 // returns credit; the credit a clear-to-send carries: see
 // FuzzRendezvousFrames), is parsed or refused with errMalformed, never a
-// panic, and what parses encodes back the same way; parseData's one-byte
-// fields decode as the general varints do.
+// panic, and what parses encodes back the same way; the one-byte fields
+// of parseData and appendDataHeader decode and encode as the general
+// varints do.
 func FuzzCreditFrame(f *testing.F) {
 	f.Add(binary.AppendUvarint(nil, DefaultEagerCredit/creditReturnDiv))
 	f.Add(append(appendDataHeader(nil, kindCData, dataHeader{credit: 300, ctxID: 8, tag: -2}), "data"...))
@@ -349,6 +350,9 @@ func FuzzCreditFrame(f *testing.F) {
 					t.Fatalf("parseData(%v): %v", kind, err)
 				}
 				continue
+			}
+			if enc, venc := appendDataHeader(nil, kind, h), appendDataHeaderVarints(nil, kind, h); !bytes.Equal(enc, venc) {
+				t.Fatalf("%v header %+v encodes as %x, the varints as %x", kind, h, enc, venc)
 			}
 			again := append(appendDataHeader(nil, kind, h), data...)
 			if h2, d2, err := parseData(again, kind); err != nil || h2 != h || !bytes.Equal(d2, data) {

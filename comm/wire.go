@@ -53,6 +53,23 @@ type dataHeader struct {
 }
 
 func appendDataHeader(b []byte, kind core.Kind, h dataHeader) []byte {
+	// A small message's header on the world's communicators: every field
+	// one byte (parseData's fast case).
+	zt := uint64(h.tag) << 1 // zig-zag, as binary.AppendVarint
+	if h.tag < 0 {
+		zt = ^zt
+	}
+	switch {
+	case kind == kindCData && h.credit|h.ctxID|zt < 0x80:
+		return append(b, byte(h.credit), byte(h.ctxID), byte(zt))
+	case kind == kindData && h.ctxID|zt < 0x80:
+		return append(b, byte(h.ctxID), byte(zt))
+	}
+	return appendDataHeaderVarints(b, kind, h)
+}
+
+// appendDataHeaderVarints is appendDataHeader for fields of any length.
+func appendDataHeaderVarints(b []byte, kind core.Kind, h dataHeader) []byte {
 	if kind == kindCData {
 		b = binary.AppendUvarint(b, h.credit)
 	}
