@@ -419,6 +419,17 @@ func (s *Session) deliverMsg(src int, ctxID uint64, m message, owned bool) {
 	}
 }
 
+// unpost removes the i-th posted receive of q: the last one, most often
+// the only one, without slices.Delete's call to clear the slot.
+func (q *queue) unpost(i int) {
+	if last := len(q.posted) - 1; i == last {
+		q.posted[last] = nil // the array keeps no receive that is done
+		q.posted = q.posted[:last]
+		return
+	}
+	q.posted = slices.Delete(q.posted, i, i+1)
+}
+
 // matchLocked is deliverMsg under s.mu; the frame the matching calls for,
 // if any, is stored in *out. (The message and that frame go by pointer:
 // copied by value, the compiler spills a struct with word stores and
@@ -475,7 +486,7 @@ func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out
 	}
 	for i, op := range q.posted {
 		if op.matches(node, tag, vnode) {
-			q.posted = slices.Delete(q.posted, i, i+1)
+			q.unpost(i)
 			s.completeRecvLocked(q, op, m, owned, out)
 			return nil
 		}

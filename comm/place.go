@@ -114,7 +114,7 @@ func (s *Session) placeData(f wire.Frame, n int) (int, []byte, outgoing) {
 		} else {
 			dst = op.buf[:size]
 		}
-		q.posted = slices.Delete(q.posted, i, i+1)
+		q.unpost(i)
 		r, _ := q.comm.rankOf(src)
 		s.startPlacingLocked(src, placement{q: q, op: op, st: Status{Source: r, Tag: tag, Count: size}})
 		s.addCreditLocked(src, h.credit) // not delivered: nobody else will
