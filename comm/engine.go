@@ -357,7 +357,7 @@ func (m *message) recycleOwned(owned bool) {
 }
 
 // recycle returns a message's pooled buffer once its data was copied out.
-func (m message) recycle() {
+func (m *message) recycle() {
 	if m.buf != nil {
 		unexpectedBufs[bufClass(cap(*m.buf))].Put(m.buf)
 	}
