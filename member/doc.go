@@ -267,7 +267,10 @@
 // becomes root, which may never have known them), and
 // the side whose view has the lower epoch merges into the other: its root
 // asks to be admitted with its whole side, its members for themselves,
-// through the live member that told them. A merge whose requests go
+// through the live member that told them. That root drops the joins it
+// holds, which were often asked by the other side while its own view
+// looked the newer one: the newer view's root leads the merge, and a
+// joiner asks again. A merge whose requests go
 // unanswered a few times is given up, and tried again at each probe for
 // as long as the node holds the same view, every other time through a
 // member of that view: its members may all be alive, reachable and in the

@@ -313,6 +313,13 @@ func TestSwarmDeterministic(t *testing.T) {
 //     member), went into every proposal, which the dead process never
 //     acknowledged. A verdict on a member now fails the pending join of
 //     its other incarnation too.
+//   - 132869 (paper, no convergence; seeds 100,001–160,000): after a
+//     partition of 11 and 6 healed, n1's side asked n0 to admit it, then
+//     installed 15.n1, above n0's 15.n0, and n0 merged into it in turn;
+//     but n0 kept its join requests and went on proposing to admit n1's
+//     side, whose members took its proposals and refused n1's to admit
+//     n0's side, 1,400 epochs in 3 s. A root that merges into a newer
+//     view now drops the joins it holds: that view's root leads.
 func TestSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed   uint64
@@ -372,6 +379,7 @@ func TestSwarmRegressionSeeds(t *testing.T) {
 		{6268, member.PartitionPaper},
 		{3248234849, member.PartitionMajority},
 		{3248248488, member.PartitionMajority},
+		{132869, member.PartitionPaper},
 	} {
 		if res := membertest.Swarm(c.seed, c.policy); res.Err != nil {
 			t.Errorf("%v\nreplay: %s", res.Err, membertest.ReplayCommand(c.seed, c.policy))
