@@ -233,12 +233,12 @@ func TestRespawnedProcessTakesTheNextKill(t *testing.T) {
 	cfg := launch.Config{N: 3, Spares: 1, Respawn: 1, Notices: notices.add,
 		Kills: []launch.Kill{{Rank: 1, After: 300 * time.Millisecond}}}
 	var secondErr error
-	res := proctest.Run(t, childEnv, cfg, func(job *launch.Job, events string) {
+	res := proctest.Run(t, childEnv, cfg, func(r *proctest.Running) {
 		// The second kill waits until every survivor's view holds
 		// process 4.
-		secondErr = waitAdmitted(events, 4, []int{0, 2, 3})
+		secondErr = waitAdmitted(r.Events, 4, []int{0, 2, 3})
 		if secondErr == nil {
-			secondErr = job.Kill(2)
+			secondErr = r.Job.Kill(2)
 		}
 	}, long...)
 	t.Logf("the launcher's notices:\n%s", notices.String())

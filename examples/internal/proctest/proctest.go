@@ -56,12 +56,38 @@ func LaunchSpares(t testing.TB, env string, n, spares int, kills []launch.Kill, 
 	return Run(t, env, launch.Config{N: n, Spares: spares, Kills: kills}, nil, args...)
 }
 
+// Running is what Run hands a test while the job runs.
+type Running struct {
+	Job    *launch.Job
+	Events string // the directory of the ranks' event streams (launch.EventsPath)
+	stdout *syncBuffer
+}
+
+// WaitStdout waits until the ranks' output (prefixed as Result.Stdout)
+// holds s, for at most a minute: a test kills on what the job said, not
+// at a time that a loaded machine may reach before the job said it.
+func (r *Running) WaitStdout(s string) error {
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for {
+		out, grown := r.stdout.snapshot()
+		if strings.Contains(out, s) {
+			return nil
+		}
+		select {
+		case <-grown:
+		case <-deadline.C:
+			return fmt.Errorf("proctest: no output %q within a minute", s)
+		}
+	}
+}
+
 // Run is Launch with the job's settings in cfg (its N, Spares, Kills,
 // Respawn and Notices; the rest is Launch's), calling during, if not
-// nil, with the running job and the directory of its ranks' event
-// streams (launch.EventsPath): a test drives the job from there (kills
-// timed on the ranks' events), and Run waits for the job's end after.
-func Run(t testing.TB, env string, cfg launch.Config, during func(job *launch.Job, events string), args ...string) Result {
+// nil, with the running job: a test drives the job from there (kills
+// timed on the ranks' events or output), and Run waits for the job's end
+// after.
+func Run(t testing.TB, env string, cfg launch.Config, during func(r *Running), args ...string) Result {
 	t.Helper()
 	n, spares := cfg.N, cfg.Spares
 	exe, err := os.Executable()
@@ -85,7 +111,7 @@ func Run(t testing.TB, env string, cfg launch.Config, during func(job *launch.Jo
 		t.Fatal(err)
 	}
 	if during != nil {
-		during(job, events)
+		during(&Running{Job: job, Events: events, stdout: &stdout})
 	}
 	exits, err := job.Wait()
 	restarts = job.Restarts()
@@ -125,16 +151,32 @@ func eventDigest(dir string, n int) string {
 	return b.String()
 }
 
-// syncBuffer is a bytes.Buffer safe for the launcher's writers.
+// syncBuffer is a bytes.Buffer safe for the launcher's writers that a
+// test can wait on.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	grown chan struct{} // closed and renewed at each write; nil until waited on
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.grown != nil {
+		close(s.grown)
+		s.grown = nil
+	}
 	return s.b.Write(p)
+}
+
+// snapshot returns the text so far and a channel closed at the next write.
+func (s *syncBuffer) snapshot() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.grown == nil {
+		s.grown = make(chan struct{})
+	}
+	return s.b.String(), s.grown
 }
 
 func (s *syncBuffer) String() string {
