@@ -76,11 +76,11 @@ func checksumOf(t *testing.T, res proctest.Result) string {
 }
 
 // The final plate is bit-identical with and without a rank's process
-// killed: mid-run (the spare takes its rank, every rank goes back to the
-// last checkpoint), or as the job starts, the moment every process has
-// registered (the spare takes the rank before any checkpoint). The
-// killed process must really have been killed (the kill came before the
-// end).
+// killed: mid-run, once rank 0 said the first checkpoint committed (the
+// spare takes its rank, every rank goes back to the last checkpoint), or
+// as the job starts, the moment every process has registered (the spare
+// takes the rank before any checkpoint). The killed process must really
+// have been killed (the kill came before the end).
 func TestKilledRankSameChecksum(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes for seconds")
@@ -92,28 +92,59 @@ func TestKilledRankSameChecksum(t *testing.T) {
 	want := checksumOf(t, clean)
 	const victim = 1
 	for _, tc := range []struct {
-		after time.Duration
-		says  string
+		when string
+		says string
+		run  func() proctest.Result
 	}{
-		{500 * time.Millisecond, "jacobi: process 3 took rank 1, resuming from checkpoint epoch"},
-		{0, "jacobi: process 3 took rank 1, "},
+		{"after the first checkpoint", "jacobi: process 3 took rank 1, resuming from checkpoint epoch", func() proctest.Result {
+			return killAfterCheckpoint(t, launch.Config{N: 3, Spares: 1}, []int{victim})
+		}},
+		{"at the start", "jacobi: process 3 took rank 1, ", func() proctest.Result {
+			return proctest.LaunchSpares(t, childEnv, 3, 1, []launch.Kill{{Rank: victim}}, args...)
+		}},
 	} {
-		res := proctest.LaunchSpares(t, childEnv, 3, 1, []launch.Kill{{Rank: victim, After: tc.after}}, args...)
+		res := tc.run()
 		if !res.Exits[victim].Killed {
-			t.Fatalf("kill at %v: process %d was not killed (%s): the run ended first", tc.after, victim, res.Exits[victim].How())
+			t.Fatalf("kill %s: process %d was not killed (%s): the run ended first", tc.when, victim, res.Exits[victim].How())
 		}
 		for p, x := range res.Exits {
 			if p != victim && !x.OK() {
-				t.Errorf("kill at %v: process %d: %s", tc.after, p, x.How())
+				t.Errorf("kill %s: process %d: %s", tc.when, p, x.How())
 			}
 		}
 		if got := checksumOf(t, res); got != want {
-			t.Errorf("kill at %v: checksum %s with the kill, %s without", tc.after, got, want)
+			t.Errorf("kill %s: checksum %s with the kill, %s without", tc.when, got, want)
 		}
 		if !strings.Contains(res.Stdout, tc.says) {
-			t.Errorf("kill at %v: the spare did not say %q:\n%s", tc.after, tc.says, res.Stdout)
+			t.Errorf("kill %s: the spare did not say %q:\n%s", tc.when, tc.says, res.Stdout)
 		}
 	}
+}
+
+// committed is what rank 0 says, with -v, as a checkpoint commits.
+const committed = "[0] jacobi: checkpoint committed at iteration "
+
+// killAfterCheckpoint runs the stencil (args, with -v and extra) as the
+// job cfg and kills the processes victims once rank 0 said that the
+// first checkpoint committed: a kill at a fixed time can come before it
+// on a loaded machine, and then there is nothing to resume from.
+func killAfterCheckpoint(t *testing.T, cfg launch.Config, victims []int, extra ...string) proctest.Result {
+	t.Helper()
+	var killErr error
+	res := proctest.Run(t, childEnv, cfg, func(r *proctest.Running) {
+		if killErr = r.WaitStdout(committed); killErr != nil {
+			return
+		}
+		for _, v := range victims {
+			if killErr = r.Job.Kill(v); killErr != nil {
+				return
+			}
+		}
+	}, append(append([]string{"-v"}, extra...), args...)...)
+	if killErr != nil {
+		t.Fatalf("kill after the first checkpoint: %v", killErr)
+	}
+	return res
 }
 
 // A process that dies before it registers at the rendezvous does not
