@@ -177,14 +177,14 @@ func TestDeadBeforeRegisteringSameChecksum(t *testing.T) {
 	}
 }
 
-// A rank and its only buddy killed at once: every survivor fails naming
-// the rank's lost state; nobody prints a checksum.
+// A rank and its only buddy killed at once, once the first checkpoint
+// committed: every survivor fails naming the rank's lost state at that
+// checkpoint; nobody prints a checksum.
 func TestRankAndBuddyKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes for seconds")
 	}
-	kills := []launch.Kill{{Rank: 1, After: 500 * time.Millisecond}, {Rank: 2, After: 500 * time.Millisecond}}
-	res := proctest.LaunchSpares(t, childEnv, 3, 2, kills, args...)
+	res := killAfterCheckpoint(t, launch.Config{N: 3, Spares: 2}, []int{1, 2})
 	if checksumLine.MatchString(res.Stdout) {
 		t.Fatalf("a checksum was printed:\n%s", res.Stdout)
 	}
@@ -211,9 +211,10 @@ func TestNoSpareLeft(t *testing.T) {
 	}
 }
 
-// No spare, and the program asks to go on with the ranks left: the two
-// survivors spread the plate (the lost rank's rows from its buddy) and
-// the checksum is the failure-free one.
+// No spare, and the program asks to go on with the ranks left: rank 2
+// is killed once the first checkpoint committed, the two survivors
+// spread the plate (the lost rank's rows from its buddy) and the
+// checksum is the failure-free one.
 func TestNoSpareShrinkSameChecksum(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes for seconds")
@@ -223,7 +224,7 @@ func TestNoSpareShrinkSameChecksum(t *testing.T) {
 		t.Fatalf("failure-free run: %v", clean.Err)
 	}
 	want := checksumOf(t, clean)
-	res := proctest.Launch(t, childEnv, 3, []launch.Kill{{Rank: 2, After: 500 * time.Millisecond}}, append([]string{"-shrink"}, args...)...)
+	res := killAfterCheckpoint(t, launch.Config{N: 3}, []int{2}, "-shrink")
 	if !res.Exits[2].Killed {
 		t.Fatalf("process 2 was not killed (%s): the run ended first", res.Exits[2].How())
 	}
