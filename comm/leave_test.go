@@ -165,6 +165,16 @@ func TestCrashDuringLeave(t *testing.T) {
 		waitGone(ctx, t, ss[r], 1, 2, 3)
 		w := ss[r].World()
 		o := outcome{left: w.Left(), failed: w.Failed()}
+		// A rank is marked gone before it is reported on Failures: wait
+		// for a report of each failed rank, then take any more there are.
+		for !containsAll(o.reported, o.failed) {
+			select {
+			case f := <-ss[r].Failures():
+				o.reported = append(o.reported, f.Rank)
+			case <-ctx.Done():
+				t.Fatalf("rank %d: failed %v, reported failed only %v", r, o.failed, o.reported)
+			}
+		}
 	drain:
 		for {
 			select {
@@ -184,6 +194,16 @@ func TestCrashDuringLeave(t *testing.T) {
 			t.Errorf("rank %d: left %v, failed %v; rank 0 says left %v, failed %v", r, o.left, o.failed, first.left, first.failed)
 		}
 	}
+}
+
+// containsAll reports whether have holds every element of want.
+func containsAll(have, want []int) bool {
+	for _, x := range want {
+		if !slices.Contains(have, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // eventWaiter is an event stream that a test waits on for a line.
