@@ -215,15 +215,29 @@ func runNQueens(ctx context.Context, cfg Config, program string, kills []launch.
 	var killMu sync.Mutex
 	var killed []int // in order, for the display
 	over := false    // the job has ended: no more kills (killedAt is read unlocked from then on)
+	// A kill falls in the search only once every rank is in the job: on
+	// a machine more loaded than during the failure-free run the start
+	// takes longer, and a kill timed on that run could hit a rank before
+	// it installed the first view. Kills that come due before the
+	// watcher has seen every rank install a view wait for it.
+	joined := w == nil
+	var held []int
+	kill := func(rank int) { // under killMu
+		at := time.Since(start) // before the signal: detections come after it
+		if !over && job.Kill(rank) == nil {
+			run.killedAt[rank] = at
+			killed = append(killed, rank)
+		}
+	}
 	for _, k := range kills {
 		time.AfterFunc(time.Until(start.Add(k.After)), func() {
 			killMu.Lock()
 			defer killMu.Unlock()
-			at := time.Since(start) // before the signal: detections come after it
-			if !over && job.Kill(k.Rank) == nil {
-				run.killedAt[k.Rank] = at
-				killed = append(killed, k.Rank)
+			if !joined {
+				held = append(held, k.Rank)
+				return
 			}
+			kill(k.Rank)
 		})
 	}
 	if w != nil {
@@ -233,6 +247,15 @@ func runNQueens(ctx context.Context, cfg Config, program string, kills []launch.
 	defer tick.Stop()
 	shownKills := 0
 	step := func() {
+		if w != nil && !joined && len(w.views) == cfg.Procs {
+			killMu.Lock()
+			joined = true
+			for _, r := range held {
+				kill(r)
+			}
+			held = nil
+			killMu.Unlock()
+		}
 		killMu.Lock()
 		newKills := slices.Clone(killed[shownKills:])
 		at := make([]time.Duration, len(newKills))
