@@ -65,6 +65,7 @@ func BufferAddr(b []byte) uint64 {
 	if len(b) == 0 {
 		return 0
 	}
+	adviseHuge(b)
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 }
 
@@ -86,6 +87,7 @@ func (t *Transport) Pull(peer core.NodeID, dst []byte, addr uint64) error {
 		return fmt.Errorf("%w: no shared-memory connection to %v", ErrSingleCopyGone, peer)
 	}
 	pid := c.shm.pid
+	adviseHuge(dst)
 	for len(dst) > 0 {
 		n, err := readPeer(pid, dst, addr)
 		switch {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -62,3 +63,44 @@ func allowPeerReads() {
 }
 
 var allowOnce sync.Once
+
+// hugeRegion is the size of a transparent huge page (x86-64, arm64 with
+// 4 KiB pages).
+const hugeRegion = 2 << 20
+
+// hugeAdvised holds the last huge regions advised (their start + 1, 0 for
+// none, direct-mapped by region number): buffers are used again and again,
+// and each region is advised once while its slot holds it.
+var hugeAdvised [64]atomic.Uintptr
+
+// adviseHuge backs the 2 MiB regions around b with huge pages where the
+// kernel allows it (MADV_HUGEPAGE, then MADV_COLLAPSE for the pages already
+// there): process_vm_readv pins and copies a huge page's 512 small ones
+// at once, and the copy misses the TLB once per 2 MiB on either side. The
+// regions hold other heap objects as well; backing them with huge pages
+// changes none of their contents, and costs at most the rest of each region
+// in memory (the collapse fills the pages not yet touched). Errors are
+// ignored: the copy works, slower, without. A program that asked the Go
+// runtime for no huge pages (GODEBUG=disablethp=1) gets none from here.
+func adviseHuge(b []byte) {
+	if len(b) < hugeRegion/4 || hugeDisabled {
+		return
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b))) &^ (hugeRegion - 1)
+	end := uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(len(b))
+	for r := start; r < end; r += hugeRegion {
+		if hugeKnown(r) {
+			continue
+		}
+		unix.Syscall(unix.SYS_MADVISE, r, hugeRegion, unix.MADV_HUGEPAGE)
+		unix.Syscall(unix.SYS_MADVISE, r, hugeRegion, unix.MADV_COLLAPSE)
+		i := (r / hugeRegion) % uintptr(len(hugeAdvised))
+		hugeAdvised[i].Store(r + 1)
+	}
+}
+
+var hugeDisabled = strings.Contains(os.Getenv("GODEBUG"), "disablethp=1")
+
+func hugeKnown(r uintptr) bool {
+	return hugeAdvised[(r/hugeRegion)%uintptr(len(hugeAdvised))].Load() == r+1
+}

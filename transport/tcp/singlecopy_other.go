@@ -12,3 +12,5 @@ var errPeerEnded = errors.New("the process ended")
 func readPeer(int, []byte, uint64) (int, error) { return 0, errors.ErrUnsupported }
 
 func allowPeerReads() {}
+
+func adviseHuge([]byte) {}
