@@ -23,7 +23,10 @@ import (
 //     SingleCopy: a shared-memory connection, the peer's process known
 //     from its socket's credentials). The buffer is the caller's until
 //     the send completes, as for any send, and a Go heap object never
-//     moves, so the address holds until then.
+//     moves, so the address holds until then. The transport backs a
+//     large buffer with huge pages when it is first offered (tcp's
+//     BufferAddr), so that the kernel pins it for the read in a few
+//     pieces instead of one per 4 KiB page.
 //  2. The receive that takes it (rdvMatchLocked) reads the data from
 //     there once the session's lock is released (rdvPull), and answers a
 //     clear-to-send with flag 1: the sender completes the send without

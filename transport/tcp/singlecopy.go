@@ -60,7 +60,11 @@ func (t *Transport) SingleCopy(peer core.NodeID) bool {
 // peer's Pull takes it (0 for an empty b). The caller keeps b alive and
 // unchanged until the peer has read it: the Go collector moves no heap
 // object, and b escapes to the heap once it is held beyond its caller's
-// frame.
+// frame. A b of 512 KiB or more is backed by huge pages where the kernel
+// allows it, the first time its memory is offered (see adviseHuge): the
+// peer's read pins a huge page at once where it would pin 512 small ones,
+// which is most of the read's cost. That first time may take a few
+// hundred microseconds.
 func BufferAddr(b []byte) uint64 {
 	if len(b) == 0 {
 		return 0
@@ -87,7 +91,6 @@ func (t *Transport) Pull(peer core.NodeID, dst []byte, addr uint64) error {
 		return fmt.Errorf("%w: no shared-memory connection to %v", ErrSingleCopyGone, peer)
 	}
 	pid := c.shm.pid
-	adviseHuge(dst)
 	for len(dst) > 0 {
 		n, err := readPeer(pid, dst, addr)
 		switch {

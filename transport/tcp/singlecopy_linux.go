@@ -75,8 +75,9 @@ var hugeAdvised [64]atomic.Uintptr
 
 // adviseHuge backs the 2 MiB regions around b with huge pages where the
 // kernel allows it (MADV_HUGEPAGE, then MADV_COLLAPSE for the pages already
-// there): process_vm_readv pins and copies a huge page's 512 small ones
-// at once, and the copy misses the TLB once per 2 MiB on either side. The
+// there): a peer's process_vm_readv then pins a huge page's 512 small ones
+// at once. Only the sender's side gains: the receiver's buffer, written
+// through the kernel's own mapping, copies no faster on huge pages. The
 // regions hold other heap objects as well; backing them with huge pages
 // changes none of their contents, and costs at most the rest of each region
 // in memory (the collapse fills the pages not yet touched). Errors are
