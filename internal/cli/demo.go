@@ -32,7 +32,8 @@ declared and excluded from every survivor's view. A legend before the
 events explains their symbols. It exits
 with status 0 only if the count is the published one and every survivor
 exited with status 0. The same --seed gives the same victims, killed at the
-same fractions (10-80 %) of the failure-free run's search.
+same fractions (10-50 %) of the failure-free run's search; a kill that
+comes after the count is reported as such.
 
 --sim runs the earlier demo instead: a simulated 1,024-node cluster where 5
 nodes crash and BRR gossip detects them (see cohort demo --sim -h); its

@@ -23,9 +23,16 @@ func TestLiveDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
+	// Kills are planned from the failure-free run's search time; a run with
+	// kills that searches much faster (the failure-free run slowed by other
+	// work) can end before a planned kill, which the demo must then say.
 	killed := regexp.MustCompile(`(n\d+) +✗ killed \(SIGKILL\)`).FindAllStringSubmatch(out, -1)
-	if len(killed) != 2 {
-		t.Fatalf("%d kills shown, want 2:\n%s", len(killed), out)
+	missed := 0
+	if m := regexp.MustCompile(`\((\d+) planned kill\(s\) came after the job had ended\)`).FindStringSubmatch(out); m != nil {
+		fmt.Sscan(m[1], &missed)
+	}
+	if len(killed) == 0 || len(killed)+missed != 2 {
+		t.Fatalf("%d kills shown and %d reported after the end, want 2 with at least one shown:\n%s", len(killed), missed, out)
 	}
 	for _, k := range killed {
 		if !regexp.MustCompile(`view ◆ epoch \S+ installed by \d+/\d+ live members.*departed \[[^\]]*\b` + k[1] + `\b`).MatchString(out) {
