@@ -23,7 +23,11 @@ import (
 // in the recovery that follows it is an idle process, the lowest-numbered
 // of which take the failed ranks, their states fetched from buddies like
 // any spare's. A newcomer admitted after the agreement waits for the next
-// attempt's end, or the run's.
+// attempt's end, or the run's, unless a recovery round finds a rank
+// without a process: the survivors then agree on the newcomers in the same
+// way and add them before planning the round again (recover.go), so a
+// failure that strikes during a recovery finds the newcomers every
+// survivor already sees.
 
 // The attempt's outcome, as a welcome carries it.
 const (

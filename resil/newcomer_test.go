@@ -20,6 +20,17 @@ import (
 // by process, newcomers last.
 func newcomerRun(t *testing.T, n, spares, iters int, crash func(p, restarts, it int) bool, recovering func(p int), join func(ss []*comm.Session, start func() *comm.Session)) []outcome {
 	t.Helper()
+	return newcomerRunWith(t, n, spares, iters, crash, func(p int, j *Job) {
+		if recovering != nil {
+			j.duringRecovery = func() { recovering(p) }
+		}
+	}, join)
+}
+
+// newcomerRunWith is newcomerRun with setup(p, j) called on process p's
+// job before it runs, to set its test hooks.
+func newcomerRunWith(t *testing.T, n, spares, iters int, crash func(p, restarts, it int) bool, setup func(p int, j *Job), join func(ss []*comm.Session, start func() *comm.Session)) []outcome {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	ss, err := comm.LocalSpares(ctx, n, spares)
@@ -45,9 +56,7 @@ func newcomerRun(t *testing.T, n, spares, iters int, crash func(p, restarts, it 
 			o.err = err
 			return
 		}
-		if recovering != nil {
-			j.duringRecovery = func() { recovering(p) }
-		}
+		setup(p, j)
 		o.err = j.Run(ctx, ringFunc(j, s, iters, -1, func(it int) bool {
 			return crash(p, j.Stats().Restarts, it)
 		}, &o.result))
@@ -230,6 +239,52 @@ func TestNewcomerJoinsDuringARecovery(t *testing.T) {
 		}
 	}, func(ss []*comm.Session, start func() *comm.Session) {
 		<-recovering
+		if nc := start(); nc != nil {
+			admitted(t, []*comm.Session{ss[0], ss[2], ss[3]}, 4)
+		}
+		close(ready)
+	})
+	for _, p := range []int{0, 3, 4} {
+		if o := out[p]; o.err != nil || o.result != want {
+			t.Errorf("process %d: err %v, result %#x (want %#x)", p, o.err, o.result, want)
+		}
+	}
+	if out[3].rank != 1 || out[4].rank != 2 || !out[4].stats.TookOver {
+		t.Errorf("the spare holds rank %d (want 1), the newcomer rank %d (want 2, took over %v)", out[3].rank, out[4].rank, out[4].stats.TookOver)
+	}
+}
+
+// A newcomer admitted after the survivors took part in the agreement
+// that ends an attempt, and before a failure that strikes before the
+// recovery is planned: process 1 crashes before the first checkpoint,
+// and process 2, once that agreement decided (without the newcomer),
+// waits until a newcomer (process 4) is in every survivor's view, then
+// crashes. The recovery finds rank 2 without a process while every
+// survivor sees the newcomer: it adds it, and the spare takes rank 1 and
+// the newcomer rank 2, with the failure-free result, instead of the job
+// failing for want of a spare.
+func TestNewcomerTakesARankLostBeforeTheRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for failure detections")
+	}
+	const n, spares, iters = 3, 1, 40
+	clean := runRing(t, n, spares, 1, iters, func(int, int) bool { return false })
+	want := clean[0].result
+	agreed, ready := make(chan struct{}), make(chan struct{})
+	var crashing *comm.Session // process 2's, set before ready closes
+	out := newcomerRunWith(t, n, spares, iters, func(p, restarts, it int) bool {
+		return p == 1 && restarts == 0 && it == 2
+	}, func(p int, j *Job) {
+		if p == 2 {
+			j.attemptAgreed = func() {
+				close(agreed)
+				<-ready
+				crashSession(crashing)
+			}
+		}
+	}, func(ss []*comm.Session, start func() *comm.Session) {
+		<-agreed
+		crashing = ss[2]
 		if nc := start(); nc != nil {
 			admitted(t, []*comm.Session{ss[0], ss[2], ss[3]}, 4)
 		}

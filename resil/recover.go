@@ -28,6 +28,18 @@ func (j *Job) recover(ctx context.Context) error {
 		// newcomers after processes of higher numbers that joined before.
 		slices.Sort(live)
 		next, orphans := assign(attempt, live)
+		if orphans != nil {
+			// A newcomer admitted after the attempt's end (or during a
+			// failed round) is a spare every survivor may already see:
+			// it takes the orphans rather than the job failing.
+			added, err := j.admitDuringRecovery(ctx)
+			if err != nil {
+				return err
+			}
+			if added {
+				continue
+			}
+		}
 		newRank := identity(len(attempt))
 		if orphans != nil {
 			if !j.shrink {
@@ -179,4 +191,28 @@ func (j *Job) restoreRound(ctx context.Context, attempt, next, newRank, procOf [
 		res.got[m.Rank] = buf
 	}
 	return res, comm.WaitAll(ctx, sends...)
+}
+
+// admitDuringRecovery, called by every survivor of a recovery round that
+// leaves ranks without a process, agrees on the newcomers every survivor
+// has seen admitted and adds them to the survivors, as an attempt's end
+// does: they join the next round as idle processes. It reports whether
+// the round must be planned again: a newcomer was added, or a survivor
+// failed meanwhile.
+func (j *Job) admitDuringRecovery(ctx context.Context) (bool, error) {
+	v, err := j.procs.Agree(ctx, j.newcomerBits())
+	if err != nil {
+		return false, fmt.Errorf("resil: agreeing on the newcomers: %w", err)
+	}
+	next, err := j.procs.Shrink(ctx)
+	if err != nil {
+		return false, fmt.Errorf("resil: agreeing on the survivors: %w", err)
+	}
+	grown, err := j.admit(next, v, outcomeRecover)
+	if err != nil {
+		return false, err
+	}
+	again := grown.Size() != next.Size() || next.Size() != j.procs.Size()
+	j.procs = grown
+	return again, nil
 }

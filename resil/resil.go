@@ -128,6 +128,9 @@ type Job struct {
 	// duringRecovery, if set (tests), is called in each recovery round
 	// between the plan and the transfers.
 	duringRecovery func()
+	// attemptAgreed, if set (tests), is called once the agreement that
+	// ends an attempt decided, before the Shrink that follows it.
+	attemptAgreed func()
 }
 
 // Stats counts what a run did at this process.
@@ -323,6 +326,9 @@ func (j *Job) Run(ctx context.Context, fn Func) error {
 		v, err := j.procs.Agree(ctx, flag)
 		if err != nil {
 			return fmt.Errorf("resil: agreeing on the attempt's end: %w", err)
+		}
+		if j.attemptAgreed != nil {
+			j.attemptAgreed()
 		}
 		ended := time.Now()
 		next, err := j.procs.Shrink(ctx)
