@@ -246,8 +246,10 @@ func TestNoSpareShrinkSameChecksum(t *testing.T) {
 // A killed process started again (launch.Config.Respawn) joins the
 // running job as a spare and takes the rank of the next process killed:
 // process 1 is killed, the spare (process 3) takes rank 1 and process 1
-// comes back as process 4; once every survivor's membership admitted
-// process 4, process 2 is killed, and process 4 takes rank 2. The plate
+// comes back as process 4; once process 3 said it took rank 1 (the
+// recovery ended: with one buddy, rank 1's checkpoint lives only at
+// process 2 until then) and every survivor's membership admitted process
+// 4, process 2 is killed, and process 4 takes rank 2. The plate
 // is bit-identical with the failure-free one; process 2 comes back too,
 // as process 5, which the job never needs: it ends with the others (or
 // the launcher stops it as idle), and the job succeeds.
@@ -266,9 +268,12 @@ func TestRespawnedProcessTakesTheNextKill(t *testing.T) {
 		Kills: []launch.Kill{{Rank: 1, After: 300 * time.Millisecond}}}
 	var secondErr error
 	res := proctest.Run(t, childEnv, cfg, func(r *proctest.Running) {
-		// The second kill waits until every survivor's view holds
-		// process 4.
-		secondErr = waitAdmitted(r.Events, 4, []int{0, 2, 3})
+		// The second kill waits for the end of the first recovery and
+		// until every survivor's view holds process 4.
+		secondErr = r.WaitStdout("[3] jacobi: process 3 took rank 1, ")
+		if secondErr == nil {
+			secondErr = waitAdmitted(r.Events, 4, []int{0, 2, 3})
+		}
 		if secondErr == nil {
 			secondErr = r.Job.Kill(2)
 		}
