@@ -83,11 +83,13 @@ type sendLog struct {
 	space chan struct{}
 	// dropped is set once the peer is gone (drop): nothing more is lent.
 	dropped bool
-	// writing is set while the frame lent last is being written
-	// (addLent to written): a reset or drop meanwhile leaves the
-	// releases of the lent frames it forgets in deferred, for written
-	// to call, since the write may still be reading that frame's body.
-	writing  bool
+	// writing counts the lent frames being written (addLent to
+	// written): a reset or drop meanwhile leaves the releases of the lent
+	// frames it forgets in deferred, for the last written to call, since
+	// a write may still be reading one of those bodies. A count, not a
+	// flag: the next lent frame's write may begin (under the peer's wmu)
+	// before the last one's written (after wmu).
+	writing  int
 	deferred []func()
 }
 
@@ -173,17 +175,21 @@ func (l *sendLog) addLent(stream uint64, head, body []byte, release func()) (ok,
 	}
 	l.addLocked(stream, false, len(head), body, head)
 	l.releases[len(l.releases)-1] = release
-	l.writing = true
+	l.writing++
 	return true, true
 }
 
-// written ends the write of the frame addLent kept last, calling the
-// releases a reset or drop left meanwhile.
+// written ends the write of a frame addLent kept, calling, once no other
+// is being written, the releases a reset or drop left meanwhile.
 func (l *sendLog) written() {
 	l.mu.Lock()
-	l.writing = false
-	deferred := l.deferred
-	l.deferred = nil
+	if l.writing--; l.writing < 0 {
+		panic("tcp: a lent frame's write ended twice")
+	}
+	var deferred []func()
+	if l.writing == 0 {
+		deferred, l.deferred = l.deferred, nil
+	}
 	l.mu.Unlock()
 	for _, fn := range deferred {
 		fn()
@@ -337,7 +343,7 @@ func (l *sendLog) clearLocked() *lentOut {
 	for i := l.lhead; i < len(l.releases); i++ {
 		lent.take(&l.releases[i])
 	}
-	if l.writing {
+	if l.writing > 0 {
 		l.deferred = append(l.deferred, lent.fns...)
 		lent.fns = nil
 	}
