@@ -154,6 +154,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 			// or delivered through a relay, already.
 			dl.Unlock()
 			t.stats.duplicates.Add(1)
+			t.duplicate(c.rs)
 			return nil
 		}
 	}

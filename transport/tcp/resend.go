@@ -456,6 +456,26 @@ func (t *Transport) deliveredAckAfter(p *peer, r *recvStream, seq uint64, size i
 	}
 }
 
+// duplicate notes a frame of r's stream that the peer sent again after it
+// was delivered. The peer resends only what its log holds, so the
+// acknowledgement that covered the frame never reached it: written to a
+// connection that broke under it, after the handshake of the next had
+// told the peer an older count. Nothing else would tell it (r counts the
+// frame as acknowledged), and it would hold the frame, and the body a
+// caller lent with it, until it sent a new one; so the count is
+// acknowledged again, within ackDelay as after a new frame.
+func (t *Transport) duplicate(r *recvStream) {
+	if n := r.recvd.Load(); n > 0 {
+		// Below recvd, whatever the writer stores meanwhile: either
+		// way an acknowledgement of recvd is written after this.
+		r.ackedN.CompareAndSwap(n, n-1)
+	}
+	if !r.armed.Load() {
+		r.armed.Store(true)
+		r.timer.Reset(ackDelay)
+	}
+}
+
 // newRecvStream returns peer p's stream.
 func (t *Transport) newRecvStream(p *peer, stream uint64) *recvStream {
 	r := &recvStream{stream: stream}
