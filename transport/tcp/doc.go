@@ -161,7 +161,8 @@
 // (wire.KindSeq: the number of the next frame) and the frames the peer
 // lacks, before SendNow or SendDirect may write to it, and the receiver
 // drops a frame whose number it has delivered (Stats.Duplicates; a large
-// frame is then not placed). Stats.Resent counts the frames written again.
+// frame is then not placed) and acknowledges its count again within
+// 50 ms, since the sender resent the frame for want of it. Stats.Resent counts the frames written again.
 //
 // Stream ids are drawn per peer: a peer whose id changed is a restarted
 // process (or one that forgot us with RemovePeer), so the frames kept for
