@@ -530,6 +530,9 @@ func (t *Transport) ackInline(p *peer, c *conn, r *recvStream) int {
 	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() {
 		return ackNotWritten
 	}
+	// Cleared before the count is read, as in appendAck; a failed write
+	// sets it again (ackNow).
+	r.due.Store(false)
 	n, b := r.recvd.Load(), r.bytes.Load()
 	var pb [binaryMaxVarint]byte
 	var fb [wire.LengthSize + wire.MaxHeaderSize + binaryMaxVarint]byte
@@ -555,11 +558,18 @@ func (t *Transport) ackInline(p *peer, c *conn, r *recvStream) int {
 // batch anyway; the caller holds p.wmu.
 func (t *Transport) appendAck(fw *wire.FrameWriter, p *peer, c *conn) error {
 	r := c.rs
-	if r == nil || !r.unacked() || (!r.due.Load() && fw.Buffered() == 0) {
+	if r == nil || !r.due.Load() && (fw.Buffered() == 0 || !r.unacked()) {
+		return nil
+	}
+	// due is cleared before the count is read: a frame delivered after
+	// the read asks again (deliveredAckAfter skips the asking while due
+	// is set), and a due left set with nothing to acknowledge would keep
+	// every later frame from asking.
+	r.due.Store(false)
+	if !r.unacked() {
 		return nil
 	}
 	n, b := r.recvd.Load(), r.bytes.Load()
-	r.due.Store(false)
 	var buf [binaryMaxVarint]byte
 	if err := fw.WriteFrame(wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(buf[:0], n)}); err != nil {
 		return err
