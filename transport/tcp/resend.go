@@ -450,10 +450,7 @@ func (t *Transport) deliveredAckAfter(p *peer, r *recvStream, seq uint64, size i
 		t.ackNow(p, r)
 		return
 	}
-	if !r.armed.Load() {
-		r.armed.Store(true)
-		r.timer.Reset(ackDelay)
-	}
+	r.armAck()
 }
 
 // duplicate notes a frame of r's stream that the peer sent again after it
@@ -470,6 +467,12 @@ func (t *Transport) duplicate(r *recvStream) {
 		// way an acknowledgement of recvd is written after this.
 		r.ackedN.CompareAndSwap(n, n-1)
 	}
+	r.armAck()
+}
+
+// armAck starts r's acknowledgement timer, unless it runs: the count is
+// acknowledged within ackDelay.
+func (r *recvStream) armAck() {
 	if !r.armed.Load() {
 		r.armed.Store(true)
 		r.timer.Reset(ackDelay)
