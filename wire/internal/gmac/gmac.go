@@ -179,6 +179,36 @@ func (m *MAC) Verify(nonce *[NonceSize]byte, data, tag []byte) bool {
 	return subtle.ConstantTimeCompare(want[:], tag) == 1
 }
 
+// AppendSum appends to b the GMAC of data under nonce (NonceSize
+// bytes). Under smallFrom bytes the tag is written into b's spare
+// capacity and nonce is read where it is: Sum's arrays, handed to
+// crypto/cipher through an interface, would each be allocated on the
+// heap, which costs a small relayed frame about as much as its tag.
+func (m *MAC) AppendSum(b, nonce, data []byte) []byte {
+	if !m.fast || len(data) < smallFrom {
+		return m.aead.Seal(b, nonce, nil, data)
+	}
+	var tag [TagSize]byte
+	m.Sum(&tag, (*[NonceSize]byte)(nonce), data)
+	return append(b, tag[:]...)
+}
+
+// Check is Verify for a nonce held in a slice (NonceSize bytes), which,
+// as AppendSum's, is not copied to the heap for an input under
+// smallFrom bytes.
+func (m *MAC) Check(nonce, data, tag []byte) bool {
+	if len(tag) != TagSize {
+		return false
+	}
+	if !m.fast || len(data) < smallFrom {
+		// GCM's Open of a tag alone: the same tag, compared in
+		// constant time.
+		_, err := m.aead.Open(nil, nonce, tag, data)
+		return err == nil
+	}
+	return m.Verify((*[NonceSize]byte)(nonce), data, tag)
+}
+
 // fieldOf returns a GHASH block as the assembly holds it: its 16 bytes
 // reversed (PSHUFB), as two little-endian words.
 func fieldOf(b []byte) [2]uint64 {

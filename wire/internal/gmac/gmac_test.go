@@ -61,10 +61,23 @@ func TestSumMatchesCryptoCipher(t *testing.T) {
 		if !m.Verify(&nonce, d, want) {
 			t.Fatalf("%d bytes: Verify refuses crypto/cipher's tag", len(d))
 		}
+		prefix := []byte("before")
+		if got := m.AppendSum(prefix, nonce[:], d); string(got) != "before"+string(want) {
+			t.Fatalf("%d bytes: AppendSum gives %x, want %q then crypto/cipher's %x", len(d), got, prefix, want)
+		}
+		if !m.Check(nonce[:], d, want) {
+			t.Fatalf("%d bytes: Check refuses crypto/cipher's tag", len(d))
+		}
+		if m.Check(nonce[:], d, want[:TagSize-1]) || m.Check(nonce[:], d, append(want[:TagSize:TagSize], 0)) {
+			t.Fatalf("%d bytes: Check takes a tag of the wrong length", len(d))
+		}
 		if len(d) > 0 {
 			d[len(d)/2] ^= 1
 			if m.Verify(&nonce, d, want) {
 				t.Fatalf("%d bytes: Verify takes the tag of other data", len(d))
+			}
+			if m.Check(nonce[:], d, want) {
+				t.Fatalf("%d bytes: Check takes the tag of other data", len(d))
 			}
 			d[len(d)/2] ^= 1
 		}
@@ -194,5 +207,25 @@ func TestGhash32MatchesGhash16(t *testing.T) {
 		if got != want {
 			t.Fatalf("%d pairs from %x: ghash32 gives %x, ghash16 %x", pairs, start, got, want)
 		}
+	}
+}
+
+// A small input's tag is made and checked without an allocation: a
+// relayed frame of a few bytes pays for one otherwise (package wire).
+func TestSmallSumAllocatesNothing(t *testing.T) {
+	m, err := New(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, data := make([]byte, NonceSize), make([]byte, 100)
+	b := make([]byte, 0, TagSize)
+	allocs := testing.AllocsPerRun(100, func() {
+		b = m.AppendSum(b[:0], nonce, data)
+		if !m.Check(nonce, data, b) {
+			t.Fatal("Check refuses AppendSum's tag")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("AppendSum and Check of %d bytes: %v allocations, want 0", len(data), allocs)
 	}
 }
