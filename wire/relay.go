@@ -162,18 +162,23 @@ func SealRelay(b []byte, k *RelayCipher, h Relay, frame []byte) []byte {
 	b = AppendRelayHeader(b, h)
 	headEnd := len(b)
 	if h.Flags&RelaySealed != 0 {
-		return k.aead.Seal(b, h.Nonce[:], frame, b[start:headEnd])
+		return k.aead.Seal(b, headNonce(b[start:headEnd]), frame, b[start:headEnd])
 	}
 	b = append(b, frame...)
-	return k.appendMAC(b, h, b[start:])
+	return k.appendMAC(b, b[start:], headEnd-start)
 }
 
-// appendMAC appends to b the GMAC of data under h's nonce.
-func (k *RelayCipher) appendMAC(b []byte, h Relay, data []byte) []byte {
-	var tag [gmac.TagSize]byte
-	k.mac.Sum(&tag, &h.Nonce, data)
-	return append(b, tag[:]...)
+// appendMAC appends to b the GMAC of data, which starts with a header of
+// headLen bytes, under the header's nonce.
+func (k *RelayCipher) appendMAC(b, data []byte, headLen int) []byte {
+	return k.mac.AppendSum(b, headNonce(data[:headLen]), data)
 }
+
+// headNonce returns the nonce of an encoded header, its last bytes. The
+// ciphers are given it there rather than from a Relay's field: what they
+// take through an interface escapes, and a small frame would pay for the
+// copy of its header on the heap.
+func headNonce(head []byte) []byte { return head[len(head)-RelayNonceSize:] }
 
 // AppendRelay appends to b the KindRelay payload SealRelay(b, k, h,
 // AppendFrame(nil, f)) would, and returns it with the offset, from the
@@ -189,11 +194,11 @@ func AppendRelay(b []byte, k *RelayCipher, h Relay, f Frame) (out []byte, headLe
 	if h.Flags&RelaySealed != 0 {
 		b = AppendFrame(b, f)
 		frame := b[start+headLen:]
-		return k.aead.Seal(b[:start+headLen], h.Nonce[:], frame, b[start:start+headLen]), headLen
+		return k.aead.Seal(b[:start+headLen], headNonce(b[start:start+headLen]), frame, b[start:start+headLen]), headLen
 	}
 	if !gmac.Fast() || len(f.Payload) < relayPieceSize {
 		b = AppendFrame(b, f)
-		return k.appendMAC(b, h, b[start:]), headLen
+		return k.appendMAC(b, b[start:], headLen), headLen
 	}
 	head := f
 	head.Payload = nil
@@ -249,29 +254,30 @@ const relayPieceSize = 64 << 10
 // capacity, or the payload is copied.
 func SealRelayTail(b []byte, k *RelayCipher, h Relay, headLen int) []byte {
 	if h.Flags&RelaySealed == 0 {
-		return k.appendMAC(b, h, b)
+		return k.appendMAC(b, b, headLen)
 	}
 	if cap(b)-len(b) < RelayTagSize {
 		b = append(make([]byte, 0, len(b)+RelayTagSize), b...)
 	}
-	ct := k.aead.Seal(b[headLen:headLen], h.Nonce[:], b[headLen:], b[:headLen])
+	ct := k.aead.Seal(b[headLen:headLen], headNonce(b[:headLen]), b[headLen:], b[:headLen])
 	return b[:headLen+len(ct)]
 }
 
 // OpenRelay checks a KindRelay payload's tag with k (the key of its
 // header's pair) and returns the inner frame's encoding: the body itself
 // when it was only authenticated, or its decryption appended to dst when
-// it was sealed. It returns ErrRelayTag if the check fails.
+// it was sealed. It returns ErrRelayTag if the check fails. h, headLen
+// and body are what DecodeRelay returned for payload.
 func OpenRelay(dst []byte, k *RelayCipher, payload []byte, h Relay, headLen int, body []byte) ([]byte, error) {
 	if h.Flags&RelaySealed != 0 {
-		out, err := k.aead.Open(dst, h.Nonce[:], payload[headLen:], payload[:headLen])
+		out, err := k.aead.Open(dst, headNonce(payload[:headLen]), payload[headLen:], payload[:headLen])
 		if err != nil {
 			return nil, ErrRelayTag
 		}
 		return out, nil
 	}
 	end := headLen + len(body)
-	if !k.mac.Verify(&h.Nonce, payload[:end], payload[end:]) {
+	if !k.mac.Check(headNonce(payload[:headLen]), payload[:end], payload[end:]) {
 		return nil, ErrRelayTag
 	}
 	return body, nil
