@@ -108,17 +108,41 @@ func (t *Transport) sendNow(to core.NodeID, f wire.Frame, logged bool) bool {
 
 // writeNow writes b to c's socket with one non-blocking write(2); errno
 // is 0 on success (n may be short of len(b)), EAGAIN if the socket took
-// nothing, another error if it is broken (nothing written).
+// nothing, another error if it is broken (nothing written). The caller
+// holds c's peer's wmu.
 func (c *conn) writeNow(b []byte) (n int, errno syscall.Errno) {
-	errno = syscall.EAGAIN
-	err := c.raw.Write(func(fd uintptr) bool {
-		n, errno = rawWrite(fd, b)
-		return true // never wait for the socket to become writable
-	})
+	w := &c.owner.nowW
+	if w.fn == nil {
+		w.fn = w.writeFD
+	}
+	w.b, w.n, w.errno = b, 0, syscall.EAGAIN
+	err := c.raw.Write(w.fn)
+	n, errno = w.n, w.errno
+	w.b = nil // do not keep the caller's buffer
 	if err != nil {
 		return 0, syscall.EBADF // closed meanwhile
 	}
 	return n, errno
+}
+
+// nowWriter is a peer's writeNow state, under its wmu. Its write
+// function is a method value made once: a closure per write, handed to
+// RawConn.Write, would be allocated with the results it sets, twice or
+// three times per frame, on every write of a relayed frame (forwarded
+// or relayed on the sender's goroutine) and of an inline
+// acknowledgement.
+type nowWriter struct {
+	fn    func(fd uintptr) bool // writeFD
+	b     []byte
+	n     int
+	errno syscall.Errno
+}
+
+// writeFD writes w.b to fd once, never waiting for fd to become
+// writable.
+func (w *nowWriter) writeFD(fd uintptr) bool {
+	w.n, w.errno = rawWrite(fd, w.b)
+	return true
 }
 
 // writeRest writes what SendNow left of a frame to the connection it

@@ -100,6 +100,7 @@ type peer struct {
 	// connection restConn did not take of it, which the writer writes
 	// first (woken by kick, capacity 1). See now.go.
 	now      []byte
+	nowW     nowWriter // writeNow's
 	rest     []byte
 	restConn *conn
 	kick     chan struct{}
