@@ -42,6 +42,8 @@ import (
 //	job_memory_mb = 4096                # a job's memory, all its processes together
 //	job_pids      = 1024                # a job's processes and threads, all together
 //	job_uids      = "61000-61999"       # uids for jobs when the daemon runs as root; "none": jobs run as root
+//	job_cores     = true                # each running job gets cores of its own (false: all share them)
+//	cores_dir     = ""                  # the host's registry of cores held (see below); "none": none
 //	dial_out_only = false               # true: nobody can dial this host (NAT, firewall); see below
 //
 // The work directory holds every job's files, its program and what the
@@ -50,6 +52,21 @@ import (
 // others. Its default lies in the daemon's own state directory (~/.cohort,
 // beside its keys; /var/lib/cohort for root), not in a directory shared
 // with other users.
+//
+// With job_cores, the daemons of a host keep their jobs' cores apart
+// through a registry of the cores each one's running jobs hold: cores_dir,
+// a directory every daemon of the host reads before it chooses a job's
+// cores and writes as it takes and gives them back. Left out, it is
+// /run/cohort when the daemon may make or write it (root), else
+// cohort-cores-UID in the temporary directory (os.TempDir): daemons of
+// different users see each other's jobs only through a directory named
+// in all their configurations, sticky and writable by all as /tmp is.
+// "none" keeps a daemon's jobs apart from its own other jobs only. A
+// registry that cannot be used never stops a job: the daemon says so in
+// its log and chooses as if it were alone. The directory must not be open
+// to writes by others unless sticky; it is shared only by daemons that
+// see each other's processes (one pid namespace), for a file whose
+// daemon is not running is removed.
 //
 // A daemon with dial_out_only = true runs on a host that accepts no
 // inbound connection: it keeps a connection open to each supernode and is
@@ -114,6 +131,10 @@ type Config struct {
 	// false leaves every job all of them, as when several daemons share
 	// one host (a test rig) and none may take cores for its own jobs.
 	JobCores bool `toml:"job_cores"`
+	// CoresDir is the host's registry of the cores the daemons' running
+	// jobs hold (see above): "" its default, "none" no registry, else
+	// an absolute directory, which must exist.
+	CoresDir string `toml:"cores_dir"`
 
 	// DialOutOnly says nobody can dial this host: the daemon is reached
 	// through its supernodes, its ranks dial out (see above).
@@ -191,7 +212,7 @@ func Load(path string) (Config, error) {
 		}
 		return cfg, fmt.Errorf("%w: %s: unknown keys %s", ErrConfig, path, strings.Join(keys, ", "))
 	}
-	cfg.CA, cfg.Certs, cfg.WorkDir = expand(cfg.CA), expand(cfg.Certs), expand(cfg.WorkDir)
+	cfg.CA, cfg.Certs, cfg.WorkDir, cfg.CoresDir = expand(cfg.CA), expand(cfg.Certs), expand(cfg.WorkDir), expand(cfg.CoresDir)
 	return cfg, cfg.Validate()
 }
 
@@ -233,6 +254,8 @@ func (c Config) Validate() error {
 		return bad("job_memory_mb = %d, want at least 16", c.JobMemoryMB)
 	case c.JobPids < 16:
 		return bad("job_pids = %d, want at least 16 (a Go program alone runs several threads)", c.JobPids)
+	case c.CoresDir != "" && c.CoresDir != "none" && !filepath.IsAbs(c.CoresDir):
+		return bad("cores_dir = %q: want an absolute directory, \"none\", or nothing for the default", c.CoresDir)
 	}
 	if first, last, err := parseUIDRange(c.JobUIDs); err != nil {
 		return bad("job_uids = %q: %v", c.JobUIDs, err)

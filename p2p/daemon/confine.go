@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,8 @@ type confinement struct {
 
 	// cores hands each running job a set of cores of its own.
 	cores *coreSets
+	// coresWhy says why cores has no host registry, when it has none.
+	coresWhy string
 
 	mu   sync.Mutex
 	held map[int]bool // uids of this daemon's running jobs
@@ -39,11 +42,21 @@ type confinement struct {
 // newConfinement checks what cfg asks against the machine. Job uids need
 // root, no account of /etc/passwd in their range, and a work directory
 // others may reach. The cgroups are made by setup.
-func newConfinement(cfg Config) (*confinement, error) {
+func newConfinement(cfg Config, log *slog.Logger) (*confinement, error) {
 	c := &confinement{held: map[int]bool{}, fsize: uint64(cfg.MaxJobMB) << 20, cg: &cgroups{},
 		memBytes: cfg.JobMemoryMB << 20, pids: cfg.JobPids}
 	if cfg.JobCores {
 		c.cores = newCoreSets(daemonCPUs(), cfg.Jobs*cfg.ProcsPerJob)
+		if len(c.cores.all) > 0 {
+			h, err := openHostCores(cfg.CoresDir, log)
+			switch {
+			case err != nil:
+				c.coresWhy = fmt.Sprintf("the host's cores registry cannot be used (%v): a job's cores are apart from this daemon's other jobs' only, not from other daemons'", err)
+			case h == nil:
+				c.coresWhy = "cores_dir = \"none\": a job's cores are apart from this daemon's other jobs' only, not from other daemons'"
+			}
+			c.cores.host = h
+		}
 	}
 	if os.Geteuid() == 0 {
 		c.first, c.last, _ = parseUIDRange(cfg.JobUIDs)
@@ -99,6 +112,11 @@ func (c *confinement) describe() (confined, not []string) {
 		not = append(not, "job_cores = false: every job runs on all the daemon's cores, and its ranks bind as if it had them alone")
 	} else if n := len(c.cores.all); n > 0 {
 		confined = append(confined, fmt.Sprintf("a set of cores of its own per job while they last (%d cores, %d per process slot; %s tells the job)", n, c.cores.perSlot, EnvCPUs))
+		if c.cores.host != nil {
+			confined = append(confined, "cores apart from the other daemons' jobs (the host's registry "+c.cores.host.dir+")")
+		} else {
+			not = append(not, c.coresWhy)
+		}
 	}
 	if c.first > 0 {
 		confined = append(confined, fmt.Sprintf("a uid of its own per job (job_uids %d-%d): the daemon's key, other jobs' files, environments and processes out of reach", c.first, c.last))

@@ -134,6 +134,12 @@ func TestConcurrentJobsDisjointCores(t *testing.T) {
 	if !strings.Contains(r.log.String(), "the job's cores") {
 		t.Errorf("the log does not say the jobs' cores:\n%s", r.log.String())
 	}
+	if !strings.Contains(r.log.String(), "cores apart from the other daemons' jobs") {
+		t.Errorf("the log does not say the host's registry of cores is used:\n%s", r.log.String())
+	}
+	if names, err := os.ReadDir(r.d.cfg.CoresDir); err != nil || len(names) != 1 {
+		t.Errorf("both jobs ended, the registry holds %v (%v), want its lock file alone", names, err)
+	}
 	if n := r.d.conf.cores.held(); n != 0 {
 		t.Errorf("both jobs ended, %d cores still held", n)
 	}

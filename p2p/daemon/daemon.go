@@ -185,7 +185,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf, err := newConfinement(cfg)
+	conf, err := newConfinement(cfg, log.With("daemon", cfg.Name))
 	if err != nil {
 		return nil, err
 	}

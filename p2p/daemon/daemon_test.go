@@ -82,6 +82,11 @@ func startDaemon(t *testing.T, edit func(*Config)) *rig {
 	cfg := DefaultConfig()
 	cfg.Name, cfg.Listen, cfg.CA, cfg.Certs = "d1", "127.0.0.1:0", filepath.Join(dir, "ca.crt"), dir
 	cfg.WorkDir = filepath.Join(dir, "work")
+	// The host's registry of cores is the test's own.
+	cfg.CoresDir = filepath.Join(dir, "cores")
+	if err := os.Mkdir(cfg.CoresDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	// The test's directory is closed to other uids; TestJobConfined runs
 	// jobs under uids of their own.
 	cfg.JobUIDs = "none"
@@ -699,6 +704,7 @@ func TestConfineConfig(t *testing.T) {
 		{func(c *Config) { c.JobUIDs, c.Jobs = "61000-61001", 3 }, "fewer than jobs"},
 		{func(c *Config) { c.JobPids = 3 }, "job_pids"},
 		{func(c *Config) { c.JobMemoryMB = 0 }, "job_memory_mb"},
+		{func(c *Config) { c.CoresDir = "run/cohort" }, "cores_dir"},
 	} {
 		cfg := DefaultConfig()
 		cfg.Name = "d1"
@@ -712,6 +718,11 @@ func TestConfineConfig(t *testing.T) {
 	cfg.Name, cfg.JobUIDs = "d1", "none"
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("job_uids = \"none\": %v", err)
+	}
+	for _, dir := range []string{"none", "/run/cohort"} {
+		if cfg.CoresDir = dir; cfg.Validate() != nil {
+			t.Errorf("cores_dir = %q: %v", dir, cfg.Validate())
+		}
 	}
 }
 
