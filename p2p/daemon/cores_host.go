@@ -191,17 +191,19 @@ func newHostCores(dir string, self procID, alive func(procID) bool, log *slog.Lo
 	return h, nil
 }
 
-// lock takes the registry's lock; closing the file gives it back.
+// lock takes the registry's lock; closing the file gives it back. Links
+// are not followed and opens do not block: in a directory others may
+// write, the lock file could be anything they planted.
 func (h *hostCores) lock() (*os.File, error) {
 	name := filepath.Join(h.dir, coresLockName)
-	f, err := os.OpenFile(name, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(name, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
 	}
 	if errors.Is(err, fs.ErrPermission) {
 		// Another user's lock file, in a directory the daemons of
 		// several users share: an flock needs no write access.
-		f, err = os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		f, err = os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	}
 	if err != nil {
 		return nil, err
