@@ -45,7 +45,9 @@ the unified hierarchy offers pids, with memory from it or from v1's; else the
 v1 freezer, memory and pids hierarchies): its memory and processes are
 bounded by job_memory_mb and job_pids, and stopping the job kills every
 process it made, one detached with setsid too. Each running job gets cores
-of its own while enough are free (COHORT_CPUS tells its ranks). Run as root, the daemon gives each job a uid of its own from
+of its own while enough are free (COHORT_CPUS tells its ranks), apart from
+other daemons' jobs on the same host too: the daemons record the cores their
+jobs hold in cores_dir. Run as root, the daemon gives each job a uid of its own from
 job_uids: a job cannot read the daemon's key, another job's files or
 environment, nor signal or trace another job's processes. Run as another
 user, the daemon has no uids to give: jobs run as that user, and may read its
@@ -83,6 +85,9 @@ The configuration is a TOML file; every key but name has a default:
   job_memory_mb = 4096                  # a job's memory, its processes together
   job_pids      = 1024                  # a job's processes and threads together
   job_cores     = true                  # each running job gets cores of its own (false: all share them)
+  cores_dir     = ""                    # the host's registry of the cores jobs hold, shared by its daemons;
+                                        # empty: /run/cohort if the daemon may write it (root), else
+                                        # $TMPDIR/cohort-cores-UID; "none": apart from its own jobs only
   job_uids      = "61000-61999"         # root only: a uid per running job, none an account's;
                                         # "none": jobs run as root
   dial_out_only = false                 # true: nobody can dial this host (see below)
