@@ -166,8 +166,8 @@ func defaultCoresDirs() []string {
 // newHostCores opens the registry in dir for the daemon self; alive says
 // whether another daemon runs. dir must be a directory (not a link) that
 // no one but its owner may write into, or whose sticky bit keeps others
-// from replacing the daemon's file, and the daemon must be able to take
-// its lock.
+// from replacing the daemon's file; the daemon must be able to write its
+// file there and take the lock.
 func newHostCores(dir string, self procID, alive func(procID) bool, log *slog.Logger) (*hostCores, error) {
 	fi, err := os.Lstat(dir)
 	if err != nil {
@@ -181,6 +181,9 @@ func newHostCores(dir string, self procID, alive func(procID) bool, log *slog.Lo
 		return nil, fmt.Errorf("%s is writable by others and not sticky: they could replace a daemon's file", dir)
 	case st != nil && int(st.Uid) != os.Geteuid() && st.Uid != 0 && fi.Mode()&fs.ModeSticky == 0:
 		return nil, fmt.Errorf("%s belongs to uid %d, neither this daemon's user nor root", dir, st.Uid)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return nil, fmt.Errorf("%s: this daemon may not write into it: %w", dir, err)
 	}
 	h := &hostCores{dir: dir, self: self, alive: alive, log: log, lockWait: 5 * time.Second, reported: map[string]bool{}}
 	f, err := h.lock()

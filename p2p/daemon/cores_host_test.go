@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,10 +287,17 @@ func TestHostCoresDirChecks(t *testing.T) {
 
 // Two daemons taking and giving back cores at once, from two goroutines,
 // never hold a core together while enough are free: each holds at most
-// two jobs of two cores, and the host has eight.
+// two jobs of two cores, and the host has eight. COHORT_SEED replays a
+// run; the test logs its seed.
 func TestHostCoresConcurrent(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if v := os.Getenv("COHORT_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("COHORT_SEED=%q: %v", v, err)
+		}
+	}
+	t.Logf("seed %d (replay: COHORT_SEED=%d go test ./p2p/daemon -run %s)", seed, seed, t.Name())
 	r := newHostRig(t)
 	const rounds = 1000
 	var owner [8]atomic.Int32 // per core, the daemon holding it
