@@ -105,8 +105,8 @@ func (r *replicated) flushLazy() {
 	batch := l.held
 	l.held, l.bytes = nil, 0
 	r.lmu.Unlock()
-	for i, d := range batch {
-		r.sendDirect(d.to, d.m)
+	for i := range batch {
+		r.sendDirect(batch[i].to, &batch[i].m)
 		batch[i] = directData{}
 	}
 	r.lmu.Lock()

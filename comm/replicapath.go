@@ -5,8 +5,10 @@ import (
 	"cmp"
 	"context"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/replica"
@@ -127,7 +129,7 @@ func (r *replicated) afterCallLocked() {
 		r.layer.Receive(r.phys, m)
 	}
 	r.selfQ = nil
-	r.shared.m, r.shared.b = nil, nil
+	r.shared.d, r.shared.b = replica.Data{}, nil
 	r.dropLazyLocked()
 	r.keepReleasedLocked()
 	for len(r.held) > 0 && r.started && !r.layer.BackupFull() {
@@ -191,8 +193,12 @@ func (r *replicated) dispatchLocked() {
 			req.complete(Status{}, nil)
 		}
 		for i, e := range evs {
-			r.sess.onReplicaEvent(e)
-			evs[i] = nil
+			if e.ev == nil {
+				r.sess.onDelivered(e.d)
+			} else {
+				r.sess.onReplicaEvent(e.ev)
+			}
+			evs[i] = layerEvent{}
 		}
 		r.lmu.Lock()
 		r.spareEvents = evs[:0]
@@ -218,7 +224,9 @@ func (e layerEnv) Rand() *rand.Rand { return e.r.loopEnv.Rand() }
 // large one (more than sharedEncoding bytes) once into a buffer of its own
 // that the frames to every replica of the destination share: the layer
 // sends one message to each in a row, and the transport only reads a
-// frame's payload.
+// frame's payload. The layer reuses one Data for all its transmissions
+// (SendCopies), so Send keeps a copy of what it holds for later (direct)
+// and knows the shared message by its contents, not its address.
 func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 	r := e.r
 	if to == r.phys {
@@ -231,18 +239,18 @@ func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 		return
 	}
 	if r.collecting {
-		r.direct = append(r.direct, directData{to: to, m: d})
+		r.direct = append(r.direct, directData{to: to, m: *d})
 		return
 	}
 	f := wire.Frame{Kind: m.Kind(), Epoch: r.sess.epoch.Load()}
 	var err error
 	if len(d.Payload) > sharedEncoding {
-		if r.shared.m != m {
+		if !sameData(&r.shared.d, d) {
 			b, merr := r.codec.Marshal(m)
 			if merr != nil {
 				panic("comm: the replica layer sent a message its codec cannot encode: " + merr.Error())
 			}
-			r.shared.m, r.shared.b = m, b
+			r.shared.d, r.shared.b = *d, b
 		}
 		f.Payload = r.shared.b
 		err = r.sess.tr.Send(doneCtx, to, f)
@@ -262,6 +270,14 @@ func (e layerEnv) Send(to core.NodeID, m core.Msg) {
 	if err != nil {
 		r.dropped.Add(1)
 	}
+}
+
+// sameData reports whether a and b are the same message of the layer:
+// the same identifier and the same payload buffer.
+func sameData(a, b *replica.Data) bool {
+	return a.Comm == b.Comm && a.Src == b.Src && a.Dst == b.Dst && a.Tag == b.Tag && a.Seq == b.Seq &&
+		a.Control == b.Control && len(a.Payload) == len(b.Payload) &&
+		unsafe.SliceData(a.Payload) == unsafe.SliceData(b.Payload)
 }
 
 // sendDirect writes m to replica to as an unreplicated data frame goes
@@ -296,22 +312,62 @@ func (e layerEnv) SendCopies() bool { return true }
 
 // SetTimer arms t on the runtime's timers: when it expires, the layer
 // fires it under the lock, unless the session has ended. The layer keeps
-// no timer id.
+// no timer id. A runtime timer that fired is armed again for the next
+// timer equal to its own: the layer arms its acknowledgement and
+// retransmission timers again and again, one at a time.
 func (e layerEnv) SetTimer(after time.Duration, t core.Timer) core.TimerID {
 	r := e.r
-	time.AfterFunc(after, func() {
-		if r.sess.base.Err() == nil {
-			r.call(func(l *replica.Layer) { l.Fire(t) })
+	comparable := reflect.TypeOf(t).Comparable()
+	for _, lt := range r.timers {
+		if !lt.armed && comparable && lt.comparable && lt.t == t {
+			lt.armed = true
+			lt.timer.Reset(after)
+			return 0
 		}
-	})
+	}
+	lt := &layerTimer{t: t, armed: true, comparable: comparable}
+	lt.timer = time.AfterFunc(after, func() { r.fire(lt) })
+	r.timers = append(r.timers, lt)
 	return 0
+}
+
+// layerTimer is a runtime timer of the layer's (SetTimer); lmu.
+type layerTimer struct {
+	t          core.Timer
+	timer      *time.Timer
+	armed      bool // t is due: the timer is not to be armed for another
+	comparable bool // t can be compared with ==
+}
+
+// fire fires lt's timer in the layer, unless the session has ended.
+func (r *replicated) fire(lt *layerTimer) {
+	if r.sess.base.Err() != nil {
+		return
+	}
+	r.call(func(l *replica.Layer) {
+		lt.armed = false
+		l.Fire(lt.t)
+	})
 }
 
 // CancelTimer does nothing: the layer cancels no timer.
 func (e layerEnv) CancelTimer(core.TimerID) {}
 
 // Emit queues ev for dispatch.
-func (e layerEnv) Emit(ev core.Event) { e.r.events = append(e.r.events, ev) }
+func (e layerEnv) Emit(ev core.Event) { e.r.events = append(e.r.events, layerEvent{ev: ev}) }
+
+// EmitDelivered implements replica.DeliveredEmitter: d is queued for
+// dispatch as it is, not boxed in an interface.
+func (e layerEnv) EmitDelivered(d replica.Delivered) {
+	e.r.events = append(e.r.events, layerEvent{d: d})
+}
+
+// layerEvent is an event of the layer waiting for dispatch: ev, or when
+// ev is nil the delivery d (EmitDelivered).
+type layerEvent struct {
+	ev core.Event
+	d  replica.Delivered
+}
 
 // receive takes a frame of the replication protocol on the transport's
 // reader goroutine: decoded and handed to the layer. It reports false for
@@ -326,6 +382,9 @@ func (e layerEnv) Emit(ev core.Event) { e.r.events = append(e.r.events, ev) }
 // dispatching, and may reach the delivery later, is it copied. Every other
 // message is decoded from a copy (the layer keeps decisions' values).
 func (r *replicated) receive(f wire.Frame) bool {
+	if (f.Kind == replica.KindAck || f.Kind == replica.KindCommit) && r.startedFlag.Load() {
+		return r.receiveLevel(f)
+	}
 	if f.Kind == replica.KindData && r.startedFlag.Load() {
 		r.lmu.Lock()
 		r.rdec.Reset(f.Payload)
@@ -348,9 +407,11 @@ func (r *replicated) receive(f wire.Frame) bool {
 			return true
 		}
 		for i := from; i < len(r.events); i++ {
-			if d, ok := r.events[i].(replica.Delivered); ok {
+			if e := &r.events[i]; e.ev == nil {
+				e.d.Payload = bytes.Clone(e.d.Payload)
+			} else if d, ok := e.ev.(replica.Delivered); ok {
 				d.Payload = bytes.Clone(d.Payload)
-				r.events[i] = d
+				e.ev = d
 			}
 		}
 		r.lmu.Unlock()
@@ -372,6 +433,34 @@ func (r *replicated) receive(f wire.Frame) bool {
 	}
 	r.lmu.Unlock()
 	r.call(func(l *replica.Layer) { l.Receive(f.Src, m) })
+	return true
+}
+
+// receiveLevel is receive of an Ack or a Commit, decoded under the lock
+// into the one message of its kind that it reuses (the layer keeps
+// neither).
+func (r *replicated) receiveLevel(f wire.Frame) bool {
+	r.lmu.Lock()
+	r.rdec.Reset(f.Payload)
+	var m core.Msg
+	var err error
+	if f.Kind == replica.KindAck {
+		m, err = &r.rack, replica.DecodeAckInto(&r.rdec, &r.rack)
+	} else {
+		m, err = &r.rcommit, replica.DecodeCommitInto(&r.rdec, &r.rcommit)
+	}
+	if err == nil {
+		err = r.rdec.Finish()
+	}
+	r.rdec.Reset(nil)
+	if err != nil {
+		r.lmu.Unlock()
+		return false
+	}
+	r.layer.Receive(f.Src, m)
+	r.afterCallLocked()
+	r.lmu.Unlock()
+	r.dispatch()
 	return true
 }
 
@@ -417,6 +506,9 @@ type replicaPlacement struct {
 	q  *queue
 	op *recvOp
 	st Status
+	// active: in use (a Data of the sender being placed); placing keeps
+	// the sender's placement between its messages.
+	active bool
 }
 
 // place is transport.Placer's Place of a replicated Data.
@@ -433,7 +525,8 @@ func (r *replicated) place(f wire.Frame, n int) (int, []byte) {
 	}
 	skip := len(f.Payload) - len(data)
 	r.lmu.Lock()
-	if !r.started || r.dispatching || len(r.events) > 0 || r.placing[f.Src] != nil || !r.layer.ReserveNext(f.Src, &d) {
+	p := r.placing[f.Src]
+	if !r.started || r.dispatching || len(r.events) > 0 || p != nil && p.active || !r.layer.ReserveNext(f.Src, &d) {
 		r.lmu.Unlock()
 		return 0, nil
 	}
@@ -447,11 +540,17 @@ func (r *replicated) place(f wire.Frame, n int) (int, []byte) {
 		r.dispatch()
 		return 0, nil
 	}
-	pl.d = d
-	if r.placing == nil {
-		r.placing = make(map[core.NodeID]*replicaPlacement)
+	pl.d, pl.active = d, true
+	if p == nil {
+		// One per sending process, reused: a placement allocates
+		// nothing.
+		if r.placing == nil {
+			r.placing = make(map[core.NodeID]*replicaPlacement)
+		}
+		p = new(replicaPlacement)
+		r.placing[f.Src] = p
 	}
-	r.placing[f.Src] = &pl
+	*p = pl
 	r.lmu.Unlock()
 	return skip, dst
 }
@@ -500,10 +599,12 @@ func (s *Session) placeReplica(src core.NodeID, h dataHeader, size int) ([]byte,
 // among the posted ones and the layer releases it.
 func (r *replicated) placed(f wire.Frame, ok bool) {
 	r.lmu.Lock()
-	p := r.placing[f.Src]
-	delete(r.placing, f.Src)
+	var p replicaPlacement
+	if q := r.placing[f.Src]; q != nil {
+		p, *q = *q, replicaPlacement{}
+	}
 	r.lmu.Unlock()
-	if p == nil {
+	if !p.active {
 		return
 	}
 	s := r.sess

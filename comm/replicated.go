@@ -3,6 +3,7 @@ package comm
 import (
 	"bytes"
 	"context"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,10 +75,17 @@ type replicated struct {
 	// layer for the call.
 	rdec  wire.Decoder
 	rdata replica.Data
+	// rack and rcommit decode every Ack and Commit received
+	// (receiveLevel).
+	rack    replica.Ack
+	rcommit replica.Commit
+	// timers are the runtime timers of the layer's, armed or not
+	// (layerEnv.SetTimer); lmu.
+	timers []*layerTimer
 	// shared is the last large message sent and its encoding, which its
 	// frames to every destination replica share (layerEnv.Send).
 	shared struct {
-		m core.Msg
+		d replica.Data
 		b []byte
 	}
 	// collecting is set while a program's data send is in the layer
@@ -89,8 +97,8 @@ type replicated struct {
 	// to write together (replicapath.go, "Data to non-masters"); lmu.
 	lazy        lazyData
 	selfQ       []core.Msg   // messages the layer sent to its own process
-	events      []core.Event // emitted, not yet dispatched
-	spareEvents []core.Event
+	events      []layerEvent // emitted, not yet dispatched
+	spareEvents []layerEvent
 	dispatching bool
 	// held are the sends waiting for room in the backup table, in
 	// program order; completed, the requests of held sends handed over
@@ -116,12 +124,15 @@ type replicated struct {
 	placing map[core.NodeID]*replicaPlacement
 
 	// free holds large payload buffers the layer released (its
-	// Config.KeepReleased), for replicaSend to reuse: a large send then
-	// costs no allocation. released is TakeReleased's buffer (lmu).
-	fmu       sync.Mutex
-	free      [][]byte
-	freeBytes int
-	released  [][]byte
+	// Config.KeepReleased), for replicaSend to reuse, and small holds the
+	// small ones by size class (smallClass): a send then costs no
+	// allocation. released is TakeReleased's buffer (lmu).
+	fmu        sync.Mutex
+	free       [][]byte
+	freeBytes  int
+	small      [smallClasses][][]byte
+	smallBytes int
+	released   [][]byte
 
 	finished chan struct{} // closed on replica.Finished
 
@@ -140,7 +151,7 @@ type replicated struct {
 // goroutine after the layer's lock (replicaSend).
 type directData struct {
 	to core.NodeID
-	m  *replica.Data
+	m  replica.Data
 }
 
 // pendingSend is a send held back, and the request to complete once it is
@@ -183,10 +194,15 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 		return state
 	}
 	// One allocation, not cleared first: append grows a full slice (and
-	// returns it as it is when there is nothing to add).
+	// returns it as it is when there is nothing to add). A small one is
+	// made at its size class's capacity, to serve any send of the class
+	// once released.
 	var payload []byte
-	if b := s.rep.reuse(len(f.Payload) + len(body)); b != nil {
+	n := len(f.Payload) + len(body)
+	if b := s.rep.reuse(n); b != nil {
 		payload = append(append(b, f.Payload...), body...)
+	} else if n < reuseMin {
+		payload = append(append(make([]byte, 0, smallMin<<smallClass(n)), f.Payload...), body...)
 	} else if len(body) > 0 {
 		payload = append(f.Payload[:len(f.Payload):len(f.Payload)], body...)
 	} else {
@@ -217,8 +233,8 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 		r.direct = r.direct[:0]
 		r.afterCallLocked()
 		r.lmu.Unlock()
-		for _, d := range direct {
-			r.sendDirect(d.to, d.m)
+		for i := range direct {
+			r.sendDirect(direct[i].to, &direct[i].m)
 		}
 		if due {
 			r.flushLazy()
@@ -245,21 +261,48 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	return nil
 }
 
-// Reuse of released payload buffers: only from reuseMin bytes (a small
-// allocation costs less than the search), at most freeMax bytes kept.
+// Reuse of released payload buffers. A send of n bytes under reuseMin is
+// made at the capacity of its size class (smallClass), so that once
+// released it serves any send of that class. Buffers of reuseMin bytes or
+// more are kept in free, at most freeMax bytes, and searched for one of
+// n to 2n bytes; smaller ones in small, at most smallMax bytes, by the
+// largest class they serve (class c: sends of at most smallMin<<c bytes),
+// taken at once, without a search, which would cost more than the
+// allocation it saves. A send of the last class, above
+// smallMin<<(smallClasses-1) bytes, is served from free.
 const (
-	reuseMin = 4 << 10
-	freeMax  = 16 << 20
+	reuseMin     = 4 << 10
+	freeMax      = 16 << 20
+	smallMin     = 64
+	smallClasses = 6 // smallMin<<5 is half of reuseMin
+	smallMax     = 1 << 20
 )
 
-// reuse returns an empty buffer with room for n bytes, at most twice
-// that, from those the layer released, or nil.
-func (r *replicated) reuse(n int) []byte {
-	if n < reuseMin {
-		return nil
+// smallClass is the size class of a send of n bytes, under reuseMin: the
+// smallest c with n ≤ smallMin<<c.
+func smallClass(n int) int {
+	if n <= smallMin {
+		return 0
 	}
+	return bits.Len(uint(n-1)) - bits.Len(smallMin-1)
+}
+
+// reuse returns an empty buffer with room for n bytes, at most twice
+// that for a large one, from those the layer released, or nil.
+func (r *replicated) reuse(n int) []byte {
 	r.fmu.Lock()
 	defer r.fmu.Unlock()
+	if c := smallClass(n); c < smallClasses {
+		free := r.small[c]
+		if len(free) == 0 {
+			return nil
+		}
+		b := free[len(free)-1]
+		free[len(free)-1] = nil
+		r.small[c] = free[:len(free)-1]
+		r.smallBytes -= cap(b)
+		return b[:0]
+	}
 	for i := len(r.free) - 1; i >= 0; i-- {
 		if b := r.free[i]; cap(b) >= n && cap(b) <= 2*n {
 			last := len(r.free) - 1
@@ -272,22 +315,36 @@ func (r *replicated) reuse(n int) []byte {
 	return nil
 }
 
-// keepReleasedLocked takes the payloads the layer released and keeps the
-// large ones for reuse, within freeMax bytes. lmu is held.
+// keepReleasedLocked takes the payloads the layer released and keeps them
+// for reuse (keep). lmu is held.
 func (r *replicated) keepReleasedLocked() {
 	r.released = r.layer.TakeReleased(r.released[:0])
 	if len(r.released) == 0 {
 		return
 	}
+	r.keep(r.released)
+	clear(r.released)
+}
+
+// keep files released payload buffers for reuse, within freeMax and
+// smallMax bytes.
+func (r *replicated) keep(bufs [][]byte) {
 	r.fmu.Lock()
-	for _, b := range r.released {
-		if cap(b) >= reuseMin && r.freeBytes+cap(b) <= freeMax {
-			r.free = append(r.free, b)
-			r.freeBytes += cap(b)
+	defer r.fmu.Unlock()
+	for _, b := range bufs {
+		switch c := cap(b); {
+		case c >= reuseMin:
+			if r.freeBytes+c <= freeMax {
+				r.free = append(r.free, b)
+				r.freeBytes += c
+			}
+		case c >= smallMin && r.smallBytes+c <= smallMax:
+			// The largest class it serves every send of.
+			k := bits.Len(uint(c)) - bits.Len(smallMin)
+			r.small[k] = append(r.small[k], b)
+			r.smallBytes += c
 		}
 	}
-	r.fmu.Unlock()
-	clear(r.released)
 }
 
 // run waits until the session ends, then fails the requests of the sends
@@ -378,14 +435,7 @@ func (r *replicated) finish(ctx context.Context, s *Session) error {
 func (s *Session) onReplicaEvent(e core.Event) {
 	switch e := e.(type) {
 	case replica.Delivered:
-		if e.Placed {
-			return // its receive has it (placed)
-		}
-		if e.Comm > 0xffff || core.Kind(e.Comm).Proto() != core.ProtoComm {
-			s.stats.malformed.Add(1)
-			return
-		}
-		s.dataPath(wire.Frame{Kind: core.Kind(e.Comm), Src: core.NodeID(e.Src), Payload: e.Payload})
+		s.onDelivered(e)
 	case replica.Decided:
 		s.rep.onDecided(e)
 	case replica.RankFailed:
@@ -399,6 +449,19 @@ func (s *Session) onReplicaEvent(e core.Event) {
 	case replica.BackupFull:
 		s.log.Info("comm: the replication backup table is full; sends wait for acknowledgements", "sends", e.Sends, "bytes", e.Bytes)
 	}
+}
+
+// onDelivered takes a message the replication layer delivered
+// (onReplicaEvent).
+func (s *Session) onDelivered(e replica.Delivered) {
+	if e.Placed {
+		return // its receive has it (placed)
+	}
+	if e.Comm > 0xffff || core.Kind(e.Comm).Proto() != core.ProtoComm {
+		s.stats.malformed.Add(1)
+		return
+	}
+	s.dataPath(wire.Frame{Kind: core.Kind(e.Comm), Src: core.NodeID(e.Src), Payload: e.Payload})
 }
 
 // processesOf returns the transport ids of world rank r's processes.

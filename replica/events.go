@@ -49,6 +49,15 @@ type Delivered struct {
 	Placed bool
 }
 
+// DeliveredEmitter is implemented by an Env that takes [Delivered] events
+// by value: the layer then hands it every Delivered with EmitDelivered
+// instead of Emit, which would box the event in an interface (an
+// allocation per message). Every other event still goes to Emit; the
+// order of all the calls is the order of the events.
+type DeliveredEmitter interface {
+	EmitDelivered(Delivered)
+}
+
 // Decided answers [Decide]: the value of this rank's K-th decision, final
 // (every replica of the rank acts on the same value). Decisions are
 // announced in K order.

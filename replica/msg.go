@@ -301,14 +301,30 @@ func DecodeDataHeader(p []byte, m *Data) (header, size int, ok bool) {
 
 // DecodeAck decodes an [Ack].
 func DecodeAck(d *wire.Decoder) (core.Msg, error) {
-	m := &Ack{Comm: d.Uvarint(), Src: rank(d), Dst: rank(d), Upto: d.Uvarint()}
-	return m, d.Err()
+	m := new(Ack)
+	return m, DecodeAckInto(d, m)
+}
+
+// DecodeAckInto is [DecodeAck] into m, which a caller can reuse for every
+// Ack it hands the layer: the layer keeps no Ack. It does not check that
+// d is consumed (wire.Decoder.Finish).
+func DecodeAckInto(d *wire.Decoder, m *Ack) error {
+	*m = Ack{Comm: d.Uvarint(), Src: rank(d), Dst: rank(d), Upto: d.Uvarint()}
+	return d.Err()
 }
 
 // DecodeCommit decodes a [Commit].
 func DecodeCommit(d *wire.Decoder) (core.Msg, error) {
-	m := &Commit{Comm: d.Uvarint(), Src: rank(d), Dst: rank(d), Upto: d.Uvarint()}
-	return m, d.Err()
+	m := new(Commit)
+	return m, DecodeCommitInto(d, m)
+}
+
+// DecodeCommitInto is [DecodeCommit] into m, which a caller can reuse for
+// every Commit it hands the layer: the layer keeps no Commit. It does not
+// check that d is consumed (wire.Decoder.Finish).
+func DecodeCommitInto(d *wire.Decoder, m *Commit) error {
+	*m = Commit{Comm: d.Uvarint(), Src: rank(d), Dst: rank(d), Upto: d.Uvarint()}
+	return d.Err()
 }
 
 // DecodeDecision decodes a [Decision]. A zero K is an error wrapping

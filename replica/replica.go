@@ -148,6 +148,17 @@ type Layer struct {
 	// released: payloads the layer is done with (Config.KeepReleased).
 	released [][]byte
 
+	// copies: the Env is done with a message when Send returns
+	// (core.SendCopies), so the Data of every transmission is outData,
+	// filled again each time, not a message of its own (dataFor).
+	copies    bool
+	outData   Data
+	outAck    Ack    // as outData, for acknowledgements
+	outCommit Commit // as outData, for commits
+	// deliveries takes Delivered events by value, when the Env does
+	// (DeliveredEmitter).
+	deliveries DeliveredEmitter
+
 	fin       []bool // by physical id: its program finished (Fin received)
 	finishing bool   // this process's program finished (Finish)
 	finished  bool   // Finished was emitted
@@ -202,6 +213,8 @@ func (l *Layer) IsMaster() bool { return l.masters[l.rank] == l.self }
 func (l *Layer) Start(env core.Env) {
 	l.env = env
 	l.self = env.Self()
+	l.copies = core.SendCopies(env)
+	l.deliveries, _ = env.(DeliveredEmitter)
 	if !l.lay.Contains(l.self) {
 		panic(fmt.Sprintf("replica: process %v outside a layout of %d×%d", l.self, l.lay.Ranks, l.lay.Replicas))
 	}
@@ -255,6 +268,10 @@ func (l *Layer) Fire(t core.Timer) {
 		if ic.dirty {
 			l.ackNow(ic)
 		}
+	}
+	clear(dirty)
+	if l.dirty == nil {
+		l.dirty = dirty[:0] // its array again, for the next tick's
 	}
 }
 
@@ -425,17 +442,36 @@ func (l *Layer) onSend(s Send) {
 // were sent.
 func (l *Layer) transmit(oc *outChan, e entry) int {
 	k := oc.key
-	m := &Data{Comm: k.Comm, Src: k.Src, Dst: k.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload, Control: oc.control}
+	m := l.dataFor(Data{Comm: k.Comm, Src: k.Src, Dst: k.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload, Control: oc.control})
 	n := 0
-	for _, q := range l.live(k.Dst) {
-		if q == l.self {
-			l.onData(m)
-			continue
+	for j := range l.lay.Replicas {
+		q := l.lay.Phys(k.Dst, j)
+		switch {
+		case !l.alive[q]:
+		case q == l.self:
+			// Delivered here, it may be held for later: a message of
+			// its own, never outData.
+			own := *m
+			l.onData(&own)
+		default:
+			l.env.Send(q, m)
+			n++
 		}
-		l.env.Send(q, m)
-		n++
 	}
 	return n
+}
+
+// dataFor returns d as a message to hand env.Send: outData when the Env
+// is done with it on return, which a message sent on every transmission
+// then does not allocate; a copy of its own otherwise.
+func (l *Layer) dataFor(d Data) *Data {
+	if !l.copies {
+		m := new(Data)
+		*m = d
+		return m
+	}
+	l.outData = d
+	return &l.outData
 }
 
 func (l *Layer) onAck(from core.NodeID, a *Ack) {
@@ -455,16 +491,25 @@ func (l *Layer) tryCommit(oc *outChan) {
 		return
 	}
 	level := ^uint64(0)
-	for _, q := range l.live(oc.key.Dst) {
-		level = min(level, oc.acked[q])
+	for j := range l.lay.Replicas {
+		if q := l.lay.Phys(oc.key.Dst, j); l.alive[q] {
+			level = min(level, oc.acked[q])
+		}
 	}
 	if level <= oc.committed {
 		return
 	}
 	l.commit(oc, level)
-	for _, q := range l.fellows() {
-		l.env.Send(q, &Commit{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Upto: level})
-		l.stats.Commits++
+	for j := range l.lay.Replicas {
+		if q := l.lay.Phys(l.rank, j); l.alive[q] && q != l.self {
+			c := &l.outCommit
+			if !l.copies {
+				c = new(Commit)
+			}
+			*c = Commit{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Upto: level}
+			l.env.Send(q, c)
+			l.stats.Commits++
+		}
 	}
 }
 
@@ -488,10 +533,8 @@ func (l *Layer) commit(oc *outChan, upto uint64) {
 			}
 		}
 		l.backup(-i, -payloadBytes(oc.backup[:i]))
-		oc.backup = slices.Delete(oc.backup, 0, i)
-		if len(oc.backup) == 0 {
-			oc.backup = nil
-		}
+		oc.backup = slices.Delete(oc.backup, 0, i) // its array kept for the next sends
+
 	}
 }
 
@@ -588,7 +631,7 @@ func (l *Layer) CommitReserved(m *Data) {
 	ic.delivered++
 	l.stats.Delivered++
 	l.stats.Placed++
-	l.env.Emit(Delivered{Comm: m.Comm, Src: m.Src, Tag: m.Tag, Seq: m.Seq, Payload: m.Payload, Placed: true})
+	l.emitDelivered(Delivered{Comm: m.Comm, Src: m.Src, Tag: m.Tag, Seq: m.Seq, Payload: m.Payload, Placed: true})
 	l.deliverHeld(ic)
 }
 
@@ -615,7 +658,16 @@ func (l *Layer) reservedIn(m *Data) *inChan {
 func (l *Layer) deliver(ic *inChan, m *Data) {
 	ic.delivered++
 	l.stats.Delivered++
-	l.env.Emit(Delivered{Comm: m.Comm, Src: m.Src, Tag: m.Tag, Seq: m.Seq, Payload: m.Payload})
+	l.emitDelivered(Delivered{Comm: m.Comm, Src: m.Src, Tag: m.Tag, Seq: m.Seq, Payload: m.Payload})
+}
+
+// emitDelivered emits d, by value where the Env takes it so.
+func (l *Layer) emitDelivered(d Delivered) {
+	if l.deliveries != nil {
+		l.deliveries.EmitDelivered(d)
+		return
+	}
+	l.env.Emit(d)
 }
 
 func (l *Layer) markDirty(ic *inChan) {
@@ -637,7 +689,11 @@ func (l *Layer) ackNow(ic *inChan) {
 		return
 	}
 	ic.acked = ic.delivered
-	a := &Ack{Comm: ic.key.Comm, Src: ic.key.Src, Dst: ic.key.Dst, Upto: ic.delivered}
+	a := &l.outAck // onAck keeps nothing of it, nor does Send (copies)
+	if !l.copies {
+		a = new(Ack)
+	}
+	*a = Ack{Comm: ic.key.Comm, Src: ic.key.Src, Dst: ic.key.Dst, Upto: ic.delivered}
 	l.stats.Acks++
 	if to == l.self {
 		l.onAck(l.self, a)
@@ -698,7 +754,7 @@ func (l *Layer) retransmit() {
 				if n == retransmitBurst {
 					break
 				}
-				l.env.Send(q, &Data{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload, Control: oc.control})
+				l.env.Send(q, l.dataFor(Data{Comm: oc.key.Comm, Src: oc.key.Src, Dst: oc.key.Dst, Tag: e.tag, Seq: e.seq, Payload: e.payload, Control: oc.control}))
 				l.stats.Retransmits++
 				n++
 			}
