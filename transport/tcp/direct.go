@@ -68,6 +68,20 @@ func (t *Transport) TryLendDirect(to core.NodeID, f wire.Frame, body []byte, rel
 	return c != nil && c.shm == nil && t.writeDirect(p, c, &f, body, release)
 }
 
+// TryLendDirectAny is TryLendDirect for a lender that can wait for its
+// buffer: it lends a body of 4 KiB or more (where a frame's body is
+// aligned on the stream), on a shared-memory connection too, whose log
+// then holds body instead of a copy of it (the ring still copies it). A
+// frame under LendMin bytes may be acknowledged only once more frames
+// follow it or after a delay of up to 50 ms, and body is released then.
+func (t *Transport) TryLendDirectAny(to core.NodeID, f wire.Frame, body []byte, release func()) bool {
+	if len(body) < padFrom || len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
+		return false
+	}
+	p, c := t.current(to)
+	return c != nil && t.writeDirect(p, c, &f, body, release)
+}
+
 // current returns peer to and its connection in use (nil: none, or the
 // transport is closed). It takes no lock when byID has the peer and it has
 // a connection: a send on the direct path pays no transport-wide lock.
@@ -108,13 +122,13 @@ func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
 // drained and flushed and no one holds p.wmu; it reports whether it did
 // (a write that fails closes c and counts as done: the frame is in p's
 // log, and the next connection resends it). With release not nil, body is
-// lent to p's log (TryLendDirect; not on a shared-memory connection).
+// lent to p's log (TryLendDirect, TryLendDirectAny).
 func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, release func()) bool {
 	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
 		return false // let Send report the exact size
 	}
 	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
-		return t.writeDirectShm(p, c, f, body)
+		return t.writeDirectShm(p, c, f, body, release)
 	}
 	if !p.wmu.TryLock() {
 		return false
@@ -198,9 +212,13 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 // under p.wmu, and already grown: a stack buffer would be zeroed at every
 // call); a failed write is handled once the lock is released, since
 // closing c takes it. The locks are released by hand, not deferred: this
-// is every small message's path.
-func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
+// is every small message's path. With release not nil, body (of padFrom
+// bytes or more) is lent to p's log, as by writeDirect.
+func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte, release func()) bool {
 	sc := c.shm
+	if release != nil && len(body) < padFrom {
+		return false // lent only with a pad (TryLendDirectAny)
+	}
 	if !p.wmu.TryLock() {
 		return false
 	}
@@ -215,9 +233,14 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 	}
 	f.Src, f.Dst = t.self, p.id
 	var kept bool
+	lent := false // body lent to the log, which releases it
 	if len(body) < padFrom {
 		p.hdr = f.AppendHead(p.hdr[:0], len(body))
 		kept = p.log.add(c.peerStream, true, p.hdr, body)
+	} else if release != nil {
+		if kept, lent = p.log.addLentFrame(c.peerStream, f, body, release); kept {
+			p.hdr = t.directHead(p.hdr, f, body, 0)
+		}
 	} else {
 		// A body to align: the ring's head starts with a pad frame,
 		// which the log does not keep.
@@ -242,7 +265,15 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte)
 		c.markActive()
 		t.stats.direct.Add(1) // counted in FramesOut too (Stats)
 	}
+	if release != nil {
+		t.stats.lent.Add(1)
+	}
 	p.wmu.Unlock()
+	if lent {
+		p.log.written()
+	} else if release != nil {
+		release() // written, and not kept: the body is free
+	}
 	return true
 }
 

@@ -19,10 +19,16 @@ import (
 // and only once the peer has delivered it. A shared-memory connection
 // declines, as does a body under LendMin.
 func TestLendDirect(t *testing.T) {
-	forPaths(t, testLendDirect)
+	forPaths(t, func(t *testing.T, path pathKind) { testLendDirect(t, path, false) })
 }
 
-func testLendDirect(t *testing.T, path pathKind) {
+// TestLendDirectAny is TestLendDirect with TryLendDirectAny, bodies from
+// 4 KiB, most under LendMin: lent on every path, shared memory too.
+func TestLendDirectAny(t *testing.T) {
+	forPaths(t, func(t *testing.T, path pathKind) { testLendDirect(t, path, true) })
+}
+
+func testLendDirect(t *testing.T, path pathKind, anySize bool) {
 	a, c := pathPair(t, path, nil)
 	const n = 60
 	log := newSeqLog(n)
@@ -45,8 +51,12 @@ func testLendDirect(t *testing.T, path pathKind) {
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a.TryLendDirect(2, wire.Frame{Kind: seqKind, Payload: []byte{0xAB}}, make([]byte, tcp.LendMin-1), func() { t.Error("a small body released") }) {
-		t.Fatal("a body under LendMin was lent")
+	lend, least := a.TryLendDirect, tcp.LendMin
+	if anySize {
+		lend, least = a.TryLendDirectAny, 4<<10
+	}
+	if lend(2, wire.Frame{Kind: seqKind, Payload: []byte{0xAB}}, make([]byte, least-1), func() { t.Error("a small body released") }) {
+		t.Fatalf("a body under %d bytes was lent", least)
 	}
 	var mu sync.Mutex
 	released := make([]int, n)
@@ -55,7 +65,7 @@ func testLendDirect(t *testing.T, path pathKind) {
 	bufs := make([][]byte, n)
 	lent := 0
 	for seq := range n {
-		bufs[seq] = make([]byte, tcp.LendMin+seq*997)
+		bufs[seq] = make([]byte, least+seq*997)
 		seqBody(bufs[seq], uint64(seq))
 		release := func() {
 			mu.Lock()
@@ -67,7 +77,7 @@ func testLendDirect(t *testing.T, path pathKind) {
 			}
 			log.mu.Unlock()
 		}
-		if a.TryLendDirect(2, wire.Frame{Kind: seqKind, Payload: hdr}, bufs[seq], release) {
+		if lend(2, wire.Frame{Kind: seqKind, Payload: hdr}, bufs[seq], release) {
 			lent++
 		} else if err := a.SendDirect(ctx, 2, wire.Frame{Kind: seqKind, Payload: hdr}, bufs[seq]); err != nil {
 			t.Fatal(err)
@@ -98,7 +108,7 @@ func testLendDirect(t *testing.T, path pathKind) {
 	if got := a.Stats().Lent; got != uint64(lent) {
 		t.Fatalf("Stats.Lent %d, want the %d bodies lent", got, lent)
 	}
-	if path.shm {
+	if path.shm && !anySize {
 		if lent > 0 {
 			t.Fatalf("%d bodies lent over shared memory", lent)
 		}

@@ -24,7 +24,7 @@ type Stats struct {
 	FramesOut        uint64 // frames handed to a connection's writer
 	Direct           uint64 // of FramesOut, those SendDirect wrote itself
 	Now              uint64 // of FramesOut, those SendNow wrote itself (now.go)
-	Lent             uint64 // of Direct, those whose body the resend log held by reference (TryLendDirect)
+	Lent             uint64 // of Direct, those whose body the resend log held by reference (TryLendDirect, TryLendDirectAny)
 	Placed           uint64 // of FramesIn, those whose payload was read into the handler's memory (transport.Placer)
 	Polled           uint64 // of FramesIn, those read and delivered by a caller's PollUntil
 	Resent           uint64 // frames written again on a new connection (not in FramesOut)
