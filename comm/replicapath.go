@@ -285,7 +285,8 @@ func sameData(a, b *replica.Data) bool {
 // goroutine, its header built on the stack and its payload written from
 // the backup table, with no copy, when the connection is idle; otherwise
 // copied and queued, or dropped if the queue is full (the layer
-// retransmits). It runs after the
+// retransmits). A large payload is lent to the transport's resend log
+// (lend), which then keeps no copy of its own. It runs after the
 // layer's lock is released, so a write that waits for the peer's buffer
 // holds back only this goroutine, never the readers that hand the layer
 // the peer's frames.
@@ -294,11 +295,19 @@ func (r *replicated) sendDirect(to core.NodeID, m *replica.Data) {
 	// may queue it (escape analysis would move it to the heap).
 	var hb [replica.DataHeaderMax]byte
 	epoch := r.sess.epoch.Load()
-	if r.sess.tcpTr.TrySendDirect(to, wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(hb[:0])}, m.Payload) {
+	f := wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(hb[:0])}
+	if len(m.Payload) >= reuseMin {
+		release := r.lend(m.Payload)
+		if r.sess.tcpTr.TryLendDirectAny(to, f, m.Payload, release) {
+			return
+		}
+		release() // not lent
+	}
+	if r.sess.tcpTr.TrySendDirect(to, f, m.Payload) {
 		return
 	}
-	f := wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(nil)}
-	if err := r.sess.tcpTr.SendDirect(r.sess.try, to, f, m.Payload); err != nil {
+	queued := wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(nil)}
+	if err := r.sess.tcpTr.SendDirect(r.sess.try, to, queued, m.Payload); err != nil {
 		r.dropped.Add(1)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/replica"
@@ -133,6 +134,10 @@ type replicated struct {
 	small      [smallClasses][][]byte
 	smallBytes int
 	released   [][]byte
+	// loans are the large payload buffers lent to a transport's resend
+	// log, by address (lend); spareLoans, records for the next (fmu).
+	loans      map[*byte]*loan
+	spareLoans []*loan
 
 	finished chan struct{} // closed on replica.Finished
 
@@ -334,10 +339,11 @@ func (r *replicated) keep(bufs [][]byte) {
 	for _, b := range bufs {
 		switch c := cap(b); {
 		case c >= reuseMin:
-			if r.freeBytes+c <= freeMax {
-				r.free = append(r.free, b)
-				r.freeBytes += c
+			if ln := r.loans[unsafe.SliceData(b)]; ln != nil {
+				ln.released = true // back to reuse once the logs are done with it
+				continue
 			}
+			r.keepLargeLocked(b)
 		case c >= smallMin && r.smallBytes+c <= smallMax:
 			// The largest class it serves every send of.
 			k := bits.Len(uint(c)) - bits.Len(smallMin)
@@ -346,6 +352,86 @@ func (r *replicated) keep(bufs [][]byte) {
 		}
 	}
 }
+
+// keepLargeLocked keeps b, of reuseMin bytes or more, for reuse, within
+// freeMax bytes; fmu is held.
+func (r *replicated) keepLargeLocked(b []byte) {
+	if c := cap(b); r.freeBytes+c <= freeMax {
+		r.free = append(r.free, b)
+		r.freeBytes += c
+	}
+}
+
+// Lending the backup table's buffers. A large Data written to a replica
+// by the direct write (sendDirect) is lent to the transport's resend log,
+// which then holds the payload by reference instead of a copy of it
+// (tcp.TryLendDirectAny): the payload is the backup table's copy of the
+// send, which stays unchanged until the layer releases it. A buffer is
+// reused only once the layer released it and every log it was lent to
+// is done with it (the peer acknowledged the frame, or the frame was
+// dropped with the peer), so a log that resends it on a new connection
+// never finds another message in it. A buffer the layer never releases
+// (a send to the process's own rank) goes to the collector once the
+// logs are done with it.
+
+// loan is a large payload buffer lent to resend logs: how many hold it,
+// and whether the layer released it.
+type loan struct {
+	r        *replicated
+	b        []byte
+	lends    int
+	released bool
+	done     func() // ln.returned, made once: a lend allocates nothing
+}
+
+// lend counts one more lend of the large payload b and returns the
+// release to hand the transport with it, to be called once.
+func (r *replicated) lend(b []byte) func() {
+	r.fmu.Lock()
+	defer r.fmu.Unlock()
+	key := unsafe.SliceData(b)
+	ln := r.loans[key]
+	if ln == nil {
+		if k := len(r.spareLoans); k > 0 {
+			ln, r.spareLoans = r.spareLoans[k-1], r.spareLoans[:k-1]
+		} else {
+			ln = &loan{r: r}
+			ln.done = ln.returned
+		}
+		ln.b = b
+		if r.loans == nil {
+			r.loans = make(map[*byte]*loan)
+		}
+		r.loans[key] = ln
+	}
+	ln.lends++
+	return ln.done
+}
+
+// returned ends one lend of ln's buffer (the transport's release): the
+// last one gives it back to reuse if the layer released it.
+func (ln *loan) returned() {
+	r := ln.r
+	r.fmu.Lock()
+	defer r.fmu.Unlock()
+	if ln.lends--; ln.lends > 0 {
+		return
+	}
+	if ln.lends < 0 {
+		panic("comm: a lent payload buffer returned more often than lent")
+	}
+	delete(r.loans, unsafe.SliceData(ln.b))
+	if ln.released {
+		r.keepLargeLocked(ln.b)
+	}
+	ln.b, ln.released = nil, false
+	if len(r.spareLoans) < spareLoansMax {
+		r.spareLoans = append(r.spareLoans, ln)
+	}
+}
+
+// spareLoansMax bounds the loan records kept for reuse.
+const spareLoansMax = 256
 
 // run waits until the session ends, then fails the requests of the sends
 // still held.

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -737,5 +738,76 @@ func TestReplicatedSmallClass(t *testing.T) {
 				t.Errorf("a released buffer of %d bytes went to class %d (sends of at most %d bytes)", size, k, smallMin<<k)
 			}
 		}
+	}
+}
+
+// The large payloads a master writes to the replicas of a destination are
+// lent to the transport's resend logs, not copied there (replicated.go,
+// "Lending the backup table's buffers"), over sockets and over shared
+// memory, while the master breaks its connections to the destination's
+// replicas now and then, so that frames are resent from lent buffers:
+// every message arrives intact, every buffer overwritten by the program
+// once its send returns. (A buffer reused too early would rarely show:
+// the transport resends only what the peer has not delivered, which the
+// layer has not committed, so a reused buffer's resend is a duplicate
+// the layer drops.)
+func TestReplicatedLentBackup(t *testing.T) {
+	for _, shm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shm=%v", shm), func(t *testing.T) {
+			const n, r, trips, size = 2, 2, 120, 20000
+			var opts []Option
+			if shm {
+				t.Setenv(shmEnv, "on")
+				t.Setenv(unixEnv, "on")
+				opts = append(opts, func(o *options) { o.shmInProcess = true })
+			} else {
+				t.Setenv(unixEnv, "off")
+			}
+			ss := tcpJobWith(t, n*r, opts, func(b *launch.Bootstrap) { b.Replicas = r })
+			fill := func(b []byte, i int) {
+				for k := range b {
+					b[k] = byte(i*31 + k*7)
+				}
+			}
+			outs, errs := replicatedRun(ss, func(ctx context.Context, c *Comm) (string, error) {
+				buf, want := make([]byte, size), make([]byte, size)
+				peer := 1 - c.Rank()
+				for i := range trips {
+					if c.Rank() == 0 {
+						if c.s.rep.phys == 0 && i%17 == 5 {
+							for _, q := range c.s.processesOf(1) {
+								c.s.tcpTr.BreakConns(q)
+							}
+						}
+						fill(buf, i)
+						if err := Send(ctx, c, buf, peer, i); err != nil {
+							return "", err
+						}
+						clear(buf)
+					}
+					if _, err := Recv(ctx, c, buf, peer, i); err != nil {
+						return "", err
+					}
+					fill(want, i)
+					if !bytes.Equal(buf, want) {
+						return "", fmt.Errorf("trip %d: the message arrived altered", i)
+					}
+					if c.Rank() == 1 {
+						if err := Send(ctx, c, buf, peer, i); err != nil {
+							return "", err
+						}
+					}
+				}
+				return "ok", nil
+			})
+			for p := range ss {
+				if errs[p] != nil || outs[p] != "ok" {
+					t.Fatalf("process %d: %q, %v", p, outs[p], errs[p])
+				}
+			}
+			if ss[0].tcpTr.Stats().Lent == 0 {
+				t.Error("the master of rank 0 lent no payload to its transport")
+			}
+		})
 	}
 }
