@@ -287,18 +287,21 @@ func headMax(f *wire.Frame) int { return wire.LengthSize + 4*binaryMaxVarint + l
 // directHead encodes into buf (its array reused) the head of f for a
 // vectored write with body: from padFrom bytes of body, preceded by the
 // pad frame that starts body on the stream at its alignment in memory
-// (wire.PadFor). Room for the pad is left in front and the head encoded
-// once, behind it. extra counts what the write adds between head and body
-// (the records' framing: recordExtra).
+// (wire.PadFor). The head is encoded once, behind room for the longest
+// pad, then moved down behind the pad it needs, so that what it returns
+// starts where buf does: the next call has buf's whole array again.
+// extra counts what the write adds between head and body (the records'
+// framing: recordExtra).
 func (t *Transport) directHead(buf []byte, f *wire.Frame, body []byte, extra int) []byte {
 	if len(body) < padFrom {
 		return f.AppendHead(buf[:0], len(body))
 	}
 	buf = f.AppendHead(append(buf[:0], make([]byte, wire.PadMax)...), len(body))
-	pad := wire.PadFor(len(buf)-wire.PadMax+extra, uintptr(unsafe.Pointer(unsafe.SliceData(body))))
-	start := wire.PadMax - pad
-	wire.AppendPad(buf[start:start], f.Src, f.Dst, pad)
-	return buf[start:]
+	head := len(buf) - wire.PadMax
+	pad := wire.PadFor(head+extra, uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+	copy(buf[pad:], buf[wire.PadMax:])
+	wire.AppendPad(buf[:0], f.Src, f.Dst, pad)
+	return buf[:pad+head]
 }
 
 // padFrom is the smallest payload SendDirect aligns on the stream with a
