@@ -308,9 +308,11 @@
 // A frame is copied into the resend log as it is written (SendDirect's
 // body too, which the caller may reuse once it returns): one more copy of
 // every byte sent on a connection, except a relayed payload of 4 KiB or
-// more and a body of LendMin or more lent with TryLendDirect, both held
-// by reference (the lender gets its buffer back once the peer
-// acknowledges the frame, about a small frame's trip after delivery). A process that crashed loses what its resend log held
+// more and a body of LendMin or more lent with TryLendDirect, or of 4 KiB
+// or more with TryLendDirectAny (shared memory too), all held by
+// reference (the lender gets its buffer back once the peer acknowledges
+// the frame: about a small frame's trip after delivery from LendMin,
+// after more frames or up to ackDelay below). A process that crashed loses what its resend log held
 // for others and what it had received and not handled, as before: the
 // stream survives connections, not processes. A pair whose direct link is
 // down loses nothing either: its frames go through a relay, slower (a
