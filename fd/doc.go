@@ -90,10 +90,13 @@
 //	suspected --pong or increase-->           alive       emits Unsuspected
 //	suspected --T_cleanup expires-->          consensus   pings (no second Suspected)
 //	probing   --T_cleanup expires-->          consensus   emits Suspected; the probe goes on
+//	alive, probing or suspected
+//	          --refused core.PeerHint-->      consensus   emits Suspected (once), pings, probes
 //
 // A hint is thus a reason to ask early and to report a suspicion early,
 // never a verdict: the failure itself still needs T_cleanup without a
-// heartbeat and unanswered pings. A probe that is still running when
+// heartbeat and unanswered pings, unless the hint says that the member's
+// host refused a connection (see "Refused connections" below). A probe that is still running when
 // T_cleanup expires counts as the consensus, so a hint can bring a failure
 // declaration forward by at most T_consensus (the lower bound below minus
 // T_consensus), never later than the upper bound. A pong gives the entry a fresh T_cleanup. Under
@@ -184,7 +187,8 @@
 // otherwise it is merged and the verdict stands. A restarted node adopts
 // the group's count when its first table arrives, so its heartbeat is
 // young and its recovery is seen. For a suspect, any increase still ends
-// the suspicion (P2P-MPI's rule): a live node that its host starved for a
+// the suspicion (P2P-MPI's rule; a suspicion from a refused connection
+// excepted, see "Refused connections"): a live node that its host starved for a
 // while sends heartbeats as old as the rounds it missed, and taking them
 // for a dead node's would leave its life to the pings alone, which the
 // same starvation delays;
@@ -354,6 +358,30 @@
 // nodes stalling 0.1–2 s; TestGossipSimIsolation checks both sides of an
 // input gap: senders starved and senders crashed, with the node starved
 // or on time.
+//
+// Refused connections. A core.PeerHint with Refused says that the
+// member's host answered that nothing listens at its address: a process
+// that crashed leaves that behind, one that its host starves or a cut
+// hides does not (its listener stays, or no answer comes). The detector
+// then starts the consensus at once, whatever the entry's age, and marks
+// it refused: its verdict is not held for the stalls remembered (a stall
+// does not close a port), and only a heartbeat younger than the plain
+// T_cleanup ends the suspicion, as for a member declared failed (others
+// may still pass on the dead member's last heartbeats for a few rounds);
+// a pong or a helper's answer ends it as usual. A crashed member is so
+// declared within
+//
+//	t_r + max((1 + H)·T_cons, ProbeTimeout)
+//
+// of the first refusal t_r, on an overloaded host as on an idle one
+// (TestGossipSimOverloadedRefused), or within the bounds above if that
+// is sooner. A node refused only when it sends to the dead member: its
+// schedule's table, within a cycle of ⌈log2 n⌉ rounds (BRR) for the
+// members that send to it, a ping, or another layer's message (in
+// cohort, every member's report of the root's death goes to the next
+// root). On a 2-core host running 128 processes the stall memory held
+// verdicts on a crashed root for tens of seconds, while the membership
+// waits for the detector's verdict on a silent root.
 //
 // # Heartbeat detector (Phoenix §4)
 //

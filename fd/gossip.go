@@ -152,6 +152,11 @@ type gossipWatch struct {
 	// refutation says nothing of the suspect, and its verdict waits as
 	// long again.
 	alone time.Duration
+	// refused: a connection to the suspect was refused (core.PeerHint
+	// with Refused), which a crashed process leaves behind and a starved
+	// or cut-off one does not; the verdict is not held for the stalls
+	// remembered, and only a young heartbeat ends the suspicion.
+	refused bool
 }
 
 // Timers of the gossip detector.
@@ -259,7 +264,7 @@ func (g *Gossip) Handle(e core.Event) {
 		g.leavers.add(e.DepartingNode())
 	case core.PeerHint:
 		if !g.cfg.IgnoreHints {
-			g.hint(e.Node)
+			g.hint(e.Node, e.Refused)
 		}
 	}
 }
@@ -463,22 +468,56 @@ func (g *Gossip) suspect(i int, alone time.Duration) {
 }
 
 // hint probes a member named by a core.PeerHint, unless it is already
-// watched.
-func (g *Gossip) hint(id core.NodeID) {
+// watched. A refused connection (refused) starts the consensus at once,
+// or turns the watch running into one, and marks it refused (see
+// gossipWatch.refused): nothing listens at the member's address any
+// more, so the silence the stall memory waits out is no question there
+// (see the package documentation, "Refused connections").
+func (g *Gossip) hint(id core.NodeID, refused bool) {
 	i := g.pos(id)
 	if i < 0 || i == g.me {
 		return
 	}
 	if g.isFlagged(i) {
 		k := g.watchAt(i)
-		if g.watches[k].status != statusGrace {
+		w := &g.watches[k]
+		switch {
+		case w.status == statusGrace:
+			g.clearWatch(k) // the probe or consensus replaces the grace
+		case refused && w.status != StatusFailed:
+			g.refuse(w)
+			return
+		default:
 			return
 		}
-		g.clearWatch(k) // the probe replaces the grace
+	}
+	if refused {
+		g.suspect(i, 0)
+		g.watches[len(g.watches)-1].refused = true
+		return
 	}
 	g.setFlag(i)
 	g.watches = append(g.watches, gossipWatch{id: id, pos: int32(i), beat: g.beats[i], status: StatusProbing})
 	g.ping(&g.watches[len(g.watches)-1])
+}
+
+// refuse marks watch w refused and, if it is a hinted probe or its
+// suspicion, makes it the consensus now.
+func (g *Gossip) refuse(w *gossipWatch) {
+	w.refused = true
+	switch w.status {
+	case StatusProbing:
+		g.env.Emit(core.Suspected{Node: w.id})
+	case StatusSuspected:
+	default:
+		return
+	}
+	w.status = StatusConsensus
+	if w.seq == 0 {
+		w.attempts = 0
+		g.ping(w)
+	}
+	g.probeIndirect(w)
 }
 
 // ping sends one ping of a probe or consensus and arms its timeout.
@@ -689,7 +728,8 @@ func (g *Gossip) receiveTable(from core.NodeID, m *GossipMsg) {
 // began with, shows w's node alive. A grace ends with a heartbeat counted
 // since the grace began. A suspicion ends with any increase (a starved
 // live node's heartbeats are old; see the package documentation, "Late
-// news of the dead"); a failure verdict only with one younger than the
+// news of the dead"), but one from a refused connection, like a failure
+// verdict, only with one younger than the
 // plain T_cleanup, c rounds: after a crash of many nodes, a node whose
 // senders died with them can hold a dead node's heartbeat a little older
 // than the others do, and the fresher one, arriving after the verdict, is
@@ -702,7 +742,7 @@ func (g *Gossip) proofOfLife(w *gossipWatch, b uint32) bool {
 	case StatusFailed:
 		return g.ageOf(b) <= g.cleanup
 	}
-	return true
+	return !w.refused || g.ageOf(b) <= g.cleanup
 }
 
 // senderPos is the position of the sender's own entry in m, or -1.

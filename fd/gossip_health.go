@@ -247,6 +247,9 @@ func (g *Gossip) refuted(w *gossipWatch) {
 // silence), pinging it on meanwhile, once per watch. It reports whether
 // it held the verdict.
 func (g *Gossip) holdVerdict(w *gossipWatch) bool {
+	if w.refused {
+		return false // a stall leaves its port listening
+	}
 	now := g.env.Now()
 	if w.holdUntil == 0 {
 		m := 2*g.stall() + w.alone

@@ -83,7 +83,14 @@ func gossipLocalConfig() GossipConfig {
 // network (0.2 to 2 ms), started within spread of each other.
 func gossipLoadWorld(t testing.TB, seed uint64, n int, cfg GossipConfig, spread time.Duration) *sim.World {
 	t.Helper()
-	w := sim.New(sim.Config{Seed: seed, Network: hbNet})
+	return gossipLoadWorldIn(t, sim.Config{Seed: seed, Network: hbNet}, n, cfg, spread)
+}
+
+// gossipLoadWorldIn is gossipLoadWorld in a world of configuration wc.
+func gossipLoadWorldIn(t testing.TB, wc sim.Config, n int, cfg GossipConfig, spread time.Duration) *sim.World {
+	t.Helper()
+	seed := wc.Seed
+	w := sim.New(wc)
 	r := rand.New(rand.NewPCG(seed, 2))
 	for range n {
 		g, err := NewGossip(cfg, ids(n))
@@ -197,6 +204,74 @@ func TestGossipSimOverloaded(t *testing.T) {
 		late += l
 	}
 	t.Logf("%d seeds: %v, of which by a node that had been late %d; %d late to declare the crash; inputs taken for isolation %d, verdicts held %d, of which answered %d", len(seeds), total, byLate, late, isolated, held, rescued)
+}
+
+// TestGossipSimOverloadedRefused is TestGossipSimOverloaded on hosts
+// that refuse a connection to a crashed process's port, as real ones do
+// (sim.Config.RefuseDead): the members whose schedule names the crashed
+// node 0 (15, 14, 12 and 8 under BRR over 16) are refused when their
+// next table goes to it, and declare it within a refused suspicion's
+// bound, the ping consensus (at most (1 + H)·T_consensus) or
+// ProbeTimeout after the refusal, whatever stalls they remember, where
+// the stall memory holds a verdict up to 2M more. On a host running
+// more processes than cores that memory grows to seconds, and the
+// membership waits for a verdict on a silent root; a starved process
+// still listens, so no live one is refused, and none is declared
+// failed by a node that has been late.
+//
+//	COHORT_LOAD_SEEDS=100 go test ./fd -run TestGossipSimOverloadedRefused -v
+func TestGossipSimOverloadedRefused(t *testing.T) {
+	const n = 16
+	const refuseAfter = time.Millisecond
+	cfg := gossipLocalConfig()
+	m := loadModel{loaded: n - 1, every: 1500 * time.Millisecond, minPause: 100 * time.Millisecond, maxPause: 2 * time.Second, until: 8 * time.Second,
+		own: cfg.GossipInterval, noticed: cfg.lateTolerance() + cfg.GossipInterval}
+	crash := 5 * time.Second
+	senders := sendersOf(t, cfg.Schedule, 0, n)
+	// A sender's next table to 0 leaves within a cycle of its schedule and
+	// a round (its phase), is refused, and the consensus or the probe
+	// then runs its course, each ping timing out at (1 + H)·PingTimeout.
+	consensus := max(time.Duration(1+cfg.LocalHealthMax)*time.Duration(cfg.PingAttempts)*cfg.PingTimeout, cfg.probeTimeout())
+	bound := time.Duration(cfg.Schedule.CycleLength(n)+1)*cfg.GossipInterval + 2*hbMaxLatency + refuseAfter + consensus
+	var total loadCounts
+	slow, held := 0, uint64(0)
+	for _, seed := range loadSeeds(t, 4) {
+		w := gossipLoadWorldIn(t, sim.Config{Seed: seed, Network: hbNet, RefuseDead: refuseAfter}, n, cfg, 0)
+		failedAt := map[core.NodeID]time.Duration{}
+		w.OnEmit(func(at time.Duration, node core.NodeID, e core.Event) {
+			if f, ok := e.(core.Failed); ok && f.Node == 0 && at >= crash {
+				if _, ok := failedAt[node]; !ok {
+					failedAt[node] = at
+				}
+			}
+		})
+		c, l, b := gossipLoadRun(t, w, n, cfg, m, crash)
+		if b != 0 || l != 0 {
+			t.Errorf("seed %d: %v, %d false failures by a node that had been late, %d live nodes late to declare the crash; want none", seed, c, b, l)
+		}
+		total.add(c)
+		plan := w.Plan()
+		for _, id := range senders {
+			// A stall of the sender's own loop in the window postpones
+			// all of it: the bound counts from the end of the stall.
+			deadline := crash + bound
+			for moved := true; moved; {
+				moved = false
+				for _, f := range plan {
+					if p, ok := f.(sim.Pause); ok && p.Node == id && p.At < deadline && p.At+p.For > crash && p.At+p.For+bound > deadline {
+						deadline, moved = p.At+p.For+bound, true
+					}
+				}
+			}
+			st := w.Node(id).(*Gossip).StallStats()
+			held += st.Held
+			if at, ok := failedAt[id]; !ok || at > deadline {
+				slow++
+				t.Errorf("seed %d: %v declared the crash %v after it (declared: %v), want within %v (stall memory %v)", seed, id, at-crash, ok, deadline-crash, st.MaxStall)
+			}
+		}
+	}
+	t.Logf("%v; senders of the crashed node late to declare it: %d; verdicts held for stalls by them: %d", total, slow, held)
 }
 
 // sendersOf returns the members whose schedule ever names x (BRR over n:
