@@ -223,7 +223,13 @@
 // root: that root gave the first up. A root that acknowledges none of three
 // reports is taken for failed if the detector does not watch it (it is
 // not in the installed view); one the detector watches is handed to it
-// ([core.PeerHint]) and taken for failed after twelve. A root that hears
+// ([core.PeerHint], again every three reports) and taken for failed only
+// on its verdict, and the reports to it go less and less often (twice
+// the wait per report, up to 8 ReportRetry): when the old root dies,
+// every member reports to the next one at once, which an overloaded
+// host starves; a count of unanswered reports cannot tell that from a
+// crash (testdata/busy-new-root.txt), and the detector declares a
+// crashed root within its bound. A root that hears
 // from a member (a message of any layer) after a report of its failure,
 // known from reports alone, or whose detector found it alive (a withdrawn
 // suspicion, a recovery) within 3·ReportRetry before such a report, gives

@@ -57,10 +57,10 @@ type failures struct {
 // before it takes the root for failed.
 const maxReportTries = 3
 
-// maxWatchedReportTries is maxReportTries for a root that this node's
-// detector watches: 12, 6 s with the default ReportRetry (see
-// onReportTimeout).
-const maxWatchedReportTries = 12
+// maxReportBackoff caps the wait between reports to a root that this
+// node's detector watches and that acknowledged none of maxReportTries
+// (see reportWait): 8 ReportRetry, 4 s with the default.
+const maxReportBackoff = 8
 
 func (m *Member) onLocalFailure(x core.NodeID) {
 	if x == m.self {
@@ -281,7 +281,34 @@ func (m *Member) reportFailures() {
 	}
 	m.reportTries++
 	m.send(r, &Report{Root: m.failed[n.root()], Epoch: n.epoch, Failed: failed, Left: m.leftOf(n, list)})
-	m.arm(tReport, m.cfg.ReportRetry, 0)
+	m.arm(tReport, m.reportWait(), 0)
+}
+
+// reportWait is how long this node waits for the acknowledgement of the
+// report it just sent: ReportRetry, and once a root that the detector
+// watches has left maxReportTries reports unanswered, twice as long per
+// report beyond them, up to maxReportBackoff ReportRetry. Such a root is
+// alive as far as the detector knows and is kept until its verdict (see
+// onReportTimeout); a root that a whole group reports to at once, on a
+// host that starves it, only falls further behind for every copy queued
+// before it (125 members reporting twice a second to a next root on 2
+// cores running 128 processes), while the first copy it reads starts
+// the view change.
+func (m *Member) reportWait() time.Duration {
+	beyond := m.reportTries - maxReportTries
+	if beyond <= 0 || m.reportTo == core.None || !m.watched(m.reportTo, m.reportInc()) {
+		return m.cfg.ReportRetry
+	}
+	return m.cfg.ReportRetry * time.Duration(min(1<<min(beyond, 30), maxReportBackoff))
+}
+
+// reportInc is the incarnation of reportTo that the reports went to: the
+// held proposal's, else the installed view's.
+func (m *Member) reportInc() uint64 {
+	if !m.accepted.has(m.reportTo) {
+		return m.cur.inc(m.reportTo)
+	}
+	return m.accepted.inc(m.reportTo)
 }
 
 // onReportTimeout reports again. A root that acknowledged none of
@@ -289,21 +316,23 @@ func (m *Member) reportFailures() {
 // §2.2: "excessive delay in response ... leads to the assumption that the
 // process has failed"): this node's detector may not watch it (it may have
 // entered this node's views only through a proposal). A root that the
-// detector watches is handed to it instead (a core.PeerHint) and taken
-// for failed only after maxWatchedReportTries: the detector declares a
-// crashed root in its own bound, while a root that an overloaded host
-// starved for a second or two, or that is busy with the reports of a
-// whole group, is alive (see onAckTimeout).
+// detector watches is handed to it instead (a core.PeerHint, again every
+// maxReportTries reports) and taken for failed only on its verdict:
+// reachability is not liveness. The detector declares a crashed root in
+// its own bound (a refused connection to it, soon after the crash),
+// while a root that an overloaded host starves, or that is busy with the
+// reports of a whole group, is alive however long it leaves reports
+// unanswered (see onAckTimeout): when the old root's death makes it the
+// root, every member's report comes to it at once, and a fixed count of
+// unanswered reports had the members after it exclude it alive and
+// compete with it for the view change (testdata/busy-new-root.txt).
 func (m *Member) onReportTimeout() {
 	if m.reportTries >= maxReportTries && m.reportTo != core.None && m.reportTo != m.self {
-		inc := m.accepted.inc(m.reportTo)
-		if !m.accepted.has(m.reportTo) {
-			inc = m.cur.inc(m.reportTo)
-		}
+		inc := m.reportInc()
 		switch {
-		case !m.watched(m.reportTo, inc) || m.reportTries >= maxWatchedReportTries:
+		case !m.watched(m.reportTo, inc):
 			m.markFailed(m.reportTo, inc, true, m.now())
-		case m.reportTries == maxReportTries:
+		case m.reportTries%maxReportTries == 0:
 			m.env.Emit(core.PeerHint{Node: m.reportTo, Reason: "no acknowledgement of a failure report"})
 		}
 	}
