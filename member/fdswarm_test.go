@@ -29,6 +29,20 @@ func TestSwarmGossipDetector(t *testing.T) {
 	}
 }
 
+// TestSwarmGossipDetectorRefused is TestSwarmGossipDetector on hosts
+// that refuse connections to a crashed process's port
+// (sim.Config.RefuseDead), as real ones do: the gossip detector then
+// starts its consensus at once and holds no verdict for stalls, so
+// crashed members, roots among them, are declared sooner than by their
+// heartbeats' age.
+func TestSwarmGossipDetectorRefused(t *testing.T) {
+	for _, seed := range simtest.Seeds(t, 100) {
+		if err := detectorSwarm(t, seed, "TestSwarmGossipDetectorRefused", time.Millisecond, lanGossip); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestSwarmHeartbeatDetector is TestSwarmGossipDetector over the Phoenix
 // heartbeat detector (LAN timing). A message to a crashed node makes the
 // world hand its sender the refusal a host gives a connection to a closed
