@@ -45,7 +45,8 @@ func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) boo
 // LendMin is the smallest payload TryLendDirect lends: a frame of at
 // least this many bytes is acknowledged as soon as it is delivered (a
 // smaller one may wait for more or for ackDelay), so the lender gets its
-// buffer back about one small frame's trip after the peer has it.
+// buffer back about one small frame's trip after the peer has it, unless
+// the peer holds its acknowledgements (HoldAcks).
 const LendMin = ackBytes
 
 // TryLendDirect is TrySendDirect for a body the caller lends until the

@@ -447,7 +447,9 @@ func (t *Transport) deliveredAckAfter(p *peer, r *recvStream, seq uint64, size i
 		return // asked for already; the writer has not written it yet
 	}
 	if seq-r.ackedN.Load() >= ackFrames || b-r.ackedBytes.Load() >= ackAfter {
-		t.ackNow(p, r)
+		if !t.holdAck(p, r, seq-r.ackedN.Load(), b-r.ackedBytes.Load()) {
+			t.ackNow(p, r)
+		}
 		return
 	}
 	r.armAck()

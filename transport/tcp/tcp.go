@@ -61,6 +61,8 @@ type Transport struct {
 	vainAt  atomic.Int64
 	// single is the state of single-copy reads (singlecopy.go).
 	single singleCopy
+	// acks holds acknowledgements for HoldAcks (ackhold.go).
+	acks ackHold
 
 	// byID is a copy of peers for the lock-free lookup of a send's
 	// connection (current), made again when it misses a peer that
