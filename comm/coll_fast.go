@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cohort-mp/cohort/comm/internal/coll"
+	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport/tcp"
 	"github.com/cohort-mp/cohort/wire"
 )
@@ -110,7 +111,18 @@ func (t collTransport) ExchangeLent(ctx context.Context, to int, sdata []byte, t
 		t.Withdraw(req)
 		return 0, nil, fmt.Errorf("%w: collective step to rank %d of %d", ErrRank, to, t.c.Size()), nil
 	}
+	// The acknowledgements of the peers' steps are held from here to
+	// Reclaim (tcp.Transport.HoldAcks): the peers reclaim their steps at
+	// their end too, and one acknowledgement per peer then covers all.
+	tr := t.c.s.tcpTr
+	hold := tr != nil && t.c.s.rep == nil && len(sdata) >= tcp.LendMin
+	if hold {
+		tr.HoldAcks()
+	}
 	lent, serr := t.sendStep(ctx, to, tag, sdata)
+	if hold && lent == nil {
+		tr.ReleaseAcks(core.None) // only a lent step is reclaimed
+	}
 	if serr != nil {
 		t.Withdraw(req)
 		return 0, nil, serr, nil
@@ -125,9 +137,13 @@ func (t collTransport) ExchangeLent(ctx context.Context, to int, sdata []byte, t
 
 // Reclaim waits until the transport gives back the step's data
 // ExchangeLent lent: the peer acknowledged it or was removed. Not bounded
-// by a ctx: a connection that breaks meanwhile resends from it.
+// by a ctx: a connection that breaks meanwhile resends from it. It first
+// ends the step's hold of acknowledgements, writing the one held for the
+// step's peer: the peer may hold ours until its own Reclaim of the step
+// it sent us.
 func (t collTransport) Reclaim(lent any) {
 	req := lent.(*Request)
+	t.c.s.tcpTr.ReleaseAcks(req.lentTo)
 	req.block(context.Background())
 	req.release()
 }
@@ -171,6 +187,7 @@ func (t collTransport) sendStep(ctx context.Context, to, tag int, data []byte) (
 	}
 	q.mu.Unlock()
 	if lent {
+		req.lentTo = q.to
 		return req, nil
 	}
 	req.complete(Status{}, nil) // unused: back to the pool

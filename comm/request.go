@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cohort-mp/cohort/core"
 )
 
 // Request is a non-blocking operation in progress (MPI_Request). Wait for it
@@ -50,6 +52,9 @@ type Request struct {
 	// lent to it (lendRData); made at a request's first such send and kept
 	// across the pool's reuses, so that a send lends without allocating.
 	lent func()
+	// lentTo is the peer that holds the data lent with a collective's
+	// step (collTransport.sendStep), for Reclaim.
+	lentTo core.NodeID
 }
 
 // The bits of Request.state. A request is claimed by the first complete,
