@@ -161,7 +161,7 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 		p.hdr = t.directHead(p.hdr, f, body, 0)
 		bufs := [2][]byte{p.hdr, body}
 		_, err = sc.writev(bufs[:])
-	} else if c.raw != nil && len(body) <= rawWriteMax {
+	} else if c.raw != nil {
 		p.hdr = t.directHead(p.hdr, f, body, 0)
 		if len(body) <= rawCopyMax {
 			p.hdr = append(p.hdr, body...) // one piece: one write(2)
