@@ -237,7 +237,7 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte,
 	lent := false // body lent to the log, which releases it
 	if len(body) < padFrom {
 		p.hdr = f.AppendHead(p.hdr[:0], len(body))
-		kept = p.log.add(c.peerStream, true, p.hdr, body)
+		kept = p.log.addHeadBody(c.peerStream, p.hdr, body)
 	} else if release != nil {
 		if kept, lent = p.log.addLentFrame(c.peerStream, f, body, release); kept {
 			p.hdr = t.directHead(p.hdr, f, body, 0)

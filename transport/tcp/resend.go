@@ -91,14 +91,50 @@ type sendLog struct {
 	// before the last one's written (after wmu).
 	writing  int
 	deferred []func()
+	// sm holds the log's newest frames while they are small (smallLog).
+	sm smallLog
 }
+
+// smallLog keeps small frames, each in a fixed slot, in front of the
+// ring: a small message's frame is kept with one copy into its slot and
+// a count, where the ring's entries (its bytes, lens, refs and releases)
+// cost several times that, and an acknowledgement forgets them by
+// moving a count. The slots hold the n frames the log numbered last,
+// [next-n, next), frame k in slots[k&(len(slots)-1)]; every frame in the
+// ring comes before them. A frame that the slots cannot take (a larger
+// one, one with a reference or a release, or any once they are full)
+// first moves the slots' frames into the ring (fold), so that the ring
+// keeps the frames in order; so does since, which reads the ring.
+type smallLog struct {
+	slots []smallFrame // made at the first small frame
+	n     int          // frames held
+	bytes int          // their sizes' sum, which the log's limit counts
+}
+
+// smallFrame is a slot: a frame's encoding of n bytes.
+type smallFrame struct {
+	n uint8
+	b [smallFrameMax]byte
+}
+
+// smallFrameMax is the largest frame a slot keeps: a small message's
+// frame, whose header and payload take a few dozen bytes.
+const smallFrameMax = 63
+
+// smallSlots is how many slots a log has: twice the frames a receiver
+// lets pass before it acknowledges (ackFrames), so that a stream of small
+// frames is acknowledged before the slots fill.
+const smallSlots = 2 * ackFrames
 
 func newSendLog(limit int) *sendLog {
 	return &sendLog{first: 1, next: 1, limit: limit, space: make(chan struct{}, 1)}
 }
 
 // held returns how many frames the log holds.
-func (l *sendLog) held() int { return len(l.lens) - l.lhead }
+func (l *sendLog) held() int { return l.inRing() + l.sm.n }
+
+// inRing returns how many frames the log holds in its ring.
+func (l *sendLog) inRing() int { return len(l.lens) - l.lhead }
 
 // empty reports whether every frame written has been acknowledged.
 func (l *sendLog) empty() bool {
@@ -110,7 +146,7 @@ func (l *sendLog) empty() bool {
 // fits reports whether a frame of size bytes may be added under add's
 // bound.
 func (l *sendLog) fits(size int) bool {
-	total := l.n + l.refN
+	total := l.n + l.refN + l.sm.bytes
 	return total == 0 || total+size <= l.limit
 }
 
@@ -126,12 +162,62 @@ func (l *sendLog) add(stream uint64, bound bool, parts ...[]byte) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if size <= smallFrameMax {
+		if s := l.slotLocked(stream, bound, size); s != nil {
+			w := s.b[:0]
+			for _, b := range parts {
+				w = append(w, b...) // within s.b: size fits it
+			}
+			return true
+		}
+	}
 	return l.addLocked(stream, bound, size, nil, parts...)
 }
 
-// addLocked is add with l.mu held and the frame's size known; ref, if not
-// nil, is the frame's payload after parts, held by reference (size does
-// not count it).
+// addHeadBody is add of the frame whose encoding is head then body (a
+// direct send's). A small frame goes into a slot (smallLog): this is
+// every small message's path, without add's loops over the parts, and
+// the lock is released by hand, not deferred.
+func (l *sendLog) addHeadBody(stream uint64, head, body []byte) bool {
+	size := len(head) + len(body)
+	l.mu.Lock()
+	if size <= smallFrameMax {
+		if s := l.slotLocked(stream, true, size); s != nil {
+			copy(s.b[copy(s.b[:], head):], body)
+			l.mu.Unlock()
+			return true
+		}
+	}
+	ok := l.addLocked(stream, true, size, nil, head, body)
+	l.mu.Unlock()
+	return ok
+}
+
+// slotLocked numbers a small frame of size bytes and returns the slot
+// to copy it into; nil when the frame is to go to the ring instead (add's
+// bound does not let it in, it is to a predecessor of the peer, or the
+// slots are full). The caller holds l.mu.
+func (l *sendLog) slotLocked(stream uint64, bound bool, size int) *smallFrame {
+	if stream != l.stream || bound && !l.fits(size) {
+		return nil
+	}
+	if l.sm.slots == nil {
+		l.sm.slots = make([]smallFrame, smallSlots)
+	}
+	if l.sm.n == len(l.sm.slots) {
+		return nil
+	}
+	s := &l.sm.slots[l.next&uint64(len(l.sm.slots)-1)]
+	s.n = uint8(size)
+	l.sm.n++
+	l.sm.bytes += size
+	l.next++
+	return s
+}
+
+// addLocked is add with l.mu held and the frame's size known, into the
+// ring; ref, if not nil, is the frame's payload after parts, held by
+// reference (size does not count it).
 func (l *sendLog) addLocked(stream uint64, bound bool, size int, ref []byte, parts ...[]byte) bool {
 	if bound && !l.fits(size+len(ref)) {
 		return false
@@ -139,6 +225,32 @@ func (l *sendLog) addLocked(stream uint64, bound bool, size int, ref []byte, par
 	if stream != l.stream {
 		return true // to a predecessor of the peer: lost with it
 	}
+	l.foldLocked()
+	l.putLocked(size, ref, parts...)
+	l.next++
+	return true
+}
+
+// foldLocked moves the frames of the slots into the ring, after those it
+// holds: the ring then holds every frame, in order.
+func (l *sendLog) foldLocked() {
+	if l.sm.n == 0 {
+		return
+	}
+	if need := l.n + l.sm.bytes; need > len(l.buf) {
+		l.grow(need)
+	}
+	mask := uint64(len(l.sm.slots) - 1)
+	for k := l.next - uint64(l.sm.n); k < l.next; k++ {
+		s := &l.sm.slots[k&mask]
+		l.putLocked(int(s.n), nil, s.b[:s.n])
+	}
+	l.sm.n, l.sm.bytes = 0, 0
+}
+
+// putLocked appends to the ring the entry of a frame of size bytes, the
+// concatenation of parts, then ref held by reference.
+func (l *sendLog) putLocked(size int, ref []byte, parts ...[]byte) {
 	if l.n+size > len(l.buf) {
 		l.grow(l.n + size)
 	}
@@ -153,8 +265,6 @@ func (l *sendLog) addLocked(stream uint64, bound bool, size int, ref []byte, par
 	l.refs = append(l.refs, ref)
 	l.releases = append(l.releases, nil)
 	l.refN += len(ref)
-	l.next++
-	return true
 }
 
 // addLent adds the frame whose encoding is head then body, holding body
@@ -228,6 +338,14 @@ func (l *sendLog) dropLast(stream uint64) {
 		l.mu.Unlock()
 		return
 	}
+	if l.sm.n > 0 {
+		s := &l.sm.slots[(l.next-1)&uint64(len(l.sm.slots)-1)]
+		l.sm.n--
+		l.sm.bytes -= int(s.n)
+		l.next--
+		l.mu.Unlock()
+		return
+	}
 	last := len(l.lens) - 1
 	l.n -= l.lens[last]
 	l.refN -= len(l.refs[last])
@@ -269,7 +387,7 @@ func (l *sendLog) ack(stream, upTo uint64) {
 		return
 	}
 	var lent lentOut
-	k := int(min(upTo-l.first+1, uint64(l.held())))
+	k := int(min(upTo-l.first+1, uint64(l.inRing())))
 	for i := l.lhead; i < l.lhead+k; i++ {
 		l.n -= l.lens[i]
 		l.start += l.lens[i]
@@ -295,6 +413,16 @@ func (l *sendLog) ack(stream, upTo uint64) {
 		clear(l.releases[copy(l.releases, l.releases[l.lhead:]):])
 		l.releases = l.releases[:len(l.lens)]
 		l.lhead = 0
+	}
+	if l.inRing() == 0 && l.sm.n > 0 && upTo >= l.first {
+		// The slots' frames follow the ring's.
+		d := int(min(upTo-l.first+1, uint64(l.sm.n)))
+		mask := uint64(len(l.sm.slots) - 1)
+		for i := range uint64(d) {
+			l.sm.bytes -= int(l.sm.slots[(l.first+i)&mask].n)
+		}
+		l.sm.n -= d
+		l.first += uint64(d)
 	}
 	l.mu.Unlock()
 	lent.call()
@@ -349,6 +477,7 @@ func (l *sendLog) clearLocked() *lentOut {
 	}
 	l.buf, l.start, l.n = nil, 0, 0
 	l.lens, l.refs, l.releases, l.refN, l.lhead = nil, nil, nil, 0, 0
+	l.sm.n, l.sm.bytes = 0, 0
 	return lent
 }
 
@@ -377,6 +506,7 @@ func (l *sendLog) acked(m logMark) bool {
 func (l *sendLog) since(stream, from uint64) (uint64, []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.foldLocked()
 	if stream != l.stream {
 		return l.next, nil
 	}

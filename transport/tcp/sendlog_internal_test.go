@@ -12,10 +12,10 @@ import (
 
 // TestSendLogRefs checks the resend log against a naive one (every
 // frame's encoding in a slice) while frames are added, some copied into
-// the ring and some held by reference (a relayed frame's payload),
-// acknowledged, dropped and read back, the ring wrapping as it goes: the
-// frames read back are the frames added, and a frame acknowledged no
-// longer holds its payload.
+// the ring, some held by reference (a relayed frame's payload) and small
+// ones kept in slots, acknowledged, dropped and read back, the ring
+// wrapping and the slots filling as it goes: the frames read back are the
+// frames added, and a frame acknowledged no longer holds its payload.
 func TestSendLogRefs(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
@@ -28,13 +28,35 @@ func TestSendLogRefs(t *testing.T) {
 	for step := range 5000 {
 		switch r := rng.IntN(10); {
 		case r < 6:
-			f := wire.Frame{Kind: core.MakeKind(core.ProtoTest, 21), Src: 1, Dst: 2, Payload: make([]byte, rng.IntN(20<<10))}
+			size := rng.IntN(20 << 10)
+			if r < 2 {
+				size = rng.IntN(2 * smallFrameMax) // a slot's, or just over
+			}
+			f := wire.Frame{Kind: core.MakeKind(core.ProtoTest, 21), Src: 1, Dst: 2, Payload: make([]byte, size)}
 			for i := range f.Payload {
 				f.Payload[i] = byte(step + i)
 			}
 			enc := wire.AppendFrame(nil, f)
 			var kept, same bool
-			if r < 3 {
+			if r < 2 {
+				// SendDirect's: a head and a body, small frames slotted;
+				// now and then a burst that fills the slots.
+				burst, held := 1, 0
+				for _, b := range naive {
+					held += len(b)
+				}
+				if rng.IntN(50) == 0 && held < l.limit/2 {
+					burst = smallSlots + rng.IntN(smallSlots)
+				}
+				for range burst - 1 {
+					if !l.add(stream, true, enc) {
+						t.Fatalf("step %d: a small frame declined", step)
+					}
+					naive = append(naive, enc)
+				}
+				cut := rng.IntN(len(enc) + 1)
+				kept, same = l.add(stream, true, enc[:cut], enc[cut:]), true
+			} else if r < 4 {
 				kept, same = l.addAt(l.next, stream, enc)
 			} else {
 				head := enc[:len(enc)-len(f.Payload)]
@@ -61,10 +83,12 @@ func TestSendLogRefs(t *testing.T) {
 			l.dropLast(stream)
 			naive = naive[:len(naive)-1]
 		}
-		from := first + uint64(rng.IntN(len(naive)+1))
-		got, frames := l.since(stream, from)
-		if want := slices.Concat(naive[from-first:]...); got != from || !bytes.Equal(frames, want) {
-			t.Fatalf("step %d: since(%d) gave %d frames from %d, want those added (%d bytes, got %d)", step, from, len(naive), got, len(want), len(frames))
+		if rng.IntN(8) == 0 { // not at every step: since moves the slots' frames to the ring
+			from := first + uint64(rng.IntN(len(naive)+1))
+			got, frames := l.since(stream, from)
+			if want := slices.Concat(naive[from-first:]...); got != from || !bytes.Equal(frames, want) {
+				t.Fatalf("step %d: since(%d) gave %d frames from %d, want those added (%d bytes, got %d)", step, from, len(naive), got, len(want), len(frames))
+			}
 		}
 		if l.held() != len(naive) || l.first != first {
 			t.Fatalf("step %d: the log holds %d frames from %d, want %d from %d", step, l.held(), l.first, len(naive), first)
@@ -75,6 +99,13 @@ func TestSendLogRefs(t *testing.T) {
 		}
 		if refs != l.refN || slices.ContainsFunc(l.refs[:l.lhead], func(b []byte) bool { return b != nil }) {
 			t.Fatalf("step %d: %d bytes referenced, counted %d; or an acknowledged frame still referenced", step, refs, l.refN)
+		}
+		total := 0
+		for _, b := range naive {
+			total += len(b)
+		}
+		if got := l.n + l.refN + l.sm.bytes; got != total {
+			t.Fatalf("step %d: the log counts %d bytes held, want %d", step, got, total)
 		}
 	}
 }
