@@ -625,12 +625,16 @@ func (t *Transport) newRecvStream(p *peer, stream uint64) *recvStream {
 }
 
 // ackNow acknowledges r: on the calling goroutine when p's connection is
-// a plain socket with nothing being written to it (ackInline), or, p's
-// frames relayed, when the relay's connection is idle (relayAckNow); else
-// by p's writer, started if the peer has none (a peer we only receive
-// from).
+// a plain socket or a shared-memory ring with nothing being written to it
+// (ackInline, ackInlineShm), or, p's frames relayed, when the relay's
+// connection is idle (relayAckNow); else by p's writer, started if the
+// peer has none (a peer we only receive from).
 func (t *Transport) ackNow(p *peer, r *recvStream) {
-	if c := p.live.Load(); c != nil && c.rs == r && c.raw != nil {
+	if c := p.live.Load(); c != nil && c.rs == r && c.shm != nil {
+		if t.ackInlineShm(p, c, r) {
+			return
+		}
+	} else if c != nil && c.rs == r && c.raw != nil {
 		switch t.ackInline(p, c, r) {
 		case ackWritten:
 			return
@@ -686,6 +690,41 @@ func (t *Transport) ackInline(p *peer, c *conn, r *recvStream) int {
 		return ackPartial
 	}
 	return ackWritten
+}
+
+// ackInlineShm writes an acknowledgement of r to c's ring, as
+// writeDirectShm writes a frame, if nothing is being written to c. The
+// peer then has it at its next look at the ring, where the writer
+// goroutine, whose turn comes only when the caller yields, would keep the
+// peer holding the frames in its log (and the log growing) meanwhile.
+func (t *Transport) ackInlineShm(p *peer, c *conn, r *recvStream) bool {
+	sc := c.shm
+	if !p.wmu.TryLock() {
+		return false
+	}
+	if !sc.wmu.TryLock() {
+		p.wmu.Unlock()
+		return false
+	}
+	written := false
+	if p.flushed.Load() == p.accepted.Load() && !p.restPending.Load() && !c.stopped() && c.resumed.Load() {
+		// Cleared before the count is read, as in appendAck; a failed
+		// write sets it again (ackNow).
+		r.due.Store(false)
+		n, b := r.recvd.Load(), r.bytes.Load()
+		var pb [binaryMaxVarint]byte
+		var fb [wire.LengthSize + wire.MaxHeaderSize + binaryMaxVarint]byte
+		frame := wire.AppendFrame(fb[:0], wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(pb[:0], n)})
+		if written = sc.writeHeadBody(frame, nil); written {
+			r.ackedN.Store(n)
+			r.ackedBytes.Store(b)
+			t.stats.acks.Add(1)
+			c.markActive()
+		}
+	}
+	sc.wmu.Unlock()
+	p.wmu.Unlock()
+	return written
 }
 
 // appendAck appends to fw an acknowledgement of c's stream if one is
