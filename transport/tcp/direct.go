@@ -236,7 +236,7 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte,
 	var kept bool
 	lent := false // body lent to the log, which releases it
 	if len(body) < padFrom {
-		p.hdr = f.AppendHead(p.hdr[:0], len(body))
+		p.hdr = p.heads.appendHead(p.hdr[:0], f, len(body))
 		kept = p.log.addHeadBody(c.peerStream, p.hdr, body)
 	} else if release != nil {
 		if kept, lent = p.log.addLentFrame(c.peerStream, f, body, release); kept {

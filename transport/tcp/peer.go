@@ -94,6 +94,7 @@ type peer struct {
 	wmu     sync.Mutex
 	written uint64
 	hdr     []byte      // SendDirect's padding, length prefix, header and small payload
+	heads   headEncoder // writeDirectShm's encoder of small frames' heads
 	bufs    net.Buffers // SendDirect's vectored write (its two slices)
 	wbufs   net.Buffers // what WriteTo consumes (a field: no allocation)
 	// now is SendNow's encoded frame; rest is what the socket of
