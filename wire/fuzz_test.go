@@ -1002,7 +1002,8 @@ func FuzzRingTag(f *testing.F) {
 // FuzzHeadCache checks HeadCache against DecodeFrameMax: the frames of a
 // stream, decoded one after the other through one cache, decode as they
 // do alone (the same frame, length and error class), whatever the headers
-// the cache saw before.
+// the cache saw before; DecodeHit, given a whole frame, decodes it so too
+// or declines, and takes a frame just decoded.
 func FuzzHeadCache(f *testing.F) {
 	a := AppendFrame(nil, Frame{Kind: 0x0401, Src: 1, Dst: 2, Epoch: 7 << 32, Payload: []byte("ab")})
 	b := AppendFrame(nil, Frame{Kind: 0x0401, Src: 1, Dst: 2, Epoch: 7 << 32})
@@ -1014,6 +1015,10 @@ func FuzzHeadCache(f *testing.F) {
 		var cache HeadCache
 		for len(data) > 0 {
 			want, wn, werr := DecodeFrameMax(data, max)
+			var hit Frame
+			if werr == nil && cache.DecodeHit(&hit, data[:wn]) && !reflect.DeepEqual(hit, want) {
+				t.Fatalf("%x: decoded by the cache's hit %+v, alone %+v", data, hit, want)
+			}
 			var got Frame
 			gn, gerr := cache.Decode(&got, data, max)
 			if gn != wn || (gerr == nil) != (werr == nil) || errors.Is(gerr, ErrShortFrame) != errors.Is(werr, ErrShortFrame) {
@@ -1027,6 +1032,9 @@ func FuzzHeadCache(f *testing.F) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%x: cached decode %+v, alone %+v", data, got, want)
+			}
+			if hit = (Frame{}); !cache.DecodeHit(&hit, data[:wn]) || !reflect.DeepEqual(hit, want) {
+				t.Fatalf("%x: the cache's hit of the frame it just decoded: %+v, want %+v", data, hit, want)
 			}
 			data = data[wn:]
 		}

@@ -312,13 +312,15 @@ func (c *shmConn) nextFrame(f *wire.Frame, buf []byte, max int) (ok, empty bool)
 		return false, false
 	}
 	n := wire.LengthSize + uint64(binary.BigEndian.Uint32(r.data[at:]))
-	if n > avail || n > uint64(len(buf)) || n > r.size-at {
+	if n > avail || n > uint64(len(buf)) || n > r.size-at || n-wire.LengthSize > uint64(max) {
 		return false, false
 	}
 	b := buf[:copy(buf, r.data[at:at+n])]
-	used, err := c.heads.Decode(f, b, max)
-	if err != nil || used != len(b) {
-		return false, false
+	if !c.heads.DecodeHit(f, b) {
+		used, err := c.heads.Decode(f, b, max)
+		if err != nil || used != len(b) {
+			return false, false
+		}
 	}
 	r.pos, r.left = pos, avail
 	r.consume(n, false) // the caller rings the writer once it holds no lock (progress)
