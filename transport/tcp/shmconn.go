@@ -475,18 +475,30 @@ func (c *shmConn) writeRecord(bufs [][]byte) (int64, bool) {
 
 // writeHeadBody is writeRecord of the direct path's frame, its head and
 // body, without the loops over a vector of buffers.
+//
+// The record is committed as publish commits one, without opening it:
+// its bytes, its length and commit word (ordered stores), then the tail.
 func (c *shmConn) writeHeadBody(head, body []byte) bool {
 	r := c.out
-	if !c.recordFits(uint64(len(head) + len(body))) {
+	n := uint64(len(head) + len(body))
+	if !c.recordFits(n) {
 		return false
 	}
-	r.rec, r.open = r.pos, true
-	r.pos += recHead
-	r.copyIn(head)
-	r.pos += uint64(len(head))
-	r.copyIn(body)
-	r.pos += uint64(len(body))
-	r.publish()
+	p := r.pos
+	if at := p&r.mask + recHead; n <= r.size-at {
+		// Not across the ring's end: one slice, no wrap to check.
+		d := r.data[at : at+n]
+		copy(d[copy(d, head):], body)
+	} else {
+		r.pos = p + recHead
+		r.copyIn(head)
+		r.pos += uint64(len(head))
+		r.copyIn(body)
+	}
+	storeOrdered(r.word(p, 1), n)
+	storeOrdered(r.word(p, 0), ^p)
+	r.pos = alignUp(p+recHead+n, recAlign)
+	r.u64(offTail).Store(r.pos)
 	c.ring(r, offRWaiting)
 	return true
 }
