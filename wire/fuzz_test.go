@@ -1011,6 +1011,12 @@ func FuzzHeadCache(f *testing.F) {
 	f.Add(slices.Concat(a, a, b, c, a), 1<<20)
 	f.Add(slices.Concat(a, []byte{0, 0, 0, 6}, a[LengthSize:LengthSize+6]), 1<<20)
 	f.Add(slices.Concat(a, a[:len(a)-1]), 3)
+	// Headers of nine bytes that differ in their last, before payloads
+	// long enough for DecodeHit's comparison of words.
+	long := []byte("a payload of several words")
+	d7 := AppendFrame(nil, Frame{Kind: 0x0401, Src: 1, Dst: 2, Epoch: 7 << 32, Payload: long})
+	d6 := AppendFrame(nil, Frame{Kind: 0x0401, Src: 1, Dst: 2, Epoch: 6 << 32, Payload: long})
+	f.Add(slices.Concat(d7, d6, d7, d7), 1<<20)
 	f.Fuzz(func(t *testing.T, data []byte, max int) {
 		var cache HeadCache
 		for len(data) > 0 {

@@ -16,11 +16,19 @@ func (c *HeadCache) DecodeHit(f *Frame, b []byte) bool {
 		return false
 	}
 	body := b[LengthSize:]
-	if n <= 8 && len(body) >= 8 {
-		// One comparison of a word, masked to the header's bytes (a
-		// shift by 64 gives 0: all eight), instead of a call.
-		mask := uint64(1)<<(8*n) - 1
-		if (binary.LittleEndian.Uint64(body)^binary.LittleEndian.Uint64(c.head[:]))&mask != 0 {
+	if n <= 16 && len(body) >= 16 {
+		// Two words compared, masked to the header's bytes, instead of
+		// a call: a header of a two-byte kind, one-byte node ids and an
+		// epoch of up to 11 bytes.
+		lo := binary.LittleEndian.Uint64(body) ^ binary.LittleEndian.Uint64(c.head[:])
+		hi := binary.LittleEndian.Uint64(body[8:]) ^ binary.LittleEndian.Uint64(c.head[8:])
+		if n < 8 {
+			lo &= 1<<(8*n) - 1
+			hi = 0
+		} else {
+			hi &= 1<<(8*(n-8)) - 1 // a shift by 64 gives 0: all eight
+		}
+		if lo|hi != 0 {
 			return false
 		}
 	} else if string(body[:n]) != string(c.head[:n]) {

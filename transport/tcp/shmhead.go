@@ -34,8 +34,18 @@ func (e *headEncoder) appendHead(b []byte, f *wire.Frame, extra int) []byte {
 	if uint64(body) > math.MaxUint32 || extra < 0 {
 		return f.AppendHead(b, extra) // which panics with the frame's size
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(body))
-	b = append(b, e.head[:e.n]...)
+	if k := len(b); e.n <= 16 && cap(b)-k >= wire.LengthSize+16 {
+		// The header as two word stores rather than a copy (a call):
+		// the buffer, the peer's, is grown once and has the room.
+		b = b[:k+wire.LengthSize+16]
+		binary.BigEndian.PutUint32(b[k:], uint32(body))
+		binary.LittleEndian.PutUint64(b[k+wire.LengthSize:], binary.LittleEndian.Uint64(e.head[:]))
+		binary.LittleEndian.PutUint64(b[k+wire.LengthSize+8:], binary.LittleEndian.Uint64(e.head[8:]))
+		b = b[:k+wire.LengthSize+e.n]
+	} else {
+		b = binary.BigEndian.AppendUint32(b, uint32(body))
+		b = append(b, e.head[:e.n]...)
+	}
 	return append(b, f.Payload...)
 }
 

@@ -41,6 +41,9 @@ func TestHeadEncoder(t *testing.T) {
 			f.Payload[i] = byte(rng.Uint32())
 		}
 		extra := rng.IntN(padFrom)
+		if rng.IntN(4) == 0 {
+			got = nil // no room: the appending path
+		}
 		got = e.appendHead(got[:0], &f, extra)
 		if want := f.AppendHead(nil, extra); !bytes.Equal(got, want) {
 			t.Fatalf("step %d: frame %v with %d bytes more: head %x, want %x", step, f, extra, got, want)
