@@ -196,4 +196,8 @@ func handshakeConn(nc net.Conn) net.Conn {
 
 // osYield gives the processor to another thread of the system if one
 // waits (a poller must not hold a core that a descheduled peer needs).
-func osYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+// It is a raw system call, as comm's is: with more ranks than cores a
+// yield can outlast the runtime's patience with a system call, which
+// then hands the goroutine's processor to another thread and must take
+// one back on return, thread switches for no work.
+func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
