@@ -11,6 +11,13 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
+// The job and secret of the tests' transports that may share memory
+// (shm_internal_test.go on Linux, the lending tests everywhere).
+var (
+	shmTestSecret = []byte("shm test secret, 32 bytes long!!")
+	shmTestJob    = "job-shm"
+)
+
 // A reset or drop of the log while lent frames are being written leaves
 // their releases for the end of the last write, not the first: the next
 // lent frame's write begins under the peer's wmu before the previous

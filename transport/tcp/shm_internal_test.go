@@ -19,11 +19,6 @@ import (
 	"github.com/cohort-mp/cohort/wire"
 )
 
-var (
-	shmTestSecret = []byte("shm test secret, 32 bytes long!!")
-	shmTestJob    = "job-shm"
-)
-
 // shmTransport returns a transport of node id that uses shared memory
 // with peers of this process.
 func shmTransport(t *testing.T, id core.NodeID) *Transport {
