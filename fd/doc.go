@@ -583,8 +583,16 @@
 // where M is the stall it remembers: 0 in a group on time, a
 // millisecond or so on a real idle host (a whole host cut off is
 // declared as fast as without the margin, TestHeartbeatSimWholeHostCrash), at most (1 + H)·(T_timeout + T_broken)
-// for stalls seen in peers, and its own longest lateness otherwise. A
-// suspicion from a refused connection gets no margin: a crashed process
+// for stalls seen in peers, and its own longest lateness otherwise. On
+// the verdict M is at least (1 + H)·(T_timeout + T_broken) when the
+// suspicion began less than SettleIntervals T_interval after this
+// process began to watch its group (10 in AggressiveHeartbeatConfig, a
+// job's timing on one machine; 0 by default): the processes of a job
+// start together, and on a host with more of them than cores one may be
+// starved for a second just as the first view makes the detectors watch
+// each other, before any stall was seen to learn from
+// (TestHeartbeatSimStartupStall).
+// A suspicion from a refused connection gets no margin: a crashed process
 // on a live host is declared as fast on an overloaded host as on an idle
 // one. LocalHealthMax = 0 restores the papers' fixed timeouts. See
 // health.go and [HealthStats].

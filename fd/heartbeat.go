@@ -222,6 +222,10 @@ type HeartbeatDetector struct {
 	// stalls remembers the peers' stalls longer than health does
 	// (heartbeat_health.go).
 	stalls stallMemory
+	// watchAt is when this process first had peers to watch (-1: not
+	// yet); the verdicts of the SettleIntervals after it wait the
+	// longest stall (settling).
+	watchAt time.Duration
 
 	// With HeartbeatConfig.SharedClock, heartbeats fall due at the
 	// times t of Env's clock where t − gridOff is a multiple of Interval.
@@ -340,7 +344,7 @@ func NewHeartbeat(cfg HeartbeatConfig, members []core.NodeID) (*HeartbeatDetecto
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1, refutedAt: -1,
+	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1, refutedAt: -1, watchAt: -1,
 		health: newHealth(cfg.LocalHealthMax, cfg.lateTolerance(), cfg.Interval)}, nil
 }
 

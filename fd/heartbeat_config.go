@@ -144,6 +144,19 @@ type HeartbeatConfig struct {
 	// T_broken is 0. Must be ≥ 0.
 	ProbeTimeout time.Duration
 
+	// SettleIntervals is, in T_interval, how long after this process
+	// began to watch its group (its first members) its verdicts go by
+	// the stalls seen only: a suspicion that begins sooner waits 2·(1 + LocalHealthMax)·
+	// (T_timeout + T_broken) more before it becomes a failure, the margin
+	// of the longest stall the memory can hold, unless it comes from a
+	// refused connection. The processes of a job start together, and on
+	// a host with more of them than cores some are still starved for a
+	// second when the first view makes the detectors watch each other,
+	// before any stall has been seen that the memory could have learnt.
+	// 0 (the default, and with LocalHealthMax = 0) adds nothing. Must be
+	// ≥ 0. AggressiveHeartbeatConfig, a job's timing on one machine: 10.
+	SettleIntervals int
+
 	// SharedClock, if set, tells the time of a clock that the job's
 	// processes share (a runtime gives the wall clock; only its value
 	// modulo Interval matters). It is read once, at Start. Heartbeats
@@ -248,6 +261,7 @@ func AggressiveHeartbeatConfig() HeartbeatConfig {
 	c.Timeout = 100 * time.Millisecond
 	c.Broken = 100 * time.Millisecond
 	c.Insurance = 40 * c.Interval
+	c.SettleIntervals = 10
 	return c
 }
 
@@ -282,6 +296,8 @@ func (c HeartbeatConfig) Validate() error {
 		return bad("IndirectProbes", c.IndirectProbes, "between 0 and 16")
 	case c.ProbeTimeout < 0:
 		return bad("ProbeTimeout", c.ProbeTimeout, "≥ 0")
+	case c.SettleIntervals < 0:
+		return bad("SettleIntervals", c.SettleIntervals, "≥ 0")
 	}
 	return nil
 }

@@ -60,7 +60,28 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 	if r.flags&hbRefused != 0 {
 		return max(h.health.from(r.mark)+wait, r.hold)
 	}
-	return max(h.due(r.mark, wait), r.hold)
+	due := h.due(r.mark, wait)
+	if h.settling(r) {
+		due = max(due, r.mark+wait+2*h.stallCap())
+	}
+	return max(due, r.hold)
+}
+
+// settling reports whether the suspicion of r began less than
+// SettleIntervals T_interval after this process began to watch its group
+// (its first members): its verdict then waits as if the stall memory held
+// the longest stall it can (2·stallCap more than T_broken). When a job
+// starts, every process starts at once: on 2 cores running 128 of them,
+// a process was starved for a second just as the first view made the
+// detectors watch each other, before any stall had been refuted, and the
+// monitors and members that heard their suspicion declared it failed with
+// the configured timeouts, a few milliseconds before its refutation came.
+// A detector that has just begun has seen nothing yet of how long the
+// peers stall on this host; an idle group keeps the configured timeouts
+// once that short time has passed, and a refused connection (a crashed
+// process on a live host) is declared as fast as ever.
+func (h *HeartbeatDetector) settling(r *hbPeer) bool {
+	return h.health.on() && h.watchAt >= 0 && r.mark-h.watchAt < time.Duration(h.cfg.SettleIntervals)*h.cfg.Interval
 }
 
 // refuted records that suspected r proved alive by itself, or that r,

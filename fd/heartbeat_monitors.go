@@ -20,6 +20,9 @@ import (
 // node, and a ring neighbour or a monitor it chooses watches it from now.
 func (h *HeartbeatDetector) setMembers(epoch uint64, members, renewed []core.NodeID, initial bool) {
 	h.members, h.epoch = members, epoch
+	if h.watchAt < 0 && len(members) > 1 {
+		h.watchAt = h.env.Now()
+	}
 	h.sortedKnown = false
 	h.pos = h.indexOf(h.self)
 	var gone []*hbPeer

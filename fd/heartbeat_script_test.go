@@ -523,6 +523,7 @@ func hbScriptConfig(t *testing.T, c *scripttest.Cmd, cfg *HeartbeatConfig) {
 	cfg.LocalHealthMax = c.IntOr(t, "health", cfg.LocalHealthMax)
 	cfg.IndirectProbes = c.IntOr(t, "probes", cfg.IndirectProbes)
 	cfg.ProbeTimeout = hbDuration(t, c, "probe", cfg.ProbeTimeout)
+	cfg.SettleIntervals = c.IntOr(t, "settle", cfg.SettleIntervals)
 }
 
 func hbConfigString(c HeartbeatConfig) string {

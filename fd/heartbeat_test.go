@@ -166,6 +166,7 @@ func TestHeartbeatConfigValidate(t *testing.T) {
 		"IndirectProbes negative": func(c *HeartbeatConfig) { c.IndirectProbes = -1 },
 		"IndirectProbes 17":       func(c *HeartbeatConfig) { c.IndirectProbes = 17 },
 		"ProbeTimeout":            func(c *HeartbeatConfig) { c.ProbeTimeout = -time.Millisecond },
+		"SettleIntervals":         func(c *HeartbeatConfig) { c.SettleIntervals = -1 },
 	} {
 		c := DefaultHeartbeatConfig()
 		mut(&c)
