@@ -57,24 +57,34 @@ func (c *Comm) WorldRank(r int) int {
 	return int(c.st.members[r])
 }
 
+// checkDest and checkSource decide the valid case where they are inlined,
+// without a call; the error is built out of line.
 func (c *Comm) checkDest(dest, tag int) error {
+	if uint(dest) < uint(len(c.st.members)) && tag >= 0 {
+		return nil
+	}
+	return c.destErr(dest, tag)
+}
+
+func (c *Comm) destErr(dest, tag int) error {
 	if dest < 0 || dest >= c.Size() {
 		return fmt.Errorf("%w: destination %d, communicator of %d ranks", ErrRank, dest, c.Size())
 	}
-	if tag < 0 {
-		return fmt.Errorf("%w: tag %d (tags are ≥ 0; AnyTag is for receives)", ErrTag, tag)
-	}
-	return nil
+	return fmt.Errorf("%w: tag %d (tags are ≥ 0; AnyTag is for receives)", ErrTag, tag)
 }
 
 func (c *Comm) checkSource(src, tag int) error {
+	if (uint(src) < uint(len(c.st.members)) || src == AnySource) && (tag >= 0 || tag == AnyTag) {
+		return nil
+	}
+	return c.sourceErr(src, tag)
+}
+
+func (c *Comm) sourceErr(src, tag int) error {
 	if src != AnySource && (src < 0 || src >= c.Size()) {
 		return fmt.Errorf("%w: source %d, communicator of %d ranks", ErrRank, src, c.Size())
 	}
-	if tag < 0 && tag != AnyTag {
-		return fmt.Errorf("%w: tag %d (tags are ≥ 0, or AnyTag)", ErrTag, tag)
-	}
-	return nil
+	return fmt.Errorf("%w: tag %d (tags are ≥ 0, or AnyTag)", ErrTag, tag)
 }
 
 // Send sends buf to rank dest with the given tag (≥ 0) and returns when buf
@@ -124,9 +134,11 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 	if err := c.checkSource(src, tag); err != nil {
 		return Status{}, err
 	}
-	src, err := c.resolveSource(ctx, src, tag)
-	if err != nil {
-		return Status{}, err
+	if c.s.rep != nil {
+		var err error
+		if src, err = c.resolveSource(ctx, src, tag); err != nil {
+			return Status{}, err
+		}
 	}
 	return c.s.recv(ctx, c.st, subP2P, buf, src, tag, 0)
 }
@@ -300,23 +312,19 @@ func (p *sendPlan) kind(virtual bool) core.Kind {
 // and takes what it is owed).
 func (s *Session) sendPlanLocked(p *sendPlan, c *commState, sub uint64, dest, n int) {
 	node := c.members[dest]
-	*p = sendPlan{eager: true, err: s.state}
-	if p.err == nil && c.revoked {
-		p.err = ErrRevoked
+	// Field by field, as irecvReq fills its operation.
+	p.err, p.q, p.eager, p.credit = nil, nil, true, 0
+	// One test for the common case: the session runs, and c is neither
+	// revoked nor has a member gone.
+	if s.state != nil || c.revoked || c.nfailed != 0 {
+		if p.err = s.sendErrLocked(c, sub, dest); p.err != nil {
+			return
+		}
 	}
-	if p.err == nil && c.failed[dest] {
-		p.err = c.goneErrLocked(dest)
-	}
-	if p.err == nil && sub == subColl && c.collFailedLocked() {
-		// ULFM: a collective step starts on no communicator with a known
-		// failed member, a send no more than a receive (opErrLocked) —
-		// otherwise a rank whose part is only sends (a Bcast root whose
-		// subtree is alive) completes collective after collective with
-		// eager sends while the others fail theirs.
-		p.err = &ProcFailedError{Ranks: c.failedRanks()}
-	}
-	if p.err == nil && s.rep == nil && node != s.self {
-		p.q = s.outqLocked(int(node))
+	if s.rep == nil && node != s.self {
+		if p.q = s.out[node]; p.q == nil {
+			p.q = s.outqLocked(int(node)) // the first send to node
+		}
 		if sub == subP2P {
 			// A point-to-point message is eager if it is small and fits
 			// in the credit toward dest (credit.go).
@@ -326,6 +334,28 @@ func (s *Session) sendPlanLocked(p *sendPlan, c *commState, sub uint64, dest, n 
 			p.credit = s.owedLocked(node) // returned with the data
 		}
 	}
+}
+
+// sendErrLocked reports why a send to rank dest of c, in context
+// c.id|sub, fails at once: the session ended, c is revoked, dest is gone,
+// or (a collective step) a member of c failed.
+func (s *Session) sendErrLocked(c *commState, sub uint64, dest int) error {
+	switch {
+	case s.state != nil:
+		return s.state
+	case c.revoked:
+		return ErrRevoked
+	case c.failed[dest]:
+		return c.goneErrLocked(dest)
+	case sub == subColl && c.collFailedLocked():
+		// ULFM: a collective step starts on no communicator with a known
+		// failed member, a send no more than a receive (opErrLocked) —
+		// otherwise a rank whose part is only sends (a Bcast root whose
+		// subtree is alive) completes collective after collective with
+		// eager sends while the others fail theirs.
+		return &ProcFailedError{Ranks: c.failedRanks()}
+	}
+	return nil
 }
 
 // isendPlanned is isendReq once its plan is made.
