@@ -276,7 +276,15 @@ func (s *Session) returnCreditLocked(src core.NodeID, n int, out *outgoing) {
 	}
 	pc := &s.credit[src]
 	pc.owed += n
-	if pc.owed < s.eagerCredit/creditReturnDiv || s.failed[src] {
+	if pc.owed >= s.eagerCredit/creditReturnDiv {
+		s.creditFrameLocked(src, pc, out)
+	}
+}
+
+// creditFrameLocked is returnCreditLocked once a quarter of the budget is
+// owed to src (out of line: returnCreditLocked is inlined).
+func (s *Session) creditFrameLocked(src core.NodeID, pc *peerCredit, out *outgoing) {
+	if s.failed[src] {
 		return
 	}
 	p := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64), uint64(pc.owed))

@@ -450,21 +450,27 @@ func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out
 	if m.rdv == 0 {
 		charge = s.chargeOf(node, ctxID, len(m.data))
 	}
+	// The credit's check (overrunLocked's first) is made here, and
+	// overrunLocked called only to build the error.
 	if charge > 0 {
-		if err := s.overrunLocked(ctxID, m, charge, false); err != nil {
+		if pc := &s.credit[node]; pc.held+pc.owed+charge > s.eagerCredit {
+			err := s.overrunLocked(ctxID, m, charge, false)
 			s.stats.dropped.Add(1)
 			m.recycleOwned(owned)
 			return err
 		}
 	}
-	if q := s.lastQ; (q == nil || q.id != ctxID) && s.queues[ctxID] == nil {
-		if err := s.contextErrLocked(node, ctxID); err != nil {
-			s.stats.dropped.Add(1)
-			m.recycleOwned(owned)
-			return err
+	q := s.lastQ
+	if q == nil || q.id != ctxID {
+		if s.queues[ctxID] == nil {
+			if err := s.contextErrLocked(node, ctxID); err != nil {
+				s.stats.dropped.Add(1)
+				m.recycleOwned(owned)
+				return err
+			}
 		}
+		q = s.queueLocked(ctxID)
 	}
-	q := s.queueLocked(ctxID)
 	if c := q.comm; c != nil {
 		if c.revoked {
 			s.stats.dropped.Add(1)

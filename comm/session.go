@@ -528,8 +528,17 @@ func (s *Session) dataPath(f wire.Frame) bool {
 	var err error
 	switch f.Kind {
 	case kindData, kindCData, kindVData:
-		h, data, perr := parseData(f.Payload, f.Kind)
-		if err = perr; err == nil {
+		// A small message's header on the world's communicators
+		// (parseData's first case) is decoded here, without a call.
+		var h dataHeader
+		var data []byte
+		if p := f.Payload; f.Kind == kindCData && len(p) >= 3 && p[0]|p[1]|p[2] < 0x80 {
+			h.credit, h.ctxID, h.tag = uint64(p[0]), uint64(p[1]), unzigzag(p[2])
+			data = p[3:]
+		} else {
+			h, data, err = parseData(f.Payload, f.Kind)
+		}
+		if err == nil {
 			// The credit the frame returns, and the message, under one
 			// lock.
 			// Field by field, as irecvReq fills its operation.
