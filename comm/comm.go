@@ -74,7 +74,8 @@ func (c *Comm) destErr(dest, tag int) error {
 }
 
 func (c *Comm) checkSource(src, tag int) error {
-	if (uint(src) < uint(len(c.st.members)) || src == AnySource) && (tag >= 0 || tag == AnyTag) {
+	// AnySource and AnyTag are -1: the valid values are those from -1.
+	if src >= AnySource && src < len(c.st.members) && tag >= AnyTag {
 		return nil
 	}
 	return c.sourceErr(src, tag)
@@ -106,7 +107,17 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err
 	}
-	return c.s.send(ctx, c.st, subP2P, dest, tag, buf)
+	// send's steps, without its call.
+	s, st := c.s, c.st
+	var p sendPlan
+	s.mu.Lock()
+	s.sendPlanLocked(&p, st, subP2P, dest, len(buf))
+	s.mu.Unlock()
+	if p.err == nil && p.eager && p.q != nil {
+		err := p.q.sendData(p.kind(false), dataHeader{credit: uint64(p.credit), ctxID: st.id | subP2P, tag: tag}, nonNil(buf))
+		return st.translate(err)
+	}
+	return s.sendPlanned(ctx, st, subP2P, dest, tag, buf, &p)
 }
 
 // Isend starts sending buf to rank dest and returns its request at once.
@@ -140,7 +151,9 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 			return Status{}, err
 		}
 	}
-	return c.s.recv(ctx, c.st, subP2P, buf, src, tag, 0)
+	// recv's steps, without its call (a pooled request's elem is 0).
+	req := c.s.irecvReq(pooledRequest(c.s, c.st), c.st, subP2P, buf, false, src, tag, 0, true)
+	return req.awaitRecv(ctx)
 }
 
 // Irecv posts a receive into buf and returns its request at once; buf must
@@ -245,7 +258,13 @@ func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag 
 		err := p.q.sendData(p.kind(false), dataHeader{credit: uint64(p.credit), ctxID: c.id | sub, tag: tag}, nonNil(data))
 		return c.translate(err)
 	}
-	req := s.isendPlanned(pooledRequest(s, c), c, sub, dest, tag, 0, data, &p)
+	return s.sendPlanned(ctx, c, sub, dest, tag, data, &p)
+}
+
+// sendPlanned is send of a message that needs a request: a rendezvous, a
+// send to this process, one that fails at once, or a virtual node's.
+func (s *Session) sendPlanned(ctx context.Context, c *commState, sub uint64, dest, tag int, data []byte, p *sendPlan) error {
+	req := s.isendPlanned(pooledRequest(s, c), c, sub, dest, tag, 0, data, p)
 	_, err := req.block(ctx)
 	if err != nil && req.rdv.body != nil && !req.isDone() {
 		s.rdvDetach(req) // the caller's buffer is free once Send returns
@@ -267,8 +286,12 @@ func (s *Session) recv(ctx context.Context, c *commState, sub uint64, buf []byte
 // being filled meanwhile, its outcome is taken), and the request goes back
 // to the pool.
 func (req *Request) awaitRecv(ctx context.Context) (Status, error) {
-	st, err := req.block(ctx)
-	if err != nil && ctx.Err() != nil && err == ctx.Err() && !req.Cancel() {
+	// block's steps, without its call.
+	var st Status
+	var err error
+	if req.isDone() || req.poll() || req.park(ctx.Done()) {
+		st, err = req.result()
+	} else if err = ctx.Err(); !req.Cancel() {
 		st, err = req.result()
 	}
 	req.release()

@@ -566,7 +566,9 @@ func (s *Session) post(c *commState, sub uint64, op *recvOp) {
 	s.mu.Lock()
 	s.postLocked(c, sub, op, &out)
 	s.mu.Unlock()
-	s.sendOne(out)
+	if out.kind != 0 || out.addr != 0 { // a frame or a pull is due
+		s.sendOne(out)
+	}
 }
 
 // postLocked is post under s.mu; the frame the matching calls for, if
