@@ -743,8 +743,18 @@ func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
 // lock.
 func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
 	if t := q.s.tcpTr; t != nil && body != nil && !q.running.Load() {
-		var hdr [maxRTS]byte
-		f := wire.Frame{Kind: kind, Epoch: q.s.epoch.Load(), Payload: appendDataHeader(hdr[:0], kind, h)}
+		f := wire.Frame{Kind: kind, Epoch: q.s.epoch.Load()}
+		// A small message's header (appendDataHeader's first case) is
+		// written here, without the call, in an array of its size: the
+		// larger one is zeroed only for the other headers.
+		var small [3]byte
+		if zt := uint64(h.tag) << 1; kind == kindCData && h.tag >= 0 && h.credit|h.ctxID|zt < 0x80 {
+			small[0], small[1], small[2] = byte(h.credit), byte(h.ctxID), byte(zt)
+			f.Payload = small[:]
+		} else {
+			var hdr [maxRTS]byte
+			f.Payload = appendDataHeader(hdr[:0], kind, h)
+		}
 		if t.TrySendDirect(q.to, f, body) {
 			return nil
 		}
