@@ -357,11 +357,14 @@ func (m *message) recycleOwned(owned bool) {
 }
 
 // recycle returns a message's pooled buffer once its data was copied out.
+// It is inlined: a message taken from a frame (most) has none.
 func (m *message) recycle() {
 	if m.buf != nil {
-		unexpectedBufs[bufClass(cap(*m.buf))].Put(m.buf)
+		m.putBuf()
 	}
 }
+
+func (m *message) putBuf() { unexpectedBufs[bufClass(cap(*m.buf))].Put(m.buf) }
 
 // recvOp is a posted receive or probe.
 type recvOp struct {
