@@ -156,3 +156,39 @@ func TestLentFrameReleasedAfterLostAck(t *testing.T) {
 		t.Fatalf("released %d times, want once", k)
 	}
 }
+
+// An acknowledgement asked of the writer (due) whose wake-up the writer
+// took on a connection that had stopped (writeLoop returns on it without
+// writing) stays asked for with no one to write it: the writer's next
+// connection waits for frames to send, and a receiver that only receives
+// has none. Frames delivered meanwhile must still be acknowledged, within
+// ackDelay, or the sender's Flush waits for ever and a lent body never
+// comes back.
+func TestAckDueWithoutWakeUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kind := core.MakeKind(core.ProtoTest, 30)
+	a, c, delivered := lendPair(t, ctx, kind)
+	r := c.peers[1].rs
+	r.due.Store(true) // as a writer leaves it that took its kick on a stopped connection
+	var released atomic.Int32
+	for !a.TryLendDirect(2, wire.Frame{Kind: kind}, make([]byte, LendMin), func() { released.Add(1) }) {
+		if ctx.Err() != nil {
+			t.Fatal("an idle connection declined every lent body")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	<-delivered
+	for released.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the lent body never came back (c: %d frames delivered, %d acknowledged, due %v)",
+				r.recvd.Load(), r.ackedN.Load(), r.due.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer fcancel()
+	if err := a.Flush(fctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+}

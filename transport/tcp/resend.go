@@ -574,7 +574,13 @@ func (t *Transport) deliveredAckAfter(p *peer, r *recvStream, seq uint64, size i
 	b := r.bytes.Load() + uint64(size)
 	storeOrdered(&r.bytes, b)
 	if r.due.Load() {
-		return // asked for already; the writer has not written it yet
+		// Asked of the writer already, which may never write it: a
+		// writer that took its wake-up on a connection that had
+		// stopped left it, and the next connection's writer waits for
+		// frames, which a receiver may never send. The timer asks
+		// again (ackNow) within ackDelay if it is still not written.
+		r.armAck()
+		return
 	}
 	if seq-r.ackedN.Load() >= ackFrames || b-r.ackedBytes.Load() >= ackAfter {
 		if !t.holdAck(p, r, seq-r.ackedN.Load(), b-r.ackedBytes.Load()) {
