@@ -396,13 +396,7 @@ func (r *replicated) receive(f wire.Frame) bool {
 	}
 	if f.Kind == replica.KindData && r.startedFlag.Load() {
 		r.lmu.Lock()
-		r.rdec.Reset(f.Payload)
-		err := replica.DecodeDataInto(&r.rdec, &r.rdata)
-		if err == nil {
-			err = r.rdec.Finish()
-		}
-		r.rdec.Reset(nil)
-		if err != nil {
+		if r.decodeLocked(f.Payload, func(d *wire.Decoder) error { return replica.DecodeDataInto(d, &r.rdata) }) != nil {
 			r.lmu.Unlock()
 			return false
 		}
@@ -445,23 +439,30 @@ func (r *replicated) receive(f wire.Frame) bool {
 	return true
 }
 
+// decodeLocked decodes a received payload whole with into, through the
+// decoder kept for it (r.lmu held), and lets go of the payload after.
+func (r *replicated) decodeLocked(payload []byte, into func(*wire.Decoder) error) error {
+	r.rdec.Reset(payload)
+	err := into(&r.rdec)
+	if err == nil {
+		err = r.rdec.Finish()
+	}
+	r.rdec.Reset(nil)
+	return err
+}
+
 // receiveLevel is receive of an Ack or a Commit, decoded under the lock
 // into the one message of its kind that it reuses (the layer keeps
 // neither).
 func (r *replicated) receiveLevel(f wire.Frame) bool {
 	r.lmu.Lock()
-	r.rdec.Reset(f.Payload)
 	var m core.Msg
 	var err error
 	if f.Kind == replica.KindAck {
-		m, err = &r.rack, replica.DecodeAckInto(&r.rdec, &r.rack)
+		m, err = &r.rack, r.decodeLocked(f.Payload, func(d *wire.Decoder) error { return replica.DecodeAckInto(d, &r.rack) })
 	} else {
-		m, err = &r.rcommit, replica.DecodeCommitInto(&r.rdec, &r.rcommit)
+		m, err = &r.rcommit, r.decodeLocked(f.Payload, func(d *wire.Decoder) error { return replica.DecodeCommitInto(d, &r.rcommit) })
 	}
-	if err == nil {
-		err = r.rdec.Finish()
-	}
-	r.rdec.Reset(nil)
 	if err != nil {
 		r.lmu.Unlock()
 		return false
