@@ -103,6 +103,8 @@ type Job struct {
 	procs    map[core.NodeID]*proc
 	jobLog   *os.File
 	closed   bool
+	holding  bool           // until every node listens, OnLine's lines wait in held
+	held     []string       // (dropped if the launch is made again on new ports)
 	waiters  sync.WaitGroup // one per process, until it is reaped
 	stopTail chan struct{}
 	tailDone chan struct{}
@@ -146,6 +148,9 @@ func Start(ctx context.Context, cfg JobConfig) (*Job, error) {
 		if !errors.Is(err, ErrPortTaken) || attempt == 3 {
 			return nil, err
 		}
+		if cfg.OnLine != nil {
+			cfg.OnLine(fmt.Sprintf("%s; starting every process again on new ports", strings.TrimPrefix(err.Error(), "runner: ")))
+		}
 	}
 }
 
@@ -161,6 +166,7 @@ func launch(ctx context.Context, cfg JobConfig) (_ *Job, err error) {
 		start:   time.Now(),
 		changed: make(chan struct{}),
 		procs:   map[core.NodeID]*proc{},
+		holding: true,
 	}
 	j.tracker = tracker.NewTracker(j.start)
 	if cfg.EventsDir != "" {
@@ -184,10 +190,13 @@ func launch(ctx context.Context, cfg JobConfig) (_ *Job, err error) {
 	go j.tailLoop()
 	defer func() {
 		if err != nil {
+			// An attempt that Start makes again on new ports keeps its
+			// processes' exits to itself: they are not the job's.
+			j.release(!errors.Is(err, ErrPortTaken))
 			j.Close()
 		}
 	}()
-	addrs, err := freeAddrs(cfg.N)
+	addrs, err := pickAddrs(cfg.N)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +218,7 @@ func launch(ctx context.Context, cfg JobConfig) (_ *Job, err error) {
 	if err := j.awaitListening(ctx, ids); err != nil {
 		return nil, err
 	}
+	j.release(true)
 	for _, id := range ids {
 		j.tell(id, "start")
 	}
@@ -273,6 +283,9 @@ func deadNodes(t *tracker.Tracker, ids []core.NodeID) string {
 	}
 	return strings.Join(dead, ", ")
 }
+
+// pickAddrs is freeAddrs, replaced by tests that need a port taken.
+var pickAddrs = freeAddrs
 
 // freeAddrs returns n distinct free addresses on 127.0.0.1, found by
 // listening on port 0 (all at once, so they differ) and closing.
@@ -432,12 +445,33 @@ func (j *Job) addLocked(r record.Record) {
 		}
 	}
 	for _, line := range j.tracker.Add(r) {
-		if j.cfg.OnLine != nil {
+		if j.holding {
+			j.held = append(j.held, line)
+		} else if j.cfg.OnLine != nil {
 			j.cfg.OnLine(line)
 		}
 	}
 	close(j.changed)
 	j.changed = make(chan struct{})
+}
+
+// release ends the holding of OnLine's lines while a launch's nodes come
+// up and gives OnLine those held if show; otherwise it drops them and
+// keeps holding (the lines of a launch abandoned for a taken port, whose
+// processes are then stopped).
+func (j *Job) release(show bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !show {
+		j.held = nil
+		return
+	}
+	if j.cfg.OnLine != nil {
+		for _, line := range j.held {
+			j.cfg.OnLine(line)
+		}
+	}
+	j.holding, j.held = false, nil
 }
 
 // tell writes one line to node id's supervisor stream.
