@@ -67,8 +67,13 @@ type conn struct {
 	// reader goes on to the end of stream, and its end is no failure.
 	retiring   chan struct{}
 	retiredSet atomic.Bool // set as retiring is closed (see deadSet)
-	retireOnce sync.Once
-	shutOnce   sync.Once // our writing side is shut once (closeWrite)
+	// diedRetired says whether c was retired when it was closed (set by
+	// close, read after it): a connection that failed first and was
+	// retired after, when its peer redialled on seeing it closed, still
+	// failed (connDied counts and logs it).
+	diedRetired bool
+	retireOnce  sync.Once
+	shutOnce    sync.Once // our writing side is shut once (closeWrite)
 	// active is set by a frame read or a batch written and cleared by
 	// the idle sweeper at each look (idleTicks, the sweeper's own, counts
 	// the looks that found it clear).
@@ -188,7 +193,7 @@ func (c *conn) isDead() bool { return c.deadSet.Load() }
 // close closes c once, recording whether it was on purpose and why.
 func (c *conn) close(byUs bool, cause error) {
 	c.once.Do(func() {
-		c.byUs, c.cause = byUs, cause
+		c.byUs, c.cause, c.diedRetired = byUs, cause, c.isRetired()
 		c.deadSet.Store(true) // after byUs and cause: whoever sees it may read them
 		close(c.dead)
 		c.nc.Close()

@@ -265,7 +265,10 @@ func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
 // purpose, logs why and hints the handler.
 func (t *Transport) connDied(c *conn, readErr error) {
 	c.close(false, readErr)
-	retired := c.isRetired()
+	// Whether c was retired when it died, not now: closing it ends the
+	// peer's side too, and the peer may redial and get c retired as
+	// replaced before this reader goes on.
+	retired := c.diedRetired
 	t.mu.Lock()
 	if p := t.peers[c.peer]; p != nil {
 		if p.cur == c {

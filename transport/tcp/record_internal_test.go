@@ -176,3 +176,37 @@ func FuzzRecordReader(f *testing.F) {
 		}
 	})
 }
+
+// A connection refused at a record is counted as tampered even when it is
+// retired after it was closed: closing it ends the peer's side, the peer
+// redials at once, and the new connection retires the old one (replaced)
+// while its reader may not have reached connDied yet. One retired before
+// it was closed ends quietly.
+func TestTamperedCountedWhenRetiredAfter(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Node, cfg.JobID, cfg.Secret = 2, "job-tamper", []byte("tamper-secret-0123456789abcdef!!")
+	tr, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	died := func(retiredBefore bool) {
+		nc, other := net.Pipe()
+		defer other.Close()
+		c := tr.newConn(nc, nil, 1, false, "pipe")
+		if retiredBefore {
+			c.retire()
+		}
+		c.close(false, wire.ErrRecordAuth) // as connDied's own close does
+		c.retire()                         // the peer's redial replaced it
+		tr.connDied(c, wire.ErrRecordAuth)
+	}
+	died(false)
+	if s := tr.Stats(); s.Lost != 1 || s.Tampered != 1 {
+		t.Fatalf("closed at a record, retired after: Lost %d, Tampered %d; want 1, 1", s.Lost, s.Tampered)
+	}
+	died(true)
+	if s := tr.Stats(); s.Lost != 1 || s.Tampered != 1 {
+		t.Fatalf("retired, then closed: Lost %d, Tampered %d; want it quiet (1, 1 still)", s.Lost, s.Tampered)
+	}
+}
