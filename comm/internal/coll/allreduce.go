@@ -98,8 +98,7 @@ func flatAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 			return err
 		}
 	}
-	all, tok := getScratch[T](p * n) // rank k's vector at k·n
-	defer putScratch(tok)
+	all := callScratch[T](c, p*n) // rank k's vector at k·n
 	copy(all[r*n:], buf)
 	for i := 1; i < p; i++ {
 		from := (r - i + p) % p
@@ -126,8 +125,7 @@ func doublingAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 		return err
 	}
 	if newrank >= 0 {
-		scratch, tok := getScratch[T](len(buf))
-		defer putScratch(tok)
+		scratch := callScratch[T](c, len(buf))
 		for mask := 1; mask < pof2; mask <<= 1 {
 			nr := newrank ^ mask
 			partner := rankOfNew(nr, rem)
@@ -183,8 +181,7 @@ func ringAllreduce[T Elem](c *call, buf []T, op Op[T]) error {
 	}
 	blk := func(i int) []T { return buf[displs[i]:displs[i+1]] }
 	right, left := (r+1)%p, (r-1+p)%p
-	scratch, tok := getScratch[T](displs[1]) // the largest block
-	defer putScratch(tok)
+	scratch := callScratch[T](c, displs[1]) // the largest block
 	for s := 0; s < p-1; s++ {
 		sb, rb := (r-s+p)%p, (r-s-1+p)%p
 		mine := blk(rb)

@@ -39,6 +39,10 @@ type call struct {
 	// lent holds the sends whose data the transport still holds (Lender);
 	// done reclaims them.
 	lent []any
+	// scratch holds the call's scratch buffers (callScratch); done puts
+	// them back only after it has withdrawn the receives posted into them
+	// and reclaimed the sends lent from them, which a failed step leaves.
+	scratch []*[]byte
 }
 
 // preposted is a receive posted ahead of its exchange (Preposter).
@@ -127,9 +131,13 @@ func (c *call) done(err error) error {
 		}
 		clear(c.lent)
 	}
-	displs, steps, pre, lent := c.hs.displs[:0], c.hs.steps[:0], c.pre[:0], c.lent[:0]
+	for _, b := range c.scratch {
+		putScratch(b)
+	}
+	clear(c.scratch)
+	displs, steps, pre, lent, scratch := c.hs.displs[:0], c.hs.steps[:0], c.pre[:0], c.lent[:0], c.scratch[:0]
 	*c = call{}
-	c.hs.displs, c.hs.steps, c.pre, c.lent = displs, steps, pre, lent
+	c.hs.displs, c.hs.steps, c.pre, c.lent, c.scratch = displs, steps, pre, lent, scratch
 	callPool.Put(c)
 	return err
 }

@@ -275,8 +275,7 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 		}
 		h.steps = append(h.steps, s)
 	}
-	scratch, tok := getScratch[T](max(kept, h.displs[pof2/2])) // the halves kept, one after the other, or the largest
-	defer putScratch(tok)
+	scratch := callScratch[T](c, max(kept, h.displs[pof2/2])) // the halves kept, one after the other, or the largest
 	into := func(i int) []T {
 		s := h.steps[i]
 		if i == 0 && src != nil {

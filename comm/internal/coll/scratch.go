@@ -45,3 +45,16 @@ func putScratch(b *[]byte) {
 		scratchPools[scratchClass(cap(*b))].Put(b)
 	}
 }
+
+// callScratch is getScratch for the rest of call c: c.done puts it back.
+// A step that fails can leave a receive posted into it, or a send lent
+// from it, until done withdraws or reclaims them; put back earlier, the
+// buffer could be handed to another call while the transport still
+// writes or reads it.
+func callScratch[T Elem](c *call, n int) []T {
+	s, tok := getScratch[T](n)
+	if tok != nil {
+		c.scratch = append(c.scratch, tok)
+	}
+	return s
+}
