@@ -77,6 +77,18 @@ func (p *pollState) mark() {
 	}
 }
 
+// yieldToHandler lets the goroutine a socket's reader has just handed a
+// data frame to run before the reader looks at the socket again, while
+// the polling time runs. The handler's goroutine, made ready by the
+// delivery, waits on the reader's processor; the look would find nothing
+// when the frame was the one the peer waits on (its next comes only after
+// the handler's answer), and would delay that answer by a system call.
+func (p *pollState) yieldToHandler() {
+	if p.spin.Load() > 0 {
+		runtime.Gosched()
+	}
+}
+
 // again decides, after a look that found nothing (the polls-th), whether
 // to look again, after yielding, or to park: a poller whose last progress
 // was at last reads the clock at its first look and every 8th only (a

@@ -224,6 +224,9 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		// the reader goroutine, parked meanwhile, need not poll after it
 		// (nor the caller pay a clock read per frame).
 		c.poll.mark()
+		if c.shm == nil && c.fr.Buffered() == 0 {
+			c.poll.yieldToHandler()
+		}
 	}
 	return nil
 }
