@@ -159,12 +159,24 @@ func writeDoorbellFD(fd uintptr) bool {
 	}
 }
 
-// ring rings the peer's doorbell if flag (in r's header) is raised.
+// ring rings the peer's doorbell if flag (in r's header) is raised. Each
+// frame written or taken looks at a flag that is seldom up, so the look
+// is inlined into the caller and only a raised flag costs a call.
 func (c *shmConn) ring(r *ring, flag int) {
-	if r.u32(flag).Load() == 0 || !r.u32(flag).CompareAndSwap(1, 0) {
-		return
+	if r.u32(flag).Load() != 0 {
+		c.ringRaised(r, flag)
 	}
-	c.writeDoorbell()
+}
+
+// ringRaised is ring once the flag was seen raised: the peer may be
+// asleep, and whoever lowers the flag rings it. Kept out of line: inlined
+// into ring, it would make ring too large to inline where it is called.
+//
+//go:noinline
+func (c *shmConn) ringRaised(r *ring, flag int) {
+	if r.u32(flag).CompareAndSwap(1, 0) {
+		c.writeDoorbell()
+	}
 }
 
 // wait sleeps until a wake-up, the peer's death, Close or deadline dl
