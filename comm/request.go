@@ -113,7 +113,9 @@ func (r *Request) reset() {
 	// values are built in temporaries and copied with wide loads, which
 	// wait for the temporaries' stores.
 	r.st = Status{}
-	r.op = recvOp{}
+	// A receive sets every field of op (irecvReq) before the request is
+	// posted: only the caller's buffer is let go, for the collector.
+	r.op.buf = nil
 	r.rdv = rdvSend{}
 }
 
