@@ -313,9 +313,12 @@ func (c *shmConn) nextFrame(f *wire.Frame, buf []byte, max int) (ok, empty bool)
 	// header of the next one (entered only if the frame is taken).
 	pos, avail := r.pos, r.left
 	if avail == 0 {
-		n, err := r.record(false)
-		if n == 0 {
-			return false, err == nil
+		if !r.committed() {
+			return false, true
+		}
+		n, err := r.recordLen()
+		if err != nil {
+			return false, false
 		}
 		pos, avail = pos+recHead, n
 	}

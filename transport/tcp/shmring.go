@@ -176,18 +176,20 @@ func (r *ring) word(p uint64, i int) *atomic.Uint64 {
 // ringSlices-th of the ring.
 func (r *ring) recMax() uint64 { return r.size/ringSlices - recHead - recAlign }
 
+// committed reports whether the record at the reader's position is
+// committed; recordLen then gives its length. A caller's progress asks
+// at every look: one that finds no commit costs it no load of the
+// tail's line, which the writer stores at every message, and no call
+// (both are inlined there).
+func (r *ring) committed() bool { return r.word(r.pos, 0).Load() == ^r.pos }
+
 // record reports the length of the committed record at the reader's
-// position (0: none yet). A length out of bounds is the peer's
-// corruption; so is, when strict, a tail ahead of a missing commit. A
-// caller's progress is not strict: a look that finds no commit costs it
-// no load of the tail's line, which the writer stores at every message;
-// the reader goroutine, which reads only once the tail moved (readable),
-// is, and a ring whose tail runs ahead of its records ends there.
-func (r *ring) record(strict bool) (uint64, error) {
-	if r.word(r.pos, 0).Load() != ^r.pos {
-		if !strict {
-			return 0, nil
-		}
+// position (0: none yet), for the reader goroutine, which reads only once
+// the tail moved (readable): a length out of bounds is the peer's
+// corruption, and so is a tail ahead of a missing commit: a ring whose
+// tail runs ahead of its records ends there.
+func (r *ring) record() (uint64, error) {
+	if !r.committed() {
 		// The tail is stored after the commit: it may still be behind
 		// a record the reader has already read. Loaded first, a tail
 		// past pos proves the commit is there.
@@ -195,10 +197,16 @@ func (r *ring) record(strict bool) (uint64, error) {
 		if ahead <= 0 {
 			return 0, nil
 		}
-		if uint64(ahead) > r.size || r.word(r.pos, 0).Load() != ^r.pos {
+		if uint64(ahead) > r.size || !r.committed() {
 			return 0, errRingCorrupt
 		}
 	}
+	return r.recordLen()
+}
+
+// recordLen is the length in the header of the committed record at the
+// reader's position; a length out of bounds is the peer's corruption.
+func (r *ring) recordLen() (uint64, error) {
 	n := r.word(r.pos, 1).Load()
 	if n == 0 || n > r.recMax() {
 		return 0, errRingCorrupt
@@ -234,7 +242,7 @@ func (r *ring) read(b []byte) (int, error) {
 		return 0, nil
 	}
 	if r.left == 0 {
-		n, err := r.record(true)
+		n, err := r.record()
 		if n == 0 {
 			return 0, err
 		}
