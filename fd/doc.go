@@ -333,7 +333,9 @@
 // round on time (it halves in about 44 rounds) and is at most
 // [GossipConfig.StallCap], (1 + H)·(c·T + T_cons). It suspects
 // s = ⌈2M/T⌉ rounds later, and when the consensus pings go unanswered it
-// pings on for 2M more before it declares. A node whose inputs all
+// pings on for 2M more before it declares, asking helpers again for as
+// long as a probe fits in that time (those of the first probe may have
+// been out of reach, behind a partition that has healed since). A node whose inputs all
 // stopped (the newest heartbeat it holds of anyone is older than
 // max(c/3, 2) rounds: no member sends it anything fresh) ages every entry
 // together, and it cannot tell from what it receives whether the members

@@ -246,6 +246,13 @@ func (g *Gossip) refuted(w *gossipWatch) {
 // (the suspect's entry aged that much for want of news, not for its
 // silence), pinging it on meanwhile, once per watch. It reports whether
 // it held the verdict.
+//
+// While it holds, it also asks helpers again, one indirect probe at a
+// time, as long as a probe ends within the hold: the helpers of the
+// suspicion's probe may all have been out of reach then (an input gap
+// is often this node's own partition), and once that heals a member
+// that reaches both may be the only way to the suspect, which the
+// direct pings never take.
 func (g *Gossip) holdVerdict(w *gossipWatch) bool {
 	if w.refused {
 		return false // a stall leaves its port listening
@@ -263,6 +270,9 @@ func (g *Gossip) holdVerdict(w *gossipWatch) bool {
 		return false
 	}
 	g.pingFor(w, min(g.pingTimeout(), w.holdUntil-now))
+	if w.probeSeq == 0 && now+g.cfg.probeTimeout() <= w.holdUntil {
+		g.probeIndirect(w)
+	}
 	return true
 }
 
