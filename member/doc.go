@@ -24,7 +24,9 @@
 // change. A verdict is about a member of the installed view: the member
 // assumes, as package fd does, that its detector stops watching a node that
 // leaves the view and watches afresh a node that enters it (reporting it
-// failed again if it still is), so it forgets the verdicts about both. A
+// failed again if it still is), so it forgets the verdicts about both, and
+// the failures they alone made: a held proposal that lists a node the view
+// left waits for its acknowledgement instead, as for a joiner's. A
 // process that restarted and joined again under its id enters the view as a
 // new incarnation: core.MembersChanged lists it in Renewed, and the detector
 // watches it afresh too (its old verdict may be about the new incarnation,

@@ -98,8 +98,18 @@ func (m *Member) install(v *view) {
 			m.departed = append(m.departed, id)
 			put(&m.goneInc, id, prev.inc(id))
 			// The detector stops watching a node that leaves the view: its
-			// verdict goes stale (it is given afresh if the node returns).
+			// verdict goes stale (it is given afresh if the node returns),
+			// and so does the failure it made. A held proposal that lists
+			// the node again (a dead root's, admitting it) otherwise kept
+			// it failed for good, with no detector left to withdraw it: the
+			// proposal's heir counted it lost and stayed in a minority,
+			// refusing every other proposal (the partial-partition swarm,
+			// seed 38415, gossip). A proposal's member that no detector
+			// watches is judged by its acknowledgement, as a joiner is.
 			delete(m.detected, id)
+			if !m.soft[id] {
+				m.unmark(id)
+			}
 		}
 	}
 	// The detector watches a node that enters the view afresh (it follows
