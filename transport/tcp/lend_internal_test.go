@@ -96,7 +96,12 @@ func TestLentFrameReleasedAfterLostAck(t *testing.T) {
 	defer cancel()
 	kind := core.MakeKind(core.ProtoTest, 30)
 	a, c, delivered := lendPair(t, ctx, kind)
-	pa, pc := a.peers[2], c.peers[1]
+	a.mu.Lock()
+	pa := a.peers[2]
+	a.mu.Unlock()
+	c.mu.Lock()
+	pc := c.peers[1]
+	c.mu.Unlock()
 	var released atomic.Int32
 	// c's acknowledgement waits for its wmu: asked for, not written.
 	pc.wmu.Lock()
@@ -169,7 +174,9 @@ func TestAckDueWithoutWakeUp(t *testing.T) {
 	defer cancel()
 	kind := core.MakeKind(core.ProtoTest, 30)
 	a, c, delivered := lendPair(t, ctx, kind)
+	c.mu.Lock() // the handshake that installed the stream wrote it under mu
 	r := c.peers[1].rs
+	c.mu.Unlock()
 	r.due.Store(true) // as a writer leaves it that took its kick on a stopped connection
 	var released atomic.Int32
 	for !a.TryLendDirect(2, wire.Frame{Kind: kind}, make([]byte, LendMin), func() { released.Add(1) }) {
