@@ -50,10 +50,10 @@ func TestRunExamples(t *testing.T) {
 // the job.
 func TestRunReplicated(t *testing.T) {
 	args := []string{"run", "-n", "4", "-r", "2", "--timeout", "2m"}
-	// 300 calls of 1 MiB take seconds, so that the kills, at most 1.2 s
-	// after the start, land mid-run: with 60, a fast moment of the
-	// machine ended the job before them.
-	prog := []string{"../../examples/allreduce", "--", "-len", "131072", "-iters", "300"}
+	// 1,500 calls of 1 MiB take seconds, so that the kills, at most 1.2 s
+	// after the start, land mid-run: with 300, a quiet machine ended the
+	// job 1.1 s after the ranks registered, before the second kill.
+	prog := []string{"../../examples/allreduce", "--", "-len", "131072", "-iters", "1500"}
 	code, stdout, stderr := run(t, append(append(args, "--kill", "1@800ms", "--kill", "6@1200ms"), prog...)...)
 	if code != exitOK || len(regexp.MustCompile(`results checked on every rank`).FindAllString(stdout, -1)) != 1 {
 		t.Fatalf("one replica of ranks 1 and 2 killed: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
