@@ -76,8 +76,9 @@ func BXor[T Integer]() Op[T] { return coll.BXor[T]() }
 // NewOp returns a user-defined operator. fn(inout, in) must set inout[i] =
 // inout[i] ⊕ in[i] for every i, inout being the lower ranks' partial result
 // (the left operand); ⊕ must be associative and act on each element on its
-// own (vectors are split at any element). With commutative false the
-// collectives combine only in rank order.
+// own (vectors are split at any element). fn must not modify in, which may
+// be the caller's send buffer or another rank's input, nor keep either
+// slice. With commutative false the collectives combine only in rank order.
 func NewOp[T Elem](name string, fn func(inout, in []T), commutative bool) Op[T] {
 	return coll.NewOp(name, fn, commutative)
 }

@@ -16,8 +16,9 @@ type Op[T Elem] struct {
 // NewOp returns a user-defined operator. fn(inout, in) must set
 // inout[i] = inout[i] ⊕ in[i] for every i, where inout holds the partial
 // result of lower ranks (the left operand) and in that of higher ranks (the
-// right operand); both slices have the same length, in is scratch that fn
-// may also modify, and fn must not keep either. commutative tells coll it may
+// right operand); both slices have the same length. fn must not modify in:
+// it may be the caller's send buffer or another rank's input in a shared
+// segment. fn must not keep either slice. commutative tells coll it may
 // also combine in any order; say false when unsure. fn must be associative.
 func NewOp[T Elem](name string, fn func(inout, in []T), commutative bool) Op[T] {
 	return Op[T]{name: name, fn: fn, commutative: commutative}
