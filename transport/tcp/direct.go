@@ -39,6 +39,9 @@ func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) boo
 		return false
 	}
 	p, c := t.current(to)
+	if c != nil && c.shm != nil {
+		return t.writeLineShm(p, c, &f, body)
+	}
 	return c != nil && t.writeDirect(p, c, &f, body, nil)
 }
 

@@ -1,0 +1,100 @@
+package tcp
+
+import (
+	"encoding/binary"
+
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// lineFrameMax is the largest frame whose record fits one cache line of
+// a ring: the record's header, then the frame, then nothing of the next
+// record (which starts on the next line).
+const lineFrameMax = recAlign - recHead
+
+// writeLineShm is writeDirectShm for the common small message: a frame
+// of at most lineFrameMax bytes whose header is the one p's head encoder
+// remembers, to a connection whose ring has room and whose log has a free
+// slot. The frame is built once, in a line on the stack, and goes to the
+// log's slot and to the ring's line each by a copy of fixed size (moves of
+// a few words, no call), without headEncoder.appendHead, the log's add or
+// the ring's record checks. Whatever falls outside that case, or any check
+// that fails, goes to writeDirect (its bound on the frame's size, then
+// writeDirectShm), which decides with the same locks held; a lock held by
+// another declines as there.
+//
+// The record's line is written whole: the bytes after the frame are the
+// record's padding, which no reader reads (the next record starts on the
+// next line, and its commit word is stored only by its own write).
+func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
+	sc := c.shm
+	if !p.wmu.TryLock() {
+		return false
+	}
+	if !sc.wmu.TryLock() {
+		p.wmu.Unlock()
+		return false
+	}
+	e := &p.heads
+	size := wire.LengthSize + e.n + len(f.Payload) + len(body)
+	r := sc.out
+	// The ring's checks are recordFits', for a record of one line.
+	if size > lineFrameMax || e.n == 0 || e.n > 16 || size-wire.LengthSize > t.cfg.MaxFrameSize ||
+		f.Kind != e.kind || t.self != e.src || p.id != e.dst || f.Epoch != e.epoch ||
+		p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() ||
+		r.open || sc.isClosed() || sc.wshut.Load() || sc.goneSet.Load() {
+		sc.wmu.Unlock()
+		p.wmu.Unlock()
+		return t.writeDirect(p, c, f, body, nil)
+	}
+	if room, err := r.room(recAlign); err != nil || room < recAlign {
+		sc.wmu.Unlock()
+		p.wmu.Unlock()
+		return t.writeDirect(p, c, f, body, nil)
+	}
+	// The head as headEncoder.appendHead writes it: the length prefix,
+	// then the remembered header as two words (its bytes past e.n are
+	// overwritten by the payload or lie past the frame).
+	var line [lineFrameMax]byte
+	binary.BigEndian.PutUint32(line[:], uint32(size-wire.LengthSize))
+	binary.LittleEndian.PutUint64(line[wire.LengthSize:], binary.LittleEndian.Uint64(e.head[:]))
+	binary.LittleEndian.PutUint64(line[wire.LengthSize+8:], binary.LittleEndian.Uint64(e.head[8:]))
+	k := wire.LengthSize + e.n
+	k += copy(line[k:], f.Payload)
+	copy(line[k:], body)
+	if !p.log.addLine(c.peerStream, &line, size) {
+		sc.wmu.Unlock()
+		p.wmu.Unlock()
+		return t.writeDirect(p, c, f, body, nil)
+	}
+	// Committed as writeHeadBody commits a record: its bytes, its length
+	// and commit word (ordered stores), then the tail, whose store no
+	// later load passes (the reader's flag, ring).
+	pos := r.pos
+	at := pos&r.mask + recHead
+	*(*[lineFrameMax]byte)(r.data[at : at+lineFrameMax]) = line
+	storeOrdered(r.word(pos, 1), uint64(size))
+	storeOrdered(r.word(pos, 0), ^pos)
+	r.pos = pos + recAlign
+	r.u64(offTail).Store(r.pos)
+	sc.ring(r, offRWaiting)
+	sc.wmu.Unlock()
+	c.markActive()
+	t.stats.direct.Add(1) // counted in FramesOut too (Stats)
+	p.wmu.Unlock()
+	return true
+}
+
+// addLine is addHeadBody of a frame of size bytes (at most
+// lineFrameMax) built in line (writeLineShm): the line goes into the
+// slot whole, a copy of fixed size. It reports false, having kept
+// nothing, where addHeadBody would not use a slot; the caller then takes
+// addHeadBody's path.
+func (l *sendLog) addLine(stream uint64, line *[lineFrameMax]byte, size int) bool {
+	l.mu.Lock()
+	s := l.slotLocked(stream, true, size)
+	if s != nil {
+		*(*[lineFrameMax]byte)(s.b[:]) = *line
+	}
+	l.mu.Unlock()
+	return s != nil
+}
