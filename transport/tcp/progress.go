@@ -211,7 +211,11 @@ func (t *Transport) progress(c *conn, done waitWord) bool {
 func (t *Transport) progressLocked(c *conn, done waitWord) bool {
 	var err error
 	for n := 0; n < progressBatch && err == nil; n++ {
-		if err = t.readFrame(c, true); err == nil && done.Load() {
+		var decided bool
+		if decided, err = t.readLineShm(c); !decided {
+			err = t.readFrame(c, true)
+		}
+		if err == nil && done.Load() {
 			break
 		}
 	}

@@ -2,7 +2,9 @@ package tcp
 
 import (
 	"encoding/binary"
+	"net"
 
+	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -97,4 +99,77 @@ func (l *sendLog) addLine(stream uint64, line *[lineFrameMax]byte, size int) boo
 	}
 	l.mu.Unlock()
 	return s != nil
+}
+
+// readLineShm is readFrame(c, true) for the common frame a caller's
+// progress takes from a shared-memory ring: a record of one line holding
+// one frame whose header is the one c's head cache remembers, of a kind
+// the transport hands to its handler (not one of its own), from the peer
+// to us, on a counted stream. The line is copied out by moves of fixed
+// size, and the delivery is readFrame's for such a frame without its
+// tests of the other kinds. It reports whether it decided: the frame
+// delivered (or dropped as a duplicate), or nothing published
+// (wire.ErrWouldBlock); otherwise it has read nothing, and readFrame
+// decides. The caller holds c.rd.
+func (t *Transport) readLineShm(c *conn) (bool, error) {
+	sc := c.shm
+	r := sc.in
+	if c.next == 0 || r.left != 0 || len(c.scratch) < lineFrameMax || c.fr.Buffered() != 0 || c.fr.Err() != nil || sc.isClosed() {
+		return false, nil
+	}
+	pos := r.pos
+	if !r.committed() {
+		return true, wire.ErrWouldBlock
+	}
+	n := r.word(pos, 1).Load()
+	if n > lineFrameMax {
+		return false, nil
+	}
+	// A copy of the line, not of the frame: bytes past the frame are
+	// the record's padding, read but not used.
+	b := c.scratch[:lineFrameMax]
+	copyLine(b, r.data[pos&r.mask+recHead:])
+	fl := wire.LengthSize + uint64(binary.BigEndian.Uint32(b))
+	var f wire.Frame
+	if fl != n || int(fl)-wire.LengthSize > t.cfg.MaxFrameSize || !sc.heads.DecodeHit(&f, b[:fl]) ||
+		f.Kind.Proto() == core.ProtoCore || f.Src != c.peer || f.Dst != t.self {
+		return false, nil
+	}
+	r.pos, r.left = pos+recHead, n
+	r.consume(n, false) // the caller rings the writer once it holds no lock (progress)
+	c.markActive()
+	seq := c.next
+	c.next++
+	dl := c.owner.lockDelivery()
+	if seq <= c.rs.recvd.Load() {
+		dl.Unlock()
+		t.stats.duplicates.Add(1)
+		t.duplicate(c.rs)
+		return true, nil
+	}
+	if c.polledOut { // counted in FramesIn too (Stats)
+		t.stats.polled.Add(1)
+	} else {
+		bump(&c.polled)
+	}
+	h := t.slot.Get()
+	if h == nil {
+		if h = t.slot.Wait(c.dead, t.closing); h == nil {
+			dl.Unlock()
+			return true, net.ErrClosed
+		}
+	}
+	h.Deliver(f)
+	t.delivered(c, seq, len(f.Payload))
+	dl.Unlock()
+	return true, nil
+}
+
+// copyLine copies the lineFrameMax bytes at the start of src to dst, by
+// word, without a call.
+func copyLine(dst, src []byte) {
+	_, _ = dst[lineFrameMax-1], src[lineFrameMax-1]
+	for i := 0; i < lineFrameMax; i += 8 {
+		binary.LittleEndian.PutUint64(dst[i:], binary.LittleEndian.Uint64(src[i:]))
+	}
 }
