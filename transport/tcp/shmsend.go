@@ -89,16 +89,25 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 // addLine is addHeadBody of a frame of size bytes (at most
 // lineFrameMax) built in line (writeLineShm): the line goes into the
 // slot whole, a copy of fixed size. It reports false, having kept
-// nothing, where addHeadBody would not use a slot; the caller then takes
-// addHeadBody's path.
+// nothing, where addHeadBody would not use a slot (slotLocked's cases,
+// tested here without its call); the caller then takes addHeadBody's
+// path.
 func (l *sendLog) addLine(stream uint64, line *[lineFrameMax]byte, size int) bool {
 	l.mu.Lock()
-	s := l.slotLocked(stream, true, size)
-	if s != nil {
-		*(*[lineFrameMax]byte)(s.b[:]) = *line
+	sm := &l.sm
+	total := l.n + l.refN + sm.bytes
+	if stream != l.stream || total != 0 && total+size > l.limit || sm.n == len(sm.slots) {
+		l.mu.Unlock()
+		return false // slotLocked makes the slots, at the first frame
 	}
+	s := &sm.slots[l.next&uint64(len(sm.slots)-1)]
+	*(*[lineFrameMax]byte)(s.b[:]) = *line
+	s.n = uint8(size)
+	sm.n++
+	sm.bytes += size
+	l.next++
 	l.mu.Unlock()
-	return s != nil
+	return true
 }
 
 // readLineShm is readFrame(c, true) for the common frame a caller's
@@ -168,8 +177,14 @@ func (t *Transport) readLineShm(c *conn) (bool, error) {
 // copyLine copies the lineFrameMax bytes at the start of src to dst, by
 // word, without a call.
 func copyLine(dst, src []byte) {
-	_, _ = dst[lineFrameMax-1], src[lineFrameMax-1]
-	for i := 0; i < lineFrameMax; i += 8 {
-		binary.LittleEndian.PutUint64(dst[i:], binary.LittleEndian.Uint64(src[i:]))
-	}
+	d, s := (*[lineFrameMax]byte)(dst), (*[lineFrameMax]byte)(src[:lineFrameMax])
+	le := binary.LittleEndian
+	a0, a1, a2 := le.Uint64(s[0:]), le.Uint64(s[8:]), le.Uint64(s[16:])
+	a3, a4, a5 := le.Uint64(s[24:]), le.Uint64(s[32:]), le.Uint64(s[40:])
+	le.PutUint64(d[0:], a0)
+	le.PutUint64(d[8:], a1)
+	le.PutUint64(d[16:], a2)
+	le.PutUint64(d[24:], a3)
+	le.PutUint64(d[32:], a4)
+	le.PutUint64(d[40:], a5)
 }
