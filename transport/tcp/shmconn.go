@@ -38,8 +38,10 @@ type shmConn struct {
 	// heads decodes the frames callers take from the ring (nextFrame,
 	// under the connection's read lock).
 	heads wire.HeadCache
-	try   io.Reader       // tryReader of this connection, made once
-	raw   syscall.RawConn // sock's, for raw reads and writes; nil: sock's own
+	// line is readLineShm's memory of a header (under the read lock).
+	line lineHead
+	try  io.Reader       // tryReader of this connection, made once
+	raw  syscall.RawConn // sock's, for raw reads and writes; nil: sock's own
 	// wakeR and wakeW (capacity 1) tell the reader and the writer that a
 	// wake-up byte came (the byte does not say for whom: both look).
 	wakeR, wakeW chan struct{}

@@ -139,10 +139,15 @@ func (t *Transport) readLineShm(c *conn) (bool, error) {
 	b := c.scratch[:lineFrameMax]
 	copyLine(b, r.data[pos&r.mask+recHead:])
 	fl := wire.LengthSize + uint64(binary.BigEndian.Uint32(b))
-	var f wire.Frame
-	if fl != n || int(fl)-wire.LengthSize > t.cfg.MaxFrameSize || !sc.heads.DecodeHit(&f, b[:fl]) ||
-		f.Kind.Proto() == core.ProtoCore || f.Src != c.peer || f.Dst != t.self {
+	if fl != n || int(fl)-wire.LengthSize > t.cfg.MaxFrameSize {
 		return false, nil
+	}
+	var f wire.Frame
+	if lh := &sc.line; !lh.hit(&f, b, int(fl)) {
+		if !sc.heads.DecodeHit(&f, b[:fl]) || f.Kind.Proto() == core.ProtoCore || f.Src != c.peer || f.Dst != t.self {
+			return false, nil
+		}
+		lh.remember(&f, b, int(fl))
 	}
 	r.pos, r.left = pos+recHead, n
 	r.consume(n, false) // the caller rings the writer once it holds no lock (progress)
@@ -187,4 +192,49 @@ func copyLine(dst, src []byte) {
 	le.PutUint64(d[24:], a3)
 	le.PutUint64(d[32:], a4)
 	le.PutUint64(d[40:], a5)
+}
+
+// lineHead is readLineShm's memory of the header of the last frame it
+// took, a frame it checked (a kind the transport hands on, from the peer
+// to us): a frame of the same header bytes is that frame's header again,
+// taken by a comparison of two masked words inline, without
+// wire.HeadCache.DecodeHit's call or the checks of its kind and ends.
+// It is the connection's, under its read lock (conn.rd).
+type lineHead struct {
+	n        int    // the header's length, at most 16; 0: none
+	lo, hi   uint64 // its bytes, as two little-endian words
+	mlo, mhi uint64 // the masks of its bytes in lo and hi
+	f        wire.Frame
+}
+
+// hit decodes into *f the frame of fl bytes at the start of line (its
+// length prefix first) if its header is the one h remembers.
+func (h *lineHead) hit(f *wire.Frame, line []byte, fl int) bool {
+	le := binary.LittleEndian
+	if h.n == 0 || fl < wire.LengthSize+h.n ||
+		le.Uint64(line[wire.LengthSize:])&h.mlo != h.lo || le.Uint64(line[wire.LengthSize+8:])&h.mhi != h.hi {
+		return false
+	}
+	*f = h.f
+	f.Payload = line[wire.LengthSize+h.n : fl : fl]
+	return true
+}
+
+// remember keeps the header of f, decoded from the frame of fl bytes at
+// the start of line, unless it is longer than two words.
+func (h *lineHead) remember(f *wire.Frame, line []byte, fl int) {
+	n := fl - wire.LengthSize - len(f.Payload)
+	if n <= 0 || n > 16 {
+		h.n = 0
+		return
+	}
+	h.mlo, h.mhi = ^uint64(0), uint64(1)<<(8*max(n-8, 0))-1 // a shift by 64 gives 0: all eight
+	if n < 8 {
+		h.mlo, h.mhi = uint64(1)<<(8*n)-1, 0
+	}
+	le := binary.LittleEndian
+	h.lo = le.Uint64(line[wire.LengthSize:]) & h.mlo
+	h.hi = le.Uint64(line[wire.LengthSize+8:]) & h.mhi
+	h.n, h.f = n, *f
+	h.f.Payload = nil
 }
