@@ -482,7 +482,15 @@
 // the same way, and a member cut off from the suspect would otherwise
 // declare it a monitor's T_broken after the suspicion. Its verdict on a
 // crash comes no later than had it suspected on its own then, and the
-// accuser's comes first.
+// accuser's comes first. A suspicion of its own whose verdict is held
+// past its probe (local health, the stalls remembered, settling, an
+// input gap; see "Under load") asks k helpers again, drawn afresh, every
+// T_interval + T_timeout for as long as a probe ends within the hold:
+// the first probe's helpers may all have been out of reach, behind a
+// partition that heals during the hold, and a member that then reaches
+// both sides is the way to a suspect whose direct link stays cut
+// (TestHeartbeatSimHeldVerdictProbesAgain). The hold's end, and so the
+// verdict on a crash, does not move.
 //
 // Gossip detector. Its tables already travel over many paths, so it
 // rarely suspects a live node behind a cut link; but news crosses a link
@@ -529,7 +537,8 @@
 //
 // Cost per suspicion: a few dozen small messages (heartbeat: up to 5k + 5k²
 // requests and their notices, a ping per member per quarter ProbeTimeout
-// while the suspicion lasts; gossip: each member that is asked sends one
+// while the suspicion lasts, and k + k² requests more per
+// T_interval + T_timeout of a held verdict; gossip: each member that is asked sends one
 // ping, one message to the suspect per request it receives, and passes on
 // once per suspect (once per hop count it is reached with: once while
 // the suspect answers, but up to n − 2 times when members stall, as they

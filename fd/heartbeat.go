@@ -263,6 +263,7 @@ type HeartbeatStats struct {
 	IndirectAlive      uint64 // suspicions of our own refuted by a helper's answer: the suspect is alive but unreachable from here
 	Rechecks           uint64 // silences of a peer already known unreachable checked through helpers instead of suspected (see Unreachable)
 	Rechecked          uint64 // those answered: the peer is still alive, and still unreachable from here
+	Reprobes           uint64 // indirect probes started again while a suspicion's verdict was held past the first probe
 }
 
 // HeartbeatPeerState is what a [HeartbeatDetector] believes of a peer.
@@ -553,6 +554,9 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 		}
 		if d, ok := h.evidenceDue(r); ok && now >= d {
 			h.confirm(r)
+		}
+		if d, ok := h.reprobeDue(r); ok && now >= d {
+			h.reprobe(r)
 		}
 		if now >= h.verdictDue(r) && !h.recheck(r, late) {
 			h.fail(r)

@@ -32,7 +32,13 @@ const hbProbeHops = 1
 // brokenDue says, and never before the indirect probe of a suspicion of
 // our own has had its ProbeTimeout.
 func (h *HeartbeatDetector) verdictDue(r *hbPeer) time.Duration {
-	return max(h.brokenDue(r), r.probeUntil)
+	return max(h.holdDue(r), r.probeUntil)
+}
+
+// holdDue is when suspected r's wait for a refutation ends (brokenDue),
+// the indirect probes aside.
+func (h *HeartbeatDetector) holdDue(r *hbPeer) time.Duration {
+	return h.brokenDue(r)
 }
 
 // probeIndirect asks up to IndirectProbes random members to reach r on
@@ -295,6 +301,41 @@ func (h *HeartbeatDetector) recheckIndirect(r *hbPeer) {
 // rechecking reports whether a recheck of r (recheckIndirect) is running.
 func (h *HeartbeatDetector) rechecking(r *hbPeer) bool {
 	return r.state == HeartbeatAlive && r.probeUntil > 0
+}
+
+// reprobeDue is when the suspicion of r, held past its indirect probe
+// (its verdict waits for a refutation longer than ProbeTimeout: local
+// health, the stalls remembered, settling, an input gap), asks helpers
+// again: a new probe, of IndirectProbes helpers drawn afresh, starts
+// T_interval + T_timeout after the last one started (or when it ended,
+// if later), as long as it can end before the verdict would fall without
+// it. The helpers of the first probe may all have been out of reach,
+// behind a partition that heals during the hold, and a member that then
+// reaches both sides may be the only way to the suspect if the direct
+// link stays cut: the pings of reping take only that link, and the
+// suspect's refutation reaches this process only after this process's
+// notice, retransmitted with back-off, reaches it. The hold never
+// moves the verdict: a probe that would end after it is not started.
+func (h *HeartbeatDetector) reprobeDue(r *hbPeer) (time.Duration, bool) {
+	if h.cfg.IndirectProbes == 0 || r.state != HeartbeatSuspected || r.flags&hbAccused == 0 || r.probeUntil == 0 {
+		return 0, false
+	}
+	pt := h.cfg.probeTimeout()
+	due := max(r.probeUntil, r.probeUntil-pt+h.cfg.Interval+h.cfg.Timeout)
+	if due+pt > h.holdDue(r) {
+		return 0, false
+	}
+	return due, true
+}
+
+// reprobe asks IndirectProbes helpers again about held suspect r
+// (reprobeDue), without a second wave: the next probe asks others.
+func (h *HeartbeatDetector) reprobe(r *hbPeer) {
+	h.stats.Reprobes++
+	if h.askHelpers(probeReq(r, false), core.None, h.cfg.IndirectProbes) == 0 {
+		return
+	}
+	r.probeUntil, r.waved = h.env.Now()+h.cfg.probeTimeout(), true
 }
 
 // repingDue is when suspected r is pinged again: every quarter of

@@ -160,6 +160,9 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 		if d, has := h.waveDue(r); has && (!ok || d < due) {
 			due, ok = d, true
 		}
+		if d, has := h.reprobeDue(r); has && (!ok || d < due) {
+			due, ok = d, true
+		}
 	}
 	if !ok {
 		if r.timer != 0 {
