@@ -602,7 +602,18 @@
 // start together, and on a host with more of them than cores one may be
 // starved for a second just as the first view makes the detectors watch
 // each other, before any stall was seen to learn from
-// (TestHeartbeatSimStartupStall).
+// (TestHeartbeatSimStartupStall); and it is as much, at most, when
+// nothing at all reached this process since the suspicion began, two
+// or more of the peers it watches are overdue, and the members it asked
+// to help, pinged as well when it suspected after T_interval of hearing
+// nothing, have not answered (its input gap: a process catching up
+// after a respawn, whose inbox waits unread on a loaded host while its
+// timers fire on time, suspects every member at once), until something
+// arrives; and if the gap ends, the suspect has its interval + T_timeout
+// from that moment (heartbeat_gap.go; TestHeartbeatSimStarvedNewcomer).
+// A process that hears from others has no gap, and one whose few
+// senders died together (a host's ranks) hears the pongs within a round
+// trip, so a crash is declared as before.
 // A suspicion from a refused connection gets no margin: a crashed process
 // on a live host is declared as fast on an overloaded host as on an idle
 // one. LocalHealthMax = 0 restores the papers' fixed timeouts. See

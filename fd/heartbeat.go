@@ -126,8 +126,12 @@ import (
 //	T_interval + (1 + H)·(T_timeout + T_broken) + ⌈log2 n⌉ hops + latency
 //
 // of it, plus, for a process whose own loop stalled during that time,
-// the stall: its clock restarts when the stall ends. With H = 0 every
-// factor is 1 and the bound is the paper's. See [HealthStats].
+// the stall: its clock restarts when the stall ends; and for a process
+// that heard nothing from anyone meanwhile (every peer it watches
+// silent at once: its own input gap), a verdict held up to
+// 2·(1 + H)·(T_timeout + T_broken) longer ("Under load" in the package
+// documentation). With H = 0 every factor is 1 and the bound is the
+// paper's. See [HealthStats].
 //
 // If all k monitors crash together with the process, its other connections
 // (the processes that chose it as a monitor, its ring neighbours, its
@@ -226,6 +230,11 @@ type HeartbeatDetector struct {
 	// yet); the verdicts of the SettleIntervals after it wait the
 	// longest stall (settling).
 	watchAt time.Duration
+	// inputAt is when a message from any peer last arrived; gapFrom and
+	// gapTo bound this process's last input gap, and gapPingAt is when it
+	// first pinged helpers to test its input since then (-1: never;
+	// heartbeat_gap.go).
+	inputAt, gapFrom, gapTo, gapPingAt time.Duration
 
 	// With HeartbeatConfig.SharedClock, heartbeats fall due at the
 	// times t of Env's clock where t − gridOff is a multiple of Interval.
@@ -264,6 +273,8 @@ type HeartbeatStats struct {
 	Rechecks           uint64 // silences of a peer already known unreachable checked through helpers instead of suspected (see Unreachable)
 	Rechecked          uint64 // those answered: the peer is still alive, and still unreachable from here
 	Reprobes           uint64 // indirect probes started again while a suspicion's verdict was held past the first probe
+	InputGaps          uint64 // input gaps that ended: nothing arrived from anyone for T_interval or more, a ping to test the input went unanswered past T_timeout, and two or more watched peers were overdue
+	GapHeld            uint64 // suspicions whose verdict was held for such a gap (see heartbeat_gap.go)
 }
 
 // HeartbeatPeerState is what a [HeartbeatDetector] believes of a peer.
@@ -306,6 +317,7 @@ type hbPeer struct {
 	flags    uint8
 	state    HeartbeatPeerState
 	waved    bool          // the indirect probe's second wave went out
+	gapHeld  bool          // the current suspicion's verdict was held for an input gap (counted once)
 	lastSend time.Duration // last message of any layer sent to it
 	lastRecv time.Duration // last message of any layer received from it
 	talkAt   time.Duration // last message of another layer, either way (see idle)
@@ -345,7 +357,7 @@ func NewHeartbeat(cfg HeartbeatConfig, members []core.NodeID) (*HeartbeatDetecto
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1, refutedAt: -1, watchAt: -1,
+	return &HeartbeatDetector{cfg: cfg, members: members, pos: -1, nextDue: -1, refutedAt: -1, watchAt: -1, gapFrom: -1, gapTo: -1, gapPingAt: -1,
 		health: newHealth(cfg.LocalHealthMax, cfg.lateTolerance(), cfg.Interval)}, nil
 }
 
@@ -404,6 +416,7 @@ func (h *HeartbeatDetector) Start(env core.Env) {
 	h.env = env
 	h.self = env.Self()
 	h.started = true
+	h.inputAt = env.Now()
 	if h.cfg.SharedClock != nil {
 		h.aligned, h.gridOff = true, posMod(env.Now()-h.cfg.SharedClock.Now(), h.cfg.Interval)
 	}
@@ -454,6 +467,7 @@ func (h *HeartbeatDetector) Receive(from core.NodeID, m core.Msg) {
 	}
 	h.flush()
 	h.checkLate(now)
+	h.input(now)
 	h.heard(from)
 	k := m.Kind()
 	if k == KindHeartbeatNotice || k == KindHeartbeatNoticeAck {
@@ -562,6 +576,7 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 			h.fail(r)
 		} else if now >= r.mark+h.cfg.Broken {
 			h.health.stats.Postponed++
+			h.countGapHold(r, now)
 		}
 	case HeartbeatAlive:
 		if d, ok := h.recvDue(r); ok && now >= d && !h.recheck(r, late) {
@@ -657,6 +672,7 @@ func (h *HeartbeatDetector) ObserveReceive(from core.NodeID) {
 	h.flush()
 	now := h.env.Now()
 	h.checkLate(now)
+	h.input(now)
 	h.heard(from)
 	if r := h.find(from); r != nil {
 		h.touch(r, now)

@@ -153,6 +153,11 @@ type HeartbeatConfig struct {
 	// a host with more of them than cores some are still starved for a
 	// second when the first view makes the detectors watch each other,
 	// before any stall has been seen that the memory could have learnt.
+	// A process that joins a running group (a respawned one too) begins
+	// to watch when its first view arrives, and settles from then; a
+	// newcomer starved longer than that, its inbox unread while it
+	// catches up, is covered by the input-gap hold instead (see the
+	// package documentation, "Under load").
 	// 0 (the default, and with LocalHealthMax = 0) adds nothing. Must be
 	// ≥ 0. AggressiveHeartbeatConfig, a job's timing on one machine: 10.
 	SettleIntervals int

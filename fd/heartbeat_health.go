@@ -97,6 +97,9 @@ func (h *HeartbeatDetector) settling(r *hbPeer) bool {
 // for that. A suspicion refuted sooner is most likely a lost heartbeat,
 // or a refutation that crossed the notice, and counts for its length.
 func (h *HeartbeatDetector) refuted(r *hbPeer) {
+	if r.state == HeartbeatSuspected && h.inGap(r) {
+		return // this process's input stopped, not r (heartbeat_gap.go)
+	}
 	d := h.env.Now() - r.mark
 	if d >= h.cfg.Interval {
 		d += h.cfg.Interval + h.cfg.Timeout

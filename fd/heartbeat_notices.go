@@ -85,7 +85,7 @@ func (h *HeartbeatDetector) suspect(r *hbPeer, local bool) {
 	r.mark = h.env.Now()
 	r.pingAt = r.mark
 	r.flags &^= hbProbing | hbAccused | hbRefused
-	r.probeUntil = 0
+	r.probeUntil, r.gapHeld = 0, false
 	if local {
 		r.flags |= hbAccused
 	}

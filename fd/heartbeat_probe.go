@@ -35,10 +35,11 @@ func (h *HeartbeatDetector) verdictDue(r *hbPeer) time.Duration {
 	return max(h.holdDue(r), r.probeUntil)
 }
 
-// holdDue is when suspected r's wait for a refutation ends (brokenDue),
-// the indirect probes aside.
+// holdDue is when suspected r's wait for a refutation ends (brokenDue,
+// or later for this process's own input gap: gapHold), the indirect
+// probes aside.
 func (h *HeartbeatDetector) holdDue(r *hbPeer) time.Duration {
-	return h.brokenDue(r)
+	return max(h.brokenDue(r), h.gapHold(r))
 }
 
 // probeIndirect asks up to IndirectProbes random members to reach r on
@@ -53,7 +54,7 @@ func (h *HeartbeatDetector) holdDue(r *hbPeer) time.Duration {
 // (secondWave).
 func (h *HeartbeatDetector) probeIndirect(r *hbPeer) {
 	r.probeUntil, r.waved = 0, false
-	if h.cfg.IndirectProbes == 0 || h.askHelpers(probeReq(r, false), core.None, h.cfg.IndirectProbes) == 0 {
+	if h.cfg.IndirectProbes == 0 || h.askHelpers(probeReq(r, false), core.None, h.cfg.IndirectProbes, true) == 0 {
 		return
 	}
 	r.probeUntil = h.env.Now() + h.cfg.probeTimeout()
@@ -93,15 +94,17 @@ func (h *HeartbeatDetector) waveDue(r *hbPeer) (time.Duration, bool) {
 // answered: they may all be cut off from the suspect, or from us.
 func (h *HeartbeatDetector) secondWave(r *hbPeer) {
 	r.waved = true
-	h.askHelpers(probeReq(r, false), core.None, hbSecondWave*h.cfg.IndirectProbes)
+	h.askHelpers(probeReq(r, false), core.None, hbSecondWave*h.cfg.IndirectProbes, true)
 }
 
 // askHelpers sends up to k members other than req's subject and skip the
 // request req, those heard from within the last T_interval + T_timeout
 // first, those this process suspects or holds failed last (the link from
 // them may be down while the link to them works), and returns how many it
-// asked.
-func (h *HeartbeatDetector) askHelpers(req HeartbeatProbeReq, skip core.NodeID, k int) int {
+// asked. For a suspicion of our own (own) made while nothing has arrived
+// from anyone for T_interval, each helper gets a ping too: its pong, or
+// its silence, tells whether this process's input works (heartbeat_gap.go).
+func (h *HeartbeatDetector) askHelpers(req HeartbeatProbeReq, skip core.NodeID, k int, own bool) int {
 	now := h.env.Now()
 	var heard, other, doubted []core.NodeID
 	for _, id := range h.members {
@@ -120,6 +123,7 @@ func (h *HeartbeatDetector) askHelpers(req HeartbeatProbeReq, skip core.NodeID, 
 	}
 	rng := h.env.Rand()
 	asked := 0
+	ping := own && h.silent(now)
 	for _, cand := range [][]core.NodeID{heard, other, doubted} {
 		for i := 0; i < len(cand) && asked < k; i++ {
 			j := i + rng.IntN(len(cand)-i)
@@ -127,6 +131,13 @@ func (h *HeartbeatDetector) askHelpers(req HeartbeatProbeReq, skip core.NodeID, 
 			h.send(cand[i], req)
 			h.stats.ProbeRequests++
 			asked++
+			if ping {
+				h.send(cand[i], HeartbeatPing{})
+				h.stats.PingsSent++
+				if h.gapPingAt <= h.inputAt {
+					h.gapPingAt = now // the first since the last input
+				}
+			}
 		}
 	}
 	return asked
@@ -233,7 +244,7 @@ func (h *HeartbeatDetector) passOn(now time.Duration) time.Duration {
 		}
 		p.passAt = 0
 		req := HeartbeatProbeReq{Subject: p.subject, Inc: p.inc, Recheck: p.recheck, Hops: p.hops - 1}
-		h.stats.ProbesPassed += uint64(h.askHelpers(req, p.requester, h.cfg.IndirectProbes))
+		h.stats.ProbesPassed += uint64(h.askHelpers(req, p.requester, h.cfg.IndirectProbes, false))
 	}
 	return next
 }
@@ -289,7 +300,7 @@ func (h *HeartbeatDetector) probeAnswered(m HeartbeatProbeAck) {
 // cut link is declared by this process at most that much later than by
 // the members that watch r directly.
 func (h *HeartbeatDetector) recheckIndirect(r *hbPeer) {
-	if h.askHelpers(probeReq(r, true), core.None, h.cfg.IndirectProbes) == 0 {
+	if h.askHelpers(probeReq(r, true), core.None, h.cfg.IndirectProbes, false) == 0 {
 		h.suspect(r, true)
 		return
 	}
@@ -332,7 +343,7 @@ func (h *HeartbeatDetector) reprobeDue(r *hbPeer) (time.Duration, bool) {
 // (reprobeDue), without a second wave: the next probe asks others.
 func (h *HeartbeatDetector) reprobe(r *hbPeer) {
 	h.stats.Reprobes++
-	if h.askHelpers(probeReq(r, false), core.None, h.cfg.IndirectProbes) == 0 {
+	if h.askHelpers(probeReq(r, false), core.None, h.cfg.IndirectProbes, true) == 0 {
 		return
 	}
 	r.probeUntil, r.waved = h.env.Now()+h.cfg.probeTimeout(), true
