@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"sync"
 	"time"
+
+	"github.com/cohort-mp/cohort/transport/tcp"
 )
 
 // Data to non-masters. Of the replicas of a destination rank, only its
@@ -28,12 +30,19 @@ import (
 // dropped before its payload can go back to reuse (afterCallLocked).
 // Only a program's data sends are held: control channels, the layer's
 // resends and retransmissions go at once.
+//
+// A batch is at most half the ring to its replica (lazyMaxBytes), so that
+// it fits while the replica still reads the one before. A batch is written
+// on the program's goroutine, and a write that finds no room waits until
+// that replica, parked and sharing the cores, is scheduled and reads,
+// holding up the program's next send to the destination's master: a batch
+// of a whole ring (lazyMax messages from 16 KiB on) waited so every time.
 
 // Bounds of the Data held for non-masters: their number, their payload
 // bytes, and how long the first of them waits.
 const (
 	lazyMax      = 16
-	lazyMaxBytes = 256 << 10
+	lazyMaxBytes = tcp.DefaultShmRingSize / 2
 	lazyDelay    = time.Millisecond
 )
 
