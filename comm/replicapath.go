@@ -506,8 +506,17 @@ var doneCtx = func() context.Context {
 // connection broke: its sender died, or a link failed), the receive goes
 // back among the posted ones and the layer releases the number
 // (ReleaseReserved): a copy it held meanwhile is delivered, or the
-// source's master sends it again. A frame that finds no posted receive,
-// or finds another copy being placed, goes the usual way (receive).
+// source's master sends it again. A frame that finds another copy being
+// placed goes the usual way (receive).
+//
+// A frame that finds no posted receive is read the same way into the
+// pooled buffer the matching engine keeps an unexpected message in (as an
+// unreplicated one is, place.go), and handed to the engine as its own once
+// its last byte is in, before the layer commits it (so before any later
+// message of its channel, which the reservation holds back): not into the
+// reader's buffer first and copied from there. This is the common case at
+// a replica that is not its rank's master: its program runs behind, and
+// its data come in batches, before its receives are posted.
 
 // replicaPlacement is a replicated Data being read into a posted
 // receive's buffer (r.placing, by the sending process).
@@ -516,6 +525,11 @@ type replicaPlacement struct {
 	q  *queue
 	op *recvOp
 	st Status
+	// held: no receive was posted; msg is the message, its data the
+	// pooled buffer being filled, for context ctxID.
+	held  bool
+	msg   message
+	ctxID uint64
 	// active: in use (a Data of the sender being placed); placing keeps
 	// the sender's placement between its messages.
 	active bool
@@ -566,8 +580,8 @@ func (r *replicated) place(f wire.Frame, n int) (int, []byte) {
 }
 
 // placeReplica takes the first posted receive that a message of size
-// bytes from rank src with header h matches, if it may be placed there;
-// it takes s.mu.
+// bytes from rank src with header h matches, if it may be placed there,
+// or else a pooled buffer to keep it in as unexpected; it takes s.mu.
 func (s *Session) placeReplica(src core.NodeID, h dataHeader, size int) ([]byte, replicaPlacement, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -601,7 +615,13 @@ func (s *Session) placeReplica(src core.NodeID, h dataHeader, size int) ([]byte,
 		s.stats.placed.Add(1)
 		return dst, replicaPlacement{q: q, op: op, st: Status{Source: rank, Tag: h.tag, Count: size}}, true
 	}
-	return nil, replicaPlacement{}, false
+	if h.credit > 0 {
+		s.addCreditLocked(src, h.credit)
+	}
+	s.stats.placedHeld.Add(1)
+	dst, buf := pooledBuf(size)
+	return dst, replicaPlacement{held: true, ctxID: h.ctxID,
+		msg: message{src: src, tag: h.tag, vnode: VNode(h.vnode), data: dst, buf: buf}}, true
 }
 
 // placed is transport.Placer's Placed of a replicated Data: its receive
@@ -618,6 +638,10 @@ func (r *replicated) placed(f wire.Frame, ok bool) {
 		return
 	}
 	s := r.sess
+	if p.held {
+		r.placedHeld(&p, ok)
+		return
+	}
 	op := p.op
 	s.mu.Lock()
 	switch {
@@ -636,6 +660,26 @@ func (r *replicated) placed(f wire.Frame, ok bool) {
 		s.recheckLocked(p.q)
 	}
 	s.mu.Unlock()
+	r.lmu.Lock()
+	if ok {
+		r.layer.CommitReserved(&p.d)
+	} else {
+		r.layer.ReleaseReserved(&p.d)
+	}
+	r.afterCallLocked()
+	r.lmu.Unlock()
+	r.dispatch()
+}
+
+// placedHeld is placed of a message read into a pooled buffer (no receive
+// was posted): the engine takes it as its own, then the layer commits it;
+// or, cut off, the buffer goes back and the layer releases it.
+func (r *replicated) placedHeld(p *replicaPlacement, ok bool) {
+	if ok {
+		r.sess.deliverMsg(int(p.msg.src), p.ctxID, p.msg, true)
+	} else {
+		p.msg.recycle()
+	}
 	r.lmu.Lock()
 	if ok {
 		r.layer.CommitReserved(&p.d)

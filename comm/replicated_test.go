@@ -481,9 +481,67 @@ func TestReplicatedDataPlaced(t *testing.T) {
 		if s.World().Rank() != 1 {
 			continue
 		}
-		placed, layer := s.stats.placed.Load(), s.rep.stats().Placed
-		if placed == 0 || placed != layer {
-			t.Errorf("process %d (rank 1): %d messages placed, the layer counts %d; want as many, at least 1", p, placed, layer)
+		placed, held, layer := s.stats.placed.Load(), s.stats.placedHeld.Load(), s.rep.stats().Placed
+		if placed == 0 || placed+held != layer {
+			t.Errorf("process %d (rank 1): %d messages placed in their receive and %d held, the layer counts %d; want as many, at least 1 in its receive", p, placed, held, layer)
+		}
+	}
+}
+
+// Large replicated messages whose receive is not posted are read straight
+// into the pooled buffer the matching engine keeps them in
+// (replicapath.go, "Placing replicated data"): rank 0 sends trips large
+// messages and then a small one on another tag, which rank 1 receives
+// first, so that the large ones arrive unexpected at both of its
+// replicas; rank 1 then receives them in order, each whole. At least one
+// is placed held at each replica of rank 1, and the layer counts as
+// placed exactly the messages the session placed.
+func TestReplicatedDataPlacedUnexpected(t *testing.T) {
+	const n, r, trips, size = 2, 2, 16, 32 << 10
+	ss := tcpJobWith(t, n*r, nil, func(b *launch.Bootstrap) { b.Replicas = r })
+	outs, errs := replicatedRun(ss, func(ctx context.Context, c *Comm) (string, error) {
+		buf := make([]byte, size)
+		word := []byte{0}
+		if c.Rank() == 0 {
+			for i := range trips {
+				for j := range buf {
+					buf[j] = byte(i + j)
+				}
+				if err := Send(ctx, c, buf, 1, 1); err != nil {
+					return "", err
+				}
+			}
+			return fmt.Sprint(trips), Send(ctx, c, word, 1, 2)
+		}
+		if _, err := Recv(ctx, c, word, 0, 2); err != nil {
+			return "", err
+		}
+		for i := range trips {
+			st, err := Recv(ctx, c, buf, 0, 1)
+			if err != nil {
+				return "", err
+			}
+			if st.Count != size {
+				return "", fmt.Errorf("message %d: %d bytes, want %d", i, st.Count, size)
+			}
+			for j, b := range buf {
+				if b != byte(i+j) {
+					return "", fmt.Errorf("message %d: byte %d is %d, want %d", i, j, b, byte(i+j))
+				}
+			}
+		}
+		return fmt.Sprint(trips), nil
+	})
+	for p, s := range ss {
+		if errs[p] != nil || outs[p] != fmt.Sprint(trips) {
+			t.Fatalf("process %d: %q, %v; want %d messages", p, outs[p], errs[p], trips)
+		}
+		if s.World().Rank() != 1 {
+			continue
+		}
+		placed, held, layer := s.stats.placed.Load(), s.stats.placedHeld.Load(), s.rep.stats().Placed
+		if held == 0 || placed+held != layer {
+			t.Errorf("process %d (rank 1): %d messages placed in their receive and %d held, the layer counts %d; want as many, at least 1 held", p, placed, held, layer)
 		}
 	}
 }
