@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -511,6 +512,42 @@ func TestAllreduceSharedOneRankOff(t *testing.T) {
 				if err != nil {
 					t.Errorf("rank %d: %v", r, err)
 				}
+			}
+		})
+	}
+}
+
+// TestSegOthersElsewhere checks when a wait on the segment polls on rather
+// than yield: only while every rank it still waits for last waited on a
+// known CPU other than this rank's, no two of them on the same one.
+func TestSegOthersElsewhere(t *testing.T) {
+	const v = 5
+	cases := []struct {
+		name     string
+		mine     uint64   // 1 + this rank's CPU, 0 unknown
+		progress []uint64 // by rank
+		cpus     []uint64 // by rank
+		want     bool
+	}{
+		{"waits for one rank on another CPU", 1, []uint64{v, v, v, 3}, []uint64{1, 1, 2, 2}, true},
+		{"waits for one rank on each other CPU", 1, []uint64{v, 3, v, 3}, []uint64{1, 2, 1, 3}, true},
+		{"this rank's CPU unknown", 0, []uint64{v, v, v, 3}, []uint64{0, 1, 2, 2}, false},
+		{"the rank waited for has no CPU yet", 1, []uint64{v, v, v, 3}, []uint64{1, 1, 2, 0}, false},
+		{"the rank waited for shares this CPU", 1, []uint64{v, 3, v, v}, []uint64{1, 1, 2, 2}, false},
+		{"two ranks waited for share a CPU", 1, []uint64{v, v, 3, 3}, []uint64{1, 1, 2, 2}, false},
+		{"ranks that reached v do not count", 1, []uint64{v, v + 1, v, 3}, []uint64{1, 1, 2, 2}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &collSeg{p: len(tc.progress)}
+			for r := range g.p {
+				p, c := new(atomic.Uint64), new(atomic.Uint64)
+				p.Store(tc.progress[r])
+				c.Store(tc.cpus[r])
+				g.progress, g.cpus = append(g.progress, p), append(g.cpus, c)
+			}
+			if got := g.othersElsewhere(tc.mine, 0, v); got != tc.want {
+				t.Errorf("othersElsewhere = %v, want %v", got, tc.want)
 			}
 		})
 	}
