@@ -168,7 +168,7 @@ import (
 //
 // # Memory
 //
-// Per peer the detector keeps one record of about 150 bytes (times, flags,
+// Per peer the detector keeps one record of about 160 bytes (times, flags,
 // one timer) only for the peers above: O(k + connections) records, plus
 // one for each peer a notice was received about (it remembers the newest
 // notice, so that a late copy cannot revive a refuted suspicion). With
@@ -230,6 +230,9 @@ type HeartbeatDetector struct {
 	// yet); the verdicts of the SettleIntervals after it wait the
 	// longest stall (settling).
 	watchAt time.Duration
+	// joined lists the members that joined the view lately, to settle
+	// their suspicions too (heartbeat_newcomers.go).
+	joined []hbJoin
 	// inputAt is when a message from any peer last arrived; gapFrom and
 	// gapTo bound this process's last input gap, and gapPingAt is when it
 	// first pinged helpers to test its input since then (-1: never;
@@ -311,7 +314,7 @@ const (
 	hbRefused                         // the current suspicion is our own from a refused connection
 )
 
-// hbPeer is what a process remembers of one peer (152 bytes).
+// hbPeer is what a process remembers of one peer (160 bytes).
 type hbPeer struct {
 	id       core.NodeID
 	flags    uint8
@@ -329,6 +332,7 @@ type hbPeer struct {
 	lossAt   time.Duration // when a gap that looked like a lost message last ended; -1: none
 	hold     time.Duration // no accusation before this (a late timer's re-check)
 	mark     time.Duration // suspected: start of the suspicion; probing: when the ping left
+	joinAt   time.Duration // when it joined the view, if lately (joinedAt); -1: not a newcomer
 	gInc     uint64        // incarnation of the newest notice about it
 	// probeUntil: the end of the indirect probe of a suspicion of ours,
 	// or, alive, of a recheck (recheckIndirect); 0: none.
@@ -404,7 +408,7 @@ func (h *HeartbeatDetector) Connections() int {
 }
 
 // Tracked returns the number of peer records kept: connections and peers
-// that notices were about. It is the detector's memory, at about 150 bytes
+// that notices were about. It is the detector's memory, at about 160 bytes
 // a record.
 func (h *HeartbeatDetector) Tracked() int { return len(h.peers) }
 

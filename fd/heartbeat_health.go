@@ -69,19 +69,23 @@ func (h *HeartbeatDetector) brokenDue(r *hbPeer) time.Duration {
 
 // settling reports whether the suspicion of r began less than
 // SettleIntervals T_interval after this process began to watch its group
-// (its first members): its verdict then waits as if the stall memory held
-// the longest stall it can (2·stallCap more than T_broken). When a job
-// starts, every process starts at once: on 2 cores running 128 of them,
-// a process was starved for a second just as the first view made the
-// detectors watch each other, before any stall had been refuted, and the
-// monitors and members that heard their suspicion declared it failed with
-// the configured timeouts, a few milliseconds before its refutation came.
-// A detector that has just begun has seen nothing yet of how long the
-// peers stall on this host; an idle group keeps the configured timeouts
-// once that short time has passed, and a refused connection (a crashed
-// process on a live host) is declared as fast as ever.
+// (its first members), or less than twice that after r joined the view
+// (heartbeat_newcomers.go): its verdict then waits as if the stall
+// memory held the longest stall it can (2·stallCap more than T_broken).
+// When a job starts, every process starts at once: on 2 cores running
+// 128 of them, a process was starved for a second just as the first view
+// made the detectors watch each other, before any stall had been refuted,
+// and the monitors and members that heard their suspicion declared it
+// failed with the configured timeouts, a few milliseconds before its
+// refutation came. A detector that has just begun, like a member that
+// has just joined, has seen nothing yet of how long it stalls on this
+// host; an idle group keeps the configured timeouts once that short time
+// has passed, and a refused connection (a crashed process on a live host)
+// is declared as fast as ever.
 func (h *HeartbeatDetector) settling(r *hbPeer) bool {
-	return h.health.on() && h.watchAt >= 0 && r.mark-h.watchAt < time.Duration(h.cfg.SettleIntervals)*h.cfg.Interval
+	settle := time.Duration(h.cfg.SettleIntervals) * h.cfg.Interval
+	return h.health.on() && (h.watchAt >= 0 && r.mark-h.watchAt < settle ||
+		r.joinAt >= 0 && r.mark-r.joinAt < 2*settle)
 }
 
 // refuted records that suspected r proved alive by itself, or that r,

@@ -19,6 +19,9 @@ import (
 // and made afresh like a joiner's: the new process expects nothing of this
 // node, and a ring neighbour or a monitor it chooses watches it from now.
 func (h *HeartbeatDetector) setMembers(epoch uint64, members, renewed []core.NodeID, initial bool) {
+	if !initial {
+		h.noteJoiners(members, renewed)
+	}
 	h.members, h.epoch = members, epoch
 	if h.watchAt < 0 && len(members) > 1 {
 		h.watchAt = h.env.Now()
@@ -278,7 +281,7 @@ func (h *HeartbeatDetector) findOrCreate(id core.NodeID) (*hbPeer, bool) {
 		return h.peers[i], false
 	}
 	now := h.env.Now()
-	r := &hbPeer{id: id, lastSend: now, lastRecv: now, beatAt: now, lossAt: -1, teller: core.None}
+	r := &hbPeer{id: id, lastSend: now, lastRecv: now, beatAt: now, lossAt: -1, teller: core.None, joinAt: h.joinedAt(id)}
 	h.peers = slices.Insert(h.peers, i, r)
 	h.peerIDs = slices.Insert(h.peerIDs, i, id)
 	return r, true
