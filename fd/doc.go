@@ -602,7 +602,15 @@
 // start together, and on a host with more of them than cores one may be
 // starved for a second just as the first view makes the detectors watch
 // each other, before any stall was seen to learn from
-// (TestHeartbeatSimStartupStall); and it is as much, at most, when
+// (TestHeartbeatSimStartupStall); it is as much when the suspicion of a
+// newcomer (a member that joined, or came back renewed, in a view after
+// this process's first) began less than 2·SettleIntervals T_interval
+// after this process installed that view: a process that just joined
+// loads and catches up, and is the one likely to stall, so a crash of
+// a newcomer then is declared within the same worst case
+// (TestHeartbeatSimNewcomerSettles), while a member merely watched anew
+// after a view change moved the monitors is declared as fast as any
+// (TestHeartbeatSimReassignedNotNewcomer); and it is as much, at most, when
 // nothing at all reached this process since the suspicion began, two
 // or more of the peers it watches are overdue, and the members it asked
 // to help, pinged as well when it suspected after T_interval of hearing

@@ -128,9 +128,11 @@ import (
 // of it, plus, for a process whose own loop stalled during that time,
 // the stall: its clock restarts when the stall ends; and for a process
 // that heard nothing from anyone meanwhile (every peer it watches
-// silent at once: its own input gap), a verdict held up to
-// 2·(1 + H)·(T_timeout + T_broken) longer ("Under load" in the package
-// documentation). With H = 0 every factor is 1 and the bound is the
+// silent at once: its own input gap), or for a crash that settles (in
+// the SettleIntervals after the detector began to watch its group, or
+// in twice that after the crashed process joined the view), a verdict
+// held up to 2·(1 + H)·(T_timeout + T_broken) longer ("Under load" in
+// the package documentation). With H = 0 every factor is 1 and the bound is the
 // paper's. See [HealthStats].
 //
 // If all k monitors crash together with the process, its other connections

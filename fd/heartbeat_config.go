@@ -157,7 +157,15 @@ type HeartbeatConfig struct {
 	// to watch when its first view arrives, and settles from then; a
 	// newcomer starved longer than that, its inbox unread while it
 	// catches up, is covered by the input-gap hold instead (see the
-	// package documentation, "Under load").
+	// package documentation, "Under load"). The members' suspicions of
+	// a newcomer (a member that was not in a detector's last view, or a
+	// renewed one) settle the same way for 2·SettleIntervals T_interval
+	// after the detector installed the view with it: the newcomer's
+	// start-up work (the state it takes over, its catching up) begins at
+	// its join. A newcomer that crashes then is declared within the
+	// same worst case as a crash in the group's first second. A member
+	// watched anew because a view change moved the monitors or the ring
+	// is no newcomer and gets no settling.
 	// 0 (the default, and with LocalHealthMax = 0) adds nothing. Must be
 	// ≥ 0. AggressiveHeartbeatConfig, a job's timing on one machine: 10.
 	SettleIntervals int
