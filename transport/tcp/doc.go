@@ -69,8 +69,9 @@
 // directly. A name owned by another user is passed over for TCP as well. The
 // connection then runs the same handshake, TLS included, and everything
 // else (tie-break, replacement, idle retirement, the direct path) is the
-// same on both kinds; only TCP_NODELAY and keep-alive are TCP's. Stats.Unix
-// counts the connections that took the path.
+// same on both kinds; only TCP_NODELAY, keep-alive and, between loopback
+// addresses, Reno congestion control are TCP's. Stats.Unix counts the
+// connections that took the path.
 //
 // Between two processes (not two transports of one process), a Unix
 // connection without TLS then moves its byte stream to shared memory: the

@@ -232,8 +232,9 @@ func (t *Transport) untrack(nc net.Conn) {
 	nc.Close()
 }
 
-// setOptions sets a new socket's options: TCP_NODELAY on TCP, and the
-// kernel buffers (Config.SocketBuffer) on a Unix socket, which has no
+// setOptions sets a new socket's options: TCP_NODELAY on TCP, Reno
+// congestion control on TCP over loopback (setLoopbackCongestion), and
+// the kernel buffers (Config.SocketBuffer) on a Unix socket, which has no
 // window to announce and whose accepted end does not inherit its
 // listener's buffers; a TCP socket has had them since before its
 // handshake (bufferControl). (Keep-alive is the dialer's and listener's,
@@ -242,6 +243,7 @@ func (t *Transport) setOptions(nc net.Conn) {
 	switch c := nc.(type) {
 	case *net.TCPConn:
 		c.SetNoDelay(true)
+		setLoopbackCongestion(c)
 	case *net.UnixConn:
 		if b := t.cfg.SocketBuffer; b > 0 {
 			c.SetReadBuffer(b)
