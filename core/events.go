@@ -20,7 +20,7 @@ type Failed struct{ Node NodeID }
 type Recovered struct{ Node NodeID }
 
 // PeerHint reports a transport-level problem with Node (a refused or reset
-// connection). It is a hint, not a verdict: detectors may use it to probe
+// connection), or, with Answering, a link that still answers. It is a hint, not a verdict: detectors may use it to probe
 // sooner, never to declare a failure by itself.
 type PeerHint struct {
 	Node   NodeID
@@ -32,6 +32,16 @@ type PeerHint struct {
 	// suspicion still has to stand for T_broken, and a live peer refutes
 	// it).
 	Refused bool
+	// Answering: not a problem but the opposite evidence. Nothing came
+	// from the peer lately, yet its host acknowledges what this process
+	// sends it and its process still holds the connection open. A
+	// process that crashed on a live host closes its connections (and
+	// then refuses), one whose host crashed or was cut off leaves what
+	// it is sent unacknowledged; a silent peer whose link answers is
+	// alive and not running (starved on an overloaded host, or stopped).
+	// The heartbeat detector holds the verdict on such a suspect, within
+	// its stated bound, and never probes on it.
+	Answering bool
 }
 
 // Departing is implemented by an event that says Node finished and
