@@ -349,6 +349,9 @@ type hbPeer struct {
 	teller  core.NodeID
 	timer   core.TimerID  // 0: none pending
 	armedAt time.Duration // when the pending timer fires
+	// answeredAt: suspected, when the transport last found its link
+	// answering (heartbeat_answering.go); 0: never.
+	answeredAt time.Duration
 }
 
 // hbTimer is the single timer of the record of a peer.
@@ -622,7 +625,8 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 // suspected). A hint that the peer's connection was refused (nothing
 // listens at its address: a crashed process) makes it suspected at once;
 // it is declared failed only after T_broken, as any suspicion, and a live
-// peer refutes it meanwhile.
+// peer refutes it meanwhile. A hint that the peer's link answers holds
+// the verdict on it (answering).
 func (h *HeartbeatDetector) Handle(e core.Event) {
 	switch e := e.(type) {
 	case core.MembersChanged:
@@ -640,6 +644,10 @@ func (h *HeartbeatDetector) Handle(e core.Event) {
 			return
 		}
 		h.flush()
+		if e.Answering {
+			h.answering(e.Node)
+			return
+		}
 		if e.Refused {
 			// Nothing listens at its address: suspect it now rather
 			// than after a ping's T_timeout (T_broken still applies).

@@ -36,10 +36,10 @@ func (h *HeartbeatDetector) verdictDue(r *hbPeer) time.Duration {
 }
 
 // holdDue is when suspected r's wait for a refutation ends (brokenDue,
-// or later for this process's own input gap: gapHold), the indirect
-// probes aside.
+// or later for this process's own input gap, gapHold, or while r's link
+// answers, answerHold), the indirect probes aside.
 func (h *HeartbeatDetector) holdDue(r *hbPeer) time.Duration {
-	return max(h.brokenDue(r), h.gapHold(r))
+	return max(h.brokenDue(r), h.gapHold(r), h.answerHold(r))
 }
 
 // probeIndirect asks up to IndirectProbes random members to reach r on
