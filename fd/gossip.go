@@ -263,7 +263,7 @@ func (g *Gossip) Handle(e core.Event) {
 	case core.Departing:
 		g.leavers.add(e.DepartingNode())
 	case core.PeerHint:
-		if !g.cfg.IgnoreHints {
+		if !g.cfg.IgnoreHints && !e.Answering {
 			g.hint(e.Node, e.Refused)
 		}
 	}
