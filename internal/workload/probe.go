@@ -251,8 +251,8 @@ func (p *probe) Handle(e core.Event) {
 	case core.PeerHint:
 		// One Hint per peer and episode: a dead peer's redials would
 		// otherwise flood the event stream just when the survivors are
-		// busiest.
-		if !p.hinted[e.Node] {
+		// busiest. A link that answers is no problem to record.
+		if !e.Answering && !p.hinted[e.Node] {
 			if p.hinted == nil {
 				p.hinted = map[core.NodeID]bool{}
 			}
