@@ -2,6 +2,12 @@
 
 package tcp
 
+import "time"
+
 // linkStalledFor is 0 where TCP_INFO is not read: links are declared
 // dead by Config.LinkTimeout alone.
 func linkStalledFor(c *conn) uint32 { return 0 }
+
+// linkAnswers is false where TCP_INFO is not read: no silent peer's
+// link is reported answering.
+func linkAnswers(c *conn, silentFor, ackedWithin time.Duration) bool { return false }

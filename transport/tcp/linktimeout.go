@@ -70,8 +70,22 @@ const linkTimeoutSupported = runtime.GOOS == "linux"
 // acknowledges whatever its process does, so a starved peer on a loaded
 // machine is not taken for a broken link.
 
+// The same look tells the failure detector about silent peers whose link
+// answers (core.PeerHint with Answering): nothing read from the peer for
+// answerSilence while its kernel acknowledges all that was written to it.
+// A process that crashed leaves no such link (its host closes its
+// connections), nor does a host that crashed or was cut off (what it is
+// sent stays unacknowledged); a process on an overloaded host that the
+// kernel has not scheduled for a while does, and the detector holds its
+// verdict on it (fd's heartbeat_answering.go).
+
 // linkCheckInterval is how often the connections' links are looked at.
 const linkCheckInterval = 100 * time.Millisecond
+
+// answerSilence is how long nothing must have come from a peer before its
+// answering link is hinted: twice the look's period, so that a peer that
+// talks, or beats at the 100 ms of a job's detector, draws no hint.
+const answerSilence = 2 * linkCheckInterval
 
 // minLinkStall is the least linkStallAfter: three of Linux's smallest
 // retransmission timeouts (200 ms), so that a segment or two lost in a
@@ -94,7 +108,8 @@ func (t *Transport) linkStallAfter() time.Duration {
 }
 
 // checkLinks breaks each connection in use whose link stalled for
-// linkStallAfter while a relay reaches its peer.
+// linkStallAfter while a relay reaches its peer, and hints each silent
+// peer whose link answers, its last acknowledgement within linkStallAfter.
 func (t *Transport) checkLinks() {
 	after := t.linkStallAfter()
 	if after <= 0 {
@@ -119,6 +134,10 @@ func (t *Transport) checkLinks() {
 			stalled = time.Hour
 		}
 		t.rt.mu.Unlock()
+		if stalled == 0 && linkAnswers(u.c, answerSilence, after) {
+			t.hintOf(core.PeerHint{Node: u.p.id, Reason: "silent, its link answers", Answering: true})
+			continue
+		}
 		if stalled < after || t.chooseRelay(u.p, core.None, false) == nil {
 			continue
 		}

@@ -1,0 +1,69 @@
+package tcp_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/transport"
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// A transport tells its failure detector that a peer it no longer hears
+// from still answers on their link (core.PeerHint with Answering): the
+// peer's host acknowledged what was sent to it and its process holds the
+// connection. After the peer closes (a crash), hints about it no longer
+// say so.
+func TestSilentPeerLinkAnswersHint(t *testing.T) {
+	a, c := pathPair(t, pathKind{name: "tcp", noUnix: true}, nil)
+	hints := make(chan core.PeerHint, 256)
+	a.SetHandler(transport.HandlerFuncs{OnHint: func(h core.PeerHint) {
+		select {
+		case hints <- h:
+		default:
+		}
+	}})
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(wire.Frame) {}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: []byte("a heartbeat")}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case h := <-hints:
+			if !h.Answering {
+				continue
+			}
+			if h.Node != 2 || h.Refused {
+				t.Fatalf("hint %+v, want an answering link to node 2", h)
+			}
+		case <-ctx.Done():
+			t.Fatal("no hint that the silent peer's link answers within 30 s")
+		}
+		break
+	}
+	c.Close()
+	// Once a knows the connection lost (a hint that is not Answering),
+	// no later hint says the link answers.
+	for lost := false; ; {
+		select {
+		case h := <-hints:
+			if lost && h.Answering {
+				t.Fatalf("after the peer closed: hint %+v, want none answering", h)
+			}
+			if !h.Answering {
+				lost = true
+				if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: []byte("a notice")}); err != nil && ctx.Err() != nil {
+					t.Fatal(err)
+				}
+			}
+			if lost && len(hints) == 0 {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no hint that the connection to the closed peer was lost within 30 s")
+		}
+	}
+}
