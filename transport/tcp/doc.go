@@ -198,7 +198,9 @@
 // connection dies or its dial fails, and the pair's direct link is down
 // until a connection is in use again. While a relay reaches the peer, a
 // link that stops delivering is left sooner, after a quarter of it
-// (linktimeout.go, checkLinks).
+// (linktimeout.go, checkLinks). The same look hints the failure detector
+// about a silent peer whose link still answers (core.PeerHint with
+// Answering): alive, and not running.
 //
 // Reachability goes by exception: each node sends the peers it has a
 // connection to the set of nodes it cannot reach directly now
