@@ -624,7 +624,14 @@
 // trip, so a crash is declared as before.
 // A suspicion from a refused connection gets no margin: a crashed process
 // on a live host is declared as fast on an overloaded host as on an idle
-// one. LocalHealthMax = 0 restores the papers' fixed timeouts. See
+// one. A suspect whose link the transport reports answering
+// ([core.PeerHint] with Answering: its host acknowledges what it is sent
+// and its process holds the connection, as a crashed one does not) has
+// its verdict held T_interval + T_timeout past each such hint, at most
+// (1 + H)·T_broken + 2·(1 + H)·(T_timeout + T_broken) after the suspicion
+// (heartbeat_answering.go; TestHeartbeatAnsweringLinkHoldsVerdict): the
+// kernel of an overloaded host leaves whole processes unscheduled for
+// hundreds of milliseconds. LocalHealthMax = 0 restores the papers' fixed timeouts. See
 // health.go and [HealthStats].
 //
 // The gossip detector keeps a stall memory of its own (its lateness, and
