@@ -20,8 +20,9 @@ type Failed struct{ Node NodeID }
 type Recovered struct{ Node NodeID }
 
 // PeerHint reports a transport-level problem with Node (a refused or reset
-// connection), or, with Answering, a link that still answers. It is a hint, not a verdict: detectors may use it to probe
-// sooner, never to declare a failure by itself.
+// connection), or, with Answering, a link that still answers. It is a
+// hint, not a verdict: detectors may use it to probe sooner or to wait
+// longer, never to declare a failure by itself.
 type PeerHint struct {
 	Node   NodeID
 	Reason string

@@ -628,11 +628,13 @@
 // ([core.PeerHint] with Answering: its host acknowledges what it is sent
 // and its process holds the connection, as a crashed one does not) has
 // its verdict held T_interval + T_timeout past each such hint, at most
-// (1 + H)·T_broken + 2·(1 + H)·(T_timeout + T_broken) after the suspicion
-// (heartbeat_answering.go; TestHeartbeatAnsweringLinkHoldsVerdict): the
-// kernel of an overloaded host leaves whole processes unscheduled for
-// hundreds of milliseconds. LocalHealthMax = 0 restores the papers' fixed timeouts. See
-// health.go and [HealthStats].
+// min((1 + H)·T_broken + 2·(1 + H)·(T_timeout + T_broken), T_broken + 2 s)
+// after the suspicion (heartbeat_answering.go;
+// TestHeartbeatAnsweringLinkHoldsVerdict): the kernel of an overloaded
+// host leaves whole processes unscheduled for hundreds of milliseconds,
+// and a stopped or hung process is declared at most 2 s past T_broken
+// later than before, whatever the preset. LocalHealthMax = 0 restores the
+// papers' fixed timeouts. See health.go and [HealthStats].
 //
 // The gossip detector keeps a stall memory of its own (its lateness, and
 // how much longer than the others a refuted suspect was silent) with the

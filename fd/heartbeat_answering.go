@@ -18,9 +18,14 @@ import (
 // and its process still holds the connection open, which a crashed one
 // does not (its host closes its connections, and refuses the next). So
 // while the transport says so, the verdict waits for the suspect to
-// refute, as long as the stall memory's settling allows: at most
-// (1 + LocalHealthMax)·T_broken + 2·stallCap after the suspicion began.
-// A process that is only stopped is declared by then; a crash shows as a
+// refute, as long as the stall memory's settling allows and no longer
+// than answeringStallMax past T_broken: at most min((1 +
+// LocalHealthMax)·T_broken + 2·stallCap, T_broken + answeringStallMax)
+// after the suspicion began. The second term keeps the slow presets'
+// settling limit (100 s with the default timings) from holding the
+// verdict on a stopped or hung process for that long: how long a kernel
+// leaves a runnable process waiting does not grow with the detector's
+// periods. A process that is only stopped is declared by then; a crash shows as a
 // refused connection, or a link that stops answering, and the hold ends
 // T_interval + T_timeout after the last hint. A host that crashed or was
 // cut off sends no acknowledgement, so no hint: its bound is unchanged.
@@ -37,6 +42,11 @@ func (h *HeartbeatDetector) answering(id core.NodeID) {
 	h.schedule(r)
 }
 
+// answeringStallMax is the longest scheduling stall an answering link's
+// hold covers beyond T_broken: overloaded hosts were seen leaving a
+// process off the processor for up to 2 s.
+const answeringStallMax = 2 * time.Second
+
 // answerHold is the time before which suspected r is not declared
 // failed because its link answered lately (0: no hold): T_interval +
 // T_timeout after the last hint of this suspicion, the time for the next
@@ -45,6 +55,6 @@ func (h *HeartbeatDetector) answerHold(r *hbPeer) time.Duration {
 	if r.answeredAt <= 0 || r.answeredAt < r.mark || r.flags&hbRefused != 0 || !h.health.on() {
 		return 0
 	}
-	limit := r.mark + h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax) + 2*h.stallCap()
+	limit := r.mark + min(h.cfg.Broken*time.Duration(1+h.cfg.LocalHealthMax)+2*h.stallCap(), h.cfg.Broken+answeringStallMax)
 	return min(r.answeredAt+h.cfg.Interval+h.cfg.Timeout, limit)
 }

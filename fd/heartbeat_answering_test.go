@@ -14,12 +14,22 @@ import (
 // refutes when it runs again; with no such hint the same silence is a
 // failure, as it was before the hints; a rank that stays silent with its
 // link answering (a stopped process) is declared at the stated limit,
-// (1 + H)·T_broken + 2·stallCap after the suspicion; and a suspicion from a
-// refused connection is not held.
+// min((1 + H)·T_broken + 2·stallCap, T_broken + answeringStallMax) after
+// the suspicion, with a job's timings and with the LAN preset's, whose
+// settling limit alone would be 20 s; and a suspicion from a refused
+// connection is not held.
 func TestHeartbeatAnsweringLinkHoldsVerdict(t *testing.T) {
-	cfg := AggressiveHeartbeatConfig() // a job's timings on one machine
+	t.Run("job", func(t *testing.T) { checkAnsweringHold(t, AggressiveHeartbeatConfig(), true) })
+	t.Run("lan", func(t *testing.T) { checkAnsweringHold(t, LANHeartbeatConfig(), false) })
+}
+
+// checkAnsweringHold runs TestHeartbeatAnsweringLinkHoldsVerdict's cases
+// with cfg; starved: also the 1.2 s stalls, which only a job's timings
+// would declare without the hold.
+func checkAnsweringHold(t *testing.T, cfg HeartbeatConfig, starved bool) {
 	const p, self = core.NodeID(0), core.NodeID(1)
-	limit := cfg.Broken*time.Duration(1+cfg.LocalHealthMax) + 2*(cfg.Timeout+cfg.Broken)*time.Duration(1+cfg.LocalHealthMax)
+	limit := min(cfg.Broken*time.Duration(1+cfg.LocalHealthMax)+2*(cfg.Timeout+cfg.Broken)*time.Duration(1+cfg.LocalHealthMax),
+		cfg.Broken+answeringStallMax)
 	const hintEvery = 100 * time.Millisecond
 	type outcome struct {
 		failed                bool
@@ -31,7 +41,7 @@ func TestHeartbeatAnsweringLinkHoldsVerdict(t *testing.T) {
 	run := func(silence time.Duration, hints, refused bool) outcome {
 		h, env := startHB(t, cfg, self, ids(2), 1)
 		beat := func() { h.Receive(p, HeartbeatMsg{Next: cfg.Interval, Monitor: true}) }
-		for env.T+cfg.Interval <= 2*time.Second {
+		for env.T+cfg.Interval <= 3*cfg.Interval+2*time.Second {
 			env.AdvanceTo(env.T+cfg.Interval, h)
 			beat()
 		}
@@ -67,11 +77,13 @@ func TestHeartbeatAnsweringLinkHoldsVerdict(t *testing.T) {
 		return o
 	}
 
-	if o := run(1200*time.Millisecond, true, false); o.failed {
-		t.Errorf("starved 1.2 s, link answering: declared failed %v after its suspicion, want no verdict", o.failedAt-o.suspectedAt)
-	}
-	if o := run(1200*time.Millisecond, false, false); !o.failed {
-		t.Errorf("starved 1.2 s, no hint: not declared failed, want a failure within the configured timeouts")
+	if starved {
+		if o := run(1200*time.Millisecond, true, false); o.failed {
+			t.Errorf("starved 1.2 s, link answering: declared failed %v after its suspicion, want no verdict", o.failedAt-o.suspectedAt)
+		}
+		if o := run(1200*time.Millisecond, false, false); !o.failed {
+			t.Errorf("starved 1.2 s, no hint: not declared failed, want a failure within the configured timeouts")
+		}
 	}
 	o := run(time.Hour, true, false)
 	switch {
