@@ -286,7 +286,7 @@ func (s *Session) run(stack core.Machine, codec *wire.Codec, o options, events i
 		Seed:      o.seed,
 		Logger:    s.log,
 		Events:    events,
-		DataPath:  s.dataPath,
+		DataPath:  (*framePath)(s),
 		Placer:    placer{s},
 		OnEvent:   s.onEvent,
 	})
@@ -513,7 +513,16 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 
 // dataPath is the host's Config.DataPath: every comm frame is consumed here,
 // on the transport's reader goroutine.
-func (s *Session) dataPath(f wire.Frame) bool {
+func (s *Session) dataPath(f wire.Frame) bool { return (*framePath)(s).TakeFrame(f) }
+
+// framePath is the session as the host's data path (host.DataPath), the
+// body of dataPath in its method: the host calls it through the interface
+// without a method value's wrapper.
+type framePath Session
+
+// TakeFrame is dataPath.
+func (fp *framePath) TakeFrame(f wire.Frame) bool {
+	s := (*Session)(fp)
 	if f.Kind.Proto() != core.ProtoComm {
 		if f.Kind.Proto() == core.ProtoReplica && s.rep != nil {
 			return s.rep.receive(f)

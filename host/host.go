@@ -142,12 +142,11 @@ type Config struct {
 	InboxLen int
 	// DataPath, if not nil, is offered every inbound frame first, on the
 	// transport's reader goroutine (concurrently for different senders, in
-	// order for one). Returning true consumes the frame. f.Payload is valid
-	// only during the call. The host does not count these frames: a count
+	// order for one). The host does not count these frames: a count
 	// shared by the readers would cost each message a locked instruction
 	// (the transport counts its frames, and the data path may count its
 	// own).
-	DataPath func(f wire.Frame) bool
+	DataPath DataPath
 	// Placer, if not nil, is offered the large frames of a stream
 	// transport before their payload is read (see transport.Placer): the
 	// data path's way to receive a message straight into its buffer.
@@ -406,12 +405,28 @@ func (h *Host) Stats() Stats {
 	}
 }
 
+// DataPath is the application's data path (Config.DataPath). An
+// interface rather than a func: the host calls the implementation's
+// method itself, where a method value would add a wrapper's call to every
+// message.
+type DataPath interface {
+	// TakeFrame is offered an inbound frame before the loop; returning
+	// true consumes it. f.Payload is valid only during the call.
+	TakeFrame(f wire.Frame) bool
+}
+
+// DataPathFunc adapts a function to DataPath.
+type DataPathFunc func(f wire.Frame) bool
+
+// TakeFrame calls d(f).
+func (d DataPathFunc) TakeFrame(f wire.Frame) bool { return d(f) }
+
 // handler is the host's transport.Handler; it runs on reader goroutines.
 type handler struct{ h *Host }
 
 func (hd handler) Deliver(f wire.Frame) {
 	h := hd.h
-	if d := h.cfg.DataPath; d != nil && d(f) {
+	if d := h.cfg.DataPath; d != nil && d.TakeFrame(f) {
 		return
 	}
 	m, ok := hd.decode(f)

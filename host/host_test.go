@@ -587,7 +587,7 @@ func TestDataPathAndUndecodable(t *testing.T) {
 	var mu sync.Mutex
 	var direct [][]byte
 	c := startCluster(t, []transport.Transport{a}, func(int) core.Machine { return &pinger{} }, func(cfg *host.Config) {
-		cfg.DataPath = func(f wire.Frame) bool {
+		cfg.DataPath = host.DataPathFunc(func(f wire.Frame) bool {
 			if f.Kind.Proto() != core.ProtoApp {
 				return false
 			}
@@ -595,7 +595,7 @@ func TestDataPathAndUndecodable(t *testing.T) {
 			direct = append(direct, slices.Clone(f.Payload))
 			mu.Unlock()
 			return true
-		}
+		})
 	})
 	ctx := context.Background()
 	send := func(k core.Kind, p []byte) {
