@@ -715,6 +715,8 @@ type outq struct {
 	ctx  context.Context // cancelled when the peer fails or the session ends
 	stop context.CancelFunc
 	ctl  *outq // the control frames' queue (nil in that one)
+	// peer is the transport's memory of to for sendData's direct write.
+	peer tcp.DirectRef
 
 	mu      sync.Mutex
 	hdr     []byte       // sendData's frame header (mu)
@@ -764,7 +766,7 @@ func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
 			var hdr [maxRTS]byte
 			f.Payload = appendDataHeader(hdr[:0], kind, h)
 		}
-		if t.TrySendDirect(q.to, f, body) {
+		if t.TrySendDirectRef(&q.peer, q.to, f, body) {
 			return nil
 		}
 	}
