@@ -766,7 +766,7 @@ func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
 			var hdr [maxRTS]byte
 			f.Payload = appendDataHeader(hdr[:0], kind, h)
 		}
-		if t.TrySendDirectRef(&q.peer, q.to, f, body) {
+		if t.TrySendDirectRef(&q.peer, q.to, &f, body) {
 			return nil
 		}
 	}

@@ -18,8 +18,10 @@ import (
 // copied after its first use.
 type DirectRef struct{ p atomic.Pointer[peer] }
 
-// TrySendDirectRef is TrySendDirect with ref's memory of to's peer.
-func (t *Transport) TrySendDirectRef(ref *DirectRef, to core.NodeID, f wire.Frame, body []byte) bool {
+// TrySendDirectRef is TrySendDirect with ref's memory of to's peer. It
+// takes the frame by pointer, as the writes do, and may set its Src and
+// Dst; it keeps neither *f, f.Payload nor body.
+func (t *Transport) TrySendDirectRef(ref *DirectRef, to core.NodeID, f *wire.Frame, body []byte) bool {
 	if len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
 		return false
 	}
@@ -35,7 +37,7 @@ func (t *Transport) TrySendDirectRef(ref *DirectRef, to core.NodeID, f wire.Fram
 		ref.p.Store(p)
 	}
 	if c.shm != nil {
-		return t.writeLineShm(p, c, &f, body)
+		return t.writeLineShm(p, c, f, body)
 	}
-	return t.writeDirect(p, c, &f, body, nil)
+	return t.writeDirect(p, c, f, body, nil)
 }
