@@ -496,7 +496,7 @@ func (s *Session) matchLocked(src int, ctxID uint64, m *message, owned bool, out
 	for i, op := range q.posted {
 		if op.matches(node, tag, vnode) {
 			q.unpost(i)
-			s.completeRecvLocked(q, op, m, owned, out)
+			s.completeRecvLocked(q, op, m, owned, charge, out)
 			return nil
 		}
 	}
@@ -533,8 +533,9 @@ func (s *Session) statusLocked(q *queue, m *message) Status {
 
 // completeRecvLocked completes receive op with message m and stores in
 // *out the credit frame its sender may be owed, or (a ready-to-send)
-// makes it wait for the data and stores the answer to the sender.
-func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned bool, out *outgoing) {
+// makes it wait for the data and stores the answer to the sender. charge
+// is m's msgCharge, which matchLocked has already worked out.
+func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned bool, charge int, out *outgoing) {
 	if m.rdv != 0 {
 		s.rdvMatchLocked(q, op, m, out)
 		return
@@ -559,7 +560,7 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned boo
 		m.recycle()
 	}
 	op.req.completeOwned(st, err)
-	s.returnCreditLocked(m.src, s.msgCharge(q, m), out)
+	s.returnCreditLocked(m.src, charge, out)
 }
 
 // post matches op against the queued messages of context c.id|sub, or
@@ -596,7 +597,7 @@ func (s *Session) postLocked(c *commState, sub uint64, op *recvOp, out *outgoing
 				return
 			}
 			msg := s.unqueueLocked(q, i)
-			s.completeRecvLocked(q, op, &msg, true, out)
+			s.completeRecvLocked(q, op, &msg, true, s.msgCharge(q, &msg), out)
 			return
 		}
 	}
