@@ -137,8 +137,17 @@ func newRing(mem []byte) *ring {
 	return &ring{mem: mem, data: mem[ringHeader:], size: size, mask: size - 1}
 }
 
-func (r *ring) u64(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&r.mem[off])) }
-func (r *ring) u32(off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&r.mem[off])) }
+// u64 and u32 are the ring header's words at off, one of the header's
+// offsets (under ringHeader, which mem always holds): addressed without
+// the index's bounds check, which the path's tail, head and flags paid at
+// every look.
+func (r *ring) u64(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(r.mem)), off))
+}
+
+func (r *ring) u32(off int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(r.mem)), off))
+}
 
 // writeHeader initialises the header of a ring we write to node to.
 func (r *ring) writeHeader(from, to uint32, tag [wire.ProofSize]byte) {
