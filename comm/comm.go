@@ -114,8 +114,22 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	s.sendPlanLocked(&p, st, subP2P, dest, len(buf))
 	s.mu.Unlock()
 	if p.err == nil && p.eager && p.q != nil {
-		err := p.q.sendData(p.kind(false), dataHeader{credit: uint64(p.credit), ctxID: st.id | subP2P, tag: tag}, nonNil(buf))
-		return st.translate(err)
+		q, h := p.q, dataHeader{credit: uint64(p.credit), ctxID: st.id | subP2P, tag: tag}
+		// sendData's direct write of a small message (a credit and a
+		// context of one byte each: its header written in place), without
+		// its call.
+		if t := s.tcpTr; t != nil && p.credit > 0 && h.credit|h.ctxID|uint64(tag)<<1 < 0x80 && !q.running.Load() {
+			var f wire.Frame
+			f.Kind, f.Epoch = kindCData, s.epoch.Load()
+			var small [3]byte
+			small[0], small[1], small[2] = byte(h.credit), byte(h.ctxID), byte(uint64(tag)<<1)
+			f.Payload = small[:]
+			if t.TrySendDirectRef(&q.peer, q.to, &f, nonNil(buf)) {
+				return nil
+			}
+			return st.translate(q.sendDataQueued(kindCData, h, nonNil(buf)))
+		}
+		return st.translate(q.sendData(p.kind(false), h, nonNil(buf)))
 	}
 	return s.sendPlanned(ctx, st, subP2P, dest, tag, buf, &p)
 }

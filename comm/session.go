@@ -770,6 +770,12 @@ func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
 			return nil
 		}
 	}
+	return q.sendDataQueued(kind, h, body)
+}
+
+// sendDataQueued is sendData once the direct write declined (or was not
+// tried): the frame goes by sendLocked, under q.mu.
+func (q *outq) sendDataQueued(kind core.Kind, h dataHeader, body []byte) error {
 	q.mu.Lock()
 	q.hdr = appendDataHeader(q.hdr[:0], kind, h)
 	return q.sendLocked(wire.Frame{Kind: kind, Epoch: q.s.epoch.Load(), Payload: q.hdr}, body, nil)
