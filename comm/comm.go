@@ -165,8 +165,24 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 			return Status{}, err
 		}
 	}
-	// recv's steps, without its call (a pooled request's elem is 0).
-	req := c.s.irecvReq(pooledRequest(c.s, c.st), c.st, subP2P, buf, false, src, tag, 0, true)
+	// recv's steps, and irecvReq's and post's, without their calls (a
+	// pooled request's elem is 0).
+	s, st := c.s, c.st
+	req := pooledRequest(s, st)
+	node := core.None
+	if src != AnySource {
+		node = st.members[src]
+	}
+	op := &req.op
+	op.src, op.tag, op.vnode, op.anyV, op.buf = node, tag, 0, true, buf
+	op.alloc, op.probe, op.req, op.seq = false, false, req, 0
+	var out outgoing
+	s.mu.Lock()
+	s.postLocked(st, subP2P, op, &out)
+	s.mu.Unlock()
+	if out.kind != 0 || out.addr != 0 { // a frame or a pull is due
+		s.sendOne(out)
+	}
 	return req.awaitRecv(ctx)
 }
 
