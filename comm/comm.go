@@ -107,11 +107,22 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err
 	}
-	// send's steps, without its call.
+	// send's steps, without its call, and sendPlanLocked's in its common
+	// case (the session runs unreplicated, c is neither revoked nor has
+	// a member gone, dest is another process already sent to, and the
+	// message fits in its credit), without that call either.
 	s, st := c.s, c.st
 	var p sendPlan
 	s.mu.Lock()
-	s.sendPlanLocked(&p, st, subP2P, dest, len(buf))
+	if node := st.members[dest]; s.state == nil && !st.revoked && st.nfailed == 0 && s.rep == nil && node != s.self &&
+		s.out[node] != nil && len(buf) <= EagerMax && eagerCharge(len(buf)) <= s.credit[node].avail {
+		pc := &s.credit[node]
+		pc.avail -= eagerCharge(len(buf))
+		p.q, p.eager, p.credit = s.out[node], true, pc.owed
+		pc.owed = 0
+	} else {
+		s.sendPlanLocked(&p, st, subP2P, dest, len(buf))
+	}
 	s.mu.Unlock()
 	if p.err == nil && p.eager && p.q != nil {
 		q, h := p.q, dataHeader{credit: uint64(p.credit), ctxID: st.id | subP2P, tag: tag}
