@@ -554,11 +554,28 @@ func (fp *framePath) TakeFrame(f wire.Frame) bool {
 			var m message
 			m.src, m.tag, m.vnode, m.data = core.NodeID(src), h.tag, VNode(h.vnode), data
 			var out outgoing
+			var cut error
 			s.mu.Lock()
 			if h.credit > 0 {
 				s.addCreditLocked(m.src, h.credit)
 			}
-			cut := s.matchLocked(src, h.ctxID, &m, false, &out)
+			// matchLocked's common case, without its call: the session
+			// runs unreplicated with no process gone, the message is a
+			// point-to-point one from another process on the last
+			// queue looked at, of a world-numbered communicator that is
+			// not revoked, within the sender's credit, and the first
+			// receive posted there takes it.
+			if q := s.lastQ; q != nil && q.id == h.ctxID && h.ctxID&subMask == subP2P &&
+				s.state == nil && s.nfailed == 0 && s.rep == nil && m.src != s.self &&
+				q.comm != nil && !q.comm.revoked && q.comm.ranks == nil && src < len(q.comm.members) &&
+				s.credit[src].held+s.credit[src].owed+eagerCharge(len(data)) <= s.eagerCredit &&
+				len(q.posted) > 0 && q.posted[0].matches(m.src, m.tag, m.vnode) {
+				op := q.posted[0]
+				q.unpost(0)
+				s.completeRecvLocked(q, op, &m, false, eagerCharge(len(data)), &out)
+			} else {
+				cut = s.matchLocked(src, h.ctxID, &m, false, &out)
+			}
 			s.mu.Unlock()
 			if out.kind != 0 { // a credit frame is due
 				s.sendOne(out)
