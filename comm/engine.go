@@ -560,7 +560,13 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned boo
 		m.recycle()
 	}
 	op.req.completeOwned(st, err)
-	s.returnCreditLocked(m.src, charge, out)
+	// returnCreditLocked, without its call.
+	if charge != 0 {
+		pc := &s.credit[m.src]
+		if pc.owed += charge; pc.owed >= s.eagerCredit/creditReturnDiv {
+			s.creditFrameLocked(m.src, pc, out)
+		}
+	}
 }
 
 // post matches op against the queued messages of context c.id|sub, or
