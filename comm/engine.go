@@ -559,7 +559,16 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned boo
 		}
 		m.recycle()
 	}
-	op.req.completeOwned(st, err)
+	// completeOwned, without its call, and wakePooled's only when a
+	// Done channel or a parked call waits.
+	if r := op.req; r.wake != nil {
+		r.st, r.err = st, err
+		if old := r.state.Or(reqClaimed | reqDone); old&(reqChan|reqParked) != 0 {
+			r.wakePooled(old)
+		}
+	} else {
+		r.complete(st, err)
+	}
 	// returnCreditLocked, without its call.
 	if charge != 0 {
 		pc := &s.credit[m.src]
