@@ -344,7 +344,11 @@ func (req *Request) awaitRecv(ctx context.Context) (Status, error) {
 	var st Status
 	var err error
 	if req.isDone() || req.poll() || req.park(ctx.Done()) {
-		st, err = req.result()
+		if req.elem <= 1 { // result's bytes, without its call
+			st, err = req.st, req.comm.translate(req.err)
+		} else {
+			st, err = req.result()
+		}
 	} else if err = ctx.Err(); !req.Cancel() {
 		st, err = req.result()
 	}
