@@ -283,8 +283,13 @@
 // as long as the node holds the same view, every other time through a
 // member of that view: its members may all be alive, reachable and in the
 // newer view, so that nothing ever makes the node leave its view, and
-// nobody tells it twice. A merge so retried yields to a notice of any view
-// newer than the node's own, of a lower epoch than the view it asks too:
+// nobody tells it twice. The other tries ask the newer view's root even
+// when the node holds it failed (a merge not retried gives every try to
+// the member that told when it does): a node cut off from the rest of
+// its view holds them all failed, that root among them, and the member
+// of its view asked instead may be dead, or stuck outside with it. A
+// merge so retried yields to a notice of any view newer than the node's
+// own, of a lower epoch than the view it asks too:
 // the members of the view it asks may all have died since, and sides
 // that each learnt of such a view would otherwise never merge with each
 // other. Under [PartitionMajority] a root

@@ -59,9 +59,18 @@ func (m *Member) sendJoin() {
 	to := m.mergeRoot
 	if m.mergeEpoch != 0 {
 		// Merging: ask the root of the newer view, or, every other try or
-		// when the root is dead or unknown, the live member that told.
+		// when the root is dead or unknown, the live member that told. A
+		// retried merge asks the root every other try even when this node
+		// holds it failed: the verdict is as old as the node's view, given
+		// across the cut that the retry outlasts, and the member asked
+		// instead is only one of that view, which may be dead, or stuck
+		// outside with this node. Sending it every try, a member alone in
+		// a minority whose view's only other member had died never reached
+		// the newer view's live root (the partial-partition swarm, gossip
+		// seed 17536; testdata/merge-retry-dead-via.txt).
 		m.mergeTries++
-		if m.mergeVia != core.None && (to == core.None || m.failed[to] || m.mergeTries%2 == 0) {
+		skipRoot := m.failed[to] && !m.mergeRetried
+		if m.mergeVia != core.None && (to == core.None || skipRoot || m.mergeTries%2 == 0) {
 			to = m.mergeVia
 		}
 	}
@@ -144,8 +153,10 @@ func (m *Member) onJoinRequest(from core.NodeID, r *JoinRequest) {
 // alive and reachable, and so never declared failed, while they belong to
 // the newer view (they told this node so, and then nobody tells it
 // again), and the newer view's root, which the merge asked, may have been
-// cut off from it only for those tries. Every other retry asks, in turn,
-// a member of this node's view, which forwards the request to its root.
+// cut off from it only for those tries. Every other try of a retry goes
+// through a member of this node's view (the next one at each retry),
+// which forwards the request to its root, and the others ask the root
+// itself, held failed or not (see sendJoin).
 func (m *Member) retryMerge() {
 	if m.gaveUpEpoch == 0 || m.mergeEpoch != 0 || m.joining || m.cur == nil {
 		return

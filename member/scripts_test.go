@@ -23,9 +23,11 @@ import (
 // clock) print nothing: what they cause shows at the next delivery, and in
 // the events. The commands:
 //
-//	init n=7 [fanout=2] [policy=paper|majority]
+//	init n=7 [fanout=2] [policy=paper|majority] [probes]
 //	    Starts nodes n0..n(n-1) from the initial member list, with
-//	    ProbeInterval 0 (no periodic probes). Prints nothing.
+//	    ProbeInterval 0 (no periodic probes), or with probes the default
+//	    one (a root probes the nodes outside its view every second, and
+//	    a merge given up is retried at each probe). Prints nothing.
 //	fail at=(5,6) node=(1) [mutual]
 //	recovered at=(5,6) node=(1) [mutual]
 //	    For each node of at in turn, and for each of node in turn, the
@@ -108,7 +110,9 @@ func TestScripts(t *testing.T) {
 func initScript(t *testing.T, c *scripttest.Cmd) *script {
 	cfg := DefaultConfig()
 	cfg.Fanout = c.IntOr(t, "fanout", 2)
-	cfg.ProbeInterval = 0
+	if !c.Has("probes") {
+		cfg.ProbeInterval = 0
+	}
 	switch p := c.StringOr(t, "policy", "paper"); p {
 	case "paper":
 		cfg.Partition = PartitionPaper
