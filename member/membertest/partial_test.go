@@ -52,7 +52,9 @@ func TestPartialSwarm(t *testing.T) {
 // partition healed before the hold ended (62548, 91994), and a member
 // that kept its detector's verdict on a node its installed view dropped
 // and a dead root's proposal listed again, with no detector left to
-// withdraw it, and stayed in a minority (38415).
+// withdraw it, and stayed in a minority (38415), and a member alone in
+// a minority whose retried merge gave every try to a dead member of its
+// view, holding the newer view's live root failed (17536).
 func TestPartialSwarmRegressionSeeds(t *testing.T) {
 	for _, c := range []struct {
 		d     Detector
@@ -60,7 +62,7 @@ func TestPartialSwarmRegressionSeeds(t *testing.T) {
 	}{
 		{HeartbeatDetector, []uint64{217, 279, 305, 702, 892, 1176, 1188, 1263, 1419, 2243, 2297, 2314, 2456, 2509, 2712, 2896, 5501, 18418, 38535, 77044}},
 		{GossipDetector, []uint64{11, 17, 386, 392, 1452, 1647, 1930, 2103, 2115, 2195, 2239, 2292, 2472, 2509, 2635, 2833, 2902,
-			2873, 3710, 10205, 12372, 13906, 29434, 30257, 34716, 35179, 38415, 42113, 48688, 54916, 58617, 62548, 83706, 84495, 90323, 91994, 95071}},
+			2873, 3710, 10205, 12372, 13906, 17536, 29434, 30257, 34716, 35179, 38415, 42113, 48688, 54916, 58617, 62548, 83706, 84495, 90323, 91994, 95071}},
 	} {
 		for _, seed := range c.seeds {
 			if res := PartialSwarm(seed, c.d); res.Err != nil {
