@@ -559,8 +559,11 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned boo
 		}
 		m.recycle()
 	}
-	// completeOwned, without its call, and wakePooled's only when a
-	// Done channel or a parked call waits.
+	// The request's only possible completer: matched under the lock and
+	// off its queue, so neither Cancel nor a failure can reach it. A
+	// pooled one needs no claim: one atomic operation sets reqClaimed and
+	// reqDone together, and wakePooled runs only when a Done channel or a
+	// parked call waits.
 	if r := op.req; r.wake != nil {
 		r.st, r.err = st, err
 		if old := r.state.Or(reqClaimed | reqDone); old&(reqChan|reqParked) != 0 {

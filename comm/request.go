@@ -245,28 +245,14 @@ func (r *Request) complete(st Status, err error) {
 // does not wait. Once reqDone is set, complete touches r only for those
 // two, which release waits for: a call that saw reqDone otherwise may
 // reuse r at once. A request polled to completion (the common case)
-// costs its completion two atomic operations (one: completeOwned).
+// costs its completion two atomic operations (one when the session
+// matched it under its lock: see completeRecvLocked).
 func (r *Request) completePooled(st Status, err error) {
 	if r.state.Or(reqClaimed)&reqClaimed != 0 {
 		return
 	}
 	r.st, r.err = st, err
 	r.wakePooled(r.state.Or(reqDone))
-}
-
-// completeOwned is complete by a request's only possible completer: a
-// receive that the session matched under its lock, having taken it off
-// its queue (or never queued it), so that neither Cancel nor a failure
-// (which complete what they find queued, under the same lock) can reach
-// it. A pooled request then needs no claim: one atomic operation sets
-// reqClaimed and reqDone together.
-func (r *Request) completeOwned(st Status, err error) {
-	if r.wake == nil {
-		r.complete(st, err)
-		return
-	}
-	r.st, r.err = st, err
-	r.wakePooled(r.state.Or(reqClaimed | reqDone))
 }
 
 // wakePooled ends the completion of a pooled request whose state was old
