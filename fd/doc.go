@@ -490,7 +490,11 @@
 // partition that heals during the hold, and a member that then reaches
 // both sides is the way to a suspect whose direct link stays cut
 // (TestHeartbeatSimHeldVerdictProbesAgain). The hold's end, and so the
-// verdict on a crash, does not move.
+// verdict on a crash, does not move: whether a probe fits is judged when
+// it would start, so a hold that grows a little (the verdict's re-check
+// adds its timer's lateness) never starts one from a due time long past,
+// and a suspicion from a refused connection, held by T_broken alone, is
+// never asked about again (TestHeartbeatSimRefusedInSettling).
 //
 // Gossip detector. Its tables already travel over many paths, so it
 // rarely suspects a live node behind a cut link; but news crosses a link

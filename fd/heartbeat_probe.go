@@ -326,13 +326,23 @@ func (h *HeartbeatDetector) rechecking(r *hbPeer) bool {
 // link stays cut: the pings of reping take only that link, and the
 // suspect's refutation reaches this process only after this process's
 // notice, retransmitted with back-off, reaches it. The hold never
-// moves the verdict: a probe that would end after it is not started.
+// moves the verdict: a probe that would end after it is not started,
+// and whether it would is judged at the time it would start, never
+// earlier than now. The hold itself moves while the suspicion lasts
+// (the verdict's re-check adds its timer's lateness, input resumes, the
+// local health changes): a probe that could not end in time when it fell
+// due must not start once the hold has moved a little, from a due time
+// already past, as a timer that fires at once for a deadline long gone,
+// which the local health counts as the loop being that late, stretching
+// T_broken and the hold again. A suspicion from a refused connection is
+// not probed again either: it is held by nothing but T_broken, and no
+// helper reaches a process that nothing listens for.
 func (h *HeartbeatDetector) reprobeDue(r *hbPeer) (time.Duration, bool) {
-	if h.cfg.IndirectProbes == 0 || r.state != HeartbeatSuspected || r.flags&hbAccused == 0 || r.probeUntil == 0 {
+	if h.cfg.IndirectProbes == 0 || r.state != HeartbeatSuspected || r.flags&hbAccused == 0 || r.flags&hbRefused != 0 || r.probeUntil == 0 {
 		return 0, false
 	}
 	pt := h.cfg.probeTimeout()
-	due := max(r.probeUntil, r.probeUntil-pt+h.cfg.Interval+h.cfg.Timeout)
+	due := max(r.probeUntil, r.probeUntil-pt+h.cfg.Interval+h.cfg.Timeout, h.env.Now())
 	if due+pt > h.holdDue(r) {
 		return 0, false
 	}
