@@ -568,15 +568,17 @@
 // # Under load
 //
 // Both detectors measure their own lateness from the deadlines of their
-// timers, after memberlist's Lifeguard: a process that finds itself late
-// (a long GC pause, an overloaded host) accuses nobody on the strength of
-// silence it did not watch, and waits longer while it keeps running late;
-// timeouts also adapt to what is measured of the peers. Everything stays
-// within (1 + LocalHealthMax) times the configured timeouts plus a margin
-// for the stalls remembered (below); the bounds above state the worst
-// case for a group on time. The heartbeat detector
-// also waits twice the longest stall it saw lately more before it suspects
-// or declares (its own lateness, even within LateTolerance; or the silence
+// timers (a deadline already past when its timer was set counts from
+// that moment), after memberlist's Lifeguard: a process that finds
+// itself late (a long GC pause, an overloaded host) accuses nobody on
+// the strength of silence it did not watch, and waits longer while it
+// keeps running late; timeouts also adapt to what is measured of the
+// peers. Everything stays within (1 + LocalHealthMax) times the
+// configured timeouts plus a margin for the stalls remembered (below);
+// the bounds above state the worst case for a group on time. The
+// heartbeat detector also waits twice the longest stall it saw lately
+// more before it suspects or declares (its own lateness, even within
+// LateTolerance; or the silence
 // of a suspect that refuted the suspicion, or was answered for by a
 // helper, or, declared failed, was heard again: the suspicion's length,
 // plus the T_interval + T_timeout before it once it lasted T_interval,

@@ -18,7 +18,9 @@ import "time"
 //
 //   - A timer that fires more than LateTolerance after its deadline, or a
 //     message handled while a timer is overdue by more than LateTolerance,
-//     shows that this process is late. It raises the local health score
+//     shows that this process is late. A deadline already past when its
+//     timer was set counts from that moment instead: the timer could not
+//     fire before it. It raises the local health score
 //     (capped at LocalHealthMax) and restarts the judgement clock: no peer
 //     is suspected or declared failed on the strength of silence that
 //     began before the process caught up, because what the peers sent

@@ -219,10 +219,12 @@ type HeartbeatDetector struct {
 	// Notices sent and not yet acknowledged, retransmitted with back-off.
 	pending    []hbPending
 	retryTimer core.TimerID
-	retryAt    time.Duration
+	retryAt    time.Duration // the retransmission timer's deadline
+	retryFires time.Duration // when it could fire first (see hbPeer.firesAt)
 
 	// Local health (health.go): nextDue is a lower bound of the earliest
-	// pending deadline (-1: none), exact after refreshDue.
+	// moment a pending timer could fire (-1: none), exact after
+	// refreshDue.
 	health  health
 	nextDue time.Duration
 	// stalls remembers the peers' stalls longer than health does
@@ -348,7 +350,12 @@ type hbPeer struct {
 	// on; core.None: none), owed the refutation (see notice).
 	teller  core.NodeID
 	timer   core.TimerID  // 0: none pending
-	armedAt time.Duration // when the pending timer fires
+	armedAt time.Duration // the deadline the pending timer was armed for
+	// firesAt: when the pending timer could fire first, armedAt or, if
+	// that had passed when it was set, the moment it was set. Lateness is
+	// measured from it: a deadline already past when the timer was set
+	// says nothing of this process's loop running late.
+	firesAt time.Duration
 	// answeredAt: suspected, when the transport last found its link
 	// answering (heartbeat_answering.go); 0: never.
 	answeredAt time.Duration
@@ -549,7 +556,7 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	}
 	if _, ok := t.(hbRetryTimer); ok {
 		h.flush()
-		h.health.fired(h.retryAt, h.env.Now())
+		h.health.fired(h.retryFires, h.env.Now())
 		h.retryTimer = 0
 		h.retry()
 		return
@@ -565,8 +572,8 @@ func (h *HeartbeatDetector) Fire(t core.Timer) {
 	}
 	r.timer = 0
 	now := h.env.Now()
-	late := now - r.armedAt
-	h.health.fired(r.armedAt, now)
+	late := now - r.firesAt
+	h.health.fired(r.firesAt, now)
 	switch r.state {
 	case HeartbeatSuspected:
 		if d, ok := h.repingDue(r); ok && now >= d {

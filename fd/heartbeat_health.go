@@ -171,20 +171,21 @@ func (h *HeartbeatDetector) checkLate(now time.Duration) {
 	h.health.overdue(h.nextDue, now)
 }
 
-// refreshDue recomputes the earliest pending deadline.
+// refreshDue recomputes the earliest moment a pending timer could fire.
 func (h *HeartbeatDetector) refreshDue() {
 	h.nextDue = -1
 	if h.retryTimer != 0 {
-		h.nextDue = h.retryAt
+		h.nextDue = h.retryFires
 	}
 	for _, r := range h.peers {
-		if r.timer != 0 && (h.nextDue < 0 || r.armedAt < h.nextDue) {
-			h.nextDue = r.armedAt
+		if r.timer != 0 && (h.nextDue < 0 || r.firesAt < h.nextDue) {
+			h.nextDue = r.firesAt
 		}
 	}
 }
 
-// armed records a new deadline for the lateness check.
+// armed records when a timer just set could fire first (its deadline, or
+// now if that had passed) for the lateness check.
 func (h *HeartbeatDetector) armed(due time.Duration) {
 	if h.nextDue < 0 || due < h.nextDue {
 		h.nextDue = due

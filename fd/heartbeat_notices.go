@@ -417,9 +417,10 @@ func (h *HeartbeatDetector) armRetry(due time.Duration) {
 		}
 		h.env.CancelTimer(h.retryTimer)
 	}
-	h.retryTimer = h.env.SetTimer(max(due-h.env.Now(), 0), hbRetryTimer{})
-	h.retryAt = due
-	h.armed(due)
+	now := h.env.Now()
+	h.retryTimer = h.env.SetTimer(max(due-now, 0), hbRetryTimer{})
+	h.retryAt, h.retryFires = due, max(due, now)
+	h.armed(h.retryFires)
 }
 
 // probe pings id on a transport hint.

@@ -177,10 +177,10 @@ func (h *HeartbeatDetector) schedule(r *hbPeer) {
 		}
 		h.env.CancelTimer(r.timer)
 	}
-	after := max(due-h.env.Now(), 0)
-	r.timer = h.env.SetTimer(after, hbTimer(r.id))
-	r.armedAt = due
-	h.armed(due)
+	now := h.env.Now()
+	r.timer = h.env.SetTimer(max(due-now, 0), hbTimer(r.id))
+	r.armedAt, r.firesAt = due, max(due, now)
+	h.armed(r.firesAt)
 }
 
 // beat sends r the heartbeat it is owed, announcing the period to the
