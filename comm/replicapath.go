@@ -660,11 +660,17 @@ func (r *replicated) placed(f wire.Frame, ok bool) {
 		s.recheckLocked(p.q)
 	}
 	s.mu.Unlock()
+	r.settleReserved(&p.d, ok)
+}
+
+// settleReserved tells the layer how a placement it reserved ended:
+// committed if ok, released otherwise; then dispatches what that emits.
+func (r *replicated) settleReserved(d *replica.Data, ok bool) {
 	r.lmu.Lock()
 	if ok {
-		r.layer.CommitReserved(&p.d)
+		r.layer.CommitReserved(d)
 	} else {
-		r.layer.ReleaseReserved(&p.d)
+		r.layer.ReleaseReserved(d)
 	}
 	r.afterCallLocked()
 	r.lmu.Unlock()
@@ -680,13 +686,5 @@ func (r *replicated) placedHeld(p *replicaPlacement, ok bool) {
 	} else {
 		p.msg.recycle()
 	}
-	r.lmu.Lock()
-	if ok {
-		r.layer.CommitReserved(&p.d)
-	} else {
-		r.layer.ReleaseReserved(&p.d)
-	}
-	r.afterCallLocked()
-	r.lmu.Unlock()
-	r.dispatch()
+	r.settleReserved(&p.d, ok)
 }
