@@ -13,26 +13,7 @@ import (
 // host's default (BBR on the development machine): its messages skip
 // BBR's model and pacing, which loopback, never congested, does not need.
 func TestLoopbackConnectionRunsReno(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	d, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	a := <-accepted
-	if a == nil {
-		t.Fatal("accept failed")
-	}
-	defer a.Close()
+	d, a := loopbackPair(t)
 	tr := &Transport{}
 	for _, c := range []net.Conn{d, a} {
 		tr.setOptions(c)

@@ -223,11 +223,7 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte,
 	if release != nil && len(body) < padFrom {
 		return false // lent only with a pad (TryLendDirectAny)
 	}
-	if !p.wmu.TryLock() {
-		return false
-	}
-	if !sc.wmu.TryLock() {
-		p.wmu.Unlock()
+	if !tryLockShmWrite(p, sc) {
 		return false
 	}
 	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() {

@@ -13,26 +13,7 @@ import (
 // A read made once polling ended (a heartbeat into an idle process)
 // starts no polling time.
 func TestPollReaderProgressExtendsPolling(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	w, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r := <-accepted
-	if r == nil {
-		t.Fatal("accept failed")
-	}
-	defer r.Close()
+	w, r := loopbackPair(t)
 
 	var spin atomic.Int64
 	spin.Store(int64(time.Hour)) // polling never ends by itself here
@@ -69,4 +50,31 @@ func TestPollReaderProgressExtendsPolling(t *testing.T) {
 	if got := ps.last.Load(); got != before {
 		t.Fatalf("a read after polling ended moved the polling time to %d (was %d)", got, before)
 	}
+}
+
+// loopbackPair returns the two ends of a TCP connection over 127.0.0.1,
+// the dialled one first, both closed when the test ends.
+func loopbackPair(t *testing.T) (dialled, accepted net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	d, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	a := <-acc
+	if a == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close() })
+	return d, a
 }

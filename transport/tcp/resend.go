@@ -705,11 +705,7 @@ func (t *Transport) ackInline(p *peer, c *conn, r *recvStream) int {
 // peer holding the frames in its log (and the log growing) meanwhile.
 func (t *Transport) ackInlineShm(p *peer, c *conn, r *recvStream) bool {
 	sc := c.shm
-	if !p.wmu.TryLock() {
-		return false
-	}
-	if !sc.wmu.TryLock() {
-		p.wmu.Unlock()
+	if !tryLockShmWrite(p, sc) {
 		return false
 	}
 	written := false

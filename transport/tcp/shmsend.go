@@ -13,6 +13,20 @@ import (
 // record (which starts on the next line).
 const lineFrameMax = recAlign - recHead
 
+// tryLockShmWrite takes p's write lock, then sc's, without waiting: a
+// writer that finds either taken declines (the caller falls back to its
+// slower path), holding neither.
+func tryLockShmWrite(p *peer, sc *shmConn) bool {
+	if !p.wmu.TryLock() {
+		return false
+	}
+	if !sc.wmu.TryLock() {
+		p.wmu.Unlock()
+		return false
+	}
+	return true
+}
+
 // writeLineShm is writeDirectShm for the common small message: a frame
 // of at most lineFrameMax bytes whose header is the one p's head encoder
 // remembers, to a connection whose ring has room and whose log has a free
@@ -29,6 +43,8 @@ const lineFrameMax = recAlign - recHead
 // next line, and its commit word is stored only by its own write).
 func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	sc := c.shm
+	// tryLockShmWrite, written out: it is too large to inline, and this is
+	// the 8-byte path, counted by the instruction.
 	if !p.wmu.TryLock() {
 		return false
 	}
