@@ -21,8 +21,10 @@ import (
 // the waiting goroutine (transport/tcp's PollUntil) for the readers'
 // polling time (COHORT_POLL, init.go), so that the message it waits for
 // is not handed over by the connection's reader goroutine. It is not
-// done on a replicated rank, whose frames go through the replication
-// layer's own goroutine anyway.
+// done on a replicated rank: the two masters of a replicated pair
+// mostly share one CPU (a doorbell's wake-up places the woken process
+// on the waker's), where a polling master holds the core its peer needs
+// to answer (docs/PERFORMANCE.md, "Replication").
 type progresser interface {
 	PollUntil(word *atomic.Uint32, mask uint32, d time.Duration) bool
 }
