@@ -35,6 +35,7 @@ type conn struct {
 	poll        pollState
 	raw         syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
 	rw          rawWriter       // small direct frames' writes to raw (poll.go), under owner.wmu
+	pr          *pollReader     // a plain socket's reader under fr; else nil
 
 	// rd is held by whoever reads frames from fr and delivers them: the
 	// reader goroutine or, on a shared-memory connection (shm, else nil),
@@ -120,7 +121,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 		c.raw = rc.setPoll(&c.poll) // below the records
 	} else if pr := newPollReader(nc, &c.poll); pr != nil {
 		fr.SetReader(pr)
-		c.raw = pr.raw
+		c.raw, c.pr = pr.raw, pr
 	}
 	return c
 }

@@ -80,6 +80,9 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	} else {
 		c.placer, c.relayBuf = nil, nil
 		f, placed, err = c.fr.ReadFramePlaced(c.place)
+		if placed && c.pr != nil && c.fr.Buffered() == 0 {
+			c.pr.headFirst()
+		}
 	}
 	if placed && c.relayBuf != nil {
 		// A large relayed frame to forward, read into its own buffer.
