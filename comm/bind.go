@@ -21,7 +21,9 @@ import (
 // share of those CPUs, as many as its GOMAXPROCS (procs.go), and every
 // thread of the process is bound to them (threads started later inherit
 // it). More ranks than CPUs are left to the OS (they cannot all poll:
-// readerSpinFor turns polling off), and so is a single rank.
+// readerSpinFor turns polling off; a communicator's shared-memory
+// collectives start them spread, unbound: coll_shm_home.go), and so is a
+// single rank.
 // COHORT_BIND=off never binds.
 //
 // Each job binds as if it had the host to itself, as Open MPI does, unless

@@ -135,6 +135,8 @@ type collSeg struct {
 	abandoned *atomic.Uint32
 	sleepers  *atomic.Uint32
 	bell      *atomic.Uint32
+
+	home segHome // the CPU this rank starts on, and goes back to after a sleep
 }
 
 func word64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
@@ -153,6 +155,7 @@ func newCollSeg(c *Comm, t coll.Transport, mem []byte, slot int) *collSeg {
 		g.bytes = append(g.bytes, [2]*atomic.Uint64{word64(mem, segHeader+r*segLine+8), word64(mem, segHeader+r*segLine+16)})
 	}
 	g.abandoned, g.sleepers, g.bell = word32(mem, offAbandoned), word32(mem, offSleepers), word32(mem, offBell)
+	g.home = newSegHome(g.self, p)
 	return g
 }
 
@@ -262,6 +265,7 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 			futexWait(g.bell, bell, segSleep)
 		}
 		g.sleepers.Add(^uint32(0))
+		g.home.goIfQuiet(g.p)
 		runtime.Gosched() // the sleep held the rank's processor
 		cpu = g.noteCPU()
 	}
@@ -559,7 +563,9 @@ func setupSeg(ctx context.Context, c *Comm, t coll.Transport, id uint64) (*collS
 	if ok[0] == 0 {
 		return fail(nil)
 	}
-	return newCollSeg(c, t, mem, slot), nil
+	g := newCollSeg(c, t, mem, slot)
+	g.home.goIfQuiet(p)
+	return g, nil
 }
 
 // allreduceShared runs Allreduce on c's segment; ok is false when c has

@@ -26,3 +26,40 @@ func TestSegCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestSegGoHome checks that a rank sent to its home CPU runs there and
+// is then free to run on every CPU it could before: nothing stays bound.
+func TestSegGoHome(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Skip("no affinity:", err)
+	}
+	cpus := maskCPUs(&before)
+	if len(cpus) < 2 {
+		t.Skip("one CPU: no home to go to")
+	}
+	p := len(cpus) + 1
+	for self := range p {
+		h := newSegHome(self, p)
+		if want := cpus[self%len(cpus)]; h.cpu != want {
+			t.Fatalf("rank %d of %d on CPUs %v: home %d, want %d", self, p, cpus, h.cpu, want)
+		}
+		h.goHome()
+		if cpu := segCPU(); cpu != 0 && int(cpu-1) != h.cpu {
+			// The thread may have been moved since; only a report.
+			t.Logf("rank %d: on CPU %d just after going home to %d", self, cpu-1, h.cpu)
+		}
+		var after unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after != before {
+			t.Fatalf("after rank %d went home the thread may run on %v, want %v", self, maskCPUs(&after), cpus)
+		}
+	}
+	if h := newSegHome(0, len(cpus)); h.cpu != -1 {
+		t.Errorf("%d ranks on %d CPUs: home %d, want none (Init binds them)", len(cpus), len(cpus), h.cpu)
+	}
+}

@@ -1,0 +1,70 @@
+package comm
+
+import (
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// cpuMask is a set of CPUs, as the system call takes it.
+type cpuMask = unix.CPUSet
+
+// newSegHome gives rank self of p its home among the CPUs the calling
+// thread may run on, if the ranks outnumber them.
+func newSegHome(self, p int) segHome {
+	h := segHome{cpu: -1}
+	if unix.SchedGetaffinity(0, &h.cpus) == nil {
+		allowed := maskCPUs(&h.cpus)
+		h.cpu, h.ncpu = segHomeCPU(allowed, self, p), len(allowed)
+	}
+	return h
+}
+
+// goIfQuiet moves the calling thread to its home CPU if it has one and
+// the host, where p ranks of its segment run, looks idle beside them,
+// and leaves it free to run anywhere in its set again.
+func (h *segHome) goIfQuiet(p int) {
+	if h.cpu < 0 {
+		return
+	}
+	if cpu := segCPU(); cpu != 0 && int(cpu-1) == h.cpu {
+		return // home already: a long wait's sleeps, every segSleep, cost no more
+	}
+	fd, err := unix.Open("/proc/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	var buf [128]byte
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return
+	}
+	if load, ok := parseLoad(buf[:n]); !ok || !segQuiet(load, p, h.ncpu) {
+		return
+	}
+	h.goHome()
+}
+
+// goHome moves the calling thread to its home CPU, and gives it back its
+// whole set.
+func (h *segHome) goHome() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var one unix.CPUSet
+	one.Set(h.cpu)
+	if unix.SchedSetaffinity(0, &one) == nil {
+		unix.SchedSetaffinity(0, &h.cpus)
+	}
+}
+
+// maskCPUs lists the CPUs of mask in ascending order.
+func maskCPUs(mask *unix.CPUSet) []int {
+	var cpus []int
+	for c := range 1024 {
+		if mask.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
