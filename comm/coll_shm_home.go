@@ -23,19 +23,19 @@ import (
 // bell, a rank goes to its home, the i-th of the CPUs it may run on for
 // rank i (modulo their number), and is free again at once: its thread is
 // pinned to that CPU, which moves it there, and given back its whole set,
-// so nothing stays bound and the kernel may move it again. It does so
-// only while the host looks idle beside the job (segQuiet): where other
+// so nothing stays bound and the kernel may move it again (and never
+// with COHORT_BIND=off). It does so only while the host looks idle
+// beside the job (segQuiet): where other
 // work holds the CPUs, the kernel packs the ranks on the CPU the others
 // leave them, and a rank sent home beside a busy process waits on it:
 // in runs alternated under load (docs/PERFORMANCE.md) homing always was
 // faster at load 5 to 8 and up to ten times slower beside a process
 // that kept a CPU busy.
 
-// segHome is a rank's home CPU and its thread's set of CPUs.
+// segHome is where a rank of a segment goes.
 type segHome struct {
 	cpu  int // -1: none (the rank runs where the kernel puts it)
-	ncpu int // the CPUs of cpus
-	cpus cpuMask
+	ncpu int // the CPUs its thread could run on when the segment was set up
 }
 
 // segHomeCPU is the CPU of allowed where rank self of p goes, or -1 when

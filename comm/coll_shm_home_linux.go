@@ -1,20 +1,23 @@
 package comm
 
 import (
+	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
 )
 
-// cpuMask is a set of CPUs, as the system call takes it.
-type cpuMask = unix.CPUSet
-
 // newSegHome gives rank self of p its home among the CPUs the calling
-// thread may run on, if the ranks outnumber them.
+// thread may run on, if the ranks outnumber them, unless COHORT_BIND is
+// off (then no affinity is ever set, not even for a moment).
 func newSegHome(self, p int) segHome {
 	h := segHome{cpu: -1}
-	if unix.SchedGetaffinity(0, &h.cpus) == nil {
-		allowed := maskCPUs(&h.cpus)
+	if on, err := parseBind(os.Getenv(bindEnv)); err != nil || !on {
+		return h
+	}
+	var mask unix.CPUSet
+	if unix.SchedGetaffinity(0, &mask) == nil {
+		allowed := maskCPUs(&mask)
 		h.cpu, h.ncpu = segHomeCPU(allowed, self, p), len(allowed)
 	}
 	return h
@@ -46,15 +49,20 @@ func (h *segHome) goIfQuiet(p int) {
 	h.goHome()
 }
 
-// goHome moves the calling thread to its home CPU, and gives it back its
-// whole set.
+// goHome moves the calling thread to its home CPU, and gives it back the
+// set it has now (the program may have changed it since the segment was
+// set up: then, if the set no longer holds the home, it stays).
 func (h *segHome) goHome() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	var mask unix.CPUSet
+	if unix.SchedGetaffinity(0, &mask) != nil || !mask.IsSet(h.cpu) {
+		return
+	}
 	var one unix.CPUSet
 	one.Set(h.cpu)
 	if unix.SchedSetaffinity(0, &one) == nil {
-		unix.SchedSetaffinity(0, &h.cpus)
+		unix.SchedSetaffinity(0, &mask)
 	}
 }
 

@@ -5,9 +5,6 @@ package comm
 // Ranks run where the system puts them here: moving a thread to a CPU is
 // implemented on Linux.
 
-// cpuMask is empty here: no sets of CPUs.
-type cpuMask struct{}
-
 func newSegHome(self, p int) segHome { return segHome{cpu: -1} }
 
 func (h *segHome) goIfQuiet(p int) {}

@@ -62,4 +62,31 @@ func TestSegGoHome(t *testing.T) {
 	if h := newSegHome(0, len(cpus)); h.cpu != -1 {
 		t.Errorf("%d ranks on %d CPUs: home %d, want none (Init binds them)", len(cpus), len(cpus), h.cpu)
 	}
+
+	// A set the program narrowed after the setup is kept as it is, and a
+	// home outside it is not gone to.
+	h := newSegHome(0, p)
+	var narrow unix.CPUSet
+	narrow.Set(cpus[1])
+	if err := unix.SchedSetaffinity(0, &narrow); err != nil {
+		t.Skip("cannot narrow the set:", err)
+	}
+	defer unix.SchedSetaffinity(0, &before)
+	h.goHome()
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after != narrow {
+		t.Errorf("home %d outside the thread's set %v: after going home the set is %v", h.cpu, []int{cpus[1]}, maskCPUs(&after))
+	}
+}
+
+// TestSegHomeBindOff checks that COHORT_BIND=off leaves a rank without a
+// home: no affinity is set, even for a moment.
+func TestSegHomeBindOff(t *testing.T) {
+	t.Setenv(bindEnv, "off")
+	if h := newSegHome(1, 64); h.cpu != -1 {
+		t.Errorf("with %s=off, home %d, want none", bindEnv, h.cpu)
+	}
 }
