@@ -9,27 +9,27 @@ import (
 // Where the ranks of a segment run. When a host's ranks outnumber its
 // CPUs (more than bind.go binds), the kernel decides where each runs,
 // and it leaves them packed on one CPU more often than spread: a rank
-// woken from a sleep — by a message while the job sets up, on the
-// segment's bell in a long wait — is put on its waker's CPU when that
-// looks no busier than its own, and ranks that poll and
-// yield never sleep again, so no wake-up places them anew; the load
-// balancer leaves tasks that ran within the last half millisecond (all
-// of them) where they are until it has failed a few times, milliseconds
-// apart, longer than a short benchmark's loop. On an idle host that
-// costs a switch per rank and call (docs/PERFORMANCE.md, "Why the ranks
-// of one host end up on one core").
+// woken from a sleep (by a message while the job sets up, on the
+// segment's bell in a long wait) is put on its waker's CPU when that
+// looks no busier than its own; ranks that poll and yield never sleep
+// again, so no wake-up places them anew; and the load balancer leaves
+// tasks that ran within the last half millisecond (all of them) where
+// they are until it has failed a few times, milliseconds apart, longer
+// than a short benchmark's loop. On an idle host that costs a switch per
+// rank and call (docs/PERFORMANCE.md, "Why the ranks of one host end up
+// on one core").
 //
 // So when its segment is set up, and after each of its sleeps on the
 // bell, a rank goes to its home, the i-th of the CPUs it may run on for
 // rank i (modulo their number), and is free again at once: its thread is
-// pinned to that CPU, which moves it there, and given back its whole set,
-// so nothing stays bound and the kernel may move it again (and never
-// with COHORT_BIND=off). It does so only while the host looks idle
-// beside the job (segQuiet): where other
-// work holds the CPUs, the kernel packs the ranks on the CPU the others
-// leave them, and a rank sent home beside a busy process waits on it:
-// in runs alternated under load (docs/PERFORMANCE.md) homing always was
-// faster at load 5 to 8 and up to ten times slower beside a process
+// pinned to that CPU, which moves it there, and given back its set, so
+// nothing stays bound and the kernel may move it again (never with
+// COHORT_BIND=off, which promises no affinity at all). It does so only
+// while the host looks idle beside the job (segQuiet): where other work
+// holds the CPUs, the kernel packs the ranks on the CPU the others leave
+// them, and a rank sent home beside a busy process waits on it. In runs
+// alternated under load (docs/PERFORMANCE.md) homing whatever the load
+// was faster at load 5 to 8, and up to ten times slower beside a process
 // that kept a CPU busy.
 
 // segHome is where a rank of a segment goes.
