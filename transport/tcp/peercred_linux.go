@@ -1,7 +1,12 @@
 package tcp
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"net"
+	"os"
+	"strconv"
 	"syscall"
 )
 
@@ -25,4 +30,64 @@ func peerCred(nc net.Conn) (uid, pid int, ok bool) {
 		return 0, 0, false
 	}
 	return int(cred.Uid), int(cred.Pid), true
+}
+
+// procStat is what /proc/PID/stat says of a process of this host: its
+// scheduling state (R running or runnable, S sleeping, D in an
+// uninterruptible wait, T stopped, t stopped by a tracer, Z a zombie, X
+// dead, ...) and its start time in clock ticks after boot. A process id
+// and its start time name a process for good: a later process given the
+// same id starts later.
+type procStat struct {
+	state byte
+	start uint64
+}
+
+// runs reports whether the process will run again with no one's help:
+// it is runnable (R) or waiting (S, D). A stopped one (T, t) waits for
+// someone to resume it, a zombie (Z) or a dead one (X) is gone.
+func (s procStat) runs() bool {
+	switch s.state {
+	case 'R', 'S', 'D':
+		return true
+	}
+	return false
+}
+
+// errNoProc: no process has that id (it ended and was reaped).
+var errNoProc = errors.New("tcp: no such process")
+
+// readProcStat reads /proc/pid/stat.
+func readProcStat(pid int) (procStat, error) {
+	if pid <= 0 {
+		return procStat{}, fmt.Errorf("tcp: process id %d", pid)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return procStat{}, errNoProc
+	}
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(b)
+}
+
+// parseProcStat decodes a /proc/PID/stat line: "pid (comm) state ppid
+// ...", the start time its 22nd field. The command name may hold spaces
+// and parentheses, so the fields are counted from its last ')'.
+func parseProcStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, errors.New("tcp: /proc stat: no command name")
+	}
+	fields := bytes.Fields(b[i+1:])
+	const stateField, startField = 0, 22 - 3 // numbered from the state, the 3rd
+	if len(fields) <= startField || len(fields[stateField]) != 1 {
+		return procStat{}, fmt.Errorf("tcp: /proc stat: %d fields after the command name, want more than %d", len(fields), startField)
+	}
+	start, err := strconv.ParseUint(string(fields[startField]), 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("tcp: /proc stat: start time: %w", err)
+	}
+	return procStat{state: fields[stateField][0], start: start}, nil
 }

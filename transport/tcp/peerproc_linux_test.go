@@ -1,0 +1,96 @@
+package tcp
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+func TestParseProcStat(t *testing.T) {
+	tail := " 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 20 21\n"
+	for _, tc := range []struct {
+		name, line string
+		want       procStat
+		bad        bool
+	}{
+		{"plain", "123 (cohort) S" + tail, procStat{'S', 4242}, false},
+		{"spaces and parentheses in the name", "123 (a) R (b c)) Z" + tail, procStat{'Z', 4242}, false},
+		{"stopped", "7 (x) T" + tail, procStat{'T', 4242}, false},
+		{"no name", "123 cohort S" + tail, procStat{}, true},
+		{"cut short", "123 (cohort) S 1 2 3", procStat{}, true},
+		{"start time not a number", "123 (cohort) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 x 20", procStat{}, true},
+		{"state of two letters", "123 (cohort) SS" + tail, procStat{}, true},
+	} {
+		got, err := parseProcStat([]byte(tc.line))
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%s: got %+v, want an error", tc.name, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestProcStatRuns(t *testing.T) {
+	for state, want := range map[byte]bool{'R': true, 'S': true, 'D': true, 'T': false, 't': false, 'Z': false, 'X': false} {
+		if got := (procStat{state: state}).runs(); got != want {
+			t.Errorf("state %c: runs %v, want %v", state, got, want)
+		}
+	}
+}
+
+// This process reads as alive, with a start time; a child that ended
+// reads as a zombie until it is reaped, then as no process at all.
+func TestReadProcStat(t *testing.T) {
+	self, err := readProcStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (The state is that of the process's first thread, which may wait.)
+	if !self.runs() || self.start == 0 {
+		t.Errorf("this process: %+v, want it running and a start time", self)
+	}
+	if _, err := readProcStat(0); err == nil {
+		t.Error("process 0: no error")
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	child, err := readProcStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.start < self.start {
+		t.Errorf("the child started at %d, before this process (%d)", child.start, self.start)
+	}
+	// The child ends on its own; not reaped, it stays a zombie.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := readProcStat(pid)
+		if err != nil {
+			t.Fatalf("child not reaped yet: %v", err)
+		}
+		if st.state == 'Z' {
+			if st.runs() || st.start != child.start {
+				t.Errorf("zombie child: %+v, runs %v; want it not running, start %d", st, st.runs(), child.start)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child still in state %c after 30 s", st.state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Wait()
+	if _, err := readProcStat(pid); !errors.Is(err, errNoProc) {
+		t.Errorf("reaped child: error %v, want %v", err, errNoProc)
+	}
+}
