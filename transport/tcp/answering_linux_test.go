@@ -11,12 +11,17 @@ import (
 )
 
 // A transport tells its failure detector that a peer it no longer hears
-// from still answers on their link (core.PeerHint with Answering): the
-// peer's host acknowledged what was sent to it and its process holds the
-// connection. After the peer closes (a crash), hints about it no longer
+// from still answers on their link (core.PeerHint with Answering): over
+// TCP, the peer's host acknowledged what was sent to it and its process
+// holds the connection; on this host, the peer's process holds its socket
+// and lives. After the peer closes (a crash), hints about it no longer
 // say so.
 func TestSilentPeerLinkAnswersHint(t *testing.T) {
-	a, c := pathPair(t, pathKind{name: "tcp", noUnix: true}, nil)
+	forPaths(t, testSilentPeerLinkAnswersHint)
+}
+
+func testSilentPeerLinkAnswersHint(t *testing.T, path pathKind) {
+	a, c := pathPair(t, path, nil)
 	hints := make(chan core.PeerHint, 256)
 	a.SetHandler(transport.HandlerFuncs{OnHint: func(h core.PeerHint) {
 		select {
@@ -44,6 +49,7 @@ func TestSilentPeerLinkAnswersHint(t *testing.T) {
 		}
 		break
 	}
+	checkPath(t, a, path)
 	c.Close()
 	// Once a knows the connection lost (a hint that is not Answering),
 	// no later hint says the link answers.

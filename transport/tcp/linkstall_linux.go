@@ -79,3 +79,87 @@ func tcpInfo(c *conn) *unix.TCPInfo {
 	}
 	return info
 }
+
+// peerProcessLives reports whether the process at the other end of c, a
+// connection over this host's Unix socket (shared memory or not), is
+// alive: its socket is still open, and the process that opened it (its
+// id from SO_PEERCRED, its start time read at the first look that found
+// the socket open) exists, is neither a zombie nor stopped, and is the
+// same process as at that look. look is c's, kept across calls.
+//
+// /proc is read before the socket is polled: a process whose socket is
+// open after its entry was read was alive when it was read, so the
+// entry was its own and not that of a later process given its id.
+//
+// A stopped process (T, or t under a tracer) does not count: it runs
+// again only when someone resumes it, which no scheduler does, so it is
+// declared as a hung process would be without the hint; a starved
+// process is runnable (R) or waiting (S, D), and so, until the hold's
+// cap, is one that hangs running or waiting.
+func peerProcessLives(c *conn, look *sameHostLook) bool {
+	uc := unixSocketOf(c.nc)
+	if uc == nil {
+		return false
+	}
+	if look.pid == 0 {
+		if _, pid, ok := peerCred(uc); ok {
+			look.pid = pid
+		} else {
+			look.pid = -1 // never known: never hinted
+		}
+	}
+	if look.pid < 0 {
+		return false
+	}
+	st, err := readProcStat(look.pid)
+	if err != nil || !socketOpen(uc) {
+		return false
+	}
+	if look.start == 0 {
+		look.start = st.start
+	} else if st.start != look.start {
+		return false // another process took the id: ours ended
+	}
+	return st.runs()
+}
+
+// unixSocketOf returns the Unix socket under nc (under its records, its
+// TLS or its shared memory), or nil if there is none.
+func unixSocketOf(nc net.Conn) *net.UnixConn {
+	for {
+		switch x := nc.(type) {
+		case *net.UnixConn:
+			return x
+		case *rightsConn:
+			return x.UnixConn
+		case *shmConn:
+			nc = x.sock
+		case *recordConn:
+			nc = x.Conn
+		case interface{ NetConn() net.Conn }: // *tls.Conn
+			nc = x.NetConn()
+		default:
+			return nil
+		}
+	}
+}
+
+// socketOpen reports whether uc's peer still holds its end: no hang-up,
+// no shut-down of its writing side, no error pending. The kernel closes
+// the sockets of a process that ends, whatever ended it.
+func socketOpen(uc *net.UnixConn) bool {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var revents int16
+	var perr error
+	if raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		_, perr = unix.Poll(fds, 0)
+		revents = fds[0].Revents
+	}) != nil || perr != nil {
+		return false
+	}
+	return revents&(unix.POLLHUP|unix.POLLRDHUP|unix.POLLERR|unix.POLLNVAL) == 0
+}

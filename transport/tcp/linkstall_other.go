@@ -11,3 +11,7 @@ func linkStalledFor(c *conn) uint32 { return 0 }
 // linkAnswers is false where TCP_INFO is not read: no silent peer's
 // link is reported answering.
 func linkAnswers(c *conn, silentFor, ackedWithin time.Duration) bool { return false }
+
+// peerProcessLives is false where /proc and SO_PEERCRED are not read: no
+// silent same-host peer is reported alive.
+func peerProcessLives(c *conn, look *sameHostLook) bool { return false }

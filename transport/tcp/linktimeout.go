@@ -78,6 +78,15 @@ const linkTimeoutSupported = runtime.GOOS == "linux"
 // sent stays unacknowledged); a process on an overloaded host that the
 // kernel has not scheduled for a while does, and the detector holds its
 // verdict on it (fd's heartbeat_answering.go).
+//
+// Peers on this host talk over the same-host Unix socket (or the shared
+// memory set up on it), which has no TCP_INFO and no acknowledgements;
+// there the process itself is looked at instead (peerProcessLives): a
+// peer that sent nothing for answerSilence while its socket is open and
+// its process exists, is the one that connected (the same start time)
+// and is runnable or waiting, is hinted the same way. The kernel closes
+// the sockets of a process that ends, so a crash still shows at once as
+// the connection's end, and draws no hint.
 
 // linkCheckInterval is how often the connections' links are looked at.
 const linkCheckInterval = 100 * time.Millisecond
@@ -107,14 +116,57 @@ func (t *Transport) linkStallAfter() time.Duration {
 	return max(l/4, minLinkStall)
 }
 
+// sameHostLook is what the looks at one same-host connection remember
+// of its peer (peerProcessLives) and of when it was last heard from.
+type sameHostLook struct {
+	pid   int    // the peer's process id (SO_PEERCRED); 0 not read yet, -1 unknown
+	start uint64 // its start time (procStat.start); 0 not read yet
+	recvd uint64 // the frames delivered from the peer's stream, at the last look
+	heard time.Time
+}
+
+// linkLooks is the link check's memory across looks (the route loop's
+// own): the same-host connections in use, by connection.
+type linkLooks struct {
+	sameHost map[*conn]*sameHostLook
+}
+
+// sameHostSilent reports whether c's peer has sent nothing that was
+// delivered for answerSilence, by the count of its stream's frames
+// (acknowledgements and relayed frames are not counted; a peer that only
+// sends those is taken for silent, which at worst holds a verdict on a
+// peer that is alive anyway).
+func (l *linkLooks) sameHostSilent(c *conn, now time.Time) (*sameHostLook, bool) {
+	look := l.sameHost[c]
+	var n uint64
+	if c.rs != nil {
+		n = c.rs.recvd.Load()
+	}
+	if look == nil {
+		if l.sameHost == nil {
+			l.sameHost = map[*conn]*sameHostLook{}
+		}
+		look = &sameHostLook{recvd: n, heard: now}
+		l.sameHost[c] = look
+	}
+	if n != look.recvd {
+		look.recvd, look.heard = n, now
+	}
+	return look, now.Sub(look.heard) >= answerSilence
+}
+
+// linkLooksOn reports whether the link check runs: for links that may
+// stall (linkStallAfter), or for same-host peers.
+func (t *Transport) linkLooksOn() bool {
+	return t.linkStallAfter() > 0 || (!t.cfg.NoUnix && unixSupported)
+}
+
 // checkLinks breaks each connection in use whose link stalled for
 // linkStallAfter while a relay reaches its peer, and hints each silent
-// peer whose link answers, its last acknowledgement within linkStallAfter.
-func (t *Transport) checkLinks() {
+// peer whose link answers, its last acknowledgement within linkStallAfter,
+// or, on this host, whose process lives.
+func (t *Transport) checkLinks(looks *linkLooks) {
 	after := t.linkStallAfter()
-	if after <= 0 {
-		return
-	}
 	type use struct {
 		p *peer
 		c *conn
@@ -127,7 +179,19 @@ func (t *Transport) checkLinks() {
 		}
 	}
 	t.mu.Unlock()
+	now := time.Now()
+	inUse := make(map[*conn]bool, len(in))
 	for _, u := range in {
+		if u.c.unix || u.c.shm != nil {
+			inUse[u.c] = true
+			if look, silent := looks.sameHostSilent(u.c, now); silent && peerProcessLives(u.c, look) {
+				t.hintOf(core.PeerHint{Node: u.p.id, Reason: "silent, its process on this host lives", Answering: true})
+			}
+			continue
+		}
+		if after <= 0 {
+			continue
+		}
 		stalled := time.Duration(linkStalledFor(u.c)) * time.Millisecond
 		t.rt.mu.Lock()
 		if t.rt.stalled[u.p.id] {
@@ -148,5 +212,10 @@ func (t *Transport) checkLinks() {
 			tc.SetLinger(0) // nothing more gets through: free it now
 		}
 		u.c.close(false, errLinkStalled)
+	}
+	for c := range looks.sameHost {
+		if !inUse[c] {
+			delete(looks.sameHost, c)
+		}
 	}
 }

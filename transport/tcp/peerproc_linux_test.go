@@ -2,10 +2,13 @@ package tcp
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseProcStat(t *testing.T) {
@@ -92,5 +95,51 @@ func TestReadProcStat(t *testing.T) {
 	cmd.Wait()
 	if _, err := readProcStat(pid); !errors.Is(err, errNoProc) {
 		t.Errorf("reaped child: error %v, want %v", err, errNoProc)
+	}
+}
+
+// unixPair returns the two ends of a Unix stream socket pair, both held by
+// this process (each end's SO_PEERCRED is this process).
+func unixPair(t *testing.T) (a, b *net.UnixConn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		nc, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[i] = nc.(*net.UnixConn)
+		t.Cleanup(func() { ends[i].Close() })
+	}
+	return ends[0], ends[1]
+}
+
+// A peer process that holds its socket open and runs is alive; one whose
+// id now names a process started at another time (its id reused) is
+// not, nor is one whose socket is closed.
+func TestPeerProcessLives(t *testing.T) {
+	a, b := unixPair(t)
+	c := &conn{nc: &rightsConn{UnixConn: a}, unix: true}
+	var look sameHostLook
+	if !peerProcessLives(c, &look) {
+		t.Fatal("live peer (this process), socket open: not alive")
+	}
+	if look.pid != os.Getpid() || look.start == 0 {
+		t.Fatalf("look %+v, want this process (%d) and its start time", look, os.Getpid())
+	}
+	reused := look
+	reused.start++ // the id as another process, started later, holds it
+	if peerProcessLives(c, &reused) {
+		t.Error("the peer's id taken by a process of another start time: alive, want not")
+	}
+	b.Close() // what the kernel does to the sockets of a process that ends
+	if peerProcessLives(c, &look) {
+		t.Error("peer's socket closed: alive, want not")
 	}
 }

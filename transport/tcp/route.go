@@ -82,13 +82,14 @@ func (p *peer) routeDownLocked() bool {
 }
 
 // routeLoop publishes our set when it changes (see routeTable), and
-// breaks the connections whose links stalled (checkLinks).
+// looks at the links in use (checkLinks).
 func (t *Transport) routeLoop() {
 	defer t.wg.Done()
 	tick := time.NewTicker(routeRetry)
 	defer tick.Stop()
 	var links <-chan time.Time
-	if t.linkStallAfter() > 0 {
+	var looks linkLooks
+	if t.linkLooksOn() {
 		lt := time.NewTicker(linkCheckInterval)
 		defer lt.Stop()
 		links = lt.C
@@ -98,7 +99,7 @@ func (t *Transport) routeLoop() {
 		case <-t.rt.changed:
 		case <-tick.C:
 		case <-links:
-			t.checkLinks()
+			t.checkLinks(&looks)
 			continue
 		case <-t.closing:
 			return
