@@ -632,7 +632,8 @@
 // on a live host is declared as fast on an overloaded host as on an idle
 // one. A suspect whose link the transport reports answering
 // ([core.PeerHint] with Answering: its host acknowledges what it is sent
-// and its process holds the connection, as a crashed one does not) has
+// and its process holds the connection, as a crashed one does not; on
+// the same host, its process lives and holds its socket) has
 // its verdict held T_interval + T_timeout past each such hint, at most
 // min((1 + H)·T_broken + 2·(1 + H)·(T_timeout + T_broken), T_broken + 2 s)
 // after the suspicion (heartbeat_answering.go;

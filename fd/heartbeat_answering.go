@@ -16,7 +16,9 @@ import (
 // and its margins. Silence cannot tell that from a crash; the transport
 // can: the suspect's host still acknowledges what this process sends it,
 // and its process still holds the connection open, which a crashed one
-// does not (its host closes its connections, and refuses the next). So
+// does not (its host closes its connections, and refuses the next); or,
+// for a suspect on this host, its process exists, holds its socket open
+// and is runnable or waiting, neither stopped nor a zombie. So
 // while the transport says so, the verdict waits for the suspect to
 // refute, as long as the stall memory's settling allows and no longer
 // than answeringStallMax past T_broken: at most min((1 +
@@ -25,10 +27,12 @@ import (
 // settling limit (100 s with the default timings) from holding the
 // verdict on a stopped or hung process for that long: how long a kernel
 // leaves a runnable process waiting does not grow with the detector's
-// periods. A process that is only stopped is declared by then; a crash shows as a
-// refused connection, or a link that stops answering, and the hold ends
-// T_interval + T_timeout after the last hint. A host that crashed or was
-// cut off sends no acknowledgement, so no hint: its bound is unchanged.
+// periods. A process that is only stopped is declared by then (on this
+// host, with no hold: the transport does not hint a stopped process); a
+// crash shows as a refused connection, a closed socket, or a link that
+// stops answering, and the hold ends T_interval + T_timeout after the
+// last hint. A host that crashed or was cut off sends no acknowledgement,
+// so no hint: its bound is unchanged.
 // LocalHealthMax = 0 (the papers' fixed timeouts) ignores the hints.
 
 // answering records a hint that id's link answers, if id is suspected
