@@ -35,7 +35,9 @@ type PeerHint struct {
 	Refused bool
 	// Answering: not a problem but the opposite evidence. Nothing came
 	// from the peer lately, yet its host acknowledges what this process
-	// sends it and its process still holds the connection open. A
+	// sends it and its process still holds the connection open (on the
+	// same host: its process exists, runnable or waiting, and holds its
+	// socket open). A
 	// process that crashed on a live host closes its connections (and
 	// then refuses), one whose host crashed or was cut off leaves what
 	// it is sent unacknowledged; a silent peer whose link answers is
