@@ -47,7 +47,7 @@ type Session struct {
 	epoch atomic.Uint64 // the newest view's epoch, stamped on frames
 
 	// mu guards the matching engine and everything marked "under mu".
-	mu        sync.Mutex
+	mu        pollMutex
 	queues    map[uint64]*queue          // by context id
 	lastQ     *queue                     // the last queue queueLocked returned (mu)
 	spare     atomic.Pointer[Request]    // a pooled request, reset (pooledRequest)
