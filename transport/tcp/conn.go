@@ -61,7 +61,7 @@ type conn struct {
 	relayBuf *[]byte
 	// placeLock is the pair's delivery lock, held from placeWith's check
 	// of a placed frame to its delivery (readFrame).
-	placeLock *sync.Mutex
+	placeLock *pollMutex
 
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its

@@ -91,7 +91,7 @@ type peer struct {
 	// vectored write (on a shared-memory connection SendDirect takes that
 	// connection's own write lock instead: writeDirectShm). It guards
 	// written and the scratch buffers.
-	wmu     sync.Mutex
+	wmu     pollMutex
 	written uint64
 	hdr     []byte      // SendDirect's padding, length prefix, header and small payload
 	heads   headEncoder // writeDirectShm's encoder of small frames' heads

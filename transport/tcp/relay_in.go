@@ -3,7 +3,6 @@ package tcp
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/cohort-mp/cohort/wire"
@@ -273,7 +272,7 @@ func (t *Transport) recvStreamOf(p *peer) *recvStream {
 }
 
 // lockDelivery takes p's delivery lock (see relayState.dmu).
-func (p *peer) lockDelivery() *sync.Mutex {
+func (p *peer) lockDelivery() *pollMutex {
 	p.rl.dmu.Lock()
 	return &p.rl.dmu
 }

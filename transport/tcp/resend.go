@@ -3,7 +3,6 @@ package tcp
 import (
 	"errors"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,7 +55,7 @@ const minResendBuffer = 4 * ackBytes
 // added under the peer's wmu (in the order they enter the stream) and
 // trimmed by the reader that reads the acknowledgements.
 type sendLog struct {
-	mu sync.Mutex
+	mu pollMutex
 	// stream is the peer's stream id (0: not yet known); a frame written
 	// to a connection of another is not kept.
 	stream uint64

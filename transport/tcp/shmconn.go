@@ -54,7 +54,8 @@ type shmConn struct {
 	// goroutine at a time: under wmu, and by the reader goroutine).
 	timers    [2]*time.Timer
 	closeOnce sync.Once
-	rmu, wmu  sync.Mutex   // one reader, one writer at a time
+	rmu       sync.Mutex   // one reader at a time
+	wmu       pollMutex    // one writer at a time
 	use       sync.RWMutex // held shared by Read and CloseWrite, exclusively to unmap (writers hold wmu, which Close takes too)
 	unmap     func()
 	wshut     atomic.Bool

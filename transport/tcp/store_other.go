@@ -9,3 +9,5 @@ import "sync/atomic"
 // under the race detector (which must see the ring's words as atomic),
 // it is an atomic Store.
 func storeOrdered(p *atomic.Uint64, v uint64) { p.Store(v) }
+
+func storeOrdered32(p *atomic.Uint32, v uint32) { p.Store(v) }

@@ -15,3 +15,6 @@ import (
 // What must not pass a later load (the tail before the wake-up flag's
 // check) still uses Store.
 func storeOrdered(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v }
+
+// storeOrdered32 is storeOrdered of a 32-bit word.
+func storeOrdered32(p *atomic.Uint32, v uint32) { *(*uint32)(unsafe.Pointer(p)) = v }
