@@ -108,6 +108,11 @@ type peer struct {
 	// restPending: rest is not empty (set and cleared with it, under
 	// wmu), for writeDirectShm, which does not take wmu.
 	restPending atomic.Bool
+	// directLines counts the frames writeLineShm wrote (Stats.Direct), by
+	// a release store under wmu: a count of the transport's would be an
+	// atomic add, a locked instruction per message. RemovePeer adds it
+	// to the transport's count.
+	directLines atomic.Uint64
 }
 
 // peerQueues are a peer's two queues (see peer.q and hq).
@@ -260,6 +265,9 @@ func (t *Transport) RemovePeer(id core.NodeID) {
 		return
 	}
 	delete(t.peers, id)
+	// A frame written while the peer is removed may go uncounted: the
+	// writer does not wait for this.
+	t.stats.direct.Add(p.directLines.Load())
 	close(p.removed)
 	c, d := p.cur, p.draining
 	p.setCur(nil)

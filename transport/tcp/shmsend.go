@@ -97,7 +97,7 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 	sc.ring(r, offRWaiting)
 	sc.wmu.Unlock()
 	c.markActive()
-	t.stats.direct.Add(1) // counted in FramesOut too (Stats)
+	bump(&p.directLines) // counted in FramesOut too (Stats)
 	p.wmu.Unlock()
 	return true
 }

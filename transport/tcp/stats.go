@@ -91,6 +91,9 @@ func (t *Transport) Stats() Stats {
 	}
 	s.FramesIn += s.Polled
 	for _, p := range t.peers {
+		n := p.directLines.Load()
+		s.Direct += n
+		s.FramesOut += n
 		if p.cur != nil {
 			s.Conns++
 		}
