@@ -179,15 +179,23 @@ func (c *Comm) Recv(ctx context.Context, buf []byte, src, tag int) (Status, erro
 	// recv's steps, and irecvReq's and post's, without their calls (a
 	// pooled request's elem is 0).
 	s, st := c.s, c.st
-	req := pooledRequest(s, st)
 	node := core.None
 	if src != AnySource {
 		node = st.members[src]
 	}
+	// pooledRequest's take of the session's spare under the lock the
+	// receive takes anyway.
+	s.mu.Lock()
+	req := s.takeSpareLocked()
+	if req == nil {
+		s.mu.Unlock()
+		req = requestPool.Get().(*Request)
+		s.mu.Lock()
+	}
+	req.s, req.comm = s, st
 	op := &req.op
 	op.src, op.tag, op.vnode, op.anyV, op.buf = node, tag, 0, true, buf
 	op.alloc, op.probe, op.req, op.seq = false, false, req, 0
-	s.mu.Lock()
 	// postLocked's common case, without its call: the last queue looked
 	// at is the communicator's, nothing can fail the receive (as
 	// postLocked's quiet) and no message waits there unexpected, so the

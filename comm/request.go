@@ -127,12 +127,29 @@ var requestPool = sync.Pool{New: func() any { return &Request{wake: make(chan st
 func pooledRequest(s *Session, c *commState) *Request {
 	// The session keeps one request of its own beside the pool: a rank
 	// that makes one blocking call at a time (most do) takes it back
-	// with one swap, for less than the pool's bookkeeping.
-	r := s.spare.Swap(nil)
+	// for less than the pool's bookkeeping.
+	s.mu.Lock()
+	r := s.takeSpareLocked()
+	s.mu.Unlock()
 	if r == nil {
 		r = requestPool.Get().(*Request)
 	}
 	r.s, r.comm = s, c
+	return r
+}
+
+// takeSpareLocked takes the session's spare request, if it has one.
+// Taking it under s.mu, by a load and a release store, hands it to one
+// call only (as an atomic swap would, a locked instruction that Recv,
+// which holds s.mu anyway, would pay per message): every taker holds
+// s.mu. A release's store of another request between the load and the
+// store here is overwritten, and that request left to the collector
+// (release stores only into an empty spare, and no one holds it).
+func (s *Session) takeSpareLocked() *Request {
+	r := s.spare.Load()
+	if r != nil {
+		storeReleasePtr(&s.spare, nil)
+	}
 	return r
 }
 
@@ -195,8 +212,8 @@ func (r *Request) release() {
 	// (a locked instruction, and this is the end of a receive, which the
 	// peer waits for): two calls that release at once may both find it
 	// empty, and the second store then drops the first's request, which
-	// no one holds any more, to the garbage collector. pooledRequest's
-	// Swap still hands a request to one call only.
+	// no one holds any more, to the garbage collector. Its takers hold
+	// s.mu (takeSpareLocked), so it still goes to one call only.
 	if s != nil && s.spare.Load() == nil {
 		storeReleasePtr(&s.spare, r)
 		return

@@ -50,7 +50,7 @@ type Session struct {
 	mu        pollMutex
 	queues    map[uint64]*queue          // by context id
 	lastQ     *queue                     // the last queue queueLocked returned (mu)
-	spare     atomic.Pointer[Request]    // a pooled request, reset (pooledRequest)
+	spare     atomic.Pointer[Request]    // a pooled request, reset; taken under mu (takeSpareLocked)
 	comms     map[uint64]*commState      // by communicator id
 	revokedID map[uint64]bool            // revoked communicators not created here yet
 	failed    []bool                     // by world rank; never cleared
