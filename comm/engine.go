@@ -561,12 +561,18 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned boo
 	}
 	// The request's only possible completer: matched under the lock and
 	// off its queue, so neither Cancel nor a failure can reach it. A
-	// pooled one needs no claim: one atomic operation sets reqClaimed and
-	// reqDone together, and wakePooled runs only when a Done channel or a
-	// parked call waits.
+	// pooled one needs no claim, nor an atomic operation: its other
+	// writers, park (reqParked) and doneChan (reqChan), set their bits
+	// under s.mu too, so the state loaded here is the state until the
+	// store, which sets reqClaimed and reqDone together. The store is a
+	// release (storeRelease32): a call that polls and loads reqDone sees
+	// st and err, stored before it. wakePooled runs only when a Done
+	// channel or a parked call waits.
 	if r := op.req; r.wake != nil {
 		r.st, r.err = st, err
-		if old := r.state.Or(reqClaimed | reqDone); old&(reqChan|reqParked) != 0 {
+		old := r.state.Load()
+		storeRelease32(&r.state, old|reqClaimed|reqDone)
+		if old&(reqChan|reqParked) != 0 {
 			r.wakePooled(old)
 		}
 	} else {

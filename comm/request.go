@@ -170,7 +170,15 @@ func (r *Request) block(ctx context.Context) (Status, error) {
 // is owed: complete sends it, and the call takes it here or in release.
 func (r *Request) park(stop <-chan struct{}) bool {
 	if !r.owed {
-		if r.state.Or(reqParked)&reqDone != 0 {
+		// Under the session's lock, which completeRecvLocked holds: it
+		// reads the state by a load and sets reqDone by a store (see
+		// there). The Or stays atomic for completePooled, which runs
+		// without the lock.
+		s := r.s
+		s.mu.Lock()
+		old := r.state.Or(reqParked)
+		s.mu.Unlock()
+		if old&reqDone != 0 {
 			return true // completed meanwhile: complete saw no reqParked
 		}
 		r.owed = true
@@ -262,7 +270,7 @@ func (r *Request) complete(st Status, err error) {
 // does not wait. Once reqDone is set, complete touches r only for those
 // two, which release waits for: a call that saw reqDone otherwise may
 // reuse r at once. A request polled to completion (the common case)
-// costs its completion two atomic operations (one when the session
+// costs its completion two atomic operations (none when the session
 // matched it under its lock: see completeRecvLocked).
 func (r *Request) completePooled(st Status, err error) {
 	if r.state.Or(reqClaimed)&reqClaimed != 0 {
@@ -288,6 +296,12 @@ func (r *Request) wakePooled(old uint32) {
 
 // doneChan returns the channel closed on completion, making it if needed.
 func (r *Request) doneChan() chan struct{} {
+	if r.wake != nil {
+		// reqChan is set under the session's lock, as park sets
+		// reqParked; taken before dmu, which wakePooled takes under it.
+		r.s.mu.Lock()
+		defer r.s.mu.Unlock()
+	}
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
 	if r.done == nil {
