@@ -1,0 +1,56 @@
+package tcp
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestPollMutexExcludes counts increments made under the lock by
+// goroutines that contend for it, some of them long enough to reach the
+// yields and sleeps of lockSlow: none is lost.
+func TestPollMutexExcludes(t *testing.T) {
+	var m pollMutex
+	var n int
+	const workers, each = 8, 2000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m.Lock()
+				n++
+				if (w+i)%500 == 0 {
+					for range 1000 { // a long holder
+						n++
+						n--
+					}
+				}
+				m.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if n != workers*each {
+		t.Fatalf("got %d increments, want %d", n, workers*each)
+	}
+}
+
+func TestPollMutexTryLock(t *testing.T) {
+	var m pollMutex
+	if !m.TryLock() {
+		t.Fatal("TryLock of a free lock failed")
+	}
+	if m.TryLock() {
+		t.Fatal("TryLock of a held lock succeeded")
+	}
+	m.Unlock()
+	m.Lock()
+	m.Unlock()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Unlock of a free lock did not panic")
+		}
+	}()
+	m.Unlock()
+}
