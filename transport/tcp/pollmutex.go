@@ -14,12 +14,13 @@ import (
 // them (the peer's and the ring's write locks, the resend log's and the
 // peer's delivery lock).
 //
-// The price is that nobody is woken: a waiter polls the lock, first by
+// Unlock learns whether a waiter sleeps by a plain load after its
+// store, which may pass the store: a waiter polls the lock first, by
 // loads, then giving way to the process's other goroutines (the holder
 // may have been preempted on this processor) and to the host's other
 // threads (with more ranks than cores, the holder may wait for this
-// core), then by sleeps of growing length, so a waiter behind a long
-// holder (a writer flushing a socket) costs little CPU.
+// core), then sleeps, counted, until an Unlock that sees it wakes it, or
+// for a millisecond in the rare case where Unlock's load missed it.
 //
 // Unlock's store orders the critical section's loads and stores before
 // it (x86 keeps stores in order and never lets a store pass an earlier
@@ -30,10 +31,12 @@ import (
 // section's stores (a wake-up flag's check, progress's) keeps a
 // sync.Mutex or fences itself.
 type pollMutex struct {
-	state atomic.Uint32 // 1 while held
+	state    atomic.Uint32 // 1 while held
+	sleepers atomic.Int32  // waiters asleep on wake, or going to sleep
+	wake     atomic.Pointer[chan struct{}]
 }
 
-// Lock takes m, polling while another holds it.
+// Lock takes m, polling, then sleeping, while another holds it.
 func (m *pollMutex) Lock() {
 	if !m.state.CompareAndSwap(0, 1) {
 		m.lockSlow()
@@ -45,40 +48,74 @@ func (m *pollMutex) TryLock() bool {
 	return m.state.Load() == 0 && m.state.CompareAndSwap(0, 1)
 }
 
-// Unlock releases m, which the caller holds.
+// Unlock releases m, which the caller holds, and wakes a sleeping waiter
+// if it sees one.
 func (m *pollMutex) Unlock() {
 	if m.state.Load() == 0 {
 		panic("tcp: unlock of an unlocked pollMutex")
 	}
 	storeOrdered32(&m.state, 0)
+	if m.sleepers.Load() != 0 {
+		m.wakeOne()
+	}
 }
 
-// Polling steps of lockSlow: loads, then yields, then sleeps from
-// pollMutexSleep doubling to pollMutexSleepMax.
+// Polling steps of lockSlow: loads, then yields, then sleeps on wake
+// until woken or for pollMutexNap, whichever comes first.
 const (
-	pollMutexLoads    = 64
-	pollMutexYields   = 64
-	pollMutexSleep    = 5 * time.Microsecond
-	pollMutexSleepMax = time.Millisecond
+	pollMutexLoads  = 64
+	pollMutexYields = 16
+	pollMutexNap    = time.Millisecond
 )
 
 func (m *pollMutex) lockSlow() {
-	sleep := pollMutexSleep
-	for i := 0; ; i++ {
-		switch {
-		case i < pollMutexLoads:
-		case i < pollMutexLoads+pollMutexYields:
+	for i := 0; i < pollMutexLoads+pollMutexYields; i++ {
+		if i >= pollMutexLoads {
 			if i&1 == 0 {
 				runtime.Gosched()
 			} else {
 				osYield()
 			}
-		default:
-			time.Sleep(sleep)
-			sleep = min(2*sleep, pollMutexSleepMax)
 		}
 		if m.state.Load() == 0 && m.state.CompareAndSwap(0, 1) {
 			return
+		}
+	}
+	// Asleep. Unlock's store may not yet be visible when this waiter,
+	// counted, tries the lock once more, and Unlock's load of the count
+	// may pass that store and miss the waiter: the nap bounds that rare
+	// miss. Otherwise the waiter is woken as a sync.Mutex's is.
+	wake := m.wakeChan()
+	m.sleepers.Add(1)
+	defer m.sleepers.Add(-1)
+	for !(m.state.Load() == 0 && m.state.CompareAndSwap(0, 1)) {
+		select {
+		case <-wake:
+		case <-time.After(pollMutexNap):
+		}
+	}
+}
+
+// wakeChan returns the channel sleeping waiters wait on, made by the
+// first to sleep.
+func (m *pollMutex) wakeChan() chan struct{} {
+	if p := m.wake.Load(); p != nil {
+		return *p
+	}
+	c := make(chan struct{}, 1)
+	if !m.wake.CompareAndSwap(nil, &c) {
+		return *m.wake.Load()
+	}
+	return c
+}
+
+// wakeOne wakes a sleeping waiter: one token, which a waiter that takes
+// it and finds the lock taken again leaves to the next Unlock.
+func (m *pollMutex) wakeOne() {
+	if p := m.wake.Load(); p != nil {
+		select {
+		case *p <- struct{}{}:
+		default: // a token is already waiting
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package tcp
 
 import (
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestPollMutexExcludes counts increments made under the lock by
@@ -53,4 +55,31 @@ func TestPollMutexTryLock(t *testing.T) {
 		}
 	}()
 	m.Unlock()
+}
+
+// TestPollMutexWakesSleeper holds the lock until a waiter has gone to
+// sleep on it, then releases it: the waiter gets the lock (through the
+// token Unlock sends it, or its nap), and the count of sleepers is back
+// to 0.
+func TestPollMutexWakesSleeper(t *testing.T) {
+	var m pollMutex
+	m.Lock()
+	got := make(chan struct{})
+	go func() {
+		m.Lock()
+		close(got)
+		m.Unlock()
+	}()
+	for m.sleepers.Load() == 0 {
+		runtime.Gosched()
+	}
+	m.Unlock()
+	select {
+	case <-got:
+	case <-time.After(time.Minute):
+		t.Fatal("the sleeping waiter never got the lock")
+	}
+	if n := m.sleepers.Load(); n != 0 {
+		t.Fatalf("got %d sleepers after the waiter left, want 0", n)
+	}
 }
