@@ -14,13 +14,13 @@ import (
 // them (the peer's and the ring's write locks, the resend log's and the
 // peer's delivery lock).
 //
-// Unlock learns whether a waiter sleeps by a plain load after its
-// store, which may pass the store: a waiter polls the lock first, by
-// loads, then giving way to the process's other goroutines (the holder
-// may have been preempted on this processor) and to the host's other
-// threads (with more ranks than cores, the holder may wait for this
-// core), then sleeps, counted, until an Unlock that sees it wakes it, or
-// for a millisecond in the rare case where Unlock's load missed it.
+// Unlock learns whether a waiter sleeps by a plain load before its
+// store. A waiter polls the lock first, by loads, then giving way to the
+// process's other goroutines (the holder may have been preempted on this
+// processor) and to the host's other threads (with more ranks than
+// cores, the holder may wait for this core), then sleeps, counted, until
+// an Unlock that sees it wakes it, or for a millisecond in the rare case
+// where Unlock's load missed it.
 //
 // Unlock's store orders the critical section's loads and stores before
 // it (x86 keeps stores in order and never lets a store pass an earlier
@@ -49,14 +49,30 @@ func (m *pollMutex) TryLock() bool {
 }
 
 // Unlock releases m, which the caller holds, and wakes a sleeping waiter
-// if it sees one.
+// if it sees one. Unlike sync.Mutex's, an Unlock of a lock nobody holds
+// is not detected (a test of it would keep Unlock from inlining).
 func (m *pollMutex) Unlock() {
-	if m.state.Load() == 0 {
-		panic("tcp: unlock of an unlocked pollMutex")
+	if m.sleepers.Load() != 0 {
+		m.unlockSlow()
+		return
 	}
 	storeOrdered32(&m.state, 0)
-	if m.sleepers.Load() != 0 {
-		m.wakeOne()
+}
+
+// unlockSlow is Unlock where a waiter sleeps (see lockSlow for the one
+// it may miss). Out of line, so that Unlock stays small enough to
+// inline.
+//
+//go:noinline
+func (m *pollMutex) unlockSlow() {
+	storeOrdered32(&m.state, 0)
+	// A token, which a waiter that takes it and finds the lock taken
+	// again leaves to the next Unlock.
+	if p := m.wake.Load(); p != nil {
+		select {
+		case *p <- struct{}{}:
+		default: // a token is already waiting
+		}
 	}
 }
 
@@ -81,10 +97,10 @@ func (m *pollMutex) lockSlow() {
 			return
 		}
 	}
-	// Asleep. Unlock's store may not yet be visible when this waiter,
-	// counted, tries the lock once more, and Unlock's load of the count
-	// may pass that store and miss the waiter: the nap bounds that rare
-	// miss. Otherwise the waiter is woken as a sync.Mutex's is.
+	// Asleep, counted: an Unlock that loads the count after this wakes
+	// the waiter, as a sync.Mutex's is. One that loaded it before, and
+	// whose store this waiter's last try does not yet see, does not:
+	// the nap bounds that rare miss.
 	wake := m.wakeChan()
 	m.sleepers.Add(1)
 	defer m.sleepers.Add(-1)
@@ -107,15 +123,4 @@ func (m *pollMutex) wakeChan() chan struct{} {
 		return *m.wake.Load()
 	}
 	return c
-}
-
-// wakeOne wakes a sleeping waiter: one token, which a waiter that takes
-// it and finds the lock taken again leaves to the next Unlock.
-func (m *pollMutex) wakeOne() {
-	if p := m.wake.Load(); p != nil {
-		select {
-		case *p <- struct{}{}:
-		default: // a token is already waiting
-		}
-	}
 }
