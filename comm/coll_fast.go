@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"time"
 
 	"github.com/cohort-mp/cohort/comm/internal/coll"
@@ -251,6 +252,6 @@ func (t collTransport) poll(req *Request) {
 		if now.Sub(sliceStart) < collSlice/2 || now.Sub(start) >= s.collPoll {
 			return
 		}
-		osYield()
+		hotsync.Yield()
 	}
 }

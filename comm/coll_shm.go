@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"runtime"
 	"slices"
 	"sync"
@@ -209,7 +210,7 @@ func (g *collSeg) Bytes(r int, k uint64) int { return int(g.bytes[r][k%2].Load()
 func (g *collSeg) Publish(v uint64, bytes int) {
 	// The progress word's store publishes the bytes word before it (and
 	// the input), which needs no fence of its own.
-	storeRelease64(g.bytes[g.self][(v-1)/2%2], uint64(bytes))
+	hotsync.StoreRelease64(g.bytes[g.self][(v-1)/2%2], uint64(bytes))
 	g.progress[g.self].Store(v)
 	g.ring()
 }
@@ -252,7 +253,7 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 			continue
 		}
 		if waited < segSpin {
-			osYield()
+			hotsync.Yield()
 			cpu = g.noteCPU()
 			continue
 		}
@@ -276,7 +277,7 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 func (g *collSeg) noteCPU() uint64 {
 	cpu := segCPU()
 	if w := g.cpus[g.self]; w.Load() != cpu {
-		storeRelease64(w, cpu)
+		hotsync.StoreRelease64(w, cpu)
 	}
 	return cpu
 }

@@ -7,6 +7,7 @@ package comm
 
 import (
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -565,13 +566,13 @@ func (s *Session) completeRecvLocked(q *queue, op *recvOp, m *message, owned boo
 	// writers, park (reqParked) and doneChan (reqChan), set their bits
 	// under s.mu too, so the state loaded here is the state until the
 	// store, which sets reqClaimed and reqDone together. The store is a
-	// release (storeRelease32): a call that polls and loads reqDone sees
+	// release (hotsync.StoreRelease32): a call that polls and loads reqDone sees
 	// st and err, stored before it. wakePooled runs only when a Done
 	// channel or a parked call waits.
 	if r := op.req; r.wake != nil {
 		r.st, r.err = st, err
 		old := r.state.Load()
-		storeRelease32(&r.state, old|reqClaimed|reqDone)
+		hotsync.StoreRelease32(&r.state, old|reqClaimed|reqDone)
 		if old&(reqChan|reqParked) != 0 {
 			r.wakePooled(old)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"sync"
 	"sync/atomic"
 
@@ -105,7 +106,7 @@ func (r *Request) Free() {
 
 // reset clears a completed request for reuse.
 func (r *Request) reset() {
-	storeRelease32(&r.state, 0) // no one else touches r now
+	hotsync.StoreRelease32(&r.state, 0) // no one else touches r now
 	r.owed = false
 	r.done, r.err, r.data, r.comm, r.elem, r.s = nil, nil, nil, nil, 0, nil
 	r.cancelQ, r.cancelOp, r.waiter = nil, nil, nil
@@ -148,7 +149,7 @@ func pooledRequest(s *Session, c *commState) *Request {
 func (s *Session) takeSpareLocked() *Request {
 	r := s.spare.Load()
 	if r != nil {
-		storeReleasePtr(&s.spare, nil)
+		hotsync.StoreReleasePtr(&s.spare, nil)
 	}
 	return r
 }
@@ -223,7 +224,7 @@ func (r *Request) release() {
 	// no one holds any more, to the garbage collector. Its takers hold
 	// s.mu (takeSpareLocked), so it still goes to one call only.
 	if s != nil && s.spare.Load() == nil {
-		storeReleasePtr(&s.spare, r)
+		hotsync.StoreReleasePtr(&s.spare, r)
 		return
 	}
 	requestPool.Put(r)

@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"io"
 	"log/slog"
 	"slices"
@@ -47,7 +48,7 @@ type Session struct {
 	epoch atomic.Uint64 // the newest view's epoch, stamped on frames
 
 	// mu guards the matching engine and everything marked "under mu".
-	mu        pollMutex
+	mu        hotsync.Mutex
 	queues    map[uint64]*queue          // by context id
 	lastQ     *queue                     // the last queue queueLocked returned (mu)
 	spare     atomic.Pointer[Request]    // a pooled request, reset; taken under mu (takeSpareLocked)

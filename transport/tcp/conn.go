@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"errors"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"io"
 	"net"
 	"sync"
@@ -61,7 +62,7 @@ type conn struct {
 	relayBuf *[]byte
 	// placeLock is the pair's delivery lock, held from placeWith's check
 	// of a placed frame to its delivery (readFrame).
-	placeLock *pollMutex
+	placeLock *hotsync.Mutex
 
 	// retiring is closed when the connection is retired for being idle
 	// (by us or by the peer's goodbye): nothing more is written to it, its

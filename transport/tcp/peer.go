@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"net"
 	"slices"
 	"sync"
@@ -91,7 +92,7 @@ type peer struct {
 	// vectored write (on a shared-memory connection SendDirect takes that
 	// connection's own write lock instead: writeDirectShm). It guards
 	// written and the scratch buffers.
-	wmu     pollMutex
+	wmu     hotsync.Mutex
 	written uint64
 	hdr     []byte      // SendDirect's padding, length prefix, header and small payload
 	heads   headEncoder // writeDirectShm's encoder of small frames' heads

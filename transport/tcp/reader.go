@@ -3,6 +3,7 @@ package tcp
 import (
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"io"
 	"net"
 
@@ -146,7 +147,7 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	// The check and the delivery are under the pair's delivery lock: the
 	// same frame may come relayed at the same time (relay.go).
 	var seq uint64
-	var dl *pollMutex
+	var dl *hotsync.Mutex
 	if c.next != 0 && f.Kind != wire.KindRelay {
 		seq = c.next
 		c.next++
@@ -244,7 +245,7 @@ func (c *conn) placeWith(t *Transport) wire.PlaceFunc {
 		if !ok || f.Src != c.peer || f.Dst != t.self || f.Kind.Proto() == core.ProtoCore {
 			return 0, nil
 		}
-		var dl *pollMutex
+		var dl *hotsync.Mutex
 		if c.next != 0 {
 			// Held until the frame is delivered (readFrame): the same
 			// frame may come relayed meanwhile.

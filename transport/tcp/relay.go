@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -94,7 +95,7 @@ type relayState struct {
 	// dmu is held while a frame of the peer's stream is checked and
 	// delivered, by a connection's reader or by a relayed frame's: the
 	// two paths may carry the same frame at once.
-	dmu pollMutex
+	dmu hotsync.Mutex
 	// via is the relay in use for the peer as last reported (core.None:
 	// direct), the writer's.
 	via core.NodeID

@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"time"
 
 	"github.com/cohort-mp/cohort/wire"
@@ -272,7 +273,7 @@ func (t *Transport) recvStreamOf(p *peer) *recvStream {
 }
 
 // lockDelivery takes p's delivery lock (see relayState.dmu).
-func (p *peer) lockDelivery() *pollMutex {
+func (p *peer) lockDelivery() *hotsync.Mutex {
 	p.rl.dmu.Lock()
 	return &p.rl.dmu
 }

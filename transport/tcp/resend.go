@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"errors"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"net"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,7 @@ const minResendBuffer = 4 * ackBytes
 // added under the peer's wmu (in the order they enter the stream) and
 // trimmed by the reader that reads the acknowledgements.
 type sendLog struct {
-	mu pollMutex
+	mu hotsync.Mutex
 	// stream is the peer's stream id (0: not yet known); a frame written
 	// to a connection of another is not kept.
 	stream uint64
@@ -569,9 +570,9 @@ func (t *Transport) deliveredTo(p *peer, r *recvStream, seq uint64, size int) {
 // deliveredAckAfter is deliveredTo acknowledging at once past ackFrames or
 // ackAfter bytes (a relayed frame's destination: relayAckBytes).
 func (t *Transport) deliveredAckAfter(p *peer, r *recvStream, seq uint64, size int, ackAfter uint64) {
-	storeOrdered(&r.recvd, seq)
+	hotsync.StoreRelease64(&r.recvd, seq)
 	b := r.bytes.Load() + uint64(size)
-	storeOrdered(&r.bytes, b)
+	hotsync.StoreRelease64(&r.bytes, b)
 	if r.due.Load() {
 		// Asked of the writer already, which may never write it: a
 		// writer that took its wake-up on a connection that had

@@ -3,6 +3,7 @@ package tcp
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"io"
 	"net"
 	"os"
@@ -54,9 +55,9 @@ type shmConn struct {
 	// goroutine at a time: under wmu, and by the reader goroutine).
 	timers    [2]*time.Timer
 	closeOnce sync.Once
-	rmu       sync.Mutex   // one reader at a time
-	wmu       pollMutex    // one writer at a time
-	use       sync.RWMutex // held shared by Read and CloseWrite, exclusively to unmap (writers hold wmu, which Close takes too)
+	rmu       sync.Mutex    // one reader at a time
+	wmu       hotsync.Mutex // one writer at a time
+	use       sync.RWMutex  // held shared by Read and CloseWrite, exclusively to unmap (writers hold wmu, which Close takes too)
 	unmap     func()
 	wshut     atomic.Bool
 	readDL    atomic.Int64 // deadlines, Unix ns; 0 none
@@ -513,8 +514,8 @@ func (c *shmConn) writeHeadBody(head, body []byte) bool {
 		r.pos += uint64(len(head))
 		r.copyIn(body)
 	}
-	storeOrdered(r.word(p, 1), n)
-	storeOrdered(r.word(p, 0), ^p)
+	hotsync.StoreRelease64(r.word(p, 1), n)
+	hotsync.StoreRelease64(r.word(p, 0), ^p)
 	r.pos = alignUp(p+recHead+n, recAlign)
 	r.u64(offTail).Store(r.pos)
 	c.ring(r, offRWaiting)

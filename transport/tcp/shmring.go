@@ -3,6 +3,7 @@ package tcp
 import (
 	"errors"
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"sync/atomic"
 	"unsafe"
 
@@ -241,7 +242,7 @@ func (r *ring) consume(n uint64, fenced bool) {
 		if fenced {
 			r.u64(offHead).Store(r.pos)
 		} else {
-			storeOrdered(r.u64(offHead), r.pos)
+			hotsync.StoreRelease64(r.u64(offHead), r.pos)
 		}
 	}
 }
@@ -319,9 +320,9 @@ func (r *ring) publish() {
 	if !r.open {
 		return
 	}
-	storeOrdered(r.word(r.rec, 1), r.recLen())
+	hotsync.StoreRelease64(r.word(r.rec, 1), r.recLen())
 	r.open = false
-	storeOrdered(r.word(r.rec, 0), ^r.rec)
+	hotsync.StoreRelease64(r.word(r.rec, 0), ^r.rec)
 	r.pos = alignUp(r.pos, recAlign)
 	r.u64(offTail).Store(r.pos)
 }

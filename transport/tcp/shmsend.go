@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"encoding/binary"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"net"
 
 	"github.com/cohort-mp/cohort/core"
@@ -90,8 +91,8 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 	pos := r.pos
 	at := pos&r.mask + recHead
 	*(*[lineFrameMax]byte)(r.data[at : at+lineFrameMax]) = line
-	storeOrdered(r.word(pos, 1), uint64(size))
-	storeOrdered(r.word(pos, 0), ^pos)
+	hotsync.StoreRelease64(r.word(pos, 1), uint64(size))
+	hotsync.StoreRelease64(r.word(pos, 0), ^pos)
 	r.pos = pos + recAlign
 	r.u64(offTail).Store(r.pos)
 	sc.ring(r, offRWaiting)

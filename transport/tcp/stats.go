@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"sync/atomic"
 )
 
@@ -60,7 +61,7 @@ type stats struct {
 // bump adds one to a counter that one goroutine at a time writes (under
 // a lock it holds) and any may read: a load and an ordered store, a
 // plain move on amd64 (store_tso.go), where Add is a locked instruction.
-func bump(p *atomic.Uint64) { storeOrdered(p, p.Load()+1) }
+func bump(p *atomic.Uint64) { hotsync.StoreRelease64(p, p.Load()+1) }
 
 // Stats returns the current counters.
 func (t *Transport) Stats() Stats {

@@ -1,4 +1,4 @@
-package tcp
+package hotsync
 
 import (
 	"runtime"
@@ -6,13 +6,14 @@ import (
 	"time"
 )
 
-// pollMutex is a mutual exclusion lock whose Unlock is a release store
-// (storeOrdered32), where sync.Mutex's is an atomic add that must learn
-// whether a waiter sleeps: on amd64 a plain move, which does not wait for
-// the store buffer to drain. Its Lock is one compare-and-swap, as
-// sync.Mutex's. The small message's path on shared memory takes four of
-// them (the peer's and the ring's write locks, the resend log's and the
-// peer's delivery lock).
+// Mutex is a mutual exclusion lock for short critical sections on the
+// message path: its Lock is one compare-and-swap, as sync.Mutex's, but its
+// Unlock is a release store (StoreRelease32), where sync.Mutex's is an
+// atomic add that must learn whether a waiter sleeps. On amd64 that store
+// is a plain move: it does not wait for the store buffer to drain. A small
+// message on one host takes seven of them: comm's session lock three times
+// (its send, its receive's posting and its delivery), and transport/tcp's
+// peer and ring write locks, resend log lock and delivery lock.
 //
 // Unlock learns whether a waiter sleeps by a plain load before its
 // store. A waiter polls the lock first, by loads, then giving way to the
@@ -25,38 +26,39 @@ import (
 // Unlock's store orders the critical section's loads and stores before
 // it (x86 keeps stores in order and never lets a store pass an earlier
 // load; Go's compiler moves neither across a store), and Lock's
-// compare-and-swap is a full barrier, so the next holder sees everything
+// compare-and-swap is a full barrier: the next holder sees everything
 // the last one did. What Unlock does not give is a fence for the holder's
 // own later loads: code that must not let a load pass its critical
-// section's stores (a wake-up flag's check, progress's) keeps a
-// sync.Mutex or fences itself.
-type pollMutex struct {
+// section's stores (a wake-up flag's check) keeps a sync.Mutex or fences
+// itself. Under the race detector and off amd64 the store is
+// atomic.Uint32's Store, which the detector sees as a release.
+type Mutex struct {
 	state    atomic.Uint32 // 1 while held
 	sleepers atomic.Int32  // waiters asleep on wake, or going to sleep
 	wake     atomic.Pointer[chan struct{}]
 }
 
 // Lock takes m, polling, then sleeping, while another holds it.
-func (m *pollMutex) Lock() {
+func (m *Mutex) Lock() {
 	if !m.state.CompareAndSwap(0, 1) {
 		m.lockSlow()
 	}
 }
 
 // TryLock takes m if nobody holds it, and reports whether it did.
-func (m *pollMutex) TryLock() bool {
+func (m *Mutex) TryLock() bool {
 	return m.state.Load() == 0 && m.state.CompareAndSwap(0, 1)
 }
 
 // Unlock releases m, which the caller holds, and wakes a sleeping waiter
 // if it sees one. Unlike sync.Mutex's, an Unlock of a lock nobody holds
 // is not detected (a test of it would keep Unlock from inlining).
-func (m *pollMutex) Unlock() {
+func (m *Mutex) Unlock() {
 	if m.sleepers.Load() != 0 {
 		m.unlockSlow()
 		return
 	}
-	storeOrdered32(&m.state, 0)
+	StoreRelease32(&m.state, 0)
 }
 
 // unlockSlow is Unlock where a waiter sleeps (see lockSlow for the one
@@ -64,8 +66,8 @@ func (m *pollMutex) Unlock() {
 // inline.
 //
 //go:noinline
-func (m *pollMutex) unlockSlow() {
-	storeOrdered32(&m.state, 0)
+func (m *Mutex) unlockSlow() {
+	StoreRelease32(&m.state, 0)
 	// A token, which a waiter that takes it and finds the lock taken
 	// again leaves to the next Unlock.
 	if p := m.wake.Load(); p != nil {
@@ -77,20 +79,20 @@ func (m *pollMutex) unlockSlow() {
 }
 
 // Polling steps of lockSlow: loads, then yields, then sleeps on wake
-// until woken or for pollMutexNap, whichever comes first.
+// until woken or for MutexNap, whichever comes first.
 const (
-	pollMutexLoads  = 64
-	pollMutexYields = 16
-	pollMutexNap    = time.Millisecond
+	MutexLoads  = 64
+	MutexYields = 16
+	MutexNap    = time.Millisecond
 )
 
-func (m *pollMutex) lockSlow() {
-	for i := 0; i < pollMutexLoads+pollMutexYields; i++ {
-		if i >= pollMutexLoads {
+func (m *Mutex) lockSlow() {
+	for i := 0; i < MutexLoads+MutexYields; i++ {
+		if i >= MutexLoads {
 			if i&1 == 0 {
 				runtime.Gosched()
 			} else {
-				osYield()
+				Yield()
 			}
 		}
 		if m.state.Load() == 0 && m.state.CompareAndSwap(0, 1) {
@@ -107,14 +109,14 @@ func (m *pollMutex) lockSlow() {
 	for !(m.state.Load() == 0 && m.state.CompareAndSwap(0, 1)) {
 		select {
 		case <-wake:
-		case <-time.After(pollMutexNap):
+		case <-time.After(MutexNap):
 		}
 	}
 }
 
 // wakeChan returns the channel sleeping waiters wait on, made by the
 // first to sleep.
-func (m *pollMutex) wakeChan() chan struct{} {
+func (m *Mutex) wakeChan() chan struct{} {
 	if p := m.wake.Load(); p != nil {
 		return *p
 	}

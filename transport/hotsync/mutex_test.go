@@ -1,4 +1,4 @@
-package tcp
+package hotsync
 
 import (
 	"runtime"
@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// TestPollMutexExcludes counts increments made under the lock by
+// TestMutexExcludes counts increments made under the lock by
 // goroutines that contend for it, some of them long enough to reach the
 // yields and sleeps of lockSlow: none is lost.
-func TestPollMutexExcludes(t *testing.T) {
-	var m pollMutex
+func TestMutexExcludes(t *testing.T) {
+	var m Mutex
 	var n int
 	const workers, each = 8, 2000
 	var wg sync.WaitGroup
@@ -38,8 +38,8 @@ func TestPollMutexExcludes(t *testing.T) {
 	}
 }
 
-func TestPollMutexTryLock(t *testing.T) {
-	var m pollMutex
+func TestMutexTryLock(t *testing.T) {
+	var m Mutex
 	if !m.TryLock() {
 		t.Fatal("TryLock of a free lock failed")
 	}
@@ -55,12 +55,12 @@ func TestPollMutexTryLock(t *testing.T) {
 	m.Unlock()
 }
 
-// TestPollMutexWakesSleeper holds the lock until a waiter has gone to
+// TestMutexWakesSleeper holds the lock until a waiter has gone to
 // sleep on it, then releases it: the waiter gets the lock (through the
 // token Unlock sends it, or its nap), and the count of sleepers is back
 // to 0.
-func TestPollMutexWakesSleeper(t *testing.T) {
-	var m pollMutex
+func TestMutexWakesSleeper(t *testing.T) {
+	var m Mutex
 	m.Lock()
 	got := make(chan struct{})
 	go func() {

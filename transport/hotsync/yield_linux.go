@@ -1,8 +1,8 @@
-package comm
+package hotsync
 
 import "golang.org/x/sys/unix"
 
-// osYield gives the calling thread's core to another runnable thread of
+// Yield gives the calling thread's core to another runnable thread of
 // the host, if any (sched_yield). It is a raw system call, like the
 // runtime's own osyield: sched_yield never blocks, but on a host with more
 // ranks than cores it returns only once the others have had their turn,
@@ -10,4 +10,4 @@ import "golang.org/x/sys/unix"
 // processor. An ordinary system call would then lose the processor to
 // another thread, woken for it, and take one back on its return: more
 // thread switches per wait, for no work done.
-func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+func Yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
