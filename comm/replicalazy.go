@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/transport/tcp"
 )
 
@@ -142,4 +143,47 @@ func (r *replicated) dropLazyLocked() {
 	}
 	clear(l.held[len(keep):])
 	l.held = keep
+}
+
+// Acknowledgements from non-masters. The transport acknowledges a peer's
+// frames with a frame of its own once 256 KiB have come since the last
+// (the sender's resend log holds them until then), and toward a master
+// that is a frame and a doorbell, a wake-up of the master's reader, every
+// four messages of 64 KiB: about 0.25 a round trip from each non-master
+// of a ping-pong, on top of the masters' one each. A non-master's
+// acknowledgements serve no one waiting: its source's master keeps the
+// sends in its backup table until the layer's own acknowledgement (every
+// AckEvery deliveries or AckDelay) and the commit that follows, and the
+// transport's acknowledgement rides on that frame (its writer appends one
+// to any frame it writes to the peer). So a process holds the transport's
+// prompt acknowledgements (tcp.Transport.HoldAcks) while it is not its
+// rank's master, and lets them go when it becomes one. The transport
+// still writes one within its ackDelay, and at once past a quarter of its
+// resend buffer or 128 frames: the sender's log stays bounded.
+
+// fellowLocked reports whether this process holds the transport's
+// acknowledgements: the layer started and it is not its rank's master;
+// lmu is held.
+func (r *replicated) fellowLocked() bool {
+	return r.started && r.sess.tcpTr != nil && !r.layer.IsMaster()
+}
+
+// holdAcks makes the transport hold its prompt acknowledgements (hold) or
+// ends the hold, if that changes anything. Called outside lmu: a release
+// writes the acknowledgements held.
+func (r *replicated) holdAcks(hold bool) {
+	if r.ackHeld.Load() == hold {
+		return
+	}
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	if r.ackHeld.Load() == hold {
+		return
+	}
+	if hold {
+		r.sess.tcpTr.HoldAcks()
+	} else {
+		r.sess.tcpTr.ReleaseAcks(core.None)
+	}
+	r.ackHeld.Store(hold)
 }

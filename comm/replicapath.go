@@ -93,7 +93,9 @@ func (lm layerMachine) Start(env core.Env) {
 		r.layer.Receive(e.from, e.m)
 	}
 	r.afterCallLocked()
+	hold := r.fellowLocked()
 	r.lmu.Unlock()
+	r.holdAcks(hold)
 	r.dispatch()
 }
 
@@ -114,7 +116,9 @@ func (r *replicated) call(f func(l *replica.Layer)) {
 	r.lmu.Lock()
 	f(r.layer)
 	r.afterCallLocked()
+	hold := r.fellowLocked()
 	r.lmu.Unlock()
+	r.holdAcks(hold)
 	r.dispatch()
 }
 

@@ -96,7 +96,12 @@ type replicated struct {
 	direct     []directData
 	// lazy holds the Data for replicas that are not their rank's master,
 	// to write together (replicapath.go, "Data to non-masters"); lmu.
-	lazy        lazyData
+	lazy lazyData
+	// ackHeld is set while the transport holds its prompt
+	// acknowledgements for this process, a non-master (replicalazy.go);
+	// ackMu orders its changes.
+	ackHeld     atomic.Bool
+	ackMu       sync.Mutex
 	selfQ       []core.Msg   // messages the layer sent to its own process
 	events      []layerEvent // emitted, not yet dispatched
 	spareEvents []layerEvent

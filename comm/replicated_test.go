@@ -869,3 +869,42 @@ func TestReplicatedLentBackup(t *testing.T) {
 		})
 	}
 }
+
+// A non-master holds the transport's prompt acknowledgements
+// (replicalazy.go) and lets them go when it becomes its rank's master:
+// the data it receives from then on are a master's, whose sender waits
+// for them.
+func TestReplicatedFellowHoldsAcks(t *testing.T) {
+	const master, fellow = 1, 3 // rank 1's replicas
+	ss := tcpJobWith(t, 2*2, []Option{detecting}, func(b *launch.Bootstrap) { b.Replicas = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	payload := make([]byte, 64<<10)
+	exchange := func(i int, to []int) {
+		for _, p := range []int{0, 2} { // rank 0's replicas
+			payload[0] = byte(i)
+			if err := ss[p].World().Send(ctx, payload, 1, 1); err != nil {
+				t.Fatalf("process %d: send %d: %v", p, i, err)
+			}
+		}
+		buf := make([]byte, len(payload))
+		for _, p := range to {
+			if _, err := ss[p].World().Recv(ctx, buf, 0, 1); err != nil || buf[0] != byte(i) {
+				t.Fatalf("process %d: message %d: got %d, %v", p, i, buf[0], err)
+			}
+		}
+	}
+	for i := range 8 {
+		exchange(i, []int{master, fellow})
+	}
+	for p, s := range ss {
+		if held, want := s.rep.ackHeld.Load(), p >= 2; held != want {
+			t.Errorf("process %d (replica %d): acknowledgements held %v, want %v", p, p/2, held, want)
+		}
+	}
+	ss[master].kill()
+	for i := 8; i < 16; i++ {
+		exchange(i, []int{fellow})
+	}
+	waitFor(t, ctx, "rank 1's new master to let its acknowledgements go", func() bool { return !ss[fellow].rep.ackHeld.Load() })
+}
