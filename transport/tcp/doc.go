@@ -168,7 +168,10 @@
 // Stream ids are drawn per peer: a peer whose id changed is a restarted
 // process (or one that forgot us with RemovePeer), so the frames kept for
 // its predecessor are dropped instead of resent, and its own are counted
-// from 1 (Stats.Restarts). A peer with unacknowledged frames is dialled as
+// from 1 (Stats.Restarts). So a transport announces one id to a peer in
+// every handshake while it keeps the peer's state, also in one that began
+// before the state was made (a peer that dialled us before we had its
+// address): the id drawn for that handshake is the one the state takes. A peer with unacknowledged frames is dialled as
 // one with queued frames is, until it acknowledges them or is removed. An
 // idle connection is retired only once its frames are acknowledged (the
 // goodbye carries an acknowledgement of what its sender delivered).

@@ -224,7 +224,9 @@ func (t *Transport) install(admitted *peer, c *conn) bool {
 	if p == nil && !t.closed {
 		if p = t.peers[c.peer]; p == nil {
 			// An authenticated peer we did not know: its stream id is
-			// the one our handshake sent.
+			// the one our handshake sent (peerLocked takes it from
+			// t.announced, unless a state made and removed meanwhile
+			// took it).
 			p = t.peerLocked(c.peer)
 			p.stream = c.local.Stream
 		}
@@ -439,14 +441,28 @@ func (t *Transport) Introduce(ctx context.Context, addr string) (core.NodeID, er
 }
 
 // ourResume returns our wire.Resume for peer id. A peer we have no state
-// for gets a stream id now, which install gives the state it makes.
+// for gets a stream id now, kept in t.announced until its state is made
+// (peerLocked), which takes it: every handshake with the peer announces
+// the same stream, also two that overlap (it dials us as we dial it) and
+// one whose peer state a Send or SetPeer makes before it ends. A stream
+// announced and then replaced by another would look to the peer like our
+// restart: it would start the pair's streams afresh, dropping the frames
+// it had written to us and not yet seen acknowledged, and we would drop
+// its next ones as duplicates.
 func (t *Transport) ourResume(id core.NodeID) wire.Resume {
 	var r wire.Resume
 	t.mu.Lock()
 	if p := t.peers[id]; p != nil {
 		r = wire.Resume{Stream: p.stream, PeerStream: p.peerStream, Received: p.rs.recvd.Load()}
 	} else {
-		r.Stream = newStreamID()
+		r.Stream = t.announced[id]
+		if r.Stream == 0 {
+			r.Stream = newStreamID()
+			if t.announced == nil {
+				t.announced = map[core.NodeID]uint64{}
+			}
+			t.announced[id] = r.Stream
+		}
 	}
 	t.mu.Unlock()
 	r.DialOutOnly = t.cfg.DialOutOnly

@@ -283,19 +283,25 @@ func (t *Transport) RemovePeer(id core.NodeID) {
 }
 
 // peerLocked returns the state of node id, creating it if needed (without
-// queues or writer: Send starts them). t.mu is held and the transport is
-// open.
+// queues or writer: Send starts them). A new state's stream is the one a
+// handshake already announced to id, if any (ourResume). t.mu is held and
+// the transport is open.
 func (t *Transport) peerLocked(id core.NodeID) *peer {
 	if p := t.peers[id]; p != nil {
 		return p
 	}
+	stream := t.announced[id]
+	if stream == 0 {
+		stream = newStreamID()
+	}
+	delete(t.announced, id)
 	p := &peer{
 		id:      id,
 		wake:    make(chan struct{}, 1),
 		kick:    make(chan struct{}, 1),
 		removed: make(chan struct{}),
 		log:     newSendLog(t.cfg.ResendBuffer),
-		stream:  newStreamID(),
+		stream:  stream,
 	}
 	p.rl.via = core.None
 	p.rs = t.newRecvStream(p, 0)

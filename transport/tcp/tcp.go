@@ -72,6 +72,11 @@ type Transport struct {
 	mu     sync.Mutex
 	closed bool
 	peers  map[core.NodeID]*peer
+	// announced holds the stream id our handshakes gave a node we have
+	// no state for yet, which its state takes when made (handshake.go,
+	// ourResume): one entry per node that got that far in a handshake
+	// (for an inbound one, past its proof). Made at its first entry.
+	announced map[core.NodeID]uint64
 	// spareQueues are the empty queues of writers that ended, kept for
 	// the next peer to become active: making them (QueueLen frames, about
 	// 50 KiB) on the sending goroutine, often an event loop, would cost
