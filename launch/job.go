@@ -163,6 +163,10 @@ type Exit struct {
 	// every process of the job's start had ended: the job never needed
 	// it. Its exit does not fail the job.
 	Idle bool
+	// Excluded: the others' views excluded the process while it lived
+	// (see excluded.go); if it still ran once they had all ended, the
+	// launcher stopped it (Stopped). Its exit fails the job.
+	Excluded bool
 	// Err is set when the process could not be started or waited for.
 	Err error
 	// Time is how long the process ran.
@@ -184,6 +188,8 @@ func (e Exit) How() string {
 		return e.Err.Error()
 	case e.Killed && e.Signal == syscall.SIGKILL:
 		return "killed by the launcher's crash injection (SIGKILL)"
+	case e.Excluded:
+		return e.howExcluded()
 	case e.Stopped && e.Signal != 0:
 		return "stopped by the launcher (" + signalName(e.Signal) + ")"
 	case e.Signal != 0:
@@ -309,14 +315,15 @@ type plannedKill struct {
 }
 
 type rankProc struct {
-	rank    int
-	cmd     *exec.Cmd
-	running bool
-	killed  bool
-	stopped bool
-	quit    bool // the stop's signal was SIGQUIT
-	of      int  // the process of the start it replaces (itself if of the start)
-	idle    bool // stopped at the job's end, never needed (Exit.Idle)
+	rank     int
+	cmd      *exec.Cmd
+	running  bool
+	killed   bool
+	stopped  bool
+	quit     bool // the stop's signal was SIGQUIT
+	of       int  // the process of the start it replaces (itself if of the start)
+	idle     bool // stopped at the job's end, never needed (Exit.Idle)
+	excluded bool // stopped at the job's end, excluded by it (excluded.go)
 }
 
 // Start checks cfg, opens the rendezvous, starts the N ranks and the
@@ -540,6 +547,7 @@ func (j *Job) reap(p *rankProc, stdout, stderr *lineWriter) {
 	j.mu.Lock()
 	p.running = false
 	x.Killed, x.Stopped, x.Quit, x.Of, x.Idle = p.killed, p.stopped, p.quit, p.of, p.idle
+	x.Excluded = p.excluded
 	j.mu.Unlock()
 	j.exitCh <- x
 }
@@ -550,8 +558,10 @@ func (j *Job) reap(p *rankProc, stdout, stderr *lineWriter) {
 func (j *Job) monitor(ctx context.Context) {
 	exits := make([]Exit, j.cfg.N)
 	alive, startAlive := j.cfg.N, j.cfg.N
-	var idle <-chan time.Time // every process of the start ended: idle newcomers go
-	var unregistered []Exit   // ranks that ended before the rendezvous completed
+	var idle <-chan time.Time   // every process of the start ended: idle newcomers go
+	var unregistered []Exit     // ranks that ended before the rendezvous completed
+	succeeded := map[int]bool{} // the processes that exited with code 0
+	excludedNews := j.rz.excl.news
 	var rzTimeout, jobTimeout, grace <-chan time.Time
 	var timers []*time.Timer
 	after := func(d time.Duration) <-chan time.Time {
@@ -629,6 +639,16 @@ func (j *Job) monitor(ctx context.Context) {
 			if startAlive == 0 && alive > 0 && idle == nil {
 				idle = after(idleNewcomerWait)
 			}
+			if x.OK() {
+				succeeded[x.Rank] = true
+			}
+			if alive > 0 && j.stopExcluded(succeeded) && grace == nil {
+				grace = after(j.cfg.Grace)
+			}
+		case <-excludedNews:
+			if j.stopExcluded(succeeded) && grace == nil {
+				grace = after(j.cfg.Grace)
+			}
 		case <-idle:
 			if j.stopIdle() && grace == nil {
 				grace = after(j.cfg.Grace)
@@ -682,6 +702,7 @@ func (j *Job) monitor(ctx context.Context) {
 		}
 	}
 	j.ended, j.endAt = true, time.Now()
+	j.markExcluded(exits, succeeded)
 	cause := j.cause
 	j.exits = exits
 	j.mu.Unlock()

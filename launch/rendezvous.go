@@ -42,6 +42,7 @@ var (
 	kindTable    = core.MakeKind(core.ProtoCore, 0x41) // launcher → rank: every rank's address
 	kindAbort    = core.MakeKind(core.ProtoCore, 0x42) // launcher → rank: the rendezvous failed, and why
 	// 0x43 to 0x45: kindJoined, kindJoinedAck, kindNewcomerTable (rejoin.go)
+	kindExcluded = core.MakeKind(core.ProtoCore, 0x46) // rank → launcher: processes the membership excluded (excluded.go)
 )
 
 // maxAddrLen bounds a registered address (a host name is at most 253
@@ -384,7 +385,8 @@ type Rendezvous struct {
 	err      error             // why it failed
 	notify   chan struct{}     // signalled (never blocking) when a rank registers or leaves before the table
 	closed   bool
-	late     lateJoins // processes that join after the table (rejoin.go)
+	late     lateJoins  // processes that join after the table (rejoin.go)
+	excl     exclusions // what the ranks report the membership excluded (excluded.go)
 	wg       sync.WaitGroup
 }
 
@@ -430,6 +432,7 @@ func NewRendezvous(cfg RendezvousConfig) (*Rendezvous, error) {
 		addrs:   make([]string, cfg.Size),
 		done:    make(chan struct{}),
 		notify:  make(chan struct{}, 1),
+		excl:    exclusions{by: map[int][]int{}, news: make(chan struct{}, 1)},
 	}
 	r.wg.Add(1)
 	go r.acceptLoop()
@@ -518,8 +521,11 @@ func (r *Rendezvous) serve(nc net.Conn) {
 		if err != nil {
 			break
 		}
-		if f.Kind == kindJoinedAck {
+		switch f.Kind {
+		case kindJoinedAck:
 			r.acked(c.rank, f.Payload)
+		case kindExcluded:
+			r.reported(c.rank, f.Payload)
 		}
 	}
 	r.mu.Lock()

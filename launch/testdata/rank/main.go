@@ -13,6 +13,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +33,9 @@ func main() {
 	lines := flag.Int("lines", 0, "print this many lines after registering")
 	noRegister := flag.Bool("no-register", false, "do not register at all; print the rank and exit")
 	spin := flag.Duration("spin", 0, "rank 0 computes, after registering, until it has used this much processor time")
+	excluded := flag.String("excluded", "", "comma-separated ranks that every other rank reports excluded from the job before it ends")
+	stopRank := flag.Int("stop-rank", -1, "this rank stops itself (SIGSTOP) after registering and never ends on its own")
+	stopFile := flag.String("stop-file", "", "-stop-rank writes its process id to this file before it stops; the other ranks wait until it is stopped")
 	flag.Parse()
 	if *ignoreTerm {
 		signal.Ignore(syscall.SIGTERM)
@@ -91,6 +96,34 @@ func main() {
 	for i := range *lines {
 		fmt.Printf("rank %d line %d %s\n", boot.Rank, i, pad)
 	}
+	if boot.Rank == *stopRank {
+		if *stopFile != "" {
+			os.WriteFile(*stopFile+".tmp", []byte(strconv.Itoa(os.Getpid())), 0o600)
+			os.Rename(*stopFile+".tmp", *stopFile)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		select {}
+	}
+	if *stopFile != "" {
+		waitStopped(*stopFile)
+	}
+	if *excluded != "" {
+		var procs []int
+		for _, f := range strings.Split(*excluded, ",") {
+			p, err := strconv.Atoi(f)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "rank %d: -excluded: %v\n", boot.Rank, err)
+				os.Exit(5)
+			}
+			procs = append(procs, p)
+		}
+		if !slices.Contains(procs, boot.Rank) {
+			if err := reg.ReportExcluded(procs); err != nil {
+				fmt.Fprintf(os.Stderr, "rank %d: %v\n", boot.Rank, err)
+				os.Exit(5)
+			}
+		}
+	}
 	if *hold && *ignoreTerm {
 		select {} // deaf to the launcher: only SIGKILL ends it
 	}
@@ -115,4 +148,21 @@ func cpu(who int) time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// waitStopped waits until the process whose id is in file (written by
+// -stop-rank) is stopped (state T in /proc), at most a minute.
+func waitStopped(file string) {
+	for range 6000 {
+		if pid, err := os.ReadFile(file); err == nil {
+			stat, err := os.ReadFile("/proc/" + string(pid) + "/stat")
+			// The state follows the command's closing parenthesis.
+			if i := strings.LastIndexByte(string(stat), ')'); err == nil && i >= 0 && strings.HasPrefix(string(stat[i:]), ") T") {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Fprintln(os.Stderr, "the stopped rank did not stop within a minute")
+	os.Exit(5)
 }
