@@ -2,9 +2,14 @@ package comm
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/cohort-mp/cohort/core"
+	"github.com/cohort-mp/cohort/launch"
+	"github.com/cohort-mp/cohort/member"
 )
 
 // Failed returns the ranks of the communicator known to have failed, in
@@ -117,4 +122,66 @@ func (s *Session) onRevoke(src int, p []byte) error {
 	s.mu.Unlock()
 	s.sendAll(out)
 	return nil
+}
+
+// exclusions records the processes that the membership's views excluded
+// from the job as failed (not those that left), for the launcher: a
+// process that finalizes tells it (launch.Registration.ReportExcluded), so
+// that a process excluded while it was stopped or cut off, which may run
+// again once nobody is left to answer it EXCLUDED, does not keep the job
+// alive (launch: Exit.Excluded).
+type exclusions struct {
+	mu    sync.Mutex
+	procs map[core.NodeID]bool
+}
+
+// view notes the departures of an installed view; a process admitted again
+// is not excluded any more.
+func (x *exclusions) view(e member.ViewInstalled) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range e.Departed {
+		if !slices.Contains(e.Left, id) {
+			if x.procs == nil {
+				x.procs = map[core.NodeID]bool{}
+			}
+			x.procs[id] = true
+		}
+	}
+	for _, id := range e.Joined {
+		delete(x.procs, id)
+	}
+}
+
+// list returns the excluded processes in increasing order.
+func (x *exclusions) list() []int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]int, 0, len(x.procs))
+	for id := range x.procs {
+		out = append(out, int(id))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// reportExcluded tells the launcher which processes this process saw
+// excluded (exclusionReport), as it finalizes.
+func (s *Session) reportExcluded(reg *launch.Registration) {
+	if err := reg.ReportExcluded(s.exclusionReport()); err != nil {
+		s.log.Debug("comm: cannot tell the launcher which processes were excluded", "err", err)
+	}
+}
+
+// exclusionReport returns the processes this process saw excluded, or
+// nil if it was excluded itself: its own views, formed alone while the
+// others went on, would name live processes.
+func (s *Session) exclusionReport() []int {
+	s.mu.Lock()
+	evicted := errors.Is(s.state, ErrEvicted)
+	s.mu.Unlock()
+	if evicted {
+		return nil
+	}
+	return s.excluded.list()
 }

@@ -211,6 +211,7 @@ func initBootstrap(ctx context.Context, boot launch.Bootstrap, opts ...Option) (
 	}
 	s.onFinal = func() {
 		tr.Close()
+		s.reportExcluded(reg)
 		reg.Close()
 	}
 	reg.SetOnJoin(func(p int, addr string) { s.joined(p, addr) })

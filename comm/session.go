@@ -76,6 +76,7 @@ type Session struct {
 	eagerCredit, unexpectedLimit int
 
 	failures chan Failure
+	excluded exclusions // the processes the views excluded, for the launcher (ft.go)
 	// failWake is closed (and replaced, under mu) each time requests are
 	// failed because ranks failed: WaitAll blocked on a request of a live
 	// rank wakes up and looks for the failed ones.
@@ -422,6 +423,7 @@ func (s *Session) onEvent(_ time.Duration, e core.Event) {
 		s.epoch.Store(e.Epoch)
 	case member.ViewInstalled:
 		s.epoch.Store(e.Epoch)
+		s.excluded.view(e)
 		if s.rep != nil {
 			return // failures of ranks come from the replication layer
 		}
