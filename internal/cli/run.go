@@ -50,6 +50,14 @@ stop the start either: the job starts without it, its rank failed from the
 others' first view (a spare takes it with --spares); --abort-on-failure
 then aborts the start instead, naming the process.
 
+A rank that the others excluded from the job while it lived (their failure
+detectors took it for failed while it was stopped, starved or cut off)
+ends with an error saying so when it runs again. One still running once
+every other rank has ended is stopped (SIGTERM, then SIGKILL after 3 s;
+"cohort run: stopping rank R: ..."). Either way the run names it as
+"excluded from the job by the others" and exits with status 1, after the
+others' output.
+
 With --hosts the job runs on the peers of the peer-to-peer middleware
 instead: the supernodes give the live peer daemons ('cohort boot'), ranked by
 the latency of a ping; N slots are reserved with overbooking, the ranks
@@ -224,7 +232,7 @@ func runRun(ctx context.Context, c *call) error {
 	if *hf.hosts != "" && (len(kills) > 0 || cfg.AbortOnFailure) {
 		return usagef("--kill and --abort-on-failure are for jobs on this machine, not with --hosts yet")
 	}
-	if cfg.Respawn > 0 && *hf.hosts == "" {
+	if *hf.hosts == "" {
 		cfg.Notices = func(line string) { fmt.Fprintf(c.stderr, "cohort run: %s\n", line) }
 	}
 	if rest[0] == "--" {
