@@ -204,7 +204,7 @@ func (d *driver) send(ctx context.Context, outs []outMsg) error {
 		// failure's own news recovers its work, and a finished rank's
 		// counts are in.
 		if err != nil && !errors.Is(err, comm.ErrProcFailed) && !errors.Is(err, comm.ErrProcLeft) {
-			return fmt.Errorf("nqueens: send to rank %d: %w", o.to, err)
+			return fmt.Errorf("send to rank %d: %w", o.to, err)
 		}
 	}
 	return nil
@@ -261,7 +261,7 @@ func (d *driver) step(ctx context.Context, linger func()) (out Outcome, done boo
 		return out, true, nil
 	}
 	if err := d.m.err(); err != nil {
-		return Outcome{}, true, fmt.Errorf("nqueens: rank %d: %w", d.c.Rank(), err)
+		return Outcome{}, true, err
 	}
 	return Outcome{}, false, nil
 }
@@ -285,7 +285,7 @@ func (d *driver) run(ctx context.Context) (Outcome, error) {
 		if recvErr == nil {
 			recvErr = errors.New("the receiver ended")
 		}
-		return fmt.Errorf("nqueens: rank %d: %w", d.c.Rank(), recvErr)
+		return recvErr
 	}
 	var pauseUntil time.Time
 	handle := func(in inMsg) error {
@@ -458,7 +458,7 @@ func (d *driver) news(ctx context.Context, n *decidedNews) (bool, error) {
 	epoch, k := binary.Uvarint(v)
 	rank, k2 := binary.Varint(v[max(k, 0):])
 	if k <= 0 || k2 <= 0 {
-		return false, fmt.Errorf("nqueens: a malformed failure decision")
+		return false, errors.New("a malformed failure decision")
 	}
 	if rank >= 0 && int(rank) < d.c.Size() && !n.handled[int(rank)] {
 		n.handled[int(rank)] = true
