@@ -52,7 +52,10 @@ type Config struct {
 	// connection, in bytes; 0 keeps the operating system's default. TCP
 	// sockets take them before their handshake (the listener's, which
 	// accepted ones inherit, and the dialer's), so that the window they
-	// announce is the one they offer.
+	// announce is the one they offer. Below 256 KiB, a TCP connection's
+	// segments are bounded too, to an eighth of it (at least 536 bytes):
+	// on Linux, a window that falls below the peer's segment size can
+	// stop the stream while the other side keeps writing.
 	SocketBuffer int
 	// ResendBuffer bounds, in bytes, the frames kept per peer until the
 	// peer acknowledges them, to be written again on the next connection

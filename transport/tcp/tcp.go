@@ -269,6 +269,16 @@ func (t *Transport) setOptions(nc net.Conn) {
 // nothing but its persist timer's probes, one window per probe: a stream
 // of frames as large as the buffer or more crawls at tens of KB/s and
 // looks stalled (TestSmallSocketBuffers).
+//
+// The window also falls by itself after the handshake: Linux sizes it
+// from the buffer by the ratio of bytes to memory of the segments it
+// received, which small segments lower. With a small buffer it can
+// fall below half its largest, and so below the peer's segment size;
+// then an acknowledgement that leaves it too small starts the persist
+// timer again, and a peer writing more often than the timer's 200 ms (a
+// heartbeat) keeps every probe from going: the stream stops for good
+// (TestShrunkWindowKeepsFlowing). The segments are therefore bounded too,
+// by smallBufferSegment, far below any window such a buffer offers.
 func bufferControl(cfg Config) func(network, address string, rc syscall.RawConn) error {
 	b := cfg.SocketBuffer
 	if b <= 0 {
@@ -280,6 +290,9 @@ func bufferControl(cfg Config) func(network, address string, rc syscall.RawConn)
 			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, b)
 			if err == nil {
 				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, b)
+			}
+			if err == nil {
+				err = setSegmentMax(fd, smallBufferSegment(b))
 			}
 		})
 		if cerr != nil {
