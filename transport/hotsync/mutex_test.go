@@ -48,6 +48,9 @@ func TestMutexTryLock(t *testing.T) {
 	}
 	m.Unlock()
 	m.Lock()
+	if m.TryLock() {
+		t.Fatal("TryLock of a lock taken by Lock succeeded")
+	}
 	m.Unlock()
 	if !m.TryLock() {
 		t.Fatal("TryLock after Unlock failed")
