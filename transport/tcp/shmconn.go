@@ -98,31 +98,18 @@ func (c *shmConn) watch() {
 			close(c.gone)
 			return
 		}
+		c.poke()
 	}
 }
 
-// sockReader returns the watcher's read of wake-up bytes from the socket,
-// which pokes the connection's waiters for the bytes it reads: raw reads
-// (see rawRead) when it can, the socket's Read otherwise; its error is
-// io.EOF at the socket's end. The function is made once.
-//
-// A raw read that returns fewer bytes than the buffer holds has emptied
-// the socket (a read of a Unix stream socket takes all it holds, up to
-// the buffer, when one process writes to it): the watcher then parks at
-// once, without the read that would only return EAGAIN. It parks inside
-// the same RawConn.Read: a new Read begins by forgetting the readiness
-// the netpoller recorded (its prepareRead), which is right only before a
-// read, so a doorbell that came between the last read and the new Read
-// would be lost; the wait inside one Read keeps that readiness and
-// returns at once for it.
+// sockReader returns the watcher's read of wake-up bytes from the socket:
+// raw reads (see rawRead) when it can, the socket's Read otherwise; its
+// error is io.EOF at the socket's end. The function is made once.
 func (c *shmConn) sockReader() func() error {
 	var buf [64]byte
 	if c.raw == nil {
 		return func() error {
 			_, err := c.sock.Read(buf[:])
-			if err == nil {
-				c.poke()
-			}
 			return err
 		}
 	}
@@ -139,12 +126,6 @@ func (c *shmConn) sockReader() func() error {
 				rerr = errno
 			case n == 0:
 				rerr = io.EOF
-			default:
-				c.poke()
-				if n < len(buf) {
-					return false // the socket is empty: park
-				}
-				continue
 			}
 			return true
 		}
