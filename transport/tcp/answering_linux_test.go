@@ -35,6 +35,9 @@ func testSilentPeerLinkAnswersHint(t *testing.T, path pathKind) {
 	if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: []byte("a heartbeat")}); err != nil {
 		t.Fatal(err)
 	}
+	if !path.noUnix {
+		pingEvery(t, a, 2) // a same-host peer is looked at only while written to
+	}
 	for {
 		select {
 		case h := <-hints:

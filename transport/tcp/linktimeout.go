@@ -82,9 +82,10 @@ const linkTimeoutSupported = runtime.GOOS == "linux"
 // Peers on this host talk over the same-host Unix socket (or the shared
 // memory set up on it), which has no TCP_INFO and no acknowledgements;
 // there the process itself is looked at instead (peerProcessLives): a
-// peer that sent nothing for answerSilence while its socket is open and
-// its process exists, is the one that connected (the same start time)
-// and is runnable or waiting, is hinted the same way. The kernel closes
+// peer that sent nothing for answerSilence though written to within
+// answerWritten, whose socket is open and whose process exists, is the
+// one that connected (the same start time) and is runnable or waiting,
+// is hinted the same way. The kernel closes
 // the sockets of a process that ends, so a crash still shows at once as
 // the connection's end, and draws no hint.
 
@@ -123,6 +124,28 @@ type sameHostLook struct {
 	start uint64 // its start time (procStat.start); 0 not read yet
 	recvd uint64 // the frames delivered from the peer's stream, at the last look
 	heard time.Time
+	sent  uint64 // the number of the next frame written to the peer, at the last look
+	wrote time.Time
+}
+
+// answerWritten is how long after a frame written to a same-host peer its
+// silence is still looked at: a detector that holds its verdict on a
+// suspect pings it again well within it.
+const answerWritten = 500 * time.Millisecond
+
+// writtenLately reports whether a frame was written to p within
+// answerWritten, by the number of the next frame its log would hold.
+func (look *sameHostLook) writtenLately(p *peer, now time.Time) bool {
+	p.log.mu.Lock()
+	next := p.log.next
+	p.log.mu.Unlock()
+	switch {
+	case look.sent == 0: // the first look: what was written before it is not lately
+		look.sent = next
+	case next != look.sent:
+		look.sent, look.wrote = next, now
+	}
+	return !look.wrote.IsZero() && now.Sub(look.wrote) < answerWritten
 }
 
 // linkLooks is the link check's memory across looks (the route loop's
@@ -184,7 +207,14 @@ func (t *Transport) checkLinks(looks *linkLooks) {
 	for _, u := range in {
 		if u.c.unix || u.c.shm != nil {
 			inUse[u.c] = true
-			if look, silent := looks.sameHostSilent(u.c, now); silent && peerProcessLives(u.c, look) {
+			// Only a peer written to lately is looked at: the detector
+			// asks a peer it suspects (a ping, a probe), and a peer this
+			// process sends nothing to needs no hint. Looking at every
+			// silent peer of a large one-host job (most of them, under
+			// gossip) read /proc and hinted the detector for each ten
+			// times a second, load enough to double the time 128
+			// processes on 2 cores took to agree on a crash.
+			if look, silent := looks.sameHostSilent(u.c, now); silent && look.writtenLately(u.p, now) && peerProcessLives(u.c, look) {
 				t.hintOf(core.PeerHint{Node: u.p.id, Reason: "silent, its process on this host lives", Answering: true})
 			}
 			continue
