@@ -82,10 +82,10 @@ const linkTimeoutSupported = runtime.GOOS == "linux"
 // Peers on this host talk over the same-host Unix socket (or the shared
 // memory set up on it), which has no TCP_INFO and no acknowledgements;
 // there the process itself is looked at instead (peerProcessLives): a
-// peer that sent nothing for answerSilence though written to within
-// answerWritten, whose socket is open and whose process exists, is the
-// one that connected (the same start time) and is runnable or waiting,
-// is hinted the same way. The kernel closes
+// peer that sent nothing for answerSilence, though it delivered a frame
+// within answerHeard or was written to within answerWritten, whose socket
+// is open and whose process exists, is the one that connected (the same
+// start time) and is runnable or waiting, is hinted the same way. The kernel closes
 // the sockets of a process that ends, so a crash still shows at once as
 // the connection's end, and draws no hint.
 
@@ -132,6 +132,18 @@ type sameHostLook struct {
 // silence is still looked at: a detector that holds its verdict on a
 // suspect pings it again well within it.
 const answerWritten = 500 * time.Millisecond
+
+// answerHeard is how long after a same-host peer last delivered a frame
+// its silence is still looked at: past the detector's longest hold on a
+// suspect (answeringStallMax past T_broken, about 2.2 s with a job's
+// timings), the hint would hold nothing.
+const answerHeard = 3 * time.Second
+
+// heardLately reports whether the peer delivered a frame within
+// answerHeard of now (the look's first sighting counts as one).
+func (look *sameHostLook) heardLately(now time.Time) bool {
+	return now.Sub(look.heard) < answerHeard
+}
 
 // writtenLately reports whether a frame was written to p within
 // answerWritten, by the number of the next frame its log would hold.
@@ -207,14 +219,17 @@ func (t *Transport) checkLinks(looks *linkLooks) {
 	for _, u := range in {
 		if u.c.unix || u.c.shm != nil {
 			inUse[u.c] = true
-			// Only a peer written to lately is looked at: the detector
-			// asks a peer it suspects (a ping, a probe), and a peer this
-			// process sends nothing to needs no hint. Looking at every
-			// silent peer of a large one-host job (most of them, under
-			// gossip) read /proc and hinted the detector for each ten
-			// times a second, load enough to double the time 128
-			// processes on 2 cores took to agree on a crash.
-			if look, silent := looks.sameHostSilent(u.c, now); silent && look.writtenLately(u.p, now) && peerProcessLives(u.c, look) {
+			// Only a peer that talked to this process lately, or that
+			// this process wrote to lately, is looked at: the detector
+			// suspects a peer it used to hear from (a monitored peer's
+			// heartbeats stop), or asks a peer it suspects (a ping, a
+			// probe); one that never talks to this process needs no
+			// hint. Looking at every silent peer of a large one-host
+			// job (most of them, under gossip) read /proc and hinted
+			// the detector for each ten times a second, load enough to
+			// double the time 128 processes on 2 cores took to agree on
+			// a crash.
+			if look, silent := looks.sameHostSilent(u.c, now); silent && (look.heardLately(now) || look.writtenLately(u.p, now)) && peerProcessLives(u.c, look) {
 				t.hintOf(core.PeerHint{Node: u.p.id, Reason: "silent, its process on this host lives", Answering: true})
 			}
 			continue
