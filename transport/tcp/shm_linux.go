@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"fmt"
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -195,9 +196,6 @@ func handshakeConn(nc net.Conn) net.Conn {
 }
 
 // osYield gives the processor to another thread of the system if one
-// waits (a poller must not hold a core that a descheduled peer needs).
-// It is a raw system call, as comm's is: with more ranks than cores a
-// yield can outlast the runtime's patience with a system call, which
-// then hands the goroutine's processor to another thread and must take
-// one back on return, thread switches for no work.
-func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+// waits (a poller must not hold a core that a descheduled peer needs):
+// hotsync.Yield, the raw sched_yield comm's waits use too.
+func osYield() { hotsync.Yield() }
