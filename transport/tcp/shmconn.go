@@ -105,6 +105,17 @@ func (c *shmConn) watch() {
 // sockReader returns the watcher's read of wake-up bytes from the socket:
 // raw reads (see rawRead) when it can, the socket's Read otherwise; its
 // error is io.EOF at the socket's end. The function is made once.
+//
+// A call returns once a read returned bytes or the end, and parks only
+// when a read finds the socket empty (EAGAIN): the watcher reads again
+// after every doorbell, even one read short, which has emptied the socket
+// of bytes but maybe not of its end. A peer that rings and then ends
+// before the read (it exits after its last frame) leaves one readiness
+// for both, the netpoller being edge-triggered, reported before the read;
+// a read that returns the doorbell cannot return the end too. Parked
+// after it, the watcher would wait for an edge that never comes: the
+// connection would not end, and a Flush would wait out its deadline for
+// acknowledgements the peer will never send.
 func (c *shmConn) sockReader() func() error {
 	var buf [64]byte
 	if c.raw == nil {

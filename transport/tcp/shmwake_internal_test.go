@@ -178,3 +178,75 @@ func TestShmWakeUpsUnderStress(t *testing.T) {
 		}
 	})
 }
+
+// A peer that rings and then ends (it exits after its last frame) may
+// do both before the watcher reads: the netpoller, edge-triggered, then
+// reports the socket readable once, for the doorbell and the end
+// together, and a read that returns the doorbell bytes cannot return the
+// end as well. The watcher must read on, until a read finds the socket
+// empty or at its end, before it parks: parked after the doorbell, it
+// waits for an edge that never comes, the connection never ends, and a
+// Flush waiting for the peer's acknowledgements waits out its deadline.
+// Each round parks a Read on a fresh connection, then rings and ends the
+// peer's side with two system calls back to back; every Read must return
+// io.EOF. The rounds run together, so that a lost end shows as a Read
+// still waiting when the others are done.
+func TestShmWatcherSeesEndAfterDoorbells(t *testing.T) {
+	rounds := 400
+	if testing.Short() {
+		rounds = 100
+	}
+	errcs := make([]chan error, rounds)
+	for i := range errcs {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := os.NewFile(uintptr(fds[0]), "shmend")
+		sock, err := net.FileConn(f) // a copy of fds[0], on the netpoller
+		f.Close()
+		if err != nil {
+			unix.Close(fds[1])
+			t.Fatal(err)
+		}
+		in := make([]byte, ringHeader+minShmRingSize)
+		out := make([]byte, ringHeader+minShmRingSize)
+		c := newShmConn(sock, newRing(in), newRing(out), func() {}, false)
+		c.poll = &pollState{spin: new(atomic.Int64)}
+		c.pollers = new(pollGuard)
+		t.Cleanup(func() { c.Close() })
+		errc := make(chan error, 1)
+		errcs[i] = errc
+		go func() {
+			var b [8]byte
+			_, err := c.Read(b[:])
+			errc <- err
+		}()
+		// Let the reader and the watcher park (no wait can tell when
+		// they have: a round that rings first tests less, not wrongly).
+		for range 4 {
+			runtime.Gosched()
+		}
+		doorbells := 1 + i%3*31 // 1, 32 and 63: a short read each
+		rawWrite(uintptr(fds[1]), make([]byte, doorbells))
+		unix.Close(fds[1])
+	}
+	const bound = 20 * time.Second // generous: the host may be loaded
+	deadline := time.After(bound)
+	for i, errc := range errcs {
+		select {
+		case err := <-errc:
+			if err != io.EOF {
+				t.Fatalf("round %d: Read after the doorbells and the peer's end: got %v, want io.EOF", i, err)
+			}
+		case <-deadline:
+			left := 0
+			for _, errc := range errcs[i:] {
+				if len(errc) == 0 {
+					left++
+				}
+			}
+			t.Fatalf("%d of %d Reads still wait %v after the peer rang and ended (the first: round %d): a watcher parked without reading the end", left, rounds, bound, i)
+		}
+	}
+}
