@@ -149,6 +149,18 @@ type Copier interface {
 	SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) error
 }
 
+// SuspectWatcher is implemented by a Transport that looks closer at the
+// peers the failure detector suspects: transport/tcp reads the process of
+// a suspect on its own host, and hints [core.PeerHint] with Answering
+// while it lives and holds its socket open. Looking at every silent peer
+// instead would cost a large job on one host more than the verdicts it
+// holds. The host calls Suspect on its loop goroutine as the machine
+// emits core.Suspected (suspected true) and core.Unsuspected,
+// core.Failed or core.Recovered (false); it must not block.
+type SuspectWatcher interface {
+	Suspect(id core.NodeID, suspected bool)
+}
+
 // Transport moves frames to and from the other nodes of a job. All methods
 // are safe for concurrent use.
 type Transport interface {
