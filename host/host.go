@@ -184,14 +184,15 @@ type Host struct {
 	start     time.Time
 	timerQ    timerQueue // the pending timers, earliest first
 	nextTimer core.TimerID
-	wake      *time.Timer      // fires at the earliest deadline
-	wakeAt    time.Duration    // the deadline wake is armed for; -1 when idle
-	local     []func()         // work queued for after the current machine call
-	decoded   bool             // the machine is receiving a message the readers decoded
-	enc       wire.Encoder     // Env.Send's encoding buffer, reused
-	now       nowSender        // the transport's SendNow, or nil
-	copier    transport.Copier // the transport's SendCopy, or nil
-	nowTo     []core.NodeID    // the peers this loop turn offered a frame to SendNow
+	wake      *time.Timer              // fires at the earliest deadline
+	wakeAt    time.Duration            // the deadline wake is armed for; -1 when idle
+	local     []func()                 // work queued for after the current machine call
+	decoded   bool                     // the machine is receiving a message the readers decoded
+	enc       wire.Encoder             // Env.Send's encoding buffer, reused
+	now       nowSender                // the transport's SendNow, or nil
+	copier    transport.Copier         // the transport's SendCopy, or nil
+	suspects  transport.SuspectWatcher // told the detector's suspects, or nil
+	nowTo     []core.NodeID            // the peers this loop turn offered a frame to SendNow
 	epoch     uint64
 	failing   map[core.NodeID]bool // peers whose last send was dropped
 	events    *eventWriter
@@ -253,6 +254,7 @@ func New(m core.Machine, cfg Config) (*Host, error) {
 	h.enc.B = make([]byte, 0, 512)
 	h.now, _ = cfg.Transport.(nowSender)
 	h.copier, _ = cfg.Transport.(transport.Copier)
+	h.suspects, _ = cfg.Transport.(transport.SuspectWatcher)
 	return h, nil
 }
 
@@ -863,12 +865,16 @@ func (e hostEnv) Emit(ev core.Event) {
 	switch ev := ev.(type) {
 	case core.Suspected:
 		h.log.Info("host: suspected", "peer", uint32(ev.Node))
+		h.suspect(ev.Node, true)
 	case core.Unsuspected:
 		h.log.Info("host: unsuspected", "peer", uint32(ev.Node))
+		h.suspect(ev.Node, false)
 	case core.Failed:
 		h.log.Info("host: failed", "peer", uint32(ev.Node))
+		h.suspect(ev.Node, false)
 	case core.Recovered:
 		h.log.Info("host: recovered", "peer", uint32(ev.Node))
+		h.suspect(ev.Node, false)
 	case core.MembersChanged:
 		h.log.Info("host: view", "epoch", ev.Epoch, "members", len(ev.Members))
 	default:

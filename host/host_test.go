@@ -826,3 +826,44 @@ func TestSendNowFirstOfTurn(t *testing.T) {
 		t.Errorf("stats %+v, want 6 sent, none dropped", s)
 	}
 }
+
+// suspectTransport is a transport that watches the detector's suspects
+// (transport.SuspectWatcher): it records what it is told.
+type suspectTransport struct {
+	transport.Transport
+	mu   sync.Mutex
+	told []string
+}
+
+func (s *suspectTransport) Suspect(id core.NodeID, suspected bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.told = append(s.told, fmt.Sprintf("%v:%v", id, suspected))
+}
+
+// TestSuspectWatcher checks the transport.SuspectWatcher contract: a
+// transport that implements it is told of each suspicion the machine
+// emits, and of its end (a withdrawal, a verdict, a recovery), in order,
+// and of nothing else.
+func TestSuspectWatcher(t *testing.T) {
+	hub, err := mem.NewHub(mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := hub.Join(1)
+	b, _ := hub.Join(2)
+	defer b.Close()
+	a.SetPeer(2, b.Addr())
+	rb := transporttest.NewRecorder()
+	b.SetHandler(rb)
+	st := &suspectTransport{Transport: a}
+	startCluster(t, []transport.Transport{st}, func(int) core.Machine { return &emitter{} }, nil)
+	// The emits precede the send on the loop.
+	rb.Wait(t, timeout, "the ping", func(fs []wire.Frame, _ []core.PeerHint) bool { return len(fs) == 1 })
+	st.mu.Lock()
+	got := slices.Clone(st.told)
+	st.mu.Unlock()
+	if want := []string{"n3:true", "n3:false", "n3:false"}; !slices.Equal(got, want) {
+		t.Errorf("told %v, want %v (Suspected, Failed, Recovered)", got, want)
+	}
+}
