@@ -31,8 +31,9 @@ type conn struct {
 	byUs        bool  // closed on purpose (replaced, removed, closing); valid after dead
 	cause       error // why it died; valid after dead
 	readerDone  chan struct{}
-	prev        *conn // the connection it replaced, whose reader must finish first
-	unix        bool  // over the same-host Unix socket
+	prev        *conn    // the connection it replaced, whose reader must finish first
+	unix        bool     // over the same-host Unix socket
+	proc        peerProc // the peer's process, on this host (peerProcOf)
 	poll        pollState
 	raw         syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
 	rw          rawWriter       // small direct frames' writes to raw (poll.go), under owner.wmu
@@ -116,6 +117,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 		dead: make(chan struct{}), readerDone: make(chan struct{}), retiring: make(chan struct{})}
 	c.poll.spin = &t.spin
 	c.place = c.placeWith(t)
+	c.proc = peerProcOf(nc)
 	if sc, ok := nc.(*shmConn); ok {
 		sc.poll, sc.pollers, sc.working, c.shm = &c.poll, &t.pollers, &t.working, sc
 	} else if rc, ok := nc.(*recordConn); ok {

@@ -203,8 +203,9 @@
 // link that stops delivering is left sooner, after a quarter of it
 // (linktimeout.go, checkLinks). The same look hints the failure detector
 // about a silent peer whose link still answers (core.PeerHint with
-// Answering), or, on this host, whose process lives and holds its
-// socket: alive, and not running.
+// Answering), or, on this host, about a peer it suspects
+// (transport.SuspectWatcher) whose process lives and holds its socket:
+// alive, and not running.
 //
 // Reachability goes by exception: each node sends the peers it has a
 // connection to the set of nodes it cannot reach directly now

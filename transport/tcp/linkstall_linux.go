@@ -80,47 +80,49 @@ func tcpInfo(c *conn) *unix.TCPInfo {
 	return info
 }
 
+// peerProcOf names the process at the other end of nc, if nc is a
+// connection over this host's Unix socket (shared memory or not): its id
+// from SO_PEERCRED, and its start time. /proc is read before the socket
+// is polled: a process whose socket is open after its entry was read was
+// alive when it was read, so the entry was its own and not that of a
+// later process given its id. The zero peerProc (not known) is never
+// hinted alive.
+func peerProcOf(nc net.Conn) peerProc {
+	uc := unixSocketOf(nc)
+	if uc == nil {
+		return peerProc{}
+	}
+	_, pid, ok := peerCred(uc)
+	if !ok || pid <= 0 {
+		return peerProc{}
+	}
+	st, err := readProcStat(pid)
+	if err != nil || !socketOpen(uc) {
+		return peerProc{}
+	}
+	return peerProc{pid: pid, start: st.start}
+}
+
 // peerProcessLives reports whether the process at the other end of c, a
-// connection over this host's Unix socket (shared memory or not), is
-// alive: its socket is still open, and the process that opened it (its
-// id from SO_PEERCRED, its start time read at the first look that found
-// the socket open) exists, is neither a zombie nor stopped, and is the
-// same process as at that look. look is c's, kept across calls.
-//
-// /proc is read before the socket is polled: a process whose socket is
-// open after its entry was read was alive when it was read, so the
-// entry was its own and not that of a later process given its id.
+// connection over this host's Unix socket, is alive: its socket is still
+// open, and its process (c.proc) exists, is neither a zombie nor stopped,
+// and is the one that connected (the same start time).
 //
 // A stopped process (T, or t under a tracer) does not count: it runs
 // again only when someone resumes it, which no scheduler does, so it is
 // declared as a hung process would be without the hint; a starved
 // process is runnable (R) or waiting (S, D), and so, until the hold's
 // cap, is one that hangs running or waiting.
-func peerProcessLives(c *conn, look *sameHostLook) bool {
+func peerProcessLives(c *conn) bool {
 	uc := unixSocketOf(c.nc)
-	if uc == nil {
+	if uc == nil || c.proc.pid <= 0 {
 		return false
 	}
-	if look.pid == 0 {
-		if _, pid, ok := peerCred(uc); ok {
-			look.pid = pid
-		} else {
-			look.pid = -1 // never known: never hinted
-		}
-	}
-	if look.pid < 0 {
-		return false
-	}
-	st, err := readProcStat(look.pid)
+	st, err := readProcStat(c.proc.pid)
 	if err != nil || !socketOpen(uc) {
 		return false
 	}
-	if look.start == 0 {
-		look.start = st.start
-	} else if st.start != look.start {
-		return false // another process took the id: ours ended
-	}
-	return st.runs()
+	return st.start == c.proc.start && st.runs()
 }
 
 // unixSocketOf returns the Unix socket under nc (under its records, its

@@ -2,7 +2,10 @@
 
 package tcp
 
-import "time"
+import (
+	"net"
+	"time"
+)
 
 // linkStalledFor is 0 where TCP_INFO is not read: links are declared
 // dead by Config.LinkTimeout alone.
@@ -14,4 +17,7 @@ func linkAnswers(c *conn, silentFor, ackedWithin time.Duration) bool { return fa
 
 // peerProcessLives is false where /proc and SO_PEERCRED are not read: no
 // silent same-host peer is reported alive.
-func peerProcessLives(c *conn, look *sameHostLook) bool { return false }
+func peerProcessLives(c *conn) bool { return false }
+
+// peerProcOf knows no process where /proc and SO_PEERCRED are not read.
+func peerProcOf(nc net.Conn) peerProc { return peerProc{} }

@@ -2,9 +2,11 @@ package tcp
 
 import (
 	"errors"
+	"maps"
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -81,13 +83,18 @@ const linkTimeoutSupported = runtime.GOOS == "linux"
 //
 // Peers on this host talk over the same-host Unix socket (or the shared
 // memory set up on it), which has no TCP_INFO and no acknowledgements;
-// there the process itself is looked at instead (peerProcessLives): a
-// peer that sent nothing for answerSilence, though it delivered a frame
-// within answerHeard or was written to within answerWritten, whose socket
-// is open and whose process exists, is the one that connected (the same
-// start time) and is runnable or waiting, is hinted the same way. The kernel closes
+// there the process itself is looked at instead (peerProcessLives), and
+// only while the failure detector suspects the peer (Suspect, from the
+// host): a suspect whose socket is open and whose process exists, is the
+// one that connected (the same start time) and is runnable or waiting,
+// is hinted the same way, at once when the suspicion begins and at every
+// look after it. Only a suspect's verdict can be held, so looking at
+// other silent peers buys nothing; under gossip, most of a large one-host
+// job's peers are silent and were heard from lately, and reading /proc
+// and hinting the detector for each of them ten times a second slowed
+// 128 processes on 2 cores agreeing on a crash by half. The kernel closes
 // the sockets of a process that ends, so a crash still shows at once as
-// the connection's end, and draws no hint.
+// the connection's end, and draws no such hint.
 
 // linkCheckInterval is how often the connections' links are looked at.
 const linkCheckInterval = 100 * time.Millisecond
@@ -117,77 +124,57 @@ func (t *Transport) linkStallAfter() time.Duration {
 	return max(l/4, minLinkStall)
 }
 
-// sameHostLook is what the looks at one same-host connection remember
-// of its peer (peerProcessLives) and of when it was last heard from.
-type sameHostLook struct {
-	pid   int    // the peer's process id (SO_PEERCRED); 0 not read yet, -1 unknown
-	start uint64 // its start time (procStat.start); 0 not read yet
-	recvd uint64 // the frames delivered from the peer's stream, at the last look
-	heard time.Time
-	sent  uint64 // the number of the next frame written to the peer, at the last look
-	wrote time.Time
+// peerProc names the process at the other end of a connection over this
+// host's Unix socket (peerProcOf): its id from SO_PEERCRED (0: not known)
+// and its start time (procStat.start). An id and a start time name a
+// process for good.
+type peerProc struct {
+	pid   int
+	start uint64
 }
 
-// answerWritten is how long after a frame written to a same-host peer its
-// silence is still looked at: a detector that holds its verdict on a
-// suspect pings it again well within it.
-const answerWritten = 500 * time.Millisecond
-
-// answerHeard is how long after a same-host peer last delivered a frame
-// its silence is still looked at: past the detector's longest hold on a
-// suspect (answeringStallMax past T_broken, about 2.2 s with a job's
-// timings), the hint would hold nothing.
-const answerHeard = 3 * time.Second
-
-// heardLately reports whether the peer delivered a frame within
-// answerHeard of now (the look's first sighting counts as one).
-func (look *sameHostLook) heardLately(now time.Time) bool {
-	return now.Sub(look.heard) < answerHeard
+// suspectSet holds the peers the failure detector suspects (Suspect):
+// those of this host whose process the link check looks at.
+type suspectSet struct {
+	mu  sync.Mutex
+	ids map[core.NodeID]struct{}
+	// kick, of capacity 1, makes the route loop look at the suspects now
+	// rather than at its next tick: a suspicion's verdict may fall one
+	// T_broken after it, about a tick with a job's timings.
+	kick chan struct{}
 }
 
-// writtenLately reports whether a frame was written to p within
-// answerWritten, by the number of the next frame its log would hold.
-func (look *sameHostLook) writtenLately(p *peer, now time.Time) bool {
-	p.log.mu.Lock()
-	next := p.log.next
-	p.log.mu.Unlock()
-	switch {
-	case look.sent == 0: // the first look: what was written before it is not lately
-		look.sent = next
-	case next != look.sent:
-		look.sent, look.wrote = next, now
-	}
-	return !look.wrote.IsZero() && now.Sub(look.wrote) < answerWritten
-}
-
-// linkLooks is the link check's memory across looks (the route loop's
-// own): the same-host connections in use, by connection.
-type linkLooks struct {
-	sameHost map[*conn]*sameHostLook
-}
-
-// sameHostSilent reports whether c's peer has sent nothing that was
-// delivered for answerSilence, by the count of its stream's frames
-// (acknowledgements and relayed frames are not counted; a peer that only
-// sends those is taken for silent, which at worst holds a verdict on a
-// peer that is alive anyway).
-func (l *linkLooks) sameHostSilent(c *conn, now time.Time) (*sameHostLook, bool) {
-	look := l.sameHost[c]
-	var n uint64
-	if c.rs != nil {
-		n = c.rs.recvd.Load()
-	}
-	if look == nil {
-		if l.sameHost == nil {
-			l.sameHost = map[*conn]*sameHostLook{}
+// Suspect implements transport.SuspectWatcher: while id is suspected, the
+// link check looks at its process if it is on this host, and hints the
+// detector while it lives (see checkLinks). It does not block.
+func (t *Transport) Suspect(id core.NodeID, suspected bool) {
+	s := &t.suspects
+	s.mu.Lock()
+	if suspected {
+		if s.ids == nil {
+			s.ids = map[core.NodeID]struct{}{}
 		}
-		look = &sameHostLook{recvd: n, heard: now}
-		l.sameHost[c] = look
+		s.ids[id] = struct{}{}
+	} else {
+		delete(s.ids, id)
 	}
-	if n != look.recvd {
-		look.recvd, look.heard = n, now
+	s.mu.Unlock()
+	if suspected {
+		select {
+		case s.kick <- struct{}{}:
+		default: // a look is due already
+		}
 	}
-	return look, now.Sub(look.heard) >= answerSilence
+}
+
+// suspected returns a copy of the suspects, nil if there are none.
+func (s *suspectSet) suspected() map[core.NodeID]struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == 0 {
+		return nil
+	}
+	return maps.Clone(s.ids)
 }
 
 // linkLooksOn reports whether the link check runs: for links that may
@@ -199,9 +186,14 @@ func (t *Transport) linkLooksOn() bool {
 // checkLinks breaks each connection in use whose link stalled for
 // linkStallAfter while a relay reaches its peer, and hints each silent
 // peer whose link answers, its last acknowledgement within linkStallAfter,
-// or, on this host, whose process lives.
-func (t *Transport) checkLinks(looks *linkLooks) {
+// or, on this host, each suspect whose process lives. With suspectsOnly
+// it looks at this host's suspects alone (a suspicion just began).
+func (t *Transport) checkLinks(suspectsOnly bool) {
 	after := t.linkStallAfter()
+	suspects := t.suspects.suspected()
+	if suspectsOnly && suspects == nil {
+		return
+	}
 	type use struct {
 		p *peer
 		c *conn
@@ -214,27 +206,14 @@ func (t *Transport) checkLinks(looks *linkLooks) {
 		}
 	}
 	t.mu.Unlock()
-	now := time.Now()
-	inUse := make(map[*conn]bool, len(in))
 	for _, u := range in {
 		if u.c.unix || u.c.shm != nil {
-			inUse[u.c] = true
-			// Only a peer that talked to this process lately, or that
-			// this process wrote to lately, is looked at: the detector
-			// suspects a peer it used to hear from (a monitored peer's
-			// heartbeats stop), or asks a peer it suspects (a ping, a
-			// probe); one that never talks to this process needs no
-			// hint. Looking at every silent peer of a large one-host
-			// job (most of them, under gossip) read /proc and hinted
-			// the detector for each ten times a second, load enough to
-			// double the time 128 processes on 2 cores took to agree on
-			// a crash.
-			if look, silent := looks.sameHostSilent(u.c, now); silent && (look.heardLately(now) || look.writtenLately(u.p, now)) && peerProcessLives(u.c, look) {
-				t.hintOf(core.PeerHint{Node: u.p.id, Reason: "silent, its process on this host lives", Answering: true})
+			if _, ok := suspects[u.p.id]; ok && peerProcessLives(u.c) {
+				t.hintOf(core.PeerHint{Node: u.p.id, Reason: "suspected, its process on this host lives", Answering: true})
 			}
 			continue
 		}
-		if after <= 0 {
+		if after <= 0 || suspectsOnly {
 			continue
 		}
 		stalled := time.Duration(linkStalledFor(u.c)) * time.Millisecond
@@ -257,10 +236,5 @@ func (t *Transport) checkLinks(looks *linkLooks) {
 			tc.SetLinger(0) // nothing more gets through: free it now
 		}
 		u.c.close(false, errLinkStalled)
-	}
-	for c := range looks.sameHost {
-		if !inUse[c] {
-			delete(looks.sameHost, c)
-		}
 	}
 }

@@ -126,20 +126,26 @@ func unixPair(t *testing.T) (a, b *net.UnixConn) {
 func TestPeerProcessLives(t *testing.T) {
 	a, b := unixPair(t)
 	c := &conn{nc: &rightsConn{UnixConn: a}, unix: true}
-	var look sameHostLook
-	if !peerProcessLives(c, &look) {
+	c.proc = peerProcOf(c.nc)
+	if c.proc.pid != os.Getpid() || c.proc.start == 0 {
+		t.Fatalf("peer %+v, want this process (%d) and its start time", c.proc, os.Getpid())
+	}
+	if !peerProcessLives(c) {
 		t.Fatal("live peer (this process), socket open: not alive")
 	}
-	if look.pid != os.Getpid() || look.start == 0 {
-		t.Fatalf("look %+v, want this process (%d) and its start time", look, os.Getpid())
-	}
-	reused := look
-	reused.start++ // the id as another process, started later, holds it
-	if peerProcessLives(c, &reused) {
+	reused := &conn{nc: c.nc, unix: true, proc: c.proc}
+	reused.proc.start++ // the id as another process, started later, holds it
+	if peerProcessLives(reused) {
 		t.Error("the peer's id taken by a process of another start time: alive, want not")
 	}
+	if peerProcessLives(&conn{nc: c.nc, unix: true}) {
+		t.Error("peer process not known: alive, want not")
+	}
 	b.Close() // what the kernel does to the sockets of a process that ends
-	if peerProcessLives(c, &look) {
+	if peerProcessLives(c) {
 		t.Error("peer's socket closed: alive, want not")
+	}
+	if p := peerProcOf(c.nc); p.pid != 0 {
+		t.Errorf("socket closed at the first look: peer %+v, want none known", p)
 	}
 }

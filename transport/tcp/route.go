@@ -88,18 +88,21 @@ func (t *Transport) routeLoop() {
 	tick := time.NewTicker(routeRetry)
 	defer tick.Stop()
 	var links <-chan time.Time
-	var looks linkLooks
+	var suspected <-chan struct{}
 	if t.linkLooksOn() {
 		lt := time.NewTicker(linkCheckInterval)
 		defer lt.Stop()
-		links = lt.C
+		links, suspected = lt.C, t.suspects.kick
 	}
 	for {
 		select {
 		case <-t.rt.changed:
 		case <-tick.C:
 		case <-links:
-			t.checkLinks(&looks)
+			t.checkLinks(false)
+			continue
+		case <-suspected:
+			t.checkLinks(true)
 			continue
 		case <-t.closing:
 			return

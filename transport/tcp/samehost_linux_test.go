@@ -60,11 +60,11 @@ func procState(t *testing.T, pid int) byte {
 }
 
 // A peer process of this host that sent one frame and then went quiet,
-// alive (waiting on its input), while this process pings it, is hinted
-// as answering: alive and not
-// running. Stopped (SIGSTOP) it is no longer: a stopped process is
-// declared like a hung one. Killed, its connection's end is reported
-// (a hint that is not Answering) and no hint says it answers after.
+// alive (waiting on its input), while the detector suspects it, is
+// hinted as answering: alive and not running. Stopped (SIGSTOP) it is
+// no longer: a stopped process is declared like a hung one. Killed, its
+// connection's end is reported (a hint that is not Answering) and no
+// hint says it answers after.
 func TestSameHostPeerProcessHint(t *testing.T) {
 	a := listen(t, config(1, nil))
 	hints := make(chan core.PeerHint, 1024)
@@ -108,7 +108,7 @@ func TestSameHostPeerProcessHint(t *testing.T) {
 	if s := a.Stats(); s.Unix == 0 {
 		t.Fatalf("the peer process's connection is not over the same-host socket: %+v", s)
 	}
-	pingEvery(t, a, 2)
+	a.Suspect(2, true)
 	answering := func(what string) {
 		t.Helper()
 		for {
@@ -147,7 +147,7 @@ func TestSameHostPeerProcessHint(t *testing.T) {
 	if err := a.Send(ctx, 3, wire.Frame{Kind: seqKind, Payload: []byte("hello")}); err != nil {
 		t.Fatal(err)
 	}
-	pingEvery(t, a, 3)
+	a.Suspect(3, true)
 	stale, live := 0, 0
 	for live < 2 {
 		select {
@@ -193,28 +193,4 @@ func TestSameHostPeerProcessHint(t *testing.T) {
 			t.Fatal("no hint that the connection to the killed peer process was lost within a minute")
 		}
 	}
-}
-
-// pingEvery sends node a small frame from tr every 50 ms until the test
-// ends, as a detector pings a peer it suspects: the link check looks at
-// a silent same-host peer only if it was written to lately.
-func pingEvery(t *testing.T, tr *tcp.Transport, node core.NodeID) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				_ = tr.Send(sctx, node, wire.Frame{Kind: seqKind, Payload: []byte("ping")}) // a peer gone or full: the next try
-				scancel()
-			}
-		}
-	}()
 }

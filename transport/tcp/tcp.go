@@ -63,6 +63,8 @@ type Transport struct {
 	single singleCopy
 	// acks holds acknowledgements for HoldAcks (ackhold.go).
 	acks ackHold
+	// suspects are the failure detector's (Suspect, linktimeout.go).
+	suspects suspectSet
 
 	// byID is a copy of peers for the lock-free lookup of a send's
 	// connection (current), made again when it misses a peer that
@@ -117,6 +119,7 @@ func Listen(cfg Config) (*Transport, error) {
 	t.rt.of = map[core.NodeID]peerRoute{}
 	t.rt.blocked = map[core.NodeID]bool{}
 	t.rt.changed = make(chan struct{}, 1)
+	t.suspects.kick = make(chan struct{}, 1)
 	t.uln = t.listenUnix(ln.Addr())
 	t.wg.Add(2)
 	go t.routeLoop()
