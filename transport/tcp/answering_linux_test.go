@@ -62,6 +62,13 @@ func testSilentPeerLinkAnswersHint(t *testing.T, path pathKind) {
 			if lost && h.Answering {
 				t.Fatalf("after the peer closed: hint %+v, want none answering", h)
 			}
+			if !h.Answering && !lost {
+				// The first is the connection's end, from a peer
+				// whose process (this one) lives: no refusal.
+				if h.Refused {
+					t.Fatalf("the connection to a live process ended: hint %+v, want it not Refused", h)
+				}
+			}
 			if !h.Answering {
 				lost = true
 				if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: []byte("a notice")}); err != nil && ctx.Err() != nil {

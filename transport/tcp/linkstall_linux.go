@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"errors"
 	"net"
 	"time"
 
@@ -86,7 +87,7 @@ func tcpInfo(c *conn) *unix.TCPInfo {
 // is polled: a process whose socket is open after its entry was read was
 // alive when it was read, so the entry was its own and not that of a
 // later process given its id. The zero peerProc (not known) is never
-// hinted alive.
+// hinted alive, nor found gone.
 func peerProcOf(nc net.Conn) peerProc {
 	uc := unixSocketOf(nc)
 	if uc == nil {
@@ -123,6 +124,27 @@ func peerProcessLives(c *conn) bool {
 		return false
 	}
 	return st.start == c.proc.start && st.runs()
+}
+
+// peerProcessGone reports whether the process at the other end of c, a
+// connection over this host's Unix socket, has ended: no process has its
+// id, or it is a zombie, dead, or exiting (the kernel marks each thread
+// exiting before it closes the process's files, so a process whose
+// sockets the kernel closed is at least that), or its id names a process
+// started at another time (ours ended and the id was reused). A stopped
+// or starved process exists, and is not gone.
+func peerProcessGone(c *conn) bool {
+	if c.proc.pid <= 0 {
+		return false
+	}
+	st, err := readProcStat(c.proc.pid)
+	if errors.Is(err, errNoProc) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	return st.start != c.proc.start || st.ended()
 }
 
 // unixSocketOf returns the Unix socket under nc (under its records, its

@@ -91,10 +91,12 @@ const linkTimeoutSupported = runtime.GOOS == "linux"
 // look after it. Only a suspect's verdict can be held, so looking at
 // other silent peers buys nothing; under gossip, most of a large one-host
 // job's peers are silent and were heard from lately, and reading /proc
-// and hinting the detector for each of them ten times a second slowed
-// 128 processes on 2 cores agreeing on a crash by half. The kernel closes
+// and hinting the detector for each of them ten times a second is load
+// enough to slow 128 processes on 2 cores agreeing on a crash. The kernel closes
 // the sockets of a process that ends, so a crash still shows at once as
-// the connection's end, and draws no such hint.
+// the connection's end, which draws no such hint; and when the process
+// is found gone at that end, the hint is Refused (connLostHint), as a
+// refused dial's would be.
 
 // linkCheckInterval is how often the connections' links are looked at.
 const linkCheckInterval = 100 * time.Millisecond
@@ -175,6 +177,20 @@ func (s *suspectSet) suspected() map[core.NodeID]struct{} {
 		return nil
 	}
 	return maps.Clone(s.ids)
+}
+
+// connLostHint is the hint for the end of c, which its peer's side
+// caused: Refused when the peer is a process of this host that is gone
+// (peerProcessGone), as certainly dead as one whose address refuses a
+// dial, so that the detector suspects it at once and holds its verdict
+// for nothing (a job's settling included); a plain hint otherwise, for
+// the detector to probe: a live process also closes connections (one it
+// replaced, or retired idle).
+func connLostHint(c *conn, reason string) core.PeerHint {
+	if peerProcessGone(c) {
+		return core.PeerHint{Node: c.peer, Reason: reason + "; its process on this host is gone", Refused: true}
+	}
+	return core.PeerHint{Node: c.peer, Reason: reason}
 }
 
 // linkLooksOn reports whether the link check runs: for links that may

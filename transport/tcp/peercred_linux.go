@@ -41,7 +41,11 @@ func peerCred(nc net.Conn) (uid, pid int, ok bool) {
 type procStat struct {
 	state byte
 	start uint64
+	flags uint64 // the kernel's PF_ flags of its first thread
 }
+
+// pfExiting is the kernel's PF_EXITING flag: the thread is in its exit.
+const pfExiting = 0x4
 
 // runs reports whether the process will run again with no one's help:
 // it is runnable (R) or waiting (S, D). A stopped one (T, t) waits for
@@ -52,6 +56,12 @@ func (s procStat) runs() bool {
 		return true
 	}
 	return false
+}
+
+// ended reports whether the process is gone though its entry stays: a
+// zombie (Z), dead (X), or exiting.
+func (s procStat) ended() bool {
+	return s.state == 'Z' || s.state == 'X' || s.flags&pfExiting != 0
 }
 
 // errNoProc: no process has that id (it ended and was reaped).
@@ -73,15 +83,16 @@ func readProcStat(pid int) (procStat, error) {
 }
 
 // parseProcStat decodes a /proc/PID/stat line: "pid (comm) state ppid
-// ...", the start time its 22nd field. The command name may hold spaces
-// and parentheses, so the fields are counted from its last ')'.
+// ...", the flags its 9th field, the start time its 22nd. The command
+// name may hold spaces and parentheses, so the fields are counted from
+// its last ')'.
 func parseProcStat(b []byte) (procStat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return procStat{}, errors.New("tcp: /proc stat: no command name")
 	}
 	fields := bytes.Fields(b[i+1:])
-	const stateField, startField = 0, 22 - 3 // numbered from the state, the 3rd
+	const stateField, flagsField, startField = 0, 9 - 3, 22 - 3 // numbered from the state, the 3rd
 	if len(fields) <= startField || len(fields[stateField]) != 1 {
 		return procStat{}, fmt.Errorf("tcp: /proc stat: %d fields after the command name, want more than %d", len(fields), startField)
 	}
@@ -89,5 +100,9 @@ func parseProcStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("tcp: /proc stat: start time: %w", err)
 	}
-	return procStat{state: fields[stateField][0], start: start}, nil
+	flags, err := strconv.ParseUint(string(fields[flagsField]), 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("tcp: /proc stat: flags: %w", err)
+	}
+	return procStat{state: fields[stateField][0], start: start, flags: flags}, nil
 }

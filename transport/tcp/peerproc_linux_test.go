@@ -18,9 +18,10 @@ func TestParseProcStat(t *testing.T) {
 		want       procStat
 		bad        bool
 	}{
-		{"plain", "123 (cohort) S" + tail, procStat{'S', 4242}, false},
-		{"spaces and parentheses in the name", "123 (a) R (b c)) Z" + tail, procStat{'Z', 4242}, false},
-		{"stopped", "7 (x) T" + tail, procStat{'T', 4242}, false},
+		{"plain", "123 (cohort) S" + tail, procStat{'S', 4242, 6}, false},
+		{"spaces and parentheses in the name", "123 (a) R (b c)) Z" + tail, procStat{'Z', 4242, 6}, false},
+		{"stopped", "7 (x) T" + tail, procStat{'T', 4242, 6}, false},
+		{"flags not a number", "123 (cohort) S 1 2 3 4 5 x 7 8 9 10 11 12 13 14 15 16 17 18 4242 20 21", procStat{}, true},
 		{"no name", "123 cohort S" + tail, procStat{}, true},
 		{"cut short", "123 (cohort) S 1 2 3", procStat{}, true},
 		{"start time not a number", "123 (cohort) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 x 20", procStat{}, true},
@@ -43,6 +44,29 @@ func TestProcStatRuns(t *testing.T) {
 	for state, want := range map[byte]bool{'R': true, 'S': true, 'D': true, 'T': false, 't': false, 'Z': false, 'X': false} {
 		if got := (procStat{state: state}).runs(); got != want {
 			t.Errorf("state %c: runs %v, want %v", state, got, want)
+		}
+	}
+}
+
+// A zombie, a dead process and an exiting one have ended; a stopped one
+// and a starved one (runnable) have not.
+func TestProcStatEnded(t *testing.T) {
+	for _, tc := range []struct {
+		st   procStat
+		want bool
+	}{
+		{procStat{state: 'R'}, false},
+		{procStat{state: 'S', flags: 0x400040}, false},
+		{procStat{state: 'T'}, false},
+		{procStat{state: 't'}, false},
+		{procStat{state: 'D'}, false},
+		{procStat{state: 'Z'}, true},
+		{procStat{state: 'X'}, true},
+		{procStat{state: 'R', flags: pfExiting}, true},
+		{procStat{state: 'D', flags: 0x400000 | pfExiting}, true},
+	} {
+		if got := tc.st.ended(); got != tc.want {
+			t.Errorf("%+v: ended %v, want %v", tc.st, got, tc.want)
 		}
 	}
 }
@@ -120,9 +144,11 @@ func unixPair(t *testing.T) (a, b *net.UnixConn) {
 	return ends[0], ends[1]
 }
 
-// A peer process that holds its socket open and runs is alive; one whose
-// id now names a process started at another time (its id reused) is
-// not, nor is one whose socket is closed.
+// A peer process that holds its socket open and runs is alive, and not
+// gone; one whose id now names a process started at another time (its
+// id reused) is not alive, and is gone; one whose socket is closed is
+// not alive, nor gone while it exists (a live process closes
+// connections too).
 func TestPeerProcessLives(t *testing.T) {
 	a, b := unixPair(t)
 	c := &conn{nc: &rightsConn{UnixConn: a}, unix: true}
@@ -130,20 +156,24 @@ func TestPeerProcessLives(t *testing.T) {
 	if c.proc.pid != os.Getpid() || c.proc.start == 0 {
 		t.Fatalf("peer %+v, want this process (%d) and its start time", c.proc, os.Getpid())
 	}
-	if !peerProcessLives(c) {
-		t.Fatal("live peer (this process), socket open: not alive")
+	if !peerProcessLives(c) || peerProcessGone(c) {
+		t.Fatal("live peer (this process), socket open: not alive, or gone")
 	}
 	reused := &conn{nc: c.nc, unix: true, proc: c.proc}
 	reused.proc.start++ // the id as another process, started later, holds it
-	if peerProcessLives(reused) {
-		t.Error("the peer's id taken by a process of another start time: alive, want not")
+	if peerProcessLives(reused) || !peerProcessGone(reused) {
+		t.Error("the peer's id taken by a process of another start time: alive or not gone, want gone")
 	}
-	if peerProcessLives(&conn{nc: c.nc, unix: true}) {
-		t.Error("peer process not known: alive, want not")
+	unknown := &conn{nc: c.nc, unix: true}
+	if peerProcessLives(unknown) || peerProcessGone(unknown) {
+		t.Error("peer process not known: alive or gone, want neither")
 	}
 	b.Close() // what the kernel does to the sockets of a process that ends
 	if peerProcessLives(c) {
 		t.Error("peer's socket closed: alive, want not")
+	}
+	if peerProcessGone(c) {
+		t.Error("peer's socket closed, its process alive: gone, want not")
 	}
 	if p := peerProcOf(c.nc); p.pid != 0 {
 		t.Errorf("socket closed at the first look: peer %+v, want none known", p)

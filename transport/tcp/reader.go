@@ -312,5 +312,5 @@ func (t *Transport) connDied(c *conn, readErr error) {
 	if !errors.Is(cause, io.EOF) {
 		reason = fmt.Sprintf("connection lost: %v", cause)
 	}
-	t.hint(c.peer, reason)
+	t.hintOf(connLostHint(c, reason))
 }

@@ -62,9 +62,9 @@ func procState(t *testing.T, pid int) byte {
 // A peer process of this host that sent one frame and then went quiet,
 // alive (waiting on its input), while the detector suspects it, is
 // hinted as answering: alive and not running. Stopped (SIGSTOP) it is
-// no longer: a stopped process is declared like a hung one. Killed, its
-// connection's end is reported (a hint that is not Answering) and no
-// hint says it answers after.
+// no longer: a stopped process is declared like a hung one. Killed
+// (SIGKILL), its connection's end is reported as a refused connection
+// would be (its process is gone), and no hint says it answers after.
 func TestSameHostPeerProcessHint(t *testing.T) {
 	a := listen(t, config(1, nil))
 	hints := make(chan core.PeerHint, 1024)
@@ -183,6 +183,9 @@ func TestSameHostPeerProcessHint(t *testing.T) {
 				t.Fatalf("after the peer process was killed: hint %+v, want none answering", h)
 			}
 			if !h.Answering && !lost {
+				if !h.Refused {
+					t.Fatalf("killed peer process: hint %+v, want it Refused (its process is gone)", h)
+				}
 				lost = true
 				t.Logf("killed peer process: its end reported (%s)", h.Reason)
 			}
