@@ -197,3 +197,69 @@ func TestSameHostPeerProcessHint(t *testing.T) {
 		}
 	}
 }
+
+// A peer process of this host killed (SIGKILL) as soon as it has
+// connected and sent its first frame, as a job's rank killed in its
+// first quarter second is, has its connection's end hinted as Refused:
+// its process is gone, so the detector may suspect it at once and give
+// the verdict no settling margin. The hint comes from the connection's
+// end, with nothing sent to the peer (no dial refused it).
+func TestSameHostPeerKilledEarlyRefused(t *testing.T) {
+	a := listen(t, config(1, nil))
+	hints := make(chan core.PeerHint, 1024)
+	got := make(chan struct{}, 1)
+	a.SetHandler(transport.HandlerFuncs{
+		OnHint: func(h core.PeerHint) {
+			select {
+			case hints <- h:
+			default:
+			}
+		},
+		OnDeliver: func(wire.Frame) {
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		},
+	})
+	peer := exec.Command(os.Args[0], "-test.run=^TestQuietPeerProcess$")
+	peer.Env = append(os.Environ(), quietPeerEnv+"="+a.Addr())
+	peer.Stderr = os.Stderr
+	stdin, err := peer.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		peer.Process.Kill()
+		peer.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	select {
+	case <-got:
+	case <-ctx.Done():
+		t.Fatal("no frame from the peer process within a minute")
+	}
+	if err := peer.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case h := <-hints:
+			if h.Node != 2 {
+				continue
+			}
+			if !h.Refused || h.Answering {
+				t.Fatalf("killed peer process: first hint %+v, want it Refused", h)
+			}
+			t.Logf("killed peer process: %s", h.Reason)
+			return
+		case <-ctx.Done():
+			t.Fatal("no hint about the killed peer process within a minute")
+		}
+	}
+}
