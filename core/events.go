@@ -28,10 +28,12 @@ type PeerHint struct {
 	Reason string
 	// Refused: the peer's host answered that nothing listens at the
 	// peer's address (a TCP connection refused), which a crashed process
-	// leaves behind and a slow or partitioned one does not. The heartbeat
-	// detector suspects the peer at once instead of pinging it first (the
-	// suspicion still has to stand for T_broken, and a live peer refutes
-	// it).
+	// leaves behind and a slow or partitioned one does not; or, for a
+	// peer on this host, its connection ended and its process is gone (no
+	// such process, a zombie, exiting, or its id reused), as certain. The
+	// heartbeat detector suspects the peer at once instead of pinging it
+	// first (the suspicion still has to stand for T_broken, and a live
+	// peer refutes it).
 	Refused bool
 	// Answering: not a problem but the opposite evidence. Nothing came
 	// from the peer lately, yet its host acknowledges what this process
