@@ -364,7 +364,9 @@
 // Refused connections. A core.PeerHint with Refused says that the
 // member's host answered that nothing listens at its address: a process
 // that crashed leaves that behind, one that its host starves or a cut
-// hides does not (its listener stays, or no answer comes). The detector
+// hides does not (its listener stays, or no answer comes). A transport
+// says the same of a member on its own host whose connection ended and
+// whose process is gone (transport/tcp reads /proc). The detector
 // then starts the consensus at once, whatever the entry's age, and marks
 // it refused: its verdict is not held for the stalls remembered (a stall
 // does not close a port), and only a heartbeat younger than the plain
