@@ -95,7 +95,10 @@ func (t collTransport) PostInto(from, tag int, buf []byte) (any, error) {
 func (t collTransport) ExchangePosted(ctx context.Context, to int, sdata []byte, tag int, posted any) (int, error, error) {
 	n, lent, serr, rerr := t.ExchangeLent(ctx, to, sdata, tag, posted)
 	if lent != nil {
-		t.Reclaim(lent)
+		req := lent.(*Request)
+		t.c.s.tcpTr.ReleaseAcks(req.lentTo)
+		req.block(context.Background())
+		req.release()
 	}
 	return n, serr, rerr
 }
@@ -136,17 +139,22 @@ func (t collTransport) ExchangeLent(ctx context.Context, to int, sdata []byte, t
 	return n, lent, nil, err
 }
 
-// Reclaim waits until the transport gives back the step's data
-// ExchangeLent lent: the peer acknowledged it or was removed. Not bounded
-// by a ctx: a connection that breaks meanwhile resends from it. It first
-// ends the step's hold of acknowledgements, writing the one held for the
-// step's peer: the peer may hold ours until its own Reclaim of the step
-// it sent us.
-func (t collTransport) Reclaim(lent any) {
-	req := lent.(*Request)
-	t.c.s.tcpTr.ReleaseAcks(req.lentTo)
-	req.block(context.Background())
-	req.release()
+// Reclaim waits until the transport gives back the data of the steps
+// ExchangeLent lent: each peer acknowledged them or was removed. Not
+// bounded by a ctx: a connection that breaks meanwhile resends from them.
+// It first ends every step's hold of acknowledgements, writing the one
+// held for each step's peer, and only then waits: a peer may hold ours
+// until its own Reclaim, and a rank that waited for one partner before
+// it wrote to the next would make that partner wait a round more.
+func (t collTransport) Reclaim(lent []any) {
+	for _, x := range lent {
+		t.c.s.tcpTr.ReleaseAcks(x.(*Request).lentTo)
+	}
+	for _, x := range lent {
+		req := x.(*Request)
+		req.block(context.Background())
+		req.release()
+	}
 }
 
 // sendStep sends a collective step's data as Session.send does, except

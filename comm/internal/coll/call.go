@@ -125,10 +125,7 @@ func (c *call) done(err error) error {
 		clear(c.pre)
 	}
 	if len(c.lent) > 0 {
-		l := c.t.(Lender)
-		for _, x := range c.lent {
-			l.Reclaim(x)
-		}
+		c.t.(Lender).Reclaim(c.lent)
 		clear(c.lent)
 	}
 	for _, b := range c.scratch {

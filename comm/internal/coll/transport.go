@@ -91,7 +91,10 @@ type Preposter interface {
 // ExchangePosted, except that where ExchangePosted would wait for the
 // transport to give sdata back, it returns lent, which Reclaim waits
 // for; lent is nil when there is nothing to wait for. Until Reclaim
-// returns, sdata must not change. A collective lends only data it
+// returns, sdata must not change. Reclaim takes every exchange a call
+// lent at once (its own slice, which it does not keep): what the
+// transport asks of the peers before it waits (comm's acknowledgements
+// of their steps) then goes to all of them before it waits for any. A collective lends only data it
 // leaves alone for the rest of the call, and reclaims everything it lent
 // before it returns, error or not: the exchange's end no longer waits
 // for the peer's acknowledgement, which arrives behind the peer's own
@@ -99,7 +102,7 @@ type Preposter interface {
 type Lender interface {
 	Preposter
 	ExchangeLent(ctx context.Context, to int, sdata []byte, tag int, posted any) (n int, lent any, serr, rerr error)
-	Reclaim(lent any)
+	Reclaim(lent []any)
 }
 
 // Sentinel errors for bad input. They are returned wrapped (use errors.Is)

@@ -345,12 +345,14 @@ func (e *Endpoint) ExchangeLent(ctx context.Context, to int, sdata []byte, tag i
 }
 
 // Reclaim implements coll.Lender.
-func (e *Endpoint) Reclaim(lent any) {
-	l := lent.(*Lent)
-	if !bytes.Equal(l.data, l.snap) {
-		e.lentWritten.Add(1)
+func (e *Endpoint) Reclaim(lent []any) {
+	for _, x := range lent {
+		l := x.(*Lent)
+		if !bytes.Equal(l.data, l.snap) {
+			e.lentWritten.Add(1)
+		}
+		e.lent.Add(-1)
 	}
-	e.lent.Add(-1)
 }
 
 // Unreclaimed returns the number of lent exchanges' data not reclaimed
