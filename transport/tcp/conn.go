@@ -58,6 +58,9 @@ type conn struct {
 	place     wire.PlaceFunc // placeWith's, made once
 	placer    transport.Placer
 	placedLen int // the payload length of the frame placer took
+	// afterPlaced: the last frame the reader goroutine read was placed,
+	// or one of the transport's own small frames after one (readFrame).
+	afterPlaced bool
 	// relayBuf is the buffer a large relayed frame to forward is read
 	// into (placeRelayed), until readFrame takes it.
 	relayBuf *[]byte

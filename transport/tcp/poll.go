@@ -133,8 +133,9 @@ const headReadMax = 4 << 10
 
 // headFirst makes the next Read take at most headReadMax bytes; the
 // reader goroutine calls it after a placed frame (a large one: a step
-// of a large Allreduce, a large message), when nothing of the stream is
-// left in the frame reader's buffer. A frame reader fills its buffer
+// of a large Allreduce, a large message), and after the transport's own
+// small frames that follow one, when nothing of the stream is left in
+// the frame reader's buffer. A frame reader fills its buffer
 // (64 KiB) before it knows the next frame's length; when that frame is
 // large again and placed, what of its body the fill took is copied out
 // of the buffer into its place, the rest read there directly. Capped, the

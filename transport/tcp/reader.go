@@ -80,8 +80,15 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 	} else {
 		c.placer, c.relayBuf = nil, nil
 		f, placed, err = c.fr.ReadFramePlaced(c.place)
-		if placed && c.pr != nil && c.fr.Buffered() == 0 {
-			c.pr.headFirst()
+		if c.pr != nil {
+			// An acknowledgement, a pad or a sequence mark between two
+			// large frames (a collective's steps acknowledged between
+			// them) keeps the next read capped too: the next frame is
+			// as likely large and placed as after the large one itself.
+			c.afterPlaced = placed || (c.afterPlaced && err == nil && ownSmall(f.Kind))
+			if c.afterPlaced && c.fr.Buffered() == 0 {
+				c.pr.headFirst()
+			}
 		}
 	}
 	if placed && c.relayBuf != nil {
@@ -232,6 +239,12 @@ func (t *Transport) readFrame(c *conn, try bool) error {
 		}
 	}
 	return nil
+}
+
+// ownSmall reports whether a frame of kind k is one of the transport's
+// own small frames between a peer's messages.
+func ownSmall(k core.Kind) bool {
+	return k == wire.KindAck || k == wire.KindPad || k == wire.KindSeq
 }
 
 // placeWith returns c's wire.PlaceFunc: a large frame's payload is offered to the
