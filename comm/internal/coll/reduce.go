@@ -297,9 +297,11 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 			give = span(h, src, s.give)
 		}
 		// The input is the caller's, never written here: it may stay
-		// lent to the transport until the call returns. buf's half is
-		// not: the allgather or the gather writes it.
-		in, err := sendrecvElemsKeep(c, s.partner, give, s.partner, phaseMain, into(i), src != nil)
+		// lent to the transport until the call returns. So may buf's
+		// half under an allgather, which writes it only with this
+		// partner's later step, sent once the partner has this one
+		// (Lender).
+		in, err := sendrecvElemsKeep(c, s.partner, give, s.partner, phaseMain, into(i), src != nil || allgather)
 		if err != nil {
 			return h, err
 		}

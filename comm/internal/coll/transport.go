@@ -90,15 +90,21 @@ type Preposter interface {
 // by reference until the peer acknowledges it): ExchangeLent is
 // ExchangePosted, except that where ExchangePosted would wait for the
 // transport to give sdata back, it returns lent, which Reclaim waits
-// for; lent is nil when there is nothing to wait for. Until Reclaim
-// returns, sdata must not change. Reclaim takes every exchange a call
-// lent at once (its own slice, which it does not keep): what the
-// transport asks of the peers before it waits (comm's acknowledgements
-// of their steps) then goes to all of them before it waits for any. A collective lends only data it
-// leaves alone for the rest of the call, and reclaims everything it lent
-// before it returns, error or not: the exchange's end no longer waits
-// for the peer's acknowledgement, which arrives behind the peer's own
-// data.
+// for; lent is nil when there is nothing to wait for. The exchange's end
+// then no longer waits for the peer's acknowledgement, which arrives
+// behind the peer's own data. A collective reclaims everything it lent
+// before it returns, error or not, and Reclaim takes it all at once (the
+// call's own slice, which it does not keep): what the transport asks of
+// the peers before it waits (comm's acknowledgements of their steps)
+// then goes to all of them before it waits for any.
+//
+// Until Reclaim, sdata must not change, with one exception: the receive
+// of a later step from the same peer may overwrite it (Rabenseifner's
+// allgather receives its partner's blocks where the halving sent that
+// partner its own). The peer sends that step only once it has delivered
+// the lent data, and a copy sent again after that (a resend, a relay
+// going back) reaches a peer that drops it as a duplicate, whatever it
+// holds.
 type Lender interface {
 	Preposter
 	ExchangeLent(ctx context.Context, to int, sdata []byte, tag int, posted any) (n int, lent any, serr, rerr error)

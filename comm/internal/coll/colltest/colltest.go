@@ -24,6 +24,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // ErrCrashed is returned by every call of an endpoint that FailAt crashed.
@@ -149,6 +150,7 @@ type Endpoint struct {
 	queues map[key][]message
 	posted map[key][]*Posted // receives posted ahead (PostInto), in order
 	wake   chan struct{}     // closed and replaced on every delivery
+	loans  []*Lent           // lent and not reclaimed, for settle
 }
 
 // Posted is a receive posted by PostInto. A message sent to it is copied
@@ -232,6 +234,7 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 	if ps := dst.posted[k]; len(ps) > 0 {
 		p := ps[0]
 		dst.posted[k] = ps[1:]
+		dst.settleLocked(p)
 		p.fill(data)
 		msg.taken = nil
 	} else {
@@ -279,6 +282,7 @@ func (e *Endpoint) PostInto(from, tag int, buf []byte) (any, error) {
 	if len(e.posted[p.key]) == 0 {
 		if msg, ok := e.popLocked(p.key); ok {
 			msg.took()
+			e.settleLocked(p)
 			p.fill(msg.data)
 			return p, nil
 		}
@@ -325,32 +329,80 @@ func (e *Endpoint) ExchangePosted(ctx context.Context, to int, sdata []byte, tag
 	}
 }
 
-// Lent is what ExchangeLent lent: the data, and a copy of it as it was
-// sent.
+// Lent is what ExchangeLent lent: the data, a copy of it as it was sent,
+// and the peer it was sent to.
 type Lent struct {
 	data, snap []byte
+	to         int
+	// settled: a receive from to overwrote the data, which was unchanged
+	// until then (settleLocked); under the endpoint's mu.
+	settled bool
 }
 
 // ExchangeLent implements coll.Lender: ExchangePosted, and sdata counts
 // as lent until Reclaim, which checks that it did not change meanwhile
-// (a transport that lends may read it again at any moment: a resend).
+// (a transport that lends may read it again at any moment: a resend),
+// or until a receive from the same peer overwrites it, which must find
+// it unchanged (the peer has it then: coll.Lender).
 func (e *Endpoint) ExchangeLent(ctx context.Context, to int, sdata []byte, tag int, posted any) (int, any, error, error) {
-	l := &Lent{data: sdata, snap: bytes.Clone(sdata)}
+	l := &Lent{data: sdata, snap: bytes.Clone(sdata), to: to}
+	e.mu.Lock()
+	e.loans = append(e.loans, l)
+	e.mu.Unlock()
 	n, serr, rerr := e.ExchangePosted(ctx, to, sdata, tag, posted)
 	if serr != nil {
+		e.mu.Lock()
+		e.dropLoanLocked(l)
+		e.mu.Unlock()
 		return n, nil, serr, rerr
 	}
 	e.lent.Add(1)
 	return n, l, nil, rerr
 }
 
-// Reclaim implements coll.Lender.
-func (e *Endpoint) Reclaim(lent []any) {
-	for _, x := range lent {
-		l := x.(*Lent)
+// settleLocked settles the loans to p's sender that p's buffer, about to
+// be filled, overlaps, counting one that changed before as written.
+func (e *Endpoint) settleLocked(p *Posted) {
+	for _, l := range e.loans {
+		if l.settled || l.to != p.key.from || !overlaps(l.data, p.buf) {
+			continue
+		}
 		if !bytes.Equal(l.data, l.snap) {
 			e.lentWritten.Add(1)
 		}
+		l.settled = true
+	}
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// dropLoanLocked removes l from e's loans.
+func (e *Endpoint) dropLoanLocked(l *Lent) {
+	for i, x := range e.loans {
+		if x == l {
+			e.loans = append(e.loans[:i], e.loans[i+1:]...)
+			return
+		}
+	}
+}
+
+// Reclaim implements coll.Lender.
+func (e *Endpoint) Reclaim(lent []any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, x := range lent {
+		l := x.(*Lent)
+		if !l.settled && !bytes.Equal(l.data, l.snap) {
+			e.lentWritten.Add(1)
+		}
+		e.dropLoanLocked(l)
 		e.lent.Add(-1)
 	}
 }
