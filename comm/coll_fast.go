@@ -21,7 +21,12 @@ var (
 	_ coll.ExchangeIntoer = collTransport{}
 	_ coll.Preposter      = collTransport{}
 	_ coll.Lender         = collTransport{}
+	_ coll.Paced          = collTransport{}
 )
+
+// Paced is true but on a replicated rank, whose backups trail its master,
+// which its peers answer.
+func (t collTransport) Paced() bool { return t.c.s.rep == nil }
 
 // EagerSend is true: a send completes once the transport has the message
 // (written to the connection, or queued), and the peer's reader takes

@@ -253,14 +253,23 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 	// keeps, for a first step that reads src), so that all the receives
 	// can be posted now: a partner that runs ahead then finds its step's
 	// receive posted. The allgather that replays the steps backwards, if
-	// the caller runs it, receives into the halves given away; each of
-	// those is posted as soon as its step's exchange is over, since the
-	// half is neither read nor written here after it. Not sooner: the
+	// the caller runs it, receives into the halves given away. Each half
+	// is written by the reduction of the step before and sent by its
+	// own; its allgather receive is posted right before that send when
+	// the partner answers only what reached it (Paced): its answer, its
+	// allgather step, comes after its own reduction, often before this
+	// rank, waking to its step's data, would have posted it after the
+	// exchange, and a large step that finds no receive posted is copied
+	// once more. Otherwise it is posted as soon as its step's exchange is
+	// over, the half being neither read nor written here after it: the
 	// partner's pace is not this rank's (a replicated rank's partners
-	// follow its master, which a backup may trail), and the half is
-	// written by the reduction of the step before and sent by its own.
-	// Without posting ahead, every step receives at the start of scratch.
+	// follow its master, which a backup may trail). Without posting
+	// ahead, every step receives at the start of scratch.
 	_, pre := c.t.(Preposter)
+	early := false
+	if p, ok := c.t.(Paced); ok && pre && allgather {
+		early = p.Paced()
+	}
 	lo, hi, kept := 0, pof2, 0
 	for mask := 1; mask < pof2; mask <<= 1 {
 		mid := (lo + hi) / 2
@@ -293,6 +302,11 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 	for i, s := range h.steps {
 		mine := span(h, buf, s.keep)
 		give := span(h, buf, s.give)
+		if early {
+			if err := c.prepost(s.partner, phaseAllgather, AsBytes(give)); err != nil {
+				return h, err
+			}
+		}
 		if src != nil {
 			give = span(h, src, s.give)
 		}
@@ -305,7 +319,7 @@ func halving[T Elem](c *call, buf, src []T, op Op[T], allgather bool) (*halvingS
 		if err != nil {
 			return h, err
 		}
-		if pre && allgather {
+		if pre && allgather && !early {
 			if err := c.prepost(s.partner, phaseAllgather, AsBytes(span(h, buf, s.give))); err != nil {
 				return h, err
 			}

@@ -430,6 +430,16 @@ func TestCollectivesRendezvous(t *testing.T) {
 	suite(t, 3, g, []opCase[int64]{{Sum[int64](), g}, {matMul2x2(), g}})
 }
 
+// TestCollectivesUnpaced runs a suite over a transport whose peers may
+// answer a step before this rank sent it (a replicated rank's): the
+// allgather's receives are posted only after their step's exchange.
+func TestCollectivesUnpaced(t *testing.T) {
+	newNet = colltest.NewUnpaced
+	defer func() { newNet = colltest.New }()
+	g := smallInt[float64](-8, 8)
+	suite(t, 4, g, []opCase[float64]{{Sum[float64](), g}, {Max[float64](), g}})
+}
+
 // TestCollectivesPlainTransport runs a suite over a Transport without the
 // optional interfaces: exchanges send from a second goroutine and messages
 // arrive through Recv (the fallback paths).

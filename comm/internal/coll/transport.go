@@ -85,6 +85,18 @@ type Preposter interface {
 	Withdraw(posted any)
 }
 
+// Paced is a Preposter that says whether its peers answer a step only
+// once this rank's own send of it has reached them: Paced reports false
+// where a copy of this rank may trail the one its peers hear from (comm's
+// replicated ranks: a backup follows its master, and a peer answers the
+// master). A collective may then post the receive of a step's answer
+// into the memory the step sends from, before it sends it: the answer
+// cannot come before the step has gone.
+type Paced interface {
+	Preposter
+	Paced() bool
+}
+
 // Lender is a Preposter whose exchanges may lend their data to the
 // transport beyond the exchange (comm over TCP keeps a large step's data
 // by reference until the peer acknowledges it): ExchangeLent is

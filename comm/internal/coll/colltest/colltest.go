@@ -41,6 +41,7 @@ func (e *PeerFailedError) Error() string {
 type Net struct {
 	eps      []*Endpoint
 	sync     bool // Send waits until the receiver has taken the message
+	unpaced  bool // Endpoint.Paced reports false
 	failOnce sync.Once
 	failed   chan struct{} // closed when failErr is set
 	failErr  error
@@ -73,6 +74,18 @@ func NewSync(n int) (*Net, error) {
 		return nil, err
 	}
 	net.sync = true
+	return net, nil
+}
+
+// NewUnpaced is New with endpoints whose Paced reports false, as a
+// replicated rank's transport does: a collective then posts no receive
+// into memory it has yet to send from.
+func NewUnpaced(n int) (*Net, error) {
+	net, err := New(n)
+	if err != nil {
+		return nil, err
+	}
+	net.unpaced = true
 	return net, nil
 }
 
@@ -131,8 +144,8 @@ type message struct {
 }
 
 // Endpoint is one rank's view of a Net; it implements coll.Transport and its
-// optional interfaces coll.EagerSender, coll.RecvIntoer, coll.Preposter
-// and coll.Lender (hide them by embedding the Endpoint in a struct that
+// optional interfaces coll.EagerSender, coll.RecvIntoer, coll.Preposter,
+// coll.Paced and coll.Lender (hide them by embedding the Endpoint in a struct that
 // has only Transport's methods, to test the fallbacks).
 type Endpoint struct {
 	net  *Net
@@ -255,6 +268,11 @@ func (e *Endpoint) Send(ctx context.Context, to, tag int, data []byte) error {
 		return ctx.Err()
 	}
 }
+
+// Paced implements coll.Paced: true unless the Net was made with
+// NewUnpaced. A message is copied at its Send, so a peer that answers it
+// has it.
+func (e *Endpoint) Paced() bool { return !e.net.unpaced }
 
 // EagerSend implements coll.EagerSender: true unless the Net was made with
 // NewSync.
