@@ -7,7 +7,10 @@
 // processes that end their session tell the launcher which processes
 // their views excluded, and the launcher stops an excluded process that
 // still runs once every process not excluded has ended: the job is over
-// without it.
+// without it. A job on peer daemons (package p2p/submit) does the same
+// with [Rendezvous.ExcludedBy] and [Rendezvous.ExclusionNews]: the
+// submitter holds the rendezvous, and asks the daemon that runs an
+// excluded process to stop it.
 
 package launch
 
@@ -108,6 +111,22 @@ func (r *Rendezvous) excludedBy(counts func(proc int) bool) []int {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// ExcludedBy returns the processes that the processes for which counts
+// returns true reported excluded from the job ([Registration.ReportExcluded]),
+// in increasing order: a launcher of its own (package p2p/submit, whose
+// processes run on peer daemons) stops those still running once every
+// other process has ended, as [Job] does. counts is called with the
+// rendezvous's lock held and must not call back into it.
+func (r *Rendezvous) ExcludedBy(counts func(proc int) bool) []int {
+	return r.excludedBy(counts)
+}
+
+// ExclusionNews is signalled (it holds at most one signal) when a process
+// reports what it saw excluded; a launcher then asks [Rendezvous.ExcludedBy]
+// again. It has one reader: a [Job] reads its rendezvous's, so this is for
+// a rendezvous made with [NewRendezvous].
+func (r *Rendezvous) ExclusionNews() <-chan struct{} { return r.excl.news }
 
 // excludedNow returns the processes reported excluded by a process that
 // has exited with code 0 (succeeded, by process number).
