@@ -29,6 +29,7 @@ import (
 //	PUT  /v1/jobs/TOKEN/files?path=&size=&sha256=&exec=   body: the file
 //	POST /v1/jobs/TOKEN/launch LaunchRequest → a stream of Event lines (JSON), until the job ends
 //	POST /v1/jobs/TOKEN/spawn  LaunchRank    → {} (one more process of the running job, on its stream: spawn.go)
+//	POST /v1/jobs/TOKEN/stop   StopRequest   → {} (one process of the running job stopped, SIGTERM then SIGKILL: stopproc.go)
 //	POST /v1/halt                           → {} (the daemon's own name or an admin only)
 //
 // Every refusal is an HTTP error status with a one-line reason in the body
@@ -329,6 +330,14 @@ func (c *Client) Launch(ctx context.Context, token string, lr LaunchRequest, sil
 // (see spawn.go) wraps ErrRefused and names why.
 func (c *Client) Spawn(ctx context.Context, token string, rk LaunchRank) error {
 	return c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(token)+"/spawn", jsonBody(rk), nil)
+}
+
+// Stop asks the daemon to stop process rank of the running job holding
+// token (SIGTERM, then SIGKILL after the grace period); its exit comes
+// on the job's launch stream. A process that has ended already is no
+// error. A refusal (see stopproc.go) wraps ErrRefused and names why.
+func (c *Client) Stop(ctx context.Context, token string, rank int) error {
+	return c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(token)+"/stop", jsonBody(StopRequest{Rank: rank}), nil)
 }
 
 // ErrSilent: a daemon's launch stream stayed silent: its host is lost (cut

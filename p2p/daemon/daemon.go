@@ -393,6 +393,7 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/jobs/{token}/files", authed(d.stageFile))
 	mux.HandleFunc("POST /v1/jobs/{token}/launch", authed(d.launch))
 	mux.HandleFunc("POST /v1/jobs/{token}/spawn", authed(d.spawn))
+	mux.HandleFunc("POST /v1/jobs/{token}/stop", authed(d.stopProc))
 	mux.HandleFunc("POST /v1/halt", authed(func(w http.ResponseWriter, r *http.Request, name string) {
 		if !d.admin(name) {
 			d.refuse(w, r, http.StatusForbidden, "halt", fmt.Errorf("%q may not halt this daemon (only %q and its admins)", name, d.cfg.Name))

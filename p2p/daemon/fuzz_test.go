@@ -46,6 +46,7 @@ func FuzzConfig(f *testing.F) {
 func FuzzRequests(f *testing.F) {
 	f.Add([]byte(`{"program":"p","args":["a"],"env":["A=1"],"ranks":[{"rank":0,"env":["COHORT_RANK=0"]}]}`))
 	f.Add([]byte(`{"job":"j","procs":2}`))
+	f.Add([]byte(`{"rank":3}`))
 	f.Add([]byte(`{"program":"../x","ranks":[{"rank":-1}]}`))
 	f.Add([]byte(`{"ranks":[{"rank":0},{"rank":0}],"program":"p"}`))
 	root := f.TempDir()
@@ -60,6 +61,9 @@ func FuzzRequests(f *testing.F) {
 			Token string `json:"token"`
 		}
 		_ = decode(r, &rel)
+		if sr, err := decodeStop(bytes.NewReader(body)); err == nil && (sr.Rank < 0 || sr.Rank >= maxProcNumber) {
+			t.Fatalf("stop request %q accepted with process %d out of range", body, sr.Rank)
+		}
 		r = httptest.NewRequest("POST", "/v1/jobs/x/launch", bytes.NewReader(body))
 		var lr LaunchRequest
 		if decode(r, &lr) != nil {
