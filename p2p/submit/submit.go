@@ -156,6 +156,13 @@ type Exit struct {
 	// Idle: a process started again that was stopped because every
 	// process of the job's start had ended: the job never needed it.
 	Idle bool
+	// Excluded: a process that exited with status 0 reported that its
+	// views excluded this one from the job (took it for failed) while it
+	// lived (excluded.go). Its exit fails the job.
+	Excluded bool
+	// Stopped: Excluded, and still running once every other process had
+	// ended; the submitter asked its daemon to stop it.
+	Stopped bool
 }
 
 // OK says the rank exited with status 0.
@@ -168,6 +175,8 @@ func (e Exit) How() string {
 		return "stopped on " + e.Host + ": the job never needed it"
 	case e.Lost:
 		return "lost with host " + e.Host
+	case e.Excluded:
+		return e.howExcluded()
 	case e.Err != "":
 		return e.Err
 	case e.Signal != "":
@@ -566,6 +575,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				dialOut: g.host.DialOutOnly || slices.Contains(cfg.DialOutOnly, g.host.Name)})
 		}
 	}
+	go rs.followExclusions()
 	for _, g := range used {
 		host, _, _ := net.SplitHostPort(g.host.Addr)
 		var lr daemon.LaunchRequest
@@ -592,13 +602,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					exitMu.Lock()
 					if ev.Rank >= 0 && ev.Rank < len(res.Exits) && res.Exits[ev.Rank].Host == g.host.Name && res.Exits[ev.Rank].Lost {
 						x := &res.Exits[ev.Rank]
-						*x = Exit{Rank: x.Rank, Replica: x.Replica, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal, Of: x.Of, Idle: x.Idle && ev.Signal != ""}
+						*x = Exit{Rank: x.Rank, Replica: x.Replica, Host: g.host.Name, Code: ev.Code, Signal: ev.Signal, Of: x.Of, Idle: x.Idle && ev.Signal != "",
+							Excluded: x.Excluded, Stopped: x.Stopped}
 						if cfg.Spares > 0 && ev.Rank < procs {
 							// Ended before it registered: the job starts
 							// without it, a spare takes its rank.
 							rz.Excuse(ev.Rank)
 						}
 						rs.exitedLocked(ev.Rank, *x)
+						rs.stopExcludedLocked()
 					}
 					exitMu.Unlock()
 				case ev.Error != "":
@@ -628,6 +640,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					}
 				}
 				rs.hostLostLocked(g.host.Name)
+				rs.stopExcludedLocked()
 				exitMu.Unlock()
 			}
 		}()
@@ -635,6 +648,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	wg.Wait()
 	exitMu.Lock()
 	rs.over = true // an idle stop past this point changes nothing
+	rs.markExcludedLocked()
 	exitMu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return res, err
@@ -712,6 +726,8 @@ func spareOutcome(cfg Config, exits []Exit, procs int, joined []int) error {
 			cfg.Log("%s stopped: the job never needed it", who)
 		case e.Lost:
 			cfg.Log("%s lost (%s); the job went on without it", who, e.How())
+		case e.Excluded:
+			bad = append(bad, fmt.Sprintf("%s (%s)", who, e.How()))
 		case e.Signal != "" && cfg.Respawn > 0 && e.Replaced > 0:
 			cfg.Log("%s %s; started again as process %d", who, e.How(), e.Replaced)
 		case e.Signal != "" && cfg.Respawn > 0:
