@@ -10,8 +10,9 @@
 // tests of the middleware, the job-escape test, the partial-partition
 // tests (a path between two hosts cut, one way or both, healed, a host
 // nobody can dial), the spares test (a host lost mid-run, its ranks
-// taken over by spares on the others) and the hosts launcher of `cohort bench launch` use
-// it. It needs root (network namespaces): Start
+// taken over by spares on the others), the excluded-rank test (a rank
+// stopped until the others end, then stopped by its daemon) and the
+// hosts launcher of `cohort bench launch` use it. It needs root (network namespaces): Start
 // fails with an error wrapping netlab.ErrUnavailable without it, and the
 // tests skip, saying so.
 package multihost
