@@ -54,9 +54,11 @@ A rank that the others excluded from the job while it lived (their failure
 detectors took it for failed while it was stopped, starved or cut off)
 ends with an error saying so when it runs again. One still running once
 every other rank has ended is stopped (SIGTERM, then SIGKILL after 3 s;
-"cohort run: stopping rank R: ..."). Either way the run names it as
-"excluded from the job by the others" and exits with status 1, after the
-others' output.
+"cohort run: stopping rank R: ..."); with --hosts its daemon stops it
+("cohort run: stopping rank R on HOST: ..."). Either way the run names
+it as "excluded from the job by the others" and exits with status 1,
+after the others' output. Under SLURM (srun) no such stop is made: the
+step's time limit bounds it.
 
 With --hosts the job runs on the peers of the peer-to-peer middleware
 instead: the supernodes give the live peer daemons ('cohort boot'), ranked by
