@@ -7,7 +7,9 @@
 // program (SHA-256 checked by each daemon), starts a rendezvous, launches
 // each host's ranks and forwards their output. The ranks then exchange the
 // rank table through the rendezvous and run their detectors and membership
-// over the hosts, exactly as a local job does.
+// over the hosts, exactly as a local job does. A process that the others
+// excluded from the job and that still runs once they have all ended is
+// stopped by its daemon, as the local launcher stops one (excluded.go).
 //
 // A host whose launch stream stays silent for Config.Silence (its daemon
 // sends a keep-alive every second) is lost: its ranks are reported so, as
@@ -158,7 +160,8 @@ type Exit struct {
 	Idle bool
 	// Excluded: a process that exited with status 0 reported that its
 	// views excluded this one from the job (took it for failed) while it
-	// lived (excluded.go). Its exit fails the job.
+	// lived (excluded.go); its failure (an exit other than status 0) is
+	// named so.
 	Excluded bool
 	// Stopped: Excluded, and still running once every other process had
 	// ended; the submitter asked its daemon to stop it.
