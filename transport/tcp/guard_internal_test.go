@@ -54,7 +54,7 @@ func TestPollGuard(t *testing.T) {
 	if got := runs.Load(); got != closes {
 		t.Fatalf("%d of %d unmappings ran once every caller left", got, closes)
 	}
-	if len(g.late) != 0 || g.n.Load() != 0 {
-		t.Fatalf("guard left with %d callers and %d unmappings waiting", g.n.Load(), len(g.late))
+	if len(g.late) != 0 || g.polling() {
+		t.Fatalf("guard left with callers polling or %d unmappings waiting", len(g.late))
 	}
 }

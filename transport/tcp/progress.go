@@ -5,7 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // procPin's linkname
 
+	"github.com/cohort-mp/cohort/transport/hotsync"
 	"github.com/cohort-mp/cohort/wire"
 )
 
@@ -246,22 +248,87 @@ func (d waitWord) Load() bool { return d.w.Load()&d.mask != 0 }
 // otherwise when the last one leaves. A caller that came before closing
 // was set is counted (unmap waits for it); one that came after sees it
 // set, and does not touch the ring.
+//
+// The count is two monotonic sums, of entries and of exits, and a caller
+// adds to them in the slot of the processor it runs on (pinned to it for
+// that), by a load and a release store, not an atomic add: a locked
+// instruction at each end of every poll is a sizeable part of a small
+// message's cost on one host. Those plain stores are fenced by the
+// closing side alone, with an asymmetric barrier (membarrier(2),
+// guardBarrier) between its own stores (closing, waiting) and its loads
+// of the slots: each caller then either has its entry seen, or sees
+// closing set at its next look. Where the barrier is not available, or
+// a processor has no slot, the caller counts in the shared sums by
+// atomic adds, which fence on both sides. A caller that leaves while an
+// unmapping waits takes mu, which orders its exit with another
+// leaver's, before it sums.
 type pollGuard struct {
-	n       atomic.Int32 // callers polling
-	waiting atomic.Bool  // late is not empty (a load for a caller that leaves)
+	slots   [pollSlots]pollSlot // by processor, used with guardBarrier
+	enters  atomic.Uint64       // entries of callers without a slot
+	leaves  atomic.Uint64       // and their exits
+	waiting atomic.Bool         // late is not empty (a load for a caller that leaves)
 	mu      sync.Mutex
 	late    []func() // unmappings waiting for the callers to leave
 }
 
-func (g *pollGuard) enter() { g.n.Add(1) }
+// pollSlots bounds the processors that count in a slot of their own:
+// the sums are read by every look of a parked reader (shmConn.await), so
+// there are few.
+const pollSlots = 8
 
-// polling reports whether a caller polls.
-func (g *pollGuard) polling() bool { return g.n.Load() != 0 }
+// pollSlot is one processor's share of a guard's sums, alone in its
+// cache line.
+type pollSlot struct {
+	enters, leaves atomic.Uint64
+	_              [48]byte
+}
+
+func (g *pollGuard) enter() {
+	if guardFenced {
+		if pid := procPin(); pid < pollSlots {
+			s := &g.slots[pid]
+			hotsync.StoreRelease64(&s.enters, s.enters.Load()+1)
+			procUnpin()
+			return
+		}
+		procUnpin()
+	}
+	g.enters.Add(1)
+}
 
 func (g *pollGuard) leave() {
-	if g.n.Add(-1) == 0 && g.waiting.Load() {
+	counted := false
+	if guardFenced {
+		if pid := procPin(); pid < pollSlots {
+			s := &g.slots[pid]
+			hotsync.StoreRelease64(&s.leaves, s.leaves.Load()+1)
+			counted = true
+		}
+		procUnpin()
+	}
+	if !counted {
+		g.leaves.Add(1)
+	}
+	if g.waiting.Load() {
 		g.runLate()
 	}
+}
+
+// polling reports whether a caller polls. Every exit is read before
+// every entry: the sums only grow, and each exit follows its entry, so
+// equal sums mean that no caller was polling at the moment between the
+// two reads (a caller counted on the way adds to the entries only, and
+// is taken for one that polls).
+func (g *pollGuard) polling() bool {
+	out := g.leaves.Load()
+	for i := range g.slots {
+		out += g.slots[i].leaves.Load()
+	}
+	in := g.enters.Load()
+	for i := range g.slots {
+		in += g.slots[i].enters.Load()
+	}
+	return in != out
 }
 
 // unmap runs f once no caller polls (at once for a nil guard: a
@@ -272,23 +339,26 @@ func (g *pollGuard) unmap(f func()) {
 		return
 	}
 	g.mu.Lock()
-	if g.n.Load() == 0 {
-		g.mu.Unlock()
-		f()
-		return
-	}
 	g.late = append(g.late, f)
 	g.waiting.Store(true)
 	g.mu.Unlock()
-	// The last caller may have left between the count and the append,
-	// finding nothing to run.
-	if g.n.Load() == 0 {
-		g.runLate()
+	// The connection's closing and waiting are stored: from here on, a
+	// caller's entry is seen, or it sees closing; its exit is seen, or
+	// it sees waiting and runs f itself.
+	if guardFenced {
+		guardBarrier()
 	}
+	g.runLate()
 }
 
+// runLate runs the unmappings waiting, unless a caller polls (the last
+// to leave runs them then).
 func (g *pollGuard) runLate() {
 	g.mu.Lock()
+	if g.polling() {
+		g.mu.Unlock()
+		return
+	}
 	late := g.late
 	g.late = nil
 	g.waiting.Store(false)
@@ -297,3 +367,13 @@ func (g *pollGuard) runLate() {
 		f()
 	}
 }
+
+// procPin pins the calling goroutine to its processor, whose id it
+// returns, until procUnpin: no other goroutine runs there meanwhile, so
+// a slot of that processor's is the caller's alone.
+//
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()
