@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,5 +57,49 @@ func TestPollGuard(t *testing.T) {
 	}
 	if len(g.late) != 0 || g.polling() {
 		t.Fatalf("guard left with callers polling or %d unmappings waiting", len(g.late))
+	}
+}
+
+// TestPollGuardKeepsMapped plays the guard's contract against a ring
+// that Close unmaps: a caller that entered, and found closing not yet
+// set, always finds the ring still mapped, however callers (counted on
+// whichever processor they run) and closes interleave.
+func TestPollGuardKeepsMapped(t *testing.T) {
+	const rounds, callers = 300, 3
+	for range rounds {
+		var g pollGuard
+		var closing, unmapped, stop atomic.Bool
+		var looks atomic.Int32
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for !stop.Load() {
+					g.enter()
+					if !closing.Load() {
+						// Looks at the ring, yielding between them, as
+						// PollUntil does (it may resume on another
+						// processor, and leave there).
+						for range 4 {
+							if unmapped.Load() {
+								t.Error("a caller that saw the connection open found its ring unmapped")
+							}
+							runtime.Gosched()
+						}
+						looks.Add(1)
+					}
+					g.leave()
+				}
+			})
+		}
+		for looks.Load() < 2*callers { // the callers run
+			runtime.Gosched()
+		}
+		closing.Store(true)
+		g.unmap(func() { unmapped.Store(true) })
+		stop.Store(true)
+		wg.Wait()
+		if !unmapped.Load() || g.polling() {
+			t.Fatalf("after the callers left: unmapped %v, polling %v", unmapped.Load(), g.polling())
+		}
 	}
 }
