@@ -12,6 +12,7 @@ import (
 // runs once, whatever the interleaving of callers and closes.
 func TestPollGuard(t *testing.T) {
 	var g pollGuard
+	g.makeSlots()
 	var ran atomic.Int32
 	g.unmap(func() { ran.Add(1) })
 	if ran.Load() != 1 {
@@ -68,6 +69,7 @@ func TestPollGuardKeepsMapped(t *testing.T) {
 	const rounds, callers = 300, 3
 	for range rounds {
 		var g pollGuard
+		g.makeSlots()
 		var closing, unmapped, stop atomic.Bool
 		var looks atomic.Int32
 		var wg sync.WaitGroup

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,7 @@ const progressBatch = 64
 func (t *Transport) addRing(c *conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.pollers.makeSlots()
 	var next []*conn
 	if cur := t.rings.Load(); cur != nil {
 		next = slices.Clone(*cur)
@@ -263,18 +265,28 @@ func (d waitWord) Load() bool { return d.w.Load()&d.mask != 0 }
 // unmapping waits takes mu, which orders its exit with another
 // leaver's, before it sums.
 type pollGuard struct {
-	slots   [pollSlots]pollSlot // by processor, used with guardBarrier
-	enters  atomic.Uint64       // entries of callers without a slot
-	leaves  atomic.Uint64       // and their exits
-	waiting atomic.Bool         // late is not empty (a load for a caller that leaves)
+	slots   atomic.Pointer[[]pollSlot] // by processor, with guardBarrier (nil: none yet, makeSlots)
+	enters  atomic.Uint64              // entries of callers without a slot
+	leaves  atomic.Uint64              // and their exits
+	waiting atomic.Bool                // late is not empty (a load for a caller that leaves)
 	mu      sync.Mutex
 	late    []func() // unmappings waiting for the callers to leave
 }
 
-// pollSlots bounds the processors that count in a slot of their own:
-// the sums are read by every look of a parked reader (shmConn.await), so
-// there are few.
-const pollSlots = 8
+// pollSlotsMax bounds the processors that count in a slot of their own:
+// the sums are read by every look of a parked reader (shmConn.await).
+const pollSlotsMax = 256
+
+// makeSlots gives g a slot for each of the process's processors (at
+// most pollSlotsMax), once; the transport calls it under its mu before
+// it lists its first ring, so callers that poll find them (a processor
+// added later counts in the shared sums).
+func (g *pollGuard) makeSlots() {
+	if guardFenced && g.slots.Load() == nil {
+		sl := make([]pollSlot, min(runtime.GOMAXPROCS(0), pollSlotsMax))
+		g.slots.Store(&sl)
+	}
+}
 
 // pollSlot is one processor's share of a guard's sums, alone in its
 // cache line.
@@ -285,8 +297,8 @@ type pollSlot struct {
 
 func (g *pollGuard) enter() {
 	if guardFenced {
-		if pid := procPin(); pid < pollSlots {
-			s := &g.slots[pid]
+		if sl, pid := g.slots.Load(), procPin(); sl != nil && pid < len(*sl) {
+			s := &(*sl)[pid]
 			hotsync.StoreRelease64(&s.enters, s.enters.Load()+1)
 			procUnpin()
 			return
@@ -299,8 +311,8 @@ func (g *pollGuard) enter() {
 func (g *pollGuard) leave() {
 	counted := false
 	if guardFenced {
-		if pid := procPin(); pid < pollSlots {
-			s := &g.slots[pid]
+		if sl, pid := g.slots.Load(), procPin(); sl != nil && pid < len(*sl) {
+			s := &(*sl)[pid]
 			hotsync.StoreRelease64(&s.leaves, s.leaves.Load()+1)
 			counted = true
 		}
@@ -320,13 +332,17 @@ func (g *pollGuard) leave() {
 // two reads (a caller counted on the way adds to the entries only, and
 // is taken for one that polls).
 func (g *pollGuard) polling() bool {
+	var sl []pollSlot
+	if p := g.slots.Load(); p != nil {
+		sl = *p
+	}
 	out := g.leaves.Load()
-	for i := range g.slots {
-		out += g.slots[i].leaves.Load()
+	for i := range sl {
+		out += sl[i].leaves.Load()
 	}
 	in := g.enters.Load()
-	for i := range g.slots {
-		in += g.slots[i].enters.Load()
+	for i := range sl {
+		in += sl[i].enters.Load()
 	}
 	return in != out
 }
