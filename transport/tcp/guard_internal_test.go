@@ -64,12 +64,17 @@ func TestPollGuard(t *testing.T) {
 // TestPollGuardKeepsMapped plays the guard's contract against a ring
 // that Close unmaps: a caller that entered, and found closing not yet
 // set, always finds the ring still mapped, however callers (counted on
-// whichever processor they run) and closes interleave.
+// whichever processor they run) and closes interleave. A third of the
+// rounds count in the shared sums only (no slots), a third get their
+// slots while the callers run, so that a caller may enter in one and
+// leave in the other.
 func TestPollGuardKeepsMapped(t *testing.T) {
 	const rounds, callers = 300, 3
-	for range rounds {
+	for round := range rounds {
 		var g pollGuard
-		g.makeSlots()
+		if round%3 == 0 {
+			g.makeSlots()
+		}
 		var closing, unmapped, stop atomic.Bool
 		var looks atomic.Int32
 		var wg sync.WaitGroup
@@ -93,7 +98,13 @@ func TestPollGuardKeepsMapped(t *testing.T) {
 				}
 			})
 		}
-		for looks.Load() < 2*callers { // the callers run
+		for looks.Load() < callers { // the callers run
+			runtime.Gosched()
+		}
+		if round%3 == 1 {
+			g.makeSlots()
+		}
+		for looks.Load() < 2*callers {
 			runtime.Gosched()
 		}
 		closing.Store(true)
