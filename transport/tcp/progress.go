@@ -296,10 +296,11 @@ type pollSlot struct {
 }
 
 func (g *pollGuard) enter() {
-	if guardFenced {
-		if sl, pid := g.slots.Load(), procPin(); sl != nil && pid < len(*sl) {
-			s := &(*sl)[pid]
-			hotsync.StoreRelease64(&s.enters, s.enters.Load()+1)
+	// Slots are made only with guardFenced (makeSlots).
+	if sl := g.slots.Load(); sl != nil {
+		if pid := procPin(); uint(pid) < uint(len(*sl)) {
+			s := &(*sl)[pid].enters
+			hotsync.StoreRelease64(s, s.Load()+1)
 			procUnpin()
 			return
 		}
@@ -309,16 +310,14 @@ func (g *pollGuard) enter() {
 }
 
 func (g *pollGuard) leave() {
-	counted := false
-	if guardFenced {
-		if sl, pid := g.slots.Load(), procPin(); sl != nil && pid < len(*sl) {
-			s := &(*sl)[pid]
-			hotsync.StoreRelease64(&s.leaves, s.leaves.Load()+1)
-			counted = true
-		}
+	if sl := g.slots.Load(); sl == nil {
+		g.leaves.Add(1)
+	} else if pid := procPin(); uint(pid) < uint(len(*sl)) {
+		s := &(*sl)[pid].leaves
+		hotsync.StoreRelease64(s, s.Load()+1)
 		procUnpin()
-	}
-	if !counted {
+	} else {
+		procUnpin()
 		g.leaves.Add(1)
 	}
 	if g.waiting.Load() {
