@@ -135,12 +135,15 @@ func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 			var small [3]byte
 			small[0], small[1], small[2] = byte(h.credit), byte(h.ctxID), byte(uint64(tag)<<1)
 			f.Payload = small[:]
-			if t.TrySendDirectRef(&q.peer, q.to, &f, nonNil(buf)) {
+			if ok, err := t.TrySendDirectRef(ctx, &q.peer, q.to, &f, nonNil(buf)); ok {
+				if err != nil {
+					return st.translate(s.sendErr(q.to, err))
+				}
 				return nil
 			}
 			return st.translate(q.sendDataQueued(kindCData, h, nonNil(buf)))
 		}
-		return st.translate(q.sendData(p.kind(false), h, nonNil(buf)))
+		return st.translate(q.sendDataCtx(ctx, p.kind(false), h, nonNil(buf)))
 	}
 	return s.sendPlanned(ctx, st, subP2P, dest, tag, buf, &p)
 }
@@ -317,7 +320,7 @@ func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag 
 		// The common case: nothing waits for an eager message once the
 		// transport has it, so it needs no request; its header is built
 		// in the queue's own array (outq.sendData).
-		err := p.q.sendData(p.kind(false), dataHeader{credit: uint64(p.credit), ctxID: c.id | sub, tag: tag}, nonNil(data))
+		err := p.q.sendDataCtx(ctx, p.kind(false), dataHeader{credit: uint64(p.credit), ctxID: c.id | sub, tag: tag}, nonNil(data))
 		return c.translate(err)
 	}
 	return s.sendPlanned(ctx, c, sub, dest, tag, data, &p)

@@ -63,6 +63,14 @@ func (q *outq) send(f wire.Frame, body []byte, req *Request) error {
 // orders, from two goroutines, may leave in either order, as with the
 // lock.
 func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
+	return q.sendDataCtx(context.Background(), kind, h, body)
+}
+
+// sendDataCtx is sendData whose direct write watches ctx, a blocking
+// Send's: when ctx ends before the kernel has taken the frame, the
+// transport's writer completes it (the message is still delivered) and
+// the send fails with ctx's error.
+func (q *outq) sendDataCtx(ctx context.Context, kind core.Kind, h dataHeader, body []byte) error {
 	if t := q.s.tcpTr; t != nil && body != nil && !q.running.Load() {
 		f := wire.Frame{Kind: kind, Epoch: q.s.epoch.Load()}
 		// A small message's header (appendDataHeader's first case) is
@@ -76,8 +84,8 @@ func (q *outq) sendData(kind core.Kind, h dataHeader, body []byte) error {
 			var hdr [maxRTS]byte
 			f.Payload = appendDataHeader(hdr[:0], kind, h)
 		}
-		if t.TrySendDirectRef(&q.peer, q.to, &f, body) {
-			return nil
+		if ok, err := t.TrySendDirectRef(ctx, &q.peer, q.to, &f, body); ok {
+			return q.s.sendErr(q.to, err)
 		}
 	}
 	return q.sendDataQueued(kind, h, body)

@@ -2,7 +2,11 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"net"
+	"os"
+	"time"
 	"unsafe"
 
 	"github.com/cohort-mp/cohort/core"
@@ -17,13 +21,19 @@ import (
 // length prefix, header and payload, without copying body and without a
 // hand-off to the writer goroutine; the call then returns once the kernel
 // has taken the bytes, which can wait while the peer's receive buffer is
-// full. Otherwise the payload is copied and queued as by Send. Either way
-// the caller may reuse body when SendDirect returns (the resend log keeps
-// a copy). A frame written to a connection that then fails is resent on
-// the next, as one queued is (see the package
-// doc); the error is returned only when the frame cannot be queued.
+// full, or once ctx ends. A frame the kernel has not taken whole when ctx
+// ends cannot be withdrawn (the stream would be torn): what is left of it
+// is copied and handed to the peer's writer goroutine, which writes it
+// before anything else, and SendDirect returns nil, the frame taken as
+// one queued by Send is. (Over a connection in records, encrypted, the
+// write does not watch ctx.) Otherwise the payload is copied and queued
+// as by Send. Either way the caller may reuse body when SendDirect
+// returns (the resend log keeps a copy). A frame written to a connection
+// that then fails is resent on the next, as one queued is (see the
+// package doc); the error is returned only when the frame cannot be
+// queued.
 func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
-	if t.TrySendDirect(to, f, body) {
+	if t.trySendDirect(ctx, to, f, body) {
 		return nil
 	}
 	payload := make([]byte, 0, len(f.Payload)+len(body))
@@ -35,6 +45,12 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 // where SendDirect would copy and queue the frame, it reports false,
 // having done nothing. It keeps neither f.Payload nor body.
 func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) bool {
+	return t.trySendDirect(nil, to, f, body)
+}
+
+// trySendDirect is TrySendDirect whose write on a plain socket watches
+// ctx (nil: it does not), as SendDirect's.
+func (t *Transport) trySendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) bool {
 	if len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
 		return false
 	}
@@ -42,7 +58,11 @@ func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) boo
 	if c != nil && c.shm != nil {
 		return t.writeLineShm(p, c, &f, body)
 	}
-	return c != nil && t.writeDirect(p, c, &f, body, nil)
+	if c == nil {
+		return false
+	}
+	ok, _ := t.writeDirectCtx(ctx, p, c, &f, body, nil)
+	return ok
 }
 
 // LendMin is the smallest payload TryLendDirect lends: a frame of at
@@ -126,20 +146,31 @@ func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
 // drained and flushed and no one holds p.wmu; it reports whether it did
 // (a write that fails closes c and counts as done: the frame is in p's
 // log, and the next connection resends it). With release not nil, body is
-// lent to p's log (TryLendDirect, TryLendDirectAny).
+// lent to p's log (TryLendDirect, TryLendDirectAny). It waits as long as
+// the kernel takes no bytes: writeDirectCtx watches a context.
 func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, release func()) bool {
+	ok, _ := t.writeDirectCtx(nil, p, c, f, body, release)
+	return ok
+}
+
+// writeDirectCtx is writeDirect whose write to a plain socket (c.raw)
+// watches ctx (nil: it does not): ended reports that ctx ended before the
+// kernel took the whole frame, whose rest the writer goroutine then
+// writes (p.rest, as SendNow leaves it), the frame counted as a queued
+// one (accepted, written; flushed once the writer has written it).
+func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wire.Frame, body []byte, release func()) (ok, ended bool) {
 	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
-		return false // let Send report the exact size
+		return false, false // let Send report the exact size
 	}
 	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
-		return t.writeDirectShm(p, c, f, body, release)
+		return t.writeDirectShm(p, c, f, body, release), false
 	}
 	if !p.wmu.TryLock() {
-		return false
+		return false, false
 	}
 	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() {
 		p.wmu.Unlock()
-		return false
+		return false, false
 	}
 	f.Src, f.Dst = t.self, p.id
 	kept := false // body lent to the log, which releases it
@@ -147,11 +178,11 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 		var ok bool
 		if ok, kept = p.log.addLentFrame(c.peerStream, f, body, release); !ok {
 			p.wmu.Unlock()
-			return false
+			return false, false
 		}
 	} else if !p.log.addFrame(c.peerStream, f, body, true) {
 		p.wmu.Unlock()
-		return false // no room in the log: Send waits for it
+		return false, false // no room in the log: Send waits for it
 	}
 	// The frame is written before SendDirect returns, under p.wmu, so it
 	// is not counted in accepted and flushed (Flush has nothing to wait
@@ -170,7 +201,11 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 			p.hdr = append(p.hdr, body...) // one piece: one write(2)
 			body = nil
 		}
-		err = c.writeAll(p.hdr, body)
+		if ctx == nil || ctx.Done() == nil {
+			err = c.writeAll(p.hdr, body)
+		} else {
+			ended, err = t.writeAllCtx(ctx, p, c, p.hdr, body)
+		}
 	} else {
 		p.hdr = t.directHead(p.hdr, f, body, 0)
 		p.bufs = append(p.bufs[:0], p.hdr, body)
@@ -193,7 +228,10 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 	} else if release != nil {
 		release() // written, and not kept: the body is free
 	}
-	return true
+	if ended {
+		t.kickRest(p)
+	}
+	return true, ended
 }
 
 // writeDirectShm is writeDirect on a shared-memory connection, under p.wmu
@@ -310,3 +348,101 @@ const padFrom = 4 << 10
 
 // binaryMaxVarint is the longest encoding of a header field.
 const binaryMaxVarint = 10
+
+// writeAllCtx is writeAll for a caller whose ctx may end while the kernel
+// takes no bytes (the peer reads none: a full receive buffer). The first
+// pass never waits; the wait after it, the only place where ctx can end,
+// parks in the netpoller until the socket is writable or the write
+// deadline, which ctx's end sets in the past, passes. ended reports that
+// ctx ended first: what is left of the frame is then in p.rest, for the
+// writer goroutine (the caller calls kickRest once p.wmu is released),
+// and the frame is counted as SendNow counts one it wrote in part. The
+// caller holds p.wmu; neither buffer is kept.
+func (t *Transport) writeAllCtx(ctx context.Context, p *peer, c *conn, head, body []byte) (ended bool, err error) {
+	w, d := &c.rw, &p.dw
+	if w.fn == nil {
+		w.fn = w.writeFD
+	}
+	if d.fn == nil {
+		d.fn = d.writeFD
+	}
+	w.a, w.b, w.errno = head, body, 0
+	d.w, d.full = w, false
+	err = c.raw.Write(d.fn)
+	d.w = nil
+	if err == nil && w.errno == 0 && d.full {
+		err = c.waitWritable(ctx, t.cfg.HandshakeTimeout)
+		if err != nil && w.errno == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Nothing broke: ctx ended. The bytes written are on the
+			// stream, so the frame goes on there, and only there.
+			p.rest, p.restConn = append(append(p.rest[:0], w.a...), w.b...), c
+			p.restPending.Store(true)
+			p.accepted.Add(1)
+			p.written++
+			ended, err = true, nil
+		}
+	}
+	errno := w.errno
+	w.a, w.b = nil, nil
+	switch {
+	case err != nil: // closed, or a deadline not ctx's
+		return false, err
+	case errno != 0:
+		return false, &net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
+	}
+	return ended, nil
+}
+
+// waitWritable writes what c.rw holds, waiting while the socket is full,
+// until ctx ends: ctx's end sets c's write deadline in the past, which
+// wakes the wait with os.ErrDeadlineExceeded. The deadline is then
+// cleared, unless c was retired meanwhile (retireReplaced bounds the
+// writes to a retired connection by a deadline of its own): it is then
+// set again, retireWait from now.
+func (c *conn) waitWritable(ctx context.Context, retireWait time.Duration) error {
+	set := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		c.nc.SetWriteDeadline(time.Unix(1, 0))
+		close(set)
+	})
+	err := c.raw.Write(c.rw.fn)
+	if !stop() {
+		<-set
+		var dl time.Time
+		if c.stopped() {
+			dl = time.Now().Add(retireWait)
+		}
+		c.nc.SetWriteDeadline(dl)
+	}
+	return err
+}
+
+// kickRest has p's writer goroutine write p.rest, which a direct write
+// left when its context ended (writeAllCtx), as SendNow has it write
+// what it left.
+func (t *Transport) kickRest(p *peer) {
+	t.mu.Lock()
+	if !t.closed && t.peers[p.id] == p {
+		t.activateLocked(p) // a connection the peer opened may have no writer yet
+	}
+	t.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// directWriter is writeAllCtx's first pass, a peer's (under its wmu): its
+// writeFD writes as much of w's frame as the socket takes and, where
+// rawWriter.writeFD would wait for the socket to drain, records that it
+// is full instead.
+type directWriter struct {
+	fn   func(fd uintptr) bool // writeFD, made once
+	w    *rawWriter
+	full bool
+}
+
+func (d *directWriter) writeFD(fd uintptr) bool {
+	d.full = !d.w.writeFD(fd)
+	return true
+}

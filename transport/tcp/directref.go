@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"sync/atomic"
 
 	"github.com/cohort-mp/cohort/core"
@@ -18,12 +19,18 @@ import (
 // copied after its first use.
 type DirectRef struct{ p atomic.Pointer[peer] }
 
-// TrySendDirectRef is TrySendDirect with ref's memory of to's peer. It
-// takes the frame by pointer, as the writes do, and may set its Src and
-// Dst; it keeps neither *f, f.Payload nor body.
-func (t *Transport) TrySendDirectRef(ref *DirectRef, to core.NodeID, f *wire.Frame, body []byte) bool {
+// TrySendDirectRef is TrySendDirect with ref's memory of to's peer, whose
+// write watches ctx as SendDirect's does. It takes the frame by pointer,
+// as the writes do, and may set its Src and Dst; it keeps neither *f,
+// f.Payload nor body. When ctx ends before the kernel has taken the whole
+// frame, the peer's writer goroutine writes the rest, and TrySendDirectRef
+// reports true with ctx's error: the frame is still delivered, as one
+// queued by Send is, though its sender was told the send failed. (The
+// write to a shared-memory connection, and to one in records, does not
+// watch ctx.)
+func (t *Transport) TrySendDirectRef(ctx context.Context, ref *DirectRef, to core.NodeID, f *wire.Frame, body []byte) (bool, error) {
 	if len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
-		return false
+		return false, nil
 	}
 	p := ref.p.Load()
 	var c *conn
@@ -32,12 +39,15 @@ func (t *Transport) TrySendDirectRef(ref *DirectRef, to core.NodeID, f *wire.Fra
 	}
 	if c == nil {
 		if p, c = t.current(to); c == nil {
-			return false
+			return false, nil
 		}
 		ref.p.Store(p)
 	}
 	if c.shm != nil {
-		return t.writeLineShm(p, c, f, body)
+		return t.writeLineShm(p, c, f, body), nil
 	}
-	return t.writeDirect(p, c, f, body, nil)
+	if ok, ended := t.writeDirectCtx(ctx, p, c, f, body, nil); !ended {
+		return ok, nil
+	}
+	return true, ctx.Err()
 }

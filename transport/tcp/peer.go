@@ -102,7 +102,8 @@ type peer struct {
 	// connection restConn did not take of it, which the writer writes
 	// first (woken by kick, capacity 1). See now.go.
 	now      []byte
-	nowW     nowWriter // writeNow's
+	nowW     nowWriter    // writeNow's
+	dw       directWriter // writeAllCtx's first pass
 	rest     []byte
 	restConn *conn
 	kick     chan struct{}
