@@ -143,7 +143,10 @@
 // nobody writing; the connection resumed): no wake-up of the writer for a protocol that sends one
 // frame per peer and event. It never waits; what the socket does not take
 // of the frame the writer writes before anything else, and it declines a
-// frame the socket takes nothing of (see now.go).
+// frame the socket takes nothing of (see now.go). SendDirect writes a
+// data frame the same way without copying it, and waits for the socket
+// to take the rest of it, unless its context ends first: the writer then
+// writes the rest, as SendNow's (see direct.go).
 //
 // # A pair's stream
 //
