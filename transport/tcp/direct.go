@@ -2,11 +2,7 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"maps"
-	"net"
-	"os"
-	"time"
 	"unsafe"
 
 	"github.com/cohort-mp/cohort/core"
@@ -190,7 +186,11 @@ func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wir
 	var err error
 	if rc, ok := c.nc.(*recordConn); ok {
 		p.hdr = t.directHead(p.hdr, f, body, recordExtra(len(body)))
-		err = rc.writeVectored(p.hdr, body)
+		if ctx == nil || ctx.Done() == nil || c.raw == nil {
+			err = rc.writeVectored(p.hdr, body)
+		} else {
+			ended, err = t.writeRecordsCtx(ctx, p, c, rc, p.hdr, body)
+		}
 	} else if sc, ok := c.nc.(*shmConn); ok {
 		p.hdr = t.directHead(p.hdr, f, body, 0)
 		bufs := [2][]byte{p.hdr, body}
@@ -348,101 +348,3 @@ const padFrom = 4 << 10
 
 // binaryMaxVarint is the longest encoding of a header field.
 const binaryMaxVarint = 10
-
-// writeAllCtx is writeAll for a caller whose ctx may end while the kernel
-// takes no bytes (the peer reads none: a full receive buffer). The first
-// pass never waits; the wait after it, the only place where ctx can end,
-// parks in the netpoller until the socket is writable or the write
-// deadline, which ctx's end sets in the past, passes. ended reports that
-// ctx ended first: what is left of the frame is then in p.rest, for the
-// writer goroutine (the caller calls kickRest once p.wmu is released),
-// and the frame is counted as SendNow counts one it wrote in part. The
-// caller holds p.wmu; neither buffer is kept.
-func (t *Transport) writeAllCtx(ctx context.Context, p *peer, c *conn, head, body []byte) (ended bool, err error) {
-	w, d := &c.rw, &p.dw
-	if w.fn == nil {
-		w.fn = w.writeFD
-	}
-	if d.fn == nil {
-		d.fn = d.writeFD
-	}
-	w.a, w.b, w.errno = head, body, 0
-	d.w, d.full = w, false
-	err = c.raw.Write(d.fn)
-	d.w = nil
-	if err == nil && w.errno == 0 && d.full {
-		err = c.waitWritable(ctx, t.cfg.HandshakeTimeout)
-		if err != nil && w.errno == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			// Nothing broke: ctx ended. The bytes written are on the
-			// stream, so the frame goes on there, and only there.
-			p.rest, p.restConn = append(append(p.rest[:0], w.a...), w.b...), c
-			p.restPending.Store(true)
-			p.accepted.Add(1)
-			p.written++
-			ended, err = true, nil
-		}
-	}
-	errno := w.errno
-	w.a, w.b = nil, nil
-	switch {
-	case err != nil: // closed, or a deadline not ctx's
-		return false, err
-	case errno != 0:
-		return false, &net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
-	}
-	return ended, nil
-}
-
-// waitWritable writes what c.rw holds, waiting while the socket is full,
-// until ctx ends: ctx's end sets c's write deadline in the past, which
-// wakes the wait with os.ErrDeadlineExceeded. The deadline is then
-// cleared, unless c was retired meanwhile (retireReplaced bounds the
-// writes to a retired connection by a deadline of its own): it is then
-// set again, retireWait from now.
-func (c *conn) waitWritable(ctx context.Context, retireWait time.Duration) error {
-	set := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		c.nc.SetWriteDeadline(time.Unix(1, 0))
-		close(set)
-	})
-	err := c.raw.Write(c.rw.fn)
-	if !stop() {
-		<-set
-		var dl time.Time
-		if c.stopped() {
-			dl = time.Now().Add(retireWait)
-		}
-		c.nc.SetWriteDeadline(dl)
-	}
-	return err
-}
-
-// kickRest has p's writer goroutine write p.rest, which a direct write
-// left when its context ended (writeAllCtx), as SendNow has it write
-// what it left.
-func (t *Transport) kickRest(p *peer) {
-	t.mu.Lock()
-	if !t.closed && t.peers[p.id] == p {
-		t.activateLocked(p) // a connection the peer opened may have no writer yet
-	}
-	t.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
-}
-
-// directWriter is writeAllCtx's first pass, a peer's (under its wmu): its
-// writeFD writes as much of w's frame as the socket takes and, where
-// rawWriter.writeFD would wait for the socket to drain, records that it
-// is full instead.
-type directWriter struct {
-	fn   func(fd uintptr) bool // writeFD, made once
-	w    *rawWriter
-	full bool
-}
-
-func (d *directWriter) writeFD(fd uintptr) bool {
-	d.full = !d.w.writeFD(fd)
-	return true
-}

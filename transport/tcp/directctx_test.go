@@ -17,109 +17,135 @@ import (
 // frame; the writer goroutine completes the frame on the same connection,
 // so once the peer reads again it receives every frame whole and in
 // order: the one written in part, and those sent after it through the
-// queue and the direct path. Over plain sockets, whose direct writes
-// watch the context: loopback TCP and the same-host Unix socket.
+// queue and the direct path. Over sockets, whose direct writes watch the
+// context: loopback TCP, in records or not, and the same-host Unix
+// socket; with one large frame (over records, a record whose tag is
+// computed as its pieces are written) and with small frames sent until
+// the socket is full (one record each, copied behind the head).
 func TestDirectWriteEndsWithContext(t *testing.T) {
-	const big = 64 << 20
-	for _, path := range []pathKind{{name: "tcp", noUnix: true}, {name: "unix"}} {
-		for _, how := range []string{"cancel", "deadline"} {
-			t.Run(path.name+"/"+how, func(t *testing.T) {
-				a, c := pathPair(t, path, func(ca, cc *tcp.Config) {
-					for _, cfg := range []*tcp.Config{ca, cc} {
-						cfg.MaxFrameSize, cfg.DirectMax = big+1<<10, big+1<<10
-						cfg.SocketBuffer = 256 << 10
-						cfg.ResendBuffer = 2 * big // room behind frame 0, which is not acknowledged
-					}
-				})
-				const n = 5 // 0: holds the reader; 1: the large frame; 2-4: behind it
-				log := newSeqLog(n)
-				held, gate := make(chan struct{}), make(chan struct{})
-				c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
-					if f.Kind != seqKind {
-						return
-					}
-					if log.arrived() == 0 {
-						close(held)
-						<-gate
-					}
-					log.add(f.Payload, true)
-				}})
-				defer func() {
-					select {
-					case <-gate:
-					default:
-						close(gate)
-					}
-				}()
-				bg, stop := context.WithTimeout(context.Background(), 60*time.Second)
-				defer stop()
-				frame := func(seq uint64, size int) []byte {
-					b := make([]byte, size)
-					seqBody(b, seq)
-					return b
-				}
-				if err := a.Send(bg, 2, wire.Frame{Kind: seqKind, Payload: frame(0, 64)}); err != nil {
-					t.Fatal(err)
-				}
-				<-held
-
-				var ctx context.Context
-				var want error
-				switch how {
-				case "cancel":
-					cctx, cancel := context.WithCancel(bg)
-					defer cancel()
-					go func() {
-						// Whenever it comes, the kernel cannot take the
-						// whole frame: its reader is held.
-						time.Sleep(20 * time.Millisecond)
-						cancel()
-					}()
-					ctx, want = cctx, context.Canceled
-				case "deadline":
-					dctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
-					defer cancel()
-					ctx, want = dctx, context.DeadlineExceeded
-				}
-				var ref tcp.DirectRef
-				body := frame(1, big)
-				directBefore := a.Stats().Direct
-				ok, err := a.TrySendDirectRef(ctx, &ref, 2, &wire.Frame{Kind: seqKind}, body)
-				if !ok {
-					t.Fatal("the direct write declined the frame")
-				}
-				if !errors.Is(err, want) {
-					t.Fatalf("direct write to a peer that reads nothing: got %v, want %v", err, want)
-				}
-				if d := a.Stats().Direct - directBefore; d != 1 {
-					t.Fatalf("%d frames written directly, want 1", d)
-				}
-				clear(body) // the caller's buffer is free: the rest was copied
-
-				// Behind it: one queued frame, then two direct sends
-				// (declined while the rest is pending, or written after
-				// it).
-				if err := a.Send(bg, 2, wire.Frame{Kind: seqKind, Payload: frame(2, 100)}); err != nil {
-					t.Fatal(err)
-				}
-				if err := a.SendDirect(bg, 2, wire.Frame{Kind: seqKind}, frame(3, 5000)); err != nil {
-					t.Fatal(err)
-				}
-				if err := a.SendDirect(bg, 2, wire.Frame{Kind: seqKind}, frame(4, 300)); err != nil {
-					t.Fatal(err)
-				}
-				close(gate)
-				select {
-				case <-log.done:
-				case <-bg.Done():
-					t.Fatalf("%d of %d frames arrived", log.arrived(), n)
-				}
-				log.check(t)
-				checkPath(t, a, path)
-				if err := tcp.FlushWritten(bg, a); err != nil {
-					t.Fatal(err)
-				}
-			})
+	for _, path := range pathKinds {
+		if path.shm {
+			continue // the ring's write does not watch the context
 		}
+		for _, how := range []string{"cancel", "deadline"} {
+			t.Run(path.name+"/large/"+how, func(t *testing.T) { directWriteEnds(t, path, how, 64<<20, 1) })
+		}
+		t.Run(path.name+"/small/deadline", func(t *testing.T) { directWriteEnds(t, path, "deadline", 200, 1<<20) })
+	}
+}
+
+// directWriteEnds sends frame 0 to hold the peer's reader, then frames of
+// size bytes with TrySendDirectRef and a context that ends (how: "cancel"
+// or "deadline"), at most most of them, until one reports the context's
+// error, then three frames behind them, and checks that the peer receives
+// them all once its reader goes on.
+func directWriteEnds(t *testing.T, path pathKind, how string, size, most int) {
+	frameMax := max(size, 8<<10) + 1<<10
+	a, c := pathPair(t, path, func(ca, cc *tcp.Config) {
+		for _, cfg := range []*tcp.Config{ca, cc} {
+			cfg.MaxFrameSize, cfg.DirectMax = frameMax, frameMax
+			cfg.SocketBuffer = 256 << 10
+			cfg.ResendBuffer = 2*size + 16<<20 // room behind frame 0, which is not acknowledged
+		}
+	})
+	log := newSeqLog(0) // its count is set once known, before c's reader goes on
+	held, gate := make(chan struct{}), make(chan struct{})
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		if f.Kind != seqKind {
+			return
+		}
+		if log.arrived() == 0 {
+			close(held)
+			<-gate
+		}
+		log.add(f.Payload, true)
+	}})
+	opened := false
+	defer func() {
+		if !opened {
+			close(gate)
+		}
+	}()
+	bg, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	frame := func(seq uint64, size int) []byte {
+		b := make([]byte, size)
+		seqBody(b, seq)
+		return b
+	}
+	if err := a.Send(bg, 2, wire.Frame{Kind: seqKind, Payload: frame(0, 64)}); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	if err := tcp.FlushWritten(bg, a); err != nil { // frame 0 is out: the direct path is free
+		t.Fatal(err)
+	}
+
+	var ctx context.Context
+	var want error
+	switch how {
+	case "cancel":
+		cctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		go func() {
+			// Whenever it comes, the kernel cannot take the whole
+			// frame: the peer's reader is held.
+			time.Sleep(20 * time.Millisecond)
+			cancel()
+		}()
+		ctx, want = cctx, context.Canceled
+	case "deadline":
+		dctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+		defer cancel()
+		ctx, want = dctx, context.DeadlineExceeded
+	}
+	var ref tcp.DirectRef
+	seq := uint64(1)
+	directBefore := a.Stats().Direct
+	for ; ; seq++ {
+		if seq > uint64(most) {
+			t.Fatalf("the peer's kernel took %d frames of %d bytes", most, size)
+		}
+		body := frame(seq, size)
+		ok, err := a.TrySendDirectRef(ctx, &ref, 2, &wire.Frame{Kind: seqKind}, body)
+		if !ok {
+			t.Fatalf("the direct write declined frame %d", seq)
+		}
+		clear(body) // the caller's buffer is free: the rest, if any, was copied
+		if err != nil {
+			if !errors.Is(err, want) {
+				t.Fatalf("direct write %d to a peer that reads nothing: got %v, want %v", seq, err, want)
+			}
+			break
+		}
+	}
+	if d := a.Stats().Direct - directBefore; d != seq {
+		t.Fatalf("%d frames written directly, want %d", d, seq)
+	}
+	t.Logf("frame %d of %d bytes ended with its context", seq, size)
+
+	// Behind it: one queued frame, then two direct sends (declined while
+	// the rest is pending, or written after it).
+	if err := a.Send(bg, 2, wire.Frame{Kind: seqKind, Payload: frame(seq+1, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SendDirect(bg, 2, wire.Frame{Kind: seqKind}, frame(seq+2, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SendDirect(bg, 2, wire.Frame{Kind: seqKind}, frame(seq+3, 300)); err != nil {
+		t.Fatal(err)
+	}
+	log.n = int(seq + 4) // c's reader adds nothing before the gate opens
+	opened = true
+	close(gate)
+	select {
+	case <-log.done:
+	case <-bg.Done():
+		t.Fatalf("%d of %d frames arrived", log.arrived(), log.n)
+	}
+	log.check(t)
+	checkPath(t, a, path)
+	if err := tcp.FlushWritten(bg, a); err != nil {
+		t.Fatal(err)
 	}
 }

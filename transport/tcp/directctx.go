@@ -1,0 +1,181 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"time"
+
+	"github.com/cohort-mp/cohort/wire"
+)
+
+// A direct write watches its caller's context (SendDirect,
+// TrySendDirectRef) where the socket is full: a peer that reads slowly,
+// or not at all, would otherwise hold the caller for as long as it does.
+// A frame partly written cannot be withdrawn (the stream would be torn),
+// so when the context ends what is left of it goes to p.rest, as SendNow
+// leaves it, and the writer goroutine writes it before anything else.
+// The wait is where the cost is: the first pass of each write never
+// waits, and only a write that finds the socket full registers with the
+// context (context.AfterFunc), so a send the kernel takes at once costs
+// what it did.
+
+// writeAllCtx is writeAll for a caller whose ctx may end while the kernel
+// takes no bytes (the peer reads none: a full receive buffer). The first
+// pass never waits; the wait after it, the only place where ctx can end,
+// parks in the netpoller until the socket is writable or the write
+// deadline, which ctx's end sets in the past, passes. ended reports that
+// ctx ended first: what is left of head and body is then in p.rest, for
+// the writer goroutine (the caller calls kickRest once p.wmu is
+// released), and the frame is counted as SendNow counts one it wrote in
+// part (leaveRest). The caller holds p.wmu; neither buffer is kept.
+func (t *Transport) writeAllCtx(ctx context.Context, p *peer, c *conn, head, body []byte) (ended bool, err error) {
+	w, d := &c.rw, &p.dw
+	if w.fn == nil {
+		w.fn = w.writeFD
+	}
+	if d.fn == nil {
+		d.fn = d.writeFD
+	}
+	w.a, w.b, w.errno = head, body, 0
+	d.w, d.full = w, false
+	err = c.raw.Write(d.fn)
+	d.w = nil
+	if err == nil && w.errno == 0 && d.full {
+		err = c.waitWritable(ctx, t.cfg.HandshakeTimeout)
+		if err != nil && w.errno == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Nothing broke: ctx ended. The bytes written are on the
+			// stream, so the frame goes on there, and only there.
+			leaveRest(p, c, w.a, w.b)
+			ended, err = true, nil
+		}
+	}
+	errno := w.errno
+	w.a, w.b = nil, nil
+	switch {
+	case err != nil: // closed, or a deadline not ctx's
+		return false, err
+	case errno != 0:
+		return false, &net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
+	}
+	return ended, nil
+}
+
+// waitWritable writes what c.rw holds, waiting while the socket is full,
+// until ctx ends: ctx's end sets c's write deadline in the past, which
+// wakes the wait with os.ErrDeadlineExceeded. The deadline is then
+// cleared, unless c was retired meanwhile (retireReplaced bounds the
+// writes to a retired connection by a deadline of its own): it is then
+// set again, retireWait from now.
+func (c *conn) waitWritable(ctx context.Context, retireWait time.Duration) error {
+	set := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		c.nc.SetWriteDeadline(time.Unix(1, 0))
+		close(set)
+	})
+	err := c.raw.Write(c.rw.fn)
+	if !stop() {
+		<-set
+		var dl time.Time
+		if c.stopped() {
+			dl = time.Now().Add(retireWait)
+		}
+		c.nc.SetWriteDeadline(dl)
+	}
+	return err
+}
+
+// leaveRest makes a and b, the rest of a frame partly written to c, p's
+// rest for the writer goroutine, and counts the frame as queued and
+// written (flushed once the writer has written the rest), as SendNow
+// counts one. The caller holds p.wmu and may append to p.rest what
+// follows (writeRecordsCtx: the rest of a record).
+func leaveRest(p *peer, c *conn, a, b []byte) {
+	p.rest, p.restConn = append(append(p.rest[:0], a...), b...), c
+	p.restPending.Store(true)
+	p.accepted.Add(1)
+	p.written++
+}
+
+// kickRest has p's writer goroutine write p.rest, which a direct write
+// left when its context ended (writeAllCtx), as SendNow has it write
+// what it left.
+func (t *Transport) kickRest(p *peer) {
+	t.mu.Lock()
+	if !t.closed && t.peers[p.id] == p {
+		t.activateLocked(p) // a connection the peer opened may have no writer yet
+	}
+	t.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// directWriter is writeAllCtx's first pass, a peer's (under its wmu): its
+// writeFD writes as much of w's frame as the socket takes and, where
+// rawWriter.writeFD would wait for the socket to drain, records that it
+// is full instead.
+type directWriter struct {
+	fn   func(fd uintptr) bool // writeFD, made once
+	w    *rawWriter
+	full bool
+}
+
+func (d *directWriter) writeFD(fd uintptr) bool {
+	d.full = !d.w.writeFD(fd)
+	return true
+}
+
+// writeRecordsCtx is rc.writeVectored for a caller whose ctx may end
+// while the kernel takes no bytes: it seals head and body into records as
+// writeRecords does and writes them with writeAllCtx, whose raw writes go
+// below the records. When ctx ends, the records' rest, tag included (a
+// large record's tag is computed once its bytes are hashed, which
+// writeInPieces does piece by piece as it writes them: the pieces not
+// written are hashed here), goes to p.rest, sealed already: the writer
+// writes it raw (writeRest). The caller holds p.wmu.
+func (t *Transport) writeRecordsCtx(ctx context.Context, p *peer, c *conn, rc *recordConn, head, body []byte) (ended bool, err error) {
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	first := body
+	var rest []byte
+	if len(body) > recordPeek && len(body) >= recordSplit {
+		first, rest = body[:recordPeek], body[recordPeek:]
+	}
+	w := wire.AppendRecordLength(rc.wbuf[:0], len(head)+len(first))
+	w = append(append(w, head...), first...)
+	w = append(w, rc.seal.Seal(w[wire.RecordLengthSize:])...)
+	if rest == nil {
+		rc.wbuf = w
+		return t.writeAllCtx(ctx, p, c, w, nil)
+	}
+	w = wire.AppendRecordLength(w, len(rest))
+	rc.wbuf = w
+	if !wire.RecordsInPieces() {
+		copy(rc.tags[:], rc.seal.Seal(rest))
+		if ended, err = t.writeAllCtx(ctx, p, c, w, rest); ended {
+			p.rest = append(p.rest, rc.tags[:]...)
+		}
+		if ended || err != nil {
+			return ended, err
+		}
+		return t.writeAllCtx(ctx, p, c, rc.tags[:], nil)
+	}
+	rc.seal.Begin(&rc.wtag)
+	for lead := w; len(rest) > 0; lead = nil {
+		piece := rest[:min(len(rest), recordPiece)]
+		rest = rest[len(piece):]
+		if ended, err = t.writeAllCtx(ctx, p, c, lead, piece); err != nil {
+			return false, err
+		}
+		rc.wtag.Write(piece)
+		if ended {
+			rc.wtag.Write(rest)
+			p.rest = append(append(p.rest, rest...), rc.wtag.Sum()...)
+			return true, nil
+		}
+	}
+	return t.writeAllCtx(ctx, p, c, rc.wtag.Sum(), nil)
+}
