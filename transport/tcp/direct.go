@@ -51,11 +51,11 @@ func (t *Transport) trySendDirect(ctx context.Context, to core.NodeID, f wire.Fr
 		return false
 	}
 	p, c := t.current(to)
-	if c != nil && c.shm != nil {
-		return t.writeLineShm(p, c, &f, body)
-	}
 	if c == nil {
 		return false
+	}
+	if c.shm != nil && t.writeLineShm(p, c, &f, body) {
+		return true
 	}
 	ok, _ := t.writeDirectCtx(ctx, p, c, &f, body, nil)
 	return ok
@@ -149,17 +149,18 @@ func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, re
 	return ok
 }
 
-// writeDirectCtx is writeDirect whose write to a plain socket (c.raw)
-// watches ctx (nil: it does not): ended reports that ctx ended before the
-// kernel took the whole frame, whose rest the writer goroutine then
-// writes (p.rest, as SendNow leaves it), the frame counted as a queued
-// one (accepted, written; flushed once the writer has written it).
+// writeDirectCtx is writeDirect whose write watches ctx (nil: it does
+// not; see directctx.go): ended reports that ctx ended before the kernel,
+// or the peer's ring, took the whole frame, whose rest the writer
+// goroutine then writes (p.rest, as SendNow leaves it), the frame counted
+// as a queued one (accepted, written; flushed once the writer has written
+// it).
 func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wire.Frame, body []byte, release func()) (ok, ended bool) {
 	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
 		return false, false // let Send report the exact size
 	}
 	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
-		return t.writeDirectShm(p, c, f, body, release), false
+		return t.writeDirectShm(ctx, p, c, f, body, release)
 	}
 	if !p.wmu.TryLock() {
 		return false, false
@@ -193,8 +194,16 @@ func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wir
 		}
 	} else if sc, ok := c.nc.(*shmConn); ok {
 		p.hdr = t.directHead(p.hdr, f, body, 0)
-		bufs := [2][]byte{p.hdr, body}
-		_, err = sc.writev(bufs[:])
+		if ctx == nil || ctx.Done() == nil {
+			bufs := [2][]byte{p.hdr, body}
+			_, err = sc.writev(bufs[:])
+		} else {
+			sc.wmu.Lock()
+			if !sc.writeHeadBody(p.hdr, body) {
+				ended, err = t.writeShmCtx(ctx, p, c, p.hdr, body)
+			}
+			sc.wmu.Unlock()
+		}
 	} else if c.raw != nil {
 		p.hdr = t.directHead(p.hdr, f, body, 0)
 		if len(body) <= rawCopyMax {
@@ -242,8 +251,9 @@ func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wir
 //     writes was taken from p's queue, which leaves p.flushed behind
 //     p.accepted until the frame is out, and the check below then
 //     declines, as it does while frames wait in the queue.
-//   - What SendNow left of a frame (p.rest) is on a socket, not on c; the
-//     check reads that it exists from p.restPending, not p.rest.
+//   - What SendNow left of a frame (p.rest) is on a socket; what a
+//     direct write whose context ended left of one may be on c. Either
+//     way the check reads that it exists from p.restPending, not p.rest.
 //   - A connection is retired (idle, the peer's goodbye, replaced) by
 //     marking it, then shutting its writing side under this lock
 //     (shmConn.CloseWrite): a write that came first is read before the
@@ -255,19 +265,20 @@ func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wir
 // call); a failed write is handled once the lock is released, since
 // closing c takes it. The locks are released by hand, not deferred: this
 // is every small message's path. With release not nil, body (of padFrom
-// bytes or more) is lent to p's log, as by writeDirect.
-func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte, release func()) bool {
+// bytes or more) is lent to p's log, as by writeDirect. A frame the ring
+// has no room for waits for it, watching ctx as writeDirectCtx does.
+func (t *Transport) writeDirectShm(ctx context.Context, p *peer, c *conn, f *wire.Frame, body []byte, release func()) (ok, ended bool) {
 	sc := c.shm
 	if release != nil && len(body) < padFrom {
-		return false // lent only with a pad (TryLendDirectAny)
+		return false, false // lent only with a pad (TryLendDirectAny)
 	}
 	if !tryLockShmWrite(p, sc) {
-		return false
+		return false, false
 	}
 	if p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() {
 		sc.wmu.Unlock()
 		p.wmu.Unlock()
-		return false
+		return false, false
 	}
 	f.Src, f.Dst = t.self, p.id
 	var kept bool
@@ -289,12 +300,16 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte,
 	if !kept {
 		sc.wmu.Unlock()
 		p.wmu.Unlock()
-		return false // no room in the log: Send waits for it
+		return false, false // no room in the log: Send waits for it
 	}
 	var err error
 	if !sc.writeHeadBody(p.hdr, body) {
-		bufs := [2][]byte{p.hdr, body}
-		_, err = sc.writevHeld(bufs[:])
+		if ctx == nil || ctx.Done() == nil {
+			bufs := [2][]byte{p.hdr, body}
+			_, err = sc.writevHeld(bufs[:])
+		} else {
+			ended, err = t.writeShmCtx(ctx, p, c, p.hdr, body)
+		}
 	}
 	sc.wmu.Unlock()
 	if err != nil {
@@ -312,7 +327,10 @@ func (t *Transport) writeDirectShm(p *peer, c *conn, f *wire.Frame, body []byte,
 	} else if release != nil {
 		release() // written, and not kept: the body is free
 	}
-	return true
+	if ended {
+		t.kickRest(p)
+	}
+	return true, ended
 }
 
 // shmDirectPayload bounds the f.Payload that writeDirectShm takes (the

@@ -11,15 +11,15 @@ import (
 )
 
 // A direct write watches its caller's context (SendDirect,
-// TrySendDirectRef) where the socket is full: a peer that reads slowly,
-// or not at all, would otherwise hold the caller for as long as it does.
-// A frame partly written cannot be withdrawn (the stream would be torn),
-// so when the context ends what is left of it goes to p.rest, as SendNow
-// leaves it, and the writer goroutine writes it before anything else.
-// The wait is where the cost is: the first pass of each write never
-// waits, and only a write that finds the socket full registers with the
-// context (context.AfterFunc), so a send the kernel takes at once costs
-// what it did.
+// TrySendDirectRef) where the socket, or a shared-memory connection's
+// ring, is full: a peer that reads slowly, or not at all, would otherwise
+// hold the caller for as long as it does. A frame partly written cannot
+// be withdrawn (the stream would be torn), so when the context ends what
+// is left of it goes to p.rest, as SendNow leaves it, and the writer
+// goroutine writes it before anything else. The wait is where the cost
+// is: the first pass of each write never waits, and only a write that
+// finds no room registers with the context (context.AfterFunc), so a
+// send the kernel or the ring takes at once costs what it did.
 
 // writeAllCtx is writeAll for a caller whose ctx may end while the kernel
 // takes no bytes (the peer reads none: a full receive buffer). The first
@@ -63,19 +63,30 @@ func (t *Transport) writeAllCtx(ctx context.Context, p *peer, c *conn, head, bod
 }
 
 // waitWritable writes what c.rw holds, waiting while the socket is full,
-// until ctx ends: ctx's end sets c's write deadline in the past, which
-// wakes the wait with os.ErrDeadlineExceeded. The deadline is then
-// cleared, unless c was retired meanwhile (retireReplaced bounds the
-// writes to a retired connection by a deadline of its own): it is then
-// set again, retireWait from now.
+// until ctx ends (armWriteDeadline).
 func (c *conn) waitWritable(ctx context.Context, retireWait time.Duration) error {
+	disarm := c.armWriteDeadline(ctx, retireWait)
+	err := c.raw.Write(c.rw.fn)
+	disarm()
+	return err
+}
+
+// armWriteDeadline has ctx's end set c's write deadline in the past,
+// which wakes a write waiting for room with os.ErrDeadlineExceeded, until
+// disarm is called. disarm clears the deadline if ctx's end set it,
+// unless c was retired meanwhile (retireReplaced bounds the writes to a
+// retired connection by a deadline of its own): it is then set again,
+// retireWait from now.
+func (c *conn) armWriteDeadline(ctx context.Context, retireWait time.Duration) (disarm func()) {
 	set := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		c.nc.SetWriteDeadline(time.Unix(1, 0))
 		close(set)
 	})
-	err := c.raw.Write(c.rw.fn)
-	if !stop() {
+	return func() {
+		if stop() {
+			return
+		}
 		<-set
 		var dl time.Time
 		if c.stopped() {
@@ -83,7 +94,6 @@ func (c *conn) waitWritable(ctx context.Context, retireWait time.Duration) error
 		}
 		c.nc.SetWriteDeadline(dl)
 	}
-	return err
 }
 
 // leaveRest makes a and b, the rest of a frame partly written to c, p's
@@ -178,4 +188,26 @@ func (t *Transport) writeRecordsCtx(ctx context.Context, p *peer, c *conn, rc *r
 		}
 	}
 	return t.writeAllCtx(ctx, p, c, rc.wtag.Sum(), nil)
+}
+
+// writeShmCtx is shmConn.writevHeld of head and body for a caller whose
+// ctx may end while the peer's ring has no room: ctx's end sets the
+// connection's write deadline in the past, which ends the wait for room
+// once what fits is published, and the rest goes to p.rest as
+// writeAllCtx leaves it. The ring's own first pass, which writes what
+// fits before any wait, comes before the registration with ctx would
+// matter; the caller (writeDirectShm, which tried writeHeadBody first)
+// comes here only when the frame does not fit. The caller holds p.wmu
+// and the connection's write lock.
+func (t *Transport) writeShmCtx(ctx context.Context, p *peer, c *conn, head, body []byte) (ended bool, err error) {
+	disarm := c.armWriteDeadline(ctx, t.cfg.HandshakeTimeout)
+	bufs := [2][]byte{head, body}
+	n, err := c.shm.writevHeld(bufs[:])
+	disarm()
+	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		k := min(int(n), len(head))
+		leaveRest(p, c, head[k:], body[int(n)-k:])
+		return true, nil
+	}
+	return false, err
 }

@@ -17,16 +17,13 @@ import (
 // frame; the writer goroutine completes the frame on the same connection,
 // so once the peer reads again it receives every frame whole and in
 // order: the one written in part, and those sent after it through the
-// queue and the direct path. Over sockets, whose direct writes watch the
-// context: loopback TCP, in records or not, and the same-host Unix
-// socket; with one large frame (over records, a record whose tag is
-// computed as its pieces are written) and with small frames sent until
-// the socket is full (one record each, copied behind the head).
+// queue and the direct path. Over every path: the same-host Unix socket,
+// shared memory (whose ring is full), loopback TCP, in records or not;
+// with one large frame (over records, a record whose tag is computed as
+// its pieces are written) and with small frames sent until the socket or
+// the ring is full (one record each, copied behind the head).
 func TestDirectWriteEndsWithContext(t *testing.T) {
 	for _, path := range pathKinds {
-		if path.shm {
-			continue // the ring's write does not watch the context
-		}
 		for _, how := range []string{"cancel", "deadline"} {
 			t.Run(path.name+"/large/"+how, func(t *testing.T) { directWriteEnds(t, path, how, 64<<20, 1) })
 		}

@@ -25,9 +25,7 @@ type DirectRef struct{ p atomic.Pointer[peer] }
 // f.Payload nor body. When ctx ends before the kernel has taken the whole
 // frame, the peer's writer goroutine writes the rest, and TrySendDirectRef
 // reports true with ctx's error: the frame is still delivered, as one
-// queued by Send is, though its sender was told the send failed. (The
-// write to a shared-memory connection, and to one in records, does not
-// watch ctx.)
+// queued by Send is, though its sender was told the send failed.
 func (t *Transport) TrySendDirectRef(ctx context.Context, ref *DirectRef, to core.NodeID, f *wire.Frame, body []byte) (bool, error) {
 	if len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
 		return false, nil
@@ -43,8 +41,8 @@ func (t *Transport) TrySendDirectRef(ctx context.Context, ref *DirectRef, to cor
 		}
 		ref.p.Store(p)
 	}
-	if c.shm != nil {
-		return t.writeLineShm(p, c, f, body), nil
+	if c.shm != nil && t.writeLineShm(p, c, f, body) {
+		return true, nil
 	}
 	if ok, ended := t.writeDirectCtx(ctx, p, c, f, body, nil); !ended {
 		return ok, nil

@@ -34,10 +34,11 @@ func tryLockShmWrite(p *peer, sc *shmConn) bool {
 // slot. The frame is built once, in a line on the stack, and goes to the
 // log's slot and to the ring's line each by a copy of fixed size (moves of
 // a few words, no call), without headEncoder.appendHead, the log's add or
-// the ring's record checks. Whatever falls outside that case, or any check
-// that fails, goes to writeDirect (its bound on the frame's size, then
-// writeDirectShm), which decides with the same locks held; a lock held by
-// another declines as there.
+// the ring's record checks. It reports whether it wrote the line: whatever
+// falls outside that case, or any check that fails, the caller gives to
+// writeDirectCtx (its bound on the frame's size, then writeDirectShm),
+// which decides with the same locks held and watches the caller's
+// context while the ring is full.
 //
 // The record's line is written whole: the bytes after the frame are the
 // record's padding, which no reader reads (the next record starts on the
@@ -63,12 +64,12 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 		r.open || sc.isClosed() || sc.wshut.Load() || sc.goneSet.Load() {
 		sc.wmu.Unlock()
 		p.wmu.Unlock()
-		return t.writeDirect(p, c, f, body, nil)
+		return false
 	}
 	if room, err := r.room(recAlign); err != nil || room < recAlign {
 		sc.wmu.Unlock()
 		p.wmu.Unlock()
-		return t.writeDirect(p, c, f, body, nil)
+		return false
 	}
 	// The head as headEncoder.appendHead writes it: the length prefix,
 	// then the remembered header as two words (its bytes past e.n are
@@ -83,7 +84,7 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 	if !p.log.addLine(c.peerStream, &line, size) {
 		sc.wmu.Unlock()
 		p.wmu.Unlock()
-		return t.writeDirect(p, c, f, body, nil)
+		return false
 	}
 	// Committed as writeHeadBody commits a record: its bytes, its length
 	// and commit word (ordered stores), then the tail, whose store no
