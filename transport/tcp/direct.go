@@ -14,20 +14,24 @@ import (
 // has a connection in use, nothing waits in its queue, no one is writing
 // to it and the payload is at most Config.DirectMax bytes, the frame is
 // written on the caller's goroutine with one vectored write (writev) of
-// length prefix, header and payload, without copying body and without a
-// hand-off to the writer goroutine; the call then returns once the kernel
-// has taken the bytes, which can wait while the peer's receive buffer is
-// full, or once ctx ends. A frame the kernel has not taken whole when ctx
-// ends cannot be withdrawn (the stream would be torn): what is left of it
-// is copied and handed to the peer's writer goroutine, which writes it
-// before anything else, and SendDirect returns nil, the frame taken as
-// one queued by Send is. (Over a connection in records, encrypted, the
-// write does not watch ctx.) Otherwise the payload is copied and queued
-// as by Send. Either way the caller may reuse body when SendDirect
-// returns (the resend log keeps a copy). A frame written to a connection
-// that then fails is resent on the next, as one queued is (see the
-// package doc); the error is returned only when the frame cannot be
-// queued.
+// length prefix, header and payload (on a shared-memory connection, into
+// its ring), without copying body and without a hand-off to the writer
+// goroutine. Otherwise the payload is copied and queued as by Send.
+// Either way the caller may reuse body when SendDirect returns (the
+// resend log keeps a copy).
+//
+// A direct write returns once the kernel, or the ring, has taken the
+// whole frame, which waits while the peer reads nothing, or once ctx
+// ends. A frame partly written when ctx ends cannot be withdrawn (the
+// stream would be torn): what is left of it is copied and handed to the
+// peer's writer goroutine, which writes it before anything else, and
+// SendDirect returns nil, the frame taken as one queued by Send is
+// (TrySendDirectRef reports ctx's error instead). Over TLS the write does
+// not watch ctx.
+//
+// A frame written to a connection that then fails is resent on the next,
+// as one queued is (see the package doc); the error is returned only
+// when the frame cannot be queued.
 func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) error {
 	if t.trySendDirect(ctx, to, f, body) {
 		return nil
@@ -39,7 +43,9 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 
 // TrySendDirect is SendDirect's write on the caller's goroutine alone:
 // where SendDirect would copy and queue the frame, it reports false,
-// having done nothing. It keeps neither f.Payload nor body.
+// having done nothing. It keeps neither f.Payload nor body. It watches no
+// context: a write that finds no room waits until the peer reads
+// (TrySendDirectRef watches one).
 func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) bool {
 	return t.trySendDirect(nil, to, f, body)
 }
