@@ -43,7 +43,11 @@ func (t *Transport) writeAllCtx(ctx context.Context, p *peer, c *conn, head, bod
 	err = c.raw.Write(d.fn)
 	d.w = nil
 	if err == nil && w.errno == 0 && d.full {
-		err = c.waitWritable(ctx, t.cfg.HandshakeTimeout)
+		if err = ctx.Err(); err != nil {
+			err = os.ErrDeadlineExceeded // ended already (a caller that never waits): nothing to register
+		} else {
+			err = c.waitWritable(ctx, t.cfg.HandshakeTimeout)
+		}
 		if err != nil && w.errno == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			// Nothing broke: ctx ended. The bytes written are on the
 			// stream, so the frame goes on there, and only there.
@@ -95,6 +99,11 @@ func (c *conn) armWriteDeadline(ctx context.Context, retireWait time.Duration) (
 		c.nc.SetWriteDeadline(dl)
 	}
 }
+
+// restKeepMax is the largest array of p.rest that writeRest keeps for the
+// next rest: SendNow's small frames reuse it, a direct write's large rest
+// leaves it to the collector once written.
+const restKeepMax = 64 << 10
 
 // leaveRest makes a and b, the rest of a frame partly written to c, p's
 // rest for the writer goroutine, and counts the frame as queued and

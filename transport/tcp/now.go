@@ -157,6 +157,9 @@ func (t *Transport) writeRest(p *peer) bool {
 	}
 	rest, rc := p.rest, p.restConn
 	p.rest, p.restConn = p.rest[:0], nil
+	if cap(rest) > restKeepMax {
+		p.rest = nil // a direct write's large rest (directctx.go): not kept for the next
+	}
 	p.restPending.Store(false)
 	if rc.isDead() {
 		return true
