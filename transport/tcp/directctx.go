@@ -77,26 +77,32 @@ func (c *conn) waitWritable(ctx context.Context, retireWait time.Duration) error
 
 // armWriteDeadline has ctx's end set c's write deadline in the past,
 // which wakes a write waiting for room with os.ErrDeadlineExceeded, until
-// disarm is called. disarm clears the deadline if ctx's end set it,
-// unless c was retired meanwhile (retireReplaced bounds the writes to a
-// retired connection by a deadline of its own): it is then set again,
-// retireWait from now.
+// disarm is called (a ctx that has ended already sets it at once). disarm
+// clears the deadline if ctx's end set it, unless c was retired meanwhile
+// (retireReplaced bounds the writes to a retired connection by a deadline
+// of its own): it is then set again, retireWait from now.
 func (c *conn) armWriteDeadline(ctx context.Context, retireWait time.Duration) (disarm func()) {
+	restore := func() {
+		var dl time.Time
+		if c.stopped() {
+			dl = time.Now().Add(retireWait)
+		}
+		c.nc.SetWriteDeadline(dl)
+	}
+	if ctx.Err() != nil {
+		c.nc.SetWriteDeadline(time.Unix(1, 0))
+		return restore
+	}
 	set := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		c.nc.SetWriteDeadline(time.Unix(1, 0))
 		close(set)
 	})
 	return func() {
-		if stop() {
-			return
+		if !stop() {
+			<-set
+			restore()
 		}
-		<-set
-		var dl time.Time
-		if c.stopped() {
-			dl = time.Now().Add(retireWait)
-		}
-		c.nc.SetWriteDeadline(dl)
 	}
 }
 

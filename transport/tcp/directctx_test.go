@@ -24,18 +24,21 @@ import (
 // the ring is full (one record each, copied behind the head).
 func TestDirectWriteEndsWithContext(t *testing.T) {
 	for _, path := range pathKinds {
-		for _, how := range []string{"cancel", "deadline"} {
+		for _, how := range []string{"cancel", "deadline", "ended"} {
 			t.Run(path.name+"/large/"+how, func(t *testing.T) { directWriteEnds(t, path, how, 64<<20, 1) })
 		}
-		t.Run(path.name+"/small/deadline", func(t *testing.T) { directWriteEnds(t, path, "deadline", 200, 1<<20) })
+		for _, how := range []string{"deadline", "ended"} {
+			t.Run(path.name+"/small/"+how, func(t *testing.T) { directWriteEnds(t, path, how, 200, 1<<20) })
+		}
 	}
 }
 
 // directWriteEnds sends frame 0 to hold the peer's reader, then frames of
-// size bytes with TrySendDirectRef and a context that ends (how: "cancel"
-// or "deadline"), at most most of them, until one reports the context's
-// error, then three frames behind them, and checks that the peer receives
-// them all once its reader goes on.
+// size bytes with TrySendDirectRef and a context that ends (how: "cancel",
+// "deadline", or "ended" before the first: a caller that never waits), at
+// most most of them, until one reports the context's error, then three
+// frames behind them, and checks that the peer receives them all once its
+// reader goes on.
 func directWriteEnds(t *testing.T, path pathKind, how string, size, most int) {
 	frameMax := max(size, 8<<10) + 1<<10
 	a, c := pathPair(t, path, func(ca, cc *tcp.Config) {
@@ -95,6 +98,10 @@ func directWriteEnds(t *testing.T, path pathKind, how string, size, most int) {
 		dctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 		defer cancel()
 		ctx, want = dctx, context.DeadlineExceeded
+	case "ended":
+		cctx, cancel := context.WithCancel(bg)
+		cancel()
+		ctx, want = cctx, context.Canceled
 	}
 	var ref tcp.DirectRef
 	seq := uint64(1)
