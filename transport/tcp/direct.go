@@ -26,8 +26,10 @@ import (
 // stream would be torn): what is left of it is copied and handed to the
 // peer's writer goroutine, which writes it before anything else, and
 // SendDirect returns nil, the frame taken as one queued by Send is
-// (TrySendDirectRef reports ctx's error instead). Over TLS the write does
-// not watch ctx.
+// (TrySendDirectRef reports ctx's error instead). Over TLS, which cannot
+// finish a frame once its write has timed out, the connection is given
+// up instead, and the frame goes out again on the next; a frame whose
+// context has ended before the write is queued there.
 //
 // A frame written to a connection that then fails is resent on the next,
 // as one queued is (see the package doc); the error is returned only
@@ -168,6 +170,11 @@ func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wir
 	if c.shm != nil && len(f.Payload) <= shmDirectPayload {
 		return t.writeDirectShm(ctx, p, c, f, body, release)
 	}
+	if c.raw == nil && c.shm == nil && ctx != nil && ctx.Err() != nil {
+		// Over TLS a write watching an ended context would give the
+		// connection up at once (writeTLSCtx): the queue takes the frame.
+		return false, false
+	}
 	if !p.wmu.TryLock() {
 		return false, false
 	}
@@ -225,7 +232,11 @@ func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wir
 		p.hdr = t.directHead(p.hdr, f, body, 0)
 		p.bufs = append(p.bufs[:0], p.hdr, body)
 		p.wbufs = p.bufs
-		_, err = p.wbufs.WriteTo(c.nc)
+		if ctx == nil || ctx.Done() == nil {
+			_, err = p.wbufs.WriteTo(c.nc)
+		} else {
+			ended, err = t.writeTLSCtx(ctx, c, &p.wbufs)
+		}
 		p.bufs[0], p.bufs[1], p.wbufs = nil, nil, nil // do not keep the caller's buffer
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"time"
@@ -222,6 +223,29 @@ func (t *Transport) writeShmCtx(ctx context.Context, p *peer, c *conn, head, bod
 	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		k := min(int(n), len(head))
 		leaveRest(p, c, head[k:], body[int(n)-k:])
+		return true, nil
+	}
+	return false, err
+}
+
+// writeTLSCtx is the vectored write of bufs to c, a connection over TLS,
+// for a caller whose ctx may end first. A TLS connection can tell neither
+// how much of the frame it has written nor write more once a write has
+// timed out (its record state is lost), so the frame cannot be completed
+// on it: when ctx ends, c is closed, on purpose (no hint of a failure,
+// the peer is not unreachable), ended is reported, and the frame, in p's
+// log, goes out again on the next connection, whose receiver drops what
+// it delivered already. The registration with ctx comes before the
+// write, not only once the socket is full: a TLS direct send with a
+// context that can end pays it. (writeDirectCtx declines a frame whose
+// context has ended already, which the queue then takes: its connection
+// is not given up for it.)
+func (t *Transport) writeTLSCtx(ctx context.Context, c *conn, bufs *net.Buffers) (ended bool, err error) {
+	disarm := c.armWriteDeadline(ctx, t.cfg.HandshakeTimeout)
+	_, err = bufs.WriteTo(c.nc)
+	disarm()
+	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.close(true, fmt.Errorf("tcp: a direct write over TLS given up when its context ended: %w", err))
 		return true, nil
 	}
 	return false, err

@@ -103,6 +103,7 @@ type pathKind struct {
 	noUnix  bool
 	shm     bool
 	records bool          // frames in authenticated records (Config.Integrity)
+	tls     bool          // over TLS (set by the test: Config.TLS needs its certificate)
 	spin    time.Duration // the shared-memory polling time (benchmarks)
 	// callers: goroutines poll each transport (PollUntil) while the test
 	// runs, taking frames from its readers.
