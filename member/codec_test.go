@@ -59,6 +59,7 @@ func sampleMessages() []core.Msg {
 		&Sync{View: nv.full(), Abort: MakeEpoch(3, 1), Pending: true},
 		&Sync{View: FullView{Incs: []Joiner{{6, 77}}}, Abort: MakeEpoch(3, 1)},
 		&Notice{Epoch: p.Epoch, Root: 0},
+		&Notice{Epoch: p.Epoch, Root: 0, Final: true},
 		&MinorityNotice{Epoch: v.epoch, Alive: 2, Size: 5},
 		&Prepare{Cause: CauseRefresh, Epoch: p.Epoch, Ancestry: p.Ancestry, Committed: true},
 		&Prepare{Cause: CauseRefresh, Epoch: p.Epoch, Ancestry: p.Ancestry, Committed: true,

@@ -38,6 +38,24 @@ type ViewInstalled struct {
 // installed a view yet just stops.
 type LeaveRequest struct{}
 
+// NotifyExcluded, handed to a member's machine (core.Machine.Handle), has
+// the node tell each of Nodes that its installed view does not contain it
+// (EXCLUDED, as it answers an excluded node's messages), at once whatever
+// NoticeInterval says. A runtime that never takes an excluded node back
+// hands it to the node for the nodes a view just excluded as failed,
+// before it drops its connections to them: one that was only stopped
+// finds the notice waiting when it runs again, even if nobody is left by
+// then to answer its messages. With Final the notice evicts the receiver
+// whatever the epochs ([Evicted]), also if it formed views of its own
+// meanwhile (its detector took the others for failed as it ran again);
+// the runtime sets it only where the receiver cannot be on the side that
+// should go on (the view holds a majority of the group, say). Nodes in the
+// node's views, and the node itself, are skipped.
+type NotifyExcluded struct {
+	Nodes []core.NodeID
+	Final bool
+}
+
 // Leaving is emitted by a member that learns that Node, a member of its
 // views, leaves (its LEAVE, or a report that lists it as leaving).
 type Leaving struct {

@@ -299,7 +299,8 @@ func (m *Member) Receive(from core.NodeID, msg core.Msg) {
 // Handle implements core.Machine: core.Failed starts the paper's failure
 // handling; core.Recovered withdraws a failure not yet acted upon and tells
 // an excluded node that it is excluded; [Refresh] has a root propose a new
-// epoch; [LeaveRequest] makes the node leave. Suspicions are not acted
+// epoch; [LeaveRequest] makes the node leave; [NotifyExcluded] tells
+// excluded nodes that they are. Suspicions are not acted
 // upon; a withdrawn one (core.Unsuspected: the member proved alive) makes a
 // root doubt reports of that member's failure for a while (see
 // refutedLately).
@@ -310,6 +311,10 @@ func (m *Member) Handle(e core.Event) {
 	switch x := e.(type) {
 	case LeaveRequest:
 		m.leave()
+	case NotifyExcluded:
+		for _, id := range x.Nodes {
+			m.noticeFinal(id, true, x.Final)
+		}
 	case core.Failed:
 		m.onLocalFailure(x.Node)
 	case core.Recovered:

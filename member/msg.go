@@ -151,9 +151,15 @@ type Sync struct {
 // contain the receiver. It answers messages of excluded nodes (paper
 // footnote 1: they are otherwise ignored) and probes departed nodes, so that
 // the excluded side of a healed partition merges (see the package doc).
+//
+// Final says that the sender's group never takes the receiver back
+// ([NotifyExcluded]): the receiver takes itself excluded whatever the
+// epochs, rather than wait for the sender's side to merge into a newer
+// view of its own.
 type Notice struct {
 	Epoch uint64
 	Root  core.NodeID
+	Final bool
 }
 
 // Leave is LEAVE: the sender, a member of view Epoch under incarnation Inc,
@@ -264,7 +270,13 @@ func (m *Sync) MarshalWire(e *wire.Encoder) {
 }
 
 // MarshalWire implements wire.Message.
-func (m *Notice) MarshalWire(e *wire.Encoder) { e.Uvarint(m.Epoch); e.NodeID(m.Root) }
+func (m *Notice) MarshalWire(e *wire.Encoder) {
+	e.Uvarint(m.Epoch)
+	e.NodeID(m.Root)
+	if m.Final {
+		e.Bool(true) // absent otherwise: the answers and probes keep their size
+	}
+}
 
 // MarshalWire implements wire.Message.
 func (m *MinorityNotice) MarshalWire(e *wire.Encoder) {
@@ -625,6 +637,11 @@ func decSync(d *wire.Decoder) (core.Msg, error) {
 func decNotice(d *wire.Decoder) (core.Msg, error) {
 	m := &Notice{Epoch: d.Uvarint(), Root: d.NodeID()}
 	checkEpoch(d, m.Epoch)
+	if d.Err() == nil && d.Remaining() > 0 {
+		if m.Final = d.Bool(); d.Err() == nil && !m.Final {
+			return nil, fmt.Errorf("member: EXCLUDED notice with a final flag of 0 (absent when not final)")
+		}
+	}
 	return m, d.Err()
 }
 

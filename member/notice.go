@@ -40,7 +40,11 @@ type leftNode struct {
 
 // notice tells an outsider that this node's view does not contain it, at
 // most once per NoticeInterval unless forced.
-func (m *Member) notice(to core.NodeID, force bool) {
+func (m *Member) notice(to core.NodeID, force bool) { m.noticeFinal(to, force, false) }
+
+// noticeFinal is notice; final marks the notice as one the receiver
+// obeys whatever the epochs ([NotifyExcluded]).
+func (m *Member) noticeFinal(to core.NodeID, force, final bool) {
 	if m.cur == nil || to == m.self || m.cur.has(to) || m.accepted.has(to) {
 		return
 	}
@@ -48,7 +52,7 @@ func (m *Member) notice(to core.NodeID, force bool) {
 		return
 	}
 	put(&m.lastNotice, to, m.now())
-	m.send(to, &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur)})
+	m.send(to, &Notice{Epoch: m.cur.epoch, Root: m.rootOf(m.cur), Final: final})
 }
 
 // probe sends EXCLUDED to the departed nodes (root only).
@@ -158,6 +162,13 @@ func (m *Member) onNotice(from core.NodeID, x *Notice) {
 			m.sendJoin()
 			m.mergeRoot = core.None
 		}
+		return
+	}
+	if x.Final {
+		// The sender's group goes on without this node for good: the
+		// views it formed since, taking the others for failed (it was
+		// stopped or cut off), are a side nobody will merge with.
+		m.env.Emit(Evicted{Epoch: x.Epoch, Root: x.Root})
 		return
 	}
 	n := m.newest()

@@ -304,6 +304,9 @@ func scriptDescribe(m core.Msg) string {
 	case *Nack:
 		return fmt.Sprintf("VIEW_NACK %s holding %s", FormatEpoch(x.Epoch), FormatEpoch(x.View.Epoch))
 	case *Notice:
+		if x.Final {
+			return fmt.Sprintf("EXCLUDED %s root %v final", FormatEpoch(x.Epoch), x.Root)
+		}
 		return fmt.Sprintf("EXCLUDED %s root %v", FormatEpoch(x.Epoch), x.Root)
 	case *Sync:
 		return fmt.Sprintf("VIEW_SYNC %s abort %s", FormatEpoch(x.View.Epoch), FormatEpoch(x.Abort))

@@ -43,6 +43,9 @@ import (
 //	leave node=(3)
 //	    The nodes leave the group (LeaveRequest): each sends LEAVE to the
 //	    members and takes no further part. Prints nothing.
+//	notify at=0 node=(2,3) [final]
+//	    Node at tells each of node that its view does not contain it
+//	    (NotifyExcluded, Final with final). Prints nothing.
 //	partition a=(0,1) b=(2,3,4)
 //	    Messages between groups (any names, one list each) are lost; nodes
 //	    in no group form one more group. Prints nothing.
@@ -154,6 +157,9 @@ func (s *script) run(t *testing.T, c *scripttest.Cmd) string {
 		for _, id := range nodeIDs(t, c, "node") {
 			s.leave(id)
 		}
+	case "notify":
+		s.nodes[core.NodeID(c.Int(t, "at"))].m.Handle(NotifyExcluded{Nodes: nodeIDs(t, c, "node"), Final: c.Has("final")})
+		s.collect(core.NodeID(c.Int(t, "at")))
 	case "partition":
 		var groups [][]core.NodeID
 		for _, a := range c.Args {

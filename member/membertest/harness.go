@@ -555,6 +555,9 @@ func describe(m core.Msg) string {
 	case *member.Nack:
 		return fmt.Sprintf("VIEW_NACK %s holding %s pending=%v", member.FormatEpoch(x.Epoch), member.FormatEpoch(x.View.Epoch), x.Pending)
 	case *member.Notice:
+		if x.Final {
+			return fmt.Sprintf("EXCLUDED %s root %v final", member.FormatEpoch(x.Epoch), x.Root)
+		}
 		return fmt.Sprintf("EXCLUDED %s root %v", member.FormatEpoch(x.Epoch), x.Root)
 	case *member.Sync:
 		pending := ""
