@@ -265,7 +265,10 @@
 // that learns that a newer view does not contain it emits [Evicted] and asks
 // to be admitted again (NODE_ALIVE) by that view's root; a later notice of
 // the same view naming another root redirects the request once the root
-// asked is known to have failed (a member took over).
+// asked is known to have failed (a member took over). A runtime that never
+// takes an excluded node back has its node tell the nodes a view excluded
+// at once ([NotifyExcluded]), before it drops its connections to them;
+// such a notice marked final evicts its receiver whatever the epochs.
 //
 // Partitions (§3.3). Under [PartitionPaper] each side reorganizes with its
 // own root. When the partition heals, the nodes learn of each other (a
