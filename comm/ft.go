@@ -1,11 +1,13 @@
 package comm
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cohort-mp/cohort/core"
 	"github.com/cohort-mp/cohort/launch"
@@ -133,6 +135,52 @@ func (s *Session) onRevoke(src int, p []byte) error {
 type exclusions struct {
 	mu    sync.Mutex
 	procs map[core.NodeID]bool
+	// members is how many members the latest installed view has.
+	members int
+	// telling counts the notices under way (tellExcluded); told is
+	// closed when it falls to zero.
+	telling int
+	told    chan struct{}
+}
+
+// start counts a notice under way.
+func (x *exclusions) start() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.telling == 0 {
+		x.told = make(chan struct{})
+	}
+	x.telling++
+}
+
+// viewSize returns how many members the latest installed view has.
+func (x *exclusions) viewSize() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.members
+}
+
+// done counts a notice sent.
+func (x *exclusions) done() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.telling--; x.telling == 0 {
+		close(x.told)
+	}
+}
+
+// wait waits until no notice is under way, or ctx is done.
+func (x *exclusions) wait(ctx context.Context) {
+	x.mu.Lock()
+	told := x.told
+	pending := x.telling > 0
+	x.mu.Unlock()
+	if pending {
+		select {
+		case <-told:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // view notes the departures of an installed view; a process admitted again
@@ -140,6 +188,7 @@ type exclusions struct {
 func (x *exclusions) view(e member.ViewInstalled) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.members = len(e.Members)
 	for _, id := range e.Departed {
 		if !slices.Contains(e.Left, id) {
 			if x.procs == nil {
@@ -184,4 +233,49 @@ func (s *Session) exclusionReport() []int {
 		return nil
 	}
 	return s.excluded.list()
+}
+
+// noticeWait bounds how long the EXCLUDED notices sent together to the
+// processes a view excluded (tellExcluded) may take to reach them before
+// their connections are dropped: a stopped process never acknowledges
+// them, so the wait usually runs to the end. It holds back only the
+// failure of what this process still sends them (their connections go
+// after it).
+const noticeWait = 150 * time.Millisecond
+
+// tellExcluded tells the processes of the failed world ranks listed,
+// which the latest view just excluded, that they are (an EXCLUDED
+// notice of that view: member.NotifyExcluded), over the connections this
+// process still holds to them, and then drops those connections and what
+// is queued for them (dropPeers). A process that was only stopped,
+// starved or cut off reads the notice when it runs again, and its session
+// ends with ErrEvicted, even if every other process has ended by then and
+// nobody is left to answer it, under any launcher (under SLURM none stops
+// it; see launch.Registration.ReportExcluded). The notice must go before
+// the connection: a stopped process cannot answer a new connection's
+// handshake. The notice is final (it evicts the process whatever views it
+// formed meanwhile) when the view holds a majority of the job's processes:
+// a view of the side that was cut off, which excludes the live rest of the
+// job, cannot, so a process that took the others for failed never evicts
+// them. It is the notice a member answers an excluded process with, from
+// a member of the view over a connection that proved the job's secret:
+// nobody outside the job can send it. Best effort: a connection that
+// died, or a socket full of data the process did not read, loses it.
+// Finalize waits for it (excluded.wait), at most noticeWait.
+func (s *Session) tellExcluded(failed []int) {
+	defer s.excluded.done()
+	nodes := make([]core.NodeID, len(failed))
+	for i, r := range failed {
+		nodes[i] = core.NodeID(r)
+	}
+	final := 2*s.excluded.viewSize() > s.size
+	ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
+	defer cancel()
+	err := s.host.Do(ctx, func(m core.Machine, _ core.Env) {
+		m.Handle(member.NotifyExcluded{Nodes: nodes, Final: final})
+	})
+	if f, ok := s.tr.(interface{ Flush(context.Context) error }); ok && err == nil {
+		f.Flush(ctx) // a stopped process acknowledges nothing: the bound ends it
+	}
+	s.dropPeers(failed)
 }

@@ -339,6 +339,7 @@ func (s *Session) Finalize(ctx context.Context) error {
 		if s.links != nil {
 			s.links.quiet.Store(true)
 		}
+		s.excluded.wait(ctx) // the notices' bounded waits (tellExcluded)
 		err = s.flush(ctx)
 		if err == nil && ctx.Err() == nil {
 			err = s.announceLeave(ctx)
@@ -494,6 +495,21 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 	for _, q := range cancel {
 		q.cancel()
 	}
+	if cause == nil && s.rep == nil && s.host != nil && len(failed) > 0 {
+		// Its connection goes once it carried the notice that the
+		// process was excluded (tellExcluded).
+		s.excluded.start()
+		go s.tellExcluded(failed)
+		failed = nil
+	}
+	s.dropPeers(failed)
+	s.tellGone(newly, epoch, cause)
+	s.sendAll(sends)
+}
+
+// dropPeers forgets what is queued for the failed world ranks listed
+// and their connections, and keeps their addresses.
+func (s *Session) dropPeers(failed []int) {
 	for _, r := range failed {
 		// A failed rank never comes back (comm has no recovery): drop
 		// what is queued for it and its connection. Its address stays:
@@ -509,8 +525,6 @@ func (s *Session) failWith(ranks []int, epoch uint64, cause error) {
 			}
 		}
 	}
-	s.tellGone(newly, epoch, cause)
-	s.sendAll(sends)
 }
 
 // dataPath is the host's Config.DataPath: every comm frame is consumed here,
