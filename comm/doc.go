@@ -108,6 +108,27 @@
 // it once its messages are consumed, a collective step that sends to it or
 // waits for it, an [Comm.Agree] it did not take part in.
 //
+// A process that the others' views excluded while it lived (it was
+// stopped, starved or cut off) is told so by a member of the newer view
+// when it runs again, and every pending and later operation of its
+// session fails with [ErrEvicted]. So that it is told even when every
+// other process has ended by then, under any launcher, each process whose
+// view excludes ranks as failed sends them an EXCLUDED notice
+// (member.NotifyExcluded) over the connection it still holds to each,
+// then drops those connections (at most 150 ms later: a stopped process
+// acknowledges nothing, and sends to it fail only then). The kernel keeps
+// the notice in a stopped process's socket or shared-memory ring; the
+// process reads it as it runs again and ends with ErrEvicted. When the
+// view holds a majority of the job's processes the notice is final: it
+// evicts even a process whose detector took the others for failed first
+// and formed a view of its own; from a smaller view it is an ordinary
+// notice, which the views' epochs decide, since the sender may then be
+// the one cut off. The notice comes from a member of the job over a
+// connection that proved the job's secret, as every membership frame
+// does. It is best effort: a process that had no connection in use to
+// the others as it was excluded (it stopped before it talked to them) is
+// not told.
+//
 // To repair a communicator the program uses [Comm.Revoke] (every operation
 // on it fails with [ErrRevoked] at every member), [Comm.Agree] (a
 // fault-tolerant agreement on the AND of an int, whose algorithm and proof
