@@ -2,12 +2,13 @@
 // peers' detectors declared it failed while it was only stopped, starved
 // or cut off) learns it from the others' EXCLUDED answers once it runs
 // again, and ends (package comm: ErrEvicted). When it runs again after
-// every other process has ended, nobody is left to answer: it took them
-// all for failed and ran on alone for as long as its program lasted. The
-// processes that end their session tell the launcher which processes
-// their views excluded, and the launcher stops an excluded process that
-// still runs once every process not excluded has ended: the job is over
-// without it. A job on peer daemons (package p2p/submit) does the same
+// every other process has ended, nobody is left to answer: it finds the
+// notices they sent as they excluded it (package comm) if they had a
+// connection to it, or else takes them all for failed and runs on alone
+// for as long as its program lasts. The processes that end their session
+// tell the launcher which processes their views excluded, and the
+// launcher stops an excluded process that still runs once every process
+// not excluded has ended: the job is over without it. A job on peer daemons (package p2p/submit) does the same
 // with [Rendezvous.ExcludedBy] and [Rendezvous.ExclusionNews]: the
 // submitter holds the rendezvous, and asks the daemon that runs an
 // excluded process to stop it.
