@@ -131,7 +131,8 @@ func (s *Session) onRevoke(src int, p []byte) error {
 // process that finalizes tells it (launch.Registration.ReportExcluded), so
 // that a process excluded while it was stopped or cut off, which may run
 // again once nobody is left to answer it EXCLUDED, does not keep the job
-// alive (launch: Exit.Excluded).
+// alive (launch: Exit.Excluded). It also counts the notices that tell
+// excluded processes so (tellExcluded).
 type exclusions struct {
 	mu    sync.Mutex
 	procs map[core.NodeID]bool
