@@ -334,7 +334,11 @@ func (s *Session) send(ctx context.Context, c *commState, sub uint64, dest, tag 
 // sendPlanned is send of a message that needs a request: a rendezvous, a
 // send to this process, one that fails at once, or a virtual node's.
 func (s *Session) sendPlanned(ctx context.Context, c *commState, sub uint64, dest, tag int, data []byte, p *sendPlan) error {
-	req := s.isendPlanned(pooledRequest(s, c), c, sub, dest, tag, 0, data, p)
+	req := pooledRequest(s, c)
+	if ctx.Done() != nil {
+		req.rdv.ctx = ctx // a rendezvous's data is written watching it
+	}
+	req = s.isendPlanned(req, c, sub, dest, tag, 0, data, p)
 	_, err := req.block(ctx)
 	if err != nil && req.rdv.body != nil && !req.isDone() {
 		s.rdvDetach(req) // the caller's buffer is free once Send returns

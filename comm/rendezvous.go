@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -38,7 +39,16 @@ import (
 // A blocking Send whose context ends before the clear-to-send returns the
 // context's error after copying the message, which is sent when the
 // receiver asks for it (the caller's buffer is free on return, as for an
-// eager message left in the backlog). A receive matched to an RTS whose
+// eager message left in the backlog). Once the clear-to-send came, a
+// blocking Send whose context can end has its data written watching that
+// context, not lent to the transport (a lent buffer is the transport's
+// until the receiver acknowledges it, which a receiver that reads nothing
+// never does): when the context ends while the receiver's kernel takes no
+// bytes, the transport copies what is left of the frame and completes it
+// on the connection, so that the receive gets the message whole, and the
+// Send returns the context's error with the caller's buffer free. Such a
+// Send's data costs a copy into the transport's resend log, which a lent
+// one does not. A receive matched to an RTS whose
 // sender fails, a send whose destination fails, and both on a revoked
 // communicator or an ended session, fail as their eager forms do.
 //
@@ -88,6 +98,10 @@ type rdvSend struct {
 	addr    uint64
 	ctxID   uint64
 	stopped chan struct{}
+	// ctx is a blocking Send's context when it can end (nil for an
+	// Isend's request, which no one gives up): its data is then written
+	// watching ctx instead of lent (rdvWrite).
+	ctx context.Context
 }
 
 // maxRTS bounds a ready-to-send's payload: five 10-byte varints. The
@@ -134,7 +148,7 @@ func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, 
 	s.rdvSeq++
 	id := s.rdvSeq
 	addr := s.rdvOffer(to, data)
-	req.rdv = rdvSend{to: to, body: data, addr: addr, ctxID: ctxID}
+	req.rdv = rdvSend{to: to, body: data, addr: addr, ctxID: ctxID, ctx: req.rdv.ctx}
 	s.rdvOut[id] = req
 	s.mu.Unlock()
 	p := binary.AppendUvarint(req.hdr[:0], id)
@@ -157,9 +171,9 @@ func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, 
 
 // rdvDetach is called when a blocking Send gives up waiting: a message
 // still waiting for its clear-to-send is copied, so that the caller's
-// buffer is free; one being written is waited for, and so is, when its
-// address was offered, the receiver's answer to its withdrawal
-// (singlecopy.go).
+// buffer is free; one being written is waited for (its write watches the
+// same context: rdvWrite), and so is, when its address was offered, the
+// receiver's answer to its withdrawal (singlecopy.go).
 func (s *Session) rdvDetach(req *Request) {
 	s.mu.Lock()
 	for id, r := range s.rdvOut {
@@ -302,16 +316,41 @@ func (s *Session) rdvDispatch(j rdvJob) {
 
 func (s *Session) rdvWriter(j rdvJob) {
 	for {
-		head := binary.AppendUvarint(j.req.hdr[:0], j.id)
-		f := wire.Frame{Kind: kindRData, Payload: head}
-		if !s.lendRData(f, j.req) {
-			s.sendFrame(int(j.req.rdv.to), f, j.req.rdv.body, j.req)
-		}
+		s.rdvWrite(j)
 		select {
 		case j = <-s.rdvJobs:
 		case <-s.base.Done():
 			return
 		}
+	}
+}
+
+// rdvWrite writes the data of j. A blocking Send's data (its caller's
+// buffer, not a copy) is written watching the Send's context, on the
+// transport's direct path, whose write, when the context ends, leaves
+// what is left of the frame, copied, to the connection's writer; the
+// request then completes with the context's error, which the Send
+// returns already. Other data is lent, or goes by sendFrame, which never
+// waits for the socket (it copies into the transport's queue or the
+// backlog); so does a blocking Send's data that the direct path declines.
+func (s *Session) rdvWrite(j rdvJob) {
+	req := j.req
+	head := binary.AppendUvarint(req.hdr[:0], j.id)
+	f := wire.Frame{Kind: kindRData, Payload: head}
+	if ctx := req.rdv.ctx; ctx != nil && !req.rdv.owned && s.tcpTr != nil && s.rep == nil {
+		if q := s.outq(int(req.rdv.to)); q != nil && !q.running.Load() {
+			f.Epoch = s.epoch.Load()
+			if ok, err := s.tcpTr.TrySendDirectRef(ctx, &q.peer, q.to, &f, req.rdv.body); ok {
+				req.complete(Status{}, s.sendErr(q.to, err))
+				return
+			}
+		}
+		// Declined: not lent either, whose write would not watch ctx.
+		s.sendFrame(int(req.rdv.to), wire.Frame{Kind: kindRData, Payload: head}, req.rdv.body, req)
+		return
+	}
+	if !s.lendRData(f, req) {
+		s.sendFrame(int(req.rdv.to), f, req.rdv.body, req)
 	}
 }
 

@@ -86,3 +86,110 @@ func TestSendEndsWithItsDeadline(t *testing.T) {
 		return Barrier(ctx, c)
 	})
 }
+
+// A blocking rendezvous Send (a message over EagerMax) whose deadline
+// passes after the clear-to-send, while the destination's process reads
+// nothing (its reader waits for the session's lock, which the test takes
+// once the receive has matched the ready-to-send), fails with an error
+// wrapping context.DeadlineExceeded; the receive then gets the message
+// whole, and both ranks go on.
+func TestRendezvousSendEndsWithItsDeadline(t *testing.T) {
+	ss := tcpJob(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	w0, w1 := ss[0].World(), ss[1].World()
+	if err := w0.Send(ctx, []byte("hello"), 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.Recv(ctx, make([]byte, 8), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 << 20
+	msg := bytes.Repeat([]byte("rendezvous"), size/10+1)[:size]
+	in := make([]byte, size)
+	rreq := w1.Irecv(in, 0, 1)
+	const deadline = time.Second
+	sent := make(chan error, 1)
+	go func() {
+		dctx, dcancel := context.WithTimeout(ctx, deadline)
+		defer dcancel()
+		sent <- w0.Send(dctx, msg, 1, 1)
+	}()
+
+	// Rank 1's lock is taken, and kept, once its receive matched the
+	// ready-to-send (its clear-to-send is then on its way): the reader
+	// stops at the data, on the lock.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		ss[1].mu.Lock()
+		if len(ss[1].rdvIn) > 0 {
+			break
+		}
+		ss[1].mu.Unlock()
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("the receive never matched the ready-to-send")
+		}
+	}
+	locked := true
+	defer func() {
+		if locked {
+			ss[1].mu.Unlock()
+		}
+	}()
+	// The path under test: rank 0 had its clear-to-send before the
+	// deadline passed.
+	for {
+		ss[0].mu.Lock()
+		waiting := len(ss[0].rdvOut)
+		ss[0].mu.Unlock()
+		if waiting == 0 {
+			break
+		}
+		select {
+		case err := <-sent:
+			t.Skipf("the Send ended (%v) before its clear-to-send came: the machine is too slow for its %v deadline", err, deadline)
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("rank 0 never had its clear-to-send")
+		}
+	}
+	var err error
+	select {
+	case err = <-sent:
+	case <-ctx.Done():
+		t.Fatal("the Send outlived its deadline while the receiver read nothing")
+	}
+	if err == nil {
+		t.Skipf("the kernel took the whole %d bytes before the deadline", size)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send: got %v, want an error wrapping %v", err, context.DeadlineExceeded)
+	}
+	t.Logf("the rendezvous Send ended with its deadline: %v", err)
+	ss[1].mu.Unlock()
+	locked = false
+
+	st, err := rreq.Wait(ctx)
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if st.Count != size || !bytes.Equal(in, msg) {
+		t.Fatalf("receive: %d bytes, intact %v", st.Count, bytes.Equal(in, msg))
+	}
+	each(t, ss, func(ctx context.Context, c *Comm) error {
+		peer, buf := 1-c.Rank(), make([]byte, size)
+		for i := range 4 {
+			if i%2 == c.Rank() {
+				if err := c.Send(ctx, msg, peer, 2); err != nil {
+					return err
+				}
+			} else if st, err := c.Recv(ctx, buf, peer, 2); err != nil || !bytes.Equal(buf[:st.Count], msg) {
+				return fmt.Errorf("message %d: %d bytes, %v", i, st.Count, err)
+			}
+		}
+		return Barrier(ctx, c)
+	})
+}
