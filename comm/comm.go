@@ -100,14 +100,18 @@ func (c *Comm) sourceErr(src, tag int) error {
 // in the order they were sent when they match the same receives
 // (non-overtaking), whichever way each went. If dest has failed, Send
 // returns a [*ProcFailedError] naming it; if the communicator is revoked,
-// [ErrRevoked]. ctx bounds the wait (for the kernel to take an eager
-// message, or for the receive), and Send then fails with an error wrapping
-// ctx's. As a cancelled send may have completed under MPI, a message whose
-// Send failed so may still be delivered: an eager one the kernel had
-// taken in part is completed by the transport (a stream cannot drop half
-// a frame), and one whose wait for its receive ctx ended is delivered
-// when dest asks for it (it was copied). Either way buf is free once Send
-// returns, and dest receives the message whole or not at all.
+// [ErrRevoked]. ctx bounds the wait (for the receive, and for the kernel
+// to take an eager message, or a large one's data once the receive asked
+// for it), and Send then fails with an error wrapping ctx's. As a
+// cancelled send may have completed under MPI, a message whose Send
+// failed so may still be delivered: one the kernel had taken in part is
+// completed by the transport (a stream cannot drop half a frame), and one
+// whose wait for its receive ctx ended is delivered when dest asks for it
+// (it was copied). Either way buf is free once Send returns, and dest
+// receives the message whole or not at all. Over TCP a large message's
+// data costs one copy more when ctx can end (ctx.Done is not nil) than
+// with Isend or a context that cannot end, whose data the transport
+// borrows until dest acknowledges it.
 func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err

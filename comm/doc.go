@@ -35,11 +35,11 @@
 // reads it straight from the sender's memory, in one copy). So Send may
 // wait for the matching receive, as MPI_Send may: a program in which two
 // ranks each Send to the other before either receives needs Isend (or a
-// Sendrecv-style order). Handing an eager message to the transport may
-// wait too, while the receiver's process reads none of it. Either wait
-// ends with Send's context, and Send then fails with the context's error,
-// though, as a cancelled MPI send may have completed, the message may
-// still be delivered ([Comm.Send]).
+// Sendrecv-style order). Handing a message, or a large one's data, to the
+// transport may wait too, while the receiver's process reads none of it.
+// Either wait ends with Send's context, and Send then fails with the
+// context's error, though, as a cancelled MPI send may have completed,
+// the message may still be delivered ([Comm.Send]).
 //
 // # Memory
 //
