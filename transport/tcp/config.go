@@ -117,9 +117,21 @@ type Config struct {
 	// wait for the peer's answer (with DialTimeout, whichever is
 	// shorter): a path that silently drops packets fails the connection
 	// within it instead of after minutes of retransmissions, and its
-	// frames go through a relay. A peer that is slow to read does not
-	// trip it (the kernel's zero-window probes are answered). Default 2 s;
-	// negative: off (the kernel's retransmission limits).
+	// frames go through a relay. Recent Linux kernels (5.11 on) count
+	// against it the time a peer's receive window stays shut, though the
+	// peer's kernel answers the zero-window probes, which would fail the
+	// connection of a live peer that computes, reading nothing, for
+	// longer than LinkTimeout while frames wait for it; so the link
+	// check (every 100 ms) turns it off on a connection whose peer's
+	// window is shut while its kernel answers, and on again once the
+	// window opens or two probes in a row go unanswered. A LinkTimeout
+	// shorter than a look may still fail such a connection (it is then
+	// dialled again, its frames resent, and the failure detector told
+	// to probe the peer, not that it failed). A host that dies behind a
+	// shut window fails the connection at the kernel's next probe after
+	// that, up to two minutes apart once the window has stayed shut for
+	// long (a relay, where one reaches the peer, takes over sooner).
+	// Default 2 s; negative: off (the kernel's retransmission limits).
 	LinkTimeout time.Duration
 	// IdleTimeout closes a connection on which nothing was read or written
 	// for this long (checked every quarter of it), without losing a frame

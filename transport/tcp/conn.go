@@ -31,13 +31,16 @@ type conn struct {
 	byUs        bool  // closed on purpose (replaced, removed, closing); valid after dead
 	cause       error // why it died; valid after dead
 	readerDone  chan struct{}
-	prev        *conn    // the connection it replaced, whose reader must finish first
-	unix        bool     // over the same-host Unix socket
-	proc        peerProc // the peer's process, on this host (peerProcOf)
-	poll        pollState
-	raw         syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
-	rw          rawWriter       // small direct frames' writes to raw (poll.go), under owner.wmu
-	pr          *pollReader     // a plain socket's reader under fr; else nil
+	prev        *conn // the connection it replaced, whose reader must finish first
+	unix        bool  // over the same-host Unix socket
+	// linkHeld: TCP_USER_TIMEOUT is off while the peer's window is shut
+	// (holdLinkTimeout); the link check's alone.
+	linkHeld atomic.Bool
+	proc     peerProc // the peer's process, on this host (peerProcOf)
+	poll     pollState
+	raw      syscall.RawConn // a plain socket's (TCP or Unix), for SendNow; else nil
+	rw       rawWriter       // small direct frames' writes to raw (poll.go), under owner.wmu
+	pr       *pollReader     // a plain socket's reader under fr; else nil
 
 	// rd is held by whoever reads frames from fr and delivers them: the
 	// reader goroutine or, on a shared-memory connection (shm, else nil),

@@ -204,7 +204,9 @@
 // connection dies or its dial fails, and the pair's direct link is down
 // until a connection is in use again. While a relay reaches the peer, a
 // link that stops delivering is left sooner, after a quarter of it
-// (linktimeout.go, checkLinks). The same look hints the failure detector
+// (linktimeout.go, checkLinks); one whose peer reads nothing, its
+// receive window shut while its kernel answers, is not taken for dead
+// (holdLinkTimeout). The same look hints the failure detector
 // about a silent peer whose link still answers (core.PeerHint with
 // Answering), or, on this host, about a peer it suspects
 // (transport.SuspectWatcher) whose process lives and holds its socket:

@@ -31,6 +31,55 @@ func linkStalledFor(c *conn) uint32 {
 	return info.Last_ack_recv
 }
 
+// linkWindow tells how c's peer's receive window stands: open (or
+// nothing waits for it), shut while the peer's kernel answers (nothing
+// in flight, and the last zero-window probe answered: a probe sent is
+// counted until an acknowledgement comes), or shut with at least two
+// probes in a row unanswered (the second is sent only once the first's
+// timeout expired, which a live peer's kernel does not let pass).
+// windowUnknown: not a TCP connection, or a probe in flight.
+func linkWindow(c *conn) windowState {
+	info := tcpInfo(c)
+	switch {
+	case info == nil:
+		return windowUnknown
+	case info.Snd_wnd > 0 || info.Notsent_bytes == 0:
+		return windowOpen
+	case info.Probes >= 2:
+		return windowUnanswered
+	case info.Unacked == 0 && info.Probes == 0:
+		return windowShut
+	}
+	return windowUnknown
+}
+
+// setUserTimeout sets c's TCP_USER_TIMEOUT (0: off, the kernel's own
+// limits).
+func setUserTimeout(c *conn, d time.Duration) error {
+	rc := c.raw
+	if rc == nil {
+		nc := c.nc
+		if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+			nc = w.NetConn() // TLS
+		}
+		tc, ok := nc.(*net.TCPConn)
+		if !ok {
+			return nil
+		}
+		var err error
+		if rc, err = tc.SyscallConn(); err != nil {
+			return err
+		}
+	}
+	var err error
+	if cerr := rc.Control(func(fd uintptr) {
+		err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d/time.Millisecond))
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
 // linkAnswers reports whether c's link answers while its peer is silent:
 // an established TCP connection on which the kernel has received no data
 // for silentFor, while the peer's kernel has acknowledged everything

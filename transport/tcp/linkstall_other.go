@@ -11,6 +11,13 @@ import (
 // dead by Config.LinkTimeout alone.
 func linkStalledFor(c *conn) uint32 { return 0 }
 
+// linkWindow is windowUnknown where TCP_INFO is not read: LinkTimeout is
+// never held.
+func linkWindow(c *conn) windowState { return windowUnknown }
+
+// setUserTimeout does nothing where TCP_USER_TIMEOUT is not set.
+func setUserTimeout(c *conn, d time.Duration) error { return nil }
+
 // linkAnswers is false where TCP_INFO is not read: no silent peer's
 // link is reported answering.
 func linkAnswers(c *conn, silentFor, ackedWithin time.Duration) bool { return false }

@@ -194,9 +194,58 @@ func connLostHint(c *conn, reason string) core.PeerHint {
 }
 
 // linkLooksOn reports whether the link check runs: for links that may
-// stall (linkStallAfter), or for same-host peers.
+// stall (linkStallAfter), for TCP_USER_TIMEOUT to hold through a shut
+// window (holdLinkTimeout), or for same-host peers.
 func (t *Transport) linkLooksOn() bool {
-	return t.linkStallAfter() > 0 || (!t.cfg.NoUnix && unixSupported)
+	return t.linkStallAfter() > 0 || (t.cfg.LinkTimeout > 0 && linkTimeoutSupported) ||
+		(!t.cfg.NoUnix && unixSupported)
+}
+
+// A peer that reads nothing for a while (its process computes) shuts its
+// receive window once its kernel's buffer is full, and the kernel then
+// probes the window; since Linux 5.11 TCP_USER_TIMEOUT counts the time
+// the window stays shut, answered probes or not, so LinkTimeout would
+// fail the connection of a live peer that computes for longer than it
+// while frames wait. So the link check turns TCP_USER_TIMEOUT off on a
+// connection whose peer's window is shut while its kernel answers the
+// probes (linkWindowShut), and back on once the window opens or two
+// probes in a row draw no answer: a peer whose host died or was cut off
+// behind a shut window then fails the connection at the kernel's next
+// probe, which may be up to two minutes apart once the window has stayed
+// shut for long (the kernel backs its probes off), and, where a relay
+// reaches the peer, the stall check breaks it before that (its probes go
+// unanswered: linkStalledFor). A probe in flight at a look reads as
+// neither, and leaves the timeout as it is.
+
+// windowState is how a connection's peer's receive window stands
+// (linkWindow).
+type windowState uint8
+
+const (
+	windowUnknown    windowState = iota
+	windowOpen                   // open, or nothing waits for it
+	windowShut                   // shut, the peer's kernel answering its probes
+	windowUnanswered             // shut, two probes in a row unanswered
+)
+
+// holdLinkTimeout turns c's TCP_USER_TIMEOUT off while its peer's window
+// is shut and its kernel answers, and on again after (see above).
+func (t *Transport) holdLinkTimeout(c *conn) {
+	link := t.cfg.LinkTimeout
+	if link <= 0 || !linkTimeoutSupported {
+		return
+	}
+	w, held := linkWindow(c), c.linkHeld.Load()
+	switch {
+	case w == windowShut && !held:
+		if setUserTimeout(c, 0) == nil {
+			c.linkHeld.Store(true)
+		}
+	case held && (w == windowOpen || w == windowUnanswered):
+		if setUserTimeout(c, link) == nil {
+			c.linkHeld.Store(false)
+		}
+	}
 }
 
 // checkLinks breaks each connection in use whose link stalled for
@@ -229,7 +278,11 @@ func (t *Transport) checkLinks(suspectsOnly bool) {
 			}
 			continue
 		}
-		if after <= 0 || suspectsOnly {
+		if suspectsOnly {
+			continue
+		}
+		t.holdLinkTimeout(u.c)
+		if after <= 0 {
 			continue
 		}
 		stalled := time.Duration(linkStalledFor(u.c)) * time.Millisecond
