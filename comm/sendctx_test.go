@@ -193,3 +193,44 @@ func TestRendezvousSendEndsWithItsDeadline(t *testing.T) {
 		return Barrier(ctx, c)
 	})
 }
+
+// BenchmarkLargeSendContext streams 1 MiB blocking Sends over loopback
+// TCP with a context that cannot end (the data lent to the transport)
+// and with one that can (written watching it, and copied into the resend
+// log): the second's cost over the first is that copy.
+func BenchmarkLargeSendContext(b *testing.B) {
+	b.Setenv(unixEnv, "off")
+	ss := tcpJob(b, 2)
+	for _, kind := range []string{"ctx=cannot-end", "ctx=can-end"} {
+		b.Run(kind, func(b *testing.B) {
+			const size = 1 << 20
+			out, in := make([]byte, size), make([]byte, size)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			sendCtx := ctx
+			if kind == "ctx=cannot-end" {
+				sendCtx = context.WithoutCancel(ctx)
+			}
+			done := make(chan error, 1)
+			go func() {
+				for range b.N {
+					if _, err := ss[1].World().Recv(ctx, in, 0, 5); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			b.SetBytes(size)
+			b.ResetTimer()
+			for range b.N {
+				if err := ss[0].World().Send(sendCtx, out, 1, 5); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
