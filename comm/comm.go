@@ -108,10 +108,7 @@ func (c *Comm) sourceErr(src, tag int) error {
 // completed by the transport (a stream cannot drop half a frame), and one
 // whose wait for its receive ctx ended is delivered when dest asks for it
 // (it was copied). Either way buf is free once Send returns, and dest
-// receives the message whole or not at all. Over TCP a large message's
-// data costs one copy more when ctx can end (ctx.Done is not nil) than
-// with Isend or a context that cannot end, whose data the transport
-// borrows until dest acknowledges it.
+// receives the message whole or not at all.
 func (c *Comm) Send(ctx context.Context, buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err

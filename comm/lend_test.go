@@ -9,9 +9,8 @@ import (
 	"github.com/cohort-mp/cohort/core"
 )
 
-// TestSendLentData: the data of large messages over transport/tcp, sent
-// by a blocking Send whose context cannot end, is lent to the transport
-// (lendRData), each send completing once the receiver
+// TestSendLentData: the data of large messages over transport/tcp is lent
+// to the transport (lendRData), each send completing once the receiver
 // has acknowledged it, while rank 0 breaks the connection now and then.
 // Every message arrives intact although rank 0 overwrites each buffer as
 // soon as its send completes: data resent from a buffer given back too
@@ -35,9 +34,7 @@ func TestSendLentData(t *testing.T) {
 				if i%5 == 2 {
 					c.s.tcpTr.BreakConns(core.NodeID(1))
 				}
-				// A context that cannot end: a Send whose context can has
-				// its data written watching it, and copied, not lent.
-				if err := c.Send(context.WithoutCancel(ctx), buf, 1, i); err != nil {
+				if err := c.Send(ctx, buf, 1, i); err != nil {
 					return err
 				}
 				clear(buf)

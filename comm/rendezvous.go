@@ -40,15 +40,15 @@ import (
 // context's error after copying the message, which is sent when the
 // receiver asks for it (the caller's buffer is free on return, as for an
 // eager message left in the backlog). Once the clear-to-send came, a
-// blocking Send whose context can end has its data written watching that
-// context, not lent to the transport (a lent buffer is the transport's
-// until the receiver acknowledges it, which a receiver that reads nothing
-// never does): when the context ends while the receiver's kernel takes no
+// blocking Send whose context can end has its data's write watch that
+// context: when the context ends while the receiver's kernel takes no
 // bytes, the transport copies what is left of the frame and completes it
-// on the connection, so that the receive gets the message whole, and the
-// Send returns the context's error with the caller's buffer free. Such a
-// Send's data costs a copy into the transport's resend log, which a lent
-// one does not. A receive matched to an RTS whose
+// on the connection, so that the receive gets the message whole; the
+// data lent to the transport's resend log (lendRData), which would hold
+// the caller's buffer until the receiver acknowledged it (a receiver that
+// reads nothing never does), is then copied into the log (rdvDetach), and
+// the Send returns the context's error with the caller's buffer free. A
+// receive matched to an RTS whose
 // sender fails, a send whose destination fails, and both on a revoked
 // communicator or an ended session, fail as their eager forms do.
 //
@@ -99,9 +99,11 @@ type rdvSend struct {
 	ctxID   uint64
 	stopped chan struct{}
 	// ctx is a blocking Send's context when it can end (nil for an
-	// Isend's request, which no one gives up): its data is then written
-	// watching ctx instead of lent (rdvWrite).
-	ctx context.Context
+	// Isend's request, which no one gives up): its data's write watches
+	// it (lendRData), and written is closed once that write has returned
+	// (rdvWrite), for rdvDetach.
+	ctx     context.Context
+	written chan struct{}
 }
 
 // maxRTS bounds a ready-to-send's payload: five 10-byte varints. The
@@ -149,6 +151,9 @@ func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, 
 	id := s.rdvSeq
 	addr := s.rdvOffer(to, data)
 	req.rdv = rdvSend{to: to, body: data, addr: addr, ctxID: ctxID, ctx: req.rdv.ctx}
+	if req.rdv.ctx != nil {
+		req.rdv.written = make(chan struct{})
+	}
 	s.rdvOut[id] = req
 	s.mu.Unlock()
 	p := binary.AppendUvarint(req.hdr[:0], id)
@@ -172,8 +177,10 @@ func (s *Session) rdvStart(req *Request, ctxID uint64, to core.NodeID, tag int, 
 // rdvDetach is called when a blocking Send gives up waiting: a message
 // still waiting for its clear-to-send is copied, so that the caller's
 // buffer is free; one being written is waited for (its write watches the
-// same context: rdvWrite), and so is, when its address was offered, the
-// receiver's answer to its withdrawal (singlecopy.go).
+// same context: lendRData), then, if lent, copied into the transport's
+// resend log (tcp's Unlend), which gives the buffer back; and when its
+// address was offered, the receiver's answer to its withdrawal is waited
+// for (singlecopy.go).
 func (s *Session) rdvDetach(req *Request) {
 	s.mu.Lock()
 	for id, r := range s.rdvOut {
@@ -190,6 +197,18 @@ func (s *Session) rdvDetach(req *Request) {
 		}
 	}
 	s.mu.Unlock()
+	if w := req.rdv.written; w != nil && s.tcpTr != nil {
+		// A write watches the context that ended, and returns promptly;
+		// then the data, if lent, is copied into the resend log, which
+		// releases the caller's buffer and completes req. A send that
+		// completes without a write (the receiver read the data itself,
+		// or the send failed) ends the wait instead.
+		select {
+		case <-w:
+			s.tcpTr.Unlend(req.rdv.to, req.rdv.body)
+		case <-req.doneChan():
+		}
+	}
 	<-req.doneChan()
 }
 
@@ -325,32 +344,20 @@ func (s *Session) rdvWriter(j rdvJob) {
 	}
 }
 
-// rdvWrite writes the data of j. A blocking Send's data (its caller's
-// buffer, not a copy) is written watching the Send's context, on the
-// transport's direct path, whose write, when the context ends, leaves
-// what is left of the frame, copied, to the connection's writer; the
-// request then completes with the context's error, which the Send
-// returns already. Other data is lent, or goes by sendFrame, which never
-// waits for the socket (it copies into the transport's queue or the
-// backlog); so does a blocking Send's data that the direct path declines.
+// rdvWrite writes the data of j, lent where it can be (lendRData), and
+// otherwise by sendFrame, which never waits for the socket (it copies
+// into the transport's queue or the backlog); then it tells a blocking
+// Send that may give up that the write has returned (rdvDetach).
 func (s *Session) rdvWrite(j rdvJob) {
 	req := j.req
+	written := req.rdv.written // req may be used again once it completes
 	head := binary.AppendUvarint(req.hdr[:0], j.id)
 	f := wire.Frame{Kind: kindRData, Payload: head}
-	if ctx := req.rdv.ctx; ctx != nil && !req.rdv.owned && s.tcpTr != nil && s.rep == nil {
-		if q := s.outq(int(req.rdv.to)); q != nil && !q.running.Load() {
-			f.Epoch = s.epoch.Load()
-			if ok, err := s.tcpTr.TrySendDirectRef(ctx, &q.peer, q.to, &f, req.rdv.body); ok {
-				req.complete(Status{}, s.sendErr(q.to, err))
-				return
-			}
-		}
-		// Declined: not lent either, whose write would not watch ctx.
-		s.sendFrame(int(req.rdv.to), wire.Frame{Kind: kindRData, Payload: head}, req.rdv.body, req)
-		return
-	}
 	if !s.lendRData(f, req) {
 		s.sendFrame(int(req.rdv.to), f, req.rdv.body, req)
+	}
+	if written != nil {
+		close(written)
 	}
 }
 
@@ -362,8 +369,9 @@ func (s *Session) rdvWrite(j rdvJob) {
 // as it is delivered) or when the transport gives the data back otherwise
 // (the receiver failed and was removed, the session closed). The caller's
 // buffer stays untouched until then, as a send's buffer must until its
-// request completes. It reports false, having sent nothing, where the
-// frame must take sendFrame's way: not over transport/tcp directly, a
+// request completes. The write of a blocking Send that may give up
+// watches its context (tcp.TryLendDirectCtx: see rdvDetach). It reports
+// false, having sent nothing, where the frame must take sendFrame's way: not over transport/tcp directly, a
 // replicated rank, a small message, or frames waiting before it.
 func (s *Session) lendRData(f wire.Frame, req *Request) bool {
 	t, body := s.tcpTr, req.rdv.body
@@ -383,6 +391,10 @@ func (s *Session) lendRData(f wire.Frame, req *Request) bool {
 		return false
 	}
 	f.Epoch = s.epoch.Load()
+	if ctx := req.rdv.ctx; ctx != nil && !req.rdv.owned {
+		ok, _ := t.TryLendDirectCtx(ctx, q.to, f, body, req.lent)
+		return ok
+	}
 	return t.TryLendDirect(q.to, f, body, req.lent)
 }
 

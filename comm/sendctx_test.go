@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -90,9 +91,10 @@ func TestSendEndsWithItsDeadline(t *testing.T) {
 // A blocking rendezvous Send (a message over EagerMax) whose deadline
 // passes after the clear-to-send, while the destination's process reads
 // nothing (its reader waits for the session's lock, which the test takes
-// once the receive has matched the ready-to-send), fails with an error
-// wrapping context.DeadlineExceeded; the receive then gets the message
-// whole, and both ranks go on.
+// as it posts the receive), fails with an error wrapping
+// context.DeadlineExceeded, its buffer free: the test clears it, then
+// breaks the connection, and the receive still gets the message whole,
+// resent from the transport's copy; both ranks go on.
 func TestRendezvousSendEndsWithItsDeadline(t *testing.T) {
 	ss := tcpJob(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -107,32 +109,38 @@ func TestRendezvousSendEndsWithItsDeadline(t *testing.T) {
 	const size = 4 << 20
 	msg := bytes.Repeat([]byte("rendezvous"), size/10+1)[:size]
 	in := make([]byte, size)
-	rreq := w1.Irecv(in, 0, 1)
 	const deadline = time.Second
 	sent := make(chan error, 1)
 	go func() {
 		dctx, dcancel := context.WithTimeout(ctx, deadline)
 		defer dcancel()
-		sent <- w0.Send(dctx, msg, 1, 1)
+		out := slices.Clone(msg)
+		err := w0.Send(dctx, out, 1, 1)
+		clear(out) // the buffer is the caller's again once Send returns
+		sent <- err
 	}()
 
-	// Rank 1's lock is taken, and kept, once its receive matched the
-	// ready-to-send (its clear-to-send is then on its way): the reader
-	// stops at the data, on the lock.
+	// The ready-to-send waits at rank 1 for a receive; the test posts
+	// it, which sends the clear-to-send, and at once takes rank 1's lock,
+	// and keeps it: the reader stops at the data, on the lock (or, if the
+	// data came first, before delivering it, so that the frame is never
+	// acknowledged).
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for {
+	for unexpected := 0; unexpected == 0; {
 		ss[1].mu.Lock()
-		if len(ss[1].rdvIn) > 0 {
-			break
+		for _, q := range ss[1].queues {
+			unexpected += len(q.unexpected)
 		}
 		ss[1].mu.Unlock()
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatal("the receive never matched the ready-to-send")
+			t.Fatal("the ready-to-send never came")
 		}
 	}
+	rreq := w1.Irecv(in, 0, 1)
+	ss[1].mu.Lock()
 	locked := true
 	defer func() {
 		if locked {
@@ -169,6 +177,9 @@ func TestRendezvousSendEndsWithItsDeadline(t *testing.T) {
 		t.Fatalf("Send: got %v, want an error wrapping %v", err, context.DeadlineExceeded)
 	}
 	t.Logf("the rendezvous Send ended with its deadline: %v", err)
+	// The connection breaks: the data goes again from the resend log,
+	// which must hold a copy of the buffer cleared meanwhile.
+	ss[0].tcpTr.BreakConns(1)
 	ss[1].mu.Unlock()
 	locked = false
 
@@ -195,9 +206,9 @@ func TestRendezvousSendEndsWithItsDeadline(t *testing.T) {
 }
 
 // BenchmarkLargeSendContext streams 1 MiB blocking Sends over loopback
-// TCP with a context that cannot end (the data lent to the transport)
-// and with one that can (written watching it, and copied into the resend
-// log): the second's cost over the first is that copy.
+// TCP with a context that cannot end and with one that can, whose data's
+// write watches it: both lend the data to the transport, and the second
+// costs the registration with the context where the socket is full.
 func BenchmarkLargeSendContext(b *testing.B) {
 	b.Setenv(unixEnv, "off")
 	ss := tcpJob(b, 2)
