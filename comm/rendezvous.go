@@ -48,9 +48,9 @@ import (
 // the caller's buffer until the receiver acknowledged it (a receiver that
 // reads nothing never does), is then copied into the log (rdvDetach), and
 // the Send returns the context's error with the caller's buffer free. A
-// receive matched to an RTS whose
-// sender fails, a send whose destination fails, and both on a revoked
-// communicator or an ended session, fail as their eager forms do.
+// receive matched to an RTS whose sender fails, a send whose destination
+// fails, and both on a revoked communicator or an ended session, fail as
+// their eager forms do.
 //
 // Between two processes of one host whose connection runs over shared
 // memory, the data moves in one copy instead (singlecopy.go): the
