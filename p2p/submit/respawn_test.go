@@ -86,6 +86,38 @@ func TestSpareOutcomeWithRestarts(t *testing.T) {
 	}
 }
 
+// The others exclude every process that dies (their detectors took it
+// for failed): a killed process that a restart replaced is no failure of
+// the job for being excluded too, while one the submitter stopped as
+// excluded, running on after the others had ended, is.
+func TestSpareOutcomeExcluded(t *testing.T) {
+	var log strings.Builder
+	var mu sync.Mutex
+	cfg := Config{Respawn: 3, Spares: 1, Log: func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(&log, f+"\n", a...)
+	}}
+	exits := []Exit{
+		{Rank: 0, Host: "a", Signal: "SIGKILL", Of: 0, Replaced: 3, Excluded: true},
+		{Rank: 1, Host: "a", Of: 1},
+		{Rank: 2, Host: "b", Of: 2},
+		{Rank: 3, Host: "a", Of: 0},
+	}
+	if err := spareOutcome(cfg, exits, 3, []int{3}); err != nil {
+		t.Fatalf("a killed, excluded and replaced process failed the job: %v\n%s", err, log.String())
+	}
+	want := "process 0 excluded from the job by the others, then killed by SIGKILL on a; started again as process 3"
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, log.String())
+	}
+	exits[2] = Exit{Rank: 2, Host: "b", Signal: "SIGKILL", Of: 2, Excluded: true, Stopped: true}
+	err := spareOutcome(cfg, exits, 3, []int{3})
+	if err == nil || !strings.Contains(err.Error(), "1 of 4 processes: process 2 (excluded from the job by the others, stopped by the launcher once they had ended (SIGKILL on b))") {
+		t.Errorf("a process stopped as excluded: got %v, want it to fail the job", err)
+	}
+}
+
 // Respawn needs spares and is bounded.
 func TestConfigRespawn(t *testing.T) {
 	base := Config{N: 2, Strategy: place.Spread, Supernodes: []string{"sn@127.0.0.1:1"}, Creds: &ca.Credentials{}, Program: "p",

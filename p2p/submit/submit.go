@@ -713,7 +713,8 @@ func logSpares(cfg Config, pl place.Placement) {
 // job succeeded if
 // every other process exited with status 0. A process that failed
 // otherwise (the program's verdict: no spare left, a state lost) fails
-// the job.
+// the job, and so does one the submitter stopped as excluded (it ran on
+// after the others had ended).
 func spareOutcome(cfg Config, exits []Exit, procs int, joined []int) error {
 	var bad []string
 	ended := 0
@@ -729,7 +730,9 @@ func spareOutcome(cfg Config, exits []Exit, procs int, joined []int) error {
 			cfg.Log("%s stopped: the job never needed it", who)
 		case e.Lost:
 			cfg.Log("%s lost (%s); the job went on without it", who, e.How())
-		case e.Excluded:
+		case e.Excluded && e.Stopped:
+			// Excluded alone is no verdict: the others exclude every
+			// process that died, and a signal's end is tolerated below.
 			bad = append(bad, fmt.Sprintf("%s (%s)", who, e.How()))
 		case e.Signal != "" && cfg.Respawn > 0 && e.Replaced > 0:
 			cfg.Log("%s %s; started again as process %d", who, e.How(), e.Replaced)
