@@ -3,6 +3,7 @@ package tcp
 import (
 	"errors"
 	"net"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,22 +57,10 @@ func linkWindow(c *conn) windowState {
 // setUserTimeout sets c's TCP_USER_TIMEOUT (0: off, the kernel's own
 // limits).
 func setUserTimeout(c *conn, d time.Duration) error {
-	rc := c.raw
+	rc, err := tcpRaw(c)
 	if rc == nil {
-		nc := c.nc
-		if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
-			nc = w.NetConn() // TLS
-		}
-		tc, ok := nc.(*net.TCPConn)
-		if !ok {
-			return nil
-		}
-		var err error
-		if rc, err = tc.SyscallConn(); err != nil {
-			return err
-		}
+		return err
 	}
-	var err error
 	if cerr := rc.Control(func(fd uintptr) {
 		err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d/time.Millisecond))
 	}); cerr != nil {
@@ -105,20 +94,9 @@ func tcpInfo(c *conn) *unix.TCPInfo {
 	if c.unix || c.shm != nil {
 		return nil
 	}
-	rc := c.raw // below the records, if any
+	rc, _ := tcpRaw(c)
 	if rc == nil {
-		nc := c.nc
-		if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
-			nc = w.NetConn() // TLS
-		}
-		tc, ok := nc.(*net.TCPConn)
-		if !ok {
-			return nil
-		}
-		var err error
-		if rc, err = tc.SyscallConn(); err != nil {
-			return nil
-		}
+		return nil
 	}
 	var info *unix.TCPInfo
 	var err error
@@ -128,6 +106,23 @@ func tcpInfo(c *conn) *unix.TCPInfo {
 		return nil
 	}
 	return info
+}
+
+// tcpRaw returns the socket of c's TCP connection, below its records or
+// TLS if any (nil and no error: c is not a TCP connection).
+func tcpRaw(c *conn) (syscall.RawConn, error) {
+	if c.raw != nil {
+		return c.raw, nil
+	}
+	nc := c.nc
+	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = w.NetConn() // TLS
+	}
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return nil, nil
+	}
+	return tc.SyscallConn()
 }
 
 // peerProcOf names the process at the other end of nc, if nc is a
