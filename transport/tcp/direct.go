@@ -49,11 +49,11 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 // context: a write that finds no room waits until the peer reads
 // (TrySendDirectRef watches one).
 func (t *Transport) TrySendDirect(to core.NodeID, f wire.Frame, body []byte) bool {
-	return t.trySendDirect(nil, to, f, body)
+	return t.trySendDirect(context.Background(), to, f, body)
 }
 
 // trySendDirect is TrySendDirect whose write on a plain socket watches
-// ctx (nil: it does not), as SendDirect's.
+// ctx (nil, or one that never ends: it does not), as SendDirect's.
 func (t *Transport) trySendDirect(ctx context.Context, to core.NodeID, f wire.Frame, body []byte) bool {
 	if len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
 		return false
@@ -153,16 +153,16 @@ func (t *Transport) currentLocked(to core.NodeID) (*peer, *conn) {
 // lent to p's log (TryLendDirect, TryLendDirectAny). It waits as long as
 // the kernel takes no bytes: writeDirectCtx watches a context.
 func (t *Transport) writeDirect(p *peer, c *conn, f *wire.Frame, body []byte, release func()) bool {
-	ok, _ := t.writeDirectCtx(nil, p, c, f, body, release)
+	ok, _ := t.writeDirectCtx(context.Background(), p, c, f, body, release)
 	return ok
 }
 
-// writeDirectCtx is writeDirect whose write watches ctx (nil: it does
-// not; see directctx.go): ended reports that ctx ended before the kernel,
-// or the peer's ring, took the whole frame, whose rest the writer
-// goroutine then writes (p.rest, as SendNow leaves it), the frame counted
-// as a queued one (accepted, written; flushed once the writer has written
-// it).
+// writeDirectCtx is writeDirect whose write watches ctx (nil, or one
+// that never ends: it does not; see directctx.go): ended reports that
+// ctx ended before the kernel, or the peer's ring, took the whole frame,
+// whose rest the writer goroutine then writes (p.rest, as SendNow leaves
+// it), the frame counted as a queued one (accepted, written; flushed once
+// the writer has written it).
 func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wire.Frame, body []byte, release func()) (ok, ended bool) {
 	if headMax(f)+len(body) > t.cfg.MaxFrameSize {
 		return false, false // let Send report the exact size
