@@ -305,10 +305,6 @@ func bufferControl(cfg Config) func(network, address string, rc syscall.RawConn)
 	}
 }
 
-func (t *Transport) hint(id core.NodeID, reason string) {
-	t.hintOf(core.PeerHint{Node: id, Reason: reason})
-}
-
 func (t *Transport) hintOf(h core.PeerHint) {
 	if hd := t.slot.Get(); hd != nil {
 		hd.Hint(h)
