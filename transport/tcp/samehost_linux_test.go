@@ -66,45 +66,7 @@ func procState(t *testing.T, pid int) byte {
 // (SIGKILL), its connection's end is reported as a refused connection
 // would be (its process is gone), and no hint says it answers after.
 func TestSameHostPeerProcessHint(t *testing.T) {
-	a := listen(t, config(1, nil))
-	hints := make(chan core.PeerHint, 1024)
-	got := make(chan struct{}, 1)
-	a.SetHandler(transport.HandlerFuncs{
-		OnHint: func(h core.PeerHint) {
-			select {
-			case hints <- h:
-			default:
-			}
-		},
-		OnDeliver: func(wire.Frame) {
-			select {
-			case got <- struct{}{}:
-			default:
-			}
-		},
-	})
-	peer := exec.Command(os.Args[0], "-test.run=^TestQuietPeerProcess$")
-	peer.Env = append(os.Environ(), quietPeerEnv+"="+a.Addr())
-	peer.Stderr = os.Stderr
-	stdin, err := peer.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := peer.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		peer.Process.Kill()
-		peer.Wait()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	select {
-	case <-got:
-	case <-ctx.Done():
-		t.Fatal("no frame from the peer process within a minute")
-	}
+	a, hints, peer, ctx := startQuietPeer(t)
 	if s := a.Stats(); s.Unix == 0 {
 		t.Fatalf("the peer process's connection is not over the same-host socket: %+v", s)
 	}
@@ -205,6 +167,34 @@ func TestSameHostPeerProcessHint(t *testing.T) {
 // the verdict no settling margin. The hint comes from the connection's
 // end, with nothing sent to the peer (no dial refused it).
 func TestSameHostPeerKilledEarlyRefused(t *testing.T) {
+	_, hints, peer, ctx := startQuietPeer(t)
+	if err := peer.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case h := <-hints:
+			if h.Node != 2 {
+				continue
+			}
+			if !h.Refused || h.Answering {
+				t.Fatalf("killed peer process: first hint %+v, want it Refused", h)
+			}
+			t.Logf("killed peer process: %s", h.Reason)
+			return
+		case <-ctx.Done():
+			t.Fatal("no hint about the killed peer process within a minute")
+		}
+	}
+}
+
+// startQuietPeer starts a peer process of this host (TestQuietPeerProcess)
+// that connects to a new transport, sends it one frame and then waits on
+// its input, and returns once the frame has come: the transport, the
+// hints it got, the peer's process (killed and reaped when the test
+// ends) and a context of a minute for the test's waits.
+func startQuietPeer(t *testing.T) (*tcp.Transport, chan core.PeerHint, *exec.Cmd, context.Context) {
+	t.Helper()
 	a := listen(t, config(1, nil))
 	hints := make(chan core.PeerHint, 1024)
 	got := make(chan struct{}, 1)
@@ -232,34 +222,17 @@ func TestSameHostPeerKilledEarlyRefused(t *testing.T) {
 	if err := peer.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		stdin.Close()
 		peer.Process.Kill()
 		peer.Wait()
-	}()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	select {
 	case <-got:
 	case <-ctx.Done():
 		t.Fatal("no frame from the peer process within a minute")
 	}
-	if err := peer.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		select {
-		case h := <-hints:
-			if h.Node != 2 {
-				continue
-			}
-			if !h.Refused || h.Answering {
-				t.Fatalf("killed peer process: first hint %+v, want it Refused", h)
-			}
-			t.Logf("killed peer process: %s", h.Reason)
-			return
-		case <-ctx.Done():
-			t.Fatal("no hint about the killed peer process within a minute")
-		}
-	}
+	return a, hints, peer, ctx
 }
