@@ -97,13 +97,7 @@ func TestSpawnOneMoreProcess(t *testing.T) {
 	if err := alice.Stage(ctx, tok.Token, fileOf("p", []byte(script), true), strings.NewReader(script)); err != nil {
 		t.Fatal(err)
 	}
-	refused := func(err error, want string) {
-		t.Helper()
-		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
-			t.Errorf("got %v, want a refusal saying %q", err, want)
-		}
-	}
-	refused(alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2}), "not launched")
+	wantRefused(t, alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2}), "not launched")
 
 	s := &streamLog{exits: map[int]string{}, change: make(chan struct{}, 1)}
 	streamErr := make(chan error, 1)
@@ -113,16 +107,16 @@ func TestSpawnOneMoreProcess(t *testing.T) {
 	}()
 	s.waitFor(t, ctx, "both processes up", func(out []string, _ map[int]string) bool { return len(out) == 2 })
 
-	refused(alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2, Env: []string{"RANK=2"}}), "2 of the job's processes run here, the 2 its reservation holds")
-	refused(bob.Spawn(ctx, tok.Token, LaunchRank{Rank: 2}), "unknown")
-	refused(alice.Spawn(ctx, "no-such-token", LaunchRank{Rank: 2}), "unknown")
+	wantRefused(t, alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2, Env: []string{"RANK=2"}}), "2 of the job's processes run here, the 2 its reservation holds")
+	wantRefused(t, bob.Spawn(ctx, tok.Token, LaunchRank{Rank: 2}), "unknown")
+	wantRefused(t, alice.Spawn(ctx, "no-such-token", LaunchRank{Rank: 2}), "unknown")
 
 	if err := syscall.Kill(pidOf(t, ctx, alice, 1), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	s.waitFor(t, ctx, "process 1 killed", func(_ []string, exits map[int]string) bool { return exits[1] == "SIGKILL" })
-	refused(alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 1}), "process 1 is the job's already")
-	refused(alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2, Env: []string{"BAD"}}), "not NAME=value")
+	wantRefused(t, alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 1}), "process 1 is the job's already")
+	wantRefused(t, alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2, Env: []string{"BAD"}}), "not NAME=value")
 	if err := alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 2, Env: []string{"RANK=2"}}); err != nil {
 		t.Fatalf("one more process in the slot process 1 freed: %v", err)
 	}
@@ -147,9 +141,18 @@ func TestSpawnOneMoreProcess(t *testing.T) {
 		t.Errorf("exits %v, want processes 0, 1 and 2's", s.exits)
 	}
 	s.mu.Unlock()
-	refused(alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 3}), "the job ended (finished)")
-	refused(bob.Spawn(ctx, tok.Token, LaunchRank{Rank: 3}), "unknown")
+	wantRefused(t, alice.Spawn(ctx, tok.Token, LaunchRank{Rank: 3}), "the job ended (finished)")
+	wantRefused(t, bob.Spawn(ctx, tok.Token, LaunchRank{Rank: 3}), "unknown")
 	if logs := r.log.String(); !strings.Contains(logs, "spawn refused") || !strings.Contains(logs, "started one more process") {
 		t.Errorf("the log does not tell the requests:\n%s", logs)
+	}
+}
+
+// wantRefused fails the test unless err is the daemon's refusal
+// (ErrRefused) saying want.
+func wantRefused(t *testing.T, err error, want string) {
+	t.Helper()
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want a refusal saying %q", err, want)
 	}
 }

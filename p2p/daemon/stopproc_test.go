@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -62,13 +61,7 @@ func TestStopOneProcess(t *testing.T) {
 	if err := alice.Stage(ctx, tok.Token, fileOf("p", []byte(script), true), strings.NewReader(script)); err != nil {
 		t.Fatal(err)
 	}
-	refused := func(err error, want string) {
-		t.Helper()
-		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
-			t.Errorf("got %v, want a refusal saying %q", err, want)
-		}
-	}
-	refused(alice.Stop(ctx, tok.Token, 0), "not launched")
+	wantRefused(t, alice.Stop(ctx, tok.Token, 0), "not launched")
 
 	s := &streamLog{exits: map[int]string{}, change: make(chan struct{}, 1)}
 	streamErr := make(chan error, 1)
@@ -78,8 +71,8 @@ func TestStopOneProcess(t *testing.T) {
 	}()
 	s.waitFor(t, ctx, "every process up", func(out []string, _ map[int]string) bool { return len(out) == 3 })
 
-	refused(alice.Stop(ctx, tok.Token, 7), "process 7 is not the job's here")
-	refused(bob.Stop(ctx, tok.Token, 1), "unknown")
+	wantRefused(t, alice.Stop(ctx, tok.Token, 7), "process 7 is not the job's here")
+	wantRefused(t, bob.Stop(ctx, tok.Token, 1), "unknown")
 	if err := alice.Stop(ctx, tok.Token, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +95,7 @@ func TestStopOneProcess(t *testing.T) {
 	if err := <-streamErr; err != nil {
 		t.Fatalf("the stream: %v", err)
 	}
-	refused(alice.Stop(ctx, tok.Token, 0), "the job ended")
+	wantRefused(t, alice.Stop(ctx, tok.Token, 0), "the job ended")
 	if logs := r.log.String(); !strings.Contains(logs, "stop refused") || !strings.Contains(logs, "stopping one process") {
 		t.Errorf("the log does not tell the requests:\n%s", logs)
 	}
