@@ -517,16 +517,7 @@ func (m *emitter) Handle(core.Event)             {}
 // emitted event with time, node, type and fields; and that frames carry the
 // epoch of the last view announced.
 func TestEventStream(t *testing.T) {
-	hub, err := mem.NewHub(mem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := hub.Join(1)
-	b, _ := hub.Join(2)
-	defer b.Close()
-	a.SetPeer(2, b.Addr())
-	rb := transporttest.NewRecorder()
-	b.SetHandler(rb)
+	a, rb := recordedPeer(t)
 	var buf bytes.Buffer
 	startCluster(t, []transport.Transport{a}, func(int) core.Machine { return &emitter{} },
 		func(cfg *host.Config) { cfg.Events = host.NewLockedWriter(&buf) })
@@ -846,16 +837,7 @@ func (s *suspectTransport) Suspect(id core.NodeID, suspected bool) {
 // emits, and of its end (a withdrawal, a verdict, a recovery), in order,
 // and of nothing else.
 func TestSuspectWatcher(t *testing.T) {
-	hub, err := mem.NewHub(mem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := hub.Join(1)
-	b, _ := hub.Join(2)
-	defer b.Close()
-	a.SetPeer(2, b.Addr())
-	rb := transporttest.NewRecorder()
-	b.SetHandler(rb)
+	a, rb := recordedPeer(t)
 	st := &suspectTransport{Transport: a}
 	startCluster(t, []transport.Transport{st}, func(int) core.Machine { return &emitter{} }, nil)
 	// The emits precede the send on the loop.
@@ -866,4 +848,22 @@ func TestSuspectWatcher(t *testing.T) {
 	if want := []string{"n3:true", "n3:false", "n3:false"}; !slices.Equal(got, want) {
 		t.Errorf("told %v, want %v (Suspected, Failed, Recovered)", got, want)
 	}
+}
+
+// recordedPeer returns endpoint 1 of a new in-memory hub, for the host
+// under test, and the recorder of endpoint 2, its peer (closed when the
+// test ends), which it can send to.
+func recordedPeer(t *testing.T) (*mem.Endpoint, *transporttest.Recorder) {
+	t.Helper()
+	hub, err := mem.NewHub(mem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := hub.Join(1)
+	b, _ := hub.Join(2)
+	t.Cleanup(func() { b.Close() })
+	a.SetPeer(2, b.Addr())
+	rb := transporttest.NewRecorder()
+	b.SetHandler(rb)
+	return a, rb
 }
