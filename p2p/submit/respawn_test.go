@@ -50,13 +50,8 @@ func TestRestartCandidates(t *testing.T) {
 // joined, one no host took and one stopped as idle do not fail the job;
 // a restart that joined and then failed on its own does.
 func TestSpareOutcomeWithRestarts(t *testing.T) {
-	var log strings.Builder
-	var mu sync.Mutex
-	cfg := Config{Respawn: 3, Spares: 1, Log: func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(&log, f+"\n", a...)
-	}}
+	var log lockedLog
+	cfg := Config{Respawn: 3, Spares: 1, Log: log.Logf}
 	exits := []Exit{
 		{Rank: 0, Host: "a", Of: 0},
 		{Rank: 1, Host: "a", Signal: "SIGKILL", Of: 1, Replaced: 3},
@@ -91,13 +86,8 @@ func TestSpareOutcomeWithRestarts(t *testing.T) {
 // the job for being excluded too, while one the submitter stopped as
 // excluded, running on after the others had ended, is.
 func TestSpareOutcomeExcluded(t *testing.T) {
-	var log strings.Builder
-	var mu sync.Mutex
-	cfg := Config{Respawn: 3, Spares: 1, Log: func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(&log, f+"\n", a...)
-	}}
+	var log lockedLog
+	cfg := Config{Respawn: 3, Spares: 1, Log: log.Logf}
 	exits := []Exit{
 		{Rank: 0, Host: "a", Signal: "SIGKILL", Of: 0, Replaced: 3, Excluded: true},
 		{Rank: 1, Host: "a", Of: 1},
@@ -138,4 +128,23 @@ func TestConfigRespawn(t *testing.T) {
 			t.Errorf("--spares %d, respawn %d: %v, want %q", tc.spares, tc.respawn, err, tc.want)
 		}
 	}
+}
+
+// lockedLog keeps what a Config.Log is given, a line per call, from any
+// goroutine.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Logf(f string, a ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.b, f+"\n", a...)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
