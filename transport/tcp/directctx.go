@@ -49,7 +49,7 @@ func (t *Transport) writeAllCtx(ctx context.Context, p *peer, c *conn, head, bod
 		} else {
 			err = c.waitWritable(ctx, t.cfg.HandshakeTimeout)
 		}
-		if err != nil && w.errno == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if w.errno == 0 && endedByCtx(ctx, err) {
 			// Nothing broke: ctx ended. The bytes written are on the
 			// stream, so the frame goes on there, and only there.
 			leaveRest(p, c, w.a, w.b)
@@ -105,6 +105,12 @@ func (c *conn) armWriteDeadline(ctx context.Context, retireWait time.Duration) (
 			restore()
 		}
 	}
+}
+
+// endedByCtx reports whether err, a wait's for room, is the write
+// deadline that ctx's end set (armWriteDeadline), not a failure.
+func endedByCtx(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // restKeepMax is the largest array of p.rest that writeRest keeps for the
@@ -220,7 +226,7 @@ func (t *Transport) writeShmCtx(ctx context.Context, p *peer, c *conn, head, bod
 	bufs := [2][]byte{head, body}
 	n, err := c.shm.writevHeld(bufs[:])
 	disarm()
-	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	if endedByCtx(ctx, err) {
 		k := min(int(n), len(head))
 		leaveRest(p, c, head[k:], body[int(n)-k:])
 		return true, nil
@@ -244,7 +250,7 @@ func (t *Transport) writeTLSCtx(ctx context.Context, c *conn, bufs *net.Buffers)
 	disarm := c.armWriteDeadline(ctx, t.cfg.HandshakeTimeout)
 	_, err = bufs.WriteTo(c.nc)
 	disarm()
-	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	if endedByCtx(ctx, err) {
 		c.close(true, fmt.Errorf("tcp: a direct write over TLS given up when its context ended: %w", err))
 		return true, nil
 	}
