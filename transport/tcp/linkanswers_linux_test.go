@@ -33,7 +33,7 @@ func TestLinkAnswersSilentPeer(t *testing.T) {
 	// Waits on the condition, not on a duration: the kernel's clock of
 	// the silence decides when it holds.
 	deadline := time.Now().Add(30 * time.Second)
-	for !linkAnswers(c, silent, acked) {
+	for !linkAnswers(tcpInfo(c), silent, acked) {
 		if time.Now().After(deadline) {
 			info := tcpInfo(c)
 			t.Fatalf("silent peer, acknowledged link: linkAnswers false for 30 s (TCP_INFO %+v)", info)
@@ -55,7 +55,7 @@ func TestLinkAnswersSilentPeer(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if linkAnswers(c, silent, acked) {
+	if linkAnswers(tcpInfo(c), silent, acked) {
 		t.Errorf("peer closed its end: linkAnswers true, want false")
 	}
 }

@@ -9,14 +9,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// linkInfo is what a link check reads of a connection once per look and
+// judges it by: its socket's TCP_INFO (nil: not a TCP connection, or the
+// kernel would not say; tcpInfo).
+type linkInfo = *unix.TCPInfo
+
 // linkStalledFor reports how long, in milliseconds, the kernel has had
-// data written to c undelivered with no acknowledgement at all from the
+// data written to info's connection undelivered with no acknowledgement at all from the
 // peer's kernel and at least one retransmission or probe timeout expired
 // (0: not stalled, or not a TCP connection). The peer's kernel acknowledges
 // whatever its process does, so a starved or slow peer does not look
 // stalled; a path that drops our segments, or its acknowledgements, does.
-func linkStalledFor(c *conn) uint32 {
-	info := tcpInfo(c)
+func linkStalledFor(info linkInfo) uint32 {
 	if info == nil {
 		return 0
 	}
@@ -32,15 +36,14 @@ func linkStalledFor(c *conn) uint32 {
 	return info.Last_ack_recv
 }
 
-// linkWindow tells how c's peer's receive window stands: open (or
+// linkWindow tells how the peer's receive window stands: open (or
 // nothing waits for it), shut while the peer's kernel answers (nothing
 // in flight, and the last zero-window probe answered: a probe sent is
 // counted until an acknowledgement comes), or shut with at least two
 // probes in a row unanswered (the second is sent only once the first's
 // timeout expired, which a live peer's kernel does not let pass).
 // windowUnknown: not a TCP connection, or a probe in flight.
-func linkWindow(c *conn) windowState {
-	info := tcpInfo(c)
+func linkWindow(info linkInfo) windowState {
 	switch {
 	case info == nil:
 		return windowUnknown
@@ -75,8 +78,7 @@ func setUserTimeout(c *conn, d time.Duration) error {
 // written to it, the last of it within ackedWithin. The peer's process
 // still holds the connection (a crashed process's host closes it) and its
 // host answers: the peer is alive and not running (see answerSilence).
-func linkAnswers(c *conn, silentFor, ackedWithin time.Duration) bool {
-	info := tcpInfo(c)
+func linkAnswers(info linkInfo, silentFor, ackedWithin time.Duration) bool {
 	if info == nil || info.State != tcpEstablished {
 		return false
 	}

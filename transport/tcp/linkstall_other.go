@@ -7,20 +7,26 @@ import (
 	"time"
 )
 
+// linkInfo is nothing where TCP_INFO is not read.
+type linkInfo = *struct{}
+
+// tcpInfo reads nothing where TCP_INFO is not read.
+func tcpInfo(c *conn) linkInfo { return nil }
+
 // linkStalledFor is 0 where TCP_INFO is not read: links are declared
 // dead by Config.LinkTimeout alone.
-func linkStalledFor(c *conn) uint32 { return 0 }
+func linkStalledFor(info linkInfo) uint32 { return 0 }
 
 // linkWindow is windowUnknown where TCP_INFO is not read: LinkTimeout is
 // never held.
-func linkWindow(c *conn) windowState { return windowUnknown }
+func linkWindow(info linkInfo) windowState { return windowUnknown }
 
 // setUserTimeout does nothing where TCP_USER_TIMEOUT is not set.
 func setUserTimeout(c *conn, d time.Duration) error { return nil }
 
 // linkAnswers is false where TCP_INFO is not read: no silent peer's
 // link is reported answering.
-func linkAnswers(c *conn, silentFor, ackedWithin time.Duration) bool { return false }
+func linkAnswers(info linkInfo, silentFor, ackedWithin time.Duration) bool { return false }
 
 // peerProcessLives is false where /proc and SO_PEERCRED are not read: no
 // silent same-host peer is reported alive.

@@ -229,13 +229,14 @@ const (
 )
 
 // holdLinkTimeout turns c's TCP_USER_TIMEOUT off while its peer's window
-// is shut and its kernel answers, and on again after (see above).
-func (t *Transport) holdLinkTimeout(c *conn) {
+// is shut and its kernel answers, and on again after (see above); info is
+// c's, read for this look.
+func (t *Transport) holdLinkTimeout(c *conn, info linkInfo) {
 	link := t.cfg.LinkTimeout
 	if link <= 0 || !linkTimeoutSupported {
 		return
 	}
-	w, held := linkWindow(c), c.linkHeld.Load()
+	w, held := linkWindow(info), c.linkHeld.Load()
 	switch {
 	case w == windowShut && !held:
 		if setUserTimeout(c, 0) == nil {
@@ -281,17 +282,18 @@ func (t *Transport) checkLinks(suspectsOnly bool) {
 		if suspectsOnly {
 			continue
 		}
-		t.holdLinkTimeout(u.c)
+		info := tcpInfo(u.c) // once per look: the checks below judge it
+		t.holdLinkTimeout(u.c, info)
 		if after <= 0 {
 			continue
 		}
-		stalled := time.Duration(linkStalledFor(u.c)) * time.Millisecond
+		stalled := time.Duration(linkStalledFor(info)) * time.Millisecond
 		t.rt.mu.Lock()
 		if t.rt.stalled[u.p.id] {
 			stalled = time.Hour
 		}
 		t.rt.mu.Unlock()
-		if stalled == 0 && linkAnswers(u.c, answerSilence, after) {
+		if stalled == 0 && linkAnswers(info, answerSilence, after) {
 			t.hintOf(core.PeerHint{Node: u.p.id, Reason: "silent, its link answers", Answering: true})
 			continue
 		}
