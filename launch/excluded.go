@@ -98,9 +98,13 @@ func (r *Rendezvous) reported(from int, payload []byte) {
 	}
 }
 
-// excludedBy returns the processes that the processes for which counts
-// returns true reported excluded, in increasing order.
-func (r *Rendezvous) excludedBy(counts func(proc int) bool) []int {
+// ExcludedBy returns the processes that the processes for which counts
+// returns true reported excluded from the job ([Registration.ReportExcluded]),
+// in increasing order: a launcher of its own (package p2p/submit, whose
+// processes run on peer daemons) stops those still running once every
+// other process has ended, as [Job] does. counts is called with the
+// rendezvous's lock held and must not call back into it.
+func (r *Rendezvous) ExcludedBy(counts func(proc int) bool) []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []int
@@ -113,16 +117,6 @@ func (r *Rendezvous) excludedBy(counts func(proc int) bool) []int {
 	return slices.Compact(out)
 }
 
-// ExcludedBy returns the processes that the processes for which counts
-// returns true reported excluded from the job ([Registration.ReportExcluded]),
-// in increasing order: a launcher of its own (package p2p/submit, whose
-// processes run on peer daemons) stops those still running once every
-// other process has ended, as [Job] does. counts is called with the
-// rendezvous's lock held and must not call back into it.
-func (r *Rendezvous) ExcludedBy(counts func(proc int) bool) []int {
-	return r.excludedBy(counts)
-}
-
 // ExclusionNews is signalled (it holds at most one signal) when a process
 // reports what it saw excluded; a launcher then asks [Rendezvous.ExcludedBy]
 // again. It has one reader: a [Job] reads its rendezvous's, so this is for
@@ -132,7 +126,7 @@ func (r *Rendezvous) ExclusionNews() <-chan struct{} { return r.excl.news }
 // excludedNow returns the processes reported excluded by a process that
 // has exited with code 0 (succeeded, by process number).
 func (j *Job) excludedNow(succeeded map[int]bool) []int {
-	return j.rz.excludedBy(func(p int) bool { return succeeded[p] })
+	return j.rz.ExcludedBy(func(p int) bool { return succeeded[p] })
 }
 
 // stopExcluded stops (SIGTERM; the grace period's SIGKILL follows) the
