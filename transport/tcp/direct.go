@@ -89,11 +89,8 @@ const LendMin = ackBytes
 // under LendMin bytes, a shared-memory connection (whose large messages
 // take the single-copy path) or any case where TrySendDirect declines.
 func (t *Transport) TryLendDirect(to core.NodeID, f wire.Frame, body []byte, release func()) bool {
-	if len(body) < LendMin || len(f.Payload)+len(body) > t.cfg.DirectMax || to == t.self {
-		return false
-	}
-	p, c := t.current(to)
-	return c != nil && c.shm == nil && t.writeDirect(p, c, &f, body, release)
+	ok, _ := t.TryLendDirectCtx(context.Background(), to, f, body, release)
+	return ok
 }
 
 // TryLendDirectAny is TryLendDirect for a lender that can wait for its
