@@ -371,8 +371,9 @@ func (s *Session) rdvWrite(j rdvJob) {
 // buffer stays untouched until then, as a send's buffer must until its
 // request completes. The write of a blocking Send that may give up
 // watches its context (tcp.TryLendDirectCtx: see rdvDetach). It reports
-// false, having sent nothing, where the frame must take sendFrame's way: not over transport/tcp directly, a
-// replicated rank, a small message, or frames waiting before it.
+// false, having sent nothing, where the frame must take sendFrame's way:
+// not over transport/tcp directly, a replicated rank, a small message, or
+// frames waiting before it.
 func (s *Session) lendRData(f wire.Frame, req *Request) bool {
 	t, body := s.tcpTr, req.rdv.body
 	if t == nil || s.rep != nil || len(body) < tcp.LendMin {
