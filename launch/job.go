@@ -690,16 +690,12 @@ func (j *Job) monitor(ctx context.Context) {
 	for _, t := range j.timers {
 		t.Stop()
 	}
-	if rzDone != nil && j.rzAt.IsZero() {
-		// The last rank may end before the loop saw the rendezvous end:
-		// it ended all the same, and the kills missed their time.
-		select {
-		case <-rzDone:
-			if _, err := j.rz.Wait(context.Background()); err == nil {
-				j.rzAt = time.Now()
-			}
-		default:
-		}
+	if rzDone != nil && j.rzAt.IsZero() && j.rz.completed() {
+		// The last rank may end before the loop saw the rendezvous end,
+		// even before Done is closed (it had its table while the others'
+		// were being sent): it ended all the same, and the kills missed
+		// their time.
+		j.rzAt = time.Now()
 	}
 	j.ended, j.endAt = true, time.Now()
 	j.markExcluded(exits, succeeded)

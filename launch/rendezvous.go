@@ -688,6 +688,15 @@ func (r *Rendezvous) Wait(ctx context.Context) ([]string, error) {
 	return slices.Clone(r.addrs), nil
 }
 
+// completed reports whether every rank had registered: from then on each
+// is being sent the table, so a rank may have it, run and end before
+// Done is closed (the table's sends to the others still under way).
+func (r *Rendezvous) completed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.complete
+}
+
 // Registered reports which ranks have registered, in order, and when the
 // first of them did (zero if none).
 func (r *Rendezvous) Registered() (ranks []int, first time.Time) {
