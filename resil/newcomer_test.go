@@ -119,7 +119,8 @@ func TestNewcomerTakesARank(t *testing.T) {
 	const n, spares, iters = 3, 1, 40
 	clean := runRing(t, n, spares, 1, iters, func(int, int) bool { return false })
 	want := clean[0].result
-	ready := make(chan struct{})
+	ready, recovered := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	out := newcomerRun(t, n, spares, iters, func(p, restarts, it int) bool {
 		switch {
 		case p == 1 && restarts == 0 && it == 9:
@@ -127,11 +128,16 @@ func TestNewcomerTakesARank(t *testing.T) {
 		case restarts == 1 && it == 16:
 			// Hold every rank here until the newcomer is admitted, then
 			// lose process 2.
+			once.Do(func() { close(recovered) })
 			<-ready
 			return p == 2
 		}
 		return false
 	}, nil, func(ss []*comm.Session, start func() *comm.Session) {
+		// The newcomer joins after the first recovery: admitted before
+		// it, it would also take part in that one (as a spare) and count
+		// two restarts.
+		<-recovered
 		if nc := start(); nc != nil {
 			admitted(t, []*comm.Session{ss[0], ss[2], ss[3]}, 4)
 		}
