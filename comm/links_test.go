@@ -53,6 +53,39 @@ func TestLinkNotices(t *testing.T) {
 	}
 }
 
+// A link that goes down because its peer is gone is not told of: not
+// for a peer that announced its leave or was declared failed, and, for a
+// suspected peer, only once the suspicion is withdrawn with the link
+// still relayed. A direct link back is told only after its relay was.
+func TestLinkNoticesOfGonePeers(t *testing.T) {
+	var out strings.Builder
+	n := &linkNotices{w: &out, self: 0, noun: "rank"}
+	for _, e := range []core.Event{
+		member.Leaving{Node: 1},
+		transport.PairRelayed{Peer: 1, Via: 2}, // left: no news
+		transport.PairDirect{Peer: 1},
+		core.Suspected{Node: 3},
+		transport.PairRelayed{Peer: 3, Via: 2}, // held while suspected
+		core.Failed{Node: 3},
+		core.Unsuspected{Node: 3},
+		transport.PairDirect{Peer: 3}, // its relay was never told
+		core.Suspected{Node: 4},
+		transport.PairRelayed{Peer: 4, Via: 2},
+		core.Unsuspected{Node: 4}, // alive after all, still relayed: told now
+		transport.PairDirect{Peer: 4},
+		core.Suspected{Node: 5},
+		transport.PairRelayed{Peer: 5, Via: 2},
+		transport.PairDirect{Peer: 5},
+		core.Unsuspected{Node: 5}, // direct again before: nothing to tell
+	} {
+		n.event(e)
+	}
+	want := "cohort: ranks 0 and 4: link down, relayed through rank 2\ncohort: ranks 0 and 4: direct link back\n"
+	if out.String() != want {
+		t.Errorf("rank 0 wrote\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
 func TestLinkNoticesFromEnv(t *testing.T) {
 	var sink strings.Builder
 	for v, want := range map[string]bool{"": false, "0": false, "1": true} {
