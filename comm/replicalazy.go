@@ -161,6 +161,18 @@ func (r *replicated) dropLazyLocked() {
 // still writes one within its ackDelay, and at once past a quarter of its
 // resend buffer or 128 frames: the sender's log stays bounded.
 
+// A non-master's rings are read lazily too (tcp.Transport.SetLazyReads):
+// while a ring to it is less than half full, its reader is not rung but
+// looks every lazyLook, so that most of a master's batches cost the master
+// no doorbell, and the non-master no wake-up beside the master that rang
+// it; a batch that brings the ring past half is rung, as before. The
+// delay this adds to the non-master's data (a lazyLook at most) is of
+// lazyDelay's order, far within Config.Retransmit.
+
+// lazyLook is how often a non-master's readers look at their rings: the
+// Go runtime's shortest sleep in the netpoller.
+const lazyLook = time.Millisecond
+
 // fellowLocked reports whether this process holds the transport's
 // acknowledgements: the layer started and it is not its rank's master;
 // lmu is held.
@@ -182,7 +194,9 @@ func (r *replicated) holdAcks(hold bool) {
 	}
 	if hold {
 		r.sess.tcpTr.HoldAcks()
+		r.sess.tcpTr.SetLazyReads(lazyLook)
 	} else {
+		r.sess.tcpTr.SetLazyReads(0)
 		r.sess.tcpTr.ReleaseAcks(core.None)
 	}
 	r.ackHeld.Store(hold)

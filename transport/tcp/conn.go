@@ -126,6 +126,7 @@ func (t *Transport) newConn(nc net.Conn, fr *wire.FrameReader, id core.NodeID, i
 	c.proc = peerProcOf(nc)
 	if sc, ok := nc.(*shmConn); ok {
 		sc.poll, sc.pollers, sc.working, c.shm = &c.poll, &t.pollers, &t.working, sc
+		sc.lazy = &t.lazyReads
 	} else if rc, ok := nc.(*recordConn); ok {
 		c.raw = rc.setPoll(&c.poll) // below the records
 	} else if pr := newPollReader(nc, &c.poll); pr != nil {

@@ -30,6 +30,9 @@ type shmConn struct {
 	// pollers is the transport's guard of the callers polling its rings
 	// (progress.go; set by newConn).
 	pollers *pollGuard
+	// lazy is the transport's period of lazy reads (ns, 0 off; set by
+	// newConn; shmlazy.go).
+	lazy *atomic.Int64
 	// working is the transport's count of goroutines moving frames (it
 	// counts a Read's or Write's wait; set by newConn).
 	working *atomic.Int32
@@ -189,7 +192,11 @@ func (c *shmConn) ring(r *ring, flag int) {
 //
 //go:noinline
 func (c *shmConn) ringRaised(r *ring, flag int) {
-	if r.u32(flag).CompareAndSwap(1, 0) {
+	v := r.u32(flag).Load()
+	if v == waitingLazy && !r.pastHalf() {
+		return // the reader looks by itself soon (shmlazy.go)
+	}
+	if v != 0 && r.u32(flag).CompareAndSwap(v, 0) {
 		c.writeDoorbell()
 	}
 }
@@ -197,28 +204,30 @@ func (c *shmConn) ringRaised(r *ring, flag int) {
 // wait sleeps until a wake-up, the peer's death, Close or deadline dl
 // (Unix ns, 0 none). The reader (reading) waits for data in c.in, the
 // writer for room in c.out: each first raises its flag in that ring's
-// header and checks the ring once more (the futex pattern: the peer
-// either sees the flag or we see its change). A reader that callers are
-// polling for waits without its flag (unarmed): the peer need not ring,
-// and the reader looks again soon (await). count: the wait is a Read's or
+// header to arm (waitingRing, or waitingLazy for a lazy reader, which
+// the writer rings only past half the ring: shmlazy.go) and checks the
+// ring once more (the futex pattern: the peer either sees the flag or we
+// see its change). A reader that callers are polling for waits without
+// its flag (unarmed, arm 0): the peer need not ring, and the reader
+// looks again soon (await). count: the wait is a Read's or
 // a Write's, which a caller's stretched poll must not delay (it is
 // counted in working while it lasts: its doorbell comes through the
 // netpoller, which a caller polling on the process's only processor keeps
 // waiting, progress.go).
-func (c *shmConn) wait(reading, arm, count bool, dl int64) error {
+func (c *shmConn) wait(reading bool, arm uint32, count bool, dl int64) error {
 	r, flag, wake := c.out, offWWaiting, c.wakeW
 	if reading {
 		r, flag, wake = c.in, offRWaiting, c.wakeR
 	}
-	if arm {
-		r.u32(flag).Store(1)
+	if arm != 0 {
+		r.u32(flag).Store(arm)
 		if count && c.working != nil {
 			c.working.Add(1)
 			defer c.working.Add(-1)
 		}
 	}
 	disarm := func() {
-		if arm {
+		if arm != 0 {
 			r.u32(flag).Store(0)
 		}
 	}
@@ -271,7 +280,7 @@ const unarmedWait = time.Millisecond
 func (c *shmConn) await() {
 	c.use.RLock()
 	defer c.use.RUnlock()
-	polls := 0
+	polls, looks := 0, 0
 	for !c.handoff.Load() && !c.readableLocked() {
 		dl := c.readDL.Load()
 		if dl != 0 && time.Now().UnixNano() >= dl {
@@ -281,6 +290,10 @@ func (c *shmConn) await() {
 			continue
 		}
 		arm := !c.pollers.polling()
+		if arm && c.lazyLook(&looks, &dl) {
+			c.wait(true, waitingLazy, false, dl)
+			continue
+		}
 		if !arm {
 			// Look again in a while, in case the callers stopped
 			// meanwhile: then the flag is raised.
@@ -288,7 +301,7 @@ func (c *shmConn) await() {
 				dl = until
 			}
 		}
-		c.wait(true, arm, false, dl)
+		c.wait(true, waitingFlag(arm), false, dl)
 	}
 }
 
@@ -449,7 +462,7 @@ func (c *shmConn) readRingLocked(b []byte, block bool) (int, error) {
 		if c.poll.again(&polls, c.poll.last.Load()) {
 			continue
 		}
-		if err := c.wait(true, true, true, dl); err != nil {
+		if err := c.wait(true, waitingRing, true, dl); err != nil {
 			return 0, err
 		}
 	}
@@ -599,7 +612,7 @@ func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 			if c.poll.again(&polls, last) {
 				continue
 			}
-			if err := c.wait(false, true, true, dl); err != nil {
+			if err := c.wait(false, waitingRing, true, dl); err != nil {
 				return done, err
 			}
 		}

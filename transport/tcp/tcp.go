@@ -48,7 +48,10 @@ type Transport struct {
 	// which are listed in rings, and keeps their rings mapped while they
 	// do (progress.go).
 	pollers pollGuard
-	rings   atomic.Pointer[[]*conn]
+	// lazyReads is the period of the rings' lazy reads, in ns; 0: off
+	// (shmlazy.go).
+	lazyReads atomic.Int64
+	rings     atomic.Pointer[[]*conn]
 	// working counts the goroutines of this transport that move frames
 	// of shared-memory connections besides the callers' progress: reader
 	// goroutines reading, writes of a ring's slice or more, and Reads and
