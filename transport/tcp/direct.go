@@ -197,9 +197,12 @@ func (t *Transport) writeDirectCtx(ctx context.Context, p *peer, c *conn, f *wir
 	var err error
 	if rc, ok := c.nc.(*recordConn); ok {
 		p.hdr = t.directHead(p.hdr, f, body, recordExtra(len(body)))
-		if ctx == nil || ctx.Done() == nil || c.raw == nil {
+		if c.raw == nil {
 			err = rc.writeVectored(p.hdr, body)
 		} else {
+			if ctx == nil {
+				ctx = context.Background()
+			}
 			ended, err = t.writeRecordsCtx(ctx, p, c, rc, p.hdr, body)
 		}
 	} else if sc, ok := c.nc.(*shmConn); ok {

@@ -43,7 +43,9 @@ func (t *Transport) writeAllCtx(ctx context.Context, p *peer, c *conn, head, bod
 	d.w, d.full = w, false
 	err = c.raw.Write(d.fn)
 	d.w = nil
-	if err == nil && w.errno == 0 && d.full {
+	if err == nil && w.errno == 0 && d.full && ctx.Done() == nil {
+		err = c.raw.Write(w.fn) // a context that never ends: wait for room
+	} else if err == nil && w.errno == 0 && d.full {
 		if err = ctx.Err(); err != nil {
 			err = os.ErrDeadlineExceeded // ended already (a caller that never waits): nothing to register
 		} else {
