@@ -170,3 +170,86 @@ func (t *Transport) writeRest(p *peer) bool {
 	}
 	return true
 }
+
+// SendNowBatch is SendNow of several frames to node to in one write: the
+// frame of fs[i] has for payload fs[i].Payload followed by bodies[i] (nil
+// for none). They are written, in order, as one record on a connection in
+// records, with one system call that never waits, where SendNow would
+// write each with its own: a sender that holds frames back to write them
+// together (comm's data for a rank's replicas that are not its master)
+// pays one write for them, and its peer one read. It reports whether it
+// took them all; when it did not, nothing was written, and the caller
+// sends them another way, in the same order. It declines where SendNow
+// does, and a batch of more than Config.WriteBufferSize bytes (the
+// largest record a writer's flush makes). It keeps neither fs nor
+// bodies; it may set the frames' Src and Dst.
+func (t *Transport) SendNowBatch(to core.NodeID, fs []wire.Frame, bodies [][]byte) bool {
+	if to == t.self || len(fs) == 0 || len(bodies) != len(fs) {
+		return false
+	}
+	size := 0
+	for i := range fs {
+		if fs[i].Kind.Proto() == core.ProtoFD {
+			return false // the detector's lane (SendNow)
+		}
+		fs[i].Src, fs[i].Dst = t.self, to
+		n := wire.EncodedSize(fs[i]) + len(bodies[i])
+		if n-wire.LengthSize > t.cfg.MaxFrameSize {
+			return false
+		}
+		size += n
+	}
+	if size > t.cfg.WriteBufferSize {
+		return false
+	}
+	p, c := t.current(to)
+	if c == nil || c.raw == nil || !p.wmu.TryLock() {
+		return false
+	}
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() {
+		p.wmu.Unlock()
+		return false
+	}
+	p.now = p.now[:0]
+	for i := range fs {
+		start := len(p.now)
+		p.now = append(fs[i].AppendHead(p.now, len(bodies[i])), bodies[i]...)
+		if !p.log.add(c.peerStream, true, p.now[start:]) {
+			for range i {
+				p.log.dropLast(c.peerStream)
+			}
+			p.wmu.Unlock()
+			return false // no room in the log: Send waits for it
+		}
+	}
+	out, n, errno := c.writeFrameNow(p.now)
+	if errno != 0 {
+		// Nothing written: the socket is full (EAGAIN), or c is broken
+		// and the caller's Send queues the frames for the next one.
+		for range fs {
+			p.log.dropLast(c.peerStream)
+		}
+		p.wmu.Unlock()
+		if errno != syscall.EAGAIN && errno != syscall.EINTR {
+			c.writeFailed(&net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: errno})
+		}
+		return false
+	}
+	p.accepted.Add(uint64(len(fs)))
+	p.written += uint64(len(fs))
+	kick := n < len(out)
+	if kick {
+		p.rest, p.restConn = append(p.rest[:0], out[n:]...), c
+		p.restPending.Store(true)
+		t.nowPartial.Add(1)
+	} else {
+		p.flushed.Store(p.written)
+	}
+	c.markActive()
+	t.stats.now.Add(uint64(len(fs))) // counted in FramesOut too (Stats)
+	p.wmu.Unlock()
+	if kick {
+		t.kickRest(p)
+	}
+	return true
+}

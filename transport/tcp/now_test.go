@@ -120,3 +120,89 @@ func TestSendNowDeclines(t *testing.T) {
 		t.Errorf("Now %d, Dials %d; want 1 and 1", s.Now, s.Dials)
 	}
 }
+
+// TestSendNowBatchOrder sends batches of frames with SendNowBatch to a
+// peer whose handler is blocked, so that the socket fills: batches are
+// written whole while the socket takes them (the last possibly in part)
+// and then declined, having written nothing, and the frames of a declined
+// batch go through Send. Once the handler runs again, every frame arrives
+// once, in order and intact (a batch the socket took in part too, whose
+// rest the writer finishes). Over the Unix socket, TCP, and TCP with the
+// frames in records, with small socket buffers (4 KiB).
+func TestSendNowBatchOrder(t *testing.T) {
+	for _, path := range []pathKind{{name: "unix"}, {name: "tcp", noUnix: true}, {name: "records", noUnix: true, records: true}} {
+		t.Run(path.name, func(t *testing.T) { testSendNowBatchOrder(t, path) })
+	}
+}
+
+func testSendNowBatchOrder(t *testing.T, path pathKind) {
+	ca, cc := config(1, nil), config(2, nil)
+	path.set(&ca)
+	path.set(&cc)
+	ca.SocketBuffer, cc.SocketBuffer = sockBuf, sockBuf
+	a, c := listen(t, ca), listen(t, cc)
+	a.SetPeer(2, c.Addr())
+	c.SetPeer(1, a.Addr())
+
+	const n = 600
+	gate := make(chan struct{})
+	log := newSeqLog(n)
+	c.SetHandler(transport.HandlerFuncs{OnDeliver: func(f wire.Frame) {
+		<-gate
+		if f.Kind == seqKind {
+			log.add(f.Payload, true)
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := make([]byte, 8)
+	seqBody(first, 0)
+	if err := a.Send(ctx, 2, wire.Frame{Kind: seqKind, Payload: first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tcp.FlushWritten(ctx, a); err != nil { // the handler holds it
+		t.Fatal(err)
+	}
+	taken, declined, frames := 0, 0, 0
+	var fs []wire.Frame
+	var bodies [][]byte
+	for seq := uint64(1); seq < n; {
+		// A batch of 1 to 8 frames of 8 bytes to 2 KiB, each split
+		// between the frame's payload (its first 8 bytes) and a body.
+		fs, bodies = fs[:0], bodies[:0]
+		for k := 0; k < 1+int(seq%8) && seq < n; k++ {
+			b := make([]byte, 8+int(seq*7919)%(2<<10))
+			seqBody(b, seq)
+			fs = append(fs, wire.Frame{Kind: seqKind, Payload: b[:8]})
+			bodies = append(bodies, b[8:])
+			seq++
+		}
+		if a.SendNowBatch(2, fs, bodies) {
+			taken++
+			frames += len(fs)
+			continue
+		}
+		declined++
+		for i := range fs {
+			f := wire.Frame{Kind: seqKind, Payload: append(fs[i].Payload[:8:8], bodies[i]...)}
+			if err := a.Send(ctx, 2, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rest := tcp.NowPartial(a) > 0
+	t.Logf("%d batches written by SendNowBatch, %d declined; a batch written in part: %v", taken, declined, rest)
+	if taken == 0 || declined == 0 {
+		t.Errorf("SendNowBatch wrote %d batches and declined %d; want some of each (the socket fills while the handler waits)", taken, declined)
+	}
+	if s := a.Stats(); s.Now != uint64(frames) {
+		t.Errorf("Stats.Now = %d, want %d", s.Now, frames)
+	}
+	close(gate)
+	select {
+	case <-log.done:
+	case <-ctx.Done():
+		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
+	}
+	log.check(t)
+}
