@@ -57,6 +57,7 @@ type lazyData struct {
 	armed bool
 	wait  time.Duration // how long the first waits: lazyDelay if 0 (tests set it)
 	flush sync.Mutex    // one flush at a time, so that a replica gets them in order
+	batch lazyBatch     // writeLazy's, under flush
 }
 
 // deferLocked moves the Data of direct addressed to replicas that are not
@@ -105,8 +106,9 @@ func (r *replicated) lazyExpired() {
 	}
 }
 
-// flushLazy writes the Data held for non-masters, in order, as any other
-// Data (sendDirect), outside the layer's lock.
+// flushLazy writes the Data held for non-masters, in order, outside the
+// layer's lock (writeLazy: over a socket the small ones to a replica in
+// one write, the others as any other Data, sendDirect).
 func (r *replicated) flushLazy() {
 	l := &r.lazy
 	l.flush.Lock()
@@ -115,10 +117,7 @@ func (r *replicated) flushLazy() {
 	batch := l.held
 	l.held, l.bytes = nil, 0
 	r.lmu.Unlock()
-	for i := range batch {
-		r.sendDirect(batch[i].to, &batch[i].m)
-		batch[i] = directData{}
-	}
+	r.writeLazy(batch)
 	r.lmu.Lock()
 	if l.spare == nil {
 		l.spare = batch[:0]

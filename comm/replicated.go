@@ -125,6 +125,9 @@ type replicated struct {
 	// laned counts the control messages that waited in a lane (the
 	// transport's control lane toward their process was full).
 	laned atomic.Uint64
+	// batched counts the Data to non-masters written in a batch's one
+	// write (writeLazy).
+	batched atomic.Uint64
 	// placing are the Data being read into a posted receive's buffer, by
 	// sending process (replicapath.go; lmu).
 	placing map[core.NodeID]*replicaPlacement
