@@ -24,6 +24,12 @@ import (
 // (sendDirect, which lends it rather than copying it).
 const batchBodyMax = reuseMin
 
+// batchMaxBytes bounds the payload bytes of one batch's write: a larger
+// one may find the socket of a replica that runs behind (the usual
+// non-master) without room for it all, and its rest then holds back, in
+// the transport's queue, the Data that follow it, each copied there.
+const batchMaxBytes = 16 << 10
+
 // lazyBatch is writeLazy's scratch state, reused from batch to batch
 // (under lazyData.flush): the frames of one write, their bodies, and the
 // headers they point into.
@@ -57,9 +63,10 @@ func (r *replicated) writeLazy(batch []directData) {
 			continue
 		}
 		// The small Data to `to` up to its first large one (which must
-		// follow them), then that one.
+		// follow them), then that one; or up to batchMaxBytes, the rest
+		// in a later pass.
 		b.idx, b.heads, b.ends = b.idx[:0], b.heads[:0], b.ends[:0]
-		large := -1
+		large, bytes := -1, 0
 		for i := first; i < len(batch); i++ {
 			if batch[i].to != to {
 				continue
@@ -67,6 +74,9 @@ func (r *replicated) writeLazy(batch []directData) {
 			if len(batch[i].m.Payload) >= batchBodyMax {
 				large = i
 				break
+			}
+			if bytes += len(batch[i].m.Payload); len(b.idx) > 0 && bytes > batchMaxBytes {
+				break // the rest in the next write
 			}
 			b.idx = append(b.idx, i)
 			b.heads = batch[i].m.AppendHeader(b.heads)
