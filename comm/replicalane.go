@@ -21,9 +21,12 @@ import (
 // replicas waiting for it, a lost Fin leaves a peer's Finalize waiting.
 // transport/tcp carries them in its control lane, which its writer drains
 // before the data queue, so a peer whose data queue is full still gets
-// them next. They go to the transport at once, never waiting (the layer's
-// lock is held); when the control lane itself is full, they wait here, in
-// a lane of their own per process, drained by one goroutine, in order.
+// them next; over a socket with nothing queued they are written at once
+// on the sender's goroutine (tcp.Transport.SendNow), a system call that
+// never waits, instead of waking the writer goroutine for each. They go
+// to the transport at once, never waiting (the layer's lock is held);
+// when the control lane itself is full, they wait here, in a lane of
+// their own per process, drained by one goroutine, in order.
 //
 // The lane is bounded by the protocol: acknowledgements and commits are
 // cumulative per channel, so a new one replaces the one of its channel
@@ -101,6 +104,12 @@ func (r *replicated) sendControl(to core.NodeID, m core.Msg) {
 		return // the process left the view: nobody waits for it
 	}
 	if !l.running {
+		if t := r.sess.tcpTr; t != nil && t.SendNow(to, f) {
+			// Written at once, without waiting and without a wake-up of
+			// the peer's writer goroutine (a socket with nothing queued).
+			r.controlNow.Add(1)
+			return
+		}
 		var err error
 		if c, ok := r.sess.tr.(transport.Copier); ok {
 			err = c.SendCopy(doneCtx, to, f)

@@ -128,6 +128,9 @@ type replicated struct {
 	// batched counts the Data to non-masters written in a batch's one
 	// write (writeLazy).
 	batched atomic.Uint64
+	// controlNow counts the control messages written at once on the
+	// sender's goroutine (sendControl).
+	controlNow atomic.Uint64
 	// placing are the Data being read into a posted receive's buffer, by
 	// sending process (replicapath.go; lmu).
 	placing map[core.NodeID]*replicaPlacement
