@@ -567,10 +567,12 @@ func TestSlowUploadHoldsNothing(t *testing.T) {
 
 // A client that keeps a connection open and idle, or sends a request's
 // body and then stalls, has it closed by the daemon after the configured
-// timeouts.
+// timeouts. The read timeout also bounds the TLS handshake, which under
+// -race on a loaded machine can take longer than a few hundred
+// milliseconds.
 func TestIdleAndStalledConnectionsClosed(t *testing.T) {
 	r := startDaemon(t, func(c *Config) {
-		c.IdleTimeout, c.ReadTimeout = Duration{100 * time.Millisecond}, Duration{100 * time.Millisecond}
+		c.IdleTimeout, c.ReadTimeout = Duration{time.Second}, Duration{time.Second}
 	})
 	dial := func(t *testing.T) *tls.Conn {
 		conn, err := tls.Dial("tcp", r.addr, r.creds("alice").ClientConfig("d1"))
@@ -610,14 +612,16 @@ func TestIdleAndStalledConnectionsClosed(t *testing.T) {
 }
 
 // A launch stream lives as long as its job, well past the read and write
-// timeouts that bound ordinary requests.
+// timeouts that bound ordinary requests. The timeouts are still long
+// enough for the ordinary requests before it (a TLS handshake and a
+// request each) under -race on a loaded machine.
 func TestLaunchOutlivesRequestTimeouts(t *testing.T) {
 	r := startDaemon(t, func(c *Config) {
-		c.ReadTimeout, c.WriteTimeout = Duration{50 * time.Millisecond}, Duration{50 * time.Millisecond}
+		c.ReadTimeout, c.WriteTimeout = Duration{time.Second}, Duration{time.Second}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	alice, tok := r.stagedJob(t, ctx, "#!/bin/sh\nsleep 0.5\necho finished\n")
+	alice, tok := r.stagedJob(t, ctx, "#!/bin/sh\nsleep 2.5\necho finished\n")
 	var out []string
 	err := alice.Launch(ctx, tok.Token, LaunchRequest{Program: "p", Ranks: []LaunchRank{{Rank: 0}}}, 5*time.Second, func(ev Event) {
 		if ev.Out != "" || ev.Error != "" {
