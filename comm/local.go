@@ -235,6 +235,10 @@ func detectorOf(name string) (stack.Detector, error) {
 	return d, nil
 }
 
+// stackEdit changes a stack's configuration before it is built
+// (options.editStack).
+type stackEdit func(*stack.Config)
+
 // newStackJoin builds rank self's machines (detector and membership) in
 // a job of the listed ranks, as package group assembles every node, with
 // the loopback timings of stack.DefaultLocalConfig. A process that joins
@@ -247,6 +251,9 @@ func newStackJoin(self core.NodeID, ids, contacts []core.NodeID, o options, det 
 	cfg.AlignHeartbeats = true
 	if o.fanout != 0 {
 		cfg.Fanout = o.fanout
+	}
+	if o.editStack != nil {
+		o.editStack(&cfg)
 	}
 	st, err := stack.New(cfg, ids, stack.Options{Layers: layers, Join: contacts != nil, Contacts: contacts, QuietDetector: o.quietDetector})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cohort-mp/cohort/group/stack"
 )
 
 // testTimeout bounds every test job: a hang is a failure, never a stuck CI.
@@ -40,8 +42,23 @@ func job(t *testing.T, n int, opts ...Option) []*Session {
 var quiet Option = func(o *options) { o.quietDetector = true }
 
 // detecting undoes quiet, for tests in which a rank crashes and the
-// survivors' detectors must find out.
-var detecting Option = func(o *options) { o.quietDetector = false }
+// survivors' detectors must find out. Its timeouts are loadTolerant's.
+var detecting Option = func(o *options) { o.quietDetector, o.editStack = false, loadTolerant }
+
+// loadTolerant gives a detecting job's detector and membership timeouts
+// that a live rank meets under -race beside other packages' tests on a
+// loaded 2-core machine. With stack.DefaultLocalConfig's (suspected
+// after 200 ms of silence, declared 100 ms later; 200 ms to acknowledge
+// a view change, after which a child is reported failed) a live rank that
+// waits that long for a CPU is excluded, and the test fails naming it
+// beside the rank it killed. A crash is still declared within about
+// 1.6 s, well inside every test's deadline.
+func loadTolerant(c *stack.Config) {
+	c.SuspectTimeout = time.Second
+	c.FailTimeout = 500 * time.Millisecond
+	c.PingTimeout = time.Second
+	c.AckTimeout = 2 * time.Second
+}
 
 // noDetector runs a job without failure detectors, for tests that count
 // allocations: a detector's heartbeats allocate, which they would count.

@@ -185,6 +185,10 @@ type options struct {
 	// not about failures, in which a rank waiting for a CPU on a loaded
 	// machine must not be taken for a crashed one
 	quietDetector bool
+	// editStack, if not nil, edits the stack's configuration before it
+	// is built (newStackJoin): tests give a detector the timeouts a
+	// loaded machine needs
+	editStack stackEdit
 	// maxBackup: the replication layer's backup table bound in sends
 	// (replica.Config.MaxBackup; 0: its default), small in tests
 	maxBackup int
