@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,11 +61,19 @@ type shmConn struct {
 	closeOnce sync.Once
 	rmu       sync.Mutex    // one reader at a time
 	wmu       hotsync.Mutex // one writer at a time
-	use       sync.RWMutex  // held shared by Read and CloseWrite, exclusively to unmap (writers hold wmu, which Close takes too)
-	unmap     func()
-	wshut     atomic.Bool
-	readDL    atomic.Int64 // deadlines, Unix ns; 0 none
-	writeDL   atomic.Int64
+	// lineWriting is 1 while writeLineShm writes c.out without wmu. Its
+	// writer holds the owner peer's write lock (peer.wmu), which every
+	// writer of c.out holds (the writer goroutine, the direct writes,
+	// the inline acknowledgements, CloseWrite's callers): that lock keeps
+	// the writers apart, and wmu, which they also take, only Close out.
+	// A plain store, fenced by Close alone (guardBarrier), as the poll
+	// guard's slots are: see Close.
+	lineWriting atomic.Uint32
+	use         sync.RWMutex // held shared by Read and CloseWrite, exclusively to unmap (writers hold wmu, which Close takes too)
+	unmap       func()
+	wshut       atomic.Bool
+	readDL      atomic.Int64 // deadlines, Unix ns; 0 none
+	writeDL     atomic.Int64
 }
 
 // doorbell is the wake-up byte (its value means nothing).
@@ -647,13 +656,39 @@ func (c *shmConn) Close() error {
 		return nil
 	}
 	err := c.sock.Close()
-	c.wmu.Lock()             // Write returns on closed
-	c.use.Lock()             // and so does Read
+	c.wmu.Lock() // Write returns on closed
+	c.use.Lock() // and so does Read
+	c.awaitLineWriter()
 	c.pollers.unmap(c.unmap) // once no caller polls (progress.go)
 	c.use.Unlock()
 	c.wmu.Unlock()
 	<-c.watched
 	return err
+}
+
+// awaitLineWriter waits until no writeLineShm writes c.out, once
+// closing is stored: a line writer stores lineWriting, then loads
+// closing, with no fence between (a plain store and a load, which the
+// processor may reorder); Close stored closing (an atomic Store, a full
+// barrier) and runs guardBarrier before its load of lineWriting, which
+// makes every thread of the process run a full barrier. So either the
+// writer's store came before its thread's barrier and is seen here, and
+// Close waits for its release, or its load of closing came after it and
+// sees closing set, and it writes nothing. The writer holds no lock it
+// could wait for here and never waits itself: the wait is a few
+// instructions' long, unless its thread is descheduled.
+func (c *shmConn) awaitLineWriter() {
+	if !guardFenced {
+		return // writeLineShm takes wmu then
+	}
+	guardBarrier()
+	for i := 0; c.lineWriting.Load() != 0; i++ {
+		if i < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
 }
 
 func (c *shmConn) LocalAddr() net.Addr { return c.sock.LocalAddr() }

@@ -45,12 +45,16 @@ func tryLockShmWrite(p *peer, sc *shmConn) bool {
 // next line, and its commit word is stored only by its own write).
 func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) bool {
 	sc := c.shm
-	// tryLockShmWrite, written out: it is too large to inline, and this is
-	// the 8-byte path, counted by the instruction.
+	// p.wmu keeps c.out's other writers out (shmConn.lineWriting); Close
+	// is kept out by lineWriting, stored before closing is loaded below,
+	// rather than by the ring's own lock, a compare-and-swap per message
+	// (without membarrier, guardFenced false, the lock is taken).
 	if !p.wmu.TryLock() {
 		return false
 	}
-	if !sc.wmu.TryLock() {
+	if guardFenced {
+		hotsync.StoreRelease32(&sc.lineWriting, 1)
+	} else if !sc.wmu.TryLock() {
 		p.wmu.Unlock()
 		return false
 	}
@@ -62,12 +66,12 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 		f.Kind != e.kind || t.self != e.src || p.id != e.dst || f.Epoch != e.epoch ||
 		p.flushed.Load() != p.accepted.Load() || p.restPending.Load() || c.stopped() || !c.resumed.Load() ||
 		r.open || sc.isClosed() || sc.wshut.Load() || sc.goneSet.Load() {
-		sc.wmu.Unlock()
+		sc.unlockLine()
 		p.wmu.Unlock()
 		return false
 	}
 	if room, err := r.room(recAlign); err != nil || room < recAlign {
-		sc.wmu.Unlock()
+		sc.unlockLine()
 		p.wmu.Unlock()
 		return false
 	}
@@ -82,7 +86,7 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 	k += copy(line[k:], f.Payload)
 	copy(line[k:], body)
 	if !p.log.addLine(c.peerStream, &line, size) {
-		sc.wmu.Unlock()
+		sc.unlockLine()
 		p.wmu.Unlock()
 		return false
 	}
@@ -97,11 +101,22 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 	r.pos = pos + recAlign
 	r.u64(offTail).Store(r.pos)
 	sc.ring(r, offRWaiting)
-	sc.wmu.Unlock()
+	sc.unlockLine()
 	c.markActive()
 	bump(&p.directLines) // counted in FramesOut too (Stats)
 	p.wmu.Unlock()
 	return true
+}
+
+// unlockLine ends writeLineShm's write of c.out: lineWriting's release
+// store, after the ring's stores (which it keeps before it), or the
+// ring's lock.
+func (c *shmConn) unlockLine() {
+	if guardFenced {
+		hotsync.StoreRelease32(&c.lineWriting, 0)
+	} else {
+		c.wmu.Unlock()
+	}
 }
 
 // addLine is addHeadBody of a frame of size bytes (at most
