@@ -68,6 +68,23 @@ func (m *Mutex) Unlock() {
 //go:noinline
 func (m *Mutex) unlockSlow() {
 	StoreRelease32(&m.state, 0)
+	m.wakeOne()
+}
+
+// UnlockFence is Unlock for a holder whose later loads must not pass
+// its critical section's stores (a wake-up flag's check after an index
+// it stored): the store that releases m is an atomic Store, a full
+// barrier (one locked instruction, as sync.Mutex's Unlock). It loads the
+// count of sleepers after that store, so it misses none.
+func (m *Mutex) UnlockFence() {
+	m.state.Store(0)
+	if m.sleepers.Load() != 0 {
+		m.wakeOne()
+	}
+}
+
+// wakeOne leaves a token for a sleeping waiter, once m is released.
+func (m *Mutex) wakeOne() {
 	// A token, which a waiter that takes it and finds the lock taken
 	// again leaves to the next Unlock.
 	if p := m.wake.Load(); p != nil {

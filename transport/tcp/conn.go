@@ -44,8 +44,12 @@ type conn struct {
 
 	// rd is held by whoever reads frames from fr and delivers them: the
 	// reader goroutine or, on a shared-memory connection (shm, else nil),
-	// a caller's progress (progress.go). warned and placer are its.
-	rd     sync.Mutex
+	// a caller's progress (progress.go). warned and placer are its. Its
+	// Unlock is a release store: a caller's progress that must fence the
+	// ring's head it stored before it looks at the writer's flag does so
+	// itself, and only when no locked instruction followed that store
+	// (Transport.progress).
+	rd     hotsync.Mutex
 	shm    *shmConn
 	warned bool
 	// scratch holds the frame a caller's progress read straight from the

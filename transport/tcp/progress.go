@@ -202,22 +202,37 @@ func (t *Transport) progress(c *conn, done waitWord) bool {
 	if !c.shm.pending() || !c.rd.TryLock() {
 		return false
 	}
-	got := t.progressLocked(c, done)
-	c.rd.Unlock()
-	// The frames' room goes back to a writer waiting for it: nextFrame
-	// stored the ring's head by a plain move, which the Unlock's locked
-	// instruction has made visible before this load of the flag.
+	got, fenced := t.progressLocked(c, done)
+	// The frames' room goes back to a writer waiting for it: the ring's
+	// head was stored by a plain move (ring.consume), which must be
+	// visible before this load of the writer's flag (the futex pattern,
+	// shmConn.wait). A frame readLineShm took is followed by the
+	// delivery lock's compare-and-swap, a full barrier after the head's
+	// store (fenced); after any other (readFrame's, whose ways are many),
+	// the read lock's release is the barrier.
+	if fenced {
+		c.rd.Unlock()
+	} else {
+		c.rd.UnlockFence()
+	}
 	c.shm.ring(c.shm.in, offWWaiting)
 	return got
 }
 
-// progressLocked is progress under c.rd.
-func (t *Transport) progressLocked(c *conn, done waitWord) bool {
+// progressLocked is progress under c.rd. fenced reports that no frame
+// was consumed after the last locked instruction it ran: the frames it
+// took, if any, were readLineShm's, the last of which took the delivery
+// lock after it consumed.
+func (t *Transport) progressLocked(c *conn, done waitWord) (got, fenced bool) {
 	var err error
+	fenced = true
 	for n := 0; n < progressBatch && err == nil; n++ {
 		var decided bool
 		if decided, err = t.readLineShm(c); !decided {
 			err = t.readFrame(c, true)
+			fenced = false
+		} else if err == nil {
+			fenced = true
 		}
 		if err == nil && done.Load() {
 			break
@@ -231,7 +246,7 @@ func (t *Transport) progressLocked(c *conn, done waitWord) bool {
 		c.shm.handoff.Store(true)
 		c.shm.poke()
 	}
-	return done.Load()
+	return done.Load(), fenced
 }
 
 // waitWord is what PollUntil waits for: a bit of mask set in *w.
