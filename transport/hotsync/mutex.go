@@ -13,7 +13,8 @@ import (
 // is a plain move: it does not wait for the store buffer to drain. A small
 // message on one host takes seven of them: comm's session lock three times
 // (its send, its receive's posting and its delivery), and transport/tcp's
-// peer and ring write locks, resend log lock and delivery lock.
+// peer write lock, resend log lock, delivery lock and connection read
+// lock.
 //
 // Unlock learns whether a waiter sleeps by a plain load before its
 // store. A waiter polls the lock first, by loads, then giving way to the
@@ -29,8 +30,8 @@ import (
 // compare-and-swap is a full barrier: the next holder sees everything
 // the last one did. What Unlock does not give is a fence for the holder's
 // own later loads: code that must not let a load pass its critical
-// section's stores (a wake-up flag's check) keeps a sync.Mutex or fences
-// itself. Under the race detector and off amd64 the store is
+// section's stores (a wake-up flag's check) releases by UnlockFence,
+// keeps a sync.Mutex or fences itself. Under the race detector and off amd64 the store is
 // atomic.Uint32's Store, which the detector sees as a release.
 type Mutex struct {
 	state    atomic.Uint32 // 1 while held

@@ -9,7 +9,8 @@ import (
 
 // TestMutexExcludes counts increments made under the lock by
 // goroutines that contend for it, some of them long enough to reach the
-// yields and sleeps of lockSlow: none is lost.
+// yields and sleeps of lockSlow, released by Unlock and UnlockFence in
+// turn: none is lost.
 func TestMutexExcludes(t *testing.T) {
 	var m Mutex
 	var n int
@@ -28,7 +29,11 @@ func TestMutexExcludes(t *testing.T) {
 						n--
 					}
 				}
-				m.Unlock()
+				if i%2 == 0 {
+					m.Unlock()
+				} else {
+					m.UnlockFence()
+				}
 			}
 		}()
 	}

@@ -233,7 +233,9 @@ func (r *ring) recordLen() (uint64, error) {
 // passes, as the check of the writer's wake-up flag that follows must
 // not (the futex pattern, see wait); otherwise by a release store, and
 // the caller checks the flag only after a locked instruction of its own
-// (a caller's progress: after it releases the read lock).
+// (a caller's progress: the delivery lock's compare-and-swap that
+// follows a frame of readLineShm, or else the read lock's UnlockFence:
+// Transport.progress).
 func (r *ring) consume(n uint64, fenced bool) {
 	r.pos += n
 	r.left -= n
