@@ -120,10 +120,16 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 func (c *shmConn) unlockLine() {
 	if guardFenced {
 		hotsync.StoreRelease32(&c.lineWriting, 0)
-	} else {
-		c.wmu.Unlock()
+		return
 	}
+	c.unlockRing()
 }
+
+// unlockRing is unlockLine without membarrier: out of line, so that
+// unlockLine inlines where it is called.
+//
+//go:noinline
+func (c *shmConn) unlockRing() { c.wmu.Unlock() }
 
 // addLine is addHeadBody of a frame of size bytes (at most
 // lineFrameMax) built in line (writeLineShm): the line goes into the
