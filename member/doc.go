@@ -137,10 +137,13 @@
 // and 20 more per level above, so that a parent outlasts its inner
 // children's waits and their reports' way up
 // (testdata/late-inner-child.txt), or a message from the
-// child heard a wait earlier without its ACK (a child that speaks but
-// refuses) reports it: any message from a leaf of the new tree, but
-// from an inner child only its refusal (VIEW_NACK, to a parent that is
-// the root) or an EXCLUDED notice. An inner child's ACK speaks for its
+// child heard a wait earlier without its ACK reports it: its refusal
+// (VIEW_NACK, to a parent that is the root) or an EXCLUDED notice, never
+// mere speech. A leaf's heartbeats do not show that the proposal reached
+// it: while the transport routes around a cut host, the direction from
+// its parent has lagged seconds behind its own
+// (testdata/leaf-heard-proposal-late.txt). An
+// inner child's ACK speaks for its
 // subtree: when a whole host dies, the first proposal drops only the
 // first of its processes declared, and a live member whose children in
 // the new tree are others of them speaks (heartbeats) but cannot

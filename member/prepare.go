@@ -500,25 +500,25 @@ func (m *Member) onAck(from core.NodeID, a *Ack) {
 // it probe the child, suspect it, ask others to reach it), and the
 // proposal goes to it again every wait during the hand-over
 // (ackHandedWaits: longer at every level above the leaves' parents).
-// Only a verdict, the end of those waits, or a message from the child
-// (of any layer: a pong to the detector's probe, a refusal to the root)
-// heard a wait or more before without its ACK cuts it: a leaf that
-// speaks but does not acknowledge is alive and refuses the proposal, and
-// its exclusion and return settle that as before. A wait, not at once:
-// a starved process that resumes fires its timers (heartbeats) before it
-// reads the proposal it owes an ACK for. Speech alone cuts only a leaf of
-// the proposal's tree: an inner child's ACK speaks for its subtree, so a
-// live inner child goes on speaking (heartbeats) without its ACK while it
-// waits for its own silent children (crashed with their host and not yet
+// Only a verdict, the end of those waits, or the child's refusal heard a
+// wait or more before without its ACK cuts it: a refusal of the proposal
+// to this node (VIEW_NACK: this node is the root) or a notice that the
+// child holds a view without it (EXCLUDED). The child then refuses for
+// itself, whatever its subtree does, and waiting for it kept competing
+// roots from settling (swarm seed 3468). A wait, not at once: a starved
+// process that resumes fires its timers (heartbeats) before it reads the
+// proposal it owes an ACK for. Speech alone (heartbeats, failure
+// reports) cuts no child. An inner child's ACK speaks for its subtree,
+// so a live inner child goes on speaking without its ACK while it waits
+// for its own silent children (crashed with their host and not yet
 // declared, as when a whole host dies and the proposal drops only the
 // first of its processes declared); its detector's verdicts, or its own
-// waits, which end before its parent's, report them, and cut for
-// speaking it would leave the view alive with them. An inner child is
-// cut for speaking only once it refused the proposal to this node
-// (VIEW_NACK: this node is the root) or told it that it holds a view
-// without it (EXCLUDED): it then refuses for itself, whatever its
-// subtree does, and waiting for it kept competing roots from settling
-// (swarm seed 3468). A timeout of a few
+// waits, which end before its parent's, report them. And a leaf that
+// speaks may never have had the proposal: a pair's two directions are
+// separate streams, and while the transport routes around a cut host the
+// direction from this node has lagged seconds behind the other, the
+// leaf's heartbeats and failure reports coming all along
+// (testdata/leaf-heard-proposal-late.txt). A timeout of a few
 // hundred milliseconds cannot tell a crash from a process that an
 // overloaded host starved for a second or two; the detector's timeouts
 // adapt to the stalls it measures, and a child that crashed is declared
@@ -556,7 +556,7 @@ func (m *Member) onAckTimeout(epoch uint64) {
 		if m.acked.flags[i] || m.isFailed(m.accepted, c) {
 			continue
 		}
-		spoke := m.acked.heard[i] == heardEarlier && (m.acked.refused[i] || m.accepted.leaf(c))
+		spoke := m.acked.heard[i] == heardEarlier && m.acked.refused[i]
 		if handing && !spoke && m.watched(c, m.accepted.inc(c)) {
 			if m.ackResent == ackResends {
 				m.env.Emit(core.PeerHint{Node: c, Reason: "no acknowledgement of a view proposal"})

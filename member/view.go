@@ -295,13 +295,6 @@ func (v *view) childrenAt(p int) []core.NodeID {
 	return cs
 }
 
-// leaf reports whether id has no children in the tree (or is not a
-// member).
-func (v *view) leaf(id core.NodeID) bool {
-	lo, hi := v.tree.Children(v.pos(id))
-	return lo == hi
-}
-
 // levelsBelow returns how many tree levels hang below id (0 for a leaf).
 func (v *view) levelsBelow(id core.NodeID) int { return v.levelsBelowAt(v.pos(id)) }
 
