@@ -7,9 +7,3 @@ package tcp
 const guardFenced = false
 
 func guardBarrier() {}
-
-// ringFenced: without membarrier(2), a ring's records are published by
-// an atomic store (ring.fenceless is never set).
-const ringFenced = false
-
-func ringBarrier() {}

@@ -230,13 +230,6 @@ func (c *shmConn) wait(reading bool, arm uint32, count bool, dl int64) error {
 	}
 	if arm != 0 {
 		r.u32(flag).Store(arm)
-		if reading && arm == waitingRing && r.fenceless {
-			// The writer's tail store is not fenced before its load of
-			// the flag (ring.fenceless): this barrier orders the two. A
-			// lazy reader needs none: it looks again by its own timer
-			// (shmlazy.go).
-			ringBarrier()
-		}
 		if count && c.working != nil {
 			c.working.Add(1)
 			defer c.working.Add(-1)

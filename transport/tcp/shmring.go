@@ -70,19 +70,18 @@ const minShmRingSize = 4 << 10
 // The ring's header: one page, fields at fixed offsets, each index on a
 // cache line of its own (the writer's tail, the reader's head).
 const (
-	ringHeader   = 4096
-	ringMagic    = "cohortR2"
-	offMagic     = 0   // 8 bytes
-	offSize      = 8   // uint64: the data size
-	offFrom      = 16  // uint32: the writer's node id
-	offTo        = 20  // uint32: the reader's node id
-	offTag       = 32  // wire.ProofSize bytes
-	offTail      = 128 // uint64, written by the writer: bytes published
-	offClosed    = 136 // uint32, written by the writer: 1 = no more data (half-close)
-	offRWaiting  = 140 // uint32: the reader sleeps (set by it, cleared by the writer)
-	offFenceless = 144 // uint32, written by the writer once: 1 = it publishes without a fence (ring.fenceless)
-	offHead      = 192 // uint64, written by the reader: bytes consumed
-	offWWaiting  = 200 // uint32: the writer sleeps (set by it, cleared by the reader)
+	ringHeader  = 4096
+	ringMagic   = "cohortR2"
+	offMagic    = 0   // 8 bytes
+	offSize     = 8   // uint64: the data size
+	offFrom     = 16  // uint32: the writer's node id
+	offTo       = 20  // uint32: the reader's node id
+	offTag      = 32  // wire.ProofSize bytes
+	offTail     = 128 // uint64, written by the writer: bytes published
+	offClosed   = 136 // uint32, written by the writer: 1 = no more data (half-close)
+	offRWaiting = 140 // uint32: the reader sleeps (set by it, cleared by the writer)
+	offHead     = 192 // uint64, written by the reader: bytes consumed
+	offWWaiting = 200 // uint32: the writer sleeps (set by it, cleared by the reader)
 )
 
 // ringSlices: a writer publishes at most a ringSlices-th of the ring at a
@@ -136,16 +135,6 @@ type ring struct {
 	rec  uint64
 	open bool
 	left uint64
-	// fenceless: the one-line write (writeLineShm) stores the tail by a
-	// plain move, with no barrier before it loads the reader's waiting
-	// flag, and a reader that raises its flag runs membarrier's global
-	// barrier (ringBarrier) before it looks at the ring again: either the
-	// tail's store is seen, or the flag is. Set by the writer, in its
-	// header, where its process is registered for that barrier
-	// (ringFenced), and taken by a reader whose process can issue it
-	// (checkHeader refuses the ring otherwise). Fixed before the ring is
-	// used.
-	fenceless bool
 }
 
 func newRing(mem []byte) *ring {
@@ -172,10 +161,6 @@ func (r *ring) writeHeader(from, to uint32, tag [wire.ProofSize]byte) {
 	*(*uint32)(unsafe.Pointer(&r.mem[offFrom])) = from
 	*(*uint32)(unsafe.Pointer(&r.mem[offTo])) = to
 	copy(r.mem[offTag:], tag[:])
-	if ringFenced {
-		r.fenceless = true
-		*(*uint32)(unsafe.Pointer(&r.mem[offFenceless])) = 1
-	}
 }
 
 // checkHeader checks the header of a ring the peer offered us; check
@@ -192,16 +177,6 @@ func (r *ring) checkHeader(from, to uint32, check func(tag []byte) bool) error {
 		return errors.New("its tag does not match this connection and job secret (a ring of another job or connection)")
 	case r.u64(offTail).Load() != 0 || r.u64(offHead).Load() != 0:
 		return errors.New("it is not empty")
-	}
-	switch *(*uint32)(unsafe.Pointer(&r.mem[offFenceless])) {
-	case 0:
-	case 1:
-		if !ringFenced {
-			return errors.New("its writer publishes without a fence, and this process cannot run membarrier's global barrier, which a reader then needs")
-		}
-		r.fenceless = true
-	default:
-		return errors.New("its header's fence word is neither 0 nor 1")
 	}
 	return nil
 }

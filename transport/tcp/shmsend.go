@@ -92,20 +92,14 @@ func (t *Transport) writeLineShm(p *peer, c *conn, f *wire.Frame, body []byte) b
 	}
 	// Committed as writeHeadBody commits a record: its bytes, its length
 	// and commit word (ordered stores), then the tail, whose store no
-	// later load passes (the reader's flag, ring): an atomic Store, or,
-	// on a fenceless ring, a plain one, which the reader's barrier
-	// orders before that load when it raises its flag (ring.fenceless).
+	// later load passes (the reader's flag, ring).
 	pos := r.pos
 	at := pos&r.mask + recHead
 	*(*[lineFrameMax]byte)(r.data[at : at+lineFrameMax]) = line
 	hotsync.StoreRelease64(r.word(pos, 1), uint64(size))
 	hotsync.StoreRelease64(r.word(pos, 0), ^pos)
 	r.pos = pos + recAlign
-	if r.fenceless {
-		hotsync.StoreRelease64(r.u64(offTail), r.pos)
-	} else {
-		r.u64(offTail).Store(r.pos)
-	}
+	r.u64(offTail).Store(r.pos)
 	sc.ring(r, offRWaiting)
 	sc.unlockLine()
 	c.markActive()
