@@ -26,10 +26,7 @@ import (
 //     checks the ring once more, and sleeps; the other side, after it
 //     publishes data (or frees space), looks at the flag and, only if it is
 //     raised, clears it and writes one byte to the socket. Each side's
-//     store and its load of the other's are fenced; a one-line record's
-//     tail is not, on a ring both of whose processes run membarrier's
-//     global barrier, which the reader then runs after it raises its flag
-//     (ring.fenceless). The wait itself
+//     store and its load of the other's are fenced. The wait itself
 //     is a read of the socket by a watcher goroutine, which Go's netpoller
 //     parks without holding a thread (a futex wait would hold one thread
 //     per sleeping connection).
