@@ -79,8 +79,17 @@ func (t *Transport) sendNow(to core.NodeID, f wire.Frame, logged bool) bool {
 		c.writeFailed(&net.OpError{Op: "write", Net: c.nc.LocalAddr().Network(), Addr: c.nc.RemoteAddr(), Err: errno})
 		return false
 	}
-	p.accepted.Add(1)
-	p.written++
+	t.wroteNow(p, c, out, n, 1)
+	return true
+}
+
+// wroteNow records that a non-blocking write of frames frames took n
+// bytes of out on c: the frames are accepted, and what the socket did not
+// take is the peer's rest, which its writer finishes first. It releases
+// p.wmu, held by the caller.
+func (t *Transport) wroteNow(p *peer, c *conn, out []byte, n, frames int) {
+	p.accepted.Add(uint64(frames))
+	p.written += uint64(frames)
 	kick := n < len(out)
 	if kick {
 		p.rest, p.restConn = append(p.rest[:0], out[n:]...), c
@@ -90,20 +99,11 @@ func (t *Transport) sendNow(to core.NodeID, f wire.Frame, logged bool) bool {
 		p.flushed.Store(p.written)
 	}
 	c.markActive()
-	t.stats.now.Add(1) // counted in FramesOut too (Stats)
+	t.stats.now.Add(uint64(frames)) // counted in FramesOut too (Stats)
 	p.wmu.Unlock()
 	if kick {
-		t.mu.Lock()
-		if !t.closed && t.peers[to] == p {
-			t.activateLocked(p) // a connection the peer opened may have no writer yet
-		}
-		t.mu.Unlock()
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+		t.kickRest(p)
 	}
-	return true
 }
 
 // writeNow writes b to c's socket with one non-blocking write(2); errno
@@ -235,21 +235,6 @@ func (t *Transport) SendNowBatch(to core.NodeID, fs []wire.Frame, bodies [][]byt
 		}
 		return false
 	}
-	p.accepted.Add(uint64(len(fs)))
-	p.written += uint64(len(fs))
-	kick := n < len(out)
-	if kick {
-		p.rest, p.restConn = append(p.rest[:0], out[n:]...), c
-		p.restPending.Store(true)
-		t.nowPartial.Add(1)
-	} else {
-		p.flushed.Store(p.written)
-	}
-	c.markActive()
-	t.stats.now.Add(uint64(len(fs))) // counted in FramesOut too (Stats)
-	p.wmu.Unlock()
-	if kick {
-		t.kickRest(p)
-	}
+	t.wroteNow(p, c, out, n, len(fs))
 	return true
 }
