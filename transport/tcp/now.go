@@ -48,12 +48,8 @@ func (t *Transport) sendNow(to core.NodeID, f wire.Frame, logged bool) bool {
 	if wire.EncodedSize(f)-wire.LengthSize > t.cfg.MaxFrameSize {
 		return false // Send reports the size
 	}
-	p, c := t.current(to)
-	if c == nil || c.raw == nil || !p.wmu.TryLock() {
-		return false
-	}
-	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() {
-		p.wmu.Unlock()
+	p, c := t.lockNow(to)
+	if c == nil {
 		return false
 	}
 	p.now = wire.AppendFrame(p.now[:0], f)
@@ -81,6 +77,22 @@ func (t *Transport) sendNow(to core.NodeID, f wire.Frame, logged bool) bool {
 	}
 	t.wroteNow(p, c, out, n, 1)
 	return true
+}
+
+// lockNow returns the peer to and its connection with the peer's wmu
+// held, if a frame may be written now on the calling goroutine: the
+// connection is up, nothing of the peer's is queued or left to finish,
+// and nobody is writing; else a nil connection, the lock not held.
+func (t *Transport) lockNow(to core.NodeID) (*peer, *conn) {
+	p, c := t.current(to)
+	if c == nil || c.raw == nil || !p.wmu.TryLock() {
+		return nil, nil
+	}
+	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() {
+		p.wmu.Unlock()
+		return nil, nil
+	}
+	return p, c
 }
 
 // wroteNow records that a non-blocking write of frames frames took n
@@ -202,12 +214,8 @@ func (t *Transport) SendNowBatch(to core.NodeID, fs []wire.Frame, bodies [][]byt
 	if size > t.cfg.WriteBufferSize {
 		return false
 	}
-	p, c := t.current(to)
-	if c == nil || c.raw == nil || !p.wmu.TryLock() {
-		return false
-	}
-	if p.flushed.Load() != p.accepted.Load() || len(p.rest) > 0 || c.stopped() || !c.resumed.Load() {
-		p.wmu.Unlock()
+	p, c := t.lockNow(to)
+	if c == nil {
 		return false
 	}
 	p.now = p.now[:0]
