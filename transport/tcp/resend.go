@@ -308,24 +308,32 @@ func (l *sendLog) written() {
 
 // lentOut is where a log collects the releases of lent frames that leave
 // it under its lock, to call them after: a few fit without a heap
-// allocation.
+// allocation. It holds no pointer into itself (a slice of arr would be
+// one), so that a lentOut declared in a function stays on its stack: a
+// log acknowledged on every read would otherwise allocate one each time.
 type lentOut struct {
-	arr [4]func()
-	fns []func()
+	arr  [4]func()
+	n    int      // arr[:n] are taken
+	more []func() // the rest, past arr
 }
 
 func (o *lentOut) take(fn *func()) {
 	if *fn != nil {
-		if o.fns == nil {
-			o.fns = o.arr[:0]
+		if o.n < len(o.arr) {
+			o.arr[o.n] = *fn
+			o.n++
+		} else {
+			o.more = append(o.more, *fn)
 		}
-		o.fns = append(o.fns, *fn)
 		*fn = nil
 	}
 }
 
 func (o *lentOut) call() {
-	for _, fn := range o.fns {
+	for _, fn := range o.arr[:o.n] {
+		fn()
+	}
+	for _, fn := range o.more {
 		fn()
 	}
 }
@@ -472,8 +480,8 @@ func (l *sendLog) clearLocked() *lentOut {
 		lent.take(&l.releases[i])
 	}
 	if l.writing > 0 {
-		l.deferred = append(l.deferred, lent.fns...)
-		lent.fns = nil
+		l.deferred = append(append(l.deferred, lent.arr[:lent.n]...), lent.more...)
+		*lent = lentOut{}
 	}
 	l.buf, l.start, l.n = nil, 0, 0
 	l.lens, l.refs, l.releases, l.refN, l.lhead = nil, nil, nil, 0, 0
@@ -680,9 +688,11 @@ func (t *Transport) ackInline(p *peer, c *conn, r *recvStream) int {
 	r.due.Store(false)
 	n, b := r.recvd.Load(), r.bytes.Load()
 	var pb [binaryMaxVarint]byte
-	var fb [wire.LengthSize + wire.MaxHeaderSize + binaryMaxVarint]byte
-	frame := wire.AppendFrame(fb[:0], wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(pb[:0], n)})
-	frame, k, errno := c.writeFrameNow(frame)
+	// Encoded into SendNow's buffer, p.now (p.wmu is held): writeFrameNow
+	// keeps what it writes out of sight of escape analysis, and a frame
+	// on the stack would be moved to the heap, once per acknowledgement.
+	p.now = wire.AppendFrame(p.now[:0], wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(pb[:0], n)})
+	frame, k, errno := c.writeFrameNow(p.now)
 	if errno != 0 {
 		return ackNotWritten
 	}
@@ -746,8 +756,11 @@ func (t *Transport) appendAck(fw *wire.FrameWriter, p *peer, c *conn) error {
 		return nil
 	}
 	n, b := r.recvd.Load(), r.bytes.Load()
-	var buf [binaryMaxVarint]byte
-	if err := fw.WriteFrame(wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: wire.AppendCount(buf[:0], n)}); err != nil {
+	// The count goes in SendNow's buffer (p.wmu is held; fw copies it):
+	// one on the stack would escape through WriteFrame, once per
+	// acknowledgement.
+	p.now = wire.AppendCount(p.now[:0], n)
+	if err := fw.WriteFrame(wire.Frame{Kind: wire.KindAck, Src: t.self, Dst: p.id, Payload: p.now}); err != nil {
 		return err
 	}
 	r.ackedN.Store(n)
