@@ -52,12 +52,15 @@ const (
 type lazyData struct {
 	held  []directData
 	bytes int
-	spare []directData // the last batch's slice, for the next (nil while a flush holds it)
-	timer *time.Timer  // flushes after the wait (armed: pending)
-	armed bool
-	wait  time.Duration // how long the first waits: lazyDelay if 0 (tests set it)
-	flush sync.Mutex    // one flush at a time, so that a replica gets them in order
-	batch lazyBatch     // writeLazy's, under flush
+	// spares are the slices of the last batches, for the next: two, so
+	// that one is at hand while a flush writes the other (a sender holds
+	// new Data meanwhile), and none is made again.
+	spares [2][]directData
+	timer  *time.Timer // flushes after the wait (armed: pending)
+	armed  bool
+	wait   time.Duration // how long the first waits: lazyDelay if 0 (tests set it)
+	flush  sync.Mutex    // one flush at a time, so that a replica gets them in order
+	batch  lazyBatch     // writeLazy's, under flush
 }
 
 // deferLocked moves the Data of direct addressed to replicas that are not
@@ -73,7 +76,7 @@ func (r *replicated) deferLocked(direct []directData) ([]directData, bool) {
 			continue
 		}
 		if l.held == nil {
-			l.held, l.spare = l.spare[:0], nil
+			l.held = l.takeSpare()
 		}
 		l.held = append(l.held, d)
 		l.bytes += len(d.m.Payload)
@@ -119,10 +122,25 @@ func (r *replicated) flushLazy() {
 	r.lmu.Unlock()
 	r.writeLazy(batch)
 	r.lmu.Lock()
-	if l.spare == nil {
-		l.spare = batch[:0]
+	for i := range l.spares {
+		if l.spares[i] == nil {
+			l.spares[i] = batch[:0]
+			break
+		}
 	}
 	r.lmu.Unlock()
+}
+
+// takeSpare returns an empty slice for the Data to hold: a spare, else a
+// new one of lazyMax; lmu is held.
+func (l *lazyData) takeSpare() []directData {
+	for i, s := range l.spares {
+		if s != nil {
+			l.spares[i] = nil
+			return s
+		}
+	}
+	return make([]directData, 0, lazyMax)
 }
 
 // dropLazyLocked drops the held Data to replicas that left the view, whose

@@ -218,7 +218,7 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 	if b := s.rep.reuse(n); b != nil {
 		payload = append(append(b, f.Payload...), body...)
 	} else if n < reuseMin {
-		payload = append(append(make([]byte, 0, smallMin<<smallClass(n)), f.Payload...), body...)
+		payload = append(append(s.rep.newSmall(n), f.Payload...), body...)
 	} else if len(body) > 0 {
 		payload = append(f.Payload[:len(f.Payload):len(f.Payload)], body...)
 	} else {
@@ -302,6 +302,45 @@ func smallClass(n int) int {
 	}
 	return bits.Len(uint(n-1)) - bits.Len(smallMin-1)
 }
+
+// newSmall returns a new empty buffer for a send of n bytes, under
+// reuseMin, at its class's capacity, cut from a slab of slabBytes (one
+// allocation): the slab's other buffers are kept for the class's next
+// sends (within smallMax and freeMax bytes).
+//
+// The pool of a class grows so, by a slab at a time, until it holds as
+// many buffers as the backup table ever held sends of that class at
+// once, and then stops growing. That number follows the replicas' lag,
+// not the message rate: the layer releases a send once every replica of
+// its destination has acknowledged it, and a replica that lost the
+// processor for a few milliseconds (replicas share the cores) holds
+// back the release of every send made meanwhile, hundreds on a loaded
+// machine. A buffer per allocation, each new largest lag would cost an
+// allocation per send until it is covered.
+func (r *replicated) newSmall(n int) []byte {
+	size := smallMin << smallClass(n)
+	k := max(1, slabBytes/size)
+	slab := make([]byte, k*size)
+	r.fmu.Lock()
+	defer r.fmu.Unlock()
+	for i := 1; i < k; i++ {
+		b := slab[i*size : i*size : (i+1)*size]
+		if c := smallClass(size); c < smallClasses {
+			if r.smallBytes+size > smallMax {
+				break
+			}
+			r.small[c] = append(r.small[c], b)
+			r.smallBytes += size
+		} else {
+			r.keepLargeLocked(b)
+		}
+	}
+	return slab[:0:size]
+}
+
+// slabBytes is the size of the slab newSmall cuts buffers from: 256 of
+// the smallest class, 4 of the largest (4 KiB, sends of 2 to 4 KiB).
+const slabBytes = 16 << 10
 
 // reuse returns an empty buffer with room for n bytes, at most twice
 // that for a large one, from those the layer released, or nil.
