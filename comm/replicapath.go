@@ -295,8 +295,8 @@ func sameData(a, b *replica.Data) bool {
 // holds back only this goroutine, never the readers that hand the layer
 // the peer's frames.
 func (r *replicated) sendDirect(to core.NodeID, m *replica.Data) {
-	// Two frames: the header on the stack must not reach SendDirect, which
-	// may queue it (escape analysis would move it to the heap).
+	// The header is built on the stack: every transport call here copies
+	// what it keeps (SendDirect copies a frame it queues).
 	var hb [replica.DataHeaderMax]byte
 	epoch := r.sess.epoch.Load()
 	f := wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(hb[:0])}
@@ -310,8 +310,7 @@ func (r *replicated) sendDirect(to core.NodeID, m *replica.Data) {
 	if r.sess.tcpTr.TrySendDirect(to, f, m.Payload) {
 		return
 	}
-	queued := wire.Frame{Kind: replica.KindData, Epoch: epoch, Payload: m.AppendHeader(nil)}
-	if err := r.sess.tcpTr.SendDirect(r.sess.try, to, queued, m.Payload); err != nil {
+	if err := r.sess.tcpTr.SendDirect(r.sess.try, to, f, m.Payload); err != nil {
 		r.dropped.Add(1)
 	}
 }
