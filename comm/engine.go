@@ -343,11 +343,38 @@ func pooledBuf(n int) ([]byte, *[]byte) {
 	c := bufClass(n)
 	b, _ := unexpectedBufs[c].Get().(*[]byte)
 	if b == nil {
-		nb := make([]byte, 1<<c)
-		b = &nb
+		b = newBufs(c)
 	}
 	return (*b)[:n], b
 }
+
+// newBufs returns a new buffer of class c; one of a small class is cut
+// from a slab of bufSlabBytes, and the slab's other buffers go to the
+// class's pool, so that a class's pool grows by many buffers for one
+// allocation. It grows whenever more messages are unexpected at once than
+// ever before, or after the collector emptied the pools: a replica that
+// runs behind its rank's master (replicas share the cores) may hold
+// hundreds, each allocated on its own until the pool covers them.
+func newBufs(c int) *[]byte {
+	size := 1 << c
+	k := bufSlabBytes / size
+	if k < 2 {
+		nb := make([]byte, size)
+		return &nb
+	}
+	slab, heads := make([]byte, k*size), make([][]byte, k)
+	for i := range heads {
+		heads[i] = slab[i*size : (i+1)*size : (i+1)*size]
+	}
+	for i := 1; i < k; i++ {
+		unexpectedBufs[c].Put(&heads[i])
+	}
+	return &heads[0]
+}
+
+// bufSlabBytes is the size of the slab newBufs cuts small buffers from:
+// 256 of 64 B, 4 of 4 KiB.
+const bufSlabBytes = 16 << 10
 
 // recycleOwned recycles a message that is dropped: its pooled buffer, if
 // the engine owns it.
