@@ -24,6 +24,7 @@ import (
 	"crypto/cipher"
 	"crypto/subtle"
 	"encoding/binary"
+	"sync"
 )
 
 // smallFrom is the smallest input the fast GHASH takes: below it, a
@@ -80,6 +81,12 @@ func (m *MAC) Sum(tag *[TagSize]byte, nonce *[NonceSize]byte, data []byte) {
 		m.aead.Seal(tag[:0], nonce[:], nil, data)
 		return
 	}
+	m.sumFast(tag, nonce, data)
+}
+
+// sumFast is Sum with the fast GHASH, which keeps neither tag nor nonce:
+// a caller's arrays stay on its stack.
+func (m *MAC) sumFast(tag *[TagSize]byte, nonce *[NonceSize]byte, data []byte) {
 	var h Hash
 	m.Start(&h)
 	h.Write(data)
@@ -163,19 +170,37 @@ func (h *Hash) Sum(tag *[TagSize]byte, nonce *[NonceSize]byte) {
 	// ciphertext's, 0.
 	y[1] ^= h.n * 8
 	gfMul(&y, &h.m.h)
-	var j [16]byte
+	j := counterBlocks.Get().(*[16]byte)
+	*j = [16]byte{}
 	copy(j[:], nonce[:])
 	j[15] = 1
 	h.m.block.Encrypt(j[:], j[:])
 	binary.BigEndian.PutUint64(tag[0:], y[1]^binary.BigEndian.Uint64(j[0:]))
 	binary.BigEndian.PutUint64(tag[8:], y[0]^binary.BigEndian.Uint64(j[8:]))
+	counterBlocks.Put(j)
 }
+
+// counterBlocks holds the blocks Sum encrypts the nonce's counter block
+// in: handed to the cipher through an interface, an array of Sum's own
+// would be moved to the heap on every call (every record sealed or
+// opened from smallFrom bytes on).
+var counterBlocks = sync.Pool{New: func() any { return new([16]byte) }}
 
 // Verify reports, in constant time, whether tag is the GMAC of data
 // under nonce.
 func (m *MAC) Verify(nonce *[NonceSize]byte, data, tag []byte) bool {
+	if !m.fast || len(data) < smallFrom {
+		// GCM's Open of a tag alone (as Check): a tag of Sum's own,
+		// handed to GCM's Seal through an interface, would be moved to
+		// the heap on every call.
+		if len(tag) != TagSize {
+			return false
+		}
+		_, err := m.aead.Open(nil, nonce[:], tag, data)
+		return err == nil
+	}
 	var want [TagSize]byte
-	m.Sum(&want, nonce, data)
+	m.sumFast(&want, nonce, data)
 	return subtle.ConstantTimeCompare(want[:], tag) == 1
 }
 
@@ -189,7 +214,7 @@ func (m *MAC) AppendSum(b, nonce, data []byte) []byte {
 		return m.aead.Seal(b, nonce, nil, data)
 	}
 	var tag [TagSize]byte
-	m.Sum(&tag, (*[NonceSize]byte)(nonce), data)
+	m.sumFast(&tag, (*[NonceSize]byte)(nonce), data)
 	return append(b, tag[:]...)
 }
 
