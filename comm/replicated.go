@@ -286,6 +286,14 @@ func (s *Session) replicaSend(to int, f wire.Frame, body []byte, req *Request) e
 // taken at once, without a search, which would cost more than the
 // allocation it saves. A send of the last class, above
 // smallMin<<(smallClasses-1) bytes, is served from free.
+//
+// So a replicated send allocates nothing once the buffers cover the most
+// sends its backup table ever held unreleased at once; until then a miss
+// costs one allocation for a slab of a class's buffers (newSmall). That
+// number grows with the replicas' lag, not with the traffic: it is the
+// one allocation of the replicated data path that stays, as the pools'
+// growth, and the unexpected messages' pools (engine.go) grow the same
+// way at a replica that runs behind.
 const (
 	reuseMin     = 4 << 10
 	freeMax      = 16 << 20
