@@ -202,6 +202,14 @@
 // different moment at each replica: a program that acts on it decides the
 // moment through Decide (examples/nqueens does).
 //
+// A replicated send and receive allocate nothing, as unreplicated ones
+// do not, once the buffers kept for reuse cover the replicas' lag: a
+// send's backup copy is kept until every replica of its destination has
+// it, and a replica that runs behind holds its messages unreceived, so
+// the more a replica lags (it shares the cores with the others), the
+// more buffers are in use at once. Those pools grow by a slab of buffers
+// per allocation, to the largest lag seen (replicated.go).
+//
 // # Spares
 //
 // With `cohort run -n N --spares S` the job has N ranks and S spare
