@@ -443,3 +443,29 @@ func TestShmWriteRecordLaps(t *testing.T) {
 		t.Fatalf("%d frames wrapped the ring's end: the laps missed the case", wrapped)
 	}
 }
+
+// A write of no bytes, which net.Conn allows (net.Buffers.WriteTo makes
+// one for each empty buffer), writes nothing: a record of no bytes would
+// be read as the peer's corruption (ring.recordLen) and end the
+// connection.
+func TestShmEmptyWrite(t *testing.T) {
+	a, b := shmPair(t)
+	for _, bufs := range [][][]byte{nil, {nil}, {{}, nil}} {
+		if n, err := a.writev(bufs); n != 0 || err != nil {
+			t.Fatalf("writev(%d empty buffers): got %d, %v; want 0, nil", len(bufs), n, err)
+		}
+	}
+	if n, err := a.Write(nil); n != 0 || err != nil {
+		t.Fatalf("Write(nil): got %d, %v; want 0, nil", n, err)
+	}
+	if _, err := a.Write([]byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	var got [2]byte
+	if n, err := b.Read(got[:]); n != 1 || err != nil || got[0] != 7 {
+		t.Fatalf("Read after the empty writes: got %d bytes %v, %v; want 1 byte [7], nil", n, got[:n], err)
+	}
+	if !b.in.empty() {
+		t.Fatal("the ring holds more after the only byte written")
+	}
+}

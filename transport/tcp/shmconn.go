@@ -556,11 +556,13 @@ func (c *shmConn) writeHeadBody(head, body []byte) bool {
 }
 
 // recordFits reports whether a record of n bytes can be written to c.out
-// now, whole: no record is open, n is within a record's bound, the ring
-// has room for it, and the connection is open for writing.
+// now, whole: no record is open, n is within a record's bound (and not 0:
+// a record of no bytes is the peer's corruption to its reader, recordLen,
+// and writevLocked writes nothing for nothing), the ring has room for it,
+// and the connection is open for writing.
 func (c *shmConn) recordFits(n uint64) bool {
 	r := c.out
-	if r.open || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
+	if r.open || n == 0 || n > r.recMax() || c.isClosed() || c.wshut.Load() || c.goneSet.Load() {
 		return false
 	}
 	room, err := r.room(n + r.overhead())
