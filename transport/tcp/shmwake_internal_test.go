@@ -23,6 +23,14 @@ import (
 // doorbell and a watcher's wake-up.
 func shmPair(t *testing.T) (a, b *shmConn) {
 	t.Helper()
+	return shmPairOf(t, minShmRingSize, 0)
+}
+
+// shmPairOf is shmPair with rings of size bytes (a power of two, a
+// multiple of recAlign) and a polling time of spin: a side polls for that
+// long since its last progress before it parks (0: it parks at once).
+func shmPairOf(t *testing.T, size int, spin time.Duration) (a, b *shmConn) {
+	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -38,11 +46,12 @@ func shmPair(t *testing.T) (a, b *shmConn) {
 	}
 	// Each side has its own ring of each direction's memory: a ring
 	// keeps its side's position.
-	ab := make([]byte, ringHeader+minShmRingSize)
-	ba := make([]byte, ringHeader+minShmRingSize)
+	ab := make([]byte, ringHeader+size)
+	ba := make([]byte, ringHeader+size)
 	conn := func(fd int, in, out []byte) *shmConn {
 		c := newShmConn(sock(fd), newRing(in), newRing(out), func() {}, false)
 		c.poll = &pollState{spin: new(atomic.Int64)}
+		c.poll.spin.Store(int64(spin))
 		c.pollers = new(pollGuard)
 		t.Cleanup(func() { c.Close() })
 		return c
