@@ -7,8 +7,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -380,8 +382,13 @@ func TestShmRecordCommit(t *testing.T) {
 	// Data that looks like a length but no commit, with the tail ahead.
 	r.word(r.pos, 1).Store(8)
 	r.u64(offTail).Store(r.pos + recAlign)
-	if _, err := r.read(b); !errors.Is(err, errRingCorrupt) {
+	_, err := r.read(b)
+	if !errors.Is(err, errRingCorrupt) {
 		t.Fatalf("a tail ahead of a missing commit: %v; want corrupt", err)
+	}
+	// The error names the words the check compared.
+	if want := fmt.Sprintf("reader at %d: tail %d", r.pos, r.pos+recAlign); !strings.Contains(err.Error(), want) {
+		t.Fatalf("a tail ahead of a missing commit: %q does not say %q", err, want)
 	}
 	// A committed record whose length is out of bounds.
 	r.word(r.pos, 0).Store(^r.pos)

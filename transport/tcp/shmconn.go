@@ -598,7 +598,7 @@ func (c *shmConn) writevLocked(bufs [][]byte) (int64, error) {
 			over, bound := r.overhead(), r.recMax()-r.recLen()
 			room, err := r.room(min(uint64(len(b)), bound) + over)
 			if err != nil {
-				return done, err
+				return done, r.writerState(err)
 			}
 			if room > over {
 				n := min(room-over, uint64(len(b)), bound)

@@ -260,6 +260,9 @@ func (r *ring) read(b []byte) (int, error) {
 	if r.left == 0 {
 		n, err := r.record()
 		if n == 0 {
+			if err != nil {
+				err = r.readerState(err)
+			}
 			return 0, err
 		}
 		r.pos += recHead
@@ -269,6 +272,27 @@ func (r *ring) read(b []byte) (int, error) {
 	r.copyOut(b[:n])
 	r.consume(n, true)
 	return int(n), nil
+}
+
+// readerState is err, the reader's check that failed (record), with the
+// words it compared as they are now, loaded again: which check failed,
+// and whether what it missed has appeared since (a commit seen late is
+// an ordering fault of ours; one still missing, the peer's corruption).
+// Out of line: the checks stay small enough to inline where they are
+// called.
+//
+//go:noinline
+func (r *ring) readerState(err error) error {
+	return fmt.Errorf("%w (reader at %d: tail %d, head %d, commit word %#x, length word %d)",
+		err, r.pos, r.u64(offTail).Load(), r.u64(offHead).Load(), r.word(r.pos, 0).Load(), r.word(r.pos, 1).Load())
+}
+
+// writerState is err, the writer's check of the head that failed
+// (room), with the words it compared, as readerState.
+//
+//go:noinline
+func (r *ring) writerState(err error) error {
+	return fmt.Errorf("%w (writer at %d: head %d, last seen %d)", err, r.pos, r.u64(offHead).Load(), r.seen)
 }
 
 // room returns how many bytes the writer may put, from the head it saw
