@@ -138,6 +138,9 @@ type collSeg struct {
 	bell      *atomic.Uint32
 
 	home segHome // the CPU this rank starts on, and goes back to after a sleep
+	// quietSleep: sleep on the bell without the Go runtime's knowledge
+	// (futexWait), the rank being its process's only one.
+	quietSleep bool
 }
 
 func word64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
@@ -157,6 +160,7 @@ func newCollSeg(c *Comm, t coll.Transport, mem []byte, slot int) *collSeg {
 	}
 	g.abandoned, g.sleepers, g.bell = word32(mem, offAbandoned), word32(mem, offSleepers), word32(mem, offBell)
 	g.home = newSegHome(g.self, p)
+	g.quietSleep = c.s.wholeProcess
 	return g
 }
 
@@ -263,7 +267,7 @@ func (g *collSeg) Await(ctx context.Context, v uint64) error {
 		g.sleepers.Add(1)
 		bell := g.bell.Load()
 		if !reached() {
-			futexWait(g.bell, bell, segSleep)
+			futexWait(g.bell, bell, segSleep, g.quietSleep)
 		}
 		g.sleepers.Add(^uint32(0))
 		g.home.goIfQuiet(g.p)
@@ -566,6 +570,9 @@ func setupSeg(ctx context.Context, c *Comm, t coll.Transport, id uint64) (*collS
 	}
 	g := newCollSeg(c, t, mem, slot)
 	g.home.goIfQuiet(p)
+	if c.s.wholeProcess {
+		settleAfterSetup()
+	}
 	return g, nil
 }
 

@@ -69,12 +69,46 @@ const (
 
 // futexWait sleeps while *w == old, for at most d (or until a
 // futexWake).
-func futexWait(w *atomic.Uint32, old uint32, d time.Duration) {
+//
+// quiet sleeps without telling the Go runtime (a raw system call),
+// keeping the goroutine's P. A sleep that the runtime's monitor sees
+// outlast one of its ticks makes it take the P back, and each time it
+// does so it goes back to waking every 20 µs (coll_shm_settle.go). On a
+// host where the ranks have no CPU to spare a waiting rank's sleeps often
+// last longer than d (the woken thread waits for a CPU), so such a wait
+// kept its monitor, and the CPU it shares with the other ranks, busy for
+// as long as it waited. The rank's other goroutines (its failure
+// detector) run when the wait yields after each sleep (Await: d is
+// short), as they do when the monitor leaves the P alone; but the ranks
+// of one process (tests, Local) would wait for each other's sleeps, so
+// only a process's only rank sleeps quiet. A signal (the runtime's
+// preemption, as when the garbage collector stops the world) ends the
+// sleep early.
+func futexWait(w *atomic.Uint32, old uint32, d time.Duration, quiet bool) {
 	ts := unix.NsecToTimespec(int64(d))
+	if quiet {
+		unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitOp, uintptr(old), uintptr(unsafe.Pointer(&ts)), 0, 0)
+		return
+	}
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitOp, uintptr(old), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
-// futexWake wakes every thread sleeping on w.
+// futexWake wakes every thread sleeping on w. It does not block, and
+// goes around the Go runtime as futexWait does.
 func futexWake(w *atomic.Uint32) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)
+}
+
+// voluntarySwitches is the process's count of voluntary context switches
+// (getrusage's ru_nvcsw, of all its threads): a thread that slept, or
+// waited for a lock or for I/O. It goes through the Go runtime's
+// system-call path on purpose: entering a system call wakes the runtime's
+// monitor if it sleeps for good (see settleRuntime).
+func voluntarySwitches() (int64, bool) {
+	var ru unix.Rusage
+	// Not unix.Getrusage: that one bypasses the runtime (RawSyscall).
+	if _, _, e := unix.Syscall(unix.SYS_GETRUSAGE, uintptr(unix.RUSAGE_SELF), uintptr(unsafe.Pointer(&ru)), 0); e != 0 {
+		return 0, false
+	}
+	return ru.Nvcsw, true
 }

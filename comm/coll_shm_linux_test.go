@@ -3,6 +3,7 @@ package comm
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -88,5 +89,18 @@ func TestSegHomeBindOff(t *testing.T) {
 	t.Setenv(bindEnv, "off")
 	if h := newSegHome(1, 64); h.cpu != -1 {
 		t.Errorf("with %s=off, home %d, want none", bindEnv, h.cpu)
+	}
+}
+
+func TestVoluntarySwitches(t *testing.T) {
+	before, ok := voluntarySwitches()
+	if !ok {
+		t.Fatal("voluntarySwitches: not readable on Linux")
+	}
+	// Every goroutine asleep: the process's threads sleep too.
+	time.Sleep(20 * time.Millisecond)
+	after, ok := voluntarySwitches()
+	if !ok || after <= before {
+		t.Fatalf("voluntary switches %d, then %d after a sleep (ok %v); want more", before, after, ok)
 	}
 }

@@ -221,53 +221,66 @@ func TestAllreduceSharedRankDies(t *testing.T) {
 
 // A rank killed inside the Allreduce, after publishing its input, while
 // the others wait there for rank 3, which enters only once it knows of
-// the death: every survivor's Allreduce fails naming the dead rank.
+// the death: every survivor's Allreduce fails naming the dead rank. Also
+// with the ranks sleeping as a process's only rank does, unknown to the Go
+// runtime (futexWait's quiet).
 func TestAllreduceSharedKilledInside(t *testing.T) {
 	skipWithoutSegments(t)
 	const victim, late = 2, 3
 	for _, hosts := range oneHostOrTwo {
-		t.Run(fmt.Sprintf("hosts=%v", hosts), func(t *testing.T) {
-			ss := job(t, 4, withHosts(hosts), detecting)
-			ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
-			defer cancel()
-			var inside sync.WaitGroup
-			inside.Add(3)
-			errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
-				one := []int64{1}
-				if err := Allreduce(ctx, c, one, one, Sum[int64]()); err != nil || one[0] != 4 {
-					return fmt.Errorf("first allreduce: %v %v", one, err)
-				}
-				switch c.Rank() {
-				case victim:
-					go func() {
-						inside.Wait()
-						time.Sleep(10 * time.Millisecond) // let the victim publish; no outcome depends on it
-						s.kill()
-					}()
-					inside.Done()
-					Allreduce(ctx, c, one, one, Sum[int64]())
-					return nil
-				case late:
-					for f := range s.Failures() {
-						if f.Rank == victim {
-							break
-						}
-					}
-				default:
-					inside.Done()
-				}
-				err := Allreduce(ctx, c, one, one, Sum[int64]())
-				if !slices.Contains(failedRanks(err), victim) {
-					return fmt.Errorf("allreduce with rank %d killed inside: %v, want a ProcFailedError naming it", victim, err)
-				}
-				return nil
+		for _, quiet := range []bool{false, true} {
+			t.Run(fmt.Sprintf("hosts=%v/quiet=%v", hosts, quiet), func(t *testing.T) {
+				allreduceKilledInside(t, hosts, quiet, victim, late)
 			})
-			for r, err := range errs {
-				if err != nil {
-					t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// allreduceKilledInside runs TestAllreduceSharedKilledInside's case on
+// hosts, its ranks' waits sleeping quiet if quiet.
+func allreduceKilledInside(t *testing.T, hosts []int, quiet bool, victim, late int) {
+	ss := job(t, 4, withHosts(hosts), detecting)
+	for _, s := range ss {
+		s.wholeProcess = quiet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), collTimeout)
+	defer cancel()
+	var inside sync.WaitGroup
+	inside.Add(3)
+	errs := collRunOn(ctx, t, ss, func(ctx context.Context, s *Session, c *Comm) error {
+		one := []int64{1}
+		if err := Allreduce(ctx, c, one, one, Sum[int64]()); err != nil || one[0] != 4 {
+			return fmt.Errorf("first allreduce: %v %v", one, err)
+		}
+		switch c.Rank() {
+		case victim:
+			go func() {
+				inside.Wait()
+				time.Sleep(10 * time.Millisecond) // let the victim publish; no outcome depends on it
+				s.kill()
+			}()
+			inside.Done()
+			Allreduce(ctx, c, one, one, Sum[int64]())
+			return nil
+		case late:
+			for f := range s.Failures() {
+				if f.Rank == victim {
+					break
 				}
 			}
-		})
+		default:
+			inside.Done()
+		}
+		err := Allreduce(ctx, c, one, one, Sum[int64]())
+		if !slices.Contains(failedRanks(err), victim) {
+			return fmt.Errorf("allreduce with rank %d killed inside: %v, want a ProcFailedError naming it", victim, err)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
 	}
 }
 

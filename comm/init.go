@@ -61,6 +61,7 @@ func Init(ctx context.Context, opts ...Option) (*Session, error) {
 	opts = append(opts, func(o *options) { o.links = links })
 	s, err := initBootstrap(ctx, boot, opts...)
 	if err == nil {
+		s.wholeProcess = true
 		shareCPUs(s.addrs, boot.Rank)
 		if bind {
 			bindCPUs(s.addrs, boot.Rank, cpus)

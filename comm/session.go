@@ -112,6 +112,11 @@ type Session struct {
 	// segment, and its communicators' ranks agree to do without.
 	collHost  []int
 	collNoShm bool
+	// wholeProcess: this session is its process's only rank (Init's, not
+	// one of the ranks a test or Local runs in one process), so that a
+	// wait on a segment may hold the process's scheduler while it sleeps,
+	// and a segment's set-up settles the runtime (coll_shm_settle.go).
+	wholeProcess bool
 
 	// rep is set when each rank runs as several replicas (replicated.go):
 	// frames then travel through package replica's layer, and failures
