@@ -3,6 +3,7 @@ package comm
 import (
 	"os"
 	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,7 @@ func (h *segHome) goIfQuiet(p int) {
 	if cpu := segCPU(); cpu != 0 && int(cpu-1) == h.cpu {
 		return // home already: a long wait's sleeps, every segSleep, cost no more
 	}
-	fd, err := unix.Open("/proc/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := openLoadavg()
 	if err != nil {
 		return
 	}
@@ -47,6 +48,21 @@ func (h *segHome) goIfQuiet(p int) {
 		return
 	}
 	h.goHome()
+}
+
+// loadavgPath is /proc/loadavg as the kernel reads a path: made once, so
+// that opening it after a wait's sleep allocates nothing (unix.Open
+// copies its path on each call).
+var loadavgPath = []byte("/proc/loadavg\x00")
+
+// openLoadavg opens /proc/loadavg for reading.
+func openLoadavg() (int, error) {
+	atFDCWD := unix.AT_FDCWD // a variable: a negative constant does not convert to uintptr
+	fd, _, e := unix.Syscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(&loadavgPath[0])), uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
 }
 
 // goHome moves the calling thread to its home CPU, and gives it back the

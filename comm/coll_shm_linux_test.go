@@ -104,3 +104,17 @@ func TestVoluntarySwitches(t *testing.T) {
 		t.Fatalf("voluntary switches %d, then %d after a sleep (ok %v); want more", before, after, ok)
 	}
 }
+
+// TestSegGoIfQuietAllocs checks that the look at the host's load after a
+// wait's sleep allocates nothing: it runs inside a collective.
+func TestSegGoIfQuietAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates here")
+	}
+	// A home the thread is never on, and a load never quiet enough to go
+	// there: every call reads the load and stays.
+	h := segHome{cpu: 1 << 20, ncpu: 0}
+	if n := testing.AllocsPerRun(100, func() { h.goIfQuiet(0) }); n != 0 {
+		t.Errorf("goIfQuiet: %v allocations a call, want 0", n)
+	}
+}
