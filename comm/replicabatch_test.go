@@ -10,7 +10,7 @@ import (
 
 // Over sockets, the Data held for a rank's fellow replicas leave in one
 // write (replicabatch.go): over loopback TCP, plain and in records, rank 0
-// sends rank 1 rounds of lazyMax messages of 8 B to 2 KiB, which rank 1's
+// sends rank 1 rounds of lazyMax messages of 8 B to 12 KiB, which rank 1's
 // master gets at once and its fellow once the round's last send takes the
 // batch out (the wait for the first is set far off). The fellow gets every
 // message, in order, and at least one round goes out in one write (a
@@ -35,7 +35,7 @@ func testReplicatedDataToFellowsOneWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	body := func(i int) []byte {
-		b := make([]byte, 8+i*131%(2<<10))
+		b := make([]byte, 8+i*1031%(12<<10))
 		for k := range b {
 			b[k] = byte(i + k)
 		}
@@ -50,7 +50,7 @@ func testReplicatedDataToFellowsOneWrite(t *testing.T) {
 	}
 	recv := func(p, i int) {
 		want := body(i)
-		buf := make([]byte, 4<<10)
+		buf := make([]byte, 16<<10)
 		st, err := ss[p].World().Recv(ctx, buf, 0, 1)
 		if err != nil || string(buf[:st.Count]) != string(want) {
 			t.Fatalf("process %d: message %d: got %d bytes (%v), want %d bytes of its pattern", p, i, st.Count, err, len(want))
