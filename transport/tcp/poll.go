@@ -244,10 +244,10 @@ const rawReadMax = 1 << 20
 // write(2) or writev(2) calls (writeAll); a connection's is used under
 // its peer's write lock.
 type rawWriter struct {
-	fn    func(fd uintptr) bool // writeFD, made once (a closure per write would allocate)
-	a, b  []byte                // what is left to write: a, then b
-	iov   [2]syscall.Iovec
-	errno syscall.Errno
+	fn      func(fd uintptr) bool // writeFD, made once (a closure per write would allocate)
+	a, b, t []byte                // what is left to write: a, then b, then t (a record's tag: writeRecordsCtx)
+	iov     [3]syscall.Iovec
+	errno   syscall.Errno
 }
 
 // rawWriteMax bounds what one raw write of a socket (rawWriter) is
@@ -288,16 +288,16 @@ func (c *conn) writeAll(head, body []byte) error {
 	return nil
 }
 
-// writeFD writes w.a and w.b to fd; false waits until fd is writable,
-// then writes the rest.
+// writeFD writes w.a, w.b and w.t to fd; false waits until fd is
+// writable, then writes the rest.
 func (w *rawWriter) writeFD(fd uintptr) bool {
-	for len(w.a)+len(w.b) > 0 {
+	for len(w.a)+len(w.b)+len(w.t) > 0 {
 		var n int
 		var errno syscall.Errno
 		switch {
-		case len(w.b) == 0:
+		case len(w.b) == 0 && len(w.t) == 0:
 			n, errno = rawWrite(fd, w.a)
-		case len(w.a) == 0:
+		case len(w.a) == 0 && len(w.t) == 0:
 			n, errno = rawWrite(fd, w.b[:min(len(w.b), rawWriteMax)])
 		default:
 			n, errno = w.writev(fd)
@@ -305,7 +305,10 @@ func (w *rawWriter) writeFD(fd uintptr) bool {
 		switch errno {
 		case 0:
 			k := min(n, len(w.a))
-			w.a, w.b = w.a[k:], w.b[n-k:]
+			w.a, n = w.a[k:], n-k
+			k = min(n, len(w.b))
+			w.b, n = w.b[k:], n-k
+			w.t = w.t[n:]
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
@@ -317,14 +320,28 @@ func (w *rawWriter) writeFD(fd uintptr) bool {
 	return true
 }
 
-// writev writes w.a and w.b (neither empty) with one writev(2); errno is
-// 0 on success.
+// writev writes what is left of w.a, w.b and w.t (two of them at least
+// not empty) with one writev(2), of w.b at most rawWriteMax bytes (and
+// then w.t only once w.b fits); errno is 0 on success.
 func (w *rawWriter) writev(fd uintptr) (int, syscall.Errno) {
-	w.iov[0].Base, w.iov[1].Base = &w.a[0], &w.b[0]
-	w.iov[0].SetLen(len(w.a))
-	w.iov[1].SetLen(min(len(w.b), rawWriteMax))
-	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), 2)
-	w.iov[0].Base, w.iov[1].Base = nil, nil // do not keep the caller's buffers
+	k := 0
+	if len(w.a) > 0 {
+		w.iov[k].Base = &w.a[0]
+		w.iov[k].SetLen(len(w.a))
+		k++
+	}
+	if len(w.b) > 0 {
+		w.iov[k].Base = &w.b[0]
+		w.iov[k].SetLen(min(len(w.b), rawWriteMax))
+		k++
+	}
+	if len(w.t) > 0 && len(w.b) <= rawWriteMax {
+		w.iov[k].Base = &w.t[0]
+		w.iov[k].SetLen(len(w.t))
+		k++
+	}
+	n, _, errno := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), uintptr(k))
+	w.iov = [3]syscall.Iovec{} // do not keep the caller's buffers
 	if errno != 0 {
 		return 0, errno
 	}
