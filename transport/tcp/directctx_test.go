@@ -22,8 +22,10 @@ import (
 // queue and the direct path. Over every path: the same-host Unix socket,
 // shared memory (whose ring is full), loopback TCP, in records or not;
 // with one large frame (over records, a record whose tag is computed as
-// its pieces are written) and with small frames sent until the socket or
-// the ring is full (one record each, copied behind the head).
+// its pieces are written), with frames of 32 KiB (over records, each
+// hashed first and written with its tag) and with small frames, sent
+// until the socket or the ring is full (one record each, copied behind
+// the head).
 func TestDirectWriteEndsWithContext(t *testing.T) {
 	for _, path := range pathKinds {
 		for _, how := range []string{"cancel", "deadline", "ended"} {
@@ -31,6 +33,7 @@ func TestDirectWriteEndsWithContext(t *testing.T) {
 		}
 		for _, how := range []string{"deadline", "ended"} {
 			t.Run(path.name+"/small/"+how, func(t *testing.T) { directWriteEnds(t, path, how, 200, 1<<20) })
+			t.Run(path.name+"/medium/"+how, func(t *testing.T) { directWriteEnds(t, path, how, 32<<10, 1<<12) })
 		}
 	}
 	// Over TLS, which cannot finish a frame once a write timed out, the
@@ -177,6 +180,14 @@ func directWriteEnds(t *testing.T, path pathKind, how string, size, most int) {
 	}
 	log.check(t)
 	checkPath(t, a, path)
+	// On the same connection: a rest written wrong (a record's tag left
+	// out) would fail the peer's check, and the frames would come whole
+	// all the same, resent on the next connection.
+	if !path.tls {
+		if sa, sc := a.Stats(), c.Stats(); sa.Lost+sc.Lost+sc.Tampered != 0 {
+			t.Errorf("connections lost %d and %d, records tampered %d; want none", sa.Lost, sc.Lost, sc.Tampered)
+		}
+	}
 	if err := tcp.FlushWritten(bg, a); err != nil {
 		t.Fatal(err)
 	}
