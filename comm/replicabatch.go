@@ -23,8 +23,8 @@ import (
 // where sendDirect lends a payload of 4 KiB or more: for 4 to 16 KiB the
 // copies cost the master less than the write and the record each would
 // take on its own (over loopback records, whole job of a ping-pong of
-// r = 2, per round trip: 4 KiB 15.4–16.0 system calls against 12.8–13.2
-// batched, 8 KiB 17.3 against 14.4–14.8). From wire.PlaceMin on a write
+// r = 2, per round trip: 4 KiB 15.4–15.7 system calls against 12.9
+// batched, 8 KiB 16.6–17.5 against 14.6–15.3). From wire.PlaceMin on a write
 // is cut in two records so that the reader places the payload; a batch
 // would make it copy the payload instead.
 
@@ -33,14 +33,14 @@ import (
 // (sendDirect, which lends it rather than copying it).
 const batchBodyMax = wire.PlaceMin
 
-// batchMaxBytes bounds the payload bytes of one batch's write, within
-// the transport's largest record (tcp.Config.WriteBufferSize, whose
-// default is wire.DefaultWriteBufferSize; SendNowBatch declines a larger
-// batch) with room for the frames' headers: a batch of lazyMax Data of
-// 4 KiB, or 7 of 8 KiB, in one write. A batch the socket takes only in
-// part leaves its rest to the transport's writer goroutine, and the Data
-// that follow it are then copied into its queue.
-const batchMaxBytes = wire.DefaultWriteBufferSize - 4<<10
+// batchMaxBytes bounds the payload bytes of one batch's write: a larger
+// one may find the socket of a replica that runs behind (the usual
+// non-master) without room for it all, and its rest then holds back, in
+// the transport's queue, the Data that follow it, each copied there. At
+// 48 KiB a write (lazyMax Data of 3,000 B) did so often enough over the
+// same-host Unix socket to cost 3 to 4 allocations a round trip; 32 KiB
+// takes 7 Data of 4 KiB, 3 of 8 KiB, in one write.
+const batchMaxBytes = 32 << 10
 
 // lazyBatch is writeLazy's scratch state, reused from batch to batch
 // (under lazyData.flush): the frames of one write, their bodies, and the
