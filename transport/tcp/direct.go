@@ -41,20 +41,8 @@ func (t *Transport) SendDirect(ctx context.Context, to core.NodeID, f wire.Frame
 	// Queued: the frame is copied, a small one into a pooled buffer (as
 	// SendCopy's), into a frame of its own, so that neither f.Payload nor
 	// body escapes (a caller may build f's header on its stack).
-	n := len(f.Payload) + len(body)
 	q := wire.Frame{Kind: f.Kind, Src: f.Src, Dst: f.Dst, Epoch: f.Epoch}
-	if n > maxCopyBuf {
-		q.Payload = append(append(make([]byte, 0, n), f.Payload...), body...)
-		return t.send(ctx, to, q, nil)
-	}
-	b := getCopyBuf()
-	*b = append(append((*b)[:0], f.Payload...), body...)
-	q.Payload = *b
-	err := t.send(ctx, to, q, b)
-	if err != nil {
-		putCopyBuf(b) // not queued: still ours
-	}
-	return err
+	return t.sendCopied(ctx, to, q, f.Payload, body)
 }
 
 // TrySendDirect is SendDirect's write on the caller's goroutine alone:

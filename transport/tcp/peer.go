@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"github.com/cohort-mp/cohort/transport/hotsync"
@@ -380,12 +379,19 @@ func (t *Transport) Send(ctx context.Context, to core.NodeID, f wire.Frame) erro
 // returns (transport.Copier): the payload is copied, into a buffer the
 // transport reuses once the frame is written when it is small.
 func (t *Transport) SendCopy(ctx context.Context, to core.NodeID, f wire.Frame) error {
-	if len(f.Payload) > maxCopyBuf {
-		f.Payload = bytes.Clone(f.Payload)
+	return t.sendCopied(ctx, to, f, f.Payload, nil)
+}
+
+// sendCopied queues f with head and body, copied, as its payload: a small
+// one in a pooled buffer that goes back once the frame is written, a
+// larger one in a buffer of its own.
+func (t *Transport) sendCopied(ctx context.Context, to core.NodeID, f wire.Frame, head, body []byte) error {
+	if n := len(head) + len(body); n > maxCopyBuf {
+		f.Payload = append(append(make([]byte, 0, n), head...), body...)
 		return t.send(ctx, to, f, nil)
 	}
 	b := getCopyBuf()
-	*b = append((*b)[:0], f.Payload...)
+	*b = append(append((*b)[:0], head...), body...)
 	f.Payload = *b
 	err := t.send(ctx, to, f, b)
 	if err != nil {
