@@ -61,7 +61,7 @@ type peer struct {
 	unreachable bool
 	// stream is our id of the pair's streams (wire.Resume), drawn with p;
 	// peerStream is the peer's (0: none yet), and rs the stream of its
-	// frames we deliver (resend.go).
+	// frames we deliver (recvstream.go).
 	stream     uint64
 	peerStream uint64
 	rs         *recvStream
