@@ -55,6 +55,16 @@ func pathPair(t *testing.T, path pathKind, edit func(ca, cc *tcp.Config)) (a, c 
 	return a, c
 }
 
+// flushAndPark waits until a has written what it queued, then sleeps up
+// to 3 ms (a random while from rng), so that the peer's readers park.
+func flushAndPark(ctx context.Context, t *testing.T, a *tcp.Transport, rng *rand.Rand) {
+	t.Helper()
+	if err := tcp.FlushWritten(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+}
+
 // seqBody fills a body of n ≥ 8 bytes: the sequence number then a pattern
 // derived from it.
 func seqBody(b []byte, seq uint64) {
@@ -112,6 +122,16 @@ func (l *seqLog) arrived() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.got)
+}
+
+// wait returns once every body arrived, and fails t if ctx ends first.
+func (l *seqLog) wait(ctx context.Context, t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		t.Fatalf("%d of %d frames arrived", l.arrived(), l.n)
+	}
 }
 
 // check fails t unless every body arrived intact, once and in order.
@@ -210,11 +230,7 @@ func testSendDirectOrder(t *testing.T, path pathKind) {
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-log.done:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
-	}
+	log.wait(ctx, t)
 	close(stop)
 	wg.Wait()
 	log.check(t)

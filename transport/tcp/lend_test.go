@@ -99,11 +99,7 @@ func testLendDirect(t *testing.T, path pathKind, anySize bool) {
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-log.done:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
-	}
+	log.wait(ctx, t)
 	log.check(t)
 	if got := a.Stats().Lent; got != uint64(lent) {
 		t.Fatalf("Stats.Lent %d, want the %d bodies lent", got, lent)

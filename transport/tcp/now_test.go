@@ -80,11 +80,7 @@ func testSendNowOrder(t *testing.T, path pathKind) {
 		t.Errorf("Stats.Now = %d, want %d", s.Now, now)
 	}
 	close(gate)
-	select {
-	case <-log.done:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
-	}
+	log.wait(ctx, t)
 	log.check(t)
 }
 
@@ -199,10 +195,6 @@ func testSendNowBatchOrder(t *testing.T, path pathKind) {
 		t.Errorf("Stats.Now = %d, want %d", s.Now, frames)
 	}
 	close(gate)
-	select {
-	case <-log.done:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
-	}
+	log.wait(ctx, t)
 	log.check(t)
 }

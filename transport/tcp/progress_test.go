@@ -141,17 +141,10 @@ func TestPollUntilOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rng.IntN(50) == 0 {
-			if err := tcp.FlushWritten(ctx, a); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // readers park
+			flushAndPark(ctx, t, a, rng)
 		}
 	}
-	select {
-	case <-log.done:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
-	}
+	log.wait(ctx, t)
 	wg.Wait()
 	log.check(t)
 	st := c.Stats()

@@ -124,17 +124,10 @@ func TestShmRingWritersAndReaders(t *testing.T) {
 			c.SetLazyReads(period)
 		}
 		if rng.IntN(200) == 0 {
-			if err := tcp.FlushWritten(ctx, a); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // readers park
+			flushAndPark(ctx, t, a, rng)
 		}
 	}
-	select {
-	case <-log.done:
-	case <-ctx.Done():
-		t.Fatalf("%d of %d frames arrived", log.arrived(), n)
-	}
+	log.wait(ctx, t)
 	log.check(t)
 	for i, tr := range []*tcp.Transport{a, c} {
 		st := tr.Stats()
